@@ -1,0 +1,212 @@
+"""Composition: ``Compose``, ``OneOf``, ``Maybe`` and ``SomeOf``.
+
+Owns the four pipeline containers. Each is a frozen dataclass, a callable ``(image, rng)``,
+pickles by value and round-trips through ``to_config`` / ``from_config``. Members may be
+:class:`~shmaug.ops.core.Op` objects, registered functions (or ``functools.partial`` of them,
+turned into ``Op``), op names, other containers, ``from_pil`` wrappers, or any module-level
+callable ``fn(image, rng)``.
+
+``uses_global_rng`` is true when any member may draw from the global ``random`` /
+``np.random`` (unknown callables are assumed to); the loader then seeds those globals per
+sample.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError, ArgumentTypeError
+from ._params import bounds
+from .core import as_op, config_type, from_config, to_config
+
+
+def _members(ops: Any, who: str) -> tuple[Callable[..., Any], ...]:
+    if isinstance(ops, (str, bytes)) or not isinstance(ops, Iterable):
+        raise ArgumentTypeError(
+            f"`ops` of {who} expects a list of ops; received {ops!r} ({type(ops).__name__}). "
+            f"Wrap a single op in a list: {who}([op])."
+        )
+    members = tuple(as_op(op) for op in ops)
+    if not members:
+        raise ArgumentError(f"`ops` of {who} expects at least one op; received an empty list.")
+    return members
+
+
+def _global(ops: Iterable[Any]) -> bool:
+    return any(bool(getattr(op, "uses_global_rng", True)) for op in ops)
+
+
+@dataclass(frozen=True, slots=True)
+class Compose:
+    """Apply every op in order.
+
+    Example:
+        >>> from shmaug.ops import Compose, Op
+        >>> pipe = Compose([Op("rotate", degrees=(-10, 10)), Op("gaussian_blur")])
+        >>> out = pipe(np.zeros((16, 16), np.uint8), np.random.default_rng(0))
+    """
+
+    ops: Sequence[Any]  # normalized to a tuple of callables in __post_init__
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ops", _members(self.ops, "Compose"))
+
+    @property
+    def uses_global_rng(self) -> bool:
+        return _global(self.ops)
+
+    def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        for op in self.ops:
+            image = op(image, rng)
+        return image
+
+    def to_config(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``shmaug.from_config`` rebuilds an equal pipeline."""
+        return {"type": "Compose", "ops": [to_config(op) for op in self.ops]}
+
+
+@dataclass(frozen=True, slots=True)
+class OneOf:
+    """Apply exactly one op, picked per call (uniformly, or by ``weights``).
+
+    Example:
+        >>> pick = OneOf(["rotate", "shear"], weights=[3, 1])
+    """
+
+    ops: Sequence[Any]  # normalized to a tuple of callables in __post_init__
+    weights: tuple[float, ...] | None = None
+    _cum: tuple[float, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ops = _members(self.ops, "OneOf")
+        object.__setattr__(self, "ops", ops)
+        if self.weights is None:
+            cum = tuple((i + 1) / len(ops) for i in range(len(ops)))
+        else:
+            w = tuple(float(x) for x in self.weights)
+            if len(w) != len(ops) or min(w) < 0 or sum(w) <= 0:
+                raise ArgumentError(
+                    f"`weights` of OneOf expects {len(ops)} non-negative numbers with a positive "
+                    f"sum (one per op); received {self.weights!r}. Give one weight per op."
+                )
+            object.__setattr__(self, "weights", w)
+            total = sum(w)
+            cum = tuple(float(c) / total for c in np.cumsum(w))
+        object.__setattr__(self, "_cum", cum)
+
+    @property
+    def uses_global_rng(self) -> bool:
+        return _global(self.ops)
+
+    def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        i = min(bisect.bisect_right(self._cum, rng.random()), len(self.ops) - 1)
+        result: np.ndarray = self.ops[i](image, rng)
+        return result
+
+    def to_config(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``shmaug.from_config`` rebuilds an equal pipeline."""
+        weights = None if self.weights is None else list(self.weights)
+        return {"type": "OneOf", "ops": [to_config(op) for op in self.ops], "weights": weights}
+
+
+@dataclass(frozen=True, slots=True)
+class Maybe:
+    """Apply ``op`` with probability ``p``, else return the image unchanged.
+
+    Example:
+        >>> flip = Maybe("hflip", p=0.5)
+    """
+
+    op: Callable[..., Any]
+    p: float = 0.5
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "op", as_op(self.op))
+        lo, _ = bounds(self.p, "p", 0.0, 1.0)
+        object.__setattr__(self, "p", lo)
+
+    @property
+    def uses_global_rng(self) -> bool:
+        return _global((self.op,))
+
+    def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if rng.random() < self.p:
+            result: np.ndarray = self.op(image, rng)
+            return result
+        return image
+
+    def to_config(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``shmaug.from_config`` rebuilds an equal pipeline."""
+        return {"type": "Maybe", "op": to_config(self.op), "p": self.p}
+
+
+@dataclass(frozen=True, slots=True)
+class SomeOf:
+    """Apply ``n`` distinct ops (``n`` fixed or an inclusive ``(low, high)`` range).
+
+    The chosen ops run in the order they are listed, unless ``random_order`` is true.
+
+    Example:
+        >>> some = SomeOf(["gaussian_blur", "gamma", "gaussian_noise"], n=(1, 2))
+    """
+
+    ops: Sequence[Any]  # normalized to a tuple of callables in __post_init__
+    n: int | tuple[int, int] = 1
+    random_order: bool = False
+
+    def __post_init__(self) -> None:
+        ops = _members(self.ops, "SomeOf")
+        object.__setattr__(self, "ops", ops)
+        lo, hi = bounds(self.n, "n", 0, len(ops))
+        if lo != int(lo) or hi != int(hi):
+            raise ArgumentError(
+                f"`n` of SomeOf expects whole numbers in [0, {len(ops)}]; received {self.n!r}."
+            )
+        object.__setattr__(self, "n", int(lo) if lo == hi else (int(lo), int(hi)))
+
+    @property
+    def uses_global_rng(self) -> bool:
+        return _global(self.ops)
+
+    def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        k = self.n if isinstance(self.n, int) else int(rng.integers(self.n[0], self.n[1] + 1))
+        picked = rng.permutation(len(self.ops))[:k]
+        for i in picked if self.random_order else np.sort(picked):
+            image = self.ops[int(i)](image, rng)
+        return image
+
+    def to_config(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``shmaug.from_config`` rebuilds an equal pipeline."""
+        n = self.n if isinstance(self.n, int) else list(self.n)
+        ops = [to_config(op) for op in self.ops]
+        return {"type": "SomeOf", "ops": ops, "n": n, "random_order": self.random_order}
+
+
+@config_type("Compose")
+def _compose(cfg: dict[str, Any]) -> Compose:
+    return Compose(tuple(from_config(c) for c in cfg["ops"]))
+
+
+@config_type("OneOf")
+def _one_of(cfg: dict[str, Any]) -> OneOf:
+    return OneOf(tuple(from_config(c) for c in cfg["ops"]), weights=cfg.get("weights"))
+
+
+@config_type("Maybe")
+def _maybe(cfg: dict[str, Any]) -> Maybe:
+    return Maybe(from_config(cfg["op"]), p=cfg.get("p", 0.5))
+
+
+@config_type("SomeOf")
+def _some_of(cfg: dict[str, Any]) -> SomeOf:
+    n = cfg.get("n", 1)
+    return SomeOf(
+        tuple(from_config(c) for c in cfg["ops"]),
+        n=tuple(n) if isinstance(n, list) else n,
+        random_order=bool(cfg.get("random_order", False)),
+    )

@@ -1,0 +1,411 @@
+"""The op registry, bound ops, config round trip and the picklability check.
+
+Owns: ``register`` / ``get`` / ``available``, the :class:`Op` object (a registered function
+with bound parameters), ``to_config`` / ``from_config`` and ``check_picklable``. The built-in
+ops live in ``builtin.py`` (parameter sampling) over ``cv.py`` / ``pil.py`` (pure kernels);
+composition lives in ``compose.py``; the legacy PIL wrapper in ``legacy.py``.
+
+An op is a function ``op(image, rng, **params) -> image`` whose extra parameters all have
+defaults, so ``op(image, rng)`` always works. Registration is an explicit decorator; it returns
+the function unchanged, so the function stays importable (and picklable) under its own name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import logging
+import pickle
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ..errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    DuplicateOpError,
+    NotPicklableError,
+    UnknownOpError,
+)
+
+logger = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+Augment = Callable[[np.ndarray, np.random.Generator], np.ndarray]
+"""What the loader runs per sample: ``augment(image, rng) -> image``."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpSpec:
+    """One registry entry: the function and what its signature allows."""
+
+    name: str
+    fn: Callable[..., np.ndarray]
+    params: tuple[str, ...]  # keyword parameters after (image, rng), in signature order
+    defaults: Mapping[str, Any]
+    module: str  # where fn is defined; from_config imports it when the name is unknown
+
+
+_REGISTRY: dict[str, OpSpec] = {}
+
+
+def _local_kind(obj: Any) -> str | None:
+    """'a lambda' / 'a local function (closure)' when obj cannot be found at module level."""
+    qualname = getattr(obj, "__qualname__", "")
+    if "<lambda>" in qualname:
+        return "a lambda"
+    if "<locals>" in qualname:
+        return f"a local function (closure) defined inside `{qualname.split('.<locals>')[0]}`"
+    return None
+
+
+def register(name: str, *, replace: bool = False) -> Callable[[F], F]:
+    """Register ``fn(image, rng, **params)`` as an op under ``name``.
+
+    Args:
+        name: registry name, used by ``get`` and in configs.
+        replace: allow replacing an op already registered under ``name``.
+
+    Returns:
+        A decorator that registers the function and returns it unchanged.
+
+    Raises:
+        DuplicateOpError: ``name`` is taken and ``replace`` is false.
+        NotPicklableError: the function is a lambda or closure (it could not reach workers).
+        ArgumentError: the signature does not start with ``(image, rng)`` or a parameter has
+            no default.
+
+    Example:
+        >>> @register("ink_bleed")
+        ... def ink_bleed(image, rng, strength=(0.1, 0.4)): ...
+        >>> get("ink_bleed")  # doctest: +SKIP
+    """
+    if not isinstance(name, str) or not name:
+        raise ArgumentTypeError(
+            f"`name` expects a non-empty str; received {name!r} ({type(name).__name__}). "
+            f'Use @shmaug.register("my_op").'
+        )
+
+    def decorate(fn: F) -> F:
+        kind = _local_kind(fn)
+        if kind is not None:
+            raise NotPicklableError(
+                f"op `{name}` is {kind}, which cannot be pickled for spawned workers. Move it "
+                f"to module level (a `def` at the top of a module) and register it there."
+            )
+        if name in _REGISTRY and not replace and _REGISTRY[name].fn is not fn:
+            raise DuplicateOpError(
+                f"op name `{name}` is already registered (by {_REGISTRY[name].module}."
+                f"{_REGISTRY[name].fn.__qualname__}); received another function "
+                f"{fn.__module__}.{fn.__qualname__}. Pick another name or pass replace=True."
+            )
+        params = list(inspect.signature(fn).parameters.values())
+        if len(params) < 2 or any(
+            p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params[:2]
+        ):
+            raise ArgumentError(
+                f"op `{name}` expects a signature fn(image, rng, **params); received "
+                f"{fn.__qualname__}{inspect.signature(fn)}. Take the image and rng first."
+            )
+        extra = [p for p in params[2:] if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+        missing = [p.name for p in extra if p.default is p.empty]
+        if missing:
+            raise ArgumentError(
+                f"op `{name}` expects a default for every parameter after (image, rng); "
+                f"received none for {missing}. Give each a default range, e.g. strength=(0.1, 0.4)."
+            )
+        _REGISTRY[name] = OpSpec(
+            name, fn, tuple(p.name for p in extra), {p.name: p.default for p in extra}, fn.__module__
+        )
+        return fn
+
+    return decorate
+
+
+def _spec(name: str, module: str = "") -> OpSpec:
+    if name not in _REGISTRY and module and module != __name__:
+        try:  # a user op: importing its module registers it (e.g. in a fresh worker)
+            importlib.import_module(module)
+        except ImportError:
+            logger.debug("could not import %s to find op %s", module, name)
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(str(name), _REGISTRY, n=3)
+        hint = f"Did you mean {', '.join(repr(c) for c in close)}? " if close else ""
+        raise UnknownOpError(
+            f"no op registered as `{name}`. {hint}Known ops: {', '.join(available())}. "
+            f"Register yours with @shmaug.register({name!r}) in a module that is imported."
+        ) from None
+
+
+def available() -> list[str]:
+    """Sorted names of every registered op.
+
+    Example:
+        >>> "rotate" in available()
+        True
+    """
+    return sorted(_REGISTRY)
+
+
+def _freeze(value: Any) -> Any:
+    """Lists (from JSON) become tuples so bound ops compare and hash equal after a round trip."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Op:
+    """A registered op with some parameters bound: a picklable ``op(image, rng)`` callable.
+
+    Unbound parameters keep the function's defaults. It pickles and configures by name, so the
+    function itself never crosses a process boundary.
+
+    Example:
+        >>> rot = Op("rotate", degrees=(-5, 5))
+        >>> rot.to_config()
+        {'type': 'Op', 'name': 'rotate', 'params': {'degrees': [-5, 5]}}
+    """
+
+    name: str
+    params: tuple[tuple[str, Any], ...]
+    fn: Callable[..., np.ndarray] = field(compare=False, repr=False)
+    kwargs: Mapping[str, Any] = field(compare=False, repr=False)
+    uses_global_rng = False
+
+    def __init__(self, name: str, /, **params: Any) -> None:
+        spec = _spec(name, str(params.pop("_module", "")))
+        unknown = sorted(set(params) - set(spec.params))
+        if unknown and not _has_var_keyword(spec.fn):
+            raise ArgumentError(
+                f"op `{name}` has no parameter {', '.join(f'`{u}`' for u in unknown)}; "
+                f"expected some of {list(spec.params)}. Check the spelling."
+            )
+        frozen = {k: _freeze(v) for k, v in params.items()}
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "params", tuple(sorted(frozen.items())))
+        object.__setattr__(self, "fn", spec.fn)
+        object.__setattr__(self, "kwargs", frozen)
+
+    def __call__(self, image: np.ndarray, rng: np.random.Generator, **override: Any) -> np.ndarray:
+        if override:
+            return self.fn(image, rng, **{**self.kwargs, **override})
+        return self.fn(image, rng, **self.kwargs)
+
+    def bind(self, **params: Any) -> Op:
+        """A copy with more parameters bound (later values win)."""
+        return Op(self.name, **{**self.kwargs, **params})
+
+    def to_config(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``from_config`` rebuilds an equal op."""
+        cfg: dict[str, Any] = {"type": "Op", "name": self.name, "params": {k: _thaw(v) for k, v in self.params}}
+        module = _REGISTRY[self.name].module if self.name in _REGISTRY else ""
+        if not module.startswith("shmaug."):
+            cfg["module"] = module
+        return cfg
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        module = _REGISTRY[self.name].module if self.name in _REGISTRY else ""
+        return (_rebuild_op, (self.name, module, dict(self.params)))
+
+    def __repr__(self) -> str:
+        args = "".join(f", {k}={v!r}" for k, v in self.params)
+        return f"Op({self.name!r}{args})"
+
+
+def _has_var_keyword(fn: Callable[..., Any]) -> bool:
+    return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
+
+
+def _rebuild_op(name: str, module: str, params: dict[str, Any]) -> Op:
+    return Op(name, _module=module, **params)
+
+
+def get(name: str) -> Op:
+    """The op registered as ``name``, as an :class:`Op` with its default parameters.
+
+    Raises:
+        UnknownOpError: nothing is registered under ``name`` (the message lists close names).
+
+    Example:
+        >>> rot = get("rotate").bind(degrees=(-5, 5))
+        >>> out = rot(np.zeros((8, 8), np.uint8), np.random.default_rng(0))
+    """
+    return Op(name)
+
+
+def as_op(obj: Any) -> Callable[..., Any]:
+    """Normalize a pipeline member: registered functions (or partials of them) become Ops."""
+    import functools
+
+    if isinstance(obj, functools.partial) and not obj.args:
+        name = _registered_name(obj.func)
+        if name is not None:
+            return Op(name, **obj.keywords)
+    if isinstance(obj, str):
+        return Op(obj)
+    name = _registered_name(obj)
+    if name is not None:
+        return Op(name)
+    if not callable(obj):
+        raise ArgumentTypeError(
+            f"pipeline members must be callables fn(image, rng) or op names; received "
+            f"{obj!r} ({type(obj).__name__}). Use shmaug.get(name) or a registered function."
+        )
+    member: Callable[..., Any] = obj
+    return member
+
+
+def _registered_name(obj: Any) -> str | None:
+    for spec in _REGISTRY.values():
+        if spec.fn is obj:
+            return spec.name
+    return None
+
+
+# --- config round trip ------------------------------------------------------------------
+
+_CONFIG_TYPES: dict[str, Callable[[dict[str, Any]], Any]] = {}
+
+
+def config_type(tag: str) -> Callable[[F], F]:
+    """Register the builder for configs whose ``type`` is ``tag`` (used by compose / legacy)."""
+
+    def decorate(builder: F) -> F:
+        _CONFIG_TYPES[tag] = builder
+        return builder
+
+    return decorate
+
+
+def to_config(obj: Any) -> dict[str, Any]:
+    """Config of any pipeline member: an object with ``to_config`` or a module-level function."""
+    if hasattr(obj, "to_config"):
+        cfg: dict[str, Any] = obj.to_config()
+        return cfg
+    kind = _local_kind(obj)
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if kind is not None or module is None or qualname is None:
+        raise ArgumentError(
+            f"cannot write a config for {obj!r}: it is {kind or 'not a module-level function'}. "
+            f"Define it at module level and register it with @shmaug.register(name)."
+        )
+    return {"type": "callable", "ref": f"{module}:{qualname}"}
+
+
+def from_config(config: Mapping[str, Any]) -> Any:
+    """Rebuild a pipeline from ``pipeline.to_config()`` (a dict, e.g. loaded from JSON).
+
+    Raises:
+        ArgumentError: the config is malformed or names an unknown type.
+        UnknownOpError: it names an op that is not registered (and its module does not import).
+
+    Example:
+        >>> import json
+        >>> p = Op("rotate", degrees=(-5, 5))
+        >>> from_config(json.loads(json.dumps(p.to_config()))) == p
+        True
+    """
+    if not isinstance(config, Mapping) or "type" not in config:
+        raise ArgumentError(
+            f"`config` expects a dict with a 'type' key, as written by to_config(); received "
+            f"{config!r}. Pass the dict that pipeline.to_config() returned."
+        )
+    tag = config["type"]
+    if tag == "Op":
+        return Op(config["name"], _module=config.get("module", ""), **config.get("params", {}))
+    if tag == "callable":
+        return resolve_ref(config["ref"])
+    if tag not in _CONFIG_TYPES:
+        raise ArgumentError(
+            f"`config['type']` expects one of {['Op', 'callable', *sorted(_CONFIG_TYPES)]}; "
+            f"received {tag!r}. Was it written by a newer shmaug?"
+        )
+    return _CONFIG_TYPES[tag](dict(config))
+
+
+def resolve_ref(ref: str) -> Any:
+    """Import ``"module:qualname"``."""
+    module, _, qualname = str(ref).partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ArgumentError(
+            f"config reference `{ref}` does not resolve ({exc}). Make sure its module is "
+            f"importable in this process (on sys.path, not a notebook cell)."
+        ) from None
+    return obj
+
+
+# --- picklability -----------------------------------------------------------------------
+
+
+def children(obj: Any) -> Iterator[tuple[str, Any]]:
+    """(label, child) pairs of a composition object, for error paths."""
+    ops = getattr(obj, "ops", None)
+    if isinstance(ops, tuple):
+        for i, op in enumerate(ops):
+            yield f"ops[{i}]", op
+    for attr in ("op", "fn"):
+        child = getattr(obj, attr, None)
+        if child is not None and not isinstance(obj, Op):
+            yield attr, child
+
+
+def _first_unpicklable(obj: Any, path: str) -> tuple[str, Any, Exception] | None:
+    try:
+        pickle.dumps(obj)
+        return None
+    except Exception as exc:
+        for label, child in children(obj):
+            found = _first_unpicklable(child, f"{path}.{label}")
+            if found is not None:
+                return found
+        return path, obj, exc
+
+
+def check_picklable(fn: Any, name: str = "augment") -> bytes:
+    """Pickle ``fn`` for the workers, or explain which op cannot travel and how to fix it.
+
+    Args:
+        fn: the pipeline (any callable).
+        name: what the caller calls it, used in the message.
+
+    Returns:
+        The pickled bytes.
+
+    Raises:
+        NotPicklableError: naming the first op inside ``fn`` that does not pickle, whether it
+            is a lambda, closure or local function, and telling to define it at module level.
+
+    Example:
+        >>> blob = check_picklable(Op("rotate"))
+    """
+    try:
+        return pickle.dumps(fn)
+    except Exception:
+        found = _first_unpicklable(fn, name)
+    path, bad, exc = found if found is not None else (name, fn, Exception("unknown"))
+    what = getattr(bad, "__qualname__", None) or type(bad).__qualname__
+    kind = _local_kind(bad) or f"a {type(bad).__name__} object"
+    raise NotPicklableError(
+        f"`{name}` cannot be pickled for the worker processes: `{path}` ({what}) is {kind} "
+        f"and pickling it failed with {type(exc).__name__}: {exc}. Define it at module level "
+        f"(a `def` at the top of an importable module, not a lambda or a function inside "
+        f"another function), and register custom ops with @shmaug.register(name)."
+    )

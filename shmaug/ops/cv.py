@@ -1,0 +1,169 @@
+"""OpenCV kernels: pure functions of (array, drawn parameters) -> array.
+
+Owns the pixel work of the default backend. Nothing here draws random numbers or validates
+user input: ``builtin.py`` samples the parameters and hands over a "work" array (see
+``_params.to_work``: uint8, float32 or float64; (H, W) or (H, W, C)). Geometric kernels take a
+3x3 matrix that maps input pixel centres to output pixel centres (OpenCV's convention: the
+centre of the top-left pixel is (0, 0)).
+
+OpenCV's thread count is left alone here; the loader's workers set it to 1.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import cv2
+import numpy as np
+
+from ._params import scale_of
+
+# PIL's 3x3 ImageFilter.SHARPEN and ImageFilter.SMOOTH, normalised to sum 1; the ops blend
+# them with the identity by ``amount`` so amount=1 is PIL's exact kernel and 0 is a no-op.
+SHARPEN = np.array([[-2, -2, -2], [-2, 32, -2], [-2, -2, -2]], np.float32) / 16.0
+SMOOTH = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], np.float32) / 13.0
+_IDENTITY3 = np.zeros((3, 3), np.float32)
+_IDENTITY3[1, 1] = 1.0
+LUMA = (0.299, 0.587, 0.114)  # ITU-R 601, the weights PIL uses for convert("L")
+
+
+@functools.lru_cache(maxsize=32)
+def grid(h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """Identity remap grids (x, y) for an (h, w) image, float32, read-only and cached."""
+    ys, xs = np.indices((h, w), dtype=np.float32)
+    xs.setflags(write=False)
+    ys.setflags(write=False)
+    return xs, ys
+
+
+def blend_kernel(kernel: np.ndarray, amount: float) -> np.ndarray:
+    """``(1 - amount) * identity + amount * kernel`` (3x3, float32)."""
+    return ((1.0 - amount) * _IDENTITY3 + amount * kernel).astype(np.float32)
+
+
+def warp(
+    img: np.ndarray,
+    matrix: np.ndarray,
+    size: tuple[int, int],
+    *,
+    interp: int,
+    border: int,
+    fill: tuple[float, float, float, float],
+) -> np.ndarray:
+    """Warp by a 3x3 matrix (affine when the last row is [0, 0, 1]); ``size`` is (w, h)."""
+    if matrix[2, 0] == 0 and matrix[2, 1] == 0 and matrix[2, 2] == 1:
+        return cv2.warpAffine(
+            img, matrix[:2], size, flags=interp, borderMode=border, borderValue=fill
+        )
+    return cv2.warpPerspective(img, matrix, size, flags=interp, borderMode=border, borderValue=fill)
+
+
+def shift_columns(
+    img: np.ndarray,
+    shifts: np.ndarray,
+    *,
+    interp: int,
+    border: int,
+    fill: tuple[float, float, float, float],
+) -> np.ndarray:
+    """Shift column ``x`` down by ``shifts[x]`` pixels, all columns in one ``cv2.remap``.
+
+    With integer shifts, nearest interpolation and ``BORDER_WRAP`` this equals
+    ``out[:, x] = np.roll(img[:, x], shifts[x])`` for every column.
+    """
+    h, w = img.shape[:2]
+    xs, ys = grid(h, w)
+    map_y = ys - shifts.astype(np.float32)[None, :]
+    return cv2.remap(img, xs, map_y, interp, borderMode=border, borderValue=fill)
+
+
+def displace(
+    img: np.ndarray,
+    dx: np.ndarray,
+    dy: np.ndarray,
+    *,
+    interp: int,
+    border: int,
+    fill: tuple[float, float, float, float],
+) -> np.ndarray:
+    """Sample the input at (x + dx, y + dy) for every output pixel (one ``cv2.remap``)."""
+    h, w = img.shape[:2]
+    xs, ys = grid(h, w)
+    return cv2.remap(img, xs + dx, ys + dy, interp, borderMode=border, borderValue=fill)
+
+
+def gaussian_blur(img: np.ndarray, sigma: float) -> np.ndarray:
+    """Gaussian blur with standard deviation ``sigma`` pixels (kernel size from sigma)."""
+    return cv2.GaussianBlur(img, (0, 0), sigmaX=sigma, sigmaY=sigma, borderType=cv2.BORDER_REPLICATE)
+
+
+def filter3x3(img: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    """Correlate with a 3x3 kernel; edges replicate (uint8 results saturate)."""
+    return cv2.filter2D(img, -1, kernel, borderType=cv2.BORDER_REPLICATE)
+
+
+def gray_mean(img: np.ndarray) -> float:
+    """Mean luma (PIL's ``convert("L")`` weights for 3+ channels)."""
+    if img.ndim == 3 and img.shape[2] > 4:
+        return float(np.mean(img))  # no luma for arbitrary channels; cv2.mean takes <= 4
+    means = cv2.mean(img)
+    if img.ndim == 3 and img.shape[2] >= 3:
+        return float(sum(m * k for m, k in zip(means[:3], LUMA)))
+    if img.ndim == 3:
+        return float(np.mean(means[: img.shape[2]]))
+    return float(means[0])
+
+
+def linear(img: np.ndarray, gain: float, offset: float) -> np.ndarray:
+    """``gain * img + offset`` in the image's scale, saturated to the dtype's range."""
+    if img.dtype == np.uint8:
+        table = np.clip(np.rint(np.arange(256, dtype=np.float32) * gain + offset), 0, 255)
+        return lut(img, table.astype(np.uint8))
+    out = img * np.float32(gain) + np.float32(offset)
+    return np.clip(out, 0.0, 1.0, out=out)
+
+
+def lut(img: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Apply a 256-entry uint8 lookup table to every channel."""
+    if img.ndim == 3 and img.shape[2] > 4:
+        out: np.ndarray = table[img]
+        return out
+    return cv2.LUT(img, table)
+
+
+def gamma(img: np.ndarray, g: float) -> np.ndarray:
+    """``img ** g`` on the [0, 1] scale."""
+    if img.dtype == np.uint8:
+        table = np.rint(255.0 * (np.arange(256) / 255.0) ** g).astype(np.uint8)
+        return lut(img, table)
+    return cv2.pow(img, g)
+
+
+def add_noise(img: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """Add float32 ``noise`` (already in the image's scale) and saturate."""
+    if img.dtype == np.uint8:
+        out = img.astype(np.float32)
+        out += noise
+        return np.clip(np.rint(out, out=out), 0, 255, out=out).astype(np.uint8)
+    result: np.ndarray = np.clip(img + noise.astype(img.dtype), 0.0, 1.0)
+    return result
+
+
+def erase(img: np.ndarray, boxes: list[tuple[int, int, int, int]], fill: float) -> np.ndarray:
+    """Fill each (y0, x0, y1, x1) box with ``fill`` (a fraction of full scale)."""
+    out = img.copy()
+    value = fill * scale_of(img.dtype)
+    for y0, x0, y1, x1 in boxes:
+        out[y0:y1, x0:x1] = value
+    return out
+
+
+def resize(img: np.ndarray, height: int, width: int, interp: int) -> np.ndarray:
+    """``cv2.resize`` to (height, width)."""
+    return cv2.resize(img, (width, height), interpolation=interp)
+
+
+def flip(img: np.ndarray, horizontal: bool) -> np.ndarray:
+    """Mirror left-right (``horizontal``) or top-bottom."""
+    out = cv2.flip(img, 1 if horizontal else 0)
+    return out[:, :, None] if img.ndim == 3 and out.ndim == 2 else out

@@ -1,0 +1,163 @@
+"""Built-in photometric ops: sample parameters from ``rng``, then call a pure kernel.
+
+Owns the registered ops that change pixel values in place: ``gaussian_blur``, ``sharpen``,
+``smooth``, ``brightness_contrast``, ``gamma``, ``gaussian_noise`` and ``cutout``. Each keeps
+shape, dtype, layout and value range (results are saturated to [0, 255] or [0, 1]). A zero
+magnitude (sigma 0, amount 0, factors 1, gamma 1, no holes) returns the input unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import cv, pil
+from ._params import BACKENDS, Range, bounds, check_image, choice, draw, draw_int, restore, scale_of, to_work
+from .core import register
+from .geometric import _cv_only
+
+
+def _is_pil(backend: str) -> bool:
+    return choice(backend, "backend", BACKENDS) == "pil"
+
+
+@register("gaussian_blur")
+def gaussian_blur(
+    image: np.ndarray, rng: np.random.Generator, sigma: Range = (0.5, 1.5), backend: str = "cv"
+) -> np.ndarray:
+    """Gaussian blur with standard deviation ``sigma`` pixels (PIL: ``GaussianBlur(radius)``).
+
+    Example:
+        >>> out = gaussian_blur(np.zeros((64, 64), np.uint8), np.random.default_rng(0), sigma=1)
+    """
+    s = draw(rng, sigma, "sigma", 0.0)
+    work = to_work(image)
+    if s == 0.0:
+        return image
+    out = pil.gaussian_blur(work, s) if _is_pil(backend) else cv.gaussian_blur(work, s)
+    return restore(out, image)
+
+
+@register("sharpen")
+def sharpen(
+    image: np.ndarray, rng: np.random.Generator, amount: Range = (0.5, 1.0), backend: str = "cv"
+) -> np.ndarray:
+    """Sharpen with PIL's ``ImageFilter.SHARPEN`` kernel blended with the identity.
+
+    ``amount=1`` is exactly PIL's SHARPEN, ``0`` is a no-op, up to 4 exaggerates it.
+
+    Example:
+        >>> out = sharpen(np.zeros((64, 64), np.uint8), np.random.default_rng(0), amount=1)
+    """
+    a = draw(rng, amount, "amount", 0.0, 4.0)
+    work = to_work(image)
+    if a == 0.0:
+        return image
+    k = cv.blend_kernel(cv.SHARPEN, a)
+    out = pil.filter3x3(work, k) if _is_pil(backend) else cv.filter3x3(work, k)
+    return restore(out, image, clip=True)
+
+
+@register("smooth")
+def smooth(
+    image: np.ndarray, rng: np.random.Generator, amount: Range = (0.5, 1.0), backend: str = "cv"
+) -> np.ndarray:
+    """Smooth with PIL's ``ImageFilter.SMOOTH`` kernel blended with the identity.
+
+    ``amount=1`` is exactly PIL's SMOOTH, ``0`` is a no-op.
+
+    Example:
+        >>> out = smooth(np.zeros((64, 64), np.uint8), np.random.default_rng(0), amount=1)
+    """
+    a = draw(rng, amount, "amount", 0.0, 1.0)
+    work = to_work(image)
+    if a == 0.0:
+        return image
+    k = cv.blend_kernel(cv.SMOOTH, a)
+    out = pil.filter3x3(work, k) if _is_pil(backend) else cv.filter3x3(work, k)
+    return restore(out, image)
+
+
+@register("brightness_contrast")
+def brightness_contrast(
+    image: np.ndarray, rng: np.random.Generator, brightness: Range = (0.8, 1.2),
+    contrast: Range = (0.8, 1.2), backend: str = "cv",
+) -> np.ndarray:
+    """Scale brightness by ``brightness``, then contrast about the mean gray by ``contrast``.
+
+    The factors follow ``PIL.ImageEnhance`` (1 is the identity, 0 is black / flat gray).
+
+    Example:
+        >>> out = brightness_contrast(np.zeros((8, 8), np.uint8), np.random.default_rng(0))
+    """
+    b = draw(rng, brightness, "brightness", 0.0)
+    c = draw(rng, contrast, "contrast", 0.0)
+    work = to_work(image)
+    if b == 1.0 and c == 1.0:
+        return image
+    if _is_pil(backend):
+        return restore(pil.brightness_contrast(work, b, c), image)
+    mean = b * cv.gray_mean(work)
+    if work.dtype == np.uint8:
+        mean = float(min(255, int(mean + 0.5)))  # PIL rounds the mean to a gray level
+    return restore(cv.linear(work, b * c, (1.0 - c) * mean), image, clip=True)
+
+
+@register("gamma")
+def gamma(image: np.ndarray, rng: np.random.Generator, gamma: Range = (0.7, 1.5), backend: str = "cv") -> np.ndarray:
+    """Gamma curve ``x ** gamma`` on the [0, 1] scale (>1 darkens, <1 brightens).
+
+    Example:
+        >>> out = gamma(np.zeros((8, 8), np.uint8), np.random.default_rng(0), gamma=0.8)
+    """
+    g = draw(rng, gamma, "gamma", 1e-3)
+    work = to_work(image)
+    if g == 1.0:
+        return image
+    out = pil.gamma(work, g) if _is_pil(backend) else cv.gamma(work, g)
+    return restore(out, image, clip=True)
+
+
+@register("gaussian_noise")
+def gaussian_noise(
+    image: np.ndarray, rng: np.random.Generator, sigma: Range = (0.01, 0.05), backend: str = "cv"
+) -> np.ndarray:
+    """Add zero-mean Gaussian noise; ``sigma`` is a fraction of full scale (0.02 ~ 5 gray levels).
+
+    Example:
+        >>> out = gaussian_noise(np.zeros((8, 8), np.uint8), np.random.default_rng(0))
+    """
+    _cv_only(backend, "gaussian_noise")
+    s = draw(rng, sigma, "sigma", 0.0)
+    work = to_work(image)
+    if s == 0.0:
+        return image
+    noise = rng.standard_normal(work.shape, dtype=np.float32)
+    noise *= np.float32(s * scale_of(work.dtype))
+    return restore(cv.add_noise(work, noise), image, clip=True)
+
+
+@register("cutout")
+def cutout(
+    image: np.ndarray, rng: np.random.Generator, holes: Range = (1, 3), size: Range = (0.1, 0.3),
+    fill: float = 0.0, backend: str = "cv",
+) -> np.ndarray:
+    """Random erasing: ``holes`` rectangles, each side ``size`` x the image side, set to ``fill``.
+
+    Example:
+        >>> out = cutout(np.full((32, 32), 255, np.uint8), np.random.default_rng(0), holes=2)
+    """
+    _cv_only(backend, "cutout")
+    n = draw_int(rng, holes, "holes")
+    lo, hi = bounds(size, "size", 0.0, 1.0)
+    f = bounds(fill, "fill", 0.0, 1.0)[0]
+    check_image(image)
+    if n == 0 or hi == 0.0:
+        return image
+    h, w = image.shape[:2]
+    boxes = []
+    for _ in range(n):
+        bh = max(1, round(h * draw(rng, (lo, hi), "size")))
+        bw = max(1, round(w * draw(rng, (lo, hi), "size")))
+        y0, x0 = int(rng.integers(0, h - bh + 1)), int(rng.integers(0, w - bw + 1))
+        boxes.append((y0, x0, y0 + bh, x0 + bw))
+    return cv.erase(image, boxes, f)
