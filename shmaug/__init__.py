@@ -1,0 +1,84 @@
+"""shmaug: image augmentation on every CPU core, over shared memory, feeding Keras.
+
+Importing shmaug starts no process, changes no thread count and does not import Keras or
+TensorFlow (spawned workers re-import this package). The Keras facade (`Sequence`,
+`StallMonitor`) is loaded on first access.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from . import presets
+from .errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    ClosedError,
+    DuplicateOpError,
+    NotPicklableError,
+    OutputMismatchError,
+    SharedMemoryError,
+    ShmaugError,
+    UnknownOpError,
+    WorkerDied,
+    WorkerError,
+    WorkerTimeout,
+)
+from .loader import Loader
+from .ops import (
+    Compose,
+    Maybe,
+    OneOf,
+    SomeOf,
+    available,
+    from_config,
+    from_pil,
+    get,
+    register,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
+    "ClosedError",
+    "Compose",
+    "DuplicateOpError",
+    "Loader",
+    "Maybe",
+    "NotPicklableError",
+    "OneOf",
+    "OutputMismatchError",
+    "Sequence",
+    "SharedMemoryError",
+    "ShmaugError",
+    "SomeOf",
+    "StallMonitor",
+    "UnknownOpError",
+    "WorkerDied",
+    "WorkerError",
+    "WorkerTimeout",
+    "__version__",
+    "available",
+    "from_config",
+    "from_pil",
+    "get",
+    "presets",
+    "register",
+]
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+_LAZY = {"Sequence": "sequence", "StallMonitor": "sequence"}
+
+
+def __getattr__(name: str) -> Any:
+    # The facade imports Keras; load it only when someone asks for it.
+    if name in _LAZY:
+        import importlib
+
+        module = importlib.import_module(f".{_LAZY[name]}", __name__)
+        return getattr(module, name)
+    raise AttributeError(f"module 'shmaug' has no attribute {name!r}")

@@ -1,0 +1,223 @@
+"""Checks of user arguments, before anything starts. Each message names the argument, what
+was expected, what was received (value and type) and how to fix it."""
+
+from __future__ import annotations
+
+import multiprocessing
+import numbers
+import os
+from typing import Any
+
+import numpy as np
+
+from .errors import ArgumentError, ArgumentTypeError
+from .schedule import BatchPlan
+
+
+def _got(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} (type {type(value).__name__})"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def positive_int(name: str, value: Any) -> int:
+    if not _is_int(value) or value <= 0:
+        raise ArgumentError(
+            f"`{name}` must be a positive integer; received {_got(value)}. "
+            f"Fix: pass e.g. `{name}=32`."
+        )
+    return int(value)
+
+
+def non_negative_int(name: str, value: Any) -> int:
+    if not _is_int(value) or value < 0:
+        raise ArgumentError(
+            f"`{name}` must be an integer >= 0; received {_got(value)}."
+        )
+    return int(value)
+
+
+def default_workers() -> int:
+    """One worker per core this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def workers(value: Any) -> int:
+    if value is None:
+        return default_workers()
+    if not _is_int(value) or value < 0:
+        raise ArgumentError(
+            f"`workers` must be None (one per core), 0 (run in this process) or a positive "
+            f"integer; received {_got(value)}. Fix: pass e.g. `workers=2`."
+        )
+    return int(value)
+
+
+def seed(value: Any) -> int:
+    if value is None:
+        return int.from_bytes(os.urandom(8), "little") >> 1
+    if not _is_int(value) or value < 0:
+        raise ArgumentError(
+            f"`seed` must be None or an integer >= 0; received {_got(value)}. "
+            f"Fix: pass e.g. `seed=0`."
+        )
+    return int(value)
+
+
+def start_method(value: Any) -> str | None:
+    methods = multiprocessing.get_all_start_methods()
+    if value is not None and value not in methods:
+        raise ArgumentError(
+            f"`start_method` must be None (the platform default) or one of {methods}; "
+            f"received {_got(value)}."
+        )
+    return value  # type: ignore[no-any-return]
+
+
+def timeout(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        raise ArgumentError(
+            f"`timeout` must be None (wait forever) or a number of seconds > 0; received "
+            f"{_got(value)}. Fix: pass e.g. `timeout=30`."
+        )
+    return float(value)
+
+
+def callable_or_none(name: str, value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise ArgumentTypeError(
+            f"`{name}` must be a callable `fn(image, rng) -> image` or None; received "
+            f"{_got(value)}. Fix: pass a function or a shmaug pipeline such as "
+            f"`shmaug.Compose([...])`."
+        )
+    return value
+
+
+def length(x: Any, load: Any) -> int:
+    if load is not None:
+        try:
+            n = len(x)
+        except TypeError:
+            raise ArgumentTypeError(
+                f"With `load`, `x` must be a sized collection (its length is the number of "
+                f"samples); received {_got(x)}. Fix: pass e.g. a list of file paths."
+            ) from None
+    else:
+        if not isinstance(x, np.ndarray):
+            raise ArgumentTypeError(
+                f"`x` must be a numpy array of images (N, H, W) or (N, H, W, C); received "
+                f"{_got(x)}. Fix: convert it with `np.asarray(x)` (or `np.stack` a list of "
+                f"images)."
+            )
+        n = len(x) if x.ndim else 0
+    if n == 0:
+        raise ArgumentError(
+            "`x` is empty (0 samples). Fix: pass a dataset with at least one sample."
+        )
+    return n
+
+
+def images(x: np.ndarray) -> np.ndarray:
+    if x.ndim not in (3, 4):
+        raise ArgumentError(
+            f"`x` must have shape (N, H, W) or (N, H, W, C); received shape {x.shape}. "
+            f"Fix: add or remove axes, e.g. `x[..., None]` or `x.reshape(N, H, W)`."
+        )
+    if x.dtype.kind not in "biuf":
+        raise ArgumentTypeError(
+            f"`x` must have a numeric dtype (uint8, float16, float32, ...); received dtype "
+            f"{x.dtype}. Fix: decode the images to numbers first, e.g. `x.astype(np.uint8)`."
+        )
+    return x
+
+
+def targets(y: Any, n: int) -> Any:
+    """None, one array, or a dict / list / tuple of arrays, each of length n."""
+    if y is None:
+        return None
+    if isinstance(y, dict):
+        return {k: _target(f"y[{k!r}]", v, n) for k, v in y.items()}
+    if isinstance(y, (list, tuple)) and y and all(isinstance(v, np.ndarray) for v in y):
+        return type(y)(_target(f"y[{i}]", v, n) for i, v in enumerate(y))
+    return _target("y", y, n)
+
+
+def _target(name: str, value: Any, n: int) -> np.ndarray:
+    array = np.asarray(value)
+    if array.ndim == 0 or len(array) != n:
+        got = "a scalar" if array.ndim == 0 else f"{len(array)} entries"
+        raise ArgumentError(
+            f"`{name}` must have one entry per sample of `x` ({n}); received {got}. "
+            f"Fix: pass targets with len({name}) == len(x)."
+        )
+    if array.dtype.kind == "O":
+        raise ArgumentTypeError(
+            f"`{name}` must be numeric (or strings); received an object array. Fix: convert "
+            f"it with `np.asarray({name}, dtype=...)`."
+        )
+    return array
+
+
+def gather(y: Any, positions: np.ndarray) -> Any:
+    if y is None:
+        return None
+    if isinstance(y, dict):
+        return {k: v[positions] for k, v in y.items()}
+    if isinstance(y, (list, tuple)):
+        return type(y)(v[positions] for v in y)
+    return y[positions]
+
+
+def nonempty_epoch(plan: BatchPlan) -> None:
+    if len(plan) == 0:
+        raise ArgumentError(
+            f"`batch_size`={plan.batch_size} is larger than the dataset ({plan.n} samples) "
+            f"and `drop_remainder`=True, so an epoch has no batch. Fix: lower `batch_size` "
+            f"or set `drop_remainder=False`."
+        )
+
+
+def shape(name: str, value: Any) -> tuple[int, ...]:
+    try:
+        out = tuple(int(s) for s in value)
+    except TypeError:
+        out = ()
+    if not out or any(s <= 0 for s in out):
+        raise ArgumentError(
+            f"`{name}` must be a tuple of positive sizes such as (64, 64) or (64, 64, 1); "
+            f"received {_got(value)}."
+        )
+    return out
+
+
+def dtype(name: str, value: Any) -> np.dtype:
+    try:
+        dt = np.dtype(value)
+    except TypeError:
+        dt = np.dtype(object)
+    if dt.kind not in "biuf":
+        raise ArgumentTypeError(
+            f"`{name}` must be a numeric dtype such as 'uint8' or 'float32'; received "
+            f"{_got(value)}."
+        )
+    return dt
+
+
+def sample_output(image: Any) -> np.ndarray:
+    array = np.asarray(image)
+    if array.dtype.kind not in "biuf" or array.ndim == 0:
+        raise ArgumentTypeError(
+            f"`augment` must return an image array; on sample index 0 it returned "
+            f"{_got(image)}. Fix: return a numeric numpy array."
+        )
+    return array

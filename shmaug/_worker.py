@@ -1,0 +1,205 @@
+"""What runs inside a worker process, and the slice loop the main process reuses inline.
+
+A worker attaches to the dataset and the output ring once, caps OpenCV/BLAS threads at one,
+then loops: receive a ``Task`` (or ``None``, the stop sentinel), fill the task's rows, send
+``("done", ticket)`` or ``("failed", ticket, ErrorRecord)``. A failing sample never kills the
+worker. A watchdog thread ends the worker when its parent dies, even inside a stuck op.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import ErrorRecord, OutputMismatchError
+from .schedule import OrderCache, Task
+from .seeding import SampleSeeder
+from .store import ArrayHandle, attach
+
+_POLL_S = 0.5  # how often an idle worker wakes to re-check its task pipe
+_PARENT_CHECK_S = 1.0  # watchdog: how often to re-check that the parent is still there
+
+# Per-worker slots in the shared status array (float64), see WorkerSpec.status.
+STATUS_FIELDS = 3
+BUSY_S, CURRENT_INDEX, TASKS_DONE = range(STATUS_FIELDS)
+
+Augment = Callable[[np.ndarray, np.random.Generator], Any]
+Load = Callable[[int], Any]
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker needs, pickled once when it starts (never per task)."""
+
+    x: ArrayHandle | None  # the dataset; None when `load` produces samples itself
+    ring: ArrayHandle
+    payload: bytes  # pickle of (augment, load): the user's code, checked before start
+    seed: int
+    n: int
+    shuffle: bool
+    seed_globals: bool
+
+
+def op_name(fn: object) -> str:
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    return str(name or type(fn).__name__)
+
+
+class SliceRunner:
+    """Fills a task's rows: sample index -> load -> augment -> write into the ring slot.
+
+    Used by every worker and, for ``workers=0``, by the main process itself: one code path,
+    identical batches.
+    """
+
+    def __init__(
+        self,
+        x: Any,
+        out: np.ndarray,
+        augment: Augment | None,
+        load: Load | None,
+        *,
+        seed: int,
+        n: int,
+        shuffle: bool,
+        seed_globals: bool,
+        worker_id: int = -1,
+        status: Any = None,
+    ) -> None:
+        self.x = x  # read-only view of the dataset (or None with `load`)
+        self.out = out  # (slots, batch_size, *sample_shape), shared
+        self.augment = augment
+        self.load = load
+        self.orders = OrderCache(seed, n, shuffle)
+        self.seeder = SampleSeeder(seed, seed_globals=seed_globals)
+        self.worker_id = worker_id
+        self.status = status  # shared float64 array or None
+        self._base = max(worker_id, 0) * STATUS_FIELDS
+        self._op = op_name(augment) if augment is not None else "load"
+
+    def run(self, task: Task) -> tuple[Any, ...]:
+        began = time.perf_counter()
+        order = self.orders(task.epoch)
+        rows = self.out[task.slot]
+        index = -1
+        stage = self._op
+        try:
+            for p in range(task.start, task.stop):
+                index = int(order[p])
+                if self.status is not None:
+                    self.status[self._base + CURRENT_INDEX] = index
+                stage = op_name(self.load) if self.load is not None else "x[index]"
+                image = self.x[index] if self.load is None else self.load(index)
+                if self.augment is not None:
+                    stage = self._op
+                    image = self.augment(image, self.seeder.rng(task.epoch, index))
+                stage = "writing the output"
+                self._write(rows[p - task.row0], image, index)
+            result: tuple[Any, ...] = ("done", task.ticket)
+        except Exception as exc:  # a failing sample never kills the worker
+            record = ErrorRecord.capture(
+                exc, traceback.format_exc(), worker_id=self.worker_id, sample_index=index,
+                epoch=task.epoch, op=stage,
+            )
+            result = ("failed", task.ticket, record)
+        if self.status is not None:
+            self.status[self._base + BUSY_S] += time.perf_counter() - began
+            self.status[self._base + TASKS_DONE] += 1
+        return result
+
+    @staticmethod
+    def _write(row: np.ndarray, image: Any, index: int) -> None:
+        image = np.asarray(image)
+        if image.shape != row.shape:
+            raise OutputMismatchError(
+                f"Sample index {index} produced shape {image.shape} but the batch expects "
+                f"{row.shape} (learned from the first sample or `output_shape`). Fix: make "
+                f"`augment` return one shape for every sample (resize or crop), or pass "
+                f"`output_shape=`."
+            )
+        try:
+            np.copyto(row, image, casting="same_kind")
+        except TypeError as exc:
+            raise OutputMismatchError(
+                f"Sample index {index} produced dtype {image.dtype} which cannot be stored "
+                f"in the batch dtype {row.dtype}. Fix: return {row.dtype} from `augment`, or "
+                f"pass `output_dtype=`."
+            ) from exc
+
+
+def _limit_threads() -> None:
+    """One thread per worker: N workers on N cores must not oversubscribe."""
+    try:
+        import cv2
+
+        cv2.setNumThreads(1)
+    except ImportError:  # pragma: no cover - opencv is a dependency
+        pass
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except ImportError:
+        pass
+
+
+def _watch_parent() -> None:
+    """End this worker when the parent is gone, even if an op is stuck (daemon thread)."""
+    parent = multiprocessing.parent_process()
+    ppid = os.getppid()
+    while True:
+        if parent is not None:
+            parent.join(_PARENT_CHECK_S)
+            if not parent.is_alive():
+                os._exit(0)
+        else:
+            time.sleep(_PARENT_CHECK_S)
+        if os.getppid() != ppid:
+            os._exit(0)
+
+
+def worker_main(
+    spec: WorkerSpec, worker_id: int, tasks: Connection, results: Connection, status: Any
+) -> None:
+    """Entry point of a worker process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
+    _limit_threads()
+    closers = []
+    x = None
+    if spec.x is not None:
+        x, close_x = attach(spec.x)
+        x.flags.writeable = False  # an op that edits its input in place must not corrupt the dataset
+        closers.append(close_x)
+    out, close_out = attach(spec.ring)
+    closers.append(close_out)
+    augment, load = pickle.loads(spec.payload)
+    runner = SliceRunner(
+        x, out, augment, load, seed=spec.seed, n=spec.n, shuffle=spec.shuffle,
+        seed_globals=spec.seed_globals, worker_id=worker_id, status=status,
+    )
+    try:
+        while True:
+            if not tasks.poll(_POLL_S):
+                continue
+            try:
+                task = tasks.recv()
+            except EOFError:  # the parent closed our pipe: stop
+                break
+            if task is None:  # the stop sentinel
+                break
+            results.send(runner.run(task))
+    finally:
+        del runner, x, out
+        for close in closers:
+            close()

@@ -1,0 +1,186 @@
+"""Every error shmaug raises, and how a worker's exception travels home.
+
+The tree (each class also subclasses the nearest builtin, so ``except ValueError`` keeps
+working for code that does not know shmaug)::
+
+    ShmaugError
+    ├── ArgumentError        (ValueError)    an argument has a value we cannot use
+    ├── ArgumentTypeError    (TypeError)     an argument has a type we cannot use
+    ├── NotPicklableError    (TypeError)     something bound for the workers does not pickle
+    ├── OutputMismatchError  (ValueError)    a sample's output shape differs from the batch's
+    ├── SharedMemoryError    (OSError)       /dev/shm cannot hold what was asked
+    ├── UnknownOpError       (LookupError)   no op registered under that name
+    ├── DuplicateOpError     (ValueError)    an op name is taken
+    ├── ClosedError          (RuntimeError)  the loader was used after close()
+    ├── WorkerError          (RuntimeError)  a worker raised; carries its traceback
+    │   └── WorkerDied                       a worker vanished (exit code inside)
+    └── WorkerTimeout        (TimeoutError)  a task ran longer than ``timeout``
+
+A user op that raises ``ValueError`` in a worker reaches the consumer as an exception that is
+*both* a ``ValueError`` and a ``WorkerError`` (see ``rebuild``), so either ``except`` works.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+
+class ShmaugError(Exception):
+    """Root of every error shmaug raises."""
+
+
+class ArgumentError(ShmaugError, ValueError):
+    """An argument has a value shmaug cannot use; the message names it and the fix."""
+
+
+class ArgumentTypeError(ShmaugError, TypeError):
+    """An argument has a type shmaug cannot use; the message names it and the fix."""
+
+
+class NotPicklableError(ShmaugError, TypeError):
+    """Something that must reach the workers (an op, a subclass) cannot be pickled."""
+
+
+class OutputMismatchError(ShmaugError, ValueError):
+    """A sample's augmented output does not fit the batch's shape or dtype."""
+
+
+class SharedMemoryError(ShmaugError, OSError):
+    """Shared memory (/dev/shm) cannot hold the requested block."""
+
+
+class UnknownOpError(ShmaugError, LookupError):
+    """No augmentation op is registered under the requested name."""
+
+
+class DuplicateOpError(ShmaugError, ValueError):
+    """An augmentation op name is already registered."""
+
+
+class ClosedError(ShmaugError, RuntimeError):
+    """The loader (or its pool) was used after ``close()``."""
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """What a worker sends home when a sample fails: small, always picklable."""
+
+    exc_type: bytes | None  # pickled exception class, or None when the class does not pickle
+    type_name: str
+    message: str
+    traceback: str
+    worker_id: int
+    sample_index: int
+    epoch: int
+    op: str
+
+    @classmethod
+    def capture(
+        cls, exc: BaseException, tb: str, *, worker_id: int, sample_index: int, epoch: int, op: str
+    ) -> ErrorRecord:
+        try:
+            exc_type: bytes | None = pickle.dumps(type(exc))
+        except Exception:
+            exc_type = None
+        return cls(exc_type, type(exc).__qualname__, str(exc), tb, worker_id, sample_index, epoch, op)
+
+    def describe(self) -> str:
+        return (
+            f"{self.type_name}: {self.message}\n"
+            f"(raised by `{self.op}` in shmaug worker {self.worker_id} on sample index "
+            f"{self.sample_index}, epoch {self.epoch})\n"
+            f"Worker traceback:\n{self.traceback.rstrip()}"
+        )
+
+
+class WorkerError(ShmaugError, RuntimeError):
+    """A worker raised while producing a sample.
+
+    Attributes carry the context: ``worker_id``, ``sample_index``, ``epoch``, ``op`` (the
+    callable that ran) and ``worker_traceback`` (the text of the traceback in the worker).
+    """
+
+    worker_id: int = -1
+    sample_index: int = -1
+    epoch: int = -1
+    op: str = ""
+    worker_traceback: str = ""
+
+    def _attach(self, record: ErrorRecord) -> None:
+        self.worker_id = record.worker_id
+        self.sample_index = record.sample_index
+        self.epoch = record.epoch
+        self.op = record.op
+        self.worker_traceback = record.traceback
+
+
+class WorkerDied(WorkerError):
+    """A worker process vanished; ``exitcode`` says how (negative: killed by that signal)."""
+
+    def __init__(self, message: str, *, worker_id: int, exitcode: int | None) -> None:
+        super().__init__(message)
+        self.worker_id = worker_id
+        self.exitcode = exitcode
+
+
+class WorkerTimeout(ShmaugError, TimeoutError):
+    """A task ran longer than the loader's ``timeout``; ``sample_index`` names the sample."""
+
+    def __init__(self, message: str, *, worker_id: int, sample_index: int) -> None:
+        super().__init__(message)
+        self.worker_id = worker_id
+        self.sample_index = sample_index
+
+
+_MIXED: dict[type, type] = {}
+
+
+def _plain_str(self: BaseException) -> str:
+    # KeyError would print the multi-line message as a quoted repr.
+    return str(self.args[0]) if self.args else ""
+
+
+def _mixed_class(exc_type: type[BaseException]) -> type[BaseException] | None:
+    """A subclass of both ``exc_type`` and ``WorkerError`` that prints as ``exc_type``."""
+    if exc_type not in _MIXED:
+        try:
+            mixed = type(exc_type.__name__, (exc_type, WorkerError), {"__str__": _plain_str})
+        except TypeError:  # layout conflict with an exotic builtin exception
+            return None
+        mixed.__module__ = exc_type.__module__
+        mixed.__qualname__ = exc_type.__qualname__
+        _MIXED[exc_type] = mixed
+    return _MIXED[exc_type]
+
+
+def rebuild(record: ErrorRecord) -> WorkerError:
+    """The exception to raise in the consumer for a failed sample.
+
+    It is an instance of the worker's exception type (when that type can be rebuilt from a
+    message) *and* of ``WorkerError``; its message carries the worker's message, traceback,
+    worker id and sample index.
+    """
+    text = record.describe()
+    exc_type: Any = None
+    if record.exc_type is not None:
+        try:
+            exc_type = pickle.loads(record.exc_type)
+        except Exception:
+            exc_type = None
+    if isinstance(exc_type, type) and issubclass(exc_type, Exception) and not issubclass(
+        exc_type, WorkerError
+    ):
+        mixed = _mixed_class(exc_type)
+        if mixed is not None:
+            try:
+                err = mixed(text)
+            except Exception:
+                err = None
+            if isinstance(err, WorkerError):
+                err._attach(record)
+                return err
+    err = WorkerError(text)
+    err._attach(record)
+    return err

@@ -1,0 +1,350 @@
+"""The worker processes, seen from the parent: start, feed, watch, replace, stop.
+
+Each worker has its own pair of one-way pipes (tasks in, results out): no feeder threads and no
+locks shared between processes, so a worker killed at any instant cannot wedge the others. The
+parent waits on every result pipe *and* every process sentinel at once, with a timeout, so a
+death is seen as soon as it happens and a stuck task as soon as its time is up.
+
+NOTE [shutdown order]. ``close()`` runs from ``Loader.close()``, ``with``-exit, a weakref
+finalizer (garbage collection or interpreter exit), and after Ctrl-C. In this order:
+
+1. Send each live worker the ``None`` sentinel (a worker stops between tasks).
+2. Close our ends of the task pipes (a worker blocked on ``recv`` sees EOF and stops).
+3. Join each worker for ``_JOIN_TIMEOUT_S``; ``terminate()`` the ones still running (stuck
+   in an op), then ``kill()`` any that ignore that.
+4. Close the result pipes.
+Only then may the caller unlink the ring and the store: workers must be gone before the
+memory they write into disappears. Every step tolerates a worker that is already dead, so the
+sequence is idempotent. If the parent itself is killed, workers notice through their parent
+sentinel (``_worker._watch_parent``) and exit; the resource tracker then unlinks the blocks.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import random
+import time
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from multiprocessing import spawn as mp_spawn
+from multiprocessing.connection import Connection, wait
+from typing import Any, Iterator
+
+import numpy as np
+
+from ._worker import CURRENT_INDEX, STATUS_FIELDS, SliceRunner, WorkerSpec, worker_main
+from .errors import WorkerDied, WorkerTimeout
+from .schedule import Task
+
+log = logging.getLogger(__name__)
+
+_JOIN_TIMEOUT_S = 2.0  # how long close() lets a worker finish before terminating it
+_KILL_TIMEOUT_S = 1.0  # how long after terminate() before kill()
+_IN_FLIGHT_PER_WORKER = 2  # tasks queued per worker: one running, one ready to start
+_MAX_DEATHS_PER_TASK = 2  # a task that kills this many workers is reported, not retried
+
+Result = tuple[Any, ...]
+
+
+@contextmanager
+def _main_module_skipped(skip: bool) -> Iterator[None]:
+    """Start spawn workers without re-running the user's ``__main__``.
+
+    Spawn re-imports the main script in every worker so that objects defined there unpickle.
+    When the payload does not refer to ``__main__`` that import is pure cost: a script that
+    imported TensorFlow would make each worker import it too (seconds, and ~300 MB each).
+    """
+    if not skip:
+        yield
+        return
+    original = mp_spawn.get_preparation_data
+
+    def lean(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = original(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    mp_spawn.get_preparation_data = lean
+    try:
+        yield
+    finally:
+        mp_spawn.get_preparation_data = original
+
+
+@dataclass
+class _Worker:
+    process: Any  # multiprocessing.Process (context-specific class)
+    tasks: Connection  # parent's sending end
+    results: Connection  # parent's receiving end
+    queued: deque[Task] = field(default_factory=deque)  # invariant: sent, not yet answered, FIFO
+    head_since: float = 0.0  # when queued[0] started running (perf_counter)
+
+
+class WorkerPool:
+    """N persistent worker processes over one ``WorkerSpec``.
+
+    ``submit`` queues tasks; ``poll`` returns results (``("done", ticket)`` or
+    ``("failed", ticket, ErrorRecord)``), replacing dead workers and redoing their tasks.
+    """
+
+    def __init__(
+        self, spec: WorkerSpec, workers: int, start_method: str | None, timeout: float | None
+    ) -> None:
+        self._ctx = multiprocessing.get_context(start_method)
+        # Spawned workers need the user's __main__ only if the payload refers to it.
+        self._skip_main = (
+            self._ctx.get_start_method() == "spawn" and b"__main__" not in spec.payload
+        )
+        self._spec = spec
+        self._timeout = timeout
+        self.status = self._ctx.RawArray("d", workers * STATUS_FIELDS)  # busy s, index, tasks
+        self._workers: list[_Worker | None] = [None] * workers
+        self._pending: deque[Task] = deque()  # invariant: submitted, not yet sent to a worker
+        self._deaths: dict[int, int] = {}  # ticket -> workers it has killed
+        self._closed = False
+        self.respawns = 0  # how many dead workers were replaced
+        try:
+            for wid in range(workers):
+                self._start(wid)
+        except BaseException:  # e.g. Ctrl-C half-way through starting: leave nothing behind
+            self.close()
+            raise
+
+    @property
+    def workers(self) -> int:
+        return len(self._workers)
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self._workers if w is not None]
+
+    def _start(self, wid: int) -> None:
+        task_r, task_w = self._ctx.Pipe(duplex=False)
+        result_r, result_w = self._ctx.Pipe(duplex=False)
+        process = self._ctx.Process(
+            target=worker_main,
+            args=(self._spec, wid, task_r, result_w, self.status),
+            name=f"shmaug-worker-{wid}",
+            daemon=True,
+        )
+        with _main_module_skipped(self._skip_main):
+            process.start()
+        task_r.close()  # the child's ends; closing ours lets EOF mean "the other side is gone"
+        result_w.close()
+        self._workers[wid] = _Worker(process, task_w, result_r)
+
+    # -- feeding -----------------------------------------------------------------------------
+
+    def submit(self, task: Task) -> None:
+        self._pending.append(task)
+        self._dispatch()
+
+    def cancel_pending(self, tickets: set[int]) -> list[int]:
+        """Drop tasks not yet sent to a worker; returns the tickets dropped."""
+        dropped = [t.ticket for t in self._pending if t.ticket in tickets]
+        if dropped:
+            self._pending = deque(t for t in self._pending if t.ticket not in tickets)
+        return dropped
+
+    def _dispatch(self) -> None:
+        while self._pending:
+            live = [w for w in self._workers if w is not None]
+            worker = min(live, key=lambda w: len(w.queued))
+            if len(worker.queued) >= _IN_FLIGHT_PER_WORKER:
+                return
+            task = self._pending.popleft()
+            if not worker.queued:
+                worker.head_since = time.perf_counter()
+            worker.queued.append(task)
+            try:
+                worker.tasks.send(task)
+            except OSError:  # it died just now; poll() will notice and redo the task
+                pass
+
+    # -- collecting --------------------------------------------------------------------------
+
+    def poll(self, timeout_s: float) -> list[Result]:
+        """Results that arrive within ``timeout_s`` (possibly none). Never blocks longer."""
+        waitables: list[Any] = []
+        for w in self._workers:
+            if w is not None:
+                waitables += [w.results, w.process.sentinel]
+        ready = set(wait(waitables, timeout_s))
+        results: list[Result] = []
+        for wid, w in enumerate(self._workers):
+            if w is None:
+                continue
+            if w.results in ready:
+                results += self._drain(w)
+            if w.process.sentinel in ready or not w.process.is_alive():
+                results += self._drain(w)  # it may have answered just before dying
+                results += self._replace(wid, w, crashed=True)
+        results += self._check_timeouts()
+        self._dispatch()
+        return results
+
+    def _drain(self, w: _Worker) -> list[Result]:
+        out: list[Result] = []
+        try:
+            while w.results.poll():
+                result = w.results.recv()
+                if w.queued and w.queued[0].ticket == result[1]:
+                    w.queued.popleft()
+                    w.head_since = time.perf_counter()
+                out.append(result)
+        except (EOFError, OSError):
+            pass
+        return out
+
+    def _replace(self, wid: int, w: _Worker, *, crashed: bool) -> list[Result]:
+        """A worker died (or was killed): start another in its place and redo what it held.
+
+        ``crashed``: it died on its own while running ``queued[0]``; a task that crashes
+        ``_MAX_DEATHS_PER_TASK`` workers is reported as ``("died", ...)`` instead of redone.
+        """
+        w.process.join(_KILL_TIMEOUT_S)
+        code = w.process.exitcode
+        if crashed:
+            log.warning("shmaug worker %d (pid %s) died with exit code %s; replacing it",
+                        wid, w.process.pid, code)
+        self._close_worker(w)
+        self._workers[wid] = None
+        failed: list[Result] = []
+        redo: list[Task] = []
+        for i, task in enumerate(w.queued):
+            if i == 0 and crashed:  # the one it was running when it died
+                self._deaths[task.ticket] = self._deaths.get(task.ticket, 0) + 1
+                if self._deaths[task.ticket] >= _MAX_DEATHS_PER_TASK:
+                    failed.append(("died", task.ticket, wid, code, self._current_index(wid)))
+                    continue
+            redo.append(task)
+        self._pending.extendleft(reversed(redo))
+        if not self._closed:
+            self._start(wid)
+            self.respawns += 1
+        return failed
+
+    def _current_index(self, wid: int) -> int:
+        return int(self.status[wid * STATUS_FIELDS + CURRENT_INDEX])
+
+    def _check_timeouts(self) -> list[Result]:
+        if self._timeout is None:
+            return []
+        now = time.perf_counter()
+        out: list[Result] = []
+        for wid, w in enumerate(self._workers):
+            if w is None or not w.queued or now - w.head_since <= self._timeout:
+                continue
+            task = w.queued.popleft()  # reported, not redone
+            index = self._current_index(wid)
+            w.process.kill()
+            out += self._replace(wid, w, crashed=False)
+            out.append(("timeout", task.ticket, wid, index))
+        return out
+
+    # -- stopping ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop every worker (see NOTE [shutdown order]). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        live = [w for w in self._workers if w is not None]
+        for w in live:
+            try:
+                w.tasks.send(None)
+            except OSError:
+                pass
+        for w in live:
+            w.tasks.close()
+        deadline = time.monotonic() + _JOIN_TIMEOUT_S
+        for w in live:
+            w.process.join(max(0.0, deadline - time.monotonic()))
+        for w in live:
+            if w.process.is_alive():
+                w.process.terminate()
+                w.process.join(_KILL_TIMEOUT_S)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(_KILL_TIMEOUT_S)
+            self._close_worker(w)
+        self._workers = [None] * len(self._workers)
+        self._pending.clear()
+
+    @staticmethod
+    def _close_worker(w: _Worker) -> None:
+        for conn in (w.tasks, w.results):
+            try:
+                conn.close()
+            except OSError:
+                pass
+        try:
+            w.process.close()
+        except ValueError:  # still running: only after kill() failed, nothing more to do
+            pass
+
+
+class InlinePool:
+    """``workers=0``: the same ``SliceRunner`` in the main process, one task per ``poll``.
+
+    Lets a user step through an op with a debugger and get the very batches the workers give.
+    """
+
+    workers = 0
+    respawns = 0
+    pids: list[int] = []
+
+    def __init__(self, runner: SliceRunner) -> None:
+        self._runner = runner
+        self._pending: deque[Task] = deque()  # invariant: submitted, not yet run
+        self.status = None
+
+    def submit(self, task: Task) -> None:
+        self._pending.append(task)
+
+    def cancel_pending(self, tickets: set[int]) -> list[int]:
+        dropped = [t.ticket for t in self._pending if t.ticket in tickets]
+        self._pending = deque(t for t in self._pending if t.ticket not in tickets)
+        return dropped
+
+    def poll(self, timeout_s: float) -> list[Result]:
+        if not self._pending:
+            return []
+        task = self._pending.popleft()
+        if not self._runner.seeder.seed_globals:
+            return [self._runner.run(task)]
+        saved = random.getstate(), np.random.get_state()  # the user's own global streams
+        try:
+            return [self._runner.run(task)]
+        finally:
+            random.setstate(saved[0])
+            np.random.set_state(saved[1])
+
+    def close(self) -> None:
+        self._pending.clear()
+
+
+def describe_death(wid: int, code: int | None, index: int) -> WorkerDied:
+    how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+    return WorkerDied(
+        f"shmaug worker {wid} died ({how}) while processing sample index {index}, and so did "
+        f"its replacement on the same task. The op crashes the interpreter on this sample "
+        f"(a segfault in native code, or os._exit). Fix: run with `workers=0` to debug it "
+        f"in this process.",
+        worker_id=wid,
+        exitcode=code,
+    )
+
+
+def describe_timeout(wid: int, index: int, timeout: float) -> WorkerTimeout:
+    return WorkerTimeout(
+        f"A task in shmaug worker {wid} ran longer than `timeout`={timeout} s, on sample index "
+        f"{index}. The worker was killed and replaced. Fix: find why the op stalls on that "
+        f"sample (try it with `workers=0`), or raise `timeout`.",
+        worker_id=wid,
+        sample_index=index,
+    )
+

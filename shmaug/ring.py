@@ -1,0 +1,55 @@
+"""The output ring: K preallocated batch slots in shared memory that workers write into.
+
+The ring's memory is owned by the ``SharedStore`` it was allocated from (one block of shape
+``(K, batch_size, *sample_shape)``). Slot bookkeeping lives in the main process only: a
+slot is ``free``, or ``busy`` holding one batch (being filled, ready, or cancelled and
+waiting for its last in-flight task). Workers write only the rows of the task they were given.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .store import ArrayHandle, SharedStore
+
+
+class OutputRing:
+    """K batch slots; ``acquire()`` a free one, ``release()`` it once its rows are read."""
+
+    def __init__(
+        self,
+        store: SharedStore,
+        slots: int,
+        batch_size: int,
+        sample_shape: tuple[int, ...],
+        dtype: Any,
+    ) -> None:
+        handle, view = store.empty(
+            (slots, batch_size, *sample_shape), dtype, what=f"the output ring ({slots} batches)"
+        )
+        self.handle: ArrayHandle = handle  # invariant: names the block `view` maps
+        self.view: np.ndarray = view  # (slots, batch_size, *sample_shape)
+        self._free: list[int] = list(range(slots))[::-1]  # invariant: no slot twice, none busy
+
+    @property
+    def slots(self) -> int:
+        return int(self.view.shape[0])
+
+    @property
+    def free_count(self) -> int:
+        return len(self._free)
+
+    def acquire(self) -> int | None:
+        """A free slot, now busy; None when every slot is busy."""
+        return self._free.pop() if self._free else None
+
+    def release(self, slot: int) -> None:
+        if slot in self._free or not 0 <= slot < self.slots:
+            raise RuntimeError(f"slot {slot} released twice or out of range")
+        self._free.append(slot)
+
+    def read(self, slot: int, rows: int) -> np.ndarray:
+        """A private copy of the first ``rows`` rows of a slot (the slot can then be reused)."""
+        return self.view[slot, :rows].copy()

@@ -1,0 +1,187 @@
+"""Shared memory that outlives no one: named blocks, their picklable handles, and attaching.
+
+``SharedStore`` (main process) creates blocks and is their only owner: it keeps them
+registered with the resource tracker (so even a SIGKILLed main process gets them unlinked) and
+unlinks them in ``close()``. Workers ``attach()`` by ``ArrayHandle`` and never copy, never
+unlink and never register (see ``_attach_untracked``).
+
+Memory-mapped ``.npy`` files get the same kind of handle (``kind="npy"``): every process maps
+the file read-only, so the OS page cache is shared and nothing is copied into /dev/shm.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import sys
+import threading
+import weakref
+from dataclasses import dataclass
+from multiprocessing import resource_tracker, shared_memory
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import SharedMemoryError
+
+log = logging.getLogger(__name__)
+
+SEGMENT_PREFIX = "shmaug_"
+_SHM_DIR = "/dev/shm"
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayHandle:
+    """A picklable description of a shared array: where it lives, its shape and dtype."""
+
+    name: str  # shm segment name, or the path of a .npy file when kind == "npy"
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str = "shm"  # "shm" | "npy"
+    offset: int = 0  # byte offset of the data in the file (kind == "npy")
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+
+def free_shm_bytes() -> int | None:
+    """Bytes free in /dev/shm, or None where there is no such mount (macOS, Windows)."""
+    try:
+        st = os.statvfs(_SHM_DIR)
+    except (OSError, AttributeError):
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _check_capacity(nbytes: int, what: str) -> None:
+    free = free_shm_bytes()
+    if free is not None and nbytes > free:
+        raise SharedMemoryError(
+            f"Not enough shared memory for {what}: asked for {nbytes:,} bytes "
+            f"({nbytes / 2**20:.1f} MiB) but {_SHM_DIR} has {free:,} bytes "
+            f"({free / 2**20:.1f} MiB) free. Fix: enlarge it (Docker: `--shm-size=2g`; "
+            f"elsewhere: `mount -o remount,size=8G {_SHM_DIR}`), lower `max_queue_size` or "
+            f"`batch_size`, or pass `x` as a path to a .npy file so it is memory-mapped "
+            f"instead of copied into shared memory."
+        )
+
+
+_ATTACH_LOCK = threading.Lock()
+
+
+def _attach_untracked(name: str) -> shared_memory.SharedMemory:
+    """Attach to an existing block without registering it with the resource tracker.
+
+    Before Python 3.13 attaching registers the block (CPython gh-82300). Forked and spawned
+    workers share the owner's tracker, so a worker's register/unregister would drop the
+    owner's registration, and the tracker could no longer clean up after a killed owner.
+    3.13 added ``track=False`` for exactly this.
+    """
+    if sys.version_info >= (3, 13):
+        return shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]
+    with _ATTACH_LOCK:
+        register = resource_tracker.register
+        resource_tracker.register = lambda *args, **kwargs: None  # type: ignore[assignment]
+        try:
+            return shared_memory.SharedMemory(name=name)
+        finally:
+            resource_tracker.register = register  # type: ignore[assignment]
+
+
+def attach(handle: ArrayHandle) -> tuple[np.ndarray, Callable[[], None]]:
+    """Map a shared array in this process (no copy). Returns the array and its closer.
+
+    The closer only unmaps; it never unlinks (the owner does that).
+    """
+    if handle.kind == "npy":
+        array = np.memmap(handle.name, dtype=handle.dtype, mode="r", offset=handle.offset,
+                          shape=handle.shape)
+        return array, lambda: None
+    shm = _attach_untracked(handle.name)
+    array = np.ndarray(handle.shape, dtype=handle.dtype, buffer=shm.buf)
+
+    def close() -> None:
+        nonlocal array
+        del array
+        _close_quietly(shm)
+
+    return array, close
+
+
+def _close_quietly(shm: shared_memory.SharedMemory) -> None:
+    try:
+        shm.close()
+    except BufferError:
+        # A view is still alive somewhere; the mapping goes when the view does.
+        pass
+
+
+def _release(segments: list[shared_memory.SharedMemory]) -> None:
+    """Close and unlink every block; safe to call twice (the list is emptied)."""
+    while segments:
+        shm = segments.pop()
+        _close_quietly(shm)
+        try:
+            shm.unlink()
+        except FileNotFoundError:
+            pass
+
+
+class SharedStore:
+    """Owner of named shared-memory blocks.
+
+    Blocks are named ``shmaug_<random>`` so leaks are attributable. The store unlinks them in
+    ``close()`` (also via ``with`` and, as a backstop, a weakref finalizer at garbage
+    collection or interpreter exit). Workers attach by handle; they never unlink.
+
+    Example:
+        >>> with SharedStore() as store:
+        ...     handle, view = store.put(np.arange(6).reshape(2, 3))
+        ...     int(view.sum())
+        15
+    """
+
+    def __init__(self) -> None:
+        self._segments: list[shared_memory.SharedMemory] = []  # invariant: all owned, all live
+        self._finalizer = weakref.finalize(self, _release, self._segments)
+
+    def empty(self, shape: tuple[int, ...], dtype: Any, *, what: str = "an array") -> tuple[
+        ArrayHandle, np.ndarray
+    ]:
+        """A new zero-filled shared array; returns its handle and a view for this process."""
+        dt = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        _check_capacity(nbytes, what)
+        name = SEGMENT_PREFIX + secrets.token_hex(6)  # short: macOS caps names at 31 chars
+        try:
+            shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))
+        except OSError as exc:
+            raise SharedMemoryError(
+                f"Could not create a shared-memory block of {nbytes:,} bytes for {what}: "
+                f"{exc}. Fix: free or enlarge {_SHM_DIR}, or lower `max_queue_size`."
+            ) from exc
+        self._segments.append(shm)
+        view = np.ndarray(shape, dtype=dt, buffer=shm.buf)
+        return ArrayHandle(name, tuple(int(s) for s in shape), dt.str), view
+
+    def put(self, array: np.ndarray, *, what: str = "the dataset") -> tuple[ArrayHandle, np.ndarray]:
+        """Copy ``array`` into a new shared block (once); returns its handle and view."""
+        handle, view = self.empty(array.shape, array.dtype, what=what)
+        view[...] = array
+        return handle, view
+
+    @property
+    def names(self) -> list[str]:
+        return [shm.name for shm in self._segments]
+
+    def close(self) -> None:
+        """Unlink every block this store created. Idempotent."""
+        self._finalizer()
+
+    def __enter__(self) -> SharedStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,64 @@
+"""Module-level augment functions for tests (importable by spawned workers)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+
+import numpy as np
+
+MARKER = 251  # a first pixel with this value makes `fail_on_marker` raise
+
+
+def noisy(image, rng):
+    """Uses the passed rng *and* both global RNGs, so every stream must be seeded."""
+    out = image.astype(np.float32) / 255.0
+    out += rng.normal(0, 0.1, size=out.shape).astype(np.float32)
+    out += np.float32(np.random.uniform(-0.05, 0.05))
+    out += np.float32(random.uniform(-0.05, 0.05))
+    return out
+
+
+def identity(image, rng):
+    return image
+
+
+def slow_noisy(image, rng):
+    time.sleep(0.01)
+    return noisy(image, rng)
+
+
+def fail_on_marker(image, rng):
+    if image.flat[0] == MARKER:
+        raise ValueError("bad pixel in this sample")
+    return image
+
+
+def hang_on_marker(image, rng):
+    if image.flat[0] == MARKER:
+        time.sleep(60)
+    return image
+
+
+def die_on_marker(image, rng):
+    if image.flat[0] == MARKER:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return image
+
+
+def wrong_shape_on_marker(image, rng):
+    if image.flat[0] == MARKER:
+        return image[:-1]
+    return image
+
+
+def mean_only(image, rng):
+    """Reads every pixel, returns a tiny output: for the zero-copy memory test."""
+    return np.array([image.mean()], dtype=np.float32)
+
+
+def edits_in_place(image, rng):
+    image += 1
+    return image

@@ -1,0 +1,57 @@
+"""Shared fixtures, and a guard that fails any test leaving shared memory or processes behind."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+SHM_DIR = "/dev/shm"
+_GRACE_S = 5.0  # a dropped loader's finalizer or the resource tracker may need a moment
+
+
+def shmaug_segments() -> set[str]:
+    if not os.path.isdir(SHM_DIR):
+        return set()
+    return {name for name in os.listdir(SHM_DIR) if name.startswith("shmaug_")}
+
+
+def _our_children() -> set[int]:
+    """Child processes, ignoring multiprocessing's own long-lived helpers."""
+    out = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            cmd = " ".join(child.cmdline())
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            continue
+        if "resource_tracker" in cmd or "forkserver" in cmd:
+            continue
+        out.add(child.pid)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    """Every test must leave no `shmaug_` segment and no worker process behind."""
+    segments_before = shmaug_segments()
+    children_before = _our_children()
+    yield
+    deadline = time.monotonic() + _GRACE_S
+    while True:
+        leaked_segments = shmaug_segments() - segments_before
+        leaked_children = _our_children() - children_before
+        if not (leaked_segments or leaked_children) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not leaked_segments, f"test leaked shared memory: {sorted(leaked_segments)}"
+    assert not leaked_children, f"test leaked processes: {sorted(leaked_children)}"
+
+
+@pytest.fixture
+def images() -> np.ndarray:
+    """40 tiny deterministic grayscale images, each distinct."""
+    rng = np.random.default_rng(1234)
+    return rng.integers(0, 256, size=(40, 12, 12), dtype=np.uint8)

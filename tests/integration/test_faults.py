@@ -1,0 +1,169 @@
+"""Faults: ops that raise, hang or crash; workers killed; the main process interrupted or killed.
+
+After each, nothing may hang and no segment or process may outlive the loader (the autouse
+guard in conftest checks this process's children and /dev/shm after every test).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+import shmaug
+from tests import _ops
+from tests.conftest import shmaug_segments
+
+pytestmark = pytest.mark.timeout(120)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def marked(n=32, at=5):
+    x = np.zeros((n, 6, 6), np.uint8)
+    x[at, 0, 0] = _ops.MARKER
+    return x
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_op_exception_reaches_consumer_with_context(method):
+    with shmaug.Loader(marked(), batch_size=4, augment=_ops.fail_on_marker, workers=2,
+                       start_method=method) as loader:
+        with pytest.raises(ValueError) as info:
+            list(loader)
+        err = info.value
+        assert isinstance(err, shmaug.WorkerError)
+        assert "bad pixel in this sample" in str(err)
+        assert "sample index 5" in str(err)
+        assert "fail_on_marker" in str(err) and "Traceback" in str(err)
+        assert err.sample_index == 5
+        # The pool stays usable: batches without the bad sample still come.
+        xb, _ = loader.batch(0)
+        assert xb.shape == (4, 6, 6)
+        xb, _ = loader.batch(7)
+        assert xb.shape == (4, 6, 6)
+
+
+def test_op_exception_inline_is_the_same():
+    with shmaug.Loader(marked(), batch_size=4, augment=_ops.fail_on_marker, workers=0) as loader:
+        with pytest.raises(ValueError, match="sample index 5"):
+            list(loader)
+
+
+def test_wrong_output_shape_names_the_sample():
+    with shmaug.Loader(marked(), batch_size=4, augment=_ops.wrong_shape_on_marker,
+                       workers=1) as loader:
+        with pytest.raises(shmaug.OutputMismatchError, match=r"index 5.*\(5, 6\).*\(6, 6\)"):
+            list(loader)
+
+
+def test_killed_worker_is_replaced_and_the_epoch_is_unchanged():
+    x = np.random.default_rng(0).integers(0, 255, (48, 8, 8), dtype=np.uint8)
+    kwargs = dict(batch_size=4, augment=_ops.slow_noisy, seed=5, shuffle=True)
+    with shmaug.Loader(x, np.arange(48), workers=0, **kwargs) as loader:
+        expected = list(loader)
+    with shmaug.Loader(x, np.arange(48), workers=2, start_method="fork", **kwargs) as loader:
+        got = [loader.batch(0)]
+        victim = loader.pids[0]
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        noticed = None
+        for b in range(1, len(loader)):
+            got.append(loader.batch(b))
+            if noticed is None and victim not in loader.pids:
+                noticed = time.monotonic() - killed_at
+        assert loader.stats()["respawns"] == 1
+        assert noticed is not None and noticed < 1.0
+        assert not psutil.pid_exists(victim) or psutil.Process(victim).status() == "zombie"
+    for (xa, ya), (xb, yb) in zip(expected, got):
+        np.testing.assert_array_equal(ya, yb)
+        np.testing.assert_array_equal(xa, xb)
+
+
+def test_op_that_kills_its_worker_is_reported_not_retried_forever():
+    with shmaug.Loader(marked(), batch_size=4, augment=_ops.die_on_marker, workers=2) as loader:
+        with pytest.raises(shmaug.WorkerDied, match=r"signal 9.*sample index 5"):
+            list(loader)
+        assert loader.batch(0)[0].shape == (4, 6, 6)  # still usable
+
+
+def test_stuck_op_times_out_naming_the_sample():
+    with shmaug.Loader(marked(), batch_size=4, augment=_ops.hang_on_marker, workers=2,
+                       timeout=1.0) as loader:
+        began = time.monotonic()
+        with pytest.raises(TimeoutError, match="sample index 5") as info:
+            list(loader)
+        assert time.monotonic() - began < 10
+        assert isinstance(info.value, shmaug.WorkerTimeout)
+        assert loader.batch(0)[0].shape == (4, 6, 6)  # the stuck worker was replaced
+
+
+def test_garbage_collected_loader_cleans_up():
+    loader = shmaug.Loader(marked(), batch_size=4, augment=_ops.identity, workers=2)
+    pids = loader.pids
+    next(iter(loader))
+    del loader
+    gc.collect()
+    for pid in pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+
+
+def test_closed_loader_says_so():
+    loader = shmaug.Loader(marked(), batch_size=4, augment=_ops.identity, workers=1)
+    loader.close()
+    loader.close()  # idempotent
+    with pytest.raises(shmaug.ClosedError):
+        loader.batch(0)
+
+
+def _start_child(method, *extra):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration._child_loader", method, *extra],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
+    line = proc.stdout.readline()
+    if not line:
+        proc.kill()
+        raise AssertionError(f"child failed to start: {proc.stderr.read()}")
+    info = json.loads(line)
+    time.sleep(0.5)  # let it get into the middle of an epoch
+    return proc, info
+
+
+def _assert_gone(info, within_s=10.0):
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        alive = [p for p in info["pids"] if psutil.pid_exists(p)
+                 and psutil.Process(p).status() != "zombie"]
+        left = set(info["segments"]) & shmaug_segments()
+        if not alive and not left:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"left behind: processes {alive}, segments {sorted(left)}")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("mode", ["with", "--no-close"])
+def test_ctrl_c_in_main_process_leaves_nothing(method, mode):
+    proc, info = _start_child(method, mode)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    _assert_gone(info)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_killed_main_process_leaves_nothing(method):
+    proc, info = _start_child(method)
+    proc.kill()
+    proc.communicate(timeout=30)
+    _assert_gone(info)

@@ -1,0 +1,146 @@
+"""The Loader end to end: real processes, real shared memory, every start method."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import numpy as np
+import pytest
+
+import shmaug
+from tests import _ops
+
+pytestmark = pytest.mark.timeout(120)
+
+METHODS = [m for m in ("fork", "spawn", "forkserver") if m in multiprocessing.get_all_start_methods()]
+
+
+def epochs(images, epochs=2, **kwargs):
+    kwargs = {"batch_size": 8, "augment": _ops.noisy, "seed": 7, "shuffle": True, **kwargs}
+    y = np.arange(len(images))
+    with shmaug.Loader(images, y, **kwargs) as loader:
+        return [[(xb, yb) for xb, yb in loader] for _ in range(epochs)]
+
+
+def stack(epoch):
+    return np.concatenate([xb for xb, _ in epoch]), np.concatenate([yb for _, yb in epoch])
+
+
+@pytest.fixture(scope="module")
+def reference():
+    rng = np.random.default_rng(1234)
+    images = rng.integers(0, 256, size=(40, 12, 12), dtype=np.uint8)
+    return images, epochs(images, workers=0)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_same_epochs_for_any_worker_count(reference, workers):
+    images, expected = reference
+    got = epochs(images, workers=workers, start_method="fork")
+    for e in range(2):
+        np.testing.assert_array_equal(stack(got[e])[0], stack(expected[e])[0])
+        np.testing.assert_array_equal(stack(got[e])[1], stack(expected[e])[1])
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_same_epochs_for_any_start_method(reference, method):
+    images, expected = reference
+    got = epochs(images, workers=2, start_method=method)
+    for e in range(2):
+        np.testing.assert_array_equal(stack(got[e])[0], stack(expected[e])[0])
+
+
+def test_epochs_differ_and_samples_get_distinct_streams(reference):
+    _, expected = reference
+    x0, y0 = stack(expected[0])
+    x1, y1 = stack(expected[1])
+    assert not np.array_equal(y0, y1), "shuffle order must change between epochs"
+    # Same sample, next epoch: different augmentation.
+    assert not np.array_equal(x0[np.argsort(y0)], x1[np.argsort(y1)])
+
+
+def test_identical_images_get_different_augmentations():
+    images = np.full((16, 6, 6), 100, np.uint8)
+    with shmaug.Loader(images, batch_size=8, augment=_ops.noisy, workers=2, seed=0) as loader:
+        xb = np.concatenate([b for b, _ in loader])
+    flat = {row.tobytes() for row in xb}
+    assert len(flat) == len(images), "two samples shared a random stream"
+
+
+@pytest.mark.parametrize("drop_remainder", [False, True])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_every_sample_exactly_once(drop_remainder, shuffle):
+    n, bs = 37, 8
+    x = np.zeros((n, 4, 4), np.uint8)
+    with shmaug.Loader(x, np.arange(n), batch_size=bs, augment=_ops.identity, workers=2,
+                       seed=3, shuffle=shuffle, drop_remainder=drop_remainder) as loader:
+        assert len(loader) == (n // bs if drop_remainder else -(-n // bs))
+        for _ in range(2):
+            seen = np.concatenate([yb for _, yb in loader])
+            if drop_remainder:
+                assert len(seen) == (n // bs) * bs
+                assert len(set(seen.tolist())) == len(seen)
+            else:
+                assert sorted(seen.tolist()) == list(range(n))
+            if not shuffle:
+                assert seen.tolist() == sorted(seen.tolist())
+        assert loader.epoch == 2
+
+
+def test_random_access_and_resume_give_the_same_batches(images):
+    with shmaug.Loader(images, np.arange(40), batch_size=8, augment=_ops.noisy, workers=2,
+                       seed=1, shuffle=True) as loader:
+        in_order = [loader.batch(b, epoch=3) for b in range(len(loader))]
+        shuffled = {b: loader.batch(b, epoch=3) for b in (4, 0, 3, 3, 1, 2)}
+        loader.epoch = 3
+        resumed = list(loader)
+    for b, (xb, yb) in shuffled.items():
+        np.testing.assert_array_equal(xb, in_order[b][0])
+        np.testing.assert_array_equal(yb, in_order[b][1])
+    for (xa, _), (xb, _) in zip(in_order, resumed):
+        np.testing.assert_array_equal(xa, xb)
+
+
+def test_no_augment_gathers_in_process_and_keeps_dtype(images):
+    with shmaug.Loader(images, np.arange(40), batch_size=16, workers=2) as loader:
+        assert loader.pids == []
+        xb, yb = next(iter(loader))
+    np.testing.assert_array_equal(xb, images[:16])
+    assert xb.dtype == np.uint8
+
+
+def test_output_shape_and_dtype_are_learned_or_declared(images):
+    with shmaug.Loader(images, batch_size=8, augment=_ops.noisy, workers=0) as loader:
+        assert loader.output_shape == (12, 12) and loader.output_dtype == np.float32
+    with shmaug.Loader(images, batch_size=8, augment=_ops.identity, workers=0,
+                       output_shape=(12, 12), output_dtype="float32") as loader:
+        xb, _ = loader.batch(0)
+        assert xb.dtype == np.float32
+        np.testing.assert_array_equal(xb, images[:8].astype(np.float32))
+
+
+def test_targets_may_be_dicts_or_tuples(images):
+    y = {"label": np.arange(40), "box": np.ones((40, 4))}
+    with shmaug.Loader(images, y, batch_size=8, augment=_ops.identity, workers=0) as loader:
+        _, yb = loader.batch(1)
+    assert set(yb) == {"label", "box"} and yb["label"].tolist() == list(range(8, 16))
+    with shmaug.Loader(images, (np.arange(40), np.arange(40) * 2), batch_size=8) as loader:
+        _, (a, b) = loader.batch(0)
+    assert (b == 2 * a).all()
+
+
+def test_ops_cannot_edit_the_shared_dataset(images):
+    with shmaug.Loader(images, batch_size=8, augment=_ops.edits_in_place, workers=1) as loader:
+        with pytest.raises(ValueError, match="read-only"):
+            loader.batch(0)
+
+
+def test_stats_report_throughput_and_worker_busy(images):
+    with shmaug.Loader(images, batch_size=8, augment=_ops.slow_noisy, workers=2, seed=0) as loader:
+        for _ in loader:
+            pass
+        stats = loader.stats()
+    assert stats["images_per_s"] > 0
+    assert 0 <= stats["wait_fraction"] <= 1
+    assert len(stats["worker_busy"]) == 2 and all(0 < b <= 1 for b in stats["worker_busy"])
+    assert stats["batches"] == 5

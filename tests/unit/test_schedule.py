@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shmaug.schedule import BatchPlan, OrderCache, permutation
+
+
+@given(st.integers(1, 500), st.integers(1, 64), st.booleans(), st.integers(1, 5))
+@settings(max_examples=200, deadline=None)
+def test_batches_and_slices_cover_each_position_once(n, batch_size, drop, parts):
+    plan = BatchPlan(n, batch_size, drop)
+    covered = []
+    for b in range(len(plan)):
+        start, stop = plan.bounds(b)
+        assert 0 < stop - start <= batch_size
+        slices = plan.slices(b, parts)
+        assert len(slices) <= parts
+        assert slices[0][0] == start and slices[-1][1] == stop
+        for (_, hi), (lo, _) in zip(slices, slices[1:]):
+            assert hi == lo
+        covered += range(start, stop)
+    expected = (n // batch_size) * batch_size if drop else n
+    assert covered == list(range(expected))
+
+
+@given(st.integers(0, 2**40), st.integers(0, 100), st.integers(1, 300))
+@settings(max_examples=100, deadline=None)
+def test_permutation_is_deterministic_and_complete(seed, epoch, n):
+    order = permutation(seed, epoch, n, True)
+    assert sorted(order.tolist()) == list(range(n))
+    assert (order == permutation(seed, epoch, n, True)).all()
+    assert (permutation(seed, epoch, n, False) == np.arange(n)).all()
+
+
+def test_epochs_and_seeds_shuffle_differently():
+    assert not (permutation(0, 0, 100, True) == permutation(0, 1, 100, True)).all()
+    assert not (permutation(0, 0, 100, True) == permutation(1, 0, 100, True)).all()
+
+
+def test_order_cache_returns_cached_orders():
+    cache = OrderCache(3, 50, True, keep=2)
+    first = cache(0)
+    assert cache(0) is first
+    cache(1), cache(2)
+    assert cache(0) is not first and (cache(0) == first).all()

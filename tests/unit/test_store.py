@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+from shmaug.errors import SharedMemoryError
+from shmaug.ring import OutputRing
+from shmaug.store import SEGMENT_PREFIX, ArrayHandle, SharedStore, attach, free_shm_bytes
+
+
+def test_put_attach_close_unlinks():
+    data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    store = SharedStore()
+    handle, view = store.put(data)
+    assert handle.name.startswith(SEGMENT_PREFIX) and handle.nbytes == data.nbytes
+    handle = pickle.loads(pickle.dumps(handle))
+    attached, close = attach(handle)
+    np.testing.assert_array_equal(attached, data)
+    view[0, 0, 0] = 99  # one block, two views: no copy
+    assert attached[0, 0, 0] == 99
+    del attached
+    close()
+    store.close()
+    store.close()  # idempotent
+    if os.path.isdir("/dev/shm"):
+        assert handle.name not in os.listdir("/dev/shm")
+
+
+def test_finalizer_unlinks_a_forgotten_store():
+    store = SharedStore()
+    handle, _ = store.empty((4,), np.uint8)
+    del store, _
+    if os.path.isdir("/dev/shm"):
+        assert handle.name not in os.listdir("/dev/shm")
+
+
+def test_memmapped_npy_handle(tmp_path):
+    path = tmp_path / "x.npy"
+    data = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    np.save(path, data)
+    mm = np.load(path, mmap_mode="r")
+    handle = ArrayHandle(str(path), mm.shape, mm.dtype.str, kind="npy", offset=mm.offset)
+    array, close = attach(handle)
+    np.testing.assert_array_equal(array, data)
+    close()
+
+
+@pytest.mark.skipif(free_shm_bytes() is None, reason="no /dev/shm here")
+def test_too_large_a_block_fails_with_numbers_and_a_fix():
+    with SharedStore() as store:
+        with pytest.raises(SharedMemoryError) as info:
+            store.empty((free_shm_bytes() + 2**30,), np.uint8, what="the dataset")
+    text = str(info.value)
+    assert "asked for" in text and "free" in text and "--shm-size" in text and ".npy" in text
+
+
+def test_ring_slots_are_lent_once():
+    with SharedStore() as store:
+        ring = OutputRing(store, 3, 4, (2, 2), np.float32)
+        assert ring.view.shape == (3, 4, 2, 2)
+        slots = [ring.acquire() for _ in range(3)]
+        assert sorted(slots) == [0, 1, 2] and ring.acquire() is None
+        ring.view[slots[0]] = 1
+        copy = ring.read(slots[0], 2)
+        ring.release(slots[0])
+        ring.view[:] = 0
+        assert copy.shape == (2, 2, 2) and (copy == 1).all()
+        with pytest.raises(RuntimeError):
+            ring.release(slots[0])
+        del ring
