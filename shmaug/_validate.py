@@ -85,7 +85,7 @@ def start_method(value: Any) -> str | None:
 def timeout(value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) > 0:
         raise ArgumentError(
             f"`timeout` must be None (wait forever) or a number of seconds > 0; received "
             f"{_got(value)}. Fix: pass e.g. `timeout=30`."
@@ -141,15 +141,16 @@ def images(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def targets(y: Any, n: int) -> Any:
-    """None, one array, or a dict / list / tuple of arrays, each of length n."""
+def targets(y: Any, n: int, name: str = "y") -> Any:
+    """None, one array, or a dict / list / tuple (nested) of arrays, each of length n."""
     if y is None:
         return None
     if isinstance(y, dict):
-        return {k: _target(f"y[{k!r}]", v, n) for k, v in y.items()}
-    if isinstance(y, (list, tuple)) and y and all(isinstance(v, np.ndarray) for v in y):
-        return type(y)(_target(f"y[{i}]", v, n) for i, v in enumerate(y))
-    return _target("y", y, n)
+        return {k: targets(v, n, f"{name}[{k!r}]") for k, v in y.items()}
+    if isinstance(y, (list, tuple)) and y and all(isinstance(v, (np.ndarray, dict)) for v in y):
+        # Keras' convention: a list / tuple of arrays is one target per model output.
+        return type(y)(targets(v, n, f"{name}[{i}]") for i, v in enumerate(y))
+    return _target(name, y, n)
 
 
 def _target(name: str, value: Any, n: int) -> np.ndarray:
@@ -172,9 +173,9 @@ def gather(y: Any, positions: np.ndarray) -> Any:
     if y is None:
         return None
     if isinstance(y, dict):
-        return {k: v[positions] for k, v in y.items()}
+        return {k: gather(v, positions) for k, v in y.items()}
     if isinstance(y, (list, tuple)):
-        return type(y)(v[positions] for v in y)
+        return type(y)(gather(v, positions) for v in y)
     return y[positions]
 
 
@@ -202,7 +203,7 @@ def shape(name: str, value: Any) -> tuple[int, ...]:
 
 def dtype(name: str, value: Any) -> np.dtype:
     try:
-        dt = np.dtype(value)
+        dt: np.dtype[Any] = np.dtype(value)
     except TypeError:
         dt = np.dtype(object)
     if dt.kind not in "biuf":

@@ -87,10 +87,11 @@ class ErrorRecord:
         return cls(exc_type, type(exc).__qualname__, str(exc), tb, worker_id, sample_index, epoch, op)
 
     def describe(self) -> str:
+        where = f"shmaug worker {self.worker_id}" if self.worker_id >= 0 else "the main process"
         return (
             f"{self.type_name}: {self.message}\n"
-            f"(raised by `{self.op}` in shmaug worker {self.worker_id} on sample index "
-            f"{self.sample_index}, epoch {self.epoch})\n"
+            f"(raised by `{self.op}` in {where} on sample index {self.sample_index}, "
+            f"epoch {self.epoch})\n"
             f"Worker traceback:\n{self.traceback.rstrip()}"
         )
 

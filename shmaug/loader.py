@@ -174,6 +174,7 @@ class Loader:
         self._next_ticket = 0
         self._t0 = time.perf_counter()
         self._counters = dict(wait_s=0.0, images=0, batches=0, hits=0, t_first=0.0)
+        self.last_hit = False  # whether the last batch() was ready when asked for
         self._closed = False
         log.debug("Loader ready: %d samples, %d batches/epoch, %d workers (%s)", n,
                   len(self), self.workers, self.start_method or "default start method")
@@ -240,20 +241,28 @@ class Loader:
         """
         self._ensure_open()
         epoch = self._epoch if epoch is None else check.non_negative_int("epoch", epoch)
-        start, stop = self._plan.bounds(check.non_negative_int("index", index))
-        positions = self._orders(epoch)[start:stop]
+        positions = self.indices(index, epoch=epoch)
+        start, stop = self._plan.bounds(index)
         began = time.perf_counter()
         if not self._counters["t_first"]:
             self._counters["t_first"] = began
+        hits = self._counters["hits"]
         if self._gather_only:
             xb = self._x[positions]
             self._counters["hits"] += 1
         else:
             xb = self._produce((epoch, index), stop - start)
+        self.last_hit = self._counters["hits"] > hits
         self._counters["wait_s"] += time.perf_counter() - began
         self._counters["images"] += stop - start
         self._counters["batches"] += 1
         return xb, check.gather(self.y, positions)
+
+    def indices(self, index: int, *, epoch: int | None = None) -> np.ndarray:
+        """The dataset indices of the samples in batch ``index`` of ``epoch``, in order."""
+        epoch = self._epoch if epoch is None else check.non_negative_int("epoch", epoch)
+        start, stop = self._plan.bounds(check.non_negative_int("index", index))
+        return self._orders(epoch)[start:stop]
 
     def stats(self) -> dict[str, Any]:
         """Throughput and stall figures since start (or the last ``reset_stats()``).

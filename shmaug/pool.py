@@ -93,7 +93,7 @@ class WorkerPool:
     def __init__(
         self, spec: WorkerSpec, workers: int, start_method: str | None, timeout: float | None
     ) -> None:
-        self._ctx = multiprocessing.get_context(start_method)
+        self._ctx: Any = multiprocessing.get_context(start_method)
         # Spawned workers need the user's __main__ only if the payload refers to it.
         self._skip_main = (
             self._ctx.get_start_method() == "spawn" and b"__main__" not in spec.payload

@@ -66,7 +66,7 @@ class SampleSeeder:
         self.seed_globals = seed_globals  # invariant: True when the op may touch the globals
         self._bitgen = np.random.PCG64()
         self._generator = np.random.Generator(self._bitgen)
-        self._state: dict[str, Any] = {
+        self._state: Any = {
             "bit_generator": "PCG64",
             "state": {"state": 0, "inc": 1},
             "has_uint32": 0,

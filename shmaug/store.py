@@ -83,11 +83,11 @@ def _attach_untracked(name: str) -> shared_memory.SharedMemory:
         return shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]
     with _ATTACH_LOCK:
         register = resource_tracker.register
-        resource_tracker.register = lambda *args, **kwargs: None  # type: ignore[assignment]
+        resource_tracker.register = lambda *args, **kwargs: None
         try:
             return shared_memory.SharedMemory(name=name)
         finally:
-            resource_tracker.register = register  # type: ignore[assignment]
+            resource_tracker.register = register
 
 
 def attach(handle: ArrayHandle) -> tuple[np.ndarray, Callable[[], None]]:
@@ -96,9 +96,9 @@ def attach(handle: ArrayHandle) -> tuple[np.ndarray, Callable[[], None]]:
     The closer only unmaps; it never unlinks (the owner does that).
     """
     if handle.kind == "npy":
-        array = np.memmap(handle.name, dtype=handle.dtype, mode="r", offset=handle.offset,
-                          shape=handle.shape)
-        return array, lambda: None
+        mapped = np.memmap(handle.name, dtype=handle.dtype, mode="r", offset=handle.offset,
+                           shape=handle.shape)
+        return mapped, lambda: None
     shm = _attach_untracked(handle.name)
     array = np.ndarray(handle.shape, dtype=handle.dtype, buffer=shm.buf)
 
