@@ -154,14 +154,15 @@ def to_work(image: np.ndarray) -> np.ndarray:
     return work
 
 
-def restore(out: np.ndarray, like: np.ndarray, *, clip: bool = False) -> np.ndarray:
+def restore(out: np.ndarray, like: np.ndarray, *, clip: bool = True) -> np.ndarray:
     """Undo :func:`to_work`: give ``out`` the layout and dtype of ``like``.
 
-    ``clip`` clamps float results to ``[0, 1]`` (uint8 results are already saturated).
+    Float results are clamped to ``[0, 1]`` (uint8 results are already saturated); ``clip``
+    is kept for call sites that document where overshoot comes from.
     """
     if like.ndim == 3 and out.ndim == 2:
         out = out[:, :, None]
-    if clip and out.dtype != np.uint8:
+    if out.dtype != np.uint8:  # float rounding in OpenCV can overshoot 1.0 by an ulp
         out = np.clip(out, 0.0, 1.0, out=out if out.flags.writeable else None)
     if out.dtype != like.dtype:
         out = out.astype(like.dtype)

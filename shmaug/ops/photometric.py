@@ -96,10 +96,12 @@ def brightness_contrast(
         return image
     if _is_pil(backend):
         return restore(pil.brightness_contrast(work, b, c), image)
-    mean = b * cv.gray_mean(work)
+    # Two saturating steps, like PIL: brightness clips before the contrast mean is taken.
+    bright = cv.linear(work, b, 0.0)
+    mean = cv.gray_mean(bright)
     if work.dtype == np.uint8:
-        mean = float(min(255, int(mean + 0.5)))  # PIL rounds the mean to a gray level
-    return restore(cv.linear(work, b * c, (1.0 - c) * mean), image, clip=True)
+        mean = float(int(mean + 0.5))  # PIL rounds the mean to a gray level
+    return restore(cv.linear(bright, c, (1.0 - c) * mean), image, clip=True)
 
 
 @register("gamma")

@@ -1,0 +1,247 @@
+"""The op contract, checked for every registered built-in op.
+
+Each built-in op has a row in ``CONTRACT``; ``test_every_builtin_op_has_a_contract_row`` fails
+when a new op is registered without one. Properties (hypothesis, over dtype x layout x size):
+shape, dtype and value range are kept (or changed as the op documents), the same rng state
+gives the same output, the input is not modified, the global RNGs are neither used nor
+touched, and the zero magnitude is the identity where one is defined. PIL and OpenCV backends
+agree within the tolerance stated in each row; the vectorized sine warp equals the classic
+per-column ``np.roll``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shmaug import ops
+from shmaug.ops import core
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Case:
+    params: dict[str, Any] = field(default_factory=dict)  # bound for the property tests
+    identity: dict[str, Any] | None = None  # params that make the op a no-op
+    shape: Callable[[Shape], Shape] = lambda s: s  # expected output shape for an input shape
+    random: bool = True  # different rng states give different outputs
+    pil: dict[str, Any] | None = None  # fixed params for the PIL-vs-OpenCV comparison
+    # tolerance of the backend comparison on uint8: mean |cv - pil| in gray levels, and the
+    # largest fraction of pixels allowed to differ by more than 2 gray levels. Geometric ops
+    # differ only along the edge of the warped image, where PIL and OpenCV treat partly
+    # covered pixels differently (up to ~8% of a 48x48 image); filters differ on the border.
+    tol_mean: float = 1.0
+    tol_frac: float = 0.02
+
+
+CONTRACT: dict[str, Case] = {
+    "sine_warp": Case(
+        identity={"amplitude": 0},
+        pil={"amplitude": 2.5, "period": 30.0, "interpolation": "nearest"},
+        tol_mean=0.0,
+        tol_frac=0.0,
+    ),
+    "rotate": Case(identity={"degrees": 0}, pil={"degrees": 13.0}, tol_mean=3.0, tol_frac=0.08),
+    "shear": Case(identity={"x": 0, "y": 0}, pil={"x": 0.25, "y": -0.1}, tol_mean=3.0, tol_frac=0.08),
+    "scale_translate": Case(
+        identity={"scale": 1.0, "translate": 0.0},
+        pil={"scale": 0.8, "translate": 0.05},
+        tol_mean=2.0,
+        tol_frac=0.15,  # PIL antialiases when it shrinks, a bilinear warp does not
+    ),
+    "translate": Case(identity={"x": 0, "y": 0}, pil={"x": 0.1, "y": -0.07}, tol_mean=3.0, tol_frac=0.08),
+    "perspective": Case(identity={"scale": 0}, pil={"scale": 0.06}, tol_mean=3.0, tol_frac=0.08),
+    "elastic": Case(identity={"alpha": 0}),
+    "hflip": Case(random=False, pil={}, tol_mean=0.0, tol_frac=0.0),
+    "vflip": Case(random=False, pil={}, tol_mean=0.0, tol_frac=0.0),
+    "gaussian_blur": Case(identity={"sigma": 0}, pil={"sigma": 1.2}, tol_mean=1.0, tol_frac=0.05),
+    "sharpen": Case(identity={"amount": 0}, pil={"amount": 1.0}, tol_mean=0.5, tol_frac=0.05),
+    "smooth": Case(identity={"amount": 0}, pil={"amount": 1.0}, tol_mean=0.5, tol_frac=0.05),
+    "brightness_contrast": Case(
+        identity={"brightness": 1, "contrast": 1},
+        pil={"brightness": 1.15, "contrast": 0.8},
+        tol_mean=1.0,
+        tol_frac=0.0,
+    ),
+    "gamma": Case(identity={"gamma": 1}, pil={"gamma": 0.7}, tol_mean=0.0, tol_frac=0.0),
+    "gaussian_noise": Case(identity={"sigma": 0}),
+    "cutout": Case(identity={"holes": 0}, params={"size": (0.2, 0.4)}),
+    "resize": Case(
+        params={"height": 24, "width": 20},
+        shape=lambda s: (24, 20, *s[2:]),
+        random=False,
+        pil={"height": 16, "width": 16, "interpolation": "area"},  # integer factors: area == BOX
+        tol_mean=0.5,
+        tol_frac=0.0,
+    ),
+    "crop": Case(
+        params={"height": 0.5, "width": 0.75},
+        identity={"height": 1.0, "width": 1.0},
+        shape=lambda s: (round(0.5 * s[0]), round(0.75 * s[1]), *s[2:]),
+    ),
+    "resized_crop": Case(identity={"scale": 1.0, "ratio": 1.0}),
+}
+NAMES = sorted(CONTRACT)
+
+
+def _builtin_names() -> set[str]:
+    return {n for n, spec in core._REGISTRY.items() if spec.module.startswith("shmaug.")}
+
+
+def test_every_builtin_op_has_a_contract_row() -> None:
+    missing = _builtin_names() - set(CONTRACT)
+    stale = set(CONTRACT) - _builtin_names()
+    assert not missing, f"add a CONTRACT row for {sorted(missing)}"
+    assert not stale, f"CONTRACT names ops that are not registered: {sorted(stale)}"
+
+
+def make_image(shape: Shape, dtype: Any, seed: int) -> np.ndarray:
+    """A smooth random image with edges (noise blurred by block averaging, plus a bar)."""
+    rng = np.random.default_rng(seed)
+    small = rng.random((max(2, shape[0] // 4), max(2, shape[1] // 4), *shape[2:]))
+    img = np.kron(small, np.ones((4, 4) + (1,) * (len(shape) - 2)))[: shape[0], : shape[1]]
+    img = np.pad(img, [(0, shape[0] - img.shape[0]), (0, shape[1] - img.shape[1])] + [(0, 0)] * (len(shape) - 2), mode="edge")
+    img[shape[0] // 3 : shape[0] // 2] = 1.0
+    if np.dtype(dtype) == np.uint8:
+        return np.rint(img * 255).astype(np.uint8)
+    return img.astype(dtype)
+
+
+images = st.builds(
+    make_image,
+    shape=st.tuples(st.integers(8, 40), st.integers(8, 40), st.sampled_from([(), (1,), (3,)])).map(
+        lambda t: (t[0], t[1], *t[2])
+    ),
+    dtype=st.sampled_from([np.uint8, np.float16, np.float32]),
+    seed=st.integers(0, 2**16),
+)
+FAST = settings(max_examples=12, deadline=None, derandomize=True)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@FAST
+@given(image=images, seed=st.integers(0, 2**32 - 1))
+def test_contract_shape_dtype_range_determinism(name: str, image: np.ndarray, seed: int) -> None:
+    case = CONTRACT[name]
+    op = ops.Op(name, **case.params)
+    before = image.copy()
+    state = (random.getstate(), np.random.get_state()[1].copy())
+    out = op(image, np.random.default_rng(seed))
+    assert isinstance(out, np.ndarray)
+    assert out.shape == case.shape(image.shape), (out.shape, image.shape)
+    assert out.dtype == image.dtype
+    if image.dtype != np.uint8:
+        assert np.isfinite(out).all() and out.min() >= 0.0 and out.max() <= 1.0
+    np.testing.assert_array_equal(image, before, err_msg="the op modified its input")
+    assert random.getstate() == state[0] and np.array_equal(np.random.get_state()[1], state[1])
+    again = op(image, np.random.default_rng(seed))
+    np.testing.assert_array_equal(out, again, err_msg="same rng state, different output")
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if CONTRACT[n].identity is not None])
+@FAST
+@given(image=images, seed=st.integers(0, 2**32 - 1))
+def test_zero_magnitude_is_identity(name: str, image: np.ndarray, seed: int) -> None:
+    identity = CONTRACT[name].identity
+    assert identity is not None
+    out = ops.get(name)(image, np.random.default_rng(seed), **identity)
+    assert out.dtype == image.dtype and out.shape == image.shape
+    np.testing.assert_array_equal(out, image)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if CONTRACT[n].random])
+def test_rng_is_used(name: str) -> None:
+    image = make_image((32, 32, 3), np.uint8, 0)
+    op = ops.Op(name, **CONTRACT[name].params)
+    outs = [op(image, np.random.default_rng(s)).tobytes() for s in range(6)]
+    assert len(set(outs)) > 1, f"{name} gives the same output for every rng state"
+
+
+@pytest.mark.parametrize("name", ["hflip", "vflip"])
+def test_flip_twice_is_identity(name: str) -> None:
+    image = make_image((9, 14, 3), np.float16, 1)
+    rng = np.random.default_rng(0)
+    once = ops.get(name)(image, rng)
+    assert not np.array_equal(once, image)
+    np.testing.assert_array_equal(ops.get(name)(once, rng), image)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if CONTRACT[n].pil is not None])
+@pytest.mark.parametrize("layout", ["glyph", "rgb"])
+def test_pil_and_opencv_backends_agree(name: str, layout: str) -> None:
+    case = CONTRACT[name]
+    assert case.pil is not None
+    if layout == "glyph":
+        from shmaug.glyphs import render_glyphs
+
+        image = render_glyphs(1, 64, seed=3)[0][0]
+    else:
+        image = make_photo()
+    cv_out = ops.get(name)(image, np.random.default_rng(5), **case.pil)
+    pil_out = ops.get(name)(image, np.random.default_rng(5), backend="pil", **case.pil)
+    assert cv_out.shape == pil_out.shape and cv_out.dtype == pil_out.dtype
+    diff = np.abs(cv_out.astype(np.int32) - pil_out.astype(np.int32))
+    assert diff.mean() <= case.tol_mean, f"mean |cv - pil| = {diff.mean():.3f}"
+    assert (diff > 2).mean() <= case.tol_frac, f"{(diff > 2).mean():.3%} of pixels differ by > 2"
+
+
+def make_photo() -> np.ndarray:
+    """A smooth 48x48 RGB scene: colour gradients from upsampled noise plus a bright disc."""
+    import cv2
+
+    small = np.random.default_rng(7).random((6, 6, 3)).astype(np.float32)
+    img = cv2.resize(small, (48, 48), interpolation=cv2.INTER_CUBIC)
+    yy, xx = np.mgrid[:48, :48]
+    img[(yy - 30) ** 2 + (xx - 18) ** 2 < 64] = 1.0
+    return np.clip(np.rint(img * 255), 0, 255).astype(np.uint8)
+
+
+def roll_reference(image: np.ndarray, amplitude: float, period: float, phase: float) -> np.ndarray:
+    """The classic sine warp, one ``np.roll`` per column."""
+    out = image.copy()
+    for x in range(image.shape[1]):
+        shift = int(np.rint(amplitude * math.sin(2 * math.pi * x / period + phase)))
+        out[:, x] = np.roll(image[:, x], shift, axis=0)
+    return out
+
+
+@FAST
+@given(
+    image=images,
+    amplitude=st.floats(0.0, 8.0),
+    period=st.floats(2.0, 80.0),
+    phase=st.floats(0.0, 2 * math.pi),
+)
+def test_sine_warp_equals_per_column_roll(
+    image: np.ndarray, amplitude: float, period: float, phase: float
+) -> None:
+    expected = roll_reference(image, amplitude, period, phase)
+    params = {"amplitude": amplitude, "period": period, "phase": phase}
+    rng = np.random.default_rng(0)
+    fast = ops.sine_warp(image, rng, interpolation="nearest", **params)
+    np.testing.assert_array_equal(fast, expected)
+    np.testing.assert_array_equal(ops.sine_warp(image, rng, backend="pil", **params), expected)
+
+
+def test_sine_warp_linear_is_close_to_reference() -> None:
+    image = make_image((64, 64), np.uint8, 2)
+    linear = ops.sine_warp(image, np.random.default_rng(0), amplitude=3.0, period=40.0, phase=0.5)
+    expected = roll_reference(image, 3.0, 40.0, 0.5)
+    assert np.abs(linear.astype(int) - expected.astype(int)).mean() < 8.0
+
+
+def test_four_channels_and_float64_are_supported() -> None:
+    rng = np.random.default_rng(0)
+    for image in (make_image((16, 16, 4), np.uint8, 0), make_image((16, 16), np.float64, 0)):
+        for name in NAMES:
+            out = ops.Op(name, **CONTRACT[name].params)(image, rng)
+            assert out.dtype == image.dtype and out.ndim == image.ndim

@@ -1,0 +1,302 @@
+"""Registry, bound ops, composition, config round trip, picklability and ``from_pil``."""
+
+from __future__ import annotations
+
+import functools
+import json
+import pickle
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import shmaug
+from shmaug import errors, ops
+from shmaug.ops import Compose, Maybe, OneOf, Op, SomeOf, core
+
+
+@pytest.fixture
+def scratch_registry() -> Iterator[None]:
+    """Ops registered by a test are removed afterwards."""
+    before = dict(core._REGISTRY)
+    yield
+    core._REGISTRY.clear()
+    core._REGISTRY.update(before)
+
+
+def ink_bleed(image: np.ndarray, rng: np.random.Generator, strength: Any = (0.1, 0.4)) -> np.ndarray:
+    """A user op defined at module level."""
+    s = ops._params.draw(rng, strength, "strength", 0.0, 1.0)
+    return ops.gaussian_blur(image, rng, sigma=2.0 * s)
+
+
+def other_op(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return image
+
+
+def plain_function(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Not registered; module level, so it configures by reference."""
+    return image
+
+
+def old_pil_aug(img: Image.Image) -> Image.Image:
+    """Classic legacy code: global `random`, PIL in and out."""
+    angle = random.choice([-10, -5, 0, 5, 10])
+    dx = random.choice([-2, 0, 2])
+    return img.rotate(angle).transform(img.size, Image.Transform.AFFINE, (1, 0, dx, 0, 1, 0))
+
+
+def old_pil_aug_tuple(img: Image.Image) -> tuple[Image.Image, str]:
+    return img.transpose(Image.Transpose.FLIP_LEFT_RIGHT), "flipped"
+
+
+def returns_array(img: Image.Image) -> np.ndarray:
+    return np.asarray(img)
+
+
+IMAGE = np.random.default_rng(0).integers(0, 256, (32, 32), dtype=np.uint8)
+
+
+# --- registry ---------------------------------------------------------------------------
+
+
+def test_register_get_available(scratch_registry: None) -> None:
+    assert shmaug.register("ink_bleed")(ink_bleed) is ink_bleed
+    assert "ink_bleed" in shmaug.available() and shmaug.available() == sorted(shmaug.available())
+    op = shmaug.get("ink_bleed")
+    assert op.fn is ink_bleed and op.uses_global_rng is False
+    out = op(IMAGE, np.random.default_rng(1))
+    assert out.shape == IMAGE.shape and not np.array_equal(out, IMAGE)
+
+
+def test_duplicate_name_is_an_error_unless_replace(scratch_registry: None) -> None:
+    shmaug.register("ink_bleed")(ink_bleed)
+    shmaug.register("ink_bleed")(ink_bleed)  # the same function again is harmless
+    with pytest.raises(errors.DuplicateOpError, match="replace=True"):
+        shmaug.register("ink_bleed")(other_op)
+    with pytest.raises(errors.DuplicateOpError):
+        shmaug.register("rotate")(other_op)
+    shmaug.register("ink_bleed", replace=True)(other_op)
+    assert shmaug.get("ink_bleed").fn is other_op
+
+
+def test_lambda_and_closure_registration_say_move_to_module_level(scratch_registry: None) -> None:
+    with pytest.raises(errors.NotPicklableError, match="lambda.*module level"):
+        shmaug.register("anon")(lambda image, rng: image)
+
+    def local(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return image
+
+    with pytest.raises(errors.NotPicklableError, match="closure.*test_lambda_and_closure.*module level"):
+        shmaug.register("local")(local)
+    assert "anon" not in shmaug.available() and "local" not in shmaug.available()
+
+
+def test_bad_signatures_are_rejected(scratch_registry: None) -> None:
+    def no_default(image: Any, rng: Any, strength: Any) -> Any: ...
+    def no_rng(image: Any) -> Any: ...
+
+    no_default.__qualname__ = no_rng.__qualname__ = "module_level_lookalike"
+    with pytest.raises(errors.ArgumentError, match="`strength`|strength"):
+        shmaug.register("x")(no_default)
+    with pytest.raises(errors.ArgumentError, match=r"fn\(image, rng"):
+        shmaug.register("y")(no_rng)
+    with pytest.raises(errors.ArgumentTypeError, match="`name`"):
+        shmaug.register(3)  # type: ignore[arg-type]
+
+
+def test_unknown_op_suggests_close_names() -> None:
+    with pytest.raises(errors.UnknownOpError, match="rotate") as info:
+        shmaug.get("rotat")
+    assert isinstance(info.value, LookupError)
+
+
+def test_op_rejects_unknown_parameters_and_bad_ranges() -> None:
+    with pytest.raises(errors.ArgumentError, match="`degree`"):
+        Op("rotate", degree=5)
+    with pytest.raises(errors.ArgumentError, match="`degrees`.*low <= high"):
+        Op("rotate", degrees=(10, -10))(IMAGE, np.random.default_rng(0))
+    with pytest.raises(errors.ArgumentTypeError, match="`degrees`"):
+        Op("rotate", degrees="big")(IMAGE, np.random.default_rng(0))
+    with pytest.raises(errors.ArgumentError, match="`border`.*'constant'"):
+        Op("rotate", border="mirror")(IMAGE, np.random.default_rng(0))
+    with pytest.raises(errors.ArgumentError, match="`backend`.*'cv'"):
+        Op("elastic", backend="pil")(IMAGE, np.random.default_rng(0))
+    with pytest.raises(errors.ArgumentError, match="`border`.*backend='pil'"):
+        Op("rotate", border="wrap", backend="pil")(IMAGE, np.random.default_rng(0))
+    with pytest.raises(errors.ArgumentError, match="`image`"):
+        Op("rotate")(IMAGE.astype(np.int16), np.random.default_rng(0))
+
+
+def test_bind_and_override() -> None:
+    rot = shmaug.get("rotate").bind(degrees=(-5, 5))
+    assert rot == Op("rotate", degrees=[-5, 5])
+    assert rot.bind(degrees=0)(IMAGE, np.random.default_rng(0)) is IMAGE or np.array_equal(
+        rot.bind(degrees=0)(IMAGE, np.random.default_rng(0)), IMAGE
+    )
+    np.testing.assert_array_equal(rot(IMAGE, np.random.default_rng(0), degrees=0), IMAGE)
+
+
+# --- composition ------------------------------------------------------------------------
+
+
+def _pipelines() -> list[Any]:
+    return [
+        Op("rotate", degrees=(-5, 5)),
+        Compose([ops.rotate, "gaussian_blur", functools.partial(ops.shear, x=0.2)]),
+        OneOf([Op("sine_warp"), Op("smooth")], weights=[3, 1]),
+        Maybe(Op("hflip"), p=0.3),
+        SomeOf(["gamma", "gaussian_noise", "cutout"], n=(1, 2), random_order=True),
+        Compose([plain_function, ops.from_pil(old_pil_aug)]),
+        shmaug.presets.glyph_distort(),
+        shmaug.presets.glyph_distort(backend="pil", fill=1.0),
+    ]
+
+
+@pytest.mark.parametrize("pipeline", _pipelines(), ids=lambda p: type(p).__name__)
+def test_pipelines_pickle_and_round_trip_through_json(pipeline: Any) -> None:
+    clone = pickle.loads(ops.check_picklable(pipeline))
+    assert clone == pipeline
+    cfg = json.loads(json.dumps(ops.to_config(pipeline)))
+    rebuilt = shmaug.from_config(cfg)
+    assert rebuilt == pipeline
+    assert ops.to_config(rebuilt) == cfg
+    seed = 11
+    if not getattr(pipeline, "uses_global_rng", True):
+        np.testing.assert_array_equal(
+            pipeline(IMAGE, np.random.default_rng(seed)), rebuilt(IMAGE, np.random.default_rng(seed))
+        )
+
+
+def test_every_builtin_op_round_trips_through_config() -> None:
+    for name in shmaug.available():
+        op = Op(name)
+        assert shmaug.from_config(json.loads(json.dumps(op.to_config()))) == op
+        assert pickle.loads(pickle.dumps(op)) == op
+
+
+def test_registered_functions_and_partials_become_ops() -> None:
+    pipe = Compose([ops.rotate, functools.partial(ops.shear, x=0.1), "smooth"])
+    assert pipe.ops == (Op("rotate"), Op("shear", x=0.1), Op("smooth"))
+
+
+def test_uses_global_rng_flags() -> None:
+    legacy = ops.from_pil(old_pil_aug)
+    assert legacy.uses_global_rng is True
+    assert Op("rotate").uses_global_rng is False
+    assert Compose(["rotate", OneOf(["shear", "smooth"])]).uses_global_rng is False
+    assert Compose(["rotate", Maybe(legacy)]).uses_global_rng is True
+    assert OneOf(["rotate", plain_function]).uses_global_rng is True  # unknown: assume yes
+    assert shmaug.presets.glyph_distort().uses_global_rng is False
+
+
+def test_one_of_follows_weights_and_maybe_p() -> None:
+    pick = OneOf([Op("hflip"), Op("vflip")], weights=[3, 1])
+    image = np.arange(16, dtype=np.uint8).reshape(4, 4)
+    rng = np.random.default_rng(0)
+    hits = sum(np.array_equal(pick(image, rng), image[:, ::-1]) for _ in range(4000))
+    assert 0.72 < hits / 4000 < 0.78
+    assert Maybe("hflip", p=0.0)(image, rng) is image
+    np.testing.assert_array_equal(Maybe("hflip", p=1.0)(image, rng), image[:, ::-1])
+    with pytest.raises(errors.ArgumentError, match="`weights`"):
+        OneOf(["hflip", "vflip"], weights=[1])
+    with pytest.raises(errors.ArgumentError, match="`p`"):
+        Maybe("hflip", p=1.5)
+
+
+def test_some_of_applies_n_distinct_ops() -> None:
+    image = np.zeros((8, 8), np.uint8)
+    some = SomeOf([Op("cutout", holes=1, size=0.25, fill=v) for v in (0.2, 0.4, 0.6, 0.8)], n=2)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        levels = set(np.unique(some(image, rng))) - {0}
+        assert 1 <= len(levels) <= 2  # two holes (they may overlap and hide one)
+    with pytest.raises(errors.ArgumentError, match="`n`"):
+        SomeOf(["hflip"], n=3)
+    with pytest.raises(errors.ArgumentTypeError, match="`ops`"):
+        Compose("rotate")  # type: ignore[arg-type]
+
+
+# --- picklability -----------------------------------------------------------------------
+
+
+def test_check_picklable_names_the_lambda_inside_a_pipeline() -> None:
+    pipe = Compose(["rotate", OneOf(["shear", lambda image, rng: image])])
+    with pytest.raises(errors.NotPicklableError) as info:
+        ops.check_picklable(pipe, name="augment")
+    msg = str(info.value)
+    assert "augment.ops[1].ops[1]" in msg and "lambda" in msg and "module level" in msg
+
+
+def test_check_picklable_names_a_closure_in_from_pil() -> None:
+    def legacy(img: Image.Image) -> Image.Image:
+        return img
+
+    with pytest.raises(errors.NotPicklableError, match=r"ops\[0\]\.fn.*closure.*module level"):
+        ops.check_picklable(Compose([ops.from_pil(legacy)]))
+
+
+def test_to_config_refuses_a_lambda() -> None:
+    with pytest.raises(errors.ArgumentError, match="lambda"):
+        Compose([lambda image, rng: image]).to_config()
+
+
+def test_from_config_errors() -> None:
+    with pytest.raises(errors.ArgumentError, match="'type'"):
+        shmaug.from_config({"ops": []})
+    with pytest.raises(errors.ArgumentError, match="Compose"):
+        shmaug.from_config({"type": "Pipeline"})
+    with pytest.raises(errors.UnknownOpError):
+        shmaug.from_config({"type": "Op", "name": "nope", "params": {}})
+
+
+def test_user_op_config_names_its_module(scratch_registry: None) -> None:
+    shmaug.register("ink_bleed")(ink_bleed)
+    cfg = Op("ink_bleed", strength=0.2).to_config()
+    assert cfg["module"] == __name__
+    del core._REGISTRY["ink_bleed"]  # as in a fresh worker: from_config imports the module
+    with pytest.raises(errors.UnknownOpError):
+        shmaug.from_config(cfg)  # importing this test module again does not re-register
+
+
+# --- from_pil ---------------------------------------------------------------------------
+
+
+def _seeded(op: Any, image: np.ndarray, seed: int) -> np.ndarray:
+    """What the loader does for a uses_global_rng op: seed the globals, then call."""
+    random.seed(seed)
+    np.random.seed(seed)
+    out: np.ndarray = op(image, np.random.default_rng(seed))
+    return out
+
+
+def test_from_pil_with_random_choice_is_reproducible_and_varies() -> None:
+    op = ops.from_pil(old_pil_aug)
+    image = np.zeros((24, 24, 3), np.uint8)
+    image[4:20, 10:14] = 255
+    first = _seeded(op, image, 1)
+    assert first.shape == image.shape and first.dtype == np.uint8
+    np.testing.assert_array_equal(first, _seeded(op, image, 1))
+    outs = {_seeded(op, image, s).tobytes() for s in range(12)}
+    assert len(outs) > 3, "different seeds should give different legacy draws"
+
+
+def test_from_pil_seed_globals_uses_the_rng() -> None:
+    op = ops.from_pil(old_pil_aug, seed_globals=True)
+    a = op(IMAGE, np.random.default_rng(3))
+    random.seed(999)
+    np.testing.assert_array_equal(a, op(IMAGE, np.random.default_rng(3)))
+
+
+@pytest.mark.parametrize("shape", [(16, 16), (16, 16, 1), (16, 16, 3)])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float16])
+def test_from_pil_keeps_layout_and_takes_tuple_results(shape: tuple[int, ...], dtype: Any) -> None:
+    image = (np.random.default_rng(0).random(shape) * (255 if dtype == np.uint8 else 1)).astype(dtype)
+    out = ops.from_pil(old_pil_aug_tuple)(image, np.random.default_rng(0))
+    assert out.shape == image.shape and out.dtype == image.dtype
+    np.testing.assert_allclose(out.astype(np.float32), image[:, ::-1].astype(np.float32), atol=1 / 255 + 1e-3)
+    with pytest.raises(errors.OutputMismatchError, match="PIL.Image"):
+        ops.from_pil(returns_array)(image, np.random.default_rng(0))
