@@ -12,6 +12,7 @@ OpenCV's thread count is left alone here; the loader's workers set it to 1.
 from __future__ import annotations
 
 import functools
+import math
 
 import cv2
 import numpy as np
@@ -93,8 +94,13 @@ def displace(
 
 
 def gaussian_blur(img: np.ndarray, sigma: float) -> np.ndarray:
-    """Gaussian blur with standard deviation ``sigma`` pixels (kernel size from sigma)."""
-    return cv2.GaussianBlur(img, (0, 0), sigmaX=sigma, sigmaY=sigma, borderType=cv2.BORDER_REPLICATE)
+    """Gaussian blur with standard deviation ``sigma`` pixels (kernel radius 3 sigma).
+
+    ``sepFilter2D`` with an explicit kernel: about 2x faster on uint8 than ``GaussianBlur``,
+    whose bit-exact fixed-point path is slow on small images.
+    """
+    k = cv2.getGaussianKernel(2 * math.ceil(3 * sigma) + 1, sigma, cv2.CV_32F)
+    return cv2.sepFilter2D(img, -1, k, k, borderType=cv2.BORDER_REPLICATE)
 
 
 def filter3x3(img: np.ndarray, kernel: np.ndarray) -> np.ndarray:
