@@ -6,8 +6,8 @@ Source Han, WenQuanYi, Droid Sans Fallback, ...), otherwise Pillow's built-in sc
 with Latin letters and digits.
 
 Speed: each class is rendered once with PIL, cropped to its ink and resized to a few size
-variants (the longer side 60-90% of the canvas), then every sample is a numpy paste of one of those crops at a random offset, so 20,000 glyphs take well
-under a second.
+variants (the longer side 60-90% of the canvas); every sample is then a numpy paste of one of
+those crops at a random offset, so 20,000 glyphs take well under a second.
 """
 
 from __future__ import annotations
