@@ -220,6 +220,8 @@ def worker_memory(pids: Sequence[int]) -> list[dict[str, float]]:
     out = []
     for pid in pids:
         with contextlib.suppress(psutil.Error):
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                continue  # exited, not yet reaped: it has no memory left to measure
             out.append({"pid": pid, **memory_of(pid)})
     return out
 
