@@ -142,7 +142,8 @@ def _limit_threads() -> None:
     try:
         import cv2
 
-        cv2.setNumThreads(1)
+        if cv2.getNumThreads() != 1:  # forked workers inherit 1 (see pool._cv2_single_threaded)
+            cv2.setNumThreads(1)
     except ImportError:  # pragma: no cover - opencv is a dependency
         pass
     try:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import random
+import sys
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -74,6 +75,27 @@ def _main_module_skipped(skip: bool) -> Iterator[None]:
         mp_spawn.get_preparation_data = original
 
 
+@contextmanager
+def _cv2_single_threaded(forking: bool) -> Iterator[None]:
+    """Fork workers with OpenCV already set to one thread.
+
+    After the parent has used OpenCV's thread pool, ``cv2.setNumThreads`` in a forked child
+    deadlocks (the pool's threads do not exist there). Setting it in the parent around the
+    fork lets the child inherit one thread and never touch the pool; the parent's own
+    setting is restored right after.
+    """
+    cv2 = sys.modules.get("cv2")
+    if not forking or cv2 is None:
+        yield
+        return
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(threads)
+
+
 @dataclass
 class _Worker:
     process: Any  # multiprocessing.Process (context-specific class)
@@ -95,6 +117,7 @@ class WorkerPool:
     ) -> None:
         self._ctx: Any = multiprocessing.get_context(start_method)
         # Spawned workers need the user's __main__ only if the payload refers to it.
+        self._forks = self._ctx.get_start_method() == "fork"
         self._skip_main = (
             self._ctx.get_start_method() == "spawn" and b"__main__" not in spec.payload
         )
@@ -130,7 +153,7 @@ class WorkerPool:
             name=f"shmaug-worker-{wid}",
             daemon=True,
         )
-        with _main_module_skipped(self._skip_main):
+        with _main_module_skipped(self._skip_main), _cv2_single_threaded(self._forks):
             process.start()
         task_r.close()  # the child's ends; closing ours lets EOF mean "the other side is gone"
         result_w.close()

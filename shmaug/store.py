@@ -46,6 +46,11 @@ class ArrayHandle:
         return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
 
+def segment_name(pid: int | None = None) -> str:
+    """``shmaug_<creator pid>_<random>``: attributable, and short (macOS caps names at 31)."""
+    return f"{SEGMENT_PREFIX}{os.getpid() if pid is None else pid}_{secrets.token_hex(4)}"
+
+
 def free_shm_bytes() -> int | None:
     """Bytes free in /dev/shm, or None where there is no such mount (macOS, Windows)."""
     try:
@@ -154,7 +159,7 @@ class SharedStore:
         dt = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
         _check_capacity(nbytes, what)
-        name = SEGMENT_PREFIX + secrets.token_hex(6)  # short: macOS caps names at 31 chars
+        name = segment_name()
         try:
             shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))
         except OSError as exc:

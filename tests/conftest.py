@@ -13,10 +13,12 @@ SHM_DIR = "/dev/shm"
 _GRACE_S = 5.0  # a dropped loader's finalizer or the resource tracker may need a moment
 
 
-def shmaug_segments() -> set[str]:
+def shmaug_segments(pid: int | None = None) -> set[str]:
+    """Our segments in /dev/shm; with ``pid``, only those that process created."""
     if not os.path.isdir(SHM_DIR):
         return set()
-    return {name for name in os.listdir(SHM_DIR) if name.startswith("shmaug_")}
+    prefix = "shmaug_" if pid is None else f"shmaug_{pid}_"
+    return {name for name in os.listdir(SHM_DIR) if name.startswith(prefix)}
 
 
 def _our_children() -> set[int]:
@@ -36,12 +38,12 @@ def _our_children() -> set[int]:
 @pytest.fixture(autouse=True)
 def no_leaks():
     """Every test must leave no `shmaug_` segment and no worker process behind."""
-    segments_before = shmaug_segments()
+    segments_before = shmaug_segments(os.getpid())
     children_before = _our_children()
     yield
     deadline = time.monotonic() + _GRACE_S
     while True:
-        leaked_segments = shmaug_segments() - segments_before
+        leaked_segments = shmaug_segments(os.getpid()) - segments_before
         leaked_children = _our_children() - children_before
         if not (leaked_segments or leaked_children) or time.monotonic() > deadline:
             break

@@ -135,6 +135,8 @@ def _start_child(method, *extra):
         proc.kill()
         raise AssertionError(f"child failed to start: {proc.stderr.read()}")
     info = json.loads(line)
+    info["pid"] = proc.pid
+    assert info["segments"] and all(s.startswith(f"shmaug_{proc.pid}_") for s in info["segments"])
     time.sleep(0.5)  # let it get into the middle of an epoch
     return proc, info
 
@@ -144,7 +146,7 @@ def _assert_gone(info, within_s=10.0):
     while time.monotonic() < deadline:
         alive = [p for p in info["pids"] if psutil.pid_exists(p)
                  and psutil.Process(p).status() != "zombie"]
-        left = set(info["segments"]) & shmaug_segments()
+        left = shmaug_segments(info["pid"])  # anything that process created
         if not alive and not left:
             return
         time.sleep(0.1)

@@ -144,3 +144,17 @@ def test_stats_report_throughput_and_worker_busy(images):
     assert 0 <= stats["wait_fraction"] <= 1
     assert len(stats["worker_busy"]) == 2 and all(0 < b <= 1 for b in stats["worker_busy"])
     assert stats["batches"] == 5
+
+
+def test_fork_after_the_parent_used_opencv_threads_does_not_hang():
+    import cv2
+
+    big = np.random.default_rng(0).random((1024, 1024)).astype(np.float32)
+    for _ in range(10):  # wake OpenCV's thread pool in this process
+        cv2.GaussianBlur(big, (7, 7), 2.0)
+    threads = cv2.getNumThreads()
+    x = np.zeros((16, 32, 32), np.float32)
+    with shmaug.Loader(x, batch_size=4, augment=shmaug.presets.glyph_distort(), workers=2,
+                       start_method="fork", timeout=20) as loader:
+        assert len(list(loader)) == 4
+    assert cv2.getNumThreads() == threads  # the parent's setting is restored
