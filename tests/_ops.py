@@ -62,3 +62,18 @@ def mean_only(image, rng):
 def edits_in_place(image, rng):
     image += 1
     return image
+
+
+def tiny_model(input_shape, classes, seed=0):
+    """A small CNN, built the same way every time (for weight comparisons)."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([
+        keras.Input(input_shape),
+        keras.layers.Conv2D(4, 3, activation="relu"),
+        keras.layers.Flatten(),
+        keras.layers.Dense(classes, activation="softmax"),
+    ])
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    return model

@@ -1,0 +1,392 @@
+"""The Keras facade: a ``keras.utils.PyDataset`` whose batches come from shmaug's workers.
+
+This is the only module that imports Keras. It owns the mapping from the batch indices
+Keras asks for to the batches the engine plans, and the epoch counter; the ``Loader`` owns
+processes and memory.
+
+Keras' ``fit(shuffle=True)`` asks for batch indices in random order and, on the TensorFlow
+backend, asks for batches 0 and 1 once up front to learn the output signature. With
+``shuffle=True`` the k-th *distinct* index asked for in an epoch is bound to the k-th batch of
+our own per-epoch order (a repeated index gets the same content), so the engine can prefetch
+in order and every sample is still seen exactly once. Batches served before
+``on_epoch_begin`` (the signature probes) are held until the epoch asks for them again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+import weakref
+from collections import OrderedDict
+from typing import Any, Callable, Iterator
+
+import keras
+import numpy as np
+
+from . import _validate as check
+from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild
+from .loader import Loader
+from .schedule import BatchPlan
+
+log = logging.getLogger(__name__)
+
+_PROBES_HELD = 2  # Keras' NUM_BATCHES_FOR_TENSOR_SPEC: batches served before the first epoch
+_LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
+
+
+class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
+    """A Keras ``PyDataset`` fed by shmaug's worker processes over shared memory.
+
+    Takes the ``Loader``'s arguments with the same meaning and defaults. Keras itself is told
+    ``workers=1, use_multiprocessing=False`` (so it adds no threads or processes of its own);
+    ``workers`` here means shmaug's processes. Workers start on first use.
+
+    Subclass it to change what a sample is, without touching the engine:
+
+    - ``augment(self, image, rng)`` runs in the workers for each sample;
+    - ``load(self, index)`` runs in the workers to produce sample ``index`` (then ``x`` may
+      be anything with a length, such as a list of file paths);
+    - ``targets(self, y_batch)`` runs in this process on each batch's targets.
+
+    Hooks that run in workers see a copy of the instance (pickled once per worker, without
+    the loader and without the arrays already in shared memory). Override
+    ``on_epoch_end`` only with a call to ``super().on_epoch_end()``.
+
+    Args:
+        x: images (N, H, W[, C]); or a dict of inputs whose image entry is ``image_key``.
+        y: targets (array, or dict / list of arrays for multi-output models), or None.
+        sample_weight: per-sample weights, or None.
+        image_key: with a dict ``x``, the entry to augment (default: the only 3-D/4-D one).
+        Other arguments: as ``shmaug.Loader``.
+
+    Example:
+        >>> train = shmaug.Sequence(x, y, batch_size=256, augment=shmaug.presets.glyph_distort(),
+        ...                         workers=2, seed=0, shuffle=True)
+        >>> model.fit(train, epochs=10)
+    """
+
+    def __init__(
+        self,
+        x: Any,
+        y: Any = None,
+        batch_size: int = 32,
+        augment: Callable[[np.ndarray, np.random.Generator], Any] | None = None,
+        *,
+        workers: int | None = None,
+        seed: int | None = None,
+        shuffle: bool = False,
+        drop_remainder: bool = False,
+        start_method: str | None = None,
+        max_queue_size: int = 8,
+        timeout: float | None = None,
+        output_shape: tuple[int, ...] | None = None,
+        output_dtype: Any = None,
+        sample_weight: Any = None,
+        image_key: str | None = None,
+    ) -> None:
+        super().__init__(workers=1, use_multiprocessing=False, max_queue_size=max_queue_size)
+        self.image_key, images, extra_inputs = _split_inputs(x, image_key)
+        self._loader_args: dict[str, Any] = dict(
+            batch_size=check.positive_int("batch_size", batch_size),
+            augment=check.callable_or_none("augment", augment),
+            workers=check.workers(workers),
+            seed=check.seed(seed),
+            shuffle=bool(shuffle),
+            drop_remainder=bool(drop_remainder),
+            start_method=check.start_method(start_method),
+            max_queue_size=check.positive_int("max_queue_size", max_queue_size),
+            timeout=check.timeout(timeout),
+            output_shape=output_shape,
+            output_dtype=output_dtype,
+        )
+        n = check.length(images, self.load if self._overrides("load") else None)
+        if not self._overrides("load"):
+            check.images(images)
+        self.x = images  # invariant: what the workers read (array) or what `load` indexes
+        self._side = {  # gathered per batch in this process
+            "inputs": check.targets(extra_inputs or None, n, "x"),
+            "y": check.targets(y, n, "y"),
+            "sample_weight": check.targets(sample_weight, n, "sample_weight"),
+        }
+        self.batch_size: int = self._loader_args["batch_size"]
+        self.seed: int = self._loader_args["seed"]
+        self.shuffle: bool = self._loader_args["shuffle"]
+        plan = BatchPlan(n, self.batch_size, bool(drop_remainder))
+        check.nonempty_epoch(plan)
+        self._batches = len(plan)
+        self._loader: Loader | None = None  # started on first use, so subclass state is complete
+        self._lock = threading.Lock()  # Keras may call from a tf.data thread
+        self._epoch = 0  # invariant: the epoch the bindings below belong to
+        self._bindings: dict[int, int] = {}  # Keras index -> planned batch, this epoch
+        self._held: OrderedDict[tuple[int, int], Any] = OrderedDict()  # served before begin
+        self._in_epoch = False  # between on_epoch_begin and on_epoch_end
+        self._served_in_epoch = False  # a batch was served inside this epoch
+        self._outside: set[int] = set()  # planned batches served outside any epoch (probes)
+        self._requests = 0
+        self._hits = 0
+
+    # -- hooks a subclass may override -------------------------------------------------------
+
+    def augment(self, image: np.ndarray, rng: np.random.Generator) -> Any:
+        """Runs in a worker for each sample. Default: the ``augment`` argument, if any."""
+        fn = self._loader_args["augment"]
+        return image if fn is None else fn(image, rng)
+
+    def load(self, index: int) -> Any:
+        """Runs in a worker to produce sample ``index``. Default: ``x[index]`` from shared memory."""
+        return self.x[index]
+
+    def targets(self, y_batch: Any) -> Any:
+        """Runs in this process on each batch's targets. Default: unchanged."""
+        return y_batch
+
+    # -- Keras' PyDataset contract -----------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._batches
+
+    def __getitem__(self, index: int) -> Any:
+        if not isinstance(index, (int, np.integer)) or not -len(self) <= index < len(self):
+            raise IndexError(f"batch index {index!r} out of range for {len(self)} batches")
+        index = int(index) % len(self)
+        with self._lock:
+            loader = self._ensure_loader()
+            planned = self._bind(index)
+            key = (self._epoch, planned)
+            self._requests += 1
+            if key in self._held:
+                self._hits += 1
+                return self._held.pop(key) if self._in_epoch else self._held[key]
+            xb, side = loader.batch(planned, epoch=self._epoch)
+            self._hits += loader.last_hit
+            batch = self._assemble(xb, side, loader.indices(planned, epoch=self._epoch))
+            if self._in_epoch:
+                self._served_in_epoch = True
+            else:
+                self._outside.add(planned)
+                self._held[key] = batch
+                while len(self._held) > _PROBES_HELD:
+                    self._held.popitem(last=False)
+            return batch
+
+    def on_epoch_begin(self) -> None:
+        with self._lock:
+            if self._served_in_epoch:  # a subclass skipped super().on_epoch_end()
+                self._next_epoch()
+            self._in_epoch = True
+
+    def on_epoch_end(self) -> None:
+        with self._lock:
+            # Keras probes batches 0 and 1 for the signature, then calls on_epoch_end before
+            # the first on_epoch_begin: that was no epoch, so keep the probes for the real one.
+            probes = len(self._outside)
+            if self._served_in_epoch or probes > _PROBES_HELD or probes >= len(self):
+                self._next_epoch()
+            self._in_epoch = False
+
+    # -- the rest of the public surface ------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        """The epoch being served; set it to resume a run."""
+        return self._epoch
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        with self._lock:
+            self._next_epoch()
+            self._epoch = check.non_negative_int("epoch", value)
+
+    @property
+    def loader(self) -> Loader:
+        """The engine behind this dataset (started on first access)."""
+        with self._lock:
+            return self._ensure_loader()
+
+    def stats(self) -> dict[str, Any]:
+        """The loader's figures (see ``Loader.stats``) with this facade's ``hit_rate``:
+        the share of ``__getitem__`` calls served from batches already prepared."""
+        stats = self.loader.stats()
+        stats["hit_rate"] = self._hits / self._requests if self._requests else 0.0
+        stats["requests"] = self._requests
+        stats["workers"] = self.loader.workers
+        return stats
+
+    def reset_stats(self) -> None:
+        self.loader.reset_stats()
+        self._requests = self._hits = 0
+
+    def to_tf_dataset(self) -> Any:
+        """A prefetching ``tf.data.Dataset`` of one epoch per iteration (custom loops,
+        ``tf.distribute``), with the exact ``output_signature``."""
+        import tensorflow as tf
+
+        first = self[0]
+
+        def spec(a: Any) -> Any:
+            return tf.TensorSpec((None, *np.shape(a)[1:]), tf.as_dtype(np.asarray(a).dtype))
+
+        signature = tf.nest.map_structure(spec, first)
+
+        def epoch() -> Iterator[Any]:
+            self.on_epoch_begin()
+            for i in range(len(self)):
+                yield self[i]
+            self.on_epoch_end()
+
+        dataset = tf.data.Dataset.from_generator(epoch, output_signature=signature)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def close(self) -> None:
+        """Stop the workers and free shared memory. Idempotent."""
+        with self._lock:
+            if self._loader is not None:
+                self._loader.close()
+
+    def __enter__(self) -> Sequence:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # What the workers get: the subclass state without the engine, the lock, the data
+        # that already sits in shared memory, or the per-epoch bookkeeping.
+        state = self.__dict__.copy()
+        for name in ("_loader", "_lock", "_held", "_bindings", "_side", "_outside"):
+            state.pop(name, None)
+        if not self._overrides("load"):
+            state["x"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    # -- inside -------------------------------------------------------------------------------
+
+    def _overrides(self, hook: str) -> bool:
+        return getattr(type(self), hook) is not getattr(Sequence, hook)
+
+    def _ensure_loader(self) -> Loader:
+        if self._loader is None:
+            load = self.load if self._overrides("load") else None
+            if self._overrides("augment"):
+                augment: Any = self.augment
+            else:
+                augment = self._loader_args["augment"]
+            args = {**self._loader_args, "augment": augment}
+            self._loader = Loader(self.x, self._side, load=load, **args)
+            _LIVE.add(self)
+        elif self._loader.closed:
+            raise ClosedError("This shmaug.Sequence is closed. Fix: create a new one.")
+        return self._loader
+
+    def _bind(self, index: int) -> int:
+        if not self.shuffle:
+            return index
+        planned = self._bindings.get(index)
+        if planned is None:
+            planned = self._bindings[index] = len(self._bindings)
+        return planned
+
+    def _next_epoch(self) -> None:
+        self._epoch += 1
+        self._bindings.clear()
+        self._held.clear()
+        self._outside.clear()
+        self._served_in_epoch = False
+
+    def _assemble(self, xb: np.ndarray, side: dict[str, Any], indices: np.ndarray) -> Any:
+        inputs: Any = xb
+        if side["inputs"] is not None:
+            inputs = {self.image_key: xb, **side["inputs"]}
+        if side["y"] is None:
+            return inputs
+        try:
+            y = self.targets(side["y"])
+        except Exception as exc:
+            record = ErrorRecord.capture(
+                exc, traceback.format_exc(), worker_id=-1, sample_index=int(indices[0]),
+                epoch=self._epoch, op=f"{type(self).__qualname__}.targets")
+            raise rebuild(record) from None
+        if side["sample_weight"] is not None:
+            return inputs, y, side["sample_weight"]
+        return inputs, y
+
+
+def _split_inputs(x: Any, image_key: str | None) -> tuple[str | None, Any, dict[str, Any]]:
+    """``x`` or a dict of inputs -> (image key, the images, the other inputs)."""
+    if not isinstance(x, dict):
+        return None, x, {}
+    if image_key is None:
+        candidates = [k for k, v in x.items() if np.ndim(v) in (3, 4)]
+        if len(candidates) != 1:
+            raise ArgumentError(
+                f"`x` is a dict, so shmaug needs to know which entry holds the images to "
+                f"augment; candidates (3-D or 4-D arrays): {candidates}. Fix: pass "
+                f"`image_key=` naming that entry."
+            )
+        image_key = candidates[0]
+    if image_key not in x:
+        raise ArgumentError(
+            f"`image_key`={image_key!r} is not a key of `x` (keys: {list(x)}). Fix: pass one "
+            f"of those."
+        )
+    return image_key, x[image_key], {k: v for k, v in x.items() if k != image_key}
+
+
+class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
+    """Logs each epoch's input-pipeline figures and says plainly when training waits for data.
+
+    Watches ``sequence``, or every ``shmaug.Sequence`` that served batches during the epoch.
+    The figures of the busiest one also go into the epoch's ``logs`` (``data_wait``,
+    ``images_per_s``, ``prefetch_hit_rate``), so they land in ``History``.
+
+    Args:
+        sequence: the dataset to watch; None watches them all.
+        threshold: the share of time spent waiting for data above which an epoch counts as
+            input-bound.
+
+    Example:
+        >>> model.fit(train, epochs=5, callbacks=[shmaug.StallMonitor()])
+    """
+
+    def __init__(self, sequence: Sequence | None = None, threshold: float = 0.1) -> None:
+        super().__init__()
+        self.sequence = sequence  # None: every live shmaug.Sequence
+        self.threshold = threshold
+        self.history: list[dict[str, Any]] = []  # one entry per epoch per watched sequence
+
+    def _watched(self) -> list[Sequence]:
+        seqs = [self.sequence] if self.sequence is not None else list(_LIVE)
+        return [s for s in seqs if s._loader is not None and not s._loader.closed]
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        for seq in self._watched():
+            seq.reset_stats()
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        watched = sorted(self._watched(), key=lambda s: -s._requests)
+        for rank, seq in enumerate(watched):
+            if not seq._requests:
+                continue
+            s = seq.stats()
+            s["epoch"] = epoch
+            self.history.append(s)
+            busy = ", ".join(f"{b:.0%}" for b in s["worker_busy"]) or "n/a"
+            log.info(
+                "epoch %d: %.0f images/s, waiting for data %.1f%% of the time, %.1f%% of "
+                "batches ready when asked, %d batches queued, worker busy: %s",
+                epoch, s["images_per_s"], 100 * s["wait_fraction"], 100 * s["hit_rate"],
+                s["queue_depth"], busy)
+            if logs is not None and rank == 0:  # the busiest: normally the training set
+                logs.update(data_wait=s["wait_fraction"], images_per_s=s["images_per_s"],
+                            prefetch_hit_rate=s["hit_rate"])
+            if s["wait_fraction"] > self.threshold:
+                log.warning(
+                    "Training is input-bound: %.0f%% of the time went to waiting for data "
+                    "(%d shmaug workers, busy %s). Try: more `workers` (up to the number of "
+                    "cores), a cheaper augmentation pipeline, or packing decoded images into "
+                    "a .npy file so workers stop decoding them.",
+                    100 * s["wait_fraction"], s["workers"], busy)

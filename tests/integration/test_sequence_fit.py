@@ -1,0 +1,219 @@
+"""The Keras facade under real `Model.fit` on the CPU, with real workers (fork and spawn)."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np
+import pytest
+
+keras = pytest.importorskip("keras")
+tf = pytest.importorskip("tensorflow")
+
+import shmaug  # noqa: E402
+from tests import _ops  # noqa: E402
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
+
+N, SIDE, CLASSES = 96, 8, 4
+
+
+def data(n=N):
+    rng = np.random.default_rng(0)
+    x = rng.random((n, SIDE, SIDE, 1)).astype(np.float32)
+    y = np.arange(n) % CLASSES
+    return x, y
+
+
+class Recorder(shmaug.Sequence):
+    """Records, per epoch, the sample ids of every batch Keras asked for inside the epoch."""
+
+    def __init__(self, *args, ids, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.ids = ids  # the sample id of each row, as an extra target we can read back
+        self.epochs: list[list[int]] = [[]]
+        self.inside = False
+
+    def __getitem__(self, index):
+        batch = super().__getitem__(index)
+        if self.inside:
+            self.epochs[-1] += batch[1]["id"].tolist()
+        return batch
+
+    def on_epoch_begin(self):
+        super().on_epoch_begin()
+        self.inside = True
+
+    def on_epoch_end(self):
+        super().on_epoch_end()
+        if self.inside:
+            self.epochs.append([])
+        self.inside = False
+
+    def targets(self, y_batch):
+        return y_batch
+
+
+def id_model():
+    """Two outputs: a class and the (ignored) sample id, so the test can see what was fed."""
+    inp = keras.Input((SIDE, SIDE, 1))
+    h = keras.layers.Flatten()(inp)
+    out = keras.layers.Dense(CLASSES, activation="softmax", name="label")(h)
+    ident = keras.layers.Dense(1, name="id")(h)
+    model = keras.Model(inp, {"label": out, "id": ident})
+    model.compile("adam", loss={"label": "sparse_categorical_crossentropy", "id": "mse"},
+                  loss_weights={"label": 1.0, "id": 0.0})
+    return model
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_fit_defaults_see_every_sample_once_per_epoch(method):
+    x, y = data()
+    seq = Recorder(x, {"label": y, "id": np.arange(N)}, batch_size=10, augment=_ops.noisy,
+                   workers=2, seed=0, shuffle=True, start_method=method, ids=np.arange(N))
+    with seq:
+        id_model().fit(seq, epochs=3, verbose=0)  # shuffle=True: Keras asks in random order
+        epochs = [e for e in seq.epochs if e]
+        assert len(epochs) == 3
+        for seen in epochs:
+            assert sorted(seen) == list(range(N))
+        assert epochs[0] != epochs[1]  # our own shuffle changes per epoch
+        stats = seq.stats()
+    assert stats["requests"] >= 30
+
+
+def train_weights(workers, method="fork", epochs=1):
+    tf.config.experimental.enable_op_determinism()
+    x, y = data()
+    with shmaug.Sequence(x, y, batch_size=16, augment=_ops.noisy, workers=workers, seed=3,
+                         shuffle=True, start_method=method) as seq:
+        model = _ops.tiny_model((SIDE, SIDE, 1), CLASSES, seed=0)
+        model.fit(seq, epochs=epochs, verbose=0)
+    return model.get_weights()
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_same_seed_same_weights_for_any_worker_count(method):
+    w1 = train_weights(1, method)
+    w2 = train_weights(2, method)
+    for a, b in zip(w1, w2):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_op_exception_surfaces_out_of_fit():
+    x, y = data()
+    x[7, 0, 0, 0] = _ops.MARKER
+    with shmaug.Sequence(x, y, batch_size=8, augment=_ops.fail_on_marker, workers=2) as seq:
+        model = _ops.tiny_model((SIDE, SIDE, 1), CLASSES)
+        with pytest.raises(Exception, match=r"(?s)bad pixel in this sample.*sample index 7"):
+            model.fit(seq, epochs=1, verbose=0)
+
+
+def test_validation_evaluate_predict_keep_natural_order_and_reuse_the_pool():
+    x, y = data()
+    with shmaug.Sequence(x, y, batch_size=16, augment=_ops.noisy, workers=2, seed=1,
+                         shuffle=True) as train, shmaug.Sequence(x, y, batch_size=16) as val, \
+            shmaug.Sequence(x, batch_size=16) as pred:
+        model = _ops.tiny_model((SIDE, SIDE, 1), CLASSES)
+        history = model.fit(train, validation_data=val, epochs=2, verbose=0)
+        pids = train.loader.pids
+        model.fit(train, validation_data=val, epochs=1, verbose=0)  # again: same processes
+        assert train.loader.pids == pids
+        assert "val_loss" in history.history
+        predicted = model.predict(pred, verbose=0)
+        np.testing.assert_allclose(predicted, model.predict(x, verbose=0), rtol=1e-5, atol=1e-6)
+        assert np.isfinite(model.evaluate(val, verbose=0)[0])
+        ys = [val[i][1] for i in range(len(val))]
+        np.testing.assert_array_equal(np.concatenate(ys), y)
+
+
+def test_targets_onehot_sparse_dict_absent_and_class_weight():
+    x, y = data()
+
+    class OneHot(shmaug.Sequence):
+        def targets(self, y_batch):
+            return keras.utils.to_categorical(y_batch, CLASSES)
+
+    onehot_model = _ops.tiny_model((SIDE, SIDE, 1), CLASSES)
+    onehot_model.compile("adam", "categorical_crossentropy")
+    with OneHot(x, y, batch_size=16, augment=_ops.noisy, workers=1, seed=0) as seq:
+        assert seq[0][1].shape == (16, CLASSES)
+        onehot_model.fit(seq, epochs=1, verbose=0)
+    with shmaug.Sequence(x, y, batch_size=16, augment=_ops.noisy, workers=1) as seq:
+        _ops.tiny_model((SIDE, SIDE, 1), CLASSES).fit(
+            seq, epochs=1, verbose=0, class_weight={0: 1.0, 1: 2.0, 2: 1.0, 3: 1.0})
+    with shmaug.Sequence(x, batch_size=16, augment=_ops.noisy, workers=1) as seq:
+        assert isinstance(seq[0], np.ndarray)
+    meta = np.random.default_rng(1).random((N, 3)).astype(np.float32)
+    with shmaug.Sequence({"image": x, "meta": meta}, {"label": y, "score": meta[:, :1]},
+                         batch_size=16, augment=_ops.noisy, workers=1) as seq:
+        inputs, targets = seq[1]
+        assert set(inputs) == {"image", "meta"} and set(targets) == {"label", "score"}
+        np.testing.assert_array_equal(inputs["meta"], meta[16:32])
+        img = keras.Input((SIDE, SIDE, 1), name="image")
+        m = keras.Input((3,), name="meta")
+        h = keras.layers.Concatenate()([keras.layers.Flatten()(img), m])
+        model = keras.Model({"image": img, "meta": m},
+                            {"label": keras.layers.Dense(CLASSES, activation="softmax",
+                                                         name="label")(h),
+                             "score": keras.layers.Dense(1, name="score")(h)})
+        model.compile("adam", {"label": "sparse_categorical_crossentropy", "score": "mse"})
+        model.fit(seq, epochs=1, verbose=0)
+
+
+class LoadsAndAugments(shmaug.Sequence):
+    """Samples made from an index, a subclass attribute, and a custom augment."""
+
+    def __init__(self, n, **kwargs):
+        super().__init__(list(range(n)), np.arange(n) % CLASSES, **kwargs)
+        self.offset = 0.5  # set after super().__init__: workers must still see it
+
+    def load(self, index):
+        return np.full((SIDE, SIDE, 1), index / N, np.float32)
+
+    def augment(self, image, rng):
+        if image[0, 0, 0] == 13 / N:
+            raise RuntimeError("thirteen")
+        return image + self.offset
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_subclass_hooks_run_in_workers_with_subclass_state(method):
+    with LoadsAndAugments(12, batch_size=4, workers=2, start_method=method) as seq:
+        xb, yb = seq[1]
+        np.testing.assert_allclose(xb[:, 0, 0, 0], np.arange(4, 8) / N + 0.5, rtol=1e-6)
+        assert yb.tolist() == [0, 1, 2, 3]
+    with LoadsAndAugments(16, batch_size=4, workers=2, start_method=method) as seq:
+        with pytest.raises(RuntimeError, match=r"(?s)thirteen.*LoadsAndAugments.augment.*sample index 13"):
+            seq[3]
+
+
+def test_targets_hook_error_names_hook_and_sample():
+    class Bad(shmaug.Sequence):
+        def targets(self, y_batch):
+            raise KeyError("no such class")
+
+    x, y = data()
+    with Bad(x, y, batch_size=8, workers=0) as seq:
+        with pytest.raises(KeyError, match=r"(?s)no such class.*Bad.targets.*sample index 0"):
+            seq[0]
+
+
+def test_to_tf_dataset_and_stall_monitor(caplog):
+    x, y = data()
+    with shmaug.Sequence(x, y, batch_size=16, augment=_ops.noisy, workers=2, seed=0,
+                         shuffle=True) as seq:
+        ds = seq.to_tf_dataset()
+        assert ds.element_spec[0].shape.as_list() == [None, SIDE, SIDE, 1]
+        seen = np.concatenate([b[1].numpy() for b in ds])
+        assert len(seen) == N
+        monitor = shmaug.StallMonitor(threshold=0.0)
+        with caplog.at_level(logging.INFO, logger="shmaug"):
+            history = _ops.tiny_model((SIDE, SIDE, 1), CLASSES).fit(
+                seq, epochs=2, verbose=0, callbacks=[monitor])
+        assert "data_wait" in history.history and len(monitor.history) >= 2
+        assert "images/s" in caplog.text and "input-bound" in caplog.text
+        assert 0 <= seq.stats()["hit_rate"] <= 1
