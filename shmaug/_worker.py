@@ -73,6 +73,7 @@ class SliceRunner:
         n: int,
         shuffle: bool,
         seed_globals: bool,
+        generation: Any,
         worker_id: int = -1,
         status: Any = None,
     ) -> None:
@@ -82,6 +83,7 @@ class SliceRunner:
         self.load = load
         self.orders = OrderCache(seed, n, shuffle)
         self.seeder = SampleSeeder(seed, seed_globals=seed_globals)
+        self.generation = generation  # the ring's shared per-slot generation counters
         self.worker_id = worker_id
         self.status = status  # shared float64 array or None
         self._base = max(worker_id, 0) * STATUS_FIELDS
@@ -95,6 +97,8 @@ class SliceRunner:
         stage = self._op
         try:
             for p in range(task.start, task.stop):
+                if self.generation[task.slot] != task.generation:
+                    break  # the batch was cancelled: skip the rest
                 index = int(order[p])
                 if self.status is not None:
                     self.status[self._base + CURRENT_INDEX] = index
@@ -170,7 +174,8 @@ def _watch_parent() -> None:
 
 
 def worker_main(
-    spec: WorkerSpec, worker_id: int, tasks: Connection, results: Connection, status: Any
+    spec: WorkerSpec, worker_id: int, tasks: Connection, results: Connection, status: Any,
+    generation: Any,
 ) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -187,7 +192,8 @@ def worker_main(
     augment, load = pickle.loads(spec.payload)
     runner = SliceRunner(
         x, out, augment, load, seed=spec.seed, n=spec.n, shuffle=spec.shuffle,
-        seed_globals=spec.seed_globals, worker_id=worker_id, status=status,
+        seed_globals=spec.seed_globals, generation=generation, worker_id=worker_id,
+        status=status,
     )
     try:
         while True:

@@ -157,11 +157,15 @@ class Loader:
                 if self.workers == 0:
                     self._pool = InlinePool(SliceRunner(
                         self._x, self._ring.view, self.augment, load, seed=self.seed, n=n,
-                        shuffle=self.shuffle, seed_globals=seed_globals))
+                        shuffle=self.shuffle, seed_globals=seed_globals,
+                        generation=self._ring.generation))
                 else:
                     spec = WorkerSpec(x_handle, self._ring.handle, payload, self.seed, n,
                                       self.shuffle, seed_globals)
-                    self._pool = WorkerPool(spec, self.workers, self.start_method, self.timeout)
+                    self._pool = WorkerPool(
+                        spec, self.workers, self.start_method, self.timeout,
+                        generation=self._ring.generation,
+                        in_flight_per_worker=self.max_queue_size + 1)
         except BaseException:
             self._store.close()
             raise
@@ -347,6 +351,7 @@ class Loader:
     def _produce(self, key: Key, rows: int) -> np.ndarray:
         assert self._ring is not None
         wanted = [key, *self._lookahead(key)]
+        self._collect(0.0)  # file what finished while the consumer was busy
         self._drop_unwanted(set(wanted))
         hit = key in self._inflight and not self._inflight[key].tickets
         while key not in self._inflight:
@@ -370,9 +375,10 @@ class Loader:
 
     def _schedule(self, key: Key) -> bool:
         assert self._ring is not None
-        slot = self._ring.acquire()
-        if slot is None:
+        acquired = self._ring.acquire()
+        if acquired is None:
             return False
+        slot, generation = acquired
         start, stop = self._plan.bounds(key[1])
         batch = _Batch(key, slot, stop - start)
         self._inflight[key] = batch
@@ -381,7 +387,7 @@ class Loader:
             self._next_ticket += 1
             batch.tickets.add(ticket)
             self._by_ticket[ticket] = batch
-            self._pool.submit(Task(ticket, key[0], slot, lo, hi, start))
+            self._pool.submit(Task(ticket, key[0], slot, generation, lo, hi, start))
         return True
 
     def _drop_unwanted(self, wanted: set[Key]) -> None:
@@ -391,6 +397,8 @@ class Loader:
     def _drop(self, batch: _Batch) -> None:
         """Forget a batch; its slot frees once the tasks already running have answered."""
         batch.dropped = True
+        assert self._ring is not None
+        self._ring.cancel(batch.slot)
         for ticket in self._pool.cancel_pending(set(batch.tickets)):
             batch.tickets.discard(ticket)
             self._by_ticket.pop(ticket, None)
@@ -401,9 +409,9 @@ class Loader:
             assert self._ring is not None
             self._ring.release(batch.slot)
 
-    def _collect(self) -> None:
+    def _collect(self, timeout_s: float = _POLL_S) -> None:
         """Wait (bounded) for worker results and file them under their batches."""
-        for result in self._pool.poll(_POLL_S):
+        for result in self._pool.poll(timeout_s):
             kind, ticket = result[0], result[1]
             batch = self._by_ticket.pop(ticket, None)
             if batch is None:

@@ -43,7 +43,6 @@ log = logging.getLogger(__name__)
 
 _JOIN_TIMEOUT_S = 2.0  # how long close() lets a worker finish before terminating it
 _KILL_TIMEOUT_S = 1.0  # how long after terminate() before kill()
-_IN_FLIGHT_PER_WORKER = 2  # tasks queued per worker: one running, one ready to start
 _MAX_DEATHS_PER_TASK = 2  # a task that kills this many workers is reported, not retried
 
 Result = tuple[Any, ...]
@@ -113,7 +112,14 @@ class WorkerPool:
     """
 
     def __init__(
-        self, spec: WorkerSpec, workers: int, start_method: str | None, timeout: float | None
+        self,
+        spec: WorkerSpec,
+        workers: int,
+        start_method: str | None,
+        timeout: float | None,
+        *,
+        generation: Any,
+        in_flight_per_worker: int,
     ) -> None:
         self._ctx: Any = multiprocessing.get_context(start_method)
         # Spawned workers need the user's __main__ only if the payload refers to it.
@@ -123,6 +129,10 @@ class WorkerPool:
         )
         self._spec = spec
         self._timeout = timeout
+        self._generation = generation  # the ring's per-slot generations, shared with workers
+        # Deep enough that a worker never idles while the consumer is busy elsewhere:
+        # cancelled work is cheap to skip (see OutputRing.generation).
+        self._in_flight = in_flight_per_worker
         self.status = self._ctx.RawArray("d", workers * STATUS_FIELDS)  # busy s, index, tasks
         self._workers: list[_Worker | None] = [None] * workers
         self._pending: deque[Task] = deque()  # invariant: submitted, not yet sent to a worker
@@ -149,7 +159,7 @@ class WorkerPool:
         result_r, result_w = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(
             target=worker_main,
-            args=(self._spec, wid, task_r, result_w, self.status),
+            args=(self._spec, wid, task_r, result_w, self.status, self._generation),
             name=f"shmaug-worker-{wid}",
             daemon=True,
         )
@@ -176,7 +186,7 @@ class WorkerPool:
         while self._pending:
             live = [w for w in self._workers if w is not None]
             worker = min(live, key=lambda w: len(w.queued))
-            if len(worker.queued) >= _IN_FLIGHT_PER_WORKER:
+            if len(worker.queued) >= self._in_flight:
                 return
             task = self._pending.popleft()
             if not worker.queued:
@@ -334,7 +344,7 @@ class InlinePool:
         return dropped
 
     def poll(self, timeout_s: float) -> list[Result]:
-        if not self._pending:
+        if not self._pending or timeout_s <= 0:  # nothing runs unless we are willing to wait
             return []
         task = self._pending.popleft()
         if not self._runner.seeder.seed_globals:

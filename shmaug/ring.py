@@ -1,13 +1,16 @@
 """The output ring: K preallocated batch slots in shared memory that workers write into.
 
 The ring's memory is owned by the ``SharedStore`` it was allocated from (one block of shape
-``(K, batch_size, *sample_shape)``). Slot bookkeeping lives in the main process only: a
-slot is ``free``, or ``busy`` holding one batch (being filled, ready, or cancelled and
-waiting for its last in-flight task). Workers write only the rows of the task they were given.
+``(K, batch_size, *sample_shape)``). Slot bookkeeping lives in the main process: a slot is
+``free``, or ``busy`` holding one batch (being filled, ready, or cancelled and waiting for its
+last in-flight task). Workers write only the rows of the task they were given, and only while
+the slot's shared ``generation`` still equals the task's: cancelling a batch bumps it, so
+work already queued in a worker for that batch is skipped in microseconds.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from typing import Any
 
 import numpy as np
@@ -32,6 +35,8 @@ class OutputRing:
         self.handle: ArrayHandle = handle  # invariant: names the block `view` maps
         self.view: np.ndarray = view  # (slots, batch_size, *sample_shape)
         self._free: list[int] = list(range(slots))[::-1]  # invariant: no slot twice, none busy
+        # invariant: bumped whenever a slot is handed out or cancelled; shared with workers
+        self.generation: Any = multiprocessing.RawArray("q", slots)
 
     @property
     def slots(self) -> int:
@@ -41,9 +46,17 @@ class OutputRing:
     def free_count(self) -> int:
         return len(self._free)
 
-    def acquire(self) -> int | None:
-        """A free slot, now busy; None when every slot is busy."""
-        return self._free.pop() if self._free else None
+    def acquire(self) -> tuple[int, int] | None:
+        """A free slot, now busy, and its new generation; None when every slot is busy."""
+        if not self._free:
+            return None
+        slot = self._free.pop()
+        self.generation[slot] += 1
+        return slot, int(self.generation[slot])
+
+    def cancel(self, slot: int) -> None:
+        """Make the work queued for this slot stale (workers skip it); it stays busy."""
+        self.generation[slot] += 1
 
     def release(self, slot: int) -> None:
         if slot in self._free or not 0 <= slot < self.slots:

@@ -48,12 +48,14 @@ class Task:
     """One slice of one batch: positions ``start:stop`` of the epoch order, for one slot.
 
     Row ``p - row0`` of ring slot ``slot`` receives the sample at epoch position ``p``.
-    ``ticket`` is unique per dispatch, so results of cancelled work can be told apart.
+    ``ticket`` is unique per dispatch, so results of cancelled work can be told apart;
+    ``generation`` is the slot's generation when the task was made (see ``OutputRing``).
     """
 
     ticket: int
     epoch: int
     slot: int
+    generation: int
     start: int
     stop: int
     row0: int

@@ -61,8 +61,12 @@ def test_ring_slots_are_lent_once():
     with SharedStore() as store:
         ring = OutputRing(store, 3, 4, (2, 2), np.float32)
         assert ring.view.shape == (3, 4, 2, 2)
-        slots = [ring.acquire() for _ in range(3)]
+        acquired = [ring.acquire() for _ in range(3)]
+        slots = [slot for slot, _ in acquired]
         assert sorted(slots) == [0, 1, 2] and ring.acquire() is None
+        assert all(generation == 1 for _, generation in acquired)
+        ring.cancel(slots[1])
+        assert ring.generation[slots[1]] == 2
         ring.view[slots[0]] = 1
         copy = ring.read(slots[0], 2)
         ring.release(slots[0])
