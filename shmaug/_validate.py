@@ -103,6 +103,19 @@ def callable_or_none(name: str, value: Any) -> Any:
     return value
 
 
+def array_source(x: Any) -> Any:
+    """A path to a .npy file becomes a read-only memory map (nothing is read yet)."""
+    if isinstance(x, (str, os.PathLike)):
+        path = os.fspath(x)
+        if not path.endswith(".npy") or not os.path.isfile(path):
+            raise ArgumentError(
+                f"`x` as a path must name an existing .npy file; received {path!r}. Fix: "
+                f"save the images with `np.save(path, x)`, or pass the array itself."
+            )
+        return np.load(path, mmap_mode="r")
+    return x
+
+
 def length(x: Any, load: Any) -> int:
     if load is not None:
         try:

@@ -26,7 +26,7 @@ from .pool import InlinePool, WorkerPool, describe_death, describe_timeout
 from .ring import OutputRing
 from .schedule import BatchPlan, OrderCache, Task
 from .seeding import rng_for
-from .store import SharedStore
+from .store import ArrayHandle, SharedStore, mapped_file_handle
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,10 @@ class Loader:
     ``start_method`` or crash history.
 
     Args:
-        x: images, a numeric array ``(N, H, W)`` or ``(N, H, W, C)``. Copied once into
-            shared memory; workers read it in place.
+        x: images, a numeric array ``(N, H, W)`` or ``(N, H, W, C)``, copied once into
+            shared memory where workers read it in place; or a path to a ``.npy`` file (or a
+            ``np.memmap`` / ``np.load(..., mmap_mode="r")`` array), which every worker maps
+            read-only: nothing is copied, and data larger than RAM streams from disk.
         y: targets: an array of length N, a dict / list / tuple of such arrays, or None.
             Gathered in this process (they are small).
         batch_size: samples per batch.
@@ -114,6 +116,8 @@ class Loader:
         load: Callable[[int], Any] | None = None,
     ) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
+        if load is None:
+            x = check.array_source(x)
         n = check.length(x, load)
         if load is None:
             x = check.images(x)
@@ -149,9 +153,7 @@ class Loader:
             if self._gather_only:
                 self._x: Any = x
             else:
-                x_handle, self._x = (None, x) if load is not None else self._store.put(x)
-                if load is None:
-                    self._x.flags.writeable = False  # ops get read-only views, here as in workers
+                x_handle, self._x = self._place_dataset(x, load)
                 self._ring = OutputRing(self._store, self.max_queue_size, self.batch_size,
                                         sample_shape, dtype)
                 if self.workers == 0:
@@ -204,6 +206,21 @@ class Loader:
             check.shape("output_shape", shape) if shape is not None else tuple(image.shape),
             check.dtype("output_dtype", dtype) if dtype is not None else image.dtype,
         )
+
+    def _place_dataset(self, x: Any, load: Any) -> tuple[ArrayHandle | None, Any]:
+        """Where workers read samples: nowhere (``load``), the file behind a memory map, or a
+        shared-memory copy made once here."""
+        if load is not None:
+            return None, x
+        handle = mapped_file_handle(x)
+        if handle is not None:
+            log.debug("dataset is memory-mapped from %s; nothing copied", handle.name)
+            view = x.view()
+            view.flags.writeable = False
+            return handle, view
+        handle, view = self._store.put(x)
+        view.flags.writeable = False  # ops get read-only views, here as in workers
+        return handle, view
 
     def _payload(self, load: Any) -> bytes:
         check_picklable(self.augment, "augment")

@@ -12,6 +12,7 @@ the file read-only, so the OS page cache is shared and nothing is copied into /d
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import secrets
 import sys
@@ -49,6 +50,23 @@ class ArrayHandle:
 def segment_name(pid: int | None = None) -> str:
     """``shmaug_<creator pid>_<random>``: attributable, and short (macOS caps names at 31)."""
     return f"{SEGMENT_PREFIX}{os.getpid() if pid is None else pid}_{secrets.token_hex(4)}"
+
+
+def mapped_file_handle(array: np.ndarray) -> ArrayHandle | None:
+    """A handle that re-maps ``array`` from its file in each worker, or None if it is not a
+    C-contiguous view of a memory-mapped file (then it must be copied into shared memory)."""
+    buffer = getattr(array, "_mmap", None)
+    if not isinstance(array, np.memmap) or array.filename is None or buffer is None:
+        return None
+    if not array.flags.c_contiguous:
+        return None
+    # np.memmap maps from the allocation-granularity boundary below its offset; a slice
+    # starts further in. The data's place in the file is the map's start plus that distance.
+    map_start = array.offset - array.offset % mmap.ALLOCATIONGRANULARITY
+    map_address = np.frombuffer(buffer, dtype=np.uint8).ctypes.data
+    offset = map_start + array.ctypes.data - map_address
+    return ArrayHandle(str(array.filename), tuple(int(s) for s in array.shape), array.dtype.str,
+                       kind="npy", offset=int(offset))
 
 
 def free_shm_bytes() -> int | None:

@@ -1,0 +1,65 @@
+"""Datasets larger than RAM: a .npy file is memory-mapped by every worker, never copied."""
+
+from __future__ import annotations
+
+import numpy as np
+import psutil
+import pytest
+
+import shmaug
+from tests import _ops
+from tests.conftest import shmaug_segments
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def epoch(x, n, **kwargs):
+    with shmaug.Loader(x, np.arange(n), batch_size=8, augment=_ops.noisy, seed=4,
+                       shuffle=True, **kwargs) as loader:
+        return [b for b in loader]
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_memmapped_npy_gives_the_same_epoch_as_ram(tmp_path, images, method):
+    path = tmp_path / "x.npy"
+    np.save(path, images)
+    sources = [(str(path), 0), (np.load(path, mmap_mode="r"), 0),
+               (np.load(path, mmap_mode="r")[8:], 8)]  # a slice starts deeper in the file
+    for source, offset in sources:
+        got = epoch(source, len(images) - offset, workers=2, start_method=method)
+        ref = epoch(images[offset:], len(images) - offset, workers=0)
+        assert len(got) == len(ref)
+        for (xa, ya), (xb, yb) in zip(ref, got):
+            np.testing.assert_array_equal(xa, xb)
+            np.testing.assert_array_equal(ya, yb)
+
+
+def test_nothing_of_the_dataset_goes_to_shared_memory(tmp_path):
+    path = tmp_path / "big.npy"
+    x = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=(2048, 256, 256))
+    x[:] = 7  # 128 MiB on disk
+    x.flush()
+    del x
+    with shmaug.Loader(str(path), batch_size=64, augment=_ops.mean_only, workers=2,
+                       output_shape=(1,), output_dtype="float32") as loader:
+        sizes = [(shmaug_segments_size(name)) for name in loader._store.names]
+        assert sum(sizes) < 2**20  # only the (tiny) output ring
+        loader.batch(0)
+        idle = [psutil.Process(pid).memory_full_info().uss for pid in loader.pids]
+        total = sum(float(xb.sum()) for xb, _ in loader)
+        busy = [psutil.Process(pid).memory_full_info().uss for pid in loader.pids]
+    assert total == pytest.approx(7.0 * 2048)
+    for before, after in zip(idle, busy):
+        assert after - before < 64 * 2**20  # the file's pages are page cache, not private
+
+
+def shmaug_segments_size(name):
+    import os
+
+    return os.path.getsize(f"/dev/shm/{name}")
+
+
+def test_bad_path_is_a_clear_error(tmp_path):
+    with pytest.raises(shmaug.ArgumentError, match=r"existing \.npy file"):
+        shmaug.Loader(str(tmp_path / "missing.npy"), augment=_ops.identity)
+    assert not shmaug_segments()
