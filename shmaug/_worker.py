@@ -30,8 +30,8 @@ _POLL_S = 0.5  # how often an idle worker wakes to re-check its task pipe
 _PARENT_CHECK_S = 1.0  # watchdog: how often to re-check that the parent is still there
 
 # Per-worker slots in the shared status array (float64), see WorkerSpec.status.
-STATUS_FIELDS = 3
-BUSY_S, CURRENT_INDEX, TASKS_DONE = range(STATUS_FIELDS)
+STATUS_FIELDS = 4
+BUSY_S, CURRENT_INDEX, TASKS_DONE, SKIPPED = range(STATUS_FIELDS)
 
 Augment = Callable[[np.ndarray, np.random.Generator], Any]
 Load = Callable[[int], Any]
@@ -119,6 +119,8 @@ class SliceRunner:
         if self.status is not None:
             self.status[self._base + BUSY_S] += time.perf_counter() - began
             self.status[self._base + TASKS_DONE] += 1
+            # A `load` may stand in for unreadable samples (e.g. on_error="skip") and count them.
+            self.status[self._base + SKIPPED] = getattr(self.load, "skipped", 0)
         return result
 
     @staticmethod

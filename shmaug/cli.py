@@ -19,10 +19,27 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--out", type=Path, default=Path("shmaug_demo_out"))
     demo.add_argument("--quick", action="store_true", help="a tiny run (seconds), for smoke tests")
+    sub.add_parser("bench", add_help=False,
+                   help="the benchmark suite (`python -m bench` in a clone; see bench/README.md)")
     return parser
 
 
+def _bench(argv: list[str]) -> int:
+    """Run the repository's benchmark suite (it lives beside the package, not inside it)."""
+    import os
+    import subprocess
+
+    if not os.path.isfile(os.path.join("bench", "__main__.py")):
+        print("shmaug bench runs the suite in bench/ of a shmaug clone: cd into the clone "
+              "(where bench/ is) and run it again.", file=sys.stderr)
+        return 2
+    return subprocess.call([sys.executable, "-m", "bench", *argv])
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        return _bench(argv[1:])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     if args.command == "demo":

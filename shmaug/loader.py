@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import _validate as check
-from ._worker import BUSY_S, STATUS_FIELDS, SliceRunner, WorkerSpec
+from ._worker import BUSY_S, SKIPPED, STATUS_FIELDS, SliceRunner, WorkerSpec
 from .errors import ClosedError, rebuild
 from .ops.core import check_picklable
 from .pool import InlinePool, WorkerPool, describe_death, describe_timeout
@@ -84,7 +84,9 @@ class Loader:
         output_shape: shape of one augmented sample; learned from sample 0 when None.
         output_dtype: dtype of augmented samples; learned from sample 0 when None.
         load: advanced: ``fn(index) -> image`` run in the workers instead of ``x[index]``;
-            then ``x`` only gives the length and is not copied into shared memory.
+            then ``x`` only gives the length and is not copied into shared memory. An ``x``
+            with a ``load(index)`` method (a sample source such as ``shmaug.ImageFiles``)
+            is used that way without this argument.
 
     Raises:
         ArgumentError, ArgumentTypeError: for a bad argument, before any process starts.
@@ -116,6 +118,8 @@ class Loader:
         load: Callable[[int], Any] | None = None,
     ) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
+        if load is None and callable(getattr(x, "load", None)):
+            load = x.load  # a sample source such as shmaug.ImageFiles: workers decode
         if load is None:
             x = check.array_source(x)
         n = check.length(x, load)
@@ -131,6 +135,7 @@ class Loader:
         self.timeout = check.timeout(timeout)
         self.augment = check.callable_or_none("augment", augment)
         load = check.callable_or_none("load", load)
+        self._load = load  # invariant: what workers call to make sample i, or None for x[i]
         self._plan = BatchPlan(n, self.batch_size, bool(drop_remainder))
         check.nonempty_epoch(self._plan)
         self._orders = OrderCache(self.seed, n, self.shuffle)
@@ -290,17 +295,20 @@ class Loader:
 
         Keys: ``images_per_s``, ``wait_fraction`` (share of the consumer's time spent
         waiting for data), ``hit_rate`` (batches ready when asked), ``queue_depth`` (batches
-        ready now), ``worker_busy`` (per-worker busy fraction), ``respawns``, ``batches``.
+        ready now), ``worker_busy`` (per-worker busy fraction), ``respawns``, ``batches``,
+        ``skipped`` (unreadable samples a ``load`` replaced, e.g. with ``on_error="skip"``).
         """
         c = self._counters
         now = time.perf_counter()
         elapsed = now - c["t_first"] if c["t_first"] else 0.0
         busy: list[float] = []
+        skipped = int(getattr(self._load, "skipped", 0))  # workers=0 runs `load` right here
         status = getattr(self._pool, "status", None)
         if status is not None:
             span = max(now - self._t0, 1e-9)
             busy = [min(1.0, status[w * STATUS_FIELDS + BUSY_S] / span)
                     for w in range(self.workers)]
+            skipped = int(sum(status[w * STATUS_FIELDS + SKIPPED] for w in range(self.workers)))
         ready = sum(1 for b in self._inflight.values() if not b.tickets and b.error is None)
         return {
             "images_per_s": c["images"] / elapsed if elapsed > 0 else 0.0,
@@ -310,6 +318,7 @@ class Loader:
             "worker_busy": busy,
             "respawns": getattr(self._pool, "respawns", 0),
             "batches": c["batches"],
+            "skipped": skipped,
         }
 
     def reset_stats(self) -> None:

@@ -100,9 +100,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             output_shape=output_shape,
             output_dtype=output_dtype,
         )
-        n = check.length(images, self.load if self._overrides("load") else None)
-        if not self._overrides("load"):
-            check.images(images)
+        custom_load = self._overrides("load") or callable(getattr(images, "load", None))
+        if not custom_load:
+            images = check.images(check.array_source(images))
+        n = check.length(images, custom_load or None)
         self.x = images  # invariant: what the workers read (array) or what `load` indexes
         self._side = {  # gathered per batch in this process
             "inputs": check.targets(extra_inputs or None, n, "x"),
