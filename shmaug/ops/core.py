@@ -62,12 +62,17 @@ def _local_kind(obj: Any) -> str | None:
     return None
 
 
-def register(name: str, *, replace: bool = False) -> Callable[[F], F]:
+def register(
+    name: str, *, replace: bool = False, uses_global_rng: bool | None = None
+) -> Callable[[F], F]:
     """Register ``fn(image, rng, **params)`` as an op under ``name``.
 
     Args:
         name: registry name, used by ``get`` and in configs.
         replace: allow replacing an op already registered under ``name``.
+        uses_global_rng: whether the op may draw from the global ``random`` / ``np.random``.
+            The loader then seeds them per sample (~10 us). Default: False for shmaug's own
+            ops, True for everyone else's; pass False for an op that only uses ``rng``.
 
     Returns:
         A decorator that registers the function and returns it unchanged.
@@ -90,6 +95,8 @@ def register(name: str, *, replace: bool = False) -> Callable[[F], F]:
         )
 
     def decorate(fn: F) -> F:
+        if uses_global_rng is not None:
+            fn.uses_global_rng = bool(uses_global_rng)  # type: ignore[attr-defined]
         kind = _local_kind(fn)
         if kind is not None:
             raise NotPicklableError(
@@ -184,7 +191,12 @@ class Op:
     params: tuple[tuple[str, Any], ...]
     fn: Callable[..., np.ndarray] = field(compare=False, repr=False)
     kwargs: Mapping[str, Any] = field(compare=False, repr=False)
-    uses_global_rng = False
+
+    @property
+    def uses_global_rng(self) -> bool:
+        """Whether the loader must seed the global RNGs per sample for this op (see register)."""
+        own = self.fn.__module__.startswith("shmaug.")
+        return bool(getattr(self.fn, "uses_global_rng", not own))
 
     def __init__(self, name: str, /, **params: Any) -> None:
         spec = _spec(name, str(params.pop("_module", "")))

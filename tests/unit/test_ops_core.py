@@ -67,7 +67,7 @@ def test_register_get_available(scratch_registry: None) -> None:
     assert shmaug.register("ink_bleed")(ink_bleed) is ink_bleed
     assert "ink_bleed" in shmaug.available() and shmaug.available() == sorted(shmaug.available())
     op = shmaug.get("ink_bleed")
-    assert op.fn is ink_bleed and op.uses_global_rng is False
+    assert op.fn is ink_bleed and op.uses_global_rng is True  # a user op may use the globals
     out = op(IMAGE, np.random.default_rng(1))
     assert out.shape == IMAGE.shape and not np.array_equal(out, IMAGE)
 
@@ -300,3 +300,22 @@ def test_from_pil_keeps_layout_and_takes_tuple_results(shape: tuple[int, ...], d
     np.testing.assert_allclose(out.astype(np.float32), image[:, ::-1].astype(np.float32), atol=1 / 255 + 1e-3)
     with pytest.raises(errors.OutputMismatchError, match="PIL.Image"):
         ops.from_pil(returns_array)(image, np.random.default_rng(0))
+
+
+def _global_user_op(image, rng, strength=0.5):  # type: ignore[no-untyped-def]
+    return image
+
+
+def _pure_user_op(image, rng, strength=0.5):  # type: ignore[no-untyped-def]
+    return image
+
+
+def test_user_ops_get_seeded_globals_unless_they_say_otherwise(scratch_registry: None) -> None:
+    from shmaug.ops import Op
+
+    shmaug.register("_test_global_user_op")(_global_user_op)
+    shmaug.register("_test_pure_user_op", uses_global_rng=False)(_pure_user_op)
+    assert Op("_test_global_user_op").uses_global_rng is True
+    assert Op("_test_pure_user_op").uses_global_rng is False
+    assert Op("rotate").uses_global_rng is False
+    assert shmaug.Compose([Op("rotate"), Op("_test_global_user_op")]).uses_global_rng is True
