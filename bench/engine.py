@@ -9,7 +9,8 @@ inside a section every contender runs in the same process, interleaved round by 
    ``keras.utils.PyDataset(workers=2, use_multiprocessing=True)``.
 2. scaling: images/s of a CPU-bound pipeline (``presets.glyph_distort`` on 64x64 glyphs) with
    ``workers`` = 0, 1, 2.
-3. seeding: cost of ``SampleSeeder.rng()`` per sample as a share of a cheap op's time.
+3. seeding: cost of ``SampleSeeder.streams()`` per sample (a 64-sample task at a time, as
+   workers do) as a share of a cheap op's time.
 4. startup: time to the first batch and worker USS when the main script has imported
    TensorFlow, shmaug vs Keras PyDataset, under spawn and fork (a script in a temp folder).
 
@@ -19,6 +20,7 @@ See ``bench/README.md`` for how to read the table.
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import tempfile
 import textwrap
@@ -33,6 +35,7 @@ from bench import _harness as H
 
 NAME = "engine"
 GB = 1e9
+_TASK = 64  # samples per seeding call: one worker task
 _SETTLE_S = 0.2  # idle time between contender runs, so leftover background work does not leak
 
 
@@ -107,8 +110,9 @@ class PlainLoop:
         for lo in range(0, n, self.bs):
             hi = min(lo + self.bs, n)
             out = np.empty((hi - lo, *self.shape), self.x.dtype)
-            for j in range(lo, hi):
-                rng = self.seeder.rng(k, j) if self.seeder is not None else self.rng
+            rngs = (self.seeder.streams(k, np.arange(lo, hi)) if self.seeder is not None
+                    else itertools.repeat(self.rng))
+            for j, rng in zip(range(lo, hi), rngs):
                 out[j - lo] = self.augment(self.x[j], rng)
             times.append(time.perf_counter())
         return times
@@ -341,7 +345,7 @@ def section_scaling(quick: bool) -> list[H.Row]:
         "shmaug workers=2": lambda: ShmaugRun(x, bs, aug, 2, declare_output=True),
         "shmaug workers=0": lambda: ShmaugRun(x, bs, aug, 0),
         "plain loop, no loader": lambda: PlainLoop(x, bs, aug),
-        "plain loop + SampleSeeder.rng": lambda: PlainLoop(x, bs, aug, seeded=True),
+        "plain loop + SampleSeeder.streams": lambda: PlainLoop(x, bs, aug, seeded=True),
     }
     runs, status, notes = _interleave(contenders, rounds, timeout, "scaling")
     rates = {k: [_steady_rate(t, per_batch) for t in v] for k, v in runs.items()}
@@ -386,27 +390,37 @@ def section_seeding(quick: bool) -> list[H.Row]:
         return cv2.warpAffine(x[i & 255], m, (64, 64), flags=cv2.INTER_LINEAR,
                               borderMode=cv2.BORDER_CONSTANT, borderValue=0)
 
+    task = np.arange(_TASK)
+
+    def streams(seeder: Any) -> Callable[[int], Any]:
+        def one_task(i: int) -> None:
+            for _ in seeder.streams(1, task + i):
+                pass
+        return one_task
+
     fns: dict[str, Callable[[int], Any]] = {
-        "SampleSeeder.rng, seed_globals=False": lambda i: off.rng(1, i),
-        "SampleSeeder.rng, seed_globals=True": lambda i: on.rng(1, i),
+        "SampleSeeder.streams, seed_globals=False": streams(off),
+        "SampleSeeder.streams, seed_globals=True": streams(on),
         "naive default_rng([seed, epoch, index])": lambda i: np.random.default_rng([0, 1, i]),
         "op: cv2.warpAffine rotate": warp,
         "op: shmaug Op('rotate')": lambda i: rotate(x[i & 255], g),
         "op: presets.glyph_distort()": lambda i: glyph(x[i & 255], g),
     }
-    op_number = {k: (number // 4 if "glyph" in k else number) for k in fns}
+    # A seeder call covers a whole task; its time is divided back to per sample below.
+    per_call = {k: (_TASK if k.startswith("SampleSeeder") else 1) for k in fns}
+    op_number = {k: (number // 4 if "glyph" in k else number) // per_call[k] for k in fns}
     times: dict[str, list[float]] = {k: [] for k in fns}
     names = list(fns)
     bar = H.progress(len(names) * (rounds + 1), "seeding")
     for r in range(rounds + 1):  # round 0 warms caches and is dropped
         for name in names[r % len(names):] + names[: r % len(names)]:
-            t = H.time_calls(fns[name], op_number[name]) * 1e6
+            t = H.time_calls(fns[name], op_number[name]) * 1e6 / per_call[name]
             if r > 0:
                 times[name].append(t)
             bar.update()
     bar.close()
     sec = "3 seeding, per sample on 64x64 u8"
-    rows = [H.Row(sec, k, "per call", "us", H.summarize(v)) for k, v in times.items()]
+    rows = [H.Row(sec, k, "per sample", "us", H.summarize(v)) for k, v in times.items()]
     for op in ("op: cv2.warpAffine rotate", "op: shmaug Op('rotate')", "op: presets.glyph_distort()"):
         for seeder in names[:3]:
             share = H.paired_ratio(times[seeder], times[op]).scaled(100.0)

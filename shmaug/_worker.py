@@ -91,22 +91,22 @@ class SliceRunner:
 
     def run(self, task: Task) -> tuple[Any, ...]:
         began = time.perf_counter()
-        order = self.orders(task.epoch)
+        indices = self.orders(task.epoch)[task.start : task.stop]
+        streams = self.seeder.streams(task.epoch, indices) if self.augment is not None else None
         rows = self.out[task.slot]
         index = -1
         stage = self._op
         try:
-            for p in range(task.start, task.stop):
+            for p, index in zip(range(task.start, task.stop), indices.tolist()):
                 if self.generation[task.slot] != task.generation:
                     break  # the batch was cancelled: skip the rest
-                index = int(order[p])
                 if self.status is not None:
                     self.status[self._base + CURRENT_INDEX] = index
                 stage = op_name(self.load) if self.load is not None else "x[index]"
                 image = self.x[index] if self.load is None else self.load(index)
-                if self.augment is not None:
+                if streams is not None:
                     stage = self._op
-                    image = self.augment(image, self.seeder.rng(task.epoch, index))
+                    image = self.augment(image, next(streams))
                 stage = "writing the output"
                 self._write(rows[p - task.row0], image, index)
             result: tuple[Any, ...] = ("done", task.ticket)

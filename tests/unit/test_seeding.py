@@ -6,7 +6,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shmaug.seeding import SampleSeeder, epoch_key, rng_for, sample_key
+from shmaug.seeding import SampleSeeder, epoch_key, rng_for, sample_keys
+
+
+def sample_key(seed, epoch, index):
+    hi, lo = sample_keys(seed, epoch, np.array([index]))
+    return int(hi[0]), int(lo[0])
+
+
+def one(seeder, epoch, index):
+    return next(seeder.streams(epoch, np.array([index])))
 
 u32 = st.integers(0, 2**32 - 1)
 
@@ -15,7 +24,7 @@ u32 = st.integers(0, 2**32 - 1)
 @settings(max_examples=200, deadline=None)
 def test_stream_is_a_pure_function_of_seed_epoch_index(seed, epoch, index):
     a = rng_for(seed, epoch, index).integers(0, 2**63, 4)
-    b = SampleSeeder(seed, seed_globals=False).rng(epoch, index).integers(0, 2**63, 4)
+    b = one(SampleSeeder(seed, seed_globals=False), epoch, index).integers(0, 2**63, 4)
     assert (a == b).all()
 
 
@@ -29,30 +38,31 @@ def test_distinct_samples_get_distinct_keys(seed, epoch, i, j):
 
 def test_no_two_samples_of_a_run_share_a_stream():
     seeder = SampleSeeder(0, seed_globals=False)
-    firsts = {seeder.rng(e, i).integers(0, 2**63) for e in range(3) for i in range(5000)}
+    firsts = {rng.integers(0, 2**63) for e in range(3)
+              for rng in seeder.streams(e, np.arange(5000))}
     assert len(firsts) == 15000
 
 
 def test_reused_generator_matches_a_fresh_one_after_other_samples():
     seeder = SampleSeeder(9, seed_globals=False)
-    seeder.rng(0, 1).random(100)  # consume some of another stream first
-    assert seeder.rng(2, 3).random() == rng_for(9, 2, 3).random()
+    one(seeder, 0, 1).random(100)  # consume some of another stream first
+    assert one(seeder, 2, 3).random() == rng_for(9, 2, 3).random()
 
 
 def test_globals_are_seeded_per_sample_only_when_asked():
     seeder = SampleSeeder(1, seed_globals=True)
-    seeder.rng(0, 5)
+    one(seeder, 0, 5)
     a = (random.random(), np.random.random())
-    seeder.rng(0, 6)
+    one(seeder, 0, 6)
     b = (random.random(), np.random.random())
-    seeder.rng(0, 5)
+    one(seeder, 0, 5)
     assert (random.random(), np.random.random()) == a != b
     random.seed(123)
-    SampleSeeder(1, seed_globals=False).rng(0, 5)
+    one(SampleSeeder(1, seed_globals=False), 0, 5)
     random.seed(123)
     expected = random.random()
     random.seed(123)
-    SampleSeeder(1, seed_globals=False).rng(0, 5)
+    one(SampleSeeder(1, seed_globals=False), 0, 5)
     assert random.random() == expected
 
 
