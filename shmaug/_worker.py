@@ -104,7 +104,7 @@ class SliceRunner:
                     self.status[self._base + CURRENT_INDEX] = index
                 stage = op_name(self.load) if self.load is not None else "x[index]"
                 image = self.x[index] if self.load is None else self.load(index)
-                if streams is not None:
+                if streams is not None and self.augment is not None:
                     stage = self._op
                     image = self.augment(image, next(streams))
                 stage = "writing the output"

@@ -31,7 +31,8 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     x = x + _GOLDEN
     x = (x ^ (x >> np.uint64(30))) * _M1
     x = (x ^ (x >> np.uint64(27))) * _M2
-    return x ^ (x >> np.uint64(31))
+    out: np.ndarray = x ^ (x >> np.uint64(31))
+    return out
 
 
 def sample_keys(seed: int, epoch: int, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
