@@ -25,6 +25,7 @@ from .errors import (
     WorkerError,
     WorkerTimeout,
 )
+from .files import ImageFiles
 from .loader import Loader
 from .ops import (
     Compose,
@@ -37,6 +38,7 @@ from .ops import (
     get,
     register,
 )
+from .pack import pack
 
 __version__ = "0.1.0"
 
@@ -46,6 +48,7 @@ __all__ = [
     "ClosedError",
     "Compose",
     "DuplicateOpError",
+    "ImageFiles",
     "Loader",
     "Maybe",
     "NotPicklableError",
@@ -65,6 +68,7 @@ __all__ = [
     "from_config",
     "from_pil",
     "get",
+    "pack",
     "presets",
     "register",
 ]

@@ -1,0 +1,318 @@
+"""``pack``: decode and resize image files once into a memory-mappable uint8 ``.npy``.
+
+The answer to "convert the dataset to TFRecords so the CPU stops decoding JPEG every epoch",
+without leaving numpy: the packed ``images.npy`` goes straight to ``shmaug.Loader`` /
+``shmaug.Sequence`` as ``x`` and is memory-mapped by every worker.
+
+An output directory holds ``images.npy`` (N, H, W, C) uint8, ``labels.npy`` (N,) int64 when
+the source has labels, and ``manifest.json`` (class names, source, image size, colour mode,
+count, sha256 of ``images.npy``). Everything is written under a ``.partial`` name, flushed and
+fsync'ed, then renamed, the manifest last: an output is complete exactly when its manifest is
+there, so an interrupted pack never leaves one that looks complete. A second run over a
+complete output for the same source returns it without redoing the work.
+
+This module owns the output directory; decoding is ``ImageFiles``' and parallelism is
+``Loader``'s (the workers decode into shared memory, this process writes to the file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import ArgumentError, ArgumentTypeError
+from .files import ImageFiles
+
+log = logging.getLogger(__name__)
+
+IMAGES, LABELS, MANIFEST = "images.npy", "labels.npy", "manifest.json"
+PARTIAL = ".partial"  # suffix of files being written; never mistaken for a finished output
+FORMAT = "shmaug-pack/1"
+_HASH_CHUNK = 1 << 24  # bytes read at a time when verifying a checksum
+
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """A finished pack: where its files are, and its manifest.
+
+    Attributes:
+        directory: the output directory.
+        images: path of ``images.npy``, to pass as ``x``.
+        labels: path of ``labels.npy``, or None when the source has no labels.
+        manifest: the parsed ``manifest.json``.
+        created: True when this call wrote it, False when it was already complete.
+
+    Example:
+        >>> packed = shmaug.pack("flowers/", "flowers_64", image_size=(64, 64))
+        >>> x, y = packed.open()
+        >>> loader = shmaug.Loader(packed.images, y, batch_size=64, augment=fn)
+    """
+
+    directory: str
+    images: str
+    labels: str | None
+    manifest: dict[str, Any]
+    created: bool
+
+    @property
+    def class_names(self) -> list[str]:
+        return list(self.manifest["class_names"])
+
+    def open(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(images, labels)``: images memory-mapped read-only, labels loaded (small)."""
+        y = None if self.labels is None else np.load(self.labels)
+        return np.load(self.images, mmap_mode="r"), y
+
+
+def pack(
+    source: Any,
+    out: str | os.PathLike[str],
+    *,
+    image_size: tuple[int, int] | None = None,
+    color_mode: str | None = None,
+    interpolation: str | None = None,
+    on_error: str | None = None,
+    workers: int | None = None,
+    batch_size: int = 64,
+    start_method: str | None = None,
+    overwrite: bool = False,
+    verify: bool = False,
+    progress: bool = True,
+) -> Packed:
+    """Decode and resize every image of ``source`` once, in parallel, into ``out/``.
+
+    Args:
+        source: a ``shmaug.ImageFiles``; a directory (one sub-folder per class, or flat);
+            a list of image paths; or a pandas DataFrame with ``filename`` and ``class``
+            columns (build ``ImageFiles.from_dataframe`` for other names).
+        out: output directory (created if needed).
+        image_size, color_mode, interpolation, on_error: as ``ImageFiles``; None keeps the
+            value of an ``ImageFiles`` source, or ``ImageFiles``' default ((256, 256),
+            "rgb", "bilinear", "raise").
+        workers: decoding processes; None for one per core, 0 for this process only.
+        batch_size: images decoded per task batch.
+        start_method: as ``Loader``.
+        overwrite: redo even when ``out`` already holds a complete pack (of any source).
+        verify: when ``out`` is already complete, also re-hash ``images.npy`` against the
+            manifest's checksum (reads the whole file) before trusting it.
+        progress: show a tqdm progress bar on stderr.
+
+    Returns:
+        A ``Packed``; ``created`` is False when ``out`` already held this pack.
+
+    Raises:
+        ArgumentError: a bad source or setting, or ``out`` holds a pack of another source.
+        ImageReadError (inside a ``WorkerError``): an unreadable file, with ``on_error="raise"``.
+
+    Example:
+        >>> shmaug.pack("data/train", "train_224", image_size=(224, 224)).images
+        'train_224/images.npy'
+    """
+    files = _as_files(source, image_size=image_size, color_mode=color_mode,
+                      interpolation=interpolation, on_error=on_error)
+    directory = os.fspath(out)
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise ArgumentError(
+            f"`out` must be a directory (it will hold {IMAGES}, {LABELS} and {MANIFEST}); "
+            f"received {directory!r}, which is a file. Fix: pass a directory path."
+        )
+    os.makedirs(directory, exist_ok=True)
+    described = describe(files)
+    existing = _complete(directory, described, verify) if not overwrite else None
+    if existing is not None:
+        log.info("%s already holds a complete pack of this source (%d images); nothing to do "
+                 "(overwrite=True redoes it)", directory, existing.manifest["count"])
+        return existing
+    _remove(os.path.join(directory, MANIFEST))  # from here on, `out` is not complete
+    return _write(files, directory, described, workers=workers, batch_size=batch_size,
+                  start_method=start_method, progress=progress)
+
+
+def describe(files: ImageFiles) -> dict[str, Any]:
+    """What a pack is of: settings plus a fingerprint of (path, size, mtime, label) per file."""
+    digest = hashlib.sha256()
+    labels = files.labels if files.labels is not None else np.full(len(files), -1)
+    for path, label in zip(files.paths, labels.tolist()):
+        try:
+            st = os.stat(path)
+            stamp = f"{st.st_size}:{st.st_mtime_ns}"
+        except OSError:
+            stamp = "missing"
+        digest.update(f"{os.path.abspath(path)}\0{stamp}\0{label}\n".encode("utf-8", "replace"))
+    root = os.path.commonpath([os.path.abspath(p) for p in files.paths])
+    return {
+        "root": root, "count": len(files), "files_sha256": digest.hexdigest(),
+        "image_size": list(files.image_size), "color_mode": files.color_mode,
+        "channels": files.channels, "interpolation": files.interpolation,
+        "on_error": files.on_error,
+    }
+
+
+# -- inside -------------------------------------------------------------------------------------
+
+
+def _as_files(source: Any, **options: Any) -> ImageFiles:
+    given: dict[str, Any] = {k: (tuple(v) if k == "image_size" else v) for k, v in options.items()
+             if v is not None}
+    if isinstance(source, ImageFiles):
+        return dataclasses.replace(source, **given) if given else source
+    if isinstance(source, (str, os.PathLike)):
+        return ImageFiles.from_directory(source, **given)
+    if hasattr(source, "columns"):  # a pandas DataFrame, duck-typed: pandas stays optional
+        return ImageFiles.from_dataframe(source, **given)
+    if isinstance(source, Sequence):
+        return ImageFiles.from_paths(source, **given)
+    raise ArgumentTypeError(
+        f"`source` must be a shmaug.ImageFiles, a directory, a list of image paths or a pandas "
+        f"DataFrame; received type {type(source).__name__}. Fix: e.g. `pack('data/train', "
+        f"'train_packed', image_size=(224, 224))`."
+    )
+
+
+def _complete(directory: str, described: dict[str, Any], verify: bool) -> Packed | None:
+    """The pack in ``directory`` when it is complete and of this source; None to (re)do it."""
+    path = os.path.join(directory, MANIFEST)
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("%s is unreadable (%s); packing again", path, exc)
+        return None
+    if manifest.get("format") != FORMAT or manifest.get("source") != described:
+        raise ArgumentError(
+            f"`out` {directory!r} already holds a pack of another source or with other "
+            f"settings (its manifest: {manifest.get('source')}). Fix: pass another `out`, or "
+            f"overwrite=True to replace it."
+        )
+    packed = _packed(directory, manifest, created=False)
+    problem = _check_files(packed, verify)
+    if problem:
+        log.warning("%s: %s; packing again", directory, problem)
+        return None
+    return packed
+
+
+def _check_files(packed: Packed, verify: bool) -> str:
+    m = packed.manifest
+    try:
+        if os.path.getsize(packed.images) != m["bytes"]:
+            return f"{IMAGES} has {os.path.getsize(packed.images)} bytes, not {m['bytes']}"
+        if packed.labels is not None and not os.path.isfile(packed.labels):
+            return f"{LABELS} is missing"
+        if verify and _sha256(packed.images) != m["sha256"]:
+            return f"{IMAGES} does not match the manifest's sha256"
+    except OSError as exc:
+        return str(exc)
+    return ""
+
+
+def _packed(directory: str, manifest: dict[str, Any], *, created: bool) -> Packed:
+    labels = os.path.join(directory, LABELS) if manifest["labels"] else None
+    return Packed(directory, os.path.join(directory, IMAGES), labels, manifest, created)
+
+
+def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, workers: int | None,
+           batch_size: int, start_method: str | None, progress: bool) -> Packed:
+    from tqdm import tqdm
+
+    from .loader import Loader
+
+    final = {name: os.path.join(directory, name) for name in (IMAGES, LABELS, MANIFEST)}
+    partial = {name: path + PARTIAL for name, path in final.items()}
+    shape = (len(files), *files.output_shape)
+    began = time.perf_counter()
+    done = False
+    try:
+        images = np.lib.format.open_memmap(partial[IMAGES], mode="w+", dtype=np.uint8,
+                                           shape=shape)
+        with open(partial[IMAGES], "rb") as f:  # the header: hash the file as it is written
+            digest = hashlib.sha256(f.read(images.offset))
+        with Loader(files, None, batch_size, workers=workers, start_method=start_method,
+                    output_shape=files.output_shape, output_dtype=np.uint8, seed=0) as loader, \
+                tqdm(total=len(files), unit="img", desc=f"pack {directory}",
+                     disable=not progress) as bar:
+            start = 0
+            for xb, _ in loader:  # in order: shuffle is off, so batch k is rows k*B ...
+                images[start:start + len(xb)] = xb
+                digest.update(np.ascontiguousarray(xb).data)
+                start += len(xb)
+                bar.update(len(xb))
+            skipped = int(loader.stats()["skipped"])
+        images.flush()
+        del images
+        _fsync(partial[IMAGES])
+        if files.labels is not None:
+            with open(partial[LABELS], "wb") as f:
+                np.save(f, files.labels)
+                _sync(f)
+        manifest = {
+            "format": FORMAT, "count": len(files), "shape": list(shape), "dtype": "uint8",
+            "class_names": list(files.class_names), "labels": files.labels is not None,
+            "sha256": digest.hexdigest(), "bytes": os.path.getsize(partial[IMAGES]),
+            "skipped": skipped, "source": described,
+        }
+        with open(partial[MANIFEST], "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=1)
+            _sync(f)
+        # The manifest last: until it is renamed, `out` is incomplete whatever else is there.
+        os.replace(partial[IMAGES], final[IMAGES])
+        if files.labels is not None:
+            os.replace(partial[LABELS], final[LABELS])
+        else:
+            _remove(final[LABELS])
+        os.replace(partial[MANIFEST], final[MANIFEST])
+        _fsync_dir(directory)
+        done = True
+    finally:
+        if not done:
+            for path in partial.values():
+                _remove(path)
+    log.info("packed %d images into %s in %.1f s (%d unreadable replaced)", len(files),
+             final[IMAGES], time.perf_counter() - began, skipped)
+    return _packed(directory, manifest, created=True)
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _sync(f: Any) -> None:
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _fsync(path: str) -> None:
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - Windows cannot open a directory
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
