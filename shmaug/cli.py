@@ -1,4 +1,5 @@
-"""The `shmaug` command: `demo` (the main job) and `bench` (the benchmark suite)."""
+"""The `shmaug` command: `demo` (the main job), `pack` (image files to one .npy) and `bench`
+(the benchmark suite)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,21 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--out", type=Path, default=Path("shmaug_demo_out"))
     demo.add_argument("--quick", action="store_true", help="a tiny run (seconds), for smoke tests")
+    pack = sub.add_parser("pack", help="decode and resize image files once into a memory-mappable .npy")
+    pack.add_argument("src", type=Path, help="a folder (one sub-folder per class) or a CSV file")
+    pack.add_argument("out", type=Path, help="output folder: images.npy, labels.npy, manifest.json")
+    pack.add_argument("--image-size", type=int, nargs=2, metavar=("H", "W"), default=(256, 256))
+    pack.add_argument("--color-mode", default="rgb", choices=["grayscale", "rgb", "rgba", "keep"])
+    pack.add_argument("--interpolation", default="bilinear")
+    pack.add_argument("--on-error", default="raise", choices=["raise", "skip"])
+    pack.add_argument("--workers", type=int, default=None, help="default: one per core")
+    pack.add_argument("--x-col", default="filename", help="CSV column of image paths")
+    pack.add_argument("--y-col", default="class", help="CSV column of labels ('' for none)")
+    pack.add_argument("--directory", type=Path, default=None,
+                      help="CSV paths are relative to this (default: the CSV's folder)")
+    pack.add_argument("--overwrite", action="store_true", help="redo a complete output")
+    pack.add_argument("--verify", action="store_true",
+                      help="re-hash a complete output against its manifest before trusting it")
     sub.add_parser("bench", add_help=False,
                    help="the benchmark suite (`python -m bench` in a clone; see bench/README.md)")
     return parser
@@ -47,6 +63,36 @@ def main(argv: list[str] | None = None) -> int:
 
         run(epochs=1 if args.quick else args.epochs, per_class=4 if args.quick else args.per_class,
             workers=args.workers, out=args.out, seed=args.seed, start_method=args.start_method)
+    elif args.command == "pack":
+        return _pack(args)
+    return 0
+
+
+def _pack(args: argparse.Namespace) -> int:
+    """`shmaug pack SRC OUT`: a folder or a CSV of paths and labels, packed once."""
+    import csv
+
+    from .files import ImageFiles
+    from .pack import pack
+
+    options = dict(image_size=tuple(args.image_size), interpolation=args.interpolation,
+                   on_error=args.on_error,
+                   color_mode=None if args.color_mode == "keep" else args.color_mode)
+    if args.src.suffix.lower() == ".csv":
+        with open(args.src, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        root = args.directory if args.directory is not None else args.src.parent
+        paths = [str(root / row[args.x_col]) for row in rows if row]
+        labels = [row[args.y_col] for row in rows if row] if args.y_col else None
+        files = ImageFiles.from_paths(paths, labels, **options)
+    else:
+        files = ImageFiles.from_directory(args.src, **options)
+    packed = pack(files, args.out, workers=args.workers, overwrite=args.overwrite,
+                  verify=args.verify, progress=True)
+    state = "written" if packed.created else "already complete, nothing redone"
+    logging.getLogger("shmaug.cli").info(
+        "%s: %d images %s, classes %s", packed.images, packed.manifest["count"], state,
+        packed.class_names)
     return 0
 
 
