@@ -1,0 +1,55 @@
+"""Every example, the demo and the bench scripts run (tiny sizes), so none of them rots."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def run(*args: str, cwd: Path = ROOT, timeout: float = 300) -> str:
+    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=ENV, capture_output=True,
+                          text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("example, method", [
+    ("kanji_cnn.py", None),
+    ("custom_augmentation.py", "spawn"),
+    ("subclass_sequence.py", None),
+    ("legacy_pil_function.py", "spawn"),
+])
+def test_example_runs(example, method):
+    extra = ["--start-method", method] if method else []
+    out = run(str(ROOT / "examples" / example), "--quick", *extra)
+    assert out.strip()
+
+
+def test_op_grid_writes_a_png(tmp_path):
+    run(str(ROOT / "examples" / "op_grid.py"), "--out", str(tmp_path / "grid.png"))
+    assert (tmp_path / "grid.png").stat().st_size > 10_000
+
+
+def test_demo_quick(tmp_path):
+    out = run("-m", "shmaug.cli", "demo", "--quick", "--out", str(tmp_path))
+    assert "validation accuracy" in out and "images/s" in out
+    assert (tmp_path / "augmented_samples.png").is_file()
+
+
+def test_bench_ops_quick(tmp_path):
+    out = run(str(ROOT / "bench" / "ops.py"), "--quick", "--out", str(tmp_path / "ops.json"))
+    assert "sine_warp" in out
+
+
+def test_bench_engine_quick(tmp_path):
+    out = run("-m", "bench.engine", "--quick", "--out", str(tmp_path))
+    assert "identity" in out and (tmp_path / "engine.json").is_file()
