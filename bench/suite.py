@@ -1,0 +1,391 @@
+"""Issue 5's benchmark suite: shmaug against Keras workers, the Pool recipe, tf.data and PyTorch.
+
+Run ``python -m bench [--quick] [--out bench/results] [--workloads W1,W2,W3]
+[--contenders keras_single,...] [--impls pil,shmaug] [--workers N] [--repeats R] [--jobs J]
+[--timeout S] [--no-fit] [--no-scaling]``. Each measurement (one contender, one workload, one
+implementation of the augmentation, one worker count) runs in its own child process
+(``python -m bench.contenders SPEC``) under a hard timeout, so a contender that freezes or
+crashes is reported and the suite goes on. Writes ``suite.json`` (raw), ``suite.md`` (tables)
+and ``throughput.png`` / ``scaling.png`` to ``--out``. See ``bench/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench import _harness as H
+from bench import workloads as W
+
+NAME = "suite"
+CONTENDERS = ("keras_single", "keras_threads", "keras_fork", "keras_spawn", "pool", "tfdata_gen",
+              "tfdata_map", "torch", "shmaug_loader", "shmaug_spawn", "shmaug_sequence", "copy")
+LABELS = {
+    "keras_single": "1. Keras PyDataset, 1 process",
+    "keras_threads": "2. Keras PyDataset, threads",
+    "keras_fork": "2. Keras PyDataset, multiprocessing (fork)",
+    "keras_spawn": "2. Keras PyDataset, multiprocessing (spawn)",
+    "pool": "3. Pool + RawArray recipe (fork)",
+    "tfdata_gen": "4. tf.data from_generator + prefetch",
+    "tfdata_map": "4. tf.data numpy_function map(AUTOTUNE)",
+    "torch": "5. PyTorch DataLoader (fork)",
+    "shmaug_loader": "6. shmaug Loader (fork)",
+    "shmaug_spawn": "6. shmaug Loader (spawn)",
+    "shmaug_sequence": "6. shmaug Sequence via Keras' adapter",
+    "copy": "ceiling: copy in 1 process",
+}
+QUICK_SET = {  # every kind once on W1; one code path each elsewhere
+    ("W1", "shmaug"): ("keras_single", "keras_fork", "pool", "tfdata_map", "torch",
+                       "shmaug_loader", "shmaug_spawn", "shmaug_sequence"),
+    ("W1", "pil"): ("shmaug_loader",),
+    ("W2", "shmaug"): ("keras_single", "shmaug_loader"),
+    ("W2", "pil"): (),
+    ("W3", "none"): ("copy", "shmaug_loader"),
+}
+SCALING = ("keras_fork", "pool", "torch", "shmaug_loader")
+FIT = ("keras_single", "keras_fork", "pool", "tfdata_map", "shmaug_sequence")
+WAIT_SHARE = 0.8  # the simulated consumer needs this share of shmaug's throughput
+
+
+def _spec_key(s: dict[str, Any]) -> str:
+    kind = "fit" if s.get("fit") else ("scaling" if s.get("scaling") else "run")
+    return f"{kind}/{s['workload']}/{s['impl']}/{s['contender']}/w{s['workers']}"
+
+
+def _run(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    t = time.perf_counter()
+    out = H.run_json([sys.executable, "-m", "bench.contenders", json.dumps(spec)], timeout_s)
+    res = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
+    res["spec"], res["child_s"] = spec, time.perf_counter() - t
+    if res.get("problems"):
+        res["status"] = "duplicates/missing: " + "; ".join(res["problems"])[:200]
+    return res
+
+
+def plan(args: argparse.Namespace) -> list[list[dict[str, Any]]]:
+    """Stages of specs: a stage may depend on the one before (the wait step uses shmaug's rate)."""
+    base = dict(quick=args.quick, repeats=args.repeats, workers=args.workers)
+    first, second, extra = [], [], []
+    for wl in args.workloads:
+        impls = W.IMPLS if W.WORKLOADS[wl].augmented else ("none",)
+        for impl in impls:
+            if args.impls and impl != "none" and impl not in args.impls:
+                continue
+            names = QUICK_SET.get((wl, impl), ()) if args.quick else CONTENDERS
+            names = [c for c in names if c in args.contenders and (c != "copy" or wl == "W3")]
+            for c in names:
+                spec = dict(base, workload=wl, impl=impl, contender=c, probe=c != "copy")
+                (first if c == "shmaug_loader" else second).append(spec)
+            if wl == "W1" and not args.no_scaling:
+                for c in SCALING if not args.quick else ("shmaug_loader",):
+                    if c in args.contenders and (not args.quick or impl == "shmaug"):
+                        for w in range(1, args.workers):
+                            extra.append(dict(base, workload=wl, impl=impl, contender=c,
+                                              workers=w, scaling=True))
+    if not args.no_fit and "W1" in args.workloads:
+        for c in FIT if not args.quick else ("shmaug_sequence",):
+            if c in args.contenders:
+                extra.append(dict(base, workload="W1", impl="shmaug", contender=c, fit=True,
+                                  fit_batches=4 if args.quick else 12))
+    return [first, second + extra]
+
+
+def _median(v: list[float]) -> float:
+    return H.summarize(v).median if v else math.nan
+
+
+def run_all(args: argparse.Namespace, env: dict[str, Any]) -> list[dict[str, Any]]:
+    stages = plan(args)
+    results: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    bar = H.progress(sum(len(s) for s in stages), "bench suite")
+    try:
+        for stage in stages:
+            for spec in stage:  # the simulated step: consumer needs 80% of shmaug's rate
+                ref = next((r for r in results if r["spec"]["contender"] == "shmaug_loader"
+                            and r["spec"]["workload"] == spec["workload"]
+                            and r["spec"]["impl"] == spec["impl"] and r.get("rates")), None)
+                bs = (W.WORKLOADS[spec["workload"]].batch_size_quick if args.quick
+                      else W.WORKLOADS[spec["workload"]].batch_size)
+                if spec["contender"] == "shmaug_loader" and not spec.get("scaling"):
+                    spec["step_s"] = None  # set after its own run: see below
+                elif ref and not spec.get("fit") and not spec.get("scaling"):
+                    spec["step_s"] = bs / (WAIT_SHARE * _median(ref["rates"]))
+
+            def one(spec: dict[str, Any]) -> dict[str, Any]:
+                res = _run(spec, args.timeout)
+                if spec["contender"] == "shmaug_loader" and not spec.get("scaling") and res.get("rates"):
+                    bs = res["batch_size"]  # its wait figure needs its own rate: one more run
+                    spec2 = dict(spec, step_s=bs / (WAIT_SHARE * _median(res["rates"])), repeats=0)
+                    res["wait"] = _run(spec2, args.timeout).get("wait")
+                    res["spec"]["step_s"] = spec2["step_s"]
+                bar.set_postfix_str(_spec_key(spec)[:40])
+                bar.update()
+                return res
+
+            with ThreadPoolExecutor(args.jobs) as ex:
+                for res in ex.map(one, stage):
+                    results.append(res)
+                    if not args.quick:  # a run cut short still leaves every finished figure
+                        H.guarded(lambda: write(results, args, env, time.perf_counter() - t0), 60)
+    finally:
+        bar.close()
+    return results
+
+
+# -- figures ------------------------------------------------------------------------------------
+
+
+def _find(results: list[dict[str, Any]], wl: str, impl: str, c: str, **kw: Any) -> dict[str, Any] | None:
+    for r in results:
+        s = r["spec"]
+        if (s["workload"], s["impl"], s["contender"]) == (wl, impl, c) and all(
+                bool(s.get(k)) == v for k, v in kw.items()):
+            return r
+    return None
+
+
+def _rate(r: dict[str, Any] | None) -> float:
+    return _median(r["rates"]) if r and r.get("status") == "ok" and r.get("rates") else math.nan
+
+
+def _status(r: dict[str, Any]) -> str:
+    st = r.get("status", "?")
+    return st if st == "ok" else f"{st}: {r.get('error', '')}"[:160]
+
+
+def main_table(results: list[dict[str, Any]], workers: int) -> str:
+    parts = []
+    runs = [r for r in results if not r["spec"].get("fit") and not r["spec"].get("scaling")]
+    for wl in W.WORKLOADS:
+        rows = []
+        for r in (r for r in runs if r["spec"]["workload"] == wl):
+            s = r["spec"]
+            base = _rate(_find(results, wl, s["impl"], "keras_single", fit=False, scaling=False))
+            med, spread = H.fmt_stats(H.summarize(r.get("rates") or []) if r.get("status") == "ok" else None)
+            mem = r.get("memory") or {}
+            wait = r.get("wait") or {}
+            per_worker = (sum(mem["worker_uss"]) / len(mem["worker_uss"])) if mem.get("worker_uss") else math.nan
+            rows.append([LABELS[s["contender"]], s["impl"], med, spread,
+                         f"{_rate(r) / base:.2f}x" if base == base and _rate(r) == _rate(r) else "",
+                         H.fmt_num(r.get("first_batch_s", math.nan)),
+                         H.fmt_num(mem.get("uss", math.nan)), H.fmt_num(mem.get("pss", math.nan)),
+                         H.fmt_num(per_worker),
+                         f"{100 * wait['fraction']:.1f}%" if wait.get("fraction") is not None else "",
+                         _status(r)])
+        if rows:
+            wlo = W.WORKLOADS[wl]
+            parts.append(f"### {wl}: {wlo.title}, {workers} workers\n\n" + H.markdown_table(
+                ["contender", "ops", "images/s", "min – max", "vs 1.", "1st batch s",
+                 "USS MiB", "PSS MiB", "USS/worker", "data wait*", "status"], rows))
+    return "\n\n".join(parts)
+
+
+def scaling_table(results: list[dict[str, Any]], workers: int) -> str:
+    rows = []
+    for impl in W.IMPLS:
+        single = _rate(_find(results, "W1", impl, "keras_single", fit=False, scaling=False))
+        for c in SCALING:
+            cells = []
+            for n in range(1, workers + 1):
+                r = next((r for r in results if r["spec"]["workload"] == "W1" and r["spec"]["impl"] == impl
+                          and r["spec"]["contender"] == c and r["spec"]["workers"] == n
+                          and not r["spec"].get("fit")), None)
+                rate = _rate(r)
+                cells.append(f"{H.fmt_num(rate)} ({rate / (n * single):.0%})" if rate == rate and single == single
+                             else ("—" if r is None else _status(r)[:40]))
+            if any(x != "—" for x in cells):
+                rows.append([LABELS[c], impl, *cells])
+    if not rows:
+        return ""
+    return ("### W1 scaling: images/s (parallel efficiency = images/s ÷ (N × 1-process images/s))\n\n"
+            + H.markdown_table(["contender", "ops", *[f"N={n}" for n in range(1, workers + 1)]], rows))
+
+
+def fit_table(results: list[dict[str, Any]]) -> str:
+    rows = []
+    for r in (r for r in results if r["spec"].get("fit")):
+        ok = r.get("status") == "ok"
+        rows.append([LABELS[r["spec"]["contender"]], r["spec"]["impl"],
+                     H.fmt_num(_rate(r)) if ok else "—",
+                     f"{100 * _median(r['wait_fraction']):.1f}%" if ok else "",
+                     H.fmt_num(_median(r["compute_s"])) if ok else "",
+                     H.fmt_num(_median(r["fit_s"])) if ok else "", _status(r)])
+    if not rows:
+        return ""
+    return ("### W1 under a real small CNN `Model.fit` on the CPU\n\n" + H.markdown_table(
+        ["contender", "ops", "images/s in fit", "data wait", "compute-only epoch s",
+         "fed epoch s", "status"], rows))
+
+
+def targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def rate(wl: str, impl: str, c: str) -> float:
+        return _rate(_find(results, wl, impl, c, fit=False, scaling=False))
+
+    out = []
+
+    def add(name: str, value: float, goal: float, higher: bool = True, detail: str = "") -> None:
+        met = (value >= goal) if higher else (value <= goal)
+        out.append({"target": name, "value": value, "goal": goal,
+                    "met": None if value != value else bool(met), "detail": detail})
+
+    sh = rate("W1", "shmaug", "shmaug_loader")
+    add("W1: shmaug (own ops) ÷ Pool recipe (PIL ops)", sh / rate("W1", "pil", "pool"), 5)
+    add("W1: shmaug (own ops) ÷ Keras multiprocessing (PIL ops)", sh / rate("W1", "pil", "keras_fork"), 5)
+    for wl in ("W1", "W2"):
+        add(f"{wl}, PIL ops for all: shmaug ÷ 1 process", rate(wl, "pil", "shmaug_loader")
+            / rate(wl, "pil", "keras_single"), 1.8)
+        add(f"{wl}, PIL ops for all: shmaug ÷ PyTorch DataLoader", rate(wl, "pil", "shmaug_loader")
+            / rate(wl, "pil", "torch"), 1.0)
+    for impl in W.IMPLS:
+        add(f"W2 ({impl} ops): shmaug ÷ Keras multiprocessing", rate("W2", impl, "shmaug_loader")
+            / rate("W2", impl, "keras_fork"), 2.5)
+    r = _find(results, "W1", "shmaug", "shmaug_spawn", fit=False, scaling=False)
+    k = _find(results, "W1", "shmaug", "keras_spawn", fit=False, scaling=False)
+    add("spawn: shmaug time to first batch (s)", (r or {}).get("first_batch_s", math.nan), 1.5,
+        higher=False, detail=f"Keras spawn: {H.fmt_num((k or {}).get('first_batch_s', math.nan))} s")
+    for wl in W.WORKLOADS:
+        for impl in (*W.IMPLS, "none"):
+            r = _find(results, wl, impl, "shmaug_loader", fit=False, scaling=False)
+            if r and r.get("wait"):
+                add(f"{wl} ({impl} ops): shmaug data wait at {WAIT_SHARE:.0%} load", r["wait"]["fraction"],
+                    0.02, higher=False)
+    return out
+
+
+def targets_table(ts: list[dict[str, Any]]) -> str:
+    rows = [[t["target"], H.fmt_num(t["value"]), ("≤ " if "wait" in t["target"] or "spawn" in t["target"]
+                                                  else "≥ ") + H.fmt_num(t["goal"]),
+             {True: "met", False: "MISSED", None: "n/a"}[t["met"]], t["detail"]] for t in ts]
+    return "### Targets\n\n" + H.markdown_table(["target", "measured", "goal", "", "note"], rows)
+
+
+def plots(results: list[dict[str, Any]], out: Path, workers: int) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [r for r in results if not r["spec"].get("fit") and not r["spec"].get("scaling")]
+    wls = [wl for wl in W.WORKLOADS if any(r["spec"]["workload"] == wl for r in runs)]
+    fig, axes = plt.subplots(len(wls) or 1, 1, figsize=(10, 3.2 * max(1, len(wls))), squeeze=False)
+    for ax, wl in zip(axes[:, 0], wls):
+        names = [c for c in CONTENDERS if any(r["spec"]["contender"] == c and r["spec"]["workload"] == wl
+                                              for r in runs)]
+        impls = [i for i in (*W.IMPLS, "none") if any(r["spec"]["impl"] == i and r["spec"]["workload"] == wl for r in runs)]
+        width = 0.8 / max(1, len(impls))
+        for k, impl in enumerate(impls):
+            meds, lo, hi = [], [], []
+            for c in names:
+                r = _find(results, wl, impl, c, fit=False, scaling=False)
+                s = H.summarize(r["rates"]) if r and r.get("status") == "ok" and r.get("rates") else None
+                meds.append(s.median if s else 0)
+                lo.append(s.median - s.lo if s else 0)
+                hi.append(s.hi - s.median if s else 0)
+            ys = [i + k * width for i in range(len(names))]
+            ax.barh(ys, meds, width, xerr=[lo, hi], label=f"{impl} ops")
+        ax.set_yticks([i + width * (len(impls) - 1) / 2 for i in range(len(names))])
+        ax.set_yticklabels([LABELS[c] for c in names], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("images/s delivered (median, bars min-max)")
+        ax.set_title(f"{wl}: {W.WORKLOADS[wl].title}, {workers} workers")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "throughput.png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for impl in W.IMPLS:
+        for c in SCALING:
+            pts = [(r["spec"]["workers"], _rate(r)) for r in results
+                   if r["spec"]["workload"] == "W1" and r["spec"]["impl"] == impl
+                   and r["spec"]["contender"] == c and not r["spec"].get("fit")]
+            pts = sorted(p for p in pts if p[1] == p[1])
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=f"{LABELS[c]} [{impl}]",
+                        linestyle="-" if impl == "shmaug" else "--")
+    ax.set_xlabel("workers N")
+    ax.set_ylabel("W1 images/s")
+    ax.set_xticks(range(1, workers + 1))
+    ax.legend(fontsize=6)
+    ax.set_title("W1 scaling with workers")
+    fig.tight_layout()
+    fig.savefig(out / "scaling.png", dpi=110)
+    plt.close(fig)
+    return ["throughput.png", "scaling.png"]
+
+
+def write(results: list[dict[str, Any]], args: argparse.Namespace, env: dict[str, Any],
+          wall_s: float) -> str:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ts = targets(results)
+    env = dict(env)
+    env["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
+    meta = {"quick": args.quick, "workers": args.workers, "repeats": args.repeats,
+            "wall_s": wall_s, "environment": env, "command": "python -m bench " + " ".join(sys.argv[1:])}
+    (out / f"{NAME}.json").write_text(json.dumps({"name": NAME, "meta": meta, "targets": ts,
+                                                  "results": results}, indent=1, default=str) + "\n")
+    pngs = plots(results, out, args.workers)
+    head = (f"# Benchmark suite ({'QUICK run: tiny sizes, 1 repeat, smoke only' if args.quick else 'full run'})\n\n"
+            f"`{meta['command']}` · {env.get('usable_cpus')} CPUs · Python {env.get('python')} · commit "
+            f"{env.get('git_commit', '?')} · {env.get('time')} · load average {env.get('load_avg_1m')} at start, "
+            f"{env['load_avg_1m_end']} at end · {wall_s / 60:.1f} min\n\n"
+            "images/s: medians of timed epochs (epoch 0 is warm-up) with min – max; 'vs 1.' is the "
+            "speed-up over contender 1 with the same ops; memory is USS / PSS summed over the main "
+            "process and its workers, mid-epoch. *data wait: share of wall time a consumer that "
+            f"takes a fixed time per batch (needing {WAIT_SHARE:.0%} of shmaug's images/s) spends "
+            "waiting for the next batch.\n\n")
+    text = "\n\n".join(t for t in (head + targets_table(ts), main_table(results, args.workers),
+                                   scaling_table(results, args.workers), fit_table(results)) if t)
+    text += "\n\n" + "\n".join(f"![{p}]({p})" for p in pngs) + "\n"
+    (out / f"{NAME}.md").write_text(text)
+    return text
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = H.base_parser("shmaug vs Keras workers, the Pool recipe, tf.data and PyTorch",
+                           "bench/results")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    parser.add_argument("--workloads", default="W1,W2,W3", help="comma list of W1,W2,W3")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS), help="comma list of: " + ",".join(CONTENDERS))
+    parser.add_argument("--impls", default="pil,shmaug", help="augmentation implementations: pil,shmaug")
+    parser.add_argument("--workers", type=int, default=cores, help=f"worker count N (default: cores = {cores})")
+    parser.add_argument("--repeats", type=int, default=None, help="timed epochs per run (default 3; --quick 1)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="runs at once (default 1; --quick 2: its numbers are not measurements)")
+    parser.add_argument("--timeout", type=float, default=None, help="hard limit per run in s (default 300; --quick 90)")
+    parser.add_argument("--no-fit", action="store_true", help="skip the Model.fit consumer")
+    parser.add_argument("--no-scaling", action="store_true", help="skip the N = 1..workers-1 runs")
+    args = parser.parse_args(argv)
+    args.workloads = [w for w in args.workloads.split(",") if w]
+    args.contenders = [c for c in args.contenders.split(",") if c]
+    args.impls = [i for i in args.impls.split(",") if i]
+    bad = [w for w in args.workloads if w not in W.WORKLOADS] + [c for c in args.contenders if c not in CONTENDERS]
+    if bad:
+        parser.error(f"unknown workload or contender: {', '.join(bad)}")
+    args.repeats = args.repeats or (1 if args.quick else 3)
+    args.jobs = args.jobs or (2 if args.quick else 1)
+    args.timeout = args.timeout or (90.0 if args.quick else 300.0)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    env = H.environment()
+    t0 = time.perf_counter()
+    results = run_all(args, env)
+    text = write(results, args, env, time.perf_counter() - t0)
+    print(text)
+    print(f"results in {args.out}/ ({NAME}.json, {NAME}.md, throughput.png, scaling.png)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
