@@ -51,6 +51,7 @@ class _Reader:
     """
 
     __slots__ = ("files", "skipped", "_warned")
+    __name__ = "ImageFiles.load"  # how a worker error names the stage that failed
     uses_global_rng = False  # decoding draws no random numbers: no need to seed the globals
 
     def __init__(self, files: ImageFiles) -> None:

@@ -1,0 +1,220 @@
+"""Image files as a source: decode in the workers, the same batches as the packed file."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import shmaug
+from shmaug.files import ImageFiles, ImageReadError
+from tests import _ops
+
+pytestmark = pytest.mark.timeout(120)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# class -> (name, PIL mode, (height, width)): PNG and JPEG (and BMP), grey and RGB(A), varied sizes
+LAYOUT = {
+    "ant": [("0.png", "RGB", (20, 30)), ("1.jpg", "L", (25, 17)), ("2.png", "L", (33, 33))],
+    "bee": [("0.jpg", "RGB", (40, 28)), ("1.png", "RGBA", (18, 18)), ("2.bmp", "RGB", (16, 16))],
+    "cat": [("0.png", "L", (12, 40)), ("1.jpeg", "RGB", (31, 23))],
+}
+
+
+def picture(mode: str, size: tuple[int, int], seed: int) -> Image.Image:
+    """A smooth picture plus noise, so JPEG keeps it recognisable."""
+    rng = np.random.default_rng(seed)
+    h, w = size
+    yy, xx = np.mgrid[0:h, 0:w]
+    channels = {"L": 1, "RGB": 3, "RGBA": 4}[mode]
+    planes = [(yy * (3 + c) + xx * (5 - c) + rng.integers(0, 40, (h, w))) % 256
+              for c in range(channels)]
+    array = np.stack(planes, axis=-1).astype(np.uint8)
+    return Image.fromarray(array[..., 0] if channels == 1 else array, mode)
+
+
+def write_folder(root: Path) -> Path:
+    for c, (label, files) in enumerate(LAYOUT.items()):
+        (root / label).mkdir(parents=True)
+        for i, (name, mode, size) in enumerate(files):
+            picture(mode, size, 10 * c + i).save(root / label / name)
+    (root / "cat" / "notes.txt").write_text("not an image")  # ignored, as Keras does
+    return root
+
+
+@pytest.fixture
+def folder(tmp_path):
+    return write_folder(tmp_path / "data")
+
+
+def epoch(x, y, **kwargs):
+    with shmaug.Loader(x, y, batch_size=3, **kwargs) as loader:
+        return [b for b in loader]
+
+
+def assert_same(a, b):
+    assert len(a) == len(b)
+    for (xa, ya), (xb, yb) in zip(a, b):
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya, yb)
+
+
+def test_directory_gives_sorted_classes_and_labels(folder):
+    files = ImageFiles.from_directory(folder, image_size=(16, 24))
+    assert files.class_names == ("ant", "bee", "cat")
+    assert files.class_indices == {"ant": 0, "bee": 1, "cat": 2}
+    assert files.labels.tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert [os.path.basename(p) for p in files.paths[-2:]] == ["0.png", "1.jpeg"]
+    assert len(files) == 8 and files.output_shape == (16, 24, 3)
+    assert "8 files" in repr(files)
+
+
+def test_dataframe_and_paths_give_the_same_classes_as_the_folder(folder):
+    pd = pytest.importorskip("pandas")
+    by_folder = ImageFiles.from_directory(folder, image_size=(16, 16))
+    rows = [(os.path.relpath(p, folder), by_folder.class_names[y])
+            for p, y in zip(by_folder.paths, by_folder.labels)]
+    df = pd.DataFrame(rows[::-1], columns=["filename", "class"])  # order must not matter
+    by_df = ImageFiles.from_dataframe(df, folder, image_size=(16, 16))
+    assert by_df.class_names == by_folder.class_names
+    assert by_df.class_indices == by_folder.class_indices
+    by_path = dict(zip(by_df.paths, by_df.labels.tolist()))
+    assert by_path == dict(zip(by_folder.paths, by_folder.labels.tolist()))
+    by_list = ImageFiles.from_paths(by_folder.paths, [r[1] for r in rows], image_size=(16, 16))
+    assert by_list.class_names == by_folder.class_names
+    np.testing.assert_array_equal(by_list.labels, by_folder.labels)
+    with pytest.raises(shmaug.ArgumentError, match=r"`y_col`='label' is not a column"):
+        ImageFiles.from_dataframe(df, folder, y_col="label")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_decode_in_workers_equals_the_packed_file(folder, tmp_path, method):
+    files = ImageFiles.from_directory(folder, image_size=(20, 20))
+    packed = shmaug.pack(files, tmp_path / "packed", workers=2, start_method=method,
+                         progress=False)
+    x, y = packed.open()
+    assert x.shape == (8, 20, 20, 3) and x.dtype == np.uint8
+    kwargs = dict(shuffle=True, seed=3, workers=2, start_method=method)
+    decoded = epoch(files, files.labels, **kwargs)
+    assert_same(decoded, epoch(packed.images, y, **kwargs))
+    assert_same(decoded, epoch(files, files.labels, shuffle=True, seed=3, workers=0))
+    # With augmentation too: the packed file and the files give bit-identical epochs.
+    aug = dict(kwargs, augment=_ops.noisy)
+    assert_same(epoch(files, files.labels, **aug), epoch(packed.images, y, **aug))
+
+
+def test_color_modes_convert_every_file_consistently(folder):
+    for mode, channels in [("grayscale", 1), ("rgb", 3), ("rgba", 4)]:
+        files = ImageFiles.from_directory(folder, image_size=(8, 8), color_mode=mode)
+        images = [files.load(i) for i in range(len(files))]
+        assert {im.shape for im in images} == {(8, 8, channels)}
+        assert {im.dtype for im in images} == {np.dtype(np.uint8)}
+    # A grey PNG read as rgb is its grey value three times; as rgba, opaque.
+    grey = ImageFiles.from_paths([folder / "ant" / "2.png"], image_size=(33, 33), color_mode="rgb")
+    source = np.asarray(Image.open(folder / "ant" / "2.png"))
+    np.testing.assert_array_equal(grey.load(0), np.repeat(source[..., None], 3, axis=2))
+    rgba = ImageFiles.from_paths([folder / "ant" / "2.png"], image_size=(33, 33), color_mode="rgba")
+    assert (rgba.load(0)[..., 3] == 255).all()
+    # RGB channel order (not OpenCV's BGR) for a lossless file.
+    rgb = ImageFiles.from_paths([folder / "ant" / "0.png"], image_size=(20, 30))
+    np.testing.assert_array_equal(rgb.load(0), np.asarray(Image.open(folder / "ant" / "0.png")))
+
+
+def test_mixed_channel_counts_without_a_color_mode_name_the_file(folder):
+    files = ImageFiles.from_directory(folder, image_size=(8, 8), color_mode=None)
+    assert files.channels == 3  # learned from the first file, ant/0.png
+    with pytest.raises(ImageReadError, match=r"1\.jpg.*1 channel\(s\) but this source has 3"):
+        files.load(1)
+    with pytest.raises(shmaug.WorkerError, match=r"(?s)(1\.jpg|2\.png).*color_mode=.*`ImageFiles\.load`"):
+        epoch(files, None, workers=2)
+    skipping = ImageFiles.from_directory(folder, image_size=(8, 8), color_mode=None,
+                                         on_error="skip")
+    # max_queue_size=1: no prefetch into the next epoch, so each sample is decoded once.
+    with shmaug.Loader(skipping, None, batch_size=4, workers=2, max_queue_size=1) as loader:
+        xs = np.concatenate([xb for xb, _ in loader])
+        assert loader.stats()["skipped"] == 4  # the grey JPEG and PNGs, and the RGBA PNG
+    np.testing.assert_array_equal(xs[1], xs[3])  # 1.jpg and 2.png -> bee/0.jpg, the next RGB
+
+
+def test_corrupt_file_is_named_with_its_reason(folder):
+    (folder / "bee" / "1.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    (folder / "cat" / "0.png").write_bytes(b"")
+    files = ImageFiles.from_directory(folder, image_size=(8, 8))
+    with pytest.raises(ImageReadError, match=r"bee/1\.png.*corrupt"):
+        files.load(4)
+    with pytest.raises(ImageReadError, match=r"cat/0\.png.*empty \(0 bytes\)"):
+        files.load(6)
+    with pytest.raises(shmaug.WorkerError, match=r"bee/1\.png.*on_error='skip'") as info:
+        epoch(files, files.labels, workers=2)
+    assert isinstance(info.value, ImageReadError) and info.value.sample_index == 4
+
+
+def test_skip_replaces_deterministically_and_counts(folder):
+    (folder / "bee" / "1.png").write_bytes(b"garbage")
+    files = ImageFiles.from_directory(folder, image_size=(8, 8), on_error="skip")
+    expected = [files.load(i) for i in range(len(files))]
+    np.testing.assert_array_equal(expected[4], expected[5])  # the next readable file
+    assert files.skipped == 1 and pickle.loads(pickle.dumps(files)).skipped == 0
+    runs = []
+    for workers in (0, 2):
+        with shmaug.Loader(files, files.labels, batch_size=3, workers=workers,
+                           max_queue_size=1) as loader:  # no prefetch: one decode per sample
+            runs.append([b for b in loader])
+            if workers:
+                assert loader.stats()["skipped"] == 1
+    assert_same(*runs)
+    np.testing.assert_array_equal(np.concatenate([xb for xb, _ in runs[1]]), np.stack(expected))
+
+
+def test_missing_file_unknown_extension_and_empty_folder(folder, tmp_path):
+    missing = [folder / "ant" / "0.png", folder / "ant" / "gone.png"]
+    with pytest.raises(shmaug.ArgumentError, match=r"1 image file\(s\) do not exist.*gone\.png"):
+        ImageFiles.from_paths(missing, image_size=(8, 8))
+    files = ImageFiles.from_paths(missing, image_size=(8, 8), on_error="skip")
+    np.testing.assert_array_equal(files.load(1), files.load(0))
+    strict = ImageFiles.from_paths(missing[:1], image_size=(8, 8))
+    object.__setattr__(strict, "paths", (str(missing[1]),))  # vanished after the check
+    with pytest.raises(ImageReadError, match=r"gone\.png.*no such file"):
+        strict.load(0)
+    with pytest.raises(shmaug.ArgumentError, match=r"extension.*notes\.txt.*\.png"):
+        ImageFiles.from_paths([folder / "cat" / "notes.txt"], image_size=(8, 8))
+    (tmp_path / "empty" / "a").mkdir(parents=True)
+    with pytest.raises(shmaug.ArgumentError, match=r"holds no image file"):
+        ImageFiles.from_directory(tmp_path / "empty", image_size=(8, 8))
+    with pytest.raises(shmaug.ArgumentError, match=r"`paths` is empty"):
+        ImageFiles.from_paths([], image_size=(8, 8))
+    with pytest.raises(shmaug.ArgumentError, match=r"`image_size` must be \(height, width\)"):
+        ImageFiles.from_directory(folder, image_size=(8,))
+    with pytest.raises(shmaug.ArgumentError, match=r"`color_mode` must be one of"):
+        ImageFiles.from_directory(folder, color_mode="RGB")
+
+
+def test_flat_folder_has_no_labels(tmp_path):
+    for i in range(3):
+        picture("RGB", (10 + i, 12), i).save(tmp_path / f"{i}.png")
+    files = ImageFiles.from_directory(tmp_path, image_size=(6, 6))
+    assert files.labels is None and files.class_names == () and len(files) == 3
+    ((xb, yb),) = epoch(files, None, workers=0)
+    assert xb.shape == (3, 6, 6, 3) and yb is None
+
+
+def test_keras_sequence_over_image_files(folder):
+    files = ImageFiles.from_directory(folder, image_size=(8, 8))
+    with shmaug.Sequence(files, files.labels, batch_size=4, workers=2, seed=0) as seq:
+        xb, yb = seq[1]
+    assert xb.shape == (4, 8, 8, 3) and yb.tolist() == [1, 1, 2, 2]
+
+
+@pytest.mark.timeout(180)
+def test_bench_files_quick(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "bench.files", "--quick", "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=170)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "files.md").is_file() and (tmp_path / "files.json").is_file()

@@ -1,0 +1,133 @@
+"""`pack`: one pass of decoding into a memory-mappable .npy, atomic, resumable, idempotent."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+import shmaug
+from shmaug.files import ImageFiles
+from tests.conftest import shmaug_segments
+from tests.integration.test_files import picture, write_folder
+
+pytestmark = pytest.mark.timeout(120)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_pack_writes_images_labels_and_a_manifest(tmp_path):
+    folder = write_folder(tmp_path / "data")
+    packed = shmaug.pack(folder, tmp_path / "out", image_size=(12, 10), color_mode="grayscale",
+                         workers=2, progress=False)
+    assert packed.created
+    assert sorted(os.listdir(tmp_path / "out")) == ["images.npy", "labels.npy", "manifest.json"]
+    m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert m["count"] == 8 and m["shape"] == [8, 12, 10, 1] and m["class_names"] == ["ant", "bee", "cat"]
+    assert m["source"]["image_size"] == [12, 10] and m["source"]["color_mode"] == "grayscale"
+    assert m["sha256"] == hashlib.sha256(Path(packed.images).read_bytes()).hexdigest()
+    x, y = packed.open()
+    assert isinstance(x, np.memmap) and y.tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
+    files = ImageFiles.from_directory(folder, image_size=(12, 10), color_mode="grayscale")
+    np.testing.assert_array_equal(x, np.stack([files.load(i) for i in range(len(files))]))
+
+
+def test_second_run_says_it_is_done_and_changed_sources_are_refused(tmp_path, caplog):
+    folder = write_folder(tmp_path / "data")
+    out = tmp_path / "out"
+    first = shmaug.pack(folder, out, image_size=(8, 8), workers=0, progress=False)
+    stamp = os.stat(first.images).st_mtime_ns
+    caplog.set_level("INFO", logger="shmaug.pack")
+    again = shmaug.pack(folder, out, image_size=(8, 8), workers=0, progress=False, verify=True)
+    assert not again.created and os.stat(again.images).st_mtime_ns == stamp
+    assert "already holds a complete pack" in caplog.text
+    with pytest.raises(shmaug.ArgumentError, match=r"another source or with other settings"):
+        shmaug.pack(folder, out, image_size=(9, 9), workers=0, progress=False)
+    redone = shmaug.pack(folder, out, image_size=(9, 9), workers=0, progress=False, overwrite=True)
+    assert redone.created and redone.open()[0].shape == (8, 9, 9, 3)
+    Path(redone.images).write_bytes(b"truncated")  # damaged after the fact: packed again
+    assert shmaug.pack(folder, out, image_size=(9, 9), workers=0, progress=False).created
+
+
+def test_pack_from_paths_without_labels_and_from_the_cli(tmp_path):
+    for i in range(4):
+        picture("RGB", (10, 10 + i), i).save(tmp_path / f"{i}.jpg")
+    paths = sorted(str(p) for p in tmp_path.glob("*.jpg"))
+    packed = shmaug.pack(paths, tmp_path / "out", image_size=(6, 6), workers=0, progress=False)
+    assert packed.labels is None and packed.open()[1] is None
+    csv = tmp_path / "list.csv"
+    csv.write_text("filename,class\n" + "".join(f"{i}.jpg,{'ab'[i % 2]}\n" for i in range(4)))
+    cmd = [sys.executable, "-m", "shmaug.cli", "pack", str(csv), str(tmp_path / "cli"),
+           "--image-size", "6", "6", "--workers", "0"]
+    for _ in range(2):
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+    assert "already complete" in proc.stderr
+    m = json.loads((tmp_path / "cli" / "manifest.json").read_text())
+    assert m["class_names"] == ["a", "b"]
+    np.testing.assert_array_equal(np.load(tmp_path / "cli" / "images.npy"), packed.open()[0])
+
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    import shmaug, shmaug.files as files
+
+    _resize = files._resize
+    def slow_resize(*args):  # a slow decoder, so the kill lands part-way (fork keeps it)
+        time.sleep(0.02)
+        return _resize(*args)
+    files._resize = slow_resize
+    shmaug.pack(sys.argv[1], sys.argv[2], image_size=(16, 16), workers=2, batch_size=4,
+                start_method="fork", progress=False)
+""")
+
+
+def test_killed_pack_leaves_no_complete_looking_output_and_a_rerun_finishes(tmp_path):
+    folder = tmp_path / "data"
+    for c in range(2):
+        (folder / f"c{c}").mkdir(parents=True)
+        for i in range(150):
+            picture("RGB", (20, 20), 1000 * c + i).save(folder / f"c{c}" / f"{i:03d}.png")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(folder), str(out)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        partial = out / "images.npy.partial"
+        deadline = time.monotonic() + 60
+        while not partial.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # part-way: 300 images take ~3 s here
+        assert proc.poll() is None, f"pack finished or failed before the kill: {proc.stderr.read()}"
+        workers = [c.pid for c in psutil.Process(proc.pid).children()]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+    assert not (out / "manifest.json").exists() and not (out / "images.npy").exists()
+    deadline = time.monotonic() + 10  # workers follow their parent; the tracker unlinks
+    while time.monotonic() < deadline and (
+            shmaug_segments(proc.pid) or any(psutil.pid_exists(p) for p in workers)):
+        time.sleep(0.1)
+    assert not shmaug_segments(proc.pid)
+    assert not [p for p in workers if psutil.pid_exists(p)
+                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+    packed = shmaug.pack(folder, out, image_size=(16, 16), workers=2, progress=False)
+    assert packed.created and sorted(os.listdir(out)) == ["images.npy", "labels.npy", "manifest.json"]
+    files = ImageFiles.from_directory(folder, image_size=(16, 16))
+    x = packed.open()[0]
+    for i in (0, 149, 150, 299):
+        np.testing.assert_array_equal(x[i], files.load(i))
