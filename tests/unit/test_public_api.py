@@ -1,0 +1,32 @@
+"""The front door: a sorted __all__, every name importable, and importing does nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import shmaug
+
+
+def test_all_is_sorted_and_complete():
+    assert shmaug.__all__ == sorted(shmaug.__all__)
+    for name in shmaug.__all__:
+        assert getattr(shmaug, name) is not None, name
+
+
+def test_importing_shmaug_imports_no_keras_and_starts_nothing():
+    code = (
+        "import sys, threading, multiprocessing as mp, shmaug\n"
+        "heavy = [m for m in ('keras', 'tensorflow', 'torch', 'jax') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "assert not mp.active_children()\n"
+        "assert threading.active_count() == 1, threading.enumerate()\n"
+        "import cv2; assert cv2.getNumThreads() != 1 or __import__('os').cpu_count() == 1\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_version_is_the_package_metadata_version():
+    from importlib.metadata import version
+
+    assert shmaug.__version__ == version("shmaug")
