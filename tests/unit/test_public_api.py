@@ -30,3 +30,18 @@ def test_version_is_the_package_metadata_version():
     from importlib.metadata import version
 
     assert shmaug.__version__ == version("shmaug")
+
+
+def test_sequence_takes_the_loaders_arguments_with_the_same_defaults():
+    import inspect
+
+    import pytest
+
+    pytest.importorskip("keras")
+    loader = inspect.signature(shmaug.Loader).parameters
+    sequence = inspect.signature(shmaug.Sequence).parameters
+    shared = [name for name in loader if name != "load"]
+    for name in shared:
+        assert name in sequence, name
+        assert sequence[name].default == loader[name].default, name
+        assert sequence[name].kind == loader[name].kind, name
