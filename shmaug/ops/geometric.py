@@ -246,10 +246,7 @@ def hflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> n
     Example:
         >>> out = hflip(np.eye(4, dtype=np.uint8), np.random.default_rng(0))
     """
-    check_image(image)
-    if choice(backend, "backend", BACKENDS) == "pil":
-        return restore(pil.flip(to_work(image), True), image)
-    return cv.flip(image, True) if image.dtype != np.float16 else image[:, ::-1].copy()
+    return _flip(image, backend, horizontal=True)
 
 
 @register("vflip")
@@ -259,10 +256,16 @@ def vflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> n
     Example:
         >>> out = vflip(np.eye(4, dtype=np.uint8), np.random.default_rng(0))
     """
+    return _flip(image, backend, horizontal=False)
+
+
+def _flip(image: np.ndarray, backend: str, *, horizontal: bool) -> np.ndarray:
     check_image(image)
     if choice(backend, "backend", BACKENDS) == "pil":
-        return restore(pil.flip(to_work(image), False), image)
-    return cv.flip(image, False) if image.dtype != np.float16 else image[::-1].copy()
+        return restore(pil.flip(to_work(image), horizontal), image)
+    if image.dtype == np.float16:  # OpenCV has no float16 flip
+        return (image[:, ::-1] if horizontal else image[::-1]).copy()
+    return cv.flip(image, horizontal)
 
 
 def _size(value: Any, name: str, full: int) -> int:

@@ -48,13 +48,7 @@ def sharpen(
     Example:
         >>> out = sharpen(np.zeros((64, 64), np.uint8), np.random.default_rng(0), amount=1)
     """
-    a = draw(rng, amount, "amount", 0.0, 4.0)
-    work = to_work(image)
-    if a == 0.0:
-        return image
-    k = cv.blend_kernel(cv.SHARPEN, a)
-    out = pil.filter3x3(work, k) if _is_pil(backend) else cv.filter3x3(work, k)
-    return restore(out, image, clip=True)
+    return _blended_filter(image, rng, amount, 4.0, cv.SHARPEN, backend)
 
 
 @register("smooth")
@@ -68,11 +62,19 @@ def smooth(
     Example:
         >>> out = smooth(np.zeros((64, 64), np.uint8), np.random.default_rng(0), amount=1)
     """
-    a = draw(rng, amount, "amount", 0.0, 1.0)
+    return _blended_filter(image, rng, amount, 1.0, cv.SMOOTH, backend)
+
+
+def _blended_filter(
+    image: np.ndarray, rng: np.random.Generator, amount: Range, limit: float,
+    kernel: np.ndarray, backend: str,
+) -> np.ndarray:
+    """A 3x3 PIL filter kernel blended with the identity by a drawn ``amount``."""
+    a = draw(rng, amount, "amount", 0.0, limit)
     work = to_work(image)
     if a == 0.0:
         return image
-    k = cv.blend_kernel(cv.SMOOTH, a)
+    k = cv.blend_kernel(kernel, a)
     out = pil.filter3x3(work, k) if _is_pil(backend) else cv.filter3x3(work, k)
     return restore(out, image)
 
