@@ -49,8 +49,10 @@ QUICK_SET = {  # every kind once on W1; one code path each elsewhere
     ("W2", "pil"): (),
     ("W3", "none"): ("copy", "shmaug_loader"),
 }
-SCALING = ("keras_fork", "pool", "torch", "shmaug_loader")
-FIT = ("keras_single", "keras_fork", "pool", "tfdata_map", "shmaug_sequence")
+SCALING = ("pool", "torch", "shmaug_loader")
+FIT = ("keras_single", "keras_fork", "pool", "shmaug_sequence")
+W3_SET = ("keras_single", "keras_fork", "pool", "tfdata_map", "torch", "shmaug_loader", "copy")
+DISTINCT_MIN = 0.9  # same input: below this share of distinct outputs, workers replay a stream
 WAIT_SHARE = 0.8  # the simulated consumer needs this share of shmaug's throughput
 
 
@@ -64,8 +66,17 @@ def _run(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     out = H.run_json([sys.executable, "-m", "bench.contenders", json.dumps(spec)], timeout_s)
     res = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
     res["spec"], res["child_s"] = spec, time.perf_counter() - t
-    if res.get("problems"):
-        res["status"] = "duplicates/missing: " + "; ".join(res["problems"])[:200]
+    return _judge(res)
+
+
+def _judge(res: dict[str, Any]) -> dict[str, Any]:
+    """A run that returned numbers but lost, repeated or replayed samples is not "ok"."""
+    if res.get("status") == "ok":
+        problems = list(res.get("problems") or [])
+        if res.get("distinct") is not None and res["distinct"] < DISTINCT_MIN:
+            problems.append(f"same input gave only {res['distinct']:.0%} distinct augmentations")
+        if problems:
+            res["status"] = "duplicates/missing: " + "; ".join(problems)[:200]
     return res
 
 
@@ -78,10 +89,11 @@ def plan(args: argparse.Namespace) -> list[list[dict[str, Any]]]:
         for impl in impls:
             if args.impls and impl != "none" and impl not in args.impls:
                 continue
-            names = QUICK_SET.get((wl, impl), ()) if args.quick else CONTENDERS
+            names = QUICK_SET.get((wl, impl), ()) if args.quick else (
+                W3_SET if wl == "W3" else CONTENDERS)
             names = [c for c in names if c in args.contenders and (c != "copy" or wl == "W3")]
             for c in names:
-                spec = dict(base, workload=wl, impl=impl, contender=c, probe=c != "copy")
+                spec = dict(base, workload=wl, impl=impl, contender=c, probe=wl == "W1")
                 (first if c == "shmaug_loader" else second).append(spec)
             if wl == "W1" and not args.no_scaling:
                 for c in SCALING if not args.quick else ("shmaug_loader",):
@@ -93,8 +105,11 @@ def plan(args: argparse.Namespace) -> list[list[dict[str, Any]]]:
         for c in FIT if not args.quick else ("shmaug_sequence",):
             if c in args.contenders:
                 extra.append(dict(base, workload="W1", impl="shmaug", contender=c, fit=True,
-                                  fit_batches=4 if args.quick else 12))
-    return [first, second + extra]
+                                  fit_batches=4 if args.quick else 8))
+    fits = [s for s in extra if s.get("fit")]
+    w1 = [s for s in second if s["workload"] == "W1"]
+    rest = [s for s in second if s["workload"] != "W1"]
+    return [first, w1 + fits + rest + [s for s in extra if not s.get("fit")]]
 
 
 def _median(v: list[float]) -> float:
@@ -327,7 +342,7 @@ def write(results: list[dict[str, Any]], args: argparse.Namespace, env: dict[str
     out.mkdir(parents=True, exist_ok=True)
     ts = targets(results)
     env = dict(env)
-    env["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
+    env.setdefault("load_avg_1m_end", round(os.getloadavg()[0], 2))
     meta = {"quick": args.quick, "workers": args.workers, "repeats": args.repeats,
             "wall_s": wall_s, "environment": env, "command": "python -m bench " + " ".join(sys.argv[1:])}
     (out / f"{NAME}.json").write_text(json.dumps({"name": NAME, "meta": meta, "targets": ts,
@@ -363,6 +378,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=None, help="hard limit per run in s (default 300; --quick 90)")
     parser.add_argument("--no-fit", action="store_true", help="skip the Model.fit consumer")
     parser.add_argument("--no-scaling", action="store_true", help="skip the N = 1..workers-1 runs")
+    parser.add_argument("--render", metavar="SUITE_JSON", default=None,
+                        help="measure nothing: rewrite the tables and plots from a saved suite.json")
     args = parser.parse_args(argv)
     args.workloads = [w for w in args.workloads.split(",") if w]
     args.contenders = [c for c in args.contenders.split(",") if c]
@@ -378,6 +395,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.render:
+        saved = json.loads(Path(args.render).read_text())
+        meta = saved["meta"]
+        args.quick, args.workers, args.repeats = meta["quick"], meta["workers"], meta["repeats"]
+        sys.argv = [sys.argv[0], *meta["command"].split()[3:]]
+        results = [_judge(r) for r in saved["results"]]
+        print(write(results, args, meta["environment"], meta["wall_s"]))
+        return 0
     env = H.environment()
     t0 = time.perf_counter()
     results = run_all(args, env)
