@@ -50,6 +50,11 @@ class WorkerSpec:
     seed_globals: bool
 
 
+def skipped_count(load: Any) -> int:
+    """How many unreadable samples a ``load`` (or the object behind a bound method) replaced."""
+    return int(getattr(getattr(load, "__self__", load), "skipped", 0))
+
+
 def op_name(fn: object) -> str:
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
     return str(name or type(fn).__name__)
@@ -120,7 +125,7 @@ class SliceRunner:
             self.status[self._base + BUSY_S] += time.perf_counter() - began
             self.status[self._base + TASKS_DONE] += 1
             # A `load` may stand in for unreadable samples (e.g. on_error="skip") and count them.
-            self.status[self._base + SKIPPED] = getattr(self.load, "skipped", 0)
+            self.status[self._base + SKIPPED] = skipped_count(self.load)
         return result
 
     @staticmethod

@@ -9,6 +9,7 @@ working for code that does not know shmaug)::
     ├── NotPicklableError    (TypeError)     something bound for the workers does not pickle
     ├── OutputMismatchError  (ValueError)    a sample's output shape differs from the batch's
     ├── SharedMemoryError    (OSError)       /dev/shm cannot hold what was asked
+    ├── ImageReadError       (OSError)       an image file is missing, unreadable or corrupt
     ├── UnknownOpError       (LookupError)   no op registered under that name
     ├── DuplicateOpError     (ValueError)    an op name is taken
     ├── ClosedError          (RuntimeError)  the loader was used after close()
@@ -49,6 +50,10 @@ class OutputMismatchError(ShmaugError, ValueError):
 
 class SharedMemoryError(ShmaugError, OSError):
     """Shared memory (/dev/shm) cannot hold the requested block."""
+
+
+class ImageReadError(ShmaugError, OSError):
+    """An image file is missing, unreadable, corrupt or has the wrong channel count."""
 
 
 class UnknownOpError(ShmaugError, LookupError):

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import _validate as check
-from ._worker import BUSY_S, SKIPPED, STATUS_FIELDS, SliceRunner, WorkerSpec
+from ._worker import BUSY_S, SKIPPED, STATUS_FIELDS, SliceRunner, WorkerSpec, skipped_count
 from .errors import ClosedError, rebuild
 from .ops.core import check_picklable
 from .pool import InlinePool, WorkerPool, describe_death, describe_timeout
@@ -120,6 +120,8 @@ class Loader:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
         if load is None and callable(getattr(x, "load", None)):
             load = x.load  # a sample source such as shmaug.ImageFiles: workers decode
+            if y is None:
+                y = getattr(x, "labels", None)  # as Keras' image_dataset_from_directory
         if load is None:
             x = check.array_source(x)
         n = check.length(x, load)
@@ -302,7 +304,7 @@ class Loader:
         now = time.perf_counter()
         elapsed = now - c["t_first"] if c["t_first"] else 0.0
         busy: list[float] = []
-        skipped = int(getattr(self._load, "skipped", 0))  # workers=0 runs `load` right here
+        skipped = skipped_count(self._load)  # workers=0 runs `load` right here
         status = getattr(self._pool, "status", None)
         if status is not None:
             span = max(now - self._t0, 1e-9)

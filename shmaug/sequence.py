@@ -100,7 +100,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             output_shape=output_shape,
             output_dtype=output_dtype,
         )
-        custom_load = self._overrides("load") or callable(getattr(images, "load", None))
+        source = callable(getattr(images, "load", None))  # e.g. shmaug.ImageFiles
+        if source and y is None:
+            y = getattr(images, "labels", None)  # as Keras' image_dataset_from_directory
+        custom_load = self._overrides("load") or source
         if not custom_load:
             images = check.images(check.array_source(images))
         n = check.length(images, custom_load or None)

@@ -82,11 +82,11 @@ CHILD = textwrap.dedent("""
     import sys, time
     import shmaug, shmaug.files as files
 
-    _resize = files._resize
+    _resize = files.resize
     def slow_resize(*args):  # a slow decoder, so the kill lands part-way (fork keeps it)
         time.sleep(0.02)
         return _resize(*args)
-    files._resize = slow_resize
+    files.resize = slow_resize
     shmaug.pack(sys.argv[1], sys.argv[2], image_size=(16, 16), workers=2, batch_size=4,
                 start_method="fork", progress=False)
 """)
