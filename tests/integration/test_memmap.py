@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import psutil
 import pytest
@@ -54,12 +56,10 @@ def test_nothing_of_the_dataset_goes_to_shared_memory(tmp_path):
 
 
 def shmaug_segments_size(name):
-    import os
-
     return os.path.getsize(f"/dev/shm/{name}")
 
 
 def test_bad_path_is_a_clear_error(tmp_path):
     with pytest.raises(shmaug.ArgumentError, match=r"existing \.npy file"):
         shmaug.Loader(str(tmp_path / "missing.npy"), augment=_ops.identity)
-    assert not shmaug_segments()
+    assert not shmaug_segments(os.getpid())
