@@ -44,6 +44,9 @@ def identity(image: np.ndarray, rng: Any) -> np.ndarray:
     return image
 
 
+identity.uses_global_rng = False  # type: ignore[attr-defined]  # it draws no random numbers
+
+
 # -- contenders that produce batches ------------------------------------------------------------
 #
 # A contender's ``run(k)`` produces one full epoch and returns arrival times: the start, then
@@ -125,14 +128,15 @@ class ShmaugRun:
     """``shmaug.Loader``; each run is a fresh epoch number, so nothing prefetched carries over."""
 
     def __init__(self, x: np.ndarray, batch_size: int, augment: Any, workers: int,
-                 start_method: str = "fork", declare_output: bool = False) -> None:
+                 start_method: str = "fork", declare_output: bool = False,
+                 copy: bool = True) -> None:
         import shmaug
 
         # declare_output: pass output_shape/dtype so the Loader does not run `augment` on
         # sample 0 in this process before forking (see the OpenCV note in section_scaling).
         out = dict(output_shape=x.shape[1:], output_dtype=x.dtype) if declare_output else {}
         self.loader = shmaug.Loader(x, batch_size=batch_size, augment=augment, workers=workers,
-                                    seed=0, start_method=start_method, **out)
+                                    seed=0, start_method=start_method, copy=copy, **out)
         self.last_stats: dict[str, Any] = {}
 
     def run(self, k: int) -> list[float]:
@@ -287,6 +291,9 @@ def section_identity(quick: bool) -> list[H.Row]:
         "copy ceiling: x[idx] gather": lambda: CopyGather(x, bs),
         # Built before Keras is imported: its workers fork from a process without TensorFlow.
         "shmaug Loader(workers=2)": lambda: ShmaugRun(x, bs, identity, 2),
+        # copy=False lends the shared slot instead of copying it out (for consumers that copy
+        # anyway, e.g. to a device); the workers' copy is then the only one.
+        "shmaug Loader(workers=2, copy=False)": lambda: ShmaugRun(x, bs, identity, 2, copy=False),
         "keras PyDataset(workers=2, mp)": lambda: KerasRun(x, bs, identity, 2),
     }
     runs, status, notes = _interleave(contenders, rounds, timeout, "identity")

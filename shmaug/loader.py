@@ -83,6 +83,10 @@ class Loader:
         timeout: seconds one task may run before ``WorkerTimeout``; None waits forever.
         output_shape: shape of one augmented sample; learned from sample 0 when None.
         output_dtype: dtype of augmented samples; learned from sample 0 when None.
+        copy: True hands out private copies of each batch. False lends read-only views of
+            the shared slot instead (no copy in this process: for consumers that copy anyway,
+            e.g. to a device); a lent batch stays valid only until the next batch is asked
+            for, so do not keep it (``list(loader)`` would hold overwritten views).
         load: advanced: ``fn(index) -> image`` run in the workers instead of ``x[index]``;
             then ``x`` only gives the length and is not copied into shared memory. An ``x``
             with a ``load(index)`` method (a sample source such as ``shmaug.ImageFiles``)
@@ -116,6 +120,7 @@ class Loader:
         output_shape: tuple[int, ...] | None = None,
         output_dtype: Any = None,
         load: Callable[[int], Any] | None = None,
+        copy: bool = True,
     ) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
         if load is None and callable(getattr(x, "load", None)):
@@ -188,6 +193,8 @@ class Loader:
         self._t0 = time.perf_counter()
         self._counters = dict(wait_s=0.0, images=0, batches=0, hits=0, t_first=0.0)
         self.last_hit = False  # whether the last batch() was ready when asked for
+        self.copy = bool(copy)
+        self._lent: int | None = None  # invariant: the slot a copy=False batch() still lends
         self._closed = False
         log.debug("Loader ready: %d samples, %d batches/epoch, %d workers (%s)", n,
                   len(self), self.workers, self.start_method or "default start method")
@@ -378,6 +385,9 @@ class Loader:
 
     def _produce(self, key: Key, rows: int) -> np.ndarray:
         assert self._ring is not None
+        if self._lent is not None:  # asking for the next batch ends the previous lease
+            self._ring.release(self._lent)
+            self._lent = None
         wanted = [key, *self._lookahead(key)]
         self._collect(0.0)  # file what finished while the consumer was busy
         self._drop_unwanted(set(wanted))
@@ -397,6 +407,11 @@ class Loader:
             self._drop(batch)
             raise batch.error
         assert self._ring is not None
+        if not self.copy:
+            lent: np.ndarray = self._ring.view[batch.slot, :rows].view()
+            lent.flags.writeable = False
+            self._lent = batch.slot
+            return lent
         out = self._ring.read(batch.slot, rows)
         self._ring.release(batch.slot)
         return out

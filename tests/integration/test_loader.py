@@ -158,3 +158,15 @@ def test_fork_after_the_parent_used_opencv_threads_does_not_hang():
                        start_method="fork", timeout=20) as loader:
         assert len(list(loader)) == 4
     assert cv2.getNumThreads() == threads  # the parent's setting is restored
+
+
+def test_copy_false_lends_read_only_views_until_the_next_batch(images):
+    kwargs = dict(batch_size=8, augment=_ops.noisy, workers=2, seed=2, shuffle=True)
+    with shmaug.Loader(images, np.arange(40), **kwargs) as loader:
+        expected = [xb for xb, _ in loader]
+    with shmaug.Loader(images, np.arange(40), copy=False, **kwargs) as loader:
+        for b, (xb, _) in enumerate(loader):
+            assert not xb.flags.writeable and not xb.flags.owndata
+            np.testing.assert_array_equal(xb, expected[b])  # valid until the next batch
+        for _ in range(3):  # epochs keep flowing: the lent slot is always given back
+            assert len(list(loader)) == 5
