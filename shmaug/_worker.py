@@ -29,9 +29,10 @@ from .store import ArrayHandle, attach
 _POLL_S = 0.5  # how often an idle worker wakes to re-check its task pipe
 _PARENT_CHECK_S = 1.0  # watchdog: how often to re-check that the parent is still there
 
-# Per-worker slots in the shared status array (float64), see WorkerSpec.status.
-STATUS_FIELDS = 4
-BUSY_S, CURRENT_INDEX, TASKS_DONE, SKIPPED = range(STATUS_FIELDS)
+# Per-worker slots in the shared status array (float64; tickets stay exact below 2**53).
+STATUS_FIELDS = 7
+BUSY_S, CURRENT_INDEX, TASKS_DONE, SKIPPED, READY, TICKET, STARTED = range(STATUS_FIELDS)
+IDLE = -1.0  # the TICKET of a worker between tasks
 
 Augment = Callable[[np.ndarray, np.random.Generator], Any]
 Load = Callable[[int], Any]
@@ -96,8 +97,13 @@ class SliceRunner:
 
     def run(self, task: Task) -> tuple[Any, ...]:
         began = time.perf_counter()
+        if self.status is not None:  # which task, since when: for timeouts and crash blame
+            self.status[self._base + STARTED] = time.monotonic()
+            self.status[self._base + TICKET] = task.ticket
         indices = self.orders(task.epoch)[task.start : task.stop]
-        streams = self.seeder.streams(task.epoch, indices) if self.augment is not None else None
+        # Per-sample streams also seed the globals, which a `load` may use too.
+        seeded = self.augment is not None or self.seeder.seed_globals
+        streams = self.seeder.streams(task.epoch, indices) if seeded else None
         rows = self.out[task.slot]
         index = -1
         stage = self._op
@@ -107,11 +113,12 @@ class SliceRunner:
                     break  # the batch was cancelled: skip the rest
                 if self.status is not None:
                     self.status[self._base + CURRENT_INDEX] = index
+                rng = next(streams) if streams is not None else None  # before `load`: it may draw
                 stage = op_name(self.load) if self.load is not None else "x[index]"
                 image = self.x[index] if self.load is None else self.load(index)
-                if streams is not None and self.augment is not None:
+                if self.augment is not None and rng is not None:
                     stage = self._op
-                    image = self.augment(image, next(streams))
+                    image = self.augment(image, rng)
                 stage = "writing the output"
                 self._write(rows[p - task.row0], image, index)
             result: tuple[Any, ...] = ("done", task.ticket)
@@ -122,6 +129,7 @@ class SliceRunner:
             )
             result = ("failed", task.ticket, record)
         if self.status is not None:
+            self.status[self._base + TICKET] = IDLE
             self.status[self._base + BUSY_S] += time.perf_counter() - began
             self.status[self._base + TASKS_DONE] += 1
             # A `load` may stand in for unreadable samples (e.g. on_error="skip") and count them.
@@ -186,6 +194,8 @@ def worker_main(
 ) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    if hasattr(signal, "pthread_sigmask"):  # the parent blocked it around our start
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
     _limit_threads()
     closers = []
@@ -202,6 +212,7 @@ def worker_main(
         seed_globals=spec.seed_globals, generation=generation, worker_id=worker_id,
         status=status,
     )
+    status[worker_id * STATUS_FIELDS + READY] = 1.0  # attached and unpickled: start-up is over
     try:
         while True:
             if not tasks.poll(_POLL_S):

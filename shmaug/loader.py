@@ -454,6 +454,7 @@ class Loader:
 
     def _collect(self, timeout_s: float = _POLL_S) -> None:
         """Wait (bounded) for worker results and file them under their batches."""
+        self._ensure_open()  # close() from another thread ends every wait
         for result in self._pool.poll(timeout_s):
             kind, ticket = result[0], result[1]
             batch = self._by_ticket.pop(ticket, None)

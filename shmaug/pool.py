@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import random
+import signal
 import sys
 import time
 from collections import deque
@@ -35,7 +36,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ._worker import CURRENT_INDEX, STATUS_FIELDS, SliceRunner, WorkerSpec, worker_main
+from ._worker import (
+    CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TICKET, SliceRunner, WorkerSpec,
+    worker_main,
+)
 from .errors import WorkerDied, WorkerTimeout
 from .schedule import Task
 
@@ -43,7 +47,7 @@ log = logging.getLogger(__name__)
 
 _JOIN_TIMEOUT_S = 2.0  # how long close() lets a worker finish before terminating it
 _KILL_TIMEOUT_S = 1.0  # how long after terminate() before kill()
-_MAX_DEATHS_PER_TASK = 2  # a task that kills this many workers is reported, not retried
+_MAX_DEATHS_PER_TASK = 3  # a task that kills this many workers is reported, not retried
 
 Result = tuple[Any, ...]
 
@@ -95,13 +99,26 @@ def _cv2_single_threaded(forking: bool) -> Iterator[None]:
         cv2.setNumThreads(threads)
 
 
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Hold Ctrl-C while a worker starts: delivered mid-fork, CPython's after-fork hooks would
+    swallow it. It is delivered in the parent right after; the worker ignores it."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 @dataclass
 class _Worker:
     process: Any  # multiprocessing.Process (context-specific class)
     tasks: Connection  # parent's sending end
     results: Connection  # parent's receiving end
     queued: deque[Task] = field(default_factory=deque)  # invariant: sent, not yet answered, FIFO
-    head_since: float = 0.0  # when queued[0] started running (perf_counter)
 
 
 class WorkerPool:
@@ -136,7 +153,8 @@ class WorkerPool:
         self.status = self._ctx.RawArray("d", workers * STATUS_FIELDS)  # busy s, index, tasks
         self._workers: list[_Worker | None] = [None] * workers
         self._pending: deque[Task] = deque()  # invariant: submitted, not yet sent to a worker
-        self._deaths: dict[int, int] = {}  # ticket -> workers it has killed
+        self._deaths: dict[int, int] = {}  # ticket -> workers that died while running it
+        self._broken: BaseException | None = None  # a start-up failure: every poll raises it
         self._closed = False
         self.respawns = 0  # how many dead workers were replaced
         try:
@@ -155,6 +173,8 @@ class WorkerPool:
         return [w.process.pid for w in self._workers if w is not None]
 
     def _start(self, wid: int) -> None:
+        base = wid * STATUS_FIELDS
+        self.status[base + READY], self.status[base + TICKET] = 0.0, IDLE
         task_r, task_w = self._ctx.Pipe(duplex=False)
         result_r, result_w = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(
@@ -163,7 +183,8 @@ class WorkerPool:
             name=f"shmaug-worker-{wid}",
             daemon=True,
         )
-        with _main_module_skipped(self._skip_main), _cv2_single_threaded(self._forks):
+        with _main_module_skipped(self._skip_main), _cv2_single_threaded(self._forks), \
+                _sigint_blocked():
             process.start()
         task_r.close()  # the child's ends; closing ours lets EOF mean "the other side is gone"
         result_w.close()
@@ -189,8 +210,6 @@ class WorkerPool:
             if len(worker.queued) >= self._in_flight:
                 return
             task = self._pending.popleft()
-            if not worker.queued:
-                worker.head_since = time.perf_counter()
             worker.queued.append(task)
             try:
                 worker.tasks.send(task)
@@ -200,7 +219,14 @@ class WorkerPool:
     # -- collecting --------------------------------------------------------------------------
 
     def poll(self, timeout_s: float) -> list[Result]:
-        """Results that arrive within ``timeout_s`` (possibly none). Never blocks longer."""
+        """Results that arrive within ``timeout_s`` (possibly none). Never blocks longer.
+
+        Raises:
+            WorkerDied: a worker could not even start (the payload does not unpickle there,
+                the main module cannot be re-imported, ...).
+        """
+        if self._broken is not None:
+            raise self._broken
         waitables: list[Any] = []
         for w in self._workers:
             if w is not None:
@@ -214,6 +240,9 @@ class WorkerPool:
                 results += self._drain(w)
             if w.process.sentinel in ready or not w.process.is_alive():
                 results += self._drain(w)  # it may have answered just before dying
+                if not self.status[wid * STATUS_FIELDS + READY]:
+                    self._broken = describe_startup_failure(wid, w.process, self._ctx)
+                    raise self._broken
                 results += self._replace(wid, w, crashed=True)
         results += self._check_timeouts()
         self._dispatch()
@@ -226,7 +255,6 @@ class WorkerPool:
                 result = w.results.recv()
                 if w.queued and w.queued[0].ticket == result[1]:
                     w.queued.popleft()
-                    w.head_since = time.perf_counter()
                 out.append(result)
         except (EOFError, OSError):
             pass
@@ -235,9 +263,12 @@ class WorkerPool:
     def _replace(self, wid: int, w: _Worker, *, crashed: bool) -> list[Result]:
         """A worker died (or was killed): start another in its place and redo what it held.
 
-        ``crashed``: it died on its own while running ``queued[0]``; a task that crashes
-        ``_MAX_DEATHS_PER_TASK`` workers is reported as ``("died", ...)`` instead of redone.
+        ``crashed``: it died on its own. Only the task it had started (its status TICKET) is
+        blamed; a task that ``_MAX_DEATHS_PER_TASK`` workers died running is reported as
+        ``("died", ...)`` instead of redone.
         """
+        if self._closed:  # close() is taking care of it
+            return []
         w.process.join(_KILL_TIMEOUT_S)
         code = w.process.exitcode
         if crashed:
@@ -245,10 +276,11 @@ class WorkerPool:
                         wid, w.process.pid, code)
         self._close_worker(w)
         self._workers[wid] = None
+        running = self.status[wid * STATUS_FIELDS + TICKET]
         failed: list[Result] = []
         redo: list[Task] = []
-        for i, task in enumerate(w.queued):
-            if i == 0 and crashed:  # the one it was running when it died
+        for task in w.queued:
+            if crashed and task.ticket == running:  # the one it was running when it died
                 self._deaths[task.ticket] = self._deaths.get(task.ticket, 0) + 1
                 if self._deaths[task.ticket] >= _MAX_DEATHS_PER_TASK:
                     failed.append(("died", task.ticket, wid, code, self._current_index(wid)))
@@ -264,14 +296,24 @@ class WorkerPool:
         return int(self.status[wid * STATUS_FIELDS + CURRENT_INDEX])
 
     def _check_timeouts(self) -> list[Result]:
+        """Kill and replace a worker whose current task has run longer than ``timeout``.
+
+        Timed from when the worker itself started the task, so start-up and queueing never
+        count.
+        """
         if self._timeout is None:
             return []
-        now = time.perf_counter()
+        now = time.monotonic()
         out: list[Result] = []
         for wid, w in enumerate(self._workers):
-            if w is None or not w.queued or now - w.head_since <= self._timeout:
+            base = wid * STATUS_FIELDS
+            running = self.status[base + TICKET]
+            if w is None or running == IDLE or now - self.status[base + STARTED] <= self._timeout:
                 continue
-            task = w.queued.popleft()  # reported, not redone
+            task = next((t for t in w.queued if t.ticket == running), None)
+            if task is None:  # answered already; the result is in the pipe
+                continue
+            w.queued.remove(task)  # reported, not redone
             index = self._current_index(wid)
             w.process.kill()
             out += self._replace(wid, w, crashed=False)
@@ -295,14 +337,16 @@ class WorkerPool:
             w.tasks.close()
         deadline = time.monotonic() + _JOIN_TIMEOUT_S
         for w in live:
-            w.process.join(max(0.0, deadline - time.monotonic()))
-        for w in live:
-            if w.process.is_alive():
-                w.process.terminate()
-                w.process.join(_KILL_TIMEOUT_S)
-            if w.process.is_alive():
-                w.process.kill()
-                w.process.join(_KILL_TIMEOUT_S)
+            try:
+                w.process.join(max(0.0, deadline - time.monotonic()))
+                if w.process.is_alive():
+                    w.process.terminate()
+                    w.process.join(_KILL_TIMEOUT_S)
+                if w.process.is_alive():
+                    w.process.kill()
+                    w.process.join(_KILL_TIMEOUT_S)
+            except ValueError:  # already reaped and closed by a concurrent poll()
+                pass
             self._close_worker(w)
         self._workers = [None] * len(self._workers)
         self._pending.clear()
@@ -367,6 +411,27 @@ def describe_death(wid: int, code: int | None, index: int) -> WorkerDied:
         f"its replacement on the same task. The op crashes the interpreter on this sample "
         f"(a segfault in native code, or os._exit). Fix: run with `workers=0` to debug it "
         f"in this process.",
+        worker_id=wid,
+        exitcode=code,
+    )
+
+
+def describe_startup_failure(wid: int, process: Any, ctx: Any) -> WorkerDied:
+    process.join(_KILL_TIMEOUT_S)
+    code = process.exitcode
+    hint = ""
+    if ctx.get_start_method() != "fork":
+        hint = (
+            f" With start_method={ctx.get_start_method()!r} a worker re-imports the modules "
+            f"that define your ops (and your main script when an op is defined there): they "
+            f"must be importable files, not a notebook cell, `python -c` or stdin, and the "
+            f"script must guard its work with `if __name__ == \"__main__\":`."
+        )
+    return WorkerDied(
+        f"shmaug worker {wid} exited with code {code} before it was ready, so the pool "
+        f"cannot start (its error, if any, is printed above by the worker).{hint} Fix: make "
+        f"the augmentation importable there, or run with start_method='fork' where available, "
+        f"or workers=0 to debug in this process.",
         worker_id=wid,
         exitcode=code,
     )

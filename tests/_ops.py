@@ -77,3 +77,16 @@ def tiny_model(input_shape, classes, seed=0):
     ])
     model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
     return model
+
+
+class NoisySource:
+    """A sample source whose `load` draws from the global np.random (as legacy loaders do)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def load(self, index):
+        return np.full((4, 4), index, np.float32) + np.float32(np.random.random())

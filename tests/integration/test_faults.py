@@ -169,3 +169,61 @@ def test_killed_main_process_leaves_nothing(method):
     proc.kill()
     proc.communicate(timeout=30)
     _assert_gone(info)
+
+
+def test_worker_that_cannot_start_is_a_clear_error_not_a_crash_loop(tmp_path):
+    script = tmp_path / "unimportable_main.py"
+    script.write_text(
+        "import numpy as np, shmaug\n"
+        "def op(image, rng):\n"
+        "    return image\n"
+        "x = np.zeros((8, 4, 4), np.uint8)\n"
+        "with shmaug.Loader(x, batch_size=4, augment=op, workers=2, start_method='spawn') as L:\n"
+        "    list(L)\n"  # no __main__ guard: every spawned worker re-runs this and fails
+    )
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode != 0
+    assert "WorkerDied" in proc.stderr and "before it was ready" in proc.stderr
+    assert "__main__" in proc.stderr
+
+
+def test_timeout_does_not_count_worker_start_up():
+    x = np.zeros((16, 6, 6), np.uint8)
+    with shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=2, timeout=0.3,
+                       start_method="spawn") as loader:
+        assert len(list(loader)) == 4  # spawn start-up takes longer than 0.3 s; no timeout
+
+
+def test_close_from_another_thread_ends_a_waiting_consumer():
+    import threading
+
+    with shmaug.Loader(marked(), batch_size=4, augment=_ops.hang_on_marker, workers=1) as loader:
+        errors = []
+
+        def consume():
+            try:
+                list(loader)
+            except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+                errors.append(exc)
+
+        thread = threading.Thread(target=consume)
+        thread.start()
+        time.sleep(1.0)  # the consumer now waits on the hanging sample
+        loader.close()
+        thread.join(15)
+        assert not thread.is_alive()
+        assert errors and isinstance(errors[0], shmaug.ClosedError)
+
+
+def test_external_kills_of_different_workers_do_not_blame_the_op():
+    x = np.random.default_rng(0).integers(0, 255, (96, 8, 8), dtype=np.uint8)
+    with shmaug.Loader(x, np.arange(96), batch_size=8, augment=_ops.slow_noisy, workers=2,
+                       seed=1, start_method="fork") as loader:
+        expected_ids = []
+        for b in range(len(loader)):
+            if b in (1, 3, 5, 7):
+                os.kill(loader.pids[b % 2], signal.SIGKILL)
+            expected_ids += loader.batch(b)[1].tolist()
+        assert sorted(expected_ids) == list(range(96))
+        assert loader.stats()["respawns"] >= 4

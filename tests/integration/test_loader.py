@@ -170,3 +170,16 @@ def test_copy_false_lends_read_only_views_until_the_next_batch(images):
             np.testing.assert_array_equal(xb, expected[b])  # valid until the next batch
         for _ in range(3):  # epochs keep flowing: the lent slot is always given back
             assert len(list(loader)) == 5
+
+
+@pytest.mark.parametrize("augment", [None, _ops.identity])
+def test_a_load_that_uses_global_randomness_is_seeded_per_sample(augment):
+    def run(workers):
+        with shmaug.Loader(_ops.NoisySource(24), batch_size=6, augment=augment,
+                           workers=workers, seed=3, shuffle=True) as loader:
+            return np.concatenate([xb for xb, _ in loader])
+
+    reference = run(0)
+    assert len({float(v) for v in reference[:, 0, 0] % 1}) == 24  # no two samples alike
+    for workers in (1, 2):
+        np.testing.assert_array_equal(run(workers), reference)
