@@ -9,9 +9,9 @@ the engine owns processes, order and memory.
 
 An unreadable file (missing, empty, corrupt, wrong channel count) raises ``ImageReadError``
 naming the file and the reason. With ``on_error="skip"`` it is logged once per process and
-replaced by the next readable sample in index order (wrapping), so the substitute depends on
-the files alone, never on which worker ran; each replacement adds one to ``skipped``, which
-the loader sums into ``stats()["skipped"]``.
+replaced by the next readable sample of the same label in index order (wrapping), so the
+label still matches and the substitute depends on the files alone, never on which worker ran;
+each replacement adds one to ``skipped``, which the loader sums into ``stats()["skipped"]``.
 """
 
 from __future__ import annotations
@@ -64,8 +64,11 @@ class _Reader:
                 raise
             first = exc
         n = len(files.paths)
+        labels = files.labels
         for step in range(1, n):
             substitute = (index + step) % n
+            if labels is not None and labels[substitute] != labels[index]:
+                continue  # the stand-in must carry the label the batch gives this sample
             try:
                 image = files.read(substitute)
             except ImageReadError:
@@ -76,8 +79,9 @@ class _Reader:
                 log.warning("%s Using %s instead (on_error='skip')", first,
                             files.paths[substitute])
             return image
+        kind = "of its class " if labels is not None else ""
         raise ImageReadError(
-            f"No file of the {n} in this source can be read, so none can stand in for "
+            f"No other file {kind}in this source can be read, so none can stand in for "
             f"{files.paths[index]!r} ({first}). Fix: check the paths and the files."
         )
 
