@@ -129,6 +129,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._outside: set[int] = set()  # planned batches served outside any epoch (probes)
         self._requests = 0
         self._hits = 0
+        self._previous = -1  # the last index asked for (shuffle=False order check)
+        self._out_of_order = 0  # requests that did not follow their predecessor
+        self._warned = False
 
     # -- hooks a subclass may override -------------------------------------------------------
 
@@ -156,6 +159,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         index = int(index) % len(self)
         with self._lock:
             loader = self._ensure_loader()
+            self._check_order(index, loader)
             planned = self._bind(index)
             key = (self._epoch, planned)
             self._requests += 1
@@ -258,7 +262,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         # What the workers get: the subclass state without the engine, the lock, the data
         # that already sits in shared memory, or the per-epoch bookkeeping.
         state = self.__dict__.copy()
-        for name in ("_loader", "_lock", "_held", "_bindings", "_side", "_outside"):
+        for name in ("_loader", "_lock", "_held", "_bindings", "_side", "_outside", "_warned"):
             state.pop(name, None)
         if not self._overrides("load"):
             state["x"] = None
@@ -286,6 +290,23 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             raise ClosedError("This shmaug.Sequence is closed. Fix: create a new one.")
         return self._loader
 
+    def _check_order(self, index: int, loader: Loader) -> None:
+        """Say once when Keras' random batch order defeats prefetching (shuffle=False)."""
+        if self.shuffle or not self._in_epoch or loader.pids == []:
+            return
+        if self._previous >= 0 and index != self._previous + 1:
+            self._out_of_order += 1
+            if self._out_of_order == 3 and not self._warned:
+                self._warned = True
+                log.warning(
+                    "Keras asks this shmaug.Sequence for batches in random order (fit's "
+                    "default shuffle=True) while it has shuffle=False, so its workers cannot "
+                    "prepare the next batch ahead of time. For training data pass "
+                    "shuffle=True to shmaug.Sequence (it then shuffles the samples itself, "
+                    "each exactly once per epoch, and prefetches in order), or call "
+                    "fit(..., shuffle=False).")
+        self._previous = index
+
     def _bind(self, index: int) -> int:
         if not self.shuffle:
             return index
@@ -300,6 +321,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._held.clear()
         self._outside.clear()
         self._served_in_epoch = False
+        self._previous = -1
 
     def _assemble(self, xb: np.ndarray, side: dict[str, Any], indices: np.ndarray) -> Any:
         inputs: Any = xb

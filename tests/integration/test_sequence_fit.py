@@ -252,3 +252,12 @@ def test_ctrl_c_during_fit_leaves_nothing_behind(method):
             return
         time.sleep(0.1)
     raise AssertionError(f"left behind: {alive}, {sorted(shmaug_segments(proc.pid))}")
+
+
+def test_unshuffled_training_data_under_fit_shuffle_says_how_to_fix(caplog):
+    x, y = data()
+    with shmaug.Sequence(x, y, batch_size=8, augment=_ops.noisy, workers=1) as seq:
+        with caplog.at_level(logging.WARNING, logger="shmaug"):
+            _ops.tiny_model((SIDE, SIDE, 1), CLASSES).fit(seq, epochs=1, verbose=0)
+    assert "pass shuffle=True to shmaug.Sequence" in caplog.text
+    assert caplog.text.count("random order") == 1
