@@ -79,6 +79,10 @@ class Base:
         self.nb = -(-len(x) // bs)
         self._before = set(H.pool_children())
 
+    # Keras' enqueuer serves batches queued in an abandoned epoch at the start of the next
+    # one (stale, repeated samples): its warm-up must be a whole epoch.
+    full_warmup = False
+
     def pids(self) -> list[int]:
         return [p for p in H.pool_children() if p not in self._before]
 
@@ -105,6 +109,8 @@ class KerasSingle(Base):
 
 class KerasAdapter(Base):
     """``PyDataset(workers=N)`` driven the way ``fit`` drives it (its ``PyDatasetAdapter``)."""
+
+    full_warmup = True
 
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
@@ -305,6 +311,8 @@ class ShmaugLoader(Base):
 class ShmaugSequence(KerasAdapter):
     """``shmaug.Sequence`` driven by Keras' ``PyDatasetAdapter``, as under ``fit``."""
 
+    full_warmup = False  # it asks Keras for no workers: no enqueuer, nothing stale
+
     def __init__(self, *a: Any) -> None:
         Base.__init__(self, *a)
         import shmaug
@@ -373,7 +381,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
                 if r == 0:
                     if b == 0:
                         result["first_batch_s"] = time.perf_counter() - t0
-                    if b + 1 >= WARMUP_BATCHES:
+                    if b + 1 >= WARMUP_BATCHES and not c.full_warmup:
                         break  # warm-up is the first batches of an epoch, not a whole one
                     continue
                 if r == 1 and b == max(1, (n // bs) // 2):

@@ -194,13 +194,39 @@ def main_table(results: list[dict[str, Any]], workers: int) -> str:
                          H.fmt_num(mem.get("uss", math.nan)), H.fmt_num(mem.get("pss", math.nan)),
                          H.fmt_num(per_worker),
                          f"{100 * wait['fraction']:.1f}%" if wait.get("fraction") is not None else "",
-                         _status(r)])
+                         _status(r) + (" (rerun)" if r.get("rerun") else "")])
         if rows:
             wlo = W.WORKLOADS[wl]
             parts.append(f"### {wl}: {wlo.title}, {workers} workers\n\n" + H.markdown_table(
                 ["contender", "ops", "images/s", "min – max", "vs 1.", "1st batch s",
                  "USS MiB", "PSS MiB", "USS/worker", "data wait*", "status"], rows))
     return "\n\n".join(parts)
+
+
+def summary_table(results: list[dict[str, Any]]) -> str:
+    """One line per contender: images/s (speed-up over contender 1) per workload and ops."""
+    cols = [(wl, impl) for wl in W.WORKLOADS for impl in (*W.IMPLS, "none")
+            if any(r["spec"]["workload"] == wl and r["spec"]["impl"] == impl for r in results)]
+    rows = []
+    for c in CONTENDERS:
+        cells = []
+        for wl, impl in cols:
+            r = _find(results, wl, impl, c, fit=False, scaling=False)
+            base = _rate(_find(results, wl, impl, "keras_single", fit=False, scaling=False))
+            if r is None:
+                cells.append("")
+            elif r.get("status") != "ok":
+                cells.append(r.get("status", "?").split(":")[0])
+            else:
+                sp = f" ({_rate(r) / base:.2f}x)" if base == base and c != "keras_single" else ""
+                cells.append(H.fmt_num(_rate(r)) + sp)
+        r = _find(results, "W1", "shmaug", c, fit=False, scaling=False)
+        cells.append(H.fmt_num(r["first_batch_s"]) if r and r.get("first_batch_s") is not None else "")
+        if any(cells[:-1]):
+            rows.append([LABELS[c], *cells])
+    return ("### Summary: images/s delivered (speed-up over contender 1, same ops)\n\n"
+            + H.markdown_table(["contender", *[f"{wl} {impl} ops" if impl != "none" else wl
+                                               for wl, impl in cols], "W1 1st batch s"], rows))
 
 
 def scaling_table(results: list[dict[str, Any]], workers: int) -> str:
@@ -337,7 +363,7 @@ def plots(results: list[dict[str, Any]], out: Path, workers: int) -> list[str]:
 
 
 def write(results: list[dict[str, Any]], args: argparse.Namespace, env: dict[str, Any],
-          wall_s: float) -> str:
+          wall_s: float, saved: dict[str, Any] | None = None) -> str:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ts = targets(results)
@@ -345,19 +371,28 @@ def write(results: list[dict[str, Any]], args: argparse.Namespace, env: dict[str
     env.setdefault("load_avg_1m_end", round(os.getloadavg()[0], 2))
     meta = {"quick": args.quick, "workers": args.workers, "repeats": args.repeats,
             "wall_s": wall_s, "environment": env, "command": "python -m bench " + " ".join(sys.argv[1:])}
-    (out / f"{NAME}.json").write_text(json.dumps({"name": NAME, "meta": meta, "targets": ts,
-                                                  "results": results}, indent=1, default=str) + "\n")
+    saved = saved or {}
+    if saved.get("meta", {}).get("reruns"):
+        meta["reruns"] = saved["meta"]["reruns"]
+    payload = {"name": NAME, "meta": meta, "targets": ts, "results": results}
+    if saved.get("superseded"):
+        payload["superseded"] = saved["superseded"]
+    (out / f"{NAME}.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
     pngs = plots(results, out, args.workers)
+    reruns = "".join(f"Rows marked *rerun* come from `{r['command']}` (load average "
+                     f"{r['environment'].get('load_avg_1m')}): {r['reason']}; the first "
+                     "measurements are kept in the JSON under `superseded`.\n\n"
+                     for r in meta.get("reruns", []))
     head = (f"# Benchmark suite ({'QUICK run: tiny sizes, 1 repeat, smoke only' if args.quick else 'full run'})\n\n"
             f"`{meta['command']}` · {env.get('usable_cpus')} CPUs · Python {env.get('python')} · commit "
             f"{env.get('git_commit', '?')} · {env.get('time')} · load average {env.get('load_avg_1m')} at start, "
-            f"{env['load_avg_1m_end']} at end · {wall_s / 60:.1f} min\n\n"
+            f"{env['load_avg_1m_end']} at end · {wall_s / 60:.1f} min\n\n{reruns}"
             "images/s: medians of timed epochs (epoch 0 is warm-up) with min – max; 'vs 1.' is the "
             "speed-up over contender 1 with the same ops; memory is USS / PSS summed over the main "
             "process and its workers, mid-epoch. *data wait: share of wall time a consumer that "
             f"takes a fixed time per batch (needing {WAIT_SHARE:.0%} of shmaug's images/s) spends "
             "waiting for the next batch.\n\n")
-    text = "\n\n".join(t for t in (head + targets_table(ts), main_table(results, args.workers),
+    text = "\n\n".join(t for t in (head + targets_table(ts), summary_table(results), main_table(results, args.workers),
                                    scaling_table(results, args.workers), fit_table(results)) if t)
     text += "\n\n" + "\n".join(f"![{p}]({p})" for p in pngs) + "\n"
     (out / f"{NAME}.md").write_text(text)
@@ -401,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         args.quick, args.workers, args.repeats = meta["quick"], meta["workers"], meta["repeats"]
         sys.argv = [sys.argv[0], *meta["command"].split()[3:]]
         results = [_judge(r) for r in saved["results"]]
-        print(write(results, args, meta["environment"], meta["wall_s"]))
+        print(write(results, args, meta["environment"], meta["wall_s"], saved))
         return 0
     env = H.environment()
     t0 = time.perf_counter()
