@@ -407,8 +407,9 @@ class InlinePool:
 def describe_death(wid: int, code: int | None, index: int) -> WorkerDied:
     how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
     return WorkerDied(
-        f"shmaug worker {wid} died ({how}) while processing sample index {index}, and so did "
-        f"its replacement on the same task. The op crashes the interpreter on this sample "
+        f"shmaug worker {wid} died ({how}) while processing sample index {index}; "
+        f"{_MAX_DEATHS_PER_TASK} workers in all died running that task. The op likely crashes "
+        f"the interpreter on this sample "
         f"(a segfault in native code, or os._exit). Fix: run with `workers=0` to debug it "
         f"in this process.",
         worker_id=wid,
