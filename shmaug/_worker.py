@@ -94,6 +94,7 @@ class SliceRunner:
         self.status = status  # shared float64 array or None
         self._base = max(worker_id, 0) * STATUS_FIELDS
         self._op = op_name(augment) if augment is not None else "load"
+        self._load_name = op_name(load) if load is not None else "x[index]"  # for error records
 
     def run(self, task: Task) -> tuple[Any, ...]:
         began = time.perf_counter()
@@ -114,7 +115,7 @@ class SliceRunner:
                 if self.status is not None:
                     self.status[self._base + CURRENT_INDEX] = index
                 rng = next(streams) if streams is not None else None  # before `load`: it may draw
-                stage = op_name(self.load) if self.load is not None else "x[index]"
+                stage = self._load_name
                 image = self.x[index] if self.load is None else self.load(index)
                 if self.augment is not None and rng is not None:
                     stage = self._op
