@@ -190,8 +190,7 @@ class Loader:
         self._inflight: dict[Key, _Batch] = {}  # invariant: one entry per busy, wanted slot
         self._by_ticket: dict[int, _Batch] = {}  # invariant: every dispatched, unanswered ticket
         self._next_ticket = 0
-        self._t0 = time.perf_counter()
-        self._counters = dict(wait_s=0.0, images=0, batches=0, hits=0, t_first=0.0)
+        self.reset_stats()  # sets _t0 and _counters: the stats window starts now
         self.last_hit = False  # whether the last batch() was ready when asked for
         self.copy = bool(copy)
         self._lent: int | None = None  # invariant: the slot a copy=False batch() still lends
@@ -332,7 +331,8 @@ class Loader:
 
     def reset_stats(self) -> None:
         """Start the ``stats()`` window afresh (e.g. at each epoch)."""
-        self._counters = dict(wait_s=0.0, images=0, batches=0, hits=0, t_first=0.0)
+        self._counters: dict[str, float] = dict(wait_s=0.0, images=0, batches=0, hits=0,
+                                                t_first=0.0)
         self._t0 = time.perf_counter()
         status = getattr(self._pool, "status", None)
         if status is not None:
