@@ -1,9 +1,11 @@
 """What runs inside a worker process, and the slice loop the main process reuses inline.
 
 A worker attaches to the dataset and the output ring once, caps OpenCV/BLAS threads at one,
-then loops: receive a ``Task`` (or ``None``, the stop sentinel), fill the task's rows, send
-``("done", ticket)`` or ``("failed", ticket, ErrorRecord)``. A failing sample never kills the
-worker. A watchdog thread ends the worker when its parent dies, even inside a stuck op.
+then loops: receive a ``Task`` (or an empty message, the stop sentinel), fill the task's rows,
+send ``("done", ticket)`` or ``("failed", ticket, ErrorRecord)``. Both directions travel as
+packed bytes, not pickles (see ``Task.to_bytes`` and ``encode_result``): the main process
+handles several messages per batch and shares the cores with the workers. A failing sample
+never kills the worker. A watchdog thread ends the worker when its parent dies, even inside a stuck op.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import struct
 import threading
 import time
 import traceback
@@ -49,6 +52,24 @@ class WorkerSpec:
     n: int
     shuffle: bool
     seed_globals: bool
+
+
+_TICKET = struct.Struct("<q")
+
+
+def encode_result(result: tuple[Any, ...]) -> bytes:
+    """``("done", ticket)`` as 8 bytes; ``("failed", ticket, record)`` adds the pickled record."""
+    ticket = _TICKET.pack(result[1])
+    if result[0] == "done":
+        return ticket
+    return ticket + pickle.dumps(result[2], protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_result(data: bytes) -> tuple[Any, ...]:
+    (ticket,) = _TICKET.unpack_from(data)
+    if len(data) == _TICKET.size:
+        return ("done", ticket)
+    return ("failed", ticket, pickle.loads(data[_TICKET.size:]))
 
 
 def skipped_count(load: Any) -> int:
@@ -219,12 +240,12 @@ def worker_main(
             if not tasks.poll(_POLL_S):
                 continue
             try:
-                task = tasks.recv()
+                message = tasks.recv_bytes()
             except EOFError:  # the parent closed our pipe: stop
                 break
-            if task is None:  # the stop sentinel
+            if not message:  # the stop sentinel
                 break
-            results.send(runner.run(task))
+            results.send_bytes(encode_result(runner.run(Task.from_bytes(message))))
     finally:
         del runner, x, out
         for close in closers:

@@ -8,7 +8,7 @@ death is seen as soon as it happens and a stuck task as soon as its time is up.
 NOTE [shutdown order]. ``close()`` runs from ``Loader.close()``, ``with``-exit, a weakref
 finalizer (garbage collection or interpreter exit), and after Ctrl-C. In this order:
 
-1. Send each live worker the ``None`` sentinel (a worker stops between tasks).
+1. Send each live worker the stop sentinel, an empty message (a worker stops between tasks).
 2. Close our ends of the task pipes (a worker blocked on ``recv`` sees EOF and stops).
 3. Join each worker for ``_JOIN_TIMEOUT_S``; ``terminate()`` the ones still running (stuck
    in an op), then ``kill()`` any that ignore that.
@@ -22,8 +22,10 @@ sentinel (``_worker._watch_parent``) and exit; the resource tracker then unlinks
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import random
+import select
 import signal
 import sys
 import time
@@ -38,7 +40,7 @@ import numpy as np
 
 from ._worker import (
     CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TICKET, SliceRunner, WorkerSpec,
-    worker_main,
+    decode_result, worker_main,
 )
 from .errors import WorkerDied, WorkerTimeout
 from .schedule import Task
@@ -113,6 +115,32 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+class _Waiter:
+    """Waits on many pipes and process sentinels at once.
+
+    ``multiprocessing.connection.wait`` builds a fresh selector on every call, which costs
+    the main process more than the rest of a batch's bookkeeping; on POSIX one ``select.poll``
+    is kept instead and rebuilt only when the set of workers changes.
+    """
+
+    def __init__(self, objects: list[Any]) -> None:
+        self._objects = objects
+        self._poller: Any = None
+        if hasattr(select, "poll"):  # POSIX; Windows waits through multiprocessing
+            self._poller = select.poll()
+            self._by_fd = {}
+            for obj in objects:
+                fd = obj if isinstance(obj, int) else obj.fileno()
+                self._poller.register(fd, select.POLLIN)  # HUP and ERR are always reported
+                self._by_fd[fd] = obj
+
+    def wait(self, timeout_s: float) -> list[Any]:
+        if self._poller is None:
+            return list(wait(self._objects, timeout_s))
+        events = self._poller.poll(math.ceil(max(timeout_s, 0.0) * 1000))
+        return [self._by_fd[fd] for fd, _ in events]
+
+
 @dataclass
 class _Worker:
     process: Any  # multiprocessing.Process (context-specific class)
@@ -156,6 +184,7 @@ class WorkerPool:
         self._deaths: dict[int, int] = {}  # ticket -> workers that died while running it
         self._broken: BaseException | None = None  # a start-up failure: every poll raises it
         self._closed = False
+        self._waiter: _Waiter | None = None  # invariant: None whenever a worker changed
         self.respawns = 0  # how many dead workers were replaced
         try:
             for wid in range(workers):
@@ -189,6 +218,7 @@ class WorkerPool:
         task_r.close()  # the child's ends; closing ours lets EOF mean "the other side is gone"
         result_w.close()
         self._workers[wid] = _Worker(process, task_w, result_r)
+        self._waiter = None
 
     # -- feeding -----------------------------------------------------------------------------
 
@@ -212,7 +242,7 @@ class WorkerPool:
             task = self._pending.popleft()
             worker.queued.append(task)
             try:
-                worker.tasks.send(task)
+                worker.tasks.send_bytes(task.to_bytes())
             except OSError:  # it died just now; poll() will notice and redo the task
                 pass
 
@@ -227,18 +257,17 @@ class WorkerPool:
         """
         if self._broken is not None:
             raise self._broken
-        waitables: list[Any] = []
-        for w in self._workers:
-            if w is not None:
-                waitables += [w.results, w.process.sentinel]
-        ready = set(wait(waitables, timeout_s))
+        if self._waiter is None:
+            self._waiter = _Waiter([obj for w in self._workers if w is not None
+                                    for obj in (w.results, w.process.sentinel)])
+        ready = set(self._waiter.wait(timeout_s))
         results: list[Result] = []
         for wid, w in enumerate(self._workers):
             if w is None:
                 continue
             if w.results in ready:
-                results += self._drain(w)
-            if w.process.sentinel in ready or not w.process.is_alive():
+                results += self._drain(w, everything=False)
+            if w.process.sentinel in ready:
                 results += self._drain(w)  # it may have answered just before dying
                 if not self.status[wid * STATUS_FIELDS + READY]:
                     self._broken = describe_startup_failure(wid, w.process, self._ctx)
@@ -248,11 +277,16 @@ class WorkerPool:
         self._dispatch()
         return results
 
-    def _drain(self, w: _Worker) -> list[Result]:
+    def _drain(self, w: _Worker, *, everything: bool = True) -> list[Result]:
+        """Read answers from ``w``: one (the pipe was seen readable), or all that are waiting.
+
+        One per wake-up is the hot path: asking the pipe whether more is waiting costs a
+        selector, and the next ``poll`` finds the rest just as fast.
+        """
         out: list[Result] = []
         try:
-            while w.results.poll():
-                result = w.results.recv()
+            while everything and w.results.poll() or not everything and not out:
+                result = decode_result(w.results.recv_bytes())
                 if w.queued and w.queued[0].ticket == result[1]:
                     w.queued.popleft()
                 out.append(result)
@@ -276,6 +310,7 @@ class WorkerPool:
                         wid, w.process.pid, code)
         self._close_worker(w)
         self._workers[wid] = None
+        self._waiter = None
         running = self.status[wid * STATUS_FIELDS + TICKET]
         failed: list[Result] = []
         redo: list[Task] = []
@@ -330,7 +365,7 @@ class WorkerPool:
         live = [w for w in self._workers if w is not None]
         for w in live:
             try:
-                w.tasks.send(None)
+                w.tasks.send_bytes(b"")
             except OSError:
                 pass
         for w in live:
@@ -349,6 +384,7 @@ class WorkerPool:
                 pass
             self._close_worker(w)
         self._workers = [None] * len(self._workers)
+        self._waiter = None
         self._pending.clear()
 
     @staticmethod

@@ -45,3 +45,10 @@ def test_order_cache_returns_cached_orders():
     assert cache(0) is first
     cache(1), cache(2)
     assert cache(0) is not first and (cache(0) == first).all()
+
+
+def test_task_survives_the_wire():
+    from shmaug.schedule import Task
+
+    task = Task(ticket=2**40, epoch=3, slot=7, generation=12, start=64, stop=96, row0=64)
+    assert Task.from_bytes(task.to_bytes()) == task
