@@ -124,6 +124,43 @@ class PlainLoop:
         pass
 
 
+class ParallelPlainLoops:
+    """The machine's own ceiling: ``PlainLoop`` in ``processes`` forked processes at once.
+
+    ``run`` returns one list of arrival times per process; their steady rates add up to what
+    this many cores deliver with no loader at all (on a shared VM, often less than N x one).
+    """
+
+    def __init__(self, x: np.ndarray, batch_size: int, augment: Callable[..., Any],
+                 processes: int = 2) -> None:
+        import multiprocessing
+
+        self.loop = PlainLoop(x, batch_size, augment)
+        self.processes = processes
+        self.ctx = multiprocessing.get_context("fork")
+
+    def _child(self, k: int, conn: Any) -> None:
+        conn.send(self.loop.run(k))
+        conn.close()
+
+    def run(self, k: int) -> list[list[float]]:
+        pipes = [self.ctx.Pipe(duplex=False) for _ in range(self.processes)]
+        children = [self.ctx.Process(target=self._child, args=(k, w), daemon=True)
+                    for _, w in pipes]
+        for c in children:
+            c.start()
+        try:
+            return [r.recv() for r, _ in pipes]
+        finally:
+            for c in children:
+                c.join(5)
+                if c.is_alive():
+                    c.kill()
+
+    def close(self) -> None:
+        pass
+
+
 class ShmaugRun:
     """``shmaug.Loader``; each run is a fresh epoch number, so nothing prefetched carries over."""
 
@@ -333,15 +370,23 @@ def section_identity(quick: bool) -> list[H.Row]:
 # -- section 2: CPU-bound scaling --------------------------------------------------------------------
 
 
+CEILING = "plain loop in 2 processes at once (this machine's 2-core ceiling)"
+
+
 def section_scaling(quick: bool) -> list[H.Row]:
     import shmaug
     from shmaug.glyphs import render_glyphs
+
+    import cv2
 
     n, bs = (512, 64) if quick else (4096, 64)
     rounds, timeout = (1, 60.0) if quick else (5, 90.0)
     x, _, _ = render_glyphs(n, 64, seed=0)
     aug = shmaug.presets.glyph_distort()
     per_batch = [float(min(bs, n - lo)) for lo in range(0, n, bs)]
+    # One OpenCV thread here too, before OpenCV has run: the plain loops are then one core's
+    # worth, as a worker is, and forking stays safe (see the NOTE below).
+    cv2.setNumThreads(1)
     # NOTE: forked workers are built first, before OpenCV has run in this process, and with
     # the output declared so the Loader's own shape probe does not run OpenCV here either.
     # A worker forked after OpenCV's thread pool has been used can hang for good in
@@ -353,9 +398,11 @@ def section_scaling(quick: bool) -> list[H.Row]:
         "shmaug workers=0": lambda: ShmaugRun(x, bs, aug, 0),
         "plain loop, no loader": lambda: PlainLoop(x, bs, aug),
         "plain loop + SampleSeeder.streams": lambda: PlainLoop(x, bs, aug, seeded=True),
+        CEILING: lambda: ParallelPlainLoops(x, bs, aug, 2),
     }
     runs, status, notes = _interleave(contenders, rounds, timeout, "scaling")
-    rates = {k: [_steady_rate(t, per_batch) for t in v] for k, v in runs.items()}
+    rates = {k: [sum(_steady_rate(t, per_batch) for t in v_) if k == CEILING
+                 else _steady_rate(v_, per_batch) for v_ in v] for k, v in runs.items()}
     sec = "2 scaling glyph_distort 64x64 u8, batch 64"
     rows = []
     for name in contenders:
@@ -368,6 +415,11 @@ def section_scaling(quick: bool) -> list[H.Row]:
             ratio_txt = f"{pr.median:.2f}x workers=1 ({H.fmt_num(pr.lo)} – {H.fmt_num(pr.hi)})"
             if name == "shmaug workers=2":
                 target = f">= 1.8x workers=1: {'met' if pr.median >= 1.8 else 'MISSED'}"
+        plain = rates["plain loop, no loader"]
+        if ok and name in (CEILING, "shmaug workers=2") and plain:
+            pr = H.paired_ratio(rates[name], plain)
+            extra["ratio_vs_plain"] = pr.to_dict()
+            ratio_txt += f"; {pr.median:.2f}x one plain loop"
         note = notes.get(name, "")
         rows.append(H.Row(sec, name, "throughput", "images/s", stats, status[name], ratio_txt,
                           target, note, extra))
