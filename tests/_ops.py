@@ -64,6 +64,13 @@ def edits_in_place(image, rng):
     return image
 
 
+def gc_frozen_objects(image, rng):
+    """Every pixel says whether this process's collector has frozen (ignored) objects."""
+    import gc
+
+    return np.full_like(image, min(gc.get_freeze_count(), 1))
+
+
 def tiny_model(input_shape, classes, seed=0):
     """A small CNN, built the same way every time (for weight comparisons)."""
     import keras

@@ -32,3 +32,16 @@ def test_workers_read_a_1gb_dataset_without_copying_it(method):
     for before, after in zip(idle, busy):
         assert after - before < _ALLOWED_GROWTH, (
             f"a worker's private memory grew by {(after - before) / 2**20:.0f} MiB")
+
+
+def test_forked_workers_leave_the_parents_objects_to_the_parent_collector():
+    """gc.freeze() around fork: a worker's collections skip the parent's objects (no CPU
+    spent walking them, no pages copied for it); the parent's own collector is unchanged."""
+    import gc
+
+    x = np.zeros((4, 8, 8), np.uint8)
+    with shmaug.Loader(x, batch_size=4, augment=_ops.gc_frozen_objects, workers=1,
+                       start_method="fork", output_shape=(8, 8), output_dtype=np.uint8) as loader:
+        (xb, _), = list(loader)
+    assert (xb == 1).all()
+    assert gc.get_freeze_count() == 0
