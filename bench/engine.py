@@ -380,7 +380,7 @@ def section_scaling(quick: bool) -> list[H.Row]:
     import cv2
 
     n, bs = (512, 64) if quick else (4096, 64)
-    rounds, timeout = (1, 60.0) if quick else (5, 90.0)
+    rounds, timeout = (1, 60.0) if quick else (11, 90.0)  # many short rounds: this host's speed drifts by 1.5x within seconds
     x, _, _ = render_glyphs(n, 64, seed=0)
     aug = shmaug.presets.glyph_distort()
     per_batch = [float(min(bs, n - lo)) for lo in range(0, n, bs)]
