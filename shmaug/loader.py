@@ -80,7 +80,8 @@ class Loader:
         drop_remainder: drop the last batch when it is smaller than ``batch_size``.
         start_method: "fork", "spawn", "forkserver", or None for the platform default.
         max_queue_size: batches prepared ahead of the consumer (ring slots in shared memory).
-        timeout: seconds one task may run before ``WorkerTimeout``; None waits forever.
+        timeout: seconds one task (a batch, or a worker's share of one) may run before
+            ``WorkerTimeout``; None waits forever.
         output_shape: shape of one augmented sample; learned from sample 0 when None.
         output_dtype: dtype of augmented samples; learned from sample 0 when None.
         copy: True hands out private copies of each batch. False lends read-only views of
@@ -393,10 +394,10 @@ class Loader:
         self._drop_unwanted(set(wanted))
         hit = key in self._inflight and not self._inflight[key].tickets
         while key not in self._inflight:
-            if not self._schedule(key):
+            if not self._schedule(key, parts=max(self.workers, 1)):
                 self._collect()  # every slot holds work we no longer want: let it drain
         for ahead in wanted[1:]:
-            if ahead not in self._inflight and not self._schedule(ahead):
+            if ahead not in self._inflight and not self._schedule(ahead, parts=1):
                 break
         batch = self._inflight[key]
         while batch.tickets and batch.error is None:
@@ -416,7 +417,13 @@ class Loader:
         self._ring.release(batch.slot)
         return out
 
-    def _schedule(self, key: Key) -> bool:
+    def _schedule(self, key: Key, parts: int) -> bool:
+        """Start a batch in a free slot, cut into ``parts`` tasks; False when none is free.
+
+        A batch the consumer is already waiting for is cut across all workers (it arrives
+        soonest); a prefetched one goes whole to one worker, which halves the messages and
+        wake-ups this process pays per batch while the workers keep the same pace.
+        """
         assert self._ring is not None
         acquired = self._ring.acquire()
         if acquired is None:
@@ -425,7 +432,7 @@ class Loader:
         start, stop = self._plan.bounds(key[1])
         batch = _Batch(key, slot, stop - start)
         self._inflight[key] = batch
-        for lo, hi in self._plan.slices(key[1], max(self.workers, 1)):
+        for lo, hi in self._plan.slices(key[1], parts):
             ticket = self._next_ticket
             self._next_ticket += 1
             batch.tickets.add(ticket)
