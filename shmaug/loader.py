@@ -58,7 +58,8 @@ def _shutdown(pool: Any, store: SharedStore) -> None:
 class Loader:
     """Augmented batches from a persistent pool of worker processes over shared memory.
 
-    One pass over the loader is one epoch; the next pass is the next epoch. Every sample
+    One pass over the loader is one epoch; the next pass is the next epoch, also when the
+    previous one was cut short with ``break``. Every sample
     appears exactly once per epoch, and a sample's augmentation depends only on
     ``(seed, epoch, sample index)``, so epochs are bit-identical for any ``workers``,
     ``start_method`` or crash history.
@@ -250,7 +251,8 @@ class Loader:
 
     @property
     def epoch(self) -> int:
-        """The epoch the next pass produces; set it to resume a run."""
+        """The epoch the next pass produces (during a pass, the one after it); set it to
+        resume a run."""
         return self._epoch
 
     @epoch.setter
@@ -264,9 +266,11 @@ class Loader:
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Any]]:
         epoch = self._epoch
+        # Moved on as the pass starts: a pass cut short (a `break` after steps_per_epoch
+        # batches) must not make the next pass repeat this epoch's augmentations.
+        self._epoch = epoch + 1
         for batch in range(len(self)):
             yield self.batch(batch, epoch=epoch)
-        self._epoch = epoch + 1
 
     def batch(self, index: int, *, epoch: int | None = None) -> tuple[np.ndarray, Any]:
         """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies.

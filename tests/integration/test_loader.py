@@ -183,3 +183,16 @@ def test_a_load_that_uses_global_randomness_is_seeded_per_sample(augment):
     assert len({float(v) for v in reference[:, 0, 0] % 1}) == 24  # no two samples alike
     for workers in (1, 2):
         np.testing.assert_array_equal(run(workers), reference)
+
+
+def test_a_pass_cut_short_still_moves_to_the_next_epoch(images):
+    """`for ...: if step == steps_per_epoch: break` must not replay the same augmentations."""
+    with shmaug.Loader(images, np.arange(40), batch_size=8, augment=_ops.noisy, workers=1,
+                       seed=0, shuffle=True) as loader:
+        for first, _ in loader:
+            break
+        assert loader.epoch == 1
+        for second, _ in loader:
+            break
+        np.testing.assert_array_equal(second, loader.batch(0, epoch=1)[0])
+        assert not np.array_equal(first, second)
