@@ -185,7 +185,7 @@ def _limit_threads() -> None:
     try:
         import cv2
 
-        if cv2.getNumThreads() != 1:  # forked workers inherit 1 (see pool._cv2_single_threaded)
+        if cv2.getNumThreads() != 1:  # forked workers inherit 1 (see _launch._cv2_single_threaded)
             cv2.setNumThreads(1)
     except ImportError:  # pragma: no cover - opencv is a dependency
         pass

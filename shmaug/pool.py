@@ -21,24 +21,20 @@ sentinel (``_worker._watch_parent``) and exit; the resource tracker then unlinks
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import multiprocessing
 import random
 import select
-import signal
-import sys
 import time
 from collections import deque
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from multiprocessing import spawn as mp_spawn
 from multiprocessing.connection import Connection, wait
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
+from ._launch import start_worker
 from ._worker import (
     CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TICKET, SliceRunner, WorkerSpec,
     decode_result, worker_main,
@@ -53,85 +49,6 @@ _KILL_TIMEOUT_S = 1.0  # how long after terminate() before kill()
 _MAX_DEATHS_PER_TASK = 3  # a task that kills this many workers is reported, not retried
 
 Result = tuple[Any, ...]
-
-
-@contextmanager
-def _main_module_skipped(skip: bool) -> Iterator[None]:
-    """Start spawn workers without re-running the user's ``__main__``.
-
-    Spawn re-imports the main script in every worker so that objects defined there unpickle.
-    When the payload does not refer to ``__main__`` that import is pure cost: a script that
-    imported TensorFlow would make each worker import it too (seconds, and ~300 MB each).
-    """
-    if not skip:
-        yield
-        return
-    original = mp_spawn.get_preparation_data
-
-    def lean(name: str) -> dict[str, Any]:
-        data: dict[str, Any] = original(name)
-        data.pop("init_main_from_path", None)
-        data.pop("init_main_from_name", None)
-        return data
-
-    mp_spawn.get_preparation_data = lean
-    try:
-        yield
-    finally:
-        mp_spawn.get_preparation_data = original
-
-
-@contextmanager
-def _cv2_single_threaded(forking: bool) -> Iterator[None]:
-    """Fork workers with OpenCV already set to one thread.
-
-    After the parent has used OpenCV's thread pool, ``cv2.setNumThreads`` in a forked child
-    deadlocks (the pool's threads do not exist there). Setting it in the parent around the
-    fork lets the child inherit one thread and never touch the pool; the parent's own
-    setting is restored right after.
-    """
-    cv2 = sys.modules.get("cv2")
-    if not forking or cv2 is None:
-        yield
-        return
-    threads = cv2.getNumThreads()
-    cv2.setNumThreads(1)
-    try:
-        yield
-    finally:
-        cv2.setNumThreads(threads)
-
-
-@contextmanager
-def _gc_frozen(forking: bool) -> Iterator[None]:
-    """Fork with every existing object moved out of the collector's sight (``gc.freeze``).
-
-    A forked worker's collections would otherwise walk all the parent's objects (with
-    TensorFlow imported, millions), costing CPU and copying the pages they sit on. The
-    parent gets its objects back right after the fork.
-    """
-    if not forking:
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
-@contextmanager
-def _sigint_blocked() -> Iterator[None]:
-    """Hold Ctrl-C while a worker starts: delivered mid-fork, CPython's after-fork hooks would
-    swallow it. It is delivered in the parent right after; the worker ignores it."""
-    if not hasattr(signal, "pthread_sigmask"):  # Windows
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class _Waiter:
@@ -187,10 +104,7 @@ class WorkerPool:
     ) -> None:
         self._ctx: Any = multiprocessing.get_context(start_method)
         # Spawned workers need the user's __main__ only if the payload refers to it.
-        self._forks = self._ctx.get_start_method() == "fork"
-        self._skip_main = (
-            self._ctx.get_start_method() == "spawn" and b"__main__" not in spec.payload
-        )
+        self._needs_main = b"__main__" in spec.payload
         self._spec = spec
         self._timeout = timeout
         self._generation = generation  # the ring's per-slot generations, shared with workers
@@ -231,9 +145,7 @@ class WorkerPool:
             name=f"shmaug-worker-{wid}",
             daemon=True,
         )
-        with _main_module_skipped(self._skip_main), _cv2_single_threaded(self._forks), \
-                _gc_frozen(self._forks), _sigint_blocked():
-            process.start()
+        start_worker(process, self._ctx.get_start_method(), needs_main=self._needs_main)
         task_r.close()  # the child's ends; closing ours lets EOF mean "the other side is gone"
         result_w.close()
         self._workers[wid] = _Worker(process, task_w, result_r)
