@@ -79,9 +79,10 @@ def _gc_frozen(forking: bool) -> Iterator[None]:
 
     A forked worker's collections would otherwise walk all the parent's objects (with
     TensorFlow imported, millions), costing CPU and copying the pages they sit on. The
-    parent gets its objects back right after the fork.
+    parent gets its objects back right after the fork. A program that froze objects itself
+    manages that on its own: ``unfreeze`` would undo its freeze, so nothing is done then.
     """
-    if not forking:
+    if not forking or gc.get_freeze_count():
         yield
         return
     gc.freeze()

@@ -45,3 +45,20 @@ def test_forked_workers_leave_the_parents_objects_to_the_parent_collector():
         (xb, _), = list(loader)
     assert (xb == 1).all()
     assert gc.get_freeze_count() == 0
+
+
+def test_a_programs_own_gc_freeze_is_left_alone():
+    import gc
+
+    x = np.zeros((4, 8, 8), np.uint8)
+    mine = [[]]  # an object this program froze on purpose
+    gc.freeze()
+    try:
+        with shmaug.Loader(x, batch_size=4, augment=_ops.gc_frozen_objects, workers=1,
+                           start_method="fork", output_shape=(8, 8),
+                           output_dtype=np.uint8) as loader:
+            (xb, _), = list(loader)
+        assert (xb == 1).all()  # the worker still sees frozen objects: the program's
+        assert not any(o is mine for o in gc.get_objects())  # still frozen here
+    finally:
+        gc.unfreeze()
