@@ -26,7 +26,7 @@ import numpy as np
 
 from .errors import ErrorRecord, OutputMismatchError
 from .schedule import OrderCache, Task
-from .seeding import SampleSeeder
+from .seeding import GlobalsWatch, SampleSeeder
 from .store import ArrayHandle, attach
 
 _PARENT_CHECK_S = 1.0  # watchdog: how often to re-check that the parent is still there
@@ -50,7 +50,7 @@ class WorkerSpec:
     seed: int
     n: int
     shuffle: bool
-    seed_globals: bool
+    seed_globals: bool | None  # None: unknown, watch for draws (see SliceRunner)
 
 
 _TICKET = struct.Struct("<q")
@@ -98,7 +98,7 @@ class SliceRunner:
         seed: int,
         n: int,
         shuffle: bool,
-        seed_globals: bool,
+        seed_globals: bool | None,
         generation: Any,
         worker_id: int = -1,
         status: Any = None,
@@ -108,13 +108,18 @@ class SliceRunner:
         self.augment = augment
         self.load = load
         self.orders = OrderCache(seed, n, shuffle)
-        self.seeder = SampleSeeder(seed, seed_globals=seed_globals)
+        # seed_globals None: unknown; watch the globals and seed them once a sample draws.
+        watch = GlobalsWatch() if seed_globals is None else None
+        self.watch = watch if watch is not None and watch.usable else None
+        self.seeder = SampleSeeder(
+            seed, seed_globals=seed_globals is True or (seed_globals is None and self.watch is None))
         self.generation = generation  # the ring's shared per-slot generation counters
         self.worker_id = worker_id
         self.status = status  # shared float64 array or None
         self._base = max(worker_id, 0) * STATUS_FIELDS
         self._op = op_name(augment) if augment is not None else "load"
         self._load_name = op_name(load) if load is not None else "x[index]"  # for error records
+        self._stage = self._op  # the step a failing sample was in
 
     def run(self, task: Task) -> tuple[Any, ...]:
         began = time.perf_counter()
@@ -123,11 +128,12 @@ class SliceRunner:
             self.status[self._base + TICKET] = task.ticket
         indices = self.orders(task.epoch)[task.start : task.stop]
         # Per-sample streams also seed the globals, which a `load` may use too.
-        seeded = self.augment is not None or self.seeder.seed_globals
+        seeded = self.augment is not None or self.seeder.seed_globals or self.watch is not None
         streams = self.seeder.streams(task.epoch, indices) if seeded else None
         rows = self.out[task.slot]
         index = -1
-        stage = self._op
+        if self.watch is not None:
+            self.watch.changed()  # what ran between tasks (workers=0: the user's code) is not ours
         try:
             for p, index in zip(range(task.start, task.stop), indices.tolist()):
                 if self.generation[task.slot] != task.generation:
@@ -135,18 +141,20 @@ class SliceRunner:
                 if self.status is not None:
                     self.status[self._base + CURRENT_INDEX] = index
                 rng = next(streams) if streams is not None else None  # before `load`: it may draw
-                stage = self._load_name
-                image = self.x[index] if self.load is None else self.load(index)
-                if self.augment is not None and rng is not None:
-                    stage = self._op
-                    image = self.augment(image, rng)
-                stage = "writing the output"
+                image = self._sample(index, rng)
+                if self.watch is not None and self.watch.changed():
+                    # It draws from the globals after all: seed them from now on, and make
+                    # this sample again the way every other will be made.
+                    self.watch = None
+                    self.seeder.seed_globals = True
+                    image = self._sample(index, self.seeder.restream(task.epoch, index))
+                self._stage = "writing the output"
                 self._write(rows[p - task.row0], image, index)
             result: tuple[Any, ...] = ("done", task.ticket)
         except Exception as exc:  # a failing sample never kills the worker
             record = ErrorRecord.capture(
                 exc, traceback.format_exc(), worker_id=self.worker_id, sample_index=index,
-                epoch=task.epoch, op=stage,
+                epoch=task.epoch, op=self._stage,
             )
             result = ("failed", task.ticket, record)
         if self.status is not None:
@@ -156,6 +164,15 @@ class SliceRunner:
             # A `load` may stand in for unreadable samples (e.g. on_error="skip") and count them.
             self.status[self._base + SKIPPED] = skipped_count(self.load)
         return result
+
+    def _sample(self, index: int, rng: np.random.Generator | None) -> Any:
+        """Sample ``index``, loaded and augmented (``_stage`` names the step, for errors)."""
+        self._stage = self._load_name
+        image = self.x[index] if self.load is None else self.load(index)
+        if self.augment is not None and rng is not None:
+            self._stage = self._op
+            image = self.augment(image, rng)
+        return image
 
     @staticmethod
     def _write(row: np.ndarray, image: Any, index: int) -> None:

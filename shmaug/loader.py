@@ -25,7 +25,7 @@ from .ops.core import check_picklable
 from .pool import InlinePool, WorkerPool, describe_death, describe_timeout
 from .ring import OutputRing
 from .schedule import BatchPlan, OrderCache, Task
-from .seeding import rng_for
+from .seeding import global_rng_use, rng_for
 from .store import ArrayHandle, SharedStore, mapped_file_handle
 
 log = logging.getLogger(__name__)
@@ -156,8 +156,7 @@ class Loader:
             (tuple(x.shape[1:]), x.dtype) if self._gather_only
             else self._learn_output(x, load, output_shape, output_dtype)
         )
-        seed_globals = getattr(self.augment, "uses_global_rng", True) or (
-            load is not None and getattr(load, "uses_global_rng", True))
+        seed_globals = global_rng_use(self.augment, load)  # None: workers watch for draws
         payload = b"" if self.workers == 0 or self._gather_only else self._payload(load)
 
         self._store = SharedStore()

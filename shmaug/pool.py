@@ -358,7 +358,7 @@ class InlinePool:
         if not self._pending or timeout_s <= 0:  # nothing runs unless we are willing to wait
             return []
         task = self._pending.popleft()
-        if not self._runner.seeder.seed_globals:
+        if not self._runner.seeder.seed_globals and self._runner.watch is None:
             return [self._runner.run(task)]
         saved = random.getstate(), np.random.get_state()  # the user's own global streams
         try:

@@ -9,10 +9,14 @@ Speed matters here (it runs once per sample): instead of building a fresh ``Gene
 (~20-30 us), each process keeps one ``PCG64`` and re-keys it from a splitmix64 hash computed
 for a whole task at once. The re-key writes the 256-bit PCG state straight into the bit
 generator (under 1 us; numpy's dict setter takes ~3.5 us), a layout checked against that
-setter when the seeder is built, with the setter as the fallback. Python's ``random`` and the
-legacy ``np.random`` globals cost ~10 us more to seed (CPython's Mersenne Twister set-up
-alone is ~7 us), so ``SampleSeeder`` seeds them only for callables that may use them
-(``uses_global_rng``).
+setter when the seeder is built, with the setter as the fallback.
+
+Python's ``random`` and the legacy ``np.random`` globals cost ~10 us more to seed (CPython's
+Mersenne Twister set-up alone is ~7 us), so they are seeded only where used: always for a
+callable that declares ``uses_global_rng = True``, never for one that declares False (every
+shmaug op), and for any other callable only once a ``GlobalsWatch`` has seen one of its
+samples draw from them; that sample is then made again with the globals seeded. The watch
+compares the two generators' raw states before and after a sample (well under 1 us).
 """
 
 from __future__ import annotations
@@ -54,6 +58,24 @@ def epoch_key(seed: int, epoch: int) -> int:
     h = _mix64(_mix64(np.array([seed & _MASK64], np.uint64)) ^ np.uint64(epoch & _MASK64)
                ^ np.uint64(0x5851F42D4C957F2D))
     return int(h[0]) >> 1
+
+
+def global_rng_use(*callables: object) -> bool | None:
+    """Whether ``callables`` (None entries ignored) draw from ``random`` / ``np.random``:
+    True if one says it does, False if all say they do not, None when it is unknown.
+
+    A callable says so with a ``uses_global_rng`` attribute (shmaug's ops all say False).
+    """
+    unknown = False
+    for fn in callables:
+        if fn is None:
+            continue
+        says = getattr(fn, "uses_global_rng", None)
+        if says is None:
+            unknown = True
+        elif says:
+            return True
+    return None if unknown else False
 
 
 def rng_for(seed: int, epoch: int, index: int) -> np.random.Generator:
@@ -112,7 +134,7 @@ class SampleSeeder:
 
     def __init__(self, seed: int, *, seed_globals: bool) -> None:
         self.seed = seed  # invariant: fixed for the life of the run
-        self.seed_globals = seed_globals  # invariant: True when the op may touch the globals
+        self.seed_globals = seed_globals  # True once the op is known (or said) to use them
         self._bitgen = np.random.PCG64()
         self._generator = np.random.Generator(self._bitgen)
         self._views = _state_views(self._bitgen)  # they point into self._bitgen
@@ -140,3 +162,57 @@ class SampleSeeder:
                 random.seed(hi)
                 np.random.seed(lo & 0xFFFFFFFF)
             yield self._generator
+
+    def restream(self, epoch: int, index: int) -> np.random.Generator:
+        """Key the generator (and, when ``seed_globals``, the globals) for one sample again."""
+        return next(self.streams(epoch, np.array([index])))
+
+
+def _layout_checked(owner: object, address: int, what: str) -> bool:
+    """Whether the 625 uint32 at ``address`` are the Mersenne Twister of ``owner`` (624 state
+    words and the position), as its own ``getstate``/``get_state`` reports them."""
+    words = np.ctypeslib.as_array((ctypes.c_uint32 * 625).from_address(address)).copy()
+    if what == "random":  # CPython's RandomObject: {PyObject_HEAD; int index; uint32 state[624]}
+        state = owner.getstate()[1]  # type: ignore[attr-defined]
+        return bool(words[0] == state[-1] and np.array_equal(words[1:], state[:-1]))
+    _, key, pos, *_ = owner.get_state()  # type: ignore[attr-defined]  # numpy's {key[624]; pos}
+    return bool(np.array_equal(words[:624], key) and words[624] == pos)
+
+
+class GlobalsWatch:
+    """Tells whether code drew from Python's ``random`` or the legacy ``np.random`` globals.
+
+    ``changed()`` compares where each Mersenne Twister stands (its position and first word,
+    which a draw of a whole state's worth also rewrites) with the last look: ~0.3 us. It
+    reads interpreter memory directly, so it is trusted only where a probe at construction
+    reads exactly what ``getstate()`` reports (CPython on common builds); ``usable`` is False
+    otherwise, and callers then seed the globals for every sample instead.
+    """
+
+    def __init__(self) -> None:
+        try:
+            python = id(random._inst) + object.__basicsize__
+            legacy = np.random.mtrand._rand
+            numpy = legacy._bit_generator.ctypes.state_address
+            self.usable = (_layout_checked(random._inst, python, "random")
+                           and _layout_checked(legacy, numpy, "numpy"))
+        except Exception:  # pragma: no cover - a build without these internals
+            self.usable = False
+        if not self.usable:
+            return
+        self._python = ctypes.c_uint64.from_address(python)  # index and first word
+        self._numpy = ctypes.c_uint32.from_address(numpy)  # first word
+        self._position = ctypes.c_uint32.from_address(numpy + 624 * 4)
+        self._last = self._look()
+
+    def _look(self) -> tuple[int, int, int]:
+        return self._python.value, self._numpy.value, self._position.value
+
+    def changed(self) -> bool:
+        """Whether either global generator moved since the last call (True when unknown)."""
+        if not self.usable:
+            return True
+        now = self._look()
+        changed = now != self._last
+        self._last = now
+        return changed

@@ -64,6 +64,24 @@ def edits_in_place(image, rng):
     return image
 
 
+def sometimes_global(image, rng):
+    """Draws from both global RNGs on about one sample in five (as `rng` decides), so a worker
+    that watches for draws sees plain samples first."""
+    out = image.astype(np.float32)
+    if rng.random() < 0.2:
+        out += np.float32(random.random()) + np.float32(np.random.random())
+    return out
+
+
+class SaysGlobal:
+    """`sometimes_global`, declared as a user of the globals: seeded for every sample."""
+
+    uses_global_rng = True
+
+    def __call__(self, image, rng):
+        return sometimes_global(image, rng)
+
+
 def gc_frozen_objects(image, rng):
     """Every pixel says whether this process's collector has frozen (ignored) objects."""
     import gc

@@ -6,9 +6,9 @@ pickles by value and round-trips through ``to_config`` / ``from_config``. Member
 turned into ``Op``), op names, other containers, ``from_pil`` wrappers, or any module-level
 callable ``fn(image, rng)``.
 
-``uses_global_rng`` is true when any member may draw from the global ``random`` /
-``np.random`` (unknown callables are assumed to); the loader then seeds those globals per
-sample.
+``uses_global_rng`` is True when a member says it draws from the global ``random`` /
+``np.random``, False when every member says it does not, None when a member does not say (the
+loader then watches for draws and seeds those globals from the first one on).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError
+from ..seeding import global_rng_use
 from ._params import bounds
 from .core import as_op, config_type, from_config, to_config
 
@@ -37,8 +38,8 @@ def _members(ops: Any, who: str) -> tuple[Callable[..., Any], ...]:
     return members
 
 
-def _global(ops: Iterable[Any]) -> bool:
-    return any(bool(getattr(op, "uses_global_rng", True)) for op in ops)
+def _global(ops: Iterable[Any]) -> bool | None:
+    return global_rng_use(*ops)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,7 @@ class Compose:
         object.__setattr__(self, "ops", _members(self.ops, "Compose"))
 
     @property
-    def uses_global_rng(self) -> bool:
+    def uses_global_rng(self) -> bool | None:
         return _global(self.ops)
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -105,7 +106,7 @@ class OneOf:
         object.__setattr__(self, "_cum", cum)
 
     @property
-    def uses_global_rng(self) -> bool:
+    def uses_global_rng(self) -> bool | None:
         return _global(self.ops)
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -136,7 +137,7 @@ class Maybe:
         object.__setattr__(self, "p", lo)
 
     @property
-    def uses_global_rng(self) -> bool:
+    def uses_global_rng(self) -> bool | None:
         return _global((self.op,))
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -175,7 +176,7 @@ class SomeOf:
         object.__setattr__(self, "n", int(lo) if lo == hi else (int(lo), int(hi)))
 
     @property
-    def uses_global_rng(self) -> bool:
+    def uses_global_rng(self) -> bool | None:
         return _global(self.ops)
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -70,9 +70,10 @@ def register(
     Args:
         name: registry name, used by ``get`` and in configs.
         replace: allow replacing an op already registered under ``name``.
-        uses_global_rng: whether the op may draw from the global ``random`` / ``np.random``.
-            The loader then seeds them per sample (~10 us). Default: False for shmaug's own
-            ops, True for everyone else's; pass False for an op that only uses ``rng``.
+        uses_global_rng: whether the op draws from the global ``random`` / ``np.random``.
+            True: the loader seeds them for every sample (~10 us). False: never. None (the
+            default for your ops; shmaug's own say False): the workers watch for a draw and
+            seed them from the first one on (that sample is made again, seeded).
 
     Returns:
         A decorator that registers the function and returns it unchanged.
@@ -193,10 +194,12 @@ class Op:
     kwargs: Mapping[str, Any] = field(compare=False, repr=False)
 
     @property
-    def uses_global_rng(self) -> bool:
-        """Whether the loader must seed the global RNGs per sample for this op (see register)."""
-        own = self.fn.__module__.startswith("shmaug.")
-        return bool(getattr(self.fn, "uses_global_rng", not own))
+    def uses_global_rng(self) -> bool | None:
+        """Whether the op draws from the global RNGs; None when its author did not say."""
+        says = getattr(self.fn, "uses_global_rng", None)
+        if says is None and self.fn.__module__.startswith("shmaug."):
+            return False
+        return None if says is None else bool(says)
 
     def __init__(self, name: str, /, **params: Any) -> None:
         spec = _spec(name, str(params.pop("_module", "")))

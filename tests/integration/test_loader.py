@@ -196,3 +196,19 @@ def test_a_pass_cut_short_still_moves_to_the_next_epoch(images):
             break
         np.testing.assert_array_equal(second, loader.batch(0, epoch=1)[0])
         assert not np.array_equal(first, second)
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_watched_globals_give_the_batches_of_always_seeded_ones(images, workers):
+    """An augment that does not say whether it uses the globals is watched: the first draw
+    switches seeding on and that sample is made again, so every batch is the one an augment
+    declared `uses_global_rng = True` gets (always seeded), for any worker count."""
+    def epochs(augment, workers):
+        with shmaug.Loader(images, batch_size=8, augment=augment, workers=workers, seed=5,
+                           shuffle=True) as loader:
+            return [xb for _ in range(2) for xb, _ in loader]
+
+    watched = epochs(_ops.sometimes_global, workers)
+    seeded = epochs(_ops.SaysGlobal(), 1)
+    for a, b in zip(watched, seeded):
+        np.testing.assert_array_equal(a, b)

@@ -67,7 +67,7 @@ def test_register_get_available(scratch_registry: None) -> None:
     assert shmaug.register("ink_bleed")(ink_bleed) is ink_bleed
     assert "ink_bleed" in shmaug.available() and shmaug.available() == sorted(shmaug.available())
     op = shmaug.get("ink_bleed")
-    assert op.fn is ink_bleed and op.uses_global_rng is True  # a user op may use the globals
+    assert op.fn is ink_bleed and op.uses_global_rng is None  # unknown: the loader watches
     out = op(IMAGE, np.random.default_rng(1))
     assert out.shape == IMAGE.shape and not np.array_equal(out, IMAGE)
 
@@ -189,7 +189,8 @@ def test_uses_global_rng_flags() -> None:
     assert Op("rotate").uses_global_rng is False
     assert Compose(["rotate", OneOf(["shear", "smooth"])]).uses_global_rng is False
     assert Compose(["rotate", Maybe(legacy)]).uses_global_rng is True
-    assert OneOf(["rotate", plain_function]).uses_global_rng is True  # unknown: assume yes
+    assert OneOf(["rotate", plain_function]).uses_global_rng is None  # unknown: watched
+    assert OneOf([legacy, plain_function]).uses_global_rng is True  # one says yes
     assert shmaug.presets.glyph_distort().uses_global_rng is False
 
 
@@ -310,12 +311,19 @@ def _pure_user_op(image, rng, strength=0.5):  # type: ignore[no-untyped-def]
     return image
 
 
-def test_user_ops_get_seeded_globals_unless_they_say_otherwise(scratch_registry: None) -> None:
+def _unsaid_user_op(image, rng, strength=0.5):  # type: ignore[no-untyped-def]
+    return image
+
+
+def test_user_ops_say_whether_they_use_the_globals_or_are_watched(scratch_registry: None) -> None:
     from shmaug.ops import Op
 
-    shmaug.register("_test_global_user_op")(_global_user_op)
+    shmaug.register("_test_unsaid_user_op")(_unsaid_user_op)
+    shmaug.register("_test_global_user_op", uses_global_rng=True)(_global_user_op)
     shmaug.register("_test_pure_user_op", uses_global_rng=False)(_pure_user_op)
+    assert Op("_test_unsaid_user_op").uses_global_rng is None
     assert Op("_test_global_user_op").uses_global_rng is True
     assert Op("_test_pure_user_op").uses_global_rng is False
     assert Op("rotate").uses_global_rng is False
+    assert shmaug.Compose([Op("rotate"), Op("_test_unsaid_user_op")]).uses_global_rng is None
     assert shmaug.Compose([Op("rotate"), Op("_test_global_user_op")]).uses_global_rng is True

@@ -103,3 +103,39 @@ def test_portable_rekey_gives_the_same_streams():
     indices = np.arange(50)
     assert ([draws(g) for g in direct.streams(1, indices)]
             == [draws(g) for g in portable.streams(1, indices)])
+
+
+def test_globals_watch_sees_every_kind_of_draw():
+    from shmaug.seeding import GlobalsWatch
+
+    watch = GlobalsWatch()
+    assert watch.usable, "CPython and numpy's layouts should be recognised here"
+    assert not watch.changed()
+    draws = [
+        lambda: random.random(),
+        lambda: np.random.random(),
+        lambda: np.random.normal(),
+        lambda: np.random.random(624),  # a whole state's worth: the position comes back
+        lambda: [random.getrandbits(32) for _ in range(624)],
+        lambda: random.seed(3),
+        lambda: np.random.seed(3),
+    ]
+    for draw in draws:
+        draw()
+        assert watch.changed()
+        assert not watch.changed()
+    np.random.default_rng(0).random()  # a private generator is not a global one
+    assert not watch.changed()
+
+
+def test_global_rng_use_combines_what_callables_say():
+    from shmaug.seeding import global_rng_use
+
+    class Says:
+        def __init__(self, value):
+            self.uses_global_rng = value
+
+    assert global_rng_use(Says(False), None) is False
+    assert global_rng_use(Says(False), print) is None  # print does not say
+    assert global_rng_use(Says(None), Says(False)) is None
+    assert global_rng_use(print, Says(True)) is True
