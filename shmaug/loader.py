@@ -59,7 +59,8 @@ class Loader:
     """Augmented batches from a persistent pool of worker processes over shared memory.
 
     One pass over the loader is one epoch; the next pass is the next epoch, also when the
-    previous one was cut short with ``break``. Every sample
+    previous one was cut short (``break``; even ``next(iter(loader))`` starts a pass). Every
+    sample
     appears exactly once per epoch, and a sample's augmentation depends only on
     ``(seed, epoch, sample index)``, so epochs are bit-identical for any ``workers``,
     ``start_method`` or crash history.
@@ -191,6 +192,10 @@ class Loader:
         self._inflight: dict[Key, _Batch] = {}  # invariant: one entry per busy, wanted slot
         self._by_ticket: dict[int, _Batch] = {}  # invariant: every dispatched, unanswered ticket
         self._next_ticket = 0
+        # Prefetched batches go whole to one worker when the lookahead has enough batches to
+        # keep every worker busy; otherwise each is cut in as many pieces as that takes.
+        lookahead = max(1, self.max_queue_size - 1)
+        self._ahead_parts = max(1, -(-max(self.workers, 1) // lookahead))
         self.reset_stats()  # sets _t0 and _counters: the stats window starts now
         self.last_hit = False  # whether the last batch() was ready when asked for
         self.copy = bool(copy)
@@ -250,8 +255,8 @@ class Loader:
 
     @property
     def epoch(self) -> int:
-        """The epoch the next pass produces (during a pass, the one after it); set it to
-        resume a run."""
+        """The current epoch: the one a pass in progress produces, else the one the next pass
+        will; set it to resume a run."""
         return self._epoch
 
     @epoch.setter
@@ -265,11 +270,14 @@ class Loader:
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Any]]:
         epoch = self._epoch
-        # Moved on as the pass starts: a pass cut short (a `break` after steps_per_epoch
-        # batches) must not make the next pass repeat this epoch's augmentations.
-        self._epoch = epoch + 1
-        for batch in range(len(self)):
-            yield self.batch(batch, epoch=epoch)
+        try:
+            for batch in range(len(self)):
+                yield self.batch(batch, epoch=epoch)
+        finally:
+            # Also when the pass is cut short (a `break` after steps_per_epoch batches, an
+            # exception): the next pass must not repeat this epoch's augmentations.
+            if self._epoch == epoch:  # unless the consumer set another one meanwhile
+                self._epoch = epoch + 1
 
     def batch(self, index: int, *, epoch: int | None = None) -> tuple[np.ndarray, Any]:
         """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies.
@@ -400,7 +408,7 @@ class Loader:
             if not self._schedule(key, parts=max(self.workers, 1)):
                 self._collect()  # every slot holds work we no longer want: let it drain
         for ahead in wanted[1:]:
-            if ahead not in self._inflight and not self._schedule(ahead, parts=1):
+            if ahead not in self._inflight and not self._schedule(ahead, parts=self._ahead_parts):
                 break
         batch = self._inflight[key]
         while batch.tickets and batch.error is None:

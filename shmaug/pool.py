@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 _JOIN_TIMEOUT_S = 2.0  # how long close() lets a worker finish before terminating it
 _KILL_TIMEOUT_S = 1.0  # how long after terminate() before kill()
 _MAX_DEATHS_PER_TASK = 3  # a task that kills this many workers is reported, not retried
+# How often poll() also asks each worker's exit status: a process the worker forked keeps
+# the worker's end of its sentinel open, and then only the exit status tells.
+_SWEEP_S = 0.5
 
 Result = tuple[Any, ...]
 
@@ -118,6 +121,7 @@ class WorkerPool:
         self._broken: BaseException | None = None  # a start-up failure: every poll raises it
         self._closed = False
         self._waiter: _Waiter | None = None  # invariant: None whenever a worker changed
+        self._next_sweep = 0.0  # monotonic time of the next exit-status sweep
         self.respawns = 0  # how many dead workers were replaced
         try:
             for wid in range(workers):
@@ -171,9 +175,10 @@ class WorkerPool:
             if len(worker.queued) >= self._in_flight:
                 return
             task = self._pending.popleft()
+            message = task.to_bytes()
             worker.queued.append(task)
             try:
-                worker.tasks.send_bytes(task.to_bytes())
+                worker.tasks.send_bytes(message)
             except OSError:  # it died just now; poll() will notice and redo the task
                 pass
 
@@ -188,17 +193,21 @@ class WorkerPool:
         """
         if self._broken is not None:
             raise self._broken
-        if self._waiter is None:
-            self._waiter = _Waiter([obj for w in self._workers if w is not None
-                                    for obj in (w.results, w.process.sentinel)])
-        ready = set(self._waiter.wait(timeout_s))
+        waiter = self._waiter
+        if waiter is None:
+            waiter = self._waiter = _Waiter([obj for w in self._workers if w is not None
+                                             for obj in (w.results, w.process.sentinel)])
+        ready = set(waiter.wait(timeout_s))
+        sweep = time.monotonic() >= self._next_sweep
+        if sweep:
+            self._next_sweep = time.monotonic() + _SWEEP_S
         results: list[Result] = []
         for wid, w in enumerate(self._workers):
             if w is None:
                 continue
             if w.results in ready:
                 results += self._drain(w, everything=False)
-            if w.process.sentinel in ready:
+            if w.process.sentinel in ready or sweep and not w.process.is_alive():
                 results += self._drain(w)  # it may have answered just before dying
                 if not self.status[wid * STATUS_FIELDS + READY]:
                     self._broken = describe_startup_failure(wid, w.process, self._ctx)
@@ -216,11 +225,15 @@ class WorkerPool:
         """
         out: list[Result] = []
         try:
-            while everything and w.results.poll() or not everything and not out:
+            while True:
+                if everything and not w.results.poll():
+                    break
                 result = decode_result(w.results.recv_bytes())
                 if w.queued and w.queued[0].ticket == result[1]:
                     w.queued.popleft()
                 out.append(result)
+                if not everything:
+                    break
         except (EOFError, OSError):
             pass
         return out
@@ -281,6 +294,7 @@ class WorkerPool:
                 continue
             w.queued.remove(task)  # reported, not redone
             index = self._current_index(wid)
+            out += self._drain(w)  # answers it sent before it got stuck still count
             w.process.kill()
             out += self._replace(wid, w, crashed=False)
             out.append(("timeout", task.ticket, wid, index))

@@ -62,16 +62,20 @@ class Task:
     row0: int
 
     def to_bytes(self) -> bytes:
-        """56 bytes for the task pipe: packing beats pickling a dataclass several times over."""
-        return _TASK_WIRE.pack(self.ticket, self.epoch, self.slot, self.generation, self.start,
-                               self.stop, self.row0)
+        """56 bytes for the task pipe: packing beats pickling a dataclass several times over.
+
+        The epoch travels modulo 2**64, as every random stream already takes it.
+        """
+        return _TASK_WIRE.pack(self.ticket, self.epoch & _MASK64, self.slot, self.generation,
+                               self.start, self.stop, self.row0)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Task:
         return cls(*_TASK_WIRE.unpack(data))
 
 
-_TASK_WIRE = struct.Struct("<7q")
+_TASK_WIRE = struct.Struct("<7Q")  # every field is a non-negative int
+_MASK64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True, slots=True)

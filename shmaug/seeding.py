@@ -8,7 +8,7 @@ same batch").
 Speed matters here (it runs once per sample): instead of building a fresh ``Generator``
 (~20-30 us), each process keeps one ``PCG64`` and re-keys it from a splitmix64 hash computed
 for a whole task at once. The re-key writes the 256-bit PCG state straight into the bit
-generator (under 1 us; numpy's dict setter takes ~3.5 us), a layout checked against that
+generator (under 1 us; numpy's dict setter takes ~3.5 us), a layout checked through that
 setter when the seeder is built, with the setter as the fallback.
 
 Python's ``random`` and the legacy ``np.random`` globals cost ~10 us more to seed (CPython's
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import ctypes
 import random
-from typing import Iterator
+import sys
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -98,30 +99,31 @@ def pcg_keys(his: np.ndarray, los: np.ndarray) -> np.ndarray:
 
 def _state_views(bitgen: np.random.PCG64) -> tuple[np.ndarray, np.ndarray] | None:
     """Writable views of ``bitgen``'s key (4 uint64, as ``pcg_keys`` lays them out) and of its
-    cached half-word, so a re-key is two small array writes; or None where that is unsafe.
+    cached half-word (``has_uint32``, ``uinteger``), so a re-key is two small array writes;
+    or None where that is unsafe.
 
-    Trusted only when a probe write reads back exactly through numpy's own ``state`` getter
-    (the layout is numpy's native ``__uint128_t`` one on gcc/clang builds).
+    Trusted only when both lie inside the bit generator object and a state set through
+    numpy's own setter reads back through the views exactly (numpy's native ``__uint128_t``
+    layout on gcc/clang builds); nothing is written through them before that.
     """
     try:
         top = bitgen.ctypes.state_address  # pcg64_state {pcg_state*, has_uint32, uinteger}
         words = ctypes.c_void_p.from_address(top).value  # pcg_state {state, inc}
     except (AttributeError, TypeError, ValueError):  # pragma: no cover - exotic builds
         return None
-    if not words:  # pragma: no cover
-        return None
+    start, end = id(bitgen), id(bitgen) + sys.getsizeof(bitgen)
+    pointer = ctypes.sizeof(ctypes.c_void_p)
+    if not words or not (start <= top and top + pointer + 8 <= end
+                         and start <= words and words + 32 <= end):
+        return None  # not laid out where expected: numpy's setter it is
     key = np.ctypeslib.as_array((ctypes.c_uint64 * 4).from_address(words))
-    cached = np.ctypeslib.as_array((ctypes.c_uint64 * 1).from_address(
-        top + ctypes.sizeof(ctypes.c_void_p)))
+    cached = np.ctypeslib.as_array((ctypes.c_uint32 * 2).from_address(top + pointer))
     hi, lo = np.array([0x0123456789ABCDEF], np.uint64), np.array([0xFEDCBA9876543210], np.uint64)
-    bitgen.random_raw(1)  # leave a non-trivial state behind first
-    key[:] = pcg_keys(hi, lo)[0]
-    cached[0] = 0
-    expect = {"state": (int(hi[0]) << 64) | int(lo[0]),
-              "inc": (int(lo[0]) << 64) | int(hi[0]) | 1}
-    state = bitgen.state
-    if state["state"] != expect or state["has_uint32"] != 0:  # pragma: no cover
-        return None
+    bitgen.state = {"bit_generator": "PCG64", "has_uint32": 1, "uinteger": 0xC0FFEE,
+                    "state": {"state": (int(hi[0]) << 64) | int(lo[0]),
+                              "inc": (int(lo[0]) << 64) | int(hi[0]) | 1}}
+    if not (np.array_equal(key, pcg_keys(hi, lo)[0]) and cached.tolist() == [1, 0xC0FFEE]):
+        return None  # pragma: no cover - a layout this module does not know
     return key, cached
 
 
@@ -139,6 +141,10 @@ class SampleSeeder:
         self._generator = np.random.Generator(self._bitgen)
         self._views = _state_views(self._bitgen)  # they point into self._bitgen
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A copy must get views of its own bit generator, not copies of these views.
+        return _rebuild_seeder, (self.seed, self.seed_globals)
+
     def _set_state(self, hi: int, lo: int) -> None:
         """The portable re-key through numpy's setter; same state as ``pcg_keys`` describes."""
         self._bitgen.state = {
@@ -154,7 +160,7 @@ class SampleSeeder:
         for key, hi, lo in zip(keys, his.tolist(), los.tolist()):
             if self._views is not None:
                 self._views[0][:] = key
-                self._views[1][0] = 0
+                self._views[1][0] = 0  # no cached half-word from the previous sample
             else:
                 self._set_state(hi, lo)
             if self.seed_globals:
@@ -166,6 +172,10 @@ class SampleSeeder:
     def restream(self, epoch: int, index: int) -> np.random.Generator:
         """Key the generator (and, when ``seed_globals``, the globals) for one sample again."""
         return next(self.streams(epoch, np.array([index])))
+
+
+def _rebuild_seeder(seed: int, seed_globals: bool) -> SampleSeeder:
+    return SampleSeeder(seed, seed_globals=seed_globals)
 
 
 def _layout_checked(owner: object, address: int, what: str) -> bool:

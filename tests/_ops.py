@@ -48,6 +48,17 @@ def die_on_marker(image, rng):
     return image
 
 
+def die_leaving_a_helper_on_marker(image, rng):
+    """Dies while a forked helper holds copies of all its descriptors for 6 s (the worker's
+    end of its process sentinel included)."""
+    if image.flat[0] == MARKER:
+        if os.fork() == 0:
+            time.sleep(6)
+            os._exit(0)
+        os._exit(3)
+    return image
+
+
 def wrong_shape_on_marker(image, rng):
     if image.flat[0] == MARKER:
         return image[:-1]

@@ -95,6 +95,18 @@ def test_op_that_kills_its_worker_is_reported_not_retried_forever():
         assert loader.batch(0)[0].shape == (4, 6, 6)  # still usable
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX descriptor inheritance")
+def test_death_is_seen_while_a_helper_keeps_the_workers_descriptors_open():
+    """A dead worker whose pipes a surviving helper still holds is found by its exit status,
+    not only by its sentinel (which stays silent while the helper lives, 6 s here)."""
+    with shmaug.Loader(marked(), batch_size=4, augment=_ops.die_leaving_a_helper_on_marker,
+                       workers=2, start_method="fork") as loader:
+        began = time.monotonic()
+        with pytest.raises(shmaug.WorkerDied, match=r"exit code 3.*sample index 5"):
+            list(loader)
+        assert time.monotonic() - began < 6  # three deaths, each noticed well within 1 s
+
+
 def test_stuck_op_times_out_naming_the_sample():
     with shmaug.Loader(marked(), batch_size=4, augment=_ops.hang_on_marker, workers=2,
                        timeout=1.0) as loader:

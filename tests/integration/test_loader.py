@@ -186,10 +186,14 @@ def test_a_load_that_uses_global_randomness_is_seeded_per_sample(augment):
 
 
 def test_a_pass_cut_short_still_moves_to_the_next_epoch(images):
-    """`for ...: if step == steps_per_epoch: break` must not replay the same augmentations."""
+    """`for ...: if step == steps_per_epoch: break` must not replay the same augmentations,
+    and inside a pass the loader's defaults still refer to that pass's epoch."""
     with shmaug.Loader(images, np.arange(40), batch_size=8, augment=_ops.noisy, workers=1,
                        seed=0, shuffle=True) as loader:
-        for first, _ in loader:
+        for first, yb in loader:
+            assert loader.epoch == 0
+            np.testing.assert_array_equal(loader.indices(0), yb)
+            np.testing.assert_array_equal(loader.batch(0)[0], first)
             break
         assert loader.epoch == 1
         for second, _ in loader:
@@ -212,3 +216,16 @@ def test_watched_globals_give_the_batches_of_always_seeded_ones(images, workers)
     seeded = epochs(_ops.SaysGlobal(), 1)
     for a, b in zip(watched, seeded):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_short_lookahead_still_gives_every_worker_work(images):
+    """With fewer batches ahead than workers, prefetched batches are cut so none idles: each
+    of the 3 workers gets a piece of (nearly) every batch."""
+    from shmaug._worker import STATUS_FIELDS, TASKS_DONE
+
+    with shmaug.Loader(images, batch_size=8, augment=_ops.noisy, workers=3, seed=0,
+                       max_queue_size=2) as loader:
+        list(loader)
+        status = loader._pool.status
+        done = [status[w * STATUS_FIELDS + TASKS_DONE] for w in range(3)]
+    assert min(done) >= len(loader) - 1, done

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing
+
 import numpy as np
 import psutil
 import pytest
@@ -34,6 +36,11 @@ def test_workers_read_a_1gb_dataset_without_copying_it(method):
             f"a worker's private memory grew by {(after - before) / 2**20:.0f} MiB")
 
 
+NO_FORK = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                             reason="fork is not available on this platform")
+
+
+@NO_FORK
 def test_forked_workers_leave_the_parents_objects_to_the_parent_collector():
     """gc.freeze() around fork: a worker's collections skip the parent's objects (no CPU
     spent walking them, no pages copied for it); the parent's own collector is unchanged."""
@@ -47,6 +54,7 @@ def test_forked_workers_leave_the_parents_objects_to_the_parent_collector():
     assert gc.get_freeze_count() == 0
 
 
+@NO_FORK
 def test_a_programs_own_gc_freeze_is_left_alone():
     import gc
 

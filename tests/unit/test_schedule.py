@@ -52,3 +52,5 @@ def test_task_survives_the_wire():
 
     task = Task(ticket=2**40, epoch=3, slot=7, generation=12, start=64, stop=96, row0=64)
     assert Task.from_bytes(task.to_bytes()) == task
+    huge = Task(ticket=1, epoch=2**64 + 5, slot=0, generation=1, start=0, stop=1, row0=0)
+    assert Task.from_bytes(huge.to_bytes()).epoch == 5  # streams take epochs modulo 2**64

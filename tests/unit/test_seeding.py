@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import copy
 import random
+import sys
 
 import numpy as np
 from hypothesis import given, settings
@@ -92,7 +94,8 @@ def draws(g):
 def test_direct_rekey_gives_exactly_the_reference_streams(seed, epoch):
     indices = np.array([5, 0, 2**31, 7, 5])
     seeder = SampleSeeder(seed, seed_globals=False)
-    assert seeder._views is not None, "the direct re-key should be usable on this build"
+    if sys.platform.startswith("linux"):  # gcc builds: numpy's layout this module knows
+        assert seeder._views is not None, "the direct re-key should be usable on this build"
     got = [draws(g) for g in seeder.streams(epoch, indices)]
     assert got == [draws(reference_stream(seed, epoch, int(i))) for i in indices]
 
@@ -139,3 +142,11 @@ def test_global_rng_use_combines_what_callables_say():
     assert global_rng_use(Says(False), print) is None  # print does not say
     assert global_rng_use(Says(None), Says(False)) is None
     assert global_rng_use(print, Says(True)) is True
+
+
+def test_a_copied_seeder_rekeys_its_own_generator():
+    seeder = SampleSeeder(4, seed_globals=False)
+    clone = copy.deepcopy(seeder)
+    indices = np.arange(5)
+    assert ([draws(g) for g in clone.streams(0, indices)]
+            == [draws(reference_stream(4, 0, int(i))) for i in indices])
