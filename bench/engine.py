@@ -450,7 +450,7 @@ def section_seeding(quick: bool) -> list[H.Row]:
     import shmaug
     from shmaug.glyphs import render_glyphs
     from shmaug.ops import Op
-    from shmaug.seeding import SampleSeeder
+    from shmaug.seeding import GlobalsWatch, SampleSeeder
 
     cv2.setNumThreads(1)  # as in a worker
     number, rounds = (2000, 1) if quick else (20000, 7)
@@ -466,14 +466,17 @@ def section_seeding(quick: bool) -> list[H.Row]:
 
     task = np.arange(_TASK)
 
-    def streams(seeder: Any) -> Callable[[int], Any]:
+    def streams(seeder: Any, watch: Any = None) -> Callable[[int], Any]:
         def one_task(i: int) -> None:
             for _ in seeder.streams(1, task + i):
-                pass
+                if watch is not None:
+                    watch.changed()  # what a worker adds per sample for an undeclared op
         return one_task
 
     fns: dict[str, Callable[[int], Any]] = {
         "SampleSeeder.streams, seed_globals=False": streams(off),
+        "SampleSeeder.streams + GlobalsWatch (undeclared op, globals unused)":
+            streams(off, GlobalsWatch()),
         "SampleSeeder.streams, seed_globals=True": streams(on),
         "naive default_rng([seed, epoch, index])": lambda i: np.random.default_rng([0, 1, i]),
         "op: cv2.warpAffine rotate": warp,
@@ -496,7 +499,7 @@ def section_seeding(quick: bool) -> list[H.Row]:
     sec = "3 seeding, per sample on 64x64 u8"
     rows = [H.Row(sec, k, "per sample", "us", H.summarize(v)) for k, v in times.items()]
     for op in ("op: cv2.warpAffine rotate", "op: shmaug Op('rotate')", "op: presets.glyph_distort()"):
-        for seeder in names[:3]:
+        for seeder in names[:4]:
             share = H.paired_ratio(times[seeder], times[op]).scaled(100.0)
             target = ""
             if seeder.startswith("SampleSeeder"):
