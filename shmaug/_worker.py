@@ -10,16 +10,18 @@ never kills the worker. A watchdog thread ends the worker when its parent dies, 
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import pickle
+import select
 import signal
 import struct
 import threading
 import time
 import traceback
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
 import numpy as np
@@ -29,6 +31,7 @@ from .schedule import OrderCache, Task
 from .seeding import GlobalsWatch, SampleSeeder
 from .store import ArrayHandle, attach
 
+_TASK_WAIT_S = 1.0  # an idle worker's bounded wait for its next task, before waiting again
 _PARENT_CHECK_S = 1.0  # watchdog: how often to re-check that the parent is still there
 
 # Per-worker slots in the shared status array (float64; tickets stay exact below 2**53).
@@ -69,6 +72,33 @@ def decode_result(data: bytes) -> tuple[Any, ...]:
     if len(data) == _TICKET.size:
         return ("done", ticket)
     return ("failed", ticket, pickle.loads(data[_TICKET.size:]))
+
+
+class Waiter:
+    """Waits, with a timeout, on pipes and process sentinels (the parent: every worker's; a
+    worker: its task pipe).
+
+    ``multiprocessing.connection.wait`` (and ``Connection.poll``) build a fresh selector on
+    every call, which cost the main process more than the rest of a batch's bookkeeping; on
+    POSIX one ``select.poll`` is kept instead, rebuilt by the owner when its set changes.
+    """
+
+    def __init__(self, objects: list[Any]) -> None:
+        self._objects = objects
+        self._poller: Any = None
+        if hasattr(select, "poll"):  # POSIX; Windows waits through multiprocessing
+            self._poller = select.poll()
+            self._by_fd = {}
+            for obj in objects:
+                fd = obj if isinstance(obj, int) else obj.fileno()
+                self._poller.register(fd, select.POLLIN)  # HUP and ERR are always reported
+                self._by_fd[fd] = obj
+
+    def wait(self, timeout_s: float) -> list[Any]:
+        if self._poller is None:
+            return list(wait(self._objects, timeout_s))
+        events = self._poller.poll(math.ceil(max(timeout_s, 0.0) * 1000))
+        return [self._by_fd[fd] for fd, _ in events]
 
 
 def skipped_count(load: Any) -> int:
@@ -255,7 +285,10 @@ def worker_main(
     )
     status[worker_id * STATUS_FIELDS + READY] = 1.0  # attached and unpickled: start-up is over
     try:
-        while True:  # blocks between tasks; the watchdog covers a parent that vanishes
+        waiter = Waiter([tasks])
+        while True:  # the watchdog thread ends us if the parent vanishes meanwhile
+            if not waiter.wait(_TASK_WAIT_S):
+                continue
             try:
                 message = tasks.recv_bytes()
             except EOFError:  # the parent closed our pipe: stop

@@ -22,14 +22,12 @@ sentinel (``_worker._watch_parent``) and exit; the resource tracker then unlinks
 from __future__ import annotations
 
 import logging
-import math
 import multiprocessing
 import random
-import select
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
@@ -37,7 +35,7 @@ import numpy as np
 from ._launch import start_worker
 from ._worker import (
     CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TICKET, SliceRunner, WorkerSpec,
-    decode_result, worker_main,
+    Waiter, decode_result, worker_main,
 )
 from .errors import WorkerDied, WorkerTimeout
 from .schedule import Task
@@ -52,32 +50,6 @@ _MAX_DEATHS_PER_TASK = 3  # a task that kills this many workers is reported, not
 _SWEEP_S = 0.5
 
 Result = tuple[Any, ...]
-
-
-class _Waiter:
-    """Waits on many pipes and process sentinels at once.
-
-    ``multiprocessing.connection.wait`` builds a fresh selector on every call, which costs
-    the main process more than the rest of a batch's bookkeeping; on POSIX one ``select.poll``
-    is kept instead and rebuilt only when the set of workers changes.
-    """
-
-    def __init__(self, objects: list[Any]) -> None:
-        self._objects = objects
-        self._poller: Any = None
-        if hasattr(select, "poll"):  # POSIX; Windows waits through multiprocessing
-            self._poller = select.poll()
-            self._by_fd = {}
-            for obj in objects:
-                fd = obj if isinstance(obj, int) else obj.fileno()
-                self._poller.register(fd, select.POLLIN)  # HUP and ERR are always reported
-                self._by_fd[fd] = obj
-
-    def wait(self, timeout_s: float) -> list[Any]:
-        if self._poller is None:
-            return list(wait(self._objects, timeout_s))
-        events = self._poller.poll(math.ceil(max(timeout_s, 0.0) * 1000))
-        return [self._by_fd[fd] for fd, _ in events]
 
 
 @dataclass
@@ -120,7 +92,7 @@ class WorkerPool:
         self._deaths: dict[int, int] = {}  # ticket -> workers that died while running it
         self._broken: BaseException | None = None  # a start-up failure: every poll raises it
         self._closed = False
-        self._waiter: _Waiter | None = None  # invariant: None whenever a worker changed
+        self._waiter: Waiter | None = None  # invariant: None whenever a worker changed
         self._next_sweep = 0.0  # monotonic time of the next exit-status sweep
         self.respawns = 0  # how many dead workers were replaced
         try:
@@ -195,7 +167,7 @@ class WorkerPool:
             raise self._broken
         waiter = self._waiter
         if waiter is None:
-            waiter = self._waiter = _Waiter([obj for w in self._workers if w is not None
+            waiter = self._waiter = Waiter([obj for w in self._workers if w is not None
                                              for obj in (w.results, w.process.sentinel)])
         ready = set(waiter.wait(timeout_s))
         sweep = time.monotonic() >= self._next_sweep
