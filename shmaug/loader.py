@@ -2,7 +2,8 @@
 
 ``Loader`` wires the pieces together and owns them: it puts the dataset in a ``SharedStore``,
 allocates the ``OutputRing``, starts the ``WorkerPool`` (or the ``InlinePool`` for
-``workers=0``), and keeps up to ``max_queue_size`` batches in flight ahead of the consumer.
+``workers=0``), and lets a ``Prefetcher`` keep up to ``max_queue_size`` batches in flight
+ahead of the consumer.
 A batch is known by its key ``(epoch, batch)``; since its content is a pure function of that
 key, the consumer may ask in any order, ask twice, or resume at any epoch.
 """
@@ -13,39 +14,22 @@ import logging
 import pickle
 import time
 import weakref
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from . import _validate as check
 from ._worker import BUSY_S, SKIPPED, STATUS_FIELDS, SliceRunner, WorkerSpec, skipped_count
-from .errors import ClosedError, rebuild
+from .errors import ClosedError
 from .ops.core import check_picklable
-from .pool import InlinePool, WorkerPool, describe_death, describe_timeout
+from .pool import InlinePool, WorkerPool
+from .prefetch import CLOSED, Prefetcher
 from .ring import OutputRing
-from .schedule import BatchPlan, OrderCache, Task
+from .schedule import BatchPlan, OrderCache
 from .seeding import global_rng_use, rng_for
 from .store import ArrayHandle, SharedStore, mapped_file_handle
 
 log = logging.getLogger(__name__)
-
-_POLL_S = 0.1  # how long one wait for results lasts before the loop re-checks everything
-
-Key = tuple[int, int]  # (epoch, batch)
-
-
-@dataclass
-class _Batch:
-    """One batch being produced in one ring slot."""
-
-    key: Key
-    slot: int
-    rows: int
-    tickets: set[int] = field(default_factory=set)  # invariant: dispatched, not yet answered
-    error: BaseException | None = None  # first failure of any of its tasks
-    dropped: bool = False  # no longer wanted: free the slot when `tickets` is empty
-
 
 def _shutdown(pool: Any, store: SharedStore) -> None:
     # Workers first, then the memory they write into (NOTE [shutdown order] in pool.py).
@@ -149,7 +133,7 @@ class Loader:
         self._plan = BatchPlan(n, self.batch_size, bool(drop_remainder))
         check.nonempty_epoch(self._plan)
         self._orders = OrderCache(self.seed, n, self.shuffle)
-        self._epoch = 0  # invariant: the epoch the next full pass will produce
+        self._epoch = 0  # invariant: the epoch a pass in progress produces, else the next one
 
         # Only gathering to do: one copy in this process beats a round trip through workers.
         self._gather_only = self.augment is None and load is None
@@ -189,17 +173,11 @@ class Loader:
         self._finalizer = weakref.finalize(self, _shutdown, self._pool, self._store)
         self.output_shape: tuple[int, ...] = sample_shape
         self.output_dtype = np.dtype(dtype)
-        self._inflight: dict[Key, _Batch] = {}  # invariant: one entry per busy, wanted slot
-        self._by_ticket: dict[int, _Batch] = {}  # invariant: every dispatched, unanswered ticket
-        self._next_ticket = 0
-        # Prefetched batches go whole to one worker when the lookahead has enough batches to
-        # keep every worker busy; otherwise each is cut in as many pieces as that takes.
-        lookahead = max(1, self.max_queue_size - 1)
-        self._ahead_parts = max(1, -(-max(self.workers, 1) // lookahead))
+        self._prefetch = None if self._ring is None else Prefetcher(
+            self._ring, self._pool, self._plan, workers=self.workers, timeout=self.timeout)
         self.reset_stats()  # sets _t0 and _counters: the stats window starts now
         self.last_hit = False  # whether the last batch() was ready when asked for
         self.copy = bool(copy)
-        self._lent: int | None = None  # invariant: the slot a copy=False batch() still lends
         self._closed = False
         log.debug("Loader ready: %d samples, %d batches/epoch, %d workers (%s)", n,
                   len(self), self.workers, self.start_method or "default start method")
@@ -297,7 +275,9 @@ class Loader:
             xb = self._x[positions]
             self._counters["hits"] += 1
         else:
-            xb = self._produce((epoch, index), stop - start)
+            assert self._prefetch is not None
+            xb, hit = self._prefetch.produce((epoch, index), stop - start, copy=self.copy)
+            self._counters["hits"] += hit
         self.last_hit = self._counters["hits"] > hits
         self._counters["wait_s"] += time.perf_counter() - began
         self._counters["images"] += stop - start
@@ -329,7 +309,7 @@ class Loader:
             busy = [min(1.0, status[w * STATUS_FIELDS + BUSY_S] / span)
                     for w in range(self.workers)]
             skipped = int(sum(status[w * STATUS_FIELDS + SKIPPED] for w in range(self.workers)))
-        ready = sum(1 for b in self._inflight.values() if not b.tickets and b.error is None)
+        ready = self._prefetch.ready if self._prefetch is not None else 0
         return {
             "images_per_s": c["images"] / elapsed if elapsed > 0 else 0.0,
             "wait_fraction": c["wait_s"] / elapsed if elapsed > 0 else 0.0,
@@ -354,8 +334,8 @@ class Loader:
     def close(self) -> None:
         """Stop the workers and free the shared memory. Idempotent."""
         self._closed = True
-        self._inflight = {}
-        self._by_ticket = {}
+        if self._prefetch is not None:
+            self._prefetch.close()
         self._x = None
         if self._ring is not None:
             self._ring.view = np.empty(0)  # drop our view so the block can be unmapped
@@ -377,115 +357,9 @@ class Loader:
             "create it in the process that consumes it."
         )
 
-    # -- producing batches -----------------------------------------------------------------
-
     def _ensure_open(self) -> None:
         if self._closed:
-            raise ClosedError("This shmaug.Loader is closed. Fix: create a new one.")
-
-    def _lookahead(self, key: Key) -> list[Key]:
-        """The keys the consumer most likely wants next: the following batches, in order."""
-        epoch, batch = key
-        out = []
-        assert self._ring is not None
-        for _ in range(self._ring.slots - 1):
-            batch += 1
-            if batch >= len(self):
-                epoch, batch = epoch + 1, 0
-            out.append((epoch, batch))
-        return out
-
-    def _produce(self, key: Key, rows: int) -> np.ndarray:
-        assert self._ring is not None
-        if self._lent is not None:  # asking for the next batch ends the previous lease
-            self._ring.release(self._lent)
-            self._lent = None
-        wanted = [key, *self._lookahead(key)]
-        self._collect(0.0)  # file what finished while the consumer was busy
-        self._drop_unwanted(set(wanted))
-        hit = key in self._inflight and not self._inflight[key].tickets
-        while key not in self._inflight:
-            if not self._schedule(key, parts=max(self.workers, 1)):
-                self._collect()  # every slot holds work we no longer want: let it drain
-        for ahead in wanted[1:]:
-            if ahead not in self._inflight and not self._schedule(ahead, parts=self._ahead_parts):
-                break
-        batch = self._inflight[key]
-        while batch.tickets and batch.error is None:
-            self._collect()
-        self._counters["hits"] += hit
-        del self._inflight[key]
-        if batch.error is not None:
-            self._drop(batch)
-            raise batch.error
-        assert self._ring is not None
-        if not self.copy:
-            lent: np.ndarray = self._ring.view[batch.slot, :rows].view()
-            lent.flags.writeable = False
-            self._lent = batch.slot
-            return lent
-        out = self._ring.read(batch.slot, rows)
-        self._ring.release(batch.slot)
-        return out
-
-    def _schedule(self, key: Key, parts: int) -> bool:
-        """Start a batch in a free slot, cut into ``parts`` tasks; False when none is free.
-
-        A batch the consumer is already waiting for is cut across all workers (it arrives
-        soonest); a prefetched one goes whole to one worker, which halves the messages and
-        wake-ups this process pays per batch while the workers keep the same pace.
-        """
-        assert self._ring is not None
-        acquired = self._ring.acquire()
-        if acquired is None:
-            return False
-        slot, generation = acquired
-        start, stop = self._plan.bounds(key[1])
-        batch = _Batch(key, slot, stop - start)
-        self._inflight[key] = batch
-        for lo, hi in self._plan.slices(key[1], parts):
-            ticket = self._next_ticket
-            self._next_ticket += 1
-            batch.tickets.add(ticket)
-            self._by_ticket[ticket] = batch
-            self._pool.submit(Task(ticket, key[0], slot, generation, lo, hi, start))
-        return True
-
-    def _drop_unwanted(self, wanted: set[Key]) -> None:
-        for key in [k for k in self._inflight if k not in wanted]:
-            self._drop(self._inflight.pop(key))
-
-    def _drop(self, batch: _Batch) -> None:
-        """Forget a batch; its slot frees once the tasks already running have answered."""
-        batch.dropped = True
-        assert self._ring is not None
-        self._ring.cancel(batch.slot)
-        for ticket in self._pool.cancel_pending(set(batch.tickets)):
-            batch.tickets.discard(ticket)
-            self._by_ticket.pop(ticket, None)
-        self._free_if_idle(batch)
-
-    def _free_if_idle(self, batch: _Batch) -> None:
-        if batch.dropped and not batch.tickets:
-            assert self._ring is not None
-            self._ring.release(batch.slot)
-
-    def _collect(self, timeout_s: float = _POLL_S) -> None:
-        """Wait (bounded) for worker results and file them under their batches."""
-        self._ensure_open()  # close() from another thread ends every wait
-        for result in self._pool.poll(timeout_s):
-            kind, ticket = result[0], result[1]
-            batch = self._by_ticket.pop(ticket, None)
-            if batch is None:
-                continue
-            batch.tickets.discard(ticket)
-            if kind == "failed" and batch.error is None:
-                batch.error = rebuild(result[2])
-            elif kind == "died" and batch.error is None:
-                batch.error = describe_death(result[2], result[3], result[4])
-            elif kind == "timeout" and batch.error is None:
-                batch.error = describe_timeout(result[2], result[3], float(self.timeout or 0))
-            self._free_if_idle(batch)
+            raise ClosedError(CLOSED)
 
 
 class _NoPool:

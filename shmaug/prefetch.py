@@ -1,0 +1,176 @@
+"""Keyed prefetch: which batches are in flight in which ring slot, and whose answers are whose.
+
+``Prefetcher`` is the main process's side of the output ring. It knows each batch by its key
+``(epoch, batch)``, schedules the one asked for and the next ones in free slots, files the
+pool's answers under their batches, drops work the consumer no longer wants (bumping the slot's
+generation so workers skip it), and hands a finished batch out by copy or by a lease. It owns
+no memory and no process: the ``Loader`` owns the ring and the pool and closes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import ClosedError, rebuild
+from .pool import describe_death, describe_timeout
+from .ring import OutputRing
+from .schedule import BatchPlan, Task
+
+_POLL_S = 0.1  # how long one wait for results lasts before the loop re-checks everything
+CLOSED = "This shmaug.Loader is closed. Fix: create a new one."
+
+Key = tuple[int, int]  # (epoch, batch)
+
+
+@dataclass
+class _Batch:
+    """One batch being produced in one ring slot."""
+
+    key: Key
+    slot: int
+    rows: int
+    tickets: set[int] = field(default_factory=set)  # invariant: dispatched, not yet answered
+    error: BaseException | None = None  # first failure of any of its tasks
+    dropped: bool = False  # no longer wanted: free the slot when `tickets` is empty
+
+
+class Prefetcher:
+    """Produces batches by key over ``ring`` and ``pool``, keeping the next ones in flight.
+
+    Args:
+        ring: the output ring; its slot count is the number of batches in flight.
+        pool: a ``WorkerPool`` or ``InlinePool``.
+        plan: how positions fall into batches.
+        workers: how many workers ``pool`` runs (0 inline).
+        timeout: the pool's per-task timeout, for the error message.
+    """
+
+    def __init__(self, ring: OutputRing, pool: Any, plan: BatchPlan, *, workers: int,
+                 timeout: float | None) -> None:
+        self.ring, self.pool, self.plan = ring, pool, plan
+        self.workers = workers
+        self.timeout = timeout
+        self._closed = False  # set by close(), from any thread: every wait checks it
+        self._batches = len(plan)
+        self._inflight: dict[Key, _Batch] = {}  # invariant: one entry per busy, wanted slot
+        self._by_ticket: dict[int, _Batch] = {}  # invariant: every dispatched, unanswered ticket
+        self._next_ticket = 0
+        self._lent: int | None = None  # invariant: the slot a lease (copy=False) still holds
+        # A batch the consumer already waits for is cut across all workers (it arrives
+        # soonest). Prefetched ones go whole to one worker, which halves the messages and
+        # wake-ups of the main process, when the lookahead has enough batches to keep every
+        # worker busy; otherwise each is cut in as many pieces as that takes.
+        lookahead = max(1, ring.slots - 1)
+        self._ahead_parts = max(1, -(-max(workers, 1) // lookahead))
+
+    @property
+    def ready(self) -> int:
+        """Batches finished and not yet handed out."""
+        return sum(1 for b in self._inflight.values() if not b.tickets and b.error is None)
+
+    def close(self) -> None:
+        """Forget everything in flight; a wait in progress (another thread) ends with
+        ``ClosedError``."""
+        self._closed = True
+        self._inflight = {}
+        self._by_ticket = {}
+
+    def produce(self, key: Key, rows: int, *, copy: bool) -> tuple[np.ndarray, bool]:
+        """Batch ``key`` (its first ``rows`` rows), and whether it was ready when asked.
+
+        ``copy`` False lends a read-only view of the slot instead, until the next call.
+        """
+        if self._lent is not None:  # asking for the next batch ends the previous lease
+            self.ring.release(self._lent)
+            self._lent = None
+        wanted = [key, *self._lookahead(key)]
+        self._collect(0.0)  # file what finished while the consumer was busy
+        self._drop_unwanted(set(wanted))
+        hit = key in self._inflight and not self._inflight[key].tickets
+        while key not in self._inflight:
+            if not self._schedule(key, parts=max(self.workers, 1)):
+                self._collect()  # every slot holds work we no longer want: let it drain
+        for ahead in wanted[1:]:
+            if ahead not in self._inflight and not self._schedule(ahead, self._ahead_parts):
+                break
+        batch = self._inflight[key]
+        while batch.tickets and batch.error is None:
+            self._collect()
+        del self._inflight[key]
+        if batch.error is not None:
+            self._drop(batch)
+            raise batch.error
+        if not copy:
+            lent: np.ndarray = self.ring.view[batch.slot, :rows].view()
+            lent.flags.writeable = False
+            self._lent = batch.slot
+            return lent, hit
+        out = self.ring.read(batch.slot, rows)
+        self.ring.release(batch.slot)
+        return out, hit
+
+    def _lookahead(self, key: Key) -> list[Key]:
+        """The keys the consumer most likely wants next: the following batches, in order."""
+        epoch, batch = key
+        out = []
+        for _ in range(self.ring.slots - 1):
+            batch += 1
+            if batch >= self._batches:
+                epoch, batch = epoch + 1, 0
+            out.append((epoch, batch))
+        return out
+
+    def _schedule(self, key: Key, parts: int) -> bool:
+        """Start a batch in a free slot, cut into ``parts`` tasks; False when none is free."""
+        acquired = self.ring.acquire()
+        if acquired is None:
+            return False
+        slot, generation = acquired
+        start, stop = self.plan.bounds(key[1])
+        batch = _Batch(key, slot, stop - start)
+        self._inflight[key] = batch
+        for lo, hi in self.plan.slices(key[1], parts):
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            batch.tickets.add(ticket)
+            self._by_ticket[ticket] = batch
+            self.pool.submit(Task(ticket, key[0], slot, generation, lo, hi, start))
+        return True
+
+    def _drop_unwanted(self, wanted: set[Key]) -> None:
+        for key in [k for k in self._inflight if k not in wanted]:
+            self._drop(self._inflight.pop(key))
+
+    def _drop(self, batch: _Batch) -> None:
+        """Forget a batch; its slot frees once the tasks already running have answered."""
+        batch.dropped = True
+        self.ring.cancel(batch.slot)
+        for ticket in self.pool.cancel_pending(set(batch.tickets)):
+            batch.tickets.discard(ticket)
+            self._by_ticket.pop(ticket, None)
+        self._free_if_idle(batch)
+
+    def _free_if_idle(self, batch: _Batch) -> None:
+        if batch.dropped and not batch.tickets:
+            self.ring.release(batch.slot)
+
+    def _collect(self, timeout_s: float = _POLL_S) -> None:
+        """Wait (bounded) for worker results and file them under their batches."""
+        if self._closed:
+            raise ClosedError(CLOSED)
+        for result in self.pool.poll(timeout_s):
+            kind, ticket = result[0], result[1]
+            batch = self._by_ticket.pop(ticket, None)
+            if batch is None:
+                continue
+            batch.tickets.discard(ticket)
+            if kind == "failed" and batch.error is None:
+                batch.error = rebuild(result[2])
+            elif kind == "died" and batch.error is None:
+                batch.error = describe_death(result[2], result[3], result[4])
+            elif kind == "timeout" and batch.error is None:
+                batch.error = describe_timeout(result[2], result[3], float(self.timeout or 0))
+            self._free_if_idle(batch)
