@@ -163,7 +163,9 @@ class SliceRunner:
         rows = self.out[task.slot]
         index = -1
         if self.watch is not None:
-            self.watch.changed()  # what ran between tasks (workers=0: the user's code) is not ours
+            # What ran between tasks (workers=0: the user's code) is not ours, nor is a
+            # Gaussian the generators hold back.
+            self.watch.forget_cached()
         try:
             for p, index in zip(range(task.start, task.stop), indices.tolist()):
                 if self.generation[task.slot] != task.generation:
@@ -171,13 +173,7 @@ class SliceRunner:
                 if self.status is not None:
                     self.status[self._base + CURRENT_INDEX] = index
                 rng = next(streams) if streams is not None else None  # before `load`: it may draw
-                image = self._sample(index, rng)
-                if self.watch is not None and self.watch.changed():
-                    # It draws from the globals after all: seed them from now on, and make
-                    # this sample again the way every other will be made.
-                    self.watch = None
-                    self.seeder.seed_globals = True
-                    image = self._sample(index, self.seeder.restream(task.epoch, index))
+                image = self._watched_sample(task.epoch, index, rng)
                 self._stage = "writing the output"
                 self._write(rows[p - task.row0], image, index)
             result: tuple[Any, ...] = ("done", task.ticket)
@@ -194,6 +190,27 @@ class SliceRunner:
             # A `load` may stand in for unreadable samples (e.g. on_error="skip") and count them.
             self.status[self._base + SKIPPED] = skipped_count(self.load)
         return result
+
+    def _watched_sample(self, epoch: int, index: int, rng: np.random.Generator | None) -> Any:
+        """``_sample``; when it drew from the unseeded globals (while they are watched), seed
+        them from now on and make it again, as every sample will be made (also when the
+        unseeded attempt raised)."""
+        try:
+            image = self._sample(index, rng)
+        except Exception:
+            if not self._drew_from_globals():
+                raise
+            return self._sample(index, self.seeder.restream(epoch, index))
+        if self._drew_from_globals():
+            image = self._sample(index, self.seeder.restream(epoch, index))
+        return image
+
+    def _drew_from_globals(self) -> bool:
+        if self.watch is None or not self.watch.changed():
+            return False
+        self.watch = None
+        self.seeder.seed_globals = True
+        return True
 
     def _sample(self, index: int, rng: np.random.Generator | None) -> Any:
         """Sample ``index``, loaded and augmented (``_stage`` names the step, for errors)."""

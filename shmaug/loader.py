@@ -133,7 +133,8 @@ class Loader:
         self._plan = BatchPlan(n, self.batch_size, bool(drop_remainder))
         check.nonempty_epoch(self._plan)
         self._orders = OrderCache(self.seed, n, self.shuffle)
-        self._epoch = 0  # invariant: the epoch a pass in progress produces, else the next one
+        self._epoch = 0  # invariant: the epoch the next pass produces
+        self._pass: int | None = None  # the epoch of the pass in progress, if any
 
         # Only gathering to do: one copy in this process beats a round trip through workers.
         self._gather_only = self.augment is None and load is None
@@ -233,13 +234,14 @@ class Loader:
 
     @property
     def epoch(self) -> int:
-        """The current epoch: the one a pass in progress produces, else the one the next pass
-        will; set it to resume a run."""
-        return self._epoch
+        """The current epoch: the one the pass in progress produces, else the one the next
+        pass will; set it to choose the next pass's epoch (to resume a run)."""
+        return self._epoch if self._pass is None else self._pass
 
     @epoch.setter
     def epoch(self, value: int) -> None:
         self._epoch = check.non_negative_int("epoch", value)
+        self._pass = None  # reads back as set; a pass still running goes on with its own
 
     @property
     def pids(self) -> list[int]:
@@ -248,14 +250,16 @@ class Loader:
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Any]]:
         epoch = self._epoch
+        # Moved on as the pass starts: a pass cut short (a `break` after steps_per_epoch
+        # batches, a kept iterator) must not make the next pass repeat this epoch.
+        self._epoch = epoch + 1
+        self._pass = epoch
         try:
             for batch in range(len(self)):
                 yield self.batch(batch, epoch=epoch)
         finally:
-            # Also when the pass is cut short (a `break` after steps_per_epoch batches, an
-            # exception): the next pass must not repeat this epoch's augmentations.
-            if self._epoch == epoch:  # unless the consumer set another one meanwhile
-                self._epoch = epoch + 1
+            if self._pass == epoch:
+                self._pass = None
 
     def batch(self, index: int, *, epoch: int | None = None) -> tuple[np.ndarray, Any]:
         """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies.
@@ -264,7 +268,7 @@ class Loader:
         the consumer goes on in order.
         """
         self._ensure_open()
-        epoch = self._epoch if epoch is None else check.non_negative_int("epoch", epoch)
+        epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
         positions = self.indices(index, epoch=epoch)
         start, stop = self._plan.bounds(index)
         began = time.perf_counter()
@@ -286,7 +290,7 @@ class Loader:
 
     def indices(self, index: int, *, epoch: int | None = None) -> np.ndarray:
         """The dataset indices of the samples in batch ``index`` of ``epoch``, in order."""
-        epoch = self._epoch if epoch is None else check.non_negative_int("epoch", epoch)
+        epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
         start, stop = self._plan.bounds(check.non_negative_int("index", index))
         return self._orders(epoch)[start:stop]
 

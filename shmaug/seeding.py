@@ -111,7 +111,7 @@ def _state_views(bitgen: np.random.PCG64) -> tuple[np.ndarray, np.ndarray] | Non
         words = ctypes.c_void_p.from_address(top).value  # pcg_state {state, inc}
     except (AttributeError, TypeError, ValueError):  # pragma: no cover - exotic builds
         return None
-    start, end = id(bitgen), id(bitgen) + sys.getsizeof(bitgen)
+    start, end = id(bitgen), id(bitgen) + type(bitgen).__basicsize__
     pointer = ctypes.sizeof(ctypes.c_void_p)
     if not words or not (start <= top and top + pointer + 8 <= end
                          and start <= words and words + 32 <= end):
@@ -180,7 +180,8 @@ def _rebuild_seeder(seed: int, seed_globals: bool) -> SampleSeeder:
 
 def _layout_checked(owner: object, address: int, what: str) -> bool:
     """Whether the 625 uint32 at ``address`` are the Mersenne Twister of ``owner`` (624 state
-    words and the position), as its own ``getstate``/``get_state`` reports them."""
+    words and the position), as its own ``getstate``/``get_state`` reports them. The caller
+    has checked that the 2,500 bytes lie inside the object."""
     words = np.ctypeslib.as_array((ctypes.c_uint32 * 625).from_address(address)).copy()
     if what == "random":  # CPython's RandomObject: {PyObject_HEAD; int index; uint32 state[624]}
         state = owner.getstate()[1]  # type: ignore[attr-defined]
@@ -189,27 +190,42 @@ def _layout_checked(owner: object, address: int, what: str) -> bool:
     return bool(np.array_equal(words[:624], key) and words[624] == pos)
 
 
+def _inside(obj: object, address: int, nbytes: int) -> bool:
+    return id(obj) <= address and address + nbytes <= id(obj) + type(obj).__basicsize__
+
+
+_MT_BYTES = 625 * 4  # 624 state words and the position
+
+
 class GlobalsWatch:
     """Tells whether code drew from Python's ``random`` or the legacy ``np.random`` globals.
 
     ``changed()`` compares where each Mersenne Twister stands (its position and first word,
-    which a draw of a whole state's worth also rewrites) with the last look: ~0.3 us. It
-    reads interpreter memory directly, so it is trusted only where a probe at construction
-    reads exactly what ``getstate()`` reports (CPython on common builds); ``usable`` is False
-    otherwise, and callers then seed the globals for every sample instead.
+    which a draw of a whole state's worth also rewrites) with the last look: ~0.3 us. It reads
+    interpreter memory directly, so it is used only on CPython, when the module functions are
+    bound to the generators it holds, the state lies inside those objects and reads back
+    exactly what ``getstate()`` reports; ``usable`` is False otherwise, and callers then seed
+    the globals for every sample instead. It cannot see code that draws and then restores
+    the state, or that only reads it: such code must declare ``uses_global_rng = True``.
     """
 
     def __init__(self) -> None:
-        try:
-            python = id(random._inst) + object.__basicsize__
-            legacy = np.random.mtrand._rand
-            numpy = legacy._bit_generator.ctypes.state_address
-            self.usable = (_layout_checked(random._inst, python, "random")
-                           and _layout_checked(legacy, numpy, "numpy"))
-        except Exception:  # pragma: no cover - a build without these internals
-            self.usable = False
-        if not self.usable:
+        self.usable = False
+        inst, legacy = getattr(random, "_inst", None), np.random.mtrand._rand
+        bitgen = getattr(legacy, "_bit_generator", None)
+        if (sys.implementation.name != "cpython" or inst is None
+                or getattr(random.random, "__self__", None) is not inst
+                or type(bitgen) is not np.random.MT19937):
             return
+        python = id(inst) + object.__basicsize__
+        numpy = bitgen.ctypes.state_address
+        if not (_inside(inst, python, _MT_BYTES) and _inside(bitgen, numpy, _MT_BYTES)):
+            return  # pragma: no cover - a layout this module does not know
+        if not (_layout_checked(inst, python, "random")
+                and _layout_checked(legacy, numpy, "numpy")):
+            return  # pragma: no cover
+        self.usable = True
+        self._watched: tuple[Any, Any, Any] = (inst, legacy, bitgen)  # held: addresses stay valid
         self._python = ctypes.c_uint64.from_address(python)  # index and first word
         self._numpy = ctypes.c_uint32.from_address(numpy)  # first word
         self._position = ctypes.c_uint32.from_address(numpy + 624 * 4)
@@ -218,9 +234,27 @@ class GlobalsWatch:
     def _look(self) -> tuple[int, int, int]:
         return self._python.value, self._numpy.value, self._position.value
 
+    def _replaced(self) -> bool:
+        """Whether the program swapped a global generator for another object since."""
+        inst, legacy, bitgen = self._watched
+        return (getattr(random.random, "__self__", None) is not inst
+                or np.random.mtrand._rand is not legacy
+                or legacy._bit_generator is not bitgen)
+
+    def forget_cached(self) -> None:
+        """Drop the Gaussian each generator may hold back for its next normal draw (inherited
+        through fork, or left by the program): using it would not move the state."""
+        if not self.usable:
+            return
+        self._watched[0].gauss_next = None
+        state: Any = self._watched[1].get_state()
+        if state[3]:  # has_gauss
+            self._watched[1].set_state(state[:3] + (0, 0.0))
+        self._last = self._look()
+
     def changed(self) -> bool:
         """Whether either global generator moved since the last call (True when unknown)."""
-        if not self.usable:
+        if not self.usable or self._replaced():
             return True
         now = self._look()
         changed = now != self._last

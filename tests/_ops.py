@@ -84,13 +84,40 @@ def sometimes_global(image, rng):
     return out
 
 
+def sometimes_np_normal(image, rng):
+    """numpy's global normal now and then: its held-back second Gaussian must not slip
+    through unseeded."""
+    out = image.astype(np.float32)
+    if rng.random() < 0.3:
+        out += np.float32(np.random.normal())
+    return out
+
+
+def sometimes_py_gauss(image, rng):
+    """The same with Python's `random.gauss`."""
+    out = image.astype(np.float32)
+    if rng.random() < 0.3:
+        out += np.float32(random.gauss(0.0, 1.0))
+    return out
+
+
+def fails_on_a_global_draw(image, rng):
+    """Raises on about one sample in three, as the global `random` decides."""
+    if random.random() < 0.3:
+        raise ValueError("unlucky draw")
+    return image.astype(np.float32)
+
+
 class SaysGlobal:
-    """`sometimes_global`, declared as a user of the globals: seeded for every sample."""
+    """Wraps an op and declares it a user of the globals: seeded for every sample."""
 
     uses_global_rng = True
 
+    def __init__(self, fn=sometimes_global):
+        self.fn = fn
+
     def __call__(self, image, rng):
-        return sometimes_global(image, rng)
+        return self.fn(image, rng)
 
 
 def gc_frozen_objects(image, rng):

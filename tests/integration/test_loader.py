@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import random
 
 import numpy as np
 import pytest
@@ -200,22 +201,72 @@ def test_a_pass_cut_short_still_moves_to_the_next_epoch(images):
             break
         np.testing.assert_array_equal(second, loader.batch(0, epoch=1)[0])
         assert not np.array_equal(first, second)
+        kept = iter(loader)
+        next(kept)  # a pass left suspended still counts: the next one moves on
+        assert loader.epoch == 2
+        for third, _ in loader:
+            assert loader.epoch == 3
+            break
+        np.testing.assert_array_equal(third, loader.batch(0, epoch=3)[0])
+        assert loader.epoch == 4
+
+
+def _outcomes(images, augment, workers, start_method=None):
+    """Every batch of two epochs, or the sample index its error names."""
+    out = []
+    with shmaug.Loader(images, batch_size=8, augment=augment, workers=workers, seed=5,
+                       shuffle=True, start_method=start_method, output_shape=images.shape[1:],
+                       output_dtype=np.float32) as loader:
+        for epoch in range(2):
+            for b in range(len(loader)):
+                try:
+                    out.append(loader.batch(b, epoch=epoch)[0])
+                except ValueError as exc:
+                    out.append(exc.sample_index)
+    return out
+
+
+def _assert_same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert type(x) is type(y)
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.fixture
+def primed_globals():
+    """The program's own global generators, left mid-way: each holds a Gaussian back, and
+    Python's next `random()` is below 0.3 (so `fails_on_a_global_draw` fails unseeded)."""
+    seed = next(s for s in range(100) if _primed(s) < 0.3)
+    _primed(seed)
+    np.random.seed(seed)
+    np.random.normal()
+    yield
+    random.seed()
+    np.random.seed(None)
+
+
+def _primed(seed):
+    random.seed(seed)
+    random.gauss(0.0, 1.0)
+    state = random.getstate()
+    value = random.random()
+    random.setstate(state)
+    return value
 
 
 @pytest.mark.parametrize("workers", [0, 1, 2])
-def test_watched_globals_give_the_batches_of_always_seeded_ones(images, workers):
+@pytest.mark.parametrize("op", [_ops.sometimes_global, _ops.sometimes_np_normal,
+                                _ops.sometimes_py_gauss, _ops.fails_on_a_global_draw])
+def test_watched_globals_give_the_batches_of_always_seeded_ones(images, primed_globals,
+                                                                workers, op):
     """An augment that does not say whether it uses the globals is watched: the first draw
-    switches seeding on and that sample is made again, so every batch is the one an augment
-    declared `uses_global_rng = True` gets (always seeded), for any worker count."""
-    def epochs(augment, workers):
-        with shmaug.Loader(images, batch_size=8, augment=augment, workers=workers, seed=5,
-                           shuffle=True) as loader:
-            return [xb for _ in range(2) for xb, _ in loader]
-
-    watched = epochs(_ops.sometimes_global, workers)
-    seeded = epochs(_ops.SaysGlobal(), 1)
-    for a, b in zip(watched, seeded):
-        np.testing.assert_array_equal(a, b)
+    switches seeding on and that sample is made again (also when it raised), so every batch,
+    and every error, is the one an augment declared `uses_global_rng = True` gets. Neither a
+    Gaussian the generators held back (inherited through fork, or the program's own with
+    workers=0) nor an error raised by an unseeded draw slips through."""
+    _assert_same(_outcomes(images, op, workers, "fork" if workers else None),
+                 _outcomes(images, _ops.SaysGlobal(op), 1))
 
 
 def test_a_short_lookahead_still_gives_every_worker_work(images):

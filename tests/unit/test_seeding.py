@@ -150,3 +150,22 @@ def test_a_copied_seeder_rekeys_its_own_generator():
     indices = np.arange(5)
     assert ([draws(g) for g in clone.streams(0, indices)]
             == [draws(reference_stream(4, 0, int(i))) for i in indices])
+
+
+def test_globals_watch_forgets_held_back_gaussians_and_notices_a_swapped_generator():
+    from shmaug.seeding import GlobalsWatch
+
+    watch = GlobalsWatch()
+    np.random.normal()  # draws two, returns one, holds the other back
+    random.gauss(0.0, 1.0)  # the same in Python's generator
+    watch.forget_cached()
+    np.random.normal()  # would have used the held-back one without moving the state
+    assert watch.changed()
+    random.gauss(0.0, 1.0)
+    assert watch.changed()
+    previous = np.random.get_bit_generator()
+    np.random.set_bit_generator(np.random.PCG64(0))
+    try:
+        assert watch.changed()  # not the generator it reads any more: assume drawn
+    finally:
+        np.random.set_bit_generator(previous)
