@@ -16,7 +16,7 @@ Mersenne Twister set-up alone is ~7 us), so they are seeded only where used: alw
 callable that declares ``uses_global_rng = True``, never for one that declares False (every
 shmaug op), and for any other callable only once a ``GlobalsWatch`` has seen one of its
 samples draw from them; that sample is then made again with the globals seeded. The watch
-compares the two generators' raw states before and after a sample (well under 1 us).
+compares where the two generators stand before and after a sample (well under 1 us).
 """
 
 from __future__ import annotations
@@ -205,8 +205,9 @@ class GlobalsWatch:
     interpreter memory directly, so it is used only on CPython, when the module functions are
     bound to the generators it holds, the state lies inside those objects and reads back
     exactly what ``getstate()`` reports; ``usable`` is False otherwise, and callers then seed
-    the globals for every sample instead. It cannot see code that draws and then restores
-    the state, or that only reads it: such code must declare ``uses_global_rng = True``.
+    the globals for every sample instead. It holds the objects it reads, so the memory stays
+    theirs. It cannot see code that draws and then restores the state, only reads it, or swaps
+    a generator within one task: such code must declare ``uses_global_rng = True``.
     """
 
     def __init__(self) -> None:
@@ -242,9 +243,14 @@ class GlobalsWatch:
                 or legacy._bit_generator is not bitgen)
 
     def forget_cached(self) -> None:
-        """Drop the Gaussian each generator may hold back for its next normal draw (inherited
-        through fork, or left by the program): using it would not move the state."""
+        """Call before each task. Drops the Gaussian each generator may hold back for its next
+        normal draw (inherited through fork, or left by the program): using it would not move
+        the state. A program that swapped a global generator for another object makes the
+        watch unusable from then on (every later look counts as a draw)."""
         if not self.usable:
+            return
+        if self._replaced():
+            self.usable = False
             return
         self._watched[0].gauss_next = None
         state: Any = self._watched[1].get_state()
@@ -254,7 +260,7 @@ class GlobalsWatch:
 
     def changed(self) -> bool:
         """Whether either global generator moved since the last call (True when unknown)."""
-        if not self.usable or self._replaced():
+        if not self.usable:
             return True
         now = self._look()
         changed = now != self._last

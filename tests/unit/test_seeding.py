@@ -166,6 +166,7 @@ def test_globals_watch_forgets_held_back_gaussians_and_notices_a_swapped_generat
     previous = np.random.get_bit_generator()
     np.random.set_bit_generator(np.random.PCG64(0))
     try:
-        assert watch.changed()  # not the generator it reads any more: assume drawn
+        watch.forget_cached()  # the next task finds another generator: assume every draw
+        assert not watch.usable and watch.changed()
     finally:
         np.random.set_bit_generator(previous)
