@@ -5,7 +5,8 @@ then loops: receive a ``Task`` (or an empty message, the stop sentinel), fill th
 send ``("done", ticket)`` or ``("failed", ticket, ErrorRecord)``. Both directions travel as
 packed bytes, not pickles (see ``Task.to_bytes`` and ``encode_result``): the main process
 handles several messages per batch and shares the cores with the workers. A failing sample
-never kills the worker. A watchdog thread ends the worker when its parent dies, even inside a stuck op.
+never kills the worker. A watchdog thread ends the worker when its parent dies, even inside a
+stuck op; between tasks the worker waits with a bound (``Waiter``, shared with the parent).
 """
 
 from __future__ import annotations
@@ -141,8 +142,8 @@ class SliceRunner:
         # seed_globals None: unknown; watch the globals and seed them once a sample draws.
         watch = GlobalsWatch() if seed_globals is None else None
         self.watch = watch if watch is not None and watch.usable else None
-        self.seeder = SampleSeeder(
-            seed, seed_globals=seed_globals is True or (seed_globals is None and self.watch is None))
+        unwatchable = seed_globals is None and self.watch is None  # then seed them always
+        self.seeder = SampleSeeder(seed, seed_globals=seed_globals is True or unwatchable)
         self.generation = generation  # the ring's shared per-slot generation counters
         self.worker_id = worker_id
         self.status = status  # shared float64 array or None
