@@ -207,10 +207,19 @@ class SliceRunner:
         return image
 
     def _drew_from_globals(self) -> bool:
-        if self.watch is None or not self.watch.changed():
+        """Whether the last sample drew from a global generator not yet seeded; it is seeded
+        per sample from now on (the watch ends once both are)."""
+        if self.watch is None:
             return False
-        self.watch = None
-        self.seeder.seed_globals = True
+        python, numpy = self.watch.moved()
+        seeder = self.seeder
+        python, numpy = python and not seeder.seed_python, numpy and not seeder.seed_numpy
+        if not (python or numpy):
+            return False
+        seeder.seed_python |= python
+        seeder.seed_numpy |= numpy
+        if seeder.seed_python and seeder.seed_numpy:
+            self.watch = None
         return True
 
     def _sample(self, index: int, rng: np.random.Generator | None) -> Any:

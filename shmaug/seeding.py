@@ -12,11 +12,11 @@ generator (under 1 us; numpy's dict setter takes ~3.5 us), a layout checked thro
 setter when the seeder is built, with the setter as the fallback.
 
 Python's ``random`` and the legacy ``np.random`` globals cost ~10 us more to seed (CPython's
-Mersenne Twister set-up alone is ~7 us), so they are seeded only where used: always for a
-callable that declares ``uses_global_rng = True``, never for one that declares False (every
-shmaug op), and for any other callable only once a ``GlobalsWatch`` has seen one of its
-samples draw from them; that sample is then made again with the globals seeded. The watch
-compares where the two generators stand before and after a sample (well under 1 us).
+Mersenne Twister set-up alone is ~7 us, numpy's ~3 us), so they are seeded only where used:
+both always for a callable that declares ``uses_global_rng = True``, never for one that
+declares False (every shmaug op), and for any other callable each one only once a
+``GlobalsWatch`` has seen a sample draw from it; that sample is then made again seeded. The
+watch compares where the two generators stand before and after a sample (well under 1 us).
 """
 
 from __future__ import annotations
@@ -136,14 +136,21 @@ class SampleSeeder:
 
     def __init__(self, seed: int, *, seed_globals: bool) -> None:
         self.seed = seed  # invariant: fixed for the life of the run
-        self.seed_globals = seed_globals  # True once the op is known (or said) to use them
+        # Which globals each sample seeds: both when the op says it uses them; otherwise
+        # each from the first time a sample is seen drawing from it (see GlobalsWatch).
+        self.seed_python = self.seed_numpy = seed_globals
         self._bitgen = np.random.PCG64()
         self._generator = np.random.Generator(self._bitgen)
         self._views = _state_views(self._bitgen)  # they point into self._bitgen
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A copy must get views of its own bit generator, not copies of these views.
-        return _rebuild_seeder, (self.seed, self.seed_globals)
+        return _rebuild_seeder, (self.seed, self.seed_python, self.seed_numpy)
+
+    @property
+    def seed_globals(self) -> bool:
+        """Whether any global generator is seeded per sample."""
+        return self.seed_python or self.seed_numpy
 
     def _set_state(self, hi: int, lo: int) -> None:
         """The portable re-key through numpy's setter; same state as ``pcg_keys`` describes."""
@@ -163,19 +170,22 @@ class SampleSeeder:
                 self._views[1][0] = 0  # no cached half-word from the previous sample
             else:
                 self._set_state(hi, lo)
-            if self.seed_globals:
-                # Legacy user code draws from the globals; same per-sample guarantee.
+            # Legacy user code draws from the globals; same per-sample guarantee.
+            if self.seed_python:
                 random.seed(hi)
+            if self.seed_numpy:
                 np.random.seed(lo & 0xFFFFFFFF)
             yield self._generator
 
     def restream(self, epoch: int, index: int) -> np.random.Generator:
-        """Key the generator (and, when ``seed_globals``, the globals) for one sample again."""
+        """Key the generator (and the globals it seeds) for one sample again."""
         return next(self.streams(epoch, np.array([index])))
 
 
-def _rebuild_seeder(seed: int, seed_globals: bool) -> SampleSeeder:
-    return SampleSeeder(seed, seed_globals=seed_globals)
+def _rebuild_seeder(seed: int, python: bool, numpy: bool) -> SampleSeeder:
+    seeder = SampleSeeder(seed, seed_globals=False)
+    seeder.seed_python, seeder.seed_numpy = python, numpy
+    return seeder
 
 
 def _layout_checked(owner: object, address: int, what: str) -> bool:
@@ -258,11 +268,15 @@ class GlobalsWatch:
             self._watched[1].set_state(state[:3] + (0, 0.0))
         self._last = self._look()
 
-    def changed(self) -> bool:
-        """Whether either global generator moved since the last call (True when unknown)."""
+    def moved(self) -> tuple[bool, bool]:
+        """Whether Python's and numpy's global generator moved since the last look (both
+        True when unknown)."""
         if not self.usable:
-            return True
+            return True, True
         now = self._look()
-        changed = now != self._last
-        self._last = now
-        return changed
+        last, self._last = self._last, now
+        return now[0] != last[0], now[1:] != last[1:]
+
+    def changed(self) -> bool:
+        """Whether either global generator moved since the last look."""
+        return any(self.moved())

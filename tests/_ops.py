@@ -101,6 +101,12 @@ def sometimes_py_gauss(image, rng):
     return out
 
 
+def numpy_global_only(image, rng):
+    """Draws from numpy's global generator only, and reports where Python's stands (reading
+    its state does not move it)."""
+    return np.array([np.random.random(), hash(random.getstate()) % 1000], np.float64)
+
+
 def fails_on_a_global_draw(image, rng):
     """Raises on about one sample in three, as the global `random` decides."""
     if random.random() < 0.3:

@@ -170,3 +170,14 @@ def test_globals_watch_forgets_held_back_gaussians_and_notices_a_swapped_generat
         assert not watch.usable and watch.changed()
     finally:
         np.random.set_bit_generator(previous)
+
+
+def test_globals_watch_tells_which_generator_moved():
+    from shmaug.seeding import GlobalsWatch
+
+    watch = GlobalsWatch()
+    random.random()
+    assert watch.moved() == (True, False)
+    np.random.random()
+    assert watch.moved() == (False, True)
+    assert watch.moved() == (False, False)
