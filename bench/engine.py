@@ -472,7 +472,7 @@ def section_seeding(quick: bool) -> list[H.Row]:
         def one_task(i: int) -> None:
             for _ in seeder.streams(1, task + i):
                 if watch is not None:
-                    watch.changed()  # what a worker adds per sample for an undeclared op
+                    watch.moved()  # what a worker adds per sample for an undeclared op
         return one_task
 
     fns: dict[str, Callable[[int], Any]] = {

@@ -273,9 +273,11 @@ class GlobalsWatch:
         True when unknown)."""
         if not self.usable:
             return True, True
-        now = self._look()
-        last, self._last = self._last, now
-        return now[0] != last[0], now[1:] != last[1:]
+        python, numpy, position = now = (
+            self._python.value, self._numpy.value, self._position.value)
+        last = self._last
+        self._last = now
+        return python != last[0], numpy != last[1] or position != last[2]
 
     def changed(self) -> bool:
         """Whether either global generator moved since the last look."""
