@@ -210,7 +210,7 @@ _MT_BYTES = 625 * 4  # 624 state words and the position
 class GlobalsWatch:
     """Tells whether code drew from Python's ``random`` or the legacy ``np.random`` globals.
 
-    ``changed()`` compares where each Mersenne Twister stands (its position and first word,
+    ``moved()`` compares where each Mersenne Twister stands (its position and first word,
     which a draw of a whole state's worth also rewrites) with the last look: ~0.3 us. It reads
     interpreter memory directly, so it is used only on CPython, when the module functions are
     bound to the generators it holds, the state lies inside those objects and reads back
@@ -256,7 +256,7 @@ class GlobalsWatch:
         """Call before each task. Drops the Gaussian each generator may hold back for its next
         normal draw (inherited through fork, or left by the program): using it would not move
         the state. A program that swapped a global generator for another object makes the
-        watch unusable from then on (every later look counts as a draw)."""
+        watch unusable from then on (every later look counts as a draw from both)."""
         if not self.usable:
             return
         if self._replaced():
@@ -273,12 +273,7 @@ class GlobalsWatch:
         True when unknown)."""
         if not self.usable:
             return True, True
-        python, numpy, position = now = (
-            self._python.value, self._numpy.value, self._position.value)
+        python, numpy, position = now = self._look()
         last = self._last
         self._last = now
         return python != last[0], numpy != last[1] or position != last[2]
-
-    def changed(self) -> bool:
-        """Whether either global generator moved since the last look."""
-        return any(self.moved())
