@@ -103,8 +103,13 @@ def callable_or_none(name: str, value: Any) -> Any:
     return value
 
 
-def array_source(x: Any) -> Any:
-    """A path to a .npy file becomes a read-only memory map (nothing is read yet)."""
+def image_array(x: Any) -> np.ndarray:
+    """``x`` as the images workers read: an array (N, H, W[, C]) of numbers.
+
+    A path to a .npy file becomes a read-only memory map (nothing is read yet); a list or tuple
+    of equally shaped images is stacked once. Every public entry point checks ``x`` here, so
+    the same bad value gets the same message everywhere.
+    """
     if isinstance(x, (str, os.PathLike)):
         path = os.fspath(x)
         if not path.endswith(".npy") or not os.path.isfile(path):
@@ -112,35 +117,21 @@ def array_source(x: Any) -> Any:
                 f"`x` as a path must name an existing .npy file; received {path!r}. Fix: "
                 f"save the images with `np.save(path, x)`, or pass the array itself."
             )
-        return np.load(path, mmap_mode="r")
-    return x
-
-
-def length(x: Any, load: Any) -> int:
-    if load is not None:
         try:
-            n = len(x)
-        except TypeError:
-            raise ArgumentTypeError(
-                f"With `load`, `x` must be a sized collection (its length is the number of "
-                f"samples); received {_got(x)}. Fix: pass e.g. a list of file paths."
+            x = np.load(path, mmap_mode="r")
+        except (ValueError, OSError) as exc:
+            raise ArgumentError(
+                f"`x` names {path!r}, which is not a readable .npy file ({exc}). Fix: write "
+                f"it again with `np.save(path, images)`."
             ) from None
-    else:
-        if not isinstance(x, np.ndarray):
-            raise ArgumentTypeError(
-                f"`x` must be a numpy array of images (N, H, W) or (N, H, W, C); received "
-                f"{_got(x)}. Fix: convert it with `np.asarray(x)` (or `np.stack` a list of "
-                f"images)."
-            )
-        n = len(x) if x.ndim else 0
-    if n == 0:
-        raise ArgumentError(
-            "`x` is empty (0 samples). Fix: pass a dataset with at least one sample."
+    elif isinstance(x, (list, tuple)):
+        x = _stacked(x)
+    if not isinstance(x, np.ndarray):
+        raise ArgumentTypeError(
+            f"`x` must be a numpy array of images (N, H, W) or (N, H, W, C); received "
+            f"{_got(x)}. Fix: convert it with `np.asarray(x)` (or `np.stack` a list of "
+            f"images)."
         )
-    return n
-
-
-def images(x: np.ndarray) -> np.ndarray:
     if x.ndim not in (3, 4):
         raise ArgumentError(
             f"`x` must have shape (N, H, W) or (N, H, W, C); received shape {x.shape}. "
@@ -151,7 +142,44 @@ def images(x: np.ndarray) -> np.ndarray:
             f"`x` must have a numeric dtype (uint8, float16, float32, ...); received dtype "
             f"{x.dtype}. Fix: decode the images to numbers first, e.g. `x.astype(np.uint8)`."
         )
+    if len(x) == 0:
+        raise ArgumentError(_EMPTY)
     return x
+
+
+_EMPTY = "`x` is empty (0 samples). Fix: pass a dataset with at least one sample."
+
+
+def _stacked(items: list[Any] | tuple[Any, ...]) -> np.ndarray:
+    """A list of images of one shape, stacked; anything else is refused with the fix."""
+    if not items:
+        raise ArgumentError(_EMPTY)
+    arrays = [np.asarray(item) for item in items]
+    shapes = sorted({a.shape for a in arrays}, key=len)
+    if len(shapes) == 1 and len(shapes[0]) in (2, 3) and arrays[0].dtype.kind in "biuf":
+        return np.stack(arrays)
+    shown = ", ".join(str(s) for s in shapes[:3]) + (", ..." if len(shapes) > 3 else "")
+    raise ArgumentTypeError(
+        f"`x` as a {type(items).__name__} must hold images (H, W) or (H, W, C) of one shape "
+        f"and a numeric dtype, to be stacked into one array; received {len(items)} items of "
+        f"shape(s) {shown} and dtype {arrays[0].dtype}. Fix: resize them to one size and pass "
+        f"`np.stack(images)`; for a model with several inputs pass a dict {{name: array}} "
+        f"and `image_key=` (shmaug.Sequence)."
+    )
+
+
+def length(x: Any) -> int:
+    """How many samples a ``load`` source has: ``len(x)``, at least 1."""
+    try:
+        n = len(x)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"With `load`, `x` must be a sized collection (its length is the number of "
+            f"samples); received {_got(x)}. Fix: pass e.g. a list of file paths."
+        ) from None
+    if n == 0:
+        raise ArgumentError(_EMPTY)
+    return int(n)
 
 
 def targets(y: Any, n: int, name: str = "y") -> Any:

@@ -1,11 +1,17 @@
 """What runs inside a worker process, and the slice loop the main process reuses inline.
 
-A worker attaches to the dataset and the output ring once, caps OpenCV/BLAS threads at one,
-then loops: receive a ``Task`` (or an empty message, the stop sentinel), fill the task's rows,
-send ``("done", ticket)`` or ``("failed", ticket, ErrorRecord)``. Both directions travel as
-packed bytes, not pickles (see ``Task.to_bytes`` and ``encode_result``): the main process
-handles several messages per batch and shares the cores with the workers. A failing sample
-never kills the worker. A watchdog thread ends the worker when its parent dies, even inside a
+A worker attaches to the dataset once, caps OpenCV/BLAS threads at one, then loops: receive a
+``Task`` (or an empty message, the stop sentinel), fill the task's rows, send
+``("done", ticket)`` or ``("failed", ticket, ErrorRecord)``. Both directions travel as packed
+bytes, not pickles (see ``Task.to_bytes`` and ``encode_result``): the main process handles
+several messages per batch and shares the cores with the workers. A failing sample never kills
+the worker.
+
+The first task of a pool is the probe (``probe_task``): sample 0 made as the workers make every
+sample, answered with a ``Probe`` that says what one sample looks like. User code therefore never
+runs in the main process (unless ``workers=0``), and a probe that hangs or crashes is caught by
+the same timeout and death handling as any task. The output ring is sized from the probe, so
+it reaches the workers afterwards, as a control message (``ring_message``). A watchdog thread ends the worker when its parent dies, even inside a
 stuck op; between tasks the worker waits with a bound (``Waiter``, shared with the parent).
 """
 
@@ -27,6 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import _validate as check
 from .errors import ErrorRecord, OutputMismatchError
 from .schedule import OrderCache, Task
 from .seeding import GlobalsWatch, SampleSeeder
@@ -49,7 +56,7 @@ class WorkerSpec:
     """Everything a worker needs, pickled once when it starts (never per task)."""
 
     x: ArrayHandle | None  # the dataset; None when `load` produces samples itself
-    ring: ArrayHandle
+    ring: ArrayHandle | None  # None until the probe has sized it (then: ``ring_message``)
     payload: bytes  # pickle of (augment, load): the user's code, checked before start
     seed: int
     n: int
@@ -57,11 +64,39 @@ class WorkerSpec:
     seed_globals: bool | None  # None: unknown, watch for draws (see SliceRunner)
 
 
+@dataclass(frozen=True)
+class Probe:
+    """What sample 0 looks like: the loaded input and the augmented output. Small and
+    picklable; made where user code runs (a worker, or this process with ``workers=0``)."""
+
+    shape: tuple[int, ...]  # of the augmented sample
+    dtype: str
+    input_dtype: str  # of the sample as loaded (``x[0]`` or ``load(0)``), before `augment`
+    input_range: tuple[float, float] | None  # its finite min and max; None if none is finite
+    input_nonfinite: bool  # it holds NaN or infinity
+
+
+PROBE_SLOT = (1 << 64) - 1  # a task for this slot is the probe: sample 0 of epoch 0, no ring
+
+
+def probe_task(ticket: int) -> Task:
+    return Task(ticket, 0, PROBE_SLOT, 0, 0, 1, 0)
+
+
+_RING = b"R"  # tag of the control message that hands a worker the output ring
+
+
+def ring_message(handle: ArrayHandle) -> bytes:
+    """The control message that gives a running worker the output ring (never a task's size)."""
+    message = _RING + pickle.dumps(handle, protocol=pickle.HIGHEST_PROTOCOL)
+    return message if len(message) != Task.WIRE_SIZE else message + b"\0"  # pickle ignores it
+
+
 _TICKET = struct.Struct("<q")
 
 
 def encode_result(result: tuple[Any, ...]) -> bytes:
-    """``("done", ticket)`` as 8 bytes; ``("failed", ticket, record)`` adds the pickled record."""
+    """``("done", ticket)`` as 8 bytes; a failure or a probe adds its pickled record."""
     ticket = _TICKET.pack(result[1])
     if result[0] == "done":
         return ticket
@@ -72,7 +107,8 @@ def decode_result(data: bytes) -> tuple[Any, ...]:
     (ticket,) = _TICKET.unpack_from(data)
     if len(data) == _TICKET.size:
         return ("done", ticket)
-    return ("failed", ticket, pickle.loads(data[_TICKET.size:]))
+    payload = pickle.loads(data[_TICKET.size:])
+    return ("probed" if isinstance(payload, Probe) else "failed", ticket, payload)
 
 
 class Waiter:
@@ -122,7 +158,7 @@ class SliceRunner:
     def __init__(
         self,
         x: Any,
-        out: np.ndarray,
+        out: np.ndarray | None,
         augment: Augment | None,
         load: Load | None,
         *,
@@ -135,7 +171,7 @@ class SliceRunner:
         status: Any = None,
     ) -> None:
         self.x = x  # read-only view of the dataset (or None with `load`)
-        self.out = out  # (slots, batch_size, *sample_shape), shared
+        self.out = out  # (slots, batch_size, *sample_shape), shared; None until the probe is done
         self.augment = augment
         self.load = load
         self.orders = OrderCache(seed, n, shuffle)
@@ -151,37 +187,25 @@ class SliceRunner:
         self._op = op_name(augment) if augment is not None else "load"
         self._load_name = op_name(load) if load is not None else "x[index]"  # for error records
         self._stage = self._op  # the step a failing sample was in
+        self._index = -1  # the sample being made (for error records)
+        self._loaded: Any = None  # the last sample as loaded, before `augment` (for the probe)
 
     def run(self, task: Task) -> tuple[Any, ...]:
         began = time.perf_counter()
         if self.status is not None:  # which task, since when: for timeouts and crash blame
             self.status[self._base + STARTED] = time.monotonic()
             self.status[self._base + TICKET] = task.ticket
-        indices = self.orders(task.epoch)[task.start : task.stop]
-        # Per-sample streams also seed the globals, which a `load` may use too.
-        seeded = self.augment is not None or self.seeder.seed_globals or self.watch is not None
-        streams = self.seeder.streams(task.epoch, indices) if seeded else None
-        rows = self.out[task.slot]
-        index = -1
+        self._index = -1
         if self.watch is not None:
             # What ran between tasks (workers=0: the user's code) is not ours, nor is a
             # Gaussian the generators hold back.
             self.watch.forget_cached()
         try:
-            for p, index in zip(range(task.start, task.stop), indices.tolist()):
-                if self.generation[task.slot] != task.generation:
-                    break  # the batch was cancelled: skip the rest
-                if self.status is not None:
-                    self.status[self._base + CURRENT_INDEX] = index
-                rng = next(streams) if streams is not None else None  # before `load`: it may draw
-                image = self._watched_sample(task.epoch, index, rng)
-                self._stage = "writing the output"
-                self._write(rows[p - task.row0], image, index)
-            result: tuple[Any, ...] = ("done", task.ticket)
+            result = self._probe(task) if task.slot == PROBE_SLOT else self._fill(task)
         except Exception as exc:  # a failing sample never kills the worker
             record = ErrorRecord.capture(
-                exc, traceback.format_exc(), worker_id=self.worker_id, sample_index=index,
-                epoch=task.epoch, op=self._stage,
+                exc, traceback.format_exc(), worker_id=self.worker_id,
+                sample_index=self._index, epoch=task.epoch, op=self._stage,
             )
             result = ("failed", task.ticket, record)
         if self.status is not None:
@@ -191,6 +215,44 @@ class SliceRunner:
             # A `load` may stand in for unreadable samples (e.g. on_error="skip") and count them.
             self.status[self._base + SKIPPED] = skipped_count(self.load)
         return result
+
+    def _streams(self, epoch: int, indices: np.ndarray) -> Any:
+        # Per-sample streams also seed the globals, which a `load` may use too.
+        seeded = self.augment is not None or self.seeder.seed_globals or self.watch is not None
+        return self.seeder.streams(epoch, indices) if seeded else None
+
+    def _fill(self, task: Task) -> tuple[Any, ...]:
+        """Make the task's samples and write them into its rows of the ring slot."""
+        indices = self.orders(task.epoch)[task.start : task.stop]
+        streams = self._streams(task.epoch, indices)
+        rows = self.out[task.slot]
+        for p, index in zip(range(task.start, task.stop), indices.tolist()):
+            if self.generation[task.slot] != task.generation:
+                break  # the batch was cancelled: skip the rest
+            self._index = index
+            if self.status is not None:
+                self.status[self._base + CURRENT_INDEX] = index
+            rng = next(streams) if streams is not None else None  # before `load`: it may draw
+            image = self._watched_sample(task.epoch, index, rng)
+            self._stage = "writing the output"
+            self._write(rows[p - task.row0], image, index)
+        return ("done", task.ticket)
+
+    def _probe(self, task: Task) -> tuple[Any, ...]:
+        """Sample 0 of epoch 0, made exactly as in an epoch, described instead of written."""
+        self._index = 0
+        if self.status is not None:
+            self.status[self._base + CURRENT_INDEX] = 0
+        streams = self._streams(0, np.zeros(1, np.int64))
+        image = self._watched_sample(0, 0, next(streams) if streams is not None else None)
+        out = check.sample_output(image)
+        loaded = np.asarray(self._loaded)
+        numeric = loaded.dtype.kind in "biuf" and loaded.size > 0
+        finite = loaded[np.isfinite(loaded)] if numeric and loaded.dtype.kind == "f" else loaded
+        span = (float(finite.min()), float(finite.max())) if numeric and finite.size else None
+        probe = Probe(tuple(out.shape), out.dtype.str, loaded.dtype.str, span,
+                      bool(numeric and finite.size < loaded.size))
+        return ("probed", task.ticket, probe)
 
     def _watched_sample(self, epoch: int, index: int, rng: np.random.Generator | None) -> Any:
         """``_sample``; when it drew from the unseeded globals (while they are watched), seed
@@ -225,7 +287,7 @@ class SliceRunner:
     def _sample(self, index: int, rng: np.random.Generator | None) -> Any:
         """Sample ``index``, loaded and augmented (``_stage`` names the step, for errors)."""
         self._stage = self._load_name
-        image = self.x[index] if self.load is None else self.load(index)
+        image = self._loaded = self.x[index] if self.load is None else self.load(index)
         if self.augment is not None and rng is not None:
             self._stage = self._op
             image = self.augment(image, rng)
@@ -302,8 +364,10 @@ def worker_main(
         x, close_x = attach(spec.x)
         x.flags.writeable = False  # an op that edits its input in place must not corrupt the dataset
         closers.append(close_x)
-    out, close_out = attach(spec.ring)
-    closers.append(close_out)
+    out = None
+    if spec.ring is not None:  # a replacement for a worker that died after the probe
+        out, close_out = attach(spec.ring)
+        closers.append(close_out)
     augment, load = pickle.loads(spec.payload)
     runner = SliceRunner(
         x, out, augment, load, seed=spec.seed, n=spec.n, shuffle=spec.shuffle,
@@ -322,6 +386,11 @@ def worker_main(
                 break
             if not message:  # the stop sentinel
                 break
+            if len(message) != Task.WIRE_SIZE:  # the ring, sized by the probe (ring_message)
+                out, close_out = attach(pickle.loads(message[len(_RING):]))
+                runner.out = out
+                closers.append(close_out)
+                continue
             results.send_bytes(encode_result(runner.run(Task.from_bytes(message))))
     finally:
         del runner, x, out

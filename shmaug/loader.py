@@ -19,17 +19,47 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import _validate as check
-from ._worker import BUSY_S, SKIPPED, STATUS_FIELDS, SliceRunner, WorkerSpec, skipped_count
-from .errors import ClosedError
+from ._worker import (
+    BUSY_S, SKIPPED, STATUS_FIELDS, Probe, SliceRunner, WorkerSpec, probe_task, skipped_count,
+)
+from .errors import ClosedError, OutputMismatchError
 from .ops.core import check_picklable
-from .pool import InlinePool, WorkerPool
-from .prefetch import CLOSED, Prefetcher
+from .pool import InlinePool, WorkerPool, as_error
+from .prefetch import CLOSED, POLL_S, Prefetcher
 from .ring import OutputRing
 from .schedule import BatchPlan, OrderCache
-from .seeding import global_rng_use, rng_for
+from .seeding import global_rng_use
 from .store import ArrayHandle, SharedStore, mapped_file_handle
 
 log = logging.getLogger(__name__)
+
+_PROBE_TICKET = 0  # the Prefetcher's tickets start at 1 (and stay exact in the float64 status)
+
+
+def await_probe(pool: Any, timeout: float | None) -> Probe:
+    """Run the probe (sample 0) on ``pool`` and wait for its answer: the same timeout, death
+    handling and error reporting as every task, so a probe that hangs, raises or crashes its
+    worker is an exception here, not a hung or crashed main process."""
+    pool.submit(probe_task(_PROBE_TICKET))
+    while True:
+        for result in pool.poll(POLL_S):
+            if result[1] == _PROBE_TICKET:
+                if result[0] == "probed":
+                    probe: Probe = result[2]
+                    return probe
+                raise as_error(result, timeout)
+
+
+def output_of(probe: Probe, shape: tuple[int, ...] | None, dtype: Any) -> tuple[tuple[int, ...], Any]:
+    """The ring's sample shape and dtype: as declared, else as the probe saw them."""
+    if shape is not None and shape != probe.shape:
+        raise OutputMismatchError(
+            f"`output_shape` is {shape} but sample index 0 came out of `augment` with shape "
+            f"{probe.shape}. Fix: pass output_shape={probe.shape}, or leave it out to learn it "
+            f"from sample 0."
+        )
+    return probe.shape, np.dtype(probe.dtype) if dtype is None else dtype
+
 
 def _shutdown(pool: Any, store: SharedStore) -> None:
     # Workers first, then the memory they write into (NOTE [shutdown order] in pool.py).
@@ -68,7 +98,8 @@ class Loader:
         max_queue_size: batches prepared ahead of the consumer (ring slots in shared memory).
         timeout: seconds one task (a batch, or a worker's share of one) may run before
             ``WorkerTimeout``; None waits forever.
-        output_shape: shape of one augmented sample; learned from sample 0 when None.
+        output_shape: shape of one augmented sample; learned from sample 0 when None (made
+            by a worker, under ``timeout``, like every sample).
         output_dtype: dtype of augmented samples; learned from sample 0 when None.
         copy: True hands out private copies of each batch. False lends read-only views of
             the shared slot instead (no copy in this process: for consumers that copy anyway,
@@ -83,6 +114,8 @@ class Loader:
         ArgumentError, ArgumentTypeError: for a bad argument, before any process starts.
         NotPicklableError: when ``augment`` (or ``load``) cannot be sent to a worker.
         SharedMemoryError: when /dev/shm cannot hold the dataset and the ring.
+        WorkerError, WorkerDied, WorkerTimeout: when making sample 0 (the probe that sizes
+            the output) raises, crashes its worker or outlasts ``timeout``.
 
     Example:
         >>> with shmaug.Loader(x, y, batch_size=64, augment=fn, workers=2, seed=0) as loader:
@@ -114,11 +147,8 @@ class Loader:
             load = x.load  # a sample source such as shmaug.ImageFiles: workers decode
             if y is None:
                 y = getattr(x, "labels", None)  # as Keras' image_dataset_from_directory
-        if load is None:
-            x = check.array_source(x)
-        n = check.length(x, load)
-        if load is None:
-            x = check.images(x)
+        x = check.image_array(x) if load is None else x
+        n = len(x) if load is None else check.length(x)
         self.y = check.targets(y, n)
         self.batch_size = check.positive_int("batch_size", batch_size)
         self.workers = check.workers(workers)
@@ -129,6 +159,8 @@ class Loader:
         self.timeout = check.timeout(timeout)
         self.augment = check.callable_or_none("augment", augment)
         load = check.callable_or_none("load", load)
+        declared = (None if output_shape is None else check.shape("output_shape", output_shape),
+                    None if output_dtype is None else check.dtype("output_dtype", output_dtype))
         self._load = load  # invariant: what workers call to make sample i, or None for x[i]
         self._plan = BatchPlan(n, self.batch_size, bool(drop_remainder))
         check.nonempty_epoch(self._plan)
@@ -138,10 +170,6 @@ class Loader:
 
         # Only gathering to do: one copy in this process beats a round trip through workers.
         self._gather_only = self.augment is None and load is None
-        sample_shape, dtype = (
-            (tuple(x.shape[1:]), x.dtype) if self._gather_only
-            else self._learn_output(x, load, output_shape, output_dtype)
-        )
         seed_globals = global_rng_use(self.augment, load)  # None: workers watch for draws
         payload = b"" if self.workers == 0 or self._gather_only else self._payload(load)
 
@@ -151,24 +179,19 @@ class Loader:
         try:
             if self._gather_only:
                 self._x: Any = x
+                sample_shape, dtype = tuple(x.shape[1:]), x.dtype
             else:
                 x_handle, self._x = self._place_dataset(x, load)
-                self._ring = OutputRing(self._store, self.max_queue_size, self.batch_size,
-                                        sample_shape, dtype)
-                if self.workers == 0:
-                    self._pool = InlinePool(SliceRunner(
-                        self._x, self._ring.view, self.augment, load, seed=self.seed, n=n,
-                        shuffle=self.shuffle, seed_globals=seed_globals,
-                        generation=self._ring.generation))
-                else:
-                    spec = WorkerSpec(x_handle, self._ring.handle, payload, self.seed, n,
-                                      self.shuffle, seed_globals)
-                    self._pool = WorkerPool(
-                        spec, self.workers, self.start_method, self.timeout,
-                        generation=self._ring.generation,
-                        in_flight_per_worker=self.max_queue_size + 1)
-        except BaseException:
-            self._store.close()
+                self._ring = OutputRing(self._store, self.max_queue_size, self.batch_size)
+                if None not in declared:  # a ring that cannot fit fails before any process starts
+                    self._ring.check_fits(*declared)
+                self._pool = self._start_pool(x_handle, load, payload, seed_globals, n)
+                # User code runs only where workers run it: the probe is a task like any other.
+                probe = await_probe(self._pool, self.timeout)
+                sample_shape, dtype = output_of(probe, *declared)
+                self._pool.attach_ring(self._ring.allocate(sample_shape, dtype), self._ring.view)
+        except BaseException:  # a bad probe, Ctrl-C, /dev/shm full: leave nothing behind
+            _shutdown(self._pool, self._store)
             raise
         # Backstop for a loader that is never closed: runs at garbage collection or exit.
         self._finalizer = weakref.finalize(self, _shutdown, self._pool, self._store)
@@ -185,25 +208,18 @@ class Loader:
 
     # -- set-up helpers --------------------------------------------------------------------
 
-    def _learn_output(self, x: Any, load: Any, shape: Any, dtype: Any) -> tuple[tuple[int, ...], Any]:
-        """Shape and dtype of one augmented sample: declared, or seen on sample 0."""
-        if shape is not None and dtype is not None:
-            return check.shape("output_shape", shape), check.dtype("output_dtype", dtype)
-        import random
-
-        saved = random.getstate(), np.random.get_state()  # the probe must not move the user's RNGs
-        try:
-            image = x[0] if load is None else load(0)
-            if self.augment is not None:
-                image = self.augment(image, rng_for(self.seed, 0, 0))
-        finally:
-            random.setstate(saved[0])
-            np.random.set_state(saved[1])
-        image = check.sample_output(image)
-        return (
-            check.shape("output_shape", shape) if shape is not None else tuple(image.shape),
-            check.dtype("output_dtype", dtype) if dtype is not None else image.dtype,
-        )
+    def _start_pool(self, x_handle: ArrayHandle | None, load: Any, payload: bytes,
+                    seed_globals: bool | None, n: int) -> Any:
+        """The workers (or, for ``workers=0``, the same slice loop in this process)."""
+        assert self._ring is not None
+        if self.workers == 0:
+            return InlinePool(SliceRunner(
+                self._x, None, self.augment, load, seed=self.seed, n=n, shuffle=self.shuffle,
+                seed_globals=seed_globals, generation=self._ring.generation))
+        spec = WorkerSpec(x_handle, None, payload, self.seed, n, self.shuffle, seed_globals)
+        return WorkerPool(spec, self.workers, self.start_method, self.timeout,
+                          generation=self._ring.generation,
+                          in_flight_per_worker=self.max_queue_size + 1)
 
     def _place_dataset(self, x: Any, load: Any) -> tuple[ArrayHandle | None, Any]:
         """Where workers read samples: nowhere (``load``), the file behind a memory map, or a

@@ -21,6 +21,7 @@ sentinel (``_worker._watch_parent``) and exit; the resource tracker then unlinks
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import multiprocessing
 import random
@@ -35,10 +36,11 @@ import numpy as np
 from ._launch import start_worker
 from ._worker import (
     CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TICKET, SliceRunner, WorkerSpec,
-    Waiter, decode_result, worker_main,
+    Waiter, decode_result, ring_message, worker_main,
 )
-from .errors import WorkerDied, WorkerTimeout
+from .errors import WorkerDied, WorkerTimeout, rebuild
 from .schedule import Task
+from .store import ArrayHandle
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +128,20 @@ class WorkerPool:
         result_w.close()
         self._workers[wid] = _Worker(process, task_w, result_r)
         self._waiter = None
+
+    def attach_ring(self, handle: ArrayHandle, view: Any) -> None:
+        """Give every worker, and every later replacement, the output ring (sized by the probe).
+
+        A worker reads its pipe in order, so tasks sent after this find the ring attached.
+        """
+        self._spec = dataclasses.replace(self._spec, ring=handle)
+        message = ring_message(handle)
+        for w in self._workers:
+            if w is not None:
+                try:
+                    w.tasks.send_bytes(message)
+                except OSError:  # it died just now; its replacement gets the ring in its spec
+                    pass
 
     # -- feeding -----------------------------------------------------------------------------
 
@@ -332,6 +348,9 @@ class InlinePool:
         self._pending: deque[Task] = deque()  # invariant: submitted, not yet run
         self.status = None
 
+    def attach_ring(self, handle: ArrayHandle, view: Any) -> None:
+        self._runner.out = view
+
     def submit(self, task: Task) -> None:
         self._pending.append(task)
 
@@ -344,9 +363,9 @@ class InlinePool:
         if not self._pending or timeout_s <= 0:  # nothing runs unless we are willing to wait
             return []
         task = self._pending.popleft()
-        if not self._runner.seeder.seed_globals and self._runner.watch is None:
-            return [self._runner.run(task)]
-        saved = random.getstate(), np.random.get_state()  # the user's own global streams
+        # The user's own global streams: ops may seed them (per sample, or `from_pil` itself);
+        # saving them once per task costs microseconds.
+        saved = random.getstate(), np.random.get_state()
         try:
             return [self._runner.run(task)]
         finally:
@@ -355,6 +374,18 @@ class InlinePool:
 
     def close(self) -> None:
         self._pending.clear()
+
+
+def as_error(result: Result, timeout: float | None) -> BaseException:
+    """The exception for a task result that is not a success: failed, died or timed out."""
+    kind = result[0]
+    if kind == "failed":
+        return rebuild(result[2])
+    if kind == "died":
+        return describe_death(result[2], result[3], result[4])
+    if kind == "timeout":
+        return describe_timeout(result[2], result[3], float(timeout or 0))
+    raise AssertionError(f"not an error result: {kind!r}")  # pragma: no cover
 
 
 def describe_death(wid: int, code: int | None, index: int) -> WorkerDied:

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ClosedError, rebuild
-from .pool import describe_death, describe_timeout
+from .errors import ClosedError
+from .pool import as_error
 from .ring import OutputRing
 from .schedule import BatchPlan, Task
 
-_POLL_S = 0.1  # how long one wait for results lasts before the loop re-checks everything
+POLL_S = 0.1  # how long one wait for results lasts before the loop re-checks everything
 CLOSED = "This shmaug.Loader is closed. Fix: create a new one."
 
 Key = tuple[int, int]  # (epoch, batch)
@@ -57,7 +57,7 @@ class Prefetcher:
         self._batches = len(plan)
         self._inflight: dict[Key, _Batch] = {}  # invariant: one entry per busy, wanted slot
         self._by_ticket: dict[int, _Batch] = {}  # invariant: every dispatched, unanswered ticket
-        self._next_ticket = 0
+        self._next_ticket = 1  # ticket 0 was the probe's (see loader.await_probe)
         self._lent: int | None = None  # invariant: the slot a lease (copy=False) still holds
         # A batch the consumer already waits for is cut across all workers (it arrives
         # soonest). Prefetched ones go whole to one worker, which halves the messages and
@@ -157,7 +157,7 @@ class Prefetcher:
         if batch.dropped and not batch.tickets:
             self.ring.release(batch.slot)
 
-    def _collect(self, timeout_s: float = _POLL_S) -> None:
+    def _collect(self, timeout_s: float = POLL_S) -> None:
         """Wait (bounded) for worker results and file them under their batches."""
         if self._closed:
             raise ClosedError(CLOSED)
@@ -167,10 +167,6 @@ class Prefetcher:
             if batch is None:
                 continue
             batch.tickets.discard(ticket)
-            if kind == "failed" and batch.error is None:
-                batch.error = rebuild(result[2])
-            elif kind == "died" and batch.error is None:
-                batch.error = describe_death(result[2], result[3], result[4])
-            elif kind == "timeout" and batch.error is None:
-                batch.error = describe_timeout(result[2], result[3], float(self.timeout or 0))
+            if kind != "done" and batch.error is None:
+                batch.error = as_error(result, self.timeout)
             self._free_if_idle(batch)

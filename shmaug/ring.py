@@ -1,7 +1,9 @@
 """The output ring: K preallocated batch slots in shared memory that workers write into.
 
 The ring's memory is owned by the ``SharedStore`` it was allocated from (one block of shape
-``(K, batch_size, *sample_shape)``). Slot bookkeeping lives in the main process: a slot is
+``(K, batch_size, *sample_shape)``). It is made in two steps: the slot bookkeeping and the
+shared generations exist before the workers start (they inherit the generations), the block
+only once a worker has shown what one sample looks like (``allocate``). Slot bookkeeping lives in the main process: a slot is
 ``free``, or ``busy`` holding one batch (being filled, ready, or cancelled and waiting for its
 last in-flight task). Workers write only the rows of the task they were given, and only while
 the slot's shared ``generation`` still equals the task's: cancelling a batch bumps it, so
@@ -15,32 +17,39 @@ from typing import Any
 
 import numpy as np
 
-from .store import ArrayHandle, SharedStore
+from .store import ArrayHandle, SharedStore, check_capacity
 
 
 class OutputRing:
     """K batch slots; ``acquire()`` a free one, ``release()`` it once its rows are read."""
 
-    def __init__(
-        self,
-        store: SharedStore,
-        slots: int,
-        batch_size: int,
-        sample_shape: tuple[int, ...],
-        dtype: Any,
-    ) -> None:
-        handle, view = store.empty(
-            (slots, batch_size, *sample_shape), dtype, what=f"the output ring ({slots} batches)"
-        )
-        self.handle: ArrayHandle = handle  # invariant: names the block `view` maps
-        self.view: np.ndarray = view  # (slots, batch_size, *sample_shape)
+    def __init__(self, store: SharedStore, slots: int, batch_size: int) -> None:
+        self._store = store
+        self.slots = slots
+        self.batch_size = batch_size
+        self.handle: ArrayHandle | None = None  # invariant: names the block `view` maps, once allocated
+        self.view: np.ndarray = np.empty(0)  # (slots, batch_size, *sample_shape) once allocated
         self._free: list[int] = list(range(slots))[::-1]  # invariant: no slot twice, none busy
         # invariant: bumped whenever a slot is handed out or cancelled; shared with workers
         self.generation: Any = multiprocessing.RawArray("q", slots)
 
+    def _shape(self, sample_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return (self.slots, self.batch_size, *sample_shape)
+
     @property
-    def slots(self) -> int:
-        return int(self.view.shape[0])
+    def _what(self) -> str:
+        return f"the output ring ({self.slots} batches)"
+
+    def check_fits(self, sample_shape: tuple[int, ...], dtype: Any) -> None:
+        """Raise ``SharedMemoryError`` now if the block would not fit in /dev/shm."""
+        check_capacity(int(np.prod(self._shape(sample_shape))) * np.dtype(dtype).itemsize,
+                       self._what)
+
+    def allocate(self, sample_shape: tuple[int, ...], dtype: Any) -> ArrayHandle:
+        """Create the shared block for ``slots`` batches of samples of this shape and dtype."""
+        handle, view = self._store.empty(self._shape(sample_shape), dtype, what=self._what)
+        self.handle, self.view = handle, view
+        return handle
 
     @property
     def free_count(self) -> int:

@@ -61,6 +61,8 @@ class Task:
     stop: int
     row0: int
 
+    WIRE_SIZE = 56  # bytes of ``to_bytes()``: seven unsigned 64-bit fields
+
     def to_bytes(self) -> bytes:
         """56 bytes for the task pipe: packing beats pickling a dataclass several times over.
 

@@ -104,9 +104,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         if source and y is None:
             y = getattr(images, "labels", None)  # as Keras' image_dataset_from_directory
         custom_load = self._overrides("load") or source
-        if not custom_load:
-            images = check.images(check.array_source(images))
-        n = check.length(images, custom_load or None)
+        images = images if custom_load else check.image_array(images)
+        n = check.length(images) if custom_load else len(images)
         self.x = images  # invariant: what the workers read (array) or what `load` indexes
         self._side = {  # gathered per batch in this process
             "inputs": check.targets(extra_inputs or None, n, "x"),

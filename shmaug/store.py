@@ -78,7 +78,8 @@ def free_shm_bytes() -> int | None:
     return st.f_bavail * st.f_frsize
 
 
-def _check_capacity(nbytes: int, what: str) -> None:
+def check_capacity(nbytes: int, what: str) -> None:
+    """Raise ``SharedMemoryError`` with the remedy when /dev/shm cannot hold ``nbytes``."""
     free = free_shm_bytes()
     if free is not None and nbytes > free:
         raise SharedMemoryError(
@@ -176,7 +177,7 @@ class SharedStore:
         """A new zero-filled shared array; returns its handle and a view for this process."""
         dt = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-        _check_capacity(nbytes, what)
+        check_capacity(nbytes, what)
         name = segment_name()
         try:
             shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))

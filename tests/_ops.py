@@ -59,6 +59,26 @@ def die_leaving_a_helper_on_marker(image, rng):
     return image
 
 
+def hang_always(image, rng):
+    time.sleep(3600)
+    return image
+
+
+def segfault_always(image, rng):
+    """A crash in native code, as a bad OpenCV call or C extension would give."""
+    os.kill(os.getpid(), signal.SIGSEGV)
+    return image
+
+
+def only_in_workers(image, rng):
+    """Refuses to run in the main process: user code belongs in the workers."""
+    import multiprocessing
+
+    if multiprocessing.parent_process() is None:
+        raise AssertionError("user code ran in the main process")
+    return image
+
+
 def wrong_shape_on_marker(image, rng):
     if image.flat[0] == MARKER:
         return image[:-1]

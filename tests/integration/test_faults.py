@@ -118,6 +118,31 @@ def test_stuck_op_times_out_naming_the_sample():
         assert loader.batch(0)[0].shape == (4, 6, 6)  # the stuck worker was replaced
 
 
+def test_a_stuck_first_sample_times_out_in_the_constructor():
+    began = time.monotonic()
+    with pytest.raises(shmaug.WorkerTimeout, match="sample index 0"):
+        shmaug.Loader(np.zeros((8, 4, 4), np.float32), batch_size=4, augment=_ops.hang_always,
+                      workers=1, timeout=1.0)
+    assert time.monotonic() - began < 15
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_crash_on_the_first_sample_is_worker_died_not_a_dead_main_process(method):
+    with pytest.raises(shmaug.WorkerDied, match=r"signal 11.*sample index 0"):
+        shmaug.Loader(np.zeros((8, 4, 4), np.uint8), batch_size=4,
+                      augment=_ops.segfault_always, workers=1, start_method=method)
+
+
+def test_an_op_error_on_the_first_sample_names_it_at_construction():
+    with pytest.raises(ValueError, match=r"(?s)bad pixel.*sample index 0.*fail_on_marker"):
+        shmaug.Loader(marked(at=0), batch_size=4, augment=_ops.fail_on_marker, workers=2)
+
+
+def test_user_code_runs_only_in_workers():
+    with shmaug.Loader(marked(), batch_size=4, augment=_ops.only_in_workers, workers=1) as loader:
+        assert len(list(loader)) == 8
+
+
 def test_garbage_collected_loader_cleans_up():
     loader = shmaug.Loader(marked(), batch_size=4, augment=_ops.identity, workers=2)
     pids = loader.pids

@@ -130,10 +130,12 @@ def test_targets_may_be_dicts_or_tuples(images):
     assert (b == 2 * a).all()
 
 
-def test_ops_cannot_edit_the_shared_dataset(images):
-    with shmaug.Loader(images, batch_size=8, augment=_ops.edits_in_place, workers=1) as loader:
-        with pytest.raises(ValueError, match="read-only"):
-            loader.batch(0)
+@pytest.mark.parametrize("workers", [0, 1])
+def test_ops_cannot_edit_the_shared_dataset(images, workers):
+    before = images.copy()
+    with pytest.raises(ValueError, match=r"(?s)read-only.*sample index 0"):  # the probe sees it
+        shmaug.Loader(images, batch_size=8, augment=_ops.edits_in_place, workers=workers)
+    np.testing.assert_array_equal(images, before)  # nor the caller's array
 
 
 def test_stats_report_throughput_and_worker_busy(images):

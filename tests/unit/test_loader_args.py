@@ -25,7 +25,9 @@ def closure_op():
     "kwargs, error, pattern",
     [
         (dict(x=np.zeros((0, 4, 4), np.uint8)), ValueError, "`x` is empty"),
-        (dict(x=[[1, 2]]), TypeError, r"`x` must be a numpy array.*list"),
+        (dict(x=[[1, 2]]), TypeError, r"`x` as a list must hold images.*np.stack"),
+        (dict(x=(X[0], X[1][:2])), TypeError, r"`x` as a tuple must hold images.*image_key"),
+        (dict(x={1, 2}), TypeError, r"`x` must be a numpy array.*set"),
         (dict(x=np.zeros((10, 4), np.uint8)), ValueError, r"shape \(N, H, W\)"),
         (dict(x=np.array([["a"] * 4] * 10)[:, :, None, None].repeat(2, 2)), TypeError, "numeric dtype"),
         (dict(x=np.empty((10, 4, 4), object)), TypeError, "numeric dtype"),

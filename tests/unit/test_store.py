@@ -59,8 +59,10 @@ def test_too_large_a_block_fails_with_numbers_and_a_fix():
 
 def test_ring_slots_are_lent_once():
     with SharedStore() as store:
-        ring = OutputRing(store, 3, 4, (2, 2), np.float32)
-        assert ring.view.shape == (3, 4, 2, 2)
+        ring = OutputRing(store, 3, 4)
+        assert ring.handle is None and ring.view.size == 0  # no memory until it is sized
+        ring.allocate((2, 2), np.float32)
+        assert ring.view.shape == (3, 4, 2, 2) and ring.handle.shape == (3, 4, 2, 2)
         acquired = [ring.acquire() for _ in range(3)]
         slots = [slot for slot, _ in acquired]
         assert sorted(slots) == [0, 1, 2] and ring.acquire() is None
