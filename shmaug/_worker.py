@@ -225,6 +225,7 @@ class SliceRunner:
         """Make the task's samples and write them into its rows of the ring slot."""
         indices = self.orders(task.epoch)[task.start : task.stop]
         streams = self._streams(task.epoch, indices)
+        assert self.out is not None, "a task arrived before the ring (the probe comes first)"
         rows = self.out[task.slot]
         for p, index in zip(range(task.start, task.stop), indices.tolist()):
             if self.generation[task.slot] != task.generation:

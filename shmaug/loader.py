@@ -159,8 +159,8 @@ class Loader:
         self.timeout = check.timeout(timeout)
         self.augment = check.callable_or_none("augment", augment)
         load = check.callable_or_none("load", load)
-        declared = (None if output_shape is None else check.shape("output_shape", output_shape),
-                    None if output_dtype is None else check.dtype("output_dtype", output_dtype))
+        shape = None if output_shape is None else check.shape("output_shape", output_shape)
+        dtype = None if output_dtype is None else check.dtype("output_dtype", output_dtype)
         self._load = load  # invariant: what workers call to make sample i, or None for x[i]
         self._plan = BatchPlan(n, self.batch_size, bool(drop_remainder))
         check.nonempty_epoch(self._plan)
@@ -183,12 +183,12 @@ class Loader:
             else:
                 x_handle, self._x = self._place_dataset(x, load)
                 self._ring = OutputRing(self._store, self.max_queue_size, self.batch_size)
-                if None not in declared:  # a ring that cannot fit fails before any process starts
-                    self._ring.check_fits(*declared)
+                if shape is not None and dtype is not None:  # fail before any process starts
+                    self._ring.check_fits(shape, dtype)
                 self._pool = self._start_pool(x_handle, load, payload, seed_globals, n)
                 # User code runs only where workers run it: the probe is a task like any other.
                 probe = await_probe(self._pool, self.timeout)
-                sample_shape, dtype = output_of(probe, *declared)
+                sample_shape, dtype = output_of(probe, shape, dtype)
                 self._pool.attach_ring(self._ring.allocate(sample_shape, dtype), self._ring.view)
         except BaseException:  # a bad probe, Ctrl-C, /dev/shm full: leave nothing behind
             _shutdown(self._pool, self._store)

@@ -35,7 +35,7 @@ from .geometric import (
     translate,
     vflip,
 )
-from .legacy import FromPil, from_pil
+from .legacy import FromArray, FromPil, from_array, from_pil
 from .photometric import (
     brightness_contrast,
     cutout,
@@ -49,6 +49,7 @@ from .photometric import (
 __all__ = [
     "Augment",
     "Compose",
+    "FromArray",
     "FromPil",
     "Maybe",
     "OneOf",
@@ -60,6 +61,7 @@ __all__ = [
     "crop",
     "cutout",
     "elastic",
+    "from_array",
     "from_config",
     "from_pil",
     "gamma",

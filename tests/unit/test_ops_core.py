@@ -16,6 +16,7 @@ from PIL import Image
 import shmaug
 from shmaug import errors, ops
 from shmaug.ops import Compose, Maybe, OneOf, Op, SomeOf, core
+from tests import _ops as _tests_ops
 
 
 @pytest.fixture
@@ -55,6 +56,21 @@ def old_pil_aug_tuple(img: Image.Image) -> tuple[Image.Image, str]:
 
 def returns_array(img: Image.Image) -> np.ndarray:
     return np.asarray(img)
+
+
+def old_array_aug(img: np.ndarray) -> np.ndarray:
+    """Classic legacy code on arrays: numpy's global generator, array in and out."""
+    shift = int(np.random.randint(-3, 4))
+    return np.roll(img * np.random.uniform(0.5, 1.0), shift, axis=1)
+
+
+def old_array_in_place(img: np.ndarray) -> np.ndarray:
+    img += 1  # edits its input: a read-only view would refuse
+    return img * np.random.random()
+
+
+def returns_none(img: np.ndarray) -> None:
+    return None
 
 
 IMAGE = np.random.default_rng(0).integers(0, 256, (32, 32), dtype=np.uint8)
@@ -185,12 +201,13 @@ def test_registered_functions_and_partials_become_ops() -> None:
 
 def test_uses_global_rng_flags() -> None:
     legacy = ops.from_pil(old_pil_aug)
-    assert legacy.uses_global_rng is True
+    says_yes = _tests_ops.SaysGlobal()
+    assert legacy.uses_global_rng is False  # seeds the globals itself from rng
     assert Op("rotate").uses_global_rng is False
     assert Compose(["rotate", OneOf(["shear", "smooth"])]).uses_global_rng is False
-    assert Compose(["rotate", Maybe(legacy)]).uses_global_rng is True
+    assert Compose(["rotate", Maybe(says_yes)]).uses_global_rng is True
     assert OneOf(["rotate", plain_function]).uses_global_rng is None  # unknown: watched
-    assert OneOf([legacy, plain_function]).uses_global_rng is True  # one says yes
+    assert OneOf([says_yes, plain_function]).uses_global_rng is True  # one says yes
     assert shmaug.presets.glyph_distort().uses_global_rng is False
 
 
@@ -266,30 +283,58 @@ def test_user_op_config_names_its_module(scratch_registry: None) -> None:
 # --- from_pil ---------------------------------------------------------------------------
 
 
-def _seeded(op: Any, image: np.ndarray, seed: int) -> np.ndarray:
-    """What the loader does for a uses_global_rng op: seed the globals, then call."""
-    random.seed(seed)
-    np.random.seed(seed)
+def _called(op: Any, image: np.ndarray, seed: int) -> np.ndarray:
+    """A direct call, with the globals disturbed first: only `rng` may matter."""
+    random.seed(seed * 7919 + 1)
+    np.random.seed(seed * 104729 + 1)
     out: np.ndarray = op(image, np.random.default_rng(seed))
     return out
 
 
-def test_from_pil_with_random_choice_is_reproducible_and_varies() -> None:
-    op = ops.from_pil(old_pil_aug)
+@pytest.mark.parametrize("wrap, fn", [(ops.from_pil, old_pil_aug),
+                                      (ops.from_array, old_array_aug)])
+def test_legacy_wrappers_are_a_function_of_image_and_rng(wrap: Any, fn: Any) -> None:
+    op = wrap(fn)
     image = np.zeros((24, 24, 3), np.uint8)
     image[4:20, 10:14] = 255
-    first = _seeded(op, image, 1)
-    assert first.shape == image.shape and first.dtype == np.uint8
-    np.testing.assert_array_equal(first, _seeded(op, image, 1))
-    outs = {_seeded(op, image, s).tobytes() for s in range(12)}
-    assert len(outs) > 3, "different seeds should give different legacy draws"
+    first = _called(op, image, 1)
+    assert first.shape == image.shape
+    random.seed(5)  # whatever the globals hold before, the same rng gives the same image
+    np.testing.assert_array_equal(first, op(image, np.random.default_rng(1)))
+    outs = {_called(op, image, s).tobytes() for s in range(12)}
+    assert len(outs) > 3, "different rngs should give different legacy draws"
+    assert op.uses_global_rng is False  # it seeds the globals itself: the loader need not
 
 
-def test_from_pil_seed_globals_uses_the_rng() -> None:
-    op = ops.from_pil(old_pil_aug, seed_globals=True)
-    a = op(IMAGE, np.random.default_rng(3))
-    random.seed(999)
-    np.testing.assert_array_equal(a, op(IMAGE, np.random.default_rng(3)))
+def test_from_array_gets_a_writable_copy_and_keeps_what_fn_returns() -> None:
+    image = np.zeros((8, 8), np.uint8)
+    image.flags.writeable = False
+    out = ops.from_array(old_array_in_place)(image, np.random.default_rng(0))
+    assert out.dtype == np.float64 and (image == 0).all()
+
+
+@pytest.mark.parametrize("wrap, fn, hint", [
+    (ops.from_pil, old_array_aug, r"from_pil hands `fn` a PIL.Image.*from_array\(fn\)"),
+    (ops.from_array, old_pil_aug, r"from_array hands `fn` a numpy array.*from_pil\(fn\)"),
+])
+def test_the_wrong_legacy_wrapper_says_which_one_to_use(wrap: Any, fn: Any, hint: str) -> None:
+    with pytest.raises((TypeError, AttributeError), match=hint):
+        wrap(fn)(np.zeros((8, 8, 3), np.uint8), np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("wrap, fn, wanted", [(ops.from_pil, returns_array, "PIL.Image"),
+                                              (ops.from_array, returns_none, "numeric numpy")])
+def test_legacy_wrappers_name_a_bad_result(wrap: Any, fn: Any, wanted: str) -> None:
+    with pytest.raises(errors.OutputMismatchError, match=wanted):
+        wrap(fn)(np.zeros((8, 8), np.uint8), np.random.default_rng(0))
+
+
+def test_old_from_pil_configs_still_load() -> None:
+    ref = f"{__name__}:old_pil_aug"
+    assert shmaug.from_config({"type": "from_pil", "fn": ref, "seed_globals": True}) == \
+        ops.from_pil(old_pil_aug)
+    op = shmaug.from_config({"type": "from_array", "fn": f"{__name__}:old_array_aug"})
+    assert op == ops.from_array(old_array_aug) and ops.to_config(op)["type"] == "from_array"
 
 
 @pytest.mark.parametrize("shape", [(16, 16), (16, 16, 1), (16, 16, 3)])
