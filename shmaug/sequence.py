@@ -5,11 +5,16 @@ Keras asks for to the batches the engine plans, and the epoch counter; the ``Loa
 processes and memory.
 
 Keras' ``fit(shuffle=True)`` asks for batch indices in random order and, on the TensorFlow
-backend, asks for batches 0 and 1 once up front to learn the output signature. With
-``shuffle=True`` the k-th *distinct* index asked for in an epoch is bound to the k-th batch of
-our own per-epoch order (a repeated index gets the same content), so the engine can prefetch
-in order and every sample is still seen exactly once. Batches served before
-``on_epoch_begin`` (the signature probes) are held until the epoch asks for them again.
+backend, asks for batches 0 and 1 once up front to learn the output signature. Inside epochs,
+Keras asks for each index once per *pass* of its generator, and a pass can span several Keras
+epochs (with ``steps_per_epoch`` below ``len(seq)`` Keras' iterator carries on where the last
+epoch stopped). So the facade binds indices per pass, not per epoch: an index asked for the
+first time takes the next batch of our own stream of batches (epoch after epoch, in order),
+a probed index keeps the batch it was probed with, and an index asked again inside an epoch
+means Keras has started a new pass. The engine can then prefetch in order, and every
+``len(seq)`` batches fed are one epoch of ours: every sample exactly once. (A pass Keras
+abandons half-way, e.g. an interrupted ``fit``, ends our epoch there too, so the next one
+starts aligned.) Probe batches are held until the epoch asks for them again.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from .schedule import BatchPlan
 log = logging.getLogger(__name__)
 
 _PROBES_HELD = 2  # Keras' NUM_BATCHES_FOR_TENSOR_SPEC: batches served before the first epoch
+Key = tuple[int, int]  # (epoch, planned batch): what the engine makes
 _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
 
 
@@ -50,8 +56,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     - ``targets(self, y_batch)`` runs in this process on each batch's targets.
 
     Hooks that run in workers see a copy of the instance (pickled once per worker, without
-    the loader and without the arrays already in shared memory). Override
-    ``on_epoch_end`` only with a call to ``super().on_epoch_end()``.
+    the loader and without the arrays already in shared memory).
 
     Args:
         x: images (N, H, W[, C]); or a dict of inputs whose image entry is ``image_key``.
@@ -120,12 +125,14 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._batches = len(plan)
         self._loader: Loader | None = None  # started on first use, so subclass state is complete
         self._lock = threading.Lock()  # Keras may call from a tf.data thread
-        self._epoch = 0  # invariant: the epoch the bindings below belong to
-        self._bindings: dict[int, int] = {}  # Keras index -> planned batch, this epoch
-        self._held: OrderedDict[tuple[int, int], Any] = OrderedDict()  # served before begin
+        # The stream of batches: the next index bound takes (epoch, cursor), then the cursor
+        # moves on, into the next epoch after len(self) batches.
+        self._epoch = 0  # invariant: the epoch of the next batch of the stream
+        self._cursor = 0  # invariant: how many batches of that epoch are bound already
+        self._bindings: dict[int, Key] = {}  # Keras index -> key, this pass of Keras'
+        self._asked: set[int] = set()  # indices asked inside an epoch, this pass
+        self._held: OrderedDict[Key, Any] = OrderedDict()  # served outside an epoch (probes)
         self._in_epoch = False  # between on_epoch_begin and on_epoch_end
-        self._served_in_epoch = False  # a batch was served inside this epoch
-        self._outside: set[int] = set()  # planned batches served outside any epoch (probes)
         self._requests = 0
         self._hits = 0
         self._previous = -1  # the last index asked for (shuffle=False order check)
@@ -159,51 +166,52 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         with self._lock:
             loader = self._ensure_loader()
             self._check_order(index, loader)
-            planned = self._bind(index)
-            key = (self._epoch, planned)
+            epoch, planned = key = self._bind(index)
             self._requests += 1
             if key in self._held:
                 self._hits += 1
                 return self._held.pop(key) if self._in_epoch else self._held[key]
-            xb, side = loader.batch(planned, epoch=self._epoch)
+            xb, side = loader.batch(planned, epoch=epoch)
             self._hits += loader.last_hit
-            batch = self._assemble(xb, side, loader.indices(planned, epoch=self._epoch))
-            if self._in_epoch:
-                self._served_in_epoch = True
-            else:
-                self._outside.add(planned)
+            batch = self._assemble(xb, side, loader.indices(planned, epoch=epoch), epoch)
+            if not self._in_epoch:  # a signature probe: Keras asks for it again in the epoch
                 self._held[key] = batch
                 while len(self._held) > _PROBES_HELD:
                     self._held.popitem(last=False)
             return batch
 
     def on_epoch_begin(self) -> None:
-        with self._lock:
-            if self._served_in_epoch:  # a subclass skipped super().on_epoch_end()
-                self._next_epoch()
-            self._in_epoch = True
+        self._in_epoch = True
 
     def on_epoch_end(self) -> None:
-        with self._lock:
-            # Keras probes batches 0 and 1 for the signature, then calls on_epoch_end before
-            # the first on_epoch_begin: that was no epoch, so keep the probes for the real one.
-            probes = len(self._outside)
-            if self._served_in_epoch or probes > _PROBES_HELD or probes >= len(self):
-                self._next_epoch()
-            self._in_epoch = False
+        self._in_epoch = False
 
     # -- the rest of the public surface ------------------------------------------------------
 
     @property
     def epoch(self) -> int:
-        """The epoch being served; set it to resume a run."""
+        """The epoch of the next batch served; set it to start there (e.g. to resume)."""
         return self._epoch
 
     @epoch.setter
     def epoch(self, value: int) -> None:
+        self.seek(value, 0)
+
+    def seek(self, epoch: int, batch: int = 0) -> None:
+        """Serve from batch ``batch`` of epoch ``epoch`` on: the next index Keras asks for
+        (whichever it is) gets that batch, the one after the next batch, and so on."""
+        epoch = check.non_negative_int("epoch", epoch)
+        batch = check.non_negative_int("batch", batch)
+        if batch >= len(self):
+            raise ArgumentError(
+                f"`batch` must be below the {len(self)} batches of an epoch; received {batch}. "
+                f"Fix: pass seek(epoch + batch // {len(self)}, batch % {len(self)})."
+            )
         with self._lock:
-            self._next_epoch()
-            self._epoch = check.non_negative_int("epoch", value)
+            self._epoch, self._cursor = epoch, batch
+            self._bindings.clear()
+            self._asked.clear()
+            self._previous = -1
 
     @property
     def loader(self) -> Loader:
@@ -261,7 +269,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         # What the workers get: the subclass state without the engine, the lock, the data
         # that already sits in shared memory, or the per-epoch bookkeeping.
         state = self.__dict__.copy()
-        for name in ("_loader", "_lock", "_held", "_bindings", "_side", "_outside", "_warned"):
+        for name in ("_loader", "_lock", "_held", "_bindings", "_asked", "_side", "_warned"):
             state.pop(name, None)
         if not self._overrides("load"):
             state["x"] = None
@@ -306,23 +314,27 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                     "fit(..., shuffle=False).")
         self._previous = index
 
-    def _bind(self, index: int) -> int:
-        if not self.shuffle:
-            return index
-        planned = self._bindings.get(index)
-        if planned is None:
-            planned = self._bindings[index] = len(self._bindings)
-        return planned
+    def _bind(self, index: int) -> Key:
+        """The batch for Keras' index: bound earlier in this pass, or the stream's next one."""
+        if self._in_epoch:
+            if index in self._asked:  # Keras asks an index once per pass: this is a new one
+                if len(self._asked) < len(self) and self._cursor:  # the last was abandoned
+                    self._epoch, self._cursor = self._epoch + 1, 0
+                self._bindings.clear()
+                self._asked.clear()
+            self._asked.add(index)
+        key = self._bindings.get(index)
+        if key is None:
+            # shuffle=False: index i is batch i, of the stream's epoch.
+            key = self._bindings[index] = (self._epoch, self._cursor if self.shuffle else index)
+            self._cursor += 1
+            if self._cursor == len(self):
+                self._epoch, self._cursor = self._epoch + 1, 0
+                self._previous = -1
+        return key
 
-    def _next_epoch(self) -> None:
-        self._epoch += 1
-        self._bindings.clear()
-        self._held.clear()
-        self._outside.clear()
-        self._served_in_epoch = False
-        self._previous = -1
-
-    def _assemble(self, xb: np.ndarray, side: dict[str, Any], indices: np.ndarray) -> Any:
+    def _assemble(self, xb: np.ndarray, side: dict[str, Any], indices: np.ndarray,
+                  epoch: int) -> Any:
         inputs: Any = xb
         if side["inputs"] is not None:
             inputs = {self.image_key: xb, **side["inputs"]}
@@ -333,11 +345,21 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         except Exception as exc:
             record = ErrorRecord.capture(
                 exc, traceback.format_exc(), worker_id=-1, sample_index=int(indices[0]),
-                epoch=self._epoch, op=f"{type(self).__qualname__}.targets")
+                epoch=epoch, op=f"{type(self).__qualname__}.targets")
             raise rebuild(record) from None
         if side["sample_weight"] is not None:
-            return inputs, y, side["sample_weight"]
-        return inputs, y
+            return inputs, _as_tuples(y), _as_tuples(side["sample_weight"])
+        return inputs, _as_tuples(y)
+
+
+def _as_tuples(structure: Any) -> Any:
+    """Lists become tuples (inside dicts too): Keras takes a tuple of targets on every backend,
+    while the TensorFlow backend's output signature refuses a list."""
+    if isinstance(structure, (list, tuple)):
+        return tuple(_as_tuples(v) for v in structure)
+    if isinstance(structure, dict):
+        return {k: _as_tuples(v) for k, v in structure.items()}
+    return structure
 
 
 def _split_inputs(x: Any, image_key: str | None) -> tuple[str | None, Any, dict[str, Any]]:

@@ -85,6 +85,48 @@ def test_fit_defaults_see_every_sample_once_per_epoch(method):
     assert stats["requests"] >= 30
 
 
+class Requests(shmaug.Sequence):
+    """Records the sample ids of every batch Keras asks for, probes included, in order."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.asked: list[tuple[int, ...]] = []
+
+    def __getitem__(self, index):
+        batch = super().__getitem__(index)
+        self.asked.append(tuple(batch[1]["id"].tolist()))
+        return batch
+
+
+def stream_fed(n, steps, epochs, workers):
+    """The distinct batches fit asked for with steps_per_epoch=steps, in first-asked order,
+    and the stream of batches shmaug plans (epoch after epoch), as sample-id tuples."""
+    x, y = data(n)
+    with Requests(x, {"label": y, "id": np.arange(n)}, batch_size=4, augment=_ops.noisy,
+                  workers=workers, seed=7, shuffle=True) as seq:
+        id_model().fit(seq, epochs=epochs, steps_per_epoch=steps, verbose=0)
+        fed = list(dict.fromkeys(seq.asked))
+        plan = [tuple(seq.loader.indices(p % len(seq), epoch=p // len(seq)).tolist())
+                for p in range(len(fed))]
+        return fed, plan, len(seq)
+
+
+@pytest.mark.parametrize("n, steps", [
+    (48, 3),  # 12 batches: 4 short Keras epochs make one pass
+    pytest.param(40, 3, marks=pytest.mark.filterwarnings("ignore:Your input ran out of data")),
+])
+def test_short_keras_epochs_continue_the_permutation(n, steps):
+    """fit(steps_per_epoch < len(seq)): every len(seq) batches fed are one whole epoch."""
+    fed, plan, batches = stream_fed(n, steps, epochs=9, workers=2)
+    per_pass = [min(steps, batches - k) for k in range(0, batches, steps)]  # Keras' epochs
+    trained = sum((per_pass * 9)[:9])
+    assert trained <= len(fed) <= trained + 2  # what Keras trained on, plus its prefetch
+    assert fed == plan  # the stream, in order: nothing skipped, nothing twice
+    for start in range(0, len(fed) - batches + 1, batches):
+        assert sorted(sum(fed[start:start + batches], ())) == list(range(n))
+    assert stream_fed(n, steps, epochs=9, workers=1)[0][:trained] == fed[:trained]  # determinism
+
+
 def train_weights(workers, method="fork", epochs=1):
     tf.config.experimental.enable_op_determinism()
     x, y = data()
@@ -162,6 +204,31 @@ def test_targets_onehot_sparse_dict_absent_and_class_weight():
                              "score": keras.layers.Dense(1, name="score")(h)})
         model.compile("adam", {"label": "sparse_categorical_crossentropy", "score": "mse"})
         model.fit(seq, epochs=1, verbose=0)
+
+
+class ListTargets(shmaug.Sequence):
+    def targets(self, y_batch):
+        return [y_batch, (y_batch % 2).astype("float32")[:, None]]  # a list, made per batch
+
+
+def two_output_model():
+    inp = keras.Input((SIDE, SIDE, 1))
+    h = keras.layers.Flatten()(inp)
+    model = keras.Model(inp, [keras.layers.Dense(CLASSES, activation="softmax")(h),
+                              keras.layers.Dense(1)(h)])
+    model.compile("adam", ["sparse_categorical_crossentropy", "mse"])
+    return model
+
+
+def test_a_list_of_targets_trains_a_two_output_model():
+    x, y = data()
+    y_reg = np.random.default_rng(1).random((N, 1)).astype(np.float32)
+    with shmaug.Sequence(x, [y, y_reg], batch_size=16, augment=_ops.noisy, workers=1) as seq:
+        assert isinstance(seq[0][1], tuple)  # what Keras takes on every backend
+        history = two_output_model().fit(seq, epochs=1, verbose=0)
+    with ListTargets(x, y, batch_size=16, workers=0) as seq:
+        two_output_model().fit(seq, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
 
 
 class LoadsAndAugments(shmaug.Sequence):
