@@ -61,8 +61,12 @@ def output_of(probe: Probe, shape: tuple[int, ...] | None, dtype: Any) -> tuple[
     return probe.shape, np.dtype(probe.dtype) if dtype is None else dtype
 
 
-def _shutdown(pool: Any, store: SharedStore) -> None:
-    # Workers first, then the memory they write into (NOTE [shutdown order] in pool.py).
+def _shutdown(prefetch: Prefetcher | None, pool: Any, store: SharedStore) -> None:
+    # A consumer waiting in another thread (a tf.data thread inside __getitem__) gets
+    # ClosedError; then the workers, then the memory they write into (NOTE [shutdown order]
+    # in pool.py).
+    if prefetch is not None:
+        prefetch.close()
     try:
         pool.close()
     finally:
@@ -191,14 +195,15 @@ class Loader:
                 sample_shape, dtype = output_of(probe, shape, dtype)
                 self._pool.attach_ring(self._ring.allocate(sample_shape, dtype), self._ring.view)
         except BaseException:  # a bad probe, Ctrl-C, /dev/shm full: leave nothing behind
-            _shutdown(self._pool, self._store)
+            _shutdown(None, self._pool, self._store)
             raise
-        # Backstop for a loader that is never closed: runs at garbage collection or exit.
-        self._finalizer = weakref.finalize(self, _shutdown, self._pool, self._store)
         self.output_shape: tuple[int, ...] = sample_shape
         self.output_dtype = np.dtype(dtype)
         self._prefetch = None if self._ring is None else Prefetcher(
             self._ring, self._pool, self._plan, workers=self.workers, timeout=self.timeout)
+        # Backstop for a loader that is never closed: runs at garbage collection or exit.
+        self._finalizer = weakref.finalize(self, _shutdown, self._prefetch, self._pool,
+                                           self._store)
         self.reset_stats()  # sets _t0 and _counters: the stats window starts now
         self.last_hit = False  # whether the last batch() was ready when asked for
         self.copy = bool(copy)
@@ -354,8 +359,6 @@ class Loader:
     def close(self) -> None:
         """Stop the workers and free the shared memory. Idempotent."""
         self._closed = True
-        if self._prefetch is not None:
-            self._prefetch.close()
         self._x = None
         if self._ring is not None:
             self._ring.view = np.empty(0)  # drop our view so the block can be unmapped

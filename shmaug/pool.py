@@ -38,7 +38,7 @@ from ._worker import (
     CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TICKET, SliceRunner, WorkerSpec,
     Waiter, decode_result, ring_message, worker_main,
 )
-from .errors import WorkerDied, WorkerTimeout, rebuild
+from .errors import ClosedError, WorkerDied, WorkerTimeout, rebuild
 from .schedule import Task
 from .store import ArrayHandle
 
@@ -146,6 +146,8 @@ class WorkerPool:
     # -- feeding -----------------------------------------------------------------------------
 
     def submit(self, task: Task) -> None:
+        if self._closed:
+            raise ClosedError("The shmaug worker pool is closed. Fix: create a new loader.")
         self._pending.append(task)
         self._dispatch()
 
@@ -178,9 +180,12 @@ class WorkerPool:
         Raises:
             WorkerDied: a worker could not even start (the payload does not unpickle there,
                 the main module cannot be re-imported, ...).
+            ClosedError: the pool was closed (perhaps by another thread).
         """
         if self._broken is not None:
             raise self._broken
+        if self._closed:  # a consumer in another thread must not wait on no workers forever
+            raise ClosedError("The shmaug worker pool is closed. Fix: create a new loader.")
         waiter = self._waiter
         if waiter is None:
             waiter = self._waiter = Waiter([obj for w in self._workers if w is not None

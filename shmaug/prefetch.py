@@ -83,6 +83,8 @@ class Prefetcher:
 
         ``copy`` False lends a read-only view of the slot instead, until the next call.
         """
+        if self._closed:
+            raise ClosedError(CLOSED)
         if self._lent is not None:  # asking for the next batch ends the previous lease
             self.ring.release(self._lent)
             self._lent = None

@@ -124,6 +124,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         check.nonempty_epoch(plan)
         self._batches = len(plan)
         self._loader: Loader | None = None  # started on first use, so subclass state is complete
+        self._closed = False  # set by close(); no loader starts after it
         self._lock = threading.Lock()  # Keras may call from a tf.data thread
         # The stream of batches: the next index bound takes (epoch, cursor), then the cursor
         # moves on, into the next epoch after len(self) batches.
@@ -254,10 +255,15 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     def close(self) -> None:
-        """Stop the workers and free shared memory. Idempotent."""
-        with self._lock:
-            if self._loader is not None:
-                self._loader.close()
+        """Stop the workers and free shared memory. Idempotent.
+
+        Takes no lock: a thread waiting inside ``__getitem__`` (Keras' tf.data thread) holds
+        the facade's lock, and ends with ``ClosedError`` once the loader is closed.
+        """
+        self._closed = True
+        loader = self._loader
+        if loader is not None:
+            loader.close()
 
     def __enter__(self) -> Sequence:
         return self
@@ -269,7 +275,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         # What the workers get: the subclass state without the engine, the lock, the data
         # that already sits in shared memory, or the per-epoch bookkeeping.
         state = self.__dict__.copy()
-        for name in ("_loader", "_lock", "_held", "_bindings", "_asked", "_side", "_warned"):
+        for name in ("_loader", "_lock", "_held", "_bindings", "_asked", "_side", "_warned",
+                     "_closed"):
             state.pop(name, None)
         if not self._overrides("load"):
             state["x"] = None
@@ -284,6 +291,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         return getattr(type(self), hook) is not getattr(Sequence, hook)
 
     def _ensure_loader(self) -> Loader:
+        if self._closed:
+            raise ClosedError("This shmaug.Sequence is closed. Fix: create a new one.")
         if self._loader is None:
             load = self.load if self._overrides("load") else None
             if self._overrides("augment"):
@@ -293,8 +302,6 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             args = {**self._loader_args, "augment": augment}
             self._loader = Loader(self.x, self._side, load=load, **args)
             _LIVE.add(self)
-        elif self._loader.closed:
-            raise ClosedError("This shmaug.Sequence is closed. Fix: create a new one.")
         return self._loader
 
     def _check_order(self, index: int, loader: Loader) -> None:
