@@ -164,8 +164,10 @@ def _mixed_class(exc_type: type[BaseException]) -> type[BaseException] | None:
 def rebuild(record: ErrorRecord) -> WorkerError:
     """The exception to raise in the consumer for a failed sample.
 
-    It is an instance of the worker's exception type (when that type can be rebuilt from a
-    message) *and* of ``WorkerError``; its message carries the worker's message, traceback,
+    It is an instance of the worker's exception type *and* of ``WorkerError``; when that type
+    cannot be rebuilt from a message (numpy's ``_ArrayMemoryError`` takes a shape and a dtype),
+    of its nearest base class that can (``MemoryError``), so ``except`` clauses for the type
+    or its builtin base still work. Its message carries the worker's message, traceback,
     worker id and sample index.
     """
     text = record.describe()
@@ -178,15 +180,24 @@ def rebuild(record: ErrorRecord) -> WorkerError:
     if isinstance(exc_type, type) and issubclass(exc_type, Exception) and not issubclass(
         exc_type, WorkerError
     ):
-        mixed = _mixed_class(exc_type)
-        if mixed is not None:
-            try:
-                err = mixed(text)
-            except Exception:
-                err = None
-            if isinstance(err, WorkerError):
+        for base in exc_type.__mro__:
+            if base is Exception or not issubclass(base, Exception):
+                break
+            err = _mixed_instance(base, text)
+            if err is not None:
                 err._attach(record)
                 return err
     err = WorkerError(text)
     err._attach(record)
     return err
+
+
+def _mixed_instance(exc_type: type[BaseException], text: str) -> WorkerError | None:
+    mixed = _mixed_class(exc_type)
+    if mixed is None:
+        return None
+    try:
+        err = mixed(text)
+    except Exception:  # a constructor that wants other arguments
+        return None
+    return err if isinstance(err, WorkerError) else None

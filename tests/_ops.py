@@ -79,6 +79,34 @@ def only_in_workers(image, rng):
     return image
 
 
+def segfault_on_marker(image, rng):
+    if image.flat[0] == MARKER:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return image
+
+
+def exceeds_memory_limit_on_marker(image, rng):
+    """Caps this process's address space just above its size, then asks for 2 GiB more."""
+    if image.flat[0] == MARKER:
+        import resource
+
+        import psutil
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (psutil.Process().memory_info().vms + 2**26, hard))
+        try:
+            np.ones(2**31, np.uint8)
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    return image
+
+
+def load_failing_at(index, at=21):
+    if index == at:
+        raise KeyError(f"no sample {index}")
+    return np.full((4, 4), index % 256, np.uint8)
+
+
 def wrong_shape_on_marker(image, rng):
     if image.flat[0] == MARKER:
         return image[:-1]

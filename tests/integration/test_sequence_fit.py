@@ -286,41 +286,6 @@ def test_to_tf_dataset_and_stall_monitor(caplog):
         assert 0 <= seq.stats()["hit_rate"] <= 1
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_ctrl_c_during_fit_leaves_nothing_behind(method):
-    import json
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    import psutil
-
-    from tests.conftest import shmaug_segments
-
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    proc = subprocess.Popen([sys.executable, "-m", "tests.integration._child_fit", method],
-                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": root})
-    line = proc.stdout.readline()
-    if not line:
-        proc.kill()
-        raise AssertionError(f"child failed: {proc.stderr.read()[-3000:]}")
-    info = json.loads(line)
-    assert len(info["pids"]) == 2
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode != 0 and "KeyboardInterrupt" in err
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        alive = [p for p in info["pids"]
-                 if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
-        if not alive and not shmaug_segments(proc.pid):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"left behind: {alive}, {sorted(shmaug_segments(proc.pid))}")
-
-
 def test_unshuffled_training_data_under_fit_shuffle_says_how_to_fix(caplog):
     x, y = data()
     with shmaug.Sequence(x, y, batch_size=8, augment=_ops.noisy, workers=1) as seq:

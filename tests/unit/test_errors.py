@@ -37,3 +37,14 @@ def test_unrebuildable_type_falls_back_to_worker_error():
     err = rebuild(record_for(NeedsTwoArgs("a", "b")))
     assert type(err) is WorkerError
     assert "NeedsTwoArgs" in str(err) and "sample index 17" in str(err)
+
+
+class ShapeMemoryError(MemoryError):  # like numpy's _ArrayMemoryError(shape, dtype)
+    def __init__(self, shape, dtype):
+        super().__init__(f"Unable to allocate {shape} {dtype}")
+
+
+def test_an_error_that_cannot_be_rebuilt_is_its_nearest_rebuildable_base():
+    err = rebuild(record_for(ShapeMemoryError((2**31,), "uint8")))
+    assert isinstance(err, MemoryError) and isinstance(err, WorkerError)
+    assert "Unable to allocate" in str(err) and "ShapeMemoryError" in str(err)

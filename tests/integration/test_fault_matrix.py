@@ -1,0 +1,298 @@
+"""The fault matrix: every fault we promise to survive, under every start method.
+
+Each cell runs one fault and checks its documented outcome (an error naming the sample, a
+recovery with the very epoch a fault-free run gives, or a clean exit), that it came within a
+bound, and that afterwards no `shmaug_` segment, no worker process and no extra file
+descriptor is left (the autouse guard in conftest checks segments and children; the
+``descriptors`` fixture checks fds). Faults of the main process itself run in a child
+process, so a hang cannot stall the test runner.
+
+``SHMAUG_FAULT_TABLE=faults.md python -m pytest tests/integration/test_fault_matrix.py``
+also writes the matrix as a Markdown table (outcome and seconds per cell).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import psutil
+import pytest
+
+import shmaug
+from tests import _ops
+from tests.conftest import shmaug_segments
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+METHODS = ["fork", "spawn", "forkserver"]
+N, BATCH, AT = 48, 4, 21  # 12 batches; the faulty sample is in batch 5 of the natural order
+_RESULTS: list[tuple[str, str, str, float]] = []  # (fault, method, outcome, seconds)
+
+
+def marked() -> np.ndarray:
+    x = np.random.default_rng(0).integers(0, 200, (N, 8, 8), dtype=np.uint8)
+    x[AT, 0, 0] = _ops.MARKER
+    return x
+
+
+def loader(method: str, augment: Any = _ops.slow_noisy, **kwargs: Any) -> shmaug.Loader:
+    args = dict(batch_size=BATCH, augment=augment, workers=2, seed=3, start_method=method)
+    return shmaug.Loader(marked(), np.arange(N), **{**args, **kwargs})
+
+
+def fault_free() -> list[tuple[np.ndarray, np.ndarray]]:
+    with shmaug.Loader(marked(), np.arange(N), batch_size=BATCH, augment=_ops.slow_noisy,
+                       workers=0, seed=3) as reference:
+        return list(reference)
+
+
+def assert_same_epoch(got: list[Any], expected: list[Any]) -> None:
+    assert len(got) == len(expected)
+    for (xa, ya), (xb, yb) in zip(got, expected):
+        np.testing.assert_array_equal(ya, yb)
+        np.testing.assert_array_equal(xa, xb)
+
+
+# -- faults inside the loader's own process -----------------------------------------------
+
+
+def op_raises(method: str) -> str:
+    with loader(method, _ops.fail_on_marker) as L:
+        with pytest.raises(ValueError) as info:
+            list(L)
+        assert isinstance(info.value, shmaug.WorkerError) and info.value.sample_index == AT
+        assert f"sample index {AT}" in str(info.value) and "Traceback" in str(info.value)
+        assert L.batch(0)[0].shape == (BATCH, 8, 8)  # the pool stays usable
+    return "ValueError that is a WorkerError, sample index and traceback; pool usable"
+
+
+def op_hangs(method: str) -> str:
+    with loader(method, _ops.hang_on_marker, timeout=1.0) as L:
+        began = time.monotonic()
+        with pytest.raises(shmaug.WorkerTimeout, match=f"sample index {AT}"):
+            list(L)
+        assert time.monotonic() - began < 20
+        assert L.batch(0)[0].shape == (BATCH, 8, 8)  # the stuck worker was replaced
+    return "WorkerTimeout naming the sample after `timeout`; stuck worker replaced"
+
+
+def load_raises(method: str) -> str:
+    with shmaug.Loader(list(range(N)), batch_size=BATCH, load=_ops.load_failing_at,
+                       workers=2, start_method=method) as L:
+        with pytest.raises(KeyError, match=rf"(?s)no sample {AT}.*load_failing_at.*index {AT}"):
+            list(L)
+        assert L.batch(0)[0].shape == (BATCH, 4, 4)
+    return "the load's own exception (a WorkerError), naming `load` and the sample"
+
+
+def _killed_mid_epoch(method: str, sig: int) -> None:
+    expected = fault_free()
+    with loader(method) as L:
+        got = [L.batch(b) for b in range(3)]
+        victim = L.pids[0]
+        os.kill(victim, sig)
+        got += [L.batch(b) for b in range(3, len(L))]
+        assert L.stats()["respawns"] >= 1 and victim not in L.pids
+    assert_same_epoch(got, expected)
+
+
+def worker_sigkill(method: str) -> str:
+    _killed_mid_epoch(method, signal.SIGKILL)
+    return "worker replaced, its samples redone: epoch bit-identical"
+
+
+def worker_sigsegv(method: str) -> str:
+    _killed_mid_epoch(method, signal.SIGSEGV)
+    return "worker replaced, its samples redone: epoch bit-identical"
+
+
+def op_segfaults(method: str) -> str:
+    with loader(method, _ops.segfault_on_marker) as L:
+        with pytest.raises(shmaug.WorkerDied, match=rf"signal 11.*sample index {AT}"):
+            list(L)
+        assert L.batch(0)[0].shape == (BATCH, 8, 8)
+    return "WorkerDied (signal 11, sample index) after 3 workers died on it; pool usable"
+
+
+def worker_memory_limit(method: str) -> str:
+    with loader(method, _ops.exceeds_memory_limit_on_marker) as L:
+        with pytest.raises(MemoryError) as info:
+            list(L)
+        assert isinstance(info.value, shmaug.WorkerError) and info.value.sample_index == AT
+        assert L.batch(0)[0].shape == (BATCH, 8, 8)
+    return "MemoryError that is a WorkerError naming the sample; pool usable"
+
+
+def garbage_collected(method: str) -> str:
+    L = loader(method)
+    pids = L.pids
+    next(iter(L))
+    del L
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)
+    return "workers stopped, memory freed by the finalizer"
+
+
+def shm_too_small(method: str) -> str:
+    huge = np.broadcast_to(np.zeros((1, 64, 64), np.uint8), (2**24, 64, 64))  # 64 GiB, virtual
+    children = psutil.Process().children()
+    with pytest.raises(shmaug.SharedMemoryError, match=r"asked for [\d,]+ bytes.*free.*shm-size"):
+        shmaug.Loader(huge, batch_size=BATCH, augment=_ops.identity, workers=2,
+                      start_method=method)
+    assert psutil.Process().children() == children  # refused before any process started
+    return "SharedMemoryError with bytes asked and free and the fix, before any process"
+
+
+def not_picklable(method: str) -> str:
+    children = psutil.Process().children()
+    with pytest.raises(shmaug.NotPicklableError, match="module level"):
+        shmaug.Loader(marked(), batch_size=BATCH, augment=lambda image, rng: image,
+                      workers=2, start_method=method)
+    assert psutil.Process().children() == children
+    return "NotPicklableError naming the op and the fix, before any process"
+
+
+# -- faults of the main process: in a child, so a hang cannot stall the runner ------------
+
+
+def _child(module: str, method: str, *extra: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    proc = subprocess.Popen([sys.executable, "-m", module, method, *extra], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": ROOT})
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line:
+        proc.kill()
+        raise AssertionError(f"child failed to start: {proc.communicate()[1][-3000:]}")
+    info = json.loads(line)
+    assert len(info["pids"]) == 2
+    time.sleep(0.3)  # into the middle of an epoch
+    return proc, info
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _nothing_left(proc: subprocess.Popen[str], info: dict[str, Any], within_s: float = 10) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        alive = [p for p in info["pids"] if _alive(p)]
+        left = shmaug_segments(proc.pid)
+        if not alive and not left:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"left behind: processes {alive}, segments {sorted(left)}")
+
+
+def _signalled(module: str, method: str, sig: int, *extra: str) -> str:
+    proc, info = _child(module, method, *extra)
+    began = time.monotonic()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    took = time.monotonic() - began
+    if sig == signal.SIGINT:
+        assert "KeyboardInterrupt" in err and proc.returncode != 0, err[-3000:]
+        assert took < 10, f"Ctrl-C took {took:.1f} s"
+    else:
+        assert proc.returncode == -sig
+    _nothing_left(proc, info)
+    return f"exits in {took:.1f} s" + (" with KeyboardInterrupt" if sig == signal.SIGINT else "")
+
+
+def main_sigint(method: str) -> str:
+    return _signalled("tests.integration._child_loader", method, signal.SIGINT, "--no-close")
+
+
+def main_sigint_with(method: str) -> str:
+    return _signalled("tests.integration._child_loader", method, signal.SIGINT)
+
+
+def main_sigterm(method: str) -> str:
+    return _signalled("tests.integration._child_loader", method, signal.SIGTERM) + (
+        "; the resource tracker unlinks, workers see their parent gone")
+
+
+def main_sigkill(method: str) -> str:
+    return _signalled("tests.integration._child_loader", method, signal.SIGKILL) + (
+        "; the resource tracker unlinks, workers see their parent gone")
+
+
+def fit_sigint(method: str) -> str:
+    pytest.importorskip("tensorflow")
+    return _signalled("tests.integration._child_fit", method, signal.SIGINT)
+
+
+FAULTS: dict[str, Callable[[str], str]] = {
+    "op raises": op_raises,
+    "op hangs (timeout=1)": op_hangs,
+    "load raises": load_raises,
+    "worker SIGKILL": worker_sigkill,
+    "worker SIGSEGV": worker_sigsegv,
+    "op segfaults": op_segfaults,
+    "worker exceeds a memory limit": worker_memory_limit,
+    "main SIGINT (no close)": main_sigint,
+    "main SIGINT (with)": main_sigint_with,
+    "main SIGINT during Model.fit": fit_sigint,
+    "main SIGTERM": main_sigterm,
+    "main SIGKILL": main_sigkill,
+    "loader garbage-collected": garbage_collected,
+    "/dev/shm too small": shm_too_small,
+    "op does not pickle": not_picklable,
+}
+
+
+@pytest.fixture
+def descriptors(request: pytest.FixtureRequest) -> Iterator[None]:
+    """No file descriptor of ours outlives the cell (measured after a fault-free warm-up that
+    starts the resource tracker and, for forkserver, the server)."""
+    method = request.node.callspec.params["method"]
+    with loader(method, _ops.identity) as warm:
+        next(iter(warm))
+    before = psutil.Process().num_fds()
+    yield
+    deadline = time.monotonic() + 5
+    while psutil.Process().num_fds() > before and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    assert psutil.Process().num_fds() <= before, "file descriptors leaked"
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_fault(fault: str, method: str, descriptors: None) -> None:
+    began = time.monotonic()
+    outcome = FAULTS[fault](method)
+    _RESULTS.append((fault, method, outcome, time.monotonic() - began))
+
+
+def teardown_module() -> None:
+    path = os.environ.get("SHMAUG_FAULT_TABLE")
+    if not path or not _RESULTS:
+        return
+    cells: dict[str, dict[str, tuple[str, float]]] = {}
+    for fault, method, outcome, seconds in _RESULTS:
+        cells.setdefault(fault, {})[method] = (outcome, seconds)
+    lines = ["| fault | outcome | " + " | ".join(METHODS) + " |",
+             "|---|---|" + "---|" * len(METHODS)]
+    for fault, by_method in cells.items():
+        outcome = next(iter(by_method.values()))[0]
+        times = [f"ok {by_method[m][1]:.1f} s" if m in by_method else "-" for m in METHODS]
+        lines.append(f"| {fault} | {outcome} | " + " | ".join(times) + " |")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
