@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import _harness as H
+from bench import _report as R
 from bench import workloads as W
 
 NAME = "suite"
@@ -184,20 +185,20 @@ def main_table(results: list[dict[str, Any]], workers: int) -> str:
         for r in (r for r in runs if r["spec"]["workload"] == wl):
             s = r["spec"]
             base = _rate(_find(results, wl, s["impl"], "keras_single", fit=False, scaling=False))
-            med, spread = H.fmt_stats(H.summarize(r.get("rates") or []) if r.get("status") == "ok" else None)
+            med, spread = R.fmt_stats(H.summarize(r.get("rates") or []) if r.get("status") == "ok" else None)
             mem = r.get("memory") or {}
             wait = r.get("wait") or {}
             per_worker = (sum(mem["worker_uss"]) / len(mem["worker_uss"])) if mem.get("worker_uss") else math.nan
             rows.append([LABELS[s["contender"]], s["impl"], med, spread,
                          f"{_rate(r) / base:.2f}x" if base == base and _rate(r) == _rate(r) else "",
-                         H.fmt_num(r.get("first_batch_s", math.nan)),
-                         H.fmt_num(mem.get("uss", math.nan)), H.fmt_num(mem.get("pss", math.nan)),
-                         H.fmt_num(per_worker),
+                         R.fmt_num(r.get("first_batch_s", math.nan)),
+                         R.fmt_num(mem.get("uss", math.nan)), R.fmt_num(mem.get("pss", math.nan)),
+                         R.fmt_num(per_worker),
                          f"{100 * wait['fraction']:.1f}%" if wait.get("fraction") is not None else "",
                          _status(r) + (" (rerun)" if r.get("rerun") else "")])
         if rows:
             wlo = W.WORKLOADS[wl]
-            parts.append(f"### {wl}: {wlo.title}, {workers} workers\n\n" + H.markdown_table(
+            parts.append(f"### {wl}: {wlo.title}, {workers} workers\n\n" + R.markdown_table(
                 ["contender", "ops", "images/s", "min – max", "vs 1.", "1st batch s",
                  "USS MiB", "PSS MiB", "USS/worker", "data wait*", "status"], rows))
     return "\n\n".join(parts)
@@ -219,13 +220,13 @@ def summary_table(results: list[dict[str, Any]]) -> str:
                 cells.append(r.get("status", "?").split(":")[0])
             else:
                 sp = f" ({_rate(r) / base:.2f}x)" if base == base and c != "keras_single" else ""
-                cells.append(H.fmt_num(_rate(r)) + sp)
+                cells.append(R.fmt_num(_rate(r)) + sp)
         r = _find(results, "W1", "shmaug", c, fit=False, scaling=False)
-        cells.append(H.fmt_num(r["first_batch_s"]) if r and r.get("first_batch_s") is not None else "")
+        cells.append(R.fmt_num(r["first_batch_s"]) if r and r.get("first_batch_s") is not None else "")
         if any(cells[:-1]):
             rows.append([LABELS[c], *cells])
     return ("### Summary: images/s delivered (speed-up over contender 1, same ops)\n\n"
-            + H.markdown_table(["contender", *[f"{wl} {impl} ops" if impl != "none" else wl
+            + R.markdown_table(["contender", *[f"{wl} {impl} ops" if impl != "none" else wl
                                                for wl, impl in cols], "W1 1st batch s"], rows))
 
 
@@ -240,14 +241,14 @@ def scaling_table(results: list[dict[str, Any]], workers: int) -> str:
                           and r["spec"]["contender"] == c and r["spec"]["workers"] == n
                           and not r["spec"].get("fit")), None)
                 rate = _rate(r)
-                cells.append(f"{H.fmt_num(rate)} ({rate / (n * single):.0%})" if rate == rate and single == single
+                cells.append(f"{R.fmt_num(rate)} ({rate / (n * single):.0%})" if rate == rate and single == single
                              else ("—" if r is None else _status(r)[:40]))
             if any(x != "—" for x in cells):
                 rows.append([LABELS[c], impl, *cells])
     if not rows:
         return ""
     return ("### W1 scaling: images/s (parallel efficiency = images/s ÷ (N × 1-process images/s))\n\n"
-            + H.markdown_table(["contender", "ops", *[f"N={n}" for n in range(1, workers + 1)]], rows))
+            + R.markdown_table(["contender", "ops", *[f"N={n}" for n in range(1, workers + 1)]], rows))
 
 
 def fit_table(results: list[dict[str, Any]]) -> str:
@@ -255,13 +256,13 @@ def fit_table(results: list[dict[str, Any]]) -> str:
     for r in (r for r in results if r["spec"].get("fit")):
         ok = r.get("status") == "ok"
         rows.append([LABELS[r["spec"]["contender"]], r["spec"]["impl"],
-                     H.fmt_num(_rate(r)) if ok else "—",
+                     R.fmt_num(_rate(r)) if ok else "—",
                      f"{100 * _median(r['wait_fraction']):.1f}%" if ok else "",
-                     H.fmt_num(_median(r["compute_s"])) if ok else "",
-                     H.fmt_num(_median(r["fit_s"])) if ok else "", _status(r)])
+                     R.fmt_num(_median(r["compute_s"])) if ok else "",
+                     R.fmt_num(_median(r["fit_s"])) if ok else "", _status(r)])
     if not rows:
         return ""
-    return ("### W1 under a real small CNN `Model.fit` on the CPU\n\n" + H.markdown_table(
+    return ("### W1 under a real small CNN `Model.fit` on the CPU\n\n" + R.markdown_table(
         ["contender", "ops", "images/s in fit", "data wait", "compute-only epoch s",
          "fed epoch s", "status"], rows))
 
@@ -291,7 +292,7 @@ def targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     r = _find(results, "W1", "shmaug", "shmaug_spawn", fit=False, scaling=False)
     k = _find(results, "W1", "shmaug", "keras_spawn", fit=False, scaling=False)
     add("spawn: shmaug time to first batch (s)", (r or {}).get("first_batch_s", math.nan), 1.5,
-        higher=False, detail=f"Keras spawn: {H.fmt_num((k or {}).get('first_batch_s', math.nan))} s")
+        higher=False, detail=f"Keras spawn: {R.fmt_num((k or {}).get('first_batch_s', math.nan))} s")
     for wl in W.WORKLOADS:
         for impl in (*W.IMPLS, "none"):
             r = _find(results, wl, impl, "shmaug_loader", fit=False, scaling=False)
@@ -302,10 +303,10 @@ def targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def targets_table(ts: list[dict[str, Any]]) -> str:
-    rows = [[t["target"], H.fmt_num(t["value"]), ("≤ " if "wait" in t["target"] or "spawn" in t["target"]
-                                                  else "≥ ") + H.fmt_num(t["goal"]),
+    rows = [[t["target"], R.fmt_num(t["value"]), ("≤ " if "wait" in t["target"] or "spawn" in t["target"]
+                                                  else "≥ ") + R.fmt_num(t["goal"]),
              {True: "met", False: "MISSED", None: "n/a"}[t["met"]], t["detail"]] for t in ts]
-    return "### Targets\n\n" + H.markdown_table(["target", "measured", "goal", "", "note"], rows)
+    return "### Targets\n\n" + R.markdown_table(["target", "measured", "goal", "", "note"], rows)
 
 
 def plots(results: list[dict[str, Any]], out: Path, workers: int) -> list[str]:
@@ -438,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         results = [_judge(r) for r in saved["results"]]
         print(write(results, args, meta["environment"], meta["wall_s"], saved))
         return 0
-    env = H.environment()
+    env = R.environment()
     t0 = time.perf_counter()
     results = run_all(args, env)
     text = write(results, args, env, time.perf_counter() - t0)
