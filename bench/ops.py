@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import shmaug  # noqa: E402
 from bench import _pil_reference  # noqa: E402
+from bench.workloads import photo  # noqa: E402
 from shmaug.glyphs import render_glyphs  # noqa: E402
 from shmaug.ops import Op, get  # noqa: E402
 
@@ -100,24 +101,6 @@ PIL_TWINS = {
 WHY_SLOWER = {
     "sine_warp": "the PIL column is the classic np.roll loop, not PIL",
 }
-
-
-def photo(size: int = 224) -> tuple[np.ndarray, str]:
-    """A real RGB photo shipped by a local package, else a drawn scene."""
-    try:
-        import matplotlib
-
-        path = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
-        img = cv2.imread(str(path))
-        if img is not None:
-            img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
-            return cv2.resize(img, (size, size), interpolation=cv2.INTER_AREA), str(path.name)
-    except ImportError:
-        pass
-    yy, xx = np.mgrid[:size, :size]
-    img = np.stack([xx * 255 // size, yy * 255 // size, np.full_like(xx, 128)], axis=2).astype(np.uint8)
-    cv2.circle(img, (size // 2, size // 2), size // 4, (250, 220, 40), -1)
-    return img, "drawn scene"
 
 
 def per_image_us(fn: Kernel, images: list[np.ndarray], calls: int, rounds: int) -> float:
