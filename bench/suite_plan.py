@@ -14,9 +14,10 @@ from typing import Any
 from bench import workloads as W
 
 CONTENDERS = ("keras_single", "keras_threads", "keras_fork", "keras_spawn", "pool", "tfdata_gen",
-              "tfdata_map", "torch", "shmaug_loader", "shmaug_spawn", "shmaug_sequence", "copy")
+              "tfdata_map", "torch", "grain", "shmaug_loader", "shmaug_spawn", "shmaug_sequence",
+              "copy")
 QUICK_SET = {  # every kind once on W1; one code path each elsewhere
-    ("W1", "shmaug"): ("keras_single", "keras_fork", "pool", "tfdata_map", "torch",
+    ("W1", "shmaug"): ("keras_single", "keras_fork", "pool", "tfdata_map", "torch", "grain",
                        "shmaug_loader", "shmaug_spawn", "shmaug_sequence"),
     ("W1", "pil"): ("shmaug_loader",),
     ("W2", "shmaug"): ("keras_single", "shmaug_loader"),
@@ -25,7 +26,8 @@ QUICK_SET = {  # every kind once on W1; one code path each elsewhere
 }
 SCALING = ("pool", "torch", "shmaug_loader")
 FIT = ("keras_single", "keras_fork", "pool", "shmaug_sequence")
-W3_SET = ("keras_single", "keras_fork", "pool", "tfdata_map", "torch", "shmaug_loader", "copy")
+W3_SET = ("keras_single", "keras_fork", "pool", "tfdata_map", "torch", "grain", "shmaug_loader",
+          "copy")
 
 
 def spec_key(s: dict[str, Any]) -> str:

@@ -161,10 +161,13 @@ def targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for impl in W.IMPLS:
         add(f"W2 ({impl} ops): shmaug ÷ Keras multiprocessing", rate("W2", impl, "shmaug_loader")
             / rate("W2", impl, "keras_fork"), 2.5)
-    r = _find(results, "W1", "shmaug", "shmaug_spawn", fit=False, scaling=False)
-    k = _find(results, "W1", "shmaug", "keras_spawn", fit=False, scaling=False)
-    add("spawn: shmaug time to first batch (s)", (r or {}).get("first_batch_s", math.nan), 1.5,
-        higher=False, detail=f"Keras spawn: {R.fmt_num((k or {}).get('first_batch_s', math.nan))} s")
+    def first_batch(c: str) -> float:
+        return (_find(results, "W1", "shmaug", c, fit=False, scaling=False) or {}).get(
+            "first_batch_s", math.nan)
+
+    add("spawn: shmaug time to first batch (s)", first_batch("shmaug_spawn"), 1.5, higher=False,
+        detail=f"Keras spawn: {R.fmt_num(first_batch('keras_spawn'))} s; "
+               f"Grain (always spawn): {R.fmt_num(first_batch('grain'))} s")
     for wl in W.WORKLOADS:
         for impl in (*W.IMPLS, "none"):
             r = _find(results, wl, impl, "shmaug_loader", fit=False, scaling=False)

@@ -10,11 +10,12 @@ worker processes), ``keras_data()`` (what ``Model.fit`` is given, or None) and `
 - ``pool_recipe``: the hand-rolled RawArray + ``mp.Pool`` Sequence;
 - ``tf_data``: ``tf.data`` ``from_generator`` and ``numpy_function`` map;
 - ``torch_loader``: PyTorch ``DataLoader(num_workers=N, persistent_workers=True)``;
+- ``grain_loader``: Grain ``MapDataset`` + ``mp_prefetch`` (Grain always spawns);
 - ``shmaug_engine``: ``shmaug.Loader`` and ``shmaug.Sequence``;
 - ``copy_ceiling``: the one-process memory copy.
 
 A family module is imported only when one of its contenders is built (``build``), so the suite's
-parent process never imports TensorFlow or torch, and a missing optional library
+parent process never imports TensorFlow, torch or grain, and a missing optional library
 surfaces as the ``ImportError`` the child reports as "skipped".
 """
 
@@ -51,6 +52,7 @@ REGISTRY: dict[str, Entry] = {
     "tfdata_gen": Entry("tf_data", "TfGen", None, "4. tf.data from_generator + prefetch"),
     "tfdata_map": Entry("tf_data", "TfMap", None, "4. tf.data numpy_function map(AUTOTUNE)"),
     "torch": Entry("torch_loader", "Torch", "fork", "5. PyTorch DataLoader (fork)"),
+    "grain": Entry("grain_loader", "Grain", "spawn", "5. Grain MapDataset + mp_prefetch (spawn)"),
     "shmaug_loader": Entry("shmaug_engine", "ShmaugLoader", "fork", "6. shmaug Loader (fork)"),
     "shmaug_spawn": Entry("shmaug_engine", "ShmaugLoader", "spawn", "6. shmaug Loader (spawn)"),
     "shmaug_sequence": Entry("shmaug_engine", "ShmaugSequence", "fork",
