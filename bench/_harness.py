@@ -1,17 +1,20 @@
-"""Shared helpers for the benchmark scripts in ``bench/``: timing, memory, bounds, output.
+"""How the benchmark scripts in ``bench/`` measure: timing, bounds, child processes, memory.
 
 Owns the mechanics every benchmark needs so that each script is only its contenders:
 
-- ``Stats`` / ``summarize`` / ``time_calls``: repeat, then quote median with min-max.
+- ``Stats`` / ``summarize`` / ``paired_ratio`` / ``time_calls``: repeat, then quote the median
+  with min-max; ratios of figures taken side by side in one round.
 - ``deadline`` / ``guarded``: a contender that hangs or raises is reported, not fatal.
-- ``run_json``: run a child process under a hard timeout and read the JSON it prints.
-- ``memory_of`` / ``worker_memory``: USS / PSS of processes (psutil), by pid.
-- ``Row`` / ``markdown_table`` / ``write_results``: one JSON + one Markdown file per script.
-- ``progress``: a tqdm bar over the runs (on stderr, off when not a terminal).
-- ``base_parser``: ``--quick`` and ``--out``, the same for every script.
+- ``run_json`` / ``report_json`` / ``child_env``: run a child process under a hard timeout and
+  read the one JSON line it prints.
+- ``memory_of`` / ``worker_memory`` / ``pool_children`` / ``wait_gone``: USS / PSS of
+  processes (psutil), by pid, and the end of the ones a benchmark started.
+- ``progress`` / ``base_parser``: a tqdm bar over the runs; ``--quick`` and ``--out``, the same
+  for every script.
 
-Timings live only here and in the scripts that use it, never in tests. Nothing in this module
-imports TensorFlow or Keras.
+How a figure is written down (rows, tables, JSON) is ``_report.py``'s. Timings live only here
+and in the scripts that use it, never in tests. Nothing in this module imports TensorFlow or
+Keras.
 """
 
 from __future__ import annotations
@@ -21,14 +24,13 @@ import contextlib
 import json
 import math
 import os
-import platform
 import signal
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -249,122 +251,6 @@ def wait_gone(pids: Sequence[int], timeout_s: float) -> None:
         with contextlib.suppress(psutil.Error):
             p.kill()
     psutil.wait_procs(alive, timeout=timeout_s)
-
-
-# -- results -----------------------------------------------------------------------------------
-
-
-@dataclass
-class Row:
-    """One line of a results table: a figure of one contender in one section."""
-
-    section: str
-    contender: str
-    metric: str
-    unit: str
-    stats: Stats | None = None  # None when the contender failed or the row is text only
-    status: str = "ok"  # "ok", "timeout", "error: ..."
-    ratio: str = ""  # e.g. "0.62x copy"
-    target: str = ""  # e.g. ">= 0.5x copy: met"
-    note: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["stats"] = self.stats.to_dict() if self.stats is not None else None
-        return d
-
-
-def fmt_num(x: float, digits: int = 3) -> str:
-    """A number with ``digits`` significant figures, no exponent for everyday magnitudes."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    if x == 0:
-        return "0"
-    mag = math.floor(math.log10(abs(x)))
-    decimals = max(0, digits - 1 - mag)
-    return f"{x:,.{decimals}f}"
-
-
-def fmt_stats(s: Stats | None, digits: int = 3) -> tuple[str, str]:
-    """``(median, "min-max")`` as text."""
-    if s is None or not s.values:
-        return "n/a", ""
-    if s.n == 1:
-        return fmt_num(s.median, digits), "(1 run)"
-    return fmt_num(s.median, digits), f"{fmt_num(s.lo, digits)} – {fmt_num(s.hi, digits)}"
-
-
-def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    def cell(text: Any) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def rows_table(rows: Sequence[Row]) -> str:
-    """The standard table: one line per row, median and min-max side by side."""
-    body = []
-    for r in rows:
-        med, spread = fmt_stats(r.stats)
-        status = r.status if r.status != "ok" else "ok"
-        body.append([r.section, r.contender, f"{r.metric} ({r.unit})" if r.unit else r.metric,
-                     med if r.status == "ok" else "—", spread, r.ratio, r.target, status, r.note])
-    return markdown_table(
-        ["section", "contender", "metric", "median", "min – max", "ratio", "target", "status",
-         "note"], body)
-
-
-def environment() -> dict[str, Any]:
-    """What the numbers were measured on."""
-    info: dict[str, Any] = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-        # Others' work on the machine skews everything: record how busy it was.
-        "load_avg_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
-    }
-    with contextlib.suppress(Exception):
-        info["git_commit"] = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-            text=True, timeout=5).stdout.strip()
-    with contextlib.suppress(Exception):
-        import numpy
-
-        info["numpy"] = numpy.__version__
-    return info
-
-
-def write_results(out_dir: str | Path, name: str, rows: Sequence[Row],
-                  meta: dict[str, Any], markdown_extra: str = "") -> str:
-    """Write ``<out>/<name>.json`` and ``<out>/<name>.md``; return the Markdown text."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    payload = {"name": name, "meta": meta, "rows": [r.to_dict() for r in rows]}
-    (out / f"{name}.json").write_text(json.dumps(payload, indent=2) + "\n")
-    env = meta.get("environment", {})
-    head = (f"# {name}\n\n{'quick run (tiny sizes, 1 repeat): smoke only' if meta.get('quick') else 'full run'}"
-            f" · {env.get('usable_cpus')} CPUs · Python {env.get('python')} · "
-            f"commit {env.get('git_commit', '?')} · {env.get('time', '')} · "
-            f"load average {env.get('load_avg_1m')} at start\n\n")
-    text = head + rows_table(rows) + "\n" + (("\n" + markdown_extra + "\n") if markdown_extra else "")
-    (out / f"{name}.md").write_text(text)
-    return text
-
-
-def rows_from_json(items: Sequence[dict[str, Any]]) -> list[Row]:
-    """Rebuild rows a child process reported (``Row.to_dict`` output)."""
-    rows = []
-    for d in items:
-        d = dict(d)
-        s = d.pop("stats")
-        rows.append(Row(**d, stats=Stats(tuple(s["values"])) if s else None))
-    return rows
 
 
 # -- progress and arguments ----------------------------------------------------------------------

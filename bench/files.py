@@ -27,7 +27,8 @@ from typing import Any, Callable
 import numpy as np
 
 import shmaug
-from bench._harness import Row, base_parser, environment, summarize, write_results
+from bench._harness import base_parser, summarize
+from bench._report import Row, environment, write_results
 
 BATCH = 64
 SIZE = 224

@@ -1,9 +1,21 @@
-"""Microseconds per image for every built-in op: OpenCV vs PIL vs a plain numpy reference.
+"""Microseconds per image for every built-in op: OpenCV vs PIL vs numpy vs albumentations.
 
-Single core (``cv2.setNumThreads(1)``), 64x64 grayscale glyphs and 224x224x3 uint8 photos, in
-one run; also the ``glyph_distort`` preset against the users' classic PIL code
-(``bench/_pil_reference.py``). Prints a Markdown table and the target checks; ``--out`` writes
-JSON; ``--quick`` uses tiny repeat counts for a CI smoke run.
+One core (``cv2.setNumThreads(1)``); 64x64 grayscale uint8 glyphs, 224x224x3 uint8 photos and
+the same photos as float32 in [0, 1], in one run; also the ``glyph_distort`` preset against
+the users' classic PIL code (``bench/_pil_reference.py``). Columns: shmaug's OpenCV kernels
+(the default), shmaug's ``backend="pil"`` twins, a plain numpy reference where one exists
+(uint8 only, except the flips) and the albumentations twin of each op both libraries have
+(``bench/ops_albumentations.py``, parameters matched as the two APIs allow; the notes under the
+table say where they differ; "not installed" when albumentations is missing).
+
+Timing follows the house rule for this noisy machine: for each op and image, the contenders
+take turns, one timed loop each per round, in a rotating order; round 0 is warm-up and is
+dropped; the table quotes the median of the rounds (min and max are in the JSON), so the
+ratios compare figures taken side by side.
+
+Prints a Markdown table and the target checks; ``--out X.json`` also writes ``X.md`` (the
+table) and ``X.png`` (shmaug vs albumentations per op); ``--quick`` uses tiny repeat counts
+for a CI smoke run.
 
 Run:
     python bench/ops.py --out ops.json
@@ -19,7 +31,6 @@ import os
 import platform
 import random
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,9 +41,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import shmaug  # noqa: E402
+from bench import _harness as H  # noqa: E402
 from bench import _pil_reference  # noqa: E402
+from bench import ops_albumentations as albu  # noqa: E402
+from bench.workloads import photo  # noqa: E402
 from shmaug.glyphs import render_glyphs  # noqa: E402
-from shmaug.ops import Op, get  # noqa: E402
+from shmaug.ops import Op  # noqa: E402
 
 Kernel = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 
@@ -102,34 +116,38 @@ WHY_SLOWER = {
 }
 
 
-def photo(size: int = 224) -> tuple[np.ndarray, str]:
-    """A real RGB photo shipped by a local package, else a drawn scene."""
-    try:
-        import matplotlib
-
-        path = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
-        img = cv2.imread(str(path))
-        if img is not None:
-            img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
-            return cv2.resize(img, (size, size), interpolation=cv2.INTER_AREA), str(path.name)
-    except ImportError:
-        pass
-    yy, xx = np.mgrid[:size, :size]
-    img = np.stack([xx * 255 // size, yy * 255 // size, np.full_like(xx, 128)], axis=2).astype(np.uint8)
-    cv2.circle(img, (size // 2, size // 2), size // 4, (250, 220, 40), -1)
-    return img, "drawn scene"
+# The contenders of one row, by column key; the key is also the JSON field (``<key>_us``).
+COLUMNS = {"cv": "OpenCV", "pil": "PIL", "numpy": "numpy", "albumentations": "albumentations"}
+ANY_DTYPE = {"hflip", "vflip"}  # numpy references written for any dtype; the rest for uint8
 
 
-def per_image_us(fn: Kernel, images: list[np.ndarray], calls: int, rounds: int) -> float:
-    """Best of ``rounds``: mean microseconds per call over ``calls`` calls."""
-    rng = np.random.default_rng(0)
-    best = math.inf
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for i in range(calls):
-            fn(images[i % len(images)], rng)
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best * 1e6
+def interleaved_us(fns: dict[str, Kernel], images: list[np.ndarray], calls: int,
+                   rounds: int) -> dict[str, H.Stats]:
+    """Microseconds per call of each kernel: per round, one timed loop of ``calls`` calls per
+    kernel in a rotating order; round 0 is warm-up and is dropped. Every kernel gets the
+    same seeded generator in a round, so shmaug's backends draw the same parameters."""
+    names = list(fns)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds + 1):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            rng = np.random.default_rng(r)
+            fn = fns[name]
+            us = H.time_calls(lambda i: fn(images[i % len(images)], rng), calls) * 1e6
+            if r > 0:
+                times[name].append(us)
+    return {name: H.summarize(v) for name, v in times.items()}
+
+
+def contenders(name: str, params: dict[str, Any], image: np.ndarray) -> dict[str, Kernel]:
+    """The kernels of op ``name``'s row for images like ``image``, by column key."""
+    fns: dict[str, Kernel] = {"cv": Op(name, **params)}
+    if name in PIL_TWINS:
+        fns["pil"] = Op(name, backend="pil", **params)
+    if name in NUMPY_REFERENCE and (image.dtype == np.uint8 or name in ANY_DTYPE):
+        fns["numpy"] = NUMPY_REFERENCE[name]
+    if name in albu.TWINS and albu.available():
+        fns["albumentations"] = albu.kernel(name, image)
+    return fns
 
 
 def users_pil(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -141,34 +159,35 @@ def run(quick: bool) -> dict[str, Any]:
     random.seed(0)
     glyphs = list(render_glyphs(64, 64, seed=0)[0])
     rgb, source = photo()
-    sets = {"64x64 gray": (glyphs, 8 if quick else 400), "224x224x3": ([rgb], 3 if quick else 60)}
-    rounds = 1 if quick else 3
+    sets = {"64x64 gray": (glyphs, 8 if quick else 400), "224x224x3": ([rgb], 3 if quick else 60),
+            "224x224x3 f32": ([rgb.astype(np.float32) / 255.0], 3 if quick else 60)}
+    rounds = 1 if quick else 7
     rows = []
     for name, params in CASES:
         for label, (images, calls) in sets.items():
+            stats = interleaved_us(contenders(name, params, images[0]), images, calls, rounds)
             row: dict[str, Any] = {"op": name, "image": label}
-            row["cv_us"] = per_image_us(Op(name, **params), images, calls, rounds)
-            if name in PIL_TWINS:
-                row["pil_us"] = per_image_us(Op(name, backend="pil", **params), images, calls, rounds)
-            if name in NUMPY_REFERENCE:
-                row["numpy_us"] = per_image_us(NUMPY_REFERENCE[name], images, calls, rounds)
+            row.update({f"{key}_us": s.median for key, s in stats.items()})
+            row["spread_us"] = {key: s.to_dict() for key, s in stats.items()}
             rows.append(row)
     n = 16 if quick else 3000
-    preset = {
-        "shmaug glyph_distort (cv)": per_image_us(shmaug.presets.glyph_distort(), glyphs, n, rounds),
-        "shmaug glyph_distort (backend=pil)": per_image_us(
-            shmaug.presets.glyph_distort(backend="pil"), glyphs, n, rounds
-        ),
-        "users' PIL version": per_image_us(users_pil, glyphs, n, rounds),
+    preset_fns: dict[str, Kernel] = {
+        "shmaug glyph_distort (cv)": shmaug.presets.glyph_distort(),
+        "shmaug glyph_distort (backend=pil)": shmaug.presets.glyph_distort(backend="pil"),
+        "users' PIL version": users_pil,
     }
+    preset = interleaved_us(preset_fns, glyphs, n, rounds)
     return {
         "machine": {"python": platform.python_version(), "opencv": cv2.__version__,
                     "numpy": np.__version__, "cpu": platform.processor() or platform.machine(),
                     "cpus": os.cpu_count(), "threads": 1},
         "photo": source,
         "quick": quick,
+        "timing": f"median of {rounds} interleaved rounds after 1 warm-up round",
+        "albumentations": albu.available(),
         "ops": rows,
-        "preset_us": preset,
+        "preset_us": {k: s.median for k, s in preset.items()},
+        "preset_spread_us": {k: s.to_dict() for k, s in preset.items()},
     }
 
 
@@ -176,17 +195,33 @@ def _fmt(v: float | None) -> str:
     return "—" if v is None else f"{v:,.1f}"
 
 
+def _times(a: float | None, b: float | None) -> str:
+    return "—" if a is None or b is None else f"{a / b:.1f}x"
+
+
 def report(result: dict[str, Any]) -> str:
+    version = result.get("albumentations")
+    albu_head = f"albumentations {version} µs" if version else "albumentations µs"
     lines = [
-        "| op | image | OpenCV µs | PIL µs | numpy µs | PIL / OpenCV |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        f"Single core, µs per image: {result.get('timing', 'best of rounds')}.",
+        "",
+        f"| op | image | OpenCV µs | PIL µs | numpy µs | {albu_head} | PIL / OpenCV | "
+        "albumentations / OpenCV |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in result["ops"]:
-        ratio = f"{r['pil_us'] / r['cv_us']:.1f}x" if "pil_us" in r else "—"
+        has_twin = r["op"] in albu.TWINS
+        a = _fmt(r.get("albumentations_us")) if version or not has_twin else "not installed"
         lines.append(
             f"| {r['op']} | {r['image']} | {_fmt(r['cv_us'])} | {_fmt(r.get('pil_us'))} | "
-            f"{_fmt(r.get('numpy_us'))} | {ratio} |"
+            f"{_fmt(r.get('numpy_us'))} | {a} | {_times(r.get('pil_us'), r['cv_us'])} | "
+            f"{_times(r.get('albumentations_us'), r['cv_us'])} |"
         )
+    if not version:
+        lines += ["", "albumentations is not installed (`pip install -e '.[bench]'`): its column "
+                  "is empty and no plot is drawn."]
+    lines += ["", "albumentations twins (bare transform, p=1, called as `t(image=img)['image']`):"]
+    lines += [f"- {op}: {twin.note}" for op, twin in albu.TWINS.items()]
     lines += ["", "| glyph pipeline, 64x64 gray, 1 core | µs / image | images / s |", "| --- | ---: | ---: |"]
     for name, us in result["preset_us"].items():
         lines.append(f"| {name} | {us:,.1f} | {1e6 / us:,.0f} |")
@@ -211,18 +246,68 @@ def targets(result: dict[str, Any]) -> list[str]:
         out.append(f"- OpenCV slower than PIL: {r['op']} {r['image']} ({r['cv_us']:.1f} vs {r['pil_us']:.1f} µs): {why}")
     if not slower:
         out.append("- every OpenCV op is at least as fast as its PIL twin")
+    faster = [r for r in result["ops"] if r.get("albumentations_us", math.inf) < r["cv_us"]]
+    for r in faster:
+        out.append(f"- albumentations faster than shmaug: {r['op']} {r['image']} "
+                   f"({r['albumentations_us']:.1f} vs {r['cv_us']:.1f} µs)")
     return out
+
+
+def plot(result: dict[str, Any], path: Path) -> bool:
+    """Bars of shmaug (OpenCV) vs albumentations µs per op, one panel per image; False when
+    there is no albumentations column to compare."""
+    rows = [r for r in result["ops"] if "albumentations_us" in r]
+    if not rows:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    images = list(dict.fromkeys(r["image"] for r in rows))
+    ops = list(dict.fromkeys(r["op"] for r in rows))
+    fig, axes = plt.subplots(1, len(images), figsize=(4.2 * len(images), 0.32 * len(ops) + 1.5),
+                             sharey=True, squeeze=False)
+    for ax, image in zip(axes[0], images):
+        by_op = {r["op"]: r for r in rows if r["image"] == image}
+        ys = np.arange(len(ops))
+        for k, (key, label) in enumerate((("cv", "shmaug (OpenCV)"),
+                                          ("albumentations", "albumentations"))):
+            spread = [by_op[op]["spread_us"][key] for op in ops]
+            med = np.array([s["median"] for s in spread])
+            err = [med - [s["min"] for s in spread], [s["max"] for s in spread] - med]
+            ax.barh(ys + (k - 0.5) * 0.4, med, 0.4, xerr=err, label=label)
+        ax.set_xscale("log")
+        ax.set_title(image, fontsize=9)
+        ax.set_xlabel("µs per image, 1 core (median; bars min-max)", fontsize=8)
+    axes[0][0].set_yticks(np.arange(len(ops)))
+    axes[0][0].set_yticklabels(ops, fontsize=8)
+    axes[0][0].invert_yaxis()
+    axes[0][-1].legend(fontsize=8)
+    fig.suptitle(f"shmaug vs albumentations {result.get('albumentations')}: per-op cost "
+                 f"({'QUICK run, not a measurement' if result.get('quick') else result.get('timing')})",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--out", type=Path,
+                        help="write the results as JSON here (and the table and plot beside it)")
     parser.add_argument("--quick", action="store_true", help="tiny repeat counts (CI smoke run)")
     args = parser.parse_args(argv)
     result = run(args.quick)
-    print(report(result))
+    text = report(result)
+    print(text)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
+        args.out.with_suffix(".md").write_text(text + "\n")
+        if plot(result, args.out.with_suffix(".png")):
+            print(f"\nwrote {args.out}, {args.out.with_suffix('.md').name} and "
+                  f"{args.out.with_suffix('.png').name}", file=sys.stderr)
     return 0
 
 

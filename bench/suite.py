@@ -2,18 +2,20 @@
 
 Run ``python -m bench [--quick] [--out bench/results] [--workloads W1,W2,W3]
 [--contenders keras_single,...] [--impls pil,shmaug] [--workers N] [--repeats R] [--jobs J]
-[--timeout S] [--no-fit] [--no-scaling]``. Each measurement (one contender, one workload, one
-implementation of the augmentation, one worker count) runs in its own child process
-(``python -m bench.contenders SPEC``) under a hard timeout, so a contender that freezes or
-crashes is reported and the suite goes on. Writes ``suite.json`` (raw), ``suite.md`` (tables)
-and ``throughput.png`` / ``scaling.png`` to ``--out``. See ``bench/README.md``.
+[--timeout S] [--no-fit] [--no-scaling] [--render SUITE_JSON]``. Each measurement (one
+contender, one workload, one implementation of the augmentation, one worker count) runs in
+its own child process (``python -m bench.contenders SPEC``) under a hard timeout, so a
+contender that freezes or crashes is reported and the suite goes on. Writes ``suite.json``
+(raw), ``suite.md`` (tables) and ``throughput.png`` / ``scaling.png`` to ``--out``.
+
+This module is the driver: options, running the planned specs (``suite_plan.py``) and judging
+each result; the tables and plots are ``suite_report.py``'s. See ``bench/README.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -22,43 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import _harness as H
+from bench import _report as R
 from bench import workloads as W
+from bench.suite_plan import CONTENDERS, plan, spec_key
+from bench.suite_report import NAME, WAIT_SHARE, median, write
 
-NAME = "suite"
-CONTENDERS = ("keras_single", "keras_threads", "keras_fork", "keras_spawn", "pool", "tfdata_gen",
-              "tfdata_map", "torch", "shmaug_loader", "shmaug_spawn", "shmaug_sequence", "copy")
-LABELS = {
-    "keras_single": "1. Keras PyDataset, 1 process",
-    "keras_threads": "2. Keras PyDataset, threads",
-    "keras_fork": "2. Keras PyDataset, multiprocessing (fork)",
-    "keras_spawn": "2. Keras PyDataset, multiprocessing (spawn)",
-    "pool": "3. Pool + RawArray recipe (fork)",
-    "tfdata_gen": "4. tf.data from_generator + prefetch",
-    "tfdata_map": "4. tf.data numpy_function map(AUTOTUNE)",
-    "torch": "5. PyTorch DataLoader (fork)",
-    "shmaug_loader": "6. shmaug Loader (fork)",
-    "shmaug_spawn": "6. shmaug Loader (spawn)",
-    "shmaug_sequence": "6. shmaug Sequence via Keras' adapter",
-    "copy": "ceiling: copy in 1 process",
-}
-QUICK_SET = {  # every kind once on W1; one code path each elsewhere
-    ("W1", "shmaug"): ("keras_single", "keras_fork", "pool", "tfdata_map", "torch",
-                       "shmaug_loader", "shmaug_spawn", "shmaug_sequence"),
-    ("W1", "pil"): ("shmaug_loader",),
-    ("W2", "shmaug"): ("keras_single", "shmaug_loader"),
-    ("W2", "pil"): (),
-    ("W3", "none"): ("copy", "shmaug_loader"),
-}
-SCALING = ("pool", "torch", "shmaug_loader")
-FIT = ("keras_single", "keras_fork", "pool", "shmaug_sequence")
-W3_SET = ("keras_single", "keras_fork", "pool", "tfdata_map", "torch", "shmaug_loader", "copy")
 DISTINCT_MIN = 0.9  # same input: below this share of distinct outputs, workers replay a stream
-WAIT_SHARE = 0.8  # the simulated consumer needs this share of shmaug's throughput
-
-
-def _spec_key(s: dict[str, Any]) -> str:
-    kind = "fit" if s.get("fit") else ("scaling" if s.get("scaling") else "run")
-    return f"{kind}/{s['workload']}/{s['impl']}/{s['contender']}/w{s['workers']}"
 
 
 def _run(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
@@ -80,42 +51,6 @@ def _judge(res: dict[str, Any]) -> dict[str, Any]:
     return res
 
 
-def plan(args: argparse.Namespace) -> list[list[dict[str, Any]]]:
-    """Stages of specs: a stage may depend on the one before (the wait step uses shmaug's rate)."""
-    base = dict(quick=args.quick, repeats=args.repeats, workers=args.workers)
-    first, second, extra = [], [], []
-    for wl in args.workloads:
-        impls = W.IMPLS if W.WORKLOADS[wl].augmented else ("none",)
-        for impl in impls:
-            if args.impls and impl != "none" and impl not in args.impls:
-                continue
-            names = QUICK_SET.get((wl, impl), ()) if args.quick else (
-                W3_SET if wl == "W3" else CONTENDERS)
-            names = [c for c in names if c in args.contenders and (c != "copy" or wl == "W3")]
-            for c in names:
-                spec = dict(base, workload=wl, impl=impl, contender=c, probe=wl == "W1")
-                (first if c == "shmaug_loader" else second).append(spec)
-            if wl == "W1" and not args.no_scaling:
-                for c in SCALING if not args.quick else ("shmaug_loader",):
-                    if c in args.contenders and (not args.quick or impl == "shmaug"):
-                        for w in range(1, args.workers):
-                            extra.append(dict(base, workload=wl, impl=impl, contender=c,
-                                              workers=w, scaling=True))
-    if not args.no_fit and "W1" in args.workloads:
-        for c in FIT if not args.quick else ("shmaug_sequence",):
-            if c in args.contenders:
-                extra.append(dict(base, workload="W1", impl="shmaug", contender=c, fit=True,
-                                  fit_batches=4 if args.quick else 8))
-    fits = [s for s in extra if s.get("fit")]
-    w1 = [s for s in second if s["workload"] == "W1"]
-    rest = [s for s in second if s["workload"] != "W1"]
-    return [first, w1 + fits + rest + [s for s in extra if not s.get("fit")]]
-
-
-def _median(v: list[float]) -> float:
-    return H.summarize(v).median if v else math.nan
-
-
 def run_all(args: argparse.Namespace, env: dict[str, Any]) -> list[dict[str, Any]]:
     stages = plan(args)
     results: list[dict[str, Any]] = []
@@ -132,16 +67,16 @@ def run_all(args: argparse.Namespace, env: dict[str, Any]) -> list[dict[str, Any
                 if spec["contender"] == "shmaug_loader" and not spec.get("scaling"):
                     spec["step_s"] = None  # set after its own run: see below
                 elif ref and not spec.get("fit") and not spec.get("scaling"):
-                    spec["step_s"] = bs / (WAIT_SHARE * _median(ref["rates"]))
+                    spec["step_s"] = bs / (WAIT_SHARE * median(ref["rates"]))
 
             def one(spec: dict[str, Any]) -> dict[str, Any]:
                 res = _run(spec, args.timeout)
                 if spec["contender"] == "shmaug_loader" and not spec.get("scaling") and res.get("rates"):
                     bs = res["batch_size"]  # its wait figure needs its own rate: one more run
-                    spec2 = dict(spec, step_s=bs / (WAIT_SHARE * _median(res["rates"])), repeats=0)
+                    spec2 = dict(spec, step_s=bs / (WAIT_SHARE * median(res["rates"])), repeats=0)
                     res["wait"] = _run(spec2, args.timeout).get("wait")
                     res["spec"]["step_s"] = spec2["step_s"]
-                bar.set_postfix_str(_spec_key(spec)[:40])
+                bar.set_postfix_str(spec_key(spec)[:40])
                 bar.update()
                 return res
 
@@ -153,250 +88,6 @@ def run_all(args: argparse.Namespace, env: dict[str, Any]) -> list[dict[str, Any
     finally:
         bar.close()
     return results
-
-
-# -- figures ------------------------------------------------------------------------------------
-
-
-def _find(results: list[dict[str, Any]], wl: str, impl: str, c: str, **kw: Any) -> dict[str, Any] | None:
-    for r in results:
-        s = r["spec"]
-        if (s["workload"], s["impl"], s["contender"]) == (wl, impl, c) and all(
-                bool(s.get(k)) == v for k, v in kw.items()):
-            return r
-    return None
-
-
-def _rate(r: dict[str, Any] | None) -> float:
-    return _median(r["rates"]) if r and r.get("status") == "ok" and r.get("rates") else math.nan
-
-
-def _status(r: dict[str, Any]) -> str:
-    st = r.get("status", "?")
-    return st if st == "ok" else f"{st}: {r.get('error', '')}"[:160]
-
-
-def main_table(results: list[dict[str, Any]], workers: int) -> str:
-    parts = []
-    runs = [r for r in results if not r["spec"].get("fit") and not r["spec"].get("scaling")]
-    for wl in W.WORKLOADS:
-        rows = []
-        for r in (r for r in runs if r["spec"]["workload"] == wl):
-            s = r["spec"]
-            base = _rate(_find(results, wl, s["impl"], "keras_single", fit=False, scaling=False))
-            med, spread = H.fmt_stats(H.summarize(r.get("rates") or []) if r.get("status") == "ok" else None)
-            mem = r.get("memory") or {}
-            wait = r.get("wait") or {}
-            per_worker = (sum(mem["worker_uss"]) / len(mem["worker_uss"])) if mem.get("worker_uss") else math.nan
-            rows.append([LABELS[s["contender"]], s["impl"], med, spread,
-                         f"{_rate(r) / base:.2f}x" if base == base and _rate(r) == _rate(r) else "",
-                         H.fmt_num(r.get("first_batch_s", math.nan)),
-                         H.fmt_num(mem.get("uss", math.nan)), H.fmt_num(mem.get("pss", math.nan)),
-                         H.fmt_num(per_worker),
-                         f"{100 * wait['fraction']:.1f}%" if wait.get("fraction") is not None else "",
-                         _status(r) + (" (rerun)" if r.get("rerun") else "")])
-        if rows:
-            wlo = W.WORKLOADS[wl]
-            parts.append(f"### {wl}: {wlo.title}, {workers} workers\n\n" + H.markdown_table(
-                ["contender", "ops", "images/s", "min – max", "vs 1.", "1st batch s",
-                 "USS MiB", "PSS MiB", "USS/worker", "data wait*", "status"], rows))
-    return "\n\n".join(parts)
-
-
-def summary_table(results: list[dict[str, Any]]) -> str:
-    """One line per contender: images/s (speed-up over contender 1) per workload and ops."""
-    cols = [(wl, impl) for wl in W.WORKLOADS for impl in (*W.IMPLS, "none")
-            if any(r["spec"]["workload"] == wl and r["spec"]["impl"] == impl for r in results)]
-    rows = []
-    for c in CONTENDERS:
-        cells = []
-        for wl, impl in cols:
-            r = _find(results, wl, impl, c, fit=False, scaling=False)
-            base = _rate(_find(results, wl, impl, "keras_single", fit=False, scaling=False))
-            if r is None:
-                cells.append("")
-            elif r.get("status") != "ok":
-                cells.append(r.get("status", "?").split(":")[0])
-            else:
-                sp = f" ({_rate(r) / base:.2f}x)" if base == base and c != "keras_single" else ""
-                cells.append(H.fmt_num(_rate(r)) + sp)
-        r = _find(results, "W1", "shmaug", c, fit=False, scaling=False)
-        cells.append(H.fmt_num(r["first_batch_s"]) if r and r.get("first_batch_s") is not None else "")
-        if any(cells[:-1]):
-            rows.append([LABELS[c], *cells])
-    return ("### Summary: images/s delivered (speed-up over contender 1, same ops)\n\n"
-            + H.markdown_table(["contender", *[f"{wl} {impl} ops" if impl != "none" else wl
-                                               for wl, impl in cols], "W1 1st batch s"], rows))
-
-
-def scaling_table(results: list[dict[str, Any]], workers: int) -> str:
-    rows = []
-    for impl in W.IMPLS:
-        single = _rate(_find(results, "W1", impl, "keras_single", fit=False, scaling=False))
-        for c in SCALING:
-            cells = []
-            for n in range(1, workers + 1):
-                r = next((r for r in results if r["spec"]["workload"] == "W1" and r["spec"]["impl"] == impl
-                          and r["spec"]["contender"] == c and r["spec"]["workers"] == n
-                          and not r["spec"].get("fit")), None)
-                rate = _rate(r)
-                cells.append(f"{H.fmt_num(rate)} ({rate / (n * single):.0%})" if rate == rate and single == single
-                             else ("—" if r is None else _status(r)[:40]))
-            if any(x != "—" for x in cells):
-                rows.append([LABELS[c], impl, *cells])
-    if not rows:
-        return ""
-    return ("### W1 scaling: images/s (parallel efficiency = images/s ÷ (N × 1-process images/s))\n\n"
-            + H.markdown_table(["contender", "ops", *[f"N={n}" for n in range(1, workers + 1)]], rows))
-
-
-def fit_table(results: list[dict[str, Any]]) -> str:
-    rows = []
-    for r in (r for r in results if r["spec"].get("fit")):
-        ok = r.get("status") == "ok"
-        rows.append([LABELS[r["spec"]["contender"]], r["spec"]["impl"],
-                     H.fmt_num(_rate(r)) if ok else "—",
-                     f"{100 * _median(r['wait_fraction']):.1f}%" if ok else "",
-                     H.fmt_num(_median(r["compute_s"])) if ok else "",
-                     H.fmt_num(_median(r["fit_s"])) if ok else "", _status(r)])
-    if not rows:
-        return ""
-    return ("### W1 under a real small CNN `Model.fit` on the CPU\n\n" + H.markdown_table(
-        ["contender", "ops", "images/s in fit", "data wait", "compute-only epoch s",
-         "fed epoch s", "status"], rows))
-
-
-def targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    def rate(wl: str, impl: str, c: str) -> float:
-        return _rate(_find(results, wl, impl, c, fit=False, scaling=False))
-
-    out = []
-
-    def add(name: str, value: float, goal: float, higher: bool = True, detail: str = "") -> None:
-        met = (value >= goal) if higher else (value <= goal)
-        out.append({"target": name, "value": value, "goal": goal,
-                    "met": None if value != value else bool(met), "detail": detail})
-
-    sh = rate("W1", "shmaug", "shmaug_loader")
-    add("W1: shmaug (own ops) ÷ Pool recipe (PIL ops)", sh / rate("W1", "pil", "pool"), 5)
-    add("W1: shmaug (own ops) ÷ Keras multiprocessing (PIL ops)", sh / rate("W1", "pil", "keras_fork"), 5)
-    for wl in ("W1", "W2"):
-        add(f"{wl}, PIL ops for all: shmaug ÷ 1 process", rate(wl, "pil", "shmaug_loader")
-            / rate(wl, "pil", "keras_single"), 1.8)
-        add(f"{wl}, PIL ops for all: shmaug ÷ PyTorch DataLoader", rate(wl, "pil", "shmaug_loader")
-            / rate(wl, "pil", "torch"), 1.0)
-    for impl in W.IMPLS:
-        add(f"W2 ({impl} ops): shmaug ÷ Keras multiprocessing", rate("W2", impl, "shmaug_loader")
-            / rate("W2", impl, "keras_fork"), 2.5)
-    r = _find(results, "W1", "shmaug", "shmaug_spawn", fit=False, scaling=False)
-    k = _find(results, "W1", "shmaug", "keras_spawn", fit=False, scaling=False)
-    add("spawn: shmaug time to first batch (s)", (r or {}).get("first_batch_s", math.nan), 1.5,
-        higher=False, detail=f"Keras spawn: {H.fmt_num((k or {}).get('first_batch_s', math.nan))} s")
-    for wl in W.WORKLOADS:
-        for impl in (*W.IMPLS, "none"):
-            r = _find(results, wl, impl, "shmaug_loader", fit=False, scaling=False)
-            if r and r.get("wait"):
-                add(f"{wl} ({impl} ops): shmaug data wait at {WAIT_SHARE:.0%} load", r["wait"]["fraction"],
-                    0.02, higher=False)
-    return out
-
-
-def targets_table(ts: list[dict[str, Any]]) -> str:
-    rows = [[t["target"], H.fmt_num(t["value"]), ("≤ " if "wait" in t["target"] or "spawn" in t["target"]
-                                                  else "≥ ") + H.fmt_num(t["goal"]),
-             {True: "met", False: "MISSED", None: "n/a"}[t["met"]], t["detail"]] for t in ts]
-    return "### Targets\n\n" + H.markdown_table(["target", "measured", "goal", "", "note"], rows)
-
-
-def plots(results: list[dict[str, Any]], out: Path, workers: int) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    runs = [r for r in results if not r["spec"].get("fit") and not r["spec"].get("scaling")]
-    wls = [wl for wl in W.WORKLOADS if any(r["spec"]["workload"] == wl for r in runs)]
-    fig, axes = plt.subplots(len(wls) or 1, 1, figsize=(10, 3.2 * max(1, len(wls))), squeeze=False)
-    for ax, wl in zip(axes[:, 0], wls):
-        names = [c for c in CONTENDERS if any(r["spec"]["contender"] == c and r["spec"]["workload"] == wl
-                                              for r in runs)]
-        impls = [i for i in (*W.IMPLS, "none") if any(r["spec"]["impl"] == i and r["spec"]["workload"] == wl for r in runs)]
-        width = 0.8 / max(1, len(impls))
-        for k, impl in enumerate(impls):
-            meds, lo, hi = [], [], []
-            for c in names:
-                r = _find(results, wl, impl, c, fit=False, scaling=False)
-                s = H.summarize(r["rates"]) if r and r.get("status") == "ok" and r.get("rates") else None
-                meds.append(s.median if s else 0)
-                lo.append(s.median - s.lo if s else 0)
-                hi.append(s.hi - s.median if s else 0)
-            ys = [i + k * width for i in range(len(names))]
-            ax.barh(ys, meds, width, xerr=[lo, hi], label=f"{impl} ops")
-        ax.set_yticks([i + width * (len(impls) - 1) / 2 for i in range(len(names))])
-        ax.set_yticklabels([LABELS[c] for c in names], fontsize=7)
-        ax.invert_yaxis()
-        ax.set_xlabel("images/s delivered (median, bars min-max)")
-        ax.set_title(f"{wl}: {W.WORKLOADS[wl].title}, {workers} workers")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "throughput.png", dpi=110)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for impl in W.IMPLS:
-        for c in SCALING:
-            pts = [(r["spec"]["workers"], _rate(r)) for r in results
-                   if r["spec"]["workload"] == "W1" and r["spec"]["impl"] == impl
-                   and r["spec"]["contender"] == c and not r["spec"].get("fit")]
-            pts = sorted(p for p in pts if p[1] == p[1])
-            if pts:
-                ax.plot(*zip(*pts), marker="o", label=f"{LABELS[c]} [{impl}]",
-                        linestyle="-" if impl == "shmaug" else "--")
-    ax.set_xlabel("workers N")
-    ax.set_ylabel("W1 images/s")
-    ax.set_xticks(range(1, workers + 1))
-    ax.legend(fontsize=6)
-    ax.set_title("W1 scaling with workers")
-    fig.tight_layout()
-    fig.savefig(out / "scaling.png", dpi=110)
-    plt.close(fig)
-    return ["throughput.png", "scaling.png"]
-
-
-def write(results: list[dict[str, Any]], args: argparse.Namespace, env: dict[str, Any],
-          wall_s: float, saved: dict[str, Any] | None = None) -> str:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    ts = targets(results)
-    env = dict(env)
-    env.setdefault("load_avg_1m_end", round(os.getloadavg()[0], 2))
-    meta = {"quick": args.quick, "workers": args.workers, "repeats": args.repeats,
-            "wall_s": wall_s, "environment": env, "command": "python -m bench " + " ".join(sys.argv[1:])}
-    saved = saved or {}
-    if saved.get("meta", {}).get("reruns"):
-        meta["reruns"] = saved["meta"]["reruns"]
-    payload = {"name": NAME, "meta": meta, "targets": ts, "results": results}
-    if saved.get("superseded"):
-        payload["superseded"] = saved["superseded"]
-    (out / f"{NAME}.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
-    pngs = plots(results, out, args.workers)
-    reruns = "".join(f"Rows marked *rerun* come from `{r['command']}` (load average "
-                     f"{r['environment'].get('load_avg_1m')}): {r['reason']}; the first "
-                     "measurements are kept in the JSON under `superseded`.\n\n"
-                     for r in meta.get("reruns", []))
-    head = (f"# Benchmark suite ({'QUICK run: tiny sizes, 1 repeat, smoke only' if args.quick else 'full run'})\n\n"
-            f"`{meta['command']}` · {env.get('usable_cpus')} CPUs · Python {env.get('python')} · commit "
-            f"{env.get('git_commit', '?')} · {env.get('time')} · load average {env.get('load_avg_1m')} at start, "
-            f"{env['load_avg_1m_end']} at end · {wall_s / 60:.1f} min\n\n{reruns}"
-            "images/s: medians of timed epochs (epoch 0 is warm-up) with min – max; 'vs 1.' is the "
-            "speed-up over contender 1 with the same ops; memory is USS / PSS summed over the main "
-            "process and its workers, mid-epoch. *data wait: share of wall time a consumer that "
-            f"takes a fixed time per batch (needing {WAIT_SHARE:.0%} of shmaug's images/s) spends "
-            "waiting for the next batch.\n\n")
-    text = "\n\n".join(t for t in (head + targets_table(ts), summary_table(results), main_table(results, args.workers),
-                                   scaling_table(results, args.workers), fit_table(results)) if t)
-    text += "\n\n" + "\n".join(f"![{p}]({p})" for p in pngs) + "\n"
-    (out / f"{NAME}.md").write_text(text)
-    return text
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -438,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         results = [_judge(r) for r in saved["results"]]
         print(write(results, args, meta["environment"], meta["wall_s"], saved))
         return 0
-    env = H.environment()
+    env = R.environment()
     t0 = time.perf_counter()
     results = run_all(args, env)
     text = write(results, args, env, time.perf_counter() - t0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -60,8 +61,6 @@ def build_data(name: str, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def photos(n: int, size: int = 224) -> np.ndarray:
     """``n`` distinct RGB photos: random crops, flips and tints of one shipped photo."""
-    from bench.ops import photo
-
     base, _ = photo(size + 32)
     rng = np.random.default_rng(0)
     out = np.empty((n, size, size, 3), np.uint8)
@@ -73,6 +72,26 @@ def photos(n: int, size: int = 224) -> np.ndarray:
         tint = rng.uniform(0.7, 1.1, 3)
         out[i] = np.clip(crop * tint, 0, 255).astype(np.uint8)
     return out
+
+
+def photo(size: int = 224) -> tuple[np.ndarray, str]:
+    """A real RGB photo shipped by a local package, else a drawn scene."""
+    import cv2  # here, not at import: the suite's parent process never runs OpenCV
+
+    try:
+        import matplotlib
+
+        path = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
+        img = cv2.imread(str(path))
+        if img is not None:
+            img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+            return cv2.resize(img, (size, size), interpolation=cv2.INTER_AREA), str(path.name)
+    except ImportError:
+        pass
+    yy, xx = np.mgrid[:size, :size]
+    img = np.stack([xx * 255 // size, yy * 255 // size, np.full_like(xx, 128)], axis=2).astype(np.uint8)
+    cv2.circle(img, (size // 2, size // 2), size // 4, (250, 220, 40), -1)
+    return img, "drawn scene"
 
 
 # -- the users' PIL code -----------------------------------------------------------------------

@@ -32,7 +32,7 @@ def test_bench_quick_writes_every_result(tmp_path: Path) -> None:
     payload = json.loads((tmp_path / "suite.json").read_text())
     results = payload["results"]
     kinds = {r["spec"]["contender"] for r in results}
-    assert {"keras_single", "keras_fork", "pool", "tfdata_map", "torch", "shmaug_loader",
+    assert {"keras_single", "keras_fork", "pool", "tfdata_map", "torch", "grain", "shmaug_loader",
             "shmaug_spawn", "shmaug_sequence", "copy"} <= kinds
     for r in results:
         if r.get("status") == "ok":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -47,7 +48,10 @@ def test_demo_quick(tmp_path):
 
 def test_bench_ops_quick(tmp_path):
     out = run(str(ROOT / "bench" / "ops.py"), "--quick", "--out", str(tmp_path / "ops.json"))
-    assert "sine_warp" in out
+    assert "sine_warp" in out and "albumentations" in out
+    assert (tmp_path / "ops.md").is_file()
+    if importlib.util.find_spec("albumentations") is not None:  # the plot needs its column
+        assert (tmp_path / "ops.png").stat().st_size > 10_000
 
 
 def test_bench_engine_quick(tmp_path):

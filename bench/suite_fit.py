@@ -1,9 +1,10 @@
 """The "real small CNN" consumer: ``Model.fit`` on the CPU fed by a contender.
 
-Runs inside the child of ``bench.contenders`` (``"fit": true`` in the spec). The model is the
-demo's small CNN (``shmaug._demo.build_model``). The data-wait fraction is measured by pairing,
-in the same process and round by round, one epoch fed by the contender with one epoch fed from
-batches already in RAM (the compute-only time): ``wait = 1 - t_compute / t_contender``.
+Runs inside the suite's child process, ``bench.contenders`` (``"fit": true`` in the spec).
+The model is the demo's small CNN (``shmaug._demo.build_model``). The data-wait fraction is
+measured by pairing, in the same process and round by round, one epoch fed by the contender
+with one epoch fed from batches already in RAM (the compute-only time):
+``wait = 1 - t_compute / t_contender``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import time
 from typing import Any
 
 import keras
-import numpy as np
 
 from bench import _harness as H
-from bench import contenders as C
+from bench import peers
 from bench import workloads as W
 
 CLASSES = 10
@@ -45,7 +45,7 @@ def fit_keras(spec: dict[str, Any]) -> dict[str, Any]:
     y = ids % CLASSES
     augment = W.augment_for(wl.name, spec["impl"])
     _, out_dtype = W.output_spec(wl.name, x)
-    c = C.build(spec["contender"], x, y, bs, augment, out_dtype, spec["workers"])
+    c = peers.build(spec["contender"], x, y, bs, augment, out_dtype, spec["workers"])
     try:
         data = c.keras_data()
         if data is None:

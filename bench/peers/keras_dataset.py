@@ -1,0 +1,73 @@
+"""Contenders 1 and 2: what a Keras user writes, a ``keras.utils.PyDataset``.
+
+``KerasSingle`` calls ``__getitem__`` in this process; ``KerasAdapter`` gives the dataset
+``workers=N`` (threads, or processes under fork / spawn) and drives it through Keras'
+``PyDatasetAdapter`` exactly as ``Model.fit`` does (``on_epoch_begin``, the numpy iterator,
+``on_epoch_end``); ``shmaug_engine.ShmaugSequence`` reuses that driving code.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from typing import Any, Iterator
+
+import keras
+import numpy as np
+
+from bench import workloads as W
+from bench.peers._base import Base
+
+
+class AugDataset(keras.utils.PyDataset):  # type: ignore[misc]
+    """What a Keras user writes: gather and augment each sample in ``__getitem__``."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, batch_size: int, augment: Any,
+                 out_dtype: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.x, self.y, self.bs, self.augment, self.out_dtype = x, y, batch_size, augment, out_dtype
+
+    def __len__(self) -> int:
+        return -(-len(self.x) // self.bs)
+
+    def __getitem__(self, i: int) -> Any:
+        lo, hi = i * self.bs, min((i + 1) * self.bs, len(self.x))
+        return W.make_batch(self.x, self.augment, lo, hi, self.out_dtype), self.y[lo:hi]
+
+
+class KerasSingle(Base):
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.ds = AugDataset(self.x, self.y, self.bs, self.augment, self.out_dtype)
+
+    def epoch(self) -> Iterator[Any]:
+        for i in range(len(self.ds)):
+            yield self.ds[i]
+
+    def keras_data(self) -> Any:
+        return self.ds
+
+
+class KerasAdapter(Base):
+    """``PyDataset(workers=N)`` driven the way ``fit`` drives it (its ``PyDatasetAdapter``)."""
+
+    full_warmup = True
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+
+        if self.method:
+            mp.set_start_method(self.method, force=True)  # Keras' pool follows it
+        self.ds = AugDataset(self.x, self.y, self.bs, self.augment, self.out_dtype,
+                             workers=self.workers, use_multiprocessing=self.method is not None)
+        self.adapter = PyDatasetAdapter(self.ds, shuffle=False)
+
+    def epoch(self) -> Iterator[Any]:
+        self.adapter.on_epoch_begin()
+        try:
+            yield from self.adapter.get_numpy_iterator()
+        finally:
+            self.adapter.on_epoch_end()
+
+    def keras_data(self) -> Any:
+        return self.ds
