@@ -263,3 +263,91 @@ def sample_output(image: Any) -> np.ndarray:
             f"{_got(image)}. Fix: return a numeric numpy array."
         )
     return array
+
+
+def value_range(value: Any) -> tuple[float, float] | None:
+    """None, or a checked ``(low, high)`` with low < high (Keras' ``value_range``)."""
+    from .ops._params import value_range as checked
+
+    return checked(value)
+
+
+def default_range(dtype: Any) -> tuple[float, float] | None:
+    """The value range a dtype implies: uint8 (0, 255), uint16 (0, 65535), floats (0, 1)."""
+    kind = np.dtype(dtype)
+    if kind == np.uint8:
+        return (0.0, 255.0)
+    if kind == np.uint16:
+        return (0.0, 65535.0)
+    return (0.0, 1.0) if kind.kind == "f" else None
+
+
+def resolve_range(given: tuple[float, float] | None, augment: Any,
+                  dtype: Any) -> tuple[float, float] | None:
+    """The loader's value range: the one given, else the pipeline's own, else the dtype's
+    (None while the dtype is unknown, for a ``load`` source before its first sample)."""
+    own = getattr(augment, "value_range", None)
+    own = None if own is None else (float(own[0]), float(own[1]))
+    if given is not None and own is not None and own != given:
+        raise ArgumentError(
+            f"`value_range`={given} disagrees with the pipeline's own value_range={own}. Fix: "
+            f"say the range your data is in once, to the loader or to the pipeline."
+        )
+    return given or own or (None if dtype is None else default_range(dtype))
+
+
+_CHECK_BYTES = 1 << 24  # chunk size of the whole-array value check: bounded scratch memory
+_RANGE_SLACK = 1e-3  # of the range's span: rounding that does not count as out of range
+
+
+def check_values(x: np.ndarray, vr: tuple[float, float], given: bool) -> None:
+    """Every value of float ``x`` is finite and inside ``vr``, in chunks (a pass over the data,
+    made while it is copied into shared memory), else the error that names the fix."""
+    if x.dtype.kind != "f":
+        return
+    per = max(1, _CHECK_BYTES // max(1, x[0].nbytes))
+    for start in range(0, len(x), per):
+        chunk = x[start:start + per]
+        finite = np.isfinite(chunk)
+        if not finite.all():
+            bad = start + int(np.argmin(finite.reshape(len(chunk), -1).all(axis=1)))
+            raise _nonfinite("`x`", bad)
+        low, high = float(chunk.min()), float(chunk.max())
+        if _outside(low, high, vr):
+            rows = chunk.reshape(len(chunk), -1)
+            bad = start + int(np.argmax((rows.min(axis=1) < vr[0]) | (rows.max(axis=1) > vr[1])))
+            raise _out_of_range(vr, given, float(x[bad].min()), float(x[bad].max()), bad, x.dtype)
+
+
+def check_probe_values(input_range: tuple[float, float] | None, nonfinite: bool,
+                       vr: tuple[float, float], given: bool, dtype: Any) -> None:
+    """Sample 0, as a worker loaded it, is finite and inside ``vr`` (memory-mapped or loaded
+    data is not read whole: its first sample is what is checked)."""
+    if nonfinite:
+        raise _nonfinite("sample", 0)
+    if input_range is not None and _outside(*input_range, vr):
+        raise _out_of_range(vr, given, *input_range, 0, dtype)
+
+
+def _outside(low: float, high: float, vr: tuple[float, float]) -> bool:
+    slack = _RANGE_SLACK * (vr[1] - vr[0])
+    return low < vr[0] - slack or high > vr[1] + slack
+
+
+def _nonfinite(what: str, index: int) -> ArgumentError:
+    return ArgumentError(
+        f"{what} holds NaN or infinity (sample index {index}); augmenting it would spread them "
+        f"through every op. Fix: clean the data first, e.g. x = np.nan_to_num(x)."
+    )
+
+
+def _out_of_range(vr: tuple[float, float], given: bool, low: float, high: float, index: int,
+                  dtype: Any) -> ArgumentError:
+    said = "" if given else f" (the default for {np.dtype(dtype)} images)"
+    guess = "(0, 255)" if high <= 255.5 else f"(0, {high:g})"
+    return ArgumentError(
+        f"`value_range` is ({vr[0]:g}, {vr[1]:g}){said} but sample index {index} spans "
+        f"{low:g}..{high:g}, so the ops would clip it to a range it is not in. Fix: pass the "
+        f"range the data is in, e.g. value_range={guess}, or rescale the data into "
+        f"({vr[0]:g}, {vr[1]:g})."
+    )

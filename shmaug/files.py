@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ._decode import COLOR_MODES, decode, resize, unreadable
+from ._decode import COLOR_MODES, decode, resize
 from .errors import ArgumentError, ArgumentTypeError, ImageReadError
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from ._worker import (
     BUSY_S, SKIPPED, STATUS_FIELDS, Probe, SliceRunner, WorkerSpec, probe_task, skipped_count,
 )
 from .errors import ClosedError, OutputMismatchError
-from .ops.core import check_picklable
+from .ops.core import check_picklable, with_value_range
 from .pool import InlinePool, WorkerPool, as_error
 from .prefetch import CLOSED, POLL_S, Prefetcher
 from .ring import OutputRing
@@ -109,6 +109,13 @@ class Loader:
             the shared slot instead (no copy in this process: for consumers that copy anyway,
             e.g. to a device); a lent batch stays valid only until the next batch is asked
             for, so do not keep it (``list(loader)`` would hold overwritten views).
+        value_range: the (low, high) the images' values lie in, as Keras' augmentation layers
+            take it; None: by dtype, uint8 (0, 255), uint16 (0, 65535), floats (0, 1). It is
+            bound into a shmaug pipeline (where the pipeline does not say its own), and the
+            data is checked against it (when ``augment`` is a shmaug pipeline or the range is
+            given): float images copied into shared memory all of them, memory-mapped or
+            loaded ones their sample 0. Data outside it, or NaN, is refused with the fix,
+            rather than clipped.
         load: advanced: ``fn(index) -> image`` run in the workers instead of ``x[index]``;
             then ``x`` only gives the length and is not copied into shared memory. An ``x``
             with a ``load(index)`` method (a sample source such as ``shmaug.ImageFiles``)
@@ -145,6 +152,7 @@ class Loader:
         output_dtype: Any = None,
         load: Callable[[int], Any] | None = None,
         copy: bool = True,
+        value_range: tuple[float, float] | None = None,
     ) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
         if load is None and callable(getattr(x, "load", None)):
@@ -163,6 +171,13 @@ class Loader:
         self.timeout = check.timeout(timeout)
         self.augment = check.callable_or_none("augment", augment)
         load = check.callable_or_none("load", load)
+        given = check.value_range(value_range)
+        # invariant: the (low, high) the images lie in; None while a `load` source is unprobed
+        self.value_range = check.resolve_range(given, self.augment, None if load else x.dtype)
+        self.augment = with_value_range(self.augment, self.value_range)  # said once, for all
+        # Ops that clip need the true range; a plain user function gets data as it is, unchecked
+        # unless the user declared a range.
+        checked = given is not None or hasattr(self.augment, "with_value_range")
         shape = None if output_shape is None else check.shape("output_shape", output_shape)
         dtype = None if output_dtype is None else check.dtype("output_dtype", output_dtype)
         self._load = load  # invariant: what workers call to make sample i, or None for x[i]
@@ -185,6 +200,9 @@ class Loader:
                 self._x: Any = x
                 sample_shape, dtype = tuple(x.shape[1:]), x.dtype
             else:
+                if checked and self.value_range is not None and load is None \
+                        and mapped_file_handle(x) is None:
+                    check.check_values(x, self.value_range, given is not None)  # all of it
                 x_handle, self._x = self._place_dataset(x, load)
                 self._ring = OutputRing(self._store, self.max_queue_size, self.batch_size)
                 if shape is not None and dtype is not None:  # fail before any process starts
@@ -192,6 +210,11 @@ class Loader:
                 self._pool = self._start_pool(x_handle, load, payload, seed_globals, n)
                 # User code runs only where workers run it: the probe is a task like any other.
                 probe = await_probe(self._pool, self.timeout)
+                self.value_range = self.value_range or check.default_range(probe.input_dtype)
+                if checked and self.value_range is not None:
+                    check.check_probe_values(probe.input_range, probe.input_nonfinite,
+                                             self.value_range, given is not None,
+                                             probe.input_dtype)
                 sample_shape, dtype = output_of(probe, shape, dtype)
                 self._pool.attach_ring(self._ring.allocate(sample_shape, dtype), self._ring.view)
         except BaseException:  # a bad probe, Ctrl-C, /dev/shm full: leave nothing behind

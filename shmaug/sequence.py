@@ -89,6 +89,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         output_dtype: Any = None,
         sample_weight: Any = None,
         image_key: str | None = None,
+        value_range: tuple[float, float] | None = None,
     ) -> None:
         super().__init__(workers=1, use_multiprocessing=False, max_queue_size=max_queue_size)
         self.image_key, images, extra_inputs = _split_inputs(x, image_key)
@@ -104,6 +105,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             timeout=check.timeout(timeout),
             output_shape=output_shape,
             output_dtype=output_dtype,
+            value_range=check.value_range(value_range),
         )
         source = callable(getattr(images, "load", None))  # e.g. shmaug.ImageFiles
         if source and y is None:

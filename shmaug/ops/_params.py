@@ -9,15 +9,20 @@ Conventions every built-in op follows:
 
 * A parameter is either a number (used as is) or a ``(low, high)`` pair drawn uniformly from
   the ``rng`` the op receives. A fixed number draws nothing from ``rng``.
-* ``fill`` is a fraction of the dtype's full scale in ``[0, 1]`` (``0`` black, ``1`` white), so
-  one pipeline works on uint8 and float images alike.
-* Float images hold values in ``[0, 1]``; float16 is computed in float32 and cast back.
+* Pixel values lie in a ``value_range`` (Keras' augmentation layers take the same argument):
+  given by the caller, or by the dtype: uint8 (0, 255), uint16 (0, 65535), floats (0, 1). An op
+  clamps its result to that range and never to one the data is not in: float data outside
+  (0, 1) with no ``value_range`` is refused with the fix (``levels``).
+* ``fill`` and magnitudes such as a noise ``sigma`` are fractions of that range (``0`` black,
+  ``1`` white), so one pipeline works on uint8, uint16 and float images alike.
+* float16 is computed in float32 and cast back.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Union
 
 import cv2
@@ -27,6 +32,8 @@ from ..errors import ArgumentError, ArgumentTypeError
 
 Range = Union[float, tuple[float, float]]
 """A fixed number, or a ``(low, high)`` pair to draw uniformly from."""
+ValueRange = tuple[float, float]
+"""The (low, high) pixel values of an image: black and full scale."""
 
 BORDERS: dict[str, int] = {
     "constant": cv2.BORDER_CONSTANT,
@@ -42,7 +49,9 @@ INTERPOLATIONS: dict[str, int] = {
 }
 BACKENDS = ("cv", "pil")
 _PLAIN = (int, float)
-_DTYPES = (np.dtype(np.uint8), np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float16), np.dtype(np.float32),
+           np.dtype(np.float64))
+_UNIT_SLACK = 1e-3  # float data may exceed [0, 1] by rounding before it counts as out of range
 
 
 def _pair(value: Any, name: str) -> tuple[float, float]:
@@ -129,7 +138,7 @@ def interp_code(interpolation: Any, allowed: Sequence[str] = ("nearest", "linear
 
 
 def check_image(image: Any) -> np.ndarray:
-    """Reject anything that is not an (H, W), (H, W, 1) or (H, W, C) uint8/float array."""
+    """Reject anything that is not an (H, W), (H, W, 1) or (H, W, C) uint8/uint16/float array."""
     if not isinstance(image, np.ndarray):
         raise ArgumentTypeError(
             f"`image` expects a numpy array; received {type(image).__name__}. "
@@ -137,22 +146,76 @@ def check_image(image: Any) -> np.ndarray:
         )
     if image.ndim not in (2, 3) or image.dtype not in _DTYPES or 0 in image.shape:
         raise ArgumentError(
-            f"`image` expects shape (H, W) or (H, W, C) with dtype uint8, float16 or float32; "
-            f"received shape {image.shape} dtype {image.dtype}. Convert it before augmenting, "
-            f"e.g. image.astype(numpy.float32) / 255."
+            f"`image` expects shape (H, W) or (H, W, C) with dtype uint8, uint16, float16, "
+            f"float32 or float64; received shape {image.shape} dtype {image.dtype}. Convert it "
+            f"before augmenting, e.g. image.astype(numpy.float32) with a matching value_range."
         )
     return image
 
 
-def scale_of(dtype: np.dtype[Any]) -> float:
-    """Full-scale value: 255 for uint8, 1 for floats."""
-    return 255.0 if dtype == np.uint8 else 1.0
+@dataclass(frozen=True, slots=True)
+class Levels:
+    """The pixel scale of an image: ``lo`` is black, ``hi`` full scale (its ``value_range``)."""
+
+    lo: float
+    hi: float
+
+    @property
+    def span(self) -> float:
+        return self.hi - self.lo
+
+    def at(self, fraction: float) -> float:
+        """The pixel value ``fraction`` of the way from black to full scale."""
+        return self.lo + fraction * (self.hi - self.lo)
 
 
-def fill_value(fill: Any, dtype: np.dtype[Any]) -> tuple[float, float, float, float]:
-    """``fill`` (a fraction of full scale) as an OpenCV border Scalar for ``dtype``."""
+_BY_DTYPE = {np.dtype(np.uint8): Levels(0.0, 255.0), np.dtype(np.uint16): Levels(0.0, 65535.0)}
+_UNIT = Levels(0.0, 1.0)
+
+
+def value_range(value: Any, name: str = "value_range") -> tuple[float, float] | None:
+    """Validate a ``value_range`` argument: None, or ``(low, high)`` with low < high."""
+    if value is None:
+        return None
+    lo, hi = bounds(value, name)
+    if not lo < hi or not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ArgumentError(
+            f"`{name}` expects (low, high) with low < high, both finite, e.g. (0, 255); "
+            f"received {value!r}."
+        )
+    return lo, hi
+
+
+def levels(image: np.ndarray, given: tuple[float, float] | None) -> Levels:
+    """The scale of ``image``: ``given`` (a checked ``value_range``), else by its dtype.
+
+    Float images without a ``value_range`` must lie in [0, 1]: that is checked here (a pass
+    over the image, paid only when no range was given, i.e. not inside a loader), so an op
+    never clamps 0..255 data to [0, 1].
+    """
+    if given is not None:
+        if type(given) is tuple and len(given) == 2 and given[0] < given[1]:
+            return Levels(float(given[0]), float(given[1]))
+        lo_hi = value_range(given)  # raises the message for a malformed range
+        assert lo_hi is not None
+        return Levels(*lo_hi)
+    fixed = _BY_DTYPE.get(image.dtype)
+    if fixed is not None:
+        return fixed
+    low, high = float(np.min(image)), float(np.max(image))
+    if low < -_UNIT_SLACK or high > 1.0 + _UNIT_SLACK or not (math.isfinite(low) and math.isfinite(high)):
+        raise ArgumentError(
+            f"`value_range` is unset, so this {image.dtype} image should hold values in "
+            f"[0, 1]; it spans {low:g}..{high:g}. Fix: pass the range the data is in, e.g. "
+            f"value_range=(0, 255) to the op, to Compose(...) or to the loader."
+        )
+    return _UNIT
+
+
+def fill_value(fill: Any, scale: Levels) -> tuple[float, float, float, float]:
+    """``fill`` (a fraction of the range) as an OpenCV border Scalar."""
     a = float(fill) if type(fill) in _PLAIN and 0.0 <= fill <= 1.0 else bounds(fill, "fill", 0.0, 1.0)[0]
-    v = a * scale_of(dtype)
+    v = scale.at(a)
     return (v, v, v, v)
 
 
@@ -165,16 +228,13 @@ def to_work(image: np.ndarray) -> np.ndarray:
     return work
 
 
-def restore(out: np.ndarray, like: np.ndarray, *, clip: bool = True) -> np.ndarray:
-    """Undo :func:`to_work`: give ``out`` the layout and dtype of ``like``.
-
-    Float results are clamped to ``[0, 1]`` (uint8 results are already saturated); ``clip``
-    is kept for call sites that document where overshoot comes from.
-    """
+def restore(out: np.ndarray, like: np.ndarray, scale: Levels) -> np.ndarray:
+    """Undo :func:`to_work`: give ``out`` the layout and dtype of ``like``, clamped to ``scale``
+    (interpolation and filters can overshoot; OpenCV saturates integer results itself)."""
     if like.ndim == 3 and out.ndim == 2:
         out = out[:, :, None]
-    if out.dtype != np.uint8:  # float rounding in OpenCV can overshoot 1.0 by an ulp
-        out = np.clip(out, 0.0, 1.0, out=out if out.flags.writeable else None)
+    if out.dtype.kind == "f" or scale != _BY_DTYPE.get(out.dtype):
+        out = np.clip(out, scale.lo, scale.hi, out=out if out.flags.writeable else None)
     if out.dtype != like.dtype:
         out = out.astype(like.dtype)
     return out

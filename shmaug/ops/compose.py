@@ -9,11 +9,16 @@ callable ``fn(image, rng)``.
 ``uses_global_rng`` is True when a member says it draws from the global ``random`` /
 ``np.random``, False when every member says it does not, None when a member does not say (the
 loader then watches for draws and seeds those globals from the first one on).
+
+``value_range`` (Keras' name) is the (low, high) the pixels lie in; a container binds it into
+every member that takes one and has none, so it is said once for the whole pipeline. A loader
+binds its own ``value_range`` the same way (``with_value_range``).
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,8 +27,31 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError
 from ..seeding import global_rng_use
-from ._params import bounds
-from .core import as_op, config_type, from_config, to_config
+from ._params import ValueRange, bounds, value_range as checked_range
+from .core import as_op, config_type, from_config, to_config, with_value_range
+
+
+def _ranged(container: Any, members: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Validate the container's ``value_range`` and bind it into ``members``."""
+    vr = checked_range(container.value_range)
+    object.__setattr__(container, "value_range", vr)
+    return tuple(with_value_range(m, vr) for m in members)
+
+
+def _with_range(container: Any, value_range: ValueRange) -> Any:
+    """``container`` with ``value_range`` when it has none yet (its own range wins)."""
+    if container.value_range is not None:
+        return container
+    return dataclasses.replace(container, value_range=value_range)
+
+
+def _range_config(container: Any) -> dict[str, Any]:
+    return {} if container.value_range is None else {"value_range": list(container.value_range)}
+
+
+def _range_of(cfg: dict[str, Any]) -> Any:
+    vr = cfg.get("value_range")
+    return None if vr is None else tuple(vr)
 
 
 def _members(ops: Any, who: str) -> tuple[Callable[..., Any], ...]:
@@ -53,9 +81,14 @@ class Compose:
     """
 
     ops: Sequence[Any]  # normalized to a tuple of callables in __post_init__
+    value_range: ValueRange | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "ops", _members(self.ops, "Compose"))
+        object.__setattr__(self, "ops", _ranged(self, _members(self.ops, "Compose")))
+
+    def with_value_range(self, value_range: ValueRange) -> Compose:
+        result: Compose = _with_range(self, value_range)
+        return result
 
     @property
     def uses_global_rng(self) -> bool | None:
@@ -73,7 +106,7 @@ class Compose:
 
     def to_config(self) -> dict[str, Any]:
         """A JSON-ready dict; ``shmaug.from_config`` rebuilds an equal pipeline."""
-        return {"type": "Compose", "ops": [to_config(op) for op in self.ops]}
+        return {"type": "Compose", "ops": [to_config(op) for op in self.ops], **_range_config(self)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +119,11 @@ class OneOf:
 
     ops: Sequence[Any]  # normalized to a tuple of callables in __post_init__
     weights: tuple[float, ...] | None = None
+    value_range: ValueRange | None = None
     _cum: tuple[float, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        ops = _members(self.ops, "OneOf")
+        ops = _ranged(self, _members(self.ops, "OneOf"))
         object.__setattr__(self, "ops", ops)
         if self.weights is None:
             cum = tuple((i + 1) / len(ops) for i in range(len(ops)))
@@ -105,6 +139,10 @@ class OneOf:
             cum = tuple(float(c) / total for c in np.cumsum(w))
         object.__setattr__(self, "_cum", cum)
 
+    def with_value_range(self, value_range: ValueRange) -> OneOf:
+        result: OneOf = _with_range(self, value_range)
+        return result
+
     @property
     def uses_global_rng(self) -> bool | None:
         return _global(self.ops)
@@ -117,7 +155,8 @@ class OneOf:
     def to_config(self) -> dict[str, Any]:
         """A JSON-ready dict; ``shmaug.from_config`` rebuilds an equal pipeline."""
         weights = None if self.weights is None else list(self.weights)
-        return {"type": "OneOf", "ops": [to_config(op) for op in self.ops], "weights": weights}
+        return {"type": "OneOf", "ops": [to_config(op) for op in self.ops], "weights": weights,
+                **_range_config(self)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,11 +169,16 @@ class Maybe:
 
     op: Callable[..., Any]
     p: float = 0.5
+    value_range: ValueRange | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "op", as_op(self.op))
+        object.__setattr__(self, "op", _ranged(self, (as_op(self.op),))[0])
         lo, _ = bounds(self.p, "p", 0.0, 1.0)
         object.__setattr__(self, "p", lo)
+
+    def with_value_range(self, value_range: ValueRange) -> Maybe:
+        result: Maybe = _with_range(self, value_range)
+        return result
 
     @property
     def uses_global_rng(self) -> bool | None:
@@ -148,7 +192,7 @@ class Maybe:
 
     def to_config(self) -> dict[str, Any]:
         """A JSON-ready dict; ``shmaug.from_config`` rebuilds an equal pipeline."""
-        return {"type": "Maybe", "op": to_config(self.op), "p": self.p}
+        return {"type": "Maybe", "op": to_config(self.op), "p": self.p, **_range_config(self)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,9 +208,10 @@ class SomeOf:
     ops: Sequence[Any]  # normalized to a tuple of callables in __post_init__
     n: int | tuple[int, int] = 1
     random_order: bool = False
+    value_range: ValueRange | None = None
 
     def __post_init__(self) -> None:
-        ops = _members(self.ops, "SomeOf")
+        ops = _ranged(self, _members(self.ops, "SomeOf"))
         object.__setattr__(self, "ops", ops)
         lo, hi = bounds(self.n, "n", 0, len(ops))
         if lo != int(lo) or hi != int(hi):
@@ -174,6 +219,10 @@ class SomeOf:
                 f"`n` of SomeOf expects whole numbers in [0, {len(ops)}]; received {self.n!r}."
             )
         object.__setattr__(self, "n", int(lo) if lo == hi else (int(lo), int(hi)))
+
+    def with_value_range(self, value_range: ValueRange) -> SomeOf:
+        result: SomeOf = _with_range(self, value_range)
+        return result
 
     @property
     def uses_global_rng(self) -> bool | None:
@@ -190,22 +239,24 @@ class SomeOf:
         """A JSON-ready dict; ``shmaug.from_config`` rebuilds an equal pipeline."""
         n = self.n if isinstance(self.n, int) else list(self.n)
         ops = [to_config(op) for op in self.ops]
-        return {"type": "SomeOf", "ops": ops, "n": n, "random_order": self.random_order}
+        return {"type": "SomeOf", "ops": ops, "n": n, "random_order": self.random_order,
+                **_range_config(self)}
 
 
 @config_type("Compose")
 def _compose(cfg: dict[str, Any]) -> Compose:
-    return Compose(tuple(from_config(c) for c in cfg["ops"]))
+    return Compose(tuple(from_config(c) for c in cfg["ops"]), value_range=_range_of(cfg))
 
 
 @config_type("OneOf")
 def _one_of(cfg: dict[str, Any]) -> OneOf:
-    return OneOf(tuple(from_config(c) for c in cfg["ops"]), weights=cfg.get("weights"))
+    return OneOf(tuple(from_config(c) for c in cfg["ops"]), weights=cfg.get("weights"),
+                 value_range=_range_of(cfg))
 
 
 @config_type("Maybe")
 def _maybe(cfg: dict[str, Any]) -> Maybe:
-    return Maybe(from_config(cfg["op"]), p=cfg.get("p", 0.5))
+    return Maybe(from_config(cfg["op"]), p=cfg.get("p", 0.5), value_range=_range_of(cfg))
 
 
 @config_type("SomeOf")
@@ -215,4 +266,5 @@ def _some_of(cfg: dict[str, Any]) -> SomeOf:
         tuple(from_config(c) for c in cfg["ops"]),
         n=tuple(n) if isinstance(n, list) else n,
         random_order=bool(cfg.get("random_order", False)),
+        value_range=_range_of(cfg),
     )

@@ -224,6 +224,14 @@ class Op:
         """A copy with more parameters bound (later values win)."""
         return Op(self.name, **{**self.kwargs, **params})
 
+    def with_value_range(self, value_range: tuple[float, float]) -> Op:
+        """This op with ``value_range`` bound, if it takes one and has none bound yet (a
+        range bound on the op itself wins: an op may work after a change of range)."""
+        spec = _REGISTRY.get(self.name)
+        if spec is None or "value_range" not in spec.params or "value_range" in self.kwargs:
+            return self
+        return self.bind(value_range=value_range)
+
     def to_config(self) -> dict[str, Any]:
         """A JSON-ready dict; ``from_config`` rebuilds an equal op."""
         cfg: dict[str, Any] = {"type": "Op", "name": self.name, "params": {k: _thaw(v) for k, v in self.params}}
@@ -260,6 +268,13 @@ def get(name: str) -> Op:
         >>> out = rot(np.zeros((8, 8), np.uint8), np.random.default_rng(0))
     """
     return Op(name)
+
+
+def with_value_range(member: Any, value_range: tuple[float, float] | None) -> Any:
+    """``member`` with ``value_range`` bound where it takes one (ops, compositions, from_pil);
+    a plain callable is returned as it is."""
+    bind = getattr(member, "with_value_range", None)
+    return member if value_range is None or bind is None else bind(value_range)
 
 
 def as_op(obj: Any) -> Callable[..., Any]:

@@ -1,8 +1,9 @@
 """OpenCV kernels: pure functions of (array, drawn parameters) -> array.
 
 Owns the pixel work of the default backend. Nothing here draws random numbers or validates
-user input: ``builtin.py`` samples the parameters and hands over a "work" array (see
-``_params.to_work``: uint8, float32 or float64; (H, W) or (H, W, C)). Geometric kernels take a
+user input: ``geometric.py`` and ``photometric.py`` sample the parameters and hand over a
+"work" array (see ``_params.to_work``: uint8, uint16, float32 or float64; (H, W) or (H, W, C))
+and, where values are computed rather than moved, its ``Levels`` (black and full scale). Geometric kernels take a
 3x3 matrix that maps input pixel centres to output pixel centres (OpenCV's convention: the
 centre of the top-left pixel is (0, 0)).
 
@@ -17,7 +18,7 @@ import math
 import cv2
 import numpy as np
 
-from ._params import scale_of
+from ._params import Levels
 
 # PIL's 3x3 ImageFilter.SHARPEN and ImageFilter.SMOOTH, normalised to sum 1; the ops blend
 # them with the identity by ``amount`` so amount=1 is PIL's exact kernel and 0 is a no-op.
@@ -120,13 +121,21 @@ def gray_mean(img: np.ndarray) -> float:
     return float(means[0])
 
 
-def linear(img: np.ndarray, gain: float, offset: float) -> np.ndarray:
-    """``gain * img + offset`` in the image's scale, saturated to the dtype's range."""
+def linear(img: np.ndarray, gain: float, offset: float, scale: Levels) -> np.ndarray:
+    """``gain * img + offset``, saturated to ``scale`` (a lookup table for uint8)."""
     if img.dtype == np.uint8:
-        table = np.clip(np.rint(np.arange(256, dtype=np.float32) * gain + offset), 0, 255)
-        return lut(img, table.astype(np.uint8))
-    out = img * np.float32(gain) + np.float32(offset)
-    return np.clip(out, 0.0, 1.0, out=out)
+        table = np.rint(np.arange(256, dtype=np.float32) * gain + offset)
+        return lut(img, np.clip(table, scale.lo, scale.hi).astype(np.uint8))
+    out = img.astype(np.float32) * np.float32(gain) + np.float32(offset)
+    return _saturated(out, img.dtype, scale)
+
+
+def _saturated(out: np.ndarray, dtype: np.dtype, scale: Levels) -> np.ndarray:
+    """A float32 result clamped to ``scale`` in ``dtype`` (integers rounded)."""
+    if dtype.kind in "ui":
+        np.rint(out, out=out)
+    np.clip(out, scale.lo, scale.hi, out=out)
+    return out if out.dtype == dtype else out.astype(dtype)
 
 
 def lut(img: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -137,28 +146,28 @@ def lut(img: np.ndarray, table: np.ndarray) -> np.ndarray:
     return cv2.LUT(img, table)
 
 
-def gamma(img: np.ndarray, g: float) -> np.ndarray:
-    """``img ** g`` on the [0, 1] scale."""
+def gamma(img: np.ndarray, g: float, scale: Levels) -> np.ndarray:
+    """``x ** g`` on the range scaled to [0, 1] (a lookup table for uint8)."""
     if img.dtype == np.uint8:
-        table = np.rint(255.0 * (np.arange(256) / 255.0) ** g).astype(np.uint8)
-        return lut(img, table)
-    return cv2.pow(img, g)
+        levels = np.clip(np.arange(256, dtype=np.float64), scale.lo, scale.hi)
+        table = scale.lo + scale.span * ((levels - scale.lo) / scale.span) ** g
+        return lut(img, np.rint(table).astype(np.uint8))
+    unit = (img.astype(np.float32) - np.float32(scale.lo)) * np.float32(1.0 / scale.span)
+    np.clip(unit, 0.0, 1.0, out=unit)
+    out = cv2.pow(unit, g) * np.float32(scale.span) + np.float32(scale.lo)
+    return _saturated(out, img.dtype, scale)
 
 
-def add_noise(img: np.ndarray, noise: np.ndarray) -> np.ndarray:
-    """Add float32 ``noise`` (already in the image's scale) and saturate."""
-    if img.dtype == np.uint8:
-        out = img.astype(np.float32)
-        out += noise
-        return np.clip(np.rint(out, out=out), 0, 255, out=out).astype(np.uint8)
-    result: np.ndarray = np.clip(img + noise.astype(img.dtype), 0.0, 1.0)
-    return result
+def add_noise(img: np.ndarray, noise: np.ndarray, scale: Levels) -> np.ndarray:
+    """Add float32 ``noise`` (already in the image's units) and saturate to ``scale``."""
+    out = img.astype(np.float32)
+    out += noise
+    return _saturated(out, img.dtype, scale)
 
 
-def erase(img: np.ndarray, boxes: list[tuple[int, int, int, int]], fill: float) -> np.ndarray:
-    """Fill each (y0, x0, y1, x1) box with ``fill`` (a fraction of full scale)."""
+def erase(img: np.ndarray, boxes: list[tuple[int, int, int, int]], value: float) -> np.ndarray:
+    """Fill each (y0, x0, y1, x1) box with the pixel value ``value``."""
     out = img.copy()
-    value = fill * scale_of(img.dtype)
     for y0, x0, y1, x1 in boxes:
         out[y0:y1, x0:x1] = value
     return out

@@ -6,9 +6,11 @@ Owns the registered ops that move pixels: ``sine_warp``, ``rotate``, ``shear``,
 ``pil.py`` (``backend="pil"``).
 
 Shared parameters: ``border`` is one of "constant", "reflect", "replicate", "wrap" (PIL:
-"constant" only); ``fill`` is the constant border value as a fraction of full scale (0 black,
-1 white); ``interpolation`` is "nearest", "linear" or "cubic". Every op keeps the image's shape,
-dtype, layout and value range except ``resize`` and ``crop``, whose purpose is a new size.
+"constant" only); ``fill`` is the constant border value as a fraction of the value range (0
+black, 1 white); ``interpolation`` is "nearest", "linear" or "cubic"; ``value_range`` is the
+(low, high) the pixels lie in (default: by dtype, see ``_params``). Every op keeps the image's
+shape, dtype, layout and value range except ``resize`` and ``crop``, whose purpose is a new
+size.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from . import cv, pil
 from ._params import (
     BACKENDS,
     Range,
+    ValueRange,
     border_code,
     bounds,
     check_image,
@@ -30,6 +33,7 @@ from ._params import (
     draw,
     fill_value,
     interp_code,
+    levels,
     restore,
     to_work,
 )
@@ -39,20 +43,22 @@ from ..errors import ArgumentError, ArgumentTypeError
 
 def _geometric(
     image: np.ndarray, matrix: np.ndarray, *, border: str, fill: float, interpolation: str,
-    backend: str, op: str,
+    backend: str, op: str, value_range: ValueRange | None,
 ) -> np.ndarray:
     work = to_work(image)
+    scale = levels(image, value_range)
     h, w = work.shape[:2]
     if choice(backend, "backend", BACKENDS) == "pil":
         pil.require_constant(border, op)
         choice(interpolation, "interpolation", ("nearest", "linear", "cubic"))
-        out = pil.warp(work, matrix, (w, h), resample=interpolation, fill=bounds(fill, "fill", 0, 1)[0])
+        out = pil.warp(work, matrix, (w, h), resample=interpolation,
+                       fill=bounds(fill, "fill", 0, 1)[0], scale=scale)
     else:
         out = cv.warp(
             work, matrix, (w, h), interp=interp_code(interpolation), border=border_code(border),
-            fill=fill_value(fill, work.dtype),
+            fill=fill_value(fill, scale),
         )
-    return restore(out, image, clip=interpolation == "cubic")
+    return restore(out, image, scale)
 
 
 def _cv_only(backend: str, op: str) -> None:
@@ -71,7 +77,7 @@ def _affine(a: float, b: float, c: float, d: float, e: float, f: float) -> np.nd
 def sine_warp(
     image: np.ndarray, rng: np.random.Generator, amplitude: Range = (1.0, 3.0),
     period: Range = (16.0, 48.0), phase: Range = (0.0, 2 * math.pi), border: str = "wrap",
-    fill: float = 0.0, interpolation: str = "linear", backend: str = "cv",
+    fill: float = 0.0, interpolation: str = "linear", backend: str = "cv", value_range: ValueRange | None = None,
 ) -> np.ndarray:
     """Shift each column up or down by ``amplitude * sin(2 pi x / period + phase)`` pixels.
 
@@ -86,6 +92,7 @@ def sine_warp(
     t = draw(rng, period, "period", 1e-6)
     p = draw(rng, phase, "phase")
     work = to_work(image)
+    scale = levels(image, value_range)
     shifts = a * np.sin((2 * math.pi / t) * np.arange(work.shape[1]) + p)
     if choice(backend, "backend", BACKENDS) == "pil":
         if border != "wrap":
@@ -93,21 +100,21 @@ def sine_warp(
                 f"`border` of `sine_warp` with backend='pil' expects 'wrap' (the classic "
                 f"np.roll); received {border!r}. Use backend='cv' for other borders."
             )
-        return restore(pil.roll_columns(work, shifts), image)
+        return restore(pil.roll_columns(work, shifts), image, scale)
     if interpolation == "nearest":
         shifts = np.rint(shifts)
     out = cv.shift_columns(
         work, shifts, interp=interp_code(interpolation), border=border_code(border),
-        fill=fill_value(fill, work.dtype),
+        fill=fill_value(fill, scale),
     )
-    return restore(out, image, clip=interpolation == "cubic")
+    return restore(out, image, scale)
 
 
 @register("rotate")
 def rotate(
     image: np.ndarray, rng: np.random.Generator, degrees: Range = (-15.0, 15.0),
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
-    backend: str = "cv",
+    backend: str = "cv", value_range: ValueRange | None = None,
 ) -> np.ndarray:
     """Rotate about the centre by ``degrees`` (positive: counter-clockwise).
 
@@ -117,14 +124,14 @@ def rotate(
     angle = draw(rng, degrees, "degrees")
     h, w = image.shape[:2]
     m = np.vstack([cv2.getRotationMatrix2D(((w - 1) / 2, (h - 1) / 2), angle, 1.0), [0, 0, 1]])
-    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend=backend, op="rotate")
+    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend=backend, op="rotate", value_range=value_range)
 
 
 @register("shear")
 def shear(
     image: np.ndarray, rng: np.random.Generator, x: Range = (-0.3, 0.3), y: Range = 0.0,
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
-    backend: str = "cv",
+    backend: str = "cv", value_range: ValueRange | None = None,
 ) -> np.ndarray:
     """Shear about the centre: ``x' = x + sx * (y - cy)``, ``y' = y + sy * (x - cx)``.
 
@@ -138,14 +145,14 @@ def shear(
     h, w = image.shape[:2]
     cx, cy = (w - 1) / 2, (h - 1) / 2
     m = _affine(1.0, sx, -sx * cy, sy, 1.0, -sy * cx)
-    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend=backend, op="shear")
+    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend=backend, op="shear", value_range=value_range)
 
 
 @register("scale_translate")
 def scale_translate(
     image: np.ndarray, rng: np.random.Generator, scale: Range = (0.75, 1.0),
     translate: Range = (-0.1, 0.1), border: str = "constant", fill: float = 0.0,
-    interpolation: str = "linear", backend: str = "cv",
+    interpolation: str = "linear", backend: str = "cv", value_range: ValueRange | None = None,
 ) -> np.ndarray:
     """Scale by ``scale`` and move by ``translate`` (fraction of width / height, drawn per axis).
 
@@ -163,21 +170,22 @@ def scale_translate(
     if choice(backend, "backend", BACKENDS) == "pil":
         pil.require_constant(border, "scale_translate")
         choice(interpolation, "interpolation", ("nearest", "linear", "cubic"))
+        pixels = levels(image, value_range)  # `scale` is this op's zoom factor
         out = pil.paste_scaled(
             to_work(image), nw, nh, left, top, resample=interpolation,
-            fill=bounds(fill, "fill", 0, 1)[0],
+            fill=bounds(fill, "fill", 0, 1)[0], scale=pixels,
         )
-        return restore(out, image)
+        return restore(out, image, pixels)
     kx, ky = nw / w, nh / h
     m = _affine(kx, 0.0, 0.5 * kx - 0.5 + left, 0.0, ky, 0.5 * ky - 0.5 + top)
-    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend="cv", op="scale_translate")
+    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend="cv", op="scale_translate", value_range=value_range)
 
 
 @register("translate")
 def translate(
     image: np.ndarray, rng: np.random.Generator, x: Range = (-0.1, 0.1), y: Range = (-0.1, 0.1),
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
-    backend: str = "cv",
+    backend: str = "cv", value_range: ValueRange | None = None,
 ) -> np.ndarray:
     """Move by ``x`` * width and ``y`` * height pixels (fractions; positive: right / down).
 
@@ -186,14 +194,14 @@ def translate(
     """
     h, w = image.shape[:2]
     m = _affine(1.0, 0.0, draw(rng, x, "x") * w, 0.0, 1.0, draw(rng, y, "y") * h)
-    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend=backend, op="translate")
+    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend=backend, op="translate", value_range=value_range)
 
 
 @register("perspective")
 def perspective(
     image: np.ndarray, rng: np.random.Generator, scale: Range = (0.02, 0.08),
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
-    backend: str = "cv",
+    backend: str = "cv", value_range: ValueRange | None = None,
 ) -> np.ndarray:
     """Move each corner by up to ``scale`` * size (uniform per coordinate) and warp to fit.
 
@@ -205,14 +213,14 @@ def perspective(
     src = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float32)
     dst = src + (rng.uniform(-d, d, (4, 2)) * [w, h]).astype(np.float32)
     m = cv2.getPerspectiveTransform(src, dst)
-    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend=backend, op="perspective")
+    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend=backend, op="perspective", value_range=value_range)
 
 
 @register("elastic")
 def elastic(
     image: np.ndarray, rng: np.random.Generator, alpha: Range = (1.0, 3.0),
     sigma: Range = (3.0, 6.0), border: str = "reflect", fill: float = 0.0,
-    interpolation: str = "linear", backend: str = "cv",
+    interpolation: str = "linear", backend: str = "cv", value_range: ValueRange | None = None,
 ) -> np.ndarray:
     """Elastic distortion: a smooth random displacement field, largest move ``alpha`` pixels.
 
@@ -226,6 +234,7 @@ def elastic(
     a = draw(rng, alpha, "alpha", 0.0)
     s = draw(rng, sigma, "sigma", 1e-3)
     work = to_work(image)
+    scale = levels(image, value_range)
     if a == 0.0:
         return image
     h, w = work.shape[:2]
@@ -234,9 +243,9 @@ def elastic(
     k = np.float32(a / max(float(np.abs(dx).max()), float(np.abs(dy).max()), 1e-12))
     out = cv.displace(
         work, dx * k, dy * k, interp=interp_code(interpolation), border=border_code(border),
-        fill=fill_value(fill, work.dtype),
+        fill=fill_value(fill, scale),
     )
-    return restore(out, image, clip=interpolation == "cubic")
+    return restore(out, image, scale)
 
 
 @register("hflip")
@@ -261,9 +270,10 @@ def vflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> n
 
 def _flip(image: np.ndarray, backend: str, *, horizontal: bool) -> np.ndarray:
     check_image(image)
-    if choice(backend, "backend", BACKENDS) == "pil":
-        return restore(pil.flip(to_work(image), horizontal), image)
-    if image.dtype == np.float16:  # OpenCV has no float16 flip
+    if choice(backend, "backend", BACKENDS) == "pil" and image.dtype == np.uint8:
+        return restore(pil.flip(to_work(image), horizontal), image, levels(image, None))
+    if image.dtype == np.float16 or choice(backend, "backend", BACKENDS) == "pil":
+        # A mirror is exact: no float16 kernel in OpenCV, and no 8-bit rounding through PIL.
         return (image[:, ::-1] if horizontal else image[::-1]).copy()
     return cv.flip(image, horizontal)
 
@@ -285,7 +295,7 @@ def _size(value: Any, name: str, full: int) -> int:
 @register("resize")
 def resize(
     image: np.ndarray, rng: np.random.Generator, height: int = 64, width: int = 64,
-    interpolation: str = "area", backend: str = "cv",
+    interpolation: str = "area", backend: str = "cv", value_range: ValueRange | None = None,
 ) -> np.ndarray:
     """Resize to ``height`` x ``width`` pixels: this op changes the shape on purpose.
 
@@ -294,12 +304,13 @@ def resize(
         (16, 24, 3)
     """
     work = to_work(image)
+    scale = levels(image, value_range)
     hh, ww = _size(height, "height", 0), _size(width, "width", 0)
     if choice(backend, "backend", BACKENDS) == "pil":
         choice(interpolation, "interpolation", tuple(pil.RESAMPLE))
-        return restore(pil.resize(work, hh, ww, interpolation), image)
+        return restore(pil.resize(work, hh, ww, interpolation, scale), image, scale)
     code = interp_code(interpolation, ("nearest", "linear", "cubic", "area"))
-    return restore(cv.resize(work, hh, ww, code), image, clip=interpolation == "cubic")
+    return restore(cv.resize(work, hh, ww, code), image, scale)
 
 
 @register("crop")
@@ -330,6 +341,7 @@ def crop(
 def resized_crop(
     image: np.ndarray, rng: np.random.Generator, scale: Range = (0.6, 1.0),
     ratio: Range = (0.75, 4 / 3), interpolation: str = "linear",
+    value_range: ValueRange | None = None,
 ) -> np.ndarray:
     """Crop a random window (``scale``: area fraction; ``ratio``: aspect relative to the
     image's) and resize it back to the input size. Keeps the shape; (1, 1) is the identity.
@@ -349,4 +361,4 @@ def resized_crop(
         return image
     window = work[y0 : y0 + ch, x0 : x0 + cw]
     code = interp_code(interpolation)
-    return restore(cv.resize(window, h, w, code), image, clip=interpolation == "cubic")
+    return restore(cv.resize(window, h, w, code), image, levels(image, value_range))

@@ -20,7 +20,8 @@ import numpy as np
 from PIL import Image
 
 from ..errors import ArgumentTypeError, OutputMismatchError
-from ._params import check_image
+from . import pil
+from ._params import Levels, ValueRange, check_image, levels, value_range as checked_range
 from .core import config_type, resolve_ref
 
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
@@ -57,10 +58,8 @@ def _name(fn: Callable[..., Any]) -> str:
     return str(getattr(fn, "__qualname__", None) or type(fn).__name__)
 
 
-def _to_pil(image: np.ndarray) -> Image.Image:
-    u8 = image
-    if image.dtype != np.uint8:
-        u8 = np.clip(np.rint(image.astype(np.float32) * 255.0), 0, 255).astype(np.uint8)
+def _to_pil(image: np.ndarray, scale: Levels) -> Image.Image:
+    u8 = pil.to_u8(image, scale)
     channels = 1 if u8.ndim == 2 else u8.shape[2]
     if channels not in _MODES:
         raise ArgumentTypeError(
@@ -70,7 +69,7 @@ def _to_pil(image: np.ndarray) -> Image.Image:
     return Image.fromarray(u8[:, :, 0] if u8.ndim == 3 and channels == 1 else u8)
 
 
-def _from_pil(result: Any, like: np.ndarray, name: str) -> np.ndarray:
+def _from_pil(result: Any, like: np.ndarray, name: str, scale: Levels) -> np.ndarray:
     if isinstance(result, tuple) and result:
         result = result[0]
     if not isinstance(result, Image.Image):
@@ -86,9 +85,7 @@ def _from_pil(result: Any, like: np.ndarray, name: str) -> np.ndarray:
     out = np.asarray(result)
     if like.ndim == 3 and out.ndim == 2:
         out = out[:, :, None]
-    if like.dtype != np.uint8:
-        return (out.astype(np.float32) / 255.0).astype(like.dtype)
-    return out if out.flags.writeable else out.copy()
+    return pil.from_u8(out, like.dtype, scale)
 
 
 _PIL_HINT = ("shmaug.from_pil hands `fn` a PIL.Image; if `fn` works on numpy arrays, wrap it "
@@ -102,16 +99,25 @@ class FromPil:
     """A legacy PIL function as an op ``(image, rng) -> image``; build it with :func:`from_pil`."""
 
     fn: Callable[..., Any]
+    value_range: ValueRange | None = None  # what 8-bit level 0 and 255 stand for (not uint8)
     uses_global_rng = False  # it seeds the globals itself, from `rng`, on every call
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "value_range", checked_range(self.value_range))
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         check_image(image)
-        result = _call(self.fn, _to_pil(image), rng, _PIL_HINT)
-        return _from_pil(result, image, _name(self.fn))
+        scale = levels(image, self.value_range)
+        result = _call(self.fn, _to_pil(image, scale), rng, _PIL_HINT)
+        return _from_pil(result, image, _name(self.fn), scale)
+
+    def with_value_range(self, value_range: ValueRange) -> FromPil:
+        return self if self.value_range is not None else FromPil(self.fn, value_range)
 
     def to_config(self) -> dict[str, Any]:
         """A JSON-ready dict naming the function by ``module:qualname``."""
-        return {"type": "from_pil", "fn": f"{self.fn.__module__}:{self.fn.__qualname__}"}
+        cfg = {"type": "from_pil", "fn": f"{self.fn.__module__}:{self.fn.__qualname__}"}
+        return cfg if self.value_range is None else {**cfg, "value_range": list(self.value_range)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,11 +154,12 @@ def _callable(fn: Any, who: str, shape: str) -> None:
         )
 
 
-def from_pil(fn: Callable[..., Any]) -> FromPil:
+def from_pil(fn: Callable[..., Any], *, value_range: ValueRange | None = None) -> FromPil:
     """Wrap ``fn(PIL.Image) -> PIL.Image`` (or ``-> (PIL.Image, ...)``) as a shmaug op.
 
-    The array is handed to ``fn`` as an 8-bit PIL image ("L", "RGB" or "RGBA"; float images
-    are quantized) and the result comes back in the input's dtype and layout. ``fn`` may draw
+    The array is handed to ``fn`` as an 8-bit PIL image ("L", "RGB" or "RGBA"; other dtypes
+    are quantized over ``value_range``) and the result comes back in the input's dtype and
+    layout. ``fn`` may draw
     from the global ``random`` / ``np.random``: the op seeds both from its ``rng`` before each
     call (~9 us), so its output is a function of ``(image, rng)`` and never repeats across
     workers. Calling it re-seeds those globals in the calling process.
@@ -160,6 +167,8 @@ def from_pil(fn: Callable[..., Any]) -> FromPil:
     Args:
         fn: the legacy function. Define it at module level so it pickles for spawned
             workers (the loader's ``check_picklable`` names it otherwise).
+        value_range: the (low, high) of images that are not uint8 (default: by dtype); a
+            loader fills it in from its own.
 
     Returns:
         A picklable op.
@@ -173,7 +182,7 @@ def from_pil(fn: Callable[..., Any]) -> FromPil:
         >>> op = from_pil(old_aug)  # doctest: +SKIP
     """
     _callable(fn, "from_pil", "fn(PIL.Image) -> PIL.Image")
-    return FromPil(fn)
+    return FromPil(fn, value_range)
 
 
 def from_array(fn: Callable[..., Any]) -> FromArray:
@@ -203,7 +212,8 @@ def from_array(fn: Callable[..., Any]) -> FromArray:
 
 @config_type("from_pil")
 def _from_pil_config(cfg: dict[str, Any]) -> FromPil:
-    return from_pil(resolve_ref(cfg["fn"]))  # an old "seed_globals" key is now always true
+    vr = cfg.get("value_range")  # an old "seed_globals" key is now always true: ignored
+    return from_pil(resolve_ref(cfg["fn"]), value_range=None if vr is None else tuple(vr))
 
 
 @config_type("from_array")

@@ -1,8 +1,9 @@
 """PIL kernels: the same pure kernels as ``cv.py``, for users who want PIL's exact look.
 
 Owns the ``backend="pil"`` pixel work. Like ``cv.py`` it draws nothing and validates nothing.
-PIL has no multi-channel float mode, so float images are quantized to 8 bits around the PIL
-call and scaled back (a loss of precision the OpenCV backend does not have). Grayscale runs
+PIL has no multi-channel float or 16-bit mode, so any image that is not uint8 is quantized to
+8 bits over its value range (``Levels``) around the PIL call and scaled back (a loss of
+precision the OpenCV backend does not have). Grayscale runs
 as mode "L", three channels as "RGB", any other channel count one "L" band at a time.
 
 Geometric kernels accept the same OpenCV-convention 3x3 matrix as ``cv.py`` and convert it to
@@ -17,6 +18,7 @@ import numpy as np
 from PIL import Image, ImageEnhance, ImageFilter
 
 from ..errors import ArgumentError
+from ._params import Levels
 
 RESAMPLE = {
     "nearest": Image.Resampling.NEAREST,
@@ -28,18 +30,32 @@ _HALF = np.array([[1, 0, 0.5], [0, 1, 0.5], [0, 0, 1]])
 _MINUS_HALF = np.array([[1, 0, -0.5], [0, 1, -0.5], [0, 0, 1]])
 
 
-def apply(img: np.ndarray, fn: Callable[[Image.Image], Image.Image]) -> np.ndarray:
+def to_u8(img: np.ndarray, scale: Levels) -> np.ndarray:
+    """``img`` as 8-bit levels of its range (uint8 data passes through)."""
+    if img.dtype == np.uint8:
+        return img
+    unit: np.ndarray = (img.astype(np.float32) - np.float32(scale.lo)) * np.float32(255.0 / scale.span)
+    out: np.ndarray = np.clip(np.rint(unit), 0, 255).astype(np.uint8)
+    return out
+
+
+def from_u8(out: np.ndarray, like: np.dtype, scale: Levels) -> np.ndarray:
+    """Undo :func:`to_u8`: 8-bit levels back to ``like``'s dtype and range."""
+    if like == np.uint8:
+        return out if out.flags.writeable else out.copy()
+    back = out.astype(np.float32) * np.float32(scale.span / 255.0) + np.float32(scale.lo)
+    return (np.rint(back) if like.kind in "ui" else back).astype(like)
+
+
+def apply(img: np.ndarray, fn: Callable[[Image.Image], Image.Image], scale: Levels) -> np.ndarray:
     """Run ``fn`` on ``img`` as PIL image(s) and return an array of ``img``'s dtype."""
-    is_float = img.dtype != np.uint8
-    u8 = np.clip(np.rint(img * 255.0), 0, 255).astype(np.uint8) if is_float else img
+    u8 = to_u8(img, scale)
     if u8.ndim == 2 or u8.shape[2] == 3:
         out = np.asarray(fn(Image.fromarray(u8)))
     else:
         bands = [np.asarray(fn(Image.fromarray(np.ascontiguousarray(u8[:, :, c])))) for c in range(u8.shape[2])]
         out = np.stack(bands, axis=2)
-    if is_float:
-        return (out.astype(np.float32) / 255.0).astype(img.dtype)
-    return out if out.flags.writeable else out.copy()
+    return from_u8(out, img.dtype, scale)
 
 
 def fill_color(img: np.ndarray, fill: float) -> int | tuple[int, ...]:
@@ -57,13 +73,15 @@ def pil_coefficients(matrix: np.ndarray) -> tuple[Image.Transform, tuple[float, 
     return Image.Transform.PERSPECTIVE, tuple(float(v) for v in inv.ravel()[:8])
 
 
-def warp(img: np.ndarray, matrix: np.ndarray, size: tuple[int, int], *, resample: str, fill: float) -> np.ndarray:
+def warp(img: np.ndarray, matrix: np.ndarray, size: tuple[int, int], *, resample: str,
+         fill: float, scale: Levels) -> np.ndarray:
     """``Image.transform`` by a forward 3x3 matrix; ``size`` is (w, h); constant border only."""
     method, data = pil_coefficients(matrix)
     color = fill_color(img, fill)
     return apply(
         img,
         lambda im: im.transform(size, method, data, resample=RESAMPLE[resample], fillcolor=color),
+        scale,
     )
 
 
@@ -79,7 +97,8 @@ def roll_columns(img: np.ndarray, shifts: np.ndarray) -> np.ndarray:
     return out
 
 
-def paste_scaled(img: np.ndarray, new_w: int, new_h: int, left: int, top: int, *, resample: str, fill: float) -> np.ndarray:
+def paste_scaled(img: np.ndarray, new_w: int, new_h: int, left: int, top: int, *,
+                 resample: str, fill: float, scale: Levels) -> np.ndarray:
     """Resize to (new_w, new_h), then paste at (left, top) on a ``fill`` background."""
     h, w = img.shape[:2]
     color = fill_color(img, fill)
@@ -89,45 +108,47 @@ def paste_scaled(img: np.ndarray, new_w: int, new_h: int, left: int, top: int, *
         canvas.paste(im.resize((new_w, new_h), RESAMPLE[resample]), (left, top))
         return canvas
 
-    return apply(img, run)
+    return apply(img, run, scale)
 
 
-def gaussian_blur(img: np.ndarray, sigma: float) -> np.ndarray:
+def gaussian_blur(img: np.ndarray, sigma: float, scale: Levels) -> np.ndarray:
     """``ImageFilter.GaussianBlur(radius=sigma)`` (PIL's radius is the standard deviation)."""
-    return apply(img, lambda im: im.filter(ImageFilter.GaussianBlur(radius=sigma)))
+    return apply(img, lambda im: im.filter(ImageFilter.GaussianBlur(radius=sigma)), scale)
 
 
-def filter3x3(img: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+def filter3x3(img: np.ndarray, kernel: np.ndarray, scale: Levels) -> np.ndarray:
     """``ImageFilter.Kernel`` with a 3x3 kernel that sums to 1."""
     k = ImageFilter.Kernel((3, 3), [float(v) for v in kernel.ravel()], scale=1.0)
-    return apply(img, lambda im: im.filter(k))
+    return apply(img, lambda im: im.filter(k), scale)
 
 
-def brightness_contrast(img: np.ndarray, brightness: float, contrast: float) -> np.ndarray:
+def brightness_contrast(img: np.ndarray, brightness: float, contrast: float,
+                        scale: Levels) -> np.ndarray:
     """``ImageEnhance.Brightness`` then ``ImageEnhance.Contrast`` with those factors."""
     return apply(
         img,
         lambda im: ImageEnhance.Contrast(ImageEnhance.Brightness(im).enhance(brightness)).enhance(
             contrast
         ),
+        scale,
     )
 
 
-def gamma(img: np.ndarray, g: float) -> np.ndarray:
+def gamma(img: np.ndarray, g: float, scale: Levels) -> np.ndarray:
     """``Image.point`` with a gamma lookup table."""
     table = [int(v) for v in np.rint(255.0 * (np.arange(256) / 255.0) ** g)]
-    return apply(img, lambda im: im.point(table * len(im.getbands())))
+    return apply(img, lambda im: im.point(table * len(im.getbands())), scale)
 
 
-def resize(img: np.ndarray, height: int, width: int, resample: str) -> np.ndarray:
+def resize(img: np.ndarray, height: int, width: int, resample: str, scale: Levels) -> np.ndarray:
     """``Image.resize`` (PIL antialiases when shrinking with linear / cubic)."""
-    return apply(img, lambda im: im.resize((width, height), RESAMPLE[resample]))
+    return apply(img, lambda im: im.resize((width, height), RESAMPLE[resample]), scale)
 
 
 def flip(img: np.ndarray, horizontal: bool) -> np.ndarray:
-    """``Image.transpose`` FLIP_LEFT_RIGHT / FLIP_TOP_BOTTOM."""
+    """``Image.transpose`` FLIP_LEFT_RIGHT / FLIP_TOP_BOTTOM, on uint8 (a mirror is exact)."""
     method = Image.Transpose.FLIP_LEFT_RIGHT if horizontal else Image.Transpose.FLIP_TOP_BOTTOM
-    return apply(img, lambda im: im.transpose(method))
+    return apply(img, lambda im: im.transpose(method), Levels(0.0, 255.0))
 
 
 def require_constant(border: str, op: str) -> None:

@@ -148,7 +148,8 @@ def test_same_seed_same_weights_for_any_worker_count(method):
 def test_op_exception_surfaces_out_of_fit():
     x, y = data()
     x[7, 0, 0, 0] = _ops.MARKER
-    with shmaug.Sequence(x, y, batch_size=8, augment=_ops.fail_on_marker, workers=2) as seq:
+    with shmaug.Sequence(x, y, batch_size=8, augment=_ops.fail_on_marker, workers=2,
+                         value_range=(0, 255)) as seq:
         model = _ops.tiny_model((SIDE, SIDE, 1), CLASSES)
         with pytest.raises(Exception, match=r"(?s)bad pixel in this sample.*sample index 7"):
             model.fit(seq, epochs=1, verbose=0)

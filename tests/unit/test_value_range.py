@@ -1,0 +1,122 @@
+"""value_range: float images in 0..255 are never clipped to [0, 1]; uint16 keeps its scale."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import shmaug
+from shmaug.ops import Compose, OneOf, get
+
+
+def _glyphs_0_255(n: int = 8, size: int = 32) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    return (rng.random((n, size, size)) * 255).astype(np.float32)
+
+
+def _epoch(loader: shmaug.Loader) -> np.ndarray:
+    return np.concatenate([np.asarray(b[0] if isinstance(b, tuple) else b) for b in loader])
+
+
+def test_float_0_255_without_value_range_is_refused_with_the_fix() -> None:
+    x = _glyphs_0_255()
+    with pytest.raises(shmaug.ArgumentError) as err:
+        shmaug.Loader(x, None, batch_size=4, augment=shmaug.presets.glyph_distort(), workers=0)
+    message = str(err.value)
+    assert "`value_range`" in message and "value_range=(0, 255)" in message
+    assert "255" in message and "float32" in message
+
+
+def test_float_0_255_with_value_range_keeps_its_scale() -> None:
+    x = _glyphs_0_255()
+    with shmaug.Loader(x, None, batch_size=4, augment=shmaug.presets.glyph_distort(),
+                       workers=0, value_range=(0, 255), shuffle=False) as loader:
+        out = _epoch(loader)
+    assert out.dtype == np.float32 and out.shape == x.shape
+    assert out.max() > 200 and out.min() >= 0 and out.max() <= 255
+    assert np.mean(out == 1.0) < 0.01  # nothing piled up at the old clip value
+
+
+def test_value_range_is_bound_into_the_pipeline_and_agrees_across_workers() -> None:
+    x = _glyphs_0_255(12)
+    outs = []
+    for workers in (0, 2):
+        with shmaug.Loader(x, None, batch_size=4, augment=shmaug.presets.glyph_distort(),
+                           workers=workers, value_range=(0, 255), seed=3) as loader:
+            outs.append(_epoch(loader))
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_a_pipeline_that_says_its_range_needs_none_on_the_loader() -> None:
+    x = _glyphs_0_255()
+    aug = Compose([get("rotate").bind(degrees=(-20, 20))], value_range=(0, 255))
+    with shmaug.Loader(x, None, batch_size=4, augment=aug, workers=0) as loader:
+        assert loader.value_range == (0.0, 255.0)
+        assert _epoch(loader).max() > 200
+
+
+def test_loader_and_pipeline_ranges_that_disagree_are_refused() -> None:
+    aug = Compose([get("hflip")], value_range=(0, 1))
+    with pytest.raises(shmaug.ArgumentError, match="disagrees"):
+        shmaug.Loader(_glyphs_0_255(), None, batch_size=4, augment=aug, workers=0,
+                      value_range=(0, 255))
+
+
+@pytest.mark.parametrize("bad", [(255, 0), (0, float("nan")), "0..255", (1,)])
+def test_malformed_value_range_names_the_argument(bad: object) -> None:
+    with pytest.raises((shmaug.ArgumentError, shmaug.ArgumentTypeError), match="value_range"):
+        shmaug.Loader(_glyphs_0_255(), None, batch_size=4, workers=0, value_range=bad)  # type: ignore[arg-type]
+
+
+def test_nan_images_are_refused() -> None:
+    x = np.zeros((8, 16, 16), np.float32)
+    x[5, 3, 3] = np.nan
+    with pytest.raises(shmaug.ArgumentError, match="NaN") as err:
+        shmaug.Loader(x, None, batch_size=4, augment=shmaug.presets.glyph_distort(), workers=0)
+    assert "index 5" in str(err.value)
+
+
+def test_a_plain_user_function_gets_0_255_floats_unchecked() -> None:
+    def halve(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return image * 0.5
+
+    x = _glyphs_0_255()
+    with shmaug.Loader(x, None, batch_size=4, augment=halve, workers=0, shuffle=False) as loader:
+        np.testing.assert_allclose(_epoch(loader), x * 0.5)
+
+
+def test_a_standalone_op_refuses_float_outside_unit_range_and_accepts_a_range() -> None:
+    image = _glyphs_0_255(1)[0]
+    rng = np.random.default_rng(0)
+    with pytest.raises(shmaug.ArgumentError, match="value_range=\\(0, 255\\)"):
+        get("brightness_contrast")(image, rng)
+    out = get("brightness_contrast").bind(value_range=(0, 255), brightness=1.1, contrast=1.0)(image, rng)
+    assert out.max() > 200 and out.max() <= 255
+
+
+@pytest.mark.parametrize("name", ["rotate", "gaussian_blur", "sharpen", "brightness_contrast",
+                                  "gamma", "gaussian_noise", "cutout", "elastic", "sine_warp"])
+def test_uint16_keeps_dtype_and_full_scale(name: str) -> None:
+    rng = np.random.default_rng(0)
+    image = rng.integers(20_000, 65_535, (48, 48), dtype=np.uint16)
+    out = get(name)(image, np.random.default_rng(1))
+    assert out.dtype == np.uint16 and out.shape == image.shape
+    assert out.max() > 20_000  # not squeezed into 0..255
+
+
+def test_uint16_flows_through_the_loader() -> None:
+    x = np.random.default_rng(0).integers(0, 65_535, (8, 32, 32), dtype=np.uint16)
+    with shmaug.Loader(x, None, batch_size=4, augment=shmaug.presets.glyph_distort(),
+                       workers=0) as loader:
+        assert loader.value_range == (0.0, 65535.0)
+        out = _epoch(loader)
+    assert out.dtype == np.uint16 and out.max() > 1000
+
+
+def test_value_range_round_trips_through_config() -> None:
+    aug = Compose([OneOf([get("rotate"), get("shear")])], value_range=(0, 255))
+    back = shmaug.from_config(json.loads(json.dumps(aug.to_config())))
+    assert back == aug
+    assert back.value_range == (0.0, 255.0)
