@@ -58,7 +58,7 @@ class Profile:
 # count is capped (a CJK font offers 126), since time grows with classes x glyphs per class.
 PROFILES = {
     "quick": Profile(classes=10, per_class=24, val_per_class=6, epochs=1, batch_size=60),
-    "default": Profile(classes=36, per_class=60, val_per_class=20, epochs=3, batch_size=128),
+    "default": Profile(classes=36, per_class=50, val_per_class=20, epochs=3, batch_size=128),
     "full": Profile(classes=len(CJK_CLASSES), per_class=400, val_per_class=60, epochs=8,
                     batch_size=128),
 }
