@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import logging
 import multiprocessing
 import os
@@ -116,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of an error instead of one line")
     # Also accepted after the subcommand; SUPPRESS keeps the top-level value when absent there.
-    debug = argparse.ArgumentParser(add_help=False)
+    debug = _Parser(add_help=False)
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="show the full traceback of an error instead of one line")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -347,9 +348,8 @@ def _bench(argv: list[str]) -> int:
                            "is no bench/ here. Fix: cd into the clone (where bench/ is) and run "
                            "it again.")
     sys.path.insert(0, os.getcwd())
-    from bench.suite import main as bench_main  # type: ignore[import-not-found]
-
-    return int(bench_main(argv) or 0)
+    suite = importlib.import_module("bench.suite")
+    return int(suite.main(argv) or 0)
 
 
 if __name__ == "__main__":
