@@ -194,7 +194,6 @@ def run(*, profile: str = "default", epochs: int | None = None, per_class: int |
     size = PROFILES[profile]
     epochs = epochs or size.epochs
     per_class = per_class or size.per_class
-    workers = workers if workers is not None else _cores()
     font = find_cjk_font()
     classes = min(size.classes, len(CJK_CLASSES if font else LATIN_CLASSES))
     n_train, n_val = classes * per_class, classes * size.val_per_class
@@ -206,29 +205,36 @@ def run(*, profile: str = "default", epochs: int | None = None, per_class: int |
     _say(f"shmaug demo: {n_train:,} training and {n_val:,} validation glyphs of {classes} "
          f"classes ({'CJK font ' + Path(font).name if font else 'Pillow built-in font'}), "
          f"64x64, batch {batch}, {epochs} epoch{'s' if epochs > 1 else ''}")
-    _say(f"The same small CNN three times, an epoch of each in turn: {ALONE} on batches already "
-         f"in memory; fed augmented glyphs (shmaug.presets.glyph_distort) by {workers} worker "
-         f"processes of Keras' PyDataset (use_multiprocessing=True, "
-         f"{multiprocessing.get_context().get_start_method()}, augmenting in __getitem__); and "
-         f"by {workers} of shmaug.Sequence ({start_method or 'default start method'}, shared "
-         f"memory).")
     in_memory = InMemory([(x_train[i:i + batch], y_train[i:i + batch])
                           for i in range(0, n_train, batch)])
     with shmaug.Sequence(x_train, y_train, batch_size=batch, augment=augment, workers=workers,
                          seed=seed, shuffle=True, start_method=start_method) as train:
+        workers = train.loader.workers  # None meant one per core: now a number, for Keras too
+        _say(f"The same small CNN three times, an epoch of each in turn: {ALONE} on batches "
+             f"already in memory; fed augmented glyphs (shmaug.presets.glyph_distort) by "
+             f"{workers} worker processes of Keras' PyDataset (use_multiprocessing=True, "
+             f"{multiprocessing.get_context().get_start_method()}, augmenting in "
+             f"__getitem__); and by {workers} of shmaug.Sequence "
+             f"({start_method or 'default start method'}, shared memory).")
         runs = [Run(ALONE, in_memory, _compiled(classes, seed)),
                 Run(KERAS, KerasGlyphs(x_train, y_train, batch, augment, seed, workers),
                     _compiled(classes, seed)),
                 Run(SHMAUG, train, _compiled(classes, seed))]
         for r in runs:  # two untimed steps: tracing, and the workers' start
             r.model.fit(r.data, epochs=1, steps_per_epoch=min(2, len(in_memory)), verbose=0)
+        epoch_stats: list[dict[str, Any]] = []  # shmaug's own figures, one per epoch of it
         for epoch in range(epochs):
             turn = epoch % len(runs)  # take turns going first: the host's speed drifts
             for r in runs[turn:] + runs[:turn]:
+                train.reset_stats()
                 r.model.fit(r.data, initial_epoch=epoch, epochs=epoch + 1, verbose=0,
                             callbacks=[r.clock])
+                if r.data is train:
+                    epoch_stats.append(train.stats())
                 _say(_epoch_line(r, epoch, epochs, n_train))
-        stats = train.stats()
+    stats = {"hit_rate": statistics.fmean(s["hit_rate"] for s in epoch_stats),
+             "busy": statistics.fmean(statistics.fmean(s["worker_busy"] or [0.0])
+                                      for s in epoch_stats)}
     for r in runs[1:]:
         r.val_accuracy = float(r.model.evaluate(x_val, y_val, batch_size=256, verbose=0)[1])
     figures = {r.name: _figures(r, runs[0], n_train) for r in runs}
@@ -242,13 +248,6 @@ def run(*, profile: str = "default", epochs: int | None = None, per_class: int |
     return {"keras": figures[KERAS], "shmaug": figures[SHMAUG], "alone": figures[ALONE],
             "hit_rate": stats["hit_rate"], "grid": str(grid), "plot": str(plot),
             "seconds": seconds}
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def _say(text: str) -> None:
@@ -281,7 +280,7 @@ def _figures(r: Run, alone: Run, n: int) -> dict[str, float]:
             "val_accuracy": r.val_accuracy}
 
 
-def _report(figures: dict[str, dict[str, float]], stats: dict[str, Any], workers: int) -> None:
+def _report(figures: dict[str, dict[str, float]], stats: dict[str, float], workers: int) -> None:
     rows = [("", "images/s fed", "waiting for data", "s/epoch", "val. accuracy")]
     rows += [(name, f"{f['images_per_s']:,.0f}", "-" if name == ALONE else f"{f['wait']:.0%}",
               f"{f['s_per_epoch']:.1f}", "-" if name == ALONE else f"{f['val_accuracy']:.3f}")
@@ -293,9 +292,8 @@ def _report(figures: dict[str, dict[str, float]], stats: dict[str, Any], workers
     _say("(means over the epochs; waiting for data: how much longer an epoch took than the "
          "model alone's on batches already in memory)")
     k, s = figures[KERAS], figures[SHMAUG]
-    busy = statistics.fmean(stats["worker_busy"] or [0.0])
-    _say(f"shmaug's {workers} workers were busy {busy:.0%} of the time; {stats['hit_rate']:.0%} "
-         f"of batches were ready when Keras asked.")
+    _say(f"shmaug's {workers} workers were busy {stats['busy']:.0%} of their epochs; "
+         f"{stats['hit_rate']:.0%} of batches were ready when Keras asked.")
     if max(k["wait"], s["wait"]) < 0.1:
         _say("Here the model, not the input pipeline, sets the pace: both keep it fed, and "
              "what separates them is this machine's noise. The gap opens when the model "

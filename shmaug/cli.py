@@ -121,8 +121,9 @@ def _parser() -> argparse.ArgumentParser:
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="show the full traceback of an error instead of one line")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    demo = sub.add_parser("demo", parents=[debug], help="train a small CNN on rendered glyphs, fed by Keras' own "
-                                       "workers and by shmaug side by side")
+    demo = sub.add_parser("demo", parents=[debug],
+                          help="train a small CNN on rendered glyphs, fed by Keras' own workers "
+                               "and by shmaug side by side")
     size = demo.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="a tiny run (seconds), for smoke tests")
     size.add_argument("--full", action="store_true",
@@ -139,8 +140,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--out", type=Path, default=Path("shmaug_demo_out"),
                       help="folder for the PNGs (default: shmaug_demo_out)")
-    pack = sub.add_parser("pack", parents=[debug], help="decode and resize image files once into a "
-                                       "memory-mappable .npy")
+    pack = sub.add_parser("pack", parents=[debug],
+                          help="decode and resize image files once into a memory-mappable .npy")
     pack.add_argument("src", type=Path, metavar="SRC",
                       help="a folder (one sub-folder per class) or a CSV file")
     pack.add_argument("out", type=Path, metavar="OUT",

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
-def shmaug_cli(*args: str, cwd: Path = ROOT, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+def shmaug_cli(*args: object, cwd: Path = ROOT, timeout: float = 90
+               ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "shmaug.cli", *map(str, args)], cwd=cwd, env=ENV,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -139,7 +140,8 @@ def test_as_flags_rewrites_python_arguments():
         "`--image-size` must be two ints. Fix: e.g. `--image-size 224 224`, pass "
         "--on-error skip, --color-mode keep, --overwrite, `--workers 0`, count it in "
         "manifest.json's `skipped`.")
-    assert as_flags("output_shape=(1, 2) and `outputs`", PACK_FLAGS) == "output_shape=(1, 2) and `outputs`"
+    untouched = "output_shape=(1, 2) and `outputs`"
+    assert as_flags(untouched, PACK_FLAGS) == untouched
 
 
 @pytest.mark.slow
