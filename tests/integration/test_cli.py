@@ -1,0 +1,169 @@
+"""The `shmaug` command fails like a command: one line on stderr naming the flag, the value and
+the fix, status 2; Ctrl-C one line, status 130; `--debug` the full traceback instead.
+
+Each case runs the real command (`python -m shmaug.cli ...`) in a child process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from shmaug.cli import PACK_FLAGS, as_flags
+
+pytestmark = pytest.mark.timeout(180)
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def shmaug_cli(*args: object, cwd: Path = ROOT, timeout: float = 90
+               ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "shmaug.cli", *map(str, args)], cwd=cwd, env=ENV,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def error_line(proc: subprocess.CompletedProcess[str], command: str) -> str:
+    """The one error line; checks there is exactly one and no traceback."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith(f"shmaug {command}: ")]
+    assert len(errors) == 1, proc.stderr
+    assert proc.stderr.rstrip().splitlines()[-1] == errors[0]  # nothing after it
+    return errors[0]
+
+
+@pytest.fixture
+def images(tmp_path: Path) -> Path:
+    """A folder of two classes of small JPEGs, one of them truncated (a corrupt file)."""
+    root = tmp_path / "images"
+    for c, name in enumerate(("ant", "bee")):
+        (root / name).mkdir(parents=True)
+        for i in range(3):
+            pixels = np.full((12, 10, 3), 30 * i + 100 * c, np.uint8)
+            Image.fromarray(pixels).save(root / name / f"{i}.jpg")
+    whole = (root / "ant" / "0.jpg").read_bytes()
+    (root / "ant" / "1.jpg").write_bytes(whole[: len(whole) // 3])
+    return root
+
+
+def test_a_corrupt_file_is_one_line_naming_the_file_and_the_flag(images, tmp_path):
+    proc = shmaug_cli("pack", images, tmp_path / "out", "--image-size", 8, 8, "--workers", 1)
+    line = error_line(proc, "pack")
+    assert "ant/1.jpg" in line and "--on-error skip" in line and "on_error" not in line
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    # ... and with the flag it names, the pack goes through.
+    proc = shmaug_cli("pack", images, tmp_path / "out", "--image-size", 8, 8, "--workers", 1,
+                      "--on-error", "skip")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--image-size", "0", "5"], ["`--image-size`", "0 5", "--image-size 224 224"]),
+    (["--workers", "-1"], ["`--workers`", "-1", "--workers 2"]),
+    (["--interpolation", "fuzzy"], ["`--interpolation`", "'fuzzy'", "--interpolation bilinear"]),
+    (["--image-size", "3", "x"], ["--image-size", "'x'", "--help"]),
+    (["--color-mode", "cmyk"], ["--color-mode", "'cmyk'", "--help"]),
+])
+def test_bad_pack_flags_are_one_line(images, tmp_path, args, expected):
+    line = error_line(shmaug_cli("pack", images, tmp_path / "out", *args), "pack")
+    for text in expected:
+        assert text in line, line
+    assert "image_size" not in line and "interpolation=" not in line
+
+
+def test_a_missing_source_and_an_out_that_is_a_file(images, tmp_path):
+    line = error_line(shmaug_cli("pack", tmp_path / "nowhere", tmp_path / "out"), "pack")
+    assert "SRC" in line and "nowhere" in line and "does not exist" in line and "Fix:" in line
+    (tmp_path / "taken").write_text("a file")
+    line = error_line(shmaug_cli("pack", images, tmp_path / "taken"), "pack")
+    assert "OUT" in line and "taken" in line and "Fix:" in line
+
+
+def test_csv_columns_are_checked_by_their_flags(images, tmp_path):
+    table = tmp_path / "list.csv"
+    table.write_text("file,label\n" + "".join(f"images/bee/{i}.jpg,bee\n" for i in range(3)))
+    line = error_line(shmaug_cli("pack", table, tmp_path / "out"), "pack")
+    assert "`--x-col` 'filename'" in line and "['file', 'label']" in line
+    assert "--x-col file" in line  # the fix, in flags
+    line = error_line(shmaug_cli("pack", table, tmp_path / "out", "--x-col", "file"), "pack")
+    assert "`--y-col` 'class'" in line and "--y-col label" in line
+    ok = shmaug_cli("pack", table, tmp_path / "out", "--x-col", "file", "--y-col", "label",
+                    "--image-size", 6, 6, "--workers", 0)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_csv_paths_that_do_not_exist_name_the_directory_flag(tmp_path):
+    table = tmp_path / "list.csv"
+    table.write_text("filename,class\nmissing.jpg,a\n")
+    line = error_line(shmaug_cli("pack", table, tmp_path / "out"), "pack")
+    assert "missing.jpg" in line and "`--directory`" in line and "--on-error skip" in line
+
+
+def test_debug_shows_the_traceback_instead(images, tmp_path):
+    for args in (["--debug", "pack", images, tmp_path / "out", "--image-size", 0, 5],
+                 ["pack", images, tmp_path / "out", "--workers", 1, "--debug"]):
+        proc = shmaug_cli(*args)
+        assert proc.returncode == 2
+        assert "Traceback (most recent call last)" in proc.stderr, proc.stderr
+    assert "ImageReadError" in proc.stderr and "Worker traceback" in proc.stderr
+
+
+def test_bad_demo_flags_are_one_line(tmp_path):
+    (tmp_path / "file").write_text("")
+    for args, expected in [(["--epochs", "0"], "`--epochs`"), (["--workers", "-2"], "`--workers`"),
+                           (["--out", tmp_path / "file"], "`--out`"),
+                           (["--quick", "--full"], "not allowed with"),
+                           (["--start-method", "thread"], "'thread'")]:
+        line = error_line(shmaug_cli("demo", *args), "demo")
+        assert expected in line, line
+
+
+def test_bench_outside_a_clone_is_one_line(tmp_path):
+    line = error_line(shmaug_cli("bench", "--quick", cwd=tmp_path), "bench")
+    assert "bench/" in line and "Fix:" in line
+
+
+def test_as_flags_rewrites_python_arguments():
+    text = ("`image_size` must be two ints. Fix: e.g. `image_size=(224, 224)`, pass "
+            "on_error='skip', color_mode=None, overwrite=True, `workers=0`, count it in stats().")
+    assert as_flags(text, PACK_FLAGS) == (
+        "`--image-size` must be two ints. Fix: e.g. `--image-size 224 224`, pass "
+        "--on-error skip, --color-mode keep, --overwrite, `--workers 0`, count it in "
+        "manifest.json's `skipped`.")
+    untouched = "output_shape=(1, 2) and `outputs`"
+    assert as_flags(untouched, PACK_FLAGS) == untouched
+
+
+@pytest.mark.slow
+def test_ctrl_c_is_one_line_and_status_130(tmp_path):
+    """Ctrl-C from a terminal reaches the whole process group, workers included."""
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "shmaug.cli", "demo", "--quick", "--epochs", "6", "--out",
+         str(tmp_path)],
+        cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # wait until the runs take turns (workers of both started)
+            if line.startswith("epoch 1/6"):
+                break
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.rstrip().splitlines()[-1] == "shmaug demo: error: interrupted (Ctrl-C)."
