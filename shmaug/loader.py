@@ -354,7 +354,7 @@ class Loader:
         status = getattr(self._pool, "status", None)
         if status is not None:
             span = max(now - self._t0, 1e-9)
-            busy = [min(1.0, status[w * STATUS_FIELDS + BUSY_S] / span)
+            busy = [min(1.0, (status[w * STATUS_FIELDS + BUSY_S] - self._busy_base[w]) / span)
                     for w in range(self.workers)]
             skipped = int(sum(status[w * STATUS_FIELDS + SKIPPED] for w in range(self.workers)))
         ready = self._prefetch.ready if self._prefetch is not None else 0
@@ -374,10 +374,11 @@ class Loader:
         self._counters: dict[str, float] = dict(wait_s=0.0, images=0, batches=0, hits=0,
                                                 t_first=0.0)
         self._t0 = time.perf_counter()
+        # A baseline, not a reset: workers add to BUSY_S without a lock, so a zero written
+        # here could be lost under a worker's read-modify-write.
         status = getattr(self._pool, "status", None)
-        if status is not None:
-            for w in range(self.workers):
-                status[w * STATUS_FIELDS + BUSY_S] = 0.0
+        self._busy_base = [0.0 if status is None else status[w * STATUS_FIELDS + BUSY_S]
+                           for w in range(self.workers)]
 
     def close(self) -> None:
         """Stop the workers and free the shared memory. Idempotent."""

@@ -91,6 +91,7 @@ class WorkerPool:
         self.status = self._ctx.RawArray("d", workers * STATUS_FIELDS)  # busy s, index, tasks
         self._workers: list[_Worker | None] = [None] * workers
         self._pending: deque[Task] = deque()  # invariant: submitted, not yet sent to a worker
+        self._turn = 0  # invariant: where the next tie-break among equally queued workers starts
         self._deaths: dict[int, int] = {}  # ticket -> workers that died while running it
         self._broken: BaseException | None = None  # a start-up failure: every poll raises it
         self._closed = False
@@ -161,7 +162,10 @@ class WorkerPool:
     def _dispatch(self) -> None:
         while self._pending:
             live = [w for w in self._workers if w is not None]
-            worker = min(live, key=lambda w: len(w.queued))
+            # The least-queued worker; ties rotate, so a consumer-bound pool shares its few
+            # tasks among all workers instead of handing every one to worker 0.
+            self._turn = (self._turn + 1) % len(live)
+            worker = min(live[self._turn:] + live[:self._turn], key=lambda w: len(w.queued))
             if len(worker.queued) >= self._in_flight:
                 return
             task = self._pending.popleft()

@@ -431,10 +431,10 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
             s["epoch"] = epoch
             self.history.append(s)
             busy = ", ".join(f"{b:.0%}" for b in s["worker_busy"]) or "n/a"
-            log.info(
+            log.info(  # numbered from 1, as Keras' progress bar does
                 "epoch %d: %.0f images/s, waiting for data %.1f%% of the time, %.1f%% of "
                 "batches ready when asked, %d batches queued, worker busy: %s",
-                epoch, s["images_per_s"], 100 * s["wait_fraction"], 100 * s["hit_rate"],
+                epoch + 1, s["images_per_s"], 100 * s["wait_fraction"], 100 * s["hit_rate"],
                 s["queue_depth"], busy)
             if logs is not None and rank == 0:  # the busiest: normally the training set
                 logs.update(data_wait=s["wait_fraction"], images_per_s=s["images_per_s"],
