@@ -35,6 +35,13 @@ def test_example_runs(example, method):
     assert out.strip()
 
 
+def test_albumentations_example_runs():
+    pytest.importorskip("albumentations")
+    out = run(str(ROOT / "examples" / "albumentations_pipeline.py"), "--quick",
+              "--start-method", "spawn")
+    assert "bit-identical = True" in out
+
+
 def test_op_grid_writes_a_png(tmp_path):
     run(str(ROOT / "examples" / "op_grid.py"), "--out", str(tmp_path / "grid.png"))
     assert (tmp_path / "grid.png").stat().st_size > 10_000
