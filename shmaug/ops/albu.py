@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError, OutputMismatchError
-from ._params import check_image
+from ._params import check_image, convert
 from .core import config_type
 
 INSTALL = 'pip install "shmaug[albumentations]"'
@@ -62,7 +62,7 @@ def _edge_in(image: np.ndarray) -> np.ndarray:
     exactly; a read-only view (a worker's input) becomes a copy, since some transforms write
     into their input."""
     if image.dtype == np.float16:
-        return image.astype(np.float32)
+        return convert(image, np.float32)
     return image if image.flags.writeable else image.copy()
 
 
@@ -72,7 +72,7 @@ def _edge_out(out: Any, like: np.ndarray, who: str) -> np.ndarray:
             f"albumentations pipeline {who} expects an image array under 'image' in its "
             f"result; received {type(out).__name__}. Return the image from the pipeline."
         )
-    return out.astype(like.dtype, copy=False) if out.dtype != like.dtype else out
+    return convert(out, like.dtype) if out.dtype != like.dtype else out
 
 
 @dataclass(frozen=True, eq=False)
