@@ -62,6 +62,12 @@ def test_bench_ops_quick(tmp_path):
         assert (tmp_path / "ops.png").stat().st_size > 10_000
 
 
+def test_bench_ops_w1_quick(tmp_path):
+    out = run(str(ROOT / "bench" / "ops.py"), "--w1", "--quick", "--out", str(tmp_path / "w1.json"))
+    assert "glyph_distort" in out and "float16 edge" in out
+
+
 def test_bench_engine_quick(tmp_path):
     out = run("-m", "bench.engine", "--quick", "--out", str(tmp_path))
     assert "identity" in out and (tmp_path / "engine.json").is_file()
+    assert "main-process CPU per image" in out and "feed rate it implies" in out
