@@ -35,6 +35,13 @@ def test_example_runs(example, method):
     assert out.strip()
 
 
+def test_albumentations_example_runs():
+    pytest.importorskip("albumentations")
+    out = run(str(ROOT / "examples" / "albumentations_pipeline.py"), "--quick",
+              "--start-method", "spawn")
+    assert "bit-identical = True" in out
+
+
 def test_op_grid_writes_a_png(tmp_path):
     run(str(ROOT / "examples" / "op_grid.py"), "--out", str(tmp_path / "grid.png"))
     assert (tmp_path / "grid.png").stat().st_size > 10_000
@@ -55,6 +62,12 @@ def test_bench_ops_quick(tmp_path):
         assert (tmp_path / "ops.png").stat().st_size > 10_000
 
 
+def test_bench_ops_w1_quick(tmp_path):
+    out = run(str(ROOT / "bench" / "ops.py"), "--w1", "--quick", "--out", str(tmp_path / "w1.json"))
+    assert "glyph_distort" in out and "float16 edge" in out
+
+
 def test_bench_engine_quick(tmp_path):
     out = run("-m", "bench.engine", "--quick", "--out", str(tmp_path))
     assert "identity" in out and (tmp_path / "engine.json").is_file()
+    assert "main-process CPU per image" in out and "feed rate it implies" in out
