@@ -220,10 +220,11 @@ def gather(y: Any, positions: np.ndarray) -> Any:
     return y[positions]
 
 
-def nonempty_epoch(plan: BatchPlan) -> None:
+def nonempty_epoch(plan: BatchPlan, num_shards: int = 1) -> None:
     if len(plan) == 0:
+        of = f" per shard of {num_shards}" if num_shards > 1 else ""
         raise ArgumentError(
-            f"`batch_size`={plan.batch_size} is larger than the dataset ({plan.n} samples) "
+            f"`batch_size`={plan.batch_size} is larger than the dataset ({plan.n} samples{of}) "
             f"and `drop_remainder`=True, so an epoch has no batch. Fix: lower `batch_size` "
             f"or set `drop_remainder=False`."
         )
@@ -351,3 +352,36 @@ def _out_of_range(vr: tuple[float, float], given: bool, low: float, high: float,
         f"range the data is in, e.g. value_range={guess}, or rescale the data into "
         f"({vr[0]:g}, {vr[1]:g})."
     )
+
+
+def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:
+    """``(num_shards, shard_index)`` checked against a dataset of ``n`` samples; (1, 0) when
+    both are None. A ``num_shards`` above 1 needs its ``shard_index``: every host silently
+    taking shard 0 would train on a fraction of the data, K times over."""
+    if num_shards is None:
+        if shard_index is not None:
+            raise ArgumentError(
+                f"`shard_index`={shard_index!r} was given without `num_shards`. Fix: pass "
+                f"both, e.g. num_shards=<number of hosts>, shard_index=<this host's rank>."
+            )
+        return 1, 0
+    if not _is_int(num_shards) or num_shards <= 0:
+        raise ArgumentError(
+            f"`num_shards` must be a positive integer (the number of hosts or processes "
+            f"sharing each epoch); received {_got(num_shards)}. Fix: pass e.g. "
+            f"num_shards=2, or leave it out for one process."
+        )
+    if shard_index is None and num_shards == 1:
+        return 1, 0
+    if not _is_int(shard_index) or not 0 <= shard_index < num_shards:
+        raise ArgumentError(
+            f"`shard_index` must be an integer in 0..{num_shards - 1} (this host's rank) with "
+            f"`num_shards`={num_shards}; received {_got(shard_index)}. Fix: pass e.g. "
+            f"shard_index=jax.process_index() or torch.distributed.get_rank()."
+        )
+    if num_shards > n:
+        raise ArgumentError(
+            f"`num_shards`={num_shards} is more than the {n} samples of the dataset, so a "
+            f"shard would be empty. Fix: use at most {n} shards, or a larger dataset."
+        )
+    return int(num_shards), int(shard_index)

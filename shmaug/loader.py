@@ -27,7 +27,7 @@ from .ops.core import check_picklable, with_value_range
 from .pool import InlinePool, WorkerPool, as_error
 from .prefetch import CLOSED, POLL_S, Prefetcher
 from .ring import OutputRing
-from .schedule import BatchPlan, OrderCache
+from .schedule import BatchPlan, OrderCache, Shard
 from .seeding import global_rng_use
 from .store import ArrayHandle, SharedStore, mapped_file_handle
 
@@ -120,6 +120,11 @@ class Loader:
             then ``x`` only gives the length and is not copied into shared memory. An ``x``
             with a ``load(index)`` method (a sample source such as ``shmaug.ImageFiles``)
             is used that way without this argument.
+        num_shards: how many hosts (or processes) share each epoch, as
+            ``tf.data.Dataset.shard``; None for one. Each gets ``N // num_shards`` samples
+            per epoch of the same global order (same ``seed`` everywhere) and augments only
+            those; the ``N % num_shards`` left over rotate from epoch to epoch.
+        shard_index: this host's part, ``0..num_shards - 1`` (its rank).
 
     Raises:
         ArgumentError, ArgumentTypeError: for a bad argument, before any process starts.
@@ -153,6 +158,8 @@ class Loader:
         load: Callable[[int], Any] | None = None,
         copy: bool = True,
         value_range: tuple[float, float] | None = None,
+        num_shards: int | None = None,
+        shard_index: int | None = None,
     ) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
         if load is None and callable(getattr(x, "load", None)):
@@ -181,9 +188,12 @@ class Loader:
         shape = None if output_shape is None else check.shape("output_shape", output_shape)
         dtype = None if output_dtype is None else check.dtype("output_dtype", output_dtype)
         self._load = load  # invariant: what workers call to make sample i, or None for x[i]
-        self._plan = BatchPlan(n, self.batch_size, bool(drop_remainder))
-        check.nonempty_epoch(self._plan)
-        self._orders = OrderCache(self.seed, n, self.shuffle)
+        self.num_shards, self.shard_index = check.shard(num_shards, shard_index, n)
+        self._shard = Shard(self.num_shards, self.shard_index)
+        self._n = n  # invariant: samples in the dataset (all shards)
+        self._plan = BatchPlan(self._shard.size(n), self.batch_size, bool(drop_remainder))
+        check.nonempty_epoch(self._plan, self.num_shards)
+        self._orders = OrderCache(self.seed, n, self.shuffle, shard=self._shard)
         self._epoch = 0  # invariant: the epoch the next pass produces
         self._pass: int | None = None  # the epoch of the pass in progress, if any
 
@@ -243,8 +253,10 @@ class Loader:
         if self.workers == 0:
             return InlinePool(SliceRunner(
                 self._x, None, self.augment, load, seed=self.seed, n=n, shuffle=self.shuffle,
-                seed_globals=seed_globals, generation=self._ring.generation))
-        spec = WorkerSpec(x_handle, None, payload, self.seed, n, self.shuffle, seed_globals)
+                seed_globals=seed_globals, generation=self._ring.generation,
+                shard=self._shard))
+        spec = WorkerSpec(x_handle, None, payload, self.seed, n, self.shuffle, seed_globals,
+                          self._shard)
         return WorkerPool(spec, self.workers, self.start_method, self.timeout,
                           generation=self._ring.generation,
                           in_flight_per_worker=self.max_queue_size + 1)
@@ -344,7 +356,8 @@ class Loader:
         Keys: ``images_per_s``, ``wait_fraction`` (share of the consumer's time spent
         waiting for data), ``hit_rate`` (batches ready when asked), ``queue_depth`` (batches
         ready now), ``worker_busy`` (per-worker busy fraction), ``respawns``, ``batches``,
-        ``skipped`` (unreadable samples a ``load`` replaced, e.g. with ``on_error="skip"``).
+        ``skipped`` (unreadable samples a ``load`` replaced, e.g. with ``on_error="skip"``),
+        ``images`` (augmented samples handed out: with ``num_shards`` K, 1/K of an epoch's).
         """
         c = self._counters
         now = time.perf_counter()
@@ -366,6 +379,7 @@ class Loader:
             "worker_busy": busy,
             "respawns": getattr(self._pool, "respawns", 0),
             "batches": c["batches"],
+            "images": int(c["images"]),
             "skipped": skipped,
         }
 

@@ -32,7 +32,7 @@ import numpy as np
 from . import _validate as check
 from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild
 from .loader import Loader
-from .schedule import BatchPlan
+from .schedule import BatchPlan, Shard
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         y: targets (array, or dict / list of arrays for multi-output models), or None.
         sample_weight: per-sample weights, or None.
         image_key: with a dict ``x``, the entry to augment (default: the only 3-D/4-D one).
+        num_shards, shard_index: this host's part of every epoch (see ``shmaug.Loader``);
+            ``len(seq)`` is then the batches of one shard.
         Other arguments: as ``shmaug.Loader``.
 
     Example:
@@ -90,6 +92,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         sample_weight: Any = None,
         image_key: str | None = None,
         value_range: tuple[float, float] | None = None,
+        num_shards: int | None = None,
+        shard_index: int | None = None,
     ) -> None:
         super().__init__(workers=1, use_multiprocessing=False, max_queue_size=max_queue_size)
         self.image_key, images, extra_inputs = _split_inputs(x, image_key)
@@ -122,8 +126,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self.batch_size: int = self._loader_args["batch_size"]
         self.seed: int = self._loader_args["seed"]
         self.shuffle: bool = self._loader_args["shuffle"]
-        plan = BatchPlan(n, self.batch_size, bool(drop_remainder))
-        check.nonempty_epoch(plan)
+        self.num_shards, self.shard_index = check.shard(num_shards, shard_index, n)
+        self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
+        plan = BatchPlan(Shard(self.num_shards).size(n), self.batch_size, bool(drop_remainder))
+        check.nonempty_epoch(plan, self.num_shards)
         self._batches = len(plan)
         self._loader: Loader | None = None  # started on first use, so subclass state is complete
         self._closed = False  # set by close(); no loader starts after it
