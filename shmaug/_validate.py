@@ -385,3 +385,64 @@ def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:
             f"shard would be empty. Fix: use at most {n} shards, or a larger dataset."
         )
     return int(num_shards), int(shard_index)
+
+
+_FIXES = {  # how to make a state fit, per fingerprint field
+    "samples": "use the same dataset (same number of samples)",
+    "batch_size": "pass the same `batch_size`",
+    "shuffle": "pass the same `shuffle`",
+    "drop_remainder": "pass the same `drop_remainder`",
+    "num_shards": "use the same number of hosts (`num_shards`)",
+    "seed": "pass the saved seed, e.g. `seed=state['seed']`",
+}
+
+
+def resume_state(state: Any, kind: str, version: int, expected: dict[str, Any],
+                 batches: int) -> tuple[int, int]:
+    """The ``(epoch, batch)`` of a ``state_dict()`` saved by a ``kind`` ("shmaug.Loader") of
+    format ``version`` whose ``fingerprint`` (and seed) equal ``expected``; anything else is
+    refused naming the first field that differs and how to fix it."""
+    if not isinstance(state, dict):
+        raise ArgumentTypeError(
+            f"`state` must be the dict that `{kind}.state_dict()` returned (or its JSON "
+            f"round trip); received {_got(state)}."
+        )
+    if state.get("format") != kind or state.get("version") != version:
+        raise ArgumentError(
+            f"`state` has format={state.get('format')!r}, version={state.get('version')!r}; "
+            f"this {kind} reads format={kind!r}, version={version}. Fix: load a state saved "
+            f"by `{kind}.state_dict()` of this shmaug version, or start afresh."
+        )
+    saved = {**dict(state.get("fingerprint") or {}), "seed": state.get("seed")}
+    for field, value in expected.items():
+        if saved.get(field) != value:
+            raise ArgumentError(
+                f"`state` was saved with {field}={saved.get(field)!r} but this {kind} has "
+                f"{field}={value!r}, so its batches would not continue that run. Fix: "
+                f"{_FIXES.get(field, 'create it as the saved run was')}."
+            )
+    epoch, batch = state.get("epoch"), state.get("batch")
+    if not (_is_int(epoch) and _is_int(batch) and epoch >= 0 and 0 <= batch < batches):
+        raise ArgumentError(
+            f"`state` holds epoch={epoch!r}, batch={batch!r}; expected integers, epoch >= 0 "
+            f"and batch in 0..{batches - 1}. Fix: pass the dict `state_dict()` returned, "
+            f"unchanged."
+        )
+    return int(epoch), int(batch)
+
+
+def bindings(pairs: Any, asked: Any, batches: int) -> list[tuple[int, int, int]]:
+    """A Sequence state's ``[[index, epoch, batch], ...]`` and ``asked`` indices, checked."""
+    try:
+        out = [(int(i), int(e), int(b)) for i, e, b in pairs or ()]
+        ok = all(0 <= i < batches and e >= 0 and 0 <= b < batches for i, e, b in out)
+        ok = ok and all(0 <= int(i) < batches for i in asked or ())
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ArgumentError(
+            f"`state` holds bindings={_got(pairs)}, asked={_got(asked)}; expected "
+            f"[[index, epoch, batch], ...] and indices in 0..{batches - 1}. Fix: pass the "
+            f"dict `state_dict()` returned, unchanged."
+        )
+    return out

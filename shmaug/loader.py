@@ -195,7 +195,9 @@ class Loader:
         check.nonempty_epoch(self._plan, self.num_shards)
         self._orders = OrderCache(self.seed, n, self.shuffle, shard=self._shard)
         self._epoch = 0  # invariant: the epoch the next pass produces
+        self._start = 0  # invariant: the batch the next pass starts at (0 unless resumed)
         self._pass: int | None = None  # the epoch of the pass in progress, if any
+        self._done = 0  # invariant: batches the pass in progress has handed out
 
         # Only gathering to do: one copy in this process beats a round trip through workers.
         self._gather_only = self.augment is None and load is None
@@ -297,6 +299,7 @@ class Loader:
     @epoch.setter
     def epoch(self, value: int) -> None:
         self._epoch = check.non_negative_int("epoch", value)
+        self._start = 0
         self._pass = None  # reads back as set; a pass still running goes on with its own
 
     @property
@@ -305,17 +308,60 @@ class Loader:
         return list(self._pool.pids) if self._pool is not None else []
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Any]]:
-        epoch = self._epoch
+        epoch, start = self._epoch, self._start
         # Moved on as the pass starts: a pass cut short (a `break` after steps_per_epoch
         # batches, a kept iterator) must not make the next pass repeat this epoch.
-        self._epoch = epoch + 1
-        self._pass = epoch
+        self._epoch, self._start = epoch + 1, 0
+        self._pass, self._done = epoch, start
         try:
-            for batch in range(len(self)):
-                yield self.batch(batch, epoch=epoch)
+            for batch in range(start, len(self)):
+                out = self.batch(batch, epoch=epoch)
+                self._done = batch + 1  # handed out: a state saved now resumes after it
+                yield out
         finally:
             if self._pass == epoch:
                 self._pass = None
+
+    STATE_VERSION = 1  # of state_dict()'s format; bumped when its meaning changes
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where iteration stands, as a small JSON-ready dict, for ``load_state_dict``.
+
+        Holds the seed, the epoch and the batches of it already handed out by the pass in
+        progress (or where the next pass starts), the shard, and a fingerprint of what the
+        batches depend on (dataset length, batch size, shuffle, drop_remainder, num_shards).
+        All hosts of a sharded run stand at the same (epoch, batch), so any host's state
+        resumes every host.
+
+        Example:
+            >>> json.dump(loader.state_dict(), open("loader.json", "w"))
+        """
+        if self._pass is not None and self._done < len(self):
+            epoch, batch = self._pass, self._done
+        elif self._pass is not None:  # the pass handed out its last batch
+            epoch, batch = self._pass + 1, 0
+        else:
+            epoch, batch = self._epoch, self._start
+        return {"format": "shmaug.Loader", "version": self.STATE_VERSION, "seed": self.seed,
+                "epoch": epoch, "batch": batch, "shard_index": self.shard_index,
+                "fingerprint": self._fingerprint()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from ``state_dict()``): the next pass yields, bit for bit,
+        the batches the saved run would have yielded next.
+
+        Raises:
+            ArgumentError: for a state of another dataset length, batch size, shuffle,
+                drop_remainder, shard count, seed or format version (naming the field).
+        """
+        expected = {**self._fingerprint(), "seed": self.seed}
+        epoch, batch = check.resume_state(state, "shmaug.Loader", self.STATE_VERSION,
+                                          expected, len(self))
+        self._epoch, self._start, self._pass = epoch, batch, None
+
+    def _fingerprint(self) -> dict[str, Any]:
+        return {"samples": self._n, "batch_size": self.batch_size, "shuffle": self.shuffle,
+                "drop_remainder": self._plan.drop_remainder, "num_shards": self.num_shards}
 
     def batch(self, index: int, *, epoch: int | None = None) -> tuple[np.ndarray, Any]:
         """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies.

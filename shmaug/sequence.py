@@ -131,6 +131,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         plan = BatchPlan(Shard(self.num_shards).size(n), self.batch_size, bool(drop_remainder))
         check.nonempty_epoch(plan, self.num_shards)
         self._batches = len(plan)
+        self._fingerprint = {"samples": n, "batch_size": self.batch_size,
+                             "shuffle": self.shuffle, "drop_remainder": plan.drop_remainder,
+                             "num_shards": self.num_shards}  # what a saved state must match
         self._loader: Loader | None = None  # started on first use, so subclass state is complete
         self._closed = False  # set by close(); no loader starts after it
         self._lock = threading.Lock()  # Keras may call from a tf.data thread
@@ -220,6 +223,45 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._epoch, self._cursor = epoch, batch
             self._bindings.clear()
             self._asked.clear()
+            self._previous = -1
+
+    STATE_VERSION = 1  # of state_dict()'s format; bumped when its meaning changes
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the stream of batches stands, as a small JSON-ready dict.
+
+        Besides the ``Loader``'s fields (seed, epoch, batch, shard, fingerprint) it holds this
+        pass's bindings of Keras indices to batches, which carry an epoch across several short
+        Keras epochs (``fit(steps_per_epoch=k)`` with k < ``len(seq)``). A restored Sequence
+        asked for the same indices then serves the same batches, bit for bit. To resume
+        ``fit`` itself use ``shmaug.EpochSync`` (Keras restarts its own iterator).
+        """
+        with self._lock:
+            return {
+                "format": "shmaug.Sequence", "version": self.STATE_VERSION, "seed": self.seed,
+                "epoch": self._epoch, "batch": self._cursor, "shard_index": self.shard_index,
+                "fingerprint": dict(self._fingerprint),
+                "bindings": [[i, e, b] for i, (e, b) in sorted(self._bindings.items())],
+                "asked": sorted(self._asked), "in_epoch": self._in_epoch,
+            }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from ``state_dict()``, also of another host's shard).
+
+        Raises:
+            ArgumentError: for a state of another dataset length, batch size, shuffle,
+                drop_remainder, shard count, seed or format version (naming the field).
+        """
+        expected = {**self._fingerprint, "seed": self.seed}
+        epoch, cursor = check.resume_state(state, "shmaug.Sequence", self.STATE_VERSION,
+                                           expected, len(self))
+        bindings = check.bindings(state.get("bindings"), state.get("asked"), len(self))
+        with self._lock:
+            self._epoch, self._cursor = epoch, cursor
+            self._bindings = {i: (e, b) for i, e, b in bindings}
+            self._asked = {int(i) for i in state.get("asked") or ()}
+            self._in_epoch = bool(state.get("in_epoch"))
+            self._held.clear()
             self._previous = -1
 
     @property
