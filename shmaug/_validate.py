@@ -421,7 +421,8 @@ def resume_state(state: Any, kind: str, version: int, expected: dict[str, Any],
                 f"{field}={value!r}, so its batches would not continue that run. Fix: "
                 f"{_FIXES.get(field, 'create it as the saved run was')}."
             )
-    epoch, batch = state.get("epoch"), state.get("batch")
+    epoch: Any = state.get("epoch")
+    batch: Any = state.get("batch")
     if not (_is_int(epoch) and _is_int(batch) and epoch >= 0 and 0 <= batch < batches):
         raise ArgumentError(
             f"`state` holds epoch={epoch!r}, batch={batch!r}; expected integers, epoch >= 0 "
