@@ -440,6 +440,56 @@ def _split_inputs(x: Any, image_key: str | None) -> tuple[str | None, Any, dict[
     return image_key, x[image_key], {k: v for k, v in x.items() if k != image_key}
 
 
+def keras_position(epoch: int, steps: int, batches: int) -> int:
+    """How many batches Keras' ``fit`` draws from one iterator before epoch ``epoch``.
+
+    With ``steps_per_epoch`` (``steps``) below ``batches`` Keras keeps one iterator across
+    epochs, and the epoch that reaches its end is cut short (a fresh iterator starts the next
+    epoch): every ``ceil(batches / steps)`` epochs consume exactly ``batches`` batches.
+    """
+    if steps >= batches:
+        return epoch * batches
+    cycle = -(-batches // steps)
+    return (epoch // cycle) * batches + min((epoch % cycle) * steps, batches)
+
+
+class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
+    """Makes ``sequence`` serve the epoch Keras says it is in: the epoch's permutation and
+    augmentations follow Keras' epoch number, not how many passes the Sequence has seen.
+
+    Needed to resume ``fit`` with ``keras.callbacks.BackupAndRestore``: Keras restores the
+    epoch and restarts it from its first step (also after a mid-epoch backup with
+    ``save_freq`` in batches: Keras 3 saves the batch but does not skip to it), so the
+    restarted epoch must be that epoch's data again, from its first batch. Also makes
+    ``fit(initial_epoch=E)`` start at epoch E, and under ``tf.distribute`` it ignores the
+    batches Keras draws for its symbolic build before training.
+
+    Args:
+        sequence: the training ``shmaug.Sequence``.
+
+    Example:
+        >>> model.fit(seq, epochs=10, callbacks=[
+        ...     keras.callbacks.BackupAndRestore("backup"), shmaug.EpochSync(seq)])
+    """
+
+    def __init__(self, sequence: Sequence) -> None:
+        super().__init__()
+        self.sequence = sequence
+        self._started = False  # invariant: an epoch of this fit call has begun
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        self._started = False
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        batches = len(self.sequence)
+        steps = (self.params or {}).get("steps") or batches
+        # A fresh Keras iterator each epoch (steps >= len): nothing was prefetched, seek
+        # every time. Otherwise only at the start: the iterator runs on across epochs.
+        if steps >= batches or not self._started:
+            self.sequence.seek(*divmod(keras_position(epoch, steps, batches), batches))
+        self._started = True
+
+
 class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
     """Logs each epoch's input-pipeline figures and says plainly when training waits for data.
 

@@ -153,3 +153,30 @@ def test_sequence_resumes_its_bindings_across_short_epochs(images, cut):
     for (x, y), (xe, ye) in zip(got, expected):
         np.testing.assert_array_equal(y, ye)
         np.testing.assert_array_equal(x, xe)
+
+
+@pytest.mark.parametrize("batches, steps", [(5, 2), (6, 3), (6, 6), (4, 7), (7, 1)])
+def test_keras_position_follows_keras_epoch_iterator(batches, steps):
+    """Where EpochSync seeks: the batches Keras' own EpochIterator draws before each epoch."""
+    import warnings
+
+    keras = pytest.importorskip("keras")
+    from keras.src.trainers.epoch_iterator import EpochIterator
+
+    from shmaug.sequence import keras_position
+
+    class Counting(keras.utils.PyDataset):
+        def __len__(self):
+            return batches
+
+        def __getitem__(self, i):
+            return np.zeros((1, 1), np.float32), np.zeros((1,), np.float32)
+
+    iterator = EpochIterator(Counting(), steps_per_epoch=steps)
+    drawn = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Your input ran out of data" for cut-short epochs
+        for epoch in range(9):
+            assert keras_position(epoch, steps, batches) == drawn, epoch
+            for _, _, data in iterator:
+                drawn += len(data)
