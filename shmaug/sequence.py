@@ -127,6 +127,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self.seed: int = self._loader_args["seed"]
         self.shuffle: bool = self._loader_args["shuffle"]
         self.num_shards, self.shard_index = check.shard(num_shards, shard_index, n)
+        self._shard_given = num_shards is not None  # else an InputContext may set the shard
         self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
         plan = BatchPlan(Shard(self.num_shards).size(n), self.batch_size, bool(drop_remainder))
         check.nonempty_epoch(plan, self.num_shards)
@@ -283,11 +284,25 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self.loader.reset_stats()
         self._requests = self._hits = 0
 
-    def to_tf_dataset(self) -> Any:
+    def to_tf_dataset(self, input_context: Any = None) -> Any:
         """A prefetching ``tf.data.Dataset`` of one epoch per iteration (custom loops,
-        ``tf.distribute``), with the exact ``output_signature``."""
+        ``tf.distribute``), with the exact ``output_signature``.
+
+        Args:
+            input_context: a ``tf.distribute.InputContext``, as
+                ``strategy.distribute_datasets_from_function`` passes it: the dataset is then
+                shard ``ctx.input_pipeline_id`` of ``ctx.num_input_pipelines`` (set before the
+                workers start; explicit ``num_shards``/``shard_index`` must agree). Its batches
+                go whole to one replica, so ``batch_size`` is the per-replica batch size.
+
+        Example:
+            >>> dist = strategy.distribute_datasets_from_function(
+            ...     lambda ctx: seq.to_tf_dataset(input_context=ctx))
+        """
         import tensorflow as tf
 
+        if input_context is not None:
+            self._follow(input_context)
         first = self[0]
 
         def spec(a: Any) -> Any:
@@ -302,7 +317,35 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self.on_epoch_end()
 
         dataset = tf.data.Dataset.from_generator(epoch, output_signature=signature)
+        if self.num_shards > 1:  # sharded already: tf.distribute must not shard it again
+            options = tf.data.Options()
+            options.experimental_distribute.auto_shard_policy = (
+                tf.data.experimental.AutoShardPolicy.OFF)
+            dataset = dataset.with_options(options)
         return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def _follow(self, ctx: Any) -> None:
+        """Take the shard an ``InputContext`` assigns (before the workers start)."""
+        wanted = (int(ctx.num_input_pipelines), int(ctx.input_pipeline_id))
+        if wanted == (self.num_shards, self.shard_index):
+            return
+        if self._shard_given or self._loader is not None:
+            why = ("was created with" if self._shard_given else "already runs with")
+            raise ArgumentError(
+                f"`input_context` assigns shard {wanted[1]} of {wanted[0]} "
+                f"(input_pipeline_id / num_input_pipelines), but this Sequence {why} "
+                f"num_shards={self.num_shards}, shard_index={self.shard_index}. Fix: leave "
+                f"num_shards and shard_index out and let the context decide, or pass "
+                f"num_shards={wanted[0]}, shard_index={wanted[1]}."
+            )
+        n = self._fingerprint["samples"]
+        self.num_shards, self.shard_index = check.shard(*wanted, n)
+        self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
+        plan = BatchPlan(Shard(self.num_shards).size(n), self.batch_size,
+                         self._fingerprint["drop_remainder"])
+        check.nonempty_epoch(plan, self.num_shards)
+        self._batches = len(plan)
+        self._fingerprint["num_shards"] = self.num_shards
 
     def close(self) -> None:
         """Stop the workers and free shared memory. Idempotent.

@@ -8,7 +8,6 @@ RECORD_PATH + ".pids" the training process's and its workers' pids, once trainin
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -21,30 +20,9 @@ import numpy as np
 
 import shmaug
 from tests import _ops
+from tests.integration._fed import Recorded
 
 N, SIDE, BATCH, EPOCHS = 48, 8, 8, 3
-
-
-class Recorded(shmaug.Sequence):
-    """Appends each batch served inside an epoch to a file: sample ids and content hashes."""
-
-    def __init__(self, *args, path, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.path = path
-        self.keras_epoch = -1
-
-    def __getitem__(self, index):
-        batch = super().__getitem__(index)
-        if self._in_epoch:
-            x, y = batch
-            line = [self.keras_epoch, y.astype(int).tolist(),
-                    [hashlib.sha1(row.tobytes()).hexdigest()[:16] for row in x]]
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-            try:
-                os.write(fd, (json.dumps(line) + "\n").encode())
-            finally:
-                os.close(fd)
-        return batch
 
 
 class Control(keras.callbacks.Callback):

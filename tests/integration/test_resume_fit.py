@@ -9,12 +9,12 @@ import os
 import subprocess
 import sys
 import time
-from collections import defaultdict
 
 import psutil
 import pytest
 
 from tests.conftest import shmaug_segments
+from tests.integration._fed import read as fed
 
 pytest.importorskip("keras")
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
@@ -27,21 +27,6 @@ def fit(tmp_path, record, save_freq, *kill):
     cmd = [sys.executable, "-m", "tests.integration._child_resume", str(tmp_path / "backup"),
            str(record), str(save_freq), *map(str, kill)]
     return subprocess.run(cmd, cwd=os.getcwd(), capture_output=True, text=True, timeout=240)
-
-
-def fed(record):
-    """Keras epoch -> {sample id: content hash}, and the epochs in the order they began."""
-    out: dict[int, dict[int, str]] = defaultdict(dict)
-    order: list[int] = []
-    with open(record) as f:
-        for line in f:
-            epoch, ids, hashes = json.loads(line)
-            if not order or order[-1] != epoch:
-                order.append(epoch)
-            for i, h in zip(ids, hashes):
-                assert i not in out[epoch], f"sample {i} fed twice in epoch {epoch}"
-                out[epoch][i] = h
-    return out, order
 
 
 @pytest.fixture(scope="module")
