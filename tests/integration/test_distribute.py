@@ -71,3 +71,51 @@ def test_input_context_that_disagrees_with_explicit_shards_is_refused():
         assert len(ids) == 5 and set(ids) <= set(range(10))
         opts = ds.options().experimental_distribute.auto_shard_policy
         assert opts == tf.data.experimental.AutoShardPolicy.OFF  # not sharded twice
+
+
+# -- several hosts: examples/multi_worker.py, 2 processes over loopback -----------------------
+
+
+def test_multi_worker_example_shards_each_epoch_across_hosts(tmp_path):
+    import hashlib
+    import importlib.util
+    import signal
+    from pathlib import Path
+
+    import shmaug
+
+    root = Path(__file__).resolve().parents[2]
+    script = root / "examples" / "multi_worker.py"
+    record = tmp_path / "fed"
+    env = {**os.environ, "PYTHONPATH": str(root), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    # Its own session, so the hosts and their shmaug workers all go if anything hangs.
+    proc = subprocess.Popen([sys.executable, str(script), "--quick", "--epochs", "2",
+                             "--record", str(record), "--timeout", "200"],
+                            env=env, cwd=root, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, (out + err)[-4000:]
+    assert "all 2 hosts finished" in out
+
+    spec = importlib.util.spec_from_file_location("multi_worker", script)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    x, y = example.make_data(quick=True)
+    hosts = [read(f"{record}.{k}")[0] for k in range(2)]
+    with shmaug.Loader(x, y, batch_size=example.PER_REPLICA_BATCH, augment=example.augment(),
+                       workers=0, seed=example.SEED, shuffle=True) as one_host:
+        for epoch in range(2):
+            ids = [i for h in hosts for i in h[epoch]]
+            assert sorted(ids) == list(range(len(x))), "the whole epoch, nothing twice"
+            assert all(len(h[epoch]) == len(x) // 2 for h in hosts)
+            expected = {}
+            for b in range(len(one_host)):
+                xb, _ = one_host.batch(b, epoch=epoch)
+                for i, row in zip(one_host.indices(b, epoch=epoch).tolist(), xb):
+                    expected[i] = hashlib.sha1(row.tobytes()).hexdigest()[:16]
+            assert {**hosts[0][epoch], **hosts[1][epoch]} == expected, "as one host makes them"
