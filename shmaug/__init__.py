@@ -2,7 +2,7 @@
 
 Importing shmaug starts no process, changes no thread count and does not import Keras or
 TensorFlow (spawned workers re-import this package). The Keras facade (`Sequence`,
-`StallMonitor`) is loaded on first access.
+`StallMonitor`, `EpochSync`) is loaded on first access.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ __all__ = [
     "ClosedError",
     "Compose",
     "DuplicateOpError",
+    "EpochSync",
     "ImageFiles",
     "ImageReadError",
     "Loader",
@@ -81,7 +82,7 @@ __all__ = [
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-_LAZY = {"Sequence": "sequence", "StallMonitor": "sequence"}
+_LAZY = {"EpochSync": "sequence", "Sequence": "sequence", "StallMonitor": "sequence"}
 
 
 def __getattr__(name: str) -> Any:

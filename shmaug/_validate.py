@@ -220,10 +220,11 @@ def gather(y: Any, positions: np.ndarray) -> Any:
     return y[positions]
 
 
-def nonempty_epoch(plan: BatchPlan) -> None:
+def nonempty_epoch(plan: BatchPlan, num_shards: int = 1) -> None:
     if len(plan) == 0:
+        of = f" per shard of {num_shards}" if num_shards > 1 else ""
         raise ArgumentError(
-            f"`batch_size`={plan.batch_size} is larger than the dataset ({plan.n} samples) "
+            f"`batch_size`={plan.batch_size} is larger than the dataset ({plan.n} samples{of}) "
             f"and `drop_remainder`=True, so an epoch has no batch. Fix: lower `batch_size` "
             f"or set `drop_remainder=False`."
         )
@@ -351,3 +352,98 @@ def _out_of_range(vr: tuple[float, float], given: bool, low: float, high: float,
         f"range the data is in, e.g. value_range={guess}, or rescale the data into "
         f"({vr[0]:g}, {vr[1]:g})."
     )
+
+
+def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:
+    """``(num_shards, shard_index)`` checked against a dataset of ``n`` samples; (1, 0) when
+    both are None. A ``num_shards`` above 1 needs its ``shard_index``: every host silently
+    taking shard 0 would train on a fraction of the data, K times over."""
+    if num_shards is None:
+        if shard_index is not None:
+            raise ArgumentError(
+                f"`shard_index`={shard_index!r} was given without `num_shards`. Fix: pass "
+                f"both, e.g. num_shards=<number of hosts>, shard_index=<this host's rank>."
+            )
+        return 1, 0
+    if not _is_int(num_shards) or num_shards <= 0:
+        raise ArgumentError(
+            f"`num_shards` must be a positive integer (the number of hosts or processes "
+            f"sharing each epoch); received {_got(num_shards)}. Fix: pass e.g. "
+            f"num_shards=2, or leave it out for one process."
+        )
+    if shard_index is None and num_shards == 1:
+        return 1, 0
+    if not _is_int(shard_index) or not 0 <= shard_index < num_shards:
+        raise ArgumentError(
+            f"`shard_index` must be an integer in 0..{num_shards - 1} (this host's rank) with "
+            f"`num_shards`={num_shards}; received {_got(shard_index)}. Fix: pass e.g. "
+            f"shard_index=jax.process_index() or torch.distributed.get_rank()."
+        )
+    if num_shards > n:
+        raise ArgumentError(
+            f"`num_shards`={num_shards} is more than the {n} samples of the dataset, so a "
+            f"shard would be empty. Fix: use at most {n} shards, or a larger dataset."
+        )
+    return int(num_shards), int(shard_index)
+
+
+_FIXES = {  # how to make a state fit, per fingerprint field
+    "samples": "use the same dataset (same number of samples)",
+    "batch_size": "pass the same `batch_size`",
+    "shuffle": "pass the same `shuffle`",
+    "drop_remainder": "pass the same `drop_remainder`",
+    "num_shards": "use the same number of hosts (`num_shards`)",
+    "seed": "pass the saved seed, e.g. `seed=state['seed']`",
+}
+
+
+def resume_state(state: Any, kind: str, version: int, expected: dict[str, Any],
+                 batches: int) -> tuple[int, int]:
+    """The ``(epoch, batch)`` of a ``state_dict()`` saved by a ``kind`` ("shmaug.Loader") of
+    format ``version`` whose ``fingerprint`` (and seed) equal ``expected``; anything else is
+    refused naming the first field that differs and how to fix it."""
+    if not isinstance(state, dict):
+        raise ArgumentTypeError(
+            f"`state` must be the dict that `{kind}.state_dict()` returned (or its JSON "
+            f"round trip); received {_got(state)}."
+        )
+    if state.get("format") != kind or state.get("version") != version:
+        raise ArgumentError(
+            f"`state` has format={state.get('format')!r}, version={state.get('version')!r}; "
+            f"this {kind} reads format={kind!r}, version={version}. Fix: load a state saved "
+            f"by `{kind}.state_dict()` of this shmaug version, or start afresh."
+        )
+    saved = {**dict(state.get("fingerprint") or {}), "seed": state.get("seed")}
+    for field, value in expected.items():
+        if saved.get(field) != value:
+            raise ArgumentError(
+                f"`state` was saved with {field}={saved.get(field)!r} but this {kind} has "
+                f"{field}={value!r}, so its batches would not continue that run. Fix: "
+                f"{_FIXES.get(field, 'create it as the saved run was')}."
+            )
+    epoch: Any = state.get("epoch")
+    batch: Any = state.get("batch")
+    if not (_is_int(epoch) and _is_int(batch) and epoch >= 0 and 0 <= batch < batches):
+        raise ArgumentError(
+            f"`state` holds epoch={epoch!r}, batch={batch!r}; expected integers, epoch >= 0 "
+            f"and batch in 0..{batches - 1}. Fix: pass the dict `state_dict()` returned, "
+            f"unchanged."
+        )
+    return int(epoch), int(batch)
+
+
+def bindings(pairs: Any, asked: Any, batches: int) -> list[tuple[int, int, int]]:
+    """A Sequence state's ``[[index, epoch, batch], ...]`` and ``asked`` indices, checked."""
+    try:
+        out = [(int(i), int(e), int(b)) for i, e, b in pairs or ()]
+        ok = all(0 <= i < batches and e >= 0 and 0 <= b < batches for i, e, b in out)
+        ok = ok and all(0 <= int(i) < batches for i in asked or ())
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ArgumentError(
+            f"`state` holds bindings={_got(pairs)}, asked={_got(asked)}; expected "
+            f"[[index, epoch, batch], ...] and indices in 0..{batches - 1}. Fix: pass the "
+            f"dict `state_dict()` returned, unchanged."
+        )
+    return out

@@ -35,7 +35,7 @@ import numpy as np
 
 from . import _validate as check
 from .errors import ErrorRecord, OutputMismatchError
-from .schedule import OrderCache, Task
+from .schedule import OrderCache, Shard, Task
 from .seeding import GlobalsWatch, SampleSeeder
 from .store import ArrayHandle, attach
 
@@ -62,6 +62,7 @@ class WorkerSpec:
     n: int
     shuffle: bool
     seed_globals: bool | None  # None: unknown, watch for draws (see SliceRunner)
+    shard: Shard = Shard()  # the part of each epoch this loader makes
 
 
 @dataclass(frozen=True)
@@ -169,12 +170,13 @@ class SliceRunner:
         generation: Any,
         worker_id: int = -1,
         status: Any = None,
+        shard: Shard = Shard(),
     ) -> None:
         self.x = x  # read-only view of the dataset (or None with `load`)
         self.out = out  # (slots, batch_size, *sample_shape), shared; None until the probe is done
         self.augment = augment
         self.load = load
-        self.orders = OrderCache(seed, n, shuffle)
+        self.orders = OrderCache(seed, n, shuffle, shard=shard)
         # seed_globals None: unknown; watch the globals and seed them once a sample draws.
         watch = GlobalsWatch() if seed_globals is None else None
         self.watch = watch if watch is not None and watch.usable else None
@@ -373,7 +375,7 @@ def worker_main(
     runner = SliceRunner(
         x, out, augment, load, seed=spec.seed, n=spec.n, shuffle=spec.shuffle,
         seed_globals=spec.seed_globals, generation=generation, worker_id=worker_id,
-        status=status,
+        status=status, shard=spec.shard,
     )
     status[worker_id * STATUS_FIELDS + READY] = 1.0  # attached and unpickled: start-up is over
     try:

@@ -27,7 +27,7 @@ from .ops.core import check_picklable, with_value_range
 from .pool import InlinePool, WorkerPool, as_error
 from .prefetch import CLOSED, POLL_S, Prefetcher
 from .ring import OutputRing
-from .schedule import BatchPlan, OrderCache
+from .schedule import BatchPlan, OrderCache, Shard
 from .seeding import global_rng_use
 from .store import ArrayHandle, SharedStore, mapped_file_handle
 
@@ -120,6 +120,11 @@ class Loader:
             then ``x`` only gives the length and is not copied into shared memory. An ``x``
             with a ``load(index)`` method (a sample source such as ``shmaug.ImageFiles``)
             is used that way without this argument.
+        num_shards: how many hosts (or processes) share each epoch, as
+            ``tf.data.Dataset.shard``; None for one. Each gets ``N // num_shards`` samples
+            per epoch of the same global order (same ``seed`` everywhere) and augments only
+            those; the ``N % num_shards`` left over rotate from epoch to epoch.
+        shard_index: this host's part, ``0..num_shards - 1`` (its rank).
 
     Raises:
         ArgumentError, ArgumentTypeError: for a bad argument, before any process starts.
@@ -153,6 +158,8 @@ class Loader:
         load: Callable[[int], Any] | None = None,
         copy: bool = True,
         value_range: tuple[float, float] | None = None,
+        num_shards: int | None = None,
+        shard_index: int | None = None,
     ) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
         if load is None and callable(getattr(x, "load", None)):
@@ -181,11 +188,16 @@ class Loader:
         shape = None if output_shape is None else check.shape("output_shape", output_shape)
         dtype = None if output_dtype is None else check.dtype("output_dtype", output_dtype)
         self._load = load  # invariant: what workers call to make sample i, or None for x[i]
-        self._plan = BatchPlan(n, self.batch_size, bool(drop_remainder))
-        check.nonempty_epoch(self._plan)
-        self._orders = OrderCache(self.seed, n, self.shuffle)
+        self.num_shards, self.shard_index = check.shard(num_shards, shard_index, n)
+        self._shard = Shard(self.num_shards, self.shard_index)
+        self._n = n  # invariant: samples in the dataset (all shards)
+        self._plan = BatchPlan(self._shard.size(n), self.batch_size, bool(drop_remainder))
+        check.nonempty_epoch(self._plan, self.num_shards)
+        self._orders = OrderCache(self.seed, n, self.shuffle, shard=self._shard)
         self._epoch = 0  # invariant: the epoch the next pass produces
+        self._start = 0  # invariant: the batch the next pass starts at (0 unless resumed)
         self._pass: int | None = None  # the epoch of the pass in progress, if any
+        self._done = 0  # invariant: batches the pass in progress has handed out
 
         # Only gathering to do: one copy in this process beats a round trip through workers.
         self._gather_only = self.augment is None and load is None
@@ -243,8 +255,10 @@ class Loader:
         if self.workers == 0:
             return InlinePool(SliceRunner(
                 self._x, None, self.augment, load, seed=self.seed, n=n, shuffle=self.shuffle,
-                seed_globals=seed_globals, generation=self._ring.generation))
-        spec = WorkerSpec(x_handle, None, payload, self.seed, n, self.shuffle, seed_globals)
+                seed_globals=seed_globals, generation=self._ring.generation,
+                shard=self._shard))
+        spec = WorkerSpec(x_handle, None, payload, self.seed, n, self.shuffle, seed_globals,
+                          self._shard)
         return WorkerPool(spec, self.workers, self.start_method, self.timeout,
                           generation=self._ring.generation,
                           in_flight_per_worker=self.max_queue_size + 1)
@@ -285,6 +299,7 @@ class Loader:
     @epoch.setter
     def epoch(self, value: int) -> None:
         self._epoch = check.non_negative_int("epoch", value)
+        self._start = 0
         self._pass = None  # reads back as set; a pass still running goes on with its own
 
     @property
@@ -293,17 +308,60 @@ class Loader:
         return list(self._pool.pids) if self._pool is not None else []
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Any]]:
-        epoch = self._epoch
+        epoch, start = self._epoch, self._start
         # Moved on as the pass starts: a pass cut short (a `break` after steps_per_epoch
         # batches, a kept iterator) must not make the next pass repeat this epoch.
-        self._epoch = epoch + 1
-        self._pass = epoch
+        self._epoch, self._start = epoch + 1, 0
+        self._pass, self._done = epoch, start
         try:
-            for batch in range(len(self)):
-                yield self.batch(batch, epoch=epoch)
+            for batch in range(start, len(self)):
+                out = self.batch(batch, epoch=epoch)
+                self._done = batch + 1  # handed out: a state saved now resumes after it
+                yield out
         finally:
             if self._pass == epoch:
                 self._pass = None
+
+    STATE_VERSION = 1  # of state_dict()'s format; bumped when its meaning changes
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where iteration stands, as a small JSON-ready dict, for ``load_state_dict``.
+
+        Holds the seed, the epoch and the batches of it already handed out by the pass in
+        progress (or where the next pass starts), the shard, and a fingerprint of what the
+        batches depend on (dataset length, batch size, shuffle, drop_remainder, num_shards).
+        All hosts of a sharded run stand at the same (epoch, batch), so any host's state
+        resumes every host.
+
+        Example:
+            >>> json.dump(loader.state_dict(), open("loader.json", "w"))
+        """
+        if self._pass is not None and self._done < len(self):
+            epoch, batch = self._pass, self._done
+        elif self._pass is not None:  # the pass handed out its last batch
+            epoch, batch = self._pass + 1, 0
+        else:
+            epoch, batch = self._epoch, self._start
+        return {"format": "shmaug.Loader", "version": self.STATE_VERSION, "seed": self.seed,
+                "epoch": epoch, "batch": batch, "shard_index": self.shard_index,
+                "fingerprint": self._fingerprint()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from ``state_dict()``): the next pass yields, bit for bit,
+        the batches the saved run would have yielded next.
+
+        Raises:
+            ArgumentError: for a state of another dataset length, batch size, shuffle,
+                drop_remainder, shard count, seed or format version (naming the field).
+        """
+        expected = {**self._fingerprint(), "seed": self.seed}
+        epoch, batch = check.resume_state(state, "shmaug.Loader", self.STATE_VERSION,
+                                          expected, len(self))
+        self._epoch, self._start, self._pass = epoch, batch, None
+
+    def _fingerprint(self) -> dict[str, Any]:
+        return {"samples": self._n, "batch_size": self.batch_size, "shuffle": self.shuffle,
+                "drop_remainder": self._plan.drop_remainder, "num_shards": self.num_shards}
 
     def batch(self, index: int, *, epoch: int | None = None) -> tuple[np.ndarray, Any]:
         """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies.
@@ -344,7 +402,8 @@ class Loader:
         Keys: ``images_per_s``, ``wait_fraction`` (share of the consumer's time spent
         waiting for data), ``hit_rate`` (batches ready when asked), ``queue_depth`` (batches
         ready now), ``worker_busy`` (per-worker busy fraction), ``respawns``, ``batches``,
-        ``skipped`` (unreadable samples a ``load`` replaced, e.g. with ``on_error="skip"``).
+        ``skipped`` (unreadable samples a ``load`` replaced, e.g. with ``on_error="skip"``),
+        ``images`` (augmented samples handed out: with ``num_shards`` K, 1/K of an epoch's).
         """
         c = self._counters
         now = time.perf_counter()
@@ -366,6 +425,7 @@ class Loader:
             "worker_busy": busy,
             "respawns": getattr(self._pool, "respawns", 0),
             "batches": c["batches"],
+            "images": int(c["images"]),
             "skipped": skipped,
         }
 

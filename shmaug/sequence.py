@@ -32,7 +32,7 @@ import numpy as np
 from . import _validate as check
 from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild
 from .loader import Loader
-from .schedule import BatchPlan
+from .schedule import BatchPlan, Shard
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         y: targets (array, or dict / list of arrays for multi-output models), or None.
         sample_weight: per-sample weights, or None.
         image_key: with a dict ``x``, the entry to augment (default: the only 3-D/4-D one).
+        num_shards, shard_index: this host's part of every epoch (see ``shmaug.Loader``);
+            ``len(seq)`` is then the batches of one shard.
         Other arguments: as ``shmaug.Loader``.
 
     Example:
@@ -90,6 +92,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         sample_weight: Any = None,
         image_key: str | None = None,
         value_range: tuple[float, float] | None = None,
+        num_shards: int | None = None,
+        shard_index: int | None = None,
     ) -> None:
         super().__init__(workers=1, use_multiprocessing=False, max_queue_size=max_queue_size)
         self.image_key, images, extra_inputs = _split_inputs(x, image_key)
@@ -122,9 +126,15 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self.batch_size: int = self._loader_args["batch_size"]
         self.seed: int = self._loader_args["seed"]
         self.shuffle: bool = self._loader_args["shuffle"]
-        plan = BatchPlan(n, self.batch_size, bool(drop_remainder))
-        check.nonempty_epoch(plan)
+        self.num_shards, self.shard_index = check.shard(num_shards, shard_index, n)
+        self._shard_given = num_shards is not None  # else an InputContext may set the shard
+        self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
+        plan = BatchPlan(Shard(self.num_shards).size(n), self.batch_size, bool(drop_remainder))
+        check.nonempty_epoch(plan, self.num_shards)
         self._batches = len(plan)
+        self._fingerprint = {"samples": n, "batch_size": self.batch_size,
+                             "shuffle": self.shuffle, "drop_remainder": plan.drop_remainder,
+                             "num_shards": self.num_shards}  # what a saved state must match
         self._loader: Loader | None = None  # started on first use, so subclass state is complete
         self._closed = False  # set by close(); no loader starts after it
         self._lock = threading.Lock()  # Keras may call from a tf.data thread
@@ -216,6 +226,45 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._asked.clear()
             self._previous = -1
 
+    STATE_VERSION = 1  # of state_dict()'s format; bumped when its meaning changes
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the stream of batches stands, as a small JSON-ready dict.
+
+        Besides the ``Loader``'s fields (seed, epoch, batch, shard, fingerprint) it holds this
+        pass's bindings of Keras indices to batches, which carry an epoch across several short
+        Keras epochs (``fit(steps_per_epoch=k)`` with k < ``len(seq)``). A restored Sequence
+        asked for the same indices then serves the same batches, bit for bit. To resume
+        ``fit`` itself use ``shmaug.EpochSync`` (Keras restarts its own iterator).
+        """
+        with self._lock:
+            return {
+                "format": "shmaug.Sequence", "version": self.STATE_VERSION, "seed": self.seed,
+                "epoch": self._epoch, "batch": self._cursor, "shard_index": self.shard_index,
+                "fingerprint": dict(self._fingerprint),
+                "bindings": [[i, e, b] for i, (e, b) in sorted(self._bindings.items())],
+                "asked": sorted(self._asked), "in_epoch": self._in_epoch,
+            }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from ``state_dict()``, also of another host's shard).
+
+        Raises:
+            ArgumentError: for a state of another dataset length, batch size, shuffle,
+                drop_remainder, shard count, seed or format version (naming the field).
+        """
+        expected = {**self._fingerprint, "seed": self.seed}
+        epoch, cursor = check.resume_state(state, "shmaug.Sequence", self.STATE_VERSION,
+                                           expected, len(self))
+        bindings = check.bindings(state.get("bindings"), state.get("asked"), len(self))
+        with self._lock:
+            self._epoch, self._cursor = epoch, cursor
+            self._bindings = {i: (e, b) for i, e, b in bindings}
+            self._asked = {int(i) for i in state.get("asked") or ()}
+            self._in_epoch = bool(state.get("in_epoch"))
+            self._held.clear()
+            self._previous = -1
+
     @property
     def loader(self) -> Loader:
         """The engine behind this dataset (started on first access)."""
@@ -235,11 +284,25 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self.loader.reset_stats()
         self._requests = self._hits = 0
 
-    def to_tf_dataset(self) -> Any:
+    def to_tf_dataset(self, input_context: Any = None) -> Any:
         """A prefetching ``tf.data.Dataset`` of one epoch per iteration (custom loops,
-        ``tf.distribute``), with the exact ``output_signature``."""
+        ``tf.distribute``), with the exact ``output_signature``.
+
+        Args:
+            input_context: a ``tf.distribute.InputContext``, as
+                ``strategy.distribute_datasets_from_function`` passes it: the dataset is then
+                shard ``ctx.input_pipeline_id`` of ``ctx.num_input_pipelines`` (set before the
+                workers start; explicit ``num_shards``/``shard_index`` must agree). Its batches
+                go whole to one replica, so ``batch_size`` is the per-replica batch size.
+
+        Example:
+            >>> dist = strategy.distribute_datasets_from_function(
+            ...     lambda ctx: seq.to_tf_dataset(input_context=ctx))
+        """
         import tensorflow as tf
 
+        if input_context is not None:
+            self._follow(input_context)
         first = self[0]
 
         def spec(a: Any) -> Any:
@@ -254,7 +317,35 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self.on_epoch_end()
 
         dataset = tf.data.Dataset.from_generator(epoch, output_signature=signature)
+        if self.num_shards > 1:  # sharded already: tf.distribute must not shard it again
+            options = tf.data.Options()
+            options.experimental_distribute.auto_shard_policy = (
+                tf.data.experimental.AutoShardPolicy.OFF)
+            dataset = dataset.with_options(options)
         return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def _follow(self, ctx: Any) -> None:
+        """Take the shard an ``InputContext`` assigns (before the workers start)."""
+        wanted = (int(ctx.num_input_pipelines), int(ctx.input_pipeline_id))
+        if wanted == (self.num_shards, self.shard_index):
+            return
+        if self._shard_given or self._loader is not None:
+            why = ("was created with" if self._shard_given else "already runs with")
+            raise ArgumentError(
+                f"`input_context` assigns shard {wanted[1]} of {wanted[0]} "
+                f"(input_pipeline_id / num_input_pipelines), but this Sequence {why} "
+                f"num_shards={self.num_shards}, shard_index={self.shard_index}. Fix: leave "
+                f"num_shards and shard_index out and let the context decide, or pass "
+                f"num_shards={wanted[0]}, shard_index={wanted[1]}."
+            )
+        n = self._fingerprint["samples"]
+        self.num_shards, self.shard_index = check.shard(*wanted, n)
+        self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
+        plan = BatchPlan(Shard(self.num_shards).size(n), self.batch_size,
+                         self._fingerprint["drop_remainder"])
+        check.nonempty_epoch(plan, self.num_shards)
+        self._batches = len(plan)
+        self._fingerprint["num_shards"] = self.num_shards
 
     def close(self) -> None:
         """Stop the workers and free shared memory. Idempotent.
@@ -390,6 +481,56 @@ def _split_inputs(x: Any, image_key: str | None) -> tuple[str | None, Any, dict[
             f"of those."
         )
     return image_key, x[image_key], {k: v for k, v in x.items() if k != image_key}
+
+
+def keras_position(epoch: int, steps: int, batches: int) -> int:
+    """How many batches Keras' ``fit`` draws from one iterator before epoch ``epoch``.
+
+    With ``steps_per_epoch`` (``steps``) below ``batches`` Keras keeps one iterator across
+    epochs, and the epoch that reaches its end is cut short (a fresh iterator starts the next
+    epoch): every ``ceil(batches / steps)`` epochs consume exactly ``batches`` batches.
+    """
+    if steps >= batches:
+        return epoch * batches
+    cycle = -(-batches // steps)
+    return (epoch // cycle) * batches + min((epoch % cycle) * steps, batches)
+
+
+class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
+    """Makes ``sequence`` serve the epoch Keras says it is in: the epoch's permutation and
+    augmentations follow Keras' epoch number, not how many passes the Sequence has seen.
+
+    Needed to resume ``fit`` with ``keras.callbacks.BackupAndRestore``: Keras restores the
+    epoch and restarts it from its first step (also after a mid-epoch backup with
+    ``save_freq`` in batches: Keras 3 saves the batch but does not skip to it), so the
+    restarted epoch must be that epoch's data again, from its first batch. Also makes
+    ``fit(initial_epoch=E)`` start at epoch E, and under ``tf.distribute`` it ignores the
+    batches Keras draws for its symbolic build before training.
+
+    Args:
+        sequence: the training ``shmaug.Sequence``.
+
+    Example:
+        >>> model.fit(seq, epochs=10, callbacks=[
+        ...     keras.callbacks.BackupAndRestore("backup"), shmaug.EpochSync(seq)])
+    """
+
+    def __init__(self, sequence: Sequence) -> None:
+        super().__init__()
+        self.sequence = sequence
+        self._started = False  # invariant: an epoch of this fit call has begun
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        self._started = False
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        batches = len(self.sequence)
+        steps = (self.params or {}).get("steps") or batches
+        # A fresh Keras iterator each epoch (steps >= len): nothing was prefetched, seek
+        # every time. Otherwise only at the start: the iterator runs on across epochs.
+        if steps >= batches or not self._started:
+            self.sequence.seek(*divmod(keras_position(epoch, steps, batches), batches))
+        self._started = True
 
 
 class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]

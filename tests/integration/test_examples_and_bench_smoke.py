@@ -28,9 +28,12 @@ def run(*args: str, cwd: Path = ROOT, timeout: float = 300) -> str:
     ("custom_augmentation.py", "spawn"),
     ("subclass_sequence.py", None),
     ("legacy_pil_function.py", "spawn"),
+    ("multi_worker.py", None),  # 2 hosts over loopback
 ])
 def test_example_runs(example, method):
     extra = ["--start-method", method] if method else []
+    if example == "multi_worker.py":  # ends its hosts itself, well before run()'s timeout
+        extra = ["--timeout", "200"]
     out = run(str(ROOT / "examples" / example), "--quick", *extra)
     assert out.strip()
 
