@@ -24,7 +24,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ._decode import COLOR_MODES, decode, resize
-from .errors import ArgumentError, ArgumentTypeError, ImageReadError
+from .errors import ArgumentError, ArgumentTypeError, ImageReadError, warn
 
 log = logging.getLogger(__name__)
 
@@ -217,8 +217,10 @@ class ImageFiles:
         if not subdirs:
             paths = _walk(root, follow_links)
         elif _walk(root, follow_links, recursive=False):
-            log.warning("%s: images directly in the folder are ignored; only its class "
-                        "sub-folders %s are read", root, subdirs)
+            warn(f"{root!r}: the images directly in this folder are ignored; only those in "
+                 f"its class sub-folders {subdirs} are read (as Keras' "
+                 f"image_dataset_from_directory does). Fix: move them into a class folder, "
+                 f"or pass `class_names=` to choose the sub-folders.")
         if not paths:
             raise ArgumentError(
                 f"`directory` {root!r} holds no image file (looked for "

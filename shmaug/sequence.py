@@ -30,7 +30,7 @@ import keras
 import numpy as np
 
 from . import _validate as check
-from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild
+from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild, warn
 from .loader import Loader
 from .schedule import BatchPlan
 
@@ -314,7 +314,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._out_of_order += 1
             if self._out_of_order == 3 and not self._warned:
                 self._warned = True
-                log.warning(
+                warn(
                     "Keras asks this shmaug.Sequence for batches in random order (fit's "
                     "default shuffle=True) while it has shuffle=False, so its workers cannot "
                     "prepare the next batch ahead of time. For training data pass "
@@ -413,6 +413,7 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
         self.sequence = sequence  # None: every live shmaug.Sequence
         self.threshold = threshold
         self.history: list[dict[str, Any]] = []  # one entry per epoch per watched sequence
+        self._warned: weakref.WeakSet[Sequence] = weakref.WeakSet()  # said input-bound once
 
     def _watched(self) -> list[Sequence]:
         seqs = [self.sequence] if self.sequence is not None else list(_LIVE)
@@ -439,10 +440,11 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
             if logs is not None and rank == 0:  # the busiest: normally the training set
                 logs.update(data_wait=s["wait_fraction"], images_per_s=s["images_per_s"],
                             prefetch_hit_rate=s["hit_rate"])
-            if s["wait_fraction"] > self.threshold:
-                log.warning(
-                    "Training is input-bound: %.0f%% of the time went to waiting for data "
-                    "(%d shmaug workers, busy %s). Try: more `workers` (up to the number of "
-                    "cores), a cheaper augmentation pipeline, or packing decoded images into "
-                    "a .npy file so workers stop decoding them.",
-                    100 * s["wait_fraction"], s["workers"], busy)
+            if s["wait_fraction"] > self.threshold and seq not in self._warned:
+                self._warned.add(seq)  # the per-epoch figures stay in the log line above
+                warn(
+                    f"Training is input-bound: in epoch {epoch + 1} "
+                    f"{s['wait_fraction']:.0%} of the time went to waiting for data "
+                    f"({s['workers']} shmaug workers, busy {busy}). Try: more `workers` (up to "
+                    f"the number of cores), a cheaper augmentation pipeline, or packing "
+                    f"decoded images into a .npy file so workers stop decoding them.")

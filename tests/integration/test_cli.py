@@ -67,6 +67,22 @@ def test_a_corrupt_file_is_one_line_naming_the_file_and_the_flag(images, tmp_pat
     assert (tmp_path / "out" / "manifest.json").exists()
 
 
+def warning_lines(proc: subprocess.CompletedProcess[str], command: str) -> list[str]:
+    """The ShmaugWarning lines; checks the run succeeded and Python's own format is absent."""
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ShmaugWarning" not in proc.stderr and "warn(" not in proc.stderr, proc.stderr
+    return [line for line in proc.stderr.splitlines()
+            if line.startswith(f"shmaug {command}: warning: ")]
+
+
+def test_warnings_are_one_line_each(images, tmp_path):
+    Image.fromarray(np.zeros((12, 10, 3), np.uint8)).save(images / "stray.jpg")
+    proc = shmaug_cli("pack", images, tmp_path / "out", "--image-size", 8, 8, "--workers", 2,
+                      "--on-error", "skip")
+    ignored = [w for w in warning_lines(proc, "pack") if "directly in this folder" in w]
+    assert len(ignored) == 1 and "['ant', 'bee']" in ignored[0], proc.stderr
+
+
 @pytest.mark.parametrize("args, expected", [
     (["--image-size", "0", "5"], ["`--image-size`", "0 5", "--image-size 224 224"]),
     (["--workers", "-1"], ["`--workers`", "-1", "--workers 2"]),
