@@ -43,8 +43,8 @@ _TASK_WAIT_S = 1.0  # an idle worker's bounded wait for its next task, before wa
 _PARENT_CHECK_S = 1.0  # watchdog: how often to re-check that the parent is still there
 
 # Per-worker slots in the shared status array (float64; tickets stay exact below 2**53).
-STATUS_FIELDS = 7
-BUSY_S, CURRENT_INDEX, TASKS_DONE, SKIPPED, READY, TICKET, STARTED = range(STATUS_FIELDS)
+STATUS_FIELDS = 6
+BUSY_S, CURRENT_INDEX, TASKS_DONE, READY, TICKET, STARTED = range(STATUS_FIELDS)
 IDLE = -1.0  # the TICKET of a worker between tasks
 
 Augment = Callable[[np.ndarray, np.random.Generator], Any]
@@ -138,11 +138,6 @@ class Waiter:
         return [self._by_fd[fd] for fd, _ in events]
 
 
-def skipped_count(load: Any) -> int:
-    """How many unreadable samples a ``load`` (or the object behind a bound method) replaced."""
-    return int(getattr(getattr(load, "__self__", load), "skipped", 0))
-
-
 def op_name(fn: object) -> str:
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
     return str(name or type(fn).__name__)
@@ -212,8 +207,6 @@ class SliceRunner:
             self.status[self._base + TICKET] = IDLE
             self.status[self._base + BUSY_S] += time.perf_counter() - began
             self.status[self._base + TASKS_DONE] += 1
-            # A `load` may stand in for unreadable samples (e.g. on_error="skip") and count them.
-            self.status[self._base + SKIPPED] = skipped_count(self.load)
         return result
 
     def _streams(self, epoch: int, indices: np.ndarray) -> Any:

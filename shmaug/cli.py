@@ -47,7 +47,10 @@ PACK_FLAGS: dict[str, str] = {
     "out": "OUT",
     "source": "SRC",
     "directory": "SRC",  # from_directory's folder; a CSV's `--directory` replaces it (_pack)
-    "stats()": "manifest.json's `skipped`",  # where a CLI user finds the count
+    # Where a CLI user finds the figures; the longer names first (replaced in this order).
+    "stats()['skipped']": "manifest.json's `skipped`",
+    "stats()['unreadable']": "manifest.json's `unreadable`",
+    "stats()": "manifest.json's `skipped`",
 }
 DEMO_FLAGS: dict[str, str] = {
     "epochs": "--epochs",
@@ -223,8 +226,8 @@ def _one_line(exc: BaseException) -> str:
     return text
 
 
-def _say(prog: str, message: str, kind: str = "error") -> None:
-    print(f"{prog}: {kind}: {message}", file=sys.stderr, flush=True)
+def _say(prog: str, message: str) -> None:
+    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
 
 
 @contextmanager
@@ -241,7 +244,9 @@ def _warnings_as_lines(prog: str, flags: Mapping[str, str]) -> Iterator[None]:
         def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                  file: TextIO | None = None, line: str | None = None) -> None:
             if issubclass(category, ShmaugWarning):
-                _say(prog, as_flags(str(message), flags), "warning")
+                from tqdm import tqdm  # on a line of its own, not after a progress bar
+
+                tqdm.write(f"{prog}: warning: {as_flags(str(message), flags)}", file=sys.stderr)
             else:
                 plain(message, category, filename, lineno, file, line)
 

@@ -134,6 +134,15 @@ def attach(handle: ArrayHandle) -> tuple[np.ndarray, Callable[[], None]]:
     return array, close
 
 
+def attach_block(handle: ArrayHandle) -> shared_memory.SharedMemory:
+    """Map a shared block in this process as raw bytes (``.buf``), not as a numpy view.
+
+    For small flag arrays written a byte at a time from objects without a close step: with no
+    view on it, the block closes cleanly whenever the object holding it is collected.
+    """
+    return _attach_untracked(handle.name)
+
+
 def _close_quietly(shm: shared_memory.SharedMemory) -> None:
     try:
         shm.close()

@@ -6,6 +6,7 @@ Each case runs the real command (`python -m shmaug.cli ...`) in a child process.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -79,8 +80,16 @@ def test_warnings_are_one_line_each(images, tmp_path):
     Image.fromarray(np.zeros((12, 10, 3), np.uint8)).save(images / "stray.jpg")
     proc = shmaug_cli("pack", images, tmp_path / "out", "--image-size", 8, 8, "--workers", 2,
                       "--on-error", "skip")
-    ignored = [w for w in warning_lines(proc, "pack") if "directly in this folder" in w]
+    lines = warning_lines(proc, "pack")
+    ignored = [w for w in lines if "directly in this folder" in w]
     assert len(ignored) == 1 and "['ant', 'bee']" in ignored[0], proc.stderr
+    # The truncated file, decoded in a worker, is one warning from this process, in flags.
+    (replaced,) = [w for w in lines if "ant/1.jpg" in w]
+    assert "--on-error skip" in replaced and "manifest.json's `unreadable`" in replaced
+    assert "on_error" not in replaced and "stats()" not in replaced
+    assert len(lines) == 2, proc.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["skipped"] == 1 and manifest["unreadable"] == [str(images / "ant" / "1.jpg")]
 
 
 @pytest.mark.parametrize("args, expected", [
