@@ -72,6 +72,29 @@ def seed(value: Any) -> int:
     return int(value)
 
 
+def batch_index(value: Any, batches: int) -> int:
+    """A batch index as a Python sequence takes one (an int, numpy's too; negative counts
+    from the end), as a position in ``range(batches)``."""
+    if not _is_int(value):
+        raise ArgumentTypeError(
+            f"A batch index must be an integer; received {_got(value)}. Fix: index with an "
+            f"int, e.g. `seq[0]` (convert with `int(...)` first)."
+        )
+    if not -batches <= value < batches:
+        raise IndexError(f"batch index {value!r} out of range for {batches} batches")
+    return int(value) % batches
+
+
+def use_multiprocessing(value: Any) -> bool | None:
+    """Keras' PyDataset argument, accepted so a PyDataset's arguments work unchanged."""
+    if value is not None and not isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(
+            f"`use_multiprocessing` must be True, False or None; received {_got(value)}. Fix: "
+            f"leave it out: shmaug always runs its `workers` in processes."
+        )
+    return None if value is None else bool(value)
+
+
 def start_method(value: Any) -> str | None:
     methods = multiprocessing.get_all_start_methods()
     if value is not None and value not in methods:

@@ -44,9 +44,16 @@ _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
 class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     """A Keras ``PyDataset`` fed by shmaug's worker processes over shared memory.
 
-    Takes the ``Loader``'s arguments with the same meaning and defaults. Keras itself is told
-    ``workers=1, use_multiprocessing=False`` (so it adds no threads or processes of its own);
-    ``workers`` here means shmaug's processes. Workers start on first use.
+    Takes the ``Loader``'s arguments with the same meaning and defaults. Workers start on first
+    use.
+
+    Keras' ``PyDataset`` arguments work as a Keras user expects: ``workers`` is how many
+    processes prepare batches (shmaug's; 0 runs in this process), ``max_queue_size`` how many
+    batches are prepared ahead; ``use_multiprocessing`` is accepted and changes nothing,
+    because shmaug's workers are always processes (``False`` gets a ``ShmaugWarning``: it
+    cannot make them threads). Keras itself is told ``workers=1, use_multiprocessing=False``
+    so that it adds no threads or processes on top; hence ``seq.workers`` reads 1, and
+    shmaug's count is in ``seq.stats()["workers"]``.
 
     Subclass it to change what a sample is, without touching the engine:
 
@@ -63,6 +70,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         y: targets (array, or dict / list of arrays for multi-output models), or None.
         sample_weight: per-sample weights, or None.
         image_key: with a dict ``x``, the entry to augment (default: the only 3-D/4-D one).
+        use_multiprocessing: Keras' argument, accepted for drop-in use (see above).
         Other arguments: as ``shmaug.Loader``.
 
     Example:
@@ -90,8 +98,17 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         sample_weight: Any = None,
         image_key: str | None = None,
         value_range: tuple[float, float] | None = None,
+        use_multiprocessing: bool | None = None,
     ) -> None:
+        # Keras must not add threads or processes of its own on top of shmaug's (its adapter
+        # starts them for workers > 1, or workers > 0 with use_multiprocessing).
         super().__init__(workers=1, use_multiprocessing=False, max_queue_size=max_queue_size)
+        if check.use_multiprocessing(use_multiprocessing) is False:
+            warn(
+                "shmaug.Sequence always runs its `workers` in processes (they share the data "
+                "through shared memory, so a process costs no copy), so "
+                "use_multiprocessing=False cannot make them threads and is ignored. Fix: leave "
+                "it out; pass workers=0 to run everything in this process instead.")
         self.image_key, images, extra_inputs = _split_inputs(x, image_key)
         self._loader_args: dict[str, Any] = dict(
             batch_size=check.positive_int("batch_size", batch_size),
@@ -163,9 +180,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         return self._batches
 
     def __getitem__(self, index: int) -> Any:
-        if not isinstance(index, (int, np.integer)) or not -len(self) <= index < len(self):
-            raise IndexError(f"batch index {index!r} out of range for {len(self)} batches")
-        index = int(index) % len(self)
+        index = check.batch_index(index, len(self))
         with self._lock:
             loader = self._ensure_loader()
             self._check_order(index, loader)
