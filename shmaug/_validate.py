@@ -3,13 +3,13 @@ was expected, what was received (value and type) and how to fix it."""
 
 from __future__ import annotations
 
-import multiprocessing
 import numbers
 import os
 from typing import Any
 
 import numpy as np
 
+from . import _platform
 from .errors import ArgumentError, ArgumentTypeError
 from .schedule import BatchPlan
 
@@ -44,10 +44,7 @@ def non_negative_int(name: str, value: Any) -> int:
 
 def default_workers() -> int:
     """One worker per core this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
+    return _platform.cpu_count()
 
 
 def workers(value: Any) -> int:
@@ -96,11 +93,11 @@ def use_multiprocessing(value: Any) -> bool | None:
 
 
 def start_method(value: Any) -> str | None:
-    methods = multiprocessing.get_all_start_methods()
+    methods = _platform.start_methods()
     if value is not None and value not in methods:
         raise ArgumentError(
-            f"`start_method` must be None (the platform default) or one of {methods}; "
-            f"received {_got(value)}."
+            f"`start_method` must be None (the platform default) or one of {methods} (the "
+            f"methods this platform has); received {_got(value)}. Fix: leave it out."
         )
     return value  # type: ignore[no-any-return]
 

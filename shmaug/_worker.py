@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import _platform
 from . import _validate as check
 from .errors import ErrorRecord, OutputMismatchError
 from .schedule import OrderCache, Task
@@ -123,7 +124,7 @@ class Waiter:
     def __init__(self, objects: list[Any]) -> None:
         self._objects = objects
         self._poller: Any = None
-        if hasattr(select, "poll"):  # POSIX; Windows waits through multiprocessing
+        if _platform.HAS_POLL:  # POSIX; Windows waits through multiprocessing
             self._poller = select.poll()
             self._by_fd = {}
             for obj in objects:
@@ -348,7 +349,7 @@ def worker_main(
 ) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    if hasattr(signal, "pthread_sigmask"):  # the parent blocked it around our start
+    if _platform.HAS_SIGMASK:  # the parent blocked it around our start
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
     _limit_threads()

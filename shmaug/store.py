@@ -24,12 +24,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import _platform
 from .errors import SharedMemoryError
 
 log = logging.getLogger(__name__)
 
 SEGMENT_PREFIX = "shmaug_"
-_SHM_DIR = "/dev/shm"
+_SHM_DIR = _platform.SHM_DIR or "/dev/shm"  # named in messages; measured only where it exists
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +72,10 @@ def mapped_file_handle(array: np.ndarray) -> ArrayHandle | None:
 
 def free_shm_bytes() -> int | None:
     """Bytes free in /dev/shm, or None where there is no such mount (macOS, Windows)."""
+    if _platform.SHM_DIR is None:
+        return None
     try:
-        st = os.statvfs(_SHM_DIR)
+        st = os.statvfs(_platform.SHM_DIR)
     except (OSError, AttributeError):
         return None
     return st.f_bavail * st.f_frsize

@@ -8,8 +8,8 @@ so, whoever decoded what.
 
 from __future__ import annotations
 
-import os
-import signal
+import multiprocessing
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -46,10 +46,14 @@ def unreadable_paths(files: shmaug.ImageFiles) -> list[str]:
 
 
 def kill(pid: int) -> None:
-    """SIGKILL a worker and wait until it is dead (not reaped: that is the pool's job), so the
-    rest of the run cannot outpace its death."""
-    os.kill(pid, signal.SIGKILL)
-    while psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+    """SIGKILL a worker (TerminateProcess on Windows) and wait until it is dead, not reaped
+    (that is the pool's job), so the rest of the run cannot outpace its death."""
+    process = psutil.Process(pid)
+    process.kill()
+    if sys.platform == "win32":  # no zombies there, and waiting reaps nothing
+        process.wait(30)
+        return
+    while process.status() != psutil.STATUS_ZOMBIE:
         time.sleep(0.01)
 
 
@@ -72,8 +76,11 @@ def run(files, workers, start_method=None, kill_after=None):
     return per_epoch, batches, [str(w.message) for w in warned], respawns
 
 
-@pytest.mark.parametrize("workers, start_method", [(0, None), (1, "fork"), (2, "fork"),
-                                                   (2, "spawn")])
+CASES = [(0, None)] + [(w, m) for w, m in ((1, "fork"), (2, "fork"), (2, "spawn"))
+                      if m in multiprocessing.get_all_start_methods()]
+
+
+@pytest.mark.parametrize("workers, start_method", CASES)
 def test_skipped_and_unreadable_do_not_depend_on_the_workers(files, workers, start_method):
     expected = unreadable_paths(files)
     per_epoch, batches, messages, _ = run(files, workers, start_method)
@@ -90,7 +97,7 @@ def test_skipped_and_unreadable_do_not_depend_on_the_workers(files, workers, sta
 
 
 def test_a_killed_worker_does_not_change_the_counts(files):
-    per_epoch, _, messages, respawns = run(files, 2, "fork", kill_after=1)
+    per_epoch, _, messages, respawns = run(files, 2, kill_after=1)  # the platform's default
     assert respawns >= 1
     assert per_epoch == [(2, unreadable_paths(files)), (4, unreadable_paths(files))]
     assert len(messages) == 1
