@@ -194,9 +194,10 @@ class SharedStore:
         try:
             shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))
         except OSError as exc:
+            where = _platform.SHM_DIR or "memory (on Windows, the paging file)"
             raise SharedMemoryError(
                 f"Could not create a shared-memory block of {nbytes:,} bytes for {what}: "
-                f"{exc}. Fix: free or enlarge {_SHM_DIR}, or lower `max_queue_size`."
+                f"{exc}. Fix: free or enlarge {where}, or lower `max_queue_size`."
             ) from exc
         self._segments.append(shm)
         view = np.ndarray(shape, dtype=dt, buffer=shm.buf)
