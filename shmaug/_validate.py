@@ -3,13 +3,13 @@ was expected, what was received (value and type) and how to fix it."""
 
 from __future__ import annotations
 
-import multiprocessing
 import numbers
 import os
 from typing import Any
 
 import numpy as np
 
+from . import _platform
 from .errors import ArgumentError, ArgumentTypeError
 from .schedule import BatchPlan
 
@@ -44,10 +44,7 @@ def non_negative_int(name: str, value: Any) -> int:
 
 def default_workers() -> int:
     """One worker per core this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
+    return _platform.cpu_count()
 
 
 def workers(value: Any) -> int:
@@ -72,12 +69,35 @@ def seed(value: Any) -> int:
     return int(value)
 
 
+def batch_index(value: Any, batches: int) -> int:
+    """A batch index as a Python sequence takes one (an int, numpy's too; negative counts
+    from the end), as a position in ``range(batches)``."""
+    if not _is_int(value):
+        raise ArgumentTypeError(
+            f"A batch index must be an integer; received {_got(value)}. Fix: index with an "
+            f"int, e.g. `seq[0]` (convert with `int(...)` first)."
+        )
+    if not -batches <= value < batches:
+        raise IndexError(f"batch index {value!r} out of range for {batches} batches")
+    return int(value) % batches
+
+
+def use_multiprocessing(value: Any) -> bool | None:
+    """Keras' PyDataset argument, accepted so a PyDataset's arguments work unchanged."""
+    if value is not None and not isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(
+            f"`use_multiprocessing` must be True, False or None; received {_got(value)}. Fix: "
+            f"leave it out: shmaug always runs its `workers` in processes."
+        )
+    return None if value is None else bool(value)
+
+
 def start_method(value: Any) -> str | None:
-    methods = multiprocessing.get_all_start_methods()
+    methods = _platform.start_methods()
     if value is not None and value not in methods:
         raise ArgumentError(
-            f"`start_method` must be None (the platform default) or one of {methods}; "
-            f"received {_got(value)}."
+            f"`start_method` must be None (the platform default) or one of {methods} (the "
+            f"methods this platform has); received {_got(value)}. Fix: leave it out."
         )
     return value  # type: ignore[no-any-return]
 

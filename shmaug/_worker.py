@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import _platform
 from . import _validate as check
 from .errors import ErrorRecord, OutputMismatchError
 from .schedule import OrderCache, Shard, Task
@@ -43,8 +44,8 @@ _TASK_WAIT_S = 1.0  # an idle worker's bounded wait for its next task, before wa
 _PARENT_CHECK_S = 1.0  # watchdog: how often to re-check that the parent is still there
 
 # Per-worker slots in the shared status array (float64; tickets stay exact below 2**53).
-STATUS_FIELDS = 7
-BUSY_S, CURRENT_INDEX, TASKS_DONE, SKIPPED, READY, TICKET, STARTED = range(STATUS_FIELDS)
+STATUS_FIELDS = 6
+BUSY_S, CURRENT_INDEX, TASKS_DONE, READY, TICKET, STARTED = range(STATUS_FIELDS)
 IDLE = -1.0  # the TICKET of a worker between tasks
 
 Augment = Callable[[np.ndarray, np.random.Generator], Any]
@@ -124,7 +125,7 @@ class Waiter:
     def __init__(self, objects: list[Any]) -> None:
         self._objects = objects
         self._poller: Any = None
-        if hasattr(select, "poll"):  # POSIX; Windows waits through multiprocessing
+        if _platform.HAS_POLL:  # POSIX; Windows waits through multiprocessing
             self._poller = select.poll()
             self._by_fd = {}
             for obj in objects:
@@ -137,11 +138,6 @@ class Waiter:
             return list(wait(self._objects, timeout_s))
         events = self._poller.poll(math.ceil(max(timeout_s, 0.0) * 1000))
         return [self._by_fd[fd] for fd, _ in events]
-
-
-def skipped_count(load: Any) -> int:
-    """How many unreadable samples a ``load`` (or the object behind a bound method) replaced."""
-    return int(getattr(getattr(load, "__self__", load), "skipped", 0))
 
 
 def op_name(fn: object) -> str:
@@ -214,8 +210,6 @@ class SliceRunner:
             self.status[self._base + TICKET] = IDLE
             self.status[self._base + BUSY_S] += time.perf_counter() - began
             self.status[self._base + TASKS_DONE] += 1
-            # A `load` may stand in for unreadable samples (e.g. on_error="skip") and count them.
-            self.status[self._base + SKIPPED] = skipped_count(self.load)
         return result
 
     def _streams(self, epoch: int, indices: np.ndarray) -> Any:
@@ -357,7 +351,7 @@ def worker_main(
 ) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    if hasattr(signal, "pthread_sigmask"):  # the parent blocked it around our start
+    if _platform.HAS_SIGMASK:  # the parent blocked it around our start
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
     _limit_threads()

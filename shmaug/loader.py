@@ -19,10 +19,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import _validate as check
-from ._worker import (
-    BUSY_S, SKIPPED, STATUS_FIELDS, Probe, SliceRunner, WorkerSpec, probe_task, skipped_count,
-)
-from .errors import ClosedError, OutputMismatchError
+from ._worker import BUSY_S, STATUS_FIELDS, Probe, SliceRunner, WorkerSpec, probe_task
+from .errors import ClosedError, OutputMismatchError, warn
 from .ops.core import check_picklable, with_value_range
 from .pool import InlinePool, WorkerPool, as_error
 from .prefetch import CLOSED, POLL_S, Prefetcher
@@ -187,7 +185,6 @@ class Loader:
         checked = given is not None or hasattr(self.augment, "with_value_range")
         shape = None if output_shape is None else check.shape("output_shape", output_shape)
         dtype = None if output_dtype is None else check.dtype("output_dtype", output_dtype)
-        self._load = load  # invariant: what workers call to make sample i, or None for x[i]
         self.num_shards, self.shard_index = check.shard(num_shards, shard_index, n)
         self._shard = Shard(self.num_shards, self.shard_index)
         self._n = n  # invariant: samples in the dataset (all shards)
@@ -202,12 +199,16 @@ class Loader:
         # Only gathering to do: one copy in this process beats a round trip through workers.
         self._gather_only = self.augment is None and load is None
         seed_globals = global_rng_use(self.augment, load)  # None: workers watch for draws
-        payload = b"" if self.workers == 0 or self._gather_only else self._payload(load)
 
         self._store = SharedStore()
         self._ring: OutputRing | None = None
         self._pool: Any = _NoPool()
+        self._marks: np.ndarray | None = None  # invariant: 1 where `load` stood in (shared)
+        self._unreadable: set[int] = set()  # invariant: marked samples delivered so far
         try:
+            load = self._marking(load, n)
+            self._load: Any = load  # invariant: what workers call for sample i; None: x[i]
+            payload = b"" if self.workers == 0 or self._gather_only else self._payload(load)
             if self._gather_only:
                 self._x: Any = x
                 sample_shape, dtype = tuple(x.shape[1:]), x.dtype
@@ -262,6 +263,27 @@ class Loader:
         return WorkerPool(spec, self.workers, self.start_method, self.timeout,
                           generation=self._ring.generation,
                           in_flight_per_worker=self.max_queue_size + 1)
+
+    def _marking(self, load: Any, n: int) -> Any:
+        """``load`` made to mark the samples it stands in for (a source such as
+        ``ImageFiles`` with ``on_error="skip"``), in a shared byte per sample; others as
+        they are. Marks are counted when their batch is delivered (``_count_stand_ins``)."""
+        if not callable(getattr(load, "marking", None)):
+            return load
+        handle, self._marks = self._store.empty((n,), np.uint8, what="the skip marks")
+        return load.marking(handle, self._marks)
+
+    def _count_stand_ins(self, indices: np.ndarray) -> None:
+        """Count the delivered samples a ``load`` stood in for; warn at the first one."""
+        assert self._marks is not None
+        marked = indices[self._marks[indices] != 0]
+        if not marked.size:
+            return
+        self._counters["skipped"] += marked.size
+        first = not self._unreadable
+        self._unreadable.update(marked.tolist())
+        if first:
+            warn(self._load.replaced_warning(int(marked[0])))
 
     def _place_dataset(self, x: Any, load: Any) -> tuple[ArrayHandle | None, Any]:
         """Where workers read samples: nowhere (``load``), the file behind a memory map, or a
@@ -384,6 +406,8 @@ class Loader:
             assert self._prefetch is not None
             xb, hit = self._prefetch.produce((epoch, index), stop - start, copy=self.copy)
             self._counters["hits"] += hit
+            if self._marks is not None:  # made now, so its stand-ins are marked by now
+                self._count_stand_ins(positions)
         self.last_hit = self._counters["hits"] > hits
         self._counters["wait_s"] += time.perf_counter() - began
         self._counters["images"] += stop - start
@@ -402,20 +426,31 @@ class Loader:
         Keys: ``images_per_s``, ``wait_fraction`` (share of the consumer's time spent
         waiting for data), ``hit_rate`` (batches ready when asked), ``queue_depth`` (batches
         ready now), ``worker_busy`` (per-worker busy fraction), ``respawns``, ``batches``,
-        ``skipped`` (unreadable samples a ``load`` replaced, e.g. with ``on_error="skip"``),
-        ``images`` (augmented samples handed out: with ``num_shards`` K, 1/K of an epoch's).
+        ``images`` (augmented samples handed out: with ``num_shards`` K, 1/K of an epoch's)
+        and, for a source that stands in for unreadable samples (``shmaug.ImageFiles`` with
+        ``on_error="skip"``):
+
+        - ``skipped``: stand-ins in the batches delivered since start (or ``reset_stats()``).
+          Each unreadable file counts once per epoch its batch is delivered in: a whole epoch
+          adds the number of unreadable files, two epochs twice that. Only what was delivered
+          counts (not the sample 0 probe, prefetched or cancelled batches, or work a replaced
+          worker redid), so it is the same for any ``workers`` and ``start_method``.
+        - ``unreadable``: the sorted paths of the unreadable files met in delivered batches
+          since start (not reset): a fact about the data, complete after one whole epoch.
+
+        A sample counts as unreadable from the first time it was (a file that is fixed
+        during the run still counts).
         """
         c = self._counters
         now = time.perf_counter()
         elapsed = now - c["t_first"] if c["t_first"] else 0.0
         busy: list[float] = []
-        skipped = skipped_count(self._load)  # workers=0 runs `load` right here
         status = getattr(self._pool, "status", None)
         if status is not None:
             span = max(now - self._t0, 1e-9)
             busy = [min(1.0, (status[w * STATUS_FIELDS + BUSY_S] - self._busy_base[w]) / span)
                     for w in range(self.workers)]
-            skipped = int(sum(status[w * STATUS_FIELDS + SKIPPED] for w in range(self.workers)))
+        name = getattr(self._load, "name", str)
         ready = self._prefetch.ready if self._prefetch is not None else 0
         return {
             "images_per_s": c["images"] / elapsed if elapsed > 0 else 0.0,
@@ -426,13 +461,14 @@ class Loader:
             "respawns": getattr(self._pool, "respawns", 0),
             "batches": c["batches"],
             "images": int(c["images"]),
-            "skipped": skipped,
+            "skipped": int(c["skipped"]),
+            "unreadable": sorted(name(i) for i in self._unreadable),
         }
 
     def reset_stats(self) -> None:
         """Start the ``stats()`` window afresh (e.g. at each epoch)."""
         self._counters: dict[str, float] = dict(wait_s=0.0, images=0, batches=0, hits=0,
-                                                t_first=0.0)
+                                                skipped=0, t_first=0.0)
         self._t0 = time.perf_counter()
         # A baseline, not a reset: workers add to BUSY_S without a lock, so a zero written
         # here could be lost under a worker's read-modify-write.

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _platform
 from ._launch import start_worker
 from ._worker import (
     CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TICKET, SliceRunner, WorkerSpec,
@@ -79,7 +80,8 @@ class WorkerPool:
         generation: Any,
         in_flight_per_worker: int,
     ) -> None:
-        self._ctx: Any = multiprocessing.get_context(start_method)
+        self._ctx: Any = multiprocessing.get_context(start_method or
+                                                    _platform.DEFAULT_START_METHOD)
         # Spawned workers need the user's __main__ only if the payload refers to it.
         self._needs_main = b"__main__" in spec.payload
         self._spec = spec
@@ -292,7 +294,7 @@ class WorkerPool:
             w.queued.remove(task)  # reported, not redone
             index = self._current_index(wid)
             out += self._drain(w)  # answers it sent before it got stuck still count
-            w.process.kill()
+            _platform.stop(w.process)
             out += self._replace(wid, w, crashed=False)
             out.append(("timeout", task.ticket, wid, index))
         return out
@@ -320,7 +322,7 @@ class WorkerPool:
                     w.process.terminate()
                     w.process.join(_KILL_TIMEOUT_S)
                 if w.process.is_alive():
-                    w.process.kill()
+                    _platform.stop(w.process)
                     w.process.join(_KILL_TIMEOUT_S)
             except ValueError:  # already reaped and closed by a concurrent poll()
                 pass

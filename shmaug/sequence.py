@@ -30,7 +30,7 @@ import keras
 import numpy as np
 
 from . import _validate as check
-from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild
+from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild, warn
 from .loader import Loader
 from .schedule import BatchPlan, Shard
 
@@ -44,9 +44,16 @@ _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
 class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     """A Keras ``PyDataset`` fed by shmaug's worker processes over shared memory.
 
-    Takes the ``Loader``'s arguments with the same meaning and defaults. Keras itself is told
-    ``workers=1, use_multiprocessing=False`` (so it adds no threads or processes of its own);
-    ``workers`` here means shmaug's processes. Workers start on first use.
+    Takes the ``Loader``'s arguments with the same meaning and defaults. Workers start on first
+    use.
+
+    Keras' ``PyDataset`` arguments work as a Keras user expects: ``workers`` is how many
+    processes prepare batches (shmaug's; 0 runs in this process), ``max_queue_size`` how many
+    batches are prepared ahead; ``use_multiprocessing`` is accepted and changes nothing,
+    because shmaug's workers are always processes (``False`` gets a ``ShmaugWarning``: it
+    cannot make them threads). Keras itself is told ``workers=1, use_multiprocessing=False``
+    so that it adds no threads or processes on top; hence ``seq.workers`` reads 1, and
+    shmaug's count is in ``seq.stats()["workers"]``.
 
     Subclass it to change what a sample is, without touching the engine:
 
@@ -65,6 +72,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         image_key: with a dict ``x``, the entry to augment (default: the only 3-D/4-D one).
         num_shards, shard_index: this host's part of every epoch (see ``shmaug.Loader``);
             ``len(seq)`` is then the batches of one shard.
+        use_multiprocessing: Keras' argument, accepted for drop-in use (see above).
         Other arguments: as ``shmaug.Loader``.
 
     Example:
@@ -94,8 +102,17 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         value_range: tuple[float, float] | None = None,
         num_shards: int | None = None,
         shard_index: int | None = None,
+        use_multiprocessing: bool | None = None,
     ) -> None:
+        # Keras must not add threads or processes of its own on top of shmaug's (its adapter
+        # starts them for workers > 1, or workers > 0 with use_multiprocessing).
         super().__init__(workers=1, use_multiprocessing=False, max_queue_size=max_queue_size)
+        if check.use_multiprocessing(use_multiprocessing) is False:
+            warn(
+                "shmaug.Sequence always runs its `workers` in processes (they share the data "
+                "through shared memory, so a process costs no copy), so "
+                "use_multiprocessing=False cannot make them threads and is ignored. Fix: leave "
+                "it out; pass workers=0 to run everything in this process instead.")
         self.image_key, images, extra_inputs = _split_inputs(x, image_key)
         self._loader_args: dict[str, Any] = dict(
             batch_size=check.positive_int("batch_size", batch_size),
@@ -173,9 +190,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         return self._batches
 
     def __getitem__(self, index: int) -> Any:
-        if not isinstance(index, (int, np.integer)) or not -len(self) <= index < len(self):
-            raise IndexError(f"batch index {index!r} out of range for {len(self)} batches")
-        index = int(index) % len(self)
+        index = check.batch_index(index, len(self))
         with self._lock:
             loader = self._ensure_loader()
             self._check_order(index, loader)
@@ -405,7 +420,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._out_of_order += 1
             if self._out_of_order == 3 and not self._warned:
                 self._warned = True
-                log.warning(
+                warn(
                     "Keras asks this shmaug.Sequence for batches in random order (fit's "
                     "default shuffle=True) while it has shuffle=False, so its workers cannot "
                     "prepare the next batch ahead of time. For training data pass "
@@ -554,6 +569,7 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
         self.sequence = sequence  # None: every live shmaug.Sequence
         self.threshold = threshold
         self.history: list[dict[str, Any]] = []  # one entry per epoch per watched sequence
+        self._warned: weakref.WeakSet[Sequence] = weakref.WeakSet()  # said input-bound once
 
     def _watched(self) -> list[Sequence]:
         seqs = [self.sequence] if self.sequence is not None else list(_LIVE)
@@ -580,10 +596,11 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
             if logs is not None and rank == 0:  # the busiest: normally the training set
                 logs.update(data_wait=s["wait_fraction"], images_per_s=s["images_per_s"],
                             prefetch_hit_rate=s["hit_rate"])
-            if s["wait_fraction"] > self.threshold:
-                log.warning(
-                    "Training is input-bound: %.0f%% of the time went to waiting for data "
-                    "(%d shmaug workers, busy %s). Try: more `workers` (up to the number of "
-                    "cores), a cheaper augmentation pipeline, or packing decoded images into "
-                    "a .npy file so workers stop decoding them.",
-                    100 * s["wait_fraction"], s["workers"], busy)
+            if s["wait_fraction"] > self.threshold and seq not in self._warned:
+                self._warned.add(seq)  # the per-epoch figures stay in the log line above
+                warn(
+                    f"Training is input-bound: in epoch {epoch + 1} "
+                    f"{s['wait_fraction']:.0%} of the time went to waiting for data "
+                    f"({s['workers']} shmaug workers, busy {busy}). Try: more `workers` (up to "
+                    f"the number of cores), a cheaper augmentation pipeline, or packing "
+                    f"decoded images into a .npy file so workers stop decoding them.")
