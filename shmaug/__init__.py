@@ -84,7 +84,7 @@ __all__ = [
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-_LAZY = {"EpochSync": "sequence", "Sequence": "sequence", "StallMonitor": "sequence"}
+_LAZY = {"EpochSync": "callbacks", "Sequence": "sequence", "StallMonitor": "callbacks"}
 
 
 def __getattr__(name: str) -> Any:
