@@ -92,6 +92,14 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        module = importlib.import_module(f".{_LAZY[name]}", __name__)
+        try:
+            module = importlib.import_module(f".{_LAZY[name]}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != "keras":
+                raise
+            raise ModuleNotFoundError(
+                f"shmaug.{name} is the Keras facade and needs Keras 3, which is not installed. "
+                f'Fix: pip install "shmaug[tf]" (or keras with a backend of your choice); '
+                f"shmaug.Loader works without it.", name="keras") from None
         return getattr(module, name)
     raise AttributeError(f"module 'shmaug' has no attribute {name!r}")

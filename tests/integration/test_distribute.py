@@ -12,9 +12,9 @@ import sys
 import numpy as np
 import pytest
 
+pytest.importorskip("tensorflow")  # before the helpers below, which import it
 from tests.integration._fed import read
 
-pytest.importorskip("tensorflow")
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 N, EPOCHS = 64, 4  # as in _child_distribute

@@ -13,10 +13,10 @@ import time
 import psutil
 import pytest
 
+pytest.importorskip("keras")  # before the helpers below, which import it
 from tests.conftest import shmaug_segments
 from tests.integration._fed import read as fed
 
-pytest.importorskip("keras")
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 BATCHES = 6  # per epoch, in _child_resume
