@@ -19,6 +19,7 @@ import pytest
 from PIL import Image
 
 from shmaug.cli import PACK_FLAGS, as_flags
+from tests.conftest import needs_keras
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -170,6 +171,7 @@ def test_as_flags_rewrites_python_arguments():
 
 
 @pytest.mark.slow
+@needs_keras
 def test_ctrl_c_is_one_line_and_status_130(tmp_path):
     """Ctrl-C from a terminal reaches the whole process group, workers included."""
     proc = subprocess.Popen(

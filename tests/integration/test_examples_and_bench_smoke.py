@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import needs_keras
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,11 +26,11 @@ def run(*args: str, cwd: Path = ROOT, timeout: float = 300) -> str:
 
 
 @pytest.mark.parametrize("example, method", [
-    ("kanji_cnn.py", None),
+    pytest.param("kanji_cnn.py", None, marks=needs_keras),
     ("custom_augmentation.py", "spawn"),
-    ("subclass_sequence.py", None),
+    pytest.param("subclass_sequence.py", None, marks=needs_keras),
     ("legacy_pil_function.py", "spawn"),
-    ("multi_worker.py", None),  # 2 hosts over loopback
+    pytest.param("multi_worker.py", None, marks=needs_keras),  # 2 hosts over loopback
 ])
 def test_example_runs(example, method):
     extra = ["--start-method", method] if method else []
@@ -50,6 +52,7 @@ def test_op_grid_writes_a_png(tmp_path):
     assert (tmp_path / "grid.png").stat().st_size > 10_000
 
 
+@needs_keras
 def test_demo_quick(tmp_path):
     out = run("-m", "shmaug.cli", "demo", "--quick", "--out", str(tmp_path))
     assert "images/s fed" in out and "waiting for data" in out and "val. accuracy" in out

@@ -15,6 +15,7 @@ from PIL import Image
 import shmaug
 from shmaug.files import ImageFiles, ImageReadError
 from tests import _ops
+from tests.conftest import needs_keras
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -206,6 +207,7 @@ def test_flat_folder_has_no_labels(tmp_path):
     assert xb.shape == (3, 6, 6, 3) and yb is None
 
 
+@needs_keras
 def test_keras_sequence_over_image_files(folder):
     files = ImageFiles.from_directory(folder, image_size=(8, 8))
     with shmaug.Sequence(files, files.labels, batch_size=4, workers=2, seed=0) as seq:

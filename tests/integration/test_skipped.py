@@ -73,7 +73,7 @@ def run(files, workers, start_method=None, kill_after=None):
             stats = loader.stats()
             per_epoch.append((stats["skipped"], stats["unreadable"]))
         respawns = loader.stats()["respawns"]
-    return per_epoch, batches, [str(w.message) for w in warned], respawns
+    return per_epoch, batches, [str(w.message) for w in warned if w.category is shmaug.ShmaugWarning], respawns
 
 
 CASES = [(0, None)] + [(w, m) for w, m in ((1, "fork"), (2, "fork"), (2, "spawn"))
