@@ -407,6 +407,17 @@ def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:
     return int(num_shards), int(shard_index)
 
 
+def shard_seed(num_shards: int, shuffle: bool, seed: Any) -> None:
+    """Shards of a shuffled epoch split one global order, which only a seed every host shares
+    makes: a seed each host drew itself would overlap some samples and drop others, silently."""
+    if num_shards > 1 and shuffle and seed is None:
+        raise ArgumentError(
+            f"`num_shards`={num_shards} with `shuffle`=True needs a `seed`: every host must "
+            f"shuffle into the same order to take disjoint parts of it, and seed=None draws a "
+            f"different one per host. Fix: pass the same seed on every host, e.g. seed=0."
+        )
+
+
 _FIXES = {  # how to make a state fit, per fingerprint field
     "samples": "use the same dataset (same number of samples)",
     "batch_size": "pass the same `batch_size`",

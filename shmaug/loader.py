@@ -186,6 +186,7 @@ class Loader:
         shape = None if output_shape is None else check.shape("output_shape", output_shape)
         dtype = None if output_dtype is None else check.dtype("output_dtype", output_dtype)
         self.num_shards, self.shard_index = check.shard(num_shards, shard_index, n)
+        check.shard_seed(self.num_shards, self.shuffle, seed)
         self._shard = Shard(self.num_shards, self.shard_index)
         self._n = n  # invariant: samples in the dataset (all shards)
         self._plan = BatchPlan(self._shard.size(n), self.batch_size, bool(drop_remainder))

@@ -144,6 +144,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self.seed: int = self._loader_args["seed"]
         self.shuffle: bool = self._loader_args["shuffle"]
         self.num_shards, self.shard_index = check.shard(num_shards, shard_index, n)
+        check.shard_seed(self.num_shards, self.shuffle, seed)
+        self._seed_given = seed is not None  # an InputContext's shards need it too
         self._shard_given = num_shards is not None  # else an InputContext may set the shard
         self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
         plan = BatchPlan(Shard(self.num_shards).size(n), self.batch_size, bool(drop_remainder))
@@ -355,6 +357,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             )
         n = self._fingerprint["samples"]
         self.num_shards, self.shard_index = check.shard(*wanted, n)
+        check.shard_seed(self.num_shards, self.shuffle, self.seed if self._seed_given else None)
         self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
         plan = BatchPlan(Shard(self.num_shards).size(n), self.batch_size,
                          self._fingerprint["drop_remainder"])

@@ -70,10 +70,13 @@ def test_one_shard_is_the_plain_order():
         (dict(num_shards=11, shard_index=0), r"`num_shards`=11 is more than the 10 samples"),
         (dict(num_shards=5, shard_index=0, batch_size=3, drop_remainder=True),
          r"2 samples per shard of 5"),
+        # each host would draw its own order: samples overlap and go missing, silently
+        (dict(num_shards=2, shard_index=0, seed=None, shuffle=True), r"`num_shards`=2 with `shuffle`=True needs a `seed`"),
     ],
 )
 def test_bad_shard_arguments_fail_before_any_process(kwargs, pattern):
-    kwargs = {"batch_size": 2, "augment": lambda image, rng: image, "workers": 2, **kwargs}
+    kwargs = {"batch_size": 2, "augment": lambda image, rng: image, "workers": 2, "seed": 0,
+              **kwargs}
     with pytest.raises(shmaug.ArgumentError, match=pattern):
         shmaug.Loader(X, **kwargs)  # a lambda would fail later, at pickling: we fail first
     pytest.importorskip("keras")
