@@ -354,7 +354,9 @@ class Loader:
         progress (or where the next pass starts), the shard, and a fingerprint of what the
         batches depend on (dataset length, batch size, shuffle, drop_remainder, num_shards).
         All hosts of a sharded run stand at the same (epoch, batch), so any host's state
-        resumes every host.
+        resumes every host. It always says what this loader would yield next: after a
+        ``break`` out of a pass, that is the next epoch (a new ``for`` starts one), so to
+        resume mid-epoch, save the state inside the loop, before the ``break``.
 
         Example:
             >>> json.dump(loader.state_dict(), open("loader.json", "w"))

@@ -165,6 +165,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._asked: set[int] = set()  # indices asked inside an epoch, this pass
         self._held: OrderedDict[Key, Any] = OrderedDict()  # served outside an epoch (probes)
         self._in_epoch = False  # between on_epoch_begin and on_epoch_end
+        self._resumed = False  # a restored pass is half-served: to_tf_dataset serves the rest
         self._requests = 0
         self._hits = 0
         self._previous = -1  # the last index asked for (shuffle=False order check)
@@ -252,7 +253,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         pass's bindings of Keras indices to batches, which carry an epoch across several short
         Keras epochs (``fit(steps_per_epoch=k)`` with k < ``len(seq)``). A restored Sequence
         asked for the same indices then serves the same batches, bit for bit. To resume
-        ``fit`` itself use ``shmaug.EpochSync`` (Keras restarts its own iterator).
+        ``fit`` itself use ``shmaug.EpochSync`` (Keras restarts its own iterator). Under
+        ``to_tf_dataset()`` the state counts the batches tf.data has fetched, which its
+        prefetch buffer holds ahead of the training loop: save at an epoch's end there.
         """
         with self._lock:
             return {
@@ -279,6 +282,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._bindings = {i: (e, b) for i, e, b in bindings}
             self._asked = {int(i) for i in state.get("asked") or ()}
             self._in_epoch = bool(state.get("in_epoch"))
+            self._resumed = self._in_epoch and 0 < len(self._asked) < len(self)
             self._held.clear()
             self._previous = -1
 
@@ -320,7 +324,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
         if input_context is not None:
             self._follow(input_context)
-        first = self[0]
+        first = self._peek()
 
         def spec(a: Any) -> Any:
             return tf.TensorSpec((None, *np.shape(a)[1:]), tf.as_dtype(np.asarray(a).dtype))
@@ -328,9 +332,12 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         signature = tf.nest.map_structure(spec, first)
 
         def epoch() -> Iterator[Any]:
+            with self._lock:  # a pass restored half-way serves only what it had not served
+                served, self._resumed = (self._asked if self._resumed else set()), False
             self.on_epoch_begin()
             for i in range(len(self)):
-                yield self[i]
+                if i not in served:
+                    yield self[i]
             self.on_epoch_end()
 
         dataset = tf.data.Dataset.from_generator(epoch, output_signature=signature)
@@ -340,6 +347,20 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 tf.data.experimental.AutoShardPolicy.OFF)
             dataset = dataset.with_options(options)
         return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def _peek(self) -> Any:
+        """A batch to read the output signature from that moves the stream nowhere: the
+        pass that follows (a restored one too) starts where the stream stood."""
+        with self._lock:
+            saved = (self._epoch, self._cursor, dict(self._bindings), set(self._asked),
+                     self._in_epoch, self._previous)
+            self._in_epoch = False  # a probe: its batch is held for the pass that asks for it
+        try:
+            return self[0]
+        finally:
+            with self._lock:
+                (self._epoch, self._cursor, self._bindings, self._asked, self._in_epoch,
+                 self._previous) = saved
 
     def _follow(self, ctx: Any) -> None:
         """Take the shard an ``InputContext`` assigns (before the workers start)."""
@@ -394,7 +415,11 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # A worker's copy (or copy.copy / deepcopy): it runs the hooks but serves no batches.
         self.__dict__.update(state)
+        self._loader, self._lock, self._held = None, threading.Lock(), OrderedDict()
+        self._bindings, self._asked, self._side, self._warned = {}, set(), {}, False
+        self._closed = True
 
     # -- inside -------------------------------------------------------------------------------
 
@@ -403,7 +428,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
     def _ensure_loader(self) -> Loader:
         if self._closed:
-            raise ClosedError("This shmaug.Sequence is closed. Fix: create a new one.")
+            raise ClosedError("This shmaug.Sequence is closed (or is a copy: the data and the "
+                              "workers belong to the original). Fix: create a new one.")
         if self._loader is None:
             load = self.load if self._overrides("load") else None
             if self._overrides("augment"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -180,3 +181,43 @@ def test_keras_position_follows_keras_epoch_iterator(batches, steps):
             assert keras_position(epoch, steps, batches) == drawn, epoch
             for _, _, data in iterator:
                 drawn += len(data)
+
+
+def test_to_tf_dataset_resumes_a_pass_restored_half_way():
+    # The signature probe and the restored pass must not count as abandoned passes: that
+    # skipped the rest of epoch 0 and all of epoch 1.
+    pytest.importorskip("tensorflow")
+    x = np.arange(9, dtype=np.float32).reshape(9, 1, 1, 1)
+    y = np.arange(9)
+
+    def sequence() -> Any:
+        return shmaug.Sequence(x, y, batch_size=3, workers=0, seed=4, shuffle=True)
+
+    def labels(dataset: Any) -> list[list[int]]:
+        return [batch[1].numpy().tolist() for batch in dataset]
+
+    with sequence() as reference:
+        dataset = reference.to_tf_dataset()
+        expected = labels(dataset) + labels(dataset)  # epochs 0 and 1, three batches each
+    with sequence() as first:
+        first.on_epoch_begin()
+        served = [first[0][1].tolist(), first[1][1].tolist()]
+        state = json.loads(json.dumps(first.state_dict()))
+    assert served == expected[:2]
+    with sequence() as resumed:
+        resumed.load_state_dict(state)
+        dataset = resumed.to_tf_dataset()
+        assert labels(dataset) == expected[2:3]  # the rest of epoch 0
+        assert labels(dataset) == expected[3:]  # then epoch 1, whole
+
+
+def test_a_copied_sequence_says_it_cannot_serve_batches():
+    import copy
+
+    pytest.importorskip("keras")
+    with shmaug.Sequence(np.zeros((8, 4, 4), np.float32), np.arange(8), batch_size=4,
+                         workers=0) as seq:
+        for clone in (copy.copy(seq), copy.deepcopy(seq)):
+            with pytest.raises(shmaug.ClosedError, match="is a copy"):
+                clone[0]
+        assert len(seq[0][0]) == 4  # the original is untouched
