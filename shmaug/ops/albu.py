@@ -84,18 +84,32 @@ class FromAlbumentations:
     """
 
     pipeline: Any  # a private deep copy: the op owns its random state
+    value_range: tuple[float, float] | None = None  # the data's, as the loader declares it
     # Scratch for albumentations' Python-side draws, fully re-seeded on every call (so no
     # state survives from one sample to the next); rebuilt, not pickled.
     _py_random: random.Random = field(default_factory=random.Random, repr=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.pipeline,))
+        return (_rebuild, (self.pipeline, self.value_range))
 
     @property
     def needs_targets(self) -> tuple[str, ...]:
         """The targets the pipeline cannot run without ("bboxes", "keypoints"), if any."""
         processors = getattr(self.pipeline, "processors", None) or {}
         return tuple(sorted(processors))
+
+    def with_value_range(self, value_range: tuple[float, float]) -> FromAlbumentations:
+        """This op told the range the loader's data is in: checked against albumentations'
+        own convention (uint8 0..255, floats 0..1) on the first image it sees."""
+        return FromAlbumentations(self.pipeline, (float(value_range[0]), float(value_range[1])))
+
+    def _check_range(self, image: np.ndarray) -> None:
+        if image.dtype.kind == "f" and self.value_range not in (None, (0.0, 1.0)):
+            raise ArgumentError(
+                f"`value_range`={self.value_range} cannot go through albumentations: its float "
+                f"ops take images in (0, 1) and clip them there, so these would come back "
+                f"flattened. Fix: rescale, e.g. x / 255 with value_range=(0, 1), or pass uint8."
+            )
 
     def _seeded(self, rng: np.random.Generator) -> Any:
         self._py_random.seed(int(rng.integers(0, 2**63)))
@@ -112,6 +126,7 @@ class FromAlbumentations:
                 f"op.apply(rng, image=..., bboxes=..., ...) on samples yourself."
             )
         check_image(image)
+        self._check_range(image)
         out = self._seeded(rng)(image=_edge_in(image))["image"]
         return _edge_out(out, image, type(self.pipeline).__name__)
 
@@ -148,9 +163,9 @@ class FromAlbumentations:
         return {"type": "albumentations", "pipeline": pipeline}
 
 
-def _rebuild(pipeline: Any) -> FromAlbumentations:
+def _rebuild(pipeline: Any, value_range: tuple[float, float] | None = None) -> FromAlbumentations:
     import_albumentations()  # the update check stays off in a fresh (spawned) worker
-    return FromAlbumentations(pipeline)
+    return FromAlbumentations(pipeline, value_range)
 
 
 def from_albumentations(pipeline: Any) -> FromAlbumentations:

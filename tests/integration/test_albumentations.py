@@ -57,3 +57,15 @@ def test_epochs_differ_and_a_seed_repeats(images, inline):
     assert not np.array_equal(inline[0], inline[1])  # same sample, next epoch: new draw
     assert not np.array_equal(inline[0][0], inline[0][1])
     np.testing.assert_array_equal(_epochs(images, workers=0)[1], inline[1])
+
+
+def test_float_images_in_0_255_are_refused_rather_than_flattened_to_1():
+    # albumentations clips float images to 1.0: 0..255 floats came back flattened, silently.
+    x = (np.random.default_rng(0).random((8, 16, 16)) * 255).astype(np.float32)
+    brighter = shmaug.from_albumentations(A.Compose([A.RandomBrightnessContrast(p=1.0)]))
+    with pytest.raises(shmaug.ArgumentError, match=r"`value_range` is \(0, 1\)"):
+        shmaug.Loader(x, batch_size=4, augment=brighter, workers=0)
+    with pytest.raises(shmaug.ArgumentError, match="cannot go through albumentations"):
+        shmaug.Loader(x, batch_size=4, augment=brighter, workers=1, value_range=(0, 255))
+    with shmaug.Loader(x / 255, batch_size=4, augment=brighter, workers=1) as loader:
+        assert next(iter(loader))[0].max() <= 1.0
