@@ -58,3 +58,11 @@ def test_bench_ops_quick(tmp_path):
 def test_bench_engine_quick(tmp_path):
     out = run("-m", "bench.engine", "--quick", "--out", str(tmp_path))
     assert "identity" in out and (tmp_path / "engine.json").is_file()
+
+
+def test_soak_quick(tmp_path):
+    """20 epochs with 4 workers SIGKILLed and one fit: nothing grows, nothing is left."""
+    pytest.importorskip("tensorflow")
+    out = run("-m", "bench.soak", "--quick", "--out", str(tmp_path / "soak.txt"))
+    assert "PASS: nothing grew" in out and "4 workers SIGKILLed, 4 respawned" in out
+    assert (tmp_path / "soak.txt").read_text() == out
