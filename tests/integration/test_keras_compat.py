@@ -256,7 +256,6 @@ def test_steps_per_epoch(steps_per_epoch_test: str) -> None:
     observer = StepObserver()
     with sequence(x, y, batch_size=batch_size, shuffle=True) as seq, warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Your input ran out of data", UserWarning)
-
         tiny_model(1).fit(seq, epochs=epochs, steps_per_epoch=steps_per_epoch,
                           callbacks=[observer], verbose=0)
     if steps_per_epoch_test != "not_match_too_low":
