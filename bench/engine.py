@@ -1,6 +1,6 @@
 """Issue 2's engine benchmark: shmaug side by side with a plain copy and Keras PyDataset.
 
-Run ``python -m bench.engine [--quick] [--out results/engine]``. Four sections, each in its
+Run ``python -m bench.engine [--quick] [--out results/engine] [--sections main,...]``. Five sections, each in its
 own child process (so one that hangs or crashes is reported and the rest still run), and
 inside a section every contender runs in the same process, interleaved round by round
 (``engine_runs.interleave``):
@@ -14,6 +14,8 @@ inside a section every contender runs in the same process, interleaved round by 
    task at a time, as workers do) as a share of a cheap op's time.
 4. startup (``engine_startup.py``): time to the first batch and worker USS when the main script
    has imported TensorFlow, shmaug vs Keras PyDataset, under spawn and fork.
+5. main (``engine_main.py``): the consumer process's own CPU per image and per batch on W1
+   and W3, and the feed rate it implies for a many-core host (1 / CPU per image).
 
 This module is the driver only: it starts the sections, collects their rows and writes
 ``engine.json`` / ``engine.md``. See ``bench/README.md`` for how to read the table.
@@ -40,8 +42,10 @@ SECTIONS: dict[str, str] = {  # section -> the module whose ``section_<name>(qui
     "scaling": "bench.engine_scaling",
     "seeding": "bench.engine_seeding",
     "startup": "bench.engine_startup",
+    "main": "bench.engine_main",
 }
-_SECTION_TIMEOUT_S = {"identity": 240.0, "scaling": 180.0, "seeding": 120.0, "startup": 420.0}
+_SECTION_TIMEOUT_S = {"identity": 240.0, "scaling": 180.0, "seeding": 120.0, "startup": 420.0,
+                      "main": 240.0}
 _QUICK_TIMEOUT_S = 100.0
 
 
@@ -53,7 +57,7 @@ def _run_section_child(name: str, quick: bool) -> None:
     H.report_json([r.to_dict() for r in rows])
 
 
-def _run_sections(quick: bool) -> list[R.Row]:
+def _run_sections(quick: bool, names: list[str]) -> list[R.Row]:
     argv = [sys.executable, "-m", "bench.engine", "--section"]
 
     def one(name: str) -> list[R.Row]:
@@ -67,22 +71,28 @@ def _run_sections(quick: bool) -> list[R.Row]:
         return [R.Row(name, "(whole section)", "", "", None, f"{out.status}: {out.error}")]
 
     if quick:  # a smoke run: sections at once (timings meaningless, speed matters)
-        with ThreadPoolExecutor(max_workers=len(SECTIONS)) as ex:
-            parts = list(ex.map(one, SECTIONS))
+        with ThreadPoolExecutor(max_workers=len(names)) as ex:
+            parts = list(ex.map(one, names))
     else:  # measurements: one section at a time, nothing else competing for the 2 cores
-        parts = [one(name) for name in SECTIONS]
+        parts = [one(name) for name in names]
     return [row for part in parts for row in part]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = H.base_parser(__doc__.splitlines()[0], "results/engine")
     parser.add_argument("--section", choices=sorted(SECTIONS), help=argparse.SUPPRESS)
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"comma-separated subset of {', '.join(SECTIONS)} (default: all)")
     args = parser.parse_args(argv)
     if args.section:
         _run_section_child(args.section, args.quick)
         return 0
     t0 = time.perf_counter()
-    rows = _run_sections(args.quick)
+    names = [s for s in args.sections.split(",") if s]
+    unknown = sorted(set(names) - set(SECTIONS))
+    if unknown:
+        parser.error(f"--sections: unknown {unknown}; choose from {', '.join(SECTIONS)}")
+    rows = _run_sections(args.quick, names)
     meta = {"quick": args.quick, "environment": R.environment(),
             "wall_s": round(time.perf_counter() - t0, 1)}
     text = R.write_results(args.out, NAME, rows, meta)

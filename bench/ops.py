@@ -20,6 +20,7 @@ for a CI smoke run.
 Run:
     python bench/ops.py --out ops.json
     python bench/ops.py --quick
+    python bench/ops.py --w1 --out bench/results/w1_dtype.json   # float16 vs uint8 only
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import os
 import platform
 import random
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -191,6 +193,71 @@ def run(quick: bool) -> dict[str, Any]:
     }
 
 
+def cpu_interleaved_us(fns: dict[str, Kernel], images: dict[str, list[np.ndarray]], calls: int,
+                       rounds: int) -> dict[str, H.Stats]:
+    """Like ``interleaved_us``, but each kernel on its own images, timed in CPU time
+    (``time.process_time``): on a shared machine another process's work counts less."""
+    names = list(fns)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds + 1):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            rng, fn, imgs = np.random.default_rng(r), fns[name], images[name]
+            t0 = time.process_time()
+            for i in range(calls):
+                fn(imgs[i % len(imgs)], rng)
+            if r > 0:
+                times[name].append((time.process_time() - t0) / calls * 1e6)
+    return {name: H.summarize(v) for name, v in times.items()}
+
+
+def w1_dtype(quick: bool) -> dict[str, Any]:
+    """W1's float16 cost against uint8 on one core: the glyph preset and each of its ops on
+    64x64x1 glyphs, ``value_range`` bound as a loader binds it. Inside the preset the ops see
+    float32 (the ``Compose`` converts float16 once in and once out), so the ops are timed on
+    float32 and the edge conversion on its own."""
+    cv2.setNumThreads(1)
+    u8 = [g[..., None] for g in render_glyphs(64, 64, seed=0)[0]]
+    f16 = [(g / 255.0).astype(np.float16) for g in u8]
+    f32 = [g.astype(np.float32) for g in f16]
+    preset = shmaug.presets.glyph_distort()
+    by_dtype = {"uint8": (u8, (0.0, 255.0)), "float32": (f32, (0.0, 1.0))}
+    fns: dict[str, Kernel] = {}
+    images: dict[str, list[np.ndarray]] = {}
+    for op in (o for step in preset.ops for o in step.ops):
+        for dtype, (imgs, vr) in by_dtype.items():
+            fns[f"{op.name} {dtype}"], images[f"{op.name} {dtype}"] = op.with_value_range(vr), imgs
+    fns["edge float16->float32->float16"], images["edge float16->float32->float16"] = _edge, f16
+    for dtype, (imgs, vr) in {"uint8": by_dtype["uint8"], "float16": (f16, (0.0, 1.0))}.items():
+        fns[f"glyph_distort {dtype}"] = preset.with_value_range(vr)
+        images[f"glyph_distort {dtype}"] = imgs
+    rounds = 1 if quick else 9
+    stats = cpu_interleaved_us(fns, images, 8 if quick else 400, rounds)
+    return {"timing": f"CPU µs per image (process_time), median of {rounds} interleaved rounds",
+            "us": {k: s.median for k, s in stats.items()},
+            "spread_us": {k: s.to_dict() for k, s in stats.items()}}
+
+
+def _edge(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    from shmaug.ops._params import convert
+
+    return convert(convert(img, np.float32), np.float16)
+
+
+def w1_report(result: dict[str, Any]) -> str:
+    us = result["us"]
+    lines = [f"W1 float16 vs uint8, 64x64x1 glyphs, 1 core: {result['timing']}.", "",
+             "| step | uint8 µs | float µs | float − uint8 |", "| --- | ---: | ---: | ---: |"]
+    for key in us:
+        name, _, dtype = key.rpartition(" ")
+        if dtype == "uint8":
+            wide = us.get(f"{name} float32", us.get(f"{name} float16"))
+            if wide is not None:
+                lines.append(f"| {name} | {us[key]:.1f} | {wide:.1f} | {wide - us[key]:+.1f} |")
+    edge = us["edge float16->float32->float16"]
+    lines.append(f"| float16 edge (in + out) | — | {edge:.1f} | {edge:+.1f} |")
+    return "\n".join(lines)
+
+
 def _fmt(v: float | None) -> str:
     return "—" if v is None else f"{v:,.1f}"
 
@@ -298,14 +365,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path,
                         help="write the results as JSON here (and the table and plot beside it)")
     parser.add_argument("--quick", action="store_true", help="tiny repeat counts (CI smoke run)")
+    parser.add_argument("--w1", action="store_true",
+                        help="only W1's float16 vs uint8 cost: the glyph preset and its ops")
     args = parser.parse_args(argv)
-    result = run(args.quick)
-    text = report(result)
+    result = w1_dtype(args.quick) if args.w1 else run(args.quick)
+    text = w1_report(result) if args.w1 else report(result)
     print(text)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
         args.out.with_suffix(".md").write_text(text + "\n")
-        if plot(result, args.out.with_suffix(".png")):
+        if not args.w1 and plot(result, args.out.with_suffix(".png")):
             print(f"\nwrote {args.out}, {args.out.with_suffix('.md').name} and "
                   f"{args.out.with_suffix('.png').name}", file=sys.stderr)
     return 0

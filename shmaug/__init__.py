@@ -2,7 +2,7 @@
 
 Importing shmaug starts no process, changes no thread count and does not import Keras or
 TensorFlow (spawned workers re-import this package). The Keras facade (`Sequence`,
-`StallMonitor`) is loaded on first access.
+`StallMonitor`, `EpochSync`) is loaded on first access.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .errors import (
     OutputMismatchError,
     SharedMemoryError,
     ShmaugError,
+    ShmaugWarning,
     UnknownOpError,
     WorkerDied,
     WorkerError,
@@ -34,6 +35,7 @@ from .ops import (
     OneOf,
     SomeOf,
     available,
+    from_albumentations,
     from_array,
     from_config,
     from_pil,
@@ -50,6 +52,7 @@ __all__ = [
     "ClosedError",
     "Compose",
     "DuplicateOpError",
+    "EpochSync",
     "ImageFiles",
     "ImageReadError",
     "Loader",
@@ -60,6 +63,7 @@ __all__ = [
     "Sequence",
     "SharedMemoryError",
     "ShmaugError",
+    "ShmaugWarning",
     "SomeOf",
     "StallMonitor",
     "UnknownOpError",
@@ -68,6 +72,7 @@ __all__ = [
     "WorkerTimeout",
     "__version__",
     "available",
+    "from_albumentations",
     "from_array",
     "from_config",
     "from_pil",
@@ -79,7 +84,7 @@ __all__ = [
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-_LAZY = {"Sequence": "sequence", "StallMonitor": "sequence"}
+_LAZY = {"EpochSync": "callbacks", "Sequence": "sequence", "StallMonitor": "callbacks"}
 
 
 def __getattr__(name: str) -> Any:
@@ -87,6 +92,14 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        module = importlib.import_module(f".{_LAZY[name]}", __name__)
+        try:
+            module = importlib.import_module(f".{_LAZY[name]}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != "keras":
+                raise
+            raise ModuleNotFoundError(
+                f"shmaug.{name} is the Keras facade and needs Keras 3, which is not installed. "
+                f'Fix: pip install "shmaug[tf]" (or keras with a backend of your choice); '
+                f"shmaug.Loader works without it.", name="keras") from None
         return getattr(module, name)
     raise AttributeError(f"module 'shmaug' has no attribute {name!r}")

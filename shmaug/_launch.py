@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from multiprocessing import spawn as mp_spawn
 from typing import Any, Iterator
 
+from . import _platform
+
 
 def start_worker(process: Any, start_method: str, *, needs_main: bool) -> None:
     """``process.start()`` under every guard below that applies to ``start_method``.
@@ -96,7 +98,7 @@ def _gc_frozen(forking: bool) -> Iterator[None]:
 def _sigint_blocked() -> Iterator[None]:
     """Hold Ctrl-C while a worker starts: delivered mid-fork, CPython's after-fork hooks would
     swallow it. It is delivered in the parent right after; the worker ignores it."""
-    if not hasattr(signal, "pthread_sigmask"):  # Windows
+    if not _platform.HAS_SIGMASK:  # Windows
         yield
         return
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})

@@ -3,13 +3,13 @@ was expected, what was received (value and type) and how to fix it."""
 
 from __future__ import annotations
 
-import multiprocessing
 import numbers
 import os
 from typing import Any
 
 import numpy as np
 
+from . import _platform
 from .errors import ArgumentError, ArgumentTypeError
 from .schedule import BatchPlan
 
@@ -45,10 +45,7 @@ def non_negative_int(name: str, value: Any) -> int:
 
 def default_workers() -> int:
     """One worker per core this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
+    return _platform.cpu_count()
 
 
 _WORKERS_PER_CORE = 8  # beyond this many processes per core, more only adds memory and contention
@@ -85,13 +82,35 @@ def seed(value: Any) -> int:
     return int(value)
 
 
+def batch_index(value: Any, batches: int) -> int:
+    """A batch index as a Python sequence takes one (an int, numpy's too; negative counts
+    from the end), as a position in ``range(batches)``."""
+    if not _is_int(value):
+        raise ArgumentTypeError(
+            f"A batch index must be an integer; received {_got(value)}. Fix: index with an "
+            f"int, e.g. `seq[0]` (convert with `int(...)` first)."
+        )
+    if not -batches <= value < batches:
+        raise IndexError(f"batch index {value!r} out of range for {batches} batches")
+    return int(value) % batches
+
+
+def use_multiprocessing(value: Any) -> bool | None:
+    """Keras' PyDataset argument, accepted so a PyDataset's arguments work unchanged."""
+    if value is not None and not isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(
+            f"`use_multiprocessing` must be True, False or None; received {_got(value)}. Fix: "
+            f"leave it out: shmaug always runs its `workers` in processes."
+        )
+    return None if value is None else bool(value)
+
+
 def start_method(value: Any) -> str | None:
-    methods = multiprocessing.get_all_start_methods()
+    methods = _platform.start_methods()
     if value is not None and value not in methods:
         raise ArgumentError(
-            f"`start_method` must be None (the platform default) or one of {methods}; "
-            f"received {_got(value)}. Fix: pass e.g. `start_method={methods[-1]!r}`, or leave "
-            f"it out."
+            f"`start_method` must be None (the platform default) or one of {methods} (the "
+            f"methods this platform has); received {_got(value)}. Fix: leave it out."
         )
     return value  # type: ignore[no-any-return]
 
@@ -258,10 +277,11 @@ def gather(y: Any, positions: np.ndarray) -> Any:
     return y[positions]
 
 
-def nonempty_epoch(plan: BatchPlan) -> None:
+def nonempty_epoch(plan: BatchPlan, num_shards: int = 1) -> None:
     if len(plan) == 0:
+        of = f" per shard of {num_shards}" if num_shards > 1 else ""
         raise ArgumentError(
-            f"`batch_size`={plan.batch_size} is larger than the dataset ({plan.n} samples) "
+            f"`batch_size`={plan.batch_size} is larger than the dataset ({plan.n} samples{of}) "
             f"and `drop_remainder`=True, so an epoch has no batch. Fix: lower `batch_size` "
             f"or set `drop_remainder=False`."
         )
@@ -391,3 +411,99 @@ def _out_of_range(vr: tuple[float, float], given: bool, low: float, high: float,
         f"range the data is in, e.g. value_range={guess}, or rescale the data into "
         f"({vr[0]:g}, {vr[1]:g})."
     )
+
+
+def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:
+    """``(num_shards, shard_index)`` checked against a dataset of ``n`` samples; (1, 0) when
+    both are None. A ``num_shards`` above 1 needs its ``shard_index``: every host silently
+    taking shard 0 would train on a fraction of the data, K times over."""
+    if num_shards is None:
+        if shard_index is not None:
+            raise ArgumentError(
+                f"`shard_index`={shard_index!r} was given without `num_shards`. Fix: pass "
+                f"both, e.g. num_shards=<number of hosts>, shard_index=<this host's rank>."
+            )
+        return 1, 0
+    if not _is_int(num_shards) or num_shards <= 0:
+        raise ArgumentError(
+            f"`num_shards` must be a positive integer (the number of hosts or processes "
+            f"sharing each epoch); received {_got(num_shards)}. Fix: pass e.g. "
+            f"num_shards=2, or leave it out for one process."
+        )
+    if shard_index is None and num_shards == 1:
+        return 1, 0
+    if not _is_int(shard_index) or not 0 <= shard_index < num_shards:
+        raise ArgumentError(
+            f"`shard_index` must be an integer in 0..{num_shards - 1} (this host's rank) with "
+            f"`num_shards`={num_shards}; received {_got(shard_index)}. Fix: pass e.g. "
+            f"shard_index=jax.process_index() or torch.distributed.get_rank()."
+        )
+    if num_shards > n:
+        raise ArgumentError(
+            f"`num_shards`={num_shards} is more than the {n} samples of the dataset, so a "
+            f"shard would be empty. Fix: use at most {n} shards, or a larger dataset."
+        )
+    return int(num_shards), int(shard_index)
+
+
+_FIXES = {  # how to make a state fit, per fingerprint field
+    "samples": "use the same dataset (same number of samples)",
+    "batch_size": "pass the same `batch_size`",
+    "shuffle": "pass the same `shuffle`",
+    "drop_remainder": "pass the same `drop_remainder`",
+    "num_shards": "use the same number of hosts (`num_shards`)",
+    "seed": "pass the saved seed, e.g. `seed=state['seed']`",
+}
+
+
+def resume_state(state: Any, kind: str, version: int, expected: dict[str, Any],
+                 batches: int) -> tuple[int, int]:
+    """The ``(epoch, batch)`` of a ``state_dict()`` saved by a ``kind`` ("shmaug.Loader") of
+    format ``version`` whose ``fingerprint`` (and seed) equal ``expected``; anything else is
+    refused naming the first field that differs and how to fix it."""
+    if not isinstance(state, dict):
+        raise ArgumentTypeError(
+            f"`state` must be the dict that `{kind}.state_dict()` returned (or its JSON "
+            f"round trip); received {_got(state)}. Fix: save `loader.state_dict()` (e.g. with "
+            f"json.dump) and pass that dict back."
+        )
+    if state.get("format") != kind or state.get("version") != version:
+        raise ArgumentError(
+            f"`state` has format={state.get('format')!r}, version={state.get('version')!r}; "
+            f"this {kind} reads format={kind!r}, version={version}. Fix: load a state saved "
+            f"by `{kind}.state_dict()` of this shmaug version, or start afresh."
+        )
+    saved = {**dict(state.get("fingerprint") or {}), "seed": state.get("seed")}
+    for field, value in expected.items():
+        if saved.get(field) != value:
+            raise ArgumentError(
+                f"`state` was saved with {field}={saved.get(field)!r} but this {kind} has "
+                f"{field}={value!r}, so its batches would not continue that run. Fix: "
+                f"{_FIXES.get(field, 'create it as the saved run was')}."
+            )
+    epoch: Any = state.get("epoch")
+    batch: Any = state.get("batch")
+    if not (_is_int(epoch) and _is_int(batch) and epoch >= 0 and 0 <= batch < batches):
+        raise ArgumentError(
+            f"`state` holds epoch={epoch!r}, batch={batch!r}; expected integers, epoch >= 0 "
+            f"and batch in 0..{batches - 1}. Fix: pass the dict `state_dict()` returned, "
+            f"unchanged."
+        )
+    return int(epoch), int(batch)
+
+
+def bindings(pairs: Any, asked: Any, batches: int) -> list[tuple[int, int, int]]:
+    """A Sequence state's ``[[index, epoch, batch], ...]`` and ``asked`` indices, checked."""
+    try:
+        out = [(int(i), int(e), int(b)) for i, e, b in pairs or ()]
+        ok = all(0 <= i < batches and e >= 0 and 0 <= b < batches for i, e, b in out)
+        ok = ok and all(0 <= int(i) < batches for i in asked or ())
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ArgumentError(
+            f"`state` holds bindings={_got(pairs)}, asked={_got(asked)}; expected "
+            f"[[index, epoch, batch], ...] and indices in 0..{batches - 1}. Fix: pass the "
+            f"dict `state_dict()` returned, unchanged."
+        )
+    return out

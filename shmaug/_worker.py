@@ -33,9 +33,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import _platform
 from . import _validate as check
 from .errors import ErrorRecord, OutputMismatchError
-from .schedule import OrderCache, Task
+from .schedule import OrderCache, Shard, Task
 from .seeding import GlobalsWatch, SampleSeeder
 from .store import ArrayHandle, attach
 
@@ -43,8 +44,8 @@ _TASK_WAIT_S = 1.0  # an idle worker's bounded wait for its next task, before wa
 _PARENT_CHECK_S = 1.0  # watchdog: how often to re-check that the parent is still there
 
 # Per-worker slots in the shared status array (float64; tickets stay exact below 2**53).
-STATUS_FIELDS = 7
-BUSY_S, CURRENT_INDEX, TASKS_DONE, SKIPPED, READY, TICKET, STARTED = range(STATUS_FIELDS)
+STATUS_FIELDS = 6
+BUSY_S, CURRENT_INDEX, TASKS_DONE, READY, TICKET, STARTED = range(STATUS_FIELDS)
 IDLE = -1.0  # the TICKET of a worker between tasks
 
 Augment = Callable[[np.ndarray, np.random.Generator], Any]
@@ -62,6 +63,7 @@ class WorkerSpec:
     n: int
     shuffle: bool
     seed_globals: bool | None  # None: unknown, watch for draws (see SliceRunner)
+    shard: Shard = Shard()  # the part of each epoch this loader makes
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ class Waiter:
     def __init__(self, objects: list[Any]) -> None:
         self._objects = objects
         self._poller: Any = None
-        if hasattr(select, "poll"):  # POSIX; Windows waits through multiprocessing
+        if _platform.HAS_POLL:  # POSIX; Windows waits through multiprocessing
             self._poller = select.poll()
             self._by_fd = {}
             for obj in objects:
@@ -136,11 +138,6 @@ class Waiter:
             return list(wait(self._objects, timeout_s))
         events = self._poller.poll(math.ceil(max(timeout_s, 0.0) * 1000))
         return [self._by_fd[fd] for fd, _ in events]
-
-
-def skipped_count(load: Any) -> int:
-    """How many unreadable samples a ``load`` (or the object behind a bound method) replaced."""
-    return int(getattr(getattr(load, "__self__", load), "skipped", 0))
 
 
 def op_name(fn: object) -> str:
@@ -169,12 +166,13 @@ class SliceRunner:
         generation: Any,
         worker_id: int = -1,
         status: Any = None,
+        shard: Shard = Shard(),
     ) -> None:
         self.x = x  # read-only view of the dataset (or None with `load`)
         self.out = out  # (slots, batch_size, *sample_shape), shared; None until the probe is done
         self.augment = augment
         self.load = load
-        self.orders = OrderCache(seed, n, shuffle)
+        self.orders = OrderCache(seed, n, shuffle, shard=shard)
         # seed_globals None: unknown; watch the globals and seed them once a sample draws.
         watch = GlobalsWatch() if seed_globals is None else None
         self.watch = watch if watch is not None and watch.usable else None
@@ -212,8 +210,6 @@ class SliceRunner:
             self.status[self._base + TICKET] = IDLE
             self.status[self._base + BUSY_S] += time.perf_counter() - began
             self.status[self._base + TASKS_DONE] += 1
-            # A `load` may stand in for unreadable samples (e.g. on_error="skip") and count them.
-            self.status[self._base + SKIPPED] = skipped_count(self.load)
         return result
 
     def _streams(self, epoch: int, indices: np.ndarray) -> Any:
@@ -355,7 +351,7 @@ def worker_main(
 ) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    if hasattr(signal, "pthread_sigmask"):  # the parent blocked it around our start
+    if _platform.HAS_SIGMASK:  # the parent blocked it around our start
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
     _limit_threads()
@@ -373,7 +369,7 @@ def worker_main(
     runner = SliceRunner(
         x, out, augment, load, seed=spec.seed, n=spec.n, shuffle=spec.shuffle,
         seed_globals=spec.seed_globals, generation=generation, worker_id=worker_id,
-        status=status,
+        status=status, shard=spec.shard,
     )
     status[worker_id * STATUS_FIELDS + READY] = 1.0  # attached and unpickled: start-up is over
     try:

@@ -22,10 +22,12 @@ import os
 import re
 import sys
 import traceback
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Mapping, NoReturn
+from typing import Any, Callable, Iterator, Mapping, NoReturn, TextIO
 
-from .errors import ShmaugError, WorkerError
+from .errors import ShmaugError, ShmaugWarning, WorkerError
 
 EXIT_USAGE = 2  # argparse's status for a bad command line; ours for any user mistake
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
@@ -45,7 +47,10 @@ PACK_FLAGS: dict[str, str] = {
     "out": "OUT",
     "source": "SRC",
     "directory": "SRC",  # from_directory's folder; a CSV's `--directory` replaces it (_pack)
-    "stats()": "manifest.json's `skipped`",  # where a CLI user finds the count
+    # Where a CLI user finds the figures; the longer names first (replaced in this order).
+    "stats()['skipped']": "manifest.json's `skipped`",
+    "stats()['unreadable']": "manifest.json's `unreadable`",
+    "stats()": "manifest.json's `skipped`",
 }
 DEMO_FLAGS: dict[str, str] = {
     "epochs": "--epochs",
@@ -191,9 +196,11 @@ def _command_position(argv: list[str]) -> int:
 
 def _guarded(prog: str, flags: Mapping[str, str], debug: bool, work: Callable[[], int]) -> int:
     """Run ``work``; a user mistake becomes one line on stderr and status 2, Ctrl-C one line
-    and status 130. With ``debug`` the traceback is printed instead of the line."""
+    and status 130. With ``debug`` the traceback is printed instead of the line. A
+    ``ShmaugWarning`` is one line too, in the command's flags (see ``_warnings_as_lines``)."""
     try:
-        return work()
+        with _warnings_as_lines(prog, flags):
+            return work()
     except KeyboardInterrupt:
         if debug:
             traceback.print_exc()
@@ -221,6 +228,30 @@ def _one_line(exc: BaseException) -> str:
 
 def _say(prog: str, message: str) -> None:
     print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _warnings_as_lines(prog: str, flags: Mapping[str, str]) -> Iterator[None]:
+    """Show each ``ShmaugWarning`` as ``<prog>: warning: <message>`` with the library's argument
+    names rewritten as flags, instead of Python's two lines (file, line number, source line).
+
+    Which warnings are shown (once each, by default) stays with Python's filters, so
+    ``-W``/``PYTHONWARNINGS`` still silence or escalate them; other categories look as usual.
+    """
+    with warnings.catch_warnings():
+        plain = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: TextIO | None = None, line: str | None = None) -> None:
+            if issubclass(category, ShmaugWarning):
+                from tqdm import tqdm  # on a line of its own, not after a progress bar
+
+                tqdm.write(f"{prog}: warning: {as_flags(str(message), flags)}", file=sys.stderr)
+            else:
+                plain(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
 
 
 # -- demo ----------------------------------------------------------------------------------------

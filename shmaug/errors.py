@@ -1,4 +1,4 @@
-"""Every error shmaug raises, and how a worker's exception travels home.
+"""Every error and warning shmaug raises, and how a worker's exception travels home.
 
 The tree (each class also subclasses the nearest builtin, so ``except ValueError`` keeps
 working for code that does not know shmaug)::
@@ -17,6 +17,12 @@ working for code that does not know shmaug)::
     │   └── WorkerDied                       a worker vanished (exit code inside)
     └── WorkerTimeout        (TimeoutError)  a task ran longer than ``timeout``
 
+Warnings (``warnings.warn``: something the user should change in their code or data; each is
+said once per loader, ``Sequence`` or ``ImageFiles``; operational detail goes to ``logging``)::
+
+    UserWarning
+    └── ShmaugWarning                        e.g. files replaced under on_error="skip"
+
 A user op that raises ``ValueError`` in a worker reaches the consumer as an exception that is
 *both* a ``ValueError`` and a ``WorkerError`` (see ``rebuild``), so either ``except`` works.
 """
@@ -24,12 +30,37 @@ A user op that raises ``ValueError`` in a worker reaches the consumer as an exce
 from __future__ import annotations
 
 import pickle
+import sys
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 
 class ShmaugError(Exception):
     """Root of every error shmaug raises."""
+
+
+class ShmaugWarning(UserWarning):
+    """Something the user should change in their code or data; filter it by this category."""
+
+
+def warn(message: str) -> None:
+    """``warnings.warn(message, ShmaugWarning)``, attributed to the first caller outside shmaug.
+
+    The line a warning shows (and the place Python's default filter shows it once for) is then
+    the user's (or Keras', when Keras calls us), never a line inside shmaug.
+    """
+    frame = sys._getframe(1)  # our caller: stacklevel 2
+    level = 2
+    while frame.f_back is not None and _is_ours(frame):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, ShmaugWarning, stacklevel=level)
+
+
+def _is_ours(frame: Any) -> bool:
+    name = str(frame.f_globals.get("__name__", ""))
+    return name == "shmaug" or name.startswith("shmaug.")
 
 
 class ArgumentError(ShmaugError, ValueError):

@@ -8,10 +8,12 @@ owns path discovery, label and class-name mapping, and what happens to an unread
 the engine owns processes, order and memory.
 
 An unreadable file (missing, empty, corrupt, wrong channel count) raises ``ImageReadError``
-naming the file and the reason. With ``on_error="skip"`` it is logged once per process and
-replaced by the next readable sample of the same label in index order (wrapping), so the
-label still matches and the substitute depends on the files alone, never on which worker ran;
-each replacement adds one to ``skipped``, which the loader sums into ``stats()["skipped"]``.
+naming the file and the reason. With ``on_error="skip"`` it is replaced by the next readable
+sample of the same label in index order (wrapping), so the label still matches and the
+substitute depends on the files alone, never on which worker ran. Under a ``Loader`` the
+reader marks each sample it stood in for in a shared byte array (``_Reader.marking``); the
+loader counts the marks of the batches it delivers (``stats()["skipped"]``, ``["unreadable"]``)
+and warns once, so the figures do not depend on which process decoded what, or how often.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ._decode import COLOR_MODES, decode, resize
-from .errors import ArgumentError, ArgumentTypeError, ImageReadError
+from .errors import ArgumentError, ArgumentTypeError, ImageReadError, warn
+from .store import ArrayHandle, attach_block
 
 log = logging.getLogger(__name__)
 
@@ -40,20 +43,28 @@ def _got(value: Any) -> str:
 
 
 class _Reader:
-    """``ImageFiles.load``: decodes sample ``index``; holds this process's skip counter.
+    """``ImageFiles.load``: decodes sample ``index``, standing in for it when it is unreadable.
 
-    The counter lives here, not on the frozen ``ImageFiles``, and restarts at 0 whenever the
-    reader is pickled (each worker counts only what it replaced itself).
+    A reader made by ``marking`` also sets ``marks[index]`` for each sample it stood in for:
+    a shared byte per sample, owned by the loader, which counts the marks of what it
+    delivers. Pickled for a worker, it carries the marks' handle and attaches there.
     """
 
-    __slots__ = ("files", "skipped", "_warned")
+    __slots__ = ("files", "_handle", "_marks", "_block")
     __name__ = "ImageFiles.load"  # how a worker error names the stage that failed
     uses_global_rng = False  # decoding draws no random numbers: no need to seed the globals
 
-    def __init__(self, files: ImageFiles) -> None:
+    def __init__(self, files: ImageFiles, handle: ArrayHandle | None = None,
+                 marks: Any = None) -> None:
         self.files = files
-        self.skipped = 0  # invariant: substitutions made by this process since unpickling
-        self._warned: set[int] = set()  # invariant: indices already logged in this process
+        self._handle = handle  # the marks' shared block, or None: stand-ins are not recorded
+        self._marks = marks  # invariant: writable, one byte per sample, or None
+        self._block: Any = None  # in a worker: the attached block behind ``_marks``
+
+    def marking(self, handle: ArrayHandle, marks: np.ndarray) -> _Reader:
+        """A reader of the same files that records its stand-ins in ``marks`` (whose shared
+        block ``handle`` names, for the workers)."""
+        return _Reader(self.files, handle, marks)
 
     def __call__(self, index: int) -> np.ndarray:
         files = self.files
@@ -73,11 +84,10 @@ class _Reader:
                 image = files.read(substitute)
             except ImageReadError:
                 continue
-            self.skipped += 1
-            if index not in self._warned:
-                self._warned.add(index)
-                log.warning("%s Using %s instead (on_error='skip')", first,
-                            files.paths[substitute])
+            if self._marks is not None:
+                self._marks[index] = 1
+            # The user hears of it from the loader, once (``replaced_warning``).
+            log.debug("%s Using %s instead (on_error='skip')", first, files.paths[substitute])
             return image
         kind = "of its class " if labels is not None else ""
         raise ImageReadError(
@@ -85,13 +95,35 @@ class _Reader:
             f"{files.paths[index]!r} ({first}). Fix: check the paths and the files."
         )
 
-    def __getstate__(self) -> ImageFiles:
-        return self.files
+    def name(self, index: int) -> str:
+        """What ``stats()["unreadable"]`` calls sample ``index``: its path."""
+        return self.files.paths[index]
 
-    def __setstate__(self, files: ImageFiles) -> None:
-        self.files = files
-        self.skipped = 0
-        self._warned = set()
+    def replaced_warning(self, index: int) -> str:
+        """The loader's one warning, for the first stand-in it delivers (read again here for
+        the reason: a worker's exception does not travel with a successful batch)."""
+        try:
+            self.files.read(index)
+            reason = f"Could not read image file {self.files.paths[index]!r} (it reads now)"
+        except ImageReadError as exc:
+            reason = str(exc).split(" Fix:")[0].rstrip(".")
+        return (
+            f"{reason}. With on_error='skip' it is replaced by the next readable file of its "
+            f"class, in this epoch and every other. This warning is not repeated for this "
+            f"loader: stats()['unreadable'] lists every unreadable file met and "
+            f"stats()['skipped'] counts the stand-ins delivered. Fix: replace or remove the "
+            f"file(s)."
+        )
+
+    def __getstate__(self) -> tuple[ImageFiles, ArrayHandle | None]:
+        return self.files, self._handle
+
+    def __setstate__(self, state: tuple[ImageFiles, ArrayHandle | None]) -> None:
+        self.files, self._handle = state
+        self._marks = self._block = None
+        if self._handle is not None:  # in a worker: the loader's marks, by name
+            self._block = attach_block(self._handle)
+            self._marks = self._block.buf  # bytes, no numpy view: closing never meets one
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -112,7 +144,8 @@ class ImageFiles:
             "area", "lanczos3", "lanczos5").
         on_error: "raise" (default) or "skip" (replace an unreadable file, see the module).
         channels: channels of every decoded image (from ``color_mode`` or the first file).
-        load: ``load(index) -> uint8 array (H, W, C)``; its ``skipped`` counts replacements.
+        load: ``load(index) -> uint8 array (H, W, C)``, standing in for unreadable files
+            with ``on_error="skip"`` (a loader counts them: ``stats()["skipped"]``).
 
     Example:
         >>> files = shmaug.ImageFiles.from_directory("flowers/", image_size=(224, 224))
@@ -170,7 +203,6 @@ class ImageFiles:
             object.__setattr__(self, "channels", COLOR_MODES[self.color_mode])
         elif self.channels == 0:  # learn it from the first readable file
             object.__setattr__(self, "channels", self.load(0).shape[-1])
-            self.load.skipped = 0
 
     # -- constructors -------------------------------------------------------------------------
 
@@ -217,8 +249,10 @@ class ImageFiles:
         if not subdirs:
             paths = _walk(root, follow_links)
         elif _walk(root, follow_links, recursive=False):
-            log.warning("%s: images directly in the folder are ignored; only its class "
-                        "sub-folders %s are read", root, subdirs)
+            warn(f"{root!r}: the images directly in this folder are ignored; only those in "
+                 f"its class sub-folders {subdirs} are read (as Keras' "
+                 f"image_dataset_from_directory does). Fix: move them into a class folder, "
+                 f"or pass `class_names=` to choose the sub-folders.")
         if not paths:
             raise ArgumentError(
                 f"`directory` {root!r} holds no image file (looked for "
@@ -297,11 +331,6 @@ class ImageFiles:
 
     def __len__(self) -> int:
         return len(self.paths)
-
-    @property
-    def skipped(self) -> int:
-        """Unreadable files this process replaced (``on_error="skip"``)."""
-        return self.load.skipped
 
     @property
     def class_indices(self) -> dict[str, int]:

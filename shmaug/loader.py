@@ -19,15 +19,13 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import _validate as check
-from ._worker import (
-    BUSY_S, SKIPPED, STATUS_FIELDS, Probe, SliceRunner, WorkerSpec, probe_task, skipped_count,
-)
-from .errors import ClosedError, OutputMismatchError
+from ._worker import BUSY_S, STATUS_FIELDS, Probe, SliceRunner, WorkerSpec, probe_task
+from .errors import ClosedError, OutputMismatchError, warn
 from .ops.core import check_picklable, with_value_range
 from .pool import InlinePool, WorkerPool, as_error
 from .prefetch import CLOSED, POLL_S, Prefetcher
 from .ring import OutputRing
-from .schedule import BatchPlan, OrderCache
+from .schedule import BatchPlan, OrderCache, Shard
 from .seeding import global_rng_use
 from .store import ArrayHandle, SharedStore, mapped_file_handle
 
@@ -120,6 +118,11 @@ class Loader:
             then ``x`` only gives the length and is not copied into shared memory. An ``x``
             with a ``load(index)`` method (a sample source such as ``shmaug.ImageFiles``)
             is used that way without this argument.
+        num_shards: how many hosts (or processes) share each epoch, as
+            ``tf.data.Dataset.shard``; None for one. Each gets ``N // num_shards`` samples
+            per epoch of the same global order (same ``seed`` everywhere) and augments only
+            those; the ``N % num_shards`` left over rotate from epoch to epoch.
+        shard_index: this host's part, ``0..num_shards - 1`` (its rank).
 
     Raises:
         ArgumentError, ArgumentTypeError: for a bad argument, before any process starts.
@@ -153,6 +156,8 @@ class Loader:
         load: Callable[[int], Any] | None = None,
         copy: bool = True,
         value_range: tuple[float, float] | None = None,
+        num_shards: int | None = None,
+        shard_index: int | None = None,
     ) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
         if load is None and callable(getattr(x, "load", None)):
@@ -181,22 +186,30 @@ class Loader:
         checked = given is not None or hasattr(self.augment, "with_value_range")
         shape = None if output_shape is None else check.shape("output_shape", output_shape)
         dtype = None if output_dtype is None else check.dtype("output_dtype", output_dtype)
-        self._load = load  # invariant: what workers call to make sample i, or None for x[i]
-        self._plan = BatchPlan(n, self.batch_size, bool(drop_remainder))
-        check.nonempty_epoch(self._plan)
-        self._orders = OrderCache(self.seed, n, self.shuffle)
+        self.num_shards, self.shard_index = check.shard(num_shards, shard_index, n)
+        self._shard = Shard(self.num_shards, self.shard_index)
+        self._n = n  # invariant: samples in the dataset (all shards)
+        self._plan = BatchPlan(self._shard.size(n), self.batch_size, bool(drop_remainder))
+        check.nonempty_epoch(self._plan, self.num_shards)
+        self._orders = OrderCache(self.seed, n, self.shuffle, shard=self._shard)
         self._epoch = 0  # invariant: the epoch the next pass produces
+        self._start = 0  # invariant: the batch the next pass starts at (0 unless resumed)
         self._pass: int | None = None  # the epoch of the pass in progress, if any
+        self._done = 0  # invariant: batches the pass in progress has handed out
 
         # Only gathering to do: one copy in this process beats a round trip through workers.
         self._gather_only = self.augment is None and load is None
         seed_globals = global_rng_use(self.augment, load)  # None: workers watch for draws
-        payload = b"" if self.workers == 0 or self._gather_only else self._payload(load)
 
         self._store = SharedStore()
         self._ring: OutputRing | None = None
         self._pool: Any = _NoPool()
+        self._marks: np.ndarray | None = None  # invariant: 1 where `load` stood in (shared)
+        self._unreadable: set[int] = set()  # invariant: marked samples delivered so far
         try:
+            load = self._marking(load, n)
+            self._load: Any = load  # invariant: what workers call for sample i; None: x[i]
+            payload = b"" if self.workers == 0 or self._gather_only else self._payload(load)
             if self._gather_only:
                 self._x: Any = x
                 sample_shape, dtype = tuple(x.shape[1:]), x.dtype
@@ -245,11 +258,34 @@ class Loader:
         if self.workers == 0:
             return InlinePool(SliceRunner(
                 self._x, None, self.augment, load, seed=self.seed, n=n, shuffle=self.shuffle,
-                seed_globals=seed_globals, generation=self._ring.generation))
-        spec = WorkerSpec(x_handle, None, payload, self.seed, n, self.shuffle, seed_globals)
+                seed_globals=seed_globals, generation=self._ring.generation,
+                shard=self._shard))
+        spec = WorkerSpec(x_handle, None, payload, self.seed, n, self.shuffle, seed_globals,
+                          self._shard)
         return WorkerPool(spec, self.workers, self.start_method, self.timeout,
                           generation=self._ring.generation,
                           in_flight_per_worker=self.max_queue_size + 1)
+
+    def _marking(self, load: Any, n: int) -> Any:
+        """``load`` made to mark the samples it stands in for (a source such as
+        ``ImageFiles`` with ``on_error="skip"``), in a shared byte per sample; others as
+        they are. Marks are counted when their batch is delivered (``_count_stand_ins``)."""
+        if not callable(getattr(load, "marking", None)):
+            return load
+        handle, self._marks = self._store.empty((n,), np.uint8, what="the skip marks")
+        return load.marking(handle, self._marks)
+
+    def _count_stand_ins(self, indices: np.ndarray) -> None:
+        """Count the delivered samples a ``load`` stood in for; warn at the first one."""
+        assert self._marks is not None
+        marked = indices[self._marks[indices] != 0]
+        if not marked.size:
+            return
+        self._counters["skipped"] += marked.size
+        first = not self._unreadable
+        self._unreadable.update(marked.tolist())
+        if first:
+            warn(self._load.replaced_warning(int(marked[0])))
 
     def _place_dataset(self, x: Any, load: Any) -> tuple[ArrayHandle | None, Any]:
         """Where workers read samples: nowhere (``load``), the file behind a memory map, or a
@@ -287,6 +323,7 @@ class Loader:
     @epoch.setter
     def epoch(self, value: int) -> None:
         self._epoch = check.non_negative_int("epoch", value)
+        self._start = 0
         self._pass = None  # reads back as set; a pass still running goes on with its own
 
     @property
@@ -295,17 +332,60 @@ class Loader:
         return list(self._pool.pids) if self._pool is not None else []
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Any]]:
-        epoch = self._epoch
+        epoch, start = self._epoch, self._start
         # Moved on as the pass starts: a pass cut short (a `break` after steps_per_epoch
         # batches, a kept iterator) must not make the next pass repeat this epoch.
-        self._epoch = epoch + 1
-        self._pass = epoch
+        self._epoch, self._start = epoch + 1, 0
+        self._pass, self._done = epoch, start
         try:
-            for batch in range(len(self)):
-                yield self.batch(batch, epoch=epoch)
+            for batch in range(start, len(self)):
+                out = self.batch(batch, epoch=epoch)
+                self._done = batch + 1  # handed out: a state saved now resumes after it
+                yield out
         finally:
             if self._pass == epoch:
                 self._pass = None
+
+    STATE_VERSION = 1  # of state_dict()'s format; bumped when its meaning changes
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where iteration stands, as a small JSON-ready dict, for ``load_state_dict``.
+
+        Holds the seed, the epoch and the batches of it already handed out by the pass in
+        progress (or where the next pass starts), the shard, and a fingerprint of what the
+        batches depend on (dataset length, batch size, shuffle, drop_remainder, num_shards).
+        All hosts of a sharded run stand at the same (epoch, batch), so any host's state
+        resumes every host.
+
+        Example:
+            >>> json.dump(loader.state_dict(), open("loader.json", "w"))
+        """
+        if self._pass is not None and self._done < len(self):
+            epoch, batch = self._pass, self._done
+        elif self._pass is not None:  # the pass handed out its last batch
+            epoch, batch = self._pass + 1, 0
+        else:
+            epoch, batch = self._epoch, self._start
+        return {"format": "shmaug.Loader", "version": self.STATE_VERSION, "seed": self.seed,
+                "epoch": epoch, "batch": batch, "shard_index": self.shard_index,
+                "fingerprint": self._fingerprint()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from ``state_dict()``): the next pass yields, bit for bit,
+        the batches the saved run would have yielded next.
+
+        Raises:
+            ArgumentError: for a state of another dataset length, batch size, shuffle,
+                drop_remainder, shard count, seed or format version (naming the field).
+        """
+        expected = {**self._fingerprint(), "seed": self.seed}
+        epoch, batch = check.resume_state(state, "shmaug.Loader", self.STATE_VERSION,
+                                          expected, len(self))
+        self._epoch, self._start, self._pass = epoch, batch, None
+
+    def _fingerprint(self) -> dict[str, Any]:
+        return {"samples": self._n, "batch_size": self.batch_size, "shuffle": self.shuffle,
+                "drop_remainder": self._plan.drop_remainder, "num_shards": self.num_shards}
 
     def batch(self, index: int, *, epoch: int | None = None) -> tuple[np.ndarray, Any]:
         """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies.
@@ -328,6 +408,8 @@ class Loader:
             assert self._prefetch is not None
             xb, hit = self._prefetch.produce((epoch, index), stop - start, copy=self.copy)
             self._counters["hits"] += hit
+            if self._marks is not None:  # made now, so its stand-ins are marked by now
+                self._count_stand_ins(positions)
         self.last_hit = self._counters["hits"] > hits
         self._counters["wait_s"] += time.perf_counter() - began
         self._counters["images"] += stop - start
@@ -346,19 +428,31 @@ class Loader:
         Keys: ``images_per_s``, ``wait_fraction`` (share of the consumer's time spent
         waiting for data), ``hit_rate`` (batches ready when asked), ``queue_depth`` (batches
         ready now), ``worker_busy`` (per-worker busy fraction), ``respawns``, ``batches``,
-        ``skipped`` (unreadable samples a ``load`` replaced, e.g. with ``on_error="skip"``).
+        ``images`` (augmented samples handed out: with ``num_shards`` K, 1/K of an epoch's)
+        and, for a source that stands in for unreadable samples (``shmaug.ImageFiles`` with
+        ``on_error="skip"``):
+
+        - ``skipped``: stand-ins in the batches delivered since start (or ``reset_stats()``).
+          Each unreadable file counts once per epoch its batch is delivered in: a whole epoch
+          adds the number of unreadable files, two epochs twice that. Only what was delivered
+          counts (not the sample 0 probe, prefetched or cancelled batches, or work a replaced
+          worker redid), so it is the same for any ``workers`` and ``start_method``.
+        - ``unreadable``: the sorted paths of the unreadable files met in delivered batches
+          since start (not reset): a fact about the data, complete after one whole epoch.
+
+        A sample counts as unreadable from the first time it was (a file that is fixed
+        during the run still counts).
         """
         c = self._counters
         now = time.perf_counter()
         elapsed = now - c["t_first"] if c["t_first"] else 0.0
         busy: list[float] = []
-        skipped = skipped_count(self._load)  # workers=0 runs `load` right here
         status = getattr(self._pool, "status", None)
         if status is not None:
             span = max(now - self._t0, 1e-9)
-            busy = [min(1.0, status[w * STATUS_FIELDS + BUSY_S] / span)
+            busy = [min(1.0, (status[w * STATUS_FIELDS + BUSY_S] - self._busy_base[w]) / span)
                     for w in range(self.workers)]
-            skipped = int(sum(status[w * STATUS_FIELDS + SKIPPED] for w in range(self.workers)))
+        name = getattr(self._load, "name", str)
         ready = self._prefetch.ready if self._prefetch is not None else 0
         return {
             "images_per_s": c["images"] / elapsed if elapsed > 0 else 0.0,
@@ -368,18 +462,21 @@ class Loader:
             "worker_busy": busy,
             "respawns": getattr(self._pool, "respawns", 0),
             "batches": c["batches"],
-            "skipped": skipped,
+            "images": int(c["images"]),
+            "skipped": int(c["skipped"]),
+            "unreadable": sorted(name(i) for i in self._unreadable),
         }
 
     def reset_stats(self) -> None:
         """Start the ``stats()`` window afresh (e.g. at each epoch)."""
         self._counters: dict[str, float] = dict(wait_s=0.0, images=0, batches=0, hits=0,
-                                                t_first=0.0)
+                                                skipped=0, t_first=0.0)
         self._t0 = time.perf_counter()
+        # A baseline, not a reset: workers add to BUSY_S without a lock, so a zero written
+        # here could be lost under a worker's read-modify-write.
         status = getattr(self._pool, "status", None)
-        if status is not None:
-            for w in range(self.workers):
-                status[w * STATUS_FIELDS + BUSY_S] = 0.0
+        self._busy_base = [0.0 if status is None else status[w * STATUS_FIELDS + BUSY_S]
+                           for w in range(self.workers)]
 
     def close(self) -> None:
         """Stop the workers and free the shared memory. Idempotent."""

@@ -248,6 +248,7 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
                 start += len(xb)
                 bar.update(len(xb))
             skipped = int(loader.stats()["skipped"])
+            unreadable = loader.stats()["unreadable"]
         images.flush()
         del images
         _fsync(partial[IMAGES])
@@ -259,7 +260,7 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
             "format": FORMAT, "count": len(files), "shape": list(shape), "dtype": "uint8",
             "class_names": list(files.class_names), "labels": files.labels is not None,
             "sha256": digest.hexdigest(), "bytes": os.path.getsize(partial[IMAGES]),
-            "skipped": skipped, "source": described,
+            "skipped": skipped, "unreadable": unreadable, "source": described,
         }
         with open(partial[MANIFEST], "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=1)

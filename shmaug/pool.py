@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _platform
 from ._launch import start_worker
 from ._worker import (
     CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TICKET, SliceRunner, WorkerSpec,
@@ -79,7 +80,8 @@ class WorkerPool:
         generation: Any,
         in_flight_per_worker: int,
     ) -> None:
-        self._ctx: Any = multiprocessing.get_context(start_method)
+        self._ctx: Any = multiprocessing.get_context(start_method or
+                                                    _platform.DEFAULT_START_METHOD)
         # Spawned workers need the user's __main__ only if the payload refers to it.
         self._needs_main = b"__main__" in spec.payload
         self._spec = spec
@@ -91,6 +93,7 @@ class WorkerPool:
         self.status = self._ctx.RawArray("d", workers * STATUS_FIELDS)  # busy s, index, tasks
         self._workers: list[_Worker | None] = [None] * workers
         self._pending: deque[Task] = deque()  # invariant: submitted, not yet sent to a worker
+        self._turn = 0  # invariant: where the next tie-break among equally queued workers starts
         self._deaths: dict[int, int] = {}  # ticket -> workers that died while running it
         self._broken: BaseException | None = None  # a start-up failure: every poll raises it
         self._closed = False
@@ -161,7 +164,10 @@ class WorkerPool:
     def _dispatch(self) -> None:
         while self._pending:
             live = [w for w in self._workers if w is not None]
-            worker = min(live, key=lambda w: len(w.queued))
+            # The least-queued worker; ties rotate, so a consumer-bound pool shares its few
+            # tasks among all workers instead of handing every one to worker 0.
+            self._turn = (self._turn + 1) % len(live)
+            worker = min(live[self._turn:] + live[:self._turn], key=lambda w: len(w.queued))
             if len(worker.queued) >= self._in_flight:
                 return
             task = self._pending.popleft()
@@ -288,7 +294,7 @@ class WorkerPool:
             w.queued.remove(task)  # reported, not redone
             index = self._current_index(wid)
             out += self._drain(w)  # answers it sent before it got stuck still count
-            w.process.kill()
+            _platform.stop(w.process)
             out += self._replace(wid, w, crashed=False)
             out.append(("timeout", task.ticket, wid, index))
         return out
@@ -316,7 +322,7 @@ class WorkerPool:
                     w.process.terminate()
                     w.process.join(_KILL_TIMEOUT_S)
                 if w.process.is_alive():
-                    w.process.kill()
+                    _platform.stop(w.process)
                     w.process.join(_KILL_TIMEOUT_S)
             except ValueError:  # already reaped and closed by a concurrent poll()
                 pass

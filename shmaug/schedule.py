@@ -23,19 +23,56 @@ def permutation(seed: int, epoch: int, n: int, shuffle: bool) -> np.ndarray:
     return rng.permutation(n).astype(np.int64, copy=False)
 
 
-class OrderCache:
-    """The last few epochs' permutations, so a worker computes each one once."""
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """Which part of every epoch this process takes: ``index`` of ``count`` equal parts.
 
-    def __init__(self, seed: int, n: int, shuffle: bool, keep: int = 3) -> None:
-        self._args = (seed, n, shuffle)  # invariant: fixed for the run
+    Named as ``tf.data.Dataset.shard(num_shards, index)``. Every shard gets
+    ``n // count`` samples per epoch, so every host runs the same number of steps (a
+    collective all-reduce deadlocks otherwise).
+    """
+
+    count: int = 1
+    index: int = 0
+
+    def size(self, n: int) -> int:
+        """Samples per epoch in each shard."""
+        return n // self.count
+
+
+def epoch_order(seed: int, epoch: int, n: int, shuffle: bool, shard: Shard = Shard()) -> np.ndarray:
+    """The dataset indices one shard visits in ``epoch``, in order.
+
+    The global order (``permutation``) is the same on every host; shard k takes its positions
+    k, k + K, k + 2K, ... (as ``Dataset.shard``) of the first ``K * (n // K)``. The
+    ``n % K`` samples left over are not served that epoch; they rotate: with ``shuffle`` they
+    are whichever the epoch's permutation puts last, without it the order is rotated by
+    ``epoch * (n % K)`` first, so the left-over window slides through the dataset and no sample
+    is left out twice in a row (``n % K < n / 2`` always).
+    """
+    order = permutation(seed, epoch, n, shuffle)
+    if shard.count == 1:
+        return order
+    kept = shard.count * shard.size(n)
+    if kept < n and not shuffle:
+        order = np.roll(order, -((epoch * (n - kept)) % n))
+    return np.ascontiguousarray(order[:kept][shard.index :: shard.count])
+
+
+class OrderCache:
+    """The last few epochs' orders (of one shard), so a worker computes each one once."""
+
+    def __init__(self, seed: int, n: int, shuffle: bool, keep: int = 3,
+                 shard: Shard = Shard()) -> None:
+        self._args = (seed, n, shuffle, shard)  # invariant: fixed for the run
         self._keep = keep
         self._orders: OrderedDict[int, np.ndarray] = OrderedDict()  # epoch -> order, LRU
 
     def __call__(self, epoch: int) -> np.ndarray:
         order = self._orders.get(epoch)
         if order is None:
-            seed, n, shuffle = self._args
-            order = permutation(seed, epoch, n, shuffle)
+            seed, n, shuffle, shard = self._args
+            order = epoch_order(seed, epoch, n, shuffle, shard)
             self._orders[epoch] = order
             while len(self._orders) > self._keep:
                 self._orders.popitem(last=False)

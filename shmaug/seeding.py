@@ -3,7 +3,7 @@
 A sample's stream depends only on where the sample sits in the run, never on which worker ran
 it or when, so batches are bit-identical for any worker count, start method or respawn
 history. Distinct samples, epochs and seeds get distinct streams (no "every worker emits the
-same batch").
+same batch"). A seed counts whole, whatever its size (``seed_word``).
 
 Speed matters here (it runs once per sample): instead of building a fresh ``Generator``
 (~20-30 us), each process keeps one ``PCG64`` and re-keys it from a splitmix64 hash computed
@@ -22,6 +22,7 @@ watch compares where the two generators stand before and after a sample (well un
 from __future__ import annotations
 
 import ctypes
+import functools
 import random
 import sys
 from typing import Any, Iterator
@@ -44,19 +45,34 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=16)
+def seed_word(seed: int) -> int:
+    """The 64-bit word every stream of ``seed`` (an int >= 0, any size) derives from.
+
+    Below 2**63 it is the seed itself, so those seeds keep the streams they always had. A
+    larger seed is hashed whole through ``np.random.SeedSequence`` into a word with the top
+    bit set: 2**64 and 2**128 get streams of their own (not those of 0, as truncation gave),
+    and no large seed lands on a small one. Cached: it runs once per task, not per sample.
+    """
+    if seed < 1 << 63:
+        return seed
+    word = int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0])
+    return word | 1 << 63
+
+
 def sample_keys(seed: int, epoch: int, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Two 64-bit words per sample that identify (seed, epoch, index): the basis of every stream.
 
     Vectorized over a task's indices, so the per-sample cost is a few numpy lanes.
     """
-    base = _mix64(_mix64(np.array([seed & _MASK64], np.uint64)) ^ np.uint64(epoch & _MASK64))
+    base = _mix64(_mix64(np.array([seed_word(seed)], np.uint64)) ^ np.uint64(epoch & _MASK64))
     hi = _mix64(base ^ np.asarray(indices, dtype=np.uint64))
     return hi, _mix64(hi ^ _STREAM)
 
 
 def epoch_key(seed: int, epoch: int) -> int:
     """A 63-bit seed for things decided once per epoch (the shuffle order)."""
-    h = _mix64(_mix64(np.array([seed & _MASK64], np.uint64)) ^ np.uint64(epoch & _MASK64)
+    h = _mix64(_mix64(np.array([seed_word(seed)], np.uint64)) ^ np.uint64(epoch & _MASK64)
                ^ np.uint64(0x5851F42D4C957F2D))
     return int(h[0]) >> 1
 

@@ -1,6 +1,6 @@
 """The Keras facade: a ``keras.utils.PyDataset`` whose batches come from shmaug's workers.
 
-This is the only module that imports Keras. It owns the mapping from the batch indices
+With callbacks.py, the only module that imports Keras. It owns the mapping from the batch indices
 Keras asks for to the batches the engine plans, and the epoch counter; the ``Loader`` owns
 processes and memory.
 
@@ -30,9 +30,9 @@ import keras
 import numpy as np
 
 from . import _validate as check
-from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild
+from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild, warn
 from .loader import Loader
-from .schedule import BatchPlan
+from .schedule import BatchPlan, Shard
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +44,16 @@ _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
 class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     """A Keras ``PyDataset`` fed by shmaug's worker processes over shared memory.
 
-    Takes the ``Loader``'s arguments with the same meaning and defaults. Keras itself is told
-    ``workers=1, use_multiprocessing=False`` (so it adds no threads or processes of its own);
-    ``workers`` here means shmaug's processes. Workers start on first use.
+    Takes the ``Loader``'s arguments with the same meaning and defaults. Workers start on first
+    use.
+
+    Keras' ``PyDataset`` arguments work as a Keras user expects: ``workers`` is how many
+    processes prepare batches (shmaug's; 0 runs in this process), ``max_queue_size`` how many
+    batches are prepared ahead; ``use_multiprocessing`` is accepted and changes nothing,
+    because shmaug's workers are always processes (``False`` gets a ``ShmaugWarning``: it
+    cannot make them threads). Keras itself is told ``workers=1, use_multiprocessing=False``
+    so that it adds no threads or processes on top; hence ``seq.workers`` reads 1, and
+    shmaug's count is in ``seq.stats()["workers"]``.
 
     Subclass it to change what a sample is, without touching the engine:
 
@@ -63,6 +70,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         y: targets (array, or dict / list of arrays for multi-output models), or None.
         sample_weight: per-sample weights, or None.
         image_key: with a dict ``x``, the entry to augment (default: the only 3-D/4-D one).
+        num_shards, shard_index: this host's part of every epoch (see ``shmaug.Loader``);
+            ``len(seq)`` is then the batches of one shard.
+        use_multiprocessing: Keras' argument, accepted for drop-in use (see above).
         Other arguments: as ``shmaug.Loader``.
 
     Example:
@@ -90,8 +100,19 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         sample_weight: Any = None,
         image_key: str | None = None,
         value_range: tuple[float, float] | None = None,
+        num_shards: int | None = None,
+        shard_index: int | None = None,
+        use_multiprocessing: bool | None = None,
     ) -> None:
+        # Keras must not add threads or processes of its own on top of shmaug's (its adapter
+        # starts them for workers > 1, or workers > 0 with use_multiprocessing).
         super().__init__(workers=1, use_multiprocessing=False, max_queue_size=max_queue_size)
+        if check.use_multiprocessing(use_multiprocessing) is False:
+            warn(
+                "shmaug.Sequence always runs its `workers` in processes (they share the data "
+                "through shared memory, so a process costs no copy), so "
+                "use_multiprocessing=False cannot make them threads and is ignored. Fix: leave "
+                "it out; pass workers=0 to run everything in this process instead.")
         self.image_key, images, extra_inputs = _split_inputs(x, image_key)
         self._loader_args: dict[str, Any] = dict(
             batch_size=check.positive_int("batch_size", batch_size),
@@ -122,9 +143,15 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self.batch_size: int = self._loader_args["batch_size"]
         self.seed: int = self._loader_args["seed"]
         self.shuffle: bool = self._loader_args["shuffle"]
-        plan = BatchPlan(n, self.batch_size, bool(drop_remainder))
-        check.nonempty_epoch(plan)
+        self.num_shards, self.shard_index = check.shard(num_shards, shard_index, n)
+        self._shard_given = num_shards is not None  # else an InputContext may set the shard
+        self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
+        plan = BatchPlan(Shard(self.num_shards).size(n), self.batch_size, bool(drop_remainder))
+        check.nonempty_epoch(plan, self.num_shards)
         self._batches = len(plan)
+        self._fingerprint = {"samples": n, "batch_size": self.batch_size,
+                             "shuffle": self.shuffle, "drop_remainder": plan.drop_remainder,
+                             "num_shards": self.num_shards}  # what a saved state must match
         self._loader: Loader | None = None  # started on first use, so subclass state is complete
         self._closed = False  # set by close(); no loader starts after it
         self._lock = threading.Lock()  # Keras may call from a tf.data thread
@@ -163,9 +190,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         return self._batches
 
     def __getitem__(self, index: int) -> Any:
-        if not isinstance(index, (int, np.integer)) or not -len(self) <= index < len(self):
-            raise IndexError(f"batch index {index!r} out of range for {len(self)} batches")
-        index = int(index) % len(self)
+        index = check.batch_index(index, len(self))
         with self._lock:
             loader = self._ensure_loader()
             self._check_order(index, loader)
@@ -216,6 +241,45 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._asked.clear()
             self._previous = -1
 
+    STATE_VERSION = 1  # of state_dict()'s format; bumped when its meaning changes
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the stream of batches stands, as a small JSON-ready dict.
+
+        Besides the ``Loader``'s fields (seed, epoch, batch, shard, fingerprint) it holds this
+        pass's bindings of Keras indices to batches, which carry an epoch across several short
+        Keras epochs (``fit(steps_per_epoch=k)`` with k < ``len(seq)``). A restored Sequence
+        asked for the same indices then serves the same batches, bit for bit. To resume
+        ``fit`` itself use ``shmaug.EpochSync`` (Keras restarts its own iterator).
+        """
+        with self._lock:
+            return {
+                "format": "shmaug.Sequence", "version": self.STATE_VERSION, "seed": self.seed,
+                "epoch": self._epoch, "batch": self._cursor, "shard_index": self.shard_index,
+                "fingerprint": dict(self._fingerprint),
+                "bindings": [[i, e, b] for i, (e, b) in sorted(self._bindings.items())],
+                "asked": sorted(self._asked), "in_epoch": self._in_epoch,
+            }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from ``state_dict()``, also of another host's shard).
+
+        Raises:
+            ArgumentError: for a state of another dataset length, batch size, shuffle,
+                drop_remainder, shard count, seed or format version (naming the field).
+        """
+        expected = {**self._fingerprint, "seed": self.seed}
+        epoch, cursor = check.resume_state(state, "shmaug.Sequence", self.STATE_VERSION,
+                                           expected, len(self))
+        bindings = check.bindings(state.get("bindings"), state.get("asked"), len(self))
+        with self._lock:
+            self._epoch, self._cursor = epoch, cursor
+            self._bindings = {i: (e, b) for i, e, b in bindings}
+            self._asked = {int(i) for i in state.get("asked") or ()}
+            self._in_epoch = bool(state.get("in_epoch"))
+            self._held.clear()
+            self._previous = -1
+
     @property
     def loader(self) -> Loader:
         """The engine behind this dataset (started on first access)."""
@@ -235,11 +299,25 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self.loader.reset_stats()
         self._requests = self._hits = 0
 
-    def to_tf_dataset(self) -> Any:
+    def to_tf_dataset(self, input_context: Any = None) -> Any:
         """A prefetching ``tf.data.Dataset`` of one epoch per iteration (custom loops,
-        ``tf.distribute``), with the exact ``output_signature``."""
+        ``tf.distribute``), with the exact ``output_signature``.
+
+        Args:
+            input_context: a ``tf.distribute.InputContext``, as
+                ``strategy.distribute_datasets_from_function`` passes it: the dataset is then
+                shard ``ctx.input_pipeline_id`` of ``ctx.num_input_pipelines`` (set before the
+                workers start; explicit ``num_shards``/``shard_index`` must agree). Its batches
+                go whole to one replica, so ``batch_size`` is the per-replica batch size.
+
+        Example:
+            >>> dist = strategy.distribute_datasets_from_function(
+            ...     lambda ctx: seq.to_tf_dataset(input_context=ctx))
+        """
         import tensorflow as tf
 
+        if input_context is not None:
+            self._follow(input_context)
         first = self[0]
 
         def spec(a: Any) -> Any:
@@ -254,7 +332,35 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self.on_epoch_end()
 
         dataset = tf.data.Dataset.from_generator(epoch, output_signature=signature)
+        if self.num_shards > 1:  # sharded already: tf.distribute must not shard it again
+            options = tf.data.Options()
+            options.experimental_distribute.auto_shard_policy = (
+                tf.data.experimental.AutoShardPolicy.OFF)
+            dataset = dataset.with_options(options)
         return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def _follow(self, ctx: Any) -> None:
+        """Take the shard an ``InputContext`` assigns (before the workers start)."""
+        wanted = (int(ctx.num_input_pipelines), int(ctx.input_pipeline_id))
+        if wanted == (self.num_shards, self.shard_index):
+            return
+        if self._shard_given or self._loader is not None:
+            why = ("was created with" if self._shard_given else "already runs with")
+            raise ArgumentError(
+                f"`input_context` assigns shard {wanted[1]} of {wanted[0]} "
+                f"(input_pipeline_id / num_input_pipelines), but this Sequence {why} "
+                f"num_shards={self.num_shards}, shard_index={self.shard_index}. Fix: leave "
+                f"num_shards and shard_index out and let the context decide, or pass "
+                f"num_shards={wanted[0]}, shard_index={wanted[1]}."
+            )
+        n = self._fingerprint["samples"]
+        self.num_shards, self.shard_index = check.shard(*wanted, n)
+        self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
+        plan = BatchPlan(Shard(self.num_shards).size(n), self.batch_size,
+                         self._fingerprint["drop_remainder"])
+        check.nonempty_epoch(plan, self.num_shards)
+        self._batches = len(plan)
+        self._fingerprint["num_shards"] = self.num_shards
 
     def close(self) -> None:
         """Stop the workers and free shared memory. Idempotent.
@@ -314,7 +420,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._out_of_order += 1
             if self._out_of_order == 3 and not self._warned:
                 self._warned = True
-                log.warning(
+                warn(
                     "Keras asks this shmaug.Sequence for batches in random order (fit's "
                     "default shuffle=True) while it has shuffle=False, so its workers cannot "
                     "prepare the next batch ahead of time. For training data pass "
@@ -390,59 +496,3 @@ def _split_inputs(x: Any, image_key: str | None) -> tuple[str | None, Any, dict[
             f"of those."
         )
     return image_key, x[image_key], {k: v for k, v in x.items() if k != image_key}
-
-
-class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
-    """Logs each epoch's input-pipeline figures and says plainly when training waits for data.
-
-    Watches ``sequence``, or every ``shmaug.Sequence`` that served batches during the epoch.
-    The figures of the busiest one also go into the epoch's ``logs`` (``data_wait``,
-    ``images_per_s``, ``prefetch_hit_rate``), so they land in ``History``.
-
-    Args:
-        sequence: the dataset to watch; None watches them all.
-        threshold: the share of time spent waiting for data above which an epoch counts as
-            input-bound.
-
-    Example:
-        >>> model.fit(train, epochs=5, callbacks=[shmaug.StallMonitor()])
-    """
-
-    def __init__(self, sequence: Sequence | None = None, threshold: float = 0.1) -> None:
-        super().__init__()
-        self.sequence = sequence  # None: every live shmaug.Sequence
-        self.threshold = threshold
-        self.history: list[dict[str, Any]] = []  # one entry per epoch per watched sequence
-
-    def _watched(self) -> list[Sequence]:
-        seqs = [self.sequence] if self.sequence is not None else list(_LIVE)
-        return [s for s in seqs if s._loader is not None and not s._loader.closed]
-
-    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-        for seq in self._watched():
-            seq.reset_stats()
-
-    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-        watched = sorted(self._watched(), key=lambda s: -s._requests)
-        for rank, seq in enumerate(watched):
-            if not seq._requests:
-                continue
-            s = seq.stats()
-            s["epoch"] = epoch
-            self.history.append(s)
-            busy = ", ".join(f"{b:.0%}" for b in s["worker_busy"]) or "n/a"
-            log.info(
-                "epoch %d: %.0f images/s, waiting for data %.1f%% of the time, %.1f%% of "
-                "batches ready when asked, %d batches queued, worker busy: %s",
-                epoch, s["images_per_s"], 100 * s["wait_fraction"], 100 * s["hit_rate"],
-                s["queue_depth"], busy)
-            if logs is not None and rank == 0:  # the busiest: normally the training set
-                logs.update(data_wait=s["wait_fraction"], images_per_s=s["images_per_s"],
-                            prefetch_hit_rate=s["hit_rate"])
-            if s["wait_fraction"] > self.threshold:
-                log.warning(
-                    "Training is input-bound: %.0f%% of the time went to waiting for data "
-                    "(%d shmaug workers, busy %s). Try: more `workers` (up to the number of "
-                    "cores), a cheaper augmentation pipeline, or packing decoded images into "
-                    "a .npy file so workers stop decoding them.",
-                    100 * s["wait_fraction"], s["workers"], busy)

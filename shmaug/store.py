@@ -24,12 +24,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import _platform
 from .errors import SharedMemoryError
 
 log = logging.getLogger(__name__)
 
 SEGMENT_PREFIX = "shmaug_"
-_SHM_DIR = "/dev/shm"
+_SHM_DIR = _platform.SHM_DIR or "/dev/shm"  # named in messages; measured only where it exists
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +72,10 @@ def mapped_file_handle(array: np.ndarray) -> ArrayHandle | None:
 
 def free_shm_bytes() -> int | None:
     """Bytes free in /dev/shm, or None where there is no such mount (macOS, Windows)."""
+    if _platform.SHM_DIR is None:
+        return None
     try:
-        st = os.statvfs(_SHM_DIR)
+        st = os.statvfs(_platform.SHM_DIR)
     except (OSError, AttributeError):
         return None
     return st.f_bavail * st.f_frsize
@@ -134,6 +137,15 @@ def attach(handle: ArrayHandle) -> tuple[np.ndarray, Callable[[], None]]:
     return array, close
 
 
+def attach_block(handle: ArrayHandle) -> shared_memory.SharedMemory:
+    """Map a shared block in this process as raw bytes (``.buf``), not as a numpy view.
+
+    For small flag arrays written a byte at a time from objects without a close step: with no
+    view on it, the block closes cleanly whenever the object holding it is collected.
+    """
+    return _attach_untracked(handle.name)
+
+
 def _close_quietly(shm: shared_memory.SharedMemory) -> None:
     try:
         shm.close()
@@ -182,9 +194,10 @@ class SharedStore:
         try:
             shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))
         except OSError as exc:
+            where = _platform.SHM_DIR or "memory (on Windows, the paging file)"
             raise SharedMemoryError(
                 f"Could not create a shared-memory block of {nbytes:,} bytes for {what}: "
-                f"{exc}. Fix: free or enlarge {_SHM_DIR}, or lower `max_queue_size`."
+                f"{exc}. Fix: free or enlarge {where}, or lower `max_queue_size`."
             ) from exc
         self._segments.append(shm)
         view = np.ndarray(shape, dtype=dt, buffer=shm.buf)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 
@@ -10,6 +11,10 @@ import psutil
 import pytest
 
 SHM_DIR = "/dev/shm"
+# CI also runs the suite on interpreters without TensorFlow (.ci/run): tests of the Keras facade
+# that start it in a subprocess or reach it lazily say so with this mark.
+needs_keras = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
+                                 reason='needs Keras: pip install "shmaug[tf]"')
 _GRACE_S = 5.0  # a dropped loader's finalizer or the resource tracker may need a moment
 
 

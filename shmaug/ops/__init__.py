@@ -19,6 +19,7 @@ Importing this package registers the built-in ops; it starts nothing and imports
 
 from __future__ import annotations
 
+from .albu import FromAlbumentations, from_albumentations
 from .compose import Compose, Maybe, OneOf, SomeOf
 from .core import Augment, Op, available, check_picklable, from_config, get, register, to_config
 from .geometric import (
@@ -49,6 +50,7 @@ from .photometric import (
 __all__ = [
     "Augment",
     "Compose",
+    "FromAlbumentations",
     "FromArray",
     "FromPil",
     "Maybe",
@@ -61,6 +63,7 @@ __all__ = [
     "crop",
     "cutout",
     "elastic",
+    "from_albumentations",
     "from_array",
     "from_config",
     "from_pil",

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError
 from ..seeding import global_rng_use
-from ._params import ValueRange, bounds, value_range as checked_range
+from ._params import ValueRange, bounds, convert, value_range as checked_range
 from .core import as_op, config_type, from_config, to_config, with_value_range
 
 
@@ -99,10 +99,10 @@ class Compose:
         # has no float16 kernels) and back, which made pipelines 2-3x slower on float16.
         half = image.dtype == np.float16
         if half:
-            image = image.astype(np.float32)
+            image = convert(image, np.float32)
         for op in self.ops:
             image = op(image, rng)
-        return np.asarray(image).astype(np.float16) if half else image
+        return convert(np.asarray(image), np.float16) if half else image
 
     def to_config(self) -> dict[str, Any]:
         """A JSON-ready dict; ``shmaug.from_config`` rebuilds an equal pipeline."""

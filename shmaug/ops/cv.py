@@ -18,7 +18,7 @@ import math
 import cv2
 import numpy as np
 
-from ._params import Levels
+from ._params import Levels, convert
 
 # PIL's 3x3 ImageFilter.SHARPEN and ImageFilter.SMOOTH, normalised to sum 1; the ops blend
 # them with the identity by ``amount`` so amount=1 is PIL's exact kernel and 0 is a no-op.
@@ -40,7 +40,8 @@ def grid(h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
 
 def blend_kernel(kernel: np.ndarray, amount: float) -> np.ndarray:
     """``(1 - amount) * identity + amount * kernel`` (3x3, float32)."""
-    return ((1.0 - amount) * _IDENTITY3 + amount * kernel).astype(np.float32)
+    out: np.ndarray = np.float32(1.0 - amount) * _IDENTITY3 + np.float32(amount) * kernel
+    return out
 
 
 def warp(
@@ -134,8 +135,8 @@ def _saturated(out: np.ndarray, dtype: np.dtype, scale: Levels) -> np.ndarray:
     """A float32 result clamped to ``scale`` in ``dtype`` (integers rounded)."""
     if dtype.kind in "ui":
         np.rint(out, out=out)
-    np.clip(out, scale.lo, scale.hi, out=out)
-    return out if out.dtype == dtype else out.astype(dtype)
+    out.clip(scale.lo, scale.hi, out=out)
+    return out if out.dtype == dtype else convert(out, dtype)
 
 
 def lut(img: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -153,7 +154,7 @@ def gamma(img: np.ndarray, g: float, scale: Levels) -> np.ndarray:
         table = scale.lo + scale.span * ((levels - scale.lo) / scale.span) ** g
         return lut(img, np.rint(table).astype(np.uint8))
     unit = (img.astype(np.float32) - np.float32(scale.lo)) * np.float32(1.0 / scale.span)
-    np.clip(unit, 0.0, 1.0, out=unit)
+    unit.clip(0.0, 1.0, out=unit)
     out = cv2.pow(unit, g) * np.float32(scale.span) + np.float32(scale.lo)
     return _saturated(out, img.dtype, scale)
 

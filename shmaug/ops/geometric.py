@@ -123,7 +123,7 @@ def rotate(
     """
     angle = draw(rng, degrees, "degrees")
     h, w = image.shape[:2]
-    m = np.vstack([cv2.getRotationMatrix2D(((w - 1) / 2, (h - 1) / 2), angle, 1.0), [0, 0, 1]])
+    m = _affine(*cv2.getRotationMatrix2D(((w - 1) / 2, (h - 1) / 2), angle, 1.0).ravel())
     return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend=backend, op="rotate", value_range=value_range)
 
 

@@ -6,6 +6,7 @@ Each case runs the real command (`python -m shmaug.cli ...`) in a child process.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 from PIL import Image
 
 from shmaug.cli import PACK_FLAGS, as_flags
+from tests.conftest import needs_keras
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -65,6 +67,30 @@ def test_a_corrupt_file_is_one_line_naming_the_file_and_the_flag(images, tmp_pat
                       "--on-error", "skip")
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "out" / "manifest.json").exists()
+
+
+def warning_lines(proc: subprocess.CompletedProcess[str], command: str) -> list[str]:
+    """The ShmaugWarning lines; checks the run succeeded and Python's own format is absent."""
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ShmaugWarning" not in proc.stderr and "warn(" not in proc.stderr, proc.stderr
+    return [line for line in proc.stderr.splitlines()
+            if line.startswith(f"shmaug {command}: warning: ")]
+
+
+def test_warnings_are_one_line_each(images, tmp_path):
+    Image.fromarray(np.zeros((12, 10, 3), np.uint8)).save(images / "stray.jpg")
+    proc = shmaug_cli("pack", images, tmp_path / "out", "--image-size", 8, 8, "--workers", 2,
+                      "--on-error", "skip")
+    lines = warning_lines(proc, "pack")
+    ignored = [w for w in lines if "directly in this folder" in w]
+    assert len(ignored) == 1 and "['ant', 'bee']" in ignored[0], proc.stderr
+    # The truncated file, decoded in a worker, is one warning from this process, in flags.
+    (replaced,) = [w for w in lines if "1.jpg" in w]  # ant/1.jpg: bee/1.jpg reads
+    assert "--on-error skip" in replaced and "manifest.json's `unreadable`" in replaced
+    assert "on_error" not in replaced and "stats()" not in replaced
+    assert len(lines) == 2, proc.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["skipped"] == 1 and manifest["unreadable"] == [str(images / "ant" / "1.jpg")]
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -145,6 +171,7 @@ def test_as_flags_rewrites_python_arguments():
 
 
 @pytest.mark.slow
+@needs_keras
 def test_ctrl_c_is_one_line_and_status_130(tmp_path):
     """Ctrl-C from a terminal reaches the whole process group, workers included."""
     proc = subprocess.Popen(

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import needs_keras
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,15 +26,25 @@ def run(*args: str, cwd: Path = ROOT, timeout: float = 300) -> str:
 
 
 @pytest.mark.parametrize("example, method", [
-    ("kanji_cnn.py", None),
+    pytest.param("kanji_cnn.py", None, marks=needs_keras),
     ("custom_augmentation.py", "spawn"),
-    ("subclass_sequence.py", None),
+    pytest.param("subclass_sequence.py", None, marks=needs_keras),
     ("legacy_pil_function.py", "spawn"),
+    pytest.param("multi_worker.py", None, marks=needs_keras),  # 2 hosts over loopback
 ])
 def test_example_runs(example, method):
     extra = ["--start-method", method] if method else []
+    if example == "multi_worker.py":  # ends its hosts itself, well before run()'s timeout
+        extra = ["--timeout", "200"]
     out = run(str(ROOT / "examples" / example), "--quick", *extra)
     assert out.strip()
+
+
+def test_albumentations_example_runs():
+    pytest.importorskip("albumentations")
+    out = run(str(ROOT / "examples" / "albumentations_pipeline.py"), "--quick",
+              "--start-method", "spawn")
+    assert "bit-identical = True" in out
 
 
 def test_op_grid_writes_a_png(tmp_path):
@@ -40,6 +52,7 @@ def test_op_grid_writes_a_png(tmp_path):
     assert (tmp_path / "grid.png").stat().st_size > 10_000
 
 
+@needs_keras
 def test_demo_quick(tmp_path):
     out = run("-m", "shmaug.cli", "demo", "--quick", "--out", str(tmp_path))
     assert "images/s fed" in out and "waiting for data" in out and "val. accuracy" in out
@@ -55,14 +68,20 @@ def test_bench_ops_quick(tmp_path):
         assert (tmp_path / "ops.png").stat().st_size > 10_000
 
 
+def test_bench_ops_w1_quick(tmp_path):
+    out = run(str(ROOT / "bench" / "ops.py"), "--w1", "--quick", "--out", str(tmp_path / "w1.json"))
+    assert "glyph_distort" in out and "float16 edge" in out
+
+
 def test_bench_engine_quick(tmp_path):
     out = run("-m", "bench.engine", "--quick", "--out", str(tmp_path))
     assert "identity" in out and (tmp_path / "engine.json").is_file()
+    assert "main-process CPU per image" in out and "feed rate it implies" in out
 
 
+@needs_keras
 def test_soak_quick(tmp_path):
     """20 epochs with 4 workers SIGKILLed and one fit: nothing grows, nothing is left."""
-    pytest.importorskip("tensorflow")
     out = run("-m", "bench.soak", "--quick", "--out", str(tmp_path / "soak.txt"))
     assert "PASS: nothing grew" in out and "4 workers SIGKILLed, 4 respawned" in out
     assert (tmp_path / "soak.txt").read_text() == out

@@ -7,13 +7,10 @@ created: a typo must not fork a million processes or allocate terabytes first. T
 guard in conftest checks that no segment or process outlives a case, and each case runs
 under a hard timeout.
 
-Not covered yet: a ``Loader.state_dict()`` from another version (the state API is being
-built elsewhere).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import multiprocessing.process
 import re
 from dataclasses import dataclass
@@ -26,13 +23,12 @@ from PIL import Image
 
 import shmaug
 from tests import _ops
+from tests.conftest import needs_keras
 
 pytestmark = pytest.mark.timeout(60)
 
 REMEDY = re.compile(r"\bFix\b|Pass e\.g\.|Register yours|Check the spelling|Pick another name|"
                     r"Move it to module level|Take the image and rng first|Define it at module")
-HAS_KERAS = all(importlib.util.find_spec(m) for m in ("keras", "tensorflow"))
-needs_keras = pytest.mark.skipif(not HAS_KERAS, reason="shmaug.Sequence needs Keras + TF")
 
 X = np.random.default_rng(0).integers(0, 255, (8, 6, 6), np.uint8)
 XF = (X / 255).astype(np.float32)
@@ -119,6 +115,17 @@ def sequence(x: Any, y: Any = None, **kwargs: Any) -> Any:
 def pack(source: Any, out: str, **kwargs: Any) -> Any:
     return shmaug.pack(source, out, **{"progress": False, "workers": 1, "image_size": (8, 8),
                                        **kwargs})
+
+
+def resume(state: Any, **kwargs: Any) -> None:
+    """Load ``state`` into a fresh loader (workers=0: the state check is this process's)."""
+    with shmaug.Loader(X, **{"batch_size": 4, "workers": 0, "seed": 0, **kwargs}) as L:
+        L.load_state_dict(state)
+
+
+def state(**changes: Any) -> dict[str, Any]:
+    with shmaug.Loader(X, batch_size=4, workers=0, seed=0) as L:
+        return {**L.state_dict(), **changes}
 
 
 def paths(f: Files, *names: str) -> shmaug.ImageFiles:
@@ -258,6 +265,15 @@ CASES: dict[str, Case] = {
     "config with an unknown parameter": Case(lambda f, t: shmaug.from_config(
         {"type": "Op", "name": "rotate", "params": {"spin": 3}}), ValueError, "`spin`"),
     "config not a dict": Case(lambda f, t: shmaug.from_config(None), ValueError, "`config`"),
+    # a loader's saved state from another version, run or loader
+    "state of another version": Case(lambda f, t: resume(state(version=99)), ValueError,
+                                     "`state`.*version=99"),
+    "state of another format": Case(lambda f, t: resume(state(format="shmaug.Sequence")),
+                                    ValueError, "`state`.*format='shmaug.Sequence'"),
+    "state not a dict": Case(lambda f, t: resume([1, 2]), TypeError, "`state`"),
+    "state of another seed": Case(lambda f, t: resume(state(), seed=1), ValueError, "seed"),
+    "state of another batch_size": Case(lambda f, t: resume(state(), batch_size=2), ValueError,
+                                        "batch_size"),
 }
 
 SEQUENCE_CASES: dict[str, Case] = {

@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import random
 
+import time
+
 import numpy as np
 import pytest
 
@@ -147,6 +149,17 @@ def test_stats_report_throughput_and_worker_busy(images):
     assert 0 <= stats["wait_fraction"] <= 1
     assert len(stats["worker_busy"]) == 2 and all(0 < b <= 1 for b in stats["worker_busy"])
     assert stats["batches"] == 5
+
+
+def test_a_consumer_bound_pool_shares_its_tasks_among_all_workers(images):
+    # A slow consumer leaves one task at a time to hand out: every one used to go to worker 0,
+    # and stats() showed the others 0% busy.
+    with shmaug.Loader(images[:12], batch_size=1, augment=_ops.slow_noisy, workers=2, seed=0,
+                       max_queue_size=1, shuffle=False) as loader:
+        for _ in loader:
+            time.sleep(0.05)
+        busy = loader.stats()["worker_busy"]
+    assert len(busy) == 2 and all(b > 0 for b in busy), busy
 
 
 def test_fork_after_the_parent_used_opencv_threads_does_not_hang():

@@ -6,8 +6,10 @@ import subprocess
 import sys
 
 import shmaug
+from tests.conftest import needs_keras
 
 
+@needs_keras
 def test_all_is_sorted_and_complete():
     assert shmaug.__all__ == sorted(shmaug.__all__)
     for name in shmaug.__all__:

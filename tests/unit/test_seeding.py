@@ -5,10 +5,14 @@ import random
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shmaug.seeding import SampleSeeder, epoch_key, rng_for, sample_keys
+import shmaug
+from shmaug.schedule import permutation
+from shmaug.seeding import SampleSeeder, epoch_key, rng_for, sample_keys, seed_word
+from tests import _ops
 
 
 def sample_key(seed, epoch, index):
@@ -181,3 +185,54 @@ def test_globals_watch_tells_which_generator_moved():
     np.random.random()
     assert watch.moved() == (False, True)
     assert watch.moved() == (False, False)
+
+
+# -- seeds of any size -------------------------------------------------------------------------
+
+
+def test_seeds_below_2_63_keep_the_streams_they_always_had():
+    # Values from before large seeds were hashed whole: results users reproduce stay as they were.
+    assert rng_for(12345, 2, 7).integers(0, 2**63) == 2574983362355867598
+    assert rng_for(2**63 - 1, 0, 0).integers(0, 2**63) == 2877579287576839836
+    assert epoch_key(7, 3) == 5134750006221468568
+
+
+@given(st.integers(0, 2**63 - 1))
+def test_seed_word_is_the_seed_below_2_63(seed):
+    assert seed_word(seed) == seed
+
+
+@pytest.mark.parametrize("big", [2**64, 2**128, 2**63, 2**64 + 1, 3 * 2**64])
+def test_large_seeds_count_whole_and_never_alias_a_small_one(big):
+    """Truncating to 64 bits gave 2**64 and 2**128 exactly the batches of seed 0."""
+    low = big & (2**63 - 1)  # what truncation would keep
+    assert seed_word(big) >= 2**63  # the top bit: no large seed lands on a seed below 2**63
+    assert rng_for(big, 0, 3).random() != rng_for(low, 0, 3).random()
+    assert not np.array_equal(permutation(big, 1, 50, True), permutation(low, 1, 50, True))
+    assert seed_word(big) == seed_word(int(str(big)))  # a pure function of the integer
+
+
+def test_large_seeds_differ_from_each_other():
+    words = {seed_word(2**64 + k) for k in range(200)} | {seed_word(2**k) for k in range(63, 300)}
+    assert len(words) == 200 + (300 - 63) - 1  # 2**64 is in both sets
+
+
+@pytest.mark.parametrize("seed", [-1, -(2**70)])
+def test_negative_seeds_are_refused_with_the_fix(seed):
+    from shmaug import _validate as check
+
+    with pytest.raises(shmaug.ArgumentError, match=r"`seed` must be None or an integer >= 0"):
+        check.seed(seed)
+
+
+def test_a_large_seed_reaches_the_loaders_batches():
+    x = np.arange(8 * 4 * 4).reshape(8, 4, 4).astype(np.uint8)
+
+    def first_batch(seed):
+        with shmaug.Loader(x, batch_size=8, augment=_ops.noisy, workers=0, seed=seed,
+                           shuffle=True) as loader:
+            return loader.batch(0)[0]
+
+    assert not np.array_equal(first_batch(2**64), first_batch(0))
+    assert not np.array_equal(first_batch(2**128), first_batch(0))
+    np.testing.assert_array_equal(first_batch(2**128), first_batch(2**128))

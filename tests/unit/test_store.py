@@ -77,3 +77,25 @@ def test_ring_slots_are_lent_once():
         with pytest.raises(RuntimeError):
             ring.release(slots[0])
         del ring
+
+
+def test_segment_names_fit_the_shortest_platform_limit():
+    """macOS refuses POSIX shared-memory names over 31 bytes (PSHMNAMLEN), and Python adds a
+    leading slash; Linux pids go up to 4,194,304 (pid_max), macOS's to 99,999."""
+    from shmaug.store import segment_name
+
+    longest = "/" + segment_name(pid=4_194_304)
+    assert len(longest) <= 30, longest
+    assert segment_name().startswith(f"{SEGMENT_PREFIX}{os.getpid()}_")
+    assert segment_name() != segment_name()  # random part: no clash between stores
+
+
+def test_attached_blocks_close_cleanly_with_no_view_left():
+    from shmaug.store import attach_block
+
+    with SharedStore() as store:
+        handle, view = store.empty((5,), np.uint8)
+        block = attach_block(handle)
+        block.buf[3] = 1  # a byte at a time: no numpy view to outlive the block
+        assert view.tolist() == [0, 0, 0, 1, 0]
+        block.close()

@@ -1,0 +1,56 @@
+"""What differs between platforms, decided once, in one place.
+
+The engine branches on these flags, never on ``sys.platform`` or ``hasattr`` itself, so every
+branch can be reached on any machine: ``SHMAUG_EMULATE_WINDOWS=1`` in the environment (read at
+import, so spawned workers inherit it) makes Linux take the Windows branches. It is a test
+switch for CI, not a user setting: the shared memory underneath stays POSIX (segments are
+still unlinked by name), so only shmaug's own choices are emulated, namely:
+
+- waiting: ``multiprocessing.connection.wait`` instead of one kept ``select.poll``;
+- signals: no ``pthread_sigmask`` around a worker's start (Ctrl-C is not blocked then);
+- start methods: "spawn" only, and the default;
+- stopping a stuck worker: ``terminate()`` (TerminateProcess on Windows), as there is no
+  SIGKILL to escalate to;
+- shared-memory capacity: no /dev/shm to measure (Windows backs segments with the paging
+  file; macOS has no such mount either), so no up-front check;
+- cores: ``os.cpu_count()``, without ``sched_getaffinity``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import select
+import signal
+import sys
+from typing import Any
+
+EMULATE_WINDOWS = os.environ.get("SHMAUG_EMULATE_WINDOWS", "") == "1"
+WINDOWS = sys.platform == "win32" or EMULATE_WINDOWS
+
+HAS_POLL = hasattr(select, "poll") and not WINDOWS
+HAS_SIGMASK = hasattr(signal, "pthread_sigmask") and not WINDOWS
+HAS_AFFINITY = hasattr(os, "sched_getaffinity") and not WINDOWS
+SHM_DIR: str | None = None if WINDOWS else "/dev/shm"  # measured only where it may exist
+DEFAULT_START_METHOD: str | None = "spawn" if WINDOWS else None  # None: Python's default
+
+
+def start_methods() -> list[str]:
+    """The start methods a worker pool may use here."""
+    return ["spawn"] if WINDOWS else multiprocessing.get_all_start_methods()
+
+
+def stop(process: Any) -> None:
+    """End a worker that will not stop by itself: SIGKILL on POSIX, TerminateProcess on
+    Windows (``Process.kill`` is ``terminate`` there; emulated by ``terminate()``)."""
+    if WINDOWS:
+        process.terminate()
+    else:
+        process.kill()
+
+
+def cpu_count() -> int:
+    """Cores this process may run on."""
+    if HAS_AFFINITY:
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

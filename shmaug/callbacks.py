@@ -1,0 +1,127 @@
+"""Keras callbacks for ``shmaug.Sequence``: which epoch to serve, and how well it was fed.
+
+``EpochSync`` follows Keras' own epoch number (resume with ``BackupAndRestore``,
+``initial_epoch``, tf.distribute's build pass); ``StallMonitor`` reports, per epoch, whether
+training waited for data. Both read the Sequence; neither owns processes or memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+import keras
+
+from .errors import warn
+from .sequence import _LIVE, Sequence
+
+log = logging.getLogger(__name__)
+
+
+def keras_position(epoch: int, steps: int, batches: int) -> int:
+    """How many batches Keras' ``fit`` draws from one iterator before epoch ``epoch``.
+
+    With ``steps_per_epoch`` (``steps``) below ``batches`` Keras keeps one iterator across
+    epochs, and the epoch that reaches its end is cut short (a fresh iterator starts the next
+    epoch): every ``ceil(batches / steps)`` epochs consume exactly ``batches`` batches.
+    """
+    if steps >= batches:
+        return epoch * batches
+    cycle = -(-batches // steps)
+    return (epoch // cycle) * batches + min((epoch % cycle) * steps, batches)
+
+
+class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
+    """Makes ``sequence`` serve the epoch Keras says it is in: the epoch's permutation and
+    augmentations follow Keras' epoch number, not how many passes the Sequence has seen.
+
+    Needed to resume ``fit`` with ``keras.callbacks.BackupAndRestore``: Keras restores the
+    epoch and restarts it from its first step (also after a mid-epoch backup with
+    ``save_freq`` in batches: Keras 3 saves the batch but does not skip to it), so the
+    restarted epoch must be that epoch's data again, from its first batch. Also makes
+    ``fit(initial_epoch=E)`` start at epoch E, and under ``tf.distribute`` it ignores the
+    batches Keras draws for its symbolic build before training.
+
+    Args:
+        sequence: the training ``shmaug.Sequence``.
+
+    Example:
+        >>> model.fit(seq, epochs=10, callbacks=[
+        ...     keras.callbacks.BackupAndRestore("backup"), shmaug.EpochSync(seq)])
+    """
+
+    def __init__(self, sequence: Sequence) -> None:
+        super().__init__()
+        self.sequence = sequence
+        self._started = False  # invariant: an epoch of this fit call has begun
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        self._started = False
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        batches = len(self.sequence)
+        steps = (self.params or {}).get("steps") or batches
+        # A fresh Keras iterator each epoch (steps >= len): nothing was prefetched, seek
+        # every time. Otherwise only at the start: the iterator runs on across epochs.
+        if steps >= batches or not self._started:
+            self.sequence.seek(*divmod(keras_position(epoch, steps, batches), batches))
+        self._started = True
+
+
+class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
+    """Logs each epoch's input-pipeline figures and says plainly when training waits for data.
+
+    Watches ``sequence``, or every ``shmaug.Sequence`` that served batches during the epoch.
+    The figures of the busiest one also go into the epoch's ``logs`` (``data_wait``,
+    ``images_per_s``, ``prefetch_hit_rate``), so they land in ``History``.
+
+    Args:
+        sequence: the dataset to watch; None watches them all.
+        threshold: the share of time spent waiting for data above which an epoch counts as
+            input-bound.
+
+    Example:
+        >>> model.fit(train, epochs=5, callbacks=[shmaug.StallMonitor()])
+    """
+
+    def __init__(self, sequence: Sequence | None = None, threshold: float = 0.1) -> None:
+        super().__init__()
+        self.sequence = sequence  # None: every live shmaug.Sequence
+        self.threshold = threshold
+        self.history: list[dict[str, Any]] = []  # one entry per epoch per watched sequence
+        self._warned: weakref.WeakSet[Sequence] = weakref.WeakSet()  # said input-bound once
+
+    def _watched(self) -> list[Sequence]:
+        seqs = [self.sequence] if self.sequence is not None else list(_LIVE)
+        return [s for s in seqs if s._loader is not None and not s._loader.closed]
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        for seq in self._watched():
+            seq.reset_stats()
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        watched = sorted(self._watched(), key=lambda s: -s._requests)
+        for rank, seq in enumerate(watched):
+            if not seq._requests:
+                continue
+            s = seq.stats()
+            s["epoch"] = epoch
+            self.history.append(s)
+            busy = ", ".join(f"{b:.0%}" for b in s["worker_busy"]) or "n/a"
+            log.info(  # numbered from 1, as Keras' progress bar does
+                "epoch %d: %.0f images/s, waiting for data %.1f%% of the time, %.1f%% of "
+                "batches ready when asked, %d batches queued, worker busy: %s",
+                epoch + 1, s["images_per_s"], 100 * s["wait_fraction"], 100 * s["hit_rate"],
+                s["queue_depth"], busy)
+            if logs is not None and rank == 0:  # the busiest: normally the training set
+                logs.update(data_wait=s["wait_fraction"], images_per_s=s["images_per_s"],
+                            prefetch_hit_rate=s["hit_rate"])
+            if s["wait_fraction"] > self.threshold and seq not in self._warned:
+                self._warned.add(seq)  # the per-epoch figures stay in the log line above
+                warn(
+                    f"Training is input-bound: in epoch {epoch + 1} "
+                    f"{s['wait_fraction']:.0%} of the time went to waiting for data "
+                    f"({s['workers']} shmaug workers, busy {busy}). Try: more `workers` (up to "
+                    f"the number of cores), a cheaper augmentation pipeline, or packing "
+                    f"decoded images into a .npy file so workers stop decoding them.")

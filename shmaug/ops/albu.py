@@ -1,0 +1,195 @@
+"""An existing albumentations pipeline as a shmaug op: ``from_albumentations``.
+
+Owns the bridge to albumentations (an optional extra: ``pip install "shmaug[albumentations]"``),
+imported only when a bridge is built or unpickled, never by ``import shmaug``.
+
+Reproducibility uses albumentations' own public seeding: before every call the op hands the
+pipeline the sample's ``rng`` through ``set_random_state(random_generator, py_random)``, which
+every ``Compose`` / transform propagates to its children. ``random_generator`` is shmaug's
+per-sample generator itself (no new generator per call); ``py_random`` is one ``random.Random``
+per op, re-seeded from one draw of ``rng`` (~7 us; ``set_random_seed`` would build a fresh numpy
+generator per transform, ~100 us for a five-transform pipeline). Output is then a function of
+``(image, rng)``, hence of (seed, epoch, sample index) in a loader, whatever the worker count
+or start method. The op does not declare ``uses_global_rng``: a transform that still draws from
+the global ``np.random`` is caught by the workers' watch and seeded (see ``seeding.py``).
+
+Targets (masks, bounding boxes, keypoints) go through :meth:`FromAlbumentations.apply`, which
+is seeded the same way. The loader passes ``y`` through unaugmented; ``__call__`` (what the
+loader runs) therefore refuses a pipeline that requires box or keypoint targets.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError, ArgumentTypeError, OutputMismatchError
+from ._params import check_image, convert
+from .core import config_type
+
+INSTALL = 'pip install "shmaug[albumentations]"'
+
+
+def import_albumentations() -> ModuleType:
+    """albumentations, imported without its update check, or an error that says how to install.
+
+    albumentations asks PyPI for its latest version on import (a network call in every spawned
+    worker, up to 2 s each); its own switch ``NO_ALBUMENTATIONS_UPDATE`` turns that off, for
+    this process and the workers it starts.
+    """
+    os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
+    try:
+        import albumentations
+    except ImportError as exc:
+        raise ModuleNotFoundError(
+            f"shmaug.from_albumentations needs the optional package `albumentations`, which "
+            f"could not be imported ({exc}). Fix: `{INSTALL}` (or `pip install "
+            f"albumentations`).",
+            name="albumentations",
+        ) from exc
+    module: ModuleType = albumentations
+    return module
+
+
+def _edge_in(image: np.ndarray) -> np.ndarray:
+    """What albumentations can take: float16 (which OpenCV's warps refuse) becomes float32,
+    exactly; a read-only view (a worker's input) becomes a copy, since some transforms write
+    into their input."""
+    if image.dtype == np.float16:
+        return convert(image, np.float32)
+    return image if image.flags.writeable else image.copy()
+
+
+def _edge_out(out: Any, like: np.ndarray, who: str) -> np.ndarray:
+    if not isinstance(out, np.ndarray):
+        raise OutputMismatchError(
+            f"albumentations pipeline {who} expects an image array under 'image' in its "
+            f"result; received {type(out).__name__}. Return the image from the pipeline."
+        )
+    return convert(out, like.dtype) if out.dtype != like.dtype else out
+
+
+@dataclass(frozen=True, eq=False)
+class FromAlbumentations:
+    """An albumentations pipeline as an op ``(image, rng) -> image``; build it with
+    :func:`from_albumentations`.
+
+    Equal by identity (albumentations transforms are); compare ``to_config()`` instead.
+    """
+
+    pipeline: Any  # a private deep copy: the op owns its random state
+    # Scratch for albumentations' Python-side draws, fully re-seeded on every call (so no
+    # state survives from one sample to the next); rebuilt, not pickled.
+    _py_random: random.Random = field(default_factory=random.Random, repr=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self.pipeline,))
+
+    @property
+    def needs_targets(self) -> tuple[str, ...]:
+        """The targets the pipeline cannot run without ("bboxes", "keypoints"), if any."""
+        processors = getattr(self.pipeline, "processors", None) or {}
+        return tuple(sorted(processors))
+
+    def _seeded(self, rng: np.random.Generator) -> Any:
+        self._py_random.seed(int(rng.integers(0, 2**63)))
+        self.pipeline.set_random_state(rng, self._py_random)
+        return self.pipeline
+
+    def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if self.needs_targets:
+            raise ArgumentError(
+                f"this albumentations pipeline requires {list(self.needs_targets)} targets "
+                f"(its bbox_params / keypoint_params), but a shmaug loader passes only the "
+                f"image to `augment` (targets travel unaugmented). Fix: build the Compose "
+                f"without bbox_params / keypoint_params to augment images in a loader, or call "
+                f"op.apply(rng, image=..., bboxes=..., ...) on samples yourself."
+            )
+        check_image(image)
+        out = self._seeded(rng)(image=_edge_in(image))["image"]
+        return _edge_out(out, image, type(self.pipeline).__name__)
+
+    def apply(self, rng: np.random.Generator, **data: Any) -> dict[str, Any]:
+        """Run the pipeline on ``image`` and its targets (``mask``, ``bboxes``, ``keypoints``,
+        label fields, as albumentations takes them), seeded from ``rng`` as ``__call__`` is.
+
+        Returns:
+            albumentations' result dict; ``image`` (and ``mask``) come back in the dtype given.
+
+        Example:
+            >>> out = op.apply(rng, image=img, mask=mask)  # doctest: +SKIP
+            >>> out["image"], out["mask"]  # doctest: +SKIP
+        """
+        given = {k: v for k, v in data.items() if isinstance(v, np.ndarray) and k in
+                 ("image", "mask")}
+        result: dict[str, Any] = dict(self._seeded(rng)(
+            **{k: _edge_in(v) if k in given else v for k, v in data.items()}))
+        for key, like in given.items():
+            result[key] = _edge_out(result[key], like, type(self.pipeline).__name__)
+        return result
+
+    def to_config(self) -> dict[str, Any]:
+        """A JSON-ready dict holding albumentations' own ``to_dict`` of the pipeline."""
+        albumentations = import_albumentations()
+        try:
+            pipeline = albumentations.to_dict(self.pipeline)
+        except Exception as exc:  # e.g. A.Lambda, which albumentations cannot serialize
+            raise ArgumentError(
+                f"cannot write a config for this albumentations pipeline: "
+                f"albumentations.to_dict failed with {type(exc).__name__}: {exc}. Fix: use "
+                f"serializable transforms, or pickle the op instead of writing its config."
+            ) from exc
+        return {"type": "albumentations", "pipeline": pipeline}
+
+
+def _rebuild(pipeline: Any) -> FromAlbumentations:
+    import_albumentations()  # the update check stays off in a fresh (spawned) worker
+    return FromAlbumentations(pipeline)
+
+
+def from_albumentations(pipeline: Any) -> FromAlbumentations:
+    """Run an existing ``albumentations.Compose`` (or single transform) as a shmaug op.
+
+    The op is ``op(image, rng) -> image``: picklable (for spawned workers) and seeded per call
+    from ``rng`` through albumentations' own ``set_random_state``, so in a loader its output
+    depends only on (seed, epoch, sample index), for any ``workers`` or ``start_method``.
+    float16 images are handed to albumentations as float32 (exactly) and come back as float16;
+    floats are expected in [0, 1], as albumentations expects them. Masks, boxes and keypoints
+    go through ``op.apply(rng, image=..., mask=..., ...)``.
+
+    Args:
+        pipeline: an ``albumentations.Compose`` (any ``BaseCompose``) or a single transform.
+            The op keeps a deep copy, so the caller's object keeps its own random state.
+
+    Returns:
+        A :class:`FromAlbumentations` op.
+
+    Raises:
+        ModuleNotFoundError: albumentations is not installed (the message says how).
+        ArgumentTypeError: ``pipeline`` is not an albumentations transform.
+
+    Example:
+        >>> import albumentations as A  # doctest: +SKIP
+        >>> op = shmaug.from_albumentations(A.Compose([A.Rotate(limit=10), A.GaussNoise()]))
+        >>> loader = shmaug.Loader(x, y, augment=op, workers=2, seed=0)  # doctest: +SKIP
+    """
+    albumentations = import_albumentations()
+    kinds = (albumentations.BaseCompose, albumentations.BasicTransform)
+    if not isinstance(pipeline, kinds):
+        raise ArgumentTypeError(
+            f"`pipeline` expects an albumentations.Compose (or another albumentations "
+            f"transform); received {pipeline!r} ({type(pipeline).__name__}). Fix: pass "
+            f"A.Compose([...]); for a plain function use shmaug.from_array(fn)."
+        )
+    return FromAlbumentations(copy.deepcopy(pipeline))
+
+
+@config_type("albumentations")
+def _from_albumentations_config(cfg: dict[str, Any]) -> FromAlbumentations:
+    return from_albumentations(import_albumentations().from_dict(cfg["pipeline"]))

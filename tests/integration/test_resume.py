@@ -1,0 +1,182 @@
+"""Resume: a loader or sequence restored from ``state_dict()`` (through JSON) continues with
+exactly the batches an uninterrupted run produces."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+import shmaug
+from tests import _ops
+
+pytestmark = pytest.mark.timeout(120)
+
+ARGS = dict(batch_size=6, augment=_ops.noisy, seed=11, shuffle=True, start_method="fork")
+
+
+def loader(images, **kwargs):
+    return shmaug.Loader(images, np.arange(len(images)), **{**ARGS, **kwargs})
+
+
+def through_json(state):
+    return json.loads(json.dumps(state))
+
+
+def consume(loader, taken):
+    """Iterate epoch after epoch; return the first ``taken`` batches and the state saved right
+    after the last of them was handed out (its pass still open; None: after the pass ended)."""
+    got = []
+    while True:
+        for batch in loader:
+            got.append(batch)
+            if len(got) == taken:
+                return got, loader.state_dict()
+        if taken is None:
+            return got, loader.state_dict()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("taken", [3, 7, 10, None])  # 7 batches per epoch; None: one whole pass
+def test_loader_resumes_bit_for_bit(images, workers, taken):
+    with loader(images, workers=workers) as whole:
+        expected = [b for _ in range(3) for b in whole]
+    with loader(images, workers=workers) as first:
+        got, state = consume(first, taken)
+        state = through_json(state)
+    assert (state["epoch"], state["batch"]) == divmod(len(got), 7)
+    with loader(images, workers=workers) as second:
+        second.load_state_dict(state)
+        assert second.state_dict() == state
+        while len(got) < len(expected):
+            got.extend(second)
+    for (x, y), (xe, ye) in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(y, ye)
+        np.testing.assert_array_equal(x, xe)
+
+
+def test_sharded_loader_resumes_from_any_hosts_state(images):
+    with loader(images, workers=0, num_shards=2, shard_index=0) as host0:
+        it = iter(host0)
+        next(it), next(it)
+        state = through_json(host0.state_dict())
+        del it
+    with loader(images, workers=0, num_shards=2, shard_index=1) as whole, \
+            loader(images, workers=0, num_shards=2, shard_index=1) as host1:
+        expected = list(whole)[2:]
+        host1.load_state_dict(state)
+        for (x, y), (xe, ye) in zip(list(host1), expected, strict=True):
+            np.testing.assert_array_equal(x, xe)
+
+
+@pytest.mark.parametrize(
+    "change, pattern",
+    [
+        (dict(images=20), r"samples=40 but this shmaug.Loader has samples=20.*same dataset"),
+        (dict(batch_size=5), r"batch_size=6 .* batch_size=5.*same `batch_size`"),
+        (dict(shuffle=False), r"shuffle=True .* shuffle=False"),
+        (dict(drop_remainder=True), r"drop_remainder=False"),
+        (dict(num_shards=2, shard_index=0), r"num_shards=1 .* num_shards=2.*hosts"),
+        (dict(seed=12), r"seed=11 .* seed=12.*seed=state\['seed'\]"),
+    ],
+)
+def test_a_state_from_another_run_is_refused(images, change, pattern):
+    with loader(images, workers=0) as saved:
+        state = saved.state_dict()
+    n = change.pop("images", len(images))
+    with loader(images[:n], workers=0, **change) as other:
+        with pytest.raises(shmaug.ArgumentError, match=pattern):
+            other.load_state_dict(state)
+
+
+def test_a_state_of_another_format_or_version_is_refused(images):
+    with loader(images, workers=0) as one:
+        state = one.state_dict()
+        with pytest.raises(shmaug.ArgumentError, match=r"version=2.*reads .*version=1"):
+            one.load_state_dict({**state, "version": 2})
+        with pytest.raises(shmaug.ArgumentError, match=r"batch=99.*batch in 0..6"):
+            one.load_state_dict({**state, "batch": 99})
+        with pytest.raises(shmaug.ArgumentTypeError, match=r"`state` must be the dict"):
+            one.load_state_dict("state.json")
+
+
+# -- Sequence: Keras' way of asking, with short epochs (fit(steps_per_epoch=k)) ------------------
+
+
+def keras_script(batches, epochs, steps, seed=5):
+    """What Keras' fit(shuffle=True, steps_per_epoch=steps) asks of a PyDataset: the two
+    signature probes, then epochs of ``steps`` requests drawn from one shuffled pass over the
+    indices, a new pass when it runs out. A list of ("get", index) / ("begin",) / ("end",)."""
+    rng = random.Random(seed)
+    script: list[tuple] = [("get", 0), ("get", 1)]
+    order: list[int] = []
+    for _ in range(epochs):
+        script.append(("begin",))
+        for _ in range(steps):
+            if not order:
+                order = rng.sample(range(batches), batches)
+            script.append(("get", order.pop(0)))
+        script.append(("end",))
+    return script
+
+
+def play(seq, script):
+    out = []
+    for event in script:
+        if event[0] == "get":
+            out.append(seq[event[1]])
+        else:
+            getattr(seq, f"on_epoch_{event[0]}")()
+    return out
+
+
+def sequence(images, **kwargs):
+    return shmaug.Sequence(images, np.arange(len(images)), **{**ARGS, "workers": 2, **kwargs})
+
+
+@pytest.mark.parametrize("cut", [12, 17])  # after Keras epoch 2 ends; inside epoch 3
+def test_sequence_resumes_its_bindings_across_short_epochs(images, cut):
+    pytest.importorskip("keras")
+    script = keras_script(7, epochs=6, steps=3)  # 7 batches per epoch, Keras epochs of 3
+    with sequence(images) as whole:
+        expected = play(whole, script)
+    with sequence(images) as first:
+        got = play(first, script[:cut])
+        state = through_json(first.state_dict())
+    assert state["in_epoch"] is (script[cut - 1][0] != "end")
+    with sequence(images) as second:
+        second.load_state_dict(state)
+        got += play(second, script[cut:])
+    assert len(got) == len(expected)
+    for (x, y), (xe, ye) in zip(got, expected):
+        np.testing.assert_array_equal(y, ye)
+        np.testing.assert_array_equal(x, xe)
+
+
+@pytest.mark.parametrize("batches, steps", [(5, 2), (6, 3), (6, 6), (4, 7), (7, 1)])
+def test_keras_position_follows_keras_epoch_iterator(batches, steps):
+    """Where EpochSync seeks: the batches Keras' own EpochIterator draws before each epoch."""
+    import warnings
+
+    keras = pytest.importorskip("keras")
+    from keras.src.trainers.epoch_iterator import EpochIterator
+
+    from shmaug.callbacks import keras_position
+
+    class Counting(keras.utils.PyDataset):
+        def __len__(self):
+            return batches
+
+        def __getitem__(self, i):
+            return np.zeros((1, 1), np.float32), np.zeros((1,), np.float32)
+
+    iterator = EpochIterator(Counting(), steps_per_epoch=steps)
+    drawn = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Your input ran out of data" for cut-short epochs
+        for epoch in range(9):
+            assert keras_position(epoch, steps, batches) == drawn, epoch
+            for _, _, data in iterator:
+                drawn += len(data)

@@ -1,0 +1,92 @@
+"""Sharded loaders with real workers: each host augments only its part, and a sample looks
+the same whichever host draws it."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import shmaug
+from tests import _ops
+
+pytestmark = pytest.mark.timeout(120)
+
+K = 3  # 40 samples: 13 per shard, 1 left over
+
+
+class Record:
+    """Adds noise and appends each sample index it made to a file (one O_APPEND write per
+    sample, so several workers may share the file)."""
+
+    uses_global_rng = False  # else a sample that draws from them is made twice (seeding.py)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        out = image + rng.integers(0, 3, image.shape, dtype=image.dtype)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, f"{int(image.flat[0])},{int(image.flat[1])}\n".encode())
+        finally:
+            os.close(fd)
+        return out
+
+
+def indexed(images: np.ndarray) -> np.ndarray:
+    """Images whose first two pixels spell their index (so a worker can say what it made)."""
+    out = images.copy()
+    out[:, 0, 0], out[:, 0, 1] = np.arange(len(out)) // 256, np.arange(len(out)) % 256
+    return out
+
+
+def run(images, epochs=2, **kwargs):
+    kwargs = {"batch_size": 4, "augment": _ops.noisy, "seed": 7, "shuffle": True,
+              "start_method": "fork", **kwargs}
+    with shmaug.Loader(images, np.arange(len(images)), **kwargs) as loader:
+        out = []
+        for _ in range(epochs):
+            batches = list(loader)
+            out.append((np.concatenate([x for x, _ in batches]),
+                        np.concatenate([y for _, y in batches])))
+        return out, loader.stats()
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_shards_split_the_epoch_and_match_the_unsharded_run(images, shuffle):
+    whole, _ = run(images, workers=0, shuffle=shuffle)
+    shards = [run(images, workers=1, shuffle=shuffle, num_shards=K, shard_index=k)[0]
+              for k in range(K)]
+    for epoch in range(2):
+        served = np.concatenate([shards[k][epoch][1] for k in range(K)])
+        assert len(served) == len(np.unique(served)) == K * (len(images) // K)
+        x_whole, y_whole = whole[epoch]
+        for k in range(K):
+            x, y = shards[k][epoch]
+            assert len(y) == len(images) // K
+            # Same (seed, epoch, sample index): the same augmented sample.
+            at = np.argsort(y_whole)[y]
+            np.testing.assert_array_equal(x, x_whole[at])
+    if not shuffle:  # the left-over sample rotates
+        left = [set(range(len(images))) - set(np.concatenate([s[e][1] for s in shards]).tolist())
+                for e in range(2)]
+        assert left[0] != left[1]
+
+
+def test_a_shard_augments_only_its_part(images, tmp_path):
+    images = indexed(images)
+    path = str(tmp_path / "made.txt")
+    # One ring slot: no lookahead, so what was made is exactly what was asked for.
+    with shmaug.Loader(images, np.arange(len(images)), batch_size=4, augment=Record(path),
+                       workers=2, seed=3, shuffle=True, max_queue_size=1, start_method="fork",
+                       num_shards=2, shard_index=1) as loader:
+        os.unlink(path)  # the probe (sample 0, to size the output) is not epoch work
+        served = np.concatenate([y for _, y in loader])
+        stats = loader.stats()
+    with open(path) as f:
+        made = sorted(int(a) * 256 + int(b) for a, b in (line.split(",") for line in f))
+    assert made == sorted(served.tolist())
+    assert len(made) == stats["images"] == len(images) // 2
+    assert stats["batches"] == 5

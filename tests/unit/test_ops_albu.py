@@ -1,0 +1,132 @@
+"""``from_albumentations``: seeding from the op's rng, dtypes, targets, config and pickling.
+
+Never starts a process except the one that simulates albumentations being absent.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import shmaug
+from shmaug.ops import FromAlbumentations
+
+A = pytest.importorskip("albumentations")
+
+
+def pipeline() -> object:
+    return A.Compose([
+        A.Rotate(limit=20, p=1.0),
+        A.HorizontalFlip(p=0.5),
+        A.OneOf([A.GaussianBlur(p=1.0), A.RandomBrightnessContrast(p=1.0)], p=1.0),
+        A.CoarseDropout(num_holes_range=(1, 2), p=1.0),  # writes holes: a read-only input must survive
+    ])
+
+
+@pytest.fixture
+def image() -> np.ndarray:
+    img = np.random.default_rng(3).integers(0, 256, (24, 20, 3), dtype=np.uint8)
+    img.flags.writeable = False  # as a worker hands it over
+    return img
+
+
+def test_output_is_a_function_of_image_and_rng(image):
+    op = shmaug.from_albumentations(pipeline())
+    a = op(image, np.random.default_rng(5))
+    b = op(image, np.random.default_rng(5))
+    c = op(image, np.random.default_rng(6))
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert a.shape == image.shape and a.dtype == image.dtype
+
+
+def test_result_does_not_depend_on_what_ran_before(image):
+    op = shmaug.from_albumentations(pipeline())
+    first = op(image, np.random.default_rng(9))
+    for s in range(5):  # other samples in between, and the globals moved
+        op(image, np.random.default_rng(s))
+    np.random.seed(123)
+    np.testing.assert_array_equal(op(image, np.random.default_rng(9)), first)
+
+
+def test_the_callers_pipeline_keeps_its_own_random_state(image):
+    mine = A.Compose([A.Rotate(limit=20, p=1.0)], seed=1)
+    expected = A.Compose([A.Rotate(limit=20, p=1.0)], seed=1)(image=image.copy())["image"]
+    shmaug.from_albumentations(mine)(image, np.random.default_rng(0))
+    np.testing.assert_array_equal(mine(image=image.copy())["image"], expected)
+
+
+@pytest.mark.parametrize("shape", [(16, 16), (16, 16, 1), (16, 16, 3)])
+def test_float16_goes_through_exactly_and_keeps_layout(shape):
+    img = np.random.default_rng(0).random(shape).astype(np.float16)
+    flip = shmaug.from_albumentations(A.Compose([A.HorizontalFlip(p=1.0)]))
+    out = flip(img, np.random.default_rng(0))
+    assert out.dtype == np.float16 and out.shape == img.shape
+    np.testing.assert_array_equal(out, img[:, ::-1])  # no precision lost on the way
+
+
+def test_apply_runs_masks_boxes_and_keypoints_seeded_like_call(image):
+    pipe = A.Compose(
+        [A.Rotate(limit=20, p=1.0), A.HorizontalFlip(p=0.5), A.RandomCrop(16, 16)],
+        bbox_params=A.BboxParams(format="pascal_voc", label_fields=["labels"]),
+        keypoint_params=A.KeypointParams(format="xy"),
+    )
+    op = shmaug.from_albumentations(pipe)
+    assert op.needs_targets == ("bboxes", "keypoints")
+    mask = np.zeros(image.shape[:2], np.uint8)
+    mask[4:12, 5:9] = 1
+    kwargs = dict(image=image, mask=mask, bboxes=np.array([[2, 3, 15, 18]]), labels=[7],
+                  keypoints=np.array([[6.0, 7.0]]))
+    a = op.apply(np.random.default_rng(4), **kwargs)
+    b = op.apply(np.random.default_rng(4), **kwargs)
+    for key in ("image", "mask", "bboxes", "keypoints"):
+        np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]))
+    assert a["image"].shape == (16, 16, 3) and a["mask"].shape == (16, 16)
+    with pytest.raises(shmaug.ArgumentError, match="bboxes.*keypoints.*op.apply"):
+        op(image, np.random.default_rng(0))  # a loader passes only the image
+
+
+def test_pickles_and_round_trips_its_config(image):
+    op = shmaug.from_albumentations(pipeline())
+    expected = op(image, np.random.default_rng(2))
+    again = shmaug.from_config(json.loads(json.dumps(op.to_config())))
+    assert isinstance(again, FromAlbumentations)
+    assert again.to_config() == op.to_config()
+    np.testing.assert_array_equal(again(image, np.random.default_rng(2)), expected)
+    unpickled = pickle.loads(shmaug.ops.check_picklable(shmaug.Compose([op])))
+    np.testing.assert_array_equal(unpickled(image, np.random.default_rng(2)), expected)
+
+
+def test_a_pipeline_without_a_config_says_so():
+    op = shmaug.from_albumentations(A.Compose([A.Lambda(image=_invert)]))
+    with pytest.raises(shmaug.ArgumentError, match="albumentations.to_dict failed"):
+        op.to_config()
+    assert pickle.loads(pickle.dumps(op))  # pickling still works: workers get it
+
+
+def _invert(img, **_):
+    return 255 - img
+
+
+def test_refuses_what_is_not_an_albumentations_transform():
+    with pytest.raises(shmaug.ArgumentTypeError, match="`pipeline` expects an albumentations"):
+        shmaug.from_albumentations(lambda image: image)
+
+
+def test_absent_albumentations_gives_the_install_command():
+    code = (
+        "import sys; sys.modules['albumentations'] = None\n"
+        "import shmaug\n"
+        "try:\n"
+        "    shmaug.from_albumentations(object())\n"
+        "except ModuleNotFoundError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert 'pip install "shmaug[albumentations]"' in out, out

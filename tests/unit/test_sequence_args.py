@@ -1,0 +1,70 @@
+"""The Keras facade takes what a Keras user types: PyDataset's arguments, integer indices.
+
+No process starts here (workers=0, or no batch asked for).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("keras")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import shmaug  # noqa: E402
+
+X = np.zeros((10, 4, 4), np.uint8)
+
+
+@pytest.mark.parametrize("index", ["0", 1.5, None, (0,), True])
+def test_a_non_integer_index_is_a_type_error_that_says_so(index):
+    with shmaug.Sequence(X, batch_size=4, workers=0) as seq:
+        with pytest.raises(shmaug.ArgumentTypeError, match=r"batch index must be an integer") \
+                as info:
+            seq[index]
+    assert isinstance(info.value, TypeError)
+    assert repr(index) in str(info.value)
+
+
+def test_integer_indices_numpy_ones_and_negative_ones_work():
+    with shmaug.Sequence(X, batch_size=4, workers=0) as seq:
+        np.testing.assert_array_equal(seq[np.int64(1)], seq[1])
+        np.testing.assert_array_equal(seq[-1], seq[2])
+        assert len(seq[np.uint8(2)]) == 2  # the last, short batch
+        with pytest.raises(IndexError, match=r"batch index 3 out of range for 3 batches"):
+            seq[3]
+
+
+def test_keras_pydataset_arguments_mean_shmaugs_workers_and_queue():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # True changes nothing, so nothing is said
+        seq = shmaug.Sequence(X, batch_size=4, workers=0, use_multiprocessing=True,
+                              max_queue_size=3)
+    with seq:
+        assert seq.loader.workers == 0 and seq.loader.max_queue_size == 3
+        assert seq.stats()["workers"] == 0
+
+
+def test_use_multiprocessing_false_says_shmaug_uses_processes():
+    with pytest.warns(shmaug.ShmaugWarning, match=r"always runs its `workers` in processes") \
+            as warned:
+        seq = shmaug.Sequence(X, batch_size=4, workers=0, use_multiprocessing=False)
+    seq.close()
+    assert len(warned) == 1 and warned[0].filename == __file__
+    assert "workers=0" in str(warned[0].message)
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`use_multiprocessing` must be True"):
+        shmaug.Sequence(X, batch_size=4, use_multiprocessing="yes")
+
+
+def test_keras_adds_no_threads_or_processes_of_its_own():
+    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+
+    with shmaug.Sequence(X, batch_size=4, workers=3, use_multiprocessing=True,
+                         max_queue_size=5) as seq:
+        assert seq.workers == 1 and seq.use_multiprocessing is False  # what Keras reads
+        adapter = PyDatasetAdapter(seq, shuffle=True)
+        assert adapter.enqueuer is None  # Keras calls __getitem__ itself, in order asked
+        assert seq._loader is None  # and nothing has started yet
