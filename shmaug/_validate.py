@@ -37,7 +37,8 @@ def positive_int(name: str, value: Any) -> int:
 def non_negative_int(name: str, value: Any) -> int:
     if not _is_int(value) or value < 0:
         raise ArgumentError(
-            f"`{name}` must be an integer >= 0; received {_got(value)}."
+            f"`{name}` must be an integer >= 0; received {_got(value)}. Fix: pass e.g. "
+            f"`{name}=0`."
         )
     return int(value)
 
@@ -47,6 +48,9 @@ def default_workers() -> int:
     return _platform.cpu_count()
 
 
+_WORKERS_PER_CORE = 8  # beyond this many processes per core, more only adds memory and contention
+
+
 def workers(value: Any) -> int:
     if value is None:
         return default_workers()
@@ -54,6 +58,15 @@ def workers(value: Any) -> int:
         raise ArgumentError(
             f"`workers` must be None (one per core), 0 (run in this process) or a positive "
             f"integer; received {_got(value)}. Fix: pass e.g. `workers=2`."
+        )
+    cores = default_workers()
+    if value > _WORKERS_PER_CORE * cores:
+        # Refused before anything starts: a typo here must not fork a million processes.
+        raise ArgumentError(
+            f"`workers`={value} would start {value} processes on {cores} core(s); more than "
+            f"{_WORKERS_PER_CORE} per core ({_WORKERS_PER_CORE * cores} here) only adds memory "
+            f"and contention. Fix: pass `workers=None` (one per core) or a number up to "
+            f"{_WORKERS_PER_CORE * cores}."
         )
     return int(value)
 
@@ -102,6 +115,25 @@ def start_method(value: Any) -> str | None:
     return value  # type: ignore[no-any-return]
 
 
+MAX_QUEUE_SIZE = 4096  # ring slots; each also costs bookkeeping made before any process starts
+
+
+def max_queue_size(value: Any, batch_rows: int = 0, sample_bytes: int | None = None) -> int:
+    """Batches prepared ahead: a positive int, refused (with the memory it would take) when
+    absurd, before the ring's bookkeeping or any process exists."""
+    slots = positive_int("max_queue_size", value)
+    if slots > MAX_QUEUE_SIZE:
+        per = "" if not batch_rows or sample_bytes is None else (
+            f", at least {slots * batch_rows * sample_bytes:,} bytes of shared memory for "
+            f"samples the size of the input ({batch_rows} x {sample_bytes:,} bytes per batch)")
+        raise ArgumentError(
+            f"`max_queue_size`={slots} asks for {slots} batches prepared ahead{per}; shmaug "
+            f"takes at most {MAX_QUEUE_SIZE}, and a few more than the workers can fill at once "
+            f"gain nothing. Fix: pass e.g. `max_queue_size=8` (the default)."
+        )
+    return slots
+
+
 def timeout(value: Any) -> float | None:
     if value is None:
         return None
@@ -139,9 +171,10 @@ def image_array(x: Any) -> np.ndarray:
             )
         try:
             x = np.load(path, mmap_mode="r")
-        except (ValueError, OSError) as exc:
+        except (ValueError, OSError, EOFError) as exc:  # EOFError: a zero-byte file
             raise ArgumentError(
-                f"`x` names {path!r}, which is not a readable .npy file ({exc}). Fix: write "
+                f"`x` names {path!r}, which is not a readable .npy file "
+                f"({exc or type(exc).__name__}). Fix: write "
                 f"it again with `np.save(path, images)`."
             ) from None
     elif isinstance(x, (list, tuple)):
@@ -176,13 +209,17 @@ def _stacked(items: list[Any] | tuple[Any, ...]) -> np.ndarray:
         raise ArgumentError(_EMPTY)
     arrays = [np.asarray(item) for item in items]
     shapes = sorted({a.shape for a in arrays}, key=len)
-    if len(shapes) == 1 and len(shapes[0]) in (2, 3) and arrays[0].dtype.kind in "biuf":
+    # A 3-D item is an image (H, W, C) only with a plausible channel count; (N, H, W) arrays
+    # in a tuple are Keras' several-inputs convention, which must not become N-channel images.
+    image_like = len(shapes[0]) == 2 or len(shapes[0]) == 3 and shapes[0][-1] in (1, 2, 3, 4)
+    if len(shapes) == 1 and image_like and arrays[0].dtype.kind in "biuf":
         return np.stack(arrays)
     shown = ", ".join(str(s) for s in shapes[:3]) + (", ..." if len(shapes) > 3 else "")
     raise ArgumentTypeError(
         f"`x` as a {type(items).__name__} must hold images (H, W) or (H, W, C) of one shape "
-        f"and a numeric dtype, to be stacked into one array; received {len(items)} items of "
-        f"shape(s) {shown} and dtype {arrays[0].dtype}. Fix: resize them to one size and pass "
+        f"(C up to 4) and a numeric dtype, to be stacked into one array; received {len(items)} "
+        f"items of shape(s) {shown} and dtype {arrays[0].dtype}. Fix: resize them to one size "
+        f"and pass "
         f"`np.stack(images)`; for a model with several inputs pass a dict {{name: array}} "
         f"and `image_key=` (shmaug.Sequence)."
     )
@@ -258,7 +295,8 @@ def shape(name: str, value: Any) -> tuple[int, ...]:
     if not out or any(s <= 0 for s in out):
         raise ArgumentError(
             f"`{name}` must be a tuple of positive sizes such as (64, 64) or (64, 64, 1); "
-            f"received {_got(value)}."
+            f"received {_got(value)}. Fix: pass the shape of one sample, e.g. `{name}=(64, 64)`, "
+            f"or leave it out to learn it from sample 0."
         )
     return out
 
@@ -271,7 +309,8 @@ def dtype(name: str, value: Any) -> np.dtype:
     if dt.kind not in "biuf":
         raise ArgumentTypeError(
             f"`{name}` must be a numeric dtype such as 'uint8' or 'float32'; received "
-            f"{_got(value)}."
+            f"{_got(value)}. Fix: pass e.g. `{name}='float32'`, or leave it out to learn it "
+            f"from sample 0."
         )
     return dt
 
@@ -436,7 +475,8 @@ def resume_state(state: Any, kind: str, version: int, expected: dict[str, Any],
     if not isinstance(state, dict):
         raise ArgumentTypeError(
             f"`state` must be the dict that `{kind}.state_dict()` returned (or its JSON "
-            f"round trip); received {_got(state)}."
+            f"round trip); received {_got(state)}. Fix: save `loader.state_dict()` (e.g. with "
+            f"json.dump) and pass that dict back."
         )
     if state.get("format") != kind or state.get("version") != version:
         raise ArgumentError(

@@ -280,6 +280,12 @@ class ImageFiles:
         Example:
             >>> files = ImageFiles.from_paths(["a.jpg", "b.png"], ["cat", "dog"], image_size=(64, 64))
         """
+        if isinstance(paths, (str, bytes, os.PathLike)):  # would be read as one path per letter
+            raise ArgumentTypeError(
+                f"`paths` must be a list of image paths; received the single path "
+                f"{_got(paths)}. Fix: pass `[path]`, or use ImageFiles.from_directory for a "
+                f"folder."
+            )
         strings = tuple(os.fspath(p) for p in paths)
         index, names = _encode_labels(labels, len(strings), class_names)
         files = cls(strings, index, names, image_size, color_mode, interpolation, on_error)

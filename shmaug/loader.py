@@ -172,7 +172,8 @@ class Loader:
         self.seed = check.seed(seed)
         self.shuffle = bool(shuffle)
         self.start_method = check.start_method(start_method)
-        self.max_queue_size = check.positive_int("max_queue_size", max_queue_size)
+        self.max_queue_size = check.max_queue_size(
+            max_queue_size, min(self.batch_size, n), None if load else x[0].nbytes)
         self.timeout = check.timeout(timeout)
         self.augment = check.callable_or_none("augment", augment)
         load = check.callable_or_none("load", load)
@@ -218,7 +219,8 @@ class Loader:
                         and mapped_file_handle(x) is None:
                     check.check_values(x, self.value_range, given is not None)  # all of it
                 x_handle, self._x = self._place_dataset(x, load)
-                self._ring = OutputRing(self._store, self.max_queue_size, self.batch_size)
+                # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
+                self._ring = OutputRing(self._store, self.max_queue_size, min(self.batch_size, n))
                 if shape is not None and dtype is not None:  # fail before any process starts
                     self._ring.check_fits(shape, dtype)
                 self._pool = self._start_pool(x_handle, load, payload, seed_globals, n)

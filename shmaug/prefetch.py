@@ -9,6 +9,8 @@ no memory and no process: the ``Loader`` owns the ring and the pool and closes t
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,7 @@ from .ring import OutputRing
 from .schedule import BatchPlan, Task
 
 POLL_S = 0.1  # how long one wait for results lasts before the loop re-checks everything
+_LEAVE_S = 1.0  # how long close() waits for consumer threads to leave produce()
 CLOSED = "This shmaug.Loader is closed. Fix: create a new one."
 
 Key = tuple[int, int]  # (epoch, batch)
@@ -59,6 +62,7 @@ class Prefetcher:
         self._by_ticket: dict[int, _Batch] = {}  # invariant: every dispatched, unanswered ticket
         self._next_ticket = 1  # ticket 0 was the probe's (see loader.await_probe)
         self._lent: int | None = None  # invariant: the slot a lease (copy=False) still holds
+        self._inside: set[int] = set()  # invariant: ids of the threads running produce()
         # A batch the consumer already waits for is cut across all workers (it arrives
         # soonest). Prefetched ones go whole to one worker, which halves the messages and
         # wake-ups of the main process, when the lookahead has enough batches to keep every
@@ -73,16 +77,35 @@ class Prefetcher:
 
     def close(self) -> None:
         """Forget everything in flight; a wait in progress (another thread) ends with
-        ``ClosedError``."""
+        ``ClosedError``, and close returns once it has (bounded by ``_LEAVE_S``).
+
+        Why wait: at interpreter exit this runs from the loader's finalizer, just before
+        Python finalizes. A thread still waiting in ``produce`` then (Keras' tf.data thread,
+        inside a ``tf.py_function``) would be ended by Python the moment it wakes, without
+        finishing its py_function, and TensorFlow's teardown waits for that forever: a
+        Ctrl-C'd ``fit`` that never exits.
+        """
         self._closed = True
         self._inflight = {}
         self._by_ticket = {}
+        me = threading.get_ident()
+        deadline = time.monotonic() + _LEAVE_S
+        while self._inside - {me} and time.monotonic() < deadline:
+            time.sleep(0.005)
 
     def produce(self, key: Key, rows: int, *, copy: bool) -> tuple[np.ndarray, bool]:
         """Batch ``key`` (its first ``rows`` rows), and whether it was ready when asked.
 
         ``copy`` False lends a read-only view of the slot instead, until the next call.
         """
+        me = threading.get_ident()
+        self._inside.add(me)
+        try:
+            return self._produce(key, rows, copy=copy)
+        finally:
+            self._inside.discard(me)
+
+    def _produce(self, key: Key, rows: int, *, copy: bool) -> tuple[np.ndarray, bool]:
         if self._closed:
             raise ClosedError(CLOSED)
         if self._lent is not None:  # asking for the next batch ends the previous lease

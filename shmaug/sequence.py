@@ -122,7 +122,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             shuffle=bool(shuffle),
             drop_remainder=bool(drop_remainder),
             start_method=check.start_method(start_method),
-            max_queue_size=check.positive_int("max_queue_size", max_queue_size),
+            max_queue_size=check.max_queue_size(max_queue_size),
             timeout=check.timeout(timeout),
             output_shape=output_shape,
             output_dtype=output_dtype,

@@ -309,6 +309,7 @@ def _registered_name(obj: Any) -> str | None:
 # --- config round trip ------------------------------------------------------------------
 
 _CONFIG_TYPES: dict[str, Callable[[dict[str, Any]], Any]] = {}
+CONFIG_VERSION = 1  # the config format from_config reads; a config may say so in "version"
 
 
 def config_type(tag: str) -> Callable[[F], F]:
@@ -352,19 +353,39 @@ def from_config(config: Mapping[str, Any]) -> Any:
     if not isinstance(config, Mapping) or "type" not in config:
         raise ArgumentError(
             f"`config` expects a dict with a 'type' key, as written by to_config(); received "
-            f"{config!r}. Pass the dict that pipeline.to_config() returned."
+            f"{config!r}. Fix: pass the dict that pipeline.to_config() returned."
+        )
+    version = config.get("version", CONFIG_VERSION)  # configs written so far carry none
+    if version != CONFIG_VERSION:
+        raise ArgumentError(
+            f"`config['version']` is {version!r} but this shmaug reads config version "
+            f"{CONFIG_VERSION}; the config was written by another shmaug version. Fix: install "
+            f"the shmaug that wrote it, or rebuild the pipeline in code and save it again."
         )
     tag = config["type"]
-    if tag == "Op":
-        return Op(config["name"], _module=config.get("module", ""), **config.get("params", {}))
-    if tag == "callable":
-        return resolve_ref(config["ref"])
-    if tag not in _CONFIG_TYPES:
+    try:
+        if tag == "Op":
+            params = config.get("params", {})
+            if not isinstance(params, Mapping):
+                raise ArgumentError(
+                    f"`config['params']` of op {config.get('name')!r} must be a dict of "
+                    f"parameters; received {params!r}. Fix: pass the dict that to_config() wrote."
+                )
+            return Op(config["name"], _module=config.get("module", ""), **params)
+        if tag == "callable":
+            return resolve_ref(config["ref"])
+        if tag not in _CONFIG_TYPES:
+            raise ArgumentError(
+                f"`config['type']` expects one of {['Op', 'callable', *sorted(_CONFIG_TYPES)]}; "
+                f"received {tag!r}. Was it written by a newer shmaug? Fix: install the shmaug "
+                f"that wrote it, or register the op or type it names before loading."
+            )
+        return _CONFIG_TYPES[tag](dict(config))
+    except KeyError as exc:  # a builder's missing entry: name it, not a bare KeyError
         raise ArgumentError(
-            f"`config['type']` expects one of {['Op', 'callable', *sorted(_CONFIG_TYPES)]}; "
-            f"received {tag!r}. Was it written by a newer shmaug?"
-        )
-    return _CONFIG_TYPES[tag](dict(config))
+            f"`config` of type {tag!r} lacks the key {exc.args[0]!r} (keys: {sorted(config)}). "
+            f"Fix: pass the dict that pipeline.to_config() returned, unedited."
+        ) from None
 
 
 def resolve_ref(ref: str) -> Any:

@@ -1,7 +1,10 @@
-"""Run by test_sequence_fit in a subprocess: Model.fit on a shmaug.Sequence until interrupted.
+"""Run by the fault tests in a subprocess: Model.fit on a shmaug.Sequence until interrupted.
 
-Prints one JSON line {"pids", "segments"} once training is under way.
-Usage: python -m tests.integration._child_fit START_METHOD
+Prints one JSON line {"pids", "segments"} once training is under way. With ``--rounds N`` it
+takes N-1 Ctrl-C's in its stride, as a notebook user does (each one ends ``fit`` with
+KeyboardInterrupt; it prints {"interrupted", "alive", "segments"} after closing that round's
+Sequence, then trains a fresh one), and lets the N-th end the process.
+Usage: python -m tests.integration._child_fit START_METHOD [--rounds N]
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras
 import numpy as np
+import psutil
 
 import shmaug
 from tests import _ops
@@ -30,11 +34,33 @@ class Announce(keras.callbacks.Callback):
             print(json.dumps({"pids": loader.pids, "segments": loader._store.names}), flush=True)
 
 
-def main() -> None:
+def sequence(method: str) -> shmaug.Sequence:
     x = np.random.default_rng(0).random((512, 8, 8, 1)).astype(np.float32)
-    seq = shmaug.Sequence(x, np.arange(512) % 4, batch_size=16, augment=_ops.slow_noisy,
-                          workers=2, seed=0, shuffle=True, start_method=sys.argv[1])
+    return shmaug.Sequence(x, np.arange(512) % 4, batch_size=16, augment=_ops.slow_noisy,
+                           workers=2, seed=0, shuffle=True, start_method=method)
+
+
+def leftovers(pids: list[int], segments: list[str]) -> dict[str, list]:
+    alive = [p for p in pids if psutil.pid_exists(p)
+             and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    return {"alive": alive, "segments": [s for s in segments if os.path.exists(f"/dev/shm/{s}")]}
+
+
+def main() -> None:
+    method = sys.argv[1]
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 1
     model = _ops.tiny_model((8, 8, 1), 4)
+    for _ in range(rounds - 1):
+        seq = sequence(method)
+        interrupted = False
+        try:
+            model.fit(seq, epochs=1000, verbose=0, callbacks=[Announce(seq)])
+        except KeyboardInterrupt:
+            interrupted = True
+        pids, segments = seq.loader.pids, seq.loader._store.names
+        seq.close()
+        print(json.dumps({"interrupted": interrupted, **leftovers(pids, segments)}), flush=True)
+    seq = sequence(method)
     model.fit(seq, epochs=1000, verbose=0, callbacks=[Announce(seq)])
 
 

@@ -77,3 +77,11 @@ def test_bench_engine_quick(tmp_path):
     out = run("-m", "bench.engine", "--quick", "--out", str(tmp_path))
     assert "identity" in out and (tmp_path / "engine.json").is_file()
     assert "main-process CPU per image" in out and "feed rate it implies" in out
+
+
+@needs_keras
+def test_soak_quick(tmp_path):
+    """20 epochs with 4 workers SIGKILLed and one fit: nothing grows, nothing is left."""
+    out = run("-m", "bench.soak", "--quick", "--out", str(tmp_path / "soak.txt"))
+    assert "PASS: nothing grew" in out and "4 workers SIGKILLed, 4 respawned" in out
+    assert (tmp_path / "soak.txt").read_text() == out
