@@ -11,7 +11,9 @@ import numpy as np
 
 from . import _platform
 from .errors import ArgumentError, ArgumentTypeError
-from .schedule import BatchPlan
+from .ops._params import dtype_range, outside
+from .ops._params import value_range as checked_range
+from .schedule import BatchPlan, Shard
 
 
 def _got(value: Any) -> str:
@@ -327,19 +329,7 @@ def sample_output(image: Any) -> np.ndarray:
 
 def value_range(value: Any) -> tuple[float, float] | None:
     """None, or a checked ``(low, high)`` with low < high (Keras' ``value_range``)."""
-    from .ops._params import value_range as checked
-
-    return checked(value)
-
-
-def default_range(dtype: Any) -> tuple[float, float] | None:
-    """The value range a dtype implies: uint8 (0, 255), uint16 (0, 65535), floats (0, 1)."""
-    kind = np.dtype(dtype)
-    if kind == np.uint8:
-        return (0.0, 255.0)
-    if kind == np.uint16:
-        return (0.0, 65535.0)
-    return (0.0, 1.0) if kind.kind == "f" else None
+    return checked_range(value)
 
 
 def resolve_range(given: tuple[float, float] | None, augment: Any,
@@ -353,16 +343,15 @@ def resolve_range(given: tuple[float, float] | None, augment: Any,
             f"`value_range`={given} disagrees with the pipeline's own value_range={own}. Fix: "
             f"say the range your data is in once, to the loader or to the pipeline."
         )
-    return given or own or (None if dtype is None else default_range(dtype))
+    return given or own or (None if dtype is None else dtype_range(dtype))
 
 
 _CHECK_BYTES = 1 << 24  # chunk size of the whole-array value check: bounded scratch memory
-_RANGE_SLACK = 1e-3  # of the range's span: rounding that does not count as out of range
 
 
 def check_values(x: np.ndarray, vr: tuple[float, float], given: bool) -> None:
-    """Every value of float ``x`` is finite and inside ``vr``, in chunks (a pass over the data,
-    made while it is copied into shared memory), else the error that names the fix."""
+    """Every value of float ``x`` is finite and inside ``vr``, else the error that names the
+    fix. One pass over the data at start-up, in chunks (bounded scratch memory)."""
     if x.dtype.kind != "f":
         return
     per = max(1, _CHECK_BYTES // max(1, x[0].nbytes))
@@ -372,10 +361,10 @@ def check_values(x: np.ndarray, vr: tuple[float, float], given: bool) -> None:
         if not finite.all():
             bad = start + int(np.argmin(finite.reshape(len(chunk), -1).all(axis=1)))
             raise _nonfinite("`x`", bad)
-        low, high = float(chunk.min()), float(chunk.max())
-        if _outside(low, high, vr):
+        if outside(float(chunk.min()), float(chunk.max()), vr):
             rows = chunk.reshape(len(chunk), -1)
-            bad = start + int(np.argmax((rows.min(axis=1) < vr[0]) | (rows.max(axis=1) > vr[1])))
+            bad = start + next(i for i, (lo, hi) in enumerate(zip(rows.min(axis=1), rows.max(axis=1)))
+                               if outside(float(lo), float(hi), vr))
             raise _out_of_range(vr, given, float(x[bad].min()), float(x[bad].max()), bad, x.dtype)
 
 
@@ -385,13 +374,8 @@ def check_probe_values(input_range: tuple[float, float] | None, nonfinite: bool,
     data is not read whole: its first sample is what is checked)."""
     if nonfinite:
         raise _nonfinite("sample", 0)
-    if input_range is not None and _outside(*input_range, vr):
+    if input_range is not None and outside(*input_range, vr):
         raise _out_of_range(vr, given, *input_range, 0, dtype)
-
-
-def _outside(low: float, high: float, vr: tuple[float, float]) -> bool:
-    slack = _RANGE_SLACK * (vr[1] - vr[0])
-    return low < vr[0] - slack or high > vr[1] + slack
 
 
 def _nonfinite(what: str, index: int) -> ArgumentError:
@@ -455,6 +439,23 @@ def shard_seed(num_shards: int, shuffle: bool, seed: Any) -> None:
             f"shuffle into the same order to take disjoint parts of it, and seed=None draws a "
             f"different one per host. Fix: pass the same seed on every host, e.g. seed=0."
         )
+
+
+def sharded_plan(n: int, batch_size: int, drop_remainder: Any, num_shards: Any, shard_index: Any,
+                 shuffle: bool, seed: Any) -> tuple[int, int, BatchPlan]:
+    """``(num_shards, shard_index, plan)``: the checked shard of ``n`` samples and the batches
+    of its epochs, the same for a Loader and the Sequence in front of it."""
+    count, index = shard(num_shards, shard_index, n)
+    shard_seed(count, shuffle, seed)
+    plan = BatchPlan(Shard(count, index).size(n), batch_size, bool(drop_remainder))
+    nonempty_epoch(plan, count)
+    return count, index, plan
+
+
+def fingerprint(n: int, plan: BatchPlan, shuffle: bool, num_shards: int) -> dict[str, Any]:
+    """What the batches of a run depend on, besides the seed: a saved state must match it."""
+    return {"samples": n, "batch_size": plan.batch_size, "shuffle": shuffle,
+            "drop_remainder": plan.drop_remainder, "num_shards": num_shards}
 
 
 _FIXES = {  # how to make a state fit, per fingerprint field

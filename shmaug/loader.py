@@ -21,11 +21,12 @@ import numpy as np
 from . import _validate as check
 from ._worker import BUSY_S, STATUS_FIELDS, Probe, SliceRunner, WorkerSpec, probe_task
 from .errors import ClosedError, OutputMismatchError, warn
+from .ops._params import dtype_range
 from .ops.core import check_picklable, with_value_range
 from .pool import InlinePool, WorkerPool, as_error
 from .prefetch import CLOSED, POLL_S, Prefetcher
 from .ring import OutputRing
-from .schedule import BatchPlan, OrderCache, Shard
+from .schedule import OrderCache, Shard
 from .seeding import global_rng_use
 from .store import ArrayHandle, SharedStore, mapped_file_handle
 
@@ -186,12 +187,10 @@ class Loader:
         checked = given is not None or hasattr(self.augment, "with_value_range")
         shape = None if output_shape is None else check.shape("output_shape", output_shape)
         dtype = None if output_dtype is None else check.dtype("output_dtype", output_dtype)
-        self.num_shards, self.shard_index = check.shard(num_shards, shard_index, n)
-        check.shard_seed(self.num_shards, self.shuffle, seed)
+        self.num_shards, self.shard_index, self._plan = check.sharded_plan(
+            n, self.batch_size, drop_remainder, num_shards, shard_index, self.shuffle, seed)
         self._shard = Shard(self.num_shards, self.shard_index)
         self._n = n  # invariant: samples in the dataset (all shards)
-        self._plan = BatchPlan(self._shard.size(n), self.batch_size, bool(drop_remainder))
-        check.nonempty_epoch(self._plan, self.num_shards)
         self._orders = OrderCache(self.seed, n, self.shuffle, shard=self._shard)
         self._epoch = 0  # invariant: the epoch the next pass produces
         self._start = 0  # invariant: the batch the next pass starts at (0 unless resumed)
@@ -226,7 +225,7 @@ class Loader:
                 self._pool = self._start_pool(x_handle, load, payload, seed_globals, n)
                 # User code runs only where workers run it: the probe is a task like any other.
                 probe = await_probe(self._pool, self.timeout)
-                self.value_range = self.value_range or check.default_range(probe.input_dtype)
+                self.value_range = self.value_range or dtype_range(probe.input_dtype)
                 if checked and self.value_range is not None:
                     check.check_probe_values(probe.input_range, probe.input_nonfinite,
                                              self.value_range, given is not None,
@@ -387,8 +386,7 @@ class Loader:
         self._epoch, self._start, self._pass = epoch, batch, None
 
     def _fingerprint(self) -> dict[str, Any]:
-        return {"samples": self._n, "batch_size": self.batch_size, "shuffle": self.shuffle,
-                "drop_remainder": self._plan.drop_remainder, "num_shards": self.num_shards}
+        return check.fingerprint(self._n, self._plan, self.shuffle, self.num_shards)
 
     def batch(self, index: int, *, epoch: int | None = None) -> tuple[np.ndarray, Any]:
         """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies.

@@ -32,7 +32,6 @@ import numpy as np
 from . import _validate as check
 from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild, warn
 from .loader import Loader
-from .schedule import BatchPlan, Shard
 
 log = logging.getLogger(__name__)
 
@@ -143,17 +142,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self.batch_size: int = self._loader_args["batch_size"]
         self.seed: int = self._loader_args["seed"]
         self.shuffle: bool = self._loader_args["shuffle"]
-        self.num_shards, self.shard_index = check.shard(num_shards, shard_index, n)
-        check.shard_seed(self.num_shards, self.shuffle, seed)
+        self._n = n  # invariant: samples in the dataset (all shards)
         self._seed_given = seed is not None  # an InputContext's shards need it too
         self._shard_given = num_shards is not None  # else an InputContext may set the shard
-        self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
-        plan = BatchPlan(Shard(self.num_shards).size(n), self.batch_size, bool(drop_remainder))
-        check.nonempty_epoch(plan, self.num_shards)
-        self._batches = len(plan)
-        self._fingerprint = {"samples": n, "batch_size": self.batch_size,
-                             "shuffle": self.shuffle, "drop_remainder": plan.drop_remainder,
-                             "num_shards": self.num_shards}  # what a saved state must match
+        self._set_shard(num_shards, shard_index, drop_remainder)
         self._loader: Loader | None = None  # started on first use, so subclass state is complete
         self._closed = False  # set by close(); no loader starts after it
         self._lock = threading.Lock()  # Keras may call from a tf.data thread
@@ -190,7 +182,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     # -- Keras' PyDataset contract -----------------------------------------------------------
 
     def __len__(self) -> int:
-        return self._batches
+        return len(self._plan)
 
     def __getitem__(self, index: int) -> Any:
         index = check.batch_index(index, len(self))
@@ -261,7 +253,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             return {
                 "format": "shmaug.Sequence", "version": self.STATE_VERSION, "seed": self.seed,
                 "epoch": self._epoch, "batch": self._cursor, "shard_index": self.shard_index,
-                "fingerprint": dict(self._fingerprint),
+                "fingerprint": self._fingerprint,
                 "bindings": [[i, e, b] for i, (e, b) in sorted(self._bindings.items())],
                 "asked": sorted(self._asked), "in_epoch": self._in_epoch,
             }
@@ -376,15 +368,18 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 f"num_shards and shard_index out and let the context decide, or pass "
                 f"num_shards={wanted[0]}, shard_index={wanted[1]}."
             )
-        n = self._fingerprint["samples"]
-        self.num_shards, self.shard_index = check.shard(*wanted, n)
-        check.shard_seed(self.num_shards, self.shuffle, self.seed if self._seed_given else None)
+        self._set_shard(*wanted, self._plan.drop_remainder)
+
+    def _set_shard(self, num_shards: Any, shard_index: Any, drop_remainder: Any) -> None:
+        """Checked, and the epoch plan that follows from it (the Loader, once started, agrees)."""
+        self.num_shards, self.shard_index, self._plan = check.sharded_plan(
+            self._n, self.batch_size, drop_remainder, num_shards, shard_index, self.shuffle,
+            self.seed if self._seed_given else None)
         self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
-        plan = BatchPlan(Shard(self.num_shards).size(n), self.batch_size,
-                         self._fingerprint["drop_remainder"])
-        check.nonempty_epoch(plan, self.num_shards)
-        self._batches = len(plan)
-        self._fingerprint["num_shards"] = self.num_shards
+
+    @property
+    def _fingerprint(self) -> dict[str, Any]:
+        return check.fingerprint(self._n, self._plan, self.shuffle, self.num_shards)
 
     def close(self) -> None:
         """Stop the workers and free shared memory. Idempotent.

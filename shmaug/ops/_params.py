@@ -52,7 +52,7 @@ BACKENDS = ("cv", "pil")
 _PLAIN = (int, float)
 _DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float16), np.dtype(np.float32),
            np.dtype(np.float64))
-_UNIT_SLACK = 1e-3  # float data may exceed [0, 1] by rounding before it counts as out of range
+_RANGE_SLACK = 1e-3  # of a range's span: rounding past its ends that still counts as inside
 
 
 def _pair(value: Any, name: str) -> tuple[float, float]:
@@ -174,6 +174,19 @@ _BY_DTYPE = {np.dtype(np.uint8): Levels(0.0, 255.0), np.dtype(np.uint16): Levels
 _UNIT = Levels(0.0, 1.0)
 
 
+def dtype_range(dtype: Any) -> ValueRange | None:
+    """The value range a dtype implies: uint8 (0, 255), uint16 (0, 65535), floats (0, 1)."""
+    kind = np.dtype(dtype)
+    fixed = _BY_DTYPE.get(kind, _UNIT if kind.kind == "f" else None)
+    return None if fixed is None else (fixed.lo, fixed.hi)
+
+
+def outside(low: float, high: float, vr: ValueRange) -> bool:
+    """Whether values spanning ``low..high`` leave ``vr`` (beyond rounding), or are not finite."""
+    slack = _RANGE_SLACK * (vr[1] - vr[0])
+    return not (vr[0] - slack <= low and high <= vr[1] + slack)
+
+
 def value_range(value: Any, name: str = "value_range") -> tuple[float, float] | None:
     """Validate a ``value_range`` argument: None, or ``(low, high)`` with low < high."""
     if value is None:
@@ -204,7 +217,7 @@ def levels(image: np.ndarray, given: tuple[float, float] | None) -> Levels:
     if fixed is not None:
         return fixed
     low, high = float(np.min(image)), float(np.max(image))
-    if low < -_UNIT_SLACK or high > 1.0 + _UNIT_SLACK or not (math.isfinite(low) and math.isfinite(high)):
+    if outside(low, high, (0.0, 1.0)):
         raise ArgumentError(
             f"`value_range` is unset, so this {image.dtype} image should hold values in "
             f"[0, 1]; it spans {low:g}..{high:g}. Fix: pass the range the data is in, e.g. "
