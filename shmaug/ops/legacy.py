@@ -159,10 +159,9 @@ def from_pil(fn: Callable[..., Any], *, value_range: ValueRange | None = None) -
 
     The array is handed to ``fn`` as an 8-bit PIL image ("L", "RGB" or "RGBA"; other dtypes
     are quantized over ``value_range``) and the result comes back in the input's dtype and
-    layout. ``fn`` may draw
-    from the global ``random`` / ``np.random``: the op seeds both from its ``rng`` before each
-    call (~9 us), so its output is a function of ``(image, rng)`` and never repeats across
-    workers. Calling it re-seeds those globals in the calling process.
+    layout. ``fn`` may draw from the global ``random`` / ``np.random``: the op seeds both from
+    its ``rng`` before each call (~9 us), so its output is a function of ``(image, rng)`` and
+    never repeats across workers. Calling it re-seeds those globals in the calling process.
 
     Args:
         fn: the legacy function. Define it at module level so it pickles for spawned
