@@ -5,7 +5,9 @@
 from (seed, epoch, sample index) through albumentations' own `set_random_state`, so the batches
 are the same for 1 or 2 workers, fork or spawn, and a new epoch draws new augmentations. The
 glyphs are float16 (as in W1): the op hands albumentations float32 and returns float16.
-For masks, boxes and keypoints the same op has `apply(rng, image=..., mask=..., ...)`.
+Targets go through the pipeline with their image when `y` files them under albumentations'
+names: here a mask and a box per glyph (boxes padded with rows of -1 to a fixed count, as
+Keras' dense bounding-box layout has them), with labels that follow their boxes.
 
 Needs the extra: pip install "shmaug[albumentations]"
 
@@ -61,11 +63,27 @@ def main() -> None:
     print("epoch 0 vs epoch 1 differ:", not np.array_equal(two[0], two[1]))
     print("output:", two[0].shape, two[0].dtype)
 
-    # A segmentation sample: the image and its mask get the same draw.
-    op = shmaug.from_albumentations(A.Compose([A.Affine(rotate=(-30, 30), p=1.0)]))
-    mask = (x[0] > 0.5).astype(np.uint8)
-    out = op.apply(np.random.default_rng(0), image=x[0], mask=mask)
-    print("image + mask:", out["image"].shape, out["image"].dtype, out["mask"].shape)
+    # Segmentation and detection: mask, box and label get the same draw as their image.
+    ink = x > 0.5
+    ys, xs = ink.any(axis=2), ink.any(axis=1)
+    boxes = np.full((len(x), 2, 4), -1, np.float32)  # up to 2 boxes per image; one here
+    boxes[:, 0] = np.stack([xs.argmax(1), ys.argmax(1), 64 - xs[:, ::-1].argmax(1),
+                            64 - ys[:, ::-1].argmax(1)], axis=1)
+    labels = np.full((len(x), 2), -1, np.int64)
+    labels[:, 0] = index % 10
+    targets = {"mask": ink.astype(np.uint8), "bboxes": boxes, "labels": labels}
+    op = shmaug.from_albumentations(A.Compose(
+        [A.Affine(rotate=(-20, 20), scale=(0.8, 1.0), p=1.0), A.HorizontalFlip(p=0.5)],
+        bbox_params=A.BboxParams(format="pascal_voc", label_fields=["labels"])))
+    with shmaug.Loader(x, targets, batch_size=32, augment=op, workers=2, seed=0,
+                       start_method=args.start_method) as loader:
+        xb, yb = next(iter(loader))
+    print("image, mask, boxes, labels:", xb.shape, yb["mask"].shape, yb["bboxes"].shape,
+          yb["labels"].shape)
+    print("sample 0 box before / after:", boxes[0, 0].tolist(), yb["bboxes"][0, 0].round(1).tolist())
+    inside = float((xb[yb["mask"] > 0] > 0.25).mean())
+    print(f"mask pixels where the augmented glyph has ink: {inside:.0%}")
+    assert inside > 0.9
     assert same and not np.array_equal(two[0], two[1])
 
 

@@ -269,13 +269,45 @@ def _target(name: str, value: Any, n: int) -> np.ndarray:
     return array
 
 
-def gather(y: Any, positions: np.ndarray) -> Any:
+def augmented_targets(y: Any, augment: Any) -> dict[str, np.ndarray]:
+    """The arrays of ``y`` that `augment` transforms with their image: the first array filed,
+    in any dict of ``y`` (depth first, in order), under each name in ``augment.target_names``
+    (an albumentations pipeline's ``mask``, ``bboxes``, ...). Refuses missing targets that
+    ``augment.required_targets`` names."""
+    names = getattr(augment, "target_names", None) or ()
+    found: dict[str, np.ndarray] = {}
+
+    def walk(node: Any) -> None:
+        items = node.items() if isinstance(node, dict) else (
+            enumerate(node) if isinstance(node, (list, tuple)) else ())
+        for key, value in items:
+            if isinstance(node, dict) and key in names and isinstance(value, np.ndarray):
+                found.setdefault(str(key), value)  # a later one (a sample weight named so) stays
+            else:
+                walk(value)
+
+    walk(y)
+    missing = [name for name in getattr(augment, "required_targets", ()) if name not in found]
+    if missing:
+        raise ArgumentError(
+            f"`augment` ({type(augment).__name__}) needs the targets {missing} with each "
+            f"image, but `y` holds no array under those names. Fix: pass y as a dict with "
+            f"them, e.g. y={{{', '.join(repr(m) + ': ...' for m in missing)}}}, one row per "
+            f"sample (pad boxes and keypoints with rows of -1 to a fixed count).")
+    return found
+
+
+def gather(y: Any, positions: np.ndarray, made: dict[int, np.ndarray] | None = None) -> Any:
+    """The batch's rows of ``y``; an array whose ``id`` is in ``made`` (an augmented target,
+    already batched by the workers) is taken from there."""
     if y is None:
         return None
     if isinstance(y, dict):
-        return {k: gather(v, positions) for k, v in y.items()}
+        return {k: gather(v, positions, made) for k, v in y.items()}
     if isinstance(y, (list, tuple)):
-        return type(y)(gather(v, positions) for v in y)
+        return type(y)(gather(v, positions, made) for v in y)
+    if made and id(y) in made:
+        return made[id(y)]
     return y[positions]
 
 
@@ -317,11 +349,14 @@ def dtype(name: str, value: Any) -> np.dtype:
     return dt
 
 
-def sample_output(image: Any) -> np.ndarray:
+def sample_output(image: Any, target: str | None = None) -> np.ndarray:
+    """What `augment` made of sample 0: an image array, or a numeric ``target`` (a scalar
+    allowed)."""
     array = np.asarray(image)
-    if array.dtype.kind not in "biuf" or array.ndim == 0:
+    if array.dtype.kind not in "biuf" or (array.ndim == 0 and target is None):
+        what = "an image array" if target is None else f"a numeric array for {target}"
         raise ArgumentTypeError(
-            f"`augment` must return an image array; on sample index 0 it returned "
+            f"`augment` must return {what}; on sample index 0 it returned "
             f"{_got(image)}. Fix: return a numeric numpy array."
         )
     return array

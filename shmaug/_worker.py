@@ -27,7 +27,7 @@ import struct
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable
 
@@ -38,6 +38,7 @@ from . import _validate as check
 from .errors import ErrorRecord, OutputMismatchError
 from .schedule import OrderCache, Shard, Task
 from .seeding import GlobalsWatch, SampleSeeder
+from .ring import RingHandles
 from .store import ArrayHandle, attach
 
 _TASK_WAIT_S = 1.0  # an idle worker's bounded wait for its next task, before waiting again
@@ -50,6 +51,7 @@ IDLE = -1.0  # the TICKET of a worker between tasks
 
 Augment = Callable[[np.ndarray, np.random.Generator], Any]
 Load = Callable[[int], Any]
+Targets = dict[str, np.ndarray]  # a sample's (or a batch's) augmented targets, by name
 
 
 @dataclass(frozen=True)
@@ -57,13 +59,14 @@ class WorkerSpec:
     """Everything a worker needs, pickled once when it starts (never per task)."""
 
     x: ArrayHandle | None  # the dataset; None when `load` produces samples itself
-    ring: ArrayHandle | None  # None until the probe has sized it (then: ``ring_message``)
+    ring: RingHandles | None  # None until the probe has sized it (then: ``ring_message``)
     payload: bytes  # pickle of (augment, load): the user's code, checked before start
     seed: int
     n: int
     shuffle: bool
     seed_globals: bool | None  # None: unknown, watch for draws (see SliceRunner)
     shard: Shard = Shard()  # the part of each epoch this loader makes
+    targets: dict[str, ArrayHandle] = field(default_factory=dict)  # augmented with the image
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class Probe:
     input_dtype: str  # of the sample as loaded (``x[0]`` or ``load(0)``), before `augment`
     input_range: tuple[float, float] | None  # its finite min and max; None if none is finite
     input_nonfinite: bool  # it holds NaN or infinity
+    targets: dict[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)  # as augmented
 
 
 PROBE_SLOT = (1 << 64) - 1  # a task for this slot is the probe: sample 0 of epoch 0, no ring
@@ -88,9 +92,9 @@ def probe_task(ticket: int) -> Task:
 _RING = b"R"  # tag of the control message that hands a worker the output ring
 
 
-def ring_message(handle: ArrayHandle) -> bytes:
+def ring_message(handles: RingHandles) -> bytes:
     """The control message that gives a running worker the output ring (never a task's size)."""
-    message = _RING + pickle.dumps(handle, protocol=pickle.HIGHEST_PROTOCOL)
+    message = _RING + pickle.dumps(handles, protocol=pickle.HIGHEST_PROTOCOL)
     return message if len(message) != Task.WIRE_SIZE else message + b"\0"  # pickle ignores it
 
 
@@ -148,6 +152,11 @@ def op_name(fn: object) -> str:
 class SliceRunner:
     """Fills a task's rows: sample index -> load -> augment -> write into the ring slot.
 
+    With ``targets`` (arrays of the dataset's targets that `augment` transforms along with the
+    image, e.g. segmentation masks), `augment` is called as
+    ``augment.augment_targets(image, {name: targets[name][index]}, rng)`` and returns
+    ``(image, {name: target})``; each goes to its own block of the ring.
+
     Used by every worker and, for ``workers=0``, by the main process itself: one code path,
     identical batches.
     """
@@ -167,11 +176,14 @@ class SliceRunner:
         worker_id: int = -1,
         status: Any = None,
         shard: Shard = Shard(),
+        targets: Targets | None = None,
     ) -> None:
         self.x = x  # read-only view of the dataset (or None with `load`)
         self.out = out  # (slots, batch_size, *sample_shape), shared; None until the probe is done
         self.augment = augment
         self.load = load
+        self.targets = targets or {}  # read-only views of the augmented targets (all samples)
+        self.target_out: Targets = {}  # their ring blocks, as `out`
         self.orders = OrderCache(seed, n, shuffle, shard=shard)
         # seed_globals None: unknown; watch the globals and seed them once a sample draws.
         watch = GlobalsWatch() if seed_globals is None else None
@@ -230,9 +242,11 @@ class SliceRunner:
             if self.status is not None:
                 self.status[self._base + CURRENT_INDEX] = index
             rng = next(streams) if streams is not None else None  # before `load`: it may draw
-            image = self._watched_sample(task.epoch, index, rng)
+            image, made = self._watched_sample(task.epoch, index, rng)
             self._stage = "writing the output"
             self._write(rows[p - task.row0], image, index)
+            for name, target in made.items():
+                self._write(self.target_out[name][task.slot, p - task.row0], target, index, name)
         return ("done", task.ticket)
 
     def _probe(self, task: Task) -> tuple[Any, ...]:
@@ -241,29 +255,34 @@ class SliceRunner:
         if self.status is not None:
             self.status[self._base + CURRENT_INDEX] = 0
         streams = self._streams(0, np.zeros(1, np.int64))
-        image = self._watched_sample(0, 0, next(streams) if streams is not None else None)
+        image, made = self._watched_sample(0, 0, next(streams) if streams is not None else None)
         out = check.sample_output(image)
+        targets = {}
+        for name, target in made.items():
+            target = check.sample_output(target, f"target {name!r}")
+            targets[name] = (tuple(target.shape), target.dtype.str)
         loaded = np.asarray(self._loaded)
         numeric = loaded.dtype.kind in "biuf" and loaded.size > 0
         finite = loaded[np.isfinite(loaded)] if numeric and loaded.dtype.kind == "f" else loaded
         span = (float(finite.min()), float(finite.max())) if numeric and finite.size else None
         probe = Probe(tuple(out.shape), out.dtype.str, loaded.dtype.str, span,
-                      bool(numeric and finite.size < loaded.size))
+                      bool(numeric and finite.size < loaded.size), targets)
         return ("probed", task.ticket, probe)
 
-    def _watched_sample(self, epoch: int, index: int, rng: np.random.Generator | None) -> Any:
+    def _watched_sample(self, epoch: int, index: int,
+                        rng: np.random.Generator | None) -> tuple[Any, Targets]:
         """``_sample``; when it drew from the unseeded globals (while they are watched), seed
         them from now on and make it again, as every sample will be made (also when the
         unseeded attempt raised)."""
         try:
-            image = self._sample(index, rng)
+            sample = self._sample(index, rng)
         except Exception:
             if not self._drew_from_globals():
                 raise
             return self._sample(index, self.seeder.restream(epoch, index))
         if self._drew_from_globals():
-            image = self._sample(index, self.seeder.restream(epoch, index))
-        return image
+            sample = self._sample(index, self.seeder.restream(epoch, index))
+        return sample
 
     def _drew_from_globals(self) -> bool:
         """Whether the last sample drew from a global generator not yet seeded; it is seeded
@@ -281,24 +300,36 @@ class SliceRunner:
             self.watch = None
         return True
 
-    def _sample(self, index: int, rng: np.random.Generator | None) -> Any:
-        """Sample ``index``, loaded and augmented (``_stage`` names the step, for errors)."""
+    def _sample(self, index: int, rng: np.random.Generator | None) -> tuple[Any, Targets]:
+        """Sample ``index``, loaded and augmented, and its augmented targets (``_stage`` names
+        the step, for errors)."""
         self._stage = self._load_name
         image = self._loaded = self.x[index] if self.load is None else self.load(index)
-        if self.augment is not None and rng is not None:
-            self._stage = self._op
-            image = self.augment(image, rng)
-        return image
+        if self.augment is None or rng is None:
+            return image, {}
+        self._stage = self._op
+        if not self.targets:
+            return self.augment(image, rng), {}
+        given = {name: array[index] for name, array in self.targets.items()}
+        image, made = self.augment.augment_targets(image, given, rng)  # type: ignore[attr-defined]
+        if not isinstance(made, dict) or made.keys() != given.keys():
+            raise OutputMismatchError(
+                f"{self._op}.augment_targets returned targets "
+                f"{sorted(made) if isinstance(made, dict) else type(made).__name__} for sample "
+                f"index {index}; expected a dict of {sorted(given)}. Fix: return (image, "
+                f"{{name: target}}) with every target it was given.")
+        return image, made
 
     @staticmethod
-    def _write(row: np.ndarray, image: Any, index: int) -> None:
+    def _write(row: np.ndarray, image: Any, index: int, target: str | None = None) -> None:
         image = np.asarray(image)
         if image.shape == row.shape and image.dtype == row.dtype:
             row[...] = image  # the common case, a little cheaper than copyto's checks
             return
+        of = "" if target is None else f" (target {target!r})"
         if image.shape != row.shape:
             raise OutputMismatchError(
-                f"Sample index {index} produced shape {image.shape} but the batch expects "
+                f"Sample index {index} produced{of} shape {image.shape} but the batch expects "
                 f"{row.shape} (learned from the first sample or `output_shape`). Fix: make "
                 f"`augment` return one shape for every sample (resize or crop), or pass "
                 f"`output_shape=`."
@@ -307,7 +338,7 @@ class SliceRunner:
             np.copyto(row, image, casting="same_kind")
         except TypeError as exc:
             raise OutputMismatchError(
-                f"Sample index {index} produced dtype {image.dtype} which cannot be stored "
+                f"Sample index {index} produced{of} dtype {image.dtype} which cannot be stored "
                 f"in the batch dtype {row.dtype}. Fix: return {row.dtype} from `augment`, or "
                 f"pass `output_dtype=`."
             ) from exc
@@ -361,16 +392,19 @@ def worker_main(
         x, close_x = attach(spec.x)
         x.flags.writeable = False  # an op that edits its input in place must not corrupt the dataset
         closers.append(close_x)
-    out = None
-    if spec.ring is not None:  # a replacement for a worker that died after the probe
-        out, close_out = attach(spec.ring)
-        closers.append(close_out)
+    targets = {}
+    for name, handle in spec.targets.items():
+        targets[name], close_target = attach(handle)
+        targets[name].flags.writeable = False
+        closers.append(close_target)
     augment, load = pickle.loads(spec.payload)
     runner = SliceRunner(
-        x, out, augment, load, seed=spec.seed, n=spec.n, shuffle=spec.shuffle,
+        x, None, augment, load, seed=spec.seed, n=spec.n, shuffle=spec.shuffle,
         seed_globals=spec.seed_globals, generation=generation, worker_id=worker_id,
-        status=status, shard=spec.shard,
+        status=status, shard=spec.shard, targets=targets,
     )
+    if spec.ring is not None:  # a replacement for a worker that died after the probe
+        closers.extend(_attach_ring(runner, spec.ring))
     status[worker_id * STATUS_FIELDS + READY] = 1.0  # attached and unpickled: start-up is over
     try:
         waiter = Waiter([tasks])
@@ -384,12 +418,20 @@ def worker_main(
             if not message:  # the stop sentinel
                 break
             if len(message) != Task.WIRE_SIZE:  # the ring, sized by the probe (ring_message)
-                out, close_out = attach(pickle.loads(message[len(_RING):]))
-                runner.out = out
-                closers.append(close_out)
+                closers.extend(_attach_ring(runner, pickle.loads(message[len(_RING):])))
                 continue
             results.send_bytes(encode_result(runner.run(Task.from_bytes(message))))
     finally:
-        del runner, x, out
+        del runner, x, targets
         for close in closers:
             close()
+
+
+def _attach_ring(runner: SliceRunner, handles: RingHandles) -> list[Callable[[], None]]:
+    """Map the ring's blocks into this worker for ``runner``; the closers to call at exit."""
+    runner.out, close_out = attach(handles.images)
+    closers = [close_out]
+    for name, handle in handles.targets.items():
+        runner.target_out[name], close_target = attach(handle)
+        closers.append(close_target)
+    return closers

@@ -88,7 +88,10 @@ class Loader:
             ``np.memmap`` / ``np.load(..., mmap_mode="r")`` array), which every worker maps
             read-only: nothing is copied, and data larger than RAM streams from disk.
         y: targets: an array of length N, a dict / list / tuple of such arrays, or None.
-            Gathered in this process (they are small).
+            Gathered in this process (they are small), except those `augment` transforms
+            with their image (a dict entry under one of ``augment.target_names``, such as
+            an albumentations pipeline's ``mask`` or ``bboxes``): they go to shared memory
+            and come back augmented, batched by the workers.
         batch_size: samples per batch.
         augment: a picklable ``fn(image, rng) -> image`` (``rng`` is a
             ``numpy.random.Generator``), e.g. a ``shmaug.Compose``; None for none.
@@ -182,6 +185,8 @@ class Loader:
         # invariant: the (low, high) the images lie in; None while a `load` source is unprobed
         self.value_range = check.resolve_range(given, self.augment, None if load else x.dtype)
         self.augment = with_value_range(self.augment, self.value_range)  # said once, for all
+        # invariant: the targets workers transform with their image (e.g. masks), by name
+        self._augmented = check.augmented_targets(self.y, self.augment)
         # Ops that clip need the true range; a plain user function gets data as it is, unchecked
         # unless the user declared a range.
         checked = given is not None or hasattr(self.augment, "with_value_range")
@@ -231,7 +236,8 @@ class Loader:
                                              self.value_range, given is not None,
                                              probe.input_dtype)
                 sample_shape, dtype = output_of(probe, shape, dtype)
-                self._pool.attach_ring(self._ring.allocate(sample_shape, dtype), self._ring.view)
+                self._ring.allocate(sample_shape, dtype, targets=probe.targets)
+                self._pool.attach_ring(self._ring)
         except BaseException:  # a bad probe, Ctrl-C, /dev/shm full: leave nothing behind
             _shutdown(None, self._pool, self._store)
             raise
@@ -259,9 +265,12 @@ class Loader:
             return InlinePool(SliceRunner(
                 self._x, None, self.augment, load, seed=self.seed, n=n, shuffle=self.shuffle,
                 seed_globals=seed_globals, generation=self._ring.generation,
-                shard=self._shard))
+                shard=self._shard, targets=self._augmented))
+        targets = {}
+        for name, array in self._augmented.items():  # in shared memory, as the images
+            targets[name], _ = self._store.put(array)
         spec = WorkerSpec(x_handle, None, payload, self.seed, n, self.shuffle, seed_globals,
-                          self._shard)
+                          self._shard, targets)
         return WorkerPool(spec, self.workers, self.start_method, self.timeout,
                           generation=self._ring.generation,
                           in_flight_per_worker=self.max_queue_size + 1)
@@ -402,12 +411,14 @@ class Loader:
         if not self._counters["t_first"]:
             self._counters["t_first"] = began
         hits = self._counters["hits"]
+        made: dict[str, np.ndarray] = {}  # augmented targets
         if self._gather_only:
             xb = self._x[positions]
             self._counters["hits"] += 1
         else:
             assert self._prefetch is not None
-            xb, hit = self._prefetch.produce((epoch, index), stop - start, copy=self.copy)
+            xb, made, hit = self._prefetch.produce((epoch, index), stop - start,
+                                                   copy=self.copy)
             self._counters["hits"] += hit
             if self._marks is not None:  # made now, so its stand-ins are marked by now
                 self._count_stand_ins(positions)
@@ -415,7 +426,8 @@ class Loader:
         self._counters["wait_s"] += time.perf_counter() - began
         self._counters["images"] += stop - start
         self._counters["batches"] += 1
-        return xb, check.gather(self.y, positions)
+        return xb, check.gather(self.y, positions,
+                                {id(self._augmented[k]): v for k, v in made.items()})
 
     def indices(self, index: int, *, epoch: int | None = None) -> np.ndarray:
         """The dataset indices of the samples in batch ``index`` of ``epoch``, in order."""

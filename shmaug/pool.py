@@ -41,7 +41,7 @@ from ._worker import (
 )
 from .errors import ClosedError, WorkerDied, WorkerTimeout, rebuild
 from .schedule import Task
-from .store import ArrayHandle
+from .ring import OutputRing
 
 log = logging.getLogger(__name__)
 
@@ -132,13 +132,14 @@ class WorkerPool:
         self._workers[wid] = _Worker(process, task_w, result_r)
         self._waiter = None
 
-    def attach_ring(self, handle: ArrayHandle, view: Any) -> None:
+    def attach_ring(self, ring: OutputRing) -> None:
         """Give every worker, and every later replacement, the output ring (sized by the probe).
 
         A worker reads its pipe in order, so tasks sent after this find the ring attached.
         """
-        self._spec = dataclasses.replace(self._spec, ring=handle)
-        message = ring_message(handle)
+        assert ring.handles is not None, "the ring is allocated before it is attached"
+        self._spec = dataclasses.replace(self._spec, ring=ring.handles)
+        message = ring_message(ring.handles)
         for w in self._workers:
             if w is not None:
                 try:
@@ -359,8 +360,8 @@ class InlinePool:
         self._pending: deque[Task] = deque()  # invariant: submitted, not yet run
         self.status = None
 
-    def attach_ring(self, handle: ArrayHandle, view: Any) -> None:
-        self._runner.out = view
+    def attach_ring(self, ring: OutputRing) -> None:
+        self._runner.out, self._runner.target_out = ring.view, ring.targets
 
     def submit(self, task: Task) -> None:
         self._pending.append(task)

@@ -26,6 +26,7 @@ _LEAVE_S = 1.0  # how long close() waits for consumer threads to leave produce()
 CLOSED = "This shmaug.Loader is closed. Fix: create a new one."
 
 Key = tuple[int, int]  # (epoch, batch)
+Targets = dict[str, np.ndarray]  # augmented targets' rows, by name
 
 
 @dataclass
@@ -93,10 +94,11 @@ class Prefetcher:
         while self._inside - {me} and time.monotonic() < deadline:
             time.sleep(0.005)
 
-    def produce(self, key: Key, rows: int, *, copy: bool) -> tuple[np.ndarray, bool]:
-        """Batch ``key`` (its first ``rows`` rows), and whether it was ready when asked.
+    def produce(self, key: Key, rows: int, *, copy: bool) -> tuple[np.ndarray, Targets, bool]:
+        """Batch ``key`` (its first ``rows`` rows): images, augmented targets by name, and
+        whether it was ready when asked.
 
-        ``copy`` False lends a read-only view of the slot instead, until the next call.
+        ``copy`` False lends read-only views of the slot instead, until the next call.
         """
         me = threading.get_ident()
         self._inside.add(me)
@@ -105,7 +107,7 @@ class Prefetcher:
         finally:
             self._inside.discard(me)
 
-    def _produce(self, key: Key, rows: int, *, copy: bool) -> tuple[np.ndarray, bool]:
+    def _produce(self, key: Key, rows: int, *, copy: bool) -> tuple[np.ndarray, Targets, bool]:
         if self._closed:
             raise ClosedError(CLOSED)
         if self._lent is not None:  # asking for the next batch ends the previous lease
@@ -129,13 +131,11 @@ class Prefetcher:
             self._drop(batch)
             raise batch.error
         if not copy:
-            lent: np.ndarray = self.ring.view[batch.slot, :rows].view()
-            lent.flags.writeable = False
             self._lent = batch.slot
-            return lent, hit
+            return (*self.ring.lend(batch.slot, rows), hit)
         out = self.ring.read(batch.slot, rows)
         self.ring.release(batch.slot)
-        return out, hit
+        return (*out, hit)
 
     def _lookahead(self, key: Key) -> list[Key]:
         """The keys the consumer most likely wants next: the following batches, in order."""

@@ -1,7 +1,8 @@
 """The output ring: K preallocated batch slots in shared memory that workers write into.
 
 The ring's memory is owned by the ``SharedStore`` it was allocated from (one block of shape
-``(K, batch_size, *sample_shape)``). It is made in two steps: the slot bookkeeping and the
+``(K, batch_size, *sample_shape)``, plus one such block per target that `augment` transforms
+with its image, e.g. a segmentation mask: see ``RingHandles``). It is made in two steps: the slot bookkeeping and the
 shared generations exist before the workers start (they inherit the generations), the block
 only once a worker has shown what one sample looks like (``allocate``). Slot bookkeeping lives in the main process: a slot is
 ``free``, or ``busy`` holding one batch (being filled, ready, or cancelled and waiting for its
@@ -13,11 +14,23 @@ work already queued in a worker for that batch is skipped in microseconds.
 from __future__ import annotations
 
 import multiprocessing
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .store import ArrayHandle, SharedStore, check_capacity
+
+
+@dataclass(frozen=True)
+class RingHandles:
+    """What a worker attaches to: the images' block and one block per augmented target."""
+
+    images: ArrayHandle
+    targets: dict[str, ArrayHandle] = field(default_factory=dict)
+
+
+Fields = dict[str, tuple[tuple[int, ...], Any]]  # target name -> (sample shape, dtype)
 
 
 class OutputRing:
@@ -27,8 +40,9 @@ class OutputRing:
         self._store = store
         self.slots = slots
         self.batch_size = batch_size
-        self.handle: ArrayHandle | None = None  # invariant: names the block `view` maps, once allocated
+        self.handles: RingHandles | None = None  # invariant: names the blocks mapped, once allocated
         self.view: np.ndarray = np.empty(0)  # (slots, batch_size, *sample_shape) once allocated
+        self.targets: dict[str, np.ndarray] = {}  # the same per augmented target
         self._free: list[int] = list(range(slots))[::-1]  # invariant: no slot twice, none busy
         # invariant: bumped whenever a slot is handed out or cancelled; shared with workers
         self.generation: Any = multiprocessing.RawArray("q", slots)
@@ -45,11 +59,17 @@ class OutputRing:
         check_capacity(int(np.prod(self._shape(sample_shape))) * np.dtype(dtype).itemsize,
                        self._what)
 
-    def allocate(self, sample_shape: tuple[int, ...], dtype: Any) -> ArrayHandle:
-        """Create the shared block for ``slots`` batches of samples of this shape and dtype."""
-        handle, view = self._store.empty(self._shape(sample_shape), dtype, what=self._what)
-        self.handle, self.view = handle, view
-        return handle
+    def allocate(self, sample_shape: tuple[int, ...], dtype: Any,
+                 targets: Fields | None = None) -> RingHandles:
+        """Create the shared blocks for ``slots`` batches of samples of this shape and dtype,
+        and of each augmented target's samples."""
+        handle, self.view = self._store.empty(self._shape(sample_shape), dtype, what=self._what)
+        handles = {}
+        for name, (shape, target_dtype) in (targets or {}).items():
+            handles[name], self.targets[name] = self._store.empty(
+                self._shape(shape), target_dtype, what=f"{self._what}, target {name!r}")
+        self.handles = RingHandles(handle, handles)
+        return self.handles
 
     @property
     def free_count(self) -> int:
@@ -72,6 +92,16 @@ class OutputRing:
             raise RuntimeError(f"slot {slot} released twice or out of range")
         self._free.append(slot)
 
-    def read(self, slot: int, rows: int) -> np.ndarray:
-        """A private copy of the first ``rows`` rows of a slot (the slot can then be reused)."""
-        return self.view[slot, :rows].copy()
+    def read(self, slot: int, rows: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Private copies of the first ``rows`` rows of a slot, images and augmented targets
+        (the slot can then be reused)."""
+        return self.view[slot, :rows].copy(), {k: v[slot, :rows].copy()
+                                               for k, v in self.targets.items()}
+
+    def lend(self, slot: int, rows: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Read-only views of the same rows, valid until the slot is released."""
+        views = self.view[slot, :rows].view(), {k: v[slot, :rows].view()
+                                                for k, v in self.targets.items()}
+        for view in (views[0], *views[1].values()):
+            view.flags.writeable = False
+        return views

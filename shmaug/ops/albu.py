@@ -13,9 +13,11 @@ generator per transform, ~100 us for a five-transform pipeline). Output is then 
 or start method. The op does not declare ``uses_global_rng``: a transform that still draws from
 the global ``np.random`` is caught by the workers' watch and seeded (see ``seeding.py``).
 
-Targets (masks, bounding boxes, keypoints) go through :meth:`FromAlbumentations.apply`, which
-is seeded the same way. The loader passes ``y`` through unaugmented; ``__call__`` (what the
-loader runs) therefore refuses a pipeline that requires box or keypoint targets.
+Targets (masks, bounding boxes, keypoints, label fields) are seeded the same way: in a loader,
+the entries of ``y`` filed under albumentations' names (``target_names``) reach the workers with
+their image (``augment_targets``); by hand, :meth:`FromAlbumentations.apply`. Boxes and
+keypoints vary in number, a batch does not: they travel as fixed-size arrays padded with rows
+of -1 (the dense layout of Keras' bounding-box utilities), and come back padded the same way.
 """
 
 from __future__ import annotations
@@ -93,10 +95,24 @@ class FromAlbumentations:
         return (_rebuild, (self.pipeline, self.value_range))
 
     @property
-    def needs_targets(self) -> tuple[str, ...]:
-        """The targets the pipeline cannot run without ("bboxes", "keypoints"), if any."""
+    def _label_fields(self) -> dict[str, str]:
+        """Each label field of the pipeline's bbox / keypoint params -> "bboxes" / "keypoints"."""
         processors = getattr(self.pipeline, "processors", None) or {}
-        return tuple(sorted(processors))
+        return {label: kind for kind, processor in processors.items()
+                for label in processor.params.label_fields or ()}
+
+    @property
+    def required_targets(self) -> tuple[str, ...]:
+        """The targets the pipeline cannot run without ("bboxes", "keypoints" and their label
+        fields), if any."""
+        processors = getattr(self.pipeline, "processors", None) or {}
+        return (*sorted(processors), *self._label_fields)
+
+    @property
+    def target_names(self) -> frozenset[str]:
+        """The names under which a loader's ``y`` entries are augmented with their image."""
+        extra = getattr(self.pipeline, "additional_targets", None) or {}
+        return frozenset({"mask", "masks", "bboxes", "keypoints", *self._label_fields, *extra})
 
     def with_value_range(self, value_range: tuple[float, float]) -> FromAlbumentations:
         """This op told the range the loader's data is in: checked against albumentations'
@@ -117,18 +133,38 @@ class FromAlbumentations:
         return self.pipeline
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        if self.needs_targets:
+        if self.required_targets:
             raise ArgumentError(
-                f"this albumentations pipeline requires {list(self.needs_targets)} targets "
-                f"(its bbox_params / keypoint_params), but a shmaug loader passes only the "
-                f"image to `augment` (targets travel unaugmented). Fix: build the Compose "
-                f"without bbox_params / keypoint_params to augment images in a loader, or call "
-                f"op.apply(rng, image=..., bboxes=..., ...) on samples yourself."
+                f"this albumentations pipeline requires the targets "
+                f"{list(self.required_targets)} (its bbox_params / keypoint_params) with each "
+                f"image. Fix: give them to the loader in `y`, e.g. y={{'bboxes': boxes, "
+                f"...}} (arrays padded with rows of -1), or call op.apply(rng, image=..., "
+                f"bboxes=..., ...) on samples yourself."
             )
         check_image(image)
         self._check_range(image)
         out = self._seeded(rng)(image=_edge_in(image))["image"]
         return _edge_out(out, image, type(self.pipeline).__name__)
+
+    def augment_targets(self, image: np.ndarray, targets: dict[str, np.ndarray],
+                        rng: np.random.Generator) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """One sample and its targets (a loader's rows of ``y`` under ``target_names``),
+        augmented together; boxes, keypoints and their labels stay padded to their length.
+
+        What a loader's workers call when ``y`` holds such targets (see ``SliceRunner``).
+        """
+        check_image(image)
+        self._check_range(image)
+        kept: dict[str, np.ndarray] = {kind: _unpadded(targets[kind])
+                                       for kind in ("bboxes", "keypoints") if kind in targets}
+        # name -> the padded array whose real rows it follows: boxes, keypoints, their labels
+        follows: dict[str, str] = {**self._label_fields, **{kind: kind for kind in kept}}
+        result = self.apply(rng, image=image, **{
+            name: value[kept[follows[name]]] if follows.get(name) in kept else value
+            for name, value in targets.items()})
+        made = {name: _padded(result[name], given, name) if name in follows else result[name]
+                for name, given in targets.items()}
+        return result["image"], made
 
     def apply(self, rng: np.random.Generator, **data: Any) -> dict[str, Any]:
         """Run the pipeline on ``image`` and its targets (``mask``, ``bboxes``, ``keypoints``,
@@ -141,8 +177,9 @@ class FromAlbumentations:
             >>> out = op.apply(rng, image=img, mask=mask)  # doctest: +SKIP
             >>> out["image"], out["mask"]  # doctest: +SKIP
         """
-        given = {k: v for k, v in data.items() if isinstance(v, np.ndarray) and k in
-                 ("image", "mask")}
+        extra = getattr(self.pipeline, "additional_targets", None) or {}
+        given = {k: v for k, v in data.items() if isinstance(v, np.ndarray) and (
+            k in ("image", "mask") or extra.get(k) in ("image", "mask"))}
         result: dict[str, Any] = dict(self._seeded(rng)(
             **{k: _edge_in(v) if k in given else v for k, v in data.items()}))
         for key, like in given.items():
@@ -161,6 +198,28 @@ class FromAlbumentations:
                 f"serializable transforms, or pickle the op instead of writing its config."
             ) from exc
         return {"type": "albumentations", "pipeline": pipeline}
+
+
+def _unpadded(rows: np.ndarray) -> np.ndarray:
+    """Which rows of a padded box / keypoint array are real: not all -1."""
+    rows = np.asarray(rows)
+    real: np.ndarray = ~np.all(rows.reshape(len(rows), -1) == -1, axis=1)
+    return real
+
+
+def _padded(out: Any, like: np.ndarray, name: str) -> np.ndarray:
+    """albumentations' boxes / keypoints / labels for one sample, padded to ``like``'s length
+    with -1 (or empty strings) in ``like``'s dtype."""
+    out = np.asarray(out)
+    if len(out) > len(like):
+        raise OutputMismatchError(
+            f"the albumentations pipeline returned {len(out)} rows of {name!r} but the "
+            f"loader's array holds {len(like)} per sample. Fix: pad `y[{name!r}]` with rows "
+            f"of -1 to the most the pipeline can return.")
+    padded = np.full(like.shape, "" if like.dtype.kind in "US" else -1, like.dtype)
+    if len(out):
+        padded[:len(out)] = out.reshape((len(out), *like.shape[1:]))
+    return padded
 
 
 def _rebuild(pipeline: Any, value_range: tuple[float, float] | None = None) -> FromAlbumentations:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import shmaug
+from tests.conftest import needs_keras
 
 A = pytest.importorskip("albumentations")
 pytestmark = pytest.mark.timeout(120)
@@ -69,3 +70,119 @@ def test_float_images_in_0_255_are_refused_rather_than_flattened_to_1():
         shmaug.Loader(x, batch_size=4, augment=brighter, workers=1, value_range=(0, 255))
     with shmaug.Loader(x / 255, batch_size=4, augment=brighter, workers=1) as loader:
         assert next(iter(loader))[0].max() <= 1.0
+
+
+# -- targets: masks, boxes, keypoints and their labels, augmented with their image ----------
+
+
+def _scenes(n: int = 12, size: int = 32) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Images of up to 3 filled rectangles, each at the intensity of its label; their boxes
+    and centre keypoints padded with rows of -1 to 3; the rectangles' mask (label values)."""
+    rng = np.random.default_rng(1)
+    x = np.zeros((n, size, size, 3), np.uint8)
+    boxes = np.full((n, 3, 4), -1, np.float32)
+    labels = np.full((n, 3), -1, np.int64)
+    points = np.full((n, 3, 2), -1, np.float32)
+    for i in range(n):
+        for j in range(int(rng.integers(1, 4))):
+            x0, y0 = (int(v) for v in rng.integers(0, size - 8, 2))
+            x1, y1 = x0 + int(rng.integers(4, 8)), y0 + int(rng.integers(4, 8))
+            label = 2 * i + j % 2 + 1  # overlapping rectangles: the later one is on top
+            x[i, y0:y1, x0:x1] = label
+            boxes[i, j], labels[i, j], points[i, j] = (x0, y0, x1, y1), label, (x0, y0)
+    return x, {"mask": x[..., 0].copy(), "bboxes": boxes, "labels": labels,
+               "keypoints": points, "index": np.arange(n)}
+
+
+def _geometric(**params: object) -> shmaug.ops.FromAlbumentations:
+    """Flips, quarter turns and crops only: no interpolation, so the mask must equal the
+    image's first channel pixel for pixel when both got the same draws."""
+    return shmaug.from_albumentations(A.Compose(
+        [A.HorizontalFlip(p=0.5), A.RandomRotate90(p=1.0), A.RandomCrop(24, 24)], **params))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_masks_follow_their_images_and_match_inline_bit_for_bit(method):
+    x, y = _scenes()
+    y = {"mask": y["mask"], "index": y["index"]}
+
+    def run(**kwargs: object) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+        with shmaug.Loader(x, y, batch_size=5, augment=_geometric(), seed=3, shuffle=True,
+                           **kwargs) as loader:
+            return [batch for _ in range(2) for batch in loader]
+
+    got, inline = run(workers=2, start_method=method), run(workers=0)
+    for (xb, yb), (xi, yi) in zip(got, inline, strict=True):
+        np.testing.assert_array_equal(xb, xi)
+        np.testing.assert_array_equal(yb["mask"], yi["mask"])
+        assert xb.shape[1:] == (24, 24, 3) and yb["mask"].shape[1:] == (24, 24)
+        np.testing.assert_array_equal(yb["mask"], xb[..., 0])  # the same draws for both
+        np.testing.assert_array_equal(yb["index"], yi["index"])  # passed through, gathered
+    first = np.concatenate([yb["mask"] for _, yb in got[:3]])
+    again = np.concatenate([yb["mask"] for _, yb in got[3:]])
+    assert not np.array_equal(first, again)  # a new draw each epoch
+
+
+def test_boxes_keypoints_and_labels_follow_their_rectangles():
+    x, y = _scenes()
+    op = _geometric(bbox_params=A.BboxParams(format="pascal_voc", label_fields=["labels"]),
+                    keypoint_params=A.KeypointParams(format="xy"))
+    with shmaug.Loader(x, y, batch_size=4, augment=op, seed=5, workers=2) as loader:
+        batches = list(loader)
+    seen = 0
+    for xb, yb in batches:
+        assert yb["bboxes"].shape[1:] == (3, 4) and yb["labels"].shape[1:] == (3,)
+        assert yb["bboxes"].dtype == np.float32 and yb["labels"].dtype == np.int64
+        for image, boxes, labels in zip(xb, yb["bboxes"], yb["labels"]):
+            real = labels != -1
+            np.testing.assert_array_equal(real, ~np.all(boxes == -1, axis=1))
+            assert not real[real.sum():].any()  # padding only after the real rows
+            for (x0, y0, x1, y1), label in zip(np.rint(boxes[real]).astype(int), labels[real]):
+                inside = image[y0:y1, x0:x1, 0]
+                assert inside.size and np.isin(inside, labels[real]).all()  # its rectangle
+                seen += int((inside == label).any())
+    assert seen > 10
+    with shmaug.Loader(x, y, batch_size=4, augment=op, seed=5, workers=0) as loader:
+        for (_, yb), (_, yi) in zip(batches, loader, strict=True):
+            for key in ("bboxes", "labels", "keypoints"):
+                np.testing.assert_array_equal(yb[key], yi[key])
+
+
+def test_a_pipeline_with_box_params_but_no_boxes_in_y_is_refused_before_any_process():
+    x, y = _scenes()
+    op = _geometric(bbox_params=A.BboxParams(format="pascal_voc", label_fields=["labels"]))
+    with pytest.raises(shmaug.ArgumentError, match=r"needs the targets \['bboxes', 'labels'\]"):
+        shmaug.Loader(x, {"mask": y["mask"]}, batch_size=4, augment=op, workers=2)
+
+
+@needs_keras
+def test_a_segmentation_model_fits_on_augmented_image_mask_pairs():
+    import keras
+
+    x, y = _scenes(16)
+    masks = (y["mask"] > 0).astype(np.float32)  # foreground: where a rectangle is
+    seq = shmaug.Sequence(x, {"mask": masks}, batch_size=8, augment=_geometric(), seed=0,
+                          shuffle=True, workers=2)
+    xb, yb = seq[0]
+    np.testing.assert_array_equal(yb["mask"], xb[..., 0] > 0)  # one draw for image and mask
+    inputs = keras.Input((24, 24, 3))
+    outputs = keras.layers.Conv2D(1, 3, padding="same", activation="sigmoid")(
+        keras.layers.Rescaling(1 / 255)(inputs))
+    model = keras.Model(inputs, {"mask": keras.layers.Reshape((24, 24), name="mask")(outputs)})
+    model.compile("adam", {"mask": "binary_crossentropy"})
+    try:
+        history = model.fit(seq, epochs=2, verbose=0)
+    finally:
+        seq.close()
+    assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
+
+
+def test_only_the_first_array_under_a_name_is_augmented():
+    # A Keras sample weight keyed by the output it weighs ("mask") must travel unchanged.
+    x, y = _scenes()
+    weights = np.linspace(0.5, 1.5, len(x)).astype(np.float32)
+    targets = {"mask": y["mask"], "weights": {"mask": weights}, "index": y["index"]}
+    with shmaug.Loader(x, targets, batch_size=5, augment=_geometric(), seed=1, workers=1) as loader:
+        for xb, yb in loader:
+            np.testing.assert_array_equal(yb["mask"], xb[..., 0])
+            np.testing.assert_array_equal(yb["weights"]["mask"], weights[yb["index"]])

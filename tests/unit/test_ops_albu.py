@@ -77,7 +77,8 @@ def test_apply_runs_masks_boxes_and_keypoints_seeded_like_call(image):
         keypoint_params=A.KeypointParams(format="xy"),
     )
     op = shmaug.from_albumentations(pipe)
-    assert op.needs_targets == ("bboxes", "keypoints")
+    assert op.required_targets == ("bboxes", "keypoints", "labels")
+    assert {"mask", "bboxes", "keypoints", "labels"} <= op.target_names
     mask = np.zeros(image.shape[:2], np.uint8)
     mask[4:12, 5:9] = 1
     kwargs = dict(image=image, mask=mask, bboxes=np.array([[2, 3, 15, 18]]), labels=[7],
@@ -87,8 +88,30 @@ def test_apply_runs_masks_boxes_and_keypoints_seeded_like_call(image):
     for key in ("image", "mask", "bboxes", "keypoints"):
         np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]))
     assert a["image"].shape == (16, 16, 3) and a["mask"].shape == (16, 16)
-    with pytest.raises(shmaug.ArgumentError, match="bboxes.*keypoints.*op.apply"):
-        op(image, np.random.default_rng(0))  # a loader passes only the image
+    with pytest.raises(shmaug.ArgumentError, match="bboxes.*keypoints.*in `y`.*op.apply"):
+        op(image, np.random.default_rng(0))  # the image alone cannot go through it
+
+
+def test_augment_targets_keeps_boxes_padded_and_labels_with_their_boxes(image):
+    pipe = A.Compose([A.HorizontalFlip(p=1.0), A.Crop(0, 0, 12, 20)],
+                     bbox_params=A.BboxParams(format="pascal_voc", label_fields=["labels"]))
+    op = shmaug.from_albumentations(pipe)
+    boxes = np.array([[15, 2, 19, 6], [-1] * 4, [2, 12, 6, 16], [-1] * 4], np.float32)
+    labels = np.array([3, -1, 4, -1])
+    out, made = op.augment_targets(image, {"bboxes": boxes, "labels": labels},
+                                   np.random.default_rng(0))
+    # Flipped (x -> 20 - x): the first box lands inside the crop, the third outside it.
+    np.testing.assert_allclose(made["bboxes"], [[1, 2, 5, 6]] + [[-1] * 4] * 3, atol=1e-4)
+    np.testing.assert_array_equal(made["labels"], [3, -1, -1, -1])
+    assert made["bboxes"].dtype == np.float32 and made["labels"].dtype == labels.dtype
+    assert out.shape[:2] == (20, 12)
+
+
+def test_more_boxes_than_the_padding_holds_is_refused_with_the_fix():
+    from shmaug.ops.albu import _padded
+
+    with pytest.raises(shmaug.OutputMismatchError, match=r"pad `y\['bboxes'\]` with rows of -1"):
+        _padded(np.zeros((3, 4)), np.zeros((2, 4), np.float32), "bboxes")
 
 
 def test_pickles_and_round_trips_its_config(image):

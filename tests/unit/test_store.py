@@ -60,9 +60,11 @@ def test_too_large_a_block_fails_with_numbers_and_a_fix():
 def test_ring_slots_are_lent_once():
     with SharedStore() as store:
         ring = OutputRing(store, 3, 4)
-        assert ring.handle is None and ring.view.size == 0  # no memory until it is sized
-        ring.allocate((2, 2), np.float32)
-        assert ring.view.shape == (3, 4, 2, 2) and ring.handle.shape == (3, 4, 2, 2)
+        assert ring.handles is None and ring.view.size == 0  # no memory until it is sized
+        ring.allocate((2, 2), np.float32, targets={"mask": ((2,), np.uint8)})
+        assert ring.view.shape == (3, 4, 2, 2) and ring.handles.images.shape == (3, 4, 2, 2)
+        assert ring.targets["mask"].shape == (3, 4, 2) and ring.handles.targets["mask"].shape \
+            == (3, 4, 2)
         acquired = [ring.acquire() for _ in range(3)]
         slots = [slot for slot, _ in acquired]
         assert sorted(slots) == [0, 1, 2] and ring.acquire() is None
@@ -70,13 +72,19 @@ def test_ring_slots_are_lent_once():
         ring.cancel(slots[1])
         assert ring.generation[slots[1]] == 2
         ring.view[slots[0]] = 1
-        copy = ring.read(slots[0], 2)
+        ring.targets["mask"][slots[0]] = 7
+        lent, lent_targets = ring.lend(slots[0], 2)
+        assert not lent.flags.writeable and not lent_targets["mask"].flags.writeable
+        copy, targets = ring.read(slots[0], 2)
         ring.release(slots[0])
         ring.view[:] = 0
+        ring.targets["mask"][:] = 0
         assert copy.shape == (2, 2, 2) and (copy == 1).all()
+        assert targets["mask"].shape == (2, 2) and (targets["mask"] == 7).all()
+        assert (lent == 0).all()  # a lease is a view: valid only until its slot is reused
         with pytest.raises(RuntimeError):
             ring.release(slots[0])
-        del ring
+        del ring, lent, lent_targets
 
 
 def test_segment_names_fit_the_shortest_platform_limit():
