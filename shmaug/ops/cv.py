@@ -20,6 +20,11 @@ import numpy as np
 
 from ._params import Levels, convert
 
+try:  # optional: a byte lookup table 2-3x faster than cv2.LUT (albumentations brings it along)
+    import stringzilla as _stringzilla
+except ImportError:  # pragma: no cover - depends on the environment
+    _stringzilla = None
+
 # PIL's 3x3 ImageFilter.SHARPEN and ImageFilter.SMOOTH, normalised to sum 1; the ops blend
 # them with the identity by ``amount`` so amount=1 is PIL's exact kernel and 0 is a no-op.
 SHARPEN = np.array([[-2, -2, -2], [-2, 32, -2], [-2, -2, -2]], np.float32) / 16.0
@@ -140,11 +145,28 @@ def _saturated(out: np.ndarray, dtype: np.dtype, scale: Levels) -> np.ndarray:
 
 
 def lut(img: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Apply a 256-entry uint8 lookup table to every channel."""
+    """Apply a 256-entry uint8 lookup table to every channel (the same bytes either way)."""
+    if _stringzilla is not None:
+        out: np.ndarray = np.ascontiguousarray(img).copy()
+        _stringzilla.translate(memoryview(out.reshape(-1)), memoryview(table), inplace=True)
+        return out
     if img.ndim == 3 and img.shape[2] > 4:
-        out: np.ndarray = table[img]
+        out = table[img]
         return out
     return cv2.LUT(img, table)
+
+
+def normal_noise(shape: tuple[int, ...], sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """Zero-mean float32 normal noise of standard deviation ``sigma``, a function of ``rng``.
+
+    OpenCV's generator, seeded from one draw of ``rng``, is ~3x faster than numpy's for an
+    image. Its first value after seeding is poorly spread (it follows the seed), so one extra
+    value is drawn and dropped.
+    """
+    cv2.setRNGSeed(int(rng.integers(0, 2**31)))
+    out = np.empty(math.prod(shape) + 1, np.float32)
+    cv2.randn(out, 0.0, float(sigma))
+    return out[1:].reshape(shape)
 
 
 def gamma(img: np.ndarray, g: float, scale: Levels) -> np.ndarray:

@@ -163,8 +163,7 @@ def gaussian_noise(
     scale = levels(image, value_range)
     if s == 0.0:
         return image
-    noise = rng.standard_normal(work.shape, dtype=np.float32)
-    noise *= np.float32(s * scale.span)
+    noise = cv.normal_noise(work.shape, s * scale.span, rng)
     return restore(cv.add_noise(work, noise, scale), image, scale)
 
 

@@ -45,3 +45,28 @@ def test_glyph_pipeline_on_float16_equals_running_it_on_float32_and_rounding():
     wide = pipe(img.astype(np.float32), np.random.default_rng(3))
     assert out.dtype == np.float16 and out.shape == img.shape
     np.testing.assert_array_equal(out, wide.astype(np.float16))
+
+
+def test_lookup_tables_give_the_same_bytes_with_or_without_stringzilla(monkeypatch):
+    from shmaug.ops import cv as kernels
+
+    table = np.arange(256, dtype=np.uint8)[::-1].copy()
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 256, s, dtype=np.uint8) for s in ((7, 9), (6, 5, 3), (4, 4, 6))]
+    images.append(images[1][:, ::2])  # not contiguous
+    fast = [kernels.lut(img, table) for img in images]
+    monkeypatch.setattr(kernels, "_stringzilla", None)
+    for img, got in zip(images, fast):
+        np.testing.assert_array_equal(got, kernels.lut(img, table))
+        np.testing.assert_array_equal(got, table[img])
+
+
+def test_normal_noise_is_a_function_of_rng_and_well_spread_from_its_first_value():
+    from shmaug.ops.cv import normal_noise
+
+    a = normal_noise((32, 32, 3), 2.0, np.random.default_rng(5))
+    np.testing.assert_array_equal(a, normal_noise((32, 32, 3), 2.0, np.random.default_rng(5)))
+    assert a.dtype == np.float32 and abs(a.mean()) < 0.1 and 1.9 < a.std() < 2.1
+    # OpenCV's first value after seeding follows the seed: it must not reach the image.
+    first = np.array([normal_noise((2,), 1.0, np.random.default_rng(s)) for s in range(400)])
+    assert abs(first[:, 0].mean()) < 0.2 and 0.85 < first[:, 0].std() < 1.15
