@@ -254,7 +254,8 @@ def targets(y: Any, n: int, name: str = "y") -> Any:
 
 
 def _target(name: str, value: Any, n: int) -> np.ndarray:
-    array = np.asarray(value)
+    # An ndarray as given: a np.memmap stays one, so workers map it rather than copy it.
+    array = value if isinstance(value, np.ndarray) else np.asarray(value)
     if array.ndim == 0 or len(array) != n:
         got = "a scalar" if array.ndim == 0 else f"{len(array)} entries"
         raise ArgumentError(
@@ -269,11 +270,12 @@ def _target(name: str, value: Any, n: int) -> np.ndarray:
     return array
 
 
-def augmented_targets(y: Any, augment: Any) -> dict[str, np.ndarray]:
+def augmented_targets(y: Any, augment: Any,
+                      image_shape: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
     """The arrays of ``y`` that `augment` transforms with their image: the first array filed,
     in any dict of ``y`` (depth first, in order), under each name in ``augment.target_names``
     (an albumentations pipeline's ``mask``, ``bboxes``, ...). Refuses missing targets that
-    ``augment.required_targets`` names."""
+    ``augment.required_targets`` names, and what ``augment.check_targets`` refuses."""
     names = getattr(augment, "target_names", None) or ()
     found: dict[str, np.ndarray] = {}
 
@@ -287,6 +289,8 @@ def augmented_targets(y: Any, augment: Any) -> dict[str, np.ndarray]:
                 walk(value)
 
     walk(y)
+    if found and callable(getattr(augment, "check_targets", None)):
+        augment.check_targets(found, image_shape)
     missing = [name for name in getattr(augment, "required_targets", ()) if name not in found]
     if missing:
         raise ArgumentError(
@@ -353,7 +357,8 @@ def sample_output(image: Any, target: str | None = None) -> np.ndarray:
     """What `augment` made of sample 0: an image array, or a numeric ``target`` (a scalar
     allowed)."""
     array = np.asarray(image)
-    if array.dtype.kind not in "biuf" or (array.ndim == 0 and target is None):
+    kinds = "biuf" if target is None else "biufUS"  # string labels may follow their boxes
+    if array.dtype.kind not in kinds or (array.ndim == 0 and target is None):
         what = "an image array" if target is None else f"a numeric array for {target}"
         raise ArgumentTypeError(
             f"`augment` must return {what}; on sample index 0 it returned "

@@ -29,7 +29,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any, Callable, Collection, Protocol
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from . import _validate as check
 from .errors import ErrorRecord, OutputMismatchError
 from .schedule import OrderCache, Shard, Task
 from .seeding import GlobalsWatch, SampleSeeder
-from .ring import RingHandles
+from .ring import RingHandles, TargetLayout, Targets
 from .store import ArrayHandle, attach
 
 _TASK_WAIT_S = 1.0  # an idle worker's bounded wait for its next task, before waiting again
@@ -51,7 +51,18 @@ IDLE = -1.0  # the TICKET of a worker between tasks
 
 Augment = Callable[[np.ndarray, np.random.Generator], Any]
 Load = Callable[[int], Any]
-Targets = dict[str, np.ndarray]  # a sample's (or a batch's) augmented targets, by name
+
+
+class TargetAugment(Protocol):
+    """An `augment` that moves targets with its image (``from_albumentations`` is one): the
+    loader hands it the entries of ``y`` filed under ``target_names``."""
+
+    target_names: Collection[str]
+
+    def augment_targets(self, image: np.ndarray, targets: Targets,
+                        rng: np.random.Generator) -> tuple[np.ndarray, Targets]:
+        """One sample and its targets' rows, augmented with one draw; each target keeps one
+        shape for every sample."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +77,8 @@ class WorkerSpec:
     shuffle: bool
     seed_globals: bool | None  # None: unknown, watch for draws (see SliceRunner)
     shard: Shard = Shard()  # the part of each epoch this loader makes
-    targets: dict[str, ArrayHandle] = field(default_factory=dict)  # augmented with the image
+    # the dataset's targets augmented with each image (e.g. masks), by name
+    target_inputs: dict[str, ArrayHandle] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -79,7 +91,7 @@ class Probe:
     input_dtype: str  # of the sample as loaded (``x[0]`` or ``load(0)``), before `augment`
     input_range: tuple[float, float] | None  # its finite min and max; None if none is finite
     input_nonfinite: bool  # it holds NaN or infinity
-    targets: dict[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)  # as augmented
+    targets: TargetLayout = field(default_factory=dict)  # the augmented targets' shapes
 
 
 PROBE_SLOT = (1 << 64) - 1  # a task for this slot is the probe: sample 0 of epoch 0, no ring
@@ -152,10 +164,11 @@ def op_name(fn: object) -> str:
 class SliceRunner:
     """Fills a task's rows: sample index -> load -> augment -> write into the ring slot.
 
-    With ``targets`` (arrays of the dataset's targets that `augment` transforms along with the
+    With ``target_inputs`` (the dataset's targets that `augment` transforms along with each
     image, e.g. segmentation masks), `augment` is called as
-    ``augment.augment_targets(image, {name: targets[name][index]}, rng)`` and returns
-    ``(image, {name: target})``; each goes to its own block of the ring.
+    ``augment.augment_targets(image, {name: target_inputs[name][index]}, rng)`` (see
+    ``TargetAugment``) and returns ``(image, {name: target})``; each target goes to its own
+    block of the ring, ``target_out[name]``.
 
     Used by every worker and, for ``workers=0``, by the main process itself: one code path,
     identical batches.
@@ -176,13 +189,13 @@ class SliceRunner:
         worker_id: int = -1,
         status: Any = None,
         shard: Shard = Shard(),
-        targets: Targets | None = None,
+        target_inputs: Targets | None = None,
     ) -> None:
         self.x = x  # read-only view of the dataset (or None with `load`)
         self.out = out  # (slots, batch_size, *sample_shape), shared; None until the probe is done
         self.augment = augment
         self.load = load
-        self.targets = targets or {}  # read-only views of the augmented targets (all samples)
+        self.target_inputs = target_inputs or {}  # read-only, all samples
         self.target_out: Targets = {}  # their ring blocks, as `out`
         self.orders = OrderCache(seed, n, shuffle, shard=shard)
         # seed_globals None: unknown; watch the globals and seed them once a sample draws.
@@ -308,10 +321,11 @@ class SliceRunner:
         if self.augment is None or rng is None:
             return image, {}
         self._stage = self._op
-        if not self.targets:
+        if not self.target_inputs:
             return self.augment(image, rng), {}
-        given = {name: array[index] for name, array in self.targets.items()}
-        image, made = self.augment.augment_targets(image, given, rng)  # type: ignore[attr-defined]
+        given = {name: array[index] for name, array in self.target_inputs.items()}
+        op: TargetAugment = self.augment  # type: ignore[assignment]  # the loader checked it
+        image, made = op.augment_targets(image, given, rng)
         if not isinstance(made, dict) or made.keys() != given.keys():
             raise OutputMismatchError(
                 f"{self._op}.augment_targets returned targets "
@@ -326,21 +340,22 @@ class SliceRunner:
         if image.shape == row.shape and image.dtype == row.dtype:
             row[...] = image  # the common case, a little cheaper than copyto's checks
             return
-        of = "" if target is None else f" (target {target!r})"
+        of, shape_arg, dtype_arg = "", ", or pass `output_shape=`", ", or pass `output_dtype=`"
+        if target is not None:  # a target's shape and dtype are learned from sample 0 only
+            of, shape_arg, dtype_arg = f" (target {target!r})", "", ""
         if image.shape != row.shape:
             raise OutputMismatchError(
                 f"Sample index {index} produced{of} shape {image.shape} but the batch expects "
                 f"{row.shape} (learned from the first sample or `output_shape`). Fix: make "
-                f"`augment` return one shape for every sample (resize or crop), or pass "
-                f"`output_shape=`."
+                f"`augment` return one shape for every sample (resize, crop or pad){shape_arg}."
             )
         try:
             np.copyto(row, image, casting="same_kind")
         except TypeError as exc:
             raise OutputMismatchError(
                 f"Sample index {index} produced{of} dtype {image.dtype} which cannot be stored "
-                f"in the batch dtype {row.dtype}. Fix: return {row.dtype} from `augment`, or "
-                f"pass `output_dtype=`."
+                f"in the batch dtype {row.dtype}. Fix: return {row.dtype} from `augment`"
+                f"{dtype_arg}."
             ) from exc
 
 
@@ -393,7 +408,7 @@ def worker_main(
         x.flags.writeable = False  # an op that edits its input in place must not corrupt the dataset
         closers.append(close_x)
     targets = {}
-    for name, handle in spec.targets.items():
+    for name, handle in spec.target_inputs.items():
         targets[name], close_target = attach(handle)
         targets[name].flags.writeable = False
         closers.append(close_target)
@@ -401,7 +416,7 @@ def worker_main(
     runner = SliceRunner(
         x, None, augment, load, seed=spec.seed, n=spec.n, shuffle=spec.shuffle,
         seed_globals=spec.seed_globals, generation=generation, worker_id=worker_id,
-        status=status, shard=spec.shard, targets=targets,
+        status=status, shard=spec.shard, target_inputs=targets,
     )
     if spec.ring is not None:  # a replacement for a worker that died after the probe
         closers.extend(_attach_ring(runner, spec.ring))

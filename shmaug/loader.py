@@ -186,7 +186,8 @@ class Loader:
         self.value_range = check.resolve_range(given, self.augment, None if load else x.dtype)
         self.augment = with_value_range(self.augment, self.value_range)  # said once, for all
         # invariant: the targets workers transform with their image (e.g. masks), by name
-        self._augmented = check.augmented_targets(self.y, self.augment)
+        self._augmented = check.augmented_targets(self.y, self.augment,
+                                                  None if load else tuple(x.shape[1:]))
         # Ops that clip need the true range; a plain user function gets data as it is, unchecked
         # unless the user declared a range.
         checked = given is not None or hasattr(self.augment, "with_value_range")
@@ -265,12 +266,13 @@ class Loader:
             return InlinePool(SliceRunner(
                 self._x, None, self.augment, load, seed=self.seed, n=n, shuffle=self.shuffle,
                 seed_globals=seed_globals, generation=self._ring.generation,
-                shard=self._shard, targets=self._augmented))
-        targets = {}
-        for name, array in self._augmented.items():  # in shared memory, as the images
-            targets[name], _ = self._store.put(array)
+                shard=self._shard, target_inputs=self._augmented))
+        target_inputs = {}
+        for name, array in self._augmented.items():  # where workers read them, as the images
+            target_inputs[name] = mapped_file_handle(array) or self._store.put(
+                array, what=f"the target y[{name!r}]")[0]
         spec = WorkerSpec(x_handle, None, payload, self.seed, n, self.shuffle, seed_globals,
-                          self._shard, targets)
+                          self._shard, target_inputs)
         return WorkerPool(spec, self.workers, self.start_method, self.timeout,
                           generation=self._ring.generation,
                           in_flight_per_worker=self.max_queue_size + 1)
@@ -496,7 +498,8 @@ class Loader:
         self._closed = True
         self._x = None
         if self._ring is not None:
-            self._ring.view = np.empty(0)  # drop our view so the block can be unmapped
+            self._ring.view = np.empty(0)  # drop our views so the blocks can be unmapped
+            self._ring.targets = {}
         self._finalizer()
 
     @property

@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import ClosedError
 from .pool import as_error
-from .ring import OutputRing
+from .ring import OutputRing, Targets
 from .schedule import BatchPlan, Task
 
 POLL_S = 0.1  # how long one wait for results lasts before the loop re-checks everything
@@ -26,7 +26,6 @@ _LEAVE_S = 1.0  # how long close() waits for consumer threads to leave produce()
 CLOSED = "This shmaug.Loader is closed. Fix: create a new one."
 
 Key = tuple[int, int]  # (epoch, batch)
-Targets = dict[str, np.ndarray]  # augmented targets' rows, by name
 
 
 @dataclass

@@ -1,15 +1,15 @@
 """The output ring: K preallocated batch slots in shared memory that workers write into.
 
-The ring's memory is owned by the ``SharedStore`` it was allocated from (one block of shape
+The ring's memory is owned by the ``SharedStore`` it was allocated from: one block of shape
 ``(K, batch_size, *sample_shape)``, plus one such block per target that `augment` transforms
-with its image, e.g. a segmentation mask: see ``RingHandles``). It is made in two steps: the slot bookkeeping and the
-shared generations exist before the workers start (they inherit the generations), the block
-only once a worker has shown what one sample looks like (``allocate``). Slot bookkeeping lives in the main process: a slot is
-``free``, or ``busy`` holding one batch (being filled, ready, or cancelled and waiting for its
-last in-flight task). Workers write only the rows of the task they were given, and only while
-the slot's shared ``generation`` still equals the task's: cancelling a batch bumps it, so
-work already queued in a worker for that batch is skipped in microseconds.
-"""
+with its image, e.g. a segmentation mask (see ``RingHandles``). It is made in two steps: the
+slot bookkeeping and the shared generations exist before the workers start (they inherit the
+generations), the blocks only once a worker has shown what one sample looks like
+(``allocate``). Slot bookkeeping lives in the main process: a slot is ``free``, or ``busy``
+holding one batch (being filled, ready, or cancelled and waiting for its last in-flight task).
+Workers write only the rows of the task they were given, and only while the slot's shared
+``generation`` still equals the task's: cancelling a batch bumps it, so work already queued in
+a worker for that batch is skipped in microseconds."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ class RingHandles:
     targets: dict[str, ArrayHandle] = field(default_factory=dict)
 
 
-Fields = dict[str, tuple[tuple[int, ...], Any]]  # target name -> (sample shape, dtype)
+TargetLayout = dict[str, tuple[tuple[int, ...], Any]]  # target name -> (sample shape, dtype)
+Targets = dict[str, np.ndarray]  # augmented targets (a sample's or a batch's rows), by name
 
 
 class OutputRing:
@@ -40,9 +41,9 @@ class OutputRing:
         self._store = store
         self.slots = slots
         self.batch_size = batch_size
-        self.handles: RingHandles | None = None  # invariant: names the blocks mapped, once allocated
+        self.handles: RingHandles | None = None  # invariant: the blocks mapped, once allocated
         self.view: np.ndarray = np.empty(0)  # (slots, batch_size, *sample_shape) once allocated
-        self.targets: dict[str, np.ndarray] = {}  # the same per augmented target
+        self.targets: Targets = {}  # the same per augmented target
         self._free: list[int] = list(range(slots))[::-1]  # invariant: no slot twice, none busy
         # invariant: bumped whenever a slot is handed out or cancelled; shared with workers
         self.generation: Any = multiprocessing.RawArray("q", slots)
@@ -60,7 +61,7 @@ class OutputRing:
                        self._what)
 
     def allocate(self, sample_shape: tuple[int, ...], dtype: Any,
-                 targets: Fields | None = None) -> RingHandles:
+                 targets: TargetLayout | None = None) -> RingHandles:
         """Create the shared blocks for ``slots`` batches of samples of this shape and dtype,
         and of each augmented target's samples."""
         handle, self.view = self._store.empty(self._shape(sample_shape), dtype, what=self._what)
@@ -92,13 +93,13 @@ class OutputRing:
             raise RuntimeError(f"slot {slot} released twice or out of range")
         self._free.append(slot)
 
-    def read(self, slot: int, rows: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def read(self, slot: int, rows: int) -> tuple[np.ndarray, Targets]:
         """Private copies of the first ``rows`` rows of a slot, images and augmented targets
         (the slot can then be reused)."""
         return self.view[slot, :rows].copy(), {k: v[slot, :rows].copy()
                                                for k, v in self.targets.items()}
 
-    def lend(self, slot: int, rows: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def lend(self, slot: int, rows: int) -> tuple[np.ndarray, Targets]:
         """Read-only views of the same rows, valid until the slot is released."""
         views = self.view[slot, :rows].view(), {k: v[slot, :rows].view()
                                                 for k, v in self.targets.items()}

@@ -134,11 +134,13 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         images = images if custom_load else check.image_array(images)
         n = check.length(images) if custom_load else len(images)
         self.x = images  # invariant: what the workers read (array) or what `load` indexes
-        self._side = {  # gathered per batch in this process
+        self._side = {  # gathered per batch in this process, but for targets `augment` moves
+            "y": check.targets(y, n, "y"),  # first: its `mask` is the one augmented
             "inputs": check.targets(extra_inputs or None, n, "x"),
-            "y": check.targets(y, n, "y"),
             "sample_weight": check.targets(sample_weight, n, "sample_weight"),
         }
+        if self._overrides("augment"):
+            self._refuse_lost_targets()
         self.batch_size: int = self._loader_args["batch_size"]
         self.seed: int = self._loader_args["seed"]
         self.shuffle: bool = self._loader_args["shuffle"]
@@ -435,6 +437,18 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._loader = Loader(self.x, self._side, load=load, **args)
             _LIVE.add(self)
         return self._loader
+
+    def _refuse_lost_targets(self) -> None:
+        """An ``augment`` override sees only the image: the targets that the `augment`
+        argument would have moved with it (a mask, boxes) would come back untouched."""
+        op = self._loader_args["augment"]
+        moved = check.augmented_targets(self._side, op) if op is not None else {}
+        if moved:
+            raise ArgumentError(
+                f"{type(self).__name__} overrides `augment`, which receives only the image, "
+                f"but the `augment` argument ({type(op).__name__}) moves the targets "
+                f"{sorted(moved)} with each image; they would no longer follow it. Fix: drop "
+                f"the override and put its work into the pipeline, or rename those targets.")
 
     def _check_order(self, index: int, loader: Loader) -> None:
         """Say once when Keras' random batch order defeats prefetching (shuffle=False)."""

@@ -65,6 +65,8 @@ def _edge_in(image: np.ndarray) -> np.ndarray:
     into their input."""
     if image.dtype == np.float16:
         return convert(image, np.float32)
+    if image.dtype == np.bool_:  # a boolean mask: OpenCV's warps take uint8
+        return image.astype(np.uint8)
     return image if image.flags.writeable else image.copy()
 
 
@@ -74,6 +76,8 @@ def _edge_out(out: Any, like: np.ndarray, who: str) -> np.ndarray:
             f"albumentations pipeline {who} expects an image array under 'image' in its "
             f"result; received {type(out).__name__}. Return the image from the pipeline."
         )
+    if like.dtype == np.bool_:
+        return out.astype(np.bool_)
     return convert(out, like.dtype) if out.dtype != like.dtype else out
 
 
@@ -110,9 +114,45 @@ class FromAlbumentations:
 
     @property
     def target_names(self) -> frozenset[str]:
-        """The names under which a loader's ``y`` entries are augmented with their image."""
+        """The names under which a loader's ``y`` entries are augmented with their image
+        (``bboxes`` and ``keypoints`` too without params, to refuse them in ``check_targets``)."""
         extra = getattr(self.pipeline, "additional_targets", None) or {}
         return frozenset({"mask", "masks", "bboxes", "keypoints", *self._label_fields, *extra})
+
+    def check_targets(self, targets: dict[str, np.ndarray],
+                      image_shape: tuple[int, ...] | None) -> None:
+        """Refuse, before any worker starts, targets this pipeline would get wrong: boxes or
+        keypoints without their params (albumentations would read them as another format),
+        extra box / keypoint targets (their padding is not known), masks of another size."""
+        processors = getattr(self.pipeline, "processors", None) or {}
+        extra = getattr(self.pipeline, "additional_targets", None) or {}
+        for name, rows in targets.items():
+            kind = extra.get(name, name)
+            fix = "rename the key if it is not what albumentations calls so"
+            if kind in ("bboxes", "keypoints") and name != kind:
+                raise ArgumentError(
+                    f"`y[{name!r}]` is an extra {kind} target of the pipeline; a loader passes "
+                    f"only `{kind}` itself (padded with rows of -1) through albumentations. "
+                    f"Fix: put them in one `{kind}` array, or {fix}.")
+            if kind in ("bboxes", "keypoints") and kind not in processors:
+                params = "bbox_params" if kind == "bboxes" else "keypoint_params"
+                raise ArgumentError(
+                    f"`y[{name!r}]` holds {kind}, but the albumentations pipeline has no "
+                    f"{params}, so they would not follow their images. Fix: pass "
+                    f"A.Compose([...], {params}=...) or {fix}.")
+            least = 2 if kind == "keypoints" else 4
+            if kind in ("bboxes", "keypoints") and (rows.ndim != 3 or rows.shape[2] < least):
+                raise ArgumentError(
+                    f"`y[{name!r}]` must hold (samples, rows, >= {least}) {kind}, padded with "
+                    f"rows of -1; received shape {rows.shape}. Fix: pad each sample's {kind} "
+                    f"to one count, or {fix}.")
+            wide = kind == "masks"
+            if kind in ("mask", "masks") and image_shape is not None and \
+                    rows.shape[1 + wide:3 + wide] != image_shape[:2]:
+                raise ArgumentError(
+                    f"`y[{name!r}]` has rows of shape {rows.shape[1:]}, but a {kind} needs its "
+                    f"image's height and width {image_shape[:2]}. Fix: {fix}, or resize it "
+                    f"to the images.")
 
     def with_value_range(self, value_range: tuple[float, float]) -> FromAlbumentations:
         """This op told the range the loader's data is in: checked against albumentations'
@@ -155,15 +195,17 @@ class FromAlbumentations:
         """
         check_image(image)
         self._check_range(image)
-        kept: dict[str, np.ndarray] = {kind: _unpadded(targets[kind])
-                                       for kind in ("bboxes", "keypoints") if kind in targets}
-        # name -> the padded array whose real rows it follows: boxes, keypoints, their labels
-        follows: dict[str, str] = {**self._label_fields, **{kind: kind for kind in kept}}
-        result = self.apply(rng, image=image, **{
-            name: value[kept[follows[name]]] if follows.get(name) in kept else value
-            for name, value in targets.items()})
-        made = {name: _padded(result[name], given, name) if name in follows else result[name]
-                for name, given in targets.items()}
+        owner = {**self._label_fields, "bboxes": "bboxes", "keypoints": "keypoints"}
+        real = {kind: _real_rows(targets[kind]) for kind in ("bboxes", "keypoints")
+                if kind in targets}
+        data = {}
+        for name, rows in targets.items():  # boxes, keypoints and their labels: real rows only
+            kind = owner.get(name)
+            data[name] = rows[real[kind]] if kind in real else rows
+        result = self.apply(rng, image=image, **data)
+        made = {}
+        for name, rows in targets.items():
+            made[name] = _padded(result[name], rows, name) if name in owner else result[name]
         return result["image"], made
 
     def apply(self, rng: np.random.Generator, **data: Any) -> dict[str, Any]:
@@ -179,7 +221,7 @@ class FromAlbumentations:
         """
         extra = getattr(self.pipeline, "additional_targets", None) or {}
         given = {k: v for k, v in data.items() if isinstance(v, np.ndarray) and (
-            k in ("image", "mask") or extra.get(k) in ("image", "mask"))}
+            extra.get(k, k) in ("image", "mask", "masks"))}
         result: dict[str, Any] = dict(self._seeded(rng)(
             **{k: _edge_in(v) if k in given else v for k, v in data.items()}))
         for key, like in given.items():
@@ -200,7 +242,7 @@ class FromAlbumentations:
         return {"type": "albumentations", "pipeline": pipeline}
 
 
-def _unpadded(rows: np.ndarray) -> np.ndarray:
+def _real_rows(rows: np.ndarray) -> np.ndarray:
     """Which rows of a padded box / keypoint array are real: not all -1."""
     rows = np.asarray(rows)
     real: np.ndarray = ~np.all(rows.reshape(len(rows), -1) == -1, axis=1)
@@ -234,8 +276,10 @@ def from_albumentations(pipeline: Any) -> FromAlbumentations:
     from ``rng`` through albumentations' own ``set_random_state``, so in a loader its output
     depends only on (seed, epoch, sample index), for any ``workers`` or ``start_method``.
     float16 images are handed to albumentations as float32 (exactly) and come back as float16;
-    floats are expected in [0, 1], as albumentations expects them. Masks, boxes and keypoints
-    go through ``op.apply(rng, image=..., mask=..., ...)``.
+    floats are expected in [0, 1], as albumentations expects them. In a loader, entries of
+    ``y`` named as albumentations names its targets (``mask``, ``bboxes``, ...) are augmented
+    with their image (boxes and keypoints padded with rows of -1); by hand,
+    ``op.apply(rng, image=..., mask=..., ...)``.
 
     Args:
         pipeline: an ``albumentations.Compose`` (any ``BaseCompose``) or a single transform.

@@ -148,7 +148,8 @@ def lut(img: np.ndarray, table: np.ndarray) -> np.ndarray:
     """Apply a 256-entry uint8 lookup table to every channel (the same bytes either way)."""
     if _stringzilla is not None:
         out: np.ndarray = np.ascontiguousarray(img).copy()
-        _stringzilla.translate(memoryview(out.reshape(-1)), memoryview(table), inplace=True)
+        _stringzilla.translate(memoryview(out.reshape(-1)),  # type: ignore[arg-type]
+                               memoryview(table), inplace=True)  # type: ignore[arg-type]
         return out
     if img.ndim == 3 and img.shape[2] > 4:
         out = table[img]
@@ -165,7 +166,7 @@ def normal_noise(shape: tuple[int, ...], sigma: float, rng: np.random.Generator)
     """
     cv2.setRNGSeed(int(rng.integers(0, 2**31)))
     out = np.empty(math.prod(shape) + 1, np.float32)
-    cv2.randn(out, 0.0, float(sigma))
+    cv2.randn(out, 0.0, float(sigma))  # type: ignore[call-overload]
     return out[1:].reshape(shape)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 
 import numpy as np
 import pytest
@@ -186,3 +187,60 @@ def test_only_the_first_array_under_a_name_is_augmented():
         for xb, yb in loader:
             np.testing.assert_array_equal(yb["mask"], xb[..., 0])
             np.testing.assert_array_equal(yb["weights"]["mask"], weights[yb["index"]])
+
+
+def test_targets_the_pipeline_would_get_wrong_are_refused_before_any_process():
+    x, y = _scenes()
+    cases = [  # (y, op, what the message says)
+        ({"bboxes": y["bboxes"]}, _geometric(), "has no bbox_params"),
+        ({"mask": (y["index"] % 2).astype(np.float32)}, _geometric(), "needs its image's height"),
+        ({"keypoints": y["keypoints"][:, :, :1]}, _geometric(
+            keypoint_params=A.KeypointParams(format="xy")), r"\(samples, rows, >= 2\)"),
+        ({"bboxes": y["bboxes"], "labels": y["labels"], "boxes2": y["bboxes"]}, _geometric(
+            bbox_params=A.BboxParams(format="pascal_voc", label_fields=["labels"]),
+            additional_targets={"boxes2": "bboxes"}), "extra bboxes target"),
+    ]
+    for targets, op, message in cases:
+        with pytest.raises(shmaug.ArgumentError, match=message):
+            shmaug.Loader(x, targets, batch_size=4, augment=op, workers=2)
+
+
+def test_string_labels_bool_masks_and_mapped_targets(tmp_path):
+    x, y = _scenes()
+    np.save(tmp_path / "mask.npy", y["mask"] > 0)
+    mask = np.load(tmp_path / "mask.npy", mmap_mode="r")  # bool, and memory-mapped
+    names = np.where(y["labels"] == -1, "", np.char.add("class", y["labels"].astype(str)))
+    op = _geometric(bbox_params=A.BboxParams(format="pascal_voc", label_fields=["names"]))
+    targets = {"mask": mask, "bboxes": y["bboxes"], "names": names}
+    with shmaug.Loader(x, targets, batch_size=6, augment=op, seed=2, workers=1) as loader:
+        ours = [f"/dev/shm/{s}" for s in os.listdir("/dev/shm")
+                if s.startswith(f"shmaug_{os.getpid()}_")]
+        sizes = [os.path.getsize(path) for path in ours]
+        for xb, yb in loader:
+            np.testing.assert_array_equal(yb["mask"], xb[..., 0] > 0)
+            assert yb["mask"].dtype == np.bool_ and yb["names"].dtype == names.dtype
+            real = yb["names"] != ""
+            np.testing.assert_array_equal(real, ~np.all(yb["bboxes"] == -1, axis=2))
+    # The mask was not copied into shared memory: workers map its file.
+    assert sizes and mask.nbytes not in sizes
+
+
+@needs_keras
+def test_a_sequence_moves_the_targets_in_y_and_refuses_an_override_that_would_drop_them():
+    x, y = _scenes()
+    other = np.zeros_like(y["mask"])
+    seq = shmaug.Sequence({"image": x, "mask": other}, {"mask": y["mask"]}, batch_size=4,
+                          augment=_geometric(), seed=0, workers=0, image_key="image")
+    try:
+        (inputs, targets) = seq[0]
+        np.testing.assert_array_equal(targets["mask"], inputs["image"][..., 0])  # y's, moved
+        assert inputs["mask"].shape == (4, 32, 32)  # the extra input travels unchanged
+    finally:
+        seq.close()
+
+    class Brighter(shmaug.Sequence):
+        def augment(self, image, rng):
+            return super().augment(image, rng) // 2
+
+    with pytest.raises(shmaug.ArgumentError, match=r"overrides `augment`.*\['mask'\]"):
+        Brighter(x, {"mask": y["mask"]}, batch_size=4, augment=_geometric(), workers=0)
