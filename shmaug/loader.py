@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import _validate as check
+from ._copier import Copier
 from ._worker import BUSY_S, STATUS_FIELDS, Probe, SliceRunner, WorkerSpec, probe_task
 from .errors import ClosedError, OutputMismatchError, warn
 from .ops._params import dtype_range
@@ -60,12 +61,15 @@ def output_of(probe: Probe, shape: tuple[int, ...] | None, dtype: Any) -> tuple[
     return probe.shape, np.dtype(probe.dtype) if dtype is None else dtype
 
 
-def _shutdown(prefetch: Prefetcher | None, pool: Any, store: SharedStore) -> None:
+def _shutdown(prefetch: Prefetcher | None, pool: Any, store: SharedStore,
+              copier: Copier | None = None) -> None:
     # A consumer waiting in another thread (a tf.data thread inside __getitem__) gets
-    # ClosedError; then the workers, then the memory they write into (NOTE [shutdown order]
-    # in pool.py).
+    # ClosedError; then the copier thread, the workers, and last the memory they read and
+    # write (NOTE [shutdown order] in pool.py).
     if prefetch is not None:
         prefetch.close()
+    if copier is not None:
+        copier.close()
     try:
         pool.close()
     finally:
@@ -237,11 +241,15 @@ class Loader:
             raise
         self.output_shape: tuple[int, ...] = sample_shape
         self.output_dtype = np.dtype(dtype)
+        # Copies batches out of shared memory ahead of the consumer; not with workers=0,
+        # which keeps everything on the caller's thread for debugging.
+        self._copier = Copier() if self.workers and self._ring is not None else None
         self._prefetch = None if self._ring is None else Prefetcher(
-            self._ring, self._pool, self._plan, workers=self.workers, timeout=self.timeout)
+            self._ring, self._pool, self._plan, workers=self.workers, timeout=self.timeout,
+            copier=self._copier)
         # Backstop for a loader that is never closed: runs at garbage collection or exit.
         self._finalizer = weakref.finalize(self, _shutdown, self._prefetch, self._pool,
-                                           self._store)
+                                           self._store, self._copier)
         self.reset_stats()  # sets _t0 and _counters: the stats window starts now
         self.last_hit = False  # whether the last batch() was ready when asked for
         self.copy = bool(copy)
