@@ -14,9 +14,10 @@ is still collected (its finalizer closes the copier).
 
 A copy is made ahead only when that pays: when the consumer last stayed away (between taking
 a batch and asking for the next) longer than half a copy takes, so that at least half of it
-is made by the time it is back. A consumer that comes straight back would only wait for the
-thread instead of copying itself, and pay two thread wake-ups per batch on top: on the busy
-2-core machine, 1 ms gathers took 1.7 to 2.3 ms each that way.
+is made by the time it is back, and longer than a thread takes to wake (``WAKE_S``). A
+consumer that comes straight back would only wait for the thread instead of copying itself,
+and pay two thread wake-ups per batch on top: on the busy 2-core machine, 1 ms gathers took
+1.7 to 2.3 ms each that way.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from collections.abc import Callable
 from typing import Any
 
 _PENDING, _RUNNING, _DONE = "pending", "running", "done"
+# A consumer back sooner than this after its last batch is not left time to gain from a copy
+# made ahead: the thread may not even have woken (up to about 1 ms on a busy 2-core machine).
+WAKE_S = 0.001
 
 
 class Copy:
@@ -81,7 +85,7 @@ class Copier:
     def submit(self, fn: Callable[[], Any]) -> Copy | None:
         """Have ``fn()`` (a copy) made in the background, to ``take`` later; None when that
         does not pay (see the module docstring): then make it when it is wanted (``make``)."""
-        if self._away_s <= self._copy_s / 2:
+        if self._away_s <= max(self._copy_s / 2, WAKE_S):
             return None
         job = Copy(fn)
         with self._lock:

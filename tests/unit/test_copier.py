@@ -59,6 +59,20 @@ def test_a_consumer_that_comes_straight_back_copies_on_its_own_thread():
         copier.close()
 
 
+def test_tiny_copies_for_a_consumer_back_at_once_are_not_handed_off():
+    """However small the copy, a consumer back within a thread's wake-up gains nothing."""
+    copier = Copier()
+    try:
+        copier.make(lambda: None)
+        for _ in range(3):
+            copier.back()
+            assert copier.submit(where) is None
+            assert copier.make(where) == "MainThread"
+        assert copier.thread is None
+    finally:
+        copier.close()
+
+
 def test_a_copy_the_thread_has_not_started_is_made_by_take():
     copier = Copier()
     gate = threading.Event()
