@@ -14,12 +14,13 @@ import logging
 import pickle
 import time
 import weakref
+from functools import partial
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from . import _validate as check
-from ._copier import Copier
+from ._copier import Copier, Copy
 from ._worker import BUSY_S, STATUS_FIELDS, Probe, SliceRunner, WorkerSpec, probe_task
 from .errors import ClosedError, OutputMismatchError, warn
 from .ops._params import dtype_range
@@ -241,9 +242,10 @@ class Loader:
             raise
         self.output_shape: tuple[int, ...] = sample_shape
         self.output_dtype = np.dtype(dtype)
-        # Copies batches out of shared memory ahead of the consumer; not with workers=0,
-        # which keeps everything on the caller's thread for debugging.
-        self._copier = Copier() if self.workers and self._ring is not None else None
+        # Copies batches out of shared memory (or gathers them) ahead of the consumer; not
+        # with workers=0, which keeps everything on the caller's thread for debugging.
+        self._copier = Copier() if self.workers else None
+        self._gather_ahead: tuple[tuple[int, int], Copy] | None = None  # (key, its gather)
         self._prefetch = None if self._ring is None else Prefetcher(
             self._ring, self._pool, self._plan, workers=self.workers, timeout=self.timeout,
             copier=self._copier)
@@ -411,7 +413,7 @@ class Loader:
             self._counters["t_first"] = began
         hits = self._counters["hits"]
         if self._gather_only:
-            xb = self._x[positions]
+            xb = self._gather(epoch, index, positions)
             self._counters["hits"] += 1
         else:
             assert self._prefetch is not None
@@ -424,6 +426,28 @@ class Loader:
         self._counters["images"] += stop - start
         self._counters["batches"] += 1
         return xb, check.gather(self.y, positions)
+
+    def _gather(self, epoch: int, index: int, positions: np.ndarray) -> np.ndarray:
+        """Batch ``index`` gathered from ``x`` (nothing to augment): the copy the copier made
+        ahead when this is the batch it was asked for, else made now. Asks for the next one
+        first, so that a batch made now and the next one are gathered side by side."""
+        out: np.ndarray
+        if self._copier is None:
+            out = self._x[positions]
+            return out
+        self._copier.back()
+        ahead, key = self._gather_ahead, (epoch, index)
+        following = (epoch, index + 1) if index + 1 < len(self) else (epoch + 1, 0)
+        job = self._copier.submit(partial(
+            self._x.__getitem__, self.indices(following[1], epoch=following[0])))
+        self._gather_ahead = None if job is None else (following, job)
+        if ahead is not None and ahead[0] == key:
+            out = self._copier.take(ahead[1])
+        else:
+            if ahead is not None:
+                self._copier.discard(ahead[1])
+            out = self._copier.make(partial(self._x.__getitem__, positions))
+        return out
 
     def indices(self, index: int, *, epoch: int | None = None) -> np.ndarray:
         """The dataset indices of the samples in batch ``index`` of ``epoch``, in order."""
@@ -491,6 +515,7 @@ class Loader:
         """Stop the workers and free the shared memory. Idempotent."""
         self._closed = True
         self._x = None
+        self._gather_ahead = None
         if self._ring is not None:
             self._ring.view = np.empty(0)  # drop our view so the block can be unmapped
         self._finalizer()

@@ -1,5 +1,5 @@
-"""Batches copied out of shared memory ahead of a consumer that is busy elsewhere: made on the
-copier thread, bit-identical to those made on demand, and no thread left behind."""
+"""Batches copied out of shared memory (or gathered) ahead of a consumer that is busy elsewhere:
+made on the copier thread, bit-identical to those made on demand, and no thread left behind."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def reads_by_thread(monkeypatch):
     return names
 
 
-@pytest.mark.parametrize("augment", [_ops.noisy], ids=["ring"])
+@pytest.mark.parametrize("augment", [_ops.noisy, None], ids=["ring", "gather"])
 def test_a_busy_consumer_gets_the_batches_it_gets_on_demand(augment):
     """Copies made ahead (workers=2), also across an epoch's end and a jump (random access),
     give the very batches of workers=0, where every copy is made when asked for."""
@@ -86,6 +86,17 @@ def test_a_batch_finished_ahead_is_copied_before_it_is_asked_for(reads_by_thread
     # may have been made ahead: the next epoch's first batch, never asked for.
     assert len(batches) <= len(reads_by_thread) <= len(batches) + 1
     assert reads_by_thread.count("shmaug-copier") >= len(batches) - 3, reads_by_thread
+
+
+def test_a_gathered_batch_is_made_before_it_is_asked_for():
+    with shmaug.Loader(images(), batch_size=8, workers=2, seed=1) as loader:
+        loader.batch(0)
+        time.sleep(STEP_S)
+        loader.batch(1)  # the consumer was away: the next gather is asked for ahead
+        ahead = loader._gather_ahead
+        assert ahead is not None and ahead[0] == (0, 2)
+        assert ahead[1].done.wait(5)  # made while the consumer is away
+        np.testing.assert_array_equal(loader.batch(2)[0], images()[16:24])
 
 
 def test_a_consumer_that_comes_straight_back_copies_itself(reads_by_thread):
