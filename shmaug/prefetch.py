@@ -161,9 +161,14 @@ class Prefetcher:
         """The batch's rows copied out of its slot: the copy made ahead, else made now."""
         if self._copier is None:
             return self.ring.read(batch.slot, rows)
-        if batch.copy is not None and rows == batch.rows:
-            return self._copier.take(batch.copy)
-        return self._copier.make(partial(self.ring.read, batch.slot, rows))
+        try:
+            if batch.copy is not None and rows == batch.rows:
+                return self._copier.take(batch.copy)
+            return self._copier.make(partial(self.ring.read, batch.slot, rows))
+        except Exception:
+            if self._closed:  # the loader dropped the ring's memory while the copy was due
+                raise ClosedError(CLOSED) from None
+            raise
 
     def _lookahead(self, key: Key) -> list[Key]:
         """The keys the consumer most likely wants next: the following batches, in order."""

@@ -150,6 +150,44 @@ def test_close_with_the_copier_busy_leaves_no_thread(monkeypatch):
     assert not copier_threads()
 
 
+def test_a_consumer_taking_a_copy_when_the_loader_closes_gets_closed_error(monkeypatch):
+    """Close drops the ring's memory first; a copy that reads it later must not turn into an
+    IndexError for a consumer in another thread (Keras' tf.data thread)."""
+    inside, go_on = threading.Event(), threading.Event()
+    read = OutputRing.read
+
+    def held_on_the_copier(self, slot, rows):
+        if threading.current_thread().name == "shmaug-copier":
+            inside.set()
+            go_on.wait(10)
+        return read(self, slot, rows)
+
+    monkeypatch.setattr(OutputRing, "read", held_on_the_copier)
+    errors: list[BaseException] = []
+    loader = shmaug.Loader(images(), batch_size=8, augment=_ops.noisy, workers=2, seed=1,
+                           start_method="fork")
+
+    def consume() -> None:
+        try:
+            for _ in loader:
+                time.sleep(0.05)
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            errors.append(exc)
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    try:
+        assert inside.wait(10), "the copier never copied"
+        time.sleep(0.1)  # the consumer is back and waits for that copy
+        threading.Timer(0.2, go_on.set).start()  # the copy goes on while close() runs
+        loader.close()
+    finally:
+        go_on.set()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], shmaug.ClosedError), errors
+
+
 def test_a_loader_never_closed_stops_its_copier_when_collected():
     """The copier thread holds no reference to the loader: collecting it runs the finalizer."""
     loader = shmaug.Loader(images(), batch_size=8, augment=_ops.noisy, workers=2, seed=1,
