@@ -13,11 +13,11 @@ first copy asked for and holds no reference to the loader, so a loader that is n
 is still collected (its finalizer closes the copier).
 
 A copy is made ahead only when that pays: when the consumer last stayed away (between taking
-a batch and asking for the next) longer than half a copy takes, so that at least half of it
-is made by the time it is back, and longer than a thread takes to wake (``WAKE_S``). A
-consumer that comes straight back would only wait for the thread instead of copying itself,
-and pay two thread wake-ups per batch on top: on the busy 2-core machine, 1 ms gathers took
-1.7 to 2.3 ms each that way.
+a batch and asking for the next) longer than a thread takes to wake (``WAKE_S``). A consumer
+that comes straight back would only wait for the thread instead of copying itself, and pay
+two thread wake-ups per batch on top: on the busy 2-core machine, 1 ms gathers took 1.7 to
+2.3 ms each that way. (Copy times are no guide: the same copy takes 1 ms or 15 ms as pages
+fault in and the cores are shared, and made ahead it pays either way.)
 """
 
 from __future__ import annotations
@@ -46,16 +46,13 @@ class Copy:
         self.error: Exception | None = None
         self.done = threading.Event()
 
-    def run(self) -> float:
-        """Make the copy; returns how long that took."""
+    def run(self) -> None:
         fn, self.fn = self.fn, None
         assert fn is not None
-        began = time.perf_counter()
         try:
             self.value = fn()
         except Exception as exc:  # noqa: BLE001 - re-raised on the consumer's thread by take()
             self.error = exc
-        return time.perf_counter() - began
 
 
 class Copier:
@@ -67,7 +64,6 @@ class Copier:
         self._queue: deque[Copy] = deque()  # invariant: the pending copies, oldest first
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._copy_s = 0.0  # how long the last copy took, on whichever thread made it
         self._away_s = float("inf")  # how long the consumer stayed away last time (none yet)
         self._handed: float | None = None  # when the consumer got its last batch
 
@@ -82,11 +78,14 @@ class Copier:
         if self._handed is not None:
             self._away_s, self._handed = time.perf_counter() - self._handed, None
 
-    def submit(self, fn: Callable[[], Any]) -> Copy | None:
-        """Have ``fn()`` (a copy) made in the background, to ``take`` later; None when that
-        does not pay (see the module docstring): then make it when it is wanted (``make``)."""
-        if self._away_s <= max(self._copy_s / 2, WAKE_S):
-            return None
+    @property
+    def pays(self) -> bool:
+        """Whether a copy made ahead pays (see the module docstring); else ``make`` it when
+        it is wanted."""
+        return self._away_s > WAKE_S
+
+    def submit(self, fn: Callable[[], Any]) -> Copy:
+        """Have ``fn()`` (a copy) made in the background, to ``take`` later."""
         job = Copy(fn)
         with self._lock:
             if self._closed:  # take() makes it on the caller's thread
@@ -109,7 +108,7 @@ class Copier:
                 if job in self._queue:
                     self._queue.remove(job)
         if mine:
-            self._copy_s = job.run()
+            job.run()
             job.state = _DONE
         else:
             job.done.wait()
@@ -120,13 +119,11 @@ class Copier:
         return value
 
     def make(self, fn: Callable[[], Any]) -> Any:
-        """``fn()``, for the consumer, made now on this thread (timed like every copy)."""
-        began = time.perf_counter()
+        """``fn()``, for the consumer, made now on this thread."""
         try:
             return fn()
         finally:
             self._handed = time.perf_counter()
-            self._copy_s = self._handed - began
 
     def discard(self, job: Copy) -> None:
         """No longer wanted: not made if it has not started (its result is dropped anyway)."""
@@ -159,7 +156,7 @@ class Copier:
                 job = self._queue.popleft()
                 job.state = _RUNNING
             try:
-                self._copy_s = job.run()
+                job.run()
             finally:  # whatever happens, take() must not wait forever
                 with self._lock:
                     job.state = _DONE

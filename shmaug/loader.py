@@ -437,10 +437,12 @@ class Loader:
             return out
         self._copier.back()
         ahead, key = self._gather_ahead, (epoch, index)
-        following = (epoch, index + 1) if index + 1 < len(self) else (epoch + 1, 0)
-        job = self._copier.submit(partial(
-            self._x.__getitem__, self.indices(following[1], epoch=following[0])))
-        self._gather_ahead = None if job is None else (following, job)
+        self._gather_ahead = None
+        if self._copier.pays:
+            following = (epoch, index + 1) if index + 1 < len(self) else (epoch + 1, 0)
+            rows = self.indices(following[1], epoch=following[0])
+            self._gather_ahead = following, self._copier.submit(partial(
+                self._x.__getitem__, rows))
         if ahead is not None and ahead[0] == key:
             out = self._copier.take(ahead[1])
         else:

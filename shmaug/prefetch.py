@@ -154,7 +154,7 @@ class Prefetcher:
         ahead = self._inflight.get(keys[0]) if keys else None
         if self._copier is None or ahead is None or ahead.copy is not None:
             return
-        if not ahead.tickets and ahead.error is None:
+        if not ahead.tickets and ahead.error is None and self._copier.pays:
             ahead.copy = self._copier.submit(partial(self.ring.read, ahead.slot, ahead.rows))
 
     def _read(self, batch: _Batch, rows: int) -> Any:
