@@ -441,8 +441,12 @@ class Loader:
         if self._copier.pays:
             following = (epoch, index + 1) if index + 1 < len(self) else (epoch + 1, 0)
             rows = self.indices(following[1], epoch=following[0])
+            # Allocated on this thread, like the gathers made here: 9.6 MB batches allocated
+            # on the copier thread (its own malloc arena) stalled 10-20 ms now and then,
+            # pages given back and faulted in again it seems, where a gather takes 1.4 ms.
+            into = np.empty((len(rows), *self._x.shape[1:]), self._x.dtype)
             self._gather_ahead = following, self._copier.submit(partial(
-                self._x.__getitem__, rows))
+                np.take, self._x, rows, axis=0, out=into, mode="clip"))  # rows are in range
         if ahead is not None and ahead[0] == key:
             out = self._copier.take(ahead[1])
         else:

@@ -99,6 +99,20 @@ def test_a_gathered_batch_is_made_before_it_is_asked_for():
         np.testing.assert_array_equal(loader.batch(2)[0], images()[16:24])
 
 
+def test_gathers_made_ahead_from_a_memory_mapped_file_are_the_same(tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, images())
+    kwargs = {"batch_size": 8, "seed": 3, "shuffle": True}
+    with shmaug.Loader(str(path), workers=0, **kwargs) as inline:
+        expected = list(inline)
+    with shmaug.Loader(str(path), workers=2, **kwargs) as loader:
+        got = slow_pass(loader)
+    assert len(got) == len(expected) == 6
+    for (xb, _), (xe, _) in zip(got, expected):
+        assert type(xb) is np.ndarray and xb.dtype == xe.dtype
+        np.testing.assert_array_equal(xb, xe)
+
+
 def test_a_consumer_that_comes_straight_back_copies_itself(reads_by_thread):
     """No thread hand-off where it cannot pay: the copy is the consumer's next step anyway."""
     with shmaug.Loader(images(), batch_size=8, augment=_ops.slow_noisy, workers=2, seed=1,
