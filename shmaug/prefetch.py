@@ -12,10 +12,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from ._copier import Copier, Copy
 from .errors import ClosedError
 from .pool import as_error
 from .ring import OutputRing, Targets
@@ -38,6 +40,7 @@ class _Batch:
     tickets: set[int] = field(default_factory=set)  # invariant: dispatched, not yet answered
     error: BaseException | None = None  # first failure of any of its tasks
     dropped: bool = False  # no longer wanted: free the slot when `tickets` is empty
+    copy: Copy | None = None  # its copy out of the slot, asked of the copier ahead of time
 
 
 class Prefetcher:
@@ -49,11 +52,14 @@ class Prefetcher:
         plan: how positions fall into batches.
         workers: how many workers ``pool`` runs (0 inline).
         timeout: the pool's per-task timeout, for the error message.
+        copier: copies the next batch out of its slot while the consumer is away (see
+            ``_copier``); None copies on the consumer's thread. The caller owns and closes it.
     """
 
     def __init__(self, ring: OutputRing, pool: Any, plan: BatchPlan, *, workers: int,
-                 timeout: float | None) -> None:
+                 timeout: float | None, copier: Copier | None = None) -> None:
         self.ring, self.pool, self.plan = ring, pool, plan
+        self._copier = copier
         self.workers = workers
         self.timeout = timeout
         self._closed = False  # set by close(), from any thread: every wait checks it
@@ -109,6 +115,8 @@ class Prefetcher:
     def _produce(self, key: Key, rows: int, *, copy: bool) -> tuple[np.ndarray, Targets, bool]:
         if self._closed:
             raise ClosedError(CLOSED)
+        if self._copier is not None:
+            self._copier.back()  # how long the consumer was away: do copies ahead pay?
         if self._lent is not None:  # asking for the next batch ends the previous lease
             self.ring.release(self._lent)
             self._lent = None
@@ -132,9 +140,34 @@ class Prefetcher:
         if not copy:
             self._lent = batch.slot
             return (*self.ring.lend(batch.slot, rows), hit)
-        out = self.ring.read(batch.slot, rows)
+        self._copy_ahead(wanted[1:])
+        out = self._read(batch, rows)
         self.ring.release(batch.slot)
         return (*out, hit)
+
+    # -- copies made ahead (see _copier) -------------------------------------------------------
+
+    def _copy_ahead(self, keys: list[Key]) -> None:
+        """Ask the copier for the next batch's copy if that batch is finished already: it is
+        then made while the consumer works on this one, not when the consumer asks."""
+        ahead = self._inflight.get(keys[0]) if keys else None
+        if self._copier is None or ahead is None or ahead.copy is not None:
+            return
+        if not ahead.tickets and ahead.error is None and self._copier.pays:
+            ahead.copy = self._copier.submit(partial(self.ring.read, ahead.slot, ahead.rows))
+
+    def _read(self, batch: _Batch, rows: int) -> Any:
+        """The batch's rows copied out of its slot: the copy made ahead, else made now."""
+        if self._copier is None:
+            return self.ring.read(batch.slot, rows)
+        try:
+            if batch.copy is not None and rows == batch.rows:
+                return self._copier.take(batch.copy)
+            return self._copier.make(partial(self.ring.read, batch.slot, rows))
+        except Exception:
+            if self._closed:  # the loader dropped the ring's memory while the copy was due
+                raise ClosedError(CLOSED) from None
+            raise
 
     def _lookahead(self, key: Key) -> list[Key]:
         """The keys the consumer most likely wants next: the following batches, in order."""
@@ -171,6 +204,8 @@ class Prefetcher:
     def _drop(self, batch: _Batch) -> None:
         """Forget a batch; its slot frees once the tasks already running have answered."""
         batch.dropped = True
+        if batch.copy is not None and self._copier is not None:
+            self._copier.discard(batch.copy)
         self.ring.cancel(batch.slot)
         for ticket in self.pool.cancel_pending(set(batch.tickets)):
             batch.tickets.discard(ticket)
