@@ -75,9 +75,9 @@ def schedule(args: argparse.Namespace) -> list[list[dict[str, Any]]]:
     workload by workload, shmaug's Loader first (the other contenders' data-wait step is set
     from its rate), then the fit and scaling runs; rounds 2..R run every main spec again,
     workload by workload, each workload's specs rotated by the round number so that no
-    contender is always first. Only round 1
-    measures the data wait, the fit and the scaling; every run of every round is a fresh
-    child with its own exactly-once checks.
+    contender is always first. Only round 1 measures the data wait, the same-image probe
+    for replayed random streams (a property of the code, not of the load), the fit and the
+    scaling; every run of every round is a fresh child with its own exactly-once checks.
     """
     stages = plan(args)
     rounds = getattr(args, "rounds", 1) or 1
@@ -97,7 +97,7 @@ def schedule(args: argparse.Namespace) -> list[list[dict[str, Any]]]:
                 out.append([dict(s, round=1) for s in group if s["contender"] != "shmaug_loader"])
             else:
                 j = k % len(group)
-                out.append([dict(s, round=k + 1) for s in group[j:] + group[:j]])
+                out.append([dict(s, round=k + 1, probe=False) for s in group[j:] + group[:j]])
         if k == 0:
             out.append([dict(s, round=1) for s in extra])
     return [stage for stage in out if stage]

@@ -20,9 +20,9 @@ from typing import Any
 
 from bench import _harness as H
 from bench import _report as R
+from bench import suite_rounds
 from bench import workloads as W
 from bench.peers import REGISTRY
-from bench import suite_rounds
 from bench.suite_plan import CONTENDERS, SCALING
 
 NAME = "suite"
@@ -274,7 +274,8 @@ def write(results: list[dict[str, Any]], args: argparse.Namespace, env: dict[str
                "each run a fresh child, workload by workload, the order rotated per round) with "
                "min – max over rounds; a round's figure is the median of its timed epochs (epoch 0 is "
                "warm-up). The targets divide those medians; the same-round ratios follow them. Memory, "
-               "data wait, fit and scaling: round 1 only; time to first batch: median over rounds; "
+               "data wait, same-image probe, fit and scaling: round 1 only; time to first batch: "
+               "median over rounds; "
                if rounds > 1 else
                "images/s: medians of timed epochs (epoch 0 is warm-up) with min – max; ")
             + "'vs 1.' is the speed-up over contender 1 with the same ops; memory is USS / PSS summed over the main "

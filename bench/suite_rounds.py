@@ -6,8 +6,9 @@ rounds mean in the report:
 - ``merge()`` folds a contender's runs of every round into one result whose ``rates`` are the
   per-round figures (each round's figure is the median of its timed epochs), so the suite's
   tables quote the median over rounds with min – max over rounds; a failure in any round makes
-  the merged status that failure. Memory and data wait come from round 1 (the only round that
-  measures the wait); time to first batch is the median over rounds.
+  the merged status that failure. Memory, data wait and the same-image probe come from round
+  1 (the only round that measures the wait and the probe); time to first batch is the median
+  over rounds.
 - ``section()`` writes the per-round tables: images/s and W1 time to first batch per round,
   and the same-round ratios (shmaug ÷ Grain, shmaug ÷ the Pool recipe) with median and min.
 - ``summary()`` is the same for ``suite.json``.
@@ -48,8 +49,13 @@ def _main(r: dict[str, Any]) -> bool:
 
 
 def _figure(r: dict[str, Any] | None) -> float:
-    ok = r is not None and r.get("status") == "ok" and r.get("rates")
-    return H.summarize(r["rates"]).median if ok else math.nan
+    if r is None or r.get("status") != "ok" or not r.get("rates"):
+        return math.nan
+    return H.summarize(r["rates"]).median
+
+
+def _known(values: list[float]) -> list[float]:
+    return [v for v in values if not math.isnan(v)]
 
 
 def merge(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -97,8 +103,9 @@ def _ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
 
     def add(name: str, a: list[float], b: list[float], goal: float) -> None:
-        per = [x / y if x == x and y == y and y else math.nan for x, y in zip(a, b)]
-        good = [p for p in per if p == p]
+        per = [x / y if not math.isnan(x) and not math.isnan(y) and y else math.nan
+               for x, y in zip(a, b)]
+        good = _known(per)
         if good:
             rows.append({"ratio": name, "per_round": per, "median": H.summarize(good).median,
                          "min": min(good), "goal": goal, "rounds": len(good),
@@ -127,8 +134,8 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         for impl in OPS:
             for c in CONTENDERS:
                 per = _by_round(results, wl, impl, c)
-                if any(p == p for p in per):
-                    good = [p for p in per if p == p]
+                good = _known(per)
+                if good:
                     rates.append({"workload": wl, "impl": impl, "contender": c, "per_round": per,
                                   "median": H.summarize(good).median, "min": min(good), "max": max(good),
                                   "first_batch_s": _by_round(results, wl, impl, c, "first")})
@@ -146,8 +153,8 @@ def section(results: list[dict[str, Any]]) -> str:
              R.fmt_num(e["median"]), f"{R.fmt_num(e['min'])} – {R.fmt_num(e['max'])}"]
             for e in s["images_per_s"]]
     first = [[e["impl"], LABELS[e["contender"]], *[R.fmt_num(v) for v in e["first_batch_s"]],
-              R.fmt_num(H.summarize([v for v in e["first_batch_s"] if v == v]).median)]
-             for e in s["images_per_s"] if e["workload"] == "W1" and any(v == v for v in e["first_batch_s"])]
+              R.fmt_num(H.summarize(_known(e["first_batch_s"])).median)]
+             for e in s["images_per_s"] if e["workload"] == "W1" and _known(e["first_batch_s"])]
     ratios = [[t["ratio"], *[R.fmt_num(v) for v in t["per_round"]], R.fmt_num(t["median"]),
                R.fmt_num(t["min"]), f"≥ {R.fmt_num(t['goal'])}",
                f"{t['rounds_met']}/{n} rounds" + ("" if t["median"] >= t["goal"] else ", median MISSED")]
