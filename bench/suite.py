@@ -1,11 +1,13 @@
 """Issue 5's benchmark suite: shmaug against Keras workers, the Pool recipe, tf.data and PyTorch.
 
 Run ``python -m bench [--quick] [--out bench/results] [--workloads W1,W2,W3]
-[--contenders keras_single,...] [--impls pil,shmaug] [--workers N] [--repeats R] [--jobs J]
-[--timeout S] [--no-fit] [--no-scaling] [--render SUITE_JSON]``. Each measurement (one
-contender, one workload, one implementation of the augmentation, one worker count) runs in
-its own child process (``python -m bench.contenders SPEC``) under a hard timeout, so a
-contender that freezes or crashes is reported and the suite goes on. Writes ``suite.json``
+[--contenders keras_single,...] [--impls pil,shmaug] [--workers N] [--repeats R] [--rounds K]
+[--jobs J] [--timeout S] [--no-fit] [--no-scaling] [--render SUITE_JSON]``. Each measurement
+(one contender, one workload, one implementation of the augmentation, one worker count) runs
+in its own child process (``python -m bench.contenders SPEC``) under a hard timeout, so a
+contender that freezes or crashes is reported and the suite goes on. ``--rounds K`` runs the
+contenders K times, round by round (``suite_plan.schedule``), and the report quotes medians
+over rounds and same-round ratios (``suite_rounds.py``). Writes ``suite.json``
 (raw), ``suite.md`` (tables) and ``throughput.png`` / ``scaling.png`` to ``--out``.
 
 This module is the driver: options, running the planned specs (``suite_plan.py``) and judging
@@ -26,7 +28,7 @@ from typing import Any
 from bench import _harness as H
 from bench import _report as R
 from bench import workloads as W
-from bench.suite_plan import CONTENDERS, plan, spec_key
+from bench.suite_plan import CONTENDERS, schedule, spec_key
 from bench.suite_report import NAME, WAIT_SHARE, median, write
 
 DISTINCT_MIN = 0.9  # same input: below this share of distinct outputs, workers replay a stream
@@ -52,7 +54,7 @@ def _judge(res: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_all(args: argparse.Namespace, env: dict[str, Any]) -> list[dict[str, Any]]:
-    stages = plan(args)
+    stages = schedule(args)
     results: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     bar = H.progress(sum(len(s) for s in stages), "bench suite")
@@ -64,14 +66,15 @@ def run_all(args: argparse.Namespace, env: dict[str, Any]) -> list[dict[str, Any
                             and r["spec"]["impl"] == spec["impl"] and r.get("rates")), None)
                 bs = (W.WORKLOADS[spec["workload"]].batch_size_quick if args.quick
                       else W.WORKLOADS[spec["workload"]].batch_size)
-                if spec["contender"] == "shmaug_loader" and not spec.get("scaling"):
-                    spec["step_s"] = None  # set after its own run: see below
+                if spec["round"] > 1 or (spec["contender"] == "shmaug_loader" and not spec.get("scaling")):
+                    spec["step_s"] = None  # later rounds: no wait epoch; shmaug's own: see below
                 elif ref and not spec.get("fit") and not spec.get("scaling"):
                     spec["step_s"] = bs / (WAIT_SHARE * median(ref["rates"]))
 
             def one(spec: dict[str, Any]) -> dict[str, Any]:
                 res = _run(spec, args.timeout)
-                if spec["contender"] == "shmaug_loader" and not spec.get("scaling") and res.get("rates"):
+                if (spec["contender"] == "shmaug_loader" and not spec.get("scaling") and spec["round"] == 1
+                        and res.get("rates")):
                     bs = res["batch_size"]  # its wait figure needs its own rate: one more run
                     spec2 = dict(spec, step_s=bs / (WAIT_SHARE * median(res["rates"])), repeats=0)
                     res["wait"] = _run(spec2, args.timeout).get("wait")
@@ -99,6 +102,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--impls", default="pil,shmaug", help="augmentation implementations: pil,shmaug")
     parser.add_argument("--workers", type=int, default=cores, help=f"worker count N (default: cores = {cores})")
     parser.add_argument("--repeats", type=int, default=None, help="timed epochs per run (default 3; --quick 1)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="interleaved rounds: every contender runs once per round, in a rotated "
+                             "order; figures are medians over rounds (default 1)")
     parser.add_argument("--jobs", type=int, default=None,
                         help="runs at once (default 1; --quick 2: its numbers are not measurements)")
     parser.add_argument("--timeout", type=float, default=None, help="hard limit per run in s (default 300; --quick 90)")
@@ -113,6 +119,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     bad = [w for w in args.workloads if w not in W.WORKLOADS] + [c for c in args.contenders if c not in CONTENDERS]
     if bad:
         parser.error(f"unknown workload or contender: {', '.join(bad)}")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     args.repeats = args.repeats or (1 if args.quick else 3)
     args.jobs = args.jobs or (2 if args.quick else 1)
     args.timeout = args.timeout or (90.0 if args.quick else 300.0)
@@ -125,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         saved = json.loads(Path(args.render).read_text())
         meta = saved["meta"]
         args.quick, args.workers, args.repeats = meta["quick"], meta["workers"], meta["repeats"]
+        args.rounds = meta.get("rounds", 1)
         sys.argv = [sys.argv[0], *meta["command"].split()[3:]]
         results = [_judge(r) for r in saved["results"]]
         print(write(results, args, meta["environment"], meta["wall_s"], saved))

@@ -1,9 +1,10 @@
 """What the suite runs: which contenders on which workload, and in which order.
 
 Owns the contender sets (the full run, the ``--quick`` smoke set, the scaling and
-``Model.fit`` subsets) and ``plan()``, which turns the options into stages of run specs (a
-spec is the JSON one child process measures, see ``bench/contenders.py``). Pure: it starts
-nothing and imports no contender library.
+``Model.fit`` subsets), ``plan()``, which turns the options into stages of run specs (a
+spec is the JSON one child process measures, see ``bench/contenders.py``), and ``schedule()``,
+which lays those specs out in ``--rounds`` interleaved rounds. Pure: it starts nothing and
+imports no contender library.
 """
 
 from __future__ import annotations
@@ -65,3 +66,38 @@ def plan(args: argparse.Namespace) -> list[list[dict[str, Any]]]:
     w1 = [s for s in second if s["workload"] == "W1"]
     rest = [s for s in second if s["workload"] != "W1"]
     return [first, w1 + fits + rest + [s for s in extra if not s.get("fit")]]
+
+
+def schedule(args: argparse.Namespace) -> list[list[dict[str, Any]]]:
+    """The whole run as stages, every spec tagged with its ``round`` (1-based).
+
+    One round (the default): ``plan()``'s stages. ``--rounds R`` > 1 interleaves: round 1 runs
+    workload by workload, shmaug's Loader first (the other contenders' data-wait step is set
+    from its rate), then the fit and scaling runs; rounds 2..R run every main spec again,
+    workload by workload, each workload's specs rotated by the round number so that no
+    contender is always first. Only round 1 measures the data wait, the same-image probe
+    for replayed random streams (a property of the code, not of the load), the fit and the
+    scaling; every run of every round is a fresh child with its own exactly-once checks.
+    """
+    stages = plan(args)
+    rounds = getattr(args, "rounds", 1) or 1
+    if rounds <= 1:
+        return [[dict(s, round=1) for s in stage] for stage in stages]
+    specs = [s for stage in stages for s in stage]
+    main = [s for s in specs if not s.get("fit") and not s.get("scaling")]
+    extra = [s for s in specs if s.get("fit") or s.get("scaling")]
+    out: list[list[dict[str, Any]]] = []
+    for k in range(rounds):
+        for wl in args.workloads:
+            group = [s for s in main if s["workload"] == wl]  # plan order: shmaug_loader first
+            if not group:
+                continue
+            if k == 0:
+                out.append([dict(s, round=1) for s in group if s["contender"] == "shmaug_loader"])
+                out.append([dict(s, round=1) for s in group if s["contender"] != "shmaug_loader"])
+            else:
+                j = k % len(group)
+                out.append([dict(s, round=k + 1, probe=False) for s in group[j:] + group[:j]])
+        if k == 0:
+            out.append([dict(s, round=1) for s in extra])
+    return [stage for stage in out if stage]

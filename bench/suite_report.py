@@ -3,7 +3,9 @@
 Owns everything written to ``suite.md``, ``suite.json``, ``throughput.png`` and
 ``scaling.png``; ``write()`` is called after every finished run (a cut-short run still leaves
 its figures) and by ``python -m bench --render suite.json`` (measure nothing, redraw). A result
-is one child's JSON with its ``spec`` attached (see ``bench/contenders.py``).
+is one child's JSON with its ``spec`` attached (see ``bench/contenders.py``). With ``--rounds``
+the tables below see one result per contender folded over the rounds and the per-round
+tables come from ``suite_rounds.py``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from bench import _harness as H
 from bench import _report as R
+from bench import suite_rounds
 from bench import workloads as W
 from bench.peers import REGISTRY
 from bench.suite_plan import CONTENDERS, SCALING
@@ -242,15 +245,19 @@ def write(results: list[dict[str, Any]], args: argparse.Namespace, env: dict[str
           wall_s: float, saved: dict[str, Any] | None = None) -> str:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    rounds = suite_rounds.rounds_of(results)
+    raw, results = results, suite_rounds.merge(results) if rounds > 1 else results
     ts = targets(results)
     env = dict(env)
     env.setdefault("load_avg_1m_end", round(os.getloadavg()[0], 2))
-    meta = {"quick": args.quick, "workers": args.workers, "repeats": args.repeats,
+    meta = {"quick": args.quick, "workers": args.workers, "repeats": args.repeats, "rounds": rounds,
             "wall_s": wall_s, "environment": env, "command": "python -m bench " + " ".join(sys.argv[1:])}
     saved = saved or {}
     if saved.get("meta", {}).get("reruns"):
         meta["reruns"] = saved["meta"]["reruns"]
-    payload = {"name": NAME, "meta": meta, "targets": ts, "results": results}
+    payload = {"name": NAME, "meta": meta, "targets": ts, "results": raw}
+    if rounds > 1:
+        payload["rounds"] = suite_rounds.summary(raw)
     if saved.get("superseded"):
         payload["superseded"] = saved["superseded"]
     (out / f"{NAME}.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
@@ -263,12 +270,20 @@ def write(results: list[dict[str, Any]], args: argparse.Namespace, env: dict[str
             f"`{meta['command']}` · {env.get('usable_cpus')} CPUs · Python {env.get('python')} · commit "
             f"{env.get('git_commit', '?')} · {env.get('time')} · load average {env.get('load_avg_1m')} at start, "
             f"{env['load_avg_1m_end']} at end · {wall_s / 60:.1f} min\n\n{reruns}"
-            "images/s: medians of timed epochs (epoch 0 is warm-up) with min – max; 'vs 1.' is the "
-            "speed-up over contender 1 with the same ops; memory is USS / PSS summed over the main "
+            + (f"**images/s: medians of {rounds} interleaved rounds** (every contender once per round, "
+               "each run a fresh child, workload by workload, the order rotated per round) with "
+               "min – max over rounds; a round's figure is the median of its timed epochs (epoch 0 is "
+               "warm-up). The targets divide those medians; the same-round ratios follow them. Memory, "
+               "data wait, same-image probe, fit and scaling: round 1 only; time to first batch: "
+               "median over rounds; "
+               if rounds > 1 else
+               "images/s: medians of timed epochs (epoch 0 is warm-up) with min – max; ")
+            + "'vs 1.' is the speed-up over contender 1 with the same ops; memory is USS / PSS summed over the main "
             "process and its workers, mid-epoch. *data wait: share of wall time a consumer that "
             f"takes a fixed time per batch (needing {WAIT_SHARE:.0%} of shmaug's images/s) spends "
             "waiting for the next batch.\n\n")
-    text = "\n\n".join(t for t in (head + targets_table(ts), summary_table(results), main_table(results, args.workers),
+    text = "\n\n".join(t for t in (head + targets_table(ts), suite_rounds.section(raw), summary_table(results),
+                                   main_table(results, args.workers),
                                    scaling_table(results, args.workers), fit_table(results)) if t)
     text += "\n\n" + "\n".join(f"![{p}]({p})" for p in pngs) + "\n"
     (out / f"{NAME}.md").write_text(text)
