@@ -63,7 +63,10 @@ def run(files, workers, start_method=None, kill_after=None):
     per_epoch, batches = [], []
     with pytest.warns(shmaug.ShmaugWarning, match=r"on_error='skip'") as warned, \
             shmaug.Loader(files, batch_size=4, workers=workers, start_method=start_method,
-                          seed=5, shuffle=True) as loader:
+                          seed=5, shuffle=True,
+                          # With a kill, no batch made ahead: the dead worker must get work
+                          # after it (else a fast run ends before the pool looks for deaths).
+                          max_queue_size=1 if kill_after else 8) as loader:
         for _ in range(EPOCHS):
             for k, (xb, yb) in enumerate(loader):
                 batches.append((xb, yb))
