@@ -452,7 +452,7 @@ class Loader:
         self._copier.back()
         ahead, key = self._gather_ahead, (epoch, index)
         self._gather_ahead = None
-        if self._copier.pays:
+        if self._copier.pays(positions.size * self._x[:1].nbytes):
             following = (epoch, index + 1) if index + 1 < len(self) else (epoch + 1, 0)
             rows = self.indices(following[1], epoch=following[0])
             # Allocated on this thread, like the gathers made here: 9.6 MB batches allocated

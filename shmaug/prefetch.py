@@ -153,7 +153,8 @@ class Prefetcher:
         ahead = self._inflight.get(keys[0]) if keys else None
         if self._copier is None or ahead is None or ahead.copy is not None:
             return
-        if not ahead.tickets and ahead.error is None and self._copier.pays:
+        nbytes = self.ring.view[ahead.slot, :ahead.rows].nbytes
+        if not ahead.tickets and ahead.error is None and self._copier.pays(nbytes):
             ahead.copy = self._copier.submit(partial(self.ring.read, ahead.slot, ahead.rows))
 
     def _read(self, batch: _Batch, rows: int) -> Any:

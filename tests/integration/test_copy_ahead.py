@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import shmaug
+from shmaug import _copier
 from shmaug.ring import OutputRing
 from tests import _ops
 
@@ -29,6 +30,12 @@ def slow_pass(loader: shmaug.Loader, step_s: float = STEP_S) -> list[tuple[np.nd
         out.append((xb, yb))
         time.sleep(step_s)
     return out
+
+
+@pytest.fixture(autouse=True)
+def small_batches_too(monkeypatch):
+    """These tests' batches are a few KB: have them copied ahead like big ones."""
+    monkeypatch.setattr(_copier, "MIN_BYTES", 0)
 
 
 def copier_threads() -> list[threading.Thread]:
@@ -214,6 +221,15 @@ def test_a_loader_never_closed_stops_its_copier_when_collected():
     gc.collect()
     thread.join(5)
     assert not thread.is_alive()
+
+
+def test_small_batches_are_copied_when_asked_for(monkeypatch, reads_by_thread):
+    monkeypatch.setattr(_copier, "MIN_BYTES", 8 * 12 * 12 * 4 + 1)  # just above one batch
+    with shmaug.Loader(images(), batch_size=8, augment=_ops.noisy, workers=2, seed=1,
+                       start_method="fork") as loader:
+        slow_pass(loader)
+        assert loader._copier is not None and loader._copier.thread is None
+    assert set(reads_by_thread) == {"MainThread"}
 
 
 def test_leases_and_workers_0_use_no_copier():

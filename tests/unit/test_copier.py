@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from shmaug._copier import Copier
+from shmaug._copier import MIN_BYTES, Copier
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -27,7 +27,7 @@ def away(copier: Copier, seconds: float) -> None:
 def test_a_copy_asked_ahead_is_made_on_the_thread_and_taken_as_is():
     copier = Copier()
     try:
-        assert copier.pays  # nothing known of the consumer yet
+        assert copier.pays(MIN_BYTES)  # nothing known of the consumer yet
         job = copier.submit(where)
         assert job.done.wait(5)
         assert copier.take(job) == "shmaug-copier"
@@ -47,11 +47,12 @@ def test_a_consumer_that_comes_straight_back_copies_on_its_own_thread():
     try:
         copier.make(lambda: time.sleep(0.02))  # however long a copy takes ...
         copier.back()  # ... a consumer back at once
-        assert not copier.pays
+        assert not copier.pays(MIN_BYTES)
         assert copier.make(where) == "MainThread"
         time.sleep(0.005)  # a consumer that works a while
         copier.back()
-        assert copier.pays
+        assert copier.pays(MIN_BYTES)
+        assert not copier.pays(MIN_BYTES - 1)  # a small copy costs what handing it over does
         job = copier.submit(where)
         assert job.done.wait(5)
         assert copier.take(job) == "shmaug-copier"
