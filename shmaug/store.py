@@ -2,7 +2,8 @@
 
 ``SharedStore`` (main process) creates blocks and is their only owner: it keeps them
 registered with the resource tracker (so even a SIGKILLed main process gets them unlinked) and
-unlinks them in ``close()``. Workers ``attach()`` by ``ArrayHandle`` and never copy, never
+unlinks them in ``close()``; blocks whose owner died together with its tracker are swept by
+the next store (``_leftovers``). Workers ``attach()`` by ``ArrayHandle`` and never copy, never
 unlink and never register (see ``_attach_untracked``).
 
 Memory-mapped ``.npy`` files get the same kind of handle (``kind="npy"``): every process maps
@@ -24,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _platform
+from . import _leftovers, _platform
 from .errors import SharedMemoryError
 
 log = logging.getLogger(__name__)
@@ -154,8 +155,9 @@ def _close_quietly(shm: shared_memory.SharedMemory) -> None:
         pass
 
 
-def _release(segments: list[shared_memory.SharedMemory]) -> None:
-    """Close and unlink every block; safe to call twice (the list is emptied)."""
+def _release(segments: list[shared_memory.SharedMemory], locks: list[int]) -> None:
+    """Close and unlink every block, then drop the locks that said its owner lives; safe to
+    call twice (the lists are emptied)."""
     while segments:
         shm = segments.pop()
         _close_quietly(shm)
@@ -163,12 +165,14 @@ def _release(segments: list[shared_memory.SharedMemory]) -> None:
             shm.unlink()
         except FileNotFoundError:
             pass
+    while locks:
+        os.close(locks.pop())
 
 
 class SharedStore:
     """Owner of named shared-memory blocks.
 
-    Blocks are named ``shmaug_<random>`` so leaks are attributable. The store unlinks them in
+    Blocks are named ``shmaug_<creator pid>_<random>`` so leaks are attributable. The store unlinks them in
     ``close()`` (also via ``with`` and, as a backstop, a weakref finalizer at garbage
     collection or interpreter exit). Workers attach by handle; they never unlink.
 
@@ -180,8 +184,10 @@ class SharedStore:
     """
 
     def __init__(self) -> None:
+        _leftovers.sweep(SEGMENT_PREFIX)
         self._segments: list[shared_memory.SharedMemory] = []  # invariant: all owned, all live
-        self._finalizer = weakref.finalize(self, _release, self._segments)
+        self._locks: list[int] = []  # invariant: one descriptor locking each, where locks apply
+        self._finalizer = weakref.finalize(self, _release, self._segments, self._locks)
 
     def empty(self, shape: tuple[int, ...], dtype: Any, *, what: str = "an array") -> tuple[
         ArrayHandle, np.ndarray
@@ -200,6 +206,9 @@ class SharedStore:
                 f"{exc}. Fix: free or enlarge {where}, or lower `max_queue_size`."
             ) from exc
         self._segments.append(shm)
+        lock = _leftovers.hold(name)
+        if lock is not None:
+            self._locks.append(lock)
         view = np.ndarray(shape, dtype=dt, buffer=shm.buf)
         return ArrayHandle(name, tuple(int(s) for s in shape), dt.str), view
 

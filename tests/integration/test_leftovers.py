@@ -1,0 +1,91 @@
+"""Segments left by a main process killed together with its resource tracker are swept.
+
+The cause this guards against: a SIGKILL to the whole process group (a scheduler's cancel, a
+container's restart) kills the resource tracker too, so nobody unlinks; /dev/shm keeps the
+segments until reboot. The next process that creates a ``SharedStore`` removes them, but never
+a segment whose owner still holds its lock, nor one too young to be locked yet.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable
+
+import pytest
+
+from shmaug import _leftovers
+from shmaug.store import SEGMENT_PREFIX
+from tests.conftest import shmaug_segments
+
+pytestmark = [pytest.mark.timeout(120),
+              pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="Linux /dev/shm only")]
+
+OWNER = """
+import numpy as np, shmaug, time
+loader = shmaug.Loader(np.zeros((32, 64, 64), np.uint8), batch_size=4, workers=1, seed=0,
+                       augment=shmaug.Compose(["hflip"]), max_queue_size=2)
+next(iter(loader))
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def sweep(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[str]]:
+    """A sweep now, although this process swept already (each sweeps once)."""
+    def again() -> list[str]:
+        monkeypatch.setattr(_leftovers, "_swept", False)
+        return _leftovers.sweep(SEGMENT_PREFIX)
+    return again
+
+
+def _age(names: set[str], seconds: float) -> None:
+    for name in names:
+        then = time.time() - seconds
+        os.utime(f"/dev/shm/{name}", (then, then))
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_the_segments_of_a_process_group_killed_whole_are_swept(sweep):
+    with subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True,
+                          start_new_session=True) as owner:
+        assert owner.stdout is not None and owner.stdout.readline().strip() == "ready"
+        left = shmaug_segments(owner.pid)
+        assert len(left) == 2  # the dataset and the ring
+        _age(left, 60)
+        assert sweep() == []  # its owner lives: they stay, however old
+        os.killpg(owner.pid, signal.SIGKILL)  # the owner, its worker and its resource tracker
+    time.sleep(1)
+    assert shmaug_segments(owner.pid) == left  # nobody unlinked them: the leak
+    _age(left, 60)
+    assert sweep() == sorted(left)
+    assert shmaug_segments(owner.pid) == set()
+
+
+def test_a_locked_or_young_segment_of_a_pid_not_seen_here_stays(sweep):
+    # A pid this process cannot see: as for an owner in another PID namespace.
+    name = f"{SEGMENT_PREFIX}{_dead_pid()}_0badf00d"
+    with open(f"/dev/shm/{name}", "wb") as segment:
+        segment.write(b"\0" * 64)
+    try:
+        lock = _leftovers.hold(name)  # its owner, alive
+        assert lock is not None
+        _age({name}, 60)
+        assert sweep() == []
+        os.close(lock)  # its owner dies; but the segment was just written to
+        _age({name}, 0)
+        assert sweep() == []
+        _age({name}, 60)
+        assert sweep() == [name]
+    finally:
+        if os.path.exists(f"/dev/shm/{name}"):
+            os.unlink(f"/dev/shm/{name}")
