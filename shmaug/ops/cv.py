@@ -147,7 +147,7 @@ def _saturated(out: np.ndarray, dtype: np.dtype, scale: Levels) -> np.ndarray:
 def lut(img: np.ndarray, table: np.ndarray) -> np.ndarray:
     """Apply a 256-entry uint8 lookup table to every channel (the same bytes either way)."""
     if _stringzilla is not None:
-        out: np.ndarray = np.ascontiguousarray(img).copy()
+        out: np.ndarray = np.array(img, order="C")  # one copy, contiguous, ours to write
         _stringzilla.translate(memoryview(out.reshape(-1)),  # type: ignore[arg-type]
                                memoryview(table), inplace=True)  # type: ignore[arg-type]
         return out
