@@ -49,13 +49,36 @@ def test_a_consumer_that_comes_straight_back_copies_on_its_own_thread():
         copier.back()  # ... a consumer back at once
         assert not copier.pays(MIN_BYTES)
         assert copier.make(where) == "MainThread"
-        time.sleep(0.005)  # a consumer that works a while
+        for _ in range(2):  # a consumer that works a while, batch after batch
+            time.sleep(0.005)
+            copier.back()
+            copier.make(lambda: None)
+        time.sleep(0.005)
         copier.back()
         assert copier.pays(MIN_BYTES)
         assert not copier.pays(MIN_BYTES - 1)  # a small copy costs what handing it over does
         job = copier.submit(where)
         assert job.done.wait(5)
         assert copier.take(job) == "shmaug-copier"
+    finally:
+        copier.close()
+
+
+def test_one_pause_of_a_consumer_that_comes_straight_back_is_no_reason_to_hand_off():
+    """A tight loop that pauses between epochs: copying ahead would start for one batch only,
+    and a third batch-sized buffer (pages to fault in) comes with it."""
+    copier = Copier()
+    try:
+        for pause in (0.0, 0.0, 0.01, 0.0, 0.0):
+            copier.make(lambda: None)
+            time.sleep(pause)
+            copier.back()
+            assert not copier.pays(MIN_BYTES)
+        for _ in range(2):
+            copier.make(lambda: None)
+            time.sleep(0.01)
+            copier.back()
+        assert copier.pays(MIN_BYTES)  # away twice in a row: a consumer that works
     finally:
         copier.close()
 
