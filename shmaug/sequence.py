@@ -15,6 +15,11 @@ means Keras has started a new pass. The engine can then prefetch in order, and e
 ``len(seq)`` batches fed are one epoch of ours: every sample exactly once. (A pass Keras
 abandons half-way, e.g. an interrupted ``fit``, ends our epoch there too, so the next one
 starts aligned.) Probe batches are held until the epoch asks for them again.
+
+Asks outside an epoch are probes only when they come from the training loop's own thread.
+tf.data runs Keras' generator on threads of its own and keeps pulling across the gap between
+two Keras epochs; those asks belong to the pass like any other (Keras never asks them again),
+and taking them for probes once served a batch twice and skipped another.
 """
 
 from __future__ import annotations
@@ -159,6 +164,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._asked: set[int] = set()  # indices asked inside an epoch, this pass
         self._held: OrderedDict[Key, Any] = OrderedDict()  # served outside an epoch (probes)
         self._in_epoch = False  # between on_epoch_begin and on_epoch_end
+        self._loop_thread: int | None = None  # the thread that last began or ended an epoch
         self._resumed = False  # a restored pass is half-served: to_tf_dataset serves the rest
         self._requests = 0
         self._hits = 0
@@ -191,25 +197,26 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         with self._lock:
             loader = self._ensure_loader()
             self._check_order(index, loader)
-            epoch, planned = key = self._bind(index)
+            in_pass = self._in_pass()
+            epoch, planned = key = self._bind(index, in_pass)
             self._requests += 1
             if key in self._held:
                 self._hits += 1
-                return self._held.pop(key) if self._in_epoch else self._held[key]
+                return self._held.pop(key) if in_pass else self._held[key]
             xb, side = loader.batch(planned, epoch=epoch)
             self._hits += loader.last_hit
             batch = self._assemble(xb, side, loader.indices(planned, epoch=epoch), epoch)
-            if not self._in_epoch:  # a signature probe: Keras asks for it again in the epoch
+            if not in_pass:  # a signature probe: Keras asks for it again in the epoch
                 self._held[key] = batch
                 while len(self._held) > _PROBES_HELD:
                     self._held.popitem(last=False)
             return batch
 
     def on_epoch_begin(self) -> None:
-        self._in_epoch = True
+        self._in_epoch, self._loop_thread = True, threading.get_ident()
 
     def on_epoch_end(self) -> None:
-        self._in_epoch = False
+        self._in_epoch, self._loop_thread = False, threading.get_ident()
 
     # -- the rest of the public surface ------------------------------------------------------
 
@@ -347,14 +354,15 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         pass that follows (a restored one too) starts where the stream stood."""
         with self._lock:
             saved = (self._epoch, self._cursor, dict(self._bindings), set(self._asked),
-                     self._in_epoch, self._previous)
-            self._in_epoch = False  # a probe: its batch is held for the pass that asks for it
+                     self._in_epoch, self._loop_thread, self._previous)
+            # a probe: its batch is held for the pass that asks for it
+            self._in_epoch, self._loop_thread = False, threading.get_ident()
         try:
             return self[0]
         finally:
             with self._lock:
                 (self._epoch, self._cursor, self._bindings, self._asked, self._in_epoch,
-                 self._previous) = saved
+                 self._loop_thread, self._previous) = saved
 
     def _follow(self, ctx: Any) -> None:
         """Take the shard an ``InputContext`` assigns (before the workers start)."""
@@ -452,7 +460,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
     def _check_order(self, index: int, loader: Loader) -> None:
         """Say once when Keras' random batch order defeats prefetching (shuffle=False)."""
-        if self.shuffle or not self._in_epoch or loader.pids == []:
+        if self.shuffle or not self._in_pass() or loader.pids == []:
             return
         if self._previous >= 0 and index != self._previous + 1:
             self._out_of_order += 1
@@ -467,9 +475,14 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                     "fit(..., shuffle=False).")
         self._previous = index
 
-    def _bind(self, index: int) -> Key:
+    def _in_pass(self) -> bool:
+        """Whether this ask is part of the pass Keras iterates (not a probe): it comes inside
+        an epoch, or from a thread other than the training loop's (tf.data pulling ahead)."""
+        return self._in_epoch or self._loop_thread not in (None, threading.get_ident())
+
+    def _bind(self, index: int, in_pass: bool) -> Key:
         """The batch for Keras' index: bound earlier in this pass, or the stream's next one."""
-        if self._in_epoch:
+        if in_pass:
             if index in self._asked:  # Keras asks an index once per pass: this is a new one
                 if len(self._asked) < len(self) and self._cursor:  # the last was abandoned
                     self._epoch, self._cursor = self._epoch + 1, 0
