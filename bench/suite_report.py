@@ -154,7 +154,8 @@ def targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "met": None if value != value else bool(met), "detail": detail})
 
     sh = rate("W1", "shmaug", "shmaug_loader")
-    add("W1: shmaug (own ops) ÷ Pool recipe (PIL ops)", sh / rate("W1", "pil", "pool"), 5)
+    add("W1: shmaug (own ops) ÷ Pool recipe (PIL ops)", sh / rate("W1", "pil", "pool"),
+        suite_rounds.W1_POOL_GOAL)
     add("W1: shmaug (own ops) ÷ Keras multiprocessing (PIL ops)", sh / rate("W1", "pil", "keras_fork"), 5)
     for wl in ("W1", "W2"):
         add(f"{wl}, PIL ops for all: shmaug ÷ 1 process", rate(wl, "pil", "shmaug_loader")
