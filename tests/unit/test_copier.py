@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from shmaug._copier import MIN_BYTES, Copier
+from shmaug import _copier
+from shmaug._copier import MIN_BYTES, WAKE_S, Copier
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -22,6 +24,22 @@ def away(copier: Copier, seconds: float) -> None:
     copier.make(lambda: None)
     time.sleep(seconds)
     copier.back()
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The copier's clock, moved by the test. With real pauses a loaded machine stretched a
+    consumer's "straight back" (no pause at all) past ``WAKE_S`` (a CI failure)."""
+    now = SimpleNamespace(t=100.0)
+    monkeypatch.setattr(_copier, "time", SimpleNamespace(perf_counter=lambda: now.t))
+
+    def after(copier: Copier, seconds: float) -> None:
+        """A consumer that takes a batch, then works ``seconds`` before asking again."""
+        copier.make(lambda: None)
+        now.t += seconds
+        copier.back()
+
+    return after
 
 
 def test_a_copy_asked_ahead_is_made_on_the_thread_and_taken_as_is():
@@ -41,20 +59,15 @@ def test_a_copy_asked_ahead_is_made_on_the_thread_and_taken_as_is():
         copier.close()
 
 
-def test_a_consumer_that_comes_straight_back_copies_on_its_own_thread():
+def test_a_consumer_that_comes_straight_back_copies_on_its_own_thread(clock):
     """Ahead would only add two thread wake-ups to a consumer that waits for the copy."""
     copier = Copier()
     try:
-        copier.make(lambda: time.sleep(0.02))  # however long a copy takes ...
-        copier.back()  # ... a consumer back at once
+        clock(copier, 0.0)  # however long a copy takes, a consumer back at once
         assert not copier.pays(MIN_BYTES)
         assert copier.make(where) == "MainThread"
-        for _ in range(2):  # a consumer that works a while, batch after batch
-            time.sleep(0.005)
-            copier.back()
-            copier.make(lambda: None)
-        time.sleep(0.005)
-        copier.back()
+        for _ in range(3):  # a consumer that works a while, batch after batch
+            clock(copier, 5 * WAKE_S)
         assert copier.pays(MIN_BYTES)
         assert not copier.pays(MIN_BYTES - 1)  # a small copy costs what handing it over does
         job = copier.submit(where)
@@ -64,20 +77,16 @@ def test_a_consumer_that_comes_straight_back_copies_on_its_own_thread():
         copier.close()
 
 
-def test_one_pause_of_a_consumer_that_comes_straight_back_is_no_reason_to_hand_off():
+def test_one_pause_of_a_consumer_that_comes_straight_back_is_no_reason_to_hand_off(clock):
     """A tight loop that pauses between epochs: copying ahead would start for one batch only,
     and a third batch-sized buffer (pages to fault in) comes with it."""
     copier = Copier()
     try:
-        for pause in (0.0, 0.0, 0.01, 0.0, 0.0):
-            copier.make(lambda: None)
-            time.sleep(pause)
-            copier.back()
+        for pause in (0.0, 0.0, 10 * WAKE_S, 0.0, 0.0):
+            clock(copier, pause)
             assert not copier.pays(MIN_BYTES)
         for _ in range(2):
-            copier.make(lambda: None)
-            time.sleep(0.01)
-            copier.back()
+            clock(copier, 10 * WAKE_S)
         assert copier.pays(MIN_BYTES)  # away twice in a row: a consumer that works
     finally:
         copier.close()
