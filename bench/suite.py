@@ -67,7 +67,7 @@ def run_all(args: argparse.Namespace, env: dict[str, Any]) -> list[dict[str, Any
                 bs = (W.WORKLOADS[spec["workload"]].batch_size_quick if args.quick
                       else W.WORKLOADS[spec["workload"]].batch_size)
                 if spec["round"] > 1 or (spec["contender"] == "shmaug_loader" and not spec.get("scaling")):
-                    spec["step_s"] = None  # later rounds: no wait epoch; shmaug's own: see below
+                    spec["step_s"] = None  # later rounds: no wait epochs; shmaug's own: see below
                 elif ref and not spec.get("fit") and not spec.get("scaling"):
                     spec["step_s"] = bs / (WAIT_SHARE * median(ref["rates"]))
 
@@ -76,8 +76,8 @@ def run_all(args: argparse.Namespace, env: dict[str, Any]) -> list[dict[str, Any
                 if (spec["contender"] == "shmaug_loader" and not spec.get("scaling") and spec["round"] == 1
                         and res.get("rates")):
                     bs = res["batch_size"]  # its wait figure needs its own rate: one more run
-                    # with one full epoch before the wait epoch, as every other contender has:
-                    # after the warm-up's few batches alone the wait epoch would start cold
+                    # with one full epoch before the wait epochs, as every other contender has:
+                    # after the warm-up's few batches alone the first would start cold
                     spec2 = dict(spec, step_s=bs / (WAIT_SHARE * median(res["rates"])), repeats=1)
                     res["wait"] = _run(spec2, args.timeout).get("wait")
                     res["spec"]["step_s"] = spec2["step_s"]
