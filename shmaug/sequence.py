@@ -16,10 +16,11 @@ means Keras has started a new pass. The engine can then prefetch in order, and e
 abandons half-way, e.g. an interrupted ``fit``, ends our epoch there too, so the next one
 starts aligned.) Probe batches are held until the epoch asks for them again.
 
-Asks outside an epoch are probes only when they come from the training loop's own thread.
-tf.data runs Keras' generator on threads of its own and keeps pulling across the gap between
-two Keras epochs; those asks belong to the pass like any other (Keras never asks them again),
-and taking them for probes once served a batch twice and skipped another.
+Asks outside an epoch are probes only when they come from a thread Python started (the one
+calling ``fit``, or a user's). tf.data runs Keras' generator on threads of its own and keeps
+pulling across the gap between two Keras epochs; those asks belong to the pass like any other
+(Keras never asks them again), and taking them for probes once served a batch twice and
+skipped another.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 
 _PROBES_HELD = 2  # Keras' NUM_BATCHES_FOR_TENSOR_SPEC: batches served before the first epoch
 Key = tuple[int, int]  # (epoch, planned batch): what the engine makes
+# What threading calls a thread it did not start (TensorFlow's own, running tf.data). Were
+# the class ever gone, every ask outside an epoch would be a probe again (the old rule).
+_FOREIGN_THREAD: Any = getattr(threading, "_DummyThread", ())
 _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
 
 
@@ -164,7 +168,6 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._asked: set[int] = set()  # indices asked inside an epoch, this pass
         self._held: OrderedDict[Key, Any] = OrderedDict()  # served outside an epoch (probes)
         self._in_epoch = False  # between on_epoch_begin and on_epoch_end
-        self._loop_thread: int | None = None  # the thread that last began or ended an epoch
         self._resumed = False  # a restored pass is half-served: to_tf_dataset serves the rest
         self._requests = 0
         self._hits = 0
@@ -213,10 +216,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             return batch
 
     def on_epoch_begin(self) -> None:
-        self._in_epoch, self._loop_thread = True, threading.get_ident()
+        self._in_epoch = True
 
     def on_epoch_end(self) -> None:
-        self._in_epoch, self._loop_thread = False, threading.get_ident()
+        self._in_epoch = False
 
     # -- the rest of the public surface ------------------------------------------------------
 
@@ -354,15 +357,14 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         pass that follows (a restored one too) starts where the stream stood."""
         with self._lock:
             saved = (self._epoch, self._cursor, dict(self._bindings), set(self._asked),
-                     self._in_epoch, self._loop_thread, self._previous)
-            # a probe: its batch is held for the pass that asks for it
-            self._in_epoch, self._loop_thread = False, threading.get_ident()
+                     self._in_epoch, self._previous)
+            self._in_epoch = False  # a probe: its batch is held for the pass that asks for it
         try:
             return self[0]
         finally:
             with self._lock:
                 (self._epoch, self._cursor, self._bindings, self._asked, self._in_epoch,
-                 self._loop_thread, self._previous) = saved
+                 self._previous) = saved
 
     def _follow(self, ctx: Any) -> None:
         """Take the shard an ``InputContext`` assigns (before the workers start)."""
@@ -477,8 +479,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
     def _in_pass(self) -> bool:
         """Whether this ask is part of the pass Keras iterates (not a probe): it comes inside
-        an epoch, or from a thread other than the training loop's (tf.data pulling ahead)."""
-        return self._in_epoch or self._loop_thread not in (None, threading.get_ident())
+        an epoch, or from a thread Python did not start (tf.data pulling ahead)."""
+        return self._in_epoch or isinstance(threading.current_thread(), _FOREIGN_THREAD)
 
     def _bind(self, index: int, in_pass: bool) -> Key:
         """The batch for Keras' index: bound earlier in this pass, or the stream's next one."""

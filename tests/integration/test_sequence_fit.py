@@ -132,21 +132,28 @@ def test_short_keras_epochs_continue_the_permutation(n, steps):
     assert stream_fed(n, steps, epochs=9, workers=1)[0][:trained] == fed[:trained]  # determinism
 
 
+def from_tf_data_thread(seq, index):
+    """``seq[index]`` asked from one of tf.data's own threads, as Keras' generator runs."""
+    import threading
+
+    out = []
+
+    def ask(i):
+        assert threading.current_thread() is not threading.main_thread()
+        out.append(seq[int(i)])
+        return i
+
+    list(tf.data.Dataset.from_tensors(np.int64(index)).map(
+        lambda i: tf.numpy_function(ask, [i], tf.int64)))
+    return out[0]
+
+
 def test_batches_tf_data_asks_for_between_epochs_belong_to_the_pass():
     """tf.data pulls Keras' generator on threads of its own, also after on_epoch_end: such an
     ask is part of the pass, not a probe. Taking it for one served a batch twice and skipped
     another (a CI failure of the test above, replayed here from its trace)."""
-    import threading
-
-    def from_tf_data_thread(seq, index):
-        out = []
-        thread = threading.Thread(target=lambda: out.append(seq[index]))
-        thread.start()
-        thread.join()
-        return out[0]
-
     x, y = data(40)
-    script = [0, 1, "begin", 1, 5, 8, 3, "end", ("thread", 0), "begin", 2, 6, 4, "end",
+    script = [0, 1, "begin", 1, 5, 8, 3, "end", ("tf.data", 0), "begin", 2, 6, 4, "end",
               "begin", 7, 9, "end", "begin", 0, 4, 6, 3, 1, 9, 5, 8, 2, 7, "end"]
     with Requests(x, {"label": y, "id": np.arange(40)}, batch_size=4, workers=0, seed=7,
                   shuffle=True) as seq:
@@ -162,6 +169,28 @@ def test_batches_tf_data_asks_for_between_epochs_belong_to_the_pass():
         assert len(set(in_pass)) == len(in_pass) == 2 * len(seq)  # each batch served once
         assert fed == [tuple(seq.loader.indices(p % 10, epoch=p // 10).tolist())
                        for p in range(20)]
+
+
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_a_batch_looked_at_by_hand_between_epochs_moves_nothing(where):
+    """seq[i] called by the user (any Python thread) outside an epoch is a look, not part of
+    the stream: after to_tf_dataset() too, whose epochs run on tf.data's threads."""
+    import threading
+
+    x, y = data(40)
+    with shmaug.Sequence(x, {"label": y, "id": np.arange(40)}, batch_size=4, workers=0,
+                         seed=7, shuffle=True) as seq:
+        dataset = seq.to_tf_dataset()
+        epochs = [[b[1]["id"].numpy().tolist() for b in dataset]]
+        if where == "main":
+            seq[0]
+        else:
+            thread = threading.Thread(target=seq.__getitem__, args=(0,))
+            thread.start()
+            thread.join()
+        epochs.append([b[1]["id"].numpy().tolist() for b in dataset])
+        for e, batches in enumerate(epochs):
+            assert batches == [seq.loader.indices(i, epoch=e).tolist() for i in range(10)]
 
 
 def train_weights(workers, method="fork", epochs=1):
