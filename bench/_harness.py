@@ -271,3 +271,21 @@ def base_parser(description: str, default_out: str) -> argparse.ArgumentParser:
     parser.add_argument("--out", default=default_out,
                         help=f"folder for the JSON and Markdown results (default {default_out})")
     return parser
+
+
+def consume(epoch: Any, step_s: float) -> tuple[float, list[float]]:
+    """One epoch (an iterable of batches) taken by a consumer that sleeps ``step_s`` per batch,
+    a simulated accelerator: the wall seconds, and the seconds waited for each batch."""
+    waits: list[float] = []
+    t0, it = time.perf_counter(), iter(epoch)
+    while True:
+        ta = time.perf_counter()
+        try:
+            next(it)
+        except StopIteration:
+            break
+        waits.append(time.perf_counter() - ta)
+        end = time.perf_counter() + step_s
+        while time.perf_counter() < end:  # an accelerator step: the CPU stays free meanwhile
+            time.sleep(min(0.002, max(0.0, end - time.perf_counter())))
+    return time.perf_counter() - t0, waits

@@ -118,21 +118,11 @@ WAIT_MIN_S = 2.0  # the wait is measured over whole epochs lasting at least this
 
 def _wait_epoch(c: Base, step_s: float, min_s: float) -> dict[str, float]:
     """Epochs with a consumer that takes ``step_s`` per batch (a simulated accelerator), as
-    many as last ``min_s`` (``WAIT_MIN_S``; a quick run takes one): one W3 epoch lasts 70 ms, where a single 10 ms stall of the
-    machine would read as a 15% wait."""
+    many as last ``min_s`` (``WAIT_MIN_S``; a quick run takes one): one W3 epoch lasts 70 ms,
+    where a single 10 ms stall of the machine would read as a 15% wait."""
     waited, epochs, t0 = 0.0, 0, time.perf_counter()
     while epochs == 0 or time.perf_counter() - t0 < min_s:
-        it = iter(c.epoch())
-        while True:
-            ta = time.perf_counter()
-            try:
-                next(it)
-            except StopIteration:
-                break
-            waited += time.perf_counter() - ta
-            end = time.perf_counter() + step_s
-            while time.perf_counter() < end:  # an accelerator step: the CPU stays free meanwhile
-                time.sleep(min(0.002, max(0.0, end - time.perf_counter())))
+        waited += sum(H.consume(c.epoch(), step_s)[1])
         epochs += 1
     wall = time.perf_counter() - t0
     return {"wait_s": waited, "wall_s": wall, "epochs": epochs,

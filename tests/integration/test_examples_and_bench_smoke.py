@@ -79,6 +79,11 @@ def test_bench_engine_quick(tmp_path):
     assert "main-process CPU per image" in out and "feed rate it implies" in out
 
 
+def test_bench_wait_trace_quick(tmp_path):
+    out = run("-m", "bench.wait_trace", "--quick", "--out", str(tmp_path / "trace.json"))
+    assert "ready batch, median ms" in out and (tmp_path / "trace.json").is_file()
+
+
 @needs_keras
 def test_soak_quick(tmp_path):
     """20 epochs with 4 workers SIGKILLed and one fit: nothing grows, nothing is left."""
