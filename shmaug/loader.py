@@ -454,8 +454,9 @@ class Loader:
         self._gather_ahead = None
         following = (epoch, index + 1) if index + 1 < len(self) else (epoch + 1, 0)
         rows = self.indices(following[1], epoch=following[0])
-        if self._copier.pays(rows.size * self._x[:1].nbytes):  # the next batch's size: an
-            # epoch's short last batch must not leave the next epoch's first one to be made now
+        # Sized by the batch made ahead, not this one: an epoch's short last batch must not
+        # leave the next epoch's first one to be gathered on demand.
+        if self._copier.pays(rows.size * self._x[:1].nbytes):
             # Allocated on this thread, like the gathers made here: 9.6 MB batches allocated
             # on the copier thread (its own malloc arena) stalled 10-20 ms now and then,
             # pages given back and faulted in again it seems, where a gather takes 1.4 ms.

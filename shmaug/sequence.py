@@ -199,8 +199,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         index = check.batch_index(index, len(self))
         with self._lock:
             loader = self._ensure_loader()
-            self._check_order(index, loader)
             in_pass = self._in_pass()
+            self._check_order(index, loader, in_pass)
             epoch, planned = key = self._bind(index, in_pass)
             self._requests += 1
             if key in self._held:
@@ -460,9 +460,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 f"{sorted(moved)} with each image; they would no longer follow it. Fix: drop "
                 f"the override and put its work into the pipeline, or rename those targets.")
 
-    def _check_order(self, index: int, loader: Loader) -> None:
+    def _check_order(self, index: int, loader: Loader, in_pass: bool) -> None:
         """Say once when Keras' random batch order defeats prefetching (shuffle=False)."""
-        if self.shuffle or not self._in_pass() or loader.pids == []:
+        if self.shuffle or not in_pass or loader.pids == []:
             return
         if self._previous >= 0 and index != self._previous + 1:
             self._out_of_order += 1

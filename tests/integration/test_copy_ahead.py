@@ -157,17 +157,24 @@ def test_an_error_in_a_batch_behind_copies_made_ahead_surfaces_for_that_batch():
         np.testing.assert_array_equal(loader.batch(6)[1], np.arange(24, 28))  # it goes on
 
 
-def test_close_with_the_copier_busy_leaves_no_thread(monkeypatch):
+def hold_copier_reads(monkeypatch, hold) -> threading.Event:
+    """Every copy out of the ring made on the copier thread calls ``hold()`` first; the event
+    returned is set once the copier got there."""
     inside = threading.Event()
     read = OutputRing.read
 
-    def slow_on_the_copier(self, slot, rows):
+    def held(self, slot, rows):
         if threading.current_thread().name == "shmaug-copier":
             inside.set()
-            time.sleep(0.3)
+            hold()
         return read(self, slot, rows)
 
-    monkeypatch.setattr(OutputRing, "read", slow_on_the_copier)
+    monkeypatch.setattr(OutputRing, "read", held)
+    return inside
+
+
+def test_close_with_the_copier_busy_leaves_no_thread(monkeypatch):
+    inside = hold_copier_reads(monkeypatch, lambda: time.sleep(0.3))
     loader = shmaug.Loader(images(), batch_size=8, augment=_ops.noisy, workers=2, seed=1,
                            start_method="fork")
     try:
@@ -187,16 +194,8 @@ def test_close_with_the_copier_busy_leaves_no_thread(monkeypatch):
 def test_a_consumer_taking_a_copy_when_the_loader_closes_gets_closed_error(monkeypatch):
     """Close drops the ring's memory first; a copy that reads it later must not turn into an
     IndexError for a consumer in another thread (Keras' tf.data thread)."""
-    inside, go_on = threading.Event(), threading.Event()
-    read = OutputRing.read
-
-    def held_on_the_copier(self, slot, rows):
-        if threading.current_thread().name == "shmaug-copier":
-            inside.set()
-            go_on.wait(10)
-        return read(self, slot, rows)
-
-    monkeypatch.setattr(OutputRing, "read", held_on_the_copier)
+    go_on = threading.Event()
+    inside = hold_copier_reads(monkeypatch, lambda: go_on.wait(10))
     errors: list[BaseException] = []
     loader = shmaug.Loader(images(), batch_size=8, augment=_ops.noisy, workers=2, seed=1,
                            start_method="fork")
