@@ -21,6 +21,7 @@ import numpy as np
 
 from . import _validate as check
 from ._copier import Copier, Copy
+from ._recycle import Recycler
 from ._worker import BUSY_S, STATUS_FIELDS, Probe, SliceRunner, WorkerSpec, probe_task
 from .errors import ClosedError, OutputMismatchError, warn
 from .ops._params import dtype_range
@@ -252,10 +253,11 @@ class Loader:
         # Copies batches out of shared memory (or gathers them) ahead of the consumer; not
         # with workers=0, which keeps everything on the caller's thread for debugging.
         self._copier = Copier() if self.workers else None
+        self._recycler = Recycler()  # the arrays batches are copied into (see _recycle)
         self._gather_ahead: tuple[tuple[int, int], Copy] | None = None  # (key, its gather)
         self._prefetch = None if self._ring is None else Prefetcher(
             self._ring, self._pool, self._plan, workers=self.workers, timeout=self.timeout,
-            copier=self._copier)
+            copier=self._copier, recycler=self._recycler if self.workers else None)
         # Backstop for a loader that is never closed: runs at garbage collection or exit.
         self._finalizer = weakref.finalize(self, _shutdown, self._prefetch, self._pool,
                                            self._store, self._copier)
@@ -460,16 +462,19 @@ class Loader:
             # Allocated on this thread, like the gathers made here: 9.6 MB batches allocated
             # on the copier thread (its own malloc arena) stalled 10-20 ms now and then,
             # pages given back and faulted in again it seems, where a gather takes 1.4 ms.
-            into = np.empty((len(rows), *self._x.shape[1:]), self._x.dtype)
-            self._gather_ahead = following, self._copier.submit(partial(
-                np.take, self._x, rows, axis=0, out=into, mode="clip"))  # rows are in range
+            self._gather_ahead = following, self._copier.submit(self._gather_into(rows))
         if ahead is not None and ahead[0] == key:
             out = self._copier.take(ahead[1])
         else:
             if ahead is not None:
                 self._copier.discard(ahead[1])
-            out = self._copier.make(partial(self._x.__getitem__, positions))
+            out = self._copier.make(self._gather_into(positions))
         return out
+
+    def _gather_into(self, rows: np.ndarray) -> Callable[[], np.ndarray]:
+        """The gather of ``rows`` of ``x``, to run on any thread, into an array picked now."""
+        into = self._recycler.empty((len(rows), *self._x.shape[1:]), self._x.dtype)
+        return partial(np.take, self._x, rows, axis=0, out=into, mode="clip")  # rows in range
 
     def indices(self, index: int, *, epoch: int | None = None) -> np.ndarray:
         """The dataset indices of the samples in batch ``index`` of ``epoch``, in order."""
@@ -538,6 +543,7 @@ class Loader:
         self._closed = True
         self._x = None
         self._gather_ahead = None
+        self._recycler.clear()
         if self._ring is not None:
             self._ring.view = np.empty(0)  # drop our views so the blocks can be unmapped
             self._ring.targets = {}

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ._copier import Copier, Copy
+from ._recycle import Recycler
 from .errors import ClosedError
 from .pool import as_error
 from .ring import OutputRing, Targets
@@ -54,12 +55,15 @@ class Prefetcher:
         timeout: the pool's per-task timeout, for the error message.
         copier: copies the next batch out of its slot while the consumer is away (see
             ``_copier``); None copies on the consumer's thread. The caller owns and closes it.
+        recycler: where the copies go (see ``_recycle``); None: always new arrays.
     """
 
     def __init__(self, ring: OutputRing, pool: Any, plan: BatchPlan, *, workers: int,
-                 timeout: float | None, copier: Copier | None = None) -> None:
+                 timeout: float | None, copier: Copier | None = None,
+                 recycler: Recycler | None = None) -> None:
         self.ring, self.pool, self.plan = ring, pool, plan
         self._copier = copier
+        self._recycler = recycler
         self.workers = workers
         self.timeout = timeout
         self._closed = False  # set by close(), from any thread: every wait checks it
@@ -155,16 +159,27 @@ class Prefetcher:
             return
         nbytes = self.ring.view[ahead.slot, :ahead.rows].nbytes
         if not ahead.tickets and ahead.error is None and self._copier.pays(nbytes):
-            ahead.copy = self._copier.submit(partial(self.ring.read, ahead.slot, ahead.rows))
+            # The array is picked on this thread: a new one then comes from its malloc arena
+            # (see the loader's gather ahead).
+            ahead.copy = self._copier.submit(partial(
+                self.ring.read, ahead.slot, ahead.rows, self._into(ahead.slot, ahead.rows)))
+
+    def _into(self, slot: int, rows: int) -> np.ndarray | None:
+        """An array for a copy of the slot's first ``rows`` images (None: the copy's own)."""
+        if self._recycler is None:
+            return None
+        images = self.ring.view[slot, :rows]
+        return self._recycler.empty(images.shape, images.dtype)
 
     def _read(self, batch: _Batch, rows: int) -> Any:
         """The batch's rows copied out of its slot: the copy made ahead, else made now."""
         if self._copier is None:
-            return self.ring.read(batch.slot, rows)
+            return self.ring.read(batch.slot, rows, self._into(batch.slot, rows))
         try:
             if batch.copy is not None and rows == batch.rows:
                 return self._copier.take(batch.copy)
-            return self._copier.make(partial(self.ring.read, batch.slot, rows))
+            return self._copier.make(partial(self.ring.read, batch.slot, rows,
+                                             self._into(batch.slot, rows)))
         except Exception:
             if self._closed:  # the loader dropped the ring's memory while the copy was due
                 raise ClosedError(CLOSED) from None

@@ -93,11 +93,16 @@ class OutputRing:
             raise RuntimeError(f"slot {slot} released twice or out of range")
         self._free.append(slot)
 
-    def read(self, slot: int, rows: int) -> tuple[np.ndarray, Targets]:
-        """Private copies of the first ``rows`` rows of a slot, images and augmented targets
-        (the slot can then be reused)."""
-        return self.view[slot, :rows].copy(), {k: v[slot, :rows].copy()
-                                               for k, v in self.targets.items()}
+    def read(self, slot: int, rows: int,
+             into: np.ndarray | None = None) -> tuple[np.ndarray, Targets]:
+        """Private copies of the first ``rows`` rows of a slot, images (into ``into`` when
+        given) and augmented targets (the slot can then be reused)."""
+        images = self.view[slot, :rows]
+        if into is None:
+            into = images.copy()
+        else:
+            np.copyto(into, images)
+        return into, {k: v[slot, :rows].copy() for k, v in self.targets.items()}
 
     def lend(self, slot: int, rows: int) -> tuple[np.ndarray, Targets]:
         """Read-only views of the same rows, valid until the slot is released."""

@@ -48,9 +48,9 @@ def reads_by_thread(monkeypatch):
     names: list[str] = []
     read = OutputRing.read
 
-    def recorded(self, slot, rows):
+    def recorded(self, slot, rows, into=None):
         names.append(threading.current_thread().name)
-        return read(self, slot, rows)
+        return read(self, slot, rows, into)
 
     monkeypatch.setattr(OutputRing, "read", recorded)
     return names
@@ -81,6 +81,32 @@ def test_a_busy_consumer_gets_the_batches_it_gets_on_demand(augment):
     for (xb, yb), (xe, ye) in zip(jumped, jump):
         np.testing.assert_array_equal(xb, xe)
         np.testing.assert_array_equal(yb, ye)
+
+
+@pytest.mark.parametrize("step_s", [0.0, STEP_S], ids=["on-demand", "ahead"])
+@pytest.mark.parametrize("augment", [_ops.noisy, None], ids=["ring", "gather"])
+def test_batches_are_made_again_in_dropped_ones_and_kept_ones_never_change(augment, step_s):
+    """A consumer that drops most batches gets the later ones in their memory (no fresh pages
+    to fault in, nothing to unmap); the batches and views of them it keeps stay as handed."""
+    kwargs = {"batch_size": 8, "augment": augment, "seed": 5, "shuffle": True}
+    x, y = images(), np.arange(48)
+    with shmaug.Loader(x, y, workers=0, **kwargs) as inline:
+        expected = [xb for _ in range(3) for xb, _ in inline]
+    kept: dict[int, np.ndarray] = {}
+    with shmaug.Loader(x, y, workers=2, start_method="fork", **kwargs) as loader:
+        for e in range(3):
+            for b, (xb, _) in enumerate(loader):
+                i = e * 6 + b
+                np.testing.assert_array_equal(xb, expected[i])
+                if i % 4 == 0:
+                    kept[i] = xb
+                elif i % 4 == 1:
+                    kept[i] = xb[2:]  # a view keeps its batch too
+                del xb
+                time.sleep(step_s)
+        assert loader._recycler.reused >= 6
+    for i, xb in kept.items():
+        np.testing.assert_array_equal(xb, expected[i] if i % 4 == 0 else expected[i][2:])
 
 
 def test_a_batch_finished_ahead_is_copied_before_it_is_asked_for(reads_by_thread):
@@ -163,11 +189,11 @@ def hold_copier_reads(monkeypatch, hold) -> threading.Event:
     inside = threading.Event()
     read = OutputRing.read
 
-    def held(self, slot, rows):
+    def held(self, slot, rows, into=None):
         if threading.current_thread().name == "shmaug-copier":
             inside.set()
             hold()
-        return read(self, slot, rows)
+        return read(self, slot, rows, into)
 
     monkeypatch.setattr(OutputRing, "read", held)
     return inside
