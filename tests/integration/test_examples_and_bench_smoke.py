@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -82,6 +83,12 @@ def test_bench_engine_quick(tmp_path):
 def test_bench_wait_trace_quick(tmp_path):
     out = run("-m", "bench.wait_trace", "--quick", "--out", str(tmp_path / "trace.json"))
     assert "ready batch, median ms" in out and (tmp_path / "trace.json").is_file()
+
+
+def test_bench_recycle_quick(tmp_path):
+    out = run("-m", "bench.recycle", "--quick", "--out", str(tmp_path))
+    assert "| W1 | plain |" in out
+    assert json.loads((tmp_path / "recycle.json").read_text())
 
 
 @needs_keras
