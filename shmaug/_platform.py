@@ -13,17 +13,19 @@ still unlinked by name), so only shmaug's own choices are emulated, namely:
   SIGKILL to escalate to;
 - shared-memory capacity: no /dev/shm to measure (Windows backs segments with the paging
   file; macOS has no such mount either), so no up-front check;
-- cores: ``os.cpu_count()``, without ``sched_getaffinity``.
+- cores: ``os.cpu_count()``, without ``sched_getaffinity``;
+- malloc: no glibc ``mallopt`` to tune a worker's allocator with.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import select
 import signal
 import sys
-from typing import Any
+from typing import Any, Callable
 
 EMULATE_WINDOWS = os.environ.get("SHMAUG_EMULATE_WINDOWS", "") == "1"
 WINDOWS = sys.platform == "win32" or EMULATE_WINDOWS
@@ -54,3 +56,17 @@ def cpu_count() -> int:
     if HAS_AFFINITY:
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def glibc_mallopt() -> Callable[[int, int], int] | None:
+    """glibc's ``mallopt(param, value)``; None where the C library is not glibc (Windows,
+    macOS, musl)."""
+    if WINDOWS or not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 - only glibc has it
+        mallopt: Callable[[int, int], int] = libc.mallopt
+    except (OSError, AttributeError):
+        return None
+    return mallopt

@@ -113,7 +113,9 @@ class Loader:
         output_shape: shape of one augmented sample; learned from sample 0 when None (made
             by a worker, under ``timeout``, like every sample).
         output_dtype: dtype of augmented samples; learned from sample 0 when None.
-        copy: True hands out private copies of each batch. False lends read-only views of
+        copy: True hands out private copies of each batch (made in the memory of an
+            earlier batch once nothing refers to that one any more: no view, memoryview or
+            tensor sharing it; see ``shmaug._recycle``). False lends read-only views of
             the shared slot instead (no copy in this process: for consumers that copy anyway,
             e.g. to a device); a lent batch stays valid only until the next batch is asked
             for, so do not keep it (``list(loader)`` would hold overwritten views).
