@@ -119,7 +119,16 @@ WAIT_MIN_S = 2.0  # the wait is measured over whole epochs lasting at least this
 def _wait_epoch(c: Base, step_s: float, min_s: float) -> dict[str, float]:
     """Epochs with a consumer that takes ``step_s`` per batch (a simulated accelerator), as
     many as last ``min_s`` (``WAIT_MIN_S``; a quick run takes one): one W3 epoch lasts 70 ms,
-    where a single 10 ms stall of the machine would read as a 15% wait."""
+    where a single 10 ms stall of the machine would read as a 15% wait.
+
+    They follow one epoch at the same pace, not measured, as ``fit``'s epochs after the first
+    follow one at their own pace: the change from tight epochs to a paced consumer is not
+    something ``fit`` does. It cost shmaug a one-off 120-150 ms on W2 (the first copy made
+    ahead needs a third 38.5 MB array, and memory a process touches for the first time faults
+    in at 50-80 ms per 38.5 MB on the bench machine, against 10 ms later), 3-4% of two epochs.
+    """
+    if min_s:
+        H.consume(c.epoch(), step_s)
     waited, epochs, t0 = 0.0, 0, time.perf_counter()
     while epochs == 0 or time.perf_counter() - t0 < min_s:
         waited += sum(H.consume(c.epoch(), step_s)[1])

@@ -6,7 +6,11 @@ faults in (6.9 ms for that batch where a copy into memory already touched takes 
 2-core machine the bench runs on), and a dropped one is unmapped on the consumer's thread
 (0.25 ms of its step). Below the ceiling malloc keeps freed memory for the next batch, but
 gives the top of the heap back when a few batches are dropped at once (an epoch's end), and
-the next ones fault it in again: 5-10 ms stalls at W3's epoch starts.
+the next ones fault it in again: 5-10 ms stalls at W3's epoch starts. And in a process where
+tf.data's ``from_generator`` has run (every ``Model.fit`` on the TensorFlow backend: it sets
+``M_TRIM_THRESHOLD`` to 128 KB, see ``_worker._tune_malloc``) every array over 128 KB is an
+mmap of its own: W1's 2 MB batch took 1.8 ms to copy into a new array, 0.3 ms into a reused
+one. ``python -m bench.recycle`` measures the difference.
 
 How: the last few arrays made are remembered. When the next batch of the same shape and dtype
 is due, one whose only reference is ours is used again: nothing else can reach it, so nothing
