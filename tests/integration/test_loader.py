@@ -294,8 +294,10 @@ def test_only_the_global_generator_an_op_draws_from_is_seeded(images):
 
 
 def test_a_short_lookahead_still_gives_every_worker_work(images):
-    """With fewer batches ahead than workers, prefetched batches are cut so none idles: each
-    of the 3 workers gets a piece of (nearly) every batch."""
+    """With fewer batches ahead than workers, prefetched batches are cut so none idles: every
+    batch is cut in 3 pieces, one per worker. (Which worker takes which piece is the OS's
+    business: on 2 cores one of 3 workers may sit out a while, and the least-queued one gets
+    its share; an earlier form of this test counted per worker and failed 1 run in 8.)"""
     from shmaug._worker import STATUS_FIELDS, TASKS_DONE
 
     with shmaug.Loader(images, batch_size=8, augment=_ops.noisy, workers=3, seed=0,
@@ -303,4 +305,5 @@ def test_a_short_lookahead_still_gives_every_worker_work(images):
         list(loader)
         status = loader._pool.status
         done = [status[w * STATUS_FIELDS + TASKS_DONE] for w in range(3)]
-    assert min(done) >= len(loader) - 1, done
+    assert sum(done) >= 3 * len(loader), done  # (+1: the probe, made by one of them)
+    assert min(done) >= 1, done
