@@ -17,10 +17,16 @@ is due, one whose only reference is ours is used again: nothing else can reach i
 sees it change. This is the test numpy's own ``ndarray.resize(refcheck=True)`` relies on.
 Whatever still uses a batch holds a reference to it: a view of it (its ``base``), a
 ``memoryview``, a tensor sharing its memory (``torch.from_numpy``, TensorFlow's zero-copy
-conversion, DLPack). Only code that keeps a bare address (``arr.ctypes.data`` as an int)
-without the array could see a batch change; such code is already wrong for any array.
+conversion, DLPack). Only code that keeps a bare address (``arr.ctypes.data`` as an int, an
+``__array_interface__`` dict) without the array, or a ``weakref`` to a batch it then revives,
+could see a batch change; the first is already wrong for any array.
 
-Where reference counts are not exact (a free-threaded build, PyPy), nothing is reused.
+The count an unused array has is measured on each call, on a sentinel held the same way, so
+no interpreter's bookkeeping can shift it. Reuse is on only in CPython with the GIL, where
+counts are exact; elsewhere (free-threaded builds, PyPy, GraalPy) every batch is new.
+
+Memory: up to ``KEEP`` batch arrays the consumer has dropped stay allocated until the loader
+closes.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ KEEP = 4  # arrays remembered: the consumer may hold a couple, the copier makes 
 
 def _counts_exact() -> bool:
     gil = getattr(sys, "_is_gil_enabled", None)
-    return hasattr(sys, "getrefcount") and (gil is None or bool(gil()))
+    return sys.implementation.name == "cpython" and (gil is None or bool(gil()))
 
 
 class Recycler:
@@ -47,14 +53,14 @@ class Recycler:
         self._lock = threading.Lock()
         self._made: deque[np.ndarray] = deque(maxlen=keep)  # newest last
         self._enabled = _counts_exact() and keep > 0
+        self._sentinel: deque[np.ndarray] = deque([np.empty(0)])  # held as `_made` holds
         self.reused = 0  # how many arrays were made again in dropped memory (for tests, stats)
-        if self._enabled:  # how many references an array has when only ``_made`` holds it
-            self._made.append(np.empty(0))
-            self._unused = self._counts()[0]
-            self._made.clear()
 
-    def _counts(self) -> list[int]:
-        return [sys.getrefcount(a) for a in self._made]
+    def _counts(self) -> tuple[int, list[int]]:
+        """The count of an array only this recycler holds (the sentinel's), and each made
+        array's count, taken the same way."""
+        sentinel, *counts = [sys.getrefcount(a) for a in self._sentinel + self._made]
+        return sentinel, counts
 
     def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         """An uninitialized array of ``shape`` and ``dtype``: the memory of a dropped batch
@@ -64,9 +70,10 @@ class Recycler:
             return np.empty(shape, dtype)
         with self._lock:
             out = None
-            for i, count in enumerate(self._counts()):
+            unused, counts = self._counts()
+            for i, count in enumerate(counts):
                 old = self._made[i]
-                if count == self._unused and old.shape == shape and old.dtype == dtype:
+                if count == unused and old.shape == shape and old.dtype == dtype:
                     del self._made[i]
                     out = old
                     self.reused += 1

@@ -381,6 +381,8 @@ def _limit_threads() -> None:
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _MMAP_THRESHOLD = 32 << 20
 _TRIM_THRESHOLD = 2 * _MMAP_THRESHOLD
+_MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_",
+               "MALLOC_MMAP_MAX_")
 
 
 def _tune_malloc() -> None:
@@ -392,8 +394,11 @@ def _tune_malloc() -> None:
     sample: W2's workers made about 1,420 images/s instead of 1,780 (the W2 rate in a fork
     after tf.data, worker malloc as inherited vs tuned here, two interleaved runs each). Plain
     processes gain a little too: glibc grows its thresholds to these values only after the
-    first large free.
+    first large free. Left alone when the environment sets glibc's malloc parameters.
     """
+    if any(name in os.environ for name in _MALLOC_ENV) or "malloc" in os.environ.get(
+            "GLIBC_TUNABLES", ""):
+        return  # the user set glibc's malloc up: theirs to keep
     mallopt = _platform.glibc_mallopt()
     if mallopt is not None:
         mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)

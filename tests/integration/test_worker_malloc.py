@@ -5,6 +5,7 @@ from memory already touched, not from new pages each time."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -43,9 +44,9 @@ print(json.dumps(int(xb.max())))
 """
 
 
-def worker_faults(mode: str) -> int:
+def worker_faults(mode: str, **env: str) -> int:
     proc = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True,
-                          timeout=100)
+                          timeout=100, env={**os.environ, **env})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return int(json.loads(proc.stdout.splitlines()[-1]))
 
@@ -54,3 +55,8 @@ def test_a_worker_forked_after_tf_data_reuses_its_memory():
     # Untuned, each 1 MB array is an mmap of its own: 256 pages faulted in, ten times.
     assert worker_faults("untuned") > 1000
     assert worker_faults("tuned") < 200
+
+
+def test_malloc_settings_the_user_gave_are_left_alone():
+    # The user's own threshold (as large as TF's) stays: the ten arrays are mmaps again.
+    assert worker_faults("tuned", MALLOC_MMAP_THRESHOLD_=str(128 * 1024)) > 1000

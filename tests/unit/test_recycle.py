@@ -83,3 +83,14 @@ def test_clear_forgets_every_array():
     recycler.clear()
     gc.collect()
     assert ref() is None
+
+
+def test_nothing_is_reused_where_reference_counts_are_not_exact(monkeypatch):
+    from shmaug import _recycle
+
+    monkeypatch.setattr(_recycle, "_counts_exact", lambda: False)  # PyPy, free-threaded, ...
+    recycler = Recycler()
+    a = made(recycler, 1.0)
+    del a
+    made(recycler, 2.0)
+    assert recycler.reused == 0
