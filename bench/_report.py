@@ -93,11 +93,21 @@ def rows_table(rows: Sequence[Row]) -> str:
          "note"], body)
 
 
+def cpu_model() -> str:
+    """The processor's name: figures from two hosts of one VM kind can differ by 4x."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
 def environment() -> dict[str, Any]:
     """What the numbers were measured on."""
     info: dict[str, Any] = {
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "cpu": cpu_model(),
         "cpus": os.cpu_count(),
         "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
@@ -113,6 +123,10 @@ def environment() -> dict[str, Any]:
         import numpy
 
         info["numpy"] = numpy.__version__
+    with contextlib.suppress(Exception):
+        import cv2
+
+        info["opencv"] = cv2.__version__
     return info
 
 
@@ -125,7 +139,7 @@ def write_results(out_dir: str | Path, name: str, rows: Sequence[Row],
     (out / f"{name}.json").write_text(json.dumps(payload, indent=2) + "\n")
     env = meta.get("environment", {})
     head = (f"# {name}\n\n{'quick run (tiny sizes, 1 repeat): smoke only' if meta.get('quick') else 'full run'}"
-            f" · {env.get('usable_cpus')} CPUs · Python {env.get('python')} · "
+            f" · {env.get('usable_cpus')} CPUs ({env.get('cpu', '?')}) · Python {env.get('python')} · "
             f"commit {env.get('git_commit', '?')} · {env.get('time', '')} · "
             f"load average {env.get('load_avg_1m')} at start\n\n")
     text = head + rows_table(rows) + "\n" + (("\n" + markdown_extra + "\n") if markdown_extra else "")

@@ -268,7 +268,7 @@ def write(results: list[dict[str, Any]], args: argparse.Namespace, env: dict[str
                      "measurements are kept in the JSON under `superseded`.\n\n"
                      for r in meta.get("reruns", []))
     head = (f"# Benchmark suite ({'QUICK run: tiny sizes, 1 repeat, smoke only' if args.quick else 'full run'})\n\n"
-            f"`{meta['command']}` · {env.get('usable_cpus')} CPUs · Python {env.get('python')} · commit "
+            f"`{meta['command']}` · {env.get('usable_cpus')} CPUs ({env.get('cpu', '?')}) · Python {env.get('python')} · commit "
             f"{env.get('git_commit', '?')} · {env.get('time')} · load average {env.get('load_avg_1m')} at start, "
             f"{env['load_avg_1m_end']} at end · {wall_s / 60:.1f} min\n\n{reruns}"
             + (f"**images/s: medians of {rounds} interleaved rounds** (every contender once per round, "
