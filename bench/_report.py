@@ -96,9 +96,11 @@ def rows_table(rows: Sequence[Row]) -> str:
 def cpu_model() -> str:
     """The processor's name: figures from two hosts of one VM kind can differ by 4x."""
     with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        fields = dict(line.split(":", 1) for line in
+                      Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines() if ":" in line)
+        info = {k.strip(): v.strip() for k, v in fields.items()}
+        if "model name" in info:  # the name alone ("AMD EPYC") hides the generation
+            return f"{info['model name']}, family {info.get('cpu family')} model {info.get('model')}"
     return platform.processor() or platform.machine()
 
 
