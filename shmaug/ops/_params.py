@@ -283,9 +283,14 @@ def restore(out: np.ndarray, like: np.ndarray, scale: Levels) -> np.ndarray:
     (interpolation and filters can overshoot; OpenCV saturates integer results itself)."""
     if like.ndim == 3 and out.ndim == 2:
         out = out[:, :, None]
-    if out.dtype.kind == "f" or scale != _BY_DTYPE.get(out.dtype):
+    if out.dtype.kind == "f":
         # The method, not np.clip: np.clip's wrapper costs ~4 us more per call on numpy 2.
         out = out.clip(scale.lo, scale.hi, out=out if out.flags.writeable else None)
+    elif scale != _BY_DTYPE.get(out.dtype):
+        # Integer pixels in a narrower range (a 0/1 mask in uint8): whole-number bounds, as
+        # numpy will not write float bounds into an integer array.
+        lo, hi = math.ceil(scale.lo), math.floor(scale.hi)
+        out = out.clip(lo, hi, out=out if out.flags.writeable else None)
     if out.dtype != like.dtype:
         out = convert(out, like.dtype)
     return out

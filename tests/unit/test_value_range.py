@@ -120,3 +120,15 @@ def test_value_range_round_trips_through_config() -> None:
     back = shmaug.from_config(json.loads(json.dumps(aug.to_config())))
     assert back == aug
     assert back.value_range == (0.0, 255.0)
+
+
+@pytest.mark.parametrize("name", shmaug.ops.available())
+def test_integer_pixels_in_a_narrow_range_stay_in_it(name: str) -> None:
+    # A 0/1 mask stored as uint8, or 12-bit data in uint16: float bounds must not reach an
+    # integer array (numpy refuses that cast), and every op keeps the dtype and the range.
+    rng = np.random.default_rng(0)
+    for image, vr in ((rng.integers(0, 2, (32, 32), dtype=np.uint8), (0, 1)),
+                      (rng.integers(0, 4096, (32, 32, 3), dtype=np.uint16), (0, 4095))):
+        out = get(name).with_value_range(vr)(image, np.random.default_rng(1))
+        assert out.dtype == image.dtype
+        assert vr[0] <= out.min() and out.max() <= vr[1]
