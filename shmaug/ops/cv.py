@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
@@ -31,6 +32,8 @@ SHARPEN = np.array([[-2, -2, -2], [-2, 32, -2], [-2, -2, -2]], np.float32) / 16.
 SMOOTH = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], np.float32) / 13.0
 _IDENTITY3 = np.zeros((3, 3), np.float32)
 _IDENTITY3[1, 1] = 1.0
+_LEVELS = np.arange(256, dtype=np.float32)  # the byte values, for building lookup tables
+_LEVELS.setflags(write=False)
 LUMA = (0.299, 0.587, 0.114)  # ITU-R 601, the weights PIL uses for convert("L")
 
 
@@ -119,21 +122,40 @@ def gray_mean(img: np.ndarray) -> float:
     """Mean luma (PIL's ``convert("L")`` weights for 3+ channels)."""
     if img.ndim == 3 and img.shape[2] > 4:
         return float(np.mean(img))  # no luma for arbitrary channels; cv2.mean takes <= 4
-    means = cv2.mean(img)
-    if img.ndim == 3 and img.shape[2] >= 3:
+    return _luma(cv2.mean(img), img.shape[2] if img.ndim == 3 else 1)
+
+
+def _luma(means: Sequence[float], channels: int) -> float:
+    """One gray level from per-channel means: luma weights for 3+ channels, else their mean."""
+    if channels >= 3:
         return float(sum(m * k for m, k in zip(means[:3], LUMA)))
-    if img.ndim == 3:
-        return float(np.mean(means[: img.shape[2]]))
-    return float(means[0])
+    return float(sum(means[:channels]) / channels)  # not np.mean: ~2 us on a short list
 
 
-def linear(img: np.ndarray, gain: float, offset: float, scale: Levels) -> np.ndarray:
-    """``gain * img + offset``, saturated to ``scale`` (a lookup table for uint8)."""
+def linear(img: np.ndarray, gain: float, offset: float, scale: Levels, *,
+           mine: bool = False) -> np.ndarray:
+    """``gain * img + offset``, saturated to ``scale`` (a lookup table for uint8). ``mine``:
+    ``img`` is a temporary of the caller's that may be overwritten."""
     if img.dtype == np.uint8:
-        table = np.rint(np.arange(256, dtype=np.float32) * gain + offset)
-        return lut(img, np.clip(table, scale.lo, scale.hi).astype(np.uint8))
-    out = img.astype(np.float32) * np.float32(gain) + np.float32(offset)
+        table = _LEVELS * np.float32(gain)
+        table += np.float32(offset)
+        np.rint(table, out=table)
+        return lut(img, table.clip(scale.lo, scale.hi, out=table).astype(np.uint8), mine=mine)
+    out = img if mine and img.dtype == np.float32 else img.astype(np.float32)
+    out *= np.float32(gain)
+    out += np.float32(offset)
     return _saturated(out, img.dtype, scale)
+
+
+def brightness_contrast(img: np.ndarray, b: float, c: float, scale: Levels) -> np.ndarray:
+    """Brightness by ``b`` (black fixed), then contrast by ``c`` about the brightened image's
+    mean gray (rounded to a level for integer images), each step saturated, as
+    ``PIL.ImageEnhance`` does."""
+    bright = linear(img, b, (1.0 - b) * scale.lo, scale)
+    mean = gray_mean(bright)
+    if img.dtype.kind in "ui":
+        mean = float(int(mean + 0.5))  # PIL rounds the mean to a gray level
+    return linear(bright, c, (1.0 - c) * mean, scale, mine=True)
 
 
 def _saturated(out: np.ndarray, dtype: np.dtype, scale: Levels) -> np.ndarray:
@@ -144,10 +166,12 @@ def _saturated(out: np.ndarray, dtype: np.dtype, scale: Levels) -> np.ndarray:
     return out if out.dtype == dtype else convert(out, dtype)
 
 
-def lut(img: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Apply a 256-entry uint8 lookup table to every channel (the same bytes either way)."""
+def lut(img: np.ndarray, table: np.ndarray, *, mine: bool = False) -> np.ndarray:
+    """Apply a 256-entry uint8 lookup table to every channel (the same bytes either way).
+    ``mine``: ``img`` is a contiguous temporary of the caller's, rewritten in place."""
     if _stringzilla is not None:
-        out: np.ndarray = np.array(img, order="C")  # one copy, contiguous, ours to write
+        # ours to write: one copy, contiguous, unless the caller's temporary is
+        out: np.ndarray = img if mine and img.flags.c_contiguous else np.array(img, order="C")
         _stringzilla.translate(memoryview(out.reshape(-1)),  # type: ignore[arg-type]
                                memoryview(table), inplace=True)  # type: ignore[arg-type]
         return out
@@ -155,6 +179,14 @@ def lut(img: np.ndarray, table: np.ndarray) -> np.ndarray:
         out = table[img]
         return out
     return cv2.LUT(img, table)
+
+
+@functools.lru_cache(maxsize=16)
+def _unit_levels(lo: float, hi: float) -> np.ndarray:
+    """The 256 byte values clamped to [lo, hi] and scaled to [0, 1] (float64, read-only)."""
+    unit = (np.clip(np.arange(256, dtype=np.float64), lo, hi) - lo) / (hi - lo)
+    unit.setflags(write=False)
+    return unit
 
 
 def normal_noise(shape: tuple[int, ...], sigma: float, rng: np.random.Generator) -> np.ndarray:
@@ -173,9 +205,10 @@ def normal_noise(shape: tuple[int, ...], sigma: float, rng: np.random.Generator)
 def gamma(img: np.ndarray, g: float, scale: Levels) -> np.ndarray:
     """``x ** g`` on the range scaled to [0, 1] (a lookup table for uint8)."""
     if img.dtype == np.uint8:
-        levels = np.clip(np.arange(256, dtype=np.float64), scale.lo, scale.hi)
-        table = scale.lo + scale.span * ((levels - scale.lo) / scale.span) ** g
-        return lut(img, np.rint(table).astype(np.uint8))
+        table = np.power(_unit_levels(scale.lo, scale.hi), g)
+        table *= scale.span
+        table += scale.lo
+        return lut(img, np.rint(table, out=table).astype(np.uint8))
     unit = (img.astype(np.float32) - np.float32(scale.lo)) * np.float32(1.0 / scale.span)
     unit.clip(0.0, 1.0, out=unit)
     out = cv2.pow(unit, g) * np.float32(scale.span) + np.float32(scale.lo)

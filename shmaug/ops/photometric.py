@@ -120,11 +120,7 @@ def brightness_contrast(
     if _is_pil(backend):
         return restore(pil.brightness_contrast(work, b, c, scale), image, scale)
     # Two saturating steps, like PIL: brightness clips before the contrast mean is taken.
-    bright = cv.linear(work, b, (1.0 - b) * scale.lo, scale)
-    mean = cv.gray_mean(bright)
-    if work.dtype.kind in "ui":
-        mean = float(int(mean + 0.5))  # PIL rounds the mean to a gray level
-    return restore(cv.linear(bright, c, (1.0 - c) * mean, scale), image, scale)
+    return restore(cv.brightness_contrast(work, b, c, scale), image, scale)
 
 
 @register("gamma")

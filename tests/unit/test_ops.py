@@ -245,3 +245,4 @@ def test_four_channels_and_float64_are_supported() -> None:
         for name in NAMES:
             out = ops.Op(name, **CONTRACT[name].params)(image, rng)
             assert out.dtype == image.dtype and out.ndim == image.ndim
+
