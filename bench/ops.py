@@ -45,10 +45,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import shmaug  # noqa: E402
 from bench import _harness as H  # noqa: E402
 from bench import _pil_reference  # noqa: E402
+from bench._report import cpu_model  # noqa: E402
 from bench import ops_albumentations as albu  # noqa: E402
 from bench.workloads import photo  # noqa: E402
 from shmaug.glyphs import render_glyphs  # noqa: E402
 from shmaug.ops import Op  # noqa: E402
+from shmaug.ops._params import dtype_range  # noqa: E402
 
 Kernel = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 
@@ -142,9 +144,13 @@ def interleaved_us(fns: dict[str, Kernel], images: list[np.ndarray], calls: int,
 
 def contenders(name: str, params: dict[str, Any], image: np.ndarray) -> dict[str, Kernel]:
     """The kernels of op ``name``'s row for images like ``image``, by column key."""
-    fns: dict[str, Kernel] = {"cv": Op(name, **params)}
+    # The value range bound, as a loader binds it: an op left without one on float data first
+    # checks that the data lies in [0, 1] (a min / max pass the engine never pays).
+    vr = dtype_range(image.dtype)
+    assert vr is not None
+    fns: dict[str, Kernel] = {"cv": Op(name, **params).with_value_range(vr)}
     if name in PIL_TWINS:
-        fns["pil"] = Op(name, backend="pil", **params)
+        fns["pil"] = Op(name, backend="pil", **params).with_value_range(vr)
     if name in NUMPY_REFERENCE and (image.dtype == np.uint8 or name in ANY_DTYPE):
         fns["numpy"] = NUMPY_REFERENCE[name]
     if name in albu.TWINS and albu.available():
@@ -181,7 +187,7 @@ def run(quick: bool) -> dict[str, Any]:
     preset = interleaved_us(preset_fns, glyphs, n, rounds)
     return {
         "machine": {"python": platform.python_version(), "opencv": cv2.__version__,
-                    "numpy": np.__version__, "cpu": platform.processor() or platform.machine(),
+                    "numpy": np.__version__, "cpu": cpu_model(),
                     "cpus": os.cpu_count(), "threads": 1},
         "photo": source,
         "quick": quick,
@@ -269,8 +275,11 @@ def _times(a: float | None, b: float | None) -> str:
 def report(result: dict[str, Any]) -> str:
     version = result.get("albumentations")
     albu_head = f"albumentations {version} µs" if version else "albumentations µs"
+    machine = result.get("machine", {})
     lines = [
-        f"Single core, µs per image: {result.get('timing', 'best of rounds')}.",
+        f"Single core, µs per image: {result.get('timing', 'best of rounds')}; "
+        f"{machine.get('cpu', '?')}, OpenCV {machine.get('opencv', '?')}, numpy "
+        f"{machine.get('numpy', '?')}.",
         "",
         f"| op | image | OpenCV µs | PIL µs | numpy µs | {albu_head} | PIL / OpenCV | "
         "albumentations / OpenCV |",
