@@ -52,6 +52,7 @@ BACKENDS = ("cv", "pil")
 _PLAIN = (int, float)
 _DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float16), np.dtype(np.float32),
            np.dtype(np.float64))
+_CV_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what cv2.minMaxLoc reads
 _RANGE_SLACK = 1e-3  # of a range's span: rounding past its ends that still counts as inside
 
 
@@ -171,13 +172,13 @@ class Levels:
 
 
 _BY_DTYPE = {np.dtype(np.uint8): Levels(0.0, 255.0), np.dtype(np.uint16): Levels(0.0, 65535.0)}
-_UNIT = Levels(0.0, 1.0)
+UNIT = Levels(0.0, 1.0)  # the value range of float images by default
 
 
 def dtype_range(dtype: Any) -> ValueRange | None:
     """The value range a dtype implies: uint8 (0, 255), uint16 (0, 65535), floats (0, 1)."""
     kind = np.dtype(dtype)
-    fixed = _BY_DTYPE.get(kind, _UNIT if kind.kind == "f" else None)
+    fixed = _BY_DTYPE.get(kind, UNIT if kind.kind == "f" else None)
     return None if fixed is None else (fixed.lo, fixed.hi)
 
 
@@ -223,7 +224,7 @@ def levels(image: np.ndarray, given: tuple[float, float] | None) -> Levels:
             f"[0, 1]; it spans {low:g}..{high:g}. Fix: pass the range the data is in, e.g. "
             f"value_range=(0, 255) to the op, to Compose(...) or to the loader."
         )
-    return _UNIT
+    return UNIT
 
 
 def fill_value(fill: Any, scale: Levels) -> tuple[float, float, float, float]:
@@ -278,14 +279,37 @@ def to_work(image: np.ndarray) -> np.ndarray:
     return work
 
 
+def inside(image: np.ndarray, scale: Levels) -> bool:
+    """Whether a float32 / float64 ``image`` is known to lie within ``scale``: one read-only
+    pass (``cv2.minMaxLoc``). False also when that cannot be told cheaply (other dtypes,
+    non-contiguous layouts)."""
+    if image.dtype in _CV_FLOATS and image.flags.c_contiguous and image.ndim in (2, 3):
+        low, high = cv2.minMaxLoc(image.reshape(image.shape[0], -1))[:2]
+        return bool(scale.lo <= low and high <= scale.hi)
+    return False
+
+
+def clamp(out: np.ndarray, scale: Levels) -> np.ndarray:
+    """A float ``out`` clamped to ``scale`` (in place where it may be written).
+
+    Most results already lie inside (a warp or a blur of pixels in range), so one read-only
+    min / max pass decides first: on a 224x224x3 float32 image 3 us, against 11 us for the
+    clip it saves; an image that does need it pays both.
+    """
+    if inside(out, scale):
+        return out
+    # The method, not np.clip: np.clip's wrapper costs ~4 us more per call on numpy 2.
+    clipped: np.ndarray = out.clip(scale.lo, scale.hi, out=out if out.flags.writeable else None)
+    return clipped
+
+
 def restore(out: np.ndarray, like: np.ndarray, scale: Levels) -> np.ndarray:
     """Undo :func:`to_work`: give ``out`` the layout and dtype of ``like``, clamped to ``scale``
     (interpolation and filters can overshoot; OpenCV saturates integer results itself)."""
     if like.ndim == 3 and out.ndim == 2:
         out = out[:, :, None]
     if out.dtype.kind == "f":
-        # The method, not np.clip: np.clip's wrapper costs ~4 us more per call on numpy 2.
-        out = out.clip(scale.lo, scale.hi, out=out if out.flags.writeable else None)
+        out = clamp(out, scale)
     elif scale != _BY_DTYPE.get(out.dtype):
         # Integer pixels in a narrower range (a 0/1 mask in uint8): whole-number bounds, as
         # numpy will not write float bounds into an integer array.

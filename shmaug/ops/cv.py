@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from ._params import Levels, convert
+from ._params import UNIT, Levels, clamp, convert, inside
 
 try:  # optional: a byte lookup table 2-3x faster than cv2.LUT (albumentations brings it along)
     import stringzilla as _stringzilla
@@ -162,7 +162,7 @@ def _saturated(out: np.ndarray, dtype: np.dtype, scale: Levels) -> np.ndarray:
     """A float32 result clamped to ``scale`` in ``dtype`` (integers rounded)."""
     if dtype.kind in "ui":
         np.rint(out, out=out)
-    out.clip(scale.lo, scale.hi, out=out)
+    out = clamp(out, scale)
     return out if out.dtype == dtype else convert(out, dtype)
 
 
@@ -209,10 +209,21 @@ def gamma(img: np.ndarray, g: float, scale: Levels) -> np.ndarray:
         table *= scale.span
         table += scale.lo
         return lut(img, np.rint(table, out=table).astype(np.uint8))
-    unit = (img.astype(np.float32) - np.float32(scale.lo)) * np.float32(1.0 / scale.span)
-    unit.clip(0.0, 1.0, out=unit)
-    out = cv2.pow(unit, g) * np.float32(scale.span) + np.float32(scale.lo)
-    return _saturated(out, img.dtype, scale)
+    scaled = (scale.lo, scale.hi) != (0.0, 1.0)  # x - 0 and x * 1 are exact: skip them
+    if not scaled and img.dtype == np.float32 and inside(img, UNIT):
+        result: np.ndarray = cv2.pow(img, g)  # the common case: one pass, into a new array
+        return result
+    unit = img.astype(np.float32)  # ours from here on: every step below works in place
+    if scaled:
+        unit -= np.float32(scale.lo)
+        unit *= np.float32(1.0 / scale.span)
+    unit = clamp(unit, UNIT)  # a negative's power is NaN
+    out: np.ndarray = cv2.pow(unit, g, dst=unit)
+    if scaled:
+        out *= np.float32(scale.span)
+        out += np.float32(scale.lo)
+    # Powers of [0, 1] stay inside, up to rounding, which the op's restore() clamps.
+    return out if img.dtype.kind == "f" else _saturated(out, img.dtype, scale)
 
 
 def add_noise(img: np.ndarray, noise: np.ndarray, scale: Levels) -> np.ndarray:
