@@ -491,6 +491,12 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 self._bindings.clear()
                 self._asked.clear()
             self._asked.add(index)
+        elif len(self._asked) == len(self):
+            # A probe after a whole pass (the next fit's signature probes, a look by hand)
+            # is the next pass's: an old binding would hand back a batch already trained on,
+            # made again, and its random access would drop the next pass's prefetched batches.
+            self._bindings.clear()
+            self._asked.clear()
         key = self._bindings.get(index)
         if key is None:
             # shuffle=False: index i is batch i, of the stream's epoch.
