@@ -8,6 +8,7 @@ to get a ready batch (what handing it over costs), and every wait of 3 ms or mor
 batch index (the stalls). Written to ``--out`` as JSON and printed as a table.
 
     python -m bench.wait_trace --workload W3 --impl none --epochs 8
+    python -m bench.wait_trace --workload W1 --lend   # copy=False: no copy out of the slot
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from bench import workloads as W
 STALL_MS = 3.0
 
 
-def trace(workload: str, impl: str, epochs: int, share: float, quick: bool) -> dict[str, Any]:
+def trace(workload: str, impl: str, epochs: int, share: float, quick: bool,
+          copy: bool = True) -> dict[str, Any]:
     import shmaug
 
     wl = W.WORKLOADS[workload]
@@ -34,7 +36,7 @@ def trace(workload: str, impl: str, epochs: int, share: float, quick: bool) -> d
     x, ids = W.build_data(wl.name, n)
     augment = None if impl == "none" else W.augment_for(wl.name, impl)
     with shmaug.Loader(x, ids, batch_size=bs, augment=augment, workers=2, seed=0,
-                       start_method="fork") as loader:
+                       start_method="fork", copy=copy) as loader:
         rates = []
         for _ in range(2):
             t = time.perf_counter()
@@ -49,12 +51,13 @@ def trace(workload: str, impl: str, epochs: int, share: float, quick: bool) -> d
                          "median_ms": float(np.median(ms)), "wall_ms": wall * 1e3,
                          "stalls": [(i, round(float(v), 1)) for i, v in enumerate(ms)
                                     if v >= STALL_MS]})
-    return {"workload": workload, "impl": impl, "batch_size": bs, "images_per_s": rates,
+    return {"workload": workload, "impl": impl, "copy": copy, "batch_size": bs, "images_per_s": rates,
             "step_ms": step_s * 1e3, "share": share, "epochs": rows}
 
 
 def table(result: dict[str, Any]) -> str:
-    head = (f"{result['workload']} ({result['impl']} ops), batch {result['batch_size']}: "
+    lent = "" if result.get("copy", True) else ", lent (copy=False)"
+    head = (f"{result['workload']} ({result['impl']} ops{lent}), batch {result['batch_size']}: "
             f"{np.median(result['images_per_s']):,.0f} images/s in tight epochs, step "
             f"{result['step_ms']:.1f} ms ({result['share']:.0%} of that)\n\n"
             "| epoch | wait | ready batch, median ms | epoch ms | waits ≥ 3 ms (batch, ms) |\n"
@@ -72,9 +75,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--share", type=float, default=0.8,
                         help="the share of the loader's images/s the consumer needs")
+    parser.add_argument("--lend", action="store_true",
+                        help="copy=False: lend each batch's slot instead of copying it out")
     args: argparse.Namespace = parser.parse_args(argv)
     result = trace(args.workload, args.impl, 2 if args.quick else args.epochs, args.share,
-                   args.quick)
+                   args.quick, copy=not args.lend)
     text = table(result)
     print(text)
     out = Path(args.out)
