@@ -125,6 +125,23 @@ def _leave_ctrl_c_to_the_parent() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+_FORK_HOOKED = False
+
+
+def ignore_ctrl_c_in_forked_children() -> None:
+    """Have every process forked from now on ignore SIGINT from its first instruction.
+
+    Keras starts new pool workers each epoch. One that Ctrl-C reached before its first
+    ``__getitem__`` (where ``_leave_ctrl_c_to_the_parent`` runs) died holding the pool's task
+    queue lock, and at exit ``multiprocessing.Pool``'s finalizer waited for that lock forever:
+    the demo printed "interrupted" and hung. Spawned workers keep the ``__getitem__`` guard.
+    """
+    global _FORK_HOOKED
+    if not _FORK_HOOKED and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        _FORK_HOOKED = True
+
+
 class InMemory(keras.utils.PyDataset):  # type: ignore[misc]
     """Batches made before training: the model's own time, with no data work at all."""
 
@@ -191,6 +208,7 @@ def run(*, profile: str = "default", epochs: int | None = None, per_class: int |
     by epoch in turn; print the comparison and write the two PNGs. Returns the figures."""
     # Each run compiles its own model; TensorFlow warns about the retracing that causes.
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
+    ignore_ctrl_c_in_forked_children()
     size = PROFILES[profile]
     epochs = epochs or size.epochs
     per_class = per_class or size.per_class
