@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import re
 import sys
+import threading
 import traceback
 import warnings
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from .errors import ShmaugError, ShmaugWarning, WorkerError
 
 EXIT_USAGE = 2  # argparse's status for a bad command line; ours for any user mistake
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+EXIT_GRACE_S = 10.0  # after Ctrl-C, how long exit handlers may take before the process ends
 
 # Python argument -> the flag (or positional) that sets it, per command. Every library message
 # a command shows goes through its table (`as_flags`), so it names what the user can type.
@@ -205,6 +207,7 @@ def _guarded(prog: str, flags: Mapping[str, str], debug: bool, work: Callable[[]
         if debug:
             traceback.print_exc()
         _say(prog, "interrupted (Ctrl-C).")
+        _exit_within(EXIT_GRACE_S, EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except (CommandError, ShmaugError, OSError) as exc:
         if debug:
@@ -212,6 +215,20 @@ def _guarded(prog: str, flags: Mapping[str, str], debug: bool, work: Callable[[]
             return EXIT_USAGE
         _say(prog, as_flags(_one_line(exc), flags))
         return EXIT_USAGE
+
+
+def _exit_within(seconds: float, status: int) -> None:
+    """End the process with ``status`` if it is still running ``seconds`` from now.
+
+    An interrupted command exits through every library's exit handlers, and one of them can
+    wait forever: ``multiprocessing.Pool``'s finalizer does, for Keras' ``PyDataset`` workers
+    (in the demo and the bench), when a worker was left holding the pool's task queue lock
+    (seen in CI: "interrupted" printed, then no exit). shmaug's own cleanup runs before that
+    handler (exit handlers run last registered first), so this only cuts short a hang.
+    """
+    timer = threading.Timer(seconds, os._exit, args=(status,))
+    timer.daemon = True
+    timer.start()
 
 
 def _one_line(exc: BaseException) -> str:

@@ -193,6 +193,26 @@ def test_the_demos_forked_processes_leave_ctrl_c_to_the_parent():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+AN_EXIT_HANDLER_HANGS = """
+import atexit, sys, threading
+from shmaug import cli
+cli.EXIT_GRACE_S = 1.0
+atexit.register(threading.Event().wait)  # a library's exit handler that never returns
+
+def interrupted():
+    raise KeyboardInterrupt
+
+sys.exit(cli._guarded("shmaug demo", {}, False, interrupted))
+"""
+
+
+def test_ctrl_c_ends_the_command_even_when_an_exit_handler_hangs():
+    done = subprocess.run([sys.executable, "-c", AN_EXIT_HANDLER_HANGS], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert done.stderr.rstrip().splitlines()[-1] == "shmaug demo: error: interrupted (Ctrl-C)."
+
+
 @pytest.mark.slow
 @needs_keras
 def test_ctrl_c_is_one_line_and_status_130(tmp_path):
