@@ -213,7 +213,7 @@ def gamma(img: np.ndarray, g: float, scale: Levels) -> np.ndarray:
     if not scaled and img.dtype == np.float32 and inside(img, UNIT):
         result: np.ndarray = cv2.pow(img, g)  # the common case: one pass, into a new array
         return result
-    unit = img.astype(np.float32)  # ours from here on: every step below works in place
+    unit = np.array(img, np.float32, order="C")  # ours, and laid out as cv2.pow's dst needs
     if scaled:
         unit -= np.float32(scale.lo)
         unit *= np.float32(1.0 / scale.span)

@@ -246,3 +246,15 @@ def test_four_channels_and_float64_are_supported() -> None:
             out = ops.Op(name, **CONTRACT[name].params)(image, rng)
             assert out.dtype == image.dtype and out.ndim == image.ndim
 
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64])
+def test_views_in_any_memory_layout(name: str, dtype: Any) -> None:
+    # A pipeline hands an op whatever the op before returned: a transposed or Fortran-order
+    # view must work like a contiguous copy (gamma's in-place cv2.pow once refused one).
+    image = make_image((24, 20, 3), dtype, 3)
+    op = ops.Op(name, **CONTRACT[name].params)
+    expected = op(np.ascontiguousarray(image.transpose(1, 0, 2)), np.random.default_rng(1))
+    for view in (image.transpose(1, 0, 2), np.asfortranarray(image.transpose(1, 0, 2))):
+        np.testing.assert_array_equal(op(view, np.random.default_rng(1)), expected)
