@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import cv2
 import numpy as np
@@ -63,10 +63,10 @@ def warp(
 ) -> np.ndarray:
     """Warp by a 3x3 matrix (affine when the last row is [0, 0, 1]); ``size`` is (w, h)."""
     if matrix[2, 0] == 0 and matrix[2, 1] == 0 and matrix[2, 2] == 1:
-        return cv2.warpAffine(
-            img, matrix[:2], size, flags=interp, borderMode=border, borderValue=fill
-        )
-    return cv2.warpPerspective(img, matrix, size, flags=interp, borderMode=border, borderValue=fill)
+        return _resampled(img, border, interp, lambda part, b: cv2.warpAffine(
+            part, matrix[:2], size, flags=interp, borderMode=b, borderValue=fill))
+    return _resampled(img, border, interp, lambda part, b: cv2.warpPerspective(
+        part, matrix, size, flags=interp, borderMode=b, borderValue=fill))
 
 
 def shift_columns(
@@ -85,7 +85,8 @@ def shift_columns(
     h, w = img.shape[:2]
     xs, ys = grid(h, w)
     map_y = ys - shifts.astype(np.float32)[None, :]
-    return cv2.remap(img, xs, map_y, interp, borderMode=border, borderValue=fill)
+    return _resampled(img, border, interp, lambda part, b: cv2.remap(
+        part, xs, map_y, interp, borderMode=b, borderValue=fill))
 
 
 def displace(
@@ -100,7 +101,25 @@ def displace(
     """Sample the input at (x + dx, y + dy) for every output pixel (one ``cv2.remap``)."""
     h, w = img.shape[:2]
     xs, ys = grid(h, w)
-    return cv2.remap(img, xs + dx, ys + dy, interp, borderMode=border, borderValue=fill)
+    map_x, map_y = xs + dx, ys + dy
+    return _resampled(img, border, interp, lambda part, b: cv2.remap(
+        part, map_x, map_y, interp, borderMode=b, borderValue=fill))
+
+
+def _resampled(img: np.ndarray, border: int, interp: int,
+               sample: Callable[[np.ndarray, int], np.ndarray]) -> np.ndarray:
+    """``sample(img, border)`` within OpenCV's limits.
+
+    Cubic interpolation takes at most 4 channels: more go through in groups of 4. A
+    reflected border along a 1-pixel axis makes OpenCV's cubic warps loop forever; there it
+    is the same image as a replicated border, which is used instead.
+    """
+    if border == cv2.BORDER_REFLECT_101 and min(img.shape[:2]) < 2:
+        border = cv2.BORDER_REPLICATE
+    if img.ndim == 3 and img.shape[2] > 4 and interp in (cv2.INTER_CUBIC, cv2.INTER_LANCZOS4):
+        parts = [sample(img[:, :, i:i + 4], border) for i in range(0, img.shape[2], 4)]
+        return np.dstack([p if p.ndim == 3 else p[:, :, None] for p in parts])
+    return sample(img, border)
 
 
 def gaussian_blur(img: np.ndarray, sigma: float) -> np.ndarray:

@@ -279,11 +279,12 @@ def _flip(image: np.ndarray, backend: str, *, horizontal: bool) -> np.ndarray:
 
 
 def _size(value: Any, name: str, full: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
         raise ArgumentTypeError(
             f"`{name}` expects an int (pixels) or a float in (0, 1] (fraction); received "
             f"{value!r} ({type(value).__name__})."
         )
+    value = int(value) if isinstance(value, (int, np.integer)) else float(value)
     px = value if isinstance(value, int) else round(value * full)
     if not (isinstance(value, int) or 0 < value <= 1) or not 1 <= px:
         raise ArgumentError(
@@ -294,10 +295,12 @@ def _size(value: Any, name: str, full: int) -> int:
 
 @register("resize")
 def resize(
-    image: np.ndarray, rng: np.random.Generator, height: int = 64, width: int = 64,
+    image: np.ndarray, rng: np.random.Generator, height: int | float = 64, width: int | float = 64,
     interpolation: str = "area", backend: str = "cv", value_range: ValueRange | None = None,
 ) -> np.ndarray:
-    """Resize to ``height`` x ``width`` pixels: this op changes the shape on purpose.
+    """Resize to ``height`` x ``width``: this op changes the shape on purpose.
+
+    An int is pixels, a float in (0, 1] a fraction of the input's size.
 
     Example:
         >>> resize(np.zeros((32, 48, 3), np.uint8), np.random.default_rng(0), 16, 24).shape
@@ -305,7 +308,7 @@ def resize(
     """
     work = to_work(image)
     scale = levels(image, value_range)
-    hh, ww = _size(height, "height", 0), _size(width, "width", 0)
+    hh, ww = _size(height, "height", image.shape[0]), _size(width, "width", image.shape[1])
     if choice(backend, "backend", BACKENDS) == "pil":
         choice(interpolation, "interpolation", tuple(pil.RESAMPLE))
         return restore(pil.resize(work, hh, ww, interpolation, scale), image, scale)

@@ -258,3 +258,35 @@ def test_views_in_any_memory_layout(name: str, dtype: Any) -> None:
     expected = op(np.ascontiguousarray(image.transpose(1, 0, 2)), np.random.default_rng(1))
     for view in (image.transpose(1, 0, 2), np.asfortranarray(image.transpose(1, 0, 2))):
         np.testing.assert_array_equal(op(view, np.random.default_rng(1)), expected)
+
+
+RESAMPLING = ["rotate", "shear", "scale_translate", "translate", "perspective", "elastic",
+              "sine_warp"]
+
+
+@pytest.mark.parametrize("name", RESAMPLING)
+def test_cubic_on_more_than_four_channels_is_each_channel_alone(name: str) -> None:
+    # OpenCV's cubic warps take at most 4 channels; a 6-channel image raised cv2.error.
+    image = make_image((24, 20, 6), np.uint8, 4)
+    op = ops.Op(name, interpolation="cubic", **CONTRACT[name].params)
+    out = op(image, np.random.default_rng(2))
+    for c in range(6):
+        alone = op(np.ascontiguousarray(image[:, :, c]), np.random.default_rng(2))
+        np.testing.assert_array_equal(out[:, :, c], alone)
+
+
+@pytest.mark.parametrize("name", RESAMPLING)
+@pytest.mark.parametrize("shape", [(1, 9), (9, 1), (1, 1)])
+def test_a_one_pixel_axis_with_cubic_and_reflect_returns(name: str, shape: Shape) -> None:
+    # OpenCV loops forever on a reflected border along a 1-pixel axis with cubic warps.
+    out = ops.Op(name, interpolation="cubic", border="reflect")(
+        np.full(shape, 7, np.uint8), np.random.default_rng(0))
+    assert out.shape == shape
+
+
+@pytest.mark.parametrize("name", ["resize", "crop"])
+def test_sizes_take_fractions_and_numpy_integers(name: str) -> None:
+    image = make_image((32, 48, 3), np.uint8, 5)
+    rng = np.random.default_rng(0)
+    assert ops.get(name)(image, rng, height=0.5, width=0.25).shape == (16, 12, 3)
+    assert ops.get(name)(image, rng, height=np.int64(16), width=np.float32(0.25)).shape == (16, 12, 3)
