@@ -12,9 +12,10 @@ epoch stopped). So the facade binds indices per pass, not per epoch: an index as
 first time takes the next batch of our own stream of batches (epoch after epoch, in order),
 a probed index keeps the batch it was probed with, and an index asked again inside an epoch
 means Keras has started a new pass. The engine can then prefetch in order, and every
-``len(seq)`` batches fed are one epoch of ours: every sample exactly once. (A pass Keras
-abandons half-way, e.g. an interrupted ``fit``, ends our epoch there too, so the next one
-starts aligned.) Probe batches are held until the epoch asks for them again.
+``len(seq)`` batches fed are one epoch of ours: every sample exactly once. A pass Keras
+leaves half-asked ends our epoch there too, so the next one starts aligned: the next
+``fit``'s probes say so (after an op raised, Ctrl-C, or ``fit(steps_per_epoch=k)``), and so
+does Ctrl-C inside a batch. Probe batches are held until the epoch asks for them again.
 
 Asks outside an epoch are probes only when they come from a thread Python started (the one
 calling ``fit``, or a user's). tf.data runs Keras' generator on threads of its own and keeps
@@ -168,6 +169,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._asked: set[int] = set()  # indices asked inside an epoch, this pass
         self._held: OrderedDict[Key, Any] = OrderedDict()  # served outside an epoch (probes)
         self._in_epoch = False  # between on_epoch_begin and on_epoch_end
+        self._foreign_pass = False  # a tf.data thread asked in this epoch (see _in_pass)
         self._resumed = False  # a restored pass is half-served: to_tf_dataset serves the rest
         self._requests = 0
         self._hits = 0
@@ -206,7 +208,13 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             if key in self._held:
                 self._hits += 1
                 return self._held.pop(key) if in_pass else self._held[key]
-            xb, side = loader.batch(planned, epoch=epoch)
+            try:
+                xb, side = loader.batch(planned, epoch=epoch)
+            except KeyboardInterrupt:
+                if in_pass:  # Ctrl-C in this thread ends fit here: so does the stream's epoch
+                    self._in_epoch = False
+                    self._abandon_pass()
+                raise
             self._hits += loader.last_hit
             batch = self._assemble(xb, side, loader.indices(planned, epoch=epoch), epoch)
             if not in_pass:  # a signature probe: Keras asks for it again in the epoch
@@ -216,7 +224,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             return batch
 
     def on_epoch_begin(self) -> None:
-        self._in_epoch = True
+        with self._lock:
+            self._in_epoch = True
+            self._foreign_pass = False
 
     def on_epoch_end(self) -> None:
         self._in_epoch = False
@@ -478,9 +488,16 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._previous = index
 
     def _in_pass(self) -> bool:
-        """Whether this ask is part of the pass Keras iterates (not a probe): it comes inside
-        an epoch, or from a thread Python did not start (tf.data pulling ahead)."""
-        return self._in_epoch or isinstance(threading.current_thread(), _FOREIGN_THREAD)
+        """Whether this ask is part of the pass Keras iterates (not a probe): it comes from a
+        thread Python did not start (tf.data pulling ahead, also between epochs), or inside
+        an epoch from a Python thread while no tf.data thread has asked in it (the JAX and
+        torch backends ask from the thread calling fit). Under tf.data a Python thread's ask
+        is a probe or a look by hand, also the next fit's probes after an interrupted fit,
+        when Keras never ended the epoch."""
+        if isinstance(threading.current_thread(), _FOREIGN_THREAD):
+            self._foreign_pass = self._in_epoch or self._foreign_pass
+            return True
+        return self._in_epoch and not self._foreign_pass
 
     def _bind(self, index: int, in_pass: bool) -> Key:
         """The batch for Keras' index: bound earlier in this pass, or the stream's next one."""
@@ -491,12 +508,11 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 self._bindings.clear()
                 self._asked.clear()
             self._asked.add(index)
-        elif len(self._asked) == len(self):
-            # A probe after a whole pass (the next fit's signature probes, a look by hand)
-            # is the next pass's: an old binding would hand back a batch already trained on,
-            # made again, and its random access would drop the next pass's prefetched batches.
-            self._bindings.clear()
-            self._asked.clear()
+        elif self._asked:
+            # A probe after the pass's asks (the next fit's signature probes, a look by hand)
+            # belongs to the next pass: an old binding would hand back a batch already trained
+            # on, made again, and its random access would drop the prefetched batches.
+            self._abandon_pass()
         key = self._bindings.get(index)
         if key is None:
             # shuffle=False: index i is batch i, of the stream's epoch.
@@ -506,6 +522,17 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 self._epoch, self._cursor = self._epoch + 1, 0
                 self._previous = -1
         return key
+
+    def _abandon_pass(self) -> None:
+        """Start the next pass of Keras' afresh. One Keras left half-asked (an interrupted
+        fit, a new fit after ``fit(steps_per_epoch=k)``) ends the stream's epoch there, so the
+        next pass is one whole epoch: its samples each once, none of the old epoch's."""
+        if len(self._asked) < len(self) and self._cursor:
+            self._epoch, self._cursor = self._epoch + 1, 0
+        self._bindings.clear()
+        self._asked.clear()
+        self._held.clear()
+        self._previous = -1
 
     def _assemble(self, xb: np.ndarray, side: dict[str, Any], indices: np.ndarray,
                   epoch: int) -> Any:

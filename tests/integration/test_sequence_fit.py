@@ -211,6 +211,66 @@ def test_each_fits_probes_take_the_next_passes_batches():
             assert set(seq.asked) == this_pass
 
 
+class Trained(keras.Model):
+    """Records the sample ids of every batch it trains on (fit with run_eagerly=True)."""
+
+    seen: list[int] = []
+
+    def train_step(self, data):
+        Trained.seen.extend(np.asarray(data[1]).astype(int).tolist())
+        return super().train_step(data)
+
+
+class StopAt(keras.callbacks.Callback):
+    """Interrupts fit after ``batch`` steps, as Ctrl-C does: Keras never ends the epoch."""
+
+    def __init__(self, batch):
+        super().__init__()
+        self.batch = batch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch == self.batch:
+            raise KeyboardInterrupt
+
+
+def fails_on_sample_13_once(image, rng):
+    if image[0, 0, 0] == 13 and not FAILED:
+        FAILED.append(True)
+        raise ValueError("a transient failure")
+    return image
+
+
+FAILED: list[bool] = []
+
+
+@pytest.mark.parametrize("cut", ["op raises", "interrupted", "short fit"])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_training_again_after_a_cut_fit_sees_each_sample_once(cut, workers):
+    """A fit cut short (an op raised, Ctrl-C, or fit(steps_per_epoch=3)) and then fit again on
+    the same Sequence: the new fit's epoch is one whole epoch. It mixed the old epoch's
+    batches with the new one's: samples twice and others missing (a helper's user code)."""
+    n = 30
+    x = np.zeros((n, 8, 8, 1), np.uint8)
+    x[:, 0, 0, 0] = np.arange(n)
+    inp = keras.Input((8, 8, 1))
+    model = Trained(inp, keras.layers.Dense(1)(keras.layers.Flatten()(inp)))
+    model.compile("sgd", "mse", run_eagerly=True)
+    FAILED.clear()
+    augment = fails_on_sample_13_once if cut == "op raises" else None
+    with shmaug.Sequence(x, np.arange(n, dtype="float32"), batch_size=4, augment=augment,
+                         workers=workers, seed=0, shuffle=True) as seq:
+        if cut == "short fit":
+            model.fit(seq, epochs=1, steps_per_epoch=3, verbose=0)
+        else:
+            with pytest.raises((KeyboardInterrupt, Exception)):
+                model.fit(seq, epochs=1, verbose=0,
+                          callbacks=[StopAt(2)] if cut == "interrupted" else [])
+        for _ in range(2):
+            Trained.seen = []
+            model.fit(seq, epochs=1, verbose=0)
+            assert sorted(Trained.seen) == list(range(n))
+
+
 def train_weights(workers, method="fork", epochs=1):
     tf.config.experimental.enable_op_determinism()
     x, y = data()
