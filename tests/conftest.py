@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import time
 
 import numpy as np
 import psutil
 import pytest
+
+# A shell without job control starts a background job with SIGINT ignored, and an ignored
+# signal stays ignored through fork and exec (Python then leaves it so): every child the
+# Ctrl-C tests start would ignore the Ctrl-C they send (seen with `( ... .ci/run & )`).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SHM_DIR = "/dev/shm"
 # CI also runs the suite on interpreters without TensorFlow (.ci/run): tests of the Keras facade
