@@ -390,15 +390,21 @@ _CHECK_BYTES = 1 << 24  # chunk size of the whole-array value check: bounded scr
 
 
 def check_values(x: np.ndarray, vr: tuple[float, float], given: bool) -> None:
-    """Every value of float ``x`` is finite and inside ``vr``, else the error that names the
-    fix. One pass over the data at start-up, in chunks (bounded scratch memory)."""
-    if x.dtype.kind != "f":
+    """Every value of ``x`` is finite and inside ``vr``, else the error that names the fix.
+    One pass over the data at start-up, in chunks (bounded scratch memory); none for integers
+    whose dtype cannot leave ``vr`` (uint8 in (0, 255)), one for a narrower range (a 0/1 mask
+    in uint8), since ops would clip what lies outside without a word."""
+    if x.dtype.kind in "ui":
+        limits = np.iinfo(x.dtype)
+        if vr[0] <= limits.min and limits.max <= vr[1]:
+            return
+    elif x.dtype.kind != "f":
         return
     per = max(1, _CHECK_BYTES // max(1, x[0].nbytes))
     for start in range(0, len(x), per):
         chunk = x[start:start + per]
-        finite = np.isfinite(chunk)
-        if not finite.all():
+        finite = np.isfinite(chunk) if x.dtype.kind == "f" else None
+        if finite is not None and not finite.all():
             bad = start + int(np.argmin(finite.reshape(len(chunk), -1).all(axis=1)))
             raise _nonfinite("`x`", bad)
         if outside(float(chunk.min()), float(chunk.max()), vr):

@@ -132,3 +132,17 @@ def test_integer_pixels_in_a_narrow_range_stay_in_it(name: str) -> None:
         out = get(name).with_value_range(vr)(image, np.random.default_rng(1))
         assert out.dtype == image.dtype
         assert vr[0] <= out.min() and out.max() <= vr[1]
+
+
+def test_integer_data_outside_a_narrow_value_range_is_refused_at_any_index() -> None:
+    # uint8 masks declared 0/1 whose first sample is empty: the others (0/255) were clipped
+    # to 1 without a word, only sample 0 being checked for integer data.
+    masks = np.zeros((4, 16, 16), np.uint8)
+    masks[1:, 4:8, 4:8] = 255
+    with pytest.raises(shmaug.ArgumentError, match="sample index 1|index 1"):
+        shmaug.Loader(masks, None, batch_size=4, augment=Compose(["rotate"]), workers=0,
+                      value_range=(0, 1))
+    masks[masks == 255] = 1
+    with shmaug.Loader(masks, None, batch_size=4, augment=Compose(["rotate"]), workers=0,
+                       value_range=(0, 1)) as loader:
+        assert set(np.unique(_epoch(loader))) <= {0, 1}
