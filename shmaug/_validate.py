@@ -255,7 +255,14 @@ def targets(y: Any, n: int, name: str = "y") -> Any:
 
 def _target(name: str, value: Any, n: int) -> np.ndarray:
     # An ndarray as given: a np.memmap stays one, so workers map it rather than copy it.
-    array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    try:
+        array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    except ValueError as exc:  # ragged nested lists: numpy's "inhomogeneous shape"
+        raise ArgumentError(
+            f"`{name}` must be an array with one entry of the same shape per sample; it does "
+            f"not stack ({exc}). Fix: pad its entries to one shape, or pass it as a "
+            f"dict of arrays."
+        ) from None
     if array.ndim == 0 or len(array) != n:
         got = "a scalar" if array.ndim == 0 else f"{len(array)} entries"
         raise ArgumentError(

@@ -61,3 +61,9 @@ def test_shared_memory_shortage_says_how_much_and_how_to_fix():
     with pytest.raises(shmaug.SharedMemoryError, match=r"asked for [\d,]+ bytes.*free.*--shm-size"):
         shmaug.Loader(X, batch_size=4096, augment=_ops.identity, workers=1,
                       output_shape=(4096, 4096, 3), output_dtype="float32", max_queue_size=4096)
+
+
+def test_ragged_targets_name_the_argument_and_the_fix() -> None:
+    x = np.zeros((4, 8, 8), np.uint8)
+    with pytest.raises(shmaug.ArgumentError, match="`y`.*same shape.*Fix"):
+        shmaug.Loader(x, [[1], [2, 3], [4], [5]], batch_size=2, workers=0)
