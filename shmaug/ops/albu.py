@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError, OutputMismatchError
-from ._params import check_image, convert
+from ._params import check_image, convert, levels
 from .core import config_type
 
 INSTALL = 'pip install "shmaug[albumentations]"'
@@ -160,6 +160,8 @@ class FromAlbumentations:
         return FromAlbumentations(self.pipeline, (float(value_range[0]), float(value_range[1])))
 
     def _check_range(self, image: np.ndarray) -> None:
+        if image.dtype.kind == "f" and self.value_range is None:
+            levels(image, None)  # called by hand: float data outside [0, 1] is refused with the fix
         if image.dtype.kind == "f" and self.value_range not in (None, (0.0, 1.0)):
             raise ArgumentError(
                 f"`value_range`={self.value_range} cannot go through albumentations: its float "

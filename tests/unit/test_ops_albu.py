@@ -153,3 +153,14 @@ def test_absent_albumentations_gives_the_install_command():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert 'pip install "shmaug[albumentations]"' in out, out
+
+
+def test_float_0_255_called_by_hand_is_refused_with_the_fix() -> None:
+    # Inside a loader the value range is bound and checked at start; called by hand, as
+    # shmaug's own ops do, float data must lie in [0, 1] (albumentations would clip it there).
+    A = pytest.importorskip("albumentations")
+    aug = shmaug.from_albumentations(A.Compose([A.HorizontalFlip(p=1.0)]))
+    image = np.full((8, 8, 3), 200.0, np.float32)
+    with pytest.raises(shmaug.ArgumentError, match="value_range"):
+        aug(image, np.random.default_rng(0))
+    assert aug(image / 255, np.random.default_rng(0)).max() <= 1.0
