@@ -164,8 +164,8 @@ def test_external_kills_of_different_workers_do_not_blame_the_op():
                        seed=1, start_method="fork") as loader:
         expected_ids = []
         for b in range(len(loader)):
-            if b in (1, 3, 5, 7):
-                os.kill(loader.pids[b % 2], signal.SIGKILL)
+            if b in (1, 3, 5, 7):  # workers 0, 1, 0, 1: each replacement has 3 batches to start
+                os.kill(loader.pids[(b // 2) % 2], signal.SIGKILL)
             expected_ids += loader.batch(b)[1].tolist()
         assert sorted(expected_ids) == list(range(96))
         assert loader.stats()["respawns"] >= 4
