@@ -132,9 +132,10 @@ def ignore_ctrl_c_in_forked_children() -> None:
     """Have every process forked from now on ignore SIGINT from its first instruction.
 
     Keras starts new pool workers each epoch. One that Ctrl-C reached before its first
-    ``__getitem__`` (where ``_leave_ctrl_c_to_the_parent`` runs) died holding the pool's task
-    queue lock, and at exit ``multiprocessing.Pool``'s finalizer waited for that lock forever:
-    the demo printed "interrupted" and hung. Spawned workers keep the ``__getitem__`` guard.
+    ``__getitem__`` (where ``_leave_ctrl_c_to_the_parent`` runs) died printing a
+    KeyboardInterrupt traceback under the demo's one line. Spawned workers keep the
+    ``__getitem__`` guard. (A hang at exit in ``multiprocessing.Pool``'s finalizer is the
+    CLI's to cut short: ``cli._exit_within``.)
     """
     global _FORK_HOOKED
     if not _FORK_HOOKED and hasattr(os, "register_at_fork"):

@@ -503,10 +503,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         """The batch for Keras' index: bound earlier in this pass, or the stream's next one."""
         if in_pass:
             if index in self._asked:  # Keras asks an index once per pass: this is a new one
-                if len(self._asked) < len(self) and self._cursor:  # the last was abandoned
-                    self._epoch, self._cursor = self._epoch + 1, 0
-                self._bindings.clear()
-                self._asked.clear()
+                self._new_pass()
             self._asked.add(index)
         elif self._asked:
             # A probe after the pass's asks (the next fit's signature probes, a look by hand)
@@ -523,14 +520,19 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 self._previous = -1
         return key
 
-    def _abandon_pass(self) -> None:
-        """Start the next pass of Keras' afresh. One Keras left half-asked (an interrupted
-        fit, a new fit after ``fit(steps_per_epoch=k)``) ends the stream's epoch there, so the
-        next pass is one whole epoch: its samples each once, none of the old epoch's."""
+    def _new_pass(self) -> None:
+        """Forget this pass's bindings. One Keras left half-asked (an interrupted fit, a new
+        fit after ``fit(steps_per_epoch=k)``) ends the stream's epoch there, so the next pass
+        is one whole epoch: its samples each once, none of the old epoch's."""
         if len(self._asked) < len(self) and self._cursor:
             self._epoch, self._cursor = self._epoch + 1, 0
         self._bindings.clear()
         self._asked.clear()
+
+    def _abandon_pass(self) -> None:
+        """A new pass begun outside Keras' own asks (a probe, Ctrl-C): also drop the batches
+        held for the old pass."""
+        self._new_pass()
         self._held.clear()
         self._previous = -1
 
