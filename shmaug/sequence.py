@@ -4,49 +4,46 @@ With callbacks.py, the only module that imports Keras. It owns the mapping from 
 Keras asks for to the batches the engine plans, and the epoch counter; the ``Loader`` owns
 processes and memory.
 
-Keras' ``fit(shuffle=True)`` asks for batch indices in random order and, on the TensorFlow
-backend, asks for batches 0 and 1 once up front to learn the output signature. Inside epochs,
-Keras asks for each index once per *pass* of its generator, and a pass can span several Keras
-epochs (with ``steps_per_epoch`` below ``len(seq)`` Keras' iterator carries on where the last
-epoch stopped). So the facade binds indices per pass, not per epoch: an index asked for the
-first time takes the next batch of our own stream of batches (epoch after epoch, in order),
-a probed index keeps the batch it was probed with, and an index asked again inside an epoch
-means Keras has started a new pass. The engine can then prefetch in order, and every
-``len(seq)`` batches fed are one epoch of ours: every sample exactly once. A pass Keras
-leaves half-asked ends our epoch there too, so the next one starts aligned: the next
-``fit``'s probes say so (after an op raised, Ctrl-C, or ``fit(steps_per_epoch=k)``), and so
-does Ctrl-C inside a batch. Probe batches are held until the epoch asks for them again.
-
-Asks outside an epoch are probes only when they come from a thread Python started (the one
-calling ``fit``, or a user's). tf.data runs Keras' generator on threads of its own and keeps
-pulling across the gap between two Keras epochs; those asks belong to the pass like any other
-(Keras never asks them again), and taking them for probes once served a batch twice and
-skipped another.
+Keras asks a ``PyDataset`` for batches with nothing but an index: in random order under
+``fit(shuffle=True)``; a few outside any epoch (the TensorFlow backend's signature probes, the
+batch every backend draws to build an unbuilt model); from the thread calling ``fit`` (JAX,
+torch) or from tf.data's threads (TensorFlow), which pull ahead, also across the gap between
+epochs. Which of these asks train, and in which epoch, cannot depend on threads or timing, so
+the facade reads the one signal that is the same on every backend: *which loop asks*. Keras
+runs every pass over the indices as one fresh generator (``PyDatasetAdapter._get_iterator``),
+kept across its epochs when ``steps_per_epoch`` is below ``len``. The generator frame that
+calls ``__getitem__`` is the pass; an ask from no generator is a look. The pass Keras runs to
+build an unbuilt model begins with ``on_epoch_begin`` called from its trainer's
+``_symbolic_build``, which the facade reads off the stack. ``_passes.py`` holds the rules that
+bind each ask to a batch of shmaug's stream (rule by rule, with the Keras behaviour each
+answers); this module only says who asks and keeps the few batches asked twice.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+import sys
 import threading
 import traceback
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import keras
 import numpy as np
 
 from . import _validate as check
+from ._passes import Key, Passes
 from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild, warn
 from .loader import Loader
 
 log = logging.getLogger(__name__)
 
-_PROBES_HELD = 2  # Keras' NUM_BATCHES_FOR_TENSOR_SPEC: batches served before the first epoch
-Key = tuple[int, int]  # (epoch, planned batch): what the engine makes
-# What threading calls a thread it did not start (TensorFlow's own, running tf.data). Were
-# the class ever gone, every ask outside an epoch would be a probe again (the old rule).
-_FOREIGN_THREAD: Any = getattr(threading, "_DummyThread", ())
+_HELD = 2  # batches kept for a second ask: Keras' NUM_BATCHES_FOR_TENSOR_SPEC probes, and
+# the first batches of a pass (the build batch given back, see _passes rule 3)
+_GENERATOR = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
 _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
 
 
@@ -161,19 +158,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._loader: Loader | None = None  # started on first use, so subclass state is complete
         self._closed = False  # set by close(); no loader starts after it
         self._lock = threading.Lock()  # Keras may call from a tf.data thread
-        # The stream of batches: the next index bound takes (epoch, cursor), then the cursor
-        # moves on, into the next epoch after len(self) batches.
-        self._epoch = 0  # invariant: the epoch of the next batch of the stream
-        self._cursor = 0  # invariant: how many batches of that epoch are bound already
-        self._bindings: dict[int, Key] = {}  # Keras index -> key, this pass of Keras'
-        self._asked: set[int] = set()  # indices asked inside an epoch, this pass
-        self._held: OrderedDict[Key, Any] = OrderedDict()  # served outside an epoch (probes)
-        self._in_epoch = False  # between on_epoch_begin and on_epoch_end
-        self._foreign_pass = False  # a tf.data thread asked in this epoch (see _in_pass)
-        self._resumed = False  # a restored pass is half-served: to_tf_dataset serves the rest
+        self._held: OrderedDict[Key, Any] = OrderedDict()  # batches likely asked again, LRU
         self._requests = 0
         self._hits = 0
-        self._previous = -1  # the last index asked for (shuffle=False order check)
+        self._previous = -1  # the last index a pass asked for (shuffle=False order check)
         self._out_of_order = 0  # requests that did not follow their predecessor
         self._warned = False
 
@@ -199,44 +187,42 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
     def __getitem__(self, index: int) -> Any:
         index = check.batch_index(index, len(self))
+        caller = _asking_loop()
         with self._lock:
             loader = self._ensure_loader()
-            in_pass = self._in_pass()
-            self._check_order(index, loader, in_pass)
-            epoch, planned = key = self._bind(index, in_pass)
+            passes = self._passes
+            key, in_pass = passes.ask(index, caller)
+            if in_pass:
+                self._check_order(index, loader)
             self._requests += 1
-            if key in self._held:
+            batch = self._held.get(key)
+            if batch is not None:
                 self._hits += 1
-                return self._held.pop(key) if in_pass else self._held[key]
-            try:
-                xb, side = loader.batch(planned, epoch=epoch)
-            except KeyboardInterrupt:
-                if in_pass:  # Ctrl-C in this thread ends fit here: so does the stream's epoch
-                    self._in_epoch = False
-                    self._abandon_pass()
-                raise
+                self._held.move_to_end(key)
+                return batch
+            epoch, planned = key
+            xb, side = loader.batch(planned, epoch=epoch)
             self._hits += loader.last_hit
             batch = self._assemble(xb, side, loader.indices(planned, epoch=epoch), epoch)
-            if not in_pass:  # a signature probe: Keras asks for it again in the epoch
-                self._held[key] = batch
-                while len(self._held) > _PROBES_HELD:
+            if not in_pass or passes.taken <= _HELD:  # a look, or a pass's first
+                self._held[key] = batch  # batches (a build batch comes back: _passes rule 3)
+                while len(self._held) > _HELD:
                     self._held.popitem(last=False)
             return batch
 
     def on_epoch_begin(self) -> None:
+        """Keras begins an epoch: one of its own, or the one it runs to build an unbuilt model
+        (whose batches are given back: _passes rule 3)."""
+        building = _keras_is_building()
         with self._lock:
-            self._in_epoch = True
-            self._foreign_pass = False
-
-    def on_epoch_end(self) -> None:
-        self._in_epoch = False
+            self._passes.building(building)
 
     # -- the rest of the public surface ------------------------------------------------------
 
     @property
     def epoch(self) -> int:
         """The epoch of the next batch served; set it to start there (e.g. to resume)."""
-        return self._epoch
+        return self._passes.epoch
 
     @epoch.setter
     def epoch(self, value: int) -> None:
@@ -253,9 +239,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 f"Fix: pass seek(epoch + batch // {len(self)}, batch % {len(self)})."
             )
         with self._lock:
-            self._epoch, self._cursor = epoch, batch
-            self._bindings.clear()
-            self._asked.clear()
+            self._passes.seek(epoch, batch)
             self._previous = -1
 
     STATE_VERSION = 1  # of state_dict()'s format; bumped when its meaning changes
@@ -272,12 +256,14 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         prefetch buffer holds ahead of the training loop: save at an epoch's end there.
         """
         with self._lock:
+            passes = self._passes
+            bindings = passes.bindings
             return {
                 "format": "shmaug.Sequence", "version": self.STATE_VERSION, "seed": self.seed,
-                "epoch": self._epoch, "batch": self._cursor, "shard_index": self.shard_index,
+                "epoch": passes.epoch, "batch": passes.cursor, "shard_index": self.shard_index,
                 "fingerprint": self._fingerprint,
-                "bindings": [[i, e, b] for i, (e, b) in sorted(self._bindings.items())],
-                "asked": sorted(self._asked), "in_epoch": self._in_epoch,
+                "bindings": [[i, e, b] for i, (e, b) in sorted(bindings.items())],
+                "asked": sorted(bindings), "in_epoch": passes.current is not None,
             }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -292,12 +278,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                                            expected, len(self))
         bindings = check.bindings(state.get("bindings"), state.get("asked"), len(self))
         with self._lock:
-            self._epoch, self._cursor = epoch, cursor
-            self._bindings = {i: (e, b) for i, e, b in bindings}
-            self._asked = {int(i) for i in state.get("asked") or ()}
-            self._in_epoch = bool(state.get("in_epoch"))
-            self._resumed = self._in_epoch and 0 < len(self._asked) < len(self)
-            self._held.clear()
+            self._passes.restore(epoch, cursor, {i: (e, b) for i, e, b in bindings})
             self._previous = -1
 
     @property
@@ -338,7 +319,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
         if input_context is not None:
             self._follow(input_context)
-        first = self._peek()
+        first = self[0]  # a look: it moves the stream nowhere (_passes rule 2)
 
         def spec(a: Any) -> Any:
             return tf.TensorSpec((None, *np.shape(a)[1:]), tf.as_dtype(np.asarray(a).dtype))
@@ -347,12 +328,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
         def epoch() -> Iterator[Any]:
             with self._lock:  # a pass restored half-way serves only what it had not served
-                served, self._resumed = (self._asked if self._resumed else set()), False
-            self.on_epoch_begin()
+                served = self._passes.restored
             for i in range(len(self)):
                 if i not in served:
                     yield self[i]
-            self.on_epoch_end()
 
         dataset = tf.data.Dataset.from_generator(epoch, output_signature=signature)
         if self.num_shards > 1:  # sharded already: tf.distribute must not shard it again
@@ -361,20 +340,6 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 tf.data.experimental.AutoShardPolicy.OFF)
             dataset = dataset.with_options(options)
         return dataset.prefetch(tf.data.AUTOTUNE)
-
-    def _peek(self) -> Any:
-        """A batch to read the output signature from that moves the stream nowhere: the
-        pass that follows (a restored one too) starts where the stream stood."""
-        with self._lock:
-            saved = (self._epoch, self._cursor, dict(self._bindings), set(self._asked),
-                     self._in_epoch, self._previous)
-            self._in_epoch = False  # a probe: its batch is held for the pass that asks for it
-        try:
-            return self[0]
-        finally:
-            with self._lock:
-                (self._epoch, self._cursor, self._bindings, self._asked, self._in_epoch,
-                 self._previous) = saved
 
     def _follow(self, ctx: Any) -> None:
         """Take the shard an ``InputContext`` assigns (before the workers start)."""
@@ -398,6 +363,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._n, self.batch_size, drop_remainder, num_shards, shard_index, self.shuffle,
             self.seed if self._seed_given else None)
         self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
+        self._passes = Passes(len(self._plan), self.shuffle)  # which batch answers each ask
 
     @property
     def _fingerprint(self) -> dict[str, Any]:
@@ -410,6 +376,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         the facade's lock, and ends with ``ClosedError`` once the loader is closed.
         """
         self._closed = True
+        self._passes.release()  # Keras' generators and adapters, held to know them again
         loader = self._loader
         if loader is not None:
             loader.close()
@@ -424,8 +391,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         # What the workers get: the subclass state without the engine, the lock, the data
         # that already sits in shared memory, or the per-epoch bookkeeping.
         state = self.__dict__.copy()
-        for name in ("_loader", "_lock", "_held", "_bindings", "_asked", "_side", "_warned",
-                     "_closed"):
+        for name in ("_loader", "_lock", "_held", "_passes", "_side", "_warned", "_closed"):
             state.pop(name, None)
         if not self._overrides("load"):
             state["x"] = None
@@ -435,7 +401,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         # A worker's copy (or copy.copy / deepcopy): it runs the hooks but serves no batches.
         self.__dict__.update(state)
         self._loader, self._lock, self._held = None, threading.Lock(), OrderedDict()
-        self._bindings, self._asked, self._side, self._warned = {}, set(), {}, False
+        self._passes = Passes(len(self._plan), self.shuffle)
+        self._side, self._warned = {}, False
         self._closed = True
 
     # -- inside -------------------------------------------------------------------------------
@@ -470,9 +437,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 f"{sorted(moved)} with each image; they would no longer follow it. Fix: drop "
                 f"the override and put its work into the pipeline, or rename those targets.")
 
-    def _check_order(self, index: int, loader: Loader, in_pass: bool) -> None:
+    def _check_order(self, index: int, loader: Loader) -> None:
         """Say once when Keras' random batch order defeats prefetching (shuffle=False)."""
-        if self.shuffle or not in_pass or loader.pids == []:
+        if self.shuffle or loader.pids == []:
             return
         if self._previous >= 0 and index != self._previous + 1:
             self._out_of_order += 1
@@ -486,55 +453,6 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                     "each exactly once per epoch, and prefetches in order), or call "
                     "fit(..., shuffle=False).")
         self._previous = index
-
-    def _in_pass(self) -> bool:
-        """Whether this ask is part of the pass Keras iterates (not a probe): it comes from a
-        thread Python did not start (tf.data pulling ahead, also between epochs), or inside
-        an epoch from a Python thread while no tf.data thread has asked in it (the JAX and
-        torch backends ask from the thread calling fit). Under tf.data a Python thread's ask
-        is a probe or a look by hand, also the next fit's probes after an interrupted fit,
-        when Keras never ended the epoch."""
-        if isinstance(threading.current_thread(), _FOREIGN_THREAD):
-            self._foreign_pass = self._in_epoch or self._foreign_pass
-            return True
-        return self._in_epoch and not self._foreign_pass
-
-    def _bind(self, index: int, in_pass: bool) -> Key:
-        """The batch for Keras' index: bound earlier in this pass, or the stream's next one."""
-        if in_pass:
-            if index in self._asked:  # Keras asks an index once per pass: this is a new one
-                self._new_pass()
-            self._asked.add(index)
-        elif self._asked:
-            # A probe after the pass's asks (the next fit's signature probes, a look by hand)
-            # belongs to the next pass: an old binding would hand back a batch already trained
-            # on, made again, and its random access would drop the prefetched batches.
-            self._abandon_pass()
-        key = self._bindings.get(index)
-        if key is None:
-            # shuffle=False: index i is batch i, of the stream's epoch.
-            key = self._bindings[index] = (self._epoch, self._cursor if self.shuffle else index)
-            self._cursor += 1
-            if self._cursor == len(self):
-                self._epoch, self._cursor = self._epoch + 1, 0
-                self._previous = -1
-        return key
-
-    def _new_pass(self) -> None:
-        """Forget this pass's bindings. One Keras left half-asked (an interrupted fit, a new
-        fit after ``fit(steps_per_epoch=k)``) ends the stream's epoch there, so the next pass
-        is one whole epoch: its samples each once, none of the old epoch's."""
-        if len(self._asked) < len(self) and self._cursor:
-            self._epoch, self._cursor = self._epoch + 1, 0
-        self._bindings.clear()
-        self._asked.clear()
-
-    def _abandon_pass(self) -> None:
-        """A new pass begun outside Keras' own asks (a probe, Ctrl-C): also drop the batches
-        held for the old pass."""
-        self._new_pass()
-        self._held.clear()
-        self._previous = -1
 
     def _assemble(self, xb: np.ndarray, side: dict[str, Any], indices: np.ndarray,
                   epoch: int) -> Any:
@@ -553,6 +471,32 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         if side["sample_weight"] is not None:
             return inputs, _as_tuples(y), _as_tuples(side["sample_weight"])
         return inputs, _as_tuples(y)
+
+
+_BUILDERS = {"_symbolic_build", "_maybe_symbolic_build"}  # Keras 3's trainers, every backend
+
+
+def _keras_is_building() -> bool:
+    """Whether Keras' trainer is building the model up the stack (it then draws a batch or
+    more from a pass of its own, and drops it with ``EpochIterator.reset()``)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in _BUILDERS and "keras" in code.co_filename:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _asking_loop() -> Any:
+    """The generator frame asking for a batch (one per pass: _passes' docstring), or None for
+    an ask from no loop. Skips ``__getitem__`` frames: a subclass's override calling ours."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_name == "__getitem__":
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None or not frame.f_code.co_flags & _GENERATOR:
+        return None
+    return frame
 
 
 def _as_tuples(structure: Any) -> Any:

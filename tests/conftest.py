@@ -18,10 +18,13 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SHM_DIR = "/dev/shm"
-# CI also runs the suite on interpreters without TensorFlow (.ci/run): tests of the Keras facade
-# that start it in a subprocess or reach it lazily say so with this mark.
-needs_keras = pytest.mark.skipif(importlib.util.find_spec("keras") is None,
-                                 reason='needs Keras: pip install "shmaug[tf]"')
+# Tests that need Keras carry the `keras` mark (this alias, or in a module's pytestmark): CI runs
+# them under each Keras backend (`pytest -m keras` with KERAS_BACKEND=jax / torch, .ci/run), and
+# they skip where Keras is not installed (the runs on Pythons without TensorFlow).
+needs_keras = pytest.mark.keras
+_HAS_KERAS = importlib.util.find_spec("keras") is not None
+needs_tensorflow = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
+                                      reason="needs TensorFlow (tf.distribute)")
 _GRACE_S = 5.0  # a dropped loader's finalizer or the resource tracker may need a moment
 
 
@@ -45,6 +48,11 @@ def _our_children() -> set[int]:
             continue
         out.add(child.pid)
     return out
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("keras") and not _HAS_KERAS:
+        pytest.skip('needs Keras: pip install "shmaug[tf]"')
 
 
 @pytest.fixture(autouse=True)

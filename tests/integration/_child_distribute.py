@@ -100,11 +100,11 @@ def main() -> None:
     with seq:
         if mode == "plain":
             m = model()
-            m.fit(seq, epochs=EPOCHS, verbose=0, callbacks=[shmaug.EpochSync(seq), Tag(seq, out)])
+            m.fit(seq, epochs=EPOCHS, verbose=0, callbacks=[Tag(seq, out)])
         elif mode == "mirrored":
             with strategy.scope():
                 m = model()
-            m.fit(seq, epochs=EPOCHS, verbose=0, callbacks=[shmaug.EpochSync(seq), Tag(seq, out)])
+            m.fit(seq, epochs=EPOCHS, verbose=0, callbacks=[Tag(seq, out)])
         else:
             with strategy.scope():
                 m = model()

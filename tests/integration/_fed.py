@@ -11,9 +11,10 @@ import shmaug
 
 
 class Recorded(shmaug.Sequence):
-    """Appends [epoch tag, sample indices, content hash of each row] per batch served inside
-    an epoch to ``path`` (O_APPEND: a SIGKILL loses nothing written). ``keras_epoch`` is the
-    tag, set by the caller at each epoch."""
+    """Appends [epoch tag, sample indices, content hash of each row] per batch a pass took
+    (not the looks: signature probes) to ``path`` (O_APPEND: a SIGKILL loses nothing
+    written). ``keras_epoch`` is the tag, set by the caller at each epoch; -1 (before the
+    first: a batch drawn to build the model) records nothing."""
 
     def __init__(self, *args, path, **kwargs):
         super().__init__(*args, **kwargs)
@@ -21,10 +22,13 @@ class Recorded(shmaug.Sequence):
         self.keras_epoch = -1
 
     def __getitem__(self, index):
+        passes = self._passes
+        before = passes.current, passes.taken
         batch = super().__getitem__(index)
-        if self._in_epoch:
+        took = (passes.current, passes.taken) != before  # a pass took it (a look moves nothing)
+        if took and self.keras_epoch >= 0:  # not a batch drawn to build the model
             x = batch[0]
-            epoch, planned = self._bindings[int(index) % len(self)]
+            epoch, planned = passes.bindings[int(index) % len(self)]
             ids = self.loader.indices(planned, epoch=epoch)
             line = [self.keras_epoch, ids.tolist(),
                     [hashlib.sha1(row.tobytes()).hexdigest()[:16] for row in x]]

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("tensorflow")  # before the helpers below, which import it
 from tests.integration._fed import read
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+pytestmark = [pytest.mark.keras, pytest.mark.timeout(300), pytest.mark.slow]
 
 N, EPOCHS = 64, 4  # as in _child_distribute
 # Weights after epoch 0 vs the run without a strategy: the same data in the same order, the

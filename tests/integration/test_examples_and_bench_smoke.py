@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import needs_keras
+from tests.conftest import needs_keras, needs_tensorflow
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -31,7 +31,7 @@ def run(*args: str, cwd: Path = ROOT, timeout: float = 300) -> str:
     ("custom_augmentation.py", "spawn"),
     pytest.param("subclass_sequence.py", None, marks=needs_keras),
     ("legacy_pil_function.py", "spawn"),
-    pytest.param("multi_worker.py", None, marks=needs_keras),  # 2 hosts over loopback
+    pytest.param("multi_worker.py", None, marks=[needs_keras, needs_tensorflow]),  # 2 hosts over loopback
 ])
 def test_example_runs(example, method):
     extra = ["--start-method", method] if method else []

@@ -17,7 +17,7 @@ pytest.importorskip("keras")  # before the helpers below, which import it
 from tests.conftest import shmaug_segments
 from tests.integration._fed import read as fed
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+pytestmark = [pytest.mark.keras, pytest.mark.timeout(300), pytest.mark.slow]
 
 BATCHES = 6  # per epoch, in _child_resume
 _GONE_S = 30.0  # the workers' watchdog and the resource tracker act within seconds

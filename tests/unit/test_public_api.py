@@ -34,6 +34,7 @@ def test_version_is_the_package_metadata_version():
     assert shmaug.__version__ == version("shmaug")
 
 
+@needs_keras
 def test_sequence_takes_the_loaders_arguments_with_the_same_defaults():
     import inspect
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("keras")
+pytestmark = pytest.mark.keras
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import shmaug  # noqa: E402

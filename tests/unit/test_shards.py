@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import shmaug
+from tests.conftest import needs_keras
 from shmaug.schedule import OrderCache, Shard, epoch_order, permutation
 
 X = np.zeros((10, 4, 4), np.uint8)
@@ -56,6 +57,7 @@ def test_one_shard_is_the_plain_order():
     np.testing.assert_array_equal(cache(5), epoch_order(3, 5, 17, True, Shard(4, 3)))
 
 
+@needs_keras
 @pytest.mark.parametrize(
     "kwargs, pattern",
     [
@@ -84,6 +86,7 @@ def test_bad_shard_arguments_fail_before_any_process(kwargs, pattern):
         shmaug.Sequence(X, **kwargs)
 
 
+@needs_keras
 def test_a_shard_has_its_share_of_batches():
     with shmaug.Loader(X, batch_size=2, workers=0, num_shards=3, shard_index=2) as loader:
         assert len(loader) == 2  # 10 // 3 = 3 samples -> batches of 2 and 1
