@@ -199,3 +199,17 @@ def test_close_takes_every_retiring_worker():
     r.add(0, a)
     r.add(1, b)
     assert r.take_all() == [a, b] and not r and r.waitables() == []
+
+
+def test_workers_a_resize_started_get_tasks_once_ready_unless_none_other_is():
+    from shmaug._worker import READY
+    from shmaug.pool import WorkerPool
+
+    pool = object.__new__(WorkerPool)  # only the dispatch choice: no process is started
+    pool.status = status_array(3)
+    pool._workers, pool._starting = ["w0", "w1", "w2"], {1, 2}
+    assert pool._dispatchable() == ["w0"]
+    pool.status[1 * STATUS_FIELDS + READY] = 1.0
+    assert pool._dispatchable() == ["w0", "w1"] and pool._starting == {2}
+    pool._workers = [None, None, "w2"]  # the others gone (being replaced): better late than never
+    assert pool._dispatchable() == ["w2"]
