@@ -53,13 +53,20 @@ def default_workers() -> int:
 _WORKERS_PER_CORE = 8  # beyond this many processes per core, more only adds memory and contention
 
 
-def workers(value: Any) -> int:
+AUTO = "auto"  # workers="auto": the pool sizes itself between epochs (see _autotune)
+
+
+def workers(value: Any) -> int | str:
+    """A worker count, or ``AUTO`` (returned as it is: the loader resolves it)."""
     if value is None:
         return default_workers()
+    if isinstance(value, str) and value == AUTO:
+        return AUTO
     if not _is_int(value) or value < 0:
         raise ArgumentError(
-            f"`workers` must be None (one per core), 0 (run in this process) or a positive "
-            f"integer; received {_got(value)}. Fix: pass e.g. `workers=2`."
+            f"`workers` must be None (one per core), \"auto\" (as few as keep the consumer "
+            f"fed, up to one per core), 0 (run in this process) or a positive integer; "
+            f"received {_got(value)}. Fix: pass e.g. `workers=2` or `workers=\"auto\"`."
         )
     cores = default_workers()
     if value > _WORKERS_PER_CORE * cores:

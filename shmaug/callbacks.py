@@ -74,7 +74,8 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
 
     Watches ``sequence``, or every ``shmaug.Sequence`` that served batches during the epoch.
     The figures of the busiest one also go into the epoch's ``logs`` (``data_wait``,
-    ``images_per_s``, ``prefetch_hit_rate``), so they land in ``History``.
+    ``images_per_s``, ``prefetch_hit_rate``, ``data_workers``: its worker count, which
+    ``workers="auto"`` may change between epochs), so they land in ``History``.
 
     Args:
         sequence: the dataset to watch; None watches them all.
@@ -109,14 +110,16 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
             s["epoch"] = epoch
             self.history.append(s)
             busy = ", ".join(f"{b:.0%}" for b in s["worker_busy"]) or "n/a"
+            decided = s.get("workers_decision")  # workers="auto": the latest decision
             log.info(  # numbered from 1, as Keras' progress bar does
                 "epoch %d: %.0f images/s, waiting for data %.1f%% of the time, %.1f%% of "
-                "batches ready when asked, %d batches queued, worker busy: %s",
+                "batches ready when asked, %d batches queued, workers: %d%s, busy: %s",
                 epoch + 1, s["images_per_s"], 100 * s["wait_fraction"], 100 * s["hit_rate"],
-                s["queue_depth"], busy)
+                s["queue_depth"], s["workers"], f" (auto: {decided})" if decided else "",
+                busy)
             if logs is not None and rank == 0:  # the busiest: normally the training set
                 logs.update(data_wait=s["wait_fraction"], images_per_s=s["images_per_s"],
-                            prefetch_hit_rate=s["hit_rate"])
+                            prefetch_hit_rate=s["hit_rate"], data_workers=s["workers"])
             if s["wait_fraction"] > self.threshold and seq not in self._warned:
                 self._warned.add(seq)  # the per-epoch figures stay in the log line above
                 warn(

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import _validate as check
+from ._autoworkers import AutoWorkers
 from ._copier import Copier, Copy
 from ._recycle import Recycler
 from ._worker import BUSY_S, STATUS_FIELDS, Probe, SliceRunner, WorkerSpec, probe_task
@@ -101,8 +102,11 @@ class Loader:
         batch_size: samples per batch.
         augment: a picklable ``fn(image, rng) -> image`` (``rng`` is a
             ``numpy.random.Generator``), e.g. a ``shmaug.Compose``; None for none.
-        workers: worker processes; None for one per available core; 0 runs everything in
-            this process (for debugging; the batches are identical).
+        workers: worker processes; None for one per available core; ``"auto"`` starts with
+            one per core, then after each epoch grows or shrinks the pool to the fewest that
+            keep the consumer's wait for data under 2% (see ``shmaug._autotune``; the count
+            is in ``loader.workers`` and ``stats()``); 0 runs everything in this process (for
+            debugging). The batches are identical for any of these.
         seed: makes every epoch reproducible; None draws one (see ``loader.seed``).
         shuffle: visit samples in a new random order each epoch.
         drop_remainder: drop the last batch when it is smaller than ``batch_size``.
@@ -156,7 +160,7 @@ class Loader:
         batch_size: int = 32,
         augment: Callable[[np.ndarray, np.random.Generator], Any] | None = None,
         *,
-        workers: int | None = None,
+        workers: int | str | None = None,
         seed: int | None = None,
         shuffle: bool = False,
         drop_remainder: bool = False,
@@ -180,7 +184,11 @@ class Loader:
         n = len(x) if load is None else check.length(x)
         self.y = check.targets(y, n)
         self.batch_size = check.positive_int("batch_size", batch_size)
-        self.workers = check.workers(workers)
+        asked = check.workers(workers)
+        self.auto_workers = asked == check.AUTO  # the pool sizes itself between epochs
+        # invariant: the count asked for (auto: the usable cores, where it starts); the
+        # `workers` property tells the count running now
+        self._workers_asked = check.default_workers() if self.auto_workers else int(asked)
         self.seed = check.seed(seed)
         self.shuffle = bool(shuffle)
         self.start_method = check.start_method(start_method)
@@ -257,6 +265,9 @@ class Loader:
         self._copier = Copier() if self.workers else None
         self._recycler = Recycler()  # the arrays batches are copied into (see _recycle)
         self._gather_ahead: tuple[tuple[int, int], Copy] | None = None  # (key, its gather)
+        # invariant: measures epochs and decides the count, with workers="auto" and a pool
+        self._auto = AutoWorkers(self._workers_asked, self._pool.status) \
+            if self.auto_workers and isinstance(self._pool, WorkerPool) else None
         self._prefetch = None if self._ring is None else Prefetcher(
             self._ring, self._pool, self._plan, workers=self.workers, timeout=self.timeout,
             copier=self._copier, recycler=self._recycler if self.workers else None)
@@ -289,7 +300,8 @@ class Loader:
                           self._shard, target_inputs)
         return WorkerPool(spec, self.workers, self.start_method, self.timeout,
                           generation=self._ring.generation,
-                          in_flight_per_worker=self.max_queue_size + 1)
+                          in_flight_per_worker=self.max_queue_size + 1,
+                          capacity=self._workers_asked)
 
     def _marking(self, load: Any, n: int) -> Any:
         """``load`` made to mark the samples it stands in for (a source such as
@@ -350,6 +362,12 @@ class Loader:
         self._epoch = check.non_negative_int("epoch", value)
         self._start = 0
         self._pass = None  # reads back as set; a pass still running goes on with its own
+
+    @property
+    def workers(self) -> int:
+        """Worker processes running now: with ``workers="auto"``, the count chosen so far (0
+        for ``workers=0``; with nothing to augment, the count asked for, though none runs)."""
+        return int(getattr(self._pool, "workers", self._workers_asked))
 
     @property
     def pids(self) -> list[int]:
@@ -424,6 +442,8 @@ class Loader:
         positions = self.indices(index, epoch=epoch)
         start, stop = self._plan.bounds(index)
         began = time.perf_counter()
+        if self._auto is not None:  # between two epochs: the pool may be resized
+            self._follow_auto(epoch, began)
         if not self._counters["t_first"]:
             self._counters["t_first"] = began
         hits = self._counters["hits"]
@@ -439,11 +459,29 @@ class Loader:
             if self._marks is not None:  # made now, so its stand-ins are marked by now
                 self._count_stand_ins(positions)
         self.last_hit = self._counters["hits"] > hits
-        self._counters["wait_s"] += time.perf_counter() - began
+        done = time.perf_counter()
+        self._counters["wait_s"] += done - began
+        if self._auto is not None:
+            self._auto.after(done - began, self.last_hit, done)
         self._counters["images"] += stop - start
         self._counters["batches"] += 1
         return xb, check.gather(self.y, positions,
                                 {id(self._augmented[k]): v for k, v in made.items()})
+
+    def _follow_auto(self, epoch: int, now: float) -> None:
+        """``workers="auto"``: at the first ask of another epoch, resize the pool if the
+        last epoch's figures say so (``_autoworkers``)."""
+        assert self._auto is not None
+        change = self._auto.before(epoch, self.workers, now)
+        if change is not None:
+            self._resize(change)
+
+    def _resize(self, workers: int) -> None:
+        """Run ``workers`` workers from now on (at most the usable cores, with "auto").
+        Batches already in flight are finished by the workers that hold them."""
+        assert self._prefetch is not None
+        self._pool.resize(workers)
+        self._prefetch.resized(workers)
 
     def _gather(self, epoch: int, index: int, positions: np.ndarray) -> np.ndarray:
         """Batch ``index`` gathered from ``x`` (nothing to augment): the copy the copier made
@@ -489,7 +527,9 @@ class Loader:
 
         Keys: ``images_per_s``, ``wait_fraction`` (share of the consumer's time spent
         waiting for data), ``hit_rate`` (batches ready when asked), ``queue_depth`` (batches
-        ready now), ``worker_busy`` (per-worker busy fraction), ``respawns``, ``batches``,
+        ready now), ``workers`` (running now), ``workers_decision`` (with
+        ``workers="auto"``: the latest decision and why, e.g. ``"2 -> 1: waited 0.3%, ..."``;
+        else None), ``worker_busy`` (per-worker busy fraction), ``respawns``, ``batches``,
         ``images`` (augmented samples handed out: with ``num_shards`` K, 1/K of an epoch's)
         and, for a source that stands in for unreadable samples (``shmaug.ImageFiles`` with
         ``on_error="skip"``):
@@ -521,6 +561,8 @@ class Loader:
             "wait_fraction": c["wait_s"] / elapsed if elapsed > 0 else 0.0,
             "hit_rate": c["hits"] / c["batches"] if c["batches"] else 0.0,
             "queue_depth": ready,
+            "workers": self.workers,
+            "workers_decision": None if self._auto is None else self._auto.summary(),
             "worker_busy": busy,
             "respawns": getattr(self._pool, "respawns", 0),
             "batches": c["batches"],
@@ -537,8 +579,9 @@ class Loader:
         # A baseline, not a reset: workers add to BUSY_S without a lock, so a zero written
         # here could be lost under a worker's read-modify-write.
         status = getattr(self._pool, "status", None)
+        slots = getattr(self._pool, "capacity", self.workers)  # resize() may fill them all
         self._busy_base = [0.0 if status is None else status[w * STATUS_FIELDS + BUSY_S]
-                           for w in range(self.workers)]
+                           for w in range(slots)]
 
     def close(self) -> None:
         """Stop the workers and free the shared memory. Idempotent."""

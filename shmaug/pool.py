@@ -17,6 +17,19 @@ Only then may the caller unlink the ring and the store: workers must be gone bef
 memory they write into disappears. Every step tolerates a worker that is already dead, so the
 sequence is idempotent. If the parent itself is killed, workers notice through their parent
 sentinel (``_worker._watch_parent``) and exit; the resource tracker then unlinks the blocks.
+Workers that ``resize`` removed and that are still finishing their tasks are stopped the same
+way.
+
+NOTE [resizing]. ``resize(n)`` runs between epochs (``workers="auto"``, see ``_autoworkers``).
+Growing starts workers in the next status slots; a new one is given tasks once it is ready
+(a spawned one takes seconds) while any other worker can take them. Shrinking removes the
+highest slots: each removed worker gets the stop sentinel *behind* the tasks already in its
+pipe, so it finishes them, answers and exits by itself. Until then it is retiring
+(``_retiring.Retiring``): its answers are collected as any worker's, and its exit is not a
+death (it is closed, never replaced). One that dies or outlasts ``timeout`` first gives its
+unanswered tasks back to be redone, as a dead worker does. A slot is reused only once its
+retiring worker is gone, so two processes never share a status slot. What a sample looks
+like never depends on which worker made it (per-sample seeding), so a resize changes no batch.
 """
 
 from __future__ import annotations
@@ -35,6 +48,7 @@ import numpy as np
 
 from . import _platform
 from ._launch import start_worker
+from ._retiring import Retiring
 from ._worker import (
     CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TICKET, SliceRunner, WorkerSpec,
     Waiter, decode_result, ring_message, worker_main,
@@ -79,6 +93,7 @@ class WorkerPool:
         *,
         generation: Any,
         in_flight_per_worker: int,
+        capacity: int | None = None,
     ) -> None:
         self._ctx: Any = multiprocessing.get_context(start_method or
                                                     _platform.DEFAULT_START_METHOD)
@@ -90,7 +105,9 @@ class WorkerPool:
         # Deep enough that a worker never idles while the consumer is busy elsewhere:
         # cancelled work is cheap to skip (see OutputRing.generation).
         self._in_flight = in_flight_per_worker
-        self.status = self._ctx.RawArray("d", workers * STATUS_FIELDS)  # busy s, index, tasks
+        # A slot for every worker there may be at once (``capacity``: what ``resize`` may reach).
+        self.capacity = max(workers, capacity or 0)
+        self.status = self._ctx.RawArray("d", self.capacity * STATUS_FIELDS)  # busy s, index, ...
         self._workers: list[_Worker | None] = [None] * workers
         self._pending: deque[Task] = deque()  # invariant: submitted, not yet sent to a worker
         self._turn = 0  # invariant: where the next tie-break among equally queued workers starts
@@ -99,6 +116,10 @@ class WorkerPool:
         self._closed = False
         self._waiter: Waiter | None = None  # invariant: None whenever a worker changed
         self._next_sweep = 0.0  # monotonic time of the next exit-status sweep
+        self._retiring = Retiring(self.status, self._deaths, _MAX_DEATHS_PER_TASK,
+                                  drain=self._drain, close=self._close_worker)
+        self._starting: set[int] = set()  # invariant: slots resize() filled, not yet seen ready
+        self._early: list[Result] = []  # invariant: answers collected outside poll(), for it
         self.respawns = 0  # how many dead workers were replaced
         try:
             for wid in range(workers):
@@ -164,7 +185,7 @@ class WorkerPool:
 
     def _dispatch(self) -> None:
         while self._pending:
-            live = [w for w in self._workers if w is not None]
+            live = self._dispatchable()
             # The least-queued worker; ties rotate, so a consumer-bound pool shares its few
             # tasks among all workers instead of handing every one to worker 0.
             self._turn = (self._turn + 1) % len(live)
@@ -178,6 +199,18 @@ class WorkerPool:
                 worker.tasks.send_bytes(message)
             except OSError:  # it died just now; poll() will notice and redo the task
                 pass
+
+    def _dispatchable(self) -> list[_Worker]:
+        """The live workers, less those ``resize`` started that are not ready yet, while any
+        other can take a task (NOTE [resizing])."""
+        live = [w for w in self._workers if w is not None]
+        if self._starting:
+            self._starting = {wid for wid in self._starting
+                              if not self.status[wid * STATUS_FIELDS + READY]}
+            ready = [w for wid, w in enumerate(self._workers)
+                     if w is not None and wid not in self._starting]
+            return ready or live
+        return live
 
     # -- collecting --------------------------------------------------------------------------
 
@@ -196,12 +229,15 @@ class WorkerPool:
         waiter = self._waiter
         if waiter is None:
             waiter = self._waiter = Waiter([obj for w in self._workers if w is not None
-                                             for obj in (w.results, w.process.sentinel)])
-        ready = set(waiter.wait(timeout_s))
+                                             for obj in (w.results, w.process.sentinel)]
+                                            + self._retiring.waitables())
+        results, self._early = self._early, []
+        ready = set(waiter.wait(0.0 if results else timeout_s))
         sweep = time.monotonic() >= self._next_sweep
         if sweep:
             self._next_sweep = time.monotonic() + _SWEEP_S
-        results: list[Result] = []
+        if self._retiring:
+            results += self._from_retiring(self._retiring.collect(ready, sweep))
         for wid, w in enumerate(self._workers):
             if w is None:
                 continue
@@ -284,6 +320,8 @@ class WorkerPool:
             return []
         now = time.monotonic()
         out: list[Result] = []
+        if self._retiring:
+            out += self._from_retiring(self._retiring.timeouts(now, self._timeout))
         for wid, w in enumerate(self._workers):
             base = wid * STATUS_FIELDS
             running = self.status[base + TICKET]
@@ -300,6 +338,35 @@ class WorkerPool:
             out.append(("timeout", task.ticket, wid, index))
         return out
 
+    # -- resizing (NOTE [resizing]) ----------------------------------------------------------
+
+    def resize(self, workers: int) -> None:
+        """Run ``workers`` workers from now on, 1 to ``capacity`` (NOTE [resizing])."""
+        if self._closed:
+            raise ClosedError("The shmaug worker pool is closed. Fix: create a new loader.")
+        if not 1 <= workers <= self.capacity:
+            raise ValueError(f"resize({workers}): this pool has room for 1 to {self.capacity}")
+        while len(self._workers) > workers:  # the highest slots go first
+            w = self._workers.pop()
+            if w is not None:
+                self._retiring.add(len(self._workers), w)
+        while len(self._workers) < workers:
+            wid = len(self._workers)
+            self._early += self._from_retiring(self._retiring.finish(wid))  # its slot, freed
+            self._workers.append(None)
+            self._start(wid)
+            self._starting.add(wid)
+        self._waiter = None
+        self._dispatch()
+
+    def _from_retiring(self, outcome: tuple[list[Result], list[Task], bool]) -> list[Result]:
+        """File what retiring workers left: tasks to redo first, answers to return."""
+        results, redo, ended = outcome
+        self._pending.extendleft(reversed(redo))
+        if ended:
+            self._waiter = None
+        return results
+
     # -- stopping ----------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -308,6 +375,7 @@ class WorkerPool:
             return
         self._closed = True
         live = [w for w in self._workers if w is not None]
+        live += self._retiring.take_all()  # their task pipes are closed: nothing to send
         for w in live:
             try:
                 w.tasks.send_bytes(b"")

@@ -73,11 +73,18 @@ class Prefetcher:
         self._next_ticket = 1  # ticket 0 was the probe's (see loader.await_probe)
         self._lent: int | None = None  # invariant: the slot a lease (copy=False) still holds
         self._inside: set[int] = set()  # invariant: ids of the threads running produce()
+        self._ahead_parts = 1  # invariant: the tasks a prefetched batch is cut into
+        self.resized(workers)
+
+    def resized(self, workers: int) -> None:
+        """The pool runs ``workers`` workers from now on (``workers="auto"``): cut batches for
+        that many. Only the cuts change, never a batch's content."""
+        self.workers = workers
         # A batch the consumer already waits for is cut across all workers (it arrives
         # soonest). Prefetched ones go whole to one worker, which halves the messages and
         # wake-ups of the main process, when the lookahead has enough batches to keep every
         # worker busy; otherwise each is cut in as many pieces as that takes.
-        lookahead = max(1, ring.slots - 1)
+        lookahead = max(1, self.ring.slots - 1)
         self._ahead_parts = max(1, -(-max(workers, 1) // lookahead))
 
     @property

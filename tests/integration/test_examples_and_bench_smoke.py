@@ -97,3 +97,14 @@ def test_soak_quick(tmp_path):
     out = run("-m", "bench.soak", "--quick", "--out", str(tmp_path / "soak.txt"))
     assert "PASS: nothing grew" in out and "4 workers SIGKILLed, 4 respawned" in out
     assert (tmp_path / "soak.txt").read_text() == out
+
+
+def test_bench_autoworkers_quick(tmp_path):
+    out = run("-m", "bench.autoworkers", "--quick", "--out", str(tmp_path))
+    assert "auto's count per epoch" in out and "auto ÷ the best fixed setting" in out
+    assert "auto settled on" in out
+    payload = json.loads((tmp_path / "autoworkers.json").read_text())
+    assert {(r["case"], r["setting"]) for r in payload["runs"]} >= {
+        ("fast", "1"), ("fast", "auto"), ("slow", "1"), ("slow", "auto")}
+    assert all(row["workers"] >= 1 for r in payload["runs"] for row in r["epochs"])
+    assert (tmp_path / "autoworkers.md").read_text() in out

@@ -37,6 +37,7 @@ def closure_op():
         (dict(batch_size=-3), ValueError, "`batch_size`"),
         (dict(batch_size=2.5), ValueError, r"2.5 \(type float\)"),
         (dict(workers=-1), ValueError, "`workers`"),
+        (dict(workers="max"), ValueError, r"`workers` must be None.*\"auto\".*'max' \(type str\)"),
         (dict(seed="x"), ValueError, "`seed`"),
         (dict(start_method="thread"), ValueError, "`start_method`"),
         (dict(max_queue_size=0), ValueError, "`max_queue_size`"),
