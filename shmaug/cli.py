@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, NoReturn, TextIO
 
+from . import _interrupt
 from .errors import ShmaugError, ShmaugWarning, WorkerError
 
 EXIT_USAGE = 2  # argparse's status for a bad command line; ours for any user mistake
@@ -201,7 +202,8 @@ def _guarded(prog: str, flags: Mapping[str, str], debug: bool, work: Callable[[]
     and status 130. With ``debug`` the traceback is printed instead of the line. A
     ``ShmaugWarning`` is one line too, in the command's flags (see ``_warnings_as_lines``)."""
     try:
-        with _warnings_as_lines(prog, flags):
+        with _warnings_as_lines(prog, flags), _interrupt.always_ends(
+                EXIT_GRACE_S, lambda: _say(prog, "interrupted (Ctrl-C)."), EXIT_INTERRUPTED):
             return work()
     except KeyboardInterrupt:
         if debug:

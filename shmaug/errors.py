@@ -13,6 +13,7 @@ working for code that does not know shmaug)::
     ├── UnknownOpError       (LookupError)   no op registered under that name
     ├── DuplicateOpError     (ValueError)    an op name is taken
     ├── ClosedError          (RuntimeError)  the loader was used after close()
+    ├── DistributionError    (RuntimeError)  a Keras distribution set up to train wrong
     ├── WorkerError          (RuntimeError)  a worker raised; carries its traceback
     │   └── WorkerDied                       a worker vanished (exit code inside)
     └── WorkerTimeout        (TimeoutError)  a task ran longer than ``timeout``
@@ -38,6 +39,11 @@ from typing import Any
 
 class ShmaugError(Exception):
     """Root of every error shmaug raises."""
+
+
+class DistributionError(ShmaugError, RuntimeError):
+    """A multi-process Keras distribution set up in a way that would train wrong (e.g. hosts
+    with different initial weights); the message says the fix."""
 
 
 class ShmaugWarning(UserWarning):

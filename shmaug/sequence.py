@@ -34,6 +34,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from . import _distribution
 from . import _validate as check
 from ._passes import Key, Passes
 from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild, warn
@@ -156,6 +157,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._seed_given = seed is not None  # an InputContext's shards need it too
         self._shard_given = num_shards is not None  # else an InputContext may set the shard
         self._set_shard(num_shards, shard_index, drop_remainder)
+        self._follow_distribution()  # a multi-process Keras distribution set already
         self._loader: Loader | None = None  # started on first use, so subclass state is complete
         self._closed = False  # set by close(); no loader starts after it
         self._lock = threading.Lock()  # Keras may call from a tf.data thread
@@ -184,6 +186,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     # -- Keras' PyDataset contract -----------------------------------------------------------
 
     def __len__(self) -> int:
+        if self._loader is None:  # Keras reads the length before it asks for any batch
+            self._follow_distribution()
         return len(self._plan)
 
     def __getitem__(self, index: int) -> Any:
@@ -358,6 +362,23 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             )
         self._set_shard(*wanted, self._plan.drop_remainder)
 
+    def _follow_distribution(self) -> Any:
+        """Under a Keras distribution (before the workers start): this process's shard of a
+        multi-process one, unless the user chose one; then the checks it needs (see
+        ``_distribution``). Returns the distribution, or None."""
+        dist = _distribution.current()
+        if dist is None:
+            return None
+        if _distribution.processes(dist)[0] > 1:
+            if not self._shard_given and self.num_shards == 1:
+                self._set_shard(*_distribution.process_shard(dist), self._plan.drop_remainder)
+                log.info("shmaug.Sequence serves shard %d of %d (this process of the Keras "
+                         "distribution)", self.shard_index, self.num_shards)
+            _distribution.take_over_sharding(dist)
+        start, stop = self._plan.bounds(len(self._plan) - 1)
+        _distribution.check_split(dist, self.batch_size, stop - start)
+        return dist
+
     def _set_shard(self, num_shards: Any, shard_index: Any, drop_remainder: Any) -> None:
         """Checked, and the epoch plan that follows from it (the Loader, once started, agrees)."""
         self.num_shards, self.shard_index, self._plan = check.sharded_plan(
@@ -416,6 +437,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             raise ClosedError("This shmaug.Sequence is closed (or is a copy: the data and the "
                               "workers belong to the original). Fix: create a new one.")
         if self._loader is None:
+            dist = self._follow_distribution()
+            if dist is not None:
+                _distribution.check_common_seed(dist)
             load = self.load if self._overrides("load") else None
             if self._overrides("augment"):
                 augment: Any = self.augment

@@ -1,0 +1,79 @@
+"""Ctrl-C ends a ``shmaug`` command, wherever the signal lands (the command line only).
+
+The kernel hands a process-directed SIGINT to any thread that does not block it. Python's
+handler then only flags it, and raises ``KeyboardInterrupt`` when the *main* thread next runs
+Python code. With JAX, TensorFlow or a ``multiprocessing.Pool`` around, the signal often lands
+on one of their threads while the main thread waits in C for a result that, once Ctrl-C has
+reached the workers too, never comes (seen: the demo on JAX waiting forever on Keras'
+``PyDataset`` pool). So a watcher thread, woken through ``signal.set_wakeup_fd``, delivers the
+press to the main thread itself (its wait then ends with EINTR and the usual
+``KeyboardInterrupt``), and if the command is still running ``grace_s`` later, it says so in the
+command's one line and ends the process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+_REDELIVER_AFTER_S = 0.3  # the main thread normally raises KeyboardInterrupt well before this
+
+
+@contextmanager
+def always_ends(grace_s: float, on_timeout: Callable[[], None], status: int) -> Iterator[None]:
+    """Within the block, a Ctrl-C the main thread has not acted on in ``_REDELIVER_AFTER_S``
+    is delivered to it again; ``grace_s`` after a press, ``on_timeout()`` runs and the process
+    exits with ``status``. Does nothing outside the main thread or without ``pthread_kill``."""
+    if threading.current_thread() is not threading.main_thread() or \
+            not hasattr(signal, "pthread_kill") or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield  # another thread, Windows, or a program that handles (or ignores) Ctrl-C itself
+        return
+    seen = threading.Event()  # the main thread has raised KeyboardInterrupt for the press
+
+    def raise_in_main(signum: int, frame: object) -> None:
+        seen.set()
+        raise KeyboardInterrupt
+
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    signal.signal(signal.SIGINT, raise_in_main)
+    done = threading.Event()
+    thread = threading.Thread(target=_watch, name="shmaug-ctrl-c", daemon=True,
+                              args=(reader, seen, done, grace_s, on_timeout, status))
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.set_wakeup_fd(previous)
+        writer.close()  # ends the watcher's recv
+        thread.join(1.0)
+        reader.close()
+
+
+def _watch(reader: socket.socket, seen: threading.Event, done: threading.Event,
+           grace_s: float, on_timeout: Callable[[], None], status: int) -> None:
+    main = threading.main_thread().ident
+    assert main is not None
+    while True:
+        try:
+            data = reader.recv(64)
+        except OSError:
+            return
+        if not data or done.is_set():
+            return
+        if signal.SIGINT in data:
+            break
+    if not seen.wait(_REDELIVER_AFTER_S) and not done.is_set():
+        signal.pthread_kill(main, signal.SIGINT)  # ends the main thread's wait in C (EINTR)
+    if done.wait(grace_s):
+        return
+    on_timeout()
+    os._exit(status)
