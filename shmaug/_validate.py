@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from . import _platform
 from .errors import ArgumentError, ArgumentTypeError
 from .ops._params import dtype_range, outside
 from .ops._params import value_range as checked_range
+from .ops.core import children
 from .schedule import BatchPlan, Shard
 
 
@@ -396,11 +397,33 @@ def resolve_range(given: tuple[float, float] | None, augment: Any,
 _CHECK_BYTES = 1 << 24  # chunk size of the whole-array value check: bounded scratch memory
 
 
-def check_values(x: np.ndarray, vr: tuple[float, float], given: bool) -> None:
+def _members(augment: Any) -> Iterator[Any]:
+    """``augment`` and every pipeline member inside it, depth first."""
+    yield augment
+    for _, child in children(augment):
+        yield from _members(child)
+
+
+def _fixed_float(augment: Any, dtype: Any) -> Any:
+    """The member of ``augment`` that takes float images only in a fixed range whatever the
+    `value_range` (an albumentations pipeline: ``float_range``), for float ``dtype``; else None."""
+    if augment is None or np.dtype(dtype).kind != "f":
+        return None
+    return next((m for m in _members(augment) if hasattr(m, "float_range_error")), None)
+
+
+def check_values(x: np.ndarray, vr: tuple[float, float], given: bool, augment: Any = None) -> None:
     """Every value of ``x`` is finite and inside ``vr``, else the error that names the fix.
     One pass over the data at start-up, in chunks (bounded scratch memory); none for integers
     whose dtype cannot leave ``vr`` (uint8 in (0, 255)), one for a narrower range (a 0/1 mask
-    in uint8), since ops would clip what lies outside without a word."""
+    in uint8), since ops would clip what lies outside without a word. A member of ``augment``
+    that takes floats only in a fixed range (albumentations) has that range checked instead,
+    with its own message: another ``value_range`` could not help."""
+    fixed = _fixed_float(augment, x.dtype)
+    if fixed is not None:
+        if given and vr != fixed.float_range:
+            raise fixed.float_range_error(x.dtype, f"`value_range`={vr} says these are not")
+        vr = fixed.float_range
     if x.dtype.kind in "ui":
         limits = np.iinfo(x.dtype)
         if vr[0] <= limits.min and limits.max <= vr[1]:
@@ -418,15 +441,25 @@ def check_values(x: np.ndarray, vr: tuple[float, float], given: bool) -> None:
             rows = chunk.reshape(len(chunk), -1)
             bad = start + next(i for i, (lo, hi) in enumerate(zip(rows.min(axis=1), rows.max(axis=1)))
                                if outside(float(lo), float(hi), vr))
-            raise _out_of_range(vr, given, float(x[bad].min()), float(x[bad].max()), bad, x.dtype)
+            low, high = float(x[bad].min()), float(x[bad].max())
+            if fixed is not None:
+                raise fixed.float_range_error(
+                    x.dtype, f"sample index {bad} spans {low:g}..{high:g}")
+            raise _out_of_range(vr, given, low, high, bad, x.dtype)
 
 
 def check_probe_values(input_range: tuple[float, float] | None, nonfinite: bool,
-                       vr: tuple[float, float], given: bool, dtype: Any) -> None:
+                       vr: tuple[float, float], given: bool, dtype: Any,
+                       augment: Any = None) -> None:
     """Sample 0, as a worker loaded it, is finite and inside ``vr`` (memory-mapped or loaded
     data is not read whole: its first sample is what is checked)."""
     if nonfinite:
         raise _nonfinite("sample", 0)
+    fixed = _fixed_float(augment, dtype)
+    if fixed is not None and input_range is not None and outside(*input_range,
+                                                                 fixed.float_range):
+        raise fixed.float_range_error(
+            dtype, f"sample index 0 spans {input_range[0]:g}..{input_range[1]:g}")
     if input_range is not None and outside(*input_range, vr):
         raise _out_of_range(vr, given, *input_range, 0, dtype)
 

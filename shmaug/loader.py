@@ -230,7 +230,8 @@ class Loader:
             else:
                 if checked and self.value_range is not None and load is None \
                         and mapped_file_handle(x) is None:
-                    check.check_values(x, self.value_range, given is not None)  # all of it
+                    check.check_values(x, self.value_range, given is not None,  # all of it
+                                       self.augment)
                 x_handle, self._x = self._place_dataset(x, load)
                 # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
                 self._ring = OutputRing(self._store, self.max_queue_size, min(self.batch_size, n))
@@ -243,7 +244,7 @@ class Loader:
                 if checked and self.value_range is not None:
                     check.check_probe_values(probe.input_range, probe.input_nonfinite,
                                              self.value_range, given is not None,
-                                             probe.input_dtype)
+                                             probe.input_dtype, self.augment)
                 sample_shape, dtype = output_of(probe, shape, dtype)
                 self._ring.allocate(sample_shape, dtype, targets=probe.targets)
                 self._pool.attach_ring(self._ring)

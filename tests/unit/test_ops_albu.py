@@ -161,6 +161,9 @@ def test_float_0_255_called_by_hand_is_refused_with_the_fix() -> None:
     A = pytest.importorskip("albumentations")
     aug = shmaug.from_albumentations(A.Compose([A.HorizontalFlip(p=1.0)]))
     image = np.full((8, 8, 3), 200.0, np.float32)
-    with pytest.raises(shmaug.ArgumentError, match="value_range"):
+    with pytest.raises(shmaug.ArgumentError, match=r"(?s)spans 200\.\.200.*Fix: rescale the "
+                       r"images into \[0, 1\].*x.astype\(np.uint8\)"):
         aug(image, np.random.default_rng(0))
+    with pytest.raises(shmaug.ArgumentError, match=r"`value_range`=\(0.0, 255.0\) says"):
+        aug.with_value_range((0, 255))(image, np.random.default_rng(0))
     assert aug(image / 255, np.random.default_rng(0)).max() <= 1.0
