@@ -23,6 +23,7 @@ of -1 (the dense layout of Keras' bounding-box utilities), and come back padded 
 from __future__ import annotations
 
 import copy
+import json
 import os
 import random
 from dataclasses import dataclass, field
@@ -86,7 +87,9 @@ class FromAlbumentations:
     """An albumentations pipeline as an op ``(image, rng) -> image``; build it with
     :func:`from_albumentations`.
 
-    Equal by identity (albumentations transforms are); compare ``to_config()`` instead.
+    Two are equal when their configs are (albumentations' ``to_dict`` and the value range),
+    so ``from_config(op.to_config()) == op``; a pipeline that albumentations cannot write
+    (``A.Lambda``) is equal only to itself.
     """
 
     pipeline: Any  # a private deep copy: the op owns its random state
@@ -97,6 +100,22 @@ class FromAlbumentations:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.pipeline, self.value_range))
+
+    def _key(self) -> Any:
+        """What equality compares: the config as canonical JSON, or the op itself when
+        albumentations cannot write the pipeline."""
+        try:
+            return json.dumps(self.to_config(), sort_keys=True, default=repr)
+        except ArgumentError:
+            return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FromAlbumentations):
+            return NotImplemented
+        return other is self or self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     @property
     def _label_fields(self) -> dict[str, str]:
@@ -258,7 +277,8 @@ class FromAlbumentations:
                 f"albumentations.to_dict failed with {type(exc).__name__}: {exc}. Fix: use "
                 f"serializable transforms, or pickle the op instead of writing its config."
             ) from exc
-        return {"type": "albumentations", "pipeline": pipeline}
+        cfg = {"type": "albumentations", "pipeline": pipeline}
+        return cfg if self.value_range is None else {**cfg, "value_range": list(self.value_range)}
 
 
 def _real_rows(rows: np.ndarray) -> np.ndarray:
@@ -329,4 +349,6 @@ def from_albumentations(pipeline: Any) -> FromAlbumentations:
 
 @config_type("albumentations")
 def _from_albumentations_config(cfg: dict[str, Any]) -> FromAlbumentations:
-    return from_albumentations(import_albumentations().from_dict(cfg["pipeline"]))
+    op = from_albumentations(import_albumentations().from_dict(cfg["pipeline"]))
+    vr = cfg.get("value_range")
+    return op if vr is None else op.with_value_range(tuple(vr))

@@ -125,6 +125,20 @@ def test_pickles_and_round_trips_its_config(image):
     np.testing.assert_array_equal(unpickled(image, np.random.default_rng(2)), expected)
 
 
+def test_equal_after_a_config_round_trip_as_the_readme_asserts():
+    op = shmaug.from_albumentations(pipeline())
+    assert shmaug.from_config(json.loads(json.dumps(op.to_config()))) == op
+    pipe = shmaug.Compose([op, shmaug.ops.Op("rotate")])
+    assert shmaug.from_config(pipe.to_config()) == pipe  # the README's own assert
+    assert len({op, shmaug.from_config(op.to_config())}) == 1
+    ranged = op.with_value_range((0, 1))  # the range a loader binds travels too
+    assert shmaug.from_config(ranged.to_config()) == ranged != op
+    other = shmaug.from_albumentations(A.Compose([A.Rotate(limit=10, p=1.0)]))
+    assert other != op
+    lam = shmaug.from_albumentations(A.Compose([A.Lambda(image=_invert)]))
+    assert lam == lam and lam != shmaug.from_albumentations(A.Compose([A.Lambda(image=_invert)]))
+
+
 def test_a_pipeline_without_a_config_says_so():
     op = shmaug.from_albumentations(A.Compose([A.Lambda(image=_invert)]))
     with pytest.raises(shmaug.ArgumentError, match="albumentations.to_dict failed"):
