@@ -123,6 +123,25 @@ def edits_in_place(image, rng):
     return image
 
 
+def blurs_in_place(image, rng):
+    """Legacy OpenCV code that writes its result into its input."""
+    import cv2
+
+    cv2.GaussianBlur(image, (3, 3), 1.0, dst=image)
+    return image
+
+
+def calls_a_helper_that_fails(image, rng):
+    """The user's frames in a worker's traceback: this one and the helper's (on the marker)."""
+    return _failing_helper(image)
+
+
+def _failing_helper(image):
+    if image.flat[0] == MARKER:
+        raise ZeroDivisionError("the user's helper failed")
+    return image
+
+
 def sometimes_global(image, rng):
     """Draws from both global RNGs on about one sample in five (as `rng` decides), so a worker
     that watches for draws sees plain samples first."""

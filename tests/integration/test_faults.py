@@ -38,6 +38,27 @@ def test_op_exception_inline_is_the_same():
             list(loader)
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_worker_traceback_shows_the_users_frames_not_shmaugs(workers, monkeypatch):
+    monkeypatch.delenv(shmaug.errors.FILTERING_ENV, raising=False)
+    x = marked(at=1)
+    x[9, 0, 0] = _ops.MARKER
+    with shmaug.Loader(x, batch_size=8, augment=_ops.calls_a_helper_that_fails,
+                       workers=workers) as loader:
+        with pytest.raises(ZeroDivisionError) as caught:
+            loader.batch(0)
+        text = str(caught.value)
+        assert "the user's helper failed" in text and "sample index 1" in text
+        assert "in calls_a_helper_that_fails" in text and "in _failing_helper" in text
+        assert "shmaug/" not in text and "_worker.py" not in text, text
+        assert "SHMAUG_TRACEBACK_FILTERING=off shows them" in text
+        assert len(text.splitlines()) < 12, text  # was about 25 lines, most of them shmaug's
+        assert "_worker.py" in caught.value.worker_traceback  # the full one stays at hand
+        monkeypatch.setenv(shmaug.errors.FILTERING_ENV, "off")  # the debug switch
+        with pytest.raises(ZeroDivisionError, match=r"(?s)_worker\.py.*_failing_helper"):
+            loader.batch(1)
+
+
 def test_wrong_output_shape_names_the_sample():
     with shmaug.Loader(marked(), batch_size=4, augment=_ops.wrong_shape_on_marker,
                        workers=1) as loader:

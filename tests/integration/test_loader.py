@@ -133,10 +133,14 @@ def test_targets_may_be_dicts_or_tuples(images):
 
 
 @pytest.mark.parametrize("workers", [0, 1])
-def test_ops_cannot_edit_the_shared_dataset(images, workers):
+@pytest.mark.parametrize("op, raises", [(_ops.edits_in_place, ValueError),
+                                        (_ops.blurs_in_place, Exception)])  # cv2.error
+def test_ops_cannot_edit_the_shared_dataset_and_the_error_says_to_copy(images, workers, op,
+                                                                       raises):
     before = images.copy()
-    with pytest.raises(ValueError, match=r"(?s)read-only.*sample index 0"):  # the probe sees it
-        shmaug.Loader(images, batch_size=8, augment=_ops.edits_in_place, workers=workers)
+    with pytest.raises(raises, match=r"(?s)read-?only.*read-only view of the data in shared "
+                       r"memory.*Fix: copy first, `image = image.copy\(\)`.*sample index 0"):
+        shmaug.Loader(images, batch_size=8, augment=op, workers=workers)  # the probe sees it
     np.testing.assert_array_equal(images, before)  # nor the caller's array
 
 
