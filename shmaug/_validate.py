@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _platform
 from .errors import ArgumentError, ArgumentTypeError
-from .ops._params import dtype_range, outside
+from .ops._params import SUPPORTED_DTYPES, dtype_range, outside
 from .ops._params import value_range as checked_range
 from .ops.core import children
 from .schedule import BatchPlan, Shard
@@ -26,6 +26,16 @@ def _got(value: Any) -> str:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def boolean(name: str, value: Any) -> bool:
+    """A real boolean (numpy's too): ``shuffle='no'`` is truthy, and must not shuffle."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(
+            f"`{name}` must be True or False; received {_got(value)}. Fix: pass "
+            f"`{name}=True` or `{name}=False`."
+        )
+    return bool(value)
 
 
 def positive_int(name: str, value: Any) -> int:
@@ -149,6 +159,15 @@ def timeout(value: Any) -> float | None:
 
 
 def callable_or_none(name: str, value: Any) -> Any:
+    if isinstance(value, type):  # callable, but calling it builds an object, not an image
+        shown = f"{value.__module__}.{value.__qualname__}"
+        example = 'Op("rotate", degrees=(-10, 10))' if value.__name__ == "Op" else \
+            f"{value.__qualname__}(...)"
+        raise ArgumentTypeError(
+            f"`{name}` must be a callable `fn(image, rng) -> image` or None; received the "
+            f"class {shown} itself, not an instance of it. Fix: pass an instance, e.g. "
+            f"`{name}={example}`."
+        )
     if value is not None and not callable(value):
         raise ArgumentTypeError(
             f"`{name}` must be a callable `fn(image, rng) -> image` or None; received "
@@ -200,7 +219,47 @@ def image_array(x: Any) -> np.ndarray:
         )
     if len(x) == 0:
         raise ArgumentError(_EMPTY)
+    if 0 in x.shape[1:]:
+        raise ArgumentError(
+            f"`x` holds images with no pixels: shape {x.shape}, a height, width or channel "
+            f"count of 0. Fix: check how the images were cropped or stacked; each needs at "
+            f"least one row, one column and one channel."
+        )
     return x
+
+
+# What shmaug's own ops take (``ops._params.check_image``), and how to get there from the rest.
+_CONVERSIONS = {
+    "b": "x.astype(np.uint8) * 255 (a 0/255 image)",
+    "i": "x.astype(np.uint8) for values in 0..255, x.astype(np.uint16) for values in "
+         "0..65535, or x.astype(np.float32) with value_range=(low, high) for others",
+}
+
+
+def pipeline_input(augment: Any, x: Any) -> None:
+    """Images that shmaug's own ops (a pipeline, ``from_pil``, ``from_albumentations``:
+    whatever takes a ``value_range``) cannot read right are refused here, before any process
+    starts, rather than in a worker at the first sample: a dtype they do not take, and the
+    channels-first layout (N, C, H, W), which they would read as height C and C=W channels.
+    A plain function gets the data as it is (its layout and dtype are its own business)."""
+    if not hasattr(augment, "with_value_range") or not isinstance(x, np.ndarray):
+        return
+    if x.dtype not in SUPPORTED_DTYPES:
+        names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+        fix = _CONVERSIONS.get(x.dtype.kind, _CONVERSIONS["i"])
+        raise ArgumentTypeError(
+            f"`x` has dtype {x.dtype}, which shmaug's ops do not take (they take {names}). "
+            f"Fix: convert the images once, before the loader: {fix}."
+        )
+    if x.ndim == 4 and x.shape[1] in (1, 3, 4) and x.shape[3] > 4 and x.shape[2] >= 8:
+        n, c, h, w = x.shape
+        raise ArgumentError(
+            f"`x` has shape {x.shape}, the channels-first layout (N, C, H, W) of {c}-channel "
+            f"{h}x{w} images, but shmaug's ops take channels-last images (N, H, W, C), as Keras "
+            f"does by default: they would read {c} rows of {h} pixels with {w} channels. Fix: "
+            f"move the channel axis last once, x = np.moveaxis(x, 1, -1) (shape ({n}, {h}, "
+            f"{w}, {c})), and keep the model channels-last (Keras' default data_format)."
+        )
 
 
 _EMPTY = "`x` is empty (0 samples). Fix: pass a dataset with at least one sample."
@@ -533,7 +592,8 @@ def sharded_plan(n: int, batch_size: int, drop_remainder: Any, num_shards: Any, 
     of its epochs, the same for a Loader and the Sequence in front of it."""
     count, index = shard(num_shards, shard_index, n)
     shard_seed(count, shuffle, seed)
-    plan = BatchPlan(Shard(count, index).size(n), batch_size, bool(drop_remainder))
+    plan = BatchPlan(Shard(count, index).size(n), batch_size,
+                     boolean("drop_remainder", drop_remainder))
     nonempty_epoch(plan, count)
     return count, index, plan
 

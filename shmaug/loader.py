@@ -182,7 +182,8 @@ class Loader:
         self.batch_size = check.positive_int("batch_size", batch_size)
         self.workers = check.workers(workers)
         self.seed = check.seed(seed)
-        self.shuffle = bool(shuffle)
+        self.shuffle = check.boolean("shuffle", shuffle)
+        copy = check.boolean("copy", copy)
         self.start_method = check.start_method(start_method)
         self.max_queue_size = check.max_queue_size(
             max_queue_size, min(self.batch_size, n), None if load else x[0].nbytes)
@@ -193,6 +194,7 @@ class Loader:
         # invariant: the (low, high) the images lie in; None while a `load` source is unprobed
         self.value_range = check.resolve_range(given, self.augment, None if load else x.dtype)
         self.augment = with_value_range(self.augment, self.value_range)  # said once, for all
+        check.pipeline_input(self.augment, None if load else x)  # a dtype or layout ops misread
         # invariant: the targets workers transform with their image (e.g. masks), by name
         self._augmented = check.augmented_targets(self.y, self.augment,
                                                   None if load else tuple(x.shape[1:]))
@@ -266,7 +268,7 @@ class Loader:
                                            self._store, self._copier)
         self.reset_stats()  # sets _t0 and _counters: the stats window starts now
         self.last_hit = False  # whether the last batch() was ready when asked for
-        self.copy = bool(copy)
+        self.copy = copy
         self._closed = False
         log.debug("Loader ready: %d samples, %d batches/epoch, %d workers (%s)", n,
                   len(self), self.workers, self.start_method or "default start method")

@@ -128,8 +128,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             augment=check.callable_or_none("augment", augment),
             workers=check.workers(workers),
             seed=check.seed(seed),
-            shuffle=bool(shuffle),
-            drop_remainder=bool(drop_remainder),
+            shuffle=check.boolean("shuffle", shuffle),
+            drop_remainder=check.boolean("drop_remainder", drop_remainder),
             start_method=check.start_method(start_method),
             max_queue_size=check.max_queue_size(max_queue_size),
             timeout=check.timeout(timeout),
@@ -142,6 +142,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             y = getattr(images, "labels", None)  # as Keras' image_dataset_from_directory
         custom_load = self._overrides("load") or source
         images = images if custom_load else check.image_array(images)
+        check.pipeline_input(self._loader_args["augment"], images)  # a dtype or layout ops misread
         n = check.length(images) if custom_load else len(images)
         self.x = images  # invariant: what the workers read (array) or what `load` indexes
         self._side = {  # gathered per batch in this process, but for targets `augment` moves

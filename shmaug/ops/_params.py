@@ -50,8 +50,9 @@ INTERPOLATIONS: dict[str, int] = {
 }
 BACKENDS = ("cv", "pil")
 _PLAIN = (int, float)
-_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float16), np.dtype(np.float32),
-           np.dtype(np.float64))
+SUPPORTED_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float16),
+                    np.dtype(np.float32), np.dtype(np.float64))  # what the ops take
+_DTYPES = SUPPORTED_DTYPES
 _CV_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what cv2.minMaxLoc reads
 _RANGE_SLACK = 1e-3  # of a range's span: rounding past its ends that still counts as inside
 

@@ -45,6 +45,15 @@ def closure_op():
         (dict(augment=lambda image, rng: image), TypeError, r"lambda.*module level"),
         (dict(augment=closure_op()), TypeError, "module level"),
         (dict(batch_size=20, drop_remainder=True), ValueError, "no batch"),
+        (dict(augment=shmaug.ops.Op), TypeError,
+         r"received the class shmaug.ops.core.Op itself.*`augment=Op\(\"rotate\""),
+        (dict(augment=shmaug.ops.FromPil), TypeError, r"class .*FromPil itself.*FromPil\(\.\.\.\)"),
+        (dict(shuffle="no"), TypeError, r"`shuffle` must be True or False; received 'no'"),
+        (dict(shuffle=1), TypeError, "`shuffle` must be True or False"),
+        (dict(drop_remainder="yes"), TypeError, "`drop_remainder` must be True or False"),
+        (dict(copy=None), TypeError, "`copy` must be True or False"),
+        (dict(x=np.zeros((10, 0, 16), np.uint8)), ValueError, r"no pixels: shape \(10, 0, 16\)"),
+        (dict(x=np.zeros((10, 4, 0), np.uint8), augment=None), ValueError, "no pixels"),
     ],
 )
 def test_bad_arguments_raise_before_any_process(kwargs, error, pattern):
@@ -55,6 +64,49 @@ def test_bad_arguments_raise_before_any_process(kwargs, error, pattern):
         shmaug.Loader(x, **kwargs)
     assert isinstance(info.value, shmaug.ShmaugError)
     assert psutil.Process().children() == children
+
+
+GLYPHS = shmaug.presets.glyph_distort()
+
+
+@pytest.mark.parametrize("dtype, fix", [
+    (bool, r"x.astype\(np.uint8\) \* 255"),
+    (np.int64, r"x.astype\(np.uint8\) for values in 0..255.*value_range"),
+    (np.int32, r"x.astype\(np.uint8\)"), (np.int16, r"x.astype\(np.uint8\)"),
+    (np.int8, r"x.astype\(np.uint8\)"), (np.uint32, r"x.astype\(np.uint16\)"),
+])
+@pytest.mark.parametrize("entry", ["Loader", "Sequence"])
+def test_dtypes_shmaugs_ops_do_not_take_are_refused_before_any_process(dtype, fix, entry):
+    if entry == "Sequence":
+        pytest.importorskip("keras")
+    children = psutil.Process().children()
+    with pytest.raises(shmaug.ArgumentTypeError,
+                       match=rf"`x` has dtype {np.dtype(dtype)}.*uint8, uint16, float16, "
+                             rf"float32, float64.*Fix: .*{fix}"):
+        getattr(shmaug, entry)(X.astype(dtype), batch_size=4, augment=GLYPHS, workers=2)
+    assert psutil.Process().children() == children
+    # A plain function of the user's takes whatever it takes.
+    with shmaug.Loader(X.astype(dtype), batch_size=4, augment=_ops.identity, workers=0) as ok:
+        assert ok.batch(0)[0].dtype == dtype
+
+
+@pytest.mark.parametrize("shape", [(6, 3, 32, 32), (6, 1, 28, 28), (6, 4, 16, 20)])
+def test_channels_first_images_are_refused_with_the_fix_for_shmaugs_ops(shape):
+    x = np.zeros(shape, np.uint8)
+    n, c, h, w = shape
+    with pytest.raises(shmaug.ArgumentError,
+                       match=rf"channels-first layout \(N, C, H, W\).*np.moveaxis\(x, 1, -1\) "
+                             rf"\(shape \({n}, {h}, {w}, {c}\)\)"):
+        shmaug.Loader(x, batch_size=4, augment=GLYPHS, workers=2)
+    with shmaug.Loader(np.moveaxis(x, 1, -1), batch_size=4, augment=GLYPHS, workers=0) as ok:
+        assert ok.output_shape == (h, w, c)
+    # Channels-last images with 3 or 4 rows stay allowed, and so does any layout a plain
+    # function of the user's (a PyTorch-style CHW op) or no augmentation reads.
+    with shmaug.Loader(np.zeros((6, 3, 32, 3), np.uint8), batch_size=4, augment=GLYPHS,
+                       workers=0):
+        pass
+    with shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=0) as plain:
+        assert plain.output_shape == shape[1:]
 
 
 def test_shared_memory_shortage_says_how_much_and_how_to_fix():
