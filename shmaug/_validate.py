@@ -95,13 +95,14 @@ def seed(value: Any) -> int:
     return int(value)
 
 
-def batch_index(value: Any, batches: int) -> int:
+def batch_index(value: Any, batches: int, example: str = "seq[0]") -> int:
     """A batch index as a Python sequence takes one (an int, numpy's too; negative counts
-    from the end), as a position in ``range(batches)``."""
+    from the end), as a position in ``range(batches)``: one rule for ``seq[i]`` and
+    ``loader.batch(i)``."""
     if not _is_int(value):
         raise ArgumentTypeError(
             f"A batch index must be an integer; received {_got(value)}. Fix: index with an "
-            f"int, e.g. `seq[0]` (convert with `int(...)` first)."
+            f"int, e.g. `{example}` (convert with `int(...)` first)."
         )
     if not -batches <= value < batches:
         raise IndexError(f"batch index {value!r} out of range for {batches} batches")

@@ -420,9 +420,11 @@ class Loader:
         """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies.
 
         Random access is allowed; batches after this one are prefetched on the guess that
-        the consumer goes on in order.
+        the consumer goes on in order. A negative ``index`` counts from the end, as for
+        ``seq[-1]`` and any Python sequence.
         """
         self._ensure_open()
+        index = check.batch_index(index, len(self), "loader.batch(0)")
         epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
         positions = self.indices(index, epoch=epoch)
         start, stop = self._plan.bounds(index)
@@ -482,9 +484,10 @@ class Loader:
         return partial(np.take, self._x, rows, axis=0, out=into, mode="clip")  # rows in range
 
     def indices(self, index: int, *, epoch: int | None = None) -> np.ndarray:
-        """The dataset indices of the samples in batch ``index`` of ``epoch``, in order."""
+        """The dataset indices of the samples in batch ``index`` of ``epoch`` (negative:
+        from the end), in order."""
         epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
-        start, stop = self._plan.bounds(check.non_negative_int("index", index))
+        start, stop = self._plan.bounds(check.batch_index(index, len(self), "loader.indices(0)"))
         return self._orders(epoch)[start:stop]
 
     def stats(self) -> dict[str, Any]:
