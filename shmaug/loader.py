@@ -31,7 +31,7 @@ from .prefetch import CLOSED, POLL_S, Prefetcher
 from .ring import OutputRing
 from .schedule import OrderCache, Shard
 from .seeding import global_rng_use
-from .store import ArrayHandle, SharedStore, mapped_file_handle
+from .store import ArrayHandle, SharedStore, check_need, copied_bytes, mapped_file_handle
 
 log = logging.getLogger(__name__)
 
@@ -234,11 +234,16 @@ class Loader:
                         and mapped_file_handle(x) is None:
                     check.check_values(x, self.value_range, given is not None,  # all of it
                                        self.augment)
-                x_handle, self._x = self._place_dataset(x, load)
                 # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
                 self._ring = OutputRing(self._store, self.max_queue_size, min(self.batch_size, n))
-                if shape is not None and dtype is not None:  # fail before any process starts
-                    self._ring.check_fits(shape, dtype)
+                # What must fit in /dev/shm, checked before anything is copied there: the
+                # data and the targets now (with the ring when its size is declared), the
+                # ring once the probe has sized it, before the data's rows past sample 0.
+                need = copied_bytes(None if load else x, self._augmented, self.workers)
+                if shape is not None and dtype is not None:  # before any process starts, too
+                    self._ring.check_fits(shape, dtype, besides=need)
+                check_need(need)
+                x_handle, self._x = self._place_dataset(x, load)
                 self._pool = self._start_pool(x_handle, load, payload, seed_globals, n)
                 # User code runs only where workers run it: the probe is a task like any other.
                 probe = await_probe(self._pool, self.timeout)
@@ -248,6 +253,7 @@ class Loader:
                                              self.value_range, given is not None,
                                              probe.input_dtype, self.augment)
                 sample_shape, dtype = output_of(probe, shape, dtype)
+                self._fill_dataset(sample_shape, dtype, probe.targets)
                 self._ring.allocate(sample_shape, dtype, targets=probe.targets)
                 self._pool.attach_ring(self._ring)
         except BaseException:  # a bad probe, Ctrl-C, /dev/shm full: leave nothing behind
@@ -318,6 +324,7 @@ class Loader:
     def _place_dataset(self, x: Any, load: Any) -> tuple[ArrayHandle | None, Any]:
         """Where workers read samples: nowhere (``load``), the file behind a memory map, or a
         shared-memory copy made once here."""
+        self._unfilled: tuple[np.ndarray, Any] | None = None  # (rows of the block, their data)
         if load is not None:
             return None, x
         handle = mapped_file_handle(x)
@@ -326,9 +333,21 @@ class Loader:
             view = x.view()
             view.flags.writeable = False
             return handle, view
-        handle, view = self._store.put(x)
+        # Sample 0 only, for the probe; the rest once the whole need is known to fit.
+        handle, view = self._store.put(x, rows=1)
+        self._unfilled = view[1:], x[1:]  # writable, unlike the view handed out
         view.flags.writeable = False  # ops get read-only views, here as in workers
         return handle, view
+
+    def _fill_dataset(self, sample_shape: tuple[int, ...], dtype: Any, targets: Any) -> None:
+        """Once the ring is sized: check that it fits with the dataset's rows past sample 0
+        (see _place_dataset), then copy them."""
+        assert self._ring is not None
+        rest = self._unfilled[1] if self._unfilled is not None else None
+        self._ring.check_fits(sample_shape, dtype, targets, besides=copied_bytes(rest, {}, 0))
+        if self._unfilled is not None:
+            into, self._unfilled = self._unfilled[0], None
+            into[...] = rest
 
     def _payload(self, load: Any) -> bytes:
         check_picklable(self.augment, "augment")

@@ -113,6 +113,11 @@ def wrong_shape_on_marker(image, rng):
     return image
 
 
+def upscaled_float(image, rng):
+    """A 64x64 float32 output from any input: a ring far larger than the data."""
+    return np.resize(image.astype(np.float32), (64, 64))
+
+
 def mean_only(image, rng):
     """Reads every pixel, returns a tiny output: for the zero-copy memory test."""
     return np.array([image.mean()], dtype=np.float32)

@@ -150,7 +150,8 @@ def garbage_collected(method: str) -> str:
 def shm_too_small(method: str) -> str:
     huge = np.broadcast_to(np.zeros((1, 64, 64), np.uint8), (2**24, 64, 64))  # 64 GiB, virtual
     children = psutil.Process().children()
-    with pytest.raises(shmaug.SharedMemoryError, match=r"asked for [\d,]+ bytes.*free.*shm-size"):
+    with pytest.raises(shmaug.SharedMemoryError, match=r"needs [\d,]+ bytes.*the dataset "
+                       r"[\d,]+ bytes.*free.*Fix: pass `x` as a path to a \.npy.*shm-size"):
         shmaug.Loader(huge, batch_size=BATCH, augment=_ops.identity, workers=2,
                       start_method=method)
     assert psutil.Process().children() == children  # refused before any process started

@@ -110,9 +110,78 @@ def test_channels_first_images_are_refused_with_the_fix_for_shmaugs_ops(shape):
 
 
 def test_shared_memory_shortage_says_how_much_and_how_to_fix():
-    with pytest.raises(shmaug.SharedMemoryError, match=r"asked for [\d,]+ bytes.*free.*--shm-size"):
+    with pytest.raises(shmaug.SharedMemoryError, match=r"needs [\d,]+ bytes.*the output ring "
+                       r"[\d,]+ bytes.*[\d,]+ bytes \([\d,.]+ MiB\) free.*--shm-size"):
         shmaug.Loader(X, batch_size=4096, augment=_ops.identity, workers=1,
                       output_shape=(4096, 4096, 3), output_dtype="float32", max_queue_size=4096)
+
+
+@pytest.fixture
+def small_shm(monkeypatch):
+    """/dev/shm with ``small_shm.free`` bytes free; ``small_shm.blocks``: what the dataset's
+    shared block held when the whole need was checked (a view dies with its block)."""
+    from shmaug import ring, store
+
+    if store.free_shm_bytes() is None:
+        pytest.skip("no /dev/shm to measure here")
+
+    class Shm:
+        free = 0
+        views: list = []
+        blocks: list = []
+
+    monkeypatch.setattr(store, "free_shm_bytes", lambda: Shm.free)
+    put, check_need = store.SharedStore.put, ring.check_need
+
+    def spied_put(self, array, **kwargs):
+        handle, view = put(self, array, **kwargs)
+        Shm.views.append(view)
+        return handle, view
+
+    def spied_check(*args, **kwargs):
+        Shm.blocks[:] = [view.copy() for view in Shm.views]
+        return check_need(*args, **kwargs)
+
+    monkeypatch.setattr(store.SharedStore, "put", spied_put)
+    monkeypatch.setattr(ring, "check_need", spied_check)
+    return Shm
+
+
+def test_a_ring_too_large_is_refused_with_a_smaller_queue_before_the_data_is_copied(small_shm):
+    x = np.arange(1, 10 * 16 + 1, dtype=np.uint8).reshape(10, 4, 4)  # 160 bytes, no zero
+    small_shm.free = 200_000  # the 64x64 float32 ring: 8 batches of 65,536 bytes
+    with pytest.raises(shmaug.SharedMemoryError) as info:
+        shmaug.Loader(x, batch_size=4, augment=_ops.upscaled_float, workers=0)
+    text = str(info.value)
+    assert "the output ring 524,288 bytes" in text and "max_queue_size=3 fits" in text, text
+    assert ".npy" not in text  # the data fits: moving it to a file would not help
+    assert (small_shm.blocks[0][0] == x[0]).all()  # sample 0, for the probe
+    assert not small_shm.blocks[0][1:].any()  # and nothing else was copied
+    with shmaug.Loader(x, batch_size=4, augment=_ops.upscaled_float, workers=0,
+                       max_queue_size=3) as loader:  # the fix it names works
+        np.testing.assert_array_equal(loader.batch(2)[0], [_ops.upscaled_float(s, None)
+                                                           for s in x[8:]])
+
+
+def test_data_too_large_is_refused_with_a_memory_map_before_any_process(small_shm):
+    x = np.ones((100, 16, 16), np.uint8)  # 25,600 bytes
+    small_shm.free = 20_000
+    children = psutil.Process().children()
+    with pytest.raises(shmaug.SharedMemoryError,
+                       match=r"the dataset 25,600 bytes.*Fix: pass `x` as a path to a \.npy") \
+            as info:
+        shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=2)
+    assert "max_queue_size" not in str(info.value) and not small_shm.views
+    assert psutil.Process().children() == children
+
+
+def test_data_and_ring_that_fit_only_apart_get_both_fixes(small_shm):
+    x = np.ones((100, 16, 16), np.uint8)  # 25,600 bytes; a batch of 4 is 1,024
+    small_shm.free = 30_000  # each fits, not both: the ring of 8 batches is 8,192
+    with pytest.raises(shmaug.SharedMemoryError,
+                       match=r"max_queue_size=4 fits\) or `batch_size`, or pass `x` as a path"):
+        shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=0)
+    assert not small_shm.blocks[0][1:].any()
 
 
 def test_ragged_targets_name_the_argument_and_the_fix() -> None:
