@@ -190,3 +190,50 @@ def test_external_kills_of_different_workers_do_not_blame_the_op():
             expected_ids += loader.batch(b)[1].tolist()
         assert sorted(expected_ids) == list(range(96))
         assert loader.stats()["respawns"] >= 4
+
+
+def _kill_the_replacement_before_it_is_ready(loader, victim=None):
+    """Kill worker 0 once it is ready (or ``victim``, its replacement killed already), wait
+    for the pool to start a replacement (spawned: it takes a while to be ready) and kill that
+    too before it is. Returns the replacement's pid."""
+    from shmaug._worker import READY
+
+    deadline = time.monotonic() + 10
+    if victim is None:
+        while not loader._pool.status[READY] and time.monotonic() < deadline:
+            loader._pool.poll(0.05)  # worker 0, spawned, may still be starting
+        victim = loader.pids[0]
+        os.kill(victim, signal.SIGKILL)
+    while loader.pids[0] == victim and time.monotonic() < deadline:
+        loader._pool.poll(0.05)  # nothing is in flight: this only watches the workers
+    replacement = loader.pids[0]
+    assert replacement != victim and loader._pool.status[READY] == 0  # not ready yet
+    os.kill(replacement, signal.SIGKILL)
+    return replacement
+
+
+def test_a_replacement_killed_before_it_is_ready_is_started_again():
+    x = np.random.default_rng(0).integers(0, 255, (32, 8, 8), dtype=np.uint8)
+    kwargs = dict(batch_size=8, augment=_ops.noisy, seed=2, shuffle=True)
+    with shmaug.Loader(x, np.arange(32), workers=0, **kwargs) as loader:
+        expected = list(loader)
+    with shmaug.Loader(x, np.arange(32), workers=2, start_method="spawn", **kwargs) as loader:
+        _kill_the_replacement_before_it_is_ready(loader)
+        got = list(loader)  # was: WorkerDied "exited ... before it was ready"
+        assert loader.stats()["respawns"] >= 2
+    for (xa, ya), (xb, yb) in zip(expected, got):
+        np.testing.assert_array_equal(ya, yb)
+        np.testing.assert_array_equal(xa, xb)
+
+
+def test_replacements_that_never_get_ready_still_break_the_pool_with_the_reason():
+    x = np.zeros((16, 8, 8), np.uint8)
+    with shmaug.Loader(x, batch_size=8, augment=_ops.identity, workers=2,
+                       start_method="spawn") as loader:
+        victim = _kill_the_replacement_before_it_is_ready(loader)
+        for _ in range(3):  # every retry of its replacement
+            victim = _kill_the_replacement_before_it_is_ready(loader, victim)
+        with pytest.raises(shmaug.WorkerDied, match=r"before it was ready \(and 3 "
+                           r"replacement\(s\) in a row before it\)"):
+            for _ in range(200):
+                loader._pool.poll(0.05)
