@@ -172,6 +172,8 @@ class Loader:
         shard_index: int | None = None,
     ) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
+        # For repr: what x was, whether the seed was drawn, the value range given.
+        self._given = check.brief(x), seed is None, value_range
         if load is None and callable(getattr(x, "load", None)):
             load = x.load  # a sample source such as shmaug.ImageFiles: workers decode
             if y is None:
@@ -579,6 +581,29 @@ class Loader:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def __repr__(self) -> str:
+        """The settings as given, with what they resolved to: the worker count, the start
+        method, the seed (drawn when None was given) and the output learned from sample 0."""
+        workers: Any = self.workers
+        if self.workers and self._gather_only:
+            workers = f"{self.workers} (none started: nothing to augment)"
+        settings: list[tuple[str, Any]] = [
+            ("x", self._given[0]), ("y", check.brief(self.y)),
+            ("batch_size", self.batch_size), ("augment", check.brief(self.augment)),
+            ("workers", workers),
+            ("start_method", repr(check.resolved_start_method(self.start_method))
+             if self.workers else "None (workers=0: this process)"),
+            ("seed", f"{self.seed} (drawn: seed=None)" if self._given[1] else self.seed),
+            ("shuffle", self.shuffle), ("drop_remainder", self._plan.drop_remainder),
+            ("max_queue_size", self.max_queue_size)]
+        optional = [("timeout", self.timeout, None), ("copy", self.copy, True),
+                    ("value_range", self._given[2], None),
+                    ("num_shards", self.num_shards, 1), ("shard_index", self.shard_index, 0),
+                    ("load", self._load if not hasattr(self._load, "marking") else None, None)]
+        settings += [(k, check.brief(v)) for k, v, default in optional if v != default]
+        settings += [("output_shape", self.output_shape), ("output_dtype", str(self.output_dtype))]
+        return check.call_repr("shmaug.Loader", settings) + (" (closed)" if self._closed else "")
 
     def __enter__(self) -> Loader:
         return self

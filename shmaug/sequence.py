@@ -61,8 +61,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     batches are prepared ahead; ``use_multiprocessing`` is accepted and changes nothing,
     because shmaug's workers are always processes (``False`` gets a ``ShmaugWarning``: it
     cannot make them threads). Keras itself is told ``workers=1, use_multiprocessing=False``
-    so that it adds no threads or processes on top; hence ``seq.workers`` reads 1, and
-    shmaug's count is in ``seq.stats()["workers"]``.
+    so that it adds no threads or processes on top; hence ``seq.workers`` reads 1: it is the
+    attribute Keras reads to decide whether to start threads or processes of its own, so it
+    must say 1 however many processes shmaug runs. shmaug's count is in ``repr(seq)``,
+    ``seq.loader.workers`` and ``seq.stats()["workers"]``.
 
     Subclass it to change what a sample is, without touching the engine:
 
@@ -438,6 +440,36 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._loader, self._lock, self._held = None, threading.Lock(), OrderedDict()
         self._bindings, self._asked, self._side, self._warned = {}, set(), {}, False
         self._closed = True
+
+    def __repr__(self) -> str:
+        """The settings as given, with what they resolve to. ``workers`` is shmaug's count of
+        processes (``seq.workers``, Keras' attribute, reads 1: see the class docstring)."""
+        args = self._loader_args
+        name = "shmaug.Sequence" if type(self) is Sequence else type(self).__qualname__
+        hooks = [h for h in ("load", "augment", "targets") if self._overrides(h)]
+        count = args["workers"]
+        settings: list[tuple[str, Any]] = [
+            ("x", check.brief(self.x)), ("y", check.brief(self._side.get("y"))),
+            ("batch_size", self.batch_size),
+            ("augment", f"{name}.augment" if "augment" in hooks else check.brief(args["augment"])),
+            ("workers", f"{count} (shmaug's processes; Keras reads seq.workers == 1)"
+             if count else "0 (this process)"),
+            ("start_method", repr(check.resolved_start_method(args["start_method"]))
+             if count else "None"),
+            ("seed", self.seed if self._seed_given else f"{self.seed} (drawn: seed=None)"),
+            ("shuffle", self.shuffle), ("drop_remainder", self._plan.drop_remainder),
+            ("max_queue_size", args["max_queue_size"])]
+        optional = [("sample_weight", self._side.get("sample_weight")),
+                    ("image_key", self.image_key), ("timeout", args["timeout"]),
+                    ("output_shape", args["output_shape"]),
+                    ("output_dtype", args["output_dtype"]), ("value_range", args["value_range"])]
+        settings += [(k, check.brief(v)) for k, v in optional if v is not None]
+        if self.num_shards > 1:
+            settings += [("num_shards", self.num_shards), ("shard_index", self.shard_index)]
+        state = "closed" if self._closed else "not started" if self._loader is None else \
+            "started"
+        extra = f"; hooks overridden: {', '.join(hooks)}" if hooks else ""
+        return check.call_repr(name, settings) + f" ({len(self)} batches, {state}{extra})"
 
     # -- inside -------------------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing
+
 import numpy as np
 import psutil
 import pytest
@@ -188,3 +190,25 @@ def test_ragged_targets_name_the_argument_and_the_fix() -> None:
     x = np.zeros((4, 8, 8), np.uint8)
     with pytest.raises(shmaug.ArgumentError, match="`y`.*same shape.*Fix"):
         shmaug.Loader(x, [[1], [2, 3], [4], [5]], batch_size=2, workers=0)
+
+
+def test_repr_shows_the_settings_given_and_what_they_resolved_to():
+    from shmaug import _platform
+
+    with shmaug.Loader(X, np.arange(10), batch_size=4, augment=_ops.identity, workers=0,
+                       seed=7, shuffle=True, timeout=5, value_range=(0, 255)) as loader:
+        text = repr(loader)
+    assert text.startswith("shmaug.Loader(x=<uint8 array (10, 4, 4)>, y=<int64 array (10,)>, "
+                           "batch_size=4, augment=<function identity"), text
+    for part in ("workers=0", "seed=7,", "shuffle=True", "drop_remainder=False",
+                 "max_queue_size=8", "timeout=5.0", "value_range=(0, 255)",
+                 "output_shape=(4, 4)", "output_dtype=uint8"):
+        assert part in text, (part, text)
+    assert "copy=" not in text and "num_shards" not in text  # defaults left unsaid
+    assert not text.endswith(" (closed)") and repr(loader).endswith(" (closed)")
+    with shmaug.Loader(X, batch_size=4) as loader:  # workers=None, seed=None: as resolved
+        text = repr(loader)
+    assert f"workers={_platform.cpu_count()} (none started: nothing to augment)" in text
+    assert f"seed={loader.seed} (drawn: seed=None)" in text
+    assert f"start_method='{multiprocessing.get_all_start_methods()[0]}'" in text or \
+        multiprocessing.get_start_method(allow_none=True) is not None

@@ -78,3 +78,16 @@ def test_booleans_that_are_not_booleans_are_refused(name, value):
         shmaug.Sequence(X, batch_size=4, workers=0, **{name: value})
     with shmaug.Sequence(X, batch_size=4, workers=0, **{name: np.bool_(True)}) as seq:
         assert getattr(seq, name, seq._plan.drop_remainder) is True
+
+
+def test_repr_shows_shmaugs_workers_and_starts_nothing():
+    seq = shmaug.Sequence(X, np.arange(10), batch_size=4, workers=3, seed=1, shuffle=True,
+                          start_method="spawn", sample_weight=np.ones(10))
+    text = repr(seq)
+    assert text.startswith("shmaug.Sequence(x=<uint8 array (10, 4, 4)>, y=<int64 array (10,)>, "
+                           "batch_size=4, augment=None, workers=3 (shmaug's processes; Keras "
+                           "reads seq.workers == 1), start_method='spawn', seed=1,"), text
+    assert "sample_weight=<float64 array (10,)>" in text and text.endswith("(3 batches, not started)")
+    assert seq._loader is None and seq.workers == 1  # what Keras reads: see the docstring
+    seq.close()
+    assert repr(seq).endswith("(3 batches, closed)")
