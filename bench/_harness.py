@@ -28,6 +28,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -262,6 +263,23 @@ def progress(total: int, desc: str) -> Any:
 
     return tqdm(total=total, desc=desc, leave=False, file=sys.stderr,
                 disable=not sys.stderr.isatty(), dynamic_ncols=True)
+
+
+def prepare_out(path: str | Path, *, file: bool = False) -> Path:
+    """Create the folder results go to (for a ``file``, the folder it goes in) and check it
+    takes a file, before anything is measured: a run must not measure for minutes and then
+    fail to write. Exits with the reason when it cannot."""
+    out = Path(path)
+    folder = out.parent if file else out
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write_check_"):
+            pass
+    except OSError as exc:
+        raise SystemExit(f"bench: cannot write results to {folder}/: "
+                         f"{exc.strerror or exc}. Fix: pass --out with a folder you can "
+                         f"write to.") from None
+    return out
 
 
 def base_parser(description: str, default_out: str) -> argparse.ArgumentParser:

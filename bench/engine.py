@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sections", default=",".join(SECTIONS),
                         help=f"comma-separated subset of {', '.join(SECTIONS)} (default: all)")
     args = parser.parse_args(argv)
+    H.prepare_out(args.out)  # before measuring, not after
     if args.section:
         _run_section_child(args.section, args.quick)
         return 0

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 import shmaug
-from bench._harness import base_parser, summarize
+from bench._harness import base_parser, prepare_out, summarize
 from bench._report import Row, environment, write_results
 
 BATCH = 64
@@ -136,6 +136,7 @@ def run(quick: bool, out: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = base_parser(__doc__.splitlines()[0], "results/files").parse_args(argv)
+    prepare_out(args.out)  # before measuring, not after
     print(run(args.quick, args.out))
     return 0
 

@@ -377,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--w1", action="store_true",
                         help="only W1's float16 vs uint8 cost: the glyph preset and its ops")
     args = parser.parse_args(argv)
+    if args.out:
+        H.prepare_out(args.out, file=True)  # before measuring, not after
     result = w1_dtype(args.quick) if args.w1 else run(args.quick)
     text = w1_report(result) if args.w1 else report(result)
     print(text)

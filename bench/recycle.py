@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workloads", default="W1,W2,W3")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # "workload,recycle,process"
     args = parser.parse_args(argv)
+    if not args.child:
+        H.prepare_out(args.out)  # before measuring, not after
     if args.child:
         workload, recycle, process = args.child.split(",")
         print(json.dumps(child(workload, recycle == "1", process, args.quick)))

@@ -131,6 +131,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    H.prepare_out(args.out)  # before measuring, not after
     if args.render:
         saved = json.loads(Path(args.render).read_text())
         meta = saved["meta"]

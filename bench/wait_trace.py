@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lend", action="store_true",
                         help="copy=False: lend each batch's slot instead of copying it out")
     args: argparse.Namespace = parser.parse_args(argv)
+    H.prepare_out(args.out, file=True)  # before measuring, not after
     result = trace(args.workload, args.impl, 2 if args.quick else args.epochs, args.share,
                    args.quick, copy=not args.lend)
     text = table(result)
