@@ -28,6 +28,7 @@ import numpy as np
 
 import shmaug
 from bench._harness import base_parser, prepare_out, summarize
+from bench import _report as R
 from bench._report import Row, environment, write_results
 
 BATCH = 64
@@ -130,6 +131,7 @@ def run(quick: bool, out: str) -> str:
                 row.ratio = f"{row.stats.median / base:.2f}x ImageFiles"
         del x
     meta = {"quick": quick, "n": n, "repeats": repeats, "workers": workers,
+            "wall_s": R.process_age_s(),
             "environment": environment()}
     return write_results(out, "files", rows, meta)
 

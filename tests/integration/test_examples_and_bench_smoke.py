@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -66,6 +67,9 @@ def test_bench_ops_quick(tmp_path):
     out = run(str(ROOT / "bench" / "ops.py"), "--quick", "--out", str(tmp_path / "new" / "ops.json"))
     assert "sine_warp" in out and "albumentations" in out
     assert (tmp_path / "new" / "ops.md").is_file()  # the folder was made
+    # A quick run says it measures nothing, and judges and compares nothing.
+    assert out.startswith("**QUICK run**") and "not judged" in out and "This run took" in out
+    assert not re.search(r"\b(met|MISSED)\b|slower than|faster than", out), out[-2000:]
     if importlib.util.find_spec("albumentations") is not None:  # the plot needs its column
         assert (tmp_path / "new" / "ops.png").stat().st_size > 10_000
 
@@ -78,17 +82,19 @@ def test_bench_ops_w1_quick(tmp_path):
 def test_bench_engine_quick(tmp_path):
     out = run("-m", "bench.engine", "--quick", "--out", str(tmp_path / "new"))
     assert "identity" in out and (tmp_path / "new" / "engine.json").is_file()
+    assert "**QUICK run**" in out and "not judged" in out and "MISSED" not in out
     assert "main-process CPU per image" in out and "feed rate it implies" in out
 
 
 def test_bench_wait_trace_quick(tmp_path):
     out = run("-m", "bench.wait_trace", "--quick", "--out", str(tmp_path / "new" / "trace.json"))
     assert "ready batch, median ms" in out and (tmp_path / "new" / "trace.json").is_file()
+    assert out.startswith("**QUICK run**")
 
 
 def test_bench_recycle_quick(tmp_path):
     out = run("-m", "bench.recycle", "--quick", "--out", str(tmp_path))
-    assert "| W1 | plain |" in out
+    assert "| W1 | plain |" in out and out.startswith("**QUICK run**")
     assert json.loads((tmp_path / "recycle.json").read_text())
 
 
