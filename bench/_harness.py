@@ -283,11 +283,16 @@ def prepare_out(path: str | Path, *, file: bool = False) -> Path:
 
 
 def base_parser(description: str, default_out: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description)
+    """``--quick`` and ``--out``; the program is named as it is run (``python -m bench.x``)."""
+    module = getattr(sys.modules["__main__"], "__spec__", None)
+    name = module.name.removesuffix(".__main__") if module else ""
+    prog = f"python -m {name}" if name.startswith("bench") else None  # else argparse's own
+    parser = argparse.ArgumentParser(description=description, prog=prog)
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and 1 repeat: a smoke run (CI), not a measurement")
-    parser.add_argument("--out", default=default_out,
-                        help=f"folder for the JSON and Markdown results (default {default_out})")
+    what = "file for the JSON results" if default_out.endswith(".json") else \
+        "folder for the JSON and Markdown results"
+    parser.add_argument("--out", default=default_out, help=f"{what} (default {default_out})")
     return parser
 
 

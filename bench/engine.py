@@ -1,4 +1,4 @@
-"""Issue 2's engine benchmark: shmaug side by side with a plain copy and Keras PyDataset.
+"""The engine benchmark: shmaug side by side with a plain copy and Keras PyDataset.
 
 Run ``python -m bench.engine [--quick] [--out results/engine] [--sections main,...]``. Five sections, each in its
 own child process (so one that hangs or crashes is reported and the rest still run), and

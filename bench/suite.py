@@ -1,4 +1,4 @@
-"""Issue 5's benchmark suite: shmaug against Keras workers, the Pool recipe, tf.data and PyTorch.
+"""The benchmark suite: shmaug against Keras workers, the Pool recipe, tf.data and PyTorch.
 
 Run ``python -m bench [--quick] [--out bench/results] [--workloads W1,W2,W3]
 [--contenders keras_single,...] [--impls pil,shmaug] [--workers N] [--repeats R] [--rounds K]

@@ -126,3 +126,11 @@ def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_p
     assert proc.returncode != 0 and "cannot write results to" in proc.stderr, proc.stderr[-2000:]
     assert not proc.stdout.strip(), proc.stdout[-2000:]  # no table: nothing was measured
     assert time.monotonic() - began < 30
+
+
+@pytest.mark.parametrize("module", ["bench", "bench.engine", "bench.files", "bench.recycle",
+                                    "bench.wait_trace", "bench.soak"])
+def test_bench_help_names_the_command_and_no_issue_number(module):
+    out = run("-m", module, "--help")
+    assert not re.search(r"\b[Ii]ssue \d", out), out
+    assert "__main__.py" not in out, out
