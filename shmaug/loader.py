@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from . import _describe as describe
 from . import _validate as check
 from ._copier import Copier, Copy
 from ._recycle import Recycler
@@ -31,7 +32,13 @@ from .prefetch import CLOSED, POLL_S, Prefetcher
 from .ring import OutputRing
 from .schedule import OrderCache, Shard
 from .seeding import global_rng_use
-from .store import ArrayHandle, SharedStore, check_need, copied_bytes, mapped_file_handle
+from .store import (
+    ArrayHandle,
+    SharedStore,
+    check_need,
+    copied_bytes,
+    mapped_file_handle,
+)
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +180,7 @@ class Loader:
     ) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
         # For repr: what x was, whether the seed was drawn, the value range given.
-        self._given = check.brief(x), seed is None, value_range
+        self._given = describe.brief(x), seed is None, value_range
         if load is None and callable(getattr(x, "load", None)):
             load = x.load  # a sample source such as shmaug.ImageFiles: workers decode
             if y is None:
@@ -589,10 +596,10 @@ class Loader:
         if self.workers and self._gather_only:
             workers = f"{self.workers} (none started: nothing to augment)"
         settings: list[tuple[str, Any]] = [
-            ("x", self._given[0]), ("y", check.brief(self.y)),
-            ("batch_size", self.batch_size), ("augment", check.brief(self.augment)),
+            ("x", self._given[0]), ("y", describe.brief(self.y)),
+            ("batch_size", self.batch_size), ("augment", describe.brief(self.augment)),
             ("workers", workers),
-            ("start_method", repr(check.resolved_start_method(self.start_method))
+            ("start_method", repr(describe.resolved_start_method(self.start_method))
              if self.workers else "None (workers=0: this process)"),
             ("seed", f"{self.seed} (drawn: seed=None)" if self._given[1] else self.seed),
             ("shuffle", self.shuffle), ("drop_remainder", self._plan.drop_remainder),
@@ -601,9 +608,9 @@ class Loader:
                     ("value_range", self._given[2], None),
                     ("num_shards", self.num_shards, 1), ("shard_index", self.shard_index, 0),
                     ("load", self._load if not hasattr(self._load, "marking") else None, None)]
-        settings += [(k, check.brief(v)) for k, v, default in optional if v != default]
+        settings += [(k, describe.brief(v)) for k, v, default in optional if v != default]
         settings += [("output_shape", self.output_shape), ("output_dtype", str(self.output_dtype))]
-        return check.call_repr("shmaug.Loader", settings) + (" (closed)" if self._closed else "")
+        return describe.call_repr("shmaug.Loader", settings) + (" (closed)" if self._closed else "")
 
     def __enter__(self) -> Loader:
         return self

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator
 import keras
 import numpy as np
 
+from . import _describe as describe
 from . import _validate as check
 from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild, warn
 from .loader import Loader
@@ -449,12 +450,12 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         hooks = [h for h in ("load", "augment", "targets") if self._overrides(h)]
         count = args["workers"]
         settings: list[tuple[str, Any]] = [
-            ("x", check.brief(self.x)), ("y", check.brief(self._side.get("y"))),
+            ("x", describe.brief(self.x)), ("y", describe.brief(self._side.get("y"))),
             ("batch_size", self.batch_size),
-            ("augment", f"{name}.augment" if "augment" in hooks else check.brief(args["augment"])),
+            ("augment", f"{name}.augment" if "augment" in hooks else describe.brief(args["augment"])),
             ("workers", f"{count} (shmaug's processes; Keras reads seq.workers == 1)"
              if count else "0 (this process)"),
-            ("start_method", repr(check.resolved_start_method(args["start_method"]))
+            ("start_method", repr(describe.resolved_start_method(args["start_method"]))
              if count else "None"),
             ("seed", self.seed if self._seed_given else f"{self.seed} (drawn: seed=None)"),
             ("shuffle", self.shuffle), ("drop_remainder", self._plan.drop_remainder),
@@ -463,13 +464,13 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                     ("image_key", self.image_key), ("timeout", args["timeout"]),
                     ("output_shape", args["output_shape"]),
                     ("output_dtype", args["output_dtype"]), ("value_range", args["value_range"])]
-        settings += [(k, check.brief(v)) for k, v in optional if v is not None]
+        settings += [(k, describe.brief(v)) for k, v in optional if v is not None]
         if self.num_shards > 1:
             settings += [("num_shards", self.num_shards), ("shard_index", self.shard_index)]
         state = "closed" if self._closed else "not started" if self._loader is None else \
             "started"
         extra = f"; hooks overridden: {', '.join(hooks)}" if hooks else ""
-        return check.call_repr(name, settings) + f" ({len(self)} batches, {state}{extra})"
+        return describe.call_repr(name, settings) + f" ({len(self)} batches, {state}{extra})"
 
     # -- inside -------------------------------------------------------------------------------
 
