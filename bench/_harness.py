@@ -28,6 +28,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -264,12 +265,34 @@ def progress(total: int, desc: str) -> Any:
                 disable=not sys.stderr.isatty(), dynamic_ncols=True)
 
 
+def prepare_out(path: str | Path, *, file: bool = False) -> Path:
+    """Create the folder results go to (for a ``file``, the folder it goes in) and check it
+    takes a file, before anything is measured: a run must not measure for minutes and then
+    fail to write. Exits with the reason when it cannot."""
+    out = Path(path)
+    folder = out.parent if file else out
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write_check_"):
+            pass
+    except OSError as exc:
+        raise SystemExit(f"bench: cannot write results to {folder}/: "
+                         f"{exc.strerror or exc}. Fix: pass --out with a folder you can "
+                         f"write to.") from None
+    return out
+
+
 def base_parser(description: str, default_out: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description)
+    """``--quick`` and ``--out``; the program is named as it is run (``python -m bench.x``)."""
+    module = getattr(sys.modules["__main__"], "__spec__", None)
+    name = module.name.removesuffix(".__main__") if module else ""
+    prog = f"python -m {name}" if name.startswith("bench") else None  # else argparse's own
+    parser = argparse.ArgumentParser(description=description, prog=prog)
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and 1 repeat: a smoke run (CI), not a measurement")
-    parser.add_argument("--out", default=default_out,
-                        help=f"folder for the JSON and Markdown results (default {default_out})")
+    what = "file for the JSON results" if default_out.endswith(".json") else \
+        "folder for the JSON and Markdown results"
+    parser.add_argument("--out", default=default_out, help=f"{what} (default {default_out})")
     return parser
 
 

@@ -19,9 +19,10 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -49,6 +50,35 @@ class Row:
         d = asdict(self)
         d["stats"] = self.stats.to_dict() if self.stats is not None else None
         return d
+
+
+NOT_JUDGED = "not judged: a quick run measures nothing"
+QUICK = ("**QUICK run** (tiny sizes and repeat counts): a smoke test that the script works; "
+         "its figures measure nothing, and no target or comparison is judged on them")
+_VERDICT = re.compile(r"\b(met|MISSED)\b")
+
+
+def process_age_s() -> float:
+    """Seconds since this process started: a run's wall time, imports included."""
+    return time.time() - psutil.Process().create_time()
+
+
+def took(seconds: float) -> str:
+    """A run's wall time as its report states it: seconds below 2 minutes, else minutes."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def verdict(met: bool | None, quick: bool = False) -> str:
+    """How a target reads: "met" / "MISSED" ("n/a" when unknown), or, for a ``--quick`` run
+    (tiny sizes, 1 repeat, cores shared), ``NOT_JUDGED``: its figures are no measurement."""
+    if quick:
+        return NOT_JUDGED
+    return {True: "met", False: "MISSED", None: "n/a"}[met]
+
+
+def unjudged(text: str) -> str:
+    """``text`` with its met / MISSED verdicts replaced by ``NOT_JUDGED``."""
+    return _VERDICT.sub(NOT_JUDGED, text)
 
 
 def fmt_num(x: float, digits: int = 3) -> str:
@@ -137,13 +167,16 @@ def write_results(out_dir: str | Path, name: str, rows: Sequence[Row],
     """Write ``<out>/<name>.json`` and ``<out>/<name>.md``; return the Markdown text."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if meta.get("quick"):  # its figures measure nothing: no target is judged on them
+        rows = [replace(r, target=unjudged(r.target)) if r.target else r for r in rows]
     payload = {"name": name, "meta": meta, "rows": [r.to_dict() for r in rows]}
     (out / f"{name}.json").write_text(json.dumps(payload, indent=2) + "\n")
     env = meta.get("environment", {})
-    head = (f"# {name}\n\n{'quick run (tiny sizes, 1 repeat): smoke only' if meta.get('quick') else 'full run'}"
+    wall = f" · took {took(meta['wall_s'])}" if meta.get("wall_s") else ""
+    head = (f"# {name}\n\n{QUICK if meta.get('quick') else 'full run'}"
             f" · {env.get('usable_cpus')} CPUs ({env.get('cpu', '?')}) · Python {env.get('python')} · "
             f"commit {env.get('git_commit', '?')} · {env.get('time', '')} · "
-            f"load average {env.get('load_avg_1m')} at start\n\n")
+            f"load average {env.get('load_avg_1m')} at start{wall}\n\n")
     text = head + rows_table(rows) + "\n" + (("\n" + markdown_extra + "\n") if markdown_extra else "")
     (out / f"{name}.md").write_text(text)
     return text

@@ -1,4 +1,4 @@
-"""Issue 2's engine benchmark: shmaug side by side with a plain copy and Keras PyDataset.
+"""The engine benchmark: shmaug side by side with a plain copy and Keras PyDataset.
 
 Run ``python -m bench.engine [--quick] [--out results/engine] [--sections main,...]``. Five sections, each in its
 own child process (so one that hangs or crashes is reported and the rest still run), and
@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sections", default=",".join(SECTIONS),
                         help=f"comma-separated subset of {', '.join(SECTIONS)} (default: all)")
     args = parser.parse_args(argv)
+    H.prepare_out(args.out)  # before measuring, not after
     if args.section:
         _run_section_child(args.section, args.quick)
         return 0

@@ -27,7 +27,8 @@ from typing import Any, Callable
 import numpy as np
 
 import shmaug
-from bench._harness import base_parser, summarize
+from bench._harness import base_parser, prepare_out, summarize
+from bench import _report as R
 from bench._report import Row, environment, write_results
 
 BATCH = 64
@@ -130,12 +131,14 @@ def run(quick: bool, out: str) -> str:
                 row.ratio = f"{row.stats.median / base:.2f}x ImageFiles"
         del x
     meta = {"quick": quick, "n": n, "repeats": repeats, "workers": workers,
+            "wall_s": R.process_age_s(),
             "environment": environment()}
     return write_results(out, "files", rows, meta)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = base_parser(__doc__.splitlines()[0], "results/files").parse_args(argv)
+    prepare_out(args.out)  # before measuring, not after
     print(run(args.quick, args.out))
     return 0
 

@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import shmaug  # noqa: E402
 from bench import _harness as H  # noqa: E402
 from bench import _pil_reference  # noqa: E402
+from bench import _report as R  # noqa: E402
 from bench._report import cpu_model  # noqa: E402
 from bench import ops_albumentations as albu  # noqa: E402
 from bench.workloads import photo  # noqa: E402
@@ -238,7 +239,8 @@ def w1_dtype(quick: bool) -> dict[str, Any]:
         images[f"glyph_distort {dtype}"] = imgs
     rounds = 1 if quick else 9
     stats = cpu_interleaved_us(fns, images, 8 if quick else 400, rounds)
-    return {"timing": f"CPU µs per image (process_time), median of {rounds} interleaved rounds",
+    return {"quick": quick,
+            "timing": f"CPU µs per image (process_time), median of {rounds} interleaved rounds",
             "us": {k: s.median for k, s in stats.items()},
             "spread_us": {k: s.to_dict() for k, s in stats.items()}}
 
@@ -251,7 +253,8 @@ def _edge(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def w1_report(result: dict[str, Any]) -> str:
     us = result["us"]
-    lines = [f"W1 float16 vs uint8, 64x64x1 glyphs, 1 core: {result['timing']}.", "",
+    lines = [*([R.QUICK + ".", ""] if result.get("quick") else []),
+             f"W1 float16 vs uint8, 64x64x1 glyphs, 1 core: {result['timing']}.", "",
              "| step | uint8 µs | float µs | float − uint8 |", "| --- | ---: | ---: | ---: |"]
     for key in us:
         name, _, dtype = key.rpartition(" ")
@@ -277,6 +280,7 @@ def report(result: dict[str, Any]) -> str:
     albu_head = f"albumentations {version} µs" if version else "albumentations µs"
     machine = result.get("machine", {})
     lines = [
+        *([R.QUICK + ".", ""] if result.get("quick") else []),
         f"Single core, µs per image: {result.get('timing', 'best of rounds')}; "
         f"{machine.get('cpu', '?')}, OpenCV {machine.get('opencv', '?')}, numpy "
         f"{machine.get('numpy', '?')}.",
@@ -306,6 +310,8 @@ def report(result: dict[str, Any]) -> str:
 
 
 def targets(result: dict[str, Any]) -> list[str]:
+    if result.get("quick"):  # tiny repeat counts: no target, and no op against another
+        return [f"- targets and comparisons: {R.NOT_JUDGED}"]
     sine = next(r for r in result["ops"] if r["op"] == "sine_warp" and r["image"] == "64x64 gray")
     sine_x = sine["numpy_us"] / sine["cv_us"]
     p = result["preset_us"]
@@ -377,8 +383,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--w1", action="store_true",
                         help="only W1's float16 vs uint8 cost: the glyph preset and its ops")
     args = parser.parse_args(argv)
+    if args.out:
+        H.prepare_out(args.out, file=True)  # before measuring, not after
+    began = time.perf_counter()
     result = w1_dtype(args.quick) if args.w1 else run(args.quick)
-    text = w1_report(result) if args.w1 else report(result)
+    result["wall_s"] = round(time.perf_counter() - began, 1)
+    text = (w1_report(result) if args.w1 else report(result)) + \
+        f"\n\nThis run took {R.took(result['wall_s'])}."
     print(text)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))

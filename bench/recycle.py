@@ -25,12 +25,14 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench import _harness as H
+from bench import _report as R
 from bench import wait_trace
 
 CASES = {"W1": "shmaug", "W2": "shmaug", "W3": "none"}  # workload: its ops (as wait_trace)
@@ -105,15 +107,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workloads", default="W1,W2,W3")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # "workload,recycle,process"
     args = parser.parse_args(argv)
+    if not args.child:
+        H.prepare_out(args.out)  # before measuring, not after
     if args.child:
         workload, recycle, process = args.child.split(",")
         print(json.dumps(child(workload, recycle == "1", process, args.quick)))
         return
     workloads = args.workloads.split(",")[:1 if args.quick else None]
+    began = time.perf_counter()
     results = run_rounds(1 if args.quick else args.rounds, workloads, args.quick)
-    text = (f"Data wait at 80% load and images/s, batches in dropped batches' memory vs new "
-            f"arrays (`python -m bench.recycle {' '.join(argv or sys.argv[1:])}`):\n\n"
-            f"{table(results)}\n")
+    took = R.took(time.perf_counter() - began)
+    text = ((f"{R.QUICK}.\n\n" if args.quick else "") +
+            f"Data wait at 80% load and images/s, batches in dropped batches' memory vs new "
+            f"arrays (`python -m bench.recycle {' '.join(argv or sys.argv[1:])}`, "
+            f"took {took}):\n\n{table(results)}\n")
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Issue 5's benchmark suite: shmaug against Keras workers, the Pool recipe, tf.data and PyTorch.
+"""The benchmark suite: shmaug against Keras workers, the Pool recipe, tf.data and PyTorch.
 
 Run ``python -m bench [--quick] [--out bench/results] [--workloads W1,W2,W3]
 [--contenders keras_single,...] [--impls pil,shmaug] [--workers N] [--repeats R] [--rounds K]
@@ -131,6 +131,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    H.prepare_out(args.out)  # before measuring, not after
     if args.render:
         saved = json.loads(Path(args.render).read_text())
         meta = saved["meta"]

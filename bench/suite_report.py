@@ -181,10 +181,10 @@ def targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def targets_table(ts: list[dict[str, Any]]) -> str:
+def targets_table(ts: list[dict[str, Any]], quick: bool = False) -> str:
     rows = [[t["target"], R.fmt_num(t["value"]), ("≤ " if "wait" in t["target"] or "spawn" in t["target"]
                                                   else "≥ ") + R.fmt_num(t["goal"]),
-             {True: "met", False: "MISSED", None: "n/a"}[t["met"]], t["detail"]] for t in ts]
+             R.verdict(t["met"], quick), t["detail"]] for t in ts]
     return "### Targets\n\n" + R.markdown_table(["target", "measured", "goal", "", "note"], rows)
 
 
@@ -267,7 +267,8 @@ def write(results: list[dict[str, Any]], args: argparse.Namespace, env: dict[str
                      f"{r['environment'].get('load_avg_1m')}): {r['reason']}; the first "
                      "measurements are kept in the JSON under `superseded`.\n\n"
                      for r in meta.get("reruns", []))
-    head = (f"# Benchmark suite ({'QUICK run: tiny sizes, 1 repeat, smoke only' if args.quick else 'full run'})\n\n"
+    head = (f"# Benchmark suite ({'quick run' if args.quick else 'full run'})\n\n"
+            + (f"{R.QUICK}.\n\n" if args.quick else "") +
             f"`{meta['command']}` · {env.get('usable_cpus')} CPUs ({env.get('cpu', '?')}) · Python {env.get('python')} · commit "
             f"{env.get('git_commit', '?')} · {env.get('time')} · load average {env.get('load_avg_1m')} at start, "
             f"{env['load_avg_1m_end']} at end · {wall_s / 60:.1f} min\n\n{reruns}"
@@ -283,7 +284,7 @@ def write(results: list[dict[str, Any]], args: argparse.Namespace, env: dict[str
             "process and its workers, mid-epoch. *data wait: share of wall time a consumer that "
             f"takes a fixed time per batch (needing {WAIT_SHARE:.0%} of shmaug's images/s) spends "
             "waiting for the next batch.\n\n")
-    text = "\n\n".join(t for t in (head + targets_table(ts), suite_rounds.section(raw), summary_table(results),
+    text = "\n\n".join(t for t in (head + targets_table(ts, args.quick), suite_rounds.section(raw, args.quick), summary_table(results),
                                    main_table(results, args.workers),
                                    scaling_table(results, args.workers), fit_table(results)) if t)
     text += "\n\n" + "\n".join(f"![{p}]({p})" for p in pngs) + "\n"

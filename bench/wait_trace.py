@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from bench import _harness as H
+from bench import _report as R
 from bench import workloads as W
 
 STALL_MS = 3.0
@@ -78,9 +79,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lend", action="store_true",
                         help="copy=False: lend each batch's slot instead of copying it out")
     args: argparse.Namespace = parser.parse_args(argv)
+    H.prepare_out(args.out, file=True)  # before measuring, not after
+    began = time.perf_counter()
     result = trace(args.workload, args.impl, 2 if args.quick else args.epochs, args.share,
                    args.quick, copy=not args.lend)
-    text = table(result)
+    result["wall_s"] = round(time.perf_counter() - began, 1)
+    text = (f"{R.QUICK}.\n\n" if args.quick else "") + table(result) + \
+        f"\n\nThis run took {R.took(result['wall_s'])}."
     print(text)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -209,6 +209,7 @@ def run(*, profile: str = "default", epochs: int | None = None, per_class: int |
     by epoch in turn; print the comparison and write the two PNGs. Returns the figures."""
     # Each run compiles its own model; TensorFlow warns about the retracing that causes.
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
+    out.mkdir(parents=True, exist_ok=True)  # now: a folder that cannot be made fails at once
     ignore_ctrl_c_in_forked_children()
     size = PROFILES[profile]
     epochs = epochs or size.epochs

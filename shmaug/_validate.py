@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import numbers
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from . import _platform
 from .errors import ArgumentError, ArgumentTypeError
-from .ops._params import dtype_range, outside
+from .ops._params import SUPPORTED_DTYPES, dtype_range, outside
 from .ops._params import value_range as checked_range
+from .ops.core import children
 from .schedule import BatchPlan, Shard
 
 
@@ -25,6 +27,16 @@ def _got(value: Any) -> str:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def boolean(name: str, value: Any) -> bool:
+    """A real boolean (numpy's too): ``shuffle='no'`` is truthy, and must not shuffle."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(
+            f"`{name}` must be True or False; received {_got(value)}. Fix: pass "
+            f"`{name}=True` or `{name}=False`."
+        )
+    return bool(value)
 
 
 def positive_int(name: str, value: Any) -> int:
@@ -91,13 +103,14 @@ def seed(value: Any) -> int:
     return int(value)
 
 
-def batch_index(value: Any, batches: int) -> int:
+def batch_index(value: Any, batches: int, example: str = "seq[0]") -> int:
     """A batch index as a Python sequence takes one (an int, numpy's too; negative counts
-    from the end), as a position in ``range(batches)``."""
+    from the end), as a position in ``range(batches)``: one rule for ``seq[i]`` and
+    ``loader.batch(i)``."""
     if not _is_int(value):
         raise ArgumentTypeError(
             f"A batch index must be an integer; received {_got(value)}. Fix: index with an "
-            f"int, e.g. `seq[0]` (convert with `int(...)` first)."
+            f"int, e.g. `{example}` (convert with `int(...)` first)."
         )
     if not -batches <= value < batches:
         raise IndexError(f"batch index {value!r} out of range for {batches} batches")
@@ -155,6 +168,15 @@ def timeout(value: Any) -> float | None:
 
 
 def callable_or_none(name: str, value: Any) -> Any:
+    if isinstance(value, type):  # callable, but calling it builds an object, not an image
+        shown = f"{value.__module__}.{value.__qualname__}"
+        example = 'Op("rotate", degrees=(-10, 10))' if value.__name__ == "Op" else \
+            f"{value.__qualname__}(...)"
+        raise ArgumentTypeError(
+            f"`{name}` must be a callable `fn(image, rng) -> image` or None; received the "
+            f"class {shown} itself, not an instance of it. Fix: pass an instance, e.g. "
+            f"`{name}={example}`."
+        )
     if value is not None and not callable(value):
         raise ArgumentTypeError(
             f"`{name}` must be a callable `fn(image, rng) -> image` or None; received "
@@ -206,7 +228,47 @@ def image_array(x: Any) -> np.ndarray:
         )
     if len(x) == 0:
         raise ArgumentError(_EMPTY)
+    if 0 in x.shape[1:]:
+        raise ArgumentError(
+            f"`x` holds images with no pixels: shape {x.shape}, a height, width or channel "
+            f"count of 0. Fix: check how the images were cropped or stacked; each needs at "
+            f"least one row, one column and one channel."
+        )
     return x
+
+
+# What shmaug's own ops take (``ops._params.check_image``), and how to get there from the rest.
+_CONVERSIONS = {
+    "b": "x.astype(np.uint8) * 255 (a 0/255 image)",
+    "i": "x.astype(np.uint8) for values in 0..255, x.astype(np.uint16) for values in "
+         "0..65535, or x.astype(np.float32) with value_range=(low, high) for others",
+}
+
+
+def pipeline_input(augment: Any, x: Any) -> None:
+    """Images that shmaug's own ops (a pipeline, ``from_pil``, ``from_albumentations``:
+    whatever takes a ``value_range``) cannot read right are refused here, before any process
+    starts, rather than in a worker at the first sample: a dtype they do not take, and the
+    channels-first layout (N, C, H, W), which they would read as height C and C=W channels.
+    A plain function gets the data as it is (its layout and dtype are its own business)."""
+    if not hasattr(augment, "with_value_range") or not isinstance(x, np.ndarray):
+        return
+    if x.dtype not in SUPPORTED_DTYPES:
+        names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+        fix = _CONVERSIONS.get(x.dtype.kind, _CONVERSIONS["i"])
+        raise ArgumentTypeError(
+            f"`x` has dtype {x.dtype}, which shmaug's ops do not take (they take {names}). "
+            f"Fix: convert the images once, before the loader: {fix}."
+        )
+    if x.ndim == 4 and x.shape[1] in (1, 3, 4) and x.shape[3] > 4 and x.shape[2] >= 8:
+        n, c, h, w = x.shape
+        raise ArgumentError(
+            f"`x` has shape {x.shape}, the channels-first layout (N, C, H, W) of {c}-channel "
+            f"{h}x{w} images, but shmaug's ops take channels-last images (N, H, W, C), as Keras "
+            f"does by default: they would read {c} rows of {h} pixels with {w} channels. Fix: "
+            f"move the channel axis last once, x = np.moveaxis(x, 1, -1) (shape ({n}, {h}, "
+            f"{w}, {c})), and keep the model channels-last (Keras' default data_format)."
+        )
 
 
 _EMPTY = "`x` is empty (0 samples). Fix: pass a dataset with at least one sample."
@@ -403,11 +465,33 @@ def resolve_range(given: tuple[float, float] | None, augment: Any,
 _CHECK_BYTES = 1 << 24  # chunk size of the whole-array value check: bounded scratch memory
 
 
-def check_values(x: np.ndarray, vr: tuple[float, float], given: bool) -> None:
+def _members(augment: Any) -> Iterator[Any]:
+    """``augment`` and every pipeline member inside it, depth first."""
+    yield augment
+    for _, child in children(augment):
+        yield from _members(child)
+
+
+def _fixed_float(augment: Any, dtype: Any) -> Any:
+    """The member of ``augment`` that takes float images only in a fixed range whatever the
+    `value_range` (an albumentations pipeline: ``float_range``), for float ``dtype``; else None."""
+    if augment is None or np.dtype(dtype).kind != "f":
+        return None
+    return next((m for m in _members(augment) if hasattr(m, "float_range_error")), None)
+
+
+def check_values(x: np.ndarray, vr: tuple[float, float], given: bool, augment: Any = None) -> None:
     """Every value of ``x`` is finite and inside ``vr``, else the error that names the fix.
     One pass over the data at start-up, in chunks (bounded scratch memory); none for integers
     whose dtype cannot leave ``vr`` (uint8 in (0, 255)), one for a narrower range (a 0/1 mask
-    in uint8), since ops would clip what lies outside without a word."""
+    in uint8), since ops would clip what lies outside without a word. A member of ``augment``
+    that takes floats only in a fixed range (albumentations) has that range checked instead,
+    with its own message: another ``value_range`` could not help."""
+    fixed = _fixed_float(augment, x.dtype)
+    if fixed is not None:
+        if given and vr != fixed.float_range:
+            raise fixed.float_range_error(x.dtype, f"`value_range`={vr} says these are not")
+        vr = fixed.float_range
     if x.dtype.kind in "ui":
         limits = np.iinfo(x.dtype)
         if vr[0] <= limits.min and limits.max <= vr[1]:
@@ -425,15 +509,25 @@ def check_values(x: np.ndarray, vr: tuple[float, float], given: bool) -> None:
             rows = chunk.reshape(len(chunk), -1)
             bad = start + next(i for i, (lo, hi) in enumerate(zip(rows.min(axis=1), rows.max(axis=1)))
                                if outside(float(lo), float(hi), vr))
-            raise _out_of_range(vr, given, float(x[bad].min()), float(x[bad].max()), bad, x.dtype)
+            low, high = float(x[bad].min()), float(x[bad].max())
+            if fixed is not None:
+                raise fixed.float_range_error(
+                    x.dtype, f"sample index {bad} spans {low:g}..{high:g}")
+            raise _out_of_range(vr, given, low, high, bad, x.dtype)
 
 
 def check_probe_values(input_range: tuple[float, float] | None, nonfinite: bool,
-                       vr: tuple[float, float], given: bool, dtype: Any) -> None:
+                       vr: tuple[float, float], given: bool, dtype: Any,
+                       augment: Any = None) -> None:
     """Sample 0, as a worker loaded it, is finite and inside ``vr`` (memory-mapped or loaded
     data is not read whole: its first sample is what is checked)."""
     if nonfinite:
         raise _nonfinite("sample", 0)
+    fixed = _fixed_float(augment, dtype)
+    if fixed is not None and input_range is not None and outside(*input_range,
+                                                                 fixed.float_range):
+        raise fixed.float_range_error(
+            dtype, f"sample index 0 spans {input_range[0]:g}..{input_range[1]:g}")
     if input_range is not None and outside(*input_range, vr):
         raise _out_of_range(vr, given, *input_range, 0, dtype)
 
@@ -507,7 +601,8 @@ def sharded_plan(n: int, batch_size: int, drop_remainder: Any, num_shards: Any, 
     of its epochs, the same for a Loader and the Sequence in front of it."""
     count, index = shard(num_shards, shard_index, n)
     shard_seed(count, shuffle, seed)
-    plan = BatchPlan(Shard(count, index).size(n), batch_size, bool(drop_remainder))
+    plan = BatchPlan(Shard(count, index).size(n), batch_size,
+                     boolean("drop_remainder", drop_remainder))
     nonempty_epoch(plan, count)
     return count, index, plan
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from . import _platform
 from . import _validate as check
-from .errors import ErrorRecord, OutputMismatchError
+from .errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
 from .schedule import OrderCache, Shard, Task
 from .seeding import GlobalsWatch, SampleSeeder
 from .ring import RingHandles, TargetLayout, Targets
@@ -322,10 +322,11 @@ class SliceRunner:
             return image, {}
         self._stage = self._op
         if not self.target_inputs:
-            return self.augment(image, rng), {}
+            return self._array(self.augment(image, rng), index), {}
         given = {name: array[index] for name, array in self.target_inputs.items()}
         op: TargetAugment = self.augment  # type: ignore[assignment]  # the loader checked it
         image, made = op.augment_targets(image, given, rng)
+        image = self._array(image, index)
         if not isinstance(made, dict) or made.keys() != given.keys():
             raise OutputMismatchError(
                 f"{self._op}.augment_targets returned targets "
@@ -333,6 +334,20 @@ class SliceRunner:
                 f"index {index}; expected a dict of {sorted(given)}. Fix: return (image, "
                 f"{{name: target}}) with every target it was given.")
         return image, made
+
+    def _array(self, out: Any, index: int) -> np.ndarray:
+        """What `augment` returned, if it is a numpy array: a list, a PIL image or a tensor is
+        refused, not converted (a list of uint8 pixels would become an int64 batch)."""
+        if isinstance(out, np.ndarray):
+            return out
+        raise ArgumentTypeError(
+            f"`augment` ({self._op}) must return the image as a numpy array; on sample index "
+            f"{index} it returned {type(out).__module__.replace('builtins', '')}"
+            f"{'.' if type(out).__module__ != 'builtins' else ''}{type(out).__qualname__}. "
+            f"shmaug does not convert it, as its dtype would be a guess (a list of uint8 "
+            f"pixels becomes int64). Fix: return an array in the image's dtype, e.g. "
+            f"`np.asarray(result, dtype=image.dtype)`."
+        )
 
     @staticmethod
     def _write(row: np.ndarray, image: Any, index: int, target: str | None = None) -> None:

@@ -69,13 +69,19 @@ class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
         self._started = True
 
 
+LOGGED = ("images_per_s", "wait_fraction", "hit_rate", "workers")  # stats() keys it logs
+
+
 class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
     """Logs each epoch's input-pipeline figures and says plainly when training waits for data.
 
     Watches ``sequence``, or every ``shmaug.Sequence`` that served batches during the epoch.
-    The figures of the busiest one also go into the epoch's ``logs`` (``data_wait``,
-    ``images_per_s``, ``prefetch_hit_rate``, ``data_workers``: its worker count, which
-    ``workers="auto"`` may change between epochs), so they land in ``History``.
+    The figures of the busiest one also go into the epoch's ``logs``, so they land in
+    ``History``, under the names and with the meaning ``Sequence.stats()`` gives them:
+    ``images_per_s``, ``wait_fraction`` (the share of the epoch spent waiting for data),
+    ``hit_rate`` (the share of batches ready when Keras asked) and ``workers`` (which
+    ``workers="auto"`` may change between epochs). It calls ``reset_stats()`` as each epoch
+    begins, so ``stats()`` then covers the epoch in progress.
 
     Args:
         sequence: the dataset to watch; None watches them all.
@@ -118,8 +124,7 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
                 s["queue_depth"], s["workers"], f" (auto: {decided})" if decided else "",
                 busy)
             if logs is not None and rank == 0:  # the busiest: normally the training set
-                logs.update(data_wait=s["wait_fraction"], images_per_s=s["images_per_s"],
-                            prefetch_hit_rate=s["hit_rate"], data_workers=s["workers"])
+                logs.update({key: s[key] for key in LOGGED})
             if s["wait_fraction"] > self.threshold and seq not in self._warned:
                 self._warned.add(seq)  # the per-epoch figures stay in the log line above
                 warn(

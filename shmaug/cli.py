@@ -54,6 +54,9 @@ PACK_FLAGS: dict[str, str] = {
     "stats()['skipped']": "manifest.json's `skipped`",
     "stats()['unreadable']": "manifest.json's `unreadable`",
     "stats()": "manifest.json's `skipped`",
+    # A skip warning written for a loader's epochs; a pack reads each file once.
+    "in this epoch and every other": "in the pack",
+    "not repeated for this loader": "not repeated for this pack",
 }
 DEMO_FLAGS: dict[str, str] = {
     "epochs": "--epochs",
@@ -201,6 +204,8 @@ def _guarded(prog: str, flags: Mapping[str, str], debug: bool, work: Callable[[]
     """Run ``work``; a user mistake becomes one line on stderr and status 2, Ctrl-C one line
     and status 130. With ``debug`` the traceback is printed instead of the line. A
     ``ShmaugWarning`` is one line too, in the command's flags (see ``_warnings_as_lines``)."""
+    for handler in logging.getLogger().handlers:  # log lines name flags too (`--overwrite`)
+        handler.setFormatter(_FlagFormatter(flags))
     try:
         with _warnings_as_lines(prog, flags), _interrupt.always_ends(
                 EXIT_GRACE_S, lambda: _say(prog, "interrupted (Ctrl-C)."), EXIT_INTERRUPTED):
@@ -243,6 +248,17 @@ def _one_line(exc: BaseException) -> str:
         text = text.removeprefix(f"{type(exc).__name__}: ")
         text += " (--debug shows the worker's traceback)"
     return text
+
+
+class _FlagFormatter(logging.Formatter):
+    """``name: message`` with the library's argument names rewritten as the command's flags."""
+
+    def __init__(self, flags: Mapping[str, str]) -> None:
+        super().__init__("%(name)s: %(message)s")
+        self.flags = flags
+
+    def format(self, record: logging.LogRecord) -> str:
+        return as_flags(super().format(record), self.flags)
 
 
 def _say(prog: str, message: str) -> None:
@@ -341,9 +357,12 @@ def _pack(args: argparse.Namespace) -> int:
     else:
         raise CommandError(f"SRC {str(args.src)!r} does not exist. Fix: pass a folder with one "
                            f"sub-folder of images per class, or a CSV of paths and labels.")
+    # The bar only on a terminal: elsewhere (a log, a pipe, CI) each redraw is a line of its own.
     packed = pack(files, args.out, workers=args.workers, overwrite=args.overwrite,
-                  verify=args.verify, progress=True)
-    state = "written" if packed.created else "already complete, nothing redone"
+                  verify=args.verify, progress=sys.stderr.isatty())
+    state = "written" if packed.created else (
+        "already complete (images.npy verified against the manifest's sha256), nothing redone"
+        if packed.verified else "already complete, nothing redone")
     logging.getLogger("shmaug.cli").info(
         "%s: %d images %s, classes %s", packed.images, packed.manifest["count"], state,
         packed.class_names)

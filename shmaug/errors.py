@@ -30,8 +30,10 @@ A user op that raises ``ValueError`` in a worker reaches the consumer as an exce
 
 from __future__ import annotations
 
+import os
 import pickle
 import sys
+import traceback
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -105,18 +107,70 @@ class ClosedError(ShmaugError, RuntimeError):
     """The loader (or its pool) was used after ``close()``."""
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# The debug switch that shows shmaug's own frames in a worker's traceback (JAX's name for
+# its own switch, JAX_TRACEBACK_FILTERING=off); Keras' keras.config.disable_traceback_filtering()
+# does the same when Keras is in use.
+FILTERING_ENV = "SHMAUG_TRACEBACK_FILTERING"
+
+_READ_ONLY = (
+    "shmaug hands each op its image as a read-only view of the data in shared memory (so "
+    "no op can corrupt the dataset), and this code writes into its input. Fix: copy first, "
+    "`image = image.copy()`, before writing in place (`image += ...`, `image[...] = ...`, "
+    "`cv2.xxx(image, dst=image)`), or return a new array (`image + ...`)."
+)
+
+
+def advice(exc: BaseException) -> str:
+    """What to do about an exception an op raised, when its message alone does not say
+    (numpy's and OpenCV's complaints about a read-only input); else ""."""
+    text = str(exc)
+    if "read-only" in text or "marked as readonly" in text:
+        return _READ_ONLY
+    return ""
+
+
+def _filtered(exc: BaseException) -> str:
+    """The traceback of ``exc`` (and of its causes) without shmaug's own frames: the user's
+    code is what the reader can change. The innermost frame stays when every frame is ours."""
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    seen = set()
+    node: traceback.TracebackException | None = te
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        frames = list(node.stack)
+        kept = [f for f in frames if not str(f.filename).startswith(_PACKAGE_DIR)]
+        node.stack = traceback.StackSummary.from_list(kept or frames[-1:])
+        node = node.__cause__ or (None if node.__suppress_context__ else node.__context__)
+    return "".join(te.format())
+
+
+def _show_all_frames() -> bool:
+    """Whether the debug switch asks for shmaug's frames too: SHMAUG_TRACEBACK_FILTERING=off
+    (0, false, no), or Keras' own switch when Keras is already in use."""
+    if os.environ.get(FILTERING_ENV, "").strip().lower() in ("off", "0", "false", "no"):
+        return True
+    keras = sys.modules.get("keras")
+    enabled = getattr(getattr(keras, "config", None), "is_traceback_filtering_enabled", None)
+    try:
+        return enabled is not None and not enabled()
+    except Exception:  # a Keras without the switch
+        return False
+
+
 @dataclass(frozen=True)
 class ErrorRecord:
     """What a worker sends home when a sample fails: small, always picklable."""
 
     exc_type: bytes | None  # pickled exception class, or None when the class does not pickle
     type_name: str
-    message: str
-    traceback: str
+    message: str  # with ``advice`` appended where there is some
+    traceback: str  # in full, shmaug's frames included
     worker_id: int
     sample_index: int
     epoch: int
     op: str
+    user_traceback: str = ""  # without shmaug's frames (what the message shows by default)
 
     @classmethod
     def capture(
@@ -126,15 +180,32 @@ class ErrorRecord:
             exc_type: bytes | None = pickle.dumps(type(exc))
         except Exception:
             exc_type = None
-        return cls(exc_type, type(exc).__qualname__, str(exc), tb, worker_id, sample_index, epoch, op)
+        message = str(exc).rstrip()
+        hint = advice(exc)
+        if hint:
+            message = f"{message}\n{hint}" if "\n" in message else f"{message}. {hint}"
+        try:
+            user = _filtered(exc)
+        except Exception:  # a traceback we cannot walk: the full one will do
+            user = ""
+        return cls(exc_type, type(exc).__qualname__, message, tb, worker_id, sample_index,
+                   epoch, op, user)
 
     def describe(self) -> str:
         where = f"shmaug worker {self.worker_id}" if self.worker_id >= 0 else "the main process"
+        if self.user_traceback and not _show_all_frames():
+            heading = (f"Traceback (shmaug's own frames left out; {FILTERING_ENV}=off shows "
+                       f"them):")
+            tb = self.user_traceback.rstrip()
+            tb = heading + tb[len("Traceback (most recent call last):"):] \
+                if tb.startswith("Traceback (most recent call last):") else tb
+        else:
+            tb = self.traceback.rstrip()
         return (
             f"{self.type_name}: {self.message}\n"
             f"(raised by `{self.op}` in {where} on sample index {self.sample_index}, "
             f"epoch {self.epoch})\n"
-            f"Worker traceback:\n{self.traceback.rstrip()}"
+            f"Worker traceback:\n{tb}"
         )
 
 

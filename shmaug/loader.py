@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from . import _describe as describe
 from . import _validate as check
 from ._autoworkers import AutoWorkers
 from ._copier import Copier, Copy
@@ -32,7 +33,13 @@ from .prefetch import CLOSED, POLL_S, Prefetcher
 from .ring import OutputRing
 from .schedule import OrderCache, Shard
 from .seeding import global_rng_use
-from .store import ArrayHandle, SharedStore, mapped_file_handle
+from .store import (
+    ArrayHandle,
+    SharedStore,
+    check_need,
+    copied_bytes,
+    mapped_file_handle,
+)
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +183,8 @@ class Loader:
         shard_index: int | None = None,
     ) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
+        # For repr: what x was, whether the seed was drawn, the value range given.
+        self._given = describe.brief(x), seed is None, value_range
         if load is None and callable(getattr(x, "load", None)):
             load = x.load  # a sample source such as shmaug.ImageFiles: workers decode
             if y is None:
@@ -190,7 +199,8 @@ class Loader:
         # `workers` property tells the count running now
         self._workers_asked = check.default_workers() if self.auto_workers else int(asked)
         self.seed = check.seed(seed)
-        self.shuffle = bool(shuffle)
+        self.shuffle = check.boolean("shuffle", shuffle)
+        copy = check.boolean("copy", copy)
         self.start_method = check.start_method(start_method)
         self.max_queue_size = check.max_queue_size(
             max_queue_size, min(self.batch_size, n), None if load else x[0].nbytes)
@@ -201,6 +211,7 @@ class Loader:
         # invariant: the (low, high) the images lie in; None while a `load` source is unprobed
         self.value_range = check.resolve_range(given, self.augment, None if load else x.dtype)
         self.augment = with_value_range(self.augment, self.value_range)  # said once, for all
+        check.pipeline_input(self.augment, None if load else x)  # a dtype or layout ops misread
         # invariant: the targets workers transform with their image (e.g. masks), by name
         self._augmented = check.augmented_targets(self.y, self.augment,
                                                   None if load else tuple(x.shape[1:]))
@@ -238,12 +249,18 @@ class Loader:
             else:
                 if checked and self.value_range is not None and load is None \
                         and mapped_file_handle(x) is None:
-                    check.check_values(x, self.value_range, given is not None)  # all of it
-                x_handle, self._x = self._place_dataset(x, load)
+                    check.check_values(x, self.value_range, given is not None,  # all of it
+                                       self.augment)
                 # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
                 self._ring = OutputRing(self._store, self.max_queue_size, min(self.batch_size, n))
-                if shape is not None and dtype is not None:  # fail before any process starts
-                    self._ring.check_fits(shape, dtype)
+                # What must fit in /dev/shm, checked before anything is copied there: the
+                # data and the targets now (with the ring when its size is declared), the
+                # ring once the probe has sized it, before the data's rows past sample 0.
+                need = copied_bytes(None if load else x, self._augmented, self.workers)
+                if shape is not None and dtype is not None:  # before any process starts, too
+                    self._ring.check_fits(shape, dtype, besides=need)
+                check_need(need)
+                x_handle, self._x = self._place_dataset(x, load)
                 self._pool = self._start_pool(x_handle, load, payload, seed_globals, n)
                 # User code runs only where workers run it: the probe is a task like any other.
                 probe = await_probe(self._pool, self.timeout)
@@ -251,8 +268,9 @@ class Loader:
                 if checked and self.value_range is not None:
                     check.check_probe_values(probe.input_range, probe.input_nonfinite,
                                              self.value_range, given is not None,
-                                             probe.input_dtype)
+                                             probe.input_dtype, self.augment)
                 sample_shape, dtype = output_of(probe, shape, dtype)
+                self._fill_dataset(sample_shape, dtype, probe.targets)
                 self._ring.allocate(sample_shape, dtype, targets=probe.targets)
                 self._pool.attach_ring(self._ring)
         except BaseException:  # a bad probe, Ctrl-C, /dev/shm full: leave nothing behind
@@ -276,7 +294,7 @@ class Loader:
                                            self._store, self._copier)
         self.reset_stats()  # sets _t0 and _counters: the stats window starts now
         self.last_hit = False  # whether the last batch() was ready when asked for
-        self.copy = bool(copy)
+        self.copy = copy
         self._closed = False
         log.debug("Loader ready: %d samples, %d batches/epoch, %d workers (%s)", n,
                   len(self), self.workers, self.start_method or "default start method")
@@ -327,6 +345,7 @@ class Loader:
     def _place_dataset(self, x: Any, load: Any) -> tuple[ArrayHandle | None, Any]:
         """Where workers read samples: nowhere (``load``), the file behind a memory map, or a
         shared-memory copy made once here."""
+        self._unfilled: tuple[np.ndarray, Any] | None = None  # (rows of the block, their data)
         if load is not None:
             return None, x
         handle = mapped_file_handle(x)
@@ -335,9 +354,21 @@ class Loader:
             view = x.view()
             view.flags.writeable = False
             return handle, view
-        handle, view = self._store.put(x)
+        # Sample 0 only, for the probe; the rest once the whole need is known to fit.
+        handle, view = self._store.put(x, rows=1)
+        self._unfilled = view[1:], x[1:]  # writable, unlike the view handed out
         view.flags.writeable = False  # ops get read-only views, here as in workers
         return handle, view
+
+    def _fill_dataset(self, sample_shape: tuple[int, ...], dtype: Any, targets: Any) -> None:
+        """Once the ring is sized: check that it fits with the dataset's rows past sample 0
+        (see _place_dataset), then copy them."""
+        assert self._ring is not None
+        rest = self._unfilled[1] if self._unfilled is not None else None
+        self._ring.check_fits(sample_shape, dtype, targets, besides=copied_bytes(rest, {}, 0))
+        if self._unfilled is not None:
+            into, self._unfilled = self._unfilled[0], None
+            into[...] = rest
 
     def _payload(self, load: Any) -> bytes:
         check_picklable(self.augment, "augment")
@@ -435,9 +466,11 @@ class Loader:
         """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies.
 
         Random access is allowed; batches after this one are prefetched on the guess that
-        the consumer goes on in order.
+        the consumer goes on in order. A negative ``index`` counts from the end, as for
+        ``seq[-1]`` and any Python sequence.
         """
         self._ensure_open()
+        index = check.batch_index(index, len(self), "loader.batch(0)")
         epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
         positions = self.indices(index, epoch=epoch)
         start, stop = self._plan.bounds(index)
@@ -517,9 +550,10 @@ class Loader:
         return partial(np.take, self._x, rows, axis=0, out=into, mode="clip")  # rows in range
 
     def indices(self, index: int, *, epoch: int | None = None) -> np.ndarray:
-        """The dataset indices of the samples in batch ``index`` of ``epoch``, in order."""
+        """The dataset indices of the samples in batch ``index`` of ``epoch`` (negative:
+        from the end), in order."""
         epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
-        start, stop = self._plan.bounds(check.non_negative_int("index", index))
+        start, stop = self._plan.bounds(check.batch_index(index, len(self), "loader.indices(0)"))
         return self._orders(epoch)[start:stop]
 
     def stats(self) -> dict[str, Any]:
@@ -597,6 +631,29 @@ class Loader:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def __repr__(self) -> str:
+        """The settings as given, with what they resolved to: the worker count, the start
+        method, the seed (drawn when None was given) and the output learned from sample 0."""
+        workers: Any = self.workers
+        if self.workers and self._gather_only:
+            workers = f"{self.workers} (none started: nothing to augment)"
+        settings: list[tuple[str, Any]] = [
+            ("x", self._given[0]), ("y", describe.brief(self.y)),
+            ("batch_size", self.batch_size), ("augment", describe.brief(self.augment)),
+            ("workers", workers),
+            ("start_method", repr(describe.resolved_start_method(self.start_method))
+             if self.workers else "None (workers=0: this process)"),
+            ("seed", f"{self.seed} (drawn: seed=None)" if self._given[1] else self.seed),
+            ("shuffle", self.shuffle), ("drop_remainder", self._plan.drop_remainder),
+            ("max_queue_size", self.max_queue_size)]
+        optional = [("timeout", self.timeout, None), ("copy", self.copy, True),
+                    ("value_range", self._given[2], None),
+                    ("num_shards", self.num_shards, 1), ("shard_index", self.shard_index, 0),
+                    ("load", self._load if not hasattr(self._load, "marking") else None, None)]
+        settings += [(k, describe.brief(v)) for k, v, default in optional if v != default]
+        settings += [("output_shape", self.output_shape), ("output_dtype", str(self.output_dtype))]
+        return describe.call_repr("shmaug.Loader", settings) + (" (closed)" if self._closed else "")
 
     def __enter__(self) -> Loader:
         return self

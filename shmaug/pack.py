@@ -17,6 +17,7 @@ This module owns the output directory; decoding is ``ImageFiles``' and paralleli
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -49,6 +50,8 @@ class Packed:
         labels: path of ``labels.npy``, or None when the source has no labels.
         manifest: the parsed ``manifest.json``.
         created: True when this call wrote it, False when it was already complete.
+        verified: True when it was already complete and ``verify`` re-hashed ``images.npy``
+            against the manifest's sha256 (they matched).
 
     Example:
         >>> packed = shmaug.pack("flowers/", "flowers_64", image_size=(64, 64))
@@ -61,6 +64,7 @@ class Packed:
     labels: str | None
     manifest: dict[str, Any]
     created: bool
+    verified: bool = False
 
     @property
     def class_names(self) -> list[str]:
@@ -124,16 +128,24 @@ def pack(
             f"`out` must be a directory (it will hold {IMAGES}, {LABELS} and {MANIFEST}); "
             f"received {directory!r}, which is a file. Fix: pass a directory path."
         )
+    made = not os.path.isdir(directory)  # removed again if the pack fails (it is ours)
     os.makedirs(directory, exist_ok=True)
     described = describe(files)
     existing = _complete(directory, described, verify) if not overwrite else None
     if existing is not None:
-        log.info("%s already holds a complete pack of this source (%d images); nothing to do "
-                 "(overwrite=True redoes it)", directory, existing.manifest["count"])
+        checked = ", and images.npy matches its sha256" if existing.verified else ""
+        log.info("%s already holds a complete pack of this source (%d images%s); nothing to "
+                 "do (overwrite=True redoes it)", directory, existing.manifest["count"], checked)
         return existing
     _remove(os.path.join(directory, MANIFEST))  # from here on, `out` is not complete
-    return _write(files, directory, described, workers=workers, batch_size=batch_size,
-                  start_method=start_method, progress=progress)
+    try:
+        return _write(files, directory, described, workers=workers, batch_size=batch_size,
+                      start_method=start_method, progress=progress)
+    except BaseException:  # its partial files are gone (_write); so is a folder made for it
+        if made:
+            with contextlib.suppress(OSError):  # not empty: someone else's files, keep them
+                os.rmdir(directory)
+        raise
 
 
 def describe(files: ImageFiles) -> dict[str, Any]:
@@ -199,7 +211,7 @@ def _complete(directory: str, described: dict[str, Any], verify: bool) -> Packed
     if problem:
         log.warning("%s: %s; packing again", directory, problem)
         return None
-    return packed
+    return dataclasses.replace(packed, verified=verify)
 
 
 def _check_files(packed: Packed, verify: bool) -> str:

@@ -62,6 +62,10 @@ log = logging.getLogger(__name__)
 _JOIN_TIMEOUT_S = 2.0  # how long close() lets a worker finish before terminating it
 _KILL_TIMEOUT_S = 1.0  # how long after terminate() before kill()
 _MAX_DEATHS_PER_TASK = 3  # a task that kills this many workers is reported, not retried
+# A replacement that dies before it is ready (killed from outside while it starts, say) is
+# started again this many times in a row; only then is the pool broken, as when a first
+# worker cannot start.
+_REPLACEMENT_RETRIES = 3
 # How often poll() also asks each worker's exit status: a process the worker forked keeps
 # the worker's end of its sentinel open, and then only the exit status tells.
 _SWEEP_S = 0.5
@@ -121,6 +125,10 @@ class WorkerPool:
         self._starting: set[int] = set()  # invariant: slots resize() filled, not yet seen ready
         self._early: list[Result] = []  # invariant: answers collected outside poll(), for it
         self.respawns = 0  # how many dead workers were replaced
+        self._replaced: set[int] = set()  # invariant: worker ids running a replacement
+        self._answered = False  # invariant: some worker has answered a task (it started fine)
+        self._unready_deaths: dict[int, int] = {}  # worker id -> replacements that died
+        # before they were ready, in a row
         try:
             for wid in range(workers):
                 self._start(wid)
@@ -246,8 +254,9 @@ class WorkerPool:
             if w.process.sentinel in ready or sweep and not w.process.is_alive():
                 results += self._drain(w)  # it may have answered just before dying
                 if not self.status[wid * STATUS_FIELDS + READY]:
-                    self._broken = describe_startup_failure(wid, w.process, self._ctx)
-                    raise self._broken
+                    results += self._retry_start(wid, w)
+                    continue
+                self._unready_deaths.pop(wid, None)
                 results += self._replace(wid, w, crashed=True)
         results += self._check_timeouts()
         self._dispatch()
@@ -265,6 +274,7 @@ class WorkerPool:
                 if everything and not w.results.poll():
                     break
                 result = decode_result(w.results.recv_bytes())
+                self._answered = True
                 if w.queued and w.queued[0].ticket == result[1]:
                     w.queued.popleft()
                 out.append(result)
@@ -304,8 +314,26 @@ class WorkerPool:
         self._pending.extendleft(reversed(redo))
         if not self._closed:
             self._start(wid)
+            self._replaced.add(wid)
             self.respawns += 1
         return failed
+
+    def _retry_start(self, wid: int, w: _Worker) -> list[Result]:
+        """A worker died before it was ready. While no worker has started, that breaks the
+        pool (the payload or the main module fails there, and would every time); once one
+        has answered, or for a replacement, a start can only have been cut short (a kill
+        from outside, say), which says nothing about the op: it gets
+        ``_REPLACEMENT_RETRIES`` more starts in a row."""
+        tries = self._unready_deaths.get(wid, 0)
+        if not (self._answered or wid in self._replaced) or tries >= _REPLACEMENT_RETRIES:
+            self._broken = describe_startup_failure(wid, w.process, self._ctx, tries)
+            raise self._broken
+        self._unready_deaths[wid] = tries + 1
+        w.process.join(_KILL_TIMEOUT_S)
+        log.warning("shmaug worker %d (pid %s) died with exit code %s before it was ready; "
+                    "starting another (retry %d of %d)", wid, w.process.pid, w.process.exitcode,
+                    tries + 1, _REPLACEMENT_RETRIES)
+        return self._replace(wid, w, crashed=False)
 
     def _current_index(self, wid: int) -> int:
         return int(self.status[wid * STATUS_FIELDS + CURRENT_INDEX])
@@ -481,9 +509,10 @@ def describe_death(wid: int, code: int | None, index: int) -> WorkerDied:
     )
 
 
-def describe_startup_failure(wid: int, process: Any, ctx: Any) -> WorkerDied:
+def describe_startup_failure(wid: int, process: Any, ctx: Any, retries: int = 0) -> WorkerDied:
     process.join(_KILL_TIMEOUT_S)
     code = process.exitcode
+    again = f" (and {retries} replacement(s) in a row before it)" if retries else ""
     hint = ""
     if ctx.get_start_method() != "fork":
         hint = (
@@ -493,7 +522,7 @@ def describe_startup_failure(wid: int, process: Any, ctx: Any) -> WorkerDied:
             f"script must guard its work with `if __name__ == \"__main__\":`."
         )
     return WorkerDied(
-        f"shmaug worker {wid} exited with code {code} before it was ready, so the pool "
+        f"shmaug worker {wid} exited with code {code} before it was ready{again}, so the pool "
         f"cannot start (its error, if any, is printed above by the worker).{hint} Fix: make "
         f"the augmentation importable there, or run with start_method='fork' where available, "
         f"or workers=0 to debug in this process.",

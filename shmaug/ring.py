@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .store import ArrayHandle, SharedStore, check_capacity
+from .store import RING, ArrayHandle, SharedStore, check_need
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,22 @@ class OutputRing:
     def _what(self) -> str:
         return f"the output ring ({self.slots} batches)"
 
-    def check_fits(self, sample_shape: tuple[int, ...], dtype: Any) -> None:
-        """Raise ``SharedMemoryError`` now if the block would not fit in /dev/shm."""
-        check_capacity(int(np.prod(self._shape(sample_shape))) * np.dtype(dtype).itemsize,
-                       self._what)
+    def batch_bytes(self, sample_shape: tuple[int, ...], dtype: Any,
+                    targets: TargetLayout | None = None) -> int:
+        """The shared memory one slot takes: a batch of samples of this shape and dtype, and
+        of each augmented target's."""
+        layouts = [(sample_shape, dtype), *(targets or {}).values()]
+        return sum(self.batch_size * int(np.prod(shape, dtype=np.int64)) *
+                   np.dtype(kind).itemsize for shape, kind in layouts)
+
+    def check_fits(self, sample_shape: tuple[int, ...], dtype: Any,
+                   targets: TargetLayout | None = None, *, besides: dict[str, int] | None = None
+                   ) -> None:
+        """Raise ``SharedMemoryError`` now if the ring's blocks, together with ``besides``
+        (other bytes still to be written to shared memory, by what they are), would not fit."""
+        per = self.batch_bytes(sample_shape, dtype, targets)
+        check_need({**(besides or {}), RING: self.slots * per}, batch_bytes=per,
+                   slots=self.slots)
 
     def allocate(self, sample_shape: tuple[int, ...], dtype: Any,
                  targets: TargetLayout | None = None) -> RingHandles:

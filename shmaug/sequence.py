@@ -34,6 +34,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from . import _describe as describe
 from . import _distribution
 from . import _validate as check
 from ._passes import Key, Passes
@@ -60,8 +61,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     batches are prepared ahead; ``use_multiprocessing`` is accepted and changes nothing,
     because shmaug's workers are always processes (``False`` gets a ``ShmaugWarning``: it
     cannot make them threads). Keras itself is told ``workers=1, use_multiprocessing=False``
-    so that it adds no threads or processes on top; hence ``seq.workers`` reads 1, and
-    shmaug's count is in ``seq.stats()["workers"]``.
+    so that it adds no threads or processes on top; hence ``seq.workers`` reads 1: it is the
+    attribute Keras reads to decide whether to start threads or processes of its own, so it
+    must say 1 however many processes shmaug runs. shmaug's count is in ``repr(seq)``,
+    ``seq.loader.workers`` and ``seq.stats()["workers"]``.
 
     Subclass it to change what a sample is, without touching the engine:
 
@@ -127,8 +130,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             augment=check.callable_or_none("augment", augment),
             workers=check.workers(workers),
             seed=check.seed(seed),
-            shuffle=bool(shuffle),
-            drop_remainder=bool(drop_remainder),
+            shuffle=check.boolean("shuffle", shuffle),
+            drop_remainder=check.boolean("drop_remainder", drop_remainder),
             start_method=check.start_method(start_method),
             max_queue_size=check.max_queue_size(max_queue_size),
             timeout=check.timeout(timeout),
@@ -141,6 +144,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             y = getattr(images, "labels", None)  # as Keras' image_dataset_from_directory
         custom_load = self._overrides("load") or source
         images = images if custom_load else check.image_array(images)
+        check.pipeline_input(self._loader_args["augment"], images)  # a dtype or layout ops misread
         n = check.length(images) if custom_load else len(images)
         self.x = images  # invariant: what the workers read (array) or what `load` indexes
         self._side = {  # gathered per batch in this process, but for targets `augment` moves
@@ -426,6 +430,36 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._passes = Passes(len(self._plan), self.shuffle)
         self._side, self._warned = {}, False
         self._closed = True
+
+    def __repr__(self) -> str:
+        """The settings as given, with what they resolve to. ``workers`` is shmaug's count of
+        processes (``seq.workers``, Keras' attribute, reads 1: see the class docstring)."""
+        args = self._loader_args
+        name = "shmaug.Sequence" if type(self) is Sequence else type(self).__qualname__
+        hooks = [h for h in ("load", "augment", "targets") if self._overrides(h)]
+        count = args["workers"]
+        settings: list[tuple[str, Any]] = [
+            ("x", describe.brief(self.x)), ("y", describe.brief(self._side.get("y"))),
+            ("batch_size", self.batch_size),
+            ("augment", f"{name}.augment" if "augment" in hooks else describe.brief(args["augment"])),
+            ("workers", f"{count} (shmaug's processes; Keras reads seq.workers == 1)"
+             if count else "0 (this process)"),
+            ("start_method", repr(describe.resolved_start_method(args["start_method"]))
+             if count else "None"),
+            ("seed", self.seed if self._seed_given else f"{self.seed} (drawn: seed=None)"),
+            ("shuffle", self.shuffle), ("drop_remainder", self._plan.drop_remainder),
+            ("max_queue_size", args["max_queue_size"])]
+        optional = [("sample_weight", self._side.get("sample_weight")),
+                    ("image_key", self.image_key), ("timeout", args["timeout"]),
+                    ("output_shape", args["output_shape"]),
+                    ("output_dtype", args["output_dtype"]), ("value_range", args["value_range"])]
+        settings += [(k, describe.brief(v)) for k, v in optional if v is not None]
+        if self.num_shards > 1:
+            settings += [("num_shards", self.num_shards), ("shard_index", self.shard_index)]
+        state = "closed" if self._closed else "not started" if self._loader is None else \
+            "started"
+        extra = f"; hooks overridden: {', '.join(hooks)}" if hooks else ""
+        return describe.call_repr(name, settings) + f" ({len(self)} batches, {state}{extra})"
 
     # -- inside -------------------------------------------------------------------------------
 

@@ -96,6 +96,64 @@ def check_capacity(nbytes: int, what: str) -> None:
         )
 
 
+RING = "the output ring"  # how check_need's callers name the ring and the dataset among
+DATASET = "the dataset"  # the parts
+
+
+def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0) -> None:
+    """Raise ``SharedMemoryError`` when /dev/shm cannot hold all of ``parts`` together (bytes
+    still to be written there, by what they are for), before any of them is written.
+
+    The fix fits the case: when the output ring (``RING``: ``slots`` batches of
+    ``batch_bytes``) does not fit, a smaller batch or queue (with the ``max_queue_size``
+    that fits); when the dataset alone does not, a ``.npy`` path, which is memory-mapped
+    instead of copied; always, enlarging /dev/shm.
+    """
+    free = free_shm_bytes()
+    total = sum(parts.values())
+    if free is None or total <= free:
+        return
+    ring, data = parts.get(RING, 0), parts.get(DATASET, 0)
+    fits = (free - (total - ring)) // batch_bytes if batch_bytes and total - ring < free else 0
+    shrink = (f"lower `max_queue_size` (now {slots} batches of {batch_bytes:,} bytes; "
+              + (f"max_queue_size={fits} fits" if fits >= 1 else "not one batch fits beside "
+                 "the rest, so lower `batch_size` too") + ") or `batch_size`")
+    npy = ("pass `x` as a path to a .npy file (`np.save(path, x)`) or a "
+           "`np.load(path, mmap_mode='r')` array: every worker memory-maps it, nothing is "
+           "copied into shared memory")
+    if ring > free:  # the ring alone: the data's place would not help
+        fix = (f"{shrink}, or make the augmented samples smaller (a float32 output takes 4x "
+               f"uint8's)") + (f"; and {npy}" if data > free else "")
+    elif data > free:  # the dataset alone: a smaller ring would not help
+        fix = npy
+    elif ring:
+        fix = f"{shrink}, or {npy}"
+    else:
+        fix = npy if data else "free some of it"
+    listed = ", ".join(f"{what} {n:,} bytes" for what, n in parts.items() if n)
+    gib = -(-total // 2**30) + 1
+    raise SharedMemoryError(
+        f"Not enough shared memory: shmaug needs {total:,} bytes ({total / 2**20:,.1f} MiB) "
+        f"in {_SHM_DIR} ({listed}) but it has {free:,} bytes ({free / 2**20:,.1f} MiB) free "
+        f"(checked before any of it is copied). Fix: {fix}; or enlarge {_SHM_DIR} (Docker: "
+        f"`--shm-size={gib}g`; elsewhere: `mount -o remount,size={gib}G {_SHM_DIR}`)."
+    )
+
+
+def copied_bytes(x: np.ndarray | None, targets: dict[str, np.ndarray],
+                 workers: int) -> dict[str, int]:
+    """What a loader will copy into shared memory, by what it is (``check_need``'s parts):
+    ``x`` unless memory-mapped (None: a ``load`` source, nothing to copy), and with workers,
+    the targets they augment with each image."""
+    need = {}
+    if x is not None and mapped_file_handle(x) is None:
+        need[DATASET] = int(x.nbytes)
+    for name, array in targets.items() if workers else ():
+        if mapped_file_handle(array) is None:
+            need[f"the target y[{name!r}]"] = int(array.nbytes)
+    return need
+
+
 _ATTACH_LOCK = threading.Lock()
 
 
@@ -212,10 +270,16 @@ class SharedStore:
         view = np.ndarray(shape, dtype=dt, buffer=shm.buf)
         return ArrayHandle(name, tuple(int(s) for s in shape), dt.str), view
 
-    def put(self, array: np.ndarray, *, what: str = "the dataset") -> tuple[ArrayHandle, np.ndarray]:
-        """Copy ``array`` into a new shared block (once); returns its handle and view."""
+    def put(self, array: np.ndarray, *, what: str = "the dataset",
+            rows: int | None = None) -> tuple[ArrayHandle, np.ndarray]:
+        """Copy ``array`` into a new shared block (once); returns its handle and view. With
+        ``rows``, only its first ``rows`` rows are copied yet: the block is made whole, and
+        the pages of the rest take no memory until ``view[rows:] = array[rows:]``."""
         handle, view = self.empty(array.shape, array.dtype, what=what)
-        view[...] = array
+        if rows is None:
+            view[...] = array
+        else:
+            view[:rows] = array[:rows]
         return handle, view
 
     @property

@@ -64,9 +64,18 @@ def hang_always(image, rng):
     return image
 
 
+def crash():
+    """SIGSEGV this process, as a bad OpenCV call or C extension would. Without a dump: a
+    worker forked by pytest inherits its faulthandler, and this crash is the test's intent."""
+    import faulthandler
+
+    faulthandler.disable()
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
 def segfault_always(image, rng):
     """A crash in native code, as a bad OpenCV call or C extension would give."""
-    os.kill(os.getpid(), signal.SIGSEGV)
+    crash()
     return image
 
 
@@ -81,7 +90,7 @@ def only_in_workers(image, rng):
 
 def segfault_on_marker(image, rng):
     if image.flat[0] == MARKER:
-        os.kill(os.getpid(), signal.SIGSEGV)
+        crash()
     return image
 
 
@@ -113,6 +122,11 @@ def wrong_shape_on_marker(image, rng):
     return image
 
 
+def upscaled_float(image, rng):
+    """A 64x64 float32 output from any input: a ring far larger than the data."""
+    return np.resize(image.astype(np.float32), (64, 64))
+
+
 def mean_only(image, rng):
     """Reads every pixel, returns a tiny output: for the zero-copy memory test."""
     return np.array([image.mean()], dtype=np.float32)
@@ -120,6 +134,25 @@ def mean_only(image, rng):
 
 def edits_in_place(image, rng):
     image += 1
+    return image
+
+
+def blurs_in_place(image, rng):
+    """Legacy OpenCV code that writes its result into its input."""
+    import cv2
+
+    cv2.GaussianBlur(image, (3, 3), 1.0, dst=image)
+    return image
+
+
+def calls_a_helper_that_fails(image, rng):
+    """The user's frames in a worker's traceback: this one and the helper's (on the marker)."""
+    return _failing_helper(image)
+
+
+def _failing_helper(image):
+    if image.flat[0] == MARKER:
+        raise ZeroDivisionError("the user's helper failed")
     return image
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import importlib.util
 import os
 import signal
+import sys
 import time
 
 import numpy as np
@@ -53,6 +56,33 @@ def _our_children() -> set[int]:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("keras") and not _HAS_KERAS:
         pytest.skip('needs Keras: pip install "shmaug[tf]"')
+
+
+_FAULT_FILE: list[int] = []  # the descriptor pytest's faulthandler writes to, once configured
+
+
+def pytest_configure(config):
+    try:
+        from _pytest.faulthandler import fault_handler_stderr_fd_key
+    except ImportError:  # another pytest: faulthandler_off() falls back to stderr
+        return
+    fd = config.stash.get(fault_handler_stderr_fd_key, None)
+    if fd is not None:
+        _FAULT_FILE.append(fd)
+
+
+@contextlib.contextmanager
+def faulthandler_off():
+    """Processes forked inside print no faulthandler dump when the test crashes them on
+    purpose (a forked worker inherits pytest's faulthandler); pytest's is back afterwards."""
+    if not faulthandler.is_enabled():
+        yield
+        return
+    faulthandler.disable()
+    try:
+        yield
+    finally:
+        faulthandler.enable(file=_FAULT_FILE[0] if _FAULT_FILE else sys.stderr)
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@
 An op is ``op(image, rng, **params) -> image``. ``image`` is a numpy array (H, W), (H, W, 1)
 or (H, W, C) of dtype uint8, float16 or float32 (floats in [0, 1]); ``rng`` is a
 ``numpy.random.Generator``. Parameters are fixed numbers or ``(low, high)`` ranges drawn from
-``rng``. Results keep shape, dtype, layout and value range unless the op exists to change one
+``rng`` (``draw`` / ``draw_int`` draw them so in your own ops). Results keep shape, dtype, layout and value range unless the op exists to change one
 (``resize``, ``crop``).
 
 Example:
@@ -19,6 +19,7 @@ Importing this package registers the built-in ops; it starts nothing and imports
 
 from __future__ import annotations
 
+from ._params import draw, draw_int
 from .albu import FromAlbumentations, from_albumentations
 from .compose import Compose, Maybe, OneOf, SomeOf
 from .core import Augment, Op, available, check_picklable, from_config, get, register, to_config
@@ -62,6 +63,8 @@ __all__ = [
     "check_picklable",
     "crop",
     "cutout",
+    "draw",
+    "draw_int",
     "elastic",
     "from_albumentations",
     "from_array",

@@ -50,8 +50,9 @@ INTERPOLATIONS: dict[str, int] = {
 }
 BACKENDS = ("cv", "pil")
 _PLAIN = (int, float)
-_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float16), np.dtype(np.float32),
-           np.dtype(np.float64))
+SUPPORTED_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float16),
+                    np.dtype(np.float32), np.dtype(np.float64))  # what the ops take
+_DTYPES = SUPPORTED_DTYPES
 _CV_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what cv2.minMaxLoc reads
 _RANGE_SLACK = 1e-3  # of a range's span: rounding past its ends that still counts as inside
 
@@ -92,9 +93,30 @@ def bounds(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf) -
 
 
 def draw(
-    rng: np.random.Generator, value: Any, name: str, lo: float = -math.inf, hi: float = math.inf
+    rng: np.random.Generator, value: Any, name: str = "value", lo: float = -math.inf,
+    hi: float = math.inf,
 ) -> float:
-    """One value from a fixed number or a ``(low, high)`` range (uniform)."""
+    """One value of an op's parameter, as the built-in ops draw theirs: ``value`` itself when
+    it is a number (nothing is drawn from ``rng``), else uniform in a ``(low, high)`` range.
+
+    Args:
+        rng: the generator the op received.
+        value: a number, or a ``(low, high)`` pair with low <= high.
+        name: the parameter's name, for the error message.
+        lo, hi: the limits a value may take (e.g. ``lo=0`` for a strength).
+
+    Returns:
+        A float.
+
+    Raises:
+        ArgumentTypeError: ``value`` is neither a number nor a pair of numbers.
+        ArgumentError: ``low > high``, or an end lies outside ``[lo, hi]``.
+
+    Example:
+        >>> @shmaug.register("ink_bleed")
+        ... def ink_bleed(image, rng, strength=(0.1, 0.4)):
+        ...     s = shmaug.ops.draw(rng, strength, "strength", lo=0)  # 0.3 or (0.1, 0.4)
+    """
     # Fast path for the common, valid cases (this runs several times per op call); anything
     # else goes through ``bounds`` for its error message. rng.random() is ~3x cheaper than
     # rng.uniform(a, b) for a scalar.
@@ -109,8 +131,9 @@ def draw(
     return a if a == b else a + (b - a) * rng.random()
 
 
-def draw_int(rng: np.random.Generator, value: Any, name: str, lo: int = 0) -> int:
-    """One integer from a fixed int or an inclusive ``(low, high)`` range."""
+def draw_int(rng: np.random.Generator, value: Any, name: str = "value", lo: int = 0) -> int:
+    """One integer from a fixed int or an inclusive ``(low, high)`` range (as ``draw``, for
+    counts and sizes: ``draw_int(rng, (1, 3), "holes")`` is 1, 2 or 3)."""
     a, b = bounds(value, name, lo)
     if a != int(a) or b != int(b):
         raise ArgumentError(

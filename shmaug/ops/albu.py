@@ -23,6 +23,7 @@ of -1 (the dense layout of Keras' bounding-box utilities), and come back padded 
 from __future__ import annotations
 
 import copy
+import json
 import os
 import random
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError, OutputMismatchError
-from ._params import check_image, convert, levels
+from ._params import check_image, convert, outside
 from .core import config_type
 
 INSTALL = 'pip install "shmaug[albumentations]"'
@@ -86,7 +87,9 @@ class FromAlbumentations:
     """An albumentations pipeline as an op ``(image, rng) -> image``; build it with
     :func:`from_albumentations`.
 
-    Equal by identity (albumentations transforms are); compare ``to_config()`` instead.
+    Two are equal when their configs are (albumentations' ``to_dict`` and the value range),
+    so ``from_config(op.to_config()) == op``; a pipeline that albumentations cannot write
+    (``A.Lambda``) is equal only to itself.
     """
 
     pipeline: Any  # a private deep copy: the op owns its random state
@@ -97,6 +100,22 @@ class FromAlbumentations:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.pipeline, self.value_range))
+
+    def _key(self) -> Any:
+        """What equality compares: the config as canonical JSON, or the op itself when
+        albumentations cannot write the pipeline."""
+        try:
+            return json.dumps(self.to_config(), sort_keys=True, default=repr)
+        except ArgumentError:
+            return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FromAlbumentations):
+            return NotImplemented
+        return other is self or self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     @property
     def _label_fields(self) -> dict[str, str]:
@@ -159,15 +178,32 @@ class FromAlbumentations:
         own convention (uint8 0..255, floats 0..1) on the first image it sees."""
         return FromAlbumentations(self.pipeline, (float(value_range[0]), float(value_range[1])))
 
+    # Float images must lie in this range whatever `value_range` says: albumentations' float
+    # ops clip there. A loader checks the data against it up front (``_validate``).
+    float_range = (0.0, 1.0)
+
+    @staticmethod
+    def float_range_error(dtype: Any, seen: str) -> ArgumentError:
+        """The one message for float data albumentations cannot take (``seen``: what the data
+        or the arguments say), with the fixes that work."""
+        return ArgumentError(
+            f"albumentations takes {np.dtype(dtype)} images only in [0, 1] (its float ops clip "
+            f"them there, so anything brighter would come back flattened), and {seen}; no "
+            f"`value_range` carries other float data through it. Fix: rescale the images into "
+            f"[0, 1] (e.g. x / 255, with no value_range), or convert them to uint8 (e.g. "
+            f"x.astype(np.uint8) for data in 0..255), which albumentations takes in 0..255."
+        )
+
     def _check_range(self, image: np.ndarray) -> None:
-        if image.dtype.kind == "f" and self.value_range is None:
-            levels(image, None)  # called by hand: float data outside [0, 1] is refused with the fix
-        if image.dtype.kind == "f" and self.value_range not in (None, (0.0, 1.0)):
-            raise ArgumentError(
-                f"`value_range`={self.value_range} cannot go through albumentations: its float "
-                f"ops take images in (0, 1) and clip them there, so these would come back "
-                f"flattened. Fix: rescale, e.g. x / 255 with value_range=(0, 1), or pass uint8."
-            )
+        if image.dtype.kind != "f":
+            return
+        if self.value_range not in (None, self.float_range):
+            raise self.float_range_error(
+                image.dtype, f"`value_range`={self.value_range} says these are not")
+        if self.value_range is None:  # called by hand: a pass over the image (a loader binds
+            low, high = float(np.min(image)), float(np.max(image))  # its range, checked at start)
+            if outside(low, high, self.float_range):
+                raise self.float_range_error(image.dtype, f"this image spans {low:g}..{high:g}")
 
     def _seeded(self, rng: np.random.Generator) -> Any:
         self._py_random.seed(int(rng.integers(0, 2**63)))
@@ -241,7 +277,8 @@ class FromAlbumentations:
                 f"albumentations.to_dict failed with {type(exc).__name__}: {exc}. Fix: use "
                 f"serializable transforms, or pickle the op instead of writing its config."
             ) from exc
-        return {"type": "albumentations", "pipeline": pipeline}
+        cfg = {"type": "albumentations", "pipeline": pipeline}
+        return cfg if self.value_range is None else {**cfg, "value_range": list(self.value_range)}
 
 
 def _real_rows(rows: np.ndarray) -> np.ndarray:
@@ -312,4 +349,6 @@ def from_albumentations(pipeline: Any) -> FromAlbumentations:
 
 @config_type("albumentations")
 def _from_albumentations_config(cfg: dict[str, Any]) -> FromAlbumentations:
-    return from_albumentations(import_albumentations().from_dict(cfg["pipeline"]))
+    op = from_albumentations(import_albumentations().from_dict(cfg["pipeline"]))
+    vr = cfg.get("value_range")
+    return op if vr is None else op.with_value_range(tuple(vr))

@@ -290,10 +290,13 @@ def as_op(obj: Any) -> Callable[..., Any]:
     name = _registered_name(obj)
     if name is not None:
         return Op(name)
-    if not callable(obj):
+    if not callable(obj) or isinstance(obj, type):
+        what = f"the class {obj.__qualname__} itself" if isinstance(obj, type) else \
+            f"{obj!r} ({type(obj).__name__})"
         raise ArgumentTypeError(
             f"pipeline members must be callables fn(image, rng) or op names; received "
-            f"{obj!r} ({type(obj).__name__}). Use shmaug.get(name) or a registered function."
+            f"{what}. Use shmaug.get(name), an instance such as Op('rotate'), or a "
+            f"registered function."
         )
     member: Callable[..., Any] = obj
     return member

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import cv2
 import numpy as np
 from PIL import Image
 
@@ -37,17 +38,23 @@ def seed_globals_from(rng: np.random.Generator) -> None:
     np.random.seed(value & 0xFFFFFFFF)
 
 
+# What code written for the other wrapper's input raises: numpy / PIL attribute and type errors,
+# and OpenCV's "src is not a numpy array" (cv2.error) for a PIL image.
+_WRONG_INPUT = (TypeError, AttributeError, cv2.error)
+
+
 def _call(fn: Callable[..., Any], arg: Any, rng: np.random.Generator, hint: str) -> Any:
-    """``fn(arg)`` with the globals seeded from ``rng``; a type error gets ``hint`` appended."""
+    """``fn(arg)`` with the globals seeded from ``rng``; an error that says ``fn`` got the
+    wrong kind of image gets ``hint`` appended."""
     seed_globals_from(rng)
     try:
         return fn(arg)
-    except (TypeError, AttributeError) as exc:  # the usual sign of the other wrapper's input
+    except _WRONG_INPUT as exc:  # the usual sign of the other wrapper's input
         raise _hinted(exc, hint) from exc
 
 
 def _hinted(exc: Exception, hint: str) -> Exception:
-    text = f"{exc} [{hint}]"
+    text = f"{str(exc).rstrip()} [{hint}]"
     try:
         return type(exc)(text)
     except Exception:  # an exception class that takes other arguments

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -65,12 +66,22 @@ def test_float_images_in_0_255_are_refused_rather_than_flattened_to_1():
     # albumentations clips float images to 1.0: 0..255 floats came back flattened, silently.
     x = (np.random.default_rng(0).random((8, 16, 16)) * 255).astype(np.float32)
     brighter = shmaug.from_albumentations(A.Compose([A.RandomBrightnessContrast(p=1.0)]))
-    with pytest.raises(shmaug.ArgumentError, match=r"`value_range` is \(0, 1\)"):
-        shmaug.Loader(x, batch_size=4, augment=brighter, workers=0)
-    with pytest.raises(shmaug.ArgumentError, match="cannot go through albumentations"):
+    # One message, whether value_range is left out or given as (0, 255), with the fixes that
+    # work (a value_range cannot help), before any process starts.
+    one = (r"albumentations takes float32 images only in \[0, 1\].*{}.*Fix: rescale the "
+           r"images into \[0, 1\] \(e.g. x / 255.*x.astype\(np.uint8\)")
+    with pytest.raises(shmaug.ArgumentError, match=one.format("sample index 0 spans 0")):
+        shmaug.Loader(x, batch_size=4, augment=brighter, workers=1)
+    with pytest.raises(shmaug.ArgumentError, match=one.format(r"`value_range`=\(0.0, 255.0\)")):
         shmaug.Loader(x, batch_size=4, augment=brighter, workers=1, value_range=(0, 255))
-    with shmaug.Loader(x / 255, batch_size=4, augment=brighter, workers=1) as loader:
-        assert next(iter(loader))[0].max() <= 1.0
+    path = f"{tempfile.mkdtemp()}/x.npy"  # memory-mapped: sample 0 is what is checked
+    np.save(path, x)
+    with pytest.raises(shmaug.ArgumentError, match=one.format("sample index 0 spans 0")):
+        shmaug.Loader(path, batch_size=4, augment=brighter, workers=1)
+    for fixed, top in ((x / 255, 1.0), (x.astype(np.uint8), 255)):  # both fixes work
+        with shmaug.Loader(fixed, batch_size=4, augment=brighter, workers=1) as loader:
+            out = next(iter(loader))[0]
+            assert out.dtype == fixed.dtype and top / 4 < out.max() <= top
 
 
 # -- targets: masks, boxes, keypoints and their labels, augmented with their image ----------

@@ -137,4 +137,4 @@ def test_the_sequence_and_the_stall_monitor_tell_the_count_chosen(reference, two
         logs: dict = {}
         with caplog.at_level(logging.INFO, logger="shmaug"):
             shmaug.StallMonitor(seq, threshold=1.0).on_epoch_end(0, logs)
-    assert "workers: 1," in caplog.text and logs["data_workers"] == 1
+    assert "workers: 1," in caplog.text and logs["workers"] == 1

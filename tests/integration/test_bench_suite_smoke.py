@@ -41,4 +41,6 @@ def test_bench_quick_writes_every_result(tmp_path: Path) -> None:
             assert r.get("status") and (r.get("error") or r["status"] != "ok"), r["spec"]
     assert any(r["spec"].get("fit") for r in results)
     assert payload["targets"]
-    assert "| contender |" in (tmp_path / "suite.md").read_text()
+    report = (tmp_path / "suite.md").read_text()
+    assert "| contender |" in report
+    assert "**QUICK run**" in report and "not judged" in report and "MISSED" not in report

@@ -61,7 +61,10 @@ def test_a_corrupt_file_is_one_line_naming_the_file_and_the_flag(images, tmp_pat
     proc = shmaug_cli("pack", images, tmp_path / "out", "--image-size", 8, 8, "--workers", 1)
     line = error_line(proc, "pack")
     assert "ant/1.jpg" in line and "--on-error skip" in line and "on_error" not in line
-    assert not (tmp_path / "out" / "manifest.json").exists()
+    assert not (tmp_path / "out").exists()  # the folder it made for the pack is gone again
+    (tmp_path / "mine").mkdir()  # a folder that was there before stays
+    error_line(shmaug_cli("pack", images, tmp_path / "mine", "--image-size", 8, 8), "pack")
+    assert (tmp_path / "mine").is_dir() and not list((tmp_path / "mine").iterdir())
     # ... and with the flag it names, the pack goes through.
     proc = shmaug_cli("pack", images, tmp_path / "out", "--image-size", 8, 8, "--workers", 1,
                       "--on-error", "skip")
@@ -88,9 +91,34 @@ def test_warnings_are_one_line_each(images, tmp_path):
     (replaced,) = [w for w in lines if "1.jpg" in w]  # ant/1.jpg: bee/1.jpg reads
     assert "--on-error skip" in replaced and "manifest.json's `unreadable`" in replaced
     assert "on_error" not in replaced and "stats()" not in replaced
+    # Said of a pack, which reads each file once: no loader, no "every other" epoch.
+    assert "loader" not in replaced and "epoch" not in replaced and "this pack" in replaced
     assert len(lines) == 2, proc.stderr
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["skipped"] == 1 and manifest["unreadable"] == [str(images / "ant" / "1.jpg")]
+
+
+def test_a_second_run_says_what_it_did_in_flags_and_draws_no_bar_off_a_terminal(images,
+                                                                                   tmp_path):
+    args = ["pack", images, tmp_path / "out", "--image-size", 8, 8, "--on-error", "skip"]
+    first = shmaug_cli(*args)
+    assert first.returncode == 0 and "images written" in first.stderr, first.stderr
+    # stderr is a pipe here, as in a log or CI: a bar would be one line per redraw.
+    assert "img/s" not in first.stderr and "%|" not in first.stderr, first.stderr
+    again = shmaug_cli(*args)
+    assert "nothing to do (--overwrite redoes it)" in again.stderr, again.stderr
+    assert "overwrite=True" not in again.stderr and "verified" not in again.stderr
+    verified = shmaug_cli(*args, "--verify")
+    assert "images.npy matches its sha256" in verified.stderr, verified.stderr
+    assert "already complete (images.npy verified against the manifest's sha256)" in \
+        verified.stderr
+    images_npy = tmp_path / "out" / "images.npy"
+    data = bytearray(images_npy.read_bytes())
+    data[-1] ^= 0xFF  # same size, other bytes: only --verify can tell
+    images_npy.write_bytes(bytes(data))
+    redone = shmaug_cli(*args, "--verify")
+    assert "does not match the manifest's sha256; packing again" in redone.stderr
+    assert "images written" in redone.stderr, redone.stderr
 
 
 @pytest.mark.parametrize("args, expected", [

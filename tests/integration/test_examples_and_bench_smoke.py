@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,11 +64,14 @@ def test_demo_quick(tmp_path):
 
 
 def test_bench_ops_quick(tmp_path):
-    out = run(str(ROOT / "bench" / "ops.py"), "--quick", "--out", str(tmp_path / "ops.json"))
+    out = run(str(ROOT / "bench" / "ops.py"), "--quick", "--out", str(tmp_path / "new" / "ops.json"))
     assert "sine_warp" in out and "albumentations" in out
-    assert (tmp_path / "ops.md").is_file()
+    assert (tmp_path / "new" / "ops.md").is_file()  # the folder was made
+    # A quick run says it measures nothing, and judges and compares nothing.
+    assert out.startswith("**QUICK run**") and "not judged" in out and "This run took" in out
+    assert not re.search(r"\b(met|MISSED)\b|slower than|faster than", out), out[-2000:]
     if importlib.util.find_spec("albumentations") is not None:  # the plot needs its column
-        assert (tmp_path / "ops.png").stat().st_size > 10_000
+        assert (tmp_path / "new" / "ops.png").stat().st_size > 10_000
 
 
 def test_bench_ops_w1_quick(tmp_path):
@@ -75,19 +80,21 @@ def test_bench_ops_w1_quick(tmp_path):
 
 
 def test_bench_engine_quick(tmp_path):
-    out = run("-m", "bench.engine", "--quick", "--out", str(tmp_path))
-    assert "identity" in out and (tmp_path / "engine.json").is_file()
+    out = run("-m", "bench.engine", "--quick", "--out", str(tmp_path / "new"))
+    assert "identity" in out and (tmp_path / "new" / "engine.json").is_file()
+    assert "**QUICK run**" in out and "not judged" in out and "MISSED" not in out
     assert "main-process CPU per image" in out and "feed rate it implies" in out
 
 
 def test_bench_wait_trace_quick(tmp_path):
-    out = run("-m", "bench.wait_trace", "--quick", "--out", str(tmp_path / "trace.json"))
-    assert "ready batch, median ms" in out and (tmp_path / "trace.json").is_file()
+    out = run("-m", "bench.wait_trace", "--quick", "--out", str(tmp_path / "new" / "trace.json"))
+    assert "ready batch, median ms" in out and (tmp_path / "new" / "trace.json").is_file()
+    assert out.startswith("**QUICK run**")
 
 
 def test_bench_recycle_quick(tmp_path):
     out = run("-m", "bench.recycle", "--quick", "--out", str(tmp_path))
-    assert "| W1 | plain |" in out
+    assert "| W1 | plain |" in out and out.startswith("**QUICK run**")
     assert json.loads((tmp_path / "recycle.json").read_text())
 
 
@@ -108,3 +115,33 @@ def test_bench_autoworkers_quick(tmp_path):
         ("fast", "1"), ("fast", "auto"), ("slow", "1"), ("slow", "auto")}
     assert all(row["workers"] >= 1 for r in payload["runs"] for row in r["epochs"])
     assert (tmp_path / "autoworkers.md").read_text() in out
+
+
+@pytest.mark.parametrize("script", [
+    ["bench/ops.py", "--quick", "--out", "{out}/ops.json"],
+    ["bench/ops.py", "--w1", "--quick", "--out", "{out}/w1.json"],
+    ["-m", "bench.engine", "--quick", "--out", "{out}"],
+    ["-m", "bench.files", "--quick", "--out", "{out}"],
+    ["-m", "bench.recycle", "--quick", "--out", "{out}"],
+    ["-m", "bench.wait_trace", "--quick", "--out", "{out}/trace.json"],
+    ["-m", "bench", "--quick", "--out", "{out}"],
+])
+def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_path):
+    """A folder it cannot make (here: under a file) fails at once, with nothing measured."""
+    (tmp_path / "a_file").write_text("")
+    out = str(tmp_path / "a_file" / "results")
+    args = [a.format(out=out) for a in script]
+    began = time.monotonic()
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=ENV, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0 and "cannot write results to" in proc.stderr, proc.stderr[-2000:]
+    assert not proc.stdout.strip(), proc.stdout[-2000:]  # no table: nothing was measured
+    assert time.monotonic() - began < 30
+
+
+@pytest.mark.parametrize("module", ["bench", "bench.engine", "bench.files", "bench.recycle",
+                                    "bench.wait_trace", "bench.soak"])
+def test_bench_help_names_the_command_and_no_issue_number(module):
+    out = run("-m", module, "--help")
+    assert not re.search(r"\b[Ii]ssue \d", out), out
+    assert "__main__.py" not in out, out

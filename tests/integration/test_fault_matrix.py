@@ -30,7 +30,7 @@ import pytest
 
 import shmaug
 from tests import _ops
-from tests.conftest import shmaug_segments
+from tests.conftest import faulthandler_off, shmaug_segments
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -98,7 +98,9 @@ def load_raises(method: str) -> str:
 
 def _killed_mid_epoch(method: str, sig: int) -> None:
     expected = fault_free()
-    with loader(method) as L:
+    with faulthandler_off():  # the workers it forks print no dump for the SIGSEGV sent them
+        L = loader(method)
+    with L:
         got = [L.batch(b) for b in range(3)]
         victim = L.pids[0]
         os.kill(victim, sig)
@@ -150,7 +152,8 @@ def garbage_collected(method: str) -> str:
 def shm_too_small(method: str) -> str:
     huge = np.broadcast_to(np.zeros((1, 64, 64), np.uint8), (2**24, 64, 64))  # 64 GiB, virtual
     children = psutil.Process().children()
-    with pytest.raises(shmaug.SharedMemoryError, match=r"asked for [\d,]+ bytes.*free.*shm-size"):
+    with pytest.raises(shmaug.SharedMemoryError, match=r"needs [\d,]+ bytes.*the dataset "
+                       r"[\d,]+ bytes.*free.*Fix: pass `x` as a path to a \.npy.*shm-size"):
         shmaug.Loader(huge, batch_size=BATCH, augment=_ops.identity, workers=2,
                       start_method=method)
     assert psutil.Process().children() == children  # refused before any process started

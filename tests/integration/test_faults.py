@@ -38,6 +38,27 @@ def test_op_exception_inline_is_the_same():
             list(loader)
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_worker_traceback_shows_the_users_frames_not_shmaugs(workers, monkeypatch):
+    monkeypatch.delenv(shmaug.errors.FILTERING_ENV, raising=False)
+    x = marked(at=1)
+    x[9, 0, 0] = _ops.MARKER
+    with shmaug.Loader(x, batch_size=8, augment=_ops.calls_a_helper_that_fails,
+                       workers=workers) as loader:
+        with pytest.raises(ZeroDivisionError) as caught:
+            loader.batch(0)
+        text = str(caught.value)
+        assert "the user's helper failed" in text and "sample index 1" in text
+        assert "in calls_a_helper_that_fails" in text and "in _failing_helper" in text
+        assert "shmaug/" not in text and "_worker.py" not in text, text
+        assert "SHMAUG_TRACEBACK_FILTERING=off shows them" in text
+        assert len(text.splitlines()) < 12, text  # was about 25 lines, most of them shmaug's
+        assert "_worker.py" in caught.value.worker_traceback  # the full one stays at hand
+        monkeypatch.setenv(shmaug.errors.FILTERING_ENV, "off")  # the debug switch
+        with pytest.raises(ZeroDivisionError, match=r"(?s)_worker\.py.*_failing_helper"):
+            loader.batch(1)
+
+
 def test_wrong_output_shape_names_the_sample():
     with shmaug.Loader(marked(), batch_size=4, augment=_ops.wrong_shape_on_marker,
                        workers=1) as loader:
@@ -169,3 +190,50 @@ def test_external_kills_of_different_workers_do_not_blame_the_op():
             expected_ids += loader.batch(b)[1].tolist()
         assert sorted(expected_ids) == list(range(96))
         assert loader.stats()["respawns"] >= 4
+
+
+def _kill_the_replacement_before_it_is_ready(loader, victim=None):
+    """Kill worker 0 once it is ready (or ``victim``, its replacement killed already), wait
+    for the pool to start a replacement (spawned: it takes a while to be ready) and kill that
+    too before it is. Returns the replacement's pid."""
+    from shmaug._worker import READY
+
+    deadline = time.monotonic() + 10
+    if victim is None:
+        while not loader._pool.status[READY] and time.monotonic() < deadline:
+            loader._pool.poll(0.05)  # worker 0, spawned, may still be starting
+        victim = loader.pids[0]
+        os.kill(victim, signal.SIGKILL)
+    while loader.pids[0] == victim and time.monotonic() < deadline:
+        loader._pool.poll(0.05)  # nothing is in flight: this only watches the workers
+    replacement = loader.pids[0]
+    assert replacement != victim and loader._pool.status[READY] == 0  # not ready yet
+    os.kill(replacement, signal.SIGKILL)
+    return replacement
+
+
+def test_a_replacement_killed_before_it_is_ready_is_started_again():
+    x = np.random.default_rng(0).integers(0, 255, (32, 8, 8), dtype=np.uint8)
+    kwargs = dict(batch_size=8, augment=_ops.noisy, seed=2, shuffle=True)
+    with shmaug.Loader(x, np.arange(32), workers=0, **kwargs) as loader:
+        expected = list(loader)
+    with shmaug.Loader(x, np.arange(32), workers=2, start_method="spawn", **kwargs) as loader:
+        _kill_the_replacement_before_it_is_ready(loader)
+        got = list(loader)  # was: WorkerDied "exited ... before it was ready"
+        assert loader.stats()["respawns"] >= 2
+    for (xa, ya), (xb, yb) in zip(expected, got):
+        np.testing.assert_array_equal(ya, yb)
+        np.testing.assert_array_equal(xa, xb)
+
+
+def test_replacements_that_never_get_ready_still_break_the_pool_with_the_reason():
+    x = np.zeros((16, 8, 8), np.uint8)
+    with shmaug.Loader(x, batch_size=8, augment=_ops.identity, workers=2,
+                       start_method="spawn") as loader:
+        victim = _kill_the_replacement_before_it_is_ready(loader)
+        for _ in range(3):  # every retry of its replacement
+            victim = _kill_the_replacement_before_it_is_ready(loader, victim)
+        with pytest.raises(shmaug.WorkerDied, match=r"before it was ready \(and 3 "
+                           r"replacement\(s\) in a row before it\)"):
+            for _ in range(200):
+                loader._pool.poll(0.05)

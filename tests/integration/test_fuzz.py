@@ -57,6 +57,14 @@ def returns_scalar(image, rng):
     return 3.0
 
 
+def returns_a_list(image, rng):
+    return image.tolist()  # numpy would make it an int64 batch of uint8 data
+
+
+def list_on_odd(image, rng):
+    return image.tolist() if image.flat[0] % 2 else image
+
+
 # X's samples start with an even pixel on sample 0 and an odd one on some later samples.
 def shorter_on_odd(image, rng):
     return image[:-1] if image.flat[0] % 2 else image
@@ -193,6 +201,17 @@ CASES: dict[str, Case] = {
     "start_method 'thread'": Case(lambda f, t: loader(X, start_method="thread"), ValueError,
                                   "`start_method`.*'thread'"),
     "augment not callable": Case(lambda f, t: loader(X, augment=3), TypeError, "`augment`"),
+    "augment the class Op, not an op": Case(lambda f, t: loader(X, augment=shmaug.ops.Op),
+                                            TypeError, "`augment`.*the class"),
+    "shuffle 'no'": Case(lambda f, t: loader(X, shuffle="no"), TypeError, "`shuffle`.*'no'"),
+    "x of height 0": Case(lambda f, t: loader(X[:, :0]), ValueError, "`x`.*no pixels"),
+    "x int64 through shmaug's ops": Case(lambda f, t: loader(
+        X.astype(np.int64), augment=shmaug.presets.glyph_distort()), TypeError, "`x`.*int64"),
+    "x bool through shmaug's ops": Case(lambda f, t: loader(
+        X > 100, augment=shmaug.presets.glyph_distort()), TypeError, "`x`.*bool"),
+    "x channels-first through shmaug's ops": Case(lambda f, t: loader(
+        np.zeros((4, 3, 16, 16), np.uint8), augment=shmaug.presets.glyph_distort()), ValueError,
+        "`x`.*channels-first.*np.moveaxis"),
     "augment a lambda": Case(lambda f, t: loader(X, augment=lambda image, rng: image), TypeError,
                              "`augment`.*lambda"),
     "output_shape with a 0": Case(lambda f, t: loader(X, augment=_ops.identity, output_shape=(0, 3)),
@@ -210,6 +229,12 @@ CASES: dict[str, Case] = {
                                "`augment`.*complex", early=False),
     "op returns a scalar": Case(lambda f, t: loader(X, augment=returns_scalar), TypeError,
                                 "`augment`.*float", early=False),
+    "op returns a list": Case(lambda f, t: loader(X, augment=returns_a_list), TypeError,
+                              r"`augment` \(returns_a_list\) must return the image as a numpy "
+                              r"array.*returned list.*int64", early=False),
+    "op returns a list on some samples": Case(lambda f, t: epoch(X, augment=list_on_odd),
+                                              TypeError, r"sample index \d+ it returned list",
+                                              early=False),
     "op shape differs on some samples": Case(lambda f, t: epoch(X, augment=shorter_on_odd),
                                              ValueError, r"Sample index \d+ produced shape.*`augment`",
                                              early=False),
@@ -289,6 +314,8 @@ SEQUENCE_CASES: dict[str, Case] = {
     "Sequence max_queue_size 10**9": Case(lambda f, t: sequence(X, max_queue_size=10**9),
                                           ValueError, "`max_queue_size`"),
     "Sequence workers 10**6": Case(lambda f, t: sequence(X, workers=10**6), ValueError, "`workers`"),
+    "Sequence shuffle 'no'": Case(lambda f, t: sequence(X, shuffle="no"), TypeError,
+                                  "`shuffle`.*'no'"),
     "Sequence x tuple of input arrays": Case(lambda f, t: sequence((X, X)), TypeError, "`x` as a tuple"),
 }
 

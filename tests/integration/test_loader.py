@@ -122,6 +122,24 @@ def test_output_shape_and_dtype_are_learned_or_declared(images):
         np.testing.assert_array_equal(xb, images[:8].astype(np.float32))
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_negative_batch_indices_count_from_the_end_as_for_a_sequence(images, workers):
+    with shmaug.Loader(images, np.arange(40), batch_size=16, augment=_ops.identity,
+                       workers=workers, seed=1, shuffle=True) as loader:
+        last = loader.batch(2, epoch=1)
+        xb, yb = loader.batch(-1, epoch=1)
+        np.testing.assert_array_equal(xb, last[0])
+        np.testing.assert_array_equal(yb, last[1])
+        assert len(yb) == 8  # the short last batch
+        np.testing.assert_array_equal(loader.indices(-3, epoch=1), loader.indices(0, epoch=1))
+        with pytest.raises(IndexError, match="batch index 3 out of range for 3 batches"):
+            loader.batch(3)
+        with pytest.raises(IndexError, match="batch index -4 out of range"):
+            loader.indices(-4)
+        with pytest.raises(shmaug.ArgumentTypeError, match=r"integer.*`loader.batch\(0\)`"):
+            loader.batch(1.0)
+
+
 def test_targets_may_be_dicts_or_tuples(images):
     y = {"label": np.arange(40), "box": np.ones((40, 4))}
     with shmaug.Loader(images, y, batch_size=8, augment=_ops.identity, workers=0) as loader:
@@ -133,10 +151,14 @@ def test_targets_may_be_dicts_or_tuples(images):
 
 
 @pytest.mark.parametrize("workers", [0, 1])
-def test_ops_cannot_edit_the_shared_dataset(images, workers):
+@pytest.mark.parametrize("op, raises", [(_ops.edits_in_place, ValueError),
+                                        (_ops.blurs_in_place, Exception)])  # cv2.error
+def test_ops_cannot_edit_the_shared_dataset_and_the_error_says_to_copy(images, workers, op,
+                                                                       raises):
     before = images.copy()
-    with pytest.raises(ValueError, match=r"(?s)read-only.*sample index 0"):  # the probe sees it
-        shmaug.Loader(images, batch_size=8, augment=_ops.edits_in_place, workers=workers)
+    with pytest.raises(raises, match=r"(?s)read-?only.*read-only view of the data in shared "
+                       r"memory.*Fix: copy first, `image = image.copy\(\)`.*sample index 0"):
+        shmaug.Loader(images, batch_size=8, augment=op, workers=workers)  # the probe sees it
     np.testing.assert_array_equal(images, before)  # nor the caller's array
 
 

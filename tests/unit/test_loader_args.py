@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing
+
 import numpy as np
 import psutil
 import pytest
@@ -46,6 +48,15 @@ def closure_op():
         (dict(augment=lambda image, rng: image), TypeError, r"lambda.*module level"),
         (dict(augment=closure_op()), TypeError, "module level"),
         (dict(batch_size=20, drop_remainder=True), ValueError, "no batch"),
+        (dict(augment=shmaug.ops.Op), TypeError,
+         r"received the class shmaug.ops.core.Op itself.*`augment=Op\(\"rotate\""),
+        (dict(augment=shmaug.ops.FromPil), TypeError, r"class .*FromPil itself.*FromPil\(\.\.\.\)"),
+        (dict(shuffle="no"), TypeError, r"`shuffle` must be True or False; received 'no'"),
+        (dict(shuffle=1), TypeError, "`shuffle` must be True or False"),
+        (dict(drop_remainder="yes"), TypeError, "`drop_remainder` must be True or False"),
+        (dict(copy=None), TypeError, "`copy` must be True or False"),
+        (dict(x=np.zeros((10, 0, 16), np.uint8)), ValueError, r"no pixels: shape \(10, 0, 16\)"),
+        (dict(x=np.zeros((10, 4, 0), np.uint8), augment=None), ValueError, "no pixels"),
     ],
 )
 def test_bad_arguments_raise_before_any_process(kwargs, error, pattern):
@@ -58,13 +69,147 @@ def test_bad_arguments_raise_before_any_process(kwargs, error, pattern):
     assert psutil.Process().children() == children
 
 
+GLYPHS = shmaug.presets.glyph_distort()
+
+
+@pytest.mark.parametrize("dtype, fix", [
+    (bool, r"x.astype\(np.uint8\) \* 255"),
+    (np.int64, r"x.astype\(np.uint8\) for values in 0..255.*value_range"),
+    (np.int32, r"x.astype\(np.uint8\)"), (np.int16, r"x.astype\(np.uint8\)"),
+    (np.int8, r"x.astype\(np.uint8\)"), (np.uint32, r"x.astype\(np.uint16\)"),
+])
+@pytest.mark.parametrize("entry", ["Loader", "Sequence"])
+def test_dtypes_shmaugs_ops_do_not_take_are_refused_before_any_process(dtype, fix, entry):
+    if entry == "Sequence":
+        pytest.importorskip("keras")
+    children = psutil.Process().children()
+    with pytest.raises(shmaug.ArgumentTypeError,
+                       match=rf"`x` has dtype {np.dtype(dtype)}.*uint8, uint16, float16, "
+                             rf"float32, float64.*Fix: .*{fix}"):
+        getattr(shmaug, entry)(X.astype(dtype), batch_size=4, augment=GLYPHS, workers=2)
+    assert psutil.Process().children() == children
+    # A plain function of the user's takes whatever it takes.
+    with shmaug.Loader(X.astype(dtype), batch_size=4, augment=_ops.identity, workers=0) as ok:
+        assert ok.batch(0)[0].dtype == dtype
+
+
+@pytest.mark.parametrize("shape", [(6, 3, 32, 32), (6, 1, 28, 28), (6, 4, 16, 20)])
+def test_channels_first_images_are_refused_with_the_fix_for_shmaugs_ops(shape):
+    x = np.zeros(shape, np.uint8)
+    n, c, h, w = shape
+    with pytest.raises(shmaug.ArgumentError,
+                       match=rf"channels-first layout \(N, C, H, W\).*np.moveaxis\(x, 1, -1\) "
+                             rf"\(shape \({n}, {h}, {w}, {c}\)\)"):
+        shmaug.Loader(x, batch_size=4, augment=GLYPHS, workers=2)
+    with shmaug.Loader(np.moveaxis(x, 1, -1), batch_size=4, augment=GLYPHS, workers=0) as ok:
+        assert ok.output_shape == (h, w, c)
+    # Channels-last images with 3 or 4 rows stay allowed, and so does any layout a plain
+    # function of the user's (a PyTorch-style CHW op) or no augmentation reads.
+    with shmaug.Loader(np.zeros((6, 3, 32, 3), np.uint8), batch_size=4, augment=GLYPHS,
+                       workers=0):
+        pass
+    with shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=0) as plain:
+        assert plain.output_shape == shape[1:]
+
+
 def test_shared_memory_shortage_says_how_much_and_how_to_fix():
-    with pytest.raises(shmaug.SharedMemoryError, match=r"asked for [\d,]+ bytes.*free.*--shm-size"):
+    with pytest.raises(shmaug.SharedMemoryError, match=r"needs [\d,]+ bytes.*the output ring "
+                       r"[\d,]+ bytes.*[\d,]+ bytes \([\d,.]+ MiB\) free.*--shm-size"):
         shmaug.Loader(X, batch_size=4096, augment=_ops.identity, workers=1,
                       output_shape=(4096, 4096, 3), output_dtype="float32", max_queue_size=4096)
+
+
+@pytest.fixture
+def small_shm(monkeypatch):
+    """/dev/shm with ``small_shm.free`` bytes free; ``small_shm.blocks``: what the dataset's
+    shared block held when the whole need was checked (a view dies with its block)."""
+    from shmaug import ring, store
+
+    if store.free_shm_bytes() is None:
+        pytest.skip("no /dev/shm to measure here")
+
+    class Shm:
+        free = 0
+        views: list = []
+        blocks: list = []
+
+    monkeypatch.setattr(store, "free_shm_bytes", lambda: Shm.free)
+    put, check_need = store.SharedStore.put, ring.check_need
+
+    def spied_put(self, array, **kwargs):
+        handle, view = put(self, array, **kwargs)
+        Shm.views.append(view)
+        return handle, view
+
+    def spied_check(*args, **kwargs):
+        Shm.blocks[:] = [view.copy() for view in Shm.views]
+        return check_need(*args, **kwargs)
+
+    monkeypatch.setattr(store.SharedStore, "put", spied_put)
+    monkeypatch.setattr(ring, "check_need", spied_check)
+    return Shm
+
+
+def test_a_ring_too_large_is_refused_with_a_smaller_queue_before_the_data_is_copied(small_shm):
+    x = np.arange(1, 10 * 16 + 1, dtype=np.uint8).reshape(10, 4, 4)  # 160 bytes, no zero
+    small_shm.free = 200_000  # the 64x64 float32 ring: 8 batches of 65,536 bytes
+    with pytest.raises(shmaug.SharedMemoryError) as info:
+        shmaug.Loader(x, batch_size=4, augment=_ops.upscaled_float, workers=0)
+    text = str(info.value)
+    assert "the output ring 524,288 bytes" in text and "max_queue_size=3 fits" in text, text
+    assert ".npy" not in text  # the data fits: moving it to a file would not help
+    assert (small_shm.blocks[0][0] == x[0]).all()  # sample 0, for the probe
+    assert not small_shm.blocks[0][1:].any()  # and nothing else was copied
+    with shmaug.Loader(x, batch_size=4, augment=_ops.upscaled_float, workers=0,
+                       max_queue_size=3) as loader:  # the fix it names works
+        np.testing.assert_array_equal(loader.batch(2)[0], [_ops.upscaled_float(s, None)
+                                                           for s in x[8:]])
+
+
+def test_data_too_large_is_refused_with_a_memory_map_before_any_process(small_shm):
+    x = np.ones((100, 16, 16), np.uint8)  # 25,600 bytes
+    small_shm.free = 20_000
+    children = psutil.Process().children()
+    with pytest.raises(shmaug.SharedMemoryError,
+                       match=r"the dataset 25,600 bytes.*Fix: pass `x` as a path to a \.npy") \
+            as info:
+        shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=2)
+    assert "max_queue_size" not in str(info.value) and not small_shm.views
+    assert psutil.Process().children() == children
+
+
+def test_data_and_ring_that_fit_only_apart_get_both_fixes(small_shm):
+    x = np.ones((100, 16, 16), np.uint8)  # 25,600 bytes; a batch of 4 is 1,024
+    small_shm.free = 30_000  # each fits, not both: the ring of 8 batches is 8,192
+    with pytest.raises(shmaug.SharedMemoryError,
+                       match=r"max_queue_size=4 fits\) or `batch_size`, or pass `x` as a path"):
+        shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=0)
+    assert not small_shm.blocks[0][1:].any()
 
 
 def test_ragged_targets_name_the_argument_and_the_fix() -> None:
     x = np.zeros((4, 8, 8), np.uint8)
     with pytest.raises(shmaug.ArgumentError, match="`y`.*same shape.*Fix"):
         shmaug.Loader(x, [[1], [2, 3], [4], [5]], batch_size=2, workers=0)
+
+
+def test_repr_shows_the_settings_given_and_what_they_resolved_to():
+    from shmaug import _platform
+
+    with shmaug.Loader(X, np.arange(10), batch_size=4, augment=_ops.identity, workers=0,
+                       seed=7, shuffle=True, timeout=5, value_range=(0, 255)) as loader:
+        text = repr(loader)
+    assert text.startswith("shmaug.Loader(x=<uint8 array (10, 4, 4)>, y=<int64 array (10,)>, "
+                           "batch_size=4, augment=<function identity"), text
+    for part in ("workers=0", "seed=7,", "shuffle=True", "drop_remainder=False",
+                 "max_queue_size=8", "timeout=5.0", "value_range=(0, 255)",
+                 "output_shape=(4, 4)", "output_dtype=uint8"):
+        assert part in text, (part, text)
+    assert "copy=" not in text and "num_shards" not in text  # defaults left unsaid
+    assert not text.endswith(" (closed)") and repr(loader).endswith(" (closed)")
+    with shmaug.Loader(X, batch_size=4) as loader:  # workers=None, seed=None: as resolved
+        text = repr(loader)
+    assert f"workers={_platform.cpu_count()} (none started: nothing to augment)" in text
+    assert f"seed={loader.seed} (drawn: seed=None)" in text
+    assert f"start_method='{multiprocessing.get_all_start_methods()[0]}'" in text or \
+        multiprocessing.get_start_method(allow_none=True) is not None

@@ -125,6 +125,20 @@ def test_pickles_and_round_trips_its_config(image):
     np.testing.assert_array_equal(unpickled(image, np.random.default_rng(2)), expected)
 
 
+def test_equal_after_a_config_round_trip_as_the_readme_asserts():
+    op = shmaug.from_albumentations(pipeline())
+    assert shmaug.from_config(json.loads(json.dumps(op.to_config()))) == op
+    pipe = shmaug.Compose([op, shmaug.ops.Op("rotate")])
+    assert shmaug.from_config(pipe.to_config()) == pipe  # the README's own assert
+    assert len({op, shmaug.from_config(op.to_config())}) == 1
+    ranged = op.with_value_range((0, 1))  # the range a loader binds travels too
+    assert shmaug.from_config(ranged.to_config()) == ranged != op
+    other = shmaug.from_albumentations(A.Compose([A.Rotate(limit=10, p=1.0)]))
+    assert other != op
+    lam = shmaug.from_albumentations(A.Compose([A.Lambda(image=_invert)]))
+    assert lam == lam and lam != shmaug.from_albumentations(A.Compose([A.Lambda(image=_invert)]))
+
+
 def test_a_pipeline_without_a_config_says_so():
     op = shmaug.from_albumentations(A.Compose([A.Lambda(image=_invert)]))
     with pytest.raises(shmaug.ArgumentError, match="albumentations.to_dict failed"):
@@ -161,6 +175,9 @@ def test_float_0_255_called_by_hand_is_refused_with_the_fix() -> None:
     A = pytest.importorskip("albumentations")
     aug = shmaug.from_albumentations(A.Compose([A.HorizontalFlip(p=1.0)]))
     image = np.full((8, 8, 3), 200.0, np.float32)
-    with pytest.raises(shmaug.ArgumentError, match="value_range"):
+    with pytest.raises(shmaug.ArgumentError, match=r"(?s)spans 200\.\.200.*Fix: rescale the "
+                       r"images into \[0, 1\].*x.astype\(np.uint8\)"):
         aug(image, np.random.default_rng(0))
+    with pytest.raises(shmaug.ArgumentError, match=r"`value_range`=\(0.0, 255.0\) says"):
+        aug.with_value_range((0, 255))(image, np.random.default_rng(0))
     assert aug(image / 255, np.random.default_rng(0)).max() <= 1.0

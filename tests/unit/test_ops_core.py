@@ -73,6 +73,13 @@ def returns_none(img: np.ndarray) -> None:
     return None
 
 
+def old_cv_aug(img: np.ndarray) -> np.ndarray:
+    """Legacy OpenCV code: given a PIL image, OpenCV says "src is not a numpy array"."""
+    import cv2
+
+    return cv2.GaussianBlur(img, (3, 3), float(np.random.uniform(0.1, 1.0)))
+
+
 IMAGE = np.random.default_rng(0).integers(0, 256, (32, 32), dtype=np.uint8)
 
 
@@ -315,10 +322,14 @@ def test_from_array_gets_a_writable_copy_and_keeps_what_fn_returns() -> None:
 
 @pytest.mark.parametrize("wrap, fn, hint", [
     (ops.from_pil, old_array_aug, r"from_pil hands `fn` a PIL.Image.*from_array\(fn\)"),
+    (ops.from_pil, old_cv_aug, r"(?s)not a numpy array.*from_pil hands `fn` a PIL.Image.*"
+                               r"from_array\(fn\)"),
     (ops.from_array, old_pil_aug, r"from_array hands `fn` a numpy array.*from_pil\(fn\)"),
 ])
 def test_the_wrong_legacy_wrapper_says_which_one_to_use(wrap: Any, fn: Any, hint: str) -> None:
-    with pytest.raises((TypeError, AttributeError), match=hint):
+    import cv2
+
+    with pytest.raises((TypeError, AttributeError, cv2.error), match=hint):
         wrap(fn)(np.zeros((8, 8, 3), np.uint8), np.random.default_rng(0))
 
 
@@ -372,3 +383,19 @@ def test_user_ops_say_whether_they_use_the_globals_or_are_watched(scratch_regist
     assert Op("rotate").uses_global_rng is False
     assert shmaug.Compose([Op("rotate"), Op("_test_unsaid_user_op")]).uses_global_rng is None
     assert shmaug.Compose([Op("rotate"), Op("_test_global_user_op")]).uses_global_rng is True
+
+
+def test_draw_is_public_and_draws_a_parameter_as_the_builtin_ops_do() -> None:
+    rng = np.random.default_rng(0)
+    assert ops.draw(rng, 0.3) == 0.3 and ops.draw_int(rng, 2) == 2  # a number is used as is
+    drawn = [ops.draw(rng, (0.1, 0.4), "strength") for _ in range(50)]
+    assert all(0.1 <= v <= 0.4 for v in drawn) and len(set(drawn)) > 40
+    assert {ops.draw_int(rng, (1, 3), "holes") for _ in range(60)} == {1, 2, 3}
+    assert ops.draw(np.random.default_rng(7), (0.0, 1.0)) == \
+        ops.draw(np.random.default_rng(7), (0.0, 1.0))
+    with pytest.raises(errors.ArgumentError, match="`strength` expects low <= high"):
+        ops.draw(rng, (0.4, 0.1), "strength")
+    with pytest.raises(errors.ArgumentTypeError, match="`strength` expects a"):
+        ops.draw(rng, "strong", "strength")
+    with pytest.raises(errors.ArgumentError, match=r"within \[0"):
+        ops.draw(rng, -1.0, "strength", lo=0)

@@ -69,3 +69,26 @@ def test_keras_adds_no_threads_or_processes_of_its_own():
         adapter = PyDatasetAdapter(seq, shuffle=True)
         assert adapter.enqueuer is None  # Keras calls __getitem__ itself, in order asked
         assert seq._loader is None  # and nothing has started yet
+
+
+@pytest.mark.parametrize("name, value", [("shuffle", "no"), ("shuffle", 0),
+                                         ("drop_remainder", "False")])
+def test_booleans_that_are_not_booleans_are_refused(name, value):
+    with pytest.raises(shmaug.ArgumentTypeError, match=rf"`{name}` must be True or False; "
+                       rf"received {value!r}"):
+        shmaug.Sequence(X, batch_size=4, workers=0, **{name: value})
+    with shmaug.Sequence(X, batch_size=4, workers=0, **{name: np.bool_(True)}) as seq:
+        assert getattr(seq, name, seq._plan.drop_remainder) is True
+
+
+def test_repr_shows_shmaugs_workers_and_starts_nothing():
+    seq = shmaug.Sequence(X, np.arange(10), batch_size=4, workers=3, seed=1, shuffle=True,
+                          start_method="spawn", sample_weight=np.ones(10))
+    text = repr(seq)
+    assert text.startswith("shmaug.Sequence(x=<uint8 array (10, 4, 4)>, y=<int64 array (10,)>, "
+                           "batch_size=4, augment=None, workers=3 (shmaug's processes; Keras "
+                           "reads seq.workers == 1), start_method='spawn', seed=1,"), text
+    assert "sample_weight=<float64 array (10,)>" in text and text.endswith("(3 batches, not started)")
+    assert seq._loader is None and seq.workers == 1  # what Keras reads: see the docstring
+    seq.close()
+    assert repr(seq).endswith("(3 batches, closed)")

@@ -1,0 +1,47 @@
+"""How a Loader or a Sequence describes itself in ``repr()``: the settings as given, and what
+they resolved to. Reads arguments; checks nothing (that is ``_validate``'s)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from typing import Any
+
+import numpy as np
+
+from . import _platform
+
+
+def brief(value: Any) -> str:
+    """An argument as a repr shows it: arrays by dtype and shape (a memory map by its file),
+    containers of them likewise, anything else by its repr, cut short."""
+    if isinstance(value, np.ndarray):
+        name = getattr(value, "filename", None)
+        where = f" mapped from {os.path.basename(str(name))}" if name else ""
+        return f"<{value.dtype} array {tuple(value.shape)}{where}>"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {brief(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)) and value and all(
+            isinstance(v, (np.ndarray, dict)) for v in value):
+        inner = ", ".join(brief(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' * (len(value) == 1)})"
+    text = repr(value)
+    if isinstance(value, (list, tuple)) and len(text) > 100:
+        return f"<{type(value).__name__} of {len(value)}>"
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def call_repr(name: str, settings: list[tuple[str, Any]]) -> str:
+    """``name(key=value, ...)``: values already strings are shown as they are."""
+    shown = ", ".join(f"{k}={v if isinstance(v, str) else repr(v)}" for k, v in settings)
+    return f"{name}({shown})"
+
+
+def resolved_start_method(value: str | None) -> str:
+    """The start method a pool given ``value`` uses (as ``WorkerPool`` picks its context):
+    the one given, else the one set with ``multiprocessing.set_start_method``, else the
+    platform's default. Asking does not fix the default context (``get_start_method()``
+    without ``allow_none`` would)."""
+    return (value or _platform.DEFAULT_START_METHOD
+            or multiprocessing.get_start_method(allow_none=True)
+            or multiprocessing.get_all_start_methods()[0])
