@@ -28,7 +28,9 @@ import multiprocessing
 import os
 import signal
 import statistics
+import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,8 +209,12 @@ def run(*, profile: str = "default", epochs: int | None = None, per_class: int |
         start_method: str | None = None) -> dict[str, Any]:
     """Render glyphs; train the model alone, fed by Keras' workers and fed by shmaug, epoch
     by epoch in turn; print the comparison and write the two PNGs. Returns the figures."""
-    # Each run compiles its own model; TensorFlow warns about the retracing that causes.
+    # Each run compiles its own model; TensorFlow warns about the retracing that causes. JAX
+    # says it found no TPU, and warns at every fork of its process; the processes forked here
+    # (shmaug's workers, Keras' PyDataset workers) run numpy and OpenCV, never JAX.
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
+    logging.getLogger("jax._src.xla_bridge").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", "os.fork\\(\\) was called", RuntimeWarning)
     out.mkdir(parents=True, exist_ok=True)  # now: a folder that cannot be made fails at once
     ignore_ctrl_c_in_forked_children()
     size = PROFILES[profile]
@@ -224,7 +230,7 @@ def run(*, profile: str = "default", epochs: int | None = None, per_class: int |
     batch = size.batch_size
     _say(f"shmaug demo: {n_train:,} training and {n_val:,} validation glyphs of {classes} "
          f"classes ({'CJK font ' + Path(font).name if font else 'Pillow built-in font'}), "
-         f"64x64, batch {batch}, {epochs} epoch{'s' if epochs > 1 else ''}")
+         f"64x64, batch {batch}, {epochs} epoch{'s' if epochs > 1 else ''}; {_backend()}")
     in_memory = InMemory([(x_train[i:i + batch], y_train[i:i + batch])
                           for i in range(0, n_train, batch)])
     with shmaug.Sequence(x_train, y_train, batch_size=batch, augment=augment, workers=workers,
@@ -268,6 +274,16 @@ def run(*, profile: str = "default", epochs: int | None = None, per_class: int |
     return {"keras": figures[KERAS], "shmaug": figures[SHMAUG], "alone": figures[ALONE],
             "hit_rate": stats["hit_rate"], "grid": str(grid), "plot": str(plot),
             "seconds": seconds}
+
+
+def _backend() -> str:
+    """Which Keras runs the models: e.g. "Keras 3.15.1 on JAX 0.10.2 (KERAS_BACKEND=jax)"."""
+    name = keras.backend.backend()
+    module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(name)
+    version = getattr(sys.modules.get(module or ""), "__version__", "")
+    label = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}.get(name, name)
+    return f"Keras {keras.__version__} on {label} {version} (KERAS_BACKEND={name})".replace(
+        "  ", " ")
 
 
 def _say(text: str) -> None:

@@ -68,6 +68,13 @@ class Passes:
         pass to begin is its build pass, or not."""
         self._building = flag
 
+    def begins(self, caller: Any) -> bool:
+        """Whether an ask of ``caller`` begins a new pass."""
+        p = self.current
+        if caller is None or any(c is caller for c in self._superseded):
+            return False
+        return p is None or (p.caller is not None and p.caller is not caller)
+
     def ask(self, index: int, caller: Any) -> tuple[Key, bool]:
         """The batch answering ``index``, and whether a pass took it (False: a look)."""
         if caller is None or any(c is caller for c in self._superseded):

@@ -208,7 +208,7 @@ def _guarded(prog: str, flags: Mapping[str, str], debug: bool, work: Callable[[]
         handler.setFormatter(_FlagFormatter(flags))
     try:
         with _warnings_as_lines(prog, flags), _interrupt.always_ends(
-                EXIT_GRACE_S, lambda: _say(prog, "interrupted (Ctrl-C)."), EXIT_INTERRUPTED):
+                EXIT_GRACE_S, lambda: _cut_short(prog), EXIT_INTERRUPTED):
             return work()
     except KeyboardInterrupt:
         if debug:
@@ -222,6 +222,15 @@ def _guarded(prog: str, flags: Mapping[str, str], debug: bool, work: Callable[[]
             return EXIT_USAGE
         _say(prog, as_flags(_one_line(exc), flags))
         return EXIT_USAGE
+
+
+def _cut_short(prog: str) -> None:
+    """Ctrl-C, and the main thread still blocked in a library ``EXIT_GRACE_S`` later: free
+    shmaug's processes and shared memory from here, then say it (the process exits next)."""
+    from .loader import close_open_loaders
+
+    close_open_loaders()
+    _say(prog, "interrupted (Ctrl-C).")
 
 
 def _exit_within(seconds: float, status: int) -> None:
@@ -304,10 +313,11 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         from ._demo import run
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] in ("keras", "tensorflow"):
+        if exc.name and exc.name.split(".")[0] in ("keras", "tensorflow", "jax", "torch"):
             raise CommandError(
                 f"the demo trains a Keras model, and {exc.name!r} is not installed. Fix: "
-                f"`pip install 'shmaug[tf]'` (Keras 3 with TensorFlow)."
+                f"`pip install 'shmaug[tf]'` (Keras 3 with TensorFlow), or 'shmaug[jax]' / "
+                f"'shmaug[torch]' with KERAS_BACKEND=jax / torch."
             ) from exc
         raise
     profile = "quick" if args.quick else "full" if args.full else "default"

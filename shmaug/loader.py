@@ -44,6 +44,14 @@ from .store import (
 log = logging.getLogger(__name__)
 
 _PROBE_TICKET = 0  # the Prefetcher's tickets start at 1 (and stay exact in the float64 status)
+_OPEN: weakref.WeakSet[Loader] = weakref.WeakSet()  # for close_open_loaders
+
+
+def close_open_loaders() -> None:
+    """Close every loader of this process that is still open (any thread may call it: the
+    command line does, when Ctrl-C finds the main thread blocked elsewhere for good)."""
+    for loader in list(_OPEN):
+        loader.close()
 
 
 def await_probe(pool: Any, timeout: float | None) -> Probe:
@@ -296,6 +304,7 @@ class Loader:
         self.last_hit = False  # whether the last batch() was ready when asked for
         self.copy = copy
         self._closed = False
+        _OPEN.add(self)
         log.debug("Loader ready: %d samples, %d batches/epoch, %d workers (%s)", n,
                   len(self), self.workers, self.start_method or "default start method")
 
@@ -620,6 +629,7 @@ class Loader:
     def close(self) -> None:
         """Stop the workers and free the shared memory. Idempotent."""
         self._closed = True
+        _OPEN.discard(self)
         self._x = None
         self._gather_ahead = None
         self._recycler.clear()

@@ -200,6 +200,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         with self._lock:
             loader = self._ensure_loader()
             passes = self._passes
+            if passes.begins(caller) and _keras_is_building():  # JAX, torch: asked from the
+                passes.building(True)  # build itself (also when on_epoch_begin is overridden)
             key, in_pass = passes.ask(index, caller)
             if in_pass:
                 self._check_order(index, loader)
@@ -221,7 +223,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
     def on_epoch_begin(self) -> None:
         """Keras begins an epoch: one of its own, or the one it runs to build an unbuilt model
-        (whose batches are given back: _passes rule 3)."""
+        (whose batches are given back: _passes rule 3; on TensorFlow only this tells, since
+        tf.data's threads ask: an override should call ``super().on_epoch_begin()``)."""
         building = _keras_is_building()
         with self._lock:
             self._passes.building(building)

@@ -58,6 +58,9 @@ def test_op_grid_writes_a_png(tmp_path):
 @needs_keras
 def test_demo_quick(tmp_path):
     out = run("-m", "shmaug.cli", "demo", "--quick", "--out", str(tmp_path))
+    import keras
+
+    assert f"(KERAS_BACKEND={keras.backend.backend()})" in out.splitlines()[0]  # says which ran
     assert "images/s fed" in out and "waiting for data" in out and "val. accuracy" in out
     assert "epoch 1/1  Keras PyDataset" in out and "epoch 1/1  shmaug.Sequence" in out
     assert (tmp_path / "augmented_samples.png").is_file() and (tmp_path / "feeding.png").is_file()

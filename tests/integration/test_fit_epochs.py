@@ -34,9 +34,9 @@ def run():
     """A Sequence over tests/_fit's data, its plan, and the recording model's log."""
     made = []
 
-    def start(*, shuffle=True, augment=_fit.mark, seed=5, **kwargs):
+    def start(*, shuffle=True, augment=_fit.mark, seed=5, cls=shmaug.Sequence, **kwargs):
         x, y = _fit.data()
-        seq = shmaug.Sequence(x, y, batch_size=_fit.BATCH, augment=augment, workers=2,
+        seq = cls(x, y, batch_size=_fit.BATCH, augment=augment, workers=2,
                               seed=seed, shuffle=shuffle, **kwargs)
         plan = _fit.Plan(x, seed=seed, shuffle=shuffle)
         made.extend([seq, plan])
@@ -71,6 +71,17 @@ def test_each_keras_epoch_is_one_whole_shmaug_epoch(run, shuffle, keras_shuffle,
     assert seen == ([[0, 1], [0, 1]] if sync else [[0, 1], [2, 3]])
     if shuffle:  # the pass takes the stream in order, whatever the indices Keras asks
         assert log.train[1] == plan.stream(3 if not sync else 1, 0, len(seq))
+
+
+class OwnEpochHook(shmaug.Sequence):
+    def on_epoch_begin(self):  # no super(): Keras' PyDataset asks for none
+        self.began = getattr(self, "began", 0) + 1
+
+
+def test_a_subclass_with_its_own_on_epoch_begin_still_starts_at_epoch_0(run):
+    seq, plan, log, model = run(cls=OwnEpochHook)
+    fit(model, seq, log, epochs=2)
+    assert [plan.which_epoch(log.train[k]) for k in range(2)] == [0, 1]
 
 
 def test_spawned_workers_feed_fit_the_same_batches(run):

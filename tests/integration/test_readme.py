@@ -5,7 +5,8 @@ names it uses without defining them from a tiny prelude), all in one, except a s
 must start TensorFlow itself ("first, before other TF ops"), which gets a process of its own.
 A snippet that needs TensorFlow, Keras or albumentations skips where they are not installed.
 One that cannot run here is marked in the README itself, right before its block, with
-``<!-- readme-test: skip (why) -->``; none is at the moment.
+``<!-- readme-test: skip (why) -->``: only the several-hosts JAX snippet, which
+examples/multi_host_jax.py runs over loopback (test_keras_distribution).
 """
 
 from __future__ import annotations

@@ -152,3 +152,10 @@ def test_whatever_keras_does_the_trained_passes_are_whole_epochs(seed, fits):
             assert len(epochs) == 1 and sorted(b for _, b in keys) == list(range(B))
             whole.append(epochs.pop())
     assert whole == sorted(set(whole))
+
+
+def test_only_a_new_loop_begins_a_pass():
+    p, loop = Passes(B, shuffle=True), object()
+    assert p.begins(loop) and not p.begins(None)
+    p.ask(0, loop)
+    assert not p.begins(loop) and p.begins(object())
