@@ -15,8 +15,9 @@
 - ``label_mode``: "int" (class index), "categorical" (one-hot float32), "binary" (float32
   0 or 1, shape (n, 1)), None (no labels).
 
-This module only lists, labels and splits; decoding is ``_decode.py``'s and the source object is
-``files.py``'s. It starts no process and reads no image.
+Also the checks of paths and labels every constructor shares (extensions, existence, class-name
+labels). This module only lists, labels and splits; decoding is ``_decode.py``'s and the source
+object is ``files.py``'s. It starts no process and reads no image.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import ArgumentError, ArgumentTypeError
+from .errors import ArgumentError, ArgumentTypeError, warn
 
 # Keras' image_dataset_from_directory list, plus what OpenCV / PIL also decode.
 EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
@@ -53,6 +54,52 @@ def walk(root: str, follow_links: bool, recursive: bool = True) -> list[str]:
         prefix = os.path.join(dirpath, "")
         out += [prefix + f for f in sorted(filenames) if f.lower().endswith(EXTENSIONS)]
     return out
+
+
+def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
+                   follow_links: bool) -> tuple[list[str], np.ndarray | None, list[str]]:
+    """The image files under ``root`` as Keras lists them, their class indices (or None) and
+    the class names, for ``labels`` "inferred", None or a list of ints (checked already).
+
+    Raises:
+        ArgumentError: no image file; a list of labels of another length than the files.
+    """
+    classes: np.ndarray | None = None
+    names: list[str] = []
+    if isinstance(labels, str):  # "inferred"
+        names = class_folders(root, class_names)
+        paths: list[str] = []
+        found = []
+        for name in names:
+            found.append(walk(os.path.join(root, name), follow_links))
+            paths += found[-1]
+        if names:
+            classes = np.repeat(np.arange(len(names), dtype=np.int64), [len(f) for f in found])
+            if walk(root, follow_links, recursive=False):
+                warn(f"{root!r}: the images directly in this folder are ignored; only those "
+                     f"in its class sub-folders {names} are read (as Keras' "
+                     f"image_dataset_from_directory does). Fix: move them into a class "
+                     f"folder, or pass `class_names=` to choose the sub-folders.")
+        else:
+            paths = walk(root, follow_links)
+    else:
+        paths = walk(root, follow_links)
+        if labels is not None:
+            classes = np.asarray(labels, dtype=np.int64)
+            if len(classes) != len(paths):
+                raise ArgumentError(
+                    f"`labels` must have one int per image file in {root!r}: it has "
+                    f"{len(classes)} and the folder {len(paths)}. Fix: one label per file, "
+                    f"in the order Keras lists them (folders sorted by path, then files)."
+                )
+            names = [str(v) for v in sorted(set(classes.tolist()))]
+    if not paths:
+        raise ArgumentError(
+            f"`directory` {root!r} holds no image file (looked for "
+            f"{', '.join(EXTENSIONS)}{' in ' + str(names) if names else ''}). Fix: "
+            f"point at the folder with one sub-folder of images per class."
+        )
+    return paths, classes, names
 
 
 def class_folders(root: str, class_names: Sequence[str] | None) -> list[str]:
@@ -213,3 +260,57 @@ def encode(classes: np.ndarray, label_mode: str, num_classes: int) -> np.ndarray
         out[np.arange(len(classes)), classes] = 1.0
     out.flags.writeable = False
     return out
+
+
+def check_extensions(paths: Sequence[str]) -> None:
+    bad = [p for p in paths if not p.lower().endswith(EXTENSIONS)]
+    if bad:
+        raise ArgumentError(
+            f"{len(bad)} path(s) have an extension shmaug does not decode, e.g. {bad[0]!r}; "
+            f"expected one of {', '.join(EXTENSIONS)}. Fix: convert or drop those files."
+        )
+
+
+def check_exist(paths: Sequence[str]) -> None:
+    missing = [p for p in paths if not os.path.isfile(p)]
+    if missing:
+        raise ArgumentError(
+            f"{len(missing)} image file(s) do not exist, e.g. {missing[0]!r}. Fix: correct the "
+            f"paths (or `directory=`), or pass on_error='skip' to replace them and count them."
+        )
+
+
+def encode_names(
+    labels: Any, n: int, class_names: Sequence[str] | None
+) -> tuple[np.ndarray | None, tuple[str, ...]]:
+    """Labels as int64 indices plus class names: strings map through their sorted names."""
+    if labels is None:
+        return None, tuple(class_names or ())
+    values = list(labels)
+    if len(values) != n:
+        raise ArgumentError(
+            f"`labels` must have one entry per path ({n}); received {len(values)}. "
+            f"Fix: pass len(labels) == len(paths)."
+        )
+    if all(isinstance(v, str) for v in values):
+        names = tuple(class_names) if class_names is not None else tuple(sorted(set(values)))
+        lookup = {name: i for i, name in enumerate(names)}
+        unknown = sorted(set(values) - set(lookup))
+        if unknown:
+            raise ArgumentError(
+                f"`labels` holds names that are not in `class_names` {list(names)}: "
+                f"{unknown}. Fix: add them to `class_names` or correct the labels."
+            )
+        return np.array([lookup[v] for v in values], np.int64), names
+    array = np.asarray(values)
+    if array.dtype.kind not in "iu":
+        raise ArgumentTypeError(
+            f"`labels` must be all ints (class indices) or all strings (class names); "
+            f"received dtype {array.dtype}, e.g. {got(values[0])}. Fix: convert them."
+        )
+    if class_names is not None and len(array) and not 0 <= array.min() <= array.max() < len(class_names):
+        raise ArgumentError(
+            f"int `labels` must index `class_names` (0..{len(class_names) - 1}); received "
+            f"{array.min()}..{array.max()}. Fix: correct the labels or the names."
+        )
+    return array.astype(np.int64), tuple(class_names or ())

@@ -3,25 +3,24 @@
 ``ImageFiles`` is small and picklable: settings plus a ``PathTable`` (``_paths.py``: every path
 and class index in one flat block, never a Python object per file), never pixels. Handed to
 ``shmaug.Loader`` or ``shmaug.Sequence`` as ``x``, its reader (``load``) goes to each worker;
-the loader first moves the path table into its shared memory (``_Reader.sharing``), so what a
+the loader first moves the path table into its shared memory (``Reader.sharing``), so what a
 worker receives and holds does not grow with the number of files. ``load(index)`` runs there:
 read the file's bytes, decode (OpenCV, PIL for formats OpenCV cannot read; large JPEGs at a
-reduced size, see ``_decode.py``), convert to ``color_mode``, resize to ``image_size``. This
-module owns the source object, its settings and what happens to an unreadable file; listing,
-labels and the split follow Keras in ``_folders.py``; the engine owns processes and memory.
+reduced size, see ``_decode.py``), convert to ``color_mode``, resize to ``image_size``
+(``_reader.py``). This module owns the source object and its settings; listing, labels and the
+split follow Keras in ``_folders.py``; the engine owns processes and memory.
 
 An unreadable file (missing, empty, corrupt, wrong channel count) raises ``ImageReadError``
 naming the file and the reason. With ``on_error="skip"`` it is replaced by the next readable
 sample of the same class in index order (wrapping), so the label still matches and the
 substitute depends on the files alone, never on which worker ran. Under a ``Loader`` the
-reader marks each sample it stood in for in a shared byte array (``_Reader.marking``); the
+reader marks each sample it stood in for in a shared byte array (``Reader.marking``); the
 loader counts the marks of the batches it delivers (``stats()["skipped"]``, ``["unreadable"]``)
 and warns once, so the figures do not depend on which process decoded what, or how often.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Sequence, overload
@@ -29,133 +28,16 @@ from typing import Any, Iterable, Literal, Sequence, overload
 import numpy as np
 
 from . import _folders as F
-from ._decode import COLOR_MODES, decode, resize
+from ._decode import COLOR_MODES
 from ._paths import PathTable
-from .errors import ArgumentError, ArgumentTypeError, ImageReadError, warn
-from .store import ArrayHandle, SharedStore, attach_block
-
-log = logging.getLogger(__name__)
+from ._reader import Decoder, Reader
+from .errors import ArgumentError, ArgumentTypeError, ImageReadError
 
 EXTENSIONS = F.EXTENSIONS
 INTERPOLATIONS = ("area", "bicubic", "bilinear", "lanczos3", "lanczos5", "nearest")
 DEFAULT_IMAGE_SIZE = (256, 256)  # Keras' default for image_dataset_from_directory
 _got = F.got
-
-
-@dataclass(frozen=True, slots=True)
-class _Decoder:
-    """Turns one path into the source's image: decode, check channels, resize."""
-
-    image_size: tuple[int, int]
-    color_mode: str | None
-    interpolation: str
-    channels: int  # 0 until learned from the first file (color_mode=None)
-    reduced_decode: bool
-
-    def __call__(self, path: str) -> np.ndarray:
-        image = decode(path, self.color_mode, self.image_size if self.reduced_decode else None)
-        if self.channels and image.shape[-1] != self.channels:
-            raise ImageReadError(
-                f"Cannot use image file {path!r}: it has {image.shape[-1]} channel(s) but "
-                f"this source has {self.channels} (color_mode=None keeps the first file's "
-                f"channels). Fix: pass color_mode='grayscale', 'rgb' or 'rgba' to convert."
-            )
-        return resize(image, self.image_size, self.interpolation)
-
-
-class _Reader:
-    """``ImageFiles.load``: decodes sample ``index``, standing in for it when it is unreadable.
-
-    ``sharing(store)`` gives a reader whose path table lives in ``store`` (the loader's) and
-    pickles as its handle; ``marking(handle, marks)`` one that also sets ``marks[index]`` for
-    each sample it stood in for (a shared byte per sample, owned by the loader, which counts
-    the marks of what it delivers). Pickled for a worker, it carries only handles and settings.
-    """
-
-    __slots__ = ("table", "decoder", "on_error", "by_class", "_handle", "_marks", "_block")
-    __name__ = "ImageFiles.load"  # how a worker error names the stage that failed
-    uses_global_rng = False  # decoding draws no random numbers: no need to seed the globals
-
-    def __init__(self, table: PathTable, decoder: _Decoder, on_error: str, by_class: bool,
-                 handle: ArrayHandle | None = None, marks: Any = None) -> None:
-        self.table = table  # paths (and class indices), in this process or shared
-        self.decoder = decoder
-        self.on_error = on_error
-        self.by_class = by_class  # invariant: a stand-in must be of the sample's class
-        self._handle = handle  # the marks' shared block, or None: stand-ins are not recorded
-        self._marks = marks  # invariant: writable, one byte per sample, or None
-        self._block: Any = None  # in a worker: the attached block behind ``_marks``
-
-    def sharing(self, store: SharedStore) -> _Reader:
-        """A reader of the same files whose path table is copied once into ``store``."""
-        return _Reader(self.table.share(store), self.decoder, self.on_error, self.by_class,
-                       self._handle, self._marks)
-
-    def marking(self, handle: ArrayHandle, marks: np.ndarray) -> _Reader:
-        """A reader of the same files that records its stand-ins in ``marks`` (whose shared
-        block ``handle`` names, for the workers)."""
-        return _Reader(self.table, self.decoder, self.on_error, self.by_class, handle, marks)
-
-    def read(self, index: int) -> np.ndarray:
-        """File ``index`` decoded; no stand-in."""
-        return self.decoder(self.table[index])
-
-    def __call__(self, index: int) -> np.ndarray:
-        try:
-            return self.read(index)
-        except ImageReadError as exc:
-            if self.on_error == "raise":
-                raise
-            first = exc
-        table, n = self.table, len(self.table)
-        for step in range(1, n):
-            substitute = (index + step) % n
-            if self.by_class and table.class_of(substitute) != table.class_of(index):
-                continue  # the stand-in must carry the label the batch gives this sample
-            try:
-                image = self.read(substitute)
-            except ImageReadError:
-                continue
-            if self._marks is not None:
-                self._marks[index] = 1
-            # The user hears of it from the loader, once (``replaced_warning``).
-            log.debug("%s Using %s instead (on_error='skip')", first, table[substitute])
-            return image
-        kind = "of its class " if self.by_class else ""
-        raise ImageReadError(
-            f"No other file {kind}in this source can be read, so none can stand in for "
-            f"{table[index]!r} ({first}). Fix: check the paths and the files."
-        )
-
-    def name(self, index: int) -> str:
-        """What ``stats()["unreadable"]`` calls sample ``index``: its path."""
-        return self.table[index]
-
-    def replaced_warning(self, index: int) -> str:
-        """The loader's one warning, for the first stand-in it delivers (read again here for
-        the reason: a worker's exception does not travel with a successful batch)."""
-        try:
-            self.read(index)
-            reason = f"Could not read image file {self.table[index]!r} (it reads now)"
-        except ImageReadError as exc:
-            reason = str(exc).split(" Fix:")[0].rstrip(".")
-        return (
-            f"{reason}. With on_error='skip' it is replaced by the next readable file of its "
-            f"class, in this epoch and every other. This warning is not repeated for this "
-            f"loader: stats()['unreadable'] lists every unreadable file met and "
-            f"stats()['skipped'] counts the stand-ins delivered. Fix: replace or remove the "
-            f"file(s)."
-        )
-
-    def __getstate__(self) -> tuple[Any, ...]:
-        return self.table, self.decoder, self.on_error, self.by_class, self._handle
-
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.table, self.decoder, self.on_error, self.by_class, self._handle = state
-        self._marks = self._block = None
-        if self._handle is not None:  # in a worker: the loader's marks, by name
-            self._block = attach_block(self._handle)
-            self._marks = self._block.buf  # bytes, no numpy view: closing never meets one
+__all__ = ["ImageFiles", "ImageReadError"]  # ImageReadError: also importable from here
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -204,7 +86,7 @@ class ImageFiles:
     channels: int = 0
     label_mode: str | None = "int"
     reduced_decode: bool = True
-    load: _Reader = field(init=False, repr=False, compare=False)
+    load: Reader = field(init=False, repr=False, compare=False)
     _origin: str = field(init=False, repr=False, compare=False, default="")
 
     def __post_init__(self) -> None:
@@ -216,7 +98,7 @@ class ImageFiles:
                     f"{_got(table)}. Fix: pass `[path]`."
                 )
             table = PathTable.build(table)
-            _check_extensions(table)
+            F.check_extensions(table)
         if not len(table):
             raise ArgumentError(
                 "`paths` is empty: there is no image to read. Fix: pass at least one image "
@@ -256,9 +138,9 @@ class ImageFiles:
 
     def _new_reader(self) -> None:
         assert isinstance(self.paths, PathTable)
-        decoder = _Decoder(self.image_size, self.color_mode, self.interpolation, self.channels,
+        decoder = Decoder(self.image_size, self.color_mode, self.interpolation, self.channels,
                            self.reduced_decode)
-        object.__setattr__(self, "load", _Reader(self.paths, decoder, self.on_error,
+        object.__setattr__(self, "load", Reader(self.paths, decoder, self.on_error,
                                                  self.labels is not None))
 
     # -- constructors -------------------------------------------------------------------------
@@ -323,41 +205,7 @@ class ImageFiles:
         F.check_split_args(validation_split, subset, seed)
         if label_mode is None:
             labels = None  # as Keras: no labels, every image under the folder
-        classes: np.ndarray | None = None
-        names: list[str] = []
-        if isinstance(labels, str):  # "inferred"
-            names = F.class_folders(root, class_names)
-            paths: list[str] = []
-            found = []
-            for name in names:
-                found.append(F.walk(os.path.join(root, name), follow_links))
-                paths += found[-1]
-            if names:
-                classes = np.repeat(np.arange(len(names), dtype=np.int64), [len(f) for f in found])
-                if F.walk(root, follow_links, recursive=False):
-                    warn(f"{root!r}: the images directly in this folder are ignored; only those "
-                         f"in its class sub-folders {names} are read (as Keras' "
-                         f"image_dataset_from_directory does). Fix: move them into a class "
-                         f"folder, or pass `class_names=` to choose the sub-folders.")
-            else:
-                paths = F.walk(root, follow_links)
-        else:
-            paths = F.walk(root, follow_links)
-            if labels is not None:
-                classes = np.asarray(labels, dtype=np.int64)
-                if len(classes) != len(paths):
-                    raise ArgumentError(
-                        f"`labels` must have one int per image file in {root!r}: it has "
-                        f"{len(classes)} and the folder {len(paths)}. Fix: one label per file, "
-                        f"in the order Keras lists them (folders sorted by path, then files)."
-                    )
-                names = [str(v) for v in sorted(set(classes.tolist()))]
-        if not paths:
-            raise ArgumentError(
-                f"`directory` {root!r} holds no image file (looked for "
-                f"{', '.join(EXTENSIONS)}{' in ' + str(names) if names else ''}). Fix: "
-                f"point at the folder with one sub-folder of images per class."
-            )
+        paths, classes, names = F.list_directory(root, labels, class_names, follow_links)
         shown = labels if isinstance(labels, str) or labels is None else _Text(
             f"<{len(paths)} labels>")
         passed = dict(labels=shown, label_mode=label_mode, class_names=class_names,
@@ -409,11 +257,11 @@ class ImageFiles:
                 f"folder."
             )
         strings = [os.fspath(p) for p in paths]
-        index, names = _encode_labels(labels, len(strings), class_names)
+        index, names = F.encode_names(labels, len(strings), class_names)
         files = cls(strings, index, names, image_size, color_mode, interpolation, on_error,
                     label_mode=label_mode, reduced_decode=reduced_decode)
         if on_error == "raise":
-            _check_exist(files.paths)
+            F.check_exist(files.paths)
         passed = dict(class_names=class_names, image_size=image_size, color_mode=color_mode,
                       interpolation=interpolation, on_error=on_error, label_mode=label_mode,
                       reduced_decode=reduced_decode)
@@ -561,57 +409,3 @@ def _image_size(value: Any) -> tuple[int, int]:
             f"{_got(value)}. Fix: e.g. `image_size=(224, 224)`."
         )
     return size[0], size[1]
-
-
-def _check_extensions(paths: PathTable) -> None:
-    bad = [p for p in paths if not p.lower().endswith(EXTENSIONS)]
-    if bad:
-        raise ArgumentError(
-            f"{len(bad)} path(s) have an extension shmaug does not decode, e.g. {bad[0]!r}; "
-            f"expected one of {', '.join(EXTENSIONS)}. Fix: convert or drop those files."
-        )
-
-
-def _check_exist(paths: Sequence[str]) -> None:
-    missing = [p for p in paths if not os.path.isfile(p)]
-    if missing:
-        raise ArgumentError(
-            f"{len(missing)} image file(s) do not exist, e.g. {missing[0]!r}. Fix: correct the "
-            f"paths (or `directory=`), or pass on_error='skip' to replace them and count them."
-        )
-
-
-def _encode_labels(
-    labels: Any, n: int, class_names: Sequence[str] | None
-) -> tuple[np.ndarray | None, tuple[str, ...]]:
-    """Labels as int64 indices plus class names: strings map through their sorted names."""
-    if labels is None:
-        return None, tuple(class_names or ())
-    values = list(labels)
-    if len(values) != n:
-        raise ArgumentError(
-            f"`labels` must have one entry per path ({n}); received {len(values)}. "
-            f"Fix: pass len(labels) == len(paths)."
-        )
-    if all(isinstance(v, str) for v in values):
-        names = tuple(class_names) if class_names is not None else tuple(sorted(set(values)))
-        lookup = {name: i for i, name in enumerate(names)}
-        unknown = sorted(set(values) - set(lookup))
-        if unknown:
-            raise ArgumentError(
-                f"`labels` holds names that are not in `class_names` {list(names)}: "
-                f"{unknown}. Fix: add them to `class_names` or correct the labels."
-            )
-        return np.array([lookup[v] for v in values], np.int64), names
-    array = np.asarray(values)
-    if array.dtype.kind not in "iu":
-        raise ArgumentTypeError(
-            f"`labels` must be all ints (class indices) or all strings (class names); "
-            f"received dtype {array.dtype}, e.g. {_got(values[0])}. Fix: convert them."
-        )
-    if class_names is not None and len(array) and not 0 <= array.min() <= array.max() < len(class_names):
-        raise ArgumentError(
-            f"int `labels` must index `class_names` (0..{len(class_names) - 1}); received "
-            f"{array.min()}..{array.max()}. Fix: correct the labels or the names."
-        )
-    return array.astype(np.int64), tuple(class_names or ())
