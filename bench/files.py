@@ -1,145 +1,243 @@
-"""Images/s reading a folder of JPEGs: decode in shmaug's workers, tf.data, or a packed .npy.
+"""Image folders: shmaug against tf.data, Grain and PyTorch on real-size JPEGs, side by side.
 
-    python -m bench.files [--quick] [--out results/files]
+    python -m bench.files [--quick] [--out bench/results/files] [--rounds 3] [--repeats 2]
+        [--folders 256,imagenet,camera] [--contenders shmaug,shmaug_full,tf,grain,torch]
+        [--data DIR] [--workers 2] [--batch-size 64] [--timeout 900]
 
-Writes N seeded 256x256 JPEGs (4 class folders) to a temporary folder, then times full epochs
-(batch 64, image_size 224, hflip + rotate + gaussian_blur from shmaug's ops) for:
+Makes three folders of JPEGs from a seed (``bench.files_data``; in ``--data DIR`` they are
+kept and reused, otherwise in a temporary folder removed at the end): 256x256, ImageNet-like
+(about 500x375, quality 90, varied sizes) and camera-size (about 3000x2000). Then, round by
+round, each contender (``bench.files_peers``) reads each folder in its own child process
+(``bench.files_child``) under a hard timeout, the order of the contenders rotated every round:
+one warm-up, ``--repeats`` timed epochs, each checked to deliver every file exactly once.
+A round's figure is the median of its epochs; the table quotes the median over rounds, and
+the ratios are taken within a round. Every contender delivers the same 224x224x3 uint8 images
+with the same random flip, rotation and blur, with ``--workers`` processes (tf.data: parallel
+calls by ``AUTOTUNE``, which does not go past the usable cores).
 
-- ``shmaug ImageFiles``: ``Loader`` over ``ImageFiles.from_directory``; workers decode,
-  resize and augment;
-- ``keras image_dataset_from_directory``: decode and resize in tf.data, then
-  ``.map(tf.numpy_function(same ops))`` with ``AUTOTUNE`` and ``prefetch``;
-- ``shmaug packed .npy``: ``shmaug.pack`` once (its time is a separate row), then ``Loader``
-  over the memory-mapped file with the same ops.
+It also prints how far shmaug's reduced-size JPEG decode lies from a full decode + resize on
+each folder (mean absolute difference per value of 0..255, against the same interpolation and
+against an alias-free area resize; the stated tolerance is ``shmaug._decode.REDUCED_TOLERANCE``)
+and the decode time per file of each, in this process.
 
-Each contender runs one warm-up epoch, then ``repeats`` timed epochs; the median is quoted.
-The shmaug contenders run before TensorFlow is imported (forking after TF starts is unsafe).
+Writes ``files.json`` and ``files.md`` to ``--out``. A full run takes about 20 minutes on 2
+cores (folders about 2 minutes, then 3 rounds of 5 contenders over 3 folders).
 """
 
 from __future__ import annotations
 
-import os
+import json
+import math
+import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-import shmaug
-from bench._harness import base_parser, prepare_out, summarize
+from bench import _harness as H
 from bench import _report as R
-from bench._report import Row, environment, write_results
+from bench.files_data import FOLDERS, make_folder
+from bench.files_peers import LABELS
 
-BATCH = 64
-SIZE = 224
-
-
-def augment() -> Any:
-    return shmaug.Compose([shmaug.get("hflip"), shmaug.get("rotate"),
-                           shmaug.get("gaussian_blur")])
+DEFAULT_CONTENDERS = ("shmaug", "shmaug_full", "tf", "grain", "torch")
+CAMERA_GOAL = 3.0  # the target: on camera-size JPEGs, shmaug >= 3x ImageFiles before reduced decode
 
 
-def write_jpegs(root: Path, n: int, seed: int = 0) -> None:
-    """n seeded 256x256 JPEGs (smooth shapes plus noise) in 4 class folders."""
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:256, 0:256]
-    for i in range(n):
-        folder = root / f"class_{i % 4}"
-        folder.mkdir(parents=True, exist_ok=True)
-        cy, cx, r = rng.integers(40, 216, 2).tolist() + [int(rng.integers(20, 60))]
-        disc = ((yy - cy) ** 2 + (xx - cx) ** 2 < r * r)[..., None]
-        base = rng.integers(0, 256, 3) * disc + (xx[..., None] * rng.integers(0, 2, 3))
-        image = np.clip(base + rng.normal(0, 12, (256, 256, 3)), 0, 255).astype(np.uint8)
-        Image.fromarray(image).save(folder / f"{i:05d}.jpg", quality=90)
+def parser() -> Any:
+    p = H.base_parser(__doc__.splitlines()[0], "bench/results/files")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=2, help="timed epochs per round")
+    p.add_argument("--folders", default=",".join(FOLDERS))
+    p.add_argument("--contenders", default=",".join(DEFAULT_CONTENDERS))
+    p.add_argument("--data", default=None, help="keep (and reuse) the folders here")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--timeout", type=float, default=900, help="seconds per child process")
+    return p
 
 
-def time_epochs(batches: Callable[[], Any], n: int, repeats: int) -> list[float]:
-    """Images/s of ``repeats`` full epochs after one warm-up epoch."""
-    out = []
-    for r in range(repeats + 1):
-        began = time.perf_counter()
-        count = sum(len(xb) for xb, _ in batches())
-        elapsed = time.perf_counter() - began
-        assert count == n, f"an epoch gave {count} images, expected {n}"
-        if r:
-            out.append(n / elapsed)
+def prepare(root: Path, name: str, quick: bool) -> tuple[Path, dict[str, Any]]:
+    """The folder ``name`` under ``root``, made unless a complete one is already there."""
+    folder = FOLDERS[name]
+    n = folder.n_quick if quick else folder.n
+    where = root / f"{name}_{n}"
+    stamp = where / "made.json"
+    if stamp.is_file():
+        return where, json.loads(stamp.read_text())
+    shutil.rmtree(where, ignore_errors=True)
+    made = make_folder(where, folder, n)
+    stamp.write_text(json.dumps(made))
+    return where, made
+
+
+def decode_figures(folder: Path, sample: int) -> dict[str, Any]:
+    """Reduced-size decode against a full decode on up to ``sample`` files of ``folder``: mean
+    absolute differences (bilinear against bilinear, and against an area resize of the full
+    decode) and ms per file of each, in this process."""
+    import cv2
+
+    from shmaug._decode import decode, resize
+
+    cv2.setNumThreads(1)
+    files = sorted(folder.glob("class_*/*.jpg"))[:sample]
+    size = (224, 224)
+    same, alias_free, before, t_full, t_reduced = [], [], [], [], []
+    for path in files:
+        t0 = time.perf_counter()
+        full = resize(decode(str(path), "rgb"), size, "bilinear")
+        t1 = time.perf_counter()
+        reduced = resize(decode(str(path), "rgb", size), size, "bilinear")
+        t2 = time.perf_counter()
+        t_full.append(t1 - t0)
+        t_reduced.append(t2 - t1)
+        area = resize(decode(str(path), "rgb"), size, "area").astype(int)
+        same.append(np.abs(reduced.astype(int) - full).mean())
+        alias_free.append(np.abs(reduced.astype(int) - area).mean())
+        before.append(np.abs(full.astype(int) - area).mean())
+    return {"files": len(files), "same": float(np.mean(same)), "same_max": float(np.max(same)),
+            "alias_free": float(np.mean(alias_free)), "before_alias_free": float(np.mean(before)),
+            "ms_full": 1e3 * float(np.median(t_full)), "ms_reduced": 1e3 * float(np.median(t_reduced))}
+
+
+def run_rounds(args: Any, folders: dict[str, Path], contenders: list[str]) -> list[dict[str, Any]]:
+    rounds = 1 if args.quick else args.rounds
+    results = []
+    bar = H.progress(rounds * len(folders) * len(contenders), "bench files")
+    for r in range(1, rounds + 1):
+        for name, path in folders.items():
+            k = (r - 1) % len(contenders)
+            for contender in contenders[k:] + contenders[:k]:  # rotated: no fixed first
+                spec = {"folder": str(path), "contender": contender, "workers": args.workers,
+                        "batch_size": 8 if args.quick else args.batch_size,
+                        "repeats": 1 if args.quick else args.repeats}
+                out = H.run_json([sys.executable, "-m", "bench.files_child", json.dumps(spec)],
+                                 args.timeout)
+                res = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
+                if res.get("status") == "ok" and res.get("problems"):
+                    res["status"] = "duplicates/missing: " + "; ".join(res["problems"])[:200]
+                res.update(round=r, folder=name, contender=contender)
+                results.append(res)
+                bar.update(1)
+                rate = H.summarize(res.get("rates") or []).median
+                print(f"round {r} {name:8} {contender:12} {res.get('status')}: "
+                      f"{R.fmt_num(rate)} images/s", file=sys.stderr)
+    bar.close()
+    return results
+
+
+def figure(res: dict[str, Any]) -> float:
+    ok = res.get("status") == "ok" and res.get("rates")
+    return H.summarize(res["rates"]).median if ok else math.nan
+
+
+def per_round(results: list[dict[str, Any]], folder: str, contender: str) -> list[float]:
+    rounds = max(r["round"] for r in results)
+    out = [math.nan] * rounds
+    for r in results:
+        if (r["folder"], r["contender"]) == (folder, contender):
+            out[r["round"] - 1] = figure(r)
     return out
 
 
-def shmaug_epochs(x: Any, y: Any, n: int, repeats: int, workers: int) -> list[float]:
-    with shmaug.Loader(x, y, BATCH, augment=augment(), workers=workers, seed=0, shuffle=True,
-                       output_shape=(SIZE, SIZE, 3), output_dtype=np.uint8) as loader:
-        return time_epochs(lambda: iter(loader), n, repeats)
+def same_round(a: list[float], b: list[float]) -> list[float]:
+    return [x / y for x, y in zip(a, b) if not (math.isnan(x) or math.isnan(y)) and y]
 
 
-def _tf_augment(batch: np.ndarray, seed: np.ndarray) -> np.ndarray:
-    fn = augment()
-    rng = np.random.default_rng(int(seed))
-    return np.stack([fn(im, rng) for im in batch.astype(np.uint8)])
+def report(args: Any, results: list[dict[str, Any]], made: dict[str, dict[str, Any]],
+           decoding: dict[str, dict[str, Any]], contenders: list[str]) -> str:
+    rows: list[R.Row] = []
+    ratio_rows, round_rows = [], []
+    quick = " (quick run: nothing measured)" if args.quick else ""
+    peers = [c for c in contenders if not c.startswith("shmaug")]
+    for name in made:
+        m = made[name]
+        section = (f"{FOLDERS[name].label}: {m['files']} files, {m['mean_kb']:.0f} kB and "
+                   f"{m['bits_per_pixel']:.1f} bits/pixel on average")
+        for c in contenders:
+            rates = per_round(results, name, c)
+            res = next(r for r in results if (r["folder"], r["contender"]) == (name, c))
+            good = [v for v in rates if not math.isnan(v)]
+            status = "ok" if len(good) == len(rates) else str(res.get("status"))
+            note = "" if status == "ok" else str(res.get("error", ""))[:120]
+            row = R.Row(section, LABELS[c], "throughput", "images/s",
+                        H.summarize(good) if good else None, status=status, note=note)
+            if c != "shmaug" and "shmaug" in contenders:
+                ratios = same_round(per_round(results, name, "shmaug"), rates)
+                if ratios:
+                    row.ratio = f"shmaug {R.fmt_num(H.summarize(ratios).median)}x"
+                    ratio_rows.append([section.split(":")[0], f"shmaug ÷ {LABELS[c]}",
+                                       R.fmt_num(H.summarize(ratios).median),
+                                       R.fmt_num(min(ratios)), len(ratios)])
+            round_rows.append([name, LABELS[c], *[R.fmt_num(v) for v in rates]])
+            rows.append(row)
+        shmaug_row = next((r for r in rows if r.section == section
+                           and r.contender == LABELS["shmaug"]), None)
+        measured = {p: same_round(per_round(results, name, "shmaug"), per_round(results, name, p))
+                    for p in peers}
+        measured = {p: ratios for p, ratios in measured.items() if ratios}  # not the skipped
+        if shmaug_row is not None and measured:
+            ahead = all(H.summarize(ratios).median > 1 for ratios in measured.values())
+            shmaug_row.target = (f"ahead of every peer measured ({len(measured)}): "
+                                 f"{'met' if ahead else 'MISSED'}{quick}")
+            if name == "camera" and "shmaug_full" in contenders:
+                ratios = same_round(per_round(results, name, "shmaug"),
+                                    per_round(results, name, "shmaug_full"))
+                got = H.summarize(ratios).median if ratios else math.nan
+                shmaug_row.target += (f"; >= {CAMERA_GOAL:g}x before: {R.fmt_num(got)}x, "
+                                      f"{'met' if got >= CAMERA_GOAL else 'MISSED'}{quick}")
+    from shmaug._decode import REDUCED_TOLERANCE
 
-
-def keras_epochs(folder: Path, n: int, repeats: int) -> list[float]:
-    import keras
-    import tensorflow as tf
-
-    ds = keras.utils.image_dataset_from_directory(
-        str(folder), image_size=(SIZE, SIZE), batch_size=BATCH, shuffle=True, seed=0,
-        verbose=False)
-    counter = tf.data.Dataset.counter()
-    ds = tf.data.Dataset.zip((ds, counter)).map(
-        lambda xy, i: (tf.numpy_function(_tf_augment, [xy[0], i], tf.uint8), xy[1]),
-        num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
-    return time_epochs(lambda: ds.as_numpy_iterator(), n, repeats)
-
-
-def run(quick: bool, out: str) -> str:
-    n, repeats = (64, 1) if quick else (2000, 3)
-    workers = len(os.sched_getaffinity(0))
-    rows: list[Row] = []
-    section = f"{n} JPEGs 256x256 -> {SIZE}x{SIZE}x3, batch {BATCH}, hflip+rotate+blur"
-    with tempfile.TemporaryDirectory(prefix="shmaug_bench_files_") as tmp:
-        folder = Path(tmp) / "jpegs"
-        write_jpegs(folder, n)
-        files = shmaug.ImageFiles.from_directory(folder, image_size=(SIZE, SIZE))
-        decoded = summarize(shmaug_epochs(files, files.labels, n, repeats, workers))
-        began = time.perf_counter()
-        packed = shmaug.pack(files, Path(tmp) / "packed", workers=workers, progress=False)
-        pack_s = time.perf_counter() - began
-        x, y = packed.open()
-        from_npy = summarize(shmaug_epochs(packed.images, y, n, repeats, workers))
-        try:
-            tf_row = Row(section, "keras image_dataset_from_directory + tf.numpy_function map",
-                         "throughput", "images/s", summarize(keras_epochs(folder, n, repeats)))
-        except Exception as exc:  # reported, not fatal: TF may be missing
-            tf_row = Row(section, "keras image_dataset_from_directory + tf.numpy_function map",
-                         "throughput", "images/s", None, status=f"error: {exc}")
-        rows += [
-            Row(section, f"shmaug ImageFiles (decode in {workers} workers)", "throughput",
-                "images/s", decoded),
-            tf_row,
-            Row(section, f"shmaug packed .npy ({workers} workers)", "throughput", "images/s",
-                from_npy),
-            Row(section, "shmaug.pack (once, decode+resize only)", "throughput", "images/s",
-                summarize([n / pack_s]), note=f"{pack_s:.1f} s for {n} images"),
-        ]
-        base = decoded.median
-        for row in rows[1:3]:
-            if row.stats is not None:
-                row.ratio = f"{row.stats.median / base:.2f}x ImageFiles"
-        del x
-    meta = {"quick": quick, "n": n, "repeats": repeats, "workers": workers,
-            "wall_s": R.process_age_s(),
-            "environment": environment()}
-    return write_results(out, "files", rows, meta)
+    tol = [[FOLDERS[n].label, d["files"], R.fmt_num(d["same"]), R.fmt_num(d["same_max"]),
+            R.fmt_num(d["alias_free"]), R.fmt_num(d["before_alias_free"]),
+            R.fmt_num(d["ms_full"]), R.fmt_num(d["ms_reduced"]),
+            R.fmt_num(d["ms_full"] / d["ms_reduced"]) + "x"] for n, d in decoding.items()]
+    rounds = max(r["round"] for r in results)
+    extra = "\n\n".join([
+        "### Reduced-size decode against a full decode + resize to 224x224 (bilinear)\n\n"
+        f"Mean absolute difference per value (0..255). Stated tolerance: {REDUCED_TOLERANCE['same interpolation']:g} "
+        f"from a full decode + the same interpolation, {REDUCED_TOLERANCE['area']:g} from a full "
+        "decode + area resize with interpolation='area' (shmaug._decode.REDUCED_TOLERANCE). A "
+        "bilinear resize that shrinks more than 2x skips pixels; libjpeg's scaling averages them, "
+        "so the reduced output lies closer to the alias-free (area) image than the full decode "
+        "did. Decode times: one process, median ms per file, decode + resize.\n\n"
+        + R.markdown_table(["folder", "files", "vs full+bilinear, mean", "max of a file",
+                            "vs full+area", "full+bilinear vs full+area", "ms full",
+                            "ms reduced", "speed-up"], tol),
+        f"### images/s in each of {rounds} rounds\n\n"
+        + R.markdown_table(["folder", "contender", *[f"round {k}" for k in range(1, rounds + 1)]],
+                           round_rows),
+        "### Same-round ratios\n\n"
+        + R.markdown_table(["folder", "ratio", "median", "min", "rounds"], ratio_rows),
+    ])
+    meta = {"quick": args.quick, "rounds": rounds, "repeats": 1 if args.quick else args.repeats,
+            "workers": args.workers, "folders": made, "decoding": decoding,
+            "results": results, "environment": R.environment()}
+    return R.write_results(args.out, "files", rows, meta, extra)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = base_parser(__doc__.splitlines()[0], "results/files").parse_args(argv)
-    prepare_out(args.out)  # before measuring, not after
-    print(run(args.quick, args.out))
+    args = parser().parse_args(argv)
+    names = [n for n in args.folders.split(",") if n]
+    contenders = [c for c in args.contenders.split(",") if c]
+    for bad in [n for n in names if n not in FOLDERS] + [c for c in contenders if c not in LABELS]:
+        raise SystemExit(f"unknown folder or contender {bad!r}; folders {list(FOLDERS)}, "
+                         f"contenders {list(LABELS)}")
+    H.prepare_out(args.out)  # before measuring anything
+    temporary = None if args.data else tempfile.mkdtemp(prefix="shmaug_bench_files_")
+    root = Path(args.data or temporary)  # type: ignore[arg-type]
+    try:
+        made, folders, decoding = {}, {}, {}
+        for name in names:
+            folders[name], made[name] = prepare(root, name, args.quick)
+            decoding[name] = decode_figures(folders[name], 4 if args.quick else 24)
+        results = run_rounds(args, folders, contenders)
+        print(report(args, results, made, decoding, contenders))
+    finally:
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
     return 0
 
 

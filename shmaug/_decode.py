@@ -3,6 +3,16 @@
 OpenCV first (its wheels decode JPEG with libjpeg-turbo), PIL for what OpenCV cannot read;
 then channel conversion to RGB order and resizing. ``files.ImageFiles`` decides which file and
 what to do when one is unreadable; this module only turns one file into pixels, or says why not.
+
+Reduced-size decoding: when a JPEG is at least twice as large as the size it is resized to,
+libjpeg can decode it at 1/2, 1/4 or 1/8 of its size directly (it scales the DCT blocks, so the
+skipped pixels are never computed; OpenCV exposes this as ``IMREAD_REDUCED_*``, PIL as
+``Image.draft``). ``decode(..., reduce_to=size)`` takes the largest of those factors that still
+leaves the image at least ``size``, then the caller resizes as usual. Only baseline and
+progressive 8-bit JPEGs with 1 or 3 components are decoded this way (identified by their
+bytes, not their extension); every other file, PNG included, is decoded in full as before.
+The output differs from a full decode + resize by the difference between libjpeg's block
+scaling and the resize filter: see ``REDUCED_TOLERANCE``.
 """
 
 from __future__ import annotations
@@ -15,12 +25,30 @@ COLOR_MODES = {"grayscale": 1, "rgb": 3, "rgba": 4}  # None: keep the files' own
 
 _PIL_MODES = {"L": "L", "LA": "LA", "RGB": "RGB", "RGBA": "RGBA", "I;16": "I;16"}
 
+# What a reduced-size decode may differ by, as the mean absolute difference per channel value
+# (of 0..255), from a full decode resized to the same size. "area": with interpolation="area",
+# from a full decode + area resize (libjpeg's scaling is an area average too; measured 0.1-1.8
+# on photo-like JPEGs). "same interpolation": from a full decode + the same interpolation
+# (measured up to 9 with "nearest" on grainy photos): shrinking more than 2x, those filters skip
+# pixels and alias, while libjpeg averages them, so the reduced output is also never further from
+# the alias-free (area) image than the full decode + the same resize is. bench.files prints
+# the figures on its folders; tests/unit/test_decode.py holds the decoder to them.
+REDUCED_TOLERANCE = {"area": 2.0, "same interpolation": 10.0}
 
-def decode(path: str, color_mode: str | None) -> np.ndarray:
+# Start-of-frame markers libjpeg scales: baseline, extended, progressive (Huffman or
+# arithmetic). Lossless and hierarchical JPEGs are decoded in full.
+_SCALABLE_SOF = frozenset((0xC0, 0xC1, 0xC2, 0xC9, 0xCA))
+_NO_LENGTH = frozenset((0x01, *range(0xD0, 0xD9)))  # TEM, RSTn, SOI: markers without a length
+
+
+def decode(path: str, color_mode: str | None,
+           reduce_to: tuple[int, int] | None = None) -> np.ndarray:
     """uint8 (H, W, C) in RGB(A) order, converted to ``color_mode``'s channel count.
 
     Reads the bytes with numpy (unicode paths work everywhere), decodes with OpenCV (whose
-    wheels use libjpeg-turbo), and falls back to PIL for what OpenCV cannot read.
+    wheels use libjpeg-turbo), and falls back to PIL for what OpenCV cannot read. With
+    ``reduce_to=(height, width)``, a JPEG at least twice that size is decoded at a reduced
+    size no smaller than it (see the module docstring).
     """
     import cv2
 
@@ -31,7 +59,9 @@ def decode(path: str, color_mode: str | None) -> np.ndarray:
         raise unreadable(path, reason) from None
     if data.size == 0:
         raise unreadable(path, "the file is empty (0 bytes)")
-    image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)  # BGR(A); we convert channels ourselves
+    image = None if reduce_to is None else _decode_reduced(data, reduce_to)
+    if image is None:
+        image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)  # BGR(A); we convert channels ourselves
     if image is None:
         image = _decode_pil(path, data)
     if image.dtype == np.uint16:
@@ -44,6 +74,69 @@ def decode(path: str, color_mode: str | None) -> np.ndarray:
     if image.ndim == 2:
         image = image[:, :, None]
     return _convert(image, COLOR_MODES[color_mode] if color_mode else None)
+
+
+def jpeg_header(data: np.ndarray) -> tuple[int, int, int, int] | None:
+    """``(height, width, components, marker)`` from a JPEG's start-of-frame segment, or None
+    when ``data`` is not a JPEG (or its header is cut short)."""
+    buf = data.data.cast("B")
+    n = len(buf)
+    if n < 4 or buf[0] != 0xFF or buf[1] != 0xD8:
+        return None
+    i = 2
+    while i + 4 <= n:
+        if buf[i] != 0xFF:
+            return None
+        marker = buf[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker in _NO_LENGTH:
+            i += 2
+            continue
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # SOFn
+            if i + 10 > n:
+                return None
+            height = buf[i + 5] << 8 | buf[i + 6]
+            width = buf[i + 7] << 8 | buf[i + 8]
+            return height, width, buf[i + 9], marker if buf[i + 4] == 8 else -1
+        if marker in (0xDA, 0xD9):  # scan or end before any frame header
+            return None
+        i += 2 + (buf[i + 2] << 8 | buf[i + 3])
+    return None
+
+
+def reduction(header: tuple[int, int, int, int] | None, size: tuple[int, int]) -> int:
+    """The largest of 8, 4, 2 by which a JPEG with ``header`` can be decoded and still be at
+    least ``size`` (libjpeg rounds the scaled size up), or 1: decode it in full."""
+    if header is None:
+        return 1
+    height, width, components, marker = header
+    if marker not in _SCALABLE_SOF or components not in (1, 3) or not height or not width:
+        return 1
+    for denominator in (8, 4, 2):
+        if -(-height // denominator) >= size[0] and -(-width // denominator) >= size[1]:
+            return denominator
+    return 1
+
+
+def _decode_reduced(data: np.ndarray, size: tuple[int, int]) -> np.ndarray | None:
+    """A JPEG decoded at 1/2, 1/4 or 1/8 scale (BGR or grey, as the full path gives), or None
+    where the full decode applies. EXIF orientation is ignored, as ``IMREAD_UNCHANGED`` does."""
+    import cv2
+
+    header = jpeg_header(data)
+    denominator = reduction(header, size)
+    if denominator == 1:
+        return None
+    assert header is not None
+    color = {2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
+             8: cv2.IMREAD_REDUCED_COLOR_8}
+    grey = {2: cv2.IMREAD_REDUCED_GRAYSCALE_2, 4: cv2.IMREAD_REDUCED_GRAYSCALE_4,
+            8: cv2.IMREAD_REDUCED_GRAYSCALE_8}
+    flag = (grey if header[2] == 1 else color)[denominator] | cv2.IMREAD_IGNORE_ORIENTATION
+    image: np.ndarray | None = cv2.imdecode(data, flag)
+    return image
 
 
 def _decode_pil(path: str, data: np.ndarray) -> np.ndarray:

@@ -1,142 +1,59 @@
 """Image files as a sample source: workers decode, convert and resize, then augment.
 
-``ImageFiles`` is small and picklable (paths and settings, never pixels). Handed to
-``shmaug.Loader`` or ``shmaug.Sequence`` as ``x``, it is pickled once per worker and its
-``load(index)`` runs there: read the file's bytes, decode (OpenCV, falling back to PIL for
-formats OpenCV cannot read), convert to ``color_mode``, resize to ``image_size``. This module
-owns path discovery, label and class-name mapping, and what happens to an unreadable file;
-the engine owns processes, order and memory.
+``ImageFiles`` is small and picklable: settings plus a ``PathTable`` (``_paths.py``: every path
+and class index in one flat block, never a Python object per file), never pixels. Handed to
+``shmaug.Loader`` or ``shmaug.Sequence`` as ``x``, its reader (``load``) goes to each worker;
+the loader first moves the path table into its shared memory (``Reader.sharing``), so what a
+worker receives and holds does not grow with the number of files. ``load(index)`` runs there:
+read the file's bytes, decode (OpenCV, PIL for formats OpenCV cannot read; large JPEGs at a
+reduced size, see ``_decode.py``), convert to ``color_mode``, resize to ``image_size``
+(``_reader.py``). This module owns the source object and its settings; listing, labels and the
+split follow Keras in ``_folders.py``; the engine owns processes and memory.
 
 An unreadable file (missing, empty, corrupt, wrong channel count) raises ``ImageReadError``
 naming the file and the reason. With ``on_error="skip"`` it is replaced by the next readable
-sample of the same label in index order (wrapping), so the label still matches and the
+sample of the same class in index order (wrapping), so the label still matches and the
 substitute depends on the files alone, never on which worker ran. Under a ``Loader`` the
-reader marks each sample it stood in for in a shared byte array (``_Reader.marking``); the
+reader marks each sample it stood in for in a shared byte array (``Reader.marking``); the
 loader counts the marks of the batches it delivers (``stats()["skipped"]``, ``["unreadable"]``)
 and warns once, so the figures do not depend on which process decoded what, or how often.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Literal, Sequence, overload
 
 import numpy as np
 
-from ._decode import COLOR_MODES, decode, resize
-from .errors import ArgumentError, ArgumentTypeError, ImageReadError, warn
-from .store import ArrayHandle, attach_block
+from . import _folders as F
+from ._decode import COLOR_MODES
+from ._paths import PathTable
+from ._reader import Decoder, Reader
+from .errors import ArgumentError, ArgumentTypeError, ImageReadError
 
-log = logging.getLogger(__name__)
-
-# Keras' image_dataset_from_directory list, plus what OpenCV / PIL also decode.
-EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
+EXTENSIONS = F.EXTENSIONS
 INTERPOLATIONS = ("area", "bicubic", "bilinear", "lanczos3", "lanczos5", "nearest")
 DEFAULT_IMAGE_SIZE = (256, 256)  # Keras' default for image_dataset_from_directory
-
-
-def _got(value: Any) -> str:
-    text = repr(value)
-    return f"{text[:57] + '...' if len(text) > 60 else text} (type {type(value).__name__})"
-
-
-class _Reader:
-    """``ImageFiles.load``: decodes sample ``index``, standing in for it when it is unreadable.
-
-    A reader made by ``marking`` also sets ``marks[index]`` for each sample it stood in for:
-    a shared byte per sample, owned by the loader, which counts the marks of what it
-    delivers. Pickled for a worker, it carries the marks' handle and attaches there.
-    """
-
-    __slots__ = ("files", "_handle", "_marks", "_block")
-    __name__ = "ImageFiles.load"  # how a worker error names the stage that failed
-    uses_global_rng = False  # decoding draws no random numbers: no need to seed the globals
-
-    def __init__(self, files: ImageFiles, handle: ArrayHandle | None = None,
-                 marks: Any = None) -> None:
-        self.files = files
-        self._handle = handle  # the marks' shared block, or None: stand-ins are not recorded
-        self._marks = marks  # invariant: writable, one byte per sample, or None
-        self._block: Any = None  # in a worker: the attached block behind ``_marks``
-
-    def marking(self, handle: ArrayHandle, marks: np.ndarray) -> _Reader:
-        """A reader of the same files that records its stand-ins in ``marks`` (whose shared
-        block ``handle`` names, for the workers)."""
-        return _Reader(self.files, handle, marks)
-
-    def __call__(self, index: int) -> np.ndarray:
-        files = self.files
-        try:
-            return files.read(index)
-        except ImageReadError as exc:
-            if files.on_error == "raise":
-                raise
-            first = exc
-        n = len(files.paths)
-        labels = files.labels
-        for step in range(1, n):
-            substitute = (index + step) % n
-            if labels is not None and labels[substitute] != labels[index]:
-                continue  # the stand-in must carry the label the batch gives this sample
-            try:
-                image = files.read(substitute)
-            except ImageReadError:
-                continue
-            if self._marks is not None:
-                self._marks[index] = 1
-            # The user hears of it from the loader, once (``replaced_warning``).
-            log.debug("%s Using %s instead (on_error='skip')", first, files.paths[substitute])
-            return image
-        kind = "of its class " if labels is not None else ""
-        raise ImageReadError(
-            f"No other file {kind}in this source can be read, so none can stand in for "
-            f"{files.paths[index]!r} ({first}). Fix: check the paths and the files."
-        )
-
-    def name(self, index: int) -> str:
-        """What ``stats()["unreadable"]`` calls sample ``index``: its path."""
-        return self.files.paths[index]
-
-    def replaced_warning(self, index: int) -> str:
-        """The loader's one warning, for the first stand-in it delivers (read again here for
-        the reason: a worker's exception does not travel with a successful batch)."""
-        try:
-            self.files.read(index)
-            reason = f"Could not read image file {self.files.paths[index]!r} (it reads now)"
-        except ImageReadError as exc:
-            reason = str(exc).split(" Fix:")[0].rstrip(".")
-        return (
-            f"{reason}. With on_error='skip' it is replaced by the next readable file of its "
-            f"class, in this epoch and every other. This warning is not repeated for this "
-            f"loader: stats()['unreadable'] lists every unreadable file met and "
-            f"stats()['skipped'] counts the stand-ins delivered. Fix: replace or remove the "
-            f"file(s)."
-        )
-
-    def __getstate__(self) -> tuple[ImageFiles, ArrayHandle | None]:
-        return self.files, self._handle
-
-    def __setstate__(self, state: tuple[ImageFiles, ArrayHandle | None]) -> None:
-        self.files, self._handle = state
-        self._marks = self._block = None
-        if self._handle is not None:  # in a worker: the loader's marks, by name
-            self._block = attach_block(self._handle)
-            self._marks = self._block.buf  # bytes, no numpy view: closing never meets one
+_got = F.got
+__all__ = ["ImageFiles", "ImageReadError"]  # ImageReadError: also importable from here
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class ImageFiles:
     """Image files with optional labels, decoded in shmaug's workers.
 
-    Build one with ``from_directory``, ``from_paths`` or ``from_dataframe`` (Keras' argument
-    names), then pass it as ``x``; ``files.labels`` is the matching ``y``.
+    Build one with ``from_directory`` (Keras' ``image_dataset_from_directory`` arguments),
+    ``from_paths`` or ``from_dataframe``, then pass it as ``x``; ``files.labels`` is the
+    matching ``y`` (a loader takes it when ``y`` is not given).
 
     Attributes:
-        paths: one path per sample, in sample order.
-        labels: int64 class index per sample (read-only), or None.
-        class_names: sorted class names; ``labels`` index into it.
+        paths: one path per sample, in sample order (a read-only sequence of ``str``).
+        labels: per sample, encoded as ``label_mode`` says: "int" the class index (int64),
+            "categorical" one-hot float32 ``(n, classes)``, "binary" float32 ``(n, 1)``;
+            None without labels. The constructor takes class indices (or that encoding).
+        class_names: class names; class indices index into it.
         image_size: ``(height, width)`` every image is resized to.
         color_mode: "grayscale", "rgb" or "rgba" (output channels 1, 3, 4); None keeps the
             files' own channel count, which must then be the same for every file.
@@ -144,6 +61,11 @@ class ImageFiles:
             "area", "lanczos3", "lanczos5").
         on_error: "raise" (default) or "skip" (replace an unreadable file, see the module).
         channels: channels of every decoded image (from ``color_mode`` or the first file).
+        label_mode: "int" (default), "categorical", "binary" or None (no labels), as Keras.
+        reduced_decode: True (default): a JPEG at least twice ``image_size`` is decoded at
+            1/2, 1/4 or 1/8 size by libjpeg before the resize, several times faster for
+            camera-size photos (see ``shmaug._decode.REDUCED_TOLERANCE`` for how close it is
+            to a full decode); False decodes every pixel. Other formats are not affected.
         load: ``load(index) -> uint8 array (H, W, C)``, standing in for unreadable files
             with ``on_error="skip"`` (a loader counts them: ``stats()["skipped"]``).
 
@@ -154,76 +76,124 @@ class ImageFiles:
         {'daisy': 0, 'rose': 1}
     """
 
-    paths: tuple[str, ...]
-    labels: np.ndarray | None = None
+    paths: Sequence[str]
+    labels: Any = None
     class_names: tuple[str, ...] = ()
     image_size: tuple[int, int] = DEFAULT_IMAGE_SIZE
     color_mode: str | None = "rgb"
     interpolation: str = "bilinear"
     on_error: str = "raise"
     channels: int = 0
-    load: _Reader = field(init=False, repr=False, compare=False)
+    label_mode: str | None = "int"
+    reduced_decode: bool = True
+    load: Reader = field(init=False, repr=False, compare=False)
+    _origin: str = field(init=False, repr=False, compare=False, default="")
 
     def __post_init__(self) -> None:
-        if not self.paths:
+        table = self.paths
+        if not isinstance(table, PathTable):
+            if isinstance(table, (str, bytes, os.PathLike)):
+                raise ArgumentTypeError(
+                    f"`paths` must be a list of image paths; received the single path "
+                    f"{_got(table)}. Fix: pass `[path]`."
+                )
+            table = PathTable.build(table)
+            F.check_extensions(table)
+        if not len(table):
             raise ArgumentError(
                 "`paths` is empty: there is no image to read. Fix: pass at least one image "
                 "file (extensions: " + ", ".join(EXTENSIONS) + ")."
             )
-        object.__setattr__(self, "paths", tuple(os.fspath(p) for p in self.paths))
-        _check_extensions(self.paths)
-        object.__setattr__(self, "image_size", _image_size(self.image_size))
-        if self.color_mode not in COLOR_MODES and self.color_mode is not None:
-            raise ArgumentError(
-                f"`color_mode` must be one of {sorted(COLOR_MODES)} or None (keep the files' "
-                f"channels); received {_got(self.color_mode)}. Fix: e.g. `color_mode='rgb'`."
+        size = _image_size(self.image_size)
+        _check_choice("color_mode", self.color_mode, (*sorted(COLOR_MODES), None),
+                      "e.g. `color_mode='rgb'` (None keeps the files' channels)")
+        _check_choice("interpolation", self.interpolation, INTERPOLATIONS,
+                      "e.g. `interpolation='bilinear'`")
+        _check_choice("on_error", self.on_error, ("raise", "skip"),
+                      "`on_error='skip'` replaces unreadable files and counts them in stats()")
+        _check_choice("label_mode", self.label_mode, F.LABEL_MODES,
+                      "'int', 'categorical', 'binary' or None (no labels)")
+        if not isinstance(self.reduced_decode, (bool, np.bool_)):
+            raise ArgumentTypeError(
+                f"`reduced_decode` must be True or False; received "
+                f"{_got(self.reduced_decode)}. Fix: `reduced_decode=False` decodes every pixel."
             )
-        if self.interpolation not in INTERPOLATIONS:
-            raise ArgumentError(
-                f"`interpolation` must be one of {list(INTERPOLATIONS)}; received "
-                f"{_got(self.interpolation)}. Fix: e.g. `interpolation='bilinear'`."
-            )
-        if self.on_error not in ("raise", "skip"):
-            raise ArgumentError(
-                f"`on_error` must be 'raise' or 'skip'; received {_got(self.on_error)}. Fix: "
-                f"`on_error='skip'` replaces unreadable files and counts them in stats()."
-            )
-        if self.labels is not None:
-            labels = np.array(self.labels, dtype=np.int64, copy=True)
-            if labels.shape != (len(self.paths),):
-                raise ArgumentError(
-                    f"`labels` must hold one int per path ({len(self.paths)}); received shape "
-                    f"{labels.shape}. Fix: pass len(labels) == len(paths)."
-                )
-            labels.flags.writeable = False
-            object.__setattr__(self, "labels", labels)
-        object.__setattr__(self, "class_names", tuple(str(c) for c in self.class_names))
-        object.__setattr__(self, "load", _Reader(self))
-        if self.color_mode is not None:
-            object.__setattr__(self, "channels", COLOR_MODES[self.color_mode])
-        elif self.channels == 0:  # learn it from the first readable file
-            object.__setattr__(self, "channels", self.load(0).shape[-1])
+        names = tuple(str(c) for c in self.class_names)
+        labels = None
+        if self.labels is not None and self.label_mode is not None:
+            classes = F.classes_of(self.labels, self.label_mode, len(table))
+            if table.classes is None or not np.array_equal(table.classes, classes):
+                table = PathTable.build(table.tolist(), classes)
+            count = len(names) or (int(classes.max()) + 1 if len(classes) else 0)
+            labels = F.encode(classes, self.label_mode, count)
+        channels = COLOR_MODES[self.color_mode] if self.color_mode else int(self.channels)
+        for name, value in (("paths", table), ("labels", labels), ("class_names", names),
+                            ("image_size", size), ("channels", channels),
+                            ("reduced_decode", bool(self.reduced_decode))):
+            object.__setattr__(self, name, value)
+        self._new_reader()
+        if not channels:  # learn it from the first file
+            object.__setattr__(self, "channels", self.load.read(0).shape[-1])
+            self._new_reader()
+
+    def _new_reader(self) -> None:
+        assert isinstance(self.paths, PathTable)
+        decoder = Decoder(self.image_size, self.color_mode, self.interpolation, self.channels,
+                           self.reduced_decode)
+        object.__setattr__(self, "load", Reader(self.paths, decoder, self.on_error,
+                                                 self.labels is not None))
 
     # -- constructors -------------------------------------------------------------------------
 
+    @overload
+    @classmethod
+    def from_directory(cls, directory: str | os.PathLike[str], *, labels: Any = ...,
+                       label_mode: str | None = ..., class_names: Sequence[str] | None = ...,
+                       image_size: tuple[int, int] = ..., color_mode: str | None = ...,
+                       interpolation: str = ..., on_error: str = ..., follow_links: bool = ...,
+                       validation_split: float | None = ..., subset: Literal["both"],
+                       seed: int | None = ..., reduced_decode: bool = ...
+                       ) -> tuple[ImageFiles, ImageFiles]: ...
+
+    @overload
+    @classmethod
+    def from_directory(cls, directory: str | os.PathLike[str], *, labels: Any = ...,
+                       label_mode: str | None = ..., class_names: Sequence[str] | None = ...,
+                       image_size: tuple[int, int] = ..., color_mode: str | None = ...,
+                       interpolation: str = ..., on_error: str = ..., follow_links: bool = ...,
+                       validation_split: float | None = ...,
+                       subset: Literal["training", "validation"] | None = ...,
+                       seed: int | None = ..., reduced_decode: bool = ...) -> ImageFiles: ...
+
     @classmethod
     def from_directory(
-        cls, directory: str | os.PathLike[str], *, class_names: Sequence[str] | None = None,
+        cls, directory: str | os.PathLike[str], *, labels: Any = "inferred",
+        label_mode: str | None = "int", class_names: Sequence[str] | None = None,
         image_size: tuple[int, int] = DEFAULT_IMAGE_SIZE, color_mode: str | None = "rgb",
         interpolation: str = "bilinear", on_error: str = "raise", follow_links: bool = False,
-    ) -> ImageFiles:
-        """Images in ``directory``, one sub-folder per class (``image_dataset_from_directory``).
+        validation_split: float | None = None, subset: str | None = None,
+        seed: int | None = None, reduced_decode: bool = True,
+    ) -> ImageFiles | tuple[ImageFiles, ImageFiles]:
+        """Images in ``directory``, as Keras' ``image_dataset_from_directory`` finds them.
 
-        Class names are the sub-folder names, sorted (or ``class_names`` to pick and order
-        them); files are sorted within each class and searched recursively. A folder without
-        sub-folders gives unlabelled images (``labels=None``). Files with other extensions
-        are ignored, as Keras does.
+        With ``labels="inferred"`` (default) class names are the sub-folder names, sorted (or
+        ``class_names`` to pick and order them); files are searched recursively, folders sorted
+        by path and files by name, as Keras does. A folder without sub-folders gives unlabelled
+        images. ``labels=None`` (or ``label_mode=None``): every image under the folder, no
+        labels; a list of ints: their labels, in that order. Files with other extensions are
+        ignored, as Keras does.
+
+        ``validation_split`` with ``subset`` ("training", "validation" or "both", which
+        returns ``(training, validation)``) and ``seed`` picks the same files for each subset
+        as Keras does for the same folder and seed; ``label_mode`` encodes labels as Keras'.
 
         Raises:
-            ArgumentError: the folder does not exist, or holds no image file.
+            ArgumentError: the folder does not exist or holds no image file; an argument
+                Keras would refuse.
 
         Example:
-            >>> files = ImageFiles.from_directory("data/train", image_size=(64, 64))
+            >>> train, val = ImageFiles.from_directory("data/train", image_size=(64, 64),
+            ...                                        validation_split=0.2, subset="both", seed=1)
         """
         root = os.fspath(directory)
         if not os.path.isdir(root):
@@ -231,43 +201,43 @@ class ImageFiles:
                 f"`directory` must be an existing folder; received {root!r}. Fix: pass the "
                 f"folder that holds one sub-folder of images per class."
             )
-        subdirs = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=True))
-        if class_names is not None:
-            missing = sorted(set(class_names) - set(subdirs))
-            if missing:
-                raise ArgumentError(
-                    f"`class_names` must name sub-folders of {root!r}; these are not there: "
-                    f"{missing} (found {subdirs}). Fix: correct the names or the folder."
-                )
-            subdirs = [str(c) for c in class_names]
-        paths: list[str] = []
-        labels: list[int] = []
-        for label, name in enumerate(subdirs):
-            found = _walk(os.path.join(root, name), follow_links)
-            paths += found
-            labels += [label] * len(found)
-        if not subdirs:
-            paths = _walk(root, follow_links)
-        elif _walk(root, follow_links, recursive=False):
-            warn(f"{root!r}: the images directly in this folder are ignored; only those in "
-                 f"its class sub-folders {subdirs} are read (as Keras' "
-                 f"image_dataset_from_directory does). Fix: move them into a class folder, "
-                 f"or pass `class_names=` to choose the sub-folders.")
-        if not paths:
-            raise ArgumentError(
-                f"`directory` {root!r} holds no image file (looked for "
-                f"{', '.join(EXTENSIONS)}{' in ' + str(subdirs) if subdirs else ''}). Fix: "
-                f"point at the folder with one sub-folder of images per class."
-            )
-        return cls(tuple(paths), np.array(labels, np.int64) if subdirs else None,
-                   tuple(subdirs), image_size, color_mode, interpolation, on_error)
+        F.check_labels_args(labels if label_mode is not None else None, label_mode, class_names)
+        F.check_split_args(validation_split, subset, seed)
+        if label_mode is None:
+            labels = None  # as Keras: no labels, every image under the folder
+        paths, classes, names = F.list_directory(root, labels, class_names, follow_links)
+        shown = labels if isinstance(labels, str) or labels is None else _Text(
+            f"<{len(paths)} labels>")
+        passed = dict(labels=shown, label_mode=label_mode, class_names=class_names,
+                      image_size=image_size, color_mode=color_mode, interpolation=interpolation,
+                      on_error=on_error, follow_links=follow_links,
+                      validation_split=validation_split, subset=subset, seed=seed,
+                      reduced_decode=reduced_decode)
+        call = f"from_directory({root!r}{_passed(passed, _DIRECTORY_DEFAULTS)})"
+
+        def make(part: np.ndarray | None, suffix: str = "") -> ImageFiles:
+            chosen = paths if part is None else [paths[i] for i in part.tolist()]
+            sub = None if classes is None else (classes if part is None else classes[part])
+            files = cls(PathTable.build(chosen, sub), sub, tuple(names), _image_size(image_size),
+                        color_mode, interpolation, on_error, label_mode=label_mode,
+                        reduced_decode=reduced_decode)
+            object.__setattr__(files, "_origin", call + suffix)
+            return files
+
+        if validation_split is None:
+            return make(None)
+        training, validation = F.split(len(paths), validation_split, int(seed))  # type: ignore[arg-type]
+        if subset == "both":
+            return make(training, "[0]"), make(validation, "[1]")
+        return make(training if subset == "training" else validation)
 
     @classmethod
     def from_paths(
         cls, paths: Iterable[str | os.PathLike[str]], labels: Any = None, *,
         class_names: Sequence[str] | None = None,
         image_size: tuple[int, int] = DEFAULT_IMAGE_SIZE, color_mode: str | None = "rgb",
-        interpolation: str = "bilinear", on_error: str = "raise",
+        interpolation: str = "bilinear", on_error: str = "raise", label_mode: str | None = "int",
+        reduced_decode: bool = True,
     ) -> ImageFiles:
         """A list of image paths, with labels as ints or as class-name strings.
 
@@ -286,11 +256,18 @@ class ImageFiles:
                 f"{_got(paths)}. Fix: pass `[path]`, or use ImageFiles.from_directory for a "
                 f"folder."
             )
-        strings = tuple(os.fspath(p) for p in paths)
-        index, names = _encode_labels(labels, len(strings), class_names)
-        files = cls(strings, index, names, image_size, color_mode, interpolation, on_error)
+        strings = [os.fspath(p) for p in paths]
+        index, names = F.encode_names(labels, len(strings), class_names)
+        files = cls(strings, index, names, image_size, color_mode, interpolation, on_error,
+                    label_mode=label_mode, reduced_decode=reduced_decode)
         if on_error == "raise":
-            _check_exist(files.paths)
+            F.check_exist(files.paths)
+        passed = dict(class_names=class_names, image_size=image_size, color_mode=color_mode,
+                      interpolation=interpolation, on_error=on_error, label_mode=label_mode,
+                      reduced_decode=reduced_decode)
+        label_text = "" if labels is None else f", <{len(strings)} labels>"
+        object.__setattr__(files, "_origin", f"from_paths(<{len(strings)} paths>{label_text}"
+                                            f"{_passed(passed, _PATHS_DEFAULTS)})")
         return files
 
     @classmethod
@@ -318,19 +295,32 @@ class ImageFiles:
         if directory is not None:
             paths = [os.path.join(os.fspath(directory), p) for p in paths]
         labels = None if y_col is None else dataframe[y_col].tolist()
-        return cls.from_paths(paths, labels, class_names=classes, **kwargs)
+        files = cls.from_paths(paths, labels, class_names=classes, **kwargs)
+        where = "" if directory is None else f", {os.fspath(directory)!r}"
+        passed = dict(x_col=x_col, y_col=y_col, classes=classes, **kwargs)
+        object.__setattr__(files, "_origin", f"from_dataframe(<DataFrame of {len(paths)} rows>"
+                                            f"{where}{_passed(passed, _FRAME_DEFAULTS)})")
+        return files
 
-    def __repr__(self) -> str:  # the paths can number millions: show the shape of the source
-        first = self.paths[0] if self.paths else ""
-        return (f"ImageFiles({len(self.paths)} files, first {first!r}, classes="
-                f"{list(self.class_names)}, image_size={self.image_size}, color_mode="
-                f"{self.color_mode!r}, interpolation={self.interpolation!r}, "
-                f"on_error={self.on_error!r})")
+    def __repr__(self) -> str:  # the paths can number millions: the call and a summary
+        made = self._origin or f"ImageFiles(<{len(self.paths)} paths>{self._settings_text()})"
+        names = list(self.class_names[:8]) + (["..."] if len(self.class_names) > 8 else [])
+        kind = f"{len(self.class_names)} classes {names}" if self.labels is not None else "no labels"
+        return f"<ImageFiles {made}: {len(self.paths):,} files, {kind}, images {self.output_shape}>"
+
+    def _settings_text(self) -> str:
+        given = {k: getattr(self, k) for k in _PATHS_DEFAULTS if hasattr(self, k)}
+        return _passed(given, _PATHS_DEFAULTS)
 
     # -- the source protocol --------------------------------------------------------------------
 
     def __len__(self) -> int:
         return len(self.paths)
+
+    @property
+    def classes(self) -> np.ndarray | None:
+        """int64 class index per sample (Keras' ``DirectoryIterator.classes``), or None."""
+        return self.load.table.classes if self.labels is not None else None
 
     @property
     def class_indices(self) -> dict[str, int]:
@@ -348,27 +338,64 @@ class ImageFiles:
         Raises:
             ImageReadError: the file is missing, unreadable, corrupt or has other channels.
         """
-        path = self.paths[index]
-        image = decode(path, self.color_mode)
-        if self.channels and image.shape[-1] != self.channels:
-            raise ImageReadError(
-                f"Cannot use image file {path!r}: it has {image.shape[-1]} channel(s) but "
-                f"this source has {self.channels} (color_mode=None keeps the first file's "
-                f"channels). Fix: pass color_mode='grayscale', 'rgb' or 'rgba' to convert."
-            )
-        return resize(image, self.image_size, self.interpolation)
+        return self.load.read(index)
 
     def __reduce__(self) -> Any:
-        # Rebuild through __init__ (no re-validation cost worth avoiding: paths are strings).
-        return (_rebuild, (self.paths, self.labels, self.class_names, self.image_size,
-                           self.color_mode, self.interpolation, self.on_error, self.channels))
+        # The table pickles as one block of bytes; labels are rebuilt from its class indices.
+        return (_rebuild, (self.paths, self.labels is not None, self.class_names,
+                           self.image_size, self.color_mode, self.interpolation, self.on_error,
+                           self.channels, self.label_mode, self.reduced_decode, self._origin))
 
 
-def _rebuild(*args: Any) -> ImageFiles:
-    return ImageFiles(*args)
+def _rebuild(table: PathTable, labelled: bool, *args: Any) -> ImageFiles:
+    *settings, origin = args
+    files = ImageFiles(table, table.classes if labelled else None, *settings)
+    object.__setattr__(files, "_origin", origin)
+    return files
 
 
-# -- validation helpers -------------------------------------------------------------------------
+# -- arguments --------------------------------------------------------------------------------
+
+_SETTINGS_DEFAULTS: dict[str, Any] = dict(
+    image_size=DEFAULT_IMAGE_SIZE, color_mode="rgb", interpolation="bilinear", on_error="raise",
+    label_mode="int", reduced_decode=True)
+_DIRECTORY_DEFAULTS: dict[str, Any] = dict(
+    labels="inferred", class_names=None, follow_links=False, validation_split=None, subset=None,
+    seed=None, **_SETTINGS_DEFAULTS)
+_PATHS_DEFAULTS: dict[str, Any] = dict(class_names=None, **_SETTINGS_DEFAULTS)
+_FRAME_DEFAULTS: dict[str, Any] = dict(x_col="filename", y_col="class", classes=None,
+                                       **_SETTINGS_DEFAULTS)
+
+
+def _passed(given: dict[str, Any], defaults: dict[str, Any]) -> str:
+    """``, name=value`` for each argument that differs from its default, in ``given``'s order."""
+    out = []
+    for name, value in given.items():
+        default = defaults.get(name, object())
+        if isinstance(value, (list, tuple)) and isinstance(default, tuple):
+            value = tuple(value)
+        plain = value is None or isinstance(value, (str, bool, int, float, tuple))
+        if plain and type(value) is type(default) and value == default:
+            continue
+        if plain or isinstance(value, list) and len(value) <= 8:
+            out.append(f", {name}={value!r}")
+        else:
+            out.append(f", {name}=<{type(value).__name__}>")
+    return "".join(out)
+
+
+class _Text(str):
+    """An argument shown as written (``<3 labels>``), not quoted."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _check_choice(name: str, value: Any, choices: Sequence[Any], fix: str) -> None:
+    if not any(value is c or isinstance(value, str) and value == c for c in choices):
+        raise ArgumentError(
+            f"`{name}` must be one of {list(choices)}; received {_got(value)}. Fix: {fix}."
+        )
 
 
 def _image_size(value: Any) -> tuple[int, int]:
@@ -382,69 +409,3 @@ def _image_size(value: Any) -> tuple[int, int]:
             f"{_got(value)}. Fix: e.g. `image_size=(224, 224)`."
         )
     return size[0], size[1]
-
-
-def _check_extensions(paths: Sequence[str]) -> None:
-    bad = [p for p in paths if os.path.splitext(p)[1].lower() not in EXTENSIONS]
-    if bad:
-        raise ArgumentError(
-            f"{len(bad)} path(s) have an extension shmaug does not decode, e.g. {bad[0]!r}; "
-            f"expected one of {', '.join(EXTENSIONS)}. Fix: convert or drop those files."
-        )
-
-
-def _check_exist(paths: Sequence[str]) -> None:
-    missing = [p for p in paths if not os.path.isfile(p)]
-    if missing:
-        raise ArgumentError(
-            f"{len(missing)} image file(s) do not exist, e.g. {missing[0]!r}. Fix: correct the "
-            f"paths (or `directory=`), or pass on_error='skip' to replace them and count them."
-        )
-
-
-def _walk(root: str, follow_links: bool, recursive: bool = True) -> list[str]:
-    """Image files under ``root``, sorted; other files are ignored (as Keras does)."""
-    out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=follow_links):
-        dirnames.sort()
-        out += [os.path.join(dirpath, f) for f in sorted(filenames)
-                if os.path.splitext(f)[1].lower() in EXTENSIONS]
-        if not recursive:
-            break
-    return out
-
-
-def _encode_labels(
-    labels: Any, n: int, class_names: Sequence[str] | None
-) -> tuple[np.ndarray | None, tuple[str, ...]]:
-    """Labels as int64 indices plus class names: strings map through their sorted names."""
-    if labels is None:
-        return None, tuple(class_names or ())
-    values = list(labels)
-    if len(values) != n:
-        raise ArgumentError(
-            f"`labels` must have one entry per path ({n}); received {len(values)}. "
-            f"Fix: pass len(labels) == len(paths)."
-        )
-    if all(isinstance(v, str) for v in values):
-        names = tuple(class_names) if class_names is not None else tuple(sorted(set(values)))
-        lookup = {name: i for i, name in enumerate(names)}
-        unknown = sorted(set(values) - set(lookup))
-        if unknown:
-            raise ArgumentError(
-                f"`labels` holds names that are not in `class_names` {list(names)}: "
-                f"{unknown}. Fix: add them to `class_names` or correct the labels."
-            )
-        return np.array([lookup[v] for v in values], np.int64), names
-    array = np.asarray(values)
-    if array.dtype.kind not in "iu":
-        raise ArgumentTypeError(
-            f"`labels` must be all ints (class indices) or all strings (class names); "
-            f"received dtype {array.dtype}, e.g. {_got(values[0])}. Fix: convert them."
-        )
-    if class_names is not None and len(array) and not 0 <= array.min() <= array.max() < len(class_names):
-        raise ArgumentError(
-            f"int `labels` must index `class_names` (0..{len(class_names) - 1}); received "
-            f"{array.min()}..{array.max()}. Fix: correct the labels or the names."
-        )
-    return array.astype(np.int64), tuple(class_names or ())

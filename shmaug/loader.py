@@ -334,6 +334,10 @@ class Loader:
         """``load`` made to mark the samples it stands in for (a source such as
         ``ImageFiles`` with ``on_error="skip"``), in a shared byte per sample; others as
         they are. Marks are counted when their batch is delivered (``_count_stand_ins``)."""
+        if callable(getattr(load, "sharing", None)):
+            # A source's own tables (ImageFiles' paths) go into this loader's shared memory
+            # once, so workers attach to them instead of each receiving a copy.
+            load = load.sharing(self._store)
         if not callable(getattr(load, "marking", None)):
             return load
         handle, self._marks = self._store.empty((n,), np.uint8, what="the skip marks")

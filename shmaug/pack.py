@@ -177,7 +177,8 @@ def _as_files(source: Any, **options: Any) -> ImageFiles:
     if isinstance(source, ImageFiles):
         return dataclasses.replace(source, **given) if given else source
     if isinstance(source, (str, os.PathLike)):
-        return ImageFiles.from_directory(source, **given)
+        files: ImageFiles = ImageFiles.from_directory(source, **given)  # no subset: one source
+        return files
     if hasattr(source, "columns"):  # a pandas DataFrame, duck-typed: pandas stays optional
         return ImageFiles.from_dataframe(source, **given)
     if isinstance(source, Sequence):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +16,6 @@ from tests import _ops
 from tests.conftest import needs_keras
 
 pytestmark = pytest.mark.timeout(120)
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # class -> (name, PIL mode, (height, width)): PNG and JPEG (and BMP), grey and RGB(A), varied sizes
 LAYOUT = {
@@ -181,9 +177,11 @@ def test_missing_file_unknown_extension_and_empty_folder(folder, tmp_path):
         ImageFiles.from_paths(missing, image_size=(8, 8))
     files = ImageFiles.from_paths(missing, image_size=(8, 8), on_error="skip")
     np.testing.assert_array_equal(files.load(1), files.load(0))
-    strict = ImageFiles.from_paths(missing[:1], image_size=(8, 8))
-    object.__setattr__(strict, "paths", (str(missing[1]),))  # vanished after the check
-    with pytest.raises(ImageReadError, match=r"gone\.png.*no such file"):
+    vanishing = folder / "ant" / "vanishing.png"
+    vanishing.write_bytes((folder / "ant" / "0.png").read_bytes())
+    strict = ImageFiles.from_paths([vanishing], image_size=(8, 8))
+    vanishing.unlink()  # vanished after the check
+    with pytest.raises(ImageReadError, match=r"vanishing\.png.*no such file"):
         strict.load(0)
     with pytest.raises(shmaug.ArgumentError, match=r"extension.*notes\.txt.*\.png"):
         ImageFiles.from_paths([folder / "cat" / "notes.txt"], image_size=(8, 8))
@@ -207,20 +205,23 @@ def test_flat_folder_has_no_labels(tmp_path):
     assert xb.shape == (3, 6, 6, 3) and yb is None
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_workers_read_the_paths_from_the_loaders_shared_memory(folder, method):
+    files = ImageFiles.from_directory(folder, image_size=(8, 8))
+    with shmaug.Loader(files, batch_size=4, workers=2, start_method=method, seed=0) as loader:
+        sent = loader._load  # what the workers were sent: the table by name, not the paths
+        assert sent.table.shared and not files.load.table.shared
+        assert len(pickle.dumps(sent)) < 1_000
+        xs = np.concatenate([xb for xb, _ in loader])
+    np.testing.assert_array_equal(xs, np.stack([files.load(i) for i in range(len(files))]))
+
+
 @needs_keras
 def test_keras_sequence_over_image_files(folder):
     files = ImageFiles.from_directory(folder, image_size=(8, 8))
     with shmaug.Sequence(files, files.labels, batch_size=4, workers=2, seed=0) as seq:
         xb, yb = seq[1]
     assert xb.shape == (4, 8, 8, 3) and yb.tolist() == [1, 1, 2, 2]
-
-
-@pytest.mark.timeout(180)
-def test_bench_files_quick(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "bench.files", "--quick", "--out", str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=170)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert (tmp_path / "files.md").is_file() and (tmp_path / "files.json").is_file()
 
 
 def test_skip_stand_in_keeps_the_samples_label(tmp_path):

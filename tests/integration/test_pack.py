@@ -80,13 +80,13 @@ def test_pack_from_paths_without_labels_and_from_the_cli(tmp_path):
 
 CHILD = textwrap.dedent("""
     import sys, time
-    import shmaug, shmaug.files as files
+    import shmaug, shmaug._reader as reader
 
-    _resize = files.resize
+    _resize = reader.resize
     def slow_resize(*args):  # a slow decoder, so the kill lands part-way (fork keeps it)
         time.sleep(0.02)
         return _resize(*args)
-    files.resize = slow_resize
+    reader.resize = slow_resize
     shmaug.pack(sys.argv[1], sys.argv[2], image_size=(16, 16), workers=2, batch_size=4,
                 start_method="fork", progress=False)
 """)

@@ -1,0 +1,83 @@
+"""``bench.files``' child process: ONE contender over ONE folder (``python -m bench.files_child SPEC``).
+
+The spec (JSON) names the folder, the contender (``bench.files_peers``), the worker count, the
+batch size and the number of timed epochs. The child lists the folder as
+``ImageFiles.from_directory`` does (so every contender reads the same files in the same order),
+warms up (the first batches, or a whole epoch for a contender whose stream spans epochs),
+then times each epoch and checks that it delivered every file exactly once (the targets are
+the files' ids). It reports one JSON line (``_harness.report_json``): images/s per epoch, time
+to the first batch, worker memory mid-epoch, and any exactly-once problem. A missing library
+reports ``"status": "skipped"``.
+
+Nothing is imported from TensorFlow, Grain or torch unless the contender is theirs: shmaug's
+workers fork, and forking after TensorFlow has started is unsafe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from bench import _harness as H
+from bench import files_peers
+
+WARMUP_BATCHES = 3
+
+
+def measure(spec: dict[str, Any]) -> dict[str, Any]:
+    import shmaug
+
+    paths = np.array(shmaug.ImageFiles.from_directory(spec["folder"]).paths.tolist())
+    n, bs = len(paths), spec["batch_size"]
+    ids = np.arange(n)
+    result: dict[str, Any] = {"n": n, "rates": [], "problems": []}
+    t0 = time.perf_counter()
+    c = files_peers.build(spec["contender"], paths, ids, bs, spec["workers"])
+    try:
+        for r in range(spec["repeats"] + 1):  # round 0 warms up and gives the first batch
+            seen: list[np.ndarray] = []
+            began = time.perf_counter()
+            for b, (_, yb) in enumerate(c.epoch()):
+                if r == 0:
+                    result.setdefault("first_batch_s", time.perf_counter() - t0)
+                    if b + 1 >= WARMUP_BATCHES and not c.full_warmup:
+                        break
+                    continue
+                if r == 1 and b == max(1, (n // bs) // 2):
+                    workers = H.worker_memory(c.pids())
+                    result["worker_uss_mib"] = [w["uss"] for w in workers]
+                seen.append(np.asarray(yb))
+            if r == 0:
+                continue
+            elapsed = time.perf_counter() - began
+            got = np.concatenate(seen) if seen else np.empty(0, np.int64)
+            distinct = len(np.unique(got))
+            if len(got) != n or distinct != n:
+                result["problems"].append(
+                    f"epoch {r}: {len(got)} samples, {distinct} distinct of {n}")
+            result["rates"].append(len(got) / elapsed)
+    finally:
+        pids = H.guarded(c.pids, 10).value or []
+        c.close()
+        H.wait_gone(pids, 10)
+    return result
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("spec", help="JSON: folder, contender, workers, batch_size, repeats")
+    spec = json.loads(parser.parse_args().spec)
+    try:
+        H.report_json({"status": "ok", **measure(spec)})
+    except ImportError as exc:
+        H.report_json({"status": "skipped", "error": f"{type(exc).__name__}: {exc}"})
+    except Exception as exc:  # reported, not fatal: the driver goes on with the others
+        H.report_json({"status": "error", "error": f"{type(exc).__name__}: {exc}"[:300]})
+    sys.stdout.flush()
+    os._exit(0)  # do not wait for a contender's stuck non-daemon threads or pools

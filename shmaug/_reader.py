@@ -1,0 +1,140 @@
+"""What an image source runs in a worker: one path to pixels, and one sample index to pixels.
+
+``Decoder`` turns a path into the source's image (decode, check the channels, resize).
+``Reader`` is ``ImageFiles.load``: it finds sample ``index``'s path in its ``PathTable`` and
+decodes it, standing in for an unreadable file with ``on_error="skip"``. A loader gives the
+workers ``reader.sharing(store).marking(handle, marks)``: the path table in the loader's shared
+memory and the loader's marks of stand-ins, so a pickled reader carries only handles and
+settings. ``files.py`` owns the source object and its settings; this module only reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._decode import decode, resize
+from ._paths import PathTable
+from .errors import ImageReadError
+from .store import ArrayHandle, SharedStore, attach_block
+
+log = logging.getLogger("shmaug.files")
+
+
+@dataclass(frozen=True, slots=True)
+class Decoder:
+    """Turns one path into the source's image: decode, check channels, resize."""
+
+    image_size: tuple[int, int]
+    color_mode: str | None
+    interpolation: str
+    channels: int  # 0 until learned from the first file (color_mode=None)
+    reduced_decode: bool
+
+    def __call__(self, path: str) -> np.ndarray:
+        image = decode(path, self.color_mode, self.image_size if self.reduced_decode else None)
+        if self.channels and image.shape[-1] != self.channels:
+            raise ImageReadError(
+                f"Cannot use image file {path!r}: it has {image.shape[-1]} channel(s) but "
+                f"this source has {self.channels} (color_mode=None keeps the first file's "
+                f"channels). Fix: pass color_mode='grayscale', 'rgb' or 'rgba' to convert."
+            )
+        return resize(image, self.image_size, self.interpolation)
+
+
+class Reader:
+    """``ImageFiles.load``: decodes sample ``index``, standing in for it when it is unreadable.
+
+    ``sharing(store)`` gives a reader whose path table lives in ``store`` (the loader's) and
+    pickles as its handle; ``marking(handle, marks)`` one that also sets ``marks[index]`` for
+    each sample it stood in for (a shared byte per sample, owned by the loader, which counts
+    the marks of what it delivers). Pickled for a worker, it carries only handles and settings.
+    """
+
+    __slots__ = ("table", "decoder", "on_error", "by_class", "_handle", "_marks", "_block")
+    __name__ = "ImageFiles.load"  # how a worker error names the stage that failed
+    uses_global_rng = False  # decoding draws no random numbers: no need to seed the globals
+
+    def __init__(self, table: PathTable, decoder: Decoder, on_error: str, by_class: bool,
+                 handle: ArrayHandle | None = None, marks: Any = None) -> None:
+        self.table = table  # paths (and class indices), in this process or shared
+        self.decoder = decoder
+        self.on_error = on_error
+        self.by_class = by_class  # invariant: a stand-in must be of the sample's class
+        self._handle = handle  # the marks' shared block, or None: stand-ins are not recorded
+        self._marks = marks  # invariant: writable, one byte per sample, or None
+        self._block: Any = None  # in a worker: the attached block behind ``_marks``
+
+    def sharing(self, store: SharedStore) -> Reader:
+        """A reader of the same files whose path table is copied once into ``store``."""
+        return Reader(self.table.share(store), self.decoder, self.on_error, self.by_class,
+                       self._handle, self._marks)
+
+    def marking(self, handle: ArrayHandle, marks: np.ndarray) -> Reader:
+        """A reader of the same files that records its stand-ins in ``marks`` (whose shared
+        block ``handle`` names, for the workers)."""
+        return Reader(self.table, self.decoder, self.on_error, self.by_class, handle, marks)
+
+    def read(self, index: int) -> np.ndarray:
+        """File ``index`` decoded; no stand-in."""
+        return self.decoder(self.table[index])
+
+    def __call__(self, index: int) -> np.ndarray:
+        try:
+            return self.read(index)
+        except ImageReadError as exc:
+            if self.on_error == "raise":
+                raise
+            first = exc
+        table, n = self.table, len(self.table)
+        for step in range(1, n):
+            substitute = (index + step) % n
+            if self.by_class and table.class_of(substitute) != table.class_of(index):
+                continue  # the stand-in must carry the label the batch gives this sample
+            try:
+                image = self.read(substitute)
+            except ImageReadError:
+                continue
+            if self._marks is not None:
+                self._marks[index] = 1
+            # The user hears of it from the loader, once (``replaced_warning``).
+            log.debug("%s Using %s instead (on_error='skip')", first, table[substitute])
+            return image
+        kind = "of its class " if self.by_class else ""
+        raise ImageReadError(
+            f"No other file {kind}in this source can be read, so none can stand in for "
+            f"{table[index]!r} ({first}). Fix: check the paths and the files."
+        )
+
+    def name(self, index: int) -> str:
+        """What ``stats()["unreadable"]`` calls sample ``index``: its path."""
+        return self.table[index]
+
+    def replaced_warning(self, index: int) -> str:
+        """The loader's one warning, for the first stand-in it delivers (read again here for
+        the reason: a worker's exception does not travel with a successful batch)."""
+        try:
+            self.read(index)
+            reason = f"Could not read image file {self.table[index]!r} (it reads now)"
+        except ImageReadError as exc:
+            reason = str(exc).split(" Fix:")[0].rstrip(".")
+        return (
+            f"{reason}. With on_error='skip' it is replaced by the next readable file of its "
+            f"class, in this epoch and every other. This warning is not repeated for this "
+            f"loader: stats()['unreadable'] lists every unreadable file met and "
+            f"stats()['skipped'] counts the stand-ins delivered. Fix: replace or remove the "
+            f"file(s)."
+        )
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return self.table, self.decoder, self.on_error, self.by_class, self._handle
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.table, self.decoder, self.on_error, self.by_class, self._handle = state
+        self._marks = self._block = None
+        if self._handle is not None:  # in a worker: the loader's marks, by name
+            self._block = attach_block(self._handle)
+            self._marks = self._block.buf  # bytes, no numpy view: closing never meets one

@@ -1,0 +1,53 @@
+"""The image-folder benchmarks run (tiny sizes, in seconds), so neither rots."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def run(*args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=ENV, capture_output=True,
+                          text=True, timeout=100, check=False)
+    assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def test_bench_files_quick(tmp_path):
+    """The shmaug contenders on the smallest folder (the peers import TensorFlow, Grain and
+    torch, each a few seconds: the full quick run is in the README's commands)."""
+    out = run("bench.files", "--quick", "--folders", "256", "--contenders", "shmaug,shmaug_full",
+              "--out", str(tmp_path / "out"))
+    assert "shmaug ImageFiles (reduced decode)" in out and "Reduced-size decode" in out
+    result = json.loads((tmp_path / "out" / "files.json").read_text())
+    assert [r["status"] for r in result["rows"]] == ["ok", "ok"]
+    assert (tmp_path / "out" / "files.md").is_file()
+
+
+def test_bench_files_memory_quick(tmp_path):
+    out = run("bench.files_memory", "--quick", "--out", str(tmp_path / "out"))
+    assert "ImageFiles, 2,000 files" in out and "worker USS" in out and "MISSED" not in out
+    assert (tmp_path / "out" / "files_memory.json").is_file()
+
+
+def test_the_peers_pil_sample_gives_the_benchmarks_output(tmp_path):
+    from PIL import Image
+
+    from bench.files_data import photo
+    from bench.files_peers import SIZE, pil_sample
+
+    path = tmp_path / "a.jpg"
+    Image.fromarray(photo(300, 400, np.random.default_rng(0))).save(path)
+    out = pil_sample(str(path), np.random.default_rng(1))
+    assert out.shape == (SIZE, SIZE, 3) and out.dtype == np.uint8

@@ -1,0 +1,174 @@
+"""ImageFiles.from_directory against Keras' image_dataset_from_directory, on the same folder.
+
+Every image is a 2x2 PNG whose pixel value is its id, so each (image, label) pair Keras yields
+names the file it came from: the tests compare, per subset, which files Keras puts there and
+the label it gives each, with what ImageFiles gives for the same arguments and seed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from shmaug.files import ImageFiles
+from tests.conftest import needs_keras
+
+pytestmark = [needs_keras, pytest.mark.timeout(180)]
+
+# Nested folders whose sorted paths differ from a depth-first walk ("x-y" < "x/z"), a hidden
+# folder (not a class for Keras), and a file that is not an image.
+FILES = ["ant/0.png", "ant/1.png", "ant/x/2.png", "ant/x/z/3.png", "ant/x-y/4.png", "ant/x-y/5.png",
+         "bee/0.png", "bee/1.png", "bee/2.png", "bee/3.png", "bee/4.png",
+         "cat/a.png", "cat/b.png", "cat/c.png", "cat/sub/d.png", "cat/sub/e.png", "cat/f.png",
+         ".hidden/0.png", "ant/x/notes.txt"]
+
+
+def make_folder(root: Path, top_level: bool = False) -> Path:
+    names = FILES + (["top.png"] if top_level else [])
+    for i, name in enumerate(names):
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith(".png"):
+            Image.fromarray(np.full((2, 2, 3), 10 + i, np.uint8)).save(path)
+        else:
+            path.write_text("not an image")
+    return root
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return make_folder(tmp_path_factory.mktemp("keras_folder") / "data")
+
+
+@pytest.fixture(scope="module")
+def flat_and_nested(tmp_path_factory):
+    return make_folder(tmp_path_factory.mktemp("keras_folder_top") / "data", top_level=True)
+
+
+def ids_of_paths(files: ImageFiles) -> list[int]:
+    return [int(files.read(i)[0, 0, 0]) for i in range(len(files))]
+
+
+def keras_pairs(ds) -> dict[int, object]:
+    """id -> label (as a tuple of floats/ints, or None) of every element of a Keras dataset."""
+    out = {}
+    for element in ds:
+        image, label = element if isinstance(element, tuple) else (element, None)
+        key = int(np.asarray(image)[0, 0, 0])
+        assert key not in out, "Keras yielded a file twice"
+        out[key] = None if label is None else tuple(np.atleast_1d(np.asarray(label)).tolist())
+    return out
+
+
+def our_pairs(files: ImageFiles) -> dict[int, object]:
+    labels = files.labels
+    return {key: None if labels is None else tuple(np.atleast_1d(labels[i]).tolist())
+            for i, key in enumerate(ids_of_paths(files))}
+
+
+def keras_dataset(directory, **kwargs):
+    import keras
+
+    return keras.utils.image_dataset_from_directory(
+        str(directory), image_size=(2, 2), batch_size=None, interpolation="nearest",
+        verbose=False, **kwargs)
+
+
+def ours(directory, **kwargs):
+    return ImageFiles.from_directory(directory, image_size=(2, 2), interpolation="nearest",
+                                     **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(),
+    dict(label_mode="categorical", class_names=["cat", "ant"]),
+    dict(label_mode="binary", class_names=["bee", "cat"]),
+    dict(label_mode=None),
+])
+@pytest.mark.parametrize("seed", [7, 1234])
+def test_each_subset_holds_what_keras_puts_there(folder, kwargs, seed):
+    split = dict(validation_split=0.3, seed=seed)
+    k_train, k_val = keras_dataset(folder, subset="both", **split, **kwargs)
+    train, val = ours(folder, subset="both", **split, **kwargs)
+    for mine, theirs in ((train, k_train), (val, k_val)):
+        assert sorted(map(os.path.normpath, mine.paths)) == sorted(
+            map(os.path.normpath, theirs.file_paths))
+        assert our_pairs(mine) == keras_pairs(theirs)
+        assert list(mine.class_names) == list(theirs.class_names or [])
+    assert not set(train.paths) & set(val.paths)
+    # One subset per call, as a training script makes them, gives the same files.
+    alone = ours(folder, subset="validation", **split, **kwargs)
+    assert alone.paths == val.paths
+    np.testing.assert_array_equal(alone.labels, val.labels)
+
+
+def test_the_whole_folder_and_its_encodings_match_keras(folder):
+    for mode in ("int", "categorical"):
+        assert our_pairs(ours(folder, label_mode=mode)) == keras_pairs(
+            keras_dataset(folder, label_mode=mode, shuffle=False))
+    files = ours(folder, label_mode="categorical")
+    assert files.labels.dtype == np.float32 and files.labels.shape == (17, 3)
+    assert files.classes.tolist() == files.labels.argmax(axis=1).tolist()
+    binary = ours(folder, label_mode="binary", class_names=["ant", "bee"])
+    assert binary.labels.dtype == np.float32 and binary.labels.shape == (11, 1)
+    # Files stay in folder order within a source (Keras' order: folders sorted by path).
+    names = [os.path.relpath(p, folder).replace(os.sep, "/") for p in ours(folder).paths]
+    assert names[:6] == ["ant/0.png", "ant/1.png", "ant/x/2.png", "ant/x-y/4.png",
+                         "ant/x-y/5.png", "ant/x/z/3.png"]
+
+
+def test_labels_none_and_a_list_of_labels_match_keras(flat_and_nested):
+    folder = flat_and_nested
+    unlabelled = ours(folder, labels=None)
+    assert unlabelled.labels is None and len(unlabelled) == 19  # hidden folder and top file too
+    assert our_pairs(unlabelled) == keras_pairs(keras_dataset(folder, labels=None, shuffle=False))
+    given = [i % 3 for i in range(19)]
+    for mode in ("int", "categorical"):
+        split = dict(validation_split=0.25, subset="training", seed=3, label_mode=mode)
+        mine = ours(folder, labels=given, **split)
+        theirs = keras_dataset(folder, labels=given, **split)
+        assert our_pairs(mine) == keras_pairs(theirs)
+        assert list(mine.class_names) == ["0", "1", "2"] == theirs.class_names
+
+
+def test_arguments_keras_refuses_are_refused_with_the_fix(folder):
+    import shmaug
+
+    cases = [
+        (dict(validation_split=0.2, subset="training"), r"`seed` must be an int.*same `seed=`"),
+        (dict(validation_split=0.2, seed=1), r"`validation_split` needs `subset`"),
+        (dict(subset="training", seed=1), r"`subset` needs `validation_split`"),
+        (dict(validation_split=1.5, subset="both", seed=1), r"between 0 and 1"),
+        (dict(validation_split=0.2, subset="train", seed=1), r"'training', 'validation' or 'both'"),
+        (dict(validation_split=0.01, subset="both", seed=1), r"leaves no image for validation"),
+        (dict(label_mode="sparse"), r"`label_mode` must be 'int', 'categorical', 'binary'"),
+        (dict(label_mode="binary"), r"needs exactly 2 classes; this source has 3"),
+        (dict(labels="infer"), r"`labels` must be 'inferred', None or a list of ints"),
+        (dict(labels=[0, 1]), r"one int per image file.*it has 2 and the folder 18"),
+        (dict(labels=None, class_names=["ant"]), r"`class_names` can only be passed with"),
+        (dict(label_mode=None, class_names=["ant"]), r"`class_names` can only be passed with"),
+        (dict(class_names="ant"), r"list of sub-folder names"),
+        (dict(class_names=["ant", "dog"]), r"not there: \['dog'\]"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises((shmaug.ArgumentError, shmaug.ArgumentTypeError), match=message):
+            ours(folder, **kwargs)
+
+
+def test_repr_shows_what_was_passed(folder):
+    train, _ = ours(folder, validation_split=0.3, subset="both", seed=7,
+                    label_mode="categorical")
+    text = repr(train)
+    assert text.startswith(f"<ImageFiles from_directory({str(folder)!r}, "
+                           f"label_mode='categorical', image_size=(2, 2), ")
+    assert "validation_split=0.3, subset='both', seed=7)[0]:" in text
+    assert "color_mode" not in text
+    assert "3 classes ['ant', 'bee', 'cat']" in text and "images (2, 2, 3)>" in text
+    assert f"{len(train)} files" in text
+    plain = ImageFiles.from_paths(train.paths[:2], image_size=(4, 4), color_mode="grayscale")
+    assert repr(plain) == ("<ImageFiles from_paths(<2 paths>, image_size=(4, 4), "
+                           "color_mode='grayscale'): 2 files, no labels, images (4, 4, 1)>")

@@ -1,0 +1,131 @@
+"""Decoding one file: JPEG headers, reduced-size JPEG decoding and its stated tolerance."""
+
+from __future__ import annotations
+
+import io
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image
+
+from shmaug._decode import REDUCED_TOLERANCE, decode, jpeg_header, reduction, resize
+from shmaug.files import ImageFiles
+
+
+def photo(h: int, w: int, seed: int = 0) -> np.ndarray:
+    """Photo-like RGB: smooth colour fields and edges, plus fine grain that aliases when a
+    resize skips pixels (the case where a reduced decode and a full one differ most)."""
+    rng = np.random.default_rng(seed)
+    small = rng.normal(0, 1, (h // 32 + 2, w // 32 + 2, 3)).astype(np.float32)
+    field = cv2.resize(small, (w, h), interpolation=cv2.INTER_CUBIC) * 40 + 128
+    cv2.circle(field, (w // 3, h // 2), h // 4, (200.0, 40.0, 90.0), -1)
+    grain = cv2.resize(rng.normal(0, 1, (h // 2, w // 2)).astype(np.float32), (w, h))
+    field += (rng.normal(0, 1, (h, w)) * 4 + grain * 5)[..., None]
+    return np.clip(field, 0, 255).astype(np.uint8)
+
+
+def save(path, array, fmt="JPEG", **kwargs):
+    Image.fromarray(array).save(path, fmt, **kwargs)
+    return str(path)
+
+
+def test_jpeg_header_reads_size_and_components(tmp_path):
+    rgb, grey = photo(40, 56), photo(40, 56)[..., 0]
+    for name, array, kwargs, marker in [("base.jpg", rgb, {}, 0xC0),
+                                        ("prog.jpg", rgb, {"progressive": True}, 0xC2),
+                                        ("grey.jpg", grey, {}, 0xC0)]:
+        data = np.fromfile(save(tmp_path / name, array, **kwargs), np.uint8)
+        assert jpeg_header(data) == (40, 56, 1 if array.ndim == 2 else 3, marker)
+    png = np.fromfile(save(tmp_path / "a.png", rgb, "PNG"), np.uint8)
+    assert jpeg_header(png) is None  # by content, not by name
+    assert jpeg_header(np.frombuffer(b"\xff\xd8\xff", np.uint8)) is None  # cut short
+    cmyk = io.BytesIO()
+    Image.fromarray(rgb).convert("CMYK").save(cmyk, "JPEG")
+    header = jpeg_header(np.frombuffer(cmyk.getvalue(), np.uint8))
+    assert header is not None and header[2] == 4 and reduction(header, (5, 7)) == 1
+
+
+def test_reduction_keeps_the_image_at_least_the_target(tmp_path):
+    path = save(tmp_path / "odd.jpg", photo(17, 33))
+    assert decode(path, "rgb", (3, 5)).shape == (3, 5, 3)  # libjpeg's size is ceil(17 / 8)
+    header = (2000, 3000, 3, 0xC0)
+    assert reduction(header, (224, 224)) == 8  # 250 x 375
+    assert reduction(header, (251, 224)) == 4  # 250 rows would be too few
+    assert reduction(header, (900, 1400)) == 2
+    assert reduction(header, (1001, 1400)) == 1
+    assert reduction((375, 500, 3, 0xC0), (224, 224)) == 1  # ImageNet-size: decoded in full
+    assert reduction((17, 17, 3, 0xC0), (3, 3)) == 8  # libjpeg rounds up: 17/8 -> 3
+    assert reduction((16, 16, 3, 0xC0), (3, 3)) == 4  # 16/8 = 2 is too few
+    assert reduction((2000, 3000, 3, 0xC3), (224, 224)) == 1  # lossless: not scaled
+    assert reduction((2000, 3000, 3, -1), (224, 224)) == 1  # 12-bit samples
+    assert reduction(None, (224, 224)) == 1
+
+
+@pytest.mark.parametrize("interpolation", ["area", "bilinear", "bicubic", "nearest", "lanczos3"])
+def test_reduced_decode_is_within_the_stated_tolerance(tmp_path, interpolation):
+    path = save(tmp_path / "camera.jpg", photo(768, 1024), quality=90)
+    size = (96, 128)  # 1/8 of the JPEG
+    reduced = decode(path, "rgb", size)
+    assert reduced.shape == (96, 128, 3)
+    full = decode(path, "rgb")
+    assert full.shape == (768, 1024, 3)
+    ours = resize(reduced, size, interpolation).astype(int)
+    before = resize(full, size, interpolation).astype(int)  # what reduced_decode=False gives
+    alias_free = resize(full, size, "area").astype(int)
+    assert np.abs(ours - before).mean() <= REDUCED_TOLERANCE["same interpolation"]
+    if interpolation == "area":
+        assert np.abs(ours - alias_free).mean() <= REDUCED_TOLERANCE["area"]
+    else:  # libjpeg's block scaling averages what a shrinking resize skips: never further
+        # from the alias-free image than a full decode + the same resize.
+        assert np.abs(ours - alias_free).mean() <= np.abs(before - alias_free).mean()
+
+
+def test_image_files_decode_large_jpegs_reduced_and_nothing_else(tmp_path):
+    big = photo(512, 640)
+    paths = [save(tmp_path / "big.jpg", big), save(tmp_path / "big.png", big, "PNG"),
+             save(tmp_path / "big.bmp", big, "BMP"), save(tmp_path / "big.webp", big, "WEBP"),
+             save(tmp_path / "big.tif", big, "TIFF"),
+             save(tmp_path / "small.jpg", photo(60, 60)),  # less than twice the size: in full
+             save(tmp_path / "grey.jpg", big[..., 1])]
+    on, off = (ImageFiles.from_paths(paths, image_size=(30, 40), interpolation="area",
+                                     reduced_decode=flag) for flag in (True, False))
+    for i, path in enumerate(paths):
+        a, b = on.load(i), off.load(i)
+        assert a.shape == b.shape == (30, 40, 3)
+        if path.endswith(("big.jpg", "grey.jpg")):
+            assert not np.array_equal(a, b)  # decoded at 1/8, then resized
+            assert np.abs(a.astype(int) - b).mean() <= REDUCED_TOLERANCE["area"]
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=path)  # other formats: untouched
+    assert repr(on).count("reduced_decode") == 0 and "reduced_decode=False" in repr(off)
+
+
+def test_reduced_decode_ignores_exif_orientation_as_the_full_decode_does(tmp_path):
+    array = np.zeros((400, 600, 3), np.uint8)
+    array[:200, :300] = 255  # a white top-left quarter shows any rotation or flip
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90 CW to display"
+    path = save(tmp_path / "rotated.jpg", array, exif=exif.tobytes())
+    for flag in (True, False):
+        files = ImageFiles.from_paths([path], image_size=(40, 60), reduced_decode=flag)
+        out = files.load(0)
+        assert out.shape == (40, 60, 3)
+        assert out[:20, :30].mean() > 200 and out[20:, 30:].mean() < 50
+
+
+def test_grayscale_mode_and_reduced_colour_jpegs_agree_with_the_full_decode(tmp_path):
+    path = save(tmp_path / "c.jpg", photo(512, 512))
+    for mode, channels in (("grayscale", 1), ("rgba", 4), (None, 3)):
+        on, off = (ImageFiles.from_paths([path], image_size=(64, 64), color_mode=mode,
+                                         interpolation="area", reduced_decode=flag)
+                   for flag in (True, False))
+        a, b = on.load(0), off.load(0)
+        assert a.shape == b.shape == (64, 64, channels)
+        assert np.abs(a.astype(int) - b).mean() <= REDUCED_TOLERANCE["area"]
+
+
+def test_reduced_decode_must_be_a_bool(tmp_path):
+    path = save(tmp_path / "c.jpg", photo(16, 16))
+    with pytest.raises(TypeError, match=r"`reduced_decode` must be True or False"):
+        ImageFiles.from_paths([path], reduced_decode="yes")

@@ -1,0 +1,76 @@
+"""Keras' folder conventions without Keras: listing order, the split, the label encodings.
+
+tests/integration/test_files_keras.py compares the same against Keras itself, where it is
+installed; these run everywhere.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shmaug import _folders as F
+from shmaug.errors import ArgumentError, ArgumentTypeError
+
+
+def test_walk_sorts_folders_by_path_as_keras_does(tmp_path):
+    for name in ["x/2.png", "x/z/3.png", "x-y/4.PNG", "1.jpg", "notes.txt", "x/b.JPEG", "x/a.gif"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    found = [p[len(str(tmp_path)) + 1:] for p in F.walk(str(tmp_path), follow_links=False)]
+    # "x-y" sorts before "x/z" ('-' < '/'): Keras' order, not a depth-first walk's.
+    assert found == ["1.jpg", "x/2.png", "x/a.gif", "x/b.JPEG", "x-y/4.PNG", "x/z/3.png"]
+    assert F.walk(str(tmp_path), False, recursive=False) == [str(tmp_path / "1.jpg")]
+
+
+def test_hidden_folders_are_not_classes(tmp_path):
+    for name in ("b", "a", ".ipynb_checkpoints"):
+        (tmp_path / name).mkdir()
+    assert F.class_folders(str(tmp_path), None) == ["a", "b"]
+    assert F.class_folders(str(tmp_path), ["b", "a"]) == ["b", "a"]
+
+
+@pytest.mark.parametrize("n, split", [(10, 0.2), (17, 0.3), (1000, 0.25), (3, 0.5)])
+def test_split_is_keras_shuffle_then_tail(n, split):
+    training, validation = F.split(n, split, seed=42)
+    count = int(split * n)
+    order = np.arange(n)
+    np.random.RandomState(42).shuffle(order)  # what Keras does to its list of files
+    assert validation.tolist() == sorted(order[-count:].tolist())
+    assert training.tolist() == sorted(order[:-count].tolist())
+    assert sorted(training.tolist() + validation.tolist()) == list(range(n))
+
+
+def test_a_split_leaving_a_subset_empty_is_refused():
+    with pytest.raises(ArgumentError, match=r"leaves no image for validation.*between 0\.2"):
+        F.split(5, 0.1, seed=0)
+
+
+def test_encodings_and_back():
+    classes = np.array([0, 2, 1, 2])
+    onehot = F.encode(classes, "categorical", 3)
+    assert onehot.dtype == np.float32 and onehot.tolist()[1] == [0, 0, 1]
+    assert F.classes_of(onehot, "categorical", 4).tolist() == classes.tolist()
+    binary = F.encode(np.array([1, 0, 1]), "binary", 2)
+    assert binary.shape == (3, 1) and binary.dtype == np.float32
+    assert F.classes_of(binary, "binary", 3).tolist() == [1, 0, 1]
+    assert F.encode(classes, "int", 3).dtype == np.int64
+    with pytest.raises(ArgumentError, match=r"needs exactly 2 classes; this source has 3"):
+        F.encode(classes, "binary", 3)
+    with pytest.raises(ArgumentError, match=r"class indices 0\.\.1 \(2 classes\)"):
+        F.encode(classes, "categorical", 2)
+    with pytest.raises(ArgumentError, match=r"one-hot rows"):
+        F.classes_of(np.array([[0.5, 0.5]] * 4), "categorical", 4)
+    with pytest.raises(ArgumentTypeError, match=r"must be ints"):
+        F.classes_of(np.array([0.5, 1.5]), "int", 2)
+
+
+def test_argument_checks_name_the_fix():
+    with pytest.raises(ArgumentError, match=r"`seed` must be an int in \[0, 2\*\*32\)"):
+        F.check_split_args(0.2, "training", -1)
+    with pytest.raises(ArgumentError, match=r"`validation_split` must be a number"):
+        F.check_split_args(True, "training", 1)
+    F.check_split_args(None, None, None)
+    F.check_labels_args("inferred", "categorical", ["a"])
+    with pytest.raises(ArgumentTypeError, match=r"list of ints"):
+        F.check_labels_args(["a", "b"], "int", None)
