@@ -201,6 +201,33 @@ def run_json(argv: Sequence[str], timeout_s: float, env: dict[str, str] | None =
     return Outcome("ok", payload)
 
 
+def rotated_rounds(rounds: int, configs: Sequence[Any], run_one: Callable[[Any], dict[str, Any]],
+                   desc: str) -> list[dict[str, Any]]:
+    """``run_one(config)`` for every config in every round, each round starting one config
+    further on (interleaved, so none always runs first on a drifting host); the results with
+    their round number, behind a progress bar."""
+    results = []
+    bar = progress(rounds * len(configs), desc)
+    for r in range(rounds):
+        k = r % len(configs)
+        for config in [*configs[k:], *configs[:k]]:
+            results.append({"round": r, **run_one(config)})
+            bar.update()
+    bar.close()
+    return results
+
+
+def child_result(argv: Sequence[str], timeout_s: float) -> dict[str, Any]:
+    """Run a child measurement (``argv``) and return the JSON object on its last stdout line;
+    RuntimeError with its stderr when it fails."""
+    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
+                          env=child_env(), check=False)
+    if proc.returncode:
+        raise RuntimeError(f"{list(argv)} failed:\n{proc.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+    return result
+
+
 def _kill_group(proc: subprocess.Popen[str]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -106,22 +105,14 @@ def measured(run: dict[str, Any]) -> dict[str, float]:
 def run_rounds(rounds: int, cases: list[str], epochs: int, settle: int, step_ms: float,
                quick: bool) -> list[dict[str, Any]]:
     configs = [(case, s) for case in cases for s in settings(case)]
-    results = []
-    bar = H.progress(rounds * len(configs), "autoworkers runs")
-    for r in range(rounds):
-        k = r % len(configs)
-        for case, setting in configs[k:] + configs[:k]:
-            args = [sys.executable, "-m", "bench.autoworkers", "--child", f"{case},{setting}",
-                    "--epochs", str(epochs), "--settle", str(settle), "--step-ms", str(step_ms),
-                    *(["--quick"] if quick else [])]
-            proc = subprocess.run(args, capture_output=True, text=True, timeout=900,
-                                  env=H.child_env(), check=False)
-            if proc.returncode:
-                raise RuntimeError(f"{args} failed:\n{proc.stderr[-2000:]}")
-            results.append({"round": r, **json.loads(proc.stdout.splitlines()[-1])})
-            bar.update()
-    bar.close()
-    return results
+
+    def run_one(config: tuple[str, str]) -> dict[str, Any]:
+        return H.child_result(
+            [sys.executable, "-m", "bench.autoworkers", "--child", ",".join(config), "--epochs",
+             str(epochs), "--settle", str(settle), "--step-ms", str(step_ms),
+             *(["--quick"] if quick else [])], timeout_s=900)
+
+    return H.rotated_rounds(rounds, configs, run_one, "autoworkers runs")
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:

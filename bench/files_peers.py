@@ -27,6 +27,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from bench.peers._base import Base
+from bench.peers.shmaug_engine import ShmaugLoader
 
 SIZE = 224
 FLIP_P = 0.5
@@ -63,28 +64,16 @@ def shmaug_augment() -> Any:
                            shmaug.get("gaussian_blur").bind(sigma=SIGMA)])
 
 
-class ShmaugFiles(Base):
+class ShmaugFiles(ShmaugLoader):
     """``shmaug.Loader`` over ``ImageFiles.from_paths`` (workers decode, resize, augment)."""
 
     reduced = True
 
-    def __init__(self, *a: Any) -> None:
-        super().__init__(*a)
+    def source(self) -> Any:
         import shmaug
 
-        files = shmaug.ImageFiles.from_paths(list(self.x), image_size=(SIZE, SIZE),
-                                             reduced_decode=self.reduced)
-        self.loader = shmaug.Loader(files, self.y, batch_size=self.bs, augment=shmaug_augment(),
-                                    workers=self.workers, seed=0, start_method=self.method)
-
-    def epoch(self) -> Iterator[Any]:
-        yield from self.loader
-
-    def pids(self) -> list[int]:
-        return list(self.loader.pids)
-
-    def close(self) -> None:
-        self.loader.close()
+        return shmaug.ImageFiles.from_paths(list(self.x), image_size=(SIZE, SIZE),
+                                            reduced_decode=self.reduced)
 
 
 class ShmaugFull(ShmaugFiles):
@@ -136,7 +125,7 @@ def build(name: str, paths: np.ndarray, ids: np.ndarray, bs: int, workers: int) 
     """Contender ``name`` over ``paths``; raises ImportError when its library is missing."""
     if name in ("shmaug", "shmaug_full"):
         cls = ShmaugFiles if name == "shmaug" else ShmaugFull
-        return cls(paths, ids, bs, None, np.uint8, workers, "fork")
+        return cls(paths, ids, bs, shmaug_augment(), np.uint8, workers, "fork")
     if name == "tf":
         return TfFiles(paths, ids, bs, None, np.uint8, workers, None)
     if name == "grain":

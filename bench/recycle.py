@@ -23,7 +23,6 @@ import argparse
 import importlib.util
 import itertools
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -68,20 +67,14 @@ def run_rounds(rounds: int, workloads: list[str], quick: bool) -> list[dict[str,
     has_tf = importlib.util.find_spec("tensorflow") is not None
     processes = PROCESSES if has_tf else PROCESSES[:1]  # no TensorFlow: plain processes only
     configs = list(itertools.product(workloads, processes, (True, False)))
-    results = []
-    bar = H.progress(rounds * len(configs), "recycle runs")
-    for r in range(rounds):
-        k = r % len(configs)
-        for workload, process, recycle in configs[k:] + configs[:k]:
-            args = [sys.executable, "-m", "bench.recycle", "--child",
-                    f"{workload},{int(recycle)},{process}", *(["--quick"] if quick else [])]
-            proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
-            if proc.returncode:
-                raise RuntimeError(f"{args} failed:\n{proc.stderr[-2000:]}")
-            results.append({"round": r, **json.loads(proc.stdout.splitlines()[-1])})
-            bar.update()
-    bar.close()
-    return results
+
+    def run_one(config: tuple[str, str, bool]) -> dict[str, Any]:
+        workload, process, recycle = config
+        return H.child_result([sys.executable, "-m", "bench.recycle", "--child",
+                               f"{workload},{int(recycle)},{process}",
+                               *(["--quick"] if quick else [])], timeout_s=600)
+
+    return H.rotated_rounds(rounds, configs, run_one, "recycle runs")
 
 
 def table(results: list[dict[str, Any]]) -> str:

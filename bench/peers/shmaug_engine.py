@@ -17,8 +17,13 @@ class ShmaugLoader(Base):
         super().__init__(*a)
         import shmaug
 
-        self.loader = shmaug.Loader(self.x, self.y, batch_size=self.bs, augment=self.augment,
-                                    workers=self.workers, seed=0, start_method=self.method)
+        self.loader = shmaug.Loader(self.source(), self.y, batch_size=self.bs,
+                                    augment=self.augment, workers=self.workers, seed=0,
+                                    start_method=self.method)
+
+    def source(self) -> Any:
+        """What the loader reads: the workload's array (a subclass: files)."""
+        return self.x
 
     def epoch(self) -> Iterator[Any]:
         yield from self.loader
