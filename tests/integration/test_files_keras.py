@@ -18,6 +18,8 @@ from shmaug.files import ImageFiles
 from tests.conftest import needs_keras
 
 pytestmark = [needs_keras, pytest.mark.timeout(180)]
+# Keras' image_dataset_from_directory builds a tf.data pipeline on every backend.
+pytest.importorskip("tensorflow")
 
 # Nested folders whose sorted paths differ from a depth-first walk ("x-y" < "x/z"), a hidden
 # folder (not a class for Keras), and a file that is not an image.
