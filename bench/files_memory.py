@@ -106,7 +106,7 @@ def summary(results: list[dict[str, Any]], link_s: dict[int, float], batches: in
             + f"\n\nFolders made as hard links ({made}); each case runs in a fresh process; "
             f"USS after the first batch and {batches} more shuffled batches. What an array "
             f"dataset's workers also grow by with the sample count is the engine's epoch order "
-            f"(8 bytes per sample per worker, the last epochs cached), not the dataset.")
+            f"(4 bytes per sample per worker, the last epochs cached), not the dataset.")
 
 
 def main(argv: list[str] | None = None) -> int:

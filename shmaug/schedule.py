@@ -16,11 +16,17 @@ from .seeding import epoch_key
 
 
 def permutation(seed: int, epoch: int, n: int, shuffle: bool) -> np.ndarray:
-    """The order in which an epoch visits the ``n`` samples (identity when not shuffling)."""
-    if not shuffle:
-        return np.arange(n, dtype=np.int64)
-    rng = np.random.Generator(np.random.PCG64(epoch_key(seed, epoch)))
-    return rng.permutation(n).astype(np.int64, copy=False)
+    """The order in which an epoch visits the ``n`` samples (identity when not shuffling).
+
+    In int32 while ``n`` fits: every worker keeps the last few epochs' orders, and at
+    ImageNet's 1.28 million samples each int64 order is 10 MB of a worker's own memory.
+    Shuffled in place (the same order as ``rng.permutation(n)``, whose draws depend only on
+    ``n``): an int64 temporary freed would stay in the worker's heap.
+    """
+    order = np.arange(n, dtype=np.int32 if n <= np.iinfo(np.int32).max else np.int64)
+    if shuffle:
+        np.random.Generator(np.random.PCG64(epoch_key(seed, epoch))).shuffle(order)
+    return order
 
 
 @dataclass(frozen=True, slots=True)

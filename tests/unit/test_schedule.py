@@ -54,3 +54,19 @@ def test_task_survives_the_wire():
     assert Task.from_bytes(task.to_bytes()) == task
     huge = Task(ticket=1, epoch=2**64 + 5, slot=0, generation=1, start=0, stop=1, row0=0)
     assert Task.from_bytes(huge.to_bytes()).epoch == 5  # streams take epochs modulo 2**64
+
+
+def test_the_epoch_order_is_numpys_permutation_in_int32():
+    """Orders are int32 (half a worker's memory for them), and the same as before: the
+    permutation numpy draws for n from the epoch's key."""
+    import numpy as np
+
+    from shmaug.schedule import permutation
+    from shmaug.seeding import epoch_key
+
+    for n in (1, 7, 1000):
+        order = permutation(3, 2, n, shuffle=True)
+        assert order.dtype == np.int32
+        expected = np.random.Generator(np.random.PCG64(epoch_key(3, 2))).permutation(n)
+        np.testing.assert_array_equal(order, expected)
+    assert permutation(3, 2, 5, shuffle=False).tolist() == [0, 1, 2, 3, 4]
