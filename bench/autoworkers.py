@@ -30,12 +30,12 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench import _harness as H
+from bench import _report as R
 from bench import workloads as W
 
 CASES = ("fast", "slow")
@@ -141,8 +141,11 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def report(summary: dict[str, Any], command: str) -> str:
-    lines = [f"`workers=\"auto\"` against fixed counts (`{command}`)", ""]
+def report(summary: dict[str, Any], command: str, env: dict[str, Any]) -> str:
+    lines = [f"`workers=\"auto\"` against fixed counts (`{command}`)", "",
+             f"{env['cpus']} CPUs ({env['cpu']}) · Python {env['python']} · commit "
+             f"{env.get('git_commit', '?')} · {env['time']} · load average "
+             f"{env['load_avg_1m']} at start", ""]
     for case, s in summary.items():
         lines += [(f"**{case}** ({s['cores']} usable cores, {s['rounds']} rounds; medians "
                    f"over rounds, of the measured epochs):"), "",
@@ -187,16 +190,18 @@ def main(argv: list[str] | None = None) -> None:
         case, setting = args.child.split(",")
         print(json.dumps(child(case, setting, args.epochs, settle, args.step_ms, args.quick)))
         return
+    out = H.prepare_out(args.out)  # before measuring, not after
+    env = R.environment()
     started = time.time()
     results = run_rounds(1 if args.quick else args.rounds, args.cases.split(","), epochs,
                          settle, step_ms, args.quick)
     summary = summarize(results)
-    text = report(summary, f"python -m bench.autoworkers {' '.join(argv or sys.argv[1:])}")
+    text = report(summary, f"python -m bench.autoworkers {' '.join(argv or sys.argv[1:])}",
+                  env)
     print(text)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "autoworkers.json").write_text(json.dumps(
-        {"summary": summary, "runs": results, "seconds": time.time() - started}, indent=1))
+        {"summary": summary, "runs": results, "seconds": time.time() - started,
+         "environment": env}, indent=1))
     (out / "autoworkers.md").write_text(text)
 
 

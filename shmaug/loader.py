@@ -117,11 +117,12 @@ class Loader:
         batch_size: samples per batch.
         augment: a picklable ``fn(image, rng) -> image`` (``rng`` is a
             ``numpy.random.Generator``), e.g. a ``shmaug.Compose``; None for none.
-        workers: worker processes; None for one per available core; ``"auto"`` starts with
-            one per core, then after each epoch grows or shrinks the pool to the fewest that
-            keep the consumer's wait for data under 2% (see ``shmaug._autotune``; the count
-            is in ``loader.workers`` and ``stats()``); 0 runs everything in this process (for
-            debugging). The batches are identical for any of these.
+        workers: worker processes. ``"auto"`` (the default) starts with one per available
+            core, then after each epoch grows or shrinks the pool to the fewest that keep the
+            consumer's wait for data under 2% (see ``shmaug._autotune``; the count is in
+            ``loader.workers`` and ``stats()``); None: one per core, fixed; a number: that
+            many, fixed; 0 runs everything in this process (for debugging). The batches are
+            identical for any of these.
         seed: makes every epoch reproducible; None draws one (see ``loader.seed``).
         shuffle: visit samples in a new random order each epoch.
         drop_remainder: drop the last batch when it is smaller than ``batch_size``.
@@ -175,7 +176,7 @@ class Loader:
         batch_size: int = 32,
         augment: Callable[[np.ndarray, np.random.Generator], Any] | None = None,
         *,
-        workers: int | str | None = None,
+        workers: int | str | None = "auto",
         seed: int | None = None,
         shuffle: bool = False,
         drop_remainder: bool = False,

@@ -56,8 +56,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     use.
 
     Keras' ``PyDataset`` arguments work as a Keras user expects: ``workers`` is how many
-    processes prepare batches (shmaug's; 0 runs in this process; ``"auto"`` lets the pool size
-    itself between epochs, see ``shmaug.Loader``), ``max_queue_size`` how many
+    processes prepare batches (shmaug's; the default ``"auto"`` lets the pool size itself
+    between epochs, see ``shmaug.Loader``; 0 runs in this process), ``max_queue_size`` how many
     batches are prepared ahead; ``use_multiprocessing`` is accepted and changes nothing,
     because shmaug's workers are always processes (``False`` gets a ``ShmaugWarning``: it
     cannot make them threads). Keras itself is told ``workers=1, use_multiprocessing=False``
@@ -99,7 +99,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         batch_size: int = 32,
         augment: Callable[[np.ndarray, np.random.Generator], Any] | None = None,
         *,
-        workers: int | str | None = None,
+        workers: int | str | None = "auto",
         seed: int | None = None,
         shuffle: bool = False,
         drop_remainder: bool = False,
