@@ -159,11 +159,9 @@ def recording(record: str) -> Any:
         epoch_tag = 0
 
         def __getitem__(self, index: int) -> Any:
-            passes = self._passes  # shmaug's bookkeeping, read for the test's record only
-            before = passes.current, passes.taken
             batch = super().__getitem__(index)
-            if (passes.current, passes.taken) != before:  # a pass took it, not a look
-                epoch, planned = passes.bindings[int(index) % len(self)]
+            (epoch, planned), took = self._passes.last  # shmaug's bookkeeping, for the record
+            if took:  # a pass took it, not a look
                 line = [self.epoch_tag, self.loader.indices(planned, epoch=epoch).tolist(),
                         [hashlib.sha1(r.tobytes()).hexdigest()[:16] for r in batch[0]]]
                 with open(f"{record}.{self.shard_index}", "a") as f:

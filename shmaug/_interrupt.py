@@ -36,25 +36,31 @@ def always_ends(grace_s: float, on_timeout: Callable[[], None], status: int) -> 
     seen = threading.Event()  # the main thread has raised KeyboardInterrupt for the press
 
     def raise_in_main(signum: int, frame: object) -> None:
+        if seen.is_set():  # once: a second press (or our redelivery) must not cut cleanup
+            return
         seen.set()
         raise KeyboardInterrupt
 
     reader, writer = socket.socketpair()
-    writer.setblocking(False)
-    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-    signal.signal(signal.SIGINT, raise_in_main)
     done = threading.Event()
-    thread = threading.Thread(target=_watch, name="shmaug-ctrl-c", daemon=True,
-                              args=(reader, seen, done, grace_s, on_timeout, status))
-    thread.start()
+    previous: int | None = None
+    thread: threading.Thread | None = None
     try:
+        writer.setblocking(False)
+        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        signal.signal(signal.SIGINT, raise_in_main)
+        thread = threading.Thread(target=_watch, name="shmaug-ctrl-c", daemon=True,
+                                  args=(reader, seen, done, grace_s, on_timeout, status))
+        thread.start()
         yield
     finally:
         done.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.set_wakeup_fd(previous)
+        if previous is not None:
+            signal.set_wakeup_fd(previous)
         writer.close()  # ends the watcher's recv
-        thread.join(1.0)
+        if thread is not None:
+            thread.join(1.0)
         reader.close()
 
 
@@ -72,7 +78,9 @@ def _watch(reader: socket.socket, seen: threading.Event, done: threading.Event,
         if signal.SIGINT in data:
             break
     if not seen.wait(_REDELIVER_AFTER_S) and not done.is_set():
-        signal.pthread_kill(main, signal.SIGINT)  # ends the main thread's wait in C (EINTR)
+        # Ends the main thread's wait where it waits on a lock or a system call (EINTR);
+        # a library's own wait in C resumes, and the grace below ends the process instead.
+        signal.pthread_kill(main, signal.SIGINT)
     if done.wait(grace_s):
         return
     on_timeout()

@@ -1,67 +1,69 @@
 """Which planned batch answers each ask of a ``keras.utils.PyDataset``: Keras' passes over the
-indices, bound to shmaug's stream of epochs.
+indices, each bound to one epoch of shmaug's.
 
 Pure bookkeeping: no Keras, no I/O, no threads. The facade (``sequence.py``) tells who asks
 (``caller``: the loop asking) and when Keras starts drawing batches to build the model;
-``Passes`` says which batch ``(epoch, batch)`` answers, and whether the ask moved the stream.
+``Passes`` says which batch ``(epoch, batch)`` answers, and whether a pass took it.
 
-The stream is shmaug's batches, epoch after epoch: (0, 0), (0, 1), ... (0, B-1), (1, 0), ...
 A *pass* is one run of one loop over the indices. Keras makes a fresh generator for every pass
 (``PyDatasetAdapter._get_iterator``), asks each index once per pass, in random order under
 ``fit(shuffle=True)``, and keeps one pass across several of its epochs when
 ``steps_per_epoch`` is below ``len``. The rules:
 
-1. A pass takes the stream in order: its k-th new index gets the stream's next batch
-   (``shuffle=True``), or index i gets batch i of the stream's epoch (``shuffle=False``). The
-   stream's epoch ends after B batches. An index asked again by the same loop starts a new
-   pass (a loop going round again).
+1. A pass claims the next epoch of shmaug's and takes its batches in order: its k-th new index
+   gets batch k (``shuffle=True``), or index i gets batch i (``shuffle=False``). Each loop has
+   its own pass, so a second loop (``validation_data`` that is the training Sequence itself,
+   ``next(iter(seq))`` in a callback, tf.data still pulling from an iterator Keras dropped)
+   takes an epoch of its own and never moves another loop's pass. A loop that has taken a
+   whole epoch, or asks an index again, goes on with a new pass.
 2. An ask from no loop (Keras' signature probes on TensorFlow, a look by hand, a callback)
-   moves nothing: it gets the batch the unfinished pass in progress bound to that index, else
-   the one the stream will give next (so the pass that follows takes the same batch, and the
-   facade serves it from its cache; the probes of each ``fit`` are the next pass's).
-3. The pass Keras runs to build an unbuilt model (JAX and torch take one batch, TensorFlow
+   moves nothing: it gets the batch the latest unfinished pass bound to that index, else the
+   one that pass (or, with none, the next pass) will give next, so the pass that follows takes
+   the same batch and the facade serves it from its cache.
+3. The pass Keras runs to build an unbuilt model (JAX and torch draw one batch, TensorFlow
    under a distribution strategy as many as tf.data pulls ahead, up to a whole epoch; then
-   ``EpochIterator.reset()`` drops it) gives its batches back: the next pass starts where it
-   started.
-4. A pass dropped unfinished otherwise (a fit cut by Ctrl-C, an error, ``stop_training``, or
-   ending mid-pass under ``steps_per_epoch``) ends the stream's epoch: the next pass is one
-   whole epoch, never the old epoch's leftovers.
-5. A loop that was superseded (by a newer one, or by ``seek``) and asks again moves nothing
-   (tf.data may still pull from an iterator Keras has dropped).
+   ``EpochIterator.reset()`` drops it) borrows the next epoch instead of claiming it: the first
+   real pass gets that epoch, from its first batch.
+4. An epoch whose pass was dropped unfinished (a fit cut by Ctrl-C, an error,
+   ``stop_training``, or ending mid-pass under ``steps_per_epoch``) is over: the next pass
+   claims the next one, whole.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 Key = tuple[int, int]  # (epoch, planned batch): what the engine makes
-_SUPERSEDED_KEPT = 4  # dropped loops remembered (rule 5); older ones cannot be running still
+_LOOPS_KEPT = 8  # loops remembered; an older one that asks again takes a new epoch
 
 
 @dataclass
 class _Pass:
-    """One run of one loop over the indices."""
+    """One run of one loop over the indices, in one epoch."""
 
     caller: Any  # the loop asking (held, so its identity cannot be reused); None: restored
     building: bool  # Keras runs it to build the model (rule 3)
-    start: Key  # the stream position when the pass began
+    epoch: int  # the epoch it takes batches of
+    next: int  # the batch its next new index gets (shuffle=True); with shuffle=False, a count
     bindings: dict[int, Key] = field(default_factory=dict)  # index -> batch, this pass
 
 
 class Passes:
-    """The stream position and the pass in progress, over ``batches`` batches per epoch."""
+    """The passes in progress and the epoch the next one claims, ``batches`` per epoch."""
 
     def __init__(self, batches: int, shuffle: bool) -> None:
         self.batches = batches
         self.shuffle = shuffle
-        self.epoch = 0  # invariant: the epoch of the stream's next batch
-        self.cursor = 0  # invariant: how many batches of that epoch are taken already
-        self.current: _Pass | None = None  # the pass in progress
-        self._superseded: deque[Any] = deque(maxlen=_SUPERSEDED_KEPT)  # dropped loops
-        self._looks: dict[int, Key] = {}  # index -> batch the stream will give next (rule 2)
+        self.epoch = 0  # invariant: the epoch the next pass claims
+        self.cursor = 0  # invariant: the batch the next pass starts at (0 unless seek)
+        self._live: OrderedDict[int, _Pass] = OrderedDict()  # id(caller) -> its pass, by age
+        self._restored: _Pass | None = None  # from a state: the next loop resumes it
+        self._looks: dict[int, Key] = {}  # index -> batch a pass will give it (rule 2)
         self._building = False  # the next pass to begin is Keras' build pass (rule 3)
+        self.taken = 0  # invariant: batches taken by the pass that took the last one
+        self.last: tuple[Key, bool] | None = None  # the last answer (for recorders in tests)
 
     def building(self, flag: bool) -> None:
         """Keras begins (True) or does not begin (False) an epoch to build the model: the next
@@ -69,93 +71,110 @@ class Passes:
         self._building = flag
 
     def begins(self, caller: Any) -> bool:
-        """Whether an ask of ``caller`` begins a new pass."""
-        p = self.current
-        if caller is None or any(c is caller for c in self._superseded):
-            return False
-        return p is None or (p.caller is not None and p.caller is not caller)
+        """Whether ``caller`` is a loop with no pass yet (its ask begins one)."""
+        return caller is not None and self._pass_of(caller) is None
 
     def ask(self, index: int, caller: Any) -> tuple[Key, bool]:
-        """The batch answering ``index``, and whether a pass took it (False: a look)."""
-        if caller is None or any(c is caller for c in self._superseded):
-            return self._look(index), False
-        p = self.current
-        if p is not None and p.caller is None:  # restored from a state: the first loop resumes it
-            p.caller = caller
-        elif p is None or p.caller is not caller or index in p.bindings:
-            self._begin(caller)
-        p = self.current
-        assert p is not None
-        key = p.bindings[index] = (self.epoch, self.cursor if self.shuffle else index)
+        """The batch answering ``index``, and whether a pass took it (False: a look, or
+        Keras' build pass, which only borrows its epoch)."""
+        if caller is None:
+            self.last = self._look(index), False
+            return self.last
+        p = self._pass_of(caller)
+        if p is None or self._done(p) or index in p.bindings:
+            p = self._begin(caller)
+        key = p.bindings[index] = (p.epoch, p.next if self.shuffle else index)
+        p.next += 1
+        self.taken = len(p.bindings)
+        self.last = key, not p.building
         if self._looks:
             self._looks = {i: k for i, k in self._looks.items() if k != key}
-        self.cursor += 1
-        if self.cursor == self.batches:
-            self.epoch, self.cursor = self.epoch + 1, 0
-        return key, True
+        return self.last
 
     def seek(self, epoch: int, batch: int) -> None:
-        """The next pass starts at batch ``batch`` of ``epoch``; the one in progress is over."""
-        self._drop_current()
+        """The next pass claims ``epoch`` from batch ``batch`` on; passes in progress go on
+        with their own epochs (a loop Keras has dropped never asks again)."""
         self.epoch, self.cursor = epoch, batch
+        self._restored = None
         self._looks.clear()
 
+    @property
+    def position(self) -> Key:
+        """Where the latest unfinished pass stands (its next batch), else where the next pass
+        starts: what ``state_dict`` saves and ``Sequence.epoch`` reads."""
+        p = self._latest()
+        return (p.epoch, p.next) if p is not None and self.shuffle else \
+            (p.epoch, len(p.bindings)) if p is not None else (self.epoch, self.cursor)
+
+    @property
+    def bindings(self) -> dict[int, Key]:
+        """The latest unfinished pass's bindings (empty when there is none)."""
+        p = self._latest()
+        return dict(p.bindings) if p is not None else {}
+
     def restore(self, epoch: int, cursor: int, bindings: dict[int, Key]) -> None:
-        """Stand where a saved state stood: its pass (if any) is resumed by the next loop."""
+        """Stand where a saved state stood: its pass (if it had one) is resumed by the next
+        loop that is not Keras' build; a loop resuming it should ask only the indices it has
+        not asked (``to_tf_dataset`` does; a fresh Keras iterator cannot know them)."""
+        self.release()
         self.seek(epoch, cursor)
         if bindings:
-            self.current = _Pass(None, False, (epoch, cursor), dict(bindings))
+            self._restored = _Pass(None, False, epoch, cursor, dict(bindings))
+            self.epoch, self.cursor = epoch + 1, 0
 
     @property
     def restored(self) -> dict[int, Key]:
         """The bindings of a restored pass no loop has resumed yet (else empty)."""
-        p = self.current
-        return dict(p.bindings) if p is not None and p.caller is None else {}
-
-    @property
-    def taken(self) -> int:
-        """Batches the pass in progress has taken."""
-        return len(self.current.bindings) if self.current is not None else 0
-
-    @property
-    def bindings(self) -> dict[int, Key]:
-        return dict(self.current.bindings) if self.current is not None else {}
+        return dict(self._restored.bindings) if self._restored is not None else {}
 
     def release(self) -> None:
-        """Forget the loops (they keep Keras' generators and adapters alive)."""
-        if self.current is not None:
-            self.current.caller = None
-        self._superseded.clear()
+        """Forget the loops (they keep Keras' generators and adapters alive). Rebinds rather
+        than clears: another thread may be reading them (``Sequence.close`` takes no lock)."""
+        self._live = OrderedDict()
 
     # -- inside ---------------------------------------------------------------------------------
 
-    def _begin(self, caller: Any) -> None:
-        old = self.current
-        if old is not None and old.building and old.bindings:  # rule 3
-            self.epoch, self.cursor = old.start
-            self._looks.clear()
-        elif old is not None and 0 < len(old.bindings) < self.batches and self.cursor:  # rule 4
-            self.epoch, self.cursor = self.epoch + 1, 0  # the rest of this epoch: never served
-            self._looks.clear()
-        self._drop_current(keep=caller)
-        self.current = _Pass(caller, self._building, (self.epoch, self.cursor))
-        self._building = False
+    def _pass_of(self, caller: Any) -> _Pass | None:
+        p = self._live.get(id(caller))
+        return p if p is not None and p.caller is caller else None
 
-    def _drop_current(self, keep: Any = None) -> None:
-        """End the pass in progress; its loop, unless it is ``keep``, is superseded."""
-        old = self.current
-        if old is not None and old.caller is not None and old.caller is not keep:
-            self._superseded.append(old.caller)
-        self.current = None
+    def _done(self, p: _Pass) -> bool:
+        return (p.next if self.shuffle else len(p.bindings)) >= self.batches
+
+    def _latest(self) -> _Pass | None:
+        """The newest pass that is unfinished and not a build pass (or the restored one)."""
+        for p in reversed(self._live.values()):
+            if not p.building and not self._done(p):
+                return p
+        return self._restored
+
+    def _begin(self, caller: Any) -> _Pass:
+        """A new pass for ``caller``: the restored one, or the next epoch, claimed (rule 1) or,
+        for Keras' build, borrowed (rule 3)."""
+        building, self._building = self._building, False
+        if self._restored is not None and not building:
+            p, self._restored = self._restored, None
+            p.caller = caller
+        else:
+            p = _Pass(caller, building, self.epoch, self.cursor if self.shuffle else 0)
+            if not building:
+                self.epoch, self.cursor = self.epoch + 1, 0
+                self._looks.clear()
+        self._live.pop(id(caller), None)
+        self._live[id(caller)] = p
+        while len(self._live) > _LOOPS_KEPT:
+            self._live.popitem(last=False)
+        return p
 
     def _look(self, index: int) -> Key:
-        p = self.current
-        if p is not None and index in p.bindings and len(p.bindings) < self.batches:
-            return p.bindings[index]  # a whole pass is over: a look is about the next one
+        p = self._latest()
+        if p is not None and index in p.bindings:
+            return p.bindings[index]
+        epoch, start = (p.epoch, p.next) if p is not None else (self.epoch, self.cursor)
         if not self.shuffle:
-            return (self.epoch, index)
+            return (epoch, index)
         key = self._looks.get(index)
         if key is None:
-            ahead = self.cursor + len(self._looks)  # looks take the next batches in turn
-            key = self._looks[index] = (self.epoch + ahead // self.batches, ahead % self.batches)
+            ahead = start + len(self._looks)  # looks take the next batches in turn
+            key = self._looks[index] = (epoch + ahead // self.batches, ahead % self.batches)
         return key

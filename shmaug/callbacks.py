@@ -40,8 +40,10 @@ class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
     epoch and restarts it from its first step (also after a mid-epoch backup with
     ``save_freq`` in batches: Keras 3 saves the batch but does not skip to it), so the
     restarted epoch must be that epoch's data again, from its first batch. Also makes
-    ``fit(initial_epoch=E)`` start at epoch E, and under ``tf.distribute`` it ignores the
-    batches Keras draws for its symbolic build before training.
+    ``fit(initial_epoch=E)`` start at epoch E. With ``steps_per_epoch`` below ``len`` one
+    epoch of shmaug's spans several of Keras'; a resumed fit starts a fresh Keras pass, which
+    then gets the next whole epoch of shmaug's rather than the rest of one (that would
+    straddle two shuffled orders within one Keras epoch).
 
     Args:
         sequence: the training ``shmaug.Sequence``.
@@ -65,7 +67,10 @@ class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
         # A fresh Keras iterator each epoch (steps >= len): nothing was prefetched, seek
         # every time. Otherwise only at the start: the iterator runs on across epochs.
         if steps >= batches or not self._started:
-            self.sequence.seek(*divmod(keras_position(epoch, steps, batches), batches))
+            start, batch = divmod(keras_position(epoch, steps, batches), batches)
+            # A fit's first epoch is a fresh pass of Keras' (a new iterator) even where the
+            # uninterrupted run was in the middle of one: it gets a whole epoch, the next.
+            self.sequence.seek(start + (batch > 0), 0)
         self._started = True
 
 

@@ -1,8 +1,8 @@
 """The Keras facade: a ``keras.utils.PyDataset`` whose batches come from shmaug's workers.
 
-With callbacks.py, the only module that imports Keras. It owns the mapping from the batch indices
-Keras asks for to the batches the engine plans, and the epoch counter; the ``Loader`` owns
-processes and memory.
+With callbacks.py and _distribution.py, the only modules that import Keras. It owns the
+mapping from the batch indices Keras asks for to the batches the engine plans (the rules are
+``_passes``'), and the epoch counter; the ``Loader`` owns processes and memory.
 
 Keras asks a ``PyDataset`` for batches with nothing but an index: in random order under
 ``fit(shuffle=True)``; a few outside any epoch (the TensorFlow backend's signature probes, the
@@ -196,7 +196,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
     def __getitem__(self, index: int) -> Any:
         index = check.batch_index(index, len(self))
-        caller = _asking_loop()
+        caller = _asking_loop(self)
         with self._lock:
             loader = self._ensure_loader()
             passes = self._passes
@@ -214,9 +214,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             epoch, planned = key
             xb, side = loader.batch(planned, epoch=epoch)
             self._hits += loader.last_hit
-            batch = self._assemble(xb, side, loader.indices(planned, epoch=epoch), epoch)
-            if not in_pass or passes.taken <= _HELD:  # a look, or a pass's first
-                self._held[key] = batch  # batches (a build batch comes back: _passes rule 3)
+            batch = self._assemble(xb, side, key)
+            if not in_pass or passes.taken <= _HELD:  # a look or a build pass's, or a pass's
+                self._held[key] = batch  # first ones (which a build pass may have taken)
                 while len(self._held) > _HELD:
                     self._held.popitem(last=False)
             return batch
@@ -233,16 +233,18 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
     @property
     def epoch(self) -> int:
-        """The epoch of the next batch served; set it to start there (e.g. to resume)."""
-        return self._passes.epoch
+        """The epoch of the pass in progress (else of the next pass); set it to make the next
+        pass start there (e.g. to resume)."""
+        return self._passes.position[0]
 
     @epoch.setter
     def epoch(self, value: int) -> None:
         self.seek(value, 0)
 
     def seek(self, epoch: int, batch: int = 0) -> None:
-        """Serve from batch ``batch`` of epoch ``epoch`` on: the next index Keras asks for
-        (whichever it is) gets that batch, the one after the next batch, and so on."""
+        """Make the next pass (Keras' next generator, the next ``for`` over the Sequence)
+        start at batch ``batch`` of epoch ``epoch``: its first new index gets that batch, the
+        next one the batch after, and so on. A pass in progress goes on with its own epoch."""
         epoch = check.non_negative_int("epoch", epoch)
         batch = check.non_negative_int("batch", batch)
         if batch >= len(self):
@@ -270,12 +272,13 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         with self._lock:
             passes = self._passes
             bindings = passes.bindings
+            epoch, batch = passes.position
             return {
                 "format": "shmaug.Sequence", "version": self.STATE_VERSION, "seed": self.seed,
-                "epoch": passes.epoch, "batch": passes.cursor, "shard_index": self.shard_index,
+                "epoch": epoch, "batch": batch, "shard_index": self.shard_index,
                 "fingerprint": self._fingerprint,
                 "bindings": [[i, e, b] for i, (e, b) in sorted(bindings.items())],
-                "asked": sorted(bindings), "in_epoch": passes.current is not None,
+                "asked": sorted(bindings), "in_epoch": bool(bindings),
             }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -392,7 +395,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._n, self.batch_size, drop_remainder, num_shards, shard_index, self.shuffle,
             self.seed if self._seed_given else None)
         self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
+        old = getattr(self, "_passes", None)
         self._passes = Passes(len(self._plan), self.shuffle)  # which batch answers each ask
+        if old is not None:  # a shard taken after a seek: the epoch sought stays
+            self._passes.seek(old.position[0], 0)
 
     @property
     def _fingerprint(self) -> dict[str, Any]:
@@ -516,8 +522,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                     "fit(..., shuffle=False).")
         self._previous = index
 
-    def _assemble(self, xb: np.ndarray, side: dict[str, Any], indices: np.ndarray,
-                  epoch: int) -> Any:
+    def _assemble(self, xb: np.ndarray, side: dict[str, Any], key: Key) -> Any:
         inputs: Any = xb
         if side["inputs"] is not None:
             inputs = {self.image_key: xb, **side["inputs"]}
@@ -526,9 +531,12 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         try:
             y = self.targets(side["y"])
         except Exception as exc:
+            epoch, planned = key
+            assert self._loader is not None  # (self.loader would take the lock held here)
+            first = int(self._loader.indices(planned, epoch=epoch)[0])
             record = ErrorRecord.capture(
-                exc, traceback.format_exc(), worker_id=-1, sample_index=int(indices[0]),
-                epoch=epoch, op=f"{type(self).__qualname__}.targets")
+                exc, traceback.format_exc(), worker_id=-1, sample_index=first, epoch=epoch,
+                op=f"{type(self).__qualname__}.targets")
             raise rebuild(record) from None
         if side["sample_weight"] is not None:
             return inputs, _as_tuples(y), _as_tuples(side["sample_weight"])
@@ -550,11 +558,14 @@ def _keras_is_building() -> bool:
     return False
 
 
-def _asking_loop() -> Any:
-    """The generator frame asking for a batch (one per pass: _passes' docstring), or None for
-    an ask from no loop. Skips ``__getitem__`` frames: a subclass's override calling ours."""
+def _asking_loop(seq: Sequence) -> Any:
+    """The generator frame asking ``seq`` for a batch (one per pass: ``_passes``' docstring),
+    or None for an ask from no loop. Skips the plain frames of ``seq``'s own methods: a
+    subclass's ``__getitem__`` calling ours, directly or through a helper (``for b in seq``
+    and ``to_tf_dataset`` are generators of ``seq``'s: they are loops)."""
     frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_name == "__getitem__":
+    while frame is not None and not frame.f_code.co_flags & _GENERATOR and (
+            frame.f_code.co_name == "__getitem__" or frame.f_locals.get("self") is seq):
         frame = frame.f_back  # type: ignore[assignment]
     if frame is None or not frame.f_code.co_flags & _GENERATOR:
         return None

@@ -11,7 +11,8 @@ worker processes), ``keras_data()`` (what ``Model.fit`` is given, or None) and `
 - ``tf_data``: ``tf.data`` ``from_generator`` and ``numpy_function`` map;
 - ``torch_loader``: PyTorch ``DataLoader(num_workers=N, persistent_workers=True)``;
 - ``grain_loader``: Grain ``MapDataset`` + ``mp_prefetch`` (Grain always spawns);
-- ``shmaug_engine``: ``shmaug.Loader`` and ``shmaug.Sequence``;
+- ``shmaug_engine``: ``shmaug.Loader`` (``keras_dataset`` has ``shmaug.Sequence`` as Keras
+  drives it);
 - ``copy_ceiling``: the one-process memory copy.
 
 A family module is imported only when one of its contenders is built (``build``), so the suite's
@@ -55,7 +56,7 @@ REGISTRY: dict[str, Entry] = {
     "grain": Entry("grain_loader", "Grain", "spawn", "5. Grain MapDataset + mp_prefetch (spawn)"),
     "shmaug_loader": Entry("shmaug_engine", "ShmaugLoader", "fork", "6. shmaug Loader (fork)"),
     "shmaug_spawn": Entry("shmaug_engine", "ShmaugLoader", "spawn", "6. shmaug Loader (spawn)"),
-    "shmaug_sequence": Entry("shmaug_engine", "ShmaugSequence", "fork",
+    "shmaug_sequence": Entry("keras_dataset", "ShmaugSequence", "fork",
                              "6. shmaug Sequence via Keras' adapter"),
     "copy": Entry("copy_ceiling", "Copy", None, "ceiling: copy in 1 process"),
 }

@@ -3,7 +3,7 @@
 ``KerasSingle`` calls ``__getitem__`` in this process; ``KerasAdapter`` gives the dataset
 ``workers=N`` (threads, or processes under fork / spawn) and drives it through Keras'
 ``PyDatasetAdapter`` exactly as ``Model.fit`` does (``on_epoch_begin``, the numpy iterator,
-``on_epoch_end``); ``shmaug_engine.ShmaugSequence`` reuses that driving code.
+``on_epoch_end``); ``ShmaugSequence`` (contender 6 as Keras drives it) reuses that code.
 """
 
 from __future__ import annotations
@@ -71,3 +71,24 @@ class KerasAdapter(Base):
 
     def keras_data(self) -> Any:
         return self.ds
+
+
+class ShmaugSequence(KerasAdapter):
+    """``shmaug.Sequence`` driven by Keras' ``PyDatasetAdapter``, as under ``fit``."""
+
+    full_warmup = False  # it asks Keras for no workers: no enqueuer, nothing stale
+
+    def __init__(self, *a: Any) -> None:
+        Base.__init__(self, *a)
+        import shmaug
+        from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+
+        self.ds = shmaug.Sequence(self.x, self.y, batch_size=self.bs, augment=self.augment,
+                                  workers=self.workers, seed=0, start_method=self.method)
+        self.adapter = PyDatasetAdapter(self.ds, shuffle=False)
+
+    def pids(self) -> list[int]:
+        return list(self.ds.loader.pids) if self.ds._loader is not None else []
+
+    def close(self) -> None:
+        self.ds.close()

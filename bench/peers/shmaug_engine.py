@@ -1,7 +1,6 @@
-"""Contender 6: shmaug, as a plain ``Loader`` and as the ``Sequence`` Keras' adapter drives.
-
-``ShmaugLoader`` iterates ``shmaug.Loader`` (fork or spawn); ``ShmaugSequence`` is
-``shmaug.Sequence`` driven by ``PyDatasetAdapter`` exactly as under ``Model.fit``.
+"""Contender 6: shmaug as a plain ``Loader`` (fork or spawn). Imports no Keras: the
+image-folder bench (``bench.files``) builds on it too. The ``Sequence`` Keras' adapter drives
+is ``keras_dataset.ShmaugSequence``.
 """
 
 from __future__ import annotations
@@ -9,7 +8,6 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from bench.peers._base import Base
-from bench.peers.keras_dataset import KerasAdapter
 
 
 class ShmaugLoader(Base):
@@ -33,24 +31,3 @@ class ShmaugLoader(Base):
 
     def close(self) -> None:
         self.loader.close()
-
-
-class ShmaugSequence(KerasAdapter):
-    """``shmaug.Sequence`` driven by Keras' ``PyDatasetAdapter``, as under ``fit``."""
-
-    full_warmup = False  # it asks Keras for no workers: no enqueuer, nothing stale
-
-    def __init__(self, *a: Any) -> None:
-        Base.__init__(self, *a)
-        import shmaug
-        from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
-
-        self.ds = shmaug.Sequence(self.x, self.y, batch_size=self.bs, augment=self.augment,
-                                  workers=self.workers, seed=0, start_method=self.method)
-        self.adapter = PyDatasetAdapter(self.ds, shuffle=False)
-
-    def pids(self) -> list[int]:
-        return list(self.ds.loader.pids) if self.ds._loader is not None else []
-
-    def close(self) -> None:
-        self.ds.close()

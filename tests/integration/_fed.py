@@ -22,13 +22,10 @@ class Recorded(shmaug.Sequence):
         self.keras_epoch = -1
 
     def __getitem__(self, index):
-        passes = self._passes
-        before = passes.current, passes.taken
         batch = super().__getitem__(index)
-        took = (passes.current, passes.taken) != before  # a pass took it (a look moves nothing)
+        (epoch, planned), took = self._passes.last  # a pass took it (a look moves nothing)
         if took and self.keras_epoch >= 0:  # not a batch drawn to build the model
             x = batch[0]
-            epoch, planned = passes.bindings[int(index) % len(self)]
             ids = self.loader.indices(planned, epoch=epoch)
             line = [self.keras_epoch, ids.tolist(),
                     [hashlib.sha1(row.tobytes()).hexdigest()[:16] for row in x]]

@@ -196,3 +196,46 @@ def test_backup_and_restore_resumes_with_keras_epoch_numbers(run, tmp_path, sync
         callbacks=[keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))])
     assert sorted(log.train) == [1, 2]
     assert [plan.which_epoch(log.train[k]) for k in (1, 2)] == ([1, 2] if sync else [0, 1])
+
+
+class Peek(keras.callbacks.Callback):
+    """Looks at the training Sequence from inside fit with a loop of its own, as a callback
+    that shows samples might (``next(iter(seq))``)."""
+
+    def __init__(self, seq):
+        super().__init__()
+        self.seq = seq
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch == 1:
+            next(iter(self.seq))
+
+
+def test_another_loop_over_the_sequence_inside_fit_leaves_keras_epochs_whole(run):
+    """That loop is a pass of its own (it takes an epoch of its own); Keras' pass goes on."""
+    seq, plan, log, model = run()
+    fit(model, seq, log, epochs=2, callbacks=[Peek(seq)])
+    fed = [plan.which_epoch(log.train[k]) for k in range(2)]
+    assert fed[0] == 0 and fed[1] > fed[0]
+
+
+@pytest.mark.filterwarnings("ignore:Your input ran out of data:UserWarning")  # Keras' own
+def test_the_training_sequence_as_its_own_validation_data(run):
+    """Keras' training pass spans its short epochs while evaluate runs passes of its own over
+    the same Sequence in between: each stays whole."""
+    seq, plan, log, model = run()
+    fit(model, seq, log, epochs=2, steps_per_epoch=4, validation_data=seq)
+    assert plan.which_epoch(log.train[0] + log.train[1]) == 0
+    for rows in log.evaluated:
+        assert sorted(i for i, _ in rows) == list(range(_fit.N))
+
+
+@pytest.mark.filterwarnings("ignore:Your input ran out of data:UserWarning")  # Keras' own
+def test_epochsync_starts_a_resumed_short_epoch_fit_at_a_whole_epoch(run):
+    """initial_epoch=1 with steps_per_epoch=4 of 6: the uninterrupted run was in the middle
+    of shmaug epoch 0 there, but the resumed fit's pass is fresh: it gets epoch 1, whole,
+    rather than epoch 0's last 2 batches and epoch 1's first 2 in one Keras epoch."""
+    seq, plan, log, model = run()
+    fit(model, seq, log, sync=True, epochs=3, steps_per_epoch=4, initial_epoch=1)
+    assert [len(log.train[k]) for k in (1, 2)] == [4, 2]
+    assert plan.which_epoch(log.train[1] + log.train[2]) == 1

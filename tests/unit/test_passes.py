@@ -29,11 +29,11 @@ def build(passes: Passes, indices) -> None:
     passes.building(False)
 
 
-def test_a_pass_takes_the_stream_in_order_whatever_the_indices():
+def test_a_pass_takes_its_epoch_in_order_whatever_the_indices():
     p, loop = Passes(B, shuffle=True), object()
     got = take(p, [3, 0, 4, 1, 2], loop)
     assert [k for k, _ in got] == stream(0, 5) and all(taken for _, taken in got)
-    assert (p.epoch, p.cursor) == (1, 0)
+    assert p.position == (1, 0)
 
 
 def test_unshuffled_index_i_is_batch_i_of_the_passes_epoch():
@@ -52,13 +52,24 @@ def test_a_pass_carries_on_across_keras_epochs_from_any_thread():
     assert keys == stream(0, 5)
 
 
+def test_a_second_loop_takes_an_epoch_of_its_own():
+    """validation_data that is the training Sequence itself under steps_per_epoch, or
+    next(iter(seq)) in a callback: the first loop's pass goes on in its own epoch."""
+    p, train, other = Passes(B, shuffle=True), object(), object()
+    first = take(p, [4, 2], train)
+    assert [k for k, _ in take(p, [0, 1, 2, 3, 4], other)] == stream(5, 5)
+    rest = take(p, [0, 1, 3], train)
+    assert [k for k, _ in first + rest] == stream(0, 5)
+    assert [k for k, _ in take(p, [2], object())] == [(2, 0)]
+
+
 def test_looks_move_nothing_and_the_next_pass_takes_the_looked_at_batches():
     """TensorFlow's signature probes (indices 0 and 1, from no loop) are the next pass's
     first batches, whatever indices that pass asks first."""
     p = Passes(B, shuffle=True)
     assert [p.ask(i, None) for i in (0, 1, 0)] == [((0, 0), False), ((0, 1), False),
                                                    ((0, 0), False)]
-    assert (p.epoch, p.cursor) == (0, 0)
+    assert p.position == (0, 0)
     assert [k for k, _ in take(p, [4, 2], object())] == stream(0, 2)
 
 
@@ -66,7 +77,8 @@ def test_a_look_sees_the_batch_its_index_got_in_the_unfinished_pass():
     p, loop = Passes(B, shuffle=True), object()
     take(p, [2, 3], loop)
     assert p.ask(3, None) == ((0, 1), False)
-    assert p.ask(0, None) == ((0, 2), False)  # not asked yet: the stream's next batch
+    assert p.ask(0, None) == ((0, 2), False)  # not asked yet: the pass's next batch
+    assert take(p, [4], loop) == [((0, 2), True)]
 
 
 def test_after_a_whole_pass_a_look_is_about_the_next_pass():
@@ -77,16 +89,19 @@ def test_after_a_whole_pass_a_look_is_about_the_next_pass():
 
 
 @pytest.mark.parametrize("drawn", [1, 3, B])
-def test_the_build_pass_gives_its_batches_back(drawn):
+def test_the_build_pass_borrows_its_epoch(drawn):
     """JAX and torch draw one batch to build the model, TensorFlow under a strategy as many as
     tf.data pulls ahead (a whole small epoch, seen); then EpochIterator.reset() drops that
-    generator and the first epoch starts a fresh one at the stream's batch 0."""
-    p = Passes(B, shuffle=True)
-    build(p, [3, 0, 4, 1, 2][:drawn])
+    generator and the first epoch starts a fresh one at the epoch's batch 0."""
+    p, built, order = Passes(B, shuffle=True), object(), [3, 0, 4, 1, 2]
+    p.building(True)
+    assert all(not took for _, took in take(p, order[:drawn], built))
     assert [k for k, _ in take(p, [1, 3, 0, 4, 2], object())] == stream(0, 5)
+    if drawn < B:  # tf.data still pulling from the dropped build pass: it moves nothing
+        assert take(p, [order[drawn]], built) == [((0, drawn), False)]
 
 
-def test_a_pass_cut_short_ends_the_epoch():
+def test_a_pass_cut_short_ends_its_epoch():
     """A fit cut short, then a new fit: the new pass is a whole epoch."""
     p = Passes(B, shuffle=True)
     take(p, [0, 1], object())
@@ -100,58 +115,22 @@ def test_a_loop_going_round_again_starts_a_new_pass():
     assert p.ask(1, loop) == ((1, 1), True)
 
 
-def test_a_superseded_loop_moves_nothing():
-    """tf.data may still pull from the generator of a pass Keras has dropped."""
-    p, built, epoch0 = Passes(B, shuffle=True), object(), object()
-    p.building(True)
-    take(p, [2], built)
-    take(p, [0], epoch0)
-    assert p.ask(4, built) == ((0, 1), False)  # a look: the stream's next batch
-    assert [k for k, _ in take(p, [1, 2], epoch0)] == stream(1, 2)
-
-
-def test_seek_ends_the_pass_and_the_next_loop_starts_there():
+def test_seek_makes_the_next_pass_start_there():
     p = Passes(B, shuffle=True)
     build(p, [2])  # then EpochSync seeks (resume at Keras epoch 3)
     p.seek(3, 0)
     assert [k for k, _ in take(p, [1, 0], object())] == stream(15, 2)
 
 
-def test_a_restored_pass_is_resumed_by_the_next_loop():
+def test_a_restored_pass_is_resumed_by_the_next_loop_but_not_by_a_build():
     p, loop = Passes(B, shuffle=True), object()
     take(p, [4, 1], loop)
-    saved = (p.epoch, p.cursor, p.bindings)
     q = Passes(B, shuffle=True)
-    q.restore(*saved)
+    q.restore(*p.position, p.bindings)
     assert q.restored == {4: (0, 0), 1: (0, 1)}
+    build(q, [3])  # JAX's build in the new process: it borrows the epoch after the restored one
     assert [k for k, _ in take(q, [0, 2, 3], object())] == stream(2, 3)
-    assert q.restored == {}
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 4))
-def test_whatever_keras_does_the_trained_passes_are_whole_epochs(seed, fits):
-    """Random fits, each: maybe looks, maybe a build pass, then epochs of
-    random index orders, the last maybe cut. Every whole pass is one whole epoch, and the
-    epochs of the whole passes follow each other without repeating."""
-    rng = random.Random(seed)
-    p = Passes(B, shuffle=rng.random() < 0.7)
-    whole = []
-    for _ in range(fits):
-        for i in rng.sample(range(B), rng.randint(0, 2)):
-            p.ask(i, None)
-        if rng.random() < 0.5:
-            build(p, rng.sample(range(B), rng.randint(1, B)))
-        for epoch in range(rng.randint(1, 3)):
-            order = rng.sample(range(B), B)
-            if rng.random() < 0.2:
-                take(p, order[:rng.randint(1, B - 1)], object())  # cut: fit ends
-                break
-            keys = [k for k, _ in take(p, order, object())]
-            epochs = {e for e, _ in keys}
-            assert len(epochs) == 1 and sorted(b for _, b in keys) == list(range(B))
-            whole.append(epochs.pop())
-    assert whole == sorted(set(whole))
+    assert q.restored == {} and q.position == (1, 0)
 
 
 def test_only_a_new_loop_begins_a_pass():
@@ -159,3 +138,38 @@ def test_only_a_new_loop_begins_a_pass():
     assert p.begins(loop) and not p.begins(None)
     p.ask(0, loop)
     assert not p.begins(loop) and p.begins(object())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 4))
+def test_whatever_keras_does_every_pass_is_one_whole_epoch_of_its_own(seed, fits):
+    """Random fits, each: maybe looks, maybe a build pass, then epochs of random index
+    orders, the last maybe cut, and now and then a second loop in between. Every whole pass is
+    one whole epoch, and no two passes share an epoch."""
+    rng = random.Random(seed)
+    p = Passes(B, shuffle=rng.random() < 0.7)
+    whole, epochs_taken = [], []
+    for _ in range(fits):
+        for i in rng.sample(range(B), rng.randint(0, 2)):
+            p.ask(i, None)
+        if rng.random() < 0.5:
+            build(p, rng.sample(range(B), rng.randint(1, B)))
+        for _ in range(rng.randint(1, 3)):
+            order = rng.sample(range(B), B)
+            loop = object()
+            if rng.random() < 0.2:
+                keys = [k for k, _ in take(p, order[:rng.randint(1, B - 1)], loop)]
+                epochs_taken.append(keys[0][0])
+                break  # cut: the fit ends
+            cut = rng.randint(1, B - 1)
+            keys = [k for k, _ in take(p, order[:cut], loop)]
+            if rng.random() < 0.3:  # another loop of the same Sequence, meanwhile
+                other = [k for k, _ in take(p, rng.sample(range(B), B), object())]
+                epochs_taken.append(other[0][0])
+            keys += [k for k, _ in take(p, order[cut:], loop)]
+            epochs = {e for e, _ in keys}
+            assert len(epochs) == 1 and sorted(b for _, b in keys) == list(range(B))
+            whole.append(epochs.pop())
+            epochs_taken.append(whole[-1])
+    assert len(epochs_taken) == len(set(epochs_taken))  # no epoch fed by two passes
+    assert whole == sorted(whole)
