@@ -44,7 +44,7 @@ from .loader import Loader
 log = logging.getLogger(__name__)
 
 _HELD = 2  # batches kept for a second ask: Keras' NUM_BATCHES_FOR_TENSOR_SPEC probes, and
-# the first batches of a pass (the build batch given back, see _passes rule 3)
+# the first batches of a pass (which a build pass may have taken already: _passes rule 3)
 _GENERATOR = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
 _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
 
@@ -223,7 +223,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
     def on_epoch_begin(self) -> None:
         """Keras begins an epoch: one of its own, or the one it runs to build an unbuilt model
-        (whose batches are given back: _passes rule 3; on TensorFlow only this tells, since
+        (which only borrows its epoch: _passes rule 3; on TensorFlow only this tells, since
         tf.data's threads ask: an override should call ``super().on_epoch_begin()``)."""
         building = _keras_is_building()
         with self._lock:
