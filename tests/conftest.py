@@ -102,6 +102,14 @@ def no_leaks():
     assert not leaked_children, f"test leaked processes: {sorted(leaked_children)}"
 
 
+def assert_same_batches(got: list, expected: list) -> None:
+    """Two runs' batches, ``(x, y)`` each, equal bit for bit and in the same order."""
+    assert len(got) == len(expected)
+    for (xa, ya), (xb, yb) in zip(got, expected):
+        np.testing.assert_array_equal(ya, yb)
+        np.testing.assert_array_equal(xa, xb)
+
+
 @pytest.fixture
 def images() -> np.ndarray:
     """40 tiny deterministic grayscale images, each distinct."""

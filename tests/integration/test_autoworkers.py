@@ -17,7 +17,7 @@ import pytest
 import shmaug
 from shmaug import _autotune, _platform
 from tests import _ops
-from tests.conftest import needs_keras
+from tests.conftest import assert_same_batches, needs_keras
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -37,13 +37,6 @@ def reference():
     with shmaug.Loader(images, np.arange(40), augment=_ops.noisy, workers=0,
                        **SETTINGS) as loader:
         return images, [list(loader) for _ in range(3)]
-
-
-def assert_same(got, expected):
-    assert len(got) == len(expected)
-    for (xa, ya), (xb, yb) in zip(got, expected):
-        np.testing.assert_array_equal(ya, yb)
-        np.testing.assert_array_equal(xa, xb)
 
 
 def gone(pid):
@@ -77,7 +70,7 @@ def test_resizes_inside_and_between_epochs_change_no_batch(reference, two_cores,
         stats = loader.stats()
     assert stats["respawns"] == 0 and stats["workers"] == 2 and len(stats["worker_busy"]) == 2
     for got, want in zip([epoch0, epoch1, epoch2], expected):
-        assert_same(got, want)
+        assert_same_batches(got, want)
 
 
 def test_a_removed_worker_that_dies_has_its_tasks_redone_not_its_place_refilled(
@@ -96,8 +89,8 @@ def test_a_removed_worker_that_dies_has_its_tasks_redone_not_its_place_refilled(
         stats = loader.stats()
     assert "retiring, exited with code -9" in caplog.text
     assert stats["respawns"] == 0 and stats["workers"] == 1
-    assert_same(epoch0, expected[0])
-    assert_same(epoch1, expected[1])
+    assert_same_batches(epoch0, expected[0])
+    assert_same_batches(epoch1, expected[1])
 
 
 def test_a_slow_consumer_of_a_light_op_is_fed_by_fewer_workers(reference, two_cores,
@@ -122,7 +115,7 @@ def test_a_slow_consumer_of_a_light_op_is_fed_by_fewer_workers(reference, two_co
     assert stats["workers"] == 1 and stats["workers_decision"].startswith("2 -> 1"), stats
     assert "after epoch 1: 2 -> 1" in caplog.text
     for epoch, want in zip(got, expected):
-        assert_same(epoch, want)
+        assert_same_batches(epoch, want)
 
 
 @needs_keras

@@ -30,7 +30,7 @@ import pytest
 
 import shmaug
 from tests import _ops
-from tests.conftest import faulthandler_off, shmaug_segments
+from tests.conftest import assert_same_batches, faulthandler_off, shmaug_segments
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -55,13 +55,6 @@ def fault_free() -> list[tuple[np.ndarray, np.ndarray]]:
     with shmaug.Loader(marked(), np.arange(N), batch_size=BATCH, augment=_ops.slow_noisy,
                        workers=0, seed=3) as reference:
         return list(reference)
-
-
-def assert_same_epoch(got: list[Any], expected: list[Any]) -> None:
-    assert len(got) == len(expected)
-    for (xa, ya), (xb, yb) in zip(got, expected):
-        np.testing.assert_array_equal(ya, yb)
-        np.testing.assert_array_equal(xa, xb)
 
 
 # -- faults inside the loader's own process -----------------------------------------------
@@ -106,7 +99,7 @@ def _killed_mid_epoch(method: str, sig: int) -> None:
         os.kill(victim, sig)
         got += [L.batch(b) for b in range(3, len(L))]
         assert L.stats()["respawns"] >= 1 and victim not in L.pids
-    assert_same_epoch(got, expected)
+    assert_same_batches(got, expected)
 
 
 def worker_sigkill(method: str) -> str:

@@ -13,7 +13,7 @@ from PIL import Image
 import shmaug
 from shmaug.files import ImageFiles, ImageReadError
 from tests import _ops
-from tests.conftest import needs_keras
+from tests.conftest import assert_same_batches, needs_keras
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -56,13 +56,6 @@ def epoch(x, y, **kwargs):
         return [b for b in loader]
 
 
-def assert_same(a, b):
-    assert len(a) == len(b)
-    for (xa, ya), (xb, yb) in zip(a, b):
-        np.testing.assert_array_equal(xa, xb)
-        np.testing.assert_array_equal(ya, yb)
-
-
 def test_directory_gives_sorted_classes_and_labels(folder):
     files = ImageFiles.from_directory(folder, image_size=(16, 24))
     assert files.class_names == ("ant", "bee", "cat")
@@ -100,11 +93,11 @@ def test_decode_in_workers_equals_the_packed_file(folder, tmp_path, method):
     assert x.shape == (8, 20, 20, 3) and x.dtype == np.uint8
     kwargs = dict(shuffle=True, seed=3, workers=2, start_method=method)
     decoded = epoch(files, files.labels, **kwargs)
-    assert_same(decoded, epoch(packed.images, y, **kwargs))
-    assert_same(decoded, epoch(files, files.labels, shuffle=True, seed=3, workers=0))
+    assert_same_batches(decoded, epoch(packed.images, y, **kwargs))
+    assert_same_batches(decoded, epoch(files, files.labels, shuffle=True, seed=3, workers=0))
     # With augmentation too: the packed file and the files give bit-identical epochs.
     aug = dict(kwargs, augment=_ops.noisy)
-    assert_same(epoch(files, files.labels, **aug), epoch(packed.images, y, **aug))
+    assert_same_batches(epoch(files, files.labels, **aug), epoch(packed.images, y, **aug))
 
 
 def test_color_modes_convert_every_file_consistently(folder):
@@ -167,7 +160,7 @@ def test_skip_replaces_deterministically_and_counts(folder):
             runs.append([b for b in loader])
             assert loader.stats()["skipped"] == 1
             assert loader.stats()["unreadable"] == [str(folder / "bee" / "1.png")]
-    assert_same(*runs)
+    assert_same_batches(*runs)
     np.testing.assert_array_equal(np.concatenate([xb for xb, _ in runs[1]]), np.stack(expected))
 
 
