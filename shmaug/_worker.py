@@ -436,17 +436,20 @@ def _watch_parent() -> None:
 
 
 def worker_main(
-    spec: WorkerSpec, worker_id: int, tasks: Connection, results: Connection, status: Any,
-    generation: Any,
+    spec: WorkerSpec, worker_id: int, tasks: Connection, results: Connection,
+    status_handle: ArrayHandle, generation_handle: ArrayHandle,
 ) -> None:
-    """Entry point of a worker process."""
+    """Entry point of a worker process: ``status_handle`` is the pool's status block (this
+    worker writes its own fields), ``generation_handle`` the ring's slot generations."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     if _platform.HAS_SIGMASK:  # the parent blocked it around our start
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
     _limit_threads()
     _tune_malloc()
-    closers = []
+    status, close_status = attach(status_handle)
+    generation, close_generation = attach(generation_handle)
+    closers = [close_status, close_generation]
     x = None
     if spec.x is not None:
         x, close_x = attach(spec.x)
@@ -482,7 +485,7 @@ def worker_main(
                 continue
             results.send_bytes(encode_result(runner.run(Task.from_bytes(message))))
     finally:
-        del runner, x, targets
+        del runner, x, targets, status, generation
         for close in closers:
             close()
 

@@ -327,7 +327,7 @@ class Loader:
         spec = WorkerSpec(x_handle, None, payload, self.seed, n, self.shuffle, seed_globals,
                           self._shard, target_inputs)
         return WorkerPool(spec, self.workers, self.start_method, self.timeout,
-                          generation=self._ring.generation,
+                          store=self._store, generation=self._ring.generation_handle,
                           in_flight_per_worker=self.max_queue_size + 1,
                           capacity=self._workers_asked)
 

@@ -56,6 +56,7 @@ from ._worker import (
 from .errors import ClosedError, WorkerDied, WorkerTimeout, rebuild
 from .schedule import Task
 from .ring import OutputRing
+from .store import ArrayHandle, SharedStore
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,8 @@ class WorkerPool:
         start_method: str | None,
         timeout: float | None,
         *,
-        generation: Any,
+        store: SharedStore,
+        generation: ArrayHandle,
         in_flight_per_worker: int,
         capacity: int | None = None,
     ) -> None:
@@ -111,7 +113,9 @@ class WorkerPool:
         self._in_flight = in_flight_per_worker
         # A slot for every worker there may be at once (``capacity``: what ``resize`` may reach).
         self.capacity = max(workers, capacity or 0)
-        self.status = self._ctx.RawArray("d", self.capacity * STATUS_FIELDS)  # busy s, index, ...
+        # Per worker: busy seconds, current index, ... (a block of ``store``'s; see OutputRing)
+        self._status_handle, self.status = store.empty(
+            (self.capacity * STATUS_FIELDS,), np.float64, what="the workers' status")
         self._workers: list[_Worker | None] = [None] * workers
         self._pending: deque[Task] = deque()  # invariant: submitted, not yet sent to a worker
         self._turn = 0  # invariant: where the next tie-break among equally queued workers starts
@@ -151,7 +155,7 @@ class WorkerPool:
         result_r, result_w = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(
             target=worker_main,
-            args=(self._spec, wid, task_r, result_w, self.status, self._generation),
+            args=(self._spec, wid, task_r, result_w, self._status_handle, self._generation),
             name=f"shmaug-worker-{wid}",
             daemon=True,
         )

@@ -3,8 +3,8 @@
 The ring's memory is owned by the ``SharedStore`` it was allocated from: one block of shape
 ``(K, batch_size, *sample_shape)``, plus one such block per target that `augment` transforms
 with its image, e.g. a segmentation mask (see ``RingHandles``). It is made in two steps: the
-slot bookkeeping and the shared generations exist before the workers start (they inherit the
-generations), the blocks only once a worker has shown what one sample looks like
+slot bookkeeping and the shared generations exist before the workers start (they attach to the
+generations by handle), the blocks only once a worker has shown what one sample looks like
 (``allocate``). Slot bookkeeping lives in the main process: a slot is ``free``, or ``busy``
 holding one batch (being filled, ready, or cancelled and waiting for its last in-flight task).
 Workers write only the rows of the task they were given, and only while the slot's shared
@@ -13,7 +13,6 @@ a worker for that batch is skipped in microseconds."""
 
 from __future__ import annotations
 
-import multiprocessing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,8 +44,11 @@ class OutputRing:
         self.view: np.ndarray = np.empty(0)  # (slots, batch_size, *sample_shape) once allocated
         self.targets: Targets = {}  # the same per augmented target
         self._free: list[int] = list(range(slots))[::-1]  # invariant: no slot twice, none busy
-        # invariant: bumped whenever a slot is handed out or cancelled; shared with workers
-        self.generation: Any = multiprocessing.RawArray("q", slots)
+        # invariant: bumped whenever a slot is handed out or cancelled; workers attach to it by
+        # handle. It lives in the store, not in a RawArray: the stdlib heap behind those keeps
+        # its small arenas, and their descriptors, for the rest of the process.
+        self.generation_handle, self.generation = store.empty(
+            (slots,), np.int64, what="the ring's slot generations")
 
     def _shape(self, sample_shape: tuple[int, ...]) -> tuple[int, ...]:
         return (self.slots, self.batch_size, *sample_shape)

@@ -318,13 +318,26 @@ def descriptors(request: pytest.FixtureRequest) -> Iterator[None]:
     method = request.node.callspec.params["method"]
     with loader(method, _ops.identity) as warm:
         next(iter(warm))
-    before = psutil.Process().num_fds()
+    before = open_fds()
     yield
     deadline = time.monotonic() + 5
-    while psutil.Process().num_fds() > before and time.monotonic() < deadline:
+    while len(open_fds()) > len(before) and time.monotonic() < deadline:
         gc.collect()
         time.sleep(0.05)
-    assert psutil.Process().num_fds() <= before, "file descriptors leaked"
+    after = open_fds()
+    leaked = {fd: what for fd, what in after.items() if before.get(fd) != what}
+    assert len(after) <= len(before), f"file descriptors leaked: {leaked}"
+
+
+def open_fds() -> dict[int, str]:
+    """This process's descriptors and what each points at (a pipe, socket or file)."""
+    found = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            found[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    return found
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -60,7 +60,7 @@ def test_the_segments_of_a_process_group_killed_whole_are_swept(sweep):
                           start_new_session=True) as owner:
         assert owner.stdout is not None and owner.stdout.readline().strip() == "ready"
         left = shmaug_segments(owner.pid)
-        assert len(left) == 2  # the dataset and the ring
+        assert len(left) == 4  # the dataset, the ring, its slot generations, the workers' status
         _age(left, 60)
         assert sweep() == []  # its owner lives: they stay, however old
         os.killpg(owner.pid, signal.SIGKILL)  # the owner, its worker and its resource tracker

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import random
-
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -14,6 +16,7 @@ import shmaug
 from tests import _ops
 
 pytestmark = pytest.mark.timeout(120)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 METHODS = [m for m in ("fork", "spawn", "forkserver") if m in multiprocessing.get_all_start_methods()]
 
@@ -329,3 +332,34 @@ def test_a_short_lookahead_still_gives_every_worker_work(images):
         done = [status[w * STATUS_FIELDS + TASKS_DONE] for w in range(3)]
     assert sum(done) >= 3 * len(loader), done  # (+1: the probe, made by one of them)
     assert min(done) >= 1, done
+
+
+_SHM_DESCRIPTORS = """
+import gc, os
+import numpy as np, shmaug
+def shm_fds():
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own descriptor
+            pass
+    return sorted(link for link in links if link.startswith("/dev/shm/"))
+for method in ("fork", "spawn"):
+    with shmaug.Loader(np.zeros((16, 8, 8), np.uint8), batch_size=4, workers=2, seed=0,
+                       augment=shmaug.Compose(["hflip"]), start_method=method) as loader:
+        list(loader)
+gc.collect()
+print(shm_fds())
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc (Linux)")
+def test_no_shared_memory_descriptor_outlives_a_closed_loader():
+    """Not even one of the stdlib heap's arenas (``multiprocessing.RawArray`` keeps its small
+    arenas open for the rest of the process): a fresh interpreter, after its loaders close,
+    holds no descriptor to anything in /dev/shm."""
+    done = subprocess.run([sys.executable, "-c", _SHM_DESCRIPTORS], capture_output=True,
+                          text=True, timeout=90, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
