@@ -600,7 +600,7 @@ class Loader:
         status = getattr(self._pool, "status", None)
         if status is not None:
             span = max(now - self._t0, 1e-9)
-            busy = [min(1.0, (status[w * STATUS_FIELDS + BUSY_S] - self._busy_base[w]) / span)
+            busy = [min(1.0, float(status[w * STATUS_FIELDS + BUSY_S] - self._busy_base[w]) / span)
                     for w in range(self.workers)]
         name = getattr(self._load, "name", str)
         ready = self._prefetch.ready if self._prefetch is not None else 0
@@ -628,7 +628,7 @@ class Loader:
         # here could be lost under a worker's read-modify-write.
         status = getattr(self._pool, "status", None)
         slots = getattr(self._pool, "capacity", self.workers)  # resize() may fill them all
-        self._busy_base = [0.0 if status is None else status[w * STATUS_FIELDS + BUSY_S]
+        self._busy_base = [0.0 if status is None else float(status[w * STATUS_FIELDS + BUSY_S])
                            for w in range(slots)]
 
     def close(self) -> None:
@@ -641,6 +641,7 @@ class Loader:
         if self._ring is not None:
             self._ring.view = np.empty(0)  # drop our views so the blocks can be unmapped
             self._ring.targets = {}
+            self._ring.generation = self._ring.generation.copy()
         self._finalizer()
 
     @property

@@ -431,6 +431,9 @@ class WorkerPool:
         self._workers = [None] * len(self._workers)
         self._waiter = None
         self._pending.clear()
+        # The workers are gone, their figures final: keep them in private memory, so that
+        # stats() after close reads them, not the store's block that is unmapped next.
+        self.status = self.status.copy()
 
     @staticmethod
     def _close_worker(w: _Worker) -> None:

@@ -174,6 +174,8 @@ def test_stats_report_throughput_and_worker_busy(images):
     assert 0 <= stats["wait_fraction"] <= 1
     assert len(stats["worker_busy"]) == 2 and all(0 < b <= 1 for b in stats["worker_busy"])
     assert stats["batches"] == 5
+    after = loader.stats()  # the shared memory is gone; the last figures are not
+    assert after["batches"] == 5 and all(0 < b <= 1 for b in after["worker_busy"])
 
 
 def test_a_consumer_bound_pool_shares_its_tasks_among_all_workers(images):
