@@ -13,19 +13,16 @@ workers look idle. Epochs too short to judge are pooled with the next ones until
 long enough (``_autotune.MIN_BATCHES`` and ``MIN_SECONDS``); the first is judged alone (it
 holds the start-up, and the rule leaves it out).
 
-It owns no process and no memory; it reads the status array the pool owns.
+It owns no process and no memory; it reads the busy seconds the pool keeps (``busy_s``).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-import numpy as np
+from collections.abc import Callable
 
 from . import _autotune
 from ._autotune import Decision, EpochFigures, Tuning, decide
-from ._worker import BUSY_S, STATUS_FIELDS
 
 log = logging.getLogger("shmaug.workers")
 
@@ -37,13 +34,14 @@ class AutoWorkers:
 
     Args:
         cores: the most workers there may be (the usable cores).
-        status: the pool's shared status array. Every slot's busy seconds are summed, those
-            of workers retiring after a shrink too (they work for the epoch they are in).
+        busy_s: the workers' busy seconds so far, summed over every status slot, those of
+            workers retiring after a shrink too (they work for the epoch they are in);
+            ``WorkerPool.busy_s``, which reads the pool's status wherever it lives.
     """
 
-    def __init__(self, cores: int, status: Any) -> None:
+    def __init__(self, cores: int, busy_s: Callable[[], float]) -> None:
         self.cores = cores
-        self._busy_s = np.frombuffer(status, dtype=np.float64)[BUSY_S::STATUS_FIELDS]
+        self._busy_s = busy_s
         self.state = Tuning()  # the rule's memory
         self.decisions: list[tuple[int, Decision]] = []  # (last epoch judged, decision)
         self._epoch: int | None = None  # invariant: the epoch being measured (None: none yet)
@@ -72,7 +70,7 @@ class AutoWorkers:
                 change = self._judge(self._epoch, workers)
         self._epoch = epoch
         self._t_first = self._t_last = now
-        self._busy_first = self._busy_last = float(self._busy_s.sum())
+        self._busy_first = self._busy_last = self._busy_s()
         return change
 
     def after(self, waited_s: float, hit: bool, now: float) -> None:
@@ -81,7 +79,7 @@ class AutoWorkers:
         self._hits += hit
         self._wait_s += waited_s
         self._t_last = now
-        self._busy_last = float(self._busy_s.sum())
+        self._busy_last = self._busy_s()
 
     def summary(self) -> str | None:
         """The latest decision, for ``stats()``: e.g. "2 -> 1: waited 0.4%, ..."."""

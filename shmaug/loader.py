@@ -247,7 +247,9 @@ class Loader:
         self._ring: OutputRing | None = None
         self._pool: Any = _NoPool()
         self._marks: np.ndarray | None = None  # invariant: 1 where `load` stood in (shared)
-        self._unreadable: set[int] = set()  # invariant: marked samples delivered so far
+        # invariant: marked samples delivered so far, with their names (read at delivery:
+        # a source's table may live in the store, unmapped at close)
+        self._unreadable: dict[int, str] = {}
         try:
             load = self._marking(load, n)
             self._load: Any = load  # invariant: what workers call for sample i; None: x[i]
@@ -268,7 +270,8 @@ class Loader:
                 need = copied_bytes(None if load else x, self._augmented, self.workers)
                 if shape is not None and dtype is not None:  # before any process starts, too
                     self._ring.check_fits(shape, dtype, besides=need)
-                check_need(need)
+                else:
+                    check_need(need)
                 x_handle, self._x = self._place_dataset(x, load)
                 self._pool = self._start_pool(x_handle, load, payload, seed_globals, n)
                 # User code runs only where workers run it: the probe is a task like any other.
@@ -293,7 +296,7 @@ class Loader:
         self._recycler = Recycler()  # the arrays batches are copied into (see _recycle)
         self._gather_ahead: tuple[tuple[int, int], Copy] | None = None  # (key, its gather)
         # invariant: measures epochs and decides the count, with workers="auto" and a pool
-        self._auto = AutoWorkers(self._workers_asked, self._pool.status) \
+        self._auto = AutoWorkers(self._workers_asked, self._pool.busy_s) \
             if self.auto_workers and isinstance(self._pool, WorkerPool) else None
         self._prefetch = None if self._ring is None else Prefetcher(
             self._ring, self._pool, self._plan, workers=self.workers, timeout=self.timeout,
@@ -352,7 +355,8 @@ class Loader:
             return
         self._counters["skipped"] += marked.size
         first = not self._unreadable
-        self._unreadable.update(marked.tolist())
+        name = getattr(self._load, "name", str)
+        self._unreadable.update((i, name(i)) for i in marked.tolist())
         if first:
             warn(self._load.replaced_warning(int(marked[0])))
 
@@ -486,8 +490,8 @@ class Loader:
         self._ensure_open()
         index = check.batch_index(index, len(self), "loader.batch(0)")
         epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
-        positions = self.indices(index, epoch=epoch)
         start, stop = self._plan.bounds(index)
+        positions = self._orders(epoch)[start:stop]
         began = time.perf_counter()
         if self._auto is not None:  # between two epochs: the pool may be resized
             self._follow_auto(epoch, began)
@@ -602,7 +606,6 @@ class Loader:
             span = max(now - self._t0, 1e-9)
             busy = [min(1.0, float(status[w * STATUS_FIELDS + BUSY_S] - self._busy_base[w]) / span)
                     for w in range(self.workers)]
-        name = getattr(self._load, "name", str)
         ready = self._prefetch.ready if self._prefetch is not None else 0
         return {
             "images_per_s": c["images"] / elapsed if elapsed > 0 else 0.0,
@@ -616,7 +619,7 @@ class Loader:
             "batches": c["batches"],
             "images": int(c["images"]),
             "skipped": int(c["skipped"]),
-            "unreadable": sorted(name(i) for i in self._unreadable),
+            "unreadable": sorted(self._unreadable.values()),
         }
 
     def reset_stats(self) -> None:
@@ -639,9 +642,7 @@ class Loader:
         self._gather_ahead = None
         self._recycler.clear()
         if self._ring is not None:
-            self._ring.view = np.empty(0)  # drop our views so the blocks can be unmapped
-            self._ring.targets = {}
-            self._ring.generation = self._ring.generation.copy()
+            self._ring.detach()
         self._finalizer()
 
     @property

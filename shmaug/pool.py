@@ -50,7 +50,7 @@ from . import _platform
 from ._launch import start_worker
 from ._retiring import Retiring
 from ._worker import (
-    CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TICKET, SliceRunner, WorkerSpec,
+    BUSY_S, CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TICKET, SliceRunner, WorkerSpec,
     Waiter, decode_result, ring_message, worker_main,
 )
 from .errors import ClosedError, WorkerDied, WorkerTimeout, rebuild
@@ -143,6 +143,11 @@ class WorkerPool:
     @property
     def workers(self) -> int:
         return len(self._workers)
+
+    def busy_s(self) -> float:
+        """Every status slot's busy seconds so far, summed (read from the private copy once
+        closed)."""
+        return float(self.status[BUSY_S::STATUS_FIELDS].sum())
 
     @property
     def pids(self) -> list[int]:
@@ -406,6 +411,15 @@ class WorkerPool:
         if self._closed:
             return
         self._closed = True
+        try:
+            self._stop_all()
+        finally:
+            # The workers are gone (or this was interrupted, and the store unmaps anyway):
+            # keep their figures in private memory, so that stats() after close reads them,
+            # not the store's block that is unmapped next.
+            self.status = self.status.copy()
+
+    def _stop_all(self) -> None:
         live = [w for w in self._workers if w is not None]
         live += self._retiring.take_all()  # their task pipes are closed: nothing to send
         for w in live:
@@ -431,9 +445,6 @@ class WorkerPool:
         self._workers = [None] * len(self._workers)
         self._waiter = None
         self._pending.clear()
-        # The workers are gone, their figures final: keep them in private memory, so that
-        # stats() after close reads them, not the store's block that is unmapped next.
-        self.status = self.status.copy()
 
     @staticmethod
     def _close_worker(w: _Worker) -> None:

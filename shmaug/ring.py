@@ -102,6 +102,13 @@ class OutputRing:
         """Make the work queued for this slot stale (workers skip it); it stays busy."""
         self.generation[slot] += 1
 
+    def detach(self) -> None:
+        """Before the store unmaps the blocks: drop the views of them (a read would fault);
+        the generations, still read by ``acquire``/``cancel`` bookkeeping, become private."""
+        self.view = np.empty(0)
+        self.targets = {}
+        self.generation = self.generation.copy()
+
     def release(self, slot: int) -> None:
         if slot in self._free or not 0 <= slot < self.slots:
             raise RuntimeError(f"slot {slot} released twice or out of range")

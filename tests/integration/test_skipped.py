@@ -116,6 +116,7 @@ def test_reset_stats_restarts_skipped_but_keeps_the_paths(files):
             assert loader.stats()["unreadable"] == unreadable_paths(files)
             loader.batch(0)  # a/00.png is sample 0: in batch 0 when not shuffled
             assert loader.stats()["skipped"] == 1
+        assert loader.stats()["unreadable"] == unreadable_paths(files)  # closed: still there
 
 
 def test_nothing_unreadable_says_nothing(tmp_path):

@@ -34,7 +34,7 @@ def run_epoch(auto, status, epoch, workers, t, *, batches=20, step=0.05, wait=0.
 
 def test_epochs_are_told_apart_by_the_batches_asked_for_and_judged_between_them(caplog):
     status = status_array(4)
-    auto = AutoWorkers(4, status)
+    auto = AutoWorkers(4, lambda: sum(status[BUSY_S::STATUS_FIELDS]))
     caplog.set_level(logging.INFO, logger="shmaug.workers")
     change, t = run_epoch(auto, status, 0, 4, 0.0)
     assert change is None and auto.last is None  # nothing measured before epoch 0
@@ -51,7 +51,7 @@ def test_epochs_are_told_apart_by_the_batches_asked_for_and_judged_between_them(
 
 def test_time_between_epochs_is_not_counted_and_short_epochs_are_pooled():
     status = status_array(2)
-    auto = AutoWorkers(2, status)
+    auto = AutoWorkers(2, lambda: sum(status[BUSY_S::STATUS_FIELDS]))
     _, t = run_epoch(auto, status, 0, 2, 0.0)
     # Two workers 95% busy, and 100 s of validation between epochs: were the gaps counted,
     # the workers would look idle and the pool would shrink.
@@ -73,7 +73,7 @@ def test_time_between_epochs_is_not_counted_and_short_epochs_are_pooled():
 
 def test_every_slots_busy_time_counts_retiring_ones_too():
     status = status_array(3)
-    auto = AutoWorkers(3, status)
+    auto = AutoWorkers(3, lambda: sum(status[BUSY_S::STATUS_FIELDS]))
     run_epoch(auto, status, 0, 3, 0.0)
     auto.before(1, 3, 10.0)
     status[2 * STATUS_FIELDS + BUSY_S] += 1.5  # a slot above the live ones, still working
