@@ -1,7 +1,7 @@
 """Keras callbacks for ``shmaug.Sequence``: which epoch to serve, and how well it was fed.
 
 ``EpochSync`` follows Keras' own epoch number (resume with ``BackupAndRestore``,
-``initial_epoch``, tf.distribute's build pass); ``StallMonitor`` reports, per epoch, whether
+``initial_epoch``); ``StallMonitor`` reports, per epoch, whether
 training waited for data. Both read the Sequence; neither owns processes or memory.
 """
 

@@ -204,6 +204,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 passes.building(True)  # build itself (also when on_epoch_begin is overridden)
             key, in_pass = passes.ask(index, caller)
             if in_pass:
+                if passes.taken == 1:  # a pass starts where it likes
+                    self._previous = -1
                 self._check_order(index, loader)
             self._requests += 1
             batch = self._held.get(key)
@@ -288,10 +290,11 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             ArgumentError: for a state of another dataset length, batch size, shuffle,
                 drop_remainder, shard count, seed or format version (naming the field).
         """
+        batches = len(self)  # first: under a distribution it may take this process's shard
         expected = {**self._fingerprint, "seed": self.seed}
         epoch, cursor = check.resume_state(state, "shmaug.Sequence", self.STATE_VERSION,
-                                           expected, len(self))
-        bindings = check.bindings(state.get("bindings"), state.get("asked"), len(self))
+                                           expected, batches)
+        bindings = check.bindings(state.get("bindings"), state.get("asked"), batches)
         with self._lock:
             self._passes.restore(epoch, cursor, {i: (e, b) for i, e, b in bindings})
             self._previous = -1
@@ -342,11 +345,13 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         signature = tf.nest.map_structure(spec, first)
 
         def epoch() -> Iterator[Any]:
+            self.on_epoch_begin()  # a subclass's hooks run per epoch, as under fit
             with self._lock:  # a pass restored half-way serves only what it had not served
                 served = self._passes.restored
             for i in range(len(self)):
                 if i not in served:
                     yield self[i]
+            self.on_epoch_end()
 
         dataset = tf.data.Dataset.from_generator(epoch, output_signature=signature)
         if self.num_shards > 1:  # sharded already: tf.distribute must not shard it again
@@ -468,7 +473,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         state = "closed" if self._closed else "not started" if self._loader is None else \
             "started"
         extra = f"; hooks overridden: {', '.join(hooks)}" if hooks else ""
-        return describe.call_repr(name, settings) + f" ({len(self)} batches, {state}{extra})"
+        return describe.call_repr(name, settings) + f" ({len(self._plan)} batches, {state}{extra})"
 
     # -- inside -------------------------------------------------------------------------------
 

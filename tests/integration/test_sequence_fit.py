@@ -254,12 +254,21 @@ def test_targets_hook_error_names_hook_and_sample():
 def test_to_tf_dataset():
     pytest.importorskip("tensorflow")
     x, y = data()
-    with shmaug.Sequence(x, y, batch_size=16, augment=_ops.noisy, workers=2, seed=0,
-                         shuffle=True) as seq:
+
+    class Counted(shmaug.Sequence):  # a subclass's epoch hooks run per epoch, as under fit
+        ends = 0
+
+        def on_epoch_end(self):
+            type(self).ends += 1
+
+    with Counted(x, y, batch_size=16, augment=_ops.noisy, workers=2, seed=0,
+                 shuffle=True) as seq:
         ds = seq.to_tf_dataset()
         assert ds.element_spec[0].shape.as_list() == [None, SIDE, SIDE, 1]
         seen = np.concatenate([b[1].numpy() for b in ds])
         assert len(seen) == N
+        assert sorted(np.concatenate([b[1].numpy() for b in ds]).tolist()) == sorted(y.tolist())
+    assert Counted.ends == 2
 
 
 def test_stall_monitor(caplog):

@@ -92,3 +92,18 @@ def test_repr_shows_shmaugs_workers_and_starts_nothing():
     assert seq._loader is None and seq.workers == 1  # what Keras reads: see the docstring
     seq.close()
     assert repr(seq).endswith("(3 batches, closed)")
+
+
+def test_passes_in_natural_order_never_say_the_order_is_random():
+    """Each pass over an unshuffled Sequence starts again at batch 0: not out of order."""
+    x = np.zeros((16, 8, 8), np.uint8)
+    with shmaug.Sequence(x, np.arange(16), batch_size=4, workers=1, shuffle=False,
+                         augment=shmaug.Compose(["hflip"])) as seq:
+        def one_pass():
+            for i in range(len(seq)):
+                yield seq[i]
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", shmaug.ShmaugWarning)
+            for _ in range(6):
+                assert len(list(one_pass())) == 4
