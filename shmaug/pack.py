@@ -151,7 +151,9 @@ def pack(
 def describe(files: ImageFiles) -> dict[str, Any]:
     """What a pack is of: settings plus a fingerprint of (path, size, mtime, label) per file."""
     digest = hashlib.sha256()
-    labels = files.labels if files.labels is not None else np.full(len(files), -1)
+    # Class indices, whatever `label_mode` encodes them as (a pack stores indices).
+    classes = files.classes
+    labels = classes if classes is not None else np.full(len(files), -1)
     for path, label in zip(files.paths, labels.tolist()):
         try:
             st = os.stat(path)
@@ -265,13 +267,14 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
         images.flush()
         del images
         _fsync(partial[IMAGES])
-        if files.labels is not None:
+        classes = files.classes
+        if classes is not None:
             with open(partial[LABELS], "wb") as f:
-                np.save(f, files.labels)
+                np.save(f, classes)
                 _sync(f)
         manifest = {
             "format": FORMAT, "count": len(files), "shape": list(shape), "dtype": "uint8",
-            "class_names": list(files.class_names), "labels": files.labels is not None,
+            "class_names": list(files.class_names), "labels": classes is not None,
             "sha256": digest.hexdigest(), "bytes": os.path.getsize(partial[IMAGES]),
             "skipped": skipped, "unreadable": unreadable, "source": described,
         }
@@ -280,7 +283,7 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
             _sync(f)
         # The manifest last: until it is renamed, `out` is incomplete whatever else is there.
         os.replace(partial[IMAGES], final[IMAGES])
-        if files.labels is not None:
+        if classes is not None:
             os.replace(partial[LABELS], final[LABELS])
         else:
             _remove(final[LABELS])

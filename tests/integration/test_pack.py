@@ -42,6 +42,17 @@ def test_pack_writes_images_labels_and_a_manifest(tmp_path):
     np.testing.assert_array_equal(x, np.stack([files.load(i) for i in range(len(files))]))
 
 
+def test_a_pack_stores_class_indices_whatever_the_label_mode(tmp_path):
+    folder = write_folder(tmp_path / "data")
+    for mode in ("int", "categorical"):
+        files = ImageFiles.from_directory(folder, image_size=(6, 5), label_mode=mode)
+        packed = shmaug.pack(files, tmp_path / mode, workers=1, progress=False)
+        y = packed.open()[1]
+        assert y.dtype == np.int64 and y.tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert json.loads((tmp_path / "int" / "manifest.json").read_text())["source"] == \
+        json.loads((tmp_path / "categorical" / "manifest.json").read_text())["source"]
+
+
 def test_second_run_says_it_is_done_and_changed_sources_are_refused(tmp_path, caplog):
     folder = write_folder(tmp_path / "data")
     out = tmp_path / "out"
