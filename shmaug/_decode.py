@@ -130,11 +130,8 @@ def _decode_reduced(data: np.ndarray, size: tuple[int, int]) -> np.ndarray | Non
     if denominator == 1:
         return None
     assert header is not None
-    color = {2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
-             8: cv2.IMREAD_REDUCED_COLOR_8}
-    grey = {2: cv2.IMREAD_REDUCED_GRAYSCALE_2, 4: cv2.IMREAD_REDUCED_GRAYSCALE_4,
-            8: cv2.IMREAD_REDUCED_GRAYSCALE_8}
-    flag = (grey if header[2] == 1 else color)[denominator] | cv2.IMREAD_IGNORE_ORIENTATION
+    kind = "GRAYSCALE" if header[2] == 1 else "COLOR"
+    flag = getattr(cv2, f"IMREAD_REDUCED_{kind}_{denominator}") | cv2.IMREAD_IGNORE_ORIENTATION
     image: np.ndarray | None = cv2.imdecode(data, flag)
     return image
 

@@ -27,17 +27,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import ArgumentError, ArgumentTypeError, warn
+from .errors import ArgumentError, ArgumentTypeError, got, warn
 
 # Keras' image_dataset_from_directory list, plus what OpenCV / PIL also decode.
 EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
 LABEL_MODES = ("int", "categorical", "binary", None)
 SUBSETS = ("training", "validation", "both")
-
-
-def got(value: Any) -> str:
-    text = repr(value)
-    return f"{text[:57] + '...' if len(text) > 60 else text} (type {type(value).__name__})"
 
 
 def walk(root: str, follow_links: bool, recursive: bool = True) -> list[str]:
@@ -69,12 +64,13 @@ def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
     if isinstance(labels, str):  # "inferred"
         names = class_folders(root, class_names)
         paths: list[str] = []
-        found = []
+        counts = []  # files per class, in class order
         for name in names:
-            found.append(walk(os.path.join(root, name), follow_links))
-            paths += found[-1]
+            in_class = walk(os.path.join(root, name), follow_links)
+            counts.append(len(in_class))
+            paths += in_class
         if names:
-            classes = np.repeat(np.arange(len(names), dtype=np.int64), [len(f) for f in found])
+            classes = np.repeat(np.arange(len(names), dtype=np.int64), counts)
             if walk(root, follow_links, recursive=False):
                 warn(f"{root!r}: the images directly in this folder are ignored; only those "
                      f"in its class sub-folders {names} are read (as Keras' "

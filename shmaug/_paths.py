@@ -96,11 +96,6 @@ class PathTable(Sequence[str]):
     def shared(self) -> bool:
         return self._handle is not None
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the block: what a worker maps (never copies)."""
-        return len(self._buf)
-
     # -- reading ------------------------------------------------------------------------------
 
     def __len__(self) -> int:
@@ -128,7 +123,10 @@ class PathTable(Sequence[str]):
         if not self._n:
             return []
         base = self._text_at()
-        return os.fsdecode(bytes(self._buf[base:len(self._buf) - 1])).split("\0")
+        # The text's end from the offsets, not the buffer's: an attached block may be
+        # rounded up to a page (macOS, Windows).
+        end = _INT64.unpack_from(self._buf, 8 * self._n)[0]
+        return os.fsdecode(bytes(self._buf[base:base + end - 1])).split("\0")
 
     def class_of(self, index: int) -> int:
         """The class index of path ``index`` (the table must have classes)."""
@@ -188,9 +186,3 @@ def _attached(handle: ArrayHandle, n: int, has_classes: bool) -> PathTable:
     table._handle = handle
     return table
 
-
-def as_table(paths: Sequence[str | os.PathLike[str]] | PathTable, classes: Any = None) -> PathTable:
-    """``paths`` as a table (a table without new classes is taken as it is)."""
-    if isinstance(paths, PathTable) and classes is None:
-        return paths
-    return PathTable.build(paths, classes)

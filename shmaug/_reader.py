@@ -90,9 +90,10 @@ class Reader:
                 raise
             first = exc
         table, n = self.table, len(self.table)
+        own = table.class_of(index) if self.by_class else None
         for step in range(1, n):
             substitute = (index + step) % n
-            if self.by_class and table.class_of(substitute) != table.class_of(index):
+            if self.by_class and table.class_of(substitute) != own:
                 continue  # the stand-in must carry the label the batch gives this sample
             try:
                 image = self.read(substitute)

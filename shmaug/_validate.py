@@ -11,18 +11,11 @@ from typing import Any
 import numpy as np
 
 from . import _platform
-from .errors import ArgumentError, ArgumentTypeError
+from .errors import ArgumentError, ArgumentTypeError, got
 from .ops._params import SUPPORTED_DTYPES, dtype_range, outside
 from .ops._params import value_range as checked_range
 from .ops.core import children
 from .schedule import BatchPlan, Shard
-
-
-def _got(value: Any) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{text} (type {type(value).__name__})"
 
 
 def _is_int(value: Any) -> bool:
@@ -33,7 +26,7 @@ def boolean(name: str, value: Any) -> bool:
     """A real boolean (numpy's too): ``shuffle='no'`` is truthy, and must not shuffle."""
     if not isinstance(value, (bool, np.bool_)):
         raise ArgumentTypeError(
-            f"`{name}` must be True or False; received {_got(value)}. Fix: pass "
+            f"`{name}` must be True or False; received {got(value)}. Fix: pass "
             f"`{name}=True` or `{name}=False`."
         )
     return bool(value)
@@ -42,7 +35,7 @@ def boolean(name: str, value: Any) -> bool:
 def positive_int(name: str, value: Any) -> int:
     if not _is_int(value) or value <= 0:
         raise ArgumentError(
-            f"`{name}` must be a positive integer; received {_got(value)}. "
+            f"`{name}` must be a positive integer; received {got(value)}. "
             f"Fix: pass e.g. `{name}=32`."
         )
     return int(value)
@@ -51,7 +44,7 @@ def positive_int(name: str, value: Any) -> int:
 def non_negative_int(name: str, value: Any) -> int:
     if not _is_int(value) or value < 0:
         raise ArgumentError(
-            f"`{name}` must be an integer >= 0; received {_got(value)}. Fix: pass e.g. "
+            f"`{name}` must be an integer >= 0; received {got(value)}. Fix: pass e.g. "
             f"`{name}=0`."
         )
     return int(value)
@@ -78,7 +71,7 @@ def workers(value: Any) -> int | str:
         raise ArgumentError(
             f"`workers` must be None (one per core), \"auto\" (as few as keep the consumer "
             f"fed, up to one per core), 0 (run in this process) or a positive integer; "
-            f"received {_got(value)}. Fix: pass e.g. `workers=2` or `workers=\"auto\"`."
+            f"received {got(value)}. Fix: pass e.g. `workers=2` or `workers=\"auto\"`."
         )
     cores = default_workers()
     if value > _WORKERS_PER_CORE * cores:
@@ -97,7 +90,7 @@ def seed(value: Any) -> int:
         return int.from_bytes(os.urandom(8), "little") >> 1
     if not _is_int(value) or value < 0:
         raise ArgumentError(
-            f"`seed` must be None or an integer >= 0; received {_got(value)}. "
+            f"`seed` must be None or an integer >= 0; received {got(value)}. "
             f"Fix: pass e.g. `seed=0`."
         )
     return int(value)
@@ -109,7 +102,7 @@ def batch_index(value: Any, batches: int, example: str = "seq[0]") -> int:
     ``loader.batch(i)``."""
     if not _is_int(value):
         raise ArgumentTypeError(
-            f"A batch index must be an integer; received {_got(value)}. Fix: index with an "
+            f"A batch index must be an integer; received {got(value)}. Fix: index with an "
             f"int, e.g. `{example}` (convert with `int(...)` first)."
         )
     if not -batches <= value < batches:
@@ -121,7 +114,7 @@ def use_multiprocessing(value: Any) -> bool | None:
     """Keras' PyDataset argument, accepted so a PyDataset's arguments work unchanged."""
     if value is not None and not isinstance(value, (bool, np.bool_)):
         raise ArgumentTypeError(
-            f"`use_multiprocessing` must be True, False or None; received {_got(value)}. Fix: "
+            f"`use_multiprocessing` must be True, False or None; received {got(value)}. Fix: "
             f"leave it out: shmaug always runs its `workers` in processes."
         )
     return None if value is None else bool(value)
@@ -132,7 +125,7 @@ def start_method(value: Any) -> str | None:
     if value is not None and value not in methods:
         raise ArgumentError(
             f"`start_method` must be None (the platform default) or one of {methods} (the "
-            f"methods this platform has); received {_got(value)}. Fix: leave it out."
+            f"methods this platform has); received {got(value)}. Fix: leave it out."
         )
     return value  # type: ignore[no-any-return]
 
@@ -162,7 +155,7 @@ def timeout(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) > 0:
         raise ArgumentError(
             f"`timeout` must be None (wait forever) or a number of seconds > 0; received "
-            f"{_got(value)}. Fix: pass e.g. `timeout=30`."
+            f"{got(value)}. Fix: pass e.g. `timeout=30`."
         )
     return float(value)
 
@@ -180,7 +173,7 @@ def callable_or_none(name: str, value: Any) -> Any:
     if value is not None and not callable(value):
         raise ArgumentTypeError(
             f"`{name}` must be a callable `fn(image, rng) -> image` or None; received "
-            f"{_got(value)}. Fix: pass a function or a shmaug pipeline such as "
+            f"{got(value)}. Fix: pass a function or a shmaug pipeline such as "
             f"`shmaug.Compose([...])`."
         )
     return value
@@ -213,7 +206,7 @@ def image_array(x: Any) -> np.ndarray:
     if not isinstance(x, np.ndarray):
         raise ArgumentTypeError(
             f"`x` must be a numpy array of images (N, H, W) or (N, H, W, C); received "
-            f"{_got(x)}. Fix: convert it with `np.asarray(x)` (or `np.stack` a list of "
+            f"{got(x)}. Fix: convert it with `np.asarray(x)` (or `np.stack` a list of "
             f"images)."
         )
     if x.ndim not in (3, 4):
@@ -303,7 +296,7 @@ def length(x: Any) -> int:
     except TypeError:
         raise ArgumentTypeError(
             f"With `load`, `x` must be a sized collection (its length is the number of "
-            f"samples); received {_got(x)}. Fix: pass e.g. a list of file paths."
+            f"samples); received {got(x)}. Fix: pass e.g. a list of file paths."
         ) from None
     if n == 0:
         raise ArgumentError(_EMPTY)
@@ -409,7 +402,7 @@ def shape(name: str, value: Any) -> tuple[int, ...]:
     if not out or any(s <= 0 for s in out):
         raise ArgumentError(
             f"`{name}` must be a tuple of positive sizes such as (64, 64) or (64, 64, 1); "
-            f"received {_got(value)}. Fix: pass the shape of one sample, e.g. `{name}=(64, 64)`, "
+            f"received {got(value)}. Fix: pass the shape of one sample, e.g. `{name}=(64, 64)`, "
             f"or leave it out to learn it from sample 0."
         )
     return out
@@ -423,7 +416,7 @@ def dtype(name: str, value: Any) -> np.dtype:
     if dt.kind not in "biuf":
         raise ArgumentTypeError(
             f"`{name}` must be a numeric dtype such as 'uint8' or 'float32'; received "
-            f"{_got(value)}. Fix: pass e.g. `{name}='float32'`, or leave it out to learn it "
+            f"{got(value)}. Fix: pass e.g. `{name}='float32'`, or leave it out to learn it "
             f"from sample 0."
         )
     return dt
@@ -438,7 +431,7 @@ def sample_output(image: Any, target: str | None = None) -> np.ndarray:
         what = "an image array" if target is None else f"a numeric array for {target}"
         raise ArgumentTypeError(
             f"`augment` must return {what}; on sample index 0 it returned "
-            f"{_got(image)}. Fix: return a numeric numpy array."
+            f"{got(image)}. Fix: return a numeric numpy array."
         )
     return array
 
@@ -565,7 +558,7 @@ def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:
     if not _is_int(num_shards) or num_shards <= 0:
         raise ArgumentError(
             f"`num_shards` must be a positive integer (the number of hosts or processes "
-            f"sharing each epoch); received {_got(num_shards)}. Fix: pass e.g. "
+            f"sharing each epoch); received {got(num_shards)}. Fix: pass e.g. "
             f"num_shards=2, or leave it out for one process."
         )
     if shard_index is None and num_shards == 1:
@@ -573,7 +566,7 @@ def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:
     if not _is_int(shard_index) or not 0 <= shard_index < num_shards:
         raise ArgumentError(
             f"`shard_index` must be an integer in 0..{num_shards - 1} (this host's rank) with "
-            f"`num_shards`={num_shards}; received {_got(shard_index)}. Fix: pass e.g. "
+            f"`num_shards`={num_shards}; received {got(shard_index)}. Fix: pass e.g. "
             f"shard_index=jax.process_index() or torch.distributed.get_rank()."
         )
     if num_shards > n:
@@ -631,7 +624,7 @@ def resume_state(state: Any, kind: str, version: int, expected: dict[str, Any],
     if not isinstance(state, dict):
         raise ArgumentTypeError(
             f"`state` must be the dict that `{kind}.state_dict()` returned (or its JSON "
-            f"round trip); received {_got(state)}. Fix: save `loader.state_dict()` (e.g. with "
+            f"round trip); received {got(state)}. Fix: save `loader.state_dict()` (e.g. with "
             f"json.dump) and pass that dict back."
         )
     if state.get("format") != kind or state.get("version") != version:
@@ -669,7 +662,7 @@ def bindings(pairs: Any, asked: Any, batches: int) -> list[tuple[int, int, int]]
         ok = False
     if not ok:
         raise ArgumentError(
-            f"`state` holds bindings={_got(pairs)}, asked={_got(asked)}; expected "
+            f"`state` holds bindings={got(pairs)}, asked={got(asked)}; expected "
             f"[[index, epoch, batch], ...] and indices in 0..{batches - 1}. Fix: pass the "
             f"dict `state_dict()` returned, unchanged."
         )

@@ -66,6 +66,13 @@ def warn(message: str) -> None:
     warnings.warn(message, ShmaugWarning, stacklevel=level)
 
 
+def got(value: Any) -> str:
+    """A received value as an error message shows it: its repr (cut at 60 characters) and
+    its type."""
+    text = repr(value)
+    return f"{text[:57] + '...' if len(text) > 60 else text} (type {type(value).__name__})"
+
+
 def _is_ours(frame: Any) -> bool:
     name = str(frame.f_globals.get("__name__", ""))
     return name == "shmaug" or name.startswith("shmaug.")

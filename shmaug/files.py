@@ -31,12 +31,11 @@ from . import _folders as F
 from ._decode import COLOR_MODES
 from ._paths import PathTable
 from ._reader import Decoder, Reader
-from .errors import ArgumentError, ArgumentTypeError, ImageReadError
+from .errors import ArgumentError, ArgumentTypeError, ImageReadError, got
 
 EXTENSIONS = F.EXTENSIONS
 INTERPOLATIONS = ("area", "bicubic", "bilinear", "lanczos3", "lanczos5", "nearest")
 DEFAULT_IMAGE_SIZE = (256, 256)  # Keras' default for image_dataset_from_directory
-_got = F.got
 __all__ = ["ImageFiles", "ImageReadError"]  # ImageReadError: also importable from here
 
 
@@ -90,16 +89,16 @@ class ImageFiles:
     _origin: str = field(init=False, repr=False, compare=False, default="")
 
     def __post_init__(self) -> None:
-        table = self.paths
-        if not isinstance(table, PathTable):
-            if isinstance(table, (str, bytes, os.PathLike)):
+        given = self.paths  # a table (from_directory, pickling) or the user's paths
+        if not isinstance(given, PathTable):
+            if isinstance(given, (str, bytes, os.PathLike)):
                 raise ArgumentTypeError(
                     f"`paths` must be a list of image paths; received the single path "
-                    f"{_got(table)}. Fix: pass `[path]`."
+                    f"{got(given)}. Fix: pass `[path]`."
                 )
-            table = PathTable.build(table)
-            F.check_extensions(table)
-        if not len(table):
+            given = [p if isinstance(p, str) else os.fspath(p) for p in given]
+            F.check_extensions(given)
+        if not len(given):
             raise ArgumentError(
                 "`paths` is empty: there is no image to read. Fix: pass at least one image "
                 "file (extensions: " + ", ".join(EXTENSIONS) + ")."
@@ -116,16 +115,21 @@ class ImageFiles:
         if not isinstance(self.reduced_decode, (bool, np.bool_)):
             raise ArgumentTypeError(
                 f"`reduced_decode` must be True or False; received "
-                f"{_got(self.reduced_decode)}. Fix: `reduced_decode=False` decodes every pixel."
+                f"{got(self.reduced_decode)}. Fix: `reduced_decode=False` decodes every pixel."
             )
         names = tuple(str(c) for c in self.class_names)
-        labels = None
+        labels, classes = None, None
         if self.labels is not None and self.label_mode is not None:
-            classes = F.classes_of(self.labels, self.label_mode, len(table))
-            if table.classes is None or not np.array_equal(table.classes, classes):
-                table = PathTable.build(table.tolist(), classes)
+            classes = F.classes_of(self.labels, self.label_mode, len(given))
             count = len(names) or (int(classes.max()) + 1 if len(classes) else 0)
             labels = F.encode(classes, self.label_mode, count)
+        table = given
+        if not isinstance(given, PathTable):
+            table = PathTable.build(given, classes)
+        elif classes is not None:
+            existing = given.classes
+            if existing is None or not np.array_equal(existing, classes):
+                table = PathTable.build(given.tolist(), classes)
         channels = COLOR_MODES[self.color_mode] if self.color_mode else int(self.channels)
         for name, value in (("paths", table), ("labels", labels), ("class_names", names),
                             ("image_size", size), ("channels", channels),
@@ -253,7 +257,7 @@ class ImageFiles:
         if isinstance(paths, (str, bytes, os.PathLike)):  # would be read as one path per letter
             raise ArgumentTypeError(
                 f"`paths` must be a list of image paths; received the single path "
-                f"{_got(paths)}. Fix: pass `[path]`, or use ImageFiles.from_directory for a "
+                f"{got(paths)}. Fix: pass `[path]`, or use ImageFiles.from_directory for a "
                 f"folder."
             )
         strings = [os.fspath(p) for p in paths]
@@ -309,7 +313,7 @@ class ImageFiles:
         return f"<ImageFiles {made}: {len(self.paths):,} files, {kind}, images {self.output_shape}>"
 
     def _settings_text(self) -> str:
-        given = {k: getattr(self, k) for k in _PATHS_DEFAULTS if hasattr(self, k)}
+        given = {k: getattr(self, k) for k in _PATHS_DEFAULTS}
         return _passed(given, _PATHS_DEFAULTS)
 
     # -- the source protocol --------------------------------------------------------------------
@@ -394,7 +398,7 @@ class _Text(str):
 def _check_choice(name: str, value: Any, choices: Sequence[Any], fix: str) -> None:
     if not any(value is c or isinstance(value, str) and value == c for c in choices):
         raise ArgumentError(
-            f"`{name}` must be one of {list(choices)}; received {_got(value)}. Fix: {fix}."
+            f"`{name}` must be one of {list(choices)}; received {got(value)}. Fix: {fix}."
         )
 
 
@@ -406,6 +410,6 @@ def _image_size(value: Any) -> tuple[int, int]:
     if len(size) != 2 or min(size) <= 0:
         raise ArgumentError(
             f"`image_size` must be (height, width) with two positive ints; received "
-            f"{_got(value)}. Fix: e.g. `image_size=(224, 224)`."
+            f"{got(value)}. Fix: e.g. `image_size=(224, 224)`."
         )
     return size[0], size[1]

@@ -52,7 +52,6 @@ BACKENDS = ("cv", "pil")
 _PLAIN = (int, float)
 SUPPORTED_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float16),
                     np.dtype(np.float32), np.dtype(np.float64))  # what the ops take
-_DTYPES = SUPPORTED_DTYPES
 _CV_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what cv2.minMaxLoc reads
 _RANGE_SLACK = 1e-3  # of a range's span: rounding past its ends that still counts as inside
 
@@ -169,7 +168,7 @@ def check_image(image: Any) -> np.ndarray:
             f"`image` expects a numpy array; received {type(image).__name__}. "
             f"Convert it with numpy.asarray(image)."
         )
-    if image.ndim not in (2, 3) or image.dtype not in _DTYPES or 0 in image.shape:
+    if image.ndim not in (2, 3) or image.dtype not in SUPPORTED_DTYPES or 0 in image.shape:
         raise ArgumentError(
             f"`image` expects shape (H, W) or (H, W, C) with dtype uint8, uint16, float16, "
             f"float32 or float64; received shape {image.shape} dtype {image.dtype}. Convert it "
