@@ -278,12 +278,11 @@ def run(*, profile: str = "default", epochs: int | None = None, per_class: int |
 
 def _backend() -> str:
     """Which Keras runs the models: e.g. "Keras 3.15.1 on JAX 0.10.2 (KERAS_BACKEND=jax)"."""
-    name = keras.backend.backend()
-    module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(name)
-    version = getattr(sys.modules.get(module or ""), "__version__", "")
+    name = keras.backend.backend()  # also the name of the backend's module
+    version = getattr(sys.modules.get(name), "__version__", "")
     label = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}.get(name, name)
-    return f"Keras {keras.__version__} on {label} {version} (KERAS_BACKEND={name})".replace(
-        "  ", " ")
+    backend = " ".join(filter(None, (label, version)))
+    return f"Keras {keras.__version__} on {backend} (KERAS_BACKEND={name})"
 
 
 def _say(text: str) -> None:

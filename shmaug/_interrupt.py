@@ -18,7 +18,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 _REDELIVER_AFTER_S = 0.3  # the main thread normally raises KeyboardInterrupt well before this
 
@@ -58,7 +58,9 @@ def always_ends(grace_s: float, on_timeout: Callable[[], None], status: int) -> 
         signal.signal(signal.SIGINT, signal.default_int_handler)
         if previous is not None:
             signal.set_wakeup_fd(previous)
-        writer.close()  # ends the watcher's recv
+        with suppress(OSError):  # wakes the watcher's recv: done, it returns (EOF
+            writer.send(b"\0")  # alone would not come while a forked child holds `writer`)
+        writer.close()
         if thread is not None:
             thread.join(1.0)
         reader.close()

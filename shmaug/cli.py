@@ -34,6 +34,7 @@ from .errors import ShmaugError, ShmaugWarning, WorkerError
 EXIT_USAGE = 2  # argparse's status for a bad command line; ours for any user mistake
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 EXIT_GRACE_S = 10.0  # after Ctrl-C, how long exit handlers may take before the process ends
+_LOG_FORMAT = "%(name)s: %(message)s"  # the library's logger names the part that speaks
 
 # Python argument -> the flag (or positional) that sets it, per command. Every library message
 # a command shows goes through its table (`as_flags`), so it names what the user can type.
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         debug = "--debug" in argv[:at]
         return _guarded("shmaug bench", {}, debug, lambda: _bench(argv[at + 1 :]))
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT)
     if args.command == "demo":
         return _guarded("shmaug demo", DEMO_FLAGS, args.debug, lambda: _demo(args))
     flags = {**PACK_FLAGS, "directory": "--directory"} if _is_csv(args.src) else PACK_FLAGS
@@ -204,7 +205,9 @@ def _guarded(prog: str, flags: Mapping[str, str], debug: bool, work: Callable[[]
     """Run ``work``; a user mistake becomes one line on stderr and status 2, Ctrl-C one line
     and status 130. With ``debug`` the traceback is printed instead of the line. A
     ``ShmaugWarning`` is one line too, in the command's flags (see ``_warnings_as_lines``)."""
-    for handler in logging.getLogger().handlers:  # log lines name flags too (`--overwrite`)
+    handlers = list(logging.getLogger().handlers)
+    formatters = [handler.formatter for handler in handlers]
+    for handler in handlers:  # log lines name flags too (`--overwrite`), while it runs
         handler.setFormatter(_FlagFormatter(flags))
     try:
         with _warnings_as_lines(prog, flags), _interrupt.always_ends(
@@ -222,6 +225,9 @@ def _guarded(prog: str, flags: Mapping[str, str], debug: bool, work: Callable[[]
             return EXIT_USAGE
         _say(prog, as_flags(_one_line(exc), flags))
         return EXIT_USAGE
+    finally:  # main() may run inside another program: its handlers are its own again
+        for handler, formatter in zip(handlers, formatters):
+            handler.setFormatter(formatter)
 
 
 def _cut_short(prog: str) -> None:
@@ -263,7 +269,7 @@ class _FlagFormatter(logging.Formatter):
     """``name: message`` with the library's argument names rewritten as the command's flags."""
 
     def __init__(self, flags: Mapping[str, str]) -> None:
-        super().__init__("%(name)s: %(message)s")
+        super().__init__(_LOG_FORMAT)
         self.flags = flags
 
     def format(self, record: logging.LogRecord) -> str:

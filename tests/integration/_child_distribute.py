@@ -24,7 +24,6 @@ tf.config.set_logical_device_configuration(CPUS[0], [tf.config.LogicalDeviceConf
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-import shmaug  # noqa: E402
 from tests.integration._fed import Recorded, jitter  # noqa: E402
 
 N, SIDE, GLOBAL_BATCH, EPOCHS, REPLICAS = 64, 8, 16, 4, 2
