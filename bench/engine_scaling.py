@@ -29,7 +29,7 @@ CEILING = "plain loop in 2 processes at once (this machine's 2-core ceiling)"
 
 def section_scaling(quick: bool) -> list[R.Row]:
     import shmaug
-    from shmaug.glyphs import render_glyphs
+    from shmaug.sources.glyphs import render_glyphs
 
     import cv2
 

@@ -22,7 +22,7 @@ def section_seeding(quick: bool) -> list[R.Row]:
     import cv2
 
     import shmaug
-    from shmaug.glyphs import render_glyphs
+    from shmaug.sources.glyphs import render_glyphs
     from shmaug.ops import Op
     from shmaug.seeding import GlobalsWatch, SampleSeeder
 

@@ -32,7 +32,7 @@ STARTUP_SCRIPT = textwrap.dedent('''
 
     import shmaug
     from bench import _harness as H
-    from shmaug.glyphs import render_glyphs
+    from shmaug.sources.glyphs import render_glyphs
 
     N, BS, SEED = 1024, 64, 0
 

@@ -49,7 +49,7 @@ from bench import _report as R  # noqa: E402
 from bench._report import cpu_model  # noqa: E402
 from bench import ops_albumentations as albu  # noqa: E402
 from bench.workloads import photo  # noqa: E402
-from shmaug.glyphs import render_glyphs  # noqa: E402
+from shmaug.sources.glyphs import render_glyphs  # noqa: E402
 from shmaug.ops import Op  # noqa: E402
 from shmaug.ops._params import dtype_range  # noqa: E402
 

@@ -1,6 +1,6 @@
 """What reusing dropped batches' memory buys: ``python -m bench.recycle``.
 
-``shmaug._recycle`` copies each batch into the memory of one the consumer has dropped. This
+``shmaug.engine._recycle`` copies each batch into the memory of one the consumer has dropped. This
 measures it against new arrays per batch (``Recycler(keep=0)``), side by side: per workload,
 one ``shmaug.Loader`` (2 workers, fork) traced as ``bench.wait_trace`` does (tight epochs for
 the images/s, then epochs with a consumer that needs 80% of them), in two kinds of process:
@@ -47,13 +47,13 @@ def _after_tf_data() -> None:
 
 def child(workload: str, recycle: bool, process: str, quick: bool) -> dict[str, Any]:
     """One run: the trace's images/s and its wait share over the consumer's epochs."""
-    import shmaug.loader
-    from shmaug._recycle import Recycler
+    import shmaug.engine.loader
+    from shmaug.engine._recycle import Recycler
 
     if process == "after tf.data":
         _after_tf_data()
     if not recycle:
-        shmaug.loader.Recycler = lambda: Recycler(keep=0)  # type: ignore[misc]
+        shmaug.engine.loader.Recycler = lambda: Recycler(keep=0)  # type: ignore[misc]
     epochs = 2 if quick else 6
     result = wait_trace.trace(workload, CASES[workload], epochs, 0.8, quick)
     rows = result["epochs"][1:] or result["epochs"]  # the first one settles the step

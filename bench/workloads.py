@@ -50,7 +50,7 @@ def build_data(name: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     """``(x, ids)``: the workload's images (in RAM) and ``ids = arange(n)`` used as targets,
     so a consumer can check that each sample arrives exactly once per epoch."""
     if name == "W1":
-        from shmaug.glyphs import render_glyphs
+        from shmaug.sources.glyphs import render_glyphs
 
         x, _, _ = render_glyphs(n, 64, seed=0)
         x = (x.astype(np.float32) / 255.0).astype(np.float16)[..., None]

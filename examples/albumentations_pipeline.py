@@ -26,7 +26,7 @@ import albumentations as A  # noqa: E402
 import numpy as np  # noqa: E402
 
 import shmaug  # noqa: E402
-from shmaug.glyphs import render_glyphs  # noqa: E402
+from shmaug.sources.glyphs import render_glyphs  # noqa: E402
 
 PIPELINE = A.Compose([
     A.Affine(rotate=(-12, 12), shear=(-8, 8), scale=(0.85, 1.05), p=1.0),

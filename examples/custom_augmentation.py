@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 
 import shmaug
-from shmaug.glyphs import render_glyphs
+from shmaug.sources.glyphs import render_glyphs
 from shmaug.ops import Op
 
 

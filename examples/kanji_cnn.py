@@ -20,7 +20,7 @@ import keras
 import numpy as np
 
 import shmaug
-from shmaug.glyphs import render_glyphs
+from shmaug.sources.glyphs import render_glyphs
 
 
 def make_model(side: int, classes: int) -> keras.Model:

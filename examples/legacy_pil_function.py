@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image, ImageFilter
 
 import shmaug
-from shmaug.glyphs import render_glyphs
+from shmaug.sources.glyphs import render_glyphs
 
 
 def distort_sample(img: Image.Image) -> Image.Image:

@@ -43,7 +43,7 @@ TOLERANCE = 1e-5  # one process fed the same global batches: only summation orde
 
 def make_data(quick: bool) -> tuple[Any, Any]:
     """The same synthetic glyphs in every process (a real run would read its own files)."""
-    from shmaug.glyphs import render_glyphs
+    from shmaug.sources.glyphs import render_glyphs
 
     per_class = 4 if quick else 16
     x, y, _ = render_glyphs(per_class * CLASSES, SIDE, classes=CLASSES, seed=0)

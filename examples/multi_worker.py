@@ -39,7 +39,7 @@ CLASSES = 32
 
 def make_data(quick: bool) -> tuple[Any, Any]:
     """The same synthetic glyphs on every host (a real run would read its files)."""
-    from shmaug.glyphs import render_glyphs
+    from shmaug.sources.glyphs import render_glyphs
 
     per_class = 2 if quick else 16
     x, y, _ = render_glyphs(per_class * CLASSES, SIDE, classes=CLASSES, seed=0)

@@ -1,7 +1,7 @@
 """Write a PNG with one row per built-in op and several random draws per row.
 
 Each row shows the input, then ``--draws`` outputs of the op (each from its own seed), on a
-rendered glyph (64x64 gray, from ``shmaug.glyphs``) and on an RGB photo shipped by a local
+rendered glyph (64x64 gray, from ``shmaug.sources.glyphs``) and on an RGB photo shipped by a local
 package (matplotlib's sample image; a drawn scene when it is missing). The last row is the
 ``glyph_distort`` preset.
 
@@ -22,7 +22,7 @@ from PIL import Image, ImageDraw
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import shmaug  # noqa: E402
-from shmaug.glyphs import render_glyphs  # noqa: E402
+from shmaug.sources.glyphs import render_glyphs  # noqa: E402
 from shmaug.ops import Op  # noqa: E402
 
 TILE = 96

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from . import presets
+from . import _moved, presets
 from .errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -28,8 +28,8 @@ from .errors import (
     WorkerError,
     WorkerTimeout,
 )
-from .files import ImageFiles
-from .loader import Loader
+from .sources.files import ImageFiles
+from .engine.loader import Loader
 from .ops import (
     Compose,
     Maybe,
@@ -43,7 +43,7 @@ from .ops import (
     get,
     register,
 )
-from .pack import pack
+from .sources.pack import pack
 
 __version__ = "0.1.0"
 
@@ -86,7 +86,9 @@ __all__ = [
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-_LAZY = {"EpochSync": "callbacks", "Sequence": "sequence", "StallMonitor": "callbacks"}
+_LAZY = {"EpochSync": "keras.callbacks", "Sequence": "keras.sequence",
+         "StallMonitor": "keras.callbacks"}
+_moved.install(__name__)  # the flat layout's module paths, for one release
 
 
 def __getattr__(name: str) -> Any:
@@ -104,4 +106,7 @@ def __getattr__(name: str) -> Any:
                 f'Fix: pip install "shmaug[tf]" (or keras with a backend of your choice); '
                 f"shmaug.Loader works without it.", name="keras") from None
         return getattr(module, name)
+    moved = _moved.old_path(__name__, name)
+    if moved is not None:
+        return moved
     raise AttributeError(f"module 'shmaug' has no attribute {name!r}")

@@ -42,7 +42,7 @@ import keras  # noqa: E402  (the demo is a Keras program; the CLI imports it on 
 import numpy as np  # noqa: E402
 
 import shmaug  # noqa: E402
-from shmaug.glyphs import CJK_CLASSES, LATIN_CLASSES, find_cjk_font, render_glyphs  # noqa: E402
+from shmaug.sources.glyphs import CJK_CLASSES, LATIN_CLASSES, find_cjk_font, render_glyphs  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -233,7 +233,7 @@ def _guarded(prog: str, flags: Mapping[str, str], debug: bool, work: Callable[[]
 def _cut_short(prog: str) -> None:
     """Ctrl-C, and the main thread still blocked in a library ``EXIT_GRACE_S`` later: free
     shmaug's processes and shared memory from here, then say it (the process exits next)."""
-    from .loader import close_open_loaders
+    from .engine.loader import close_open_loaders
 
     close_open_loaders()
     _say(prog, "interrupted (Ctrl-C).")
@@ -347,8 +347,8 @@ def _is_csv(path: Path) -> bool:
 
 def _pack(args: argparse.Namespace) -> int:
     """`shmaug pack SRC OUT`: a folder or a CSV of paths and labels, packed once."""
-    from .files import ImageFiles
-    from .pack import pack
+    from .sources.files import ImageFiles
+    from .sources.pack import pack
 
     height, width = args.image_size
     if height <= 0 or width <= 0:

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 import shmaug
-from shmaug.store import SEGMENT_PREFIX
+from shmaug.engine._store import SEGMENT_PREFIX
 from tests import _ops
 
 

@@ -27,7 +27,7 @@ import numpy as np
 import psutil
 
 import shmaug
-from shmaug import _launch, _platform, _worker, store
+from shmaug.engine import _launch, _platform, _worker, _store as store
 from tests import _ops
 
 EMULATED = os.environ.get("SHMAUG_EMULATE_WINDOWS") == "1"

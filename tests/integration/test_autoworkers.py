@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 import shmaug
-from shmaug import _autotune, _platform
+from shmaug.engine import _autotune, _platform
 from tests import _ops
 from tests.conftest import assert_same_batches, needs_keras
 

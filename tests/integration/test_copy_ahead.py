@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import shmaug
-from shmaug import _copier
-from shmaug.ring import OutputRing
+from shmaug.engine import _copier
+from shmaug.engine._ring import OutputRing
 from tests import _ops
 
 pytestmark = pytest.mark.timeout(120)

@@ -196,7 +196,7 @@ def _kill_the_replacement_before_it_is_ready(loader, victim=None):
     """Kill worker 0 once it is ready (or ``victim``, its replacement killed already), wait
     for the pool to start a replacement (spawned: it takes a while to be ready) and kill that
     too before it is. Returns the replacement's pid."""
-    from shmaug._worker import READY
+    from shmaug.engine._worker import READY
 
     deadline = time.monotonic() + 10
     if victim is None:

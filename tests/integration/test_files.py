@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 import shmaug
-from shmaug.files import ImageFiles, ImageReadError
+from shmaug.sources.files import ImageFiles, ImageReadError
 from tests import _ops
 from tests.conftest import assert_same_batches, needs_keras
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shmaug.files import ImageFiles
+from shmaug.sources.files import ImageFiles
 from tests.conftest import needs_keras
 
 pytestmark = [needs_keras, pytest.mark.timeout(180)]

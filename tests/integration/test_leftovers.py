@@ -17,8 +17,8 @@ from typing import Callable
 
 import pytest
 
-from shmaug import _leftovers
-from shmaug.store import SEGMENT_PREFIX
+from shmaug.engine import _leftovers
+from shmaug.engine._store import SEGMENT_PREFIX
 from tests.conftest import shmaug_segments
 
 pytestmark = [pytest.mark.timeout(120),

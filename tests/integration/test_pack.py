@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 import shmaug
-from shmaug.files import ImageFiles
+from shmaug.sources.files import ImageFiles
 from tests.conftest import shmaug_segments
 from tests.integration.test_files import picture, write_folder
 
@@ -58,7 +58,7 @@ def test_second_run_says_it_is_done_and_changed_sources_are_refused(tmp_path, ca
     out = tmp_path / "out"
     first = shmaug.pack(folder, out, image_size=(8, 8), workers=0, progress=False)
     stamp = os.stat(first.images).st_mtime_ns
-    caplog.set_level("INFO", logger="shmaug.pack")
+    caplog.set_level("INFO", logger="shmaug.sources.pack")
     again = shmaug.pack(folder, out, image_size=(8, 8), workers=0, progress=False, verify=True)
     assert not again.created and os.stat(again.images).st_mtime_ns == stamp
     assert "already holds a complete pack" in caplog.text
@@ -91,7 +91,7 @@ def test_pack_from_paths_without_labels_and_from_the_cli(tmp_path):
 
 CHILD = textwrap.dedent("""
     import sys, time
-    import shmaug, shmaug._reader as reader
+    import shmaug, shmaug.sources._reader as reader
 
     _resize = reader.resize
     def slow_resize(*args):  # a slow decoder, so the kill lands part-way (fork keeps it)

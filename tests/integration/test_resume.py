@@ -184,7 +184,7 @@ def test_keras_position_follows_keras_epoch_iterator(batches, steps):
     keras = pytest.importorskip("keras")
     from keras.src.trainers.epoch_iterator import EpochIterator
 
-    from shmaug.callbacks import keras_position
+    from shmaug.keras.callbacks import keras_position
 
     class Counting(keras.utils.PyDataset):
         def __len__(self):

@@ -9,10 +9,10 @@ from collections import deque
 
 import pytest
 
-from shmaug._autoworkers import AutoWorkers
-from shmaug._retiring import Retiring
-from shmaug._worker import BUSY_S, IDLE, STARTED, STATUS_FIELDS, TICKET
-from shmaug.schedule import Task
+from shmaug.engine._autoworkers import AutoWorkers
+from shmaug.engine._retiring import Retiring
+from shmaug.engine._worker import BUSY_S, IDLE, STARTED, STATUS_FIELDS, TICKET
+from shmaug.engine._schedule import Task
 
 
 def status_array(slots):
@@ -202,8 +202,8 @@ def test_close_takes_every_retiring_worker():
 
 
 def test_workers_a_resize_started_get_tasks_once_ready_unless_none_other_is():
-    from shmaug._worker import READY
-    from shmaug.pool import WorkerPool
+    from shmaug.engine._worker import READY
+    from shmaug.engine._pool import WorkerPool
 
     pool = object.__new__(WorkerPool)  # only the dispatch choice: no process is started
     pool.status = status_array(3)

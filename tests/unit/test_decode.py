@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shmaug._decode import REDUCED_TOLERANCE, decode, jpeg_header, reduction, resize
-from shmaug.files import ImageFiles
+from shmaug.sources._decode import REDUCED_TOLERANCE, decode, jpeg_header, reduction, resize
+from shmaug.sources.files import ImageFiles
 
 
 def photo(h: int, w: int, seed: int = 0) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shmaug import _folders as F
+from shmaug.sources import _folders as F
 from shmaug.errors import ArgumentError, ArgumentTypeError
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from shmaug import errors
-from shmaug.glyphs import find_cjk_font, render_glyphs
+from shmaug.sources.glyphs import find_cjk_font, render_glyphs
 
 
 def test_shapes_dtypes_and_names() -> None:

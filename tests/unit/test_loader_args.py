@@ -123,7 +123,7 @@ def test_shared_memory_shortage_says_how_much_and_how_to_fix():
 def small_shm(monkeypatch):
     """/dev/shm with ``small_shm.free`` bytes free; ``small_shm.blocks``: what the dataset's
     shared block held when the whole need was checked (a view dies with its block)."""
-    from shmaug import ring, store
+    from shmaug.engine import _ring as ring, _store as store
 
     if store.free_shm_bytes() is None:
         pytest.skip("no /dev/shm to measure here")
@@ -194,7 +194,7 @@ def test_ragged_targets_name_the_argument_and_the_fix() -> None:
 
 
 def test_repr_shows_the_settings_given_and_what_they_resolved_to():
-    from shmaug import _platform
+    from shmaug.engine import _platform
 
     with shmaug.Loader(X, np.arange(10), batch_size=4, augment=_ops.identity, workers=0,
                        seed=7, shuffle=True, timeout=5, value_range=(0, 255)) as loader:

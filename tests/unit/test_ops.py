@@ -181,7 +181,7 @@ def test_pil_and_opencv_backends_agree(name: str, layout: str) -> None:
     case = CONTRACT[name]
     assert case.pil is not None
     if layout == "glyph":
-        from shmaug.glyphs import render_glyphs
+        from shmaug.sources.glyphs import render_glyphs
 
         image = render_glyphs(1, 64, seed=3)[0][0]
     else:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shmaug._passes import Passes
+from shmaug.keras._passes import Passes
 
 B = 5  # batches per epoch
 

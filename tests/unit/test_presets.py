@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import shmaug
-from shmaug.glyphs import render_glyphs
+from shmaug.sources.glyphs import render_glyphs
 from shmaug.ops import Compose, OneOf, Op
 
 

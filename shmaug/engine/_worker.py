@@ -35,11 +35,11 @@ import numpy as np
 
 from . import _platform
 from . import _validate as check
-from .errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
-from .schedule import OrderCache, Shard, Task
-from .seeding import GlobalsWatch, SampleSeeder
-from .ring import RingHandles, TargetLayout, Targets
-from .store import ArrayHandle, attach
+from ..errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
+from ._schedule import OrderCache, Shard, Task
+from ..seeding import GlobalsWatch, SampleSeeder
+from ._ring import RingHandles, TargetLayout, Targets
+from ._store import ArrayHandle, attach
 
 _TASK_WAIT_S = 1.0  # an idle worker's bounded wait for its next task, before waiting again
 _PARENT_CHECK_S = 1.0  # watchdog: how often to re-check that the parent is still there

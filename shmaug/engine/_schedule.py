@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .seeding import epoch_key
+from ..seeding import epoch_key
 
 
 def permutation(seed: int, epoch: int, n: int, shuffle: bool) -> np.ndarray:

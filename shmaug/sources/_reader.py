@@ -18,10 +18,10 @@ import numpy as np
 
 from ._decode import decode, resize
 from ._paths import PathTable
-from .errors import ImageReadError
-from .store import ArrayHandle, SharedStore, attach_block
+from ..errors import ImageReadError
+from ..engine._store import ArrayHandle, SharedStore, attach_block
 
-log = logging.getLogger("shmaug.files")
+log = logging.getLogger("shmaug.sources.files")
 
 
 @dataclass(frozen=True, slots=True)

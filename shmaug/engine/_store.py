@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _leftovers, _platform
-from .errors import SharedMemoryError
+from ..errors import SharedMemoryError
 
 log = logging.getLogger(__name__)
 

@@ -53,10 +53,10 @@ from ._worker import (
     BUSY_S, CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TICKET, SliceRunner, WorkerSpec,
     Waiter, decode_result, ring_message, worker_main,
 )
-from .errors import ClosedError, WorkerDied, WorkerTimeout, rebuild
-from .schedule import Task
-from .ring import OutputRing
-from .store import ArrayHandle, SharedStore
+from ..errors import ClosedError, WorkerDied, WorkerTimeout, rebuild
+from ._schedule import Task
+from ._ring import OutputRing
+from ._store import ArrayHandle, SharedStore
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from typing import Any, Iterable, Iterator, Sequence, overload
 
 import numpy as np
 
-from .errors import ArgumentError
-from .store import ArrayHandle, SharedStore, attach_block
+from ..errors import ArgumentError
+from ..engine._store import ArrayHandle, SharedStore, attach_block
 
 _INT64 = struct.Struct("<q")
 _PAIR = struct.Struct("<qq")

@@ -34,12 +34,12 @@ from typing import Any
 import keras
 import numpy as np
 
-from . import _describe as describe
+from ..engine import _describe as describe
 from . import _distribution
-from . import _validate as check
+from ..engine import _validate as check
 from ._passes import Key, Passes
-from .errors import ArgumentError, ClosedError, ErrorRecord, rebuild, warn
-from .loader import Loader
+from ..errors import ArgumentError, ClosedError, ErrorRecord, rebuild, warn
+from ..engine.loader import Loader
 
 log = logging.getLogger(__name__)
 

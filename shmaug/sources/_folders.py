@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import ArgumentError, ArgumentTypeError, got, warn
+from ..errors import ArgumentError, ArgumentTypeError, got, warn
 
 # Keras' image_dataset_from_directory list, plus what OpenCV / PIL also decode.
 EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")

@@ -19,10 +19,10 @@ import numpy as np
 
 from ._copier import Copier, Copy
 from ._recycle import Recycler
-from .errors import ClosedError
-from .pool import as_error
-from .ring import OutputRing, Targets
-from .schedule import BatchPlan, Task
+from ..errors import ClosedError
+from ._pool import as_error
+from ._ring import OutputRing, Targets
+from ._schedule import BatchPlan, Task
 
 POLL_S = 0.1  # how long one wait for results lasts before the loop re-checks everything
 _LEAVE_S = 1.0  # how long close() waits for consumer threads to leave produce()

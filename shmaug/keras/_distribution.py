@@ -25,7 +25,7 @@ from typing import Any
 
 import keras
 
-from .errors import ArgumentError, DistributionError
+from ..errors import ArgumentError, DistributionError
 
 log = logging.getLogger(__name__)
 

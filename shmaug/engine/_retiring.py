@@ -19,7 +19,7 @@ from typing import Any
 
 from . import _platform
 from ._worker import CURRENT_INDEX, IDLE, STARTED, STATUS_FIELDS, TICKET
-from .schedule import Task
+from ._schedule import Task
 
 log = logging.getLogger(__name__)
 

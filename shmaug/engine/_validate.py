@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 
 from . import _platform
-from .errors import ArgumentError, ArgumentTypeError, got
-from .ops._params import SUPPORTED_DTYPES, dtype_range, outside
-from .ops._params import value_range as checked_range
-from .ops.core import children
-from .schedule import BatchPlan, Shard
+from ..errors import ArgumentError, ArgumentTypeError, got
+from ..ops._params import SUPPORTED_DTYPES, dtype_range, outside
+from ..ops._params import value_range as checked_range
+from ..ops.core import children
+from ._schedule import BatchPlan, Shard
 
 
 def _is_int(value: Any) -> bool:

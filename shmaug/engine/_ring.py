@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .store import RING, ArrayHandle, SharedStore, check_need
+from ._store import RING, ArrayHandle, SharedStore, check_need
 
 
 @dataclass(frozen=True)

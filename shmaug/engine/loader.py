@@ -25,15 +25,15 @@ from ._autoworkers import AutoWorkers
 from ._copier import Copier, Copy
 from ._recycle import Recycler
 from ._worker import BUSY_S, STATUS_FIELDS, Probe, SliceRunner, WorkerSpec, probe_task
-from .errors import ClosedError, OutputMismatchError, warn
-from .ops._params import dtype_range
-from .ops.core import check_picklable, with_value_range
-from .pool import InlinePool, WorkerPool, as_error
-from .prefetch import CLOSED, POLL_S, Prefetcher
-from .ring import OutputRing
-from .schedule import OrderCache, Shard
-from .seeding import global_rng_use
-from .store import (
+from ..errors import ClosedError, OutputMismatchError, warn
+from ..ops._params import dtype_range
+from ..ops.core import check_picklable, with_value_range
+from ._pool import InlinePool, WorkerPool, as_error
+from ._prefetch import CLOSED, POLL_S, Prefetcher
+from ._ring import OutputRing
+from ._schedule import OrderCache, Shard
+from ..seeding import global_rng_use
+from ._store import (
     ArrayHandle,
     SharedStore,
     check_need,
@@ -119,7 +119,7 @@ class Loader:
             ``numpy.random.Generator``), e.g. a ``shmaug.Compose``; None for none.
         workers: worker processes. ``"auto"`` (the default) starts with one per available
             core, then after each epoch grows or shrinks the pool to the fewest that keep the
-            consumer's wait for data under 2% (see ``shmaug._autotune``; the count is in
+            consumer's wait for data under 2% (see ``shmaug.engine._autotune``; the count is in
             ``loader.workers`` and ``stats()``); None: one per core, fixed; a number: that
             many, fixed; 0 runs everything in this process (for debugging). The batches are
             identical for any of these.
@@ -135,7 +135,7 @@ class Loader:
         output_dtype: dtype of augmented samples; learned from sample 0 when None.
         copy: True hands out private copies of each batch (made in the memory of an
             earlier batch once nothing refers to that one any more: no view, memoryview or
-            tensor sharing it; see ``shmaug._recycle``). False lends read-only views of
+            tensor sharing it; see ``shmaug.engine._recycle``). False lends read-only views of
             the shared slot instead (no copy in this process: for consumers that copy anyway,
             e.g. to a device); a lent batch stays valid only until the next batch is asked
             for, so do not keep it (``list(loader)`` would hold overwritten views).

@@ -13,7 +13,7 @@ from typing import Any
 
 import keras
 
-from .errors import warn
+from ..errors import warn
 from .sequence import _LIVE, Sequence
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from . import _folders as F
 from ._decode import COLOR_MODES
 from ._paths import PathTable
 from ._reader import Decoder, Reader
-from .errors import ArgumentError, ArgumentTypeError, ImageReadError, got
+from ..errors import ArgumentError, ArgumentTypeError, ImageReadError, got
 
 EXTENSIONS = F.EXTENSIONS
 INTERPOLATIONS = ("area", "bicubic", "bilinear", "lanczos3", "lanczos5", "nearest")
@@ -63,7 +63,7 @@ class ImageFiles:
         label_mode: "int" (default), "categorical", "binary" or None (no labels), as Keras.
         reduced_decode: True (default): a JPEG at least twice ``image_size`` is decoded at
             1/2, 1/4 or 1/8 size by libjpeg before the resize, several times faster for
-            camera-size photos (see ``shmaug._decode.REDUCED_TOLERANCE`` for how close it is
+            camera-size photos (see ``shmaug.sources._decode.REDUCED_TOLERANCE`` for how close it is
             to a full decode); False decodes every pixel. Other formats are not affected.
         load: ``load(index) -> uint8 array (H, W, C)``, standing in for unreadable files
             with ``on_error="skip"`` (a loader counts them: ``stats()["skipped"]``).

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import ArgumentError, ArgumentTypeError
+from ..errors import ArgumentError, ArgumentTypeError
 from .files import ImageFiles
 
 log = logging.getLogger(__name__)
@@ -240,7 +240,7 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
            batch_size: int, start_method: str | None, progress: bool) -> Packed:
     from tqdm import tqdm
 
-    from .loader import Loader
+    from ..engine.loader import Loader
 
     final = {name: os.path.join(directory, name) for name in (IMAGES, LABELS, MANIFEST)}
     partial = {name: path + PARTIAL for name, path in final.items()}

@@ -1,0 +1,22 @@
+"""The engine: batches of augmented samples made by a persistent worker pool over shared memory.
+
+Public: ``Loader`` (``shmaug.engine.loader``). Everything else here is internal, and its
+underscore says so. Where each piece sits in the flow of one batch (``shared/DESIGN.md``):
+
+- ``_store``: named shared-memory blocks and memory-mapped files, attached by handle;
+  ``_leftovers`` sweeps segments a killed run left behind.
+- ``_schedule``: pure planning: epoch orders, batches, task slices, shards.
+- ``_ring``: the output slots workers write batches into.
+- ``_pool``, ``_launch``, ``_retiring``: the worker processes, their start, death and resizing;
+  ``_worker`` is what runs inside each.
+- ``_prefetch``, ``_copier``, ``_recycle``: keep batches in flight and copy them out.
+- ``_autoworkers``, ``_autotune``: ``workers="auto"``.
+- ``_validate``, ``_describe``, ``_platform``: argument checks, reprs, platform quirks.
+
+The engine imports ``shmaug.ops``, ``shmaug.seeding`` and ``shmaug.errors``, never Keras,
+TensorFlow, a source's optional library, or the facade (``tests/unit/test_layers.py``).
+"""
+
+from .loader import Loader
+
+__all__ = ["Loader"]
