@@ -11,7 +11,8 @@ underscore says so. Where each piece sits in the flow of one batch (``shared/DES
   ``_worker`` is what runs inside each.
 - ``_prefetch``, ``_copier``, ``_recycle``: keep batches in flight and copy them out.
 - ``_autoworkers``, ``_autotune``: ``workers="auto"``.
-- ``_validate``, ``_describe``, ``_platform``: argument checks, reprs, platform quirks.
+- ``_checks`` (the settings), ``_inputs`` (the data), ``_describe`` (reprs), ``_platform``
+  (platform quirks).
 
 The engine imports ``shmaug.ops``, ``shmaug.seeding`` and ``shmaug.errors``, never Keras,
 TensorFlow, a source's optional library, or the facade (``tests/unit/test_layers.py``).

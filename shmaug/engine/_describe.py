@@ -1,5 +1,5 @@
 """How a Loader or a Sequence describes itself in ``repr()``: the settings as given, and what
-they resolved to. Reads arguments; checks nothing (that is ``_validate``'s)."""
+they resolved to. Reads arguments; checks nothing (that is ``_checks``' and ``_inputs``')."""
 
 from __future__ import annotations
 

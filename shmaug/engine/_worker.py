@@ -34,7 +34,7 @@ from typing import Any, Callable, Collection, Protocol
 import numpy as np
 
 from . import _platform
-from . import _validate as check
+from ._inputs import sample_output
 from ..errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
 from ._schedule import OrderCache, Shard, Task
 from ..seeding import GlobalsWatch, SampleSeeder
@@ -269,10 +269,10 @@ class SliceRunner:
             self.status[self._base + CURRENT_INDEX] = 0
         streams = self._streams(0, np.zeros(1, np.int64))
         image, made = self._watched_sample(0, 0, next(streams) if streams is not None else None)
-        out = check.sample_output(image)
+        out = sample_output(image)
         targets = {}
         for name, target in made.items():
-            target = check.sample_output(target, f"target {name!r}")
+            target = sample_output(target, f"target {name!r}")
             targets[name] = (tuple(target.shape), target.dtype.str)
         loaded = np.asarray(self._loaded)
         numeric = loaded.dtype.kind in "biuf" and loaded.size > 0

@@ -20,7 +20,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import _describe as describe
-from . import _validate as check
+from . import _checks as check
+from . import _inputs as inputs
 from ._autoworkers import AutoWorkers
 from ._copier import Copier, Copy
 from ._recycle import Recycler
@@ -198,9 +199,9 @@ class Loader:
             load = x.load  # a sample source such as shmaug.ImageFiles: workers decode
             if y is None:
                 y = getattr(x, "labels", None)  # as Keras' image_dataset_from_directory
-        x = check.image_array(x) if load is None else x
-        n = len(x) if load is None else check.length(x)
-        self.y = check.targets(y, n)
+        x = inputs.image_array(x) if load is None else x
+        n = len(x) if load is None else inputs.length(x)
+        self.y = inputs.targets(y, n)
         self.batch_size = check.positive_int("batch_size", batch_size)
         asked = check.workers(workers)
         self.auto_workers = asked == check.AUTO  # the pool sizes itself between epochs
@@ -216,13 +217,13 @@ class Loader:
         self.timeout = check.timeout(timeout)
         self.augment = check.callable_or_none("augment", augment)
         load = check.callable_or_none("load", load)
-        given = check.value_range(value_range)
+        given = inputs.value_range(value_range)
         # invariant: the (low, high) the images lie in; None while a `load` source is unprobed
-        self.value_range = check.resolve_range(given, self.augment, None if load else x.dtype)
+        self.value_range = inputs.resolve_range(given, self.augment, None if load else x.dtype)
         self.augment = with_value_range(self.augment, self.value_range)  # said once, for all
-        check.pipeline_input(self.augment, None if load else x)  # a dtype or layout ops misread
+        inputs.pipeline_input(self.augment, None if load else x)  # a dtype or layout ops misread
         # invariant: the targets workers transform with their image (e.g. masks), by name
-        self._augmented = check.augmented_targets(self.y, self.augment,
+        self._augmented = inputs.augmented_targets(self.y, self.augment,
                                                   None if load else tuple(x.shape[1:]))
         # Ops that clip need the true range; a plain user function gets data as it is, unchecked
         # unless the user declared a range.
@@ -260,7 +261,7 @@ class Loader:
             else:
                 if checked and self.value_range is not None and load is None \
                         and mapped_file_handle(x) is None:
-                    check.check_values(x, self.value_range, given is not None,  # all of it
+                    inputs.check_values(x, self.value_range, given is not None,  # all of it
                                        self.augment)
                 # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
                 self._ring = OutputRing(self._store, self.max_queue_size, min(self.batch_size, n))
@@ -278,7 +279,7 @@ class Loader:
                 probe = await_probe(self._pool, self.timeout)
                 self.value_range = self.value_range or dtype_range(probe.input_dtype)
                 if checked and self.value_range is not None:
-                    check.check_probe_values(probe.input_range, probe.input_nonfinite,
+                    inputs.check_probe_values(probe.input_range, probe.input_nonfinite,
                                              self.value_range, given is not None,
                                              probe.input_dtype, self.augment)
                 sample_shape, dtype = output_of(probe, shape, dtype)
@@ -516,7 +517,7 @@ class Loader:
             self._auto.after(done - began, self.last_hit, done)
         self._counters["images"] += stop - start
         self._counters["batches"] += 1
-        return xb, check.gather(self.y, positions,
+        return xb, inputs.gather(self.y, positions,
                                 {id(self._augmented[k]): v for k, v in made.items()})
 
     def _follow_auto(self, epoch: int, now: float) -> None:

@@ -36,7 +36,9 @@ import numpy as np
 
 from ..engine import _describe as describe
 from . import _distribution
-from ..engine import _validate as check
+from ..engine import _checks as check
+from ..engine import _inputs as inputs
+from . import _checks as facade_checks
 from ._passes import Key, Passes
 from ..errors import ArgumentError, ClosedError, ErrorRecord, rebuild, warn
 from ..engine.loader import Loader
@@ -118,7 +120,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         # Keras must not add threads or processes of its own on top of shmaug's (its adapter
         # starts them for workers > 1, or workers > 0 with use_multiprocessing).
         super().__init__(workers=1, use_multiprocessing=False, max_queue_size=max_queue_size)
-        if check.use_multiprocessing(use_multiprocessing) is False:
+        if facade_checks.use_multiprocessing(use_multiprocessing) is False:
             warn(
                 "shmaug.Sequence always runs its `workers` in processes (they share the data "
                 "through shared memory, so a process costs no copy), so "
@@ -137,20 +139,20 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             timeout=check.timeout(timeout),
             output_shape=output_shape,
             output_dtype=output_dtype,
-            value_range=check.value_range(value_range),
+            value_range=inputs.value_range(value_range),
         )
         source = callable(getattr(images, "load", None))  # e.g. shmaug.ImageFiles
         if source and y is None:
             y = getattr(images, "labels", None)  # as Keras' image_dataset_from_directory
         custom_load = self._overrides("load") or source
-        images = images if custom_load else check.image_array(images)
-        check.pipeline_input(self._loader_args["augment"], images)  # a dtype or layout ops misread
-        n = check.length(images) if custom_load else len(images)
+        images = images if custom_load else inputs.image_array(images)
+        inputs.pipeline_input(self._loader_args["augment"], images)  # a dtype or layout ops misread
+        n = inputs.length(images) if custom_load else len(images)
         self.x = images  # invariant: what the workers read (array) or what `load` indexes
         self._side = {  # gathered per batch in this process, but for targets `augment` moves
-            "y": check.targets(y, n, "y"),  # first: its `mask` is the one augmented
-            "inputs": check.targets(extra_inputs or None, n, "x"),
-            "sample_weight": check.targets(sample_weight, n, "sample_weight"),
+            "y": inputs.targets(y, n, "y"),  # first: its `mask` is the one augmented
+            "inputs": inputs.targets(extra_inputs or None, n, "x"),
+            "sample_weight": inputs.targets(sample_weight, n, "sample_weight"),
         }
         if self._overrides("augment"):
             self._refuse_lost_targets()
@@ -294,7 +296,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         expected = {**self._fingerprint, "seed": self.seed}
         epoch, cursor = check.resume_state(state, "shmaug.Sequence", self.STATE_VERSION,
                                            expected, batches)
-        bindings = check.bindings(state.get("bindings"), state.get("asked"), batches)
+        bindings = facade_checks.bindings(state.get("bindings"), state.get("asked"), batches)
         with self._lock:
             self._passes.restore(epoch, cursor, {i: (e, b) for i, e, b in bindings})
             self._previous = -1
@@ -502,7 +504,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         """An ``augment`` override sees only the image: the targets that the `augment`
         argument would have moved with it (a mask, boxes) would come back untouched."""
         op = self._loader_args["augment"]
-        moved = check.augmented_targets(self._side, op) if op is not None else {}
+        moved = inputs.augmented_targets(self._side, op) if op is not None else {}
         if moved:
             raise ArgumentError(
                 f"{type(self).__name__} overrides `augment`, which receives only the image, "

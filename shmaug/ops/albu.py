@@ -179,7 +179,7 @@ class FromAlbumentations:
         return FromAlbumentations(self.pipeline, (float(value_range[0]), float(value_range[1])))
 
     # Float images must lie in this range whatever `value_range` says: albumentations' float
-    # ops clip there. A loader checks the data against it up front (``_validate``).
+    # ops clip there. A loader checks the data against it up front (``shmaug.engine._inputs``).
     float_range = (0.0, 1.0)
 
     @staticmethod

@@ -219,7 +219,7 @@ def test_large_seeds_differ_from_each_other():
 
 @pytest.mark.parametrize("seed", [-1, -(2**70)])
 def test_negative_seeds_are_refused_with_the_fix(seed):
-    from shmaug.engine import _validate as check
+    from shmaug.engine import _checks as check
 
     with pytest.raises(shmaug.ArgumentError, match=r"`seed` must be None or an integer >= 0"):
         check.seed(seed)
