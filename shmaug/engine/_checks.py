@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from . import _platform
 from ..errors import ArgumentError, ArgumentTypeError, got
+from . import _platform
 from ._schedule import BatchPlan, Shard
+
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)

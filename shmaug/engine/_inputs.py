@@ -16,6 +16,7 @@ from ..ops._params import SUPPORTED_DTYPES, dtype_range, outside
 from ..ops._params import value_range as checked_range
 from ..ops.core import children
 
+
 def image_array(x: Any) -> np.ndarray:
     """``x`` as the images workers read: an array (N, H, W[, C]) of numbers.
 

@@ -14,26 +14,28 @@ import logging
 import pickle
 import time
 import weakref
-from functools import partial
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from . import _describe as describe
+from ..errors import ClosedError, warn
+from ..ops._params import dtype_range
+from ..ops.core import check_picklable
+from ..seeding import global_rng_use
 from . import _checks as check
+from . import _describe as describe
 from . import _inputs as inputs
 from ._autoworkers import AutoWorkers
-from ._copier import Copier, Copy
+from ._copier import Copier
+from ._gather import Gatherer
+from ._options import resolve
+from ._pool import InlinePool, WorkerPool
+from ._prefetch import CLOSED, Prefetcher
+from ._probe import await_probe, output_of
 from ._recycle import Recycler
-from ._worker import BUSY_S, STATUS_FIELDS, Probe, SliceRunner, WorkerSpec, probe_task
-from ..errors import ClosedError, OutputMismatchError, warn
-from ..ops._params import dtype_range
-from ..ops.core import check_picklable, with_value_range
-from ._pool import InlinePool, WorkerPool, as_error
-from ._prefetch import CLOSED, POLL_S, Prefetcher
 from ._ring import OutputRing
 from ._schedule import OrderCache, Shard
-from ..seeding import global_rng_use
+from ._stats import Figures
 from ._store import (
     ArrayHandle,
     SharedStore,
@@ -41,10 +43,10 @@ from ._store import (
     copied_bytes,
     mapped_file_handle,
 )
+from ._worker import SliceRunner, WorkerSpec
 
 log = logging.getLogger(__name__)
 
-_PROBE_TICKET = 0  # the Prefetcher's tickets start at 1 (and stay exact in the float64 status)
 _OPEN: weakref.WeakSet[Loader] = weakref.WeakSet()  # for close_open_loaders
 
 
@@ -53,31 +55,6 @@ def close_open_loaders() -> None:
     command line does, when Ctrl-C finds the main thread blocked elsewhere for good)."""
     for loader in list(_OPEN):
         loader.close()
-
-
-def await_probe(pool: Any, timeout: float | None) -> Probe:
-    """Run the probe (sample 0) on ``pool`` and wait for its answer: the same timeout, death
-    handling and error reporting as every task, so a probe that hangs, raises or crashes its
-    worker is an exception here, not a hung or crashed main process."""
-    pool.submit(probe_task(_PROBE_TICKET))
-    while True:
-        for result in pool.poll(POLL_S):
-            if result[1] == _PROBE_TICKET:
-                if result[0] == "probed":
-                    probe: Probe = result[2]
-                    return probe
-                raise as_error(result, timeout)
-
-
-def output_of(probe: Probe, shape: tuple[int, ...] | None, dtype: Any) -> tuple[tuple[int, ...], Any]:
-    """The ring's sample shape and dtype: as declared, else as the probe saw them."""
-    if shape is not None and shape != probe.shape:
-        raise OutputMismatchError(
-            f"`output_shape` is {shape} but sample index 0 came out of `augment` with shape "
-            f"{probe.shape}. Fix: pass output_shape={probe.shape}, or leave it out to learn it "
-            f"from sample 0."
-        )
-    return probe.shape, np.dtype(probe.dtype) if dtype is None else dtype
 
 
 def _shutdown(prefetch: Prefetcher | None, pool: Any, store: SharedStore,
@@ -193,45 +170,21 @@ class Loader:
         shard_index: int | None = None,
     ) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
-        # For repr: what x was, whether the seed was drawn, the value range given.
-        self._given = describe.brief(x), seed is None, value_range
-        if load is None and callable(getattr(x, "load", None)):
-            load = x.load  # a sample source such as shmaug.ImageFiles: workers decode
-            if y is None:
-                y = getattr(x, "labels", None)  # as Keras' image_dataset_from_directory
-        x = inputs.image_array(x) if load is None else x
-        n = len(x) if load is None else inputs.length(x)
-        self.y = inputs.targets(y, n)
-        self.batch_size = check.positive_int("batch_size", batch_size)
-        asked = check.workers(workers)
-        self.auto_workers = asked == check.AUTO  # the pool sizes itself between epochs
-        # invariant: the count asked for (auto: the usable cores, where it starts); the
-        # `workers` property tells the count running now
-        self._workers_asked = check.default_workers() if self.auto_workers else int(asked)
-        self.seed = check.seed(seed)
-        self.shuffle = check.boolean("shuffle", shuffle)
-        copy = check.boolean("copy", copy)
-        self.start_method = check.start_method(start_method)
-        self.max_queue_size = check.max_queue_size(
-            max_queue_size, min(self.batch_size, n), None if load else x[0].nbytes)
-        self.timeout = check.timeout(timeout)
-        self.augment = check.callable_or_none("augment", augment)
-        load = check.callable_or_none("load", load)
-        given = inputs.value_range(value_range)
+        o = resolve(x, y, batch_size, augment, workers=workers, seed=seed, shuffle=shuffle,
+                    drop_remainder=drop_remainder, start_method=start_method,
+                    max_queue_size=max_queue_size, timeout=timeout, output_shape=output_shape,
+                    output_dtype=output_dtype, load=load, copy=copy, value_range=value_range,
+                    num_shards=num_shards, shard_index=shard_index)
+        self._options = o  # invariant: what was asked, checked; the rest is what was built
+        x, load, n, shape, dtype = o.x, o.load, o.n, o.output_shape, o.output_dtype
+        self.y, self.batch_size, self.seed, self.shuffle = o.y, o.batch_size, o.seed, o.shuffle
+        self.auto_workers, self._workers_asked = o.auto_workers, o.workers
+        self.start_method, self.max_queue_size, self.timeout = (
+            o.start_method, o.max_queue_size, o.timeout)
+        self.augment, self._augmented = o.augment, o.augmented
         # invariant: the (low, high) the images lie in; None while a `load` source is unprobed
-        self.value_range = inputs.resolve_range(given, self.augment, None if load else x.dtype)
-        self.augment = with_value_range(self.augment, self.value_range)  # said once, for all
-        inputs.pipeline_input(self.augment, None if load else x)  # a dtype or layout ops misread
-        # invariant: the targets workers transform with their image (e.g. masks), by name
-        self._augmented = inputs.augmented_targets(self.y, self.augment,
-                                                  None if load else tuple(x.shape[1:]))
-        # Ops that clip need the true range; a plain user function gets data as it is, unchecked
-        # unless the user declared a range.
-        checked = given is not None or hasattr(self.augment, "with_value_range")
-        shape = None if output_shape is None else check.shape("output_shape", output_shape)
-        dtype = None if output_dtype is None else check.dtype("output_dtype", output_dtype)
-        self.num_shards, self.shard_index, self._plan = check.sharded_plan(
-            n, self.batch_size, drop_remainder, num_shards, shard_index, self.shuffle, seed)
+        self.value_range = o.value_range
+        self.num_shards, self.shard_index, self._plan = o.num_shards, o.shard_index, o.plan
         self._shard = Shard(self.num_shards, self.shard_index)
         self._n = n  # invariant: samples in the dataset (all shards)
         self._orders = OrderCache(self.seed, n, self.shuffle, shard=self._shard)
@@ -248,9 +201,6 @@ class Loader:
         self._ring: OutputRing | None = None
         self._pool: Any = _NoPool()
         self._marks: np.ndarray | None = None  # invariant: 1 where `load` stood in (shared)
-        # invariant: marked samples delivered so far, with their names (read at delivery:
-        # a source's table may live in the store, unmapped at close)
-        self._unreadable: dict[int, str] = {}
         try:
             load = self._marking(load, n)
             self._load: Any = load  # invariant: what workers call for sample i; None: x[i]
@@ -259,10 +209,10 @@ class Loader:
                 self._x: Any = x
                 sample_shape, dtype = tuple(x.shape[1:]), x.dtype
             else:
-                if checked and self.value_range is not None and load is None \
+                if o.checked and self.value_range is not None and load is None \
                         and mapped_file_handle(x) is None:
-                    inputs.check_values(x, self.value_range, given is not None,  # all of it
-                                       self.augment)
+                    inputs.check_values(x, self.value_range,  # all of it
+                                        o.given_range is not None, self.augment)
                 # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
                 self._ring = OutputRing(self._store, self.max_queue_size, min(self.batch_size, n))
                 # What must fit in /dev/shm, checked before anything is copied there: the
@@ -278,10 +228,10 @@ class Loader:
                 # User code runs only where workers run it: the probe is a task like any other.
                 probe = await_probe(self._pool, self.timeout)
                 self.value_range = self.value_range or dtype_range(probe.input_dtype)
-                if checked and self.value_range is not None:
+                if o.checked and self.value_range is not None:
                     inputs.check_probe_values(probe.input_range, probe.input_nonfinite,
-                                             self.value_range, given is not None,
-                                             probe.input_dtype, self.augment)
+                                              self.value_range, o.given_range is not None,
+                                              probe.input_dtype, self.augment)
                 sample_shape, dtype = output_of(probe, shape, dtype)
                 self._fill_dataset(sample_shape, dtype, probe.targets)
                 self._ring.allocate(sample_shape, dtype, targets=probe.targets)
@@ -295,7 +245,9 @@ class Loader:
         # with workers=0, which keeps everything on the caller's thread for debugging.
         self._copier = Copier() if self.workers else None
         self._recycler = Recycler()  # the arrays batches are copied into (see _recycle)
-        self._gather_ahead: tuple[tuple[int, int], Copy] | None = None  # (key, its gather)
+        # Batches gathered from x, when there is nothing to augment (no ring, no pool).
+        self._gather = Gatherer(self._x, self._copier, self._recycler, self.indices, len(self)) \
+            if self._gather_only else None
         # invariant: measures epochs and decides the count, with workers="auto" and a pool
         self._auto = AutoWorkers(self._workers_asked, self._pool.busy_s) \
             if self.auto_workers and isinstance(self._pool, WorkerPool) else None
@@ -305,9 +257,9 @@ class Loader:
         # Backstop for a loader that is never closed: runs at garbage collection or exit.
         self._finalizer = weakref.finalize(self, _shutdown, self._prefetch, self._pool,
                                            self._store, self._copier)
-        self.reset_stats()  # sets _t0 and _counters: the stats window starts now
+        self._figures = Figures(self._pool)  # stats(): the window starts now
         self.last_hit = False  # whether the last batch() was ready when asked for
-        self.copy = copy
+        self.copy = o.copy
         self._closed = False
         _OPEN.add(self)
         log.debug("Loader ready: %d samples, %d batches/epoch, %d workers (%s)", n,
@@ -354,11 +306,8 @@ class Loader:
         marked = indices[self._marks[indices] != 0]
         if not marked.size:
             return
-        self._counters["skipped"] += marked.size
-        first = not self._unreadable
         name = getattr(self._load, "name", str)
-        self._unreadable.update((i, name(i)) for i in marked.tolist())
-        if first:
+        if self._figures.stood_in({i: name(i) for i in marked.tolist()}):
             warn(self._load.replaced_warning(int(marked[0])))
 
     def _place_dataset(self, x: Any, load: Any) -> tuple[ArrayHandle | None, Any]:
@@ -496,27 +445,22 @@ class Loader:
         began = time.perf_counter()
         if self._auto is not None:  # between two epochs: the pool may be resized
             self._follow_auto(epoch, began)
-        if not self._counters["t_first"]:
-            self._counters["t_first"] = began
-        hits = self._counters["hits"]
+        self._figures.asked(began)
         made: dict[str, np.ndarray] = {}  # augmented targets
         if self._gather_only:
-            xb = self._gather(epoch, index, positions)
-            self._counters["hits"] += 1
+            assert self._gather is not None
+            xb, hit = self._gather(epoch, index, positions), True
         else:
             assert self._prefetch is not None
             xb, made, hit = self._prefetch.produce((epoch, index), stop - start,
                                                    copy=self.copy)
-            self._counters["hits"] += hit
             if self._marks is not None:  # made now, so its stand-ins are marked by now
                 self._count_stand_ins(positions)
-        self.last_hit = self._counters["hits"] > hits
+        self.last_hit = bool(hit)
         done = time.perf_counter()
-        self._counters["wait_s"] += done - began
+        self._figures.delivered(stop - start, done - began, self.last_hit)
         if self._auto is not None:
             self._auto.after(done - began, self.last_hit, done)
-        self._counters["images"] += stop - start
-        self._counters["batches"] += 1
         return xb, inputs.gather(self.y, positions,
                                 {id(self._augmented[k]): v for k, v in made.items()})
 
@@ -534,39 +478,6 @@ class Loader:
         assert self._prefetch is not None
         self._pool.resize(workers)
         self._prefetch.resized(workers)
-
-    def _gather(self, epoch: int, index: int, positions: np.ndarray) -> np.ndarray:
-        """Batch ``index`` gathered from ``x`` (nothing to augment): the copy the copier made
-        ahead when this is the batch it was asked for, else made now. Asks for the next one
-        first, so that a batch made now and the next one are gathered side by side."""
-        out: np.ndarray
-        if self._copier is None:
-            out = self._x[positions]
-            return out
-        self._copier.back()
-        ahead, key = self._gather_ahead, (epoch, index)
-        self._gather_ahead = None
-        following = (epoch, index + 1) if index + 1 < len(self) else (epoch + 1, 0)
-        rows = self.indices(following[1], epoch=following[0])
-        # Sized by the batch made ahead, not this one: an epoch's short last batch must not
-        # leave the next epoch's first one to be gathered on demand.
-        if self._copier.pays(rows.size * self._x[:1].nbytes):
-            # Allocated on this thread, like the gathers made here: 9.6 MB batches allocated
-            # on the copier thread (its own malloc arena) stalled 10-20 ms now and then,
-            # pages given back and faulted in again it seems, where a gather takes 1.4 ms.
-            self._gather_ahead = following, self._copier.submit(self._gather_into(rows))
-        if ahead is not None and ahead[0] == key:
-            out = self._copier.take(ahead[1])
-        else:
-            if ahead is not None:
-                self._copier.discard(ahead[1])
-            out = self._copier.make(self._gather_into(positions))
-        return out
-
-    def _gather_into(self, rows: np.ndarray) -> Callable[[], np.ndarray]:
-        """The gather of ``rows`` of ``x``, to run on any thread, into an array picked now."""
-        into = self._recycler.empty((len(rows), *self._x.shape[1:]), self._x.dtype)
-        return partial(np.take, self._x, rows, axis=0, out=into, mode="clip")  # rows in range
 
     def indices(self, index: int, *, epoch: int | None = None) -> np.ndarray:
         """The dataset indices of the samples in batch ``index`` of ``epoch`` (negative:
@@ -598,49 +509,21 @@ class Loader:
         A sample counts as unreadable from the first time it was (a file that is fixed
         during the run still counts).
         """
-        c = self._counters
-        now = time.perf_counter()
-        elapsed = now - c["t_first"] if c["t_first"] else 0.0
-        busy: list[float] = []
-        status = getattr(self._pool, "status", None)
-        if status is not None:
-            span = max(now - self._t0, 1e-9)
-            busy = [min(1.0, float(status[w * STATUS_FIELDS + BUSY_S] - self._busy_base[w]) / span)
-                    for w in range(self.workers)]
         ready = self._prefetch.ready if self._prefetch is not None else 0
-        return {
-            "images_per_s": c["images"] / elapsed if elapsed > 0 else 0.0,
-            "wait_fraction": c["wait_s"] / elapsed if elapsed > 0 else 0.0,
-            "hit_rate": c["hits"] / c["batches"] if c["batches"] else 0.0,
-            "queue_depth": ready,
-            "workers": self.workers,
-            "workers_decision": None if self._auto is None else self._auto.summary(),
-            "worker_busy": busy,
-            "respawns": getattr(self._pool, "respawns", 0),
-            "batches": c["batches"],
-            "images": int(c["images"]),
-            "skipped": int(c["skipped"]),
-            "unreadable": sorted(self._unreadable.values()),
-        }
+        return self._figures.report(self.workers, ready,
+                                    None if self._auto is None else self._auto.summary())
 
     def reset_stats(self) -> None:
         """Start the ``stats()`` window afresh (e.g. at each epoch)."""
-        self._counters: dict[str, float] = dict(wait_s=0.0, images=0, batches=0, hits=0,
-                                                skipped=0, t_first=0.0)
-        self._t0 = time.perf_counter()
-        # A baseline, not a reset: workers add to BUSY_S without a lock, so a zero written
-        # here could be lost under a worker's read-modify-write.
-        status = getattr(self._pool, "status", None)
-        slots = getattr(self._pool, "capacity", self.workers)  # resize() may fill them all
-        self._busy_base = [0.0 if status is None else float(status[w * STATUS_FIELDS + BUSY_S])
-                           for w in range(slots)]
+        self._figures.reset()
 
     def close(self) -> None:
         """Stop the workers and free the shared memory. Idempotent."""
         self._closed = True
         _OPEN.discard(self)
         self._x = None
-        self._gather_ahead = None
+        if self._gather is not None:
+            self._gather.clear()
         self._recycler.clear()
         if self._ring is not None:
             self._ring.detach()
@@ -657,16 +540,16 @@ class Loader:
         if self.workers and self._gather_only:
             workers = f"{self.workers} (none started: nothing to augment)"
         settings: list[tuple[str, Any]] = [
-            ("x", self._given[0]), ("y", describe.brief(self.y)),
+            ("x", self._options.shown_x), ("y", describe.brief(self.y)),
             ("batch_size", self.batch_size), ("augment", describe.brief(self.augment)),
             ("workers", workers),
             ("start_method", repr(describe.resolved_start_method(self.start_method))
              if self.workers else "None (workers=0: this process)"),
-            ("seed", f"{self.seed} (drawn: seed=None)" if self._given[1] else self.seed),
+            ("seed", f"{self.seed} (drawn: seed=None)" if self._options.seed_drawn else self.seed),
             ("shuffle", self.shuffle), ("drop_remainder", self._plan.drop_remainder),
             ("max_queue_size", self.max_queue_size)]
         optional = [("timeout", self.timeout, None), ("copy", self.copy, True),
-                    ("value_range", self._given[2], None),
+                    ("value_range", self._options.shown_range, None),
                     ("num_shards", self.num_shards, 1), ("shard_index", self.shard_index, 0),
                     ("load", self._load if not hasattr(self._load, "marking") else None, None)]
         settings += [(k, describe.brief(v)) for k, v, default in optional if v != default]

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError, got
 
+
 def use_multiprocessing(value: Any) -> bool | None:
     """Keras' PyDataset argument, accepted so a PyDataset's arguments work unchanged."""
     if value is not None and not isinstance(value, (bool, np.bool_)):

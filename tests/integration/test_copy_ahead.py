@@ -126,7 +126,7 @@ def test_a_gathered_batch_is_made_before_it_is_asked_for():
         loader.batch(0)
         time.sleep(STEP_S)
         loader.batch(1)  # the consumer was away: the next gather is asked for ahead
-        ahead = loader._gather_ahead
+        ahead = loader._gather._ahead
         assert ahead is not None and ahead[0] == (0, 2)
         assert ahead[1].done.wait(5)  # made while the consumer is away
         np.testing.assert_array_equal(loader.batch(2)[0], images()[16:24])
@@ -139,7 +139,7 @@ def test_a_short_last_batch_still_has_the_next_epochs_first_gathered_ahead(monke
     monkeypatch.setattr(_copier, "MIN_BYTES", 8 * 12 * 12)  # a full batch; the last has 4 rows
     with shmaug.Loader(images(44), batch_size=8, workers=2, seed=1) as loader:
         slow_pass(loader)
-        ahead = loader._gather_ahead
+        ahead = loader._gather._ahead
         assert ahead is not None and ahead[0] == (1, 0)
         first = next(iter(loader))[0]
         np.testing.assert_array_equal(first, images(44)[loader.indices(0, epoch=1)])
