@@ -309,11 +309,14 @@ def prepare_out(path: str | Path, *, file: bool = False) -> Path:
     return out
 
 
-def base_parser(description: str, default_out: str) -> argparse.ArgumentParser:
-    """``--quick`` and ``--out``; the program is named as it is run (``python -m bench.x``)."""
-    module = getattr(sys.modules["__main__"], "__spec__", None)
-    name = module.name.removesuffix(".__main__") if module else ""
-    prog = f"python -m {name}" if name.startswith("bench") else None  # else argparse's own
+def base_parser(description: str, default_out: str, prog: str | None = None
+                ) -> argparse.ArgumentParser:
+    """``--quick`` and ``--out``; the program is named as it is run (``python -m bench.x``),
+    or ``prog`` when another command runs it (``shmaug bench``)."""
+    if prog is None:
+        module = getattr(sys.modules["__main__"], "__spec__", None)
+        name = module.name.removesuffix(".__main__") if module else ""
+        prog = f"python -m {name}" if name.startswith("bench") else None  # else argparse's own
     parser = argparse.ArgumentParser(description=description, prog=prog)
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and 1 repeat: a smoke run (CI), not a measurement")
