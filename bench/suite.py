@@ -141,14 +141,21 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         sys.argv = [sys.argv[0], *meta["command"].split()[3:]]
         results = [_judge(r) for r in saved["results"]]
         print(write(results, args, meta["environment"], meta["wall_s"], saved))
+        _say_where(args.out)
         return 0
     env = R.environment()
     t0 = time.perf_counter()
     results = run_all(args, env)
     text = write(results, args, env, time.perf_counter() - t0)
     print(text)
-    print(f"results in {args.out}/ ({NAME}.json, {NAME}.md, throughput.png, scaling.png)")
+    _say_where(args.out)
     return 0
+
+
+def _say_where(out: str) -> None:
+    """The last line of every run: the absolute folder it wrote (a quick run's is a temp one)."""
+    print(f"results in {Path(out).resolve()}/ ({NAME}.json, {NAME}.md, throughput.png, "
+          f"scaling.png)")
 
 
 if __name__ == "__main__":
