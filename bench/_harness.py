@@ -309,17 +309,47 @@ def prepare_out(path: str | Path, *, file: bool = False) -> Path:
     return out
 
 
-def base_parser(description: str, default_out: str) -> argparse.ArgumentParser:
-    """``--quick`` and ``--out``; the program is named as it is run (``python -m bench.x``)."""
-    module = getattr(sys.modules["__main__"], "__spec__", None)
-    name = module.name.removesuffix(".__main__") if module else ""
-    prog = f"python -m {name}" if name.startswith("bench") else None  # else argparse's own
-    parser = argparse.ArgumentParser(description=description, prog=prog)
+def quick_out(default_out: str) -> str:
+    """Where a ``--quick`` run writes when no ``--out`` is given: the system's temp folder,
+    never the repository, whose ``bench/results/`` hold the committed measurements. One fixed
+    folder per script (each quick run replaces the last), so smoke runs leave no litter."""
+    name = Path(default_out).name
+    name = "suite" if name == "results" else name  # `python -m bench` writes bench/results/
+    return str(Path(tempfile.gettempdir()) / "shmaug-bench-quick" / name)
+
+
+class _BenchParser(argparse.ArgumentParser):
+    """Resolves ``--out`` after parsing: as given; else, for ``--quick``, ``quick_out``; else
+    the committed results' folder."""
+
+    def __init__(self, *args: Any, default_out: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.default_out = default_out
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, rest = super().parse_known_args(args, namespace)
+        if getattr(parsed, "out", None) is None:
+            parsed.out = quick_out(self.default_out) if parsed.quick else self.default_out
+        return parsed, rest
+
+
+def base_parser(description: str, default_out: str, prog: str | None = None
+                ) -> argparse.ArgumentParser:
+    """``--quick`` and ``--out``; the program is named as it is run (``python -m bench.x``),
+    or ``prog`` when another command runs it (``shmaug bench``). A quick run writes nowhere
+    under the repository unless ``--out`` says so (``quick_out``)."""
+    if prog is None:
+        module = getattr(sys.modules["__main__"], "__spec__", None)
+        name = module.name.removesuffix(".__main__") if module else ""
+        prog = f"python -m {name}" if name.startswith("bench") else None  # else argparse's own
+    parser = _BenchParser(description=description, prog=prog, default_out=default_out)
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and 1 repeat: a smoke run (CI), not a measurement")
     what = "file for the JSON results" if default_out.endswith(".json") else \
         "folder for the JSON and Markdown results"
-    parser.add_argument("--out", default=default_out, help=f"{what} (default {default_out})")
+    parser.add_argument("--out", default=None,
+                        help=f"{what} (default {default_out}; with --quick "
+                             f"{quick_out(default_out)}, outside the repository)")
     return parser
 
 

@@ -95,9 +95,9 @@ def run_all(args: argparse.Namespace, env: dict[str, Any]) -> list[dict[str, Any
     return results
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
+def parse(argv: list[str] | None, prog: str | None = None) -> argparse.Namespace:
     parser = H.base_parser("shmaug vs Keras workers, the Pool recipe, tf.data and PyTorch",
-                           "bench/results")
+                           "bench/results", prog)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     parser.add_argument("--workloads", default="W1,W2,W3", help="comma list of W1,W2,W3")
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help="comma list of: " + ",".join(CONTENDERS))
@@ -129,8 +129,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Run the suite; ``prog`` names the command in its help (``shmaug bench``)."""
+    args = parse(argv, prog)
     H.prepare_out(args.out)  # before measuring, not after
     if args.render:
         saved = json.loads(Path(args.render).read_text())
@@ -140,14 +141,21 @@ def main(argv: list[str] | None = None) -> int:
         sys.argv = [sys.argv[0], *meta["command"].split()[3:]]
         results = [_judge(r) for r in saved["results"]]
         print(write(results, args, meta["environment"], meta["wall_s"], saved))
+        _say_where(args.out)
         return 0
     env = R.environment()
     t0 = time.perf_counter()
     results = run_all(args, env)
     text = write(results, args, env, time.perf_counter() - t0)
     print(text)
-    print(f"results in {args.out}/ ({NAME}.json, {NAME}.md, throughput.png, scaling.png)")
+    _say_where(args.out)
     return 0
+
+
+def _say_where(out: str) -> None:
+    """The last line of every run: the absolute folder it wrote (a quick run's is a temp one)."""
+    print(f"results in {Path(out).resolve()}/ ({NAME}.json, {NAME}.md, throughput.png, "
+          f"scaling.png)")
 
 
 if __name__ == "__main__":

@@ -2,13 +2,15 @@
 
 Importing shmaug starts no process, changes no thread count and does not import Keras or
 TensorFlow (spawned workers re-import this package). The Keras facade (`Sequence`,
-`StallMonitor`, `EpochSync`) is loaded on first access.
+`StallMonitor`, `EpochSync`, the `shmaug.keras` package) is loaded on first access.
+
+`dir(shmaug)` is the public API: the names of `__all__` and the public parts (`engine`,
+`errors`, `keras`, `ops`, `seeding`, `sources`), nothing this module imports for itself.
 """
 
-from __future__ import annotations
-
-import logging
-from typing import Any
+import importlib as _importlib
+import logging as _logging
+import typing as _typing
 
 from . import _moved, presets
 from .errors import (
@@ -84,20 +86,28 @@ __all__ = [
     "register",
 ]
 
-logging.getLogger(__name__).addHandler(logging.NullHandler())
+# The public parts beside __all__ (not in it: `from shmaug import *` must not bind `keras`).
+_PUBLIC_MODULES = ("engine", "errors", "keras", "ops", "seeding", "sources")
+
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 _LAZY = {"EpochSync": "keras.callbacks", "Sequence": "keras.sequence",
          "StallMonitor": "keras.callbacks"}
 _moved.install(__name__)  # the flat layout's module paths, for one release
 
 
-def __getattr__(name: str) -> Any:
-    # The facade imports Keras; load it only when someone asks for it.
-    if name in _LAZY:
-        import importlib
+def __dir__() -> list[str]:
+    # Tab completion and help(): the public API only, the lazy facade names included.
+    return sorted({*__all__, *_PUBLIC_MODULES})
 
+
+def __getattr__(name: str) -> _typing.Any:
+    # The facade imports Keras; load it only when someone asks for it.
+    if name == "keras":
+        return _importlib.import_module(".keras", __name__)
+    if name in _LAZY:
         try:
-            module = importlib.import_module(f".{_LAZY[name]}", __name__)
+            module = _importlib.import_module(f".{_LAZY[name]}", __name__)
         except ModuleNotFoundError as exc:
             if exc.name != "keras":
                 raise

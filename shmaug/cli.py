@@ -435,7 +435,7 @@ def _bench(argv: list[str]) -> int:
                            "it again.")
     sys.path.insert(0, os.getcwd())
     suite = importlib.import_module("bench.suite")
-    return int(suite.main(argv) or 0)
+    return int(suite.main(argv, prog="shmaug bench") or 0)  # its --help names this command
 
 
 if __name__ == "__main__":

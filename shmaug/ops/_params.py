@@ -102,7 +102,8 @@ def draw(
         rng: the generator the op received.
         value: a number, or a ``(low, high)`` pair with low <= high.
         name: the parameter's name, for the error message.
-        lo, hi: the limits a value may take (e.g. ``lo=0`` for a strength).
+        lo: the lowest value it may take (e.g. ``lo=0`` for a strength).
+        hi: the highest value it may take.
 
     Returns:
         A float.

@@ -193,9 +193,19 @@ def _convert(bgr: np.ndarray, channels: int | None) -> np.ndarray:
     return out if out.ndim == 3 else out[:, :, None]
 
 
-def resize(image: np.ndarray, size: tuple[int, int], interpolation: str) -> np.ndarray:
+def resize(image: np.ndarray, size: tuple[int, int], interpolation: str,
+           aspect: str | None = None) -> np.ndarray:
+    """``image`` at ``size``: stretched (``aspect=None``), or without distortion as Keras'
+    ``image_dataset_from_directory`` does it: ``"crop"`` (``crop_to_aspect_ratio``) takes the
+    largest centred window of the output's aspect ratio first (Keras' ``smart_resize``);
+    ``"pad"`` (``pad_to_aspect_ratio``) resizes to fit and pads with black around it
+    (``tf.image.resize_with_pad``). Sizes are rounded in float32, as there."""
     import cv2
 
+    if aspect == "crop":
+        image = _aspect_window(image, size)
+    elif aspect == "pad":
+        return _resize_with_pad(image, size, interpolation)
     if image.shape[:2] == size:
         return image
     flags = {"area": cv2.INTER_AREA, "bicubic": cv2.INTER_CUBIC, "bilinear": cv2.INTER_LINEAR,
@@ -203,3 +213,28 @@ def resize(image: np.ndarray, size: tuple[int, int], interpolation: str) -> np.n
              "nearest": cv2.INTER_NEAREST}
     out = cv2.resize(image, (size[1], size[0]), interpolation=flags[interpolation])
     return out if out.ndim == 3 else out[:, :, None]
+
+
+def _aspect_window(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The largest centred window of ``size``'s aspect ratio (Keras' ``smart_resize``)."""
+    h, w = image.shape[:2]
+    th, tw = np.float32(size[0]), np.float32(size[1])
+    crop_h = max(min(h, int(np.float32(w) * th / tw)), 1)
+    crop_w = max(min(w, int(np.float32(h) * tw / th)), 1)
+    top, left = (h - crop_h) // 2, (w - crop_w) // 2
+    return image[top:top + crop_h, left:left + crop_w]
+
+
+def _resize_with_pad(image: np.ndarray, size: tuple[int, int], interpolation: str) -> np.ndarray:
+    """Resized to fit inside ``size`` with its aspect ratio, centred on black
+    (``tf.image.resize_with_pad``, which Keras' ``pad_to_aspect_ratio`` runs)."""
+    h, w = np.float32(image.shape[0]), np.float32(image.shape[1])
+    th, tw = np.float32(size[0]), np.float32(size[1])
+    ratio = max(w / tw, h / th)
+    inner = (max(int(np.floor(h / ratio)), 1), max(int(np.floor(w / ratio)), 1))
+    top = max(int(np.floor((th - h / ratio) / 2)), 0)
+    left = max(int(np.floor((tw - w / ratio) / 2)), 0)
+    fitted = resize(image, inner, interpolation)
+    out = np.zeros((*size, image.shape[2]), image.dtype)
+    out[top:top + inner[0], left:left + inner[1]] = fitted
+    return out

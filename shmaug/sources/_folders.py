@@ -156,6 +156,54 @@ def _int_sequence(value: Any) -> bool:
     return array.ndim == 1 and (array.dtype.kind in "iu" or len(array) == 0)
 
 
+# Keras' image_dataset_from_directory batches and shuffles; a shmaug source only finds the files.
+LOADER_ARGS = ("batch_size", "shuffle")
+
+
+def refuse_extra_args(extra: dict[str, Any], accepted: Sequence[str]) -> None:
+    """``from_directory`` given an argument it does not take: say where it belongs (Keras'
+    ``batch_size`` and ``shuffle`` go to the loader) or that it has no use here."""
+    for name, value in extra.items():
+        if name == "batch_size":
+            raise ArgumentTypeError(
+                f"`batch_size` is not an argument of ImageFiles.from_directory (received "
+                f"batch_size={value!r}): a source finds the files and their labels, and the "
+                f"loader batches them. Fix: pass it to the loader, "
+                f"shmaug.Sequence(files, batch_size={value!r}) or "
+                f"shmaug.Loader(files, batch_size={value!r})."
+            )
+        if name == "shuffle":
+            raise ArgumentTypeError(
+                f"`shuffle` is not an argument of ImageFiles.from_directory (received "
+                f"shuffle={value!r}): a source keeps the files in folder order, and the loader "
+                f"shuffles them anew every epoch, each file exactly once. Fix: pass it to the "
+                f"loader, shmaug.Sequence(files, shuffle={value!r}, seed=0) or "
+                f"shmaug.Loader(files, shuffle={value!r}, seed=0)."
+            )
+        raise ArgumentTypeError(
+            f"`{name}` is not an argument of ImageFiles.from_directory (received {name}="
+            f"{got(value)}); it takes {', '.join(accepted)}. Fix: leave `{name}` out."
+        )
+
+
+def check_aspect_args(crop_to_aspect_ratio: Any, pad_to_aspect_ratio: Any) -> str | None:
+    """``"crop"``, ``"pad"`` or None from Keras' two flags, which exclude each other."""
+    for name, value in (("crop_to_aspect_ratio", crop_to_aspect_ratio),
+                        ("pad_to_aspect_ratio", pad_to_aspect_ratio)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise ArgumentTypeError(
+                f"`{name}` must be True or False; received {got(value)}. Fix: "
+                f"`{name}=True` resizes without distorting the aspect ratio."
+            )
+    if crop_to_aspect_ratio and pad_to_aspect_ratio:
+        raise ArgumentError(
+            "Only one of `crop_to_aspect_ratio` and `pad_to_aspect_ratio` can be True (as in "
+            "Keras); received both. Fix: crop (cut the sides that do not fit) or pad (black "
+            "bars), not both."
+        )
+    return "crop" if crop_to_aspect_ratio else "pad" if pad_to_aspect_ratio else None
+
+
 def check_split_args(validation_split: Any, subset: Any, seed: Any) -> None:
     """Keras' rules for ``validation_split``, ``subset`` and ``seed``, with the fix."""
     if validation_split is not None and (isinstance(validation_split, bool) or not isinstance(

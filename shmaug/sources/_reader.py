@@ -33,6 +33,7 @@ class Decoder:
     interpolation: str
     channels: int  # 0 until learned from the first file (color_mode=None)
     reduced_decode: bool
+    aspect: str | None = None  # "crop" / "pad": Keras' crop_to_ / pad_to_aspect_ratio
 
     def __call__(self, path: str) -> np.ndarray:
         image = decode(path, self.color_mode, self.image_size if self.reduced_decode else None)
@@ -42,7 +43,7 @@ class Decoder:
                 f"this source has {self.channels} (color_mode=None keeps the first file's "
                 f"channels). Fix: pass color_mode='grayscale', 'rgb' or 'rgba' to convert."
             )
-        return resize(image, self.image_size, self.interpolation)
+        return resize(image, self.image_size, self.interpolation, self.aspect)
 
 
 class Reader:

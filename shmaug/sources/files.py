@@ -65,6 +65,12 @@ class ImageFiles:
             1/2, 1/4 or 1/8 size by libjpeg before the resize, several times faster for
             camera-size photos (see ``shmaug.sources._decode.REDUCED_TOLERANCE`` for how close it is
             to a full decode); False decodes every pixel. Other formats are not affected.
+        crop_to_aspect_ratio: True: resize without distorting the aspect ratio by first
+            taking the largest centred window of ``image_size``'s aspect ratio, as Keras'
+            argument of that name does; False (default) stretches to ``image_size``.
+        pad_to_aspect_ratio: True: resize to fit inside ``image_size`` without distortion and
+            pad with black around it, as Keras' argument of that name does. Only one of the
+            two may be True.
         load: ``load(index) -> uint8 array (H, W, C)``, standing in for unreadable files
             with ``on_error="skip"`` (a loader counts them: ``stats()["skipped"]``).
 
@@ -85,6 +91,8 @@ class ImageFiles:
     channels: int = 0
     label_mode: str | None = "int"
     reduced_decode: bool = True
+    crop_to_aspect_ratio: bool = False
+    pad_to_aspect_ratio: bool = False
     load: Reader = field(init=False, repr=False, compare=False)
     _origin: str = field(init=False, repr=False, compare=False, default="")
 
@@ -117,6 +125,7 @@ class ImageFiles:
                 f"`reduced_decode` must be True or False; received "
                 f"{got(self.reduced_decode)}. Fix: `reduced_decode=False` decodes every pixel."
             )
+        F.check_aspect_args(self.crop_to_aspect_ratio, self.pad_to_aspect_ratio)
         names = tuple(str(c) for c in self.class_names)
         labels, classes = None, None
         if self.labels is not None and self.label_mode is not None:
@@ -133,7 +142,9 @@ class ImageFiles:
         channels = COLOR_MODES[self.color_mode] if self.color_mode else int(self.channels)
         for name, value in (("paths", table), ("labels", labels), ("class_names", names),
                             ("image_size", size), ("channels", channels),
-                            ("reduced_decode", bool(self.reduced_decode))):
+                            ("reduced_decode", bool(self.reduced_decode)),
+                            ("crop_to_aspect_ratio", bool(self.crop_to_aspect_ratio)),
+                            ("pad_to_aspect_ratio", bool(self.pad_to_aspect_ratio))):
             object.__setattr__(self, name, value)
         self._new_reader()
         if not channels:  # learn it from the first file
@@ -142,8 +153,9 @@ class ImageFiles:
 
     def _new_reader(self) -> None:
         assert isinstance(self.paths, PathTable)
+        aspect = F.check_aspect_args(self.crop_to_aspect_ratio, self.pad_to_aspect_ratio)
         decoder = Decoder(self.image_size, self.color_mode, self.interpolation, self.channels,
-                           self.reduced_decode)
+                          self.reduced_decode, aspect)
         object.__setattr__(self, "load", Reader(self.paths, decoder, self.on_error,
                                                  self.labels is not None))
 
@@ -156,7 +168,8 @@ class ImageFiles:
                        image_size: tuple[int, int] = ..., color_mode: str | None = ...,
                        interpolation: str = ..., on_error: str = ..., follow_links: bool = ...,
                        validation_split: float | None = ..., subset: Literal["both"],
-                       seed: int | None = ..., reduced_decode: bool = ...
+                       seed: int | None = ..., reduced_decode: bool = ...,
+                       crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...
                        ) -> tuple[ImageFiles, ImageFiles]: ...
 
     @overload
@@ -167,7 +180,9 @@ class ImageFiles:
                        interpolation: str = ..., on_error: str = ..., follow_links: bool = ...,
                        validation_split: float | None = ...,
                        subset: Literal["training", "validation"] | None = ...,
-                       seed: int | None = ..., reduced_decode: bool = ...) -> ImageFiles: ...
+                       seed: int | None = ..., reduced_decode: bool = ...,
+                       crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...
+                       ) -> ImageFiles: ...
 
     @classmethod
     def from_directory(
@@ -177,6 +192,8 @@ class ImageFiles:
         interpolation: str = "bilinear", on_error: str = "raise", follow_links: bool = False,
         validation_split: float | None = None, subset: str | None = None,
         seed: int | None = None, reduced_decode: bool = True,
+        crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
+        **keras_only: Any,
     ) -> ImageFiles | tuple[ImageFiles, ImageFiles]:
         """Images in ``directory``, as Keras' ``image_dataset_from_directory`` finds them.
 
@@ -190,15 +207,23 @@ class ImageFiles:
         ``validation_split`` with ``subset`` ("training", "validation" or "both", which
         returns ``(training, validation)``) and ``seed`` picks the same files for each subset
         as Keras does for the same folder and seed; ``label_mode`` encodes labels as Keras'.
+        ``crop_to_aspect_ratio`` / ``pad_to_aspect_ratio`` resize without distortion, with
+        Keras' meaning (see the class's attributes). Keras' ``batch_size`` and ``shuffle`` are
+        the loader's here (``shmaug.Sequence(files, batch_size=32, shuffle=True)``): passed
+        to this method they are refused with that fix.
 
         Raises:
             ArgumentError: the folder does not exist or holds no image file; an argument
                 Keras would refuse.
+            ArgumentTypeError: an argument this method does not take (``batch_size`` and
+                ``shuffle``: the message says where each goes).
 
         Example:
             >>> train, val = ImageFiles.from_directory("data/train", image_size=(64, 64),
             ...                                        validation_split=0.2, subset="both", seed=1)
         """
+        if keras_only:
+            F.refuse_extra_args(keras_only, [*_DIRECTORY_DEFAULTS])
         root = os.fspath(directory)
         if not os.path.isdir(root):
             raise ArgumentError(
@@ -216,7 +241,8 @@ class ImageFiles:
                       image_size=image_size, color_mode=color_mode, interpolation=interpolation,
                       on_error=on_error, follow_links=follow_links,
                       validation_split=validation_split, subset=subset, seed=seed,
-                      reduced_decode=reduced_decode)
+                      reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
+                      pad_to_aspect_ratio=pad_to_aspect_ratio)
         call = f"from_directory({root!r}{_passed(passed, _DIRECTORY_DEFAULTS)})"
 
         def make(part: np.ndarray | None, suffix: str = "") -> ImageFiles:
@@ -224,7 +250,8 @@ class ImageFiles:
             sub = None if classes is None else (classes if part is None else classes[part])
             files = cls(PathTable.build(chosen, sub), sub, tuple(names), _image_size(image_size),
                         color_mode, interpolation, on_error, label_mode=label_mode,
-                        reduced_decode=reduced_decode)
+                        reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
+                        pad_to_aspect_ratio=pad_to_aspect_ratio)
             object.__setattr__(files, "_origin", call + suffix)
             return files
 
@@ -241,7 +268,8 @@ class ImageFiles:
         class_names: Sequence[str] | None = None,
         image_size: tuple[int, int] = DEFAULT_IMAGE_SIZE, color_mode: str | None = "rgb",
         interpolation: str = "bilinear", on_error: str = "raise", label_mode: str | None = "int",
-        reduced_decode: bool = True,
+        reduced_decode: bool = True, crop_to_aspect_ratio: bool = False,
+        pad_to_aspect_ratio: bool = False,
     ) -> ImageFiles:
         """A list of image paths, with labels as ints or as class-name strings.
 
@@ -263,12 +291,15 @@ class ImageFiles:
         strings = [os.fspath(p) for p in paths]
         index, names = F.encode_names(labels, len(strings), class_names)
         files = cls(strings, index, names, image_size, color_mode, interpolation, on_error,
-                    label_mode=label_mode, reduced_decode=reduced_decode)
+                    label_mode=label_mode, reduced_decode=reduced_decode,
+                    crop_to_aspect_ratio=crop_to_aspect_ratio,
+                    pad_to_aspect_ratio=pad_to_aspect_ratio)
         if on_error == "raise":
             F.check_exist(files.paths)
         passed = dict(class_names=class_names, image_size=image_size, color_mode=color_mode,
                       interpolation=interpolation, on_error=on_error, label_mode=label_mode,
-                      reduced_decode=reduced_decode)
+                      reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
+                      pad_to_aspect_ratio=pad_to_aspect_ratio)
         label_text = "" if labels is None else f", <{len(strings)} labels>"
         object.__setattr__(files, "_origin", f"from_paths(<{len(strings)} paths>{label_text}"
                                             f"{_passed(passed, _PATHS_DEFAULTS)})")
@@ -348,7 +379,8 @@ class ImageFiles:
         # The table pickles as one block of bytes; labels are rebuilt from its class indices.
         return (_rebuild, (self.paths, self.labels is not None, self.class_names,
                            self.image_size, self.color_mode, self.interpolation, self.on_error,
-                           self.channels, self.label_mode, self.reduced_decode, self._origin))
+                           self.channels, self.label_mode, self.reduced_decode,
+                           self.crop_to_aspect_ratio, self.pad_to_aspect_ratio, self._origin))
 
 
 def _rebuild(table: PathTable, labelled: bool, *args: Any) -> ImageFiles:
@@ -362,7 +394,7 @@ def _rebuild(table: PathTable, labelled: bool, *args: Any) -> ImageFiles:
 
 _SETTINGS_DEFAULTS: dict[str, Any] = dict(
     image_size=DEFAULT_IMAGE_SIZE, color_mode="rgb", interpolation="bilinear", on_error="raise",
-    label_mode="int", reduced_decode=True)
+    label_mode="int", reduced_decode=True, crop_to_aspect_ratio=False, pad_to_aspect_ratio=False)
 _DIRECTORY_DEFAULTS: dict[str, Any] = dict(
     labels="inferred", class_names=None, follow_links=False, validation_split=None, subset=None,
     seed=None, **_SETTINGS_DEFAULTS)

@@ -167,6 +167,9 @@ def describe(files: ImageFiles) -> dict[str, Any]:
         "image_size": list(files.image_size), "color_mode": files.color_mode,
         "channels": files.channels, "interpolation": files.interpolation,
         "on_error": files.on_error,
+        # Only when set: the manifests of packs made before these existed stay complete.
+        **({"crop_to_aspect_ratio": True} if files.crop_to_aspect_ratio else {}),
+        **({"pad_to_aspect_ratio": True} if files.pad_to_aspect_ratio else {}),
     }
 
 

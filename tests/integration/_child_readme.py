@@ -1,11 +1,13 @@
-"""Run by test_readme in a subprocess: execute README.md's Python snippets, as written.
+"""Run by test_readme in a subprocess: execute the Python snippets of README.md and of the
+docs site's pages (docs/**/*.md), as written.
 
-Usage: python -m tests.integration._child_readme WORKDIR REPORT_JSON LINE [LINE ...]
+Usage: python -m tests.integration._child_readme WORKDIR REPORT_JSON DOC:LINE [DOC:LINE ...]
 
-Each snippet (a fenced ```python block, named by the README line its code starts on) runs as
-a module of its own, ``readme_l<line>``, so that the functions and classes it defines pickle
-for the workers as they would in a user's script. Its code sits at its README line numbers,
-so a traceback points into the README. What a snippet uses without defining it (``x``,
+Each snippet (a fenced ```python block, named by its file, relative to the repository, and the
+line its code starts on: ``docs/loader.md:4``) runs as a module of its own
+(``readme_l<line>`` for the README, ``docs_loader_l<line>`` for a page), so that the
+functions and classes it defines pickle for the workers as they would in a user's script. Its
+code sits at its file's line numbers, so a traceback points into the page. What a snippet uses without defining it (``x``,
 ``model``, ``aug``, ...) comes from a tiny prelude module (``PRELUDE`` below: only the names
 it needs, tiny sizes, so a snippet that trains takes seconds). Each result is written to
 REPORT_JSON: ``ok``, ``skipped`` (a snippet that needs TensorFlow, Keras or albumentations
@@ -77,7 +79,7 @@ def train_step(images, labels):
 
 
 def snippets(readme: str) -> dict[int, str]:
-    """The ```python blocks of the README, by the line their code starts on."""
+    """The ```python blocks of a Markdown file, by the line their code starts on."""
     out = {}
     for m in re.finditer(r"^```python\n(.*?)^```", readme, re.DOTALL | re.MULTILINE):
         out[readme.count("\n", 0, m.start()) + 2] = m.group(1)
@@ -117,10 +119,16 @@ def prelude(code: str) -> str:
     return f"LOSS = {loss!r}\n" + "\n".join(PRELUDE[name][1] for name in order) + "\n"
 
 
-def run(line: int, code: str, workdir: Path) -> dict[str, str]:
-    name = f"readme_l{line}"
+def module_name(doc: str, line: int) -> str:
+    """``readme_l12`` for README.md, ``docs_api_ops_l3`` for docs/api/ops.md: a module name."""
+    stem = "readme" if doc == "README.md" else re.sub(r"\W", "_", doc.removesuffix(".md"))
+    return f"{stem}_l{line}"
+
+
+def run(doc: str, line: int, code: str, workdir: Path) -> dict[str, str]:
+    name = module_name(doc, line)
     (workdir / f"{name}_prelude.py").write_text(prelude(code))
-    # The snippet's code at its README lines; the prelude's names imported on line 1.
+    # The snippet's code at its lines in its file; the prelude's names imported on line 1.
     (workdir / f"{name}.py").write_text(f"from {name}_prelude import *  # noqa\n" +
                                         "\n" * (line - 2) + code)
     try:
@@ -136,15 +144,17 @@ def run(line: int, code: str, workdir: Path) -> dict[str, str]:
 
 def main() -> None:
     workdir, report = Path(sys.argv[1]), Path(sys.argv[2])
-    lines = [int(a) for a in sys.argv[3:]]
-    blocks = snippets((ROOT / "README.md").read_text())
+    specs = sys.argv[3:]
+    texts = {doc: (ROOT / doc).read_text() for doc in {s.rsplit(":", 1)[0] for s in specs}}
+    blocks = {doc: snippets(text) for doc, text in texts.items()}
     os.chdir(workdir)  # snippets write files (loader.json, backup/, flowers_224/) here
     sys.path.insert(0, str(workdir))
     results = {}
-    for line in lines:
-        results[line] = run(line, blocks[line], workdir)
+    for spec in specs:
+        doc, line = spec.rsplit(":", 1)
+        results[spec] = run(doc, int(line), blocks[doc][int(line)], workdir)
         report.write_text(json.dumps(results))  # as it goes: a hang still reports the rest
-        print(f"README line {line}: {results[line]['status']}", flush=True)
+        print(f"{spec}: {results[spec]['status']}", flush=True)
 
 
 if __name__ == "__main__":

@@ -44,3 +44,38 @@ def test_bench_quick_writes_every_result(tmp_path: Path) -> None:
     report = (tmp_path / "suite.md").read_text()
     assert "| contender |" in report
     assert "**QUICK run**" in report and "not judged" in report and "MISSED" not in report
+
+
+def _results_tree() -> dict[str, tuple[int, int]]:
+    """Every file under the repository's committed results, with its size and mtime."""
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in (REPO / "bench" / "results").rglob("*") if p.is_file()}
+
+
+def test_a_quick_run_writes_nowhere_under_the_repository_unless_told_to() -> None:
+    """`python -m bench --quick` (the README's command) must not overwrite bench/results/."""
+    from bench import suite
+
+    quick = Path(suite.parse(["--quick"]).out).resolve()
+    assert not quick.is_relative_to(REPO), quick
+    assert Path(suite.parse(["--quick", "--out", "here"]).out) == Path("here")  # told to
+    assert Path(suite.parse([]).out) == Path("bench/results")  # a full run: the committed ones
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_quick_render_leaves_the_committed_results_alone_and_says_where_it_wrote() -> None:
+    """End to end through `python -m bench`: --render rewrites tables and plots from a saved
+    suite.json in seconds, down the same path as a measured run's last step."""
+    before = _results_tree()
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONWARNINGS="ignore")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--render", "bench/results/suite.json"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _results_tree() == before
+    said = [line for line in proc.stdout.splitlines() if line.startswith("results in ")]
+    assert said, proc.stdout[-2000:]
+    where = Path(said[-1].removeprefix("results in ").split("/ (")[0])
+    assert where.is_absolute() and not where.resolve().is_relative_to(REPO), said
+    assert (where / "suite.md").is_file()

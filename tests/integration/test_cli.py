@@ -279,3 +279,11 @@ def test_ctrl_c_is_one_line_and_status_130(tmp_path):
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert err.rstrip().splitlines()[-1] == "shmaug demo: error: interrupted (Ctrl-C)."
+
+
+@pytest.mark.parametrize("command", ["demo", "pack", "bench"])
+def test_every_subcommands_help_names_itself(command):
+    """`shmaug bench --help` is parsed by the suite's own parser: it must say `shmaug bench`."""
+    proc = shmaug_cli(command, "--help")  # from the clone's root, where bench/ is
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith(f"usage: shmaug {command} "), proc.stdout[:300]

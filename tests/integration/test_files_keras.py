@@ -174,3 +174,36 @@ def test_repr_shows_what_was_passed(folder):
     plain = ImageFiles.from_paths(train.paths[:2], image_size=(4, 4), color_mode="grayscale")
     assert repr(plain) == ("<ImageFiles from_paths(<2 paths>, image_size=(4, 4), "
                            "color_mode='grayscale'): 2 files, no labels, images (4, 4, 1)>")
+
+
+@pytest.fixture(scope="module")
+def wide_and_tall(tmp_path_factory):
+    """Smooth gradients of other aspect ratios than the output's, each half a different colour."""
+    root = tmp_path_factory.mktemp("aspect") / "data"
+    for i, (h, w) in enumerate([(40, 96), (90, 36), (50, 50), (33, 71)]):
+        yy, xx = np.mgrid[0:h, 0:w]
+        pixels = np.stack([xx * 255 // (w - 1), yy * 255 // (h - 1),
+                           np.where(xx < w // 3, 200, 30)], axis=-1).astype(np.uint8)
+        (root / "c").mkdir(parents=True, exist_ok=True)
+        Image.fromarray(pixels).save(root / "c" / f"{i}.png")
+    return root
+
+
+@pytest.mark.parametrize("how", ["crop_to_aspect_ratio", "pad_to_aspect_ratio"])
+def test_crop_and_pad_to_aspect_ratio_match_keras(wide_and_tall, how):
+    import keras
+
+    size = (24, 32)
+    theirs = keras.utils.image_dataset_from_directory(
+        str(wide_and_tall), image_size=size, batch_size=None, shuffle=False, labels=None,
+        verbose=False, **{how: True})
+    mine = ImageFiles.from_directory(wide_and_tall, image_size=size, labels=None, **{how: True})
+    plain = ImageFiles.from_directory(wide_and_tall, image_size=size, labels=None)
+    for i, theirs_i in enumerate(theirs):
+        expected = np.asarray(theirs_i, np.float32)
+        got = mine.read(i).astype(np.float32)
+        assert got.shape == expected.shape
+        # OpenCV's and TensorFlow's bilinear resizes round differently: a few levels of 255.
+        assert np.abs(got - expected).mean() < 3.0, (i, np.abs(got - expected).mean())
+        if i != 2:  # not square: without crop or pad the picture is another one
+            assert np.abs(plain.read(i).astype(np.float32) - expected).mean() > 10.0, i

@@ -1,12 +1,14 @@
-"""Every Python snippet of README.md runs as written, on tiny data, so the README cannot rot.
+"""Every Python snippet of README.md and of the docs site (docs/**/*.md) runs as written, on
+tiny data, so neither the README nor the documentation can rot.
 
 The snippets run in a child process (``_child_readme.py``: each as a module of its own, the
 names it uses without defining them from a tiny prelude), all in one, except a snippet that
 must start TensorFlow itself ("first, before other TF ops"), which gets a process of its own.
 A snippet that needs TensorFlow, Keras or albumentations skips where they are not installed.
-One that cannot run here is marked in the README itself, right before its block, with
-``<!-- readme-test: skip (why) -->``: only the several-hosts JAX snippet, which
-examples/multi_host_jax.py runs over loopback (test_keras_distribution).
+One that cannot run here is marked in its page itself, right before its block, with
+``<!-- readme-test: skip (why) -->``: only the several-hosts JAX snippet of docs/scaling.md,
+which examples/multi_host_jax.py runs over loopback (test_keras_distribution).
+A test is named by its snippet's file and line: ``test_..._runs_as_written[docs/ops.md:36]``.
 """
 
 from __future__ import annotations
@@ -29,11 +31,16 @@ from tests.integration import _child_readme
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
-BLOCKS = _child_readme.snippets(README)
+DOCS = ["README.md",
+        *sorted(page.relative_to(ROOT).as_posix() for page in (ROOT / "docs").rglob("*.md"))]
+TEXTS = {doc: (ROOT / doc).read_text() for doc in DOCS}
+# "docs/loader.md:4" -> the code of the ```python block whose code starts on that line
+BLOCKS = {f"{doc}:{line}": code for doc, text in TEXTS.items()
+          for line, code in _child_readme.snippets(text).items()}
 FRESH = "first, before other TF ops"  # the snippet says it must start TensorFlow itself
 _SKIP = re.compile(r"<!--\s*readme-test:\s*skip\s*\((?P<why>[^)]*)\)\s*-->\s*\n```python\n")
-EXCLUDED = {README.count("\n", 0, m.end()) + 1: m["why"].strip() for m in _SKIP.finditer(README)}
+EXCLUDED = {f"{doc}:{text.count(chr(10), 0, m.end()) + 1}": m["why"].strip()
+            for doc, text in TEXTS.items() for m in _SKIP.finditer(text)}
 _LEFTOVER_GRACE_S = 5.0
 
 
@@ -47,12 +54,12 @@ def _flowers(where: Path) -> None:
             Image.fromarray(pixels).save(where / "flowers" / name / f"{i}.png")
 
 
-def _run(lines: list[int], workdir: Path) -> dict[int, dict[str, str]]:
-    report = workdir / f"report_{lines[0]}.json"
+def _run(specs: list[str], workdir: Path) -> dict[str, dict[str, str]]:
+    report = workdir / f"report_{len(list(workdir.glob('report_*')))}.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.integration._child_readme", str(workdir), str(report),
-         *map(str, lines)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+         *specs], cwd=ROOT, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True)
     try:
         output, _ = proc.communicate(timeout=400)
@@ -63,44 +70,53 @@ def _run(lines: list[int], workdir: Path) -> dict[int, dict[str, str]]:
     deadline = time.monotonic() + _LEFTOVER_GRACE_S
     while shmaug_segments(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    results = {int(k): v for k, v in json.loads(report.read_text()).items()} \
-        if report.exists() else {}
-    for line in lines:
-        results.setdefault(line, {"status": "failed", "detail": f"the child process ended "
+    results = json.loads(report.read_text()) if report.exists() else {}
+    for spec in specs:
+        results.setdefault(spec, {"status": "failed", "detail": f"the child process ended "
                                    f"(code {proc.returncode}) before it:\n{output[-4000:]}"})
         if shmaug_segments(proc.pid):
-            results[line]["leftover"] = sorted(shmaug_segments(proc.pid))
+            results[spec]["leftover"] = sorted(shmaug_segments(proc.pid))
     return results
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, str]]:
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
     workdir = tmp_path_factory.mktemp("readme")
     _flowers(workdir)
-    runnable = [line for line in BLOCKS if line not in EXCLUDED]
-    together = [line for line in runnable if FRESH not in BLOCKS[line]]
+    runnable = [spec for spec in BLOCKS if spec not in EXCLUDED]
+    together = [spec for spec in runnable if FRESH not in BLOCKS[spec]]
     out = _run(together, workdir)
-    for line in runnable:
-        if line not in together:
-            out.update(_run([line], workdir))
+    for spec in runnable:
+        if spec not in together:
+            out.update(_run([spec], workdir))
     return out
 
 
-@pytest.mark.parametrize("line", sorted(BLOCKS))
-def test_readme_snippet_runs_as_written(line: int, results: dict[int, dict[str, str]]) -> None:
-    if line in EXCLUDED:
-        pytest.skip(f"marked in the README: {EXCLUDED[line]}")
-    result = results[line]
+@pytest.mark.parametrize("spec", list(BLOCKS))
+def test_readme_snippet_runs_as_written(spec: str, results: dict[str, dict[str, str]]) -> None:
+    if spec in EXCLUDED:
+        pytest.skip(f"marked in its page: {EXCLUDED[spec]}")
+    result = results[spec]
     if result["status"] == "skipped":
         pytest.skip(result["detail"])
-    assert result["status"] == "ok", f"README.md line {line}:\n{result['detail']}"
+    assert result["status"] == "ok", f"{spec}:\n{result['detail']}"
     assert "leftover" not in result, f"segments left behind: {result['leftover']}"
 
 
 def test_every_python_block_is_found_and_every_exclusion_says_why() -> None:
-    assert len(BLOCKS) == README.count("```python\n") >= 15
+    for doc, text in TEXTS.items():
+        found = [spec for spec in BLOCKS if spec.rsplit(":", 1)[0] == doc]
+        assert len(found) == text.count("```python\n"), doc
+    assert sum(text.count("```python\n") for text in TEXTS.values()) >= 15
+    assert TEXTS["README.md"].count("```python\n") >= 3  # Keras, the Loader, image folders
     assert all(EXCLUDED.values()), "a `readme-test: skip` needs its reason in the parentheses"
     assert set(EXCLUDED) <= set(BLOCKS)
+
+
+def test_the_docs_pages_are_found_and_named_as_modules() -> None:
+    assert {"docs/keras.md", "docs/loader.md", "docs/ops.md"} <= set(DOCS)
+    assert _child_readme.module_name("README.md", 12) == "readme_l12"
+    assert _child_readme.module_name("docs/api/ops.md", 3) == "docs_api_ops_l3"
 
 
 def test_the_prelude_gives_a_snippet_only_what_it_uses() -> None:

@@ -6,6 +6,8 @@ installed; these run everywhere.
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -74,3 +76,53 @@ def test_argument_checks_name_the_fix():
     F.check_labels_args("inferred", "categorical", ["a"])
     with pytest.raises(ArgumentTypeError, match=r"list of ints"):
         F.check_labels_args(["a", "b"], "int", None)
+
+
+def _tiny_folder(root, shape=(6, 12, 3)):
+    from PIL import Image
+
+    for name in ("a", "b"):
+        (root / name).mkdir(parents=True)
+        Image.fromarray(np.zeros(shape, np.uint8)).save(root / name / "0.png")
+    return root
+
+
+@pytest.mark.parametrize("name, value, where", [
+    ("batch_size", 32, r"shmaug\.Sequence\(files, batch_size=32\).*shmaug\.Loader"),
+    ("shuffle", True, r"shmaug\.Sequence\(files, shuffle=True, seed=.*shmaug\.Loader"),
+], ids=["batch_size", "shuffle"])
+def test_keras_loader_arguments_say_where_they_belong(tmp_path, name, value, where):
+    """Keras' image_dataset_from_directory batches and shuffles; here the loader does."""
+    from shmaug.sources.files import ImageFiles
+
+    with pytest.raises(ArgumentTypeError, match=rf"`{name}`.*from_directory.*{where}"):
+        ImageFiles.from_directory(_tiny_folder(tmp_path), image_size=(4, 4), **{name: value})
+    with pytest.raises(TypeError, match=r"`verbose`.*not an argument of.*from_directory"):
+        ImageFiles.from_directory(tmp_path, image_size=(4, 4), verbose=False)
+
+
+def test_crop_or_pad_to_aspect_ratio_keeps_the_shapes_proportions(tmp_path):
+    """A 6x12 image with a white centre square: cropped to a square it fills the output (the
+    black sides are cut), padded to a square it is a band (black bars above and below)."""
+    from PIL import Image
+
+    from shmaug.sources.files import ImageFiles
+
+    pixels = np.zeros((6, 12, 3), np.uint8)
+    pixels[:, 3:9] = 255  # the centre 6x6 square
+    root = _tiny_folder(tmp_path)
+    Image.fromarray(pixels).save(root / "a" / "0.png")
+    kwargs = dict(image_size=(6, 6), interpolation="nearest")
+    cropped = ImageFiles.from_directory(root, crop_to_aspect_ratio=True, **kwargs).read(0)
+    assert (cropped == 255).all()
+    padded = ImageFiles.from_directory(root, pad_to_aspect_ratio=True, **kwargs).read(0)
+    assert (padded[:1] == 0).all() and (padded[-1:] == 0).all()  # bars: 6 rows -> 3, padded
+    assert (padded[2:4, 2:4] == 255).all() and (padded[2:4, :1] == 0).all()
+    again = pickle.loads(pickle.dumps(ImageFiles.from_directory(root, pad_to_aspect_ratio=True,
+                                                                **kwargs)))  # for workers
+    np.testing.assert_array_equal(again.read(0), padded)
+    plain = ImageFiles.from_directory(root, **kwargs).read(0)
+    assert (plain[:, :1] == 0).all()  # squeezed: the black sides remain
+    with pytest.raises(ArgumentError, match=r"Only one of `crop_to_aspect_ratio`"):
+        ImageFiles.from_directory(root, crop_to_aspect_ratio=True, pad_to_aspect_ratio=True,
+                                  **kwargs)

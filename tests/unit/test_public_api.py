@@ -49,3 +49,29 @@ def test_sequence_takes_the_loaders_arguments_with_the_same_defaults():
         assert name in sequence, name
         assert sequence[name].default == loader[name].default, name
         assert sequence[name].kind == loader[name].kind, name
+
+
+# The public subpackages and modules (no underscore) beside the names of __all__; `cli` is the
+# `shmaug` command, not an API, and `shmaug.keras` is loaded when asked for (it imports Keras).
+PUBLIC_MODULES = {"engine", "errors", "keras", "ops", "seeding", "sources"}
+
+
+def test_dir_lists_exactly_the_public_api():
+    """Tab completion shows the lazy facade names and no helper the door imported for itself."""
+    assert dir(shmaug) == sorted(set(shmaug.__all__) | PUBLIC_MODULES)
+    assert {"Sequence", "StallMonitor", "EpochSync"} <= set(dir(shmaug))
+    leaked = {"Any", "annotations", "logging", "importlib"} & set(vars(shmaug))
+    assert not leaked, f"helpers in shmaug's namespace: {sorted(leaked)}"
+
+
+def test_every_public_module_in_dir_is_reachable_as_an_attribute():
+    code = ("import sys, shmaug\n"
+            "for name in ('engine', 'errors', 'ops', 'seeding', 'sources'):\n"
+            "    assert getattr(shmaug, name).__name__ == 'shmaug.' + name, name\n"
+            "assert 'keras' not in sys.modules  # listing it loads nothing\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@needs_keras
+def test_shmaug_keras_is_the_facade_package():
+    assert shmaug.keras.Sequence is shmaug.Sequence
