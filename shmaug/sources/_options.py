@@ -1,8 +1,10 @@
-"""The settings every image source shares, checked once: size, colour, filter, errors, labels.
+"""What every image source shares: its settings, checked once, and its read-side protocol.
 
 ``ImageFiles`` and ``ImageRecords`` take the same options with the same defaults and refuse
 the same values with the same messages; this module owns those checks, the label encoding
-they share, and how a source's ``repr`` shows the call that made it. It reads no image.
+they share, how a source's ``repr`` shows the call that made it, and ``ImageSource``: the
+methods both offer over their reader (length, classes, output shape, ``read``). It reads no
+image itself.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 
 from . import _folders as F
 from ._decode import COLOR_MODES
+from ._reader import Decoder, Reader
 from ..errors import ArgumentError, ArgumentTypeError, got
 
 INTERPOLATIONS = ("area", "bicubic", "bilinear", "lanczos3", "lanczos5", "nearest")
@@ -80,6 +83,61 @@ def summary(kind: str, made: str, count: str, labelled: bool, class_names: Seque
     names = list(class_names[:8]) + (["..."] if len(class_names) > 8 else [])
     classes = f"{len(class_names)} classes {names}" if labelled else "no labels"
     return f"<{kind} {made}: {count}, {classes}, images {shape}>"
+
+
+class ImageSource:
+    """The source protocol both image sources share, over their ``load`` (a ``Reader``):
+    what a loader and a user ask of a source besides its settings."""
+
+    __slots__ = ()
+    load: Reader
+    labels: Any
+    class_names: tuple[str, ...]
+    image_size: tuple[int, int]
+    color_mode: str | None
+    interpolation: str
+    on_error: str
+    channels: int
+    reduced_decode: bool
+
+    def _new_reader(self, table: Any) -> None:
+        """Set ``load`` over ``table``; with ``color_mode=None`` and no ``channels`` yet,
+        learn them from sample 0 first."""
+        for _ in range(2):
+            decoder = Decoder(self.image_size, self.color_mode, self.interpolation,
+                              self.channels, self.reduced_decode)
+            object.__setattr__(self, "load", Reader(table, decoder, self.on_error,
+                                                     self.labels is not None))
+            if self.channels:
+                return
+            object.__setattr__(self, "channels", self.load.read(0).shape[-1])
+
+    def __len__(self) -> int:
+        return len(self.load.table)
+
+    @property
+    def classes(self) -> np.ndarray | None:
+        """int64 class index per sample (Keras' ``DirectoryIterator.classes``), or None."""
+        classes: np.ndarray | None = self.load.table.classes
+        return classes if self.labels is not None else None
+
+    @property
+    def class_indices(self) -> dict[str, int]:
+        """Class name -> label index, as Keras' ``DirectoryIterator.class_indices``."""
+        return {name: i for i, name in enumerate(self.class_names)}
+
+    @property
+    def output_shape(self) -> tuple[int, int, int]:
+        """Shape of every decoded image: ``(height, width, channels)``."""
+        return (*self.image_size, self.channels)
+
+    def read(self, index: int) -> np.ndarray:
+        """Decode, convert and resize sample ``index``; no substitution (see ``load``).
+
+        Raises:
+            ImageReadError: the sample is missing, unreadable, corrupt or has other channels.
+        """
+        return self.load.read(index)
 
 
 class Text(str):

@@ -32,7 +32,7 @@ from . import _options as O
 from ._decode import COLOR_MODES
 from ._options import DEFAULT_IMAGE_SIZE, INTERPOLATIONS
 from ._paths import PathTable
-from ._reader import Decoder, Reader
+from ._reader import Reader
 from ..errors import ArgumentError, ArgumentTypeError, ImageReadError, got
 
 EXTENSIONS = F.EXTENSIONS
@@ -40,7 +40,7 @@ __all__ = ["ImageFiles", "ImageReadError"]  # ImageReadError: also importable fr
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
-class ImageFiles:
+class ImageFiles(O.ImageSource):
     """Image files with optional labels, decoded in shmaug's workers.
 
     Build one with ``from_directory`` (Keras' ``image_dataset_from_directory`` arguments),
@@ -119,17 +119,7 @@ class ImageFiles:
                             ("image_size", size), ("channels", channels),
                             ("reduced_decode", bool(self.reduced_decode))):
             object.__setattr__(self, name, value)
-        self._new_reader()
-        if not channels:  # learn it from the first file
-            object.__setattr__(self, "channels", self.load.read(0).shape[-1])
-            self._new_reader()
-
-    def _new_reader(self) -> None:
-        assert isinstance(self.paths, PathTable)
-        decoder = Decoder(self.image_size, self.color_mode, self.interpolation, self.channels,
-                           self.reduced_decode)
-        object.__setattr__(self, "load", Reader(self.paths, decoder, self.on_error,
-                                                 self.labels is not None))
+        self._new_reader(table)
 
     # -- constructors -------------------------------------------------------------------------
 
@@ -300,32 +290,6 @@ class ImageFiles:
         return O.passed(given, _PATHS_DEFAULTS)
 
     # -- the source protocol --------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    @property
-    def classes(self) -> np.ndarray | None:
-        """int64 class index per sample (Keras' ``DirectoryIterator.classes``), or None."""
-        return self.load.table.classes if self.labels is not None else None
-
-    @property
-    def class_indices(self) -> dict[str, int]:
-        """Class name -> label index, as Keras' ``DirectoryIterator.class_indices``."""
-        return {name: i for i, name in enumerate(self.class_names)}
-
-    @property
-    def output_shape(self) -> tuple[int, int, int]:
-        """Shape of every decoded image: ``(height, width, channels)``."""
-        return (*self.image_size, self.channels)
-
-    def read(self, index: int) -> np.ndarray:
-        """Decode, convert and resize file ``index``; no substitution (see ``load``).
-
-        Raises:
-            ImageReadError: the file is missing, unreadable, corrupt or has other channels.
-        """
-        return self.load.read(index)
 
     def __reduce__(self) -> Any:
         # The table pickles as one block of bytes; labels are rebuilt from its class indices.
