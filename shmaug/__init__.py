@@ -29,6 +29,7 @@ from .errors import (
     WorkerTimeout,
 )
 from .sources.files import ImageFiles
+from .sources.records import ImageRecords
 from .engine.loader import Loader
 from .ops import (
     Compose,
@@ -57,6 +58,7 @@ __all__ = [
     "EpochSync",
     "ImageFiles",
     "ImageReadError",
+    "ImageRecords",
     "Loader",
     "Maybe",
     "NotPicklableError",

@@ -139,6 +139,19 @@ class ImageSource:
         """
         return self.load.read(index)
 
+    def __reduce__(self) -> Any:
+        # The table pickles as its block(s); labels are rebuilt from its class indices.
+        settings = {name: getattr(self, name) for name in (*SETTINGS_DEFAULTS, "channels")}
+        return (_rebuild, (type(self), self.load.table, self.labels is not None,
+                           self.class_names, settings, getattr(self, "_origin")))
+
+
+def _rebuild(cls: Any, table: Any, labelled: bool, class_names: tuple[str, ...],
+             settings: dict[str, Any], origin: str) -> Any:
+    source = cls(table, table.classes if labelled else None, class_names, **settings)
+    object.__setattr__(source, "_origin", origin)
+    return source
+
 
 class Text(str):
     """An argument shown as written (``<3 labels>``), not quoted."""

@@ -291,19 +291,6 @@ class ImageFiles(O.ImageSource):
 
     # -- the source protocol --------------------------------------------------------------------
 
-    def __reduce__(self) -> Any:
-        # The table pickles as one block of bytes; labels are rebuilt from its class indices.
-        return (_rebuild, (self.paths, self.labels is not None, self.class_names,
-                           self.image_size, self.color_mode, self.interpolation, self.on_error,
-                           self.channels, self.label_mode, self.reduced_decode, self._origin))
-
-
-def _rebuild(table: PathTable, labelled: bool, *args: Any) -> ImageFiles:
-    *settings, origin = args
-    files = ImageFiles(table, table.classes if labelled else None, *settings)
-    object.__setattr__(files, "_origin", origin)
-    return files
-
 
 # -- arguments --------------------------------------------------------------------------------
 

@@ -1,0 +1,268 @@
+"""Images stored as encoded bytes inside record files, as a sample source: TFRecord, WebDataset.
+
+``ImageRecords`` drops in wherever ``ImageFiles`` does, with the same settings, skip rule,
+labels and ``repr`` (``_options.py``) and the same worker-side reader (``_reader.py``); only
+where sample i's bytes come from differs. Each constructor indexes its shards once, in the
+main process, by reading their headers (and the labels, which live in the records): every
+record's shard, byte offset and length go into a ``RecordTable`` (``_index.py``), which a
+loader copies once into its shared memory. A worker then reads record i with one positioned
+read, so the engine's exact shuffle, exactly-once epochs, determinism for any worker count,
+resume and sharding hold unchanged, with no shuffle buffer.
+
+Formats: ``from_tfrecord`` (``_tfrecord.py``, ``_example.py``: no TensorFlow needed) and
+``from_webdataset`` (``_tar.py``). An unreadable image (a CRC that does not match, no image
+feature, bytes that are no image) raises ``ImageReadError`` naming the shard, the record and its
+byte offset; ``on_error="skip"`` replaces it by the next readable record of its class and a
+loader counts it, exactly as for files. A shard that cannot be indexed (cut short, a header CRC
+that does not match, a record without its label) is reported when the source is built.
+"""
+
+from __future__ import annotations
+
+import glob
+import io
+import os
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import _folders as F
+from . import _options as O
+from . import _tar
+from . import _tfrecord as T
+from ._index import RecordTable
+from ._decode import COLOR_MODES
+from ._options import DEFAULT_IMAGE_SIZE
+from ..errors import ArgumentError, ArgumentTypeError, got
+
+__all__ = ["ImageRecords"]
+_Scan = Callable[[str], tuple[list[int], list[int], list[Any]]]
+
+
+class ImageRecords(O.ImageSource):
+    """Images inside record shards (TFRecord, WebDataset tars), decoded in shmaug's workers.
+
+    Build one with ``from_tfrecord`` or ``from_webdataset``, then pass it as ``x``;
+    ``records.labels`` is the matching ``y`` (a loader takes it when ``y`` is not given).
+    Settings are ``ImageFiles``' (``image_size``, ``color_mode``, ``interpolation``,
+    ``on_error``, ``label_mode``, ``reduced_decode``), with the same defaults and the same
+    meaning; read-only once built.
+
+    Attributes:
+        table: where each record lies (shard, byte offset, length) and its class index.
+        labels: per record, encoded as ``label_mode`` says (as ``ImageFiles.labels``), or None.
+        class_names: class names; class indices index into it.
+        load: ``load(index) -> uint8 array (H, W, C)``, run by the workers.
+
+    Example:
+        >>> records = shmaug.ImageRecords.from_tfrecord("train-*.tfrecord", image_size=(224, 224))
+        >>> train = shmaug.Sequence(records, batch_size=32, augment=fn, shuffle=True)
+    """
+
+    __slots__ = ("table", "load", "labels", "class_names", "image_size", "color_mode",
+                 "interpolation", "on_error", "channels", "label_mode", "reduced_decode",
+                 "_origin")
+    table: RecordTable
+    label_mode: str | None
+    _origin: str  # the call that built it, for repr
+
+    def __init__(self, table: RecordTable, labels: Any = None, class_names: Sequence[str] = (),
+                 **settings: Any) -> None:
+        if not isinstance(table, RecordTable):
+            raise ArgumentTypeError(
+                f"`table` must be a RecordTable; received {got(table)}. Fix: build "
+                f"ImageRecords with from_tfrecord(...) or from_webdataset(...)."
+            )
+        _check_keywords(settings, {"channels"})
+        given = {**O.SETTINGS_DEFAULTS, "channels": 0, **settings}
+        size = O.check_settings(*(given[k] for k in O.SETTINGS_DEFAULTS))
+        names = tuple(str(c) for c in class_names)
+        encoded, classes = O.encoded_labels(labels, given["label_mode"], len(table), names)
+        known = table.classes
+        if known is None or classes is None:
+            if (known is None) != (classes is None):
+                table = table.with_classes(classes)
+        elif not np.array_equal(known, classes):
+            table = table.with_classes(classes)
+        mode = given["color_mode"]
+        given.update(image_size=size, reduced_decode=bool(given["reduced_decode"]),
+                     channels=COLOR_MODES[mode] if mode else int(given["channels"]))
+        for name, value in (("table", table), ("labels", encoded), ("class_names", names),
+                            ("_origin", ""), *given.items()):
+            object.__setattr__(self, name, value)
+        self._new_reader(table)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"ImageRecords is read-only: build another to change `{name}`.")
+
+    # -- constructors -------------------------------------------------------------------------
+
+    @classmethod
+    def from_tfrecord(
+        cls, files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        image_key: str = "image/encoded", label_key: str | None = "image/class/label", *,
+        class_names: Sequence[str] | None = None, compression_type: str | None = None,
+        **settings: Any,
+    ) -> ImageRecords:
+        """TFRecord files of ``tf.train.Example``, read without TensorFlow.
+
+        ``files`` is a list of paths or a glob pattern (matches sorted). Each record's image is
+        the bytes feature ``image_key`` (JPEG, PNG, ... as ``ImageFiles`` decodes); its label
+        the feature ``label_key``: one int64 (a class index) or one bytes value (a class name;
+        names sorted, or ``class_names`` to order them); ``label_key=None`` for no labels.
+        ``compression_type``: None (default) tells plain from GZIP files by their bytes;
+        "" or "GZIP" says which. GZIP files cannot be read at an offset: they are
+        decompressed once, here, and held in memory (shared with the workers, not copied per
+        worker); write large datasets uncompressed. Other keyword arguments are the settings
+        ``ImageFiles`` takes (``image_size``, ``color_mode``, ``on_error``, ...).
+
+        Raises:
+            ArgumentError: no file matches; a record without ``image_key`` or ``label_key``.
+            ImageReadError: a record cut short or whose CRC does not match (file, record and
+                byte offset named).
+
+        Example:
+            >>> records = ImageRecords.from_tfrecord("data/train-*", image_size=(224, 224))
+            >>> records.class_names[:2], len(records)
+            (('0', '1'), 1281167)
+        """
+        paths = _expand("files", files, "TFRecord files")
+        O.check_choice("compression_type", compression_type, (None, "", "GZIP"),
+                       "None tells plain from GZIP files by their bytes")
+        wanted = label_key if settings.get("label_mode", "int") is not None else None
+        blobs: list[bytes] = []
+        bases: list[int] = []
+
+        def scan(path: str) -> tuple[list[int], list[int], list[Any]]:
+            gz = T.is_gzip(path) if compression_type is None else compression_type == "GZIP"
+            if not gz:
+                bases.append(-1)
+                with open(path, "rb") as f:
+                    return T.scan(f, os.fstat(f.fileno()).st_size, path, image_key, wanted)
+            data = T.inflate(path)
+            bases.append(sum(len(b) for b in blobs))
+            blobs.append(data)
+            return T.scan(io.BytesIO(data), len(data), path, image_key, wanted)
+
+        shown = files if isinstance(files, str) else O.Text(f"<{len(paths)} files>")
+        passed = dict(image_key=image_key, label_key=label_key, class_names=class_names,
+                      compression_type=compression_type, **settings)
+        call = f"from_tfrecord({shown!r}{O.passed(passed, _TFRECORD_DEFAULTS)})"
+        return cls._indexed(paths, scan, "tfrecord", image_key, wanted, class_names, call,
+                            settings, lambda: (np.frombuffer(b"".join(blobs), np.uint8)
+                                               if blobs else None, tuple(bases)))
+
+    @classmethod
+    def from_webdataset(
+        cls, tar_files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        image_ext: str | Sequence[str] = "jpg", label_ext: str | None = "cls", *,
+        class_names: Sequence[str] | None = None, **settings: Any,
+    ) -> ImageRecords:
+        """WebDataset tar shards: members ``key.jpg`` and ``key.cls`` make one sample.
+
+        ``tar_files`` is a list of paths or a glob pattern (matches sorted); shards must be
+        uncompressed tars. ``image_ext``: the image member's extension, or several (a list, or
+        "jpg;png" as WebDataset writes it), the first present is used. ``label_ext``: the
+        label member, text holding a class index (WebDataset's ``.cls``) or a class name
+        (names sorted, or ``class_names``); None for no labels. Other keyword arguments are
+        ``ImageFiles``' settings.
+
+        Raises:
+            ArgumentError: no shard matches, one is not an uncompressed tar, a sample has no
+                image or no label member (shard, sample and key named).
+
+        Example:
+            >>> records = ImageRecords.from_webdataset("shards/train-{000..009}.tar".replace(
+            ...     "{000..009}", "*"), image_size=(224, 224))
+        """
+        paths = _expand("tar_files", tar_files, "tar shards")
+        exts = tuple(e.lower().lstrip(".") for e in (
+            image_ext.split(";") if isinstance(image_ext, str) else image_ext))
+        wanted = label_ext if settings.get("label_mode", "int") is not None else None
+        if wanted is not None:
+            wanted = wanted.lower().lstrip(".")
+        shown = tar_files if isinstance(tar_files, str) else O.Text(f"<{len(paths)} shards>")
+        passed = dict(image_ext=image_ext, label_ext=label_ext, class_names=class_names,
+                      **settings)
+        call = f"from_webdataset({shown!r}{O.passed(passed, _WEBDATASET_DEFAULTS)})"
+        return cls._indexed(paths, lambda path: _tar.scan(path, exts, wanted), "raw", "",
+                            wanted, class_names, call, settings, lambda: (None, None))
+
+    @classmethod
+    def _indexed(cls, paths: list[str], scan: _Scan, kind: str, key: str,
+                 label_key: str | None, class_names: Sequence[str] | None, call: str,
+                 settings: dict[str, Any], memory: Callable[[], tuple[Any, Any]]
+                 ) -> ImageRecords:
+        """Scan every shard (a progress bar on long scans), build the table, the source."""
+        from tqdm import tqdm
+
+        _check_keywords(settings)  # before the scan, which may be long
+        shard_of, offsets, lengths, labels = [], [], [], []
+        with tqdm(paths, unit="shard", desc="index records", disable=len(paths) < 16 or None,
+                  leave=False) as bar:
+            for number, path in enumerate(bar):
+                found, sizes, values = scan(path)
+                shard_of += [number] * len(found)
+                offsets += found
+                lengths += sizes
+                labels += values
+        if not offsets:
+            raise ArgumentError(
+                f"The {len(paths)} shard(s) {paths[:3]} hold no record. Fix: pass the shards "
+                f"that hold the data."
+            )
+        classes, names = F.encode_names(labels if label_key is not None else None,
+                                        len(offsets), class_names)
+        if classes is not None and not names:  # int labels: classes 0..max, named by number
+            names = tuple(str(c) for c in range(int(classes.max()) + 1))
+        blob, bases = memory()
+        table = RecordTable.build(tuple(paths), np.array(shard_of), np.array(offsets),
+                                  np.array(lengths), classes, kind, key, blob, bases)
+        records = cls(table, classes, names, **settings)
+        object.__setattr__(records, "_origin", call)
+        return records
+
+    def __repr__(self) -> str:  # the records can number millions: the call and a summary
+        made = self._origin or f"ImageRecords({self.table!r})"
+        count = f"{len(self.table):,} records in {len(self.table.shards):,} shard(s)"
+        return O.summary("ImageRecords", made, count, self.labels is not None,
+                         self.class_names, self.output_shape)
+
+
+def _check_keywords(settings: dict[str, Any], more: set[str] = set()) -> None:
+    unknown = sorted(set(settings) - set(O.SETTINGS_DEFAULTS) - more)
+    if unknown:
+        raise ArgumentTypeError(
+            f"ImageRecords got unexpected keyword argument(s) {unknown}. Fix: use the "
+            f"settings {sorted(O.SETTINGS_DEFAULTS)}, or the constructor's own arguments."
+        )
+
+
+def _expand(name: str, given: Any, what: str) -> list[str]:
+    """A glob pattern's sorted matches, or a list of paths (each must exist)."""
+    if isinstance(given, (str, os.PathLike)):
+        pattern = os.fspath(given)
+        paths = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+    else:
+        try:
+            paths = [os.fspath(p) for p in given]
+        except TypeError:
+            raise ArgumentTypeError(
+                f"`{name}` must be a list of {what} or a glob pattern; received {got(given)}. "
+                f"Fix: e.g. `{name}='data/train-*'`."
+            ) from None
+    missing = [p for p in paths if not os.path.isfile(p)]
+    if not paths or missing:
+        seen = f"{len(missing)} do not exist: {missing[:3]}" if missing else "none matched"
+        raise ArgumentError(
+            f"`{name}` must name existing {what}; received {got(given)}, of which {seen}. "
+            f"Fix: check the paths or the glob pattern."
+        )
+    return paths
+
+
+_TFRECORD_DEFAULTS: dict[str, Any] = dict(
+    image_key="image/encoded", label_key="image/class/label", class_names=None,
+    compression_type=None, **O.SETTINGS_DEFAULTS)
+_WEBDATASET_DEFAULTS: dict[str, Any] = dict(
+    image_ext="jpg", label_ext="cls", class_names=None, **O.SETTINGS_DEFAULTS)
