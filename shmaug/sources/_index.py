@@ -3,11 +3,10 @@
 ``ImageRecords``' counterpart of ``_paths.PathTable``. A shard (a TFRecord file, a tar) holds
 many records; a worker finds record i from three int64s, so the table is::
 
-    int64 rows[n, 3]     shard number, byte offset, length of record i
+    int64 rows[n, 3]     shard << 40 | record number in its shard, byte offset, length
     int64 classes[n]     only when the table has class indices
 
-plus, per shard (a few thousand at most, kept as tuples), its path, the number of its first
-record and, for a shard decompressed into memory (GZIP TFRecords), where it starts in a second
+plus, per shard (a few thousand at most, kept as tuples), its path and, for a shard decompressed into memory (GZIP TFRecords), where it starts in a second
 block of bytes (-1: read the file). ``share(store)`` copies both blocks once into the loader's
 shared memory and returns a table that pickles as their handles, so a worker's memory does not
 grow with the number of records. ``fetch(i)`` runs in a worker: one positioned read of the
@@ -42,13 +41,13 @@ class RecordTable:
         (2, 'a.tar[1]')
     """
 
-    __slots__ = ("_n", "_has_classes", "_buf", "_blob", "_shards", "_firsts", "_bases",
+    __slots__ = ("_n", "_has_classes", "_buf", "_blob", "_shards", "_bases",
                  "_kind", "_key", "_handles", "_blocks", "_data")
     NOUN = "record"  # what a sample is, in a reader's messages
     SOURCE = "ImageRecords"  # whose ``load`` reads this table, in a worker error
 
     def __init__(self, data: Any, blob: Any, n: int, has_classes: bool,
-                 shards: tuple[str, ...], firsts: tuple[int, ...], bases: tuple[int, ...],
+                 shards: tuple[str, ...], bases: tuple[int, ...],
                  kind: str, key: str, handles: tuple[ArrayHandle, ArrayHandle | None] | None
                  = None) -> None:
         self._n = n  # invariant: number of records
@@ -57,7 +56,6 @@ class RecordTable:
         self._buf: Any = None if data is None else data.data.cast("B")
         self._blob: Any = None if blob is None else blob.data.cast("B")
         self._shards = shards  # invariant: one path per shard, in shard-number order
-        self._firsts = firsts  # invariant: the table index of each shard's first record
         self._bases = bases  # invariant: a shard's start in the blob, or -1 (read the file)
         self._kind = kind  # invariant: one of KINDS
         self._key = key  # the Example feature holding the image (kind "tfrecord")
@@ -67,16 +65,20 @@ class RecordTable:
     @classmethod
     def build(cls, shards: tuple[str, ...], shard_of: np.ndarray, offsets: np.ndarray,
               lengths: np.ndarray, classes: np.ndarray | None, kind: str, key: str = "",
-              blob: np.ndarray | None = None, bases: tuple[int, ...] | None = None
-              ) -> RecordTable:
-        """Pack the per-record arrays (records of a shard contiguous, shards in order)."""
+              blob: np.ndarray | None = None, bases: tuple[int, ...] | None = None,
+              numbers: np.ndarray | None = None) -> RecordTable:
+        """Pack the per-record arrays. ``numbers``: each record's number in its shard (for
+        messages); by default records of a shard are contiguous and counted from 0."""
         shard_of = np.asarray(shard_of, np.int64)
-        rows = np.stack([shard_of, np.asarray(offsets, np.int64),
-                         np.asarray(lengths, np.int64)], axis=1).reshape(-1)
+        if numbers is None:
+            firsts = np.searchsorted(shard_of, np.arange(len(shards)))
+            numbers = np.arange(len(shard_of)) - firsts[shard_of]
+        rows = np.stack([shard_of << 40 | np.asarray(numbers, np.int64),
+                         np.asarray(offsets, np.int64), np.asarray(lengths, np.int64)],
+                        axis=1).reshape(-1)
         parts = [rows] if classes is None else [rows, np.asarray(classes, np.int64)]
         data = np.concatenate(parts).view(np.uint8)
-        firsts = tuple(int(v) for v in np.searchsorted(shard_of, np.arange(len(shards))))
-        return cls(data, blob, len(shard_of), classes is not None, shards, firsts,
+        return cls(data, blob, len(shard_of), classes is not None, shards,
                    bases or (-1,) * len(shards), kind, key)
 
     def share(self, store: SharedStore) -> RecordTable:
@@ -96,7 +98,7 @@ class RecordTable:
             blob_view[...] = blob
             blob_view.flags.writeable = False
         return RecordTable(view, blob_view, self._n, self._has_classes, self._shards,
-                           self._firsts, self._bases, self._kind, self._key,
+                           self._bases, self._kind, self._key,
                            (handle, blob_handle))
 
     @property
@@ -115,8 +117,8 @@ class RecordTable:
             i += self._n
         if not 0 <= i < self._n:
             raise IndexError(f"record index {index} out of range for {self._n} records")
-        shard, offset, length = _ROW.unpack_from(self._buf, 24 * i)
-        return shard, i - self._firsts[shard], offset, length
+        where, offset, length = _ROW.unpack_from(self._buf, 24 * i)
+        return where >> 40, where & (1 << 40) - 1, offset, length
 
     def __getitem__(self, index: int) -> str:
         """What ``stats()["unreadable"]`` calls record ``index``: ``shard[number]``."""
@@ -177,7 +179,7 @@ class RecordTable:
         parts = [rows] if classes is None else [rows, np.asarray(classes, np.int64)]
         data = np.concatenate(parts).view(np.uint8)
         return RecordTable(data, self._data[1], self._n, classes is not None, self._shards,
-                           self._firsts, self._bases, self._kind, self._key)
+                           self._bases, self._kind, self._key)
 
     def __repr__(self) -> str:
         return f"RecordTable({self._n:,} records in {len(self._shards)} shard(s))"
@@ -185,7 +187,7 @@ class RecordTable:
     # -- pickling -------------------------------------------------------------------------------
 
     def __reduce__(self) -> Any:
-        meta = (self._n, self._has_classes, self._shards, self._firsts, self._bases,
+        meta = (self._n, self._has_classes, self._shards, self._bases,
                 self._kind, self._key)
         if self._handles is not None:  # to a worker: the names of the blocks, never their bytes
             return (_attached, (self._handles, *meta))

@@ -9,8 +9,10 @@ loader copies once into its shared memory. A worker then reads record i with one
 read, so the engine's exact shuffle, exactly-once epochs, determinism for any worker count,
 resume and sharding hold unchanged, with no shuffle buffer.
 
-Formats: ``from_tfrecord`` (``_tfrecord.py``, ``_example.py``: no TensorFlow needed) and
-``from_webdataset`` (``_tar.py``). An unreadable image (a CRC that does not match, no image
+Formats: ``from_tfrecord`` (``_tfrecord.py``, ``_example.py``: no TensorFlow needed),
+``from_webdataset`` (``_tar.py``) and ``from_huggingface`` (``_arrow.py``: byte ranges in the
+dataset's Arrow files; ``datasets`` and pyarrow are needed to build the source, not in the
+workers). An unreadable image (a CRC that does not match, no image
 feature, bytes that are no image) raises ``ImageReadError`` naming the shard, the record and its
 byte offset; ``on_error="skip"`` replaces it by the next readable record of its class and a
 loader counts it, exactly as for files. A shard that cannot be indexed (cut short, a header CRC
@@ -189,6 +191,80 @@ class ImageRecords(O.ImageSource):
                             wanted, class_names, call, settings, lambda: (None, None))
 
     @classmethod
+    def from_huggingface(
+        cls, dataset: Any, image_column: str = "image", label_column: str | None = "label", *,
+        class_names: Sequence[str] | None = None, **settings: Any,
+    ) -> ImageRecords:
+        """A Hugging Face ``datasets.Dataset`` with an ``Image`` column (encoded bytes).
+
+        The workers read each row's image bytes straight from the dataset's Arrow files
+        (``load_dataset``, ``load_from_disk``: nothing copied per worker; a dataset built in
+        memory has its image bytes copied once into shared memory). The dataset's row order
+        (after ``shuffle``, ``select``, ``train_test_split``) is kept. Labels come from
+        ``label_column``: with a ``ClassLabel`` feature its names are the class names;
+        otherwise ints (class indices) or strings (class names); None for no labels. Other
+        keyword arguments are ``ImageFiles``' settings. Needs ``pip install
+        "shmaug[huggingface]"``.
+
+        Raises:
+            ArgumentError: not a Dataset (a DatasetDict: pick a split); a column that is
+                missing or not an image; a row whose image has no bytes.
+
+        Example:
+            >>> ds = datasets.load_from_disk("beans")["train"]
+            >>> records = ImageRecords.from_huggingface(ds, image_size=(224, 224))
+        """
+        _need("datasets", "huggingface")
+        import datasets
+
+        from . import _arrow
+
+        if not isinstance(dataset, datasets.Dataset):
+            hint = (f" it is a DatasetDict: pick a split, e.g. `dataset[{next(iter(dataset))!r}]`"
+                    if isinstance(dataset, datasets.DatasetDict) else "")
+            raise ArgumentTypeError(
+                f"`dataset` must be a datasets.Dataset; received {got(dataset)}.{hint} Fix: "
+                f"pass one split of the dataset."
+            )
+        _check_keywords(settings)
+        features = dataset.features
+        for arg, name in (("image_column", image_column), ("label_column", label_column)):
+            if name is not None and name not in features:
+                raise ArgumentError(
+                    f"`{arg}`={name!r} is not a column of the dataset; its columns are "
+                    f"{list(features)}. Fix: pass `{arg}=` one of them"
+                    + (", or `label_column=None`." if arg == "label_column" else ".")
+                )
+        image_feature = features[image_column]
+        binary = isinstance(image_feature, datasets.Value) and image_feature.dtype in (
+            "binary", "large_binary")
+        if not isinstance(image_feature, datasets.Image) and not binary:
+            raise ArgumentError(
+                f"`image_column`={image_column!r} is not an image column: its feature is "
+                f"{image_feature!r}. Fix: pass the column whose feature is datasets.Image() "
+                f"(encoded image bytes)."
+            )
+        shards, shard_of, numbers, offsets, lengths, blob = _arrow.rows(dataset, image_column)
+        labels, names = None, class_names
+        if label_column is not None and settings.get("label_mode", "int") is not None:
+            labels = dataset[label_column]
+            feature = features[label_column]
+            if isinstance(feature, datasets.ClassLabel) and class_names is None:
+                names = feature.names
+        classes, names = F.encode_names(labels, len(offsets), names)
+        if classes is not None and not names:
+            names = tuple(str(c) for c in range(int(classes.max()) + 1))
+        table = RecordTable.build(shards, shard_of, offsets, lengths, classes, "raw", "", blob,
+                                  (0,) if blob is not None else None, numbers)
+        records = cls(table, classes, names, **settings)
+        passed = dict(image_column=image_column, label_column=label_column,
+                      class_names=class_names, **settings)
+        shown = O.Text(f"<Dataset of {len(offsets)} rows>")
+        object.__setattr__(records, "_origin", f"from_huggingface({shown!r}"
+                                               f"{O.passed(passed, _HUGGINGFACE_DEFAULTS)})")
+        return records
+
+    @classmethod
     def _indexed(cls, paths: list[str], scan: _Scan, kind: str, key: str,
                  label_key: str | None, class_names: Sequence[str] | None, call: str,
                  settings: dict[str, Any], memory: Callable[[], tuple[Any, Any]]
@@ -229,6 +305,16 @@ class ImageRecords(O.ImageSource):
                          self.class_names, self.output_shape)
 
 
+def _need(module: str, extra: str) -> None:
+    """A one-line error naming the extra when ``module`` is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ModuleNotFoundError(
+            f'This ImageRecords constructor needs the `{module}` package. Fix: pip install '
+            f'"shmaug[{extra}]".', name=module)
+
+
 def _check_keywords(settings: dict[str, Any], more: set[str] = set()) -> None:
     unknown = sorted(set(settings) - set(O.SETTINGS_DEFAULTS) - more)
     if unknown:
@@ -264,5 +350,7 @@ def _expand(name: str, given: Any, what: str) -> list[str]:
 _TFRECORD_DEFAULTS: dict[str, Any] = dict(
     image_key="image/encoded", label_key="image/class/label", class_names=None,
     compression_type=None, **O.SETTINGS_DEFAULTS)
+_HUGGINGFACE_DEFAULTS: dict[str, Any] = dict(
+    image_column="image", label_column="label", class_names=None, **O.SETTINGS_DEFAULTS)
 _WEBDATASET_DEFAULTS: dict[str, Any] = dict(
     image_ext="jpg", label_ext="cls", class_names=None, **O.SETTINGS_DEFAULTS)

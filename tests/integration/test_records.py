@@ -1,4 +1,4 @@
-"""ImageRecords under real workers: TFRecord and WebDataset shards, fork and spawn.
+"""ImageRecords under real workers: TFRecord, WebDataset and Arrow shards, fork and spawn.
 
 Every record's image is a pure function of its number and its label is that number, so a batch
 names the records it holds: each epoch must hold every record exactly once, and the batches
@@ -44,6 +44,18 @@ def tars(tmp_path_factory):
                                                image_size=D.SHAPE[:2])
 
 
+@pytest.fixture(scope="module")
+def huggingface(tmp_path_factory):
+    datasets = pytest.importorskip("datasets")
+    folder = str(tmp_path_factory.mktemp("it_hf") / "ds")
+    datasets.Dataset.from_dict(
+        {"image": [{"bytes": D.png(i), "path": None} for i in range(N)], "label": list(range(N))},
+        features=datasets.Features({"image": datasets.Image(), "label": datasets.Value("int64")}),
+    ).save_to_disk(folder, num_shards=2)
+    return shmaug.ImageRecords.from_huggingface(datasets.load_from_disk(folder),
+                                                image_size=D.SHAPE[:2])
+
+
 def check_exactly_once(batches: list) -> None:
     labels = np.concatenate([y for _, y in batches])
     assert sorted(labels.tolist()) == list(range(N))
@@ -52,7 +64,7 @@ def check_exactly_once(batches: list) -> None:
             np.testing.assert_array_equal(image, D.image(int(i)))
 
 
-@pytest.mark.parametrize("kind", ["tfrecords", "tars"])
+@pytest.mark.parametrize("kind", ["tfrecords", "tars", "huggingface"])
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_every_record_once_and_bit_identical_for_any_worker_count(kind, method, request):
     records = request.getfixturevalue(kind)
