@@ -28,7 +28,10 @@ from ..engine._store import ArrayHandle, SharedStore, attach_block
 
 _ROW = struct.Struct("<qqq")
 _INT64 = struct.Struct("<q")
-KINDS = ("tfrecord", "raw")  # a TFRecord frame holding an Example; the image bytes themselves
+# A TFRecord frame holding an Example; the image bytes themselves; an ArrayRecord Example
+# (its "offset" is the record's number in the file, read through array_record's reader).
+KINDS = ("tfrecord", "raw", "array_record")
+_OPEN_READERS = 64  # ArrayRecord readers a process keeps open at most (one per shard)
 
 
 class RecordTable:
@@ -42,7 +45,7 @@ class RecordTable:
     """
 
     __slots__ = ("_n", "_has_classes", "_buf", "_blob", "_shards", "_bases",
-                 "_kind", "_key", "_handles", "_blocks", "_data")
+                 "_kind", "_key", "_handles", "_blocks", "_data", "_readers")
     NOUN = "record"  # what a sample is, in a reader's messages
     SOURCE = "ImageRecords"  # whose ``load`` reads this table, in a worker error
 
@@ -61,6 +64,7 @@ class RecordTable:
         self._key = key  # the Example feature holding the image (kind "tfrecord")
         self._handles = handles  # invariant: set iff the blocks live in shared memory
         self._blocks: tuple[Any, ...] = ()  # in a worker: the attached blocks behind the bufs
+        self._readers: dict[int, Any] = {}  # ArrayRecord readers opened in this process
 
     @classmethod
     def build(cls, shards: tuple[str, ...], shard_of: np.ndarray, offsets: np.ndarray,
@@ -138,6 +142,12 @@ class RecordTable:
                 TFRecord) the record's CRC does not match or it has no image.
         """
         shard, _, offset, length = self._locate(index)
+        if self._kind == "array_record":
+            try:
+                raw = self._reader(shard).read([offset])[0]
+            except Exception as exc:  # the C++ reader raises plain RuntimeError / ValueError
+                raise unreadable(self.what(index), f"ArrayRecord: {exc}") from None
+            return T.example_image(raw, self.what(index), self._key)
         frame = self._kind == "tfrecord"
         size = length + (T.HEADER.size + T.FOOTER if frame else 0)
         base = self._bases[shard]
@@ -156,6 +166,21 @@ class RecordTable:
             raise unreadable(self.what(index), "the file is shorter than when it was indexed "
                                                "(it changed); build the ImageRecords again")
         return np.frombuffer(raw, np.uint8)
+
+    def _reader(self, shard: int) -> Any:
+        """This process's ArrayRecord reader of ``shard``, opened on first use (readers are
+        not shared: each process opens its own, and they close with the table)."""
+        reader = self._readers.get(shard)
+        if reader is None:
+            from array_record.python.array_record_module import ArrayRecordReader
+
+            if len(self._readers) >= _OPEN_READERS:
+                for old in self._readers.values():
+                    old.close()
+                self._readers.clear()
+            reader = ArrayRecordReader(self._shards[shard], "readahead_buffer_size:0")
+            self._readers[shard] = reader
+        return reader
 
     def class_of(self, index: int) -> int:
         """The class index of record ``index`` (the table must have classes)."""

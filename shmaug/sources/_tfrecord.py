@@ -11,11 +11,14 @@ checks its CRC, and when labels are asked for reads the record and parses its Ex
 byte offset and length, which ``_index.RecordTable`` keeps in shared memory. ``image_of`` runs
 in a worker on one frame read at that offset: checks both CRCs, parses the Example, returns the
 image's encoded bytes. GZIP files cannot be read at an offset, so ``scan``'s caller decompresses
-them once into memory (``inflate``). This module knows the format; the table knows where.
+them once into memory (``inflate``). ArrayRecord files of Examples share the Example side
+(``scan_array_record``, ``example_image``). This module knows the formats; the table knows
+where.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import struct
@@ -130,7 +133,7 @@ def scan(f: BinaryIO, size: int, path: str, image_key: str, label_key: str | Non
             f.seek(length + FOOTER, io.SEEK_CUR)
         else:
             body = f.read(length + FOOTER)
-            labels.append(_label(body[:length], where, image_key, label_key))
+            labels.append(label_of(body[:length], where, image_key, label_key))
         offsets.append(offset)
         lengths.append(length)
         offset = end
@@ -144,7 +147,12 @@ def _cut(where: str, detail: str) -> ImageReadError:
     )
 
 
-def _label(data: bytes, where: str, image_key: str, label_key: str) -> Any:
+def label_of(data: bytes, where: str, image_key: str, label_key: str) -> Any:
+    """The label of one serialized Example: an int or a class name.
+
+    Raises:
+        ImageReadError: not an Example. ArgumentError: no ``image_key`` or ``label_key``.
+    """
     try:
         found = E.features(data)
     except E.ExampleError as exc:
@@ -188,6 +196,15 @@ def image_of(frame: bytes, what: str, image_key: str) -> np.ndarray:
     (expected,) = struct.unpack_from("<I", frame, HEADER.size + length)
     if masked_crc(view[:8]) != HEADER.unpack_from(frame)[1] or masked_crc(data) != expected:
         raise unreadable(what, "its CRC does not match: the record is corrupt")
+    return example_image(data, what, image_key)
+
+
+def example_image(data: bytes | memoryview, what: str, image_key: str) -> np.ndarray:
+    """The encoded image in one serialized Example (a TFRecord's or an ArrayRecord's).
+
+    Raises:
+        ImageReadError: not an Example, or no bytes feature ``image_key``.
+    """
     try:
         kind, message = E.features(data).get(image_key, (0, None))
     except E.ExampleError as exc:
@@ -196,3 +213,42 @@ def image_of(frame: bytes, what: str, image_key: str) -> np.ndarray:
     if image is None:
         raise unreadable(what, f"it has no bytes feature {image_key!r} (`image_key`)")
     return np.frombuffer(image, np.uint8)
+
+
+def scan_array_record(path: str, image_key: str, label_key: str | None
+                      ) -> tuple[list[int], list[int], list[Any]]:
+    """Every record of one ArrayRecord file of Examples: ``(record numbers, zeros, labels)``
+    (its own index gives random access; labels are read when ``label_key`` is set).
+
+    Raises:
+        ArgumentError: not an ArrayRecord file; a record without ``image_key`` or ``label_key``.
+    """
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    reader = None
+    try:
+        reader = ArrayRecordReader(path, "readahead_buffer_size:0")
+        if not reader.ok():  # it says why only when closed
+            failed, reader = reader, None
+            failed.close()
+            raise RuntimeError("the reader is not ok")
+        n = reader.num_records()
+        labels: list[Any] = []
+        for start in range(0, n, 1024):
+            if label_key is None:
+                break
+            batch = reader.read(list(range(start, min(n, start + 1024))))
+            labels += [label_of(data, f"record {start + k} of {path!r}", image_key, label_key)
+                       for k, data in enumerate(batch)]
+    except (RuntimeError, ValueError, OSError) as exc:  # what the C++ reader raises
+        if isinstance(exc, (ArgumentError, ImageReadError)):
+            raise
+        raise ArgumentError(
+            f"`files`: cannot read {path!r} as an ArrayRecord file ({exc}). Fix: pass "
+            f"ArrayRecord files (as TFDS and Grain write them), or leave it out."
+        ) from None
+    finally:
+        if reader is not None:
+            with contextlib.suppress(RuntimeError):  # a reader that failed fails to close too
+                reader.close()
+    return list(range(n)), [0] * n, labels

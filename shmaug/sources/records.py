@@ -10,6 +10,7 @@ read, so the engine's exact shuffle, exactly-once epochs, determinism for any wo
 resume and sharding hold unchanged, with no shuffle buffer.
 
 Formats: ``from_tfrecord`` (``_tfrecord.py``, ``_example.py``: no TensorFlow needed),
+``from_array_record`` (its own index, through ``array_record``'s reader in each worker),
 ``from_webdataset`` (``_tar.py``) and ``from_huggingface`` (``_arrow.py``: byte ranges in the
 dataset's Arrow files; ``datasets`` and pyarrow are needed to build the source, not in the
 workers). An unreadable image (a CRC that does not match, no image
@@ -153,6 +154,36 @@ class ImageRecords(O.ImageSource):
         return cls._indexed(paths, scan, "tfrecord", image_key, wanted, class_names, call,
                             settings, lambda: (np.frombuffer(b"".join(blobs), np.uint8)
                                                if blobs else None, tuple(bases)))
+
+    @classmethod
+    def from_array_record(
+        cls, files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        image_key: str = "image/encoded", label_key: str | None = "image/class/label", *,
+        class_names: Sequence[str] | None = None, **settings: Any,
+    ) -> ImageRecords:
+        """ArrayRecord files whose records are ``tf.train.Example``s (as TFDS and Grain
+        write them); keys and labels as ``from_tfrecord``. ArrayRecord has its own index:
+        each worker opens its own reader per shard and reads record i directly. Needs
+        ``pip install "shmaug[arrayrecord]"``.
+
+        Raises:
+            ArgumentError: no file matches, one is not an ArrayRecord file, a record without
+                ``image_key`` or ``label_key``.
+
+        Example:
+            >>> records = ImageRecords.from_array_record("data/train.array_record-*",
+            ...                                          image_key="image", label_key="label")
+        """
+        _need("array_record", "arrayrecord")
+        paths = _expand("files", files, "ArrayRecord files")
+        wanted = label_key if settings.get("label_mode", "int") is not None else None
+        shown = files if isinstance(files, str) else O.Text(f"<{len(paths)} files>")
+        passed = dict(image_key=image_key, label_key=label_key, class_names=class_names,
+                      **settings)
+        call = f"from_array_record({shown!r}{O.passed(passed, _ARRAY_RECORD_DEFAULTS)})"
+        return cls._indexed(paths, lambda path: T.scan_array_record(path, image_key, wanted),
+                            "array_record", image_key, wanted, class_names, call, settings,
+                            lambda: (None, None))
 
     @classmethod
     def from_webdataset(
@@ -352,5 +383,8 @@ _TFRECORD_DEFAULTS: dict[str, Any] = dict(
     compression_type=None, **O.SETTINGS_DEFAULTS)
 _HUGGINGFACE_DEFAULTS: dict[str, Any] = dict(
     image_column="image", label_column="label", class_names=None, **O.SETTINGS_DEFAULTS)
+_ARRAY_RECORD_DEFAULTS: dict[str, Any] = dict(
+    image_key="image/encoded", label_key="image/class/label", class_names=None,
+    **O.SETTINGS_DEFAULTS)
 _WEBDATASET_DEFAULTS: dict[str, Any] = dict(
     image_ext="jpg", label_ext="cls", class_names=None, **O.SETTINGS_DEFAULTS)

@@ -1,4 +1,4 @@
-"""ImageRecords under real workers: TFRecord, WebDataset and Arrow shards, fork and spawn.
+"""ImageRecords under real workers: TFRecord, WebDataset, Arrow, ArrayRecord; fork and spawn.
 
 Every record's image is a pure function of its number and its label is that number, so a batch
 names the records it holds: each epoch must hold every record exactly once, and the batches
@@ -56,6 +56,22 @@ def huggingface(tmp_path_factory):
                                                 image_size=D.SHAPE[:2])
 
 
+@pytest.fixture(scope="module")
+def array_records(tmp_path_factory):
+    pytest.importorskip("array_record")
+    pytest.importorskip("tensorflow")  # writes the Examples
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    folder = tmp_path_factory.mktemp("it_array_record")
+    for k in range(2):
+        writer = ArrayRecordWriter(str(folder / f"train.array_record-{k:05d}"), "group_size:1")
+        for i in range(k * N // 2, (k + 1) * N // 2):
+            writer.write(D.example(i, i))
+        writer.close()
+    return shmaug.ImageRecords.from_array_record(str(folder / "train.array_record-*"),
+                                                 image_size=D.SHAPE[:2])
+
+
 def check_exactly_once(batches: list) -> None:
     labels = np.concatenate([y for _, y in batches])
     assert sorted(labels.tolist()) == list(range(N))
@@ -64,7 +80,7 @@ def check_exactly_once(batches: list) -> None:
             np.testing.assert_array_equal(image, D.image(int(i)))
 
 
-@pytest.mark.parametrize("kind", ["tfrecords", "tars", "huggingface"])
+@pytest.mark.parametrize("kind", ["tfrecords", "tars", "huggingface", "array_records"])
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_every_record_once_and_bit_identical_for_any_worker_count(kind, method, request):
     records = request.getfixturevalue(kind)
