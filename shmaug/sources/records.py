@@ -10,7 +10,8 @@ read, so the engine's exact shuffle, exactly-once epochs, determinism for any wo
 resume and sharding hold unchanged, with no shuffle buffer.
 
 Formats: ``from_tfrecord`` (``_tfrecord.py``, ``_example.py``: no TensorFlow needed),
-``from_array_record`` (its own index, through ``array_record``'s reader in each worker),
+``from_tfds`` (``_tfds.py``: TFDS' metadata and split arithmetic, then its TFRecord or
+ArrayRecord shards as above), ``from_array_record`` (its own index, through ``array_record``'s reader in each worker),
 ``from_webdataset`` (``_tar.py``) and ``from_huggingface`` (``_arrow.py``: byte ranges in the
 dataset's Arrow files; ``datasets`` and pyarrow are needed to build the source, not in the
 workers). An unreadable image (a CRC that does not match, no image
@@ -186,6 +187,57 @@ class ImageRecords(O.ImageSource):
                             lambda: (None, None))
 
     @classmethod
+    def from_tfds(
+        cls, name: str, split: str = "train", data_dir: str | os.PathLike[str] | None = None, *,
+        image_key: str | None = None, label_key: str | None = None, **settings: Any,
+    ) -> ImageRecords:
+        """A dataset TensorFlow Datasets has prepared, read straight from its shards.
+
+        ``name`` as TFDS names it ("mnist", "mnist:3.0.1", "my_set/config"), found under
+        ``data_dir`` (default: TFDS' own, ``~/tensorflow_datasets`` or ``$TFDS_DATA_DIR``);
+        ``split`` with TFDS' slices ("train[:90%]", "train+test"): the records TFDS' own
+        ``load(..., shuffle_files=False)`` gives, in the same order. The image and the label
+        are the dataset's ``Image`` and ``ClassLabel`` features (``image_key`` / ``label_key``
+        pick one where there are several), class names the ClassLabel's. TFRecord and
+        ArrayRecord builds are both read. Needs ``pip install "shmaug[tfds]"`` (to read the
+        metadata; the workers read the shards by hand).
+
+        Raises:
+            ArgumentError: the dataset or the split is not prepared under ``data_dir``; no
+                image feature.
+
+        Example:
+            >>> records = ImageRecords.from_tfds("beans", split="train[:80%]", image_size=(224, 224))
+        """
+        _need("tensorflow_datasets", "tfds")
+        from . import _tfds
+
+        folder, info = _tfds.prepared(name, data_dir)
+        image, label, names = _tfds.features(info, image_key, label_key)
+        instructions = _tfds.instructions(info, split, folder)
+        kind = "array_record" if "array" in str(info.file_format).lower() else "tfrecord"
+        if kind == "array_record":
+            _need("array_record", "arrayrecord")
+        wanted = label if settings.get("label_mode", "int") is not None else None
+        skips = {path: (skip, take) for path, skip, take in instructions}
+
+        def scan(path: str) -> tuple[list[int], list[int], list[Any]]:
+            if kind == "array_record":
+                found = T.scan_array_record(path, image, wanted)
+            else:
+                with open(path, "rb") as f:
+                    found = T.scan(f, os.fstat(f.fileno()).st_size, path, image, wanted)
+            skip, take = skips[path]
+            return tuple(part[skip:skip + take] for part in found)  # type: ignore[return-value]
+
+        passed = dict(split=split, data_dir=data_dir, image_key=image_key, label_key=label_key,
+                      **settings)
+        call = f"from_tfds({name!r}{O.passed(passed, _TFDS_DEFAULTS)})"
+        return cls._indexed([p for p, _, _ in instructions], scan, kind, image, wanted,
+                            names, call, settings, lambda: (None, None),
+                            [skip for _, skip, _ in instructions])
+
+    @classmethod
     def from_webdataset(
         cls, tar_files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         image_ext: str | Sequence[str] = "jpg", label_ext: str | None = "cls", *,
@@ -298,9 +350,10 @@ class ImageRecords(O.ImageSource):
     @classmethod
     def _indexed(cls, paths: list[str], scan: _Scan, kind: str, key: str,
                  label_key: str | None, class_names: Sequence[str] | None, call: str,
-                 settings: dict[str, Any], memory: Callable[[], tuple[Any, Any]]
-                 ) -> ImageRecords:
-        """Scan every shard (a progress bar on long scans), build the table, the source."""
+                 settings: dict[str, Any], memory: Callable[[], tuple[Any, Any]],
+                 skips: list[int] | None = None) -> ImageRecords:
+        """Scan every shard (a progress bar on long scans), build the table, the source.
+        ``skips``: per shard, the records its scan left out in front (a TFDS slice)."""
         from tqdm import tqdm
 
         _check_keywords(settings)  # before the scan, which may be long
@@ -323,8 +376,13 @@ class ImageRecords(O.ImageSource):
         if classes is not None and not names:  # int labels: classes 0..max, named by number
             names = tuple(str(c) for c in range(int(classes.max()) + 1))
         blob, bases = memory()
-        table = RecordTable.build(tuple(paths), np.array(shard_of), np.array(offsets),
-                                  np.array(lengths), classes, kind, key, blob, bases)
+        shards = np.array(shard_of, np.int64)
+        numbers = None
+        if skips is not None:  # record numbers in the shard, past the records skipped
+            firsts = np.searchsorted(shards, np.arange(len(paths)))
+            numbers = np.arange(len(shards)) - firsts[shards] + np.array(skips)[shards]
+        table = RecordTable.build(tuple(paths), shards, np.array(offsets), np.array(lengths),
+                                  classes, kind, key, blob, bases, numbers)
         records = cls(table, classes, names, **settings)
         object.__setattr__(records, "_origin", call)
         return records
@@ -386,5 +444,7 @@ _HUGGINGFACE_DEFAULTS: dict[str, Any] = dict(
 _ARRAY_RECORD_DEFAULTS: dict[str, Any] = dict(
     image_key="image/encoded", label_key="image/class/label", class_names=None,
     **O.SETTINGS_DEFAULTS)
+_TFDS_DEFAULTS: dict[str, Any] = dict(
+    split="train", data_dir=None, image_key=None, label_key=None, **O.SETTINGS_DEFAULTS)
 _WEBDATASET_DEFAULTS: dict[str, Any] = dict(
     image_ext="jpg", label_ext="cls", class_names=None, **O.SETTINGS_DEFAULTS)
