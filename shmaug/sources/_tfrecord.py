@@ -69,6 +69,7 @@ def _crc32c() -> Callable[[bytes | memoryview], int]:
 
 
 crc32c = _crc32c()
+SLOW_CRC = crc32c.__qualname__.startswith("_crc32c_python")  # no google-crc32c installed
 
 
 def masked_crc(data: bytes | memoryview) -> int:

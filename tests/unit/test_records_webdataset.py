@@ -80,3 +80,29 @@ def test_not_an_image_is_skipped_like_a_file(tmp_path):
     lenient = shmaug.ImageRecords.from_webdataset(path, image_ext="png", image_size=(6, 5),
                                                   on_error="skip")
     np.testing.assert_array_equal(lenient.load(1), D.image(2))
+
+
+def test_a_missing_extra_is_one_line_naming_it(monkeypatch, tmp_path):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("datasets", "array_record",
+                                                          "tensorflow_datasets") else real(name, *a))
+    for call, extra in ((lambda: shmaug.ImageRecords.from_huggingface(None), "huggingface"),
+                        (lambda: shmaug.ImageRecords.from_array_record("x"), "arrayrecord"),
+                        (lambda: shmaug.ImageRecords.from_tfds("mnist"), "tfds")):
+        with pytest.raises(ModuleNotFoundError) as info:
+            call()
+        assert str(info.value).count("\n") == 0 and f'"shmaug[{extra}]"' in str(info.value)
+
+
+def test_pure_python_crc32c_agrees_and_its_slowness_is_said(monkeypatch, tmp_path):
+    from shmaug.sources import _tfrecord as T
+
+    assert T._crc32c_python()(b"123456789") == 0xE3069283 == T.crc32c(b"123456789")
+    monkeypatch.setattr(T, "SLOW_CRC", True)
+    (tmp_path / "empty.tfrecord").write_bytes(b"")
+    with pytest.warns(shmaug.ShmaugWarning, match=r'shmaug\[tfrecord\]'), \
+            pytest.raises(shmaug.ArgumentError, match=r"hold no record"):
+        shmaug.ImageRecords.from_tfrecord(str(tmp_path / "empty.tfrecord"))
