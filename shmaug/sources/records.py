@@ -361,32 +361,37 @@ class ImageRecords(O.ImageSource):
         from tqdm import tqdm
 
         _check_keywords(settings)  # before the scan, which may be long
-        shard_of, offsets, lengths, labels = [], [], [], []
+        counts: list[int] = []
+        offsets: list[np.ndarray] = []  # per shard: millions of records stay compact arrays
+        lengths: list[np.ndarray] = []
+        labels: list[Any] = []
         with tqdm(paths, unit="shard", desc="index records", disable=len(paths) < 16 or None,
                   leave=False) as bar:
-            for number, path in enumerate(bar):
+            for path in bar:
                 found, sizes, values = scan(path)
-                shard_of += [number] * len(found)
-                offsets += found
-                lengths += sizes
+                counts.append(len(found))
+                offsets.append(np.array(found, np.int64))
+                lengths.append(np.array(sizes, np.int64))
                 labels += values
-        if not offsets:
+        n = sum(counts)
+        if not n:
             raise ArgumentError(
                 f"The {len(paths)} shard(s) {paths[:3]} hold no record. Fix: pass the shards "
                 f"that hold the data."
             )
-        classes, names = F.encode_names(labels if label_key is not None else None,
-                                        len(offsets), class_names)
+        classes, names = F.encode_names(labels if label_key is not None else None, n,
+                                        class_names)
         if classes is not None and not names:  # int labels: classes 0..max, named by number
             names = tuple(str(c) for c in range(int(classes.max()) + 1))
         blob, bases = memory()
-        shards = np.array(shard_of, np.int64)
+        shards = np.repeat(np.arange(len(paths), dtype=np.int64), counts)
         numbers = None
         if skips is not None:  # record numbers in the shard, past the records skipped
             firsts = np.searchsorted(shards, np.arange(len(paths)))
             numbers = np.arange(len(shards)) - firsts[shards] + np.array(skips)[shards]
-        table = RecordTable.build(tuple(paths), shards, np.array(offsets), np.array(lengths),
-                                  classes, kind, key, blob, bases, numbers)
+        table = RecordTable.build(tuple(paths), shards, np.concatenate(offsets),
+                                  np.concatenate(lengths), classes, kind, key, blob, bases,
+                                  numbers)
         records = cls(table, classes, names, **settings)
         object.__setattr__(records, "_origin", call)
         return records
