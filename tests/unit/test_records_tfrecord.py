@@ -150,3 +150,19 @@ def test_arguments_are_checked(tmp_path, shards):
         shmaug.ImageRecords.from_tfrecord(shards, interpolation="cubic")
     with pytest.raises(shmaug.ArgumentTypeError, match=r"\['colour_mode'\]"):
         shmaug.ImageRecords.from_tfrecord(shards, colour_mode="rgb")
+
+
+def test_hand_parser_refuses_cut_or_garbled_bytes_with_its_own_error():
+    data = D.example(3, 2)
+    rng = np.random.default_rng(0)
+    garbled = [bytes(rng.integers(0, 256, len(data), np.uint8)) for _ in range(200)]
+    for bad in [data[:cut] for cut in range(len(data))] + garbled:
+        try:
+            found = E.features(bad)
+        except E.ExampleError:
+            continue
+        for kind, message in found.values():  # what did parse decodes or refuses, no crash
+            try:
+                E.int64_values(kind, message), E.bytes_value(kind, message)
+            except E.ExampleError:
+                pass
