@@ -109,3 +109,28 @@ def test_a_corrupt_record_is_stood_in_for_and_counted(tmp_path):
             assert loader.stats()["unreadable"] == [f"{path}[2]"]
     assert_same_batches(*runs)
     np.testing.assert_array_equal(runs[1][0][0][2], D.image(4))  # next record of class 0
+
+
+def test_resume_and_shards_per_host_hold_on_records(tars):
+    """A loader over records resumes from its state (through JSON) bit for bit, and two
+    hosts' shards split every epoch's records between them, once each."""
+    import json
+
+    kwargs = dict(batch_size=3, shuffle=True, seed=2, augment=_ops.noisy)
+    with shmaug.Loader(tars, workers=2, **kwargs) as whole:
+        expected = [(x.copy(), y.copy()) for _ in range(2) for x, y in whole]
+    with shmaug.Loader(tars, workers=2, **kwargs) as first:
+        it = iter(first)
+        got = [tuple(a.copy() for a in next(it)) for _ in range(2)]
+        state = json.loads(json.dumps(first.state_dict()))
+        del it
+    with shmaug.Loader(tars, workers=2, **kwargs) as second:
+        second.load_state_dict(state)
+        while len(got) < len(expected):
+            got.extend((x.copy(), y.copy()) for x, y in second)
+    assert_same_batches(got, expected)
+    seen = []
+    for host in range(2):
+        with shmaug.Loader(tars, workers=0, num_shards=2, shard_index=host, **kwargs) as loader:
+            seen += [int(i) for _, y in loader for i in y]
+    assert sorted(seen) == list(range(N))
