@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ArgumentTypeError, got
 
 IN_MEMORY = "<dataset in memory>"
 
@@ -107,3 +107,38 @@ def rows(dataset: Any, column: str) -> tuple[tuple[str, ...], np.ndarray, np.nda
         order = indices.column(0).to_numpy()
         shard, numbers, offsets, sizes = shard[order], numbers[order], offsets[order], sizes[order]
     return tuple(files), shard, numbers, offsets, sizes, blob
+
+
+def check(dataset: Any, image_column: str, label_column: str | None) -> None:
+    """Refuse what ``from_huggingface`` cannot read: not a Dataset, a missing column, an
+    image column that holds no encoded images.
+
+    Raises:
+        ArgumentTypeError, ArgumentError: naming the column, what it is and the fix.
+    """
+    import datasets
+
+    if not isinstance(dataset, datasets.Dataset):
+        hint = (f" it is a DatasetDict: pick a split, e.g. `dataset[{next(iter(dataset))!r}]`"
+                if isinstance(dataset, datasets.DatasetDict) else "")
+        raise ArgumentTypeError(
+            f"`dataset` must be a datasets.Dataset; received {got(dataset)}.{hint} Fix: "
+            f"pass one split of the dataset."
+        )
+    features = dataset.features
+    for arg, name in (("image_column", image_column), ("label_column", label_column)):
+        if name is not None and name not in features:
+            raise ArgumentError(
+                f"`{arg}`={name!r} is not a column of the dataset; its columns are "
+                f"{list(features)}. Fix: pass `{arg}=` one of them"
+                + (", or `label_column=None`." if arg == "label_column" else ".")
+            )
+    image_feature = features[image_column]
+    binary = isinstance(image_feature, datasets.Value) and image_feature.dtype in (
+        "binary", "large_binary")
+    if not isinstance(image_feature, datasets.Image) and not binary:
+        raise ArgumentError(
+            f"`image_column`={image_column!r} is not an image column: its feature is "
+            f"{image_feature!r}. Fix: pass the column whose feature is datasets.Image() "
+            f"(encoded image bytes)."
+        )

@@ -23,7 +23,6 @@ that does not match, a record without its label) is reported when the source is 
 
 from __future__ import annotations
 
-import glob
 import io
 import os
 from typing import Any, Callable, Sequence
@@ -35,12 +34,16 @@ from . import _options as O
 from . import _tar
 from . import _tfrecord as T
 from ._index import RecordTable
+from ._shards import Scan as _Scan
+from ._shards import cached
+from ._shards import check_keywords as _check_keywords
+from ._shards import expand as _expand
+from ._shards import need as _need
 from ._decode import COLOR_MODES
 from ._options import DEFAULT_IMAGE_SIZE
 from ..errors import ArgumentError, ArgumentTypeError, got, warn
 
 __all__ = ["ImageRecords"]
-_Scan = Callable[[str], tuple[list[int], list[int], list[Any]]]
 
 
 class ImageRecords(O.ImageSource):
@@ -106,7 +109,7 @@ class ImageRecords(O.ImageSource):
         cls, files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         image_key: str = "image/encoded", label_key: str | None = "image/class/label", *,
         class_names: Sequence[str] | None = None, compression_type: str | None = None,
-        **settings: Any,
+        index_cache: str | os.PathLike[str] | None = None, **settings: Any,
     ) -> ImageRecords:
         """TFRecord files of ``tf.train.Example``, read without TensorFlow.
 
@@ -117,8 +120,10 @@ class ImageRecords(O.ImageSource):
         ``compression_type``: None (default) tells plain from GZIP files by their bytes;
         "" or "GZIP" says which. GZIP files cannot be read at an offset: they are
         decompressed once, here, and held in memory (shared with the workers, not copied per
-        worker); write large datasets uncompressed. Other keyword arguments are the settings
-        ``ImageFiles`` takes (``image_size``, ``color_mode``, ``on_error``, ...).
+        worker); write large datasets uncompressed. ``index_cache``: a folder where each
+        plain shard's index is kept and reused while the shard is unchanged (None: scan every
+        time). Other keyword arguments are the settings ``ImageFiles`` takes (``image_size``,
+        ``color_mode``, ``on_error``, ...).
 
         Raises:
             ArgumentError: no file matches; a record without ``image_key`` or ``label_key``.
@@ -141,12 +146,18 @@ class ImageRecords(O.ImageSource):
         blobs: list[bytes] = []
         bases: list[int] = []
 
+        def plain(path: str) -> tuple[list[int], list[int], list[Any]]:
+            with open(path, "rb") as f:
+                return T.scan(f, os.fstat(f.fileno()).st_size, path, image_key, wanted)
+
+        reused = cached(plain, None if index_cache is None else os.fspath(index_cache),
+                        f"tfrecord|{image_key}|{wanted}")
+
         def scan(path: str) -> tuple[list[int], list[int], list[Any]]:
             gz = T.is_gzip(path) if compression_type is None else compression_type == "GZIP"
             if not gz:
                 bases.append(-1)
-                with open(path, "rb") as f:
-                    return T.scan(f, os.fstat(f.fileno()).st_size, path, image_key, wanted)
+                return reused(path)
             data = T.inflate(path)
             bases.append(sum(len(b) for b in blobs))
             blobs.append(data)
@@ -154,7 +165,7 @@ class ImageRecords(O.ImageSource):
 
         shown = files if isinstance(files, str) else O.Text(f"<{len(paths)} files>")
         passed = dict(image_key=image_key, label_key=label_key, class_names=class_names,
-                      compression_type=compression_type, **settings)
+                      compression_type=compression_type, index_cache=index_cache, **settings)
         call = f"from_tfrecord({shown!r}{O.passed(passed, _TFRECORD_DEFAULTS)})"
         return cls._indexed(paths, scan, "tfrecord", image_key, wanted, class_names, call,
                             settings, lambda: (np.frombuffer(b"".join(blobs), np.uint8)
@@ -245,7 +256,8 @@ class ImageRecords(O.ImageSource):
     def from_webdataset(
         cls, tar_files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         image_ext: str | Sequence[str] = "jpg", label_ext: str | None = "cls", *,
-        class_names: Sequence[str] | None = None, **settings: Any,
+        class_names: Sequence[str] | None = None,
+        index_cache: str | os.PathLike[str] | None = None, **settings: Any,
     ) -> ImageRecords:
         """WebDataset tar shards: members ``key.jpg`` and ``key.cls`` make one sample.
 
@@ -253,8 +265,8 @@ class ImageRecords(O.ImageSource):
         uncompressed tars. ``image_ext``: the image member's extension, or several (a list, or
         "jpg;png" as WebDataset writes it), the first present is used. ``label_ext``: the
         label member, text holding a class index (WebDataset's ``.cls``) or a class name
-        (names sorted, or ``class_names``); None for no labels. Other keyword arguments are
-        ``ImageFiles``' settings.
+        (names sorted, or ``class_names``); None for no labels. ``index_cache``: as
+        ``from_tfrecord``'s. Other keyword arguments are ``ImageFiles``' settings.
 
         Raises:
             ArgumentError: no shard matches, one is not an uncompressed tar, a sample has no
@@ -272,10 +284,13 @@ class ImageRecords(O.ImageSource):
             wanted = wanted.lower().lstrip(".")
         shown = tar_files if isinstance(tar_files, str) else O.Text(f"<{len(paths)} shards>")
         passed = dict(image_ext=image_ext, label_ext=label_ext, class_names=class_names,
-                      **settings)
+                      index_cache=index_cache, **settings)
         call = f"from_webdataset({shown!r}{O.passed(passed, _WEBDATASET_DEFAULTS)})"
-        return cls._indexed(paths, lambda path: _tar.scan(path, exts, wanted), "raw", "",
-                            wanted, class_names, call, settings, lambda: (None, None))
+        scan = cached(lambda path: _tar.scan(path, exts, wanted),
+                      None if index_cache is None else os.fspath(index_cache),
+                      f"tar|{exts}|{wanted}")
+        return cls._indexed(paths, scan, "raw", "", wanted, class_names, call, settings,
+                            lambda: (None, None))
 
     @classmethod
     def from_huggingface(
@@ -306,36 +321,13 @@ class ImageRecords(O.ImageSource):
 
         from . import _arrow
 
-        if not isinstance(dataset, datasets.Dataset):
-            hint = (f" it is a DatasetDict: pick a split, e.g. `dataset[{next(iter(dataset))!r}]`"
-                    if isinstance(dataset, datasets.DatasetDict) else "")
-            raise ArgumentTypeError(
-                f"`dataset` must be a datasets.Dataset; received {got(dataset)}.{hint} Fix: "
-                f"pass one split of the dataset."
-            )
         _check_keywords(settings)
-        features = dataset.features
-        for arg, name in (("image_column", image_column), ("label_column", label_column)):
-            if name is not None and name not in features:
-                raise ArgumentError(
-                    f"`{arg}`={name!r} is not a column of the dataset; its columns are "
-                    f"{list(features)}. Fix: pass `{arg}=` one of them"
-                    + (", or `label_column=None`." if arg == "label_column" else ".")
-                )
-        image_feature = features[image_column]
-        binary = isinstance(image_feature, datasets.Value) and image_feature.dtype in (
-            "binary", "large_binary")
-        if not isinstance(image_feature, datasets.Image) and not binary:
-            raise ArgumentError(
-                f"`image_column`={image_column!r} is not an image column: its feature is "
-                f"{image_feature!r}. Fix: pass the column whose feature is datasets.Image() "
-                f"(encoded image bytes)."
-            )
+        _arrow.check(dataset, image_column, label_column)
         shards, shard_of, numbers, offsets, lengths, blob = _arrow.rows(dataset, image_column)
         labels, names = None, class_names
         if label_column is not None and settings.get("label_mode", "int") is not None:
             labels = dataset[label_column]
-            feature = features[label_column]
+            feature = dataset.features[label_column]
             if isinstance(feature, datasets.ClassLabel) and class_names is None:
                 names = feature.names
         classes, names = F.encode_names(labels, len(offsets), names)
@@ -403,51 +395,9 @@ class ImageRecords(O.ImageSource):
                          self.class_names, self.output_shape)
 
 
-def _need(module: str, extra: str) -> None:
-    """A one-line error naming the extra when ``module`` is not installed."""
-    import importlib.util
-
-    if importlib.util.find_spec(module) is None:
-        raise ModuleNotFoundError(
-            f'This ImageRecords constructor needs the `{module}` package. Fix: pip install '
-            f'"shmaug[{extra}]".', name=module)
-
-
-def _check_keywords(settings: dict[str, Any], more: set[str] = set()) -> None:
-    unknown = sorted(set(settings) - set(O.SETTINGS_DEFAULTS) - more)
-    if unknown:
-        raise ArgumentTypeError(
-            f"ImageRecords got unexpected keyword argument(s) {unknown}. Fix: use the "
-            f"settings {sorted(O.SETTINGS_DEFAULTS)}, or the constructor's own arguments."
-        )
-
-
-def _expand(name: str, given: Any, what: str) -> list[str]:
-    """A glob pattern's sorted matches, or a list of paths (each must exist)."""
-    if isinstance(given, (str, os.PathLike)):
-        pattern = os.fspath(given)
-        paths = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-    else:
-        try:
-            paths = [os.fspath(p) for p in given]
-        except TypeError:
-            raise ArgumentTypeError(
-                f"`{name}` must be a list of {what} or a glob pattern; received {got(given)}. "
-                f"Fix: e.g. `{name}='data/train-*'`."
-            ) from None
-    missing = [p for p in paths if not os.path.isfile(p)]
-    if not paths or missing:
-        seen = f"{len(missing)} do not exist: {missing[:3]}" if missing else "none matched"
-        raise ArgumentError(
-            f"`{name}` must name existing {what}; received {got(given)}, of which {seen}. "
-            f"Fix: check the paths or the glob pattern."
-        )
-    return paths
-
-
 _TFRECORD_DEFAULTS: dict[str, Any] = dict(
     image_key="image/encoded", label_key="image/class/label", class_names=None,
-    compression_type=None, **O.SETTINGS_DEFAULTS)
+    compression_type=None, index_cache=None, **O.SETTINGS_DEFAULTS)
 _HUGGINGFACE_DEFAULTS: dict[str, Any] = dict(
     image_column="image", label_column="label", class_names=None, **O.SETTINGS_DEFAULTS)
 _ARRAY_RECORD_DEFAULTS: dict[str, Any] = dict(
@@ -456,4 +406,4 @@ _ARRAY_RECORD_DEFAULTS: dict[str, Any] = dict(
 _TFDS_DEFAULTS: dict[str, Any] = dict(
     split="train", data_dir=None, image_key=None, label_key=None, **O.SETTINGS_DEFAULTS)
 _WEBDATASET_DEFAULTS: dict[str, Any] = dict(
-    image_ext="jpg", label_ext="cls", class_names=None, **O.SETTINGS_DEFAULTS)
+    image_ext="jpg", label_ext="cls", class_names=None, index_cache=None, **O.SETTINGS_DEFAULTS)

@@ -106,3 +106,25 @@ def test_pure_python_crc32c_agrees_and_its_slowness_is_said(monkeypatch, tmp_pat
     with pytest.warns(shmaug.ShmaugWarning, match=r'shmaug\[tfrecord\]'), \
             pytest.raises(shmaug.ArgumentError, match=r"hold no record"):
         shmaug.ImageRecords.from_tfrecord(str(tmp_path / "empty.tfrecord"))
+
+
+def test_index_cache_is_reused_while_the_shard_is_unchanged(tmp_path, monkeypatch):
+    from shmaug.sources import _tar
+
+    path = D.write_tar(tmp_path / "s.tar", D.wds_members(0, 4, label=lambda i: "ab"[i % 2]))
+    cache = tmp_path / "cache"
+    first = shmaug.ImageRecords.from_webdataset(path, image_ext="png", index_cache=cache,
+                                                image_size=(6, 5))
+    assert len(list(cache.glob("*.npz"))) == 1 and "index_cache=" in repr(first)
+
+    def no_scan(*args):
+        raise AssertionError("scanned again")
+
+    monkeypatch.setattr(_tar, "scan", no_scan)
+    again = shmaug.ImageRecords.from_webdataset(path, image_ext="png", index_cache=cache,
+                                                image_size=(6, 5))
+    assert again.class_names == ("a", "b") and again.labels.tolist() == [0, 1, 0, 1]
+    np.testing.assert_array_equal(again.load(3), D.image(3))
+    D.write_tar(tmp_path / "s.tar", D.wds_members(0, 6))  # changed: scanned again
+    with pytest.raises(AssertionError, match="scanned again"):
+        shmaug.ImageRecords.from_webdataset(path, image_ext="png", index_cache=cache)
