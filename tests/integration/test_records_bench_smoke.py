@@ -36,4 +36,4 @@ def test_bench_records_index_quick(tmp_path):
     out = run("bench.records_index", "--quick", "--out", str(tmp_path / "out"))
     assert "index build, labels read" in out and "worker USS, ImageRecords" in out
     result = json.loads((tmp_path / "out" / "records_index.json").read_text())
-    assert all(r["status"] == "ok" for r in result["rows"]) and len(result["rows"]) == 4
+    assert all(r["status"] == "ok" for r in result["rows"]) and len(result["rows"]) == 5
