@@ -69,3 +69,13 @@ def test_wrong_columns_and_a_dataset_dict(on_disk):
         shmaug.ImageRecords.from_huggingface(datasets.DatasetDict(train=on_disk))
     bare = shmaug.ImageRecords.from_huggingface(on_disk, label_column=None, image_size=(2, 2))
     assert bare.labels is None and "from_huggingface(<Dataset of 9 rows>" in repr(bare)
+
+
+def test_an_image_column_of_paths_only_is_refused_with_the_fix(tmp_path):
+    path = tmp_path / "a.png"
+    path.write_bytes(D.png(0))
+    ds = datasets.Dataset.from_dict({"image": [{"bytes": None, "path": str(path)}]},
+                                    features=datasets.Features({"image": datasets.Image()}))
+    with pytest.raises(shmaug.ArgumentError, match=r"`image_column`='image'.*row 0.*no image "
+                                                   r"bytes, only a path.*ImageFiles.from_paths"):
+        shmaug.ImageRecords.from_huggingface(ds, label_column=None)
