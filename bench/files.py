@@ -51,8 +51,13 @@ def parser() -> Any:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=2, help="timed epochs per round")
     p.add_argument("--folders", default=",".join(FOLDERS))
-    p.add_argument("--contenders", default=",".join(DEFAULT_CONTENDERS))
-    p.add_argument("--data", default=None, help="keep (and reuse) the folders here")
+    return run_args(p, DEFAULT_CONTENDERS)
+
+
+def run_args(p: Any, contenders: tuple[str, ...]) -> Any:
+    """The options every folder-of-images bench shares (also ``bench.records``')."""
+    p.add_argument("--contenders", default=",".join(contenders))
+    p.add_argument("--data", default=None, help="keep (and reuse) the data made here")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--timeout", type=float, default=900, help="seconds per child process")

@@ -1,7 +1,8 @@
 """``bench.files``' child process: ONE contender over ONE folder (``python -m bench.files_child SPEC``).
 
-The spec (JSON) names the folder, the contender (``bench.files_peers``), the worker count, the
-batch size and the number of timed epochs. The child lists the folder as
+The spec (JSON) names the folder, the contender (``bench.files_peers``, or the module named by
+``"peers"`` with keyword arguments ``"extra"`` for its ``build``: ``bench.records_peers``), the
+worker count, the batch size and the number of timed epochs. The child lists the folder as
 ``ImageFiles.from_directory`` does (so every contender reads the same files in the same order),
 warms up (the first batches, or a whole epoch for a contender whose stream spans epochs),
 then times each epoch and checks that it delivered every file exactly once (the targets are
@@ -16,6 +17,7 @@ workers fork, and forking after TensorFlow has started is unsafe.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -25,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from bench import _harness as H
-from bench import files_peers
 
 WARMUP_BATCHES = 3
 
@@ -38,7 +39,8 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     ids = np.arange(n)
     result: dict[str, Any] = {"n": n, "rates": [], "problems": []}
     t0 = time.perf_counter()
-    c = files_peers.build(spec["contender"], paths, ids, bs, spec["workers"])
+    peers = importlib.import_module(spec.get("peers", "bench.files_peers"))  # bench.records'
+    c = peers.build(spec["contender"], paths, ids, bs, spec["workers"], **spec.get("extra", {}))
     try:
         for r in range(spec["repeats"] + 1):  # round 0 warms up and gives the first batch
             seen: list[np.ndarray] = []

@@ -81,11 +81,19 @@ class ShmaugFull(ShmaugFiles):
 
 
 def _tf_sample(path: Any, i: Any) -> Any:
+    import tensorflow as tf
+
+    return tf_augment(tf.io.read_file(path), i)
+
+
+def tf_augment(encoded: Any, i: Any) -> Any:
+    """tf.data's decode + resize + flip + rotation + blur of one JPEG's bytes (also
+    ``bench.records_peers``')."""
     import math
 
     import tensorflow as tf
 
-    image = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
+    image = tf.io.decode_jpeg(encoded, channels=3)
     image = tf.image.resize(image, (SIZE, SIZE))  # float32, bilinear
     image = tf.image.random_flip_left_right(image)
     angle = tf.random.uniform([], -DEGREES, DEGREES) * (math.pi / 180)

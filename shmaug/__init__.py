@@ -31,6 +31,7 @@ from .errors import (
     WorkerTimeout,
 )
 from .sources.files import ImageFiles
+from .sources.records import ImageRecords
 from .engine.loader import Loader
 from .ops import (
     Compose,
@@ -59,6 +60,7 @@ __all__ = [
     "EpochSync",
     "ImageFiles",
     "ImageReadError",
+    "ImageRecords",
     "Loader",
     "Maybe",
     "NotPicklableError",

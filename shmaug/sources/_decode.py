@@ -45,31 +45,46 @@ def decode(path: str, color_mode: str | None,
            reduce_to: tuple[int, int] | None = None) -> np.ndarray:
     """uint8 (H, W, C) in RGB(A) order, converted to ``color_mode``'s channel count.
 
-    Reads the bytes with numpy (unicode paths work everywhere), decodes with OpenCV (whose
-    wheels use libjpeg-turbo), and falls back to PIL for what OpenCV cannot read. With
+    Reads the bytes with numpy (unicode paths work everywhere), then ``decode_bytes``. With
     ``reduce_to=(height, width)``, a JPEG at least twice that size is decoded at a reduced
     size no smaller than it (see the module docstring).
     """
-    import cv2
+    return decode_bytes(read_file(path), f"image file {path!r}", color_mode, reduce_to)
 
+
+def read_file(path: str) -> np.ndarray:
+    """The bytes of image file ``path`` (uint8), or ``ImageReadError`` saying why not."""
     try:
         data = np.fromfile(path, np.uint8)
     except OSError as exc:
         reason = "no such file" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
-        raise unreadable(path, reason) from None
+        raise unreadable(f"image file {path!r}", reason) from None
+    return data
+
+
+def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
+                 reduce_to: tuple[int, int] | None = None) -> np.ndarray:
+    """Encoded image bytes (uint8) to uint8 (H, W, C) in RGB(A) order, as ``decode``;
+    ``what`` names them in errors (``"image file 'a.jpg'"``, a record of a shard).
+
+    Decodes with OpenCV (whose wheels use libjpeg-turbo), and falls back to PIL for what
+    OpenCV cannot read.
+    """
+    import cv2
+
     if data.size == 0:
-        raise unreadable(path, "the file is empty (0 bytes)")
+        raise unreadable(what, "it is empty (0 bytes)")
     image = None if reduce_to is None else _decode_reduced(data, reduce_to)
     if image is None:
         image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)  # BGR(A); we convert channels ourselves
     if image is None:
-        image = _decode_pil(path, data)
+        image = _decode_pil(what, data)
     if image.dtype == np.uint16:
         image = (image // 257).astype(np.uint8)  # 65535 -> 255, as PIL and TF do
     elif image.dtype != np.uint8:
         raise ImageReadError(
-            f"Cannot use image file {path!r}: its pixels are {image.dtype}, not 8 or 16 bit. "
-            f"Fix: convert the file to 8-bit PNG or JPEG."
+            f"Cannot use {what}: its pixels are {image.dtype}, not 8 or 16 bit. "
+            f"Fix: convert it to 8-bit PNG or JPEG."
         )
     if image.ndim == 2:
         image = image[:, :, None]
@@ -136,7 +151,7 @@ def _decode_reduced(data: np.ndarray, size: tuple[int, int]) -> np.ndarray | Non
     return image
 
 
-def _decode_pil(path: str, data: np.ndarray) -> np.ndarray:
+def _decode_pil(what: str, data: np.ndarray) -> np.ndarray:
     import io
 
     from PIL import Image
@@ -150,17 +165,19 @@ def _decode_pil(path: str, data: np.ndarray) -> np.ndarray:
                 frame = frame.convert("RGBA" if keep_alpha else "RGB")
             array = np.asarray(frame)
     except Exception as exc:  # PIL raises many types for bad data; the reason is the message
-        raise unreadable(path, f"neither OpenCV nor PIL can decode it ({_pil_reason(exc)}); "
+        raise unreadable(what, f"neither OpenCV nor PIL can decode it ({_pil_reason(exc)}); "
                                 "it is corrupt, truncated or not an image") from None
     if array.ndim == 3 and array.shape[2] >= 3:  # to OpenCV's BGR(A), like the main path
         array = array[:, :, [2, 1, 0, *range(3, array.shape[2])]]
     return np.ascontiguousarray(array)
 
 
-def unreadable(path: str, reason: str) -> ImageReadError:
+def unreadable(what: str, reason: str) -> ImageReadError:
+    """The error for image bytes that cannot be used; ``what`` names them ("image file 'a.png'",
+    "the image of record 3 of 'train.tfrecord' (byte offset 1024)")."""
     return ImageReadError(
-        f"Cannot read image file {path!r}: {reason}. Fix: replace or remove the file, or pass "
-        f"on_error='skip' to replace it with the next readable image and count it in stats()."
+        f"Cannot read {what}: {reason}. Fix: replace or remove it, or pass on_error='skip' to "
+        f"replace it with the next readable image and count it in stats()."
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Iterator, Sequence, overload
 
 import numpy as np
 
+from ._decode import read_file
 from ..errors import ArgumentError
 from ..engine._store import ArrayHandle, SharedStore, attach_block
 
@@ -42,6 +43,8 @@ class PathTable(Sequence[str]):
     """
 
     __slots__ = ("_n", "_has_classes", "_buf", "_handle", "_block", "_data")
+    NOUN = "file"  # what a sample is, in a reader's messages
+    SOURCE = "ImageFiles"  # whose ``load`` reads this table, in a worker error
 
     def __init__(self, data: np.ndarray, n: int, has_classes: bool,
                  handle: ArrayHandle | None = None) -> None:
@@ -127,6 +130,14 @@ class PathTable(Sequence[str]):
         # rounded up to a page (macOS, Windows).
         end = _INT64.unpack_from(self._buf, 8 * self._n)[0]
         return os.fsdecode(bytes(self._buf[base:base + end - 1])).split("\0")
+
+    def fetch(self, index: int) -> np.ndarray:
+        """The bytes of file ``index`` (what a reader decodes)."""
+        return read_file(self[index])
+
+    def what(self, index: int) -> str:
+        """How an error names sample ``index``."""
+        return f"image file {self[index]!r}"
 
     def class_of(self, index: int) -> int:
         """The class index of path ``index`` (the table must have classes)."""

@@ -1,11 +1,14 @@
-"""What an image source runs in a worker: one path to pixels, and one sample index to pixels.
+"""What an image source runs in a worker: encoded bytes to pixels, and one sample index to pixels.
 
-``Decoder`` turns a path into the source's image (decode, check the channels, resize).
-``Reader`` is ``ImageFiles.load``: it finds sample ``index``'s path in its ``PathTable`` and
-decodes it, standing in for an unreadable file with ``on_error="skip"``. A loader gives the
-workers ``reader.sharing(store).marking(handle, marks)``: the path table in the loader's shared
+``Decoder`` turns encoded image bytes into the source's image (decode, check the channels,
+resize). ``Reader`` is ``ImageFiles.load`` and ``ImageRecords.load``: it asks its table (a
+``PathTable`` of files, or a ``RecordTable`` of records in shards) for sample ``index``'s bytes
+and decodes them, standing in for an unreadable sample with ``on_error="skip"``. A loader gives
+the workers ``reader.sharing(store).marking(handle, marks)``: the table in the loader's shared
 memory and the loader's marks of stand-ins, so a pickled reader carries only handles and
-settings. ``files.py`` owns the source object and its settings; this module only reads.
+settings. A table provides ``fetch(i)`` (the bytes), ``what(i)`` (how errors name them),
+``[i]`` (the name ``stats()`` lists), ``class_of(i)``, ``share(store)``, ``NOUN`` and
+``SOURCE``. ``files.py`` and ``records.py`` own the source objects; this module only reads.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._decode import decode, resize
-from ._paths import PathTable
+from ._decode import decode_bytes, resize
 from ..errors import ImageReadError
 from ..engine._store import ArrayHandle, SharedStore, attach_block
 
@@ -26,7 +28,8 @@ log = logging.getLogger("shmaug.sources.files")
 
 @dataclass(frozen=True, slots=True)
 class Decoder:
-    """Turns one path into the source's image: decode, check channels, resize."""
+    """Turns one sample's encoded bytes into the source's image: decode, check channels,
+    resize."""
 
     image_size: tuple[int, int]
     color_mode: str | None
@@ -35,11 +38,12 @@ class Decoder:
     reduced_decode: bool
     aspect: str | None = None  # "crop" / "pad": Keras' crop_to_ / pad_to_aspect_ratio
 
-    def __call__(self, path: str) -> np.ndarray:
-        image = decode(path, self.color_mode, self.image_size if self.reduced_decode else None)
+    def __call__(self, data: np.ndarray, what: str) -> np.ndarray:
+        image = decode_bytes(data, what, self.color_mode,
+                             self.image_size if self.reduced_decode else None)
         if self.channels and image.shape[-1] != self.channels:
             raise ImageReadError(
-                f"Cannot use image file {path!r}: it has {image.shape[-1]} channel(s) but "
+                f"Cannot use {what}: it has {image.shape[-1]} channel(s) but "
                 f"this source has {self.channels} (color_mode=None keeps the first file's "
                 f"channels). Fix: pass color_mode='grayscale', 'rgb' or 'rgba' to convert."
             )
@@ -47,7 +51,7 @@ class Decoder:
 
 
 class Reader:
-    """``ImageFiles.load``: decodes sample ``index``, standing in for it when it is unreadable.
+    """A source's ``load``: decodes sample ``index``, standing in for it when it is unreadable.
 
     ``sharing(store)`` gives a reader whose path table lives in ``store`` (the loader's) and
     pickles as its handle; ``marking(handle, marks)`` one that also sets ``marks[index]`` for
@@ -56,12 +60,11 @@ class Reader:
     """
 
     __slots__ = ("table", "decoder", "on_error", "by_class", "_handle", "_marks", "_block")
-    __name__ = "ImageFiles.load"  # how a worker error names the stage that failed
     uses_global_rng = False  # decoding draws no random numbers: no need to seed the globals
 
-    def __init__(self, table: PathTable, decoder: Decoder, on_error: str, by_class: bool,
+    def __init__(self, table: Any, decoder: Decoder, on_error: str, by_class: bool,
                  handle: ArrayHandle | None = None, marks: Any = None) -> None:
-        self.table = table  # paths (and class indices), in this process or shared
+        self.table = table  # a PathTable or RecordTable, in this process or shared
         self.decoder = decoder
         self.on_error = on_error
         self.by_class = by_class  # invariant: a stand-in must be of the sample's class
@@ -69,19 +72,23 @@ class Reader:
         self._marks = marks  # invariant: writable, one byte per sample, or None
         self._block: Any = None  # in a worker: the attached block behind ``_marks``
 
+    @property
+    def __name__(self) -> str:  # how a worker error names the stage that failed
+        return f"{self.table.SOURCE}.load"
+
     def sharing(self, store: SharedStore) -> Reader:
-        """A reader of the same files whose path table is copied once into ``store``."""
+        """A reader of the same samples whose path table is copied once into ``store``."""
         return Reader(self.table.share(store), self.decoder, self.on_error, self.by_class,
                        self._handle, self._marks)
 
     def marking(self, handle: ArrayHandle, marks: np.ndarray) -> Reader:
-        """A reader of the same files that records its stand-ins in ``marks`` (whose shared
+        """A reader of the same samples that records its stand-ins in ``marks`` (whose shared
         block ``handle`` names, for the workers)."""
         return Reader(self.table, self.decoder, self.on_error, self.by_class, handle, marks)
 
     def read(self, index: int) -> np.ndarray:
-        """File ``index`` decoded; no stand-in."""
-        return self.decoder(self.table[index])
+        """Sample ``index`` decoded; no stand-in."""
+        return self.decoder(self.table.fetch(index), self.table.what(index))
 
     def __call__(self, index: int) -> np.ndarray:
         try:
@@ -107,28 +114,29 @@ class Reader:
             return image
         kind = "of its class " if self.by_class else ""
         raise ImageReadError(
-            f"No other file {kind}in this source can be read, so none can stand in for "
-            f"{table[index]!r} ({first}). Fix: check the paths and the files."
+            f"No other {table.NOUN} {kind}in this source can be read, so none can stand in "
+            f"for {table.what(index)} ({first}). Fix: check the source's files."
         )
 
     def name(self, index: int) -> str:
-        """What ``stats()["unreadable"]`` calls sample ``index``: its path."""
-        return self.table[index]
+        """What ``stats()["unreadable"]`` calls sample ``index``: its path (or shard and
+        record)."""
+        return str(self.table[index])
 
     def replaced_warning(self, index: int) -> str:
         """The loader's one warning, for the first stand-in it delivers (read again here for
         the reason: a worker's exception does not travel with a successful batch)."""
         try:
             self.read(index)
-            reason = f"Could not read image file {self.table[index]!r} (it reads now)"
+            reason = f"Could not read {self.table.what(index)} (it reads now)"
         except ImageReadError as exc:
             reason = str(exc).split(" Fix:")[0].rstrip(".")
         return (
-            f"{reason}. With on_error='skip' it is replaced by the next readable file of its "
-            f"class, in this epoch and every other. This warning is not repeated for this "
-            f"loader: stats()['unreadable'] lists every unreadable file met and "
-            f"stats()['skipped'] counts the stand-ins delivered. Fix: replace or remove the "
-            f"file(s)."
+            f"{reason}. With on_error='skip' it is replaced by the next readable "
+            f"{self.table.NOUN} of its class, in this epoch and every other. This warning is "
+            f"not repeated for this loader: stats()['unreadable'] lists every unreadable "
+            f"{self.table.NOUN} met and stats()['skipped'] counts the stand-ins delivered. "
+            f"Fix: replace or remove the {self.table.NOUN}(s)."
         )
 
     def __getstate__(self) -> tuple[Any, ...]:

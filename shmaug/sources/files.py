@@ -28,19 +28,19 @@ from typing import Any, Iterable, Literal, Sequence, overload
 import numpy as np
 
 from . import _folders as F
+from . import _options as O
 from ._decode import COLOR_MODES
+from ._options import DEFAULT_IMAGE_SIZE, INTERPOLATIONS
 from ._paths import PathTable
-from ._reader import Decoder, Reader
+from ._reader import Reader
 from ..errors import ArgumentError, ArgumentTypeError, ImageReadError, got
 
 EXTENSIONS = F.EXTENSIONS
-INTERPOLATIONS = ("area", "bicubic", "bilinear", "lanczos3", "lanczos5", "nearest")
-DEFAULT_IMAGE_SIZE = (256, 256)  # Keras' default for image_dataset_from_directory
 __all__ = ["ImageFiles", "ImageReadError"]  # ImageReadError: also importable from here
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
-class ImageFiles:
+class ImageFiles(O.ImageSource):
     """Image files with optional labels, decoded in shmaug's workers.
 
     Build one with ``from_directory`` (Keras' ``image_dataset_from_directory`` arguments),
@@ -111,27 +111,11 @@ class ImageFiles:
                 "`paths` is empty: there is no image to read. Fix: pass at least one image "
                 "file (extensions: " + ", ".join(EXTENSIONS) + ")."
             )
-        size = _image_size(self.image_size)
-        _check_choice("color_mode", self.color_mode, (*sorted(COLOR_MODES), None),
-                      "e.g. `color_mode='rgb'` (None keeps the files' channels)")
-        _check_choice("interpolation", self.interpolation, INTERPOLATIONS,
-                      "e.g. `interpolation='bilinear'`")
-        _check_choice("on_error", self.on_error, ("raise", "skip"),
-                      "`on_error='skip'` replaces unreadable files and counts them in stats()")
-        _check_choice("label_mode", self.label_mode, F.LABEL_MODES,
-                      "'int', 'categorical', 'binary' or None (no labels)")
-        if not isinstance(self.reduced_decode, (bool, np.bool_)):
-            raise ArgumentTypeError(
-                f"`reduced_decode` must be True or False; received "
-                f"{got(self.reduced_decode)}. Fix: `reduced_decode=False` decodes every pixel."
-            )
-        F.check_aspect_args(self.crop_to_aspect_ratio, self.pad_to_aspect_ratio)
+        size = O.check_settings(self.image_size, self.color_mode, self.interpolation,
+                                self.on_error, self.label_mode, self.reduced_decode,
+                                self.crop_to_aspect_ratio, self.pad_to_aspect_ratio)
         names = tuple(str(c) for c in self.class_names)
-        labels, classes = None, None
-        if self.labels is not None and self.label_mode is not None:
-            classes = F.classes_of(self.labels, self.label_mode, len(given))
-            count = len(names) or (int(classes.max()) + 1 if len(classes) else 0)
-            labels = F.encode(classes, self.label_mode, count)
+        labels, classes = O.encoded_labels(self.labels, self.label_mode, len(given), names)
         table = given
         if not isinstance(given, PathTable):
             table = PathTable.build(given, classes)
@@ -146,18 +130,7 @@ class ImageFiles:
                             ("crop_to_aspect_ratio", bool(self.crop_to_aspect_ratio)),
                             ("pad_to_aspect_ratio", bool(self.pad_to_aspect_ratio))):
             object.__setattr__(self, name, value)
-        self._new_reader()
-        if not channels:  # learn it from the first file
-            object.__setattr__(self, "channels", self.load.read(0).shape[-1])
-            self._new_reader()
-
-    def _new_reader(self) -> None:
-        assert isinstance(self.paths, PathTable)
-        aspect = F.check_aspect_args(self.crop_to_aspect_ratio, self.pad_to_aspect_ratio)
-        decoder = Decoder(self.image_size, self.color_mode, self.interpolation, self.channels,
-                          self.reduced_decode, aspect)
-        object.__setattr__(self, "load", Reader(self.paths, decoder, self.on_error,
-                                                 self.labels is not None))
+        self._new_reader(table)
 
     # -- constructors -------------------------------------------------------------------------
 
@@ -235,7 +208,7 @@ class ImageFiles:
         if label_mode is None:
             labels = None  # as Keras: no labels, every image under the folder
         paths, classes, names = F.list_directory(root, labels, class_names, follow_links)
-        shown = labels if isinstance(labels, str) or labels is None else _Text(
+        shown = labels if isinstance(labels, str) or labels is None else O.Text(
             f"<{len(paths)} labels>")
         passed = dict(labels=shown, label_mode=label_mode, class_names=class_names,
                       image_size=image_size, color_mode=color_mode, interpolation=interpolation,
@@ -243,12 +216,12 @@ class ImageFiles:
                       validation_split=validation_split, subset=subset, seed=seed,
                       reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
                       pad_to_aspect_ratio=pad_to_aspect_ratio)
-        call = f"from_directory({root!r}{_passed(passed, _DIRECTORY_DEFAULTS)})"
+        call = f"from_directory({root!r}{O.passed(passed, _DIRECTORY_DEFAULTS)})"
 
         def make(part: np.ndarray | None, suffix: str = "") -> ImageFiles:
             chosen = paths if part is None else [paths[i] for i in part.tolist()]
             sub = None if classes is None else (classes if part is None else classes[part])
-            files = cls(PathTable.build(chosen, sub), sub, tuple(names), _image_size(image_size),
+            files = cls(PathTable.build(chosen, sub), sub, tuple(names), O.image_size_of(image_size),
                         color_mode, interpolation, on_error, label_mode=label_mode,
                         reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
                         pad_to_aspect_ratio=pad_to_aspect_ratio)
@@ -302,7 +275,7 @@ class ImageFiles:
                       pad_to_aspect_ratio=pad_to_aspect_ratio)
         label_text = "" if labels is None else f", <{len(strings)} labels>"
         object.__setattr__(files, "_origin", f"from_paths(<{len(strings)} paths>{label_text}"
-                                            f"{_passed(passed, _PATHS_DEFAULTS)})")
+                                            f"{O.passed(passed, _PATHS_DEFAULTS)})")
         return files
 
     @classmethod
@@ -334,114 +307,27 @@ class ImageFiles:
         where = "" if directory is None else f", {os.fspath(directory)!r}"
         passed = dict(x_col=x_col, y_col=y_col, classes=classes, **kwargs)
         object.__setattr__(files, "_origin", f"from_dataframe(<DataFrame of {len(paths)} rows>"
-                                            f"{where}{_passed(passed, _FRAME_DEFAULTS)})")
+                                            f"{where}{O.passed(passed, _FRAME_DEFAULTS)})")
         return files
 
     def __repr__(self) -> str:  # the paths can number millions: the call and a summary
         made = self._origin or f"ImageFiles(<{len(self.paths)} paths>{self._settings_text()})"
-        names = list(self.class_names[:8]) + (["..."] if len(self.class_names) > 8 else [])
-        kind = f"{len(self.class_names)} classes {names}" if self.labels is not None else "no labels"
-        return f"<ImageFiles {made}: {len(self.paths):,} files, {kind}, images {self.output_shape}>"
+        return O.summary("ImageFiles", made, f"{len(self.paths):,} files", self.labels is not None,
+                         self.class_names, self.output_shape)
 
     def _settings_text(self) -> str:
         given = {k: getattr(self, k) for k in _PATHS_DEFAULTS}
-        return _passed(given, _PATHS_DEFAULTS)
+        return O.passed(given, _PATHS_DEFAULTS)
 
     # -- the source protocol --------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    @property
-    def classes(self) -> np.ndarray | None:
-        """int64 class index per sample (Keras' ``DirectoryIterator.classes``), or None."""
-        return self.load.table.classes if self.labels is not None else None
-
-    @property
-    def class_indices(self) -> dict[str, int]:
-        """Class name -> label index, as Keras' ``DirectoryIterator.class_indices``."""
-        return {name: i for i, name in enumerate(self.class_names)}
-
-    @property
-    def output_shape(self) -> tuple[int, int, int]:
-        """Shape of every decoded image: ``(height, width, channels)``."""
-        return (*self.image_size, self.channels)
-
-    def read(self, index: int) -> np.ndarray:
-        """Decode, convert and resize file ``index``; no substitution (see ``load``).
-
-        Raises:
-            ImageReadError: the file is missing, unreadable, corrupt or has other channels.
-        """
-        return self.load.read(index)
-
-    def __reduce__(self) -> Any:
-        # The table pickles as one block of bytes; labels are rebuilt from its class indices.
-        return (_rebuild, (self.paths, self.labels is not None, self.class_names,
-                           self.image_size, self.color_mode, self.interpolation, self.on_error,
-                           self.channels, self.label_mode, self.reduced_decode,
-                           self.crop_to_aspect_ratio, self.pad_to_aspect_ratio, self._origin))
-
-
-def _rebuild(table: PathTable, labelled: bool, *args: Any) -> ImageFiles:
-    *settings, origin = args
-    files = ImageFiles(table, table.classes if labelled else None, *settings)
-    object.__setattr__(files, "_origin", origin)
-    return files
 
 
 # -- arguments --------------------------------------------------------------------------------
 
-_SETTINGS_DEFAULTS: dict[str, Any] = dict(
-    image_size=DEFAULT_IMAGE_SIZE, color_mode="rgb", interpolation="bilinear", on_error="raise",
-    label_mode="int", reduced_decode=True, crop_to_aspect_ratio=False, pad_to_aspect_ratio=False)
 _DIRECTORY_DEFAULTS: dict[str, Any] = dict(
     labels="inferred", class_names=None, follow_links=False, validation_split=None, subset=None,
-    seed=None, **_SETTINGS_DEFAULTS)
-_PATHS_DEFAULTS: dict[str, Any] = dict(class_names=None, **_SETTINGS_DEFAULTS)
+    seed=None, **O.SETTINGS_DEFAULTS)
+_PATHS_DEFAULTS: dict[str, Any] = dict(class_names=None, **O.SETTINGS_DEFAULTS)
 _FRAME_DEFAULTS: dict[str, Any] = dict(x_col="filename", y_col="class", classes=None,
-                                       **_SETTINGS_DEFAULTS)
+                                       **O.SETTINGS_DEFAULTS)
 
-
-def _passed(given: dict[str, Any], defaults: dict[str, Any]) -> str:
-    """``, name=value`` for each argument that differs from its default, in ``given``'s order."""
-    out = []
-    for name, value in given.items():
-        default = defaults.get(name, object())
-        if isinstance(value, (list, tuple)) and isinstance(default, tuple):
-            value = tuple(value)
-        plain = value is None or isinstance(value, (str, bool, int, float, tuple))
-        if plain and type(value) is type(default) and value == default:
-            continue
-        if plain or isinstance(value, list) and len(value) <= 8:
-            out.append(f", {name}={value!r}")
-        else:
-            out.append(f", {name}=<{type(value).__name__}>")
-    return "".join(out)
-
-
-class _Text(str):
-    """An argument shown as written (``<3 labels>``), not quoted."""
-
-    def __repr__(self) -> str:
-        return str(self)
-
-
-def _check_choice(name: str, value: Any, choices: Sequence[Any], fix: str) -> None:
-    if not any(value is c or isinstance(value, str) and value == c for c in choices):
-        raise ArgumentError(
-            f"`{name}` must be one of {list(choices)}; received {got(value)}. Fix: {fix}."
-        )
-
-
-def _image_size(value: Any) -> tuple[int, int]:
-    try:
-        size = tuple(int(s) for s in value)
-    except (TypeError, ValueError):
-        size = ()
-    if len(size) != 2 or min(size) <= 0:
-        raise ArgumentError(
-            f"`image_size` must be (height, width) with two positive ints; received "
-            f"{got(value)}. Fix: e.g. `image_size=(224, 224)`."
-        )
-    return size[0], size[1]

@@ -1,0 +1,231 @@
+"""The record table: where each of millions of records lies, in one flat block.
+
+``ImageRecords``' counterpart of ``_paths.PathTable``. A shard (a TFRecord file, a tar) holds
+many records; a worker finds record i from three int64s, so the table is::
+
+    int64 rows[n, 3]     shard << 40 | record number in its shard, byte offset, length
+    int64 classes[n]     only when the table has class indices
+
+plus, per shard (a few thousand at most, kept as tuples), its path and, for a shard decompressed into memory (GZIP TFRecords), where it starts in a second
+block of bytes (-1: read the file). ``share(store)`` copies both blocks once into the loader's
+shared memory and returns a table that pickles as their handles, so a worker's memory does not
+grow with the number of records. ``fetch(i)`` runs in a worker: one positioned read of the
+record (no handle kept open), then the format's unwrapping (``_tfrecord.image_of`` checks the
+CRCs and finds the image in the Example; a tar member is the image itself). This module owns
+the layout and the hand-off; which records and what they mean is ``records.py``'s.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+from . import _tfrecord as T
+from ._decode import unreadable
+from ..engine._store import ArrayHandle, SharedStore, attach_block
+
+_ROW = struct.Struct("<qqq")
+_INT64 = struct.Struct("<q")
+# A TFRecord frame holding an Example; the image bytes themselves; an ArrayRecord Example
+# (its "offset" is the record's number in the file, read through array_record's reader).
+KINDS = ("tfrecord", "raw", "array_record")
+_OPEN_READERS = 64  # ArrayRecord readers a process keeps open at most (one per shard)
+
+
+class RecordTable:
+    """Read-only table of ``n`` records in ``shards``, with optional int64 class indices.
+
+    Example:
+        >>> table = RecordTable.build(("a.tar",), np.zeros(2, np.int64), np.array([512, 2048]),
+        ...                           np.array([900, 700]), None, "raw")
+        >>> len(table), table[1]
+        (2, 'a.tar[1]')
+    """
+
+    __slots__ = ("_n", "_has_classes", "_buf", "_blob", "_shards", "_bases",
+                 "_kind", "_key", "_handles", "_blocks", "_data", "_readers")
+    NOUN = "record"  # what a sample is, in a reader's messages
+    SOURCE = "ImageRecords"  # whose ``load`` reads this table, in a worker error
+
+    def __init__(self, data: Any, blob: Any, n: int, has_classes: bool,
+                 shards: tuple[str, ...], bases: tuple[int, ...],
+                 kind: str, key: str, handles: tuple[ArrayHandle, ArrayHandle | None] | None
+                 = None) -> None:
+        self._n = n  # invariant: number of records
+        self._has_classes = has_classes  # invariant: the block holds classes[n] after rows
+        self._data = (data, blob)  # the blocks as numpy arrays (main process), or None
+        self._buf: Any = None if data is None else data.data.cast("B")
+        self._blob: Any = None if blob is None else blob.data.cast("B")
+        self._shards = shards  # invariant: one path per shard, in shard-number order
+        self._bases = bases  # invariant: a shard's start in the blob, or -1 (read the file)
+        self._kind = kind  # invariant: one of KINDS
+        self._key = key  # the Example feature holding the image (kind "tfrecord")
+        self._handles = handles  # invariant: set iff the blocks live in shared memory
+        self._blocks: tuple[Any, ...] = ()  # in a worker: the attached blocks behind the bufs
+        self._readers: dict[int, Any] = {}  # ArrayRecord readers opened in this process
+
+    @classmethod
+    def build(cls, shards: tuple[str, ...], shard_of: np.ndarray, offsets: np.ndarray,
+              lengths: np.ndarray, classes: np.ndarray | None, kind: str, key: str = "",
+              blob: np.ndarray | None = None, bases: tuple[int, ...] | None = None,
+              numbers: np.ndarray | None = None) -> RecordTable:
+        """Pack the per-record arrays. ``numbers``: each record's number in its shard (for
+        messages); by default records of a shard are contiguous and counted from 0."""
+        shard_of = np.asarray(shard_of, np.int64)
+        if numbers is None:
+            firsts = np.searchsorted(shard_of, np.arange(len(shards)))
+            numbers = np.arange(len(shard_of)) - firsts[shard_of]
+        rows = np.stack([shard_of << 40 | np.asarray(numbers, np.int64),
+                         np.asarray(offsets, np.int64), np.asarray(lengths, np.int64)],
+                        axis=1).reshape(-1)
+        parts = [rows] if classes is None else [rows, np.asarray(classes, np.int64)]
+        data = np.concatenate(parts).view(np.uint8)
+        return cls(data, blob, len(shard_of), classes is not None, shards,
+                   bases or (-1,) * len(shards), kind, key)
+
+    def share(self, store: SharedStore) -> RecordTable:
+        """This table copied into ``store`` (which owns and unlinks the blocks); the copy
+        pickles as their handles, so workers attach instead of receiving the table."""
+        if self._handles is not None:
+            return self
+        data, blob = self._data
+        handle, view = store.empty((len(data),), np.uint8,
+                                   what=f"the index of {self._n:,} records")
+        view[...] = data
+        view.flags.writeable = False
+        blob_handle, blob_view = None, None
+        if blob is not None:
+            blob_handle, blob_view = store.empty((len(blob),), np.uint8,
+                                                 what="the decompressed GZIP TFRecords")
+            blob_view[...] = blob
+            blob_view.flags.writeable = False
+        return RecordTable(view, blob_view, self._n, self._has_classes, self._shards,
+                           self._bases, self._kind, self._key,
+                           (handle, blob_handle))
+
+    @property
+    def shards(self) -> tuple[str, ...]:
+        return self._shards
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _locate(self, index: int) -> tuple[int, int, int, int]:
+        """``(shard, record number in the shard, offset, length)`` of record ``index``."""
+        i = int(index)
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"record index {index} out of range for {self._n} records")
+        where, offset, length = _ROW.unpack_from(self._buf, 24 * i)
+        return where >> 40, where & (1 << 40) - 1, offset, length
+
+    def __getitem__(self, index: int) -> str:
+        """What ``stats()["unreadable"]`` calls record ``index``: ``shard[number]``."""
+        shard, number, _, _ = self._locate(index)
+        return f"{self._shards[shard]}[{number}]"
+
+    def what(self, index: int) -> str:
+        """How an error names record ``index``: its shard, number and byte offset."""
+        shard, number, offset, _ = self._locate(index)
+        return f"the image of record {number} of {self._shards[shard]!r} (byte offset {offset})"
+
+    def fetch(self, index: int) -> np.ndarray:
+        """The encoded image of record ``index`` (what a reader decodes).
+
+        Raises:
+            ImageReadError: the shard cannot be read, changed since it was indexed, or (a
+                TFRecord) the record's CRC does not match or it has no image.
+        """
+        shard, _, offset, length = self._locate(index)
+        if self._kind == "array_record":
+            try:
+                raw = self._reader(shard).read([offset])[0]
+            except Exception as exc:  # the C++ reader raises plain RuntimeError / ValueError
+                raise unreadable(self.what(index), f"ArrayRecord: {exc}") from None
+            return T.example_image(raw, self.what(index), self._key)
+        frame = self._kind == "tfrecord"
+        size = length + (T.HEADER.size + T.FOOTER if frame else 0)
+        base = self._bases[shard]
+        if base >= 0:
+            raw = bytes(self._blob[base + offset:base + offset + size])
+        else:
+            try:
+                with open(self._shards[shard], "rb", buffering=0) as f:
+                    f.seek(offset)
+                    raw = f.read(size)
+            except OSError as exc:
+                raise unreadable(self.what(index), exc.strerror or str(exc)) from None
+        if frame:
+            return T.image_of(raw, self.what(index), self._key)
+        if len(raw) != size:
+            raise unreadable(self.what(index), "the file is shorter than when it was indexed "
+                                               "(it changed); build the ImageRecords again")
+        return np.frombuffer(raw, np.uint8)
+
+    def _reader(self, shard: int) -> Any:
+        """This process's ArrayRecord reader of ``shard``, opened on first use (readers are
+        not shared: each process opens its own, and they close with the table)."""
+        reader = self._readers.get(shard)
+        if reader is None:
+            from array_record.python.array_record_module import ArrayRecordReader
+
+            if len(self._readers) >= _OPEN_READERS:
+                for old in self._readers.values():
+                    old.close()
+                self._readers.clear()
+            reader = ArrayRecordReader(self._shards[shard], "readahead_buffer_size:0")
+            self._readers[shard] = reader
+        return reader
+
+    def class_of(self, index: int) -> int:
+        """The class index of record ``index`` (the table must have classes)."""
+        if not self._has_classes:
+            raise LookupError("this record table holds no class indices")
+        i = int(index) % self._n
+        return int(_INT64.unpack_from(self._buf, 8 * (3 * self._n + i))[0])
+
+    @property
+    def classes(self) -> np.ndarray | None:
+        """int64 class index per record (a read-only copy), or None."""
+        if not self._has_classes:
+            return None
+        out = np.frombuffer(self._buf, np.int64, self._n, 24 * self._n).copy()
+        out.flags.writeable = False
+        return out
+
+    def with_classes(self, classes: np.ndarray | None) -> RecordTable:
+        """The same records with other class indices (or none)."""
+        rows = np.frombuffer(self._buf, np.int64, 3 * self._n)
+        parts = [rows] if classes is None else [rows, np.asarray(classes, np.int64)]
+        data = np.concatenate(parts).view(np.uint8)
+        return RecordTable(data, self._data[1], self._n, classes is not None, self._shards,
+                           self._bases, self._kind, self._key)
+
+    def __repr__(self) -> str:
+        return f"RecordTable({self._n:,} records in {len(self._shards)} shard(s))"
+
+    # -- pickling -------------------------------------------------------------------------------
+
+    def __reduce__(self) -> Any:
+        meta = (self._n, self._has_classes, self._shards, self._bases,
+                self._kind, self._key)
+        if self._handles is not None:  # to a worker: the names of the blocks, never their bytes
+            return (_attached, (self._handles, *meta))
+        return (RecordTable, (*self._data, *meta))
+
+
+def _attached(handles: tuple[ArrayHandle, ArrayHandle | None], *meta: Any) -> RecordTable:
+    """In a worker: the shared table, mapped by name; read through ``struct`` on the blocks'
+    own buffers (no numpy view), so they close cleanly whenever they are collected."""
+    table = RecordTable(None, None, *meta)
+    blocks = tuple(attach_block(h) for h in handles if h is not None)
+    table._blocks = blocks
+    table._buf = blocks[0].buf
+    table._blob = blocks[1].buf if len(blocks) > 1 else None
+    table._handles = handles
+    return table

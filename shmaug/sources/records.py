@@ -1,0 +1,411 @@
+"""Images stored as encoded bytes inside record files, as a sample source: TFRecord, WebDataset.
+
+``ImageRecords`` drops in wherever ``ImageFiles`` does, with the same settings, skip rule,
+labels and ``repr`` (``_options.py``) and the same worker-side reader (``_reader.py``); only
+where sample i's bytes come from differs. Each constructor indexes its shards once, in the
+main process, by reading their headers (and the labels, which live in the records): every
+record's shard, byte offset and length go into a ``RecordTable`` (``_index.py``), which a
+loader copies once into its shared memory. A worker then reads record i with one positioned
+read, so the engine's exact shuffle, exactly-once epochs, determinism for any worker count,
+resume and sharding hold unchanged, with no shuffle buffer.
+
+Formats: ``from_tfrecord`` (``_tfrecord.py``, ``_example.py``: no TensorFlow needed),
+``from_tfds`` (``_tfds.py``: TFDS' metadata and split arithmetic, then its TFRecord or
+ArrayRecord shards as above), ``from_array_record`` (its own index, through ``array_record``'s reader in each worker),
+``from_webdataset`` (``_tar.py``) and ``from_huggingface`` (``_arrow.py``: byte ranges in the
+dataset's Arrow files; ``datasets`` and pyarrow are needed to build the source, not in the
+workers). An unreadable image (a CRC that does not match, no image
+feature, bytes that are no image) raises ``ImageReadError`` naming the shard, the record and its
+byte offset; ``on_error="skip"`` replaces it by the next readable record of its class and a
+loader counts it, exactly as for files. A shard that cannot be indexed (cut short, a header CRC
+that does not match, a record without its label) is reported when the source is built.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import _folders as F
+from . import _options as O
+from . import _tar
+from . import _tfrecord as T
+from ._index import RecordTable
+from ._shards import Scan as _Scan
+from ._shards import cached
+from ._shards import check_keywords as _check_keywords
+from ._shards import expand as _expand
+from ._shards import need as _need
+from ._decode import COLOR_MODES
+from ._options import DEFAULT_IMAGE_SIZE
+from ..errors import ArgumentError, ArgumentTypeError, got, warn
+
+__all__ = ["ImageRecords"]
+
+
+class ImageRecords(O.ImageSource):
+    """Images inside record shards (TFRecord, WebDataset tars), decoded in shmaug's workers.
+
+    Build one with ``from_tfrecord`` or ``from_webdataset``, then pass it as ``x``;
+    ``records.labels`` is the matching ``y`` (a loader takes it when ``y`` is not given).
+    Settings are ``ImageFiles``' (``image_size``, ``color_mode``, ``interpolation``,
+    ``on_error``, ``label_mode``, ``reduced_decode``), with the same defaults and the same
+    meaning; read-only once built.
+
+    Attributes:
+        table: where each record lies (shard, byte offset, length) and its class index.
+        labels: per record, encoded as ``label_mode`` says (as ``ImageFiles.labels``), or None.
+        class_names: class names; class indices index into it.
+        load: ``load(index) -> uint8 array (H, W, C)``, run by the workers.
+
+    Example:
+        >>> records = shmaug.ImageRecords.from_tfrecord("train-*.tfrecord", image_size=(224, 224))
+        >>> train = shmaug.Sequence(records, batch_size=32, augment=fn, shuffle=True)
+    """
+
+    __slots__ = ("table", "load", "labels", "class_names", "image_size", "color_mode",
+                 "interpolation", "on_error", "channels", "label_mode", "reduced_decode",
+                 "crop_to_aspect_ratio", "pad_to_aspect_ratio", "_origin")
+    table: RecordTable
+    label_mode: str | None
+    _origin: str  # the call that built it, for repr
+
+    def __init__(self, table: RecordTable, labels: Any = None, class_names: Sequence[str] = (),
+                 **settings: Any) -> None:
+        if not isinstance(table, RecordTable):
+            raise ArgumentTypeError(
+                f"`table` must be a RecordTable; received {got(table)}. Fix: build "
+                f"ImageRecords with from_tfrecord(...) or from_webdataset(...)."
+            )
+        _check_keywords(settings, {"channels"})
+        given = {**O.SETTINGS_DEFAULTS, "channels": 0, **settings}
+        size = O.check_settings(*(given[k] for k in O.SETTINGS_DEFAULTS))
+        names = tuple(str(c) for c in class_names)
+        encoded, classes = O.encoded_labels(labels, given["label_mode"], len(table), names)
+        known = table.classes
+        if known is None or classes is None:
+            if (known is None) != (classes is None):
+                table = table.with_classes(classes)
+        elif not np.array_equal(known, classes):
+            table = table.with_classes(classes)
+        mode = given["color_mode"]
+        given.update(image_size=size, reduced_decode=bool(given["reduced_decode"]),
+                     crop_to_aspect_ratio=bool(given["crop_to_aspect_ratio"]),
+                     pad_to_aspect_ratio=bool(given["pad_to_aspect_ratio"]),
+                     channels=COLOR_MODES[mode] if mode else int(given["channels"]))
+        for name, value in (("table", table), ("labels", encoded), ("class_names", names),
+                            ("_origin", ""), *given.items()):
+            object.__setattr__(self, name, value)
+        self._new_reader(table)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"ImageRecords is read-only: build another to change `{name}`.")
+
+    # -- constructors -------------------------------------------------------------------------
+
+    @classmethod
+    def from_tfrecord(
+        cls, files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        image_key: str = "image/encoded", label_key: str | None = "image/class/label", *,
+        class_names: Sequence[str] | None = None, compression_type: str | None = None,
+        index_cache: str | os.PathLike[str] | None = None, **settings: Any,
+    ) -> ImageRecords:
+        """TFRecord files of ``tf.train.Example``, read without TensorFlow.
+
+        ``files`` is a list of paths or a glob pattern (matches sorted). Each record's image is
+        the bytes feature ``image_key`` (JPEG, PNG, ... as ``ImageFiles`` decodes); its label
+        the feature ``label_key``: one int64 (a class index) or one bytes value (a class name;
+        names sorted, or ``class_names`` to order them); ``label_key=None`` for no labels.
+        ``compression_type``: None (default) tells plain from GZIP files by their bytes;
+        "" or "GZIP" says which. GZIP files cannot be read at an offset: they are
+        decompressed once, here, and held in memory (shared with the workers, not copied per
+        worker); write large datasets uncompressed. ``index_cache``: a folder where each
+        plain shard's index is kept and reused while the shard is unchanged (None: scan every
+        time). Other keyword arguments are the settings ``ImageFiles`` takes (``image_size``,
+        ``color_mode``, ``on_error``, ...).
+
+        Raises:
+            ArgumentError: no file matches; a record without ``image_key`` or ``label_key``.
+            ImageReadError: a record cut short or whose CRC does not match (file, record and
+                byte offset named).
+
+        Example:
+            >>> records = ImageRecords.from_tfrecord("data/train-*", image_size=(224, 224))
+            >>> records.class_names[:2], len(records)
+            (('0', '1'), 1281167)
+        """
+        paths = _expand("files", files, "TFRecord files")
+        if T.SLOW_CRC:
+            warn('ImageRecords.from_tfrecord checks each record\'s CRC-32C in pure Python, '
+                 'about 1,000 times slower than in C (milliseconds per image). Fix: pip install '
+                 '"shmaug[tfrecord]" (google-crc32c).')
+        O.check_choice("compression_type", compression_type, (None, "", "GZIP"),
+                       "None tells plain from GZIP files by their bytes")
+        wanted = label_key if settings.get("label_mode", "int") is not None else None
+        blobs: list[bytes] = []
+        bases: list[int] = []
+
+        def plain(path: str) -> tuple[list[int], list[int], list[Any]]:
+            with open(path, "rb") as f:
+                return T.scan(f, os.fstat(f.fileno()).st_size, path, image_key, wanted)
+
+        reused = cached(plain, None if index_cache is None else os.fspath(index_cache),
+                        f"tfrecord|{image_key}|{wanted}")
+
+        def scan(path: str) -> tuple[list[int], list[int], list[Any]]:
+            gz = T.is_gzip(path) if compression_type is None else compression_type == "GZIP"
+            if not gz:
+                bases.append(-1)
+                return reused(path)
+            data = T.inflate(path)
+            bases.append(sum(len(b) for b in blobs))
+            blobs.append(data)
+            return T.scan(io.BytesIO(data), len(data), path, image_key, wanted)
+
+        shown = files if isinstance(files, str) else O.Text(f"<{len(paths)} files>")
+        passed = dict(image_key=image_key, label_key=label_key, class_names=class_names,
+                      compression_type=compression_type, index_cache=index_cache, **settings)
+        call = f"from_tfrecord({shown!r}{O.passed(passed, _TFRECORD_DEFAULTS)})"
+        return cls._indexed(paths, scan, "tfrecord", image_key, wanted, class_names, call,
+                            settings, lambda: (np.frombuffer(b"".join(blobs), np.uint8)
+                                               if blobs else None, tuple(bases)))
+
+    @classmethod
+    def from_array_record(
+        cls, files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        image_key: str = "image/encoded", label_key: str | None = "image/class/label", *,
+        class_names: Sequence[str] | None = None, **settings: Any,
+    ) -> ImageRecords:
+        """ArrayRecord files whose records are ``tf.train.Example``s (as TFDS and Grain
+        write them); keys and labels as ``from_tfrecord``. ArrayRecord has its own index:
+        each worker opens its own reader per shard and reads record i directly. Needs
+        ``pip install "shmaug[arrayrecord]"``.
+
+        Raises:
+            ArgumentError: no file matches, one is not an ArrayRecord file, a record without
+                ``image_key`` or ``label_key``.
+
+        Example:
+            >>> records = ImageRecords.from_array_record("data/train.array_record-*",
+            ...                                          image_key="image", label_key="label")
+        """
+        _need("array_record", "arrayrecord")
+        paths = _expand("files", files, "ArrayRecord files")
+        wanted = label_key if settings.get("label_mode", "int") is not None else None
+        shown = files if isinstance(files, str) else O.Text(f"<{len(paths)} files>")
+        passed = dict(image_key=image_key, label_key=label_key, class_names=class_names,
+                      **settings)
+        call = f"from_array_record({shown!r}{O.passed(passed, _ARRAY_RECORD_DEFAULTS)})"
+        return cls._indexed(paths, lambda path: T.scan_array_record(path, image_key, wanted),
+                            "array_record", image_key, wanted, class_names, call, settings,
+                            lambda: (None, None))
+
+    @classmethod
+    def from_tfds(
+        cls, name: str, split: str = "train", data_dir: str | os.PathLike[str] | None = None, *,
+        image_key: str | None = None, label_key: str | None = None, **settings: Any,
+    ) -> ImageRecords:
+        """A dataset TensorFlow Datasets has prepared, read straight from its shards.
+
+        ``name`` as TFDS names it ("mnist", "mnist:3.0.1", "my_set/config"), found under
+        ``data_dir`` (default: TFDS' own, ``~/tensorflow_datasets`` or ``$TFDS_DATA_DIR``);
+        ``split`` with TFDS' slices ("train[:90%]", "train+test"): the records TFDS' own
+        ``load(..., shuffle_files=False)`` gives, in the same order. The image and the label
+        are the dataset's ``Image`` and ``ClassLabel`` features (``image_key`` / ``label_key``
+        pick one where there are several), class names the ClassLabel's. TFRecord and
+        ArrayRecord builds are both read. Needs ``pip install "shmaug[tfds]"`` (to read the
+        metadata; the workers read the shards by hand).
+
+        Raises:
+            ArgumentError: the dataset or the split is not prepared under ``data_dir``; no
+                image feature.
+
+        Example:
+            >>> records = ImageRecords.from_tfds("beans", split="train[:80%]", image_size=(224, 224))
+        """
+        _need("tensorflow_datasets", "tfds")
+        from . import _tfds
+
+        folder, info = _tfds.prepared(name, data_dir)
+        image, label, names = _tfds.features(info, image_key, label_key)
+        instructions = _tfds.instructions(info, split, folder)
+        kind = "array_record" if "array" in str(info.file_format).lower() else "tfrecord"
+        if kind == "array_record":
+            _need("array_record", "arrayrecord")
+        wanted = label if settings.get("label_mode", "int") is not None else None
+        skips = {path: (skip, take) for path, skip, take in instructions}
+
+        def scan(path: str) -> tuple[list[int], list[int], list[Any]]:
+            if kind == "array_record":
+                found = T.scan_array_record(path, image, wanted)
+            else:
+                with open(path, "rb") as f:
+                    found = T.scan(f, os.fstat(f.fileno()).st_size, path, image, wanted)
+            skip, take = skips[path]
+            return tuple(part[skip:skip + take] for part in found)  # type: ignore[return-value]
+
+        passed = dict(split=split, data_dir=data_dir, image_key=image_key, label_key=label_key,
+                      **settings)
+        call = f"from_tfds({name!r}{O.passed(passed, _TFDS_DEFAULTS)})"
+        return cls._indexed([p for p, _, _ in instructions], scan, kind, image, wanted,
+                            names, call, settings, lambda: (None, None),
+                            [skip for _, skip, _ in instructions])
+
+    @classmethod
+    def from_webdataset(
+        cls, tar_files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        image_ext: str | Sequence[str] = "jpg", label_ext: str | None = "cls", *,
+        class_names: Sequence[str] | None = None,
+        index_cache: str | os.PathLike[str] | None = None, **settings: Any,
+    ) -> ImageRecords:
+        """WebDataset tar shards: members ``key.jpg`` and ``key.cls`` make one sample.
+
+        ``tar_files`` is a list of paths or a glob pattern (matches sorted); shards must be
+        uncompressed tars. ``image_ext``: the image member's extension, or several (a list, or
+        "jpg;png" as WebDataset writes it), the first present is used. ``label_ext``: the
+        label member, text holding a class index (WebDataset's ``.cls``) or a class name
+        (names sorted, or ``class_names``); None for no labels. ``index_cache``: as
+        ``from_tfrecord``'s. Other keyword arguments are ``ImageFiles``' settings.
+
+        Raises:
+            ArgumentError: no shard matches, one is not an uncompressed tar, a sample has no
+                image or no label member (shard, sample and key named).
+
+        Example:
+            >>> records = ImageRecords.from_webdataset("shards/train-{000..009}.tar".replace(
+            ...     "{000..009}", "*"), image_size=(224, 224))
+        """
+        paths = _expand("tar_files", tar_files, "tar shards")
+        exts = tuple(e.lower().lstrip(".") for e in (
+            image_ext.split(";") if isinstance(image_ext, str) else image_ext))
+        wanted = label_ext if settings.get("label_mode", "int") is not None else None
+        if wanted is not None:
+            wanted = wanted.lower().lstrip(".")
+        shown = tar_files if isinstance(tar_files, str) else O.Text(f"<{len(paths)} shards>")
+        passed = dict(image_ext=image_ext, label_ext=label_ext, class_names=class_names,
+                      index_cache=index_cache, **settings)
+        call = f"from_webdataset({shown!r}{O.passed(passed, _WEBDATASET_DEFAULTS)})"
+        scan = cached(lambda path: _tar.scan(path, exts, wanted),
+                      None if index_cache is None else os.fspath(index_cache),
+                      f"tar|{exts}|{wanted}")
+        return cls._indexed(paths, scan, "raw", "", wanted, class_names, call, settings,
+                            lambda: (None, None))
+
+    @classmethod
+    def from_huggingface(
+        cls, dataset: Any, image_column: str = "image", label_column: str | None = "label", *,
+        class_names: Sequence[str] | None = None, **settings: Any,
+    ) -> ImageRecords:
+        """A Hugging Face ``datasets.Dataset`` with an ``Image`` column (encoded bytes).
+
+        The workers read each row's image bytes straight from the dataset's Arrow files
+        (``load_dataset``, ``load_from_disk``: nothing copied per worker; a dataset built in
+        memory has its image bytes copied once into shared memory). The dataset's row order
+        (after ``shuffle``, ``select``, ``train_test_split``) is kept. Labels come from
+        ``label_column``: with a ``ClassLabel`` feature its names are the class names;
+        otherwise ints (class indices) or strings (class names); None for no labels. Other
+        keyword arguments are ``ImageFiles``' settings. Needs ``pip install
+        "shmaug[huggingface]"``.
+
+        Raises:
+            ArgumentError: not a Dataset (a DatasetDict: pick a split); a column that is
+                missing or not an image; a row whose image has no bytes.
+
+        Example:
+            >>> ds = datasets.load_from_disk("beans")["train"]
+            >>> records = ImageRecords.from_huggingface(ds, image_size=(224, 224))
+        """
+        _need("datasets", "huggingface")
+        import datasets
+
+        from . import _arrow
+
+        _check_keywords(settings)
+        _arrow.check(dataset, image_column, label_column)
+        shards, shard_of, numbers, offsets, lengths, blob = _arrow.rows(dataset, image_column)
+        labels, names = None, class_names
+        if label_column is not None and settings.get("label_mode", "int") is not None:
+            labels = dataset[label_column]
+            feature = dataset.features[label_column]
+            if isinstance(feature, datasets.ClassLabel) and class_names is None:
+                names = feature.names
+        classes, names = F.encode_names(labels, len(offsets), names)
+        if classes is not None and not names:
+            names = tuple(str(c) for c in range(int(classes.max()) + 1))
+        table = RecordTable.build(shards, shard_of, offsets, lengths, classes, "raw", "", blob,
+                                  (0,) if blob is not None else None, numbers)
+        records = cls(table, classes, names, **settings)
+        passed = dict(image_column=image_column, label_column=label_column,
+                      class_names=class_names, **settings)
+        shown = O.Text(f"<Dataset of {len(offsets)} rows>")
+        object.__setattr__(records, "_origin", f"from_huggingface({shown!r}"
+                                               f"{O.passed(passed, _HUGGINGFACE_DEFAULTS)})")
+        return records
+
+    @classmethod
+    def _indexed(cls, paths: list[str], scan: _Scan, kind: str, key: str,
+                 label_key: str | None, class_names: Sequence[str] | None, call: str,
+                 settings: dict[str, Any], memory: Callable[[], tuple[Any, Any]],
+                 skips: list[int] | None = None) -> ImageRecords:
+        """Scan every shard (a progress bar on long scans), build the table, the source.
+        ``skips``: per shard, the records its scan left out in front (a TFDS slice)."""
+        from tqdm import tqdm
+
+        _check_keywords(settings)  # before the scan, which may be long
+        counts: list[int] = []
+        offsets: list[np.ndarray] = []  # per shard: millions of records stay compact arrays
+        lengths: list[np.ndarray] = []
+        labels: list[Any] = []
+        with tqdm(paths, unit="shard", desc="index records", disable=len(paths) < 16 or None,
+                  leave=False) as bar:
+            for path in bar:
+                found, sizes, values = scan(path)
+                counts.append(len(found))
+                offsets.append(np.array(found, np.int64))
+                lengths.append(np.array(sizes, np.int64))
+                labels += values
+        n = sum(counts)
+        if not n:
+            raise ArgumentError(
+                f"The {len(paths)} shard(s) {paths[:3]} hold no record. Fix: pass the shards "
+                f"that hold the data."
+            )
+        classes, names = F.encode_names(labels if label_key is not None else None, n,
+                                        class_names)
+        if classes is not None and not names:  # int labels: classes 0..max, named by number
+            names = tuple(str(c) for c in range(int(classes.max()) + 1))
+        blob, bases = memory()
+        shards = np.repeat(np.arange(len(paths), dtype=np.int64), counts)
+        numbers = None
+        if skips is not None:  # record numbers in the shard, past the records skipped
+            firsts = np.searchsorted(shards, np.arange(len(paths)))
+            numbers = np.arange(len(shards)) - firsts[shards] + np.array(skips)[shards]
+        table = RecordTable.build(tuple(paths), shards, np.concatenate(offsets),
+                                  np.concatenate(lengths), classes, kind, key, blob, bases,
+                                  numbers)
+        records = cls(table, classes, names, **settings)
+        object.__setattr__(records, "_origin", call)
+        return records
+
+    def __repr__(self) -> str:  # the records can number millions: the call and a summary
+        made = self._origin or f"ImageRecords({self.table!r})"
+        count = f"{len(self.table):,} records in {len(self.table.shards):,} shard(s)"
+        return O.summary("ImageRecords", made, count, self.labels is not None,
+                         self.class_names, self.output_shape)
+
+
+_TFRECORD_DEFAULTS: dict[str, Any] = dict(
+    image_key="image/encoded", label_key="image/class/label", class_names=None,
+    compression_type=None, index_cache=None, **O.SETTINGS_DEFAULTS)
+_HUGGINGFACE_DEFAULTS: dict[str, Any] = dict(
+    image_column="image", label_column="label", class_names=None, **O.SETTINGS_DEFAULTS)
+_ARRAY_RECORD_DEFAULTS: dict[str, Any] = dict(
+    image_key="image/encoded", label_key="image/class/label", class_names=None,
+    **O.SETTINGS_DEFAULTS)
+_TFDS_DEFAULTS: dict[str, Any] = dict(
+    split="train", data_dir=None, image_key=None, label_key=None, **O.SETTINGS_DEFAULTS)
+_WEBDATASET_DEFAULTS: dict[str, Any] = dict(
+    image_ext="jpg", label_ext="cls", class_names=None, index_cache=None, **O.SETTINGS_DEFAULTS)

@@ -1,0 +1,168 @@
+"""ImageRecords.from_tfrecord on files tf.io.TFRecordWriter wrote: images, labels, bad data.
+
+No process is started: the reader runs in this process (``records.load`` / ``read``), as a
+worker runs it. TensorFlow writes the files and decodes the reference images.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+
+import numpy as np
+import pytest
+
+import shmaug
+from shmaug.sources import _example as E
+from shmaug.sources import _tfrecord as T
+from tests import records_data as D
+
+tf = pytest.importorskip("tensorflow")
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    return D.write_tfrecords(tmp_path_factory.mktemp("tfrecords"), 3, 4, gzip_last=True)
+
+
+def test_images_labels_and_offsets_match_tensorflow(shards):
+    records = shmaug.ImageRecords.from_tfrecord(shards, image_size=D.SHAPE[:2])
+    assert len(records) == 12 and records.output_shape == D.SHAPE
+    assert records.labels.tolist() == [i % 3 for i in range(12)]
+    assert records.class_names == ("0", "1", "2")
+    # TF's own reader over the same files, GZIP shard included: PNG bit for bit.
+    theirs = []
+    for path in shards:
+        kind = "GZIP" if path.endswith(".gz") else ""
+        for raw in tf.data.TFRecordDataset(path, compression_type=kind):
+            parsed = tf.io.parse_single_example(raw, {
+                "image/encoded": tf.io.FixedLenFeature([], tf.string),
+                "image/class/label": tf.io.FixedLenFeature([], tf.int64)})
+            theirs.append((tf.io.decode_png(parsed["image/encoded"]).numpy(),
+                           int(parsed["image/class/label"])))
+    for i, (pixels, label) in enumerate(theirs):
+        np.testing.assert_array_equal(records.read(i), pixels)
+        np.testing.assert_array_equal(records.load(i), D.image(i))
+        assert records.labels[i] == label
+
+
+def test_glob_class_name_labels_and_no_labels(shards, tmp_path):
+    names = D.write_tfrecords(tmp_path, 1, 5, label=lambda i: "bee" if i % 2 else "ant")
+    records = shmaug.ImageRecords.from_tfrecord(str(tmp_path / "*.tfrecord"), image_size=(4, 4))
+    assert records.class_names == ("ant", "bee") and records.labels.tolist() == [0, 1, 0, 1, 0]
+    ordered = shmaug.ImageRecords.from_tfrecord(names, class_names=["bee", "ant"],
+                                                image_size=(4, 4), label_mode="categorical")
+    np.testing.assert_array_equal(ordered.labels[:2], [[0, 1], [1, 0]])
+    bare = shmaug.ImageRecords.from_tfrecord(shards, label_key=None, image_size=(4, 4))
+    assert bare.labels is None and bare.classes is None and len(bare) == 12
+    assert "from_tfrecord(" in repr(records) and "2 classes ['ant', 'bee']" in repr(records)
+
+
+def test_pickles_as_its_table_and_reads_the_same(shards):
+    records = shmaug.ImageRecords.from_tfrecord(shards, image_size=(3, 3), color_mode="grayscale")
+    again = pickle.loads(pickle.dumps(records))
+    assert repr(again) == repr(records) and again.output_shape == (3, 3, 1)
+    np.testing.assert_array_equal(again.load(11), records.load(11))
+    np.testing.assert_array_equal(again.labels, records.labels)
+
+
+def test_hand_parser_agrees_with_protobuf():
+    data = D.example(7, -5, label_key="neg")
+    found = E.features(data)
+    assert set(found) == {"image/encoded", "neg"}
+    assert E.int64_values(*found["neg"]) == [-5]
+    assert bytes(E.bytes_value(*found["image/encoded"])) == D.png(7)
+    with pytest.raises(E.ExampleError):
+        E.features(data[:-3])
+
+
+def corrupt(path: str, at: int, to: bytes | None = None, cut: int | None = None) -> None:
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    if to is not None:
+        data[at:at + len(to)] = to
+    if cut is not None:
+        data = data[:cut]
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+
+
+def test_truncated_file_and_header_crc_are_reported_at_construction(tmp_path):
+    (path,) = D.write_tfrecords(tmp_path, 1, 3)
+    size = os.path.getsize(path)
+    corrupt(path, 0, cut=size - 7)
+    with pytest.raises(shmaug.ImageReadError,
+                       match=r"record 2 of .*train-00000\.tfrecord.*byte offset \d+.*cut short.*Fix"):
+        shmaug.ImageRecords.from_tfrecord([path])
+    (path,) = D.write_tfrecords(tmp_path / "b", 1, 3)
+    corrupt(path, 8, to=b"\0\0\0\0")
+    with pytest.raises(shmaug.ImageReadError, match=r"record 0 of .*byte offset 0.*CRC.*Fix"):
+        shmaug.ImageRecords.from_tfrecord([path])
+
+
+def test_data_crc_mismatch_raises_naming_the_record_and_skip_stands_in(tmp_path):
+    (path,) = D.write_tfrecords(tmp_path, 1, 4, label=lambda i: 0)
+    with open(path, "rb") as f:
+        data = f.read()
+    second = T.HEADER.size + struct.unpack("<Q", data[:8])[0] + T.FOOTER
+    # Inside record 1's image: its label still parses (labels are read when indexing), its
+    # CRC no longer matches (checked when the image is read, where on_error applies).
+    corrupt(path, data.find(D.png(1)) + 30, to=b"\xff\xfe")
+    strict = shmaug.ImageRecords.from_tfrecord([path], label_key=None, image_size=(6, 5))
+    with pytest.raises(shmaug.ImageReadError,
+                       match=rf"record 1 of .*byte offset {second}\).*CRC.*Fix"):
+        strict.read(1)
+    lenient = shmaug.ImageRecords.from_tfrecord([path], image_size=(6, 5), on_error="skip")
+    np.testing.assert_array_equal(lenient.load(1), D.image(2))  # the next readable record
+
+
+def test_missing_keys_and_an_image_that_is_not_one(tmp_path):
+    import tensorflow as tf
+
+    path = str(tmp_path / "odd.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        writer.write(D.example(0, 1))
+        writer.write(D.example(1, 0, data=b"not an image at all"))
+        writer.write(D.example(2, 1, image_key="jpeg"))
+    with pytest.raises(shmaug.ArgumentError,
+                       match=r"`image_key`='image/encoded' is not a feature of record 2 of "
+                             r".*odd\.tfrecord.*\['image/class/label', 'jpeg'\]"):
+        shmaug.ImageRecords.from_tfrecord([path])
+    with pytest.raises(shmaug.ArgumentError, match=r"`label_key`='label' is not a feature of "
+                                                   r"record 0.*label_key=None"):
+        shmaug.ImageRecords.from_tfrecord([path], label_key="label")
+    bare = shmaug.ImageRecords.from_tfrecord([path], label_key=None, image_size=(6, 5))
+    with pytest.raises(shmaug.ImageReadError, match=r"record 2 of .*no bytes feature "
+                                                    r"'image/encoded'"):
+        bare.read(2)
+    with pytest.raises(shmaug.ImageReadError, match=r"record 1 of .*corrupt, truncated or "
+                                                    r"not an image.*on_error='skip'"):
+        bare.read(1)
+
+
+def test_arguments_are_checked(tmp_path, shards):
+    with pytest.raises(shmaug.ArgumentError, match=r"`files`.*none matched"):
+        shmaug.ImageRecords.from_tfrecord(str(tmp_path / "nothing-*"))
+    with pytest.raises(shmaug.ArgumentError, match=r"`compression_type`.*'ZLIB'"):
+        shmaug.ImageRecords.from_tfrecord(shards, compression_type="ZLIB")
+    with pytest.raises(shmaug.ArgumentError, match=r"`interpolation`"):
+        shmaug.ImageRecords.from_tfrecord(shards, interpolation="cubic")
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"\['colour_mode'\]"):
+        shmaug.ImageRecords.from_tfrecord(shards, colour_mode="rgb")
+
+
+def test_hand_parser_refuses_cut_or_garbled_bytes_with_its_own_error():
+    data = D.example(3, 2)
+    rng = np.random.default_rng(0)
+    garbled = [bytes(rng.integers(0, 256, len(data), np.uint8)) for _ in range(200)]
+    for bad in [data[:cut] for cut in range(len(data))] + garbled:
+        try:
+            found = E.features(bad)
+        except E.ExampleError:
+            continue
+        for kind, message in found.values():  # what did parse decodes or refuses, no crash
+            try:
+                E.int64_values(kind, message), E.bytes_value(kind, message)
+            except E.ExampleError:
+                pass

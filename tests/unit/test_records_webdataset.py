@@ -1,0 +1,130 @@
+"""ImageRecords.from_webdataset on tar shards written by tarfile and by webdataset.
+
+No process is started: the reader runs in this process, as a worker runs it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+
+import numpy as np
+import pytest
+
+import shmaug
+from tests import records_data as D
+
+
+def test_images_and_int_labels_across_shards(tmp_path):
+    shards = [D.write_tar(tmp_path / f"s{k}.tar", D.wds_members(4 * k, 4 * k + 4))
+              for k in range(2)]
+    records = shmaug.ImageRecords.from_webdataset(str(tmp_path / "s*.tar"), image_ext="png",
+                                                  image_size=D.SHAPE[:2])
+    assert len(records) == 8 and records.labels.tolist() == [i % 3 for i in range(8)]
+    assert records.class_names == ("0", "1", "2")
+    for i in range(8):
+        np.testing.assert_array_equal(records.load(i), D.image(i))
+    again = pickle.loads(pickle.dumps(records))
+    np.testing.assert_array_equal(again.load(5), D.image(5))
+    assert records.load.name(5) == f"{shards[1]}[1]"
+    assert "from_webdataset(" in repr(records) and "8 records in 2 shard(s)" in repr(records)
+
+
+# webdataset's reader leaves its shard open for the garbage collector to close.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_written_by_webdataset_with_class_name_labels(tmp_path):
+    wds = pytest.importorskip("webdataset")
+    path = str(tmp_path / "wds-000000.tar")
+    with wds.TarWriter(path) as sink:
+        for i in range(5):
+            sink.write({"__key__": f"k{i:03d}", "png": D.png(i), "txt": "bee" if i % 2 else "ant"})
+    records = shmaug.ImageRecords.from_webdataset(path, image_ext="jpg;png", label_ext="txt",
+                                                  image_size=D.SHAPE[:2])
+    assert records.class_names == ("ant", "bee") and records.labels.tolist() == [0, 1, 0, 1, 0]
+    # webdataset's own reader yields the same bytes for each key
+    theirs = [s["png"] for s in wds.WebDataset(path, shardshuffle=False)]
+    for i, data in enumerate(theirs):
+        assert bytes(records.load.table.fetch(i)) == data
+        np.testing.assert_array_equal(records.read(i), D.image(i))
+
+
+def test_missing_label_missing_image_and_compressed_shard(tmp_path):
+    members = D.wds_members(0, 3)
+    del members[3]  # sample 1's .cls
+    path = D.write_tar(tmp_path / "a.tar", members)
+    with pytest.raises(shmaug.ArgumentError,
+                       match=r"sample 1 \(key 'sample000001'\) of .*a\.tar.*no label member "
+                             r"'sample000001\.cls'.*label_ext=None"):
+        shmaug.ImageRecords.from_webdataset(path, image_ext="png")
+    bare = shmaug.ImageRecords.from_webdataset(path, image_ext="png", label_ext=None,
+                                               image_size=(2, 2))
+    assert len(bare) == 3 and bare.labels is None
+    with pytest.raises(shmaug.ArgumentError, match=r"no image member with `image_ext` "
+                                                   r"\['jpg'\].*\['cls', 'png'\]"):
+        shmaug.ImageRecords.from_webdataset(path)
+    packed = tmp_path / "b.tar.gz"
+    packed.write_bytes(gzip.compress((tmp_path / "a.tar").read_bytes()))
+    with pytest.raises(shmaug.ArgumentError, match=r"uncompressed tar.*decompress"):
+        shmaug.ImageRecords.from_webdataset(str(packed), image_ext="png")
+
+
+def test_not_an_image_is_skipped_like_a_file(tmp_path):
+    members = D.wds_members(0, 4, label=lambda i: 0)
+    members[2] = ("sample000001.png", b"garbage")
+    path = D.write_tar(tmp_path / "c.tar", members)
+    strict = shmaug.ImageRecords.from_webdataset(path, image_ext="png", image_size=(6, 5))
+    with pytest.raises(shmaug.ImageReadError,
+                       match=r"record 1 of .*c\.tar' \(byte offset \d+\).*not an image"):
+        strict.read(1)
+    lenient = shmaug.ImageRecords.from_webdataset(path, image_ext="png", image_size=(6, 5),
+                                                  on_error="skip")
+    np.testing.assert_array_equal(lenient.load(1), D.image(2))
+
+
+def test_a_missing_extra_is_one_line_naming_it(monkeypatch, tmp_path):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("datasets", "array_record",
+                                                          "tensorflow_datasets") else real(name, *a))
+    for call, extra in ((lambda: shmaug.ImageRecords.from_huggingface(None), "huggingface"),
+                        (lambda: shmaug.ImageRecords.from_array_record("x"), "arrayrecord"),
+                        (lambda: shmaug.ImageRecords.from_tfds("mnist"), "tfds")):
+        with pytest.raises(ModuleNotFoundError) as info:
+            call()
+        assert str(info.value).count("\n") == 0 and f'"shmaug[{extra}]"' in str(info.value)
+
+
+def test_pure_python_crc32c_agrees_and_its_slowness_is_said(monkeypatch, tmp_path):
+    from shmaug.sources import _tfrecord as T
+
+    assert T._crc32c_python()(b"123456789") == 0xE3069283 == T.crc32c(b"123456789")
+    monkeypatch.setattr(T, "SLOW_CRC", True)
+    (tmp_path / "empty.tfrecord").write_bytes(b"")
+    with pytest.warns(shmaug.ShmaugWarning, match=r'shmaug\[tfrecord\]'), \
+            pytest.raises(shmaug.ArgumentError, match=r"hold no record"):
+        shmaug.ImageRecords.from_tfrecord(str(tmp_path / "empty.tfrecord"))
+
+
+def test_index_cache_is_reused_while_the_shard_is_unchanged(tmp_path, monkeypatch):
+    from shmaug.sources import _tar
+
+    path = D.write_tar(tmp_path / "s.tar", D.wds_members(0, 4, label=lambda i: "ab"[i % 2]))
+    cache = tmp_path / "cache"
+    first = shmaug.ImageRecords.from_webdataset(path, image_ext="png", index_cache=cache,
+                                                image_size=(6, 5))
+    assert len(list(cache.glob("*.npz"))) == 1 and "index_cache=" in repr(first)
+
+    def no_scan(*args):
+        raise AssertionError("scanned again")
+
+    monkeypatch.setattr(_tar, "scan", no_scan)
+    again = shmaug.ImageRecords.from_webdataset(path, image_ext="png", index_cache=cache,
+                                                image_size=(6, 5))
+    assert again.class_names == ("a", "b") and again.labels.tolist() == [0, 1, 0, 1]
+    np.testing.assert_array_equal(again.load(3), D.image(3))
+    D.write_tar(tmp_path / "s.tar", D.wds_members(0, 6))  # changed: scanned again
+    with pytest.raises(AssertionError, match="scanned again"):
+        shmaug.ImageRecords.from_webdataset(path, image_ext="png", index_cache=cache)
