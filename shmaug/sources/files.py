@@ -29,6 +29,7 @@ import numpy as np
 
 from . import _folders as F
 from . import _options as O
+from . import _remote as R
 from ._decode import COLOR_MODES
 from ._options import DEFAULT_IMAGE_SIZE, INTERPOLATIONS
 from ._paths import PathTable
@@ -85,8 +86,10 @@ class ImageFiles:
     channels: int = 0
     label_mode: str | None = "int"
     reduced_decode: bool = True
+    storage_options: Any = field(default=None, repr=False)
     load: Reader = field(init=False, repr=False, compare=False)
     _origin: str = field(init=False, repr=False, compare=False, default="")
+    _remote: Any = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         given = self.paths  # a table (from_directory, pickling) or the user's paths
@@ -115,6 +118,10 @@ class ImageFiles:
             if existing is None or not np.array_equal(existing, classes):
                 table = PathTable.build(given.tolist(), classes)
         channels = COLOR_MODES[self.color_mode] if self.color_mode else int(self.channels)
+        remote = R.remote_for(table[0], self.storage_options)  # None: local files
+        if remote is not None and not isinstance(given, PathTable):
+            R.check_same_protocol(given, remote.protocol)
+        object.__setattr__(self, "_remote", remote)
         for name, value in (("paths", table), ("labels", labels), ("class_names", names),
                             ("image_size", size), ("channels", channels),
                             ("reduced_decode", bool(self.reduced_decode))):
@@ -128,7 +135,8 @@ class ImageFiles:
         assert isinstance(self.paths, PathTable)
         decoder = Decoder(self.image_size, self.color_mode, self.interpolation, self.channels,
                            self.reduced_decode)
-        object.__setattr__(self, "load", Reader(self.paths, decoder, self.on_error,
+        table = self.paths if self._remote is None else R.RemoteTable(self.paths, self._remote)
+        object.__setattr__(self, "load", Reader(table, decoder, self.on_error,
                                                  self.labels is not None))
 
     # -- constructors -------------------------------------------------------------------------
@@ -140,7 +148,8 @@ class ImageFiles:
                        image_size: tuple[int, int] = ..., color_mode: str | None = ...,
                        interpolation: str = ..., on_error: str = ..., follow_links: bool = ...,
                        validation_split: float | None = ..., subset: Literal["both"],
-                       seed: int | None = ..., reduced_decode: bool = ...
+                       seed: int | None = ..., reduced_decode: bool = ...,
+                       storage_options: dict[str, Any] | None = ...
                        ) -> tuple[ImageFiles, ImageFiles]: ...
 
     @overload
@@ -151,7 +160,8 @@ class ImageFiles:
                        interpolation: str = ..., on_error: str = ..., follow_links: bool = ...,
                        validation_split: float | None = ...,
                        subset: Literal["training", "validation"] | None = ...,
-                       seed: int | None = ..., reduced_decode: bool = ...) -> ImageFiles: ...
+                       seed: int | None = ..., reduced_decode: bool = ...,
+                       storage_options: dict[str, Any] | None = ...) -> ImageFiles: ...
 
     @classmethod
     def from_directory(
@@ -161,6 +171,7 @@ class ImageFiles:
         interpolation: str = "bilinear", on_error: str = "raise", follow_links: bool = False,
         validation_split: float | None = None, subset: str | None = None,
         seed: int | None = None, reduced_decode: bool = True,
+        storage_options: dict[str, Any] | None = None,
     ) -> ImageFiles | tuple[ImageFiles, ImageFiles]:
         """Images in ``directory``, as Keras' ``image_dataset_from_directory`` finds them.
 
@@ -175,6 +186,10 @@ class ImageFiles:
         returns ``(training, validation)``) and ``seed`` picks the same files for each subset
         as Keras does for the same folder and seed; ``label_mode`` encodes labels as Keras'.
 
+        ``directory`` may be a URL (``"s3://bucket/train/"``, ``"gs://..."``), read through
+        fsspec with ``storage_options`` (endpoint, credentials; secrets never shown): the
+        bucket is listed once, here, and class folders work as on disk (``docs/remote.md``).
+
         Raises:
             ArgumentError: the folder does not exist or holds no image file; an argument
                 Keras would refuse.
@@ -184,7 +199,9 @@ class ImageFiles:
             ...                                        validation_split=0.2, subset="both", seed=1)
         """
         root = os.fspath(directory)
-        if not os.path.isdir(root):
+        remote = R.remote_for(root, storage_options)
+        listing = remote.listing(root) if remote is not None else None
+        if listing is None and not os.path.isdir(root):
             raise ArgumentError(
                 f"`directory` must be an existing folder; received {root!r}. Fix: pass the "
                 f"folder that holds one sub-folder of images per class."
@@ -193,14 +210,15 @@ class ImageFiles:
         F.check_split_args(validation_split, subset, seed)
         if label_mode is None:
             labels = None  # as Keras: no labels, every image under the folder
-        paths, classes, names = F.list_directory(root, labels, class_names, follow_links)
+        paths, classes, names = F.list_directory(root, labels, class_names, follow_links,
+                                                 listing)
         shown = labels if isinstance(labels, str) or labels is None else O.Text(
             f"<{len(paths)} labels>")
         passed = dict(labels=shown, label_mode=label_mode, class_names=class_names,
                       image_size=image_size, color_mode=color_mode, interpolation=interpolation,
                       on_error=on_error, follow_links=follow_links,
                       validation_split=validation_split, subset=subset, seed=seed,
-                      reduced_decode=reduced_decode)
+                      reduced_decode=reduced_decode, storage_options=_shown(remote))
         call = f"from_directory({root!r}{O.passed(passed, _DIRECTORY_DEFAULTS)})"
 
         def make(part: np.ndarray | None, suffix: str = "") -> ImageFiles:
@@ -208,7 +226,7 @@ class ImageFiles:
             sub = None if classes is None else (classes if part is None else classes[part])
             files = cls(PathTable.build(chosen, sub), sub, tuple(names), O.image_size_of(image_size),
                         color_mode, interpolation, on_error, label_mode=label_mode,
-                        reduced_decode=reduced_decode)
+                        reduced_decode=reduced_decode, storage_options=storage_options)
             object.__setattr__(files, "_origin", call + suffix)
             return files
 
@@ -225,12 +243,14 @@ class ImageFiles:
         class_names: Sequence[str] | None = None,
         image_size: tuple[int, int] = DEFAULT_IMAGE_SIZE, color_mode: str | None = "rgb",
         interpolation: str = "bilinear", on_error: str = "raise", label_mode: str | None = "int",
-        reduced_decode: bool = True,
+        reduced_decode: bool = True, storage_options: dict[str, Any] | None = None,
     ) -> ImageFiles:
         """A list of image paths, with labels as ints or as class-name strings.
 
         String labels map to indices of their sorted unique names (or of ``class_names``).
         With ``on_error="raise"`` missing files are reported here, before any process starts.
+        Paths may be URLs of one protocol (``s3://``, ``gs://``, ``https://``), read through
+        fsspec with ``storage_options``; existence is then checked concurrently.
 
         Raises:
             ArgumentError: no paths, an unknown extension, missing files, bad labels.
@@ -247,12 +267,15 @@ class ImageFiles:
         strings = [os.fspath(p) for p in paths]
         index, names = F.encode_names(labels, len(strings), class_names)
         files = cls(strings, index, names, image_size, color_mode, interpolation, on_error,
-                    label_mode=label_mode, reduced_decode=reduced_decode)
-        if on_error == "raise":
+                    label_mode=label_mode, reduced_decode=reduced_decode,
+                    storage_options=storage_options)
+        if on_error == "raise" and files._remote is not None:
+            files._remote.check_exist(strings)
+        elif on_error == "raise":
             F.check_exist(files.paths)
         passed = dict(class_names=class_names, image_size=image_size, color_mode=color_mode,
                       interpolation=interpolation, on_error=on_error, label_mode=label_mode,
-                      reduced_decode=reduced_decode)
+                      reduced_decode=reduced_decode, storage_options=_shown(files._remote))
         label_text = "" if labels is None else f", <{len(strings)} labels>"
         object.__setattr__(files, "_origin", f"from_paths(<{len(strings)} paths>{label_text}"
                                             f"{O.passed(passed, _PATHS_DEFAULTS)})")
@@ -286,6 +309,8 @@ class ImageFiles:
         files = cls.from_paths(paths, labels, class_names=classes, **kwargs)
         where = "" if directory is None else f", {os.fspath(directory)!r}"
         passed = dict(x_col=x_col, y_col=y_col, classes=classes, **kwargs)
+        if "storage_options" in passed:
+            passed["storage_options"] = _shown(files._remote)
         object.__setattr__(files, "_origin", f"from_dataframe(<DataFrame of {len(paths)} rows>"
                                             f"{where}{O.passed(passed, _FRAME_DEFAULTS)})")
         return files
@@ -297,6 +322,7 @@ class ImageFiles:
 
     def _settings_text(self) -> str:
         given = {k: getattr(self, k) for k in _PATHS_DEFAULTS}
+        given["storage_options"] = _shown(self._remote)
         return O.passed(given, _PATHS_DEFAULTS)
 
     # -- the source protocol --------------------------------------------------------------------
@@ -331,7 +357,8 @@ class ImageFiles:
         # The table pickles as one block of bytes; labels are rebuilt from its class indices.
         return (_rebuild, (self.paths, self.labels is not None, self.class_names,
                            self.image_size, self.color_mode, self.interpolation, self.on_error,
-                           self.channels, self.label_mode, self.reduced_decode, self._origin))
+                           self.channels, self.label_mode, self.reduced_decode,
+                           self.storage_options, self._origin))
 
 
 def _rebuild(table: PathTable, labelled: bool, *args: Any) -> ImageFiles:
@@ -341,12 +368,19 @@ def _rebuild(table: PathTable, labelled: bool, *args: Any) -> ImageFiles:
     return files
 
 
+def _shown(remote: R.Remote | None) -> Any:
+    """``storage_options`` as a repr shows them: secret values masked."""
+    return O.Text(remote.options_text) if remote is not None and remote.has_options else None
+
+
 # -- arguments --------------------------------------------------------------------------------
 
 _DIRECTORY_DEFAULTS: dict[str, Any] = dict(
     labels="inferred", class_names=None, follow_links=False, validation_split=None, subset=None,
-    seed=None, **O.SETTINGS_DEFAULTS)
-_PATHS_DEFAULTS: dict[str, Any] = dict(class_names=None, **O.SETTINGS_DEFAULTS)
+    seed=None, storage_options=None, **O.SETTINGS_DEFAULTS)
+_PATHS_DEFAULTS: dict[str, Any] = dict(class_names=None, storage_options=None,
+                                       **O.SETTINGS_DEFAULTS)
 _FRAME_DEFAULTS: dict[str, Any] = dict(x_col="filename", y_col="class", classes=None,
+                                       storage_options=None,
                                        **O.SETTINGS_DEFAULTS)
 
