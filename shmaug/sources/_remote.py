@@ -27,6 +27,7 @@ sight; it knows nothing of images:
 from __future__ import annotations
 
 import concurrent.futures as cf
+import copy
 import logging
 import os
 import posixpath
@@ -45,7 +46,11 @@ log = logging.getLogger("shmaug.sources.remote")
 MAX_IN_FLIGHT = 16  # requests in flight per process: enough to hide 50 ms at ~300 objects/s
 RETRIES = 3  # transient failures retried per request, then RemoteError
 BACKOFF_S = 0.2  # first retry's wait; doubled each time (with jitter)
-WAIT_S = 300.0  # the longest a task waits for its objects: nothing hangs
+# The longest one request may take, whatever the backend's own timeouts say (a server that
+# accepts connections and never answers): nothing hangs. The environment variable reaches
+# every worker, forked or spawned.
+REQUEST_TIMEOUT_S = float(os.environ.get("SHMAUG_REQUEST_TIMEOUT_S", "60"))
+WAIT_S = 300.0  # the longest a task waits for its objects
 GAP = 64 * 1024  # byte ranges at most this far apart are read in one request
 MASK = "***"
 # Which package each protocol needs, and the extra that installs it.
@@ -152,8 +157,9 @@ class Remote:
             with self._lock:
                 if self._pid != os.getpid():
                     fsspec = _import_fsspec(self.protocol)
+                    # A copy: backends edit what they are given (botocore's retries dict).
                     self._fs = fsspec.filesystem(self.protocol, skip_instance_cache=True,
-                                                 **self._options)
+                                                 **copy.deepcopy(self._options))
                     self._pool = None
                     self._pid = os.getpid()
         return self._fs
@@ -174,7 +180,7 @@ class Remote:
             RemoteError: a refused credential (at once), or transient failures ``RETRIES``
                 times over, naming the object and the last one.
         """
-        return self._retried(url, lambda fs: fs.cat_file(url))
+        return self._retried(url, lambda fs: fs.cat_file(url, **_limit(fs)))
 
     def read_ranges(self, url: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of each ``(offset, size)`` of object ``url``, in order. Ranges at most
@@ -182,7 +188,8 @@ class Remote:
         groups = coalesce(ranges)
         pieces = self.map_all([(url, start, stop) for start, stop, _ in groups],
                               lambda item: self._retried(
-                                  url, lambda fs: fs.cat_file(url, item[1], item[2])))
+                                  url, lambda fs: fs.cat_file(url, item[1], item[2],
+                                                              **_limit(fs))))
         out: list[bytes] = [b""] * len(ranges)
         for (start, _, members), piece in zip(groups, pieces):
             if isinstance(piece, BaseException):
@@ -201,7 +208,7 @@ class Remote:
         if len(items) <= 1:
             return [_outcome(fn, item) for item in items]
         futures = [self._executor().submit(_outcome, fn, item) for item in items]
-        done, late = cf.wait(futures, timeout=WAIT_S)
+        done, late = cf.wait(futures, timeout=max(WAIT_S, REQUEST_TIMEOUT_S * (RETRIES + 2)))
         if late:
             for f in late:
                 f.cancel()
@@ -271,8 +278,9 @@ class Remote:
 
     def check_exist(self, urls: Sequence[str]) -> None:
         """Raises ``ArgumentError`` naming the missing objects (checked concurrently)."""
+        # ``info``, not ``isfile``: isfile answers False for a refused credential too.
         outcomes = self.map_all(list(urls), lambda u: self._retried(
-            u, lambda fs: b"" if fs.isfile(u) else _missing()))
+            u, lambda fs: b"" if fs.info(u).get("type", "file") == "file" else _missing()))
         missing = [u for u, o in zip(urls, outcomes) if isinstance(o, FileNotFoundError)]
         if missing:
             raise ArgumentError(
@@ -431,6 +439,13 @@ def _import_fsspec(protocol: str) -> Any:
             f"Fix: pip install \"shmaug[{extra}]\"."
         ) from None
     return fsspec
+
+
+def _limit(fs: Any) -> dict[str, float]:
+    """fsspec's own bound on a call of an async filesystem (s3fs, gcsfs, http): its ``sync``
+    gives up after ``timeout`` seconds with ``FSTimeoutError`` (then retried, bounded)."""
+    timeout = float(os.environ.get("SHMAUG_REQUEST_TIMEOUT_S", REQUEST_TIMEOUT_S))
+    return {"timeout": timeout} if getattr(fs, "async_impl", False) else {}
 
 
 def _outcome(fn: Callable[[Any], Any], item: Any) -> Any:
