@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -96,3 +98,24 @@ def test_urls_and_local_paths():
     assert R.protocol_of("/data/a.png") is None and R.protocol_of("file:///a.png") is None
     with pytest.raises(ArgumentError, match="storage_options"):
         R.remote_for("/data/a.png", {"anon": True})
+
+
+def test_a_tasks_objects_are_fetched_together(monkeypatch, remote):
+    class Slow(Flaky):
+        def cat_file(self, url, start=None, end=None):
+            time.sleep(0.2)
+            return url.encode()
+
+    monkeypatch.setattr(R.Remote, "fs", lambda self: Slow(0, OSError()))
+    urls = [f"memory://b/{i}.png" for i in range(12)]
+    began = time.perf_counter()
+    assert remote.fetch_all(urls) == [u.encode() for u in urls]
+    assert time.perf_counter() - began < 1.2  # one after another: 2.4 s
+
+
+def test_importing_shmaug_and_reading_local_files_imports_no_fsspec(tmp_path):
+    code = ("import sys, numpy as np, cv2, shmaug\n"
+            f"cv2.imwrite({str(tmp_path / 'a.png')!r}, np.zeros((4, 4, 3), np.uint8))\n"
+            f"shmaug.ImageFiles.from_paths([{str(tmp_path / 'a.png')!r}]).read(0)\n"
+            "assert 'fsspec' not in sys.modules and 's3fs' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
