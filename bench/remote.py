@@ -169,9 +169,9 @@ def main(argv: list[str] | None = None) -> None:
                         runs[name].append(images_per_s(files, batch_size, args.start_method))
                 rows = [(name, statistics.median(v)) for name, v in runs.items()]
             finally:
-                for _, _, proxy in sources:
-                    if proxy is not None:
-                        proxy.close()
+                for _, _, gate in sources:
+                    if gate is not None:
+                        gate.close()
     finally:
         server.terminate()
         server.wait(timeout=10)
