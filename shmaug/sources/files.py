@@ -29,6 +29,7 @@ import numpy as np
 
 from . import _folders as F
 from . import _options as O
+from . import _bucket as B
 from . import _remote as R
 from ._decode import COLOR_MODES
 from ._options import DEFAULT_IMAGE_SIZE, INTERPOLATIONS
@@ -118,9 +119,9 @@ class ImageFiles:
             if existing is None or not np.array_equal(existing, classes):
                 table = PathTable.build(given.tolist(), classes)
         channels = COLOR_MODES[self.color_mode] if self.color_mode else int(self.channels)
-        remote = R.remote_for(table[0], self.storage_options)  # None: local files
+        remote = B.remote_for(table[0], self.storage_options)  # None: local files
         if remote is not None and not isinstance(given, PathTable):
-            R.check_same_protocol(given, remote.protocol)
+            B.check_same_protocol(given, remote.protocol)
         object.__setattr__(self, "_remote", remote)
         for name, value in (("paths", table), ("labels", labels), ("class_names", names),
                             ("image_size", size), ("channels", channels),
@@ -135,7 +136,7 @@ class ImageFiles:
         assert isinstance(self.paths, PathTable)
         decoder = Decoder(self.image_size, self.color_mode, self.interpolation, self.channels,
                            self.reduced_decode)
-        table = self.paths if self._remote is None else R.RemoteTable(self.paths, self._remote)
+        table = self.paths if self._remote is None else B.RemoteTable(self.paths, self._remote)
         object.__setattr__(self, "load", Reader(table, decoder, self.on_error,
                                                  self.labels is not None))
 
@@ -199,7 +200,7 @@ class ImageFiles:
             ...                                        validation_split=0.2, subset="both", seed=1)
         """
         root = os.fspath(directory)
-        remote = R.remote_for(root, storage_options)
+        remote = B.remote_for(root, storage_options)
         listing = remote.listing(root) if remote is not None else None
         if listing is None and not os.path.isdir(root):
             raise ArgumentError(

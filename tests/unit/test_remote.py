@@ -9,6 +9,7 @@ import time
 import pytest
 
 from shmaug.errors import ArgumentError, RemoteError
+from shmaug.sources import _bucket as B
 from shmaug.sources import _remote as R
 
 pytest.importorskip("fsspec", reason="needs the remote extra: pip install 'shmaug[remote]'")
@@ -97,7 +98,7 @@ def test_urls_and_local_paths():
     assert R.protocol_of("s3://b/k.png") == "s3" and R.protocol_of("GS://b/k") == "gs"
     assert R.protocol_of("/data/a.png") is None and R.protocol_of("file:///a.png") is None
     with pytest.raises(ArgumentError, match="storage_options"):
-        R.remote_for("/data/a.png", {"anon": True})
+        B.remote_for("/data/a.png", {"anon": True})
 
 
 def test_a_tasks_objects_are_fetched_together(monkeypatch, remote):
