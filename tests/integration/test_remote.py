@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -221,3 +222,77 @@ def test_server_stopped_mid_epoch_is_an_error_not_a_hang(tmp_path, monkeypatch, 
     finally:
         if server is not None:
             server.stop()
+
+
+class Throttling:
+    """A proxy in front of the server that answers its first ``burst`` connections with
+    503 SlowDown (as S3 throttles), then forwards."""
+
+    BODY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+            b"<Message>Please reduce your request rate.</Message></Error>")
+
+    def __init__(self, endpoint: str, burst: int) -> None:
+        self.target = ("127.0.0.1", int(endpoint.rsplit(":", 1)[1]))
+        self.burst, self.refused = burst, 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.2)
+        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                continue
+            client.settimeout(10)
+            if self.refused < self.burst:
+                self.refused += 1
+                with client:
+                    client.recv(1 << 16)
+                    client.sendall(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
+                                   b"Connection: close\r\nContent-Length: "
+                                   + str(len(self.BODY)).encode() + b"\r\n\r\n" + self.BODY)
+                continue
+            server = socket.create_connection(self.target, timeout=10)
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(1 << 16):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=5)
+        self.listener.close()
+
+
+def test_a_503_burst_is_retried_and_a_lasting_one_names_the_object(s3):
+    endpoint, root = s3
+    local = ImageFiles.from_directory(root, image_size=(8, 8))
+    urls = [f"s3://{BUCKET}/train/" + p.split("/train/")[1] for p in local.paths]
+    proxy = Throttling(endpoint, burst=2)
+    try:
+        remote = ImageFiles.from_paths(urls, on_error="skip", image_size=(8, 8),
+                                       storage_options=options(proxy.endpoint))
+        got = [remote.read(i) for i in range(len(urls))]
+        assert proxy.refused == 2
+        for i, image in enumerate(got):
+            np.testing.assert_array_equal(image, local.read(i))
+        proxy.burst = 10**6  # throttled for good: shmaug's retries run out
+        with pytest.raises(RemoteError, match=r"train/ant/0.png' after 4 attempts.*Slow ?Down"):
+            ImageFiles.from_paths(urls[:1], storage_options=options(proxy.endpoint)).read(0)
+    finally:
+        proxy.close()
