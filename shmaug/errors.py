@@ -10,6 +10,7 @@ working for code that does not know shmaug)::
     ├── OutputMismatchError  (ValueError)    a sample's output shape differs from the batch's
     ├── SharedMemoryError    (OSError)       /dev/shm cannot hold what was asked
     ├── ImageReadError       (OSError)       an image file is missing, unreadable or corrupt
+    ├── RemoteError          (OSError)       object storage refused a credential or kept failing
     ├── UnknownOpError       (LookupError)   no op registered under that name
     ├── DuplicateOpError     (ValueError)    an op name is taken
     ├── ClosedError          (RuntimeError)  the loader was used after close()
@@ -100,6 +101,11 @@ class SharedMemoryError(ShmaugError, OSError):
 
 class ImageReadError(ShmaugError, OSError):
     """An image file is missing, unreadable, corrupt or has the wrong channel count."""
+
+
+class RemoteError(ShmaugError, OSError):
+    """Object storage refused the credentials, or a request kept failing after its retries
+    (never skipped by ``on_error="skip"``: it is not about one image)."""
 
 
 class UnknownOpError(ShmaugError, LookupError):

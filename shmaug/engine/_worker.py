@@ -248,6 +248,10 @@ class SliceRunner:
         streams = self._streams(task.epoch, indices)
         assert self.out is not None, "a task arrived before the ring (the probe comes first)"
         rows = self.out[task.slot]
+        prefetch = getattr(self.load, "prefetch", None)  # optional: fetch the task's samples
+        if prefetch is not None:  # together (a source over a network); never raises per sample
+            self._stage = self._load_name
+            prefetch(indices)
         for p, index in zip(range(task.start, task.stop), indices.tolist()):
             if self.generation[task.slot] != task.generation:
                 break  # the batch was cancelled: skip the rest

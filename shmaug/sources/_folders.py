@@ -35,24 +35,28 @@ LABEL_MODES = ("int", "categorical", "binary", None)
 SUBSETS = ("training", "validation", "both")
 
 
-def walk(root: str, follow_links: bool, recursive: bool = True) -> list[str]:
+def walk(root: str, follow_links: bool, recursive: bool = True, listing: Any = None
+         ) -> list[str]:
     """Image files under ``root`` in Keras' order: folders sorted by path, files by name;
-    other files are ignored (as Keras does)."""
-    found = []
-    for dirpath, _, filenames in os.walk(root, followlinks=follow_links):
-        found.append((dirpath, filenames))
-        if not recursive:
-            break
+    other files are ignored (as Keras does). ``listing``: a bucket listed once
+    (``_remote.Listing``) instead of the local disk."""
+    found = listing.walk(root, recursive) if listing is not None else []
+    if listing is None:
+        for dirpath, _, filenames in os.walk(root, followlinks=follow_links):
+            found.append((dirpath, filenames))
+            if not recursive:
+                break
     found.sort(key=lambda entry: entry[0])
     out: list[str] = []
     for dirpath, filenames in found:
-        prefix = os.path.join(dirpath, "")
+        prefix = dirpath.rstrip("/") + "/" if listing is not None else os.path.join(dirpath, "")
         out += [prefix + f for f in sorted(filenames) if f.lower().endswith(EXTENSIONS)]
     return out
 
 
 def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
-                   follow_links: bool) -> tuple[list[str], np.ndarray | None, list[str]]:
+                   follow_links: bool, listing: Any = None
+                   ) -> tuple[list[str], np.ndarray | None, list[str]]:
     """The image files under ``root`` as Keras lists them, their class indices (or None) and
     the class names, for ``labels`` "inferred", None or a list of ints (checked already).
 
@@ -62,24 +66,25 @@ def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
     classes: np.ndarray | None = None
     names: list[str] = []
     if isinstance(labels, str):  # "inferred"
-        names = class_folders(root, class_names)
+        names = class_folders(root, class_names, listing)
         paths: list[str] = []
         counts = []  # files per class, in class order
         for name in names:
-            in_class = walk(os.path.join(root, name), follow_links)
+            join = os.path.join if listing is None else listing.join
+            in_class = walk(join(root, name), follow_links, listing=listing)
             counts.append(len(in_class))
             paths += in_class
         if names:
             classes = np.repeat(np.arange(len(names), dtype=np.int64), counts)
-            if walk(root, follow_links, recursive=False):
+            if walk(root, follow_links, recursive=False, listing=listing):
                 warn(f"{root!r}: the images directly in this folder are ignored; only those "
                      f"in its class sub-folders {names} are read (as Keras' "
                      f"image_dataset_from_directory does). Fix: move them into a class "
                      f"folder, or pass `class_names=` to choose the sub-folders.")
         else:
-            paths = walk(root, follow_links)
+            paths = walk(root, follow_links, listing=listing)
     else:
-        paths = walk(root, follow_links)
+        paths = walk(root, follow_links, listing=listing)
         if labels is not None:
             classes = np.asarray(labels, dtype=np.int64)
             if len(classes) != len(paths):
@@ -98,10 +103,14 @@ def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
     return paths, classes, names
 
 
-def class_folders(root: str, class_names: Sequence[str] | None) -> list[str]:
+def class_folders(root: str, class_names: Sequence[str] | None, listing: Any = None
+                  ) -> list[str]:
     """The class sub-folders of ``root``: sorted, hidden ones left out, or ``class_names``."""
-    subdirs = sorted(e.name for e in os.scandir(root)
-                     if e.is_dir(follow_symlinks=True) and not e.name.startswith("."))
+    if listing is not None:
+        subdirs = [name for name in listing.subdirs(root) if not name.startswith(".")]
+    else:
+        subdirs = sorted(e.name for e in os.scandir(root)
+                         if e.is_dir(follow_symlinks=True) and not e.name.startswith("."))
     if class_names is None:
         return subdirs
     if isinstance(class_names, str):

@@ -144,10 +144,17 @@ class ImageSource:
         """
         return self.load.read(index)
 
+    _EXTRA_SETTINGS: tuple[str, ...] = ()  # a source's own settings, besides the shared ones
+
+    def _source_table(self) -> Any:
+        """The table the source was built over (what a pickled copy is rebuilt from)."""
+        return self.load.table
+
     def __reduce__(self) -> Any:
         # The table pickles as its block(s); labels are rebuilt from its class indices.
-        settings = {name: getattr(self, name) for name in (*SETTINGS_DEFAULTS, "channels")}
-        return (_rebuild, (type(self), self.load.table, self.labels is not None,
+        settings = {name: getattr(self, name)
+                    for name in (*SETTINGS_DEFAULTS, "channels", *self._EXTRA_SETTINGS)}
+        return (_rebuild, (type(self), self._source_table(), self.labels is not None,
                            self.class_names, settings, getattr(self, "_origin")))
 
 

@@ -29,6 +29,8 @@ import numpy as np
 
 from . import _folders as F
 from . import _options as O
+from . import _bucket as B
+from . import _remote as R
 from ._decode import COLOR_MODES
 from ._options import DEFAULT_IMAGE_SIZE, INTERPOLATIONS
 from ._paths import PathTable
@@ -93,8 +95,10 @@ class ImageFiles(O.ImageSource):
     reduced_decode: bool = True
     crop_to_aspect_ratio: bool = False
     pad_to_aspect_ratio: bool = False
+    storage_options: Any = field(default=None, repr=False)
     load: Reader = field(init=False, repr=False, compare=False)
     _origin: str = field(init=False, repr=False, compare=False, default="")
+    _remote: Any = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         given = self.paths  # a table (from_directory, pickling) or the user's paths
@@ -124,13 +128,17 @@ class ImageFiles(O.ImageSource):
             if existing is None or not np.array_equal(existing, classes):
                 table = PathTable.build(given.tolist(), classes)
         channels = COLOR_MODES[self.color_mode] if self.color_mode else int(self.channels)
+        remote = B.remote_for(table[0], self.storage_options)  # None: local files
+        if remote is not None and not isinstance(given, PathTable):
+            B.check_same_protocol(given, remote.protocol)
+        object.__setattr__(self, "_remote", remote)
         for name, value in (("paths", table), ("labels", labels), ("class_names", names),
                             ("image_size", size), ("channels", channels),
                             ("reduced_decode", bool(self.reduced_decode)),
                             ("crop_to_aspect_ratio", bool(self.crop_to_aspect_ratio)),
                             ("pad_to_aspect_ratio", bool(self.pad_to_aspect_ratio))):
             object.__setattr__(self, name, value)
-        self._new_reader(table)
+        self._new_reader(table if remote is None else B.RemoteTable(table, remote))
 
     # -- constructors -------------------------------------------------------------------------
 
@@ -142,7 +150,8 @@ class ImageFiles(O.ImageSource):
                        interpolation: str = ..., on_error: str = ..., follow_links: bool = ...,
                        validation_split: float | None = ..., subset: Literal["both"],
                        seed: int | None = ..., reduced_decode: bool = ...,
-                       crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...
+                       crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...,
+                       storage_options: dict[str, Any] | None = ...
                        ) -> tuple[ImageFiles, ImageFiles]: ...
 
     @overload
@@ -154,8 +163,8 @@ class ImageFiles(O.ImageSource):
                        validation_split: float | None = ...,
                        subset: Literal["training", "validation"] | None = ...,
                        seed: int | None = ..., reduced_decode: bool = ...,
-                       crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...
-                       ) -> ImageFiles: ...
+                       crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...,
+                       storage_options: dict[str, Any] | None = ...) -> ImageFiles: ...
 
     @classmethod
     def from_directory(
@@ -166,7 +175,7 @@ class ImageFiles(O.ImageSource):
         validation_split: float | None = None, subset: str | None = None,
         seed: int | None = None, reduced_decode: bool = True,
         crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
-        **keras_only: Any,
+        storage_options: dict[str, Any] | None = None, **keras_only: Any,
     ) -> ImageFiles | tuple[ImageFiles, ImageFiles]:
         """Images in ``directory``, as Keras' ``image_dataset_from_directory`` finds them.
 
@@ -185,6 +194,10 @@ class ImageFiles(O.ImageSource):
         the loader's here (``shmaug.Sequence(files, batch_size=32, shuffle=True)``): passed
         to this method they are refused with that fix.
 
+        ``directory`` may be a URL (``"s3://bucket/train/"``, ``"gs://..."``), read through
+        fsspec with ``storage_options`` (endpoint, credentials; secrets never shown): the
+        bucket is listed once, here, and class folders work as on disk (``docs/remote.md``).
+
         Raises:
             ArgumentError: the folder does not exist or holds no image file; an argument
                 Keras would refuse.
@@ -198,7 +211,9 @@ class ImageFiles(O.ImageSource):
         if keras_only:
             F.refuse_extra_args(keras_only, [*_DIRECTORY_DEFAULTS])
         root = os.fspath(directory)
-        if not os.path.isdir(root):
+        remote = B.remote_for(root, storage_options)
+        listing = remote.listing(root) if remote is not None else None
+        if listing is None and not os.path.isdir(root):
             raise ArgumentError(
                 f"`directory` must be an existing folder; received {root!r}. Fix: pass the "
                 f"folder that holds one sub-folder of images per class."
@@ -207,7 +222,8 @@ class ImageFiles(O.ImageSource):
         F.check_split_args(validation_split, subset, seed)
         if label_mode is None:
             labels = None  # as Keras: no labels, every image under the folder
-        paths, classes, names = F.list_directory(root, labels, class_names, follow_links)
+        paths, classes, names = F.list_directory(root, labels, class_names, follow_links,
+                                                 listing)
         shown = labels if isinstance(labels, str) or labels is None else O.Text(
             f"<{len(paths)} labels>")
         passed = dict(labels=shown, label_mode=label_mode, class_names=class_names,
@@ -215,7 +231,7 @@ class ImageFiles(O.ImageSource):
                       on_error=on_error, follow_links=follow_links,
                       validation_split=validation_split, subset=subset, seed=seed,
                       reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
-                      pad_to_aspect_ratio=pad_to_aspect_ratio)
+                      pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=_shown(remote))
         call = f"from_directory({root!r}{O.passed(passed, _DIRECTORY_DEFAULTS)})"
 
         def make(part: np.ndarray | None, suffix: str = "") -> ImageFiles:
@@ -224,7 +240,7 @@ class ImageFiles(O.ImageSource):
             files = cls(PathTable.build(chosen, sub), sub, tuple(names), O.image_size_of(image_size),
                         color_mode, interpolation, on_error, label_mode=label_mode,
                         reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
-                        pad_to_aspect_ratio=pad_to_aspect_ratio)
+                        pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=storage_options)
             object.__setattr__(files, "_origin", call + suffix)
             return files
 
@@ -242,12 +258,14 @@ class ImageFiles(O.ImageSource):
         image_size: tuple[int, int] = DEFAULT_IMAGE_SIZE, color_mode: str | None = "rgb",
         interpolation: str = "bilinear", on_error: str = "raise", label_mode: str | None = "int",
         reduced_decode: bool = True, crop_to_aspect_ratio: bool = False,
-        pad_to_aspect_ratio: bool = False,
+        pad_to_aspect_ratio: bool = False, storage_options: dict[str, Any] | None = None,
     ) -> ImageFiles:
         """A list of image paths, with labels as ints or as class-name strings.
 
         String labels map to indices of their sorted unique names (or of ``class_names``).
         With ``on_error="raise"`` missing files are reported here, before any process starts.
+        Paths may be URLs of one protocol (``s3://``, ``gs://``, ``https://``), read through
+        fsspec with ``storage_options``; existence is then checked concurrently.
 
         Raises:
             ArgumentError: no paths, an unknown extension, missing files, bad labels.
@@ -266,13 +284,16 @@ class ImageFiles(O.ImageSource):
         files = cls(strings, index, names, image_size, color_mode, interpolation, on_error,
                     label_mode=label_mode, reduced_decode=reduced_decode,
                     crop_to_aspect_ratio=crop_to_aspect_ratio,
-                    pad_to_aspect_ratio=pad_to_aspect_ratio)
-        if on_error == "raise":
+                    pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=storage_options)
+        if on_error == "raise" and files._remote is not None:
+            files._remote.check_exist(strings)
+        elif on_error == "raise":
             F.check_exist(files.paths)
         passed = dict(class_names=class_names, image_size=image_size, color_mode=color_mode,
                       interpolation=interpolation, on_error=on_error, label_mode=label_mode,
                       reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
-                      pad_to_aspect_ratio=pad_to_aspect_ratio)
+                      pad_to_aspect_ratio=pad_to_aspect_ratio,
+                      storage_options=_shown(files._remote))
         label_text = "" if labels is None else f", <{len(strings)} labels>"
         object.__setattr__(files, "_origin", f"from_paths(<{len(strings)} paths>{label_text}"
                                             f"{O.passed(passed, _PATHS_DEFAULTS)})")
@@ -306,6 +327,8 @@ class ImageFiles(O.ImageSource):
         files = cls.from_paths(paths, labels, class_names=classes, **kwargs)
         where = "" if directory is None else f", {os.fspath(directory)!r}"
         passed = dict(x_col=x_col, y_col=y_col, classes=classes, **kwargs)
+        if "storage_options" in passed:
+            passed["storage_options"] = _shown(files._remote)
         object.__setattr__(files, "_origin", f"from_dataframe(<DataFrame of {len(paths)} rows>"
                                             f"{where}{O.passed(passed, _FRAME_DEFAULTS)})")
         return files
@@ -317,17 +340,32 @@ class ImageFiles(O.ImageSource):
 
     def _settings_text(self) -> str:
         given = {k: getattr(self, k) for k in _PATHS_DEFAULTS}
+        given["storage_options"] = _shown(self._remote)
         return O.passed(given, _PATHS_DEFAULTS)
 
     # -- the source protocol --------------------------------------------------------------------
+
+    # The table a pickled copy is rebuilt from (the reader's may wrap it for a bucket), and
+    # the settings it needs besides the shared ones.
+    _EXTRA_SETTINGS = ("storage_options",)
+
+    def _source_table(self) -> Any:
+        return self.paths
+
+
+def _shown(remote: R.Remote | None) -> Any:
+    """``storage_options`` as a repr shows them: secret values masked."""
+    return O.Text(remote.options_text) if remote is not None and remote.has_options else None
 
 
 # -- arguments --------------------------------------------------------------------------------
 
 _DIRECTORY_DEFAULTS: dict[str, Any] = dict(
     labels="inferred", class_names=None, follow_links=False, validation_split=None, subset=None,
-    seed=None, **O.SETTINGS_DEFAULTS)
-_PATHS_DEFAULTS: dict[str, Any] = dict(class_names=None, **O.SETTINGS_DEFAULTS)
+    seed=None, storage_options=None, **O.SETTINGS_DEFAULTS)
+_PATHS_DEFAULTS: dict[str, Any] = dict(class_names=None, storage_options=None,
+                                       **O.SETTINGS_DEFAULTS)
 _FRAME_DEFAULTS: dict[str, Any] = dict(x_col="filename", y_col="class", classes=None,
+                                       storage_options=None,
                                        **O.SETTINGS_DEFAULTS)
 

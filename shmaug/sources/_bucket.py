@@ -1,0 +1,108 @@
+"""Image files in a bucket as a reader's table: a task's objects fetched together.
+
+``RemoteTable`` is a ``PathTable`` of URLs (``_paths.py``) whose bytes come through
+``_remote.Remote``. It has ``prefetch(indices)``, which ``Reader.prefetch`` passes on: the engine
+calls it with a task's samples before making them one by one (``engine/_worker.py``), so a
+worker has the whole task's objects in flight together, then ``fetch`` hands each out once.
+``remote_for`` decides whether a source's paths are URLs at all. ``files.py`` owns the source.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ._remote import Remote, protocol_of
+from ..errors import ArgumentError, RemoteError
+
+
+class RemoteTable:
+    """A ``PathTable`` of URLs as a reader's table: bytes come from the bucket, a task's at
+    once (``prefetch``). Everything but ``fetch`` is the path table's."""
+
+    __slots__ = ("paths", "remote", "_ready")
+
+    def __init__(self, paths: Any, remote: Remote) -> None:
+        self.paths = paths  # a PathTable, in this process or shared
+        self.remote = remote
+        self._ready: dict[int, bytes | BaseException] = {}  # the current task's objects
+
+    NOUN = "file"
+    SOURCE = "ImageFiles"
+
+    def prefetch(self, indices: Iterable[int]) -> None:
+        """Fetch the objects of ``indices`` together; ``fetch`` then hands them out (each
+        once). Never raises: a failure is raised by ``fetch`` for its own sample."""
+        wanted = [int(i) for i in indices]
+        self._ready = {}
+        try:
+            got_ = self.remote.fetch_all([self.paths[i] for i in wanted])
+        except RemoteError as exc:
+            got_ = [exc] * len(wanted)
+        self._ready = dict(zip(wanted, got_))
+
+    def fetch(self, index: int) -> np.ndarray:
+        from ._decode import unreadable
+
+        data = self._ready.pop(int(index), None)
+        try:
+            if data is None:
+                data = self.remote.fetch(self.paths[index])
+            elif isinstance(data, BaseException):
+                raise data
+        except FileNotFoundError:
+            raise unreadable(self.what(index), "no such object") from None
+        return np.frombuffer(data, np.uint8)
+
+    def share(self, store: Any) -> RemoteTable:
+        return RemoteTable(self.paths.share(store), self.remote)
+
+    def what(self, index: int) -> str:
+        return f"image file {self.paths[index]!r}"
+
+    def class_of(self, index: int) -> int:
+        return int(self.paths.class_of(index))
+
+    @property
+    def classes(self) -> Any:
+        return self.paths.classes
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.paths[index]
+
+    def __getstate__(self) -> tuple[Any, Remote]:
+        return self.paths, self.remote
+
+    def __setstate__(self, state: tuple[Any, Remote]) -> None:
+        self.paths, self.remote = state
+        self._ready = {}
+
+
+def remote_for(first: str, storage_options: Any) -> Remote | None:
+    """The ``Remote`` that reads a source whose first path is ``first``, or None (local).
+
+    Raises:
+        ArgumentError: ``storage_options`` given for local paths.
+    """
+    protocol = protocol_of(first)
+    if protocol is None:
+        if storage_options:
+            raise ArgumentError(
+                f"`storage_options` applies to URLs (s3://, gs://, https://...); the paths are "
+                f"local, e.g. {first!r}. Fix: drop storage_options, or pass URLs."
+            )
+        return None
+    return Remote(protocol, storage_options)
+
+
+def check_same_protocol(paths: Sequence[str], protocol: str) -> None:
+    other = next((p for p in paths if protocol_of(p) != protocol), None)
+    if other is not None:
+        raise ArgumentError(
+            f"`paths` must all be {protocol}:// URLs once the first is; found {other!r}. Fix: "
+            f"make one source per storage (local files, or one protocol)."
+        )

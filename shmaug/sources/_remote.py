@@ -1,0 +1,371 @@
+"""Samples in object storage (s3://, gs://, https://...): read through fsspec, fast and quietly.
+
+A request to a bucket costs 10-100 ms before its first byte, so one read after another caps a
+worker at a few dozen images/s. This module hides that latency and keeps credentials out of
+sight; it knows nothing of images:
+
+- ``is_url`` / ``Remote``: a URL is read by fsspec's filesystem for its protocol, imported only
+  then (a missing package is a one-line error naming the extra). ``Remote`` holds the protocol
+  and the user's ``storage_options`` and builds one filesystem per process (a forked worker
+  never uses its parent's event loop or connections). It pickles once into a worker's spec,
+  never into a task; its ``repr`` and every message it builds mask secret values.
+- ``Remote.fetch_all(urls)``: every object at once on a bounded thread pool (``MAX_IN_FLIGHT``
+  requests per process), each with ``fetch``'s retries.
+- ``Remote.fetch(url)`` / ``read_ranges(url, ranges)``: one object, or byte ranges of one object
+  with neighbouring ranges coalesced into one request (for record shards). Transient failures
+  (timeouts, 5xx, throttling, a dropped connection) are retried ``RETRIES`` times with
+  exponential backoff, then ``RemoteError`` names the object and the last failure; a missing
+  object is ``FileNotFoundError`` at once (the caller names it: an unreadable image), a refused
+  credential ``RemoteError`` at once, naming the fix.
+- ``_bucket.RemoteTable`` uses this layer for image files (``files.py``).
+- ``listing`` / ``check_exist``: list a bucket folder once (one paginated listing, not one per
+  class) in Keras' folder order, and check that objects exist, concurrently.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import copy
+import logging
+import os
+import posixpath
+import random
+import re
+import threading
+import time
+from typing import Any, Callable, Iterable, Sequence
+
+from ..errors import ArgumentError, ArgumentTypeError, RemoteError, got
+
+log = logging.getLogger("shmaug.sources.remote")
+
+MAX_IN_FLIGHT = 16  # requests in flight per process: enough to hide 50 ms at ~300 objects/s
+RETRIES = 3  # transient failures retried per request, then RemoteError
+BACKOFF_S = 0.2  # first retry's wait; doubled each time (with jitter)
+# The longest one request may take, whatever the backend's own timeouts say (a server that
+# accepts connections and never answers): nothing hangs. The environment variable reaches
+# every worker, forked or spawned.
+REQUEST_TIMEOUT_S = float(os.environ.get("SHMAUG_REQUEST_TIMEOUT_S", "60"))
+WAIT_S = 300.0  # the longest a task waits for its objects
+GAP = 64 * 1024  # byte ranges at most this far apart are read in one request
+MASK = "***"
+# Which package each protocol needs, and the extra that installs it.
+_BACKENDS = {"s3": ("s3fs", "remote"), "s3a": ("s3fs", "remote"), "gs": ("gcsfs", "gcs"),
+             "gcs": ("gcsfs", "gcs"), "http": ("aiohttp", "remote"),
+             "https": ("aiohttp", "remote")}
+_URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+_SECRET = re.compile(r"secret|password|passwd|token|credential|session|key|auth|signature",
+                     re.IGNORECASE)
+_PUBLIC = {"endpoint_url", "region_name", "anon", "use_ssl", "requester_pays", "project"}
+
+
+def protocol_of(path: str) -> str | None:
+    """``"s3"`` for ``"s3://b/k"``; None for a local path (``file://`` counts as local)."""
+    match = _URL.match(path) if isinstance(path, str) else None
+    if match is None or match.group(1).lower() == "file":
+        return None
+    return match.group(1).lower()
+
+
+def is_url(path: Any) -> bool:
+    return protocol_of(path) is not None
+
+
+def masked(options: Any) -> Any:
+    """``options`` with every secret-looking value replaced by ``***`` (nested dicts too)."""
+    if isinstance(options, dict):
+        return {k: (masked(v) if isinstance(v, (dict, list, tuple)) or k in _PUBLIC
+                    or not _SECRET.search(str(k)) else MASK) for k, v in options.items()}
+    if isinstance(options, (list, tuple)):
+        return type(options)(masked(v) for v in options)
+    return options
+
+
+def secrets_of(options: Any) -> list[str]:
+    """The secret values in ``options``, longest first (what ``scrub`` removes from text)."""
+    found: list[str] = []
+    if isinstance(options, dict):
+        for k, v in options.items():
+            if isinstance(v, (dict, list, tuple)):
+                found += secrets_of(v)
+            elif k not in _PUBLIC and _SECRET.search(str(k)) and isinstance(v, str) and v:
+                found.append(v)
+    elif isinstance(options, (list, tuple)):
+        for v in options:
+            found += secrets_of(v)
+    return sorted(set(found), key=len, reverse=True)
+
+
+class Remote:
+    """One protocol's filesystem with the user's options: built lazily, once per process."""
+
+    __slots__ = ("protocol", "_options", "_secrets", "_fs", "_pool", "_pid", "_lock")
+
+    def __init__(self, protocol: str, storage_options: dict[str, Any] | None) -> None:
+        if storage_options is not None and not isinstance(storage_options, dict):
+            raise ArgumentTypeError(
+                f"`storage_options` must be a dict of fsspec options; received "
+                f"{got(masked(storage_options))}. Fix: e.g. `storage_options="
+                f"{{'client_kwargs': {{'endpoint_url': 'http://...'}}}}`, or None."
+            )
+        self.protocol = protocol
+        self._options = dict(storage_options or {})
+        self._secrets = secrets_of(self._options)
+        self._fs: Any = None
+        self._pool: cf.ThreadPoolExecutor | None = None
+        self._pid = -1
+        self._lock = threading.Lock()
+        _import_fsspec(protocol)  # fail here, in the main process, with the extra to install
+
+    def __repr__(self) -> str:
+        return f"Remote({self.protocol!r}, storage_options={masked(self._options)!r})"
+
+    def __getstate__(self) -> tuple[str, dict[str, Any]]:
+        # Sent once, in a worker's spec (its load), never per task; the worker then gives the
+        # options to the backend as fsspec expects (``fsspec.filesystem(protocol, **options)``).
+        return self.protocol, self._options
+
+    def __setstate__(self, state: tuple[str, dict[str, Any]]) -> None:
+        self.protocol, self._options = state
+        self._secrets = secrets_of(self._options)
+        self._fs = self._pool = None
+        self._pid = -1
+        self._lock = threading.Lock()
+
+    @property
+    def has_options(self) -> bool:
+        return bool(self._options)
+
+    @property
+    def options_text(self) -> str:
+        """The options as a repr shows them: secrets masked."""
+        return repr(masked(self._options))
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every secret value of the options replaced by ``***``."""
+        for secret in self._secrets:
+            text = text.replace(secret, MASK)
+        return text
+
+    def fs(self) -> Any:
+        """This process's filesystem (a fork gets its own: the parent's loop is not its)."""
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    fsspec = _import_fsspec(self.protocol)
+                    # A copy: backends edit what they are given (botocore's retries dict).
+                    self._fs = fsspec.filesystem(self.protocol, skip_instance_cache=True,
+                                                 **copy.deepcopy(self._options))
+                    self._pool = None
+                    self._pid = os.getpid()
+        return self._fs
+
+    def _executor(self) -> cf.ThreadPoolExecutor:
+        self.fs()
+        if self._pool is None:
+            self._pool = cf.ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="shmaug-fetch")
+        return self._pool
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def fetch(self, url: str) -> bytes:
+        """The bytes of object ``url``, retried when the failure is transient.
+
+        Raises:
+            FileNotFoundError: no such object (at once).
+            RemoteError: a refused credential (at once), or transient failures ``RETRIES``
+                times over, naming the object and the last one.
+        """
+        return self._retried(url, lambda fs: fs.cat_file(url, **_limit(fs)))
+
+    def read_ranges(self, url: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each ``(offset, size)`` of object ``url``, in order. Ranges at most
+        ``GAP`` bytes apart are read in one request (``coalesce``); requests run concurrently."""
+        groups = coalesce(ranges)
+        pieces = self.map_all([(url, start, stop) for start, stop, _ in groups],
+                              lambda item: self._retried(
+                                  url, lambda fs: fs.cat_file(url, item[1], item[2],
+                                                              **_limit(fs))))
+        out: list[bytes] = [b""] * len(ranges)
+        for (start, _, members), piece in zip(groups, pieces):
+            if isinstance(piece, BaseException):
+                raise piece
+            for i in members:
+                offset, size = ranges[i]
+                out[i] = piece[offset - start: offset - start + size]
+        return out
+
+    def fetch_all(self, urls: Sequence[str]) -> list[bytes | BaseException]:
+        """Each object's bytes, or the exception ``fetch`` raised for it; all in flight
+        together, ``MAX_IN_FLIGHT`` at a time."""
+        return self.map_all(urls, self.fetch)
+
+    def map_all(self, items: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any]:
+        if len(items) <= 1:
+            return [_outcome(fn, item) for item in items]
+        futures = [self._executor().submit(_outcome, fn, item) for item in items]
+        done, late = cf.wait(futures, timeout=max(WAIT_S, REQUEST_TIMEOUT_S * (RETRIES + 2)))
+        if late:
+            for f in late:
+                f.cancel()
+            raise RemoteError(
+                f"{len(late)} of {len(items)} requests to {self.protocol}:// did not finish "
+                f"within {WAIT_S:.0f} s. Fix: check the network and the endpoint in "
+                f"storage_options={self.options_text}."
+            )
+        return [f.result() for f in futures]
+
+    def _retried(self, url: str, call: Callable[[Any], bytes]) -> bytes:
+        last: BaseException | None = None
+        for attempt in range(RETRIES + 1):
+            if attempt:
+                wait = BACKOFF_S * 2 ** (attempt - 1) * (0.5 + random.random())
+                log.debug("retrying %s in %.2f s after: %s", url, wait,
+                          self.scrub(_describe(last)))
+                time.sleep(wait)
+            try:
+                return bytes(call(self.fs()))
+            except (FileNotFoundError, IsADirectoryError):
+                raise FileNotFoundError(f"no such object {url!r}") from None
+            except PermissionError as exc:
+                raise RemoteError(
+                    f"Access to {url!r} was refused ({self.scrub(_describe(exc))}). Fix: pass "
+                    f"credentials the bucket accepts in storage_options (now "
+                    f"{self.options_text}) or where the backend looks for them (environment, "
+                    f"config files), or `storage_options={{'anon': True}}` for a public bucket."
+                ) from None
+            except Exception as exc:  # transient until proven otherwise: retried, bounded
+                last = exc
+        raise RemoteError(
+            f"Could not read {url!r} after {RETRIES + 1} attempts; the last failure: "
+            f"{self.scrub(_describe(last))}. Fix: check that the endpoint is reachable "
+            f"(storage_options={self.options_text}) and retry."
+        )
+
+    # -- listing ----------------------------------------------------------------------------
+
+    def url(self, path: str) -> str:
+        """A path as fsspec lists it (``bucket/key``) as a URL (``s3://bucket/key``)."""
+        return path if is_url(path) else f"{self.protocol}://{path}"
+
+    def listing(self, root: str) -> Listing:
+        """Every object under ``root``, listed once (s3: one paginated listing).
+
+        Raises:
+            ArgumentError: nothing is there.
+        """
+        fs = self.fs()
+        try:
+            found = fs.find(root, detail=False)
+        except PermissionError as exc:
+            raise RemoteError(
+                f"Listing {root!r} was refused ({self.scrub(_describe(exc))}). Fix: pass "
+                f"credentials that may list the bucket in storage_options (now "
+                f"{self.options_text}), or pass the objects' URLs to ImageFiles.from_paths."
+            ) from None
+        except FileNotFoundError:
+            found = []
+        if not found:
+            raise ArgumentError(
+                f"`directory` must be an existing folder; {root!r} holds no object. Fix: pass "
+                f"the folder (prefix) that holds one sub-folder of images per class."
+            )
+        return Listing(root, [self.url(p) for p in found])
+
+    def check_exist(self, urls: Sequence[str]) -> None:
+        """Raises ``ArgumentError`` naming the missing objects (checked concurrently)."""
+        # ``info``, not ``isfile``: isfile answers False for a refused credential too.
+        outcomes = self.map_all(list(urls), lambda u: self._retried(
+            u, lambda fs: b"" if fs.info(u).get("type", "file") == "file" else _missing()))
+        missing = [u for u, o in zip(urls, outcomes) if isinstance(o, FileNotFoundError)]
+        if missing:
+            raise ArgumentError(
+                f"{len(missing)} object(s) do not exist, e.g. {missing[0]!r}. Fix: correct the "
+                f"URLs, or pass on_error='skip' to replace them and count them."
+            )
+        for o in outcomes:
+            if isinstance(o, BaseException):
+                raise o
+
+
+class Listing:
+    """A bucket folder listed once, walked as ``_folders`` walks a local one."""
+
+    def __init__(self, root: str, urls: Iterable[str]) -> None:
+        self.root = root.rstrip("/")
+        self.dirs: dict[str, list[str]] = {}  # folder URL -> names of the objects in it
+        for url in urls:
+            folder, name = url.rsplit("/", 1)
+            self.dirs.setdefault(folder, []).append(name)
+
+    def walk(self, root: str, recursive: bool = True) -> list[tuple[str, list[str]]]:
+        """``(folder, file names)`` under ``root`` as ``os.walk`` gives them."""
+        root = root.rstrip("/")
+        return [(d, names) for d, names in self.dirs.items()
+                if d == root or recursive and d.startswith(root + "/")]
+
+    def subdirs(self, root: str) -> list[str]:
+        """The names of ``root``'s sub-folders (folders that hold an object somewhere)."""
+        prefix = root.rstrip("/") + "/"
+        return sorted({d[len(prefix):].split("/", 1)[0] for d in self.dirs
+                       if d.startswith(prefix)})
+
+    @staticmethod
+    def join(root: str, name: str) -> str:
+        return posixpath.join(root, name)
+
+
+def coalesce(ranges: Sequence[tuple[int, int]], gap: int = GAP
+             ) -> list[tuple[int, int, list[int]]]:
+    """``(start, stop, [positions in ranges])`` per request: ranges sorted by offset and merged
+    when at most ``gap`` bytes apart (reading the gap costs less than another round trip)."""
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
+    out: list[tuple[int, int, list[int]]] = []
+    for i in order:
+        offset, size = int(ranges[i][0]), int(ranges[i][1])
+        if out and offset - out[-1][1] <= gap:
+            start, stop, members = out[-1]
+            out[-1] = (start, max(stop, offset + size), members + [i])
+        else:
+            out.append((offset, offset + size, [i]))
+    return out
+
+
+def _import_fsspec(protocol: str) -> Any:
+    package, extra = _BACKENDS.get(protocol, ("fsspec", "remote"))
+    try:
+        import fsspec
+
+        if package != "fsspec":
+            __import__(package)
+    except ImportError:
+        raise ArgumentError(
+            f"Reading {protocol}:// URLs needs fsspec and {package}, which are not installed. "
+            f"Fix: pip install \"shmaug[{extra}]\"."
+        ) from None
+    return fsspec
+
+
+def _limit(fs: Any) -> dict[str, float]:
+    """fsspec's own bound on a call of an async filesystem (s3fs, gcsfs, http): its ``sync``
+    gives up after ``timeout`` seconds with ``FSTimeoutError`` (then retried, bounded)."""
+    timeout = float(os.environ.get("SHMAUG_REQUEST_TIMEOUT_S", REQUEST_TIMEOUT_S))
+    return {"timeout": timeout} if getattr(fs, "async_impl", False) else {}
+
+
+def _outcome(fn: Callable[[Any], Any], item: Any) -> Any:
+    try:
+        return fn(item)
+    except Exception as exc:
+        return exc
+
+
+def _missing() -> bytes:
+    raise FileNotFoundError
+
+
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "unknown"
+    text = str(exc).strip() or "no message"
+    return f"{type(exc).__name__}: {text}"[:300]

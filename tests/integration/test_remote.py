@@ -1,0 +1,298 @@
+"""Images in object storage: a real S3 server (moto) on localhost, read through s3:// URLs.
+
+The batches must equal those from the same images on local disk, bit for bit, under fork and
+spawn; secrets never show; faults (a deleted object, bad credentials, the server stopped
+mid-epoch) give their errors without hanging or leaving anything behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import shmaug
+from shmaug.errors import ImageReadError, RemoteError, ShmaugError
+from shmaug.sources.files import ImageFiles
+from tests.conftest import assert_same_batches
+
+pytest.importorskip("s3fs", reason="needs the remote extra: pip install 'shmaug[remote]'")
+moto_server = pytest.importorskip("moto.server", reason="needs moto[server]")
+boto3 = pytest.importorskip("boto3", reason="needs boto3 (moto[server] brings it)")
+
+pytestmark = pytest.mark.timeout(120)
+
+KEY, SECRET = "AKIDEXAMPLE", "SEKRIT-0123456789-do-not-show"
+BUCKET = "shmaug-test"
+CLASSES = {"ant": 4, "bee": 3}  # class -> images: 7 tiny PNGs (lossless: bit-exact)
+# Fail fast in tests: one botocore attempt (shmaug's own retries still run).
+FAST = {"config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2,
+                          "read_timeout": 5}}
+
+
+def start_server() -> tuple[object, str]:
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=free_port())
+    server.start()
+    host, port = server.get_host_and_port()
+    return server, f"http://{host}:{port}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def options(endpoint: str, key: str = KEY, secret: str = SECRET) -> dict:
+    return {"client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+            "key": key, "secret": secret, **FAST}
+
+
+def upload(endpoint: str, root: Path) -> list[str]:
+    """Write the images under ``root`` and the same bytes to the bucket; their keys."""
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY,
+                          aws_secret_access_key=SECRET, region_name="us-east-1")
+    client.create_bucket(Bucket=BUCKET)
+    keys = []
+    for c, (name, count) in enumerate(CLASSES.items()):
+        (root / name).mkdir(parents=True)
+        for i in range(count):
+            rng = np.random.default_rng(10 * c + i)
+            array = rng.integers(0, 256, (9 + i, 11, 3), np.uint8)
+            path = root / name / f"{i}.png"
+            Image.fromarray(array).save(path)
+            key = f"train/{name}/{i}.png"
+            client.upload_file(str(path), BUCKET, key)
+            keys.append(key)
+    client.put_object(Bucket=BUCKET, Key="train/bee/notes.txt", Body=b"not an image")
+    return keys
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """A real S3 server on localhost, holding ``train/{ant,bee}/*.png``; always stopped."""
+    server, endpoint = start_server()
+    try:
+        root = tmp_path_factory.mktemp("local") / "train"
+        upload(endpoint, root)
+        yield endpoint, root
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def checking_credentials():
+    """The server refuses keys it does not know (moto accepts any key unless told so)."""
+    from moto import settings
+
+    before = settings.INITIAL_NO_AUTH_ACTION_COUNT
+    settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+    try:
+        yield
+    finally:
+        settings.INITIAL_NO_AUTH_ACTION_COUNT = before
+
+
+def epoch(x, **kwargs):
+    with shmaug.Loader(x, x.labels, batch_size=3, **kwargs) as loader:
+        return [b for b in loader]
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_bucket_folder_gives_the_local_folders_batches(s3, method):
+    endpoint, root = s3
+    remote = ImageFiles.from_directory(f"s3://{BUCKET}/train/", image_size=(8, 8),
+                                       storage_options=options(endpoint))
+    local = ImageFiles.from_directory(root, image_size=(8, 8))
+    assert [p.split("/train/")[1] for p in remote.paths] == \
+        [p.split("/train/")[1] for p in local.paths]
+    assert remote.class_names == local.class_names == ("ant", "bee")
+    np.testing.assert_array_equal(remote.classes, local.classes)
+    kwargs = dict(shuffle=True, seed=3, workers=2, start_method=method)
+    assert_same_batches(epoch(remote, **kwargs), epoch(local, **kwargs))
+
+
+def test_url_list_gives_the_local_lists_batches(s3):
+    endpoint, root = s3
+    local = ImageFiles.from_directory(root, image_size=(6, 7))
+    urls = [f"s3://{BUCKET}/train/" + p.split("/train/")[1] for p in local.paths]
+    remote = ImageFiles.from_paths(urls, [local.class_names[c] for c in local.classes],
+                                   image_size=(6, 7), storage_options=options(endpoint))
+    kwargs = dict(shuffle=False, workers=2, start_method="fork")
+    assert_same_batches(epoch(remote, **kwargs), epoch(local, **kwargs))
+    assert_same_batches(epoch(remote, workers=0), epoch(local, workers=0))
+
+
+def test_missing_objects_are_named_before_any_process_starts(s3):
+    endpoint, _ = s3
+    with pytest.raises(shmaug.ArgumentError, match="nope.png.*on_error='skip'"):
+        ImageFiles.from_paths([f"s3://{BUCKET}/train/ant/0.png", f"s3://{BUCKET}/nope.png"],
+                              storage_options=options(endpoint))
+    with pytest.raises(shmaug.ArgumentError, match="holds no object"):
+        ImageFiles.from_directory(f"s3://{BUCKET}/nothing/", storage_options=options(endpoint))
+
+
+def test_deleted_object_is_an_error_naming_it_or_is_skipped_and_counted(s3):
+    endpoint, _ = s3
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY,
+                          aws_secret_access_key=SECRET, region_name="us-east-1")
+    gone = f"s3://{BUCKET}/gone/ant/1.png"
+    for i in range(3):
+        client.copy_object(Bucket=BUCKET, Key=f"gone/ant/{i}.png",
+                           CopySource={"Bucket": BUCKET, "Key": f"train/ant/{i}.png"})
+    raising = ImageFiles.from_directory(f"s3://{BUCKET}/gone/", image_size=(8, 8),
+                                        storage_options=options(endpoint))
+    skipping = ImageFiles.from_directory(f"s3://{BUCKET}/gone/", image_size=(8, 8),
+                                         on_error="skip", storage_options=options(endpoint))
+    client.delete_object(Bucket=BUCKET, Key="gone/ant/1.png")
+    with pytest.raises(ImageReadError, match=f"{gone}.*no such object"):
+        epoch(raising, workers=2, start_method="fork")
+    with shmaug.Loader(skipping, skipping.labels, batch_size=3, workers=2,
+                       start_method="fork") as loader:
+        with pytest.warns(shmaug.ShmaugWarning, match="gone/ant/1.png': no such object"):
+            batches = [b for b in loader]
+        assert loader.stats()["skipped"] == 1
+        assert loader.stats()["unreadable"] == [gone]
+    np.testing.assert_array_equal(batches[0][0][1], batches[0][0][2])  # its stand-in: 2.png
+
+
+def test_secrets_never_show(s3, caplog):
+    endpoint, _ = s3
+    caplog.set_level(logging.DEBUG)
+    files = ImageFiles.from_directory(f"s3://{BUCKET}/train/", image_size=(8, 8),
+                                      on_error="skip", storage_options=options(endpoint))
+    shown = [repr(files), repr(files.load.table.remote), str(files._settings_text())]
+    with shmaug.Loader(files, files.labels, batch_size=3, workers=2,
+                       start_method="fork") as loader:
+        list(loader)
+        shown.append(repr(loader.stats()))
+        shown.append(repr(loader))
+    assert "'secret': '***'" in shown[0] and endpoint in shown[0]
+    # A refused credential and an unreachable endpoint: their messages, and the retry log.
+    for opts in (options(endpoint, secret=SECRET + "-wrong"),
+                 options("http://127.0.0.1:9", secret=SECRET)):
+        bad = ImageFiles.from_paths([f"s3://{BUCKET}/train/ant/0.png"], on_error="skip",
+                                    storage_options=opts)
+        with checking_credentials(), pytest.raises(ShmaugError) as caught:
+            bad.read(0)
+        shown.append(str(caught.value))
+    shown += [r.getMessage() for r in caplog.records]
+    for text in shown:
+        assert SECRET not in text, text
+    assert any("retrying" in r.getMessage() for r in caplog.records)
+
+
+def test_bad_credentials_are_refused_at_once_naming_the_fix(s3):
+    endpoint, _ = s3
+    with checking_credentials():
+        with pytest.raises(RemoteError, match="refused.*Fix: pass credentials") as caught:
+            ImageFiles.from_paths([f"s3://{BUCKET}/train/ant/0.png"],
+                                  storage_options=options(endpoint, key="AKIDNOBODY"))
+        assert SECRET not in str(caught.value)
+        with pytest.raises(RemoteError, match="refused"):
+            ImageFiles.from_directory(f"s3://{BUCKET}/train/",
+                                      storage_options=options(endpoint, key="AKIDNOBODY"))
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_server_stopped_mid_epoch_is_an_error_not_a_hang(tmp_path, monkeypatch, method):
+    # Forked workers inherit the test server's listening socket: connections to the stopped
+    # server then hang instead of being refused, which the request timeout must end.
+    monkeypatch.setenv("SHMAUG_REQUEST_TIMEOUT_S", "2")
+    server, endpoint = start_server()
+    try:
+        upload(endpoint, tmp_path / "train")
+        files = ImageFiles.from_directory(f"s3://{BUCKET}/train/", image_size=(8, 8),
+                                          storage_options=options(endpoint))
+        with shmaug.Loader(files, files.labels, batch_size=1, workers=2, start_method=method,
+                           max_queue_size=1) as loader:
+            batches = iter(loader)
+            next(batches)
+            server.stop()
+            server = None
+            with pytest.raises(ShmaugError, match="after 4 attempts.*Fix: check that the endpoint"):
+                for _ in batches:
+                    pass
+    finally:
+        if server is not None:
+            server.stop()
+
+
+class Throttling:
+    """A proxy in front of the server that answers its first ``burst`` connections with
+    503 SlowDown (as S3 throttles), then forwards."""
+
+    BODY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+            b"<Message>Please reduce your request rate.</Message></Error>")
+
+    def __init__(self, endpoint: str, burst: int) -> None:
+        self.target = ("127.0.0.1", int(endpoint.rsplit(":", 1)[1]))
+        self.burst, self.refused = burst, 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.2)
+        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                continue
+            client.settimeout(10)
+            if self.refused < self.burst:
+                self.refused += 1
+                with client:
+                    client.recv(1 << 16)
+                    client.sendall(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
+                                   b"Connection: close\r\nContent-Length: "
+                                   + str(len(self.BODY)).encode() + b"\r\n\r\n" + self.BODY)
+                continue
+            server = socket.create_connection(self.target, timeout=10)
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(1 << 16):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=5)
+        self.listener.close()
+
+
+def test_a_503_burst_is_retried_and_a_lasting_one_names_the_object(s3):
+    endpoint, root = s3
+    local = ImageFiles.from_directory(root, image_size=(8, 8))
+    urls = [f"s3://{BUCKET}/train/" + p.split("/train/")[1] for p in local.paths]
+    proxy = Throttling(endpoint, burst=2)
+    try:
+        remote = ImageFiles.from_paths(urls, on_error="skip", image_size=(8, 8),
+                                       storage_options=options(proxy.endpoint))
+        got = [remote.read(i) for i in range(len(urls))]
+        assert proxy.refused == 2
+        for i, image in enumerate(got):
+            np.testing.assert_array_equal(image, local.read(i))
+        proxy.burst = 10**6  # throttled for good: shmaug's retries run out
+        with pytest.raises(RemoteError, match=r"train/ant/0.png' after 4 attempts.*Slow ?Down"):
+            ImageFiles.from_paths(urls[:1], storage_options=options(proxy.endpoint)).read(0)
+    finally:
+        proxy.close()

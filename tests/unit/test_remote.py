@@ -1,0 +1,122 @@
+"""The fetch layer without a server: retries, what is never retried, masking, coalescing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from shmaug.errors import ArgumentError, RemoteError
+from shmaug.sources import _bucket as B
+from shmaug.sources import _remote as R
+
+pytest.importorskip("fsspec", reason="needs the remote extra: pip install 'shmaug[remote]'")
+
+SECRET = "SEKRIT-unit-0000"
+
+
+class Flaky:
+    """A filesystem whose first ``failures`` reads raise ``error``."""
+
+    async_impl = False
+
+    def __init__(self, failures: int, error: BaseException) -> None:
+        self.failures, self.error, self.calls = failures, error, 0
+
+    def cat_file(self, url: str, start: int | None = None, end: int | None = None) -> bytes:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        data = b"0123456789" * 10
+        return data[start:end]
+
+
+@pytest.fixture
+def remote(monkeypatch):
+    monkeypatch.setattr(R, "BACKOFF_S", 0.0)
+    made = R.Remote("memory", {"key": "AK", "secret": SECRET})
+    return made
+
+
+
+def test_a_503_burst_is_retried_then_read(monkeypatch, remote):
+    fs = Flaky(R.RETRIES, OSError("503 SlowDown: please reduce your request rate"))
+    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    assert remote.fetch("memory://b/x.png") == b"0123456789" * 10
+    assert fs.calls == R.RETRIES + 1
+
+
+def test_a_lasting_failure_names_the_object_and_the_last_failure(monkeypatch, remote):
+    fs = Flaky(99, TimeoutError(f"read timed out (secret {SECRET})"))
+    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    with pytest.raises(RemoteError, match=r"'memory://b/x.png' after 4 attempts.*TimeoutError"
+                       ) as caught:
+        remote.fetch("memory://b/x.png")
+    assert fs.calls == R.RETRIES + 1
+    assert SECRET not in str(caught.value) and "***" in str(caught.value)
+
+
+@pytest.mark.parametrize("error, raised", [(FileNotFoundError("gone"), FileNotFoundError),
+                                           (PermissionError("403 AccessDenied"), RemoteError)])
+def test_missing_objects_and_refused_credentials_are_not_retried(monkeypatch, remote, error,
+                                                                 raised):
+    fs = Flaky(99, error)
+    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    with pytest.raises(raised, match="memory://b/x.png"):
+        remote.fetch("memory://b/x.png")
+    assert fs.calls == 1
+
+
+def test_ranges_are_coalesced_and_returned_in_the_order_asked(monkeypatch, remote):
+    fs = Flaky(0, OSError())
+    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    ranges = [(50, 5), (0, 3), (5, 2), (95, 5)]
+    assert remote.read_ranges("memory://b/s.tar", ranges) == [b"01234", b"012", b"56",
+                                                              b"56789"]
+    assert R.coalesce(ranges, gap=10) == [(0, 7, [1, 2]), (50, 55, [0]), (95, 100, [3])]
+    assert fs.calls == 1  # all within GAP of each other: one request
+
+
+def test_secrets_are_masked_at_every_depth():
+    options = {"key": "AK", "secret": SECRET, "anon": False, "token": "T0K",
+               "client_kwargs": {"endpoint_url": "http://h", "aws_secret_access_key": SECRET}}
+    shown = repr(R.Remote("memory", options))
+    assert SECRET not in shown and "T0K" not in shown and "'AK'" not in shown
+    assert "'endpoint_url': 'http://h'" in shown and "'anon': False" in shown
+    assert R.secrets_of(options) == [SECRET, "T0K", "AK"]
+
+
+def test_a_missing_backend_is_one_line_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gcsfs", None)
+    with pytest.raises(ArgumentError, match=r'pip install "shmaug\[gcs\]"'):
+        R.Remote("gs", None)
+
+
+def test_urls_and_local_paths():
+    assert R.protocol_of("s3://b/k.png") == "s3" and R.protocol_of("GS://b/k") == "gs"
+    assert R.protocol_of("/data/a.png") is None and R.protocol_of("file:///a.png") is None
+    with pytest.raises(ArgumentError, match="storage_options"):
+        B.remote_for("/data/a.png", {"anon": True})
+
+
+def test_a_tasks_objects_are_fetched_together(monkeypatch, remote):
+    class Slow(Flaky):
+        def cat_file(self, url, start=None, end=None):
+            time.sleep(0.2)
+            return url.encode()
+
+    monkeypatch.setattr(R.Remote, "fs", lambda self: Slow(0, OSError()))
+    urls = [f"memory://b/{i}.png" for i in range(12)]
+    began = time.perf_counter()
+    assert remote.fetch_all(urls) == [u.encode() for u in urls]
+    assert time.perf_counter() - began < 1.2  # one after another: 2.4 s
+
+
+def test_importing_shmaug_and_reading_local_files_imports_no_fsspec(tmp_path):
+    code = ("import sys, numpy as np, cv2, shmaug\n"
+            f"cv2.imwrite({str(tmp_path / 'a.png')!r}, np.zeros((4, 4, 3), np.uint8))\n"
+            f"shmaug.ImageFiles.from_paths([{str(tmp_path / 'a.png')!r}]).read(0)\n"
+            "assert 'fsspec' not in sys.modules and 's3fs' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
