@@ -27,6 +27,12 @@ A *pass* is one run of one loop over the indices. Keras makes a fresh generator 
 4. An epoch whose pass was dropped unfinished (a fit cut by Ctrl-C, an error,
    ``stop_training``, or ending mid-pass under ``steps_per_epoch``) is over: the next pass
    claims the next one, whole.
+5. A hand loop (``seq[i]`` for each batch, then ``seq.on_epoch_end()``: Keras' Sequence
+   contract, as custom training loops use it) asks from no loop, so its asks are looks (rule
+   2) and take the next epoch's batches; ``on_epoch_end`` then ends that epoch, so the next
+   loop by hand gets the epoch after. Keras calls ``on_epoch_end`` after its own passes too,
+   but by then a pass has taken the looks' epoch (it begins by claiming it), so nothing more
+   moves.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ class Passes:
         self._restored: _Pass | None = None  # from a state: the next loop resumes it
         self._looks: dict[int, Key] = {}  # index -> batch a pass will give it (rule 2)
         self._building = False  # the next pass to begin is Keras' build pass (rule 3)
+        self._hand: Key | None = None  # the last batch a look drew from no pass (rule 5)
         self.taken = 0  # invariant: batches taken by the pass that took the last one
         self.last: tuple[Key, bool] | None = None  # the last answer (for recorders in tests)
 
@@ -97,6 +104,13 @@ class Passes:
         self.epoch, self.cursor = epoch, batch
         self._restored = None
         self._looks.clear()
+        self._hand = None
+
+    def epoch_ended(self) -> None:
+        """``on_epoch_end()``: a hand loop's epoch (looks drawn from no pass) is over, and the
+        next pass or look takes the epoch after it; without such looks, nothing moves (rule 5)."""
+        if self._hand is not None:
+            self.seek(self._hand[0] + 1, 0)
 
     @property
     def position(self) -> Key:
@@ -160,6 +174,7 @@ class Passes:
             if not building:
                 self.epoch, self.cursor = self.epoch + 1, 0
                 self._looks.clear()
+                self._hand = None
         self._live.pop(id(caller), None)
         self._live[id(caller)] = p
         while len(self._live) > _LOOPS_KEPT:
@@ -172,9 +187,12 @@ class Passes:
             return p.bindings[index]
         epoch, start = (p.epoch, p.next) if p is not None else (self.epoch, self.cursor)
         if not self.shuffle:
-            return (epoch, index)
-        key = self._looks.get(index)
-        if key is None:
-            ahead = start + len(self._looks)  # looks take the next batches in turn
-            key = self._looks[index] = (epoch + ahead // self.batches, ahead % self.batches)
+            key = (epoch, index)
+        else:
+            key = self._looks.get(index)  # type: ignore[assignment]
+            if key is None:
+                ahead = start + len(self._looks)  # looks take the next batches in turn
+                key = self._looks[index] = (epoch + ahead // self.batches, ahead % self.batches)
+        if p is None:  # drawn from the epoch no pass has claimed yet: a hand loop's (rule 5)
+            self._hand = key if self._hand is None else max(self._hand, key)
         return key

@@ -233,6 +233,16 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         with self._lock:
             self._passes.building(building)
 
+    def on_epoch_end(self) -> None:
+        """An epoch ends. After a loop by hand (``seq[i]`` for each batch, Keras' Sequence
+        contract) the next one gets the next epoch, as the next ``for batch in seq`` does;
+        after Keras' own passes nothing moves (_passes rule 5). An override should call
+        ``super().on_epoch_end()``, else such a loop replays the same epoch."""
+        if _from_adapter(self):  # Keras' passes are its generators; its calls move nothing
+            return  # (fit calls it before its first pass, after the signature probes)
+        with self._lock:
+            self._passes.epoch_ended()
+
     # -- the rest of the public surface ------------------------------------------------------
 
     @property
@@ -577,6 +587,15 @@ def _asking_loop(seq: Sequence) -> Any:
     if frame is None or not frame.f_code.co_flags & _GENERATOR:
         return None
     return frame
+
+
+def _from_adapter(seq: Sequence) -> bool:
+    """Whether Keras' ``PyDatasetAdapter`` of ``seq`` is calling (through ``seq``'s own
+    methods, such as a subclass's override calling ``super()``)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_locals.get("self") is seq:
+        frame = frame.f_back  # type: ignore[assignment]
+    return frame is not None and getattr(frame.f_locals.get("self"), "py_dataset", None) is seq
 
 
 def _as_tuples(structure: Any) -> Any:

@@ -173,3 +173,34 @@ def test_whatever_keras_does_every_pass_is_one_whole_epoch_of_its_own(seed, fits
             epochs_taken.append(whole[-1])
     assert len(epochs_taken) == len(set(epochs_taken))  # no epoch fed by two passes
     assert whole == sorted(whole)
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_a_loop_by_hand_gets_a_new_epoch_after_each_on_epoch_end(shuffle):
+    """seq[i] for each batch then on_epoch_end(), Keras' Sequence contract: epochs 0, 1, 2,
+    as three passes get; the same index twice within an epoch, the same batch."""
+    p = Passes(B, shuffle=shuffle)
+    for epoch in range(3):
+        keys = [p.ask(i, None)[0] for i in [2, 0, 4, 1, 3, 2, 0]]
+        assert {e for e, _ in keys} == {epoch}
+        assert sorted(set(keys)) == [(epoch, b) for b in range(B)]
+        assert keys[5:] == keys[:2]
+        p.epoch_ended()
+    assert p.position == (3, 0)
+
+
+def test_on_epoch_end_after_a_pass_moves_nothing():
+    """Keras calls on_epoch_end after each of its passes, whose epoch the pass has claimed
+    (TensorFlow's signature probes before it, looks, are taken by the pass)."""
+    p = Passes(B, shuffle=True)
+    take(p, [0, 1], None)  # the probes
+    take(p, [3, 0, 4, 1, 2], object())
+    p.epoch_ended()
+    assert [k for k, _ in take(p, [1, 0], object())] == stream(5, 2)
+
+
+def test_a_hand_loop_cut_short_ends_its_epoch_and_a_pass_follows():
+    p = Passes(B, shuffle=True)
+    take(p, [0, 1], None)
+    p.epoch_ended()
+    assert [k for k, _ in take(p, range(B), object())] == stream(5, 5)

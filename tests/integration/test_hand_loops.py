@@ -1,0 +1,87 @@
+"""Loops written by hand around a Sequence (Keras' Sequence contract: ``seq[i]`` for each
+batch, ``on_epoch_end()`` between epochs) get shmaug's epochs 0, 1, 2, ... as ``for batch in
+seq`` does; on every backend (CI runs this module under each ``KERAS_BACKEND``)."""
+
+from __future__ import annotations
+
+import pytest
+
+keras = pytest.importorskip("keras")
+
+import shmaug
+from tests import _fit
+
+pytestmark = [pytest.mark.keras, pytest.mark.timeout(120)]
+
+
+def rows(batch):
+    xb = batch[0]
+    return [(int(round(i)), float(m)) for i, m in xb[:, 0, 0, :]]
+
+
+def by_hand(seq, epochs):
+    out = []
+    for _ in range(epochs):
+        epoch = [rows(seq[i]) for i in range(len(seq))]
+        assert rows(seq[1]) == epoch[1]  # the same index again: the same batch
+        out.append(epoch)
+        seq.on_epoch_end()
+    return out
+
+
+class WithSuper(shmaug.Sequence):
+    def on_epoch_end(self):
+        self.ended = getattr(self, "ended", 0) + 1
+        super().on_epoch_end()
+
+
+class WithoutSuper(shmaug.Sequence):
+    def on_epoch_end(self):
+        self.ended = getattr(self, "ended", 0) + 1
+
+
+@pytest.mark.parametrize("shuffle", [True, False], ids=["shuffled", "unshuffled"])
+@pytest.mark.parametrize("cls", [shmaug.Sequence, WithSuper], ids=["Sequence", "super"])
+def test_a_hand_loop_gets_the_epochs_for_loops_get(shuffle, cls):
+    x, y = _fit.data()
+    args = dict(batch_size=_fit.BATCH, augment=_fit.mark, workers=2, seed=3, shuffle=shuffle)
+    with cls(x, y, **args) as seq, shmaug.Sequence(x, y, **args) as ref:
+        got = by_hand(seq, 3)
+        expected = [[rows(b) for b in ref] for _ in range(3)]
+    assert got == expected
+    plan = _fit.Plan(x, seed=3, shuffle=shuffle)
+    try:
+        assert [plan.which_epoch(e) for e in got] == [0, 1, 2]
+    finally:
+        plan.close()
+
+
+def test_a_subclass_not_calling_super_replays_its_epoch_by_hand_but_not_under_fit():
+    """What the README says: without super().on_epoch_end() a loop by hand gets epoch 0
+    again each time; fit (and for-loops) still take a new epoch per pass."""
+    x, y = _fit.data()
+    with WithoutSuper(x, y, batch_size=_fit.BATCH, augment=_fit.mark, workers=2, seed=3,
+                      shuffle=True) as seq:
+        first, second = by_hand(seq, 2)
+        assert first == second and seq.ended == 2
+        plan = _fit.Plan(x, seed=3, shuffle=True)
+        try:
+            assert plan.which_epoch([rows(b) for b in seq]) == 0
+            assert plan.which_epoch([rows(b) for b in seq]) == 1
+        finally:
+            plan.close()
+
+
+def test_a_hand_loop_then_fit_goes_on_with_the_next_epoch():
+    x, y = _fit.data()
+    log = _fit.Log()
+    model = _fit.model(log)
+    with shmaug.Sequence(x, y, batch_size=_fit.BATCH, augment=_fit.mark, workers=2, seed=3,
+                         shuffle=True) as seq:
+        by_hand(seq, 2)
+        model.fit(seq, epochs=2, verbose=0, callbacks=[_fit.EpochTag(log)])
+    plan = _fit.Plan(x, seed=3, shuffle=True)
+    try:
+        assert [plan.which_epoch(log.train[k]) for k in range(2)] == [2, 3]
+    finally:
+        plan.close()
