@@ -245,6 +245,22 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
     # -- the rest of the public surface ------------------------------------------------------
 
+    def batch(self, index: int, *, epoch: int | None = None) -> Any:
+        """Batch ``index`` of shmaug's order for ``epoch`` (default: the current one), as Keras
+        gets it: ``x``, ``(x, y)`` or ``(x, y, sample_weight)``, with ``targets()`` applied.
+        Random access that moves no pass: the same batch a pass serves at that position.
+        (``seq.loader.batch`` is the engine's view: images and the raw targets.)
+
+        Example:
+            >>> xb, yb = seq.batch(3, epoch=1)
+        """
+        index = check.batch_index(index, len(self), "seq.batch(0)")
+        epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
+        with self._lock:
+            xb, side = self._ensure_loader().batch(index, epoch=epoch)
+            return self._assemble(xb, side, (epoch, index))
+
+
     @property
     def epoch(self) -> int:
         """The epoch of the pass in progress (else of the next pass); set it to make the next

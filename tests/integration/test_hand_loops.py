@@ -85,3 +85,21 @@ def test_a_hand_loop_then_fit_goes_on_with_the_next_epoch():
         assert [plan.which_epoch(log.train[k]) for k in range(2)] == [2, 3]
     finally:
         plan.close()
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_batch_gives_what_a_pass_serves_and_moves_nothing(shuffle):
+    import numpy as np
+
+    x = np.arange(10 * 4 * 4, dtype=np.uint8).reshape(10, 4, 4)
+    y = np.arange(10)
+    with shmaug.Sequence(x, y, batch_size=4, workers=0, shuffle=shuffle, seed=5) as seq:
+        looked = [seq.batch(i, epoch=1) for i in range(len(seq))]
+        assert isinstance(looked[0], tuple) and len(looked[0]) == 2  # (x, y), as Keras gets it
+        assert seq.epoch == 0
+        first = list(seq)  # epoch 0: the looks did not claim it
+        second = list(seq)  # epoch 1
+    for (xa, ya), (xb, yb) in zip(looked, second):
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya, yb)
+    assert shuffle is False or not np.array_equal(first[0][1], second[0][1])
