@@ -6,8 +6,9 @@ names it uses without defining them from a tiny prelude), all in one, except a s
 must start TensorFlow itself ("first, before other TF ops"), which gets a process of its own.
 A snippet that needs TensorFlow, Keras or albumentations skips where they are not installed.
 One that cannot run here is marked in its page itself, right before its block, with
-``<!-- readme-test: skip (why) -->``: only the several-hosts JAX snippet of docs/scaling.md,
-which examples/multi_host_jax.py runs over loopback (test_keras_distribution).
+``<!-- readme-test: skip (why) -->``: the several-hosts JAX snippet of docs/scaling.md, which
+examples/multi_host_jax.py runs over loopback (test_keras_distribution), and the bucket snippet
+of docs/remote.md, whose calls tests/integration/test_remote.py makes against a local server.
 A test is named by its snippet's file and line: ``test_..._runs_as_written[docs/ops.md:36]``.
 """
 
