@@ -72,7 +72,7 @@ def _checked(w: np.ndarray, name: str, whole: bool = True) -> np.ndarray:
         i = int(np.flatnonzero(bad)[0])
         at = f" at sample {i}" if whole else ""
         raise ArgumentError(
-            f"`{name}` must be finite and >= 0; received {w[i]!r}{at}. Fix: pass "
+            f"`{name}` must be finite and >= 0; received {float(w[i])!r}{at}. Fix: pass "
             f"non-negative weights (0 never draws a sample)."
         )
     if whole and not w.sum() > 0:
