@@ -31,7 +31,7 @@ def weights(value: Any, y: Any, n: int) -> np.ndarray | None:
                 f"{{class: weight}} or \"balanced\"; received {got(value)}. Fix: pass "
                 f"`sampling_weights=\"balanced\"` for equally likely classes."
             )
-        found = labels(y, n, value)
+        found = labels(y, n, f'"{BALANCED}"')
         counts = np.bincount(found)
         return 1.0 / counts[found]
     if isinstance(value, dict):

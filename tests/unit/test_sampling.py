@@ -12,6 +12,7 @@ import pytest
 import shmaug
 from shmaug.engine._schedule import Shard, epoch_order, weighted_draw
 from tests import _ops
+from tests.conftest import needs_keras
 
 CLASSES = np.repeat([0, 1, 2, 3], [300, 60, 30, 10])  # imbalanced: 400 samples
 X = np.zeros((len(CLASSES), 2, 2), np.uint8)
@@ -173,3 +174,21 @@ def test_a_state_resumes_only_the_same_sampling():
     with shmaug.Loader(X, CLASSES, sampling_weights="balanced", **args) as loader:
         with pytest.raises(shmaug.ArgumentError, match="saved with sampling=None"):
             loader.load_state_dict(plain)
+
+
+@needs_keras
+def test_a_sequence_draws_as_its_loader_and_len_follows_samples_per_epoch():
+    seq = shmaug.Sequence({"image": X, "extra": np.ones((400, 1))}, CLASSES, batch_size=64,
+                          workers=0, seed=0, sampling_weights="balanced", samples_per_epoch=200,
+                          image_key="image")
+    try:
+        assert len(seq) == 4 and seq.shuffle
+        assert "sampling" in seq.state_dict()["fingerprint"]
+        labels = np.concatenate([seq.batch(i, epoch=e)[1] for e in range(3) for i in range(4)])
+        assert chi_square(np.bincount(labels, minlength=4), np.full(4, 0.25)) < CRITICAL[3]
+        np.testing.assert_array_equal(labels[:64], seq.loader.batch(0, epoch=0)[1]["y"])
+    finally:
+        seq.close()
+    with pytest.raises(shmaug.ArgumentError, match=r"`sampling_weights` given as \"balanced\" "
+                       r"weighs classes, but there are no labels"):
+        shmaug.Sequence(X, batch_size=8, sampling_weights="balanced")
