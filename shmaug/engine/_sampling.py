@@ -32,8 +32,8 @@ def weights(value: Any, y: Any, n: int) -> np.ndarray | None:
                 f"`sampling_weights=\"balanced\"` for equally likely classes."
             )
         found = labels(y, n, f'"{BALANCED}"')
-        counts = np.bincount(found)
-        return 1.0 / counts[found]
+        balanced: np.ndarray = 1.0 / np.bincount(found)[found]
+        return balanced
     if isinstance(value, dict):
         return _per_class(value, labels(y, n, "a dict"))
     try:
@@ -98,7 +98,8 @@ def labels(y: Any, n: int, kind: str) -> np.ndarray:
             f"{got(y)}. {fix}"
         )
     if y.ndim == 2 and y.shape[1] > 1:
-        return np.argmax(y, axis=1)
+        hot: np.ndarray = np.argmax(y, axis=1)
+        return hot
     flat = y.reshape(n) if y.size == n else y
     if flat.ndim != 1 or flat.dtype.kind not in "iub" or (flat.size and flat.min() < 0):
         raise ArgumentError(

@@ -44,7 +44,8 @@ def weighted_draw(seed: int, epoch: int, cdf: np.ndarray, samples: int) -> np.nd
     drawn = np.searchsorted(cdf, rng.random(samples) * total, side="right")
     last = int(np.searchsorted(cdf, total, side="left"))  # the last index with a weight
     np.minimum(drawn, last, out=drawn)
-    return drawn.astype(np.int32 if len(cdf) <= np.iinfo(np.int32).max else np.int64)
+    out: np.ndarray = drawn.astype(np.int32 if len(cdf) <= np.iinfo(np.int32).max else np.int64)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
