@@ -79,7 +79,8 @@ class Loader:
     One pass over the loader is one epoch; the next pass is the next epoch, also when the
     previous one was cut short (``break``; even ``next(iter(loader))`` starts a pass). Every
     sample
-    appears exactly once per epoch, and a sample's augmentation depends only on
+    appears exactly once per epoch (with ``sampling_weights``: as often as a draw by weight
+    picks it), and a sample's augmentation depends only on
     ``(seed, epoch, sample index)``, so epochs are bit-identical for any ``workers``,
     ``start_method`` or crash history.
 

@@ -101,3 +101,23 @@ def test_fit_trains_on_the_balanced_draw_for_len_steps(images):
         assert len(fed) == 96 and 0.3 < fed.mean() < 0.7  # class 1 is 10% of the data
     finally:
         seq.close()
+
+
+def test_an_image_folders_labels_are_its_classes(tmp_path):
+    from shmaug.sources.files import ImageFiles
+    from tests.integration.test_files import picture, write_folder
+
+    files = ImageFiles.from_directory(write_folder(tmp_path / "data"), image_size=(6, 6),
+                                      color_mode="rgb")
+    only = {c: float(c == 1) for c in range(len(files.class_names))}
+    with shmaug.Loader(files, batch_size=4, workers=0, seed=0, sampling_weights=only,
+                       samples_per_epoch=8) as loader:
+        drawn = np.concatenate([y for _, y in loader])
+    assert drawn.tolist() == [1] * 8
+    (tmp_path / "flat").mkdir()
+    for i in range(3):
+        picture("RGB", (8, 8), i).save(tmp_path / "flat" / f"{i}.png")
+    flat = ImageFiles.from_directory(tmp_path / "flat", image_size=(6, 6))
+    with pytest.raises(shmaug.ArgumentError, match=r"no labels \(`y` is None and `x` has no "
+                       r"`labels`\)"):
+        shmaug.Loader(flat, batch_size=4, workers=0, sampling_weights="balanced")

@@ -8,6 +8,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import shmaug
 from shmaug.engine._schedule import Shard, epoch_order, weighted_draw
@@ -68,6 +70,24 @@ def test_zero_weights_are_never_drawn():
     drawn = np.concatenate([weighted_draw(0, e, cdf, 10_000) for e in range(5)])
     assert set(np.unique(drawn).tolist()) <= {3, 17, 48}
     assert {3, 17} <= set(drawn.tolist())
+
+
+@given(st.lists(st.sampled_from([0.0, 1e-12, 0.5, 1.0, 1e6]), min_size=1, max_size=60),
+       st.integers(0, 2**40), st.integers(0, 50), st.integers(1, 300), st.integers(1, 4))
+@settings(max_examples=200, deadline=None)
+def test_any_draw_stays_on_positive_weights_and_shards_split_it(weights, seed, epoch,
+                                                                 samples, shards):
+    w = np.array(weights)
+    if not w.sum() > 0:
+        w[-1] = 1.0
+    cdf = np.cumsum(w)
+    whole = epoch_order(seed, epoch, samples, True, cdf=cdf)
+    assert len(whole) == samples and (w[whole] > 0).all()
+    if samples >= shards:
+        parts = [epoch_order(seed, epoch, samples, True, Shard(shards, k), cdf=cdf)
+                 for k in range(shards)]
+        kept = shards * (samples // shards)
+        np.testing.assert_array_equal(np.stack(parts, 1).ravel(), whole[:kept])
 
 
 def test_a_draw_depends_on_seed_and_epoch_only():
