@@ -264,10 +264,12 @@ def sharded_plan(n: int, batch_size: int, drop_remainder: Any, num_shards: Any, 
     return count, index, plan
 
 
-def fingerprint(n: int, plan: BatchPlan, shuffle: bool, num_shards: int) -> dict[str, Any]:
-    """What the batches of a run depend on, besides the seed: a saved state must match it."""
+def fingerprint(n: int, plan: BatchPlan, shuffle: bool, num_shards: int,
+                sampling: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the batches of a run depend on, besides the seed: a saved state must match it.
+    ``sampling`` (``_sampling.fingerprint``) is there only under weighted sampling."""
     return {"samples": n, "batch_size": plan.batch_size, "shuffle": shuffle,
-            "drop_remainder": plan.drop_remainder, "num_shards": num_shards}
+            "drop_remainder": plan.drop_remainder, "num_shards": num_shards, **(sampling or {})}
 
 
 _FIXES = {  # how to make a state fit, per fingerprint field
@@ -277,6 +279,7 @@ _FIXES = {  # how to make a state fit, per fingerprint field
     "drop_remainder": "pass the same `drop_remainder`",
     "num_shards": "use the same number of hosts (`num_shards`)",
     "seed": "pass the saved seed, e.g. `seed=state['seed']`",
+    "sampling": "pass the same `sampling_weights` and `samples_per_epoch`",
 }
 
 
@@ -298,7 +301,8 @@ def resume_state(state: Any, kind: str, version: int, expected: dict[str, Any],
             f"by `{kind}.state_dict()` of this shmaug version, or start afresh."
         )
     saved = {**dict(state.get("fingerprint") or {}), "seed": state.get("seed")}
-    for field, value in expected.items():
+    # A state of a weighted run must not resume an unweighted one (nor the reverse).
+    for field, value in {"sampling": None, **expected}.items():
         if saved.get(field) != value:
             raise ArgumentError(
                 f"`state` was saved with {field}={saved.get(field)!r} but this {kind} has "

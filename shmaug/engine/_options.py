@@ -16,6 +16,7 @@ from ..ops.core import with_value_range
 from . import _checks as check
 from . import _describe as describe
 from . import _inputs as inputs
+from . import _sampling as sampling
 from ._schedule import BatchPlan
 
 
@@ -33,7 +34,9 @@ class Options:
     auto_workers: bool  # workers="auto": the pool sizes itself between epochs
     seed: int  # as given, or drawn
     seed_drawn: bool
-    shuffle: bool
+    shuffle: bool  # True under weighted sampling, whatever was asked: a draw is random
+    weights: np.ndarray | None  # one sampling weight per sample; None: each sample once
+    samples: int  # in an epoch (all shards): drawn with weights, else n
     copy: bool
     start_method: str | None
     max_queue_size: int
@@ -54,7 +57,8 @@ class Options:
 def resolve(x: Any, y: Any, batch_size: Any, augment: Any, *, workers: Any, seed: Any,
             shuffle: Any, drop_remainder: Any, start_method: Any, max_queue_size: Any,
             timeout: Any, output_shape: Any, output_dtype: Any, load: Any, copy: Any,
-            value_range: Any, num_shards: Any, shard_index: Any) -> Options:
+            value_range: Any, num_shards: Any, shard_index: Any, sampling_weights: Any = None,
+            samples_per_epoch: Any = None) -> Options:
     """``Loader``'s arguments as ``Options``; raises the first problem with its fix."""
     shown_x = describe.brief(x)
     if load is None and callable(getattr(x, "load", None)):
@@ -70,6 +74,9 @@ def resolve(x: Any, y: Any, batch_size: Any, augment: Any, *, workers: Any, seed
     seed_drawn = seed is None
     seed = check.seed(seed)
     shuffle = check.boolean("shuffle", shuffle)
+    weights = sampling.weights(sampling_weights, y, n)
+    samples = sampling.samples_per_epoch(samples_per_epoch, n, weights is not None)
+    shuffle = shuffle or weights is not None
     copy = check.boolean("copy", copy)
     start_method = check.start_method(start_method)
     max_queue_size = check.max_queue_size(max_queue_size, min(batch_size, n),
@@ -83,12 +90,13 @@ def resolve(x: Any, y: Any, batch_size: Any, augment: Any, *, workers: Any, seed
     inputs.pipeline_input(augment, None if load else x)  # a dtype or layout ops misread
     augmented = inputs.augmented_targets(y, augment, None if load else tuple(x.shape[1:]))
     num_shards, shard_index, plan = check.sharded_plan(
-        n, batch_size, drop_remainder, num_shards, shard_index, shuffle, None if seed_drawn
+        samples, batch_size, drop_remainder, num_shards, shard_index, shuffle, None if seed_drawn
         else seed)
     return Options(
         x=x, y=y, load=load, n=n, batch_size=batch_size, augment=augment,
         workers=check.default_workers() if auto else int(asked), auto_workers=auto,
-        seed=seed, seed_drawn=seed_drawn, shuffle=shuffle, copy=copy,
+        seed=seed, seed_drawn=seed_drawn, shuffle=shuffle, weights=weights, samples=samples,
+        copy=copy,
         start_method=start_method, max_queue_size=max_queue_size, timeout=timeout,
         value_range=resolved, given_range=given,
         # Ops that clip need the true range; a plain user function gets data as it is,

@@ -14,6 +14,8 @@ import numpy as np
 
 from ..seeding import epoch_key
 
+_DRAW = 0x2545F4914F6CDD1D  # sets the weighted draw's key apart from the shuffle's
+
 
 def permutation(seed: int, epoch: int, n: int, shuffle: bool) -> np.ndarray:
     """The order in which an epoch visits the ``n`` samples (identity when not shuffling).
@@ -27,6 +29,23 @@ def permutation(seed: int, epoch: int, n: int, shuffle: bool) -> np.ndarray:
     if shuffle:
         np.random.Generator(np.random.PCG64(epoch_key(seed, epoch))).shuffle(order)
     return order
+
+
+def weighted_draw(seed: int, epoch: int, cdf: np.ndarray, samples: int) -> np.ndarray:
+    """``samples`` dataset indices drawn with replacement, index i with probability
+    ``weights[i] / sum(weights)`` (``cdf`` is ``np.cumsum(weights)``): one epoch's global draw.
+
+    A function of (seed, epoch) alone, as ``permutation``, so every worker and every host
+    computes the same draw. A zero weight is a flat step of ``cdf``, which ``searchsorted``
+    (side="right") never lands on; the clip guards the one rounding case ``u * total == total``.
+    """
+    rng = np.random.Generator(np.random.PCG64(epoch_key(seed, epoch) ^ _DRAW))
+    total = cdf[-1]
+    drawn = np.searchsorted(cdf, rng.random(samples) * total, side="right")
+    last = int(np.searchsorted(cdf, total, side="left"))  # the last index with a weight
+    np.minimum(drawn, last, out=drawn)
+    out: np.ndarray = drawn.astype(np.int32 if len(cdf) <= np.iinfo(np.int32).max else np.int64)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +65,12 @@ class Shard:
         return n // self.count
 
 
-def epoch_order(seed: int, epoch: int, n: int, shuffle: bool, shard: Shard = Shard()) -> np.ndarray:
+def epoch_order(seed: int, epoch: int, n: int, shuffle: bool, shard: Shard = Shard(),
+                cdf: np.ndarray | None = None) -> np.ndarray:
     """The dataset indices one shard visits in ``epoch``, in order.
+
+    With ``cdf`` (weighted sampling) the global order is ``weighted_draw`` of ``n`` samples
+    (then samples per epoch, not the dataset's length), shared out the same way.
 
     The global order (``permutation``) is the same on every host; shard k takes its positions
     k, k + K, k + 2K, ... (as ``Dataset.shard``) of the first ``K * (n // K)``. The
@@ -56,7 +79,8 @@ def epoch_order(seed: int, epoch: int, n: int, shuffle: bool, shard: Shard = Sha
     ``epoch * (n % K)`` first, so the left-over window slides through the dataset and no sample
     is left out twice in a row (``n % K < n / 2`` always).
     """
-    order = permutation(seed, epoch, n, shuffle)
+    order = permutation(seed, epoch, n, shuffle) if cdf is None else \
+        weighted_draw(seed, epoch, cdf, n)
     if shard.count == 1:
         return order
     kept = shard.count * shard.size(n)
@@ -69,8 +93,9 @@ class OrderCache:
     """The last few epochs' orders (of one shard), so a worker computes each one once."""
 
     def __init__(self, seed: int, n: int, shuffle: bool, keep: int = 3,
-                 shard: Shard = Shard()) -> None:
+                 shard: Shard = Shard(), cdf: np.ndarray | None = None) -> None:
         self._args = (seed, n, shuffle, shard)  # invariant: fixed for the run
+        self._cdf = cdf  # invariant: cumulative sampling weights (read-only), or None
         self._keep = keep
         self._orders: OrderedDict[int, np.ndarray] = OrderedDict()  # epoch -> order, LRU
 
@@ -78,13 +103,22 @@ class OrderCache:
         order = self._orders.get(epoch)
         if order is None:
             seed, n, shuffle, shard = self._args
-            order = epoch_order(seed, epoch, n, shuffle, shard)
+            order = epoch_order(seed, epoch, n, shuffle, shard, self._cdf)
             self._orders[epoch] = order
             while len(self._orders) > self._keep:
                 self._orders.popitem(last=False)
         else:
             self._orders.move_to_end(epoch)
         return order
+
+    def keys(self, epoch: int, start: int, stop: int) -> np.ndarray:
+        """What keys the random streams of positions ``start:stop``: the sample indices, or
+        under weighted sampling each draw's place in the global draw, so a sample drawn twice
+        in an epoch is augmented two ways (and the same on any host or worker)."""
+        if self._cdf is None:
+            return self(epoch)[start:stop]
+        shard = self._args[3]
+        return shard.index + shard.count * np.arange(start, stop, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,8 @@ class WorkerSpec:
     shard: Shard = Shard()  # the part of each epoch this loader makes
     # the dataset's targets augmented with each image (e.g. masks), by name
     target_inputs: dict[str, ArrayHandle] = field(default_factory=dict)
+    # cumulative sampling weights (then `n` is samples per epoch); None: every sample once
+    weights: ArrayHandle | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,7 @@ class SliceRunner:
         status: Any = None,
         shard: Shard = Shard(),
         target_inputs: Targets | None = None,
+        cdf: np.ndarray | None = None,
     ) -> None:
         self.x = x  # read-only view of the dataset (or None with `load`)
         self.out = out  # (slots, batch_size, *sample_shape), shared; None until the probe is done
@@ -197,7 +200,7 @@ class SliceRunner:
         self.load = load
         self.target_inputs = target_inputs or {}  # read-only, all samples
         self.target_out: Targets = {}  # their ring blocks, as `out`
-        self.orders = OrderCache(seed, n, shuffle, shard=shard)
+        self.orders = OrderCache(seed, n, shuffle, shard=shard, cdf=cdf)
         # seed_globals None: unknown; watch the globals and seed them once a sample draws.
         watch = GlobalsWatch() if seed_globals is None else None
         self.watch = watch if watch is not None and watch.usable else None
@@ -245,21 +248,22 @@ class SliceRunner:
     def _fill(self, task: Task) -> tuple[Any, ...]:
         """Make the task's samples and write them into its rows of the ring slot."""
         indices = self.orders(task.epoch)[task.start : task.stop]
-        streams = self._streams(task.epoch, indices)
+        keys = self.orders.keys(task.epoch, task.start, task.stop)
+        streams = self._streams(task.epoch, keys)
         assert self.out is not None, "a task arrived before the ring (the probe comes first)"
         rows = self.out[task.slot]
         prefetch = getattr(self.load, "prefetch", None)  # optional: fetch the task's samples
         if prefetch is not None:  # together (a source over a network); never raises per sample
             self._stage = self._load_name
             prefetch(indices)
-        for p, index in zip(range(task.start, task.stop), indices.tolist()):
+        for p, index, key in zip(range(task.start, task.stop), indices.tolist(), keys.tolist()):
             if self.generation[task.slot] != task.generation:
                 break  # the batch was cancelled: skip the rest
             self._index = index
             if self.status is not None:
                 self.status[self._base + CURRENT_INDEX] = index
             rng = next(streams) if streams is not None else None  # before `load`: it may draw
-            image, made = self._watched_sample(task.epoch, index, rng)
+            image, made = self._watched_sample(task.epoch, index, rng, key)
             self._stage = "writing the output"
             self._write(rows[p - task.row0], image, index)
             for name, target in made.items():
@@ -272,7 +276,8 @@ class SliceRunner:
         if self.status is not None:
             self.status[self._base + CURRENT_INDEX] = 0
         streams = self._streams(0, np.zeros(1, np.int64))
-        image, made = self._watched_sample(0, 0, next(streams) if streams is not None else None)
+        image, made = self._watched_sample(0, 0, next(streams) if streams is not None else None,
+                                           0)
         out = sample_output(image)
         targets = {}
         for name, target in made.items():
@@ -286,8 +291,8 @@ class SliceRunner:
                       bool(numeric and finite.size < loaded.size), targets)
         return ("probed", task.ticket, probe)
 
-    def _watched_sample(self, epoch: int, index: int,
-                        rng: np.random.Generator | None) -> tuple[Any, Targets]:
+    def _watched_sample(self, epoch: int, index: int, rng: np.random.Generator | None,
+                        key: int) -> tuple[Any, Targets]:
         """``_sample``; when it drew from the unseeded globals (while they are watched), seed
         them from now on and make it again, as every sample will be made (also when the
         unseeded attempt raised)."""
@@ -296,9 +301,9 @@ class SliceRunner:
         except Exception:
             if not self._drew_from_globals():
                 raise
-            return self._sample(index, self.seeder.restream(epoch, index))
+            return self._sample(index, self.seeder.restream(epoch, key))
         if self._drew_from_globals():
-            sample = self._sample(index, self.seeder.restream(epoch, index))
+            sample = self._sample(index, self.seeder.restream(epoch, key))
         return sample
 
     def _drew_from_globals(self) -> bool:
@@ -464,11 +469,16 @@ def worker_main(
         targets[name], close_target = attach(handle)
         targets[name].flags.writeable = False
         closers.append(close_target)
+    cdf = None
+    if spec.weights is not None:
+        cdf, close_cdf = attach(spec.weights)
+        cdf.flags.writeable = False
+        closers.append(close_cdf)
     augment, load = pickle.loads(spec.payload)
     runner = SliceRunner(
         x, None, augment, load, seed=spec.seed, n=spec.n, shuffle=spec.shuffle,
         seed_globals=spec.seed_globals, generation=generation, worker_id=worker_id,
-        status=status, shard=spec.shard, target_inputs=targets,
+        status=status, shard=spec.shard, target_inputs=targets, cdf=cdf,
     )
     if spec.ring is not None:  # a replacement for a worker that died after the probe
         closers.extend(_attach_ring(runner, spec.ring))

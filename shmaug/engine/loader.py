@@ -25,6 +25,7 @@ from ..seeding import global_rng_use
 from . import _checks as check
 from . import _describe as describe
 from . import _inputs as inputs
+from . import _sampling as sampling
 from ._autoworkers import AutoWorkers
 from ._copier import Copier
 from ._gather import Gatherer
@@ -78,7 +79,8 @@ class Loader:
     One pass over the loader is one epoch; the next pass is the next epoch, also when the
     previous one was cut short (``break``; even ``next(iter(loader))`` starts a pass). Every
     sample
-    appears exactly once per epoch, and a sample's augmentation depends only on
+    appears exactly once per epoch (with ``sampling_weights``: as often as a draw by weight
+    picks it), and a sample's augmentation depends only on
     ``(seed, epoch, sample index)``, so epochs are bit-identical for any ``workers``,
     ``start_method`` or crash history.
 
@@ -133,6 +135,16 @@ class Loader:
             per epoch of the same global order (same ``seed`` everywhere) and augments only
             those; the ``N % num_shards`` left over rotate from epoch to epoch.
         shard_index: this host's part, ``0..num_shards - 1`` (its rank).
+        sampling_weights: draw each epoch's samples with replacement, sample i with
+            probability ``w[i] / sum(w)``, as torch's ``WeightedRandomSampler``: an array of
+            one weight >= 0 per sample; a dict ``{class: weight}``; or ``"balanced"``
+            (every class equally likely). Classes are the labels in ``y`` (integers or
+            one-hot rows; a source's ``labels`` when ``y`` is left out). The draw depends
+            only on ``(seed, epoch)``, so it is the same for any ``workers``; it implies
+            ``shuffle=True``, and each draw gets a random stream of its own, so a sample
+            drawn twice in an epoch is augmented two ways. None: every sample once.
+        samples_per_epoch: with ``sampling_weights``, the draws of one epoch (all shards
+            together); None: the dataset's length. ``len(loader)`` follows from it.
 
     Raises:
         ArgumentError, ArgumentTypeError: for a bad argument, before any process starts.
@@ -168,13 +180,16 @@ class Loader:
         value_range: tuple[float, float] | None = None,
         num_shards: int | None = None,
         shard_index: int | None = None,
+        sampling_weights: Any = None,
+        samples_per_epoch: int | None = None,
     ) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
         o = resolve(x, y, batch_size, augment, workers=workers, seed=seed, shuffle=shuffle,
                     drop_remainder=drop_remainder, start_method=start_method,
                     max_queue_size=max_queue_size, timeout=timeout, output_shape=output_shape,
                     output_dtype=output_dtype, load=load, copy=copy, value_range=value_range,
-                    num_shards=num_shards, shard_index=shard_index)
+                    num_shards=num_shards, shard_index=shard_index,
+                    sampling_weights=sampling_weights, samples_per_epoch=samples_per_epoch)
         self._options = o  # invariant: what was asked, checked; the rest is what was built
         x, load, n, shape, dtype = o.x, o.load, o.n, o.output_shape, o.output_dtype
         self.y, self.batch_size, self.seed, self.shuffle = o.y, o.batch_size, o.seed, o.shuffle
@@ -187,7 +202,10 @@ class Loader:
         self.num_shards, self.shard_index, self._plan = o.num_shards, o.shard_index, o.plan
         self._shard = Shard(self.num_shards, self.shard_index)
         self._n = n  # invariant: samples in the dataset (all shards)
-        self._orders = OrderCache(self.seed, n, self.shuffle, shard=self._shard)
+        # invariant: cumulative sampling weights (shared with the workers once they start)
+        self._cdf = None if o.weights is None else np.cumsum(o.weights)
+        self._orders = OrderCache(self.seed, o.samples, self.shuffle, shard=self._shard,
+                                  cdf=self._cdf)
         self._epoch = 0  # invariant: the epoch the next pass produces
         self._start = 0  # invariant: the batch the next pass starts at (0 unless resumed)
         self._pass: int | None = None  # the epoch of the pass in progress, if any
@@ -224,7 +242,7 @@ class Loader:
                 else:
                     check_need(need)
                 x_handle, self._x = self._place_dataset(x, load)
-                self._pool = self._start_pool(x_handle, load, payload, seed_globals, n)
+                self._pool = self._start_pool(x_handle, load, payload, seed_globals, o.samples)
                 # User code runs only where workers run it: the probe is a task like any other.
                 probe = await_probe(self._pool, self.timeout)
                 self.value_range = self.value_range or dtype_range(probe.input_dtype)
@@ -269,19 +287,22 @@ class Loader:
 
     def _start_pool(self, x_handle: ArrayHandle | None, load: Any, payload: bytes,
                     seed_globals: bool | None, n: int) -> Any:
-        """The workers (or, for ``workers=0``, the same slice loop in this process)."""
+        """The workers (or, for ``workers=0``, the same slice loop in this process); ``n``:
+        samples per epoch (all shards)."""
         assert self._ring is not None
         if self.workers == 0:
             return InlinePool(SliceRunner(
                 self._x, None, self.augment, load, seed=self.seed, n=n, shuffle=self.shuffle,
                 seed_globals=seed_globals, generation=self._ring.generation,
-                shard=self._shard, target_inputs=self._augmented))
+                shard=self._shard, target_inputs=self._augmented, cdf=self._cdf))
+        weights = None if self._cdf is None else self._store.put(
+            self._cdf, what="the sampling weights")[0]
         target_inputs = {}
         for name, array in self._augmented.items():  # where workers read them, as the images
             target_inputs[name] = mapped_file_handle(array) or self._store.put(
                 array, what=f"the target y[{name!r}]")[0]
         spec = WorkerSpec(x_handle, None, payload, self.seed, n, self.shuffle, seed_globals,
-                          self._shard, target_inputs)
+                          self._shard, target_inputs, weights)
         return WorkerPool(spec, self.workers, self.start_method, self.timeout,
                           store=self._store, generation=self._ring.generation_handle,
                           in_flight_per_worker=self.max_queue_size + 1,
@@ -428,7 +449,9 @@ class Loader:
         self._epoch, self._start, self._pass = epoch, batch, None
 
     def _fingerprint(self) -> dict[str, Any]:
-        return check.fingerprint(self._n, self._plan, self.shuffle, self.num_shards)
+        return check.fingerprint(self._n, self._plan, self.shuffle, self.num_shards,
+                                 sampling.fingerprint(self._options.weights,
+                                                      self._options.samples))
 
     def batch(self, index: int, *, epoch: int | None = None) -> tuple[np.ndarray, Any]:
         """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies.
@@ -551,8 +574,11 @@ class Loader:
         optional = [("timeout", self.timeout, None), ("copy", self.copy, True),
                     ("value_range", self._options.shown_range, None),
                     ("num_shards", self.num_shards, 1), ("shard_index", self.shard_index, 0),
+                    ("sampling_weights", self._options.weights, None),
+                    ("samples_per_epoch", self._options.samples, self._n),
                     ("load", self._load if not hasattr(self._load, "marking") else None, None)]
-        settings += [(k, describe.brief(v)) for k, v, default in optional if v != default]
+        settings += [(k, describe.brief(v)) for k, v, default in optional
+                     if v is not default and (default is None or v != default)]
         settings += [("output_shape", self.output_shape), ("output_dtype", str(self.output_dtype))]
         return describe.call_repr("shmaug.Loader", settings) + (" (closed)" if self._closed else "")
 

@@ -38,6 +38,7 @@ from ..engine import _describe as describe
 from . import _distribution
 from ..engine import _checks as check
 from ..engine import _inputs as inputs
+from ..engine import _sampling as sampling
 from . import _checks as facade_checks
 from ._passes import Key, Passes
 from ..errors import ArgumentError, ClosedError, ErrorRecord, rebuild, warn
@@ -85,6 +86,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         image_key: with a dict ``x``, the entry to augment (default: the only 3-D/4-D one).
         num_shards, shard_index: this host's part of every epoch (see ``shmaug.Loader``);
             ``len(seq)`` is then the batches of one shard.
+        sampling_weights, samples_per_epoch: draw each epoch with replacement by weight (see
+            ``shmaug.Loader``); classes are those of ``y``. Not Keras' ``sample_weight`` /
+            ``class_weight``, which weigh the loss. ``len(seq)`` follows
+            ``samples_per_epoch``.
         use_multiprocessing: Keras' argument, accepted for drop-in use (see above).
         Other arguments: as ``shmaug.Loader``.
 
@@ -115,6 +120,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         value_range: tuple[float, float] | None = None,
         num_shards: int | None = None,
         shard_index: int | None = None,
+        sampling_weights: Any = None,
+        samples_per_epoch: int | None = None,
         use_multiprocessing: bool | None = None,
     ) -> None:
         # Keras must not add threads or processes of its own on top of shmaug's (its adapter
@@ -154,6 +161,12 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             "inputs": inputs.targets(extra_inputs or None, n, "x"),
             "sample_weight": inputs.targets(sample_weight, n, "sample_weight"),
         }
+        weights = sampling.weights(sampling_weights, self._side["y"], n)
+        self._samples = sampling.samples_per_epoch(samples_per_epoch, n, weights is not None)
+        self._sampling = sampling.fingerprint(weights, self._samples)  # {} without weights
+        self._loader_args.update(  # a weighted draw is random: it implies shuffle=True
+            sampling_weights=weights, samples_per_epoch=samples_per_epoch,
+            shuffle=self._loader_args["shuffle"] or weights is not None)
         if self._overrides("augment"):
             self._refuse_lost_targets()
         self.batch_size: int = self._loader_args["batch_size"]
@@ -425,7 +438,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     def _set_shard(self, num_shards: Any, shard_index: Any, drop_remainder: Any) -> None:
         """Checked, and the epoch plan that follows from it (the Loader, once started, agrees)."""
         self.num_shards, self.shard_index, self._plan = check.sharded_plan(
-            self._n, self.batch_size, drop_remainder, num_shards, shard_index, self.shuffle,
+            self._samples, self.batch_size, drop_remainder, num_shards, shard_index, self.shuffle,
             self.seed if self._seed_given else None)
         self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
         old = getattr(self, "_passes", None)
@@ -435,7 +448,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
     @property
     def _fingerprint(self) -> dict[str, Any]:
-        return check.fingerprint(self._n, self._plan, self.shuffle, self.num_shards)
+        return check.fingerprint(self._n, self._plan, self.shuffle, self.num_shards,
+                                 self._sampling)
 
     def close(self) -> None:
         """Stop the workers and free shared memory. Idempotent.
@@ -494,7 +508,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         optional = [("sample_weight", self._side.get("sample_weight")),
                     ("image_key", self.image_key), ("timeout", args["timeout"]),
                     ("output_shape", args["output_shape"]),
-                    ("output_dtype", args["output_dtype"]), ("value_range", args["value_range"])]
+                    ("output_dtype", args["output_dtype"]), ("value_range", args["value_range"]),
+                    ("sampling_weights", args["sampling_weights"]),
+                    ("samples_per_epoch", args["samples_per_epoch"])]
         settings += [(k, describe.brief(v)) for k, v in optional if v is not None]
         if self.num_shards > 1:
             settings += [("num_shards", self.num_shards), ("shard_index", self.shard_index)]
