@@ -69,7 +69,7 @@ def resolve(x: Any, y: Any, batch_size: Any, augment: Any, *, workers: Any, seed
     auto = asked == check.AUTO
     seed_drawn = seed is None
     seed = check.seed(seed)
-    shuffle = check.boolean("shuffle", shuffle)
+    shuffle = bool(check.shuffle(shuffle))  # None: in order (only a Sequence follows Keras)
     copy = check.boolean("copy", copy)
     start_method = check.start_method(start_method)
     max_queue_size = check.max_queue_size(max_queue_size, min(batch_size, n),

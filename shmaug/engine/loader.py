@@ -102,7 +102,9 @@ class Loader:
             many, fixed; 0 runs everything in this process (for debugging). The batches are
             identical for any of these.
         seed: makes every epoch reproducible; None draws one (see ``loader.seed``).
-        shuffle: visit samples in a new random order each epoch.
+        shuffle: True visits samples in a new random order each epoch; False, or None (the
+            default), in their order. (A ``shmaug.Sequence``'s None follows Keras instead:
+            shuffled for ``fit``'s training data, in order for the rest.)
         drop_remainder: drop the last batch when it is smaller than ``batch_size``.
         start_method: "fork", "spawn", "forkserver", or None for the platform default.
         max_queue_size: batches prepared ahead of the consumer (ring slots in shared memory).
@@ -156,7 +158,7 @@ class Loader:
         *,
         workers: int | str | None = "auto",
         seed: int | None = None,
-        shuffle: bool = False,
+        shuffle: bool | None = None,
         drop_remainder: bool = False,
         start_method: str | None = None,
         max_queue_size: int = 8,

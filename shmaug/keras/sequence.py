@@ -83,6 +83,12 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         y: targets (array, or dict / list of arrays for multi-output models), or None.
         sample_weight: per-sample weights, or None.
         image_key: with a dict ``x``, the entry to augment (default: the only 3-D/4-D one).
+        shuffle: True shuffles the samples each epoch, False keeps their order; None (the
+            default) follows what Keras asks for when it first asks (before the workers
+            start): shuffled for ``fit``'s training data (``fit(shuffle=True)``, Keras'
+            default), in order for ``validation_data``, ``evaluate``, ``predict`` and
+            ``fit(shuffle=False)``; in order too when a loop by hand asks first. Each sample
+            is seen once per epoch either way, and a seed gives the same epochs.
         num_shards, shard_index: this host's part of every epoch (see ``shmaug.Loader``);
             ``len(seq)`` is then the batches of one shard.
         use_multiprocessing: Keras' argument, accepted for drop-in use (see above).
@@ -103,7 +109,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         *,
         workers: int | str | None = "auto",
         seed: int | None = None,
-        shuffle: bool = False,
+        shuffle: bool | None = None,
         drop_remainder: bool = False,
         start_method: str | None = None,
         max_queue_size: int = 8,
@@ -132,7 +138,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             augment=check.callable_or_none("augment", augment),
             workers=check.workers(workers),
             seed=check.seed(seed),
-            shuffle=check.boolean("shuffle", shuffle),
+            shuffle=check.shuffle(shuffle),
             drop_remainder=check.boolean("drop_remainder", drop_remainder),
             start_method=check.start_method(start_method),
             max_queue_size=check.max_queue_size(max_queue_size),
@@ -158,7 +164,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._refuse_lost_targets()
         self.batch_size: int = self._loader_args["batch_size"]
         self.seed: int = self._loader_args["seed"]
-        self.shuffle: bool = self._loader_args["shuffle"]
+        self._shuffle_given = shuffle is not None  # else it follows Keras: _follow_keras
+        self.shuffle: bool = bool(self._loader_args["shuffle"])
+        self._loader_args["shuffle"] = self.shuffle
         self._n = n  # invariant: samples in the dataset (all shards)
         self._seed_given = seed is not None  # an InputContext's shards need it too
         self._shard_given = num_shards is not None  # else an InputContext may set the shard
@@ -200,6 +208,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         index = check.batch_index(index, len(self))
         caller = _asking_loop(self)
         with self._lock:
+            self._follow_keras()
             loader = self._ensure_loader()
             passes = self._passes
             if passes.begins(caller) and _keras_is_building():  # JAX, torch: asked from the
@@ -231,6 +240,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         tf.data's threads ask: an override should call ``super().on_epoch_begin()``)."""
         building = _keras_is_building()
         with self._lock:
+            self._follow_keras()
             self._passes.building(building)
 
     def on_epoch_end(self) -> None:
@@ -319,6 +329,11 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 drop_remainder, shard count, seed or format version (naming the field).
         """
         batches = len(self)  # first: under a distribution it may take this process's shard
+        saved = state.get("fingerprint") if isinstance(state, dict) else None
+        if not self._shuffle_given and self._loader is None and isinstance(saved, dict) \
+                and isinstance(saved.get("shuffle"), bool):
+            with self._lock:  # shuffle=None: as the run saved (under fit, True)
+                self._set_shuffle(saved["shuffle"])
         expected = {**self._fingerprint, "seed": self.seed}
         epoch, cursor = check.resume_state(state, "shmaug.Sequence", self.STATE_VERSION,
                                            expected, batches)
@@ -489,7 +504,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             ("start_method", repr(describe.resolved_start_method(args["start_method"]))
              if count else "None"),
             ("seed", self.seed if self._seed_given else f"{self.seed} (drawn: seed=None)"),
-            ("shuffle", self.shuffle), ("drop_remainder", self._plan.drop_remainder),
+            ("shuffle", self.shuffle if self._shuffle_given else
+             f"None (follows Keras: {self.shuffle if self._loader is not None else 'not asked yet'})"),
+            ("drop_remainder", self._plan.drop_remainder),
             ("max_queue_size", args["max_queue_size"])]
         optional = [("sample_weight", self._side.get("sample_weight")),
                     ("image_key", self.image_key), ("timeout", args["timeout"]),
@@ -525,6 +542,21 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._loader = Loader(self.x, self._side, load=load, **args)
             _LIVE.add(self)
         return self._loader
+
+    def _follow_keras(self) -> None:
+        """``shuffle=None``: take the ``shuffle`` of the Keras adapter asking, until the
+        workers start (then the order is fixed). Called with the lock held."""
+        if self._shuffle_given or self._loader is not None:
+            return
+        adapter = _keras_adapter(self)
+        if adapter is not None:
+            self._set_shuffle(bool(getattr(adapter, "shuffle", False)))
+
+    def _set_shuffle(self, shuffle: bool) -> None:
+        """Shuffle or not, and the plan that follows (before the workers start)."""
+        if shuffle != self.shuffle:
+            self.shuffle = self._loader_args["shuffle"] = shuffle
+            self._set_shard(self.num_shards, self.shard_index, self._plan.drop_remainder)
 
     def _refuse_lost_targets(self) -> None:
         """An ``augment`` override sees only the image: the targets that the `augment`
@@ -603,6 +635,18 @@ def _asking_loop(seq: Sequence) -> Any:
     if frame is None or not frame.f_code.co_flags & _GENERATOR:
         return None
     return frame
+
+
+def _keras_adapter(seq: Sequence) -> Any:
+    """Keras' ``PyDatasetAdapter`` of ``seq`` up the stack (asking for a batch, probing the
+    signature, beginning an epoch), or None."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if owner is not seq and getattr(owner, "py_dataset", None) is seq:
+            return owner
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
 
 
 def _from_adapter(seq: Sequence) -> bool:
