@@ -29,7 +29,7 @@ import traceback
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import keras
 import numpy as np
@@ -40,7 +40,8 @@ from ..engine import _checks as check
 from ..engine import _inputs as inputs
 from . import _checks as facade_checks
 from ._passes import Key, Passes
-from ..errors import ArgumentError, ClosedError, ErrorRecord, rebuild, warn
+from ..errors import (
+    ArgumentError, ClosedError, ErrorRecord, NotInitializedError, rebuild, warn)
 from ..engine.loader import Loader
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,11 @@ _HELD = 2  # batches kept for a second ask: Keras' NUM_BATCHES_FOR_TENSOR_SPEC p
 # the first batches of a pass (which a build pass may have taken already: _passes rule 3)
 _GENERATOR = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
 _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
+_SET_UP = frozenset({  # what Sequence.__init__ sets: missing, a subclass skipped it
+    "image_key", "_loader_args", "x", "_side", "batch_size", "seed", "_shuffle_given",
+    "shuffle", "_n", "_seed_given", "_shard_given", "num_shards", "shard_index", "_plan",
+    "_passes", "_loader", "_closed", "_lock", "_held", "_requests", "_hits", "_previous",
+    "_out_of_order", "_warned"})
 
 
 class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
@@ -181,6 +187,19 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._previous = -1  # the last index a pass asked for (shuffle=False order check)
         self._out_of_order = 0  # requests that did not follow their predecessor
         self._warned = False
+
+    if not TYPE_CHECKING:  # (mypy would take every attribute for one this may answer)
+        def __getattr__(self, name: str) -> Any:
+            """Reached only for a missing attribute: one ``__init__`` sets means that a
+            subclass's ``__init__`` never called ours."""
+            if name in _SET_UP and "_loader_args" not in self.__dict__:
+                cls = type(self).__qualname__
+                raise NotInitializedError(
+                    f"{cls}.__init__ did not call super().__init__(...), so this "
+                    f"shmaug.Sequence was never set up (it has no `{name}`). Fix: call "
+                    f"super().__init__(x, y, batch_size=..., ...) in {cls}.__init__, before "
+                    f"the Sequence is used.")
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- hooks a subclass may override -------------------------------------------------------
 
