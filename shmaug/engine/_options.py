@@ -57,7 +57,7 @@ def resolve(x: Any, y: Any, batch_size: Any, augment: Any, *, workers: Any, seed
             value_range: Any, num_shards: Any, shard_index: Any) -> Options:
     """``Loader``'s arguments as ``Options``; raises the first problem with its fix."""
     shown_x = describe.brief(x)
-    if load is None and callable(getattr(x, "load", None)):
+    if load is None and inputs.is_source(x):
         load = x.load  # a sample source such as shmaug.ImageFiles: workers decode
         if y is None:
             y = getattr(x, "labels", None)  # as Keras' image_dataset_from_directory

@@ -153,7 +153,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             output_dtype=output_dtype,
             value_range=inputs.value_range(value_range),
         )
-        source = callable(getattr(images, "load", None))  # e.g. shmaug.ImageFiles
+        source = not self._overrides("load") and inputs.is_source(images)  # e.g. ImageFiles
         if source and y is None:
             y = getattr(images, "labels", None)  # as Keras' image_dataset_from_directory
         custom_load = self._overrides("load") or source
