@@ -42,6 +42,13 @@ def hang_on_marker(image, rng):
     return image
 
 
+def pause_on_marker(image, rng):
+    """Takes 3 s on the marked sample: far longer than the others, yet it ends."""
+    if image.flat[0] == MARKER:
+        time.sleep(3)
+    return image
+
+
 def die_on_marker(image, rng):
     if image.flat[0] == MARKER:
         os.kill(os.getpid(), signal.SIGKILL)

@@ -43,7 +43,7 @@ from ._store import (
     copied_bytes,
     mapped_file_handle,
 )
-from ._worker import SliceRunner, WorkerSpec
+from ._worker import SliceRunner, WorkerSpec, op_name
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +287,8 @@ class Loader:
         return WorkerPool(spec, self.workers, self.start_method, self.timeout,
                           store=self._store, generation=self._ring.generation_handle,
                           in_flight_per_worker=self.max_queue_size + 1,
-                          capacity=self._workers_asked)
+                          capacity=self._workers_asked,
+                          op=op_name(self.augment if self.augment is not None else load))
 
     def _marking(self, load: Any, n: int) -> Any:
         """``load`` made to mark the samples it stands in for (a source such as
