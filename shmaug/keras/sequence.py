@@ -25,6 +25,7 @@ import inspect
 import logging
 import sys
 import threading
+import time
 import traceback
 import weakref
 from collections import OrderedDict
@@ -50,11 +51,19 @@ _HELD = 2  # batches kept for a second ask: Keras' NUM_BATCHES_FOR_TENSOR_SPEC p
 # the first batches of a pass (which a build pass may have taken already: _passes rule 3)
 _GENERATOR = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
 _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
+# A started Sequence that nobody has asked for a batch for this long stops its workers and
+# frees its shared memory; the next ask starts them again, and the stream goes on unchanged
+# (a batch is a function of seed, epoch and index). What a framework keeps alive after
+# `fit` (Keras' tf.data adapter on TensorFlow: issue 30 §1) then holds no pool.
+_IDLE_STOP_S = 120.0
+_RUNNING: weakref.WeakSet[Sequence] = weakref.WeakSet()  # Sequences whose workers run
+_WATCH_LOCK = threading.Lock()
+_watcher: threading.Thread | None = None  # invariant: alive while _RUNNING is not empty
 _SET_UP = frozenset({  # what Sequence.__init__ sets: missing, a subclass skipped it
     "image_key", "_loader_args", "x", "_side", "batch_size", "seed", "_shuffle_given",
     "shuffle", "_n", "_seed_given", "_shard_given", "num_shards", "shard_index", "_plan",
     "_passes", "_loader", "_closed", "_lock", "_held", "_requests", "_hits", "_previous",
-    "_out_of_order", "_warned"})
+    "_out_of_order", "_warned", "_used", "_stopped"})
 
 
 class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
@@ -179,6 +188,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._set_shard(num_shards, shard_index, drop_remainder)
         self._follow_distribution()  # a multi-process Keras distribution set already
         self._loader: Loader | None = None  # started on first use, so subclass state is complete
+        self._stopped: Loader | None = None  # the last loader stopped when idle (its stats)
+        self._used = 0.0  # invariant: monotonic time of the latest ask for a batch
         self._closed = False  # set by close(); no loader starts after it
         self._lock = threading.Lock()  # Keras may call from a tf.data thread
         self._held: OrderedDict[Key, Any] = OrderedDict()  # batches likely asked again, LRU
@@ -370,10 +381,14 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     def stats(self) -> dict[str, Any]:
         """The loader's figures (see ``Loader.stats``) with this facade's ``hit_rate``:
         the share of ``__getitem__`` calls served from batches already prepared."""
-        stats = self.loader.stats()
+        with self._lock:  # a loader stopped when idle still has its figures: no restart
+            loader = self._loader if self._loader is not None else self._stopped
+        if loader is None:
+            loader = self.loader
+        stats = loader.stats()
         stats["hit_rate"] = self._hits / self._requests if self._requests else 0.0
         stats["requests"] = self._requests
-        stats["workers"] = self.loader.workers
+        stats["workers"] = loader.workers
         return stats
 
     def reset_stats(self) -> None:
@@ -479,6 +494,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         """
         self._closed = True
         self._passes.release()  # Keras' generators and adapters, held to know them again
+        _RUNNING.discard(self)
         loader = self._loader
         if loader is not None:
             loader.close()
@@ -493,7 +509,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         # What the workers get: the subclass state without the engine, the lock, the data
         # that already sits in shared memory, or the per-epoch bookkeeping.
         state = self.__dict__.copy()
-        for name in ("_loader", "_lock", "_held", "_passes", "_side", "_warned", "_closed"):
+        for name in ("_loader", "_lock", "_held", "_passes", "_side", "_warned", "_closed",
+                     "_stopped"):
             state.pop(name, None)
         if not self._overrides("load"):
             state["x"] = None
@@ -503,6 +520,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         # A worker's copy (or copy.copy / deepcopy): it runs the hooks but serves no batches.
         self.__dict__.update(state)
         self._loader, self._lock, self._held = None, threading.Lock(), OrderedDict()
+        self._stopped = None
         self._passes = Passes(len(self._plan), self.shuffle)
         self._side, self._warned = {}, False
         self._closed = True
@@ -534,8 +552,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         settings += [(k, describe.brief(v)) for k, v in optional if v is not None]
         if self.num_shards > 1:
             settings += [("num_shards", self.num_shards), ("shard_index", self.shard_index)]
-        state = "closed" if self._closed else "not started" if self._loader is None else \
-            "started"
+        state = "closed" if self._closed else "started" if self._loader is not None else \
+            f"stopped after {_IDLE_STOP_S:.0f} s idle" if self._stopped is not None else \
+            "not started"
         extra = f"; hooks overridden: {', '.join(hooks)}" if hooks else ""
         return describe.call_repr(name, settings) + f" ({len(self._plan)} batches, {state}{extra})"
 
@@ -545,6 +564,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         return getattr(type(self), hook) is not getattr(Sequence, hook)
 
     def _ensure_loader(self) -> Loader:
+        self._used = time.monotonic()
         if self._closed:
             raise ClosedError("This shmaug.Sequence is closed (or is a copy: the data and the "
                               "workers belong to the original). Fix: create a new one.")
@@ -560,7 +580,25 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             args = {**self._loader_args, "augment": augment}
             self._loader = Loader(self.x, self._side, load=load, **args)
             _LIVE.add(self)
+            _watch_idle(self)
         return self._loader
+
+    def _stop_if_idle(self, now: float) -> None:
+        """Stop the workers and free the shared memory if no batch was asked for in
+        ``_IDLE_STOP_S`` (never while one is being served: that holds the lock)."""
+        if now - self._used < _IDLE_STOP_S or not self._lock.acquire(blocking=False):
+            return
+        try:
+            loader = self._loader
+            if loader is None or now - self._used < _IDLE_STOP_S:
+                return
+            self._loader, self._stopped = None, loader
+            _RUNNING.discard(self)
+        finally:
+            self._lock.release()
+        loader.close()
+        log.info("shmaug.Sequence idle for %.0f s: its workers stopped and its shared memory "
+                 "freed (they start again on the next batch asked for)", _IDLE_STOP_S)
 
     def _follow_keras(self) -> None:
         """``shuffle=None``: take the ``shuffle`` of the Keras adapter asking, until the
@@ -607,6 +645,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._previous = index
 
     def _assemble(self, xb: np.ndarray, side: dict[str, Any], key: Key) -> Any:
+        self._used = time.monotonic()  # (the batch may have taken long to come)
         inputs: Any = xb
         if side["inputs"] is not None:
             inputs = {self.image_key: xb, **side["inputs"]}
@@ -625,6 +664,32 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         if side["sample_weight"] is not None:
             return inputs, _as_tuples(y), _as_tuples(side["sample_weight"])
         return inputs, _as_tuples(y)
+
+
+def _watch_idle(seq: Sequence) -> None:
+    """Have ``seq``'s workers stopped once idle (one daemon thread for all Sequences, alive
+    while any runs workers)."""
+    global _watcher
+    with _WATCH_LOCK:
+        _RUNNING.add(seq)
+        if _watcher is None:
+            _watcher = threading.Thread(target=_stop_idle, name="shmaug-idle-stop", daemon=True)
+            _watcher.start()
+
+
+def _stop_idle() -> None:
+    global _watcher
+    while True:
+        time.sleep(min(_IDLE_STOP_S / 4, 5.0))
+        with _WATCH_LOCK:
+            running = list(_RUNNING)
+            if not running:
+                _watcher = None
+                return
+        now = time.monotonic()
+        for seq in running:
+            seq._stop_if_idle(now)
+        del running, seq
 
 
 _BUILDERS = {"_symbolic_build", "_maybe_symbolic_build"}  # Keras 3's trainers, every backend
