@@ -42,6 +42,11 @@ def hang_on_marker(image, rng):
     return image
 
 
+def plus_environ(image, rng):
+    """The image plus the worker's SHMAUG_TEST_ADD (0 when unset)."""
+    return image + np.uint8(os.environ.get("SHMAUG_TEST_ADD", "0"))
+
+
 def pause_on_marker(image, rng):
     """Takes 3 s on the marked sample: far longer than the others, yet it ends."""
     if image.flat[0] == MARKER:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import multiprocessing
+import os
 import random
 import time
 from collections import deque
@@ -165,9 +166,12 @@ class WorkerPool:
         self.status[base + READY], self.status[base + TICKET] = 0.0, IDLE
         task_r, task_w = self._ctx.Pipe(duplex=False)
         result_r, result_w = self._ctx.Pipe(duplex=False)
+        spec = self._spec  # a forkserver's child would get the server's older environment:
+        if self._ctx.get_start_method() == "forkserver":  # give it ours, as fork and spawn do
+            spec = dataclasses.replace(spec, environ=dict(os.environ))
         process = self._ctx.Process(
             target=worker_main,
-            args=(self._spec, wid, task_r, result_w, self._status_handle, self._generation),
+            args=(spec, wid, task_r, result_w, self._status_handle, self._generation),
             name=f"shmaug-worker-{wid}",
             daemon=True,
         )
