@@ -83,6 +83,7 @@ for run in range(5):  # the notebook cell, run again and again
 """
 
 
+@pytest.mark.slow  # five fit/evaluate/predict rounds in a fresh interpreter
 def test_rerunning_a_fit_cell_keeps_processes_and_segments_flat():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
     proc = subprocess.run([sys.executable, "-c", CELL], cwd=ROOT, env=env,

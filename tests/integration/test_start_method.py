@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("keras")
 
-pytestmark = [pytest.mark.keras, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.keras, pytest.mark.slow, pytest.mark.timeout(180)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
