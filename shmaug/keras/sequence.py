@@ -56,6 +56,9 @@ _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
 # (a batch is a function of seed, epoch and index). What a framework keeps alive after
 # `fit` (Keras' tf.data adapter on TensorFlow: issue 30 §1) then holds no pool.
 _IDLE_STOP_S = 120.0
+# ... and when another Sequence starts its workers, one idle this long already (a notebook
+# cell run again makes a new Sequence: the old one's copy of the data must not wait 2 min)
+_IDLE_AT_START_S = 10.0
 _RUNNING: weakref.WeakSet[Sequence] = weakref.WeakSet()  # Sequences whose workers run
 _WATCH_LOCK = threading.Lock()
 _watcher: threading.Thread | None = None  # invariant: alive while _RUNNING is not empty
@@ -553,7 +556,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         if self.num_shards > 1:
             settings += [("num_shards", self.num_shards), ("shard_index", self.shard_index)]
         state = "closed" if self._closed else "started" if self._loader is not None else \
-            f"stopped after {_IDLE_STOP_S:.0f} s idle" if self._stopped is not None else \
+            "stopped while idle" if self._stopped is not None else \
             "not started"
         extra = f"; hooks overridden: {', '.join(hooks)}" if hooks else ""
         return describe.call_repr(name, settings) + f" ({len(self._plan)} batches, {state}{extra})"
@@ -578,19 +581,24 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             else:
                 augment = self._loader_args["augment"]
             args = {**self._loader_args, "augment": augment}
+            now = time.monotonic()
+            for other in list(_RUNNING):  # the cell run again: free the old one first
+                other._stop_if_idle(now, _IDLE_AT_START_S)
             self._loader = Loader(self.x, self._side, load=load, **args)
             _LIVE.add(self)
             _watch_idle(self)
         return self._loader
 
-    def _stop_if_idle(self, now: float) -> None:
+    def _stop_if_idle(self, now: float, after_s: float | None = None) -> None:
         """Stop the workers and free the shared memory if no batch was asked for in
-        ``_IDLE_STOP_S`` (never while one is being served: that holds the lock)."""
-        if now - self._used < _IDLE_STOP_S or not self._lock.acquire(blocking=False):
+        ``after_s`` (default ``_IDLE_STOP_S``; never while one is being served: that holds
+        the lock)."""
+        after_s = _IDLE_STOP_S if after_s is None else after_s
+        if now - self._used < after_s or not self._lock.acquire(blocking=False):
             return
         try:
             loader = self._loader
-            if loader is None or now - self._used < _IDLE_STOP_S:
+            if loader is None or now - self._used < after_s:
                 return
             self._loader, self._stopped = None, loader
             _RUNNING.discard(self)
@@ -598,7 +606,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._lock.release()
         loader.close()
         log.info("shmaug.Sequence idle for %.0f s: its workers stopped and its shared memory "
-                 "freed (they start again on the next batch asked for)", _IDLE_STOP_S)
+                 "freed (they start again on the next batch asked for)", now - self._used)
 
     def _follow_keras(self) -> None:
         """``shuffle=None``: take the ``shuffle`` of the Keras adapter asking, until the

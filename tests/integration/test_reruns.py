@@ -42,7 +42,7 @@ def test_an_idle_sequence_frees_everything_and_goes_on_with_the_same_stream(monk
         while (seq._loader is not None or segments & shmaug_segments(os.getpid())) and \
                 time.monotonic() < deadline:  # (it closes the loader once it let go of it)
             time.sleep(0.05)
-        assert seq._loader is None and "stopped after" in repr(seq)
+        assert seq._loader is None and "stopped while idle" in repr(seq)
         assert not segments & shmaug_segments(os.getpid())
         assert seq.stats()["batches"] == len(seq) and seq._loader is None  # no restart
         second = [rows(b) for b in seq]  # started again
@@ -53,6 +53,25 @@ def test_an_idle_sequence_frees_everything_and_goes_on_with_the_same_stream(monk
     finally:
         plan.close()
     assert pids and all(not os.path.exists(f"/proc/{p}") for p in pids)
+
+
+def test_a_sequence_starting_frees_one_idle_for_a_while_at_once(monkeypatch):
+    """A cell run again makes a new Sequence: the old one, idle since, is stopped then, not
+    two minutes later."""
+    monkeypatch.setattr(facade, "_IDLE_AT_START_S", 0.3)
+    x, y = _fit.data()
+    args = dict(batch_size=_fit.BATCH, workers=1, seed=0, augment=_fit.mark)
+    with shmaug.Sequence(x, y, **args) as old, shmaug.Sequence(x, y, **args) as new:
+        old[0]
+        segments = set(old.loader._store.names)
+        new[0]  # within 0.3 s: the old one is kept
+        assert old._loader is not None
+        time.sleep(0.5)
+        with shmaug.Sequence(x, y, **args) as newer:
+            newer[0]
+            assert old._loader is None and new._loader is None
+            assert not segments & shmaug_segments(os.getpid())
+            assert newer._loader is not None
 
 
 CELL = """
