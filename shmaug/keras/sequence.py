@@ -395,7 +395,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         return stats
 
     def reset_stats(self) -> None:
-        self.loader.reset_stats()
+        if self._loader is not None or self._stopped is None:  # (stopped while idle: no
+            self.loader.reset_stats()  # restart for this; the next start begins at zero)
         self._requests = self._hits = 0
 
     def to_tf_dataset(self, input_context: Any = None) -> Any:

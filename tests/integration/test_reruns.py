@@ -45,6 +45,8 @@ def test_an_idle_sequence_frees_everything_and_goes_on_with_the_same_stream(monk
         assert seq._loader is None and "stopped while idle" in repr(seq)
         assert not segments & shmaug_segments(os.getpid())
         assert seq.stats()["batches"] == len(seq) and seq._loader is None  # no restart
+        seq.reset_stats()  # (StallMonitor's, at an epoch's start)
+        assert seq._loader is None
         second = [rows(b) for b in seq]  # started again
     plan = _fit.Plan(x, seed=3, shuffle=True)
     try:
