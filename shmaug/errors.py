@@ -14,6 +14,7 @@ working for code that does not know shmaug)::
     ├── UnknownOpError       (LookupError)   no op registered under that name
     ├── DuplicateOpError     (ValueError)    an op name is taken
     ├── ClosedError          (RuntimeError)  the loader was used after close()
+    ├── NotInitializedError  (AttributeError) a Sequence subclass skipped super().__init__()
     ├── DistributionError    (RuntimeError)  a Keras distribution set up to train wrong
     ├── WorkerError          (RuntimeError)  a worker raised; carries its traceback
     │   └── WorkerDied                       a worker vanished (exit code inside)
@@ -118,6 +119,11 @@ class DuplicateOpError(ShmaugError, ValueError):
 
 class ClosedError(ShmaugError, RuntimeError):
     """The loader (or its pool) was used after ``close()``."""
+
+
+class NotInitializedError(ShmaugError, AttributeError):
+    """A ``Sequence`` subclass's ``__init__`` did not call ``super().__init__(...)``; an
+    ``AttributeError`` too, so ``hasattr`` keeps working."""
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep

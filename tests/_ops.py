@@ -42,6 +42,18 @@ def hang_on_marker(image, rng):
     return image
 
 
+def plus_environ(image, rng):
+    """The image plus the worker's SHMAUG_TEST_ADD (0 when unset)."""
+    return image + np.uint8(os.environ.get("SHMAUG_TEST_ADD", "0"))
+
+
+def pause_on_marker(image, rng):
+    """Takes 3 s on the marked sample: far longer than the others, yet it ends."""
+    if image.flat[0] == MARKER:
+        time.sleep(3)
+    return image
+
+
 def die_on_marker(image, rng):
     if image.flat[0] == MARKER:
         os.kill(os.getpid(), signal.SIGKILL)

@@ -30,6 +30,12 @@ def boolean(name: str, value: Any) -> bool:
     return bool(value)
 
 
+def shuffle(value: Any) -> bool | None:
+    """``shuffle``: True, False, or None (a ``Loader``'s False; a ``Sequence`` follows what
+    Keras asks for: see ``Sequence``)."""
+    return None if value is None else boolean("shuffle", value)
+
+
 def positive_int(name: str, value: Any) -> int:
     if not _is_int(value) or value <= 0:
         raise ArgumentError(

@@ -3,13 +3,12 @@ they resolved to. Reads arguments; checks nothing (that is ``_checks``' and ``_i
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from typing import Any
 
 import numpy as np
 
-from . import _platform
+from ._launch import default_start_method
 
 
 def brief(value: Any) -> str:
@@ -39,9 +38,6 @@ def call_repr(name: str, settings: list[tuple[str, Any]]) -> str:
 
 def resolved_start_method(value: str | None) -> str:
     """The start method a pool given ``value`` uses (as ``WorkerPool`` picks its context):
-    the one given, else the one set with ``multiprocessing.set_start_method``, else the
-    platform's default. Asking does not fix the default context (``get_start_method()``
-    without ``allow_none`` would)."""
-    return (value or _platform.DEFAULT_START_METHOD
-            or multiprocessing.get_start_method(allow_none=True)
-            or multiprocessing.get_all_start_methods()[0])
+    the one given, else ``_launch.default_start_method``'s (for a payload that needs no
+    ``__main__``). Asking does not fix the default context."""
+    return value or default_start_method(needs_main=False)

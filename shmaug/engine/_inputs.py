@@ -17,6 +17,31 @@ from ..ops._params import value_range as checked_range
 from ..ops.core import children
 
 
+def is_source(x: Any) -> bool:
+    """Whether ``x`` is a sample source: an object with a ``load(index)`` method of its own
+    (``shmaug.ImageFiles``, ``ImageRecords``, or the user's), which the workers call for
+    sample i. A tf.data dataset is refused (it has a ``load`` too, a static one that reads a
+    saved dataset from a path), as is any other ``load`` that is no method of ``x``."""
+    if any(c.__module__.startswith("tensorflow.python.data") for c in type(x).__mro__):
+        raise ArgumentTypeError(
+            f"`x` is a tf.data dataset ({type(x).__name__}), which shmaug cannot use: its "
+            f"workers read sample i by position, and a dataset is a stream. Fix: pass its "
+            f"images as an array, e.g. `x = np.stack([im for im, _ in "
+            f"ds.unbatch().as_numpy_iterator()])` (and `y` likewise); for image files pass "
+            f"`shmaug.ImageFiles(directory)`, for TFRecord / TFDS shards "
+            f"`shmaug.ImageRecords(...)`.")
+    load = getattr(x, "load", None)
+    if not callable(load):
+        return False
+    if getattr(load, "__self__", None) is not x:
+        raise ArgumentTypeError(
+            f"`x` ({got(x)}) has a `load` attribute that is no method of it ({got(load)}), so "
+            f"shmaug cannot take it as a sample source (an object whose `load(index)` method "
+            f"gives sample index). Fix: pass the images as an array, give the class a "
+            f"`load(self, index)` method, or pass `load=fn` (with `x` anything sized).")
+    return True
+
+
 def image_array(x: Any) -> np.ndarray:
     """``x`` as the images workers read: an array (N, H, W[, C]) of numbers.
 

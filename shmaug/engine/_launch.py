@@ -7,13 +7,47 @@ all. Kept apart from the pool, which only decides *when* a worker starts.
 from __future__ import annotations
 
 import gc
+import multiprocessing
+import os
 import signal
 import sys
 from contextlib import contextmanager
+from multiprocessing import forkserver as mp_forkserver
 from multiprocessing import spawn as mp_spawn
 from typing import Any, Iterator
 
 from . import _platform
+
+
+# What a forkserver imports once, so that a worker forked from it starts warm (else each
+# imports numpy, OpenCV and shmaug again: seconds).
+_PRELOAD = ("shmaug.engine._worker", "shmaug.ops")
+# Runtimes that start threads of their own: fork after they ran can deadlock the child (a lock
+# a thread held is never released there), and JAX warns on every fork once it has started.
+_THREADED = ("jax", "tensorflow", "torch")
+
+
+def default_start_method(needs_main: bool) -> str:
+    """``start_method=None``: the method set with ``multiprocessing.set_start_method``; else
+    Python's default where it is not fork (Windows and macOS spawn, Linux from 3.14
+    forkserver); else fork while no threaded runtime is imported (the fastest start, and ops
+    defined in a notebook work), forkserver once one is (what Python 3.14 made the default).
+    A payload that refers to a ``__main__`` no fresh process can import (a notebook, ``python
+    -c``) can only run forked, so it keeps fork.
+
+    ``needs_main``: the payload refers to ``__main__``.
+    """
+    chosen = _platform.DEFAULT_START_METHOD or multiprocessing.get_start_method(allow_none=True)
+    if chosen:
+        return chosen
+    methods = multiprocessing.get_all_start_methods()
+    if methods[0] != "fork" or "forkserver" not in methods:
+        return methods[0]
+    if not any(name in sys.modules for name in _THREADED):
+        return "fork"
+    if needs_main and not os.path.isfile(getattr(sys.modules["__main__"], "__file__", "") or ""):
+        return "fork"
+    return "forkserver"
 
 
 def start_worker(process: Any, start_method: str, *, needs_main: bool) -> None:
@@ -22,19 +56,30 @@ def start_worker(process: Any, start_method: str, *, needs_main: bool) -> None:
     ``needs_main``: the payload refers to ``__main__`` (a spawned worker must re-import it).
     """
     forking = start_method == "fork"
-    skip_main = start_method == "spawn" and not needs_main
+    skip_main = start_method in ("spawn", "forkserver") and not needs_main
+    if start_method == "forkserver":
+        _preload_in_forkserver()
     with _main_module_skipped(skip_main), _cv2_single_threaded(forking), \
             _gc_frozen(forking), _sigint_blocked():
         process.start()
 
 
+def _preload_in_forkserver() -> None:
+    """Add shmaug's worker modules to what the forkserver imports when it starts (Python
+    starts one per process, on first use; the user's own preloads stay)."""
+    modules = getattr(mp_forkserver._forkserver, "_preload_modules", None)
+    if isinstance(modules, list) and not set(_PRELOAD) <= set(modules):
+        mp_forkserver.set_forkserver_preload([*modules, *(m for m in _PRELOAD if m not in modules)])
+
+
 @contextmanager
 def _main_module_skipped(skip: bool) -> Iterator[None]:
-    """Start spawn workers without re-running the user's ``__main__``.
+    """Start spawn and forkserver workers without re-running the user's ``__main__``.
 
-    Spawn re-imports the main script in every worker so that objects defined there unpickle.
-    When the payload does not refer to ``__main__`` that import is pure cost: a script that
-    imported TensorFlow would make each worker import it too (seconds, and ~300 MB each).
+    Spawn re-imports the main script in every worker (forkserver in its server) so that
+    objects defined there unpickle. When the payload does not refer to ``__main__`` that
+    import is pure cost: a script that imported TensorFlow would make each worker import it
+    too (seconds, and ~300 MB each).
     """
     if not skip:
         yield

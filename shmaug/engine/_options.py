@@ -61,7 +61,7 @@ def resolve(x: Any, y: Any, batch_size: Any, augment: Any, *, workers: Any, seed
             samples_per_epoch: Any = None) -> Options:
     """``Loader``'s arguments as ``Options``; raises the first problem with its fix."""
     shown_x = describe.brief(x)
-    if load is None and callable(getattr(x, "load", None)):
+    if load is None and inputs.is_source(x):
         load = x.load  # a sample source such as shmaug.ImageFiles: workers decode
         if y is None:
             y = getattr(x, "labels", None)  # as Keras' image_dataset_from_directory
@@ -73,7 +73,7 @@ def resolve(x: Any, y: Any, batch_size: Any, augment: Any, *, workers: Any, seed
     auto = asked == check.AUTO
     seed_drawn = seed is None
     seed = check.seed(seed)
-    shuffle = check.boolean("shuffle", shuffle)
+    shuffle = bool(check.shuffle(shuffle))  # None: in order (only a Sequence follows Keras)
     weights = sampling.weights(sampling_weights, y, n)
     samples = sampling.samples_per_epoch(samples_per_epoch, n, weights is not None)
     shuffle = shuffle or weights is not None

@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import multiprocessing
+import os
 import random
 import time
 from collections import deque
@@ -47,11 +48,11 @@ from typing import Any
 import numpy as np
 
 from . import _platform
-from ._launch import start_worker
+from ._launch import default_start_method, start_worker
 from ._retiring import Retiring
 from ._worker import (
-    BUSY_S, CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TICKET, SliceRunner, WorkerSpec,
-    Waiter, decode_result, ring_message, worker_main,
+    BUSY_S, CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TASKS_DONE, TICKET, SliceRunner,
+    WorkerSpec, Waiter, decode_result, ring_message, worker_main,
 )
 from ..errors import ClosedError, WorkerDied, WorkerTimeout, rebuild
 from ._schedule import Task
@@ -62,6 +63,10 @@ log = logging.getLogger(__name__)
 
 _JOIN_TIMEOUT_S = 2.0  # how long close() lets a worker finish before terminating it
 _KILL_TIMEOUT_S = 1.0  # how long after terminate() before kill()
+# With no `timeout`, a task that has run this long, and this many times the average task, is
+# logged once (a hung op), and left running.
+_STALL_MIN_S = 60.0
+_STALL_FACTOR = 50.0
 _MAX_DEATHS_PER_TASK = 3  # a task that kills this many workers is reported, not retried
 # A replacement that dies before it is ready (killed from outside while it starts, say) is
 # started again this many times in a row; only then is the pool broken, as when a first
@@ -100,13 +105,16 @@ class WorkerPool:
         generation: ArrayHandle,
         in_flight_per_worker: int,
         capacity: int | None = None,
+        op: str = "the op",
     ) -> None:
-        self._ctx: Any = multiprocessing.get_context(start_method or
-                                                    _platform.DEFAULT_START_METHOD)
         # Spawned workers need the user's __main__ only if the payload refers to it.
         self._needs_main = b"__main__" in spec.payload
+        self._ctx: Any = multiprocessing.get_context(
+            start_method or default_start_method(self._needs_main))
         self._spec = spec
         self._timeout = timeout
+        self._op = op  # what a task runs, as a stall warning names it
+        self._stall_told = False  # invariant: the stall warning was logged (once per pool)
         self._generation = generation  # the ring's per-slot generations, shared with workers
         # Deep enough that a worker never idles while the consumer is busy elsewhere:
         # cancelled work is cheap to skip (see OutputRing.generation).
@@ -158,9 +166,12 @@ class WorkerPool:
         self.status[base + READY], self.status[base + TICKET] = 0.0, IDLE
         task_r, task_w = self._ctx.Pipe(duplex=False)
         result_r, result_w = self._ctx.Pipe(duplex=False)
+        spec = self._spec  # a forkserver's child would get the server's older environment:
+        if self._ctx.get_start_method() == "forkserver":  # give it ours, as fork and spawn do
+            spec = dataclasses.replace(spec, environ=dict(os.environ))
         process = self._ctx.Process(
             target=worker_main,
-            args=(self._spec, wid, task_r, result_w, self._status_handle, self._generation),
+            args=(spec, wid, task_r, result_w, self._status_handle, self._generation),
             name=f"shmaug-worker-{wid}",
             daemon=True,
         )
@@ -354,6 +365,7 @@ class WorkerPool:
         count.
         """
         if self._timeout is None:
+            self._check_stalls()
             return []
         now = time.monotonic()
         out: list[Result] = []
@@ -374,6 +386,31 @@ class WorkerPool:
             out += self._replace(wid, w, crashed=False)
             out.append(("timeout", task.ticket, wid, index))
         return out
+
+    def _check_stalls(self) -> None:
+        """With no ``timeout``: log once when a task has run far longer than tasks take (a
+        hung op would otherwise hang the run in silence). The task goes on running."""
+        if self._stall_told:
+            return
+        done = float(self.status[TASKS_DONE::STATUS_FIELDS].sum())
+        usual = self.busy_s() / done if done else 0.0
+        limit = max(_STALL_MIN_S, _STALL_FACTOR * usual)
+        now = time.monotonic()
+        for wid, w in enumerate(self._workers):
+            base = wid * STATUS_FIELDS
+            if w is None or self.status[base + TICKET] == IDLE:
+                continue
+            ran = now - self.status[base + STARTED]
+            if ran > limit:
+                self._stall_told = True
+                log.warning(
+                    "shmaug worker %d (pid %s) has been running %s on sample index %d for "
+                    "%.0f s, while a task takes %.3f s on average; it is left running. If "
+                    "the op hangs on that sample, try it with workers=0; pass `timeout=` "
+                    "seconds to have a task that runs longer raise WorkerTimeout (its "
+                    "worker is replaced).", wid, w.process.pid, self._op,
+                    self._current_index(wid), ran, usual)
+                return
 
     # -- resizing (NOTE [resizing]) ----------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """Shared memory that outlives no one: named blocks, their picklable handles, and attaching.
 
 ``SharedStore`` (main process) creates blocks and is their only owner: it keeps them
-registered with the resource tracker (so even a SIGKILLed main process gets them unlinked) and
-unlinks them in ``close()``; blocks whose owner died together with its tracker are swept by
+registered with shmaug's own resource tracker (``_tracker``: even a SIGKILLed main process
+gets them unlinked, with no "leaked" report) and unlinks them in ``close()``; blocks whose owner died together with its tracker are swept by
 the next store (``_leftovers``). Workers ``attach()`` by ``ArrayHandle`` and never copy, never
 unlink and never register (see ``_attach_untracked``).
 
@@ -17,15 +17,14 @@ import mmap
 import os
 import secrets
 import sys
-import threading
 import weakref
 from dataclasses import dataclass
-from multiprocessing import resource_tracker, shared_memory
+from multiprocessing import shared_memory
 from typing import Any, Callable
 
 import numpy as np
 
-from . import _leftovers, _platform
+from . import _leftovers, _platform, _tracker
 from ..errors import SharedMemoryError
 
 log = logging.getLogger(__name__)
@@ -154,9 +153,6 @@ def copied_bytes(x: np.ndarray | None, targets: dict[str, np.ndarray],
     return need
 
 
-_ATTACH_LOCK = threading.Lock()
-
-
 def _attach_untracked(name: str) -> shared_memory.SharedMemory:
     """Attach to an existing block without registering it with the resource tracker.
 
@@ -167,13 +163,8 @@ def _attach_untracked(name: str) -> shared_memory.SharedMemory:
     """
     if sys.version_info >= (3, 13):
         return shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]
-    with _ATTACH_LOCK:
-        register = resource_tracker.register
-        resource_tracker.register = lambda *args, **kwargs: None
-        try:
-            return shared_memory.SharedMemory(name=name)
-        finally:
-            resource_tracker.register = register
+    with _tracker.python_tracker_skipped():
+        return shared_memory.SharedMemory(name=name)
 
 
 def attach(handle: ArrayHandle) -> tuple[np.ndarray, Callable[[], None]]:
@@ -220,9 +211,11 @@ def _release(segments: list[shared_memory.SharedMemory], locks: list[int]) -> No
         shm = segments.pop()
         _close_quietly(shm)
         try:
-            shm.unlink()
+            with _tracker.python_tracker_skipped():
+                shm.unlink()
         except FileNotFoundError:
             pass
+        _tracker.untrack(shm._name)  # type: ignore[attr-defined]
     while locks:
         os.close(locks.pop())
 
@@ -256,13 +249,15 @@ class SharedStore:
         check_capacity(nbytes, what)
         name = segment_name()
         try:
-            shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))
+            with _tracker.python_tracker_skipped():  # ours tracks it, quietly (_tracker)
+                shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))
         except OSError as exc:
             where = _platform.SHM_DIR or "memory (on Windows, the paging file)"
             raise SharedMemoryError(
                 f"Could not create a shared-memory block of {nbytes:,} bytes for {what}: "
                 f"{exc}. Fix: free or enlarge {where}, or lower `max_queue_size`."
             ) from exc
+        _tracker.track(shm._name)  # type: ignore[attr-defined]
         self._segments.append(shm)
         lock = _leftovers.hold(name)
         if lock is not None:

@@ -81,6 +81,9 @@ class WorkerSpec:
     target_inputs: dict[str, ArrayHandle] = field(default_factory=dict)
     # cumulative sampling weights (then `n` is samples per epoch); None: every sample once
     weights: ArrayHandle | None = None
+    # forkserver: the parent's environment as the worker starts (a worker forked from the
+    # server would otherwise see the server's, from when it started); None: inherited
+    environ: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -453,6 +456,9 @@ def worker_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     if _platform.HAS_SIGMASK:  # the parent blocked it around our start
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if spec.environ is not None:  # before anything below reads it
+        os.environ.clear()
+        os.environ.update(spec.environ)
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
     _limit_threads()
     _tune_malloc()

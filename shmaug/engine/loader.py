@@ -44,7 +44,7 @@ from ._store import (
     copied_bytes,
     mapped_file_handle,
 )
-from ._worker import SliceRunner, WorkerSpec
+from ._worker import SliceRunner, WorkerSpec, op_name
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +104,14 @@ class Loader:
             many, fixed; 0 runs everything in this process (for debugging). The batches are
             identical for any of these.
         seed: makes every epoch reproducible; None draws one (see ``loader.seed``).
-        shuffle: visit samples in a new random order each epoch.
+        shuffle: True visits samples in a new random order each epoch; False, or None (the
+            default), in their order. (A ``shmaug.Sequence``'s None follows Keras instead:
+            shuffled for ``fit``'s training data, in order for the rest.)
         drop_remainder: drop the last batch when it is smaller than ``batch_size``.
-        start_method: "fork", "spawn", "forkserver", or None for the platform default.
+        start_method: "fork", "spawn", "forkserver", or None: the method set with
+            ``multiprocessing.set_start_method``, else the platform's if it is not fork, else
+            fork while no JAX, TensorFlow or torch is imported and forkserver once one is
+            (fork after their threads start can deadlock; see docs/faults.md).
         max_queue_size: batches prepared ahead of the consumer (ring slots in shared memory).
         timeout: seconds one task (a batch, or a worker's share of one) may run before
             ``WorkerTimeout``; None waits forever.
@@ -168,7 +173,7 @@ class Loader:
         *,
         workers: int | str | None = "auto",
         seed: int | None = None,
-        shuffle: bool = False,
+        shuffle: bool | None = None,
         drop_remainder: bool = False,
         start_method: str | None = None,
         max_queue_size: int = 8,
@@ -306,7 +311,8 @@ class Loader:
         return WorkerPool(spec, self.workers, self.start_method, self.timeout,
                           store=self._store, generation=self._ring.generation_handle,
                           in_flight_per_worker=self.max_queue_size + 1,
-                          capacity=self._workers_asked)
+                          capacity=self._workers_asked,
+                          op=op_name(self.augment if self.augment is not None else load))
 
     def _marking(self, load: Any, n: int) -> Any:
         """``load`` made to mark the samples it stands in for (a source such as

@@ -25,11 +25,12 @@ import inspect
 import logging
 import sys
 import threading
+import time
 import traceback
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import keras
 import numpy as np
@@ -41,7 +42,8 @@ from ..engine import _inputs as inputs
 from ..engine import _sampling as sampling
 from . import _checks as facade_checks
 from ._passes import Key, Passes
-from ..errors import ArgumentError, ClosedError, ErrorRecord, rebuild, warn
+from ..errors import (
+    ArgumentError, ClosedError, ErrorRecord, NotInitializedError, rebuild, warn)
 from ..engine.loader import Loader
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,22 @@ _HELD = 2  # batches kept for a second ask: Keras' NUM_BATCHES_FOR_TENSOR_SPEC p
 # the first batches of a pass (which a build pass may have taken already: _passes rule 3)
 _GENERATOR = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
 _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
+# A started Sequence that nobody has asked for a batch for this long stops its workers and
+# frees its shared memory; the next ask starts them again, and the stream goes on unchanged
+# (a batch is a function of seed, epoch and index). What a framework keeps alive after
+# `fit` (Keras' tf.data adapter on TensorFlow: issue 30 §1) then holds no pool.
+_IDLE_STOP_S = 120.0
+# ... and when another Sequence starts its workers, one idle this long already (a notebook
+# cell run again makes a new Sequence: the old one's copy of the data must not wait 2 min)
+_IDLE_AT_START_S = 10.0
+_RUNNING: weakref.WeakSet[Sequence] = weakref.WeakSet()  # Sequences whose workers run
+_WATCH_LOCK = threading.Lock()
+_watcher: threading.Thread | None = None  # invariant: alive while _RUNNING is not empty
+_SET_UP = frozenset({  # what Sequence.__init__ sets: missing, a subclass skipped it
+    "image_key", "_loader_args", "x", "_side", "batch_size", "seed", "_shuffle_given",
+    "shuffle", "_n", "_seed_given", "_shard_given", "num_shards", "shard_index", "_plan",
+    "_passes", "_loader", "_closed", "_lock", "_held", "_requests", "_hits", "_previous",
+    "_out_of_order", "_warned", "_used", "_stopped"})
 
 
 class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
@@ -84,6 +102,12 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         y: targets (array, or dict / list of arrays for multi-output models), or None.
         sample_weight: per-sample weights, or None.
         image_key: with a dict ``x``, the entry to augment (default: the only 3-D/4-D one).
+        shuffle: True shuffles the samples each epoch, False keeps their order; None (the
+            default) follows what Keras asks for when it first asks (before the workers
+            start): shuffled for ``fit``'s training data (``fit(shuffle=True)``, Keras'
+            default), in order for ``validation_data``, ``evaluate``, ``predict`` and
+            ``fit(shuffle=False)``; in order too when a loop by hand asks first. Each sample
+            is seen once per epoch either way, and a seed gives the same epochs.
         num_shards, shard_index: this host's part of every epoch (see ``shmaug.Loader``);
             ``len(seq)`` is then the batches of one shard.
         sampling_weights, samples_per_epoch: draw each epoch with replacement by weight (see
@@ -108,7 +132,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         *,
         workers: int | str | None = "auto",
         seed: int | None = None,
-        shuffle: bool = False,
+        shuffle: bool | None = None,
         drop_remainder: bool = False,
         start_method: str | None = None,
         max_queue_size: int = 8,
@@ -139,7 +163,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             augment=check.callable_or_none("augment", augment),
             workers=check.workers(workers),
             seed=check.seed(seed),
-            shuffle=check.boolean("shuffle", shuffle),
+            shuffle=check.shuffle(shuffle),
             drop_remainder=check.boolean("drop_remainder", drop_remainder),
             start_method=check.start_method(start_method),
             max_queue_size=check.max_queue_size(max_queue_size),
@@ -148,7 +172,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             output_dtype=output_dtype,
             value_range=inputs.value_range(value_range),
         )
-        source = callable(getattr(images, "load", None))  # e.g. shmaug.ImageFiles
+        source = not self._overrides("load") and inputs.is_source(images)  # e.g. ImageFiles
         if source and y is None:
             y = getattr(images, "labels", None)  # as Keras' image_dataset_from_directory
         custom_load = self._overrides("load") or source
@@ -171,13 +195,18 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             self._refuse_lost_targets()
         self.batch_size: int = self._loader_args["batch_size"]
         self.seed: int = self._loader_args["seed"]
-        self.shuffle: bool = self._loader_args["shuffle"]
+        # else it follows Keras (_follow_keras); a weighted draw is shuffled whatever asks
+        self._shuffle_given = shuffle is not None or weights is not None
+        self.shuffle: bool = bool(self._loader_args["shuffle"])
+        self._loader_args["shuffle"] = self.shuffle
         self._n = n  # invariant: samples in the dataset (all shards)
         self._seed_given = seed is not None  # an InputContext's shards need it too
         self._shard_given = num_shards is not None  # else an InputContext may set the shard
         self._set_shard(num_shards, shard_index, drop_remainder)
         self._follow_distribution()  # a multi-process Keras distribution set already
         self._loader: Loader | None = None  # started on first use, so subclass state is complete
+        self._stopped: Loader | None = None  # the last loader stopped when idle (its stats)
+        self._used = 0.0  # invariant: monotonic time of the latest ask for a batch
         self._closed = False  # set by close(); no loader starts after it
         self._lock = threading.Lock()  # Keras may call from a tf.data thread
         self._held: OrderedDict[Key, Any] = OrderedDict()  # batches likely asked again, LRU
@@ -186,6 +215,19 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._previous = -1  # the last index a pass asked for (shuffle=False order check)
         self._out_of_order = 0  # requests that did not follow their predecessor
         self._warned = False
+
+    if not TYPE_CHECKING:  # (mypy would take every attribute for one this may answer)
+        def __getattr__(self, name: str) -> Any:
+            """Reached only for a missing attribute: one ``__init__`` sets means that a
+            subclass's ``__init__`` never called ours."""
+            if name in _SET_UP and "_loader_args" not in self.__dict__:
+                cls = type(self).__qualname__
+                raise NotInitializedError(
+                    f"{cls}.__init__ did not call super().__init__(...), so this "
+                    f"shmaug.Sequence was never set up (it has no `{name}`). Fix: call "
+                    f"super().__init__(x, y, batch_size=..., ...) in {cls}.__init__, before "
+                    f"the Sequence is used.")
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- hooks a subclass may override -------------------------------------------------------
 
@@ -213,6 +255,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         index = check.batch_index(index, len(self))
         caller = _asking_loop(self)
         with self._lock:
+            self._follow_keras()
             loader = self._ensure_loader()
             passes = self._passes
             if passes.begins(caller) and _keras_is_building():  # JAX, torch: asked from the
@@ -244,6 +287,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         tf.data's threads ask: an override should call ``super().on_epoch_begin()``)."""
         building = _keras_is_building()
         with self._lock:
+            self._follow_keras()
             self._passes.building(building)
 
     def on_epoch_end(self) -> None:
@@ -332,6 +376,11 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 drop_remainder, shard count, seed or format version (naming the field).
         """
         batches = len(self)  # first: under a distribution it may take this process's shard
+        saved = state.get("fingerprint") if isinstance(state, dict) else None
+        if not self._shuffle_given and self._loader is None and isinstance(saved, dict) \
+                and isinstance(saved.get("shuffle"), bool):
+            with self._lock:  # shuffle=None: as the run saved (under fit, True)
+                self._set_shuffle(saved["shuffle"])
         expected = {**self._fingerprint, "seed": self.seed}
         epoch, cursor = check.resume_state(state, "shmaug.Sequence", self.STATE_VERSION,
                                            expected, batches)
@@ -349,14 +398,19 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     def stats(self) -> dict[str, Any]:
         """The loader's figures (see ``Loader.stats``) with this facade's ``hit_rate``:
         the share of ``__getitem__`` calls served from batches already prepared."""
-        stats = self.loader.stats()
+        with self._lock:  # a loader stopped when idle still has its figures: no restart
+            loader = self._loader if self._loader is not None else self._stopped
+        if loader is None:
+            loader = self.loader
+        stats = loader.stats()
         stats["hit_rate"] = self._hits / self._requests if self._requests else 0.0
         stats["requests"] = self._requests
-        stats["workers"] = self.loader.workers
+        stats["workers"] = loader.workers
         return stats
 
     def reset_stats(self) -> None:
-        self.loader.reset_stats()
+        if self._loader is not None or self._stopped is None:  # (stopped while idle: no
+            self.loader.reset_stats()  # restart for this; the next start begins at zero)
         self._requests = self._hits = 0
 
     def to_tf_dataset(self, input_context: Any = None) -> Any:
@@ -459,6 +513,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         """
         self._closed = True
         self._passes.release()  # Keras' generators and adapters, held to know them again
+        _RUNNING.discard(self)
         loader = self._loader
         if loader is not None:
             loader.close()
@@ -473,7 +528,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         # What the workers get: the subclass state without the engine, the lock, the data
         # that already sits in shared memory, or the per-epoch bookkeeping.
         state = self.__dict__.copy()
-        for name in ("_loader", "_lock", "_held", "_passes", "_side", "_warned", "_closed"):
+        for name in ("_loader", "_lock", "_held", "_passes", "_side", "_warned", "_closed",
+                     "_stopped"):
             state.pop(name, None)
         if not self._overrides("load"):
             state["x"] = None
@@ -483,6 +539,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         # A worker's copy (or copy.copy / deepcopy): it runs the hooks but serves no batches.
         self.__dict__.update(state)
         self._loader, self._lock, self._held = None, threading.Lock(), OrderedDict()
+        self._stopped = None
         self._passes = Passes(len(self._plan), self.shuffle)
         self._side, self._warned = {}, False
         self._closed = True
@@ -503,7 +560,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             ("start_method", repr(describe.resolved_start_method(args["start_method"]))
              if count else "None"),
             ("seed", self.seed if self._seed_given else f"{self.seed} (drawn: seed=None)"),
-            ("shuffle", self.shuffle), ("drop_remainder", self._plan.drop_remainder),
+            ("shuffle", self.shuffle if self._shuffle_given else
+             f"None (follows Keras: {self.shuffle if self._loader is not None else 'not asked yet'})"),
+            ("drop_remainder", self._plan.drop_remainder),
             ("max_queue_size", args["max_queue_size"])]
         optional = [("sample_weight", self._side.get("sample_weight")),
                     ("image_key", self.image_key), ("timeout", args["timeout"]),
@@ -514,8 +573,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         settings += [(k, describe.brief(v)) for k, v in optional if v is not None]
         if self.num_shards > 1:
             settings += [("num_shards", self.num_shards), ("shard_index", self.shard_index)]
-        state = "closed" if self._closed else "not started" if self._loader is None else \
-            "started"
+        state = "closed" if self._closed else "started" if self._loader is not None else \
+            "stopped while idle" if self._stopped is not None else \
+            "not started"
         extra = f"; hooks overridden: {', '.join(hooks)}" if hooks else ""
         return describe.call_repr(name, settings) + f" ({len(self._plan)} batches, {state}{extra})"
 
@@ -525,6 +585,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         return getattr(type(self), hook) is not getattr(Sequence, hook)
 
     def _ensure_loader(self) -> Loader:
+        self._used = time.monotonic()
         if self._closed:
             raise ClosedError("This shmaug.Sequence is closed (or is a copy: the data and the "
                               "workers belong to the original). Fix: create a new one.")
@@ -538,9 +599,47 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             else:
                 augment = self._loader_args["augment"]
             args = {**self._loader_args, "augment": augment}
+            now = time.monotonic()
+            for other in list(_RUNNING):  # the cell run again: free the old one first
+                other._stop_if_idle(now, _IDLE_AT_START_S)
             self._loader = Loader(self.x, self._side, load=load, **args)
             _LIVE.add(self)
+            _watch_idle(self)
         return self._loader
+
+    def _stop_if_idle(self, now: float, after_s: float | None = None) -> None:
+        """Stop the workers and free the shared memory if no batch was asked for in
+        ``after_s`` (default ``_IDLE_STOP_S``; never while one is being served: that holds
+        the lock)."""
+        after_s = _IDLE_STOP_S if after_s is None else after_s
+        if now - self._used < after_s or not self._lock.acquire(blocking=False):
+            return
+        try:
+            loader = self._loader
+            if loader is None or now - self._used < after_s:
+                return
+            self._loader, self._stopped = None, loader
+            _RUNNING.discard(self)
+        finally:
+            self._lock.release()
+        loader.close()
+        log.info("shmaug.Sequence idle for %.0f s: its workers stopped and its shared memory "
+                 "freed (they start again on the next batch asked for)", now - self._used)
+
+    def _follow_keras(self) -> None:
+        """``shuffle=None``: take the ``shuffle`` of the Keras adapter asking, until the
+        workers start (then the order is fixed). Called with the lock held."""
+        if self._shuffle_given or self._loader is not None:
+            return
+        adapter = _keras_adapter(self)
+        if adapter is not None:
+            self._set_shuffle(bool(getattr(adapter, "shuffle", False)))
+
+    def _set_shuffle(self, shuffle: bool) -> None:
+        """Shuffle or not, and the plan that follows (before the workers start)."""
+        if shuffle != self.shuffle:
+            self.shuffle = self._loader_args["shuffle"] = shuffle
+            self._set_shard(self.num_shards, self.shard_index, self._plan.drop_remainder)
 
     def _refuse_lost_targets(self) -> None:
         """An ``augment`` override sees only the image: the targets that the `augment`
@@ -572,6 +671,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._previous = index
 
     def _assemble(self, xb: np.ndarray, side: dict[str, Any], key: Key) -> Any:
+        self._used = time.monotonic()  # (the batch may have taken long to come)
         inputs: Any = xb
         if side["inputs"] is not None:
             inputs = {self.image_key: xb, **side["inputs"]}
@@ -590,6 +690,32 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         if side["sample_weight"] is not None:
             return inputs, _as_tuples(y), _as_tuples(side["sample_weight"])
         return inputs, _as_tuples(y)
+
+
+def _watch_idle(seq: Sequence) -> None:
+    """Have ``seq``'s workers stopped once idle (one daemon thread for all Sequences, alive
+    while any runs workers)."""
+    global _watcher
+    with _WATCH_LOCK:
+        _RUNNING.add(seq)
+        if _watcher is None:
+            _watcher = threading.Thread(target=_stop_idle, name="shmaug-idle-stop", daemon=True)
+            _watcher.start()
+
+
+def _stop_idle() -> None:
+    global _watcher
+    while True:
+        time.sleep(min(_IDLE_STOP_S / 4, 5.0))
+        with _WATCH_LOCK:
+            running = list(_RUNNING)
+            if not running:
+                _watcher = None
+                return
+        now = time.monotonic()
+        for seq in running:
+            seq._stop_if_idle(now)
+        del running, seq
 
 
 _BUILDERS = {"_symbolic_build", "_maybe_symbolic_build"}  # Keras 3's trainers, every backend
@@ -619,6 +745,18 @@ def _asking_loop(seq: Sequence) -> Any:
     if frame is None or not frame.f_code.co_flags & _GENERATOR:
         return None
     return frame
+
+
+def _keras_adapter(seq: Sequence) -> Any:
+    """Keras' ``PyDatasetAdapter`` of ``seq`` up the stack (asking for a batch, probing the
+    signature, beginning an epoch), or None."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if owner is not seq and getattr(owner, "py_dataset", None) is seq:
+            return owner
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
 
 
 def _from_adapter(seq: Sequence) -> bool:

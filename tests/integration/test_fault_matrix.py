@@ -233,6 +233,7 @@ def _signal_ends(proc: subprocess.Popen[str], info: dict[str, Any], sig: int) ->
         assert took < 10, f"Ctrl-C took {took:.1f} s"
     else:
         assert proc.returncode == -sig
+        assert "leaked" not in err, err[-3000:]  # the tracker that unlinks says nothing
     _nothing_left(proc, info)
     return f"exits in {took:.1f} s" + (" with KeyboardInterrupt" if sig == signal.SIGINT else "")
 
@@ -247,12 +248,12 @@ def main_sigint_with(method: str) -> str:
 
 def main_sigterm(method: str) -> str:
     return _signalled("tests.integration._child_loader", method, signal.SIGTERM) + (
-        "; the resource tracker unlinks, workers see their parent gone")
+        "; shmaug's resource tracker unlinks (quietly), workers see their parent gone")
 
 
 def main_sigkill(method: str) -> str:
     return _signalled("tests.integration._child_loader", method, signal.SIGKILL) + (
-        "; the resource tracker unlinks, workers see their parent gone")
+        "; shmaug's resource tracker unlinks (quietly), workers see their parent gone")
 
 
 # Tries per fit cell under fork and spawn (a hang once showed up in 4 of 20 tries); once
@@ -287,8 +288,8 @@ def fit_sigterm(method: str) -> str:
     pytest.importorskip("tensorflow")
     for _ in range(FIT_TRIES[method] // 2):
         ended = _signalled("tests.integration._child_fit", method, signal.SIGTERM)
-    return (f"killed by SIGTERM, {ended}, {FIT_TRIES[method] // 2}x; the resource tracker "
-            f"unlinks, workers see their parent gone")
+    return (f"killed by SIGTERM, {ended}, {FIT_TRIES[method] // 2}x; shmaug's resource "
+            f"tracker unlinks (quietly), workers see their parent gone")
 
 
 FAULTS: dict[str, Callable[[str], str]] = {

@@ -365,3 +365,17 @@ def test_no_shared_memory_descriptor_outlives_a_closed_loader():
                           text=True, timeout=90, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", done.stdout
+
+
+@pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(),
+                    reason="no forkserver here")
+def test_forkserver_workers_see_the_environment_of_now_not_of_the_servers_start(monkeypatch):
+    """The forkserver starts once per process; its children would see its environment as
+    it was then. Workers get the parent's as they start, as under fork and spawn."""
+    x = np.zeros((4, 2, 2), np.uint8)
+    args = dict(batch_size=4, augment=_ops.plus_environ, workers=1, start_method="forkserver")
+    with shmaug.Loader(x, **args) as loader:  # the server runs from here on
+        assert loader.batch(0)[0].max() == 0
+    monkeypatch.setenv("SHMAUG_TEST_ADD", "7")
+    with shmaug.Loader(x, **args) as loader:
+        assert loader.batch(0)[0].min() == 7

@@ -213,3 +213,43 @@ def test_repr_shows_the_settings_given_and_what_they_resolved_to():
     assert f"seed={loader.seed} (drawn: seed=None)" in text
     assert f"start_method='{multiprocessing.get_all_start_methods()[0]}'" in text or \
         multiprocessing.get_start_method(allow_none=True) is not None
+
+
+class StaticLoad:
+    """Has a `load`, as tf.data.Dataset does (``Dataset.load(path)``), but no load(index)."""
+
+    def __len__(self):
+        return 10
+
+    @staticmethod
+    def load(path):
+        return np.zeros((4, 4), np.uint8)
+
+
+class Custom:
+    """A custom source as documented: a length and a load(index) method."""
+
+    def __len__(self):
+        return 10
+
+    def load(self, index):
+        return np.full((4, 4), index, np.uint8)
+
+
+def test_an_object_whose_load_is_no_method_of_it_is_refused_at_construction():
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`load` attribute that is no method"):
+        shmaug.Loader(StaticLoad(), workers=0)
+    with shmaug.Loader(Custom(), batch_size=5, workers=0) as loader:  # still a source
+        assert loader.batch(1)[0][:, 0, 0].tolist() == [5, 6, 7, 8, 9]
+
+
+def test_a_tf_data_dataset_is_refused_naming_what_to_pass():
+    tf = pytest.importorskip("tensorflow")
+    ds = tf.data.Dataset.from_tensor_slices((np.zeros((10, 4, 4, 1), np.uint8), np.arange(10)))
+    makers = [lambda: shmaug.Loader(ds, workers=0)]
+    if pytest.importorskip("keras"):
+        makers.append(lambda: shmaug.Sequence(ds, workers=0))
+    for make in makers:
+        with pytest.raises(shmaug.ArgumentTypeError, match=r"tf.data dataset") as info:
+            make()
+        assert "as_numpy_iterator" in str(info.value) and "ImageFiles" in str(info.value)

@@ -107,3 +107,21 @@ def test_passes_in_natural_order_never_say_the_order_is_random():
             warnings.simplefilter("error", shmaug.ShmaugWarning)
             for _ in range(6):
                 assert len(list(one_pass())) == 4
+
+
+class Forgot(shmaug.Sequence):
+    def __init__(self, x, y):  # no super().__init__(...)
+        self.images, self.labels = x, y
+
+
+def test_a_subclass_that_skips_super_init_is_told_to_call_it():
+    seq = Forgot(X, np.zeros(10))
+    for use in (len, lambda s: s[0], repr):
+        with pytest.raises(shmaug.NotInitializedError, match=r"Forgot.__init__ did not call "
+                           r"super\(\).__init__\(...\).*Fix: call super\(\).__init__\(x, y"):
+            use(seq)
+    assert isinstance(shmaug.NotInitializedError("x"), AttributeError)
+    assert not hasattr(seq, "_lock") and not hasattr(seq, "anything_else")
+    with pytest.raises(AttributeError, match="anything_else") as info:
+        seq.anything_else
+    assert not isinstance(info.value, shmaug.ShmaugError)

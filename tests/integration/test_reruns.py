@@ -1,0 +1,114 @@
+"""Re-running a notebook cell frees what the old Sequence held (issue 30 §1), on every backend
+(CI runs this module under each ``KERAS_BACKEND``). On TensorFlow, Keras' tf.data adapter
+keeps a Sequence alive after ``fit``; a Sequence idle for ``_IDLE_STOP_S`` stops its workers
+and frees its shared memory, and the next batch asked for starts them again, with the same
+stream."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+keras = pytest.importorskip("keras")
+
+import shmaug
+from shmaug.keras import sequence as facade
+from tests import _fit
+from tests.conftest import shmaug_segments
+
+pytestmark = [pytest.mark.keras, pytest.mark.timeout(240)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def rows(batch):
+    return [(int(round(i)), float(m)) for i, m in batch[0][:, 0, 0, :]]
+
+
+def test_an_idle_sequence_frees_everything_and_goes_on_with_the_same_stream(monkeypatch):
+    monkeypatch.setattr(facade, "_IDLE_STOP_S", 0.4)
+    x, y = _fit.data()
+    args = dict(batch_size=_fit.BATCH, augment=_fit.mark, workers=2, seed=3, shuffle=True)
+    with shmaug.Sequence(x, y, **args) as seq:
+        first = [rows(b) for b in seq]
+        pids, segments = seq.loader.pids, set(seq.loader._store.names)
+        deadline = time.monotonic() + 10
+        while (seq._loader is not None or segments & shmaug_segments(os.getpid())) and \
+                time.monotonic() < deadline:  # (it closes the loader once it let go of it)
+            time.sleep(0.05)
+        assert seq._loader is None and "stopped while idle" in repr(seq)
+        assert not segments & shmaug_segments(os.getpid())
+        assert seq.stats()["batches"] == len(seq) and seq._loader is None  # no restart
+        seq.reset_stats()  # (StallMonitor's, at an epoch's start)
+        assert seq._loader is None
+        second = [rows(b) for b in seq]  # started again
+    plan = _fit.Plan(x, seed=3, shuffle=True)
+    try:
+        assert (first, second) == (plan.stream(0, 0, len(plan.loader)),
+                                   plan.stream(1, 0, len(plan.loader)))
+    finally:
+        plan.close()
+    assert pids and all(not os.path.exists(f"/proc/{p}") for p in pids)
+
+
+def test_a_sequence_starting_frees_one_idle_for_a_while_at_once(monkeypatch):
+    """A cell run again makes a new Sequence: the old one, idle since, is stopped then, not
+    two minutes later."""
+    monkeypatch.setattr(facade, "_IDLE_AT_START_S", 0.3)
+    x, y = _fit.data()
+    args = dict(batch_size=_fit.BATCH, workers=1, seed=0, augment=_fit.mark)
+    with shmaug.Sequence(x, y, **args) as old, shmaug.Sequence(x, y, **args) as new:
+        old[0]
+        segments = set(old.loader._store.names)
+        new[0]  # within 0.3 s: the old one is kept
+        assert old._loader is not None
+        time.sleep(0.5)
+        with shmaug.Sequence(x, y, **args) as newer:
+            newer[0]
+            assert old._loader is None and new._loader is None
+            assert not segments & shmaug_segments(os.getpid())
+            assert newer._loader is not None
+
+
+CELL = """
+import gc, json, os, sys, time
+import numpy as np, keras, psutil, shmaug
+from shmaug.keras import sequence
+sequence._IDLE_STOP_S = 1.0
+x = np.random.default_rng(0).random((64, 8, 8, 1)).astype("float32")
+y = (np.arange(64) % 2).astype("float32")
+model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),
+                          keras.layers.Dense(1)])
+model.compile("sgd", "mse")
+
+def helpers(p):
+    cmd = " ".join(p.cmdline())
+    return "resource_tracker" in cmd or "forkserver" in cmd
+
+for run in range(5):  # the notebook cell, run again and again
+    train = shmaug.Sequence(x, y, batch_size=16, augment=shmaug.get("rotate"), workers=2)
+    model.fit(train, epochs=1, verbose=0)
+    model.evaluate(train, verbose=0)
+    model.predict(shmaug.Sequence(x, batch_size=16, workers=2), verbose=0)
+    gc.collect()
+    time.sleep(2.5)  # past the idle stop
+    procs = [p for p in psutil.Process().children(recursive=True) if not helpers(p)]
+    segs = [s for s in os.listdir("/dev/shm") if s.startswith(f"shmaug_{os.getpid()}_")]
+    print(json.dumps({"processes": len(procs), "segments": len(segs)}), flush=True)
+"""
+
+
+@pytest.mark.slow  # five fit/evaluate/predict rounds in a fresh interpreter
+def test_rerunning_a_fit_cell_keeps_processes_and_segments_flat():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, "-c", CELL], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert counts == [{"processes": 0, "segments": 0}] * 5, (counts, proc.stderr[-2000:])

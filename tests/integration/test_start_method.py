@@ -1,0 +1,43 @@
+"""The default start method is safe where a threaded runtime runs (issue 30 §3): a Sequence
+under any Keras backend forks no process that has JAX's, TensorFlow's or torch's threads, so
+nothing warns of a fork deadlock; its batches are the same. CI runs this module under
+each ``KERAS_BACKEND``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("keras")
+
+pytestmark = [pytest.mark.keras, pytest.mark.slow, pytest.mark.timeout(180)]
+
+ROOT = Path(__file__).resolve().parents[2]
+CHILD = """
+import numpy as np, keras, shmaug
+if keras.backend.backend() == "jax":
+    import jax.numpy as jnp; jnp.zeros(1).block_until_ready()  # JAX's threads run
+x = np.arange(16 * 8 * 8 * 3, dtype=np.uint8).reshape(16, 8, 8, 3)
+args = dict(batch_size=4, augment=shmaug.get("rotate"), workers=2, seed=0, shuffle=True)
+with shmaug.Sequence(x, np.arange(16), **args) as seq:
+    got = [seq[i][0] for i in range(len(seq))]
+    print("METHOD", seq.loader._pool._ctx.get_start_method())
+with shmaug.Sequence(x, np.arange(16), **{**args, "workers": 0}) as ref:  # as fork's
+    assert all((a == ref[i][0]).all() for i, a in enumerate(got)), "other batches"
+print("OK")
+"""
+
+
+def test_a_sequence_under_a_threaded_backend_starts_its_workers_without_fork():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONWARNINGS": "default"}
+    proc = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
+    assert "METHOD forkserver" in proc.stdout, proc.stdout
+    assert "os.fork() was called" not in proc.stderr, proc.stderr
+    assert "deadlock" not in proc.stderr.lower(), proc.stderr
