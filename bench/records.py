@@ -19,8 +19,9 @@ the same flip + rotation + blur, ``--workers`` processes. A round's figure is th
 epochs, the table quotes the median over rounds, and the ratios are taken within a round.
 Targets: shmaug ahead of each format's own reader on its format, and within 10% of ImageFiles
 over the same images as files. A reader whose library is not installed (Grain, torch) is
-reported as skipped. Writes ``records.json`` and ``records.md`` to ``--out``; the CPU and the
-load are in their header.
+reported as skipped. Then, in one more child (``bench.records_stages``), what one sample costs
+each shmaug source in one process: the bytes fetched, and fetch + decode + resize. Writes
+``records.json`` and ``records.md`` to ``--out``; the CPU and the load are in their header.
 """
 
 from __future__ import annotations
@@ -68,6 +69,24 @@ def write_formats(folder: Path, shards: int) -> dict[str, Any]:
     return made
 
 
+def stages(folder: Path, data: dict[str, Any], quick: bool) -> dict[str, Any]:
+    """Per sample, in one process: each source's fetch and load (``bench.records_stages``)."""
+    limit = "0" if quick else "500"
+    return H.child_result([sys.executable, "-m", "bench.records_stages", str(folder),
+                           json.dumps(data), limit], 900)
+
+
+def stages_table(cost: dict[str, Any]) -> str:
+    files = cost.get("files", {}).get("load_us", math.nan)
+    rows = [[name, c["n"], R.fmt_num(c["fetch_us"]), R.fmt_num(c["load_us"]),
+             R.fmt_num(c["load_us"] / files) + "x"] for name, c in cost.items()]
+    return ("### One sample in one process, stage by stage (mean µs; second pass)\n\n"
+            "fetch: the encoded bytes from the source's table; load: fetch + decode + resize "
+            "to 224x224, a worker's whole read (the ops come after).\n\n"
+            + R.markdown_table(["source", "samples", "fetch µs", "load µs", "load ÷ files"],
+                               rows))
+
+
 def run_one(args: Any, folder: Path, data: dict[str, Any], contender: str) -> dict[str, Any]:
     spec = {"folder": str(folder), "contender": contender, "workers": args.workers,
             "batch_size": 8 if args.quick else args.batch_size,
@@ -110,7 +129,7 @@ def contender_row(section: str, results: list[dict[str, Any]], c: str) -> tuple[
 
 
 def report(args: Any, results: list[dict[str, Any]], made: dict[str, Any], data: dict[str, Any],
-           contenders: list[str]) -> str:
+           contenders: list[str], cost: dict[str, Any]) -> str:
     images = (f"{made['files']} ImageNet-like JPEGs ({made['mean_kb']:.0f} kB on average); "
               f"224x224, flip + rotate + blur, {args.workers} workers")
     rows: list[R.Row] = []
@@ -147,10 +166,11 @@ def report(args: Any, results: list[dict[str, Any]], made: dict[str, Any], data:
              + R.markdown_table(["format", "ratio", "median", "min", "rounds"], ratio_rows)
              + f"\n\n### images/s in each of {rounds} rounds\n\n"
              + R.markdown_table(["contender", *[f"round {k}" for k in range(1, rounds + 1)]],
-                                round_rows) + missing)
+                                round_rows) + missing + "\n\n" + stages_table(cost))
     meta = {"quick": args.quick, "rounds": rounds, "repeats": 1 if args.quick else args.repeats,
             "workers": args.workers, "shards": args.shards, "folder": made, "data": data,
-            "results": results, "environment": R.environment(), "wall_s": R.process_age_s()}
+            "stages": cost, "results": results, "environment": R.environment(),
+            "wall_s": R.process_age_s()}
     return R.write_results(args.out, "records", rows, meta, extra)
 
 
@@ -170,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                                    lambda c: run_one(args, folder, data, c), "bench records")
         for res in results:
             res["round"] += 1
-        print(report(args, results, made, data, contenders))
+        cost = stages(folder, data, args.quick)
+        print(report(args, results, made, data, contenders, cost))
     finally:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
