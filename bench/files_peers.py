@@ -44,11 +44,20 @@ LABELS = {
 
 
 def pil_sample(path: Any, rng: np.random.Generator) -> np.ndarray:
-    """One file as a PIL user makes it (torchvision's ImageFolder loader, then the ops)."""
+    """One file as a PIL user makes it (torchvision's ImageFolder loader, then the ops); a
+    file object (a record's JPEG bytes) opens the same way."""
+    from PIL import Image
+
+    with Image.open(path if hasattr(path, "read") else str(path)) as opened:
+        return pil_ops(opened, rng)
+
+
+def pil_ops(opened: Any, rng: np.random.Generator) -> np.ndarray:
+    """An opened PIL image to 224x224 RGB, then PIL's flip, rotate and GaussianBlur (also the
+    ops of ``bench.records_peers``' Hugging Face and WebDataset peers, whose libraries decode)."""
     from PIL import Image, ImageFilter
 
-    with Image.open(str(path)) as opened:
-        image = opened.convert("RGB").resize((SIZE, SIZE), Image.Resampling.BILINEAR)
+    image = opened.convert("RGB").resize((SIZE, SIZE), Image.Resampling.BILINEAR)
     if rng.random() < FLIP_P:
         image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
     image = image.rotate(float(rng.uniform(-DEGREES, DEGREES)), Image.Resampling.BILINEAR)

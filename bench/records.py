@@ -1,20 +1,27 @@
-"""TFRecord shards: shmaug's ImageRecords against tf.data's own TFRecord pipeline, side by side.
+"""Record formats: shmaug's ImageRecords against each format's own reader, on the same JPEGs.
 
     python -m bench.records [--quick] [--out bench/results/records] [--rounds 3] [--repeats 2]
-        [--shards 8] [--contenders shmaug_tfrecord,shmaug_files,tf_tfrecord] [--data DIR]
+        [--shards 8] [--contenders shmaug_files,shmaug_tfrecord,tf_tfrecord,...] [--data DIR]
         [--workers 2] [--batch-size 64] [--timeout 900]
 
+(``--quick``: tiny sizes, and every contender but Grain's and ``to_tf_dataset``, whose
+start-up alone takes most of a minute, unless ``--contenders`` names them.)
+
 Makes ``bench.files``' ImageNet-like folder of JPEGs (about 500x375, quality 90), writes the
-same JPEGs into ``--shards`` TFRecord files with ``tf.io.TFRecordWriter`` (in a child process:
-shmaug's workers fork, and forking after TensorFlow has started is unsafe), record i holding
-file i with label i. Then, round by round, the contenders' order rotated every round, each
-contender (``bench.records_peers``) reads them in its own child (``bench.files_child``) under a
-hard timeout: one warm-up, ``--repeats`` timed epochs, each checked to deliver every image
-exactly once. 224x224 output, the same flip + rotation + blur, ``--workers`` processes.
-A round's figure is the median of its epochs, the table quotes the median over rounds, and the
-ratios are taken within a round. Targets (issue 28): shmaug ahead of tf.data on TFRecords, and
-within 10% of ImageFiles over the same images as files. Writes ``records.json`` and
-``records.md`` to ``--out``; the CPU and the load are in their header.
+same JPEGs into ``--shards`` shards of each format with its own writer (``bench.records_write``,
+in a child process: shmaug's workers fork, and forking after TensorFlow has started is unsafe):
+TFRecord, ArrayRecord, a Hugging Face dataset, WebDataset tars; record i holds file i with
+label i. Then, round by round, the contenders' order rotated every round, each contender
+(``bench.records_peers``: shmaug on each format, each format's own reader, and shmaug over the
+files) reads them in its own child (``bench.files_child``) under a hard timeout: one warm-up,
+``--repeats`` timed epochs, each checked to deliver every image exactly once. 224x224 output,
+the same flip + rotation + blur, ``--workers`` processes. A round's figure is the median of its
+epochs, the table quotes the median over rounds, and the ratios are taken within a round.
+Targets: shmaug ahead of each format's own reader on its format, and within 10% of ImageFiles
+over the same images as files. A reader whose library is not installed (Grain, torch) is
+reported as skipped. Then, in one more child (``bench.records_stages``), what one sample costs
+each shmaug source in one process: the bytes fetched, and fetch + decode + resize. Writes
+``records.json`` and ``records.md`` to ``--out``; the CPU and the load are in their header.
 """
 
 from __future__ import annotations
@@ -29,11 +36,16 @@ from typing import Any
 
 from bench import _harness as H
 from bench import _report as R
-from bench.files import prepare, run_args
-from bench.records_peers import LABELS
+from bench.files import prepare, run_args, same_round
+from bench.records_peers import FORMATS, LABELS
 
 CONTENDERS = tuple(LABELS)
+# Left out of --quick unless named: their start-up alone takes most of a minute (Grain's
+# spawned workers import TensorFlow to parse Examples; to_tf_dataset spawns its workers anew
+# every epoch), which a smoke test does not need.
+SLOW_START = ("grain_array_record", "hf_tf_dataset")
 FOLDER = "imagenet"
+FILES = "shmaug_files"  # the same images as files: the "within 10%" reference
 
 
 def parser() -> Any:
@@ -41,76 +53,131 @@ def parser() -> Any:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=2, help="timed epochs per round")
     p.add_argument("--shards", type=int, default=8)
-    return run_args(p, CONTENDERS)
+    p = run_args(p, CONTENDERS)
+    p.set_defaults(contenders=None)
+    return p
 
 
-def write_shards(folder: Path, shards: int) -> list[str]:
-    """The folder's JPEGs in ``shards`` TFRecord files (made once per folder), in a child."""
-    where = folder / f"tfrecords_{shards}"
+def write_formats(folder: Path, shards: int) -> dict[str, Any]:
+    """The folder's JPEGs in ``shards`` shards of each format (made once per folder), in a child."""
+    where = folder / f"records_{shards}"
     stamp = where / "made.json"
     if not stamp.is_file():
         H.child_result([sys.executable, "-m", "bench.records_write", str(folder), str(where),
                         str(shards)], 1800)
-    return [str(p) for p in json.loads(stamp.read_text())]
+    made: dict[str, Any] = json.loads(stamp.read_text())
+    return made
 
 
-def run_one(args: Any, folder: Path, shards: list[str], contender: str) -> dict[str, Any]:
+def stages(folder: Path, data: dict[str, Any], quick: bool) -> dict[str, Any]:
+    """Per sample, in one process: each source's fetch and load (``bench.records_stages``)."""
+    limit = "0" if quick else "500"
+    return H.child_result([sys.executable, "-m", "bench.records_stages", str(folder),
+                           json.dumps(data), limit], 900)
+
+
+def stages_table(cost: dict[str, Any]) -> str:
+    files = cost.get("files", {}).get("load_us", math.nan)
+    rows = [[name, c["n"], R.fmt_num(c["fetch_us"]), R.fmt_num(c["load_us"]),
+             R.fmt_num(c["load_us"] / files) + "x"] for name, c in cost.items()]
+    return ("### One sample in one process, stage by stage (mean µs; second pass)\n\n"
+            "fetch: the encoded bytes from the source's table; load: fetch + decode + resize "
+            "to 224x224, a worker's whole read (the ops come after).\n\n"
+            + R.markdown_table(["source", "samples", "fetch µs", "load µs", "load ÷ files"],
+                               rows))
+
+
+def run_one(args: Any, folder: Path, data: dict[str, Any], contender: str) -> dict[str, Any]:
     spec = {"folder": str(folder), "contender": contender, "workers": args.workers,
             "batch_size": 8 if args.quick else args.batch_size,
             "repeats": 1 if args.quick else args.repeats,
-            "peers": "bench.records_peers", "extra": {"shards": shards}}
+            "peers": "bench.records_peers", "extra": {"data": data}}
     out = H.run_json([sys.executable, "-m", "bench.files_child", json.dumps(spec)], args.timeout)
-    res = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
+    res: dict[str, Any] = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
     if res.get("status") == "ok" and res.get("problems"):
         res["status"] = "duplicates/missing: " + "; ".join(res["problems"])[:200]
+    print(f"{contender:20} {res.get('status')}: "
+          f"{R.fmt_num(H.summarize(res.get('rates') or []).median)} images/s", file=sys.stderr)
     return {"contender": contender, **res}
 
 
 def medians(results: list[dict[str, Any]], contender: str) -> list[float]:
-    """Per round, the contender's median images/s (nan where it failed)."""
+    """Per round, the contender's median images/s (nan where it failed or did not run)."""
     out = []
     for r in sorted({x["round"] for x in results}):
-        res = next(x for x in results if x["round"] == r and x["contender"] == contender)
+        res = next((x for x in results if x["round"] == r and x["contender"] == contender), {})
         ok = res.get("status") == "ok" and res.get("rates")
         out.append(H.summarize(res["rates"]).median if ok else math.nan)
     return out
 
 
-def report(args: Any, results: list[dict[str, Any]], made: dict[str, Any],
-           contenders: list[str]) -> str:
-    section = (f"ImageNet-like JPEGs: {made['files']} images, {made['mean_kb']:.0f} kB on "
-               f"average, in {args.shards} TFRecord shards; 224x224, flip + rotate + blur, "
-               f"{args.workers} workers")
-    ours = medians(results, "shmaug_tfrecord") if "shmaug_tfrecord" in contenders else []
-    rows, ratio_rows = [], []
-    for c in contenders:
-        rates = medians(results, c)
-        good = [v for v in rates if not math.isnan(v)]
-        res = next(x for x in results if x["contender"] == c)
-        row = R.Row(section, LABELS[c], "throughput", "images/s",
-                    H.summarize(good) if good else None,
-                    status="ok" if len(good) == len(rates) else str(res.get("status")),
-                    note="" if good else str(res.get("error", ""))[:120])
-        ratios = [a / b for a, b in zip(ours, rates) if b and not math.isnan(a + b)]
-        if c != "shmaug_tfrecord" and ratios:
-            got = H.summarize(ratios).median
-            row.ratio = f"shmaug_tfrecord {R.fmt_num(got)}x"
-            goal, text = (1.0, "ahead") if c == "tf_tfrecord" else (0.9, "within 10%")
-            row.target = f"{text}: {'met' if got > goal else 'MISSED'}"
-            ratio_rows.append([f"shmaug_tfrecord ÷ {LABELS[c]}", R.fmt_num(got),
-                               R.fmt_num(min(ratios)), len(ratios)])
+def judged(ratios: list[float], goal: float, text: str) -> tuple[str, str]:
+    """A ratio's cell and its target's verdict (``goal`` exclusive)."""
+    if not ratios:
+        return "", ""
+    got = H.summarize(ratios).median
+    return R.fmt_num(got), f"{text}: {R.verdict(got > goal)}"
+
+
+def contender_row(section: str, results: list[dict[str, Any]], c: str) -> tuple[R.Row, list[float]]:
+    rates = medians(results, c)
+    good = [v for v in rates if not math.isnan(v)]
+    res = next(x for x in results if x["contender"] == c)
+    status = "ok" if len(good) == len(rates) else str(res.get("status"))
+    return R.Row(section, LABELS[c], "throughput", "images/s", H.summarize(good) if good else None,
+                 status=status, note="" if status == "ok" else str(res.get("error", ""))[:160]), rates
+
+
+def report(args: Any, results: list[dict[str, Any]], made: dict[str, Any], data: dict[str, Any],
+           contenders: list[str], cost: dict[str, Any]) -> str:
+    images = (f"{made['files']} ImageNet-like JPEGs ({made['mean_kb']:.0f} kB on average); "
+              f"224x224, flip + rotate + blur, {args.workers} workers")
+    rows: list[R.Row] = []
+    ratio_rows: list[list[Any]] = []
+    round_rows: list[list[Any]] = []
+    files = medians(results, FILES) if FILES in contenders else []
+    if files:
+        row, _ = contender_row(f"files: {images}", results, FILES)
         rows.append(row)
+        round_rows.append([LABELS[FILES], *map(R.fmt_num, files)])
+    for fmt, (title, ours, peers) in FORMATS.items():
+        section = f"{title}, {args.shards} shards: {images}"
+        mine = medians(results, ours) if ours in contenders else []
+        for c in [x for x in (ours, *peers) if x in contenders]:
+            row, rates = contender_row(section, results, c)
+            round_rows.append([LABELS[c], *map(R.fmt_num, rates)])
+            if c == ours:
+                pairs = [(f"{LABELS[ours]} ÷ {LABELS[FILES]}", same_round(mine, files), 0.9,
+                          "within 10% of ImageFiles")]
+            else:
+                pairs = [(f"{LABELS[ours]} ÷ {LABELS[c]}", same_round(mine, rates), 1.0,
+                          "shmaug ahead")]
+            for name, ratios, goal, text in pairs:
+                cell, row.target = judged(ratios, goal, text)
+                if cell:
+                    row.ratio = f"{cell}x" if c == ours else f"shmaug {cell}x"
+                    ratio_rows.append([title, name, cell, R.fmt_num(min(ratios)), len(ratios)])
+            rows.append(row)
+    rounds = len(files or medians(results, contenders[0]))
+    missing = "".join(f"\n\nNo {fmt} data: {why}" for fmt, why in data.get("missing", {}).items())
+    left = [LABELS[c] for c in CONTENDERS if c not in contenders]
+    missing += f"\n\nNot run (not in --contenders): {'; '.join(left)}." if left else ""
     extra = ("### Same-round ratios\n\n"
-             + R.markdown_table(["ratio", "median", "min", "rounds"], ratio_rows))
-    meta = {"quick": args.quick, "rounds": len(ours) or 1, "workers": args.workers,
-            "shards": args.shards, "folder": made, "results": results,
-            "environment": R.environment()}
+             + R.markdown_table(["format", "ratio", "median", "min", "rounds"], ratio_rows)
+             + f"\n\n### images/s in each of {rounds} rounds\n\n"
+             + R.markdown_table(["contender", *[f"round {k}" for k in range(1, rounds + 1)]],
+                                round_rows) + missing + "\n\n" + stages_table(cost))
+    meta = {"quick": args.quick, "rounds": rounds, "repeats": 1 if args.quick else args.repeats,
+            "workers": args.workers, "shards": args.shards, "folder": made, "data": data,
+            "stages": cost, "results": results, "environment": R.environment(),
+            "wall_s": R.process_age_s()}
     return R.write_results(args.out, "records", rows, meta, extra)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    contenders = [c for c in args.contenders.split(",") if c]
+    default = [c for c in CONTENDERS if not (args.quick and c in SLOW_START)]
+    contenders = [c for c in args.contenders.split(",") if c] if args.contenders else default
     for bad in [c for c in contenders if c not in LABELS]:
         raise SystemExit(f"unknown contender {bad!r}; known {list(LABELS)}")
     H.prepare_out(args.out)
@@ -118,12 +185,13 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.data or temporary)  # type: ignore[arg-type]
     try:
         folder, made = prepare(root, FOLDER, args.quick)
-        shards = write_shards(folder, args.shards)
+        data = write_formats(folder, args.shards)
         results = H.rotated_rounds(1 if args.quick else args.rounds, contenders,
-                                   lambda c: run_one(args, folder, shards, c), "bench records")
+                                   lambda c: run_one(args, folder, data, c), "bench records")
         for res in results:
             res["round"] += 1
-        print(report(args, results, made, contenders))
+        cost = stages(folder, data, args.quick)
+        print(report(args, results, made, data, contenders, cost))
     finally:
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)

@@ -24,11 +24,21 @@ def run(*args: str) -> str:
 
 
 def test_bench_records_quick(tmp_path):
+    """Every format is written and read by shmaug exactly once; a peer whose library is not
+    installed (torch, in the main environment) is a skipped row naming it, not a failure."""
     pytest.importorskip("tensorflow")  # writes the shards, and is a contender
     out = run("bench.records", "--quick", "--shards", "3", "--out", str(tmp_path / "out"))
-    assert "shmaug ImageRecords.from_tfrecord" in out and "Same-round ratios" in out
+    assert "Same-round ratios" in out and "Not run (not in --contenders): Grain" in out
     result = json.loads((tmp_path / "out" / "records.json").read_text())
-    assert [r["status"] for r in result["rows"]] == ["ok", "ok", "ok"]  # exactly once, each
+    status = {r["contender"]: (r["status"], r["note"]) for r in result["rows"]}
+    missing = result["meta"]["data"]["missing"]  # formats whose writer's library is missing
+    for fmt in ("tfrecord", "array_record", "huggingface", "webdataset"):
+        mine = f"shmaug ImageRecords.from_{fmt}"
+        shown = next(c for c in status if c.startswith(mine))
+        assert status[shown][0] == ("skipped" if fmt in missing else "ok"), status[shown]
+    assert status["shmaug ImageFiles (same images as files)"][0] == "ok"
+    for contender, (state, note) in status.items():
+        assert state == "ok" or (state == "skipped" and "No module named" in note), contender
     assert result["meta"]["environment"]["cpu"]
 
 
