@@ -13,6 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ._options import Text
 from ._remote import Remote, protocol_of
 from ..errors import ArgumentError, RemoteError
 
@@ -97,6 +98,12 @@ def remote_for(first: str, storage_options: Any) -> Remote | None:
             )
         return None
     return Remote(protocol, storage_options)
+
+
+def shown_options(remote: Remote | None) -> Any:
+    """``storage_options`` as a source's ``repr`` shows them: secret values masked (None for
+    local paths or no options)."""
+    return Text(remote.options_text) if remote is not None and remote.has_options else None
 
 
 def check_same_protocol(paths: Sequence[str], protocol: str) -> None:

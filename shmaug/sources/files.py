@@ -231,7 +231,8 @@ class ImageFiles(O.ImageSource):
                       on_error=on_error, follow_links=follow_links,
                       validation_split=validation_split, subset=subset, seed=seed,
                       reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
-                      pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=_shown(remote))
+                      pad_to_aspect_ratio=pad_to_aspect_ratio,
+                      storage_options=B.shown_options(remote))
         call = f"from_directory({root!r}{O.passed(passed, _DIRECTORY_DEFAULTS)})"
 
         def make(part: np.ndarray | None, suffix: str = "") -> ImageFiles:
@@ -293,7 +294,7 @@ class ImageFiles(O.ImageSource):
                       interpolation=interpolation, on_error=on_error, label_mode=label_mode,
                       reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
                       pad_to_aspect_ratio=pad_to_aspect_ratio,
-                      storage_options=_shown(files._remote))
+                      storage_options=B.shown_options(files._remote))
         label_text = "" if labels is None else f", <{len(strings)} labels>"
         object.__setattr__(files, "_origin", f"from_paths(<{len(strings)} paths>{label_text}"
                                             f"{O.passed(passed, _PATHS_DEFAULTS)})")
@@ -328,7 +329,7 @@ class ImageFiles(O.ImageSource):
         where = "" if directory is None else f", {os.fspath(directory)!r}"
         passed = dict(x_col=x_col, y_col=y_col, classes=classes, **kwargs)
         if "storage_options" in passed:
-            passed["storage_options"] = _shown(files._remote)
+            passed["storage_options"] = B.shown_options(files._remote)
         object.__setattr__(files, "_origin", f"from_dataframe(<DataFrame of {len(paths)} rows>"
                                             f"{where}{O.passed(passed, _FRAME_DEFAULTS)})")
         return files
@@ -340,7 +341,7 @@ class ImageFiles(O.ImageSource):
 
     def _settings_text(self) -> str:
         given = {k: getattr(self, k) for k in _PATHS_DEFAULTS}
-        given["storage_options"] = _shown(self._remote)
+        given["storage_options"] = B.shown_options(self._remote)
         return O.passed(given, _PATHS_DEFAULTS)
 
     # -- the source protocol --------------------------------------------------------------------
@@ -351,11 +352,6 @@ class ImageFiles(O.ImageSource):
 
     def _source_table(self) -> Any:
         return self.paths
-
-
-def _shown(remote: R.Remote | None) -> Any:
-    """``storage_options`` as a repr shows them: secret values masked."""
-    return O.Text(remote.options_text) if remote is not None and remote.has_options else None
 
 
 # -- arguments --------------------------------------------------------------------------------
