@@ -11,10 +11,10 @@ into memory (GZIP TFRecords), where it starts in a second block of bytes (-1: re
 Shards in a bucket (URLs) come with the ``_remote.Remote`` that reads them: ``prefetch`` (the
 engine's hook, called with a task's samples) groups the task's records by shard and reads them
 with ranged requests, neighbours coalesced, every shard's requests in flight together
-(``Remote.read_many``); ``fetch`` then hands each record out once. ``share(store)`` copies both blocks once into the loader's
-shared memory and returns a table that pickles as their handles, so a worker's memory does not
-grow with the number of records. ``fetch(i)`` runs in a worker: one positioned read of the
-record (no handle kept open), then the format's unwrapping (``_tfrecord.image_of`` checks the
+(``Remote.read_many``); ``fetch`` then hands each record out once. ``share(store)`` copies
+both blocks once into the loader's shared memory and returns a table that pickles as their
+handles, so a worker's memory does not grow with the number of records. ``fetch(i)`` runs in a
+worker: one positioned read of the record (no handle kept open, or a ranged request), then the format's unwrapping (``_tfrecord.image_of`` checks the
 CRCs and finds the image in the Example; a tar member is the image itself). This module owns
 the layout and the hand-off; which records and what they mean is ``records.py``'s.
 """
@@ -208,7 +208,7 @@ class RecordTable:
                 self._ready[index] = pieces if isinstance(pieces, BaseException) else pieces[k]
 
     def _remote_bytes(self, index: int, shard: int, offset: int, size: int) -> bytes:
-        data = self._ready.pop(int(index) % self._n, None)
+        data = self._ready.pop(int(index), None)
         try:
             if data is None:
                 assert self._remote is not None

@@ -194,8 +194,9 @@ class Remote:
         groups = [coalesce(ranges) for _, ranges in wanted]
         requests = [(url, start, stop) for (url, _), found in zip(wanted, groups)
                     for start, stop, _ in found]
-        pieces = iter(self.map_all(requests, lambda item: self._retried(
-            item[0], lambda fs: fs.cat_file(item[0], item[1], item[2], **_limit(fs)))))
+        # start= / end= by name: s3fs' third positional parameter is version_id.
+        pieces = iter(self.map_all(requests, lambda item: self._retried(item[0], lambda fs: (
+            fs.cat_file(item[0], start=item[1], end=item[2], **_limit(fs))))))
         out: list[list[bytes] | BaseException] = []
         for (_, ranges), found in zip(wanted, groups):
             parts: list[bytes] = [b""] * len(ranges)

@@ -29,7 +29,7 @@ import numpy as np
 from . import _options as O
 from . import _remote as R
 from ._bucket import remote_for, check_same_protocol
-from ..errors import ArgumentError, ArgumentTypeError, RemoteError, got
+from ..errors import ArgumentError, ArgumentTypeError, RemoteError, ShmaugError, got
 
 log = logging.getLogger("shmaug.sources.records")
 Scan = Callable[[str], tuple[list[int], list[int], list[Any]]]
@@ -72,7 +72,7 @@ class Shards:
                                        cache_type="readahead") as f:
                 yield f, size
         except (OSError, RuntimeError, ValueError) as exc:
-            if isinstance(exc, (ArgumentError, FileNotFoundError)):
+            if isinstance(exc, (ShmaugError, FileNotFoundError)):  # the format's, or missing
                 raise
             raise RemoteError(
                 f"Could not read {path!r} to index it ({self.remote.scrub(str(exc))[:300]}). "
