@@ -34,7 +34,8 @@ from typing import Any, Callable
 
 import shmaug
 from bench import remote_data as D
-from bench._report import cpu_model
+from bench._harness import prepare_out
+from bench._report import QUICK, cpu_model
 
 log_name = "bench.remote"
 Run = Callable[[], float]  # one epoch -> images/s
@@ -105,34 +106,47 @@ def contenders(args: Any, root: Path, shards: dict[str, list[str]], proxies: dic
 
 
 def measure(rows: dict[str, Run], rounds: int, server_pid: int) -> dict[str, dict[str, Any]]:
-    """Each row once per round, rows in order (interleaved); the server's CPU share per run."""
+    """Each row once per round, rows in order (interleaved); per run, the S3 server's CPU and
+    all the CPU the bench used (itself, its workers and peers once reaped, and the server), in
+    cores: near the machine's core count, the row is CPU-bound."""
     import psutil
 
     server = psutil.Process(server_pid)
-    runs: dict[str, dict[str, list[float]]] = {n: {"rate": [], "cpu": []} for n in rows}
+
+    def ours() -> tuple[float, float]:
+        mine = os.times()
+        served = sum(server.cpu_times()[:2])
+        return served, served + mine.user + mine.system + mine.children_user + \
+            mine.children_system
+
+    runs: dict[str, dict[str, list[float]]] = {n: {"rate": [], "cpu": [], "all": []}
+                                               for n in rows}
     for _ in range(rounds):
         for name, run in rows.items():
-            cpu, began = sum(server.cpu_times()[:2]), time.perf_counter()
+            (served, used), began = ours(), time.perf_counter()
             runs[name]["rate"].append(run())
-            runs[name]["cpu"].append((sum(server.cpu_times()[:2]) - cpu)
-                                     / (time.perf_counter() - began))
+            wall = time.perf_counter() - began
+            after = ours()
+            runs[name]["cpu"].append((after[0] - served) / wall)
+            runs[name]["all"].append((after[1] - used) / wall)
     base = runs["local disk: files"]["rate"]
     return {n: {"images_per_s": statistics.median(r["rate"]), "rounds": r["rate"],
                 "x_local": statistics.median(a / b for a, b in zip(r["rate"], base)),
-                "server_cpu": statistics.median(r["cpu"])} for n, r in runs.items()}
+                "server_cpu": statistics.median(r["cpu"]),
+                "all_cpu": statistics.median(r["all"])} for n, r in runs.items()}
 
 
 def report(result: dict[str, Any]) -> str:
     head = result["setup"]
-    lines = [f"{head['images']} JPEGs {head['size']}x{head['size']} ({head['shards']} shards), "
+    lines = ([QUICK, ""] if head["quick"] else []) + [f"{head['images']} JPEGs {head['size']}x{head['size']} ({head['shards']} shards), "
              f"2 workers, batch {head['batch']}, {head['start_method']}, median of "
-             f"{head['rounds']} interleaved round(s); {head['cpu']}, {head['cpus']} cpus"
-             + (" -- QUICK run: measures nothing" if head["quick"] else ""), "",
-             "| source | images/s | x local disk (same round) | S3 server CPU |",
-             "|---|---:|---:|---:|"]
+             f"{head['rounds']} interleaved round(s); {head['cpu']}, {head['cpus']} cpus", "",
+             "| source | images/s | x local disk (same round) | S3 server CPU (cores) "
+             "| all CPU used (cores) |", "|---|---:|---:|---:|---:|"]
     for name, row in result["rows"].items():
-        cpu = f"{row['server_cpu']:.0%}" if name.startswith("s3") else "-"
-        lines.append(f"| {name} | {row['images_per_s']:.0f} | {row['x_local']:.2f} | {cpu} |")
+        cpu = f"{row['server_cpu']:.2f}" if name.startswith("s3") else "-"
+        lines.append(f"| {name} | {row['images_per_s']:.0f} | {row['x_local']:.2f} | {cpu} "
+                     f"| {row['all_cpu']:.2f} |")
     return "\n".join(lines)
 
 
@@ -150,6 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.images, args.rounds, args.delays_ms, args.peers = 32, 1, "20", False
     size, batch, shard_count = (64, 8, 4) if args.quick else (160, 32, 8)
+    out = prepare_out(args.out) if args.out else None  # before anything is measured
     server, port = D.start_server()
     proxies: dict[float, Any] = {}
     try:
@@ -174,9 +189,7 @@ def main(argv: list[str] | None = None) -> None:
               "rows": measured}
     text = report(result)
     print(text)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
+    if out is not None:
         (out / "remote.json").write_text(json.dumps(result, indent=1))
         (out / "remote.md").write_text(text + "\n")
 
