@@ -11,15 +11,17 @@ sight; it knows nothing of images:
   never into a task; its ``repr`` and every message it builds mask secret values.
 - ``Remote.fetch_all(urls)``: every object at once on a bounded thread pool (``MAX_IN_FLIGHT``
   requests per process), each with ``fetch``'s retries.
-- ``Remote.fetch(url)`` / ``read_ranges(url, ranges)``: one object, or byte ranges of one object
-  with neighbouring ranges coalesced into one request (for record shards). Transient failures
+- ``Remote.fetch(url)`` / ``read_ranges(url, ranges)`` / ``read_many``: one object, or byte
+  ranges of one object (or of several, all in flight together) with neighbouring ranges
+  coalesced into one request (record shards: ``_index.RecordTable.prefetch``). Transient failures
   (timeouts, 5xx, throttling, a dropped connection) are retried ``RETRIES`` times with
   exponential backoff, then ``RemoteError`` names the object and the last failure; a missing
   object is ``FileNotFoundError`` at once (the caller names it: an unreadable image), a refused
   credential ``RemoteError`` at once, naming the fix.
 - ``_bucket.RemoteTable`` uses this layer for image files (``files.py``).
-- ``listing`` / ``check_exist``: list a bucket folder once (one paginated listing, not one per
-  class) in Keras' folder order, and check that objects exist, concurrently.
+- ``listing`` / ``check_exist`` / ``identities``: list a bucket folder once (one paginated
+  listing, not one per class) in Keras' folder order; check that objects exist, or read their
+  size and etag (what an index cache keys on), concurrently.
 """
 
 from __future__ import annotations
