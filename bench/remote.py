@@ -1,186 +1,197 @@
-"""Images/s from a bucket at 0, 20 and 50 ms per request, against the same files on local disk.
+"""Images/s from a bucket at 0, 20 and 50 ms per request: files and record shards, against local
+disk and against tf.data and torch + webdataset reading the same shards.
 
-    python -m bench.remote --quick      # a smoke run: 64 small images, one round (~1 min)
-    python -m bench.remote              # 512 images of 160x160, 3 rounds
+    python -m bench.remote --quick       # a smoke run: 32 small images, one delay, one round
+    python -m bench.remote --out bench/results/remote    # 256 JPEGs 160x160, 3 rounds, peers
 
-A real S3 server (moto's server, in a process of its own so that it does not share the
-loader's interpreter lock) runs on localhost; a small TCP proxy in front
-of it holds every chunk the client sends for the given delay, so each request pays it before
-its first byte, as a bucket's 10-100 ms do. The loader reads ``s3://`` through the proxy with
-2 workers (``ImageFiles.from_directory``); the local row reads the same files from disk.
-Needs ``pip install -e ".[remote,remote-test]"``. Prints a table; writes nothing.
-
-Read the s3 rows against each other, not only against disk: moto answers a GET in ~15 ms of
-its own CPU, so on a small machine it caps every s3 row (about 30-70 images/s on the 2 shared
-cores of the dev box) whatever the delay. Equal rows at 0, 20 and 50 ms mean the delay is
-hidden (each worker has a whole task's requests in flight); a faster server (MinIO, a real
-bucket) is needed to compare remote with local disk.
+A real S3 server (moto's, in a process of its own, ``bench.remote_data``) runs on localhost; a
+small TCP proxy in front of it holds every chunk a client sends for the delay, so each request
+pays it before its first byte, as a bucket's 10-100 ms do. Rows, each the second of two epochs
+(the first warms up: workers started, connections open) of 2 workers (batch 32, decode +
+resize, no augmentation): local disk (``ImageFiles`` over the folder, and
+``ImageRecords`` over the TFRecords on disk); at each delay ``ImageFiles`` over ``s3://`` files,
+``ImageRecords.from_tfrecord`` / ``from_webdataset`` over ``s3://`` shards (8), and the peers
+(``bench.remote_peers``: tf.data over the TFRecord objects, a torch DataLoader + webdataset over
+the tars; each in a child, skipped when its library is missing). Rounds are interleaved; the
+table quotes medians and, per row, the median of its same-round ratio to local disk (files),
+and the S3 server's CPU share during the row (moto answers each request with ~15 ms of its own
+CPU: on a small machine it, not the delay, is the ceiling). Needs
+``pip install -e ".[tf,tfrecord,remote,remote-test]"``; the peers also ``webdataset`` and torch.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import Any, Callable
 
 import shmaug
+from bench import remote_data as D
+from bench._harness import prepare_out
+from bench._report import QUICK, cpu_model
 
-BUCKET = "shmaug-bench"
-log = logging.getLogger("bench.remote")
+log_name = "bench.remote"
+Run = Callable[[], float]  # one epoch -> images/s
 
 
-class DelayProxy:
-    """A TCP proxy on localhost that holds each client chunk ``delay_s`` before forwarding."""
-
-    def __init__(self, target: tuple[str, int], delay_s: float) -> None:
-        self.target, self.delay_s = target, delay_s
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.2)
-        self.port = self.listener.getsockname()[1]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except (socket.timeout, OSError):
-                continue
-            server = socket.create_connection(self.target, timeout=30)
-            for src, dst, delay in ((client, server, self.delay_s), (server, client, 0.0)):
-                threading.Thread(target=self._pump, args=(src, dst, delay), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, delay: float) -> None:
-        try:
-            while not self._stop.is_set():
-                chunk = src.recv(1 << 16)
-                if not chunk:
-                    break
-                if delay:
-                    time.sleep(delay)
-                dst.sendall(chunk)
-        except OSError:
+def loader_rate(source: Any, batch_size: int, start_method: str) -> float:
+    with shmaug.Loader(source, batch_size=batch_size, workers=2, shuffle=True, seed=0,
+                       start_method=start_method) as loader:
+        for _ in loader:  # a warm-up epoch: workers started, connections open
             pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                s.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.listener.close()
-
-
-def wait_for(port: int, server: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and server.poll() is None:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"the S3 server did not start on port {port} within {timeout_s:.0f} s")
-
-
-def make_images(root: Path, count: int, size: int) -> None:
-    import cv2
-
-    rng = np.random.default_rng(0)
-    for i in range(count):
-        folder = root / f"class{i % 4}"
-        folder.mkdir(parents=True, exist_ok=True)
-        base = rng.integers(0, 256, (size // 8, size // 8, 3), np.uint8)
-        image = cv2.resize(base, (size, size), interpolation=cv2.INTER_CUBIC)
-        cv2.imwrite(str(folder / f"{i:05d}.jpg"), image, [cv2.IMWRITE_JPEG_QUALITY, 90])
-
-
-def upload(endpoint: str, root: Path, options: dict[str, Any]) -> None:
-    import boto3
-
-    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=options["key"],
-                          aws_secret_access_key=options["secret"], region_name="us-east-1")
-    client.create_bucket(Bucket=BUCKET)
-    for path in sorted(root.rglob("*.jpg")):
-        client.upload_file(str(path), BUCKET, f"train/{path.relative_to(root).as_posix()}")
-
-
-def images_per_s(files: shmaug.ImageFiles, batch_size: int, start_method: str) -> float:
-    with shmaug.Loader(files, files.labels, batch_size=batch_size, workers=2, shuffle=True,
-                       seed=0, start_method=start_method) as loader:
         began = time.perf_counter()
         count = sum(len(x) for x, _ in loader)
+    if count != len(source):
+        raise RuntimeError(f"delivered {count} images of {len(source)}")
     return count / (time.perf_counter() - began)
+
+
+def peer_rate(kind: str, spec: dict[str, Any]) -> float:
+    done = subprocess.run([sys.executable, "-m", "bench.remote_peers", kind, json.dumps(spec)],
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    if done.returncode:
+        raise RuntimeError(f"peer {kind} failed: {done.stderr[-1500:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["images_per_s"])
+
+
+def have(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def contenders(args: Any, root: Path, shards: dict[str, list[str]], proxies: dict[float, Any],
+               size: int, batch: int) -> dict[str, Run]:
+    """Row name -> one timed epoch (sources built here, once, so indexing is not timed)."""
+    image_size = (size, size)
+    local = shmaug.ImageFiles.from_directory(root, image_size=image_size)
+    rows: dict[str, Run] = {"local disk: files": lambda: loader_rate(local, batch, args.start_method)}
+    if "tfrecord" in shards:
+        disk = shmaug.ImageRecords.from_tfrecord(shards["tfrecord"], image_size=image_size)
+        rows["local disk: TFRecord shards"] = lambda: loader_rate(disk, batch, args.start_method)
+    for delay, proxy in proxies.items():
+        opts = proxy.options()
+        at = f"s3 {delay:g} ms"
+        files = shmaug.ImageFiles.from_directory(f"s3://{D.BUCKET}/train/", image_size=image_size,
+                                                 storage_options=opts)
+        rows[f"{at}: shmaug files"] = (lambda s=files: loader_rate(s, batch, args.start_method))
+        tars = [f"s3://{D.BUCKET}/wds/{Path(p).name}" for p in shards["tar"]]
+        if "tfrecord" in shards:
+            urls = [f"s3://{D.BUCKET}/tfrecord/{Path(p).name}" for p in shards["tfrecord"]]
+            records = shmaug.ImageRecords.from_tfrecord(urls, image_size=image_size,
+                                                        storage_options=opts)
+            rows[f"{at}: shmaug TFRecord"] = (
+                lambda s=records: loader_rate(s, batch, args.start_method))
+        wds = shmaug.ImageRecords.from_webdataset(
+            f"s3://{D.BUCKET}/wds/train-{{000..{len(tars) - 1:03d}}}.tar", image_size=image_size,
+            storage_options=opts)
+        rows[f"{at}: shmaug tar"] = (lambda s=wds: loader_rate(s, batch, args.start_method))
+        spec = {"options": opts, "size": size, "batch_size": batch, "workers": 2,
+                "count": len(local)}
+        if args.peers and "tfrecord" in shards and have("tensorflow"):
+            rows[f"{at}: tf.data TFRecord (fsspec generator)"] = (
+                lambda s={**spec, "urls": urls}: peer_rate("tf", s))
+        if args.peers and have("torch") and have("webdataset"):
+            rows[f"{at}: torch DataLoader + webdataset tar"] = (
+                lambda s={**spec, "urls": tars}: peer_rate("torch", s))
+    return rows
+
+
+def measure(rows: dict[str, Run], rounds: int, server_pid: int) -> dict[str, dict[str, Any]]:
+    """Each row once per round, rows in order (interleaved); per run, the S3 server's CPU and
+    all the CPU the bench used (itself, its workers and peers once reaped, and the server), in
+    cores: near the machine's core count, the row is CPU-bound."""
+    import psutil
+
+    server = psutil.Process(server_pid)
+
+    def ours() -> tuple[float, float]:
+        mine = os.times()
+        served = sum(server.cpu_times()[:2])
+        return served, served + mine.user + mine.system + mine.children_user + \
+            mine.children_system
+
+    runs: dict[str, dict[str, list[float]]] = {n: {"rate": [], "cpu": [], "all": []}
+                                               for n in rows}
+    for _ in range(rounds):
+        for name, run in rows.items():
+            (served, used), began = ours(), time.perf_counter()
+            runs[name]["rate"].append(run())
+            wall = time.perf_counter() - began
+            after = ours()
+            runs[name]["cpu"].append((after[0] - served) / wall)
+            runs[name]["all"].append((after[1] - used) / wall)
+    base = runs["local disk: files"]["rate"]
+    return {n: {"images_per_s": statistics.median(r["rate"]), "rounds": r["rate"],
+                "x_local": statistics.median(a / b for a, b in zip(r["rate"], base)),
+                "server_cpu": statistics.median(r["cpu"]),
+                "all_cpu": statistics.median(r["all"])} for n, r in runs.items()}
+
+
+def report(result: dict[str, Any]) -> str:
+    head = result["setup"]
+    lines = ([QUICK, ""] if head["quick"] else []) + [f"{head['images']} JPEGs {head['size']}x{head['size']} ({head['shards']} shards), "
+             f"2 workers, batch {head['batch']}, {head['start_method']}, median of "
+             f"{head['rounds']} interleaved round(s); {head['cpu']}, {head['cpus']} cpus", "",
+             "| source | images/s | x local disk (same round) | S3 server CPU (cores) "
+             "| all CPU used (cores) |", "|---|---:|---:|---:|---:|"]
+    for name, row in result["rows"].items():
+        cpu = f"{row['server_cpu']:.2f}" if name.startswith("s3") else "-"
+        lines.append(f"| {name} | {row['images_per_s']:.0f} | {row['x_local']:.2f} | {cpu} "
+                     f"| {row['all_cpu']:.2f} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="64 small images, one round")
+    parser.add_argument("--quick", action="store_true", help="32 small images, 20 ms, 1 round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--images", type=int, default=256)
     parser.add_argument("--delays-ms", default="0,20,50")
     parser.add_argument("--start-method", default="fork")
+    parser.add_argument("--no-peers", dest="peers", action="store_false",
+                        help="leave out tf.data and torch (each starts a child per run)")
+    parser.add_argument("--out", default=None, help="folder for remote.json and remote.md")
     args = parser.parse_args(argv)
-    count, size, rounds = (64, 64, 1) if args.quick else (512, 160, args.rounds)
-    batch_size = 16 if args.quick else 32
-    delays = [float(d) for d in args.delays_ms.split(",")]
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rows: list[tuple[str, float]] = []
+    if args.quick:
+        args.images, args.rounds, args.delays_ms, args.peers = 32, 1, "20", False
+    size, batch, shard_count = (64, 8, 4) if args.quick else (160, 32, 8)
+    out = prepare_out(args.out) if args.out else None  # before anything is measured
+    server, port = D.start_server()
+    proxies: dict[float, Any] = {}
     try:
-        wait_for(port, server)
-        options = {"key": "bench", "secret": "bench-secret"}
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "train"
-            make_images(root, count, size)
-            upload(f"http://127.0.0.1:{port}", root, options)
-            local = shmaug.ImageFiles.from_directory(root, image_size=(size, size))
-            sources: list[tuple[str, Any, DelayProxy | None]] = [("local disk", local, None)]
-            for delay in delays:
-                proxy = DelayProxy(("127.0.0.1", port), delay / 1000)
-                opts = {**options, "client_kwargs": {
-                    "endpoint_url": f"http://127.0.0.1:{proxy.port}", "region_name": "us-east-1"}}
-                remote = shmaug.ImageFiles.from_directory(f"s3://{BUCKET}/train/",
-                                                          image_size=(size, size),
-                                                          storage_options=opts)
-                sources.append((f"s3 at {delay:g} ms/request", remote, proxy))
-            try:
-                runs: dict[str, list[float]] = {name: [] for name, _, _ in sources}
-                for _ in range(rounds):  # interleaved: each round runs every row once
-                    for name, files, _ in sources:
-                        runs[name].append(images_per_s(files, batch_size, args.start_method))
-                rows = [(name, statistics.median(v)) for name, v in runs.items()]
-            finally:
-                for _, _, gate in sources:
-                    if gate is not None:
-                        gate.close()
+            D.make_images(root, args.images, size)
+            shards = D.write_shards(root, Path(tmp) / "shards", shard_count)
+            D.upload(port, root, shards)
+            for delay in (float(d) for d in args.delays_ms.split(",")):
+                proxies[delay] = D.DelayProxy(("127.0.0.1", port), delay / 1000)
+            rows = contenders(args, root, shards, proxies, size, batch)
+            measured = measure(rows, args.rounds, server.pid)
     finally:
+        for proxy in proxies.values():
+            proxy.close()
         server.terminate()
         server.wait(timeout=10)
-    base = rows[0][1]
-    print(f"{count} JPEGs {size}x{size}, 2 workers, batch {batch_size}, "
-          f"{args.start_method}, median of {rounds} round(s), cpus {os.cpu_count()}")
-    print(f"{'source':<24} {'images/s':>10} {'x local':>8}")
-    for name, rate in rows:
-        print(f"{name:<24} {rate:>10.0f} {rate / base:>8.2f}")
+    result = {"setup": {"images": args.images, "size": size, "shards": shard_count,
+                        "batch": batch, "start_method": args.start_method,
+                        "rounds": args.rounds, "quick": args.quick, "cpu": cpu_model(),
+                        "cpus": os.cpu_count(), "tfrecord": "tfrecord" in shards},
+              "rows": measured}
+    text = report(result)
+    print(text)
+    if out is not None:
+        (out / "remote.json").write_text(json.dumps(result, indent=1))
+        (out / "remote.md").write_text(text + "\n")
 
 
 if __name__ == "__main__":

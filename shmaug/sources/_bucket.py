@@ -4,16 +4,23 @@
 ``_remote.Remote``. It has ``prefetch(indices)``, which ``Reader.prefetch`` passes on: the engine
 calls it with a task's samples before making them one by one (``engine/_worker.py``), so a
 worker has the whole task's objects in flight together, then ``fetch`` hands each out once.
-``remote_for`` decides whether a source's paths are URLs at all. ``files.py`` owns the source.
+``remote_for`` decides whether a source's paths are URLs at all; ``listed`` lists a bucket
+folder, or reuses the listing a ``listing_cache`` folder kept. ``files.py`` owns the source.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import os
+import tempfile
+import time
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ._remote import Remote, protocol_of
+from ._options import Text
+from ._remote import Listing, Remote, protocol_of
 from ..errors import ArgumentError, RemoteError
 
 
@@ -97,6 +104,59 @@ def remote_for(first: str, storage_options: Any) -> Remote | None:
             )
         return None
     return Remote(protocol, storage_options)
+
+
+log = logging.getLogger("shmaug.sources.files")
+
+
+def listed(remote: Remote | None, root: str, cache: str | os.PathLike[str] | None
+           ) -> Listing | None:
+    """The listing of bucket folder ``root`` (None for a local folder): reused from ``cache``
+    when a file there holds it, else listed (one paginated listing) and kept there. The file
+    holds the objects' URLs only, one a line (never an option); its name hashes the URL and
+    the endpoint, so another bucket or server never matches.
+
+    Raises:
+        ArgumentError: ``cache`` given for a local folder.
+    """
+    if remote is None:
+        if cache is not None:
+            raise ArgumentError(
+                f"`listing_cache` applies to a bucket folder (s3://, gs://, ...); {root!r} is "
+                f"local. Fix: drop listing_cache (a local folder lists fast)."
+            )
+        return None
+    if cache is None:
+        return remote.listing(root)
+    ident = f"{root.rstrip('/')}|{remote.options_text}"
+    name = f"listing-{hashlib.sha1(ident.encode()).hexdigest()}.txt"
+    file = os.path.join(os.fspath(cache), name)
+    try:
+        with open(file, encoding="utf-8") as f:
+            urls = f.read().splitlines()
+        age = time.time() - os.path.getmtime(file)
+        log.info("reused the listing of %s (%d objects, %.0f s old) from %s; delete that file "
+                 "to list the bucket again", root, len(urls), age, file)
+        return Listing(root, urls)
+    except OSError:
+        pass
+    found = remote.listing(root)
+    try:
+        os.makedirs(os.fspath(cache), exist_ok=True)
+        fd, partial = tempfile.mkstemp(suffix=".txt", dir=os.fspath(cache))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.writelines(f"{folder}/{name}\n" for folder, names in found.dirs.items()
+                         for name in names)
+        os.replace(partial, file)  # whole or not at all
+    except OSError as exc:
+        log.warning("listing cache %s not written: %s", cache, exc)
+    return found
+
+
+def shown_options(remote: Remote | None) -> Any:
+    """``storage_options`` as a source's ``repr`` shows them: secret values masked (None for
+    local paths or no options)."""
+    return Text(remote.options_text) if remote is not None and remote.has_options else None
 
 
 def check_same_protocol(paths: Sequence[str], protocol: str) -> None:

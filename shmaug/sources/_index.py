@@ -6,11 +6,15 @@ many records; a worker finds record i from three int64s, so the table is::
     int64 rows[n, 3]     shard << 40 | record number in its shard, byte offset, length
     int64 classes[n]     only when the table has class indices
 
-plus, per shard (a few thousand at most, kept as tuples), its path and, for a shard decompressed into memory (GZIP TFRecords), where it starts in a second
-block of bytes (-1: read the file). ``share(store)`` copies both blocks once into the loader's
-shared memory and returns a table that pickles as their handles, so a worker's memory does not
-grow with the number of records. ``fetch(i)`` runs in a worker: one positioned read of the
-record (no handle kept open), then the format's unwrapping (``_tfrecord.image_of`` checks the
+plus, per shard (a few thousand at most, kept as tuples), its path and, for a shard decompressed
+into memory (GZIP TFRecords), where it starts in a second block of bytes (-1: read the file).
+Shards in a bucket (URLs) come with the ``_remote.Remote`` that reads them: ``prefetch`` (the
+engine's hook, called with a task's samples) groups the task's records by shard and reads them
+with ranged requests, neighbours coalesced, every shard's requests in flight together
+(``Remote.read_many``); ``fetch`` then hands each record out once. ``share(store)`` copies
+both blocks once into the loader's shared memory and returns a table that pickles as their
+handles, so a worker's memory does not grow with the number of records. ``fetch(i)`` runs in a
+worker: one positioned read of the record (no handle kept open, or a ranged request), then the format's unwrapping (``_tfrecord.image_of`` checks the
 CRCs and finds the image in the Example; a tar member is the image itself). This module owns
 the layout and the hand-off; which records and what they mean is ``records.py``'s.
 """
@@ -18,12 +22,14 @@ the layout and the hand-off; which records and what they mean is ``records.py``'
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
 from . import _tfrecord as T
 from ._decode import unreadable
+from ._remote import Remote
+from ..errors import RemoteError
 from ..engine._store import ArrayHandle, SharedStore, attach_block
 
 _ROW = struct.Struct("<qqq")
@@ -45,14 +51,15 @@ class RecordTable:
     """
 
     __slots__ = ("_n", "_has_classes", "_buf", "_blob", "_shards", "_bases",
-                 "_kind", "_key", "_handles", "_blocks", "_data", "_readers")
+                 "_kind", "_key", "_handles", "_blocks", "_data", "_readers", "_remote",
+                 "_ready")
     NOUN = "record"  # what a sample is, in a reader's messages
     SOURCE = "ImageRecords"  # whose ``load`` reads this table, in a worker error
 
     def __init__(self, data: Any, blob: Any, n: int, has_classes: bool,
                  shards: tuple[str, ...], bases: tuple[int, ...],
                  kind: str, key: str, handles: tuple[ArrayHandle, ArrayHandle | None] | None
-                 = None) -> None:
+                 = None, remote: Remote | None = None) -> None:
         self._n = n  # invariant: number of records
         self._has_classes = has_classes  # invariant: the block holds classes[n] after rows
         self._data = (data, blob)  # the blocks as numpy arrays (main process), or None
@@ -65,12 +72,15 @@ class RecordTable:
         self._handles = handles  # invariant: set iff the blocks live in shared memory
         self._blocks: tuple[Any, ...] = ()  # in a worker: the attached blocks behind the bufs
         self._readers: dict[int, Any] = {}  # ArrayRecord readers opened in this process
+        self._remote = remote  # invariant: set iff the shards are URLs
+        self._ready: dict[int, bytes | BaseException] = {}  # the current task's records
 
     @classmethod
     def build(cls, shards: tuple[str, ...], shard_of: np.ndarray, offsets: np.ndarray,
               lengths: np.ndarray, classes: np.ndarray | None, kind: str, key: str = "",
               blob: np.ndarray | None = None, bases: tuple[int, ...] | None = None,
-              numbers: np.ndarray | None = None) -> RecordTable:
+              numbers: np.ndarray | None = None, remote: Remote | None = None
+              ) -> RecordTable:
         """Pack the per-record arrays. ``numbers``: each record's number in its shard (for
         messages); by default records of a shard are contiguous and counted from 0."""
         shard_of = np.asarray(shard_of, np.int64)
@@ -83,7 +93,7 @@ class RecordTable:
         parts = [rows] if classes is None else [rows, np.asarray(classes, np.int64)]
         data = np.concatenate(parts).view(np.uint8)
         return cls(data, blob, len(shard_of), classes is not None, shards,
-                   bases or (-1,) * len(shards), kind, key)
+                   bases or (-1,) * len(shards), kind, key, None, remote)
 
     def share(self, store: SharedStore) -> RecordTable:
         """This table copied into ``store`` (which owns and unlinks the blocks); the copy
@@ -103,11 +113,16 @@ class RecordTable:
             blob_view.flags.writeable = False
         return RecordTable(view, blob_view, self._n, self._has_classes, self._shards,
                            self._bases, self._kind, self._key,
-                           (handle, blob_handle))
+                           (handle, blob_handle), self._remote)
 
     @property
     def shards(self) -> tuple[str, ...]:
         return self._shards
+
+    @property
+    def remote(self) -> Remote | None:
+        """What reads the shards when they are URLs (None: local files)."""
+        return self._remote
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -153,6 +168,8 @@ class RecordTable:
         base = self._bases[shard]
         if base >= 0:
             raw = bytes(self._blob[base + offset:base + offset + size])
+        elif self._remote is not None:
+            raw = self._remote_bytes(index, shard, offset, size)
         else:
             try:
                 with open(self._shards[shard], "rb", buffering=0) as f:
@@ -166,6 +183,42 @@ class RecordTable:
             raise unreadable(self.what(index), "the file is shorter than when it was indexed "
                                                "(it changed); build the ImageRecords again")
         return np.frombuffer(raw, np.uint8)
+
+    def prefetch(self, indices: Iterable[int]) -> None:
+        """Read the records of ``indices`` (a task's) from the bucket together: grouped by
+        shard, neighbours coalesced, all requests in flight at once (bounded per process);
+        ``fetch`` then hands each out once. Never raises: a failure is raised by ``fetch``
+        for its own record. Local shards: nothing to do."""
+        self._ready = {}
+        if self._remote is None:
+            return
+        wanted: dict[int, list[tuple[int, int, int]]] = {}  # shard -> (index, offset, size)
+        for index in indices:
+            shard, _, offset, length = self._locate(index)
+            if self._bases[shard] < 0:
+                extra = T.HEADER.size + T.FOOTER if self._kind == "tfrecord" else 0
+                wanted.setdefault(shard, []).append((int(index), offset, length + extra))
+        try:
+            found = self._remote.read_many([(self._shards[s], [(o, n) for _, o, n in rows])
+                                            for s, rows in wanted.items()])
+        except RemoteError as exc:
+            found = [exc] * len(wanted)
+        for rows, pieces in zip(wanted.values(), found):
+            for k, (index, _, _) in enumerate(rows):
+                self._ready[index] = pieces if isinstance(pieces, BaseException) else pieces[k]
+
+    def _remote_bytes(self, index: int, shard: int, offset: int, size: int) -> bytes:
+        data = self._ready.pop(int(index), None)
+        try:
+            if data is None:
+                assert self._remote is not None
+                data = self._remote.read_ranges(self._shards[shard], [(offset, size)])[0]
+            elif isinstance(data, BaseException):
+                raise data
+        except FileNotFoundError:
+            raise unreadable(self.what(index), "no such object (the shard was deleted or "
+                                               "moved since it was indexed)") from None
+        return data
 
     def _reader(self, shard: int) -> Any:
         """This process's ArrayRecord reader of ``shard``, opened on first use (readers are
@@ -204,7 +257,7 @@ class RecordTable:
         parts = [rows] if classes is None else [rows, np.asarray(classes, np.int64)]
         data = np.concatenate(parts).view(np.uint8)
         return RecordTable(data, self._data[1], self._n, classes is not None, self._shards,
-                           self._bases, self._kind, self._key)
+                           self._bases, self._kind, self._key, None, self._remote)
 
     def __repr__(self) -> str:
         return f"RecordTable({self._n:,} records in {len(self._shards)} shard(s))"
@@ -215,14 +268,16 @@ class RecordTable:
         meta = (self._n, self._has_classes, self._shards, self._bases,
                 self._kind, self._key)
         if self._handles is not None:  # to a worker: the names of the blocks, never their bytes
-            return (_attached, (self._handles, *meta))
-        return (RecordTable, (*self._data, *meta))
+            return (_attached, (self._handles, self._remote, *meta))
+        return (RecordTable, (*self._data, *meta, None, self._remote))
 
 
-def _attached(handles: tuple[ArrayHandle, ArrayHandle | None], *meta: Any) -> RecordTable:
+def _attached(handles: tuple[ArrayHandle, ArrayHandle | None], remote: Remote | None,
+              *meta: Any) -> RecordTable:
     """In a worker: the shared table, mapped by name; read through ``struct`` on the blocks'
     own buffers (no numpy view), so they close cleanly whenever they are collected."""
-    table = RecordTable(None, None, *meta)
+    n, has_classes, shards, bases, kind, key = meta
+    table = RecordTable(None, None, n, has_classes, shards, bases, kind, key, None, remote)
     blocks = tuple(attach_block(h) for h in handles if h is not None)
     table._blocks = blocks
     table._buf = blocks[0].buf

@@ -11,15 +11,17 @@ sight; it knows nothing of images:
   never into a task; its ``repr`` and every message it builds mask secret values.
 - ``Remote.fetch_all(urls)``: every object at once on a bounded thread pool (``MAX_IN_FLIGHT``
   requests per process), each with ``fetch``'s retries.
-- ``Remote.fetch(url)`` / ``read_ranges(url, ranges)``: one object, or byte ranges of one object
-  with neighbouring ranges coalesced into one request (for record shards). Transient failures
+- ``Remote.fetch(url)`` / ``read_ranges(url, ranges)`` / ``read_many``: one object, or byte
+  ranges of one object (or of several, all in flight together) with neighbouring ranges
+  coalesced into one request (record shards: ``_index.RecordTable.prefetch``). Transient failures
   (timeouts, 5xx, throttling, a dropped connection) are retried ``RETRIES`` times with
   exponential backoff, then ``RemoteError`` names the object and the last failure; a missing
   object is ``FileNotFoundError`` at once (the caller names it: an unreadable image), a refused
   credential ``RemoteError`` at once, naming the fix.
 - ``_bucket.RemoteTable`` uses this layer for image files (``files.py``).
-- ``listing`` / ``check_exist``: list a bucket folder once (one paginated listing, not one per
-  class) in Keras' folder order, and check that objects exist, concurrently.
+- ``listing`` / ``check_exist`` / ``identities``: list a bucket folder once (one paginated
+  listing, not one per class) in Keras' folder order; check that objects exist, or read their
+  size and etag (what an index cache keys on), concurrently.
 """
 
 from __future__ import annotations
@@ -181,18 +183,35 @@ class Remote:
     def read_ranges(self, url: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of each ``(offset, size)`` of object ``url``, in order. Ranges at most
         ``GAP`` bytes apart are read in one request (``coalesce``); requests run concurrently."""
-        groups = coalesce(ranges)
-        pieces = self.map_all([(url, start, stop) for start, stop, _ in groups],
-                              lambda item: self._retried(
-                                  url, lambda fs: fs.cat_file(url, item[1], item[2],
-                                                              **_limit(fs))))
-        out: list[bytes] = [b""] * len(ranges)
-        for (start, _, members), piece in zip(groups, pieces):
-            if isinstance(piece, BaseException):
-                raise piece
-            for i in members:
-                offset, size = ranges[i]
-                out[i] = piece[offset - start: offset - start + size]
+        out = self.read_many([(url, ranges)])[0]
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+    def read_many(self, wanted: Sequence[tuple[str, Sequence[tuple[int, int]]]]
+                  ) -> list[list[bytes] | BaseException]:
+        """``read_ranges`` of several objects at once: every object's coalesced requests in
+        flight together (``MAX_IN_FLIGHT`` at a time). Per object, its pieces in the order
+        asked, or the exception its first failed request raised (others still read)."""
+        groups = [coalesce(ranges) for _, ranges in wanted]
+        requests = [(url, start, stop) for (url, _), found in zip(wanted, groups)
+                    for start, stop, _ in found]
+        # start= / end= by name: s3fs' third positional parameter is version_id.
+        pieces = iter(self.map_all(requests, lambda item: self._retried(item[0], lambda fs: (
+            fs.cat_file(item[0], start=item[1], end=item[2], **_limit(fs))))))
+        out: list[list[bytes] | BaseException] = []
+        for (_, ranges), found in zip(wanted, groups):
+            parts: list[bytes] = [b""] * len(ranges)
+            failed: BaseException | None = None
+            for start, _, members in found:
+                piece = next(pieces)
+                if isinstance(piece, BaseException):
+                    failed = failed or piece
+                    continue
+                for i in members:
+                    offset, size = ranges[i]
+                    parts[i] = piece[offset - start: offset - start + size]
+            out.append(failed if failed is not None else parts)
         return out
 
     def fetch_all(self, urls: Sequence[str]) -> list[bytes | BaseException]:
@@ -272,11 +291,24 @@ class Remote:
             )
         return Listing(root, [self.url(p) for p in found])
 
+    def identities(self, urls: Sequence[str]) -> list[str | BaseException]:
+        """Per object, ``"size|etag"`` (its modification time where the backend gives no
+        etag): what an index cache keys on; or the exception (``FileNotFoundError``: none)."""
+        def ident(fs: Any, url: str) -> bytes:
+            info = fs.info(url)
+            if info.get("type", "file") != "file":
+                raise FileNotFoundError(url)
+            tag = next((str(info[k]) for k in ("ETag", "etag", "md5Hash", "LastModified",
+                                               "mtime", "updated") if info.get(k)), "")
+            return f"{int(info['size'])}|{tag}".encode()
+
+        return [o if isinstance(o, BaseException) else o.decode() for o in self.map_all(
+            list(urls), lambda u: self._retried(u, lambda fs: ident(fs, u)))]
+
     def check_exist(self, urls: Sequence[str]) -> None:
         """Raises ``ArgumentError`` naming the missing objects (checked concurrently)."""
         # ``info``, not ``isfile``: isfile answers False for a refused credential too.
-        outcomes = self.map_all(list(urls), lambda u: self._retried(
-            u, lambda fs: b"" if fs.info(u).get("type", "file") == "file" else _missing()))
+        outcomes = self.identities(urls)
         missing = [u for u, o in zip(urls, outcomes) if isinstance(o, FileNotFoundError)]
         if missing:
             raise ArgumentError(
@@ -358,10 +390,6 @@ def _outcome(fn: Callable[[Any], Any], item: Any) -> Any:
         return fn(item)
     except Exception as exc:
         return exc
-
-
-def _missing() -> bytes:
-    raise FileNotFoundError
 
 
 def _describe(exc: BaseException | None) -> str:

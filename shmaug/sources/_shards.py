@@ -1,40 +1,161 @@
 """Finding a source's shards, its optional libraries, and reusing index scans across runs.
 
-``expand`` turns a glob pattern or a list into existing shard paths; ``need`` says which extra
-to install when a constructor's library is missing; ``cached`` reuses the scan of a shard that
-has not changed since it was scanned (same path, size, modification time and inode), kept as
-one small ``.npz`` per shard in ``index_cache`` (opt-in: nothing is written unless a folder is
-given). This module reads no record; ``records.py`` builds the source.
+``find`` turns a glob pattern, WebDataset's braces (``train-{000..127}.tar``) or a list into
+existing shards, local paths or URLs (``s3://``, ``gs://``, ``https://``: their ``Remote``,
+sizes and etags found together, ``_remote.py``); ``opened`` gives a shard as a file object for
+its one indexing scan (a URL is streamed); ``need`` says which extra to install when a
+constructor's library is missing; ``cached`` reuses the scan of a shard that has not changed
+since it was scanned (local: same path, size, modification time and inode; a URL: same URL,
+size and etag or modification time), kept as one small ``.npz`` per shard in ``index_cache``
+(opt-in: nothing is written unless a folder is given; it holds offsets, lengths and labels,
+never an option or a secret). This module reads no record; ``records.py`` builds the source.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
+import itertools
 import logging
 import os
+import re
 import tempfile
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Callable, Iterator
 
 import numpy as np
 
 from . import _options as O
-from ..errors import ArgumentError, ArgumentTypeError, got
+from . import _remote as R
+from ._bucket import remote_for, check_same_protocol
+from ..errors import ArgumentError, ArgumentTypeError, RemoteError, ShmaugError, got
 
 log = logging.getLogger("shmaug.sources.records")
 Scan = Callable[[str], tuple[list[int], list[int], list[Any]]]
 
 
-def cached(scan: Scan, index_cache: str | None, what: str) -> Scan:
+_BRACES = re.compile(r"\{([^{}]*)\}")
+_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
+
+
+@dataclass(frozen=True)
+class Shards:
+    """A source's shards: local paths, or URLs with the ``Remote`` that reads them and each
+    one's identity (size and etag or modification time: what the index cache keys on)."""
+
+    paths: list[str]
+    remote: R.Remote | None = None
+    idents: dict[str, str] = field(default_factory=dict)
+
+    def ident(self, path: str) -> str:
+        if self.remote is not None:
+            return f"{path}|{self.idents[path]}"
+        st = os.stat(path)
+        return f"{os.path.realpath(path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+
+    @contextlib.contextmanager
+    def opened(self, path: str) -> Iterator[tuple[BinaryIO, int]]:
+        """``(file object, size)`` of one shard, for its indexing scan: a URL is streamed
+        (large blocks read ahead, so a scan that seeks over images still reads sequentially).
+
+        Raises:
+            RemoteError: the bucket failed while the shard was read (named, secrets masked).
+        """
+        if self.remote is None:
+            with open(path, "rb") as f:
+                yield f, os.fstat(f.fileno()).st_size
+            return
+        size = int(self.idents[path].split("|", 1)[0])
+        try:
+            with self.remote.fs().open(path, "rb", block_size=_SCAN_BLOCK,
+                                       cache_type="readahead") as f:
+                yield f, size
+        except (OSError, RuntimeError, ValueError) as exc:
+            if isinstance(exc, (ShmaugError, FileNotFoundError)):  # the format's, or missing
+                raise
+            raise RemoteError(
+                f"Could not read {path!r} to index it ({self.remote.scrub(str(exc))[:300]}). "
+                f"Fix: check that the endpoint is reachable (storage_options="
+                f"{self.remote.options_text}) and build the source again."
+            ) from None
+
+
+    def head(self, path: str, size: int) -> bytes:
+        """The first ``size`` bytes of a shard (one small request for a URL)."""
+        if self.remote is None:
+            with open(path, "rb") as f:
+                return f.read(size)
+        return self.remote.read_ranges(path, [(0, size)])[0]
+
+    def whole(self, path: str) -> bytes:
+        """A shard's bytes (a GZIP TFRecord, read whole once)."""
+        if self.remote is None:
+            with open(path, "rb") as f:
+                return f.read()
+        return self.remote.fetch(path)
+
+
+_SCAN_BLOCK = 8 << 20  # bytes per request while a remote shard is scanned
+
+
+def braces(pattern: str) -> list[str]:
+    """WebDataset's brace expansion: ``a-{000..002}.tar`` -> ``a-000.tar``, ``a-001.tar``,
+    ``a-002.tar`` (zero padding kept); ``{x,y}`` alternatives; several braces multiply."""
+    parts: list[list[str]] = []
+    last = 0
+    for match in _BRACES.finditer(pattern):
+        parts.append([pattern[last:match.start()]])
+        inner = match.group(1)
+        numbers = _RANGE.match(inner)
+        if numbers:
+            lo, hi = numbers.groups()
+            width = len(lo) if lo.lstrip("-").startswith("0") else 0
+            step = 1 if int(hi) >= int(lo) else -1
+            parts.append([str(k).zfill(width) for k in range(int(lo), int(hi) + step, step)])
+        elif "," in inner:
+            parts.append(inner.split(","))
+        else:
+            parts.append([match.group(0)])
+        last = match.end()
+    parts.append([pattern[last:]])
+    return ["".join(p) for p in itertools.product(*parts)]
+
+
+def find(name: str, given: Any, what: str, storage_options: Any) -> Shards:
+    """The shards ``given`` names (see the module docstring), each checked to exist.
+
+    Raises:
+        ArgumentError: none matches, one does not exist, local and URLs mixed, or
+            ``storage_options`` for local paths.
+    """
+    listed = _listed(name, given, what)
+    remote = remote_for(listed[0] if listed else "", storage_options)
+    if remote is None:
+        return Shards(_existing(name, given, what, listed, glob.glob, os.path.isfile))
+    check_same_protocol(listed, remote.protocol)
+    paths = _existing(name, given, what, listed,
+                      lambda p: [remote.url(u) for u in remote.fs().glob(p)], lambda p: True)
+    idents = remote.identities(paths)
+    _check_found(name, given, what, paths,
+                 [p for p, i in zip(paths, idents) if isinstance(i, FileNotFoundError)])
+    for i in idents:
+        if isinstance(i, BaseException):
+            raise i
+    return Shards(paths, remote, dict(zip(paths, idents)))  # type: ignore[arg-type]
+
+
+def cached(scan: Scan, index_cache: str | None, what: str, shards: Shards | None = None
+           ) -> Scan:
     """``scan``, reusing its result for an unchanged shard from ``index_cache`` (None: no
     cache). ``what`` names the scan's settings (format and keys): another one never matches."""
     if index_cache is None:
         return scan
     folder = os.fspath(index_cache)
+    ident_of = (shards or Shards([])).ident
 
     def run(path: str) -> tuple[list[int], list[int], list[Any]]:
-        st = os.stat(path)
-        ident = f"{os.path.realpath(path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}|{what}"
+        ident = f"{ident_of(path)}|{what}"
         file = os.path.join(folder, hashlib.sha1(ident.encode()).hexdigest() + ".npz")
         try:
             with np.load(file, allow_pickle=False) as saved:
@@ -57,6 +178,23 @@ def cached(scan: Scan, index_cache: str | None, what: str) -> Scan:
     return run
 
 
+def local_only(name: str, given: Any, what: str, why: str, fix: str) -> None:
+    """Refuse URLs where a format can only be read from local files, saying why and how.
+
+    Raises:
+        ArgumentError: ``given`` (a path, pattern or list) names a URL.
+    """
+    listed = ([given] if isinstance(given, (str, os.PathLike)) else
+              list(given) if isinstance(given, (list, tuple)) else [])
+    url = next((p for p in listed if R.is_url(p)), None)
+    if url is not None:
+        raise ArgumentError(
+            f"`{name}` must name {what} on local disk; received the URL {url!r}: {why}. Fix: "
+            f"copy them to local disk (e.g. `fsspec.filesystem('s3').get(URL, folder, "
+            f"recursive=True)`) and pass the local paths, or {fix}."
+        )
+
+
 def need(module: str, extra: str) -> None:
     """A one-line error naming the extra when ``module`` is not installed."""
     import importlib.util
@@ -77,25 +215,41 @@ def check_keywords(settings: dict[str, Any], more: set[str] = set()) -> None:
 
 
 def expand(name: str, given: Any, what: str) -> list[str]:
-    """A glob pattern's sorted matches, or a list of paths (each must exist)."""
+    """Local shards: a glob pattern's sorted matches (braces expanded first), or a list of
+    paths (each must exist)."""
+    return _existing(name, given, what, _listed(name, given, what), glob.glob, os.path.isfile)
+
+
+def _listed(name: str, given: Any, what: str) -> list[str]:
+    """A pattern's brace expansions (one pattern or path each), or the list given."""
     if isinstance(given, (str, os.PathLike)):
         pattern = os.fspath(given)
-        paths = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-    else:
-        try:
-            paths = [os.fspath(p) for p in given]
-        except TypeError:
-            raise ArgumentTypeError(
-                f"`{name}` must be a list of {what} or a glob pattern; received {got(given)}. "
-                f"Fix: e.g. `{name}='data/train-*'`."
-            ) from None
-    missing = [p for p in paths if not os.path.isfile(p)]
+        return [pattern] if os.path.exists(pattern) else braces(pattern)
+    try:
+        return [os.fspath(p) for p in given]
+    except TypeError:
+        raise ArgumentTypeError(
+            f"`{name}` must be a list of {what} or a glob pattern; received {got(given)}. "
+            f"Fix: e.g. `{name}='data/train-*'`."
+        ) from None
+
+
+def _existing(name: str, given: Any, what: str, listed: list[str],
+              matches: Callable[[str], list[str]], exists: Callable[[str], bool]) -> list[str]:
+    pattern = isinstance(given, (str, os.PathLike))  # a list's paths are taken as written
+    paths = [p for one in listed
+             for p in (sorted(matches(one)) if pattern and glob.has_magic(one) else [one])]
+    _check_found(name, given, what, paths, [p for p in paths if not exists(p)])
+    return paths
+
+
+def _check_found(name: str, given: Any, what: str, paths: list[str], missing: list[str]
+                 ) -> None:
     if not paths or missing:
         seen = f"{len(missing)} do not exist: {missing[:3]}" if missing else "none matched"
         raise ArgumentError(
             f"`{name}` must name existing {what}; received {got(given)}, of which {seen}. "
             f"Fix: check the paths or the glob pattern."
         )
-    return paths
 
 

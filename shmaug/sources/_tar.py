@@ -12,7 +12,7 @@ the layout; the table knows where, ``records.py`` what it means.
 from __future__ import annotations
 
 import tarfile
-from typing import Any, Sequence
+from typing import Any, BinaryIO, Sequence
 
 from ..errors import ArgumentError
 
@@ -24,16 +24,17 @@ def split_name(name: str) -> tuple[str, str]:
     return (f"{folder}/{stem}" if folder else stem), ext.lower() if dot else ""
 
 
-def scan(path: str, image_exts: Sequence[str], label_ext: str | None
-         ) -> tuple[list[int], list[int], list[Any]]:
+def scan(path: str, image_exts: Sequence[str], label_ext: str | None,
+         fileobj: BinaryIO | None = None) -> tuple[list[int], list[int], list[Any]]:
     """Every sample of one shard: ``(image data offsets, image sizes, label texts)``, in
-    the order the tar holds them (labels empty without ``label_ext``).
+    the order the tar holds them (labels empty without ``label_ext``). ``fileobj``: the
+    shard opened (a bucket's object, streamed); ``path`` then only names it.
 
     Raises:
         ArgumentError: not an uncompressed tar; a sample without an image or a label.
     """
     try:
-        tar = tarfile.open(path, mode="r:")
+        tar = tarfile.open(path, mode="r:", fileobj=fileobj)
     except (tarfile.TarError, OSError) as exc:
         raise ArgumentError(
             f"`tar_files`: cannot read {path!r} as an uncompressed tar ({exc}). Fix: pass "

@@ -77,21 +77,20 @@ def masked_crc(data: bytes | memoryview) -> int:
     return (((c >> 15) | (c << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
-def is_gzip(path: str) -> bool:
-    """Whether ``path`` is a GZIP stream rather than plain TFRecord frames: it starts with the
-    GZIP magic *and* its first 12 bytes are not a frame header with a good CRC."""
-    with open(path, "rb") as f:
-        head = f.read(HEADER.size)
+def is_gzip(head: bytes) -> bool:
+    """Whether a file whose first bytes are ``head`` (``HEADER.size`` of them) is a GZIP
+    stream rather than plain TFRecord frames: it starts with the GZIP magic *and* its first
+    12 bytes are not a frame header with a good CRC."""
     if head[:2] != b"\x1f\x8b":
         return False
     return len(head) < HEADER.size or masked_crc(head[:8]) != HEADER.unpack(head)[1]
 
 
-def inflate(path: str) -> bytes:
-    """A GZIP TFRecord file decompressed whole (it cannot be read at an offset)."""
+def inflate(data: bytes, path: str) -> bytes:
+    """A GZIP TFRecord file (``data``, read from ``path``) decompressed whole (it cannot be
+    read at an offset)."""
     try:
-        with gzip.open(path, "rb") as f:
-            return f.read()
+        return gzip.decompress(data)
     except (OSError, EOFError, zlib.error) as exc:
         raise ImageReadError(
             f"Cannot decompress the GZIP TFRecord file {path!r}: {exc}. Fix: rewrite the file "

@@ -151,7 +151,8 @@ class ImageFiles(O.ImageSource):
                        validation_split: float | None = ..., subset: Literal["both"],
                        seed: int | None = ..., reduced_decode: bool = ...,
                        crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...,
-                       storage_options: dict[str, Any] | None = ...
+                       storage_options: dict[str, Any] | None = ...,
+                       listing_cache: str | os.PathLike[str] | None = ...
                        ) -> tuple[ImageFiles, ImageFiles]: ...
 
     @overload
@@ -164,7 +165,8 @@ class ImageFiles(O.ImageSource):
                        subset: Literal["training", "validation"] | None = ...,
                        seed: int | None = ..., reduced_decode: bool = ...,
                        crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...,
-                       storage_options: dict[str, Any] | None = ...) -> ImageFiles: ...
+                       storage_options: dict[str, Any] | None = ...,
+                       listing_cache: str | os.PathLike[str] | None = ...) -> ImageFiles: ...
 
     @classmethod
     def from_directory(
@@ -175,7 +177,8 @@ class ImageFiles(O.ImageSource):
         validation_split: float | None = None, subset: str | None = None,
         seed: int | None = None, reduced_decode: bool = True,
         crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
-        storage_options: dict[str, Any] | None = None, **keras_only: Any,
+        storage_options: dict[str, Any] | None = None,
+        listing_cache: str | os.PathLike[str] | None = None, **keras_only: Any,
     ) -> ImageFiles | tuple[ImageFiles, ImageFiles]:
         """Images in ``directory``, as Keras' ``image_dataset_from_directory`` finds them.
 
@@ -197,6 +200,9 @@ class ImageFiles(O.ImageSource):
         ``directory`` may be a URL (``"s3://bucket/train/"``, ``"gs://..."``), read through
         fsspec with ``storage_options`` (endpoint, credentials; secrets never shown): the
         bucket is listed once, here, and class folders work as on disk (``docs/remote.md``).
+        ``listing_cache``: a folder where that listing is kept and reused by the next
+        construction (a bucket of a million objects lists in minutes); it is reused as is
+        until its file is deleted, so objects added later are not seen.
 
         Raises:
             ArgumentError: the folder does not exist or holds no image file; an argument
@@ -212,7 +218,7 @@ class ImageFiles(O.ImageSource):
             F.refuse_extra_args(keras_only, [*_DIRECTORY_DEFAULTS])
         root = os.fspath(directory)
         remote = B.remote_for(root, storage_options)
-        listing = remote.listing(root) if remote is not None else None
+        listing = B.listed(remote, root, listing_cache)
         if listing is None and not os.path.isdir(root):
             raise ArgumentError(
                 f"`directory` must be an existing folder; received {root!r}. Fix: pass the "
@@ -231,7 +237,9 @@ class ImageFiles(O.ImageSource):
                       on_error=on_error, follow_links=follow_links,
                       validation_split=validation_split, subset=subset, seed=seed,
                       reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
-                      pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=_shown(remote))
+                      pad_to_aspect_ratio=pad_to_aspect_ratio,
+                      storage_options=B.shown_options(remote),
+                      listing_cache=None if listing_cache is None else os.fspath(listing_cache))
         call = f"from_directory({root!r}{O.passed(passed, _DIRECTORY_DEFAULTS)})"
 
         def make(part: np.ndarray | None, suffix: str = "") -> ImageFiles:
@@ -293,7 +301,7 @@ class ImageFiles(O.ImageSource):
                       interpolation=interpolation, on_error=on_error, label_mode=label_mode,
                       reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
                       pad_to_aspect_ratio=pad_to_aspect_ratio,
-                      storage_options=_shown(files._remote))
+                      storage_options=B.shown_options(files._remote))
         label_text = "" if labels is None else f", <{len(strings)} labels>"
         object.__setattr__(files, "_origin", f"from_paths(<{len(strings)} paths>{label_text}"
                                             f"{O.passed(passed, _PATHS_DEFAULTS)})")
@@ -328,7 +336,7 @@ class ImageFiles(O.ImageSource):
         where = "" if directory is None else f", {os.fspath(directory)!r}"
         passed = dict(x_col=x_col, y_col=y_col, classes=classes, **kwargs)
         if "storage_options" in passed:
-            passed["storage_options"] = _shown(files._remote)
+            passed["storage_options"] = B.shown_options(files._remote)
         object.__setattr__(files, "_origin", f"from_dataframe(<DataFrame of {len(paths)} rows>"
                                             f"{where}{O.passed(passed, _FRAME_DEFAULTS)})")
         return files
@@ -340,7 +348,7 @@ class ImageFiles(O.ImageSource):
 
     def _settings_text(self) -> str:
         given = {k: getattr(self, k) for k in _PATHS_DEFAULTS}
-        given["storage_options"] = _shown(self._remote)
+        given["storage_options"] = B.shown_options(self._remote)
         return O.passed(given, _PATHS_DEFAULTS)
 
     # -- the source protocol --------------------------------------------------------------------
@@ -353,16 +361,11 @@ class ImageFiles(O.ImageSource):
         return self.paths
 
 
-def _shown(remote: R.Remote | None) -> Any:
-    """``storage_options`` as a repr shows them: secret values masked."""
-    return O.Text(remote.options_text) if remote is not None and remote.has_options else None
-
-
 # -- arguments --------------------------------------------------------------------------------
 
 _DIRECTORY_DEFAULTS: dict[str, Any] = dict(
     labels="inferred", class_names=None, follow_links=False, validation_split=None, subset=None,
-    seed=None, storage_options=None, **O.SETTINGS_DEFAULTS)
+    seed=None, storage_options=None, listing_cache=None, **O.SETTINGS_DEFAULTS)
 _PATHS_DEFAULTS: dict[str, Any] = dict(class_names=None, storage_options=None,
                                        **O.SETTINGS_DEFAULTS)
 _FRAME_DEFAULTS: dict[str, Any] = dict(x_col="filename", y_col="class", classes=None,

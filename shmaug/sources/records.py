@@ -37,10 +37,14 @@ from ._index import RecordTable
 from ._shards import Scan as _Scan
 from ._shards import cached
 from ._shards import check_keywords as _check_keywords
+from ._shards import Shards as _Shards
 from ._shards import expand as _expand
+from ._shards import find as _find
+from ._shards import local_only as _local_only
 from ._shards import need as _need
 from ._decode import COLOR_MODES
 from ._options import DEFAULT_IMAGE_SIZE
+from ._bucket import shown_options
 from ..errors import ArgumentError, ArgumentTypeError, got, warn
 
 __all__ = ["ImageRecords"]
@@ -111,11 +115,15 @@ class ImageRecords(O.ImageSource):
         cls, files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         image_key: str = "image/encoded", label_key: str | None = "image/class/label", *,
         class_names: Sequence[str] | None = None, compression_type: str | None = None,
-        index_cache: str | os.PathLike[str] | None = None, **settings: Any,
+        index_cache: str | os.PathLike[str] | None = None,
+        storage_options: dict[str, Any] | None = None, **settings: Any,
     ) -> ImageRecords:
         """TFRecord files of ``tf.train.Example``, read without TensorFlow.
 
-        ``files`` is a list of paths or a glob pattern (matches sorted). Each record's image is
+        ``files`` is a list of paths or a glob pattern (matches sorted); paths may be URLs
+        (``"s3://bucket/train-*"``, ``gs://``, ``https://``) read through fsspec with
+        ``storage_options`` (``docs/remote.md``): each shard is streamed once to index it,
+        then workers read records with ranged requests, a task's together. Each record's image is
         the bytes feature ``image_key`` (JPEG, PNG, ... as ``ImageFiles`` decodes); its label
         the feature ``label_key``: one int64 (a class index) or one bytes value (a class name;
         names sorted, or ``class_names`` to order them); ``label_key=None`` for no labels.
@@ -137,7 +145,8 @@ class ImageRecords(O.ImageSource):
             >>> records.class_names[:2], len(records)
             (('0', '1'), 1281167)
         """
-        paths = _expand("files", files, "TFRecord files")
+        found = _find("files", files, "TFRecord files", storage_options)
+        paths = found.paths
         if T.SLOW_CRC:
             warn('ImageRecords.from_tfrecord checks each record\'s CRC-32C in pure Python, '
                  'about 1,000 times slower than in C (milliseconds per image). Fix: pip install '
@@ -149,27 +158,29 @@ class ImageRecords(O.ImageSource):
         bases: list[int] = []
 
         def plain(path: str) -> tuple[list[int], list[int], list[Any]]:
-            with open(path, "rb") as f:
-                return T.scan(f, os.fstat(f.fileno()).st_size, path, image_key, wanted)
+            with found.opened(path) as (f, size):
+                return T.scan(f, size, path, image_key, wanted)
 
         reused = cached(plain, None if index_cache is None else os.fspath(index_cache),
-                        f"tfrecord|{image_key}|{wanted}")
+                        f"tfrecord|{image_key}|{wanted}", found)
 
         def scan(path: str) -> tuple[list[int], list[int], list[Any]]:
-            gz = T.is_gzip(path) if compression_type is None else compression_type == "GZIP"
+            gz = (T.is_gzip(found.head(path, T.HEADER.size)) if compression_type is None
+                  else compression_type == "GZIP")
             if not gz:
                 bases.append(-1)
                 return reused(path)
-            data = T.inflate(path)
+            data = T.inflate(found.whole(path), path)
             bases.append(sum(len(b) for b in blobs))
             blobs.append(data)
             return T.scan(io.BytesIO(data), len(data), path, image_key, wanted)
 
         shown = files if isinstance(files, str) else O.Text(f"<{len(paths)} files>")
         passed = dict(image_key=image_key, label_key=label_key, class_names=class_names,
-                      compression_type=compression_type, index_cache=index_cache, **settings)
+                      compression_type=compression_type, index_cache=index_cache,
+                      storage_options=shown_options(found.remote), **settings)
         call = f"from_tfrecord({shown!r}{O.passed(passed, _TFRECORD_DEFAULTS)})"
-        return cls._indexed(paths, scan, "tfrecord", image_key, wanted, class_names, call,
+        return cls._indexed(found, scan, "tfrecord", image_key, wanted, class_names, call,
                             settings, lambda: (np.frombuffer(b"".join(blobs), np.uint8)
                                                if blobs else None, tuple(bases)))
 
@@ -192,6 +203,9 @@ class ImageRecords(O.ImageSource):
             >>> records = ImageRecords.from_array_record("data/train.array_record-*",
             ...                                          image_key="image", label_key="label")
         """
+        _local_only("files", files, "ArrayRecord shards", "array_record's reader opens local "
+                    "files only (no file object, no URL)", "write TFRecord shards, which "
+                    "from_tfrecord reads from a bucket")
         _need("array_record", "arrayrecord")
         paths = _expand("files", files, "ArrayRecord files")
         wanted = label_key if settings.get("label_mode", "int") is not None else None
@@ -199,7 +213,8 @@ class ImageRecords(O.ImageSource):
         passed = dict(image_key=image_key, label_key=label_key, class_names=class_names,
                       **settings)
         call = f"from_array_record({shown!r}{O.passed(passed, _ARRAY_RECORD_DEFAULTS)})"
-        return cls._indexed(paths, lambda path: T.scan_array_record(path, image_key, wanted),
+        return cls._indexed(_Shards(paths),
+                            lambda path: T.scan_array_record(path, image_key, wanted),
                             "array_record", image_key, wanted, class_names, call, settings,
                             lambda: (None, None))
 
@@ -226,6 +241,11 @@ class ImageRecords(O.ImageSource):
         Example:
             >>> records = ImageRecords.from_tfds("beans", split="train[:80%]", image_size=(224, 224))
         """
+        if data_dir is not None:
+            _local_only("data_dir", data_dir, "a TFDS data folder", "shmaug's workers read "
+                        "TFDS' shards as local files", "use tfds.load(..., data_dir=URL) "
+                        "or copy the prepared dataset, then from_tfrecord(URLs of its "
+                        ".tfrecord shards) with its label key")
         _need("tensorflow_datasets", "tfds")
         from . import _tfds
 
@@ -250,7 +270,7 @@ class ImageRecords(O.ImageSource):
         passed = dict(split=split, data_dir=data_dir, image_key=image_key, label_key=label_key,
                       **settings)
         call = f"from_tfds({name!r}{O.passed(passed, _TFDS_DEFAULTS)})"
-        return cls._indexed([p for p, _, _ in instructions], scan, kind, image, wanted,
+        return cls._indexed(_Shards([p for p, _, _ in instructions]), scan, kind, image, wanted,
                             names, call, settings, lambda: (None, None),
                             [skip for _, skip, _ in instructions])
 
@@ -259,12 +279,14 @@ class ImageRecords(O.ImageSource):
         cls, tar_files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         image_ext: str | Sequence[str] = "jpg", label_ext: str | None = "cls", *,
         class_names: Sequence[str] | None = None,
-        index_cache: str | os.PathLike[str] | None = None, **settings: Any,
+        index_cache: str | os.PathLike[str] | None = None,
+        storage_options: dict[str, Any] | None = None, **settings: Any,
     ) -> ImageRecords:
         """WebDataset tar shards: members ``key.jpg`` and ``key.cls`` make one sample.
 
-        ``tar_files`` is a list of paths or a glob pattern (matches sorted); shards must be
-        uncompressed tars. ``image_ext``: the image member's extension, or several (a list, or
+        ``tar_files`` is a list of paths, a glob pattern (matches sorted) or WebDataset's
+        braces (``"shards/train-{000..127}.tar"``); paths may be URLs read through fsspec
+        with ``storage_options``, as ``from_tfrecord``'s. Shards must be uncompressed tars. ``image_ext``: the image member's extension, or several (a list, or
         "jpg;png" as WebDataset writes it), the first present is used. ``label_ext``: the
         label member, text holding a class index (WebDataset's ``.cls``) or a class name
         (names sorted, or ``class_names``); None for no labels. ``index_cache``: as
@@ -278,7 +300,8 @@ class ImageRecords(O.ImageSource):
             >>> records = ImageRecords.from_webdataset("shards/train-{000..009}.tar".replace(
             ...     "{000..009}", "*"), image_size=(224, 224))
         """
-        paths = _expand("tar_files", tar_files, "tar shards")
+        found = _find("tar_files", tar_files, "tar shards", storage_options)
+        paths = found.paths
         exts = tuple(e.lower().lstrip(".") for e in (
             image_ext.split(";") if isinstance(image_ext, str) else image_ext))
         wanted = label_ext if settings.get("label_mode", "int") is not None else None
@@ -286,12 +309,17 @@ class ImageRecords(O.ImageSource):
             wanted = wanted.lower().lstrip(".")
         shown = tar_files if isinstance(tar_files, str) else O.Text(f"<{len(paths)} shards>")
         passed = dict(image_ext=image_ext, label_ext=label_ext, class_names=class_names,
-                      index_cache=index_cache, **settings)
+                      index_cache=index_cache, storage_options=shown_options(found.remote),
+                      **settings)
         call = f"from_webdataset({shown!r}{O.passed(passed, _WEBDATASET_DEFAULTS)})"
-        scan = cached(lambda path: _tar.scan(path, exts, wanted),
-                      None if index_cache is None else os.fspath(index_cache),
-                      f"tar|{exts}|{wanted}")
-        return cls._indexed(paths, scan, "raw", "", wanted, class_names, call, settings,
+
+        def streamed(path: str) -> tuple[list[int], list[int], list[Any]]:
+            with found.opened(path) as (f, _):
+                return _tar.scan(path, exts, wanted, f)
+
+        scan = cached(streamed, None if index_cache is None else os.fspath(index_cache),
+                      f"tar|{exts}|{wanted}", found)
+        return cls._indexed(found, scan, "raw", "", wanted, class_names, call, settings,
                             lambda: (None, None))
 
     @classmethod
@@ -346,7 +374,7 @@ class ImageRecords(O.ImageSource):
         return records
 
     @classmethod
-    def _indexed(cls, paths: list[str], scan: _Scan, kind: str, key: str,
+    def _indexed(cls, where: _Shards, scan: _Scan, kind: str, key: str,
                  label_key: str | None, class_names: Sequence[str] | None, call: str,
                  settings: dict[str, Any], memory: Callable[[], tuple[Any, Any]],
                  skips: list[int] | None = None) -> ImageRecords:
@@ -355,6 +383,7 @@ class ImageRecords(O.ImageSource):
         from tqdm import tqdm
 
         _check_keywords(settings)  # before the scan, which may be long
+        paths = where.paths
         counts: list[int] = []
         offsets: list[np.ndarray] = []  # per shard: millions of records stay compact arrays
         lengths: list[np.ndarray] = []
@@ -385,7 +414,7 @@ class ImageRecords(O.ImageSource):
             numbers = np.arange(len(shards)) - firsts[shards] + np.array(skips)[shards]
         table = RecordTable.build(tuple(paths), shards, np.concatenate(offsets),
                                   np.concatenate(lengths), classes, kind, key, blob, bases,
-                                  numbers)
+                                  numbers, where.remote)
         records = cls(table, classes, names, **settings)
         object.__setattr__(records, "_origin", call)
         return records
@@ -399,7 +428,7 @@ class ImageRecords(O.ImageSource):
 
 _TFRECORD_DEFAULTS: dict[str, Any] = dict(
     image_key="image/encoded", label_key="image/class/label", class_names=None,
-    compression_type=None, index_cache=None, **O.SETTINGS_DEFAULTS)
+    compression_type=None, index_cache=None, storage_options=None, **O.SETTINGS_DEFAULTS)
 _HUGGINGFACE_DEFAULTS: dict[str, Any] = dict(
     image_column="image", label_column="label", class_names=None, **O.SETTINGS_DEFAULTS)
 _ARRAY_RECORD_DEFAULTS: dict[str, Any] = dict(
@@ -408,4 +437,5 @@ _ARRAY_RECORD_DEFAULTS: dict[str, Any] = dict(
 _TFDS_DEFAULTS: dict[str, Any] = dict(
     split="train", data_dir=None, image_key=None, label_key=None, **O.SETTINGS_DEFAULTS)
 _WEBDATASET_DEFAULTS: dict[str, Any] = dict(
-    image_ext="jpg", label_ext="cls", class_names=None, index_cache=None, **O.SETTINGS_DEFAULTS)
+    image_ext="jpg", label_ext="cls", class_names=None, index_cache=None, storage_options=None,
+    **O.SETTINGS_DEFAULTS)

@@ -120,6 +120,16 @@ def test_bench_autoworkers_quick(tmp_path):
     assert (tmp_path / "autoworkers.md").read_text() in out
 
 
+def test_bench_remote_quick(tmp_path):
+    """Files and record shards through a real S3 server behind the delaying proxy."""
+    for module in ("s3fs", "moto", "boto3"):
+        pytest.importorskip(module)
+    out = run("-m", "bench.remote", "--quick", "--out", str(tmp_path))
+    assert out.startswith("**QUICK run**") and "| s3 20 ms: shmaug tar |" in out
+    rows = json.loads((tmp_path / "remote.json").read_text())["rows"]
+    assert rows["local disk: files"]["images_per_s"] > 0 and len(rows) >= 3
+
+
 @pytest.mark.parametrize("script", [
     ["bench/ops.py", "--quick", "--out", "{out}/ops.json"],
     ["bench/ops.py", "--w1", "--quick", "--out", "{out}/w1.json"],
@@ -127,6 +137,7 @@ def test_bench_autoworkers_quick(tmp_path):
     ["-m", "bench.files", "--quick", "--out", "{out}"],
     ["-m", "bench.recycle", "--quick", "--out", "{out}"],
     ["-m", "bench.wait_trace", "--quick", "--out", "{out}/trace.json"],
+    ["-m", "bench.remote", "--quick", "--out", "{out}"],
     ["-m", "bench", "--quick", "--out", "{out}"],
 ])
 def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_path):

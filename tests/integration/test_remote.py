@@ -205,12 +205,22 @@ def test_server_stopped_mid_epoch_is_an_error_not_a_hang(tmp_path, monkeypatch, 
     # Forked workers inherit the test server's listening socket: connections to the stopped
     # server then hang instead of being refused, which the request timeout must end.
     monkeypatch.setenv("SHMAUG_REQUEST_TIMEOUT_S", "2")
+
+    def made(endpoint: str) -> ImageFiles:
+        upload(endpoint, tmp_path / "train")
+        return ImageFiles.from_directory(f"s3://{BUCKET}/train/", image_size=(8, 8),
+                                         storage_options=options(endpoint))
+
+    stop_server_mid_epoch(made, method)
+
+
+def stop_server_mid_epoch(made, method: str) -> None:
+    """A fresh server, a source ``made(endpoint)`` on it; one batch read, then the server
+    stopped: the rest of the epoch must raise the retries' error (not hang)."""
     server, endpoint = start_server()
     try:
-        upload(endpoint, tmp_path / "train")
-        files = ImageFiles.from_directory(f"s3://{BUCKET}/train/", image_size=(8, 8),
-                                          storage_options=options(endpoint))
-        with shmaug.Loader(files, files.labels, batch_size=1, workers=2, start_method=method,
+        source = made(endpoint)
+        with shmaug.Loader(source, batch_size=1, workers=2, start_method=method,
                            max_queue_size=1) as loader:
             batches = iter(loader)
             next(batches)

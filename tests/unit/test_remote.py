@@ -6,9 +6,11 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from shmaug.errors import ArgumentError, RemoteError
+from shmaug.sources.records import ImageRecords
 from shmaug.sources import _bucket as B
 from shmaug.sources import _remote as R
 
@@ -25,7 +27,10 @@ class Flaky:
     def __init__(self, failures: int, error: BaseException) -> None:
         self.failures, self.error, self.calls = failures, error, 0
 
-    def cat_file(self, url: str, start: int | None = None, end: int | None = None) -> bytes:
+    # s3fs' signature: a range passed by position would land in version_id.
+    def cat_file(self, url: str, version_id: str | None = None, start: int | None = None,
+                 end: int | None = None) -> bytes:
+        assert version_id is None
         self.calls += 1
         if self.calls <= self.failures:
             raise self.error
@@ -103,7 +108,7 @@ def test_urls_and_local_paths():
 
 def test_a_tasks_objects_are_fetched_together(monkeypatch, remote):
     class Slow(Flaky):
-        def cat_file(self, url, start=None, end=None):
+        def cat_file(self, url, version_id=None, start=None, end=None):
             time.sleep(0.2)
             return url.encode()
 
@@ -120,3 +125,37 @@ def test_importing_shmaug_and_reading_local_files_imports_no_fsspec(tmp_path):
             f"shmaug.ImageFiles.from_paths([{str(tmp_path / 'a.png')!r}]).read(0)\n"
             "assert 'fsspec' not in sys.modules and 's3fs' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_tasks_records_are_read_with_one_request_per_shard(monkeypatch, remote):
+    from shmaug.sources._index import RecordTable
+
+    fs = Flaky(0, OSError())
+    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    # Six 5-byte records, three in each of two shards; a task holds four of them.
+    table = RecordTable.build(("memory://b/s0.tar", "memory://b/s1.tar"),
+                              np.array([0, 0, 0, 1, 1, 1]), np.array([0, 20, 40, 10, 30, 90]),
+                              np.array([5] * 6), None, "raw", remote=remote)
+    table.prefetch([4, 0, 2, 3])
+    assert fs.calls == 2  # grouped by shard, neighbours coalesced
+    assert [bytes(table.fetch(i)) for i in (0, 2, 3, 4)] == [b"01234", b"01234", b"01234",
+                                                             b"01234"]
+    assert fs.calls == 2  # handed out from the task's reads
+    assert bytes(table.fetch(5)) == b"01234" and fs.calls == 3  # outside the task: one read
+
+
+def test_webdataset_braces_expand_as_webdataset_writes_them():
+    from shmaug.sources._shards import braces
+
+    assert braces("s3://b/train-{000..002}.tar") == [f"s3://b/train-{k:03d}.tar" for k in range(3)]
+    assert braces("a{1..2}-{x,y}") == ["a1-x", "a1-y", "a2-x", "a2-y"]
+    assert braces("plain/{}.tar") == ["plain/{}.tar"]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: ImageRecords.from_array_record("s3://b/train.array_record-*"),
+    lambda: ImageRecords.from_tfds("mnist", data_dir="gs://tfds-data/datasets"),
+])
+def test_formats_read_only_from_local_files_refuse_urls_naming_the_fix(call):
+    with pytest.raises(ArgumentError, match=r"on local disk.*URL.*Fix: copy them to local disk"):
+        call()
