@@ -5,6 +5,7 @@ received and how to fix it; the settings are checked in ``_checks``."""
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -20,8 +21,10 @@ from ..ops.core import children
 def is_source(x: Any) -> bool:
     """Whether ``x`` is a sample source: an object with a ``load(index)`` method of its own
     (``shmaug.ImageFiles``, ``ImageRecords``, or the user's), which the workers call for
-    sample i. A tf.data dataset is refused (it has a ``load`` too, a static one that reads a
-    saved dataset from a path), as is any other ``load`` that is no method of ``x``."""
+    sample i, or a callable of its own (the readers of ``ImageFiles`` and ``ImageRecords`` are
+    instance attributes). A tf.data dataset is refused (it has a ``load`` too, a static one
+    that reads a saved dataset from a path), as is a static or class ``load`` elsewhere, or a
+    method bound to another object."""
     if any(c.__module__.startswith("tensorflow.python.data") for c in type(x).__mro__):
         raise ArgumentTypeError(
             f"`x` is a tf.data dataset ({type(x).__name__}), which shmaug cannot use: its "
@@ -33,7 +36,9 @@ def is_source(x: Any) -> bool:
     load = getattr(x, "load", None)
     if not callable(load):
         return False
-    if getattr(load, "__self__", None) is not x:
+    static = inspect.getattr_static(x, "load", None)
+    if isinstance(static, (staticmethod, classmethod)) or (
+            inspect.ismethod(load) and load.__self__ is not x):
         raise ArgumentTypeError(
             f"`x` ({got(x)}) has a `load` attribute that is no method of it ({got(load)}), so "
             f"shmaug cannot take it as a sample source (an object whose `load(index)` method "

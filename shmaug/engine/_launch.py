@@ -24,23 +24,28 @@ from . import _platform
 _PRELOAD = ("shmaug.engine._worker", "shmaug.ops")
 # Runtimes that start threads of their own: fork after they ran can deadlock the child (a lock
 # a thread held is never released there), and JAX warns on every fork once it has started.
-_THREADED = ("jax", "tensorflow", "torch")
+# array_record too: its reader (0.8.6) segfaults in a forked child that opens a file after the
+# parent opened one, unless the parent had also written one (from_array_record opens them).
+_THREADED = ("jax", "tensorflow", "torch", "array_record")
 
 
 def default_start_method(needs_main: bool) -> str:
-    """``start_method=None``: the method set with ``multiprocessing.set_start_method``; else
-    Python's default where it is not fork (Windows and macOS spawn, Linux from 3.14
-    forkserver); else fork while no threaded runtime is imported (the fastest start, and ops
-    defined in a notebook work), forkserver once one is (what Python 3.14 made the default).
-    A payload that refers to a ``__main__`` no fresh process can import (a notebook, ``python
-    -c``) can only run forked, so it keeps fork.
+    """``start_method=None``: a method other than fork set with
+    ``multiprocessing.set_start_method``; else Python's default where it is not fork (Windows
+    and macOS spawn, Linux from 3.14 forkserver); else fork while no threaded runtime (or
+    array_record) is imported (the fastest start, and ops defined in a notebook work),
+    forkserver once one is (what Python 3.14 made the default). A fork that multiprocessing
+    reports may be no one's choice: the first use of its default context fixes it (tqdm's
+    lock does, at its first bar), so ``start_method="fork"`` is how to insist on it. A payload
+    that refers to a ``__main__`` no fresh process can import (a notebook, ``python -c``) can
+    only run forked, so it keeps fork.
 
     ``needs_main``: the payload refers to ``__main__``.
     """
-    chosen = _platform.DEFAULT_START_METHOD or multiprocessing.get_start_method(allow_none=True)
-    if chosen:
-        return chosen
     methods = multiprocessing.get_all_start_methods()
+    chosen = _platform.DEFAULT_START_METHOD or multiprocessing.get_start_method(allow_none=True)
+    if chosen and chosen != methods[0]:
+        return chosen
     if methods[0] != "fork" or "forkserver" not in methods:
         return methods[0]
     if not any(name in sys.modules for name in _THREADED):

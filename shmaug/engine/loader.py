@@ -108,8 +108,8 @@ class Loader:
             default), in their order. (A ``shmaug.Sequence``'s None follows Keras instead:
             shuffled for ``fit``'s training data, in order for the rest.)
         drop_remainder: drop the last batch when it is smaller than ``batch_size``.
-        start_method: "fork", "spawn", "forkserver", or None: the method set with
-            ``multiprocessing.set_start_method``, else the platform's if it is not fork, else
+        start_method: "fork", "spawn", "forkserver", or None: a method other than fork set
+            with ``multiprocessing.set_start_method``, else the platform's if it is not fork, else
             fork while no JAX, TensorFlow or torch is imported and forkserver once one is
             (fork after their threads start can deadlock; see docs/faults.md).
         max_queue_size: batches prepared ahead of the consumer (ring slots in shared memory).

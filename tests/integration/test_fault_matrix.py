@@ -230,7 +230,7 @@ def _signal_ends(proc: subprocess.Popen[str], info: dict[str, Any], sig: int) ->
     took = time.monotonic() - began
     if sig == signal.SIGINT:
         assert "KeyboardInterrupt" in err and proc.returncode != 0, err[-3000:]
-        assert took < 10, f"Ctrl-C took {took:.1f} s"
+        assert took < 15, f"Ctrl-C took {took:.1f} s"
     else:
         assert proc.returncode == -sig
         assert "leaked" not in err, err[-3000:]  # the tracker that unlinks says nothing

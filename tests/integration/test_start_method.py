@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.keras, pytest.mark.slow, pytest.mark.timeout(180)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
-import numpy as np, keras, shmaug
+import numpy as np, keras, shmaug, tqdm
+list(tqdm.tqdm(range(2)))  # its lock fixes multiprocessing's default context at fork
 if keras.backend.backend() == "jax":
     import jax.numpy as jnp; jnp.zeros(1).block_until_ready()  # JAX's threads run
 x = np.arange(16 * 8 * 8 * 3, dtype=np.uint8).reshape(16, 8, 8, 3)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import multiprocessing
+import functools
 
 import numpy as np
 import psutil
 import pytest
 
 import shmaug
+from shmaug.engine._launch import default_start_method
 from tests import _ops
 
 X = np.zeros((10, 4, 4), np.uint8)
@@ -211,8 +212,7 @@ def test_repr_shows_the_settings_given_and_what_they_resolved_to():
         text = repr(loader)
     assert f"workers={_platform.cpu_count()} (none started: nothing to augment)" in text
     assert f"seed={loader.seed} (drawn: seed=None)" in text
-    assert f"start_method='{multiprocessing.get_all_start_methods()[0]}'" in text or \
-        multiprocessing.get_start_method(allow_none=True) is not None
+    assert f"start_method='{default_start_method(needs_main=False)}'" in text
 
 
 class StaticLoad:
@@ -236,10 +236,23 @@ class Custom:
         return np.full((4, 4), index, np.uint8)
 
 
+class Reads:
+    """A source whose `load` is a callable object of its own, as ImageFiles' and
+    ImageRecords' readers are (an instance attribute, not a method)."""
+
+    def __init__(self):
+        self.load = functools.partial(np.full, (4, 4), dtype=np.uint8)
+
+    def __len__(self):
+        return 10
+
+
 def test_an_object_whose_load_is_no_method_of_it_is_refused_at_construction():
     with pytest.raises(shmaug.ArgumentTypeError, match=r"`load` attribute that is no method"):
         shmaug.Loader(StaticLoad(), workers=0)
     with shmaug.Loader(Custom(), batch_size=5, workers=0) as loader:  # still a source
+        assert loader.batch(1)[0][:, 0, 0].tolist() == [5, 6, 7, 8, 9]
+    with shmaug.Loader(Reads(), batch_size=5, workers=0) as loader:  # its own callable
         assert loader.batch(1)[0][:, 0, 0].tolist() == [5, 6, 7, 8, 9]
 
 
