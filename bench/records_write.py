@@ -1,6 +1,6 @@
 """``bench.records``' child: a folder's JPEGs written into each record format by its own writer.
 
-    python -m bench.records_write FOLDER OUT SHARDS
+    python -m bench.records_write FOLDER OUT SHARDS [FORMATS]
 
 Record i of every format is file i of the folder as ``ImageFiles.from_directory`` lists it (so
 every contender reads the same images in the same order) with label i; the shards split the
@@ -101,13 +101,15 @@ WRITERS: dict[str, Callable[[Path, list[str], list[np.ndarray]], Any]] = {
     "webdataset": webdataset}
 
 
-def main(folder: str, out: str, shards: int) -> None:
+def main(folder: str, out: str, shards: int, formats: str = ",".join(WRITERS)) -> None:
+    """Writes ``formats`` (comma-separated, default every one) and prints what it made."""
     import shmaug
 
     paths = [str(p) for p in shmaug.ImageFiles.from_directory(folder).paths]
     parts = np.array_split(np.arange(len(paths)), shards)
     made: dict[str, Any] = {"missing": {}}
-    for name, write in WRITERS.items():
+    for name in formats.split(","):
+        write = WRITERS[name]
         where = Path(out) / name
         where.mkdir(parents=True, exist_ok=True)
         try:
@@ -119,4 +121,4 @@ def main(folder: str, out: str, shards: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:5])

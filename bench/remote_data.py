@@ -128,9 +128,10 @@ def write_shards(root: Path, out: Path, shards: int) -> dict[str, list[str]]:
                     tar.addfile(info, io.BytesIO(data))
         made["tar"].append(str(path))
     done = subprocess.run([sys.executable, "-m", "bench.records_write", str(root),
-                           str(out / "tfrecord"), str(shards)], capture_output=True, text=True)
+                           str(out / "tfrecord"), str(shards), "tfrecord"],
+                          capture_output=True, text=True)
     if done.returncode == 0:
-        made["tfrecord"] = json.loads(done.stdout.strip().splitlines()[-1])
+        made["tfrecord"] = json.loads(done.stdout.strip().splitlines()[-1])["tfrecord"]
     return made
 
 

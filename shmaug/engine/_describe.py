@@ -40,4 +40,4 @@ def resolved_start_method(value: str | None) -> str:
     """The start method a pool given ``value`` uses (as ``WorkerPool`` picks its context):
     the one given, else ``_launch.default_start_method``'s (for a payload that needs no
     ``__main__``). Asking does not fix the default context."""
-    return value or default_start_method(needs_main=False)
+    return value or default_start_method()

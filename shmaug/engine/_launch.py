@@ -6,9 +6,10 @@ all. Kept apart from the pool, which only decides *when* a worker starts.
 
 from __future__ import annotations
 
+import ast
+import functools
 import gc
 import multiprocessing
-import os
 import signal
 import sys
 from contextlib import contextmanager
@@ -29,7 +30,7 @@ _PRELOAD = ("shmaug.engine._worker", "shmaug.ops")
 _THREADED = ("jax", "tensorflow", "torch", "array_record")
 
 
-def default_start_method(needs_main: bool) -> str:
+def default_start_method(payload: bytes = b"") -> str:
     """``start_method=None``: a method other than fork set with
     ``multiprocessing.set_start_method``; else Python's default where it is not fork (Windows
     and macOS spawn, Linux from 3.14 forkserver); else fork while no threaded runtime (or
@@ -37,10 +38,11 @@ def default_start_method(needs_main: bool) -> str:
     forkserver once one is (what Python 3.14 made the default). A fork that multiprocessing
     reports may be no one's choice: the first use of its default context fixes it (tqdm's
     lock does, at its first bar), so ``start_method="fork"`` is how to insist on it. A payload
-    that refers to a ``__main__`` no fresh process can import (a notebook, ``python -c``) can
-    only run forked, so it keeps fork.
+    that a fresh process could only load by running code that is running now keeps fork: a
+    ``__main__`` it cannot import (a notebook, ``python -c``), a script's lines outside
+    ``if __name__ == "__main__":``, a module still being imported.
 
-    ``needs_main``: the payload refers to ``__main__``.
+    ``payload``: the pickled ops (module names show in it).
     """
     methods = multiprocessing.get_all_start_methods()
     chosen = _platform.DEFAULT_START_METHOD or multiprocessing.get_start_method(allow_none=True)
@@ -50,9 +52,44 @@ def default_start_method(needs_main: bool) -> str:
         return methods[0]
     if not any(name in sys.modules for name in _THREADED):
         return "fork"
-    if needs_main and not os.path.isfile(getattr(sys.modules["__main__"], "__file__", "") or ""):
+    if _reruns_when_imported(payload):
         return "fork"
     return "forkserver"
+
+
+def _reruns_when_imported(payload: bytes) -> bool:
+    """Whether a fresh worker, importing the modules ``payload`` names, would run code that is
+    running now (so an unguarded script would train again in each worker)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>":
+            name = frame.f_globals.get("__name__", "")
+            if name == "__main__":
+                if b"__main__" in payload and not _guarded(frame.f_code.co_filename,
+                                                           frame.f_lineno):
+                    return True
+            elif name and name.encode() in payload:
+                return True  # a module whose import is still running
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+@functools.lru_cache(maxsize=8)
+def _main_guards(path: str) -> tuple[tuple[int, int], ...]:
+    """The line spans of ``if __name__ == "__main__":`` blocks at the top of the file at
+    ``path``; () when it is no readable Python file (a notebook, ``python -c``)."""
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read())
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    return tuple((node.lineno, node.end_lineno or node.lineno) for node in tree.body
+                 if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+                 and "__name__" in ast.unparse(node.test))
+
+
+def _guarded(path: str, line: int | None) -> bool:
+    """Whether ``line`` of the script at ``path`` runs inside its ``__main__`` guard."""
+    return line is not None and any(a <= line <= b for a, b in _main_guards(path))
 
 
 def start_worker(process: Any, start_method: str, *, needs_main: bool) -> None:

@@ -110,7 +110,7 @@ class WorkerPool:
         # Spawned workers need the user's __main__ only if the payload refers to it.
         self._needs_main = b"__main__" in spec.payload
         self._ctx: Any = multiprocessing.get_context(
-            start_method or default_start_method(self._needs_main))
+            start_method or default_start_method(spec.payload))
         self._spec = spec
         self._timeout = timeout
         self._op = op  # what a task runs, as a stall warning names it

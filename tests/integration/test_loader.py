@@ -379,3 +379,55 @@ def test_forkserver_workers_see_the_environment_of_now_not_of_the_servers_start(
     monkeypatch.setenv("SHMAUG_TEST_ADD", "7")
     with shmaug.Loader(x, **args) as loader:
         assert loader.batch(0)[0].min() == 7
+
+
+def test_forkserver_workers_import_from_a_folder_added_to_sys_path_since_the_server_started(
+        monkeypatch, tmp_path):
+    """An op in a module the parent imports from a folder it put on sys.path after the
+    forkserver started (a notebook's sys.path.append, a runner importing from a temp dir)."""
+    x = np.zeros((4, 2, 2), np.uint8)
+    with shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=1,
+                       start_method="forkserver") as loader:  # the server runs from here on
+        loader.batch(0)
+    (tmp_path / "late_ops.py").write_text(
+        "def plus_three(image, rng):\n    return image + 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import late_ops
+
+    with shmaug.Loader(x, batch_size=4, augment=late_ops.plus_three, workers=1,
+                       start_method="forkserver") as loader:
+        assert loader.batch(0)[0].min() == 3
+
+
+SCRIPT = """
+import sys, types
+sys.modules.setdefault("jax", types.ModuleType("jax"))  # as if a threaded runtime were up
+import numpy as np, shmaug
+
+def plus_one(image, rng):
+    return image + 1
+
+def run():
+    x = np.zeros((4, 2, 2), np.uint8)
+    with shmaug.Loader(x, batch_size=4, augment=plus_one, workers=1) as loader:
+        assert loader.batch(0)[0].min() == 1
+        print("METHOD", loader._pool._ctx.get_start_method())
+"""
+
+
+@pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods() or
+                    multiprocessing.get_all_start_methods()[0] != "fork",
+                    reason="the default chooses between fork and forkserver only where fork is "
+                           "the platform's default")
+@pytest.mark.parametrize("guarded", [True, False])
+def test_a_script_that_trains_outside_its_main_guard_keeps_fork(tmp_path, guarded):
+    """With a threaded runtime up the default is forkserver, whose workers import the script
+    that defines the ops: one that trains outside ``if __name__ == "__main__":`` would train
+    again in each worker, so it keeps fork (and a guarded one gets forkserver)."""
+    body = 'if __name__ == "__main__":\n    run()\n' if guarded else "run()\n"
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT + body)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"METHOD {'forkserver' if guarded else 'fork'}" in proc.stdout, proc.stdout

@@ -47,14 +47,18 @@ def unreadable_paths(files: shmaug.ImageFiles) -> list[str]:
 
 def kill(pid: int) -> None:
     """SIGKILL a worker (TerminateProcess on Windows) and wait until it is dead, not reaped
-    (that is the pool's job), so the rest of the run cannot outpace its death."""
+    (that is the pool's job), so the rest of the run cannot outpace its death. A forkserver's
+    worker is the server's child: the server reaps it, so it may be gone at once."""
     process = psutil.Process(pid)
     process.kill()
     if sys.platform == "win32":  # no zombies there, and waiting reaps nothing
         process.wait(30)
         return
-    while process.status() != psutil.STATUS_ZOMBIE:
-        time.sleep(0.01)
+    try:
+        while process.status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.01)
+    except psutil.NoSuchProcess:
+        pass
 
 
 def run(files, workers, start_method=None, kill_after=None):

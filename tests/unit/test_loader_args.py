@@ -212,7 +212,7 @@ def test_repr_shows_the_settings_given_and_what_they_resolved_to():
         text = repr(loader)
     assert f"workers={_platform.cpu_count()} (none started: nothing to augment)" in text
     assert f"seed={loader.seed} (drawn: seed=None)" in text
-    assert f"start_method='{default_start_method(needs_main=False)}'" in text
+    assert f"start_method='{default_start_method()}'" in text
 
 
 class StaticLoad:
