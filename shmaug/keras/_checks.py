@@ -1,5 +1,6 @@
-"""Checks of what only the Keras facade takes: Keras' ``use_multiprocessing``, and the
-bindings a ``Sequence.state_dict()`` saved. The rest is checked where the engine checks it."""
+"""Checks of what only the Keras facade takes: Keras' ``use_multiprocessing``, a dict ``x``'s
+``image_key``, and the bindings a ``Sequence.state_dict()`` saved. The rest is checked where
+the engine checks it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ def use_multiprocessing(value: Any) -> bool | None:
     return None if value is None else bool(value)
 
 
-
 def bindings(pairs: Any, asked: Any, batches: int) -> list[tuple[int, int, int]]:
     """A Sequence state's ``[[index, epoch, batch], ...]`` and ``asked`` indices, checked."""
     try:
@@ -36,3 +36,24 @@ def bindings(pairs: Any, asked: Any, batches: int) -> list[tuple[int, int, int]]
             f"dict `state_dict()` returned, unchanged."
         )
     return out
+
+
+def split_inputs(x: Any, image_key: str | None) -> tuple[str | None, Any, dict[str, Any]]:
+    """``x`` or a dict of inputs -> (image key, the images, the other inputs)."""
+    if not isinstance(x, dict):
+        return None, x, {}
+    if image_key is None:
+        candidates = [k for k, v in x.items() if np.ndim(v) in (3, 4)]
+        if len(candidates) != 1:
+            raise ArgumentError(
+                f"`x` is a dict, so shmaug needs to know which entry holds the images to "
+                f"augment; candidates (3-D or 4-D arrays): {candidates}. Fix: pass "
+                f"`image_key=` naming that entry."
+            )
+        image_key = candidates[0]
+    if image_key not in x:
+        raise ArgumentError(
+            f"`image_key`={image_key!r} is not a key of `x` (keys: {list(x)}). Fix: pass one "
+            f"of those."
+        )
+    return image_key, x[image_key], {k: v for k, v in x.items() if k != image_key}

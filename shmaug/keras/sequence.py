@@ -16,14 +16,13 @@ calls ``__getitem__`` is the pass; an ask from no generator is a look. The pass 
 build an unbuilt model begins with ``on_epoch_begin`` called from its trainer's
 ``_symbolic_build``, which the facade reads off the stack. ``_passes.py`` holds the rules that
 bind each ask to a batch of shmaug's stream (rule by rule, with the Keras behaviour each
-answers); this module only says who asks and keeps the few batches asked twice.
+answers) and ``_stack.py`` finds the asking frames; this module keeps the few batches asked
+twice and the workers' lifecycle (``_idle.py`` stops those nobody asks).
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
-import sys
 import threading
 import time
 import traceback
@@ -35,34 +34,23 @@ from typing import TYPE_CHECKING, Any
 import keras
 import numpy as np
 
-from ..engine import _describe as describe
-from . import _distribution
 from ..engine import _checks as check
+from ..engine import _describe as describe
 from ..engine import _inputs as inputs
 from ..engine import _sampling as sampling
+from ..engine.loader import Loader
 from . import _checks as facade_checks
+from . import _distribution, _idle
+from . import _stack as stack
 from ._passes import Key, Passes
 from ..errors import (
     ArgumentError, ClosedError, ErrorRecord, NotInitializedError, rebuild, warn)
-from ..engine.loader import Loader
 
 log = logging.getLogger(__name__)
 
 _HELD = 2  # batches kept for a second ask: Keras' NUM_BATCHES_FOR_TENSOR_SPEC probes, and
 # the first batches of a pass (which a build pass may have taken already: _passes rule 3)
-_GENERATOR = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
 _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
-# A started Sequence that nobody has asked for a batch for this long stops its workers and
-# frees its shared memory; the next ask starts them again, and the stream goes on unchanged
-# (a batch is a function of seed, epoch and index). What a framework keeps alive after
-# `fit` (Keras' tf.data adapter on TensorFlow: issue 30 §1) then holds no pool.
-_IDLE_STOP_S = 120.0
-# ... and when another Sequence starts its workers, one idle this long already (a notebook
-# cell run again makes a new Sequence: the old one's copy of the data must not wait 2 min)
-_IDLE_AT_START_S = 10.0
-_RUNNING: weakref.WeakSet[Sequence] = weakref.WeakSet()  # Sequences whose workers run
-_WATCH_LOCK = threading.Lock()
-_watcher: threading.Thread | None = None  # invariant: alive while _RUNNING is not empty
 _SET_UP = frozenset({  # what Sequence.__init__ sets: missing, a subclass skipped it
     "image_key", "_loader_args", "x", "_side", "batch_size", "seed", "_shuffle_given",
     "shuffle", "_n", "_seed_given", "_shard_given", "num_shards", "shard_index", "_plan",
@@ -157,7 +145,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 "through shared memory, so a process costs no copy), so "
                 "use_multiprocessing=False cannot make them threads and is ignored. Fix: leave "
                 "it out; pass workers=0 to run everything in this process instead.")
-        self.image_key, images, extra_inputs = _split_inputs(x, image_key)
+        self.image_key, images, extra_inputs = facade_checks.split_inputs(x, image_key)
         self._loader_args: dict[str, Any] = dict(
             batch_size=check.positive_int("batch_size", batch_size),
             augment=check.callable_or_none("augment", augment),
@@ -253,12 +241,12 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
     def __getitem__(self, index: int) -> Any:
         index = check.batch_index(index, len(self))
-        caller = _asking_loop(self)
+        caller = stack.asking_loop(self)
         with self._lock:
             self._follow_keras()
             loader = self._ensure_loader()
             passes = self._passes
-            if passes.begins(caller) and _keras_is_building():  # JAX, torch: asked from the
+            if passes.begins(caller) and stack.keras_is_building():  # JAX, torch: asked from the
                 passes.building(True)  # build itself (also when on_epoch_begin is overridden)
             key, in_pass = passes.ask(index, caller)
             if in_pass:
@@ -285,7 +273,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         """Keras begins an epoch: one of its own, or the one it runs to build an unbuilt model
         (which only borrows its epoch: _passes rule 3; on TensorFlow only this tells, since
         tf.data's threads ask: an override should call ``super().on_epoch_begin()``)."""
-        building = _keras_is_building()
+        building = stack.keras_is_building()
         with self._lock:
             self._follow_keras()
             self._passes.building(building)
@@ -295,7 +283,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         contract) the next one gets the next epoch, as the next ``for batch in seq`` does;
         after Keras' own passes nothing moves (_passes rule 5). An override should call
         ``super().on_epoch_end()``, else such a loop replays the same epoch."""
-        if _from_adapter(self):  # Keras' passes are its generators; its calls move nothing
+        if stack.from_adapter(self):  # Keras' passes are its generators; its calls move nothing
             return  # (fit calls it before its first pass, after the signature probes)
         with self._lock:
             self._passes.epoch_ended()
@@ -513,7 +501,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         """
         self._closed = True
         self._passes.release()  # Keras' generators and adapters, held to know them again
-        _RUNNING.discard(self)
+        _idle.forget(self)
         loader = self._loader
         if loader is not None:
             loader.close()
@@ -599,19 +587,17 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             else:
                 augment = self._loader_args["augment"]
             args = {**self._loader_args, "augment": augment}
-            now = time.monotonic()
-            for other in list(_RUNNING):  # the cell run again: free the old one first
-                other._stop_if_idle(now, _IDLE_AT_START_S)
+            _idle.starting()  # a notebook cell run again: free the old one first
             self._loader = Loader(self.x, self._side, load=load, **args)
             _LIVE.add(self)
-            _watch_idle(self)
+            _idle.watch(self)
         return self._loader
 
     def _stop_if_idle(self, now: float, after_s: float | None = None) -> None:
         """Stop the workers and free the shared memory if no batch was asked for in
-        ``after_s`` (default ``_IDLE_STOP_S``; never while one is being served: that holds
-        the lock)."""
-        after_s = _IDLE_STOP_S if after_s is None else after_s
+        ``after_s`` (default ``_idle.STOP_AFTER_S``; never while one is being served: that
+        holds the lock)."""
+        after_s = _idle.STOP_AFTER_S if after_s is None else after_s
         if now - self._used < after_s or not self._lock.acquire(blocking=False):
             return
         try:
@@ -619,7 +605,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             if loader is None or now - self._used < after_s:
                 return
             self._loader, self._stopped = None, loader
-            _RUNNING.discard(self)
+            _idle.forget(self)
         finally:
             self._lock.release()
         loader.close()
@@ -631,7 +617,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         workers start (then the order is fixed). Called with the lock held."""
         if self._shuffle_given or self._loader is not None:
             return
-        adapter = _keras_adapter(self)
+        adapter = stack.keras_adapter(self)
         if adapter is not None:
             self._set_shuffle(bool(getattr(adapter, "shuffle", False)))
 
@@ -692,82 +678,6 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         return inputs, _as_tuples(y)
 
 
-def _watch_idle(seq: Sequence) -> None:
-    """Have ``seq``'s workers stopped once idle (one daemon thread for all Sequences, alive
-    while any runs workers)."""
-    global _watcher
-    with _WATCH_LOCK:
-        _RUNNING.add(seq)
-        if _watcher is None:
-            _watcher = threading.Thread(target=_stop_idle, name="shmaug-idle-stop", daemon=True)
-            _watcher.start()
-
-
-def _stop_idle() -> None:
-    global _watcher
-    while True:
-        time.sleep(min(_IDLE_STOP_S / 4, 5.0))
-        with _WATCH_LOCK:
-            running = list(_RUNNING)
-            if not running:
-                _watcher = None
-                return
-        now = time.monotonic()
-        for seq in running:
-            seq._stop_if_idle(now)
-        del running, seq
-
-
-_BUILDERS = {"_symbolic_build", "_maybe_symbolic_build"}  # Keras 3's trainers, every backend
-
-
-def _keras_is_building() -> bool:
-    """Whether Keras' trainer is building the model up the stack (it then draws a batch or
-    more from a pass of its own, and drops it with ``EpochIterator.reset()``)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name in _BUILDERS and "keras" in code.co_filename:
-            return True
-        frame = frame.f_back  # type: ignore[assignment]
-    return False
-
-
-def _asking_loop(seq: Sequence) -> Any:
-    """The generator frame asking ``seq`` for a batch (one per pass: ``_passes``' docstring),
-    or None for an ask from no loop. Skips the plain frames of ``seq``'s own methods: a
-    subclass's ``__getitem__`` calling ours, directly or through a helper (``for b in seq``
-    and ``to_tf_dataset`` are generators of ``seq``'s: they are loops)."""
-    frame = sys._getframe(2)
-    while frame is not None and not frame.f_code.co_flags & _GENERATOR and (
-            frame.f_code.co_name == "__getitem__" or frame.f_locals.get("self") is seq):
-        frame = frame.f_back  # type: ignore[assignment]
-    if frame is None or not frame.f_code.co_flags & _GENERATOR:
-        return None
-    return frame
-
-
-def _keras_adapter(seq: Sequence) -> Any:
-    """Keras' ``PyDatasetAdapter`` of ``seq`` up the stack (asking for a batch, probing the
-    signature, beginning an epoch), or None."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        owner = frame.f_locals.get("self")
-        if owner is not seq and getattr(owner, "py_dataset", None) is seq:
-            return owner
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
-
-
-def _from_adapter(seq: Sequence) -> bool:
-    """Whether Keras' ``PyDatasetAdapter`` of ``seq`` is calling (through ``seq``'s own
-    methods, such as a subclass's override calling ``super()``)."""
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_locals.get("self") is seq:
-        frame = frame.f_back  # type: ignore[assignment]
-    return frame is not None and getattr(frame.f_locals.get("self"), "py_dataset", None) is seq
-
-
 def _as_tuples(structure: Any) -> Any:
     """Lists become tuples (inside dicts too): Keras takes a tuple of targets on every backend,
     while the TensorFlow backend's output signature refuses a list."""
@@ -778,22 +688,3 @@ def _as_tuples(structure: Any) -> Any:
     return structure
 
 
-def _split_inputs(x: Any, image_key: str | None) -> tuple[str | None, Any, dict[str, Any]]:
-    """``x`` or a dict of inputs -> (image key, the images, the other inputs)."""
-    if not isinstance(x, dict):
-        return None, x, {}
-    if image_key is None:
-        candidates = [k for k, v in x.items() if np.ndim(v) in (3, 4)]
-        if len(candidates) != 1:
-            raise ArgumentError(
-                f"`x` is a dict, so shmaug needs to know which entry holds the images to "
-                f"augment; candidates (3-D or 4-D arrays): {candidates}. Fix: pass "
-                f"`image_key=` naming that entry."
-            )
-        image_key = candidates[0]
-    if image_key not in x:
-        raise ArgumentError(
-            f"`image_key`={image_key!r} is not a key of `x` (keys: {list(x)}). Fix: pass one "
-            f"of those."
-        )
-    return image_key, x[image_key], {k: v for k, v in x.items() if k != image_key}

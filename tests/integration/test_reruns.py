@@ -1,8 +1,8 @@
 """Re-running a notebook cell frees what the old Sequence held (issue 30 §1), on every backend
 (CI runs this module under each ``KERAS_BACKEND``). On TensorFlow, Keras' tf.data adapter
-keeps a Sequence alive after ``fit``; a Sequence idle for ``_IDLE_STOP_S`` stops its workers
-and frees its shared memory, and the next batch asked for starts them again, with the same
-stream."""
+keeps a Sequence alive after ``fit``; a Sequence idle for ``_idle.STOP_AFTER_S`` stops its
+workers and frees its shared memory, and the next batch asked for starts them again, with the
+same stream."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 keras = pytest.importorskip("keras")
 
 import shmaug
-from shmaug.keras import sequence as facade
+from shmaug.keras import _idle
 from tests import _fit
 from tests.conftest import shmaug_segments
 
@@ -32,7 +32,7 @@ def rows(batch):
 
 
 def test_an_idle_sequence_frees_everything_and_goes_on_with_the_same_stream(monkeypatch):
-    monkeypatch.setattr(facade, "_IDLE_STOP_S", 0.4)
+    monkeypatch.setattr(_idle, "STOP_AFTER_S", 0.4)
     x, y = _fit.data()
     args = dict(batch_size=_fit.BATCH, augment=_fit.mark, workers=2, seed=3, shuffle=True)
     with shmaug.Sequence(x, y, **args) as seq:
@@ -60,7 +60,7 @@ def test_an_idle_sequence_frees_everything_and_goes_on_with_the_same_stream(monk
 def test_a_sequence_starting_frees_one_idle_for_a_while_at_once(monkeypatch):
     """A cell run again makes a new Sequence: the old one, idle since, is stopped then, not
     two minutes later."""
-    monkeypatch.setattr(facade, "_IDLE_AT_START_S", 0.3)
+    monkeypatch.setattr(_idle, "STOP_AT_START_S", 0.3)
     x, y = _fit.data()
     args = dict(batch_size=_fit.BATCH, workers=1, seed=0, augment=_fit.mark)
     with shmaug.Sequence(x, y, **args) as old, shmaug.Sequence(x, y, **args) as new:
@@ -79,8 +79,8 @@ def test_a_sequence_starting_frees_one_idle_for_a_while_at_once(monkeypatch):
 CELL = """
 import gc, json, os, sys, time
 import numpy as np, keras, psutil, shmaug
-from shmaug.keras import sequence
-sequence._IDLE_STOP_S = 1.0
+from shmaug.keras import _idle
+_idle.STOP_AFTER_S = 1.0
 x = np.random.default_rng(0).random((64, 8, 8, 1)).astype("float32")
 y = (np.arange(64) % 2).astype("float32")
 model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),

@@ -1,0 +1,65 @@
+"""Who asks a ``Sequence`` for a batch, read off the call stack.
+
+Keras asks with nothing but an index, from the thread calling ``fit`` (JAX, torch) or from
+tf.data's threads (TensorFlow). The one signal that is the same on every backend is the frame
+that asks: the generator frame of the pass (Keras makes a fresh one per pass), Keras'
+``PyDatasetAdapter`` of the Sequence, or its trainer's ``_symbolic_build``. ``_passes`` binds
+asks to batches; this module only finds the frames.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Any
+
+_GENERATOR = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+
+_BUILDERS = {"_symbolic_build", "_maybe_symbolic_build"}  # Keras 3's trainers, every backend
+
+
+def keras_is_building() -> bool:
+    """Whether Keras' trainer is building the model up the stack (it then draws a batch or
+    more from a pass of its own, and drops it with ``EpochIterator.reset()``)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in _BUILDERS and "keras" in code.co_filename:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def asking_loop(seq: object) -> Any:
+    """The generator frame asking ``seq`` for a batch (one per pass: ``_passes``' docstring),
+    or None for an ask from no loop. Skips the plain frames of ``seq``'s own methods: a
+    subclass's ``__getitem__`` calling ours, directly or through a helper (``for b in seq``
+    and ``to_tf_dataset`` are generators of ``seq``'s: they are loops)."""
+    frame = sys._getframe(2)
+    while frame is not None and not frame.f_code.co_flags & _GENERATOR and (
+            frame.f_code.co_name == "__getitem__" or frame.f_locals.get("self") is seq):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None or not frame.f_code.co_flags & _GENERATOR:
+        return None
+    return frame
+
+
+def keras_adapter(seq: object) -> Any:
+    """Keras' ``PyDatasetAdapter`` of ``seq`` up the stack (asking for a batch, probing the
+    signature, beginning an epoch), or None."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if owner is not seq and getattr(owner, "py_dataset", None) is seq:
+            return owner
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def from_adapter(seq: object) -> bool:
+    """Whether Keras' ``PyDatasetAdapter`` of ``seq`` is calling (through ``seq``'s own
+    methods, such as a subclass's override calling ``super()``)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_locals.get("self") is seq:
+        frame = frame.f_back  # type: ignore[assignment]
+    return frame is not None and getattr(frame.f_locals.get("self"), "py_dataset", None) is seq
