@@ -28,6 +28,23 @@ def test_importing_shmaug_imports_no_keras_and_starts_nothing():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_the_facades_pure_internals_import_without_keras():
+    """``shmaug.keras._passes`` (the pass rules, tested on every Python) needs no Keras: the
+    package loads Keras only for its public names (Python 3.10/3.13 CI has no Keras)."""
+    code = (
+        "import sys; sys.modules['keras'] = None  # any `import keras` now fails\n"
+        "from shmaug.keras._passes import Passes\n"
+        "import shmaug.keras\n"
+        "try:\n"
+        "    shmaug.keras.Sequence\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('Sequence without Keras')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_version_is_the_package_metadata_version():
     from importlib.metadata import version
 
