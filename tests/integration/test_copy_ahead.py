@@ -14,6 +14,7 @@ import shmaug
 from shmaug.engine import _copier
 from shmaug.engine._ring import OutputRing
 from tests import _ops
+from tests.conftest import TIME_SCALE
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -213,7 +214,7 @@ def test_close_with_the_copier_busy_leaves_no_thread(monkeypatch):
     finally:
         began = time.monotonic()
         loader.close()
-    assert time.monotonic() - began < 3
+    assert time.monotonic() - began < 3 * TIME_SCALE
     assert not copier_threads()
 
 

@@ -30,7 +30,8 @@ import pytest
 
 import shmaug
 from tests import _ops
-from tests.conftest import assert_same_batches, faulthandler_off, shmaug_segments
+from tests.conftest import (
+    TIME_SCALE, assert_same_batches, faulthandler_off, shmaug_segments)
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -75,7 +76,7 @@ def op_hangs(method: str) -> str:
         began = time.monotonic()
         with pytest.raises(shmaug.WorkerTimeout, match=f"sample index {AT}"):
             list(L)
-        assert time.monotonic() - began < 20
+        assert time.monotonic() - began < 20 * TIME_SCALE
         assert L.batch(0)[0].shape == (BATCH, 8, 8)  # the stuck worker was replaced
     return "WorkerTimeout naming the sample after `timeout`; stuck worker replaced"
 
@@ -230,7 +231,7 @@ def _signal_ends(proc: subprocess.Popen[str], info: dict[str, Any], sig: int) ->
     took = time.monotonic() - began
     if sig == signal.SIGINT:
         assert "KeyboardInterrupt" in err and proc.returncode != 0, err[-3000:]
-        assert took < 15, f"Ctrl-C took {took:.1f} s"
+        assert took < 15 * TIME_SCALE, f"Ctrl-C took {took:.1f} s"
     else:
         assert proc.returncode == -sig
         assert "leaked" not in err, err[-3000:]  # the tracker that unlinks says nothing
@@ -276,7 +277,7 @@ def fit_sigint(method: str) -> str:
         after = _line(proc, within_s=30)
         slowest = max(slowest, time.monotonic() - began)
         assert after == {"interrupted": True, "alive": [], "segments": []}, after
-        assert slowest < 10, f"Ctrl-C took {slowest:.1f} s to end fit"
+        assert slowest < 10 * TIME_SCALE, f"Ctrl-C took {slowest:.1f} s to end fit"
         info = _line(proc, within_s=60)  # training again, with new workers
         time.sleep(pause)
     ended = _signal_ends(proc, info, signal.SIGINT)
