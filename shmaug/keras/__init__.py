@@ -32,4 +32,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    # Tab completion: the public names and modules, as dir(shmaug) (not Any, importlib, ...).
+    return sorted({*__all__, "callbacks", "sequence"})
