@@ -66,15 +66,15 @@ PROFILES = {
 }
 
 
-def build_model(side: int, classes: int) -> Any:
-    """The demo's small CNN (also the consumer of the benchmark suite's fit runs)."""
+def build_model(side: int, classes: int, channels: int = 1) -> Any:
+    """The demo's small CNN (also the consumer of the benchmark suites' fit runs)."""
 
     def block(filters: int, strides: int = 1) -> list[Any]:
         return [keras.layers.Conv2D(filters, 3, strides=strides, use_bias=False),
                 keras.layers.BatchNormalization(momentum=0.9), keras.layers.ReLU()]
 
     return keras.Sequential([
-        keras.Input((side, side, 1)),
+        keras.Input((side, side, channels)),
         keras.layers.Rescaling(1 / 255),
         *block(32, strides=2),
         keras.layers.MaxPooling2D(),

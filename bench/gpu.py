@@ -1,0 +1,248 @@
+"""On a machine with a GPU and many cores: ``Model.fit`` on the GPU fed by shmaug and by Keras'
+own workers, and images/s for 1 to (cores - 1) workers.
+
+    python -m bench.gpu scaling --out bench/results/gpu   # shmaug.Loader, workers = 1..cores-1
+    python -m bench.gpu fit --out bench/results/gpu       # Model.fit fed three ways (KERAS_BACKEND)
+    python -m bench.gpu report --out bench/results/gpu    # gpu.md and gpu_scaling.png from the JSON
+    python -m bench.gpu all --quick                       # CI's smoke run: tiny, on the CPU
+
+Each section is its own command and writes its own JSON as each figure comes in, so a section
+cut short (a device lease is minutes long) keeps what it measured. The workloads are the
+suite's (``bench.workloads``), with shmaug's ops for every contender:
+
+- **scaling**: W1 (glyphs, batch 256) and W2 (photos 224x224 -> float32, batch 64): images/s
+  of ``shmaug.Loader`` (fork) for every worker count, and of Keras ``PyDataset(workers=N,
+  use_multiprocessing=True)`` as ``fit`` drives it at a few counts. A run is one warm-up
+  epoch, then ``--repeats`` timed epochs, each checked to hold every sample exactly once.
+- **fit** (``bench.gpu_fit``): ``Model.fit`` on the GPU, W2 into ResNet50 (224x224, 10
+  classes) and W1 into the demo's small CNN, fed by ``shmaug.Sequence``, by ``PyDataset``
+  with worker processes (fork) and with threads, each with cores - 1 workers. The figures:
+  images/s, the **share of wall time the GPU waits**, ``1 - t_compute / t_fed`` (t_compute:
+  the same epochs fed from batches already in RAM), and the GPU's busy share read from NVML
+  while the epochs run (when ``pynvml`` is there).
+
+Nothing here judges a target: the figures describe a machine this project is lent only now
+and then. ``--quick`` runs everything tiny on the CPU (a small CNN in place of ResNet50).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import _harness as H
+from bench import _report as R
+
+SCALING_SIZES = {"W1": (8192, 256), "W2": (1024, 64)}  # (images, batch size)
+QUICK_SIZES = {"W1": (256, 64), "W2": (32, 16)}
+SCALING, FIT = "gpu_scaling.json", "gpu_fit.json"
+
+
+def parser() -> Any:
+    p = H.base_parser(__doc__.splitlines()[0], "bench/results/gpu")
+    p.add_argument("section", choices=("scaling", "fit", "report", "all"))
+    p.add_argument("--repeats", type=int, default=None, help="timed epochs per run (default 3)")
+    p.add_argument("--max-workers", type=int, default=None,
+                   help="largest worker count (default: usable cores - 1, at least 1)")
+    return p
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def keras_counts(top: int) -> list[int]:
+    """The worker counts Keras' PyDataset is measured at: a few, to put shmaug's curve beside."""
+    return sorted({n for n in (1, 2, 4, 8, top) if n <= top})
+
+
+def save(out: Path, name: str, payload: dict[str, Any]) -> None:
+    (out / name).write_text(json.dumps(payload, indent=2) + "\n")
+
+
+def epoch_rates(contender: Any, n: int, repeats: int) -> list[float]:
+    """One whole warm-up epoch (Keras' enqueuer serves stale batches after a partial one), then
+    ``repeats`` timed epochs, each checked to deliver every sample exactly once: images/s each."""
+    for _ in contender.epoch():
+        pass
+    rates = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        ids = np.concatenate([np.asarray(yb) for _, yb in contender.epoch()])
+        rates.append(n / (time.perf_counter() - began))
+        if not np.array_equal(np.sort(ids), np.arange(n)):
+            raise RuntimeError(f"an epoch did not hold each of the {n} samples exactly once")
+    return rates
+
+
+def run_scaling(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any]:
+    from bench import peers
+    from bench import workloads as W
+
+    payload: dict[str, Any] = {"environment": R.environment(), "quick": quick, "repeats": repeats,
+                               "workloads": {}}
+    for wl, (n, bs) in (QUICK_SIZES if quick else SCALING_SIZES).items():
+        x, ids = W.build_data(wl, n)
+        augment = W.augment_for(wl, "shmaug")
+        _, out_dtype = W.output_spec(wl, x)
+        runs: list[dict[str, Any]] = []
+        payload["workloads"][wl] = {"title": W.WORKLOADS[wl].title, "n": n, "batch_size": bs,
+                                    "runs": runs}
+        plan = [("shmaug_loader", k) for k in range(1, top + 1)]
+        plan += [("keras_fork", k) for k in keras_counts(top)]
+        for name, workers in plan:
+            run: dict[str, Any] = {"contender": name, "label": peers.REGISTRY[name].label,
+                                   "workers": workers, "rates": [], "status": "ok"}
+            began = time.perf_counter()
+            c = None
+            try:
+                with H.deadline(30 + 8 * n / bs):
+                    c = peers.build(name, x, ids, bs, augment, out_dtype, workers)
+                    run["rates"] = epoch_rates(c, n, repeats)
+            except Exception as exc:  # a failed run is a result; the others still run
+                run["status"] = f"{type(exc).__name__}: {exc}"
+            finally:
+                if c is not None:
+                    pids = c.pids()
+                    H.guarded(c.close, 15)
+                    H.wait_gone(pids, 10)
+            rate = f"{np.median(run['rates']):,.0f} images/s" if run["rates"] else run["status"]
+            print(f"scaling {wl} {name} workers={workers}: {rate} "
+                  f"({time.perf_counter() - began:.1f} s)", flush=True)
+            runs.append(run)
+            save(out, SCALING, payload)
+    return payload
+
+
+# -- the report ------------------------------------------------------------------------------
+
+
+def median(values: list[float]) -> float:
+    return float(np.median(values)) if values else float("nan")
+
+
+def scaling_tables(payload: dict[str, Any]) -> str:
+    parts = []
+    for wl, info in payload["workloads"].items():
+        by = {(r["contender"], r["workers"]): r for r in info["runs"]}
+        one = median(by.get(("shmaug_loader", 1), {}).get("rates", []))
+        rows = []
+        for k in sorted({w for _, w in by}):
+            s = by.get(("shmaug_loader", k))
+            k_run = by.get(("keras_fork", k))
+            rate = median(s["rates"]) if s else float("nan")
+            keras_rate = median(k_run["rates"]) if k_run else float("nan")
+            rows.append([str(k), R.fmt_num(rate) if s and s["rates"] else (s or {}).get("status", ""),
+                         f"{rate / one:.2f}x" if one == one else "",
+                         f"{rate / (k * one):.0%}" if one == one else "",
+                         (R.fmt_num(keras_rate) if k_run["rates"] else k_run["status"]) if k_run else "",
+                         f"{rate / keras_rate:.2f}x" if k_run and k_run["rates"] else ""])
+        parts.append(f"### {wl}: {info['title']}, {info['n']:,} images, batch {info['batch_size']}\n\n"
+                     + R.markdown_table(["workers", "shmaug Loader images/s", "vs 1 worker",
+                                         "efficiency", "Keras PyDataset (fork) images/s",
+                                         "shmaug ÷ Keras"], rows))
+    return "\n\n".join(parts)
+
+
+def fit_tables(payload: dict[str, Any]) -> str:
+    parts = []
+    for case in payload["cases"]:
+        rows = []
+        compute = median(case.get("compute_rates", []))
+        for feeder in case["feeders"]:
+            ok = bool(feeder["rates"]) and compute == compute
+            rate = median(feeder["rates"])
+            # the share of an epoch's wall time beyond what the GPU needs for it
+            wait = median([max(0.0, 1 - r / compute) for r in feeder["rates"]])
+            busy = [b for b in feeder.get("gpu_busy", []) if b is not None]
+            rows.append([feeder["label"], R.fmt_num(rate) if feeder["rates"] else feeder["status"],
+                         f"{rate / compute:.2f}" if ok else "",
+                         f"{wait:.0%}" if ok else "",
+                         f"{median(busy):.0%}" if busy else "n/a"])
+        busy = [b for b in case.get("compute_gpu_busy", []) if b is not None]
+        rows.append(["batches already in RAM (the GPU's own pace)", R.fmt_num(compute), "1.00",
+                     "0%", f"{median(busy):.0%}" if busy else "n/a"])
+        parts.append(f"### {case['workload']} into {case['model']}: {case['n']:,} images per "
+                     f"epoch, batch {case['batch_size']}, {case['workers']} workers\n\n"
+                     + R.markdown_table(["fed by", "images/s", "of the GPU's pace",
+                                         "GPU waits (share of wall time)", "GPU busy (NVML)"], rows))
+    return "\n\n".join(parts)
+
+
+def plot_scaling(payload: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(payload["workloads"]), figsize=(11, 4.2), squeeze=False)
+    for ax, (wl, info) in zip(axes[0], payload["workloads"].items()):
+        for name, style in (("shmaug_loader", "o-"), ("keras_fork", "s--")):
+            pts = [(r["workers"], median(r["rates"])) for r in info["runs"]
+                   if r["contender"] == name and r["rates"]]
+            if pts:
+                label = next(r["label"] for r in info["runs"] if r["contender"] == name)
+                ax.plot(*zip(*pts), style, label=label.split(". ", 1)[-1])
+        one = [median(r["rates"]) for r in info["runs"]
+               if r["contender"] == "shmaug_loader" and r["workers"] == 1 and r["rates"]]
+        if one:
+            top = max(r["workers"] for r in info["runs"])
+            ax.plot([1, top], [one[0], one[0] * top], ":", color="grey", label="linear from 1 worker")
+        ax.set(title=f"{wl}: {info['title']}", xlabel="workers", ylabel="images/s")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{payload['environment']['cpu']}, {payload['environment']['usable_cpus']} cores",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(out: Path) -> str:
+    parts = ["# shmaug on a GPU machine\n"]
+    for name, title, tables in ((FIT, "Model.fit on the GPU", fit_tables),
+                                (SCALING, "images/s by worker count", scaling_tables)):
+        if not (out / name).exists():
+            continue
+        payload = json.loads((out / name).read_text())
+        env = payload["environment"]
+        head = (f"## {title}\n\n{R.QUICK if payload['quick'] else 'full run'} · "
+                f"{env['usable_cpus']} CPUs ({env['cpu']}) · {env.get('memory_gib')} GiB · "
+                f"Python {env['python']} · commit {env.get('git_commit', '?')} · {env['time']}")
+        if "device" in payload:
+            head += f" · {payload['device']} · Keras {payload['keras']} on {payload['backend']}"
+        parts.append(f"{head}\n\nimages/s: the median of {payload['repeats']} timed epochs.\n\n"
+                     + tables(payload))
+        if name == SCALING:
+            plot_scaling(payload, out / "gpu_scaling.png")
+    text = "\n\n".join(parts) + "\n"
+    (out / "gpu.md").write_text(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    out = H.prepare_out(args.out)
+    repeats = args.repeats or (1 if args.quick else 3)
+    top = args.max_workers or (2 if args.quick else max(1, usable_cores() - 1))
+    began = time.perf_counter()
+    if args.section in ("scaling", "all"):
+        run_scaling(out, args.quick, repeats, top)
+    if args.section in ("fit", "all"):
+        from bench.gpu_fit import run_fit
+
+        run_fit(args.quick, repeats, top, lambda payload: save(out, FIT, payload))
+    print(write_report(out), flush=True)
+    print(f"bench.gpu {args.section}: wrote {out}/ in {R.took(time.perf_counter() - began)}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
