@@ -134,6 +134,16 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def threads_per_core() -> int | None:
+    """Hardware threads per core (2: the CPU count is twice the cores, and scaling past the
+    cores adds only what a core's second thread gives)."""
+    with contextlib.suppress(OSError, ValueError):
+        text = Path("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list").read_text()
+        return sum(int(b) - int(a) + 1 if "-" in part else 1
+                   for part in text.strip().split(",") for a, _, b in [part.partition("-")])
+    return None
+
+
 def environment() -> dict[str, Any]:
     """What the numbers were measured on."""
     info: dict[str, Any] = {
@@ -142,6 +152,7 @@ def environment() -> dict[str, Any]:
         "cpu": cpu_model(),
         "cpus": os.cpu_count(),
         "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "threads_per_core": threads_per_core(),
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
         # Others' work on the machine skews everything: record how busy it was.

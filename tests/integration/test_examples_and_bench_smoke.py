@@ -130,7 +130,29 @@ def test_bench_remote_quick(tmp_path):
     assert rows["local disk: files"]["images_per_s"] > 0 and len(rows) >= 3
 
 
+@needs_keras
+def test_bench_gpu_quick(tmp_path):
+    """The GPU-machine bench runs whole on the CPU: every feeder fits, every worker count
+    delivers each sample once per epoch, and the report and plot are written."""
+    out = run("-m", "bench.gpu", "all", "--quick", "--out", str(tmp_path))
+    fit = json.loads((tmp_path / "gpu_fit.json").read_text())
+    assert [c["workload"] for c in fit["cases"]] == ["W2", "W1"]
+    for case in fit["cases"]:
+        assert case["compute_rates"] and all(r > 0 for r in case["compute_rates"])
+        assert {f["contender"]: f["status"] for f in case["feeders"]} == {
+            "shmaug_sequence": "ok", "keras_fork": "ok", "keras_threads": "ok"}
+    scaling = json.loads((tmp_path / "gpu_scaling.json").read_text())
+    for info in scaling["workloads"].values():
+        assert [(r["contender"], r["workers"], r["status"]) for r in info["runs"]] == [
+            ("shmaug_loader", 1, "ok"), ("shmaug_loader", 2, "ok"),
+            ("keras_fork", 1, "ok"), ("keras_fork", 2, "ok")]
+    assert (tmp_path / "gpu.md").read_text() in out
+    assert out.count("**QUICK run**") == 2 and "GPU waits" in out
+    assert (tmp_path / "gpu_scaling.png").stat().st_size > 10_000
+
+
 @pytest.mark.parametrize("script", [
+    ["-m", "bench.gpu", "all", "--quick", "--out", "{out}"],
     ["bench/ops.py", "--quick", "--out", "{out}/ops.json"],
     ["bench/ops.py", "--w1", "--quick", "--out", "{out}/w1.json"],
     ["-m", "bench.engine", "--quick", "--out", "{out}"],
@@ -154,7 +176,7 @@ def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_p
 
 
 @pytest.mark.parametrize("module", ["bench", "bench.engine", "bench.files", "bench.recycle",
-                                    "bench.wait_trace", "bench.soak"])
+                                    "bench.wait_trace", "bench.soak", "bench.gpu"])
 def test_bench_help_names_the_command_and_no_issue_number(module):
     out = run("-m", module, "--help")
     assert not re.search(r"\b[Ii]ssue \d", out), out
