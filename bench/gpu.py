@@ -32,7 +32,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -41,12 +41,12 @@ from bench import _report as R
 
 SCALING_SIZES = {"W1": (32768, 256), "W2": (4096, 64)}  # (images, batch size)
 QUICK_SIZES = {"W1": (256, 64), "W2": (32, 16)}
-SCALING, FIT = "gpu_scaling.json", "gpu_fit.json"
+SCALING, FIT, HANDOVER = "gpu_scaling.json", "gpu_fit.json", "gpu_handover.json"
 
 
 def parser() -> Any:
     p = H.base_parser(__doc__.splitlines()[0], "bench/results/gpu")
-    p.add_argument("section", choices=("scaling", "fit", "report", "all"))
+    p.add_argument("section", choices=("scaling", "handover", "fit", "report", "all"))
     p.add_argument("--repeats", type=int, default=None, help="timed epochs per run (default 3)")
     p.add_argument("--max-workers", type=int, default=None,
                    help="largest worker count (default: usable cores - 1, at least 1)")
@@ -66,15 +66,15 @@ def save(out: Path, name: str, payload: dict[str, Any]) -> None:
     (out / name).write_text(json.dumps(payload, indent=2) + "\n")
 
 
-def epoch_rates(contender: Any, n: int, repeats: int) -> list[float]:
+def epoch_rates(epoch: Callable[[], Iterable[Any]], n: int, repeats: int) -> list[float]:
     """One whole warm-up epoch (Keras' enqueuer serves stale batches after a partial one), then
     ``repeats`` timed epochs, each checked to deliver every sample exactly once: images/s each."""
-    for _ in contender.epoch():
+    for _ in epoch():
         pass
     rates = []
     for _ in range(repeats):
         began = time.perf_counter()
-        ids = np.concatenate([np.asarray(yb) for _, yb in contender.epoch()])
+        ids = np.concatenate([np.array(yb) for _, yb in epoch()])  # a copy: lent batches are reused
         rates.append(n / (time.perf_counter() - began))
         if not np.array_equal(np.sort(ids), np.arange(n)):
             raise RuntimeError(f"an epoch did not hold each of the {n} samples exactly once")
@@ -104,7 +104,7 @@ def run_scaling(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any
             try:
                 with H.deadline(30 + 8 * n / bs):
                     c = peers.build(name, x, ids, bs, augment, out_dtype, workers)
-                    run["rates"] = epoch_rates(c, n, repeats)
+                    run["rates"] = epoch_rates(c.epoch, n, repeats)
             except Exception as exc:  # a failed run is a result; the others still run
                 run["status"] = f"{type(exc).__name__}: {exc}"
             finally:
@@ -117,6 +117,31 @@ def run_scaling(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any
                   f"({time.perf_counter() - began:.1f} s)", flush=True)
             runs.append(run)
             save(out, SCALING, payload)
+    return payload
+
+
+def run_handover(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any]:
+    """Where W2's scaling flattens: the same ops delivering uint8 (a quarter of float32's
+    bytes), float32, and float32 lent from the ring (``copy=False``, no copy out of it)."""
+    import shmaug
+    from bench import workloads as W
+
+    n, bs = (QUICK_SIZES if quick else SCALING_SIZES)["W2"]
+    x, ids = W.build_data("W2", n)
+    to_float = W.augment_for("W2", "shmaug")
+    variants = {"uint8": (to_float.fn, True), "float32": (to_float, True),
+                "float32, copy=False": (to_float, False)}
+    payload: dict[str, Any] = {"environment": R.environment(), "quick": quick, "repeats": repeats,
+                               "n": n, "batch_size": bs, "runs": []}
+    for variant, (augment, copy) in variants.items():
+        for workers in sorted({k for k in (1, 4, 8, 12, top) if k <= top}):
+            with shmaug.Loader(x, ids, batch_size=bs, augment=augment, workers=workers, seed=0,
+                               copy=copy) as loader:
+                rates = epoch_rates(loader.__iter__, n, repeats)
+            payload["runs"].append({"variant": variant, "workers": workers, "rates": rates})
+            print(f"handover W2 {variant} workers={workers}: {median(rates):,.0f} images/s",
+                  flush=True)
+            save(out, HANDOVER, payload)
     return payload
 
 
@@ -175,6 +200,19 @@ def fit_tables(payload: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
+def handover_table(payload: dict[str, Any]) -> str:
+    variants = list(dict.fromkeys(r["variant"] for r in payload["runs"]))
+    counts = sorted({r["workers"] for r in payload["runs"]})
+    by = {(r["variant"], r["workers"]): median(r["rates"]) for r in payload["runs"]}
+    rows = [[str(k)] + [R.fmt_num(by[v, k]) if (v, k) in by else "" for v in variants]
+            for k in counts]
+    rows.append([f"{counts[-1]} ÷ 1"]
+                + [f"{by[v, counts[-1]] / by[v, 1]:.2f}x" if (v, counts[-1]) in by and (v, 1) in by
+                   else "" for v in variants])
+    return (f"### W2 photos, {payload['n']:,} images, batch {payload['batch_size']}: images/s "
+            f"by what is handed over\n\n" + R.markdown_table(["workers", *variants], rows))
+
+
 def plot_scaling(payload: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -207,13 +245,14 @@ def plot_scaling(payload: dict[str, Any], path: Path) -> None:
 def write_report(out: Path) -> str:
     parts = ["# shmaug on a GPU machine\n"]
     for name, title, tables in ((FIT, "Model.fit on the GPU", fit_tables),
-                                (SCALING, "images/s by worker count", scaling_tables)):
+                                (SCALING, "images/s by worker count", scaling_tables),
+                                (HANDOVER, "where W2's scaling flattens", handover_table)):
         if not (out / name).exists():
             continue
         payload = json.loads((out / name).read_text())
         env = payload["environment"]
-        threads = (f", {env['threads_per_core']} threads per core"
-                   if env.get("threads_per_core") else ", threads per core not recorded")
+        tpc = env.get("threads_per_core")
+        threads = f", {tpc} hardware thread(s) per core" if tpc else ", threads per core not recorded"
         head = (f"## {title}\n\n{R.QUICK if payload['quick'] else 'full run'} · "
                 f"{env['usable_cpus']} CPUs ({env['cpu']}{threads}) · {env.get('memory_gib')} GiB · "
                 f"Python {env['python']} · commit {env.get('git_commit', '?')} · {env['time']}")
@@ -236,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     if args.section in ("scaling", "all"):
         run_scaling(out, args.quick, repeats, top)
+    if args.section in ("handover", "all"):
+        run_handover(out, args.quick, repeats, top)
     if args.section in ("fit", "all"):
         from bench.gpu_fit import run_fit
 

@@ -146,8 +146,11 @@ def test_bench_gpu_quick(tmp_path):
         assert [(r["contender"], r["workers"], r["status"]) for r in info["runs"]] == [
             ("shmaug_loader", 1, "ok"), ("shmaug_loader", 2, "ok"),
             ("keras_fork", 1, "ok"), ("keras_fork", 2, "ok")]
+    handover = json.loads((tmp_path / "gpu_handover.json").read_text())
+    assert [(r["variant"], r["workers"]) for r in handover["runs"]] == [
+        (v, k) for v in ("uint8", "float32", "float32, copy=False") for k in (1, 2)]
     assert (tmp_path / "gpu.md").read_text() in out
-    assert out.count("**QUICK run**") == 2 and "GPU waits" in out
+    assert out.count("**QUICK run**") == 3 and "GPU waits" in out
     assert (tmp_path / "gpu_scaling.png").stat().st_size > 10_000
 
 
