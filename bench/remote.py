@@ -62,6 +62,21 @@ def peer_rate(kind: str, spec: dict[str, Any]) -> float:
     return float(json.loads(done.stdout.strip().splitlines()[-1])["images_per_s"])
 
 
+def fixed_gap(run: Run) -> Run:
+    """``run`` with coalescing as it was before it followed the measured round trip: ranges
+    are merged only within 64 KiB (``_remote.GAP``), whatever a request costs."""
+    from shmaug.sources import _remote
+
+    def fixed() -> float:
+        saved, _remote.MAX_GAP = _remote.MAX_GAP, _remote.GAP
+        try:
+            return run()
+        finally:
+            _remote.MAX_GAP = saved
+
+    return fixed
+
+
 def have(module: str) -> bool:
     import importlib.util
 
@@ -90,6 +105,9 @@ def contenders(args: Any, root: Path, shards: dict[str, list[str]], proxies: dic
                                                         storage_options=opts)
             rows[f"{at}: shmaug TFRecord"] = (
                 lambda s=records: loader_rate(s, batch, args.start_method))
+            if args.start_method == "fork":  # forked workers take the parent's setting
+                rows[f"{at}: shmaug TFRecord, gap fixed at 64 KiB"] = fixed_gap(
+                    rows[f"{at}: shmaug TFRecord"])
         wds = shmaug.ImageRecords.from_webdataset(
             f"s3://{D.BUCKET}/wds/train-{{000..{len(tars) - 1:03d}}}.tar", image_size=image_size,
             storage_options=opts)

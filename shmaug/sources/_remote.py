@@ -27,6 +27,7 @@ sight; it knows nothing of images:
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import copy
 import logging
 import os
@@ -49,7 +50,16 @@ BACKOFF_S = 0.2  # first retry's wait; doubled each time (with jitter)
 # every worker, forked or spawned.
 REQUEST_TIMEOUT_S = float(os.environ.get("SHMAUG_REQUEST_TIMEOUT_S", "60"))
 WAIT_S = 300.0  # the longest a task waits for its objects
-GAP = 64 * 1024  # byte ranges at most this far apart are read in one request
+# Byte ranges of one object closer than the gap are read in one request. Reading a gap costs
+# gap / bandwidth, another request its round trip, so the gap grows with the round trip this
+# process measures (``RoundTrip``), between these bounds.
+GAP = 64 * 1024  # before any measurement, and the least: a fast or local store
+MAX_GAP = 4 * 1024 * 1024  # the most: one request never pulls megabytes it does not need
+BANDWIDTH = 100e6  # bytes/s assumed of one request's stream (a bucket gives 50-200 MB/s)
+# Nor does coalescing chain ranges into one long serial stream where several requests in
+# flight would read them faster: a request spans at most 9 round trips' worth of bytes (90% of
+# its time transferring), between these bounds. Arrow sizes its reads by the same rule.
+MIN_SPAN, MAX_SPAN = 1 << 20, 64 << 20
 MASK = "***"
 # Which package each protocol needs, and the extra that installs it.
 _BACKENDS = {"s3": ("s3fs", "remote"), "s3a": ("s3fs", "remote"), "gs": ("gcsfs", "gcs"),
@@ -101,7 +111,7 @@ def secrets_of(options: Any) -> list[str]:
 class Remote:
     """One protocol's filesystem with the user's options: built lazily, once per process."""
 
-    __slots__ = ("protocol", "_options", "_secrets", "_fs", "_pool", "_pid", "_lock")
+    __slots__ = ("protocol", "_options", "_secrets", "_fs", "_pool", "_pid", "_lock", "_trip")
 
     def __init__(self, protocol: str, storage_options: dict[str, Any] | None) -> None:
         if storage_options is not None and not isinstance(storage_options, dict):
@@ -117,6 +127,7 @@ class Remote:
         self._pool: cf.ThreadPoolExecutor | None = None
         self._pid = -1
         self._lock = threading.Lock()
+        self._trip = RoundTrip()
         _import_fsspec(protocol)  # fail here, in the main process, with the extra to install
 
     def __repr__(self) -> str:
@@ -133,6 +144,7 @@ class Remote:
         self._fs = self._pool = None
         self._pid = -1
         self._lock = threading.Lock()
+        self._trip = RoundTrip()
 
     @property
     def has_options(self) -> bool:
@@ -178,11 +190,12 @@ class Remote:
             RemoteError: a refused credential (at once), or transient failures ``RETRIES``
                 times over, naming the object and the last one.
         """
-        return self._retried(url, lambda fs: fs.cat_file(url, **_limit(fs)))
+        return self._retried(url, lambda fs: fs.cat_file(url, **_whole(fs), **_limit(fs)))
 
     def read_ranges(self, url: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        """The bytes of each ``(offset, size)`` of object ``url``, in order. Ranges at most
-        ``GAP`` bytes apart are read in one request (``coalesce``); requests run concurrently."""
+        """The bytes of each ``(offset, size)`` of object ``url``, in order. Ranges closer than
+        the measured round trip's worth of bytes are read in one request (``coalesce``,
+        ``RoundTrip.gap``); requests run concurrently."""
         out = self.read_many([(url, ranges)])[0]
         if isinstance(out, BaseException):
             raise out
@@ -193,7 +206,9 @@ class Remote:
         """``read_ranges`` of several objects at once: every object's coalesced requests in
         flight together (``MAX_IN_FLIGHT`` at a time). Per object, its pieces in the order
         asked, or the exception its first failed request raised (others still read)."""
-        groups = [coalesce(ranges) for _, ranges in wanted]
+        gap = self._trip.gap()
+        span = min(MAX_SPAN, max(MIN_SPAN, 9 * gap))
+        groups = [coalesce(ranges, gap, span) for _, ranges in wanted]
         requests = [(url, start, stop) for (url, _), found in zip(wanted, groups)
                     for start, stop, _ in found]
         # start= / end= by name: s3fs' third positional parameter is version_id.
@@ -243,7 +258,10 @@ class Remote:
                           self.scrub(_describe(last)))
                 time.sleep(wait)
             try:
-                return bytes(call(self.fs()))
+                began = time.perf_counter()
+                data = bytes(call(self.fs()))
+                self._trip.observe(time.perf_counter() - began, len(data))
+                return data
             except (FileNotFoundError, IsADirectoryError):
                 raise FileNotFoundError(f"no such object {url!r}") from None
             except PermissionError as exc:
@@ -347,15 +365,40 @@ class Listing:
         return posixpath.join(root, name)
 
 
-def coalesce(ranges: Sequence[tuple[int, int]], gap: int = GAP
+class RoundTrip:
+    """What one more request costs this process, learnt from its requests: the seconds beyond
+    the transfer itself (time to first byte, the client's and the server's work per request),
+    a moving average. Reading ``g`` bytes through costs ``g / BANDWIDTH``, so a gap is cheaper
+    read than split while ``g < overhead * BANDWIDTH``. Which bytes are fetched changes; what
+    is delivered does not."""
+
+    def __init__(self) -> None:
+        self.overhead_s: float | None = None
+        self._lock = threading.Lock()
+
+    def observe(self, seconds: float, size: int) -> None:
+        sample = max(0.0, seconds - size / BANDWIDTH)
+        with self._lock:
+            last = self.overhead_s
+            self.overhead_s = sample if last is None else 0.8 * last + 0.2 * sample
+
+    def gap(self) -> int:
+        if self.overhead_s is None:
+            return GAP
+        return int(min(MAX_GAP, max(GAP, self.overhead_s * BANDWIDTH)))
+
+
+def coalesce(ranges: Sequence[tuple[int, int]], gap: int = GAP, span: int | None = None
              ) -> list[tuple[int, int, list[int]]]:
     """``(start, stop, [positions in ranges])`` per request: ranges sorted by offset and merged
-    when at most ``gap`` bytes apart (reading the gap costs less than another round trip)."""
+    when at most ``gap`` bytes apart (reading the gap costs less than another round trip) and
+    the request then spans at most ``span`` bytes (None: any)."""
     order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
     out: list[tuple[int, int, list[int]]] = []
     for i in order:
         offset, size = int(ranges[i][0]), int(ranges[i][1])
-        if out and offset - out[-1][1] <= gap:
+        if out and offset - out[-1][1] <= gap and (
+                span is None or max(out[-1][1], offset + size) - out[-1][0] <= span):
             start, stop, members = out[-1]
             out[-1] = (start, max(stop, offset + size), members + [i])
         else:
@@ -376,6 +419,19 @@ def _import_fsspec(protocol: str) -> Any:
             f"Fix: pip install \"shmaug[{extra}]\"."
         ) from None
     return fsspec
+
+
+def _whole(fs: Any) -> dict[str, int]:
+    """One GET for a whole object: s3fs otherwise sends a HEAD first, for the size, to split
+    large objects into parallel ranges, which doubles what a small image costs the client
+    and the server (``python -m bench.remote_cost``)."""
+    import inspect
+
+    cat = getattr(fs, "_cat_file", None)
+    with contextlib.suppress(TypeError, ValueError):
+        if cat is not None and "max_concurrency" in inspect.signature(cat).parameters:
+            return {"max_concurrency": 1}
+    return {}
 
 
 def _limit(fs: Any) -> dict[str, float]:

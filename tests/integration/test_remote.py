@@ -306,3 +306,19 @@ def test_a_503_burst_is_retried_and_a_lasting_one_names_the_object(s3):
             ImageFiles.from_paths(urls[:1], storage_options=options(proxy.endpoint)).read(0)
     finally:
         proxy.close()
+
+
+def test_a_whole_object_costs_one_request(s3):
+    """s3fs sends a HEAD (for the size) before a whole object's GET unless told not to split
+    it: for small images that doubles what each costs the client and the server."""
+    from shmaug.sources._remote import Remote
+
+    endpoint, root = s3
+    remote = Remote("s3", options(endpoint))
+    url = f"s3://{BUCKET}/train/ant/0.png"
+    remote.fetch(url)  # the client exists from here on
+    sent: list[str] = []
+    remote.fs().s3.meta.events.register("before-send",
+                                        lambda request, **_: sent.append(request.method))
+    assert remote.fetch(url) == (root / "ant" / "0.png").read_bytes()
+    assert sent == ["GET"]

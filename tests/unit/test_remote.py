@@ -81,6 +81,10 @@ def test_ranges_are_coalesced_and_returned_in_the_order_asked(monkeypatch, remot
     assert remote.read_ranges("memory://b/s.tar", ranges) == [b"01234", b"012", b"56",
                                                               b"56789"]
     assert R.coalesce(ranges, gap=10) == [(0, 7, [1, 2]), (50, 55, [0]), (95, 100, [3])]
+    # A request's span is bounded: a chain of close ranges splits into requests in flight
+    # together rather than one long serial read.
+    assert R.coalesce(ranges, gap=50, span=60) == [(0, 55, [1, 2, 0]), (95, 100, [3])]
+    assert R.coalesce(ranges, gap=50, span=50) == [(0, 7, [1, 2]), (50, 100, [0, 3])]
     assert fs.calls == 1  # all within GAP of each other: one request
 
 
@@ -159,3 +163,35 @@ def test_webdataset_braces_expand_as_webdataset_writes_them():
 def test_formats_read_only_from_local_files_refuse_urls_naming_the_fix(call):
     with pytest.raises(ArgumentError, match=r"on local disk.*URL.*Fix: copy them to local disk"):
         call()
+
+
+def test_the_gap_read_through_grows_with_the_measured_round_trip():
+    trip = R.RoundTrip()
+    assert trip.gap() == R.GAP  # nothing measured yet: a fast store's gap
+    for _ in range(30):
+        trip.observe(0.020, 10_000)  # 20 ms per small request: a bucket's first byte
+    assert trip.gap() == pytest.approx(0.020 * R.BANDWIDTH, rel=0.01)
+    trip.observe(5.0, 10_000)  # one stall moves the average, bounded: no 400 MB reads
+    assert trip.gap() == R.MAX_GAP
+    for _ in range(60):
+        trip.observe(0.0002, 10_000)  # local speed again
+    assert trip.gap() == R.GAP
+
+
+def test_records_far_apart_share_a_request_once_requests_are_slow(monkeypatch, remote):
+    class Slow(Flaky):
+        def cat_file(self, url, version_id=None, start=None, end=None):
+            self.calls += 1
+            time.sleep(0.02)
+            return (bytes(range(256)) * ((end - start) // 256 + 1))[: end - start]
+
+    fs = Slow(0, OSError())
+    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    ranges = [(0, 256), (1_000_192, 256)]  # ~1 MB apart: two requests at the first gap
+    first = remote.read_ranges("memory://b/s.tar", ranges)
+    assert fs.calls == 2
+    for _ in range(20):  # the process learns that a request costs ~20 ms
+        remote.read_ranges("memory://b/s.tar", [(0, 256)])
+    fs.calls = 0
+    assert remote.read_ranges("memory://b/s.tar", ranges) == first  # the same bytes...
+    assert fs.calls == 1  # ...in one request: reading 1 MB costs less than 20 ms more
