@@ -100,18 +100,12 @@ def run_scaling(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any
             run: dict[str, Any] = {"contender": name, "label": peers.REGISTRY[name].label,
                                    "workers": workers, "rates": [], "status": "ok"}
             began = time.perf_counter()
-            c = None
             try:
-                with H.deadline(30 + 8 * n / bs):
-                    c = peers.build(name, x, ids, bs, augment, out_dtype, workers)
+                with H.deadline(30 + 8 * n / bs), \
+                        peers.running(name, x, ids, bs, augment, out_dtype, workers) as c:
                     run["rates"] = epoch_rates(c.epoch, n, repeats)
             except Exception as exc:  # a failed run is a result; the others still run
                 run["status"] = f"{type(exc).__name__}: {exc}"
-            finally:
-                if c is not None:
-                    pids = c.pids()
-                    H.guarded(c.close, 15)
-                    H.wait_gone(pids, 10)
             rate = f"{np.median(run['rates']):,.0f} images/s" if run["rates"] else run["status"]
             print(f"scaling {wl} {name} workers={workers}: {rate} "
                   f"({time.perf_counter() - began:.1f} s)", flush=True)

@@ -146,19 +146,14 @@ def run_feeder(name: str, model: Any, x: np.ndarray, y: np.ndarray, bs: int, aug
                out_dtype: Any, workers: int, repeats: int, busy: GpuBusy, n: int) -> dict[str, Any]:
     feeder: dict[str, Any] = {"contender": name, "label": peers.REGISTRY[name].label,
                               "rates": [], "wait_fraction": [], "gpu_busy": [], "status": "ok"}
-    began, c = time.perf_counter(), None
+    began = time.perf_counter()
     try:
-        with H.deadline(120 + 4 * repeats * n / 500):
-            c = peers.build(name, x, y, bs, augment, out_dtype, workers)
+        with H.deadline(120 + 4 * repeats * n / 500), \
+                peers.running(name, x, y, bs, augment, out_dtype, workers) as c:
             seconds, shares = timed_fit(model, c.keras_data(), repeats, busy)
         feeder.update(rates=[n / s for s in seconds], seconds=seconds, gpu_busy=shares)
     except Exception as exc:  # a failed feeder is a result; the others still run
         feeder["status"] = f"{type(exc).__name__}: {exc}"
-    finally:
-        if c is not None:
-            pids = c.pids()
-            H.guarded(c.close, 15)
-            H.wait_gone(pids, 10)
     rate = f"{np.median(feeder['rates']):,.0f} images/s" if feeder["rates"] else feeder["status"]
     print(f"fit {name}: {rate} ({time.perf_counter() - began:.1f} s)", flush=True)
     return feeder

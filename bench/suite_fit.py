@@ -14,7 +14,6 @@ from typing import Any
 
 import keras
 
-from bench import _harness as H
 from bench import peers
 from bench import workloads as W
 
@@ -45,8 +44,7 @@ def fit_keras(spec: dict[str, Any]) -> dict[str, Any]:
     y = ids % CLASSES
     augment = W.augment_for(wl.name, spec["impl"])
     _, out_dtype = W.output_spec(wl.name, x)
-    c = peers.build(spec["contender"], x, y, bs, augment, out_dtype, spec["workers"])
-    try:
+    with peers.running(spec["contender"], x, y, bs, augment, out_dtype, spec["workers"]) as c:
         data = c.keras_data()
         if data is None:
             raise ImportError(f"{spec['contender']} has no Keras form to pass to fit")
@@ -68,7 +66,3 @@ def fit_keras(spec: dict[str, Any]) -> dict[str, Any]:
         return {"n": n, "batch_size": bs, "fit_s": fed, "compute_s": compute,
                 "rates": [n / t for t in fed],
                 "wait_fraction": [max(0.0, 1 - b / a) for a, b in zip(fed, compute)]}
-    finally:
-        pids = H.guarded(c.pids, 10).value or []
-        H.guarded(c.close, 15)
-        H.wait_gone(pids, 10)

@@ -22,12 +22,14 @@ surfaces as the ``ImportError`` the child reports as "skipped".
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
+from bench import _harness as H
 from bench.peers._base import Base
 
 
@@ -71,4 +73,17 @@ def build(name: str, x: np.ndarray, y: np.ndarray, bs: int, augment: Any, out_dt
     return contender
 
 
-__all__ = ["REGISTRY", "Base", "Entry", "build"]
+@contextlib.contextmanager
+def running(name: str, x: np.ndarray, y: np.ndarray, bs: int, augment: Any, out_dtype: Any,
+            workers: int) -> Iterator[Base]:
+    """``build``, and whatever happens inside, close the contender and see its workers gone."""
+    contender = build(name, x, y, bs, augment, out_dtype, workers)
+    try:
+        yield contender
+    finally:
+        pids = H.guarded(contender.pids, 10).value or []
+        H.guarded(contender.close, 15)
+        H.wait_gone(pids, 10)
+
+
+__all__ = ["REGISTRY", "Base", "Entry", "build", "running"]

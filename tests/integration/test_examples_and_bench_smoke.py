@@ -130,6 +130,18 @@ def test_bench_remote_quick(tmp_path):
     assert rows["local disk: files"]["images_per_s"] > 0 and len(rows) >= 3
 
 
+def test_bench_remote_cost_runs():
+    """CPU per GET, each client against the real S3 server: a row per client, figures > 0."""
+    for module in ("s3fs", "moto", "boto3", "urllib3"):
+        pytest.importorskip(module)
+    out = run("-m", "bench.remote_cost", "--requests", "5")
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [r.split(" | ")[0] for r in rows] == [
+        "| s3fs cat_file (a HEAD, then the GET)", "| s3fs cat_file, max_concurrency=1 (shmaug's)",
+        "| boto3 get_object", "| urllib3 GET of a presigned URL"]
+    assert all(float(r.strip("| ").split(" | ")[3]) > 0 for r in rows)  # wall ms per GET
+
+
 @needs_keras
 def test_bench_gpu_quick(tmp_path):
     """The GPU-machine bench runs whole on the CPU: every feeder fits, every worker count
