@@ -129,12 +129,18 @@ def run_handover(out: Path, quick: bool, repeats: int, top: int) -> dict[str, An
                                "n": n, "batch_size": bs, "runs": []}
     for variant, (augment, copy) in variants.items():
         for workers in sorted({k for k in (1, 4, 8, 12, top) if k <= top}):
-            with shmaug.Loader(x, ids, batch_size=bs, augment=augment, workers=workers, seed=0,
-                               copy=copy) as loader:
-                rates = epoch_rates(loader.__iter__, n, repeats)
-            payload["runs"].append({"variant": variant, "workers": workers, "rates": rates})
-            print(f"handover W2 {variant} workers={workers}: {median(rates):,.0f} images/s",
-                  flush=True)
+            run: dict[str, Any] = {"variant": variant, "workers": workers, "rates": [],
+                                   "status": "ok"}
+            try:
+                with H.deadline(30 + 8 * n / bs), shmaug.Loader(
+                        x, ids, batch_size=bs, augment=augment, workers=workers, seed=0,
+                        copy=copy) as loader:
+                    run["rates"] = epoch_rates(loader.__iter__, n, repeats)
+            except Exception as exc:  # a failed run is a result; the others still run
+                run["status"] = f"{type(exc).__name__}: {exc}"
+            payload["runs"].append(run)
+            rate = f"{median(run['rates']):,.0f} images/s" if run["rates"] else run["status"]
+            print(f"handover W2 {variant} workers={workers}: {rate}", flush=True)
             save(out, HANDOVER, payload)
     return payload
 
@@ -197,7 +203,7 @@ def fit_tables(payload: dict[str, Any]) -> str:
 def handover_table(payload: dict[str, Any]) -> str:
     variants = list(dict.fromkeys(r["variant"] for r in payload["runs"]))
     counts = sorted({r["workers"] for r in payload["runs"]})
-    by = {(r["variant"], r["workers"]): median(r["rates"]) for r in payload["runs"]}
+    by = {(r["variant"], r["workers"]): median(r["rates"]) for r in payload["runs"] if r["rates"]}
     rows = [[str(k)] + [R.fmt_num(by[v, k]) if (v, k) in by else "" for v in variants]
             for k in counts]
     rows.append([f"{counts[-1]} ÷ 1"]
@@ -251,7 +257,8 @@ def write_report(out: Path) -> str:
                 f"{env['usable_cpus']} CPUs ({env['cpu']}{threads}) · {env.get('memory_gib')} GiB · "
                 f"Python {env['python']} · commit {env.get('git_commit', '?')} · {env['time']}")
         if "device" in payload:
-            head += f" · {payload['device']} · Keras {payload['keras']} on {payload['backend']}"
+            head += (f" · {payload['device']} · Keras {payload['keras']} on {payload['backend']} "
+                     f"{payload.get('backend_version', '')}").rstrip()
         parts.append(f"{head}\n\nimages/s: the median of {payload['repeats']} timed epochs.\n\n"
                      + tables(payload))
         if name == SCALING:

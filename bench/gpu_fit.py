@@ -94,6 +94,16 @@ def timed_fit(model: Any, data: Any, repeats: int, busy: GpuBusy) -> tuple[list[
     return timer.seconds[1:], timer.shares[1:]
 
 
+def backend_version() -> str:
+    """The version of the framework under Keras (jax, torch, tensorflow)."""
+    import importlib
+
+    try:
+        return str(importlib.import_module(keras.backend.backend()).__version__)
+    except (ImportError, AttributeError):
+        return "?"
+
+
 def device_name(busy: GpuBusy) -> str:
     backend = keras.backend.backend()
     with contextlib.suppress(Exception):
@@ -145,7 +155,7 @@ def run_case(workload: str, quick: bool, repeats: int, workers: int, busy: GpuBu
 def run_feeder(name: str, model: Any, x: np.ndarray, y: np.ndarray, bs: int, augment: Any,
                out_dtype: Any, workers: int, repeats: int, busy: GpuBusy, n: int) -> dict[str, Any]:
     feeder: dict[str, Any] = {"contender": name, "label": peers.REGISTRY[name].label,
-                              "rates": [], "wait_fraction": [], "gpu_busy": [], "status": "ok"}
+                              "rates": [], "gpu_busy": [], "status": "ok"}
     began = time.perf_counter()
     try:
         with H.deadline(120 + 4 * repeats * n / 500), \
@@ -166,6 +176,7 @@ def run_fit(quick: bool, repeats: int, workers: int,
     busy = GpuBusy()
     payload: dict[str, Any] = {"environment": environment(), "quick": quick, "repeats": repeats,
                                "backend": keras.backend.backend(), "keras": keras.__version__,
+                               "backend_version": backend_version(),
                                "device": device_name(busy), "cases": []}
     try:
         for workload in FIT_SIZES:

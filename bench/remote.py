@@ -64,15 +64,17 @@ def peer_rate(kind: str, spec: dict[str, Any]) -> float:
 
 def fixed_gap(run: Run) -> Run:
     """``run`` with coalescing as it was before it followed the measured round trip: ranges
-    are merged only within 64 KiB (``_remote.GAP``), whatever a request costs."""
+    are merged only within 64 KiB (``_remote.GAP``), whatever a request costs, into requests
+    of any span."""
     from shmaug.sources import _remote
 
     def fixed() -> float:
-        saved, _remote.MAX_GAP = _remote.MAX_GAP, _remote.GAP
+        saved = _remote.MAX_GAP, _remote.MIN_SPAN, _remote.MAX_SPAN
+        _remote.MAX_GAP, _remote.MIN_SPAN, _remote.MAX_SPAN = _remote.GAP, 1 << 62, 1 << 62
         try:
             return run()
         finally:
-            _remote.MAX_GAP = saved
+            _remote.MAX_GAP, _remote.MIN_SPAN, _remote.MAX_SPAN = saved
 
     return fixed
 

@@ -27,7 +27,6 @@ sight; it knows nothing of images:
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
 import copy
 import logging
 import os
@@ -190,7 +189,8 @@ class Remote:
             RemoteError: a refused credential (at once), or transient failures ``RETRIES``
                 times over, naming the object and the last one.
         """
-        return self._retried(url, lambda fs: fs.cat_file(url, **_whole(fs), **_limit(fs)))
+        whole = self._whole()
+        return self._retried(url, lambda fs: fs.cat_file(url, **whole, **_limit(fs)))
 
     def read_ranges(self, url: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of each ``(offset, size)`` of object ``url``, in order. Ranges closer than
@@ -258,8 +258,9 @@ class Remote:
                           self.scrub(_describe(last)))
                 time.sleep(wait)
             try:
+                fs = self.fs()  # built before the clock starts: a request's cost, not a client's
                 began = time.perf_counter()
-                data = bytes(call(self.fs()))
+                data = bytes(call(fs))
                 self._trip.observe(time.perf_counter() - began, len(data))
                 return data
             except (FileNotFoundError, IsADirectoryError):
@@ -278,6 +279,23 @@ class Remote:
             f"{self.scrub(_describe(last))}. Fix: check that the endpoint is reachable "
             f"(storage_options={self.options_text}) and retry."
         )
+
+    def _whole(self) -> dict[str, int]:
+        """One GET for a whole object: s3fs otherwise sends a HEAD first, for the size, to
+        split large objects into parallel ranges, which doubles what a small image costs the
+        client and the server (``python -m bench.remote_cost``). S3 only, where s3fs takes the
+        option (2024.x on), and not where the user set ``max_concurrency`` in
+        ``storage_options`` (large objects, their choice)."""
+        if self.protocol not in ("s3", "s3a") or "max_concurrency" in self._options:
+            return {}
+        import inspect
+
+        cat = getattr(self.fs(), "_cat_file", None)
+        try:
+            takes = cat is not None and "max_concurrency" in inspect.signature(cat).parameters
+        except (TypeError, ValueError):
+            takes = False
+        return {"max_concurrency": 1} if takes else {}
 
     # -- listing ----------------------------------------------------------------------------
 
@@ -419,19 +437,6 @@ def _import_fsspec(protocol: str) -> Any:
             f"Fix: pip install \"shmaug[{extra}]\"."
         ) from None
     return fsspec
-
-
-def _whole(fs: Any) -> dict[str, int]:
-    """One GET for a whole object: s3fs otherwise sends a HEAD first, for the size, to split
-    large objects into parallel ranges, which doubles what a small image costs the client
-    and the server (``python -m bench.remote_cost``)."""
-    import inspect
-
-    cat = getattr(fs, "_cat_file", None)
-    with contextlib.suppress(TypeError, ValueError):
-        if cat is not None and "max_concurrency" in inspect.signature(cat).parameters:
-            return {"max_concurrency": 1}
-    return {}
 
 
 def _limit(fs: Any) -> dict[str, float]:

@@ -178,20 +178,33 @@ def test_the_gap_read_through_grows_with_the_measured_round_trip():
     assert trip.gap() == R.GAP
 
 
+def content(start: int, end: int) -> bytes:
+    """Bytes that name their own offset (mod 251): a wrong slice or order shows."""
+    return bytes(i % 251 for i in range(start, end))
+
+
 def test_records_far_apart_share_a_request_once_requests_are_slow(monkeypatch, remote):
     class Slow(Flaky):
         def cat_file(self, url, version_id=None, start=None, end=None):
             self.calls += 1
             time.sleep(0.02)
-            return (bytes(range(256)) * ((end - start) // 256 + 1))[: end - start]
+            return content(start, end)
 
     fs = Slow(0, OSError())
     monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
-    ranges = [(0, 256), (1_000_192, 256)]  # ~1 MB apart: two requests at the first gap
-    first = remote.read_ranges("memory://b/s.tar", ranges)
+    ranges = [(1_000_300, 300), (1_000, 256)]  # ~1 MB apart: two requests at the first gap
+    expected = [content(o, o + n) for o, n in ranges]
+    assert remote.read_ranges("memory://b/s.tar", ranges) == expected
     assert fs.calls == 2
     for _ in range(20):  # the process learns that a request costs ~20 ms
         remote.read_ranges("memory://b/s.tar", [(0, 256)])
     fs.calls = 0
-    assert remote.read_ranges("memory://b/s.tar", ranges) == first  # the same bytes...
+    assert remote.read_ranges("memory://b/s.tar", ranges) == expected  # the same bytes...
     assert fs.calls == 1  # ...in one request: reading 1 MB costs less than 20 ms more
+
+
+def test_only_s3_is_asked_for_a_whole_object_in_one_get():
+    assert R.Remote("memory", None)._whole() == {}
+    pytest.importorskip("s3fs")
+    assert R.Remote("s3", {"anon": True})._whole() == {"max_concurrency": 1}
+    assert R.Remote("s3", {"anon": True, "max_concurrency": 8})._whole() == {}  # the user's
