@@ -28,7 +28,6 @@ and then. ``--quick`` runs everything tiny on the CPU (a small CNN in place of R
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from bench import _harness as H
+from shmaug.engine._platform import cpu_count
 from bench import _report as R
 
 SCALING_SIZES = {"W1": (32768, 256), "W2": (4096, 64)}  # (images, batch size)
@@ -51,10 +51,6 @@ def parser() -> Any:
     p.add_argument("--max-workers", type=int, default=None,
                    help="largest worker count (default: usable cores - 1, at least 1)")
     return p
-
-
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def keras_counts(top: int) -> list[int]:
@@ -272,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     out = H.prepare_out(args.out)
     repeats = args.repeats or (1 if args.quick else 3)
-    top = args.max_workers or (2 if args.quick else max(1, usable_cores() - 1))
+    top = args.max_workers or (2 if args.quick else max(1, cpu_count() - 1))
     began = time.perf_counter()
     if args.section in ("scaling", "all"):
         run_scaling(out, args.quick, repeats, top)

@@ -110,7 +110,8 @@ def secrets_of(options: Any) -> list[str]:
 class Remote:
     """One protocol's filesystem with the user's options: built lazily, once per process."""
 
-    __slots__ = ("protocol", "_options", "_secrets", "_fs", "_pool", "_pid", "_lock", "_trip")
+    __slots__ = ("protocol", "_options", "_secrets", "_fs", "_pool", "_pid", "_lock", "_trip",
+                 "_one_get")
 
     def __init__(self, protocol: str, storage_options: dict[str, Any] | None) -> None:
         if storage_options is not None and not isinstance(storage_options, dict):
@@ -127,6 +128,7 @@ class Remote:
         self._pid = -1
         self._lock = threading.Lock()
         self._trip = RoundTrip()
+        self._one_get: dict[str, int] = {}
         _import_fsspec(protocol)  # fail here, in the main process, with the extra to install
 
     def __repr__(self) -> str:
@@ -144,6 +146,7 @@ class Remote:
         self._pid = -1
         self._lock = threading.Lock()
         self._trip = RoundTrip()
+        self._one_get = {}
 
     @property
     def has_options(self) -> bool:
@@ -169,6 +172,7 @@ class Remote:
                     # A copy: backends edit what they are given (botocore's retries dict).
                     self._fs = fsspec.filesystem(self.protocol, skip_instance_cache=True,
                                                  **copy.deepcopy(self._options))
+                    self._one_get = _one_get(self._fs, self.protocol, self._options)
                     self._pool = None
                     self._pid = os.getpid()
         return self._fs
@@ -189,8 +193,7 @@ class Remote:
             RemoteError: a refused credential (at once), or transient failures ``RETRIES``
                 times over, naming the object and the last one.
         """
-        whole = self._whole()
-        return self._retried(url, lambda fs: fs.cat_file(url, **whole, **_limit(fs)))
+        return self._retried(url, lambda fs: fs.cat_file(url, **self._one_get, **_limit(fs)))
 
     def read_ranges(self, url: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of each ``(offset, size)`` of object ``url``, in order. Ranges closer than
@@ -206,8 +209,7 @@ class Remote:
         """``read_ranges`` of several objects at once: every object's coalesced requests in
         flight together (``MAX_IN_FLIGHT`` at a time). Per object, its pieces in the order
         asked, or the exception its first failed request raised (others still read)."""
-        gap = self._trip.gap()
-        span = min(MAX_SPAN, max(MIN_SPAN, 9 * gap))
+        gap, span = self._trip.gap(), self._trip.span()
         groups = [coalesce(ranges, gap, span) for _, ranges in wanted]
         requests = [(url, start, stop) for (url, _), found in zip(wanted, groups)
                     for start, stop, _ in found]
@@ -279,23 +281,6 @@ class Remote:
             f"{self.scrub(_describe(last))}. Fix: check that the endpoint is reachable "
             f"(storage_options={self.options_text}) and retry."
         )
-
-    def _whole(self) -> dict[str, int]:
-        """One GET for a whole object: s3fs otherwise sends a HEAD first, for the size, to
-        split large objects into parallel ranges, which doubles what a small image costs the
-        client and the server (``python -m bench.remote_cost``). S3 only, where s3fs takes the
-        option (2024.x on), and not where the user set ``max_concurrency`` in
-        ``storage_options`` (large objects, their choice)."""
-        if self.protocol not in ("s3", "s3a") or "max_concurrency" in self._options:
-            return {}
-        import inspect
-
-        cat = getattr(self.fs(), "_cat_file", None)
-        try:
-            takes = cat is not None and "max_concurrency" in inspect.signature(cat).parameters
-        except (TypeError, ValueError):
-            takes = False
-        return {"max_concurrency": 1} if takes else {}
 
     # -- listing ----------------------------------------------------------------------------
 
@@ -405,6 +390,10 @@ class RoundTrip:
             return GAP
         return int(min(MAX_GAP, max(GAP, self.overhead_s * BANDWIDTH)))
 
+    def span(self) -> int:
+        """The most one coalesced request spans: 9 gaps (90% of its time transferring)."""
+        return min(MAX_SPAN, max(MIN_SPAN, 9 * self.gap()))
+
 
 def coalesce(ranges: Sequence[tuple[int, int]], gap: int = GAP, span: int | None = None
              ) -> list[tuple[int, int, list[int]]]:
@@ -437,6 +426,24 @@ def _import_fsspec(protocol: str) -> Any:
             f"Fix: pip install \"shmaug[{extra}]\"."
         ) from None
     return fsspec
+
+
+def _one_get(fs: Any, protocol: str, options: dict[str, Any]) -> dict[str, int]:
+    """One GET for a whole object: s3fs otherwise sends a HEAD first, for the size, to split
+    large objects into parallel ranges, which doubles what a small image costs the client and
+    the server (``python -m bench.remote_cost``). S3 only, where s3fs takes the option (2024.x
+    on), and not where the user set ``max_concurrency`` in ``storage_options`` (large
+    objects, their choice). Decided once per process, when its filesystem is built."""
+    if protocol not in ("s3", "s3a") or "max_concurrency" in options:
+        return {}
+    import inspect
+
+    cat = getattr(fs, "_cat_file", None)
+    try:
+        takes = cat is not None and "max_concurrency" in inspect.signature(cat).parameters
+    except (TypeError, ValueError):
+        takes = False
+    return {"max_concurrency": 1} if takes else {}
 
 
 def _limit(fs: Any) -> dict[str, float]:
