@@ -25,7 +25,7 @@ from bench import workloads as W
 from bench.suite_fit import CLASSES, Cached
 
 FEEDERS = ("shmaug_sequence", "keras_fork", "keras_threads")
-FIT_SIZES = {"W2": (3072, 64), "W1": (20480, 256)}  # whole batches: no retrace on a short last one
+FIT_SIZES = {"W2": (6144, 64), "W1": (81920, 256)}  # whole batches: no retrace on a short last one
 QUICK_SIZES = {"W2": (32, 16), "W1": (128, 64)}
 
 
