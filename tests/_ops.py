@@ -252,3 +252,19 @@ class NoisySource:
 
     def load(self, index):
         return np.full((4, 4), index, np.float32) + np.float32(np.random.random())
+
+
+class RecordingLoad:
+    """A ``load`` with the engine's ``prefetch(indices, ahead)`` hook that appends, per call,
+    one line to ``path`` (any process): the task's samples, then those queued behind it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def prefetch(self, indices, ahead=()):
+        with open(self.path, "a") as f:
+            f.write(f"{list(map(int, indices))}|{list(map(int, ahead))}\n")
+
+    def __call__(self, index):
+        time.sleep(0.005)  # the parent fills the worker's pipe meanwhile
+        return np.full((4, 4), index % 256, np.uint8)

@@ -2,10 +2,12 @@
 
 A worker attaches to the dataset once, caps OpenCV/BLAS threads at one, then loops: receive a
 ``Task`` (or an empty message, the stop sentinel), fill the task's rows, send
-``("done", ticket)`` or ``("failed", ticket, ErrorRecord)``. Both directions travel as packed
-bytes, not pickles (see ``Task.to_bytes`` and ``encode_result``): the main process handles
-several messages per batch and shares the cores with the workers. A failing sample never kills
-the worker.
+``("done", ticket)`` or ``("failed", ticket, ErrorRecord)``. It takes every message waiting in
+its pipe at once and runs them in order, so a source over a network learns which tasks come
+next and fetches their samples with the current one's (``SliceRunner.ahead``, the load's
+``prefetch(indices, ahead)``). Both directions travel as packed bytes, not pickles (see
+``Task.to_bytes`` and ``encode_result``): the main process handles several messages per batch
+and shares the cores with the workers. A failing sample never kills the worker.
 
 The first task of a pool is the probe (``probe_task``): sample 0 made as the workers make every
 sample, answered with a ``Probe`` that says what one sample looks like. User code therefore never
@@ -17,6 +19,7 @@ stuck op; between tasks the worker waits with a bound (``Waiter``, shared with t
 
 from __future__ import annotations
 
+import inspect
 import math
 import multiprocessing
 import os
@@ -27,7 +30,9 @@ import struct
 import threading
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, field
+from itertools import takewhile
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Collection, Protocol
 
@@ -218,6 +223,8 @@ class SliceRunner:
         self._stage = self._op  # the step a failing sample was in
         self._index = -1  # the sample being made (for error records)
         self._loaded: Any = None  # the last sample as loaded, before `augment` (for the probe)
+        self._prefetch, self._prefetch_ahead = _prefetch_hook(load)
+        self.ahead: list[Task] = []  # the tasks received after the one running, in order
 
     def run(self, task: Task) -> tuple[Any, ...]:
         began = time.perf_counter()
@@ -255,10 +262,17 @@ class SliceRunner:
         streams = self._streams(task.epoch, keys)
         assert self.out is not None, "a task arrived before the ring (the probe comes first)"
         rows = self.out[task.slot]
-        prefetch = getattr(self.load, "prefetch", None)  # optional: fetch the task's samples
-        if prefetch is not None:  # together (a source over a network); never raises per sample
-            self._stage = self._load_name
-            prefetch(indices)
+        if self._prefetch is not None and len(indices) and (
+                self.generation[task.slot] == task.generation):
+            # A source over a network fetches the task's samples together (and those of the
+            # tasks behind it), never raising per sample; a timeout blames the first.
+            self._stage, self._index = self._load_name, int(indices[0])
+            if self.status is not None:
+                self.status[self._base + CURRENT_INDEX] = self._index
+            if self._prefetch_ahead:
+                self._prefetch(indices, ahead=self._ahead_indices())
+            else:
+                self._prefetch(indices)
         for p, index, key in zip(range(task.start, task.stop), indices.tolist(), keys.tolist()):
             if self.generation[task.slot] != task.generation:
                 break  # the batch was cancelled: skip the rest
@@ -272,6 +286,12 @@ class SliceRunner:
             for name, target in made.items():
                 self._write(self.target_out[name][task.slot, p - task.row0], target, index, name)
         return ("done", task.ticket)
+
+    def _ahead_indices(self) -> np.ndarray:
+        """The samples of the tasks queued behind this one (not cancelled), in order."""
+        parts = [self.orders(t.epoch)[t.start:t.stop] for t in self.ahead
+                 if t.slot != PROBE_SLOT and self.generation[t.slot] == t.generation]
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
     def _probe(self, task: Task) -> tuple[Any, ...]:
         """Sample 0 of epoch 0, made exactly as in an epoch, described instead of written."""
@@ -491,23 +511,49 @@ def worker_main(
     status[worker_id * STATUS_FIELDS + READY] = 1.0  # attached and unpickled: start-up is over
     try:
         waiter = Waiter([tasks])
+        backlog: deque[bytes] = deque()  # received, not yet run: in the order sent
         while True:  # the watchdog thread ends us if the parent vanishes meanwhile
-            if not waiter.wait(_TASK_WAIT_S):
-                continue
             try:
-                message = tasks.recv_bytes()
-            except EOFError:  # the parent closed our pipe: stop
-                break
+                if not backlog:
+                    if not waiter.wait(_TASK_WAIT_S):
+                        continue
+                    # Read at once: on Windows the wait itself may have taken an empty message
+                    # (the stop sentinel), which only this read gives back.
+                    backlog.append(tasks.recv_bytes())
+                while waiter.wait(0):  # everything waiting: the tasks queued behind this one
+                    backlog.append(tasks.recv_bytes())
+            except EOFError:  # the parent closed our pipe: stop once what it sent is done
+                if not backlog:
+                    break
+            message = backlog.popleft()
             if not message:  # the stop sentinel
                 break
-            if len(message) != Task.WIRE_SIZE:  # the ring, sized by the probe (ring_message)
+            if not _is_task(message):  # the ring, sized by the probe (ring_message)
                 closers.extend(_attach_ring(runner, pickle.loads(message[len(_RING):])))
                 continue
+            runner.ahead = [Task.from_bytes(m) for m in takewhile(_is_task, backlog)]
             results.send_bytes(encode_result(runner.run(Task.from_bytes(message))))
     finally:
         del runner, x, targets, status, generation
         for close in closers:
             close()
+
+
+def _is_task(message: bytes) -> bool:
+    return len(message) == Task.WIRE_SIZE  # else the ring or the stop sentinel
+
+
+def _prefetch_hook(load: Any) -> tuple[Callable[..., None] | None, bool]:
+    """``load.prefetch`` (None: it has none), and whether it takes ``ahead=``, the samples of
+    the tasks queued behind (``Reader.prefetch`` does; a hook of one argument gets a task's)."""
+    hook = getattr(load, "prefetch", None)
+    if hook is None:
+        return None, False
+    try:
+        params = inspect.signature(hook).parameters.values()
+    except (TypeError, ValueError):
+        return hook, False
+    return hook, any(p.name == "ahead" or p.kind is p.VAR_KEYWORD for p in params)
 
 
 def _attach_ring(runner: SliceRunner, handles: RingHandles) -> list[Callable[[], None]]:

@@ -114,7 +114,8 @@ class Loader:
             (fork after their threads start can deadlock; see docs/faults.md).
         max_queue_size: batches prepared ahead of the consumer (ring slots in shared memory).
         timeout: seconds one task (a batch, or a worker's share of one) may run before
-            ``WorkerTimeout``; None waits forever.
+            ``WorkerTimeout``; None waits forever. (A source in a bucket fetches the samples
+            of the tasks queued behind a task with it, within its time.)
         output_shape: shape of one augmented sample; learned from sample 0 when None (made
             by a worker, under ``timeout``, like every sample).
         output_dtype: dtype of augmented samples; learned from sample 0 when None.

@@ -1,9 +1,10 @@
 """Image files in a bucket as a reader's table: a task's objects fetched together.
 
 ``RemoteTable`` is a ``PathTable`` of URLs (``_paths.py``) whose bytes come through
-``_remote.Remote``. It has ``prefetch(indices)``, which ``Reader.prefetch`` passes on: the engine
-calls it with a task's samples before making them one by one (``engine/_worker.py``), so a
-worker has the whole task's objects in flight together, then ``fetch`` hands each out once.
+``_remote.Remote``. It has ``prefetch(indices, ahead)``, which ``Reader.prefetch`` passes on:
+the engine calls it with a task's samples, and those of the tasks queued behind it, before
+making them one by one (``engine/_worker.py``), so a worker has the objects of several tasks
+in flight together (``_remote.Fetched``), then ``fetch`` hands each out once.
 ``remote_for`` decides whether a source's paths are URLs at all; ``listed`` lists a bucket
 folder, or reuses the listing a ``listing_cache`` folder kept. ``files.py`` owns the source.
 """
@@ -20,44 +21,44 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ._options import Text
-from ._remote import Listing, Remote, protocol_of
+from ._remote import Fetched, Listing, Remote, protocol_of
 from ..errors import ArgumentError, RemoteError
 
 
 class RemoteTable:
     """A ``PathTable`` of URLs as a reader's table: bytes come from the bucket, a task's at
-    once (``prefetch``). Everything but ``fetch`` is the path table's."""
+    together (``prefetch``). Everything but ``fetch`` is the path table's."""
 
-    __slots__ = ("paths", "remote", "_ready")
+    __slots__ = ("paths", "remote", "_fetched")
 
     def __init__(self, paths: Any, remote: Remote) -> None:
         self.paths = paths  # a PathTable, in this process or shared
         self.remote = remote
-        self._ready: dict[int, bytes | BaseException] = {}  # the current task's objects
+        self._fetched = Fetched()  # this task's objects and those of the tasks behind it
 
     NOUN = "file"
     SOURCE = "ImageFiles"
 
-    def prefetch(self, indices: Iterable[int]) -> None:
-        """Fetch the objects of ``indices`` together; ``fetch`` then hands them out (each
+    def prefetch(self, indices: Iterable[int], ahead: Iterable[int] = ()) -> None:
+        """Fetch the objects of ``indices`` (a task's), unless an earlier task did, with those
+        of ``ahead`` (the tasks behind it), all together; ``fetch`` then hands them out (each
         once). Never raises: a failure is raised by ``fetch`` for its own sample."""
-        wanted = [int(i) for i in indices]
-        self._ready = {}
+        wanted = self._fetched.missing(indices, ahead)
         try:
             got_ = self.remote.fetch_all([self.paths[i] for i in wanted])
         except RemoteError as exc:
             got_ = [exc] * len(wanted)
-        self._ready = dict(zip(wanted, got_))
+        self._fetched.put(wanted, got_)
 
     def fetch(self, index: int) -> np.ndarray:
         from ._decode import unreadable
 
-        data = self._ready.pop(int(index), None)
+        data = self._fetched.take(index)
         try:
             if data is None:
                 data = self.remote.fetch(self.paths[index])
             elif isinstance(data, BaseException):
-                raise data
+                raise data.with_traceback(None)  # one failure may stand for many samples
         except FileNotFoundError:
             raise unreadable(self.what(index), "no such object") from None
         return np.frombuffer(data, np.uint8)
@@ -86,7 +87,7 @@ class RemoteTable:
 
     def __setstate__(self, state: tuple[Any, Remote]) -> None:
         self.paths, self.remote = state
-        self._ready = {}
+        self._fetched = Fetched()
 
 
 def remote_for(first: str, storage_options: Any) -> Remote | None:

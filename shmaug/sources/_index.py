@@ -22,13 +22,13 @@ the layout and the hand-off; which records and what they mean is ``records.py``'
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
 from . import _tfrecord as T
 from ._decode import unreadable
-from ._remote import Remote
+from ._remote import Fetched, Remote
 from ..errors import RemoteError
 from ..engine._store import ArrayHandle, SharedStore, attach_block
 
@@ -52,7 +52,7 @@ class RecordTable:
 
     __slots__ = ("_n", "_has_classes", "_buf", "_blob", "_shards", "_bases",
                  "_kind", "_key", "_handles", "_blocks", "_data", "_readers", "_remote",
-                 "_ready")
+                 "_fetched", "_extents")
     NOUN = "record"  # what a sample is, in a reader's messages
     SOURCE = "ImageRecords"  # whose ``load`` reads this table, in a worker error
 
@@ -73,7 +73,8 @@ class RecordTable:
         self._blocks: tuple[Any, ...] = ()  # in a worker: the attached blocks behind the bufs
         self._readers: dict[int, Any] = {}  # ArrayRecord readers opened in this process
         self._remote = remote  # invariant: set iff the shards are URLs
-        self._ready: dict[int, bytes | BaseException] = {}  # the current task's records
+        self._fetched = Fetched()  # this task's records and those of the tasks behind it
+        self._extents: np.ndarray | None = None  # per shard, where its last record ends
 
     @classmethod
     def build(cls, shards: tuple[str, ...], shard_of: np.ndarray, offsets: np.ndarray,
@@ -184,37 +185,63 @@ class RecordTable:
                                                "(it changed); build the ImageRecords again")
         return np.frombuffer(raw, np.uint8)
 
-    def prefetch(self, indices: Iterable[int]) -> None:
-        """Read the records of ``indices`` (a task's) from the bucket together: grouped by
-        shard, neighbours coalesced, all requests in flight at once (bounded per process);
-        ``fetch`` then hands each out once. Never raises: a failure is raised by ``fetch``
-        for its own record. Local shards: nothing to do."""
-        self._ready = {}
+    def prefetch(self, indices: Iterable[int], ahead: Iterable[int] = ()) -> None:
+        """Read the records of ``indices`` (a task's) from the bucket, unless an earlier task
+        did, with those of ``ahead`` (the tasks behind it), together: grouped by shard,
+        neighbours coalesced (across tasks too), all requests in flight at once (bounded per
+        process); ``fetch`` then hands each out once. Never raises: a failure is raised by
+        ``fetch`` for its own record. Local shards: nothing to do."""
         if self._remote is None:
             return
+        located: dict[int, tuple[int, int, int]] = {}  # index -> (shard, offset, size)
+        extra = T.HEADER.size + T.FOOTER if self._kind == "tfrecord" else 0
+
+        def in_bucket(found: Iterable[int]) -> Iterator[int]:
+            """The records read from the bucket (not those of a shard held decompressed)."""
+            for index in found:
+                shard, _, offset, length = self._locate(int(index))
+                if self._bases[shard] < 0:
+                    located[int(index)] = (shard, offset, length + extra)
+                    yield int(index)
+
         wanted: dict[int, list[tuple[int, int, int]]] = {}  # shard -> (index, offset, size)
-        for index in indices:
-            shard, _, offset, length = self._locate(index)
-            if self._bases[shard] < 0:
-                extra = T.HEADER.size + T.FOOTER if self._kind == "tfrecord" else 0
-                wanted.setdefault(shard, []).append((int(index), offset, length + extra))
+        for index in self._fetched.missing(list(in_bucket(indices)), in_bucket(ahead)):
+            shard, offset, size = located[index]
+            wanted.setdefault(shard, []).append((index, offset, size))
+        # A small shard is read whole (one more range, its records' extent, that coalescing
+        # merges with theirs): the span kept then serves every later record of it.
+        whole = self._remote.reads_whole()
+        extents = self._extent_of() if wanted and whole else None
         try:
-            found = self._remote.read_many([(self._shards[s], [(o, n) for _, o, n in rows])
-                                            for s, rows in wanted.items()])
+            found = self._remote.read_many([(self._shards[s], [(o, n) for _, o, n in rows] + (
+                [(0, int(extents[s]))] if extents is not None and extents[s] <= whole else []))
+                for s, rows in wanted.items()])
         except RemoteError as exc:
             found = [exc] * len(wanted)
         for rows, pieces in zip(wanted.values(), found):
-            for k, (index, _, _) in enumerate(rows):
-                self._ready[index] = pieces if isinstance(pieces, BaseException) else pieces[k]
+            self._fetched.put([index for index, _, _ in rows], [pieces] * len(rows)
+                              if isinstance(pieces, BaseException) else pieces)
+
+    def _extent_of(self) -> np.ndarray:
+        """Per shard, the end of its last record (with its TFRecord frame): computed once."""
+        if self._extents is None:
+            rows = np.frombuffer(self._buf, np.int64, 3 * self._n).reshape(-1, 3)
+            frame = T.HEADER.size + T.FOOTER if self._kind == "tfrecord" else 0
+            ends = rows[:, 1] + rows[:, 2] + frame
+            extents = np.zeros(len(self._shards), np.int64)
+            np.maximum.at(extents, rows[:, 0] >> 40, ends)
+            del rows  # no view of a shared block may outlive this (it must close cleanly)
+            self._extents = extents
+        return self._extents
 
     def _remote_bytes(self, index: int, shard: int, offset: int, size: int) -> bytes:
-        data = self._ready.pop(int(index), None)
+        data = self._fetched.take(index)
         try:
             if data is None:
                 assert self._remote is not None
                 data = self._remote.read_ranges(self._shards[shard], [(offset, size)])[0]
             elif isinstance(data, BaseException):
-                raise data
+                raise data.with_traceback(None)  # one failure may stand for many samples
         except FileNotFoundError:
             raise unreadable(self.what(index), "no such object (the shard was deleted or "
                                                "moved since it was indexed)") from None

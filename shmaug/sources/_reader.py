@@ -86,12 +86,13 @@ class Reader:
         block ``handle`` names, for the workers)."""
         return Reader(self.table, self.decoder, self.on_error, self.by_class, handle, marks)
 
-    def prefetch(self, indices: Any) -> None:
-        """The engine's hook before a task's samples are made one by one: a table that reads
-        over a network (``_remote.RemoteTable``) fetches them all at once; others do nothing."""
+    def prefetch(self, indices: Any, ahead: Any = ()) -> None:
+        """The engine's hook before a task's samples are made one by one, given those of the
+        tasks queued behind it too (``ahead``): a table that reads over a network
+        (``_bucket.RemoteTable``) fetches them together; others do nothing."""
         hook = getattr(self.table, "prefetch", None)
         if hook is not None:
-            hook(indices)
+            hook(indices, ahead)
 
     def read(self, index: int) -> np.ndarray:
         """Sample ``index`` decoded; no stand-in."""

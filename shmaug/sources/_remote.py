@@ -13,11 +13,14 @@ sight; it knows nothing of images:
   requests per process), each with ``fetch``'s retries.
 - ``Remote.fetch(url)`` / ``read_ranges(url, ranges)`` / ``read_many``: one object, or byte
   ranges of one object (or of several, all in flight together) with neighbouring ranges
-  coalesced into one request (record shards: ``_index.RecordTable.prefetch``). Transient failures
-  (timeouts, 5xx, throttling, a dropped connection) are retried ``RETRIES`` times with
+  coalesced into one request (record shards: ``_index.RecordTable.prefetch``); what ranged
+  requests read is kept, bounded (``Spans``), and serves later ranges inside it. Transient
+  failures (timeouts, 5xx, throttling, a dropped connection) are retried ``RETRIES`` times with
   exponential backoff, then ``RemoteError`` names the object and the last failure; a missing
   object is ``FileNotFoundError`` at once (the caller names it: an unreadable image), a refused
   credential ``RemoteError`` at once, naming the fix.
+- ``Fetched``: a worker's fetched samples, for its task and the tasks queued behind it (one
+  round of requests for several tasks), each handed out once.
 - ``_bucket.RemoteTable`` uses this layer for image files (``files.py``).
 - ``listing`` / ``check_exist`` / ``identities``: list a bucket folder once (one paginated
   listing, not one per class) in Keras' folder order; check that objects exist, or read their
@@ -26,15 +29,19 @@ sight; it knows nothing of images:
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures as cf
 import copy
+import itertools
 import logging
+import math
 import os
 import posixpath
 import random
 import re
 import threading
 import time
+from collections import OrderedDict
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import ArgumentError, ArgumentTypeError, RemoteError, got
@@ -59,6 +66,14 @@ BANDWIDTH = 100e6  # bytes/s assumed of one request's stream (a bucket gives 50-
 # flight would read them faster: a request spans at most 9 round trips' worth of bytes (90% of
 # its time transferring), between these bounds. Arrow sizes its reads by the same rule.
 MIN_SPAN, MAX_SPAN = 1 << 20, 64 << 20
+# Samples of the tasks queued behind a worker's task whose bytes are fetched with the task's
+# (``Fetched``): fewer round trips, and records of one shard coalesced across tasks. At most
+# this many samples, and about AHEAD_BYTES of them per worker once their size is known.
+AHEAD, AHEAD_BYTES = 256, 32 << 20
+# Bytes of its ranged reads a process keeps (``Spans``), least recently used out first: a
+# request that read through a gap also read the records in it, and a later task's records may
+# lie in a span already read; those are served without a request. Per process (worker).
+SPAN_CACHE = 32 << 20
 MASK = "***"
 # Which package each protocol needs, and the extra that installs it.
 _BACKENDS = {"s3": ("s3fs", "remote"), "s3a": ("s3fs", "remote"), "gs": ("gcsfs", "gcs"),
@@ -111,7 +126,7 @@ class Remote:
     """One protocol's filesystem with the user's options: built lazily, once per process."""
 
     __slots__ = ("protocol", "_options", "_secrets", "_fs", "_pool", "_pid", "_lock", "_trip",
-                 "_one_get")
+                 "_one_get", "_spans")
 
     def __init__(self, protocol: str, storage_options: dict[str, Any] | None) -> None:
         if storage_options is not None and not isinstance(storage_options, dict):
@@ -129,6 +144,7 @@ class Remote:
         self._lock = threading.Lock()
         self._trip = RoundTrip()
         self._one_get: dict[str, int] = {}
+        self._spans = Spans()
         _import_fsspec(protocol)  # fail here, in the main process, with the extra to install
 
     def __repr__(self) -> str:
@@ -147,6 +163,7 @@ class Remote:
         self._lock = threading.Lock()
         self._trip = RoundTrip()
         self._one_get = {}
+        self._spans = Spans()
 
     @property
     def has_options(self) -> bool:
@@ -173,6 +190,7 @@ class Remote:
                     self._fs = fsspec.filesystem(self.protocol, skip_instance_cache=True,
                                                  **copy.deepcopy(self._options))
                     self._one_get = _one_get(self._fs, self.protocol, self._options)
+                    self._spans = Spans()  # a fork's copy of its parent's is not its own
                     self._pool = None
                     self._pid = os.getpid()
         return self._fs
@@ -204,31 +222,42 @@ class Remote:
             raise out
         return out
 
+    def reads_whole(self) -> int:
+        """The largest object a source should read whole on first use, then serve from the
+        spans kept (``Spans``): at most one request's span and an eighth of ``SPAN_CACHE``."""
+        return min(self._trip.span(), SPAN_CACHE // 8)
+
     def read_many(self, wanted: Sequence[tuple[str, Sequence[tuple[int, int]]]]
                   ) -> list[list[bytes] | BaseException]:
-        """``read_ranges`` of several objects at once: every object's coalesced requests in
-        flight together (``MAX_IN_FLIGHT`` at a time). Per object, its pieces in the order
-        asked, or the exception its first failed request raised (others still read)."""
+        """``read_ranges`` of several objects at once: what earlier requests read is served
+        from ``Spans``, the rest of every object's coalesced requests in flight together
+        (``MAX_IN_FLIGHT`` at a time). Per object, its pieces in the order asked, or the
+        exception its first failed request raised (others still read)."""
+        self.fs()  # a fork starts with its own (empty) spans
         gap, span = self._trip.gap(), self._trip.span()
-        groups = [coalesce(ranges, gap, span) for _, ranges in wanted]
+        parts = [[self._spans.find(url, offset, size) for offset, size in ranges]
+                 for url, ranges in wanted]
+        todo = [[i for i, part in enumerate(found) if part is None] for found in parts]
+        groups = [coalesce([ranges[i] for i in rest], gap, span)
+                  for (_, ranges), rest in zip(wanted, todo)]
         requests = [(url, start, stop) for (url, _), found in zip(wanted, groups)
                     for start, stop, _ in found]
         # start= / end= by name: s3fs' third positional parameter is version_id.
         pieces = iter(self.map_all(requests, lambda item: self._retried(item[0], lambda fs: (
             fs.cat_file(item[0], start=item[1], end=item[2], **_limit(fs))))))
         out: list[list[bytes] | BaseException] = []
-        for (_, ranges), found in zip(wanted, groups):
-            parts: list[bytes] = [b""] * len(ranges)
+        for (url, ranges), found, rest, got_ in zip(wanted, groups, todo, parts):
             failed: BaseException | None = None
             for start, _, members in found:
                 piece = next(pieces)
                 if isinstance(piece, BaseException):
                     failed = failed or piece
                     continue
-                for i in members:
-                    offset, size = ranges[i]
-                    parts[i] = piece[offset - start: offset - start + size]
-            out.append(failed if failed is not None else parts)
+                self._spans.keep(url, start, piece)
+                for m in members:
+                    offset, size = ranges[rest[m]]
+                    got_[rest[m]] = piece[offset - start: offset - start + size]
+            out.append(failed if failed is not None else [p or b"" for p in got_])
         return out
 
     def fetch_all(self, urls: Sequence[str]) -> list[bytes | BaseException]:
@@ -240,13 +269,16 @@ class Remote:
         if len(items) <= 1:
             return [_outcome(fn, item) for item in items]
         futures = [self._executor().submit(_outcome, fn, item) for item in items]
-        done, late = cf.wait(futures, timeout=max(WAIT_S, REQUEST_TIMEOUT_S * (RETRIES + 2)))
+        # One bound per 4 waves of requests: a round for several tasks queues more of them.
+        waves = math.ceil(len(items) / (4 * MAX_IN_FLIGHT))
+        limit = max(WAIT_S, REQUEST_TIMEOUT_S * (RETRIES + 2)) * waves
+        done, late = cf.wait(futures, timeout=limit)
         if late:
             for f in late:
                 f.cancel()
             raise RemoteError(
                 f"{len(late)} of {len(items)} requests to {self.protocol}:// did not finish "
-                f"within {WAIT_S:.0f} s. Fix: check the network and the endpoint in "
+                f"within {limit:.0f} s. Fix: check the network and the endpoint in "
                 f"storage_options={self.options_text}."
             )
         return [f.result() for f in futures]
@@ -366,6 +398,112 @@ class Listing:
     @staticmethod
     def join(root: str, name: str) -> str:
         return posixpath.join(root, name)
+
+
+class Fetched:
+    """A worker's fetched bytes (or the exception a fetch raised), each handed out once.
+
+    Asked for a task's samples, it says which to fetch: none when an earlier task fetched them
+    all; otherwise the task's missing ones and those of the tasks queued behind it (up to
+    ``AHEAD`` samples, ``AHEAD_BYTES`` at the sizes seen so far), in one round of requests.
+    What is no longer wanted (a cancelled task's) is dropped then. A queued task's sample whose
+    fetch failed is not kept: its own task fetches it again (a missing object stays missing)."""
+
+    __slots__ = ("_ready", "_task", "_pid", "_bytes", "_count")
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._ready: dict[int, bytes | BaseException] = {}
+        self._task: set[int] = set()  # the samples of the task that asked last
+        self._pid = os.getpid()  # a fork starts empty: its parent's leftovers are not its own
+        self._bytes = self._count = 0  # of the samples fetched: their mean size bounds ahead
+
+    def missing(self, indices: Iterable[int], ahead: Iterable[int] = ()) -> list[int]:
+        if self._pid != os.getpid():
+            self._reset()
+        task = [int(i) for i in indices]
+        if all(i in self._ready for i in task):
+            return []
+        room = AHEAD if not self._count else min(AHEAD, AHEAD_BYTES * self._count // max(
+            1, self._bytes))
+        wanted = task + [int(i) for i in itertools.islice(ahead, room)]
+        self._task = set(task)
+        self._ready = {i: self._ready[i] for i in wanted if i in self._ready}
+        return [i for i in dict.fromkeys(wanted) if i not in self._ready]
+
+    def put(self, indices: Sequence[int], outcomes: Sequence[bytes | BaseException]) -> None:
+        for i, outcome in zip(indices, outcomes):
+            if isinstance(outcome, BaseException):
+                if i in self._task or isinstance(outcome, FileNotFoundError):
+                    self._ready[i] = outcome
+            else:
+                self._ready[i] = outcome
+                self._bytes += len(outcome)
+                self._count += 1
+
+    def take(self, index: int) -> bytes | BaseException | None:
+        """The sample's bytes or exception, once; None: not fetched (read it alone)."""
+        return self._ready.pop(int(index), None)
+
+
+class Spans:
+    """The bytes this process's ranged requests read, by object, up to ``SPAN_CACHE`` bytes,
+    the least recently used span dropped first. Spans of one object that overlap or touch are
+    merged, so they stay disjoint and a range is looked up in one step."""
+
+    def __init__(self) -> None:
+        self._data: OrderedDict[tuple[str, int], bytes] = OrderedDict()  # (url, start) -> bytes
+        self._starts: dict[str, list[int]] = {}  # url -> the starts of its spans, sorted
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def find(self, url: str, offset: int, size: int) -> bytes | None:
+        """The ``size`` bytes at ``offset`` of ``url`` if the span kept there holds them."""
+        with self._lock:
+            starts = self._starts.get(url, [])
+            at = bisect.bisect_right(starts, offset)
+            if not at:
+                return None
+            start = starts[at - 1]
+            data = self._data[(url, start)]
+            if offset + size > start + len(data):
+                return None
+            self._data.move_to_end((url, start))
+            return data[offset - start: offset - start + size]
+
+    def keep(self, url: str, start: int, data: bytes) -> None:
+        with self._lock:
+            starts = self._starts.setdefault(url, [])
+            stop = start + len(data)
+            last = first = bisect.bisect_right(starts, stop)  # spans that start by its end...
+            while first and starts[first - 1] + len(self._data[(url, starts[first - 1])]) \
+                    >= start:  # ...and end at or after its start (disjoint: contiguous)
+                first -= 1
+            pieces = sorted([(s0, self._data[(url, s0)]) for s0 in starts[first:last]]
+                            + [(start, data)], key=lambda piece: piece[0])
+            merged, end = bytearray(), pieces[0][0]
+            for s0, piece in pieces:
+                if s0 + len(piece) > end:
+                    merged += piece[end - s0:]
+                    end = s0 + len(piece)
+            if len(merged) > SPAN_CACHE:
+                if not starts:
+                    del self._starts[url]
+                return
+            for s0 in starts[first:last]:
+                self._size -= len(self._data.pop((url, s0)))
+            starts[first:last] = [pieces[0][0]]
+            self._data[(url, pieces[0][0])] = bytes(merged)
+            self._size += len(merged)
+            while self._size > SPAN_CACHE:
+                (gone_url, gone), dropped = self._data.popitem(last=False)
+                self._size -= len(dropped)
+                kept = self._starts[gone_url]
+                del kept[bisect.bisect_left(kept, gone)]
+                if not kept:
+                    del self._starts[gone_url]
 
 
 class RoundTrip:

@@ -431,3 +431,27 @@ def test_a_script_that_trains_outside_its_main_guard_keeps_fork(tmp_path, guarde
                           timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"METHOD {'forkserver' if guarded else 'fork'}" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_worker_tells_its_load_which_tasks_are_queued_behind_the_one_it_runs(tmp_path,
+                                                                             method):
+    """What a source over a network fetches ahead with a task: the samples of the tasks
+    already in the worker's pipe, in the order they will run; batches do not change."""
+    calls = tmp_path / "calls.txt"
+    kwargs = dict(batch_size=4, shuffle=True, seed=3, load=_ops.RecordingLoad(str(calls)))
+    x, y = list(range(40)), np.arange(40)
+    with shmaug.Loader(x, y, workers=1, start_method=method, **kwargs) as loader:
+        got = [(xb.copy(), yb.copy()) for xb, yb in loader]
+    with shmaug.Loader(x, y, workers=0, **kwargs) as loader:
+        want = [(xb.copy(), yb.copy()) for xb, yb in loader]
+    assert all(np.array_equal(a, b) for pair in zip(got, want) for a, b in zip(*pair))
+    seen = [line.split("|") for line in calls.read_text().splitlines()]
+    tasks = [eval(task) for task, _ in seen][:10]  # the worker's ten tasks of epoch 0
+    assert [i for task in tasks for i in task] == np.concatenate([yb for _, yb in got]).tolist()
+    aheads = [eval(ahead) for _, ahead in seen][:10]
+    assert sum(map(bool, aheads)) >= 3  # 8 batches in flight: several wait in the pipe
+    for k, ahead in enumerate(aheads):  # each names the next tasks' samples, in order
+        later = tasks[k + 1:k + 1 + len(ahead) // 4]
+        if k + len(ahead) // 4 < len(tasks):  # (not yet the next epoch's)
+            assert ahead == [i for task in later for i in task]

@@ -171,3 +171,50 @@ def test_a_listing_cache_lists_the_bucket_once(s3, tmp_path, caplog):
     assert len(make()) == 3  # the file deleted: listed again
     with pytest.raises(shmaug.ArgumentError, match="listing_cache.*local"):
         shmaug.ImageFiles.from_directory(root, listing_cache=tmp_path)
+
+
+@pytest.fixture(scope="module")
+def tars(s3, tmp_path_factory):
+    """Two tar shards of five records (no TensorFlow needed), on disk and in the bucket."""
+    endpoint, _ = s3
+    folder = tmp_path_factory.mktemp("tars")
+    (folder / "wds").mkdir()
+    s3c = client(endpoint)
+    for k in range(2):
+        path = folder / "wds" / f"shard-{k}.tar"
+        D.write_tar(path, D.wds_members(k * N // 2, (k + 1) * N // 2, label=lambda i: i))
+        s3c.upload_file(str(path), BUCKET, f"ahead/shard-{k}.tar")
+    return endpoint, folder
+
+
+def test_a_worker_reads_the_records_of_its_queued_tasks_together(tars, caplog, monkeypatch):
+    """One task per record: each task fetched alone costs a request; a worker that fetches its
+    queued tasks' records with the current one's, coalesced per shard, sends fewer, and
+    delivers the same batches."""
+    from shmaug.sources import _remote
+
+    endpoint, folder = tars
+    remote = shmaug.ImageRecords.from_webdataset(
+        f"s3://{BUCKET}/ahead/shard-{{0,1}}.tar", image_ext="png", image_size=D.SHAPE[:2],
+        storage_options=options(endpoint))
+    caplog.set_level(logging.INFO)
+    kwargs = dict(batch_size=1, workers=1, shuffle=True, seed=3, max_queue_size=N,
+                  start_method="fork")  # forked: the worker takes AHEAD as set here
+
+    def epoch_and_reads(ahead: int) -> tuple[list, int]:
+        monkeypatch.setattr(_remote, "AHEAD", ahead)
+        monkeypatch.setattr(_remote, "SPAN_CACHE", 0)  # what the tasks fetch, nothing kept
+        caplog.clear()
+        with shmaug.Loader(remote, **kwargs) as loader:
+            got = [(x.copy(), y.copy()) for x, y in loader]
+        return got, sum(" /shmaug-test/ahead/shard-" in r.getMessage() and "GET" in
+                        r.getMessage() for r in caplog.records if r.name == "werkzeug")
+
+    default = _remote.AHEAD
+    alone, alone_reads = epoch_and_reads(0)
+    together, reads = epoch_and_reads(default)
+    assert alone_reads >= N  # the probe's, then one per task
+    assert reads <= alone_reads // 2, (reads, alone_reads)  # here 7 against 20
+    assert_same_batches(together, alone)
+    with shmaug.Loader(build("tar", str(folder)), **kwargs) as loader:
+        assert_same_batches(together, [(x.copy(), y.copy()) for x, y in loader])

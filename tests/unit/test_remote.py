@@ -145,7 +145,31 @@ def test_a_tasks_records_are_read_with_one_request_per_shard(monkeypatch, remote
     assert [bytes(table.fetch(i)) for i in (0, 2, 3, 4)] == [b"01234", b"01234", b"01234",
                                                              b"01234"]
     assert fs.calls == 2  # handed out from the task's reads
-    assert bytes(table.fetch(5)) == b"01234" and fs.calls == 3  # outside the task: one read
+    assert bytes(table.fetch(5)) == b"01234" and fs.calls == 2  # its small shard read whole
+
+
+def test_a_small_shard_is_read_whole_and_a_large_one_by_its_records(monkeypatch, remote):
+    from shmaug.sources._index import RecordTable
+
+    class Offsets(Flaky):
+        def cat_file(self, url, version_id=None, start=None, end=None):
+            self.calls += 1
+            self.asked.append((url[-6:], start, end))
+            return content(start, end)
+
+    fs = Offsets(0, OSError())
+    fs.asked = []
+    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    monkeypatch.setattr(R, "SPAN_CACHE", 8 * 60)  # shards up to 60 bytes are read whole
+    offsets = [0, 20, 40, 10, 30, 90]  # shard 0 ends at 45, shard 1 at 95
+    table = RecordTable.build(("memory://b/s0.tar", "memory://b/s1.tar"),
+                              np.array([0, 0, 0, 1, 1, 1]), np.array(offsets),
+                              np.array([5] * 6), None, "raw", remote=remote)
+    table.prefetch([0, 3])
+    assert sorted(fs.asked) == [("s0.tar", 0, 45), ("s1.tar", 10, 15)]
+    for i in (0, 3, 1, 2, 5):  # 1 and 2 from shard 0's span; 5 costs a request of its own
+        assert bytes(table.fetch(i)) == content(offsets[i], offsets[i] + 5)
+    assert fs.calls == 3
 
 
 def test_webdataset_braces_expand_as_webdataset_writes_them():
@@ -192,6 +216,7 @@ def test_records_far_apart_share_a_request_once_requests_are_slow(monkeypatch, r
 
     fs = Slow(0, OSError())
     monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    monkeypatch.setattr(R, "SPAN_CACHE", 0)  # coalescing alone: every read is a request
     ranges = [(1_000_300, 300), (1_000, 256)]  # ~1 MB apart: two requests at the first gap
     expected = [content(o, o + n) for o, n in ranges]
     assert remote.read_ranges("memory://b/s.tar", ranges) == expected
@@ -213,3 +238,114 @@ def test_only_s3_is_asked_for_a_whole_object_in_one_get():
     pytest.importorskip("s3fs")
     assert one_get("s3", {"anon": True}) == {"max_concurrency": 1}
     assert one_get("s3", {"anon": True, "max_concurrency": 8}) == {}  # the user's
+
+
+def test_the_records_of_the_tasks_queued_behind_are_read_with_the_tasks(monkeypatch, remote):
+    from shmaug.sources._index import RecordTable
+
+    class Offsets(Flaky):
+        def cat_file(self, url, version_id=None, start=None, end=None):
+            self.calls += 1
+            return content(start, end)
+
+    fs = Offsets(0, OSError())
+    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    offsets = [0, 20, 40, 10, 30, 90]  # three 5-byte records in each of two shards
+    table = RecordTable.build(("memory://b/s0.tar", "memory://b/s1.tar"),
+                              np.array([0, 0, 0, 1, 1, 1]), np.array(offsets),
+                              np.array([5] * 6), None, "raw", remote=remote)
+    tasks = [[0, 3], [1, 4], [2, 5]]  # a worker's task, then the two queued behind it
+    for k, task in enumerate(tasks):
+        table.prefetch(task, [i for later in tasks[k + 1:] for i in later])
+        assert [bytes(table.fetch(i)) for i in task] == [content(offsets[i], offsets[i] + 5)
+                                                         for i in task]
+    assert fs.calls == 2  # one request per shard for all three tasks (alone: six)
+
+
+def test_read_ahead_is_bounded_and_forgets_what_is_no_longer_wanted(monkeypatch):
+    monkeypatch.setattr(R, "AHEAD", 3)
+    fetched = R.Fetched()
+    assert fetched.missing([0, 1], iter([2, 3, 4, 5])) == [0, 1, 2, 3, 4]  # AHEAD samples ahead
+    fetched.put([0, 1, 2, 3, 4], [RemoteError("0"), b"1", b"2", RemoteError("3"),
+                                  FileNotFoundError("4")])
+    assert isinstance(fetched.take(0), RemoteError)  # the task's own failure is its error
+    assert fetched.take(1) == b"1" and fetched.take(1) is None  # each handed out once
+    # A queued sample that failed is fetched again by its own task; a missing one stays so.
+    assert fetched.missing([2, 3, 4], []) == [3]
+    assert isinstance(fetched.take(4), FileNotFoundError)
+    # Sample 2 (a cancelled task's) is dropped when the next fetch happens.
+    assert fetched.missing([7], [8, 7]) == [7, 8] and fetched.take(2) is None
+
+
+def test_read_ahead_holds_about_ahead_bytes_once_sizes_are_known(monkeypatch):
+    monkeypatch.setattr(R, "AHEAD_BYTES", 100)
+    fetched = R.Fetched()
+    fetched.missing([0], [])
+    fetched.put([0], [b"x" * 40])  # 40 bytes a sample: room for two ahead
+    assert fetched.missing([1], range(2, 10)) == [1, 2, 3]
+
+
+def test_only_a_prefetch_hook_that_names_ahead_is_given_the_queued_tasks_samples():
+    from shmaug.engine._worker import _prefetch_hook
+
+    class Old:
+        def prefetch(self, indices, *, verbose=False):
+            pass
+
+    class Chunked:
+        def prefetch(self, indices, chunk=64):
+            pass
+
+    class New:
+        def prefetch(self, indices, ahead=()):
+            pass
+
+    assert [_prefetch_hook(t())[1] for t in (Old, Chunked, New)] == [False, False, True]
+    assert _prefetch_hook(object()) == (None, False)
+
+
+def test_bytes_read_through_a_gap_serve_a_later_read_without_a_request(monkeypatch, remote):
+    class Offsets(Flaky):
+        def cat_file(self, url, version_id=None, start=None, end=None):
+            self.calls += 1
+            return content(start, end)
+
+    fs = Offsets(0, OSError())
+    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    url = "memory://b/s.tar"
+    assert remote.read_ranges(url, [(0, 10), (5000, 10)]) == [content(0, 10),
+                                                             content(5000, 5010)]
+    assert fs.calls == 1  # one request read through the gap...
+    assert remote.read_ranges(url, [(2000, 30), (4000, 7)]) == [content(2000, 2030),
+                                                              content(4000, 4007)]
+    assert fs.calls == 1  # ...and the records in it come from what it read
+    assert remote.read_ranges(url, [(5005, 10)]) == [content(5005, 5015)]  # past its end
+    assert remote.read_ranges("memory://b/other.tar", [(0, 10)]) == [content(0, 10)]
+    assert fs.calls == 3
+
+
+def test_the_span_cache_is_bounded_and_drops_the_least_recently_used(monkeypatch):
+    monkeypatch.setattr(R, "SPAN_CACHE", 100)
+    spans = R.Spans()
+    spans.keep("a", 0, content(0, 40))
+    spans.keep("b", 0, content(0, 40))
+    assert spans.find("a", 10, 5) == content(10, 15)  # "a" is now the most recent
+    spans.keep("c", 100, content(100, 140))  # 120 bytes: "b" goes
+    assert spans.find("b", 0, 5) is None and spans.find("a", 0, 40) == content(0, 40)
+    assert spans.find("c", 130, 10) == content(130, 140) and spans.find("c", 130, 11) is None
+    assert spans.find("c", 90, 20) is None  # begins before the span
+    spans.keep("d", 0, content(0, 101))  # larger than the whole cache: not kept
+    assert spans.find("d", 0, 1) is None and spans.find("c", 100, 1) == content(100, 101)
+
+
+def test_spans_of_one_object_that_overlap_or_touch_are_merged():
+    spans = R.Spans()
+    spans.keep("u", 100, content(100, 110))
+    spans.keep("u", 0, content(0, 10))
+    spans.keep("u", 5, content(5, 20))  # overlaps [0, 10)
+    spans.keep("u", 20, content(20, 30))  # touches [0, 20)
+    assert spans.find("u", 2, 25) == content(2, 27)  # one span now: [0, 30)
+    assert spans.find("u", 28, 5) is None  # [30, 100) was never read
+    spans.keep("u", 25, content(25, 120))  # bridges the two
+    assert spans.find("u", 0, 120) == content(0, 120)
+    assert spans.find("v", 0, 1) is None
