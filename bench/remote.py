@@ -6,16 +6,20 @@ disk and against tf.data and torch + webdataset reading the same shards.
 
 A real S3 server (moto's, in a process of its own, ``bench.remote_data``) runs on localhost; a
 small TCP proxy in front of it holds every chunk a client sends for the delay, so each request
-pays it before its first byte, as a bucket's 10-100 ms do. Rows, each the second of two epochs
-(the first warms up: workers started, connections open) of 2 workers (batch 32, decode +
-resize, no augmentation): local disk (``ImageFiles`` over the folder, and
-``ImageRecords`` over the TFRecords on disk); at each delay ``ImageFiles`` over ``s3://`` files,
-``ImageRecords.from_tfrecord`` / ``from_webdataset`` over ``s3://`` shards (8), and the peers
+pays it before its first byte, as a bucket's 10-100 ms do. Rows, each ``--epochs`` epochs (3)
+timed after a first that warms up (workers started, connections open), of ``--workers`` (2)
+workers (batch 32, decode + resize, no augmentation): local disk (``ImageFiles`` over the
+folder, and ``ImageRecords`` over the TFRecords on disk); at each delay ``ImageFiles`` over
+``s3://`` files, ``ImageRecords.from_tfrecord`` / ``from_webdataset`` over ``s3://`` shards
+(8), and the peers
 (``bench.remote_peers``: tf.data over the TFRecord objects, a torch DataLoader + webdataset over
-the tars; each in a child, skipped when its library is missing). Rounds are interleaved; the
-table quotes medians and, per row, the median of its same-round ratio to local disk (files),
-and the S3 server's CPU share during the row (moto answers each request with ~15 ms of its own
-CPU: on a small machine it, not the delay, is the ceiling). Needs
+the tars; each in a child, skipped when its library is missing). The shards (about 2 MB) fit
+each worker's span cache (``_remote.SPAN_CACHE``, 32 MiB): the row "span cache a quarter of the
+shards" shows a dataset four times the cache. Rows "no span cache" and "one task per fetch"
+are shmaug as it read before each change (``with_remote``), in the same run. Rounds are interleaved; the table quotes medians and, per row, the median of its
+same-round ratio to local disk (files), and the S3 server's CPU share during the row (moto
+spends 3-6 ms of CPU per request, ``bench.remote_cost``: on a small machine it, not the delay,
+is the ceiling). Needs
 ``pip install -e ".[tf,tfrecord,remote,remote-test]"``; the peers also ``webdataset`` and torch.
 """
 
@@ -41,16 +45,20 @@ log_name = "bench.remote"
 Run = Callable[[], float]  # one epoch -> images/s
 
 
-def loader_rate(source: Any, batch_size: int, start_method: str) -> float:
-    with shmaug.Loader(source, batch_size=batch_size, workers=2, shuffle=True, seed=0,
+def loader_rate(source: Any, batch_size: int, start_method: str, epochs: int, workers: int
+                ) -> float:
+    """Images/s over ``epochs`` epochs after a first that warms up (workers started,
+    connections open, the round trip measured)."""
+    with shmaug.Loader(source, batch_size=batch_size, workers=workers, shuffle=True, seed=0,
                        start_method=start_method) as loader:
-        for _ in loader:  # a warm-up epoch: workers started, connections open
+        for _ in loader:
             pass
         began = time.perf_counter()
-        count = sum(len(x) for x, _ in loader)
-    if count != len(source):
-        raise RuntimeError(f"delivered {count} images of {len(source)}")
-    return count / (time.perf_counter() - began)
+        for _ in range(epochs):
+            count = sum(len(x) for x, _ in loader)
+            if count != len(source):
+                raise RuntimeError(f"delivered {count} images of {len(source)}")
+    return epochs * count / (time.perf_counter() - began)
 
 
 def peer_rate(kind: str, spec: dict[str, Any]) -> float:
@@ -62,21 +70,35 @@ def peer_rate(kind: str, spec: dict[str, Any]) -> float:
     return float(json.loads(done.stdout.strip().splitlines()[-1])["images_per_s"])
 
 
-def fixed_gap(run: Run) -> Run:
-    """``run`` with coalescing as it was before it followed the measured round trip: ranges
-    are merged only within 64 KiB (``_remote.GAP``), whatever a request costs, into requests
-    of any span."""
+def with_remote(run: Run, **values: int) -> Run:
+    """``run`` with ``shmaug.sources._remote``'s constants set to ``values`` (forked workers
+    inherit them): shmaug as it read before a change, in the same run."""
     from shmaug.sources import _remote
 
-    def fixed() -> float:
-        saved = _remote.MAX_GAP, _remote.MIN_SPAN, _remote.MAX_SPAN
-        _remote.MAX_GAP, _remote.MIN_SPAN, _remote.MAX_SPAN = _remote.GAP, 1 << 62, 1 << 62
+    def patched() -> float:
+        saved = {name: getattr(_remote, name) for name in values}
+        for name, value in values.items():
+            setattr(_remote, name, value)
         try:
             return run()
         finally:
-            _remote.MAX_GAP, _remote.MIN_SPAN, _remote.MAX_SPAN = saved
+            for name, value in saved.items():
+                setattr(_remote, name, value)
 
-    return fixed
+    return patched
+
+
+def shard_rows(name: str, source: Any, paths: list[str], args: Any, run: Run) -> dict[str, Run]:
+    """``name``'s row, and (forked workers take the parent's settings) the same with a span
+    cache a quarter of the shards' bytes, with none, and with none and one task per fetch."""
+    rows = {name: run}
+    if args.start_method == "fork":
+        quarter = sum(os.path.getsize(p) for p in paths) // 4
+        rows[f"{name}, span cache a quarter of the shards"] = with_remote(run, SPAN_CACHE=quarter)
+        rows[f"{name}, no span cache"] = with_remote(run, SPAN_CACHE=0)
+        rows[f"{name}, no span cache, one task per fetch"] = with_remote(run, SPAN_CACHE=0,
+                                                                         AHEAD=0)
+    return rows
 
 
 def have(module: str) -> bool:
@@ -89,33 +111,32 @@ def contenders(args: Any, root: Path, shards: dict[str, list[str]], proxies: dic
                size: int, batch: int) -> dict[str, Run]:
     """Row name -> one timed epoch (sources built here, once, so indexing is not timed)."""
     image_size = (size, size)
+    how = (args.start_method, args.epochs, args.workers)
     local = shmaug.ImageFiles.from_directory(root, image_size=image_size)
-    rows: dict[str, Run] = {"local disk: files": lambda: loader_rate(local, batch, args.start_method)}
+    rows: dict[str, Run] = {"local disk: files": lambda: loader_rate(local, batch, *how)}
     if "tfrecord" in shards:
         disk = shmaug.ImageRecords.from_tfrecord(shards["tfrecord"], image_size=image_size)
-        rows["local disk: TFRecord shards"] = lambda: loader_rate(disk, batch, args.start_method)
+        rows["local disk: TFRecord shards"] = lambda: loader_rate(disk, batch, *how)
     for delay, proxy in proxies.items():
         opts = proxy.options()
         at = f"s3 {delay:g} ms"
         files = shmaug.ImageFiles.from_directory(f"s3://{D.BUCKET}/train/", image_size=image_size,
                                                  storage_options=opts)
-        rows[f"{at}: shmaug files"] = (lambda s=files: loader_rate(s, batch, args.start_method))
+        rows[f"{at}: shmaug files"] = (lambda s=files: loader_rate(s, batch, *how))
         tars = [f"s3://{D.BUCKET}/wds/{Path(p).name}" for p in shards["tar"]]
         if "tfrecord" in shards:
             urls = [f"s3://{D.BUCKET}/tfrecord/{Path(p).name}" for p in shards["tfrecord"]]
             records = shmaug.ImageRecords.from_tfrecord(urls, image_size=image_size,
                                                         storage_options=opts)
-            rows[f"{at}: shmaug TFRecord"] = (
-                lambda s=records: loader_rate(s, batch, args.start_method))
-            if args.start_method == "fork":  # forked workers take the parent's setting
-                rows[f"{at}: shmaug TFRecord, gap fixed at 64 KiB"] = fixed_gap(
-                    rows[f"{at}: shmaug TFRecord"])
+            rows.update(shard_rows(f"{at}: shmaug TFRecord", records, shards["tfrecord"], args,
+                                   lambda s=records: loader_rate(s, batch, *how)))
         wds = shmaug.ImageRecords.from_webdataset(
             f"s3://{D.BUCKET}/wds/train-{{000..{len(tars) - 1:03d}}}.tar", image_size=image_size,
             storage_options=opts)
-        rows[f"{at}: shmaug tar"] = (lambda s=wds: loader_rate(s, batch, args.start_method))
-        spec = {"options": opts, "size": size, "batch_size": batch, "workers": 2,
-                "count": len(local)}
+        rows.update(shard_rows(f"{at}: shmaug tar", wds, shards["tar"], args,
+                               lambda s=wds: loader_rate(s, batch, *how)))
+        spec = {"options": opts, "size": size, "batch_size": batch, "workers": args.workers,
+                "count": len(local), "epochs": args.epochs}
         if args.peers and "tfrecord" in shards and have("tensorflow"):
             rows[f"{at}: tf.data TFRecord (fsspec generator)"] = (
                 lambda s={**spec, "urls": urls}: peer_rate("tf", s))
@@ -159,7 +180,8 @@ def measure(rows: dict[str, Run], rounds: int, server_pid: int) -> dict[str, dic
 def report(result: dict[str, Any]) -> str:
     head = result["setup"]
     lines = ([QUICK, ""] if head["quick"] else []) + [f"{head['images']} JPEGs {head['size']}x{head['size']} ({head['shards']} shards), "
-             f"2 workers, batch {head['batch']}, {head['start_method']}, median of "
+             f"{head.get('workers', 2)} workers, batch {head['batch']}, {head['start_method']}, "
+             f"{head.get('epochs', 1)} timed epoch(s) after one, median of "
              f"{head['rounds']} interleaved round(s); {head['cpu']}, {head['cpus']} cpus", "",
              "| source | images/s | x local disk (same round) | S3 server CPU (cores) "
              "| all CPU used (cores) |", "|---|---:|---:|---:|---:|"]
@@ -175,6 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="32 small images, 20 ms, 1 round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--images", type=int, default=256)
+    parser.add_argument("--epochs", type=int, default=3, help="timed epochs per run, after one")
+    parser.add_argument("--workers", type=int, default=2, help="of every loader, peers too")
     parser.add_argument("--delays-ms", default="0,20,50")
     parser.add_argument("--start-method", default="fork")
     parser.add_argument("--no-peers", dest="peers", action="store_false",
@@ -182,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None, help="folder for remote.json and remote.md")
     args = parser.parse_args(argv)
     if args.quick:
-        args.images, args.rounds, args.delays_ms, args.peers = 32, 1, "20", False
+        args.images, args.rounds, args.delays_ms, args.peers, args.epochs = 32, 1, "20", False, 1
     size, batch, shard_count = (64, 8, 4) if args.quick else (160, 32, 8)
     out = prepare_out(args.out) if args.out else None  # before anything is measured
     server, port = D.start_server()
@@ -202,7 +226,9 @@ def main(argv: list[str] | None = None) -> None:
             proxy.close()
         server.terminate()
         server.wait(timeout=10)
-    result = {"setup": {"images": args.images, "size": size, "shards": shard_count,
+    result = {"setup": {"images": args.images, "epochs": args.epochs, "workers": args.workers,
+                        "size": size,
+                        "shards": shard_count,
                         "batch": batch, "start_method": args.start_method,
                         "rounds": args.rounds, "quick": args.quick, "cpu": cpu_model(),
                         "cpus": os.cpu_count(), "tfrecord": "tfrecord" in shards},

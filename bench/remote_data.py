@@ -130,8 +130,10 @@ def write_shards(root: Path, out: Path, shards: int) -> dict[str, list[str]]:
     done = subprocess.run([sys.executable, "-m", "bench.records_write", str(root),
                            str(out / "tfrecord"), str(shards), "tfrecord"],
                           capture_output=True, text=True)
-    if done.returncode == 0:
-        made["tfrecord"] = json.loads(done.stdout.strip().splitlines()[-1])["tfrecord"]
+    if done.returncode == 0:  # without TensorFlow, no "tfrecord" entry
+        written = json.loads(done.stdout.strip().splitlines()[-1])
+        if "tfrecord" in written:
+            made["tfrecord"] = written["tfrecord"]
     return made
 
 

@@ -14,8 +14,8 @@ in the process whose shmaug workers fork):
 
 Both read shards sequentially (as their guides do), so their order is shard order, not a
 global shuffle; shmaug reads records in an exact global shuffle. Every contender decodes and
-resizes to the same size; none augments further. As shmaug's rows, the second of two epochs
-is timed.
+resizes to the same size; none augments further. As shmaug's rows, the epochs after a
+first are timed.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def tf_rate(spec: dict[str, Any]) -> float:
           .interleave(shard, cycle_length=len(spec["urls"]), num_parallel_calls=auto,
                       deterministic=False)
           .map(parse, num_parallel_calls=auto).batch(spec["batch_size"]).prefetch(auto))
-    return _timed(ds.as_numpy_iterator, spec["count"])
+    return _timed(ds.as_numpy_iterator, spec["count"], spec["epochs"])
 
 
 def _decode(data: bytes, size: int) -> np.ndarray:
@@ -88,18 +88,19 @@ def torch_rate(spec: dict[str, Any]) -> float:
             .batched(spec["batch_size"]))
     loader = torch.utils.data.DataLoader(data, batch_size=None, num_workers=spec["workers"],
                                          multiprocessing_context="fork", persistent_workers=True)
-    return _timed(lambda: ((x.numpy(), y) for x, y in loader), spec["count"])
+    return _timed(lambda: ((x.numpy(), y) for x, y in loader), spec["count"], spec["epochs"])
 
 
-def _timed(epoch: Callable[[], Iterator[Any]], count: int) -> float:
-    """Images/s of the second of two epochs (the first warms up, as shmaug's rows do)."""
+def _timed(epoch: Callable[[], Iterator[Any]], count: int, epochs: int) -> float:
+    """Images/s over ``epochs`` epochs after a first that warms up, as shmaug's rows."""
     for _ in epoch():
         pass
     began = time.perf_counter()
-    seen = sum(len(x) for x, _ in epoch())
-    if seen != count:
-        raise RuntimeError(f"delivered {seen} images, expected {count}")
-    return seen / (time.perf_counter() - began)
+    for _ in range(epochs):
+        seen = sum(len(x) for x, _ in epoch())
+        if seen != count:
+            raise RuntimeError(f"delivered {seen} images, expected {count}")
+    return epochs * count / (time.perf_counter() - began)
 
 
 if __name__ == "__main__":
