@@ -38,6 +38,37 @@ class Flaky:
         return data[start:end]
 
 
+class Offsets(Flaky):
+    """A filesystem whose bytes name their own offsets (``content``); it notes each request."""
+
+    def __init__(self) -> None:
+        super().__init__(0, OSError())
+        self.asked: list[tuple[str, int, int]] = []
+
+    def cat_file(self, url, version_id=None, start=None, end=None):
+        self.calls += 1
+        self.asked.append((url[-6:], start, end))
+        return content(start, end)
+
+
+OFFSETS = [0, 20, 40, 10, 30, 90]  # three 5-byte records in each of two shards
+
+
+def two_shards(remote):
+    from shmaug.sources._index import RecordTable
+
+    return RecordTable.build(("memory://b/s0.tar", "memory://b/s1.tar"),
+                             np.array([0, 0, 0, 1, 1, 1]), np.array(OFFSETS),
+                             np.array([5] * 6), None, "raw", remote=remote)
+
+
+@pytest.fixture
+def offsets_fs(monkeypatch):
+    fs = Offsets()
+    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    return fs
+
+
 @pytest.fixture
 def remote(monkeypatch):
     monkeypatch.setattr(R, "BACKOFF_S", 0.0)
@@ -132,14 +163,9 @@ def test_importing_shmaug_and_reading_local_files_imports_no_fsspec(tmp_path):
 
 
 def test_a_tasks_records_are_read_with_one_request_per_shard(monkeypatch, remote):
-    from shmaug.sources._index import RecordTable
-
     fs = Flaky(0, OSError())
     monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
-    # Six 5-byte records, three in each of two shards; a task holds four of them.
-    table = RecordTable.build(("memory://b/s0.tar", "memory://b/s1.tar"),
-                              np.array([0, 0, 0, 1, 1, 1]), np.array([0, 20, 40, 10, 30, 90]),
-                              np.array([5] * 6), None, "raw", remote=remote)
+    table = two_shards(remote)  # a task holds four of the six records
     table.prefetch([4, 0, 2, 3])
     assert fs.calls == 2  # grouped by shard, neighbours coalesced
     assert [bytes(table.fetch(i)) for i in (0, 2, 3, 4)] == [b"01234", b"01234", b"01234",
@@ -148,28 +174,15 @@ def test_a_tasks_records_are_read_with_one_request_per_shard(monkeypatch, remote
     assert bytes(table.fetch(5)) == b"01234" and fs.calls == 2  # its small shard read whole
 
 
-def test_a_small_shard_is_read_whole_and_a_large_one_by_its_records(monkeypatch, remote):
-    from shmaug.sources._index import RecordTable
-
-    class Offsets(Flaky):
-        def cat_file(self, url, version_id=None, start=None, end=None):
-            self.calls += 1
-            self.asked.append((url[-6:], start, end))
-            return content(start, end)
-
-    fs = Offsets(0, OSError())
-    fs.asked = []
-    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+def test_a_small_shard_is_read_whole_and_a_large_one_by_its_records(monkeypatch, offsets_fs,
+                                                                   remote):
     monkeypatch.setattr(R, "SPAN_CACHE", 8 * 60)  # shards up to 60 bytes are read whole
-    offsets = [0, 20, 40, 10, 30, 90]  # shard 0 ends at 45, shard 1 at 95
-    table = RecordTable.build(("memory://b/s0.tar", "memory://b/s1.tar"),
-                              np.array([0, 0, 0, 1, 1, 1]), np.array(offsets),
-                              np.array([5] * 6), None, "raw", remote=remote)
+    table = two_shards(remote)  # shard 0 ends at 45, shard 1 at 95
     table.prefetch([0, 3])
-    assert sorted(fs.asked) == [("s0.tar", 0, 45), ("s1.tar", 10, 15)]
+    assert sorted(offsets_fs.asked) == [("s0.tar", 0, 45), ("s1.tar", 10, 15)]
     for i in (0, 3, 1, 2, 5):  # 1 and 2 from shard 0's span; 5 costs a request of its own
-        assert bytes(table.fetch(i)) == content(offsets[i], offsets[i] + 5)
-    assert fs.calls == 3
+        assert bytes(table.fetch(i)) == content(OFFSETS[i], OFFSETS[i] + 5)
+    assert offsets_fs.calls == 3
 
 
 def test_webdataset_braces_expand_as_webdataset_writes_them():
@@ -240,26 +253,14 @@ def test_only_s3_is_asked_for_a_whole_object_in_one_get():
     assert one_get("s3", {"anon": True, "max_concurrency": 8}) == {}  # the user's
 
 
-def test_the_records_of_the_tasks_queued_behind_are_read_with_the_tasks(monkeypatch, remote):
-    from shmaug.sources._index import RecordTable
-
-    class Offsets(Flaky):
-        def cat_file(self, url, version_id=None, start=None, end=None):
-            self.calls += 1
-            return content(start, end)
-
-    fs = Offsets(0, OSError())
-    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
-    offsets = [0, 20, 40, 10, 30, 90]  # three 5-byte records in each of two shards
-    table = RecordTable.build(("memory://b/s0.tar", "memory://b/s1.tar"),
-                              np.array([0, 0, 0, 1, 1, 1]), np.array(offsets),
-                              np.array([5] * 6), None, "raw", remote=remote)
+def test_the_records_of_the_tasks_queued_behind_are_read_with_the_tasks(offsets_fs, remote):
+    table = two_shards(remote)
     tasks = [[0, 3], [1, 4], [2, 5]]  # a worker's task, then the two queued behind it
     for k, task in enumerate(tasks):
         table.prefetch(task, [i for later in tasks[k + 1:] for i in later])
-        assert [bytes(table.fetch(i)) for i in task] == [content(offsets[i], offsets[i] + 5)
+        assert [bytes(table.fetch(i)) for i in task] == [content(OFFSETS[i], OFFSETS[i] + 5)
                                                          for i in task]
-    assert fs.calls == 2  # one request per shard for all three tasks (alone: six)
+    assert offsets_fs.calls == 2  # one request per shard for all three tasks (alone: six)
 
 
 def test_read_ahead_is_bounded_and_forgets_what_is_no_longer_wanted(monkeypatch):
@@ -304,24 +305,17 @@ def test_only_a_prefetch_hook_that_names_ahead_is_given_the_queued_tasks_samples
     assert _prefetch_hook(object()) == (None, False)
 
 
-def test_bytes_read_through_a_gap_serve_a_later_read_without_a_request(monkeypatch, remote):
-    class Offsets(Flaky):
-        def cat_file(self, url, version_id=None, start=None, end=None):
-            self.calls += 1
-            return content(start, end)
-
-    fs = Offsets(0, OSError())
-    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+def test_bytes_read_through_a_gap_serve_a_later_read_without_a_request(offsets_fs, remote):
     url = "memory://b/s.tar"
     assert remote.read_ranges(url, [(0, 10), (5000, 10)]) == [content(0, 10),
                                                              content(5000, 5010)]
-    assert fs.calls == 1  # one request read through the gap...
+    assert offsets_fs.calls == 1  # one request read through the gap...
     assert remote.read_ranges(url, [(2000, 30), (4000, 7)]) == [content(2000, 2030),
                                                               content(4000, 4007)]
-    assert fs.calls == 1  # ...and the records in it come from what it read
+    assert offsets_fs.calls == 1  # ...and the records in it come from what it read
     assert remote.read_ranges(url, [(5005, 10)]) == [content(5005, 5015)]  # past its end
     assert remote.read_ranges("memory://b/other.tar", [(0, 10)]) == [content(0, 10)]
-    assert fs.calls == 3
+    assert offsets_fs.calls == 3
 
 
 def test_the_span_cache_is_bounded_and_drops_the_least_recently_used(monkeypatch):
