@@ -28,6 +28,7 @@ import numpy as np
 
 from . import _tfrecord as T
 from ._decode import unreadable
+from . import _remote
 from ._remote import Fetched, Remote
 from ..errors import RemoteError
 from ..engine._store import ArrayHandle, SharedStore, attach_block
@@ -37,6 +38,7 @@ _INT64 = struct.Struct("<q")
 # A TFRecord frame holding an Example; the image bytes themselves; an ArrayRecord Example
 # (its "offset" is the record's number in the file, read through array_record's reader).
 KINDS = ("tfrecord", "raw", "array_record")
+_EXTENT_ROWS = 1 << 20  # rows read at once to find each shard's extent (bounded memory)
 _OPEN_READERS = 64  # ArrayRecord readers a process keeps open at most (one per shard)
 
 
@@ -74,7 +76,7 @@ class RecordTable:
         self._readers: dict[int, Any] = {}  # ArrayRecord readers opened in this process
         self._remote = remote  # invariant: set iff the shards are URLs
         self._fetched = Fetched()  # this task's records and those of the tasks behind it
-        self._extents: np.ndarray | None = None  # per shard, where its last record ends
+        self._extents: tuple[np.ndarray, int] | None = None  # see _extent_of
 
     @classmethod
     def build(cls, shards: tuple[str, ...], shard_of: np.ndarray, offsets: np.ndarray,
@@ -196,22 +198,28 @@ class RecordTable:
         located: dict[int, tuple[int, int, int]] = {}  # index -> (shard, offset, size)
         extra = T.HEADER.size + T.FOOTER if self._kind == "tfrecord" else 0
 
-        def in_bucket(found: Iterable[int]) -> Iterator[int]:
-            """The records read from the bucket (not those of a shard held decompressed)."""
+        def in_bucket(found: Iterable[int], budget: float = float("inf")) -> Iterator[int]:
+            """The records read from the bucket (not those of a shard held decompressed),
+            until their bytes pass ``budget``."""
             for index in found:
                 shard, _, offset, length = self._locate(int(index))
                 if self._bases[shard] < 0:
+                    budget -= length + extra
+                    if budget < 0:
+                        return
                     located[int(index)] = (shard, offset, length + extra)
                     yield int(index)
 
         wanted: dict[int, list[tuple[int, int, int]]] = {}  # shard -> (index, offset, size)
-        for index in self._fetched.missing(list(in_bucket(indices)), in_bucket(ahead)):
+        for index in self._fetched.missing(list(in_bucket(indices)),
+                                           in_bucket(ahead, _remote.AHEAD_BYTES)):
             shard, offset, size = located[index]
             wanted.setdefault(shard, []).append((index, offset, size))
-        # A small shard is read whole (one more range, its records' extent, that coalescing
-        # merges with theirs): the span kept then serves every later record of it.
-        whole = self._remote.reads_whole()
-        extents = self._extent_of() if wanted and whole else None
+        # Where all the shards in the bucket fit the span cache, a small one is read whole
+        # (one more range, its records' extent, that coalescing merges with theirs): the span
+        # kept then serves every later record of it.
+        extents, total = self._extent_of() if wanted else (None, 0)
+        whole = self._remote.reads_whole(total)
         try:
             found = self._remote.read_many([(self._shards[s], [(o, n) for _, o, n in rows] + (
                 [(0, int(extents[s]))] if extents is not None and extents[s] <= whole else []))
@@ -222,16 +230,21 @@ class RecordTable:
             self._fetched.put([index for index, _, _ in rows], [pieces] * len(rows)
                               if isinstance(pieces, BaseException) else pieces)
 
-    def _extent_of(self) -> np.ndarray:
-        """Per shard, the end of its last record (with its TFRecord frame): computed once."""
+    def _extent_of(self) -> tuple[np.ndarray, int]:
+        """Per shard, the end of its last record (with its TFRecord frame), and their sum over
+        the shards read from the bucket: computed once, a million rows at a time."""
         if self._extents is None:
-            rows = np.frombuffer(self._buf, np.int64, 3 * self._n).reshape(-1, 3)
             frame = T.HEADER.size + T.FOOTER if self._kind == "tfrecord" else 0
-            ends = rows[:, 1] + rows[:, 2] + frame
             extents = np.zeros(len(self._shards), np.int64)
-            np.maximum.at(extents, rows[:, 0] >> 40, ends)
-            del rows  # no view of a shared block may outlive this (it must close cleanly)
-            self._extents = extents
+            for first in range(0, self._n, _EXTENT_ROWS):
+                count = min(_EXTENT_ROWS, self._n - first)
+                rows = np.frombuffer(self._buf, np.int64, 3 * count, 24 * first).reshape(-1, 3)
+                try:
+                    np.maximum.at(extents, rows[:, 0] >> 40, rows[:, 1] + rows[:, 2] + frame)
+                finally:
+                    del rows  # no view of a shared block may outlive this: it must close
+            total = int(extents[np.asarray(self._bases) < 0].sum())
+            self._extents = (extents, total)
         return self._extents
 
     def _remote_bytes(self, index: int, shard: int, offset: int, size: int) -> bytes:

@@ -30,6 +30,7 @@ sight; it knows nothing of images:
 from __future__ import annotations
 
 import bisect
+import collections
 import concurrent.futures as cf
 import copy
 import itertools
@@ -222,10 +223,11 @@ class Remote:
             raise out
         return out
 
-    def reads_whole(self) -> int:
-        """The largest object a source should read whole on first use, then serve from the
-        spans kept (``Spans``): at most one request's span and an eighth of ``SPAN_CACHE``."""
-        return min(self._trip.span(), SPAN_CACHE // 8)
+    def reads_whole(self, total: int) -> int:
+        """The largest object a source of ``total`` bytes in the bucket should read whole on
+        first use, then serve from the spans kept (``Spans``): one request's span, where the
+        whole source fits ``SPAN_CACHE`` (else 0: a whole read would be dropped unused)."""
+        return self._trip.span() if total <= SPAN_CACHE else 0
 
     def read_many(self, wanted: Sequence[tuple[str, Sequence[tuple[int, int]]]]
                   ) -> list[list[bytes] | BaseException]:
@@ -401,21 +403,25 @@ class Listing:
 
 
 class Fetched:
-    """A worker's fetched bytes (or the exception a fetch raised), each handed out once.
+    """A worker's fetched bytes (or the exception a fetch raised), handed out as asked.
 
     Asked for a task's samples, it says which to fetch: none when an earlier task fetched them
     all; otherwise the task's missing ones and those of the tasks queued behind it (up to
-    ``AHEAD`` samples, ``AHEAD_BYTES`` at the sizes seen so far), in one round of requests.
-    What is no longer wanted (a cancelled task's) is dropped then. A queued task's sample whose
-    fetch failed is not kept: its own task fetches it again (a missing object stays missing)."""
+    ``AHEAD`` samples, ``AHEAD_BYTES`` at the mean size seen so far; before any is seen, as
+    many as the task's), in one round of requests. A sample is kept until each of its uses in
+    that round took it (weighted sampling draws one twice). What is no longer wanted (a
+    cancelled task's) is dropped at the next round. Failures live one task: a queued task's
+    sample whose fetch failed, or a failure left by an earlier task, is fetched again (a
+    missing object stays missing)."""
 
-    __slots__ = ("_ready", "_task", "_pid", "_bytes", "_count")
+    __slots__ = ("_ready", "_uses", "_task", "_pid", "_bytes", "_count")
 
     def __init__(self) -> None:
         self._reset()
 
     def _reset(self) -> None:
         self._ready: dict[int, bytes | BaseException] = {}
+        self._uses: dict[int, int] = {}  # takes left per sample, as counted at its round
         self._task: set[int] = set()  # the samples of the task that asked last
         self._pid = os.getpid()  # a fork starts empty: its parent's leftovers are not its own
         self._bytes = self._count = 0  # of the samples fetched: their mean size bounds ahead
@@ -423,20 +429,23 @@ class Fetched:
     def missing(self, indices: Iterable[int], ahead: Iterable[int] = ()) -> list[int]:
         if self._pid != os.getpid():
             self._reset()
+        for i in [i for i, o in self._ready.items() if _transient(o)]:
+            del self._ready[i]  # an earlier task's failure: this task tries again
         task = [int(i) for i in indices]
+        self._task = set(task)
         if all(i in self._ready for i in task):
             return []
-        room = AHEAD if not self._count else min(AHEAD, AHEAD_BYTES * self._count // max(
+        room = len(task) if not self._count else min(AHEAD, AHEAD_BYTES * self._count // max(
             1, self._bytes))
         wanted = task + [int(i) for i in itertools.islice(ahead, room)]
-        self._task = set(task)
-        self._ready = {i: self._ready[i] for i in wanted if i in self._ready}
-        return [i for i in dict.fromkeys(wanted) if i not in self._ready]
+        self._uses = collections.Counter(wanted)
+        self._ready = {i: self._ready[i] for i in self._uses if i in self._ready}
+        return [i for i in self._uses if i not in self._ready]
 
     def put(self, indices: Sequence[int], outcomes: Sequence[bytes | BaseException]) -> None:
         for i, outcome in zip(indices, outcomes):
             if isinstance(outcome, BaseException):
-                if i in self._task or isinstance(outcome, FileNotFoundError):
+                if i in self._task or not _transient(outcome):
                     self._ready[i] = outcome
             else:
                 self._ready[i] = outcome
@@ -444,8 +453,22 @@ class Fetched:
                 self._count += 1
 
     def take(self, index: int) -> bytes | BaseException | None:
-        """The sample's bytes or exception, once; None: not fetched (read it alone)."""
-        return self._ready.pop(int(index), None)
+        """The sample's bytes or exception; None: not fetched (read it alone)."""
+        i = int(index)
+        data = self._ready.get(i)
+        if data is not None:
+            left = self._uses.get(i, 1) - 1
+            if left > 0:
+                self._uses[i] = left
+            else:
+                del self._ready[i]
+                self._uses.pop(i, None)
+        return data
+
+
+def _transient(outcome: Any) -> bool:
+    """A failure worth another try (not a missing object)."""
+    return isinstance(outcome, BaseException) and not isinstance(outcome, FileNotFoundError)
 
 
 class Spans:
@@ -474,29 +497,30 @@ class Spans:
             return data[offset - start: offset - start + size]
 
     def keep(self, url: str, start: int, data: bytes) -> None:
+        """Keep ``data``, read at ``start`` of ``url``, merged with the spans it overlaps
+        (spans that only touch stay apart: a record never straddles two requests' bytes)."""
+        stop = start + len(data)
+        if len(data) > SPAN_CACHE or not data:
+            return
         with self._lock:
             starts = self._starts.setdefault(url, [])
-            stop = start + len(data)
-            last = first = bisect.bisect_right(starts, stop)  # spans that start by its end...
+            last = first = bisect.bisect_left(starts, stop)  # spans that start before its end
             while first and starts[first - 1] + len(self._data[(url, starts[first - 1])]) \
-                    >= start:  # ...and end at or after its start (disjoint: contiguous)
+                    > start:  # ...and end after its start (disjoint: contiguous)
                 first -= 1
-            pieces = sorted([(s0, self._data[(url, s0)]) for s0 in starts[first:last]]
-                            + [(start, data)], key=lambda piece: piece[0])
-            merged, end = bytearray(), pieces[0][0]
-            for s0, piece in pieces:
-                if s0 + len(piece) > end:
-                    merged += piece[end - s0:]
-                    end = s0 + len(piece)
-            if len(merged) > SPAN_CACHE:
-                if not starts:
-                    del self._starts[url]
-                return
-            for s0 in starts[first:last]:
-                self._size -= len(self._data.pop((url, s0)))
-            starts[first:last] = [pieces[0][0]]
-            self._data[(url, pieces[0][0])] = bytes(merged)
-            self._size += len(merged)
+            overlapped = [(s0, self._data.pop((url, s0))) for s0 in starts[first:last]]
+            for _, old in overlapped:
+                self._size -= len(old)
+            low = min([start] + [s0 for s0, _ in overlapped])
+            high = max([stop] + [s0 + len(old) for s0, old in overlapped])
+            if overlapped and high - low <= SPAN_CACHE:  # one copy, only where they overlap
+                merged = bytearray(high - low)
+                for s0, piece in overlapped + [(start, data)]:
+                    merged[s0 - low: s0 - low + len(piece)] = piece
+                start, data = low, bytes(merged)
+            starts[first:last] = [start]  # (merged too large: the new piece replaces them)
+            self._data[(url, start)] = data
+            self._size += len(data)
             while self._size > SPAN_CACHE:
                 (gone_url, gone), dropped = self._data.popitem(last=False)
                 self._size -= len(dropped)

@@ -174,15 +174,18 @@ def test_a_tasks_records_are_read_with_one_request_per_shard(monkeypatch, remote
     assert bytes(table.fetch(5)) == b"01234" and fs.calls == 2  # its small shard read whole
 
 
-def test_a_small_shard_is_read_whole_and_a_large_one_by_its_records(monkeypatch, offsets_fs,
-                                                                   remote):
-    monkeypatch.setattr(R, "SPAN_CACHE", 8 * 60)  # shards up to 60 bytes are read whole
-    table = two_shards(remote)  # shard 0 ends at 45, shard 1 at 95
+@pytest.mark.parametrize("cache", [8 * 60, 100])
+def test_shards_are_read_whole_only_where_all_of_them_fit_the_span_cache(monkeypatch, offsets_fs,
+                                                                         remote, cache):
+    monkeypatch.setattr(R, "SPAN_CACHE", cache)  # the shards' extents: 45 + 95 bytes
+    table = two_shards(remote)
     table.prefetch([0, 3])
-    assert sorted(offsets_fs.asked) == [("s0.tar", 0, 45), ("s1.tar", 10, 15)]
-    for i in (0, 3, 1, 2, 5):  # 1 and 2 from shard 0's span; 5 costs a request of its own
+    fits = cache >= 45 + 95
+    assert sorted(offsets_fs.asked) == ([("s0.tar", 0, 45), ("s1.tar", 0, 95)] if fits else
+                                        [("s0.tar", 0, 5), ("s1.tar", 10, 15)])
+    for i in (0, 3, 1, 2, 5):  # the rest from the shards' spans, or a request each
         assert bytes(table.fetch(i)) == content(OFFSETS[i], OFFSETS[i] + 5)
-    assert offsets_fs.calls == 3
+    assert offsets_fs.calls == (2 if fits else 5)
 
 
 def test_webdataset_braces_expand_as_webdataset_writes_them():
@@ -266,16 +269,27 @@ def test_the_records_of_the_tasks_queued_behind_are_read_with_the_tasks(offsets_
 def test_read_ahead_is_bounded_and_forgets_what_is_no_longer_wanted(monkeypatch):
     monkeypatch.setattr(R, "AHEAD", 3)
     fetched = R.Fetched()
-    assert fetched.missing([0, 1], iter([2, 3, 4, 5])) == [0, 1, 2, 3, 4]  # AHEAD samples ahead
-    fetched.put([0, 1, 2, 3, 4], [RemoteError("0"), b"1", b"2", RemoteError("3"),
-                                  FileNotFoundError("4")])
+    # No size seen yet: as many samples ahead as the task has.
+    assert fetched.missing([0, 1], iter([2, 3, 4, 5])) == [0, 1, 2, 3]
+    fetched.put([0, 1, 2, 3], [RemoteError("0"), b"1", b"2", RemoteError("3")])
     assert isinstance(fetched.take(0), RemoteError)  # the task's own failure is its error
-    assert fetched.take(1) == b"1" and fetched.take(1) is None  # each handed out once
-    # A queued sample that failed is fetched again by its own task; a missing one stays so.
-    assert fetched.missing([2, 3, 4], []) == [3]
-    assert isinstance(fetched.take(4), FileNotFoundError)
-    # Sample 2 (a cancelled task's) is dropped when the next fetch happens.
-    assert fetched.missing([7], [8, 7]) == [7, 8] and fetched.take(2) is None
+    assert fetched.take(1) == b"1" and fetched.take(1) is None  # each use handed out once
+    assert fetched.missing([2, 3], []) == [3]  # a queued sample that failed: fetched again
+    fetched.put([3], [FileNotFoundError("3")])
+    assert isinstance(fetched.take(3), FileNotFoundError)
+    # Sizes known: at most AHEAD samples ahead; sample 2 (a cancelled task's) is dropped.
+    assert fetched.missing([7], range(8, 20)) == [7, 8, 9, 10] and fetched.take(2) is None
+
+
+def test_read_ahead_hands_a_sample_out_once_per_use_and_retries_stale_failures():
+    fetched = R.Fetched()
+    assert fetched.missing([5, 5, 6], [6]) == [5, 6]  # drawn twice here, and once behind
+    fetched.put([5, 6], [b"a", b"b"])
+    assert [fetched.take(i) for i in (5, 5, 5, 6)] == [b"a", b"a", None, b"b"]
+    assert fetched.missing([6], []) == [] and fetched.take(6) == b"b"
+    fetched.missing([1], [])
+    fetched.put([1], [RemoteError("1")])  # its task failed before taking it
+    assert fetched.missing([1], []) == [1]  # the next task asking tries again
 
 
 def test_read_ahead_holds_about_ahead_bytes_once_sizes_are_known(monkeypatch):
@@ -332,14 +346,38 @@ def test_the_span_cache_is_bounded_and_drops_the_least_recently_used(monkeypatch
     assert spans.find("d", 0, 1) is None and spans.find("c", 100, 1) == content(100, 101)
 
 
-def test_spans_of_one_object_that_overlap_or_touch_are_merged():
+def test_spans_of_one_object_that_overlap_are_merged_and_those_that_touch_are_not(monkeypatch):
     spans = R.Spans()
     spans.keep("u", 100, content(100, 110))
     spans.keep("u", 0, content(0, 10))
-    spans.keep("u", 5, content(5, 20))  # overlaps [0, 10)
-    spans.keep("u", 20, content(20, 30))  # touches [0, 20)
-    assert spans.find("u", 2, 25) == content(2, 27)  # one span now: [0, 30)
-    assert spans.find("u", 28, 5) is None  # [30, 100) was never read
-    spans.keep("u", 25, content(25, 120))  # bridges the two
-    assert spans.find("u", 0, 120) == content(0, 120)
+    spans.keep("u", 5, content(5, 20))  # overlaps [0, 10): one span [0, 20)
+    spans.keep("u", 20, content(20, 30))  # touches it: apart (no record straddles them)
+    assert spans.find("u", 2, 18) == content(2, 20) and spans.find("u", 20, 10) == content(20, 30)
+    assert spans.find("u", 15, 10) is None and spans.find("u", 28, 5) is None
+    spans.keep("u", 15, content(15, 105))  # bridges all three
+    assert spans.find("u", 0, 110) == content(0, 110)
     assert spans.find("v", 0, 1) is None
+    monkeypatch.setattr(R, "SPAN_CACHE", 150)
+    spans.keep("u", 100, content(100, 200))  # merged, 200 bytes would not fit: kept alone
+    assert spans.find("u", 100, 100) == content(100, 200) and spans.find("u", 0, 1) is None
+
+
+def test_the_span_cache_agrees_with_the_object_under_random_reads(monkeypatch):
+    """Whatever is kept, merged or dropped, a hit is the object's bytes and the cache stays
+    within its bound, its spans sorted and disjoint."""
+    rng = np.random.default_rng(0)
+    for cache in (50, 300, 2000):
+        monkeypatch.setattr(R, "SPAN_CACHE", cache)
+        spans = R.Spans()
+        for _ in range(400):
+            url = f"u{rng.integers(2)}"
+            start, size = int(rng.integers(0, 1000)), int(rng.integers(1, 200))
+            if rng.random() < 0.5:
+                spans.keep(url, start, content(start, start + size))
+            else:
+                found = spans.find(url, start, size)
+                assert found is None or found == content(start, start + size)
+            assert spans._size == sum(map(len, spans._data.values())) <= cache
+            for key, starts in spans._starts.items():
+                ends = [s0 + len(spans._data[(key, s0)]) for s0 in starts]
+                assert starts == sorted(starts) and all(e <= s for e, s in zip(ends, starts[1:]))
