@@ -71,10 +71,27 @@ MIN_SPAN, MAX_SPAN = 1 << 20, 64 << 20
 # (``Fetched``): fewer round trips, and records of one shard coalesced across tasks. At most
 # this many samples, and about AHEAD_BYTES of them per worker once their size is known.
 AHEAD, AHEAD_BYTES = 256, 32 << 20
+
+
+def _mebibytes(name: str, default: float) -> int:
+    """The environment variable ``name`` as a size in MiB (the default where unset or bad)."""
+    text = os.environ.get(name, "")
+    try:
+        value = float(text) if text else default
+        if not 0 <= value < 1 << 40:
+            raise ValueError
+    except ValueError:
+        log.warning("%s=%r is not a size in MiB (a number >= 0); using %g.", name, text,
+                    default)
+        value = default
+    return int(value * (1 << 20))
+
+
 # Bytes of its ranged reads a process keeps (``Spans``), least recently used out first: a
 # request that read through a gap also read the records in it, and a later task's records may
-# lie in a span already read; those are served without a request. Per process (worker).
-SPAN_CACHE = 32 << 20
+# lie in a span already read; those are served without a request. Per process (worker); the
+# environment variable reaches every worker, forked or spawned (0: none kept).
+SPAN_CACHE = _mebibytes("SHMAUG_SPAN_CACHE_MB", 32)
 MASK = "***"
 # Which package each protocol needs, and the extra that installs it.
 _BACKENDS = {"s3": ("s3fs", "remote"), "s3a": ("s3fs", "remote"), "gs": ("gcsfs", "gcs"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -381,3 +382,15 @@ def test_the_span_cache_agrees_with_the_object_under_random_reads(monkeypatch):
             for key, starts in spans._starts.items():
                 ends = [s0 + len(spans._data[(key, s0)]) for s0 in starts]
                 assert starts == sorted(starts) and all(e <= s for e, s in zip(ends, starts[1:]))
+
+
+@pytest.mark.parametrize("value, expected", [("128", 128 << 20), ("0", 0), ("0.5", 1 << 19),
+                                             ("lots", 32 << 20), ("-1", 32 << 20)])
+def test_the_span_cache_is_sized_from_the_environment(value, expected):
+    code = ("import logging; logging.basicConfig()\n"
+            "from shmaug.sources import _remote; print(_remote.SPAN_CACHE)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "SHMAUG_SPAN_CACHE_MB": value},
+                          check=True)
+    assert int(done.stdout) == expected
+    assert ("SHMAUG_SPAN_CACHE_MB" in done.stderr) == (expected == 32 << 20)
