@@ -16,8 +16,9 @@ folder, and ``ImageRecords`` over the TFRecords on disk); at each delay ``ImageF
 the tars; each in a child, skipped when its library is missing). The shards (about 2 MB) fit
 each worker's span cache (``_remote.SPAN_CACHE``, 32 MiB): the row "span cache a quarter of the
 shards" shows a dataset four times the cache. Rows "no span cache" and "one task per fetch"
-are shmaug as it read before each change (``with_remote``), in the same run. Rounds are interleaved; the table quotes medians and, per row, the median of its
-same-round ratio to local disk (files), and the S3 server's CPU share during the row (moto
+are shmaug as it read before each change (``with_remote``), in the same run. Rounds are
+interleaved; the table quotes medians and, per row, the median of its same-round ratio to
+local disk (files), and the S3 server's CPU share during the row (moto
 spends 3-6 ms of CPU per request, ``bench.remote_cost``: on a small machine it, not the delay,
 is the ceiling). Needs
 ``pip install -e ".[tf,tfrecord,remote,remote-test]"``; the peers also ``webdataset`` and torch.
@@ -40,6 +41,7 @@ import shmaug
 from bench import remote_data as D
 from bench._harness import prepare_out
 from bench._report import QUICK, cpu_model
+from bench.remote_peers import timed_rate
 
 log_name = "bench.remote"
 Run = Callable[[], float]  # one epoch -> images/s
@@ -51,14 +53,7 @@ def loader_rate(source: Any, batch_size: int, start_method: str, epochs: int, wo
     connections open, the round trip measured)."""
     with shmaug.Loader(source, batch_size=batch_size, workers=workers, shuffle=True, seed=0,
                        start_method=start_method) as loader:
-        for _ in loader:
-            pass
-        began = time.perf_counter()
-        for _ in range(epochs):
-            count = sum(len(x) for x, _ in loader)
-            if count != len(source):
-                raise RuntimeError(f"delivered {count} images of {len(source)}")
-    return epochs * count / (time.perf_counter() - began)
+        return timed_rate(loader.__iter__, len(source), epochs)
 
 
 def peer_rate(kind: str, spec: dict[str, Any]) -> float:
@@ -88,7 +83,7 @@ def with_remote(run: Run, **values: int) -> Run:
     return patched
 
 
-def shard_rows(name: str, source: Any, paths: list[str], args: Any, run: Run) -> dict[str, Run]:
+def shard_rows(name: str, paths: list[str], args: Any, run: Run) -> dict[str, Run]:
     """``name``'s row, and (forked workers take the parent's settings) the same with a span
     cache a quarter of the shards' bytes, with none, and with none and one task per fetch."""
     rows = {name: run}
@@ -128,12 +123,12 @@ def contenders(args: Any, root: Path, shards: dict[str, list[str]], proxies: dic
             urls = [f"s3://{D.BUCKET}/tfrecord/{Path(p).name}" for p in shards["tfrecord"]]
             records = shmaug.ImageRecords.from_tfrecord(urls, image_size=image_size,
                                                         storage_options=opts)
-            rows.update(shard_rows(f"{at}: shmaug TFRecord", records, shards["tfrecord"], args,
+            rows.update(shard_rows(f"{at}: shmaug TFRecord", shards["tfrecord"], args,
                                    lambda s=records: loader_rate(s, batch, *how)))
         wds = shmaug.ImageRecords.from_webdataset(
             f"s3://{D.BUCKET}/wds/train-{{000..{len(tars) - 1:03d}}}.tar", image_size=image_size,
             storage_options=opts)
-        rows.update(shard_rows(f"{at}: shmaug tar", wds, shards["tar"], args,
+        rows.update(shard_rows(f"{at}: shmaug tar", shards["tar"], args,
                                lambda s=wds: loader_rate(s, batch, *how)))
         spec = {"options": opts, "size": size, "batch_size": batch, "workers": args.workers,
                 "count": len(local), "epochs": args.epochs}

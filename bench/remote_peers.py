@@ -62,7 +62,7 @@ def tf_rate(spec: dict[str, Any]) -> float:
           .interleave(shard, cycle_length=len(spec["urls"]), num_parallel_calls=auto,
                       deterministic=False)
           .map(parse, num_parallel_calls=auto).batch(spec["batch_size"]).prefetch(auto))
-    return _timed(ds.as_numpy_iterator, spec["count"], spec["epochs"])
+    return timed_rate(ds.as_numpy_iterator, spec["count"], spec["epochs"])
 
 
 def _decode(data: bytes, size: int) -> np.ndarray:
@@ -88,11 +88,13 @@ def torch_rate(spec: dict[str, Any]) -> float:
             .batched(spec["batch_size"]))
     loader = torch.utils.data.DataLoader(data, batch_size=None, num_workers=spec["workers"],
                                          multiprocessing_context="fork", persistent_workers=True)
-    return _timed(lambda: ((x.numpy(), y) for x, y in loader), spec["count"], spec["epochs"])
+    return timed_rate(lambda: ((x.numpy(), y) for x, y in loader), spec["count"],
+                      spec["epochs"])
 
 
-def _timed(epoch: Callable[[], Iterator[Any]], count: int, epochs: int) -> float:
-    """Images/s over ``epochs`` epochs after a first that warms up, as shmaug's rows."""
+def timed_rate(epoch: Callable[[], Iterator[Any]], count: int, epochs: int) -> float:
+    """Images/s over ``epochs`` epochs after a first that warms up, each checked to hold
+    ``count`` images: shmaug's rows (``bench.remote``) and the peers' alike."""
     for _ in epoch():
         pass
     began = time.perf_counter()

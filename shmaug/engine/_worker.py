@@ -287,6 +287,11 @@ class SliceRunner:
                 self._write(self.target_out[name][task.slot, p - task.row0], target, index, name)
         return ("done", task.ticket)
 
+    @property
+    def wants_ahead(self) -> bool:
+        """Whether the load fetches the samples of the tasks queued behind (``ahead``)."""
+        return self._prefetch_ahead
+
     def _ahead_indices(self) -> np.ndarray:
         """The samples of the tasks queued behind this one (not cancelled), in order."""
         parts = [self.orders(t.epoch)[t.start:t.stop] for t in self.ahead
@@ -531,7 +536,8 @@ def worker_main(
             if not _is_task(message):  # the ring, sized by the probe (ring_message)
                 closers.extend(_attach_ring(runner, pickle.loads(message[len(_RING):])))
                 continue
-            runner.ahead = [Task.from_bytes(m) for m in takewhile(_is_task, backlog)]
+            if runner.wants_ahead:
+                runner.ahead = [Task.from_bytes(m) for m in takewhile(_is_task, backlog)]
             results.send_bytes(encode_result(runner.run(Task.from_bytes(message))))
     finally:
         del runner, x, targets, status, generation

@@ -22,7 +22,7 @@ the layout and the hand-off; which records and what they mean is ``records.py``'
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -167,7 +167,7 @@ class RecordTable:
                 raise unreadable(self.what(index), f"ArrayRecord: {exc}") from None
             return T.example_image(raw, self.what(index), self._key)
         frame = self._kind == "tfrecord"
-        size = length + (T.HEADER.size + T.FOOTER if frame else 0)
+        size = length + self._frame_bytes
         base = self._bases[shard]
         if base >= 0:
             raw = bytes(self._blob[base + offset:base + offset + size])
@@ -187,16 +187,27 @@ class RecordTable:
                                                "(it changed); build the ImageRecords again")
         return np.frombuffer(raw, np.uint8)
 
-    def prefetch(self, indices: Iterable[int], ahead: Iterable[int] = ()) -> None:
+    @property
+    def _frame_bytes(self) -> int:
+        """What a record's frame adds to its length in the shard (a TFRecord's header and
+        CRC; nothing for the other kinds)."""
+        return T.HEADER.size + T.FOOTER if self._kind == "tfrecord" else 0
+
+    @property
+    def prefetch(self) -> Callable[..., None] | None:
+        """The engine's hook before a task's records are made (``fetch_together``) where the
+        shards are in a bucket; None for local shards, which have nothing to fetch ahead."""
+        return self.fetch_together if self._remote is not None else None
+
+    def fetch_together(self, indices: Iterable[int], ahead: Iterable[int] = ()) -> None:
         """Read the records of ``indices`` (a task's) from the bucket, unless an earlier task
         did, with those of ``ahead`` (the tasks behind it), together: grouped by shard,
         neighbours coalesced (across tasks too), all requests in flight at once (bounded per
         process); ``fetch`` then hands each out once. Never raises: a failure is raised by
-        ``fetch`` for its own record. Local shards: nothing to do."""
-        if self._remote is None:
-            return
+        ``fetch`` for its own record."""
+        assert self._remote is not None
         located: dict[int, tuple[int, int, int]] = {}  # index -> (shard, offset, size)
-        extra = T.HEADER.size + T.FOOTER if self._kind == "tfrecord" else 0
+        extra = self._frame_bytes
 
         def in_bucket(found: Iterable[int], budget: float = float("inf")) -> Iterator[int]:
             """The records read from the bucket (not those of a shard held decompressed),
@@ -234,7 +245,7 @@ class RecordTable:
         """Per shard, the end of its last record (with its TFRecord frame), and their sum over
         the shards read from the bucket: computed once, a million rows at a time."""
         if self._extents is None:
-            frame = T.HEADER.size + T.FOOTER if self._kind == "tfrecord" else 0
+            frame = self._frame_bytes
             extents = np.zeros(len(self._shards), np.int64)
             for first in range(0, self._n, _EXTENT_ROWS):
                 count = min(_EXTENT_ROWS, self._n - first)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -86,13 +86,13 @@ class Reader:
         block ``handle`` names, for the workers)."""
         return Reader(self.table, self.decoder, self.on_error, self.by_class, handle, marks)
 
-    def prefetch(self, indices: Any, ahead: Any = ()) -> None:
-        """The engine's hook before a task's samples are made one by one, given those of the
-        tasks queued behind it too (``ahead``): a table that reads over a network
-        (``_bucket.RemoteTable``) fetches them together; others do nothing."""
-        hook = getattr(self.table, "prefetch", None)
-        if hook is not None:
-            hook(indices, ahead)
+    @property
+    def prefetch(self) -> Callable[..., None] | None:
+        """The engine's hook before a task's samples are made one by one: the table's, where
+        it reads over a network (``_bucket.RemoteTable``, ``RecordTable`` of URLs) and fetches
+        a task's samples, and those of the tasks queued behind it (``ahead``), together; None
+        where there is nothing to fetch, which a worker sees once, at start."""
+        return getattr(self.table, "prefetch", None)
 
     def read(self, index: int) -> np.ndarray:
         """Sample ``index`` decoded; no stand-in."""

@@ -30,7 +30,6 @@ sight; it knows nothing of images:
 from __future__ import annotations
 
 import bisect
-import collections
 import concurrent.futures as cf
 import copy
 import itertools
@@ -42,7 +41,7 @@ import random
 import re
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import ArgumentError, ArgumentTypeError, RemoteError, got
@@ -455,7 +454,7 @@ class Fetched:
         room = len(task) if not self._count else min(AHEAD, AHEAD_BYTES * self._count // max(
             1, self._bytes))
         wanted = task + [int(i) for i in itertools.islice(ahead, room)]
-        self._uses = collections.Counter(wanted)
+        self._uses = Counter(wanted)
         self._ready = {i: self._ready[i] for i in self._uses if i in self._ready}
         return [i for i in self._uses if i not in self._ready]
 
@@ -490,8 +489,8 @@ def _transient(outcome: Any) -> bool:
 
 class Spans:
     """The bytes this process's ranged requests read, by object, up to ``SPAN_CACHE`` bytes,
-    the least recently used span dropped first. Spans of one object that overlap or touch are
-    merged, so they stay disjoint and a range is looked up in one step."""
+    the least recently used span dropped first. Spans of one object that overlap are merged,
+    so they stay disjoint and a range is looked up in one step."""
 
     def __init__(self) -> None:
         self._data: OrderedDict[tuple[str, int], bytes] = OrderedDict()  # (url, start) -> bytes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import random
@@ -447,9 +448,9 @@ def test_a_worker_tells_its_load_which_tasks_are_queued_behind_the_one_it_runs(t
         want = [(xb.copy(), yb.copy()) for xb, yb in loader]
     assert all(np.array_equal(a, b) for pair in zip(got, want) for a, b in zip(*pair))
     seen = [line.split("|") for line in calls.read_text().splitlines()]
-    tasks = [eval(task) for task, _ in seen][:10]  # the worker's ten tasks of epoch 0
+    tasks = [json.loads(task) for task, _ in seen][:10]  # the worker's ten tasks of epoch 0
     assert [i for task in tasks for i in task] == np.concatenate([yb for _, yb in got]).tolist()
-    aheads = [eval(ahead) for _, ahead in seen][:10]
+    aheads = [json.loads(ahead) for _, ahead in seen][:10]
     assert sum(map(bool, aheads)) >= 3  # 8 batches in flight: several wait in the pipe
     for k, ahead in enumerate(aheads):  # each names the next tasks' samples, in order
         later = tasks[k + 1:k + 1 + len(ahead) // 4]
