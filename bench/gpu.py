@@ -42,12 +42,17 @@ from bench import _report as R
 SCALING_SIZES = {"W1": (32768, 256), "W2": (4096, 64)}  # (images, batch size)
 QUICK_SIZES = {"W1": (256, 64), "W2": (32, 16)}
 SCALING, FIT, HANDOVER = "gpu_scaling.json", "gpu_fit.json", "gpu_handover.json"
+FEEDERS = ("shmaug_sequence", "keras_fork", "keras_threads")  # bench.gpu_fit's, without Keras
 
 
 def parser() -> Any:
     p = H.base_parser(__doc__.splitlines()[0], "bench/results/gpu")
     p.add_argument("section", choices=("scaling", "handover", "fit", "report", "all"))
     p.add_argument("--repeats", type=int, default=None, help="timed epochs per run (default 3)")
+    p.add_argument("--workloads", default="W1,W2",
+                   help="fit: the workloads to run, comma-separated (default W1,W2)")
+    p.add_argument("--feeders", default=",".join(FEEDERS),
+                   help=f"fit: the feeders to run, comma-separated (default {','.join(FEEDERS)})")
     p.add_argument("--max-workers", type=int, default=None,
                    help="largest worker count (default: usable cores - 1, at least 1)")
     return p
@@ -112,26 +117,36 @@ def run_scaling(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any
 
 def run_handover(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any]:
     """Where W2's scaling flattens: the same ops delivering uint8 (a quarter of float32's
-    bytes), float32, and float32 lent from the ring (``copy=False``, no copy out of it)."""
+    bytes), float32, float32 lent from the ring (``copy=False``, no copy out of it), and
+    float32 read by Keras' adapter from a ``Sequence`` as ``fit`` reads it (needs Keras)."""
     import shmaug
+    from bench import peers
     from bench import workloads as W
 
     n, bs = (QUICK_SIZES if quick else SCALING_SIZES)["W2"]
     x, ids = W.build_data("W2", n)
     to_float = W.augment_for("W2", "shmaug")
-    variants = {"uint8": (to_float.fn, True), "float32": (to_float, True),
-                "float32, copy=False": (to_float, False)}
+
+    def loader(augment: Any, copy: bool) -> Callable[[int], Any]:
+        return lambda workers: shmaug.Loader(x, ids, batch_size=bs, augment=augment,
+                                             workers=workers, seed=0, copy=copy)
+
+    def sequence(workers: int) -> Any:
+        return peers.running("shmaug_sequence", x, ids, bs, to_float, np.float32, workers)
+
+    variants = {"uint8": loader(to_float.fn, True), "float32": loader(to_float, True),
+                "float32, copy=False": loader(to_float, False),
+                "float32, Sequence as fit reads it": sequence}
     payload: dict[str, Any] = {"environment": R.environment(), "quick": quick, "repeats": repeats,
                                "n": n, "batch_size": bs, "runs": []}
-    for variant, (augment, copy) in variants.items():
+    for variant, start in variants.items():
         for workers in sorted({k for k in (1, 4, 8, 12, top) if k <= top}):
             run: dict[str, Any] = {"variant": variant, "workers": workers, "rates": [],
                                    "status": "ok"}
             try:
-                with H.deadline(30 + 8 * n / bs), shmaug.Loader(
-                        x, ids, batch_size=bs, augment=augment, workers=workers, seed=0,
-                        copy=copy) as loader:
-                    run["rates"] = epoch_rates(loader.__iter__, n, repeats)
+                with H.deadline(30 + 8 * n / bs), start(workers) as feeder:
+                    epoch = feeder.__iter__ if isinstance(feeder, shmaug.Loader) else feeder.epoch
+                    run["rates"] = epoch_rates(epoch, n, repeats)
             except Exception as exc:  # a failed run is a result; the others still run
                 run["status"] = f"{type(exc).__name__}: {exc}"
             payload["runs"].append(run)
@@ -182,17 +197,21 @@ def fit_tables(payload: dict[str, Any]) -> str:
             # the share of an epoch's wall time beyond what the GPU needs for it
             wait = median([max(0.0, 1 - r / compute) for r in feeder["rates"]])
             busy = [b for b in feeder.get("gpu_busy", []) if b is not None]
+            alone = median(feeder.get("no_model_rates", []))
             rows.append([feeder["label"], R.fmt_num(rate) if feeder["rates"] else feeder["status"],
                          f"{rate / compute:.2f}" if ok else "",
                          f"{wait:.0%}" if ok else "",
-                         f"{median(busy):.0%}" if busy else "n/a"])
+                         f"{median(busy):.0%}" if busy else "n/a",
+                         R.fmt_num(alone) if alone == alone else "",
+                         f"{max(0.0, 1 - alone / compute):.0%}" if alone == alone and ok else ""])
         busy = [b for b in case.get("compute_gpu_busy", []) if b is not None]
         rows.append(["batches already in RAM (the GPU's own pace)", R.fmt_num(compute), "1.00",
-                     "0%", f"{median(busy):.0%}" if busy else "n/a"])
+                     "0%", f"{median(busy):.0%}" if busy else "n/a", "", ""])
         parts.append(f"### {case['workload']} into {case['model']}: {case['n']:,} images per "
                      f"epoch, batch {case['batch_size']}, {case['workers']} workers\n\n"
                      + R.markdown_table(["fed by", "images/s", "of the GPU's pace",
-                                         "GPU waits (share of wall time)", "GPU busy (NVML)"], rows))
+                                         "GPU waits (share of wall time)", "GPU busy (NVML)",
+                                         "no model: images/s", "least wait (CPU-bound)"], rows))
     return "\n\n".join(parts)
 
 
@@ -205,6 +224,9 @@ def handover_table(payload: dict[str, Any]) -> str:
     rows.append([f"{counts[-1]} ÷ 1"]
                 + [f"{by[v, counts[-1]] / by[v, 1]:.2f}x" if (v, counts[-1]) in by and (v, 1) in by
                    else "" for v in variants])
+    rows.append(["of linear"]
+                + [f"{by[v, counts[-1]] / (counts[-1] * by[v, 1]):.2f}"
+                   if (v, counts[-1]) in by and (v, 1) in by else "" for v in variants])
     return (f"### W2 photos, {payload['n']:,} images, batch {payload['batch_size']}: images/s "
             f"by what is handed over\n\n" + R.markdown_table(["workers", *variants], rows))
 
@@ -277,7 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.section in ("fit", "all"):
         from bench.gpu_fit import run_fit
 
-        run_fit(args.quick, repeats, top, lambda payload: save(out, FIT, payload))
+        run_fit(args.quick, repeats, top, lambda payload: save(out, FIT, payload),
+                tuple(w for w in ("W2", "W1") if w in args.workloads.split(",")),
+                tuple(f for f in FEEDERS if f in args.feeders.split(",")))
     print(write_report(out), flush=True)
     print(f"bench.gpu {args.section}: wrote {out}/ in {R.took(time.perf_counter() - began)}",
           file=sys.stderr)

@@ -22,9 +22,10 @@ import numpy as np
 from bench import _harness as H
 from bench import peers
 from bench import workloads as W
+from bench.gpu import FEEDERS
 from bench.suite_fit import CLASSES, Cached
 
-FEEDERS = ("shmaug_sequence", "keras_fork", "keras_threads")
+CEILING = ("shmaug_sequence",)  # feeders also timed with no model (Keras' adapter, no step)
 FIT_SIZES = {"W2": (6144, 64), "W1": (81920, 256)}  # whole batches: no retrace on a short last one
 QUICK_SIZES = {"W2": (32, 16), "W1": (128, 64)}
 
@@ -124,7 +125,8 @@ def device_name(busy: GpuBusy) -> str:
 
 
 def run_case(workload: str, quick: bool, repeats: int, workers: int, busy: GpuBusy,
-             case: dict[str, Any], report: Callable[[], None]) -> None:
+             case: dict[str, Any], report: Callable[[], None],
+             feeders: tuple[str, ...] = FEEDERS) -> None:
     n, bs = (QUICK_SIZES if quick else FIT_SIZES)[workload]
     x, ids = W.build_data(workload, n)
     y = ids % CLASSES
@@ -145,7 +147,7 @@ def run_case(workload: str, quick: bool, repeats: int, workers: int, busy: GpuBu
         report()
 
     in_ram()
-    for name in FEEDERS:
+    for name in feeders:
         case["feeders"].append(run_feeder(name, model, x, y, bs, augment, out_dtype, workers,
                                           repeats, busy, n))
         report()
@@ -160,6 +162,8 @@ def run_feeder(name: str, model: Any, x: np.ndarray, y: np.ndarray, bs: int, aug
     try:
         with H.deadline(120 + 4 * repeats * n / 500), \
                 peers.running(name, x, y, bs, augment, out_dtype, workers) as c:
+            if name in CEILING:  # the same ops and hand-off with no model: the CPU-bound ceiling
+                feeder["no_model_rates"] = no_model_rates(c, n, repeats)
             seconds, shares = timed_fit(model, c.keras_data(), repeats, busy)
         feeder.update(rates=[n / s for s in seconds], seconds=seconds, gpu_busy=shares)
     except Exception as exc:  # a failed feeder is a result; the others still run
@@ -169,8 +173,24 @@ def run_feeder(name: str, model: Any, x: np.ndarray, y: np.ndarray, bs: int, aug
     return feeder
 
 
+def no_model_rates(contender: Any, n: int, repeats: int) -> list[float]:
+    """images/s of whole epochs read through Keras' adapter as ``fit`` reads them, with no
+    model: the rate the feeder alone reaches, so the least the GPU can wait behind it is
+    ``1 - rate / GPU pace``. The first epoch is a warm-up."""
+    rates = []
+    for k in range(1 + repeats):
+        began = time.perf_counter()
+        for _ in contender.epoch():
+            pass
+        if k:
+            rates.append(n / (time.perf_counter() - began))
+    return rates
+
+
 def run_fit(quick: bool, repeats: int, workers: int,
-            report: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+            report: Callable[[dict[str, Any]], None],
+            workloads: tuple[str, ...] = tuple(FIT_SIZES),
+            feeders: tuple[str, ...] = FEEDERS) -> dict[str, Any]:
     from bench._report import environment
 
     busy = GpuBusy()
@@ -179,10 +199,11 @@ def run_fit(quick: bool, repeats: int, workers: int,
                                "backend_version": backend_version(),
                                "device": device_name(busy), "cases": []}
     try:
-        for workload in FIT_SIZES:
+        for workload in workloads:
             case: dict[str, Any] = {}
             payload["cases"].append(case)
-            run_case(workload, quick, repeats, workers, busy, case, lambda: report(payload))
+            run_case(workload, quick, repeats, workers, busy, case, lambda: report(payload),
+                     feeders)
     finally:
         busy.close()
     return payload
