@@ -22,6 +22,7 @@ import contextlib
 import gzip
 import io
 import struct
+import warnings
 import zlib
 from typing import Any, BinaryIO, Callable
 
@@ -53,23 +54,43 @@ def _crc32c_python() -> Callable[[bytes | memoryview], int]:
     return crc
 
 
-def _crc32c() -> Callable[[bytes | memoryview], int]:
-    """CRC-32C: google-crc32c's C code when installed (the `tfrecord` extra brings it),
-    else a pure-Python table (correct, about 1,000 times slower: a few ms per image)."""
-    try:
-        import google_crc32c
-    except ImportError:
-        return _crc32c_python()
+def _crc32c() -> tuple[Callable[[bytes | memoryview], int], str]:
+    """CRC-32C, and why it is the slow one ("" when it is not).
+
+    google-crc32c's C code is a base dependency (issue 36: as an extra, a user who missed it
+    read TFRecords 9x slower, told by one warning). The pure-Python table stays as the
+    fallback for an install without it or without its C extension: correct, about 1,000
+    times slower (a few ms per image); ``ImageRecords.from_tfrecord`` then warns, and
+    ``SLOW_CRC_FIX`` says why and how to fix it.
+    """
+    with warnings.catch_warnings():
+        # google-crc32c warns at import when its C extension is missing; importing shmaug
+        # must stay silent, and the fix below is said where TFRecords are read.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            import google_crc32c
+        except ImportError:
+            return _crc32c_python(), (
+                "google-crc32c is not installed (an install with --no-deps leaves it out). "
+                "Fix: pip install google-crc32c."
+            )
+    if getattr(google_crc32c, "implementation", "c") != "c":
+        return _crc32c_python(), (
+            "google-crc32c is installed without its C extension (built from source without "
+            "the crc32c C library). Fix: install its wheel (Linux glibc, macOS and Windows "
+            "have one): pip install --force-reinstall --only-binary=:all: google-crc32c; "
+            "elsewhere build it against the crc32c library (see google-crc32c's README)."
+        )
     value: Callable[[bytes], int] = google_crc32c.value
 
     def crc(data: bytes | memoryview) -> int:
         return value(data if isinstance(data, bytes) else bytes(data))  # it takes bytes only
 
-    return crc
+    return crc, ""
 
 
-crc32c = _crc32c()
-SLOW_CRC = crc32c.__qualname__.startswith("_crc32c_python")  # no google-crc32c installed
+crc32c, SLOW_CRC_FIX = _crc32c()
+SLOW_CRC = bool(SLOW_CRC_FIX)  # the pure-Python fallback is in use; SLOW_CRC_FIX says why
 
 
 def masked_crc(data: bytes | memoryview) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pickle
 import struct
+import sys
 
 import numpy as np
 import pytest
@@ -166,3 +167,49 @@ def test_hand_parser_refuses_cut_or_garbled_bytes_with_its_own_error():
                 E.int64_values(kind, message), E.bytes_value(kind, message)
             except E.ExampleError:
                 pass
+
+
+def test_c_crc32c_is_a_base_dependency_and_the_tfrecord_extra_still_installs():
+    # As an extra it was missed: TFRecords then read 9x slower behind one warning (issue 36).
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    assert any(dep.startswith("google-crc32c") for dep in project["dependencies"])
+    assert project["optional-dependencies"]["tfrecord"] == ["google-crc32c>=1.5"]
+    assert not T.SLOW_CRC and T.SLOW_CRC_FIX == ""  # the C code, here
+
+
+def _fake_crc32c(folder, monkeypatch, code: str) -> None:
+    """A ``google_crc32c`` package made of ``code``, imported in place of the real one."""
+    (folder / "google_crc32c").mkdir()
+    (folder / "google_crc32c" / "__init__.py").write_text(code)
+    monkeypatch.delitem(sys.modules, "google_crc32c", raising=False)
+    monkeypatch.syspath_prepend(str(folder))
+
+
+def test_pure_python_fallback_without_the_c_extension_says_how_to_fix(tmp_path, monkeypatch):
+    # google-crc32c built without its C library warns at import and runs pure Python: shmaug
+    # imports it silently (warnings are errors here) and takes its own fallback, saying why.
+    _fake_crc32c(tmp_path, monkeypatch, (
+        "import warnings\n"
+        "warnings.warn('pure python crc32c', RuntimeWarning)\n"
+        "implementation = 'python'\n"
+        "def value(data):\n    raise AssertionError('the slow one was used')\n"))
+    crc, fix = T._crc32c()
+    assert crc(b"123456789") == 0xE3069283
+    assert "without its C extension" in fix and "--only-binary=:all: google-crc32c" in fix
+
+
+def test_pure_python_fallback_without_google_crc32c_says_how_to_fix(monkeypatch):
+    monkeypatch.setitem(sys.modules, "google_crc32c", None)  # import raises ImportError
+    crc, fix = T._crc32c()
+    assert crc(b"123456789") == 0xE3069283
+    assert "not installed" in fix and "Fix: pip install google-crc32c." in fix
+
+
+def test_c_crc32c_is_taken_when_its_extension_loads(tmp_path, monkeypatch):
+    _fake_crc32c(tmp_path, monkeypatch, (
+        "implementation = 'c'\n"
+        "def value(data):\n    assert isinstance(data, bytes)\n    return 7\n"))
+    crc, fix = T._crc32c()
+    assert fix == "" and crc(memoryview(b"ab")) == 7
