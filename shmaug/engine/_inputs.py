@@ -30,9 +30,11 @@ def is_source(x: Any) -> bool:
             f"`x` is a tf.data dataset ({type(x).__name__}), which shmaug cannot use: its "
             f"workers read sample i by position, and a dataset is a stream. Fix: pass its "
             f"images as an array, e.g. `x = np.stack([im for im, _ in "
-            f"ds.unbatch().as_numpy_iterator()])` (and `y` likewise); for image files pass "
-            f"`shmaug.ImageFiles(directory)`, for TFRecord / TFDS shards "
-            f"`shmaug.ImageRecords(...)`.")
+            f"ds.unbatch().as_numpy_iterator()])` (and `y` likewise); or pass the files it "
+            f"reads: a folder of class sub-folders as "
+            f"`shmaug.ImageFiles.from_directory(directory)`, TFRecord shards as "
+            f"`shmaug.ImageRecords.from_tfrecord('train-*.tfrecord')`, a TFDS dataset as "
+            f"`shmaug.ImageRecords.from_tfds(name, split='train')`.")
     load = getattr(x, "load", None)
     if not callable(load):
         return False
