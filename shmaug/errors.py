@@ -149,19 +149,22 @@ def advice(exc: BaseException) -> str:
     return ""
 
 
-def _filtered(exc: BaseException) -> str:
-    """The traceback of ``exc`` (and of its causes) without shmaug's own frames: the user's
-    code is what the reader can change. The innermost frame stays when every frame is ours."""
+def _filtered(exc: BaseException) -> tuple[str, bool]:
+    """The traceback of ``exc`` (and of its causes) without shmaug's own frames, and whether
+    any frame was left: the user's code is what the reader can change. An error raised with
+    only shmaug's frames (an unreadable image) keeps none: its message says what and the fix,
+    and the header says the frames were left out, which must then be true of every one."""
     te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
     seen = set()
+    kept_any = False
     node: traceback.TracebackException | None = te
     while node is not None and id(node) not in seen:
         seen.add(id(node))
-        frames = list(node.stack)
-        kept = [f for f in frames if not str(f.filename).startswith(_PACKAGE_DIR)]
-        node.stack = traceback.StackSummary.from_list(kept or frames[-1:])
+        kept = [f for f in node.stack if not str(f.filename).startswith(_PACKAGE_DIR)]
+        kept_any = kept_any or bool(kept)
+        node.stack = traceback.StackSummary.from_list(kept)
         node = node.__cause__ or (None if node.__suppress_context__ else node.__context__)
-    return "".join(te.format())
+    return "".join(te.format()), kept_any
 
 
 def _show_all_frames() -> bool:
@@ -190,6 +193,7 @@ class ErrorRecord:
     epoch: int
     op: str
     user_traceback: str = ""  # without shmaug's frames (what the message shows by default)
+    only_ours: bool = False  # every frame was shmaug's: the message shows none by default
 
     @classmethod
     def capture(
@@ -204,27 +208,34 @@ class ErrorRecord:
         if hint:
             message = f"{message}\n{hint}" if "\n" in message else f"{message}. {hint}"
         try:
-            user = _filtered(exc)
+            user, kept_any = _filtered(exc)
         except Exception:  # a traceback we cannot walk: the full one will do
-            user = ""
+            user, kept_any = "", True
         return cls(exc_type, type(exc).__qualname__, message, tb, worker_id, sample_index,
-                   epoch, op, user)
+                   epoch, op, user, not kept_any)
 
-    def describe(self) -> str:
+    def describe(self, named: bool = True) -> str:
+        """The message of the error raised for this record. ``named=False`` where that
+        error is of the worker's own type: Python's report already starts with the type's
+        name, so "ImageReadError: ImageReadError: ..." would say it twice."""
         where = f"shmaug worker {self.worker_id}" if self.worker_id >= 0 else "the main process"
-        if self.user_traceback and not _show_all_frames():
+        filtering = bool(self.user_traceback) and not _show_all_frames()
+        if filtering and self.only_ours:
+            tb = (f"Worker traceback: shmaug's own frames only, left out ({FILTERING_ENV}=off "
+                  f"shows them).")
+        elif filtering:
             heading = (f"Traceback (shmaug's own frames left out; {FILTERING_ENV}=off shows "
                        f"them):")
             tb = self.user_traceback.rstrip()
             tb = heading + tb[len("Traceback (most recent call last):"):] \
                 if tb.startswith("Traceback (most recent call last):") else tb
+            tb = f"Worker traceback:\n{tb}"
         else:
-            tb = self.traceback.rstrip()
+            tb = f"Worker traceback:\n{self.traceback.rstrip()}"
         return (
-            f"{self.type_name}: {self.message}\n"
+            f"{f'{self.type_name}: ' if named else ''}{self.message}\n"
             f"(raised by `{self.op}` in {where} on sample index {self.sample_index}, "
-            f"epoch {self.epoch})\n"
-            f"Worker traceback:\n{tb}"
+            f"epoch {self.epoch})\n{tb}"
         )
 
 
@@ -295,9 +306,9 @@ def rebuild(record: ErrorRecord) -> WorkerError:
     cannot be rebuilt from a message (numpy's ``_ArrayMemoryError`` takes a shape and a dtype),
     of its nearest base class that can (``MemoryError``), so ``except`` clauses for the type
     or its builtin base still work. Its message carries the worker's message, traceback,
-    worker id and sample index.
+    worker id and sample index, and the worker's type name where the error is of another
+    type (a base, or ``WorkerError`` itself).
     """
-    text = record.describe()
     exc_type: Any = None
     if record.exc_type is not None:
         try:
@@ -310,11 +321,11 @@ def rebuild(record: ErrorRecord) -> WorkerError:
         for base in exc_type.__mro__:
             if base is Exception or not issubclass(base, Exception):
                 break
-            err = _mixed_instance(base, text)
+            err = _mixed_instance(base, record.describe(named=base is not exc_type))
             if err is not None:
                 err._attach(record)
                 return err
-    err = WorkerError(text)
+    err = WorkerError(record.describe())
     err._attach(record)
     return err
 

@@ -3,8 +3,10 @@ from __future__ import annotations
 import pickle
 import traceback
 
+import numpy as np
 import pytest
 
+from shmaug.errors import _PACKAGE_DIR as PACKAGE_DIR
 from shmaug.errors import ErrorRecord, WorkerError, rebuild
 
 
@@ -89,16 +91,72 @@ def test_the_message_leaves_shmaugs_frames_out_unless_a_switch_asks(monkeypatch)
     assert "ops/core.py" in str(rebuild(record))
 
 
-def test_an_error_raised_inside_shmaug_keeps_its_innermost_frame():
+def _ours_only(call, *args):
+    """The record of what ``call(*args)`` (shmaug's own code) raised, with only shmaug's
+    frames on its traceback, as in a worker (whose loop is shmaug's too)."""
+    try:
+        call(*args)
+    except Exception as caught:
+        ours_only = caught.with_traceback(caught.__traceback__.tb_next)
+        return ErrorRecord.capture(ours_only, traceback.format_exc(), worker_id=0,
+                                   sample_index=0, epoch=0, op=call.__name__)
+    raise AssertionError(f"{call.__name__} did not raise")
+
+
+def _shown_frames_of_shmaug(text):
+    return [line for line in text.splitlines()
+            if line.strip().startswith('File "') and PACKAGE_DIR in line]
+
+
+def test_an_error_raised_with_only_shmaugs_frames_shows_none_and_says_so(monkeypatch):
+    # The header said "shmaug's own frames left out", then showed one (issue 36).
+    from shmaug import errors
     from shmaug.ops import _params
 
-    try:
-        _params.check_image("not an image")
-    except Exception as caught:
-        ours_only = caught.with_traceback(caught.__traceback__.tb_next)  # as in a worker
-        record = ErrorRecord.capture(ours_only, traceback.format_exc(), worker_id=0,
-                                     sample_index=0, epoch=0, op="check_image")
-    assert "in check_image" in record.user_traceback
+    monkeypatch.delenv(errors.FILTERING_ENV, raising=False)
+    record = _ours_only(_params.check_image, "not an image")
+    assert record.only_ours and "in check_image" in record.traceback  # kept in full
+    text = str(rebuild(record))
+    assert not _shown_frames_of_shmaug(text), text
+    assert "Worker traceback: shmaug's own frames only, left out" in text
+    assert "SHMAUG_TRACEBACK_FILTERING=off shows them" in text
+    monkeypatch.setenv(errors.FILTERING_ENV, "off")
+    assert "in check_image" in str(rebuild(record))
+
+
+def test_a_traceback_said_to_leave_shmaugs_frames_out_shows_none_of_them(monkeypatch):
+    from shmaug import errors
+    from shmaug.ops import _params
+    from shmaug.sources import _decode
+
+    monkeypatch.delenv(errors.FILTERING_ENV, raising=False)
+    garbage = np.frombuffer(b"no image here", np.uint8)
+    for record in (_through_shmaug(ValueError("nope")), record_for(ValueError("bad")),
+                   _ours_only(_params.check_image, "not an image"),
+                   _ours_only(_decode.decode_bytes, garbage, "image file 'a.png'", "rgb")):
+        text = str(rebuild(record))
+        assert "frames left out" in text or "frames only, left out" in text, text
+        assert not _shown_frames_of_shmaug(text), text
+
+
+def test_the_error_type_is_named_once():
+    # "ImageReadError: ImageReadError: Cannot read ..." (issue 36): Python's report names
+    # the type, so the message does not when the error is of the worker's own type.
+    from shmaug import ImageReadError
+    from shmaug.sources import _decode
+
+    garbage = np.frombuffer(b"no image here", np.uint8)
+    err = rebuild(_ours_only(_decode.decode_bytes, garbage, "image file 'a.png'", "rgb"))
+    assert isinstance(err, ImageReadError) and isinstance(err, WorkerError)
+    shown = "".join(traceback.format_exception_only(type(err), err))
+    assert shown.startswith("shmaug.errors.ImageReadError: Cannot read image file 'a.png'")
+    assert shown.count("ImageReadError") == 1, shown
+    user = rebuild(record_for(ValueError("bad")))
+    assert str(user).startswith("bad\n") and "ValueError: bad" in str(user)  # its traceback
+    # Raised as another type, the message keeps the worker's type name.
+    assert str(rebuild(record_for(NeedsTwoArgs("a", "b")))).startswith("NeedsTwoArgs: ")
+    assert str(rebuild(record_for(ShapeMemoryError((2,), "u1")))).startswith(
+        "ShapeMemoryError: ")
 
 
 def test_a_read_only_complaint_gets_the_fix():
@@ -106,3 +164,39 @@ def test_a_read_only_complaint_gets_the_fix():
     assert "read-only view of the data in shared memory" in record.message
     assert "image = image.copy()" in str(rebuild(record))
     assert record_for(ValueError("bad")).message == "bad"
+
+
+def _fails_on_marked(image, rng):
+    if image[0, 0] == 7:
+        raise ValueError("the user's op failed")
+    return image
+
+
+def _shmaug_frames(call):
+    from pathlib import Path
+
+    with pytest.raises(ValueError) as caught:
+        call()
+    return {Path(f.filename).relative_to(PACKAGE_DIR).as_posix()
+            for f in traceback.extract_tb(caught.value.__traceback__)
+            if f.filename.startswith(PACKAGE_DIR)}
+
+
+def test_faults_md_names_the_shmaug_frames_pythons_own_traceback_shows():
+    # docs/faults.md said shmaug's frames are left out of "the traceback", and Python's own
+    # (of the raise in the main process) showed loader.py and _prefetch.py (issue 36): those
+    # cannot be taken out of it, so the page names them.
+    from pathlib import Path
+
+    import shmaug
+
+    page = (Path(__file__).parents[2] / "docs" / "faults.md").read_text(encoding="utf-8")
+    x = np.zeros((8, 4, 4), np.uint8)
+    x[5, 0, 0] = 7
+    seen = set()
+    with shmaug.Loader(x, batch_size=4, augment=_fails_on_marked, workers=0) as loader:
+        seen |= _shmaug_frames(lambda: loader.batch(1))
+        seen |= _shmaug_frames(lambda: list(loader))
+    seen |= _shmaug_frames(lambda: shmaug.Loader(x[5:], augment=_fails_on_marked, workers=0))
+    assert {"engine/loader.py", "engine/_prefetch.py"} <= seen, seen
+    assert all(f"`{name}`" in page for name in seen), (seen, "not all named in faults.md")
