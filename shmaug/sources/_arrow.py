@@ -118,12 +118,18 @@ def check(dataset: Any, image_column: str, label_column: str | None) -> None:
     """
     import datasets
 
-    if not isinstance(dataset, datasets.Dataset):
-        hint = (f" it is a DatasetDict: pick a split, e.g. `dataset[{next(iter(dataset))!r}]`"
-                if isinstance(dataset, datasets.DatasetDict) else "")
+    if isinstance(dataset, datasets.DatasetDict):
+        splits = list(dataset)
         raise ArgumentTypeError(
-            f"`dataset` must be a datasets.Dataset; received {got(dataset)}.{hint} Fix: "
-            f"pass one split of the dataset."
+            f"`dataset` must be a datasets.Dataset (one split); received a DatasetDict of the "
+            f"splits {splits}. Fix: index the DatasetDict: pick a split, e.g. "
+            f"`dataset[{(splits or ['train'])[0]!r}]`."
+        )
+    if not isinstance(dataset, datasets.Dataset):
+        raise ArgumentTypeError(
+            f"`dataset` must be a datasets.Dataset; received {got(dataset)}. Fix: pass one "
+            f"split of the dataset, e.g. `datasets.load_dataset(name, split='train')` (not "
+            f"streamed: from_huggingface reads the dataset's files)."
         )
     features = dataset.features
     for arg, name in (("image_column", image_column), ("label_column", label_column)):

@@ -200,3 +200,20 @@ def test_faults_md_names_the_shmaug_frames_pythons_own_traceback_shows():
     seen |= _shmaug_frames(lambda: shmaug.Loader(x[5:], augment=_fails_on_marked, workers=0))
     assert {"engine/loader.py", "engine/_prefetch.py"} <= seen, seen
     assert all(f"`{name}`" in page for name in seen), (seen, "not all named in faults.md")
+
+
+def test_a_dataset_dict_is_refused_in_sentences_that_end_and_begin():
+    # "(type DatasetDict). it is a DatasetDict: pick a split ... Fix: pass one split" (issue 36)
+    import re
+
+    import shmaug
+
+    datasets = pytest.importorskip("datasets")
+    split = datasets.Dataset.from_dict({"image": [b""], "label": [0]})
+    with pytest.raises(shmaug.ArgumentTypeError) as caught:
+        shmaug.ImageRecords.from_huggingface(datasets.DatasetDict(train=split, test=split))
+    text = str(caught.value)
+    assert "a DatasetDict of the splits ['train', 'test']. Fix: " in text, text
+    assert text.endswith("pick a split, e.g. `dataset['train']`."), text
+    assert not re.search(r"\. [a-z]", text.replace("e.g. ", "")), text  # a sentence's start
+    assert text.count("Fix:") == 1 and "(type DatasetDict)" not in text, text
