@@ -24,7 +24,7 @@ class Gatherer:
         self._x = x  # the dataset (an array or a memory map); None once cleared
         self._copier = copier
         self._recycler = recycler
-        self._indices = indices  # (index, epoch=) -> the dataset rows of that batch
+        self._indices = indices  # (index, epoch key) -> the dataset rows of that batch
         self._batches = batches  # per epoch
         self._ahead: tuple[tuple[int, int], Copy] | None = None  # (key, its gather)
 
@@ -40,7 +40,7 @@ class Gatherer:
         ahead, key = self._ahead, (epoch, index)
         self._ahead = None
         following = (epoch, index + 1) if index + 1 < self._batches else (epoch + 1, 0)
-        rows = self._indices(following[1], epoch=following[0])
+        rows = self._indices(following[1], following[0])
         # Sized by the batch made ahead, not this one: an epoch's short last batch must not
         # leave the next epoch's first one to be gathered on demand.
         if self._copier.pays(rows.size * self._x[:1].nbytes):

@@ -89,6 +89,23 @@ def epoch_order(seed: int, epoch: int, n: int, shuffle: bool, shard: Shard = Sha
     return np.ascontiguousarray(order[:kept][shard.index :: shard.count])
 
 
+IN_ORDER = 1 << 62  # set in an epoch key: that epoch is read in the dataset's order
+
+
+def in_order(epoch: int) -> int:
+    """The key of ``epoch`` read in the dataset's order, whatever ``shuffle`` says: a
+    ``Sequence`` under ``evaluate`` or ``predict`` reads its epochs so (Keras decides the order
+    per pass), while its ``fit`` passes are shuffled. The key travels in a task as the epoch
+    does; the workers read the flag back (``OrderCache``, ``seed_epoch``)."""
+    return epoch | IN_ORDER
+
+
+def seed_epoch(key: int) -> int:
+    """The epoch a key names, without its order flag: what a sample's random stream is keyed
+    by, so a sample is augmented the same way in an epoch whichever order reads it."""
+    return key & ~IN_ORDER
+
+
 class OrderCache:
     """The last few epochs' orders (of one shard), so a worker computes each one once."""
 
@@ -100,10 +117,13 @@ class OrderCache:
         self._orders: OrderedDict[int, np.ndarray] = OrderedDict()  # epoch -> order, LRU
 
     def __call__(self, epoch: int) -> np.ndarray:
+        """The order of epoch key ``epoch`` (``in_order`` keys: the dataset's order)."""
         order = self._orders.get(epoch)
         if order is None:
             seed, n, shuffle, shard = self._args
-            order = epoch_order(seed, epoch, n, shuffle, shard, self._cdf)
+            ordered = bool(epoch & IN_ORDER)
+            order = epoch_order(seed, seed_epoch(epoch), n, shuffle and not ordered, shard,
+                                self._cdf)
             self._orders[epoch] = order
             while len(self._orders) > self._keep:
                 self._orders.popitem(last=False)

@@ -41,7 +41,7 @@ import numpy as np
 from . import _platform
 from ._inputs import sample_output
 from ..errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
-from ._schedule import OrderCache, Shard, Task
+from ._schedule import OrderCache, Shard, Task, seed_epoch
 from ..seeding import GlobalsWatch, SampleSeeder
 from ._ring import RingHandles, TargetLayout, Targets
 from ._store import ArrayHandle, attach
@@ -241,7 +241,7 @@ class SliceRunner:
         except Exception as exc:  # a failing sample never kills the worker
             record = ErrorRecord.capture(
                 exc, traceback.format_exc(), worker_id=self.worker_id,
-                sample_index=self._index, epoch=task.epoch, op=self._stage,
+                sample_index=self._index, epoch=seed_epoch(task.epoch), op=self._stage,
             )
             result = ("failed", task.ticket, record)
         if self.status is not None:
@@ -259,7 +259,8 @@ class SliceRunner:
         """Make the task's samples and write them into its rows of the ring slot."""
         indices = self.orders(task.epoch)[task.start : task.stop]
         keys = self.orders.keys(task.epoch, task.start, task.stop)
-        streams = self._streams(task.epoch, keys)
+        epoch = seed_epoch(task.epoch)  # (the task's key may also say: in the dataset's order)
+        streams = self._streams(epoch, keys)
         assert self.out is not None, "a task arrived before the ring (the probe comes first)"
         rows = self.out[task.slot]
         if self._prefetch is not None and len(indices) and (
@@ -280,7 +281,7 @@ class SliceRunner:
             if self.status is not None:
                 self.status[self._base + CURRENT_INDEX] = index
             rng = next(streams) if streams is not None else None  # before `load`: it may draw
-            image, made = self._watched_sample(task.epoch, index, rng, key)
+            image, made = self._watched_sample(epoch, index, rng, key)
             self._stage = "writing the output"
             self._write(rows[p - task.row0], image, index)
             for name, target in made.items():

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ..errors import ClosedError, warn
+from ..errors import ArgumentError, ClosedError, warn
 from ..ops._params import dtype_range
 from ..ops.core import check_picklable
 from ..seeding import global_rng_use
@@ -35,7 +35,7 @@ from ._prefetch import CLOSED, Prefetcher
 from ._probe import await_probe, output_of
 from ._recycle import Recycler
 from ._ring import OutputRing
-from ._schedule import OrderCache, Shard
+from ._schedule import IN_ORDER, OrderCache, Shard, in_order
 from ._stats import Figures
 from ._store import (
     ArrayHandle,
@@ -270,7 +270,7 @@ class Loader:
         self._copier = Copier() if self.workers else None
         self._recycler = Recycler()  # the arrays batches are copied into (see _recycle)
         # Batches gathered from x, when there is nothing to augment (no ring, no pool).
-        self._gather = Gatherer(self._x, self._copier, self._recycler, self.indices, len(self)) \
+        self._gather = Gatherer(self._x, self._copier, self._recycler, self._rows, len(self)) \
             if self._gather_only else None
         # invariant: measures epochs and decides the count, with workers="auto" and a pool
         self._auto = AutoWorkers(self._workers_asked, self._pool.busy_s) \
@@ -460,18 +460,22 @@ class Loader:
                                  sampling.fingerprint(self._options.weights,
                                                       self._options.samples))
 
-    def batch(self, index: int, *, epoch: int | None = None) -> tuple[np.ndarray, Any]:
+    def batch(self, index: int, *, epoch: int | None = None,
+              in_order: bool = False) -> tuple[np.ndarray, Any]:
         """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies.
 
         Random access is allowed; batches after this one are prefetched on the guess that
         the consumer goes on in order. A negative ``index`` counts from the end, as for
-        ``seq[-1]`` and any Python sequence.
+        ``seq[-1]`` and any Python sequence. ``in_order=True`` reads the epoch in the
+        dataset's order even when the loader shuffles (each sample augmented as in that
+        epoch's shuffled pass): how a ``Sequence`` serves ``evaluate`` and ``predict``.
         """
         self._ensure_open()
         index = check.batch_index(index, len(self), "loader.batch(0)")
-        epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
+        epoch = self.epoch if epoch is None else self._epoch_arg(epoch)
+        key = self._key(epoch, in_order)
         start, stop = self._plan.bounds(index)
-        positions = self._orders(epoch)[start:stop]
+        positions = self._orders(key)[start:stop]
         began = time.perf_counter()
         if self._auto is not None:  # between two epochs: the pool may be resized
             self._follow_auto(epoch, began)
@@ -479,10 +483,10 @@ class Loader:
         made: dict[str, np.ndarray] = {}  # augmented targets
         if self._gather_only:
             assert self._gather is not None
-            xb, hit = self._gather(epoch, index, positions), True
+            xb, hit = self._gather(key, index, positions), True
         else:
             assert self._prefetch is not None
-            xb, made, hit = self._prefetch.produce((epoch, index), stop - start,
+            xb, made, hit = self._prefetch.produce((key, index), stop - start,
                                                    copy=self.copy)
             if self._marks is not None:  # made now, so its stand-ins are marked by now
                 self._count_stand_ins(positions)
@@ -493,6 +497,20 @@ class Loader:
             self._auto.after(done - began, self.last_hit, done)
         return xb, inputs.gather(self.y, positions,
                                 {id(self._augmented[k]): v for k, v in made.items()})
+
+    def _key(self, epoch: int, ordered: bool) -> int:
+        """The engine's key of ``epoch`` read shuffled, or in the dataset's order. Where the
+        loader does not shuffle (or draws by weight: a draw has no dataset order) the two are
+        one stream, and share its batches."""
+        return in_order(epoch) if ordered and self.shuffle and self._cdf is None else epoch
+
+    @staticmethod
+    def _epoch_arg(value: Any) -> int:
+        epoch: int = check.non_negative_int("epoch", value)
+        if epoch >= IN_ORDER:
+            raise ArgumentError(
+                f"`epoch` must be below 2**62; received {epoch}. Fix: count epochs from 0.")
+        return epoch
 
     def _follow_auto(self, epoch: int, now: float) -> None:
         """``workers="auto"``: at the first ask of another epoch, resize the pool if the
@@ -509,12 +527,18 @@ class Loader:
         self._pool.resize(workers)
         self._prefetch.resized(workers)
 
-    def indices(self, index: int, *, epoch: int | None = None) -> np.ndarray:
+    def indices(self, index: int, *, epoch: int | None = None,
+                in_order: bool = False) -> np.ndarray:
         """The dataset indices of the samples in batch ``index`` of ``epoch`` (negative:
-        from the end), in order."""
-        epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
-        start, stop = self._plan.bounds(check.batch_index(index, len(self), "loader.indices(0)"))
-        return self._orders(epoch)[start:stop]
+        from the end), in order; ``in_order`` as for ``batch``."""
+        epoch = self.epoch if epoch is None else self._epoch_arg(epoch)
+        return self._rows(check.batch_index(index, len(self), "loader.indices(0)"),
+                          self._key(epoch, in_order))
+
+    def _rows(self, index: int, key: int) -> np.ndarray:
+        """The dataset indices of batch ``index`` of the epoch key ``key``."""
+        start, stop = self._plan.bounds(index)
+        return self._orders(key)[start:stop]
 
     def stats(self) -> dict[str, Any]:
         """Throughput and stall figures since start (or the last ``reset_stats()``).

@@ -11,7 +11,9 @@ A *pass* is one run of one loop over the indices. Keras makes a fresh generator 
 ``steps_per_epoch`` is below ``len``. The rules:
 
 1. A pass claims the next epoch of shmaug's and takes its batches in order: its k-th new index
-   gets batch k (``shuffle=True``), or index i gets batch i (``shuffle=False``). Each loop has
+   gets batch k of the epoch's shuffled order, or, for a pass that reads the epoch in the
+   dataset's order (``evaluate``, ``predict``, ``shuffle=False``: the facade decides per pass,
+   as Keras does), index i gets batch i of that order. Each loop has
    its own pass, so a second loop (``validation_data`` that is the training Sequence itself,
    ``next(iter(seq))`` in a callback, tf.data still pulling from an iterator Keras dropped)
    takes an epoch of its own and never moves another loop's pass. A loop that has taken a
@@ -41,7 +43,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-Key = tuple[int, int]  # (epoch, planned batch): what the engine makes
+Key = tuple[int, int, bool]  # (epoch, planned batch, read in the dataset's order): what the
+# engine makes
 _LOOPS_KEPT = 8  # loops remembered; an older one that asks again takes a new epoch
 
 
@@ -52,16 +55,16 @@ class _Pass:
     caller: Any  # the loop asking (held, so its identity cannot be reused); None: restored
     building: bool  # Keras runs it to build the model (rule 3)
     epoch: int  # the epoch it takes batches of
-    next: int  # the batch its next new index gets (shuffle=True); with shuffle=False, a count
+    next: int  # the batch its next new index gets (shuffled); in the dataset's order, a count
+    in_order: bool  # it reads its epoch in the dataset's order (index i gets batch i)
     bindings: dict[int, Key] = field(default_factory=dict)  # index -> batch, this pass
 
 
 class Passes:
     """The passes in progress and the epoch the next one claims, ``batches`` per epoch."""
 
-    def __init__(self, batches: int, shuffle: bool) -> None:
+    def __init__(self, batches: int) -> None:
         self.batches = batches
-        self.shuffle = shuffle
         self.epoch = 0  # invariant: the epoch the next pass claims
         self.cursor = 0  # invariant: the batch the next pass starts at (0 unless seek)
         self._live: OrderedDict[int, _Pass] = OrderedDict()  # id(caller) -> its pass, by age
@@ -81,16 +84,18 @@ class Passes:
         """Whether ``caller`` is a loop with no pass yet (its ask begins one)."""
         return caller is not None and self._pass_of(caller) is None
 
-    def ask(self, index: int, caller: Any) -> tuple[Key, bool]:
+    def ask(self, index: int, caller: Any, in_order: bool) -> tuple[Key, bool]:
         """The batch answering ``index``, and whether a pass took it (False: a look, or
-        Keras' build pass, which only borrows its epoch)."""
+        Keras' build pass, which only borrows its epoch). ``in_order``: whether a pass that
+        begins now (or, with none in progress, the one a look stands for) reads its epoch in
+        the dataset's order; a pass in progress keeps its own order."""
         if caller is None:
-            self.last = self._look(index), False
+            self.last = self._look(index, in_order), False
             return self.last
         p = self._pass_of(caller)
         if p is None or self._done(p) or index in p.bindings:
-            p = self._begin(caller)
-        key = p.bindings[index] = (p.epoch, p.next if self.shuffle else index)
+            p = self._begin(caller, in_order)
+        key = p.bindings[index] = (p.epoch, index if p.in_order else p.next, p.in_order)
         p.next += 1
         self.taken = len(p.bindings)
         self.last = key, not p.building
@@ -113,12 +118,13 @@ class Passes:
             self.seek(self._hand[0] + 1, 0)
 
     @property
-    def position(self) -> Key:
+    def position(self) -> tuple[int, int]:
         """Where the latest unfinished pass stands (its next batch), else where the next pass
         starts: what ``state_dict`` saves and ``Sequence.epoch`` reads."""
         p = self._latest()
-        return (p.epoch, p.next) if p is not None and self.shuffle else \
-            (p.epoch, len(p.bindings)) if p is not None else (self.epoch, self.cursor)
+        if p is None:
+            return self.epoch, self.cursor
+        return p.epoch, len(p.bindings) if p.in_order else p.next
 
     @property
     def bindings(self) -> dict[int, Key]:
@@ -126,14 +132,21 @@ class Passes:
         p = self._latest()
         return dict(p.bindings) if p is not None else {}
 
-    def restore(self, epoch: int, cursor: int, bindings: dict[int, Key]) -> None:
+    @property
+    def in_order(self) -> bool:
+        """Whether the latest unfinished pass reads its epoch in the dataset's order."""
+        p = self._latest()
+        return p is not None and p.in_order
+
+    def restore(self, epoch: int, cursor: int, bindings: dict[int, Key],
+                in_order: bool = False) -> None:
         """Stand where a saved state stood: its pass (if it had one) is resumed by the next
         loop that is not Keras' build; a loop resuming it should ask only the indices it has
         not asked (``to_tf_dataset`` does; a fresh Keras iterator cannot know them)."""
         self.release()
         self.seek(epoch, cursor)
         if bindings:
-            self._restored = _Pass(None, False, epoch, cursor, dict(bindings))
+            self._restored = _Pass(None, False, epoch, cursor, in_order, dict(bindings))
             self.epoch, self.cursor = epoch + 1, 0
 
     @property
@@ -153,7 +166,7 @@ class Passes:
         return p if p is not None and p.caller is caller else None
 
     def _done(self, p: _Pass) -> bool:
-        return (p.next if self.shuffle else len(p.bindings)) >= self.batches
+        return (len(p.bindings) if p.in_order else p.next) >= self.batches
 
     def _latest(self) -> _Pass | None:
         """The newest pass that is unfinished and not a build pass (or the restored one)."""
@@ -162,7 +175,7 @@ class Passes:
                 return p
         return self._restored
 
-    def _begin(self, caller: Any) -> _Pass:
+    def _begin(self, caller: Any, in_order: bool) -> _Pass:
         """A new pass for ``caller``: the restored one, or the next epoch, claimed (rule 1) or,
         for Keras' build, borrowed (rule 3)."""
         building, self._building = self._building, False
@@ -170,7 +183,7 @@ class Passes:
             p, self._restored = self._restored, None
             p.caller = caller
         else:
-            p = _Pass(caller, building, self.epoch, self.cursor if self.shuffle else 0)
+            p = _Pass(caller, building, self.epoch, 0 if in_order else self.cursor, in_order)
             if not building:
                 self.epoch, self.cursor = self.epoch + 1, 0
                 self._looks.clear()
@@ -181,18 +194,21 @@ class Passes:
             self._live.popitem(last=False)
         return p
 
-    def _look(self, index: int) -> Key:
+    def _look(self, index: int, in_order: bool) -> Key:
         p = self._latest()
         if p is not None and index in p.bindings:
             return p.bindings[index]
         epoch, start = (p.epoch, p.next) if p is not None else (self.epoch, self.cursor)
-        if not self.shuffle:
-            key = (epoch, index)
+        if p is not None:
+            in_order = p.in_order
+        if in_order:
+            key = (epoch, index, True)
         else:
             key = self._looks.get(index)  # type: ignore[assignment]
             if key is None:
                 ahead = start + len(self._looks)  # looks take the next batches in turn
-                key = self._looks[index] = (epoch + ahead // self.batches, ahead % self.batches)
+                key = self._looks[index] = (epoch + ahead // self.batches,
+                                            ahead % self.batches, False)
         if p is None:  # drawn from the epoch no pass has claimed yet: a hand loop's (rule 5)
             self._hand = key if self._hand is None else max(self._hand, key)
         return key

@@ -30,6 +30,22 @@ def keras_is_building() -> bool:
     return False
 
 
+_INFERENCE = {"evaluate", "predict"}  # Keras 3's trainers (fit's validation calls evaluate)
+
+
+def keras_is_inferring() -> bool:
+    """Whether Keras' ``evaluate`` or ``predict`` runs up the stack: Keras never shuffles
+    their passes (nor ``fit``'s validation, which runs ``evaluate``)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in _INFERENCE and code.co_filename.endswith("trainer.py") \
+                and "keras" in code.co_filename:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
 def asking_loop(seq: object) -> Any:
     """The generator frame asking ``seq`` for a batch (one per pass: ``_passes``' docstring),
     or None for an ask from no loop. Skips the plain frames of ``seq``'s own methods: a

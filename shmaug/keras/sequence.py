@@ -52,10 +52,10 @@ _HELD = 2  # batches kept for a second ask: Keras' NUM_BATCHES_FOR_TENSOR_SPEC p
 # the first batches of a pass (which a build pass may have taken already: _passes rule 3)
 _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
 _SET_UP = frozenset({  # what Sequence.__init__ sets: missing, a subclass skipped it
-    "image_key", "_loader_args", "x", "_side", "batch_size", "seed", "_shuffle_given",
-    "shuffle", "_n", "_seed_given", "_shard_given", "num_shards", "shard_index", "_plan",
-    "_passes", "_loader", "_closed", "_lock", "_held", "_requests", "_hits", "_previous",
-    "_out_of_order", "_warned", "_used", "_stopped"})
+    "image_key", "_loader_args", "x", "_side", "_samples", "_sampling", "batch_size", "seed",
+    "shuffle", "_shuffles", "_n", "_seed_given", "_shard_given", "num_shards", "shard_index",
+    "_plan", "_passes", "_inferring", "_loader", "_closed", "_lock", "_held", "_requests",
+    "_hits", "_previous", "_out_of_order", "_warned", "_used", "_stopped"})
 
 
 class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
@@ -90,12 +90,16 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         y: targets (array, or dict / list of arrays for multi-output models), or None.
         sample_weight: per-sample weights, or None.
         image_key: with a dict ``x``, the entry to augment (default: the only 3-D/4-D one).
-        shuffle: True shuffles the samples each epoch, False keeps their order; None (the
-            default) follows what Keras asks for when it first asks (before the workers
-            start): shuffled for ``fit``'s training data (``fit(shuffle=True)``, Keras'
-            default), in order for ``validation_data``, ``evaluate``, ``predict`` and
-            ``fit(shuffle=False)``; in order too when a loop by hand asks first. Each sample
-            is seen once per epoch either way, and a seed gives the same epochs.
+        shuffle: decided per pass, as Keras decides it. None (the default) follows Keras:
+            ``fit``'s training passes are shuffled (``fit(shuffle=True)``, Keras' default;
+            in order under ``fit(shuffle=False)``), while ``evaluate``, ``predict`` and
+            ``fit``'s validation passes read the samples in their order, so predictions line
+            up with ``x``, whatever ran on the Sequence before; a loop by hand (``for b in
+            seq``, ``to_tf_dataset``) reads in order too. True shuffles every pass except
+            ``evaluate``, ``predict`` and validation (training passes only, loops by hand
+            included); False never shuffles. Each sample is seen once per epoch either way,
+            and a seed gives the same epochs. Looking at a batch (``seq[i]``, ``seq.batch``,
+            ``len``, ``repr``, ``stats``) decides nothing.
         num_shards, shard_index: this host's part of every epoch (see ``shmaug.Loader``);
             ``len(seq)`` is then the batches of one shard.
         sampling_weights, samples_per_epoch: draw each epoch with replacement by weight (see
@@ -176,22 +180,22 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         weights = sampling.weights(sampling_weights, self._side["y"], n)
         self._samples = sampling.samples_per_epoch(samples_per_epoch, n, weights is not None)
         self._sampling = sampling.fingerprint(weights, self._samples)  # {} without weights
-        self._loader_args.update(  # a weighted draw is random: it implies shuffle=True
-            sampling_weights=weights, samples_per_epoch=samples_per_epoch,
-            shuffle=self._loader_args["shuffle"] or weights is not None)
+        self._loader_args.update(sampling_weights=weights, samples_per_epoch=samples_per_epoch)
         if self._overrides("augment"):
             self._refuse_lost_targets()
         self.batch_size: int = self._loader_args["batch_size"]
         self.seed: int = self._loader_args["seed"]
-        # else it follows Keras (_follow_keras); a weighted draw is shuffled whatever asks
-        self._shuffle_given = shuffle is not None or weights is not None
-        self.shuffle: bool = bool(self._loader_args["shuffle"])
-        self._loader_args["shuffle"] = self.shuffle
+        # As given (a weighted draw is random: True); None follows Keras pass by pass
+        self.shuffle: bool | None = True if weights is not None else self._loader_args["shuffle"]
+        self._shuffles = self.shuffle is not False  # the engine's plan: some pass may shuffle
+        self._loader_args["shuffle"] = self._shuffles
         self._n = n  # invariant: samples in the dataset (all shards)
         self._seed_given = seed is not None  # an InputContext's shards need it too
         self._shard_given = num_shards is not None  # else an InputContext may set the shard
         self._set_shard(num_shards, shard_index, drop_remainder)
         self._follow_distribution()  # a multi-process Keras distribution set already
+        # Keras' adapters seen beginning an epoch -> whether evaluate or predict runs them
+        self._inferring: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
         self._loader: Loader | None = None  # started on first use, so subclass state is complete
         self._stopped: Loader | None = None  # the last loader stopped when idle (its stats)
         self._used = 0.0  # invariant: monotonic time of the latest ask for a batch
@@ -243,24 +247,27 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         index = check.batch_index(index, len(self))
         caller = stack.asking_loop(self)
         with self._lock:
-            self._follow_keras()
             loader = self._ensure_loader()
             passes = self._passes
-            if passes.begins(caller) and stack.keras_is_building():  # JAX, torch: asked from the
-                passes.building(True)  # build itself (also when on_epoch_begin is overridden)
-            key, in_pass = passes.ask(index, caller)
+            begins = passes.begins(caller)
+            if begins and stack.keras_is_building():  # JAX, torch: asked from the build
+                passes.building(True)  # itself (also when on_epoch_begin is overridden)
+            # Whose order: read off the stack only where a pass begins, or for a look
+            in_order = self._in_order(stack.keras_adapter(self)) if begins or caller is None \
+                else True
+            key, in_pass = passes.ask(index, caller, in_order)
             if in_pass:
                 if passes.taken == 1:  # a pass starts where it likes
                     self._previous = -1
-                self._check_order(index, loader)
+                self._check_order(index, key[2], loader)
             self._requests += 1
             batch = self._held.get(key)
             if batch is not None:
                 self._hits += 1
                 self._held.move_to_end(key)
                 return batch
-            epoch, planned = key
-            xb, side = loader.batch(planned, epoch=epoch)
+            epoch, planned, ordered = key
+            xb, side = loader.batch(planned, epoch=epoch, in_order=ordered)
             self._hits += loader.last_hit
             batch = self._assemble(xb, side, key)
             if not in_pass or passes.taken <= _HELD:  # a look or a build pass's, or a pass's
@@ -274,8 +281,11 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         (which only borrows its epoch: _passes rule 3; on TensorFlow only this tells, since
         tf.data's threads ask: an override should call ``super().on_epoch_begin()``)."""
         building = stack.keras_is_building()
+        adapter = stack.keras_adapter(self)
+        inferring = adapter is not None and stack.keras_is_inferring()
         with self._lock:
-            self._follow_keras()
+            if adapter is not None:  # whose passes Keras never shuffles (see _in_order)
+                self._inferring[adapter] = inferring
             self._passes.building(building)
 
     def on_epoch_end(self) -> None:
@@ -290,20 +300,23 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
     # -- the rest of the public surface ------------------------------------------------------
 
-    def batch(self, index: int, *, epoch: int | None = None) -> Any:
+    def batch(self, index: int, *, epoch: int | None = None, in_order: bool = False) -> Any:
         """Batch ``index`` of shmaug's order for ``epoch`` (default: the current one), as Keras
         gets it: ``x``, ``(x, y)`` or ``(x, y, sample_weight)``, with ``targets()`` applied.
-        Random access that moves no pass: the same batch a pass serves at that position.
-        (``seq.loader.batch`` is the engine's view: images and the raw targets.)
+        Random access that moves no pass and decides nothing: the batch a ``fit`` pass
+        (shuffled unless ``shuffle=False``) serves at that position, or with ``in_order=True``
+        the one ``evaluate`` and ``predict`` serve. (``seq.loader.batch`` is the engine's
+        view: images and the raw targets.)
 
         Example:
             >>> xb, yb = seq.batch(3, epoch=1)
         """
         index = check.batch_index(index, len(self), "seq.batch(0)")
         epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
+        in_order = check.boolean("in_order", in_order) or not self._shuffles
         with self._lock:
-            xb, side = self._ensure_loader().batch(index, epoch=epoch)
-            return self._assemble(xb, side, (epoch, index))
+            xb, side = self._ensure_loader().batch(index, epoch=epoch, in_order=in_order)
+            return self._assemble(xb, side, (epoch, index, in_order))
 
 
     @property
@@ -352,7 +365,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 "format": "shmaug.Sequence", "version": self.STATE_VERSION, "seed": self.seed,
                 "epoch": epoch, "batch": batch, "shard_index": self.shard_index,
                 "fingerprint": self._fingerprint,
-                "bindings": [[i, e, b] for i, (e, b) in sorted(bindings.items())],
+                "bindings": [[i, e, b] for i, (e, b, _) in sorted(bindings.items())],
+                "in_order": passes.in_order,
                 "asked": sorted(bindings), "in_epoch": bool(bindings),
             }
 
@@ -364,17 +378,14 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 drop_remainder, shard count, seed or format version (naming the field).
         """
         batches = len(self)  # first: under a distribution it may take this process's shard
-        saved = state.get("fingerprint") if isinstance(state, dict) else None
-        if not self._shuffle_given and self._loader is None and isinstance(saved, dict) \
-                and isinstance(saved.get("shuffle"), bool):
-            with self._lock:  # shuffle=None: as the run saved (under fit, True)
-                self._set_shuffle(saved["shuffle"])
         expected = {**self._fingerprint, "seed": self.seed}
         epoch, cursor = check.resume_state(state, "shmaug.Sequence", self.STATE_VERSION,
                                            expected, batches)
         bindings = facade_checks.bindings(state.get("bindings"), state.get("asked"), batches)
+        in_order = state.get("in_order") is True or not self._shuffles
         with self._lock:
-            self._passes.restore(epoch, cursor, {i: (e, b) for i, e, b in bindings})
+            self._passes.restore(epoch, cursor, {i: (e, b, in_order) for i, e, b in bindings},
+                                 in_order)
             self._previous = -1
 
     @property
@@ -480,17 +491,17 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     def _set_shard(self, num_shards: Any, shard_index: Any, drop_remainder: Any) -> None:
         """Checked, and the epoch plan that follows from it (the Loader, once started, agrees)."""
         self.num_shards, self.shard_index, self._plan = check.sharded_plan(
-            self._samples, self.batch_size, drop_remainder, num_shards, shard_index, self.shuffle,
-            self.seed if self._seed_given else None)
+            self._samples, self.batch_size, drop_remainder, num_shards, shard_index,
+            self._shuffles, self.seed if self._seed_given else None)
         self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
         old = getattr(self, "_passes", None)
-        self._passes = Passes(len(self._plan), self.shuffle)  # which batch answers each ask
+        self._passes = Passes(len(self._plan))  # which batch answers each ask
         if old is not None:  # a shard taken after a seek: the epoch sought stays
             self._passes.seek(old.position[0], 0)
 
     @property
     def _fingerprint(self) -> dict[str, Any]:
-        return check.fingerprint(self._n, self._plan, self.shuffle, self.num_shards,
+        return check.fingerprint(self._n, self._plan, self._shuffles, self.num_shards,
                                  self._sampling)
 
     def close(self) -> None:
@@ -517,7 +528,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         # that already sits in shared memory, or the per-epoch bookkeeping.
         state = self.__dict__.copy()
         for name in ("_loader", "_lock", "_held", "_passes", "_side", "_warned", "_closed",
-                     "_stopped"):
+                     "_stopped", "_inferring"):
             state.pop(name, None)
         if not self._overrides("load"):
             state["x"] = None
@@ -528,7 +539,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self.__dict__.update(state)
         self._loader, self._lock, self._held = None, threading.Lock(), OrderedDict()
         self._stopped = None
-        self._passes = Passes(len(self._plan), self.shuffle)
+        self._passes = Passes(len(self._plan))
+        self._inferring = weakref.WeakKeyDictionary()
         self._side, self._warned = {}, False
         self._closed = True
 
@@ -548,8 +560,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             ("start_method", repr(describe.resolved_start_method(args["start_method"]))
              if count else "None"),
             ("seed", self.seed if self._seed_given else f"{self.seed} (drawn: seed=None)"),
-            ("shuffle", self.shuffle if self._shuffle_given else
-             f"None (follows Keras: {self.shuffle if self._loader is not None else 'not asked yet'})"),
+            ("shuffle", "None (follows Keras per pass: fit shuffles, evaluate and predict read "
+             "in order)" if self.shuffle is None else self.shuffle),
             ("drop_remainder", self._plan.drop_remainder),
             ("max_queue_size", args["max_queue_size"])]
         optional = [("sample_weight", self._side.get("sample_weight")),
@@ -612,20 +624,25 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         log.info("shmaug.Sequence idle for %.0f s: its workers stopped and its shared memory "
                  "freed (they start again on the next batch asked for)", now - self._used)
 
-    def _follow_keras(self) -> None:
-        """``shuffle=None``: take the ``shuffle`` of the Keras adapter asking, until the
-        workers start (then the order is fixed). Called with the lock held."""
-        if self._shuffle_given or self._loader is not None:
-            return
-        adapter = stack.keras_adapter(self)
-        if adapter is not None:
-            self._set_shuffle(bool(getattr(adapter, "shuffle", False)))
+    def _in_order(self, adapter: Any) -> bool:
+        """Whether a pass beginning now (or the pass a look stands for) reads its epoch in the
+        dataset's order, asked by Keras' ``adapter`` (None: a loop by hand, or a look).
 
-    def _set_shuffle(self, shuffle: bool) -> None:
-        """Shuffle or not, and the plan that follows (before the workers start)."""
-        if shuffle != self.shuffle:
-            self.shuffle = self._loader_args["shuffle"] = shuffle
-            self._set_shard(self.num_shards, self.shard_index, self._plan.drop_remainder)
+        Keras decides the order per pass, never once per dataset: ``fit``'s training passes
+        follow ``fit(shuffle=...)`` (its adapter's ``shuffle``), while ``evaluate``,
+        ``predict`` and ``fit``'s validation are never shuffled (their adapters were seen
+        beginning an epoch under ``evaluate``/``predict``: ``on_epoch_begin``). A look
+        decides nothing: it only names the batch the next pass would serve. Called with the
+        lock held."""
+        if not self._shuffles:
+            return True
+        if self._sampling:  # a weighted draw has no dataset order: every pass is the draw
+            return False
+        if adapter is None:
+            return self.shuffle is None  # loops by hand: in order unless shuffle=True
+        if self._inferring.get(adapter, False):
+            return True
+        return self.shuffle is None and not getattr(adapter, "shuffle", False)
 
     def _refuse_lost_targets(self) -> None:
         """An ``augment`` override sees only the image: the targets that the `augment`
@@ -639,9 +656,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 f"{sorted(moved)} with each image; they would no longer follow it. Fix: drop "
                 f"the override and put its work into the pipeline, or rename those targets.")
 
-    def _check_order(self, index: int, loader: Loader) -> None:
-        """Say once when Keras' random batch order defeats prefetching (shuffle=False)."""
-        if self.shuffle or loader.pids == []:
+    def _check_order(self, index: int, in_order: bool, loader: Loader) -> None:
+        """Say once when Keras' random batch order defeats prefetching (a pass read in the
+        dataset's order, under ``fit(shuffle=True)``)."""
+        if not in_order or loader.pids == []:
             return
         if self._previous >= 0 and index != self._previous + 1:
             self._out_of_order += 1
@@ -666,9 +684,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         try:
             y = self.targets(side["y"])
         except Exception as exc:
-            epoch, planned = key
+            epoch, planned, ordered = key
             assert self._loader is not None  # (self.loader would take the lock held here)
-            first = int(self._loader.indices(planned, epoch=epoch)[0])
+            first = int(self._loader.indices(planned, epoch=epoch, in_order=ordered)[0])
             record = ErrorRecord.capture(
                 exc, traceback.format_exc(), worker_id=-1, sample_index=first, epoch=epoch,
                 op=f"{type(self).__qualname__}.targets")

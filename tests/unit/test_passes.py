@@ -14,15 +14,43 @@ from shmaug.keras._passes import Passes
 B = 5  # batches per epoch
 
 
+class Fixed:
+    """``Passes`` whose every pass reads one order (shuffled, or the dataset's), with keys
+    shown as (epoch, batch): the rules as they stand for passes of one order."""
+
+    def __init__(self, batches: int, shuffle: bool) -> None:
+        self.passes, self.in_order = Passes(batches), not shuffle
+
+    def ask(self, index, caller):
+        key, taken = self.passes.ask(index, caller, self.in_order)
+        assert key[2] is self.in_order
+        return key[:2], taken
+
+    def restore(self, epoch, cursor, bindings):
+        self.passes.restore(epoch, cursor, {i: (*k, self.in_order) for i, k in bindings.items()},
+                            self.in_order)
+
+    @property
+    def bindings(self):
+        return {i: k[:2] for i, k in self.passes.bindings.items()}
+
+    @property
+    def restored(self):
+        return {i: k[:2] for i, k in self.passes.restored.items()}
+
+    def __getattr__(self, name):
+        return getattr(self.passes, name)
+
+
 def stream(start: int, count: int) -> list[tuple[int, int]]:
     return [divmod(g, B) for g in range(start, start + count)]
 
 
-def take(passes: Passes, indices, caller):
+def take(passes, indices, caller):
     return [passes.ask(i, caller) for i in indices]
 
 
-def build(passes: Passes, indices) -> None:
+def build(passes, indices) -> None:
     """Keras' build pass: on_epoch_begin from its _symbolic_build, a fresh generator."""
     passes.building(True)
     take(passes, indices, object())
@@ -30,14 +58,14 @@ def build(passes: Passes, indices) -> None:
 
 
 def test_a_pass_takes_its_epoch_in_order_whatever_the_indices():
-    p, loop = Passes(B, shuffle=True), object()
+    p, loop = Fixed(B, shuffle=True), object()
     got = take(p, [3, 0, 4, 1, 2], loop)
     assert [k for k, _ in got] == stream(0, 5) and all(taken for _, taken in got)
     assert p.position == (1, 0)
 
 
 def test_unshuffled_index_i_is_batch_i_of_the_passes_epoch():
-    p = Passes(B, shuffle=False)
+    p = Fixed(B, shuffle=False)
     assert [k for k, _ in take(p, [3, 0, 4, 1, 2], object())] == [(0, 3), (0, 0), (0, 4),
                                                                      (0, 1), (0, 2)]
     assert [k for k, _ in take(p, [2, 1], object())] == [(1, 2), (1, 1)]
@@ -47,7 +75,7 @@ def test_a_pass_carries_on_across_keras_epochs_from_any_thread():
     """steps_per_epoch below len: Keras keeps one generator across its epochs, and tf.data
     pulls from it between them. Same loop, same pass: the epoch boundaries Keras draws do not
     matter (a CI failure of the thread-based rule, replayed: it served a batch twice)."""
-    p, loop = Passes(B, shuffle=True), object()
+    p, loop = Fixed(B, shuffle=True), object()
     keys = [k for k, _ in take(p, [1, 4, 0], loop) + take(p, [3, 2], loop)]
     assert keys == stream(0, 5)
 
@@ -55,7 +83,7 @@ def test_a_pass_carries_on_across_keras_epochs_from_any_thread():
 def test_a_second_loop_takes_an_epoch_of_its_own():
     """validation_data that is the training Sequence itself under steps_per_epoch, or
     next(iter(seq)) in a callback: the first loop's pass goes on in its own epoch."""
-    p, train, other = Passes(B, shuffle=True), object(), object()
+    p, train, other = Fixed(B, shuffle=True), object(), object()
     first = take(p, [4, 2], train)
     assert [k for k, _ in take(p, [0, 1, 2, 3, 4], other)] == stream(5, 5)
     rest = take(p, [0, 1, 3], train)
@@ -66,7 +94,7 @@ def test_a_second_loop_takes_an_epoch_of_its_own():
 def test_looks_move_nothing_and_the_next_pass_takes_the_looked_at_batches():
     """TensorFlow's signature probes (indices 0 and 1, from no loop) are the next pass's
     first batches, whatever indices that pass asks first."""
-    p = Passes(B, shuffle=True)
+    p = Fixed(B, shuffle=True)
     assert [p.ask(i, None) for i in (0, 1, 0)] == [((0, 0), False), ((0, 1), False),
                                                    ((0, 0), False)]
     assert p.position == (0, 0)
@@ -74,7 +102,7 @@ def test_looks_move_nothing_and_the_next_pass_takes_the_looked_at_batches():
 
 
 def test_a_look_sees_the_batch_its_index_got_in_the_unfinished_pass():
-    p, loop = Passes(B, shuffle=True), object()
+    p, loop = Fixed(B, shuffle=True), object()
     take(p, [2, 3], loop)
     assert p.ask(3, None) == ((0, 1), False)
     assert p.ask(0, None) == ((0, 2), False)  # not asked yet: the pass's next batch
@@ -83,7 +111,7 @@ def test_a_look_sees_the_batch_its_index_got_in_the_unfinished_pass():
 
 def test_after_a_whole_pass_a_look_is_about_the_next_pass():
     """A fit per epoch in a loop: each fit's probes come after the last pass ended."""
-    p, loop = Passes(B, shuffle=True), object()
+    p, loop = Fixed(B, shuffle=True), object()
     take(p, range(B), loop)
     assert p.ask(0, None) == ((1, 0), False)
 
@@ -93,7 +121,7 @@ def test_the_build_pass_borrows_its_epoch(drawn):
     """JAX and torch draw one batch to build the model, TensorFlow under a strategy as many as
     tf.data pulls ahead (a whole small epoch, seen); then EpochIterator.reset() drops that
     generator and the first epoch starts a fresh one at the epoch's batch 0."""
-    p, built, order = Passes(B, shuffle=True), object(), [3, 0, 4, 1, 2]
+    p, built, order = Fixed(B, shuffle=True), object(), [3, 0, 4, 1, 2]
     p.building(True)
     assert all(not took for _, took in take(p, order[:drawn], built))
     assert [k for k, _ in take(p, [1, 3, 0, 4, 2], object())] == stream(0, 5)
@@ -103,29 +131,29 @@ def test_the_build_pass_borrows_its_epoch(drawn):
 
 def test_a_pass_cut_short_ends_its_epoch():
     """A fit cut short, then a new fit: the new pass is a whole epoch."""
-    p = Passes(B, shuffle=True)
+    p = Fixed(B, shuffle=True)
     take(p, [0, 1], object())
     assert [k for k, _ in take(p, [4, 3], object())] == stream(5, 2)
 
 
 def test_a_loop_going_round_again_starts_a_new_pass():
-    p, loop = Passes(B, shuffle=True), object()
+    p, loop = Fixed(B, shuffle=True), object()
     take(p, [0, 1], loop)
     assert p.ask(0, loop) == ((1, 0), True)  # the old pass was cut: epoch 0's rest is skipped
     assert p.ask(1, loop) == ((1, 1), True)
 
 
 def test_seek_makes_the_next_pass_start_there():
-    p = Passes(B, shuffle=True)
+    p = Fixed(B, shuffle=True)
     build(p, [2])  # then EpochSync seeks (resume at Keras epoch 3)
     p.seek(3, 0)
     assert [k for k, _ in take(p, [1, 0], object())] == stream(15, 2)
 
 
 def test_a_restored_pass_is_resumed_by_the_next_loop_but_not_by_a_build():
-    p, loop = Passes(B, shuffle=True), object()
+    p, loop = Fixed(B, shuffle=True), object()
     take(p, [4, 1], loop)
-    q = Passes(B, shuffle=True)
+    q = Fixed(B, shuffle=True)
     q.restore(*p.position, p.bindings)
     assert q.restored == {4: (0, 0), 1: (0, 1)}
     build(q, [3])  # JAX's build in the new process: it borrows the epoch after the restored one
@@ -134,7 +162,7 @@ def test_a_restored_pass_is_resumed_by_the_next_loop_but_not_by_a_build():
 
 
 def test_only_a_new_loop_begins_a_pass():
-    p, loop = Passes(B, shuffle=True), object()
+    p, loop = Fixed(B, shuffle=True), object()
     assert p.begins(loop) and not p.begins(None)
     p.ask(0, loop)
     assert not p.begins(loop) and p.begins(object())
@@ -147,7 +175,7 @@ def test_whatever_keras_does_every_pass_is_one_whole_epoch_of_its_own(seed, fits
     orders, the last maybe cut, and now and then a second loop in between. Every whole pass is
     one whole epoch, and no two passes share an epoch."""
     rng = random.Random(seed)
-    p = Passes(B, shuffle=rng.random() < 0.7)
+    p = Fixed(B, shuffle=rng.random() < 0.7)
     whole, epochs_taken = [], []
     for _ in range(fits):
         for i in rng.sample(range(B), rng.randint(0, 2)):
@@ -179,7 +207,7 @@ def test_whatever_keras_does_every_pass_is_one_whole_epoch_of_its_own(seed, fits
 def test_a_loop_by_hand_gets_a_new_epoch_after_each_on_epoch_end(shuffle):
     """seq[i] for each batch then on_epoch_end(), Keras' Sequence contract: epochs 0, 1, 2,
     as three passes get; the same index twice within an epoch, the same batch."""
-    p = Passes(B, shuffle=shuffle)
+    p = Fixed(B, shuffle=shuffle)
     for epoch in range(3):
         keys = [p.ask(i, None)[0] for i in [2, 0, 4, 1, 3, 2, 0]]
         assert {e for e, _ in keys} == {epoch}
@@ -192,7 +220,7 @@ def test_a_loop_by_hand_gets_a_new_epoch_after_each_on_epoch_end(shuffle):
 def test_on_epoch_end_after_a_pass_moves_nothing():
     """Keras calls on_epoch_end after each of its passes, whose epoch the pass has claimed
     (TensorFlow's signature probes before it, looks, are taken by the pass)."""
-    p = Passes(B, shuffle=True)
+    p = Fixed(B, shuffle=True)
     take(p, [0, 1], None)  # the probes
     take(p, [3, 0, 4, 1, 2], object())
     p.epoch_ended()
@@ -200,7 +228,34 @@ def test_on_epoch_end_after_a_pass_moves_nothing():
 
 
 def test_a_hand_loop_cut_short_ends_its_epoch_and_a_pass_follows():
-    p = Passes(B, shuffle=True)
+    p = Fixed(B, shuffle=True)
     take(p, [0, 1], None)
     p.epoch_ended()
     assert [k for k, _ in take(p, range(B), object())] == stream(5, 5)
+
+
+def test_each_pass_keeps_the_order_it_began_with():
+    """Keras decides the order per pass: fit's passes shuffled, predict's and evaluate's in the
+    dataset's order, on one Sequence in any sequence of calls; each claims an epoch of its own."""
+    p = Passes(B)
+    fit, predict, fit2, evaluate = object(), object(), object(), object()
+    shuffled = [p.ask(i, fit, False)[0] for i in (3, 0, 4, 1, 2)]
+    assert shuffled == [(0, b, False) for b in range(B)]  # k-th new index: batch k
+    in_order = [p.ask(i, predict, True)[0] for i in range(B)]
+    assert in_order == [(1, i, True) for i in range(B)]  # index i: batch i of epoch 1's order
+    # A pass in progress keeps its order whatever the next asks say
+    assert p.ask(2, fit2, False)[0] == (2, 0, False)
+    assert p.ask(0, fit2, True)[0] == (2, 1, False)
+    assert [p.ask(i, evaluate, True)[0] for i in (0, 1)] == [(3, 0, True), (3, 1, True)]
+    assert p.position == (3, 2) and p.in_order
+
+
+def test_a_look_stands_for_the_pass_it_would_meet():
+    """With no pass in progress a look takes the order the next pass will have; in a pass, that
+    pass's order (so the pass then serves the look's batch from the cache)."""
+    p = Passes(B)
+    assert p.ask(3, None, True)[0] == (0, 3, True)
+    assert p.ask(3, None, False)[0] == (0, 0, False)
+    loop = object()
+    p.ask(4, loop, True)
+    assert p.ask(1, None, False)[0] == (0, 1, True)  # the pass in progress reads in order
