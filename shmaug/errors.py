@@ -1,30 +1,34 @@
 """Every error and warning shmaug raises, and how a worker's exception travels home.
 
 The tree (each class also subclasses the nearest builtin, so ``except ValueError`` keeps
-working for code that does not know shmaug)::
+working for code that does not know shmaug):
 
-    ShmaugError
-    ├── ArgumentError        (ValueError)    an argument has a value we cannot use
-    ├── ArgumentTypeError    (TypeError)     an argument has a type we cannot use
-    ├── NotPicklableError    (TypeError)     something bound for the workers does not pickle
-    ├── OutputMismatchError  (ValueError)    a sample's output shape differs from the batch's
-    ├── SharedMemoryError    (OSError)       /dev/shm cannot hold what was asked
-    ├── ImageReadError       (OSError)       an image file is missing, unreadable or corrupt
-    ├── RemoteError          (OSError)       object storage refused a credential or kept failing
-    ├── UnknownOpError       (LookupError)   no op registered under that name
-    ├── DuplicateOpError     (ValueError)    an op name is taken
-    ├── ClosedError          (RuntimeError)  the loader was used after close()
-    ├── NotInitializedError  (AttributeError) a Sequence subclass skipped super().__init__()
-    ├── DistributionError    (RuntimeError)  a Keras distribution set up to train wrong
-    ├── WorkerError          (RuntimeError)  a worker raised; carries its traceback
-    │   └── WorkerDied                       a worker vanished (exit code inside)
-    └── WorkerTimeout        (TimeoutError)  a task ran longer than ``timeout``
+```text
+ShmaugError
+├── ArgumentError        (ValueError)    an argument has a value we cannot use
+├── ArgumentTypeError    (TypeError)     an argument has a type we cannot use
+├── NotPicklableError    (TypeError)     something bound for the workers does not pickle
+├── OutputMismatchError  (ValueError)    a sample's output shape differs from the batch's
+├── SharedMemoryError    (OSError)       /dev/shm cannot hold what was asked
+├── ImageReadError       (OSError)       an image file is missing, unreadable or corrupt
+├── RemoteError          (OSError)       object storage refused a credential or kept failing
+├── UnknownOpError       (LookupError)   no op registered under that name
+├── DuplicateOpError     (ValueError)    an op name is taken
+├── ClosedError          (RuntimeError)  the loader was used after close()
+├── NotInitializedError  (AttributeError) a Sequence subclass skipped super().__init__()
+├── DistributionError    (RuntimeError)  a Keras distribution set up to train wrong
+├── WorkerError          (RuntimeError)  a worker raised; carries its traceback
+│   └── WorkerDied                       a worker vanished (exit code inside)
+└── WorkerTimeout        (TimeoutError)  a task ran longer than `timeout`
+```
 
 Warnings (``warnings.warn``: something the user should change in their code or data; each is
-said once per loader, ``Sequence`` or ``ImageFiles``; operational detail goes to ``logging``)::
+said once per loader, ``Sequence`` or ``ImageFiles``; operational detail goes to ``logging``):
 
-    UserWarning
-    └── ShmaugWarning                        e.g. files replaced under on_error="skip"
+```text
+UserWarning
+└── ShmaugWarning                        e.g. files replaced under on_error="skip"
+```
 
 A user op that raises ``ValueError`` in a worker reaches the consumer as an exception that is
 *both* a ``ValueError`` and a ``WorkerError`` (see ``rebuild``), so either ``except`` works.

@@ -199,7 +199,8 @@ class ImageFiles(O.ImageSource):
 
         ``directory`` may be a URL (``"s3://bucket/train/"``, ``"gs://..."``), read through
         fsspec with ``storage_options`` (endpoint, credentials; secrets never shown): the
-        bucket is listed once, here, and class folders work as on disk (``docs/remote.md``).
+        bucket is listed once, here, and class folders work as on disk
+        ([Object storage](../remote.md)).
         ``listing_cache``: a folder where that listing is kept and reused by the next
         construction (a bucket of a million objects lists in minutes); it is reused as is
         until its file is deleted, so objects added later are not seen.

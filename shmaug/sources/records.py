@@ -1,4 +1,5 @@
-"""Images stored as encoded bytes inside record files, as a sample source: TFRecord, WebDataset.
+"""Images stored as encoded bytes inside record files, as a sample source: TFRecord, TFDS,
+ArrayRecord, WebDataset, Hugging Face datasets.
 
 ``ImageRecords`` drops in wherever ``ImageFiles`` does, with the same settings, skip rule,
 labels and ``repr`` (``_options.py``) and the same worker-side reader (``_reader.py``); only
@@ -11,12 +12,12 @@ resume and sharding hold unchanged, with no shuffle buffer.
 
 Formats: ``from_tfrecord`` (``_tfrecord.py``, ``_example.py``: no TensorFlow needed),
 ``from_tfds`` (``_tfds.py``: TFDS' metadata and split arithmetic, then its TFRecord or
-ArrayRecord shards as above), ``from_array_record`` (its own index, through ``array_record``'s reader in each worker),
-``from_webdataset`` (``_tar.py``) and ``from_huggingface`` (``_arrow.py``: byte ranges in the
-dataset's Arrow files; ``datasets`` and pyarrow are needed to build the source, not in the
-workers). An unreadable image (a CRC that does not match, no image
-feature, bytes that are no image) raises ``ImageReadError`` naming the shard, the record and its
-byte offset; ``on_error="skip"`` replaces it by the next readable record of its class and a
+ArrayRecord shards as above), ``from_array_record`` (its own index, through
+``array_record``'s reader in each worker), ``from_webdataset`` (``_tar.py``) and
+``from_huggingface`` (``_arrow.py``: byte ranges in the dataset's Arrow files; ``datasets`` and
+pyarrow are needed to build the source, not in the workers). An unreadable image (a CRC that
+does not match, no image feature, bytes that are no image) raises ``ImageReadError`` naming the
+shard, the record and its byte offset; ``on_error="skip"`` replaces it by the next readable record of its class and a
 loader counts it, exactly as for files. A shard that cannot be indexed (cut short, a header CRC
 that does not match, a record without its label) is reported when the source is built.
 """
@@ -51,10 +52,13 @@ __all__ = ["ImageRecords"]
 
 
 class ImageRecords(O.ImageSource):
-    """Images inside record shards (TFRecord, WebDataset tars), decoded in shmaug's workers.
+    """Images inside record shards, decoded in shmaug's workers.
 
-    Build one with ``from_tfrecord`` or ``from_webdataset``, then pass it as ``x``;
-    ``records.labels`` is the matching ``y`` (a loader takes it when ``y`` is not given).
+    Build one with the constructor for the format, then pass it as ``x``: ``from_tfrecord``
+    (TFRecord files of ``tf.train.Example``), ``from_tfds`` (a dataset TensorFlow Datasets
+    prepared), ``from_array_record`` (ArrayRecord files), ``from_webdataset`` (WebDataset
+    tars) or ``from_huggingface`` (a Hugging Face ``datasets.Dataset``). ``records.labels``
+    is the matching ``y`` (a loader takes it when ``y`` is not given).
     Settings are ``ImageFiles``' (``image_size``, ``color_mode``, ``interpolation``,
     ``on_error``, ``label_mode``, ``reduced_decode``), with the same defaults and the same
     meaning; read-only once built.
@@ -122,11 +126,12 @@ class ImageRecords(O.ImageSource):
 
         ``files`` is a list of paths or a glob pattern (matches sorted); paths may be URLs
         (``"s3://bucket/train-*"``, ``gs://``, ``https://``) read through fsspec with
-        ``storage_options`` (``docs/remote.md``): each shard is streamed once to index it,
-        then workers read records with ranged requests, a task's together. Each record's image is
-        the bytes feature ``image_key`` (JPEG, PNG, ... as ``ImageFiles`` decodes); its label
-        the feature ``label_key``: one int64 (a class index) or one bytes value (a class name;
-        names sorted, or ``class_names`` to order them); ``label_key=None`` for no labels.
+        ``storage_options`` ([Object storage](../remote.md)): each shard is streamed once to
+        index it, then workers read records with ranged requests, a task's together. Each
+        record's image is the bytes feature ``image_key`` (JPEG, PNG, ... as ``ImageFiles``
+        decodes); its label the feature ``label_key``: one int64 (a class index) or one bytes
+        value (a class name; names sorted, or ``class_names`` to order them);
+        ``label_key=None`` for no labels.
         ``compression_type``: None (default) tells plain from GZIP files by their bytes;
         "" or "GZIP" says which. GZIP files cannot be read at an offset: they are
         decompressed once, here, and held in memory (shared with the workers, not copied per
@@ -286,8 +291,9 @@ class ImageRecords(O.ImageSource):
 
         ``tar_files`` is a list of paths, a glob pattern (matches sorted) or WebDataset's
         braces (``"shards/train-{000..127}.tar"``); paths may be URLs read through fsspec
-        with ``storage_options``, as ``from_tfrecord``'s. Shards must be uncompressed tars. ``image_ext``: the image member's extension, or several (a list, or
-        "jpg;png" as WebDataset writes it), the first present is used. ``label_ext``: the
+        with ``storage_options``, as ``from_tfrecord``'s. Shards must be uncompressed tars.
+        ``image_ext``: the image member's extension, or several (a list, or "jpg;png" as
+        WebDataset writes it), the first present is used. ``label_ext``: the
         label member, text holding a class index (WebDataset's ``.cls``) or a class name
         (names sorted, or ``class_names``); None for no labels. ``index_cache``: as
         ``from_tfrecord``'s. Other keyword arguments are ``ImageFiles``' settings.
@@ -297,8 +303,8 @@ class ImageRecords(O.ImageSource):
                 image or no label member (shard, sample and key named).
 
         Example:
-            >>> records = ImageRecords.from_webdataset("shards/train-{000..009}.tar".replace(
-            ...     "{000..009}", "*"), image_size=(224, 224))
+            >>> records = ImageRecords.from_webdataset("shards/train-{000..009}.tar",
+            ...                                        image_size=(224, 224))
         """
         found = _find("tar_files", tar_files, "tar shards", storage_options)
         paths = found.paths
@@ -339,8 +345,9 @@ class ImageRecords(O.ImageSource):
         "shmaug[huggingface]"``.
 
         Raises:
-            ArgumentError: not a Dataset (a DatasetDict: pick a split); a column that is
-                missing or not an image; a row whose image has no bytes.
+            ArgumentTypeError: not a Dataset (a DatasetDict: pick a split).
+            ArgumentError: a column that is missing or not an image; a row whose image has no
+                bytes.
 
         Example:
             >>> ds = datasets.load_from_disk("beans")["train"]

@@ -217,3 +217,34 @@ def test_a_dataset_dict_is_refused_in_sentences_that_end_and_begin():
     assert text.endswith("pick a split, e.g. `dataset['train']`."), text
     assert not re.search(r"\. [a-z]", text.replace("e.g. ", "")), text  # a sentence's start
     assert text.count("Fix:") == 1 and "(type DatasetDict)" not in text, text
+
+
+def _docstring_tree(doc):
+    """The class names drawn in errors.py's tree: the first word of each line, after its
+    branch (``├── ``, ``│   └── ``)."""
+    import re
+
+    return {m.group(1) for m in re.finditer(r"^[│├└─ ]*([A-Z]\w+)", doc, re.M)}
+
+
+def test_every_exported_error_is_on_the_api_page_and_in_the_tree():
+    # RemoteError was exported but missing from docs/api/errors.md (issue 36).
+    import re
+    from pathlib import Path
+
+    import shmaug
+    from shmaug import errors
+
+    exported = {name for name in shmaug.__all__ if isinstance(getattr(shmaug, name), type)
+                and issubclass(getattr(shmaug, name), (errors.ShmaugError, Warning))}
+    page = (Path(__file__).parents[2] / "docs" / "api" / "errors.md").read_text(encoding="utf-8")
+    members = set(re.search(r"members: \[([^\]]*)\]", page).group(1).replace(" ", "").split(","))
+    assert exported <= members, exported - members
+    assert exported <= _docstring_tree(errors.__doc__), exported - _docstring_tree(errors.__doc__)
+
+
+def test_the_errors_docstring_is_markdown_not_restructuredtext():
+    # mkdocstrings renders it as Markdown: a "::" showed as text on the errors page (issue 36).
+    from shmaug import errors
+
+    assert "::" not in errors.__doc__ and "```text" in errors.__doc__
