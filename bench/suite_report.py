@@ -106,7 +106,11 @@ def summary_table(results: list[dict[str, Any]]) -> str:
 
 
 def scaling_table(results: list[dict[str, Any]], workers: int) -> str:
-    rows = []
+    """images/s per worker count, with the parallel efficiency where contender 1's run gives
+    the 1-process rate. A cell holds a number or nothing: a run that failed is empty, its
+    status in a line under the table (a status in a number column read as a figure)."""
+    rows, failed = [], []
+    no_single = False
     for impl in W.IMPLS:
         single = _rate(_find(results, "W1", impl, "keras_single", fit=False, scaling=False))
         for c in SCALING:
@@ -116,14 +120,27 @@ def scaling_table(results: list[dict[str, Any]], workers: int) -> str:
                           and r["spec"]["contender"] == c and r["spec"]["workers"] == n
                           and not r["spec"].get("fit")), None)
                 rate = _rate(r)
-                cells.append(f"{R.fmt_num(rate)} ({rate / (n * single):.0%})" if rate == rate and single == single
-                             else ("—" if r is None else _status(r)[:40]))
+                if r is None:
+                    cells.append("—")
+                elif rate != rate:
+                    cells.append("")
+                    failed.append(f"{LABELS[c]}, {impl} ops, N={n}: {_status(r)}")
+                elif single == single:
+                    cells.append(f"{R.fmt_num(rate)} ({rate / (n * single):.0%})")
+                else:
+                    cells.append(R.fmt_num(rate))
+                    no_single = True
             if any(x != "—" for x in cells):
                 rows.append([LABELS[c], impl, *cells])
     if not rows:
         return ""
+    notes = "".join(f"\n\nNot measured: {line}" for line in failed)
+    if no_single:
+        notes += ("\n\nA figure without a percentage has no efficiency: contender 1's "
+                  "1-process run is not in these results.")
     return ("### W1 scaling: images/s (parallel efficiency = images/s ÷ (N × 1-process images/s))\n\n"
-            + R.markdown_table(["contender", "ops", *[f"N={n}" for n in range(1, workers + 1)]], rows))
+            + R.markdown_table(["contender", "ops", *[f"N={n}" for n in range(1, workers + 1)]], rows)
+            + notes)
 
 
 def fit_table(results: list[dict[str, Any]]) -> str:
