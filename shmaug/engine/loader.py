@@ -111,7 +111,7 @@ class Loader:
         start_method: "fork", "spawn", "forkserver", or None: a method other than fork set
             with ``multiprocessing.set_start_method``, else the platform's if it is not fork, else
             fork while no JAX, TensorFlow or torch is imported and forkserver once one is
-            (fork after their threads start can deadlock; see docs/faults.md).
+            (fork after their threads start can deadlock; see [Faults and errors](../faults.md)).
         max_queue_size: batches prepared ahead of the consumer (ring slots in shared memory).
         timeout: seconds one task (a batch, or a worker's share of one) may run before
             ``WorkerTimeout``; None waits forever. (A source in a bucket fetches the samples

@@ -102,8 +102,10 @@ def test_pure_python_crc32c_agrees_and_its_slowness_is_said(monkeypatch, tmp_pat
 
     assert T._crc32c_python()(b"123456789") == 0xE3069283 == T.crc32c(b"123456789")
     monkeypatch.setattr(T, "SLOW_CRC", True)
+    monkeypatch.setattr(T, "SLOW_CRC_FIX", "google-crc32c is not installed. Fix: pip install "
+                                           "google-crc32c.")
     (tmp_path / "empty.tfrecord").write_bytes(b"")
-    with pytest.warns(shmaug.ShmaugWarning, match=r'shmaug\[tfrecord\]'), \
+    with pytest.warns(shmaug.ShmaugWarning, match=r'pure Python.*Fix: pip install'), \
             pytest.raises(shmaug.ArgumentError, match=r"hold no record"):
         shmaug.ImageRecords.from_tfrecord(str(tmp_path / "empty.tfrecord"))
 
