@@ -23,10 +23,10 @@ class Recorded(shmaug.Sequence):
 
     def __getitem__(self, index):
         batch = super().__getitem__(index)
-        (epoch, planned), took = self._passes.last  # a pass took it (a look moves nothing)
+        (epoch, planned, in_order), took = self._passes.last  # a pass took it (a look: no)
         if took and self.keras_epoch >= 0:  # not a batch drawn to build the model
             x = batch[0]
-            ids = self.loader.indices(planned, epoch=epoch)
+            ids = self.loader.indices(planned, epoch=epoch, in_order=in_order)
             line = [self.keras_epoch, ids.tolist(),
                     [hashlib.sha1(row.tobytes()).hexdigest()[:16] for row in x]]
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
