@@ -364,23 +364,27 @@ class Remote:
 
     def identities(self, urls: Sequence[str]) -> list[str | BaseException]:
         """Per object, ``"size|etag"`` (its modification time where the backend gives no
-        etag): what an index cache keys on; or the exception (``FileNotFoundError``: none)."""
+        etag): what an index cache keys on; or the exception (``FileNotFoundError``: none,
+        ``IsADirectoryError``: a folder)."""
         def ident(fs: Any, url: str) -> bytes:
             info = fs.info(url)
             if info.get("type", "file") != "file":
-                raise FileNotFoundError(url)
+                return b""  # a folder (a prefix), not an object
             tag = next((str(info[k]) for k in ("ETag", "etag", "md5Hash", "LastModified",
                                                "mtime", "updated") if info.get(k)), "")
             return f"{int(info['size'])}|{tag}".encode()
 
-        return [o if isinstance(o, BaseException) else o.decode() for o in self.map_all(
-            list(urls), lambda u: self._retried(u, lambda fs: ident(fs, u)))]
+        outcomes = self.map_all(list(urls), lambda u: self._retried(u, lambda fs: ident(fs, u)))
+        return [o if isinstance(o, BaseException) else o.decode() if o else
+                IsADirectoryError(f"{u!r} is a folder, not an object")
+                for u, o in zip(urls, outcomes)]
 
     def check_exist(self, urls: Sequence[str]) -> None:
         """Raises ``ArgumentError`` naming the missing objects (checked concurrently)."""
         # ``info``, not ``isfile``: isfile answers False for a refused credential too.
         outcomes = self.identities(urls)
-        missing = [u for u, o in zip(urls, outcomes) if isinstance(o, FileNotFoundError)]
+        missing = [u for u, o in zip(urls, outcomes)
+                   if isinstance(o, (FileNotFoundError, IsADirectoryError))]
         if missing:
             raise ArgumentError(
                 f"{len(missing)} object(s) do not exist, e.g. {missing[0]!r}. Fix: correct the "

@@ -138,7 +138,9 @@ def find(name: str, given: Any, what: str, storage_options: Any) -> Shards:
                       lambda p: [remote.url(u) for u in remote.fs().glob(p)], lambda p: True)
     idents = remote.identities(paths)
     _check_found(name, given, what, paths,
-                 [p for p, i in zip(paths, idents) if isinstance(i, FileNotFoundError)])
+                 [p for p, i in zip(paths, idents)
+                  if isinstance(i, (FileNotFoundError, IsADirectoryError))],
+                 [p for p, i in zip(paths, idents) if isinstance(i, IsADirectoryError)])
     for i in idents:
         if isinstance(i, BaseException):
             raise i
@@ -239,17 +241,37 @@ def _existing(name: str, given: Any, what: str, listed: list[str],
     pattern = isinstance(given, (str, os.PathLike))  # a list's paths are taken as written
     paths = [p for one in listed
              for p in (sorted(matches(one)) if pattern and glob.has_magic(one) else [one])]
-    _check_found(name, given, what, paths, [p for p in paths if not exists(p)])
+    missing = [p for p in paths if not exists(p)]
+    _check_found(name, given, what, paths, missing, [p for p in missing if os.path.isdir(p)])
     return paths
 
 
-def _check_found(name: str, given: Any, what: str, paths: list[str], missing: list[str]
-                 ) -> None:
-    if not paths or missing:
-        seen = f"{len(missing)} do not exist: {missing[:3]}" if missing else "none matched"
-        raise ArgumentError(
-            f"`{name}` must name existing {what}; received {got(given)}, of which {seen}. "
-            f"Fix: check the paths or the glob pattern."
-        )
+def _check_found(name: str, given: Any, what: str, paths: list[str], missing: list[str],
+                 folders: list[str]) -> None:
+    """Raises ``ArgumentError`` when nothing matched or some paths are not files: the missing
+    ones named (a few, then how many more), and a folder as a folder, with the pattern of the
+    files in it."""
+    if paths and not missing:
+        return
+    absent = [p for p in missing if p not in folders]
+    if not paths:
+        seen = "of which none matched"
+    elif folders and paths == folders and isinstance(given, (str, os.PathLike)):
+        seen = "which is a folder" if len(folders) == 1 else f"which are folders: {_few(folders)}"
+    else:
+        seen = "of which " + "; ".join(
+            ([f"{len(absent)} do not exist: {_few(absent)}"] if absent else [])
+            + ([f"{len(folders)} {'is a folder' if len(folders) == 1 else 'are folders'}: "
+                f"{_few(folders)}"] if folders else []))
+    fix = (f"name the files in a folder with a pattern, e.g. `{name}="
+           f"{folders[0].rstrip('/') + '/*'!r}`" if folders else
+           "check the paths or the glob pattern")
+    raise ArgumentError(
+        f"`{name}` must name existing {what}; received {got(given)}, {seen}. Fix: {fix}."
+    )
 
 
+def _few(paths: list[str], shown: int = 3) -> str:
+    """``'a', 'b', 'c', … (2 more)``: the first few paths, and how many were left out."""
+    more = f", … ({len(paths) - shown} more)" if len(paths) > shown else ""
+    return ", ".join(repr(p) for p in paths[:shown]) + more

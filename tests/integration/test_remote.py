@@ -188,6 +188,15 @@ def test_secrets_never_show(s3, caplog):
     assert any("retrying" in r.getMessage() for r in caplog.records)
 
 
+def test_a_bucket_folder_given_for_shards_is_called_a_folder(s3):
+    endpoint, _ = s3
+    with pytest.raises(shmaug.ArgumentError, match=(
+            rf"received 's3://{BUCKET}/train' \(type str\), which is a folder.*"
+            rf"Fix: .*'s3://{BUCKET}/train/\*'")):
+        shmaug.ImageRecords.from_webdataset(f"s3://{BUCKET}/train",
+                                            storage_options=options(endpoint))
+
+
 def test_bad_credentials_are_refused_at_once_naming_the_fix(s3):
     endpoint, _ = s3
     with checking_credentials():

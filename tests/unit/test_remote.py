@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -104,6 +105,28 @@ def test_missing_objects_and_refused_credentials_are_not_retried(monkeypatch, re
     with pytest.raises(raised, match="memory://b/x.png"):
         remote.fetch("memory://b/x.png")
     assert fs.calls == 1
+
+
+@pytest.mark.parametrize("call", [ImageRecords.from_tfrecord, ImageRecords.from_webdataset])
+def test_a_folder_given_for_shards_is_called_a_folder(tmp_path, call):
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    with pytest.raises(ArgumentError, match=(
+            rf"\(type str\), which is a folder\. Fix: .*{re.escape(repr(str(folder) + '/*'))}")):
+        call(str(folder))
+
+
+def test_missing_shards_are_listed_with_an_ellipsis_where_cut_short(tmp_path):
+    for k in range(2):
+        (tmp_path / f"shard-{k}.tar").touch()
+    with pytest.raises(ArgumentError) as caught:
+        ImageRecords.from_webdataset(str(tmp_path / "shard-{0..5}.tar"))
+    text = str(caught.value)
+    assert "4 do not exist: " in text and "shard-4.tar" in text and "shard-5.tar" not in text
+    assert "… (1 more)" in text, text
+    with pytest.raises(ArgumentError) as caught:
+        ImageRecords.from_webdataset(str(tmp_path / "shard-{0..4}.tar"))
+    assert "3 do not exist: " in str(caught.value) and "…" not in str(caught.value)
 
 
 def test_ranges_are_coalesced_and_returned_in_the_order_asked(monkeypatch, remote):
