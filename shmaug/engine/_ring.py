@@ -78,11 +78,13 @@ class OutputRing:
                  targets: TargetLayout | None = None) -> RingHandles:
         """Create the shared blocks for ``slots`` batches of samples of this shape and dtype,
         and of each augmented target's samples."""
-        handle, self.view = self._store.empty(self._shape(sample_shape), dtype, what=self._what)
+        handle, self.view = self._store.empty(self._shape(sample_shape), dtype, what=self._what,
+                                              lent=True)
         handles = {}
         for name, (shape, target_dtype) in (targets or {}).items():
             handles[name], self.targets[name] = self._store.empty(
-                self._shape(shape), target_dtype, what=f"{self._what}, target {name!r}")
+                self._shape(shape), target_dtype, what=f"{self._what}, target {name!r}",
+                lent=True)
         self.handles = RingHandles(handle, handles)
         return self.handles
 

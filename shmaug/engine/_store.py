@@ -196,20 +196,38 @@ def attach_block(handle: ArrayHandle) -> shared_memory.SharedMemory:
     return _attach_untracked(handle.name)
 
 
-def _close_quietly(shm: shared_memory.SharedMemory) -> None:
+def _close_quietly(shm: shared_memory.SharedMemory, *, lent: bool = False) -> None:
+    """Close this process's hold on a block; a ``lent`` block (ring slots that
+    ``copy=False`` hands out) is never unmapped from under a view.
+
+    ``SharedMemory.close()`` unmaps at once, yet a numpy array made on its buffer keeps only
+    the ``mmap`` object as its base, not an export of it: a batch lent with ``copy=False``
+    and kept past the ``Loader``'s close then read freed pages and crashed Python. So where
+    anything besides the block itself still holds a lent block's ``mmap``, the ``mmap`` is
+    dropped instead of closed: it unmaps itself (and closes its descriptor) when the last
+    array over it is collected. The owner unlinks the name regardless. (The attributes are
+    CPython's own, the same from 3.10 to 3.13.)
+    """
+    mapping = shm._mmap  # type: ignore[attr-defined]
+    # References: the block's attribute, its memoryview's, `mapping`, getrefcount's argument
+    if lent and mapping is not None and sys.getrefcount(mapping) > 4:
+        shm._buf = None  # type: ignore[attr-defined]
+        shm._mmap = None  # type: ignore[attr-defined]
+    del mapping
     try:
-        shm.close()
+        shm.close()  # the mapping where nothing else holds it, and the descriptor (POSIX)
     except BufferError:
-        # A view is still alive somewhere; the mapping goes when the view does.
+        # A view of the memoryview itself is alive; the mapping goes when the view does.
         pass
 
 
-def _release(segments: list[shared_memory.SharedMemory], locks: list[int]) -> None:
+def _release(segments: list[shared_memory.SharedMemory], locks: list[int],
+             lent: set[str]) -> None:
     """Close and unlink every block, then drop the locks that said its owner lives; safe to
     call twice (the lists are emptied)."""
     while segments:
         shm = segments.pop()
-        _close_quietly(shm)
+        _close_quietly(shm, lent=shm.name in lent)
         try:
             with _tracker.python_tracker_skipped():
                 shm.unlink()
@@ -238,12 +256,15 @@ class SharedStore:
         _leftovers.sweep(SEGMENT_PREFIX)
         self._segments: list[shared_memory.SharedMemory] = []  # invariant: all owned, all live
         self._locks: list[int] = []  # invariant: one descriptor locking each, where locks apply
-        self._finalizer = weakref.finalize(self, _release, self._segments, self._locks)
+        self._lent: set[str] = set()  # invariant: names of the blocks views are lent from
+        self._finalizer = weakref.finalize(self, _release, self._segments, self._locks,
+                                           self._lent)
 
-    def empty(self, shape: tuple[int, ...], dtype: Any, *, what: str = "an array") -> tuple[
-        ArrayHandle, np.ndarray
-    ]:
-        """A new zero-filled shared array; returns its handle and a view for this process."""
+    def empty(self, shape: tuple[int, ...], dtype: Any, *, what: str = "an array",
+              lent: bool = False) -> tuple[ArrayHandle, np.ndarray]:
+        """A new zero-filled shared array; returns its handle and a view for this process.
+        ``lent``: views of it may outlive the store (the ring's slots under ``copy=False``):
+        closing then unlinks its name but leaves the mapping to the last view."""
         dt = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
         check_capacity(nbytes, what)
@@ -259,6 +280,8 @@ class SharedStore:
             ) from exc
         _tracker.track(shm._name)  # type: ignore[attr-defined]
         self._segments.append(shm)
+        if lent:
+            self._lent.add(shm.name)
         lock = _leftovers.hold(name)
         if lock is not None:
             self._locks.append(lock)
