@@ -18,13 +18,16 @@ sight; it knows nothing of images:
   failures (timeouts, 5xx, throttling, a dropped connection) are retried ``RETRIES`` times with
   exponential backoff, then ``RemoteError`` names the object and the last failure; a missing
   object is ``FileNotFoundError`` at once (the caller names it: an unreadable image), a refused
-  credential ``RemoteError`` at once, naming the fix.
+  credential ``RemoteError`` at once, naming the fix. These rules
+  (``Remote.failure``) hold for every call the main process makes too: listing, globbing,
+  sizes and etags, and (``_shards.Shards.opened``) the index scan.
 - ``Fetched``: a worker's fetched samples, for its task and the tasks queued behind it (one
   round of requests for several tasks), each handed out once.
 - ``_bucket.RemoteTable`` uses this layer for image files (``files.py``).
-- ``listing`` / ``check_exist`` / ``identities``: list a bucket folder once (one paginated
-  listing, not one per class) in Keras' folder order; check that objects exist, or read their
-  size and etag (what an index cache keys on), concurrently.
+- ``listing`` / ``glob`` / ``check_exist`` / ``identities``: list a bucket folder once (one
+  paginated listing, not one per class) in Keras' folder order, or a glob pattern's matches;
+  check that objects exist, or read their size and etag (what an index cache keys on),
+  concurrently.
 """
 
 from __future__ import annotations
@@ -42,11 +45,12 @@ import re
 import threading
 import time
 from collections import Counter, OrderedDict
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from ..errors import ArgumentError, ArgumentTypeError, RemoteError, got
 
 log = logging.getLogger("shmaug.sources.remote")
+T = TypeVar("T")
 
 MAX_IN_FLIGHT = 16  # requests in flight per process: enough to hide 50 ms at ~300 objects/s
 RETRIES = 3  # transient failures retried per request, then RemoteError
@@ -228,7 +232,8 @@ class Remote:
             RemoteError: a refused credential (at once), or transient failures ``RETRIES``
                 times over, naming the object and the last one.
         """
-        return self._retried(url, lambda fs: fs.cat_file(url, **self._one_get, **_limit(fs)))
+        return self._retried(url, lambda fs: bytes(
+            fs.cat_file(url, **self._one_get, **_limit(fs))))
 
     def read_ranges(self, url: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of each ``(offset, size)`` of object ``url``, in order. Ranges closer than
@@ -262,7 +267,7 @@ class Remote:
                     for start, stop, _ in found]
         # start= / end= by name: s3fs' third positional parameter is version_id.
         pieces = iter(self.map_all(requests, lambda item: self._retried(item[0], lambda fs: (
-            fs.cat_file(item[0], start=item[1], end=item[2], **_limit(fs))))))
+            bytes(fs.cat_file(item[0], start=item[1], end=item[2], **_limit(fs)))))))
         out: list[list[bytes] | BaseException] = []
         for (url, ranges), found, rest, got_ in zip(wanted, groups, todo, parts):
             failed: BaseException | None = None
@@ -301,7 +306,9 @@ class Remote:
             )
         return [f.result() for f in futures]
 
-    def _retried(self, url: str, call: Callable[[Any], bytes]) -> bytes:
+    def _retried(self, url: str, call: Callable[[Any], T], doing: str = "read") -> T:
+        """``call(fs)``, retried while its failures are transient (``failure`` says which are
+        not). A call's bytes teach ``RoundTrip`` what a request costs."""
         last: BaseException | None = None
         for attempt in range(RETRIES + 1):
             if attempt:
@@ -312,25 +319,55 @@ class Remote:
             try:
                 fs = self.fs()  # built before the clock starts: a request's cost, not a client's
                 began = time.perf_counter()
-                data = bytes(call(fs))
-                self._trip.observe(time.perf_counter() - began, len(data))
-                return data
-            except (FileNotFoundError, IsADirectoryError):
-                raise FileNotFoundError(f"no such object {url!r}") from None
-            except PermissionError as exc:
-                raise RemoteError(
-                    f"Access to {url!r} was refused ({self.scrub(_describe(exc))}). Fix: pass "
-                    f"credentials the bucket accepts in storage_options (now "
-                    f"{self.options_text}) or where the backend looks for them (environment, "
-                    f"config files), or `storage_options={{'anon': True}}` for a public bucket."
-                ) from None
-            except Exception as exc:  # transient until proven otherwise: retried, bounded
-                last = exc
-        raise RemoteError(
-            f"Could not read {url!r} after {RETRIES + 1} attempts; the last failure: "
-            f"{self.scrub(_describe(last))}. Fix: check that the endpoint is reachable "
-            f"(storage_options={self.options_text}) and retry."
+                out = call(fs)
+                if isinstance(out, bytes):
+                    self._trip.observe(time.perf_counter() - began, len(out))
+                return out
+            except Exception as exc:
+                final = self._final(url, exc, doing)
+                if final is not None:
+                    raise final from None
+                last = exc  # transient until proven otherwise: retried, bounded
+        raise self.failure(url, last, doing, RETRIES + 1)
+
+    def failure(self, url: str, exc: BaseException | None, doing: str = "read",
+                attempts: int = 1) -> BaseException:
+        """The error the rules make of ``exc``, raised while ``doing`` (``"read"``, ``"list"``,
+        ``"index"``) ``url``: what ``_final`` says, else the transient failure that ended
+        ``attempts`` tries. For a call that is not retried (the index scan's stream)."""
+        final = None if exc is None else self._final(url, exc, doing)
+        if final is not None:
+            return final
+        what = f"read {url!r} to index it" if doing == "index" else f"{doing} {url!r}"
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        return RemoteError(
+            f"Could not {what}{tries}; the last failure: {self.scrub(_describe(exc))}. Fix: "
+            f"check that the endpoint is reachable (storage_options={self.options_text}) and "
+            f"retry."
         )
+
+    def _final(self, url: str, exc: BaseException, doing: str) -> BaseException | None:
+        """The error that ends a call at its first failure, or None (transient: retried).
+
+        A missing object (or bucket) is ``FileNotFoundError``; a refused credential is
+        ``RemoteError`` naming the fix."""
+        what = f"read {url!r} to index it" if doing == "index" else f"{doing} {url!r}"
+        if isinstance(exc, RemoteError):
+            return exc
+        if isinstance(exc, (FileNotFoundError, IsADirectoryError)):
+            if doing == "list":  # the backend's reason alone: no such bucket
+                return FileNotFoundError(self.scrub(_describe(exc)))
+            return FileNotFoundError(f"no such object {url!r}")
+        if isinstance(exc, PermissionError):
+            may = "may list the bucket" if doing == "list" else "the bucket accepts"
+            unlisted = "; a list of the objects' URLs needs no listing" if doing == "list" else ""
+            return RemoteError(
+                f"Could not {what}: access was refused ({self.scrub(_describe(exc))}). Fix: "
+                f"pass credentials that {may} in storage_options (now {self.options_text}) or "
+                f"where the backend looks for them (environment, config files), or "
+                f"`storage_options={{'anon': True}}` for a public bucket{unlisted}."
+            )
+        return None
 
     # -- listing ----------------------------------------------------------------------------
 
@@ -343,16 +380,10 @@ class Remote:
 
         Raises:
             ArgumentError: nothing is there.
+            RemoteError: as ``fetch`` (retried, or refused at once).
         """
-        fs = self.fs()
         try:
-            found = fs.find(root, detail=False)
-        except PermissionError as exc:
-            raise RemoteError(
-                f"Listing {root!r} was refused ({self.scrub(_describe(exc))}). Fix: pass "
-                f"credentials that may list the bucket in storage_options (now "
-                f"{self.options_text}), or pass the objects' URLs to ImageFiles.from_paths."
-            ) from None
+            found = self._retried(root, lambda fs: list(fs.find(root, detail=False)), "list")
         except FileNotFoundError:
             found = []
         if not found:
@@ -361,6 +392,16 @@ class Remote:
                 f"the folder (prefix) that holds one sub-folder of images per class."
             )
         return Listing(root, [self.url(p) for p in found])
+
+    def glob(self, pattern: str) -> list[str]:
+        """The URLs of the objects matching ``pattern``, as the bucket lists them.
+
+        Raises:
+            FileNotFoundError: no such bucket (the backend's reason in the message).
+            RemoteError: as ``fetch`` (retried, or refused at once).
+        """
+        return [self.url(p) for p in self._retried(
+            pattern, lambda fs: list(fs.glob(pattern)), "list")]
 
     def identities(self, urls: Sequence[str]) -> list[str | BaseException]:
         """Per object, ``"size|etag"`` (its modification time where the backend gives no
@@ -633,6 +674,16 @@ def _limit(fs: Any) -> dict[str, float]:
     gives up after ``timeout`` seconds with ``FSTimeoutError`` (then retried, bounded)."""
     timeout = float(os.environ.get("SHMAUG_REQUEST_TIMEOUT_S", REQUEST_TIMEOUT_S))
     return {"timeout": timeout} if getattr(fs, "async_impl", False) else {}
+
+
+# The packages whose exceptions are the backend's (``from_backend``).
+_BACKEND_PACKAGES = {"botocore", "aiobotocore", "aiohttp", "fsspec", "s3fs", "gcsfs", "google"}
+
+
+def from_backend(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of the storage backend's exceptions (botocore's are not
+    ``OSError``), as opposed to one of the caller's own code."""
+    return any(c.__module__.partition(".")[0] in _BACKEND_PACKAGES for c in type(exc).__mro__)
 
 
 def _outcome(fn: Callable[[Any], Any], item: Any) -> Any:

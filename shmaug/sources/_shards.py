@@ -29,7 +29,7 @@ import numpy as np
 from . import _options as O
 from . import _remote as R
 from ._bucket import remote_for, check_same_protocol
-from ..errors import ArgumentError, ArgumentTypeError, RemoteError, ShmaugError, got
+from ..errors import ArgumentError, ArgumentTypeError, ShmaugError, got
 
 log = logging.getLogger("shmaug.sources.records")
 Scan = Callable[[str], tuple[list[int], list[int], list[Any]]]
@@ -71,14 +71,13 @@ class Shards:
             with self.remote.fs().open(path, "rb", block_size=_SCAN_BLOCK,
                                        cache_type="readahead") as f:
                 yield f, size
-        except (OSError, RuntimeError, ValueError) as exc:
-            if isinstance(exc, (ShmaugError, FileNotFoundError)):  # the format's, or missing
+        except Exception as exc:
+            # The format's own errors pass; the stream's follow the fetch rules
+            # (``Remote.failure``), without the backend's traceback. botocore's are not OSError.
+            if isinstance(exc, ShmaugError) or not (
+                    isinstance(exc, (OSError, RuntimeError, ValueError)) or R.from_backend(exc)):
                 raise
-            raise RemoteError(
-                f"Could not read {path!r} to index it ({self.remote.scrub(str(exc))[:300]}). "
-                f"Fix: check that the endpoint is reachable (storage_options="
-                f"{self.remote.options_text}) and build the source again."
-            ) from None
+            raise self.remote.failure(path, exc, "index") from None
 
 
     def head(self, path: str, size: int) -> bytes:
@@ -134,8 +133,18 @@ def find(name: str, given: Any, what: str, storage_options: Any) -> Shards:
     if remote is None:
         return Shards(_existing(name, given, what, listed, glob.glob, os.path.isfile))
     check_same_protocol(listed, remote.protocol)
-    paths = _existing(name, given, what, listed,
-                      lambda p: [remote.url(u) for u in remote.fs().glob(p)], lambda p: True)
+
+    def matches(pattern: str) -> list[str]:
+        try:
+            return remote.glob(pattern)
+        except FileNotFoundError as exc:  # no such bucket
+            raise ArgumentError(
+                f"`{name}` must name existing {what}; received {got(given)}, where the "
+                f"bucket's listing found nothing ({exc}). Fix: check the bucket's name and "
+                f"the endpoint (storage_options={remote.options_text})."
+            ) from None
+
+    paths = _existing(name, given, what, listed, matches, lambda p: True)
     idents = remote.identities(paths)
     _check_found(name, given, what, paths,
                  [p for p, i in zip(paths, idents)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import socket
 import threading
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -186,6 +188,44 @@ def test_secrets_never_show(s3, caplog):
     for text in shown:
         assert SECRET not in text, text
     assert any("retrying" in r.getMessage() for r in caplog.records)
+
+
+def closed_port() -> str:
+    """An endpoint on localhost where nothing listens: every connection is refused."""
+    return f"http://127.0.0.1:{free_port()}"
+
+
+def assert_short_and_ours(error: BaseException) -> str:
+    """The error's text, after checking that it comes without the backend's traceback (no
+    chained exception, no frame of fsspec, s3fs, aiobotocore or botocore) and masks the secret."""
+    shown = "".join(traceback.format_exception(error))
+    assert error.__cause__ is None and (error.__context__ is None or error.__suppress_context__)
+    assert "site-packages" not in shown and shown.count("\n") < 60, shown
+    assert SECRET not in shown and "Fix:" in str(error)
+    return str(error)
+
+
+@pytest.mark.parametrize("call, pattern", [("from_tfrecord", "train-*"),
+                                           ("from_webdataset", "*.tar")])
+@pytest.mark.parametrize("fault", ["missing bucket", "refused credential", "unreachable endpoint"])
+def test_a_glob_in_a_bucket_reports_its_fault_naming_the_url_and_the_fix(s3, call, pattern,
+                                                                         fault):
+    """The same rules as a list or braces of URLs (issue 36): no fsspec/aiobotocore traceback."""
+    endpoint, _ = s3
+    bucket, opts, raised, says = {
+        "missing bucket": ("nobucket", options(endpoint), shmaug.ArgumentError,
+                           "does not exist|none matched"),
+        "refused credential": (BUCKET, options(endpoint, key="AKIDNOBODY"), RemoteError,
+                               "was refused.*Fix: pass credentials"),
+        "unreachable endpoint": (BUCKET, options(closed_port()), RemoteError,
+                                 "Fix: check that the endpoint"),
+    }[fault]
+    url = f"s3://{bucket}/{pattern}"
+    checking = checking_credentials() if fault == "refused credential" else contextlib.nullcontext()
+    with checking, pytest.raises(raised) as caught:
+        getattr(shmaug.ImageRecords, call)(url, storage_options=opts)
+    text = assert_short_and_ours(caught.value)
+    assert repr(url) in text and re.search(says, text), text
 
 
 def test_a_bucket_folder_given_for_shards_is_called_a_folder(s3):

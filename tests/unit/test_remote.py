@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -15,6 +16,7 @@ from shmaug.errors import ArgumentError, RemoteError
 from shmaug.sources.records import ImageRecords
 from shmaug.sources import _bucket as B
 from shmaug.sources import _remote as R
+from shmaug.sources._shards import Shards
 
 pytest.importorskip("fsspec", reason="needs the remote extra: pip install 'shmaug[remote]'")
 
@@ -105,6 +107,69 @@ def test_missing_objects_and_refused_credentials_are_not_retried(monkeypatch, re
     with pytest.raises(raised, match="memory://b/x.png"):
         remote.fetch("memory://b/x.png")
     assert fs.calls == 1
+
+
+class Listed(Flaky):
+    """A filesystem whose listings fail with ``error`` (then list one object)."""
+
+    def glob(self, pattern: str, detail: bool = False) -> list[str]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return ["b/train-0"]
+
+    find = glob
+
+
+@pytest.mark.parametrize("call", ["glob", "listing"])
+@pytest.mark.parametrize("error, raised, says", [
+    (OSError("503 SlowDown"), None, ""),
+    (PermissionError("403 AccessDenied"), RemoteError, "was refused.*Fix: pass credentials"),
+    (TimeoutError("timed out"), RemoteError, "after 4 attempts.*TimeoutError"),
+])
+def test_listings_follow_the_rules_of_reads(monkeypatch, remote, call, error, raised, says):
+    """A glob and a bucket folder's listing: transient failures retried, refusals at once."""
+    fs = Listed(1 if raised is None else 99, error)
+    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    run = {"glob": lambda: remote.glob("memory://b/train-*"),
+           "listing": lambda: list(remote.listing("memory://b/").dirs)}[call]
+    if raised is None:
+        assert run() == (["memory://b/train-0"] if call == "glob" else ["memory://b"])
+        assert fs.calls == 2
+        return
+    with pytest.raises(raised, match=says) as caught:
+        run()
+    assert "memory://b/" in str(caught.value) and SECRET not in str(caught.value)
+    assert fs.calls == (R.RETRIES + 1 if "attempts" in says else 1)
+
+
+@pytest.mark.parametrize("error, says", [
+    ("timeout", r"Could not read 'memory://b/x.tar' to index it; the last failure: "
+                r"ReadTimeoutError.*Fix: check that the endpoint"),
+])
+def test_an_index_scan_that_fails_mid_stream_names_the_shard(monkeypatch, remote, error, says):
+    """The scan streams a shard through the backend's file object, whose errors (botocore's
+    are not OSError) follow the same rules."""
+    botocore = pytest.importorskip("botocore.exceptions")
+    failure = botocore.ReadTimeoutError(endpoint_url="http://h/b/x.tar")
+
+    class Failing(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer):  # type: ignore[no-untyped-def]
+            raise failure
+
+    class Opens:
+        def open(self, path, mode, **kwargs):  # type: ignore[no-untyped-def]
+            return Failing()
+
+    monkeypatch.setattr(R.Remote, "fs", lambda self: Opens())
+    shards = Shards(["memory://b/x.tar"], remote, {"memory://b/x.tar": "100|etag"})
+    with pytest.raises(RemoteError, match=says) as caught:
+        with shards.opened("memory://b/x.tar") as (f, size):
+            f.read(10)
+    assert caught.value.__suppress_context__
 
 
 @pytest.mark.parametrize("call", [ImageRecords.from_tfrecord, ImageRecords.from_webdataset])
