@@ -1,0 +1,62 @@
+"""uint8 to the accelerator (issue 38 §3): a Sequence that hands Keras uint8 batches (a
+quarter of float32's bytes through the hand-off) and a model that starts with ``Rescaling``
+train as the same model fed float32 in [0, 1]; and float16 written by the workers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+keras = pytest.importorskip("keras")
+
+import shmaug
+
+pytestmark = [pytest.mark.keras, pytest.mark.timeout(240)]
+
+N, SIDE, CLASSES = 48, 8, 3
+
+
+def images() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return (rng.integers(0, 256, (N, SIDE, SIDE, 3), dtype=np.uint8),
+            (np.arange(N) % CLASSES).astype(np.int32))
+
+
+def model(rescale: bool) -> keras.Model:
+    keras.utils.set_random_seed(0)
+    layers = [keras.Input((SIDE, SIDE, 3))]
+    if rescale:
+        layers.append(keras.layers.Rescaling(1 / 255))  # on the accelerator, in the model
+    layers += [keras.layers.Flatten(), keras.layers.Dense(CLASSES, activation="softmax")]
+    m = keras.Sequential(layers)
+    m.compile(keras.optimizers.SGD(0.1), "sparse_categorical_crossentropy")
+    return m
+
+
+def trained(x: np.ndarray, y: np.ndarray, rescale: bool) -> list[np.ndarray]:
+    m = model(rescale)
+    with shmaug.Sequence(x, y, batch_size=8, augment=shmaug.Compose(["hflip", "vflip"]),
+                         workers=2, seed=4) as seq:
+        first, _ = seq.batch(0)
+        assert first.dtype == x.dtype  # what crosses the hand-off
+        m.fit(seq, epochs=2, verbose=0)
+    return m.get_weights()
+
+
+def test_uint8_and_rescaling_train_as_float32_does():
+    x, y = images()
+    fed_uint8 = trained(x, y, rescale=True)
+    fed_float = trained(x.astype(np.float32) / 255, y, rescale=False)
+    for a, b in zip(fed_uint8, fed_float):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_workers_write_float16_when_asked():
+    x, y = images()
+    with shmaug.Sequence(x, y, batch_size=8, augment=shmaug.Compose(["hflip"]), workers=2,
+                         seed=4, output_dtype="float16") as half, \
+            shmaug.Sequence(x, y, batch_size=8, augment=shmaug.Compose(["hflip"]), workers=0,
+                            seed=4) as full:
+        xb, _ = half.batch(1)
+        assert xb.dtype == np.float16
+        np.testing.assert_array_equal(xb, full.batch(1)[0].astype(np.float16))
