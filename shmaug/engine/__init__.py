@@ -8,7 +8,8 @@ underscore says so. Where each piece sits in the flow of one batch (``shared/DES
 - ``_schedule``: pure planning: epoch orders, batches, task slices, shards.
 - ``_ring``: the output slots workers write batches into.
 - ``_pool``, ``_launch``, ``_retiring``: the worker processes, their start, death and resizing;
-  ``_worker`` is what runs inside each.
+  ``_worker`` is what runs inside each, ``_runner`` the slice loop it runs (and ``workers=0``
+  inline), ``_wire`` the messages between them, ``_status`` each worker's shared figures.
 - ``_prefetch``, ``_copier``, ``_recycle``: keep batches in flight and copy them out.
 - ``_autoworkers``, ``_autotune``: ``workers="auto"``.
 - ``_checks`` (the settings), ``_inputs`` (the data), ``_describe`` (reprs), ``_platform``

@@ -50,10 +50,12 @@ import numpy as np
 from . import _platform
 from ._launch import default_start_method, start_worker
 from ._retiring import Retiring
-from ._worker import (
-    BUSY_S, CURRENT_INDEX, IDLE, READY, STARTED, STATUS_FIELDS, TASKS_DONE, TICKET, SliceRunner,
-    WorkerSpec, Waiter, decode_result, ring_message, worker_main,
+from ._runner import SliceRunner
+from ._status import IDLE, StatusBlock
+from ._wire import (
+    STOP, Died, Done, Failed, Probed, Result, TimedOut, decode_result, encode_task, ring_message,
 )
+from ._worker import Waiter, WorkerSpec, worker_main
 from ..errors import ClosedError, WorkerDied, WorkerTimeout, rebuild
 from ._schedule import Task
 from ._ring import OutputRing
@@ -76,8 +78,6 @@ _REPLACEMENT_RETRIES = 3
 # the worker's end of its sentinel open, and then only the exit status tells.
 _SWEEP_S = 0.5
 
-Result = tuple[Any, ...]
-
 
 @dataclass
 class _Worker:
@@ -90,8 +90,8 @@ class _Worker:
 class WorkerPool:
     """N persistent worker processes over one ``WorkerSpec``.
 
-    ``submit`` queues tasks; ``poll`` returns results (``("done", ticket)`` or
-    ``("failed", ticket, ErrorRecord)``), replacing dead workers and redoing their tasks.
+    ``submit`` queues tasks; ``poll`` returns results (``_wire.Result``: ``Done``, ``Failed``,
+    ...), replacing dead workers and redoing their tasks.
     """
 
     def __init__(
@@ -121,9 +121,9 @@ class WorkerPool:
         self._in_flight = in_flight_per_worker
         # A slot for every worker there may be at once (``capacity``: what ``resize`` may reach).
         self.capacity = max(workers, capacity or 0)
-        # Per worker: busy seconds, current index, ... (a block of ``store``'s; see OutputRing)
+        # Per worker: busy seconds, current index, ... (a block of ``store``'s; see _status)
         self._status_handle, self.status = store.empty(
-            (self.capacity * STATUS_FIELDS,), np.float64, what="the workers' status")
+            (StatusBlock.size(self.capacity),), np.float64, what="the workers' status")
         self._workers: list[_Worker | None] = [None] * workers
         self._pending: deque[Task] = deque()  # invariant: submitted, not yet sent to a worker
         self._turn = 0  # invariant: where the next tie-break among equally queued workers starts
@@ -152,18 +152,27 @@ class WorkerPool:
     def workers(self) -> int:
         return len(self._workers)
 
+    @property
+    def status(self) -> Any:
+        """The status block's array (``_status``): shared with the workers, or once closed a
+        private copy."""
+        return self._status.array
+
+    @status.setter
+    def status(self, array: Any) -> None:
+        self._status = StatusBlock(array)  # invariant: over the array the workers write
+
     def busy_s(self) -> float:
         """Every status slot's busy seconds so far, summed (read from the private copy once
         closed)."""
-        return float(self.status[BUSY_S::STATUS_FIELDS].sum())
+        return float(sum(self._status.busy_s()))
 
     @property
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if w is not None]
 
     def _start(self, wid: int) -> None:
-        base = wid * STATUS_FIELDS
-        self.status[base + READY], self.status[base + TICKET] = 0.0, IDLE
+        self._status.row(wid).reset()
         task_r, task_w = self._ctx.Pipe(duplex=False)
         result_r, result_w = self._ctx.Pipe(duplex=False)
         spec = self._spec  # a forkserver's child would get the server's older environment:
@@ -221,7 +230,7 @@ class WorkerPool:
             if len(worker.queued) >= self._in_flight:
                 return
             task = self._pending.popleft()
-            message = task.to_bytes()
+            message = encode_task(task)
             worker.queued.append(task)
             try:
                 worker.tasks.send_bytes(message)
@@ -234,7 +243,7 @@ class WorkerPool:
         live = [w for w in self._workers if w is not None]
         if self._starting:
             self._starting = {wid for wid in self._starting
-                              if not self.status[wid * STATUS_FIELDS + READY]}
+                              if not self._status.row(wid).ready}
             ready = [w for wid, w in enumerate(self._workers)
                      if w is not None and wid not in self._starting]
             return ready or live
@@ -273,7 +282,7 @@ class WorkerPool:
                 results += self._drain(w, everything=False)
             if w.process.sentinel in ready or sweep and not w.process.is_alive():
                 results += self._drain(w)  # it may have answered just before dying
-                if not self.status[wid * STATUS_FIELDS + READY]:
+                if not self._status.row(wid).ready:
                     results += self._retry_start(wid, w)
                     continue
                 self._unready_deaths.pop(wid, None)
@@ -295,7 +304,7 @@ class WorkerPool:
                     break
                 result = decode_result(w.results.recv_bytes())
                 self._answered = True
-                if w.queued and w.queued[0].ticket == result[1]:
+                if w.queued and w.queued[0].ticket == result.ticket:
                     w.queued.popleft()
                 out.append(result)
                 if not everything:
@@ -307,9 +316,9 @@ class WorkerPool:
     def _replace(self, wid: int, w: _Worker, *, crashed: bool) -> list[Result]:
         """A worker died (or was killed): start another in its place and redo what it held.
 
-        ``crashed``: it died on its own. Only the task it had started (its status TICKET) is
+        ``crashed``: it died on its own. Only the task it had started (its status ticket) is
         blamed; a task that ``_MAX_DEATHS_PER_TASK`` workers died running is reported as
-        ``("died", ...)`` instead of redone.
+        ``Died`` instead of redone.
         """
         if self._closed:  # close() is taking care of it
             return []
@@ -321,14 +330,14 @@ class WorkerPool:
         self._close_worker(w)
         self._workers[wid] = None
         self._waiter = None
-        running = self.status[wid * STATUS_FIELDS + TICKET]
+        running = self._status.row(wid).ticket
         failed: list[Result] = []
         redo: list[Task] = []
         for task in w.queued:
             if crashed and task.ticket == running:  # the one it was running when it died
                 self._deaths[task.ticket] = self._deaths.get(task.ticket, 0) + 1
                 if self._deaths[task.ticket] >= _MAX_DEATHS_PER_TASK:
-                    failed.append(("died", task.ticket, wid, code, self._current_index(wid)))
+                    failed.append(Died(task.ticket, wid, code, self._current_index(wid)))
                     continue
             redo.append(task)
         self._pending.extendleft(reversed(redo))
@@ -356,7 +365,7 @@ class WorkerPool:
         return self._replace(wid, w, crashed=False)
 
     def _current_index(self, wid: int) -> int:
-        return int(self.status[wid * STATUS_FIELDS + CURRENT_INDEX])
+        return int(self._status.row(wid).current_index)
 
     def _check_timeouts(self) -> list[Result]:
         """Kill and replace a worker whose current task has run longer than ``timeout``.
@@ -372,9 +381,9 @@ class WorkerPool:
         if self._retiring:
             out += self._from_retiring(self._retiring.timeouts(now, self._timeout))
         for wid, w in enumerate(self._workers):
-            base = wid * STATUS_FIELDS
-            running = self.status[base + TICKET]
-            if w is None or running == IDLE or now - self.status[base + STARTED] <= self._timeout:
+            row = self._status.row(wid)
+            running = row.ticket  # read once: the worker may move on meanwhile
+            if w is None or running == IDLE or now - row.started <= self._timeout:
                 continue
             task = next((t for t in w.queued if t.ticket == running), None)
             if task is None:  # answered already; the result is in the pipe
@@ -384,7 +393,7 @@ class WorkerPool:
             out += self._drain(w)  # answers it sent before it got stuck still count
             _platform.stop(w.process)
             out += self._replace(wid, w, crashed=False)
-            out.append(("timeout", task.ticket, wid, index))
+            out.append(TimedOut(task.ticket, wid, index))
         return out
 
     def _check_stalls(self) -> None:
@@ -392,15 +401,15 @@ class WorkerPool:
         hung op would otherwise hang the run in silence). The task goes on running."""
         if self._stall_told:
             return
-        done = float(self.status[TASKS_DONE::STATUS_FIELDS].sum())
+        done = self._status.tasks_done()
         usual = self.busy_s() / done if done else 0.0
         limit = max(_STALL_MIN_S, _STALL_FACTOR * usual)
         now = time.monotonic()
         for wid, w in enumerate(self._workers):
-            base = wid * STATUS_FIELDS
-            if w is None or self.status[base + TICKET] == IDLE:
+            row = self._status.row(wid)
+            if w is None or row.idle:
                 continue
-            ran = now - self.status[base + STARTED]
+            ran = now - row.started
             if ran > limit:
                 self._stall_told = True
                 log.warning(
@@ -461,7 +470,7 @@ class WorkerPool:
         live += self._retiring.take_all()  # their task pipes are closed: nothing to send
         for w in live:
             try:
-                w.tasks.send_bytes(b"")
+                w.tasks.send_bytes(STOP)
             except OSError:
                 pass
         for w in live:
@@ -541,14 +550,15 @@ class InlinePool:
 
 def as_error(result: Result, timeout: float | None) -> BaseException:
     """The exception for a task result that is not a success: failed, died or timed out."""
-    kind = result[0]
-    if kind == "failed":
-        return rebuild(result[2])
-    if kind == "died":
-        return describe_death(result[2], result[3], result[4])
-    if kind == "timeout":
-        return describe_timeout(result[2], result[3], float(timeout or 0))
-    raise AssertionError(f"not an error result: {kind!r}")  # pragma: no cover
+    match result:
+        case Failed(record=record):
+            return rebuild(record)
+        case Died(worker_id=wid, exitcode=code, sample_index=index):
+            return describe_death(wid, code, index)
+        case TimedOut(worker_id=wid, sample_index=index):
+            return describe_timeout(wid, index, float(timeout or 0))
+        case Done() | Probed():  # pragma: no cover
+            raise AssertionError(f"not an error result: {result!r}")
 
 
 def describe_death(wid: int, code: int | None, index: int) -> WorkerDied:

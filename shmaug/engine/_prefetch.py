@@ -23,6 +23,7 @@ from ..errors import ClosedError
 from ._pool import as_error
 from ._ring import OutputRing, Targets
 from ._schedule import BatchPlan, Task
+from ._wire import Done
 
 POLL_S = 0.1  # how long one wait for results lasts before the loop re-checks everything
 _LEAVE_S = 1.0  # how long close() waits for consumer threads to leave produce()
@@ -244,11 +245,10 @@ class Prefetcher:
         if self._closed:
             raise ClosedError(CLOSED)
         for result in self.pool.poll(timeout_s):
-            kind, ticket = result[0], result[1]
-            batch = self._by_ticket.pop(ticket, None)
+            batch = self._by_ticket.pop(result.ticket, None)
             if batch is None:
                 continue
-            batch.tickets.discard(ticket)
-            if kind != "done" and batch.error is None:
+            batch.tickets.discard(result.ticket)
+            if not isinstance(result, Done) and batch.error is None:
                 batch.error = as_error(result, self.timeout)
             self._free_if_idle(batch)

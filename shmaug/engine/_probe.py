@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import OutputMismatchError
 from ._pool import as_error
 from ._prefetch import POLL_S
-from ._worker import Probe, probe_task
+from ._wire import Probe, Probed, probe_task
 
 _PROBE_TICKET = 0  # the Prefetcher's tickets start at 1 (and stay exact in the float64 status)
 
@@ -26,10 +26,9 @@ def await_probe(pool: Any, timeout: float | None) -> Probe:
     pool.submit(probe_task(_PROBE_TICKET))
     while True:
         for result in pool.poll(POLL_S):
-            if result[1] == _PROBE_TICKET:
-                if result[0] == "probed":
-                    probe: Probe = result[2]
-                    return probe
+            if result.ticket == _PROBE_TICKET:
+                if isinstance(result, Probed):
+                    return result.probe
                 raise as_error(result, timeout)
 
 

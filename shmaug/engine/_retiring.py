@@ -18,15 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _platform
-from ._worker import CURRENT_INDEX, IDLE, STARTED, STATUS_FIELDS, TICKET
 from ._schedule import Task
+from ._status import IDLE, StatusBlock
+from ._wire import STOP, Died, Result, TimedOut
 
 log = logging.getLogger(__name__)
 
 _FINISH_S = 2.0  # how long a slot's reuse waits for its retiring worker before stopping it
 _REAP_S = 1.0  # how long to wait for the exit status of a worker seen gone or stopped
 
-Result = tuple[Any, ...]
 Outcome = tuple[list[Result], list[Task], bool]  # answers, tasks to redo, whether any ended
 
 
@@ -34,7 +34,7 @@ class Retiring:
     """The retiring workers, by status slot.
 
     Args:
-        status: the pool's shared status array (a retiring worker keeps its slot's fields).
+        status: the pool's shared status array (a retiring worker keeps its slot's row).
         deaths: the pool's count, per ticket, of workers that died running it (shared).
         max_deaths: a task that this many workers died running is reported, not redone.
         drain: reads a worker's waiting answers (``WorkerPool._drain``).
@@ -43,7 +43,7 @@ class Retiring:
 
     def __init__(self, status: Any, deaths: dict[int, int], max_deaths: int, *,
                  drain: Callable[..., list[Result]], close: Callable[[Any], None]) -> None:
-        self._status = status
+        self._status = StatusBlock(status)
         self._deaths = deaths
         self._max_deaths = max_deaths
         self._drain = drain
@@ -59,7 +59,7 @@ class Retiring:
     def add(self, wid: int, w: Any) -> None:
         """Retire worker ``w`` of slot ``wid`` once the tasks it holds are done."""
         try:
-            w.tasks.send_bytes(b"")  # behind its tasks: a worker reads its pipe in order
+            w.tasks.send_bytes(STOP)  # behind its tasks: a worker reads its pipe in order
         except OSError:  # it died just now: collect() sees it and redoes its tasks
             pass
         w.tasks.close()
@@ -104,24 +104,24 @@ class Retiring:
 
     def timeouts(self, now: float, timeout: float) -> Outcome:
         """Retiring workers stuck in a task for longer than ``timeout``: stopped, the task
-        reported as ``("timeout", ticket, wid, index)``, their other tasks redone."""
+        reported as ``TimedOut``, their other tasks redone."""
         results: list[Result] = []
         redo: list[Task] = []
         ended = False
         for wid, w in list(self._by_slot.items()):
-            base = wid * STATUS_FIELDS
-            running = self._status[base + TICKET]
-            if running == IDLE or now - self._status[base + STARTED] <= timeout:
+            row = self._status.row(wid)
+            running = row.ticket  # read once: the worker may move on meanwhile
+            if running == IDLE or now - row.started <= timeout:
                 continue
             task = next((t for t in w.queued if t.ticket == running), None)
             if task is None:  # answered already; the answer is in the pipe
                 continue
             w.queued.remove(task)
-            index = int(self._status[base + CURRENT_INDEX])
+            index = int(row.current_index)
             results += self._drain(w)
             _platform.stop(w.process)
             failed, back = self._end(wid, crashed=False)
-            results += [*failed, ("timeout", task.ticket, wid, index)]
+            results += [*failed, TimedOut(task.ticket, wid, index)]
             redo += back
             ended = True
         return results, redo, ended
@@ -136,7 +136,7 @@ class Retiring:
         """Close the worker of ``wid``, which has exited or was stopped. Normally it answered
         everything. If not, its unanswered tasks are redone; with ``crashed`` (it died by
         itself) the one it was running is blamed as a dead worker's is (reported as
-        ``("died", ...)`` once ``max_deaths`` workers died running it)."""
+        ``Died`` once ``max_deaths`` workers died running it)."""
         w = self._by_slot.pop(wid)
         w.process.join(_REAP_S)
         code, pid = w.process.exitcode, w.process.pid
@@ -146,15 +146,15 @@ class Retiring:
         if crashed:
             log.warning("shmaug worker %d (pid %s), retiring, exited with code %s before "
                         "answering %d tasks; they are redone", wid, pid, code, len(w.queued))
-        running = self._status[wid * STATUS_FIELDS + TICKET]
+        row = self._status.row(wid)
+        running = row.ticket
         failed: list[Result] = []
         redo: list[Task] = []
         for task in w.queued:
             if crashed and task.ticket == running:
                 self._deaths[task.ticket] = self._deaths.get(task.ticket, 0) + 1
                 if self._deaths[task.ticket] >= self._max_deaths:
-                    index = int(self._status[wid * STATUS_FIELDS + CURRENT_INDEX])
-                    failed.append(("died", task.ticket, wid, code, index))
+                    failed.append(Died(task.ticket, wid, code, int(row.current_index)))
                     continue
             redo.append(task)
         return failed, redo

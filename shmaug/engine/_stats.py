@@ -2,7 +2,7 @@
 
 Owns the consumer-side counters (images, batches, waits, prefetch hits, stand-ins for
 unreadable samples) and the baseline of each worker's busy time. The busy time itself is
-written by the workers into the pool's status block (``_worker.BUSY_S``); this only reads it.
+written by the workers into the pool's status block (``_status``); this only reads it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ._worker import BUSY_S, STATUS_FIELDS
+from ._status import StatusBlock
 
 
 class Figures:
@@ -27,12 +27,12 @@ class Figures:
         self.counters: dict[str, float] = dict(wait_s=0.0, images=0, batches=0, hits=0,
                                                skipped=0, t_first=0.0)
         self._t0 = time.perf_counter()
-        # A baseline, not a reset: workers add to BUSY_S without a lock, so a zero written
-        # here could be lost under a worker's read-modify-write.
+        # A baseline, not a reset: workers add to their busy seconds without a lock, so a zero
+        # written here could be lost under a worker's read-modify-write.
         status = getattr(self._pool, "status", None)
         slots = getattr(self._pool, "capacity", getattr(self._pool, "workers", 0))
-        self._busy_base = [0.0 if status is None else float(status[w * STATUS_FIELDS + BUSY_S])
-                           for w in range(slots)]
+        self._busy_base = ([0.0] * slots if status is None
+                           else StatusBlock(status).busy_s()[:slots])
 
     def asked(self, began: float) -> None:
         """A batch was asked for at ``began``: the throughput window opens at the first."""
@@ -61,8 +61,8 @@ class Figures:
         status = getattr(self._pool, "status", None)
         if status is not None:
             span = max(now - self._t0, 1e-9)
-            busy = [min(1.0, float(status[w * STATUS_FIELDS + BUSY_S] - self._busy_base[w]) / span)
-                    for w in range(workers)]
+            now_busy = StatusBlock(status).busy_s()
+            busy = [min(1.0, (now_busy[w] - self._busy_base[w]) / span) for w in range(workers)]
         return {
             "images_per_s": c["images"] / elapsed if elapsed > 0 else 0.0,
             "wait_fraction": c["wait_s"] / elapsed if elapsed > 0 else 0.0,

@@ -18,7 +18,7 @@ sight; it knows nothing of images:
   failures (timeouts, 5xx, throttling, a dropped connection) are retried ``RETRIES`` times with
   exponential backoff, then ``RemoteError`` names the object and the last failure; a missing
   object is ``FileNotFoundError`` at once (the caller names it: an unreadable image), a refused
-  credential ``RemoteError`` at once, naming the fix. These rules
+  credential or a refused connection ``RemoteError`` at once, naming the fix. These rules
   (``Remote.failure``) hold for every call the main process makes too: listing, globbing,
   sizes and etags, and (``_shards.Shards.opened``) the index scan.
 - ``Fetched``: a worker's fetched samples, for its task and the tasks queued behind it (one
@@ -35,6 +35,7 @@ from __future__ import annotations
 import bisect
 import concurrent.futures as cf
 import copy
+import errno
 import itertools
 import logging
 import math
@@ -210,6 +211,8 @@ class Remote:
                     # A copy: backends edit what they are given (botocore's retries dict).
                     self._fs = fsspec.filesystem(self.protocol, skip_instance_cache=True,
                                                  **copy.deepcopy(self._options))
+                    if self.protocol in ("s3", "s3a"):
+                        _refusals_not_retried(self._fs)
                     self._one_get = _one_get(self._fs, self.protocol, self._options)
                     self._spans = Spans()  # a fork's copy of its parent's is not its own
                     self._pool = None
@@ -229,8 +232,8 @@ class Remote:
 
         Raises:
             FileNotFoundError: no such object (at once).
-            RemoteError: a refused credential (at once), or transient failures ``RETRIES``
-                times over, naming the object and the last one.
+            RemoteError: a refused credential or connection (at once), or transient
+                failures ``RETRIES`` times over, naming the object and the last one.
         """
         return self._retried(url, lambda fs: bytes(
             fs.cat_file(url, **self._one_get, **_limit(fs))))
@@ -349,8 +352,9 @@ class Remote:
     def _final(self, url: str, exc: BaseException, doing: str) -> BaseException | None:
         """The error that ends a call at its first failure, or None (transient: retried).
 
-        A missing object (or bucket) is ``FileNotFoundError``; a refused credential is
-        ``RemoteError`` naming the fix."""
+        A missing object (or bucket) is ``FileNotFoundError``; a refused credential and a
+        refused connection (nothing listens at the endpoint: another try cannot help, and
+        botocore's own retries made it 41.5 s) are ``RemoteError`` naming the fix."""
         what = f"read {url!r} to index it" if doing == "index" else f"{doing} {url!r}"
         if isinstance(exc, RemoteError):
             return exc
@@ -366,6 +370,13 @@ class Remote:
                 f"pass credentials that {may} in storage_options (now {self.options_text}) or "
                 f"where the backend looks for them (environment, config files), or "
                 f"`storage_options={{'anon': True}}` for a public bucket{unlisted}."
+            )
+        if refused(exc):
+            return RemoteError(
+                f"Could not connect to {what}: the connection was refused "
+                f"({self.scrub(_describe(exc))}); nothing listens there, so it is not retried. "
+                f"Fix: check that the endpoint is reachable: its address in storage_options "
+                f"(now {self.options_text}), and that the server is running."
             )
         return None
 
@@ -676,6 +687,26 @@ def _limit(fs: Any) -> dict[str, float]:
     return {"timeout": timeout} if getattr(fs, "async_impl", False) else {}
 
 
+def refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or wraps, a refused connection: the socket's
+    ``ConnectionRefusedError`` under aiohttp's ``ClientConnectorError`` (``os_error``) under
+    botocore's ``EndpointConnectionError`` (``kwargs["error"]``), or chained."""
+    seen: set[int] = set()
+    todo: list[Any] = [exc]
+    while todo:
+        e = todo.pop()
+        if not isinstance(e, BaseException) or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, ConnectionRefusedError) or (
+                isinstance(e, OSError) and e.errno == errno.ECONNREFUSED):
+            return True
+        kwargs = getattr(e, "kwargs", None)
+        todo += [e.__cause__, e.__context__, getattr(e, "os_error", None),
+                 kwargs.get("error") if isinstance(kwargs, dict) else None]
+    return False
+
+
 # The packages whose exceptions are the backend's (``from_backend``).
 _BACKEND_PACKAGES = {"botocore", "aiobotocore", "aiohttp", "fsspec", "s3fs", "gcsfs", "google"}
 
@@ -684,6 +715,31 @@ def from_backend(exc: BaseException) -> bool:
     """Whether ``exc`` is one of the storage backend's exceptions (botocore's are not
     ``OSError``), as opposed to one of the caller's own code."""
     return any(c.__module__.partition(".")[0] in _BACKEND_PACKAGES for c in type(exc).__mro__)
+
+
+def _refusals_not_retried(fs: Any) -> None:
+    """Make s3fs's client give up on a refused connection at its first attempt: botocore
+    counts it as transient and retries it (5 attempts, up to 15 s of backoff; 41.5 s inside
+    shmaug's 4 attempts, issue 36). Its other retries are kept. The hook is a handler of
+    botocore's ``needs-retry`` event on the session s3fs would build itself (from the same
+    ``fs.kwargs``); a session given in ``storage_options`` is the user's and is left alone."""
+    if getattr(fs, "session", None) is not None or not isinstance(getattr(fs, "kwargs", None),
+                                                                   dict):
+        return
+    try:
+        from aiobotocore.session import AioSession
+    except ImportError:
+        return
+    session = AioSession(**fs.kwargs)
+    session.register("needs-retry.s3", _raise_refused)
+    fs.session = session
+
+
+def _raise_refused(caught_exception: BaseException | None = None, **_: Any) -> None:
+    """botocore's ``needs-retry`` handler: a refused connection ends the request (raised as
+    caught), before botocore's retry handler can schedule another attempt."""
+    if caught_exception is not None and refused(caught_exception):
+        raise caught_exception
 
 
 def _outcome(fn: Callable[[Any], Any], item: Any) -> Any:

@@ -52,12 +52,12 @@ def test_a_worker_traceback_shows_the_users_frames_not_shmaugs(workers, monkeypa
         text = str(caught.value)
         assert "the user's helper failed" in text and "sample index 1" in text
         assert "in calls_a_helper_that_fails" in text and "in _failing_helper" in text
-        assert "shmaug/" not in text and "_worker.py" not in text, text
+        assert "shmaug/" not in text and "_runner.py" not in text, text
         assert "SHMAUG_TRACEBACK_FILTERING=off shows them" in text
         assert len(text.splitlines()) < 12, text  # was about 25 lines, most of them shmaug's
-        assert "_worker.py" in caught.value.worker_traceback  # the full one stays at hand
+        assert "_runner.py" in caught.value.worker_traceback  # the full one stays at hand
         monkeypatch.setenv(shmaug.errors.FILTERING_ENV, "off")  # the debug switch
-        with pytest.raises(ZeroDivisionError, match=r"(?s)_worker\.py.*_failing_helper"):
+        with pytest.raises(ZeroDivisionError, match=r"(?s)_runner\.py.*_failing_helper"):
             loader.batch(1)
 
 
@@ -198,7 +198,7 @@ def _kill_the_replacement_before_it_is_ready(loader, victim=None):
     """Kill worker 0 once it is ready (or ``victim``, its replacement killed already), wait
     for the pool to start a replacement (spawned: it takes a while to be ready) and kill that
     too before it is. Returns the replacement's pid."""
-    from shmaug.engine._worker import READY
+    from shmaug.engine._status import READY
 
     deadline = time.monotonic() + 10
     if victim is None:

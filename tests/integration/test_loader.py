@@ -356,7 +356,7 @@ def test_a_short_lookahead_still_gives_every_worker_work(images):
     batch is cut in 3 pieces, one per worker. (Which worker takes which piece is the OS's
     business: on 2 cores one of 3 workers may sit out a while, and the least-queued one gets
     its share; an earlier form of this test counted per worker and failed 1 run in 8.)"""
-    from shmaug.engine._worker import STATUS_FIELDS, TASKS_DONE
+    from shmaug.engine._status import STATUS_FIELDS, TASKS_DONE
 
     with shmaug.Loader(images, batch_size=8, augment=_ops.noisy, workers=3, seed=0,
                        max_queue_size=2) as loader:

@@ -12,6 +12,7 @@ import logging
 import re
 import socket
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -164,7 +165,7 @@ def test_deleted_object_is_an_error_naming_it_or_is_skipped_and_counted(s3):
     np.testing.assert_array_equal(batches[0][0][1], batches[0][0][2])  # its stand-in: 2.png
 
 
-def test_secrets_never_show(s3, caplog):
+def test_secrets_never_show(s3, caplog, monkeypatch):
     endpoint, _ = s3
     caplog.set_level(logging.DEBUG)
     files = ImageFiles.from_directory(f"s3://{BUCKET}/train/", image_size=(8, 8),
@@ -176,14 +177,18 @@ def test_secrets_never_show(s3, caplog):
         shown.append(repr(loader.stats()))
         shown.append(repr(loader))
     assert "'secret': '***'" in shown[0] and endpoint in shown[0]
-    # A refused credential and an unreachable endpoint: their messages, and the retry log.
-    for opts in (options(endpoint, secret=SECRET + "-wrong"),
-                 options("http://127.0.0.1:9", secret=SECRET)):
-        bad = ImageFiles.from_paths([f"s3://{BUCKET}/train/ant/0.png"], on_error="skip",
-                                    storage_options=opts)
-        with checking_credentials(), pytest.raises(ShmaugError) as caught:
-            bad.read(0)
-        shown.append(str(caught.value))
+    # A refused credential, an unreachable endpoint (both at once) and a server that never
+    # answers (timed out, retried): their messages, and the retry log.
+    monkeypatch.setenv("SHMAUG_REQUEST_TIMEOUT_S", "0.5")
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # connects, never answers
+        for opts in (options(endpoint, secret=SECRET + "-wrong"),
+                     options("http://127.0.0.1:9", secret=SECRET),
+                     options(f"http://127.0.0.1:{silent.getsockname()[1]}", secret=SECRET)):
+            bad = ImageFiles.from_paths([f"s3://{BUCKET}/train/ant/0.png"], on_error="skip",
+                                        storage_options=opts)
+            with checking_credentials(), pytest.raises(ShmaugError) as caught:
+                bad.read(0)
+            shown.append(str(caught.value))
     shown += [r.getMessage() for r in caplog.records]
     for text in shown:
         assert SECRET not in text, text
@@ -237,6 +242,33 @@ def test_a_bucket_folder_given_for_shards_is_called_a_folder(s3):
                                             storage_options=options(endpoint))
 
 
+@pytest.mark.parametrize("what", ["braces", "glob", "listing", "paths", "read"])
+def test_an_unreachable_endpoint_is_reported_at_once(what):
+    """A refused connection is not transient: neither shmaug nor botocore retries it (before
+    issue 36: 4 attempts of botocore's 5, 41.5 s). botocore's retry settings as a user has
+    them (not FAST)."""
+    opts = {"client_kwargs": {"endpoint_url": closed_port(), "region_name": "us-east-1"},
+            "key": KEY, "secret": SECRET}
+    url = f"s3://{BUCKET}/train/ant/0.png"
+    calls = {
+        "braces": lambda: shmaug.ImageRecords.from_webdataset(
+            f"s3://{BUCKET}/shards/shard-{{0..1}}.tar", storage_options=opts),
+        "glob": lambda: shmaug.ImageRecords.from_tfrecord(f"s3://{BUCKET}/shards/train-*",
+                                                          storage_options=opts),
+        "listing": lambda: ImageFiles.from_directory(f"s3://{BUCKET}/train/",
+                                                     storage_options=opts),
+        "paths": lambda: ImageFiles.from_paths([url], storage_options=opts),
+        "read": lambda: ImageFiles.from_paths([url], on_error="skip",
+                                              storage_options=opts).read(0),
+    }
+    began = time.perf_counter()
+    with pytest.raises(RemoteError, match="connection was refused") as caught:
+        calls[what]()
+    elapsed = time.perf_counter() - began
+    assert f"s3://{BUCKET}/" in assert_short_and_ours(caught.value)
+    assert elapsed < 3.0, f"{elapsed:.1f} s to report a refused connection"
+
+
 def test_bad_credentials_are_refused_at_once_naming_the_fix(s3):
     endpoint, _ = s3
     with checking_credentials():
@@ -275,7 +307,10 @@ def stop_server_mid_epoch(made, method: str) -> None:
             next(batches)
             server.stop()
             server = None
-            with pytest.raises(ShmaugError, match="after 4 attempts.*Fix: check that the endpoint"):
+            # Spawned workers find the port closed (refused: reported at once); forked ones
+            # hold the old listening socket, so their requests time out and are retried.
+            with pytest.raises(ShmaugError, match="(after 4 attempts|connection was refused)"
+                                                  ".*Fix: check that the endpoint"):
                 for _ in batches:
                     pass
     finally:

@@ -11,8 +11,9 @@ import pytest
 
 from shmaug.engine._autoworkers import AutoWorkers
 from shmaug.engine._retiring import Retiring
-from shmaug.engine._worker import BUSY_S, IDLE, STARTED, STATUS_FIELDS, TICKET
+from shmaug.engine._status import BUSY_S, IDLE, STARTED, STATUS_FIELDS, TICKET
 from shmaug.engine._schedule import Task
+from shmaug.engine._wire import TimedOut
 
 
 def status_array(slots):
@@ -188,7 +189,7 @@ def test_a_retiring_worker_stuck_past_the_timeout_is_stopped_and_its_task_report
     r.add(0, w)
     assert r.timeouts(now=101.0, timeout=5.0) == ([], [], False)
     results, redo, ended = r.timeouts(now=106.0, timeout=5.0)
-    assert w.process.killed and results[-1][:2] == ("timeout", 3) and ended
+    assert w.process.killed and results[-1] == TimedOut(3, 0, 0) and ended
     assert [t.ticket for t in redo] == [4]
     status[TICKET] = IDLE
 
@@ -202,7 +203,7 @@ def test_close_takes_every_retiring_worker():
 
 
 def test_workers_a_resize_started_get_tasks_once_ready_unless_none_other_is():
-    from shmaug.engine._worker import READY
+    from shmaug.engine._status import READY
     from shmaug.engine._pool import WorkerPool
 
     pool = object.__new__(WorkerPool)  # only the dispatch choice: no process is started

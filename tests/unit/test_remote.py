@@ -109,6 +109,27 @@ def test_missing_objects_and_refused_credentials_are_not_retried(monkeypatch, re
     assert fs.calls == 1
 
 
+def refused_connection() -> BaseException:
+    """What aiobotocore raises for a closed port: botocore's error around the refusal."""
+    botocore = pytest.importorskip("botocore.exceptions")
+    return botocore.EndpointConnectionError(
+        endpoint_url="http://127.0.0.1:9/b/x.png",
+        error=ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 9)"))
+
+
+@pytest.mark.parametrize("error", ["builtin", "botocore"])
+def test_a_refused_connection_is_reported_at_once(monkeypatch, remote, error):
+    """Nothing listens there: another try cannot help (issue 36: 4 attempts, 41.5 s)."""
+    fs = Flaky(99, refused_connection() if error == "botocore" else ConnectionRefusedError(
+        111, "Connection refused"))
+    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    with pytest.raises(RemoteError, match=r"Could not connect to read 'memory://b/x.png': the "
+                       r"connection was refused.*Fix: check that the endpoint") as caught:
+        remote.fetch("memory://b/x.png")
+    assert fs.calls == 1
+    assert caught.value.__suppress_context__ and SECRET not in str(caught.value)
+
+
 class Listed(Flaky):
     """A filesystem whose listings fail with ``error`` (then list one object)."""
 
@@ -125,11 +146,13 @@ class Listed(Flaky):
 @pytest.mark.parametrize("error, raised, says", [
     (OSError("503 SlowDown"), None, ""),
     (PermissionError("403 AccessDenied"), RemoteError, "was refused.*Fix: pass credentials"),
+    ("refused", RemoteError, "connection was refused.*Fix: check that the endpoint"),
     (TimeoutError("timed out"), RemoteError, "after 4 attempts.*TimeoutError"),
 ])
 def test_listings_follow_the_rules_of_reads(monkeypatch, remote, call, error, raised, says):
     """A glob and a bucket folder's listing: transient failures retried, refusals at once."""
-    fs = Listed(1 if raised is None else 99, error)
+    fs = Listed(1 if raised is None else 99,
+                refused_connection() if error == "refused" else error)
     monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
     run = {"glob": lambda: remote.glob("memory://b/train-*"),
            "listing": lambda: list(remote.listing("memory://b/").dirs)}[call]
@@ -144,6 +167,8 @@ def test_listings_follow_the_rules_of_reads(monkeypatch, remote, call, error, ra
 
 
 @pytest.mark.parametrize("error, says", [
+    ("refused", r"Could not connect to read 'memory://b/x.tar' to index it: the connection "
+                r"was refused"),
     ("timeout", r"Could not read 'memory://b/x.tar' to index it; the last failure: "
                 r"ReadTimeoutError.*Fix: check that the endpoint"),
 ])
@@ -151,7 +176,8 @@ def test_an_index_scan_that_fails_mid_stream_names_the_shard(monkeypatch, remote
     """The scan streams a shard through the backend's file object, whose errors (botocore's
     are not OSError) follow the same rules."""
     botocore = pytest.importorskip("botocore.exceptions")
-    failure = botocore.ReadTimeoutError(endpoint_url="http://h/b/x.tar")
+    failure = (refused_connection() if error == "refused"
+               else botocore.ReadTimeoutError(endpoint_url="http://h/b/x.tar"))
 
     class Failing(io.RawIOBase):
         def readable(self) -> bool:
