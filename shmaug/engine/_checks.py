@@ -89,9 +89,14 @@ def workers(value: Any) -> int | str:
     return int(value)
 
 
+def draw_seed() -> int:
+    """A seed for ``seed=None``: drawn once, then fixed for the run (``loader.seed``)."""
+    return int.from_bytes(os.urandom(8), "little") >> 1
+
+
 def seed(value: Any) -> int:
     if value is None:
-        return int.from_bytes(os.urandom(8), "little") >> 1
+        return draw_seed()
     if not _is_int(value) or value < 0:
         raise ArgumentError(
             f"`seed` must be None or an integer >= 0; received {got(value)}. "
@@ -128,10 +133,10 @@ def start_method(value: Any) -> str | None:
 MAX_QUEUE_SIZE = 4096  # ring slots; each also costs bookkeeping made before any process starts
 
 
-def max_queue_size(value: Any, batch_rows: int = 0, sample_bytes: int | None = None) -> int:
-    """Batches prepared ahead: a positive int, refused (with the memory it would take) when
-    absurd, before the ring's bookkeeping or any process exists."""
-    slots = positive_int("max_queue_size", value)
+def queue_fits(slots: int, batch_rows: int = 0, sample_bytes: int | None = None) -> None:
+    """``max_queue_size`` batches prepared ahead (a positive int, checked already), refused
+    with the memory it would take when absurd, before the ring's bookkeeping or any process
+    exists."""
     if slots > MAX_QUEUE_SIZE:
         per = "" if not batch_rows or sample_bytes is None else (
             f", at least {slots * batch_rows * sample_bytes:,} bytes of shared memory for "
@@ -141,7 +146,6 @@ def max_queue_size(value: Any, batch_rows: int = 0, sample_bytes: int | None = N
             f"takes at most {MAX_QUEUE_SIZE}, and a few more than the workers can fill at once "
             f"gain nothing. Fix: pass e.g. `max_queue_size=8` (the default)."
         )
-    return slots
 
 
 def timeout(value: Any) -> float | None:
@@ -247,7 +251,7 @@ def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:
     return int(num_shards), int(shard_index)
 
 
-def shard_seed(num_shards: int, shuffle: bool, seed: Any) -> None:
+def shard_seed(num_shards: int, shuffle: bool, seed: int | None) -> None:
     """Shards of a shuffled epoch split one global order, which only a seed every host shares
     makes: a seed each host drew itself would overlap some samples and drop others, silently."""
     if num_shards > 1 and shuffle and seed is None:
@@ -258,14 +262,13 @@ def shard_seed(num_shards: int, shuffle: bool, seed: Any) -> None:
         )
 
 
-def sharded_plan(n: int, batch_size: int, drop_remainder: Any, num_shards: Any, shard_index: Any,
-                 shuffle: bool, seed: Any) -> tuple[int, int, BatchPlan]:
+def sharded_plan(n: int, batch_size: int, drop_remainder: bool, num_shards: Any,
+                 shard_index: Any, shuffle: bool, seed: int | None) -> tuple[int, int, BatchPlan]:
     """``(num_shards, shard_index, plan)``: the checked shard of ``n`` samples and the batches
-    of its epochs, the same for a Loader and the Sequence in front of it."""
+    of its epochs (``seed``: as given, None when drawn)."""
     count, index = shard(num_shards, shard_index, n)
     shard_seed(count, shuffle, seed)
-    plan = BatchPlan(Shard(count, index).size(n), batch_size,
-                     boolean("drop_remainder", drop_remainder))
+    plan = BatchPlan(Shard(count, index).size(n), batch_size, drop_remainder)
     nonempty_epoch(plan, count)
     return count, index, plan
 

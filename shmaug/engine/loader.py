@@ -25,11 +25,10 @@ from ..seeding import global_rng_use
 from . import _checks as check
 from . import _describe as describe
 from . import _inputs as inputs
-from . import _sampling as sampling
 from ._autoworkers import AutoWorkers
 from ._copier import Copier
 from ._gather import Gatherer
-from ._options import resolve
+from ._options import Data, Options, Settings
 from ._pool import InlinePool, WorkerPool
 from ._prefetch import CLOSED, Prefetcher
 from ._probe import await_probe, output_of
@@ -58,7 +57,22 @@ def close_open_loaders() -> None:
         loader.close()
 
 
-def _shutdown(prefetch: Prefetcher | None, pool: Any, store: SharedStore,
+class _NoPool:
+    """No workers (nothing to augment, or not started yet): the finalizer still has something
+    to close."""
+
+    pids: list[int] = []
+
+    def close(self) -> None:
+        pass
+
+
+_Pool = WorkerPool | InlinePool | _NoPool  # who makes the batches
+_Unfilled = tuple[np.ndarray, np.ndarray] | None  # a shared block's rows still to copy, and
+# their data
+
+
+def _shutdown(prefetch: Prefetcher | None, pool: _Pool, store: SharedStore,
               copier: Copier | None = None) -> None:
     # A consumer waiting in another thread (a tf.data thread inside __getitem__) gets
     # ClosedError; then the copier thread, the workers, and last the memory they read and
@@ -189,81 +203,55 @@ class Loader:
         sampling_weights: Any = None,
         samples_per_epoch: int | None = None,
     ) -> None:
+        data = Data.of(x, y, load)  # the data first, then the settings: each checked once
+        self._build(Options.of(Settings.of(locals()), data))
+
+    @classmethod
+    def _from_options(cls, options: Options) -> Loader:
+        """A loader of options resolved already: a ``Sequence``'s, checked once when it was
+        made, for every loader it starts."""
+        loader = cls.__new__(cls)
+        loader._build(options)
+        return loader
+
+    def _build(self, o: Options) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
-        o = resolve(x, y, batch_size, augment, workers=workers, seed=seed, shuffle=shuffle,
-                    drop_remainder=drop_remainder, start_method=start_method,
-                    max_queue_size=max_queue_size, timeout=timeout, output_shape=output_shape,
-                    output_dtype=output_dtype, load=load, copy=copy, value_range=value_range,
-                    num_shards=num_shards, shard_index=shard_index,
-                    sampling_weights=sampling_weights, samples_per_epoch=samples_per_epoch)
         self._options = o  # invariant: what was asked, checked; the rest is what was built
-        x, load, n, shape, dtype = o.x, o.load, o.n, o.output_shape, o.output_dtype
-        self.y, self.batch_size, self.seed, self.shuffle = o.y, o.batch_size, o.seed, o.shuffle
-        self.auto_workers, self._workers_asked = o.auto_workers, o.workers
-        self.start_method, self.max_queue_size, self.timeout = (
-            o.start_method, o.max_queue_size, o.timeout)
-        self.augment, self._augmented = o.augment, o.augmented
+        order, asked = o.order, o.settings.workers
+        self.y, self.batch_size, self.seed, self.shuffle = (
+            o.data.y, order.plan.batch_size, order.seed, order.shuffle)
+        self.auto_workers, self._workers_asked = asked.auto, asked.count
+        self.start_method, self.max_queue_size, self.timeout, self.copy = (
+            asked.start_method, asked.max_queue_size, asked.timeout, asked.copy)
+        self.augment, self._augmented = o.pipeline.augment, o.pipeline.moved
         # invariant: the (low, high) the images lie in; None while a `load` source is unprobed
-        self.value_range = o.value_range
-        self.num_shards, self.shard_index, self._plan = o.num_shards, o.shard_index, o.plan
+        self.value_range = o.pipeline.value_range
+        self.num_shards, self.shard_index, self._plan = (
+            order.num_shards, order.shard_index, order.plan)
         self._shard = Shard(self.num_shards, self.shard_index)
-        self._n = n  # invariant: samples in the dataset (all shards)
+        self._n = order.n  # invariant: samples in the dataset (all shards)
         # invariant: cumulative sampling weights (shared with the workers once they start)
-        self._cdf = None if o.weights is None else np.cumsum(o.weights)
-        self._orders = OrderCache(self.seed, o.samples, self.shuffle, shard=self._shard,
+        self._cdf = None if order.weights is None else np.cumsum(order.weights)
+        self._orders = OrderCache(self.seed, order.samples, self.shuffle, shard=self._shard,
                                   cdf=self._cdf)
         self._epoch = 0  # invariant: the epoch the next pass produces
         self._start = 0  # invariant: the batch the next pass starts at (0 unless resumed)
         self._pass: int | None = None  # the epoch of the pass in progress, if any
         self._done = 0  # invariant: batches the pass in progress has handed out
-
         # Only gathering to do: one copy in this process beats a round trip through workers.
-        self._gather_only = self.augment is None and load is None
-        seed_globals = global_rng_use(self.augment, load)  # None: workers watch for draws
-
+        self._gather_only = self.augment is None and o.data.load is None
         self._store = SharedStore()
         self._ring: OutputRing | None = None
-        self._pool: Any = _NoPool()
+        self._pool: _Pool = _NoPool()
         self._marks: np.ndarray | None = None  # invariant: 1 where `load` stood in (shared)
+        self._x: Any = None  # invariant: where workers read (a shared view, a map, a source)
+        self._load: Any = None  # invariant: what workers call for sample i; None: x[i]
         try:
-            load = self._marking(load, n)
-            self._load: Any = load  # invariant: what workers call for sample i; None: x[i]
-            payload = b"" if self.workers == 0 or self._gather_only else self._payload(load)
-            if self._gather_only:
-                self._x: Any = x
-                sample_shape, dtype = tuple(x.shape[1:]), x.dtype
-            else:
-                if o.checked and self.value_range is not None and load is None \
-                        and mapped_file_handle(x) is None:
-                    inputs.check_values(x, self.value_range,  # all of it
-                                        o.given_range is not None, self.augment)
-                # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
-                self._ring = OutputRing(self._store, self.max_queue_size, min(self.batch_size, n))
-                # What must fit in /dev/shm, checked before anything is copied there: the
-                # data and the targets now (with the ring when its size is declared), the
-                # ring once the probe has sized it, before the data's rows past sample 0.
-                need = copied_bytes(None if load else x, self._augmented, self.workers)
-                if shape is not None and dtype is not None:  # before any process starts, too
-                    self._ring.check_fits(shape, dtype, besides=need)
-                else:
-                    check_need(need)
-                x_handle, self._x = self._place_dataset(x, load)
-                self._pool = self._start_pool(x_handle, load, payload, seed_globals, o.samples)
-                # User code runs only where workers run it: the probe is a task like any other.
-                probe = await_probe(self._pool, self.timeout)
-                self.value_range = self.value_range or dtype_range(probe.input_dtype)
-                if o.checked and self.value_range is not None:
-                    inputs.check_probe_values(probe.input_range, probe.input_nonfinite,
-                                              self.value_range, o.given_range is not None,
-                                              probe.input_dtype, self.augment)
-                sample_shape, dtype = output_of(probe, shape, dtype)
-                self._fill_dataset(sample_shape, dtype, probe.targets)
-                self._ring.allocate(sample_shape, dtype, targets=probe.targets)
-                self._pool.attach_ring(self._ring)
+            shape, dtype = self._start_engine(o)
         except BaseException:  # a bad probe, Ctrl-C, /dev/shm full: leave nothing behind
             _shutdown(None, self._pool, self._store)
             raise
-        self.output_shape: tuple[int, ...] = sample_shape
+        self.output_shape: tuple[int, ...] = shape
         self.output_dtype = np.dtype(dtype)
         # Copies batches out of shared memory (or gathers them) ahead of the consumer; not
         # with workers=0, which keeps everything on the caller's thread for debugging.
@@ -283,16 +271,58 @@ class Loader:
                                            self._store, self._copier)
         self._figures = Figures(self._pool)  # stats(): the window starts now
         self.last_hit = False  # whether the last batch() was ready when asked for
-        self.copy = o.copy
         self._closed = False
         _OPEN.add(self)
-        log.debug("Loader ready: %d samples, %d batches/epoch, %d workers (%s)", n,
+        log.debug("Loader ready: %d samples, %d batches/epoch, %d workers (%s)", self._n,
                   len(self), self.workers, self.start_method or "default start method")
 
     # -- set-up helpers --------------------------------------------------------------------
 
+    def _start_engine(self, o: Options) -> tuple[tuple[int, ...], Any]:
+        """Where workers read, the ring, the workers, and sample 0 (made by a worker like
+        every sample, it sizes the ring): the output's shape and dtype. With nothing to
+        augment, only where the batches are gathered from."""
+        images = o.data.images
+        seed_globals = global_rng_use(self.augment, o.data.load)  # None: workers watch draws
+        load = self._marking(o.data.load, self._n)
+        self._load = load
+        payload = b"" if self.workers == 0 or self._gather_only else self._payload(load)
+        if self._gather_only:
+            assert images is not None  # (nothing to augment and no `load`)
+            self._x = images
+            return tuple(images.shape[1:]), images.dtype
+        shape, dtype = o.settings.output.shape, o.settings.output.dtype
+        if o.pipeline.checked and self.value_range is not None and images is not None \
+                and mapped_file_handle(images) is None:
+            inputs.check_values(images, self.value_range,  # all of it
+                                o.settings.output.bounds is not None, self.augment)
+        # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
+        self._ring = OutputRing(self._store, self.max_queue_size, min(self.batch_size, self._n))
+        # What must fit in /dev/shm, checked before anything is copied there: the data and
+        # the targets now (with the ring when its size is declared), the ring once the probe
+        # has sized it, before the data's rows past sample 0.
+        need = copied_bytes(images, self._augmented, self.workers)
+        if shape is not None and dtype is not None:  # before any process starts, too
+            self._ring.check_fits(shape, dtype, besides=need)
+        else:
+            check_need(need)
+        x_handle, self._x, unfilled = self._place_dataset(o.data.x, load)
+        self._pool = self._start_pool(x_handle, load, payload, seed_globals, o.order.samples)
+        # User code runs only where workers run it: the probe is a task like any other.
+        probe = await_probe(self._pool, self.timeout)
+        self.value_range = self.value_range or dtype_range(probe.input_dtype)
+        if o.pipeline.checked and self.value_range is not None:
+            inputs.check_probe_values(probe.input_range, probe.input_nonfinite,
+                                      self.value_range, o.settings.output.bounds is not None,
+                                      probe.input_dtype, self.augment)
+        sample_shape, dtype = output_of(probe, shape, dtype)
+        self._fill_dataset(unfilled, sample_shape, dtype, probe.targets)
+        self._ring.allocate(sample_shape, dtype, targets=probe.targets)
+        self._pool.attach_ring(self._ring)
+        return sample_shape, dtype
+
     def _start_pool(self, x_handle: ArrayHandle | None, load: Any, payload: bytes,
-                    seed_globals: bool | None, n: int) -> Any:
+                    seed_globals: bool | None, n: int) -> WorkerPool | InlinePool:
         """The workers (or, for ``workers=0``, the same slice loop in this process); ``n``:
         samples per epoch (all shards)."""
         assert self._ring is not None
@@ -338,33 +368,32 @@ class Loader:
         if self._figures.stood_in({i: name(i) for i in marked.tolist()}):
             warn(self._load.replaced_warning(int(marked[0])))
 
-    def _place_dataset(self, x: Any, load: Any) -> tuple[ArrayHandle | None, Any]:
+    def _place_dataset(self, x: Any, load: Any) -> tuple[ArrayHandle | None, Any, _Unfilled]:
         """Where workers read samples: nowhere (``load``), the file behind a memory map, or a
-        shared-memory copy made once here."""
-        self._unfilled: tuple[np.ndarray, Any] | None = None  # (rows of the block, their data)
+        shared-memory copy made here, of sample 0 only (for the probe), with the rows still
+        to copy once the whole need is known to fit (``_fill_dataset``)."""
         if load is not None:
-            return None, x
+            return None, x, None
         handle = mapped_file_handle(x)
         if handle is not None:
             log.debug("dataset is memory-mapped from %s; nothing copied", handle.name)
             view = x.view()
             view.flags.writeable = False
-            return handle, view
-        # Sample 0 only, for the probe; the rest once the whole need is known to fit.
+            return handle, view, None
         handle, view = self._store.put(x, rows=1)
-        self._unfilled = view[1:], x[1:]  # writable, unlike the view handed out
+        unfilled = view[1:], x[1:]  # writable, unlike the view handed out
         view.flags.writeable = False  # ops get read-only views, here as in workers
-        return handle, view
+        return handle, view, unfilled
 
-    def _fill_dataset(self, sample_shape: tuple[int, ...], dtype: Any, targets: Any) -> None:
+    def _fill_dataset(self, unfilled: _Unfilled, sample_shape: tuple[int, ...], dtype: Any,
+                      targets: Any) -> None:
         """Once the ring is sized: check that it fits with the dataset's rows past sample 0
-        (see _place_dataset), then copy them."""
+        (``unfilled``, from _place_dataset), then copy them."""
         assert self._ring is not None
-        rest = self._unfilled[1] if self._unfilled is not None else None
+        rest = None if unfilled is None else unfilled[1]
         self._ring.check_fits(sample_shape, dtype, targets, besides=copied_bytes(rest, {}, 0))
-        if self._unfilled is not None:
-            into, self._unfilled = self._unfilled[0], None
-            into[...] = rest
+        if unfilled is not None:
+            unfilled[0][...] = rest
 
     def _payload(self, load: Any) -> bytes:
         check_picklable(self.augment, "augment")
@@ -394,12 +423,13 @@ class Loader:
     def workers(self) -> int:
         """Worker processes running now: with ``workers="auto"``, the count chosen so far (0
         for ``workers=0``; with nothing to augment, the count asked for, though none runs)."""
-        return int(getattr(self._pool, "workers", self._workers_asked))
+        pool = self._pool
+        return self._workers_asked if isinstance(pool, _NoPool) else pool.workers
 
     @property
     def pids(self) -> list[int]:
         """Process ids of the live workers (empty when none run)."""
-        return list(self._pool.pids) if self._pool is not None else []
+        return list(self._pool.pids)
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Any]]:
         epoch, start = self._epoch, self._start
@@ -456,9 +486,7 @@ class Loader:
         self._epoch, self._start, self._pass = epoch, batch, None
 
     def _fingerprint(self) -> dict[str, Any]:
-        return check.fingerprint(self._n, self._plan, self.shuffle, self.num_shards,
-                                 sampling.fingerprint(self._options.weights,
-                                                      self._options.samples))
+        return self._options.order.fingerprint()
 
     def batch(self, index: int, *, epoch: int | None = None,
               in_order: bool = False) -> tuple[np.ndarray, Any]:
@@ -523,7 +551,7 @@ class Loader:
     def _resize(self, workers: int) -> None:
         """Run ``workers`` workers from now on (at most the usable cores, with "auto").
         Batches already in flight are finished by the workers that hold them."""
-        assert self._prefetch is not None
+        assert self._prefetch is not None and isinstance(self._pool, WorkerPool)  # (auto's)
         self._pool.resize(workers)
         self._prefetch.resized(workers)
 
@@ -590,23 +618,24 @@ class Loader:
     def __repr__(self) -> str:
         """The settings as given, with what they resolved to: the worker count, the start
         method, the seed (drawn when None was given) and the output learned from sample 0."""
+        order = self._options.order
         workers: Any = self.workers
         if self.workers and self._gather_only:
             workers = f"{self.workers} (none started: nothing to augment)"
         settings: list[tuple[str, Any]] = [
-            ("x", self._options.shown_x), ("y", describe.brief(self.y)),
+            ("x", self._options.data.shown), ("y", describe.brief(self.y)),
             ("batch_size", self.batch_size), ("augment", describe.brief(self.augment)),
             ("workers", workers),
             ("start_method", repr(describe.resolved_start_method(self.start_method))
              if self.workers else "None (workers=0: this process)"),
-            ("seed", f"{self.seed} (drawn: seed=None)" if self._options.seed_drawn else self.seed),
+            ("seed", f"{self.seed} (drawn: seed=None)" if order.seed_drawn else self.seed),
             ("shuffle", self.shuffle), ("drop_remainder", self._plan.drop_remainder),
             ("max_queue_size", self.max_queue_size)]
         optional = [("timeout", self.timeout, None), ("copy", self.copy, True),
-                    ("value_range", self._options.shown_range, None),
+                    ("value_range", self._options.settings.output.value_range, None),
                     ("num_shards", self.num_shards, 1), ("shard_index", self.shard_index, 0),
-                    ("sampling_weights", self._options.weights, None),
-                    ("samples_per_epoch", self._options.samples, self._n),
+                    ("sampling_weights", order.weights, None),
+                    ("samples_per_epoch", order.samples, self._n),
                     ("load", self._load if not hasattr(self._load, "marking") else None, None)]
         settings += [(k, describe.brief(v)) for k, v, default in optional
                      if v is not default and (default is None or v != default)]
@@ -628,13 +657,4 @@ class Loader:
     def _ensure_open(self) -> None:
         if self._closed:
             raise ClosedError(CLOSED)
-
-
-class _NoPool:
-    """Placeholder so the finalizer always has something to close."""
-
-    pids: list[int] = []
-
-    def close(self) -> None:
-        pass
 

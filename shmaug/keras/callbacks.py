@@ -106,16 +106,17 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
 
     def _watched(self) -> list[Sequence]:
         seqs = [self.sequence] if self.sequence is not None else list(_LIVE)
-        return [s for s in seqs if s._loader is not None and not s._loader.closed]
+        running = [(s, s._runtime.running) for s in seqs]
+        return [s for s, loader in running if loader is not None and not loader.closed]
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         for seq in self._watched():
             seq.reset_stats()
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-        watched = sorted(self._watched(), key=lambda s: -s._requests)
+        watched = sorted(self._watched(), key=lambda s: -s._runtime.requests)
         for rank, seq in enumerate(watched):
-            if not seq._requests:
+            if not seq._runtime.requests:
                 continue
             s = seq.stats()
             s["epoch"] = epoch

@@ -23,11 +23,9 @@ twice and the workers' lifecycle (``_idle.py`` stops those nobody asks).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import traceback
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -37,12 +35,13 @@ import numpy as np
 from ..engine import _checks as check
 from ..engine import _describe as describe
 from ..engine import _inputs as inputs
-from ..engine import _sampling as sampling
+from ..engine._options import Data, Options, Order, Settings
 from ..engine.loader import Loader
 from . import _checks as facade_checks
 from . import _distribution, _idle
 from . import _stack as stack
 from ._passes import Key, Passes
+from ._runtime import Life, Runtime
 from ..errors import (
     ArgumentError, ClosedError, ErrorRecord, NotInitializedError, rebuild, warn)
 
@@ -51,11 +50,10 @@ log = logging.getLogger(__name__)
 _HELD = 2  # batches kept for a second ask: Keras' NUM_BATCHES_FOR_TENSOR_SPEC probes, and
 # the first batches of a pass (which a build pass may have taken already: _passes rule 3)
 _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
-_SET_UP = frozenset({  # what Sequence.__init__ sets: missing, a subclass skipped it
-    "image_key", "_loader_args", "x", "_side", "_samples", "_sampling", "batch_size", "seed",
-    "shuffle", "_shuffles", "_n", "_seed_given", "_shard_given", "num_shards", "shard_index",
-    "_plan", "_passes", "_inferring", "_loader", "_closed", "_lock", "_held", "_requests",
-    "_hits", "_previous", "_out_of_order", "_warned", "_used", "_stopped"})
+# What Sequence.__init__ sets (a test holds it to that): missing, a subclass skipped it. The
+# settings and the Order pickle with a Sequence; the Runtime is what pickling drops.
+_SET_UP = frozenset({"image_key", "x", "batch_size", "seed", "shuffle", "num_shards",
+                     "shard_index", "_settings", "_order", "_runtime"})
 
 
 class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
@@ -150,69 +148,38 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 "use_multiprocessing=False cannot make them threads and is ignored. Fix: leave "
                 "it out; pass workers=0 to run everything in this process instead.")
         self.image_key, images, extra_inputs = facade_checks.split_inputs(x, image_key)
-        self._loader_args: dict[str, Any] = dict(
-            batch_size=check.positive_int("batch_size", batch_size),
-            augment=check.callable_or_none("augment", augment),
-            workers=check.workers(workers),
-            seed=check.seed(seed),
-            shuffle=check.shuffle(shuffle),
-            drop_remainder=check.boolean("drop_remainder", drop_remainder),
-            start_method=check.start_method(start_method),
-            max_queue_size=check.max_queue_size(max_queue_size),
-            timeout=check.timeout(timeout),
-            output_shape=output_shape,
-            output_dtype=output_dtype,
-            value_range=inputs.value_range(value_range),
-        )
+        self._settings = Settings.of(locals())  # the Loader's arguments, each checked once
         source = not self._overrides("load") and inputs.is_source(images)  # e.g. ImageFiles
         if source and y is None:
             y = getattr(images, "labels", None)  # as Keras' image_dataset_from_directory
-        custom_load = self._overrides("load") or source
-        images = images if custom_load else inputs.image_array(images)
-        inputs.pipeline_input(self._loader_args["augment"], images)  # a dtype or layout ops misread
-        n = inputs.length(images) if custom_load else len(images)
+        load = self.load if self._overrides("load") else images.load if source else None
+        images = images if load is not None else inputs.image_array(images)
+        n = inputs.length(images) if load is not None else len(images)
         self.x = images  # invariant: what the workers read (array) or what `load` indexes
-        self._side = {  # gathered per batch in this process, but for targets `augment` moves
+        side = {  # gathered per batch in this process, but for targets `augment` moves
             "y": inputs.targets(y, n, "y"),  # first: its `mask` is the one augmented
             "inputs": inputs.targets(extra_inputs or None, n, "x"),
             "sample_weight": inputs.targets(sample_weight, n, "sample_weight"),
         }
-        weights = sampling.weights(sampling_weights, self._side["y"], n)
-        self._samples = sampling.samples_per_epoch(samples_per_epoch, n, weights is not None)
-        self._sampling = sampling.fingerprint(weights, self._samples)  # {} without weights
-        self._loader_args.update(sampling_weights=weights, samples_per_epoch=samples_per_epoch)
-        if self._overrides("augment"):
-            self._refuse_lost_targets()
-        self.batch_size: int = self._loader_args["batch_size"]
-        self.seed: int = self._loader_args["seed"]
+        data = Data(images, side, load, n, side["y"], describe.brief(images))
+        hook = self.augment if self._overrides("augment") else None
+        if hook is not None:
+            self._check_behind_hook(data)
+        options = Options.of(self._settings, data, per_pass=True, hook=hook)
+        self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline)
+        self.batch_size: int = self._settings.batches.batch_size
+        self.seed: int = options.order.seed
         # As given (a weighted draw is random: True); None follows Keras pass by pass
-        self.shuffle: bool | None = True if weights is not None else self._loader_args["shuffle"]
-        self._shuffles = self.shuffle is not False  # the engine's plan: some pass may shuffle
-        self._loader_args["shuffle"] = self._shuffles
-        self._n = n  # invariant: samples in the dataset (all shards)
-        self._seed_given = seed is not None  # an InputContext's shards need it too
-        self._shard_given = num_shards is not None  # else an InputContext may set the shard
-        self._set_shard(num_shards, shard_index, drop_remainder)
+        self.shuffle: bool | None = True if options.order.weights is not None \
+            else self._settings.batches.shuffle
+        self._set_order(options.order)
         self._follow_distribution()  # a multi-process Keras distribution set already
-        # Keras' adapters seen beginning an epoch -> whether evaluate or predict runs them
-        self._inferring: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
-        self._loader: Loader | None = None  # started on first use, so subclass state is complete
-        self._stopped: Loader | None = None  # the last loader stopped when idle (its stats)
-        self._used = 0.0  # invariant: monotonic time of the latest ask for a batch
-        self._closed = False  # set by close(); no loader starts after it
-        self._lock = threading.Lock()  # Keras may call from a tf.data thread
-        self._held: OrderedDict[Key, Any] = OrderedDict()  # batches likely asked again, LRU
-        self._requests = 0
-        self._hits = 0
-        self._previous = -1  # the last index a pass asked for (shuffle=False order check)
-        self._out_of_order = 0  # requests that did not follow their predecessor
-        self._warned = False
 
     if not TYPE_CHECKING:  # (mypy would take every attribute for one this may answer)
         def __getattr__(self, name: str) -> Any:
             """Reached only for a missing attribute: one ``__init__`` sets means that a
             subclass's ``__init__`` never called ours."""
-            if name in _SET_UP and "_loader_args" not in self.__dict__:
+            if name in _SET_UP and "_settings" not in self.__dict__:
                 cls = type(self).__qualname__
                 raise NotInitializedError(
                     f"{cls}.__init__ did not call super().__init__(...), so this "
@@ -225,7 +192,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
     def augment(self, image: np.ndarray, rng: np.random.Generator) -> Any:
         """Runs in a worker for each sample. Default: the ``augment`` argument, if any."""
-        fn = self._loader_args["augment"]
+        fn = self._settings.output.augment
         return image if fn is None else fn(image, rng)
 
     def load(self, index: int) -> Any:
@@ -239,16 +206,17 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     # -- Keras' PyDataset contract -----------------------------------------------------------
 
     def __len__(self) -> int:
-        if self._loader is None:  # Keras reads the length before it asks for any batch
+        if self._runtime.running is None:  # Keras reads the length before it asks for a batch
             self._follow_distribution()
-        return len(self._plan)
+        return len(self._order.plan)
 
     def __getitem__(self, index: int) -> Any:
         index = check.batch_index(index, len(self))
         caller = stack.asking_loop(self)
-        with self._lock:
+        rt = self._runtime
+        with rt.lock:
             loader = self._ensure_loader()
-            passes = self._passes
+            passes = rt.passes
             begins = passes.begins(caller)
             if begins and stack.keras_is_building():  # JAX, torch: asked from the build
                 passes.building(True)  # itself (also when on_epoch_begin is overridden)
@@ -258,22 +226,22 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             key, in_pass = passes.ask(index, caller, in_order)
             if in_pass:
                 if passes.taken == 1:  # a pass starts where it likes
-                    self._previous = -1
+                    rt.previous = -1
                 self._check_order(index, key[2], loader)
-            self._requests += 1
-            batch = self._held.get(key)
+            rt.requests += 1
+            batch = rt.held.get(key)
             if batch is not None:
-                self._hits += 1
-                self._held.move_to_end(key)
+                rt.hits += 1
+                rt.held.move_to_end(key)
                 return batch
             epoch, planned, ordered = key
             xb, side = loader.batch(planned, epoch=epoch, in_order=ordered)
-            self._hits += loader.last_hit
+            rt.hits += loader.last_hit
             batch = self._assemble(xb, side, key)
             if not in_pass or passes.taken <= _HELD:  # a look or a build pass's, or a pass's
-                self._held[key] = batch  # first ones (which a build pass may have taken)
-                while len(self._held) > _HELD:
-                    self._held.popitem(last=False)
+                rt.held[key] = batch  # first ones (which a build pass may have taken)
+                while len(rt.held) > _HELD:
+                    rt.held.popitem(last=False)
             return batch
 
     def on_epoch_begin(self) -> None:
@@ -283,10 +251,11 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         building = stack.keras_is_building()
         adapter = stack.keras_adapter(self)
         inferring = adapter is not None and stack.keras_is_inferring()
-        with self._lock:
+        rt = self._runtime
+        with rt.lock:
             if adapter is not None:  # whose passes Keras never shuffles (see _in_order)
-                self._inferring[adapter] = inferring
-            self._passes.building(building)
+                rt.inferring[adapter] = inferring
+            rt.passes.building(building)
 
     def on_epoch_end(self) -> None:
         """An epoch ends. After a loop by hand (``seq[i]`` for each batch, Keras' Sequence
@@ -295,8 +264,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         ``super().on_epoch_end()``, else such a loop replays the same epoch."""
         if stack.from_adapter(self):  # Keras' passes are its generators; its calls move nothing
             return  # (fit calls it before its first pass, after the signature probes)
-        with self._lock:
-            self._passes.epoch_ended()
+        with self._runtime.lock:
+            self._runtime.passes.epoch_ended()
 
     # -- the rest of the public surface ------------------------------------------------------
 
@@ -313,8 +282,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         """
         index = check.batch_index(index, len(self), "seq.batch(0)")
         epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
-        in_order = check.boolean("in_order", in_order) or not self._shuffles
-        with self._lock:
+        in_order = check.boolean("in_order", in_order) or not self._order.shuffle
+        with self._runtime.lock:
             xb, side = self._ensure_loader().batch(index, epoch=epoch, in_order=in_order)
             return self._assemble(xb, side, (epoch, index, in_order))
 
@@ -323,7 +292,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     def epoch(self) -> int:
         """The epoch of the pass in progress (else of the next pass); set it to make the next
         pass start there (e.g. to resume)."""
-        return self._passes.position[0]
+        return self._runtime.passes.position[0]
 
     @epoch.setter
     def epoch(self, value: int) -> None:
@@ -340,9 +309,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 f"`batch` must be below the {len(self)} batches of an epoch; received {batch}. "
                 f"Fix: pass seek(epoch + batch // {len(self)}, batch % {len(self)})."
             )
-        with self._lock:
-            self._passes.seek(epoch, batch)
-            self._previous = -1
+        rt = self._runtime
+        with rt.lock:
+            rt.passes.seek(epoch, batch)
+            rt.previous = -1
 
     STATE_VERSION = 1  # of state_dict()'s format; bumped when its meaning changes
 
@@ -357,14 +327,14 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         ``to_tf_dataset()`` the state counts the batches tf.data has fetched, which its
         prefetch buffer holds ahead of the training loop: save at an epoch's end there.
         """
-        with self._lock:
-            passes = self._passes
+        with self._runtime.lock:
+            passes = self._runtime.passes
             bindings = passes.bindings
             epoch, batch = passes.position
             return {
                 "format": "shmaug.Sequence", "version": self.STATE_VERSION, "seed": self.seed,
                 "epoch": epoch, "batch": batch, "shard_index": self.shard_index,
-                "fingerprint": self._fingerprint,
+                "fingerprint": self._order.fingerprint(),
                 "bindings": [[i, e, b] for i, (e, b, _) in sorted(bindings.items())],
                 "in_order": passes.in_order,
                 "asked": sorted(bindings), "in_epoch": bool(bindings),
@@ -378,39 +348,42 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 drop_remainder, shard count, seed or format version (naming the field).
         """
         batches = len(self)  # first: under a distribution it may take this process's shard
-        expected = {**self._fingerprint, "seed": self.seed}
+        expected = {**self._order.fingerprint(), "seed": self.seed}
         epoch, cursor = check.resume_state(state, "shmaug.Sequence", self.STATE_VERSION,
                                            expected, batches)
         bindings = facade_checks.bindings(state.get("bindings"), state.get("asked"), batches)
-        in_order = state.get("in_order") is True or not self._shuffles
-        with self._lock:
-            self._passes.restore(epoch, cursor, {i: (e, b, in_order) for i, e, b in bindings},
-                                 in_order)
-            self._previous = -1
+        in_order = state.get("in_order") is True or not self._order.shuffle
+        rt = self._runtime
+        with rt.lock:
+            rt.passes.restore(epoch, cursor, {i: (e, b, in_order) for i, e, b in bindings},
+                              in_order)
+            rt.previous = -1
 
     @property
     def loader(self) -> Loader:
         """The engine behind this dataset (started on first access)."""
-        with self._lock:
+        with self._runtime.lock:
             return self._ensure_loader()
 
     def stats(self) -> dict[str, Any]:
         """The loader's figures (see ``Loader.stats``) with this facade's ``hit_rate``:
         the share of ``__getitem__`` calls served from batches already prepared."""
-        with self._lock:  # a loader stopped when idle still has its figures: no restart
-            loader = self._loader if self._loader is not None else self._stopped
+        rt = self._runtime
+        with rt.lock:  # a loader stopped when idle (or closed) still has its figures
+            loader = rt.loader
         if loader is None:
             loader = self.loader
         stats = loader.stats()
-        stats["hit_rate"] = self._hits / self._requests if self._requests else 0.0
-        stats["requests"] = self._requests
+        stats["hit_rate"] = rt.hits / rt.requests if rt.requests else 0.0
+        stats["requests"] = rt.requests
         stats["workers"] = loader.workers
         return stats
 
     def reset_stats(self) -> None:
-        if self._loader is not None or self._stopped is None:  # (stopped while idle: no
-            self.loader.reset_stats()  # restart for this; the next start begins at zero)
-        self._requests = self._hits = 0
+        rt = self._runtime
+        if rt.life is not Life.STOPPED_IDLE:  # (stopped while idle: no restart for this; the
+            self.loader.reset_stats()  # next start begins at zero)
+        rt.requests = rt.hits = 0
 
     def to_tf_dataset(self, input_context: Any = None) -> Any:
         """A prefetching ``tf.data.Dataset`` of one epoch per iteration (custom loops,
@@ -440,8 +413,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
 
         def epoch() -> Iterator[Any]:
             self.on_epoch_begin()  # a subclass's hooks run per epoch, as under fit
-            with self._lock:  # a pass restored half-way serves only what it had not served
-                served = self._passes.restored
+            with self._runtime.lock:  # a pass restored half-way serves only what it had not
+                served = self._runtime.passes.restored  # served
             for i in range(len(self)):
                 if i not in served:
                     yield self[i]
@@ -460,8 +433,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         wanted = (int(ctx.num_input_pipelines), int(ctx.input_pipeline_id))
         if wanted == (self.num_shards, self.shard_index):
             return
-        if self._shard_given or self._loader is not None:
-            why = ("was created with" if self._shard_given else "already runs with")
+        given = self._settings.batches.num_shards is not None
+        if given or self._runtime.running is not None:
+            why = ("was created with" if given else "already runs with")
             raise ArgumentError(
                 f"`input_context` assigns shard {wanted[1]} of {wanted[0]} "
                 f"(input_pipeline_id / num_input_pipelines), but this Sequence {why} "
@@ -469,7 +443,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 f"num_shards and shard_index out and let the context decide, or pass "
                 f"num_shards={wanted[0]}, shard_index={wanted[1]}."
             )
-        self._set_shard(*wanted, self._plan.drop_remainder)
+        self._set_shard(*wanted)
 
     def _follow_distribution(self) -> Any:
         """Under a Keras distribution (before the workers start): this process's shard of a
@@ -479,30 +453,27 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         if dist is None:
             return None
         if _distribution.processes(dist)[0] > 1:
-            if not self._shard_given and self.num_shards == 1:
-                self._set_shard(*_distribution.process_shard(dist), self._plan.drop_remainder)
+            if self._settings.batches.num_shards is None and self.num_shards == 1:
+                self._set_shard(*_distribution.process_shard(dist))
                 log.info("shmaug.Sequence serves shard %d of %d (this process of the Keras "
                          "distribution)", self.shard_index, self.num_shards)
             _distribution.take_over_sharding(dist)
-        start, stop = self._plan.bounds(len(self._plan) - 1)
+        plan = self._order.plan
+        start, stop = plan.bounds(len(plan) - 1)
         _distribution.check_split(dist, self.batch_size, stop - start)
         return dist
 
-    def _set_shard(self, num_shards: Any, shard_index: Any, drop_remainder: Any) -> None:
-        """Checked, and the epoch plan that follows from it (the Loader, once started, agrees)."""
-        self.num_shards, self.shard_index, self._plan = check.sharded_plan(
-            self._samples, self.batch_size, drop_remainder, num_shards, shard_index,
-            self._shuffles, self.seed if self._seed_given else None)
-        self._loader_args.update(num_shards=self.num_shards, shard_index=self.shard_index)
-        old = getattr(self, "_passes", None)
-        self._passes = Passes(len(self._plan))  # which batch answers each ask
-        if old is not None:  # a shard taken after a seek: the epoch sought stays
-            self._passes.seek(old.position[0], 0)
+    def _set_shard(self, num_shards: int, shard_index: int) -> None:
+        """Take another shard (checked) before the workers start: its epochs' plan, and passes
+        over it that keep the epoch sought (the Loader, once started, has the same)."""
+        self._set_order(self._order.sharded(num_shards, shard_index))
+        old = self._runtime.passes
+        self._runtime.passes = Passes(len(self._order.plan))
+        self._runtime.passes.seek(old.position[0], 0)
 
-    @property
-    def _fingerprint(self) -> dict[str, Any]:
-        return check.fingerprint(self._n, self._plan, self._shuffles, self.num_shards,
-                                 self._sampling)
+    def _set_order(self, order: Order) -> None:
+        self._order = order  # invariant: which samples each batch holds, for this shard
+        self.num_shards, self.shard_index = order.num_shards, order.shard_index
 
     def close(self) -> None:
         """Stop the workers and free shared memory. Idempotent.
@@ -510,12 +481,12 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         Takes no lock: a thread waiting inside ``__getitem__`` (Keras' tf.data thread) holds
         the facade's lock, and ends with ``ClosedError`` once the loader is closed.
         """
-        self._closed = True
-        self._passes.release()  # Keras' generators and adapters, held to know them again
+        rt = self._runtime
+        rt.life = Life.CLOSED
+        rt.passes.release()  # Keras' generators and adapters, held to know them again
         _idle.forget(self)
-        loader = self._loader
-        if loader is not None:
-            loader.close()
+        if rt.loader is not None:
+            rt.loader.close()
 
     def __enter__(self) -> Sequence:
         return self
@@ -524,12 +495,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        # What the workers get: the subclass state without the engine, the lock, the data
-        # that already sits in shared memory, or the per-epoch bookkeeping.
+        # What the workers get: the subclass state and the definition, without the Runtime
+        # (the engine, the lock, the data that already sits in shared memory, the bookkeeping).
         state = self.__dict__.copy()
-        for name in ("_loader", "_lock", "_held", "_passes", "_side", "_warned", "_closed",
-                     "_stopped", "_inferring"):
-            state.pop(name, None)
+        del state["_runtime"]
         if not self._overrides("load"):
             state["x"] = None
         return state
@@ -537,92 +506,96 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     def __setstate__(self, state: dict[str, Any]) -> None:
         # A worker's copy (or copy.copy / deepcopy): it runs the hooks but serves no batches.
         self.__dict__.update(state)
-        self._loader, self._lock, self._held = None, threading.Lock(), OrderedDict()
-        self._stopped = None
-        self._passes = Passes(len(self._plan))
-        self._inferring = weakref.WeakKeyDictionary()
-        self._side, self._warned = {}, False
-        self._closed = True
+        self._runtime = Runtime.copied(len(self._order.plan))
 
     def __repr__(self) -> str:
         """The settings as given, with what they resolve to. ``workers`` is shmaug's count of
         processes (``seq.workers``, Keras' attribute, reads 1: see the class docstring)."""
-        args = self._loader_args
+        given, order, side = self._settings, self._order, self._side
         name = "shmaug.Sequence" if type(self) is Sequence else type(self).__qualname__
         hooks = [h for h in ("load", "augment", "targets") if self._overrides(h)]
-        count = args["workers"]
+        count = given.workers.workers
         settings: list[tuple[str, Any]] = [
-            ("x", describe.brief(self.x)), ("y", describe.brief(self._side.get("y"))),
+            ("x", describe.brief(self.x)), ("y", describe.brief(side.get("y"))),
             ("batch_size", self.batch_size),
-            ("augment", f"{name}.augment" if "augment" in hooks else describe.brief(args["augment"])),
+            ("augment", f"{name}.augment" if "augment" in hooks
+             else describe.brief(given.output.augment)),
             ("workers", f"{count} (shmaug's processes; Keras reads seq.workers == 1)"
              if count else "0 (this process)"),
-            ("start_method", repr(describe.resolved_start_method(args["start_method"]))
+            ("start_method", repr(describe.resolved_start_method(given.workers.start_method))
              if count else "None"),
-            ("seed", self.seed if self._seed_given else f"{self.seed} (drawn: seed=None)"),
+            ("seed", f"{self.seed} (drawn: seed=None)" if order.seed_drawn else self.seed),
             ("shuffle", "None (follows Keras per pass: fit shuffles, evaluate and predict read "
              "in order)" if self.shuffle is None else self.shuffle),
-            ("drop_remainder", self._plan.drop_remainder),
-            ("max_queue_size", args["max_queue_size"])]
-        optional = [("sample_weight", self._side.get("sample_weight")),
-                    ("image_key", self.image_key), ("timeout", args["timeout"]),
-                    ("output_shape", args["output_shape"]),
-                    ("output_dtype", args["output_dtype"]), ("value_range", args["value_range"]),
-                    ("sampling_weights", args["sampling_weights"]),
-                    ("samples_per_epoch", args["samples_per_epoch"])]
+            ("drop_remainder", order.plan.drop_remainder),
+            ("max_queue_size", given.workers.max_queue_size)]
+        optional = [("sample_weight", side.get("sample_weight")),
+                    ("image_key", self.image_key), ("timeout", given.workers.timeout),
+                    ("output_shape", given.output.output_shape),
+                    ("output_dtype", given.output.output_dtype),
+                    ("value_range", given.output.bounds), ("sampling_weights", order.weights),
+                    ("samples_per_epoch", given.batches.samples_per_epoch)]
         settings += [(k, describe.brief(v)) for k, v in optional if v is not None]
         if self.num_shards > 1:
             settings += [("num_shards", self.num_shards), ("shard_index", self.shard_index)]
-        state = "closed" if self._closed else "started" if self._loader is not None else \
-            "stopped while idle" if self._stopped is not None else \
-            "not started"
         extra = f"; hooks overridden: {', '.join(hooks)}" if hooks else ""
-        return describe.call_repr(name, settings) + f" ({len(self._plan)} batches, {state}{extra})"
+        return describe.call_repr(name, settings) + \
+            f" ({len(order.plan)} batches, {self._runtime.life.value}{extra})"
 
     # -- inside -------------------------------------------------------------------------------
 
     def _overrides(self, hook: str) -> bool:
         return getattr(type(self), hook) is not getattr(Sequence, hook)
 
+    @property
+    def _side(self) -> dict[str, Any]:
+        """The targets, other inputs and sample weights, by name (none in a copy)."""
+        data = self._runtime.data
+        if data is None:
+            return {}
+        assert isinstance(data.y, dict)  # (as __init__ made it)
+        return data.y
+
     def _ensure_loader(self) -> Loader:
-        self._used = time.monotonic()
-        if self._closed:
+        """The running loader; started here (with the lock held) if none runs."""
+        rt = self._runtime
+        rt.used = time.monotonic()
+        if rt.life is Life.CLOSED:
             raise ClosedError("This shmaug.Sequence is closed (or is a copy: the data and the "
                               "workers belong to the original). Fix: create a new one.")
-        if self._loader is None:
+        if rt.running is None:
             dist = self._follow_distribution()
             if dist is not None:
                 _distribution.check_common_seed(dist)
-            load = self.load if self._overrides("load") else None
-            if self._overrides("augment"):
-                augment: Any = self.augment
-            else:
-                augment = self._loader_args["augment"]
-            args = {**self._loader_args, "augment": augment}
+            assert rt.data is not None and rt.pipeline is not None  # (only a copy has none)
             _idle.starting()  # a notebook cell run again: free the old one first
-            self._loader = Loader(self.x, self._side, load=load, **args)
+            rt.loader = Loader._from_options(
+                Options(self._settings, rt.data, self._order, rt.pipeline))
+            rt.life = Life.STARTED
             _LIVE.add(self)
             _idle.watch(self)
-        return self._loader
+        assert rt.loader is not None
+        return rt.loader
 
     def _stop_if_idle(self, now: float, after_s: float | None = None) -> None:
         """Stop the workers and free the shared memory if no batch was asked for in
         ``after_s`` (default ``_idle.STOP_AFTER_S``; never while one is being served: that
         holds the lock)."""
         after_s = _idle.STOP_AFTER_S if after_s is None else after_s
-        if now - self._used < after_s or not self._lock.acquire(blocking=False):
+        rt = self._runtime
+        if now - rt.used < after_s or not rt.lock.acquire(blocking=False):
             return
         try:
-            loader = self._loader
-            if loader is None or now - self._used < after_s:
+            loader = rt.running
+            if loader is None or now - rt.used < after_s:
                 return
-            self._loader, self._stopped = None, loader
+            rt.life = Life.STOPPED_IDLE  # (its loader stays: its figures)
             _idle.forget(self)
         finally:
-            self._lock.release()
+            rt.lock.release()
         loader.close()
         log.info("shmaug.Sequence idle for %.0f s: its workers stopped and its shared memory "
-                 "freed (they start again on the next batch asked for)", now - self._used)
+                 "freed (they start again on the next batch asked for)", now - rt.used)
 
     def _in_order(self, adapter: Any) -> bool:
         """Whether a pass beginning now (or the pass a look stands for) reads its epoch in the
@@ -634,21 +607,24 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         beginning an epoch under ``evaluate``/``predict``: ``on_epoch_begin``). A look
         decides nothing: it only names the batch the next pass would serve. Called with the
         lock held."""
-        if not self._shuffles:
+        if not self._order.shuffle:
             return True
-        if self._sampling:  # a weighted draw has no dataset order: every pass is the draw
-            return False
+        if self._order.weights is not None:  # a weighted draw has no dataset order: every
+            return False  # pass is the draw
         if adapter is None:
             return self.shuffle is None  # loops by hand: in order unless shuffle=True
-        if self._inferring.get(adapter, False):
+        if self._runtime.inferring.get(adapter, False):
             return True
         return self.shuffle is None and not getattr(adapter, "shuffle", False)
 
-    def _refuse_lost_targets(self) -> None:
-        """An ``augment`` override sees only the image: the targets that the `augment`
-        argument would have moved with it (a mask, boxes) would come back untouched."""
-        op = self._loader_args["augment"]
-        moved = inputs.augmented_targets(self._side, op) if op is not None else {}
+    def _check_behind_hook(self, data: Data) -> None:
+        """An ``augment`` override runs instead of the `augment` argument, which it may still
+        call (``super().augment``): the argument must take the images, and since the override
+        sees only the image, the targets the argument would have moved with it (a mask,
+        boxes) are refused: they would come back untouched."""
+        op = self._settings.output.augment
+        inputs.pipeline_input(op, data.x)  # a dtype or layout ops misread
+        moved = inputs.augmented_targets(data.y, op) if op is not None else {}
         if moved:
             raise ArgumentError(
                 f"{type(self).__name__} overrides `augment`, which receives only the image, "
@@ -659,12 +635,13 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     def _check_order(self, index: int, in_order: bool, loader: Loader) -> None:
         """Say once when Keras' random batch order defeats prefetching (a pass read in the
         dataset's order, under ``fit(shuffle=True)``)."""
+        rt = self._runtime
         if not in_order or loader.pids == []:
             return
-        if self._previous >= 0 and index != self._previous + 1:
-            self._out_of_order += 1
-            if self._out_of_order == 3 and not self._warned:
-                self._warned = True
+        if rt.previous >= 0 and index != rt.previous + 1:
+            rt.out_of_order += 1
+            if rt.out_of_order == 3 and not rt.warned:
+                rt.warned = True
                 warn(
                     "Keras asks this shmaug.Sequence for batches in random order (fit's "
                     "default shuffle=True) while it has shuffle=False, so its workers cannot "
@@ -672,10 +649,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                     "shuffle=True to shmaug.Sequence (it then shuffles the samples itself, "
                     "each exactly once per epoch, and prefetches in order), or call "
                     "fit(..., shuffle=False).")
-        self._previous = index
+        rt.previous = index
 
     def _assemble(self, xb: np.ndarray, side: dict[str, Any], key: Key) -> Any:
-        self._used = time.monotonic()  # (the batch may have taken long to come)
+        self._runtime.used = time.monotonic()  # (the batch may have taken long to come)
         inputs: Any = xb
         if side["inputs"] is not None:
             inputs = {self.image_key: xb, **side["inputs"]}
@@ -685,8 +662,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             y = self.targets(side["y"])
         except Exception as exc:
             epoch, planned, ordered = key
-            assert self._loader is not None  # (self.loader would take the lock held here)
-            first = int(self._loader.indices(planned, epoch=epoch, in_order=ordered)[0])
+            loader = self._runtime.running  # (self.loader would take the lock held here)
+            assert loader is not None
+            first = int(loader.indices(planned, epoch=epoch, in_order=ordered)[0])
             record = ErrorRecord.capture(
                 exc, traceback.format_exc(), worker_id=-1, sample_index=first, epoch=epoch,
                 op=f"{type(self).__qualname__}.targets")

@@ -23,7 +23,7 @@ class Recorded(shmaug.Sequence):
 
     def __getitem__(self, index):
         batch = super().__getitem__(index)
-        (epoch, planned, in_order), took = self._passes.last  # a pass took it (a look: no)
+        (epoch, planned, in_order), took = self._runtime.passes.last  # a pass took it (a look: no)
         if took and self.keras_epoch >= 0:  # not a batch drawn to build the model
             x = batch[0]
             ids = self.loader.indices(planned, epoch=epoch, in_order=in_order)

@@ -20,7 +20,7 @@ keras = pytest.importorskip("keras")
 import shmaug
 from shmaug.keras import _idle
 from tests import _fit
-from tests.conftest import shmaug_segments
+from tests._helpers import shmaug_segments
 
 pytestmark = [pytest.mark.keras, pytest.mark.timeout(240)]
 
@@ -39,14 +39,14 @@ def test_an_idle_sequence_frees_everything_and_goes_on_with_the_same_stream(monk
         first = [rows(b) for b in seq]
         pids, segments = seq.loader.pids, set(seq.loader._store.names)
         deadline = time.monotonic() + 10
-        while (seq._loader is not None or segments & shmaug_segments(os.getpid())) and \
+        while (seq._runtime.running is not None or segments & shmaug_segments(os.getpid())) and \
                 time.monotonic() < deadline:  # (it closes the loader once it let go of it)
             time.sleep(0.05)
-        assert seq._loader is None and "stopped while idle" in repr(seq)
+        assert seq._runtime.running is None and "stopped while idle" in repr(seq)
         assert not segments & shmaug_segments(os.getpid())
-        assert seq.stats()["batches"] == len(seq) and seq._loader is None  # no restart
+        assert seq.stats()["batches"] == len(seq) and seq._runtime.running is None  # no restart
         seq.reset_stats()  # (StallMonitor's, at an epoch's start)
-        assert seq._loader is None
+        assert seq._runtime.running is None
         second = [rows(b) for b in seq]  # started again
     plan = _fit.Plan(x, seed=3, shuffle=True)
     try:
@@ -67,13 +67,13 @@ def test_a_sequence_starting_frees_one_idle_for_a_while_at_once(monkeypatch):
         old[0]
         segments = set(old.loader._store.names)
         new[0]  # within 0.3 s: the old one is kept
-        assert old._loader is not None
+        assert old._runtime.running is not None
         time.sleep(0.5)
         with shmaug.Sequence(x, y, **args) as newer:
             newer[0]
-            assert old._loader is None and new._loader is None
+            assert old._runtime.running is None and new._runtime.running is None
             assert not segments & shmaug_segments(os.getpid())
-            assert newer._loader is not None
+            assert newer._runtime.running is not None
 
 
 CELL = """

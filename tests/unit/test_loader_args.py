@@ -269,3 +269,63 @@ def test_a_tf_data_dataset_is_refused_naming_what_to_pass():
         # constructors that exist (tests/unit/test_fixes_name_real_calls.py runs them)
         assert "`shmaug.ImageFiles.from_directory(directory)`" in str(info.value)
         assert "`shmaug.ImageRecords.from_tfrecord(" in str(info.value)
+
+
+def test_the_options_are_the_one_definition_of_the_loaders_keyword_arguments():
+    """Every keyword argument of Loader but the data (x, y, load) is a field of one options
+    group, by the same name and default, and every field a group takes is one of them: the
+    flat arguments are sorted into the groups by name (Settings.of)."""
+    import dataclasses
+    import inspect
+
+    from shmaug.engine._options import BatchOptions, OutputOptions, Settings, WorkerOptions
+
+    groups = [f.type for f in dataclasses.fields(Settings)]
+    assert groups == ["BatchOptions", "WorkerOptions", "OutputOptions"]
+    fields = {f.name: f.default for kind in (BatchOptions, WorkerOptions, OutputOptions)
+              for f in dataclasses.fields(kind) if f.init}
+    assert len(fields) == sum(len([f for f in dataclasses.fields(k) if f.init])
+                              for k in (BatchOptions, WorkerOptions, OutputOptions))
+    arguments = {name: p.default for name, p in inspect.signature(shmaug.Loader).parameters.items()
+                 if name not in ("x", "y", "load")}
+    assert arguments == fields
+
+
+def test_each_argument_is_checked_once_also_behind_a_sequence(monkeypatch):
+    """A Sequence checks the Loader's arguments when it is made and hands the options to the
+    loaders it starts: none is checked again (nor the data)."""
+    pytest.importorskip("keras")
+    from shmaug.engine import _checks, _inputs, _sampling
+
+    seen: list[str] = []
+
+    def counting(module, name, label):
+        real = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            seen.append(label(*args))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    for name in ("positive_int", "boolean"):  # (check.shuffle asks boolean)
+        counting(_checks, name, lambda name, *_: name)
+    for name in ("workers", "seed", "start_method", "timeout", "sharded_plan", "queue_fits"):
+        counting(_checks, name, lambda *_, name=name: name)
+    counting(_checks, "callable_or_none", lambda name, *_: name)
+    for name in ("image_array", "value_range", "resolve_range", "augmented_targets"):
+        counting(_inputs, name, lambda *_, name=name: name)
+    counting(_sampling, "weights", lambda *_: "sampling_weights")
+
+    with shmaug.Sequence(X, np.arange(10), batch_size=4, augment=_ops.identity, workers=0,
+                         seed=1, shuffle=True, timeout=5) as seq:
+        made = list(seen)
+        seq[0]
+        seq.loader.close()
+        seq._stop_if_idle(float("inf"), 0.0)  # stopped; the next ask starts another loader
+        seq[1]
+    assert seen == made, "the loaders a Sequence started checked again"
+    assert sorted(made) == sorted(set(made)), made  # each once
+    assert {"batch_size", "max_queue_size", "shuffle", "drop_remainder", "workers", "seed",
+            "start_method", "timeout", "copy", "augment", "value_range", "sharded_plan",
+            "queue_fits", "image_array", "sampling_weights"} <= set(made)

@@ -68,7 +68,7 @@ def test_keras_adds_no_threads_or_processes_of_its_own():
         assert seq.workers == 1 and seq.use_multiprocessing is False  # what Keras reads
         adapter = PyDatasetAdapter(seq, shuffle=True)
         assert adapter.enqueuer is None  # Keras calls __getitem__ itself, in order asked
-        assert seq._loader is None  # and nothing has started yet
+        assert seq._runtime.running is None  # and nothing has started yet
 
 
 @pytest.mark.parametrize("name, value", [("shuffle", "no"), ("shuffle", 0),
@@ -78,7 +78,7 @@ def test_booleans_that_are_not_booleans_are_refused(name, value):
                        rf"received {value!r}"):
         shmaug.Sequence(X, batch_size=4, workers=0, **{name: value})
     with shmaug.Sequence(X, batch_size=4, workers=0, **{name: np.bool_(True)}) as seq:
-        assert getattr(seq, name, seq._plan.drop_remainder) is True
+        assert getattr(seq, name, seq._order.plan.drop_remainder) is True
 
 
 def test_repr_shows_shmaugs_workers_and_starts_nothing():
@@ -89,7 +89,7 @@ def test_repr_shows_shmaugs_workers_and_starts_nothing():
                            "batch_size=4, augment=None, workers=3 (shmaug's processes; Keras "
                            "reads seq.workers == 1), start_method='spawn', seed=1,"), text
     assert "sample_weight=<float64 array (10,)>" in text and text.endswith("(3 batches, not started)")
-    assert seq._loader is None and seq.workers == 1  # what Keras reads: see the docstring
+    assert seq._runtime.running is None and seq.workers == 1  # what Keras reads: see the docstring
     seq.close()
     assert repr(seq).endswith("(3 batches, closed)")
 
@@ -125,3 +125,24 @@ def test_a_subclass_that_skips_super_init_is_told_to_call_it():
     with pytest.raises(AttributeError, match="anything_else") as info:
         seq.anything_else
     assert not isinstance(info.value, shmaug.ShmaugError)
+
+
+def test_what_init_sets_is_what_a_skipped_init_is_told_about_and_a_copy_drops_one_of():
+    import copy
+
+    import keras
+
+    from shmaug.keras import sequence
+    from shmaug.keras._runtime import Life
+
+    base = set(vars(keras.utils.PyDataset(workers=1, use_multiprocessing=False)))
+    with shmaug.Sequence(X, np.arange(10), batch_size=4, workers=0) as seq:
+        assert set(vars(seq)) - base == sequence._SET_UP
+        state = seq.__getstate__()
+        assert set(state) == set(vars(seq)) - {"_runtime"} and state["x"] is None
+        clone = copy.copy(seq)
+        assert clone._runtime.life is Life.CLOSED and clone._runtime.data is None
+        assert seq._runtime.life is Life.NOT_STARTED and len(clone) == len(seq) == 3
+        seq[0]
+        assert seq._runtime.life is Life.STARTED and seq._runtime.running is seq.loader
+    assert seq._runtime.life is Life.CLOSED and repr(clone).endswith("(3 batches, closed)")

@@ -1,0 +1,68 @@
+"""What a ``Sequence`` builds and pickling drops, in one object, with its life cycle as one state.
+
+A ``Sequence`` keeps two kinds of state. Its definition (the checked settings, its ``Order``,
+the public attributes, a subclass's own) pickles with it: workers get a copy to run its hooks,
+``copy.copy`` and ``deepcopy`` make one. Everything else is a ``Runtime``: the data (already in
+shared memory once the workers start), the pipeline resolved for it, the loader, the lock,
+the batches held for a second ask, the passes and the counters. ``__getstate__`` drops the
+``Runtime`` whole and ``__setstate__`` gives the copy a fresh one, ``CLOSED``: a copy runs
+hooks but serves no batches. Pure bookkeeping: no Keras, no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engine._options import Data, Pipeline
+from ..engine.loader import Loader
+from ._passes import Key, Passes
+
+
+class Life(enum.Enum):
+    """Where a Sequence's workers stand (the value is how ``repr`` says it)."""
+
+    NOT_STARTED = "not started"  # no loader yet: the first ask starts one
+    STARTED = "started"  # a loader runs
+    STOPPED_IDLE = "stopped while idle"  # its loader closed (_idle); the next ask starts one
+    CLOSED = "closed"  # close() (or a copy): no loader starts again
+
+
+@dataclass(eq=False, slots=True)
+class Runtime:
+    """A Sequence's state that pickling drops (see the module docstring)."""
+
+    passes: Passes  # which batch answers each ask of Keras
+    data: Data | None  # the samples, checked; None in a copy (they stay with the original)
+    pipeline: Pipeline | None  # what workers run, resolved for `data`; None in a copy
+    life: Life = Life.NOT_STARTED
+    # invariant: the running loader while STARTED; else the last one (stopped or closed: its
+    # figures stay readable), or None before the first start
+    loader: Loader | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)  # Keras may call from a
+    # tf.data thread; held while a batch is served
+    held: OrderedDict[Key, Any] = field(default_factory=OrderedDict)  # batches likely asked
+    # again, least recently used first
+    # Keras' adapters seen beginning an epoch -> whether evaluate or predict runs them
+    inferring: weakref.WeakKeyDictionary[Any, bool] = field(
+        default_factory=weakref.WeakKeyDictionary)
+    used: float = 0.0  # invariant: monotonic time of the latest ask for a batch
+    requests: int = 0  # asks for a batch since start (or reset_stats)
+    hits: int = 0  # of them, served from a batch prepared already
+    previous: int = -1  # the last index a pass asked for (shuffle=False order check)
+    out_of_order: int = 0  # requests that did not follow their predecessor
+    warned: bool = False  # the random-order warning was given
+
+    @classmethod
+    def copied(cls, batches: int) -> Runtime:
+        """A copy's: closed, without data, with passes over ``batches`` per epoch."""
+        return cls(Passes(batches), None, None, Life.CLOSED)
+
+    @property
+    def running(self) -> Loader | None:
+        """The loader whose workers run now, if any."""
+        return self.loader if self.life is Life.STARTED else None
