@@ -43,7 +43,8 @@ from ._store import (
     copied_bytes,
     mapped_file_handle,
 )
-from ._worker import SliceRunner, WorkerSpec, op_name
+from ._runner import SliceRunner, op_name
+from ._worker import WorkerSpec
 
 log = logging.getLogger(__name__)
 

@@ -416,7 +416,7 @@ def test_read_ahead_holds_about_ahead_bytes_once_sizes_are_known(monkeypatch):
 
 
 def test_only_a_prefetch_hook_that_names_ahead_is_given_the_queued_tasks_samples():
-    from shmaug.engine._worker import _prefetch_hook
+    from shmaug.engine._runner import _prefetch_hook
 
     class Old:
         def prefetch(self, indices, *, verbose=False):
