@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from bench import _harness as H
-from bench import _report as R
+from bench.common import harness as H
+from bench.common import report as R
 from bench import wait_trace
 
 CASES = {"W1": "shmaug", "W2": "shmaug", "W3": "none"}  # workload: its ops (as wait_trace)

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from bench import _harness as H
-from bench import _report as R
-from bench import workloads as W
+from bench.common import harness as H
+from bench.common import report as R
+from bench.common import workloads as W
 
 STALL_MS = 3.0
 

@@ -434,7 +434,7 @@ def _bench(argv: list[str]) -> int:
                            "is no bench/ here. Fix: cd into the clone (where bench/ is) and run "
                            "it again.")
     sys.path.insert(0, os.getcwd())
-    suite = importlib.import_module("bench.suite")
+    suite = importlib.import_module("bench.suite.run")
     return int(suite.main(argv, prog="shmaug bench") or 0)  # its --help names this command
 
 

@@ -12,7 +12,7 @@ Owns the mechanics every benchmark needs so that each script is only its contend
 - ``progress`` / ``base_parser``: a tqdm bar over the runs; ``--quick`` and ``--out``, the same
   for every script.
 
-How a figure is written down (rows, tables, JSON) is ``_report.py``'s. Timings live only here
+How a figure is written down (rows, tables, JSON) is ``report.py``'s. Timings live only here
 and in the scripts that use it, never in tests. Nothing in this module imports TensorFlow or
 Keras.
 """
@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import psutil
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 JSON_MARKER = "BENCH_JSON:"  # prefix of the one stdout line a child process reports on
 
 
@@ -340,7 +340,8 @@ def base_parser(description: str, default_out: str, prog: str | None = None
     under the repository unless ``--out`` says so (``quick_out``)."""
     if prog is None:
         module = getattr(sys.modules["__main__"], "__spec__", None)
-        name = module.name.removesuffix(".__main__") if module else ""
+        # A benchmark's __main__.py runs its run.py as the main module: both are its command.
+        name = module.name.removesuffix(".__main__").removesuffix(".run") if module else ""
         prog = f"python -m {name}" if name.startswith("bench") else None  # else argparse's own
     parser = _BenchParser(description=description, prog=prog, default_out=default_out)
     parser.add_argument("--quick", action="store_true",

@@ -1,6 +1,6 @@
 """The users' PIL version of the glyph distortions: the classic per-sample PIL code.
 
-This is the baseline ``bench/ops.py`` compares ``shmaug.presets.glyph_distort()`` with. It is
+This is the baseline ``bench/ops/run.py`` compares ``shmaug.presets.glyph_distort()`` with. It is
 written the way such users write it: a PIL image per sample, ``random.choice`` of a sine warp
 (a per-column ``np.roll`` loop over a numpy copy), a rotate, a shear (``Image.transform``
 AFFINE) or a scale + translate (resize, then paste on a background), then one of

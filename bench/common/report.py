@@ -8,7 +8,7 @@ Owns how a figure is written down, so every script reports the same way:
 - ``write_results`` / ``rows_from_json``: ``<out>/<name>.json`` and ``.md``; rows a child
   process reported, rebuilt.
 
-Measuring (timing, bounds, child processes, memory) is ``_harness.py``'s; this module only
+Measuring (timing, bounds, child processes, memory) is ``harness.py``'s; this module only
 writes. Nothing here imports TensorFlow or Keras.
 """
 
@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import psutil
 
-from bench._harness import REPO_ROOT, Stats
+from bench.common.harness import REPO_ROOT, Stats
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageFilter
 
-from bench import _pil_reference
+from bench.common import pil_reference
 
 IMPLS = ("pil", "shmaug")
 
@@ -126,7 +126,7 @@ def augment_for(name: str, impl: str) -> Any:
         return None
     if name == "W1":
         if impl == "pil":
-            return shmaug.ops.from_pil(_pil_reference.distort)
+            return shmaug.ops.from_pil(pil_reference.distort)
         return shmaug.presets.glyph_distort()
     if impl == "pil":
         return ToFloat32(shmaug.ops.from_pil(pil_photo))

@@ -4,7 +4,7 @@ A contender is built once, then ``run(k)`` produces one full epoch and returns a
 the start, then one time per batch. Throughput is measured between the first and the last
 batch (steady state); the first-batch latency is reported on the side. ``interleave`` runs
 every contender one epoch per round in a rotating order, so a noisy neighbour moves all of
-them alike; the sections (``engine_identity.py``, ``engine_scaling.py``) turn the arrival
+them alike; the sections (``identity.py``, ``scaling.py``) turn the arrival
 times into rates with ``steady_rate`` / ``overlap_rate``.
 
 Owns the contenders: the copy ceilings (``CopyGather``, ``CopyTo``), the plain loops in one or
@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench import _harness as H
-from bench._harness import Stats, summarize
+from bench.common import harness as H
+from bench.common.harness import Stats, summarize
 
 _SETTLE_S = 0.2  # idle time between contender runs, so leftover background work does not leak
 

@@ -13,9 +13,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench import _harness as H
-from bench import _report as R
-from bench.engine_runs import (
+from bench.common import harness as H
+from bench.common import report as R
+from bench.engine.contenders import (
     CopyGather,
     CopyTo,
     KerasRun,

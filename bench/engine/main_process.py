@@ -21,9 +21,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench import _harness as H
-from bench import _report as R
-from bench.engine_runs import identity, interleave
+from bench.common import harness as H
+from bench.common import report as R
+from bench.engine.contenders import identity, interleave
 
 W1_TARGET_IMAGES_S = 200_000
 W3_TARGET_GB_S = 5.0
@@ -94,10 +94,10 @@ def section_main(quick: bool) -> list[R.Row]:
     import cv2
 
     import shmaug
-    from bench.workloads import build_data
+    from bench.common.workloads import build_data
 
     # One OpenCV thread before OpenCV runs here (W3's photo is decoded with it): forked
-    # workers then never meet OpenCV's thread pool (see the NOTE in engine_scaling.py).
+    # workers then never meet OpenCV's thread pool (see the NOTE in scaling.py).
     cv2.setNumThreads(1)
     rounds, timeout = (1, 60.0) if quick else (7, 90.0)
     n1, bs1 = (512, 256) if quick else (8192, 256)

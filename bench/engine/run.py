@@ -3,18 +3,18 @@
 Run ``python -m bench.engine [--quick] [--out results/engine] [--sections main,...]``. Five sections, each in its
 own child process (so one that hangs or crashes is reported and the rest still run), and
 inside a section every contender runs in the same process, interleaved round by round
-(``engine_runs.interleave``):
+(``contenders.interleave``):
 
-1. identity (``engine_identity.py``): GB/s handed to the consumer with an identity ``augment``
+1. identity (``identity.py``): GB/s handed to the consumer with an identity ``augment``
    on 224x224x3 uint8, ``shmaug.Loader(workers=2)`` vs a single-process copy (the
    memory-bandwidth ceiling) vs ``keras.utils.PyDataset(workers=2, use_multiprocessing=True)``.
-2. scaling (``engine_scaling.py``): images/s of a CPU-bound pipeline
+2. scaling (``scaling.py``): images/s of a CPU-bound pipeline
    (``presets.glyph_distort`` on 64x64 glyphs) with ``workers`` = 0, 1, 2.
-3. seeding (``engine_seeding.py``): cost of ``SampleSeeder.streams()`` per sample (a 64-sample
+3. seeding (``seeding.py``): cost of ``SampleSeeder.streams()`` per sample (a 64-sample
    task at a time, as workers do) as a share of a cheap op's time.
-4. startup (``engine_startup.py``): time to the first batch and worker USS when the main script
+4. startup (``startup.py``): time to the first batch and worker USS when the main script
    has imported TensorFlow, shmaug vs Keras PyDataset, under spawn and fork.
-5. main (``engine_main.py``): the consumer process's own CPU per image and per batch on W1
+5. main (``main_process.py``): the consumer process's own CPU per image and per batch on W1
    and W3, and the feed rate it implies for a many-core host (1 / CPU per image).
 
 This module is the driver only: it starts the sections, collects their rows and writes
@@ -31,18 +31,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from bench import _harness as H
-from bench import _report as R
+from bench.common import harness as H
+from bench.common import report as R
 
 NAME = "engine"
 
 
 SECTIONS: dict[str, str] = {  # section -> the module whose ``section_<name>(quick)`` runs it
-    "identity": "bench.engine_identity",
-    "scaling": "bench.engine_scaling",
-    "seeding": "bench.engine_seeding",
-    "startup": "bench.engine_startup",
-    "main": "bench.engine_main",
+    "identity": "bench.engine.identity",
+    "scaling": "bench.engine.scaling",
+    "seeding": "bench.engine.seeding",
+    "startup": "bench.engine.startup",
+    "main": "bench.engine.main_process",
 }
 _SECTION_TIMEOUT_S = {"identity": 240.0, "scaling": 180.0, "seeding": 120.0, "startup": 420.0,
                       "main": 240.0}
@@ -58,7 +58,7 @@ def _run_section_child(name: str, quick: bool) -> None:
 
 
 def _run_sections(quick: bool, names: list[str]) -> list[R.Row]:
-    argv = [sys.executable, "-m", "bench.engine", "--section"]
+    argv = [sys.executable, "-m", "bench.engine.run", "--section"]
 
     def one(name: str) -> list[R.Row]:
         t0 = time.perf_counter()

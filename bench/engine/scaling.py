@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from bench import _harness as H
-from bench import _report as R
-from bench.engine_runs import (
+from bench.common import harness as H
+from bench.common import report as R
+from bench.engine.contenders import (
     ParallelPlainLoops,
     PlainLoop,
     ShmaugRun,

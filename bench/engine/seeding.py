@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench import _harness as H
-from bench import _report as R
+from bench.common import harness as H
+from bench.common import report as R
 
 _TASK = 64  # samples per seeding call: one worker task
 

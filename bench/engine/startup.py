@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from bench import _harness as H
-from bench import _report as R
+from bench.common import harness as H
+from bench.common import report as R
 
 
 STARTUP_SCRIPT = textwrap.dedent('''
-    """Main script of a user who imported TensorFlow first (written by bench/engine_startup.py)."""
+    """Main script of a user who imported TensorFlow first (written by bench/engine/startup.py)."""
     import tensorflow  # noqa: F401  -- the point of this probe
     import json, multiprocessing, sys, time
 
@@ -31,7 +31,7 @@ STARTUP_SCRIPT = textwrap.dedent('''
     from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
     import shmaug
-    from bench import _harness as H
+    from bench.common import harness as H
     from shmaug.sources.glyphs import render_glyphs
 
     N, BS, SEED = 1024, 64, 0

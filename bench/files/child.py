@@ -1,12 +1,12 @@
-"""``bench.files``' child process: ONE contender over ONE folder (``python -m bench.files_child SPEC``).
+"""``bench.files``' child process: ONE contender over ONE folder (``python -m bench.files.child SPEC``).
 
-The spec (JSON) names the folder, the contender (``bench.files_peers``, or the module named by
-``"peers"`` with keyword arguments ``"extra"`` for its ``build``: ``bench.records_peers``), the
+The spec (JSON) names the folder, the contender (``bench.files.peers``, or the module named by
+``"peers"`` with keyword arguments ``"extra"`` for its ``build``: ``bench.records.peers``), the
 worker count, the batch size and the number of timed epochs. The child lists the folder as
 ``ImageFiles.from_directory`` does (so every contender reads the same files in the same order),
 warms up (the first batches, or a whole epoch for a contender whose stream spans epochs),
 then times each epoch and checks that it delivered every file exactly once (the targets are
-the files' ids). It reports one JSON line (``_harness.report_json``): images/s per epoch, time
+the files' ids). It reports one JSON line (``harness.report_json``): images/s per epoch, time
 to the first batch, worker memory mid-epoch, and any exactly-once problem. A missing library
 reports ``"status": "skipped"``.
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import _harness as H
+from bench.common import harness as H
 
 WARMUP_BATCHES = 3
 
@@ -39,7 +39,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     ids = np.arange(n)
     result: dict[str, Any] = {"n": n, "rates": [], "problems": []}
     t0 = time.perf_counter()
-    peers = importlib.import_module(spec.get("peers", "bench.files_peers"))  # bench.records'
+    peers = importlib.import_module(spec.get("peers", "bench.files.peers"))  # bench.records'
     c = peers.build(spec["contender"], paths, ids, bs, spec["workers"], **spec.get("extra", {}))
     try:
         for r in range(spec["repeats"] + 1):  # round 0 warms up and gives the first batch

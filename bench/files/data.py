@@ -8,7 +8,7 @@
   sensor noise); at quality 90 that is 2-3 bits per pixel, where camera photos lie.
 - ``make_folder``: N such files in 4 class folders, behind a tqdm bar.
 - ``link_tree``: a folder of N files made as hard links of small JPEGs, one per class folder
-  (1.28 million in seconds, and next to no disk), for ``bench.files_memory``.
+  (1.28 million in seconds, and next to no disk), for ``bench.files.memory``.
 
 Nothing here times anything; it writes files.
 """

@@ -1,10 +1,10 @@
 """Memory flat in the number of files: 1.28 million files, from listing to batches.
 
-    python -m bench.files_memory [--quick] [--out bench/results/files_memory]
+    python -m bench.files.memory [--quick] [--out bench/results/files_memory]
         [--files 1280000] [--small 10000] [--batches 50] [--compare-with DIR]
 
 Makes a folder of ``--files`` JPEGs in 1,000 class folders, as hard links of small JPEGs (one per folder)
-(``bench.files_data.link_tree``, in a temporary folder removed at the end), and a small one of
+(``bench.files.data.link_tree``, in a temporary folder removed at the end), and a small one of
 ``--small`` files. Then, in a fresh child process for each case and start method (fork and
 spawn), it times the listing (``ImageFiles.from_directory``), ``Loader()`` (2 workers) and the
 first batch, reads ``--batches`` more shuffled batches (so the workers reach paths all over the
@@ -85,7 +85,7 @@ def run_child(spec: dict[str, Any], pythonpath: str, timeout_s: float) -> dict[s
 
 def summary(results: list[dict[str, Any]], link_s: dict[int, float], batches: int) -> str:
     """Worker USS (largest of the 2 workers, MiB) side by side: arrays and files, both counts."""
-    from bench import _report as R
+    from bench.common import report as R
 
     counts = sorted({r["n"] for r in results})
     table = []
@@ -110,9 +110,9 @@ def summary(results: list[dict[str, Any]], link_s: dict[int, float], batches: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench import _harness as H
-    from bench import _report as R
-    from bench.files_data import link_tree
+    from bench.common import harness as H
+    from bench.common import report as R
+    from bench.files.data import link_tree
 
     p = H.base_parser(__doc__.splitlines()[0], "bench/results/files_memory")
     p.add_argument("--files", type=int, default=1_280_000)
@@ -190,5 +190,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--child":
         print("RESULT " + json.dumps(child(json.loads(sys.argv[2]))), flush=True)
         raise SystemExit(0)
-    sys.path.insert(0, str(HERE.parent.parent))  # run as a file: the repository's bench package
+    sys.path.insert(0, str(HERE.parents[2]))  # run as a file: the repository's bench package
     raise SystemExit(main())

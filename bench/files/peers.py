@@ -13,7 +13,7 @@ uniform -15..15 degrees (bilinear, black corners) and a Gaussian blur of sigma u
   Keras' ``RandomRotation`` uses) + separable Gaussian blur, num_parallel_calls=AUTOTUNE)``,
   ``batch``, ``prefetch(AUTOTUNE)``; C++ kernels, no GIL.
 - ``grain`` / ``torch``: the suite's Grain (``MapDataset`` + ``mp_prefetch``, spawn) and
-  PyTorch ``DataLoader`` (fork) contenders (``bench.peers``) over the paths, each sample made
+  PyTorch ``DataLoader`` (fork) contenders (``bench.suite.peers``) over the paths, each sample made
   by ``pil_sample``: PIL open + convert + resize, then PIL's flip, rotate and GaussianBlur.
 
 ``build`` raises ImportError when a contender's library is missing (reported as skipped).
@@ -26,8 +26,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from bench.peers._base import Base
-from bench.peers.shmaug_engine import ShmaugLoader
+from bench.suite.peers._base import Base
+from bench.suite.peers.shmaug_engine import ShmaugLoader
 
 SIZE = 224
 FLIP_P = 0.5
@@ -54,7 +54,7 @@ def pil_sample(path: Any, rng: np.random.Generator) -> np.ndarray:
 
 def pil_ops(opened: Any, rng: np.random.Generator) -> np.ndarray:
     """An opened PIL image to 224x224 RGB, then PIL's flip, rotate and GaussianBlur (also the
-    ops of ``bench.records_peers``' Hugging Face and WebDataset peers, whose libraries decode)."""
+    ops of ``bench.records.peers``' Hugging Face and WebDataset peers, whose libraries decode)."""
     from PIL import Image, ImageFilter
 
     image = opened.convert("RGB").resize((SIZE, SIZE), Image.Resampling.BILINEAR)
@@ -97,7 +97,7 @@ def _tf_sample(path: Any, i: Any) -> Any:
 
 def tf_augment(encoded: Any, i: Any) -> Any:
     """tf.data's decode + resize + flip + rotation + blur of one JPEG's bytes (also
-    ``bench.records_peers``')."""
+    ``bench.records.peers``')."""
     import math
 
     import tensorflow as tf
@@ -146,11 +146,11 @@ def build(name: str, paths: np.ndarray, ids: np.ndarray, bs: int, workers: int) 
     if name == "tf":
         return TfFiles(paths, ids, bs, None, np.uint8, workers, None)
     if name == "grain":
-        from bench.peers.grain_loader import Grain
+        from bench.suite.peers.grain_loader import Grain
 
         return Grain(paths, ids, bs, pil_sample, np.uint8, workers, "spawn")
     if name == "torch":
-        from bench.peers.torch_loader import Torch
+        from bench.suite.peers.torch_loader import Torch
 
         return Torch(paths, ids, bs, pil_sample, np.uint8, workers, "fork")
     raise KeyError(f"no contender {name!r}; known: {sorted(LABELS)}")

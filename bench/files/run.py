@@ -4,11 +4,11 @@
         [--folders 256,imagenet,camera] [--contenders shmaug,shmaug_full,tf,grain,torch]
         [--data DIR] [--workers 2] [--batch-size 64] [--timeout 900]
 
-Makes three folders of JPEGs from a seed (``bench.files_data``; in ``--data DIR`` they are
+Makes three folders of JPEGs from a seed (``bench.files.data``; in ``--data DIR`` they are
 kept and reused, otherwise in a temporary folder removed at the end): 256x256, ImageNet-like
 (about 500x375, quality 90, varied sizes) and camera-size (about 3000x2000). Then, round by
-round, each contender (``bench.files_peers``) reads each folder in its own child process
-(``bench.files_child``) under a hard timeout, the order of the contenders rotated every round:
+round, each contender (``bench.files.peers``) reads each folder in its own child process
+(``bench.files.child``) under a hard timeout, the order of the contenders rotated every round:
 one warm-up, ``--repeats`` timed epochs, each checked to deliver every file exactly once.
 A round's figure is the median of its epochs; the table quotes the median over rounds, and
 the ratios are taken within a round. Every contender delivers the same 224x224x3 uint8 images
@@ -37,10 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from bench import _harness as H
-from bench import _report as R
-from bench.files_data import FOLDERS, make_folder
-from bench.files_peers import LABELS
+from bench.common import harness as H
+from bench.common import report as R
+from bench.files.data import FOLDERS, make_folder
+from bench.files.peers import LABELS
 
 DEFAULT_CONTENDERS = ("shmaug", "shmaug_full", "tf", "grain", "torch")
 CAMERA_GOAL = 3.0  # the target: on camera-size JPEGs, shmaug >= 3x ImageFiles before reduced decode
@@ -118,7 +118,7 @@ def run_rounds(args: Any, folders: dict[str, Path], contenders: list[str]) -> li
                 spec = {"folder": str(path), "contender": contender, "workers": args.workers,
                         "batch_size": 8 if args.quick else args.batch_size,
                         "repeats": 1 if args.quick else args.repeats}
-                out = H.run_json([sys.executable, "-m", "bench.files_child", json.dumps(spec)],
+                out = H.run_json([sys.executable, "-m", "bench.files.child", json.dumps(spec)],
                                  args.timeout)
                 res = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
                 if res.get("status") == "ok" and res.get("problems"):

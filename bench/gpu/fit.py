@@ -19,11 +19,11 @@ from typing import Any, Callable
 import keras
 import numpy as np
 
-from bench import _harness as H
-from bench import peers
-from bench import workloads as W
-from bench.gpu import FEEDERS
-from bench.suite_fit import CLASSES, Cached
+from bench.common import harness as H
+from bench.suite import peers
+from bench.common import workloads as W
+from bench.gpu.run import FEEDERS
+from bench.suite.fit import CLASSES, Cached
 
 CEILING = ("shmaug_sequence",)  # feeders also timed with no model (Keras' adapter, no step)
 FIT_SIZES = {"W2": (6144, 64), "W1": (81920, 256)}  # whole batches: no retrace on a short last one
@@ -191,7 +191,7 @@ def run_fit(quick: bool, repeats: int, workers: int,
             report: Callable[[dict[str, Any]], None],
             workloads: tuple[str, ...] = tuple(FIT_SIZES),
             feeders: tuple[str, ...] = FEEDERS) -> dict[str, Any]:
-    from bench._report import environment
+    from bench.common.report import environment
 
     busy = GpuBusy()
     payload: dict[str, Any] = {"environment": environment(), "quick": quick, "repeats": repeats,

@@ -8,13 +8,13 @@ own workers, and images/s for 1 to (cores - 1) workers.
 
 Each section is its own command and writes its own JSON as each figure comes in, so a section
 cut short (a device lease is minutes long) keeps what it measured. The workloads are the
-suite's (``bench.workloads``), with shmaug's ops for every contender:
+suite's (``bench.common.workloads``), with shmaug's ops for every contender:
 
 - **scaling**: W1 (glyphs, batch 256) and W2 (photos 224x224 -> float32, batch 64): images/s
   of ``shmaug.Loader`` (fork) for every worker count, and of Keras ``PyDataset(workers=N,
   use_multiprocessing=True)`` as ``fit`` drives it at a few counts. A run is one warm-up
   epoch, then ``--repeats`` timed epochs, each checked to hold every sample exactly once.
-- **fit** (``bench.gpu_fit``): ``Model.fit`` on the GPU, W2 into ResNet50 (224x224, 10
+- **fit** (``bench.gpu.fit``): ``Model.fit`` on the GPU, W2 into ResNet50 (224x224, 10
   classes) and W1 into the demo's small CNN, fed by ``shmaug.Sequence``, by ``PyDataset``
   with worker processes (fork) and with threads, each with cores - 1 workers. The figures:
   images/s, the **share of wall time the GPU waits**, ``1 - t_compute / t_fed`` (t_compute:
@@ -35,14 +35,14 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from bench import _harness as H
+from bench.common import harness as H
 from shmaug.engine._platform import cpu_count
-from bench import _report as R
+from bench.common import report as R
 
 SCALING_SIZES = {"W1": (32768, 256), "W2": (4096, 64)}  # (images, batch size)
 QUICK_SIZES = {"W1": (256, 64), "W2": (32, 16)}
 SCALING, FIT, HANDOVER = "gpu_scaling.json", "gpu_fit.json", "gpu_handover.json"
-FEEDERS = ("shmaug_sequence", "keras_fork", "keras_threads")  # bench.gpu_fit's, without Keras
+FEEDERS = ("shmaug_sequence", "keras_fork", "keras_threads")  # bench.gpu.fit's, without Keras
 
 
 def parser() -> Any:
@@ -83,8 +83,8 @@ def epoch_rates(epoch: Callable[[], Iterable[Any]], n: int, repeats: int) -> lis
 
 
 def run_scaling(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any]:
-    from bench import peers
-    from bench import workloads as W
+    from bench.suite import peers
+    from bench.common import workloads as W
 
     payload: dict[str, Any] = {"environment": R.environment(), "quick": quick, "repeats": repeats,
                                "workloads": {}}
@@ -120,8 +120,8 @@ def run_handover(out: Path, quick: bool, repeats: int, top: int) -> dict[str, An
     bytes), float32, float32 lent from the ring (``copy=False``, no copy out of it), and
     float32 read by Keras' adapter from a ``Sequence`` as ``fit`` reads it (needs Keras)."""
     import shmaug
-    from bench import peers
-    from bench import workloads as W
+    from bench.suite import peers
+    from bench.common import workloads as W
 
     n, bs = (QUICK_SIZES if quick else SCALING_SIZES)["W2"]
     x, ids = W.build_data("W2", n)
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.section in ("handover", "all"):
         run_handover(out, args.quick, repeats, top)
     if args.section in ("fit", "all"):
-        from bench.gpu_fit import run_fit
+        from bench.gpu.fit import run_fit
 
         run_fit(args.quick, repeats, top, lambda payload: save(out, FIT, payload),
                 tuple(w for w in ("W2", "W1") if w in args.workloads.split(",")),

@@ -1,4 +1,4 @@
-"""The albumentations twin of each shmaug op that both libraries have, for ``bench/ops.py``.
+"""The albumentations twin of each shmaug op that both libraries have, for ``bench/ops/run.py``.
 
 Owns the mapping op -> (how to build the albumentations transform for an image of a given
 size, what differs). Parameters are matched as closely as the two APIs allow; the note says

@@ -2,10 +2,10 @@
 
 One core (``cv2.setNumThreads(1)``); 64x64 grayscale uint8 glyphs, 224x224x3 uint8 photos and
 the same photos as float32 in [0, 1], in one run; also the ``glyph_distort`` preset against
-the users' classic PIL code (``bench/_pil_reference.py``). Columns: shmaug's OpenCV kernels
+the users' classic PIL code (``bench/common/pil_reference.py``). Columns: shmaug's OpenCV kernels
 (the default), shmaug's ``backend="pil"`` twins, a plain numpy reference where one exists
 (uint8 only, except the flips) and the albumentations twin of each op both libraries have
-(``bench/ops_albumentations.py``, parameters matched as the two APIs allow; the notes under the
+(``bench/ops/albumentations_twins.py``, parameters matched as the two APIs allow; the notes under the
 table say where they differ; "not installed" when albumentations is missing).
 
 Timing follows the house rule for this noisy machine: for each op and image, the contenders
@@ -18,9 +18,9 @@ table) and ``X.png`` (shmaug vs albumentations per op); ``--quick`` uses tiny re
 for a CI smoke run.
 
 Run:
-    python bench/ops.py --out ops.json
-    python bench/ops.py --quick
-    python bench/ops.py --w1 --out bench/results/w1_dtype.json   # float16 vs uint8 only
+    python -m bench.ops --out ops.json
+    python -m bench.ops --quick
+    python -m bench.ops --w1 --out bench/results/w1_dtype.json   # float16 vs uint8 only
 """
 
 from __future__ import annotations
@@ -40,18 +40,16 @@ from typing import Any
 import cv2
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import shmaug  # noqa: E402
-from bench import _harness as H  # noqa: E402
-from bench import _pil_reference  # noqa: E402
-from bench import _report as R  # noqa: E402
-from bench._report import cpu_model  # noqa: E402
-from bench import ops_albumentations as albu  # noqa: E402
-from bench.workloads import photo  # noqa: E402
-from shmaug.sources.glyphs import render_glyphs  # noqa: E402
-from shmaug.ops import Op  # noqa: E402
-from shmaug.ops._params import dtype_range  # noqa: E402
+import shmaug
+from bench.common import harness as H
+from bench.common import pil_reference
+from bench.common import report as R
+from bench.common.report import cpu_model
+from bench.ops import albumentations_twins as albu
+from bench.common.workloads import photo
+from shmaug.sources.glyphs import render_glyphs
+from shmaug.ops import Op
+from shmaug.ops._params import dtype_range
 
 Kernel = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 
@@ -160,7 +158,7 @@ def contenders(name: str, params: dict[str, Any], image: np.ndarray) -> dict[str
 
 
 def users_pil(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return _pil_reference.augment_array(img)
+    return pil_reference.augment_array(img)
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -376,7 +374,8 @@ def plot(result: dict[str, Any], path: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(prog="python -m bench.ops",
+                                     description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path,
                         help="write the results as JSON here (and the table and plot beside it)")
     parser.add_argument("--quick", action="store_true", help="tiny repeat counts (CI smoke run)")

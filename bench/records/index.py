@@ -1,6 +1,6 @@
 """TFRecord index at ImageNet's scale: build time, table size and worker memory.
 
-    python -m bench.records_index [--quick] [--out bench/results/records_index]
+    python -m bench.records.index [--quick] [--out bench/results/records_index]
         [--records 1281167] [--shards 1024]
 
 Writes ``--records`` tiny TFRecord records (a 4x4 PNG and an int64 label of 1,000 classes; the
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from bench import _harness as H
-from bench import _report as R
+from bench.common import harness as H
+from bench.common import report as R
 
 
 def _field(number: int, payload: bytes) -> bytes:

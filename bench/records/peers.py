@@ -1,7 +1,7 @@
 """The contenders of ``bench.records``: the same JPEGs read from each record format, or as files.
 
 Record i of every format is file i of the folder (its label is i, for the exactly-once check);
-every contender delivers 224x224x3 uint8 with ``bench.files_peers``' flip + rotation + blur.
+every contender delivers 224x224x3 uint8 with ``bench.files.peers``' flip + rotation + blur.
 Each format is read by shmaug and by that format's own reader, as its guide writes it:
 
 - ``shmaug_<format>``: ``shmaug.Loader`` over ``ImageRecords.from_<format>`` (workers read and
@@ -33,9 +33,9 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from bench import files_peers as P
-from bench.peers._base import Base
-from bench.peers.shmaug_engine import ShmaugLoader
+from bench.files import peers as P
+from bench.suite.peers._base import Base
+from bench.suite.peers.shmaug_engine import ShmaugLoader
 
 LABELS = {
     "shmaug_files": "shmaug ImageFiles (same images as files)",
@@ -187,7 +187,7 @@ class TorchOver(Base):
 
 def build(name: str, paths: np.ndarray, ids: np.ndarray, bs: int, workers: int,
           data: dict[str, Any] | None = None) -> Base:
-    """Contender ``name`` over ``data`` (``bench.records_write``'s made.json); ImportError when
+    """Contender ``name`` over ``data`` (``bench.records.write``'s made.json); ImportError when
     its library, or its format's data, is missing."""
     if name == "shmaug_files":
         return P.build("shmaug", paths, ids, bs, workers)
@@ -210,7 +210,7 @@ def build(name: str, paths: np.ndarray, ids: np.ndarray, bs: int, workers: int,
     if name == "grain_array_record":
         import grain
 
-        from bench.peers.grain_loader import Grain
+        from bench.suite.peers.grain_loader import Grain
 
         source = grain.sources.ArrayRecordDataSource(where)
         return Grain(source, ids, bs, example_sample, np.uint8, workers, "spawn")

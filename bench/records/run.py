@@ -8,18 +8,18 @@
 start-up alone takes most of a minute, unless ``--contenders`` names them.)
 
 Makes ``bench.files``' ImageNet-like folder of JPEGs (about 500x375, quality 90), writes the
-same JPEGs into ``--shards`` shards of each format with its own writer (``bench.records_write``,
+same JPEGs into ``--shards`` shards of each format with its own writer (``bench.records.write``,
 in a child process: shmaug's workers fork, and forking after TensorFlow has started is unsafe):
 TFRecord, ArrayRecord, a Hugging Face dataset, WebDataset tars; record i holds file i with
 label i. Then, round by round, the contenders' order rotated every round, each contender
-(``bench.records_peers``: shmaug on each format, each format's own reader, and shmaug over the
-files) reads them in its own child (``bench.files_child``) under a hard timeout: one warm-up,
+(``bench.records.peers``: shmaug on each format, each format's own reader, and shmaug over the
+files) reads them in its own child (``bench.files.child``) under a hard timeout: one warm-up,
 ``--repeats`` timed epochs, each checked to deliver every image exactly once. 224x224 output,
 the same flip + rotation + blur, ``--workers`` processes. A round's figure is the median of its
 epochs, the table quotes the median over rounds, and the ratios are taken within a round.
 Targets: shmaug ahead of each format's own reader on its format, and within 10% of ImageFiles
 over the same images as files. A reader whose library is not installed (Grain, torch) is
-reported as skipped. Then, in one more child (``bench.records_stages``), what one sample costs
+reported as skipped. Then, in one more child (``bench.records.stages``), what one sample costs
 each shmaug source in one process: the bytes fetched, and fetch + decode + resize. Writes
 ``records.json`` and ``records.md`` to ``--out``; the CPU and the load are in their header.
 """
@@ -34,10 +34,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import _harness as H
-from bench import _report as R
-from bench.files import prepare, run_args, same_round
-from bench.records_peers import FORMATS, LABELS
+from bench.common import harness as H
+from bench.common import report as R
+from bench.files.run import prepare, run_args, same_round
+from bench.records.peers import FORMATS, LABELS
 
 CONTENDERS = tuple(LABELS)
 # Left out of --quick unless named: their start-up alone takes most of a minute (Grain's
@@ -63,16 +63,16 @@ def write_formats(folder: Path, shards: int) -> dict[str, Any]:
     where = folder / f"records_{shards}"
     stamp = where / "made.json"
     if not stamp.is_file():
-        H.child_result([sys.executable, "-m", "bench.records_write", str(folder), str(where),
+        H.child_result([sys.executable, "-m", "bench.records.write", str(folder), str(where),
                         str(shards)], 1800)
     made: dict[str, Any] = json.loads(stamp.read_text())
     return made
 
 
 def stages(folder: Path, data: dict[str, Any], quick: bool) -> dict[str, Any]:
-    """Per sample, in one process: each source's fetch and load (``bench.records_stages``)."""
+    """Per sample, in one process: each source's fetch and load (``bench.records.stages``)."""
     limit = "0" if quick else "500"
-    return H.child_result([sys.executable, "-m", "bench.records_stages", str(folder),
+    return H.child_result([sys.executable, "-m", "bench.records.stages", str(folder),
                            json.dumps(data), limit], 900)
 
 
@@ -91,8 +91,8 @@ def run_one(args: Any, folder: Path, data: dict[str, Any], contender: str) -> di
     spec = {"folder": str(folder), "contender": contender, "workers": args.workers,
             "batch_size": 8 if args.quick else args.batch_size,
             "repeats": 1 if args.quick else args.repeats,
-            "peers": "bench.records_peers", "extra": {"data": data}}
-    out = H.run_json([sys.executable, "-m", "bench.files_child", json.dumps(spec)], args.timeout)
+            "peers": "bench.records.peers", "extra": {"data": data}}
+    out = H.run_json([sys.executable, "-m", "bench.files.child", json.dumps(spec)], args.timeout)
     res: dict[str, Any] = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
     if res.get("status") == "ok" and res.get("problems"):
         res["status"] = "duplicates/missing: " + "; ".join(res["problems"])[:200]

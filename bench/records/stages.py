@@ -1,9 +1,9 @@
 """``bench.records``' child: what one record costs each source in ONE process, stage by stage.
 
-    python -m bench.records_stages FOLDER DATA_JSON [LIMIT]
+    python -m bench.records.stages FOLDER DATA_JSON [LIMIT]
 
 For ``ImageFiles`` over the folder and ``ImageRecords`` over each format written
-(``bench.records_write``'s made.json, as JSON), over the first LIMIT samples (all: 0), twice
+(``bench.records.write``'s made.json, as JSON), over the first LIMIT samples (all: 0), twice
 (the second pass is timed, with the files in the page cache): the mean microseconds per
 sample of ``fetch`` (the encoded bytes, as a worker gets them from the source's table) and of
 ``load`` (fetch + decode + resize to 224x224: a worker's whole read). It tells where a
@@ -31,7 +31,7 @@ def main(folder: str, data: dict[str, Any], limit: int) -> dict[str, Any]:
     import cv2
     import shmaug
 
-    from bench.records_peers import FORMATS, shmaug_source
+    from bench.records.peers import FORMATS, shmaug_source
 
     cv2.setNumThreads(1)  # as in a worker
     sources = {"files": shmaug.ImageFiles.from_directory(folder, image_size=(224, 224))}

@@ -1,6 +1,6 @@
 """``bench.records``' child: a folder's JPEGs written into each record format by its own writer.
 
-    python -m bench.records_write FOLDER OUT SHARDS [FORMATS]
+    python -m bench.records.write FOLDER OUT SHARDS [FORMATS]
 
 Record i of every format is file i of the folder as ``ImageFiles.from_directory`` lists it (so
 every contender reads the same images in the same order) with label i; the shards split the

@@ -1,6 +1,6 @@
 """What one GET costs in CPU, client and server apart, against the local S3 server.
 
-    python -m bench.remote_cost [--requests 300] [--size 10000]
+    python -m bench.remote.cost [--requests 300] [--size 10000]
 
 Why ``bench.remote``'s files rows are CPU-bound on a small machine: one process GETs one small
 object ``--requests`` times, one request at a time, straight to moto's server (no proxy), with
@@ -18,8 +18,8 @@ import os
 import time
 from typing import Callable
 
-from bench import remote_data as D
-from bench._report import cpu_model
+from bench.remote import data as D
+from bench.common.report import cpu_model
 
 
 def per_get(get: Callable[[], bytes], requests: int, server_pid: int) -> tuple[float, float, float]:
@@ -40,7 +40,7 @@ def per_get(get: Callable[[], bytes], requests: int, server_pid: int) -> tuple[f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.remote_cost",
+    parser = argparse.ArgumentParser(prog="python -m bench.remote.cost",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--size", type=int, default=10_000, help="bytes of the object")

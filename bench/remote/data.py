@@ -3,7 +3,7 @@ real S3 server (moto, in a process of its own) behind a proxy that delays every 
 
 Record i of the shards is file i of the folder as ``ImageFiles.from_directory`` lists it (label
 i), so every contender reads the same images. TFRecords are written by TensorFlow in a child
-(``bench.records_write``: shmaug's workers fork, and forking after TensorFlow has started is
+(``bench.records.write``: shmaug's workers fork, and forking after TensorFlow has started is
 unsafe); tars by ``tarfile``, as WebDataset writes them (``00007.jpg`` + ``00007.cls``).
 """
 
@@ -127,7 +127,7 @@ def write_shards(root: Path, out: Path, shards: int) -> dict[str, list[str]]:
                     info.size = len(data)
                     tar.addfile(info, io.BytesIO(data))
         made["tar"].append(str(path))
-    done = subprocess.run([sys.executable, "-m", "bench.records_write", str(root),
+    done = subprocess.run([sys.executable, "-m", "bench.records.write", str(root),
                            str(out / "tfrecord"), str(shards), "tfrecord"],
                           capture_output=True, text=True)
     if done.returncode == 0:  # without TensorFlow, no "tfrecord" entry

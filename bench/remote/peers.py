@@ -1,7 +1,7 @@
 """``bench.remote``'s peers, each timed in a child of its own (TensorFlow and torch never start
 in the process whose shmaug workers fork):
 
-    python -m bench.remote_peers tf|torch SPEC_JSON      # prints {"images_per_s": ...}
+    python -m bench.remote.peers tf|torch SPEC_JSON      # prints {"images_per_s": ...}
 
 - ``tf``: tf.data reading the same TFRecord objects. tensorflow-io's ``s3://`` file system does
   not load against TensorFlow 2.21 (its 0.37.1 wheel is built for 2.16: an undefined symbol), so

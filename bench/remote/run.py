@@ -4,7 +4,7 @@ disk and against tf.data and torch + webdataset reading the same shards.
     python -m bench.remote --quick       # a smoke run: 32 small images, one delay, one round
     python -m bench.remote --out bench/results/remote    # 256 JPEGs 160x160, 3 rounds, peers
 
-A real S3 server (moto's, in a process of its own, ``bench.remote_data``) runs on localhost; a
+A real S3 server (moto's, in a process of its own, ``bench.remote.data``) runs on localhost; a
 small TCP proxy in front of it holds every chunk a client sends for the delay, so each request
 pays it before its first byte, as a bucket's 10-100 ms do. Rows, each ``--epochs`` epochs (3)
 timed after a first that warms up (workers started, connections open), of ``--workers`` (2)
@@ -12,14 +12,14 @@ workers (batch 32, decode + resize, no augmentation): local disk (``ImageFiles``
 folder, and ``ImageRecords`` over the TFRecords on disk); at each delay ``ImageFiles`` over
 ``s3://`` files, ``ImageRecords.from_tfrecord`` / ``from_webdataset`` over ``s3://`` shards
 (8), and the peers
-(``bench.remote_peers``: tf.data over the TFRecord objects, a torch DataLoader + webdataset over
+(``bench.remote.peers``: tf.data over the TFRecord objects, a torch DataLoader + webdataset over
 the tars; each in a child, skipped when its library is missing). The shards (about 2 MB) fit
 each worker's span cache (``_remote.SPAN_CACHE``, 32 MiB): the row "span cache a quarter of the
 shards" shows a dataset four times the cache. Rows "no span cache" and "one task per fetch"
 are shmaug as it read before each change (``with_remote``), in the same run. Rounds are
 interleaved; the table quotes medians and, per row, the median of its same-round ratio to
 local disk (files), and the S3 server's CPU share during the row (moto
-spends 3-6 ms of CPU per request, ``bench.remote_cost``: on a small machine it, not the delay,
+spends 3-6 ms of CPU per request, ``bench.remote.cost``: on a small machine it, not the delay,
 is the ceiling). Needs
 ``pip install -e ".[tf,tfrecord,remote,remote-test]"``; the peers also ``webdataset`` and torch.
 """
@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import shmaug
-from bench import remote_data as D
-from bench._harness import prepare_out
-from bench._report import QUICK, cpu_model
-from bench.remote_peers import timed_rate
+from bench.remote import data as D
+from bench.common.harness import prepare_out
+from bench.common.report import QUICK, cpu_model
+from bench.remote.peers import timed_rate
 
 log_name = "bench.remote"
 Run = Callable[[], float]  # one epoch -> images/s
@@ -57,7 +57,7 @@ def loader_rate(source: Any, batch_size: int, start_method: str, epochs: int, wo
 
 
 def peer_rate(kind: str, spec: dict[str, Any]) -> float:
-    done = subprocess.run([sys.executable, "-m", "bench.remote_peers", kind, json.dumps(spec)],
+    done = subprocess.run([sys.executable, "-m", "bench.remote.peers", kind, json.dumps(spec)],
                           capture_output=True, text=True, timeout=900,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     if done.returncode:
@@ -188,7 +188,7 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.remote", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="32 small images, 20 ms, 1 round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--images", type=int, default=256)

@@ -1,11 +1,11 @@
-"""The suite's child process: measure ONE contender on ONE workload (``python -m bench.contenders SPEC``).
+"""The suite's child process: measure ONE contender on ONE workload (``python -m bench.suite.child SPEC``).
 
-The spec (JSON) names the workload, the ops implementation, the contender (``bench.peers``),
+The spec (JSON) names the workload, the ops implementation, the contender (``bench.suite.peers``),
 the worker count and the number of timed epochs. The child reports JSON, under the parent's
 hard timeout: time to first batch (from construction), images/s per timed epoch (epoch 0 is
 warm-up), exactly-once checks per epoch, USS/PSS mid-epoch, the same-image probe for
 replayed random streams, and the data-wait fraction of a consumer that takes a fixed
-``step_s`` per batch. ``"fit": true`` instead trains a small CNN (``bench/suite_fit.py``).
+``step_s`` per batch. ``"fit": true`` instead trains a small CNN (``bench/suite/fit.py``).
 A contender whose library is missing reports ``"status": "skipped"``.
 
 This module imports TensorFlow at the top on purpose: a user's training script does, and that
@@ -30,10 +30,10 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bench import _harness as H  # noqa: E402
-from bench import peers  # noqa: E402
-from bench import workloads as W  # noqa: E402
-from bench.peers import Base  # noqa: E402
+from bench.common import harness as H  # noqa: E402
+from bench.suite import peers  # noqa: E402
+from bench.common import workloads as W  # noqa: E402
+from bench.suite.peers import Base  # noqa: E402
 
 WARMUP_BATCHES = 4  # excluded from the timing; the pools start and the caches fill
 
@@ -144,7 +144,7 @@ if __name__ == "__main__":
     spec = json.loads(parser.parse_args().spec)
     try:
         if spec.get("fit"):
-            from bench.suite_fit import fit_keras
+            from bench.suite.fit import fit_keras
 
             out = fit_keras(spec)
         else:

@@ -1,6 +1,6 @@
 """The "real small CNN" consumer: ``Model.fit`` on the CPU fed by a contender.
 
-Runs inside the suite's child process, ``bench.contenders`` (``"fit": true`` in the spec).
+Runs inside the suite's child process, ``bench.suite.child`` (``"fit": true`` in the spec).
 The model is the demo's small CNN (``shmaug._demo.build_model``). The data-wait fraction is
 measured by pairing, in the same process and round by round, one epoch fed by the contender
 with one epoch fed from batches already in RAM (the compute-only time):
@@ -14,8 +14,8 @@ from typing import Any
 
 import keras
 
-from bench import peers
-from bench import workloads as W
+from bench.suite import peers
+from bench.common import workloads as W
 
 CLASSES = 10
 

@@ -2,7 +2,7 @@
 
 Owns the contender sets (the full run, the ``--quick`` smoke set, the scaling and
 ``Model.fit`` subsets), ``plan()``, which turns the options into stages of run specs (a
-spec is the JSON one child process measures, see ``bench/contenders.py``), and ``schedule()``,
+spec is the JSON one child process measures, see ``bench/suite/child.py``), and ``schedule()``,
 which lays those specs out in ``--rounds`` interleaved rounds. Pure: it starts nothing and
 imports no contender library.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bench import workloads as W
+from bench.common import workloads as W
 
 CONTENDERS = ("keras_single", "keras_threads", "keras_fork", "keras_spawn", "pool", "tfdata_gen",
               "tfdata_map", "torch", "grain", "shmaug_loader", "shmaug_spawn", "shmaug_sequence",

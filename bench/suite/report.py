@@ -3,9 +3,9 @@
 Owns everything written to ``suite.md``, ``suite.json``, ``throughput.png`` and
 ``scaling.png``; ``write()`` is called after every finished run (a cut-short run still leaves
 its figures) and by ``python -m bench --render suite.json`` (measure nothing, redraw). A result
-is one child's JSON with its ``spec`` attached (see ``bench/contenders.py``). With ``--rounds``
+is one child's JSON with its ``spec`` attached (see ``bench/suite/child.py``). With ``--rounds``
 the tables below see one result per contender folded over the rounds and the per-round
-tables come from ``suite_rounds.py``.
+tables come from ``rounds.py``.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import _harness as H
-from bench import _report as R
-from bench import suite_rounds
-from bench import workloads as W
-from bench.peers import REGISTRY
-from bench.suite_plan import CONTENDERS, SCALING
+from bench.common import harness as H
+from bench.common import report as R
+from bench.suite import rounds as suite_rounds
+from bench.common import workloads as W
+from bench.suite.peers import REGISTRY
+from bench.suite.plan import CONTENDERS, SCALING
 
 NAME = "suite"
 LABELS = {name: entry.label for name, entry in REGISTRY.items()}

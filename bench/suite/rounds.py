@@ -1,6 +1,6 @@
 """Interleaved rounds (``python -m bench --rounds R``): each round's figures, medians, same-round ratios.
 
-A result's spec carries its ``round`` (``suite_plan.schedule``). This module owns what the
+A result's spec carries its ``round`` (``plan.schedule``). This module owns what the
 rounds mean in the report:
 
 - ``merge()`` folds a contender's runs of every round into one result whose ``rates`` are the
@@ -21,11 +21,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench import _harness as H
-from bench import _report as R
-from bench import workloads as W
-from bench.peers import REGISTRY
-from bench.suite_plan import CONTENDERS, spec_key
+from bench.common import harness as H
+from bench.common import report as R
+from bench.common import workloads as W
+from bench.suite.peers import REGISTRY
+from bench.suite.plan import CONTENDERS, spec_key
 
 LABELS = {name: entry.label for name, entry in REGISTRY.items()}
 SHORT = {"shmaug_loader": "shmaug (fork)", "shmaug_spawn": "shmaug (spawn)", "grain": "Grain",

@@ -4,14 +4,14 @@ Run ``python -m bench [--quick] [--out bench/results] [--workloads W1,W2,W3]
 [--contenders keras_single,...] [--impls pil,shmaug] [--workers N] [--repeats R] [--rounds K]
 [--jobs J] [--timeout S] [--no-fit] [--no-scaling] [--render SUITE_JSON]``. Each measurement
 (one contender, one workload, one implementation of the augmentation, one worker count) runs
-in its own child process (``python -m bench.contenders SPEC``) under a hard timeout, so a
+in its own child process (``python -m bench.suite.child SPEC``) under a hard timeout, so a
 contender that freezes or crashes is reported and the suite goes on. ``--rounds K`` runs the
-contenders K times, round by round (``suite_plan.schedule``), and the report quotes medians
-over rounds and same-round ratios (``suite_rounds.py``). Writes ``suite.json``
+contenders K times, round by round (``plan.schedule``), and the report quotes medians
+over rounds and same-round ratios (``rounds.py``). Writes ``suite.json``
 (raw), ``suite.md`` (tables) and ``throughput.png`` / ``scaling.png`` to ``--out``.
 
-This module is the driver: options, running the planned specs (``suite_plan.py``) and judging
-each result; the tables and plots are ``suite_report.py``'s. See ``bench/README.md``.
+This module is the driver: options, running the planned specs (``plan.py``) and judging
+each result; the tables and plots are ``report.py``'s. See ``bench/README.md``.
 """
 
 from __future__ import annotations
@@ -25,18 +25,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench import _harness as H
-from bench import _report as R
-from bench import workloads as W
-from bench.suite_plan import CONTENDERS, schedule, spec_key
-from bench.suite_report import NAME, WAIT_SHARE, median, write
+from bench.common import harness as H
+from bench.common import report as R
+from bench.common import workloads as W
+from bench.suite.plan import CONTENDERS, schedule, spec_key
+from bench.suite.report import NAME, WAIT_SHARE, median, write
 
 DISTINCT_MIN = 0.9  # same input: below this share of distinct outputs, workers replay a stream
 
 
 def _run(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     t = time.perf_counter()
-    out = H.run_json([sys.executable, "-m", "bench.contenders", json.dumps(spec)], timeout_s)
+    out = H.run_json([sys.executable, "-m", "bench.suite.child", json.dumps(spec)], timeout_s)
     res = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
     res["spec"], res["child_s"] = spec, time.perf_counter() - t
     return _judge(res)

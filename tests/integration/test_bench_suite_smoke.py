@@ -54,12 +54,12 @@ def _results_tree() -> dict[str, tuple[int, int]]:
 
 def test_a_quick_run_writes_nowhere_under_the_repository_unless_told_to() -> None:
     """`python -m bench --quick` (the README's command) must not overwrite bench/results/."""
-    from bench import suite
+    from bench.suite.run import parse
 
-    quick = Path(suite.parse(["--quick"]).out).resolve()
+    quick = Path(parse(["--quick"]).out).resolve()
     assert not quick.is_relative_to(REPO), quick
-    assert Path(suite.parse(["--quick", "--out", "here"]).out) == Path("here")  # told to
-    assert Path(suite.parse([]).out) == Path("bench/results")  # a full run: the committed ones
+    assert Path(parse(["--quick", "--out", "here"]).out) == Path("here")  # told to
+    assert Path(parse([]).out) == Path("bench/results")  # a full run: the committed ones
 
 
 @pytest.mark.slow

@@ -67,7 +67,7 @@ def test_demo_quick(tmp_path):
 
 
 def test_bench_ops_quick(tmp_path):
-    out = run(str(ROOT / "bench" / "ops.py"), "--quick", "--out", str(tmp_path / "new" / "ops.json"))
+    out = run("-m", "bench.ops", "--quick", "--out", str(tmp_path / "new" / "ops.json"))
     assert "sine_warp" in out and "albumentations" in out
     assert (tmp_path / "new" / "ops.md").is_file()  # the folder was made
     # A quick run says it measures nothing, and judges and compares nothing.
@@ -78,7 +78,7 @@ def test_bench_ops_quick(tmp_path):
 
 
 def test_bench_ops_w1_quick(tmp_path):
-    out = run(str(ROOT / "bench" / "ops.py"), "--w1", "--quick", "--out", str(tmp_path / "w1.json"))
+    out = run("-m", "bench.ops", "--w1", "--quick", "--out", str(tmp_path / "w1.json"))
     assert "glyph_distort" in out and "float16 edge" in out
 
 
@@ -134,7 +134,7 @@ def test_bench_remote_cost_runs():
     """CPU per GET, each client against the real S3 server: a row per client, figures > 0."""
     for module in ("s3fs", "moto", "boto3", "urllib3"):
         pytest.importorskip(module)
-    out = run("-m", "bench.remote_cost", "--requests", "5")
+    out = run("-m", "bench.remote.cost", "--requests", "5")
     rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert [r.split(" | ")[0] for r in rows] == [
         "| s3fs cat_file (a HEAD, then the GET)", "| s3fs cat_file, max_concurrency=1 (shmaug's)",
@@ -168,8 +168,8 @@ def test_bench_gpu_quick(tmp_path):
 
 @pytest.mark.parametrize("script", [
     ["-m", "bench.gpu", "all", "--quick", "--out", "{out}"],
-    ["bench/ops.py", "--quick", "--out", "{out}/ops.json"],
-    ["bench/ops.py", "--w1", "--quick", "--out", "{out}/w1.json"],
+    ["-m", "bench.ops", "--quick", "--out", "{out}/ops.json"],
+    ["-m", "bench.ops", "--w1", "--quick", "--out", "{out}/w1.json"],
     ["-m", "bench.engine", "--quick", "--out", "{out}"],
     ["-m", "bench.files", "--quick", "--out", "{out}"],
     ["-m", "bench.recycle", "--quick", "--out", "{out}"],
@@ -190,9 +190,12 @@ def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_p
     assert time.monotonic() - began < 30 * TIME_SCALE
 
 
-@pytest.mark.parametrize("module", ["bench", "bench.engine", "bench.files", "bench.recycle",
-                                    "bench.wait_trace", "bench.soak", "bench.gpu"])
+@pytest.mark.parametrize("module", ["bench", "bench.engine", "bench.ops", "bench.files",
+                                    "bench.files.memory", "bench.records", "bench.records.index",
+                                    "bench.remote", "bench.gpu", "bench.recycle",
+                                    "bench.wait_trace", "bench.soak", "bench.autoworkers"])
 def test_bench_help_names_the_command_and_no_issue_number(module):
     out = run("-m", module, "--help")
     assert not re.search(r"\b[Ii]ssue \d", out), out
-    assert "__main__.py" not in out, out
+    # A benchmark's __main__.py runs its run.py: neither file may stand for the command.
+    assert "__main__.py" not in out and "run.py" not in out, out

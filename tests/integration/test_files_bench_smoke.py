@@ -36,7 +36,7 @@ def test_bench_files_quick(tmp_path):
 
 
 def test_bench_files_memory_quick(tmp_path):
-    out = run("bench.files_memory", "--quick", "--out", str(tmp_path / "out"))
+    out = run("bench.files.memory", "--quick", "--out", str(tmp_path / "out"))
     assert "ImageFiles, 2,000 files" in out and "worker USS" in out and "MISSED" not in out
     assert (tmp_path / "out" / "files_memory.json").is_file()
 
@@ -44,8 +44,8 @@ def test_bench_files_memory_quick(tmp_path):
 def test_the_peers_pil_sample_gives_the_benchmarks_output(tmp_path):
     from PIL import Image
 
-    from bench.files_data import photo
-    from bench.files_peers import SIZE, pil_sample
+    from bench.files.data import photo
+    from bench.files.peers import SIZE, pil_sample
 
     path = tmp_path / "a.jpg"
     Image.fromarray(photo(300, 400, np.random.default_rng(0))).save(path)

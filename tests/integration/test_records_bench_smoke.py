@@ -1,4 +1,4 @@
-"""bench.records and bench.records_index run (tiny sizes, in seconds), so neither rots."""
+"""bench.records and bench.records.index run (tiny sizes, in seconds), so neither rots."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_bench_records_quick(tmp_path):
 
 
 def test_bench_records_index_quick(tmp_path):
-    out = run("bench.records_index", "--quick", "--out", str(tmp_path / "out"))
+    out = run("bench.records.index", "--quick", "--out", str(tmp_path / "out"))
     assert "index build, labels read" in out and "worker USS, ImageRecords" in out
     result = json.loads((tmp_path / "out" / "records_index.json").read_text())
     assert all(r["status"] == "ok" for r in result["rows"]) and len(result["rows"]) == 5

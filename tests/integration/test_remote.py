@@ -23,7 +23,7 @@ from PIL import Image
 import shmaug
 from shmaug.errors import ImageReadError, RemoteError, ShmaugError
 from shmaug.sources.files import ImageFiles
-from tests.conftest import assert_same_batches
+from tests._helpers import assert_same_batches
 
 pytest.importorskip("s3fs", reason="needs the remote extra: pip install 'shmaug[remote]'")
 moto_server = pytest.importorskip("moto.server", reason="needs moto[server]")

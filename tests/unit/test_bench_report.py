@@ -1,11 +1,11 @@
-"""The suite report's tables put numbers in number columns (bench/suite_report.py). No process
+"""The suite report's tables put numbers in number columns (bench/suite/report.py). No process
 is started and nothing is measured: the tables are built from made-up results."""
 
 from __future__ import annotations
 
 import re
 
-from bench import suite_report as S
+from bench.suite import report as suite_report
 
 
 def run(contender: str, workers: int, status: str = "ok", rates=(1000.0,)) -> dict:
@@ -23,12 +23,12 @@ def test_a_scaling_cell_is_a_number_or_empty_never_a_status():
     # Without contender 1's run a cell read "ok" instead of its images/s (issue 36).
     results = [run("shmaug_loader", 1), run("shmaug_loader", 2, rates=(1800.0,)),
                run("pool", 1), run("pool", 2, status="timeout")]
-    table = S.scaling_table(results, 2)
+    table = suite_report.scaling_table(results, 2)
     rows = cells(table)
     assert rows == [["1,000", ""], ["1,000", "1,800"]], table
     assert "Not measured: 3. Pool + RawArray recipe (fork), pil ops, N=2: timeout" in table
     assert "no efficiency" in table
-    with_single = S.scaling_table([*results, run("keras_single", 1, rates=(1000.0,))], 2)
+    with_single = suite_report.scaling_table([*results, run("keras_single", 1, rates=(1000.0,))], 2)
     assert cells(with_single)[1] == ["1,000 (100%)", "1,800 (90%)"], with_single
     assert "no efficiency" not in with_single
     for row in cells(with_single) + rows:

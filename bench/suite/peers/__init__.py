@@ -29,13 +29,13 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from bench import _harness as H
-from bench.peers._base import Base
+from bench.common import harness as H
+from bench.suite.peers._base import Base
 
 
 @dataclass(frozen=True)
 class Entry:
-    """Where a contender lives: ``bench.peers.<module>.<cls>``, started with ``method``."""
+    """Where a contender lives: ``bench.suite.peers.<module>.<cls>``, started with ``method``."""
 
     module: str
     cls: str
@@ -68,7 +68,7 @@ def build(name: str, x: np.ndarray, y: np.ndarray, bs: int, augment: Any, out_dt
           workers: int) -> Base:
     """Contender ``name`` over ``(x, y)``; raises ImportError when its library is missing."""
     entry = REGISTRY[name]
-    cls = getattr(importlib.import_module(f"bench.peers.{entry.module}"), entry.cls)
+    cls = getattr(importlib.import_module(f"bench.suite.peers.{entry.module}"), entry.cls)
     contender: Base = cls(x, y, bs, augment, out_dtype, workers, entry.method)
     return contender
 

@@ -1,8 +1,8 @@
 """What every suite contender shares: its inputs, its worker pids and the defaults of the protocol.
 
-Owns ``Base`` only. A family module (``bench/peers/<family>.py``) subclasses it and adds
+Owns ``Base`` only. A family module (``bench/suite/peers/<family>.py``) subclasses it and adds
 ``epoch()``; the measurement itself (timing, exactly-once checks, memory) is the child's,
-in ``bench/contenders.py``. Nothing here imports TensorFlow, Keras or torch.
+in ``bench/suite/child.py``. Nothing here imports TensorFlow, Keras or torch.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from bench import _harness as H
+from bench.common import harness as H
 
 
 class Base:

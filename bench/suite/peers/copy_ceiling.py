@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from bench.peers._base import Base
+from bench.suite.peers._base import Base
 
 
 class Copy(Base):

@@ -36,7 +36,7 @@ from typing import Any, Iterator
 import grain
 import numpy as np
 
-from bench.peers._base import Base
+from bench.suite.peers._base import Base
 
 
 class Samples:

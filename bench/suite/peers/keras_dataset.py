@@ -14,8 +14,8 @@ from typing import Any, Iterator
 import keras
 import numpy as np
 
-from bench import workloads as W
-from bench.peers._base import Base
+from bench.common import workloads as W
+from bench.suite.peers._base import Base
 
 
 class AugDataset(keras.utils.PyDataset):  # type: ignore[misc]

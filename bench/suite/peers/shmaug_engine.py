@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from bench.peers._base import Base
+from bench.suite.peers._base import Base
 
 
 class ShmaugLoader(Base):

@@ -12,8 +12,8 @@ from typing import Any, Iterator
 import numpy as np
 import tensorflow as tf
 
-from bench import workloads as W
-from bench.peers._base import Base
+from bench.common import workloads as W
+from bench.suite.peers._base import Base
 
 
 class TfBase(Base):

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from bench.peers._base import Base
+from bench.suite.peers._base import Base
 
 
 class TorchSamples:
