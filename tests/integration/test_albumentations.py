@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import shmaug
-from tests.conftest import needs_keras
+from tests._helpers import needs_keras
 
 A = pytest.importorskip("albumentations")
 pytestmark = pytest.mark.timeout(120)

@@ -17,7 +17,7 @@ import pytest
 import shmaug
 from shmaug.engine import _autotune, _platform
 from tests import _ops
-from tests.conftest import assert_same_batches, needs_keras
+from tests._helpers import assert_same_batches, needs_keras
 
 pytestmark = pytest.mark.timeout(120)
 

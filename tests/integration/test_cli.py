@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 from shmaug.cli import PACK_FLAGS, as_flags
-from tests.conftest import needs_keras
+from tests._helpers import needs_keras
 
 pytestmark = pytest.mark.timeout(180)
 

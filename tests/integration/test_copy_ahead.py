@@ -14,7 +14,7 @@ import shmaug
 from shmaug.engine import _copier
 from shmaug.engine._ring import OutputRing
 from tests import _ops
-from tests.conftest import TIME_SCALE
+from tests._helpers import TIME_SCALE
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TIME_SCALE, needs_keras, needs_tensorflow
+from tests._helpers import TIME_SCALE, needs_keras, needs_tensorflow
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 

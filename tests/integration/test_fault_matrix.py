@@ -30,7 +30,7 @@ import pytest
 
 import shmaug
 from tests import _ops
-from tests.conftest import (
+from tests._helpers import (
     TIME_SCALE, assert_same_batches, faulthandler_off, shmaug_segments)
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]

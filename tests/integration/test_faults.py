@@ -21,7 +21,7 @@ import pytest
 
 import shmaug
 from tests import _ops
-from tests.conftest import TIME_SCALE
+from tests._helpers import TIME_SCALE
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,7 +13,7 @@ from PIL import Image
 import shmaug
 from shmaug.sources.files import ImageFiles, ImageReadError
 from tests import _ops
-from tests.conftest import assert_same_batches, needs_keras
+from tests._helpers import assert_same_batches, needs_keras
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from shmaug.sources.files import ImageFiles
-from tests.conftest import needs_keras
+from tests._helpers import needs_keras
 
 pytestmark = [needs_keras, pytest.mark.timeout(180)]
 # Keras' image_dataset_from_directory builds a tf.data pipeline on every backend.

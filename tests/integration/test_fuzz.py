@@ -23,7 +23,7 @@ from PIL import Image
 
 import shmaug
 from tests import _ops
-from tests.conftest import needs_keras
+from tests._helpers import needs_keras
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import needs_keras
+from tests._helpers import needs_keras
 
 pytestmark = [
     needs_keras, pytest.mark.timeout(300),

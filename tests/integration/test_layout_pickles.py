@@ -14,7 +14,7 @@ from PIL import Image
 
 import shmaug
 from tests import _ops
-from tests.conftest import assert_same_batches
+from tests._helpers import assert_same_batches
 
 METHODS = [m for m in ("spawn", "forkserver") if m in multiprocessing.get_all_start_methods()]
 

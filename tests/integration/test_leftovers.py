@@ -19,7 +19,7 @@ import pytest
 
 from shmaug.engine import _leftovers
 from shmaug.engine._store import SEGMENT_PREFIX
-from tests.conftest import shmaug_segments
+from tests._helpers import shmaug_segments
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="Linux /dev/shm only")]

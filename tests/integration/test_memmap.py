@@ -10,7 +10,7 @@ import pytest
 
 import shmaug
 from tests import _ops
-from tests.conftest import shmaug_segments
+from tests._helpers import shmaug_segments
 
 pytestmark = pytest.mark.timeout(180)
 

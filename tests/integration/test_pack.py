@@ -18,7 +18,7 @@ import pytest
 
 import shmaug
 from shmaug.sources.files import ImageFiles
-from tests.conftest import shmaug_segments
+from tests._helpers import shmaug_segments
 from tests.integration.test_files import picture, write_folder
 
 pytestmark = pytest.mark.timeout(120)

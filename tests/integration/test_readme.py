@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.conftest import shmaug_segments
+from tests._helpers import shmaug_segments
 from tests.integration import _child_readme
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

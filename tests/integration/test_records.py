@@ -15,7 +15,7 @@ import pytest
 import shmaug
 from tests import _ops
 from tests import records_data as D
-from tests.conftest import assert_same_batches
+from tests._helpers import assert_same_batches
 
 pytestmark = pytest.mark.timeout(180)
 N = 10

@@ -18,7 +18,7 @@ import pytest
 import shmaug
 from shmaug.errors import ImageReadError
 from tests import records_data as D
-from tests.conftest import assert_same_batches
+from tests._helpers import assert_same_batches
 from tests.integration.test_remote import (  # noqa: F401  (s3: the server fixture, reused)
     BUCKET, KEY, SECRET, boto3, options, s3, stop_server_mid_epoch)
 

@@ -12,7 +12,7 @@ import pytest
 
 import shmaug
 from tests import _ops
-from tests.conftest import needs_keras
+from tests._helpers import needs_keras
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 pytest.importorskip("keras")  # before the helpers below, which import it
-from tests.conftest import shmaug_segments
+from tests._helpers import shmaug_segments
 from tests.integration._fed import read as fed
 
 pytestmark = [pytest.mark.keras, pytest.mark.timeout(300), pytest.mark.slow]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import shmaug_segments
+from tests._helpers import shmaug_segments
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(sys.platform == "win32", reason="Windows runs it for real")]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.conftest import needs_keras
+from tests._helpers import needs_keras
 
 pytestmark = needs_keras
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import shmaug
-from tests.conftest import needs_keras
+from tests._helpers import needs_keras
 
 
 @needs_keras

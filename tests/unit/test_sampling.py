@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import shmaug
 from shmaug.engine._schedule import Shard, epoch_order, weighted_draw
 from tests import _ops
-from tests.conftest import needs_keras
+from tests._helpers import needs_keras
 
 CLASSES = np.repeat([0, 1, 2, 3], [300, 60, 30, 10])  # imbalanced: 400 samples
 X = np.zeros((len(CLASSES), 2, 2), np.uint8)

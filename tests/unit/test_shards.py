@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import shmaug
-from tests.conftest import needs_keras
+from tests._helpers import needs_keras
 from shmaug.engine._schedule import OrderCache, Shard, epoch_order, permutation
 
 X = np.zeros((10, 4, 4), np.uint8)
