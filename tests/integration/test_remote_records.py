@@ -1,4 +1,5 @@
-"""Record shards and bucket listings in object storage: test_remote.py's real S3 server (moto).
+"""Record shards and bucket listings in object storage: the real S3 server (moto) of the
+``s3`` fixture (tests/integration/conftest.py), as in test_remote.py.
 
 TFRecord and WebDataset shards uploaded to the server and read through s3:// must give the
 batches of the same shards on local disk, bit for bit, under fork and spawn; a shard deleted
@@ -19,8 +20,11 @@ import shmaug
 from shmaug.errors import ImageReadError
 from tests import records_data as D
 from tests._helpers import assert_same_batches
-from tests.integration.test_remote import (  # noqa: F401  (s3: the server fixture, reused)
-    BUCKET, KEY, SECRET, boto3, options, s3, stop_server_mid_epoch)
+from tests.integration._s3 import BUCKET, KEY, SECRET, options, stop_server_mid_epoch
+
+pytest.importorskip("s3fs", reason="needs the remote extra: pip install 'shmaug[remote]'")
+pytest.importorskip("moto.server", reason="needs moto[server]")
+boto3 = pytest.importorskip("boto3", reason="needs boto3 (moto[server] brings it)")
 
 pytestmark = pytest.mark.timeout(120)
 N = 10  # records: two shards of five, record i labelled i
