@@ -4,16 +4,50 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
+
+import pytest
 
 import shmaug
 from tests._helpers import needs_keras
 
 
-@needs_keras
 def test_all_is_sorted_and_complete():
-    assert shmaug.__all__ == sorted(shmaug.__all__)
-    for name in shmaug.__all__:
-        assert getattr(shmaug, name) is not None, name
+    assert shmaug.__all__ == sorted(set(shmaug.__all__)), "sorted, each name once"
+    # What the door binds for users is __all__ and the public parts, nothing else.
+    bound = {name for name in vars(shmaug) if not name.startswith("_")}
+    assert bound - set(shmaug.__all__) <= PUBLIC_MODULES, bound - set(shmaug.__all__)
+    # Every error and warning class of shmaug.errors is exported.
+    kinds = (shmaug.ShmaugError, shmaug.ShmaugWarning)
+    errors = {name for name, obj in vars(shmaug.errors).items()
+              if isinstance(obj, type) and issubclass(obj, kinds) and not name.startswith("_")}
+    assert errors <= set(shmaug.__all__), errors - set(shmaug.__all__)
+
+
+FACADE = {"EpochSync", "Sequence", "StallMonitor"}  # loaded on first access; they import Keras
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=needs_keras) if name in FACADE
+                                  else name for name in shmaug.__all__])
+def test_every_exported_name_is_shmaugs_own_and_named_so(name):
+    """A class or function of shmaug under its own name, the version string or the presets
+    module; an error is a ShmaugError (a warning a UserWarning), as errors.py draws them."""
+    obj = getattr(shmaug, name)
+    if name == "__version__":
+        assert isinstance(obj, str) and obj.count(".") >= 1, obj
+    elif isinstance(obj, types.ModuleType):
+        assert obj.__name__ == f"shmaug.{name}", obj
+    else:
+        assert isinstance(obj, (type, types.FunctionType)), f"{name}: {type(obj).__name__}"
+        assert obj.__module__.startswith("shmaug."), f"{name} from {obj.__module__}"
+        assert obj.__qualname__ == name, f"{name} is {obj.__qualname__}"
+    if isinstance(obj, type) and issubclass(obj, Warning):
+        assert issubclass(obj, UserWarning), name
+    elif isinstance(obj, type) and issubclass(obj, BaseException):
+        assert issubclass(obj, shmaug.ShmaugError), name
+        builtin = [b for b in obj.__mro__ if b.__module__ == "builtins"
+                   and b not in (Exception, BaseException, object)]
+        assert builtin or obj is shmaug.ShmaugError, f"{name} subclasses no builtin error"
 
 
 def test_importing_shmaug_imports_no_keras_and_starts_nothing():
