@@ -9,6 +9,7 @@ image itself.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Any, Sequence
 
 import numpy as np
@@ -20,35 +21,64 @@ from ..errors import ArgumentError, ArgumentTypeError, got
 
 INTERPOLATIONS = ("area", "bicubic", "bilinear", "lanczos3", "lanczos5", "nearest")
 DEFAULT_IMAGE_SIZE = (256, 256)  # Keras' default for image_dataset_from_directory
-SETTINGS_DEFAULTS: dict[str, Any] = dict(
-    image_size=DEFAULT_IMAGE_SIZE, color_mode="rgb", interpolation="bilinear", on_error="raise",
-    label_mode="int", reduced_decode=True, crop_to_aspect_ratio=False, pad_to_aspect_ratio=False)
 
 
-def check_settings(image_size: Any, color_mode: Any, interpolation: Any, on_error: Any,
-                   label_mode: Any, reduced_decode: Any, crop_to_aspect_ratio: Any = False,
-                   pad_to_aspect_ratio: Any = False) -> tuple[int, int]:
-    """Refuse a setting no image source can use; returns ``image_size`` as two ints.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecodeSettings:
+    """How a source turns a sample's bytes into its image: the settings ``ImageFiles`` and
+    ``ImageRecords`` share, with Keras' defaults. Keyword-only, so no two can swap places;
+    checked and normalized once, here (``image_size`` to two ints, the flags to bools).
 
     Raises:
         ArgumentError, ArgumentTypeError: naming the argument, the value and the fix.
+
+    Example:
+        >>> DecodeSettings(image_size=[64, 48], color_mode=None).image_size
+        (64, 48)
     """
-    size = image_size_of(image_size)
-    check_choice("color_mode", color_mode, (*sorted(COLOR_MODES), None),
-                 "e.g. `color_mode='rgb'` (None keeps the files' channels)")
-    check_choice("interpolation", interpolation, INTERPOLATIONS,
-                 "e.g. `interpolation='bilinear'`")
-    check_choice("on_error", on_error, ("raise", "skip"),
-                 "`on_error='skip'` replaces unreadable images and counts them in stats()")
-    check_choice("label_mode", label_mode, F.LABEL_MODES,
-                 "'int', 'categorical', 'binary' or None (no labels)")
-    if not isinstance(reduced_decode, (bool, np.bool_)):
-        raise ArgumentTypeError(
-            f"`reduced_decode` must be True or False; received "
-            f"{got(reduced_decode)}. Fix: `reduced_decode=False` decodes every pixel."
-        )
-    F.check_aspect_args(crop_to_aspect_ratio, pad_to_aspect_ratio)
-    return size
+
+    image_size: tuple[int, int] = DEFAULT_IMAGE_SIZE
+    color_mode: str | None = "rgb"
+    interpolation: str = "bilinear"
+    on_error: str = "raise"
+    label_mode: str | None = "int"
+    reduced_decode: bool = True
+    crop_to_aspect_ratio: bool = False
+    pad_to_aspect_ratio: bool = False
+
+    def __post_init__(self) -> None:  # checked in this order: the first wrong one is named
+        size = image_size_of(self.image_size)
+        check_choice("color_mode", self.color_mode, (*sorted(COLOR_MODES), None),
+                     "e.g. `color_mode='rgb'` (None keeps the files' channels)")
+        check_choice("interpolation", self.interpolation, INTERPOLATIONS,
+                     "e.g. `interpolation='bilinear'`")
+        check_choice("on_error", self.on_error, ("raise", "skip"),
+                     "`on_error='skip'` replaces unreadable images and counts them in stats()")
+        check_choice("label_mode", self.label_mode, F.LABEL_MODES,
+                     "'int', 'categorical', 'binary' or None (no labels)")
+        if not isinstance(self.reduced_decode, (bool, np.bool_)):
+            raise ArgumentTypeError(
+                f"`reduced_decode` must be True or False; received "
+                f"{got(self.reduced_decode)}. Fix: `reduced_decode=False` decodes every pixel."
+            )
+        F.check_aspect_args(self.crop_to_aspect_ratio, self.pad_to_aspect_ratio)
+        for name, value in (("image_size", size), ("reduced_decode", bool(self.reduced_decode)),
+                            ("crop_to_aspect_ratio", bool(self.crop_to_aspect_ratio)),
+                            ("pad_to_aspect_ratio", bool(self.pad_to_aspect_ratio))):
+            object.__setattr__(self, name, value)
+
+    @property
+    def aspect(self) -> str | None:
+        """``"crop"``, ``"pad"`` or None: Keras' two aspect-ratio flags as one value."""
+        return "crop" if self.crop_to_aspect_ratio else "pad" if self.pad_to_aspect_ratio else None
+
+    def channels(self, given: int = 0) -> int:
+        """The output channels: ``color_mode``'s, or ``given`` (0: learn from sample 0)."""
+        return COLOR_MODES[self.color_mode] if self.color_mode else int(given)
+
+
+# The shared settings' names and defaults, from the one place they are written.
+SETTINGS_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(DecodeSettings)}
 
 
 def encoded_labels(labels: Any, label_mode: str | None, n: int,
@@ -104,10 +134,22 @@ class ImageSource:
     crop_to_aspect_ratio: bool
     pad_to_aspect_ratio: bool
 
+    def _settings(self) -> DecodeSettings:
+        """The decode settings this source holds, as the one type that checks them."""
+        return DecodeSettings(**{name: getattr(self, name) for name in SETTINGS_DEFAULTS})
+
+    def _settle(self) -> None:
+        """Check the settings the constructor set, by keyword, and keep them normalized,
+        with the output channels: the one check of every source's settings."""
+        settings = self._settings()
+        for name in SETTINGS_DEFAULTS:
+            object.__setattr__(self, name, getattr(settings, name))
+        object.__setattr__(self, "channels", settings.channels(self.channels))
+
     def _new_reader(self, table: Any) -> None:
         """Set ``load`` over ``table``; with ``color_mode=None`` and no ``channels`` yet,
         learn them from sample 0 first."""
-        aspect = F.check_aspect_args(self.crop_to_aspect_ratio, self.pad_to_aspect_ratio)
+        aspect = self._settings().aspect
         for _ in range(2):
             decoder = Decoder(self.image_size, self.color_mode, self.interpolation,
                               self.channels, self.reduced_decode, aspect)

@@ -31,7 +31,6 @@ from . import _folders as F
 from . import _options as O
 from . import _bucket as B
 from . import _remote as R
-from ._decode import COLOR_MODES
 from ._options import DEFAULT_IMAGE_SIZE, INTERPOLATIONS
 from ._paths import PathTable
 from ._reader import Reader
@@ -115,9 +114,7 @@ class ImageFiles(O.ImageSource):
                 "`paths` is empty: there is no image to read. Fix: pass at least one image "
                 "file (extensions: " + ", ".join(EXTENSIONS) + ")."
             )
-        size = O.check_settings(self.image_size, self.color_mode, self.interpolation,
-                                self.on_error, self.label_mode, self.reduced_decode,
-                                self.crop_to_aspect_ratio, self.pad_to_aspect_ratio)
+        self._settle()
         names = tuple(str(c) for c in self.class_names)
         labels, classes = O.encoded_labels(self.labels, self.label_mode, len(given), names)
         table = given
@@ -127,16 +124,11 @@ class ImageFiles(O.ImageSource):
             existing = given.classes
             if existing is None or not np.array_equal(existing, classes):
                 table = PathTable.build(given.tolist(), classes)
-        channels = COLOR_MODES[self.color_mode] if self.color_mode else int(self.channels)
         remote = B.remote_for(table[0], self.storage_options)  # None: local files
         if remote is not None and not isinstance(given, PathTable):
             B.check_same_protocol(given, remote.protocol)
         object.__setattr__(self, "_remote", remote)
-        for name, value in (("paths", table), ("labels", labels), ("class_names", names),
-                            ("image_size", size), ("channels", channels),
-                            ("reduced_decode", bool(self.reduced_decode)),
-                            ("crop_to_aspect_ratio", bool(self.crop_to_aspect_ratio)),
-                            ("pad_to_aspect_ratio", bool(self.pad_to_aspect_ratio))):
+        for name, value in (("paths", table), ("labels", labels), ("class_names", names)):
             object.__setattr__(self, name, value)
         self._new_reader(table if remote is None else B.RemoteTable(table, remote))
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import os
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -43,14 +44,14 @@ from ._shards import expand as _expand
 from ._shards import find as _find
 from ._shards import local_only as _local_only
 from ._shards import need as _need
-from ._decode import COLOR_MODES
-from ._options import DEFAULT_IMAGE_SIZE
+from ._reader import Reader
 from ._bucket import shown_options
 from ..errors import ArgumentError, ArgumentTypeError, got, warn
 
 __all__ = ["ImageRecords"]
 
 
+@dataclass(frozen=True, slots=True, init=False, eq=False, repr=False)
 class ImageRecords(O.ImageSource):
     """Images inside record shards, decoded in shmaug's workers.
 
@@ -61,7 +62,7 @@ class ImageRecords(O.ImageSource):
     is the matching ``y`` (a loader takes it when ``y`` is not given).
     Settings are ``ImageFiles``' (``image_size``, ``color_mode``, ``interpolation``,
     ``on_error``, ``label_mode``, ``reduced_decode``), with the same defaults and the same
-    meaning; read-only once built.
+    meaning; read-only once built (a frozen dataclass, as ``ImageFiles``).
 
     Attributes:
         table: where each record lies (shard, byte offset, length) and its class index.
@@ -74,11 +75,19 @@ class ImageRecords(O.ImageSource):
         >>> train = shmaug.Sequence(records, batch_size=32, augment=fn, shuffle=True)
     """
 
-    __slots__ = ("table", "load", "labels", "class_names", "image_size", "color_mode",
-                 "interpolation", "on_error", "channels", "label_mode", "reduced_decode",
-                 "crop_to_aspect_ratio", "pad_to_aspect_ratio", "_origin")
     table: RecordTable
+    load: Reader
+    labels: Any
+    class_names: tuple[str, ...]
+    image_size: tuple[int, int]
+    color_mode: str | None
+    interpolation: str
+    on_error: str
+    channels: int
     label_mode: str | None
+    reduced_decode: bool
+    crop_to_aspect_ratio: bool
+    pad_to_aspect_ratio: bool
     _origin: str  # the call that built it, for repr
 
     def __init__(self, table: RecordTable, labels: Any = None, class_names: Sequence[str] = (),
@@ -89,28 +98,21 @@ class ImageRecords(O.ImageSource):
                 f"ImageRecords with from_tfrecord(...) or from_webdataset(...)."
             )
         _check_keywords(settings, {"channels"})
-        given = {**O.SETTINGS_DEFAULTS, "channels": 0, **settings}
-        size = O.check_settings(*(given[k] for k in O.SETTINGS_DEFAULTS))
+        for name, value in {**O.SETTINGS_DEFAULTS, "channels": 0, **settings}.items():
+            object.__setattr__(self, name, value)
+        self._settle()
         names = tuple(str(c) for c in class_names)
-        encoded, classes = O.encoded_labels(labels, given["label_mode"], len(table), names)
+        encoded, classes = O.encoded_labels(labels, self.label_mode, len(table), names)
         known = table.classes
         if known is None or classes is None:
             if (known is None) != (classes is None):
                 table = table.with_classes(classes)
         elif not np.array_equal(known, classes):
             table = table.with_classes(classes)
-        mode = given["color_mode"]
-        given.update(image_size=size, reduced_decode=bool(given["reduced_decode"]),
-                     crop_to_aspect_ratio=bool(given["crop_to_aspect_ratio"]),
-                     pad_to_aspect_ratio=bool(given["pad_to_aspect_ratio"]),
-                     channels=COLOR_MODES[mode] if mode else int(given["channels"]))
         for name, value in (("table", table), ("labels", encoded), ("class_names", names),
-                            ("_origin", ""), *given.items()):
+                            ("_origin", "")):
             object.__setattr__(self, name, value)
         self._new_reader(table)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"ImageRecords is read-only: build another to change `{name}`.")
 
     # -- constructors -------------------------------------------------------------------------
 
