@@ -34,9 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import harness as H
-from bench.common import report as R
-from bench.common import workloads as W
+from bench.common.harness import (
+
+    base_parser, child_result, consume, prepare_out, rotated_rounds, worker_memory,
+
+)
+from bench.common.report import environment
+from bench.common.workloads import WORKLOADS, augment_for, build_data
 
 CASES = ("fast", "slow")
 GOAL_RATIO = 0.95  # fast: auto ÷ the best fixed setting
@@ -65,12 +69,12 @@ def child(case: str, setting: str, epochs: int, settle: int, step_ms: float,
     import shmaug
     from shmaug.engine import _autotune
 
-    wl = W.WORKLOADS["W1"]
+    wl = WORKLOADS["W1"]
     n, bs = (wl.n_quick, wl.batch_size_quick) if quick else (wl.n, wl.batch_size)
     if quick:  # tiny epochs: let the rule judge them anyway, so the smoke run exercises it
         _autotune.MIN_SECONDS, _autotune.MIN_BATCHES = 0.01, 2
-    x, ids = W.build_data("W1", n)
-    augment = (W.augment_for("W1", "shmaug") if case == "fast"
+    x, ids = build_data("W1", n)
+    augment = (augment_for("W1", "shmaug") if case == "fast"
                else shmaug.Compose([shmaug.ops.Op("hflip")]))
     step_s = step_ms / 1e3 if case == "slow" else 0.0
     workers: Any = setting if setting == "auto" else int(setting)
@@ -79,9 +83,9 @@ def child(case: str, setting: str, epochs: int, settle: int, step_ms: float,
                        shuffle=True, start_method="fork") as loader:
         for epoch in range(settle + epochs):
             loader.reset_stats()
-            wall, waits = H.consume(loader, step_s)
+            wall, waits = consume(loader, step_s)
             stats = loader.stats()
-            uss = sum(m["uss"] for m in H.worker_memory(loader.pids))
+            uss = sum(m["uss"] for m in worker_memory(loader.pids))
             rows.append({"epoch": epoch, "measured": epoch >= settle, "seconds": wall,
                          "images_per_s": n / wall, "wait": float(sum(waits) / wall),
                          "workers": stats["workers"], "busy_s": sum(stats["worker_busy"]) * wall,
@@ -107,12 +111,12 @@ def run_rounds(rounds: int, cases: list[str], epochs: int, settle: int, step_ms:
     configs = [(case, s) for case in cases for s in settings(case)]
 
     def run_one(config: tuple[str, str]) -> dict[str, Any]:
-        return H.child_result(
+        return child_result(
             [sys.executable, "-m", "bench.autoworkers", "--child", ",".join(config), "--epochs",
              str(epochs), "--settle", str(settle), "--step-ms", str(step_ms),
              *(["--quick"] if quick else [])], timeout_s=900)
 
-    return H.rotated_rounds(rounds, configs, run_one, "autoworkers runs")
+    return rotated_rounds(rounds, configs, run_one, "autoworkers runs")
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -174,7 +178,7 @@ def report(summary: dict[str, Any], command: str, env: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = H.base_parser(__doc__.splitlines()[0], "bench/results/autoworkers")
+    parser = base_parser(__doc__.splitlines()[0], "bench/results/autoworkers")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--epochs", type=int, default=3, help="measured epochs per run")
@@ -190,8 +194,8 @@ def main(argv: list[str] | None = None) -> None:
         case, setting = args.child.split(",")
         print(json.dumps(child(case, setting, args.epochs, settle, args.step_ms, args.quick)))
         return
-    out = H.prepare_out(args.out)  # before measuring, not after
-    env = R.environment()
+    out = prepare_out(args.out)  # before measuring, not after
+    env = environment()
     started = time.time()
     results = run_rounds(1 if args.quick else args.rounds, args.cases.split(","), epochs,
                          settle, step_ms, args.quick)

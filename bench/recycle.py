@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import harness as H
-from bench.common import report as R
+from bench.common.harness import base_parser, child_result, prepare_out, rotated_rounds
+from bench.common.report import QUICK, took
 from bench import wait_trace
 
 CASES = {"W1": "shmaug", "W2": "shmaug", "W3": "none"}  # workload: its ops (as wait_trace)
@@ -70,11 +70,11 @@ def run_rounds(rounds: int, workloads: list[str], quick: bool) -> list[dict[str,
 
     def run_one(config: tuple[str, str, bool]) -> dict[str, Any]:
         workload, process, recycle = config
-        return H.child_result([sys.executable, "-m", "bench.recycle", "--child",
+        return child_result([sys.executable, "-m", "bench.recycle", "--child",
                                f"{workload},{int(recycle)},{process}",
                                *(["--quick"] if quick else [])], timeout_s=600)
 
-    return H.rotated_rounds(rounds, configs, run_one, "recycle runs")
+    return rotated_rounds(rounds, configs, run_one, "recycle runs")
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -95,13 +95,13 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = H.base_parser(__doc__.splitlines()[0], "bench/results/recycle")
+    parser = base_parser(__doc__.splitlines()[0], "bench/results/recycle")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workloads", default="W1,W2,W3")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # "workload,recycle,process"
     args = parser.parse_args(argv)
     if not args.child:
-        H.prepare_out(args.out)  # before measuring, not after
+        prepare_out(args.out)  # before measuring, not after
     if args.child:
         workload, recycle, process = args.child.split(",")
         print(json.dumps(child(workload, recycle == "1", process, args.quick)))
@@ -109,11 +109,11 @@ def main(argv: list[str] | None = None) -> None:
     workloads = args.workloads.split(",")[:1 if args.quick else None]
     began = time.perf_counter()
     results = run_rounds(1 if args.quick else args.rounds, workloads, args.quick)
-    took = R.took(time.perf_counter() - began)
-    text = ((f"{R.QUICK}.\n\n" if args.quick else "") +
+    duration = took(time.perf_counter() - began)
+    text = ((f"{QUICK}.\n\n" if args.quick else "") +
             f"Data wait at 80% load and images/s, batches in dropped batches' memory vs new "
             f"arrays (`python -m bench.recycle {' '.join(argv or sys.argv[1:])}`, "
-            f"took {took}):\n\n{table(results)}\n")
+            f"took {duration}):\n\n{table(results)}\n")
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

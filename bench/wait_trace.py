@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import harness as H
-from bench.common import report as R
-from bench.common import workloads as W
+from bench.common.harness import base_parser, consume, prepare_out
+from bench.common.report import QUICK, took
+from bench.common.workloads import IMPLS, WORKLOADS, augment_for, build_data
 
 STALL_MS = 3.0
 
@@ -32,10 +32,10 @@ def trace(workload: str, impl: str, epochs: int, share: float, quick: bool,
           copy: bool = True) -> dict[str, Any]:
     import shmaug
 
-    wl = W.WORKLOADS[workload]
+    wl = WORKLOADS[workload]
     n, bs = (wl.n_quick, wl.batch_size_quick) if quick else (wl.n, wl.batch_size)
-    x, ids = W.build_data(wl.name, n)
-    augment = None if impl == "none" else W.augment_for(wl.name, impl)
+    x, ids = build_data(wl.name, n)
+    augment = None if impl == "none" else augment_for(wl.name, impl)
     with shmaug.Loader(x, ids, batch_size=bs, augment=augment, workers=2, seed=0,
                        start_method="fork", copy=copy) as loader:
         rates = []
@@ -46,7 +46,7 @@ def trace(workload: str, impl: str, epochs: int, share: float, quick: bool,
         step_s = bs / (share * float(np.median(rates)))
         rows = []
         for epoch in range(epochs):
-            wall, waits = H.consume(loader, step_s)
+            wall, waits = consume(loader, step_s)
             ms = np.array(waits) * 1e3
             rows.append({"epoch": epoch, "wait_share": float(ms.sum() / 1e3 / wall),
                          "median_ms": float(np.median(ms)), "wall_ms": wall * 1e3,
@@ -69,9 +69,9 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = H.base_parser(__doc__.splitlines()[0], "bench/results/wait_trace.json")
-    parser.add_argument("--workload", default="W1", choices=sorted(W.WORKLOADS))
-    parser.add_argument("--impl", default="shmaug", choices=[*W.IMPLS, "none"],
+    parser = base_parser(__doc__.splitlines()[0], "bench/results/wait_trace.json")
+    parser.add_argument("--workload", default="W1", choices=sorted(WORKLOADS))
+    parser.add_argument("--impl", default="shmaug", choices=[*IMPLS, "none"],
                         help="the workload's ops: shmaug's, the users' PIL code, or none")
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--share", type=float, default=0.8,
@@ -79,13 +79,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lend", action="store_true",
                         help="copy=False: lend each batch's slot instead of copying it out")
     args: argparse.Namespace = parser.parse_args(argv)
-    H.prepare_out(args.out, file=True)  # before measuring, not after
+    prepare_out(args.out, file=True)  # before measuring, not after
     began = time.perf_counter()
     result = trace(args.workload, args.impl, 2 if args.quick else args.epochs, args.share,
                    args.quick, copy=not args.lend)
     result["wall_s"] = round(time.perf_counter() - began, 1)
-    text = (f"{R.QUICK}.\n\n" if args.quick else "") + table(result) + \
-        f"\n\nThis run took {R.took(result['wall_s'])}."
+    text = (f"{QUICK}.\n\n" if args.quick else "") + table(result) + \
+        f"\n\nThis run took {took(result['wall_s'])}."
     print(text)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

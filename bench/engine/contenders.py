@@ -20,8 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench.common import harness as H
-from bench.common.harness import Stats, summarize
+from bench.common.harness import Stats, guarded, pool_children, progress, summarize, wait_gone
 
 _SETTLE_S = 0.2  # idle time between contender runs, so leftover background work does not leak
 
@@ -243,8 +242,8 @@ class KerasRun:
             self.adapter.on_epoch_end()
 
     def close(self) -> None:
-        H.guarded(self.end_epoch, 15)
-        H.wait_gone(H.pool_children(), 5)  # the pool it closed, if its workers linger
+        guarded(self.end_epoch, 15)
+        wait_gone(pool_children(), 5)  # the pool it closed, if its workers linger
 
 
 # -- timing them side by side -------------------------------------------------------------------
@@ -260,7 +259,7 @@ def interleave(contenders: dict[str, Callable[[], Any]], rounds: int, timeout_s:
     built: dict[str, Any] = {}
     status: dict[str, str] = {}
     for name, make in contenders.items():
-        out = H.guarded(make, timeout_s)
+        out = guarded(make, timeout_s)
         if out.ok:
             built[name] = out.value
             status[name] = "ok"
@@ -268,7 +267,7 @@ def interleave(contenders: dict[str, Callable[[], Any]], rounds: int, timeout_s:
             status[name] = f"{out.status}: {out.error}" if out.error else out.status
     runs: dict[str, list[list[float]]] = {name: [] for name in contenders}
     names = list(built)
-    bar = H.progress(len(names) * (rounds + 1), desc)
+    bar = progress(len(names) * (rounds + 1), desc)
     try:
         for r in range(rounds + 1):
             order = names[r % len(names):] + names[: r % len(names)] if names else []
@@ -277,19 +276,19 @@ def interleave(contenders: dict[str, Callable[[], Any]], rounds: int, timeout_s:
                     bar.update()
                     continue
                 time.sleep(_SETTLE_S)
-                out = H.guarded(lambda: built[name].run(r), timeout_s)
+                out = guarded(lambda: built[name].run(r), timeout_s)
                 if out.ok:
                     if r > 0:
                         runs[name].append(out.value)
                 else:
                     status[name] = f"{out.status} in round {r}: {out.error}"
-                    H.guarded(built[name].close, 15)
+                    guarded(built[name].close, 15)
                 bar.update()
     finally:
         bar.close()
     notes = {name: c.note() for name, c in built.items() if hasattr(c, "note")}
     for name, c in built.items():
-        H.guarded(c.close, 15)
+        guarded(c.close, 15)
     return runs, status, notes
 
 

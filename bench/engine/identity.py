@@ -13,23 +13,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench.common import harness as H
-from bench.common import report as R
+from bench.common.harness import paired_ratio, summarize
+from bench.common.report import Row, fmt_num
 from bench.engine.contenders import (
-    CopyGather,
-    CopyTo,
-    KerasRun,
-    ShmaugRun,
-    first_batch_ms,
-    identity,
-    interleave,
-    steady_rate,
+    CopyGather, CopyTo, KerasRun, ShmaugRun, first_batch_ms, identity, interleave, steady_rate,
 )
 
 GB = 1e9
 
 
-def section_identity(quick: bool) -> list[R.Row]:
+def section_identity(quick: bool) -> list[Row]:
     n, bs = (256, 64) if quick else (2048, 64)
     rounds, timeout = (1, 60.0) if quick else (9, 90.0)
     x = np.random.default_rng(0).integers(0, 256, (n, 224, 224, 3), dtype=np.uint8)
@@ -51,13 +44,13 @@ def section_identity(quick: bool) -> list[R.Row]:
     rows = []
     for name in contenders:
         ok = status[name] == "ok" and rates[name]
-        stats = H.summarize(rates[name]) if ok else None
+        stats = summarize(rates[name]) if ok else None
         ratio_txt, target, extra = "", "", {}
         if ok and name not in ceil_names[:1]:
             parts = []
             for ceil, short in zip(ceil_names, ("copyto", "gather")):
                 if status[ceil] == "ok" and rates[ceil] and ceil != name:
-                    pr = H.paired_ratio(rates[name], rates[ceil])
+                    pr = paired_ratio(rates[name], rates[ceil])
                     extra[f"ratio_vs_{short}"] = pr.to_dict()
                     parts.append(f"{pr.median:.2f}x {short}")
             ratio_txt = ", ".join(parts)
@@ -69,10 +62,10 @@ def section_identity(quick: bool) -> list[R.Row]:
         note = ""
         if runs[name]:
             fb = first_batch_ms(runs[name])
-            note = f"first batch {R.fmt_num(fb.median)} ms"
+            note = f"first batch {fmt_num(fb.median)} ms"
             extra["first_batch_ms"] = fb.to_dict()
         if name in notes:
             note += "; " + notes[name]
-        rows.append(R.Row(sec, name, "delivered", "GB/s", stats, status[name], ratio_txt,
+        rows.append(Row(sec, name, "delivered", "GB/s", stats, status[name], ratio_txt,
                           target, note, extra))
     return rows

@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench.common import harness as H
-from bench.common import report as R
+from bench.common.harness import summarize
+from bench.common.report import Row, fmt_num
 from bench.engine.contenders import identity, interleave
 
 W1_TARGET_IMAGES_S = 200_000
@@ -54,31 +54,31 @@ class MainCpuRun:
 
 
 def _rows(sec: str, name: str, run: MainCpuRun | None, status: str, n: int, batches: int,
-          sample_bytes: int | None) -> list[R.Row]:
+          sample_bytes: int | None) -> list[Row]:
     cpu = run.cpu_s[1:] if run is not None else []  # round 0 is warm-up
     if status != "ok" or not cpu:
-        return [R.Row(sec, name, "main-process CPU per image", "µs", None, status or "no runs")]
-    per_image = H.summarize([c / n * 1e6 for c in cpu])
-    per_batch = H.summarize([c / batches * 1e3 for c in cpu])
-    note = f"per batch {R.fmt_num(per_batch.median)} ms ({R.fmt_num(per_batch.lo)} – " \
-           f"{R.fmt_num(per_batch.hi)})"
-    rows = [R.Row(sec, name, "main-process CPU per image", "µs", per_image, note=note,
+        return [Row(sec, name, "main-process CPU per image", "µs", None, status or "no runs")]
+    per_image = summarize([c / n * 1e6 for c in cpu])
+    per_batch = summarize([c / batches * 1e3 for c in cpu])
+    note = f"per batch {fmt_num(per_batch.median)} ms ({fmt_num(per_batch.lo)} – " \
+           f"{fmt_num(per_batch.hi)})"
+    rows = [Row(sec, name, "main-process CPU per image", "µs", per_image, note=note,
                   extra={"per_batch_ms": per_batch.to_dict()})]
     if sample_bytes is None:
-        rate = H.summarize([n / c for c in cpu])
+        rate = summarize([n / c for c in cpu])
         met = rate.median >= W1_TARGET_IMAGES_S
         target = f">= {W1_TARGET_IMAGES_S:,} images/s: {'met' if met else 'MISSED'}"
-        rows.append(R.Row(sec, name, "feed rate it implies", "images/s", rate, target=target))
+        rows.append(Row(sec, name, "feed rate it implies", "images/s", rate, target=target))
     else:
-        rate = H.summarize([n * sample_bytes / c / 1e9 for c in cpu])
+        rate = summarize([n * sample_bytes / c / 1e9 for c in cpu])
         met = rate.median >= W3_TARGET_GB_S
         target = f">= {W3_TARGET_GB_S:g} GB/s: {'met' if met else 'MISSED'}"
-        rows.append(R.Row(sec, name, "feed rate it implies", "GB/s", rate, target=target))
+        rows.append(Row(sec, name, "feed rate it implies", "GB/s", rate, target=target))
     return rows
 
 
 def _measure(sec: str, contenders: dict[str, Callable[[], MainCpuRun]], rounds: int,
-             timeout: float, n: int, batches: int, sample_bytes: int | None) -> list[R.Row]:
+             timeout: float, n: int, batches: int, sample_bytes: int | None) -> list[Row]:
     built: dict[str, MainCpuRun] = {}
 
     def keep(name: str, make: Callable[[], MainCpuRun]) -> Callable[[], MainCpuRun]:
@@ -90,7 +90,7 @@ def _measure(sec: str, contenders: dict[str, Callable[[], MainCpuRun]], rounds: 
             for row in _rows(sec, name, built.get(name), status[name], n, batches, sample_bytes)]
 
 
-def section_main(quick: bool) -> list[R.Row]:
+def section_main(quick: bool) -> list[Row]:
     import cv2
 
     import shmaug

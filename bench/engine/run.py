@@ -31,8 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from bench.common import harness as H
-from bench.common import report as R
+from bench.common.harness import base_parser, prepare_out, report_json, run_json
+from bench.common.report import Row, environment, rows_from_json, write_results
 
 NAME = "engine"
 
@@ -51,24 +51,24 @@ _QUICK_TIMEOUT_S = 100.0
 
 def _run_section_child(name: str, quick: bool) -> None:
     # Only the section asked for is imported: the child stays as light as that section.
-    section: Callable[[bool], list[R.Row]] = getattr(importlib.import_module(SECTIONS[name]),
+    section: Callable[[bool], list[Row]] = getattr(importlib.import_module(SECTIONS[name]),
                                                      f"section_{name}")
     rows = section(quick)
-    H.report_json([r.to_dict() for r in rows])
+    report_json([r.to_dict() for r in rows])
 
 
-def _run_sections(quick: bool, names: list[str]) -> list[R.Row]:
+def _run_sections(quick: bool, names: list[str]) -> list[Row]:
     argv = [sys.executable, "-m", "bench.engine.run", "--section"]
 
-    def one(name: str) -> list[R.Row]:
+    def one(name: str) -> list[Row]:
         t0 = time.perf_counter()
-        out = H.run_json(argv + [name] + (["--quick"] if quick else []),
+        out = run_json(argv + [name] + (["--quick"] if quick else []),
                          _QUICK_TIMEOUT_S if quick else _SECTION_TIMEOUT_S[name])
         print(f"[bench.engine] section {name}: {out.status} in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr, flush=True)
         if out.ok:
-            return R.rows_from_json(out.value)
-        return [R.Row(name, "(whole section)", "", "", None, f"{out.status}: {out.error}")]
+            return rows_from_json(out.value)
+        return [Row(name, "(whole section)", "", "", None, f"{out.status}: {out.error}")]
 
     if quick:  # a smoke run: sections at once (timings meaningless, speed matters)
         with ThreadPoolExecutor(max_workers=len(names)) as ex:
@@ -79,12 +79,12 @@ def _run_sections(quick: bool, names: list[str]) -> list[R.Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = H.base_parser(__doc__.splitlines()[0], "results/engine")
+    parser = base_parser(__doc__.splitlines()[0], "results/engine")
     parser.add_argument("--section", choices=sorted(SECTIONS), help=argparse.SUPPRESS)
     parser.add_argument("--sections", default=",".join(SECTIONS),
                         help=f"comma-separated subset of {', '.join(SECTIONS)} (default: all)")
     args = parser.parse_args(argv)
-    H.prepare_out(args.out)  # before measuring, not after
+    prepare_out(args.out)  # before measuring, not after
     if args.section:
         _run_section_child(args.section, args.quick)
         return 0
@@ -94,9 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--sections: unknown {unknown}; choose from {', '.join(SECTIONS)}")
     rows = _run_sections(args.quick, names)
-    meta = {"quick": args.quick, "environment": R.environment(),
+    meta = {"quick": args.quick, "environment": environment(),
             "wall_s": round(time.perf_counter() - t0, 1)}
-    text = R.write_results(args.out, NAME, rows, meta)
+    text = write_results(args.out, NAME, rows, meta)
     print(text)
     print(f"wrote {Path(args.out) / (NAME + '.json')} and {NAME}.md "
           f"in {meta['wall_s']} s", file=sys.stderr)

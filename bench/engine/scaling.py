@@ -10,15 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from bench.common import harness as H
-from bench.common import report as R
+from bench.common.harness import paired_ratio, summarize
+from bench.common.report import Row, fmt_num
 from bench.engine.contenders import (
-    ParallelPlainLoops,
-    PlainLoop,
-    ShmaugRun,
-    interleave,
-    overlap_rate,
-    steady_rate,
+    ParallelPlainLoops, PlainLoop, ShmaugRun, interleave, overlap_rate, steady_rate,
 )
 
 CEILING = "plain loop in 2 processes at once (this machine's 2-core ceiling)"
@@ -27,7 +22,7 @@ CEILING = "plain loop in 2 processes at once (this machine's 2-core ceiling)"
 CEILING = "plain loop in 2 processes at once (this machine's 2-core ceiling)"
 
 
-def section_scaling(quick: bool) -> list[R.Row]:
+def section_scaling(quick: bool) -> list[Row]:
     import shmaug
     from shmaug.sources.glyphs import render_glyphs
 
@@ -61,21 +56,21 @@ def section_scaling(quick: bool) -> list[R.Row]:
     rows = []
     for name in contenders:
         ok = status[name] == "ok" and bool(rates[name])
-        stats = H.summarize(rates[name]) if ok else None
+        stats = summarize(rates[name]) if ok else None
         ratio_txt, target, extra = "", "", {}
         if ok and name != "shmaug workers=1" and status["shmaug workers=1"] == "ok" and rates["shmaug workers=1"]:
-            pr = H.paired_ratio(rates[name], rates["shmaug workers=1"])
+            pr = paired_ratio(rates[name], rates["shmaug workers=1"])
             extra["ratio_vs_workers1"] = pr.to_dict()
-            ratio_txt = f"{pr.median:.2f}x workers=1 ({R.fmt_num(pr.lo)} – {R.fmt_num(pr.hi)})"
+            ratio_txt = f"{pr.median:.2f}x workers=1 ({fmt_num(pr.lo)} – {fmt_num(pr.hi)})"
             if name == "shmaug workers=2":
                 target = f">= 1.8x workers=1: {'met' if pr.median >= 1.8 else 'MISSED'}"
         for base, key, label in (("plain loop, no loader", "ratio_vs_plain", "one plain loop"),
                                  (CEILING, "ratio_vs_ceiling", "the 2-core ceiling")):
             if ok and name in (CEILING, "shmaug workers=2") and name != base and rates[base]:
-                pr = H.paired_ratio(rates[name], rates[base])
+                pr = paired_ratio(rates[name], rates[base])
                 extra[key] = pr.to_dict()
                 ratio_txt += f"; {pr.median:.2f}x {label}"
         note = notes.get(name, "")
-        rows.append(R.Row(sec, name, "throughput", "images/s", stats, status[name], ratio_txt,
+        rows.append(Row(sec, name, "throughput", "images/s", stats, status[name], ratio_txt,
                           target, note, extra))
     return rows

@@ -12,13 +12,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench.common import harness as H
-from bench.common import report as R
+from bench.common.harness import paired_ratio, progress, summarize, time_calls
+from bench.common.report import Row
 
 _TASK = 64  # samples per seeding call: one worker task
 
 
-def section_seeding(quick: bool) -> list[R.Row]:
+def section_seeding(quick: bool) -> list[Row]:
     import cv2
 
     import shmaug
@@ -66,22 +66,22 @@ def section_seeding(quick: bool) -> list[R.Row]:
     op_number = {k: (number // 4 if "glyph" in k else number) // per_call[k] for k in fns}
     times: dict[str, list[float]] = {k: [] for k in fns}
     names = list(fns)
-    bar = H.progress(len(names) * (rounds + 1), "seeding")
+    bar = progress(len(names) * (rounds + 1), "seeding")
     for r in range(rounds + 1):  # round 0 warms caches and is dropped
         for name in names[r % len(names):] + names[: r % len(names)]:
-            t = H.time_calls(fns[name], op_number[name]) * 1e6 / per_call[name]
+            t = time_calls(fns[name], op_number[name]) * 1e6 / per_call[name]
             if r > 0:
                 times[name].append(t)
             bar.update()
     bar.close()
     sec = "3 seeding, per sample on 64x64 u8"
-    rows = [R.Row(sec, k, "per sample", "us", H.summarize(v)) for k, v in times.items()]
+    rows = [Row(sec, k, "per sample", "us", summarize(v)) for k, v in times.items()]
     for op in ("op: cv2.warpAffine rotate", "op: shmaug Op('rotate')", "op: presets.glyph_distort()"):
         for seeder in names[:5]:
-            share = H.paired_ratio(times[seeder], times[op]).scaled(100.0)
+            share = paired_ratio(times[seeder], times[op]).scaled(100.0)
             target = ""
             if seeder.startswith("SampleSeeder"):
                 target = f"< 10%: {'met' if share.median < 10 else 'MISSED'}"
-            rows.append(R.Row(sec, f"{seeder} / {op[4:]}", "share of op time", "%", share,
+            rows.append(Row(sec, f"{seeder} / {op[4:]}", "share of op time", "%", share,
                               target=target))
     return rows

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import harness as H
-from bench.common import report as R
+from bench.common.harness import Outcome, progress, run_json, summarize
+from bench.common.report import Row, fmt_num
 
 
 STARTUP_SCRIPT = textwrap.dedent('''
@@ -31,7 +31,7 @@ STARTUP_SCRIPT = textwrap.dedent('''
     from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
     import shmaug
-    from bench.common import harness as H
+    from bench.common.harness import guarded, pool_children, report_json, wait_gone, worker_memory
     from shmaug.sources.glyphs import render_glyphs
 
     N, BS, SEED = 1024, 64, 0
@@ -66,16 +66,16 @@ STARTUP_SCRIPT = textwrap.dedent('''
             for i, _ in enumerate(loader):
                 if i == 0:
                     result["first_batch_s"] = time.perf_counter() - t0
-                    result["mem_first"] = H.worker_memory(loader.pids)
+                    result["mem_first"] = worker_memory(loader.pids)
                 if i == len(loader) // 2:
-                    result["mem_mid"] = H.worker_memory(loader.pids)
+                    result["mem_mid"] = worker_memory(loader.pids)
             return result
         finally:
             loader.close()
 
 
     def probe_keras(method, x, y):
-        before = set(H.pool_children())
+        before = set(pool_children())
         t0 = time.perf_counter()
         ds = GlyphDataset(x, y, BS, shmaug.presets.glyph_distort(), workers=2,
                           use_multiprocessing=True)
@@ -87,14 +87,14 @@ STARTUP_SCRIPT = textwrap.dedent('''
             for i, _ in enumerate(adapter.get_numpy_iterator()):
                 if i == 0:
                     out["first_batch_s"] = time.perf_counter() - t0
-                    pids = [p for p in H.pool_children() if p not in before]
-                    out["mem_first"] = H.worker_memory(pids)
+                    pids = [p for p in pool_children() if p not in before]
+                    out["mem_first"] = worker_memory(pids)
                 if i == len(ds) // 2:  # by the last batch its workers are already leaving
-                    out["mem_mid"] = H.worker_memory(pids)
+                    out["mem_mid"] = worker_memory(pids)
             return out
         finally:
             adapter.on_epoch_end()
-            H.wait_gone(pids, 10)
+            wait_gone(pids, 10)
 
 
     if __name__ == "__main__":
@@ -105,13 +105,13 @@ STARTUP_SCRIPT = textwrap.dedent('''
                   "shmaug_declared": lambda m, x, y: probe_shmaug(m, x, y, declared=True)}
         result = {}
         for name in order:
-            out = H.guarded(lambda: probes[name](method, x, y), timeout)
+            out = guarded(lambda: probes[name](method, x, y), timeout)
             result[name] = {"status": out.status, "error": out.error, **(out.value or {})}
-        H.report_json(result)
+        report_json(result)
 ''')
 
 
-def section_startup(quick: bool) -> list[R.Row]:
+def section_startup(quick: bool) -> list[Row]:
     repeats = 1 if quick else 3
     methods = ("spawn", "fork")
     # A fork probe that hangs (see section_scaling's NOTE) costs its whole timeout: keep it
@@ -131,10 +131,10 @@ def section_startup(quick: bool) -> list[R.Row]:
                     order = "shmaug_declared," + order
                 jobs.append((method, [sys.executable, str(script), method, order,
                                       str(contender_timeout[method])]))
-        bar = H.progress(len(jobs), "startup")
+        bar = progress(len(jobs), "startup")
 
-        def one(job: tuple[str, list[str]]) -> tuple[str, H.Outcome]:
-            out = H.run_json(job[1], hard_timeout)
+        def one(job: tuple[str, list[str]]) -> tuple[str, Outcome]:
+            out = run_json(job[1], hard_timeout)
             bar.update()
             return job[0], out
 
@@ -173,23 +173,23 @@ def section_startup(quick: bool) -> list[R.Row]:
                 status = f"ok {len(runs)}/{repeats} runs; {len(errs)} failed: {errs[-1]}"
             else:
                 status = "ok"
-            first = H.summarize([x["first_batch_s"] for x in runs]) if runs else None
+            first = summarize([x["first_batch_s"] for x in runs]) if runs else None
             target = ""
             if who.startswith("shmaug") and first is not None and method == "spawn":
                 target = f"<= 1.5 s: {'met' if first.median <= 1.5 else 'MISSED'}"
-            rows.append(R.Row(sec, name, "time to first batch", "s", first, status,
+            rows.append(Row(sec, name, "time to first batch", "s", first, status,
                               target=target, extra={"runs": runs}))
             for when, metric in (("mem_first", "USS/worker after 1st batch"),
                                  ("mem_mid", "USS/worker mid-epoch")):
                 uss = [max(w["uss"] for w in x[when]) for x in runs if x.get(when)]
                 pss = [max(w["pss"] for w in x[when]) for x in runs if x.get(when)]
                 nworkers = [len(x[when]) for x in runs if x.get(when)]
-                st = H.summarize(uss) if uss else None
+                st = summarize(uss) if uss else None
                 tgt = ""
                 if who.startswith("shmaug") and st is not None:
                     tgt = f"< 80 MB: {'met' if st.median < 80 * 1e6 / 2**20 else 'MISSED'}"
-                note = (f"max over {max(nworkers)} workers; PSS {R.fmt_num(float(np.median(pss)))} MiB"
+                note = (f"max over {max(nworkers)} workers; PSS {fmt_num(float(np.median(pss)))} MiB"
                         if uss else "")
-                rows.append(R.Row(sec, name, metric, "MiB", st, status,
+                rows.append(Row(sec, name, metric, "MiB", st, status,
                                   target=tgt, note=note))
     return rows

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import harness as H
+from bench.common.harness import guarded, report_json, wait_gone, worker_memory
 
 WARMUP_BATCHES = 3
 
@@ -52,7 +52,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
                         break
                     continue
                 if r == 1 and b == max(1, (n // bs) // 2):
-                    workers = H.worker_memory(c.pids())
+                    workers = worker_memory(c.pids())
                     result["worker_uss_mib"] = [w["uss"] for w in workers]
                 seen.append(np.asarray(yb))
             if r == 0:
@@ -65,9 +65,9 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
                     f"epoch {r}: {len(got)} samples, {distinct} distinct of {n}")
             result["rates"].append(len(got) / elapsed)
     finally:
-        pids = H.guarded(c.pids, 10).value or []
+        pids = guarded(c.pids, 10).value or []
         c.close()
-        H.wait_gone(pids, 10)
+        wait_gone(pids, 10)
     return result
 
 
@@ -76,10 +76,10 @@ if __name__ == "__main__":
     parser.add_argument("spec", help="JSON: folder, contender, workers, batch_size, repeats")
     spec = json.loads(parser.parse_args().spec)
     try:
-        H.report_json({"status": "ok", **measure(spec)})
+        report_json({"status": "ok", **measure(spec)})
     except ImportError as exc:
-        H.report_json({"status": "skipped", "error": f"{type(exc).__name__}: {exc}"})
+        report_json({"status": "skipped", "error": f"{type(exc).__name__}: {exc}"})
     except Exception as exc:  # reported, not fatal: the driver goes on with the others
-        H.report_json({"status": "error", "error": f"{type(exc).__name__}: {exc}"[:300]})
+        report_json({"status": "error", "error": f"{type(exc).__name__}: {exc}"[:300]})
     sys.stdout.flush()
     os._exit(0)  # do not wait for a contender's stuck non-daemon threads or pools

@@ -85,7 +85,7 @@ def run_child(spec: dict[str, Any], pythonpath: str, timeout_s: float) -> dict[s
 
 def summary(results: list[dict[str, Any]], link_s: dict[int, float], batches: int) -> str:
     """Worker USS (largest of the 2 workers, MiB) side by side: arrays and files, both counts."""
-    from bench.common import report as R
+    from bench.common.report import fmt_num, markdown_table
 
     counts = sorted({r["n"] for r in results})
     table = []
@@ -97,12 +97,12 @@ def summary(results: list[dict[str, Any]], link_s: dict[int, float], batches: in
                     r = next((r for r in results if (r["checkout"], r["method"], r["kind"],
                                                      r["n"]) == (who, method, kind, n)), None)
                     ok = r is not None and r.get("status") == "ok"
-                    cells.append(R.fmt_num(max(r["worker_uss_mib"])) if ok else "—")
+                    cells.append(fmt_num(max(r["worker_uss_mib"])) if ok else "—")
             table.append([who, method, *cells])
     heads = [f"{kind} {n:,}" for kind in ("array", "files") for n in counts]
     made = ", ".join(f"{n:,} files in {s:.1f} s" for n, s in link_s.items())
     return ("### Worker USS (MiB, the larger of 2 workers) by sample count\n\n"
-            + R.markdown_table(["checkout", "start", *heads], table)
+            + markdown_table(["checkout", "start", *heads], table)
             + f"\n\nFolders made as hard links ({made}); each case runs in a fresh process; "
             f"USS after the first batch and {batches} more shuffled batches. What an array "
             f"dataset's workers also grow by with the sample count is the engine's epoch order "
@@ -110,11 +110,11 @@ def summary(results: list[dict[str, Any]], link_s: dict[int, float], batches: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.common import harness as H
-    from bench.common import report as R
+    from bench.common.harness import REPO_ROOT, base_parser, prepare_out, summarize
+    from bench.common.report import Row, environment, write_results
     from bench.files.data import link_tree
 
-    p = H.base_parser(__doc__.splitlines()[0], "bench/results/files_memory")
+    p = base_parser(__doc__.splitlines()[0], "bench/results/files_memory")
     p.add_argument("--files", type=int, default=1_280_000)
     p.add_argument("--small", type=int, default=10_000)
     p.add_argument("--batches", type=int, default=50)
@@ -123,12 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     big, small = (2_000, 200) if args.quick else (args.files, args.small)
     batches = 3 if args.quick else args.batches
-    H.prepare_out(args.out)  # before measuring anything
-    checkouts = {"this checkout": str(H.REPO_ROOT)}
+    prepare_out(args.out)  # before measuring anything
+    checkouts = {"this checkout": str(REPO_ROOT)}
     if args.compare_with:
         checkouts[f"before ({args.compare_with})"] = os.path.abspath(args.compare_with)
     tmp = Path(tempfile.mkdtemp(prefix="shmaug_bench_files_memory_"))
-    rows: list[R.Row] = []
+    rows: list[Row] = []
     results: list[dict[str, Any]] = []
     link_s: dict[int, float] = {}
     try:
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                             if r["kind"] == "array" else f"ImageFiles, {r['n']:,} files")
                     section = f"{who}, {method}: {what}"
                     if r["status"] != "ok":
-                        rows.append(R.Row(section, "worker USS", "", "MiB", None,
+                        rows.append(Row(section, "worker USS", "", "MiB", None,
                                           status=r["status"], note=r.get("error", "")))
                         continue
                     uss = max(r["worker_uss_mib"])
@@ -165,24 +165,24 @@ def main(argv: list[str] | None = None) -> int:
                         f"within {TARGET_MIB:g} MiB of the array of as many samples: "
                         f"{excess:+.1f} MiB, "
                         f"{'met' if excess <= TARGET_MIB else 'MISSED'}")
-                    rows.append(R.Row(section, "worker USS (largest of 2)", "size", "MiB",
-                                      H.summarize(r["worker_uss_mib"]), target=target,
+                    rows.append(Row(section, "worker USS (largest of 2)", "size", "MiB",
+                                      summarize(r["worker_uss_mib"]), target=target,
                                       note=f"main process USS {r['main_uss_mib']:.0f} MiB"))
                     if r["kind"] == "files":
                         total = r["list_s"] + r["loader_s"]
                         goal = "" if r["n"] < 1_000_000 else (
                             f"under {LIST_GOAL_S:g} s: {'met' if total < LIST_GOAL_S else 'MISSED'}")
-                        rows.append(R.Row(section, "listing + Loader()", "time", "s",
-                                          H.summarize([total]), target=goal,
+                        rows.append(Row(section, "listing + Loader()", "time", "s",
+                                          summarize([total]), target=goal,
                                           note=f"listing {r['list_s']:.2f} s, Loader() "
                                                f"{r['loader_s']:.2f} s"))
-                    rows.append(R.Row(section, "first batch after Loader()", "time", "s",
-                                      H.summarize([r["first_batch_s"]])))
+                    rows.append(Row(section, "first batch after Loader()", "time", "s",
+                                      summarize([r["first_batch_s"]])))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     meta = {"quick": args.quick, "files": big, "small": small, "batches": batches,
-            "link_s": link_s, "results": results, "environment": R.environment()}
-    print(R.write_results(args.out, "files_memory", rows, meta, summary(results, link_s, batches)))
+            "link_s": link_s, "results": results, "environment": environment()}
+    print(write_results(args.out, "files_memory", rows, meta, summary(results, link_s, batches)))
     return 0
 
 

@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import harness as H
-from bench.common import report as R
+from bench.common.harness import base_parser, prepare_out, progress, run_json, summarize
+from bench.common.report import Row, environment, fmt_num, markdown_table, write_results
 from bench.files.data import FOLDERS, make_folder
 from bench.files.peers import LABELS
 
@@ -47,7 +47,7 @@ CAMERA_GOAL = 3.0  # the target: on camera-size JPEGs, shmaug >= 3x ImageFiles b
 
 
 def parser() -> Any:
-    p = H.base_parser(__doc__.splitlines()[0], "bench/results/files")
+    p = base_parser(__doc__.splitlines()[0], "bench/results/files")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=2, help="timed epochs per round")
     p.add_argument("--folders", default=",".join(FOLDERS))
@@ -110,7 +110,7 @@ def decode_figures(folder: Path, sample: int) -> dict[str, Any]:
 def run_rounds(args: Any, folders: dict[str, Path], contenders: list[str]) -> list[dict[str, Any]]:
     rounds = 1 if args.quick else args.rounds
     results = []
-    bar = H.progress(rounds * len(folders) * len(contenders), "bench files")
+    bar = progress(rounds * len(folders) * len(contenders), "bench files")
     for r in range(1, rounds + 1):
         for name, path in folders.items():
             k = (r - 1) % len(contenders)
@@ -118,7 +118,7 @@ def run_rounds(args: Any, folders: dict[str, Path], contenders: list[str]) -> li
                 spec = {"folder": str(path), "contender": contender, "workers": args.workers,
                         "batch_size": 8 if args.quick else args.batch_size,
                         "repeats": 1 if args.quick else args.repeats}
-                out = H.run_json([sys.executable, "-m", "bench.files.child", json.dumps(spec)],
+                out = run_json([sys.executable, "-m", "bench.files.child", json.dumps(spec)],
                                  args.timeout)
                 res = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
                 if res.get("status") == "ok" and res.get("problems"):
@@ -126,16 +126,16 @@ def run_rounds(args: Any, folders: dict[str, Path], contenders: list[str]) -> li
                 res.update(round=r, folder=name, contender=contender)
                 results.append(res)
                 bar.update(1)
-                rate = H.summarize(res.get("rates") or []).median
+                rate = summarize(res.get("rates") or []).median
                 print(f"round {r} {name:8} {contender:12} {res.get('status')}: "
-                      f"{R.fmt_num(rate)} images/s", file=sys.stderr)
+                      f"{fmt_num(rate)} images/s", file=sys.stderr)
     bar.close()
     return results
 
 
 def figure(res: dict[str, Any]) -> float:
     ok = res.get("status") == "ok" and res.get("rates")
-    return H.summarize(res["rates"]).median if ok else math.nan
+    return summarize(res["rates"]).median if ok else math.nan
 
 
 def per_round(results: list[dict[str, Any]], folder: str, contender: str) -> list[float]:
@@ -153,7 +153,7 @@ def same_round(a: list[float], b: list[float]) -> list[float]:
 
 def report(args: Any, results: list[dict[str, Any]], made: dict[str, dict[str, Any]],
            decoding: dict[str, dict[str, Any]], contenders: list[str]) -> str:
-    rows: list[R.Row] = []
+    rows: list[Row] = []
     ratio_rows, round_rows = [], []
     quick = " (quick run: nothing measured)" if args.quick else ""
     peers = [c for c in contenders if not c.startswith("shmaug")]
@@ -167,16 +167,16 @@ def report(args: Any, results: list[dict[str, Any]], made: dict[str, dict[str, A
             good = [v for v in rates if not math.isnan(v)]
             status = "ok" if len(good) == len(rates) else str(res.get("status"))
             note = "" if status == "ok" else str(res.get("error", ""))[:120]
-            row = R.Row(section, LABELS[c], "throughput", "images/s",
-                        H.summarize(good) if good else None, status=status, note=note)
+            row = Row(section, LABELS[c], "throughput", "images/s",
+                        summarize(good) if good else None, status=status, note=note)
             if c != "shmaug" and "shmaug" in contenders:
                 ratios = same_round(per_round(results, name, "shmaug"), rates)
                 if ratios:
-                    row.ratio = f"shmaug {R.fmt_num(H.summarize(ratios).median)}x"
+                    row.ratio = f"shmaug {fmt_num(summarize(ratios).median)}x"
                     ratio_rows.append([section.split(":")[0], f"shmaug ÷ {LABELS[c]}",
-                                       R.fmt_num(H.summarize(ratios).median),
-                                       R.fmt_num(min(ratios)), len(ratios)])
-            round_rows.append([name, LABELS[c], *[R.fmt_num(v) for v in rates]])
+                                       fmt_num(summarize(ratios).median),
+                                       fmt_num(min(ratios)), len(ratios)])
+            round_rows.append([name, LABELS[c], *[fmt_num(v) for v in rates]])
             rows.append(row)
         shmaug_row = next((r for r in rows if r.section == section
                            and r.contender == LABELS["shmaug"]), None)
@@ -184,21 +184,21 @@ def report(args: Any, results: list[dict[str, Any]], made: dict[str, dict[str, A
                     for p in peers}
         measured = {p: ratios for p, ratios in measured.items() if ratios}  # not the skipped
         if shmaug_row is not None and measured:
-            ahead = all(H.summarize(ratios).median > 1 for ratios in measured.values())
+            ahead = all(summarize(ratios).median > 1 for ratios in measured.values())
             shmaug_row.target = (f"ahead of every peer measured ({len(measured)}): "
                                  f"{'met' if ahead else 'MISSED'}{quick}")
             if name == "camera" and "shmaug_full" in contenders:
                 ratios = same_round(per_round(results, name, "shmaug"),
                                     per_round(results, name, "shmaug_full"))
-                got = H.summarize(ratios).median if ratios else math.nan
-                shmaug_row.target += (f"; >= {CAMERA_GOAL:g}x before: {R.fmt_num(got)}x, "
+                got = summarize(ratios).median if ratios else math.nan
+                shmaug_row.target += (f"; >= {CAMERA_GOAL:g}x before: {fmt_num(got)}x, "
                                       f"{'met' if got >= CAMERA_GOAL else 'MISSED'}{quick}")
     from shmaug.sources._decode import REDUCED_TOLERANCE
 
-    tol = [[FOLDERS[n].label, d["files"], R.fmt_num(d["same"]), R.fmt_num(d["same_max"]),
-            R.fmt_num(d["alias_free"]), R.fmt_num(d["before_alias_free"]),
-            R.fmt_num(d["ms_full"]), R.fmt_num(d["ms_reduced"]),
-            R.fmt_num(d["ms_full"] / d["ms_reduced"]) + "x"] for n, d in decoding.items()]
+    tol = [[FOLDERS[n].label, d["files"], fmt_num(d["same"]), fmt_num(d["same_max"]),
+            fmt_num(d["alias_free"]), fmt_num(d["before_alias_free"]),
+            fmt_num(d["ms_full"]), fmt_num(d["ms_reduced"]),
+            fmt_num(d["ms_full"] / d["ms_reduced"]) + "x"] for n, d in decoding.items()]
     rounds = max(r["round"] for r in results)
     extra = "\n\n".join([
         "### Reduced-size decode against a full decode + resize to 224x224 (bilinear)\n\n"
@@ -208,19 +208,19 @@ def report(args: Any, results: list[dict[str, Any]], made: dict[str, dict[str, A
         "bilinear resize that shrinks more than 2x skips pixels; libjpeg's scaling averages them, "
         "so the reduced output lies closer to the alias-free (area) image than the full decode "
         "did. Decode times: one process, median ms per file, decode + resize.\n\n"
-        + R.markdown_table(["folder", "files", "vs full+bilinear, mean", "max of a file",
+        + markdown_table(["folder", "files", "vs full+bilinear, mean", "max of a file",
                             "vs full+area", "full+bilinear vs full+area", "ms full",
                             "ms reduced", "speed-up"], tol),
         f"### images/s in each of {rounds} rounds\n\n"
-        + R.markdown_table(["folder", "contender", *[f"round {k}" for k in range(1, rounds + 1)]],
+        + markdown_table(["folder", "contender", *[f"round {k}" for k in range(1, rounds + 1)]],
                            round_rows),
         "### Same-round ratios\n\n"
-        + R.markdown_table(["folder", "ratio", "median", "min", "rounds"], ratio_rows),
+        + markdown_table(["folder", "ratio", "median", "min", "rounds"], ratio_rows),
     ])
     meta = {"quick": args.quick, "rounds": rounds, "repeats": 1 if args.quick else args.repeats,
             "workers": args.workers, "folders": made, "decoding": decoding,
-            "results": results, "environment": R.environment()}
-    return R.write_results(args.out, "files", rows, meta, extra)
+            "results": results, "environment": environment()}
+    return write_results(args.out, "files", rows, meta, extra)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     for bad in [n for n in names if n not in FOLDERS] + [c for c in contenders if c not in LABELS]:
         raise SystemExit(f"unknown folder or contender {bad!r}; folders {list(FOLDERS)}, "
                          f"contenders {list(LABELS)}")
-    H.prepare_out(args.out)  # before measuring anything
+    prepare_out(args.out)  # before measuring anything
     temporary = None if args.data else tempfile.mkdtemp(prefix="shmaug_bench_files_")
     root = Path(args.data or temporary)  # type: ignore[arg-type]
     try:

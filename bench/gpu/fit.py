@@ -19,9 +19,9 @@ from typing import Any, Callable
 import keras
 import numpy as np
 
-from bench.common import harness as H
+from bench.common.harness import deadline
 from bench.suite import peers
-from bench.common import workloads as W
+from bench.common.workloads import augment_for, build_data, make_batch, output_spec
 from bench.gpu.run import FEEDERS
 from bench.suite.fit import CLASSES, Cached
 
@@ -128,11 +128,11 @@ def run_case(workload: str, quick: bool, repeats: int, workers: int, busy: GpuBu
              case: dict[str, Any], report: Callable[[], None],
              feeders: tuple[str, ...] = FEEDERS) -> None:
     n, bs = (QUICK_SIZES if quick else FIT_SIZES)[workload]
-    x, ids = W.build_data(workload, n)
+    x, ids = build_data(workload, n)
     y = ids % CLASSES
-    augment = W.augment_for(workload, "shmaug")
-    _, out_dtype = W.output_spec(workload, x)
-    one = (W.make_batch(x, augment, 0, bs, out_dtype), y[:bs])
+    augment = augment_for(workload, "shmaug")
+    _, out_dtype = output_spec(workload, x)
+    one = (make_batch(x, augment, 0, bs, out_dtype), y[:bs])
     cached = Cached([one] * (n // bs))  # the GPU's work with no data work: contents do not matter
     keras.utils.set_random_seed(0)
     model, model_name = build_model(workload, x.shape[1:], quick)
@@ -160,7 +160,7 @@ def run_feeder(name: str, model: Any, x: np.ndarray, y: np.ndarray, bs: int, aug
                               "rates": [], "gpu_busy": [], "status": "ok"}
     began = time.perf_counter()
     try:
-        with H.deadline(120 + 4 * repeats * n / 500), \
+        with deadline(120 + 4 * repeats * n / 500), \
                 peers.running(name, x, y, bs, augment, out_dtype, workers) as c:
             if name in CEILING:  # the same ops and hand-off with no model: the CPU-bound ceiling
                 feeder["no_model_rates"] = no_model_rates(c, n, repeats)

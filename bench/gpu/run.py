@@ -35,9 +35,9 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from bench.common import harness as H
+from bench.common.harness import base_parser, deadline, prepare_out
 from shmaug.engine._platform import cpu_count
-from bench.common import report as R
+from bench.common.report import QUICK, environment, fmt_num, markdown_table, took
 
 SCALING_SIZES = {"W1": (32768, 256), "W2": (4096, 64)}  # (images, batch size)
 QUICK_SIZES = {"W1": (256, 64), "W2": (32, 16)}
@@ -46,7 +46,7 @@ FEEDERS = ("shmaug_sequence", "keras_fork", "keras_threads")  # bench.gpu.fit's,
 
 
 def parser() -> Any:
-    p = H.base_parser(__doc__.splitlines()[0], "bench/results/gpu")
+    p = base_parser(__doc__.splitlines()[0], "bench/results/gpu")
     p.add_argument("section", choices=("scaling", "handover", "fit", "report", "all"))
     p.add_argument("--repeats", type=int, default=None, help="timed epochs per run (default 3)")
     p.add_argument("--workloads", default="W1,W2",
@@ -84,16 +84,16 @@ def epoch_rates(epoch: Callable[[], Iterable[Any]], n: int, repeats: int) -> lis
 
 def run_scaling(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any]:
     from bench.suite import peers
-    from bench.common import workloads as W
+    from bench.common.workloads import WORKLOADS, augment_for, build_data, output_spec
 
-    payload: dict[str, Any] = {"environment": R.environment(), "quick": quick, "repeats": repeats,
+    payload: dict[str, Any] = {"environment": environment(), "quick": quick, "repeats": repeats,
                                "workloads": {}}
     for wl, (n, bs) in (QUICK_SIZES if quick else SCALING_SIZES).items():
-        x, ids = W.build_data(wl, n)
-        augment = W.augment_for(wl, "shmaug")
-        _, out_dtype = W.output_spec(wl, x)
+        x, ids = build_data(wl, n)
+        augment = augment_for(wl, "shmaug")
+        _, out_dtype = output_spec(wl, x)
         runs: list[dict[str, Any]] = []
-        payload["workloads"][wl] = {"title": W.WORKLOADS[wl].title, "n": n, "batch_size": bs,
+        payload["workloads"][wl] = {"title": WORKLOADS[wl].title, "n": n, "batch_size": bs,
                                     "runs": runs}
         plan = [("shmaug_loader", k) for k in range(1, top + 1)]
         plan += [("keras_fork", k) for k in keras_counts(top)]
@@ -102,7 +102,7 @@ def run_scaling(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any
                                    "workers": workers, "rates": [], "status": "ok"}
             began = time.perf_counter()
             try:
-                with H.deadline(30 + 8 * n / bs), \
+                with deadline(30 + 8 * n / bs), \
                         peers.running(name, x, ids, bs, augment, out_dtype, workers) as c:
                     run["rates"] = epoch_rates(c.epoch, n, repeats)
             except Exception as exc:  # a failed run is a result; the others still run
@@ -121,11 +121,11 @@ def run_handover(out: Path, quick: bool, repeats: int, top: int) -> dict[str, An
     float32 read by Keras' adapter from a ``Sequence`` as ``fit`` reads it (needs Keras)."""
     import shmaug
     from bench.suite import peers
-    from bench.common import workloads as W
+    from bench.common.workloads import augment_for, build_data
 
     n, bs = (QUICK_SIZES if quick else SCALING_SIZES)["W2"]
-    x, ids = W.build_data("W2", n)
-    to_float = W.augment_for("W2", "shmaug")
+    x, ids = build_data("W2", n)
+    to_float = augment_for("W2", "shmaug")
 
     def loader(augment: Any, copy: bool) -> Callable[[int], Any]:
         return lambda workers: shmaug.Loader(x, ids, batch_size=bs, augment=augment,
@@ -137,14 +137,14 @@ def run_handover(out: Path, quick: bool, repeats: int, top: int) -> dict[str, An
     variants = {"uint8": loader(to_float.fn, True), "float32": loader(to_float, True),
                 "float32, copy=False": loader(to_float, False),
                 "float32, Sequence as fit reads it": sequence}
-    payload: dict[str, Any] = {"environment": R.environment(), "quick": quick, "repeats": repeats,
+    payload: dict[str, Any] = {"environment": environment(), "quick": quick, "repeats": repeats,
                                "n": n, "batch_size": bs, "runs": []}
     for variant, start in variants.items():
         for workers in sorted({k for k in (1, 4, 8, 12, top) if k <= top}):
             run: dict[str, Any] = {"variant": variant, "workers": workers, "rates": [],
                                    "status": "ok"}
             try:
-                with H.deadline(30 + 8 * n / bs), start(workers) as feeder:
+                with deadline(30 + 8 * n / bs), start(workers) as feeder:
                     epoch = feeder.__iter__ if isinstance(feeder, shmaug.Loader) else feeder.epoch
                     run["rates"] = epoch_rates(epoch, n, repeats)
             except Exception as exc:  # a failed run is a result; the others still run
@@ -174,13 +174,13 @@ def scaling_tables(payload: dict[str, Any]) -> str:
             k_run = by.get(("keras_fork", k))
             rate = median(s["rates"]) if s else float("nan")
             keras_rate = median(k_run["rates"]) if k_run else float("nan")
-            rows.append([str(k), R.fmt_num(rate) if s and s["rates"] else (s or {}).get("status", ""),
+            rows.append([str(k), fmt_num(rate) if s and s["rates"] else (s or {}).get("status", ""),
                          f"{rate / one:.2f}x" if one == one else "",
                          f"{rate / (k * one):.0%}" if one == one else "",
-                         (R.fmt_num(keras_rate) if k_run["rates"] else k_run["status"]) if k_run else "",
+                         (fmt_num(keras_rate) if k_run["rates"] else k_run["status"]) if k_run else "",
                          f"{rate / keras_rate:.2f}x" if k_run and k_run["rates"] else ""])
         parts.append(f"### {wl}: {info['title']}, {info['n']:,} images, batch {info['batch_size']}\n\n"
-                     + R.markdown_table(["workers", "shmaug Loader images/s", "vs 1 worker",
+                     + markdown_table(["workers", "shmaug Loader images/s", "vs 1 worker",
                                          "efficiency", "Keras PyDataset (fork) images/s",
                                          "shmaug ÷ Keras"], rows))
     return "\n\n".join(parts)
@@ -198,18 +198,18 @@ def fit_tables(payload: dict[str, Any]) -> str:
             wait = median([max(0.0, 1 - r / compute) for r in feeder["rates"]])
             busy = [b for b in feeder.get("gpu_busy", []) if b is not None]
             alone = median(feeder.get("no_model_rates", []))
-            rows.append([feeder["label"], R.fmt_num(rate) if feeder["rates"] else feeder["status"],
+            rows.append([feeder["label"], fmt_num(rate) if feeder["rates"] else feeder["status"],
                          f"{rate / compute:.2f}" if ok else "",
                          f"{wait:.0%}" if ok else "",
                          f"{median(busy):.0%}" if busy else "n/a",
-                         R.fmt_num(alone) if alone == alone else "",
+                         fmt_num(alone) if alone == alone else "",
                          f"{max(0.0, 1 - alone / compute):.0%}" if alone == alone and ok else ""])
         busy = [b for b in case.get("compute_gpu_busy", []) if b is not None]
-        rows.append(["batches already in RAM (the GPU's own pace)", R.fmt_num(compute), "1.00",
+        rows.append(["batches already in RAM (the GPU's own pace)", fmt_num(compute), "1.00",
                      "0%", f"{median(busy):.0%}" if busy else "n/a", "", ""])
         parts.append(f"### {case['workload']} into {case['model']}: {case['n']:,} images per "
                      f"epoch, batch {case['batch_size']}, {case['workers']} workers\n\n"
-                     + R.markdown_table(["fed by", "images/s", "of the GPU's pace",
+                     + markdown_table(["fed by", "images/s", "of the GPU's pace",
                                          "GPU waits (share of wall time)", "GPU busy (NVML)",
                                          "no model: images/s", "least wait (CPU-bound)"], rows))
     return "\n\n".join(parts)
@@ -219,7 +219,7 @@ def handover_table(payload: dict[str, Any]) -> str:
     variants = list(dict.fromkeys(r["variant"] for r in payload["runs"]))
     counts = sorted({r["workers"] for r in payload["runs"]})
     by = {(r["variant"], r["workers"]): median(r["rates"]) for r in payload["runs"] if r["rates"]}
-    rows = [[str(k)] + [R.fmt_num(by[v, k]) if (v, k) in by else "" for v in variants]
+    rows = [[str(k)] + [fmt_num(by[v, k]) if (v, k) in by else "" for v in variants]
             for k in counts]
     rows.append([f"{counts[-1]} ÷ 1"]
                 + [f"{by[v, counts[-1]] / by[v, 1]:.2f}x" if (v, counts[-1]) in by and (v, 1) in by
@@ -228,7 +228,7 @@ def handover_table(payload: dict[str, Any]) -> str:
                 + [f"{by[v, counts[-1]] / (counts[-1] * by[v, 1]):.2f}"
                    if (v, counts[-1]) in by and (v, 1) in by else "" for v in variants])
     return (f"### W2 photos, {payload['n']:,} images, batch {payload['batch_size']}: images/s "
-            f"by what is handed over\n\n" + R.markdown_table(["workers", *variants], rows))
+            f"by what is handed over\n\n" + markdown_table(["workers", *variants], rows))
 
 
 def plot_scaling(payload: dict[str, Any], path: Path) -> None:
@@ -271,7 +271,7 @@ def write_report(out: Path) -> str:
         env = payload["environment"]
         tpc = env.get("threads_per_core")
         threads = f", {tpc} hardware thread(s) per core" if tpc else ", threads per core not recorded"
-        head = (f"## {title}\n\n{R.QUICK if payload['quick'] else 'full run'} · "
+        head = (f"## {title}\n\n{QUICK if payload['quick'] else 'full run'} · "
                 f"{env['usable_cpus']} CPUs ({env['cpu']}{threads}) · {env.get('memory_gib')} GiB · "
                 f"Python {env['python']} · commit {env.get('git_commit', '?')} · {env['time']}")
         if "device" in payload:
@@ -288,7 +288,7 @@ def write_report(out: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    out = H.prepare_out(args.out)
+    out = prepare_out(args.out)
     repeats = args.repeats or (1 if args.quick else 3)
     top = args.max_workers or (2 if args.quick else max(1, cpu_count() - 1))
     began = time.perf_counter()
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                 tuple(w for w in ("W2", "W1") if w in args.workloads.split(",")),
                 tuple(f for f in FEEDERS if f in args.feeders.split(",")))
     print(write_report(out), flush=True)
-    print(f"bench.gpu {args.section}: wrote {out}/ in {R.took(time.perf_counter() - began)}",
+    print(f"bench.gpu {args.section}: wrote {out}/ in {took(time.perf_counter() - began)}",
           file=sys.stderr)
     return 0
 

@@ -41,12 +41,11 @@ import cv2
 import numpy as np
 
 import shmaug
-from bench.common import harness as H
 from bench.common import pil_reference
-from bench.common import report as R
-from bench.common.report import cpu_model
-from bench.ops import albumentations_twins as albu
+from bench.common.harness import Stats, prepare_out, summarize, time_calls
+from bench.common.report import NOT_JUDGED, QUICK, cpu_model, took
 from bench.common.workloads import photo
+from bench.ops import albumentations_twins
 from shmaug.sources.glyphs import render_glyphs
 from shmaug.ops import Op
 from shmaug.ops._params import dtype_range
@@ -125,7 +124,7 @@ ANY_DTYPE = {"hflip", "vflip"}  # numpy references written for any dtype; the re
 
 
 def interleaved_us(fns: dict[str, Kernel], images: list[np.ndarray], calls: int,
-                   rounds: int) -> dict[str, H.Stats]:
+                   rounds: int) -> dict[str, Stats]:
     """Microseconds per call of each kernel: per round, one timed loop of ``calls`` calls per
     kernel in a rotating order; round 0 is warm-up and is dropped. Every kernel gets the
     same seeded generator in a round, so shmaug's backends draw the same parameters."""
@@ -135,10 +134,10 @@ def interleaved_us(fns: dict[str, Kernel], images: list[np.ndarray], calls: int,
         for name in names[r % len(names):] + names[: r % len(names)]:
             rng = np.random.default_rng(r)
             fn = fns[name]
-            us = H.time_calls(lambda i: fn(images[i % len(images)], rng), calls) * 1e6
+            us = time_calls(lambda i: fn(images[i % len(images)], rng), calls) * 1e6
             if r > 0:
                 times[name].append(us)
-    return {name: H.summarize(v) for name, v in times.items()}
+    return {name: summarize(v) for name, v in times.items()}
 
 
 def contenders(name: str, params: dict[str, Any], image: np.ndarray) -> dict[str, Kernel]:
@@ -152,8 +151,8 @@ def contenders(name: str, params: dict[str, Any], image: np.ndarray) -> dict[str
         fns["pil"] = Op(name, backend="pil", **params).with_value_range(vr)
     if name in NUMPY_REFERENCE and (image.dtype == np.uint8 or name in ANY_DTYPE):
         fns["numpy"] = NUMPY_REFERENCE[name]
-    if name in albu.TWINS and albu.available():
-        fns["albumentations"] = albu.kernel(name, image)
+    if name in albumentations_twins.TWINS and albumentations_twins.available():
+        fns["albumentations"] = albumentations_twins.kernel(name, image)
     return fns
 
 
@@ -191,7 +190,7 @@ def run(quick: bool) -> dict[str, Any]:
         "photo": source,
         "quick": quick,
         "timing": f"median of {rounds} interleaved rounds after 1 warm-up round",
-        "albumentations": albu.available(),
+        "albumentations": albumentations_twins.available(),
         "ops": rows,
         "preset_us": {k: s.median for k, s in preset.items()},
         "preset_spread_us": {k: s.to_dict() for k, s in preset.items()},
@@ -199,7 +198,7 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 def cpu_interleaved_us(fns: dict[str, Kernel], images: dict[str, list[np.ndarray]], calls: int,
-                       rounds: int) -> dict[str, H.Stats]:
+                       rounds: int) -> dict[str, Stats]:
     """Like ``interleaved_us``, but each kernel on its own images, timed in CPU time
     (``time.process_time``): on a shared machine another process's work counts less."""
     names = list(fns)
@@ -212,7 +211,7 @@ def cpu_interleaved_us(fns: dict[str, Kernel], images: dict[str, list[np.ndarray
                 fn(imgs[i % len(imgs)], rng)
             if r > 0:
                 times[name].append((time.process_time() - t0) / calls * 1e6)
-    return {name: H.summarize(v) for name, v in times.items()}
+    return {name: summarize(v) for name, v in times.items()}
 
 
 def w1_dtype(quick: bool) -> dict[str, Any]:
@@ -251,7 +250,7 @@ def _edge(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def w1_report(result: dict[str, Any]) -> str:
     us = result["us"]
-    lines = [*([R.QUICK + ".", ""] if result.get("quick") else []),
+    lines = [*([QUICK + ".", ""] if result.get("quick") else []),
              f"W1 float16 vs uint8, 64x64x1 glyphs, 1 core: {result['timing']}.", "",
              "| step | uint8 µs | float µs | float − uint8 |", "| --- | ---: | ---: | ---: |"]
     for key in us:
@@ -278,7 +277,7 @@ def report(result: dict[str, Any]) -> str:
     albu_head = f"albumentations {version} µs" if version else "albumentations µs"
     machine = result.get("machine", {})
     lines = [
-        *([R.QUICK + ".", ""] if result.get("quick") else []),
+        *([QUICK + ".", ""] if result.get("quick") else []),
         f"Single core, µs per image: {result.get('timing', 'best of rounds')}; "
         f"{machine.get('cpu', '?')}, OpenCV {machine.get('opencv', '?')}, numpy "
         f"{machine.get('numpy', '?')}.",
@@ -288,7 +287,7 @@ def report(result: dict[str, Any]) -> str:
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in result["ops"]:
-        has_twin = r["op"] in albu.TWINS
+        has_twin = r["op"] in albumentations_twins.TWINS
         a = _fmt(r.get("albumentations_us")) if version or not has_twin else "not installed"
         lines.append(
             f"| {r['op']} | {r['image']} | {_fmt(r['cv_us'])} | {_fmt(r.get('pil_us'))} | "
@@ -299,7 +298,7 @@ def report(result: dict[str, Any]) -> str:
         lines += ["", "albumentations is not installed (`pip install -e '.[bench]'`): its column "
                   "is empty and no plot is drawn."]
     lines += ["", "albumentations twins (bare transform, p=1, called as `t(image=img)['image']`):"]
-    lines += [f"- {op}: {twin.note}" for op, twin in albu.TWINS.items()]
+    lines += [f"- {op}: {twin.note}" for op, twin in albumentations_twins.TWINS.items()]
     lines += ["", "| glyph pipeline, 64x64 gray, 1 core | µs / image | images / s |", "| --- | ---: | ---: |"]
     for name, us in result["preset_us"].items():
         lines.append(f"| {name} | {us:,.1f} | {1e6 / us:,.0f} |")
@@ -309,7 +308,7 @@ def report(result: dict[str, Any]) -> str:
 
 def targets(result: dict[str, Any]) -> list[str]:
     if result.get("quick"):  # tiny repeat counts: no target, and no op against another
-        return [f"- targets and comparisons: {R.NOT_JUDGED}"]
+        return [f"- targets and comparisons: {NOT_JUDGED}"]
     sine = next(r for r in result["ops"] if r["op"] == "sine_warp" and r["image"] == "64x64 gray")
     sine_x = sine["numpy_us"] / sine["cv_us"]
     p = result["preset_us"]
@@ -383,12 +382,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="only W1's float16 vs uint8 cost: the glyph preset and its ops")
     args = parser.parse_args(argv)
     if args.out:
-        H.prepare_out(args.out, file=True)  # before measuring, not after
+        prepare_out(args.out, file=True)  # before measuring, not after
     began = time.perf_counter()
     result = w1_dtype(args.quick) if args.w1 else run(args.quick)
     result["wall_s"] = round(time.perf_counter() - began, 1)
     text = (w1_report(result) if args.w1 else report(result)) + \
-        f"\n\nThis run took {R.took(result['wall_s'])}."
+        f"\n\nThis run took {took(result['wall_s'])}."
     print(text)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import harness as H
-from bench.common import report as R
+from bench.common.harness import base_parser, prepare_out, summarize, worker_memory
+from bench.common.report import Row, environment, write_results
 
 
 def _field(number: int, payload: bytes) -> bytes:
@@ -77,17 +77,17 @@ def worker_uss(x: Any, y: Any) -> list[float]:
     with shmaug.Loader(x, y, batch_size=256, workers=2, shuffle=True, seed=0,
                        augment=shmaug.Maybe("hflip", p=0.5), start_method="fork") as loader:
         loader.batch(0)
-        return [w["uss"] for w in H.worker_memory(list(loader.pids))]
+        return [w["uss"] for w in worker_memory(list(loader.pids))]
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = H.base_parser(__doc__.splitlines()[0], "bench/results/records_index")
+    p = base_parser(__doc__.splitlines()[0], "bench/results/records_index")
     p.add_argument("--records", type=int, default=1_281_167)
     p.add_argument("--shards", type=int, default=1024)
     args = p.parse_args(argv)
     if args.quick:
         args.records, args.shards = 20_000, 16
-    H.prepare_out(args.out)
+    prepare_out(args.out)
     import shmaug
 
     root = Path(tempfile.mkdtemp(prefix="shmaug_bench_records_index_"))
@@ -112,22 +112,22 @@ def main(argv: list[str] | None = None) -> int:
     section = f"{args.records:,} TFRecord records in {args.shards:,} shards (4x4 PNGs)"
     gap = max(ours) - max(theirs)
     rows = [
-        R.Row(section, "index build, labels read", "time", "s", H.summarize([build]),
+        Row(section, "index build, labels read", "time", "s", summarize([build]),
               target=f"< 60 s: {'met' if build < 60 else 'MISSED'}"),
-        R.Row(section, "index reused from index_cache (shards unchanged)", "time", "s",
-              H.summarize([reused]), target=f"< 5 s: {'met' if reused < 5 else 'MISSED'}"),
-        R.Row(section, "index build, headers only (label_key=None)", "time", "s",
-              H.summarize([headers])),
-        R.Row(section, "worker USS, ImageRecords", "memory", "MiB", H.summarize(ours),
+        Row(section, "index reused from index_cache (shards unchanged)", "time", "s",
+              summarize([reused]), target=f"< 5 s: {'met' if reused < 5 else 'MISSED'}"),
+        Row(section, "index build, headers only (label_key=None)", "time", "s",
+              summarize([headers])),
+        Row(section, "worker USS, ImageRecords", "memory", "MiB", summarize(ours),
               target=f"within 10 MiB of the array's: {gap:+.1f} MiB, "
                      f"{'met' if gap <= 10 else 'MISSED'}"),
-        R.Row(section, "worker USS, in-memory array of as many samples", "memory", "MiB",
-              H.summarize(theirs)),
+        Row(section, "worker USS, in-memory array of as many samples", "memory", "MiB",
+              summarize(theirs)),
     ]
     meta = {"quick": args.quick, "records": args.records, "shards": args.shards,
             "write_s": wrote, "table_mib": len(records.table._data[0]) / 2**20,
-            "environment": R.environment()}
-    print(R.write_results(args.out, "records_index", rows, meta,
+            "environment": environment()}
+    print(write_results(args.out, "records_index", rows, meta,
                           f"Record table: {meta['table_mib']:.1f} MiB in shared memory."))
     return 0
 

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from bench.files import peers as P
+from bench.files import peers as files_peers
 from bench.suite.peers._base import Base
 from bench.suite.peers.shmaug_engine import ShmaugLoader
 
@@ -64,7 +64,7 @@ def shmaug_source(fmt: str, data: Any) -> Any:
     """``ImageRecords.from_<fmt>`` over the written ``data`` (files, or the dataset's folder)."""
     import shmaug
 
-    size = (P.SIZE, P.SIZE)
+    size = (files_peers.SIZE, files_peers.SIZE)
     if fmt == "huggingface":
         import datasets
 
@@ -90,7 +90,7 @@ def _tf_record(raw: Any) -> Any:
     parsed = tf.io.parse_single_example(raw, {
         "image/encoded": tf.io.FixedLenFeature([], tf.string),
         "image/class/label": tf.io.FixedLenFeature([], tf.int64)})
-    return P.tf_augment(parsed["image/encoded"], parsed["image/class/label"])
+    return files_peers.tf_augment(parsed["image/encoded"], parsed["image/class/label"])
 
 
 class TfRecords(Base):
@@ -116,13 +116,14 @@ def example_sample(record: bytes, rng: np.random.Generator) -> np.ndarray:
 
     example = tf.train.Example.FromString(record)
     jpeg = example.features.feature["image/encoded"].bytes_list.value[0]
-    return P.pil_sample(io.BytesIO(jpeg), rng)
+    return files_peers.pil_sample(io.BytesIO(jpeg), rng)
 
 
 def hf_transform(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """``Dataset.with_transform``'s function: the decoded PIL images through the PIL ops."""
     rng = np.random.default_rng()
-    return {"pixels": [P.pil_ops(image, rng) for image in batch["image"]], "label": batch["label"]}
+    return {"pixels": [files_peers.pil_ops(image, rng) for image in batch["image"]],
+            "label": batch["label"]}
 
 
 def _hf_dataset(folder: str) -> Any:
@@ -161,7 +162,7 @@ def wds_dataset(shards: list[str], bs: int) -> Any:
 
 
 def _wds_ops(image: Any) -> np.ndarray:
-    return P.pil_ops(image, np.random.default_rng())
+    return files_peers.pil_ops(image, np.random.default_rng())
 
 
 class TorchOver(Base):
@@ -190,7 +191,7 @@ def build(name: str, paths: np.ndarray, ids: np.ndarray, bs: int, workers: int,
     """Contender ``name`` over ``data`` (``bench.records.write``'s made.json); ImportError when
     its library, or its format's data, is missing."""
     if name == "shmaug_files":
-        return P.build("shmaug", paths, ids, bs, workers)
+        return files_peers.build("shmaug", paths, ids, bs, workers)
     fmt = FORMAT_OF.get(name)
     if fmt is None:
         raise KeyError(f"no contender {name!r}; known: {sorted(LABELS)}")
@@ -203,8 +204,8 @@ def build(name: str, paths: np.ndarray, ids: np.ndarray, bs: int, workers: int,
         # forked after its parent opened one, once that process has a second thread (every
         # shmaug worker has its watchdog), unless TensorFlow was imported first. Spawn.
         method = "spawn" if fmt == "array_record" else "fork"
-        return ShmaugRecords(lambda: shmaug_source(fmt, where), *common, P.shmaug_augment(),
-                             np.uint8, workers, method)
+        return ShmaugRecords(lambda: shmaug_source(fmt, where), *common,
+                             files_peers.shmaug_augment(), np.uint8, workers, method)
     if name == "tf_tfrecord":
         return TfRecords(where, *common, None, np.uint8, workers, None)
     if name == "grain_array_record":

@@ -34,8 +34,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import harness as H
-from bench.common import report as R
+from bench.common.harness import (
+
+    base_parser, child_result, prepare_out, rotated_rounds, run_json, summarize,
+
+)
+from bench.common.report import (
+    Row, environment, fmt_num, markdown_table, process_age_s, verdict, write_results,
+)
 from bench.files.run import prepare, run_args, same_round
 from bench.records.peers import FORMATS, LABELS
 
@@ -49,7 +55,7 @@ FILES = "shmaug_files"  # the same images as files: the "within 10%" reference
 
 
 def parser() -> Any:
-    p = H.base_parser(__doc__.splitlines()[0], "bench/results/records")
+    p = base_parser(__doc__.splitlines()[0], "bench/results/records")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=2, help="timed epochs per round")
     p.add_argument("--shards", type=int, default=8)
@@ -63,7 +69,7 @@ def write_formats(folder: Path, shards: int) -> dict[str, Any]:
     where = folder / f"records_{shards}"
     stamp = where / "made.json"
     if not stamp.is_file():
-        H.child_result([sys.executable, "-m", "bench.records.write", str(folder), str(where),
+        child_result([sys.executable, "-m", "bench.records.write", str(folder), str(where),
                         str(shards)], 1800)
     made: dict[str, Any] = json.loads(stamp.read_text())
     return made
@@ -72,18 +78,18 @@ def write_formats(folder: Path, shards: int) -> dict[str, Any]:
 def stages(folder: Path, data: dict[str, Any], quick: bool) -> dict[str, Any]:
     """Per sample, in one process: each source's fetch and load (``bench.records.stages``)."""
     limit = "0" if quick else "500"
-    return H.child_result([sys.executable, "-m", "bench.records.stages", str(folder),
+    return child_result([sys.executable, "-m", "bench.records.stages", str(folder),
                            json.dumps(data), limit], 900)
 
 
 def stages_table(cost: dict[str, Any]) -> str:
     files = cost.get("files", {}).get("load_us", math.nan)
-    rows = [[name, c["n"], R.fmt_num(c["fetch_us"]), R.fmt_num(c["load_us"]),
-             R.fmt_num(c["load_us"] / files) + "x"] for name, c in cost.items()]
+    rows = [[name, c["n"], fmt_num(c["fetch_us"]), fmt_num(c["load_us"]),
+             fmt_num(c["load_us"] / files) + "x"] for name, c in cost.items()]
     return ("### One sample in one process, stage by stage (mean µs; second pass)\n\n"
             "fetch: the encoded bytes from the source's table; load: fetch + decode + resize "
             "to 224x224, a worker's whole read (the ops come after).\n\n"
-            + R.markdown_table(["source", "samples", "fetch µs", "load µs", "load ÷ files"],
+            + markdown_table(["source", "samples", "fetch µs", "load µs", "load ÷ files"],
                                rows))
 
 
@@ -92,12 +98,12 @@ def run_one(args: Any, folder: Path, data: dict[str, Any], contender: str) -> di
             "batch_size": 8 if args.quick else args.batch_size,
             "repeats": 1 if args.quick else args.repeats,
             "peers": "bench.records.peers", "extra": {"data": data}}
-    out = H.run_json([sys.executable, "-m", "bench.files.child", json.dumps(spec)], args.timeout)
+    out = run_json([sys.executable, "-m", "bench.files.child", json.dumps(spec)], args.timeout)
     res: dict[str, Any] = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
     if res.get("status") == "ok" and res.get("problems"):
         res["status"] = "duplicates/missing: " + "; ".join(res["problems"])[:200]
     print(f"{contender:20} {res.get('status')}: "
-          f"{R.fmt_num(H.summarize(res.get('rates') or []).median)} images/s", file=sys.stderr)
+          f"{fmt_num(summarize(res.get('rates') or []).median)} images/s", file=sys.stderr)
     return {"contender": contender, **res}
 
 
@@ -107,7 +113,7 @@ def medians(results: list[dict[str, Any]], contender: str) -> list[float]:
     for r in sorted({x["round"] for x in results}):
         res = next((x for x in results if x["round"] == r and x["contender"] == contender), {})
         ok = res.get("status") == "ok" and res.get("rates")
-        out.append(H.summarize(res["rates"]).median if ok else math.nan)
+        out.append(summarize(res["rates"]).median if ok else math.nan)
     return out
 
 
@@ -115,16 +121,16 @@ def judged(ratios: list[float], goal: float, text: str) -> tuple[str, str]:
     """A ratio's cell and its target's verdict (``goal`` exclusive)."""
     if not ratios:
         return "", ""
-    got = H.summarize(ratios).median
-    return R.fmt_num(got), f"{text}: {R.verdict(got > goal)}"
+    got = summarize(ratios).median
+    return fmt_num(got), f"{text}: {verdict(got > goal)}"
 
 
-def contender_row(section: str, results: list[dict[str, Any]], c: str) -> tuple[R.Row, list[float]]:
+def contender_row(section: str, results: list[dict[str, Any]], c: str) -> tuple[Row, list[float]]:
     rates = medians(results, c)
     good = [v for v in rates if not math.isnan(v)]
     res = next(x for x in results if x["contender"] == c)
     status = "ok" if len(good) == len(rates) else str(res.get("status"))
-    return R.Row(section, LABELS[c], "throughput", "images/s", H.summarize(good) if good else None,
+    return Row(section, LABELS[c], "throughput", "images/s", summarize(good) if good else None,
                  status=status, note="" if status == "ok" else str(res.get("error", ""))[:160]), rates
 
 
@@ -132,20 +138,20 @@ def report(args: Any, results: list[dict[str, Any]], made: dict[str, Any], data:
            contenders: list[str], cost: dict[str, Any]) -> str:
     images = (f"{made['files']} ImageNet-like JPEGs ({made['mean_kb']:.0f} kB on average); "
               f"224x224, flip + rotate + blur, {args.workers} workers")
-    rows: list[R.Row] = []
+    rows: list[Row] = []
     ratio_rows: list[list[Any]] = []
     round_rows: list[list[Any]] = []
     files = medians(results, FILES) if FILES in contenders else []
     if files:
         row, _ = contender_row(f"files: {images}", results, FILES)
         rows.append(row)
-        round_rows.append([LABELS[FILES], *map(R.fmt_num, files)])
+        round_rows.append([LABELS[FILES], *map(fmt_num, files)])
     for fmt, (title, ours, peers) in FORMATS.items():
         section = f"{title}, {args.shards} shards: {images}"
         mine = medians(results, ours) if ours in contenders else []
         for c in [x for x in (ours, *peers) if x in contenders]:
             row, rates = contender_row(section, results, c)
-            round_rows.append([LABELS[c], *map(R.fmt_num, rates)])
+            round_rows.append([LABELS[c], *map(fmt_num, rates)])
             if c == ours:
                 pairs = [(f"{LABELS[ours]} ÷ {LABELS[FILES]}", same_round(mine, files), 0.9,
                           "within 10% of ImageFiles")]
@@ -156,22 +162,22 @@ def report(args: Any, results: list[dict[str, Any]], made: dict[str, Any], data:
                 cell, row.target = judged(ratios, goal, text)
                 if cell:
                     row.ratio = f"{cell}x" if c == ours else f"shmaug {cell}x"
-                    ratio_rows.append([title, name, cell, R.fmt_num(min(ratios)), len(ratios)])
+                    ratio_rows.append([title, name, cell, fmt_num(min(ratios)), len(ratios)])
             rows.append(row)
     rounds = len(files or medians(results, contenders[0]))
     missing = "".join(f"\n\nNo {fmt} data: {why}" for fmt, why in data.get("missing", {}).items())
     left = [LABELS[c] for c in CONTENDERS if c not in contenders]
     missing += f"\n\nNot run (not in --contenders): {'; '.join(left)}." if left else ""
     extra = ("### Same-round ratios\n\n"
-             + R.markdown_table(["format", "ratio", "median", "min", "rounds"], ratio_rows)
+             + markdown_table(["format", "ratio", "median", "min", "rounds"], ratio_rows)
              + f"\n\n### images/s in each of {rounds} rounds\n\n"
-             + R.markdown_table(["contender", *[f"round {k}" for k in range(1, rounds + 1)]],
+             + markdown_table(["contender", *[f"round {k}" for k in range(1, rounds + 1)]],
                                 round_rows) + missing + "\n\n" + stages_table(cost))
     meta = {"quick": args.quick, "rounds": rounds, "repeats": 1 if args.quick else args.repeats,
             "workers": args.workers, "shards": args.shards, "folder": made, "data": data,
-            "stages": cost, "results": results, "environment": R.environment(),
-            "wall_s": R.process_age_s()}
-    return R.write_results(args.out, "records", rows, meta, extra)
+            "stages": cost, "results": results, "environment": environment(),
+            "wall_s": process_age_s()}
+    return write_results(args.out, "records", rows, meta, extra)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,13 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     contenders = [c for c in args.contenders.split(",") if c] if args.contenders else default
     for bad in [c for c in contenders if c not in LABELS]:
         raise SystemExit(f"unknown contender {bad!r}; known {list(LABELS)}")
-    H.prepare_out(args.out)
+    prepare_out(args.out)
     temporary = None if args.data else tempfile.mkdtemp(prefix="shmaug_bench_records_")
     root = Path(args.data or temporary)  # type: ignore[arg-type]
     try:
         folder, made = prepare(root, FOLDER, args.quick)
         data = write_formats(folder, args.shards)
-        results = H.rotated_rounds(1 if args.quick else args.rounds, contenders,
+        results = rotated_rounds(1 if args.quick else args.rounds, contenders,
                                    lambda c: run_one(args, folder, data, c), "bench records")
         for res in results:
             res["round"] += 1

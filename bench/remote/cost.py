@@ -18,7 +18,7 @@ import os
 import time
 from typing import Callable
 
-from bench.remote import data as D
+from bench.remote.data import BUCKET, OPTIONS, start_server
 from bench.common.report import cpu_model
 
 
@@ -49,27 +49,27 @@ def main() -> None:
     import s3fs
     import urllib3
 
-    server, port = D.start_server()
+    server, port = start_server()
     try:
         endpoint = f"http://127.0.0.1:{port}"
-        client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=D.OPTIONS["key"],
-                              aws_secret_access_key=D.OPTIONS["secret"], region_name="us-east-1")
-        client.create_bucket(Bucket=D.BUCKET)
-        client.put_object(Bucket=D.BUCKET, Key="one.bin", Body=os.urandom(args.size))
-        fs = s3fs.S3FileSystem(**{**D.OPTIONS, "client_kwargs": {"endpoint_url": endpoint,
+        client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=OPTIONS["key"],
+                              aws_secret_access_key=OPTIONS["secret"], region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        client.put_object(Bucket=BUCKET, Key="one.bin", Body=os.urandom(args.size))
+        fs = s3fs.S3FileSystem(**{**OPTIONS, "client_kwargs": {"endpoint_url": endpoint,
                                                                  "region_name": "us-east-1"}})
         http = urllib3.PoolManager()
 
         def presigned() -> bytes:
-            url = client.generate_presigned_url("get_object", Params={"Bucket": D.BUCKET,
+            url = client.generate_presigned_url("get_object", Params={"Bucket": BUCKET,
                                                                       "Key": "one.bin"})
             return bytes(http.request("GET", url).data)
 
         clients: dict[str, Callable[[], bytes]] = {
-            "s3fs cat_file (a HEAD, then the GET)": lambda: bytes(fs.cat_file(f"{D.BUCKET}/one.bin")),
+            "s3fs cat_file (a HEAD, then the GET)": lambda: bytes(fs.cat_file(f"{BUCKET}/one.bin")),
             "s3fs cat_file, max_concurrency=1 (shmaug's)": lambda: bytes(
-                fs.cat_file(f"{D.BUCKET}/one.bin", max_concurrency=1)),
-            "boto3 get_object": lambda: bytes(client.get_object(Bucket=D.BUCKET,
+                fs.cat_file(f"{BUCKET}/one.bin", max_concurrency=1)),
+            "boto3 get_object": lambda: bytes(client.get_object(Bucket=BUCKET,
                                                                 Key="one.bin")["Body"].read()),
             "urllib3 GET of a presigned URL": presigned,
         }

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import shmaug
-from bench.remote import data as D
+from bench.remote.data import BUCKET, DelayProxy, make_images, start_server, upload, write_shards
 from bench.common.harness import prepare_out
 from bench.common.report import QUICK, cpu_model
 from bench.remote.peers import timed_rate
@@ -115,18 +115,18 @@ def contenders(args: Any, root: Path, shards: dict[str, list[str]], proxies: dic
     for delay, proxy in proxies.items():
         opts = proxy.options()
         at = f"s3 {delay:g} ms"
-        files = shmaug.ImageFiles.from_directory(f"s3://{D.BUCKET}/train/", image_size=image_size,
+        files = shmaug.ImageFiles.from_directory(f"s3://{BUCKET}/train/", image_size=image_size,
                                                  storage_options=opts)
         rows[f"{at}: shmaug files"] = (lambda s=files: loader_rate(s, batch, *how))
-        tars = [f"s3://{D.BUCKET}/wds/{Path(p).name}" for p in shards["tar"]]
+        tars = [f"s3://{BUCKET}/wds/{Path(p).name}" for p in shards["tar"]]
         if "tfrecord" in shards:
-            urls = [f"s3://{D.BUCKET}/tfrecord/{Path(p).name}" for p in shards["tfrecord"]]
+            urls = [f"s3://{BUCKET}/tfrecord/{Path(p).name}" for p in shards["tfrecord"]]
             records = shmaug.ImageRecords.from_tfrecord(urls, image_size=image_size,
                                                         storage_options=opts)
             rows.update(shard_rows(f"{at}: shmaug TFRecord", shards["tfrecord"], args,
                                    lambda s=records: loader_rate(s, batch, *how)))
         wds = shmaug.ImageRecords.from_webdataset(
-            f"s3://{D.BUCKET}/wds/train-{{000..{len(tars) - 1:03d}}}.tar", image_size=image_size,
+            f"s3://{BUCKET}/wds/train-{{000..{len(tars) - 1:03d}}}.tar", image_size=image_size,
             storage_options=opts)
         rows.update(shard_rows(f"{at}: shmaug tar", shards["tar"], args,
                                lambda s=wds: loader_rate(s, batch, *how)))
@@ -204,16 +204,16 @@ def main(argv: list[str] | None = None) -> None:
         args.images, args.rounds, args.delays_ms, args.peers, args.epochs = 32, 1, "20", False, 1
     size, batch, shard_count = (64, 8, 4) if args.quick else (160, 32, 8)
     out = prepare_out(args.out) if args.out else None  # before anything is measured
-    server, port = D.start_server()
+    server, port = start_server()
     proxies: dict[float, Any] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "train"
-            D.make_images(root, args.images, size)
-            shards = D.write_shards(root, Path(tmp) / "shards", shard_count)
-            D.upload(port, root, shards)
+            make_images(root, args.images, size)
+            shards = write_shards(root, Path(tmp) / "shards", shard_count)
+            upload(port, root, shards)
             for delay in (float(d) for d in args.delays_ms.split(",")):
-                proxies[delay] = D.DelayProxy(("127.0.0.1", port), delay / 1000)
+                proxies[delay] = DelayProxy(("127.0.0.1", port), delay / 1000)
             rows = contenders(args, root, shards, proxies, size, batch)
             measured = measure(rows, args.rounds, server.pid)
     finally:

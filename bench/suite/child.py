@@ -30,9 +30,10 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bench.common import harness as H  # noqa: E402
+from bench.common.harness import (  # noqa: E402
+    consume, guarded, memory_of, report_json, wait_gone, worker_memory)
 from bench.suite import peers  # noqa: E402
-from bench.common import workloads as W  # noqa: E402
+from bench.common.workloads import WORKLOADS, augment_for, build_data, output_spec  # noqa: E402
 from bench.suite.peers import Base  # noqa: E402
 
 WARMUP_BATCHES = 4  # excluded from the timing; the pools start and the caches fill
@@ -42,8 +43,8 @@ WARMUP_BATCHES = 4  # excluded from the timing; the pools start and the caches f
 
 
 def _memory(c: Base) -> dict[str, Any]:
-    main = H.memory_of(os.getpid())
-    workers = H.worker_memory(c.pids())
+    main = memory_of(os.getpid())
+    workers = worker_memory(c.pids())
     return {"uss": main["uss"] + sum(w["uss"] for w in workers),
             "pss": main["pss"] + sum(w["pss"] for w in workers),
             "main_uss": main["uss"], "workers": len(workers),
@@ -52,12 +53,12 @@ def _memory(c: Base) -> dict[str, Any]:
 
 def measure(spec: dict[str, Any]) -> dict[str, Any]:
     """One contender on one workload: see the module docstring."""
-    wl = W.WORKLOADS[spec["workload"]]
+    wl = WORKLOADS[spec["workload"]]
     n = wl.n_quick if spec["quick"] else wl.n
     bs = wl.batch_size_quick if spec["quick"] else wl.batch_size
-    x, ids = W.build_data(wl.name, n)
-    augment = W.augment_for(wl.name, spec["impl"])
-    _, out_dtype = W.output_spec(wl.name, x)
+    x, ids = build_data(wl.name, n)
+    augment = augment_for(wl.name, spec["impl"])
+    _, out_dtype = output_spec(wl.name, x)
     result: dict[str, Any] = {"n": n, "batch_size": bs, "rates": [], "problems": []}
     t0 = time.perf_counter()
     c = peers.build(spec["contender"], x, ids, bs, augment, out_dtype, spec["workers"])
@@ -88,9 +89,9 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         if spec.get("step_s"):
             result["wait"] = _wait_epoch(c, spec["step_s"], 0.0 if spec["quick"] else WAIT_MIN_S)
     finally:
-        pids = H.guarded(c.pids, 10).value or []
+        pids = guarded(c.pids, 10).value or []
         c.close()
-        H.wait_gone(pids, 10)
+        wait_gone(pids, 10)
     if spec.get("probe") and augment is not None:
         result["distinct"] = _distinct_probe(spec, x[:1], bs, augment, out_dtype)
     return result
@@ -106,9 +107,9 @@ def _distinct_probe(spec: dict[str, Any], one: np.ndarray, bs: int, augment: Any
     try:
         outs = [np.asarray(xb) for xb, _ in c.epoch()]
     finally:
-        pids = H.guarded(c.pids, 10).value or []
+        pids = guarded(c.pids, 10).value or []
         c.close()
-        H.wait_gone(pids, 10)
+        wait_gone(pids, 10)
     flat = np.concatenate(outs).reshape(n, -1)
     return len({row.tobytes() for row in flat}) / n
 
@@ -128,10 +129,10 @@ def _wait_epoch(c: Base, step_s: float, min_s: float) -> dict[str, float]:
     in at 50-80 ms per 38.5 MB on the bench machine, against 10 ms later), 3-4% of two epochs.
     """
     if min_s:
-        H.consume(c.epoch(), step_s)
+        consume(c.epoch(), step_s)
     waited, epochs, t0 = 0.0, 0, time.perf_counter()
     while epochs == 0 or time.perf_counter() - t0 < min_s:
-        waited += sum(H.consume(c.epoch(), step_s)[1])
+        waited += sum(consume(c.epoch(), step_s)[1])
         epochs += 1
     wall = time.perf_counter() - t0
     return {"wait_s": waited, "wall_s": wall, "epochs": epochs,
@@ -149,10 +150,10 @@ if __name__ == "__main__":
             out = fit_keras(spec)
         else:
             out = measure(spec)
-        H.report_json({"status": "ok", **out})
+        report_json({"status": "ok", **out})
     except ImportError as exc:
-        H.report_json({"status": "skipped", "error": f"{type(exc).__name__}: {exc}"})
+        report_json({"status": "skipped", "error": f"{type(exc).__name__}: {exc}"})
     except Exception as exc:
-        H.report_json({"status": "error", "error": f"{type(exc).__name__}: {exc}"[:300]})
+        report_json({"status": "error", "error": f"{type(exc).__name__}: {exc}"[:300]})
     sys.stdout.flush()
     os._exit(0)  # do not wait for a contender's stuck non-daemon threads or pools

@@ -15,7 +15,7 @@ from typing import Any
 import keras
 
 from bench.suite import peers
-from bench.common import workloads as W
+from bench.common.workloads import WORKLOADS, augment_for, build_data, make_batch, output_spec
 
 CLASSES = 10
 
@@ -37,18 +37,18 @@ class Cached(keras.utils.PyDataset):  # type: ignore[misc]
 def fit_keras(spec: dict[str, Any]) -> dict[str, Any]:
     from shmaug._demo import build_model
 
-    wl = W.WORKLOADS[spec["workload"]]
+    wl = WORKLOADS[spec["workload"]]
     bs = wl.batch_size_quick if spec["quick"] else wl.batch_size
     n = bs * spec["fit_batches"]
-    x, ids = W.build_data(wl.name, n)
+    x, ids = build_data(wl.name, n)
     y = ids % CLASSES
-    augment = W.augment_for(wl.name, spec["impl"])
-    _, out_dtype = W.output_spec(wl.name, x)
+    augment = augment_for(wl.name, spec["impl"])
+    _, out_dtype = output_spec(wl.name, x)
     with peers.running(spec["contender"], x, y, bs, augment, out_dtype, spec["workers"]) as c:
         data = c.keras_data()
         if data is None:
             raise ImportError(f"{spec['contender']} has no Keras form to pass to fit")
-        cached = Cached([(W.make_batch(x, augment, i, min(i + bs, n), out_dtype), y[i:i + bs])
+        cached = Cached([(make_batch(x, augment, i, min(i + bs, n), out_dtype), y[i:i + bs])
                          for i in range(0, n, bs)])
         keras.utils.set_random_seed(0)
         model = build_model(x.shape[1], CLASSES)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bench.common import workloads as W
+from bench.common.workloads import IMPLS, WORKLOADS
 
 CONTENDERS = ("keras_single", "keras_threads", "keras_fork", "keras_spawn", "pool", "tfdata_gen",
               "tfdata_map", "torch", "grain", "shmaug_loader", "shmaug_spawn", "shmaug_sequence",
@@ -41,7 +41,7 @@ def plan(args: argparse.Namespace) -> list[list[dict[str, Any]]]:
     base = dict(quick=args.quick, repeats=args.repeats, workers=args.workers)
     first, second, extra = [], [], []
     for wl in args.workloads:
-        impls = W.IMPLS if W.WORKLOADS[wl].augmented else ("none",)
+        impls = IMPLS if WORKLOADS[wl].augmented else ("none",)
         for impl in impls:
             if args.impls and impl != "none" and impl not in args.impls:
                 continue

@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.common import harness as H
-from bench.common import report as R
+from bench.common.harness import summarize
+from bench.common.report import QUICK, fmt_num, fmt_stats, markdown_table, verdict
 from bench.suite import rounds as suite_rounds
-from bench.common import workloads as W
+from bench.common.workloads import IMPLS, WORKLOADS
 from bench.suite.peers import REGISTRY
 from bench.suite.plan import CONTENDERS, SCALING
 
@@ -31,7 +31,7 @@ WAIT_SHARE = 0.8  # the simulated consumer needs this share of shmaug's throughp
 
 
 def median(v: list[float]) -> float:
-    return H.summarize(v).median if v else math.nan
+    return summarize(v).median if v else math.nan
 
 
 def _find(results: list[dict[str, Any]], wl: str, impl: str, c: str, **kw: Any) -> dict[str, Any] | None:
@@ -55,25 +55,25 @@ def _status(r: dict[str, Any]) -> str:
 def main_table(results: list[dict[str, Any]], workers: int) -> str:
     parts = []
     runs = [r for r in results if not r["spec"].get("fit") and not r["spec"].get("scaling")]
-    for wl in W.WORKLOADS:
+    for wl in WORKLOADS:
         rows = []
         for r in (r for r in runs if r["spec"]["workload"] == wl):
             s = r["spec"]
             base = _rate(_find(results, wl, s["impl"], "keras_single", fit=False, scaling=False))
-            med, spread = R.fmt_stats(H.summarize(r.get("rates") or []) if r.get("status") == "ok" else None)
+            med, spread = fmt_stats(summarize(r.get("rates") or []) if r.get("status") == "ok" else None)
             mem = r.get("memory") or {}
             wait = r.get("wait") or {}
             per_worker = (sum(mem["worker_uss"]) / len(mem["worker_uss"])) if mem.get("worker_uss") else math.nan
             rows.append([LABELS[s["contender"]], s["impl"], med, spread,
                          f"{_rate(r) / base:.2f}x" if base == base and _rate(r) == _rate(r) else "",
-                         R.fmt_num(r.get("first_batch_s", math.nan)),
-                         R.fmt_num(mem.get("uss", math.nan)), R.fmt_num(mem.get("pss", math.nan)),
-                         R.fmt_num(per_worker),
+                         fmt_num(r.get("first_batch_s", math.nan)),
+                         fmt_num(mem.get("uss", math.nan)), fmt_num(mem.get("pss", math.nan)),
+                         fmt_num(per_worker),
                          f"{100 * wait['fraction']:.1f}%" if wait.get("fraction") is not None else "",
                          _status(r) + (" (rerun)" if r.get("rerun") else "")])
         if rows:
-            wlo = W.WORKLOADS[wl]
-            parts.append(f"### {wl}: {wlo.title}, {workers} workers\n\n" + R.markdown_table(
+            wlo = WORKLOADS[wl]
+            parts.append(f"### {wl}: {wlo.title}, {workers} workers\n\n" + markdown_table(
                 ["contender", "ops", "images/s", "min – max", "vs 1.", "1st batch s",
                  "USS MiB", "PSS MiB", "USS/worker", "data wait*", "status"], rows))
     return "\n\n".join(parts)
@@ -81,7 +81,7 @@ def main_table(results: list[dict[str, Any]], workers: int) -> str:
 
 def summary_table(results: list[dict[str, Any]]) -> str:
     """One line per contender: images/s (speed-up over contender 1) per workload and ops."""
-    cols = [(wl, impl) for wl in W.WORKLOADS for impl in (*W.IMPLS, "none")
+    cols = [(wl, impl) for wl in WORKLOADS for impl in (*IMPLS, "none")
             if any(r["spec"]["workload"] == wl and r["spec"]["impl"] == impl for r in results)]
     rows = []
     for c in CONTENDERS:
@@ -95,13 +95,13 @@ def summary_table(results: list[dict[str, Any]]) -> str:
                 cells.append(r.get("status", "?").split(":")[0])
             else:
                 sp = f" ({_rate(r) / base:.2f}x)" if base == base and c != "keras_single" else ""
-                cells.append(R.fmt_num(_rate(r)) + sp)
+                cells.append(fmt_num(_rate(r)) + sp)
         r = _find(results, "W1", "shmaug", c, fit=False, scaling=False)
-        cells.append(R.fmt_num(r["first_batch_s"]) if r and r.get("first_batch_s") is not None else "")
+        cells.append(fmt_num(r["first_batch_s"]) if r and r.get("first_batch_s") is not None else "")
         if any(cells[:-1]):
             rows.append([LABELS[c], *cells])
     return ("### Summary: images/s delivered (speed-up over contender 1, same ops)\n\n"
-            + R.markdown_table(["contender", *[f"{wl} {impl} ops" if impl != "none" else wl
+            + markdown_table(["contender", *[f"{wl} {impl} ops" if impl != "none" else wl
                                                for wl, impl in cols], "W1 1st batch s"], rows))
 
 
@@ -111,7 +111,7 @@ def scaling_table(results: list[dict[str, Any]], workers: int) -> str:
     status in a line under the table (a status in a number column read as a figure)."""
     rows, failed = [], []
     no_single = False
-    for impl in W.IMPLS:
+    for impl in IMPLS:
         single = _rate(_find(results, "W1", impl, "keras_single", fit=False, scaling=False))
         for c in SCALING:
             cells = []
@@ -126,9 +126,9 @@ def scaling_table(results: list[dict[str, Any]], workers: int) -> str:
                     cells.append("")
                     failed.append(f"{LABELS[c]}, {impl} ops, N={n}: {_status(r)}")
                 elif single == single:
-                    cells.append(f"{R.fmt_num(rate)} ({rate / (n * single):.0%})")
+                    cells.append(f"{fmt_num(rate)} ({rate / (n * single):.0%})")
                 else:
-                    cells.append(R.fmt_num(rate))
+                    cells.append(fmt_num(rate))
                     no_single = True
             if any(x != "—" for x in cells):
                 rows.append([LABELS[c], impl, *cells])
@@ -139,7 +139,7 @@ def scaling_table(results: list[dict[str, Any]], workers: int) -> str:
         notes += ("\n\nA figure without a percentage has no efficiency: contender 1's "
                   "1-process run is not in these results.")
     return ("### W1 scaling: images/s (parallel efficiency = images/s ÷ (N × 1-process images/s))\n\n"
-            + R.markdown_table(["contender", "ops", *[f"N={n}" for n in range(1, workers + 1)]], rows)
+            + markdown_table(["contender", "ops", *[f"N={n}" for n in range(1, workers + 1)]], rows)
             + notes)
 
 
@@ -148,13 +148,13 @@ def fit_table(results: list[dict[str, Any]]) -> str:
     for r in (r for r in results if r["spec"].get("fit")):
         ok = r.get("status") == "ok"
         rows.append([LABELS[r["spec"]["contender"]], r["spec"]["impl"],
-                     R.fmt_num(_rate(r)) if ok else "—",
+                     fmt_num(_rate(r)) if ok else "—",
                      f"{100 * median(r['wait_fraction']):.1f}%" if ok else "",
-                     R.fmt_num(median(r["compute_s"])) if ok else "",
-                     R.fmt_num(median(r["fit_s"])) if ok else "", _status(r)])
+                     fmt_num(median(r["compute_s"])) if ok else "",
+                     fmt_num(median(r["fit_s"])) if ok else "", _status(r)])
     if not rows:
         return ""
-    return ("### W1 under a real small CNN `Model.fit` on the CPU\n\n" + R.markdown_table(
+    return ("### W1 under a real small CNN `Model.fit` on the CPU\n\n" + markdown_table(
         ["contender", "ops", "images/s in fit", "data wait", "compute-only epoch s",
          "fed epoch s", "status"], rows))
 
@@ -179,7 +179,7 @@ def targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             / rate(wl, "pil", "keras_single"), 1.8)
         add(f"{wl}, PIL ops for all: shmaug ÷ PyTorch DataLoader", rate(wl, "pil", "shmaug_loader")
             / rate(wl, "pil", "torch"), 1.0)
-    for impl in W.IMPLS:
+    for impl in IMPLS:
         add(f"W2 ({impl} ops): shmaug ÷ Keras multiprocessing", rate("W2", impl, "shmaug_loader")
             / rate("W2", impl, "keras_fork"), 2.5)
     def first_batch(c: str) -> float:
@@ -187,10 +187,10 @@ def targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "first_batch_s", math.nan)
 
     add("spawn: shmaug time to first batch (s)", first_batch("shmaug_spawn"), 1.5, higher=False,
-        detail=f"Keras spawn: {R.fmt_num(first_batch('keras_spawn'))} s; "
-               f"Grain (always spawn): {R.fmt_num(first_batch('grain'))} s")
-    for wl in W.WORKLOADS:
-        for impl in (*W.IMPLS, "none"):
+        detail=f"Keras spawn: {fmt_num(first_batch('keras_spawn'))} s; "
+               f"Grain (always spawn): {fmt_num(first_batch('grain'))} s")
+    for wl in WORKLOADS:
+        for impl in (*IMPLS, "none"):
             r = _find(results, wl, impl, "shmaug_loader", fit=False, scaling=False)
             if r and r.get("wait"):
                 add(f"{wl} ({impl} ops): shmaug data wait at {WAIT_SHARE:.0%} load", r["wait"]["fraction"],
@@ -199,10 +199,10 @@ def targets(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def targets_table(ts: list[dict[str, Any]], quick: bool = False) -> str:
-    rows = [[t["target"], R.fmt_num(t["value"]), ("≤ " if "wait" in t["target"] or "spawn" in t["target"]
-                                                  else "≥ ") + R.fmt_num(t["goal"]),
-             R.verdict(t["met"], quick), t["detail"]] for t in ts]
-    return "### Targets\n\n" + R.markdown_table(["target", "measured", "goal", "", "note"], rows)
+    rows = [[t["target"], fmt_num(t["value"]), ("≤ " if "wait" in t["target"] or "spawn" in t["target"]
+                                                  else "≥ ") + fmt_num(t["goal"]),
+             verdict(t["met"], quick), t["detail"]] for t in ts]
+    return "### Targets\n\n" + markdown_table(["target", "measured", "goal", "", "note"], rows)
 
 
 def plots(results: list[dict[str, Any]], out: Path, workers: int) -> list[str]:
@@ -212,18 +212,18 @@ def plots(results: list[dict[str, Any]], out: Path, workers: int) -> list[str]:
     import matplotlib.pyplot as plt
 
     runs = [r for r in results if not r["spec"].get("fit") and not r["spec"].get("scaling")]
-    wls = [wl for wl in W.WORKLOADS if any(r["spec"]["workload"] == wl for r in runs)]
+    wls = [wl for wl in WORKLOADS if any(r["spec"]["workload"] == wl for r in runs)]
     fig, axes = plt.subplots(len(wls) or 1, 1, figsize=(10, 3.2 * max(1, len(wls))), squeeze=False)
     for ax, wl in zip(axes[:, 0], wls):
         names = [c for c in CONTENDERS if any(r["spec"]["contender"] == c and r["spec"]["workload"] == wl
                                               for r in runs)]
-        impls = [i for i in (*W.IMPLS, "none") if any(r["spec"]["impl"] == i and r["spec"]["workload"] == wl for r in runs)]
+        impls = [i for i in (*IMPLS, "none") if any(r["spec"]["impl"] == i and r["spec"]["workload"] == wl for r in runs)]
         width = 0.8 / max(1, len(impls))
         for k, impl in enumerate(impls):
             meds, lo, hi = [], [], []
             for c in names:
                 r = _find(results, wl, impl, c, fit=False, scaling=False)
-                s = H.summarize(r["rates"]) if r and r.get("status") == "ok" and r.get("rates") else None
+                s = summarize(r["rates"]) if r and r.get("status") == "ok" and r.get("rates") else None
                 meds.append(s.median if s else 0)
                 lo.append(s.median - s.lo if s else 0)
                 hi.append(s.hi - s.median if s else 0)
@@ -233,13 +233,13 @@ def plots(results: list[dict[str, Any]], out: Path, workers: int) -> list[str]:
         ax.set_yticklabels([LABELS[c] for c in names], fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel("images/s delivered (median, bars min-max)")
-        ax.set_title(f"{wl}: {W.WORKLOADS[wl].title}, {workers} workers")
+        ax.set_title(f"{wl}: {WORKLOADS[wl].title}, {workers} workers")
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "throughput.png", dpi=110)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for impl in W.IMPLS:
+    for impl in IMPLS:
         for c in SCALING:
             pts = [(r["spec"]["workers"], _rate(r)) for r in results
                    if r["spec"]["workload"] == "W1" and r["spec"]["impl"] == impl
@@ -285,7 +285,7 @@ def write(results: list[dict[str, Any]], args: argparse.Namespace, env: dict[str
                      "measurements are kept in the JSON under `superseded`.\n\n"
                      for r in meta.get("reruns", []))
     head = (f"# Benchmark suite ({'quick run' if args.quick else 'full run'})\n\n"
-            + (f"{R.QUICK}.\n\n" if args.quick else "") +
+            + (f"{QUICK}.\n\n" if args.quick else "") +
             f"`{meta['command']}` · {env.get('usable_cpus')} CPUs ({env.get('cpu', '?')}) · Python {env.get('python')} · commit "
             f"{env.get('git_commit', '?')} · {env.get('time')} · load average {env.get('load_avg_1m')} at start, "
             f"{env['load_avg_1m_end']} at end · {wall_s / 60:.1f} min\n\n{reruns}"

@@ -21,16 +21,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench.common import harness as H
-from bench.common import report as R
-from bench.common import workloads as W
+from bench.common.harness import summarize
+from bench.common.report import NOT_JUDGED, fmt_num, markdown_table
+from bench.common.workloads import IMPLS, WORKLOADS
 from bench.suite.peers import REGISTRY
 from bench.suite.plan import CONTENDERS, spec_key
 
 LABELS = {name: entry.label for name, entry in REGISTRY.items()}
 SHORT = {"shmaug_loader": "shmaug (fork)", "shmaug_spawn": "shmaug (spawn)", "grain": "Grain",
          "pool": "Pool recipe"}
-OPS = (*W.IMPLS, "none")
+OPS = (*IMPLS, "none")
 # same-round ratios: (numerator contender, denominator contender, goal: shmaug ahead)
 PAIRS = (("shmaug_loader", "grain", 1.0), ("shmaug_spawn", "grain", 1.0), ("shmaug_loader", "pool", 1.0))
 W1_POOL_GOAL = 6.0  # issue 12: W1, shmaug with its own ops ÷ the Pool recipe with the users' PIL code
@@ -51,7 +51,7 @@ def _main(r: dict[str, Any]) -> bool:
 def _figure(r: dict[str, Any] | None) -> float:
     if r is None or r.get("status") != "ok" or not r.get("rates"):
         return math.nan
-    return H.summarize(r["rates"]).median
+    return summarize(r["rates"]).median
 
 
 def _known(values: list[float]) -> list[float]:
@@ -76,7 +76,7 @@ def _fold(rs: list[dict[str, Any]]) -> dict[str, Any]:
     m["epoch_rates"] = [r.get("rates") for r in rs]
     m["rounds"] = [_round(r) for r in rs]
     first = [r["first_batch_s"] for r in ok if r.get("first_batch_s") is not None]
-    m["first_batch_s"] = H.summarize(first).median if first else None
+    m["first_batch_s"] = summarize(first).median if first else None
     distinct = [r["distinct"] for r in rs if r.get("distinct") is not None]
     m["distinct"] = min(distinct) if distinct else None
     if bad:
@@ -107,12 +107,12 @@ def _ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                for x, y in zip(a, b)]
         good = _known(per)
         if good:
-            rows.append({"ratio": name, "per_round": per, "median": H.summarize(good).median,
+            rows.append({"ratio": name, "per_round": per, "median": summarize(good).median,
                          "min": min(good), "goal": goal, "rounds": len(good),
                          "rounds_met": sum(p >= goal for p in good),
                          "met_every_round": min(good) >= goal and len(good) == len(per)})
 
-    for wl in W.WORKLOADS:
+    for wl in WORKLOADS:
         for impl in OPS:
             for num, den, goal in PAIRS:
                 add(f"{wl} {impl} ops: {SHORT[num]} ÷ {SHORT[den]}", _by_round(results, wl, impl, num),
@@ -120,7 +120,7 @@ def _ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     add("W1: shmaug (fork, shmaug ops) ÷ Pool recipe (PIL ops)",
         _by_round(results, "W1", "shmaug", "shmaug_loader"), _by_round(results, "W1", "pil", "pool"),
         W1_POOL_GOAL)
-    for impl in W.IMPLS:  # first batch under spawn: how many times sooner shmaug's comes than Grain's
+    for impl in IMPLS:  # first batch under spawn: how many times sooner shmaug's comes than Grain's
         add(f"W1 {impl} ops, first batch under spawn: Grain s ÷ shmaug s",
             _by_round(results, "W1", impl, "grain", "first"),
             _by_round(results, "W1", impl, "shmaug_spawn", "first"), 1.0)
@@ -130,14 +130,14 @@ def _ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     """What ``suite.json`` keeps of the rounds: each contender's figure per round, the ratios."""
     rates = []
-    for wl in W.WORKLOADS:
+    for wl in WORKLOADS:
         for impl in OPS:
             for c in CONTENDERS:
                 per = _by_round(results, wl, impl, c)
                 good = _known(per)
                 if good:
                     rates.append({"workload": wl, "impl": impl, "contender": c, "per_round": per,
-                                  "median": H.summarize(good).median, "min": min(good), "max": max(good),
+                                  "median": summarize(good).median, "min": min(good), "max": max(good),
                                   "first_batch_s": _by_round(results, wl, impl, c, "first")})
     return {"rounds": rounds_of(results), "images_per_s": rates, "ratios": _ratios(results)}
 
@@ -149,25 +149,25 @@ def section(results: list[dict[str, Any]], quick: bool = False) -> str:
         return ""
     s = summary(results)
     rounds = [f"round {k}" for k in range(1, n + 1)]
-    rows = [[e["workload"], e["impl"], LABELS[e["contender"]], *[R.fmt_num(v) for v in e["per_round"]],
-             R.fmt_num(e["median"]), f"{R.fmt_num(e['min'])} – {R.fmt_num(e['max'])}"]
+    rows = [[e["workload"], e["impl"], LABELS[e["contender"]], *[fmt_num(v) for v in e["per_round"]],
+             fmt_num(e["median"]), f"{fmt_num(e['min'])} – {fmt_num(e['max'])}"]
             for e in s["images_per_s"]]
-    first = [[e["impl"], LABELS[e["contender"]], *[R.fmt_num(v) for v in e["first_batch_s"]],
-              R.fmt_num(H.summarize(_known(e["first_batch_s"])).median)]
+    first = [[e["impl"], LABELS[e["contender"]], *[fmt_num(v) for v in e["first_batch_s"]],
+              fmt_num(summarize(_known(e["first_batch_s"])).median)]
              for e in s["images_per_s"] if e["workload"] == "W1" and _known(e["first_batch_s"])]
-    ratios = [[t["ratio"], *[R.fmt_num(v) for v in t["per_round"]], R.fmt_num(t["median"]),
-               R.fmt_num(t["min"]), f"≥ {R.fmt_num(t['goal'])}",
-               R.NOT_JUDGED if quick else
+    ratios = [[t["ratio"], *[fmt_num(v) for v in t["per_round"]], fmt_num(t["median"]),
+               fmt_num(t["min"]), f"≥ {fmt_num(t['goal'])}",
+               NOT_JUDGED if quick else
                f"{t['rounds_met']}/{n} rounds" + ("" if t["median"] >= t["goal"] else ", median MISSED")]
               for t in s["ratios"]]
     parts = [f"### Interleaved rounds: images/s delivered in each of {n} rounds\n\n"
              "Each round runs every contender once, each in a fresh child, workload by workload, "
              "the order rotated per round; a round's figure is the median of its timed epochs.\n\n"
-             + R.markdown_table(["workload", "ops", "contender", *rounds, "median", "min – max"], rows)]
+             + markdown_table(["workload", "ops", "contender", *rounds, "median", "min – max"], rows)]
     if first:
         parts.append("### W1 time to first batch (s) in each round, from construction\n\n"
-                     + R.markdown_table(["ops", "contender", *rounds, "median"], first))
+                     + markdown_table(["ops", "contender", *rounds, "median"], first))
     if ratios:
-        parts.append("### Same-round ratios (both figures from the same round)\n\n" + R.markdown_table(
+        parts.append("### Same-round ratios (both figures from the same round)\n\n" + markdown_table(
             ["ratio", *rounds, "median", "min", "goal", "met in"], ratios))
     return "\n\n".join(parts)

@@ -25,9 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.common import harness as H
-from bench.common import report as R
-from bench.common import workloads as W
+from bench.common.harness import base_parser, guarded, prepare_out, progress, run_json
+from bench.common.report import environment
+from bench.common.workloads import WORKLOADS
 from bench.suite.plan import CONTENDERS, schedule, spec_key
 from bench.suite.report import NAME, WAIT_SHARE, median, write
 
@@ -36,7 +36,7 @@ DISTINCT_MIN = 0.9  # same input: below this share of distinct outputs, workers 
 
 def _run(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     t = time.perf_counter()
-    out = H.run_json([sys.executable, "-m", "bench.suite.child", json.dumps(spec)], timeout_s)
+    out = run_json([sys.executable, "-m", "bench.suite.child", json.dumps(spec)], timeout_s)
     res = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
     res["spec"], res["child_s"] = spec, time.perf_counter() - t
     return _judge(res)
@@ -57,15 +57,15 @@ def run_all(args: argparse.Namespace, env: dict[str, Any]) -> list[dict[str, Any
     stages = schedule(args)
     results: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    bar = H.progress(sum(len(s) for s in stages), "bench suite")
+    bar = progress(sum(len(s) for s in stages), "bench suite")
     try:
         for stage in stages:
             for spec in stage:  # the simulated step: consumer needs 80% of shmaug's rate
                 ref = next((r for r in results if r["spec"]["contender"] == "shmaug_loader"
                             and r["spec"]["workload"] == spec["workload"]
                             and r["spec"]["impl"] == spec["impl"] and r.get("rates")), None)
-                bs = (W.WORKLOADS[spec["workload"]].batch_size_quick if args.quick
-                      else W.WORKLOADS[spec["workload"]].batch_size)
+                bs = (WORKLOADS[spec["workload"]].batch_size_quick if args.quick
+                      else WORKLOADS[spec["workload"]].batch_size)
                 if spec["round"] > 1 or (spec["contender"] == "shmaug_loader" and not spec.get("scaling")):
                     spec["step_s"] = None  # later rounds: no wait epochs; shmaug's own: see below
                 elif ref and not spec.get("fit") and not spec.get("scaling"):
@@ -89,14 +89,14 @@ def run_all(args: argparse.Namespace, env: dict[str, Any]) -> list[dict[str, Any
                 for res in ex.map(one, stage):
                     results.append(res)
                     if not args.quick:  # a run cut short still leaves every finished figure
-                        H.guarded(lambda: write(results, args, env, time.perf_counter() - t0), 60)
+                        guarded(lambda: write(results, args, env, time.perf_counter() - t0), 60)
     finally:
         bar.close()
     return results
 
 
 def parse(argv: list[str] | None, prog: str | None = None) -> argparse.Namespace:
-    parser = H.base_parser("shmaug vs Keras workers, the Pool recipe, tf.data and PyTorch",
+    parser = base_parser("shmaug vs Keras workers, the Pool recipe, tf.data and PyTorch",
                            "bench/results", prog)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     parser.add_argument("--workloads", default="W1,W2,W3", help="comma list of W1,W2,W3")
@@ -118,7 +118,7 @@ def parse(argv: list[str] | None, prog: str | None = None) -> argparse.Namespace
     args.workloads = [w for w in args.workloads.split(",") if w]
     args.contenders = [c for c in args.contenders.split(",") if c]
     args.impls = [i for i in args.impls.split(",") if i]
-    bad = [w for w in args.workloads if w not in W.WORKLOADS] + [c for c in args.contenders if c not in CONTENDERS]
+    bad = [w for w in args.workloads if w not in WORKLOADS] + [c for c in args.contenders if c not in CONTENDERS]
     if bad:
         parser.error(f"unknown workload or contender: {', '.join(bad)}")
     if args.rounds < 1:
@@ -132,7 +132,7 @@ def parse(argv: list[str] | None, prog: str | None = None) -> argparse.Namespace
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Run the suite; ``prog`` names the command in its help (``shmaug bench``)."""
     args = parse(argv, prog)
-    H.prepare_out(args.out)  # before measuring, not after
+    prepare_out(args.out)  # before measuring, not after
     if args.render:
         saved = json.loads(Path(args.render).read_text())
         meta = saved["meta"]
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(write(results, args, meta["environment"], meta["wall_s"], saved))
         _say_where(args.out)
         return 0
-    env = R.environment()
+    env = environment()
     t0 = time.perf_counter()
     results = run_all(args, env)
     text = write(results, args, env, time.perf_counter() - t0)

@@ -29,7 +29,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from bench.common import harness as H
+from bench.common.harness import guarded, wait_gone
 from bench.suite.peers._base import Base
 
 
@@ -81,9 +81,9 @@ def running(name: str, x: np.ndarray, y: np.ndarray, bs: int, augment: Any, out_
     try:
         yield contender
     finally:
-        pids = H.guarded(contender.pids, 10).value or []
-        H.guarded(contender.close, 15)
-        H.wait_gone(pids, 10)
+        pids = guarded(contender.pids, 10).value or []
+        guarded(contender.close, 15)
+        wait_gone(pids, 10)
 
 
 __all__ = ["REGISTRY", "Base", "Entry", "build", "running"]

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from bench.common import harness as H
+from bench.common.harness import pool_children
 
 
 class Base:
@@ -31,7 +31,7 @@ class Base:
         self.x, self.y, self.bs, self.augment, self.out_dtype = x, y, bs, augment, out_dtype
         self.workers, self.method = workers, method
         self.nb = -(-len(x) // bs)  # batches per epoch, the last one partial
-        self._before = set(H.pool_children())  # children that are not this contender's
+        self._before = set(pool_children())  # children that are not this contender's
 
     def epoch(self) -> Iterator[Any]:
         """One epoch of ``(xb, yb)`` numpy batches, in order."""
@@ -39,7 +39,7 @@ class Base:
 
     def pids(self) -> list[int]:
         """This contender's worker processes (children started since it was built)."""
-        return [p for p in H.pool_children() if p not in self._before]
+        return [p for p in pool_children() if p not in self._before]
 
     def keras_data(self) -> Any:
         """What ``Model.fit`` is given (None when this contender has no Keras form)."""

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import keras
 import numpy as np
 
-from bench.common import workloads as W
+from bench.common.workloads import make_batch
 from bench.suite.peers._base import Base
 
 
@@ -31,7 +31,7 @@ class AugDataset(keras.utils.PyDataset):  # type: ignore[misc]
 
     def __getitem__(self, i: int) -> Any:
         lo, hi = i * self.bs, min((i + 1) * self.bs, len(self.x))
-        return W.make_batch(self.x, self.augment, lo, hi, self.out_dtype), self.y[lo:hi]
+        return make_batch(self.x, self.augment, lo, hi, self.out_dtype), self.y[lo:hi]
 
 
 class KerasSingle(Base):

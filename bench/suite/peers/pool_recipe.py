@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import keras
 import numpy as np
 
-from bench.common import workloads as W
+from bench.common.workloads import make_batch
 from bench.suite.peers._base import Base
 
 
@@ -26,7 +26,7 @@ def _pool_init(raw: Any, shape: tuple[int, ...], dtype: str, augment: Any, out_d
 
 
 def _pool_work(lo: int, hi: int) -> np.ndarray:
-    return W.make_batch(_POOL["x"], _POOL["augment"], lo, hi, _POOL["out_dtype"])
+    return make_batch(_POOL["x"], _POOL["augment"], lo, hi, _POOL["out_dtype"])
 
 
 class PoolSequence(keras.utils.PyDataset):  # type: ignore[misc]

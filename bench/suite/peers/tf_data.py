@@ -12,7 +12,7 @@ from typing import Any, Iterator
 import numpy as np
 import tensorflow as tf
 
-from bench.common import workloads as W
+from bench.common.workloads import make_batch
 from bench.suite.peers._base import Base
 
 
@@ -37,7 +37,7 @@ class TfGen(TfBase):
         def gen() -> Iterator[Any]:
             for i in range(self.nb):
                 lo, hi = i * self.bs, min((i + 1) * self.bs, len(self.x))
-                yield W.make_batch(self.x, self.augment, lo, hi, self.out_dtype), self.y[lo:hi]
+                yield make_batch(self.x, self.augment, lo, hi, self.out_dtype), self.y[lo:hi]
 
         self.ds = tf.data.Dataset.from_generator(gen, output_signature=self._signature()).prefetch(
             tf.data.AUTOTUNE)
@@ -52,7 +52,7 @@ class TfMap(TfBase):
 
         def batch(i: Any) -> Any:
             lo, hi = int(i) * self.bs, min((int(i) + 1) * self.bs, len(self.x))
-            return W.make_batch(self.x, self.augment, lo, hi, self.out_dtype), self.y[lo:hi]
+            return make_batch(self.x, self.augment, lo, hi, self.out_dtype), self.y[lo:hi]
 
         def wrap(i: Any) -> Any:
             xb, yb = tf.numpy_function(batch, [i], [sig[0].dtype, sig[1].dtype])
