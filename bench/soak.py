@@ -1,6 +1,6 @@
 """The soak: many epochs with workers SIGKILLed and ``fit`` called now and then; nothing may grow.
 
-Run ``python -m bench.soak [--quick] [--out bench/results/soak.txt]``. One ``shmaug.Sequence``
+Run ``python -m bench.soak [--quick] [--out bench/results/soak/soak.txt]``. One ``shmaug.Sequence``
 (2 workers, a small dataset, a shmaug pipeline) serves every epoch: most epochs are read the
 way Keras reads them (one generator asking for every index), every ``--fit-every``
 epochs ``model.fit(seq, epochs=1)`` reads one instead (the first at epoch 0, so TensorFlow's

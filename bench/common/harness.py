@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterator, Sequence
 import psutil
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+RESULTS = "bench/results"  # the committed results (from the repository root), a folder a script
 JSON_MARKER = "BENCH_JSON:"  # prefix of the one stdout line a child process reports on
 
 
@@ -312,10 +313,11 @@ def prepare_out(path: str | Path, *, file: bool = False) -> Path:
 def quick_out(default_out: str) -> str:
     """Where a ``--quick`` run writes when no ``--out`` is given: the system's temp folder,
     never the repository, whose ``bench/results/`` hold the committed measurements. One fixed
-    folder per script (each quick run replaces the last), so smoke runs leave no litter."""
-    name = Path(default_out).name
-    name = "suite" if name == "results" else name  # `python -m bench` writes bench/results/
-    return str(Path(tempfile.gettempdir()) / "shmaug-bench-quick" / name)
+    folder per script (each quick run replaces the last), so smoke runs leave no litter: the
+    default's place under ``bench/results/`` (``files/memory`` for ``bench/results/files/memory/``).
+    """
+    where = Path(default_out).relative_to(RESULTS)
+    return str(Path(tempfile.gettempdir()) / "shmaug-bench-quick" / where)
 
 
 class _BenchParser(argparse.ArgumentParser):

@@ -1,6 +1,6 @@
 """The engine benchmark: shmaug side by side with a plain copy and Keras PyDataset.
 
-Run ``python -m bench.engine [--quick] [--out results/engine] [--sections main,...]``. Five sections, each in its
+Run ``python -m bench.engine [--quick] [--out bench/results/engine] [--sections main,...]``. Five sections, each in its
 own child process (so one that hangs or crashes is reported and the rest still run), and
 inside a section every contender runs in the same process, interleaved round by round
 (``contenders.interleave``):
@@ -79,7 +79,7 @@ def _run_sections(quick: bool, names: list[str]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.splitlines()[0], "results/engine")
+    parser = base_parser(__doc__.splitlines()[0], "bench/results/engine")
     parser.add_argument("--section", choices=sorted(SECTIONS), help=argparse.SUPPRESS)
     parser.add_argument("--sections", default=",".join(SECTIONS),
                         help=f"comma-separated subset of {', '.join(SECTIONS)} (default: all)")

@@ -1,6 +1,6 @@
 """Memory flat in the number of files: 1.28 million files, from listing to batches.
 
-    python -m bench.files.memory [--quick] [--out bench/results/files_memory]
+    python -m bench.files.memory [--quick] [--out bench/results/files/memory]
         [--files 1280000] [--small 10000] [--batches 50] [--compare-with DIR]
 
 Makes a folder of ``--files`` JPEGs in 1,000 class folders, as hard links of small JPEGs (one per folder)
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.common.report import Row, environment, write_results
     from bench.files.data import link_tree
 
-    p = base_parser(__doc__.splitlines()[0], "bench/results/files_memory")
+    p = base_parser(__doc__.splitlines()[0], "bench/results/files/memory")
     p.add_argument("--files", type=int, default=1_280_000)
     p.add_argument("--small", type=int, default=10_000)
     p.add_argument("--batches", type=int, default=50)

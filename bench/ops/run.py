@@ -20,7 +20,7 @@ for a CI smoke run.
 Run:
     python -m bench.ops --out ops.json
     python -m bench.ops --quick
-    python -m bench.ops --w1 --out bench/results/w1_dtype.json   # float16 vs uint8 only
+    python -m bench.ops --w1 --out bench/results/ops/w1_dtype.json   # float16 vs uint8 only
 """
 
 from __future__ import annotations

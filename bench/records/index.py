@@ -1,6 +1,6 @@
 """TFRecord index at ImageNet's scale: build time, table size and worker memory.
 
-    python -m bench.records.index [--quick] [--out bench/results/records_index]
+    python -m bench.records.index [--quick] [--out bench/results/records/index]
         [--records 1281167] [--shards 1024]
 
 Writes ``--records`` tiny TFRecord records (a 4x4 PNG and an int64 label of 1,000 classes; the
@@ -81,7 +81,7 @@ def worker_uss(x: Any, y: Any) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = base_parser(__doc__.splitlines()[0], "bench/results/records_index")
+    p = base_parser(__doc__.splitlines()[0], "bench/results/records/index")
     p.add_argument("--records", type=int, default=1_281_167)
     p.add_argument("--shards", type=int, default=1024)
     args = p.parse_args(argv)

@@ -1,6 +1,6 @@
 """The benchmark suite: shmaug against Keras workers, the Pool recipe, tf.data and PyTorch.
 
-Run ``python -m bench [--quick] [--out bench/results] [--workloads W1,W2,W3]
+Run ``python -m bench [--quick] [--out bench/results/suite] [--workloads W1,W2,W3]
 [--contenders keras_single,...] [--impls pil,shmaug] [--workers N] [--repeats R] [--rounds K]
 [--jobs J] [--timeout S] [--no-fit] [--no-scaling] [--render SUITE_JSON]``. Each measurement
 (one contender, one workload, one implementation of the augmentation, one worker count) runs
@@ -97,7 +97,7 @@ def run_all(args: argparse.Namespace, env: dict[str, Any]) -> list[dict[str, Any
 
 def parse(argv: list[str] | None, prog: str | None = None) -> argparse.Namespace:
     parser = base_parser("shmaug vs Keras workers, the Pool recipe, tf.data and PyTorch",
-                           "bench/results", prog)
+                           "bench/results/suite", prog)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     parser.add_argument("--workloads", default="W1,W2,W3", help="comma list of W1,W2,W3")
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help="comma list of: " + ",".join(CONTENDERS))

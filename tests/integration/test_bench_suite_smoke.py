@@ -59,7 +59,7 @@ def test_a_quick_run_writes_nowhere_under_the_repository_unless_told_to() -> Non
     quick = Path(parse(["--quick"]).out).resolve()
     assert not quick.is_relative_to(REPO), quick
     assert Path(parse(["--quick", "--out", "here"]).out) == Path("here")  # told to
-    assert Path(parse([]).out) == Path("bench/results")  # a full run: the committed ones
+    assert Path(parse([]).out) == Path("bench/results/suite")  # a full run: the committed ones
 
 
 @pytest.mark.slow
@@ -70,7 +70,7 @@ def test_a_quick_render_leaves_the_committed_results_alone_and_says_where_it_wro
     before = _results_tree()
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--render", "bench/results/suite.json"],
+        [sys.executable, "-m", "bench", "--quick", "--render", "bench/results/suite/suite.json"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=100)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _results_tree() == before
