@@ -139,7 +139,9 @@ class Loader:
             tensor sharing it; see ``shmaug.engine._recycle``). False lends read-only views of
             the shared slot instead (no copy in this process: for consumers that copy anyway,
             e.g. to a device); a lent batch stays valid only until the next batch is asked
-            for, so do not keep it (``list(loader)`` would hold overwritten views).
+            for, so do not keep it (``list(loader)`` would hold overwritten views). One kept
+            past ``close()`` stays readable (the mapping lives while a view does; its name is
+            unlinked), with the contents it had when the loader closed.
         value_range: the (low, high) the images' values lie in, as Keras' augmentation layers
             take it; None: by dtype, uint8 (0, 255), uint16 (0, 65535), floats (0, 1). It is
             bound into a shmaug pipeline (where the pipeline does not say its own), and the
