@@ -93,13 +93,8 @@ def light(
     Args:
         size: output (height, width) in pixels, an int for a square, or None (the default)
             to keep the input's size.
-        scale: (low, high) area fraction of the crop, within (0, 1].
-        ratio: (low, high) aspect of the crop relative to the input's, positive.
-        horizontal_flip: mirror half the samples left-right.
-        brightness: jitter strength in [0, 1]; 0 leaves brightness as it is.
-        contrast: jitter strength in [0, 1]; 0 leaves contrast as it is.
-        interpolation: the crop's and the resize's resampling: "nearest", "linear" or
-            "cubic" (Keras' "bilinear" and "bicubic" are taken too).
+        scale, ratio, horizontal_flip, brightness, contrast, interpolation: as for
+            :func:`imagenet_train`, with the milder defaults above.
 
     Returns:
         A ``Compose``; same shape as its input (or ``size``), same dtype.
