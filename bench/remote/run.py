@@ -14,7 +14,7 @@ folder, and ``ImageRecords`` over the TFRecords on disk); at each delay ``ImageF
 (8), and the peers
 (``bench.remote.peers``: tf.data over the TFRecord objects, a torch DataLoader + webdataset over
 the tars; each in a child, skipped when its library is missing). The shards (about 2 MB) fit
-each worker's span cache (``_remote.SPAN_CACHE``, 32 MiB): the row "span cache a quarter of the
+each worker's span cache (``SHMAUG_SPAN_CACHE_MB``, 32 MiB): the row "span cache a quarter of the
 shards" shows a dataset four times the cache. Rows "no span cache" and "one task per fetch"
 are shmaug as it read before each change (``with_remote``), in the same run. Rounds are
 interleaved; the table quotes medians and, per row, the median of its same-round ratio to
@@ -66,19 +66,24 @@ def peer_rate(kind: str, spec: dict[str, Any]) -> float:
 
 
 def with_remote(run: Run, **values: int) -> Run:
-    """``run`` with ``shmaug.sources._remote``'s constants set to ``values`` (forked workers
-    inherit them): shmaug as it read before a change, in the same run."""
-    from shmaug.sources import _remote
+    """``run`` with the remote layer's settings set to ``values`` (forked workers inherit
+    them): ``AHEAD`` on ``shmaug.sources._ahead``, ``SPAN_CACHE`` (bytes) as
+    ``SHMAUG_SPAN_CACHE_MB``; shmaug as it read before a change, in the same run."""
+    from shmaug.sources import _ahead
 
     def patched() -> float:
-        saved = {name: getattr(_remote, name) for name in values}
-        for name, value in values.items():
-            setattr(_remote, name, value)
+        saved_ahead, saved_env = _ahead.AHEAD, os.environ.get("SHMAUG_SPAN_CACHE_MB")
+        _ahead.AHEAD = values.get("AHEAD", saved_ahead)
+        if "SPAN_CACHE" in values:
+            os.environ["SHMAUG_SPAN_CACHE_MB"] = str(values["SPAN_CACHE"] / (1 << 20))
         try:
             return run()
         finally:
-            for name, value in saved.items():
-                setattr(_remote, name, value)
+            _ahead.AHEAD = saved_ahead
+            if saved_env is None:
+                os.environ.pop("SHMAUG_SPAN_CACHE_MB", None)
+            else:
+                os.environ["SHMAUG_SPAN_CACHE_MB"] = saved_env
 
     return patched
 

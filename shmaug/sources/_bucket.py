@@ -1,10 +1,10 @@
 """Image files in a bucket as a reader's table: a task's objects fetched together.
 
 ``RemoteTable`` is a ``PathTable`` of URLs (``_paths.py``) whose bytes come through
-``_remote.Remote``. It has ``prefetch(indices, ahead)``, which ``Reader.prefetch`` hands the
+``_client.Remote``. It has ``prefetch(indices, ahead)``, which ``Reader.prefetch`` hands the
 engine: a worker calls it with a task's samples, and those of the tasks queued behind it, before
 making them one by one (``engine/_worker.py``), so a worker has the objects of several tasks
-in flight together (``_remote.Fetched``), then ``fetch`` hands each out once.
+in flight together (``_ahead.Fetched``), then ``fetch`` hands each out once.
 ``remote_for`` decides whether a source's paths are URLs at all; ``listed`` lists a bucket
 folder, or reuses the listing a ``listing_cache`` folder kept. ``files.py`` owns the source.
 """

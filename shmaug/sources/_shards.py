@@ -2,7 +2,7 @@
 
 ``find`` turns a glob pattern, WebDataset's braces (``train-{000..127}.tar``) or a list into
 existing shards, local paths or URLs (``s3://``, ``gs://``, ``https://``: their ``Remote``,
-sizes and etags found together, ``_remote.py``); ``opened`` gives a shard as a file object for
+sizes and etags found together, ``_client.py``); ``opened`` gives a shard as a file object for
 its one indexing scan (a URL is streamed); ``need`` says which extra to install when a
 constructor's library is missing; ``cached`` reuses the scan of a shard that has not changed
 since it was scanned (local: same path, size, modification time and inode; a URL: same URL,

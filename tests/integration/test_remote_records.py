@@ -195,7 +195,7 @@ def test_a_worker_reads_the_records_of_its_queued_tasks_together(tars, caplog, m
     """One task per record: each task fetched alone costs a request; a worker that fetches its
     queued tasks' records with the current one's, coalesced per shard, sends fewer, and
     delivers the same batches."""
-    from shmaug.sources import _remote
+    from shmaug.sources import _ahead
 
     endpoint, folder = tars
     remote = shmaug.ImageRecords.from_webdataset(
@@ -206,15 +206,15 @@ def test_a_worker_reads_the_records_of_its_queued_tasks_together(tars, caplog, m
                   start_method="fork")  # forked: the worker takes AHEAD as set here
 
     def epoch_and_reads(ahead: int) -> tuple[list, int]:
-        monkeypatch.setattr(_remote, "AHEAD", ahead)
-        monkeypatch.setattr(_remote, "SPAN_CACHE", 0)  # what the tasks fetch, nothing kept
+        monkeypatch.setattr(_ahead, "AHEAD", ahead)
+        monkeypatch.setenv("SHMAUG_SPAN_CACHE_MB", "0")  # what the tasks fetch, nothing kept
         caplog.clear()
         with shmaug.Loader(remote, **kwargs) as loader:
             got = [(x.copy(), y.copy()) for x, y in loader]
         return got, sum(" /shmaug-test/ahead/shard-" in r.getMessage() and "GET" in
                         r.getMessage() for r in caplog.records if r.name == "werkzeug")
 
-    default = _remote.AHEAD
+    default = _ahead.AHEAD
     alone, alone_reads = epoch_and_reads(0)
     together, reads = epoch_and_reads(default)
     assert alone_reads >= N  # the probe's, then one per task

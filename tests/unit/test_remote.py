@@ -15,7 +15,12 @@ import pytest
 from shmaug.errors import ArgumentError, RemoteError
 from shmaug.sources.records import ImageRecords
 from shmaug.sources import _bucket as B
-from shmaug.sources import _remote as R
+from shmaug.sources import _ahead as A
+from shmaug.sources import _client as C
+from shmaug.sources import _round_trip as RT
+from shmaug.sources import _secrets as S
+from shmaug.sources import _spans
+from shmaug.sources import _urls as U
 from shmaug.sources._shards import Shards
 
 pytest.importorskip("fsspec", reason="needs the remote extra: pip install 'shmaug[remote]'")
@@ -69,32 +74,32 @@ def two_shards(remote):
 @pytest.fixture
 def offsets_fs(monkeypatch):
     fs = Offsets()
-    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    monkeypatch.setattr(C.Remote, "fs", lambda self: fs)
     return fs
 
 
 @pytest.fixture
 def remote(monkeypatch):
-    monkeypatch.setattr(R, "BACKOFF_S", 0.0)
-    made = R.Remote("memory", {"key": "AK", "secret": SECRET})
+    monkeypatch.setattr(C, "BACKOFF_S", 0.0)
+    made = C.Remote("memory", {"key": "AK", "secret": SECRET})
     return made
 
 
 
 def test_a_503_burst_is_retried_then_read(monkeypatch, remote):
-    fs = Flaky(R.RETRIES, OSError("503 SlowDown: please reduce your request rate"))
-    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    fs = Flaky(C.RETRIES, OSError("503 SlowDown: please reduce your request rate"))
+    monkeypatch.setattr(C.Remote, "fs", lambda self: fs)
     assert remote.fetch("memory://b/x.png") == b"0123456789" * 10
-    assert fs.calls == R.RETRIES + 1
+    assert fs.calls == C.RETRIES + 1
 
 
 def test_a_lasting_failure_names_the_object_and_the_last_failure(monkeypatch, remote):
     fs = Flaky(99, TimeoutError(f"read timed out (secret {SECRET})"))
-    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    monkeypatch.setattr(C.Remote, "fs", lambda self: fs)
     with pytest.raises(RemoteError, match=r"'memory://b/x.png' after 4 attempts.*TimeoutError"
                        ) as caught:
         remote.fetch("memory://b/x.png")
-    assert fs.calls == R.RETRIES + 1
+    assert fs.calls == C.RETRIES + 1
     assert SECRET not in str(caught.value) and "***" in str(caught.value)
 
 
@@ -103,7 +108,7 @@ def test_a_lasting_failure_names_the_object_and_the_last_failure(monkeypatch, re
 def test_missing_objects_and_refused_credentials_are_not_retried(monkeypatch, remote, error,
                                                                  raised):
     fs = Flaky(99, error)
-    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    monkeypatch.setattr(C.Remote, "fs", lambda self: fs)
     with pytest.raises(raised, match="memory://b/x.png"):
         remote.fetch("memory://b/x.png")
     assert fs.calls == 1
@@ -122,7 +127,7 @@ def test_a_refused_connection_is_reported_at_once(monkeypatch, remote, error):
     """Nothing listens there: another try cannot help (issue 36: 4 attempts, 41.5 s)."""
     fs = Flaky(99, refused_connection() if error == "botocore" else ConnectionRefusedError(
         111, "Connection refused"))
-    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    monkeypatch.setattr(C.Remote, "fs", lambda self: fs)
     with pytest.raises(RemoteError, match=r"Could not connect to read 'memory://b/x.png': the "
                        r"connection was refused.*Fix: check that the endpoint") as caught:
         remote.fetch("memory://b/x.png")
@@ -153,7 +158,7 @@ def test_listings_follow_the_rules_of_reads(monkeypatch, remote, call, error, ra
     """A glob and a bucket folder's listing: transient failures retried, refusals at once."""
     fs = Listed(1 if raised is None else 99,
                 refused_connection() if error == "refused" else error)
-    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    monkeypatch.setattr(C.Remote, "fs", lambda self: fs)
     run = {"glob": lambda: remote.glob("memory://b/train-*"),
            "listing": lambda: list(remote.listing("memory://b/").dirs)}[call]
     if raised is None:
@@ -163,7 +168,7 @@ def test_listings_follow_the_rules_of_reads(monkeypatch, remote, call, error, ra
     with pytest.raises(raised, match=says) as caught:
         run()
     assert "memory://b/" in str(caught.value) and SECRET not in str(caught.value)
-    assert fs.calls == (R.RETRIES + 1 if "attempts" in says else 1)
+    assert fs.calls == (C.RETRIES + 1 if "attempts" in says else 1)
 
 
 @pytest.mark.parametrize("error, says", [
@@ -190,7 +195,7 @@ def test_an_index_scan_that_fails_mid_stream_names_the_shard(monkeypatch, remote
         def open(self, path, mode, **kwargs):  # type: ignore[no-untyped-def]
             return Failing()
 
-    monkeypatch.setattr(R.Remote, "fs", lambda self: Opens())
+    monkeypatch.setattr(C.Remote, "fs", lambda self: Opens())
     shards = Shards(["memory://b/x.tar"], remote, {"memory://b/x.tar": "100|etag"})
     with pytest.raises(RemoteError, match=says) as caught:
         with shards.opened("memory://b/x.tar") as (f, size):
@@ -222,36 +227,36 @@ def test_missing_shards_are_listed_with_an_ellipsis_where_cut_short(tmp_path):
 
 def test_ranges_are_coalesced_and_returned_in_the_order_asked(monkeypatch, remote):
     fs = Flaky(0, OSError())
-    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    monkeypatch.setattr(C.Remote, "fs", lambda self: fs)
     ranges = [(50, 5), (0, 3), (5, 2), (95, 5)]
     assert remote.read_ranges("memory://b/s.tar", ranges) == [b"01234", b"012", b"56",
                                                               b"56789"]
-    assert R.coalesce(ranges, gap=10) == [(0, 7, [1, 2]), (50, 55, [0]), (95, 100, [3])]
+    assert RT.coalesce(ranges, gap=10) == [(0, 7, [1, 2]), (50, 55, [0]), (95, 100, [3])]
     # A request's span is bounded: a chain of close ranges splits into requests in flight
     # together rather than one long serial read.
-    assert R.coalesce(ranges, gap=50, span=60) == [(0, 55, [1, 2, 0]), (95, 100, [3])]
-    assert R.coalesce(ranges, gap=50, span=50) == [(0, 7, [1, 2]), (50, 100, [0, 3])]
+    assert RT.coalesce(ranges, gap=50, span=60) == [(0, 55, [1, 2, 0]), (95, 100, [3])]
+    assert RT.coalesce(ranges, gap=50, span=50) == [(0, 7, [1, 2]), (50, 100, [0, 3])]
     assert fs.calls == 1  # all within GAP of each other: one request
 
 
 def test_secrets_are_masked_at_every_depth():
     options = {"key": "AK", "secret": SECRET, "anon": False, "token": "T0K",
                "client_kwargs": {"endpoint_url": "http://h", "aws_secret_access_key": SECRET}}
-    shown = repr(R.Remote("memory", options))
+    shown = repr(C.Remote("memory", options))
     assert SECRET not in shown and "T0K" not in shown and "'AK'" not in shown
     assert "'endpoint_url': 'http://h'" in shown and "'anon': False" in shown
-    assert R.secrets_of(options) == [SECRET, "T0K", "AK"]
+    assert S.secrets_of(options) == [SECRET, "T0K", "AK"]
 
 
 def test_a_missing_backend_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "gcsfs", None)
     with pytest.raises(ArgumentError, match=r'pip install "shmaug\[gcs\]"'):
-        R.Remote("gs", None)
+        C.Remote("gs", None)
 
 
 def test_urls_and_local_paths():
-    assert R.protocol_of("s3://b/k.png") == "s3" and R.protocol_of("GS://b/k") == "gs"
-    assert R.protocol_of("/data/a.png") is None and R.protocol_of("file:///a.png") is None
+    assert U.protocol_of("s3://b/k.png") == "s3" and U.protocol_of("GS://b/k") == "gs"
+    assert U.protocol_of("/data/a.png") is None and U.protocol_of("file:///a.png") is None
     with pytest.raises(ArgumentError, match="storage_options"):
         B.remote_for("/data/a.png", {"anon": True})
 
@@ -262,7 +267,7 @@ def test_a_tasks_objects_are_fetched_together(monkeypatch, remote):
             time.sleep(0.2)
             return url.encode()
 
-    monkeypatch.setattr(R.Remote, "fs", lambda self: Slow(0, OSError()))
+    monkeypatch.setattr(C.Remote, "fs", lambda self: Slow(0, OSError()))
     urls = [f"memory://b/{i}.png" for i in range(12)]
     began = time.perf_counter()
     assert remote.fetch_all(urls) == [u.encode() for u in urls]
@@ -279,7 +284,7 @@ def test_importing_shmaug_and_reading_local_files_imports_no_fsspec(tmp_path):
 
 def test_a_tasks_records_are_read_with_one_request_per_shard(monkeypatch, remote):
     fs = Flaky(0, OSError())
-    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
+    monkeypatch.setattr(C.Remote, "fs", lambda self: fs)
     table = two_shards(remote)  # a task holds four of the six records
     table.prefetch([4, 0, 2, 3])
     assert fs.calls == 2  # grouped by shard, neighbours coalesced
@@ -292,7 +297,8 @@ def test_a_tasks_records_are_read_with_one_request_per_shard(monkeypatch, remote
 @pytest.mark.parametrize("cache", [8 * 60, 100])
 def test_shards_are_read_whole_only_where_all_of_them_fit_the_span_cache(monkeypatch, offsets_fs,
                                                                          remote, cache):
-    monkeypatch.setattr(R, "SPAN_CACHE", cache)  # the shards' extents: 45 + 95 bytes
+    # The span cache holds the shards' extents (45 + 95 bytes), or not.
+    monkeypatch.setenv("SHMAUG_SPAN_CACHE_MB", str(cache / (1 << 20)))
     table = two_shards(remote)
     table.prefetch([0, 3])
     fits = cache >= 45 + 95
@@ -321,16 +327,16 @@ def test_formats_read_only_from_local_files_refuse_urls_naming_the_fix(call):
 
 
 def test_the_gap_read_through_grows_with_the_measured_round_trip():
-    trip = R.RoundTrip()
-    assert trip.gap() == R.GAP  # nothing measured yet: a fast store's gap
+    trip = RT.RoundTrip()
+    assert trip.gap() == RT.GAP  # nothing measured yet: a fast store's gap
     for _ in range(30):
         trip.observe(0.020, 10_000)  # 20 ms per small request: a bucket's first byte
-    assert trip.gap() == pytest.approx(0.020 * R.BANDWIDTH, rel=0.01)
+    assert trip.gap() == pytest.approx(0.020 * RT.BANDWIDTH, rel=0.01)
     trip.observe(5.0, 10_000)  # one stall moves the average, bounded: no 400 MB reads
-    assert trip.gap() == R.MAX_GAP
+    assert trip.gap() == RT.MAX_GAP
     for _ in range(60):
         trip.observe(0.0002, 10_000)  # local speed again
-    assert trip.gap() == R.GAP
+    assert trip.gap() == RT.GAP
 
 
 def content(start: int, end: int) -> bytes:
@@ -346,8 +352,8 @@ def test_records_far_apart_share_a_request_once_requests_are_slow(monkeypatch, r
             return content(start, end)
 
     fs = Slow(0, OSError())
-    monkeypatch.setattr(R.Remote, "fs", lambda self: fs)
-    monkeypatch.setattr(R, "SPAN_CACHE", 0)  # coalescing alone: every read is a request
+    monkeypatch.setattr(C.Remote, "fs", lambda self: fs)
+    monkeypatch.setenv("SHMAUG_SPAN_CACHE_MB", "0")  # coalescing alone: every read is a request
     ranges = [(1_000_300, 300), (1_000, 256)]  # ~1 MB apart: two requests at the first gap
     expected = [content(o, o + n) for o, n in ranges]
     assert remote.read_ranges("memory://b/s.tar", ranges) == expected
@@ -361,7 +367,7 @@ def test_records_far_apart_share_a_request_once_requests_are_slow(monkeypatch, r
 
 def test_only_s3_is_asked_for_a_whole_object_in_one_get():
     def one_get(protocol, options):  # decided once, when the process's filesystem is built
-        remote = R.Remote(protocol, options)
+        remote = C.Remote(protocol, options)
         remote.fs()
         return remote._one_get
 
@@ -382,8 +388,8 @@ def test_the_records_of_the_tasks_queued_behind_are_read_with_the_tasks(offsets_
 
 
 def test_read_ahead_is_bounded_and_forgets_what_is_no_longer_wanted(monkeypatch):
-    monkeypatch.setattr(R, "AHEAD", 3)
-    fetched = R.Fetched()
+    monkeypatch.setattr(A, "AHEAD", 3)
+    fetched = A.Fetched()
     # No size seen yet: as many samples ahead as the task has.
     assert fetched.missing([0, 1], iter([2, 3, 4, 5])) == [0, 1, 2, 3]
     fetched.put([0, 1, 2, 3], [RemoteError("0"), b"1", b"2", RemoteError("3")])
@@ -397,7 +403,7 @@ def test_read_ahead_is_bounded_and_forgets_what_is_no_longer_wanted(monkeypatch)
 
 
 def test_read_ahead_hands_a_sample_out_once_per_use_and_retries_stale_failures():
-    fetched = R.Fetched()
+    fetched = A.Fetched()
     assert fetched.missing([5, 5, 6], [6]) == [5, 6]  # drawn twice here, and once behind
     fetched.put([5, 6], [b"a", b"b"])
     assert [fetched.take(i) for i in (5, 5, 5, 6)] == [b"a", b"a", None, b"b"]
@@ -408,8 +414,8 @@ def test_read_ahead_hands_a_sample_out_once_per_use_and_retries_stale_failures()
 
 
 def test_read_ahead_holds_about_ahead_bytes_once_sizes_are_known(monkeypatch):
-    monkeypatch.setattr(R, "AHEAD_BYTES", 100)
-    fetched = R.Fetched()
+    monkeypatch.setattr(A, "AHEAD_BYTES", 100)
+    fetched = A.Fetched()
     fetched.missing([0], [])
     fetched.put([0], [b"x" * 40])  # 40 bytes a sample: room for two ahead
     assert fetched.missing([1], range(2, 10)) == [1, 2, 3]
@@ -448,8 +454,8 @@ def test_bytes_read_through_a_gap_serve_a_later_read_without_a_request(offsets_f
 
 
 def test_the_span_cache_is_bounded_and_drops_the_least_recently_used(monkeypatch):
-    monkeypatch.setattr(R, "SPAN_CACHE", 100)
-    spans = R.Spans()
+    monkeypatch.setenv("SHMAUG_SPAN_CACHE_MB", str(100 / (1 << 20)))
+    spans = _spans.Spans()
     spans.keep("a", 0, content(0, 40))
     spans.keep("b", 0, content(0, 40))
     assert spans.find("a", 10, 5) == content(10, 15)  # "a" is now the most recent
@@ -462,7 +468,7 @@ def test_the_span_cache_is_bounded_and_drops_the_least_recently_used(monkeypatch
 
 
 def test_spans_of_one_object_that_overlap_are_merged_and_those_that_touch_are_not(monkeypatch):
-    spans = R.Spans()
+    spans = _spans.Spans()
     spans.keep("u", 100, content(100, 110))
     spans.keep("u", 0, content(0, 10))
     spans.keep("u", 5, content(5, 20))  # overlaps [0, 10): one span [0, 20)
@@ -472,7 +478,7 @@ def test_spans_of_one_object_that_overlap_are_merged_and_those_that_touch_are_no
     spans.keep("u", 15, content(15, 105))  # bridges all three
     assert spans.find("u", 0, 110) == content(0, 110)
     assert spans.find("v", 0, 1) is None
-    monkeypatch.setattr(R, "SPAN_CACHE", 150)
+    monkeypatch.setenv("SHMAUG_SPAN_CACHE_MB", str(150 / (1 << 20)))
     spans.keep("u", 100, content(100, 200))  # merged, 200 bytes would not fit: kept alone
     assert spans.find("u", 100, 100) == content(100, 200) and spans.find("u", 0, 1) is None
 
@@ -482,8 +488,8 @@ def test_the_span_cache_agrees_with_the_object_under_random_reads(monkeypatch):
     within its bound, its spans sorted and disjoint."""
     rng = np.random.default_rng(0)
     for cache in (50, 300, 2000):
-        monkeypatch.setattr(R, "SPAN_CACHE", cache)
-        spans = R.Spans()
+        monkeypatch.setenv("SHMAUG_SPAN_CACHE_MB", str(cache / (1 << 20)))
+        spans = _spans.Spans()
         for _ in range(400):
             url = f"u{rng.integers(2)}"
             start, size = int(rng.integers(0, 1000)), int(rng.integers(1, 200))
@@ -502,7 +508,8 @@ def test_the_span_cache_agrees_with_the_object_under_random_reads(monkeypatch):
                                              ("lots", 32 << 20), ("-1", 32 << 20)])
 def test_the_span_cache_is_sized_from_the_environment(value, expected):
     code = ("import logging; logging.basicConfig()\n"
-            "from shmaug.sources import _remote; print(_remote.SPAN_CACHE)")
+            "from shmaug.sources._remote_settings import settings; "
+            "print(settings().span_cache)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "SHMAUG_SPAN_CACHE_MB": value},
                           check=True)

@@ -1,0 +1,71 @@
+"""The remote layer's settings from the environment, read in this one place.
+
+``settings()`` is the only reader of ``SHMAUG_REQUEST_TIMEOUT_S`` and ``SHMAUG_SPAN_CACHE_MB``;
+nothing reads them at import. The values are parsed, and a bad one warned about, once per
+process and value (``functools.cache`` over the variables' text): each call looks the text up,
+so a worker, forked, spawned or under a forkserver (which hands it the parent's environment
+as it starts), and a test's ``monkeypatch.setenv`` take the value the environment holds then.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from dataclasses import dataclass
+
+log = logging.getLogger("shmaug.sources.remote")
+
+TIMEOUT_ENV = "SHMAUG_REQUEST_TIMEOUT_S"
+SPAN_CACHE_ENV = "SHMAUG_SPAN_CACHE_MB"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the environment asked of the remote layer, parsed."""
+
+    # The longest one request may take, whatever the backend's own timeouts say (a server that
+    # accepts connections and never answers): nothing hangs.
+    request_timeout_s: float = 60.0
+    # Bytes of its ranged reads a process keeps (``_spans.Spans``), least recently used out
+    # first: a request that read through a gap also read the records in it, and a later task's
+    # records may lie in a span already read; those are served without a request. Per process
+    # (worker); 0: none kept.
+    span_cache: int = 32 << 20
+
+
+def settings() -> Settings:
+    """The settings the environment holds now (parsed once per value)."""
+    return _parsed(os.environ.get(TIMEOUT_ENV, ""), os.environ.get(SPAN_CACHE_ENV, ""))
+
+
+@functools.cache
+def _parsed(timeout_text: str, span_text: str) -> Settings:
+    default = Settings()
+    return Settings(request_timeout_s=_seconds(TIMEOUT_ENV, timeout_text,
+                                               default.request_timeout_s),
+                    span_cache=_mebibytes(SPAN_CACHE_ENV, span_text,
+                                          default.span_cache / (1 << 20)))
+
+
+def _seconds(name: str, text: str, default: float) -> float:
+    """``text`` (the variable ``name``) as seconds (the default where unset or bad)."""
+    try:
+        return float(text) if text else default
+    except ValueError:
+        log.warning("%s=%r is not a number of seconds; using %g.", name, text, default)
+        return default
+
+
+def _mebibytes(name: str, text: str, default: float) -> int:
+    """``text`` (the variable ``name``) as a size in MiB, in bytes (the default where unset or
+    bad)."""
+    try:
+        value = float(text) if text else default
+        if not 0 <= value < 1 << 40:
+            raise ValueError
+    except ValueError:
+        log.warning("%s=%r is not a size in MiB (a number >= 0); using %g.", name, text,
+                    default)
+        value = default
+    return int(value * (1 << 20))
