@@ -14,9 +14,11 @@ with ranged requests, neighbours coalesced, every shard's requests in flight tog
 (``Remote.read_many``); ``fetch`` then hands each record out once. ``share(store)`` copies
 both blocks once into the loader's shared memory and returns a table that pickles as their
 handles, so a worker's memory does not grow with the number of records. ``fetch(i)`` runs in a
-worker: one positioned read of the record (no handle kept open, or a ranged request), then the format's unwrapping (``_tfrecord.image_of`` checks the
-CRCs and finds the image in the Example; a tar member is the image itself). This module owns
-the layout and the hand-off; which records and what they mean is ``records.py``'s.
+worker: the table's format (``_formats.RecordFormat``, named in the table) reads the record,
+through ``bytes_at`` (one positioned read, no handle kept open, or a ranged request) or
+``opened`` (a reader of the shard kept per process), and unwraps it (a TFRecord's CRCs and
+Example; a tar member is the image itself). This module owns the layout and the hand-off;
+which records and what they mean is ``records.py``'s, how a format reads them its module's.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from . import _tfrecord as T
+from . import _formats
 from ._decode import unreadable
 from . import _remote
 from ._remote import Fetched, Remote
@@ -35,11 +37,8 @@ from ..engine._store import ArrayHandle, SharedStore, attach_block
 
 _ROW = struct.Struct("<qqq")
 _INT64 = struct.Struct("<q")
-# A TFRecord frame holding an Example; the image bytes themselves; an ArrayRecord Example
-# (its "offset" is the record's number in the file, read through array_record's reader).
-KINDS = ("tfrecord", "raw", "array_record")
 _EXTENT_ROWS = 1 << 20  # rows read at once to find each shard's extent (bounded memory)
-_OPEN_READERS = 64  # ArrayRecord readers a process keeps open at most (one per shard)
+_OPEN_READERS = 64  # readers of shards (ArrayRecord's) a process keeps open at most
 
 
 class RecordTable:
@@ -54,7 +53,7 @@ class RecordTable:
 
     __slots__ = ("_n", "_has_classes", "_buf", "_blob", "_shards", "_bases",
                  "_kind", "_key", "_handles", "_blocks", "_data", "_readers", "_remote",
-                 "_fetched", "_extents")
+                 "_fetched", "_extents", "_format")
     NOUN = "record"  # what a sample is, in a reader's messages
     SOURCE = "ImageRecords"  # whose ``load`` reads this table, in a worker error
 
@@ -69,11 +68,12 @@ class RecordTable:
         self._blob: Any = None if blob is None else blob.data.cast("B")
         self._shards = shards  # invariant: one path per shard, in shard-number order
         self._bases = bases  # invariant: a shard's start in the blob, or -1 (read the file)
-        self._kind = kind  # invariant: one of KINDS
-        self._key = key  # the Example feature holding the image (kind "tfrecord")
+        self._kind = kind  # invariant: a name in _formats.FORMATS (what pickles)
+        self._format = _formats.named(kind)  # reads a record: the format called ``kind``
+        self._key = key  # the Example feature holding the image (TFRecord, ArrayRecord)
         self._handles = handles  # invariant: set iff the blocks live in shared memory
         self._blocks: tuple[Any, ...] = ()  # in a worker: the attached blocks behind the bufs
-        self._readers: dict[int, Any] = {}  # ArrayRecord readers opened in this process
+        self._readers: dict[int, Any] = {}  # readers of shards opened in this process
         self._remote = remote  # invariant: set iff the shards are URLs
         self._fetched = Fetched()  # this task's records and those of the tasks behind it
         self._extents: tuple[np.ndarray, int] | None = None  # see _extent_of
@@ -132,7 +132,7 @@ class RecordTable:
     def __len__(self) -> int:
         return self._n
 
-    def _locate(self, index: int) -> tuple[int, int, int, int]:
+    def locate(self, index: int) -> tuple[int, int, int, int]:
         """``(shard, record number in the shard, offset, length)`` of record ``index``."""
         i = int(index)
         if i < 0:
@@ -144,54 +144,52 @@ class RecordTable:
 
     def __getitem__(self, index: int) -> str:
         """What ``stats()["unreadable"]`` calls record ``index``: ``shard[number]``."""
-        shard, number, _, _ = self._locate(index)
+        shard, number, _, _ = self.locate(index)
         return f"{self._shards[shard]}[{number}]"
 
     def what(self, index: int) -> str:
         """How an error names record ``index``: its shard, number and byte offset."""
-        shard, number, offset, _ = self._locate(index)
+        shard, number, offset, _ = self.locate(index)
         return f"the image of record {number} of {self._shards[shard]!r} (byte offset {offset})"
 
+    @property
+    def key(self) -> str:
+        """The Example feature holding the image (formats of Examples; "" for the others)."""
+        return self._key
+
     def fetch(self, index: int) -> np.ndarray:
-        """The encoded image of record ``index`` (what a reader decodes).
+        """The encoded image of record ``index`` (what a reader decodes), as its format
+        reads it.
 
         Raises:
             ImageReadError: the shard cannot be read, changed since it was indexed, or (a
                 TFRecord) the record's CRC does not match or it has no image.
         """
-        shard, _, offset, length = self._locate(index)
-        if self._kind == "array_record":
-            try:
-                raw = self._reader(shard).read([offset])[0]
-            except Exception as exc:  # the C++ reader raises plain RuntimeError / ValueError
-                raise unreadable(self.what(index), f"ArrayRecord: {exc}") from None
-            return T.example_image(raw, self.what(index), self._key)
-        frame = self._kind == "tfrecord"
-        size = length + self._frame_bytes
+        return self._format.read(self, index)
+
+    def bytes_at(self, index: int, shard: int, offset: int, size: int) -> bytes:
+        """``size`` bytes of ``shard`` from ``offset`` (record ``index``'s, fewer where the
+        file is shorter): from its decompressed copy, the bucket, or one positioned read.
+
+        Raises:
+            ImageReadError: the shard cannot be read.
+        """
         base = self._bases[shard]
         if base >= 0:
-            raw = bytes(self._blob[base + offset:base + offset + size])
-        elif self._remote is not None:
-            raw = self._remote_bytes(index, shard, offset, size)
-        else:
-            try:
-                with open(self._shards[shard], "rb", buffering=0) as f:
-                    f.seek(offset)
-                    raw = f.read(size)
-            except OSError as exc:
-                raise unreadable(self.what(index), exc.strerror or str(exc)) from None
-        if frame:
-            return T.image_of(raw, self.what(index), self._key)
-        if len(raw) != size:
-            raise unreadable(self.what(index), "the file is shorter than when it was indexed "
-                                               "(it changed); build the ImageRecords again")
-        return np.frombuffer(raw, np.uint8)
+            return bytes(self._blob[base + offset:base + offset + size])
+        if self._remote is not None:
+            return self._remote_bytes(index, shard, offset, size)
+        try:
+            with open(self._shards[shard], "rb", buffering=0) as f:
+                f.seek(offset)
+                return f.read(size)
+        except OSError as exc:
+            raise unreadable(self.what(index), exc.strerror or str(exc)) from None
 
     @property
     def _frame_bytes(self) -> int:
-        """What a record's frame adds to its length in the shard (a TFRecord's header and
-        CRC; nothing for the other kinds)."""
-        return T.HEADER.size + T.FOOTER if self._kind == "tfrecord" else 0
+        """What a record's frame adds to its length in the shard (its format's)."""
+        return self._format.frame_bytes
 
     @property
     def prefetch(self) -> Callable[..., None] | None:
@@ -213,7 +211,7 @@ class RecordTable:
             """The records read from the bucket (not those of a shard held decompressed),
             until their bytes pass ``budget``."""
             for index in found:
-                shard, _, offset, length = self._locate(int(index))
+                shard, _, offset, length = self.locate(int(index))
                 if self._bases[shard] < 0:
                     budget -= length + extra
                     if budget < 0:
@@ -271,18 +269,17 @@ class RecordTable:
                                                "moved since it was indexed)") from None
         return data
 
-    def _reader(self, shard: int) -> Any:
-        """This process's ArrayRecord reader of ``shard``, opened on first use (readers are
-        not shared: each process opens its own, and they close with the table)."""
+    def opened(self, shard: int, open_shard: Callable[[str], Any]) -> Any:
+        """This process's reader of ``shard`` (``open_shard(path)``, a format's: ArrayRecord's),
+        opened on first use; readers are not shared: each process opens its own, and they
+        close with the table, or when too many are open."""
         reader = self._readers.get(shard)
         if reader is None:
-            from array_record.python.array_record_module import ArrayRecordReader
-
             if len(self._readers) >= _OPEN_READERS:
                 for old in self._readers.values():
                     old.close()
                 self._readers.clear()
-            reader = ArrayRecordReader(self._shards[shard], "readahead_buffer_size:0")
+            reader = open_shard(self._shards[shard])
             self._readers[shard] = reader
         return reader
 

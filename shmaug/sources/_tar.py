@@ -5,8 +5,9 @@ A WebDataset shard is a plain tar whose members are grouped by key: ``dir/0001.j
 the first dot of its file name; the extension is the rest, compared in lower case). ``scan``
 reads one shard's headers once with ``tarfile`` (it seeks over member data) and reads only the
 small label members; each sample's image is then an offset and a length in the tar, which
-``_index.RecordTable`` keeps in shared memory and a worker reads directly. This module knows
-the layout; the table knows where, ``records.py`` what it means.
+``_index.RecordTable`` keeps in shared memory and a worker reads directly (the member is the
+image: the ``_formats.RAW`` format). This module knows the layout; the table knows where,
+``records.py`` what it means.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import tarfile
 from typing import Any, BinaryIO, Sequence
 
+from ._shards import Scan, Shards, cached
 from ..errors import ArgumentError
 
 
@@ -22,6 +24,18 @@ def split_name(name: str) -> tuple[str, str]:
     folder, _, base = name.rpartition("/")
     stem, dot, ext = base.partition(".")
     return (f"{folder}/{stem}" if folder else stem), ext.lower() if dot else ""
+
+
+def indexer(found: Shards, image_exts: Sequence[str], label_ext: str | None,
+            index_cache: str | None) -> Scan:
+    """The scan of ``found``'s shards, each streamed once, its index kept in ``index_cache``
+    (None: not kept)."""
+
+    def streamed(path: str) -> tuple[list[int], list[int], list[Any]]:
+        with found.opened(path) as (f, _):
+            return scan(path, image_exts, label_ext, f)
+
+    return cached(streamed, index_cache, f"tar|{tuple(image_exts)}|{label_ext}", found)
 
 
 def scan(path: str, image_exts: Sequence[str], label_ext: str | None,

@@ -10,8 +10,9 @@ reads). It reads no record; ``records.py`` indexes the shards.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
+from ._shards import Scan
 from ..errors import ArgumentError
 
 
@@ -96,3 +97,16 @@ def instructions(info: Any, split: str, folder: str) -> list[tuple[str, int, int
         if take:
             out.append((os.fspath(f.filename), int(f.skip), take))
     return out
+
+
+def sliced(instructions: list[tuple[str, int, int]], scan: Callable[[str], Any]) -> Scan:
+    """``scan`` (a format's, of one local file) keeping of each shard only the records the
+    split takes (``instructions``' skip and take)."""
+    skips = {path: (skip, take) for path, skip, take in instructions}
+
+    def scan_slice(path: str) -> tuple[list[int], list[int], list[Any]]:
+        skip, take = skips[path]
+        found = scan(path)
+        return found[0][skip:skip + take], found[1][skip:skip + take], found[2][skip:skip + take]
+
+    return scan_slice

@@ -8,29 +8,34 @@ A TFRecord file is a run of frames::
 ``crc32c::Mask``). ``scan`` walks one file once in the main process: it reads every header,
 checks its CRC, and when labels are asked for reads the record and parses its Example
 (``_example.py``) for the label; otherwise it seeks over the data. It returns each record's
-byte offset and length, which ``_index.RecordTable`` keeps in shared memory. ``image_of`` runs
-in a worker on one frame read at that offset: checks both CRCs, parses the Example, returns the
-image's encoded bytes. GZIP files cannot be read at an offset, so ``scan``'s caller decompresses
-them once into memory (``inflate``). ArrayRecord files of Examples share the Example side
-(``scan_array_record``, ``example_image``). This module knows the formats; the table knows
-where.
+byte offset and length, which ``_index.RecordTable`` keeps in shared memory. ``TFRECORD.read``
+runs in a worker on one frame read at that offset (``image_of``): checks both CRCs, parses the
+Example, returns the image's encoded bytes. GZIP files cannot be read at an offset, so
+``indexer`` decompresses them once into memory (``inflate``). ArrayRecord files of Examples
+(``_array_record.py``) share the Example side (``label_of``, ``example_image``). This module
+knows the format (the ``_formats.RecordFormat`` named "tfrecord"); the table knows where.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
+import os
 import struct
 import warnings
 import zlib
-from typing import Any, BinaryIO, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 import numpy as np
 
 from . import _example as E
 from ._decode import unreadable
+from ._shards import Scan, Shards, cached
 from ..errors import ArgumentError, ImageReadError
+
+if TYPE_CHECKING:
+    from ._index import RecordTable
 
 HEADER = struct.Struct("<QI")  # length, masked CRC of the length
 FOOTER = 4  # masked CRC of the data
@@ -236,40 +241,59 @@ def example_image(data: bytes | memoryview, what: str, image_key: str) -> np.nda
     return np.frombuffer(image, np.uint8)
 
 
-def scan_array_record(path: str, image_key: str, label_key: str | None
-                      ) -> tuple[list[int], list[int], list[Any]]:
-    """Every record of one ArrayRecord file of Examples: ``(record numbers, zeros, labels)``
-    (its own index gives random access; labels are read when ``label_key`` is set).
+@dataclass(frozen=True, slots=True)
+class TFRecord:
+    """The ``_formats.RecordFormat`` of TFRecord frames holding an Example: a worker reads
+    the whole frame, checks both CRCs and takes the table's image feature (``table.key``)."""
 
-    Raises:
-        ArgumentError: not an ArrayRecord file; a record without ``image_key`` or ``label_key``.
-    """
-    from array_record.python.array_record_module import ArrayRecordReader
+    name: str = "tfrecord"
+    frame_bytes: int = HEADER.size + FOOTER
 
-    reader = None
-    try:
-        reader = ArrayRecordReader(path, "readahead_buffer_size:0")
-        if not reader.ok():  # it says why only when closed
-            failed, reader = reader, None
-            failed.close()
-            raise RuntimeError("the reader is not ok")
-        n = reader.num_records()
-        labels: list[Any] = []
-        for start in range(0, n, 1024):
-            if label_key is None:
-                break
-            batch = reader.read(list(range(start, min(n, start + 1024))))
-            labels += [label_of(data, f"record {start + k} of {path!r}", image_key, label_key)
-                       for k, data in enumerate(batch)]
-    except (RuntimeError, ValueError, OSError) as exc:  # what the C++ reader raises
-        if isinstance(exc, (ArgumentError, ImageReadError)):
-            raise
-        raise ArgumentError(
-            f"`files`: cannot read {path!r} as an ArrayRecord file ({exc}). Fix: pass "
-            f"ArrayRecord files (as TFDS and Grain write them), or leave it out."
-        ) from None
-    finally:
-        if reader is not None:
-            with contextlib.suppress(RuntimeError):  # a reader that failed fails to close too
-                reader.close()
-    return list(range(n)), [0] * n, labels
+    def read(self, table: RecordTable, index: int) -> np.ndarray:
+        shard, _, offset, length = table.locate(index)
+        raw = table.bytes_at(index, shard, offset, length + self.frame_bytes)
+        return image_of(raw, table.what(index), table.key)
+
+
+TFRECORD = TFRecord()
+Memory = Callable[[], tuple[Any, "tuple[int, ...] | None"]]
+
+
+def indexer(found: Shards, image_key: str, label_key: str | None,
+            compression_type: str | None, index_cache: str | None) -> tuple[Scan, Memory]:
+    """The scan of ``found``'s TFRecord files, and what it held in memory once it has run:
+    ``(decompressed GZIP files as one uint8 array or None, per shard its start there or -1)``.
+    Plain files are scanned where they lie (their index kept in ``index_cache``, None: not
+    kept); GZIP files (``compression_type`` "GZIP", or None and their first bytes say so)
+    are decompressed whole, since they cannot be read at an offset."""
+    blobs: list[bytes] = []
+    bases: list[int] = []
+
+    def plain(path: str) -> tuple[list[int], list[int], list[Any]]:
+        with found.opened(path) as (f, size):
+            return scan(f, size, path, image_key, label_key)
+
+    reused = cached(plain, index_cache, f"tfrecord|{image_key}|{label_key}", found)
+
+    def scan_one(path: str) -> tuple[list[int], list[int], list[Any]]:
+        gz = (is_gzip(found.head(path, HEADER.size)) if compression_type is None
+              else compression_type == "GZIP")
+        if not gz:
+            bases.append(-1)
+            return reused(path)
+        data = inflate(found.whole(path), path)
+        bases.append(sum(len(b) for b in blobs))
+        blobs.append(data)
+        return scan(io.BytesIO(data), len(data), path, image_key, label_key)
+
+    def memory() -> tuple[Any, tuple[int, ...] | None]:
+        return np.frombuffer(b"".join(blobs), np.uint8) if blobs else None, tuple(bases)
+
+    return scan_one, memory
+
+
+def scan_file(path: str, image_key: str, label_key: str | None
+              ) -> tuple[list[int], list[int], list[Any]]:
+    """``scan`` of one local, plain TFRecord file."""
+    with open(path, "rb") as f:
+        return scan(f, os.fstat(f.fileno()).st_size, path, image_key, label_key)

@@ -24,7 +24,7 @@ that does not match, a record without its label) is reported when the source is 
 
 from __future__ import annotations
 
-import io
+import inspect
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -34,10 +34,11 @@ import numpy as np
 from . import _folders as F
 from . import _options as O
 from . import _tar
+from . import _array_record as A
 from . import _tfrecord as T
+from ._formats import RAW
 from ._index import RecordTable
 from ._shards import Scan as _Scan
-from ._shards import cached
 from ._shards import check_keywords as _check_keywords
 from ._shards import Shards as _Shards
 from ._shards import expand as _expand
@@ -153,43 +154,20 @@ class ImageRecords(O.ImageSource):
             (('0', '1'), 1281167)
         """
         found = _find("files", files, "TFRecord files", storage_options)
-        paths = found.paths
         if T.SLOW_CRC:
             warn(f"ImageRecords.from_tfrecord checks each record's CRC-32C in pure Python, "
                  f"about 1,000 times slower than in C (milliseconds per image): "
                  f"{T.SLOW_CRC_FIX}")
         O.check_choice("compression_type", compression_type, (None, "", "GZIP"),
                        "None tells plain from GZIP files by their bytes")
-        wanted = label_key if settings.get("label_mode", "int") is not None else None
-        blobs: list[bytes] = []
-        bases: list[int] = []
-
-        def plain(path: str) -> tuple[list[int], list[int], list[Any]]:
-            with found.opened(path) as (f, size):
-                return T.scan(f, size, path, image_key, wanted)
-
-        reused = cached(plain, None if index_cache is None else os.fspath(index_cache),
-                        f"tfrecord|{image_key}|{wanted}", found)
-
-        def scan(path: str) -> tuple[list[int], list[int], list[Any]]:
-            gz = (T.is_gzip(found.head(path, T.HEADER.size)) if compression_type is None
-                  else compression_type == "GZIP")
-            if not gz:
-                bases.append(-1)
-                return reused(path)
-            data = T.inflate(found.whole(path), path)
-            bases.append(sum(len(b) for b in blobs))
-            blobs.append(data)
-            return T.scan(io.BytesIO(data), len(data), path, image_key, wanted)
-
-        shown = files if isinstance(files, str) else O.Text(f"<{len(paths)} files>")
-        passed = dict(image_key=image_key, label_key=label_key, class_names=class_names,
-                      compression_type=compression_type, index_cache=index_cache,
-                      storage_options=shown_options(found.remote), **settings)
-        call = f"from_tfrecord({shown!r}{O.passed(passed, _TFRECORD_DEFAULTS)})"
-        return cls._indexed(found, scan, "tfrecord", image_key, wanted, class_names, call,
-                            settings, lambda: (np.frombuffer(b"".join(blobs), np.uint8)
-                                               if blobs else None, tuple(bases)))
+        wanted = _wanted(label_key, settings)
+        scan, memory = T.indexer(found, image_key, wanted, compression_type, _folder(index_cache))
+        call = _call(cls.from_tfrecord, _shown(files, found.paths, "files"), dict(
+            image_key=image_key, label_key=label_key, class_names=class_names,
+            compression_type=compression_type, index_cache=index_cache,
+            storage_options=shown_options(found.remote), **settings))
+        return cls._indexed(found, scan, T.TFRECORD.name, call, settings, key=image_key,
+                            label_key=wanted, class_names=class_names, memory=memory)
 
     @classmethod
     def from_array_record(
@@ -215,15 +193,12 @@ class ImageRecords(O.ImageSource):
                     "from_tfrecord reads from a bucket")
         _need("array_record", "arrayrecord")
         paths = _expand("files", files, "ArrayRecord files")
-        wanted = label_key if settings.get("label_mode", "int") is not None else None
-        shown = files if isinstance(files, str) else O.Text(f"<{len(paths)} files>")
-        passed = dict(image_key=image_key, label_key=label_key, class_names=class_names,
-                      **settings)
-        call = f"from_array_record({shown!r}{O.passed(passed, _ARRAY_RECORD_DEFAULTS)})"
-        return cls._indexed(_Shards(paths),
-                            lambda path: T.scan_array_record(path, image_key, wanted),
-                            "array_record", image_key, wanted, class_names, call, settings,
-                            lambda: (None, None))
+        wanted = _wanted(label_key, settings)
+        call = _call(cls.from_array_record, _shown(files, paths, "files"), dict(
+            image_key=image_key, label_key=label_key, class_names=class_names, **settings))
+        return cls._indexed(_Shards(paths), lambda path: A.scan(path, image_key, wanted),
+                            A.ARRAY_RECORD.name, call, settings, key=image_key, label_key=wanted,
+                            class_names=class_names)
 
     @classmethod
     def from_tfds(
@@ -259,27 +234,19 @@ class ImageRecords(O.ImageSource):
         folder, info = _tfds.prepared(name, data_dir)
         image, label, names = _tfds.features(info, image_key, label_key)
         instructions = _tfds.instructions(info, split, folder)
-        kind = "array_record" if "array" in str(info.file_format).lower() else "tfrecord"
-        if kind == "array_record":
+        array = "array" in str(info.file_format).lower()
+        if array:
             _need("array_record", "arrayrecord")
-        wanted = label if settings.get("label_mode", "int") is not None else None
-        skips = {path: (skip, take) for path, skip, take in instructions}
-
-        def scan(path: str) -> tuple[list[int], list[int], list[Any]]:
-            if kind == "array_record":
-                found = T.scan_array_record(path, image, wanted)
-            else:
-                with open(path, "rb") as f:
-                    found = T.scan(f, os.fstat(f.fileno()).st_size, path, image, wanted)
-            skip, take = skips[path]
-            return tuple(part[skip:skip + take] for part in found)  # type: ignore[return-value]
-
-        passed = dict(split=split, data_dir=data_dir, image_key=image_key, label_key=label_key,
-                      **settings)
-        call = f"from_tfds({name!r}{O.passed(passed, _TFDS_DEFAULTS)})"
-        return cls._indexed(_Shards([p for p, _, _ in instructions]), scan, kind, image, wanted,
-                            names, call, settings, lambda: (None, None),
-                            [skip for _, skip, _ in instructions])
+        wanted = _wanted(label, settings)
+        scan = _tfds.sliced(instructions, lambda path: (A.scan if array else T.scan_file)(
+            path, image, wanted))
+        call = _call(cls.from_tfds, name, dict(split=split, data_dir=data_dir,
+                                               image_key=image_key, label_key=label_key,
+                                               **settings))
+        return cls._indexed(_Shards([p for p, _, _ in instructions]), scan,
+                            (A.ARRAY_RECORD if array else T.TFRECORD).name, call, settings,
+                            key=image, label_key=wanted, class_names=names,
+                            skips=[skip for _, skip, _ in instructions])
 
     @classmethod
     def from_webdataset(
@@ -309,26 +276,17 @@ class ImageRecords(O.ImageSource):
             ...                                        image_size=(224, 224))
         """
         found = _find("tar_files", tar_files, "tar shards", storage_options)
-        paths = found.paths
         exts = tuple(e.lower().lstrip(".") for e in (
             image_ext.split(";") if isinstance(image_ext, str) else image_ext))
-        wanted = label_ext if settings.get("label_mode", "int") is not None else None
+        wanted = _wanted(label_ext, settings)
         if wanted is not None:
             wanted = wanted.lower().lstrip(".")
-        shown = tar_files if isinstance(tar_files, str) else O.Text(f"<{len(paths)} shards>")
-        passed = dict(image_ext=image_ext, label_ext=label_ext, class_names=class_names,
-                      index_cache=index_cache, storage_options=shown_options(found.remote),
-                      **settings)
-        call = f"from_webdataset({shown!r}{O.passed(passed, _WEBDATASET_DEFAULTS)})"
-
-        def streamed(path: str) -> tuple[list[int], list[int], list[Any]]:
-            with found.opened(path) as (f, _):
-                return _tar.scan(path, exts, wanted, f)
-
-        scan = cached(streamed, None if index_cache is None else os.fspath(index_cache),
-                      f"tar|{exts}|{wanted}", found)
-        return cls._indexed(found, scan, "raw", "", wanted, class_names, call, settings,
-                            lambda: (None, None))
+        call = _call(cls.from_webdataset, _shown(tar_files, found.paths, "shards"), dict(
+            image_ext=image_ext, label_ext=label_ext, class_names=class_names,
+            index_cache=index_cache, storage_options=shown_options(found.remote), **settings))
+        scan = _tar.indexer(found, exts, wanted, _folder(index_cache))
+        return cls._indexed(found, scan, RAW.name, call, settings, label_key=wanted,
+                            class_names=class_names)
 
     @classmethod
     def from_huggingface(
@@ -364,7 +322,7 @@ class ImageRecords(O.ImageSource):
         _arrow.check(dataset, image_column, label_column)
         shards, shard_of, numbers, offsets, lengths, blob = _arrow.rows(dataset, image_column)
         labels, names = None, class_names
-        if label_column is not None and settings.get("label_mode", "int") is not None:
+        if _wanted(label_column, settings) is not None:
             labels = dataset[label_column]
             feature = dataset.features[label_column]
             if isinstance(feature, datasets.ClassLabel) and class_names is None:
@@ -372,23 +330,24 @@ class ImageRecords(O.ImageSource):
         classes, names = F.encode_names(labels, len(offsets), names)
         if classes is not None and not names:
             names = tuple(str(c) for c in range(int(classes.max()) + 1))
-        table = RecordTable.build(shards, shard_of, offsets, lengths, classes, "raw", "", blob,
-                                  (0,) if blob is not None else None, numbers)
-        records = cls(table, classes, names, **settings)
-        passed = dict(image_column=image_column, label_column=label_column,
-                      class_names=class_names, **settings)
-        shown = O.Text(f"<Dataset of {len(offsets)} rows>")
-        object.__setattr__(records, "_origin", f"from_huggingface({shown!r}"
-                                               f"{O.passed(passed, _HUGGINGFACE_DEFAULTS)})")
-        return records
+        table = RecordTable.build(shards, shard_of, offsets, lengths, classes, RAW.name, "",
+                                  blob, (0,) if blob is not None else None, numbers)
+        return cls(table, classes, names, **settings)._made(_call(
+            cls.from_huggingface, O.Text(f"<Dataset of {len(offsets)} rows>"), dict(
+                image_column=image_column, label_column=label_column, class_names=class_names,
+                **settings)))
 
     @classmethod
-    def _indexed(cls, where: _Shards, scan: _Scan, kind: str, key: str,
-                 label_key: str | None, class_names: Sequence[str] | None, call: str,
-                 settings: dict[str, Any], memory: Callable[[], tuple[Any, Any]],
+    def _indexed(cls, where: _Shards, scan: _Scan, kind: str, call: str,
+                 settings: dict[str, Any], *, key: str = "", label_key: str | None = None,
+                 class_names: Sequence[str] | None = None, memory: T.Memory | None = None,
                  skips: list[int] | None = None) -> ImageRecords:
-        """Scan every shard (a progress bar on long scans), build the table, the source.
-        ``skips``: per shard, the records its scan left out in front (a TFDS slice)."""
+        """Scan every shard (a progress bar on long scans), build the table of format
+        ``kind`` (``key``: its image feature), the source made by ``call``.
+
+        ``label_key``: None for no labels; ``memory()``: after the scan, what it kept in
+        memory (``_tfrecord.indexer``'s); ``skips``: per shard, the records its scan left
+        out in front (a TFDS slice)."""
         from tqdm import tqdm
 
         _check_keywords(settings)  # before the scan, which may be long
@@ -415,7 +374,7 @@ class ImageRecords(O.ImageSource):
                                         class_names)
         if classes is not None and not names:  # int labels: classes 0..max, named by number
             names = tuple(str(c) for c in range(int(classes.max()) + 1))
-        blob, bases = memory()
+        blob, bases = memory() if memory is not None else (None, None)
         shards = np.repeat(np.arange(len(paths), dtype=np.int64), counts)
         numbers = None
         if skips is not None:  # record numbers in the shard, past the records skipped
@@ -424,9 +383,12 @@ class ImageRecords(O.ImageSource):
         table = RecordTable.build(tuple(paths), shards, np.concatenate(offsets),
                                   np.concatenate(lengths), classes, kind, key, blob, bases,
                                   numbers, where.remote)
-        records = cls(table, classes, names, **settings)
-        object.__setattr__(records, "_origin", call)
-        return records
+        return cls(table, classes, names, **settings)._made(call)
+
+    def _made(self, call: str) -> ImageRecords:
+        """This source, its ``repr`` showing ``call`` (the constructor that made it)."""
+        object.__setattr__(self, "_origin", call)
+        return self
 
     def __repr__(self) -> str:  # the records can number millions: the call and a summary
         made = self._origin or f"ImageRecords({self.table!r})"
@@ -435,16 +397,26 @@ class ImageRecords(O.ImageSource):
                          self.class_names, self.output_shape)
 
 
-_TFRECORD_DEFAULTS: dict[str, Any] = dict(
-    image_key="image/encoded", label_key="image/class/label", class_names=None,
-    compression_type=None, index_cache=None, storage_options=None, **O.SETTINGS_DEFAULTS)
-_HUGGINGFACE_DEFAULTS: dict[str, Any] = dict(
-    image_column="image", label_column="label", class_names=None, **O.SETTINGS_DEFAULTS)
-_ARRAY_RECORD_DEFAULTS: dict[str, Any] = dict(
-    image_key="image/encoded", label_key="image/class/label", class_names=None,
-    **O.SETTINGS_DEFAULTS)
-_TFDS_DEFAULTS: dict[str, Any] = dict(
-    split="train", data_dir=None, image_key=None, label_key=None, **O.SETTINGS_DEFAULTS)
-_WEBDATASET_DEFAULTS: dict[str, Any] = dict(
-    image_ext="jpg", label_ext="cls", class_names=None, index_cache=None, storage_options=None,
-    **O.SETTINGS_DEFAULTS)
+
+# -- how a constructor reads its arguments ----------------------------------------------------
+
+def _wanted(label_key: str | None, settings: dict[str, Any]) -> str | None:
+    """The label key to scan for: none where ``label_mode=None`` asks for no labels."""
+    return label_key if settings.get("label_mode", "int") is not None else None
+
+
+def _folder(index_cache: str | os.PathLike[str] | None) -> str | None:
+    return None if index_cache is None else os.fspath(index_cache)
+
+
+def _shown(given: Any, paths: Sequence[str], noun: str) -> Any:
+    """How ``repr`` shows the shards given: a pattern as written, a list by its length."""
+    return given if isinstance(given, str) else O.Text(f"<{len(paths)} {noun}>")
+
+
+def _call(constructor: Callable[..., Any], first: Any, passed: dict[str, Any]) -> str:
+    """``constructor(first, name=value, ...)`` for ``repr``: each argument in ``passed`` that
+    differs from its default, the defaults read from the constructor's own signature."""
+    defaults = {name: p.default for name, p in inspect.signature(constructor).parameters.items()
+                if p.default is not p.empty}
+    return f"{constructor.__name__}({first!r}{O.passed(passed, {**defaults, **O.SETTINGS_DEFAULTS})})"
