@@ -30,7 +30,7 @@ import numpy as np
 
 from . import _formats
 from ._decode import unreadable
-from . import _remote
+from . import _ahead
 from ._remote import Fetched, Remote
 from ..errors import RemoteError
 from ..engine._store import ArrayHandle, SharedStore, attach_block
@@ -221,7 +221,7 @@ class RecordTable:
 
         wanted: dict[int, list[tuple[int, int, int]]] = {}  # shard -> (index, offset, size)
         for index in self._fetched.missing(list(in_bucket(indices)),
-                                           in_bucket(ahead, _remote.AHEAD_BYTES)):
+                                           in_bucket(ahead, _ahead.AHEAD_BYTES)):
             shard, offset, size = located[index]
             wanted.setdefault(shard, []).append((index, offset, size))
         # Where all the shards in the bucket fit the span cache, a small one is read whole

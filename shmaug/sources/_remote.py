@@ -24,9 +24,6 @@ or a benchmark) where it is defined, and a copy here would not reach its readers
 
 from __future__ import annotations
 
-from typing import Any
-
-from . import _ahead
 from ._ahead import Fetched
 from ._client import Remote
 from ._failures import from_backend
@@ -34,10 +31,3 @@ from ._urls import Listing, is_url, protocol_of
 
 __all__ = ["Fetched", "Listing", "Remote", "from_backend", "is_url", "protocol_of"]
 
-
-def __getattr__(name: str) -> Any:
-    # Transitional, until _index.py reads ``_ahead.AHEAD_BYTES`` itself: read through to the
-    # owner (never a copy), so a patch of ``_ahead.AHEAD_BYTES`` is what this returns.
-    if name == "AHEAD_BYTES":
-        return _ahead.AHEAD_BYTES
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
