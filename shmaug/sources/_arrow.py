@@ -6,7 +6,8 @@ uncompressed Arrow file a binary column's values are one contiguous data buffer,
 image is a plain byte range of the file: the buffer's position in the file plus the column's
 value offsets. ``rows`` reads each file's layout once in the main process (pyarrow maps it, no
 pixel is copied) and returns those byte ranges, which ``_index.RecordTable`` keeps in shared
-memory; workers then read a row with one positioned read, without pyarrow or ``datasets``. A
+memory; workers then read a row with one positioned read (the ``_formats.RAW`` format: the
+bytes are the image), without pyarrow or ``datasets``. A
 dataset held in memory (``Dataset.from_dict``, no cache files) has its image bytes copied once
 into a block that the loader shares. The dataset's own row order (after ``shuffle``,
 ``select``, ``train_test_split``: an indices mapping) is applied. This module knows Arrow;

@@ -9,8 +9,9 @@ image itself.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, fields
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -79,6 +80,15 @@ class DecodeSettings:
 
 # The shared settings' names and defaults, from the one place they are written.
 SETTINGS_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(DecodeSettings)}
+
+
+def defaults_of(*constructors: Callable[..., Any]) -> dict[str, Any]:
+    """The defaults of ``constructors``' arguments, read from their signatures (never written
+    twice): their own arguments', in signature order, then the shared settings'."""
+    own = {name: p.default for c in constructors
+           for name, p in inspect.signature(c).parameters.items()
+           if p.default is not p.empty and name not in SETTINGS_DEFAULTS}
+    return {**own, **SETTINGS_DEFAULTS}
 
 
 def encoded_labels(labels: Any, label_mode: str | None, n: int,

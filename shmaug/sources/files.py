@@ -340,7 +340,8 @@ class ImageFiles(O.ImageSource):
                          self.class_names, self.output_shape)
 
     def _settings_text(self) -> str:
-        given = {k: getattr(self, k) for k in _PATHS_DEFAULTS}
+        given = {k: getattr(self, k)
+                 for k in ("class_names", "storage_options", *O.SETTINGS_DEFAULTS)}
         given["storage_options"] = B.shown_options(self._remote)
         return O.passed(given, _PATHS_DEFAULTS)
 
@@ -356,12 +357,7 @@ class ImageFiles(O.ImageSource):
 
 # -- arguments --------------------------------------------------------------------------------
 
-_DIRECTORY_DEFAULTS: dict[str, Any] = dict(
-    labels="inferred", class_names=None, follow_links=False, validation_split=None, subset=None,
-    seed=None, storage_options=None, listing_cache=None, **O.SETTINGS_DEFAULTS)
-_PATHS_DEFAULTS: dict[str, Any] = dict(class_names=None, storage_options=None,
-                                       **O.SETTINGS_DEFAULTS)
-_FRAME_DEFAULTS: dict[str, Any] = dict(x_col="filename", y_col="class", classes=None,
-                                       storage_options=None,
-                                       **O.SETTINGS_DEFAULTS)
-
+# Each constructor's defaults, for its repr and its messages, read from its signature.
+_DIRECTORY_DEFAULTS = O.defaults_of(ImageFiles.from_directory)
+_PATHS_DEFAULTS = O.defaults_of(ImageFiles.from_paths)
+_FRAME_DEFAULTS = O.defaults_of(ImageFiles.from_paths, ImageFiles.from_dataframe)

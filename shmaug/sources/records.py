@@ -10,10 +10,11 @@ loader copies once into its shared memory. A worker then reads record i with one
 read, so the engine's exact shuffle, exactly-once epochs, determinism for any worker count,
 resume and sharding hold unchanged, with no shuffle buffer.
 
-Formats: ``from_tfrecord`` (``_tfrecord.py``, ``_example.py``: no TensorFlow needed),
-``from_tfds`` (``_tfds.py``: TFDS' metadata and split arithmetic, then its TFRecord or
-ArrayRecord shards as above), ``from_array_record`` (its own index, through
-``array_record``'s reader in each worker), ``from_webdataset`` (``_tar.py``) and
+Formats (each one module holding its scan and its read, ``_formats.py``): ``from_tfrecord``
+(``_tfrecord.py``, ``_example.py``: no TensorFlow needed), ``from_tfds`` (``_tfds.py``: TFDS'
+metadata and split arithmetic, then its TFRecord or ArrayRecord shards as above),
+``from_array_record`` (``_array_record.py``: its own index, through ``array_record``'s reader
+in each worker), ``from_webdataset`` (``_tar.py``) and
 ``from_huggingface`` (``_arrow.py``: byte ranges in the dataset's Arrow files; ``datasets`` and
 pyarrow are needed to build the source, not in the workers). An unreadable image (a CRC that
 does not match, no image feature, bytes that are no image) raises ``ImageReadError`` naming the
@@ -24,7 +25,6 @@ that does not match, a record without its label) is reported when the source is 
 
 from __future__ import annotations
 
-import inspect
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -417,6 +417,4 @@ def _shown(given: Any, paths: Sequence[str], noun: str) -> Any:
 def _call(constructor: Callable[..., Any], first: Any, passed: dict[str, Any]) -> str:
     """``constructor(first, name=value, ...)`` for ``repr``: each argument in ``passed`` that
     differs from its default, the defaults read from the constructor's own signature."""
-    defaults = {name: p.default for name, p in inspect.signature(constructor).parameters.items()
-                if p.default is not p.empty}
-    return f"{constructor.__name__}({first!r}{O.passed(passed, {**defaults, **O.SETTINGS_DEFAULTS})})"
+    return f"{constructor.__name__}({first!r}{O.passed(passed, O.defaults_of(constructor))})"
