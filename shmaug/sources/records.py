@@ -45,14 +45,13 @@ from ._shards import expand as _expand
 from ._shards import find as _find
 from ._shards import local_only as _local_only
 from ._shards import need as _need
-from ._reader import Reader
 from ._bucket import shown_options
 from ..errors import ArgumentError, ArgumentTypeError, got, warn
 
 __all__ = ["ImageRecords"]
 
 
-@dataclass(frozen=True, slots=True, init=False, eq=False, repr=False)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class ImageRecords(O.ImageSource):
     """Images inside record shards, decoded in shmaug's workers.
 
@@ -76,19 +75,9 @@ class ImageRecords(O.ImageSource):
         >>> train = shmaug.Sequence(records, batch_size=32, augment=fn, shuffle=True)
     """
 
+    # Its fields; the settings, labels and ``load`` are ``ImageSource``'s, set in __init__.
     table: RecordTable
-    load: Reader
-    labels: Any
-    class_names: tuple[str, ...]
-    image_size: tuple[int, int]
-    color_mode: str | None
-    interpolation: str
-    on_error: str
-    channels: int
     label_mode: str | None
-    reduced_decode: bool
-    crop_to_aspect_ratio: bool
-    pad_to_aspect_ratio: bool
     _origin: str  # the call that built it, for repr
 
     def __init__(self, table: RecordTable, labels: Any = None, class_names: Sequence[str] = (),
