@@ -188,6 +188,9 @@ class Order:
     num_shards: int
     shard_index: int
     plan: BatchPlan  # the batches of this shard's epochs
+    # shuffle=None under `per_pass`: whether a pass shuffles is known only when it begins, so
+    # its shards' need for a common seed is checked then (check_shuffled_pass), not here
+    per_pass: bool = False
 
     @classmethod
     def of(cls, batches: BatchOptions, n: int, labels: Targets, *,
@@ -198,20 +201,26 @@ class Order:
         samples = sampling.samples_per_epoch(batches.samples_per_epoch, n, weights is not None)
         shuffle = (per_pass if batches.shuffle is None else batches.shuffle) or \
             weights is not None  # a draw by weight is random
+        deferred = per_pass and batches.shuffle is None and weights is None
         num_shards, shard_index, plan = check.sharded_plan(
             samples, batches.batch_size, batches.drop_remainder, batches.num_shards,
-            batches.shard_index, shuffle, batches.seed)
+            batches.shard_index, shuffle and not deferred, batches.seed)
         seed = check.draw_seed() if batches.seed is None else batches.seed
         return cls(n, seed, batches.seed is None, shuffle, weights, samples, num_shards,
-                   shard_index, plan)
+                   shard_index, plan, deferred)
 
     def sharded(self, num_shards: int | None, shard_index: int | None) -> Order:
         """This order for another shard of the same epochs (a ``Sequence``'s, taken from a
         Keras distribution or an ``InputContext``), checked."""
         count, index, plan = check.sharded_plan(
             self.samples, self.plan.batch_size, self.plan.drop_remainder, num_shards,
-            shard_index, self.shuffle, None if self.seed_drawn else self.seed)
+            shard_index, self.shuffle and not self.per_pass, None if self.seed_drawn else self.seed)
         return replace(self, num_shards=count, shard_index=index, plan=plan)
+
+    def check_shuffled_pass(self) -> None:
+        """A pass that shuffles, beginning: its shards split one global order, which only a
+        seed every host shares makes (``per_pass`` left this check to the pass)."""
+        check.shard_seed(self.num_shards, True, None if self.seed_drawn else self.seed)
 
     def fingerprint(self) -> dict[str, Any]:
         """What the batches depend on, besides the seed: a saved state must match it."""

@@ -215,7 +215,6 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         caller = stack.asking_loop(self)
         rt = self._runtime
         with rt.lock:
-            loader = self._ensure_loader()
             passes = rt.passes
             begins = passes.begins(caller)
             if begins and stack.keras_is_building():  # JAX, torch: asked from the build
@@ -223,6 +222,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             # Whose order: read off the stack only where a pass begins, or for a look
             in_order = self._in_order(stack.keras_adapter(self)) if begins or caller is None \
                 else True
+            if begins and not in_order:
+                self._order.check_shuffled_pass()  # shards of it need a common seed
+            loader = self._ensure_loader()
             key, in_pass = passes.ask(index, caller, in_order)
             if in_pass:
                 if passes.taken == 1:  # a pass starts where it likes

@@ -125,3 +125,23 @@ def test_looking_before_fit_decides_nothing():
                 plan.which_epoch(log.train[0])  # a whole shuffled epoch of shmaug's
     finally:
         plan.close()
+
+
+def test_shards_without_a_seed_are_refused_when_a_pass_shuffles_not_before():
+    """shuffle=None with num_shards: reading in order needs no common seed, a shuffled pass
+    does (hosts must split one global order); so the refusal comes with fit's first pass,
+    while len(), predict's order and evaluate work."""
+    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+
+    x, y = _fit.data()
+    with shmaug.Sequence(x, y, batch_size=_fit.BATCH, workers=0, num_shards=2,
+                         shard_index=1) as seq:
+        assert len(seq) == 3
+        ordered = PyDatasetAdapter(seq, shuffle=False)
+        ordered.on_epoch_begin()
+        assert len(list(ordered.get_numpy_iterator())) == 3
+        ordered.on_epoch_end()
+        shuffled = PyDatasetAdapter(seq, shuffle=True)
+        shuffled.on_epoch_begin()
+        with pytest.raises(shmaug.ArgumentError, match=r"needs a `seed`"):
+            next(iter(shuffled.get_numpy_iterator()))
