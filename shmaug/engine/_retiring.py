@@ -1,7 +1,7 @@
 """Workers that ``WorkerPool.resize`` removed, while they finish the tasks they already hold.
 
 A removed worker gets the stop sentinel behind the tasks in its pipe (NOTE [resizing] in
-pool.py): it finishes them, answers, and exits by itself. Until it has exited, this class holds
+_pool.py): it finishes them, answers, and exits by itself. Until it has exited, this class holds
 it: the pool waits on its pipe and sentinel as on any worker's, files its answers, and closes it
 when it is gone, without replacing it. A retiring worker that dies, outlasts ``timeout``, or
 holds a slot the pool must reuse, gives back its unanswered tasks to be redone by the others.

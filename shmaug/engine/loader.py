@@ -77,7 +77,7 @@ def _shutdown(prefetch: Prefetcher | None, pool: _Pool, store: SharedStore,
               copier: Copier | None = None) -> None:
     # A consumer waiting in another thread (a tf.data thread inside __getitem__) gets
     # ClosedError; then the copier thread, the workers, and last the memory they read and
-    # write (NOTE [shutdown order] in pool.py).
+    # write (NOTE [shutdown order] in _pool.py).
     if prefetch is not None:
         prefetch.close()
     if copier is not None:

@@ -2,8 +2,9 @@
 
 Owns: ``register`` / ``get`` / ``available``, the :class:`Op` object (a registered function
 with bound parameters), ``to_config`` / ``from_config`` and ``check_picklable``. The built-in
-ops live in ``builtin.py`` (parameter sampling) over ``cv.py`` / ``pil.py`` (pure kernels);
-composition lives in ``compose.py``; the legacy PIL wrapper in ``legacy.py``.
+ops live in ``geometric.py`` and ``photometric.py`` (parameter sampling) over ``cv.py`` /
+``pil.py`` (pure kernels); composition lives in ``compose.py``; the legacy PIL wrapper in
+``legacy.py``.
 
 An op is a function ``op(image, rng, **params) -> image`` whose extra parameters all have
 defaults, so ``op(image, rng)`` always works. Registration is an explicit decorator; it returns

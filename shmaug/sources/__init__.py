@@ -9,8 +9,11 @@ of the demo and examples). Internal: ``_paths`` (the path table in shared memory
 record table in shared memory), ``_formats`` (the record-format protocol and registry), one
 module per record format holding its scan and its read (``_tfrecord``, ``_array_record``;
 ``_tar`` and ``_arrow`` scan records that are the image bytes), ``_example``
-(``tf.train.Example``), ``_tfds`` (TFDS metadata), ``_shards`` (finding shards) and the
-object-storage modules behind ``_remote``.
+(``tf.train.Example``), ``_tfds`` (TFDS metadata), ``_shards`` (finding shards), ``_bucket``
+(image files in a bucket, a task's objects fetched together) and the object-storage layer,
+one module per job (``_urls``, ``_secrets``, ``_client``, ``_failures``, ``_ahead``,
+``_spans``, ``_round_trip``, ``_remote_settings``), which the sources reach through
+``_remote``.
 
 A source is random access: a length and ``load(i)``, run in a worker. Whatever a worker
 needs to find sample i is one flat table in the loader's shared memory, so a worker's memory

@@ -23,11 +23,14 @@ object is ``files.py``'s. It starts no process and reads no image.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError, got, warn
+
+if TYPE_CHECKING:
+    from ._urls import Listing
 
 # Keras' image_dataset_from_directory list, plus what OpenCV / PIL also decode.
 EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
@@ -35,11 +38,11 @@ LABEL_MODES = ("int", "categorical", "binary", None)
 SUBSETS = ("training", "validation", "both")
 
 
-def walk(root: str, follow_links: bool, recursive: bool = True, listing: Any = None
+def walk(root: str, follow_links: bool, recursive: bool = True, listing: Listing | None = None
          ) -> list[str]:
     """Image files under ``root`` in Keras' order: folders sorted by path, files by name;
     other files are ignored (as Keras does). ``listing``: a bucket listed once
-    (``_remote.Listing``) instead of the local disk."""
+    (``_urls.Listing``) instead of the local disk."""
     found = listing.walk(root, recursive) if listing is not None else []
     if listing is None:
         for dirpath, _, filenames in os.walk(root, followlinks=follow_links):
@@ -55,7 +58,7 @@ def walk(root: str, follow_links: bool, recursive: bool = True, listing: Any = N
 
 
 def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
-                   follow_links: bool, listing: Any = None
+                   follow_links: bool, listing: Listing | None = None
                    ) -> tuple[list[str], np.ndarray | None, list[str]]:
     """The image files under ``root`` as Keras lists them, their class indices (or None) and
     the class names, for ``labels`` "inferred", None or a list of ints (checked already).
@@ -103,7 +106,7 @@ def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
     return paths, classes, names
 
 
-def class_folders(root: str, class_names: Sequence[str] | None, listing: Any = None
+def class_folders(root: str, class_names: Sequence[str] | None, listing: Listing | None = None
                   ) -> list[str]:
     """The class sub-folders of ``root``: sorted, hidden ones left out, or ``class_names``."""
     if listing is not None:

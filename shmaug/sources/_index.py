@@ -8,7 +8,7 @@ many records; a worker finds record i from three int64s, so the table is::
 
 plus, per shard (a few thousand at most, kept as tuples), its path and, for a shard decompressed
 into memory (GZIP TFRecords), where it starts in a second block of bytes (-1: read the file).
-Shards in a bucket (URLs) come with the ``_remote.Remote`` that reads them: ``prefetch`` (the
+Shards in a bucket (URLs) come with the ``_client.Remote`` that reads them: ``prefetch`` (the
 engine's hook, called with a task's samples) groups the task's records by shard and reads them
 with ranged requests, neighbours coalesced, every shard's requests in flight together
 (``Remote.read_many``); ``fetch`` then hands each record out once. ``share(store)`` copies
