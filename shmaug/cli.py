@@ -379,6 +379,8 @@ def _pack(args: argparse.Namespace) -> int:
     state = "written" if packed.created else (
         "already complete (images.npy verified against the manifest's sha256), nothing redone"
         if packed.verified else "already complete, nothing redone")
+    # Named, not __name__: run as `python -m shmaug.cli`, __name__ is "__main__", outside the
+    # `shmaug` parent a user configures.
     logging.getLogger("shmaug.cli").info(
         "%s: %d images %s, classes %s", packed.images, packed.manifest["count"], state,
         packed.class_names)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from . import _autotune
 from ._autotune import Decision, EpochFigures, Tuning, decide
 
-log = logging.getLogger("shmaug.workers")
+log = logging.getLogger(__name__)
 
 HISTORY = 64  # decisions kept (the latest last)
 

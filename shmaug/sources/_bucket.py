@@ -107,7 +107,7 @@ def remote_for(first: str, storage_options: Any) -> Remote | None:
     return Remote(protocol, storage_options)
 
 
-log = logging.getLogger("shmaug.sources.files")
+log = logging.getLogger(__name__)
 
 
 def listed(remote: Remote | None, root: str, cache: str | os.PathLike[str] | None

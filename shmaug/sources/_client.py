@@ -51,7 +51,7 @@ from ._spans import Spans
 from ._urls import Listing, is_url
 from ..errors import ArgumentError, ArgumentTypeError, RemoteError, got
 
-log = logging.getLogger("shmaug.sources.remote")
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_IN_FLIGHT = 16  # requests in flight per process: enough to hide 50 ms at ~300 objects/s

@@ -23,7 +23,7 @@ from ._decode import decode_bytes, resize
 from ..errors import ImageReadError
 from ..engine._store import ArrayHandle, SharedStore, attach_block
 
-log = logging.getLogger("shmaug.sources.files")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import logging
 import os
 from dataclasses import dataclass
 
-log = logging.getLogger("shmaug.sources.remote")
+log = logging.getLogger(__name__)
 
 TIMEOUT_ENV = "SHMAUG_REQUEST_TIMEOUT_S"
 SPAN_CACHE_ENV = "SHMAUG_SPAN_CACHE_MB"

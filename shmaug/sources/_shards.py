@@ -31,7 +31,7 @@ from . import _remote as R
 from ._bucket import remote_for, check_same_protocol
 from ..errors import ArgumentError, ArgumentTypeError, ShmaugError, got
 
-log = logging.getLogger("shmaug.sources.records")
+log = logging.getLogger(__name__)
 Scan = Callable[[str], tuple[list[int], list[int], list[Any]]]
 
 

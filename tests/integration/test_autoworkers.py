@@ -102,7 +102,7 @@ def test_a_slow_consumer_of_a_light_op_is_fed_by_fewer_workers(reference, two_co
     monkeypatch.setattr(_autotune, "MIN_SECONDS", 0.2)
     images, expected = reference
     got = []
-    with caplog.at_level(logging.INFO, logger="shmaug.workers"), \
+    with caplog.at_level(logging.INFO, logger="shmaug.engine._autoworkers"), \
             shmaug.Loader(images, np.arange(40), augment=_ops.noisy, workers="auto",
                           start_method="fork", **SETTINGS) as loader:
         for _ in range(3):

@@ -36,7 +36,7 @@ def run_epoch(auto, status, epoch, workers, t, *, batches=20, step=0.05, wait=0.
 def test_epochs_are_told_apart_by_the_batches_asked_for_and_judged_between_them(caplog):
     status = status_array(4)
     auto = AutoWorkers(4, lambda: sum(status[BUSY_S::STATUS_FIELDS]))
-    caplog.set_level(logging.INFO, logger="shmaug.workers")
+    caplog.set_level(logging.INFO, logger="shmaug.engine._autoworkers")
     change, t = run_epoch(auto, status, 0, 4, 0.0)
     assert change is None and auto.last is None  # nothing measured before epoch 0
     change, t = run_epoch(auto, status, 1, 4, t)
