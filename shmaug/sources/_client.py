@@ -344,7 +344,7 @@ def _import_fsspec(protocol: str) -> Any:
 def _one_get(fs: Any, protocol: str, options: dict[str, Any]) -> dict[str, int]:
     """One GET for a whole object: s3fs otherwise sends a HEAD first, for the size, to split
     large objects into parallel ranges, which doubles what a small image costs the client and
-    the server (``python -m bench.remote_cost``). S3 only, where s3fs takes the option (2024.x
+    the server (``python -m bench.remote.cost``). S3 only, where s3fs takes the option (2024.x
     on), and not where the user set ``max_concurrency`` in ``storage_options`` (large
     objects, their choice). Decided once per process, when its filesystem is built."""
     if protocol not in ("s3", "s3a") or "max_concurrency" in options:

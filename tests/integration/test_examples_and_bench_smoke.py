@@ -159,8 +159,12 @@ def test_bench_gpu_quick(tmp_path):
             ("shmaug_loader", 1, "ok"), ("shmaug_loader", 2, "ok"),
             ("keras_fork", 1, "ok"), ("keras_fork", 2, "ok")]
     handover = json.loads((tmp_path / "gpu_handover.json").read_text())
-    assert [(r["variant"], r["workers"]) for r in handover["runs"]] == [
-        (v, k) for v in ("uint8", "float32", "float32, copy=False") for k in (1, 2)]
+    assert [(r["variant"], r["workers"], r["status"]) for r in handover["runs"]] == [
+        (v, k, "ok") for v in ("uint8", "float32", "float32, copy=False",
+                               "float32, Sequence as fit reads it") for k in (1, 2)]
+    shmaug_feeder = next(f for f in fit["cases"][0]["feeders"]
+                         if f["contender"] == "shmaug_sequence")
+    assert shmaug_feeder["no_model_rates"] and "no model: images/s" in out
     assert (tmp_path / "gpu.md").read_text() in out
     assert out.count("**QUICK run**") == 3 and "GPU waits" in out
     assert (tmp_path / "gpu_scaling.png").stat().st_size > 10_000
