@@ -1,7 +1,8 @@
 """The engine: batches of augmented samples made by a persistent worker pool over shared memory.
 
 Public: ``Loader`` (``shmaug.engine.loader``). Everything else here is internal, and its
-underscore says so. Where each piece sits in the flow of one batch (``docs/architecture.md``):
+underscore says so. Where each piece sits in the flow of one batch
+([Architecture](../architecture.md)):
 
 - ``_store``: named shared-memory blocks and memory-mapped files, attached by handle;
   ``_leftovers`` sweeps segments a killed run left behind.
