@@ -35,12 +35,14 @@ from . import _checks as check
 from . import _describe as describe
 from . import _inputs as inputs
 from . import _sampling as sampling
+from ._runner import AugmentFn
 from ._schedule import BatchPlan
 
-# Targets as the loader keeps them: None, an array of one entry per sample, or a dict / list /
-# tuple of them (nested), as Keras takes a model's targets.
-Targets = Union[None, np.ndarray, dict[str, "Targets"], list["Targets"], tuple["Targets", ...]]
-Augment = Callable[[np.ndarray, np.random.Generator], Any]  # fn(image, rng) -> image
+# Targets as the loader keeps them (``y``): None, an array of one entry per sample, or a dict /
+# list / tuple of them (nested), as Keras takes a model's targets. Not ``_ring.Targets``, the
+# augmented targets a worker writes, by name.
+TargetTree = Union[None, np.ndarray, dict[str, "TargetTree"], list["TargetTree"],
+                   tuple["TargetTree", ...]]
 
 
 def _set(options: object, name: str, value: object) -> None:
@@ -102,7 +104,7 @@ class WorkerOptions:
 class OutputOptions:
     """What a sample becomes: the augmentation, and what it makes of a sample."""
 
-    augment: Augment | None = None
+    augment: AugmentFn | None = None
     output_shape: tuple[int, ...] | None = None  # as given (a Sequence's repr shows it so)
     output_dtype: DTypeLike | None = None  # as given
     value_range: tuple[float, float] | None = None  # as given (a Loader's repr shows it so)
@@ -147,10 +149,10 @@ class Data:
     """The samples, checked: what workers read, the targets, and how many there are."""
 
     x: np.ndarray | Sized  # the images (an array or a memory map), or what `load` indexes
-    y: Targets  # each of length n
+    y: TargetTree  # each of length n
     load: Callable[[int], Any] | None  # what workers call for sample i; None: x[i]
     n: int  # samples in the dataset (all shards)
-    labels: Targets  # what sampling by class reads: y (a Sequence's y, not its other inputs)
+    labels: TargetTree  # what sampling by class reads: y (a Sequence's y, not its other inputs)
     shown: str  # how repr shows `x` as given
 
     @classmethod
@@ -193,7 +195,7 @@ class Order:
     per_pass: bool = False
 
     @classmethod
-    def of(cls, batches: BatchOptions, n: int, labels: Targets, *,
+    def of(cls, batches: BatchOptions, n: int, labels: TargetTree, *,
            per_pass: bool = False) -> Order:
         """``per_pass``: ``shuffle=None`` leaves the order to each pass (a ``Sequence``'s, as
         Keras asks), so the engine plans shuffled epochs for the passes that shuffle."""
@@ -232,13 +234,13 @@ class Order:
 class Pipeline:
     """What workers run on each sample: ``OutputOptions`` against the data."""
 
-    augment: Augment | None  # with the value range bound in, where it takes one
+    augment: AugmentFn | None  # with the value range bound in, where it takes one
     value_range: tuple[float, float] | None  # None while a `load` source is unprobed
     checked: bool  # whether the data is checked against the value range
     moved: dict[str, np.ndarray]  # targets workers transform with their image, by name
 
     @classmethod
-    def of(cls, output: OutputOptions, data: Data, hook: Augment | None = None) -> Pipeline:
+    def of(cls, output: OutputOptions, data: Data, hook: AugmentFn | None = None) -> Pipeline:
         """``hook``: a ``Sequence``'s own ``augment`` method, run instead of the argument."""
         images = data.images
         augment = output.augment if hook is None else hook
@@ -265,7 +267,7 @@ class Options:
 
     @classmethod
     def of(cls, settings: Settings, data: Data, *, per_pass: bool = False,
-           hook: Augment | None = None) -> Options:
+           hook: AugmentFn | None = None) -> Options:
         """The settings checked against the data: each check once (``per_pass`` as for
         ``Order.of``, ``hook`` as for ``Pipeline.of``)."""
         images = data.images

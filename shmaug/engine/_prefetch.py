@@ -29,14 +29,14 @@ POLL_S = 0.1  # how long one wait for results lasts before the loop re-checks ev
 _LEAVE_S = 1.0  # how long close() waits for consumer threads to leave produce()
 CLOSED = "This shmaug.Loader is closed. Fix: create a new one."
 
-Key = tuple[int, int]  # (epoch, batch)
+EpochBatch = tuple[int, int]  # (epoch, batch)
 
 
 @dataclass
 class _Batch:
     """One batch being produced in one ring slot."""
 
-    key: Key
+    key: EpochBatch
     slot: int
     rows: int
     tickets: set[int] = field(default_factory=set)  # invariant: dispatched, not yet answered
@@ -69,7 +69,8 @@ class Prefetcher:
         self.timeout = timeout
         self._closed = False  # set by close(), from any thread: every wait checks it
         self._batches = len(plan)
-        self._inflight: dict[Key, _Batch] = {}  # invariant: one entry per busy, wanted slot
+        # invariant: one entry per busy, wanted slot
+        self._inflight: dict[EpochBatch, _Batch] = {}
         self._by_ticket: dict[int, _Batch] = {}  # invariant: every dispatched, unanswered ticket
         self._next_ticket = 1  # ticket 0 was the probe's (see loader.await_probe)
         self._lent: int | None = None  # invariant: the slot a lease (copy=False) still holds
@@ -111,7 +112,8 @@ class Prefetcher:
         while self._inside - {me} and time.monotonic() < deadline:
             time.sleep(0.005)
 
-    def produce(self, key: Key, rows: int, *, copy: bool) -> tuple[np.ndarray, Targets, bool]:
+    def produce(self, key: EpochBatch, rows: int, *, copy: bool
+                ) -> tuple[np.ndarray, Targets, bool]:
         """Batch ``key`` (its first ``rows`` rows): images, augmented targets by name, and
         whether it was ready when asked.
 
@@ -124,7 +126,8 @@ class Prefetcher:
         finally:
             self._inside.discard(me)
 
-    def _produce(self, key: Key, rows: int, *, copy: bool) -> tuple[np.ndarray, Targets, bool]:
+    def _produce(self, key: EpochBatch, rows: int, *, copy: bool
+                 ) -> tuple[np.ndarray, Targets, bool]:
         if self._closed:
             raise ClosedError(CLOSED)
         if self._copier is not None:
@@ -159,7 +162,7 @@ class Prefetcher:
 
     # -- copies made ahead (see _copier) -------------------------------------------------------
 
-    def _copy_ahead(self, keys: list[Key]) -> None:
+    def _copy_ahead(self, keys: list[EpochBatch]) -> None:
         """Ask the copier for the next batch's copy if that batch is finished already: it is
         then made while the consumer works on this one, not when the consumer asks."""
         ahead = self._inflight.get(keys[0]) if keys else None
@@ -193,7 +196,7 @@ class Prefetcher:
                 raise ClosedError(CLOSED) from None
             raise
 
-    def _lookahead(self, key: Key) -> list[Key]:
+    def _lookahead(self, key: EpochBatch) -> list[EpochBatch]:
         """The keys the consumer most likely wants next: the following batches, in order."""
         epoch, batch = key
         out = []
@@ -204,7 +207,7 @@ class Prefetcher:
             out.append((epoch, batch))
         return out
 
-    def _schedule(self, key: Key, parts: int) -> bool:
+    def _schedule(self, key: EpochBatch, parts: int) -> bool:
         """Start a batch in a free slot, cut into ``parts`` tasks; False when none is free."""
         acquired = self.ring.acquire()
         if acquired is None:
@@ -221,7 +224,7 @@ class Prefetcher:
             self.pool.submit(Task(ticket, key[0], slot, generation, lo, hi, start))
         return True
 
-    def _drop_unwanted(self, wanted: set[Key]) -> None:
+    def _drop_unwanted(self, wanted: set[EpochBatch]) -> None:
         for key in [k for k in self._inflight if k not in wanted]:
             self._drop(self._inflight.pop(key))
 

@@ -26,7 +26,10 @@ from ._ring import Targets
 from ._status import IDLE, WorkerStatus
 from ._wire import PROBE_SLOT, Done, Failed, Probe, Probed
 
-Augment = Callable[[np.ndarray, np.random.Generator], Any]
+# The user's `augment`, fn(image, rng) -> image, as the engine takes it: any callable, its output
+# checked against sample 0's (``_inputs``). Not ``shmaug.ops.Augment``, a registered op's
+# signature, which returns an array by contract.
+AugmentFn = Callable[[np.ndarray, np.random.Generator], Any]
 Load = Callable[[int], Any]
 
 
@@ -64,7 +67,7 @@ class SliceRunner:
         self,
         x: Any,
         out: np.ndarray | None,
-        augment: Augment | None,
+        augment: AugmentFn | None,
         load: Load | None,
         *,
         seed: int,

@@ -21,7 +21,7 @@ SPAN_CACHE_ENV = "SHMAUG_SPAN_CACHE_MB"
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class RemoteSettings:
     """What the environment asked of the remote layer, parsed."""
 
     # The longest one request may take, whatever the backend's own timeouts say (a server that
@@ -34,15 +34,15 @@ class Settings:
     span_cache: int = 32 << 20
 
 
-def settings() -> Settings:
+def settings() -> RemoteSettings:
     """The settings the environment holds now (parsed once per value)."""
     return _parsed(os.environ.get(TIMEOUT_ENV, ""), os.environ.get(SPAN_CACHE_ENV, ""))
 
 
 @functools.cache
-def _parsed(timeout_text: str, span_text: str) -> Settings:
-    default = Settings()
-    return Settings(request_timeout_s=_seconds(TIMEOUT_ENV, timeout_text,
+def _parsed(timeout_text: str, span_text: str) -> RemoteSettings:
+    default = RemoteSettings()
+    return RemoteSettings(request_timeout_s=_seconds(TIMEOUT_ENV, timeout_text,
                                                default.request_timeout_s),
                     span_cache=_mebibytes(SPAN_CACHE_ENV, span_text,
                                           default.span_cache / (1 << 20)))
