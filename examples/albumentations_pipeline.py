@@ -36,7 +36,8 @@ PIPELINE = A.Compose([
 ])
 
 
-def epochs(x: np.ndarray, y: np.ndarray, workers: int, start_method: str | None) -> list[np.ndarray]:
+def epochs(x: np.ndarray, y: np.ndarray, workers: int, start_method: str | None
+           ) -> list[np.ndarray]:
     """Two epochs of augmented images, each put back in sample order (the loader shuffles)."""
     augment = shmaug.from_albumentations(PIPELINE)
     with shmaug.Loader(x, y, batch_size=32, augment=augment, workers=workers, seed=42,
@@ -80,7 +81,8 @@ def main() -> None:
         xb, yb = next(iter(loader))
     print("image, mask, boxes, labels:", xb.shape, yb["mask"].shape, yb["bboxes"].shape,
           yb["labels"].shape)
-    print("sample 0 box before / after:", boxes[0, 0].tolist(), yb["bboxes"][0, 0].round(1).tolist())
+    print("sample 0 box before / after:", boxes[0, 0].tolist(),
+          yb["bboxes"][0, 0].round(1).tolist())
     inside = float((xb[yb["mask"] > 0] > 0.25).mean())
     print(f"mask pixels where the augmented glyph has ink: {inside:.0%}")
     assert inside > 0.9

@@ -50,11 +50,13 @@ def photo() -> np.ndarray:
         path = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
         img = cv2.imread(str(path))
         if img is not None:
-            return cv2.resize(cv2.cvtColor(img, cv2.COLOR_BGR2RGB)[:460], (TILE, TILE), interpolation=cv2.INTER_AREA)
+            return cv2.resize(cv2.cvtColor(img, cv2.COLOR_BGR2RGB)[:460], (TILE, TILE),
+                              interpolation=cv2.INTER_AREA)
     except ImportError:
         pass
     yy, xx = np.mgrid[:TILE, :TILE]
-    img = np.stack([xx * 255 // TILE, yy * 255 // TILE, np.full_like(xx, 90)], axis=2).astype(np.uint8)
+    img = np.stack([xx * 255 // TILE, yy * 255 // TILE, np.full_like(xx, 90)],
+                   axis=2).astype(np.uint8)
     cv2.circle(img, (TILE // 2, TILE // 2), TILE // 4, (250, 220, 40), -1)
     cv2.rectangle(img, (10, 60), (40, 85), (30, 30, 200), -1)
     return img
@@ -62,10 +64,13 @@ def photo() -> np.ndarray:
 
 def tile(img: np.ndarray) -> np.ndarray:
     """Any output as an RGB TILE x TILE tile (smaller outputs centred on gray)."""
-    rgb = np.repeat(img.reshape(img.shape[0], img.shape[1], -1)[:, :, :1], 3, axis=2) if img.ndim == 2 or img.shape[2] == 1 else img
+    gray = img.ndim == 2 or img.shape[2] == 1
+    rgb = np.repeat(img.reshape(img.shape[0], img.shape[1], -1)[:, :, :1], 3, axis=2) \
+        if gray else img
     if max(rgb.shape[:2]) > TILE or rgb.shape[0] == rgb.shape[1] == 64:
         k = TILE / max(rgb.shape[:2])
-        rgb = cv2.resize(rgb, (round(rgb.shape[1] * k), round(rgb.shape[0] * k)), interpolation=cv2.INTER_NEAREST)
+        rgb = cv2.resize(rgb, (round(rgb.shape[1] * k), round(rgb.shape[0] * k)),
+                         interpolation=cv2.INTER_NEAREST)
     out = np.full((TILE, TILE, 3), 128, np.uint8)
     top, left = (TILE - rgb.shape[0]) // 2, (TILE - rgb.shape[1]) // 2
     out[top : top + rgb.shape[0], left : left + rgb.shape[1]] = rgb

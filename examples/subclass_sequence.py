@@ -41,7 +41,8 @@ class Shapes(shmaug.Sequence):
         if kind == "circle":
             cv2.circle(img, (int(c[0]), int(c[1])), r, 255, -1)
         elif kind == "square":
-            cv2.rectangle(img, (int(c[0] - r), int(c[1] - r)), (int(c[0] + r), int(c[1] + r)), 255, -1)
+            cv2.rectangle(img, (int(c[0] - r), int(c[1] - r)), (int(c[0] + r), int(c[1] + r)),
+                          255, -1)
         else:
             pts = np.array([[c[0], c[1] - r], [c[0] - r, c[1] + r], [c[0] + r, c[1] + r]], np.int32)
             cv2.fillPoly(img, [pts], 255)
@@ -67,7 +68,8 @@ def main() -> None:
         model = keras.Sequential([
             keras.Input((48, 48, 1)), keras.layers.Rescaling(1 / 255),
             keras.layers.Conv2D(16, 3, strides=2, activation="relu"),
-            keras.layers.GlobalMaxPooling2D(), keras.layers.Dense(len(SHAPES), activation="softmax"),
+            keras.layers.GlobalMaxPooling2D(),
+            keras.layers.Dense(len(SHAPES), activation="softmax"),
         ])
         model.compile("adam", "categorical_crossentropy", metrics=["accuracy"])
         history = model.fit(train, epochs=1 if args.quick else 4, verbose=2)

@@ -333,7 +333,8 @@ def check_values(x: np.ndarray, vr: tuple[float, float], given: bool, augment: A
             raise _nonfinite("`x`", bad)
         if outside(float(chunk.min()), float(chunk.max()), vr):
             rows = chunk.reshape(len(chunk), -1)
-            bad = start + next(i for i, (lo, hi) in enumerate(zip(rows.min(axis=1), rows.max(axis=1)))
+            lows, highs = rows.min(axis=1), rows.max(axis=1)
+            bad = start + next(i for i, (lo, hi) in enumerate(zip(lows, highs))
                                if outside(float(lo), float(hi), vr))
             low, high = float(x[bad].min()), float(x[bad].max())
             if fixed is not None:

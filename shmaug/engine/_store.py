@@ -2,9 +2,10 @@
 
 ``SharedStore`` (main process) creates blocks and is their only owner: it keeps them
 registered with shmaug's own resource tracker (``_tracker``: even a SIGKILLed main process
-gets them unlinked, with no "leaked" report) and unlinks them in ``close()``; blocks whose owner died together with its tracker are swept by
-the next store (``_leftovers``). Workers ``attach()`` by ``ArrayHandle`` and never copy, never
-unlink and never register (see ``_attach_untracked``).
+gets them unlinked, with no "leaked" report) and unlinks them in ``close()``; blocks whose
+owner died together with its tracker are swept by the next store (``_leftovers``). Workers
+``attach()`` by ``ArrayHandle`` and never copy, never unlink and never register (see
+``_attach_untracked``).
 
 Memory-mapped ``.npy`` files get the same kind of handle (``kind="npy"``): every process maps
 the file read-only, so the OS page cache is shared and nothing is copied into /dev/shm.
@@ -241,9 +242,9 @@ def _release(segments: list[shared_memory.SharedMemory], locks: list[int],
 class SharedStore:
     """Owner of named shared-memory blocks.
 
-    Blocks are named ``shmaug_<creator pid>_<random>`` so leaks are attributable. The store unlinks them in
-    ``close()`` (also via ``with`` and, as a backstop, a weakref finalizer at garbage
-    collection or interpreter exit). Workers attach by handle; they never unlink.
+    Blocks are named ``shmaug_<creator pid>_<random>`` so leaks are attributable. The store
+    unlinks them in ``close()`` (also via ``with`` and, as a backstop, a weakref finalizer at
+    garbage collection or interpreter exit). Workers attach by handle; they never unlink.
 
     Example:
         >>> with SharedStore() as store:

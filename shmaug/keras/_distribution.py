@@ -87,7 +87,8 @@ def check_split(dist: Any, batch_size: int, last_batch: int) -> None:
         raise ArgumentError(
             f"`batch_size`={batch_size} does not split evenly over the {devices} devices of "
             f"this process that the Keras distribution shards each batch across. Fix: pass "
-            f"a multiple of {devices}, e.g. batch_size={batch_size - batch_size % devices or devices}.")
+            f"a multiple of {devices}, e.g. "
+            f"batch_size={batch_size - batch_size % devices or devices}.")
     if last_batch % devices:
         raise ArgumentError(
             f"The last batch of each epoch holds {last_batch} samples, which do not split "

@@ -196,7 +196,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         return image if fn is None else fn(image, rng)
 
     def load(self, index: int) -> Any:
-        """Runs in a worker to produce sample ``index``. Default: ``x[index]`` from shared memory."""
+        """Runs in a worker to produce sample ``index``. Default: ``x[index]`` from shared
+        memory."""
         return self.x[index]
 
     def targets(self, y_batch: Any) -> Any:

@@ -3,8 +3,8 @@
 An op is ``op(image, rng, **params) -> image``. ``image`` is a numpy array (H, W), (H, W, 1)
 or (H, W, C) of dtype uint8, float16 or float32 (floats in [0, 1]); ``rng`` is a
 ``numpy.random.Generator``. Parameters are fixed numbers or ``(low, high)`` ranges drawn from
-``rng`` (``draw`` / ``draw_int`` draw them so in your own ops). Results keep shape, dtype, layout and value range unless the op exists to change one
-(``resize``, ``crop``).
+``rng`` (``draw`` / ``draw_int`` draw them so in your own ops). Results keep shape, dtype,
+layout and value range unless the op exists to change one (``resize``, ``crop``).
 
 Example:
     >>> import numpy as np

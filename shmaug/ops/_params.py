@@ -74,7 +74,8 @@ def _pair(value: Any, name: str) -> tuple[float, float]:
     return float(value[0]), float(value[1])
 
 
-def bounds(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf) -> tuple[float, float]:
+def bounds(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf
+           ) -> tuple[float, float]:
     """Validate a range parameter and return it as ``(low, high)`` floats.
 
     Raises:
@@ -252,7 +253,8 @@ def levels(image: np.ndarray, given: tuple[float, float] | None) -> Levels:
 
 def fill_value(fill: Any, scale: Levels) -> tuple[float, float, float, float]:
     """``fill`` (a fraction of the range) as an OpenCV border Scalar."""
-    a = float(fill) if type(fill) in _PLAIN and 0.0 <= fill <= 1.0 else bounds(fill, "fill", 0.0, 1.0)[0]
+    a = (float(fill) if type(fill) in _PLAIN and 0.0 <= fill <= 1.0
+         else bounds(fill, "fill", 0.0, 1.0)[0])
     v = scale.at(a)
     return (v, v, v, v)
 
@@ -288,7 +290,8 @@ def convert(image: np.ndarray, dtype: Any) -> np.ndarray:
     if ({image.dtype.char, dtype.char} == {"e", "f"} and image.flags.c_contiguous
             and (image.ndim == 2 or (image.ndim == 3 and image.shape[2] <= 4)) and image.size
             and _cv_half()):
-        out: np.ndarray = _cv_subtract(image, 0.0, dtype=cv2.CV_16F if dtype.char == "e" else cv2.CV_32F)
+        depth = cv2.CV_16F if dtype.char == "e" else cv2.CV_32F
+        out: np.ndarray = _cv_subtract(image, 0.0, dtype=depth)
         return out.reshape(image.shape)  # OpenCV drops a trailing channel axis of 1
     return image.astype(dtype)
 

@@ -127,7 +127,8 @@ def register(
                 f"received none for {missing}. Give each a default range, e.g. strength=(0.1, 0.4)."
             )
         _REGISTRY[name] = OpSpec(
-            name, fn, tuple(p.name for p in extra), {p.name: p.default for p in extra}, fn.__module__
+            name, fn, tuple(p.name for p in extra), {p.name: p.default for p in extra},
+            fn.__module__,
         )
         return fn
 
@@ -235,7 +236,8 @@ class Op:
 
     def to_config(self) -> dict[str, Any]:
         """A JSON-ready dict; ``from_config`` rebuilds an equal op."""
-        cfg: dict[str, Any] = {"type": "Op", "name": self.name, "params": {k: _thaw(v) for k, v in self.params}}
+        cfg: dict[str, Any] = {"type": "Op", "name": self.name,
+                               "params": {k: _thaw(v) for k, v in self.params}}
         module = _REGISTRY[self.name].module if self.name in _REGISTRY else ""
         if not module.startswith("shmaug."):
             cfg["module"] = module

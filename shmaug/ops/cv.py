@@ -3,9 +3,9 @@
 Owns the pixel work of the default backend. Nothing here draws random numbers or validates
 user input: ``geometric.py`` and ``photometric.py`` sample the parameters and hand over a
 "work" array (see ``_params.to_work``: uint8, uint16, float32 or float64; (H, W) or (H, W, C))
-and, where values are computed rather than moved, its ``Levels`` (black and full scale). Geometric kernels take a
-3x3 matrix that maps input pixel centres to output pixel centres (OpenCV's convention: the
-centre of the top-left pixel is (0, 0)).
+and, where values are computed rather than moved, its ``Levels`` (black and full scale).
+Geometric kernels take a 3x3 matrix that maps input pixel centres to output pixel centres
+(OpenCV's convention: the centre of the top-left pixel is (0, 0)).
 
 OpenCV's thread count is left alone here; the loader's workers set it to 1.
 """

@@ -77,7 +77,8 @@ def _affine(a: float, b: float, c: float, d: float, e: float, f: float) -> np.nd
 def sine_warp(
     image: np.ndarray, rng: np.random.Generator, amplitude: Range = (1.0, 3.0),
     period: Range = (16.0, 48.0), phase: Range = (0.0, 2 * math.pi), border: str = "wrap",
-    fill: float = 0.0, interpolation: str = "linear", backend: str = "cv", value_range: ValueRange | None = None,
+    fill: float = 0.0, interpolation: str = "linear", backend: str = "cv",
+    value_range: ValueRange | None = None,
 ) -> np.ndarray:
     """Shift each column up or down by ``amplitude * sin(2 pi x / period + phase)`` pixels.
 
@@ -124,7 +125,8 @@ def rotate(
     angle = draw(rng, degrees, "degrees")
     h, w = image.shape[:2]
     m = _affine(*cv2.getRotationMatrix2D(((w - 1) / 2, (h - 1) / 2), angle, 1.0).ravel())
-    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend=backend, op="rotate", value_range=value_range)
+    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation,
+                      backend=backend, op="rotate", value_range=value_range)
 
 
 @register("shear")
@@ -145,7 +147,8 @@ def shear(
     h, w = image.shape[:2]
     cx, cy = (w - 1) / 2, (h - 1) / 2
     m = _affine(1.0, sx, -sx * cy, sy, 1.0, -sy * cx)
-    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend=backend, op="shear", value_range=value_range)
+    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation,
+                      backend=backend, op="shear", value_range=value_range)
 
 
 @register("scale_translate")
@@ -178,7 +181,8 @@ def scale_translate(
         return restore(out, image, pixels)
     kx, ky = nw / w, nh / h
     m = _affine(kx, 0.0, 0.5 * kx - 0.5 + left, 0.0, ky, 0.5 * ky - 0.5 + top)
-    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend="cv", op="scale_translate", value_range=value_range)
+    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation,
+                      backend="cv", op="scale_translate", value_range=value_range)
 
 
 @register("translate")
@@ -194,7 +198,8 @@ def translate(
     """
     h, w = image.shape[:2]
     m = _affine(1.0, 0.0, draw(rng, x, "x") * w, 0.0, 1.0, draw(rng, y, "y") * h)
-    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend=backend, op="translate", value_range=value_range)
+    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation,
+                      backend=backend, op="translate", value_range=value_range)
 
 
 @register("perspective")
@@ -213,7 +218,8 @@ def perspective(
     src = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float32)
     dst = src + (rng.uniform(-d, d, (4, 2)) * [w, h]).astype(np.float32)
     m = cv2.getPerspectiveTransform(src, dst)
-    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation, backend=backend, op="perspective", value_range=value_range)
+    return _geometric(image, m, border=border, fill=fill, interpolation=interpolation,
+                      backend=backend, op="perspective", value_range=value_range)
 
 
 @register("elastic")

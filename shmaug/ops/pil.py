@@ -34,7 +34,8 @@ def to_u8(img: np.ndarray, scale: Levels) -> np.ndarray:
     """``img`` as 8-bit levels of its range (uint8 data passes through)."""
     if img.dtype == np.uint8:
         return img
-    unit: np.ndarray = (img.astype(np.float32) - np.float32(scale.lo)) * np.float32(255.0 / scale.span)
+    unit: np.ndarray = ((img.astype(np.float32) - np.float32(scale.lo))
+                        * np.float32(255.0 / scale.span))
     out: np.ndarray = np.clip(np.rint(unit), 0, 255).astype(np.uint8)
     return out
 
@@ -53,7 +54,8 @@ def apply(img: np.ndarray, fn: Callable[[Image.Image], Image.Image], scale: Leve
     if u8.ndim == 2 or u8.shape[2] == 3:
         out = np.asarray(fn(Image.fromarray(u8)))
     else:
-        bands = [np.asarray(fn(Image.fromarray(np.ascontiguousarray(u8[:, :, c])))) for c in range(u8.shape[2])]
+        bands = [np.asarray(fn(Image.fromarray(np.ascontiguousarray(u8[:, :, c]))))
+                 for c in range(u8.shape[2])]
         out = np.stack(bands, axis=2)
     return from_u8(out, img.dtype, scale)
 

@@ -3,8 +3,8 @@
 ``RemoteTable`` is a ``PathTable`` of URLs (``_paths.py``) whose bytes come through
 ``_client.Remote``. It has ``prefetch(indices, ahead)``, which ``Reader.prefetch`` hands the
 engine: a worker calls it with a task's samples, and those of the tasks queued behind it, before
-making them one by one (the slice loop, ``engine/_runner.py``), so a worker has the objects of several tasks
-in flight together (``_ahead.Fetched``), then ``fetch`` hands each out once.
+making them one by one (the slice loop, ``engine/_runner.py``), so a worker has the objects
+of several tasks in flight together (``_ahead.Fetched``), then ``fetch`` hands each out once.
 ``remote_for`` decides whether a source's paths are URLs at all; ``listed`` lists a bucket
 folder, or reuses the listing a ``listing_cache`` folder kept. ``files.py`` owns the source.
 """

@@ -57,7 +57,8 @@ def read_file(path: str) -> np.ndarray:
     try:
         data = np.fromfile(path, np.uint8)
     except OSError as exc:
-        reason = "no such file" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
+        reason = ("no such file" if isinstance(exc, FileNotFoundError)
+                  else (exc.strerror or str(exc)))
         raise unreadable(f"image file {path!r}", reason) from None
     return data
 

@@ -364,7 +364,8 @@ def encode_names(
             f"`labels` must be all ints (class indices) or all strings (class names); "
             f"received dtype {array.dtype}, e.g. {got(values[0])}. Fix: convert them."
         )
-    if class_names is not None and len(array) and not 0 <= array.min() <= array.max() < len(class_names):
+    if class_names is not None and len(array) \
+            and not 0 <= array.min() <= array.max() < len(class_names):
         raise ArgumentError(
             f"int `labels` must index `class_names` (0..{len(class_names) - 1}); received "
             f"{array.min()}..{array.max()}. Fix: correct the labels or the names."

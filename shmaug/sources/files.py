@@ -30,8 +30,7 @@ import numpy as np
 from . import _folders as F
 from . import _options as O
 from . import _bucket as B
-from . import _remote as R
-from ._options import DEFAULT_IMAGE_SIZE, INTERPOLATIONS
+from ._options import DEFAULT_IMAGE_SIZE
 from ._paths import PathTable
 from ._reader import Reader
 from ..errors import ArgumentError, ArgumentTypeError, ImageReadError, got
@@ -238,7 +237,8 @@ class ImageFiles(O.ImageSource):
         def make(part: np.ndarray | None, suffix: str = "") -> ImageFiles:
             chosen = paths if part is None else [paths[i] for i in part.tolist()]
             sub = None if classes is None else (classes if part is None else classes[part])
-            files = cls(PathTable.build(chosen, sub), sub, tuple(names), O.image_size_of(image_size),
+            files = cls(PathTable.build(chosen, sub), sub, tuple(names),
+                        O.image_size_of(image_size),
                         color_mode, interpolation, on_error, label_mode=label_mode,
                         reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
                         pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=storage_options)
@@ -272,7 +272,8 @@ class ImageFiles(O.ImageSource):
             ArgumentError: no paths, an unknown extension, missing files, bad labels.
 
         Example:
-            >>> files = ImageFiles.from_paths(["a.jpg", "b.png"], ["cat", "dog"], image_size=(64, 64))
+            >>> files = ImageFiles.from_paths(["a.jpg", "b.png"], ["cat", "dog"],
+            ...                               image_size=(64, 64))
         """
         if isinstance(paths, (str, bytes, os.PathLike)):  # would be read as one path per letter
             raise ArgumentTypeError(

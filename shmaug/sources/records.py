@@ -18,9 +18,10 @@ in each worker), ``from_webdataset`` (``_tar.py``) and
 ``from_huggingface`` (``_arrow.py``: byte ranges in the dataset's Arrow files; ``datasets`` and
 pyarrow are needed to build the source, not in the workers). An unreadable image (a CRC that
 does not match, no image feature, bytes that are no image) raises ``ImageReadError`` naming the
-shard, the record and its byte offset; ``on_error="skip"`` replaces it by the next readable record of its class and a
-loader counts it, exactly as for files. A shard that cannot be indexed (cut short, a header CRC
-that does not match, a record without its label) is reported when the source is built.
+shard, the record and its byte offset; ``on_error="skip"`` replaces it by the next readable
+record of its class and a loader counts it, exactly as for files. A shard that cannot be
+indexed (cut short, a header CRC that does not match, a record without its label) is reported
+when the source is built.
 """
 
 from __future__ import annotations
@@ -210,7 +211,8 @@ class ImageRecords(O.ImageSource):
                 image feature.
 
         Example:
-            >>> records = ImageRecords.from_tfds("beans", split="train[:80%]", image_size=(224, 224))
+            >>> records = ImageRecords.from_tfds("beans", split="train[:80%]",
+            ...                                  image_size=(224, 224))
         """
         if data_dir is not None:
             _local_only("data_dir", data_dir, "a TFDS data folder", "shmaug's workers read "
