@@ -16,13 +16,17 @@ import logging
 import os
 import tempfile
 import time
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
 from ._options import Text
 from ._remote import Fetched, Listing, Remote, protocol_of
 from ..errors import ArgumentError, RemoteError
+
+if TYPE_CHECKING:
+    from ._paths import PathTable
+    from ..engine._store import SharedStore
 
 
 class RemoteTable:
@@ -31,7 +35,7 @@ class RemoteTable:
 
     __slots__ = ("paths", "remote", "_fetched")
 
-    def __init__(self, paths: Any, remote: Remote) -> None:
+    def __init__(self, paths: PathTable, remote: Remote) -> None:
         self.paths = paths  # a PathTable, in this process or shared
         self.remote = remote
         self._fetched = Fetched()  # this task's objects and those of the tasks behind it
@@ -63,7 +67,7 @@ class RemoteTable:
             raise unreadable(self.what(index), "no such object") from None
         return np.frombuffer(data, np.uint8)
 
-    def share(self, store: Any) -> RemoteTable:
+    def share(self, store: SharedStore) -> RemoteTable:
         return RemoteTable(self.paths.share(store), self.remote)
 
     def what(self, index: int) -> str:
@@ -73,19 +77,19 @@ class RemoteTable:
         return int(self.paths.class_of(index))
 
     @property
-    def classes(self) -> Any:
+    def classes(self) -> np.ndarray | None:
         return self.paths.classes
 
     def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, index: Any) -> Any:
+    def __getitem__(self, index: int) -> str:
         return self.paths[index]
 
-    def __getstate__(self) -> tuple[Any, Remote]:
+    def __getstate__(self) -> tuple[PathTable, Remote]:
         return self.paths, self.remote
 
-    def __setstate__(self, state: tuple[Any, Remote]) -> None:
+    def __setstate__(self, state: tuple[PathTable, Remote]) -> None:
         self.paths, self.remote = state
         self._fetched = Fetched()
 
@@ -154,7 +158,7 @@ def listed(remote: Remote | None, root: str, cache: str | os.PathLike[str] | Non
     return found
 
 
-def shown_options(remote: Remote | None) -> Any:
+def shown_options(remote: Remote | None) -> Text | None:
     """``storage_options`` as a source's ``repr`` shows them: secret values masked (None for
     local paths or no options)."""
     return Text(remote.options_text) if remote is not None and remote.has_options else None

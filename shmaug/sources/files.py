@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Sequence, overload
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, overload
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from ._options import DEFAULT_IMAGE_SIZE
 from ._paths import PathTable
 from ._reader import Reader
 from ..errors import ArgumentError, ArgumentTypeError, ImageReadError, got
+
+if TYPE_CHECKING:
+    from ._client import Remote
 
 EXTENSIONS = F.EXTENSIONS
 __all__ = ["ImageFiles", "ImageReadError"]  # ImageReadError: also importable from here
@@ -96,7 +99,7 @@ class ImageFiles(O.ImageSource):
     storage_options: Any = field(default=None, repr=False)
     load: Reader = field(init=False, repr=False, compare=False)
     _origin: str = field(init=False, repr=False, compare=False, default="")
-    _remote: Any = field(init=False, repr=False, compare=False, default=None)
+    _remote: Remote | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         given = self.paths  # a table (from_directory, pickling) or the user's paths
@@ -116,12 +119,13 @@ class ImageFiles(O.ImageSource):
         self._settle()
         names = tuple(str(c) for c in self.class_names)
         labels, classes = O.encoded_labels(self.labels, self.label_mode, len(given), names)
-        table = given
         if not isinstance(given, PathTable):
             table = PathTable.build(given, classes)
-        elif classes is not None:
+        else:
+            table = given
             existing = given.classes
-            if existing is None or not np.array_equal(existing, classes):
+            if classes is not None and (existing is None
+                                        or not np.array_equal(existing, classes)):
                 table = PathTable.build(given.tolist(), classes)
         remote = B.remote_for(table[0], self.storage_options)  # None: local files
         if remote is not None and not isinstance(given, PathTable):
@@ -352,7 +356,7 @@ class ImageFiles(O.ImageSource):
     # the settings it needs besides the shared ones.
     _EXTRA_SETTINGS = ("storage_options",)
 
-    def _source_table(self) -> Any:
+    def _source_table(self) -> Sequence[str]:
         return self.paths
 
 
