@@ -23,7 +23,7 @@ refuse.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sized
+from collections.abc import Mapping, Sized
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Union
 
@@ -35,7 +35,7 @@ from . import _checks as check
 from . import _describe as describe
 from . import _inputs as inputs
 from . import _sampling as sampling
-from ._runner import AugmentFn
+from ._runner import AugmentFn, Load
 from ._schedule import BatchPlan
 
 # Targets as the loader keeps them (``y``): None, an array of one entry per sample, or a dict /
@@ -150,13 +150,13 @@ class Data:
 
     x: np.ndarray | Sized  # the images (an array or a memory map), or what `load` indexes
     y: TargetTree  # each of length n
-    load: Callable[[int], Any] | None  # what workers call for sample i; None: x[i]
+    load: Load | None  # what workers call for sample i; None: x[i]
     n: int  # samples in the dataset (all shards)
     labels: TargetTree  # what sampling by class reads: y (a Sequence's y, not its other inputs)
     shown: str  # how repr shows `x` as given
 
     @classmethod
-    def of(cls, x: Any, y: Any, load: Callable[[int], Any] | None) -> Data:
+    def of(cls, x: Any, y: Any, load: Load | None) -> Data:
         """``Loader``'s ``x``, ``y`` and ``load``, checked (a ``Sequence`` checks its own)."""
         shown = describe.brief(x)
         if load is None and inputs.is_source(x):

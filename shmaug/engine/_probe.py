@@ -32,8 +32,8 @@ def await_probe(pool: Any, timeout: float | None) -> Probe:
                 raise as_error(result, timeout)
 
 
-def output_of(probe: Probe, shape: tuple[int, ...] | None, dtype: Any
-              ) -> tuple[tuple[int, ...], Any]:
+def output_of(probe: Probe, shape: tuple[int, ...] | None, dtype: np.dtype[Any] | None
+              ) -> tuple[tuple[int, ...], np.dtype[Any]]:
     """The ring's sample shape and dtype: as declared, else as the probe saw them."""
     if shape is not None and shape != probe.shape:
         raise OutputMismatchError(
