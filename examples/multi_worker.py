@@ -160,7 +160,7 @@ def recording(record: str) -> Any:
 
         def __getitem__(self, index: int) -> Any:
             batch = super().__getitem__(index)
-            (epoch, planned), took = self._passes.last  # shmaug's bookkeeping, for the record
+            (epoch, planned), took = self._runtime.passes.last  # shmaug's bookkeeping
             if took:  # a pass took it, not a look
                 line = [self.epoch_tag, self.loader.indices(planned, epoch=epoch).tolist(),
                         [hashlib.sha1(r.tobytes()).hexdigest()[:16] for r in batch[0]]]
