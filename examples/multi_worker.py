@@ -160,9 +160,10 @@ def recording(record: str) -> Any:
 
         def __getitem__(self, index: int) -> Any:
             batch = super().__getitem__(index)
-            (epoch, planned), took = self._runtime.passes.last  # shmaug's bookkeeping
+            (epoch, planned, in_order), took = self._runtime.passes.last  # shmaug's records
             if took:  # a pass took it, not a look
-                line = [self.epoch_tag, self.loader.indices(planned, epoch=epoch).tolist(),
+                rows = self.loader.indices(planned, epoch=epoch, in_order=in_order)
+                line = [self.epoch_tag, rows.tolist(),
                         [hashlib.sha1(r.tobytes()).hexdigest()[:16] for r in batch[0]]]
                 with open(f"{record}.{self.shard_index}", "a") as f:
                     f.write(json.dumps(line) + "\n")

@@ -21,7 +21,7 @@ import pytest
 import shmaug
 from shmaug.errors import ImageReadError, RemoteError, ShmaugError
 from shmaug.sources.files import ImageFiles
-from tests._helpers import assert_same_batches
+from tests._helpers import TIME_SCALE, assert_same_batches
 from tests.integration._s3 import (
     BUCKET, KEY, SECRET, free_port, options, stop_server_mid_epoch, upload)
 
@@ -208,7 +208,9 @@ def test_an_unreachable_endpoint_is_reported_at_once(what):
         calls[what]()
     elapsed = time.perf_counter() - began
     assert f"s3://{BUCKET}/" in assert_short_and_ours(caught.value)
-    assert elapsed < 3.0, f"{elapsed:.1f} s to report a refused connection"
+    # One attempt, not retries with backoff (32-41 s before); generous for a loaded runner,
+    # whose first call may also import s3fs
+    assert elapsed < 8.0 * TIME_SCALE, f"{elapsed:.1f} s to report a refused connection"
 
 
 def test_bad_credentials_are_refused_at_once_naming_the_fix(s3):
