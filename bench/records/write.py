@@ -82,17 +82,22 @@ def huggingface(where: Path, paths: list[str], parts: list[np.ndarray]) -> str:
     return str(where)
 
 
+def write_tar(path: Path | str, paths: list[str], samples: list[int], digits: int = 6) -> None:
+    """One WebDataset shard: sample i as ``<i>.jpg`` (its file's bytes) and ``<i>.cls``."""
+    with tarfile.open(path, "w") as tar:
+        for i in samples:
+            for name, data in ((f"{i:0{digits}d}.jpg", Path(paths[i]).read_bytes()),
+                               (f"{i:0{digits}d}.cls", str(i).encode())):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+
 def webdataset(where: Path, paths: list[str], parts: list[np.ndarray]) -> list[str]:
     written = []
     for k, part in enumerate(parts):
         written.append(str(where / f"train-{k:06d}.tar"))
-        with tarfile.open(written[-1], "w") as tar:
-            for i in part.tolist():
-                for name, data in ((f"{i:06d}.jpg", Path(paths[i]).read_bytes()),
-                                   (f"{i:06d}.cls", str(i).encode())):
-                    info = tarfile.TarInfo(name)
-                    info.size = len(data)
-                    tar.addfile(info, io.BytesIO(data))
+        write_tar(written[-1], paths, part.tolist())
     return written
 
 

@@ -9,18 +9,18 @@ unsafe); tars by ``tarfile``, as WebDataset writes them (``00007.jpg`` + ``00007
 
 from __future__ import annotations
 
-import io
 import json
 import socket
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from bench.records.write import write_tar
 
 BUCKET = "shmaug-bench"
 OPTIONS = {"key": "bench", "secret": "bench-secret"}
@@ -119,13 +119,7 @@ def write_shards(root: Path, out: Path, shards: int) -> dict[str, list[str]]:
     for k, part in enumerate(np.array_split(np.arange(len(paths)), shards)):
         path = out / "wds" / f"train-{k:03d}.tar"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(path, "w") as tar:
-            for i in part.tolist():
-                for name, data in ((f"{i:05d}.jpg", Path(paths[i]).read_bytes()),
-                                   (f"{i:05d}.cls", str(i).encode())):
-                    info = tarfile.TarInfo(name)
-                    info.size = len(data)
-                    tar.addfile(info, io.BytesIO(data))
+        write_tar(path, paths, part.tolist(), digits=5)
         made["tar"].append(str(path))
     done = subprocess.run([sys.executable, "-m", "bench.records.write", str(root),
                            str(out / "tfrecord"), str(shards), "tfrecord"],
