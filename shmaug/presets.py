@@ -93,8 +93,12 @@ def light(
     Args:
         size: output (height, width) in pixels, an int for a square, or None (the default)
             to keep the input's size.
-        scale, ratio, horizontal_flip, brightness, contrast, interpolation: as for
-            :func:`imagenet_train`, with the milder defaults above.
+        scale: the crop's area fraction (default: 80% to all of it).
+        ratio: the crop's aspect relative to the input's (default: within 10%).
+        horizontal_flip: as for :func:`imagenet_train`.
+        brightness: its jitter strength (default 0.1).
+        contrast: its jitter strength (default 0.1).
+        interpolation: as for :func:`imagenet_train`.
 
     Returns:
         A ``Compose``; same shape as its input (or ``size``), same dtype.
