@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
+from ._disk_cache import DiskCache
 from ._options import Text
 from ._remote import Fetched, Listing, Remote, protocol_of
 from ..errors import ArgumentError, RemoteError
@@ -94,21 +95,38 @@ class RemoteTable:
         self._fetched = Fetched()
 
 
-def remote_for(first: str, storage_options: Any) -> Remote | None:
-    """The ``Remote`` that reads a source whose first path is ``first``, or None (local).
+def remote_for(first: str, storage_options: Any, cache_dir: Any = None,
+               cache_limit: Any = None) -> Remote | None:
+    """The ``Remote`` that reads a source whose first path is ``first``, or None (local), with
+    the disk cache ``cache_dir`` and ``cache_limit`` ask for (``_disk_cache.DiskCache``).
 
     Raises:
-        ArgumentError: ``storage_options`` given for local paths.
+        ArgumentError: ``storage_options`` or ``cache_dir`` given for local paths; a
+            ``cache_dir`` that cannot be written (``DiskCache.made``).
     """
     protocol = protocol_of(first)
     if protocol is None:
-        if storage_options:
-            raise ArgumentError(
-                f"`storage_options` applies to URLs (s3://, gs://, https://...); the paths are "
-                f"local, e.g. {first!r}. Fix: drop storage_options, or pass URLs."
-            )
+        for name, value in (("storage_options", storage_options), ("cache_dir", cache_dir)):
+            if value:
+                raise ArgumentError(
+                    f"`{name}` applies to URLs (s3://, gs://, https://...); the paths are "
+                    f"local, e.g. {first!r}. Fix: drop {name}, or pass URLs."
+                )
         return None
-    return Remote(protocol, storage_options)
+    remote = Remote(protocol, storage_options)
+    remote.cache = DiskCache.made(cache_dir, cache_limit, _endpoint(storage_options))
+    return remote
+
+
+def _endpoint(options: Any) -> str:
+    """The endpoint named in ``storage_options`` at any depth ("" where none: the backend's
+    default): the same URL on another server is another object in the disk cache."""
+    if isinstance(options, dict):
+        for key, value in options.items():
+            found = str(value) if key == "endpoint_url" else _endpoint(value)
+            if found:
+                return found
+    return ""
 
 
 log = logging.getLogger(__name__)

@@ -45,6 +45,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from . import _failures as rules
 from ._remote_settings import settings
+from ._disk_cache import DiskCache
 from ._round_trip import RoundTrip, coalesce
 from ._secrets import MASK, masked, secrets_of
 from ._spans import Spans
@@ -67,10 +68,11 @@ _BACKENDS = {"s3": ("s3fs", "remote"), "s3a": ("s3fs", "remote"), "gs": ("gcsfs"
 class Remote:
     """One protocol's filesystem with the user's options: built lazily, once per process."""
 
-    __slots__ = ("protocol", "_options", "_secrets", "_fs", "_pool", "_pid", "_lock", "_trip",
-                 "_one_get", "_spans")
+    __slots__ = ("protocol", "cache", "_options", "_secrets", "_fs", "_pool", "_pid", "_lock",
+                 "_trip", "_one_get", "_spans")
 
-    def __init__(self, protocol: str, storage_options: dict[str, Any] | None) -> None:
+    def __init__(self, protocol: str, storage_options: dict[str, Any] | None,
+                 cache: DiskCache | None = None) -> None:
         if storage_options is not None and not isinstance(storage_options, dict):
             raise ArgumentTypeError(
                 f"`storage_options` must be a dict of fsspec options; received "
@@ -78,6 +80,7 @@ class Remote:
                 f"{{'client_kwargs': {{'endpoint_url': 'http://...'}}}}`, or None."
             )
         self.protocol = protocol
+        self.cache = cache  # the disk cache of whole objects (``_disk_cache``), or None
         self._options = dict(storage_options or {})
         self._secrets = secrets_of(self._options)
         self._fs: Any = None
@@ -92,13 +95,13 @@ class Remote:
     def __repr__(self) -> str:
         return f"Remote({self.protocol!r}, storage_options={masked(self._options)!r})"
 
-    def __getstate__(self) -> tuple[str, dict[str, Any]]:
+    def __getstate__(self) -> tuple[str, dict[str, Any], DiskCache | None]:
         # Sent once, in a worker's spec (its load), never per task; the worker then gives the
         # options to the backend as fsspec expects (``fsspec.filesystem(protocol, **options)``).
-        return self.protocol, self._options
+        return self.protocol, self._options, self.cache
 
-    def __setstate__(self, state: tuple[str, dict[str, Any]]) -> None:
-        self.protocol, self._options = state
+    def __setstate__(self, state: tuple[str, dict[str, Any], DiskCache | None]) -> None:
+        self.protocol, self._options, self.cache = state
         self._secrets = secrets_of(self._options)
         self._fs = self._pool = None
         self._pid = -1
@@ -157,6 +160,13 @@ class Remote:
         """
         return self._retried(url, lambda fs: bytes(
             fs.cat_file(url, **self._one_get, **_limit(fs))))
+
+    def read_range(self, url: str, start: int, stop: int) -> bytes:
+        """Bytes ``start:stop`` of object ``url``, one request (retried), not kept in the
+        spans: a disk cache's download (``_disk_cache``)."""
+        # start= / end= by name: s3fs' third positional parameter is version_id.
+        return self._retried(url, lambda fs: bytes(
+            fs.cat_file(url, start=start, end=stop, **_limit(fs))))
 
     def read_ranges(self, url: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of each ``(offset, size)`` of object ``url``, in order. Ranges closer than

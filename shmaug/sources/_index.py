@@ -31,6 +31,7 @@ import numpy as np
 from . import _formats
 from ._decode import unreadable
 from . import _ahead
+from ._disk_cache import DiskCache
 from ._remote import Fetched, Remote
 from ..errors import RemoteError
 from ..engine._store import ArrayHandle, SharedStore, attach_block
@@ -227,6 +228,7 @@ class RecordTable:
         # Where all the shards in the bucket fit the span cache, a small one is read whole
         # (one more range, its records' extent, that coalescing merges with theirs): the span
         # kept then serves every later record of it.
+        self._from_disk(wanted)
         extents, total = self._extent_of() if wanted else (None, 0)
         whole = self._remote.reads_whole(total)
         try:
@@ -238,6 +240,25 @@ class RecordTable:
         for rows, pieces in zip(wanted.values(), found):
             self._fetched.put([index for index, _, _ in rows], [pieces] * len(rows)
                               if isinstance(pieces, BaseException) else pieces)
+
+    def _from_disk(self, wanted: dict[int, list[tuple[int, int, int]]]) -> None:
+        """Hand out the records of ``wanted`` whose shard the disk cache holds, read from
+        there (and drop them from ``wanted``); queue the download of every other shard in
+        ``wanted``, whose records are read by range meanwhile (``_disk_cache``)."""
+        assert self._remote is not None
+        cache = self._remote.cache
+        if cache is None:
+            return
+        for shard in list(wanted):
+            url = self._shards[shard]
+            path = cache.local(url)
+            rows = wanted[shard]
+            pieces = None if path is None else cache.read(path, [(o, n) for _, o, n in rows])
+            if pieces is None:
+                cache.want(url, self._remote)
+                continue
+            self._fetched.put([index for index, _, _ in rows], pieces)
+            del wanted[shard]
 
     def _extent_of(self) -> tuple[np.ndarray, int]:
         """Per shard, the end of its last record (with its TFRecord frame), and their sum over
@@ -261,7 +282,10 @@ class RecordTable:
         try:
             if data is None:
                 assert self._remote is not None
-                data = self._remote.read_ranges(self._shards[shard], [(offset, size)])[0]
+                cache, url = self._remote.cache, self._shards[shard]
+                path = cache.local(url) if cache is not None else None
+                kept = DiskCache.read(path, [(offset, size)]) if path is not None else None
+                data = kept[0] if kept else self._remote.read_ranges(url, [(offset, size)])[0]
             elif isinstance(data, BaseException):
                 raise data.with_traceback(None)  # one failure may stand for many samples
         except FileNotFoundError:

@@ -29,7 +29,7 @@ import numpy as np
 from . import _options as O
 from . import _remote as R
 from ._bucket import remote_for, check_same_protocol
-from ..errors import ArgumentError, ArgumentTypeError, ShmaugError, got
+from ..errors import ArgumentError, ArgumentTypeError, ShmaugError, got, warn
 
 log = logging.getLogger(__name__)
 Scan = Callable[[str], tuple[list[int], list[int], list[Any]]]
@@ -62,8 +62,10 @@ class Shards:
         Raises:
             RemoteError: the bucket failed while the shard was read (named, secrets masked).
         """
-        if self.remote is None:
-            with open(path, "rb") as f:
+        cache = self.remote.cache if self.remote is not None else None
+        kept = cache.local(path) if cache is not None else None
+        if self.remote is None or kept is not None:  # a local shard, or a cached one
+            with open(kept or path, "rb") as f:
                 yield f, os.fstat(f.fileno()).st_size
             return
         size = int(self.idents[path].split("|", 1)[0])
@@ -121,15 +123,18 @@ def braces(pattern: str) -> list[str]:
     return ["".join(p) for p in itertools.product(*parts)]
 
 
-def find(name: str, given: Any, what: str, storage_options: Any) -> Shards:
-    """The shards ``given`` names (see the module docstring), each checked to exist.
+def find(name: str, given: Any, what: str, storage_options: Any, cache_dir: Any = None,
+         cache_limit: Any = None) -> Shards:
+    """The shards ``given`` names (see the module docstring), each checked to exist; URLs
+    with the disk cache ``cache_dir`` and ``cache_limit`` ask for, told each shard's identity.
 
     Raises:
-        ArgumentError: none matches, one does not exist, local and URLs mixed, or
-            ``storage_options`` for local paths.
+        ArgumentError: none matches, one does not exist, local and URLs mixed,
+            ``storage_options`` or ``cache_dir`` for local paths, a ``cache_dir`` that
+            cannot be written.
     """
     listed = _listed(name, given, what)
-    remote = remote_for(listed[0] if listed else "", storage_options)
+    remote = remote_for(listed[0] if listed else "", storage_options, cache_dir, cache_limit)
     if remote is None:
         return Shards(_existing(name, given, what, listed, glob.glob, os.path.isfile))
     check_same_protocol(listed, remote.protocol)
@@ -153,7 +158,25 @@ def find(name: str, given: Any, what: str, storage_options: Any) -> Shards:
     for i in idents:
         if isinstance(i, BaseException):
             raise i
-    return Shards(paths, remote, dict(zip(paths, idents)))  # type: ignore[arg-type]
+    known: dict[str, str] = dict(zip(paths, idents))  # type: ignore[arg-type]
+    if remote.cache is not None:
+        remote.cache.know(known)
+        _check_bound(remote.cache, known)
+    return Shards(paths, remote, known)
+
+
+def _check_bound(cache: Any, idents: dict[str, str]) -> None:
+    """Warn where the disk cache's bound cannot hold the shards (read by range instead)."""
+    sizes = [int(i.split("|", 1)[0]) for i in idents.values()]
+    if cache.limit is None or sum(sizes) <= cache.limit:
+        return
+    what = ("no shard fits: every record is read by range" if min(sizes) > cache.limit else
+            "the shards that do not fit are read by range, and those that do are evicted "
+            "least recently used first (re-downloaded each epoch when the cache is smaller "
+            "than the data)")
+    warn(f"The disk cache in cache_dir={cache.folder!r} holds {cache.limit:,} bytes "
+         f"(cache_limit), less than the {sum(sizes):,} bytes of the {len(sizes)} shards: "
+         f"{what}. Fix: raise cache_limit to at least {sum(sizes):,}, or free disk space.")
 
 
 def cached(scan: Scan, index_cache: str | None, what: str, shards: Shards | None = None

@@ -113,7 +113,9 @@ class ImageRecords(O.ImageSource):
         image_key: str = "image/encoded", label_key: str | None = "image/class/label", *,
         class_names: Sequence[str] | None = None, compression_type: str | None = None,
         index_cache: str | os.PathLike[str] | None = None,
-        storage_options: dict[str, Any] | None = None, **settings: Any,
+        storage_options: dict[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
+        **settings: Any,
     ) -> ImageRecords:
         """TFRecord files of ``tf.train.Example``, read without TensorFlow.
 
@@ -130,7 +132,10 @@ class ImageRecords(O.ImageSource):
         decompressed once, here, and held in memory (shared with the workers, not copied per
         worker); write large datasets uncompressed. ``index_cache``: a folder where each
         plain shard's index is kept and reused while the shard is unchanged (None: scan every
-        time). Other keyword arguments are the settings ``ImageFiles`` takes (``image_size``,
+        time). ``cache_dir``: a local folder where shards in a bucket are downloaded whole,
+        in the background, shared by the host's processes and reused across runs, bounded by
+        ``cache_limit`` (bytes, or "50GB"; None: the disk) ([Object storage](../remote.md)).
+        Other keyword arguments are the settings ``ImageFiles`` takes (``image_size``,
         ``color_mode``, ``on_error``, ...).
 
         Raises:
@@ -143,7 +148,8 @@ class ImageRecords(O.ImageSource):
             >>> records.class_names[:2], len(records)
             (('0', '1'), 1281167)
         """
-        found = _find("files", files, "TFRecord files", storage_options)
+        found = _find("files", files, "TFRecord files", storage_options, cache_dir,
+                      cache_limit)
         if T.SLOW_CRC:
             warn(f"ImageRecords.from_tfrecord checks each record's CRC-32C in pure Python, "
                  f"about 1,000 times slower than in C (milliseconds per image): "
@@ -155,7 +161,8 @@ class ImageRecords(O.ImageSource):
         call = _call(cls.from_tfrecord, _shown(files, found.paths, "files"), dict(
             image_key=image_key, label_key=label_key, class_names=class_names,
             compression_type=compression_type, index_cache=index_cache,
-            storage_options=shown_options(found.remote), **settings))
+            storage_options=shown_options(found.remote), cache_dir=_folder(cache_dir),
+            cache_limit=cache_limit, **settings))
         return cls._indexed(found, scan, T.TFRECORD.name, call, settings, key=image_key,
                             label_key=wanted, class_names=class_names, memory=memory)
 
@@ -245,7 +252,9 @@ class ImageRecords(O.ImageSource):
         image_ext: str | Sequence[str] = "jpg", label_ext: str | None = "cls", *,
         class_names: Sequence[str] | None = None,
         index_cache: str | os.PathLike[str] | None = None,
-        storage_options: dict[str, Any] | None = None, **settings: Any,
+        storage_options: dict[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
+        **settings: Any,
     ) -> ImageRecords:
         """WebDataset tar shards: members ``key.jpg`` and ``key.cls`` make one sample.
 
@@ -255,8 +264,9 @@ class ImageRecords(O.ImageSource):
         ``image_ext``: the image member's extension, or several (a list, or "jpg;png" as
         WebDataset writes it), the first present is used. ``label_ext``: the
         label member, text holding a class index (WebDataset's ``.cls``) or a class name
-        (names sorted, or ``class_names``); None for no labels. ``index_cache``: as
-        ``from_tfrecord``'s. Other keyword arguments are ``ImageFiles``' settings.
+        (names sorted, or ``class_names``); None for no labels. ``index_cache``,
+        ``cache_dir`` and ``cache_limit``: as ``from_tfrecord``'s. Other keyword arguments are
+        ``ImageFiles``' settings.
 
         Raises:
             ArgumentError: no shard matches, one is not an uncompressed tar, a sample has no
@@ -266,7 +276,8 @@ class ImageRecords(O.ImageSource):
             >>> records = ImageRecords.from_webdataset("shards/train-{000..009}.tar",
             ...                                        image_size=(224, 224))
         """
-        found = _find("tar_files", tar_files, "tar shards", storage_options)
+        found = _find("tar_files", tar_files, "tar shards", storage_options, cache_dir,
+                      cache_limit)
         exts = tuple(e.lower().lstrip(".") for e in (
             image_ext.split(";") if isinstance(image_ext, str) else image_ext))
         wanted = _wanted(label_ext, settings)
@@ -274,7 +285,8 @@ class ImageRecords(O.ImageSource):
             wanted = wanted.lower().lstrip(".")
         call = _call(cls.from_webdataset, _shown(tar_files, found.paths, "shards"), dict(
             image_ext=image_ext, label_ext=label_ext, class_names=class_names,
-            index_cache=index_cache, storage_options=shown_options(found.remote), **settings))
+            index_cache=index_cache, storage_options=shown_options(found.remote),
+            cache_dir=_folder(cache_dir), cache_limit=cache_limit, **settings))
         scan = _tar.indexer(found, exts, wanted, _folder(index_cache))
         return cls._indexed(found, scan, RAW.name, call, settings, label_key=wanted,
                             class_names=class_names)
