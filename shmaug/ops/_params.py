@@ -92,6 +92,27 @@ def bounds(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf
     return a, b
 
 
+def keras_factor(value: Any, name: str, lo: float = -1.0, hi: float = 1.0
+                 ) -> tuple[float, float]:
+    """A Keras ``factor`` as ``(low, high)``: a lone number f means ``(max(-f, lo), f)``, as
+    Keras' image layers read it (symmetric, or ``(0, f)`` where ``lo`` is 0).
+
+    Raises:
+        ArgumentTypeError: ``value`` is neither a number nor a pair of numbers.
+        ArgumentError: ``value`` (or an end of it) lies outside ``[lo, hi]``, or low > high.
+    """
+    a, b = _pair(value, name)
+    if a == b and not isinstance(value, Sequence):
+        if not lo <= a <= hi:
+            raise ArgumentError(
+                f"`{name}` expects a number in [{lo}, {hi}] (Keras' meaning: the range "
+                f"(-{name}, {name}) cut at {lo}) or a (low, high) pair; received {value!r}. "
+                f"Pass e.g. {name}={min(hi, max(lo, abs(a)))}."
+            )
+        return max(-abs(a), lo), abs(a)
+    return bounds(value, name, lo, hi)
+
+
 def draw(
     rng: np.random.Generator, value: Any, name: str = "value", lo: float = -math.inf,
     hi: float = math.inf,

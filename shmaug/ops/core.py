@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
 Augment = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 """What the loader runs per sample: ``augment(image, rng) -> image``."""
+Check = Callable[[Any, str], object]
+"""``check(value, name)`` raises for a bad parameter value (e.g. ``_params.bounds``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,7 @@ class OpSpec:
     params: tuple[str, ...]  # keyword parameters after (image, rng), in signature order
     defaults: Mapping[str, Any]
     module: str  # where fn is defined; from_config imports it when the name is unknown
+    checks: Mapping[str, Check] = field(default_factory=dict)  # run by Op(...) per parameter
 
 
 _REGISTRY: dict[str, OpSpec] = {}
@@ -64,7 +67,8 @@ def _local_kind(obj: Any) -> str | None:
 
 
 def register(
-    name: str, *, replace: bool = False, uses_global_rng: bool | None = None
+    name: str, *, replace: bool = False, uses_global_rng: bool | None = None,
+    checks: Mapping[str, Check] | None = None,
 ) -> Callable[[F], F]:
     """Register ``fn(image, rng, **params)`` as an op under ``name``.
 
@@ -75,6 +79,9 @@ def register(
             True: the loader seeds them for every sample (~10 us). False: never. None (the
             default for your ops; shmaug's own say False): the workers watch for a draw and
             seed them from the first one on (that sample is made again, seeded).
+        checks: ``{parameter: check(value, name)}``, run on the bound or default value when
+            an :class:`Op` is built, so a bad value fails in the main process and not when a
+            worker first takes that branch of a pipeline.
 
     Returns:
         A decorator that registers the function and returns it unchanged.
@@ -128,7 +135,7 @@ def register(
             )
         _REGISTRY[name] = OpSpec(
             name, fn, tuple(p.name for p in extra), {p.name: p.default for p in extra},
-            fn.__module__,
+            fn.__module__, dict(checks or {}),
         )
         return fn
 
@@ -212,6 +219,8 @@ class Op:
                 f"expected some of {list(spec.params)}. Check the spelling."
             )
         frozen = {k: _freeze(v) for k, v in params.items()}
+        for key, check in spec.checks.items():
+            check(frozen.get(key, spec.defaults.get(key)), key)
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "params", tuple(sorted(frozen.items())))
         object.__setattr__(self, "fn", spec.fn)

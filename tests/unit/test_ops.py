@@ -89,6 +89,32 @@ CONTRACT: dict[str, Case] = {
         shape=lambda s: (round(0.5 * s[0]), round(0.75 * s[1]), *s[2:]),
     ),
     "resized_crop": Case(identity={"scale": 1.0, "ratio": 1.0}),
+    # Keras' image layers (colour.py, framing.py, corrupt.py); pixels against Keras in
+    # test_ops_keras_reference.py
+    "hue": Case(identity={"factor": 0}),
+    "saturation": Case(identity={"factor": (0.5, 0.5)}),  # a lone 0.5 is (0, 0.5) to Keras
+    "color_jitter": Case(identity={"brightness_factor": None, "contrast_factor": None,
+                                   "saturation_factor": None, "hue_factor": None}),
+    "grayscale": Case(identity={"factor": 0}),
+    "color_degeneration": Case(identity={"factor": 0}),
+    "invert": Case(identity={"factor": 0}),
+    "solarize": Case(),
+    "posterize": Case(identity={"factor": (8, 8)}, params={"factor": (2, 6)}),
+    "equalize": Case(random=False),
+    "auto_contrast": Case(random=False),
+    "clahe": Case(random=False),
+    "channel_shuffle": Case(),
+    "zoom": Case(identity={"height_factor": 0}),
+    "zoom_out": Case(identity={"side_range": 1.0}),
+    "center_crop": Case(
+        params={"height": 0.5, "width": 0.75},
+        identity={"height": 1.0, "width": 1.0},
+        random=False,
+        shape=lambda s: (round(0.5 * s[0]), round(0.75 * s[1]), *s[2:]),
+    ),
+    "translation": Case(identity={"height_factor": 0, "width_factor": 0}),
+    "erasing": Case(identity={"factor": 0}, params={"factor": (1, 1), "scale": (0.1, 0.3)}),
+    "jpeg": Case(),
 }
 NAMES = sorted(CONTRACT)
 

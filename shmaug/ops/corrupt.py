@@ -1,0 +1,106 @@
+"""Built-in ops that destroy information on purpose: ``erasing`` and ``jpeg``.
+
+Owns random erasing (torchvision's RandomErasing geometry, Keras' RandomErasing ``factor``
+and ``fill_value``) and JPEG re-compression at a random quality (tf.image's
+``random_jpeg_quality``; Keras has no layer for it). Pixel work: ``cv.erase`` and
+``cv_colour.jpeg``.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from . import cv
+from . import cv_colour as k
+from ._params import (
+    Range,
+    ValueRange,
+    bounds,
+    check_image,
+    draw,
+    draw_int,
+    keras_factor,
+    levels,
+    restore,
+    to_work,
+    value_range,
+)
+from .core import register
+
+_ERASE_TRIES = 10  # torchvision's: after this many boxes that do not fit, nothing is erased
+
+
+def _fill(value: Any, name: str) -> None:
+    if value is not None:
+        bounds(value, name, 0.0, 1.0)
+
+
+def _box(rng: np.random.Generator, h: int, w: int, scale: tuple[float, float],
+         ratio: tuple[float, float]) -> tuple[int, int, int, int] | None:
+    """torchvision's RandomErasing.get_params: a box of area fraction in ``scale`` and
+    aspect (width / height) log-uniform in ``ratio``, or None after ``_ERASE_TRIES``."""
+    log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
+    for _ in range(_ERASE_TRIES):
+        area = h * w * draw(rng, scale, "scale")
+        aspect = math.exp(draw(rng, log_ratio, "ratio"))
+        bh, bw = round(math.sqrt(area / aspect)), round(math.sqrt(area * aspect))
+        if 0 < bh < h and 0 < bw < w:
+            y0, x0 = int(rng.integers(0, h - bh + 1)), int(rng.integers(0, w - bw + 1))
+            return y0, x0, y0 + bh, x0 + bw
+    return None
+
+
+@register("erasing", checks={
+    "factor": partial(keras_factor, lo=0.0, hi=1.0), "scale": partial(bounds, lo=0.0, hi=1.0),
+    "ratio": partial(bounds, lo=1e-3), "fill_value": _fill, "value_range": value_range})
+def erasing(
+    image: np.ndarray, rng: np.random.Generator, factor: Range = 1.0,
+    scale: Range = (0.02, 0.33), ratio: Range = (0.3, 3.3), fill_value: float | None = 0.0,
+    value_range: ValueRange | None = None,
+) -> np.ndarray:
+    """Erase one box, with probability p drawn in ``factor`` (Keras: the default 1.0 erases
+    half the samples), of area ``scale`` x the image's and aspect ``ratio`` (torchvision's),
+    filled with ``fill_value`` (a fraction of the range) or, for None, Gaussian noise of one
+    range's deviation clipped to the range (Keras' None).
+
+    Example:
+        >>> out = erasing(np.full((32, 32), 255, np.uint8), np.random.default_rng(0))
+    """
+    p = draw(rng, keras_factor(factor, "factor", 0.0, 1.0), "factor")
+    if not rng.random() < p:
+        check_image(image)
+        return image
+    h, w = check_image(image).shape[:2]
+    box = _box(rng, h, w, bounds(scale, "scale", 0.0, 1.0), bounds(ratio, "ratio", 1e-3))
+    if box is None:
+        return image
+    pixels = levels(image, value_range)
+    if fill_value is not None:
+        return cv.erase(image, [box], pixels.at(bounds(fill_value, "fill_value", 0, 1)[0]))
+    y0, x0, y1, x1 = box
+    out = image.copy()
+    noise = rng.standard_normal((y1 - y0, x1 - x0, *image.shape[2:]), np.float32)
+    out[y0:y1, x0:x1] = np.clip(pixels.lo + noise * pixels.span, pixels.lo, pixels.hi)
+    return out
+
+
+@register("jpeg", checks={"quality": partial(bounds, lo=1.0, hi=100.0),
+                          "value_range": value_range})
+def jpeg(image: np.ndarray, rng: np.random.Generator, quality: Range = (50, 95),
+         value_range: ValueRange | None = None) -> np.ndarray:
+    """Re-compress as JPEG at a quality drawn in ``quality`` (1..100, ends inclusive).
+
+    JPEG holds 8 bits per channel: other dtypes are quantized to 256 levels of their range
+    and back.
+
+    Example:
+        >>> out = jpeg(np.zeros((16, 16, 3), np.uint8), np.random.default_rng(0), quality=75)
+    """
+    q = draw_int(rng, quality, "quality", 1)
+    work = to_work(image)
+    scale = levels(image, value_range)
+    return restore(k.via_bytes(work, scale, partial(k.jpeg, quality=q)), image, scale)
