@@ -49,11 +49,22 @@ class RemoteTable:
         of ``ahead`` (the tasks behind it), all together; ``fetch`` then hands them out (each
         once). Never raises: a failure is raised by ``fetch`` for its own sample."""
         wanted = self._fetched.missing(indices, ahead)
+        cache = self.remote.cache
+        if cache is not None:  # those the disk cache holds, from there
+            kept = [(i, DiskCache.whole(p) if p is not None else None) for i, p in
+                    ((i, cache.local(self.paths[i])) for i in wanted)]
+            self._fetched.put([i for i, data in kept if data is not None],
+                              [data for _, data in kept if data is not None])
+            wanted = [i for i, data in kept if data is None]
         try:
             got_ = self.remote.fetch_all([self.paths[i] for i in wanted])
         except RemoteError as exc:
             got_ = [exc] * len(wanted)
         self._fetched.put(wanted, got_)
+        if cache is not None:  # each object read whole: kept, in the background
+            for i, data in zip(wanted, got_):
+                if isinstance(data, bytes):
+                    cache.keep(self.paths[i], data)
 
     def fetch(self, index: int) -> np.ndarray:
         from ._decode import unreadable
@@ -61,7 +72,10 @@ class RemoteTable:
         data = self._fetched.take(index)
         try:
             if data is None:
-                data = self.remote.fetch(self.paths[index])
+                cache, url = self.remote.cache, self.paths[index]
+                path = cache.local(url) if cache is not None else None
+                data = DiskCache.whole(path) if path is not None else None
+                data = data if data is not None else self.remote.fetch(url)
             elif isinstance(data, BaseException):
                 raise data.with_traceback(None)  # one failure may stand for many samples
         except FileNotFoundError:

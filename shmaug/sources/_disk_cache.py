@@ -22,15 +22,13 @@ works in each process on its own:
 - **Names.** ``<hash of endpoint and URL>-<hash of size and etag>.data``: no URL, option or
   secret is written to the folder, and an object rewritten in the bucket has another name (the
   stale copy is removed when the new one is downloaded).
-- **The bound.** Room is made under the cache's own lock (``cache.lock``) by the eviction
-  policy (``Evict``; ``lru`` for now: least recently used first, by modification time, which
-  ``local`` refreshes). Reserved ``.part`` files count. An object larger than the bound, no
-  room, or the disk refusing a write (ENOSPC, EDQUOT, EFBIG) is logged once per process as a
-  warning naming ``cache_dir`` and the bound, and the object is read by range.
+- **The bound.** Room is made by ``_cache_space.Space`` (its eviction policy, ``lru`` for
+  now). An object larger than the bound, no room, or the disk refusing a write (ENOSPC,
+  EDQUOT, EFBIG) is logged once per process as a warning naming ``cache_dir`` and the bound,
+  and the object is read by range.
 
 What it leaves to others: which records a task reads (the tables), requests and their retries
-(``_client.Remote``), and the order of future epochs, which this module does not know (the
-farthest-next-use eviction of issue 39 needs it; ``Evict`` is where it plugs in).
+(``_client.Remote``), room and eviction (``_cache_space``).
 """
 
 from __future__ import annotations
@@ -43,8 +41,9 @@ import queue
 import tempfile
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable
 
+from ._cache_space import DATA, LOCK, PART, Space, remove, sibling, size_of
 from ._file_lock import FileLock
 from ..errors import ArgumentError, ArgumentTypeError, got
 
@@ -57,33 +56,7 @@ DOWNLOADS = 4  # shards downloaded at once per process (each streamed by CHUNK r
 CHUNK = 8 << 20  # bytes per request while a shard is downloaded
 TOUCH_S = 30.0  # a cached object's use refreshes its modification time (LRU) at most this often
 AGAIN_S = 5.0  # an object whose download did not happen is not tried again sooner, per process
-LOCK_WAIT_S = 30.0  # the longest a process waits for the cache's own lock (making room)
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
-
-
-class Entry(NamedTuple):
-    """A complete object in the cache, as the eviction policy sees it."""
-
-    path: str
-    size: int
-    used: float  # its modification time: when a process last read it (``TOUCH_S``)
-
-
-# The eviction policy: which entries to remove (in order) to free ``need`` bytes.
-Evict = Callable[[list[Entry], int], list[Entry]]
-
-
-def lru(entries: list[Entry], need: int) -> list[Entry]:
-    """Least recently used first, until ``need`` bytes are freed."""
-    out: list[Entry] = []
-    for entry in sorted(entries, key=lambda e: e.used):
-        if need <= 0:
-            break
-        out.append(entry)
-        need -= entry.size
-    return out
 
 
 class DiskCache:
@@ -96,7 +69,7 @@ class DiskCache:
         50000000000
     """
 
-    __slots__ = ("folder", "limit", "scope", "idents", "evict", "_pid", "_jobs", "_lock",
+    __slots__ = ("folder", "limit", "scope", "idents", "space", "_pid", "_jobs", "_lock",
                  "_pending", "_later", "_warned")
 
     def __init__(self, folder: str, limit: int | None, scope: str = "",
@@ -105,7 +78,6 @@ class DiskCache:
         self.limit = limit  # invariant: bytes >= 0, or None (the disk bounds it)
         self.scope = scope  # the endpoint: the same URL on another server is another object
         self.idents = dict(idents or {})  # url -> "size|etag" the source was built with
-        self.evict: Evict = lru
         self._fresh()
 
     def _fresh(self) -> None:
@@ -116,6 +88,7 @@ class DiskCache:
         self._pending: set[str] = set()  # queued or running here
         self._later: dict[str, float] = {}  # url -> when it may be tried again
         self._warned = False  # the cache-full warning is logged once per process
+        self.space = Space(self.folder, self.limit)  # room and eviction, as this process sees
 
     @classmethod
     def made(cls, cache_dir: Any, cache_limit: Any, scope: str = "") -> DiskCache | None:
@@ -164,7 +137,6 @@ class DiskCache:
 
     def __setstate__(self, state: tuple[str, int | None, str, dict[str, str]]) -> None:
         self.folder, self.limit, self.scope, self.idents = state
-        self.evict = lru
         self._fresh()
 
     def know(self, idents: dict[str, str]) -> None:
@@ -180,7 +152,7 @@ class DiskCache:
     def path_of(self, url: str, ident: str = "") -> str:
         where = hashlib.sha1(f"{self.scope}|{url}".encode()).hexdigest()[:32]
         what = hashlib.sha1(ident.encode()).hexdigest()[:16]
-        return os.path.join(self.folder, f"{where}-{what}.data")
+        return os.path.join(self.folder, f"{where}-{what}{DATA}")
 
     def local(self, url: str) -> str | None:
         """The complete cached copy of ``url`` (its size and etag as known), or None."""
@@ -198,6 +170,15 @@ class DiskCache:
             except OSError:
                 pass
         return path
+
+    @staticmethod
+    def whole(path: str) -> bytes | None:
+        """A cached file's bytes, or None where it is gone (evicted since ``local``)."""
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError:
+            return None
 
     @staticmethod
     def read(path: str, ranges: list[tuple[int, int]]) -> list[bytes] | None:
@@ -288,15 +269,17 @@ class DiskCache:
         already, or it does not fit (warned)."""
         final = self.path_of(url, self.idents.get(url, ""))
         shown = remote.scrub(url) if remote is not None else url
-        lock = FileLock(final[:-len(".data")] + ".lock")
+        lock = FileLock(sibling(final, LOCK))
         if not lock.acquire(0):
             return False  # another process downloads it: a shard is downloaded once
-        part = final[:-len(".data")] + ".part"
+        part = sibling(final, PART)
         try:
             if self.local(url) is not None:
                 return False
-            _remove(part)  # a killed download's leftover: its lock is ours now
-            if not self._room(size, final):
+            remove(part)  # a killed download's leftover: its lock is ours now
+            full = self.space.reserve(final, size)
+            if full is not None:
+                self._full(full)
                 return False
             with open(part, "r+b") as f:
                 write(f)
@@ -307,68 +290,19 @@ class DiskCache:
             log.debug("cached %s (%d bytes) as %s", shown, size, final)
             return True
         except OSError as exc:
-            _remove(part)
+            remove(part)
             if exc.errno in _FULL:
                 self._full(f"the disk refused a write ({exc.strerror or exc})")
             else:
                 log.warning("%s not cached in %s: %s", shown, self.folder, exc)
             return False
         except Exception as exc:  # the bucket failed: read by range, as before
-            _remove(part)
+            remove(part)
             log.warning("%s not cached in %s: %s", shown, self.folder,
                         remote.scrub(str(exc)) if remote is not None else exc)
             return False
         finally:
             lock.release()
-
-    def _room(self, size: int, final: str) -> bool:
-        """Reserve ``size`` bytes for ``final`` (its ``.part`` created at that size), evicting
-        under the cache's own lock; False (warned) where it does not fit."""
-        if self.limit is not None and size > self.limit:
-            self._full(f"an object of {size:,} bytes is larger than the bound")
-            return False
-        with FileLock(os.path.join(self.folder, "cache.lock")) as lock:
-            if not lock.acquire(LOCK_WAIT_S):
-                return False
-            entries, used = self._scan(final)
-            if self.limit is not None and used + size > self.limit:
-                for entry in self.evict(entries, used + size - self.limit):
-                    if _remove(entry.path):
-                        used -= entry.size
-                if used + size > self.limit:
-                    self._full(f"{used:,} bytes are in use by objects being read or written")
-                    return False
-            for stale in entries:  # an older version of this object (rewritten in the bucket)
-                if stale.path.startswith(final[:-len("-0123456789abcdef.data")]):
-                    _remove(stale.path)
-            with open(final[:-len(".data")] + ".part", "wb") as f:
-                f.truncate(size)  # reserved: other processes count it
-        return True
-
-    def _scan(self, final: str) -> tuple[list[Entry], int]:
-        """The complete entries (not ``final``), and the bytes in use: entries and the
-        ``.part`` files of downloads under way (those of dead ones are removed)."""
-        entries: list[Entry] = []
-        used = 0
-        with os.scandir(self.folder) as found:
-            for item in found:
-                try:
-                    st = item.stat()
-                except OSError:
-                    continue
-                if item.path == final:
-                    continue  # not as known (cut short): replaced by this download
-                if item.name.endswith(".data"):
-                    used += st.st_size
-                    entries.append(Entry(item.path, st.st_size, st.st_mtime))
-                elif item.name.endswith(".part"):
-                    other = FileLock(item.path[:-len(".part")] + ".lock")
-                    if other.acquire(0):  # nobody writes it: a killed download's
-                        _remove(item.path)
-                        other.release()
-                    else:
-                        used += st.st_size
-        return entries, used
 
     def _full(self, why: str) -> None:
         if not self._warned:
@@ -377,44 +311,3 @@ class DiskCache:
                         "is read by range from the bucket. Fix: raise cache_limit, free disk "
                         "space there, or choose another cache_dir.", self.folder, why,
                         self.bound)
-
-
-def size_of(name: str, value: Any) -> int | None:
-    """A size in bytes: an int (bytes) or a text with a unit (``"50GB"``, ``"512MiB"``; kB,
-    MB, GB, TB are powers of 10, KiB, MiB, GiB, TiB of 2); None: none.
-
-    Raises:
-        ArgumentError: negative. ArgumentTypeError: neither.
-    """
-    if value is None:
-        return None
-    number: float | None = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
-    elif isinstance(value, str):
-        text = value.strip().lower().replace(" ", "")
-        digits = text.rstrip("kmgtib")
-        unit = _UNITS.get(text[len(digits):])
-        try:
-            number = float(digits) * unit if unit is not None else None
-        except ValueError:
-            number = None
-    if number is None or number != number:
-        raise ArgumentTypeError(
-            f"`{name}` must be a size: bytes (an int) or a text with a unit; received "
-            f"{got(value)}. Fix: e.g. {name}=50_000_000_000 or {name}='50GB' (or '512MiB')."
-        )
-    if number < 0:
-        raise ArgumentError(
-            f"`{name}` must be a size >= 0; received {got(value)}. Fix: e.g. {name}='50GB', "
-            f"or None for no bound but the disk."
-        )
-    return int(number)
-
-
-def _remove(path: str) -> bool:
-    try:
-        os.remove(path)
-        return True
-    except OSError:  # gone already, or (Windows) open in another process: left for later
-        return False

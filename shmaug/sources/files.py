@@ -97,6 +97,8 @@ class ImageFiles(O.ImageSource):
     crop_to_aspect_ratio: bool = False
     pad_to_aspect_ratio: bool = False
     storage_options: Any = field(default=None, repr=False)
+    cache_dir: Any = field(default=None, repr=False)
+    cache_limit: Any = field(default=None, repr=False)
     load: Reader = field(init=False, repr=False, compare=False)
     _origin: str = field(init=False, repr=False, compare=False, default="")
     _remote: Remote | None = field(init=False, repr=False, compare=False, default=None)
@@ -127,7 +129,8 @@ class ImageFiles(O.ImageSource):
             if classes is not None and (existing is None
                                         or not np.array_equal(existing, classes)):
                 table = PathTable.build(given.tolist(), classes)
-        remote = B.remote_for(table[0], self.storage_options)  # None: local files
+        remote = B.remote_for(table[0], self.storage_options, self.cache_dir,
+                              self.cache_limit)  # None: local files
         if remote is not None and not isinstance(given, PathTable):
             B.check_same_protocol(given, remote.protocol)
         object.__setattr__(self, "_remote", remote)
@@ -147,7 +150,9 @@ class ImageFiles(O.ImageSource):
                        seed: int | None = ..., reduced_decode: bool = ...,
                        crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...,
                        storage_options: dict[str, Any] | None = ...,
-                       listing_cache: str | os.PathLike[str] | None = ...
+                       listing_cache: str | os.PathLike[str] | None = ...,
+                       cache_dir: str | os.PathLike[str] | None = ...,
+                       cache_limit: int | str | None = ...
                        ) -> tuple[ImageFiles, ImageFiles]: ...
 
     @overload
@@ -161,7 +166,9 @@ class ImageFiles(O.ImageSource):
                        seed: int | None = ..., reduced_decode: bool = ...,
                        crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...,
                        storage_options: dict[str, Any] | None = ...,
-                       listing_cache: str | os.PathLike[str] | None = ...) -> ImageFiles: ...
+                       listing_cache: str | os.PathLike[str] | None = ...,
+                       cache_dir: str | os.PathLike[str] | None = ...,
+                       cache_limit: int | str | None = ...) -> ImageFiles: ...
 
     @classmethod
     def from_directory(
@@ -173,7 +180,9 @@ class ImageFiles(O.ImageSource):
         seed: int | None = None, reduced_decode: bool = True,
         crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
         storage_options: dict[str, Any] | None = None,
-        listing_cache: str | os.PathLike[str] | None = None, **keras_only: Any,
+        listing_cache: str | os.PathLike[str] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
+        **keras_only: Any,
     ) -> ImageFiles | tuple[ImageFiles, ImageFiles]:
         """Images in ``directory``, as Keras' ``image_dataset_from_directory`` finds them.
 
@@ -199,6 +208,9 @@ class ImageFiles(O.ImageSource):
         ``listing_cache``: a folder where that listing is kept and reused by the next
         construction (a bucket of a million objects lists in minutes); it is reused as is
         until its file is deleted, so objects added later are not seen.
+        ``cache_dir``: a local folder where each image read from the bucket is kept, shared
+        by the host's processes and reused across runs, bounded by ``cache_limit`` (bytes,
+        or "50GB"; None: the disk).
 
         Raises:
             ArgumentError: the folder does not exist or holds no image file; an argument
@@ -235,7 +247,9 @@ class ImageFiles(O.ImageSource):
                       reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
                       pad_to_aspect_ratio=pad_to_aspect_ratio,
                       storage_options=B.shown_options(remote),
-                      listing_cache=None if listing_cache is None else os.fspath(listing_cache))
+                      listing_cache=None if listing_cache is None else os.fspath(listing_cache),
+                      cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+                      cache_limit=cache_limit)
         call = f"from_directory({root!r}{O.passed(passed, _DIRECTORY_DEFAULTS)})"
 
         def make(part: np.ndarray | None, suffix: str = "") -> ImageFiles:
@@ -245,7 +259,8 @@ class ImageFiles(O.ImageSource):
                         O.image_size_of(image_size),
                         color_mode, interpolation, on_error, label_mode=label_mode,
                         reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
-                        pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=storage_options)
+                        pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=storage_options,
+                        cache_dir=cache_dir, cache_limit=cache_limit)
             object.__setattr__(files, "_origin", call + suffix)
             return files
 
@@ -264,13 +279,15 @@ class ImageFiles(O.ImageSource):
         interpolation: str = "bilinear", on_error: str = "raise", label_mode: str | None = "int",
         reduced_decode: bool = True, crop_to_aspect_ratio: bool = False,
         pad_to_aspect_ratio: bool = False, storage_options: dict[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
     ) -> ImageFiles:
         """A list of image paths, with labels as ints or as class-name strings.
 
         String labels map to indices of their sorted unique names (or of ``class_names``).
         With ``on_error="raise"`` missing files are reported here, before any process starts.
         Paths may be URLs of one protocol (``s3://``, ``gs://``, ``https://``), read through
-        fsspec with ``storage_options``; existence is then checked concurrently.
+        fsspec with ``storage_options``; existence is then checked concurrently;
+        ``cache_dir`` and ``cache_limit`` as ``from_directory``'s.
 
         Raises:
             ArgumentError: no paths, an unknown extension, missing files, bad labels.
@@ -290,7 +307,8 @@ class ImageFiles(O.ImageSource):
         files = cls(strings, index, names, image_size, color_mode, interpolation, on_error,
                     label_mode=label_mode, reduced_decode=reduced_decode,
                     crop_to_aspect_ratio=crop_to_aspect_ratio,
-                    pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=storage_options)
+                    pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=storage_options,
+                    cache_dir=cache_dir, cache_limit=cache_limit)
         if on_error == "raise" and files._remote is not None:
             files._remote.check_exist(strings)
         elif on_error == "raise":
@@ -299,7 +317,9 @@ class ImageFiles(O.ImageSource):
                       interpolation=interpolation, on_error=on_error, label_mode=label_mode,
                       reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
                       pad_to_aspect_ratio=pad_to_aspect_ratio,
-                      storage_options=B.shown_options(files._remote))
+                      storage_options=B.shown_options(files._remote),
+                      cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+                      cache_limit=cache_limit)
         label_text = "" if labels is None else f", <{len(strings)} labels>"
         object.__setattr__(files, "_origin", f"from_paths(<{len(strings)} paths>{label_text}"
                                             f"{O.passed(passed, _PATHS_DEFAULTS)})")
@@ -354,7 +374,7 @@ class ImageFiles(O.ImageSource):
 
     # The table a pickled copy is rebuilt from (the reader's may wrap it for a bucket), and
     # the settings it needs besides the shared ones.
-    _EXTRA_SETTINGS = ("storage_options",)
+    _EXTRA_SETTINGS = ("storage_options", "cache_dir", "cache_limit")
 
     def _source_table(self) -> Sequence[str]:
         return self.paths

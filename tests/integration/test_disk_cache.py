@@ -76,6 +76,8 @@ def test_epochs_after_the_cache_holds_the_shards_read_nothing_from_the_bucket(
     endpoint, folder = tars
     cache = tmp_path / "cache"
     records = build(endpoint, cache)
+    caplog.set_level(logging.INFO)
+    caplog.clear()
     local = epoch(shmaug.ImageRecords.from_webdataset(f"{folder}/shard-{{0,1}}.tar",
                                                       image_ext="png", image_size=D.SHAPE[:2]))
     with shmaug.Loader(records, batch_size=4, shuffle=True, seed=2, workers=2,
@@ -85,8 +87,7 @@ def test_epochs_after_the_cache_holds_the_shards_read_nothing_from_the_bucket(
         while len(cached(cache)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
     assert_same_batches(first, local)
-    assert len(cached(cache)) == 2 and not list(cache.glob("*.part"))
-    caplog.set_level(logging.INFO)
+    assert len(cached(cache)) == 2 and not list(cache.glob("*.part")) and gets(caplog) > 2
     caplog.clear()
     again = build(endpoint, cache)  # the index scan reads the cached shards too
     assert_same_batches(epoch(again, workers=2, start_method="spawn"), local)
@@ -240,3 +241,28 @@ def test_a_cache_dir_that_cannot_be_written_is_refused_naming_the_fix(tars, tmp_
     with pytest.raises(shmaug.ArgumentTypeError, match="`cache_limit` must be a size"):
         build(endpoint, tmp_path, cache_limit="lots")
     assert build(endpoint, tmp_path, cache_limit="1MiB").table.remote.cache.limit == 1 << 20
+
+
+def test_image_files_are_kept_as_read_and_later_epochs_read_none_from_the_bucket(
+        s3, tmp_path, caplog):
+    endpoint, root = s3
+
+    def files(where, **kwargs):
+        return shmaug.ImageFiles.from_directory(where, image_size=(8, 8), **kwargs)
+
+    remote = files(f"s3://{BUCKET}/train/", storage_options=options(endpoint),
+                   cache_dir=tmp_path, cache_limit="1MB")
+    local = epoch(files(root))
+    caplog.set_level(logging.INFO)
+    with shmaug.Loader(remote, batch_size=4, shuffle=True, seed=2, workers=2,
+                       start_method="fork") as loader:
+        assert_same_batches([(x.copy(), y.copy()) for x, y in loader], local)
+        deadline = time.monotonic() + 20
+        while len(cached(tmp_path)) < 7 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert len(cached(tmp_path)) == 7 and gets(caplog, f"/{BUCKET}/train/") >= 7
+    caplog.clear()
+    assert_same_batches(epoch(remote, workers=2, start_method="spawn"), local)
+    assert gets(caplog, f"/{BUCKET}/train/") == 0
+    assert f"cache_dir={str(tmp_path)!r}, cache_limit='1MB'" in repr(remote)
+    assert SECRET not in repr(remote)

@@ -1,0 +1,172 @@
+"""The room in a disk cache's folder (``Space``): what its entries hold, which to evict, and a
+download's bytes reserved under the bound (``cache_limit``); and sizes as users write them
+(``size_of``).
+
+``_disk_cache.DiskCache`` asks ``Space.reserve`` before it writes an object, holding that
+object's own lock. Room is made under the folder's lock (``cache.lock``, ``_file_lock``), so
+two processes never both count the same free bytes: the ``.part`` file a download will fill is
+created at its full size there, and every process counts it. The eviction policy is a seam
+(``Evict``): ``lru`` (least recently used first, by modification time, which a read refreshes)
+until the order of future epochs reaches the sources (issue 39 asks for the entry whose next
+use is farthest away; the engine knows that order, the workers' sources do not yet).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, NamedTuple
+
+from ._file_lock import FileLock
+from ..errors import ArgumentError, ArgumentTypeError, got
+
+LOCK_WAIT_S = 30.0  # the longest a process waits for the cache's own lock (making room)
+# A process lists the folder (its entries and their sizes) at most this often; in between it
+# counts its own writes and evictions. Other processes' writes of that time can pass the bound.
+RESCAN_S = 10.0
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+DATA, PART, LOCK = ".data", ".part", ".lock"  # an entry, its download, its lock
+
+
+class Entry(NamedTuple):
+    """A complete object in the cache, as the eviction policy sees it."""
+
+    path: str
+    size: int
+    used: float  # its modification time: when a process last read it (``DiskCache.local``)
+
+
+# The eviction policy: which entries to remove (in order) to free ``need`` bytes.
+Evict = Callable[[list[Entry], int], list[Entry]]
+
+
+def lru(entries: list[Entry], need: int) -> list[Entry]:
+    """Least recently used first, until ``need`` bytes are freed."""
+    out: list[Entry] = []
+    for entry in sorted(entries, key=lambda e: e.used):
+        if need <= 0:
+            break
+        out.append(entry)
+        need -= entry.size
+    return out
+
+
+def sibling(final: str, suffix: str) -> str:
+    """The ``.part`` or ``.lock`` file of entry ``final`` (``<name>.data``)."""
+    return final[:-len(DATA)] + suffix
+
+
+class Space:
+    """The bytes a cache folder holds, bounded by ``limit`` (None: by the disk), as this
+    process last saw them. Per process; not pickled (``DiskCache`` makes one)."""
+
+    __slots__ = ("folder", "limit", "evict", "_seen")
+
+    def __init__(self, folder: str, limit: int | None, evict: Evict = lru) -> None:
+        self.folder = folder
+        self.limit = limit
+        self.evict = evict
+        self._seen: tuple[float, dict[str, Entry], int] | None = None  # when, entries, used
+
+    def reserve(self, final: str, size: int) -> str | None:
+        """Reserve ``size`` bytes for entry ``final``: its ``.part`` created at that size,
+        stale versions of the same object removed, others evicted as the policy says. None
+        when reserved; else why it does not fit."""
+        if self.limit is not None and size > self.limit:
+            return f"an object of {size:,} bytes is larger than the bound"
+        with FileLock(os.path.join(self.folder, "cache" + LOCK)) as lock:
+            if not lock.acquire(LOCK_WAIT_S):
+                return f"another process held {self.folder}/cache.lock for {LOCK_WAIT_S:g} s"
+            entries, used = self._entries()
+            if final in entries:  # not as known (cut short): replaced by this download
+                used -= entries.pop(final).size
+            version = final[:-len("-0123456789abcdef" + DATA)]  # the object, any version
+            stale = [e for e in entries.values() if e.path.startswith(version)]
+            victims = stale + (self.evict([e for e in entries.values() if e not in stale],
+                                          used + size - self.limit)
+                               if self.limit is not None and used + size > self.limit else [])
+            for entry in victims:
+                if remove(entry.path):
+                    used -= entries.pop(entry.path).size
+            when = self._seen[0] if self._seen is not None else 0.0
+            if self.limit is not None and used + size > self.limit:
+                self._seen = when, entries, used
+                return f"{used:,} bytes are in use by objects being read or written"
+            with open(sibling(final, PART), "wb") as f:
+                f.truncate(size)  # reserved: other processes count it
+            entries[final] = Entry(final, size, time.time())  # counted from now
+            self._seen = when, entries, used + size
+        return None
+
+    def _entries(self) -> tuple[dict[str, Entry], int]:
+        """``_scan``, or what this process learnt since its last (``RESCAN_S``)."""
+        if self._seen is None or time.monotonic() - self._seen[0] > RESCAN_S:
+            entries, used = self._scan()
+            self._seen = time.monotonic(), entries, used
+        return dict(self._seen[1]), self._seen[2]
+
+    def _scan(self) -> tuple[dict[str, Entry], int]:
+        """The complete entries by path, and the bytes in use: entries and the ``.part``
+        files of downloads under way (those of dead ones are removed)."""
+        entries: dict[str, Entry] = {}
+        used = 0
+        with os.scandir(self.folder) as found:
+            for item in found:
+                try:
+                    st = item.stat()
+                except OSError:
+                    continue
+                if item.name.endswith(DATA):
+                    used += st.st_size
+                    entries[item.path] = Entry(item.path, st.st_size, st.st_mtime)
+                elif item.name.endswith(PART):
+                    other = FileLock(item.path[:-len(PART)] + LOCK)
+                    if other.acquire(0):  # nobody writes it: a killed download's
+                        remove(item.path)
+                        other.release()
+                    else:
+                        used += st.st_size
+        return entries, used
+
+
+def size_of(name: str, value: Any) -> int | None:
+    """A size in bytes: an int (bytes) or a text with a unit (``"50GB"``, ``"512MiB"``; kB,
+    MB, GB, TB are powers of 10, KiB, MiB, GiB, TiB of 2); None: none.
+
+    Raises:
+        ArgumentError: negative.
+        ArgumentTypeError: neither an int nor such a text.
+    """
+    if value is None:
+        return None
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        digits = text.rstrip("kmgtib")
+        unit = _UNITS.get(text[len(digits):])
+        try:
+            number = float(digits) * unit if unit is not None else None
+        except ValueError:
+            number = None
+    if number is None or number != number:
+        raise ArgumentTypeError(
+            f"`{name}` must be a size: bytes (an int) or a text with a unit; received "
+            f"{got(value)}. Fix: e.g. {name}=50_000_000_000 or {name}='50GB' (or '512MiB')."
+        )
+    if number < 0:
+        raise ArgumentError(
+            f"`{name}` must be a size >= 0; received {got(value)}. Fix: e.g. {name}='50GB', "
+            f"or None for no bound but the disk."
+        )
+    return int(number)
+
+
+def remove(path: str) -> bool:
+    try:
+        os.remove(path)
+        return True
+    except OSError:  # gone already, or (Windows) open in another process: left for later
+        return False
