@@ -164,9 +164,11 @@ class Remote:
     def read_range(self, url: str, start: int, stop: int) -> bytes:
         """Bytes ``start:stop`` of object ``url``, one request (retried), not kept in the
         spans: a disk cache's download (``_disk_cache``)."""
-        # start= / end= by name: s3fs' third positional parameter is version_id.
-        return self._retried(url, lambda fs: bytes(
-            fs.cat_file(url, start=start, end=stop, **_limit(fs))))
+        # start= / end= by name: s3fs' third positional parameter is version_id. A bytearray
+        # inside: a download's large requests would teach ``RoundTrip`` a cost that is the
+        # transfer's, not a request's (it learns from bytes only).
+        return bytes(self._retried(url, lambda fs: bytearray(
+            fs.cat_file(url, start=start, end=stop, **_limit(fs)))))
 
     def read_ranges(self, url: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of each ``(offset, size)`` of object ``url``, in order. Ranges closer than

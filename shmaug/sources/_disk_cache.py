@@ -56,7 +56,10 @@ DOWNLOADS = 4  # shards downloaded at once per process (each streamed by CHUNK r
 CHUNK = 8 << 20  # bytes per request while a shard is downloaded
 TOUCH_S = 30.0  # a cached object's use refreshes its modification time (LRU) at most this often
 AGAIN_S = 5.0  # an object whose download did not happen is not tried again sooner, per process
-_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+QUEUED = 256  # downloads and writes waiting per process at most; more are dropped (a later
+# read asks again): an image file's write holds its bytes until it runs
+# The disk refused a write: full, a quota, a file-size limit (EDQUOT is not on every system).
+_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG)
 
 
 class DiskCache:
@@ -208,7 +211,8 @@ class DiskCache:
         if self._pid != os.getpid():
             self._fresh()
         with self._lock:
-            if url in self._pending or self._later.get(url, 0.0) > time.monotonic():
+            if (url in self._pending or len(self._pending) >= QUEUED
+                    or self._later.get(url, 0.0) > time.monotonic()):
                 return
             self._pending.add(url)
             if self._jobs is None:
@@ -221,7 +225,10 @@ class DiskCache:
             try:
                 if not job():
                     with self._lock:
-                        self._later[url] = time.monotonic() + AGAIN_S
+                        now = time.monotonic()
+                        if len(self._later) >= QUEUED:  # only those still waiting are kept
+                            self._later = {u: t for u, t in self._later.items() if t > now}
+                        self._later[url] = now + AGAIN_S
             finally:
                 with self._lock:
                     self._pending.discard(url)

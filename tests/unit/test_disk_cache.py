@@ -1,0 +1,97 @@
+"""The disk cache's parts that need no server and no process: sizes as users write them, the
+eviction policy, the room a download reserves, the file lock, and the checks at construction.
+The cache against a real S3 server, across processes: tests/integration/test_disk_cache.py."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import shmaug
+from shmaug.sources._cache_space import Entry, Space, lru, size_of
+from shmaug.sources._disk_cache import DiskCache
+from shmaug.sources._file_lock import FileLock
+
+
+@pytest.mark.parametrize("given, expected", [
+    (None, None), (0, 0), (1234, 1234), ("50GB", 50 * 10**9), ("512MiB", 512 << 20),
+    (" 1.5 kb", 1500), ("2gib", 2 << 30), ("77", 77), (3.0, 3),
+])
+def test_a_size_is_bytes_or_a_text_with_a_unit(given, expected):
+    assert size_of("cache_limit", given) == expected
+
+
+@pytest.mark.parametrize("given", ["lots", "12 parsecs", "", True, [1], "nan"])
+def test_a_size_that_is_none_is_refused_naming_the_fix(given):
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`cache_limit` must be a size.*Fix:"):
+        size_of("cache_limit", given)
+    with pytest.raises(shmaug.ArgumentError, match=r"`cache_limit` must be a size >= 0"):
+        size_of("cache_limit", -1)
+
+
+def test_lru_evicts_the_least_recently_used_until_enough_is_free():
+    entries = [Entry("a", 10, 3.0), Entry("b", 10, 1.0), Entry("c", 10, 2.0)]
+    assert [e.path for e in lru(entries, 15)] == ["b", "c"]
+    assert lru(entries, 0) == []
+
+
+def entry(folder, name: str, size: int, used: float) -> str:
+    path = os.path.join(folder, f"{name}-{'0' * 16}.data")
+    with open(path, "wb") as f:
+        f.write(b"x" * size)
+    os.utime(path, (used, used))
+    return path
+
+
+def test_room_is_made_by_evicting_and_a_download_is_reserved(tmp_path):
+    old = entry(tmp_path, "a" * 32, 40, 1000.0)
+    recent = entry(tmp_path, "b" * 32, 40, 2000.0)
+    space = Space(str(tmp_path), 100)
+    final = os.path.join(tmp_path, f"{'c' * 32}-{'1' * 16}.data")
+    assert space.reserve(final, 50) is None
+    assert not os.path.exists(old) and os.path.exists(recent)
+    assert os.path.getsize(final[:-5] + ".part") == 50  # counted by every process
+    assert "larger than the bound" in space.reserve(final, 101)
+    # Another version of an object is removed when its new one is reserved.
+    stale = entry(tmp_path, "d" * 32, 1, 3000.0)
+    space = Space(str(tmp_path), None)
+    assert space.reserve(stale[:-22] + "-" + "2" * 16 + ".data", 1) is None
+    assert not os.path.exists(stale)
+
+
+def test_a_part_left_by_a_dead_download_is_removed_and_one_being_written_is_counted(tmp_path):
+    final = os.path.join(tmp_path, f"{'e' * 32}-{'0' * 16}.data")
+    (tmp_path / f"{'e' * 32}-{'0' * 16}.part").write_bytes(b"x" * 30)
+    assert Space(str(tmp_path), 10)._scan() == ({}, 0)  # its lock is free: a leftover
+    (tmp_path / f"{'e' * 32}-{'0' * 16}.part").write_bytes(b"x" * 30)
+    with FileLock(final[:-5] + ".lock") as lock:
+        assert lock.acquire(0)
+        assert Space(str(tmp_path), 10)._scan() == ({}, 30)
+
+
+def test_a_file_lock_has_one_holder(tmp_path):
+    first, second = FileLock(str(tmp_path / "x.lock")), FileLock(str(tmp_path / "x.lock"))
+    assert first.acquire(0)
+    assert not second.acquire(0.1)  # (flock: another descriptor is another holder)
+    first.release()
+    assert second.acquire(0)
+    second.release()
+
+
+def test_the_cache_is_checked_at_construction_and_names_no_secret(tmp_path):
+    assert DiskCache.made(None, None) is None
+    with pytest.raises(shmaug.ArgumentError, match="`cache_limit` bounds.*without cache_dir"):
+        DiskCache.made(None, "1GB")
+    with pytest.raises(shmaug.ArgumentTypeError, match="`cache_dir` must be a local folder"):
+        DiskCache.made(42, None)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(shmaug.ArgumentError, match="`cache_dir` must be a folder this"):
+        DiskCache.made(tmp_path / "file" / "cache", None)
+    cache = DiskCache.made(tmp_path / "new", "1MB", "http://host:9000")
+    assert cache is not None and cache.limit == 10**6 and (tmp_path / "new").is_dir()
+    name = os.path.basename(cache.path_of("s3://bucket/secret-key/x.tar", "12|etag"))
+    assert "secret" not in name and "bucket" not in name and name.endswith(".data")
+    assert cache.path_of("s3://b/x", "1|a") != cache.path_of("s3://b/x", "1|b")
+    assert DiskCache.made(tmp_path, None, "http://other:9000").path_of("s3://b/x") != (
+        cache.path_of("s3://b/x"))
