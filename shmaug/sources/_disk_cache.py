@@ -253,27 +253,29 @@ class DiskCache:
         size = int(ident.split("|", 1)[0])
         if self.local(url) is not None:
             return False
-        try:
-            now = remote.identities([url])[0]
-        except Exception as exc:
-            now = exc
-        if now != ident:
-            log.warning("%s not cached: it changed in the bucket since the source was built "
-                        "(%s, then %s); rebuild the source to read it as it is now",
-                        remote.scrub(url), ident, remote.scrub(str(now)))
-            return False
+
+        def unchanged() -> bool:  # the object is the one indexed (asked once the lock is ours)
+            try:
+                now = remote.identities([url])[0]
+            except Exception as exc:
+                now = exc
+            if now != ident:
+                log.warning("%s not cached: it changed in the bucket since the source was "
+                            "built (%s, then %s); rebuild the source to read it as it is now",
+                            remote.scrub(url), ident, remote.scrub(str(now)))
+            return now == ident
 
         def stream(f: Any) -> None:
             for start in range(0, size, CHUNK):
                 f.write(remote.read_range(url, start, min(size, start + CHUNK)))
 
-        return self._store(url, size, stream, remote)
+        return self._store(url, size, stream, remote, unchanged)
 
     def _store(self, url: str, size: int, write: Callable[[Any], object],
-               remote: Remote | None = None) -> bool:
-        """Write ``size`` bytes (``write(file)``) as ``url``'s entry: its lock held, room made,
-        into ``.part``, checked, renamed. False when another process holds it, it is cached
-        already, or it does not fit (warned)."""
+               remote: Remote | None = None, check: Callable[[], bool] | None = None) -> bool:
+        """Write ``size`` bytes (``write(file)``) as ``url``'s entry: its lock held, ``check()``
+        passed, room made, into ``.part``, checked, renamed. False when another process holds
+        it, it is cached already, the check fails, or it does not fit (warned)."""
         final = self.path_of(url, self.idents.get(url, ""))
         shown = remote.scrub(url) if remote is not None else url
         lock = FileLock(sibling(final, LOCK))
@@ -281,7 +283,7 @@ class DiskCache:
             return False  # another process downloads it: a shard is downloaded once
         part = sibling(final, PART)
         try:
-            if self.local(url) is not None:
+            if self.local(url) is not None or check is not None and not check():
                 return False
             remove(part)  # a killed download's leftover: its lock is ours now
             full = self.space.reserve(final, size)
