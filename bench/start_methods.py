@@ -1,59 +1,166 @@
-"""Time from ``Loader(...)`` to its first batch under each start method, in a fresh process.
+"""Worker start-up when the user's augment lives in a module that imports a framework.
 
-Each run is a new interpreter that first imports a framework (as a training script does),
-then times a ``Loader``'s construction and first batch twice: the first pays for starting
-workers in a process that has none (forkserver: its server too), the second is what every
-later loader of the same process pays. ``python -m bench.start_methods`` prints a Markdown
-table; the committed figures are in docs/loader.md ("Start methods").
+``python -m bench.start_methods [--framework tensorflow|jax|torch|none] [--quick]``
+
+A user's ``user_ops.py`` imports TensorFlow (or JAX, torch) at its top and defines a
+sleep-bound augment (``SLEEP_S`` per sample); the main script imports the framework first, as a
+training script does, then runs one ``shmaug.Sequence`` epoch with 2 workers under each start
+method, and with ``workers=0``. Each probe is a fresh process (the forkserver starts once per
+process: its first loader pays for it, so a second ``Sequence`` is timed too), contenders
+interleaved round by round.
+
+Per start method: construction to the first batch, the whole epoch (2 s of sleep in all: with
+2 workers it should take about 1 s), each worker's unique memory (USS) after the epoch, and a
+later ``Sequence``'s construction to first batch in the same process.
+Targets (issue 38): the default's first batch within 1.0 s of fork's; each worker <= 80 MB
+USS; ``workers=2`` under the default faster than ``workers=0``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import subprocess
+import os
 import sys
+import tempfile
+import textwrap
 import time
+from pathlib import Path
+from typing import Any
 
-import numpy as np
+from bench.common.harness import REPO_ROOT, base_parser, child_env, progress, run_json, summarize
+from bench.common.report import Row, environment, write_results
 
-METHODS = ("fork", "forkserver", "spawn")
+SAMPLES, BATCH, SLEEP_S = 40, 4, 0.05  # 2 s of sleep in all, in 10 batches
+METHODS = ("default", "fork", "forkserver", "spawn", "in-process")
+FRAMEWORK_USE = {"tensorflow": "tensorflow", "jax": "jax.numpy", "torch": "torch", "none": "json"}
+
+USER_OPS = textwrap.dedent('''
+    """A user's augment module: it imports a framework for other reasons than its ops."""
+    import time
+
+    import {framework}  # noqa: F401  -- the point of this probe
 
 
-def child(method: str, framework: str) -> dict[str, float]:
-    if framework != "none":
-        __import__(framework)
+    def augment(image, rng):
+        time.sleep({sleep})
+        return image
+''')
+
+PROBE = textwrap.dedent('''
+    import {framework}  # noqa: F401  -- a training script imports it first
+    import sys, time
+
+    import numpy as np
+
     import shmaug
+    import user_ops
+    from bench.common.harness import report_json, worker_memory
 
-    x = np.random.default_rng(0).integers(0, 255, (2048, 64, 64, 3), dtype=np.uint8)
-    times = {}
-    for run in ("first", "second"):
-        start = time.perf_counter()
-        with shmaug.Loader(x, batch_size=64, augment=shmaug.get("rotate"), workers=2, seed=0,
-                           start_method=method) as loader:
-            next(iter(loader))
-            times[run] = time.perf_counter() - start
-    return times
+    method = sys.argv[1]
+    Sequence = shmaug.Sequence  # imports Keras (and its backend) before anything is timed
+    workers = 0 if method == "in-process" else 2
+    x, y = np.zeros(({samples}, 32, 32, 3), np.uint8), np.zeros({samples}, np.float32)
+
+
+    def sequence():
+        return Sequence(x, y, batch_size={batch}, augment=user_ops.augment,
+                               workers=workers, shuffle=False, start_method=None
+                               if method in ("default", "in-process") else method)
+
+
+    t0 = time.perf_counter()
+    with sequence() as seq:
+        first = None
+        for i in range(len(seq)):
+            seq[i]
+            if first is None:
+                first = time.perf_counter() - t0
+        total = time.perf_counter() - t0
+        memory = worker_memory(seq.loader.pids) if workers else []
+        resolved = seq.loader._pool._ctx.get_start_method() if workers else "none"
+    t0 = time.perf_counter()
+    with sequence() as seq:
+        seq[0]
+        later = time.perf_counter() - t0
+    report_json({{"first_batch_s": first, "epoch_s": total, "start_method": resolved,
+                 "later_first_batch_s": later, "uss_mib": [m["uss"] for m in memory]}})
+''')
+
+
+def measure(framework: str, repeats: int) -> dict[str, list[dict[str, Any]]]:
+    """``repeats`` rounds, each running every start method once in a fresh process, the order
+    rotated from round to round."""
+    results: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
+    with tempfile.TemporaryDirectory(prefix="shmaug-bench-") as tmp:
+        Path(tmp, "user_ops.py").write_text(USER_OPS.format(framework=FRAMEWORK_USE[framework],
+                                                             sleep=SLEEP_S))
+        script = Path(tmp, "probe.py")
+        script.write_text(PROBE.format(framework=FRAMEWORK_USE[framework], samples=SAMPLES,
+                                       batch=BATCH))
+        bar = progress(repeats * len(METHODS), "start methods")
+        for r in range(repeats):
+            for method in METHODS[r % len(METHODS):] + METHODS[:r % len(METHODS)]:
+                env = child_env(PYTHONPATH=f"{tmp}{os.pathsep}{REPO_ROOT}")
+                out = run_json([sys.executable, str(script), method], 180.0, env=env)
+                results[method].append(out.value if out.ok else {"error": out.error})
+                bar.update()
+        bar.close()
+    return results
+
+
+def rows(framework: str, results: dict[str, list[dict[str, Any]]]) -> list[Row]:
+    """First batch, epoch and worker USS per start method, judged against issue 38's targets."""
+    imports = "imports nothing" if framework == "none" else f"imports {framework}"
+    sec = f"start-up, augment in a module that {imports}, 2 workers"
+    ok = {m: [r for r in runs if "error" not in r] for m, runs in results.items()}
+    median = {m: summarize([r["first_batch_s"] for r in runs]).median if runs else None
+              for m, runs in ok.items()}
+    epoch = {m: summarize([r["epoch_s"] for r in runs]).median if runs else None
+             for m, runs in ok.items()}
+    out: list[Row] = []
+    for method, runs in ok.items():
+        failed = [r["error"] for r in results[method] if "error" in r]
+        status = "ok" if not failed else f"{len(failed)} failed: {failed[-1]}"
+        resolved = sorted({r["start_method"] for r in runs})
+        name = f"{method} ({', '.join(resolved)})" if method == "default" else method
+        first = summarize([r["first_batch_s"] for r in runs]) if runs else None
+        target = ""
+        if method == "default" and median["default"] is not None and median["fork"] is not None:
+            gap = median["default"] - median["fork"]
+            target = f"within 1.0 s of fork's ({gap:+.2f} s): {'met' if gap <= 1.0 else 'MISSED'}"
+        out.append(Row(sec, name, "construction to first batch", "s", first, status,
+                       target=target))
+        target = ""
+        if method == "default" and epoch["default"] is not None and \
+                epoch["in-process"] is not None:
+            met = epoch["default"] < epoch["in-process"]
+            target = f"< workers=0's {epoch['in-process']:.2f} s: {'met' if met else 'MISSED'}"
+        out.append(Row(sec, name, f"epoch of {SAMPLES * SLEEP_S:.0f} s of sleep", "s",
+                       summarize([r["epoch_s"] for r in runs]) if runs else None, status,
+                       target=target))
+        out.append(Row(sec, name, "a later Sequence: construction to first batch", "s",
+                       summarize([r["later_first_batch_s"] for r in runs]) if runs else None,
+                       status))
+        uss = [max(r["uss_mib"]) for r in runs if r["uss_mib"]]
+        if uss:
+            st = summarize(uss)
+            out.append(Row(sec, name, "USS per worker (the larger of 2)", "MiB", st, status,
+                           target=f"<= 80 MB: {'met' if st.median <= 80e6 / 2**20 else 'MISSED'}"))
+    return out
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--framework", default="tensorflow", help="imported first, or none")
+    parser = base_parser(__doc__.splitlines()[0], "bench/results/start_methods")
+    parser.add_argument("--framework", choices=sorted(FRAMEWORK_USE), default="tensorflow")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        print(json.dumps(child(args.child, args.framework)))
-        return
-    print(f"| start method ({args.framework} imported) | first loader, s | a later loader, s |")
-    print("| --- | --- | --- |")
-    for method in METHODS:
-        runs = [json.loads(subprocess.run(
-            [sys.executable, "-m", "bench.start_methods", "--child", method, "--framework",
-             args.framework], check=True, capture_output=True, text=True).stdout.splitlines()[-1])
-            for _ in range(args.repeats)]
-        first, second = (float(np.median([r[k] for r in runs])) for k in ("first", "second"))
-        print(f"| {method} | {first:.2f} | {second:.2f} |")
+    t0 = time.perf_counter()
+    results = measure(args.framework, 1 if args.quick else args.repeats)
+    meta = {"quick": args.quick, "framework": args.framework, "environment": environment(),
+            "wall_s": time.perf_counter() - t0,
+            "command": f"python -m bench.start_methods --framework {args.framework}"}
+    text = write_results(args.out, f"start_methods_{args.framework}",
+                         rows(args.framework, results), meta)
+    print(text)
 
 
 if __name__ == "__main__":

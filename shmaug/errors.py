@@ -40,6 +40,7 @@ import os
 import pickle
 import sys
 import traceback
+import types
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -177,6 +178,8 @@ def _show_all_frames() -> bool:
     if os.environ.get(FILTERING_ENV, "").strip().lower() in ("off", "0", "false", "no"):
         return True
     keras = sys.modules.get("keras")
+    if type(keras) is not types.ModuleType:  # not imported, or not loaded yet (a worker's lazy
+        return False                         # import, see engine._lazy_imports): not in use
     enabled = getattr(getattr(keras, "config", None), "is_traceback_filtering_enabled", None)
     try:
         return enabled is not None and not enabled()

@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _platform
+from . import _lazy_imports, _platform
 from ._ring import RingHandles
 from ._runner import SliceRunner
 from ._schedule import Shard, Task
@@ -182,6 +182,7 @@ def _set_up_process(spec: WorkerSpec) -> None:
         os.environ.clear()
         os.environ.update(spec.environ)
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
+    _lazy_imports.install()  # before the user's code is unpickled: its module's imports
     _limit_threads()
     _tune_malloc()
 

@@ -109,6 +109,15 @@ def test_soak_quick(tmp_path):
     assert (tmp_path / "soak.txt").read_text() == out
 
 
+@needs_keras
+def test_bench_start_methods_quick(tmp_path):
+    """Every start method once, with a user module that imports no framework (seconds)."""
+    out = run("-m", "bench.start_methods", "--quick", "--framework", "none", "--out",
+              str(tmp_path))
+    assert out.count("construction to first batch") == 2 * 5 and "failed" not in out
+    assert "| default (" in out and (tmp_path / "start_methods_none.json").is_file()
+
+
 def test_bench_autoworkers_quick(tmp_path):
     out = run("-m", "bench.autoworkers", "--quick", "--out", str(tmp_path))
     assert "auto's count per epoch" in out and "auto ÷ the best fixed setting" in out

@@ -1,0 +1,41 @@
+"""A worker that unpickles an augment from a module importing TensorFlow (JAX, torch) does
+not load it until the augment uses it: start-up as cheap as fork's, whatever the user's module
+imports (engine._lazy_imports; the timings are ``python -m bench.start_methods``)."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import numpy as np
+import pytest
+
+import shmaug
+from tests.integration import _framework_ops
+
+pytestmark = pytest.mark.skipif(_framework_ops.FRAMEWORK is None,
+                                reason="needs TensorFlow, JAX or torch installed")
+FRESH = [m for m in ("spawn", "forkserver") if m in multiprocessing.get_all_start_methods()]
+
+
+def epoch(augment: object, start_method: str, workers: int = 2) -> set[int]:
+    x = np.zeros((8, 4, 4), np.uint8)
+    with shmaug.Loader(x, batch_size=4, augment=augment, workers=workers,
+                       start_method=start_method) as loader:
+        return {int(v) for xb, _ in loader for v in np.unique(xb)}
+
+
+@pytest.mark.parametrize("start_method", FRESH)
+def test_a_fresh_worker_does_not_load_what_the_module_imports(start_method: str) -> None:
+    assert epoch(_framework_ops.report, start_method) == {0}
+
+
+def test_an_augment_that_uses_it_loads_it() -> None:
+    """One worker, spawned (forkserver's take the same path): loading a framework costs
+    seconds even here."""
+    assert epoch(_framework_ops.use_then_report, "spawn", workers=1) == {2}
+
+
+def test_a_forked_worker_has_what_the_parent_loaded() -> None:
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork here")
+    assert epoch(_framework_ops.report, "fork") == {1}
