@@ -63,6 +63,7 @@ from .photometric import (
     sharpen,
     smooth,
 )
+from .policies import aug_mix, auto_augment, rand_augment, trivial_augment_wide
 
 __all__ = [
     "Augment",
@@ -74,6 +75,8 @@ __all__ = [
     "OneOf",
     "Op",
     "SomeOf",
+    "aug_mix",
+    "auto_augment",
     "auto_contrast",
     "available",
     "brightness_contrast",
@@ -105,6 +108,7 @@ __all__ = [
     "jpeg",
     "perspective",
     "posterize",
+    "rand_augment",
     "register",
     "resize",
     "resized_crop",
@@ -119,6 +123,7 @@ __all__ = [
     "to_config",
     "translate",
     "translation",
+    "trivial_augment_wide",
     "vflip",
     "zoom",
     "zoom_out",

@@ -1,0 +1,119 @@
+"""The policies: torchvision's operation lists and magnitude tables, and determinism.
+
+The expected magnitudes are torchvision v2's formulas (``transforms/v2/_auto_augment.py``)
+worked out by hand, e.g. RandAugment's Rotate is ``linspace(0, 30, 31)[9] = 9.0`` degrees
+and its Posterize ``8 - round(9 / (30 / 4)) = 7`` bits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shmaug import ops
+from shmaug.errors import ArgumentError
+from shmaug.ops import _space
+from tests._helpers import needs_keras
+from tests.unit.test_ops import make_photo
+
+TORCHVISION_RAND = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate",
+                    "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize",
+                    "AutoContrast", "Equalize"]
+SIGNED = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color",
+          "Contrast", "Sharpness"}
+
+
+def test_operation_lists_and_signs_are_torchvisions() -> None:
+    assert list(_space.RAND) == TORCHVISION_RAND
+    assert list(_space.WIDE) == TORCHVISION_RAND
+    assert list(_space.AUTO) == TORCHVISION_RAND[1:] + ["Invert"]
+    partial = ["ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Posterize",
+               "Solarize", "AutoContrast", "Equalize"]
+    assert list(_space.AUGMIX) == partial
+    assert list(_space.AUGMIX_ALL) == partial + ["Brightness", "Color", "Contrast", "Sharpness"]
+    for space in (_space.RAND, _space.WIDE, _space.AUTO, _space.AUGMIX_ALL):
+        assert {n for n, (_, signed) in space.items() if signed} == SIGNED & set(space)
+
+
+@pytest.mark.parametrize(("space", "name", "bins", "index", "expected"), [
+    (_space.RAND, "ShearX", 31, 9, 0.09),
+    (_space.RAND, "Rotate", 31, 9, 9.0),
+    (_space.RAND, "Brightness", 31, 9, 0.27),
+    (_space.RAND, "TranslateX", 31, 9, 150 / 331 * 224 * 9 / 30),
+    (_space.RAND, "Posterize", 31, 9, 7),
+    (_space.RAND, "Posterize", 31, 30, 4),
+    (_space.RAND, "Solarize", 31, 9, 0.7),
+    (_space.RAND, "Equalize", 31, 9, None),
+    (_space.WIDE, "ShearX", 31, 30, 0.99),
+    (_space.WIDE, "TranslateY", 31, 15, 16.0),
+    (_space.WIDE, "Rotate", 31, 10, 45.0),
+    (_space.WIDE, "Posterize", 31, 15, 5),
+    (_space.WIDE, "Posterize", 31, 30, 2),
+    (_space.AUTO, "Posterize", 10, 8, 4),
+    (_space.AUTO, "Posterize", 10, 5, 6),
+    (_space.AUTO, "Rotate", 10, 9, 30.0),
+    (_space.AUTO, "Solarize", 10, 5, 1 - 5 / 9),
+    (_space.AUGMIX, "Posterize", 10, 1, 4),
+    (_space.AUGMIX, "Posterize", 10, 2, 3),
+    (_space.AUGMIX, "TranslateX", 10, 2, 224 / 3 * 2 / 9),
+])
+def test_magnitudes_map_like_torchvisions(space: _space.AugmentationSpace, name: str, bins: int,
+                                          index: int, expected: float | None) -> None:
+    got = _space.magnitude(space, name, bins, 224, 224, index)
+    assert got == pytest.approx(expected)
+
+
+def test_the_imagenet_policy_uses_only_autoaugment_operations() -> None:
+    from shmaug.ops.policies import IMAGENET_POLICY
+
+    assert len(IMAGENET_POLICY) == 25
+    assert {name for sub in IMAGENET_POLICY for name, _, _ in sub} <= set(_space.AUTO)
+
+
+@pytest.mark.parametrize(("name", "m", "op", "params"), [
+    ("Rotate", -9.0, "rotate", {"degrees": -9.0, "interpolation": "nearest"}),
+    ("Brightness", 0.27, "brightness_contrast", {"brightness": 1.27, "contrast": 1.0}),
+    ("Contrast", -0.5, "brightness_contrast", {"brightness": 1.0, "contrast": 0.5}),
+    ("Posterize", 4.0, "posterize", {"factor": 4}),
+    ("Solarize", 0.7, "solarize", {"addition_factor": (0, 0), "threshold_factor": (0.7, 0.7)}),
+    ("Equalize", 0.0, "equalize", {}),
+    ("Invert", 0.0, "invert", {"factor": (1, 1)}),
+])
+def test_an_operation_is_the_matching_op(name: str, m: float, op: str,
+                                         params: dict[str, object]) -> None:
+    image = make_photo()
+    setting = _space.Setting("nearest", 0.0, None)
+    ours = _space.apply(image, np.random.default_rng(0), name, m, setting)
+    np.testing.assert_array_equal(ours, ops.Op(op, **params)(image, np.random.default_rng(0)))
+
+
+def test_color_and_sharpness_at_zero_change_nothing() -> None:
+    image = make_photo()
+    setting = _space.Setting("nearest", 0.0, None)
+    for name in ("Color", "Sharpness"):
+        out = _space.apply(image, np.random.default_rng(0), name, 0.0, setting)
+        np.testing.assert_array_equal(out, image)
+
+
+@pytest.mark.parametrize(("name", "params"), [
+    ("rand_augment", {}), ("rand_augment", {"factor": 0.5}), ("trivial_augment_wide", {}),
+    ("auto_augment", {}), ("aug_mix", {}), ("aug_mix", {"all_ops": False, "chain_depth": 2}),
+])
+def test_a_policy_is_a_function_of_the_rng_alone(name: str, params: dict[str, object]) -> None:
+    image = make_photo()
+    op = ops.Op(name, **params)
+    outs = [op(image, np.random.default_rng(s)).tobytes() for s in range(12)]
+    assert outs == [op(image, np.random.default_rng(s)).tobytes() for s in range(12)]
+    assert len(set(outs)) > 6
+
+
+def test_rand_augment_refuses_a_magnitude_past_its_bins() -> None:
+    with pytest.raises(ArgumentError, match="`magnitude`"):
+        ops.rand_augment(make_photo(), np.random.default_rng(0), magnitude=31)
+
+
+@needs_keras
+def test_the_keras_flavour_uses_keras_layers_in_keras_order() -> None:
+    from keras.src.layers.preprocessing.image_preprocessing.rand_augment import RandAugment
+
+    assert _space.KERAS_RAND_AUGMENT == tuple(RandAugment._AUGMENT_LAYERS)
