@@ -13,6 +13,7 @@ a worker for that batch is skipped in microseconds."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,9 @@ TargetLayout = dict[str, tuple[tuple[int, ...], Any]]  # target name -> (sample 
 Targets = dict[str, np.ndarray]  # augmented targets (a sample's or a batch's rows), by name
 
 
+POISON_ENV = "SHMAUG_POISON_RELEASED_SLOTS"
+
+
 class OutputRing:
     """K batch slots; ``acquire()`` a free one, ``release()`` it once its rows are read."""
 
@@ -44,6 +48,10 @@ class OutputRing:
         self.view: np.ndarray = np.empty(0)  # (slots, batch_size, *sample_shape) once allocated
         self.targets: Targets = {}  # the same per augmented target
         self._free: list[int] = list(range(slots))[::-1]  # invariant: no slot twice, none busy
+        # A debug switch, as PYTHONMALLOC=debug poisons freed memory: a released slot is filled
+        # with 0xFF bytes (NaN in a float), so a batch still read after its slot went back to
+        # the workers shows it, instead of silently holding another batch's rows.
+        self._poison = os.environ.get(POISON_ENV, "") == "1"
         # invariant: bumped whenever a slot is handed out or cancelled; workers attach to it by
         # handle. It lives in the store, not in a RawArray: the stdlib heap behind those keeps
         # its small arenas, and their descriptors, for the rest of the process.
@@ -114,6 +122,9 @@ class OutputRing:
     def release(self, slot: int) -> None:
         if slot in self._free or not 0 <= slot < self.slots:
             raise RuntimeError(f"slot {slot} released twice or out of range")
+        if self._poison and self.view.size:
+            for block in (self.view, *self.targets.values()):
+                block[slot].reshape(-1).view(np.uint8)[:] = 0xFF
         self._free.append(slot)
 
     def read(self, slot: int, rows: int,

@@ -1,0 +1,89 @@
+"""No batch is overwritten while Keras holds it: every slot released back to the workers is
+poisoned (``SHMAUG_POISON_RELEASED_SLOTS=1``: 0xFF bytes, NaN in float32), and what each step
+saw must be the batch shmaug made for it, in ``fit`` (with validation), ``evaluate``,
+``predict`` and a hand loop that keeps every batch, on whichever backend Keras runs.
+
+A batch read after its slot went back would hold NaN (the Tap fails to read a sample id) or
+another batch's rows (the plan check fails); the last test shows the poison does reach a
+batch kept past its lease (``Loader(copy=False)``), so the others can fail.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shmaug.engine._ring import POISON_ENV
+from tests._helpers import needs_keras
+
+pytestmark = needs_keras
+
+
+@pytest.fixture(autouse=True)
+def poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(POISON_ENV, "1")
+
+
+def test_fit_evaluate_predict_see_the_batches_made_for_them() -> None:
+    import shmaug
+    from tests import _fit
+
+    class PredictTag(_fit.EpochTag):
+        def on_predict_begin(self, logs=None):
+            self.log.evaluated.append([])  # the Tap writes predict's rows there too
+
+    x, y = _fit.data(48)  # 12 batches of 4 through 2 slots ahead: every slot reused often
+    log = _fit.Log()
+    plan = _fit.Plan(x, seed=3, shuffle=True)
+    in_order = _fit.Plan(x, seed=3, shuffle=False)
+    seq_args = dict(batch_size=_fit.BATCH, augment=_fit.mark, workers=2, seed=3,
+                    max_queue_size=2)
+    try:
+        with shmaug.Sequence(x, y, **seq_args) as seq, \
+                shmaug.Sequence(x, y, **seq_args) as val:
+            m = _fit.model(log)
+            m.fit(seq, epochs=2, validation_data=val, callbacks=[_fit.EpochTag(log)],
+                  verbose=0)
+            assert [plan.which_epoch(log.train[e]) for e in (0, 1)] == [0, 1]
+            expected = [r for b in range(len(val)) for r in in_order.batch(0, b)]
+            assert log.evaluated[0] == expected  # validation reads in order, untouched
+            m.evaluate(seq, callbacks=[_fit.EpochTag(log)], verbose=0)
+            assert any(log.evaluated[-1] == [r for b in range(len(seq))
+                                             for r in in_order.batch(e, b)] for e in range(4))
+            assert m.predict(seq, callbacks=[PredictTag(log)], verbose=0).shape == (len(x), 1)
+            assert any(log.evaluated[-1] == [r for b in range(len(seq))
+                                             for r in in_order.batch(e, b)] for e in range(4))
+    finally:
+        plan.close()
+        in_order.close()
+
+
+def test_a_hand_loop_keeps_every_batch_intact() -> None:
+    import shmaug
+    from tests import _fit
+
+    x, y = _fit.data(48)
+    with shmaug.Sequence(x, y, batch_size=_fit.BATCH, augment=_fit.same, workers=2, seed=0,
+                         max_queue_size=2, shuffle=False) as seq:
+        kept = [seq[i] for i in range(len(seq))]
+        kept += [seq[i] for i in range(len(seq))]  # twice over: the ring went round many times
+    rows = np.concatenate([xb for xb, _ in kept])
+    np.testing.assert_array_equal(rows, np.concatenate([x, x]))
+
+
+def test_the_poison_reaches_a_batch_kept_past_its_lease() -> None:
+    """The control: ``copy=False`` lends a slot until the next batch; one kept longer reads
+    the poison or a later batch's rows, which is what the tests above would see had a batch
+    been lent too long."""
+    import shmaug
+    from tests import _fit
+
+    x, _ = _fit.data(16)
+    with shmaug.Loader(x, batch_size=_fit.BATCH, augment=_fit.same, workers=2,
+                       max_queue_size=2, copy=False) as loader:
+        it = iter(loader)
+        first, _ = next(it)
+        made = first.copy()
+        next(it)
+        next(it)  # by now the workers may have refilled the poisoned slot with batch 2
+    assert not np.isnan(made).any() and not np.array_equal(first, made, equal_nan=True)
