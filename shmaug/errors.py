@@ -40,7 +40,6 @@ import os
 import pickle
 import sys
 import traceback
-import types
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -178,8 +177,8 @@ def _show_all_frames() -> bool:
     if os.environ.get(FILTERING_ENV, "").strip().lower() in ("off", "0", "false", "no"):
         return True
     keras = sys.modules.get("keras")
-    if type(keras) is not types.ModuleType:  # not imported, or not loaded yet (a worker's lazy
-        return False                         # import, see engine._lazy_imports): not in use
+    if keras is None or type(keras).__name__ == "_LazyModule":  # a worker's lazy import, not
+        return False  # loaded yet (engine._lazy_imports): not in use, and a read would load it
     enabled = getattr(getattr(keras, "config", None), "is_traceback_filtering_enabled", None)
     try:
         return enabled is not None and not enabled()
