@@ -106,6 +106,13 @@ def _warp(image: np.ndarray, matrix: np.ndarray, s: Setting, name: str) -> np.nd
                                 value_range=s.value_range)
 
 
+def _via_bytes(image: np.ndarray, vr: ValueRange | None,
+               fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    work = to_work(image)
+    scale = levels(image, vr)
+    return restore(k.via_bytes(work, scale, fn), image, scale)
+
+
 def _sharpness(image: np.ndarray, factor: float, s: Setting) -> np.ndarray:
     """PIL's ImageEnhance.Sharpness: blend with the SMOOTH-filtered image (1 keeps it)."""
     work = to_work(image)
@@ -120,9 +127,11 @@ def apply(image: np.ndarray, rng: np.random.Generator, name: str, m: float, s: S
     vr = s.value_range
     if name == "Identity":
         return image
-    if name in ("ShearX", "ShearY"):  # about the top-left corner, as torchvision's center=[0, 0]
-        mx = geometric._affine(1.0, m, 0.0, 0.0, 1.0, 0.0) if name == "ShearX" else \
-            geometric._affine(1.0, 0.0, 0.0, m, 1.0, 0.0)
+    if name in ("ShearX", "ShearY"):
+        # torchvision's: x' = x - m y (its SHx), about center=[0, 0], the image's top-left
+        # corner, which is (-0.5, -0.5) in OpenCV's pixel-centre coordinates
+        mx = geometric._affine(1.0, -m, -0.5 * m, 0.0, 1.0, 0.0) if name == "ShearX" else \
+            geometric._affine(1.0, 0.0, 0.0, -m, 1.0, -0.5 * m)
         return _warp(image, mx, s, name)
     if name in ("TranslateX", "TranslateY"):
         dx, dy = (int(m), 0) if name == "TranslateX" else (0, int(m))
@@ -146,7 +155,7 @@ _POINTWISE: dict[str, Callable[[np.ndarray, float, ValueRange | None], np.ndarra
     "Solarize": lambda im, m, vr: colour._mapped(im, vr, partial(k.solarize, threshold=m,
                                                                  addition=0.0)),
     "AutoContrast": lambda im, m, vr: colour._unit_op(im, vr, k.auto_contrast),
-    "Equalize": lambda im, m, vr: colour._unit_op(im, vr, partial(k.equalize, bins=256)),
+    "Equalize": lambda im, m, vr: _via_bytes(im, vr, k.equalize_pil),
     "Invert": lambda im, m, vr: colour._mapped(im, vr, colour._inverted),
 }
 

@@ -35,13 +35,12 @@ from ._params import (
     levels,
     restore,
     to_work,
-    value_range,
 )
+from . import _checks as chk
 from .core import register
 from ..errors import ArgumentError
 
 _UNIT_FACTOR = partial(keras_factor, lo=0.0, hi=1.0)  # Keras' _FACTOR_BOUNDS = (0, 1)
-_RANGE = {"value_range": value_range}
 _ORDERS = ("keras", "random")
 
 
@@ -72,7 +71,7 @@ def _saturation_gain(rng: np.random.Generator, factor: Any) -> float:
     return f / (1.0 - f + 1e-7)
 
 
-@register("hue", checks={"factor": _UNIT_FACTOR, **_RANGE})
+@register("hue", checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
 def hue(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.1,
         value_range: ValueRange | None = None) -> np.ndarray:
     """Rotate the hue by up to ``factor`` half-turns either way (Keras' RandomHue).
@@ -88,7 +87,7 @@ def hue(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.1,
                                                 saturation_gain=1.0), rgb=True)
 
 
-@register("saturation", checks={"factor": _UNIT_FACTOR, **_RANGE})
+@register("saturation", checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
 def saturation(image: np.ndarray, rng: np.random.Generator, factor: Range = (0.4, 0.6),
                value_range: ValueRange | None = None) -> np.ndarray:
     """Scale saturation by ``f / (1 - f)``, f drawn in ``factor`` (Keras' RandomSaturation:
@@ -135,19 +134,11 @@ def _contrast_range(value: Any, name: str) -> tuple[float, float]:
     return 1.0 - a, 1.0 + b
 
 
-def _optional(check: Callable[[Any, str], object]) -> Callable[[Any, str], object]:
-    return partial(_check_unless_none, check=check)
-
-
-def _check_unless_none(value: Any, name: str, check: Callable[[Any, str], object]) -> None:
-    if value is not None:
-        check(value, name)
-
-
 @register("color_jitter", checks={
-    "brightness_factor": _optional(keras_factor), "contrast_factor": _optional(_contrast_range),
-    "saturation_factor": _optional(_UNIT_FACTOR), "hue_factor": _optional(_UNIT_FACTOR),
-    "order": partial(choice, options=_ORDERS), **_RANGE})
+    "brightness_factor": chk.optional(keras_factor),
+    "contrast_factor": chk.optional(_contrast_range),
+    "saturation_factor": chk.optional(_UNIT_FACTOR), "hue_factor": chk.optional(_UNIT_FACTOR),
+    "order": chk.one_of(*_ORDERS), **chk.VALUE_RANGE})
 def color_jitter(
     image: np.ndarray, rng: np.random.Generator, brightness_factor: Range | None = 0.2,
     contrast_factor: Range | None = 0.2, saturation_factor: Range | None = (0.4, 0.6),
@@ -184,7 +175,7 @@ def _probability(rng: np.random.Generator, factor: Any) -> bool:
     return bool(rng.random() < p)
 
 
-@register("grayscale", checks={"factor": partial(bounds, lo=0.0, hi=1.0), **_RANGE})
+@register("grayscale", checks={"factor": chk.ranged(0.0, 1.0), **chk.VALUE_RANGE})
 def grayscale(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.5,
               value_range: ValueRange | None = None) -> np.ndarray:
     """With probability ``factor``, replace the colours by their luma in every channel
@@ -198,7 +189,7 @@ def grayscale(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.5,
     return _unit_op(image, value_range, partial(k.degenerate, amount=1.0), rgb=True)
 
 
-@register("color_degeneration", checks={"factor": _UNIT_FACTOR, **_RANGE})
+@register("color_degeneration", checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
 def color_degeneration(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.5,
                        value_range: ValueRange | None = None) -> np.ndarray:
     """Blend towards gray by f drawn in ``factor`` (Keras' RandomColorDegeneration: 0 keeps
@@ -226,7 +217,7 @@ def _inverted(unit: np.ndarray) -> np.ndarray:
     return out
 
 
-@register("invert", checks={"factor": _UNIT_FACTOR, **_RANGE})
+@register("invert", checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
 def invert(image: np.ndarray, rng: np.random.Generator, factor: Range = 1.0,
            value_range: ValueRange | None = None) -> np.ndarray:
     """Invert (``hi + lo - x``) with probability p drawn in ``factor`` (Keras' RandomInvert:
@@ -242,7 +233,7 @@ def invert(image: np.ndarray, rng: np.random.Generator, factor: Range = 1.0,
 
 
 @register("solarize", checks={"addition_factor": _UNIT_FACTOR,
-                              "threshold_factor": _UNIT_FACTOR, **_RANGE})
+                              "threshold_factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
 def solarize(image: np.ndarray, rng: np.random.Generator, addition_factor: Range = 0.0,
              threshold_factor: Range = (0.5, 1.0), value_range: ValueRange | None = None
              ) -> np.ndarray:
@@ -269,7 +260,7 @@ def _bits(value: Any, name: str) -> tuple[int, int]:
     return int(low), int(high)
 
 
-@register("posterize", checks={"factor": _bits, **_RANGE})
+@register("posterize", checks={"factor": _bits, **chk.VALUE_RANGE})
 def posterize(image: np.ndarray, rng: np.random.Generator, factor: Range = (4, 8),
               value_range: ValueRange | None = None) -> np.ndarray:
     """Keep the top n bits of each 8-bit value: n is ``factor``, or drawn in a (low, high)
@@ -286,16 +277,7 @@ def posterize(image: np.ndarray, rng: np.random.Generator, factor: Range = (4, 8
     return _mapped(image, value_range, partial(k.posterize, bits=bits))
 
 
-def _bins(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 2:
-        raise ArgumentError(
-            f"`{name}` expects a whole number of histogram bins >= 2; received {value!r} "
-            f"({type(value).__name__}). Pass e.g. {name}=256."
-        )
-    return int(value)
-
-
-@register("equalize", checks={"bins": _bins, **_RANGE})
+@register("equalize", checks={"bins": chk.whole(2), **chk.VALUE_RANGE})
 def equalize(image: np.ndarray, rng: np.random.Generator, bins: int = 256,
              value_range: ValueRange | None = None) -> np.ndarray:
     """Histogram equalization, each channel on its own (Keras' Equalization).
@@ -303,10 +285,10 @@ def equalize(image: np.ndarray, rng: np.random.Generator, bins: int = 256,
     Example:
         >>> out = equalize(np.zeros((8, 8), np.uint8), np.random.default_rng(0))
     """
-    return _unit_op(image, value_range, partial(k.equalize, bins=_bins(bins, "bins")))
+    return _unit_op(image, value_range, partial(k.equalize, bins=chk.whole_number(bins, "bins", 2)))
 
 
-@register("auto_contrast", checks=_RANGE)
+@register("auto_contrast", checks=chk.VALUE_RANGE)
 def auto_contrast(image: np.ndarray, rng: np.random.Generator,
                   value_range: ValueRange | None = None) -> np.ndarray:
     """Stretch each channel's darkest..brightest to the full range (Keras' AutoContrast).
@@ -327,8 +309,8 @@ def _grid(value: Any, name: str) -> tuple[int, int]:
     return int(value[0]), int(value[1])
 
 
-@register("clahe", checks={"clip_limit": partial(bounds, lo=0.0),
-                           "tile_grid_size": _grid, **_RANGE})
+@register("clahe", checks={"clip_limit": chk.ranged(0.0),
+                           "tile_grid_size": _grid, **chk.VALUE_RANGE})
 def clahe(image: np.ndarray, rng: np.random.Generator, clip_limit: Range = 4.0,
           tile_grid_size: tuple[int, int] = (8, 8), value_range: ValueRange | None = None
           ) -> np.ndarray:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any
 
 import numpy as np
 
@@ -27,16 +26,11 @@ from ._params import (
     levels,
     restore,
     to_work,
-    value_range,
 )
+from . import _checks as chk
 from .core import register
 
 _ERASE_TRIES = 10  # torchvision's: after this many boxes that do not fit, nothing is erased
-
-
-def _fill(value: Any, name: str) -> None:
-    if value is not None:
-        bounds(value, name, 0.0, 1.0)
 
 
 def _box(rng: np.random.Generator, h: int, w: int, scale: tuple[float, float],
@@ -55,8 +49,8 @@ def _box(rng: np.random.Generator, h: int, w: int, scale: tuple[float, float],
 
 
 @register("erasing", checks={
-    "factor": partial(keras_factor, lo=0.0, hi=1.0), "scale": partial(bounds, lo=0.0, hi=1.0),
-    "ratio": partial(bounds, lo=1e-3), "fill_value": _fill, "value_range": value_range})
+    "factor": partial(keras_factor, lo=0.0, hi=1.0), "scale": chk.ranged(0.0, 1.0),
+    "ratio": chk.ranged(1e-3), "fill_value": chk.optional(chk.ranged(0.0, 1.0)), **chk.VALUE_RANGE})
 def erasing(
     image: np.ndarray, rng: np.random.Generator, factor: Range = 1.0,
     scale: Range = (0.02, 0.33), ratio: Range = (0.3, 3.3), fill_value: float | None = 0.0,
@@ -88,8 +82,8 @@ def erasing(
     return out
 
 
-@register("jpeg", checks={"quality": partial(bounds, lo=1.0, hi=100.0),
-                          "value_range": value_range})
+@register("jpeg", checks={"quality": chk.ranged(1.0, 100.0),
+                          **chk.VALUE_RANGE})
 def jpeg(image: np.ndarray, rng: np.random.Generator, quality: Range = (50, 95),
          value_range: ValueRange | None = None) -> np.ndarray:
     """Re-compress as JPEG at a quality drawn in ``quality`` (1..100, ends inclusive).

@@ -154,6 +154,23 @@ def equalize(unit: np.ndarray, bins: int) -> np.ndarray:
     return out
 
 
+def equalize_pil(img8: np.ndarray) -> np.ndarray:
+    """PIL's ``ImageOps.equalize`` (and torchvision's) on each channel of a uint8 image:
+    a table from the histogram's cumulative sum in steps of (total - last level's count)
+    / 255; a channel whose step is 0 is left as it is."""
+    planes = [img8] if img8.ndim == 2 else [img8[:, :, i] for i in range(img8.shape[2])]
+    out = []
+    for plane in planes:
+        hist = np.bincount(plane.ravel(), minlength=256)
+        step = (hist.sum() - hist[np.flatnonzero(hist)[-1]]) // 255
+        if step == 0:
+            out.append(plane)
+            continue
+        table = np.concatenate([[0], (np.cumsum(hist) + step // 2) // step])[:256]
+        out.append(np.clip(table, 0, 255).astype(np.uint8)[plane])
+    return out[0] if img8.ndim == 2 else np.dstack(out)
+
+
 def auto_contrast(unit: np.ndarray) -> np.ndarray:
     """Stretch each channel's min..max to the full range, as Keras' AutoContrast (a flat
     channel is left as it is)."""

@@ -13,41 +13,24 @@ is ``crop`` in ``geometric.py``.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 import numpy as np
 
 from ._params import (
-    BORDERS,
     Range,
     ValueRange,
-    bounds,
     check_image,
-    choice,
     draw,
     keras_factor,
-    value_range,
 )
-from .core import Check, register
+from . import _checks as chk
+from .core import register
 from .geometric import _affine, _geometric, _size
 from ..errors import ArgumentError
 
 _ZOOM = partial(keras_factor, lo=-1.0, hi=float("inf"))
-_WARP_CHECKS: dict[str, Check] = {
-    "border": partial(choice, options=tuple(BORDERS)),
-    "fill": partial(bounds, lo=0.0, hi=1.0),
-    "interpolation": partial(choice, options=("nearest", "linear", "cubic")),
-    "value_range": value_range,
-}
-
-
-def _optional_zoom(value: Any, name: str) -> None:
-    if value is not None:
-        _ZOOM(value, name)
-
-
-@register("zoom", checks={"height_factor": _ZOOM, "width_factor": _optional_zoom,
-                          **_WARP_CHECKS})
+@register("zoom", checks={"height_factor": _ZOOM, "width_factor": chk.optional(_ZOOM),
+                          **chk.WARP})
 def zoom(
     image: np.ndarray, rng: np.random.Generator, height_factor: Range = 0.2,
     width_factor: Range | None = None, border: str = "reflect", fill: float = 0.0,
@@ -76,8 +59,8 @@ def zoom(
                       backend="cv", op="zoom", value_range=value_range)
 
 
-@register("zoom_out", checks={"side_range": partial(bounds, lo=1.0),
-                              **{n: c for n, c in _WARP_CHECKS.items() if n != "border"}})
+@register("zoom_out", checks={"side_range": chk.ranged(1.0),
+                              **{n: v for n, v in chk.WARP.items() if n != "border"}})
 def zoom_out(
     image: np.ndarray, rng: np.random.Generator, side_range: Range = (1.0, 4.0),
     fill: float = 0.0, interpolation: str = "linear", value_range: ValueRange | None = None,
@@ -99,7 +82,7 @@ def zoom_out(
                       backend="cv", op="zoom_out", value_range=value_range)
 
 
-@register("center_crop")
+@register("center_crop", checks={"height": chk.size, "width": chk.size})
 def center_crop(
     image: np.ndarray, rng: np.random.Generator, height: float = 0.875, width: float = 0.875,
 ) -> np.ndarray:
@@ -123,7 +106,7 @@ def center_crop(
 
 
 @register("translation", checks={"height_factor": keras_factor, "width_factor": keras_factor,
-                                 **_WARP_CHECKS})
+                                 **chk.WARP})
 def translation(
     image: np.ndarray, rng: np.random.Generator, height_factor: Range = 0.1,
     width_factor: Range = 0.1, border: str = "reflect", fill: float = 0.0,

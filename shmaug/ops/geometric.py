@@ -37,6 +37,7 @@ from ._params import (
     restore,
     to_work,
 )
+from . import _checks as chk
 from .core import register
 from ..errors import ArgumentError, ArgumentTypeError
 
@@ -73,7 +74,8 @@ def _affine(a: float, b: float, c: float, d: float, e: float, f: float) -> np.nd
     return np.array([[a, b, c], [d, e, f], [0.0, 0.0, 1.0]])
 
 
-@register("sine_warp")
+@register("sine_warp", checks={"amplitude": chk.ranged(0.0), "period": chk.ranged(1e-6),
+                              "phase": chk.ranged(), **chk.WARP, **chk.BACKEND})
 def sine_warp(
     image: np.ndarray, rng: np.random.Generator, amplitude: Range = (1.0, 3.0),
     period: Range = (16.0, 48.0), phase: Range = (0.0, 2 * math.pi), border: str = "wrap",
@@ -111,7 +113,7 @@ def sine_warp(
     return restore(out, image, scale)
 
 
-@register("rotate")
+@register("rotate", checks={"degrees": chk.ranged(), **chk.WARP, **chk.BACKEND})
 def rotate(
     image: np.ndarray, rng: np.random.Generator, degrees: Range = (-15.0, 15.0),
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
@@ -129,7 +131,7 @@ def rotate(
                       backend=backend, op="rotate", value_range=value_range)
 
 
-@register("shear")
+@register("shear", checks={"x": chk.ranged(), "y": chk.ranged(), **chk.WARP, **chk.BACKEND})
 def shear(
     image: np.ndarray, rng: np.random.Generator, x: Range = (-0.3, 0.3), y: Range = 0.0,
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
@@ -151,7 +153,8 @@ def shear(
                       backend=backend, op="shear", value_range=value_range)
 
 
-@register("scale_translate")
+@register("scale_translate", checks={"scale": chk.ranged(1e-3), "translate": chk.ranged(),
+                                    **chk.WARP, **chk.BACKEND})
 def scale_translate(
     image: np.ndarray, rng: np.random.Generator, scale: Range = (0.75, 1.0),
     translate: Range = (-0.1, 0.1), border: str = "constant", fill: float = 0.0,
@@ -185,7 +188,7 @@ def scale_translate(
                       backend="cv", op="scale_translate", value_range=value_range)
 
 
-@register("translate")
+@register("translate", checks={"x": chk.ranged(), "y": chk.ranged(), **chk.WARP, **chk.BACKEND})
 def translate(
     image: np.ndarray, rng: np.random.Generator, x: Range = (-0.1, 0.1), y: Range = (-0.1, 0.1),
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
@@ -202,7 +205,7 @@ def translate(
                       backend=backend, op="translate", value_range=value_range)
 
 
-@register("perspective")
+@register("perspective", checks={"scale": chk.ranged(0.0, 0.5), **chk.WARP, **chk.BACKEND})
 def perspective(
     image: np.ndarray, rng: np.random.Generator, scale: Range = (0.02, 0.08),
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
@@ -222,7 +225,8 @@ def perspective(
                       backend=backend, op="perspective", value_range=value_range)
 
 
-@register("elastic")
+@register("elastic", checks={"alpha": chk.ranged(0.0), "sigma": chk.ranged(1e-3), **chk.WARP,
+                            **chk.CV_ONLY})
 def elastic(
     image: np.ndarray, rng: np.random.Generator, alpha: Range = (1.0, 3.0),
     sigma: Range = (3.0, 6.0), border: str = "reflect", fill: float = 0.0,
@@ -254,7 +258,7 @@ def elastic(
     return restore(out, image, scale)
 
 
-@register("hflip")
+@register("hflip", checks=chk.BACKEND)
 def hflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> np.ndarray:
     """Mirror left-right (always; wrap in ``Maybe`` for a random flip).
 
@@ -264,7 +268,7 @@ def hflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> n
     return _flip(image, backend, horizontal=True)
 
 
-@register("vflip")
+@register("vflip", checks=chk.BACKEND)
 def vflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> np.ndarray:
     """Mirror top-bottom (always; wrap in ``Maybe`` for a random flip).
 
@@ -299,7 +303,9 @@ def _size(value: Any, name: str, full: int) -> int:
     return int(px)
 
 
-@register("resize")
+@register("resize", checks={"height": chk.size, "width": chk.size,
+                           "interpolation": chk.RESIZE_INTERPOLATION, **chk.BACKEND,
+                           **chk.VALUE_RANGE})
 def resize(
     image: np.ndarray, rng: np.random.Generator, height: int | float = 64, width: int | float = 64,
     interpolation: str = "area", backend: str = "cv", value_range: ValueRange | None = None,
@@ -322,7 +328,7 @@ def resize(
     return restore(cv.resize(work, hh, ww, code), image, scale)
 
 
-@register("crop")
+@register("crop", checks={"height": chk.size, "width": chk.size})
 def crop(
     image: np.ndarray, rng: np.random.Generator, height: float = 0.875, width: float = 0.875,
 ) -> np.ndarray:
@@ -346,7 +352,8 @@ def crop(
     return np.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw])
 
 
-@register("resized_crop")
+@register("resized_crop", checks={"scale": chk.ranged(1e-3, 1.0), "ratio": chk.ranged(1e-3),
+                                 "interpolation": chk.INTERPOLATION, **chk.VALUE_RANGE})
 def resized_crop(
     image: np.ndarray, rng: np.random.Generator, scale: Range = (0.6, 1.0),
     ratio: Range = (0.75, 4 / 3), interpolation: str = "linear",

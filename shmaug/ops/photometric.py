@@ -26,6 +26,7 @@ from ._params import (
     restore,
     to_work,
 )
+from . import _checks as chk
 from .core import register
 from .geometric import _cv_only
 
@@ -34,7 +35,7 @@ def _is_pil(backend: str) -> bool:
     return choice(backend, "backend", BACKENDS) == "pil"
 
 
-@register("gaussian_blur")
+@register("gaussian_blur", checks={"sigma": chk.ranged(0.0), **chk.BACKEND, **chk.VALUE_RANGE})
 def gaussian_blur(
     image: np.ndarray, rng: np.random.Generator, sigma: Range = (0.5, 1.5), backend: str = "cv",
     value_range: ValueRange | None = None,
@@ -53,7 +54,7 @@ def gaussian_blur(
     return restore(out, image, scale)
 
 
-@register("sharpen")
+@register("sharpen", checks={"amount": chk.ranged(0.0, 4.0), **chk.BACKEND, **chk.VALUE_RANGE})
 def sharpen(
     image: np.ndarray, rng: np.random.Generator, amount: Range = (0.5, 1.0), backend: str = "cv",
     value_range: ValueRange | None = None,
@@ -68,7 +69,7 @@ def sharpen(
     return _blended_filter(image, rng, amount, 4.0, cv.SHARPEN, backend, value_range)
 
 
-@register("smooth")
+@register("smooth", checks={"amount": chk.ranged(0.0, 1.0), **chk.BACKEND, **chk.VALUE_RANGE})
 def smooth(
     image: np.ndarray, rng: np.random.Generator, amount: Range = (0.5, 1.0), backend: str = "cv",
     value_range: ValueRange | None = None,
@@ -98,7 +99,8 @@ def _blended_filter(
     return restore(out, image, scale)
 
 
-@register("brightness_contrast")
+@register("brightness_contrast", checks={"brightness": chk.ranged(0.0), "contrast": chk.ranged(0.0),
+                                        **chk.BACKEND, **chk.VALUE_RANGE})
 def brightness_contrast(
     image: np.ndarray, rng: np.random.Generator, brightness: Range = (0.8, 1.2),
     contrast: Range = (0.8, 1.2), backend: str = "cv", value_range: ValueRange | None = None,
@@ -123,7 +125,7 @@ def brightness_contrast(
     return restore(cv.brightness_contrast(work, b, c, scale), image, scale)
 
 
-@register("gamma")
+@register("gamma", checks={"gamma": chk.ranged(1e-3), **chk.BACKEND, **chk.VALUE_RANGE})
 def gamma(
     image: np.ndarray, rng: np.random.Generator, gamma: Range = (0.7, 1.5), backend: str = "cv",
     value_range: ValueRange | None = None,
@@ -142,7 +144,7 @@ def gamma(
     return restore(out, image, scale)
 
 
-@register("gaussian_noise")
+@register("gaussian_noise", checks={"sigma": chk.ranged(0.0), **chk.CV_ONLY, **chk.VALUE_RANGE})
 def gaussian_noise(
     image: np.ndarray, rng: np.random.Generator, sigma: Range = (0.01, 0.05), backend: str = "cv",
     value_range: ValueRange | None = None,
@@ -163,7 +165,8 @@ def gaussian_noise(
     return restore(cv.add_noise(work, noise, scale), image, scale)
 
 
-@register("cutout")
+@register("cutout", checks={"holes": chk.whole_range, "size": chk.ranged(0.0, 1.0),
+                           "fill": chk.ranged(0.0, 1.0), **chk.CV_ONLY, **chk.VALUE_RANGE})
 def cutout(
     image: np.ndarray, rng: np.random.Generator, holes: Range = (1, 3), size: Range = (0.1, 0.3),
     fill: float = 0.0, backend: str = "cv", value_range: ValueRange | None = None,

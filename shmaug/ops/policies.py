@@ -10,8 +10,8 @@ start method, as every op is. ``interpolation`` and ``fill`` follow torchvision'
 
 from __future__ import annotations
 
+import math
 from functools import partial
-from typing import Any
 
 import numpy as np
 
@@ -24,15 +24,13 @@ from ._params import (
     choice,
     keras_factor,
     levels,
-    value_range,
 )
+from . import _checks as chk
 from .core import Check, register
 from ..errors import ArgumentError
 
 _POLICY_CHECKS: dict[str, Check] = {
-    "interpolation": partial(choice, options=("nearest", "linear", "cubic")),
-    "fill": partial(bounds, lo=0.0, hi=1.0),
-    "value_range": value_range,
+    "interpolation": chk.INTERPOLATION, "fill": chk.ranged(0.0, 1.0), **chk.VALUE_RANGE,
 }
 IMAGENET_POLICY = (
     (("Posterize", 0.4, 8), ("Rotate", 0.6, 9)),
@@ -65,20 +63,6 @@ IMAGENET_POLICY = (
 magnitude bin out of 10)."""
 
 
-def _whole(low: int, value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ArgumentError(
-            f"`{name}` expects a whole number >= {low}; received {value!r} "
-            f"({type(value).__name__}). Pass e.g. {name}={max(low, 2)}."
-        )
-    return int(value)
-
-
-def _optional_unit_factor(value: Any, name: str) -> None:
-    if value is not None:
-        keras_factor(value, name, 0.0, 1.0)
-
-
 def _signed(rng: np.random.Generator, space: _space.AugmentationSpace, name: str, bins: int,
             shape: tuple[int, ...], index: int) -> float:
     """The magnitude of ``name`` at ``index``, negated on torchvision's coin flip if signed."""
@@ -93,8 +77,9 @@ def _pick(rng: np.random.Generator, space: _space.AugmentationSpace) -> str:
 
 
 @register("rand_augment", checks={
-    "num_ops": partial(_whole, 0), "magnitude": partial(_whole, 0),
-    "num_magnitude_bins": partial(_whole, 2), "factor": _optional_unit_factor,
+    "num_ops": chk.whole(0), "magnitude": chk.whole(0),
+    "num_magnitude_bins": chk.whole(2),
+    "factor": chk.optional(partial(keras_factor, lo=0.0, hi=1.0)),
     **_POLICY_CHECKS})
 def rand_augment(
     image: np.ndarray, rng: np.random.Generator, num_ops: int = 2, magnitude: int = 9,
@@ -115,24 +100,24 @@ def rand_augment(
     setting = _space.Setting(interpolation, fill, value_range)
     if factor is not None:
         low, high = keras_factor(factor, "factor", 0.0, 1.0)
-        for _ in range(_whole(0, num_ops, "num_ops")):
+        for _ in range(chk.whole_number(num_ops, "num_ops", 0)):
             name = _space.KERAS_RAND_AUGMENT[int(rng.integers(len(_space.KERAS_RAND_AUGMENT)))]
             image = _space.keras_rand_augment(image, rng, name, low, high, setting)
         return image
-    bins = _whole(2, num_magnitude_bins, "num_magnitude_bins")
-    if not 0 <= _whole(0, magnitude, "magnitude") < bins:
+    bins = chk.whole_number(num_magnitude_bins, "num_magnitude_bins", 2)
+    if not 0 <= chk.whole_number(magnitude, "magnitude", 0) < bins:
         raise ArgumentError(
             f"`magnitude` expects a bin in [0, num_magnitude_bins={bins}); received "
             f"{magnitude}. Lower it or raise num_magnitude_bins."
         )
-    for _ in range(_whole(0, num_ops, "num_ops")):
+    for _ in range(chk.whole_number(num_ops, "num_ops", 0)):
         name = _pick(rng, _space.RAND)
         m = _signed(rng, _space.RAND, name, bins, image.shape, magnitude)
         image = _space.apply(image, rng, name, m, setting)
     return image
 
 
-@register("trivial_augment_wide", checks={"num_magnitude_bins": partial(_whole, 2),
+@register("trivial_augment_wide", checks={"num_magnitude_bins": chk.whole(2),
                                           **_POLICY_CHECKS})
 def trivial_augment_wide(
     image: np.ndarray, rng: np.random.Generator, num_magnitude_bins: int = 31,
@@ -145,7 +130,7 @@ def trivial_augment_wide(
         >>> out = trivial_augment_wide(np.zeros((32, 32, 3), np.uint8), np.random.default_rng(0))
     """
     check_image(image)
-    bins = _whole(2, num_magnitude_bins, "num_magnitude_bins")
+    bins = chk.whole_number(num_magnitude_bins, "num_magnitude_bins", 2)
     name = _pick(rng, _space.WIDE)
     has_table = _space.WIDE[name][0](bins, 1, 1) is not None
     index = int(rng.integers(bins)) if has_table else 0
@@ -153,7 +138,7 @@ def trivial_augment_wide(
     return _space.apply(image, rng, name, m, _space.Setting(interpolation, fill, value_range))
 
 
-@register("auto_augment", checks={"policy": partial(choice, options=("imagenet",)),
+@register("auto_augment", checks={"policy": chk.one_of("imagenet"),
                                   **_POLICY_CHECKS})
 def auto_augment(
     image: np.ndarray, rng: np.random.Generator, policy: str = "imagenet",
@@ -177,8 +162,9 @@ def auto_augment(
 
 
 @register("aug_mix", checks={
-    "severity": partial(_whole, 1), "mixture_width": partial(_whole, 1),
-    "alpha": partial(bounds, lo=1e-6), **_POLICY_CHECKS})
+    "severity": chk.whole(1, 10), "mixture_width": chk.whole(1),
+    "chain_depth": chk.whole(-math.inf), "all_ops": chk.flag,
+    "alpha": chk.ranged(1e-6), **_POLICY_CHECKS})
 def aug_mix(
     image: np.ndarray, rng: np.random.Generator, severity: int = 3, mixture_width: int = 3,
     chain_depth: int = -1, alpha: float = 1.0, all_ops: bool = True,
@@ -192,13 +178,12 @@ def aug_mix(
         >>> out = aug_mix(np.zeros((32, 32, 3), np.uint8), np.random.default_rng(0))
     """
     check_image(image)
-    if not 1 <= _whole(1, severity, "severity") <= 10:
-        raise ArgumentError(f"`severity` expects 1..10; received {severity}. Pass e.g. 3.")
+    chk.whole_number(severity, "severity", 1, 10)
     space = _space.AUGMIX_ALL if all_ops else _space.AUGMIX
     setting = _space.Setting(interpolation, fill, value_range)
     a = float(bounds(alpha, "alpha", 1e-6)[0])
     keep = rng.dirichlet([a, a])
-    weights = rng.dirichlet([a] * _whole(1, mixture_width, "mixture_width")) * keep[1]
+    weights = rng.dirichlet([a] * chk.whole_number(mixture_width, "mixture_width", 1)) * keep[1]
     mix = image.astype(np.float32) * np.float32(keep[0])
     for w in weights:
         aug = image

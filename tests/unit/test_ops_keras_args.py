@@ -1,7 +1,8 @@
-"""Arguments of the Keras-mirroring ops: refused when the op is built, Keras' factor meaning.
+"""Arguments of the built-in ops: refused when the op is built; Keras' factor meaning.
 
 A bad value must fail in ``Op(...)`` (so in the main process, when the pipeline is built),
-naming the argument, and never first in a worker that happens to take that branch.
+naming the argument, and never first in a worker that happens to take that branch. Every
+parameter of every built-in op has a check (``test_every_parameter_is_checked_at_build``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from shmaug import ops
+from shmaug.ops import core
 from shmaug.errors import ArgumentError, ArgumentTypeError
 from shmaug.ops._params import keras_factor
 
@@ -38,6 +40,16 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("erasing", {"scale": (0.2, 1.5)}, "scale"),
     ("erasing", {"fill_value": 2.0}, "fill_value"),
     ("jpeg", {"quality": (0, 90)}, "quality"),
+    ("rand_augment", {"num_ops": -1}, "num_ops"),
+    ("aug_mix", {"severity": 11}, "severity"),
+    ("auto_augment", {"policy": "cifar10"}, "policy"),
+    ("rotate", {"degrees": "ten"}, "degrees"),
+    ("perspective", {"scale": 0.7}, "scale"),
+    ("elastic", {"backend": "pil"}, "backend"),
+    ("cutout", {"holes": 1.5}, "holes"),
+    ("resize", {"interpolation": "lanczos"}, "interpolation"),
+    ("crop", {"height": 0}, "height"),
+    ("gamma", {"gamma": 0}, "gamma"),
 ]
 
 
@@ -72,3 +84,9 @@ def test_good_defaults_build_and_run_on_every_new_op() -> None:
                  "channel_shuffle", "zoom", "zoom_out", "center_crop", "translation",
                  "erasing", "jpeg"):
         assert ops.Op(name)(image, np.random.default_rng(0)).dtype == np.uint8
+
+
+def test_every_parameter_is_checked_at_build() -> None:
+    unchecked = {name: sorted(set(spec.params) - set(spec.checks))
+                 for name, spec in core._REGISTRY.items() if spec.module.startswith("shmaug.")}
+    assert not {name: params for name, params in unchecked.items() if params}

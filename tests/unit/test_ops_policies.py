@@ -76,7 +76,6 @@ def test_the_imagenet_policy_uses_only_autoaugment_operations() -> None:
     ("Contrast", -0.5, "brightness_contrast", {"brightness": 1.0, "contrast": 0.5}),
     ("Posterize", 4.0, "posterize", {"factor": 4}),
     ("Solarize", 0.7, "solarize", {"addition_factor": (0, 0), "threshold_factor": (0.7, 0.7)}),
-    ("Equalize", 0.0, "equalize", {}),
     ("Invert", 0.0, "invert", {"factor": (1, 1)}),
 ])
 def test_an_operation_is_the_matching_op(name: str, m: float, op: str,
@@ -85,6 +84,27 @@ def test_an_operation_is_the_matching_op(name: str, m: float, op: str,
     setting = _space.Setting("nearest", 0.0, None)
     ours = _space.apply(image, np.random.default_rng(0), name, m, setting)
     np.testing.assert_array_equal(ours, ops.Op(op, **params)(image, np.random.default_rng(0)))
+
+
+@pytest.mark.parametrize("gray", [False, True])
+def test_equalize_is_pils_as_torchvision_uses_it(gray: bool) -> None:
+    from PIL import Image, ImageOps
+
+    image = make_photo()[:, :, 1] if gray else make_photo()
+    ours = _space.apply(image, np.random.default_rng(0), "Equalize", 0.0,
+                        _space.Setting("nearest", 0.0, None))
+    np.testing.assert_array_equal(ours, np.asarray(ImageOps.equalize(Image.fromarray(image))))
+
+
+def test_shear_x_is_torchvisions_about_the_top_left_corner() -> None:
+    # torchvision's ShearX: x' = x - m (y + 0.5) in pixel centres (its SHx about center=[0, 0],
+    # the image's corner); a vertical line leans left going down for m > 0
+    image = np.zeros((20, 20), np.uint8)
+    image[:, 10] = 255
+    out = _space.apply(image, np.random.default_rng(0), "ShearX", 0.25,
+                       _space.Setting("nearest", 0.0, None))
+    for y in (0, 7, 19):
+        assert np.flatnonzero(out[y]).tolist() == [round(10 - 0.25 * (y + 0.5))]
 
 
 def test_color_and_sharpness_at_zero_change_nothing() -> None:
