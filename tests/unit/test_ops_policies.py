@@ -137,3 +137,14 @@ def test_the_keras_flavour_uses_keras_layers_in_keras_order() -> None:
     from keras.src.layers.preprocessing.image_preprocessing.rand_augment import RandAugment
 
     assert _space.KERAS_RAND_AUGMENT == tuple(RandAugment._AUGMENT_LAYERS)
+
+
+def test_aug_mix_keeps_a_beta_share_of_the_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every chain turned black: what is left is the image times the Beta weight, drawn
+    # first (torchvision draws it as a 2-way Dirichlet, and so does the op)
+    monkeypatch.setattr(_space, "apply", lambda image, *args: np.zeros_like(image))
+    image = make_photo().astype(np.float32) / 255.0
+    for seed in range(5):
+        keep = np.random.default_rng(seed).dirichlet([0.5, 0.5])[0]
+        out = ops.aug_mix(image, np.random.default_rng(seed), alpha=0.5)
+        np.testing.assert_allclose(out, image * keep, rtol=1e-5, atol=1e-6)
