@@ -141,6 +141,7 @@ def test_posterize(bits: int) -> None:
     close(ours, theirs, max_abs=1e-3)
 
 
+@pytest.mark.filterwarnings("ignore:Tensor.T is deprecated:UserWarning")  # Keras on torch
 def test_equalize() -> None:
     import keras
 
@@ -163,6 +164,9 @@ def test_auto_contrast() -> None:
 def test_clahe(size: tuple[int, int]) -> None:
     import keras
 
+    if keras.backend.backend() == "torch" and size != (64, 64):
+        pytest.skip("Keras' torch backend pads 'symmetric' as 'replicate' "
+                    "(keras/src/backend/torch/numpy.py): its CLAHE of partial tiles differs")
     image = np.rint(photo(*size))
     ours = ops.clahe(image, np.random.default_rng(0), clip_limit=2.0, tile_grid_size=(4, 4),
                      value_range=VR)
