@@ -28,7 +28,7 @@ from .core import register
 from .geometric import _affine, _geometric, _size
 from ..errors import ArgumentError
 
-_ZOOM = partial(keras_factor, lo=-1.0, hi=float("inf"))
+_ZOOM = partial(keras_factor, lo=-1.0 + 1e-6, hi=1.0)  # Keras: in (-1, 1]; 1 + z > 0
 @register("zoom", checks={"height_factor": _ZOOM, "width_factor": chk.optional(_ZOOM),
                           **chk.WARP})
 def zoom(
@@ -46,11 +46,6 @@ def zoom(
     zy = 1.0 + draw(rng, _ZOOM(height_factor, "height_factor"), "height_factor")
     zx = zy if width_factor is None else 1.0 + draw(
         rng, _ZOOM(width_factor, "width_factor"), "width_factor")
-    if min(zx, zy) <= 0.0:
-        raise ArgumentError(
-            f"`height_factor`/`width_factor` of `zoom` expect values above -1 (a zoom of "
-            f"1 + factor); drew {zy - 1:g}, {zx - 1:g}. Keep the factors' low ends above -1."
-        )
     h, w = check_image(image).shape[:2]
     # Keras maps output to input: x_in = z x_out + c (1 - z), c the centre; this is its inverse.
     cx, cy = (w - 1) / 2, (h - 1) / 2
