@@ -9,8 +9,10 @@ no memory and no process: the ``Loader`` owns the ring and the pool and closes t
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -30,6 +32,14 @@ _LEAVE_S = 1.0  # how long close() waits for consumer threads to leave produce()
 CLOSED = "This shmaug.Loader is closed. Fix: create a new one."
 
 EpochBatch = tuple[int, int]  # (epoch, batch)
+
+
+class Handoff(enum.Enum):
+    """How a finished batch leaves its slot."""
+
+    COPY = "copy"  # private arrays; the slot goes back to the workers at once
+    UNTIL_NEXT = "until next"  # read-only views, valid until the next batch (copy=False)
+    LEND = "lend"  # writable arrays over the slot, which stays theirs while any lives
 
 
 @dataclass
@@ -74,6 +84,12 @@ class Prefetcher:
         self._by_ticket: dict[int, _Batch] = {}  # invariant: every dispatched, unanswered ticket
         self._next_ticket = 1  # ticket 0 was the probe's (see loader.await_probe)
         self._lent: int | None = None  # invariant: the slot a lease (copy=False) still holds
+        # Handoff.LEND: slots whose arrays all died, appended from any thread (a deque's
+        # append is atomic), taken back on this side; at most half the ring is lent at once,
+        # so a consumer that keeps every batch gets copies rather than a ring run dry.
+        self._returned: deque[int] = deque()
+        self._leased = 0  # invariant: slots lent (Handoff.LEND) and not yet taken back
+        self._max_leased = max(1, ring.slots // 2)
         self._inside: set[int] = set()  # invariant: ids of the threads running produce()
         self._ahead_parts = 1  # invariant: the tasks a prefetched batch is cut into
         self.resized(workers)
@@ -112,21 +128,19 @@ class Prefetcher:
         while self._inside - {me} and time.monotonic() < deadline:
             time.sleep(0.005)
 
-    def produce(self, key: EpochBatch, rows: int, *, copy: bool
+    def produce(self, key: EpochBatch, rows: int, *, handoff: Handoff
                 ) -> tuple[np.ndarray, Targets, bool]:
         """Batch ``key`` (its first ``rows`` rows): images, augmented targets by name, and
-        whether it was ready when asked.
-
-        ``copy`` False lends read-only views of the slot instead, until the next call.
-        """
+        whether it was ready when asked, handed over as ``handoff`` says (``Handoff.LEND``
+        copies when half the ring is lent already)."""
         me = threading.get_ident()
         self._inside.add(me)
         try:
-            return self._produce(key, rows, copy=copy)
+            return self._produce(key, rows, handoff)
         finally:
             self._inside.discard(me)
 
-    def _produce(self, key: EpochBatch, rows: int, *, copy: bool
+    def _produce(self, key: EpochBatch, rows: int, handoff: Handoff
                  ) -> tuple[np.ndarray, Targets, bool]:
         if self._closed:
             raise ClosedError(CLOSED)
@@ -135,6 +149,7 @@ class Prefetcher:
         if self._lent is not None:  # asking for the next batch ends the previous lease
             self.ring.release(self._lent)
             self._lent = None
+        self._take_back()
         wanted = [key, *self._lookahead(key)]
         self._collect(0.0)  # file what finished while the consumer was busy
         self._drop_unwanted(set(wanted))
@@ -152,13 +167,27 @@ class Prefetcher:
         if batch.error is not None:
             self._drop(batch)
             raise batch.error
-        if not copy:
+        if handoff is Handoff.UNTIL_NEXT:
             self._lent = batch.slot
             return (*self.ring.lend(batch.slot, rows), hit)
-        self._copy_ahead(wanted[1:])
+        if handoff is Handoff.LEND and self._leased < self._max_leased:
+            if batch.copy is not None and self._copier is not None:
+                self._copier.discard(batch.copy)  # made ahead under another handoff
+            self._leased += 1
+            return (*self.ring.lease(batch.slot, rows, self._returned.append), hit)
+        if handoff is Handoff.COPY:
+            self._copy_ahead(wanted[1:])
         out = self._read(batch, rows)
         self.ring.release(batch.slot)
         return (*out, hit)
+
+    def _take_back(self) -> None:
+        """Free the slots whose lent arrays have all died since the last look."""
+        while self._returned:
+            slot = self._returned.popleft()
+            self._leased -= 1
+            if not self._closed:
+                self.ring.release(slot)
 
     # -- copies made ahead (see _copier) -------------------------------------------------------
 
@@ -247,6 +276,7 @@ class Prefetcher:
         """Wait (bounded) for worker results and file them under their batches."""
         if self._closed:
             raise ClosedError(CLOSED)
+        self._take_back()  # a wait for a free slot may end with a lease
         for result in self.pool.poll(timeout_s):
             batch = self._by_ticket.pop(result.ticket, None)
             if batch is None:

@@ -14,8 +14,9 @@ a worker for that batch is skipped in microseconds."""
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -35,6 +36,19 @@ Targets = dict[str, np.ndarray]  # augmented targets (a sample's or a batch's ro
 
 
 POISON_ENV = "SHMAUG_POISON_RELEASED_SLOTS"
+
+
+class _Token:
+    """One lease of a slot: it ends when the last ``_Held`` of it is gone."""
+
+
+class _Held:
+    """One block's rows of a leased slot, as numpy sees them: an array made from it has it as
+    its ``base``, so every view of that array keeps the lease alive."""
+
+    def __init__(self, rows: np.ndarray, token: _Token) -> None:
+        self.__array_interface__ = rows.__array_interface__
+        self._rows, self._token = rows, token
 
 
 class OutputRing:
@@ -137,6 +151,17 @@ class OutputRing:
         else:
             np.copyto(into, images)
         return into, {k: v[slot, :rows].copy() for k, v in self.targets.items()}
+
+    def lease(self, slot: int, rows: int, ended: Callable[[int], None]
+              ) -> tuple[np.ndarray, Targets]:
+        """Writable arrays over the same rows that keep the slot theirs while any of them, or
+        any view or tensor made from them, lives: ``ended(slot)`` is called (from whichever
+        thread drops the last one) once none does. No copy, and no lag to guess: a framework
+        that holds a batch holds a reference to it."""
+        token = _Token()
+        weakref.finalize(token, ended, slot)
+        return (np.asarray(_Held(self.view[slot, :rows], token)),
+                {k: np.asarray(_Held(v[slot, :rows], token)) for k, v in self.targets.items()})
 
     def lend(self, slot: int, rows: int) -> tuple[np.ndarray, Targets]:
         """Read-only views of the same rows, valid until the slot is released."""

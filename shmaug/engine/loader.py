@@ -30,7 +30,7 @@ from ._copier import Copier
 from ._gather import Gatherer
 from ._options import Data, Options, Settings
 from ._pool import InlinePool, WorkerPool
-from ._prefetch import CLOSED, Prefetcher
+from ._prefetch import CLOSED, Handoff, Prefetcher
 from ._probe import await_probe, output_of
 from ._recycle import Recycler
 from ._ring import OutputRing
@@ -501,6 +501,13 @@ class Loader:
         dataset's order even when the loader shuffles (each sample augmented as in that
         epoch's shuffled pass): how a ``Sequence`` serves ``evaluate`` and ``predict``.
         """
+        return self._batch(index, epoch, in_order,
+                           Handoff.COPY if self.copy else Handoff.UNTIL_NEXT)
+
+    def _batch(self, index: int, epoch: int | None, in_order: bool,
+               handoff: Handoff) -> tuple[np.ndarray, Any]:
+        """``batch``, handed over as ``handoff`` says: a ``Sequence`` lends what Keras asks
+        for (``Handoff.LEND``: the slot is the batch's while any array of it lives)."""
         self._ensure_open()
         index = check.batch_index(index, len(self), "loader.batch(0)")
         epoch = self.epoch if epoch is None else self._epoch_arg(epoch)
@@ -518,7 +525,7 @@ class Loader:
         else:
             assert self._prefetch is not None
             xb, made, hit = self._prefetch.produce((key, index), stop - start,
-                                                   copy=self.copy)
+                                                   handoff=handoff)
             if self._marks is not None:  # made now, so its stand-ins are marked by now
                 self._count_stand_ins(positions)
         self.last_hit = bool(hit)

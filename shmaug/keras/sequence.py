@@ -36,6 +36,7 @@ from ..engine import _checks as check
 from ..engine import _describe as describe
 from ..engine import _inputs as inputs
 from ..engine._options import Data, Options, Order, Settings
+from ..engine._prefetch import Handoff
 from ..engine.loader import Loader
 from . import _checks as facade_checks
 from . import _distribution, _idle
@@ -238,11 +239,15 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 rt.held.move_to_end(key)
                 return batch
             epoch, planned, ordered = key
-            xb, side = loader.batch(planned, epoch=epoch, in_order=ordered)
+            held = not in_pass or passes.taken <= _HELD  # a look or a build pass's, or a
+            # pass's first ones (which a build pass may have taken): kept for a second ask,
+            # so copied; the others are lent, their slot theirs while Keras holds them
+            xb, side = loader._batch(planned, epoch, ordered,
+                                     Handoff.COPY if held else Handoff.LEND)
             rt.hits += loader.last_hit
             batch = self._assemble(xb, side, key)
-            if not in_pass or passes.taken <= _HELD:  # a look or a build pass's, or a pass's
-                rt.held[key] = batch  # first ones (which a build pass may have taken)
+            if held:
+                rt.held[key] = batch
                 while len(rt.held) > _HELD:
                     rt.held.popitem(last=False)
             return batch
