@@ -8,12 +8,12 @@ it got (a function of (seed, epoch, sample)).
 
 from __future__ import annotations
 
-import os
-
 import keras
 import numpy as np
 
 import shmaug
+from tests._ops import fails_at_sample_7_once, mark, same  # noqa: F401  (workers
+# import them from there, without Keras: a module that imports Keras costs each worker seconds)
 
 N, SIDE, BATCH = 24, 4, 4  # 6 batches per epoch
 
@@ -22,30 +22,6 @@ def data(n: int = N) -> tuple[np.ndarray, np.ndarray]:
     x = np.zeros((n, SIDE, SIDE, 2), np.float32)
     x[:, 0, 0, 0] = np.arange(n)
     return x, (np.arange(n) % 3).astype(np.float32)
-
-
-def mark(image, rng):
-    """The sample's id untouched, one draw of its random stream in channel 1."""
-    out = image.copy()
-    out[..., 1] = rng.random()
-    return out
-
-
-def same(image, rng):
-    """No change: work for the workers whose output equals ``x`` (predictions compare)."""
-    return image
-
-
-def fails_at_sample_7_once(image, rng):
-    """Raises the first time any worker augments sample 7 (a marker file, named by the
-    environment variable SHMAUG_TEST_FAILED_ONCE, says it did)."""
-    if image[0, 0, 0] == 7:
-        try:
-            os.close(os.open(os.environ["SHMAUG_TEST_FAILED_ONCE"], os.O_CREAT | os.O_EXCL))
-        except FileExistsError:
-            return mark(image, rng)
-        raise ValueError("sample 7 is broken")
-    return mark(image, rng)
 
 
 class Log:

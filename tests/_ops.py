@@ -268,3 +268,37 @@ class RecordingLoad:
     def __call__(self, index):
         time.sleep(0.005)  # the parent fills the worker's pipe meanwhile
         return np.full((4, 4), index % 256, np.uint8)
+
+
+# -- fed to Keras by the fit tests (tests/_fit.py re-exports them) ------------------------
+
+
+def mark(image, rng):
+    """The sample's id untouched, one draw of its random stream in channel 1."""
+    out = image.copy()
+    out[..., 1] = rng.random()
+    return out
+
+
+def same(image, rng):
+    """No change: work for the workers whose output equals ``x`` (predictions compare)."""
+    return image
+
+
+def fails_at_sample_7_once(image, rng):
+    """Raises the first time any worker augments sample 7 (a marker file, named by the
+    environment variable SHMAUG_TEST_FAILED_ONCE, says it did)."""
+    if image[0, 0, 0] == 7:
+        try:
+            os.close(os.open(os.environ["SHMAUG_TEST_FAILED_ONCE"], os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return mark(image, rng)
+        raise ValueError("sample 7 is broken")
+    return mark(image, rng)
+
+
+def raise_from_batch_two(image, rng):
+    """Keras' ExceptionPyDataset: batches 0 and 1 are fine, batch 2 raises."""
+    if image.flat[0] >= 2 * 8:  # the test fills x[i] with i
+        raise ValueError("Expected exception")
+    return image

@@ -89,7 +89,7 @@ class Prefetcher:
         # so a consumer that keeps every batch gets copies rather than a ring run dry.
         self._returned: deque[int] = deque()
         self._leased = 0  # invariant: slots lent (Handoff.LEND) and not yet taken back
-        self._max_leased = max(1, ring.slots // 2)
+        self._max_leased = ring.slots // 2  # (0 with one slot: that one must stay free)
         self._inside: set[int] = set()  # invariant: ids of the threads running produce()
         self._ahead_parts = 1  # invariant: the tasks a prefetched batch is cut into
         self.resized(workers)

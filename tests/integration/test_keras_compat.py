@@ -192,18 +192,11 @@ def test_with_different_shapes() -> None:
     assert shapes == [((16, 2, 2), (16, 2)), ((16, 2, 2), (16, 2)), ((2, 2, 2), (2, 2))]
 
 
-def raise_from_batch_two(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Keras' ExceptionPyDataset: batches 0 and 1 are fine, batch 2 raises."""
-    if image.flat[0] >= 2 * 8:  # x[i] is filled with i below
-        raise ValueError("Expected exception")
-    return image
-
-
 @pytest.mark.parametrize("workers", [0, 2])
 def test_exception_reported(workers: int) -> None:
     x = np.repeat(np.arange(32, dtype="float32"), 4).reshape(32, 2, 2)
     y = np.zeros((32, 2), "float32")
-    with sequence(x, y, batch_size=8, augment=raise_from_batch_two, workers=workers) as seq:
+    with sequence(x, y, batch_size=8, augment=_ops.raise_from_batch_two, workers=workers) as seq:
         it = iter(native(py_dataset_adapter.PyDatasetAdapter(seq, shuffle=False)))
         next(it)
         next(it)

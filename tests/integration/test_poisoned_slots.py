@@ -67,14 +67,18 @@ def test_fit_evaluate_predict_see_the_batches_made_for_them(
         in_order.close()
 
 
-def test_a_hand_loop_keeps_every_batch_intact() -> None:
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("max_queue_size", [1, 2])
+def test_a_hand_loop_keeps_every_batch_intact(max_queue_size: int) -> None:
+    """Lent (a loop's batches) or copied (asked by hand, or past half the ring): all of them
+    kept, none overwritten, and no hang, even with one slot (which is never lent)."""
     import shmaug
     from tests import _fit
 
     x, y = _fit.data(48)
     with shmaug.Sequence(x, y, batch_size=_fit.BATCH, augment=_fit.same, workers=2, seed=0,
-                         max_queue_size=2, shuffle=False) as seq:
-        kept = [seq[i] for i in range(len(seq))]
+                         max_queue_size=max_queue_size, shuffle=False) as seq:
+        kept = list(seq)
         kept += [seq[i] for i in range(len(seq))]  # twice over: the ring went round many times
     rows = np.concatenate([xb for xb, _ in kept])
     np.testing.assert_array_equal(rows, np.concatenate([x, x]))
