@@ -1,27 +1,34 @@
-"""Images/s from a bucket at 0, 20 and 50 ms per request: files and record shards, against local
-disk and against tf.data and torch + webdataset reading the same shards.
+"""Images/s from a bucket at 0, 20 and 50 ms per request: shmaug's record shards with and
+without its disk cache, its image files with the cache, against local disk, MosaicML
+Streaming, litdata, torch + webdataset and tf.data (issue 39 §5, §7).
 
     python -m bench.remote --quick       # a smoke run: 32 small images, one delay, one round
-    python -m bench.remote --out bench/results/remote    # 256 JPEGs 160x160, 3 rounds, peers
+    python -m bench.remote --peer-python .venv-peers/bin/python --out bench/results/remote
 
-A real S3 server (moto's, in a process of its own, ``bench.remote.data``) runs on localhost; a
-small TCP proxy in front of it holds every chunk a client sends for the delay, so each request
-pays it before its first byte, as a bucket's 10-100 ms do. Rows, each ``--epochs`` epochs (3)
-timed after a first that warms up (workers started, connections open), of ``--workers`` (2)
-workers (batch 32, decode + resize, no augmentation): local disk (``ImageFiles`` over the
-folder, and ``ImageRecords`` over the TFRecords on disk); at each delay ``ImageFiles`` over
-``s3://`` files, ``ImageRecords.from_tfrecord`` / ``from_webdataset`` over ``s3://`` shards
-(8), and the peers
-(``bench.remote.peers``: tf.data over the TFRecord objects, a torch DataLoader + webdataset over
-the tars; each in a child, skipped when its library is missing). The shards (about 2 MB) fit
-each worker's span cache (``SHMAUG_SPAN_CACHE_MB``, 32 MiB): the row "span cache a quarter of the
-shards" shows a dataset four times the cache. Rows "no span cache" and "one task per fetch"
-are shmaug as it read before each change (``with_remote``), in the same run. Rounds are
-interleaved; the table quotes medians and, per row, the median of its same-round ratio to
-local disk (files), and the S3 server's CPU share during the row (moto
-spends 3-6 ms of CPU per request, ``bench.remote.cost``: on a small machine it, not the delay,
-is the ceiling). Needs
-``pip install -e ".[tf,tfrecord,remote,remote-test]"``; the peers also ``webdataset`` and torch.
+The data: ``--images`` (2,000) photo-like JPEGs of 160x160 made locally, as files, as
+``--shards`` (32) WebDataset tars and TFRecord files, as MDS shards by Streaming's writer and
+as chunks by ``litdata.optimize`` (``bench.remote.data``, ``bench.remote.peers``). Every
+shmaug worker's span cache (``SHMAUG_SPAN_CACHE_MB``) is set to a twentieth of the tars, so
+the dataset is 20x the cache, as a real bucket's is.
+
+The stores (``bench.remote.serve``): nginx (when installed; the bench installs nothing and
+says when it is missing) serves the files and shards over ``http://`` with range reads from
+2 processes: a store that answers in parallel. Streaming and litdata read only ``s3://``:
+their MDS and litdata chunks are in moto's S3 server (one core; they read whole shards, a few
+requests an epoch, so it is not their ceiling). Without nginx (``--store moto``, CI) every row
+reads moto. In front of each store, per delay, a proxy of 2 asyncio processes holds every
+request for the delay and counts the requests and bytes it forwards.
+
+Rows, each ``--workers`` (2) workers, batch 32, decode + resize, no augmentation; each run
+times epoch 1 (from the iterator's start: workers starting, caches cold) and then
+``--epochs`` (2) epochs: local disk (files, tars); shmaug's exact shuffle over the tars
+without a disk cache; with the disk cache (a fresh ``cache_dir`` per run): epoch 1, and the
+epochs after it; image files with the cache, likewise; Streaming and litdata (their cache
+fresh per run): epoch 1 and the epochs after; torch + webdataset and tf.data (no cache: the
+epochs after the first). shmaug's locality shuffle (issue 39 §3) is not built: no row. Each
+row prints the requests and bytes per epoch read through the proxy, the store's and the
+proxy's CPU, and all the CPU the bench used. Rounds are interleaved; medians; the ratio to
+local disk (files, epochs after the first) is the median of same-round ratios.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -38,201 +46,353 @@ from pathlib import Path
 from typing import Any, Callable
 
 import shmaug
-from bench.remote.data import BUCKET, DelayProxy, make_images, start_server, upload, write_shards
 from bench.common.harness import prepare_out
 from bench.common.report import QUICK, cpu_model
-from bench.remote.peers import timed_rate
+from bench.remote.data import make_images, upload_folder, write_shards
+from bench.remote.peers import timed_epochs
+from bench.remote.serve import BUCKET, DelayProxy, Nginx, cpu_of, nginx_binary, start_moto
 
 log_name = "bench.remote"
-Run = Callable[[], float]  # one epoch -> images/s
+Run = Callable[[], dict[str, float]]  # one run -> timed_epochs' figures
+SPAN_SHARE = 20  # the dataset is this many times each worker's span cache
+BASE = "local disk: files"
+_PEER_TIMEOUT_S = 900
 
 
-def loader_rate(source: Any, batch_size: int, start_method: str, epochs: int, workers: int
-                ) -> float:
-    """Images/s over ``epochs`` epochs after a first that warms up (workers started,
-    connections open, the round trip measured)."""
-    with shmaug.Loader(source, batch_size=batch_size, workers=workers, shuffle=True, seed=0,
-                       start_method=start_method) as loader:
-        return timed_rate(loader.__iter__, len(source), epochs)
+def loader_run(source: Any, spec: dict[str, Any], cache: Path | None = None) -> dict[str, float]:
+    """``timed_epochs`` of a shmaug Loader over ``source``, its disk cache emptied first."""
+    if cache is not None:
+        shutil.rmtree(cache, ignore_errors=True)
+        cache.mkdir(parents=True)
+    with shmaug.Loader(source, batch_size=spec["batch_size"], workers=spec["workers"],
+                       shuffle=True, seed=0, start_method=spec["start_method"]) as loader:
+        return timed_epochs(loader.__iter__, spec)
 
 
-def peer_rate(kind: str, spec: dict[str, Any]) -> float:
-    done = subprocess.run([sys.executable, "-m", "bench.remote.peers", kind, json.dumps(spec)],
-                          capture_output=True, text=True, timeout=900,
+def peer_run(kind: str, spec: dict[str, Any], python: str) -> dict[str, float]:
+    """One peer's run in a child of ``python`` (its cache folder fresh)."""
+    if spec.get("cache"):
+        shutil.rmtree(spec["cache"], ignore_errors=True)
+    done = subprocess.run([python, "-m", "bench.remote.peers", kind, json.dumps(spec)],
+                          capture_output=True, text=True, timeout=_PEER_TIMEOUT_S,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     if done.returncode:
         raise RuntimeError(f"peer {kind} failed: {done.stderr[-1500:]}")
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["images_per_s"])
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def with_remote(run: Run, **values: int) -> Run:
-    """``run`` with the remote layer's settings set to ``values`` (forked workers inherit
-    them): ``AHEAD`` on ``shmaug.sources._ahead``, ``SPAN_CACHE`` (bytes) as
-    ``SHMAUG_SPAN_CACHE_MB``; shmaug as it read before a change, in the same run."""
-    from shmaug.sources import _ahead
-
-    def patched() -> float:
-        saved_ahead, saved_env = _ahead.AHEAD, os.environ.get("SHMAUG_SPAN_CACHE_MB")
-        _ahead.AHEAD = values.get("AHEAD", saved_ahead)
-        if "SPAN_CACHE" in values:
-            os.environ["SHMAUG_SPAN_CACHE_MB"] = str(values["SPAN_CACHE"] / (1 << 20))
-        try:
-            return run()
-        finally:
-            _ahead.AHEAD = saved_ahead
-            if saved_env is None:
-                os.environ.pop("SHMAUG_SPAN_CACHE_MB", None)
-            else:
-                os.environ["SHMAUG_SPAN_CACHE_MB"] = saved_env
-
-    return patched
+def missing(python: str, module: str, install: str) -> str | None:
+    """Why ``module`` cannot run under ``python`` ("not installed: pip install ..."), or None."""
+    found = subprocess.run([python, "-c", f"import {module}"], capture_output=True)
+    return None if found.returncode == 0 else f"not installed ({install})"
 
 
-def shard_rows(name: str, paths: list[str], args: Any, run: Run) -> dict[str, Run]:
-    """``name``'s row, and (forked workers take the parent's settings) the same with a span
-    cache a quarter of the shards' bytes, with none, and with none and one task per fetch."""
-    rows = {name: run}
-    if args.start_method == "fork":
-        quarter = sum(os.path.getsize(p) for p in paths) // 4
-        rows[f"{name}, span cache a quarter of the shards"] = with_remote(run, SPAN_CACHE=quarter)
-        rows[f"{name}, no span cache"] = with_remote(run, SPAN_CACHE=0)
-        rows[f"{name}, no span cache, one task per fetch"] = with_remote(run, SPAN_CACHE=0,
-                                                                         AHEAD=0)
-    return rows
+class Bench:
+    """The stores, proxies, data and sources of one bench run; ``contenders()`` its rows."""
+
+    def __init__(self, args: Any, tmp: Path) -> None:
+        self.args, self.tmp = args, tmp
+        self.root = tmp / "data" / "train"
+        self.nginx: Nginx | None = None
+        self.moto: Any = None
+        self.proxies: dict[tuple[str, float], DelayProxy] = {}
+
+    def prepare(self) -> None:
+        args = self.args
+        make_images(self.root, args.images, args.size)
+        self.shards = write_shards(self.root, self.tmp / "data", args.shards,
+                                   tfrecord=args.peers)
+        tar_bytes = sum(os.path.getsize(p) for p in self.shards["tar"])
+        self.span_mb = tar_bytes / SPAN_SHARE / (1 << 20)
+        os.environ["SHMAUG_SPAN_CACHE_MB"] = f"{self.span_mb:.4f}"  # the workers inherit it
+        self.local = shmaug.ImageFiles.from_directory(self.root, image_size=self.image_size)
+        self.items = self.tmp / "items.json"
+        labels = [int(Path(p).parent.name[len("class"):]) for p in self.local.paths]
+        self.items.write_text(json.dumps([[str(p), k] for p, k in zip(self.local.paths,
+                                                                         labels)]))
+        self.labels = labels
+        self.peer_data: dict[str, str] = {}
+        if args.peers:
+            for kind, folder in (("write-mds", "mds"), ("write-litdata", "litdata")):
+                spec = {"items": str(self.items), "out": str(self.tmp / "data" / folder),
+                        "shards": args.shards}
+                try:
+                    peer_run(kind, spec, args.peer_python)
+                    self.peer_data[folder] = spec["out"]
+                except RuntimeError as e:
+                    print(f"{kind}: {str(e)[-300:]}", file=sys.stderr)
+        if self.args.store == "nginx":
+            self.nginx = Nginx(self.tmp / "data")
+        if self.args.store == "moto" or self.peer_data:
+            self.moto, port = start_moto()
+            self.moto_port = port
+            upload_folder(port, self.tmp / "data", only=None if self.args.store == "moto"
+                          else set(self.peer_data))
+        for delay in (float(d) for d in args.delays_ms.split(",")):
+            if self.nginx is not None:
+                self.proxies["http", delay] = DelayProxy(("127.0.0.1", self.nginx.port),
+                                                         delay / 1000)
+            if self.moto is not None:
+                self.proxies["s3", delay] = DelayProxy(("127.0.0.1", self.moto_port),
+                                                       delay / 1000)
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        return (self.args.size, self.args.size)
+
+    def server_pids(self, store: str) -> list[int]:
+        if store == "http" and self.nginx is not None:
+            return self.nginx.pids()
+        return [self.moto.pid] if self.moto is not None else []
+
+    def spec(self, proxy: DelayProxy | None) -> dict[str, Any]:
+        args = self.args
+        return {"size": args.size, "batch_size": args.batch, "workers": args.workers,
+                "count": args.images, "epochs": args.epochs, "start_method": args.start_method,
+                "counter": proxy.counter.path if proxy else None}
+
+    def close(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.close()
+        if self.nginx is not None:
+            self.nginx.close()
+        if self.moto is not None:
+            self.moto.terminate()
+            self.moto.wait(timeout=10)
+
+    def contenders(self) -> dict[str, tuple[str | None, float | None, Run | str]]:
+        """Run name -> (store, delay, the run or why it cannot run)."""
+        runs: dict[str, tuple[str | None, float | None, Run | str]] = {}
+        spec, local_tars = self.spec(None), self.shards["tar"]
+        tars = shmaug.ImageRecords.from_webdataset(local_tars, image_size=self.image_size)
+        runs[BASE] = (None, None, lambda: loader_run(self.local, spec))
+        runs["local disk: tar shards"] = (None, None, lambda: loader_run(tars, spec))
+        for (store, delay), proxy in self.proxies.items():
+            at, spec = f"{store} {delay:g} ms", self.spec(proxy)
+            if store == "http" or self.args.store == "moto":
+                runs.update(self.shmaug_runs(at, store, delay, proxy, spec))
+                runs.update(self.stream_runs(at, store, delay, proxy, spec))
+            if store == "s3" and self.args.peers:
+                runs.update(self.cache_peer_runs(at, delay, proxy, spec))
+        return runs
+
+    def shmaug_runs(self, at: str, store: str, delay: float, proxy: DelayProxy,
+                    spec: dict[str, Any]) -> dict[str, tuple[str, float, Run | str]]:
+        size, opts = self.image_size, (proxy.options() if store == "s3" else None)
+        base = f"s3://{BUCKET}" if store == "s3" else proxy.url()
+        tars = [f"{base}/wds/{Path(p).name}" for p in self.shards["tar"]]
+        records = shmaug.ImageRecords.from_webdataset(tars, image_size=size,
+                                                      storage_options=opts)
+        cache = self.tmp / "cache" / at
+        cached = shmaug.ImageRecords.from_webdataset(tars, image_size=size, storage_options=opts,
+                                                     cache_dir=cache / "tar")
+        urls = [f"{base}/train/{Path(p).relative_to(self.root).as_posix()}"
+                for p in self.local.paths]
+        files = shmaug.ImageFiles.from_paths(urls, self.labels, image_size=size,
+                                             storage_options=opts, cache_dir=cache / "files")
+        return {
+            f"{at}: shmaug tar, no disk cache": (store, delay, lambda: loader_run(records, spec)),
+            f"{at}: shmaug tar, disk cache": (
+                store, delay, lambda: loader_run(cached, spec, cache / "tar")),
+            f"{at}: shmaug files, disk cache": (
+                store, delay, lambda: loader_run(files, spec, cache / "files"))}
+
+    def stream_runs(self, at: str, store: str, delay: float, proxy: DelayProxy,
+                    spec: dict[str, Any]) -> dict[str, tuple[str, float, Run | str]]:
+        """torch + webdataset and tf.data over the tars and TFRecords: no cache."""
+        if not self.args.peers:
+            return {}
+        base = f"s3://{BUCKET}" if store == "s3" else proxy.url()
+        opts = proxy.options() if store == "s3" else {}
+        python = sys.executable
+        runs: dict[str, tuple[str, float, Run | str]] = {}
+        why = missing(python, "torch, webdataset", "pip install torch webdataset")
+        tars = [f"{base}/wds/{Path(p).name}" for p in self.shards["tar"]]
+        runs[f"{at}: torch DataLoader + webdataset"] = (store, delay, why or (
+            lambda s={**spec, "options": opts, "urls": tars}: peer_run("torch", s, python)))
+        why = missing(python, "tensorflow", "pip install tensorflow")
+        if "tfrecord" not in self.shards:
+            why = why or "no TFRecords (TensorFlow could not write them)"
+        urls = [f"{base}/tfrecord/{Path(p).name}" for p in self.shards.get("tfrecord", [])]
+        runs[f"{at}: tf.data TFRecord"] = (store, delay, why or (
+            lambda s={**spec, "options": opts, "urls": urls}: peer_run("tf", s, python)))
+        return runs
+
+    def cache_peer_runs(self, at: str, delay: float, proxy: DelayProxy, spec: dict[str, Any]
+                        ) -> dict[str, tuple[str, float, Run | str]]:
+        """MosaicML Streaming and litdata from the S3 server, each with its cache fresh."""
+        python = self.args.peer_python
+        runs: dict[str, tuple[str, float, Run | str]] = {}
+        creds = {"endpoint": proxy.url(), "key": "bench", "secret": "bench-secret"}
+        for name, module, folder, install in (
+                ("MosaicML Streaming", "streaming", "mds", "pip install mosaicml-streaming"),
+                ("litdata", "litdata", "litdata", "pip install litdata")):
+            why = missing(python, module, install)
+            if why is None and folder not in self.peer_data:
+                why = f"its writer failed ({folder})"
+            s = {**spec, **creds, "remote": f"s3://{BUCKET}/{folder}",
+                 "cache": str(self.tmp / "cache" / f"{at} {folder}")}
+            runs[f"{at}: {name}"] = ("s3", delay, why or (
+                lambda s=s, m=module: peer_run(m, s, python)))
+        return runs
 
 
-def have(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
-
-
-def contenders(args: Any, root: Path, shards: dict[str, list[str]], proxies: dict[float, Any],
-               size: int, batch: int) -> dict[str, Run]:
-    """Row name -> one timed epoch (sources built here, once, so indexing is not timed)."""
-    image_size = (size, size)
-    how = (args.start_method, args.epochs, args.workers)
-    local = shmaug.ImageFiles.from_directory(root, image_size=image_size)
-    rows: dict[str, Run] = {"local disk: files": lambda: loader_rate(local, batch, *how)}
-    if "tfrecord" in shards:
-        disk = shmaug.ImageRecords.from_tfrecord(shards["tfrecord"], image_size=image_size)
-        rows["local disk: TFRecord shards"] = lambda: loader_rate(disk, batch, *how)
-    for delay, proxy in proxies.items():
-        opts = proxy.options()
-        at = f"s3 {delay:g} ms"
-        files = shmaug.ImageFiles.from_directory(f"s3://{BUCKET}/train/", image_size=image_size,
-                                                 storage_options=opts)
-        rows[f"{at}: shmaug files"] = (lambda s=files: loader_rate(s, batch, *how))
-        tars = [f"s3://{BUCKET}/wds/{Path(p).name}" for p in shards["tar"]]
-        if "tfrecord" in shards:
-            urls = [f"s3://{BUCKET}/tfrecord/{Path(p).name}" for p in shards["tfrecord"]]
-            records = shmaug.ImageRecords.from_tfrecord(urls, image_size=image_size,
-                                                        storage_options=opts)
-            rows.update(shard_rows(f"{at}: shmaug TFRecord", shards["tfrecord"], args,
-                                   lambda s=records: loader_rate(s, batch, *how)))
-        wds = shmaug.ImageRecords.from_webdataset(
-            f"s3://{BUCKET}/wds/train-{{000..{len(tars) - 1:03d}}}.tar", image_size=image_size,
-            storage_options=opts)
-        rows.update(shard_rows(f"{at}: shmaug tar", shards["tar"], args,
-                               lambda s=wds: loader_rate(s, batch, *how)))
-        spec = {"options": opts, "size": size, "batch_size": batch, "workers": args.workers,
-                "count": len(local), "epochs": args.epochs}
-        if args.peers and "tfrecord" in shards and have("tensorflow"):
-            rows[f"{at}: tf.data TFRecord (fsspec generator)"] = (
-                lambda s={**spec, "urls": urls}: peer_rate("tf", s))
-        if args.peers and have("torch") and have("webdataset"):
-            rows[f"{at}: torch DataLoader + webdataset tar"] = (
-                lambda s={**spec, "urls": tars}: peer_rate("torch", s))
-    return rows
-
-
-def measure(rows: dict[str, Run], rounds: int, server_pid: int) -> dict[str, dict[str, Any]]:
-    """Each row once per round, rows in order (interleaved); per run, the S3 server's CPU and
-    all the CPU the bench used (itself, its workers and peers once reaped, and the server), in
-    cores: near the machine's core count, the row is CPU-bound."""
-    import psutil
-
-    server = psutil.Process(server_pid)
-
-    def ours() -> tuple[float, float]:
-        mine = os.times()
-        served = sum(server.cpu_times()[:2])
-        return served, served + mine.user + mine.system + mine.children_user + \
-            mine.children_system
-
-    runs: dict[str, dict[str, list[float]]] = {n: {"rate": [], "cpu": [], "all": []}
-                                               for n in rows}
+def measure(bench: Bench, runs: dict[str, tuple[str | None, float | None, Run | str]],
+            rounds: int) -> dict[str, list[dict[str, Any]]]:
+    """Each run once per round, in order (interleaved); per run its figures, the store's and
+    the proxy's CPU and all the CPU the bench used, in cores."""
+    got: dict[str, list[dict[str, Any]]] = {n: [] for n in runs}
     for _ in range(rounds):
-        for name, run in rows.items():
-            (served, used), began = ours(), time.perf_counter()
-            runs[name]["rate"].append(run())
+        for name, (store, delay, run) in runs.items():
+            if isinstance(run, str):
+                continue
+            server = bench.server_pids(store) if store else []
+            proxy = bench.proxies[store, delay].pids if store and delay is not None else []
+            before = (cpu_of(server), cpu_of(proxy), os.times())
+            began = time.perf_counter()
+            try:
+                figures: dict[str, Any] = run()
+            except Exception as e:  # a peer that fails is a row saying so
+                text = " ".join(str(e).replace("|", "/").split())  # one table cell
+                figures = {"error": f"{type(e).__name__}: {text[-300:]}"}
             wall = time.perf_counter() - began
-            after = ours()
-            runs[name]["cpu"].append((after[0] - served) / wall)
-            runs[name]["all"].append((after[1] - used) / wall)
-    base = runs["local disk: files"]["rate"]
-    return {n: {"images_per_s": statistics.median(r["rate"]), "rounds": r["rate"],
-                "x_local": statistics.median(a / b for a, b in zip(r["rate"], base)),
-                "server_cpu": statistics.median(r["cpu"]),
-                "all_cpu": statistics.median(r["all"])} for n, r in runs.items()}
+            after = (cpu_of(server), cpu_of(proxy), os.times())
+            mine = sum(after[2][:4]) - sum(before[2][:4])
+            figures.update(server_cpu=(after[0] - before[0]) / wall,
+                           proxy_cpu=(after[1] - before[1]) / wall,
+                           all_cpu=(mine + after[0] - before[0] + after[1] - before[1]) / wall)
+            got[name].append(figures)
+    return got
+
+
+# which part of a run each row shows: (suffix, images/s key, requests key, bytes key)
+EPOCH_1 = (": epoch 1", "epoch1", "requests1", "bytes1")
+AFTER = (": epochs after", "after", "requests_after", "bytes_after")
+STEADY = ("", "after", "requests_after", "bytes_after")
+
+
+def parts(name: str) -> tuple[tuple[str, str, str, str], ...]:
+    if ", disk cache" in name or "Streaming" in name or "litdata" in name:
+        return (EPOCH_1, AFTER)
+    return (STEADY,)
+
+
+def rows(runs: dict[str, tuple[str | None, float | None, Run | str]],
+         got: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """The table's rows: medians over rounds, ratios to local disk within a round."""
+    base = [r.get("after") for r in got[BASE]]
+    out: dict[str, dict[str, Any]] = {}
+    for name, (_, _, run) in runs.items():
+        done = [r for r in got[name] if "error" not in r]
+        for suffix, rate, requests, sent in parts(name):
+            row: dict[str, Any] = {"status": "ok"}
+            if isinstance(run, str) or not done:
+                row["status"] = run if isinstance(run, str) else got[name][-1]["error"]
+                out[name + suffix] = row
+                continue
+            if len(done) < len(got[name]):
+                row["status"] = f"ok {len(done)}/{len(got[name])}: " + next(
+                    r["error"] for r in got[name] if "error" in r)
+            pairs = [(r[rate], b) for r, b in zip(got[name], base) if "error" not in r and b]
+            row.update(
+                images_per_s=statistics.median(r[rate] for r in done),
+                rounds=[r[rate] for r in done],
+                x_local=statistics.median(a / b for a, b in pairs) if pairs else None,
+                requests=statistics.median(r[requests] for r in done),
+                mb=statistics.median(r[sent] for r in done) / 1e6,
+                **{k: statistics.median(r[k] for r in done)
+                   for k in ("server_cpu", "proxy_cpu", "all_cpu")})
+            out[name + suffix] = row
+    return out
 
 
 def report(result: dict[str, Any]) -> str:
     head = result["setup"]
-    lines = ([QUICK, ""] if head["quick"] else []) + [f"{head['images']} JPEGs {head['size']}x{head['size']} ({head['shards']} shards), "
-             f"{head.get('workers', 2)} workers, batch {head['batch']}, {head['start_method']}, "
-             f"{head.get('epochs', 1)} timed epoch(s) after one, median of "
-             f"{head['rounds']} interleaved round(s); {head['cpu']}, {head['cpus']} cpus", "",
-             "| source | images/s | x local disk (same round) | S3 server CPU (cores) "
-             "| all CPU used (cores) |", "|---|---:|---:|---:|---:|"]
+    command = " ".join(["python -m bench.remote", *head["argv"]])
+    lines = ([QUICK, ""] if head["quick"] else []) + [f"`{command}`", "",
+        f"{head['images']} JPEGs {head['size']}x{head['size']} in {head['shards']} shards "
+        f"({head['tar_mb']:.1f} MB of tars; span cache {head['span_mb']:.2f} MiB per worker, "
+        f"1/{SPAN_SHARE} of them), {head['workers']} workers, batch {head['batch']}, "
+        f"{head['start_method']}, epoch 1 then {head['epochs']} timed, median of "
+        f"{head['rounds']} interleaved round(s); store: {head['store']}; {head['cpu']}, "
+        f"{head['cpus']} cpus, load average {head['load']:.2f} at start", "",
+        "| source | images/s | x local disk | requests / epoch | MB read / epoch "
+        "| store CPU | proxy CPU | all CPU |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, row in result["rows"].items():
-        cpu = f"{row['server_cpu']:.2f}" if name.startswith("s3") else "-"
-        lines.append(f"| {name} | {row['images_per_s']:.0f} | {row['x_local']:.2f} | {cpu} "
-                     f"| {row['all_cpu']:.2f} |")
-    return "\n".join(lines)
+        if "images_per_s" not in row:
+            lines.append(f"| {name} | {row['status']} | | | | | | |")
+            continue
+        remote = not name.startswith("local")
+        ratio = "-" if row["x_local"] is None else f"{row['x_local']:.2f}"
+        lines.append(
+            f"| {name} | {row['images_per_s']:.0f} | {ratio} "
+            f"| {row['requests']:.0f} | {row['mb']:.1f} "
+            + (f"| {row['server_cpu']:.2f} | {row['proxy_cpu']:.2f} " if remote else "| - | - ")
+            + f"| {row['all_cpu']:.2f} |")
+    notes = [f"- {n}: {r['status']}" for n, r in result["rows"].items()
+             if r["status"].startswith("ok ")]
+    return "\n".join(lines + ([""] + notes if notes else []))
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.remote", description=__doc__.split("\n")[0])
+def parse(argv: list[str] | None) -> Any:
+    parser = argparse.ArgumentParser(prog="python -m bench.remote",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="32 small images, 20 ms, 1 round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--images", type=int, default=256)
-    parser.add_argument("--epochs", type=int, default=3, help="timed epochs per run, after one")
+    parser.add_argument("--images", type=int, default=2000)
+    parser.add_argument("--shards", type=int, default=32)
+    parser.add_argument("--size", type=int, default=160, help="pixels a side, made and read")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--epochs", type=int, default=2, help="timed epochs after epoch 1")
     parser.add_argument("--workers", type=int, default=2, help="of every loader, peers too")
     parser.add_argument("--delays-ms", default="0,20,50")
     parser.add_argument("--start-method", default="fork")
+    parser.add_argument("--store", choices=("auto", "nginx", "moto"), default="auto",
+                        help="what serves shmaug's, torch's and tf.data's reads (auto: nginx "
+                             "where installed, else moto's S3 server)")
     parser.add_argument("--no-peers", dest="peers", action="store_false",
-                        help="leave out tf.data and torch (each starts a child per run)")
+                        help="leave out every peer (each starts a child per run)")
+    parser.add_argument("--peer-python", default=sys.executable,
+                        help="the Python of MosaicML Streaming and litdata (a venv of their "
+                             "own: Streaming pins numpy < 2.2)")
     parser.add_argument("--out", default=None, help="folder for remote.json and remote.md")
     args = parser.parse_args(argv)
     if args.quick:
-        args.images, args.rounds, args.delays_ms, args.peers, args.epochs = 32, 1, "20", False, 1
-    size, batch, shard_count = (64, 8, 4) if args.quick else (160, 32, 8)
+        args.images, args.shards, args.size, args.batch = 32, 4, 64, 8
+        args.rounds, args.delays_ms, args.peers, args.epochs = 1, "20", False, 1
+    if args.store == "auto":
+        args.store = "nginx" if nginx_binary() else "moto"
+    elif args.store == "nginx" and not nginx_binary():
+        parser.error("--store nginx: nginx is not installed (e.g. apt-get install nginx)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
     out = prepare_out(args.out) if args.out else None  # before anything is measured
-    server, port = start_server()
-    proxies: dict[float, Any] = {}
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp) / "train"
-            make_images(root, args.images, size)
-            shards = write_shards(root, Path(tmp) / "shards", shard_count)
-            upload(port, root, shards)
-            for delay in (float(d) for d in args.delays_ms.split(",")):
-                proxies[delay] = DelayProxy(("127.0.0.1", port), delay / 1000)
-            rows = contenders(args, root, shards, proxies, size, batch)
-            measured = measure(rows, args.rounds, server.pid)
-    finally:
-        for proxy in proxies.values():
-            proxy.close()
-        server.terminate()
-        server.wait(timeout=10)
+    load = os.getloadavg()[0]
+    if args.store == "moto":
+        print("nginx not found: every row reads moto's S3 server, which answers on one core "
+              "(apt-get install nginx for a store that answers in parallel)", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = Bench(args, Path(tmp))
+        try:
+            bench.prepare()
+            runs = bench.contenders()
+            table = rows(runs, measure(bench, runs, args.rounds))
+        finally:
+            bench.close()
+        tar_mb = sum(os.path.getsize(p) for p in bench.shards["tar"]) / 1e6
+    store = ("nginx over http (2 worker processes); Streaming and litdata: moto's S3 server"
+             if args.store == "nginx" else "moto's S3 server (nginx not installed)")
     result = {"setup": {"images": args.images, "epochs": args.epochs, "workers": args.workers,
-                        "size": size,
-                        "shards": shard_count,
-                        "batch": batch, "start_method": args.start_method,
-                        "rounds": args.rounds, "quick": args.quick, "cpu": cpu_model(),
-                        "cpus": os.cpu_count(), "tfrecord": "tfrecord" in shards},
-              "rows": measured}
+                        "size": args.size, "shards": args.shards, "batch": args.batch,
+                        "start_method": args.start_method, "rounds": args.rounds,
+                        "quick": args.quick, "cpu": cpu_model(), "cpus": os.cpu_count(),
+                        "load": load, "store": store, "tar_mb": tar_mb,
+                        "span_mb": bench.span_mb, "delays_ms": args.delays_ms,
+                        "argv": sys.argv[1:] if argv is None else argv},
+              "rows": table}
     text = report(result)
     print(text)
     if out is not None:
