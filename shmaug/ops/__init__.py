@@ -53,6 +53,7 @@ from .geometric import (
     translate,
     vflip,
 )
+from .keras_layers import from_keras
 from .legacy import FromArray, FromPil, from_array, from_pil
 from .photometric import (
     brightness_contrast,
@@ -96,6 +97,7 @@ __all__ = [
     "from_albumentations",
     "from_array",
     "from_config",
+    "from_keras",
     "from_pil",
     "gamma",
     "gaussian_blur",

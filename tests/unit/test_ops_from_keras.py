@@ -1,0 +1,197 @@
+"""``from_keras``: the Keras guides' augmentation blocks become shmaug pipelines that
+round-trip, pickle and, with the draws pinned, equal the Keras layers' pixels; layers it does
+not translate are refused by name with the fix."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+
+import shmaug
+from shmaug.errors import ArgumentError, ArgumentTypeError
+from shmaug.ops import Compose, Maybe, Op, from_config, from_keras
+from shmaug.ops.keras_layers import REFUSED, TRANSLATED
+from tests._helpers import needs_keras
+from tests.unit.test_ops_keras_reference import close, keras_apply, photo
+
+KERAS_255 = (0.0, 255.0)
+
+
+def guide_block() -> Any:
+    """The Keras guides' block (e.g. keras.io/guides/preprocessing_layers)."""
+    from keras import Sequential, layers
+
+    return Sequential([layers.RandomFlip("horizontal"), layers.RandomRotation(0.1),
+                       layers.RandomZoom(0.1), layers.RandomContrast(0.2)])
+
+
+def from_scratch_block() -> list[Any]:
+    """keras.io/examples/vision/image_classification_from_scratch: a list of layers."""
+    from keras import layers
+
+    return [layers.RandomFlip("horizontal"), layers.RandomRotation(0.1)]
+
+
+ROTATE_36 = Op("rotate", degrees=(-36.0, 36.0), border="reflect", fill=0.0,
+               interpolation="linear")
+
+
+@needs_keras
+def test_the_guide_block_is_the_hand_written_pipeline() -> None:
+    expected = Compose([
+        Maybe("hflip"), ROTATE_36,
+        Op("zoom", height_factor=0.1, width_factor=None, border="reflect", fill=0.0,
+           interpolation="linear"),
+        Op("color_jitter", brightness_factor=None, contrast_factor=(0, 0.2),
+           saturation_factor=None, hue_factor=None),
+    ], value_range=KERAS_255)  # RandomContrast's: the data Keras assumes
+    assert from_keras(guide_block()) == expected
+
+
+@needs_keras
+def test_the_from_scratch_list_has_no_value_range() -> None:
+    assert from_keras(from_scratch_block()) == Compose([Maybe("hflip"), ROTATE_36])
+
+
+@needs_keras
+@pytest.mark.parametrize("block", [guide_block, from_scratch_block])
+def test_the_pipeline_round_trips_and_pickles(block: Any) -> None:
+    aug = from_keras(block())
+    assert from_config(aug.to_config()) == aug
+    again = pickle.loads(pickle.dumps(aug))
+    image = np.random.default_rng(0).integers(0, 256, (32, 32, 3), np.uint8)
+    np.testing.assert_array_equal(again(image, np.random.default_rng(5)),
+                                  aug(image, np.random.default_rng(5)))
+
+
+@needs_keras
+@pytest.mark.parametrize("seed", [0, 2])  # the first draw of seed 0 keeps, of 2 flips
+@pytest.mark.parametrize("fill_mode", ["constant", "nearest"])
+def test_pinned_draws_equal_the_keras_layers(seed: int, fill_mode: str) -> None:
+    """The guide block with each range pinned to one value (flip pinned to our first draw):
+    Keras' "reflect" is not translated exactly (docs/ops.md), so the borders tested are the
+    ones that are."""
+    import keras
+    from keras import layers
+
+    block = [layers.RandomFlip("horizontal"),
+             layers.RandomRotation((0.05, 0.05), fill_mode=fill_mode),
+             layers.RandomZoom((0.2, 0.2), fill_mode=fill_mode),
+             layers.RandomContrast((-0.3, 0.3), value_range=KERAS_255)]
+    image = photo(32, 28)
+    flip = np.random.default_rng(seed).random() < 0.5  # Maybe's draw
+    theirs = keras_apply(block[0], image, flips=np.full((1, 1, 1, 1), flip),
+                         input_shape=(1, *image.shape))
+    for layer in block[1:]:  # their ranges are one value: no draw to pin
+        theirs = np.asarray(keras.ops.convert_to_numpy(layer(theirs[None], training=True)))[0]
+    ours = from_keras(block)(image, np.random.default_rng(seed))
+    close(ours, theirs, max_abs=1.0, mean_abs=0.05)  # test_zoom's: OpenCV's bilinear weights
+
+
+def _layers() -> dict[str, Any]:
+    """One instance of every layer from_keras translates, with non-default arguments."""
+    from keras import layers as L
+
+    return {
+        "AugMix": L.AugMix(num_chains=2, chain_depth=(1, 3), factor=0.5),
+        "AutoContrast": L.AutoContrast(),
+        "CenterCrop": L.CenterCrop(20, 18),
+        "ContrastLimitedAdaptiveHistogramEqualization":
+            L.ContrastLimitedAdaptiveHistogramEqualization(clip_limit=2.0, tile_grid_size=(4, 4)),
+        "Equalization": L.Equalization(),
+        "RandAugment": L.RandAugment(num_ops=3, factor=0.3),
+        "RandomBrightness": L.RandomBrightness(0.3),
+        "RandomColorDegeneration": L.RandomColorDegeneration(0.4),
+        "RandomColorJitter": L.RandomColorJitter(brightness_factor=0.1, hue_factor=0.2),
+        "RandomContrast": L.RandomContrast(0.3),
+        "RandomCrop": L.RandomCrop(20, 18),
+        "RandomErasing": L.RandomErasing(scale=(0.1, 0.2)),
+        "RandomFlip": L.RandomFlip(),
+        "RandomGrayscale": L.RandomGrayscale(0.3),
+        "RandomHue": L.RandomHue(0.2),
+        "RandomInvert": L.RandomInvert(0.4),
+        "RandomPosterization": L.RandomPosterization(3),
+        "RandomRotation": L.RandomRotation(0.2, fill_mode="wrap", interpolation="nearest"),
+        "RandomSaturation": L.RandomSaturation(0.3),
+        "RandomShear": L.RandomShear(0.2, 0.1),
+        "RandomTranslation": L.RandomTranslation(0.1, 0.2, fill_mode="constant", fill_value=51.0),
+        "RandomZoom": L.RandomZoom((-0.2, 0.1), 0.3),
+        "Resizing": L.Resizing(24, 20, interpolation="bicubic"),
+        "Solarization": L.Solarization(0.2, 0.5),
+    }
+
+
+@needs_keras
+def test_every_translated_layer_runs_round_trips_and_is_tested() -> None:
+    made = _layers()
+    assert sorted(made) == sorted(TRANSLATED), "a translated layer without a test"
+    image = np.random.default_rng(0).integers(0, 256, (32, 30, 3), np.uint8)
+    for name, layer in made.items():
+        aug = from_keras([layer])
+        assert from_config(aug.to_config()) == aug, name
+        out = aug(image, np.random.default_rng(1))
+        assert out.dtype == np.uint8 and out.ndim == 3, name
+    moved = from_keras([made["RandomTranslation"]]).to_config()["ops"][0]
+    assert moved["params"]["fill"] == pytest.approx(0.2)  # fill_value 51 of 255
+
+
+@needs_keras
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_refused_layer_is_named_with_why_and_the_fix(name: str) -> None:
+    import keras
+
+    args = {"Rescaling": (1 / 255,), "MaxNumBoundingBoxes": (4,),
+            "RandomSharpness": (0.2,)}.get(name, ())
+    layer = getattr(keras.layers, name)(*args)
+    with pytest.raises(ArgumentError, match=rf"{name} .*Fix: "):
+        from_keras(keras.Sequential([layers_flip(), layer]))
+
+
+def layers_flip() -> Any:
+    from keras import layers
+
+    return layers.RandomFlip("horizontal")
+
+
+@needs_keras
+def test_an_unknown_layer_or_a_subclass_is_named_with_the_nearest_op() -> None:
+    from keras import layers
+
+    with pytest.raises(ArgumentError, match=r"Dense \('dense'\).*not a Keras image "
+                                            r"augmentation layer.*Fix: replace it"):
+        from_keras([layers_flip(), layers.Dense(3, name="dense")])
+
+    class RandomHue(layers.RandomHue):  # a user's change of a Keras layer
+        pass
+
+    with pytest.raises(ArgumentError, match=r"subclass.*nearest by name is Op\('hue'\)"):
+        from_keras([RandomHue(0.2)])
+
+
+@needs_keras
+def test_layers_assuming_different_ranges_are_refused() -> None:
+    from keras import layers
+
+    with pytest.raises(ArgumentError, match=r"`value_range`.*\(0\.0, 1\.0\)"):
+        from_keras([layers.RandomContrast(0.2), layers.RandomHue(0.1, value_range=(0, 1))])
+
+
+@needs_keras
+def test_channels_first_and_untranslatable_arguments_are_refused() -> None:
+    from keras import layers
+
+    with pytest.raises(ArgumentError, match="data_format"):
+        from_keras([layers.RandomFlip(data_format="channels_first")])
+    with pytest.raises(ArgumentError, match="crop_to_aspect_ratio"):
+        from_keras([layers.Resizing(8, 8, crop_to_aspect_ratio=True)])
+    with pytest.raises(ArgumentError, match="y_factor"):
+        from_keras([layers.RandomShear(x_factor=0.0, y_factor=(0.1, 0.2))])
+
+
+def test_something_else_than_layers_is_a_type_error() -> None:
+    with pytest.raises(ArgumentTypeError, match=r"`layers` of from_keras.*'hflip' \(type str"):
+        from_keras("hflip")
+    assert shmaug.from_keras is from_keras
