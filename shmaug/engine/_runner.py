@@ -20,7 +20,7 @@ import numpy as np
 
 from ._inputs import sample_output
 from ..errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
-from ._schedule import OrderCache, Shard, Task, seed_epoch
+from ._schedule import OrderCache, Shard, Shuffle, Task, seed_epoch
 from ..seeding import GlobalsWatch, SampleSeeder
 from ._ring import Targets
 from ._status import IDLE, WorkerStatus
@@ -72,7 +72,7 @@ class SliceRunner:
         *,
         seed: int,
         n: int,
-        shuffle: bool,
+        shuffle: Shuffle,
         seed_globals: bool | None,
         generation: Any,
         worker_id: int = -1,

@@ -123,6 +123,17 @@ class RecordTable:
     def shards(self) -> tuple[str, ...]:
         return self._shards
 
+    def bounds(self) -> np.ndarray:
+        """Where each run of consecutive records of one shard begins, then ``n``: the layout
+        ``shuffle="blocks"`` permutes (one run per shard, as the constructors index them)."""
+        rows = np.frombuffer(self._buf, np.int64, 3 * self._n).reshape(-1, 3)
+        try:
+            shard = rows[:, 0] >> 40
+        finally:
+            del rows  # no view of a shared block may outlive this: it must close
+        starts = np.flatnonzero(np.diff(shard)) + 1
+        return np.concatenate([[0], starts, [self._n]]).astype(np.int64)
+
     @property
     def remote(self) -> Remote | None:
         """What reads the shards when they are URLs (None: local files)."""
