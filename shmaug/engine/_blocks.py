@@ -11,12 +11,12 @@ read in a few large requests.
 The order is planning, as the exact one: a function of (seed, epoch) and the source's layout
 alone (``Blocks``), computed the same in every worker and on every host, so exactly-once
 epochs, determinism for any worker count, resume and sharding hold unchanged. This module also
-resolves the arguments (``blocks``): which sources have a layout, and what is refused.
+resolves the layout (``blocks``): which sources have one, and what is refused
+(``shuffle_window`` itself is checked in ``_checks``).
 """
 
 from __future__ import annotations
 
-import numbers
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -89,26 +89,7 @@ def layout(x: Any, n: int) -> np.ndarray | None:
     return bounds
 
 
-def window(value: Any, shuffle: Any) -> int | None:
-    """``shuffle_window``, checked: a positive number of shards, only with ``shuffle="blocks"``
-    (None there: ``DEFAULT_WINDOW``)."""
-    if value is None:
-        return None
-    if shuffle != BLOCKS:
-        raise ArgumentError(
-            f"`shuffle_window`={value!r} sets how many shards `shuffle=\"blocks\"` mixes, but "
-            f"`shuffle` is {got(shuffle)}. Fix: pass shuffle=\"blocks\", or leave "
-            f"`shuffle_window` out."
-        )
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
-        raise ArgumentError(
-            f"`shuffle_window` must be a positive number of shards; received {got(value)}. "
-            f"Fix: pass e.g. shuffle_window={DEFAULT_WINDOW}."
-        )
-    return int(value)
-
-
-def blocks(shuffle: Any, window_: int | None, x: Any, n: int, weighted: bool) -> Blocks | None:
+def blocks(shuffle: Any, window: int | None, x: Any, n: int, weighted: bool) -> Blocks | None:
     """The layout ``shuffle="blocks"`` permutes, for data ``x`` of ``n`` records; None for any
     other ``shuffle``. Refused where the data has no shards (a plain array, image files: the
     exact shuffle costs them nothing more) and under weighted sampling (a draw with
@@ -129,4 +110,4 @@ def blocks(shuffle: Any, window_: int | None, x: Any, n: int, weighted: bool) ->
             f"(the exact shuffle, which arrays and image files read at no extra cost), or read "
             f"record shards with shmaug.ImageRecords (from_tfrecord, from_webdataset, ...)."
         )
-    return Blocks(bounds, DEFAULT_WINDOW if window_ is None else window_)
+    return Blocks(bounds, DEFAULT_WINDOW if window is None else window)

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError, got
 from . import _platform
+from ._blocks import BLOCKS
 from ._schedule import BatchPlan, Shard
 
 
@@ -33,7 +34,7 @@ def boolean(name: str, value: Any) -> bool:
 def shuffle(value: Any) -> bool | str | None:
     """``shuffle``: True, False, None (a ``Loader``'s False; a ``Sequence`` follows what
     Keras asks for: see ``Sequence``) or "blocks" (shards a few at a time: ``_blocks``)."""
-    if value is None or value == "blocks" and isinstance(value, str):
+    if value is None or value == BLOCKS and isinstance(value, str):
         return value
     if not isinstance(value, (bool, np.bool_)):
         raise ArgumentTypeError(
@@ -42,6 +43,20 @@ def shuffle(value: Any) -> bool | str | None:
             f"`shuffle=\"blocks\"` (record shards read a few at a time)."
         )
     return boolean("shuffle", value)
+
+
+def shuffle_window(value: Any, shuffle: Any) -> int | None:
+    """``shuffle_window``: a positive number of shards, only with ``shuffle="blocks"`` (None
+    there: ``_blocks.DEFAULT_WINDOW``)."""
+    if value is None:
+        return None
+    if shuffle != BLOCKS:
+        raise ArgumentError(
+            f"`shuffle_window`={value!r} sets how many shards `shuffle=\"blocks\"` mixes, but "
+            f"`shuffle` is {got(shuffle)}. Fix: pass shuffle=\"blocks\", or leave "
+            f"`shuffle_window` out."
+        )
+    return positive_int("shuffle_window", value)
 
 
 def positive_int(name: str, value: Any) -> int:

@@ -70,7 +70,7 @@ class BatchOptions:
     def __post_init__(self) -> None:
         _set(self, "batch_size", check.positive_int("batch_size", self.batch_size))
         _set(self, "shuffle", check.shuffle(self.shuffle))
-        _set(self, "shuffle_window", _blocks.window(self.shuffle_window, self.shuffle))
+        _set(self, "shuffle_window", check.shuffle_window(self.shuffle_window, self.shuffle))
         _set(self, "drop_remainder", check.boolean("drop_remainder", self.drop_remainder))
         if self.seed is not None:
             _set(self, "seed", check.seed(self.seed))
