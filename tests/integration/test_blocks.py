@@ -9,6 +9,7 @@ a few shards at a time; ``predict`` on a Sequence still reads the records in the
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -122,7 +123,9 @@ def test_a_sequence_shuffles_its_passes_by_blocks_and_predicts_in_order(shards):
     np.testing.assert_array_equal(out, expected)
 
 
-def test_shards_in_a_bucket_give_the_local_blocks_order(s3, shards):
+@pytest.fixture(scope="module")
+def bucket(s3, shards):
+    """The shards uploaded under ``blocks/`` of the real S3 server; its storage options."""
     pytest.importorskip("s3fs", reason="needs the remote extra: pip install 'shmaug[remote]'")
     boto3 = pytest.importorskip("boto3")
     from tests.integration._s3 import BUCKET, KEY, SECRET, options
@@ -132,7 +135,46 @@ def test_shards_in_a_bucket_give_the_local_blocks_order(s3, shards):
                           aws_secret_access_key=SECRET, region_name="us-east-1")
     for path in sorted(shards.glob("*.tar")):
         client.upload_file(str(path), BUCKET, f"blocks/{path.name}")
-    remote = source(f"s3://{BUCKET}/blocks", storage_options=options(endpoint))
+    return f"s3://{BUCKET}/blocks", options(endpoint)
+
+
+def test_shards_in_a_bucket_give_the_local_blocks_order(bucket, shards):
+    where, storage_options = bucket
+    remote = source(where, storage_options=storage_options)
     assert np.array_equal(remote.shard_bounds(), BOUNDS)
     assert_same_batches(epochs(remote, workers=2, start_method="spawn"),
                         epochs(source(str(shards)), workers=0))
+
+
+def cached(folder) -> list:
+    return sorted(folder.glob("*.data"))
+
+
+def test_the_disk_cache_downloads_the_shards_in_the_order_of_use(bucket, tmp_path):
+    """The workers hand the source the order: after one batch, every shard the bound holds
+    is on its way, not only those of the tasks queued (one here)."""
+    where, storage_options = bucket
+    records = source(where, storage_options=storage_options, cache_dir=tmp_path)
+    with shmaug.Loader(records, workers=2, start_method="fork", max_queue_size=1,
+                       **{**ARGS, "shuffle_window": 1}) as loader:
+        it = iter(loader)
+        next(it)
+        deadline = time.monotonic() + 20
+        while len(cached(tmp_path)) < len(SIZES) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        del it
+    assert len(cached(tmp_path)) == len(SIZES)
+
+
+def test_a_bound_of_two_shards_evicts_by_the_order_and_changes_no_batch(bucket, shards,
+                                                                        tmp_path):
+    where, storage_options = bucket
+    limit = sum(sorted(p.stat().st_size for p in shards.glob("*.tar"))[-2:])
+    with pytest.warns(shmaug.ShmaugWarning, match=r"evicts the one it will read again last"
+                      r".*shuffle=\"blocks\" and a bound of `shuffle_window` shards"):
+        records = source(where, storage_options=storage_options, cache_dir=tmp_path,
+                         cache_limit=limit)
+    # One process: several count the folder apart between scans, and may pass the bound
+    # for a while (_cache_space.RESCAN_S).
+    assert_same_batches(epochs(records, workers=0), epochs(source(str(shards)), workers=0))
+    assert sum(p.stat().st_size for p in cached(tmp_path)) <= limit
