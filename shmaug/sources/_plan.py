@@ -9,9 +9,11 @@ shard, its first and last position in this epoch and its first in the next. From
   least recently used: a shard still to be read this epoch is kept over one read already,
   and of those read, the one the next epoch wants first is kept longest; objects of other
   sources sharing the folder go first;
-- **fetches in the order of use**: the shards in use or next (``AHEAD_SHARDS``, by first use)
-  are queued for download (``DiskCache.want``) before their records are asked for, so under
-  ``shuffle="blocks"`` the next window downloads while this one is read.
+- **fetches in the order of use**: the shards in use or next (``AHEAD_SHARDS``, by first use,
+  those of the next epoch once this one's run out) are queued for download
+  (``DiskCache.want``) before their records are asked for, as many as the bound holds, so
+  under ``shuffle="blocks"`` the next window downloads while this one is read, and the next
+  epoch's first shards during the end of this one.
 
 Per process (a worker's, or the main process's with ``workers=0``); never pickled. What is
 delivered does not change: only which bytes come from the disk and which from the bucket.
@@ -54,6 +56,7 @@ class CachePlan:
         self._n = 0  # positions in that epoch
         self._first = self._last = self._following = np.zeros(0, np.int64)
         self._by_first = np.zeros(0, np.int64)  # shards used this epoch, by first use
+        self._then = np.zeros(0, np.int64)  # shards used the next epoch, by first use
         self._position = 0  # the start of the task this process runs
         self._failed = False  # a failure of the plan is logged once per process
 
@@ -65,8 +68,8 @@ class CachePlan:
             if key != self._key:
                 self._first, self._last = self._uses(order)
                 self._following = self._uses(following)[0]
-                by_first = np.argsort(self._first, kind="stable")
-                self._by_first = by_first[self._first[by_first] < len(order)]
+                self._by_first = _by_first_use(self._first, len(order))
+                self._then = _by_first_use(self._following, len(following))
                 self._key, self._n = key, len(order)
             self._position = position
             # A fork may have rebuilt the cache's per-process state: set the policy each time.
@@ -104,7 +107,10 @@ class CachePlan:
         """Queue the download of the shards in use or next, in the order of their first use
         (those cached or on their way are skipped by the cache), as many as the bound holds:
         one fetched further ahead would evict one needed sooner."""
-        live = self._by_first[self._last[self._by_first] >= self._position][:AHEAD_SHARDS]
+        live = self._by_first[self._last[self._by_first] >= self._position]
+        if len(live) < AHEAD_SHARDS:  # the end of the epoch: the next one's first shards
+            live = np.concatenate([live, self._then[~np.isin(self._then, live)]])
+        live = live[:AHEAD_SHARDS]
         room = self._cache.limit
         for s in live.tolist():
             url = self._shards[s]
@@ -114,3 +120,9 @@ class CachePlan:
                     break
             if self._cache.local(url) is None:
                 self._cache.want(url, self._remote)
+
+
+def _by_first_use(first: np.ndarray, n: int) -> np.ndarray:
+    """The shards an epoch of ``n`` positions reads (``first`` < n), by first use."""
+    ranked = np.argsort(first, kind="stable")
+    return ranked[first[ranked] < n]

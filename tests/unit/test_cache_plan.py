@@ -45,8 +45,9 @@ def test_the_next_use_of_a_shard_is_read_from_this_epochs_order_and_the_next():
     uses = {s: plan.next_use(f"/cache/{s}.data") for s in range(4)}
     assert uses == {0: 0.0, 3: 5.0, 1: 10.0, 2: 20 - 5 + 15}
     assert plan.next_use("/cache/another-source.data") == float("inf")
-    # Downloads in the order of use: shard 0 is cached, so 3 then 1 (2 was read already).
-    assert cache.wanted == [SHARDS[3], SHARDS[1]]
+    # Downloads in the order of use: shard 0 is cached, so 3 then 1, then 2 (read already
+    # this epoch, last of the next).
+    assert cache.wanted == [SHARDS[3], SHARDS[1], SHARDS[2]]
     # The cache evicts farthest next use first: another source's object, then shard 2.
     entries = [Entry(f"/cache/{s}.data", 10, 1.0) for s in range(4)]
     entries.append(Entry("/cache/another-source.data", 10, 9.0))
@@ -59,6 +60,13 @@ def test_no_more_is_fetched_ahead_than_the_bound_holds():
     CachePlan(SHARDS, BOUNDS, np.arange(4), cache, remote=None)(
         0, by_shards(2, 0, 3, 1), 0, by_shards(1, 3, 0, 2))
     assert cache.wanted == [SHARDS[2], SHARDS[0]]
+
+
+def test_the_end_of_an_epoch_fetches_the_first_shards_of_the_next():
+    cache = Cache()
+    CachePlan(SHARDS, BOUNDS, np.arange(4), cache, remote=None)(
+        0, by_shards(2, 0, 3, 1), 15, by_shards(1, 3, 0, 2))  # the last shard in use
+    assert cache.wanted == [SHARDS[1], SHARDS[3], SHARDS[0], SHARDS[2]]
 
 
 def test_farthest_ranks_by_next_use_then_least_recently_used():
