@@ -150,6 +150,13 @@ def test_bench_records_locality_quick(tmp_path):
     assert "| blocks, window 8 |" in out and (tmp_path / "locality.md").is_file()
 
 
+def test_bench_records_locality_cache_quick(tmp_path):
+    pytest.importorskip("moto.server", reason="needs moto[server]")
+    out = run("-m", "bench.records.locality_cache", "--quick", "--out", str(tmp_path))
+    assert out.count("| blocks") == 6 and out.count("| True |") == 3
+    assert (tmp_path / "locality_cache.md").is_file()
+
+
 def test_bench_remote_cost_runs():
     """CPU per GET, each client against the real S3 server: a row per client, figures > 0."""
     for module in ("s3fs", "moto", "boto3", "urllib3"):
@@ -200,6 +207,7 @@ def test_bench_gpu_quick(tmp_path):
     ["-m", "bench.wait_trace", "--quick", "--out", "{out}/trace.json"],
     ["-m", "bench.remote", "--quick", "--out", "{out}"],
     ["-m", "bench.records.locality", "--quick", "--out", "{out}"],
+    ["-m", "bench.records.locality_cache", "--quick", "--out", "{out}"],
     ["-m", "bench", "--quick", "--out", "{out}"],
 ])
 def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_path):
@@ -217,7 +225,7 @@ def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_p
 
 @pytest.mark.parametrize("module", ["bench", "bench.engine", "bench.ops", "bench.files",
                                     "bench.files.memory", "bench.records", "bench.records.index",
-                                    "bench.records.locality",
+                                    "bench.records.locality", "bench.records.locality_cache",
                                     "bench.remote", "bench.gpu", "bench.recycle",
                                     "bench.wait_trace", "bench.soak", "bench.autoworkers"])
 def test_bench_help_names_the_command_and_no_issue_number(module):
