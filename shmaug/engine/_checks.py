@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError, got
 from . import _platform
+from ._blocks import BLOCKS
 from ._schedule import BatchPlan, Shard
 
 
@@ -30,10 +31,32 @@ def boolean(name: str, value: Any) -> bool:
     return bool(value)
 
 
-def shuffle(value: Any) -> bool | None:
-    """``shuffle``: True, False, or None (a ``Loader``'s False; a ``Sequence`` follows what
-    Keras asks for: see ``Sequence``)."""
-    return None if value is None else boolean("shuffle", value)
+def shuffle(value: Any) -> bool | str | None:
+    """``shuffle``: True, False, None (a ``Loader``'s False; a ``Sequence`` follows what
+    Keras asks for: see ``Sequence``) or "blocks" (shards a few at a time: ``_blocks``)."""
+    if value is None or value == BLOCKS and isinstance(value, str):
+        return value
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(
+            f"`shuffle` must be True, False, None or \"blocks\"; received {got(value)}. Fix: "
+            f"pass `shuffle=True` (the exact shuffle), `shuffle=False`, or "
+            f"`shuffle=\"blocks\"` (record shards read a few at a time)."
+        )
+    return boolean("shuffle", value)
+
+
+def shuffle_window(value: Any, shuffle: Any) -> int | None:
+    """``shuffle_window``: a positive number of shards, only with ``shuffle="blocks"`` (None
+    there: ``_blocks.DEFAULT_WINDOW``)."""
+    if value is None:
+        return None
+    if shuffle != BLOCKS:
+        raise ArgumentError(
+            f"`shuffle_window`={value!r} sets how many shards `shuffle=\"blocks\"` mixes, but "
+            f"`shuffle` is {got(shuffle)}. Fix: pass shuffle=\"blocks\", or leave "
+            f"`shuffle_window` out."
+        )
+    return positive_int("shuffle_window", value)
 
 
 def positive_int(name: str, value: Any) -> int:
@@ -273,10 +296,11 @@ def sharded_plan(n: int, batch_size: int, drop_remainder: bool, num_shards: Any,
     return count, index, plan
 
 
-def fingerprint(n: int, plan: BatchPlan, shuffle: bool, num_shards: int,
+def fingerprint(n: int, plan: BatchPlan, shuffle: bool | str, num_shards: int,
                 sampling: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the batches of a run depend on, besides the seed: a saved state must match it.
-    ``sampling`` (``_sampling.fingerprint``) is there only under weighted sampling."""
+    ``sampling`` (``_sampling.fingerprint``) is there only under weighted sampling, and
+    ``blocks`` (``_blocks.Blocks.fingerprint``) only under ``shuffle="blocks"``."""
     return {"samples": n, "batch_size": plan.batch_size, "shuffle": shuffle,
             "drop_remainder": plan.drop_remainder, "num_shards": num_shards, **(sampling or {})}
 
@@ -289,6 +313,7 @@ _FIXES = {  # how to make a state fit, per fingerprint field
     "num_shards": "use the same number of hosts (`num_shards`)",
     "seed": "pass the saved seed, e.g. `seed=state['seed']`",
     "sampling": "pass the same `sampling_weights` and `samples_per_epoch`",
+    "blocks": "pass the same `shuffle_window`, over the same shards",
 }
 
 
@@ -311,7 +336,9 @@ def resume_state(state: Any, kind: str, version: int, expected: dict[str, Any],
         )
     saved = {**dict(state.get("fingerprint") or {}), "seed": state.get("seed")}
     # A state of a weighted run must not resume an unweighted one (nor the reverse).
-    for field, value in {"sampling": None, **expected}.items():
+    # ... nor a state of shuffle="blocks" one of other windows or shards.
+    for field, value in {"sampling": None, **expected,
+                         "blocks": expected.get("blocks")}.items():
         if saved.get(field) != value:
             raise ArgumentError(
                 f"`state` was saved with {field}={saved.get(field)!r} but this {kind} has "

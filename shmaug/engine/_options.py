@@ -31,12 +31,13 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from ..ops.core import with_value_range
+from . import _blocks
 from . import _checks as check
 from . import _describe as describe
 from . import _inputs as inputs
 from . import _sampling as sampling
 from ._runner import AugmentFn, Load
-from ._schedule import BatchPlan
+from ._schedule import BatchPlan, Shuffle
 
 # Targets as the loader keeps them (``y``): None, an array of one entry per sample, or a dict /
 # list / tuple of them (nested), as Keras takes a model's targets. Not ``_ring.Targets``, the
@@ -55,7 +56,9 @@ class BatchOptions:
     """Which samples make each batch, and in which order."""
 
     batch_size: int = 32
-    shuffle: bool | None = None  # None: a Loader's False; a Sequence's "as Keras asks, per pass"
+    shuffle: bool | str | None = None  # None: a Loader's False; a Sequence's "as Keras asks,
+    # per pass"; "blocks": shards permuted, records shuffled within windows (``_blocks``)
+    shuffle_window: int | None = None  # shards per window of "blocks"; None: the default
     drop_remainder: bool = False
     seed: int | None = None  # None: drawn once, by Order.of
     num_shards: int | None = None  # checked against the dataset, by Order.of
@@ -67,6 +70,7 @@ class BatchOptions:
     def __post_init__(self) -> None:
         _set(self, "batch_size", check.positive_int("batch_size", self.batch_size))
         _set(self, "shuffle", check.shuffle(self.shuffle))
+        _set(self, "shuffle_window", check.shuffle_window(self.shuffle_window, self.shuffle))
         _set(self, "drop_remainder", check.boolean("drop_remainder", self.drop_remainder))
         if self.seed is not None:
             _set(self, "seed", check.seed(self.seed))
@@ -184,7 +188,9 @@ class Order:
     n: int  # samples in the dataset (all shards)
     seed: int  # as given, or drawn
     seed_drawn: bool
-    shuffle: bool  # the engine plans shuffled epochs (always under weighted sampling)
+    # the engine plans shuffled epochs (always under weighted sampling); a ``Blocks`` layout
+    # under shuffle="blocks"
+    shuffle: Shuffle
     weights: np.ndarray | None  # one sampling weight per sample; None: each sample once
     samples: int  # in an epoch (all shards): drawn with weights, else n
     num_shards: int
@@ -196,17 +202,21 @@ class Order:
 
     @classmethod
     def of(cls, batches: BatchOptions, n: int, labels: TargetTree, *,
-           per_pass: bool = False) -> Order:
+           per_pass: bool = False, x: Any = None) -> Order:
         """``per_pass``: ``shuffle=None`` leaves the order to each pass (a ``Sequence``'s, as
-        Keras asks), so the engine plans shuffled epochs for the passes that shuffle."""
+        Keras asks), so the engine plans shuffled epochs for the passes that shuffle. ``x``:
+        the data, whose shards ``shuffle="blocks"`` permutes."""
         weights = sampling.weights(batches.sampling_weights, labels, n)
         samples = sampling.samples_per_epoch(batches.samples_per_epoch, n, weights is not None)
-        shuffle = (per_pass if batches.shuffle is None else batches.shuffle) or \
-            weights is not None  # a draw by weight is random
+        layout = _blocks.blocks(batches.shuffle, batches.shuffle_window, x, n,
+                                weights is not None)
+        shuffle: Shuffle = layout if layout is not None else bool(
+            (per_pass if batches.shuffle is None else batches.shuffle) or
+            weights is not None)  # a draw by weight is random
         deferred = per_pass and batches.shuffle is None and weights is None
         num_shards, shard_index, plan = check.sharded_plan(
             samples, batches.batch_size, batches.drop_remainder, batches.num_shards,
-            batches.shard_index, shuffle and not deferred, batches.seed)
+            batches.shard_index, bool(shuffle) and not deferred, batches.seed)
         seed = check.draw_seed() if batches.seed is None else batches.seed
         return cls(n, seed, batches.seed is None, shuffle, weights, samples, num_shards,
                    shard_index, plan, deferred)
@@ -216,7 +226,8 @@ class Order:
         Keras distribution or an ``InputContext``), checked."""
         count, index, plan = check.sharded_plan(
             self.samples, self.plan.batch_size, self.plan.drop_remainder, num_shards,
-            shard_index, self.shuffle and not self.per_pass, None if self.seed_drawn else self.seed)
+            shard_index, bool(self.shuffle) and not self.per_pass,
+            None if self.seed_drawn else self.seed)
         return replace(self, num_shards=count, shard_index=index, plan=plan)
 
     def check_shuffled_pass(self) -> None:
@@ -226,8 +237,11 @@ class Order:
 
     def fingerprint(self) -> dict[str, Any]:
         """What the batches depend on, besides the seed: a saved state must match it."""
-        return check.fingerprint(self.n, self.plan, self.shuffle, self.num_shards,
-                                 sampling.fingerprint(self.weights, self.samples))
+        extra = sampling.fingerprint(self.weights, self.samples)
+        shuffle: bool | str = bool(self.shuffle)
+        if isinstance(self.shuffle, _blocks.Blocks):  # JSON: the name, and its layout apart
+            shuffle, extra = _blocks.BLOCKS, {**extra, "blocks": self.shuffle.fingerprint()}
+        return check.fingerprint(self.n, self.plan, shuffle, self.num_shards, extra)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,5 +289,5 @@ class Options:
                          min(settings.batches.batch_size, data.n),
                          None if images is None else images[0].nbytes)
         return cls(settings, data, Order.of(settings.batches, data.n, data.labels,
-                                            per_pass=per_pass),
+                                            per_pass=per_pass, x=data.x),
                    Pipeline.of(settings.output, data, hook))

@@ -20,7 +20,7 @@ import numpy as np
 
 from ._inputs import sample_output
 from ..errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
-from ._schedule import OrderCache, Shard, Task, seed_epoch
+from ._schedule import OrderCache, Shard, Shuffle, Task, seed_epoch
 from ..seeding import GlobalsWatch, SampleSeeder
 from ._ring import Targets
 from ._status import IDLE, WorkerStatus
@@ -72,7 +72,7 @@ class SliceRunner:
         *,
         seed: int,
         n: int,
-        shuffle: bool,
+        shuffle: Shuffle,
         seed_globals: bool | None,
         generation: Any,
         worker_id: int = -1,
@@ -102,6 +102,10 @@ class SliceRunner:
         self._index = -1  # the sample being made (for error records)
         self._loaded: Any = None  # the last sample as loaded, before `augment` (for the probe)
         self._prefetch, self._prefetch_ahead = _prefetch_hook(load)
+        # The source's hook for the known order (a disk cache planning its eviction and
+        # fetches: ``_plan.CachePlan``), called with each task; None: it has none.
+        self._plan: Callable[[int, np.ndarray, int, np.ndarray], None] | None = getattr(
+            load, "plan", None)
         self.ahead: list[Task] = []  # the tasks received after the one running, in order
 
     def run(self, task: Task) -> Done | Failed | Probed:
@@ -143,6 +147,9 @@ class SliceRunner:
         streams = self._streams(epoch, keys)
         assert self.out is not None, "a task arrived before the ring (the probe comes first)"
         rows = self.out[task.slot]
+        if self._plan is not None:  # the order of this epoch and of the next
+            self._plan(task.epoch, self.orders(task.epoch), task.start,
+                       self.orders(task.epoch + 1))
         if self._prefetch is not None and len(indices) and (
                 self.generation[task.slot] == task.generation):
             # A source over a network fetches the task's samples together (and those of the

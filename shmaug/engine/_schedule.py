@@ -9,16 +9,23 @@ from __future__ import annotations
 import struct
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Union
 
 import numpy as np
 
 from ..seeding import epoch_key
+from . import _blocks
+from ._blocks import Blocks
+
+# How an epoch is shuffled: not at all, exactly (True), or by shards (``_blocks``).
+Shuffle = Union[bool, Blocks]
 
 _DRAW = 0x2545F4914F6CDD1D  # sets the weighted draw's key apart from the shuffle's
 
 
-def permutation(seed: int, epoch: int, n: int, shuffle: bool) -> np.ndarray:
-    """The order in which an epoch visits the ``n`` samples (identity when not shuffling).
+def permutation(seed: int, epoch: int, n: int, shuffle: Shuffle) -> np.ndarray:
+    """The order in which an epoch visits the ``n`` samples (identity when not shuffling;
+    with ``Blocks``, shards permuted and records shuffled within windows of shards).
 
     In int32 while ``n`` fits: every worker keeps the last few epochs' orders, and at
     ImageNet's 1.28 million samples each int64 order is 10 MB of a worker's own memory.
@@ -26,7 +33,10 @@ def permutation(seed: int, epoch: int, n: int, shuffle: bool) -> np.ndarray:
     ``n``): an int64 temporary freed would stay in the worker's heap.
     """
     order = np.arange(n, dtype=np.int32 if n <= np.iinfo(np.int32).max else np.int64)
-    if shuffle:
+    if isinstance(shuffle, Blocks):
+        _blocks.permutation(np.random.Generator(np.random.PCG64(epoch_key(seed, epoch))),
+                            order, shuffle)
+    elif shuffle:
         np.random.Generator(np.random.PCG64(epoch_key(seed, epoch))).shuffle(order)
     return order
 
@@ -65,7 +75,7 @@ class Shard:
         return n // self.count
 
 
-def epoch_order(seed: int, epoch: int, n: int, shuffle: bool, shard: Shard = Shard(),
+def epoch_order(seed: int, epoch: int, n: int, shuffle: Shuffle, shard: Shard = Shard(),
                 cdf: np.ndarray | None = None) -> np.ndarray:
     """The dataset indices one shard visits in ``epoch``, in order.
 
@@ -109,7 +119,7 @@ def seed_epoch(key: int) -> int:
 class OrderCache:
     """The last few epochs' orders (of one shard), so a worker computes each one once."""
 
-    def __init__(self, seed: int, n: int, shuffle: bool, keep: int = 3,
+    def __init__(self, seed: int, n: int, shuffle: Shuffle, keep: int = 3,
                  shard: Shard = Shard(), cdf: np.ndarray | None = None) -> None:
         self._args = (seed, n, shuffle, shard)  # invariant: fixed for the run
         self._cdf = cdf  # invariant: cumulative sampling weights (read-only), or None
@@ -122,8 +132,8 @@ class OrderCache:
         if order is None:
             seed, n, shuffle, shard = self._args
             ordered = bool(epoch & IN_ORDER)
-            order = epoch_order(seed, seed_epoch(epoch), n, shuffle and not ordered, shard,
-                                self._cdf)
+            order = epoch_order(seed, seed_epoch(epoch), n, False if ordered else shuffle,
+                                shard, self._cdf)
             self._orders[epoch] = order
             while len(self._orders) > self._keep:
                 self._orders.popitem(last=False)

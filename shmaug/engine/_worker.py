@@ -39,7 +39,7 @@ import numpy as np
 from . import _lazy_imports, _platform
 from ._ring import RingHandles
 from ._runner import SliceRunner
-from ._schedule import Shard, Task
+from ._schedule import Shard, Shuffle, Task
 from ._status import StatusBlock
 from ._store import ArrayHandle, attach
 from ._wire import Message, Stop, decode_message, encode_result
@@ -57,7 +57,7 @@ class WorkerSpec:
     payload: bytes  # pickle of (augment, load): the user's code, checked before start
     seed: int
     n: int
-    shuffle: bool
+    shuffle: Shuffle  # True, False, or the layout of shuffle="blocks"
     seed_globals: bool | None  # None: unknown, watch for draws (see SliceRunner)
     shard: Shard = Shard()  # the part of each epoch this loader makes
     # the dataset's targets augmented with each image (e.g. masks), by name

@@ -121,7 +121,12 @@ class Loader:
         seed: makes every epoch reproducible; None draws one (see ``loader.seed``).
         shuffle: True visits samples in a new random order each epoch; False, or None (the
             default), in their order. (A ``shmaug.Sequence``'s None follows Keras instead:
-            shuffled for ``fit``'s training data, in order for the rest.)
+            shuffled for ``fit``'s training data, in order for the rest.) ``"blocks"``: for
+            record shards (``shmaug.ImageRecords``) in a bucket, each epoch permutes the
+            shards and shuffles the records within windows of ``shuffle_window`` shards, so a
+            reader needs a few shards at a time (see [Determinism](../determinism.md));
+            refused for data without shards.
+        shuffle_window: shards whose records ``shuffle="blocks"`` mixes; None: 8.
         drop_remainder: drop the last batch when it is smaller than ``batch_size``.
         start_method: "fork", "spawn", "forkserver", or None: a method other than fork set
             with ``multiprocessing.set_start_method``, else the platform's if it is not fork, else
@@ -191,7 +196,8 @@ class Loader:
         *,
         workers: int | str | None = "auto",
         seed: int | None = None,
-        shuffle: bool | None = None,
+        shuffle: bool | str | None = None,
+        shuffle_window: int | None = None,
         drop_remainder: bool = False,
         start_method: str | None = None,
         max_queue_size: int = 8,

@@ -98,7 +98,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             ``evaluate``, ``predict`` and validation (training passes only, loops by hand
             included); False never shuffles. Each sample is seen once per epoch either way,
             and a seed gives the same epochs. Looking at a batch (``seq[i]``, ``seq.batch``,
-            ``len``, ``repr``, ``stats``) decides nothing.
+            ``len``, ``repr``, ``stats``) decides nothing. ``"blocks"`` is True with the
+            locality order of record shards (see ``shmaug.Loader``).
+        shuffle_window: shards per window under ``shuffle="blocks"`` (see ``shmaug.Loader``).
         num_shards, shard_index: this host's part of every epoch (see ``shmaug.Loader``);
             ``len(seq)`` is then the batches of one shard.
         sampling_weights, samples_per_epoch: draw each epoch with replacement by weight (see
@@ -123,7 +125,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         *,
         workers: int | str | None = "auto",
         seed: int | None = None,
-        shuffle: bool | None = None,
+        shuffle: bool | str | None = None,
+        shuffle_window: int | None = None,
         drop_remainder: bool = False,
         start_method: str | None = None,
         max_queue_size: int = 8,
@@ -171,7 +174,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self.batch_size: int = self._settings.batches.batch_size
         self.seed: int = options.order.seed
         # As given (a weighted draw is random: True); None follows Keras pass by pass
-        self.shuffle: bool | None = True if options.order.weights is not None \
+        self.shuffle: bool | str | None = True if options.order.weights is not None \
             else self._settings.batches.shuffle
         self._set_order(options.order)
         self._follow_distribution()  # a multi-process Keras distribution set already

@@ -6,9 +6,9 @@ download's bytes reserved under the bound (``cache_limit``); and sizes as users 
 object's own lock. Room is made under the folder's lock (``cache.lock``, ``_file_lock``), so
 two processes never both count the same free bytes: the ``.part`` file a download will fill is
 created at its full size there, and every process counts it. The eviction policy is a seam
-(``Evict``): ``lru`` (least recently used first, by modification time, which a read refreshes)
-until the order of future epochs reaches the sources (issue 39 asks for the entry whose next
-use is farthest away; the engine knows that order, the workers' sources do not yet).
+(``Evict``): ``lru`` (least recently used first, by modification time, which a read refreshes),
+or, once the engine has handed a record table the order of this epoch and the next
+(``_plan.CachePlan``), ``farthest``: the entry whose next use is farthest away first.
 """
 
 from __future__ import annotations
@@ -43,8 +43,24 @@ Evict = Callable[[list[Entry], int], list[Entry]]
 
 def lru(entries: list[Entry], need: int) -> list[Entry]:
     """Least recently used first, until ``need`` bytes are freed."""
+    return _until(sorted(entries, key=lambda e: e.used), need)
+
+
+def farthest(next_use: Callable[[str], float]) -> Evict:
+    """The policy that evicts the entry read again last first (``next_use(path)``: how far
+    ahead that is), the least recently used among equals: Belady's rule, where the order of
+    reads is known (``_plan.CachePlan``)."""
+
+    def evict(entries: list[Entry], need: int) -> list[Entry]:
+        return _until(sorted(entries, key=lambda e: (-next_use(e.path), e.used)), need)
+
+    return evict
+
+
+def _until(ranked: list[Entry], need: int) -> list[Entry]:
+    """The first of ``ranked`` whose sizes add up to ``need`` bytes."""
     out: list[Entry] = []
-    for entry in sorted(entries, key=lambda e: e.used):
+    for entry in ranked:
         if need <= 0:
             break
         out.append(entry)

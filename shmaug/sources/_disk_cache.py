@@ -22,10 +22,11 @@ works in each process on its own:
 - **Names.** ``<hash of endpoint and URL>-<hash of size and etag>.data``: no URL, option or
   secret is written to the folder, and an object rewritten in the bucket has another name (the
   stale copy is removed when the new one is downloaded).
-- **The bound.** Room is made by ``_cache_space.Space`` (its eviction policy, ``lru`` for
-  now). An object larger than the bound, no room, or the disk refusing a write (ENOSPC,
-  EDQUOT, EFBIG) is logged once per process as a warning naming ``cache_dir`` and the bound,
-  and the object is read by range.
+- **The bound.** Room is made by ``_cache_space.Space`` (its eviction policy: ``lru``, or
+  farthest next use once a loader hands the order to ``_plan.CachePlan``). An object larger
+  than the bound, no room, or the disk refusing a write (ENOSPC, EDQUOT, EFBIG) is logged
+  once per process as a warning naming ``cache_dir`` and the bound, and the object is read
+  by range.
 
 What it leaves to others: which records a task reads (the tables), requests and their retries
 (``_client.Remote``), room and eviction (``_cache_space``).

@@ -32,6 +32,7 @@ from . import _formats
 from ._decode import unreadable
 from . import _ahead
 from ._disk_cache import DiskCache
+from ._plan import CachePlan
 from ._remote import Fetched, Remote
 from ..errors import RemoteError
 from ..engine._store import ArrayHandle, SharedStore, attach_block
@@ -54,7 +55,7 @@ class RecordTable:
 
     __slots__ = ("_n", "_has_classes", "_buf", "_blob", "_shards", "_bases",
                  "_kind", "_key", "_handles", "_blocks", "_data", "_readers", "_remote",
-                 "_fetched", "_extents", "_format")
+                 "_fetched", "_extents", "_format", "_plan")
     NOUN = "record"  # what a sample is, in a reader's messages
     SOURCE = "ImageRecords"  # whose ``load`` reads this table, in a worker error
 
@@ -78,6 +79,7 @@ class RecordTable:
         self._remote = remote  # invariant: set iff the shards are URLs
         self._fetched = Fetched()  # this task's records and those of the tasks behind it
         self._extents: tuple[np.ndarray, int] | None = None  # see _extent_of
+        self._plan: CachePlan | None = None  # this process's, made on first use (``plan``)
 
     @classmethod
     def build(cls, shards: tuple[str, ...], shard_of: np.ndarray, offsets: np.ndarray,
@@ -122,6 +124,32 @@ class RecordTable:
     @property
     def shards(self) -> tuple[str, ...]:
         return self._shards
+
+    def bounds(self) -> np.ndarray:
+        """Where each run of consecutive records of one shard begins, then ``n``: the layout
+        ``shuffle="blocks"`` permutes (one run per shard, as the constructors index them)."""
+        return self._runs()[0]
+
+    def _runs(self) -> tuple[np.ndarray, np.ndarray]:
+        """``bounds()``, and the shard of each run."""
+        rows = np.frombuffer(self._buf, np.int64, 3 * self._n).reshape(-1, 3)
+        try:
+            shard = rows[:, 0] >> 40
+        finally:
+            del rows  # no view of a shared block may outlive this: it must close
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(shard)) + 1]).astype(np.int64)
+        return np.append(starts, self._n), shard[starts]
+
+    @property
+    def plan(self) -> Callable[..., None] | None:
+        """The engine's hook with the order of this epoch and the next (``_plan.CachePlan``),
+        where the shards are in a bucket with a disk cache; None otherwise."""
+        if self._remote is None or self._remote.cache is None:
+            return None
+        if self._plan is None:
+            self._plan = CachePlan(self._shards, *self._runs(), self._remote.cache,
+                                   self._remote)
+        return self._plan
 
     @property
     def remote(self) -> Remote | None:

@@ -94,6 +94,12 @@ class Reader:
         where there is nothing to fetch, which a worker sees once, at start."""
         return getattr(self.table, "prefetch", None)
 
+    @property
+    def plan(self) -> Callable[..., None] | None:
+        """The engine's hook with the known order (the table's: ``RecordTable.plan``), or
+        None; seen once per worker, as ``prefetch``."""
+        return getattr(self.table, "plan", None)
+
     def read(self, index: int) -> np.ndarray:
         """Sample ``index`` decoded; no stand-in."""
         return self.decoder(self.table.fetch(index), self.table.what(index))

@@ -171,12 +171,14 @@ def _check_bound(cache: Any, idents: dict[str, str]) -> None:
     if cache.limit is None or sum(sizes) <= cache.limit:
         return
     what = ("no shard fits: every record is read by range" if min(sizes) > cache.limit else
-            "the shards that do not fit are read by range, and those that do are evicted "
-            "least recently used first (re-downloaded each epoch when the cache is smaller "
-            "than the data)")
+            "the shards that do not fit are read by range, and a loader evicts the one it "
+            "will read again last (under an exact shuffle nearly every shard is read again "
+            "in each epoch, so most are downloaded again; shuffle=\"blocks\" needs "
+            "`shuffle_window` shards at a time)")
     warn(f"The disk cache in cache_dir={cache.folder!r} holds {cache.limit:,} bytes "
          f"(cache_limit), less than the {sum(sizes):,} bytes of the {len(sizes)} shards: "
-         f"{what}. Fix: raise cache_limit to at least {sum(sizes):,}, or free disk space.")
+         f"{what}. Fix: raise cache_limit to at least {sum(sizes):,}, free disk space, or read "
+         f"with shuffle=\"blocks\" and a bound of `shuffle_window` shards.")
 
 
 def cached(scan: Scan, index_cache: str | None, what: str, shards: Shards | None = None

@@ -393,6 +393,12 @@ class ImageRecords(O.ImageSource):
         object.__setattr__(self, "_origin", call)
         return self
 
+    def shard_bounds(self) -> np.ndarray:
+        """Record ``i`` lies in shard ``s`` for ``bounds[s] <= i < bounds[s + 1]``: what
+        ``shuffle="blocks"`` permutes (a shard whose records are not consecutive counts once
+        per run of them)."""
+        return self.table.bounds()
+
     def __repr__(self) -> str:  # the records can number millions: the call and a summary
         made = self._origin or f"ImageRecords({self.table!r})"
         count = f"{len(self.table):,} records in {len(self.table.shards):,} shard(s)"

@@ -153,6 +153,24 @@ def test_bench_remote_quick(tmp_path):
     assert cached["images_per_s"] > 0 and cached["requests"] > 0 and cached["mb"] > 0
 
 
+def test_bench_records_locality_quick(tmp_path):
+    """The table of docs/determinism.md: blocks download each shard once an epoch, and a
+    window of every shard is as mixed as the exact shuffle."""
+    out = run("-m", "bench.records.locality", "--quick", "--out", str(tmp_path))
+    rows = {r["order"]: r for r in json.loads((tmp_path / "locality.json").read_text())["rows"]}
+    assert rows["blocks, window 8"]["downloads_per_epoch"] == 32
+    assert rows["exact"]["downloads_per_epoch"] > 32 * 10
+    assert rows["blocks, window 8"]["neighbours"] < rows["blocks, window 32"]["neighbours"]
+    assert "| blocks, window 8 |" in out and (tmp_path / "locality.md").is_file()
+
+
+def test_bench_records_locality_cache_quick(tmp_path):
+    pytest.importorskip("moto.server", reason="needs moto[server]")
+    out = run("-m", "bench.records.locality_cache", "--quick", "--out", str(tmp_path))
+    assert out.count("| blocks") == 6 and out.count("| True |") == 3
+    assert (tmp_path / "locality_cache.md").is_file()
+
+
 def test_bench_remote_cost_runs():
     """CPU per GET, each client against the real S3 server: a row per client, figures > 0."""
     for module in ("s3fs", "moto", "boto3", "urllib3"):
@@ -205,6 +223,8 @@ def test_bench_gpu_quick(tmp_path):
     ["-m", "bench.recycle", "--quick", "--out", "{out}"],
     ["-m", "bench.wait_trace", "--quick", "--out", "{out}/trace.json"],
     ["-m", "bench.remote", "--quick", "--out", "{out}"],
+    ["-m", "bench.records.locality", "--quick", "--out", "{out}"],
+    ["-m", "bench.records.locality_cache", "--quick", "--out", "{out}"],
     ["-m", "bench", "--quick", "--out", "{out}"],
 ])
 def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_path):
@@ -222,6 +242,7 @@ def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_p
 
 @pytest.mark.parametrize("module", ["bench", "bench.engine", "bench.ops", "bench.files",
                                     "bench.files.memory", "bench.records", "bench.records.index",
+                                    "bench.records.locality", "bench.records.locality_cache",
                                     "bench.remote", "bench.gpu", "bench.recycle",
                                     "bench.wait_trace", "bench.soak", "bench.autoworkers"])
 def test_bench_help_names_the_command_and_no_issue_number(module):

@@ -74,7 +74,7 @@ def test_keras_adds_no_threads_or_processes_of_its_own():
 @pytest.mark.parametrize("name, value", [("shuffle", "no"), ("shuffle", 0),
                                          ("drop_remainder", "False")])
 def test_booleans_that_are_not_booleans_are_refused(name, value):
-    with pytest.raises(shmaug.ArgumentTypeError, match=rf"`{name}` must be True or False; "
+    with pytest.raises(shmaug.ArgumentTypeError, match=rf"`{name}` must be True[^;]*; "
                        rf"received {value!r}"):
         shmaug.Sequence(X, batch_size=4, workers=0, **{name: value})
     with shmaug.Sequence(X, batch_size=4, workers=0, **{name: np.bool_(True)}) as seq:
