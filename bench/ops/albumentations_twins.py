@@ -92,6 +92,40 @@ TWINS: dict[str, Twin] = {
 }
 
 
+_REFLECT = dict(interpolation=_LINEAR, border_mode=cv2.BORDER_REFLECT_101)  # Keras' default
+
+# The twins of the Keras-mirroring ops (``bench/ops/keras_rows.py``), 224x224x3 uint8 only.
+KERAS_OP_TWINS: dict[str, Twin] = {
+    "hue": Twin(lambda A, h, w: A.HueSaturationValue(18, 0, 0, p=1.0),
+                "A.HueSaturationValue(hue ±18 of 180): Keras' factor 0.1 of a turn"),
+    "saturation": Twin(lambda A, h, w: A.HueSaturationValue(0, 30, 0, p=1.0),
+                       "A.HueSaturationValue(saturation ±30): additive, not a gain"),
+    "color_jitter": Twin(lambda A, h, w: A.ColorJitter(0.2, 0.2, 0.2, 0.05, p=1.0),
+                         "A.ColorJitter(0.2, 0.2, 0.2, 0.05), torchvision's order drawn"),
+    "grayscale": Twin(lambda A, h, w: A.ToGray(num_output_channels=3, p=1.0),
+                      "A.ToGray(3 channels)"),
+    "invert": Twin(lambda A, h, w: A.InvertImg(p=1.0), "A.InvertImg"),
+    "solarize": Twin(lambda A, h, w: A.Solarize(threshold_range=(0.5, 0.5), p=1.0),
+                     "A.Solarize(threshold 0.5)"),
+    "posterize": Twin(lambda A, h, w: A.Posterize(num_bits=4, p=1.0), "A.Posterize(4 bits)"),
+    "equalize": Twin(lambda A, h, w: A.Equalize(p=1.0), "A.Equalize (per channel)"),
+    "auto_contrast": Twin(lambda A, h, w: A.AutoContrast(p=1.0), "A.AutoContrast"),
+    "clahe": Twin(lambda A, h, w: A.CLAHE(clip_limit=(4, 4), tile_grid_size=(8, 8), p=1.0),
+                  "A.CLAHE(4, 8x8): OpenCV's on the L of LAB; shmaug Keras' per channel"),
+    "channel_shuffle": Twin(lambda A, h, w: A.ChannelShuffle(p=1.0), "A.ChannelShuffle"),
+    "zoom": Twin(lambda A, h, w: A.Affine(scale=(1 / 1.2, 1 / 0.8), **_REFLECT, p=1.0),
+                 "A.Affine(scale 1/1.2-1/0.8, reflect)"),
+    "center_crop": Twin(lambda A, h, w: A.CenterCrop(196, 196, p=1.0), "A.CenterCrop(196)"),
+    "translation": Twin(lambda A, h, w: A.Affine(translate_percent={"x": (-0.1, 0.1),
+                                                                    "y": (-0.1, 0.1)},
+                                                 **_REFLECT, p=1.0),
+                        "A.Affine(translate ±10%, reflect)"),
+    "erasing": Twin(lambda A, h, w: A.Erasing(p=1.0), "A.Erasing (torchvision's box)"),
+    "jpeg": Twin(lambda A, h, w: A.ImageCompression(quality_range=(50, 95), p=1.0),
+                 "A.ImageCompression(quality 50-95)"),
+}
+
+
 def available() -> str | None:
     """albumentations' version, or None when it does not import."""
     try:
@@ -101,12 +135,18 @@ def available() -> str | None:
     return str(albumentations.__version__)
 
 
-def kernel(op: str, image: np.ndarray) -> Kernel:
-    """``fn(image, rng)`` running op's twin on images shaped like ``image`` (rng unused:
-    albumentations draws from the transform's own generators)."""
+def kernel(op: str, image: np.ndarray, twins: dict[str, Twin] | None = None) -> Kernel:
+    """``fn(image, rng)`` running op's twin (from ``twins``, by default ``TWINS``) on images
+    shaped like ``image`` (rng unused: albumentations draws from the transform's own
+    generators)."""
     import albumentations as A
 
-    transform = TWINS[op].build(A, image.shape[0], image.shape[1])
+    transform = (TWINS if twins is None else twins)[op].build(A, image.shape[0], image.shape[1])
+    return seeded(transform)
+
+
+def seeded(transform: Any) -> Kernel:
+    """An albumentations transform (or ``Compose``) as ``fn(image, rng)``, seeded once."""
     transform.set_random_seed(0)
 
     def run(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -21,6 +21,8 @@ Run:
     python -m bench.ops --out ops.json
     python -m bench.ops --quick
     python -m bench.ops --w1 --out bench/results/ops/w1_dtype.json   # float16 vs uint8 only
+    python -m bench.ops --keras --out bench/results/ops/keras_ops.json
+        # the Keras-mirroring ops and two pipelines vs albumentations and Keras in tf.data
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from bench.common import pil_reference
 from bench.common.harness import Stats, prepare_out, summarize, time_calls
 from bench.common.report import NOT_JUDGED, QUICK, cpu_model, took
 from bench.common.workloads import photo
-from bench.ops import albumentations_twins
+from bench.ops import albumentations_twins, keras_rows
 from shmaug.sources.glyphs import render_glyphs
 from shmaug.ops import Op
 from shmaug.ops._params import dtype_range
@@ -380,19 +382,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny repeat counts (CI smoke run)")
     parser.add_argument("--w1", action="store_true",
                         help="only W1's float16 vs uint8 cost: the glyph preset and its ops")
+    parser.add_argument("--keras", action="store_true",
+                        help="only the Keras-mirroring ops and two whole pipelines, against "
+                             "albumentations and the Keras layers in tf.data (bench/ops/"
+                             "keras_rows.py)")
     args = parser.parse_args(argv)
     if args.out:
         prepare_out(args.out, file=True)  # before measuring, not after
     began = time.perf_counter()
-    result = w1_dtype(args.quick) if args.w1 else run(args.quick)
+    kind = "w1" if args.w1 else "keras" if args.keras else "ops"
+    measure = {"w1": w1_dtype, "keras": keras_rows.run, "ops": run}[kind]
+    result = measure(args.quick)
     result["wall_s"] = round(time.perf_counter() - began, 1)
-    text = (w1_report(result) if args.w1 else report(result)) + \
-        f"\n\nThis run took {took(result['wall_s'])}."
+    result["command"] = " ".join(["python -m bench.ops", *(sys.argv[1:] if argv is None
+                                                           else argv)])
+    write = {"w1": w1_report, "keras": keras_rows.report, "ops": report}[kind]
+    text = write(result) + f"\n\nThis run took {took(result['wall_s'])}."
     print(text)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
         args.out.with_suffix(".md").write_text(text + "\n")
-        if not args.w1 and plot(result, args.out.with_suffix(".png")):
+        if kind == "ops" and plot(result, args.out.with_suffix(".png")):
             print(f"\nwrote {args.out}, {args.out.with_suffix('.md').name} and "
                   f"{args.out.with_suffix('.png').name}", file=sys.stderr)
     return 0

@@ -82,6 +82,13 @@ def test_bench_ops_w1_quick(tmp_path):
     assert "glyph_distort" in out and "float16 edge" in out
 
 
+def test_bench_ops_keras_quick(tmp_path):
+    out = run("-m", "bench.ops", "--keras", "--quick", "--out", str(tmp_path / "keras.json"))
+    assert "| hue |" in out and "pipeline: Keras guide block" in out or \
+        importlib.util.find_spec("keras") is None
+    assert out.startswith("**QUICK run**") and "not judged" in out
+
+
 def test_bench_engine_quick(tmp_path):
     out = run("-m", "bench.engine", "--quick", "--out", str(tmp_path / "new"))
     assert "identity" in out and (tmp_path / "new" / "engine.json").is_file()
@@ -218,6 +225,7 @@ def test_bench_gpu_quick(tmp_path):
     ["-m", "bench.gpu", "all", "--quick", "--out", "{out}"],
     ["-m", "bench.ops", "--quick", "--out", "{out}/ops.json"],
     ["-m", "bench.ops", "--w1", "--quick", "--out", "{out}/w1.json"],
+    ["-m", "bench.ops", "--keras", "--quick", "--out", "{out}/keras.json"],
     ["-m", "bench.engine", "--quick", "--out", "{out}"],
     ["-m", "bench.files", "--quick", "--out", "{out}"],
     ["-m", "bench.recycle", "--quick", "--out", "{out}"],

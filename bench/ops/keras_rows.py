@@ -1,0 +1,204 @@
+"""µs per image of the Keras-mirroring ops and two whole pipelines, against albumentations and
+Keras' own layers in tf.data; ``python -m bench.ops --keras``.
+
+Owns the rows: each op that mirrors a Keras 3 layer or a torchvision policy, on 224x224x3
+uint8 photos (``bench.common.workloads.photos``), and two pipelines:
+
+- timm's ImageNet training augmentation: random resized crop, flip, RandAugment (torchvision's
+  2 operations at magnitude 9; MixUp / CutMix are batch ops shmaug has not yet);
+- a Keras guide's block (``RandomFlip("horizontal"), RandomRotation(0.1), RandomZoom(0.1),
+  RandomContrast(0.2)``), the shmaug side made by ``shmaug.from_keras`` from the very layers
+  the Keras side runs.
+
+Contenders, each on one core: shmaug's op (``value_range`` bound as a loader binds it), the
+albumentations twin (``albumentations_twins.KERAS_OP_TWINS``; none where albumentations has no
+such transform) and the Keras layer in tf.data (``keras_tfdata.py``). Timing as
+``bench/ops/run.py``'s: per round each contender runs once, in a rotating order; round 0 is
+warm-up; the table quotes the median of the rounds (min and max in the JSON).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.common.harness import Stats, summarize, time_calls
+from bench.common.report import NOT_JUDGED, QUICK
+from bench.common.workloads import photos
+from bench.ops import albumentations_twins as albu
+from bench.ops import keras_tfdata
+from shmaug.ops import Compose, Maybe, Op, from_keras
+
+Kernel = Callable[[np.ndarray, np.random.Generator], np.ndarray]
+VR = (0.0, 255.0)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A row: shmaug's pipeline, the Keras layer's builder ``keras(layers)`` (None: Keras has
+    no such layer) and the albumentations twin's builder ``albu(A)`` (None: no twin)."""
+
+    name: str
+    shmaug: Any
+    keras: Callable[[Any], Any] | None
+    albu: Callable[[Any], Any] | None = None
+    note: str = ""
+
+
+def _op_case(name: str, keras: Callable[[Any], Any] | None, **params: Any) -> Case:
+    twin = albu.KERAS_OP_TWINS.get(name)
+    return Case(name, Op(name, **params), keras,
+                None if twin is None else (lambda A: twin.build(A, 224, 224)),
+                "" if twin is None else twin.note)
+
+
+def op_cases() -> list[Case]:
+    return [
+        _op_case("hue", lambda L: L.RandomHue(0.1), factor=0.1),
+        _op_case("saturation", lambda L: L.RandomSaturation((0.3, 0.7)), factor=(0.3, 0.7)),
+        _op_case("color_jitter", lambda L: L.RandomColorJitter(
+            value_range=VR, brightness_factor=0.2, contrast_factor=0.2,
+            saturation_factor=(0.4, 0.6), hue_factor=0.05)),
+        _op_case("grayscale", lambda L: L.RandomGrayscale(1.0), factor=1.0),
+        _op_case("color_degeneration", lambda L: L.RandomColorDegeneration(0.5)),
+        _op_case("invert", lambda L: L.RandomInvert(1.0), factor=1.0),
+        _op_case("solarize", lambda L: L.Solarization(threshold_factor=(0.5, 0.5)),
+                 threshold_factor=0.5),
+        _op_case("posterize", lambda L: L.RandomPosterization(4), factor=4),
+        _op_case("equalize", lambda L: L.Equalization()),
+        _op_case("auto_contrast", lambda L: L.AutoContrast()),
+        _op_case("clahe", lambda L: L.ContrastLimitedAdaptiveHistogramEqualization()),
+        _op_case("channel_shuffle", None),
+        _op_case("zoom", lambda L: L.RandomZoom(0.2)),
+        _op_case("zoom_out", None),
+        _op_case("center_crop", lambda L: L.CenterCrop(196, 196), height=196, width=196),
+        _op_case("translation", lambda L: L.RandomTranslation(0.1, 0.1)),
+        _op_case("erasing", lambda L: L.RandomErasing()),
+        _op_case("jpeg", None),
+        _op_case("rand_augment", lambda L: L.RandAugment(value_range=VR)),
+        _op_case("trivial_augment_wide", None),
+        _op_case("auto_augment", None),
+        _op_case("aug_mix", lambda L: L.AugMix(value_range=VR)),
+    ]
+
+
+def guide_block(L: Any) -> Any:
+    """The Keras guides' augmentation block, as the guides write it."""
+    import keras
+
+    return keras.Sequential([L.RandomFlip("horizontal"), L.RandomRotation(0.1),
+                             L.RandomZoom(0.1), L.RandomContrast(0.2)])
+
+
+def pipeline_cases(layers: Any) -> list[Case]:
+    """The two pipelines; ``layers`` is ``keras.layers``, or None without Keras."""
+    timm = Case(
+        "pipeline: timm ImageNet train",
+        Compose([Op("resized_crop", scale=(0.08, 1.0)), Maybe(Op("hflip")),
+                 Op("rand_augment", num_ops=2, magnitude=9)]),
+        lambda L: _sequential([L.RandomFlip("horizontal"), L.RandAugment(value_range=VR)]),
+        lambda A: A.Compose([A.RandomResizedCrop((224, 224), scale=(0.08, 1.0)),
+                             A.HorizontalFlip()]),
+        "albumentations has no RandAugment, Keras no random resized crop: each runs the rest")
+    shmaug_block = None if layers is None else from_keras(guide_block(layers))
+    guide = Case(
+        "pipeline: Keras guide block", shmaug_block, guide_block,
+        lambda A: A.Compose([A.HorizontalFlip(), A.Affine(rotate=(-36, 36), border_mode=4),
+                             A.Affine(scale=(1 / 1.1, 1 / 0.9), border_mode=4),
+                             A.RandomBrightnessContrast(brightness_limit=0,
+                                                        contrast_limit=(0, 0.2), p=1.0)]),
+        "shmaug's side is shmaug.from_keras(block) of the Keras side's block")
+    return [timm, guide] if shmaug_block is not None else [timm]
+
+
+def _sequential(items: list[Any]) -> Any:
+    import keras
+
+    return keras.Sequential(items)
+
+
+def _timers(case: Case, images: np.ndarray, layers: Any, calls: int
+            ) -> dict[str, Callable[[int], float]]:
+    """``time(round) -> µs per image`` of each contender of ``case``, by column key."""
+    fns: dict[str, Callable[[int], float]] = {}
+    if case.shmaug is not None:
+        aug = case.shmaug.with_value_range(VR)
+        fns["shmaug"] = lambda r: 1e6 * time_calls(
+            lambda i, rng=np.random.default_rng(r): aug(images[i % len(images)], rng), calls)
+    if case.albu is not None and albu.available():
+        import albumentations as A
+
+        twin = albu.seeded(case.albu(A))
+        fns["albumentations"] = lambda r: 1e6 * time_calls(
+            lambda i: twin(images[i % len(images)], None), calls)  # type: ignore[arg-type]
+    if case.keras is not None and layers is not None:
+        batch = min(keras_tfdata.BATCH, calls)  # a quick run's batches are small
+        run = keras_tfdata.runner(case.keras(layers), images, batch)
+        batches = max(1, calls // batch)
+        fns["keras"] = lambda r: run(batches)
+    return fns
+
+
+def _interleaved(fns: dict[str, Callable[[int], float]], rounds: int) -> dict[str, Stats]:
+    names = list(fns)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds + 1):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            us = fns[name](r)
+            if r > 0:
+                times[name].append(us)
+    return {name: summarize(v) for name, v in times.items()}
+
+
+def run(quick: bool) -> dict[str, Any]:
+    import cv2
+
+    cv2.setNumThreads(1)
+    images = photos(2 if quick else 64)
+    layers = keras_tfdata.layers() if keras_tfdata.available() else None
+    calls, rounds = (2, 1) if quick else (64, 7)
+    rows = []
+    for case in [*(op_cases()[:1] if quick else op_cases()), *pipeline_cases(layers)]:
+        stats = _interleaved(_timers(case, images, layers, calls), rounds)
+        rows.append({"row": case.name, "note": case.note,
+                     **{f"{key}_us": s.median for key, s in stats.items()},
+                     "spread_us": {key: s.to_dict() for key, s in stats.items()}})
+    return {"quick": quick, "image": "224x224x3 uint8", "threads": 1,
+            "keras": layers is not None, "albumentations": albu.available(),
+            "timing": f"median of {rounds} interleaved rounds after 1 warm-up round",
+            "rows": rows}
+
+
+def _fmt(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.0f}"
+
+
+def _x(a: float | None, b: float | None) -> str:
+    return "—" if a is None or b is None else f"{a / b:.1f}x"
+
+
+def report(result: dict[str, Any]) -> str:
+    lines = [*([QUICK + ".", ""] if result["quick"] else []),
+             f"`{result.get('command', 'python -m bench.ops --keras')}`", "",
+             f"{result['image']}, one core each, µs per image: {result['timing']}. Keras: the "
+             f"layer in tf.data, batches of {keras_tfdata.BATCH} (a quick run's: 2), AUTOTUNE.",
+             "",
+             "| row | shmaug µs | albumentations µs | Keras tf.data µs | albumentations / "
+             "shmaug | Keras / shmaug |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in result["rows"]:
+        s, a, k = r.get("shmaug_us"), r.get("albumentations_us"), r.get("keras_us")
+        lines.append(f"| {r['row']} | {_fmt(s)} | {_fmt(a)} | {_fmt(k)} | {_x(a, s)} | "
+                     f"{_x(k, s)} |")
+    lines += ["", "Twins and notes:"]
+    lines += [f"- {r['row']}: {r['note']}" for r in result["rows"] if r["note"]]
+    if result["quick"]:
+        lines += ["", f"- comparisons: {NOT_JUDGED}"]
+    else:
+        behind = [r["row"] for r in result["rows"] if "shmaug_us" in r and any(
+            r.get(f"{k}_us", np.inf) < r["shmaug_us"] for k in ("albumentations", "keras"))]
+        lines += ["", "- rows where a contender is faster than shmaug: "
+                  + (", ".join(behind) if behind else "none")]
+    return "\n".join(lines)
