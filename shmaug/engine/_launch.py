@@ -17,7 +17,7 @@ from multiprocessing import forkserver as mp_forkserver
 from multiprocessing import spawn as mp_spawn
 from typing import Any, Iterator
 
-from . import _platform
+from . import _lazy_imports, _platform
 
 
 # What a forkserver imports once, so that a worker forked from it starts warm (else each
@@ -98,10 +98,10 @@ def start_worker(process: Any, start_method: str, *, needs_main: bool) -> None:
     ``needs_main``: the payload refers to ``__main__`` (a spawned worker must re-import it).
     """
     forking = start_method == "fork"
-    skip_main = start_method in ("spawn", "forkserver") and not needs_main
+    fresh = start_method in ("spawn", "forkserver")
     if start_method == "forkserver":
         _preload_in_forkserver()
-    with _main_module_skipped(skip_main), _cv2_single_threaded(forking), \
+    with _prepared(fresh, skip_main=fresh and not needs_main), _cv2_single_threaded(forking), \
             _gc_frozen(forking), _sigint_blocked():
         process.start()
 
@@ -114,27 +114,40 @@ def _preload_in_forkserver() -> None:
         mp_forkserver.set_forkserver_preload([*modules, *(m for m in _PRELOAD if m not in modules)])
 
 
-@contextmanager
-def _main_module_skipped(skip: bool) -> Iterator[None]:
-    """Start spawn and forkserver workers without re-running the user's ``__main__``.
+class _LazyImportsFirst:
+    """Unpickles as a call to ``_lazy_imports.install``: put in the preparation data a fresh
+    worker reads first (before it re-imports ``__main__`` and unpickles the user's code), it
+    makes the worker's imports of TensorFlow, JAX, torch and Keras lazy from the start."""
 
-    Spawn re-imports the main script in every worker (forkserver in its server) so that
-    objects defined there unpickle. When the payload does not refer to ``__main__`` that
-    import is pure cost: a script that imported TensorFlow would make each worker import it
-    too (seconds, and ~300 MB each).
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _lazy_imports.install, ()
+
+
+@contextmanager
+def _prepared(fresh: bool, skip_main: bool) -> Iterator[None]:
+    """Start spawn and forkserver (``fresh``) workers with lazy framework imports, and
+    without re-running the user's ``__main__`` where the payload does not need it.
+
+    Spawn re-imports the main script in every worker (forkserver's workers too) so that
+    objects defined there unpickle: a script that imported TensorFlow would make each worker
+    import it (seconds, and ~300 MB each). Where the payload refers to ``__main__`` that import
+    must happen, and runs after the lazy imports are in place; where it does not, it is
+    skipped.
     """
-    if not skip:
+    if not fresh:
         yield
         return
     original = mp_spawn.get_preparation_data
 
-    def lean(name: str) -> dict[str, Any]:
+    def prepared(name: str) -> dict[str, Any]:
         data: dict[str, Any] = original(name)
-        data.pop("init_main_from_path", None)
-        data.pop("init_main_from_name", None)
+        if skip_main:
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+        data["shmaug_lazy_imports"] = _LazyImportsFirst()  # unpickled before prepare() runs
         return data
 
-    mp_spawn.get_preparation_data = lean
+    mp_spawn.get_preparation_data = prepared
     try:
         yield
     finally:

@@ -173,8 +173,14 @@ class Prefetcher:
         if handoff is Handoff.LEND and self._leased < self._max_leased:
             if batch.copy is not None and self._copier is not None:
                 self._copier.discard(batch.copy)  # made ahead under another handoff
+            try:
+                lent = self.ring.lease(batch.slot, rows, self._returned.append)
+            except Exception:
+                if self._closed:  # closed from another thread (Ctrl-C): the ring is gone
+                    raise ClosedError(CLOSED) from None
+                raise
             self._leased += 1
-            return (*self.ring.lease(batch.slot, rows, self._returned.append), hit)
+            return (*lent, hit)
         if handoff is Handoff.COPY:
             self._copy_ahead(wanted[1:])
         out = self._read(batch, rows)

@@ -5,6 +5,10 @@ imports (engine._lazy_imports; the timings are ``python -m bench.start_methods``
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -39,3 +43,33 @@ def test_a_forked_worker_has_what_the_parent_loaded() -> None:
     if "fork" not in multiprocessing.get_all_start_methods():
         pytest.skip("no fork here")
     assert epoch(_framework_ops.report, "fork") == {1}
+
+
+SCRIPT = textwrap.dedent("""
+    import sys, types
+    import {framework}  # a training script imports it first
+    import numpy as np
+    import shmaug
+
+
+    def report(image, rng):  # defined in __main__: each worker re-imports this script
+        return np.full_like(image, type(sys.modules["{framework}"]) is types.ModuleType)
+
+
+    if __name__ == "__main__":
+        for method in sys.argv[1:]:
+            with shmaug.Loader(np.zeros((8, 4, 4), np.uint8), batch_size=4, augment=report,
+                               workers=2, start_method=method) as loader:
+                print(method, sorted({{int(v) for xb, _ in loader for v in np.unique(xb)}}))
+""")
+
+
+def test_a_script_that_imports_it_and_defines_the_augment(tmp_path: Path) -> None:
+    """The augment in ``__main__``: a fresh worker re-imports the script, whose imports are
+    lazy there too (the lazy finder is in place before the script runs)."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.format(framework=_framework_ops.FRAMEWORK))
+    done = subprocess.run([sys.executable, str(script), *FRESH], capture_output=True,
+                          text=True, timeout=180, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[:-1] == [f"{m} [0]" for m in FRESH]

@@ -10,6 +10,11 @@ batch kept past its lease (``Loader(copy=False)``), so the others can fail.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -82,6 +87,32 @@ def test_a_hand_loop_keeps_every_batch_intact(max_queue_size: int) -> None:
         kept += [seq[i] for i in range(len(seq))]  # twice over: the ring went round many times
     rows = np.concatenate([xb for xb, _ in kept])
     np.testing.assert_array_equal(rows, np.concatenate([x, x]))
+
+
+KEPT_PAST_CLOSE = textwrap.dedent("""
+    import gc
+    import numpy as np
+    import shmaug
+    from tests import _fit
+
+    x, y = _fit.data(48)
+    with shmaug.Sequence(x, y, batch_size=_fit.BATCH, augment=_fit.same, workers=2,
+                         max_queue_size=4, shuffle=False) as seq:
+        kept = list(seq)  # lent, past the first two
+    gc.collect()
+    junk = [np.ones(10**6) for _ in range(20)]  # would reuse the pages, were they unmapped
+    assert np.array_equal(np.concatenate([xb for xb, _ in kept]), x)
+    kept[-1][0][:] = 7  # still writable, still mapped
+    print("intact")
+""")
+
+
+def test_lent_batches_outlive_the_sequence() -> None:
+    """Kept past ``close()``: the mapping lives while they do (a child process: a bug here is
+    a segfault, which must not take the test runner with it)."""
+    done = subprocess.run([sys.executable, "-c", KEPT_PAST_CLOSE], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and done.stdout.strip() == "intact", done.stderr[-2000:]
 
 
 def test_the_poison_reaches_a_batch_kept_past_its_lease() -> None:

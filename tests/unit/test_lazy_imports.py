@@ -7,6 +7,7 @@ one of its submodules, which is the case ``LazyLoader`` alone runs twice.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -33,8 +34,9 @@ def run(path: Path, body: str) -> str:
     code = "import builtins, sys\nbuiltins.RUNS = []\n" \
            "from shmaug.engine import _lazy_imports\n" \
            "_lazy_imports.install(frozenset({'heavypkg', 'absentpkg'}))\n" + textwrap.dedent(body)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), str(REPO)])}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, env={"PYTHONPATH": f"{path}:{REPO}", "PATH": ""})
+                          timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -46,6 +48,41 @@ def test_an_import_runs_nothing_until_a_use(heavy: Path) -> None:
         print(heavypkg.VALUE, builtins.RUNS)
     """)
     assert out.splitlines() == ["[]", "42 ['heavypkg', 'heavypkg.sub']"]
+
+
+def test_a_second_import_and_a_look_at_its_names_load_nothing(heavy: Path) -> None:
+    """``import heavypkg`` again (another module of the user's does), ``find_spec`` and
+    ``inspect`` read its ``__spec__`` / ``__file__``: none of them is a use."""
+    out = run(heavy, """
+        import importlib.util, inspect
+        import heavypkg
+        import heavypkg as again
+        spec = importlib.util.find_spec("heavypkg")
+        inspect.getmodule(inspect.currentframe())
+        print(builtins.RUNS, again is heavypkg, spec.name, heavypkg.__name__)
+        from heavypkg import VALUE
+        print(builtins.RUNS, VALUE)
+    """)
+    assert out.splitlines() == ["[] True heavypkg heavypkg",
+                                "['heavypkg', 'heavypkg.sub'] 42"]
+
+
+def test_threads_that_use_it_at_once_load_it_once(heavy: Path) -> None:
+    """Python 3.11's LazyLoader alone lets a second thread see a half-run module."""
+    (heavy / "heavypkg" / "sub.py").write_text(
+        "import builtins, time\nbuiltins.RUNS = getattr(builtins, 'RUNS', []) + [__name__]\n"
+        "time.sleep(0.3)\nVALUE = 41\n")
+    out = run(heavy, """
+        import threading
+        import heavypkg
+        seen = []
+        threads = [threading.Thread(target=lambda: seen.append(heavypkg.VALUE))
+                   for _ in range(4)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        print(seen, builtins.RUNS)
+    """)
+    assert out == "[42, 42, 42, 42] ['heavypkg', 'heavypkg.sub']"
 
 
 def test_a_submodule_its_package_imports_runs_once(heavy: Path) -> None:
