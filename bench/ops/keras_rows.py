@@ -106,8 +106,9 @@ def pipeline_cases(layers: Any) -> list[Case]:
     shmaug_block = None if layers is None else from_keras(guide_block(layers))
     guide = Case(
         "pipeline: Keras guide block", shmaug_block, guide_block,
-        lambda A: A.Compose([A.HorizontalFlip(), A.Affine(rotate=(-36, 36), border_mode=4),
-                             A.Affine(scale=(1 / 1.1, 1 / 0.9), border_mode=4),
+        lambda A: A.Compose([A.HorizontalFlip(),  # Affine's own p is 0.5: Keras' is 1
+                             A.Affine(rotate=(-36, 36), border_mode=4, p=1.0),
+                             A.Affine(scale=(1 / 1.1, 1 / 0.9), border_mode=4, p=1.0),
                              A.RandomBrightnessContrast(brightness_limit=0,
                                                         contrast_limit=(0, 0.2), p=1.0)]),
         "shmaug's side is shmaug.from_keras(block) of the Keras side's block")

@@ -186,7 +186,7 @@ def grayscale(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.5,
     """
     if not rng.random() < draw(rng, factor, "factor", 0.0, 1.0):
         return image
-    return _unit_op(image, value_range, partial(k.degenerate, amount=1.0), rgb=True)
+    return _unit_op(image, value_range, k.to_gray, rgb=True)
 
 
 @register("color_degeneration", checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})

