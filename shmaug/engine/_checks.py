@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError, got
+from ..ops.mixing import Mix
 from . import _platform
 from ._blocks import BLOCKS
 from ._schedule import BatchPlan, Shard
@@ -29,6 +30,20 @@ def boolean(name: str, value: Any) -> bool:
             f"`{name}=True` or `{name}=False`."
         )
     return bool(value)
+
+
+def mix(value: Any) -> Any:
+    """``mix``: None, or a ``shmaug.ops.Mix`` (what ``MixUp`` and ``CutMix`` make)."""
+    if value is not None and not isinstance(value, Mix):
+        keras = type(value).__name__ in ("MixUp", "CutMix")
+        raise ArgumentTypeError(
+            f"`mix` expects shmaug.ops.MixUp(...), CutMix(...) or Mix(...), or None; received "
+            f"{got(value)}. Fix: " + (
+                f"pass mix=shmaug.ops.{type(value).__name__}(...) with the layer's arguments "
+                f"(Keras' layer runs on whole batches in the model's graph; shmaug's mixes "
+                f"them in its workers)." if keras else
+                "pass e.g. mix=shmaug.ops.MixUp(0.2, num_classes=10)."))
+    return value
 
 
 def shuffle(value: Any) -> bool | str | None:

@@ -9,7 +9,8 @@ Both sort them by name into three frozen groups (``Settings.of``), as Grain grou
   drop_remainder, seed, the shards, weighted sampling);
 - ``WorkerOptions``: who makes the batches, and how far ahead (workers, start_method,
   max_queue_size, timeout, copy);
-- ``OutputOptions``: what a sample becomes (augment, output_shape, output_dtype, value_range).
+- ``OutputOptions``: what a sample becomes (augment, output_shape, output_dtype, value_range,
+  mix).
 
 Each group checks its fields in ``__post_init__`` (with ``_checks``' messages) as far as they
 can be checked without the data. ``Options.of`` checks the rest against the data, once: the
@@ -31,6 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from ..ops.core import with_value_range
+from ..ops.mixing import Mix
 from . import _blocks
 from . import _checks as check
 from . import _describe as describe
@@ -112,6 +114,7 @@ class OutputOptions:
     output_shape: tuple[int, ...] | None = None  # as given (a Sequence's repr shows it so)
     output_dtype: DTypeLike | None = None  # as given
     value_range: tuple[float, float] | None = None  # as given (a Loader's repr shows it so)
+    mix: Mix | None = None  # MixUp / CutMix over pairs; checked against the labels by Pipeline
     shape: tuple[int, ...] | None = field(init=False)  # output_shape, checked
     dtype: np.dtype | None = field(init=False)  # output_dtype, checked
     bounds: tuple[float, float] | None = field(init=False)  # value_range, checked (floats)
@@ -123,6 +126,7 @@ class OutputOptions:
         _set(self, "dtype", None if self.output_dtype is None
              else check.dtype("output_dtype", self.output_dtype))
         _set(self, "bounds", inputs.value_range(self.value_range))
+        _set(self, "mix", check.mix(self.mix))
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +256,7 @@ class Pipeline:
     value_range: tuple[float, float] | None  # None while a `load` source is unprobed
     checked: bool  # whether the data is checked against the value range
     moved: dict[str, np.ndarray]  # targets workers transform with their image, by name
+    mix: Mix | None  # as given, its classes known from the labels
 
     @classmethod
     def of(cls, output: OutputOptions, data: Data, hook: AugmentFn | None = None) -> Pipeline:
@@ -267,7 +272,8 @@ class Pipeline:
         # Ops that clip need the true range; a plain user function gets data as it is,
         # unchecked unless the user declared a range.
         checked = output.bounds is not None or hasattr(augment, "with_value_range")
-        return cls(augment, value_range, checked, moved)
+        mix = None if output.mix is None else output.mix.for_labels(data.labels, moved)
+        return cls(augment, value_range, checked, moved, mix)
 
 
 @dataclass(frozen=True, slots=True)

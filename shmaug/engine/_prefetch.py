@@ -67,12 +67,14 @@ class Prefetcher:
         copier: copies the next batch out of its slot while the consumer is away (see
             ``_copier``); None copies on the consumer's thread. The caller owns and closes it.
         recycler: where the copies go (see ``_recycle``); None: always new arrays.
+        step: tasks start at multiples of this many rows into a batch (2 under a mix,
+            whose pairs a worker makes whole; see ``_schedule.BatchPlan.slices``).
     """
 
     def __init__(self, ring: OutputRing, pool: Any, plan: BatchPlan, *, workers: int,
                  timeout: float | None, copier: Copier | None = None,
-                 recycler: Recycler | None = None) -> None:
-        self.ring, self.pool, self.plan = ring, pool, plan
+                 recycler: Recycler | None = None, step: int = 1) -> None:
+        self.ring, self.pool, self.plan, self._step = ring, pool, plan, step
         self._copier = copier
         self._recycler = recycler
         self.workers = workers
@@ -251,7 +253,7 @@ class Prefetcher:
         start, stop = self.plan.bounds(key[1])
         batch = _Batch(key, slot, stop - start)
         self._inflight[key] = batch
-        for lo, hi in self.plan.slices(key[1], parts):
+        for lo, hi in self.plan.slices(key[1], parts, self._step):
             ticket = self._next_ticket
             self._next_ticket += 1
             batch.tickets.add(ticket)

@@ -20,7 +20,8 @@ import numpy as np
 
 from ._inputs import sample_output
 from ..errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
-from ._schedule import OrderCache, Shard, Shuffle, Task, seed_epoch
+from ..ops.mixing import Mix
+from ._schedule import IN_ORDER, OrderCache, Shard, Shuffle, Task, seed_epoch
 from ..seeding import GlobalsWatch, SampleSeeder
 from ._ring import Targets
 from ._status import IDLE, WorkerStatus
@@ -80,6 +81,7 @@ class SliceRunner:
         shard: Shard = Shard(),
         target_inputs: Targets | None = None,
         cdf: np.ndarray | None = None,
+        mix: Mix | None = None,
     ) -> None:
         self.x = x  # read-only view of the dataset (or None with `load`)
         self.out = out  # (slots, batch_size, *sample_shape), shared; None until the probe is done
@@ -88,6 +90,8 @@ class SliceRunner:
         self.target_inputs = target_inputs or {}  # read-only, all samples
         self.target_out: Targets = {}  # their ring blocks, as `out`
         self.orders = OrderCache(seed, n, shuffle, shard=shard, cdf=cdf)
+        # MixUp / CutMix over the pairs of each task, once its rows are written (``mixing``)
+        self.mix, self._seed, self._shard = mix, seed, shard.index
         # seed_globals None: unknown; watch the globals and seed them once a sample draws.
         watch = GlobalsWatch() if seed_globals is None else None
         self.watch = watch if watch is not None and watch.usable else None
@@ -173,6 +177,12 @@ class SliceRunner:
             self._write(rows[p - task.row0], image, index)
             for name, target in made.items():
                 self._write(self.target_out[name][task.slot, p - task.row0], target, index, name)
+        if self.mix is not None and not task.epoch & IN_ORDER and (
+                self.generation[task.slot] == task.generation):  # a pass that trains
+            self._stage, self._index = "mixing pairs (mix=)", int(indices[0])
+            drawn = self.mix.draws(self._seed, epoch, self._shard, task.row0, len(rows),
+                                   rows.shape[1:])
+            self.mix.mix_rows(rows, task.start - task.row0, task.stop - task.row0, drawn)
         return Done(task.ticket)
 
     @property

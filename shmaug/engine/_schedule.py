@@ -207,9 +207,12 @@ class BatchPlan:
         start = batch * self.batch_size
         return start, min(start + self.batch_size, self.n)
 
-    def slices(self, batch: int, parts: int) -> list[tuple[int, int]]:
-        """Cut one batch into at most ``parts`` contiguous, near-equal position ranges."""
+    def slices(self, batch: int, parts: int, step: int = 1) -> list[tuple[int, int]]:
+        """Cut one batch into at most ``parts`` contiguous, near-equal position ranges, each
+        starting a multiple of ``step`` rows into the batch (2 keeps the pairs a mix makes
+        whole: ``shmaug.ops.mixing``)."""
         start, stop = self.bounds(batch)
-        parts = max(1, min(parts, stop - start))
-        edges = [start + (stop - start) * i // parts for i in range(parts + 1)]
+        units = -(-(stop - start) // step)
+        parts = max(1, min(parts, units))
+        edges = [start + min(stop - start, units * i // parts * step) for i in range(parts + 1)]
         return list(zip(edges[:-1], edges[1:]))

@@ -37,6 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _lazy_imports, _platform
+from ..ops.mixing import Mix
 from ._ring import RingHandles
 from ._runner import SliceRunner
 from ._schedule import Shard, Shuffle, Task
@@ -67,6 +68,7 @@ class WorkerSpec:
     # forkserver: the parent's environment as the worker starts (a worker forked from the
     # server would otherwise see the server's, from when it started); None: inherited
     environ: dict[str, str] | None = None
+    mix: Mix | None = None  # MixUp / CutMix over the pairs of each batch (``ops.mixing``)
 
 
 class Waiter:
@@ -221,7 +223,7 @@ def _start_runner(spec: WorkerSpec, worker_id: int, mapped: _Mapped,
     runner = SliceRunner(
         x, None, augment, load, seed=spec.seed, n=spec.n, shuffle=spec.shuffle,
         seed_globals=spec.seed_globals, generation=generation, worker_id=worker_id,
-        status=status, shard=spec.shard, target_inputs=targets, cdf=cdf,
+        status=status, shard=spec.shard, target_inputs=targets, cdf=cdf, mix=spec.mix,
     )
     if spec.ring is not None:  # a replacement for a worker that died after the probe
         _attach_ring(runner, spec.ring, mapped)

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import ArgumentError, ClosedError, warn
 from ..ops._params import dtype_range
 from ..ops.core import check_picklable
+from ..ops.mixing import Mix
 from ..seeding import global_rng_use
 from . import _checks as check
 from . import _describe as describe
@@ -34,7 +35,7 @@ from ._prefetch import CLOSED, Handoff, Prefetcher
 from ._probe import await_probe, output_of
 from ._recycle import Recycler
 from ._ring import OutputRing
-from ._schedule import IN_ORDER, OrderCache, Shard, in_order
+from ._schedule import IN_ORDER, OrderCache, Shard, in_order, seed_epoch
 from ._stats import Figures
 from ._store import (
     ArrayHandle,
@@ -173,6 +174,12 @@ class Loader:
             drawn twice in an epoch is augmented two ways. None: every sample once.
         samples_per_epoch: with ``sampling_weights``, the draws of one epoch (all shards
             together); None: the dataset's length. ``len(loader)`` follows from it.
+        mix: MixUp and / or CutMix (``shmaug.ops.MixUp(alpha)``, ``CutMix(factor)``,
+            ``Mix(...)``): the workers mix neighbouring samples of each batch in pairs after
+            augmenting them, and ``y`` (one array of class ids or one-hot rows) comes out as
+            float32 soft targets mixed alike. Batches read in order (``in_order=True``: a
+            ``Sequence``'s ``evaluate`` and ``predict``) are not mixed; their labels come
+            as one-hot rows (so the same loss takes them). None: no mixing.
 
     Raises:
         ArgumentError, ArgumentTypeError: for a bad argument, before any process starts.
@@ -211,6 +218,7 @@ class Loader:
         shard_index: int | None = None,
         sampling_weights: Any = None,
         samples_per_epoch: int | None = None,
+        mix: Mix | None = None,
     ) -> None:
         data = Data.of(x, y, load)  # the data first, then the settings: each checked once
         self._build(Options.of(Settings.of(locals()), data))
@@ -233,6 +241,12 @@ class Loader:
         self.start_method, self.max_queue_size, self.timeout, self.copy = (
             asked.start_method, asked.max_queue_size, asked.timeout, asked.copy)
         self.augment, self._augmented = o.pipeline.augment, o.pipeline.moved
+        self.mix = o.pipeline.mix  # invariant: MixUp / CutMix of training batches, or None
+        # invariant: where the labels the mix turns into soft targets are kept (y's array)
+        self._labels: np.ndarray | None = None
+        if self.mix is not None:
+            assert isinstance(o.data.labels, np.ndarray)  # (Mix.for_labels refuses the rest)
+            self._labels = o.data.labels
         # invariant: the (low, high) the images lie in; None while a `load` source is unprobed
         self.value_range = o.pipeline.value_range
         self.num_shards, self.shard_index, self._plan = (
@@ -248,7 +262,7 @@ class Loader:
         self._pass: int | None = None  # the epoch of the pass in progress, if any
         self._done = 0  # invariant: batches the pass in progress has handed out
         # Only gathering to do: one copy in this process beats a round trip through workers.
-        self._gather_only = self.augment is None and o.data.load is None
+        self._gather_only = self.augment is None and o.data.load is None and self.mix is None
         self._store = SharedStore()
         self._ring: OutputRing | None = None
         self._pool: _Pool = _NoPool()
@@ -274,7 +288,8 @@ class Loader:
             if self.auto_workers and isinstance(self._pool, WorkerPool) else None
         self._prefetch = None if self._ring is None else Prefetcher(
             self._ring, self._pool, self._plan, workers=self.workers, timeout=self.timeout,
-            copier=self._copier, recycler=self._recycler if self.workers else None)
+            copier=self._copier, recycler=self._recycler if self.workers else None,
+            step=1 if self.mix is None else 2)
         # Backstop for a loader that is never closed: runs at garbage collection or exit.
         self._finalizer = weakref.finalize(self, _shutdown, self._prefetch, self._pool,
                                            self._store, self._copier)
@@ -339,7 +354,8 @@ class Loader:
             return InlinePool(SliceRunner(
                 self._x, None, self.augment, load, seed=self.seed, n=n, shuffle=self.shuffle,
                 seed_globals=seed_globals, generation=self._ring.generation,
-                shard=self._shard, target_inputs=self._augmented, cdf=self._cdf))
+                shard=self._shard, target_inputs=self._augmented, cdf=self._cdf,
+                mix=self.mix))
         weights = None if self._cdf is None else self._store.put(
             self._cdf, what="the sampling weights")[0]
         target_inputs = {}
@@ -347,7 +363,7 @@ class Loader:
             target_inputs[name] = mapped_file_handle(array) or self._store.put(
                 array, what=f"the target y[{name!r}]")[0]
         spec = WorkerSpec(x_handle, None, payload, self.seed, n, self.shuffle, seed_globals,
-                          self._shard, target_inputs, weights)
+                          self._shard, target_inputs, weights, mix=self.mix)
         return WorkerPool(spec, self.workers, self.start_method, self.timeout,
                           store=self._store, generation=self._ring.generation_handle,
                           in_flight_per_worker=self.max_queue_size + 1,
@@ -539,14 +555,28 @@ class Loader:
         self._figures.delivered(stop - start, done - began, self.last_hit)
         if self._auto is not None:
             self._auto.after(done - began, self.last_hit, done)
-        return xb, inputs.gather(self.y, positions,
-                                {id(self._augmented[k]): v for k, v in made.items()})
+        made_by_id = {id(self._augmented[k]): v for k, v in made.items()}
+        if self.mix is not None:  # soft targets; one-hot where read in order (unmixed)
+            assert self._labels is not None
+            made_by_id[id(self._labels)] = self.mix.one_hot(self._labels[positions]) \
+                if key & IN_ORDER else self._soft_labels(key, start, positions)
+        return xb, inputs.gather(self.y, positions, made_by_id)
+
+    def _soft_labels(self, key: int, start: int, positions: np.ndarray) -> np.ndarray:
+        """The labels of the batch at ``start`` mixed as the workers mixed its images: the
+        same draws (``Mix.draws``), from the same (seed, epoch, shard, batch)."""
+        assert self.mix is not None and self._labels is not None and self._ring is not None
+        slot = self._ring.view.shape[1:]  # (rows of a full batch, *sample shape)
+        drawn = self.mix.draws(self.seed, seed_epoch(key), self.shard_index, start, slot[0],
+                               slot[1:])
+        return self.mix.soft_labels(self._labels[positions], drawn)
 
     def _key(self, epoch: int, ordered: bool) -> int:
         """The engine's key of ``epoch`` read shuffled, or in the dataset's order. Where the
         loader does not shuffle (or draws by weight: a draw has no dataset order) the two are
-        one stream, and share its batches."""
-        return in_order(epoch) if ordered and self.shuffle and self._cdf is None else epoch
+        one stream, and share its batches; but with a ``mix`` never (in order: unmixed)."""
+        apart = (self.shuffle and self._cdf is None) or self.mix is not None
+        return in_order(epoch) if ordered and apart else epoch
 
     @staticmethod
     def _epoch_arg(value: Any) -> int:
@@ -651,7 +681,7 @@ class Loader:
                     ("value_range", self._options.settings.output.value_range, None),
                     ("num_shards", self.num_shards, 1), ("shard_index", self.shard_index, 0),
                     ("sampling_weights", order.weights, None),
-                    ("samples_per_epoch", order.samples, self._n),
+                    ("samples_per_epoch", order.samples, self._n), ("mix", self.mix, None),
                     ("load", self._load if not hasattr(self._load, "marking") else None, None)]
         settings += [(k, describe.brief(v)) for k, v, default in optional
                      if v is not default and (default is None or v != default)]

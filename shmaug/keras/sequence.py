@@ -38,6 +38,7 @@ from ..engine import _inputs as inputs
 from ..engine._options import Data, Options, Order, Settings
 from ..engine._prefetch import Handoff
 from ..engine.loader import Loader
+from ..ops.mixing import Mix
 from . import _checks as facade_checks
 from . import _distribution, _idle
 from . import _stack as stack
@@ -54,7 +55,7 @@ _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
 # What Sequence.__init__ sets (a test holds it to that): missing, a subclass skipped it. The
 # settings and the Order pickle with a Sequence; the Runtime is what pickling drops.
 _SET_UP = frozenset({"image_key", "x", "batch_size", "seed", "shuffle", "num_shards",
-                     "shard_index", "_settings", "_order", "_runtime"})
+                     "shard_index", "mix", "_settings", "_order", "_runtime"})
 
 
 class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
@@ -107,6 +108,14 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             ``shmaug.Loader``); classes are those of ``y``. Not Keras' ``sample_weight`` /
             ``class_weight``, which weigh the loss. ``len(seq)`` follows
             ``samples_per_epoch``.
+        mix: MixUp / CutMix (``shmaug.ops.MixUp``, ``CutMix``, ``Mix``; see
+            ``shmaug.Loader``): the training passes get mixed images and soft targets (train
+            with ``CategoricalCrossentropy``); ``evaluate``, ``predict``, validation and other
+            passes read in order get the samples as they are, labels one-hot. Under the
+            Sequence's ``shuffle=False`` the training passes are mixed in order; but
+            ``fit(shuffle=False)`` reads a ``shuffle=None`` Sequence as ``evaluate`` does, in
+            order and unmixed (Keras' threads cannot tell the two apart): to mix in order,
+            pass ``shuffle=False`` to the Sequence.
         use_multiprocessing: Keras' argument, accepted for drop-in use (see above).
         Other arguments: as ``shmaug.Loader``.
 
@@ -140,6 +149,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         shard_index: int | None = None,
         sampling_weights: Any = None,
         samples_per_epoch: int | None = None,
+        mix: Mix | None = None,
         use_multiprocessing: bool | None = None,
     ) -> None:
         # Keras must not add threads or processes of its own on top of shmaug's (its adapter
@@ -173,6 +183,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline)
         self.batch_size: int = self._settings.batches.batch_size
         self.seed: int = options.order.seed
+        self.mix: Mix | None = options.pipeline.mix  # with its classes known from y
         # As given (a weighted draw is random: True); None follows Keras pass by pass
         self.shuffle: bool | str | None = True if options.order.weights is not None \
             else self._settings.batches.shuffle
@@ -293,7 +304,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         """
         index = check.batch_index(index, len(self), "seq.batch(0)")
         epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
-        in_order = check.boolean("in_order", in_order) or not self._order.shuffle
+        in_order = check.boolean("in_order", in_order) or (
+            not self._order.shuffle and self.mix is None)  # (with a mix, in order: unmixed)
         with self._runtime.lock:
             xb, side = self._ensure_loader().batch(index, epoch=epoch, in_order=in_order)
             return self._assemble(xb, side, (epoch, index, in_order))
@@ -545,7 +557,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                     ("output_shape", given.output.output_shape),
                     ("output_dtype", given.output.output_dtype),
                     ("value_range", given.output.bounds), ("sampling_weights", order.weights),
-                    ("samples_per_epoch", given.batches.samples_per_epoch)]
+                    ("samples_per_epoch", given.batches.samples_per_epoch),
+                    ("mix", self.mix)]
         settings += [(k, describe.brief(v)) for k, v in optional if v is not None]
         if self.num_shards > 1:
             settings += [("num_shards", self.num_shards), ("shard_index", self.shard_index)]
@@ -618,7 +631,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         beginning an epoch under ``evaluate``/``predict``: ``on_epoch_begin``). A look
         decides nothing: it only names the batch the next pass would serve. Called with the
         lock held."""
-        if not self._order.shuffle:
+        if not self._order.shuffle and self.mix is None:
             return True
         if self._order.weights is not None:  # a weighted draw has no dataset order: every
             return False  # pass is the draw

@@ -55,6 +55,7 @@ from .geometric import (
 )
 from .keras_layers import from_keras
 from .legacy import FromArray, FromPil, from_array, from_pil
+from .mixing import CutMix, Mix, MixUp
 from .photometric import (
     brightness_contrast,
     cutout,
@@ -69,10 +70,13 @@ from .policies import aug_mix, auto_augment, rand_augment, trivial_augment_wide
 __all__ = [
     "Augment",
     "Compose",
+    "CutMix",
     "FromAlbumentations",
     "FromArray",
     "FromPil",
     "Maybe",
+    "Mix",
+    "MixUp",
     "OneOf",
     "Op",
     "SomeOf",

@@ -210,8 +210,10 @@ TRANSLATED: dict[str, Callable[[Config, str], list[Any]]] = {
 _IN_MODEL = ("it is part of the model, not an augmentation (Keras runs it at inference too). "
              "Fix: keep it in the model, and declare the data's range to shmaug with "
              "value_range=(low, high) if it is not the dtype's")
-_BATCH = ("it mixes two samples and their labels: a batch op, which shmaug has not yet (issue "
-          "40 §3). Fix: keep it after batching (in the model or a tf.data map)")
+_BATCH = ("it mixes two samples and their labels: a batch op, not a per-image one. Fix: leave "
+          "it out of the list and pass mix=shmaug.ops.MixUp(alpha) or shmaug.ops.CutMix(factor) "
+          "(with num_classes=... for class-id labels) to the Loader or Sequence, whose workers "
+          "mix each batch's pairs")
 REFUSED: dict[str, str] = {
     "CutMix": _BATCH,
     "MaxNumBoundingBoxes": "shmaug's ops move no boxes. Fix: shmaug.from_albumentations pads "

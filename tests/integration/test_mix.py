@@ -1,0 +1,131 @@
+"""MixUp / CutMix through the engine (``mix=``): the workers mix each batch's pairs, the main
+process its labels, and what comes out is the same for any worker count and start method,
+with labels that say exactly what each row's pixels hold; batches read in order are unmixed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shmaug
+from shmaug.ops import Compose, Mix, MixUp, Op
+from tests._helpers import assert_same_batches, needs_keras
+
+N, SIDE = 22, 12  # an odd last batch of 6 at batch_size=8: its rows 4, 5 still pair
+
+
+def constant_images() -> np.ndarray:
+    """Sample i is filled with i / N, so a row's mean is its samples' mix of those values."""
+    return np.repeat(np.arange(N, dtype=np.float32) / N, SIDE * SIDE * 3).reshape(
+        N, SIDE, SIDE, 3)
+
+
+def epoch_batches(**kwargs) -> list:
+    with shmaug.Loader(constant_images(), np.arange(N), batch_size=8, seed=5, shuffle=True,
+                       **kwargs) as loader:
+        return [loader.batch(i, epoch=e) for e in (0, 1) for i in range(len(loader))]
+
+
+def test_each_row_holds_what_its_soft_label_says() -> None:
+    """One class per sample: a row's label is its mix of samples, its mean pixel the same
+    mix of their values (MixUp blends, CutMix's share is its box's pixels)."""
+    batches = epoch_batches(workers=2, mix=Mix(num_classes=N, p=0.9))
+    values = np.arange(N, dtype=np.float64) / N
+    mixed = 0
+    for xb, yb in batches:
+        assert yb.dtype == np.float32 and yb.shape == (len(xb), N)
+        np.testing.assert_allclose(xb.mean(axis=(1, 2, 3)), yb @ values, atol=1e-5)
+        mixed += int(np.sum(yb.max(axis=1) < 1))
+    assert mixed > 0.6 * 2 * N  # p=0.9: most pairs are mixed
+
+
+@pytest.mark.slow
+def test_the_same_batches_for_any_workers_and_start_method() -> None:
+    """A pipeline that draws, then the mix: bit-identical with the batch cut among 0, 1 or
+    3 workers, forked or spawned."""
+    augment = Compose([Op("rotate", degrees=(-20, 20)), Op("gaussian_noise", sigma=0.05)])
+    mix = Mix(mixup_alpha=0.4, cutmix_alpha=1.0, label_smoothing=0.1, num_classes=N)
+    reference = epoch_batches(workers=0, augment=augment, mix=mix)
+    for workers, start_method in ((1, "fork"), (3, "fork"), (2, "spawn")):
+        assert_same_batches(epoch_batches(workers=workers, start_method=start_method,
+                                          augment=augment, mix=mix), reference)
+
+
+def test_batches_read_in_order_are_not_mixed() -> None:
+    """``in_order=True`` (a Sequence's evaluate and predict): the samples as augmented, in
+    the dataset's order, labels one-hot; also where the loader does not shuffle."""
+    x = constant_images()
+    for shuffle in (True, False):
+        with shmaug.Loader(x, np.arange(N) % 4, batch_size=8, seed=1, shuffle=shuffle,
+                           workers=1, mix=MixUp(1.0, num_classes=4)) as loader:
+            xb, yb = loader.batch(0, in_order=True)
+            np.testing.assert_array_equal(xb, x[:8])
+            np.testing.assert_array_equal(yb, np.eye(4, dtype=np.float32)[np.arange(8) % 4])
+            trained, soft = loader.batch(0)
+            assert not np.array_equal(trained, xb) and soft.max(axis=1).min() < 1
+
+
+def test_a_mix_is_refused_before_anything_starts() -> None:
+    x = constant_images()
+    with pytest.raises(shmaug.ArgumentError, match=r"num_classes=22"):
+        shmaug.Loader(x, np.arange(N), mix=MixUp())
+    with pytest.raises(shmaug.ArgumentError, match=r"y=None"):
+        shmaug.Loader(x, mix=MixUp(num_classes=3))
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`mix`.*Fix"):
+        shmaug.Loader(x, np.arange(N), mix=0.2)
+
+
+@needs_keras
+def test_fit_trains_on_mixed_batches_and_evaluates_and_predicts_on_plain_ones() -> None:
+    """On whichever backend Keras runs: each step of ``fit`` gets the mixed rows and the soft
+    targets shmaug made for them together (seen inside the step), the loss falls, and
+    ``evaluate`` / ``predict`` on the same Sequence read the samples in order, unmixed."""
+    import keras
+
+    x = constant_images()
+    y = np.arange(N) % 2
+    x[y == 1, : SIDE // 2] = 1.0  # class 1: a bright top half, so there is something to learn
+    rows: list[np.ndarray] = []  # what each step's model saw, then its loss
+    targets: list[np.ndarray] = []
+
+    def log(into: list, tensor) -> None:
+        try:
+            into.append(keras.ops.convert_to_numpy(tensor))
+        except Exception:  # a symbolic tensor or a tracer (JAX traces the loss once): no batch
+            pass
+
+    class Tap(keras.layers.Layer):
+        def call(self, inputs, training=None):
+            if training:
+                log(rows, inputs)
+            return inputs
+
+    def logged_loss(y_true, y_pred):
+        log(targets, y_true)
+        return keras.losses.categorical_crossentropy(y_true, y_pred)
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((SIDE, SIDE, 3))
+    top = keras.layers.Cropping2D(((0, SIDE // 2), (0, 0)))(Tap()(inputs))
+    out = keras.layers.Dense(2, activation="softmax")(keras.layers.GlobalAveragePooling2D()(top))
+    model = keras.Model(inputs, out)
+    model.compile(keras.optimizers.Adam(0.05), loss=logged_loss, run_eagerly=True)
+    epochs = 6
+    seq = shmaug.Sequence(x, y, batch_size=8, workers=2, seed=3,
+                          mix=Mix(mixup_alpha=0.4, cutmix_alpha=1.0, num_classes=2))
+    with seq:
+        history = model.fit(seq, epochs=epochs, verbose=0)
+        made = {row.tobytes(): label for e in range(epochs) for i in range(len(seq))
+                for row, label in zip(*seq.batch(i, epoch=e))}
+        trained = list(zip(rows, targets))
+        targets.clear()
+        model.evaluate(seq, verbose=0)
+        predicted = model.predict(seq, verbose=0)
+    assert len(trained) == epochs * len(seq)
+    for xb, yb in trained:
+        np.testing.assert_array_equal(yb, np.stack([made[row.tobytes()] for row in xb]))
+    soft = np.concatenate([yb for _, yb in trained])
+    assert np.any((soft > 0.01) & (soft < 0.99))  # mixed targets reached the loss
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert targets and all(np.all((t == 0) | (t == 1)) for t in targets)  # one-hot, unmixed
+    np.testing.assert_allclose(predicted, model.predict(x, verbose=0), atol=1e-5)
