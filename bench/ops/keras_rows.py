@@ -5,10 +5,15 @@ Owns the rows: each op that mirrors a Keras 3 layer or a torchvision policy, on 
 uint8 photos (``bench.common.workloads.photos``), and two pipelines:
 
 - timm's ImageNet training augmentation: random resized crop, flip, RandAugment (torchvision's
-  2 operations at magnitude 9; MixUp / CutMix are batch ops shmaug has not yet);
+  2 operations at magnitude 9), then MixUp or CutMix (timm's switch, half each) over pairs;
 - a Keras guide's block (``RandomFlip("horizontal"), RandomRotation(0.1), RandomZoom(0.1),
   RandomContrast(0.2)``), the shmaug side made by ``shmaug.from_keras`` from the very layers
   the Keras side runs.
+
+MixUp and CutMix have rows of their own: shmaug's ``Mix.mix_rows`` over batches of 32 (what a
+worker runs after writing its rows) against Keras' ``MixUp`` / ``CutMix`` layers in tf.data.
+Rows with a mix time shmaug batch by batch, writing each augmented image into its row of a
+batch as a worker writes into its slot.
 
 Contenders, each on one core: shmaug's op (``value_range`` bound as a loader binds it), the
 albumentations twin (``albumentations_twins.KERAS_OP_TWINS``; none where albumentations has no
@@ -30,7 +35,7 @@ from bench.common.report import NOT_JUDGED, QUICK
 from bench.common.workloads import photos
 from bench.ops import albumentations_twins as albu
 from bench.ops import keras_tfdata
-from shmaug.ops import Compose, Maybe, Op, from_keras
+from shmaug.ops import Compose, CutMix, Maybe, Mix, MixUp, Op, from_keras
 
 Kernel = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 VR = (0.0, 255.0)
@@ -46,6 +51,7 @@ class Case:
     keras: Callable[[Any], Any] | None
     albu: Callable[[Any], Any] | None = None
     note: str = ""
+    mix: Mix | None = None  # shmaug's batch op after ``shmaug`` (None: per image only)
 
 
 def _op_case(name: str, keras: Callable[[Any], Any] | None, **params: Any) -> Case:
@@ -82,7 +88,24 @@ def op_cases() -> list[Case]:
         _op_case("trivial_augment_wide", None),
         _op_case("auto_augment", None),
         _op_case("aug_mix", lambda L: L.AugMix(value_range=VR)),
+        Case("mixup (batch op)", None, lambda L: _mixing(L.MixUp()), mix=MixUp(0.2, num_classes=10),
+             note="per image of a batch of 32; Keras' layer on float32 (it casts uint8)"),
+        Case("cutmix (batch op)", None, lambda L: _mixing(L.CutMix()),
+             mix=CutMix(1.0, num_classes=10), note="as mixup"),
     ]
+
+
+def _mixing(layer: Any) -> Callable[..., Any]:
+    """Keras' MixUp / CutMix as its docs run it in tf.data: on a batch's images and one-hot
+    labels together."""
+    tf = keras_tfdata._tf()
+
+    def call(x: Any, training: bool = True) -> Any:
+        labels = tf.one_hot(tf.zeros(tf.shape(x)[0], tf.int32), 10)
+        return layer({"images": tf.cast(x, tf.float32), "labels": labels},
+                     training=training)["images"]
+
+    return call
 
 
 def guide_block(L: Any) -> Any:
@@ -99,10 +122,13 @@ def pipeline_cases(layers: Any) -> list[Case]:
         "pipeline: timm ImageNet train",
         Compose([Op("resized_crop", scale=(0.08, 1.0)), Maybe(Op("hflip")),
                  Op("rand_augment", num_ops=2, magnitude=9)]),
-        lambda L: _sequential([L.RandomFlip("horizontal"), L.RandAugment(value_range=VR)]),
+        lambda L: _then(_sequential([L.RandomFlip("horizontal"), L.RandAugment(value_range=VR)]),
+                        _mixing(L.CutMix())),
         lambda A: A.Compose([A.RandomResizedCrop((224, 224), scale=(0.08, 1.0)),
                              A.HorizontalFlip()]),
-        "albumentations has no RandAugment, Keras no random resized crop: each runs the rest")
+        "albumentations has no RandAugment or MixUp / CutMix, Keras no random resized crop: "
+        "each runs the rest",
+        mix=Mix(mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1, num_classes=10))
     shmaug_block = None if layers is None else from_keras(guide_block(layers))
     guide = Case(
         "pipeline: Keras guide block", shmaug_block, guide_block,
@@ -121,11 +147,36 @@ def _sequential(items: list[Any]) -> Any:
     return keras.Sequential(items)
 
 
+def _then(first: Any, second: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda x, training=True: second(first(x, training=training), training=training)
+
+
+def _batched(case: Case, images: np.ndarray, calls: int) -> Callable[[int], float]:
+    """``time(round) -> µs per image`` of shmaug's side of a row with a mix: batches of
+    ``keras_tfdata.BATCH`` images, each written into its row as a worker writes into its
+    slot, then the pairs mixed."""
+    assert case.mix is not None
+    mix, aug = case.mix, None if case.shmaug is None else case.shmaug.with_value_range(VR)
+    rows = min(keras_tfdata.BATCH, calls)
+    out = np.empty((rows, *images.shape[1:]), images.dtype)
+
+    def batch(i: int, rng: np.random.Generator) -> None:
+        for k in range(rows):
+            image = images[(i * rows + k) % len(images)]
+            out[k] = image if aug is None else aug(image, rng)
+        mix.mix_rows(out, 0, rows, mix.draws(0, i, 0, 0, rows, images.shape[1:3]))
+
+    return lambda r: 1e6 / rows * time_calls(
+        lambda i, rng=np.random.default_rng(r): batch(i, rng), max(1, calls // rows))
+
+
 def _timers(case: Case, images: np.ndarray, layers: Any, calls: int
             ) -> dict[str, Callable[[int], float]]:
     """``time(round) -> µs per image`` of each contender of ``case``, by column key."""
     fns: dict[str, Callable[[int], float]] = {}
-    if case.shmaug is not None:
+    if case.mix is not None:
+        fns["shmaug"] = _batched(case, images, calls)
+    elif case.shmaug is not None:
         aug = case.shmaug.with_value_range(VR)
         fns["shmaug"] = lambda r: 1e6 * time_calls(
             lambda i, rng=np.random.default_rng(r): aug(images[i % len(images)], rng), calls)

@@ -32,6 +32,7 @@ def run(*args: str, cwd: Path = ROOT, timeout: float = 300) -> str:
     pytest.param("kanji_cnn.py", None, marks=needs_keras),
     ("custom_augmentation.py", "spawn"),
     pytest.param("subclass_sequence.py", None, marks=needs_keras),
+    pytest.param("imagenet_recipe.py", "spawn", marks=needs_keras),
     ("legacy_pil_function.py", "spawn"),
     pytest.param("multi_worker.py", None, marks=[needs_keras, needs_tensorflow]),  # 2 hosts over loopback
 ])
