@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from bench.common.harness import Stats, summarize, time_calls
-from bench.common.report import NOT_JUDGED, QUICK
+from bench.common.report import NOT_JUDGED, QUICK, cpu_model
 from bench.common.workloads import photos
 from bench.ops import albumentations_twins as albu
 from bench.ops import keras_tfdata
@@ -218,7 +218,7 @@ def run(quick: bool) -> dict[str, Any]:
         rows.append({"row": case.name, "note": case.note,
                      **{f"{key}_us": s.median for key, s in stats.items()},
                      "spread_us": {key: s.to_dict() for key, s in stats.items()}})
-    return {"quick": quick, "image": "224x224x3 uint8", "threads": 1,
+    return {"quick": quick, "image": "224x224x3 uint8", "threads": 1, "cpu": cpu_model(),
             "keras": layers is not None, "albumentations": albu.available(),
             "timing": f"median of {rounds} interleaved rounds after 1 warm-up round",
             "rows": rows}
@@ -235,7 +235,8 @@ def _x(a: float | None, b: float | None) -> str:
 def report(result: dict[str, Any]) -> str:
     lines = [*([QUICK + ".", ""] if result["quick"] else []),
              f"`{result.get('command', 'python -m bench.ops --keras')}`", "",
-             f"{result['image']}, one core each, µs per image: {result['timing']}. Keras: the "
+             f"{result['image']}, one core each of {result.get('cpu', '?')}, µs per image: "
+             f"{result['timing']}. Keras: the "
              f"layer in tf.data, batches of {keras_tfdata.BATCH} (a quick run's: 2), AUTOTUNE.",
              "",
              "| row | shmaug µs | albumentations µs | Keras tf.data µs | albumentations / "

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ArgumentError, ArgumentTypeError, got
 from ..ops._params import SUPPORTED_DTYPES, dtype_range, outside
 from ..ops._params import value_range as checked_range
-from ..ops.core import children
+from ..ops.core import Op, children
 
 
 def is_source(x: Any) -> bool:
@@ -238,6 +238,52 @@ def augmented_targets(y: Any, augment: Any,
             f"them, e.g. y={{{', '.join(repr(m) + ': ...' for m in missing)}}}, one row per "
             f"sample (pad boxes and keypoints with rows of -1 to a fixed count).")
     return found
+
+
+# albumentations' names for what lies on the image: what a pipeline that moves pixels must
+# move too, or the image and its target part ways
+SPATIAL_TARGETS = ("mask", "masks", "bboxes", "keypoints")
+# the built-in ops that move pixels (tests/unit/test_unmoved_targets.py holds every built-in
+# op to this list or the other)
+MOVING_OPS = frozenset({
+    "aug_mix", "auto_augment", "center_crop", "crop", "elastic", "hflip", "perspective",
+    "rand_augment", "resize", "resized_crop", "rotate", "scale_translate", "shear",
+    "sine_warp", "translate", "translation", "trivial_augment_wide", "vflip", "zoom",
+    "zoom_out"})
+
+
+def unmoved_targets(labels: Any, augment: Any) -> None:
+    """Refuse a mask, boxes or keypoints in ``labels`` (``y``) that `augment` would leave in
+    place while it moves the pixels: shmaug's own ops move no targets, and a misaligned mask
+    trains a model on wrong answers without a sign. A pipeline that moves its targets
+    (``target_names``: ``from_albumentations``) and one that moves no pixel pass."""
+    if augment is None or getattr(augment, "target_names", None):
+        return
+    moving = sorted({m.name for m in _members(augment)
+                     if isinstance(m, Op) and m.name in MOVING_OPS})
+    if not moving:
+        return
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        items = node.items() if isinstance(node, dict) else (
+            enumerate(node) if isinstance(node, (list, tuple)) else ())
+        for key, value in items:
+            if isinstance(node, dict) and key in SPATIAL_TARGETS and isinstance(
+                    value, np.ndarray):
+                found.append(str(key))
+            else:
+                walk(value)
+
+    walk(labels)
+    if found:
+        raise ArgumentError(
+            f"`y` holds {', '.join(repr(f) for f in found)}, which lies on the image, and "
+            f"`augment` moves the pixels ({', '.join(moving)}), but shmaug's own ops move "
+            f"no masks, boxes or keypoints: each would come back where it was, no longer on "
+            f"its image. Fix: write the pipeline in albumentations and pass "
+            f"augment=shmaug.from_albumentations(A.Compose([...])), which moves them with "
+            f"each image; or file the array under another name if it is not spatial.")
 
 
 def gather(y: Any, positions: np.ndarray, made: dict[int, np.ndarray] | None = None) -> Any:

@@ -269,6 +269,7 @@ class Pipeline:
         inputs.pipeline_input(augment, images)  # a dtype or layout ops misread
         moved = inputs.augmented_targets(data.y, augment,
                                          None if images is None else tuple(images.shape[1:]))
+        inputs.unmoved_targets(data.labels, augment)
         # Ops that clip need the true range; a plain user function gets data as it is,
         # unchecked unless the user declared a range.
         checked = output.bounds is not None or hasattr(augment, "with_value_range")

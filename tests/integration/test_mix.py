@@ -129,3 +129,38 @@ def test_fit_trains_on_mixed_batches_and_evaluates_and_predicts_on_plain_ones() 
     assert history.history["loss"][-1] < history.history["loss"][0]
     assert targets and all(np.all((t == 0) | (t == 1)) for t in targets)  # one-hot, unmixed
     np.testing.assert_allclose(predicted, model.predict(x, verbose=0), atol=1e-5)
+
+
+@needs_keras
+def test_the_policies_and_the_mix_train_under_fit_the_same_for_any_workers() -> None:
+    """timm's recipe with every policy (RandAugment, TrivialAugmentWide, AutoAugment, AugMix)
+    and MixUp / CutMix, on whichever backend Keras runs: ``fit`` takes it, and the batches
+    are the same with the work in this process or in two workers."""
+    import keras
+
+    from shmaug.ops import Maybe
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (24, 32, 32, 3), np.uint8)
+    y = np.eye(3, dtype=np.float32)[np.arange(24) % 3]
+    augment = Compose([Op("resized_crop", scale=(0.3, 1.0)), Maybe(Op("hflip")),
+                       Op("rand_augment", num_ops=2, magnitude=9), Op("trivial_augment_wide"),
+                       Op("auto_augment"), Op("aug_mix")])
+    mix = Mix(label_smoothing=0.1)
+    batches = []
+    for workers in (0, 2):
+        with shmaug.Sequence(x, y, batch_size=8, augment=augment, mix=mix, seed=1,
+                             workers=workers) as seq:
+            batches.append([seq.batch(i, epoch=1) for i in range(len(seq))])
+    assert_same_batches(batches[1], batches[0])
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((32, 32, 3), dtype="uint8"),
+                              keras.layers.Rescaling(1 / 255),
+                              keras.layers.Conv2D(4, 3, activation="relu"),
+                              keras.layers.GlobalAveragePooling2D(),
+                              keras.layers.Dense(3, activation="softmax")])
+    model.compile("adam", keras.losses.CategoricalCrossentropy())
+    with shmaug.Sequence(x, y, batch_size=8, augment=augment, mix=mix, seed=1,
+                         workers=2) as seq:
+        history = model.fit(seq, validation_data=seq, epochs=2, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"] + history.history["val_loss"]))
