@@ -25,8 +25,8 @@ times epoch 1 (from the iterator's start: workers starting, caches cold) and the
 without a disk cache; with the disk cache (a fresh ``cache_dir`` per run): epoch 1, and the
 epochs after it; image files with the cache, likewise; Streaming and litdata (their cache
 fresh per run): epoch 1 and the epochs after; torch + webdataset and tf.data (no cache: the
-epochs after the first). shmaug's locality shuffle (issue 39 §3) is not built: no row. Each
-row prints the requests and bytes per epoch read through the proxy, the store's and the
+epochs after the first); shmaug's locality shuffle (``shuffle="blocks"``, windows of 8
+shards) over the tars without a disk cache. Each row prints the requests and bytes per epoch read through the proxy, the store's and the
 proxy's CPU, and all the CPU the bench used. Rounds are interleaved; medians; the ratio to
 local disk (files, epochs after the first) is the median of same-round ratios.
 """
@@ -59,13 +59,14 @@ BASE = "local disk: files"
 _PEER_TIMEOUT_S = 900
 
 
-def loader_run(source: Any, spec: dict[str, Any], cache: Path | None = None) -> dict[str, float]:
+def loader_run(source: Any, spec: dict[str, Any], cache: Path | None = None,
+               shuffle: bool | str = True) -> dict[str, float]:
     """``timed_epochs`` of a shmaug Loader over ``source``, its disk cache emptied first."""
     if cache is not None:
         shutil.rmtree(cache, ignore_errors=True)
         cache.mkdir(parents=True)
     with shmaug.Loader(source, batch_size=spec["batch_size"], workers=spec["workers"],
-                       shuffle=True, seed=0, start_method=spec["start_method"]) as loader:
+                       shuffle=shuffle, seed=0, start_method=spec["start_method"]) as loader:
         return timed_epochs(loader.__iter__, spec)
 
 
@@ -192,6 +193,8 @@ class Bench:
                                              storage_options=opts, cache_dir=cache / "files")
         return {
             f"{at}: shmaug tar, no disk cache": (store, delay, lambda: loader_run(records, spec)),
+            f"{at}: shmaug tar, locality shuffle, no disk cache": (
+                store, delay, lambda: loader_run(records, spec, shuffle="blocks")),
             f"{at}: shmaug tar, disk cache": (
                 store, delay, lambda: loader_run(cached, spec, cache / "tar")),
             f"{at}: shmaug files, disk cache": (

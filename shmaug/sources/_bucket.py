@@ -32,14 +32,25 @@ if TYPE_CHECKING:
 
 class RemoteTable:
     """A ``PathTable`` of URLs as a reader's table: bytes come from the bucket, a task's at
-    together (``prefetch``). Everything but ``fetch`` is the path table's."""
+    together (``prefetch``). Everything but ``fetch`` is the path table's.
 
-    __slots__ = ("paths", "remote", "_fetched")
+    ``idents``: each object's identity (``"size|etag"``) when the source was built, as a
+    second table of strings (shared as the paths are: 20-40 bytes a file). The disk cache
+    names an object's copy by it, so an object changed in the bucket since is read again, not
+    taken from the cache; without it (paths given, never checked) a cached copy is used as
+    it is."""
 
-    def __init__(self, paths: PathTable, remote: Remote) -> None:
+    __slots__ = ("paths", "remote", "idents", "_fetched")
+
+    def __init__(self, paths: PathTable, remote: Remote, idents: PathTable | None = None
+                 ) -> None:
         self.paths = paths  # a PathTable, in this process or shared
         self.remote = remote
+        self.idents = idents  # a PathTable of "size|etag" per object, or None: not known
         self._fetched = Fetched()  # this task's objects and those of the tasks behind it
+
+    def _ident(self, index: int) -> str:
+        return "" if self.idents is None else self.idents[index]
 
     NOUN = "file"
     SOURCE = "ImageFiles"
@@ -52,7 +63,7 @@ class RemoteTable:
         cache = self.remote.cache
         if cache is not None:  # those the disk cache holds, from there
             kept = [(i, DiskCache.whole(p) if p is not None else None) for i, p in
-                    ((i, cache.local(self.paths[i])) for i in wanted)]
+                    ((i, cache.local(self.paths[i], self._ident(i))) for i in wanted)]
             self._fetched.put([i for i, data in kept if data is not None],
                               [data for _, data in kept if data is not None])
             wanted = [i for i, data in kept if data is None]
@@ -64,7 +75,7 @@ class RemoteTable:
         if cache is not None:  # each object read whole: kept, in the background
             for i, data in zip(wanted, got_):
                 if isinstance(data, bytes):
-                    cache.keep(self.paths[i], data)
+                    cache.keep(self.paths[i], data, self._ident(i))
 
     def fetch(self, index: int) -> np.ndarray:
         from ._decode import unreadable
@@ -73,7 +84,7 @@ class RemoteTable:
         try:
             if data is None:
                 cache, url = self.remote.cache, self.paths[index]
-                path = cache.local(url) if cache is not None else None
+                path = cache.local(url, self._ident(index)) if cache is not None else None
                 data = DiskCache.whole(path) if path is not None else None
                 data = data if data is not None else self.remote.fetch(url)
             elif isinstance(data, BaseException):
@@ -83,7 +94,8 @@ class RemoteTable:
         return np.frombuffer(data, np.uint8)
 
     def share(self, store: SharedStore) -> RemoteTable:
-        return RemoteTable(self.paths.share(store), self.remote)
+        return RemoteTable(self.paths.share(store), self.remote,
+                           None if self.idents is None else self.idents.share(store))
 
     def what(self, index: int) -> str:
         return f"image file {self.paths[index]!r}"
@@ -101,11 +113,11 @@ class RemoteTable:
     def __getitem__(self, index: int) -> str:
         return self.paths[index]
 
-    def __getstate__(self) -> tuple[PathTable, Remote]:
-        return self.paths, self.remote
+    def __getstate__(self) -> tuple[PathTable, Remote, PathTable | None]:
+        return self.paths, self.remote, self.idents
 
-    def __setstate__(self, state: tuple[PathTable, Remote]) -> None:
-        self.paths, self.remote = state
+    def __setstate__(self, state: tuple[PathTable, Remote, PathTable | None]) -> None:
+        self.paths, self.remote, self.idents = state
         self._fetched = Fetched()
 
 
@@ -150,8 +162,9 @@ def listed(remote: Remote | None, root: str, cache: str | os.PathLike[str] | Non
            ) -> Listing | None:
     """The listing of bucket folder ``root`` (None for a local folder): reused from ``cache``
     when a file there holds it, else listed (one paginated listing) and kept there. The file
-    holds the objects' URLs only, one a line (never an option); its name hashes the URL and
-    the endpoint, so another bucket or server never matches.
+    holds the objects' URLs and identities ("size|etag"), one object a line, tab-separated
+    (never an option); its name hashes the URL and the endpoint, so another bucket or server
+    never matches.
 
     Raises:
         ArgumentError: ``cache`` given for a local folder.
@@ -170,11 +183,12 @@ def listed(remote: Remote | None, root: str, cache: str | os.PathLike[str] | Non
     file = os.path.join(os.fspath(cache), name)
     try:
         with open(file, encoding="utf-8") as f:
-            urls = f.read().splitlines()
+            lines = [line.split("\t", 1) for line in f.read().splitlines()]
         age = time.time() - os.path.getmtime(file)
         log.info("reused the listing of %s (%d objects, %.0f s old) from %s; delete that file "
-                 "to list the bucket again", root, len(urls), age, file)
-        return Listing(root, urls)
+                 "to list the bucket again", root, len(lines), age, file)
+        return Listing(root, [line[0] for line in lines],
+                       {line[0]: line[1] for line in lines if len(line) == 2})
     except OSError:
         pass
     found = remote.listing(root)
@@ -182,8 +196,9 @@ def listed(remote: Remote | None, root: str, cache: str | os.PathLike[str] | Non
         os.makedirs(os.fspath(cache), exist_ok=True)
         fd, partial = tempfile.mkstemp(suffix=".txt", dir=os.fspath(cache))
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.writelines(f"{folder}/{name}\n" for folder, names in found.dirs.items()
-                         for name in names)
+            for folder, names in found.dirs.items():
+                f.writelines(f"{url}\t{found.idents.get(url, '')}\n"
+                             for url in (f"{folder}/{name}" for name in names))
         os.replace(partial, file)  # whole or not at all
     except OSError as exc:
         log.warning("listing cache %s not written: %s", cache, exc)

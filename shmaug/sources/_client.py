@@ -285,15 +285,17 @@ class Remote:
             RemoteError: as ``fetch`` (retried, or refused at once).
         """
         try:
-            found = self._retried(root, lambda fs: list(fs.find(root, detail=False)), "list")
+            found = self._retried(root, lambda fs: dict(fs.find(root, detail=True)), "list")
         except FileNotFoundError:
-            found = []
+            found = {}
         if not found:
             raise ArgumentError(
                 f"`directory` must be an existing folder; {root!r} holds no object. Fix: pass "
                 f"the folder (prefix) that holds one sub-folder of images per class."
             )
-        return Listing(root, [self.url(p) for p in found])
+        urls = [self.url(p) for p in found]
+        return Listing(root, urls, {u: _ident(info) for u, info in zip(urls, found.values())
+                                    if info.get("size") is not None})  # (http may not say)
 
     def glob(self, pattern: str) -> list[str]:
         """The URLs of the objects matching ``pattern``, as the bucket lists them.
@@ -313,17 +315,16 @@ class Remote:
             info = fs.info(url)
             if info.get("type", "file") != "file":
                 return b""  # a folder (a prefix), not an object
-            tag = next((str(info[k]) for k in ("ETag", "etag", "md5Hash", "LastModified",
-                                               "mtime", "updated") if info.get(k)), "")
-            return f"{int(info['size'])}|{tag}".encode()
+            return _ident(info).encode()
 
         outcomes = self.map_all(list(urls), lambda u: self._retried(u, lambda fs: ident(fs, u)))
         return [o if isinstance(o, BaseException) else o.decode() if o else
                 IsADirectoryError(f"{u!r} is a folder, not an object")
                 for u, o in zip(urls, outcomes)]
 
-    def check_exist(self, urls: Sequence[str]) -> None:
-        """Raises ``ArgumentError`` naming the missing objects (checked concurrently)."""
+    def check_exist(self, urls: Sequence[str]) -> dict[str, str]:
+        """Each object's identity (as ``identities``); raises ``ArgumentError`` naming the
+        missing objects (checked concurrently)."""
         # ``info``, not ``isfile``: isfile answers False for a refused credential too.
         outcomes = self.identities(urls)
         missing = [u for u, o in zip(urls, outcomes)
@@ -336,6 +337,15 @@ class Remote:
         for o in outcomes:
             if isinstance(o, BaseException):
                 raise o
+        return {u: str(o) for u, o in zip(urls, outcomes)}
+
+
+def _ident(info: dict[str, Any]) -> str:
+    """An object's identity from its listing entry: ``"size|etag"`` (its modification time
+    where the backend gives no etag)."""
+    tag = next((str(info[k]) for k in ("ETag", "etag", "md5Hash", "LastModified", "mtime",
+                                       "updated") if info.get(k)), "")
+    return f"{int(info['size'])}|{tag}"
 
 
 def _import_fsspec(protocol: str) -> Any:

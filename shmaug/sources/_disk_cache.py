@@ -158,9 +158,10 @@ class DiskCache:
         what = hashlib.sha1(ident.encode()).hexdigest()[:16]
         return os.path.join(self.folder, f"{where}-{what}{DATA}")
 
-    def local(self, url: str) -> str | None:
-        """The complete cached copy of ``url`` (its size and etag as known), or None."""
-        ident = self.idents.get(url, "")
+    def local(self, url: str, ident: str | None = None) -> str | None:
+        """The complete cached copy of ``url`` (its size and etag as known: ``ident``, else
+        as ``know`` said), or None."""
+        ident = self.idents.get(url, "") if ident is None else ident
         path = self.path_of(url, ident)
         try:
             st = os.stat(path)
@@ -204,9 +205,15 @@ class DiskCache:
         """Download ``url`` whole in the background, unless it is cached or on its way."""
         self._submit(url, lambda: self.download(url, remote))
 
-    def keep(self, url: str, data: bytes) -> None:
-        """Write ``data``, all of object ``url`` as just read, in the background."""
-        self._submit(url, lambda: self._store(url, len(data), lambda f: f.write(data)))
+    def keep(self, url: str, data: bytes, ident: str | None = None) -> None:
+        """Write ``data``, all of object ``url`` as just read, in the background, named by
+        its identity ``ident`` (else as ``know`` said). Data of another size than the
+        identity says (the object changed since) is not kept."""
+        ident = self.idents.get(url, "") if ident is None else ident
+        if ident and int(ident.split("|", 1)[0]) != len(data):
+            return
+        self._submit(url, lambda: self._store(url, len(data), lambda f: f.write(data),
+                                              ident=ident))
 
     def _submit(self, url: str, job: Callable[[], object]) -> None:
         if self._pid != os.getpid():
@@ -273,18 +280,21 @@ class DiskCache:
         return self._store(url, size, stream, remote, unchanged)
 
     def _store(self, url: str, size: int, write: Callable[[Any], object],
-               remote: Remote | None = None, check: Callable[[], bool] | None = None) -> bool:
-        """Write ``size`` bytes (``write(file)``) as ``url``'s entry: its lock held, ``check()``
-        passed, room made, into ``.part``, checked, renamed. False when another process holds
-        it, it is cached already, the check fails, or it does not fit (warned)."""
-        final = self.path_of(url, self.idents.get(url, ""))
+               remote: Remote | None = None, check: Callable[[], bool] | None = None,
+               ident: str | None = None) -> bool:
+        """Write ``size`` bytes (``write(file)``) as ``url``'s entry (named by ``ident``, else
+        as ``know`` said): its lock held, ``check()`` passed, room made, into ``.part``,
+        checked, renamed. False when another process holds it, it is cached already, the check
+        fails, or it does not fit (warned)."""
+        ident = self.idents.get(url, "") if ident is None else ident
+        final = self.path_of(url, ident)
         shown = remote.scrub(url) if remote is not None else url
         lock = FileLock(sibling(final, LOCK))
         if not lock.acquire(0):
             return False  # another process downloads it: a shard is downloaded once
         part = sibling(final, PART)
         try:
-            if self.local(url) is not None or check is not None and not check():
+            if self.local(url, ident) is not None or check is not None and not check():
                 return False
             remove(part)  # a killed download's leftover: its lock is ours now
             full = self.space.reserve(final, size)

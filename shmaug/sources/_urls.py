@@ -29,8 +29,10 @@ def is_url(path: Any) -> bool:
 class Listing:
     """A bucket folder listed once, walked as ``_folders`` walks a local one."""
 
-    def __init__(self, root: str, urls: Iterable[str]) -> None:
+    def __init__(self, root: str, urls: Iterable[str],
+                 idents: dict[str, str] | None = None) -> None:
         self.root = root.rstrip("/")
+        self.idents = idents or {}  # URL -> "size|etag" as listed (what a disk cache checks)
         self.dirs: dict[str, list[str]] = {}  # folder URL -> names of the objects in it
         for url in urls:
             folder, name = url.rsplit("/", 1)

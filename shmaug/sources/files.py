@@ -138,6 +138,24 @@ class ImageFiles(O.ImageSource):
             object.__setattr__(self, name, value)
         self._new_reader(table if remote is None else B.RemoteTable(table, remote))
 
+    def _know(self, idents: dict[str, str]) -> None:
+        """The objects' identities (``"size|etag"``) as the bucket listed them: with a disk
+        cache, an object changed in the bucket since is read again rather than its copy."""
+        if idents and self._remote is not None and self._remote.cache is not None:
+            self._use_idents(PathTable.build([idents.get(u, "") for u in self.paths]))
+
+    def _use_idents(self, idents: PathTable) -> None:
+        table, remote = self.paths, self._remote
+        assert isinstance(table, PathTable) and remote is not None  # (__post_init__'s)
+        self._new_reader(B.RemoteTable(table, remote, idents))
+
+    def __reduce__(self) -> Any:
+        """As every source, rebuilt from its table and settings; with the objects' identities
+        where a disk cache checks them."""
+        rebuilt = O.ImageSource.__reduce__(self)  # (a slotted dataclass: no bare super())
+        idents = getattr(self.load.table, "idents", None)
+        return rebuilt if idents is None else (_with_idents, (*rebuilt, idents))
+
     # -- constructors -------------------------------------------------------------------------
 
     @overload
@@ -262,6 +280,7 @@ class ImageFiles(O.ImageSource):
                         pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=storage_options,
                         cache_dir=cache_dir, cache_limit=cache_limit)
             object.__setattr__(files, "_origin", call + suffix)
+            files._know(listing.idents if listing is not None else {})
             return files
 
         if validation_split is None:
@@ -310,7 +329,7 @@ class ImageFiles(O.ImageSource):
                     pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=storage_options,
                     cache_dir=cache_dir, cache_limit=cache_limit)
         if on_error == "raise" and files._remote is not None:
-            files._remote.check_exist(strings)
+            files._know(files._remote.check_exist(strings))
         elif on_error == "raise":
             F.check_exist(files.paths)
         passed = dict(class_names=class_names, image_size=image_size, color_mode=color_mode,
@@ -378,6 +397,12 @@ class ImageFiles(O.ImageSource):
 
     def _source_table(self) -> Sequence[str]:
         return self.paths
+
+
+def _with_idents(rebuild: Any, args: tuple[Any, ...], idents: PathTable) -> ImageFiles:
+    files: ImageFiles = rebuild(*args)
+    files._use_idents(idents)
+    return files
 
 
 # -- arguments --------------------------------------------------------------------------------

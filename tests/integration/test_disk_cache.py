@@ -272,3 +272,49 @@ def test_image_files_are_kept_as_read_and_later_epochs_read_none_from_the_bucket
     assert gets(caplog, f"/{BUCKET}/train/") == 0
     assert f"cache_dir={str(tmp_path)!r}, cache_limit='1MB'" in repr(remote)
     assert SECRET not in repr(remote)
+
+
+def test_an_image_file_changed_in_the_bucket_is_read_again_not_taken_from_the_cache(
+        s3, tmp_path, caplog):
+    """The listing gives each file's size and etag; the cached copy is named by them, so a
+    file rewritten in the bucket misses the cache in a source listed after it (and a source
+    pickled keeps its identities); ``from_paths`` checks them as it checks that files exist."""
+    import pickle
+
+    import numpy as np
+    from PIL import Image
+
+    endpoint, root = s3
+    for name in ("ant/0.png", "bee/0.png"):
+        upload(endpoint, root / name, f"changing/{name}")
+
+    def files():
+        return shmaug.ImageFiles.from_directory(
+            f"s3://{BUCKET}/changing/", image_size=(8, 8), storage_options=options(endpoint),
+            cache_dir=tmp_path)
+
+    def read_all(source):
+        with shmaug.Loader(source, batch_size=2, workers=0) as loader:
+            return loader.batch(0)[0].copy()
+
+    before = read_all(files())
+    deadline = time.monotonic() + 20
+    while len(cached(tmp_path)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(cached(tmp_path)) == 2
+    new = tmp_path / "new.png"
+    Image.fromarray(np.full((12, 12, 3), 200, np.uint8)).save(new)
+    upload(endpoint, new, "changing/ant/0.png")  # another size and etag
+    caplog.set_level(logging.INFO)
+    caplog.clear()
+    source = files()
+    for made in (source, pickle.loads(pickle.dumps(source))):
+        after = read_all(made)
+        assert np.all(after[0] == 200) and not np.array_equal(after[0], before[0])
+        np.testing.assert_array_equal(after[1], before[1])  # unchanged: from the cache
+    assert gets(caplog, f"/{BUCKET}/changing/ant/0.png") >= 1
+    assert gets(caplog, f"/{BUCKET}/changing/bee/0.png") == 0
+    by_paths = shmaug.ImageFiles.from_paths(
+        [f"s3://{BUCKET}/changing/ant/0.png"], image_size=(8, 8),
+        storage_options=options(endpoint), cache_dir=tmp_path)
+    assert np.all(read_all(by_paths)[0] == 200)

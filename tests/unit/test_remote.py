@@ -144,7 +144,11 @@ class Listed(Flaky):
             raise self.error
         return ["b/train-0"]
 
-    find = glob
+    def find(self, path: str, detail: bool = False) -> list[str] | dict[str, dict]:
+        """As fsspec's: with ``detail``, each object's info by path."""
+        found = self.glob(path)
+        return {p: {"name": p, "size": 3, "ETag": '"e"', "type": "file"} for p in found} \
+            if detail else found
 
 
 @pytest.mark.parametrize("call", ["glob", "listing"])
