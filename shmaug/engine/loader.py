@@ -245,8 +245,7 @@ class Loader:
         # invariant: where the labels the mix turns into soft targets are kept (y's array)
         self._labels: np.ndarray | None = None
         if self.mix is not None:
-            assert isinstance(o.data.labels, np.ndarray)  # (Mix.for_labels refuses the rest)
-            self._labels = o.data.labels
+            self._labels = self.mix.label_array(o.data.labels)
         # invariant: the (low, high) the images lie in; None while a `load` source is unprobed
         self.value_range = o.pipeline.value_range
         self.num_shards, self.shard_index, self._plan = (

@@ -116,12 +116,7 @@ class Mix:
                 f"`mix` ({self!r}) mixes images and class labels, but `augment` also moves "
                 f"{', '.join(sorted(moved))} with each image, which cannot be mixed so. Fix: "
                 f"pass mix=None, or leave those targets out of `y`.")
-        if not isinstance(labels, np.ndarray):
-            shown = "no labels (y=None)" if labels is None else got(labels)
-            raise ArgumentError(
-                f"`mix` ({self!r}) mixes each pair's labels as it mixes their images, so it "
-                f"needs `y` to be one array of labels; received {shown}. Fix: pass y as class "
-                f"ids (with num_classes=...) or as one-hot rows.")
+        labels = self.label_array(labels)
         if labels.ndim == 2 and labels.shape[1] > 1:  # rows of class probabilities
             if self.num_classes not in (None, labels.shape[1]):
                 raise ArgumentError(
@@ -147,6 +142,32 @@ class Mix:
                 f"for num_classes={self.num_classes}. Fix: pass num_classes={high + 1}, or "
                 f"map the labels to 0..num_classes - 1.")
         return self
+
+    def label_array(self, labels: Any) -> np.ndarray:
+        """The one array of ``y`` that holds the labels: ``y`` itself, or the only array in
+        a dict / list / tuple (a one-output model's ``{"output": y}``)."""
+        leaves: list[Any] = []
+
+        def walk(node: Any) -> None:
+            if isinstance(node, dict):
+                for value in node.values():
+                    walk(value)
+            elif isinstance(node, (list, tuple)):
+                for value in node:
+                    walk(value)
+            elif node is not None:
+                leaves.append(node)
+
+        walk(labels)
+        if len(leaves) != 1 or not isinstance(leaves[0], np.ndarray):
+            shown = "no labels (y=None)" if labels is None else (
+                f"{len(leaves)} arrays" if len(leaves) > 1 else got(labels))
+            raise ArgumentError(
+                f"`mix` ({self!r}) mixes each pair's labels as it mixes their images, so it "
+                f"needs `y` to be one array of labels; received {shown}. Fix: pass y as class "
+                f"ids (with num_classes=...) or as one-hot rows.")
+        array: np.ndarray = leaves[0]
+        return array
 
     # -- where both sides meet: the draws ------------------------------------------------------
 

@@ -65,6 +65,13 @@ def test_batches_read_in_order_are_not_mixed() -> None:
             assert not np.array_equal(trained, xb) and soft.max(axis=1).min() < 1
 
 
+def test_a_one_output_dict_of_labels_comes_back_soft_in_its_place() -> None:
+    with shmaug.Loader(constant_images(), {"out": np.arange(N) % 4}, batch_size=8, seed=1,
+                       workers=0, mix=MixUp(1.0, num_classes=4)) as loader:
+        _, yb = loader.batch(0)
+    assert set(yb) == {"out"} and yb["out"].shape == (8, 4) and yb["out"].dtype == np.float32
+
+
 def test_a_mix_is_refused_before_anything_starts() -> None:
     x = constant_images()
     with pytest.raises(shmaug.ArgumentError, match=r"num_classes=22"):

@@ -130,7 +130,7 @@ def test_a_string_is_no_number() -> None:
 
 @pytest.mark.parametrize("mix, labels, moved, match", [
     (Mix(), None, (), r"y=None"),
-    (Mix(), {"a": np.zeros(4, int)}, (), r"one array of labels"),
+    (Mix(), {"a": np.zeros(4, int), "b": np.zeros(4, int)}, (), r"one array of labels.*2 arr"),
     (Mix(), np.zeros(4, int), (), r"num_classes=1\b"),
     (Mix(num_classes=3), np.array([0, 1, 5]), (), r"from 0 to 5.*Fix: pass num_classes=6"),
     (Mix(), np.zeros(4, np.float32), (), r"dtype float32"),
@@ -140,3 +140,10 @@ def test_a_string_is_no_number() -> None:
 def test_labels_a_mix_cannot_take_are_refused(mix, labels, moved, match) -> None:
     with pytest.raises(ArgumentError, match=match):
         mix.for_labels(labels, moved)
+
+
+def test_the_one_array_of_a_one_output_y_is_the_labels() -> None:
+    y = np.arange(4) % 3
+    for labels in ({"output": y}, [y], ({"out": [y]},)):
+        assert Mix().label_array(labels) is y
+    assert Mix(num_classes=3).for_labels({"output": y}, ()).num_classes == 3
