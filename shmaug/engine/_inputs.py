@@ -259,9 +259,10 @@ def unmoved_targets(labels: Any, augment: Any) -> None:
     (``target_names``: ``from_albumentations``) and one that moves no pixel pass."""
     if augment is None or getattr(augment, "target_names", None):
         return
-    moving = sorted({m.name for m in _members(augment)
-                     if isinstance(m, Op) and m.name in MOVING_OPS})
-    if not moving:
+    members = list(_members(augment))
+    moving = sorted({m.name for m in members if isinstance(m, Op) and m.name in MOVING_OPS})
+    nested = any(getattr(m, "target_names", None) for m in members)  # (not the top's)
+    if not moving and not nested:
         return
     found: list[str] = []
 
@@ -276,6 +277,12 @@ def unmoved_targets(labels: Any, augment: Any) -> None:
                 walk(value)
 
     walk(labels)
+    if found and nested:
+        raise ArgumentError(
+            f"`y` holds {', '.join(repr(f) for f in found)}, and `augment` holds an "
+            f"albumentations pipeline inside a {type(augment).__name__}, which passes it the "
+            f"image alone: the targets would not move with it. Fix: pass the albumentations "
+            f"pipeline as `augment` itself, with the other steps inside its A.Compose.")
     if found:
         raise ArgumentError(
             f"`y` holds {', '.join(repr(f) for f in found)}, which lies on the image, and "

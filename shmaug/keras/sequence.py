@@ -245,7 +245,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             if in_pass:
                 if passes.taken == 1:  # a pass starts where it likes
                     rt.previous = -1
-                self._check_order(index, key[2], loader)
+                self._check_order(index, key[2] or not self._order.shuffle, loader)
             rt.requests += 1
             batch = rt.held.get(key)
             if batch is not None:
@@ -633,11 +633,14 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         lock held."""
         if not self._order.shuffle and self.mix is None:
             return True
-        if self._order.weights is not None:  # a weighted draw has no dataset order: every
-            return False  # pass is the draw
+        inferring = self._runtime.inferring.get(adapter, False) if adapter is not None \
+            else False
+        if self._order.weights is not None and not (inferring and self.mix is not None):
+            return False  # a weighted draw has no dataset order: every pass is the draw (but
+            # with a mix, an inference pass reads it unmixed: the loader's in-order key)
         if adapter is None:
             return self.shuffle is None  # loops by hand: in order unless shuffle=True
-        if self._runtime.inferring.get(adapter, False):
+        if inferring:
             return True
         return self.shuffle is None and not getattr(adapter, "shuffle", False)
 

@@ -183,7 +183,8 @@ def listed(remote: Remote | None, root: str, cache: str | os.PathLike[str] | Non
     file = os.path.join(os.fspath(cache), name)
     try:
         with open(file, encoding="utf-8") as f:
-            lines = [line.split("\t", 1) for line in f.read().splitlines()]
+            lines = [line.rsplit("\t", 1) for line in f.read().splitlines()]  # (a key may
+            # hold a tab; an identity never does)
         age = time.time() - os.path.getmtime(file)
         log.info("reused the listing of %s (%d objects, %.0f s old) from %s; delete that file "
                  "to list the bucket again", root, len(lines), age, file)

@@ -139,6 +139,35 @@ def test_fit_trains_on_mixed_batches_and_evaluates_and_predicts_on_plain_ones() 
 
 
 @needs_keras
+def test_sampled_by_weight_evaluate_and_predict_still_read_unmixed() -> None:
+    """A weighted draw has no dataset order, but with a mix the inference passes still get the
+    samples as augmented and one-hot labels (the draw's order, unmixed)."""
+    import keras
+
+    x = constant_images()
+    seen: list[np.ndarray] = []
+
+    def logged_loss(y_true, y_pred):
+        try:
+            seen.append(keras.ops.convert_to_numpy(y_true))
+        except Exception:  # a tracer (JAX traces the loss once)
+            pass
+        return keras.losses.categorical_crossentropy(y_true, y_pred)
+
+    model = keras.Sequential([keras.Input((SIDE, SIDE, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(4, activation="softmax")])
+    model.compile("adam", logged_loss, run_eagerly=True)
+    with shmaug.Sequence(x, np.arange(N) % 4, batch_size=8, seed=0, workers=2,
+                         sampling_weights=np.ones(N), mix=MixUp(1.0, num_classes=4)) as seq:
+        model.evaluate(seq, verbose=0)
+        predicted = model.predict(seq, verbose=0)  # (the pass's own weighted draw)
+    assert seen and all(np.all((t == 0) | (t == 1)) for t in seen)
+    plain = model.predict(x, verbose=0)  # each row: one of the unmixed samples'
+    nearest = np.abs(predicted[:, None, :] - plain[None, :, :]).max(axis=2).min(axis=1)
+    assert nearest.max() < 1e-5
+
+
+@needs_keras
 def test_the_policies_and_the_mix_train_under_fit_the_same_for_any_workers() -> None:
     """timm's recipe with every policy (RandAugment, TrivialAugmentWide, AutoAugment, AugMix)
     and MixUp / CutMix, on whichever backend Keras runs: ``fit`` takes it, and the batches

@@ -42,3 +42,13 @@ def test_a_pipeline_that_moves_no_pixel_keeps_its_mask() -> None:
     with shmaug.Loader(x, {"mask": mask}, batch_size=4, workers=0,
                        augment=Compose([Op("gamma"), Op("gaussian_noise")])) as loader:
         np.testing.assert_array_equal(loader.batch(0)[1]["mask"], mask[:4])
+
+
+def test_an_albumentations_pipeline_inside_a_container_with_a_mask_is_refused() -> None:
+    """Only a whole `augment` gets the targets: one inside a Compose would get the image
+    alone, and flip it away from its mask."""
+    A = pytest.importorskip("albumentations")
+    inner = shmaug.from_albumentations(A.Compose([A.HorizontalFlip(p=1.0)]))
+    with pytest.raises(shmaug.ArgumentError, match=r"inside a Compose.*as `augment` itself"):
+        shmaug.Loader(x, {"mask": np.zeros((8, 16, 16), np.uint8)},
+                      augment=Compose([Op("gamma"), inner]), workers=0)
