@@ -242,10 +242,16 @@ def shape(name: str, value: Any) -> tuple[int, ...]:
 
 
 def dtype(name: str, value: Any) -> np.dtype:
+    """A numeric dtype; ``"bfloat16"`` too, as ``ml_dtypes`` (which Keras, JAX and TensorFlow
+    bring) defines it for numpy."""
+    if isinstance(value, str) and value == "bfloat16":
+        return bfloat16(name)
     try:
         dt: np.dtype[Any] = np.dtype(value)
     except TypeError:
         dt = np.dtype(object)
+    if dt.name == "bfloat16":
+        return dt
     if dt.kind not in "biuf":
         raise ArgumentTypeError(
             f"`{name}` must be a numeric dtype such as 'uint8' or 'float32'; received "
@@ -254,6 +260,17 @@ def dtype(name: str, value: Any) -> np.dtype:
         )
     return dt
 
+
+
+def bfloat16(name: str) -> np.dtype:
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise ArgumentError(
+            f"`{name}`='bfloat16' needs ml_dtypes, numpy's bfloat16 (Keras, JAX and TensorFlow "
+            f"install it). Fix: pip install ml-dtypes, or pass `{name}='float16'`.") from None
+    dt: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+    return dt
 
 
 def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import OutputMismatchError
 from ._pool import as_error
 from ._prefetch import POLL_S
+from ._store import dtype_of
 from ._wire import Probe, Probed, probe_task
 
 _PROBE_TICKET = 0  # the Prefetcher's tickets start at 1 (and stay exact in the float64 status)
@@ -41,5 +42,5 @@ def output_of(probe: Probe, shape: tuple[int, ...] | None, dtype: np.dtype[Any] 
             f"{probe.shape}. Fix: pass output_shape={probe.shape}, or leave it out to learn it "
             f"from sample 0."
         )
-    return probe.shape, np.dtype(probe.dtype) if dtype is None else dtype
+    return probe.shape, dtype_of(probe.dtype) if dtype is None else dtype
 

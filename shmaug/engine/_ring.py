@@ -51,6 +51,13 @@ class _Held:
         self._rows, self._token = rows, token
 
 
+def _leased(rows: np.ndarray, token: _Token) -> np.ndarray:
+    """``rows`` as an array whose base holds ``token``, of their dtype (the array interface
+    of an ``ml_dtypes`` dtype such as bfloat16 says only ``|V2``)."""
+    out = np.asarray(_Held(rows, token))
+    return out if out.dtype == rows.dtype else out.view(rows.dtype)
+
+
 class OutputRing:
     """K batch slots; ``acquire()`` a free one, ``release()`` it once its rows are read."""
 
@@ -160,8 +167,8 @@ class OutputRing:
         that holds a batch holds a reference to it."""
         token = _Token()
         weakref.finalize(token, ended, slot)
-        return (np.asarray(_Held(self.view[slot, :rows], token)),
-                {k: np.asarray(_Held(v[slot, :rows], token)) for k, v in self.targets.items()})
+        return (_leased(self.view[slot, :rows], token),
+                {k: _leased(v[slot, :rows], token) for k, v in self.targets.items()})
 
     def lend(self, slot: int, rows: int) -> tuple[np.ndarray, Targets]:
         """Read-only views of the same rows, valid until the slot is released."""

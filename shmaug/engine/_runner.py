@@ -25,6 +25,7 @@ from ._schedule import IN_ORDER, OrderCache, Shard, Shuffle, Task, seed_epoch
 from ..seeding import GlobalsWatch, SampleSeeder
 from ._ring import Targets
 from ._status import IDLE, WorkerStatus
+from ._store import dtype_text
 from ._wire import PROBE_SLOT, Done, Failed, Probe, Probed
 
 # The user's `augment`, fn(image, rng) -> image, as the engine takes it: any callable, its output
@@ -208,12 +209,12 @@ class SliceRunner:
         targets = {}
         for name, target in made.items():
             target = sample_output(target, f"target {name!r}")
-            targets[name] = (tuple(target.shape), target.dtype.str)
+            targets[name] = (tuple(target.shape), dtype_text(target.dtype))
         loaded = np.asarray(self._loaded)
         numeric = loaded.dtype.kind in "biuf" and loaded.size > 0
         finite = loaded[np.isfinite(loaded)] if numeric and loaded.dtype.kind == "f" else loaded
         span = (float(finite.min()), float(finite.max())) if numeric and finite.size else None
-        probe = Probe(tuple(out.shape), out.dtype.str, loaded.dtype.str, span,
+        probe = Probe(tuple(out.shape), dtype_text(out.dtype), dtype_text(loaded.dtype), span,
                       bool(numeric and finite.size < loaded.size), targets)
         return Probed(task.ticket, probe)
 

@@ -40,13 +40,28 @@ class ArrayHandle:
 
     name: str  # shm segment name, or the path of a .npy file when kind == "npy"
     shape: tuple[int, ...]
-    dtype: str
+    dtype: str  # as ``dtype_text`` writes it
     kind: str = "shm"  # "shm" | "npy"
     offset: int = 0  # byte offset of the data in the file (kind == "npy")
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        return int(np.prod(self.shape, dtype=np.int64)) * dtype_of(self.dtype).itemsize
+
+
+def dtype_text(dt: np.dtype) -> str:
+    """A dtype as a handle carries it: numpy's string (``"<f4"``), but ``"bfloat16"`` by name
+    (its string, ``"|V2"``, would come back as raw bytes)."""
+    return "bfloat16" if dt.name == "bfloat16" else dt.str
+
+
+def dtype_of(text: str) -> np.dtype:
+    if text == "bfloat16":
+        import ml_dtypes  # (present: the dtype was made from it)
+
+        bf16: np.dtype = np.dtype(ml_dtypes.bfloat16)
+        return bf16
+    return np.dtype(text)
 
 
 def segment_name(pid: int | None = None) -> str:
@@ -67,7 +82,8 @@ def mapped_file_handle(array: np.ndarray) -> ArrayHandle | None:
     map_start = array.offset - array.offset % mmap.ALLOCATIONGRANULARITY
     map_address = np.frombuffer(buffer, dtype=np.uint8).ctypes.data
     offset = map_start + array.ctypes.data - map_address
-    return ArrayHandle(str(array.filename), tuple(int(s) for s in array.shape), array.dtype.str,
+    return ArrayHandle(str(array.filename), tuple(int(s) for s in array.shape),
+                       dtype_text(array.dtype),
                        kind="npy", offset=int(offset))
 
 
@@ -174,11 +190,11 @@ def attach(handle: ArrayHandle) -> tuple[np.ndarray, Callable[[], None]]:
     The closer only unmaps; it never unlinks (the owner does that).
     """
     if handle.kind == "npy":
-        mapped = np.memmap(handle.name, dtype=handle.dtype, mode="r", offset=handle.offset,
-                           shape=handle.shape)
+        mapped = np.memmap(handle.name, dtype=dtype_of(handle.dtype), mode="r",
+                           offset=handle.offset, shape=handle.shape)
         return mapped, lambda: None
     shm = _attach_untracked(handle.name)
-    array = np.ndarray(handle.shape, dtype=handle.dtype, buffer=shm.buf)
+    array = np.ndarray(handle.shape, dtype=dtype_of(handle.dtype), buffer=shm.buf)
 
     def close() -> None:
         nonlocal array
@@ -287,7 +303,7 @@ class SharedStore:
         if lock is not None:
             self._locks.append(lock)
         view = np.ndarray(shape, dtype=dt, buffer=shm.buf)
-        return ArrayHandle(name, tuple(int(s) for s in shape), dt.str), view
+        return ArrayHandle(name, tuple(int(s) for s in shape), dtype_text(dt)), view
 
     def put(self, array: np.ndarray, *, what: str = "the dataset",
             rows: int | None = None) -> tuple[ArrayHandle, np.ndarray]:

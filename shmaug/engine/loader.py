@@ -140,6 +140,7 @@ class Loader:
         output_shape: shape of one augmented sample; learned from sample 0 when None (made
             by a worker, under ``timeout``, like every sample).
         output_dtype: dtype of augmented samples; learned from sample 0 when None.
+            ``"bfloat16"`` is ``ml_dtypes``' (what Keras, JAX and TensorFlow install).
         copy: True hands out private copies of each batch (made in the memory of an
             earlier batch once nothing refers to that one any more: no view, memoryview or
             tensor sharing it; see ``shmaug.engine._recycle``). False lends read-only views of

@@ -60,3 +60,31 @@ def test_workers_write_float16_when_asked():
         xb, _ = half.batch(1)
         assert xb.dtype == np.float16
         np.testing.assert_array_equal(xb, full.batch(1)[0].astype(np.float16))
+
+
+def test_workers_write_bfloat16_and_the_model_trains_on_it():
+    """``output_dtype="bfloat16"`` (ml_dtypes'): the workers write it, the batches a loop
+    keeps (lent from their slot past the first two) keep the dtype, and ``fit`` takes them
+    on each backend, training as on float32 within bfloat16's rounding."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x, y = images()
+    floats = x.astype(np.float32) / 255
+    augment = shmaug.Compose(["hflip"])
+    with shmaug.Sequence(floats, y, batch_size=8, augment=augment, workers=2, seed=4,
+                         output_dtype="bfloat16") as half, \
+            shmaug.Sequence(floats, y, batch_size=8, augment=augment, workers=0,
+                            seed=4) as full:
+        kept = [xb for xb, _ in half]
+        assert all(xb.dtype == np.dtype(ml_dtypes.bfloat16) for xb in kept)
+        for i, xb in enumerate(kept):
+            np.testing.assert_array_equal(xb, full.batch(i, in_order=True)[0].astype(xb.dtype))
+        assert "output_dtype='bfloat16'" in repr(half)
+    weights = []
+    for dtype in ("bfloat16", None):
+        m = model(rescale=False)
+        with shmaug.Sequence(floats, y, batch_size=8, augment=augment, workers=2, seed=4,
+                             output_dtype=dtype) as seq:
+            m.fit(seq, epochs=2, verbose=0)
+        weights.append(m.get_weights())
+    for a, b in zip(*weights):
+        np.testing.assert_allclose(a, b, atol=0.02)
