@@ -26,7 +26,7 @@ without a disk cache; with the disk cache (a fresh ``cache_dir`` per run): epoch
 epochs after it; image files with the cache, likewise; Streaming and litdata (their cache
 fresh per run): epoch 1 and the epochs after; torch + webdataset and tf.data (no cache: the
 epochs after the first); shmaug's locality shuffle (``shuffle="blocks"``, windows of 8
-shards) over the tars without a disk cache. Each row prints the requests and bytes per epoch read through the proxy, the store's and the
+shards, or ``--windows``) over the tars without a disk cache. Each row prints the requests and bytes per epoch read through the proxy, the store's and the
 proxy's CPU, and all the CPU the bench used. Rounds are interleaved; medians; the ratio to
 local disk (files, epochs after the first) is the median of same-round ratios.
 """
@@ -60,13 +60,14 @@ _PEER_TIMEOUT_S = 900
 
 
 def loader_run(source: Any, spec: dict[str, Any], cache: Path | None = None,
-               shuffle: bool | str = True) -> dict[str, float]:
+               shuffle: bool | str = True, window: int | None = None) -> dict[str, float]:
     """``timed_epochs`` of a shmaug Loader over ``source``, its disk cache emptied first."""
     if cache is not None:
         shutil.rmtree(cache, ignore_errors=True)
         cache.mkdir(parents=True)
     with shmaug.Loader(source, batch_size=spec["batch_size"], workers=spec["workers"],
-                       shuffle=shuffle, seed=0, start_method=spec["start_method"]) as loader:
+                       shuffle=shuffle, shuffle_window=window, seed=0,
+                       start_method=spec["start_method"]) as loader:
         return timed_epochs(loader.__iter__, spec)
 
 
@@ -191,10 +192,14 @@ class Bench:
                 for p in self.local.paths]
         files = shmaug.ImageFiles.from_paths(urls, self.labels, image_size=size,
                                              storage_options=opts, cache_dir=cache / "files")
+        windows = {
+            f"{at}: shmaug tar, locality shuffle{'' if k == 8 else f' (window {k})'}, no disk "
+            f"cache": (store, delay,
+                       lambda k=k: loader_run(records, spec, shuffle="blocks", window=k))
+            for k in self.args.windows}
         return {
             f"{at}: shmaug tar, no disk cache": (store, delay, lambda: loader_run(records, spec)),
-            f"{at}: shmaug tar, locality shuffle, no disk cache": (
-                store, delay, lambda: loader_run(records, spec, shuffle="blocks")),
+            **windows,
             f"{at}: shmaug tar, disk cache": (
                 store, delay, lambda: loader_run(cached, spec, cache / "tar")),
             f"{at}: shmaug files, disk cache": (
@@ -349,6 +354,8 @@ def parse(argv: list[str] | None) -> Any:
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs after epoch 1")
     parser.add_argument("--workers", type=int, default=2, help="of every loader, peers too")
     parser.add_argument("--delays-ms", default="0,20,50")
+    parser.add_argument("--windows", default="8", type=lambda s: [int(k) for k in s.split(",")],
+                        help="shuffle_window of the locality shuffle's rows (shards per window)")
     parser.add_argument("--start-method", default="fork")
     parser.add_argument("--store", choices=("auto", "nginx", "moto"), default="auto",
                         help="what serves shmaug's, torch's and tf.data's reads (auto: nginx "
