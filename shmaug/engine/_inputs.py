@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import numpy as np
@@ -215,19 +215,9 @@ def augmented_targets(y: Any, augment: Any,
     in any dict of ``y`` (depth first, in order), under each name in ``augment.target_names``
     (an albumentations pipeline's ``mask``, ``bboxes``, ...). Refuses missing targets that
     ``augment.required_targets`` names, and what ``augment.check_targets`` refuses."""
-    names = getattr(augment, "target_names", None) or ()
     found: dict[str, np.ndarray] = {}
-
-    def walk(node: Any) -> None:
-        items = node.items() if isinstance(node, dict) else (
-            enumerate(node) if isinstance(node, (list, tuple)) else ())
-        for key, value in items:
-            if isinstance(node, dict) and key in names and isinstance(value, np.ndarray):
-                found.setdefault(str(key), value)  # a later one (a sample weight named so) stays
-            else:
-                walk(value)
-
-    walk(y)
+    for key, value in _filed(y, getattr(augment, "target_names", None) or ()):
+        found.setdefault(key, value)  # a later one (a sample weight named so) stays
     if found and callable(getattr(augment, "check_targets", None)):
         augment.check_targets(found, image_shape)
     missing = [name for name in getattr(augment, "required_targets", ()) if name not in found]
@@ -264,19 +254,7 @@ def unmoved_targets(labels: Any, augment: Any) -> None:
     nested = any(getattr(m, "target_names", None) for m in members)  # (not the top's)
     if not moving and not nested:
         return
-    found: list[str] = []
-
-    def walk(node: Any) -> None:
-        items = node.items() if isinstance(node, dict) else (
-            enumerate(node) if isinstance(node, (list, tuple)) else ())
-        for key, value in items:
-            if isinstance(node, dict) and key in SPATIAL_TARGETS and isinstance(
-                    value, np.ndarray):
-                found.append(str(key))
-            else:
-                walk(value)
-
-    walk(labels)
+    found = [key for key, _ in _filed(labels, SPATIAL_TARGETS)]
     if found and nested:
         raise ArgumentError(
             f"`y` holds {', '.join(repr(f) for f in found)}, and `augment` holds an "
@@ -291,6 +269,18 @@ def unmoved_targets(labels: Any, augment: Any) -> None:
             f"its image. Fix: write the pipeline in albumentations and pass "
             f"augment=shmaug.from_albumentations(A.Compose([...])), which moves them with "
             f"each image; or file the array under another name if it is not spatial.")
+
+
+def _filed(y: Any, names: Collection[str]) -> Iterator[tuple[str, np.ndarray]]:
+    """The arrays filed in any dict of ``y`` under one of ``names``, depth first, in order
+    (one so filed is not looked into)."""
+    items = y.items() if isinstance(y, dict) else (
+        enumerate(y) if isinstance(y, (list, tuple)) else ())
+    for key, value in items:
+        if isinstance(y, dict) and key in names and isinstance(value, np.ndarray):
+            yield str(key), value
+        else:
+            yield from _filed(value, names)
 
 
 def gather(y: Any, positions: np.ndarray, made: dict[int, np.ndarray] | None = None) -> Any:
