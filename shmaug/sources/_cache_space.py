@@ -83,44 +83,42 @@ class Space:
         self.folder = folder
         self.limit = limit
         self.evict = evict
-        self._seen: tuple[float, dict[str, Entry], int] | None = None  # when, entries, used
+        self._seen: _Seen | None = None  # the folder as last listed, and this process's since
 
     def reserve(self, final: str, size: int) -> str | None:
         """Reserve ``size`` bytes for entry ``final``: its ``.part`` created at that size,
         stale versions of the same object removed, others evicted as the policy says. None
-        when reserved; else why it does not fit."""
+        when reserved; else why it does not fit. Short of evicting, a few dictionary steps
+        whatever the number of entries (a cache of a million image files writes each)."""
         if self.limit is not None and size > self.limit:
             return f"an object of {size:,} bytes is larger than the bound"
         with FileLock(os.path.join(self.folder, "cache" + LOCK)) as lock:
             if not lock.acquire(LOCK_WAIT_S):
                 return f"another process held {self.folder}/cache.lock for {LOCK_WAIT_S:g} s"
-            entries, used = self._entries()
-            if final in entries:  # not as known (cut short): replaced by this download
-                used -= entries.pop(final).size
-            version = final[:-len("-0123456789abcdef" + DATA)]  # the object, any version
-            stale = [e for e in entries.values() if e.path.startswith(version)]
-            victims = stale + (self.evict([e for e in entries.values() if e not in stale],
-                                          used + size - self.limit)
-                               if self.limit is not None and used + size > self.limit else [])
+            seen = self._listed()
+            seen.drop(final)  # not as known (cut short): replaced by this download
+            stale = [seen.entries[p] for p in seen.versions.get(_object_of(final), ())]
+            victims = stale
+            if self.limit is not None and seen.used + size > self.limit:
+                gone = {e.path for e in stale}
+                victims = stale + self.evict([e for e in seen.entries.values()
+                                              if e.path not in gone],
+                                             seen.used + size - self.limit)
             for entry in victims:
                 if remove(entry.path):
-                    used -= entries.pop(entry.path).size
-            when = self._seen[0] if self._seen is not None else 0.0
-            if self.limit is not None and used + size > self.limit:
-                self._seen = when, entries, used
-                return f"{used:,} bytes are in use by objects being read or written"
+                    seen.drop(entry.path)
+            if self.limit is not None and seen.used + size > self.limit:
+                return f"{seen.used:,} bytes are in use by objects being read or written"
             with open(sibling(final, PART), "wb") as f:
                 f.truncate(size)  # reserved: other processes count it
-            entries[final] = Entry(final, size, time.time())  # counted from now
-            self._seen = when, entries, used + size
+            seen.add(Entry(final, size, time.time()))  # counted from now
         return None
 
-    def _entries(self) -> tuple[dict[str, Entry], int]:
-        """``_scan``, or what this process learnt since its last (``RESCAN_S``)."""
-        if self._seen is None or time.monotonic() - self._seen[0] > RESCAN_S:
-            entries, used = self._scan()
-            self._seen = time.monotonic(), entries, used
-        return dict(self._seen[1]), self._seen[2]
+    def _listed(self) -> _Seen:
+        """The folder as ``_scan`` listed it, and what this process did since (``RESCAN_S``)."""
+        if self._seen is None or time.monotonic() - self._seen.when > RESCAN_S:
+            self._seen = _Seen(time.monotonic(), *self._scan())
+        return self._seen
 
     def _scan(self) -> tuple[dict[str, Entry], int]:
         """The complete entries by path, and the bytes in use: entries and the ``.part``
@@ -144,6 +142,39 @@ class Space:
                     else:
                         used += st.st_size
         return entries, used
+
+
+class _Seen:
+    """A process's view of a cache folder: its entries by path and by object (the versions
+    of one object share a name up to their identity's hash), and the bytes in use (``.part``
+    files of downloads under way included), since the listing made at ``when``."""
+
+    __slots__ = ("when", "entries", "versions", "used")
+
+    def __init__(self, when: float, entries: dict[str, Entry], used: int) -> None:
+        self.when, self.entries, self.used = when, entries, used
+        self.versions: dict[str, set[str]] = {}
+        for path in entries:
+            self.versions.setdefault(_object_of(path), set()).add(path)
+
+    def add(self, entry: Entry) -> None:
+        self.entries[entry.path] = entry
+        self.versions.setdefault(_object_of(entry.path), set()).add(entry.path)
+        self.used += entry.size
+
+    def drop(self, path: str) -> None:
+        entry = self.entries.pop(path, None)
+        if entry is not None:
+            self.used -= entry.size
+            versions = self.versions[_object_of(path)]
+            versions.discard(path)
+            if not versions:
+                del self.versions[_object_of(path)]
+
+
+def _object_of(path: str) -> str:
+    """An entry's path less its identity's hash: the same for every version of an object."""
+    return path[:-len("-0123456789abcdef" + DATA)]
 
 
 def size_of(name: str, value: Any) -> int | None:

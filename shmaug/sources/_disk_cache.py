@@ -57,8 +57,10 @@ DOWNLOADS = 4  # shards downloaded at once per process (each streamed by CHUNK r
 CHUNK = 8 << 20  # bytes per request while a shard is downloaded
 TOUCH_S = 30.0  # a cached object's use refreshes its modification time (LRU) at most this often
 AGAIN_S = 5.0  # an object whose download did not happen is not tried again sooner, per process
-QUEUED = 256  # downloads and writes waiting per process at most; more are dropped (a later
-# read asks again): an image file's write holds its bytes until it runs
+QUEUED = 1024  # downloads and writes waiting per process at most; more are dropped (a later
+# read asks again): an image file's write holds its bytes until it runs. Four rounds of a
+# worker's look-ahead (``_ahead.AHEAD`` files each): at 256, one round of files filled it and
+# the next round's writes were dropped, to be fetched again the next epoch.
 # The disk refused a write: full, a quota, a file-size limit (EDQUOT is not on every system).
 _FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG)
 

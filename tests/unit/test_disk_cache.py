@@ -60,6 +60,28 @@ def test_room_is_made_by_evicting_and_a_download_is_reserved(tmp_path):
     assert not os.path.exists(stale)
 
 
+def test_reserving_room_under_no_pressure_looks_at_no_other_entry(tmp_path):
+    """A cache of a million image files reserves room for each: were that a pass over every
+    entry (it was), a worker's writes fell behind its reads and were dropped, uncached."""
+    from shmaug.sources._cache_space import Entry
+
+    class Untouchable(dict):
+        def values(self):
+            raise AssertionError("reserve walked every entry")
+        __iter__ = values
+
+    stale = entry(tmp_path, "d" * 32, 1, 3000.0)
+    space = Space(str(tmp_path), 10**9)
+    seen = space._listed()
+    others = {os.path.join(tmp_path, f"{k:032x}-{'0' * 16}.data"): 10 for k in range(10_000)}
+    for path, size in others.items():
+        seen.add(Entry(path, size, 0.0))
+    seen.entries = Untouchable(seen.entries)
+    assert space.reserve(stale[:-22] + "-" + "2" * 16 + ".data", 1) is None
+    assert not os.path.exists(stale)  # another version of that object: still removed
+    assert seen.used == 10 * 10_000 + 1 and len(seen.entries) == 10_001
+
+
 def test_a_part_left_by_a_dead_download_is_removed_and_one_being_written_is_counted(tmp_path):
     final = os.path.join(tmp_path, f"{'e' * 32}-{'0' * 16}.data")
     (tmp_path / f"{'e' * 32}-{'0' * 16}.part").write_bytes(b"x" * 30)
