@@ -60,14 +60,17 @@ _PEER_TIMEOUT_S = 900
 
 
 def loader_run(source: Any, spec: dict[str, Any], cache: Path | None = None,
-               shuffle: bool | str = True, window: int | None = None) -> dict[str, float]:
-    """``timed_epochs`` of a shmaug Loader over ``source``, its disk cache emptied first."""
+               shuffle: bool | str = True, window: int | None = None,
+               queue: int | None = None) -> dict[str, float]:
+    """``timed_epochs`` of a shmaug Loader over ``source``, its disk cache emptied first
+    (``queue``: its max_queue_size, else the spec's)."""
     if cache is not None:
         shutil.rmtree(cache, ignore_errors=True)
         cache.mkdir(parents=True)
     with shmaug.Loader(source, batch_size=spec["batch_size"], workers=spec["workers"],
                        shuffle=shuffle, shuffle_window=window, seed=0,
-                       start_method=spec["start_method"]) as loader:
+                       start_method=spec["start_method"],
+                       max_queue_size=queue or spec["max_queue_size"]) as loader:
         return timed_epochs(loader.__iter__, spec)
 
 
@@ -150,6 +153,7 @@ class Bench:
     def spec(self, proxy: DelayProxy | None) -> dict[str, Any]:
         args = self.args
         return {"size": args.size, "batch_size": args.batch, "workers": args.workers,
+                "max_queue_size": args.queue_sizes[0],
                 "count": args.images, "epochs": args.epochs, "start_method": args.start_method,
                 "counter": proxy.counter.path if proxy else None}
 
@@ -197,9 +201,15 @@ class Bench:
             f"cache": (store, delay,
                        lambda k=k: loader_run(records, spec, shuffle="blocks", window=k))
             for k in self.args.windows}
+        deeper = {
+            f"{at}: shmaug tar, {what}no disk cache, max_queue_size {q}": (
+                store, delay, lambda q=q, how=how: loader_run(records, spec, queue=q, **how))
+            for q in self.args.queue_sizes[1:]
+            for what, how in (("", {}), ("locality shuffle, ", {"shuffle": "blocks"}))}
         return {
             f"{at}: shmaug tar, no disk cache": (store, delay, lambda: loader_run(records, spec)),
             **windows,
+            **deeper,
             f"{at}: shmaug tar, disk cache": (
                 store, delay, lambda: loader_run(cached, spec, cache / "tar")),
             f"{at}: shmaug files, disk cache": (
@@ -321,6 +331,7 @@ def report(result: dict[str, Any]) -> str:
         f"{head['images']} JPEGs {head['size']}x{head['size']} in {head['shards']} shards "
         f"({head['tar_mb']:.1f} MB of tars; span cache {head['span_mb']:.2f} MiB per worker, "
         f"1/{SPAN_SHARE} of them), {head['workers']} workers, batch {head['batch']}, "
+        f"max_queue_size {head.get('max_queue_size', 8)} (shmaug's rows), "
         f"{head['start_method']}, epoch 1 then {head['epochs']} timed, median of "
         f"{head['rounds']} interleaved round(s); store: {head['store']}; {head['cpu']}, "
         f"{head['cpus']} cpus, load average {head['load']:.2f} at start", "",
@@ -353,6 +364,11 @@ def parse(argv: list[str] | None) -> Any:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs after epoch 1")
     parser.add_argument("--workers", type=int, default=2, help="of every loader, peers too")
+    parser.add_argument("--queue-sizes", default="8",
+                        type=lambda s: [int(k) for k in s.split(",")],
+                        help="shmaug's max_queue_size: the first for every row, each other "
+                             "for rows of its own without a disk cache (how many tasks each "
+                             "worker has queued, whose samples it fetches ahead)")
     parser.add_argument("--delays-ms", default="0,20,50")
     parser.add_argument("--windows", default="8", type=lambda s: [int(k) for k in s.split(",")],
                         help="shuffle_window of the locality shuffle's rows (shards per window)")
@@ -396,6 +412,7 @@ def main(argv: list[str] | None = None) -> None:
     store = ("nginx over http (2 worker processes); Streaming and litdata: moto's S3 server"
              if args.store == "nginx" else "moto's S3 server (nginx not installed)")
     result = {"setup": {"images": args.images, "epochs": args.epochs, "workers": args.workers,
+                        "max_queue_size": args.queue_sizes[0],
                         "size": args.size, "shards": args.shards, "batch": args.batch,
                         "start_method": args.start_method, "rounds": args.rounds,
                         "quick": args.quick, "cpu": cpu_model(), "cpus": os.cpu_count(),

@@ -4,7 +4,8 @@
 ``_client.Remote``. It has ``prefetch(indices, ahead)``, which ``Reader.prefetch`` hands the
 engine: a worker calls it with a task's samples, and those of the tasks queued behind it, before
 making them one by one (the slice loop, ``engine/_runner.py``), so a worker has the objects
-of several tasks in flight together (``_ahead.Fetched``), then ``fetch`` hands each out once.
+of the tasks behind it in flight while it decodes (``_ahead.Fetched``), then ``fetch`` hands
+each out once.
 ``remote_for`` decides whether a source's paths are URLs at all; ``listed`` lists a bucket
 folder, or reuses the listing a ``listing_cache`` folder kept. ``files.py`` owns the source.
 """
@@ -56,10 +57,14 @@ class RemoteTable:
     SOURCE = "ImageFiles"
 
     def prefetch(self, indices: Iterable[int], ahead: Iterable[int] = ()) -> None:
-        """Fetch the objects of ``indices`` (a task's), unless an earlier task did, with those
-        of ``ahead`` (the tasks behind it), all together; ``fetch`` then hands them out (each
-        once). Never raises: a failure is raised by ``fetch`` for its own sample."""
-        wanted = self._fetched.missing(indices, ahead)
+        """Have the objects of ``indices`` (a task's) here, and those of ``ahead`` (the tasks
+        behind it) here or on their way (``Fetched.request``); ``fetch`` then hands them out
+        (each once). Never raises: a failure is raised by ``fetch`` for its own sample."""
+        self._fetched.request(indices, ahead, self._read)
+
+    def _read(self, wanted: list[int]) -> None:
+        """Fetch the objects of ``wanted`` together (the disk cache's from there) into
+        ``_fetched``."""
         cache = self.remote.cache
         if cache is not None:  # those the disk cache holds, from there
             kept = [(i, DiskCache.whole(p) if p is not None else None) for i, p in

@@ -227,11 +227,10 @@ class RecordTable:
         return self.fetch_together if self._remote is not None else None
 
     def fetch_together(self, indices: Iterable[int], ahead: Iterable[int] = ()) -> None:
-        """Read the records of ``indices`` (a task's) from the bucket, unless an earlier task
-        did, with those of ``ahead`` (the tasks behind it), together: grouped by shard,
-        neighbours coalesced (across tasks too), all requests in flight at once (bounded per
-        process); ``fetch`` then hands each out once. Never raises: a failure is raised by
-        ``fetch`` for its own record."""
+        """Have the records of ``indices`` (a task's) here, and those of ``ahead`` (the tasks
+        behind it) here or on their way (``Fetched.request``, rounds of ``_read``); ``fetch``
+        then hands each out once. Never raises: a failure is raised by ``fetch`` for its own
+        record."""
         assert self._remote is not None
         located: dict[int, tuple[int, int, int]] = {}  # index -> (shard, offset, size)
         extra = self._frame_bytes
@@ -248,9 +247,16 @@ class RecordTable:
                     located[int(index)] = (shard, offset, length + extra)
                     yield int(index)
 
+        self._fetched.request(list(in_bucket(indices)), in_bucket(ahead, _ahead.AHEAD_BYTES),
+                              lambda wanted: self._read(wanted, located))
+
+    def _read(self, samples: list[int], located: dict[int, tuple[int, int, int]]) -> None:
+        """Read the records of ``samples`` (``located``: each one's shard, offset and size)
+        into ``_fetched``: grouped by shard, neighbours coalesced (across tasks too), all
+        requests in flight at once (bounded per process)."""
+        assert self._remote is not None
         wanted: dict[int, list[tuple[int, int, int]]] = {}  # shard -> (index, offset, size)
-        for index in self._fetched.missing(list(in_bucket(indices)),
-                                           in_bucket(ahead, _ahead.AHEAD_BYTES)):
+        for index in samples:
             shard, offset, size = located[index]
             wanted.setdefault(shard, []).append((index, offset, size))
         # Where all the shards in the bucket fit the span cache, a small one is read whole

@@ -11,8 +11,8 @@ one place and the layer's parts can change without them:
   it: concurrent, coalesced ranged reads, listings, sizes and etags, retried;
 - ``_failures``: the error rules of every call (what is retried, what ends it at once, the
   error each becomes; ``from_backend``, ``refused``);
-- ``_ahead``: the samples of the tasks queued behind a worker's task, fetched with it
-  (``Fetched``; ``AHEAD``, ``AHEAD_BYTES``);
+- ``_ahead``: the samples of the tasks queued behind a worker's task, fetched with it or in
+  the background while it decodes (``Fetched``; ``AHEAD``, ``AHEAD_BYTES``);
 - ``_spans``: the bytes ranged requests read, kept and served again (the span cache);
 - ``_round_trip``: what one more request costs, and so which ranges share one (``coalesce``);
 - ``_remote_settings``: ``SHMAUG_REQUEST_TIMEOUT_S`` and ``SHMAUG_SPAN_CACHE_MB``, read there

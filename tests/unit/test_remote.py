@@ -7,9 +7,11 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
+
 import pytest
 
 from shmaug.errors import ArgumentError, RemoteError
@@ -391,38 +393,121 @@ def test_the_records_of_the_tasks_queued_behind_are_read_with_the_tasks(offsets_
     assert offsets_fs.calls == 2  # one request per shard for all three tasks (alone: six)
 
 
+def rounds_of(fetched, outcomes=None):
+    """A ``fetch`` for ``Fetched.request`` that records each round's samples and puts
+    ``outcomes[i]`` (default: b"x") for each, and the list it records them in."""
+    rounds = []
+
+    def fetch(samples):
+        rounds.append(samples)
+        fetched.put(samples, [(outcomes or {}).get(i, b"x") for i in samples])
+    return fetch, rounds
+
+
+def settled(fetched):
+    """Wait for the rounds asked for so far (they run in order on one thread)."""
+    if fetched._rounds is not None:
+        fetched._rounds.submit(lambda: None).result(timeout=10)
+    return fetched
+
+
 def test_read_ahead_is_bounded_and_forgets_what_is_no_longer_wanted(monkeypatch):
     monkeypatch.setattr(A, "AHEAD", 3)
     fetched = A.Fetched()
-    # No size seen yet: as many samples ahead as the task has.
-    assert fetched.missing([0, 1], iter([2, 3, 4, 5])) == [0, 1, 2, 3]
-    fetched.put([0, 1, 2, 3], [RemoteError("0"), b"1", b"2", RemoteError("3")])
+    fetch, rounds = rounds_of(fetched, {0: RemoteError("0"), 1: b"1", 2: b"2",
+                                        3: RemoteError("3")})
+    # No size seen yet: as many samples ahead as the task has, in the task's round.
+    fetched.request([0, 1], iter([2, 3, 4, 5]), fetch)
+    assert rounds == [[0, 1, 2, 3]]
     assert isinstance(fetched.take(0), RemoteError)  # the task's own failure is its error
     assert fetched.take(1) == b"1" and fetched.take(1) is None  # each use handed out once
-    assert fetched.missing([2, 3], []) == [3]  # a queued sample that failed: fetched again
-    fetched.put([3], [FileNotFoundError("3")])
+    fetched.request([2, 3], [], fetch)
+    assert rounds[-1] == [3]  # a queued sample that failed: fetched again
+    fetch, rounds = rounds_of(fetched, {3: FileNotFoundError("3")})
+    fetched.request([3], [], fetch)  # (taken by no one: its task was cancelled)
     assert isinstance(fetched.take(3), FileNotFoundError)
     # Sizes known: at most AHEAD samples ahead; sample 2 (a cancelled task's) is dropped.
-    assert fetched.missing([7], range(8, 20)) == [7, 8, 9, 10] and fetched.take(2) is None
+    fetched.request([7], range(8, 20), fetch)
+    assert rounds[-1] == [7, 8, 9, 10] and fetched.take(2) is None
 
 
 def test_read_ahead_hands_a_sample_out_once_per_use_and_retries_stale_failures():
     fetched = A.Fetched()
-    assert fetched.missing([5, 5, 6], [6]) == [5, 6]  # drawn twice here, and once behind
-    fetched.put([5, 6], [b"a", b"b"])
+    fetch, rounds = rounds_of(fetched, {5: b"a", 6: b"b", 1: RemoteError("1")})
+    fetched.request([5, 5, 6], [6], fetch)  # drawn twice here, and once behind
+    assert rounds == [[5, 6]]
     assert [fetched.take(i) for i in (5, 5, 5, 6)] == [b"a", b"a", None, b"b"]
-    assert fetched.missing([6], []) == [] and fetched.take(6) == b"b"
-    fetched.missing([1], [])
-    fetched.put([1], [RemoteError("1")])  # its task failed before taking it
-    assert fetched.missing([1], []) == [1]  # the next task asking tries again
+    fetched.request([6], [], fetch)
+    assert len(rounds) == 1 and fetched.take(6) == b"b"
+    fetched.request([1], [], fetch)  # its task fails before taking it
+    fetched.request([1], [], fetch)
+    assert rounds[-2:] == [[1], [1]]  # the next task asking tries again
 
 
 def test_read_ahead_holds_about_ahead_bytes_once_sizes_are_known(monkeypatch):
     monkeypatch.setattr(A, "AHEAD_BYTES", 100)
     fetched = A.Fetched()
-    fetched.missing([0], [])
-    fetched.put([0], [b"x" * 40])  # 40 bytes a sample: room for two ahead
-    assert fetched.missing([1], range(2, 10)) == [1, 2, 3]
+    fetch, rounds = rounds_of(fetched, {0: b"x" * 40})  # 40 bytes a sample: two ahead
+    fetched.request([0], [], fetch)
+    fetched.request([1], range(2, 10), fetch)
+    assert rounds[-1] == [1, 2, 3]
+
+
+def test_the_next_round_travels_while_the_task_decodes():
+    """Once half the window behind a task is neither here nor asked for, it is asked for in
+    the background: the task that asks goes on at once; a later task whose samples are in
+    that round waits for it, and for no more."""
+    fetched = A.Fetched()
+    started, release = threading.Event(), threading.Event()
+
+    def fetch(samples):
+        rounds.append(samples)
+        if len(rounds) > 2:
+            started.set()
+            assert release.wait(10)  # the background round, held in flight
+        fetched.put(samples, [b"x"] * len(samples))
+    rounds: list = []
+    fetched.request([0], [], fetch)  # a size seen: the window is AHEAD samples
+    fetched.request([1, 2], [3, 4, 5, 6, 7, 8], fetch)
+    assert rounds[-1] == [1, 2, 3, 4, 5, 6, 7, 8]  # the task's round takes the window
+    fetched.request([3, 4], [5, 6, 7, 8, 9, 10], fetch)
+    assert len(rounds) == 2  # a third of the window not asked for: not yet
+    fetched._sample_s, fetched._round_s = 1.0, 0.5  # its round ends before it is wanted
+    fetched.request([5, 6], [7, 8, 9, 10, 11, 12], fetch)  # returns with the round held
+    assert started.wait(10) and rounds[-1] == [9, 10, 11, 12] and fetched.take(5) == b"x"
+    waiting = threading.Thread(target=fetched.request, args=([9, 10], [11, 12], fetch))
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive()  # its samples are in the round held in flight
+    release.set()
+    waiting.join(10)
+    assert not waiting.is_alive() and fetched.take(9) == b"x" and fetched.take(12) == b"x"
+
+
+def test_a_round_that_would_end_too_late_waits_to_go_with_the_next_tasks():
+    """Where the work queued before them is shorter than a round, the samples not asked for
+    go with the next task's own round: one wait, not one per task."""
+    fetched = A.Fetched()
+    fetch, rounds = rounds_of(fetched)
+    fetched.request([0], [], fetch)
+    fetched.request([1, 2], [3, 4], fetch)
+    fetched._sample_s, fetched._round_s = 0.001, 10.0  # a round takes 10 s, a sample 1 ms
+    fetched.request([3, 4], [5, 6, 7, 8], fetch)
+    assert settled(fetched) and rounds[-1] == [1, 2, 3, 4]  # half the window: not in time
+    fetched.request([5, 6], [7, 8, 9, 10], fetch)
+    assert rounds[-1] == [5, 6, 7, 8, 9, 10]
+
+
+def test_a_round_that_raises_fails_its_own_samples_only():
+    fetched = A.Fetched()
+
+    def fetch(samples):
+        raise ValueError("a bug in the source")
+    fetched.request([0], [], fetch)
+    assert isinstance(fetched.take(0), ValueError) and fetched.take(1) is None
+    fetch_ok, _ = rounds_of(fetched)
+    fetched.request([0], [], fetch_ok)  # not a missing object: the next task tries again
+    assert settled(fetched).take(0) == b"x"
 
 
 def test_only_a_prefetch_hook_that_names_ahead_is_given_the_queued_tasks_samples():
