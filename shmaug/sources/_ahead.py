@@ -13,7 +13,7 @@ import itertools
 import os
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Any, Callable, Iterable, Sequence
 
 # Samples of the tasks queued behind a worker's task whose bytes are fetched ahead of it
@@ -31,21 +31,23 @@ class Fetched:
     any is seen, as many as the task's). It returns once the task's samples are here:
 
     - those an earlier round brought, or is bringing (then it waits for that round);
-    - the others fetched now, in one round with the rest of the window.
+    - the others fetched now, on the worker's thread, in one round with the rest of the window.
 
     Once half of the window behind the task is neither here nor on its way, that half is asked
-    for in the background (one thread, rounds in order), so the next tasks' samples travel
-    while this one's decode: a worker waits for the network only when its queue is short of
-    a round trip's work. Rounds of half a window keep what coalescing saves (one request per
-    shard for several tasks).
+    for in the background (a daemon thread, rounds in order), so the next tasks' samples
+    travel while this one's decode. It is, only where the work queued before them outlasts a
+    round (both measured here): else the round would be waited for anyway, and the next task's
+    own round takes them (one wait for several tasks). Rounds of half a window keep what
+    coalescing saves (one request per shard for several tasks).
 
     A sample is kept until each of its uses in the window took it (weighted sampling draws one
-    twice). What is no longer wanted (a cancelled task's) is dropped at the next request.
-    Failures live one task: a queued task's sample whose fetch failed, or a failure left by an
-    earlier task, is fetched again (a missing object stays missing)."""
+    twice). What is no longer wanted (a cancelled task's) is dropped at the next request; a
+    background round ending after that may leave up to a second window's bytes until then.
+    Failures live one task: a sample whose background fetch failed, or a failure left by an
+    earlier task, is fetched again by its own task (a missing object stays missing)."""
 
     __slots__ = ("_ready", "_uses", "_task", "_pid", "_bytes", "_count", "_flight", "_lock",
-                 "_rounds", "_round_s", "_sample_s", "_asked")
+                 "_queue", "_draining", "_round_s", "_sample_s", "_asked")
 
     def __init__(self) -> None:
         self._reset()
@@ -56,9 +58,11 @@ class Fetched:
         self._task: set[int] = set()  # the samples of the task that asked last
         self._pid = os.getpid()  # a fork starts empty: its parent's leftovers are not its own
         self._bytes = self._count = 0  # of the samples fetched: their mean size bounds ahead
-        self._flight: dict[int, cf.Future[None]] = {}  # sample -> the round bringing it
+        self._flight: dict[int, cf.Future[None]] = {}  # sample -> the background round
         self._lock = threading.Lock()  # rounds put from their thread while the worker takes
-        self._rounds: cf.ThreadPoolExecutor | None = None  # one thread: rounds in order
+        self._queue: deque[tuple[list[int], Callable[[list[int]], None], cf.Future[None]]] = (
+            deque())  # background rounds not started, in order
+        self._draining = False  # invariant: a thread runs the queued rounds
         self._round_s = 0.0  # how long a round takes (moving average; 0: none seen yet)
         self._sample_s = 0.0  # how long the worker spends on a sample between two requests
         self._asked: tuple[float, int] | None = None  # the last request: when it returned,
@@ -93,30 +97,44 @@ class Fetched:
         if self._asked is not None and self._asked[1]:  # the last task's making, no wait
             self._sample_s = _moving(self._sample_s, (time.perf_counter() - self._asked[0])
                                      / self._asked[1])
-        # In the background only when it pays: the half of the window not asked for (rounds
-        # of one task would coalesce nothing), and far enough ahead that its round ends
-        # before its first sample is wanted (else the next task's round takes it, one wait).
-        if need or (2 * len(soon) >= max(1, len(later))
-                    and cover * self._sample_s >= self._round_s):
-            round_ = self._start(need + soon, fetch)
-            if need:
-                waits.add(round_)
+        if need:
+            self._round(need + soon, fetch)
+        elif 2 * len(soon) >= max(1, len(later)) and cover * self._sample_s >= self._round_s:
+            self._start(soon, fetch)
         for waited in waits:
             waited.result()
+        with self._lock:  # a background round's failure: fetched again, by its own task
+            again = [i for i in dict.fromkeys(task) if i not in self._ready]
+        if again:
+            self._round(again, fetch)
         self._asked = time.perf_counter(), len(task)
 
-    def _start(self, samples: list[int], fetch: Callable[[list[int]], None]
-               ) -> cf.Future[None]:
-        """Fetch ``samples`` on the round thread, after the rounds already asked for."""
-        if self._rounds is None:
-            self._rounds = cf.ThreadPoolExecutor(1, thread_name_prefix="shmaug-ahead")
-        with self._lock:  # before the round can end (and take them off, under the lock)
-            round_ = self._rounds.submit(self._round, samples, fetch)
+    def _start(self, samples: list[int], fetch: Callable[[list[int]], None]) -> None:
+        """Fetch ``samples`` in the background, after the rounds already asked for."""
+        done: cf.Future[None] = cf.Future()
+        with self._lock:
             for i in samples:
-                self._flight[i] = round_
-        return round_
+                self._flight[i] = done
+            self._queue.append((samples, fetch, done))
+            if not self._draining:  # a daemon: a worker's exit does not wait for a round
+                self._draining = True
+                threading.Thread(target=self._drain, name="shmaug-ahead", daemon=True).start()
 
-    def _round(self, samples: list[int], fetch: Callable[[list[int]], None]) -> None:
+    def _drain(self) -> None:
+        """Run the queued rounds in order; end once none is left."""
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._draining = False
+                    return
+                samples, fetch, done = self._queue.popleft()
+            try:
+                self._round(samples, fetch, background=True)
+            finally:
+                done.set_result(None)
+
+    def _round(self, samples: list[int], fetch: Callable[[list[int]], None],
+               background: bool = False) -> None:
         began = time.perf_counter()
         try:
             fetch(samples)
@@ -126,7 +144,10 @@ class Fetched:
             self._round_s = _moving(self._round_s, time.perf_counter() - began)
             with self._lock:
                 for i in samples:
-                    self._flight.pop(i, None)
+                    if background:
+                        self._flight.pop(i, None)
+                        if _transient(self._ready.get(i)):
+                            del self._ready[i]  # its task tries again (``request``)
 
     def put(self, indices: Sequence[int], outcomes: Sequence[bytes | BaseException]) -> None:
         with self._lock:

@@ -59,6 +59,9 @@ MAX_IN_FLIGHT = 16  # requests in flight per process: enough to hide 50 ms at ~3
 RETRIES = 3  # transient failures retried per request, then RemoteError
 BACKOFF_S = 0.2  # first retry's wait; doubled each time (with jitter)
 WAIT_S = 300.0  # the longest a task waits for its objects
+# The retries' jitter: never the global ``random``, which a user's op may draw from, seeded per
+# sample (``seeding``), while a retry runs on another thread of the worker (``_ahead``).
+_JITTER = random.Random()
 # Which package each protocol needs, and the extra that installs it.
 _BACKENDS = {"s3": ("s3fs", "remote"), "s3a": ("s3fs", "remote"), "gs": ("gcsfs", "gcs"),
              "gcs": ("gcsfs", "gcs"), "http": ("aiohttp", "remote"),
@@ -247,7 +250,7 @@ class Remote:
         last: BaseException | None = None
         for attempt in range(RETRIES + 1):
             if attempt:
-                wait = BACKOFF_S * 2 ** (attempt - 1) * (0.5 + random.random())
+                wait = BACKOFF_S * 2 ** (attempt - 1) * (0.5 + _JITTER.random())
                 log.debug("retrying %s in %.2f s after: %s", url, wait,
                           self.scrub(rules.describe(last)))
                 time.sleep(wait)

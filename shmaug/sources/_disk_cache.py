@@ -60,7 +60,9 @@ AGAIN_S = 5.0  # an object whose download did not happen is not tried again soon
 QUEUED = 1024  # downloads and writes waiting per process at most; more are dropped (a later
 # read asks again): an image file's write holds its bytes until it runs. Four rounds of a
 # worker's look-ahead (``_ahead.AHEAD`` files each): at 256, one round of files filled it and
-# the next round's writes were dropped, to be fetched again the next epoch.
+# the next round's writes were dropped, to be fetched again the next epoch. And at most this
+# many bytes held by the queued writes (large images: 1,024 of them could be gigabytes).
+QUEUED_BYTES = 256 << 20
 # The disk refused a write: full, a quota, a file-size limit (EDQUOT is not on every system).
 _FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG)
 
@@ -76,7 +78,7 @@ class DiskCache:
     """
 
     __slots__ = ("folder", "limit", "scope", "idents", "space", "_pid", "_jobs", "_lock",
-                 "_pending", "_later", "_warned")
+                 "_pending", "_held", "_later", "_warned")
 
     def __init__(self, folder: str, limit: int | None, scope: str = "",
                  idents: dict[str, str] | None = None) -> None:
@@ -92,6 +94,7 @@ class DiskCache:
         self._jobs: queue.Queue[Callable[[], None]] | None = None  # the downloads' queue
         self._lock = threading.Lock()
         self._pending: set[str] = set()  # queued or running here
+        self._held = 0  # bytes the queued writes hold (``QUEUED_BYTES``)
         self._later: dict[str, float] = {}  # url -> when it may be tried again
         self._warned = False  # the cache-full warning is logged once per process
         self.space = Space(self.folder, self.limit)  # room and eviction, as this process sees
@@ -215,16 +218,20 @@ class DiskCache:
         if ident and int(ident.split("|", 1)[0]) != len(data):
             return
         self._submit(url, lambda: self._store(url, len(data), lambda f: f.write(data),
-                                              ident=ident))
+                                              ident=ident), held=len(data))
 
-    def _submit(self, url: str, job: Callable[[], object]) -> None:
+    def _submit(self, url: str, job: Callable[[], object], held: int = 0) -> None:
+        """Queue ``job`` for ``url`` (which holds ``held`` bytes until it runs), unless one for
+        it is queued, too many are, or it failed lately."""
         if self._pid != os.getpid():
             self._fresh()
         with self._lock:
             if (url in self._pending or len(self._pending) >= QUEUED
+                    or held and self._held + held > QUEUED_BYTES
                     or self._later.get(url, 0.0) > time.monotonic()):
                 return
             self._pending.add(url)
+            self._held += held
             if self._jobs is None:
                 self._jobs = queue.Queue()
                 for k in range(DOWNLOADS):  # daemons: a process's exit ends them (a .part stays)
@@ -242,6 +249,7 @@ class DiskCache:
             finally:
                 with self._lock:
                     self._pending.discard(url)
+                    self._held -= held
 
         self._jobs.put(run)
 

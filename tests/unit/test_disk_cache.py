@@ -5,6 +5,7 @@ The cache against a real S3 server, across processes: tests/integration/test_dis
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -80,6 +81,33 @@ def test_reserving_room_under_no_pressure_looks_at_no_other_entry(tmp_path):
     assert space.reserve(stale[:-22] + "-" + "2" * 16 + ".data", 1) is None
     assert not os.path.exists(stale)  # another version of that object: still removed
     assert seen.used == 10 * 10_000 + 1 and len(seen.entries) == 10_001
+
+
+def test_queued_writes_hold_at_most_queued_bytes(tmp_path, monkeypatch):
+    """A write queued behind others holds its object's bytes until it runs: past the bound,
+    it is dropped (the object is read again later), not kept in memory."""
+    import threading
+
+    from shmaug.sources import _disk_cache
+
+    monkeypatch.setattr(_disk_cache, "QUEUED_BYTES", 250)
+    release, stored = threading.Event(), []
+
+    def slow_store(self, url, size, write, **kwargs):
+        assert release.wait(10)  # every writer thread busy: the rest stays queued
+        stored.append(url)
+        return True
+    monkeypatch.setattr(_disk_cache.DiskCache, "_store", slow_store)
+    cache = _disk_cache.DiskCache(str(tmp_path), None)
+    for k in range(3):
+        cache.keep(f"s3://b/{k}.jpg", b"x" * 100, "")
+    assert cache._held == 200  # the third did not fit
+    release.set()
+    for _ in range(200):
+        if cache._held == 0:
+            break
+        time.sleep(0.05)
+    assert sorted(stored) == ["s3://b/0.jpg", "s3://b/1.jpg"] and cache._held == 0
 
 
 def test_a_part_left_by_a_dead_download_is_removed_and_one_being_written_is_counted(tmp_path):

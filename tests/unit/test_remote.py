@@ -405,9 +405,9 @@ def rounds_of(fetched, outcomes=None):
 
 
 def settled(fetched):
-    """Wait for the rounds asked for so far (they run in order on one thread)."""
-    if fetched._rounds is not None:
-        fetched._rounds.submit(lambda: None).result(timeout=10)
+    """Wait for the background rounds asked for so far."""
+    for done in list(fetched._flight.values()):
+        done.result(timeout=10)
     return fetched
 
 
@@ -496,6 +496,40 @@ def test_a_round_that_would_end_too_late_waits_to_go_with_the_next_tasks():
     assert settled(fetched) and rounds[-1] == [1, 2, 3, 4]  # half the window: not in time
     fetched.request([5, 6], [7, 8, 9, 10], fetch)
     assert rounds[-1] == [5, 6, 7, 8, 9, 10]
+
+
+def test_a_background_rounds_failure_is_fetched_again_by_its_own_task_and_no_thread_stays():
+    """A failure in a round fetched ahead is not the task's error, even when its task is
+    already waiting for that round: the task fetches it again. The round's thread is a daemon
+    (a worker's exit never waits for a round) and ends once no round is queued."""
+    fetched = A.Fetched()
+    held, release = threading.Event(), threading.Event()
+
+    def fetch(samples):
+        rounds.append(samples)
+        if 5 in samples and not release.is_set():  # the background round: held, then fails 4
+            held.set()
+            assert release.wait(10)
+            fetched.put(samples, [RemoteError("a timeout") if i == 4 else b"x"
+                                  for i in samples])
+        else:
+            fetched.put(samples, [b"x"] * len(samples))
+    rounds: list = []
+    fetched.request([0], [], fetch)
+    fetched.request([1, 2], [3], fetch)
+    fetched._sample_s, fetched._round_s = 1.0, 0.5
+    fetched.request([3], [4, 5], fetch)  # 4 and 5 in the background
+    assert held.wait(10)
+    threads = [t for t in threading.enumerate() if t.name == "shmaug-ahead"]
+    assert len(threads) == 1 and threads[0].daemon
+    waiting = threading.Thread(target=fetched.request, args=([4], [5], fetch))
+    waiting.start()  # the task of 4 waits for the round bringing it
+    waiting.join(0.2)
+    release.set()
+    waiting.join(10)
+    threads[0].join(10)
+    assert not waiting.is_alive() and not threads[0].is_alive()  # no round left: it ended
+    assert rounds[-1] == [4] and fetched.take(4) == b"x"  # fetched again, by its task
 
 
 def test_a_round_that_raises_fails_its_own_samples_only():
