@@ -159,6 +159,7 @@ class Prefetcher:
         while key not in self._inflight:
             if not self._schedule(key, parts=max(self.workers, 1)):
                 self._collect()  # every slot holds work we no longer want: let it drain
+                self._take_back()  # (or a lent batch the consumer let go of meanwhile)
         for ahead in wanted[1:]:
             if ahead not in self._inflight and not self._schedule(ahead, self._ahead_parts):
                 break
@@ -234,10 +235,13 @@ class Prefetcher:
             raise
 
     def _lookahead(self, key: EpochBatch) -> list[EpochBatch]:
-        """The keys the consumer most likely wants next: the following batches, in order."""
+        """The keys the consumer most likely wants next: the following batches, in order, as
+        many as the slots neither lent nor kept for the batch asked for. (Were lent slots
+        counted, batches ahead could hold every other slot, and a batch asked for out of
+        order would wait for a slot that only its own consumer can free.)"""
         epoch, batch = key
         out = []
-        for _ in range(self.ring.slots - 1):
+        for _ in range(max(0, self.ring.slots - 1 - self._leased)):
             batch += 1
             if batch >= self._batches:
                 epoch, batch = epoch + 1, 0
