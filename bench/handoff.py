@@ -19,7 +19,9 @@ wall time are taken around each:
   Keras' compiled step): minus ``tensor``, Keras' own per-step work.
 
 Each case runs with the batches Keras asks for lent from their slot (today's ``Sequence``)
-and copied out (as before 19effa7's successor; the copy forced in the child), interleaved.
+and copied out (as before 19effa7's successor; the copy forced in the child), and on torch
+lent but handed to Keras as numpy (as before ``shmaug.keras._tensors``: Keras' torch backend
+then copies each array), interleaved.
 Target (issue 38 §1): W2 float32 under ``fit``, the main process's own work (CPU, not waiting)
 is at most 15% of one core at the 2-core rate.
 """
@@ -36,7 +38,9 @@ from bench.common.report import Row, environment, write_results
 
 BACKENDS = ("tensorflow", "jax", "torch")
 CASES = ("W1 float16", "W2 uint8", "W2 float32")
-HANDOFFS = ("lend", "copy")
+# The last, torch only: lent, but handed to Keras as numpy (as before shmaug.keras._tensors),
+# which Keras' torch backend copies (np.array) before making its tensor.
+HANDOFFS = ("lend", "copy", "lend as numpy")
 SIZES = {"W1": (8192, 256), "W2": (1024, 64)}  # 32 and 16 batches: 8x and 4x the ring
 RING = 4  # max_queue_size: small, so an epoch is mostly made while it is read, not ahead
 QUICK_SIZES = {"W1": (256, 64), "W2": (32, 16)}
@@ -61,6 +65,21 @@ def _force_copy(on: bool) -> None:
         return original(self, key, rows, handoff=handoff)
 
     _prefetch.Prefetcher.produce = produce if on else original  # type: ignore[method-assign]
+
+
+def _numpy_to_keras(on: bool) -> None:
+    """The ``lend as numpy`` hand-off: Keras gets numpy arrays, not the backend's tensors."""
+    from shmaug.keras import sequence
+
+    original = getattr(sequence, "_original_for_keras", None)
+    if original is None:
+        original = sequence.for_keras
+        sequence._original_for_keras = original  # type: ignore[attr-defined]
+    sequence.for_keras = (lambda batch: batch) if on else original  # type: ignore[assignment]
+
+
+def handoffs(backend: str) -> tuple[str, ...]:
+    return HANDOFFS if backend == "torch" else HANDOFFS[:2]
 
 
 def _sequence(case: str, quick: bool) -> Any:
@@ -140,8 +159,10 @@ def child(backend: str, quick: bool, rounds: int) -> None:
     sequences = {case: _sequence(case, quick) for case in cases}
     try:
         for r in range(rounds):
-            for handoff in (HANDOFFS if r % 2 == 0 else HANDOFFS[::-1]):
+            kinds = handoffs(backend)
+            for handoff in (kinds if r % 2 == 0 else kinds[::-1]):
                 _force_copy(handoff == "copy")
+                _numpy_to_keras(handoff == "lend as numpy")
                 for case, seq in sequences.items():
                     xb = seq[0][0]
                     results.append({"case": case, "handoff": handoff, "round": r,
@@ -160,7 +181,7 @@ def rows(backend: str, runs: list[dict[str, Any]], cpu: str) -> list[Row]:
     out: list[Row] = []
     for case in CASES:
         sec = f"{backend}, {case}, 2 workers ({cpu})"
-        for handoff in HANDOFFS:
+        for handoff in handoffs(backend):
             mine = [r for r in runs if r["case"] == case and r["handoff"] == handoff]
             if not mine:
                 continue

@@ -60,6 +60,15 @@ def asking_loop(seq: object) -> Any:
     return frame
 
 
+def keras_asks(seq: object) -> bool:
+    """Whether Keras' ``PyDatasetAdapter`` of ``seq`` called ``seq.__getitem__`` itself (for
+    ``fit``, ``evaluate`` or ``predict``), not through a subclass's override, which gets the
+    batch before Keras does and may expect numpy."""
+    frame = sys._getframe(2)  # the caller of the __getitem__ calling this
+    return bool(frame.f_code.co_flags & _GENERATOR) and getattr(
+        frame.f_locals.get("self"), "py_dataset", None) is seq
+
+
 def keras_adapter(seq: object) -> Any:
     """Keras' ``PyDatasetAdapter`` of ``seq`` up the stack (asking for a batch, probing the
     signature, beginning an epoch), or None."""

@@ -44,6 +44,7 @@ from . import _distribution, _idle
 from . import _stack as stack
 from ._passes import Key, Passes
 from ._runtime import Life, Runtime
+from ._tensors import for_keras
 from ..errors import (
     ArgumentError, ClosedError, ErrorRecord, NotInitializedError, rebuild, warn)
 
@@ -229,6 +230,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
     def __getitem__(self, index: int) -> Any:
         index = check.batch_index(index, len(self))
         caller = stack.asking_loop(self)
+        # Keras' own asks get the backend's tensors where that spares it a copy
+        to_keras = stack.keras_asks(self)
         rt = self._runtime
         with rt.lock:
             passes = rt.passes
@@ -251,7 +254,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             if batch is not None:
                 rt.hits += 1
                 rt.held.move_to_end(key)
-                return batch
+                return for_keras(batch) if to_keras else batch
             epoch, planned, ordered = key
             held = not in_pass or passes.taken <= _HELD  # a look or a build pass's, or a
             # pass's first ones (which a build pass may have taken): kept for a second ask,
@@ -264,7 +267,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 rt.held[key] = batch
                 while len(rt.held) > _HELD:
                     rt.held.popitem(last=False)
-            return batch
+            return for_keras(batch) if to_keras else batch
 
     def on_epoch_begin(self) -> None:
         """Keras begins an epoch: one of its own, or the one it runs to build an unbuilt model

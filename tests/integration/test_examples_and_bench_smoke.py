@@ -133,7 +133,8 @@ def test_bench_handoff_quick(tmp_path):
 
     out = run("-m", "bench.handoff", "--quick", "--backends", keras.backend.backend(),
               "--out", str(tmp_path))
-    assert out.count("CPU ms per batch") == 2 * 3 and "share of one core" in out
+    handoffs = 3 if keras.backend.backend() == "torch" else 2  # torch: lent as numpy too
+    assert out.count("CPU ms per batch") == handoffs * 3 and "share of one core" in out
     assert (tmp_path / "handoff.json").is_file() and "error" not in out
 
 
