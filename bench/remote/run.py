@@ -34,6 +34,7 @@ local disk (files, epochs after the first) is the median of same-round ratios.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -72,6 +73,24 @@ def loader_run(source: Any, spec: dict[str, Any], cache: Path | None = None,
                        start_method=spec["start_method"],
                        max_queue_size=queue or spec["max_queue_size"]) as loader:
         return timed_epochs(loader.__iter__, spec)
+
+
+def with_transport(transport: str, run: Run) -> dict[str, float]:
+    """``run()`` with ``SHMAUG_TRANSPORT=transport`` (its workers inherit it). A bench process
+    that used obstore itself would make forked workers read through fsspec: refused."""
+    from shmaug.sources import _transport
+
+    if _transport.used_here():
+        raise RuntimeError("obstore served the bench process: forked workers would not use it")
+    before = os.environ.get("SHMAUG_TRANSPORT")
+    os.environ["SHMAUG_TRANSPORT"] = transport
+    try:
+        return run()
+    finally:
+        if before is None:
+            del os.environ["SHMAUG_TRANSPORT"]
+        else:
+            os.environ["SHMAUG_TRANSPORT"] = before
 
 
 def peer_run(kind: str, spec: dict[str, Any], python: str) -> dict[str, float]:
@@ -176,7 +195,9 @@ class Bench:
         for (store, delay), proxy in self.proxies.items():
             at, spec = f"{store} {delay:g} ms", self.spec(proxy)
             if store == "http" or self.args.store == "moto":
-                runs.update(self.shmaug_runs(at, store, delay, proxy, spec))
+                for transport in self.args.transports:
+                    runs.update(self.by_transport(
+                        transport, self.shmaug_runs(at, store, delay, proxy, spec)))
                 runs.update(self.stream_runs(at, store, delay, proxy, spec))
             if store == "s3" and self.args.peers:
                 runs.update(self.cache_peer_runs(at, delay, proxy, spec))
@@ -214,6 +235,17 @@ class Bench:
                 store, delay, lambda: loader_run(cached, spec, cache / "tar")),
             f"{at}: shmaug files, disk cache": (
                 store, delay, lambda: loader_run(files, spec, cache / "files"))}
+
+    def by_transport(self, transport: str, runs: dict[str, tuple[str, float, Run | str]]
+                     ) -> dict[str, tuple[str, float, Run | str]]:
+        """shmaug's ``runs`` with their GETs sent by ``transport`` (``SHMAUG_TRANSPORT``): as
+        they are for one transport, else each named after its own."""
+        if len(self.args.transports) == 1:
+            return runs
+        label = {"auto": "obstore", "fsspec": "fsspec"}[transport]
+        return {f"{name} [{label}]": (store, delay, run if isinstance(run, str) else
+                                      functools.partial(with_transport, transport, run))
+                for name, (store, delay, run) in runs.items()}
 
     def stream_runs(self, at: str, store: str, delay: float, proxy: DelayProxy,
                     spec: dict[str, Any]) -> dict[str, tuple[str, float, Run | str]]:
@@ -372,6 +404,11 @@ def parse(argv: list[str] | None) -> Any:
     parser.add_argument("--delays-ms", default="0,20,50")
     parser.add_argument("--windows", default="8", type=lambda s: [int(k) for k in s.split(",")],
                         help="shuffle_window of the locality shuffle's rows (shards per window)")
+    parser.add_argument("--transports", default="auto",
+                        type=lambda s: [t.strip() for t in s.split(",")],
+                        help="who sends shmaug's GETs (SHMAUG_TRANSPORT): auto (obstore where "
+                             "it can) and/or fsspec; several: each shmaug row once per "
+                             "transport, interleaved")
     parser.add_argument("--start-method", default="fork")
     parser.add_argument("--store", choices=("auto", "nginx", "moto"), default="auto",
                         help="what serves shmaug's, torch's and tf.data's reads (auto: nginx "
@@ -386,6 +423,8 @@ def parse(argv: list[str] | None) -> Any:
     if args.quick:
         args.images, args.shards, args.size, args.batch = 32, 4, 64, 8
         args.rounds, args.delays_ms, args.peers, args.epochs = 1, "20", False, 1
+    if set(args.transports) - {"auto", "fsspec"}:
+        parser.error(f"--transports: auto and/or fsspec, not {','.join(args.transports)}")
     if args.store == "auto":
         args.store = "nginx" if nginx_binary() else "moto"
     elif args.store == "nginx" and not nginx_binary():

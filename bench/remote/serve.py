@@ -122,6 +122,8 @@ class Nginx:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.process.stderr is not None:
+            self.process.stderr.close()
         shutil.rmtree(self.prefix, ignore_errors=True)
 
 

@@ -49,6 +49,7 @@ from ._disk_cache import DiskCache
 from ._round_trip import RoundTrip, coalesce
 from ._secrets import MASK, masked, secrets_of
 from ._spans import Spans
+from ._transport import ObstoreGets, obstore_gets
 from ._urls import Listing, is_url
 from ..errors import ArgumentError, ArgumentTypeError, RemoteError, got
 
@@ -72,7 +73,7 @@ class Remote:
     """One protocol's filesystem with the user's options: built lazily, once per process."""
 
     __slots__ = ("protocol", "cache", "_options", "_secrets", "_fs", "_pool", "_pid", "_lock",
-                 "_trip", "_one_get", "_spans")
+                 "_trip", "_one_get", "_spans", "_gets")
 
     def __init__(self, protocol: str, storage_options: dict[str, Any] | None,
                  cache: DiskCache | None = None) -> None:
@@ -93,6 +94,7 @@ class Remote:
         self._trip = RoundTrip()
         self._one_get: dict[str, int] = {}
         self._spans = Spans()
+        self._gets: ObstoreGets | None = None
         _import_fsspec(protocol)  # fail here, in the main process, with the extra to install
 
     def __repr__(self) -> str:
@@ -112,6 +114,7 @@ class Remote:
         self._trip = RoundTrip()
         self._one_get = {}
         self._spans = Spans()
+        self._gets = None
 
     @property
     def has_options(self) -> bool:
@@ -140,6 +143,7 @@ class Remote:
                     if self.protocol in ("s3", "s3a"):
                         rules.refusals_not_retried(self._fs)
                     self._one_get = _one_get(self._fs, self.protocol, self._options)
+                    self._gets = obstore_gets(self.protocol, self._options)
                     self._spans = Spans()  # a fork's copy of its parent's is not its own
                     self._pool = None
                     self._pid = os.getpid()
@@ -161,17 +165,14 @@ class Remote:
             RemoteError: a refused credential or connection (at once), or transient
                 failures ``RETRIES`` times over, naming the object and the last one.
         """
-        return self._retried(url, lambda fs: bytes(
-            fs.cat_file(url, **self._one_get, **_limit(fs))))
+        return self._retried(url, lambda fs: self._get(fs, url))
 
     def read_range(self, url: str, start: int, stop: int) -> bytes:
         """Bytes ``start:stop`` of object ``url``, one request (retried), not kept in the
         spans: a disk cache's download (``_disk_cache``)."""
-        # start= / end= by name: s3fs' third positional parameter is version_id. A bytearray
-        # inside: a download's large requests would teach ``RoundTrip`` a cost that is the
-        # transfer's, not a request's (it learns from bytes only).
-        return bytes(self._retried(url, lambda fs: bytearray(
-            fs.cat_file(url, start=start, end=stop, **_limit(fs)))))
+        # A bytearray inside: a download's large requests would teach ``RoundTrip`` a cost that
+        # is the transfer's, not a request's (it learns from bytes only).
+        return bytes(self._retried(url, lambda fs: bytearray(self._get(fs, url, start, stop))))
 
     def read_ranges(self, url: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of each ``(offset, size)`` of object ``url``, in order. Ranges closer than
@@ -203,9 +204,8 @@ class Remote:
                   for (_, ranges), rest in zip(wanted, todo)]
         requests = [(url, start, stop) for (url, _), found in zip(wanted, groups)
                     for start, stop, _ in found]
-        # start= / end= by name: s3fs' third positional parameter is version_id.
-        pieces = iter(self.map_all(requests, lambda item: self._retried(item[0], lambda fs: (
-            bytes(fs.cat_file(item[0], start=item[1], end=item[2], **_limit(fs)))))))
+        pieces = iter(self.map_all(requests, lambda item: self._retried(
+            item[0], lambda fs: self._get(fs, *item))))
         out: list[list[bytes] | BaseException] = []
         for (url, ranges), found, rest, got_ in zip(wanted, groups, todo, parts):
             failed: BaseException | None = None
@@ -243,6 +243,23 @@ class Remote:
                 f"storage_options={self.options_text}."
             )
         return [f.result() for f in futures]
+
+    @property
+    def transport(self) -> str:
+        """Who sends this process's GETs: ``"obstore"`` or ``"fsspec"`` (``_transport``)."""
+        self.fs()
+        return "fsspec" if self._gets is None else "obstore"
+
+    def _get(self, fs: Any, url: str, start: int | None = None, stop: int | None = None
+             ) -> bytes:
+        """One GET of object ``url`` (its bytes ``start:stop`` where given), through obstore
+        where it can send it (``_transport``), else through ``fs``."""
+        if self._gets is not None and self._gets.fits(url):
+            return self._gets.get(url, start, stop)
+        if start is None:
+            return bytes(fs.cat_file(url, **self._one_get, **_limit(fs)))
+        # start= / end= by name: s3fs' third positional parameter is version_id.
+        return bytes(fs.cat_file(url, start=start, end=stop, **_limit(fs)))
 
     def _retried(self, url: str, call: Callable[[Any], T], doing: str = "read") -> T:
         """``call(fs)``, retried while its failures are transient (``_failures.final`` says which

@@ -1,10 +1,11 @@
 """The remote layer's settings from the environment, read in this one place.
 
-``settings()`` is the only reader of ``SHMAUG_REQUEST_TIMEOUT_S`` and ``SHMAUG_SPAN_CACHE_MB``;
-nothing reads them at import. The values are parsed, and a bad one warned about, once per
-process and value (``functools.cache`` over the variables' text): each call looks the text up,
-so a worker, forked, spawned or under a forkserver (which hands it the parent's environment
-as it starts), and a test's ``monkeypatch.setenv`` take the value the environment holds then.
+``settings()`` is the only reader of ``SHMAUG_REQUEST_TIMEOUT_S``, ``SHMAUG_SPAN_CACHE_MB`` and
+``SHMAUG_TRANSPORT``; nothing reads them at import. The values are parsed, and a bad one
+warned about, once per process and value (``functools.cache`` over the variables' text): each
+call looks the text up, so a worker, forked, spawned or under a forkserver (which hands it the
+parent's environment as it starts), and a test's ``monkeypatch.setenv`` take the value the
+environment holds then.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ log = logging.getLogger(__name__)
 
 TIMEOUT_ENV = "SHMAUG_REQUEST_TIMEOUT_S"
 SPAN_CACHE_ENV = "SHMAUG_SPAN_CACHE_MB"
+TRANSPORT_ENV = "SHMAUG_TRANSPORT"
+TRANSPORTS = ("auto", "fsspec")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,20 +35,34 @@ class RemoteSettings:
     # records may lie in a span already read; those are served without a request. Per process
     # (worker); 0: none kept.
     span_cache: int = 32 << 20
+    # Who sends a read's GETs (``_transport``): "auto", obstore where it is installed and the
+    # options say all it needs, else fsspec; "fsspec", always fsspec (as before obstore).
+    transport: str = "auto"
 
 
 def settings() -> RemoteSettings:
     """The settings the environment holds now (parsed once per value)."""
-    return _parsed(os.environ.get(TIMEOUT_ENV, ""), os.environ.get(SPAN_CACHE_ENV, ""))
+    return _parsed(os.environ.get(TIMEOUT_ENV, ""), os.environ.get(SPAN_CACHE_ENV, ""),
+                   os.environ.get(TRANSPORT_ENV, ""))
 
 
 @functools.cache
-def _parsed(timeout_text: str, span_text: str) -> RemoteSettings:
+def _parsed(timeout_text: str, span_text: str, transport_text: str) -> RemoteSettings:
     default = RemoteSettings()
     return RemoteSettings(request_timeout_s=_seconds(TIMEOUT_ENV, timeout_text,
-                                               default.request_timeout_s),
-                    span_cache=_mebibytes(SPAN_CACHE_ENV, span_text,
-                                          default.span_cache / (1 << 20)))
+                                                     default.request_timeout_s),
+                          span_cache=_mebibytes(SPAN_CACHE_ENV, span_text,
+                                                default.span_cache / (1 << 20)),
+                          transport=_choice(TRANSPORT_ENV, transport_text, TRANSPORTS))
+
+
+def _choice(name: str, text: str, choices: tuple[str, ...]) -> str:
+    """``text`` (the variable ``name``) if one of ``choices`` (case aside), else the first."""
+    value = text.strip().lower()
+    if value and value not in choices:
+        log.warning("%s=%r is not one of %s; using %r.", name, text, ", ".join(choices),
+                    choices[0])
+    return value if value in choices else choices[0]
 
 
 def _seconds(name: str, text: str, default: float) -> float:

@@ -1,0 +1,112 @@
+"""Which client sends a read's GETs (``shmaug.sources._transport``): obstore where the options
+say all it needs, fsspec otherwise, the same bytes either way, against real servers (moto's S3
+and, where installed, nginx); and no hang in workers forked from a process that used obstore.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shmaug
+from shmaug.sources.files import ImageFiles
+from tests.integration._s3 import BUCKET, KEY, SECRET, options
+
+pytest.importorskip("s3fs", reason="needs the remote extra: pip install 'shmaug[remote]'")
+pytest.importorskip("obstore", reason="needs obstore (the remote extra has it)")
+pytest.importorskip("moto.server", reason="needs moto[server]")
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def transport(protocol: str, opts: dict | None) -> str:
+    from shmaug.sources._remote import Remote
+
+    return Remote(protocol, opts).transport
+
+
+def test_obstore_takes_only_the_options_it_can_honour(s3, monkeypatch):
+    endpoint, _ = s3
+    creds = {"key": KEY, "secret": SECRET}
+    assert transport("s3", options(endpoint)) == "obstore"
+    assert transport("s3", {**creds, "endpoint_url": endpoint}) == "obstore"
+    assert transport("s3", {"anon": True, "client_kwargs": {"region_name": "eu-west-1"}}) \
+        == "obstore"
+    assert transport("s3", {**creds, "use_listings_cache": False,
+                            "client_kwargs": {"region_name": "eu-west-1"}}) == "obstore"
+    # botocore's to find or to honour: credentials from the environment or a profile, the
+    # bucket's region, options obstore has no word for.
+    assert transport("s3", None) == "fsspec"
+    assert transport("s3", {"client_kwargs": {"endpoint_url": endpoint}}) == "fsspec"
+    assert transport("s3", creds) == "fsspec"
+    assert transport("s3", {**options(endpoint), "profile": "dev"}) == "fsspec"
+    assert transport("s3", {**options(endpoint), "requester_pays": True}) == "fsspec"
+    assert transport("s3", {**options(endpoint),
+                            "config_kwargs": {"signature_version": "s3v4"}}) == "fsspec"
+    assert transport("http", None) == "obstore"
+    assert transport("https", {"headers": {"Authorization": "Bearer x"}}) == "fsspec"
+    monkeypatch.setenv("SHMAUG_TRANSPORT", "fsspec")
+    assert transport("s3", options(endpoint)) == "fsspec"
+
+
+def test_both_clients_read_the_same_bytes_from_s3(s3, monkeypatch):
+    from shmaug.sources._remote import Remote
+
+    endpoint, root = s3
+    url = f"s3://{BUCKET}/train/bee/2.png"
+    local = (root / "bee" / "2.png").read_bytes()
+    ranges = [(0, 8), (5, 20), (len(local) - 7, 7)]
+    read = {}
+    for name in ("obstore", "fsspec"):
+        monkeypatch.setenv("SHMAUG_TRANSPORT", "auto" if name == "obstore" else name)
+        remote = Remote("s3", options(endpoint))
+        assert remote.transport == name
+        read[name] = (remote.fetch(url), remote.read_range(url, 3, 40),
+                      remote.read_ranges(url, ranges))
+        with pytest.raises(FileNotFoundError, match="no such object"):
+            remote.fetch(f"s3://{BUCKET}/train/bee/missing.png")
+    assert read["obstore"] == read["fsspec"] == (
+        local, local[3:40], [local[o:o + n] for o, n in ranges])
+
+
+def test_both_clients_read_the_same_bytes_over_http(tmp_path, monkeypatch):
+    """Range GETs against nginx (where installed); a URL obstore would encode again (a
+    space, ``%20``) stays with fsspec in the same process."""
+    from bench.remote.serve import Nginx, nginx_binary
+    from shmaug.sources._remote import Remote
+
+    if nginx_binary() is None:
+        pytest.skip("needs nginx (e.g. apt-get install nginx)")
+    data = np.random.default_rng(0).integers(0, 256, 50_000, np.uint8).tobytes()
+    (tmp_path / "www").mkdir()
+    for name in ("blob.bin", "a blob.bin"):
+        (tmp_path / "www" / name).write_bytes(data)
+    server = Nginx(tmp_path / "www", workers=1)
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        read = {}
+        for name in ("obstore", "fsspec"):
+            monkeypatch.setenv("SHMAUG_TRANSPORT", "auto" if name == "obstore" else name)
+            remote = Remote("http", None)
+            assert remote.transport == name
+            read[name] = [remote.fetch(f"{base}/blob.bin"), remote.fetch(f"{base}/a%20blob.bin"),
+                          remote.read_range(f"{base}/blob.bin", 100, 4_000),
+                          *remote.read_ranges(f"{base}/blob.bin", [(9, 10), (40_000, 999)])]
+        assert read["obstore"] == read["fsspec"] == [
+            data, data, data[100:4_000], data[9:19], data[40_000:40_999]]
+    finally:
+        server.close()
+
+
+def test_workers_forked_after_the_main_process_used_obstore_do_not_hang(s3):
+    """obstore's runtime, once used, hangs a forked child's requests: such workers take fsspec
+    and give the same batches."""
+    endpoint, root = s3
+    remote = ImageFiles.from_directory(f"s3://{BUCKET}/train/", image_size=(8, 8),
+                                       storage_options=options(endpoint))
+    local = ImageFiles.from_directory(root, image_size=(8, 8))
+    assert remote.load.table.remote.transport == "obstore"
+    np.testing.assert_array_equal(remote.read(0), local.read(0))  # obstore, in this process
+    with shmaug.Loader(remote, batch_size=4, workers=2, start_method="fork") as loader:
+        got = np.concatenate([images for images, _ in loader])
+    np.testing.assert_array_equal(got, np.stack([local.read(i) for i in range(len(local))]))
