@@ -449,7 +449,8 @@ def main(argv: list[str] | None = None) -> None:
             bench.close()
         tar_mb = sum(os.path.getsize(p) for p in bench.shards["tar"]) / 1e6
     store = ("nginx over http (2 worker processes); Streaming and litdata: moto's S3 server"
-             if args.store == "nginx" else "moto's S3 server (nginx not installed)")
+             if args.store == "nginx" else "moto's S3 server" + (
+                 " (--store moto)" if nginx_binary() else " (nginx not installed)"))
     result = {"setup": {"images": args.images, "epochs": args.epochs, "workers": args.workers,
                         "max_queue_size": args.queue_sizes[0],
                         "size": args.size, "shards": args.shards, "batch": args.batch,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
 import re
 import subprocess
@@ -638,3 +639,15 @@ def test_the_span_cache_is_sized_from_the_environment(value, expected):
                           check=True)
     assert int(done.stdout) == expected
     assert ("SHMAUG_SPAN_CACHE_MB" in done.stderr) == (expected == 32 << 20)
+
+
+@pytest.mark.parametrize("value, expected", [("", "auto"), ("fsspec", "fsspec"),
+                                             (" FSSPEC ", "fsspec"), ("rust", "auto")])
+def test_the_transport_is_read_from_the_environment(monkeypatch, caplog, value, expected):
+    from shmaug.sources._remote_settings import settings
+
+    monkeypatch.setenv("SHMAUG_TRANSPORT", value)
+    with caplog.at_level(logging.WARNING, logger="shmaug.sources._remote_settings"):
+        assert settings().transport == expected
+    assert ("SHMAUG_TRANSPORT='rust' is not one of auto, fsspec" in caplog.text) == (
+        value == "rust")
