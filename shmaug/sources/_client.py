@@ -49,7 +49,7 @@ from ._disk_cache import DiskCache
 from ._round_trip import RoundTrip, coalesce
 from ._secrets import MASK, masked, secrets_of
 from ._spans import Spans
-from ._transport import ObstoreGets, obstore_gets
+from ._transport import ObstoreGets, Unfit, obstore_gets
 from ._urls import Listing, is_url
 from ..errors import ArgumentError, ArgumentTypeError, RemoteError, got
 
@@ -255,7 +255,10 @@ class Remote:
         """One GET of object ``url`` (its bytes ``start:stop`` where given), through obstore
         where it can send it (``_transport``), else through ``fs``."""
         if self._gets is not None and self._gets.fits(url):
-            return self._gets.get(url, start, stop)
+            try:
+                return self._gets.get(url, start, stop)
+            except Unfit:
+                pass  # a key obstore cannot name: fsspec reads it
         if start is None:
             return bytes(fs.cat_file(url, **self._one_get, **_limit(fs)))
         # start= / end= by name: s3fs' third positional parameter is version_id.

@@ -33,7 +33,6 @@ import re
 import threading
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from ._remote_settings import settings
 
@@ -75,12 +74,16 @@ class ObstoreGets:
         self._lock = threading.Lock()
 
     def fits(self, url: str) -> bool:
-        """Whether this client can send ``url``'s GETs (an http URL with a query, or with
-        characters obstore would encode again, cannot)."""
-        if self.protocol in ("s3", "s3a"):
-            return True
-        parts = urlsplit(url)
-        return not parts.query and not parts.fragment and bool(_PLAIN_URL.match(parts.path))
+        """Whether this client sends ``url``'s GETs as fsspec would: obstore takes a key as a
+        path, and would refuse or rewrite an empty, ``.`` or ``..`` segment (``a//b``, a
+        leading or trailing ``/``) or a control character; it reads an http URL's path only,
+        and would encode its ``%`` again."""
+        root, _, key = url.partition("://")[2].partition("/")
+        if "?" in key or "#" in key or not key.isprintable():
+            return False
+        if any(part in ("", ".", "..") for part in key.split("/")):
+            return False
+        return self.protocol in ("s3", "s3a") or bool(_PLAIN_URL.match(key))
 
     def get(self, url: str, start: int | None = None, stop: int | None = None) -> bytes:
         """The object's bytes (``start:stop`` of them where given), one request."""
@@ -93,17 +96,19 @@ class ObstoreGets:
             if start is None:
                 return bytes(obstore.get(store, path).bytes())
             return bytes(obstore.get_range(store, path, start=start, end=stop))
-        except (FileNotFoundError, OSError):
+        except OSError:  # FileNotFoundError: obstore's own
             raise
+        except ValueError as exc:  # a path obstore cannot parse: ``fits`` lets none through
+            raise Unfit(f"obstore cannot name {url!r}: {exc}") from None
         except Exception as exc:
             raise _as_fsspec_would(exc) from None
 
     def _located(self, url: str) -> tuple[Any, str]:
-        parts = urlsplit(url)
-        if self.protocol in ("s3", "s3a"):
-            root, path = parts.netloc, parts.path.lstrip("/")
-        else:
-            root, path = f"{parts.scheme}://{parts.netloc}", parts.path.lstrip("/")
+        """The store of ``url``'s bucket (or web origin), and the object's path in it."""
+        scheme, _, rest = url.partition("://")
+        root, _, path = rest.partition("/")
+        if self.protocol not in ("s3", "s3a"):
+            root = f"{scheme}://{root}"
         store = self._stores.get(root)
         if store is None:
             with self._lock:

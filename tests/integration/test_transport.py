@@ -69,6 +69,27 @@ def test_both_clients_read_the_same_bytes_from_s3(s3, monkeypatch):
         local, local[3:40], [local[o:o + n] for o, n in ranges])
 
 
+def test_keys_obstore_would_rewrite_are_read_through_fsspec(s3, monkeypatch):
+    """obstore parses a key as a path: it refuses ``.``, ``..`` and empty segments and drops a
+    leading or trailing ``/``, which would read another object. Those keys go to fsspec."""
+    import boto3
+
+    from shmaug.sources._remote import Remote
+
+    endpoint, _ = s3
+    keys = ["odd/a b/c(1).png", "odd/x//y.png", "odd/p%20q.png", "odd/ü+é.png", "/odd/lead",
+            "odd/trail/", "odd/trail", "odd/./x", "odd/../x", "odd/q?x=1", "odd/h#1"]
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY,
+                          aws_secret_access_key=SECRET, region_name="us-east-1")
+    for i, key in enumerate(keys):
+        client.put_object(Bucket=BUCKET, Key=key, Body=f"object {i}".encode())
+    remote = Remote("s3", options(endpoint))
+    assert remote.transport == "obstore"
+    for i, key in enumerate(keys):
+        assert remote.fetch(f"s3://{BUCKET}/{key}") == f"object {i}".encode(), key
+        assert remote.read_range(f"s3://{BUCKET}/{key}", 2, 5) == f"object {i}".encode()[2:5]
+
+
 def test_both_clients_read_the_same_bytes_over_http(tmp_path, monkeypatch):
     """Range GETs against nginx (where installed); a URL obstore would encode again (a
     space, ``%20``) stays with fsspec in the same process."""
