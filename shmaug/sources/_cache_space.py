@@ -13,6 +13,7 @@ or, once the engine has handed a record table the order of this epoch and the ne
 
 from __future__ import annotations
 
+import collections
 import os
 import time
 from typing import Any, Callable, NamedTuple
@@ -24,6 +25,9 @@ LOCK_WAIT_S = 30.0  # the longest a process waits for the cache's own lock (maki
 # A process lists the folder (its entries and their sizes) at most this often; in between it
 # counts its own writes and evictions. Other processes' writes of that time can pass the bound.
 RESCAN_S = 10.0
+# ... and no more often than this many times the listing took: a folder of a million image
+# files takes seconds to list (200,000: 1.2 s here), which every 10 s would be a worker's time.
+RESCAN_SHARE = 50
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 DATA, PART, LOCK = ".data", ".part", ".lock"  # an entry, its download, its lock
@@ -101,9 +105,12 @@ class Space:
             victims = stale
             if self.limit is not None and seen.used + size > self.limit:
                 gone = {e.path for e in stale}
-                victims = stale + self.evict([e for e in seen.entries.values()
-                                              if e.path not in gone],
-                                             seen.used + size - self.limit)
+                need = seen.used + size - self.limit
+                if self.evict is lru:  # in the order kept since the listing: no sort per write
+                    victims = stale + seen.oldest(need, gone)
+                else:
+                    victims = stale + self.evict([e for e in seen.entries.values()
+                                                  if e.path not in gone], need)
             for entry in victims:
                 if remove(entry.path):
                     seen.drop(entry.path)
@@ -115,10 +122,15 @@ class Space:
         return None
 
     def _listed(self) -> _Seen:
-        """The folder as ``_scan`` listed it, and what this process did since (``RESCAN_S``)."""
-        if self._seen is None or time.monotonic() - self._seen.when > RESCAN_S:
-            self._seen = _Seen(time.monotonic(), *self._scan())
-        return self._seen
+        """The folder as ``_scan`` listed it, and what this process did since (``RESCAN_S``,
+        ``RESCAN_SHARE``)."""
+        seen = self._seen
+        if seen is None or time.monotonic() - seen.when > max(RESCAN_S,
+                                                              RESCAN_SHARE * seen.took):
+            began = time.monotonic()
+            entries, used = self._scan()
+            self._seen = seen = _Seen(began, entries, used, time.monotonic() - began)
+        return seen
 
     def _scan(self) -> tuple[dict[str, Entry], int]:
         """The complete entries by path, and the bytes in use: entries and the ``.part``
@@ -146,21 +158,39 @@ class Space:
 
 class _Seen:
     """A process's view of a cache folder: its entries by path and by object (the versions
-    of one object share a name up to their identity's hash), and the bytes in use (``.part``
-    files of downloads under way included), since the listing made at ``when``."""
+    of one object share a name up to their identity's hash), in the order of their last use
+    (``lru``'s, sorted once per listing), and the bytes in use (``.part`` files of downloads
+    under way included), since the listing made at ``when``, which took ``took`` seconds."""
 
-    __slots__ = ("when", "entries", "versions", "used")
+    __slots__ = ("when", "entries", "versions", "used", "took", "_order")
 
-    def __init__(self, when: float, entries: dict[str, Entry], used: int) -> None:
-        self.when, self.entries, self.used = when, entries, used
+    def __init__(self, when: float, entries: dict[str, Entry], used: int,
+                 took: float = 0.0) -> None:
+        self.when, self.entries, self.used, self.took = when, entries, used, took
         self.versions: dict[str, set[str]] = {}
         for path in entries:
             self.versions.setdefault(_object_of(path), set()).add(path)
+        # Least recently used first; an entry added later goes last. An entry dropped (or
+        # added again) is skipped where it no longer matches (``oldest``).
+        self._order = collections.deque(sorted(entries.values(), key=lambda e: e.used))
 
     def add(self, entry: Entry) -> None:
         self.entries[entry.path] = entry
         self.versions.setdefault(_object_of(entry.path), set()).add(entry.path)
         self.used += entry.size
+        self._order.append(entry)
+
+    def oldest(self, need: int, skip: set[str]) -> list[Entry]:
+        """``lru``'s choice among the entries (those in ``skip`` aside), taken off the order:
+        a few steps per entry, where ``lru`` sorts them all."""
+        out: list[Entry] = []
+        while need > 0 and self._order:
+            entry = self._order.popleft()
+            if self.entries.get(entry.path) is not entry or entry.path in skip:
+                continue
+            out.append(entry)
+            need -= entry.size
+        return out
 
     def drop(self, path: str) -> None:
         entry = self.entries.pop(path, None)
