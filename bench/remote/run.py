@@ -77,11 +77,9 @@ def loader_run(source: Any, spec: dict[str, Any], cache: Path | None = None,
 
 def with_transport(transport: str, run: Run) -> dict[str, float]:
     """``run()`` with ``SHMAUG_TRANSPORT=transport`` (its workers inherit it). A bench process
-    that used obstore itself would make forked workers read through fsspec: refused."""
-    from shmaug.sources import _transport
-
-    if _transport.used_here():
-        raise RuntimeError("obstore served the bench process: forked workers would not use it")
+    that imported obstore itself would make forked workers read through fsspec: refused."""
+    if "obstore" in sys.modules:
+        raise RuntimeError("the bench process imported obstore: forked workers would not use it")
     before = os.environ.get("SHMAUG_TRANSPORT")
     os.environ["SHMAUG_TRANSPORT"] = transport
     try:

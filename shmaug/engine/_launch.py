@@ -27,7 +27,9 @@ _PRELOAD = ("shmaug.engine._worker", "shmaug.ops")
 # a thread held is never released there), and JAX warns on every fork once it has started.
 # array_record too: its reader (0.8.6) segfaults in a forked child that opens a file after the
 # parent opened one, unless the parent had also written one (from_array_record opens them).
-_THREADED = ("jax", "tensorflow", "torch", "array_record")
+# obstore too: its runtime, once used, hangs a forked child's requests and can crash the parent
+# (its forked children read buckets through fsspec instead: ``sources._transport``).
+_THREADED = ("jax", "tensorflow", "torch", "array_record", "obstore")
 
 
 def default_start_method(payload: bytes = b"") -> str:

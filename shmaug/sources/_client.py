@@ -49,7 +49,7 @@ from ._disk_cache import DiskCache
 from ._round_trip import RoundTrip, coalesce
 from ._secrets import MASK, masked, secrets_of
 from ._spans import Spans
-from ._transport import ObstoreGets, Unfit, obstore_gets
+from ._transport import ObstoreGets, RangeIgnored, Unfit, obstore_gets
 from ._urls import Listing, is_url
 from ..errors import ArgumentError, ArgumentTypeError, RemoteError, got
 
@@ -170,9 +170,9 @@ class Remote:
     def read_range(self, url: str, start: int, stop: int) -> bytes:
         """Bytes ``start:stop`` of object ``url``, one request (retried), not kept in the
         spans: a disk cache's download (``_disk_cache``)."""
-        # A bytearray inside: a download's large requests would teach ``RoundTrip`` a cost that
-        # is the transfer's, not a request's (it learns from bytes only).
-        return bytes(self._retried(url, lambda fs: bytearray(self._get(fs, url, start, stop))))
+        # Not learnt from: a download's large requests would teach ``RoundTrip`` a cost that
+        # is the transfer's, not a request's.
+        return self._retried(url, lambda fs: self._get(fs, url, start, stop), learn=False)
 
     def read_ranges(self, url: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of each ``(offset, size)`` of object ``url``, in order. Ranges closer than
@@ -258,15 +258,19 @@ class Remote:
             try:
                 return self._gets.get(url, start, stop)
             except Unfit:
-                pass  # a key obstore cannot name: fsspec reads it
+                pass  # a key or a server obstore cannot read as fsspec does: fsspec reads it
         if start is None:
             return bytes(fs.cat_file(url, **self._one_get, **_limit(fs)))
         # start= / end= by name: s3fs' third positional parameter is version_id.
-        return bytes(fs.cat_file(url, start=start, end=stop, **_limit(fs)))
+        out = bytes(fs.cat_file(url, start=start, end=stop, **_limit(fs)))
+        if stop is not None and len(out) > stop - start:  # shorter: the object ends first
+            raise RangeIgnored(url)
+        return out
 
-    def _retried(self, url: str, call: Callable[[Any], T], doing: str = "read") -> T:
+    def _retried(self, url: str, call: Callable[[Any], T], doing: str = "read",
+                 learn: bool = True) -> T:
         """``call(fs)``, retried while its failures are transient (``_failures.final`` says which
-        are not). A call's bytes teach ``RoundTrip`` what a request costs."""
+        are not). A call's bytes teach ``RoundTrip`` what a request costs (where ``learn``)."""
         last: BaseException | None = None
         for attempt in range(RETRIES + 1):
             if attempt:
@@ -278,7 +282,7 @@ class Remote:
                 fs = self.fs()  # built before the clock starts: a request's cost, not a client's
                 began = time.perf_counter()
                 out = call(fs)
-                if isinstance(out, bytes):
+                if learn and isinstance(out, bytes):
                     self._trip.observe(time.perf_counter() - began, len(out))
                 return out
             except Exception as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import socket
 import threading
@@ -52,6 +53,8 @@ def transport(request, monkeypatch):
         monkeypatch.setenv("SHMAUG_TRANSPORT", "fsspec")
     else:
         pytest.importorskip("obstore", reason="needs obstore (the remote extra has it)")
+        for name in [k for k in os.environ if k.startswith("AWS_")]:
+            monkeypatch.delenv(name)  # obstore would read some of them (and then not be used)
     return request.param
 
 

@@ -5,6 +5,14 @@ and, where installed, nginx); and no hang in workers forked from a process that 
 
 from __future__ import annotations
 
+import functools
+import http.server
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -17,6 +25,14 @@ pytest.importorskip("obstore", reason="needs obstore (the remote extra has it)")
 pytest.importorskip("moto.server", reason="needs moto[server]")
 
 pytestmark = pytest.mark.timeout(120)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def no_aws_environment(monkeypatch):
+    """What this machine's environment may set for AWS: obstore would read some of it."""
+    for name in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(name)
 
 
 def transport(protocol: str, opts: dict | None) -> str:
@@ -43,8 +59,20 @@ def test_obstore_takes_only_the_options_it_can_honour(s3, monkeypatch):
     assert transport("s3", {**options(endpoint), "requester_pays": True}) == "fsspec"
     assert transport("s3", {**options(endpoint),
                             "config_kwargs": {"signature_version": "s3v4"}}) == "fsspec"
+    assert transport("s3", {**creds, "endpoint_url": endpoint,
+                            "client_kwargs": {"endpoint_url": endpoint}}) == "fsspec"
+    for malformed in ("127.0.0.1:9", "http://", "http://host:port", "ftp://host"):
+        assert transport("s3", {**creds, "endpoint_url": malformed}) == "fsspec", malformed
     assert transport("http", None) == "obstore"
     assert transport("https", {"headers": {"Authorization": "Bearer x"}}) == "fsspec"
+    # What obstore would read from the environment and botocore, given credentials, would not.
+    for name, value in (("AWS_SESSION_TOKEN", "t"), ("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "true"),
+                        ("AWS_SKIP_SIGNATURE", "true"), ("AWS_ENDPOINT", "http://elsewhere")):
+        with monkeypatch.context() as env:
+            env.setenv(name, value)
+            assert transport("s3", options(endpoint)) == "fsspec", name
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-3")  # overridden by the options' region
+    assert transport("s3", options(endpoint)) == "obstore"
     monkeypatch.setenv("SHMAUG_TRANSPORT", "fsspec")
     assert transport("s3", options(endpoint)) == "fsspec"
 
@@ -131,3 +159,58 @@ def test_workers_forked_after_the_main_process_used_obstore_do_not_hang(s3):
     with shmaug.Loader(remote, batch_size=4, workers=2, start_method="fork") as loader:
         got = np.concatenate([images for images, _ in loader])
     np.testing.assert_array_equal(got, np.stack([local.read(i) for i in range(len(local))]))
+
+
+def test_obstore_used_before_a_fork_leaves_the_workers_on_fsspec(s3):
+    """Whoever used obstore in a process (here the user, on an in-memory store), a fork of it
+    must not: its requests hang and the parent could crash (a segfault, before the guard saw
+    any use but shmaug's). obstore imported also makes the default start method forkserver."""
+    endpoint, _ = s3
+    script = f"""
+import obstore, shmaug
+from obstore.store import MemoryStore
+from shmaug.engine._launch import default_start_method
+from shmaug.sources.files import ImageFiles
+
+store = MemoryStore()
+obstore.put(store, "a", b"1")
+obstore.get(store, "a").bytes()
+print(default_start_method())
+files = ImageFiles.from_directory("s3://{BUCKET}/train/", image_size=(8, 8),
+                                  storage_options={options(endpoint)!r})
+with shmaug.Loader(files, batch_size=4, workers=2, start_method="fork") as loader:
+    print(sum(len(images) for images, _ in loader))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=100, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["forkserver", "7"]
+
+
+@pytest.mark.parametrize("via", ["obstore", "fsspec"])
+def test_a_server_that_ignores_ranges_is_an_error_not_the_wrong_bytes(tmp_path, monkeypatch,
+                                                                      via):
+    """Python's own HTTP server answers a range request with the whole file (200): fsspec
+    returned it as the range."""
+    from shmaug.errors import RemoteError
+    from shmaug.sources._remote import Remote
+
+    if via == "fsspec":
+        monkeypatch.setenv("SHMAUG_TRANSPORT", "fsspec")
+    (tmp_path / "blob.bin").write_bytes(bytes(range(256)) * 40)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *_: None  # type: ignore[attr-defined]
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            remote = Remote("http", None)
+            assert remote.transport == via
+            url = f"http://127.0.0.1:{server.server_address[1]}/blob.bin"
+            assert remote.fetch(url) == bytes(range(256)) * 40
+            with pytest.raises(RemoteError, match="ignores range requests.*Fix: serve"):
+                remote.read_ranges(url, [(10, 5)])
+        finally:
+            server.shutdown()
+            thread.join(timeout=10)
