@@ -195,6 +195,13 @@ def test_bench_remote_cost_runs():
     assert measured and all(float(r.strip("| ").split(" | ")[3]) > 0 for r in measured)
 
 
+def test_bench_remote_cache_space_runs():
+    """A full disk cache's write, the kept order against ranking every entry: both timed."""
+    out = run("-m", "bench.remote.cache_space", "--entries", "300", "--writes", "5")
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 4 and all(float(r.split(" | ")[-1].strip(" |")) >= 0 for r in rows[1:])
+
+
 @needs_keras
 def test_bench_gpu_quick(tmp_path):
     """The GPU-machine bench runs whole on the CPU: every feeder fits, every worker count
@@ -253,7 +260,8 @@ def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_p
 @pytest.mark.parametrize("module", ["bench", "bench.engine", "bench.ops", "bench.files",
                                     "bench.files.memory", "bench.records", "bench.records.index",
                                     "bench.records.locality", "bench.records.locality_cache",
-                                    "bench.remote", "bench.gpu", "bench.recycle",
+                                    "bench.remote", "bench.remote.cache_space",
+                                    "bench.gpu", "bench.recycle",
                                     "bench.wait_trace", "bench.soak", "bench.autoworkers"])
 def test_bench_help_names_the_command_and_no_issue_number(module):
     out = run("-m", module, "--help")
