@@ -1,7 +1,7 @@
 """Who sends a read's GETs: obstore (Rust's object_store) where it can, else fsspec.
 
-A GET through s3fs costs 2.4 ms of client CPU for a 10 kB image and 6.8 ms for a 2 MB span;
-obstore, signing and reading in Rust, 0.3 and 1.8 (``python -m bench.remote.cost``). On a
+A GET through s3fs costs 2.4 ms of client CPU for a 10 kB image and 5.2 ms for a 2 MB span;
+obstore, signing and reading in Rust, 0.3 and 1.3-2.0 (``python -m bench.remote.cost``). On a
 worker that decodes beside its requests, that CPU is decoding lost (issue 39 §4). So a read's
 GETs, whole objects and byte ranges, go through obstore where:
 
