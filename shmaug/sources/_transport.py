@@ -24,8 +24,9 @@ variables that botocore ignores where the options give credentials (a session to
 virtual-hosted style that names another bucket, unsigned requests, a request payer), so where
 any such variable is set, s3fs reads; the region is the options' or botocore's own (its
 environment and config files). A store obstore cannot build from the options (a malformed
-endpoint), or a server it cannot read as fsspec does (no ``Content-Length``, no ``Range``, a
-redirect to the bucket's region) hands that bucket or web origin to fsspec for the process.
+endpoint), or a server it cannot read as fsspec does (no ``Content-Length``, a redirect to
+the bucket's region) hands that bucket or web origin to fsspec for the process. A server that
+ignores ranges is an error (``RangeIgnored``), whichever client saw it.
 
 Fork: obstore's runtime, once it has served a request, hangs a forked child's requests and can
 crash the parent. A process forked from one that had imported obstore (shmaug's reads, or the
@@ -83,7 +84,7 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Unfit(Exception):
-    """Why obstore cannot take these options (fsspec reads them)."""
+    """Why obstore cannot take these options, or this request (fsspec reads them)."""
 
 
 class RangeIgnored(RemoteError):
