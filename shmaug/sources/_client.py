@@ -1,5 +1,6 @@
 """The client of object storage (s3://, gs://, https://...): fsspec's filesystem for a
-protocol, one per process, and every request made through it, retried by the error rules.
+protocol, one per process, and every request made through it (a read's GETs through obstore
+where it can send them: ``_transport``), retried by the error rules.
 
 A request to a bucket costs 10-100 ms before its first byte, so one read after another caps a
 worker at a few dozen images/s. ``Remote`` hides that latency and keeps credentials out of
