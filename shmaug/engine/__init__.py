@@ -7,7 +7,8 @@ underscore says so. Where each piece sits in the flow of one batch
 - ``_store``: named shared-memory blocks and memory-mapped files, attached by handle;
   ``_leftovers`` sweeps segments a killed run left behind.
 - ``_schedule``: pure planning: epoch orders, batches, task slices, shards.
-- ``_ring``: the output slots workers write batches into.
+- ``_ring``: the output slots workers write batches into; ``_pinned`` page-locks them for the
+  GPU (``pin_memory``).
 - ``_pool``, ``_launch``, ``_retiring``: the worker processes, their start, death and resizing;
   ``_worker`` is what runs inside each, ``_runner`` the slice loop it runs (and ``workers=0``
   inline), ``_wire`` the messages between them, ``_status`` each worker's shared figures.

@@ -7,8 +7,8 @@ Both sort them by name into three frozen groups (``Settings.of``), as Grain grou
 
 - ``BatchOptions``: which samples make each batch, in which order (batch_size, shuffle,
   drop_remainder, seed, the shards, weighted sampling);
-- ``WorkerOptions``: who makes the batches, and how far ahead (workers, start_method,
-  max_queue_size, timeout, copy);
+- ``WorkerOptions``: who makes the batches, how far ahead, and how they are handed over
+  (workers, start_method, max_queue_size, timeout, copy, pin_memory);
 - ``OutputOptions``: what a sample becomes (augment, output_shape, output_dtype, value_range,
   mix).
 
@@ -80,13 +80,14 @@ class BatchOptions:
 
 @dataclass(frozen=True, slots=True)
 class WorkerOptions:
-    """Who makes the batches, and how far ahead of the consumer."""
+    """Who makes the batches, how far ahead of the consumer, and how they are handed over."""
 
     workers: int | str = check.AUTO  # a count, or "auto" (None as given: one per core)
     start_method: str | None = None
     max_queue_size: int = 8  # checked against a batch's memory by Options.of
     timeout: float | None = None
     copy: bool = True
+    pin_memory: bool = False
 
     def __post_init__(self) -> None:
         _set(self, "workers", check.workers(self.workers))
@@ -94,6 +95,7 @@ class WorkerOptions:
         _set(self, "max_queue_size", check.positive_int("max_queue_size", self.max_queue_size))
         _set(self, "timeout", check.timeout(self.timeout))
         _set(self, "copy", check.boolean("copy", self.copy))
+        _set(self, "pin_memory", check.boolean("pin_memory", self.pin_memory))
 
     @property
     def auto(self) -> bool:

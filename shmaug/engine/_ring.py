@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ._pinned import pin
 from ._store import RING, ArrayHandle, SharedStore, check_need
 
 
@@ -68,6 +69,7 @@ class OutputRing:
         self.handles: RingHandles | None = None  # invariant: the blocks mapped, once allocated
         self.view: np.ndarray = np.empty(0)  # (slots, batch_size, *sample_shape) once allocated
         self.targets: Targets = {}  # the same per augmented target
+        self.pinned = False  # invariant: the blocks are registered with the CUDA driver
         self._free: list[int] = list(range(slots))[::-1]  # invariant: no slot twice, none busy
         # A debug switch, as PYTHONMALLOC=debug poisons freed memory: a released slot is filled
         # with 0xFF bytes (NaN in a float), so a batch still read after its slot went back to
@@ -116,6 +118,15 @@ class OutputRing:
                 lent=True)
         self.handles = RingHandles(handle, handles)
         return self.handles
+
+    def pin(self) -> bool:
+        """Page-lock the allocated blocks (``_pinned``) until the store closes; False where
+        they stay pageable (a warning said why)."""
+        pinned = pin([self.view, *self.targets.values()])
+        if pinned is not None:
+            self._store.before_close(pinned.release)
+            self.pinned = True
+        return self.pinned
 
     @property
     def free_count(self) -> int:

@@ -239,9 +239,12 @@ def _close_quietly(shm: shared_memory.SharedMemory, *, lent: bool = False) -> No
 
 
 def _release(segments: list[shared_memory.SharedMemory], locks: list[int],
-             lent: set[str]) -> None:
-    """Close and unlink every block, then drop the locks that said its owner lives; safe to
-    call twice (the lists are emptied)."""
+             lent: set[str], before: list[Callable[[], None]]) -> None:
+    """Run the ``before`` hooks (what must happen while the blocks are mapped), close and
+    unlink every block, then drop the locks that said its owner lives; safe to call twice
+    (the lists are emptied)."""
+    while before:
+        before.pop()()
     while segments:
         shm = segments.pop()
         _close_quietly(shm, lent=shm.name in lent)
@@ -274,8 +277,9 @@ class SharedStore:
         self._segments: list[shared_memory.SharedMemory] = []  # invariant: all owned, all live
         self._locks: list[int] = []  # invariant: one descriptor locking each, where locks apply
         self._lent: set[str] = set()  # invariant: names of the blocks views are lent from
+        self._before: list[Callable[[], None]] = []  # run first by close (before_close)
         self._finalizer = weakref.finalize(self, _release, self._segments, self._locks,
-                                           self._lent)
+                                           self._lent, self._before)
 
     def empty(self, shape: tuple[int, ...], dtype: Any, *, what: str = "an array",
               lent: bool = False) -> tuple[ArrayHandle, np.ndarray]:
@@ -316,6 +320,11 @@ class SharedStore:
         else:
             view[:rows] = array[:rows]
         return handle, view
+
+    def before_close(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` when the store closes, while its blocks are still mapped (the ring
+        unregistered from the CUDA driver before it is unmapped)."""
+        self._before.append(hook)
 
     @property
     def names(self) -> list[str]:

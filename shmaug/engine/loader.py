@@ -149,6 +149,15 @@ class Loader:
             for, so do not keep it (``list(loader)`` would hold overwritten views). One kept
             past ``close()`` stays readable (the mapping lives while a view does; its name is
             unlinked), with the contents it had when the loader closed.
+        pin_memory: True page-locks the output ring (registers it with the CUDA driver, as
+            ``torch.utils.data.DataLoader(pin_memory=True)`` pins its batches), so that a
+            batch's copy to the GPU (``torch.from_numpy(xb).to("cuda")``,
+            ``jax.device_put(xb)``) is read by the device from the slot a worker wrote: on an
+            H100 that took the main thread's time per float32 224x224 batch of 64 from 6.0
+            ms to 1.2 ms (``bench.gpu pinned``). Best with ``copy=False``: a copied batch is
+            in pageable memory again. Where there is no NVIDIA driver or GPU, a warning says
+            so and the ring stays pageable; ``loader.pinned`` says which. A ``Sequence``
+            does it by itself where Keras trains on a GPU with torch or JAX.
         value_range: the (low, high) the images' values lie in, as Keras' augmentation layers
             take it; None: by dtype, uint8 (0, 255), uint16 (0, 65535), floats (0, 1). It is
             bound into a shmaug pipeline (where the pipeline does not say its own), and the
@@ -214,6 +223,7 @@ class Loader:
         output_dtype: Any = None,
         load: Callable[[int], Any] | None = None,
         copy: bool = True,
+        pin_memory: bool = False,
         value_range: tuple[float, float] | None = None,
         num_shards: int | None = None,
         shard_index: int | None = None,
@@ -342,6 +352,8 @@ class Loader:
         sample_shape, dtype = output_of(probe, shape, dtype)
         self._fill_dataset(unfilled, sample_shape, dtype, probe.targets)
         self._ring.allocate(sample_shape, dtype, targets=probe.targets)
+        if o.settings.workers.pin_memory:
+            self._ring.pin()
         self._pool.attach_ring(self._ring)
         return sample_shape, dtype
 
@@ -661,6 +673,12 @@ class Loader:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def pinned(self) -> bool:
+        """Whether the output ring is page-locked (``pin_memory=True`` where the CUDA driver
+        took it)."""
+        return self._ring is not None and self._ring.pinned
+
     def __repr__(self) -> str:
         """The settings as given, with what they resolved to: the worker count, the start
         method, the seed (drawn when None was given) and the output learned from sample 0."""
@@ -678,6 +696,7 @@ class Loader:
             ("shuffle", self.shuffle), ("drop_remainder", self._plan.drop_remainder),
             ("max_queue_size", self.max_queue_size)]
         optional = [("timeout", self.timeout, None), ("copy", self.copy, True),
+                    ("pin_memory", self._options.settings.workers.pin_memory, False),
                     ("value_range", self._options.settings.output.value_range, None),
                     ("num_shards", self.num_shards, 1), ("shard_index", self.shard_index, 0),
                     ("sampling_weights", order.weights, None),

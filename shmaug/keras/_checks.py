@@ -1,6 +1,6 @@
 """Checks of what only the Keras facade takes: Keras' ``use_multiprocessing``, a dict ``x``'s
-``image_key``, and the bindings a ``Sequence.state_dict()`` saved. The rest is checked where
-the engine checks it."""
+``image_key``, ``pin_memory``'s default, and the bindings a ``Sequence.state_dict()`` saved.
+The rest is checked where the engine checks it."""
 
 from __future__ import annotations
 
@@ -19,6 +19,27 @@ def use_multiprocessing(value: Any) -> bool | None:
             f"leave it out: shmaug always runs its `workers` in processes."
         )
     return None if value is None else bool(value)
+
+
+def pin_memory(value: Any) -> Any:
+    """``pin_memory`` as given, or for None: whether Keras trains on an NVIDIA GPU through a
+    backend that copies the very batch it is handed to the device (torch, JAX). TensorFlow's
+    ``from_generator`` copies each batch into a tensor of its own first, so pinning the ring
+    gains it nothing. (The engine checks a given value.)"""
+    if value is not None:
+        return value
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "torch":
+        import torch
+
+        return torch.cuda.is_available()
+    if backend == "jax":
+        import jax
+
+        return jax.default_backend() == "gpu"
+    return False
 
 
 def bindings(pairs: Any, asked: Any, batches: int) -> list[tuple[int, int, int]]:

@@ -117,6 +117,10 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             ``fit(shuffle=False)`` reads a ``shuffle=None`` Sequence as ``evaluate`` does, in
             order and unmixed (Keras' threads cannot tell the two apart): to mix in order,
             pass ``shuffle=False`` to the Sequence.
+        pin_memory: page-lock the output ring, so that the backend's copy of a batch to the
+            GPU reads the slot a worker wrote (see ``shmaug.Loader``). None (the default):
+            where Keras trains on an NVIDIA GPU with torch or JAX; TensorFlow copies each
+            batch into a tensor of its own first, so it gains nothing there.
         use_multiprocessing: Keras' argument, accepted for drop-in use (see above).
         Other arguments: as ``shmaug.Loader``.
 
@@ -151,6 +155,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         sampling_weights: Any = None,
         samples_per_epoch: int | None = None,
         mix: Mix | None = None,
+        pin_memory: bool | None = None,
         use_multiprocessing: bool | None = None,
     ) -> None:
         # Keras must not add threads or processes of its own on top of shmaug's (its adapter
@@ -162,6 +167,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 "through shared memory, so a process costs no copy), so "
                 "use_multiprocessing=False cannot make them threads and is ignored. Fix: leave "
                 "it out; pass workers=0 to run everything in this process instead.")
+        pin_memory = facade_checks.pin_memory(pin_memory)  # resolved before Settings reads it
         self.image_key, images, extra_inputs = facade_checks.split_inputs(x, image_key)
         self._settings = Settings.of(locals())  # the Loader's arguments, each checked once
         source = not self._overrides("load") and inputs.is_source(images)  # e.g. ImageFiles

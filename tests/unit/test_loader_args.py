@@ -57,6 +57,7 @@ def closure_op():
         (dict(shuffle=1), TypeError, "`shuffle` must be True, False, None or"),
         (dict(drop_remainder="yes"), TypeError, "`drop_remainder` must be True or False"),
         (dict(copy=None), TypeError, "`copy` must be True or False"),
+        (dict(pin_memory="yes"), TypeError, "`pin_memory` must be True or False"),
         (dict(x=np.zeros((10, 0, 16), np.uint8)), ValueError, r"no pixels: shape \(10, 0, 16\)"),
         (dict(x=np.zeros((10, 4, 0), np.uint8), augment=None), ValueError, "no pixels"),
     ],
