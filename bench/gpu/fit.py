@@ -25,7 +25,7 @@ from bench.common.workloads import augment_for, build_data, make_batch, output_s
 from bench.gpu.run import FEEDERS
 from bench.suite.fit import CLASSES, Cached
 
-CEILING = ("shmaug_sequence",)  # feeders also timed with no model (Keras' adapter, no step)
+CEILING = ("shmaug_sequence", "shmaug_sequence_pageable")  # also timed with no model
 FIT_SIZES = {"W2": (6144, 64), "W1": (81920, 256)}  # whole batches: no retrace on a short last one
 QUICK_SIZES = {"W2": (32, 16), "W1": (128, 64)}
 
@@ -79,11 +79,13 @@ class EpochTimer(keras.callbacks.Callback):  # type: ignore[misc]
         self.shares.append(self.busy.share(self.began, now))
 
 
-def build_model(workload: str, shape: tuple[int, ...], quick: bool) -> tuple[Any, str]:
-    """ResNet50 for the photos (the small CNN in a quick run), the demo's CNN for the glyphs."""
+def build_model(workload: str, shape: tuple[int, ...], quick: bool,
+                w2_model: str = "resnet50") -> tuple[Any, str]:
+    """ResNet50 for the photos (the small CNN in a quick run, or with ``w2_model="small"``),
+    the demo's CNN for the glyphs."""
     from shmaug._demo import build_model as small_cnn
 
-    if workload == "W2" and not quick:
+    if workload == "W2" and not quick and w2_model == "resnet50":
         return keras.applications.ResNet50(weights=None, input_shape=shape, classes=CLASSES), "ResNet50"
     return small_cnn(shape[0], CLASSES, channels=shape[-1]), "the demo's small CNN"
 
@@ -126,7 +128,7 @@ def device_name(busy: GpuBusy) -> str:
 
 def run_case(workload: str, quick: bool, repeats: int, workers: int, busy: GpuBusy,
              case: dict[str, Any], report: Callable[[], None],
-             feeders: tuple[str, ...] = FEEDERS) -> None:
+             feeders: tuple[str, ...] = FEEDERS, w2_model: str = "resnet50") -> None:
     n, bs = (QUICK_SIZES if quick else FIT_SIZES)[workload]
     x, ids = build_data(workload, n)
     y = ids % CLASSES
@@ -135,7 +137,7 @@ def run_case(workload: str, quick: bool, repeats: int, workers: int, busy: GpuBu
     one = (make_batch(x, augment, 0, bs, out_dtype), y[:bs])
     cached = Cached([one] * (n // bs))  # the GPU's work with no data work: contents do not matter
     keras.utils.set_random_seed(0)
-    model, model_name = build_model(workload, x.shape[1:], quick)
+    model, model_name = build_model(workload, x.shape[1:], quick, w2_model)
     model.compile("adam", "sparse_categorical_crossentropy")
     case.update(workload=workload, model=model_name, n=n, batch_size=bs, workers=workers,
                 compute_rates=[], compute_gpu_busy=[], feeders=[])
@@ -190,7 +192,7 @@ def no_model_rates(contender: Any, n: int, repeats: int) -> list[float]:
 def run_fit(quick: bool, repeats: int, workers: int,
             report: Callable[[dict[str, Any]], None],
             workloads: tuple[str, ...] = tuple(FIT_SIZES),
-            feeders: tuple[str, ...] = FEEDERS) -> dict[str, Any]:
+            feeders: tuple[str, ...] = FEEDERS, w2_model: str = "resnet50") -> dict[str, Any]:
     from bench.common.report import environment
 
     busy = GpuBusy()
@@ -203,7 +205,7 @@ def run_fit(quick: bool, repeats: int, workers: int,
             case: dict[str, Any] = {}
             payload["cases"].append(case)
             run_case(workload, quick, repeats, workers, busy, case, lambda: report(payload),
-                     feeders)
+                     feeders, w2_model)
     finally:
         busy.close()
     return payload

@@ -3,6 +3,8 @@ own workers, and images/s for 1 to (cores - 1) workers.
 
     python -m bench.gpu scaling --out bench/results/gpu   # shmaug.Loader, workers = 1..cores-1
     python -m bench.gpu fit --out bench/results/gpu       # Model.fit fed three ways (KERAS_BACKEND)
+    python -m bench.gpu pinned --out bench/results/gpu    # the ring page-locked or not
+    python -m bench.gpu alone --out bench/results/gpu     # W2's ops in k processes, no shmaug
     python -m bench.gpu report --out bench/results/gpu    # gpu.md and gpu_scaling.png from the JSON
     python -m bench.gpu all --quick                       # CI's smoke run: tiny, on the CPU
 
@@ -20,6 +22,10 @@ suite's (``bench.common.workloads``), with shmaug's ops for every contender:
   images/s, the **share of wall time the GPU waits**, ``1 - t_compute / t_fed`` (t_compute:
   the same epochs fed from batches already in RAM), and the GPU's busy share read from NVML
   while the epochs run (when ``pynvml`` is there).
+- **alone**: W2's ops with no loader, in 1 and (cores - 1) independent processes, each
+  batch into a new array: how the ops scale on the machine without shmaug.
+- **pinned** (``bench.gpu.pinned``): lent W2 batches sent to the GPU from the ring as it is,
+  from the ring registered with the driver (page-locked), and through a pinned staging buffer.
 
 Nothing here judges a target: the figures describe a machine this project is lent only now
 and then. ``--quick`` runs everything tiny on the CPU (a small CNN in place of ResNet50).
@@ -38,21 +44,29 @@ import numpy as np
 from bench.common.harness import base_parser, deadline, prepare_out
 from shmaug.engine._platform import cpu_count
 from bench.common.report import QUICK, environment, fmt_num, markdown_table, took
+from bench.gpu.pinned import pinned_table, run_pinned
 
 SCALING_SIZES = {"W1": (32768, 256), "W2": (4096, 64)}  # (images, batch size)
 QUICK_SIZES = {"W1": (256, 64), "W2": (32, 16)}
-SCALING, FIT, HANDOVER = "gpu_scaling.json", "gpu_fit.json", "gpu_handover.json"
+SCALING, FIT, HANDOVER, PINNED, ALONE = ("gpu_scaling.json", "gpu_fit.json",
+                                         "gpu_handover.json", "gpu_pinned.json",
+                                         "gpu_alone.json")
 FEEDERS = ("shmaug_sequence", "keras_fork", "keras_threads")  # bench.gpu.fit's, without Keras
+MORE_FEEDERS = ("shmaug_sequence_pageable",)  # only when --feeders names them
 
 
 def parser() -> Any:
     p = base_parser(__doc__.splitlines()[0], "bench/results/gpu")
-    p.add_argument("section", choices=("scaling", "handover", "fit", "report", "all"))
+    p.add_argument("section", choices=("scaling", "handover", "alone", "fit", "pinned", "report", "all"))
     p.add_argument("--repeats", type=int, default=None, help="timed epochs per run (default 3)")
     p.add_argument("--workloads", default="W1,W2",
                    help="fit: the workloads to run, comma-separated (default W1,W2)")
     p.add_argument("--feeders", default=",".join(FEEDERS),
-                   help=f"fit: the feeders to run, comma-separated (default {','.join(FEEDERS)})")
+                   help=f"fit: the feeders to run, comma-separated (default {','.join(FEEDERS)}; "
+                        f"also {','.join(MORE_FEEDERS)})")
+    p.add_argument("--w2-model", choices=("resnet50", "small"), default="resnet50",
+                   help="fit: the model W2 trains (small: the demo's CNN, so the feeding and "
+                        "not the GPU is what a W2 fit measures)")
     p.add_argument("--max-workers", type=int, default=None,
                    help="largest worker count (default: usable cores - 1, at least 1)")
     return p
@@ -117,8 +131,9 @@ def run_scaling(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any
 
 def run_handover(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any]:
     """Where W2's scaling flattens: the same ops delivering uint8 (a quarter of float32's
-    bytes), float32, float32 lent from the ring (``copy=False``, no copy out of it), and
-    float32 read by Keras' adapter from a ``Sequence`` as ``fit`` reads it (needs Keras)."""
+    bytes), bfloat16 written by the workers (half), float32, float32 lent from the ring
+    (``copy=False``, no copy out of it), and float32 read by Keras' adapter from a
+    ``Sequence`` as ``fit`` reads it (needs Keras)."""
     import shmaug
     from bench.suite import peers
     from bench.common.workloads import augment_for, build_data
@@ -127,14 +142,16 @@ def run_handover(out: Path, quick: bool, repeats: int, top: int) -> dict[str, An
     x, ids = build_data("W2", n)
     to_float = augment_for("W2", "shmaug")
 
-    def loader(augment: Any, copy: bool) -> Callable[[int], Any]:
+    def loader(augment: Any, copy: bool, dtype: Any = None) -> Callable[[int], Any]:
         return lambda workers: shmaug.Loader(x, ids, batch_size=bs, augment=augment,
-                                             workers=workers, seed=0, copy=copy)
+                                             workers=workers, seed=0, copy=copy,
+                                             output_dtype=dtype)
 
     def sequence(workers: int) -> Any:
         return peers.running("shmaug_sequence", x, ids, bs, to_float, np.float32, workers)
 
-    variants = {"uint8": loader(to_float.fn, True), "float32": loader(to_float, True),
+    variants = {"uint8": loader(to_float.fn, True),
+                "bfloat16": loader(to_float, True, "bfloat16"), "float32": loader(to_float, True),
                 "float32, copy=False": loader(to_float, False),
                 "float32, Sequence as fit reads it": sequence}
     payload: dict[str, Any] = {"environment": environment(), "quick": quick, "repeats": repeats,
@@ -154,6 +171,69 @@ def run_handover(out: Path, quick: bool, repeats: int, top: int) -> dict[str, An
             print(f"handover W2 {variant} workers={workers}: {rate}", flush=True)
             save(out, HANDOVER, payload)
     return payload
+
+
+def _augment_share(x: np.ndarray, lo: int, hi: int, bs: int, start: Any, out: Any) -> None:
+    """One process of ``run_alone``: its share of W2's images, batch by batch, timed from
+    a common start so the slowest process gives the rate."""
+    from threadpoolctl import threadpool_limits
+
+    from bench.common.workloads import augment_for, make_batch
+
+    threadpool_limits(1)  # one thread per process, as a shmaug worker runs (OpenCV: the parent)
+    augment = augment_for("W2", "shmaug")
+    start.wait()
+    began = time.perf_counter()
+    for b in range(lo, hi, bs):
+        make_batch(x, augment, b, min(b + bs, hi), np.float32)
+    out.put(time.perf_counter() - began)
+
+
+def run_alone(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any]:
+    """W2's ops alone, with no shmaug: in 1 and k independent processes (fork), each on its
+    own share of the images, each batch into a new array (as a loop of one's own makes it),
+    nothing shared or handed over. How the ops scale on the machine without a loader, to put
+    beside ``handover``."""
+    import multiprocessing as mp
+
+    import cv2
+
+    from bench.common.workloads import build_data
+
+    n, bs = (QUICK_SIZES if quick else SCALING_SIZES)["W2"]
+    x, _ = build_data("W2", n)
+    payload: dict[str, Any] = {"environment": environment(), "quick": quick, "repeats": repeats,
+                               "n": n, "batch_size": bs, "runs": []}
+    ctx = mp.get_context("fork")
+    cv2.setNumThreads(1)  # inherited by the forks (set in a fork, it can deadlock)
+    for k in sorted({1, top}):
+        rates = []
+        for _ in range(repeats):
+            start, results = ctx.Barrier(k + 1), ctx.Queue()
+            share = -(-n // k)
+            procs = [ctx.Process(target=_augment_share,
+                                 args=(x, i * share, min(n, (i + 1) * share), bs, start, results))
+                     for i in range(k)]
+            for p in procs:
+                p.start()
+            start.wait()
+            rates.append(n / max(results.get(timeout=600) for _ in procs))
+            for p in procs:
+                p.join()
+        payload["runs"].append({"processes": k, "rates": rates})
+        print(f"alone W2 processes={k}: {median(rates):,.0f} images/s", flush=True)
+        save(out, ALONE, payload)
+    return payload
+
+
+def alone_table(payload: dict[str, Any]) -> str:
+    by = {r["processes"]: median(r["rates"]) for r in payload["runs"]}
+    one, top = by.get(1, float("nan")), max(by)
+    rows = [[str(k), fmt_num(rate), f"{rate / one:.2f}x", f"{rate / (k * one):.2f}"]
+            for k, rate in sorted(by.items())]
+    return (f"### W2's ops alone, {payload['n']:,} images in {top} independent processes, each "
+            f"batch a new array (no shmaug)"
+            f"\n\n" + markdown_table(["processes", "images/s", "÷ 1 process", "of linear"], rows))
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -264,7 +344,9 @@ def write_report(out: Path) -> str:
     parts = ["# shmaug on a GPU machine\n"]
     for name, title, tables in ((FIT, "Model.fit on the GPU", fit_tables),
                                 (SCALING, "images/s by worker count", scaling_tables),
-                                (HANDOVER, "where W2's scaling flattens", handover_table)):
+                                (HANDOVER, "where W2's scaling flattens", handover_table),
+                                (ALONE, "the ops alone, without a loader", alone_table),
+                                (PINNED, "page-locked memory", pinned_table)):
         if not (out / name).exists():
             continue
         payload = json.loads((out / name).read_text())
@@ -274,7 +356,7 @@ def write_report(out: Path) -> str:
         head = (f"## {title}\n\n{QUICK if payload['quick'] else 'full run'} · "
                 f"{env['usable_cpus']} CPUs ({env['cpu']}{threads}) · {env.get('memory_gib')} GiB · "
                 f"Python {env['python']} · commit {env.get('git_commit', '?')} · {env['time']}")
-        if "device" in payload:
+        if "keras" in payload:
             head += (f" · {payload['device']} · Keras {payload['keras']} on {payload['backend']} "
                      f"{payload.get('backend_version', '')}").rstrip()
         parts.append(f"{head}\n\nimages/s: the median of {payload['repeats']} timed epochs.\n\n"
@@ -296,12 +378,17 @@ def main(argv: list[str] | None = None) -> int:
         run_scaling(out, args.quick, repeats, top)
     if args.section in ("handover", "all"):
         run_handover(out, args.quick, repeats, top)
+    if args.section in ("alone", "all"):
+        run_alone(out, args.quick, repeats, top)
     if args.section in ("fit", "all"):
         from bench.gpu.fit import run_fit
 
         run_fit(args.quick, repeats, top, lambda payload: save(out, FIT, payload),
                 tuple(w for w in ("W2", "W1") if w in args.workloads.split(",")),
-                tuple(f for f in FEEDERS if f in args.feeders.split(",")))
+                tuple(f for f in FEEDERS + MORE_FEEDERS if f in args.feeders.split(",")),
+                w2_model=args.w2_model)
+    if args.section in ("pinned", "all"):
+        run_pinned(args.quick, repeats, top, lambda payload: save(out, PINNED, payload))
     print(write_report(out), flush=True)
     print(f"bench.gpu {args.section}: wrote {out}/ in {took(time.perf_counter() - began)}",
           file=sys.stderr)

@@ -220,13 +220,23 @@ def test_bench_gpu_quick(tmp_path):
             ("keras_fork", 1, "ok"), ("keras_fork", 2, "ok")]
     handover = json.loads((tmp_path / "gpu_handover.json").read_text())
     assert [(r["variant"], r["workers"], r["status"]) for r in handover["runs"]] == [
-        (v, k, "ok") for v in ("uint8", "float32", "float32, copy=False",
+        (v, k, "ok") for v in ("uint8", "bfloat16", "float32", "float32, copy=False",
                                "float32, Sequence as fit reads it") for k in (1, 2)]
+    alone = json.loads((tmp_path / "gpu_alone.json").read_text())
+    assert [r["processes"] for r in alone["runs"]] == [1, 2]
+    assert all(rate > 0 for r in alone["runs"] for rate in r["rates"])
+    # pinned: torch's and / or JAX's rows, whichever this venv has (none: the report says
+    # so); no CUDA here, so the pinned ring's rows say so and the others run
+    pinned = {r["variant"]: r["status"] for r in
+              json.loads((tmp_path / "gpu_pinned.json").read_text())["runs"]}
+    assert pinned or "neither torch nor JAX is installed" in out
+    assert all(status == ("ring not pinned (no CUDA)" if v.endswith("ring pinned") else "ok")
+               for v, status in pinned.items()), pinned
     shmaug_feeder = next(f for f in fit["cases"][0]["feeders"]
                          if f["contender"] == "shmaug_sequence")
     assert shmaug_feeder["no_model_rates"] and "no model: images/s" in out
     assert (tmp_path / "gpu.md").read_text() in out
-    assert out.count("**QUICK run**") == 3 and "GPU waits" in out
+    assert out.count("**QUICK run**") == 5 and "GPU waits" in out
     assert (tmp_path / "gpu_scaling.png").stat().st_size > 10_000
 
 

@@ -60,6 +60,8 @@ REGISTRY: dict[str, Entry] = {
     "shmaug_spawn": Entry("shmaug_engine", "ShmaugLoader", "spawn", "6. shmaug Loader (spawn)"),
     "shmaug_sequence": Entry("keras_dataset", "ShmaugSequence", "fork",
                              "6. shmaug Sequence via Keras' adapter"),
+    "shmaug_sequence_pageable": Entry("keras_dataset", "ShmaugSequencePageable", "fork",
+                                      "6. shmaug Sequence, ring not page-locked"),
     "copy": Entry("copy_ceiling", "Copy", None, "ceiling: copy in 1 process"),
 }
 

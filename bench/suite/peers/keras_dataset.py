@@ -77,6 +77,7 @@ class ShmaugSequence(KerasAdapter):
     """``shmaug.Sequence`` driven by Keras' ``PyDatasetAdapter``, as under ``fit``."""
 
     full_warmup = False  # it asks Keras for no workers: no enqueuer, nothing stale
+    pin_memory: bool | None = None  # the Sequence's default
 
     def __init__(self, *a: Any) -> None:
         Base.__init__(self, *a)
@@ -84,7 +85,8 @@ class ShmaugSequence(KerasAdapter):
         from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
         self.ds = shmaug.Sequence(self.x, self.y, batch_size=self.bs, augment=self.augment,
-                                  workers=self.workers, seed=0, start_method=self.method)
+                                  workers=self.workers, seed=0, start_method=self.method,
+                                  pin_memory=self.pin_memory)
         self.adapter = PyDatasetAdapter(self.ds, shuffle=False)
 
     def pids(self) -> list[int]:
@@ -92,3 +94,9 @@ class ShmaugSequence(KerasAdapter):
 
     def close(self) -> None:
         self.ds.close()
+
+
+class ShmaugSequencePageable(ShmaugSequence):
+    """The same, its ring left pageable where the Sequence would page-lock it (a GPU)."""
+
+    pin_memory = False
