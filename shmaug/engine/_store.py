@@ -244,7 +244,10 @@ def _release(segments: list[shared_memory.SharedMemory], locks: list[int],
     unlink every block, then drop the locks that said its owner lives; safe to call twice
     (the lists are emptied)."""
     while before:
-        before.pop()()
+        try:
+            before.pop()()
+        except Exception as exc:  # the segments must go regardless
+            log.warning("before closing shared memory: %s: %s", type(exc).__name__, exc)
     while segments:
         shm = segments.pop()
         _close_quietly(shm, lent=shm.name in lent)

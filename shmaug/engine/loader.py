@@ -154,10 +154,12 @@ class Loader:
             batch's copy to the GPU (``torch.from_numpy(xb).to("cuda")``,
             ``jax.device_put(xb)``) is read by the device from the slot a worker wrote: on an
             H100 that took the main thread's time per float32 224x224 batch of 64 from 6.0
-            ms to 1.2 ms (``bench.gpu pinned``). Best with ``copy=False``: a copied batch is
-            in pageable memory again. Where there is no NVIDIA driver or GPU, a warning says
-            so and the ring stays pageable; ``loader.pinned`` says which. A ``Sequence``
-            does it by itself where Keras trains on a GPU with torch or JAX.
+            ms to 1.2 ms (``bench.gpu pinned``). Needs ``copy=False`` (a copied batch is in
+            pageable memory again); a copy that does not wait (``non_blocking=True``) must
+            finish before the next batch is asked for, since the slot is then rewritten.
+            Where there is no NVIDIA driver or GPU, a warning says so and the ring stays
+            pageable; ``loader.pinned`` says which. A ``Sequence`` does it by itself where
+            Keras trains on an NVIDIA GPU with torch or JAX.
         value_range: the (low, high) the images' values lie in, as Keras' augmentation layers
             take it; None: by dtype, uint8 (0, 255), uint16 (0, 65535), floats (0, 1). It is
             bound into a shmaug pipeline (where the pipeline does not say its own), and the
@@ -233,18 +235,27 @@ class Loader:
     ) -> None:
         data = Data.of(x, y, load)  # the data first, then the settings: each checked once
         self._build(Options.of(Settings.of(locals()), data))
+        if self._pin_memory and (self._ring is None or self.copy):
+            warn("pin_memory=True page-locks the ring the workers write, but this loader "
+                 + ("has none (nothing to augment: batches are gathered copies)"
+                    if self._ring is None else "hands out copies of its batches (copy=True)")
+                 + ", so a batch's copy to a GPU gains nothing. Fix: pass copy=False"
+                 + (" and an augment" if self._ring is None else "") + ", or leave pin_memory "
+                 "out.")
 
     @classmethod
-    def _from_options(cls, options: Options) -> Loader:
+    def _from_options(cls, options: Options, *, pin_memory: bool | None = None) -> Loader:
         """A loader of options resolved already: a ``Sequence``'s, checked once when it was
-        made, for every loader it starts."""
+        made, for every loader it starts; ``pin_memory``, where given, in place of the
+        options' (a Sequence decides it when its workers start)."""
         loader = cls.__new__(cls)
-        loader._build(options)
+        loader._build(options, pin_memory)
         return loader
 
-    def _build(self, o: Options) -> None:
+    def _build(self, o: Options, pin_memory: bool | None = None) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
         self._options = o  # invariant: what was asked, checked; the rest is what was built
+        self._pin_memory = o.settings.workers.pin_memory if pin_memory is None else pin_memory
         order, asked = o.order, o.settings.workers
         self.y, self.batch_size, self.seed, self.shuffle = (
             o.data.y, order.plan.batch_size, order.seed, order.shuffle)
@@ -352,7 +363,7 @@ class Loader:
         sample_shape, dtype = output_of(probe, shape, dtype)
         self._fill_dataset(unfilled, sample_shape, dtype, probe.targets)
         self._ring.allocate(sample_shape, dtype, targets=probe.targets)
-        if o.settings.workers.pin_memory:
+        if self._pin_memory:
             self._ring.pin()
         self._pool.attach_ring(self._ring)
         return sample_shape, dtype
@@ -696,7 +707,7 @@ class Loader:
             ("shuffle", self.shuffle), ("drop_remainder", self._plan.drop_remainder),
             ("max_queue_size", self.max_queue_size)]
         optional = [("timeout", self.timeout, None), ("copy", self.copy, True),
-                    ("pin_memory", self._options.settings.workers.pin_memory, False),
+                    ("pin_memory", self._pin_memory, False),
                     ("value_range", self._options.settings.output.value_range, None),
                     ("num_shards", self.num_shards, 1), ("shard_index", self.shard_index, 0),
                     ("sampling_weights", order.weights, None),

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine import _pinned
 from ..errors import ArgumentError, ArgumentTypeError, got
 
 
@@ -21,11 +22,12 @@ def use_multiprocessing(value: Any) -> bool | None:
     return None if value is None else bool(value)
 
 
-def pin_memory(value: Any) -> Any:
-    """``pin_memory`` as given, or for None: whether Keras trains on an NVIDIA GPU through a
-    backend that copies the very batch it is handed to the device (torch, JAX). TensorFlow's
-    ``from_generator`` copies each batch into a tensor of its own first, so pinning the ring
-    gains it nothing. (The engine checks a given value.)"""
+def pin_memory(value: bool | None) -> bool:
+    """``pin_memory`` as given (checked already), or for None: whether Keras trains on an
+    NVIDIA GPU through a backend that copies the very batch it is handed to the device (torch,
+    JAX). TensorFlow's ``from_generator`` copies each batch into a tensor of its own first, so
+    pinning the ring gains it nothing. Asked when the workers start (JAX's backends are set up
+    by then: asking earlier would set them up before ``jax.distributed.initialize``)."""
     if value is not None:
         return value
     import keras
@@ -34,12 +36,14 @@ def pin_memory(value: Any) -> Any:
     if backend == "torch":
         import torch
 
-        return torch.cuda.is_available()
-    if backend == "jax":
+        on_gpu = bool(torch.cuda.is_available() and torch.version.cuda)  # not ROCm's
+    elif backend == "jax":
         import jax
 
-        return jax.default_backend() == "gpu"
-    return False
+        on_gpu = jax.default_backend() == "gpu"
+    else:
+        return False
+    return on_gpu and _pinned.usable()  # the NVIDIA driver (ROCm's GPUs report "gpu" too)
 
 
 def bindings(pairs: Any, asked: Any, batches: int) -> list[tuple[int, int, int]]:

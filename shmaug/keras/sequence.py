@@ -56,7 +56,7 @@ _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
 # What Sequence.__init__ sets (a test holds it to that): missing, a subclass skipped it. The
 # settings and the Order pickle with a Sequence; the Runtime is what pickling drops.
 _SET_UP = frozenset({"image_key", "x", "batch_size", "seed", "shuffle", "num_shards",
-                     "shard_index", "mix", "_settings", "_order", "_runtime"})
+                     "shard_index", "mix", "_settings", "_order", "_runtime", "_pin_memory"})
 
 
 class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
@@ -119,8 +119,9 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             pass ``shuffle=False`` to the Sequence.
         pin_memory: page-lock the output ring, so that the backend's copy of a batch to the
             GPU reads the slot a worker wrote (see ``shmaug.Loader``). None (the default):
-            where Keras trains on an NVIDIA GPU with torch or JAX; TensorFlow copies each
-            batch into a tensor of its own first, so it gains nothing there.
+            decided when the workers start, True where Keras trains on an NVIDIA GPU with
+            torch or JAX; TensorFlow copies each batch into a tensor of its own first, so it
+            gains nothing there.
         use_multiprocessing: Keras' argument, accepted for drop-in use (see above).
         Other arguments: as ``shmaug.Loader``.
 
@@ -167,7 +168,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
                 "through shared memory, so a process costs no copy), so "
                 "use_multiprocessing=False cannot make them threads and is ignored. Fix: leave "
                 "it out; pass workers=0 to run everything in this process instead.")
-        pin_memory = facade_checks.pin_memory(pin_memory)  # resolved before Settings reads it
+        self._pin_memory = pin_memory  # None: decided when the workers start
+        pin_memory = False if pin_memory is None else pin_memory  # (Settings reads it)
         self.image_key, images, extra_inputs = facade_checks.split_inputs(x, image_key)
         self._settings = Settings.of(locals())  # the Loader's arguments, each checked once
         source = not self._overrides("load") and inputs.is_source(images)  # e.g. ImageFiles
@@ -603,7 +605,8 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             assert rt.data is not None and rt.pipeline is not None  # (only a copy has none)
             _idle.starting()  # a notebook cell run again: free the old one first
             rt.loader = Loader._from_options(
-                Options(self._settings, rt.data, self._order, rt.pipeline))
+                Options(self._settings, rt.data, self._order, rt.pipeline),
+                pin_memory=facade_checks.pin_memory(self._pin_memory))
             rt.life = Life.STARTED
             _LIVE.add(self)
             _idle.watch(self)
