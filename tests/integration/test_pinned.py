@@ -47,7 +47,8 @@ def test_pin_memory_without_a_gpu_warns_and_gives_the_same_batches():
                            seed=3, shuffle=True, copy=False, pin_memory=True) as loader:
             assert not loader.pinned and "pin_memory=True" in repr(loader)
             pinned = [xb.copy() for xb, _ in loader]
-    assert len(seen) == 1
+    assert len([w for w in seen if w.category is shmaug.ShmaugWarning]) == 1  # (3.13 records
+    # its fork DeprecationWarning here too)
     assert len(pinned) == 3 and all(np.array_equal(a, b)
                                     for a, b in zip(pinned, batches(pin_memory=False)))
 
