@@ -119,14 +119,13 @@ class OutputRing:
         self.handles = RingHandles(handle, handles)
         return self.handles
 
-    def pin(self) -> bool:
-        """Page-lock the allocated blocks (``_pinned``) until the store closes; False where
-        they stay pageable (a warning said why)."""
+    def pin(self) -> None:
+        """Page-lock the allocated blocks (``_pinned``) until the store closes; where they
+        stay pageable, a warning said why and ``pinned`` stays False."""
         pinned = pin([self.view, *self.targets.values()])
         if pinned is not None:
             self._store.before_close(pinned.release)
             self.pinned = True
-        return self.pinned
 
     @property
     def free_count(self) -> int:

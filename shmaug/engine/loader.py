@@ -236,12 +236,12 @@ class Loader:
         data = Data.of(x, y, load)  # the data first, then the settings: each checked once
         self._build(Options.of(Settings.of(locals()), data))
         if self._pin_memory and (self._ring is None or self.copy):
-            warn("pin_memory=True page-locks the ring the workers write, but this loader "
-                 + ("has none (nothing to augment: batches are gathered copies)"
-                    if self._ring is None else "hands out copies of its batches (copy=True)")
-                 + ", so a batch's copy to a GPU gains nothing. Fix: pass copy=False"
-                 + (" and an augment" if self._ring is None else "") + ", or leave pin_memory "
-                 "out.")
+            why, fix = (("has none (nothing to augment: batches are gathered copies)",
+                         "copy=False and an augment") if self._ring is None else
+                        ("hands out copies of its batches (copy=True)", "copy=False"))
+            warn(f"pin_memory=True page-locks the ring the workers write, but this loader "
+                 f"{why}, so a batch's copy to a GPU gains nothing. Fix: pass {fix}, or leave "
+                 f"pin_memory out.")
 
     @classmethod
     def _from_options(cls, options: Options, *, pin_memory: bool | None = None) -> Loader:
