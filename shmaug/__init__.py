@@ -12,7 +12,7 @@ import importlib as _importlib
 import logging as _logging
 import typing as _typing
 
-from . import _moved, presets
+from . import presets
 from .errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -101,7 +101,6 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 _LAZY = {"EpochSync": "keras.callbacks", "Sequence": "keras.sequence",
          "StallMonitor": "keras.callbacks"}
-_moved.install(__name__)  # the flat layout's module paths, for one release
 
 
 def __dir__() -> list[str]:
@@ -124,7 +123,4 @@ def __getattr__(name: str) -> _typing.Any:
                 f'Fix: pip install "shmaug[tf]" (or keras with a backend of your choice); '
                 f"shmaug.Loader works without it.", name="keras") from None
         return getattr(module, name)
-    moved = _moved.old_path(__name__, name)
-    if moved is not None:
-        return moved
     raise AttributeError(f"module 'shmaug' has no attribute {name!r}")

@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import ArgumentError, ArgumentTypeError, got, warn
 
 if TYPE_CHECKING:
-    from ._urls import Listing
+    from ._remote import Listing
 
 # Keras' image_dataset_from_directory list, plus what OpenCV / PIL also decode.
 EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")

@@ -36,7 +36,7 @@ from ._reader import Reader
 from ..errors import ArgumentError, ArgumentTypeError, ImageReadError, got
 
 if TYPE_CHECKING:
-    from ._client import Remote
+    from ._remote import Remote
 
 EXTENSIONS = F.EXTENSIONS
 __all__ = ["ImageFiles", "ImageReadError"]  # ImageReadError: also importable from here
