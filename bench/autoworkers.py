@@ -48,7 +48,7 @@ GOAL_WAIT = 0.02  # slow: the consumer's wait with auto
 
 
 def cores() -> int:
-    from shmaug.engine import _platform
+    from shmaug import platform as _platform
 
     return _platform.cpu_count()
 
@@ -67,7 +67,7 @@ def child(case: str, setting: str, epochs: int, settle: int, step_ms: float,
           quick: bool) -> dict[str, Any]:
     """One run: ``settle + epochs`` epochs of ``case`` with ``workers=setting``."""
     import shmaug
-    from shmaug.engine import _autotune
+    from shmaug.engine.autoscale import _autotune
 
     wl = WORKLOADS["W1"]
     n, bs = (wl.n_quick, wl.batch_size_quick) if quick else (wl.n, wl.batch_size)

@@ -20,7 +20,7 @@ wall time are taken around each:
 
 Each case runs with the batches Keras asks for lent from their slot (today's ``Sequence``)
 and copied out (as before 19effa7's successor; the copy forced in the child), and on torch
-lent but handed to Keras as numpy (as before ``shmaug.keras._tensors``: Keras' torch backend
+lent but handed to Keras as numpy (as before ``shmaug.keras._batches``: Keras' torch backend
 then copies each array), interleaved.
 Target (issue 38 §1): W2 float32 under ``fit``, the main process's own work (CPU, not waiting)
 is at most 15% of one core at the 2-core rate.
@@ -38,7 +38,7 @@ from bench.common.report import Row, environment, write_results
 
 BACKENDS = ("tensorflow", "jax", "torch")
 CASES = ("W1 float16", "W2 uint8", "W2 float32")
-# The last, torch only: lent, but handed to Keras as numpy (as before shmaug.keras._tensors),
+# The last, torch only: lent, but handed to Keras as numpy (as before shmaug.keras._batches),
 # which Keras' torch backend copies (np.array) before making its tensor.
 HANDOFFS = ("lend", "copy", "lend as numpy")
 SIZES = {"W1": (8192, 256), "W2": (1024, 64)}  # 32 and 16 batches: 8x and 4x the ring
@@ -52,7 +52,7 @@ TARGET_SHARE = 0.15
 
 def _force_copy(on: bool) -> None:
     """The ``copy`` hand-off: every batch Keras asks for copied out, as before lending."""
-    from shmaug.engine import _prefetch
+    from shmaug.engine.handoff import prefetch as _prefetch
 
     original = getattr(_prefetch.Prefetcher, "_original_produce", None)
     if original is None:

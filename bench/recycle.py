@@ -1,6 +1,6 @@
 """What reusing dropped batches' memory buys: ``python -m bench.recycle``.
 
-``shmaug.engine._recycle`` copies each batch into the memory of one the consumer has dropped. This
+``shmaug.engine.handoff.recycle`` copies each batch into the memory of one the consumer has dropped. This
 measures it against new arrays per batch (``Recycler(keep=0)``), side by side: per workload,
 one ``shmaug.Loader`` (2 workers, fork) traced as ``bench.wait_trace`` does (tight epochs for
 the images/s, then epochs with a consumer that needs 80% of them), in two kinds of process:
@@ -48,7 +48,7 @@ def _after_tf_data() -> None:
 def child(workload: str, recycle: bool, process: str, quick: bool) -> dict[str, Any]:
     """One run: the trace's images/s and its wait share over the consumer's epochs."""
     import shmaug.engine.loader
-    from shmaug.engine._recycle import Recycler
+    from shmaug.engine.handoff.recycle import Recycler
 
     if process == "after tf.data":
         _after_tf_data()

@@ -76,7 +76,7 @@ PROBE = textwrap.dedent('''
                 first = time.perf_counter() - t0
         total = time.perf_counter() - t0
         memory = worker_memory(seq.loader.pids) if workers else []
-        resolved = seq.loader._pool._ctx.get_start_method() if workers else "none"
+        resolved = seq.loader._run.pool._ctx.get_start_method() if workers else "none"
     t0 = time.perf_counter()
     with sequence() as seq:
         seq[0]

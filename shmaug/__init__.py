@@ -6,6 +6,23 @@ TensorFlow (spawned workers re-import this package). The Keras facade (`Sequence
 
 `dir(shmaug)` is the public API: the names of `__all__` and the public parts (`engine`,
 `errors`, `keras`, `ops`, `seeding`, `sources`), nothing this module imports for itself.
+
+The parts, in the order a batch meets them ([Architecture](../architecture.md)):
+
+- ``sources``: where sample i comes from besides an array: image files, record shards,
+  buckets;
+- ``engine``: batches made by a persistent worker pool over shared memory (``Loader``);
+- ``keras``: the Keras facade (``Sequence``, callbacks);
+- ``ops``: what the workers run on each sample, and a registry;
+- ``memory``: shared memory that outlives no one, used by the engine and the sources.
+
+Beside them, the base every part may use, and the command line:
+
+- ``errors``: the ``ShmaugError`` tree, and how a worker's exception travels home;
+- ``seeding``: (seed, epoch, sample index) -> random stream;
+- ``platform``: what differs between platforms, decided once;
+- ``presets``: ready-made pipelines;
+- ``cli``, ``_demo``, ``_interrupt``: the ``shmaug`` command (``demo``, ``bench``, ``pack``).
 """
 
 import importlib as _importlib

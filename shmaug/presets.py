@@ -20,7 +20,7 @@ import numpy as np
 
 from .errors import ArgumentError, ArgumentTypeError
 from .ops import Compose, Maybe, OneOf, Op
-from .ops._params import choice
+from .ops.params import choice
 
 _INTERPOLATIONS = ("nearest", "linear", "cubic")
 _KERAS_NAMES = {"bilinear": "linear", "bicubic": "cubic"}  # keras.layers.Resizing's, taken too
@@ -45,7 +45,8 @@ def imagenet_train(
     4. ``brightness_contrast``: factors drawn in ``1 +- brightness`` and ``1 +- contrast``
        (``PIL.ImageEnhance``'s, as ColorJitter's), for lighting the model must not rely on.
 
-    shmaug has no saturation or hue op yet, so the jitter is brightness and contrast only.
+    The jitter is brightness and contrast only; where colour should vary too, add
+    ``saturation`` and ``hue`` (or ``color_jitter``, Keras' four in one) from ``shmaug.ops``.
     Decode near ``size`` (a source's ``image_size=(256, 256)``, or ``(224, 224)`` to make step
     2 a copy): "linear" (Keras' "bilinear", not antialiased, as Keras' ``Resizing``) shrinks
     cleanly up to about 2x, and the crop is cheaper on fewer pixels.

@@ -39,7 +39,7 @@ def section_scaling(quick: bool) -> list[Row]:
     # NOTE: forked workers are built first, before OpenCV has run in this process, and with
     # the output declared so the Loader's own shape probe does not run OpenCV here either.
     # A worker forked after OpenCV's thread pool has been used can hang for good in
-    # `cv2.setNumThreads(1)` (shmaug/_worker.py `_limit_threads`, OpenCV issue #5150); this
+    # `cv2.setNumThreads(1)` (shmaug/engine/workers/worker.py `_limit_threads`, OpenCV issue #5150); this
     # section measures scaling, and section 4 shows that hazard as a user meets it.
     contenders: dict[str, Callable[[], Any]] = {
         "shmaug workers=1": lambda: ShmaugRun(x, bs, aug, 1, declare_output=True),

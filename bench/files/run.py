@@ -17,7 +17,7 @@ calls by ``AUTOTUNE``, which does not go past the usable cores).
 
 It also prints how far shmaug's reduced-size JPEG decode lies from a full decode + resize on
 each folder (mean absolute difference per value of 0..255, against the same interpolation and
-against an alias-free area resize; the stated tolerance is ``shmaug.sources._decode.REDUCED_TOLERANCE``)
+against an alias-free area resize; the stated tolerance is ``shmaug.sources.images.decode.REDUCED_TOLERANCE``)
 and the decode time per file of each, in this process.
 
 Writes ``files.json`` and ``files.md`` to ``--out``. A full run takes about 20 minutes on 2
@@ -84,7 +84,7 @@ def decode_figures(folder: Path, sample: int) -> dict[str, Any]:
     decode) and ms per file of each, in this process."""
     import cv2
 
-    from shmaug.sources._decode import decode, resize
+    from shmaug.sources.images.decode import decode, resize
 
     cv2.setNumThreads(1)
     files = sorted(folder.glob("class_*/*.jpg"))[:sample]
@@ -193,7 +193,7 @@ def report(args: Any, results: list[dict[str, Any]], made: dict[str, dict[str, A
                 got = summarize(ratios).median if ratios else math.nan
                 shmaug_row.target += (f"; >= {CAMERA_GOAL:g}x before: {fmt_num(got)}x, "
                                       f"{'met' if got >= CAMERA_GOAL else 'MISSED'}{quick}")
-    from shmaug.sources._decode import REDUCED_TOLERANCE
+    from shmaug.sources.images.decode import REDUCED_TOLERANCE
 
     tol = [[FOLDERS[n].label, d["files"], fmt_num(d["same"]), fmt_num(d["same_max"]),
             fmt_num(d["alias_free"]), fmt_num(d["before_alias_free"]),
@@ -204,7 +204,7 @@ def report(args: Any, results: list[dict[str, Any]], made: dict[str, dict[str, A
         "### Reduced-size decode against a full decode + resize to 224x224 (bilinear)\n\n"
         f"Mean absolute difference per value (0..255). Stated tolerance: {REDUCED_TOLERANCE['same interpolation']:g} "
         f"from a full decode + the same interpolation, {REDUCED_TOLERANCE['area']:g} from a full "
-        "decode + area resize with interpolation='area' (shmaug.sources._decode.REDUCED_TOLERANCE). A "
+        "decode + area resize with interpolation='area' (shmaug.sources.images.decode.REDUCED_TOLERANCE). A "
         "bilinear resize that shrinks more than 2x skips pixels; libjpeg's scaling averages them, "
         "so the reduced output lies closer to the alias-free (area) image than the full decode "
         "did. Decode times: one process, median ms per file, decode + resize.\n\n"

@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from bench.common.harness import base_parser, deadline, prepare_out
-from shmaug.engine._platform import cpu_count
+from shmaug.platform import cpu_count
 from bench.common.report import QUICK, environment, fmt_num, markdown_table, took
 from bench.gpu.pinned import pinned_table, run_pinned
 

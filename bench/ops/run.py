@@ -50,7 +50,7 @@ from bench.common.workloads import photo
 from bench.ops import albumentations_twins, keras_rows
 from shmaug.sources.glyphs import render_glyphs
 from shmaug.ops import Op
-from shmaug.ops._params import dtype_range
+from shmaug.ops.params import dtype_range
 
 Kernel = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 
@@ -245,7 +245,7 @@ def w1_dtype(quick: bool) -> dict[str, Any]:
 
 
 def _edge(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    from shmaug.ops._params import convert
+    from shmaug.ops.params import convert
 
     return convert(convert(img, np.float32), np.float16)
 

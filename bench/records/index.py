@@ -54,7 +54,7 @@ def example(image: bytes, label: int) -> bytes:
 def write(root: Path, records: int, shards: int) -> float:
     import cv2
 
-    from shmaug.sources._tfrecord import masked_crc
+    from shmaug.sources.formats.tfrecord import masked_crc
 
     png = cv2.imencode(".png", np.zeros((4, 4, 3), np.uint8))[1].tobytes()
     frames = []
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
               summarize(theirs)),
     ]
     meta = {"quick": args.quick, "records": args.records, "shards": args.shards,
-            "write_s": wrote, "table_mib": len(records.table._data[0]) / 2**20,
+            "write_s": wrote, "table_mib": len(records.table._arrays[0]) / 2**20,
             "environment": environment()}
     print(write_results(args.out, "records_index", rows, meta,
                           f"Record table: {meta['table_mib']:.1f} MiB in shared memory."))

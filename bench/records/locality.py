@@ -3,7 +3,7 @@
     python -m bench.records.locality [--quick] [--shards 1024] [--per-shard 1250]
                                      [--batch-size 256] [--out bench/results/locality]
 
-Pure planning, no I/O: the epoch orders the engine computes (``_schedule.permutation``) for an
+Pure planning, no I/O: the epoch orders the engine computes (``engine.plan.schedule.permutation``) for an
 ImageNet-like layout (by default 1,024 shards of 1,250 records), exact and by blocks for
 several ``shuffle_window`` values, each measured over four epochs:
 
@@ -29,8 +29,8 @@ from collections import OrderedDict
 import numpy as np
 
 from bench.common.harness import prepare_out
-from shmaug.engine._blocks import Blocks
-from shmaug.engine._schedule import permutation
+from shmaug.engine.plan.blocks import Blocks
+from shmaug.engine.plan.schedule import permutation
 
 WINDOWS = (1, 2, 4, 8, 16, 64)
 

@@ -91,7 +91,7 @@ def main() -> None:
     from moto.server import ThreadedMotoServer
 
     import shmaug
-    from shmaug.sources import _index
+    from shmaug.sources.formats import table as _index
 
     plan = _index.RecordTable.plan
 
@@ -104,7 +104,7 @@ def main() -> None:
     gets, downloads = Count("GET /"), Count("cached ")
     logging.getLogger("werkzeug").addHandler(gets)
     logging.getLogger("werkzeug").setLevel(logging.INFO)
-    cache_log = logging.getLogger("shmaug.sources._disk_cache")
+    cache_log = logging.getLogger("shmaug.sources.cache.disk_cache")
     cache_log.addHandler(downloads)
     cache_log.setLevel(logging.DEBUG)
     rows = []

@@ -28,7 +28,7 @@ import tempfile
 import time
 
 from bench.common.report import cpu_model
-from shmaug.sources import _cache_space as CS
+from shmaug.sources.cache import _space as CS
 
 SIZE = 100  # bytes per entry: the folder's entry count is what is measured, not its bytes
 

@@ -1,55 +1,43 @@
-"""The plain-Python engine: batches of augmented samples from a persistent worker pool.
+"""The plain-Python engine's front door: ``Loader``, batches of augmented samples from a
+persistent worker pool.
 
-``Loader`` wires the pieces together and owns them: it puts the dataset in a ``SharedStore``,
-allocates the ``OutputRing``, starts the ``WorkerPool`` (or the ``InlinePool`` for
-``workers=0``), and lets a ``Prefetcher`` keep up to ``max_queue_size`` batches in flight
-ahead of the consumer.
-A batch is known by its key ``(epoch, batch)``; since its content is a pure function of that
-key, the consumer may ask in any order, ask twice, or resume at any epoch.
+A ``Loader`` takes two steps, each once: what was asked, checked (``config.options``:
+``Options``, which it keeps, and whose fields its attributes read), then what is started for
+it (``running.Running``: the shared store, the ring, the workers, the prefetch). Itself it
+keeps only what a consumer sees: which batch of which epoch comes next (``plan.cursor``), the
+targets gathered beside each batch, and the soft labels of a mix. A batch is known by its key
+``(epoch, batch)``; since its content is a pure function of that key, the consumer may ask in
+any order, ask twice, or resume at any epoch.
+
+The Keras facade starts and reads its loaders through two named functions, its door into the
+engine: ``start`` (a loader of options a ``Sequence`` resolved once) and ``lend`` (a batch
+handed over as Keras gets it).
 """
 
 from __future__ import annotations
 
 import logging
-import pickle
 import time
 import weakref
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generic, Iterator, TypeVar, overload
 
 import numpy as np
 
 from ..errors import ArgumentError, ClosedError, warn
-from ..ops._params import dtype_range
-from ..ops.core import check_picklable
 from ..ops.mixing import Mix
-from ..seeding import global_rng_use
-from . import _checks as check
-from . import _describe as describe
-from . import _inputs as inputs
-from ._autoworkers import AutoWorkers
-from ._copier import Copier
-from ._gather import Gatherer
-from ._options import Data, Options, Settings
-from ._pool import InlinePool, WorkerPool
-from ._prefetch import CLOSED, Handoff, Prefetcher
-from ._probe import await_probe, output_of
-from ._recycle import Recycler
-from ._ring import OutputRing
-from ._schedule import IN_ORDER, OrderCache, Shard, in_order, seed_epoch
-from ._stats import Figures
-from ._store import (
-    ArrayHandle,
-    SharedStore,
-    check_need,
-    copied_bytes,
-    mapped_file_handle,
-)
-from ._runner import SliceRunner, op_name
-from ._worker import WorkerSpec
+from .config import checks as check
+from .config import describe, inputs
+from .config.options import Data, Options, Settings
+from .handoff.prefetch import CLOSED, Handoff
+from .plan.cursor import Cursor
+from .plan.schedule import IN_ORDER, in_order
+from .running import Running
+from . import source
 
 log = logging.getLogger(__name__)
 
 _OPEN: weakref.WeakSet[Loader] = weakref.WeakSet()  # for close_open_loaders
+T = TypeVar("T")
 
 
 def close_open_loaders() -> None:
@@ -59,34 +47,20 @@ def close_open_loaders() -> None:
         loader.close()
 
 
-class _NoPool:
-    """No workers (nothing to augment, or not started yet): the finalizer still has something
-    to close."""
+class _Asked(Generic[T]):
+    """A loader's attribute that reads what was asked (its ``Options``), kept in one place."""
 
-    pids: list[int] = []
+    def __init__(self, read: Callable[[Options], T]) -> None:
+        self._read = read
 
-    def close(self) -> None:
-        pass
+    @overload
+    def __get__(self, loader: None, owner: Any = None) -> _Asked[T]: ...
 
+    @overload
+    def __get__(self, loader: Loader, owner: Any = None) -> T: ...
 
-_Pool = WorkerPool | InlinePool | _NoPool  # who makes the batches
-_Unfilled = tuple[np.ndarray, np.ndarray] | None  # a shared block's rows still to copy, and
-# their data
-
-
-def _shutdown(prefetch: Prefetcher | None, pool: _Pool, store: SharedStore,
-              copier: Copier | None = None) -> None:
-    # A consumer waiting in another thread (a tf.data thread inside __getitem__) gets
-    # ClosedError; then the copier thread, the workers, and last the memory they read and
-    # write (NOTE [shutdown order] in _pool.py).
-    if prefetch is not None:
-        prefetch.close()
-    if copier is not None:
-        copier.close()
-    try:
-        pool.close()
-    finally:
-        store.close()
+    def __get__(self, loader: Loader | None, owner: Any = None) -> T | _Asked[T]:
+        return self if loader is None else self._read(loader._options)
 
 
 class Loader:
@@ -115,8 +89,8 @@ class Loader:
             ``numpy.random.Generator``), e.g. a ``shmaug.Compose``; None for none.
         workers: worker processes. ``"auto"`` (the default) starts with one per available
             core, then after each epoch grows or shrinks the pool to the fewest that keep the
-            consumer's wait for data under 2% (see ``shmaug.engine._autotune``; the count is in
-            ``loader.workers`` and ``stats()``); None: one per core, fixed; a number: that
+            consumer's wait for data under 2% (see ``shmaug.engine.autoscale``; the count is
+            in ``loader.workers`` and ``stats()``); None: one per core, fixed; a number: that
             many, fixed; 0 runs everything in this process (for debugging). The batches are
             identical for any of these.
         seed: makes every epoch reproducible; None draws one (see ``loader.seed``).
@@ -143,9 +117,9 @@ class Loader:
             ``"bfloat16"`` is ``ml_dtypes``' (what Keras, JAX and TensorFlow install).
         copy: True hands out private copies of each batch (made in the memory of an
             earlier batch once nothing refers to that one any more: no view, memoryview or
-            tensor sharing it; see ``shmaug.engine._recycle``). False lends read-only views of
-            the shared slot instead (no copy in this process: for consumers that copy anyway,
-            e.g. to a device); a lent batch stays valid only until the next batch is asked
+            tensor sharing it; see ``shmaug.engine.handoff.recycle``). False lends read-only
+            views of the shared slot instead (no copy in this process: for consumers that copy
+            anyway, e.g. to a device); a lent batch stays valid only until the next batch is asked
             for, so do not keep it (``list(loader)`` would hold overwritten views). One kept
             past ``close()`` stays readable (the mapping lives while a view does; its name is
             unlinked), with the contents it had when the loader closed.
@@ -206,6 +180,20 @@ class Loader:
         ...         train_step(xb, yb)
     """
 
+    y: _Asked[Any] = _Asked(lambda o: o.data.y)
+    batch_size = _Asked(lambda o: o.order.plan.batch_size)
+    seed = _Asked(lambda o: o.order.seed)
+    shuffle = _Asked(lambda o: o.order.shuffle)
+    num_shards = _Asked(lambda o: o.order.num_shards)
+    shard_index = _Asked(lambda o: o.order.shard_index)
+    auto_workers = _Asked(lambda o: o.settings.workers.auto)
+    start_method = _Asked(lambda o: o.settings.workers.start_method)
+    max_queue_size = _Asked(lambda o: o.settings.workers.max_queue_size)
+    timeout = _Asked(lambda o: o.settings.workers.timeout)
+    copy = _Asked(lambda o: o.settings.workers.copy)
+    augment: _Asked[Any] = _Asked(lambda o: o.pipeline.augment)
+    mix = _Asked(lambda o: o.pipeline.mix)  # MixUp / CutMix of training batches, or None
+
     def __init__(
         self,
         x: Any,
@@ -234,265 +222,81 @@ class Loader:
         mix: Mix | None = None,
     ) -> None:
         data = Data.of(x, y, load)  # the data first, then the settings: each checked once
-        self._build(Options.of(Settings.of(locals()), data))
-        if self._pin_memory and (self._ring is None or self.copy):
+        self._start(Options.of(Settings.of(locals()), data))
+        if self._run.pin_memory and (self._run.ring is None or self.copy):
             why, fix = (("has none (nothing to augment: batches are gathered copies)",
-                         "copy=False and an augment") if self._ring is None else
+                         "copy=False and an augment") if self._run.ring is None else
                         ("hands out copies of its batches (copy=True)", "copy=False"))
             warn(f"pin_memory=True page-locks the ring the workers write, but this loader "
                  f"{why}, so a batch's copy to a GPU gains nothing. Fix: pass {fix}, or leave "
                  f"pin_memory out.")
 
-    @classmethod
-    def _from_options(cls, options: Options, *, pin_memory: bool | None = None) -> Loader:
-        """A loader of options resolved already: a ``Sequence``'s, checked once when it was
-        made, for every loader it starts; ``pin_memory``, where given, in place of the
-        options' (a Sequence decides it when its workers start)."""
-        loader = cls.__new__(cls)
-        loader._build(options, pin_memory)
-        return loader
-
-    def _build(self, o: Options, pin_memory: bool | None = None) -> None:
+    def _start(self, o: Options, pin_memory: bool | None = None) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
-        self._options = o  # invariant: what was asked, checked; the rest is what was built
-        self._pin_memory = o.settings.workers.pin_memory if pin_memory is None else pin_memory
-        order, asked = o.order, o.settings.workers
-        self.y, self.batch_size, self.seed, self.shuffle = (
-            o.data.y, order.plan.batch_size, order.seed, order.shuffle)
-        self.auto_workers, self._workers_asked = asked.auto, asked.count
-        self.start_method, self.max_queue_size, self.timeout, self.copy = (
-            asked.start_method, asked.max_queue_size, asked.timeout, asked.copy)
-        self.augment, self._augmented = o.pipeline.augment, o.pipeline.moved
-        self.mix = o.pipeline.mix  # invariant: MixUp / CutMix of training batches, or None
-        # invariant: where the labels the mix turns into soft targets are kept (y's array)
-        self._labels: np.ndarray | None = None
-        if self.mix is not None:
-            self._labels = self.mix.label_array(o.data.labels)
-        # invariant: the (low, high) the images lie in; None while a `load` source is unprobed
-        self.value_range = o.pipeline.value_range
-        self.num_shards, self.shard_index, self._plan = (
-            order.num_shards, order.shard_index, order.plan)
-        self._shard = Shard(self.num_shards, self.shard_index)
-        self._n = order.n  # invariant: samples in the dataset (all shards)
-        # invariant: cumulative sampling weights (shared with the workers once they start)
-        self._cdf = None if order.weights is None else np.cumsum(order.weights)
-        self._orders = OrderCache(self.seed, order.samples, self.shuffle, shard=self._shard,
-                                  cdf=self._cdf)
-        self._epoch = 0  # invariant: the epoch the next pass produces
-        self._start = 0  # invariant: the batch the next pass starts at (0 unless resumed)
-        self._pass: int | None = None  # the epoch of the pass in progress, if any
-        self._done = 0  # invariant: batches the pass in progress has handed out
-        # Only gathering to do: one copy in this process beats a round trip through workers.
-        self._gather_only = self.augment is None and o.data.load is None and self.mix is None
-        self._store = SharedStore()
-        self._ring: OutputRing | None = None
-        self._pool: _Pool = _NoPool()
-        self._marks: np.ndarray | None = None  # invariant: 1 where `load` stood in (shared)
-        self._x: Any = None  # invariant: where workers read (a shared view, a map, a source)
-        self._load: Any = None  # invariant: what workers call for sample i; None: x[i]
-        try:
-            shape, dtype = self._start_engine(o)
-        except BaseException:  # a bad probe, Ctrl-C, /dev/shm full: leave nothing behind
-            _shutdown(None, self._pool, self._store)
-            raise
-        self.output_shape: tuple[int, ...] = shape
-        self.output_dtype = np.dtype(dtype)
-        # Copies batches out of shared memory (or gathers them) ahead of the consumer; not
-        # with workers=0, which keeps everything on the caller's thread for debugging.
-        self._copier = Copier() if self.workers else None
-        self._recycler = Recycler()  # the arrays batches are copied into (see _recycle)
-        # Batches gathered from x, when there is nothing to augment (no ring, no pool).
-        self._gather = Gatherer(self._x, self._copier, self._recycler, self._rows, len(self)) \
-            if self._gather_only else None
-        # invariant: measures epochs and decides the count, with workers="auto" and a pool
-        self._auto = AutoWorkers(self._workers_asked, self._pool.busy_s) \
-            if self.auto_workers and isinstance(self._pool, WorkerPool) else None
-        self._prefetch = None if self._ring is None else Prefetcher(
-            self._ring, self._pool, self._plan, workers=self.workers, timeout=self.timeout,
-            copier=self._copier, recycler=self._recycler if self.workers else None,
-            step=1 if self.mix is None else 2)
-        # Backstop for a loader that is never closed: runs at garbage collection or exit.
-        self._finalizer = weakref.finalize(self, _shutdown, self._prefetch, self._pool,
-                                           self._store, self._copier)
-        self._figures = Figures(self._pool)  # stats(): the window starts now
+        self._options = o  # invariant: what was asked, checked; the rest is what was started
+        self._cursor = Cursor()  # invariant: which epoch and batch the consumer gets next
+        pin = o.settings.workers.pin_memory if pin_memory is None else pin_memory
+        self._run = Running(o, pin)  # invariant: the store, ring, workers (NOTE in workers/pool.py)
         self.last_hit = False  # whether the last batch() was ready when asked for
         self._closed = False
         _OPEN.add(self)
-        log.debug("Loader ready: %d samples, %d batches/epoch, %d workers (%s)", self._n,
+        log.debug("Loader ready: %d samples, %d batches/epoch, %d workers (%s)", self._run.n,
                   len(self), self.workers, self.start_method or "default start method")
-
-    # -- set-up helpers --------------------------------------------------------------------
-
-    def _start_engine(self, o: Options) -> tuple[tuple[int, ...], Any]:
-        """Where workers read, the ring, the workers, and sample 0 (made by a worker like
-        every sample, it sizes the ring): the output's shape and dtype. With nothing to
-        augment, only where the batches are gathered from."""
-        images = o.data.images
-        seed_globals = global_rng_use(self.augment, o.data.load)  # None: workers watch draws
-        load = self._marking(o.data.load, self._n)
-        self._load = load
-        payload = b"" if self.workers == 0 or self._gather_only else self._payload(load)
-        if self._gather_only:
-            assert images is not None  # (nothing to augment and no `load`)
-            self._x = images
-            return tuple(images.shape[1:]), images.dtype
-        shape, dtype = o.settings.output.shape, o.settings.output.dtype
-        if o.pipeline.checked and self.value_range is not None and images is not None \
-                and mapped_file_handle(images) is None:
-            inputs.check_values(images, self.value_range,  # all of it
-                                o.settings.output.bounds is not None, self.augment)
-        # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
-        self._ring = OutputRing(self._store, self.max_queue_size, min(self.batch_size, self._n))
-        # What must fit in /dev/shm, checked before anything is copied there: the data and
-        # the targets now (with the ring when its size is declared), the ring once the probe
-        # has sized it, before the data's rows past sample 0.
-        need = copied_bytes(images, self._augmented, self.workers)
-        if shape is not None and dtype is not None:  # before any process starts, too
-            self._ring.check_fits(shape, dtype, besides=need)
-        else:
-            check_need(need)
-        x_handle, self._x, unfilled = self._place_dataset(o.data.x, load)
-        self._pool = self._start_pool(x_handle, load, payload, seed_globals, o.order.samples)
-        # User code runs only where workers run it: the probe is a task like any other.
-        probe = await_probe(self._pool, self.timeout)
-        self.value_range = self.value_range or dtype_range(probe.input_dtype)
-        if o.pipeline.checked and self.value_range is not None:
-            inputs.check_probe_values(probe.input_range, probe.input_nonfinite,
-                                      self.value_range, o.settings.output.bounds is not None,
-                                      probe.input_dtype, self.augment)
-        sample_shape, dtype = output_of(probe, shape, dtype)
-        self._fill_dataset(unfilled, sample_shape, dtype, probe.targets)
-        self._ring.allocate(sample_shape, dtype, targets=probe.targets)
-        if self._pin_memory:
-            self._ring.pin()
-        self._pool.attach_ring(self._ring)
-        return sample_shape, dtype
-
-    def _start_pool(self, x_handle: ArrayHandle | None, load: Any, payload: bytes,
-                    seed_globals: bool | None, n: int) -> WorkerPool | InlinePool:
-        """The workers (or, for ``workers=0``, the same slice loop in this process); ``n``:
-        samples per epoch (all shards)."""
-        assert self._ring is not None
-        if self.workers == 0:
-            return InlinePool(SliceRunner(
-                self._x, None, self.augment, load, seed=self.seed, n=n, shuffle=self.shuffle,
-                seed_globals=seed_globals, generation=self._ring.generation,
-                shard=self._shard, target_inputs=self._augmented, cdf=self._cdf,
-                mix=self.mix))
-        weights = None if self._cdf is None else self._store.put(
-            self._cdf, what="the sampling weights")[0]
-        target_inputs = {}
-        for name, array in self._augmented.items():  # where workers read them, as the images
-            target_inputs[name] = mapped_file_handle(array) or self._store.put(
-                array, what=f"the target y[{name!r}]")[0]
-        spec = WorkerSpec(x_handle, None, payload, self.seed, n, self.shuffle, seed_globals,
-                          self._shard, target_inputs, weights, mix=self.mix)
-        return WorkerPool(spec, self.workers, self.start_method, self.timeout,
-                          store=self._store, generation=self._ring.generation_handle,
-                          in_flight_per_worker=self.max_queue_size + 1,
-                          capacity=self._workers_asked,
-                          op=op_name(self.augment if self.augment is not None else load))
-
-    def _marking(self, load: Any, n: int) -> Any:
-        """``load`` made to mark the samples it stands in for (a source such as
-        ``ImageFiles`` with ``on_error="skip"``), in a shared byte per sample; others as
-        they are. Marks are counted when their batch is delivered (``_count_stand_ins``)."""
-        if callable(getattr(load, "sharing", None)):
-            # A source's own tables (ImageFiles' paths) go into this loader's shared memory
-            # once, so workers attach to them instead of each receiving a copy.
-            load = load.sharing(self._store)
-        if not callable(getattr(load, "marking", None)):
-            return load
-        handle, self._marks = self._store.empty((n,), np.uint8, what="the skip marks")
-        return load.marking(handle, self._marks)
-
-    def _count_stand_ins(self, indices: np.ndarray) -> None:
-        """Count the delivered samples a ``load`` stood in for; warn at the first one."""
-        assert self._marks is not None
-        marked = indices[self._marks[indices] != 0]
-        if not marked.size:
-            return
-        name = getattr(self._load, "name", str)
-        if self._figures.stood_in({i: name(i) for i in marked.tolist()}):
-            warn(self._load.replaced_warning(int(marked[0])))
-
-    def _place_dataset(self, x: Any, load: Any) -> tuple[ArrayHandle | None, Any, _Unfilled]:
-        """Where workers read samples: nowhere (``load``), the file behind a memory map, or a
-        shared-memory copy made here, of sample 0 only (for the probe), with the rows still
-        to copy once the whole need is known to fit (``_fill_dataset``)."""
-        if load is not None:
-            return None, x, None
-        handle = mapped_file_handle(x)
-        if handle is not None:
-            log.debug("dataset is memory-mapped from %s; nothing copied", handle.name)
-            view = x.view()
-            view.flags.writeable = False
-            return handle, view, None
-        handle, view = self._store.put(x, rows=1)
-        unfilled = view[1:], x[1:]  # writable, unlike the view handed out
-        view.flags.writeable = False  # ops get read-only views, here as in workers
-        return handle, view, unfilled
-
-    def _fill_dataset(self, unfilled: _Unfilled, sample_shape: tuple[int, ...], dtype: Any,
-                      targets: Any) -> None:
-        """Once the ring is sized: check that it fits with the dataset's rows past sample 0
-        (``unfilled``, from _place_dataset), then copy them."""
-        assert self._ring is not None
-        rest = None if unfilled is None else unfilled[1]
-        self._ring.check_fits(sample_shape, dtype, targets, besides=copied_bytes(rest, {}, 0))
-        if unfilled is not None:
-            unfilled[0][...] = rest
-
-    def _payload(self, load: Any) -> bytes:
-        check_picklable(self.augment, "augment")
-        if load is not None:
-            check_picklable(load, "load")
-        return pickle.dumps((self.augment, load), protocol=pickle.HIGHEST_PROTOCOL)
 
     # -- the public surface ----------------------------------------------------------------
 
     def __len__(self) -> int:
         """Batches per epoch."""
-        return len(self._plan)
+        return len(self._options.order.plan)
 
     @property
     def epoch(self) -> int:
         """The current epoch: the one the pass in progress produces, else the one the next
         pass will; set it to choose the next pass's epoch (to resume a run)."""
-        return self._epoch if self._pass is None else self._pass
+        return self._cursor.current
 
     @epoch.setter
     def epoch(self, value: int) -> None:
-        self._epoch = check.non_negative_int("epoch", value)
-        self._start = 0
-        self._pass = None  # reads back as set; a pass still running goes on with its own
+        self._cursor.seek(check.non_negative_int("epoch", value))
 
     @property
     def workers(self) -> int:
         """Worker processes running now: with ``workers="auto"``, the count chosen so far (0
         for ``workers=0``; with nothing to augment, the count asked for, though none runs)."""
-        pool = self._pool
-        return self._workers_asked if isinstance(pool, _NoPool) else pool.workers
+        return self._run.workers
 
     @property
     def pids(self) -> list[int]:
         """Process ids of the live workers (empty when none run)."""
-        return list(self._pool.pids)
+        return list(self._run.pool.pids)
+
+    @property
+    def value_range(self) -> tuple[float, float] | None:
+        """The (low, high) the images lie in: as given, else by the data's dtype (learned from
+        sample 0 for a ``load`` source)."""
+        return self._run.value_range
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        """The shape of one augmented sample (as given, else learned from sample 0)."""
+        return self._run.output_shape
+
+    @property
+    def output_dtype(self) -> np.dtype[Any]:
+        """The dtype of augmented samples (as given, else learned from sample 0)."""
+        return self._run.output_dtype
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Any]]:
-        epoch, start = self._epoch, self._start
-        # Moved on as the pass starts: a pass cut short (a `break` after steps_per_epoch
-        # batches, a kept iterator) must not make the next pass repeat this epoch.
-        self._epoch, self._start = epoch + 1, 0
-        self._pass, self._done = epoch, start
+        # The cursor moves on as the pass starts: a pass cut short (a `break` after
+        # steps_per_epoch batches, a kept iterator) must not make the next pass repeat it.
+        epoch, start = self._cursor.begin()
         try:
             for batch in range(start, len(self)):
                 out = self.batch(batch, epoch=epoch)
-                self._done = batch + 1  # handed out: a state saved now resumes after it
+                self._cursor.handed(batch)  # a state saved now resumes after it
                 yield out
         finally:
-            if self._pass == epoch:
-                self._pass = None
+            self._cursor.end(epoch)
 
     STATE_VERSION = 1  # of state_dict()'s format; bumped when its meaning changes
 
@@ -510,15 +314,10 @@ class Loader:
         Example:
             >>> json.dump(loader.state_dict(), open("loader.json", "w"))
         """
-        if self._pass is not None and self._done < len(self):
-            epoch, batch = self._pass, self._done
-        elif self._pass is not None:  # the pass handed out its last batch
-            epoch, batch = self._pass + 1, 0
-        else:
-            epoch, batch = self._epoch, self._start
+        epoch, batch = self._cursor.next(len(self))
         return {"format": "shmaug.Loader", "version": self.STATE_VERSION, "seed": self.seed,
                 "epoch": epoch, "batch": batch, "shard_index": self.shard_index,
-                "fingerprint": self._fingerprint()}
+                "fingerprint": self._options.order.fingerprint()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (from ``state_dict()``): the next pass yields, bit for bit,
@@ -528,13 +327,9 @@ class Loader:
             ArgumentError: for a state of another dataset length, batch size, shuffle,
                 drop_remainder, shard count, seed or format version (naming the field).
         """
-        expected = {**self._fingerprint(), "seed": self.seed}
-        epoch, batch = check.resume_state(state, "shmaug.Loader", self.STATE_VERSION,
-                                          expected, len(self))
-        self._epoch, self._start, self._pass = epoch, batch, None
-
-    def _fingerprint(self) -> dict[str, Any]:
-        return self._options.order.fingerprint()
+        expected = {**self._options.order.fingerprint(), "seed": self.seed}
+        self._cursor.seek(*check.resume_state(state, "shmaug.Loader", self.STATE_VERSION,
+                                              expected, len(self)))
 
     def batch(self, index: int, *, epoch: int | None = None,
               in_order: bool = False) -> tuple[np.ndarray, Any]:
@@ -551,54 +346,24 @@ class Loader:
 
     def _batch(self, index: int, epoch: int | None, in_order: bool,
                handoff: Handoff) -> tuple[np.ndarray, Any]:
-        """``batch``, handed over as ``handoff`` says: a ``Sequence`` lends what Keras asks
-        for (``Handoff.LEND``: the slot is the batch's while any array of it lives)."""
+        """``batch``, handed over as ``handoff`` says (``lend``: the facade's)."""
         self._ensure_open()
         index = check.batch_index(index, len(self), "loader.batch(0)")
         epoch = self.epoch if epoch is None else self._epoch_arg(epoch)
         key = self._key(epoch, in_order)
-        start, stop = self._plan.bounds(index)
-        positions = self._orders(key)[start:stop]
-        began = time.perf_counter()
-        if self._auto is not None:  # between two epochs: the pool may be resized
-            self._follow_auto(epoch, began)
-        self._figures.asked(began)
-        made: dict[str, np.ndarray] = {}  # augmented targets
-        if self._gather_only:
-            assert self._gather is not None
-            xb, hit = self._gather(key, index, positions), True
-        else:
-            assert self._prefetch is not None
-            xb, made, hit = self._prefetch.produce((key, index), stop - start,
-                                                   handoff=handoff)
-            if self._marks is not None:  # made now, so its stand-ins are marked by now
-                self._count_stand_ins(positions)
-        self.last_hit = bool(hit)
-        done = time.perf_counter()
-        self._figures.delivered(stop - start, done - began, self.last_hit)
-        if self._auto is not None:
-            self._auto.after(done - began, self.last_hit, done)
-        made_by_id = {id(self._augmented[k]): v for k, v in made.items()}
-        if self.mix is not None:  # soft targets; one-hot where read in order (unmixed)
-            assert self._labels is not None
-            made_by_id[id(self._labels)] = self.mix.one_hot(self._labels[positions]) \
-                if key & IN_ORDER else self._soft_labels(key, start, positions)
+        positions = self._run.rows(index, key)
+        xb, made, self.last_hit = self._run.make(epoch, key, index, positions, handoff,
+                                                 time.perf_counter())
+        made_by_id = {id(self._options.pipeline.moved[k]): v for k, v in made.items()}
+        if self._run.labels is not None:  # a mix's soft targets (one-hot where unmixed)
+            made_by_id[id(self._run.labels)] = self._run.mixed_labels(key, index, positions)
         return xb, inputs.gather(self.y, positions, made_by_id)
-
-    def _soft_labels(self, key: int, start: int, positions: np.ndarray) -> np.ndarray:
-        """The labels of the batch at ``start`` mixed as the workers mixed its images: the
-        same draws (``Mix.draws``), from the same (seed, epoch, shard, batch)."""
-        assert self.mix is not None and self._labels is not None and self._ring is not None
-        slot = self._ring.view.shape[1:]  # (rows of a full batch, *sample shape)
-        drawn = self.mix.draws(self.seed, seed_epoch(key), self.shard_index, start, slot[0],
-                               slot[1:])
-        return self.mix.soft_labels(self._labels[positions], drawn)
 
     def _key(self, epoch: int, ordered: bool) -> int:
         """The engine's key of ``epoch`` read shuffled, or in the dataset's order. Where the
         loader does not shuffle (or draws by weight: a draw has no dataset order) the two are
         one stream, and share its batches; but with a ``mix`` never (in order: unmixed)."""
-        apart = (self.shuffle and self._cdf is None) or self.mix is not None
+        apart = (self.shuffle and self._run.cdf is None) or self.mix is not None
         return in_order(epoch) if ordered and apart else epoch
 
     @staticmethod
@@ -609,33 +374,13 @@ class Loader:
                 f"`epoch` must be below 2**62; received {epoch}. Fix: count epochs from 0.")
         return epoch
 
-    def _follow_auto(self, epoch: int, now: float) -> None:
-        """``workers="auto"``: at the first ask of another epoch, resize the pool if the
-        last epoch's figures say so (``_autoworkers``)."""
-        assert self._auto is not None
-        change = self._auto.before(epoch, self.workers, now)
-        if change is not None:
-            self._resize(change)
-
-    def _resize(self, workers: int) -> None:
-        """Run ``workers`` workers from now on (at most the usable cores, with "auto").
-        Batches already in flight are finished by the workers that hold them."""
-        assert self._prefetch is not None and isinstance(self._pool, WorkerPool)  # (auto's)
-        self._pool.resize(workers)
-        self._prefetch.resized(workers)
-
     def indices(self, index: int, *, epoch: int | None = None,
                 in_order: bool = False) -> np.ndarray:
         """The dataset indices of the samples in batch ``index`` of ``epoch`` (negative:
         from the end), in order; ``in_order`` as for ``batch``."""
         epoch = self.epoch if epoch is None else self._epoch_arg(epoch)
-        return self._rows(check.batch_index(index, len(self), "loader.indices(0)"),
-                          self._key(epoch, in_order))
-
-    def _rows(self, index: int, key: int) -> np.ndarray:
-        """The dataset indices of batch ``index`` of the epoch key ``key``."""
-        start, stop = self._plan.bounds(index)
-        return self._orders(key)[start:stop]
+        return self._run.rows(check.batch_index(index, len(self), "loader.indices(0)"),
+                              self._key(epoch, in_order))
 
     def stats(self) -> dict[str, Any]:
         """Throughput and stall figures since start (or the last ``reset_stats()``).
@@ -660,25 +405,17 @@ class Loader:
         A sample counts as unreadable from the first time it was (a file that is fixed
         during the run still counts).
         """
-        ready = self._prefetch.ready if self._prefetch is not None else 0
-        return self._figures.report(self.workers, ready,
-                                    None if self._auto is None else self._auto.summary())
+        return self._run.stats()
 
     def reset_stats(self) -> None:
         """Start the ``stats()`` window afresh (e.g. at each epoch)."""
-        self._figures.reset()
+        self._run.figures.reset()
 
     def close(self) -> None:
         """Stop the workers and free the shared memory. Idempotent."""
         self._closed = True
         _OPEN.discard(self)
-        self._x = None
-        if self._gather is not None:
-            self._gather.clear()
-        self._recycler.clear()
-        if self._ring is not None:
-            self._ring.detach()
-        self._finalizer()
+        self._run.close()
 
     @property
     def closed(self) -> bool:
@@ -688,35 +425,17 @@ class Loader:
     def pinned(self) -> bool:
         """Whether the output ring is page-locked (``pin_memory=True`` where the CUDA driver
         took it)."""
-        return self._ring is not None and self._ring.pinned
+        return self._run.ring is not None and self._run.ring.pinned
 
     def __repr__(self) -> str:
         """The settings as given, with what they resolved to: the worker count, the start
         method, the seed (drawn when None was given) and the output learned from sample 0."""
-        order = self._options.order
-        workers: Any = self.workers
-        if self.workers and self._gather_only:
-            workers = f"{self.workers} (none started: nothing to augment)"
-        settings: list[tuple[str, Any]] = [
-            ("x", self._options.data.shown), ("y", describe.brief(self.y)),
-            ("batch_size", self.batch_size), ("augment", describe.brief(self.augment)),
-            ("workers", workers),
-            ("start_method", repr(describe.resolved_start_method(self.start_method))
-             if self.workers else "None (workers=0: this process)"),
-            ("seed", f"{self.seed} (drawn: seed=None)" if order.seed_drawn else self.seed),
-            ("shuffle", self.shuffle), ("drop_remainder", self._plan.drop_remainder),
-            ("max_queue_size", self.max_queue_size)]
-        optional = [("timeout", self.timeout, None), ("copy", self.copy, True),
-                    ("pin_memory", self._pin_memory, False),
-                    ("value_range", self._options.settings.output.value_range, None),
-                    ("num_shards", self.num_shards, 1), ("shard_index", self.shard_index, 0),
-                    ("sampling_weights", order.weights, None),
-                    ("samples_per_epoch", order.samples, self._n), ("mix", self.mix, None),
-                    ("load", self._load if not hasattr(self._load, "marking") else None, None)]
-        settings += [(k, describe.brief(v)) for k, v, default in optional
-                     if v is not default and (default is None or v != default)]
-        settings += [("output_shape", self.output_shape), ("output_dtype", str(self.output_dtype))]
-        return describe.call_repr("shmaug.Loader", settings) + (" (closed)" if self._closed else "")
+        run = self._run
+        load = None if source.stands_in(run.load) else run.load
+        return describe.loader_repr(self._options, workers=self.workers,
+                                    gathering=run.gather_only, pin_memory=run.pin_memory,
+                                    load=load, output=(self.output_shape, self.output_dtype),
+                                    closed=self._closed)
 
     def __enter__(self) -> Loader:
         return self
@@ -734,3 +453,19 @@ class Loader:
         if self._closed:
             raise ClosedError(CLOSED)
 
+
+def start(options: Options, *, pin_memory: bool | None = None) -> Loader:
+    """A loader of options resolved already: the facade's door. A ``Sequence`` checks its
+    options once, when it is made, and starts a loader of them each time its workers start;
+    ``pin_memory``, where given, in place of the options' (a Sequence decides it then)."""
+    loader = Loader.__new__(Loader)
+    loader._start(options, pin_memory)
+    return loader
+
+
+def lend(loader: Loader, index: int, *, epoch: int, in_order: bool,
+         keep: bool) -> tuple[np.ndarray, Any]:
+    """Batch ``index`` of ``epoch`` as the facade hands it to Keras: a copy where ``keep`` (a
+    batch held for a second ask), else lent (``Handoff.LEND``: the slot is the batch's while
+    any array of it lives)."""
+    return loader._batch(index, epoch, in_order, Handoff.COPY if keep else Handoff.LEND)

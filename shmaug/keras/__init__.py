@@ -1,13 +1,27 @@
 """The Keras facade: a ``keras.utils.PyDataset`` over the engine's ``Loader``.
 
-Public: ``Sequence`` (``shmaug.keras.sequence``), ``StallMonitor`` and ``EpochSync``
-(``shmaug.keras.callbacks``). Internal: ``_passes`` (which epoch each of Keras' passes takes),
-``_stack`` (who asks, read off the call stack), ``_idle`` (stopping unused workers) and
-``_distribution`` (a process's shard under ``keras.distribution``).
-
 The only part of shmaug that imports Keras, and only when one of the public names is used:
 ``import shmaug`` does not load this package, and its pure internals (``_passes``) import
 without Keras installed.
+
+Public:
+
+- ``sequence``: ``Sequence``, the PyDataset contract over a Loader: its hooks, Keras' asks
+  bound to shmaug's batches, the workers' life cycle;
+- ``callbacks``: ``EpochSync`` (resume, ``initial_epoch``) and ``StallMonitor``.
+
+Internal, each one concern of a Sequence:
+
+- ``_passes``: which planned batch answers each ask of Keras: its passes, and their order;
+- ``_stack``: who asks, read off the call stack (the pass's generator, Keras' adapter);
+- ``_runtime``: what a Sequence builds and pickling drops (``Runtime``), its life cycle;
+- ``_batches``: what Keras gets for a batch (inputs, targets, sample weights; torch tensors);
+- ``_checks``: checks of what only the facade takes;
+- ``_resume``: ``state_dict`` and ``load_state_dict``;
+- ``_distribution``: the shard a process serves under ``keras.distribution``;
+- ``_tf_data``: ``to_tf_dataset`` and a ``tf.distribute.InputContext``'s shard;
+- ``_idle``: Sequences nobody asks stop their workers;
+- ``_describe``: ``repr()``.
 """
 
 from __future__ import annotations

@@ -8,18 +8,48 @@ from typing import Any
 
 import numpy as np
 
-from ..engine import _pinned
-from ..errors import ArgumentError, ArgumentTypeError, got
+from ..engine.config import checks as check
+from ..engine.config import inputs
+from ..engine.config.options import Data
+from ..engine.handoff import pinned
+from ..errors import ArgumentError, ArgumentTypeError, NotInitializedError, got, warn
+from ._runtime import Runtime
 
 
-def use_multiprocessing(value: Any) -> bool | None:
-    """Keras' PyDataset argument, accepted so a PyDataset's arguments work unchanged."""
+def use_multiprocessing(value: Any) -> None:
+    """Keras' PyDataset argument, accepted so a PyDataset's arguments work unchanged; False,
+    which cannot make shmaug's workers threads, is ignored with a warning."""
     if value is not None and not isinstance(value, (bool, np.bool_)):
         raise ArgumentTypeError(
             f"`use_multiprocessing` must be True, False or None; received {got(value)}. Fix: "
             f"leave it out: shmaug always runs its `workers` in processes."
         )
-    return None if value is None else bool(value)
+    if value is not None and not value:
+        warn("shmaug.Sequence always runs its `workers` in processes (they share the data "
+             "through shared memory, so a process costs no copy), so "
+             "use_multiprocessing=False cannot make them threads and is ignored. Fix: leave "
+             "it out; pass workers=0 to run everything in this process instead.")
+
+
+def seek(epoch: Any, batch: Any, batches: int) -> tuple[int, int]:
+    """``Sequence.seek``'s arguments: an epoch, and a batch of the ``batches`` of one."""
+    epoch = check.non_negative_int("epoch", epoch)
+    batch = check.non_negative_int("batch", batch)
+    if batch >= batches:
+        raise ArgumentError(
+            f"`batch` must be below the {batches} batches of an epoch; received {batch}. "
+            f"Fix: pass seek(epoch + batch // {batches}, batch % {batches})."
+        )
+    return epoch, batch
+
+
+def not_set_up(cls: str, name: str) -> NotInitializedError:
+    """A subclass ``cls`` whose ``__init__`` never called ``Sequence.__init__``, found when
+    its attribute ``name`` (one that sets) was missing."""
+    return NotInitializedError(
+        f"{cls}.__init__ did not call super().__init__(...), so this shmaug.Sequence was "
+        f"never set up (it has no `{name}`). Fix: call super().__init__(x, y, "
+        f"batch_size=..., ...) in {cls}.__init__, before the Sequence is used.")
 
 
 def pin_memory(value: bool | None) -> bool:
@@ -43,7 +73,7 @@ def pin_memory(value: bool | None) -> bool:
         on_gpu = jax.default_backend() == "gpu"
     else:
         return False
-    return on_gpu and _pinned.usable()  # the NVIDIA driver (ROCm's GPUs report "gpu" too)
+    return on_gpu and pinned.usable()  # the NVIDIA driver (ROCm's GPUs report "gpu" too)
 
 
 def bindings(pairs: Any, asked: Any, batches: int) -> list[tuple[int, int, int]]:
@@ -82,3 +112,39 @@ def split_inputs(x: Any, image_key: str | None) -> tuple[str | None, Any, dict[s
             f"of those."
         )
     return image_key, x[image_key], {k: v for k, v in x.items() if k != image_key}
+
+
+def behind_hook(cls: str, op: Any, data: Data) -> None:
+    """A ``Sequence`` subclass ``cls`` overrides ``augment``, the ``augment`` argument being
+    ``op``. An ``augment`` override runs instead of the `augment` argument, which it may still
+    call (``super().augment``): the argument must take the images, and since the override
+    sees only the image, the targets the argument would have moved with it (a mask,
+    boxes) are refused: they would come back untouched."""
+    inputs.pipeline_input(op, data.x)  # a dtype or layout ops misread
+    moved = inputs.augmented_targets(data.y, op) if op is not None else {}
+    if moved:
+        raise ArgumentError(
+            f"{cls} overrides `augment`, which receives only the image, "
+            f"but the `augment` argument ({type(op).__name__}) moves the targets "
+            f"{sorted(moved)} with each image; they would no longer follow it. Fix: drop "
+            f"the override and put its work into the pipeline, or rename those targets.")
+
+
+def random_order(rt: Runtime, index: int, in_order: bool, workers: bool) -> None:
+    """Say once when Keras' random batch order defeats prefetching (a pass read in the
+    dataset's order, under ``fit(shuffle=True)``), counted in ``rt``; ``workers``: any
+    run (with none, nothing is prepared ahead)."""
+    if not in_order or not workers:
+        return
+    if rt.previous >= 0 and index != rt.previous + 1:
+        rt.out_of_order += 1
+        if rt.out_of_order == 3 and not rt.warned:
+            rt.warned = True
+            warn(
+                "Keras asks this shmaug.Sequence for batches in random order (fit's "
+                "default shuffle=True) while it has shuffle=False, so its workers cannot "
+                "prepare the next batch ahead of time. For training data pass "
+                "shuffle=True to shmaug.Sequence (it then shuffles the samples itself, "
+                "each exactly once per epoch, and prefetches in order), or call "
+                "fit(..., shuffle=False).")
+    rt.previous = index

@@ -21,11 +21,15 @@ Read only by the facade (``sequence.py``), lazily: the engine never imports Kera
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import keras
 
 from ..errors import ArgumentError, DistributionError
+from ._passes import Passes
+
+if TYPE_CHECKING:
+    from .sequence import Sequence
 
 log = logging.getLogger(__name__)
 
@@ -117,3 +121,31 @@ def check_common_seed(dist: Any) -> None:
             f"and nothing makes them agree. Fix: call keras.utils.set_random_seed(S) with the "
             f"same S in every process before building the model (or start the processes with "
             f"keras.distribution.initialize(), which sets a common seed).")
+
+
+def follow(seq: Sequence) -> Any:
+    """Under a Keras distribution (before the workers start): this process's shard of a
+    multi-process one, unless the user chose one; then the checks it needs (above). Returns the
+    distribution, or None."""
+    dist = current()
+    if dist is None:
+        return None
+    if processes(dist)[0] > 1:
+        if seq._settings.batches.num_shards is None and seq.num_shards == 1:
+            set_shard(seq, *process_shard(dist))
+            log.info("shmaug.Sequence serves shard %d of %d (this process of the Keras "
+                     "distribution)", seq.shard_index, seq.num_shards)
+        take_over_sharding(dist)
+    plan = seq._order.plan
+    start, stop = plan.bounds(len(plan) - 1)
+    check_split(dist, seq.batch_size, stop - start)
+    return dist
+
+
+def set_shard(seq: Sequence, num_shards: int, shard_index: int) -> None:
+    """Take another shard (checked) before the workers start: its epochs' plan, and passes
+    over it that keep the epoch sought (the Loader, once started, has the same)."""
+    seq._set_order(seq._order.sharded(num_shards, shard_index))
+    old = seq._runtime.passes
+    seq._runtime.passes = Passes(len(seq._order.plan))
+    seq._runtime.passes.seek(old.position[0], 0)

@@ -11,21 +11,23 @@ the stream goes on unchanged (a batch is a function of seed, epoch and index).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
-from typing import Protocol
+from typing import TYPE_CHECKING
+
+from ._runtime import Life
+
+if TYPE_CHECKING:
+    from .sequence import Sequence
+
+log = logging.getLogger(__name__)
 
 STOP_AFTER_S = 120.0
 STOP_AT_START_S = 10.0
 
-
-class Stoppable(Protocol):
-    def _stop_if_idle(self, now: float, after_s: float | None = None) -> None:
-        """Stop the workers if nothing was asked for in ``after_s`` (default STOP_AFTER_S)."""
-
-
-_running: weakref.WeakSet[Stoppable] = weakref.WeakSet()  # whose workers run
+_running: weakref.WeakSet[Sequence] = weakref.WeakSet()  # whose workers run
 _lock = threading.Lock()
 _watcher: threading.Thread | None = None  # invariant: alive while _running is not empty
 
@@ -34,10 +36,10 @@ def starting() -> None:
     """Another Sequence starts its workers: stop those idle for ``STOP_AT_START_S``."""
     now = time.monotonic()
     for other in list(_running):
-        other._stop_if_idle(now, STOP_AT_START_S)
+        stop_if_idle(other, now, STOP_AT_START_S)
 
 
-def watch(seq: Stoppable) -> None:
+def watch(seq: Sequence) -> None:
     """Have ``seq``'s workers stopped once idle."""
     global _watcher
     with _lock:
@@ -47,7 +49,7 @@ def watch(seq: Stoppable) -> None:
             _watcher.start()
 
 
-def forget(seq: Stoppable) -> None:
+def forget(seq: Sequence) -> None:
     """``seq``'s workers stopped (closed, or stopped while idle)."""
     _running.discard(seq)
 
@@ -63,5 +65,26 @@ def _stop_idle() -> None:
                 return
         now = time.monotonic()
         for seq in running:
-            seq._stop_if_idle(now)
+            stop_if_idle(seq, now)
         del running, seq
+
+
+def stop_if_idle(seq: Sequence, now: float, after_s: float | None = None) -> None:
+    """Stop the workers and free the shared memory if no batch was asked for in
+    ``after_s`` (default ``STOP_AFTER_S``; never while one is being served: that
+    holds the lock)."""
+    after_s = STOP_AFTER_S if after_s is None else after_s
+    rt = seq._runtime
+    if now - rt.used < after_s or not rt.lock.acquire(blocking=False):
+        return
+    try:
+        loader = rt.running
+        if loader is None or now - rt.used < after_s:
+            return
+        rt.life = Life.STOPPED_IDLE  # (its loader stays: its figures)
+        forget(seq)
+    finally:
+        rt.lock.release()
+    loader.close()
+    log.info("shmaug.Sequence idle for %.0f s: its workers stopped and its shared memory "
+             "freed (they start again on the next batch asked for)", now - rt.used)

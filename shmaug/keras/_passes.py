@@ -212,3 +212,28 @@ class Passes:
         if p is None:  # drawn from the epoch no pass has claimed yet: a hand loop's (rule 5)
             self._hand = key if self._hand is None else max(self._hand, key)
         return key
+
+
+def reads_in_order(*, shuffle: bool | str | None, shuffles: bool, weighted: bool, mixed: bool,
+                   adapter: Any, inferring: bool) -> bool:
+    """Whether a pass beginning now (or the pass a look stands for) reads its epoch in the
+    dataset's order, asked by Keras' ``adapter`` (None: a loop by hand, or a look) of a
+    Sequence given ``shuffle`` (``shuffles``: its order shuffles at all; ``weighted``: it
+    draws by weight; ``mixed``: it has a mix); ``inferring``: ``evaluate`` or ``predict``
+    runs the adapter.
+
+    Keras decides the order per pass, never once per dataset: ``fit``'s training passes
+    follow ``fit(shuffle=...)`` (its adapter's ``shuffle``), while ``evaluate``,
+    ``predict`` and ``fit``'s validation are never shuffled (their adapters were seen
+    beginning an epoch under ``evaluate``/``predict``: ``on_epoch_begin``). A look decides
+    nothing: it only names the batch the next pass would serve."""
+    if not shuffles and not mixed:
+        return True
+    if weighted and not (inferring and mixed):
+        return False  # a weighted draw has no dataset order: every pass is the draw (but
+        # with a mix, an inference pass reads it unmixed: the loader's in-order key)
+    if adapter is None:
+        return shuffle is None  # loops by hand: in order unless shuffle=True
+    if inferring:
+        return True
+    return shuffle is None and not getattr(adapter, "shuffle", False)

@@ -18,7 +18,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine._options import Data, Pipeline
+from ..engine.config import describe
+from ..engine.config import inputs as inputs_
+from ..engine.config.options import Data, Pipeline
 from ..engine.loader import Loader
 from ._passes import Key, Passes
 
@@ -66,3 +68,34 @@ class Runtime:
     def running(self) -> Loader | None:
         """The loader whose workers run now, if any."""
         return self.loader if self.life is Life.STARTED else None
+
+    @property
+    def side(self) -> dict[str, Any]:
+        """The targets, other inputs and sample weights, by name (none in a copy)."""
+        if self.data is None:
+            return {}
+        assert isinstance(self.data.y, dict)  # (as data_of made it)
+        return self.data.y
+
+    def stats(self, loader: Loader) -> dict[str, Any]:
+        """``loader``'s figures with the facade's: ``hit_rate``, the share of asks served from
+        batches already prepared, and ``requests``."""
+        stats = loader.stats()
+        stats["hit_rate"] = self.hits / self.requests if self.requests else 0.0
+        stats["requests"] = self.requests
+        stats["workers"] = loader.workers
+        return stats
+
+
+def data_of(images: Any, load: Any, *, y: Any, inputs: Any, sample_weight: Any) -> Data:
+    """A Sequence's samples, checked: the images (an array, or what ``load`` indexes), and
+    beside them what is gathered per batch in this process (but for the targets ``augment``
+    moves): ``y``, the other ``inputs`` of a dict ``x`` and the ``sample_weight``."""
+    images = images if load is not None else inputs_.image_array(images)
+    n = inputs_.length(images) if load is not None else len(images)
+    side = {
+        "y": inputs_.targets(y, n, "y"),  # first: its `mask` is the one augmented
+        "inputs": inputs_.targets(inputs or None, n, "x"),
+        "sample_weight": inputs_.targets(sample_weight, n, "sample_weight"),
+    }
+    return Data(images, side, load, n, side["y"], describe.brief(images))

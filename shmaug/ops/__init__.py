@@ -15,13 +15,26 @@ Example:
     True
 
 Importing this package registers the built-in ops; it starts nothing and imports no Keras.
+Where each piece lives:
+
+- ``core``: the registry (``register``, ``get``, ``available``), bound ops (``Op``), the
+  config round trip and the picklability check;
+- ``compose``: ``Compose``, ``OneOf``, ``Maybe``, ``SomeOf``;
+- ``mixing``: ``MixUp`` and ``CutMix``: batch ops that mix pairs of samples and their labels;
+- ``params``: drawing parameters (``draw``, ``draw_int``), value ranges and image layouts,
+  shared by every op (and by the engine, for dtype ranges);
+- ``builtin``: the built-in ops, by what they do (move pixels; change colour, tone, noise,
+  blur; erase);
+- ``kernels``: the pure pixel work, OpenCV's and PIL's;
+- ``policies``: RandAugment, TrivialAugmentWide, AutoAugment, AugMix;
+- ``interop``: Keras layers, albumentations pipelines and legacy functions as ops.
 """
 
 from __future__ import annotations
 
-from ._params import draw, draw_int
-from .albu import FromAlbumentations, from_albumentations
-from .colour import (
+from .params import draw, draw_int
+from .interop.albumentations import FromAlbumentations, from_albumentations
+from .builtin.colour import (
     auto_contrast,
     channel_shuffle,
     clahe,
@@ -36,10 +49,11 @@ from .colour import (
     solarize,
 )
 from .compose import Compose, Maybe, OneOf, SomeOf
-from .corrupt import erasing, jpeg
+from .builtin.erasing import cutout, erasing
+from .builtin.filters import gaussian_blur, sharpen, smooth
 from .core import Augment, Op, available, check_picklable, from_config, get, register, to_config
-from .framing import center_crop, translation, zoom, zoom_out
-from .geometric import (
+from .builtin.framing import center_crop, translation, zoom, zoom_out
+from .builtin.geometric import (
     crop,
     elastic,
     hflip,
@@ -53,19 +67,12 @@ from .geometric import (
     translate,
     vflip,
 )
-from .keras_layers import from_keras
-from .legacy import FromArray, FromPil, from_array, from_pil
+from .interop.keras_layers import from_keras
+from .interop.legacy import FromArray, FromPil, from_array, from_pil
 from .mixing import CutMix, Mix, MixUp
-from .photometric import (
-    brightness_contrast,
-    cutout,
-    gamma,
-    gaussian_blur,
-    gaussian_noise,
-    sharpen,
-    smooth,
-)
-from .policies import aug_mix, auto_augment, rand_augment, trivial_augment_wide
+from .builtin.noise import gaussian_noise, jpeg
+from .builtin.tone import brightness_contrast, gamma
+from .policies.augment import aug_mix, auto_augment, rand_augment, trivial_augment_wide
 
 __all__ = [
     "Augment",

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError
 from ..seeding import global_rng_use
-from ._params import ValueRange, bounds, convert, value_range as checked_range
+from .params import ValueRange, bounds, convert, value_range as checked_range
 from .core import as_op, config_type, from_config, to_config, with_value_range
 
 

@@ -2,9 +2,8 @@
 
 Owns: ``register`` / ``get`` / ``available``, the :class:`Op` object (a registered function
 with bound parameters), ``to_config`` / ``from_config`` and ``check_picklable``. The built-in
-ops live in ``geometric.py`` and ``photometric.py`` (parameter sampling) over ``cv.py`` /
-``pil.py`` (pure kernels); composition lives in ``compose.py``; the legacy PIL wrapper in
-``legacy.py``.
+ops live in ``builtin/`` (parameter sampling) over ``kernels/`` (pure kernels); composition
+lives in ``compose.py``; the legacy PIL wrapper in ``interop/legacy.py``.
 
 An op is a function ``op(image, rng, **params) -> image`` whose extra parameters all have
 defaults, so ``op(image, rng)`` always works. Registration is an explicit decorator; it returns
@@ -38,7 +37,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 Augment = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 """What the loader runs per sample: ``augment(image, rng) -> image``."""
 Check = Callable[[Any, str], object]
-"""``check(value, name)`` raises for a bad parameter value (e.g. ``_params.bounds``)."""
+"""``check(value, name)`` raises for a bad parameter value (e.g. ``params.bounds``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,24 +1,24 @@
 """Sample sources: where the engine's workers read sample i from, besides an array.
 
-Public: ``ImageFiles`` (``shmaug.sources.files``), ``ImageRecords`` (``shmaug.sources.records``:
-TFRecord, TFDS, ArrayRecord, Hugging Face and WebDataset shards), ``pack``
-(``shmaug.sources.pack``) and ``render_glyphs`` (``shmaug.sources.glyphs``, the synthetic data
-of the demo and examples). Internal: ``_paths`` (the path table in shared memory), ``_folders``
-(listing and labels), ``_reader`` (the worker-side read), ``_decode`` (decode and resize),
-``_options`` (``DecodeSettings`` and the protocol both image sources share), ``_index`` (the
-record table in shared memory), ``_formats`` (the record-format protocol and registry), one
-module per record format holding its scan and its read (``_tfrecord``, ``_array_record``;
-``_tar`` and ``_arrow`` scan records that are the image bytes), ``_example``
-(``tf.train.Example``), ``_tfds`` (TFDS metadata), ``_shards`` (finding shards), ``_bucket``
-(image files in a bucket, a task's objects fetched together) and the object-storage layer,
-one module per job (``_urls``, ``_secrets``, ``_client``, ``_failures``, ``_ahead``,
-``_spans``, ``_round_trip``, ``_remote_settings``), which the sources reach through
-``_remote``.
+Public:
+
+- ``files``: ``ImageFiles``, image files in folders, path lists and DataFrames;
+- ``records``: ``ImageRecords``, images inside TFRecord, TFDS, ArrayRecord, Hugging Face and
+  WebDataset shards;
+- ``pack``: ``pack``, image files decoded once into a memory-mappable ``.npy``;
+- ``glyphs``: ``render_glyphs``, the synthetic data of the demo and examples.
+
+Internal, by stage:
+
+- ``images``: the image-file path: folders, the path table, the worker-side read, decoding;
+- ``formats``: record files: one module per format (its scan and its read), the record table;
+- ``remote``: object storage: the client, its transport and error rules, the look-ahead;
+- ``cache``: the disk cache of a bucket source, planned from the known order.
 
 A source is random access: a length and ``load(i)``, run in a worker. Whatever a worker
 needs to find sample i is one flat table in the loader's shared memory, so a worker's memory
-does not grow with the number of samples. Sources import the engine's store; the engine never
-imports a source.
+does not grow with the number of samples. Sources use ``shmaug.memory`` for those tables; the
+engine never imports a source.
 """
 
 from .files import ImageFiles

@@ -1,14 +1,14 @@
 """Image files as a sample source: workers decode, convert and resize, then augment.
 
-``ImageFiles`` is small and picklable: settings plus a ``PathTable`` (``_paths.py``: every path
-and class index in one flat block, never a Python object per file), never pixels. Handed to
+``ImageFiles`` is small and picklable: settings plus a ``PathTable`` (``images/paths.py``: every
+path and class index in one flat block, never a Python object per file), never pixels. Handed to
 ``shmaug.Loader`` or ``shmaug.Sequence`` as ``x``, its reader (``load``) goes to each worker;
 the loader first moves the path table into its shared memory (``Reader.sharing``), so what a
 worker receives and holds does not grow with the number of files. ``load(index)`` runs there:
 read the file's bytes, decode (OpenCV, PIL for formats OpenCV cannot read; large JPEGs at a
-reduced size, see ``_decode.py``), convert to ``color_mode``, resize to ``image_size``
-(``_reader.py``). This module owns the source object and its settings; listing, labels and the
-split follow Keras in ``_folders.py``; the engine owns processes and memory.
+reduced size, see ``images/decode.py``), convert to ``color_mode``, resize to ``image_size``
+(``images/reader.py``). This module owns the source object and its settings; listing, labels and
+the split follow Keras in ``images/folders.py``; the engine owns processes and memory.
 
 An unreadable file (missing, empty, corrupt, wrong channel count) raises ``ImageReadError``
 naming the file and the reason. With ``on_error="skip"`` it is replaced by the next readable
@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, overload
 
 import numpy as np
 
-from . import _folders as F
-from . import _options as O
-from . import _bucket as B
-from ._options import DEFAULT_IMAGE_SIZE
-from ._paths import PathTable
-from ._reader import Reader
+from .images import folders as F
+from .images import settings as O
+from .remote import bucket as B
+from .images.settings import DEFAULT_IMAGE_SIZE
+from .images.paths import PathTable
+from .images.reader import Reader
 from ..errors import ArgumentError, ArgumentTypeError, ImageReadError, got
 
 if TYPE_CHECKING:
-    from ._remote import Remote
+    from .remote import Remote
 
 EXTENSIONS = F.EXTENSIONS
 __all__ = ["ImageFiles", "ImageReadError"]  # ImageReadError: also importable from here
@@ -66,8 +66,9 @@ class ImageFiles(O.ImageSource):
         label_mode: "int" (default), "categorical", "binary" or None (no labels), as Keras.
         reduced_decode: True (default): a JPEG at least twice ``image_size`` is decoded at
             1/2, 1/4 or 1/8 size by libjpeg before the resize, several times faster for
-            camera-size photos (see ``shmaug.sources._decode.REDUCED_TOLERANCE`` for how close it is
-            to a full decode); False decodes every pixel. Other formats are not affected.
+            camera-size photos (see ``shmaug.sources.images.decode.REDUCED_TOLERANCE`` for how
+            close it is to a full decode); False decodes every pixel. Other formats are not
+            affected.
         crop_to_aspect_ratio: True: resize without distorting the aspect ratio by first
             taking the largest centred window of ``image_size``'s aspect ratio, as Keras'
             argument of that name does; False (default) stretches to ``image_size``.

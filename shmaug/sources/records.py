@@ -2,51 +2,51 @@
 ArrayRecord, WebDataset, Hugging Face datasets.
 
 ``ImageRecords`` drops in wherever ``ImageFiles`` does, with the same settings, skip rule,
-labels and ``repr`` (``_options.py``) and the same worker-side reader (``_reader.py``); only
-where sample i's bytes come from differs. Each constructor indexes its shards once, in the
-main process, by reading their headers (and the labels, which live in the records): every
-record's shard, byte offset and length go into a ``RecordTable`` (``_index.py``), which a
-loader copies once into its shared memory. A worker then reads record i with one positioned
-read, so the engine's exact shuffle, exactly-once epochs, determinism for any worker count,
-resume and sharding hold unchanged, with no shuffle buffer.
+labels and ``repr`` (``images/settings.py``) and the same worker-side reader
+(``images/reader.py``); only where sample i's bytes come from differs. Each constructor indexes
+its shards once, in the main process, by reading their headers (and the labels, which live in
+the records): every record's shard, byte offset and length go into a ``RecordTable``
+(``formats/table.py``), which a loader copies once into its shared memory. A worker then reads
+record i with one positioned read, so the engine's exact shuffle, exactly-once epochs,
+determinism for any worker count, resume and sharding hold unchanged, with no shuffle buffer.
 
-Formats (each one module holding its scan and its read, ``_formats.py``): ``from_tfrecord``
-(``_tfrecord.py``, ``_example.py``: no TensorFlow needed), ``from_tfds`` (``_tfds.py``: TFDS'
-metadata and split arithmetic, then its TFRecord or ArrayRecord shards as above),
-``from_array_record`` (``_array_record.py``: its own index, through ``array_record``'s reader
-in each worker), ``from_webdataset`` (``_tar.py``) and
-``from_huggingface`` (``_arrow.py``: byte ranges in the dataset's Arrow files; ``datasets`` and
-pyarrow are needed to build the source, not in the workers). An unreadable image (a CRC that
-does not match, no image feature, bytes that are no image) raises ``ImageReadError`` naming the
-shard, the record and its byte offset; ``on_error="skip"`` replaces it by the next readable
-record of its class and a loader counts it, exactly as for files. A shard that cannot be
-indexed (cut short, a header CRC that does not match, a record without its label) is reported
-when the source is built.
+Formats (each one module holding its scan and its read, ``formats/registry.py``):
+``from_tfrecord`` (``formats/tfrecord.py``, ``formats/_example.py``: no TensorFlow needed),
+``from_tfds`` (``formats/tfds.py``: TFDS' metadata and split arithmetic, then its TFRecord or
+ArrayRecord shards as above), ``from_array_record`` (``formats/array_record.py``: its own index,
+through ``array_record``'s reader in each worker), ``from_webdataset`` (``formats/tar.py``) and
+``from_huggingface`` (``formats/arrow.py``: byte ranges in the dataset's Arrow files;
+``datasets`` and pyarrow are needed to build the source, not in the workers). An unreadable
+image (a CRC that does not match, no image feature, bytes that are no image) raises
+``ImageReadError`` naming the shard, the record and its byte offset; ``on_error="skip"``
+replaces it by the next readable record of its class and a loader counts it, exactly as for
+files. A shard that cannot be indexed (cut short, a header CRC that does not match, a record
+without its label) is reported when the source is built.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from . import _folders as F
-from . import _options as O
-from . import _tar
-from . import _array_record as A
-from . import _tfrecord as T
-from ._formats import RAW
-from ._index import RecordTable
-from ._shards import Scan as _Scan
-from ._shards import check_keywords as _check_keywords
-from ._shards import Shards as _Shards
-from ._shards import expand as _expand
-from ._shards import find as _find
-from ._shards import local_only as _local_only
-from ._shards import need as _need
-from ._bucket import shown_options
+from .images import folders as F
+from .images import settings as O
+from .formats import tar as _tar
+from .formats import array_record as A
+from .formats import tfrecord as T
+from .formats.registry import RAW
+from .formats.table import RecordTable
+from .formats.shards import Scan as _Scan
+from .formats.shards import Shards as _Shards
+from .formats.shards import check_keywords as _check_keywords
+from .formats.shards import expand as _expand
+from .formats.shards import find as _find
+from .formats.shards import local_only as _local_only
+from .formats.shards import need as _need
+from .remote.bucket import shown_options
 from ..errors import ArgumentError, ArgumentTypeError, got, warn
 
 __all__ = ["ImageRecords"]
@@ -227,7 +227,7 @@ class ImageRecords(O.ImageSource):
                         "or copy the prepared dataset, then from_tfrecord(URLs of its "
                         ".tfrecord shards) with its label key")
         _need("tensorflow_datasets", "tfds")
-        from . import _tfds
+        from .formats import tfds as _tfds
 
         folder, info = _tfds.prepared(name, data_dir)
         image, label, names = _tfds.features(info, image_key, label_key)
@@ -319,11 +319,11 @@ class ImageRecords(O.ImageSource):
         _need("datasets", "huggingface")
         import datasets
 
-        from . import _arrow
+        from .formats import arrow
 
         _check_keywords(settings)
-        _arrow.check(dataset, image_column, label_column)
-        shards, shard_of, numbers, offsets, lengths, blob = _arrow.rows(dataset, image_column)
+        arrow.check(dataset, image_column, label_column)
+        shards, shard_of, numbers, offsets, lengths, blob = arrow.rows(dataset, image_column)
         labels, names = None, class_names
         if _wanted(label_column, settings) is not None:
             labels = dataset[label_column]
@@ -349,7 +349,7 @@ class ImageRecords(O.ImageSource):
         ``kind`` (``key``: its image feature), the source made by ``call``.
 
         ``label_key``: None for no labels; ``memory()``: after the scan, what it kept in
-        memory (``_tfrecord.indexer``'s); ``skips``: per shard, the records its scan left
+        memory (``formats.tfrecord.indexer``'s); ``skips``: per shard, the records its scan left
         out in front (a TFDS slice)."""
         from tqdm import tqdm
 
@@ -427,3 +427,9 @@ def _call(constructor: Callable[..., Any], first: Any, passed: dict[str, Any]) -
     """``constructor(first, name=value, ...)`` for ``repr``: each argument in ``passed`` that
     differs from its default, the defaults read from the constructor's own signature."""
     return f"{constructor.__name__}({first!r}{O.passed(passed, O.defaults_of(constructor))})"
+
+
+if TYPE_CHECKING:  # mypy holds the record source to what ``shuffle="blocks"`` asks of it
+    from ..engine import source as engine
+
+    _AS_THE_ENGINE_SEES_IT: type[engine.Sharded] = ImageRecords

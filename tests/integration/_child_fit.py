@@ -31,7 +31,7 @@ class Announce(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if batch == 1:
             loader = self.seq.loader
-            print(json.dumps({"pids": loader.pids, "segments": loader._store.names}), flush=True)
+            print(json.dumps({"pids": loader.pids, "segments": loader._run.store.names}), flush=True)
 
 
 def sequence(method: str) -> shmaug.Sequence:
@@ -57,7 +57,7 @@ def main() -> None:
             model.fit(seq, epochs=1000, verbose=0, callbacks=[Announce(seq)])
         except KeyboardInterrupt:
             interrupted = True
-        pids, segments = seq.loader.pids, seq.loader._store.names
+        pids, segments = seq.loader.pids, seq.loader._run.store.names
         seq.close()
         print(json.dumps({"interrupted": interrupted, **leftovers(pids, segments)}), flush=True)
     seq = sequence(method)

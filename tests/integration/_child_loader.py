@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 import shmaug
-from shmaug.engine._store import SEGMENT_PREFIX
+from shmaug.memory.store import SEGMENT_PREFIX
 from tests import _ops
 
 
@@ -20,7 +20,7 @@ def main() -> None:
     x = np.zeros((64, 8, 8), np.uint8)
     loader = shmaug.Loader(x, batch_size=4, augment=_ops.slow_noisy, workers=2, seed=0,
                            start_method=method)
-    segments = [s for s in loader._store.names if s.startswith(SEGMENT_PREFIX)]
+    segments = [s for s in loader._run.store.names if s.startswith(SEGMENT_PREFIX)]
     print(json.dumps({"pids": loader.pids, "segments": segments}), flush=True)
     if "--no-close" in sys.argv:
         for _ in range(10**6):

@@ -27,7 +27,9 @@ import numpy as np
 import psutil
 
 import shmaug
-from shmaug.engine import _launch, _platform, _worker, _store as store
+from shmaug.engine.workers import launch as _launch, worker as _worker
+from shmaug import platform as _platform
+from shmaug.memory import store
 from tests import _ops
 
 EMULATED = os.environ.get("SHMAUG_EMULATE_WINDOWS") == "1"
@@ -94,7 +96,7 @@ def epochs(kill: bool) -> dict[str, Any]:
                 if kill and e == 0 and k == 0:
                     stop_and_wait(loader.pids[0])
         return {"digest": digest(out), "respawns": loader.stats()["respawns"],
-                "method": loader._pool._ctx.get_start_method()}
+                "method": loader._run.pool._ctx.get_start_method()}
 
 
 def timeout() -> dict[str, Any]:

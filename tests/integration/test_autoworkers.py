@@ -15,7 +15,8 @@ import psutil
 import pytest
 
 import shmaug
-from shmaug.engine import _autotune, _platform
+from shmaug.engine.autoscale import _autotune
+from shmaug import platform as _platform
 from tests import _ops
 from tests._helpers import assert_same_batches, needs_keras
 
@@ -55,17 +56,17 @@ def test_resizes_inside_and_between_epochs_change_no_batch(reference, two_cores,
         it = iter(loader)
         epoch0 = [next(it) for _ in range(3)]
         removed = loader.pids[-1]
-        loader._resize(1)  # mid-epoch: the removed worker still holds prefetched tasks
+        loader._run.resize(1)  # mid-epoch: the removed worker still holds prefetched tasks
         assert loader.workers == 1 and loader.stats()["workers"] == 1
         assert loader.pids == [p for p in loader.pids if p != removed]
         epoch0 += list(it)
         epoch1 = list(loader)
         assert gone(removed)  # it finished its tasks and exited by itself, and was reaped
-        loader._resize(2)  # between epochs
+        loader._run.resize(2)  # between epochs
         it = iter(loader)
         epoch2 = [next(it) for _ in range(2)]
-        loader._resize(1)  # down and straight up again: the slot waits for its worker
-        loader._resize(2)
+        loader._run.resize(1)  # down and straight up again: the slot waits for its worker
+        loader._run.resize(2)
         epoch2 += list(it)
         stats = loader.stats()
     assert stats["respawns"] == 0 and stats["workers"] == 2 and len(stats["worker_busy"]) == 2
@@ -81,7 +82,7 @@ def test_a_removed_worker_that_dies_has_its_tasks_redone_not_its_place_refilled(
         it = iter(loader)
         epoch0 = [next(it)]
         removed = loader.pids[-1]
-        loader._resize(1)
+        loader._run.resize(1)
         os.kill(removed, signal.SIGKILL)  # while it holds prefetched tasks of 40 ms each
         with caplog.at_level(logging.WARNING, logger="shmaug"):
             epoch0 += list(it)
@@ -102,7 +103,7 @@ def test_a_slow_consumer_of_a_light_op_is_fed_by_fewer_workers(reference, two_co
     monkeypatch.setattr(_autotune, "MIN_SECONDS", 0.2)
     images, expected = reference
     got = []
-    with caplog.at_level(logging.INFO, logger="shmaug.engine._autoworkers"), \
+    with caplog.at_level(logging.INFO, logger="shmaug.engine.autoscale.autoworkers"), \
             shmaug.Loader(images, np.arange(40), augment=_ops.noisy, workers="auto",
                           start_method="fork", **SETTINGS) as loader:
         for _ in range(3):
@@ -125,7 +126,7 @@ def test_the_sequence_and_the_stall_monitor_tell_the_count_chosen(reference, two
     with shmaug.Sequence(images, np.arange(40), augment=_ops.noisy, workers="auto",
                          start_method="fork", **SETTINGS) as seq:
         seq[0]
-        seq.loader._resize(1)
+        seq.loader._run.resize(1)
         assert seq.stats()["workers"] == 1 and seq.loader.workers == 1
         logs: dict = {}
         with caplog.at_level(logging.INFO, logger="shmaug"):

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import shmaug
-from shmaug.engine import _copier
-from shmaug.engine._ring import OutputRing
+from shmaug.engine.handoff import copier as _copier
+from shmaug.engine.handoff.ring import OutputRing
 from tests import _ops
 from tests._helpers import TIME_SCALE
 
@@ -72,7 +72,7 @@ def test_a_busy_consumer_gets_the_batches_it_gets_on_demand(augment):
         for b in (1, 4, 5):  # batch 2's copy, made ahead, is dropped
             jumped.append(loader.batch(b, epoch=2))
             time.sleep(STEP_S)
-        assert loader._copier is not None and loader._copier.thread is not None
+        assert loader._run.copier is not None and loader._run.copier.thread is not None
     for e in range(2):
         assert len(got[e]) == len(expected[e])
         for (xb, yb), (xe, ye) in zip(got[e], expected[e]):
@@ -105,7 +105,7 @@ def test_batches_are_made_again_in_dropped_ones_and_kept_ones_never_change(augme
                     kept[i] = xb[2:]  # a view keeps its batch too
                 del xb
                 time.sleep(step_s)
-        assert loader._recycler.reused >= 6
+        assert loader._run.recycler.reused >= 6
     for i, xb in kept.items():
         np.testing.assert_array_equal(xb, expected[i] if i % 4 == 0 else expected[i][2:])
 
@@ -127,7 +127,7 @@ def test_a_gathered_batch_is_made_before_it_is_asked_for():
         loader.batch(0)
         time.sleep(STEP_S)
         loader.batch(1)  # the consumer was away: the next gather is asked for ahead
-        ahead = loader._gather._ahead
+        ahead = loader._run.gather._ahead
         assert ahead is not None and ahead[0] == (0, 2)
         assert ahead[1].done.wait(5)  # made while the consumer is away
         np.testing.assert_array_equal(loader.batch(2)[0], images()[16:24])
@@ -140,7 +140,7 @@ def test_a_short_last_batch_still_has_the_next_epochs_first_gathered_ahead(monke
     monkeypatch.setattr(_copier, "MIN_BYTES", 8 * 12 * 12)  # a full batch; the last has 4 rows
     with shmaug.Loader(images(44), batch_size=8, workers=2, seed=1) as loader:
         slow_pass(loader)
-        ahead = loader._gather._ahead
+        ahead = loader._run.gather._ahead
         assert ahead is not None and ahead[0] == (1, 0)
         first = next(iter(loader))[0]
         np.testing.assert_array_equal(first, images(44)[loader.indices(0, epoch=1)])
@@ -253,8 +253,8 @@ def test_a_loader_never_closed_stops_its_copier_when_collected():
     loader = shmaug.Loader(images(), batch_size=8, augment=_ops.noisy, workers=2, seed=1,
                            start_method="fork")
     slow_pass(loader)
-    assert loader._copier is not None
-    thread = loader._copier.thread
+    assert loader._run.copier is not None
+    thread = loader._run.copier.thread
     assert thread is not None and thread.is_alive()
     del loader
     gc.collect()
@@ -267,7 +267,7 @@ def test_small_batches_are_copied_when_asked_for(monkeypatch, reads_by_thread):
     with shmaug.Loader(images(), batch_size=8, augment=_ops.noisy, workers=2, seed=1,
                        start_method="fork") as loader:
         slow_pass(loader)
-        assert loader._copier is not None and loader._copier.thread is None
+        assert loader._run.copier is not None and loader._run.copier.thread is None
     assert set(reads_by_thread) == {"MainThread"}
 
 
@@ -275,7 +275,7 @@ def test_leases_and_workers_0_use_no_copier():
     with shmaug.Loader(images(), batch_size=8, augment=_ops.noisy, workers=2, seed=1,
                        copy=False, start_method="fork") as loader:
         slow_pass(loader)
-        assert loader._copier is not None and loader._copier.thread is None
+        assert loader._run.copier is not None and loader._run.copier.thread is None
     with shmaug.Loader(images(), batch_size=8, augment=_ops.noisy, workers=0) as loader:
         slow_pass(loader)
-        assert loader._copier is None
+        assert loader._run.copier is None

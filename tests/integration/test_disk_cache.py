@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import shmaug
-from shmaug.sources import _disk_cache
+from shmaug.sources.cache import disk_cache as _disk_cache
 from tests import records_data as D
 from tests._helpers import assert_same_batches
 from tests.integration._s3 import BUCKET, KEY, SECRET, options
@@ -124,7 +124,7 @@ def test_two_processes_download_a_shard_once(tars, tmp_path, caplog):
 
 
 def _slow_download(remote, url: str) -> None:
-    from shmaug.sources._client import Remote
+    from shmaug.sources.remote._client import Remote
 
     _disk_cache.CHUNK = 512  # many requests, each slowed: killed well before the end
     read = Remote.read_range

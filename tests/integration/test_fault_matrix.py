@@ -385,8 +385,8 @@ def test_close_returns_once_a_waiting_consumer_has_left() -> None:
         while L.stats()["batches"] < AT // BATCH:  # the next batch holds the hanging sample
             time.sleep(0.01)
         time.sleep(0.3)  # now waiting on it, in the pool's poll
-        assert L._prefetch is not None
-        L._prefetch.close()  # what the finalizer runs first
+        assert L._run.prefetch is not None
+        L._run.prefetch.close()  # what the finalizer runs first
         events.append("close returned")
         thread.join(10)
     assert events == ["consumer left", "close returned"]

@@ -52,12 +52,12 @@ def test_a_worker_traceback_shows_the_users_frames_not_shmaugs(workers, monkeypa
         text = str(caught.value)
         assert "the user's helper failed" in text and "sample index 1" in text
         assert "in calls_a_helper_that_fails" in text and "in _failing_helper" in text
-        assert "shmaug/" not in text and "_runner.py" not in text, text
+        assert "shmaug/" not in text and "runner.py" not in text, text
         assert "SHMAUG_TRACEBACK_FILTERING=off shows them" in text
         assert len(text.splitlines()) < 12, text  # was about 25 lines, most of them shmaug's
-        assert "_runner.py" in caught.value.worker_traceback  # the full one stays at hand
+        assert "runner.py" in caught.value.worker_traceback  # the full one stays at hand
         monkeypatch.setenv(shmaug.errors.FILTERING_ENV, "off")  # the debug switch
-        with pytest.raises(ZeroDivisionError, match=r"(?s)_runner\.py.*_failing_helper"):
+        with pytest.raises(ZeroDivisionError, match=r"(?s)runner\.py.*_failing_helper"):
             loader.batch(1)
 
 
@@ -198,18 +198,18 @@ def _kill_the_replacement_before_it_is_ready(loader, victim=None):
     """Kill worker 0 once it is ready (or ``victim``, its replacement killed already), wait
     for the pool to start a replacement (spawned: it takes a while to be ready) and kill that
     too before it is. Returns the replacement's pid."""
-    from shmaug.engine._status import READY
+    from shmaug.engine.workers.status import READY
 
     deadline = time.monotonic() + 10
     if victim is None:
-        while not loader._pool.status[READY] and time.monotonic() < deadline:
-            loader._pool.poll(0.05)  # worker 0, spawned, may still be starting
+        while not loader._run.pool.status[READY] and time.monotonic() < deadline:
+            loader._run.pool.poll(0.05)  # worker 0, spawned, may still be starting
         victim = loader.pids[0]
         os.kill(victim, signal.SIGKILL)
     while loader.pids[0] == victim and time.monotonic() < deadline:
-        loader._pool.poll(0.05)  # nothing is in flight: this only watches the workers
+        loader._run.pool.poll(0.05)  # nothing is in flight: this only watches the workers
     replacement = loader.pids[0]
-    assert replacement != victim and loader._pool.status[READY] == 0  # not ready yet
+    assert replacement != victim and loader._run.pool.status[READY] == 0  # not ready yet
     os.kill(replacement, signal.SIGKILL)
     return replacement
 
@@ -238,16 +238,16 @@ def test_replacements_that_never_get_ready_still_break_the_pool_with_the_reason(
         with pytest.raises(shmaug.WorkerDied, match=r"before it was ready \(and 3 "
                            r"replacement\(s\) in a row before it\)"):
             for _ in range(200):
-                loader._pool.poll(0.05)
+                loader._run.pool.poll(0.05)
 
 
 def test_a_task_far_longer_than_the_others_is_logged_once_and_left_running(monkeypatch,
                                                                            caplog):
     """No `timeout`: a hung op would hang the run in silence; a task running far longer than
     the others is logged (once, naming sample, op, worker and `timeout=`), not stopped."""
-    from shmaug.engine import _pool
+    from shmaug.engine.workers import reports
 
-    monkeypatch.setattr(_pool, "_STALL_MIN_S", 1.0)  # the parent's check: 60 s by default
+    monkeypatch.setattr(reports, "STALL_MIN_S", 1.0)  # the parent's check: 60 s by default
     with caplog.at_level(logging.WARNING, logger="shmaug"), shmaug.Loader(
             marked(16), batch_size=4, augment=_ops.pause_on_marker, workers=2, seed=0) as loader:
         batches = list(loader)  # sample 5 takes 3 s, then the epoch goes on

@@ -202,7 +202,7 @@ def test_flat_folder_has_no_labels(tmp_path):
 def test_workers_read_the_paths_from_the_loaders_shared_memory(folder, method):
     files = ImageFiles.from_directory(folder, image_size=(8, 8))
     with shmaug.Loader(files, batch_size=4, workers=2, start_method=method, seed=0) as loader:
-        sent = loader._load  # what the workers were sent: the table by name, not the paths
+        sent = loader._run.load  # what the workers were sent: the table by name, not the paths
         assert sent.table.shared and not files.load.table.shared
         assert len(pickle.dumps(sent)) < 1_000
         xs = np.concatenate([xb for xb, _ in loader])

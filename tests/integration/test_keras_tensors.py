@@ -26,7 +26,7 @@ def test_keras_reads_the_backends_own_arrays_and_a_hand_ask_reads_numpy() -> Non
     with shmaug.Sequence(x, y, batch_size=_fit.BATCH, augment=_fit.same, workers=2, seed=0,
                          shuffle=False, max_queue_size=4) as seq:
         adapter = PyDatasetAdapter(seq, shuffle=False)
-        ring = seq.loader._ring.view
+        ring = seq.loader._run.ring.view
         start, stop = ring.ctypes.data, ring.ctypes.data + ring.nbytes
         rows, labels, in_ring = [], [], 0
         adapter.on_epoch_begin()

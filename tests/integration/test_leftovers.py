@@ -17,8 +17,8 @@ from typing import Callable
 
 import pytest
 
-from shmaug.engine import _leftovers
-from shmaug.engine._store import SEGMENT_PREFIX
+from shmaug.memory import _leftovers
+from shmaug.memory.store import SEGMENT_PREFIX
 from tests._helpers import shmaug_segments
 
 pytestmark = [pytest.mark.timeout(120),

@@ -356,12 +356,12 @@ def test_a_short_lookahead_still_gives_every_worker_work(images):
     batch is cut in 3 pieces, one per worker. (Which worker takes which piece is the OS's
     business: on 2 cores one of 3 workers may sit out a while, and the least-queued one gets
     its share; an earlier form of this test counted per worker and failed 1 run in 8.)"""
-    from shmaug.engine._status import STATUS_FIELDS, TASKS_DONE
+    from shmaug.engine.workers.status import STATUS_FIELDS, TASKS_DONE
 
     with shmaug.Loader(images, batch_size=8, augment=_ops.noisy, workers=3, seed=0,
                        max_queue_size=2) as loader:
         list(loader)
-        status = loader._pool.status
+        status = loader._run.pool.status
         done = [status[w * STATUS_FIELDS + TASKS_DONE] for w in range(3)]
     assert sum(done) >= 3 * len(loader), done  # (+1: the probe, made by one of them)
     assert min(done) >= 1, done
@@ -442,7 +442,7 @@ def run():
     x = np.zeros((4, 2, 2), np.uint8)
     with shmaug.Loader(x, batch_size=4, augment=plus_one, workers=1) as loader:
         assert loader.batch(0)[0].min() == 1
-        print("METHOD", loader._pool._ctx.get_start_method())
+        print("METHOD", loader._run.pool._ctx.get_start_method())
 """
 
 

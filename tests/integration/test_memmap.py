@@ -44,7 +44,7 @@ def test_nothing_of_the_dataset_goes_to_shared_memory(tmp_path):
     del x
     with shmaug.Loader(str(path), batch_size=64, augment=_ops.mean_only, workers=2,
                        output_shape=(1,), output_dtype="float32") as loader:
-        sizes = [(shmaug_segments_size(name)) for name in loader._store.names]
+        sizes = [(shmaug_segments_size(name)) for name in loader._run.store.names]
         assert sum(sizes) < 2**20  # only the (tiny) output ring
         loader.batch(0)
         idle = [private_dirty(pid) for pid in loader.pids]

@@ -91,7 +91,7 @@ def test_pack_from_paths_without_labels_and_from_the_cli(tmp_path):
 
 CHILD = textwrap.dedent("""
     import sys, time
-    import shmaug, shmaug.sources._reader as reader
+    import shmaug, shmaug.sources.images.reader as reader
 
     _resize = reader.resize
     def slow_resize(*args):  # a slow decoder, so the kill lands part-way (fork keeps it)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import shmaug
-from shmaug.engine import _pinned
+from shmaug.engine.handoff import pinned as _pinned
 from tests import _ops
 from tests._helpers import needs_keras
 

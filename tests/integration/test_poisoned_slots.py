@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shmaug.engine._ring import POISON_ENV
+from shmaug.engine.handoff.ring import POISON_ENV
 from tests._helpers import needs_keras
 
 pytestmark = needs_keras
@@ -34,7 +34,7 @@ def test_fit_evaluate_predict_see_the_batches_made_for_them(
     """What Keras asks for past a pass's first batches is lent, not copied (counted here):
     the test is about those."""
     import shmaug
-    from shmaug.engine._ring import OutputRing
+    from shmaug.engine.handoff.ring import OutputRing
     from tests import _fit
 
     lent = []

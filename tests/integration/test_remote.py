@@ -47,7 +47,7 @@ def checking_credentials():
 
 @pytest.fixture(params=["obstore", "fsspec"])
 def transport(request, monkeypatch):
-    """Each client a read's GETs may take (``shmaug.sources._transport``): obstore, where it is
+    """Each client a read's GETs may take (``shmaug.sources.remote._transport``): obstore, where it is
     installed and the options say all it needs (as ``options()`` do), else fsspec."""
     if request.param == "fsspec":
         monkeypatch.setenv("SHMAUG_TRANSPORT", "fsspec")
@@ -337,7 +337,7 @@ def test_a_whole_object_costs_one_request(s3, monkeypatch):
     """s3fs sends a HEAD (for the size) before a whole object's GET unless told not to split
     it: for small images that doubles what each costs the client and the server. (obstore
     sends one GET.)"""
-    from shmaug.sources._remote import Remote
+    from shmaug.sources.remote import Remote
 
     monkeypatch.setenv("SHMAUG_TRANSPORT", "fsspec")
     endpoint, root = s3

@@ -195,7 +195,7 @@ def test_a_worker_reads_the_records_of_its_queued_tasks_together(tars, caplog, m
     """One task per record: each task fetched alone costs a request; a worker that fetches its
     queued tasks' records with the current one's, coalesced per shard, sends fewer, and
     delivers the same batches."""
-    from shmaug.sources import _ahead
+    from shmaug.sources.remote import ahead as _ahead
 
     endpoint, folder = tars
     remote = shmaug.ImageRecords.from_webdataset(

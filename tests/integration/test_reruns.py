@@ -37,7 +37,7 @@ def test_an_idle_sequence_frees_everything_and_goes_on_with_the_same_stream(monk
     args = dict(batch_size=_fit.BATCH, augment=_fit.mark, workers=2, seed=3, shuffle=True)
     with shmaug.Sequence(x, y, **args) as seq:
         first = [rows(b) for b in seq]
-        pids, segments = seq.loader.pids, set(seq.loader._store.names)
+        pids, segments = seq.loader.pids, set(seq.loader._run.store.names)
         deadline = time.monotonic() + 10
         while (seq._runtime.running is not None or segments & shmaug_segments(os.getpid())) and \
                 time.monotonic() < deadline:  # (it closes the loader once it let go of it)
@@ -65,7 +65,7 @@ def test_a_sequence_starting_frees_one_idle_for_a_while_at_once(monkeypatch):
     args = dict(batch_size=_fit.BATCH, workers=1, seed=0, augment=_fit.mark)
     with shmaug.Sequence(x, y, **args) as old, shmaug.Sequence(x, y, **args) as new:
         old[0]
-        segments = set(old.loader._store.names)
+        segments = set(old.loader._run.store.names)
         new[0]  # within 0.3 s: the old one is kept
         assert old._runtime.running is not None
         time.sleep(0.5)

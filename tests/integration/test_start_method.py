@@ -26,7 +26,7 @@ x = np.arange(16 * 8 * 8 * 3, dtype=np.uint8).reshape(16, 8, 8, 3)
 args = dict(batch_size=4, augment=shmaug.get("rotate"), workers=2, seed=0, shuffle=True)
 with shmaug.Sequence(x, np.arange(16), **args) as seq:
     got = [seq[i][0] for i in range(len(seq))]
-    print("METHOD", seq.loader._pool._ctx.get_start_method())
+    print("METHOD", seq.loader._run.pool._ctx.get_start_method())
 with shmaug.Sequence(x, np.arange(16), **{**args, "workers": 0}) as ref:  # as fork's
     assert all((a == ref[i][0]).all() for i, a in enumerate(got)), "other batches"
 print("OK")

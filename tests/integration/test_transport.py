@@ -1,4 +1,4 @@
-"""Which client sends a read's GETs (``shmaug.sources._transport``): obstore where the options
+"""Which client sends a read's GETs (``shmaug.sources.remote._transport``): obstore where the options
 say all it needs, fsspec otherwise, the same bytes either way, against real servers (moto's S3
 and, where installed, nginx); and no hang in workers forked from a process that used obstore.
 """
@@ -36,7 +36,7 @@ def no_aws_environment(monkeypatch):
 
 
 def transport(protocol: str, opts: dict | None) -> str:
-    from shmaug.sources._remote import Remote
+    from shmaug.sources.remote import Remote
 
     return Remote(protocol, opts).transport
 
@@ -78,7 +78,7 @@ def test_obstore_takes_only_the_options_it_can_honour(s3, monkeypatch):
 
 
 def test_both_clients_read_the_same_bytes_from_s3(s3, monkeypatch):
-    from shmaug.sources._remote import Remote
+    from shmaug.sources.remote import Remote
 
     endpoint, root = s3
     url = f"s3://{BUCKET}/train/bee/2.png"
@@ -102,7 +102,7 @@ def test_keys_obstore_would_rewrite_are_read_through_fsspec(s3, monkeypatch):
     leading or trailing ``/``, which would read another object. Those keys go to fsspec."""
     import boto3
 
-    from shmaug.sources._remote import Remote
+    from shmaug.sources.remote import Remote
 
     endpoint, _ = s3
     keys = ["odd/a b/c(1).png", "odd/x//y.png", "odd/p%20q.png", "odd/ü+é.png", "/odd/lead",
@@ -122,7 +122,7 @@ def test_both_clients_read_the_same_bytes_over_http(tmp_path, monkeypatch):
     """Range GETs against nginx (where installed); a URL obstore would encode again (a
     space, ``%20``) stays with fsspec in the same process."""
     from bench.remote.serve import Nginx, nginx_binary
-    from shmaug.sources._remote import Remote
+    from shmaug.sources.remote import Remote
 
     if nginx_binary() is None:
         pytest.skip("needs nginx (e.g. apt-get install nginx)")
@@ -169,7 +169,7 @@ def test_obstore_used_before_a_fork_leaves_the_workers_on_fsspec(s3):
     script = f"""
 import obstore, shmaug
 from obstore.store import MemoryStore
-from shmaug.engine._launch import default_start_method
+from shmaug.engine.workers.launch import default_start_method
 from shmaug.sources.files import ImageFiles
 
 store = MemoryStore()
@@ -194,7 +194,7 @@ def test_a_server_that_ignores_ranges_is_an_error_not_the_wrong_bytes(tmp_path, 
     """Python's own HTTP server answers a range request with the whole file (200): fsspec
     returned it as the range."""
     from shmaug.errors import RemoteError
-    from shmaug.sources._remote import Remote
+    from shmaug.sources.remote import Remote
 
     if via == "fsspec":
         monkeypatch.setenv("SHMAUG_TRANSPORT", "fsspec")

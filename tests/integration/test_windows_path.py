@@ -1,4 +1,4 @@
-"""The Windows code paths, run on this machine: SHMAUG_EMULATE_WINDOWS=1 (see shmaug/_platform.py).
+"""The Windows code paths, run on this machine: SHMAUG_EMULATE_WINDOWS=1 (see shmaug/platform.py).
 
 Each scenario runs in a child process (`_child_windows.py`), where the engine takes every
 Windows branch (spawn only, no select.poll, no pthread_sigmask, no /dev/shm check, terminate()

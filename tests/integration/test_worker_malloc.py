@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from shmaug.engine import _platform
+from shmaug import platform as _platform
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -22,7 +22,8 @@ SCRIPT = r"""
 import json, resource, sys
 import numpy as np
 import shmaug
-from shmaug.engine import _platform, _worker
+from shmaug import platform as _platform
+from shmaug.engine.workers import worker as _worker
 
 def faults(image, rng):
     # Page faults while making ten 1 MB arrays, after one to warm up.

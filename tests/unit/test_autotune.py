@@ -7,8 +7,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shmaug.engine import _autotune as A
-from shmaug.engine._autotune import EpochFigures, Tuning, decide
+from shmaug.engine.autoscale import _autotune as A
+from shmaug.engine.autoscale._autotune import EpochFigures, Tuning, decide
 
 JUDGED = Tuning(seen=1)  # past the start-up epoch
 

@@ -9,11 +9,11 @@ from collections import deque
 
 import pytest
 
-from shmaug.engine._autoworkers import AutoWorkers
-from shmaug.engine._retiring import Retiring
-from shmaug.engine._status import BUSY_S, IDLE, STARTED, STATUS_FIELDS, TICKET
-from shmaug.engine._schedule import Task
-from shmaug.engine._wire import TimedOut
+from shmaug.engine.autoscale.autoworkers import AutoWorkers
+from shmaug.engine.workers._retiring import Retiring
+from shmaug.engine.workers.status import BUSY_S, IDLE, STARTED, STATUS_FIELDS, TICKET
+from shmaug.engine.plan.schedule import Task
+from shmaug.engine.workers.wire import TimedOut
 
 
 def status_array(slots):
@@ -36,7 +36,7 @@ def run_epoch(auto, status, epoch, workers, t, *, batches=20, step=0.05, wait=0.
 def test_epochs_are_told_apart_by_the_batches_asked_for_and_judged_between_them(caplog):
     status = status_array(4)
     auto = AutoWorkers(4, lambda: sum(status[BUSY_S::STATUS_FIELDS]))
-    caplog.set_level(logging.INFO, logger="shmaug.engine._autoworkers")
+    caplog.set_level(logging.INFO, logger="shmaug.engine.autoscale.autoworkers")
     change, t = run_epoch(auto, status, 0, 4, 0.0)
     assert change is None and auto.last is None  # nothing measured before epoch 0
     change, t = run_epoch(auto, status, 1, 4, t)
@@ -203,8 +203,8 @@ def test_close_takes_every_retiring_worker():
 
 
 def test_workers_a_resize_started_get_tasks_once_ready_unless_none_other_is():
-    from shmaug.engine._status import READY
-    from shmaug.engine._pool import WorkerPool
+    from shmaug.engine.workers.status import READY
+    from shmaug.engine.workers.pool import WorkerPool
 
     pool = object.__new__(WorkerPool)  # only the dispatch choice: no process is started
     pool.status = status_array(3)

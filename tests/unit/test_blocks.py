@@ -1,4 +1,4 @@
-"""``shuffle="blocks"`` as planning (``shmaug.engine._blocks``): each epoch a permutation that
+"""``shuffle="blocks"`` as planning (``shmaug.engine.plan.blocks``): each epoch a permutation that
 keeps every window's records within its shards, the same from the same (seed, epoch), and
 refused, with the fix, where it cannot apply. No process is started here."""
 
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import shmaug
-from shmaug.engine._blocks import Blocks
-from shmaug.engine._schedule import OrderCache, Shard, epoch_order, in_order, permutation
+from shmaug.engine.plan.blocks import Blocks
+from shmaug.engine.plan.schedule import OrderCache, Shard, epoch_order, in_order, permutation
 
 
 class Sharded:
@@ -106,7 +106,7 @@ def test_bad_blocks_arguments_are_refused_at_construction(x, kwargs, error, patt
 
 
 def test_the_fingerprint_names_the_window_and_layout():
-    from shmaug.engine._options import BatchOptions, Order
+    from shmaug.engine.config.options import BatchOptions, Order
 
     def order(window):
         return Order.of(BatchOptions(shuffle="blocks", shuffle_window=window, seed=0), 10,

@@ -1,4 +1,4 @@
-"""The disk cache planned from the known order (``shmaug.sources._plan``): the next use of
+"""The disk cache planned from the known order (``shmaug.sources.cache.plan``): the next use of
 each shard, eviction farthest next use first, and downloads queued in the order of use. A
 stand-in cache records what is asked of it; no process, no server, no thread."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from shmaug.sources._cache_space import Entry, farthest
-from shmaug.sources._plan import CachePlan
+from shmaug.sources.cache._space import Entry, farthest
+from shmaug.sources.cache.plan import CachePlan
 
 SHARDS = ("s3://b/0.tar", "s3://b/1.tar", "s3://b/2.tar", "s3://b/3.tar")
 BOUNDS = np.array([0, 5, 10, 15, 20], np.int64)  # four shards of five records

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from shmaug.engine import _copier
-from shmaug.engine._copier import MIN_BYTES, WAKE_S, Copier
+from shmaug.engine.handoff import copier as _copier
+from shmaug.engine.handoff.copier import MIN_BYTES, WAKE_S, Copier
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shmaug.sources._decode import REDUCED_TOLERANCE, decode, jpeg_header, reduction, resize
+from shmaug.sources.images.decode import REDUCED_TOLERANCE, decode, jpeg_header, reduction, resize
 from shmaug.sources.files import ImageFiles
 
 

@@ -10,9 +10,9 @@ import time
 import pytest
 
 import shmaug
-from shmaug.sources._cache_space import Entry, Space, lru, size_of
-from shmaug.sources._disk_cache import DiskCache
-from shmaug.sources._file_lock import FileLock
+from shmaug.sources.cache._space import Entry, Space, lru, size_of
+from shmaug.sources.cache.disk_cache import DiskCache
+from shmaug.sources.cache._file_lock import FileLock
 
 
 @pytest.mark.parametrize("given, expected", [
@@ -64,7 +64,7 @@ def test_room_is_made_by_evicting_and_a_download_is_reserved(tmp_path):
 def test_reserving_room_under_no_pressure_looks_at_no_other_entry(tmp_path):
     """A cache of a million image files reserves room for each: were that a pass over every
     entry (it was), a worker's writes fell behind its reads and were dropped, uncached."""
-    from shmaug.sources._cache_space import Entry
+    from shmaug.sources.cache._space import Entry
 
     class Untouchable(dict):
         def values(self):
@@ -115,7 +115,7 @@ def test_a_full_cache_evicts_as_lru_does_without_ranking_every_entry(tmp_path):
 
 
 def test_a_folder_slow_to_list_is_listed_again_less_often(tmp_path, monkeypatch):
-    import shmaug.sources._cache_space as CS
+    import shmaug.sources.cache._space as CS
 
     monkeypatch.setattr(CS, "RESCAN_S", 0.0)
     space = Space(str(tmp_path), 100)
@@ -131,7 +131,7 @@ def test_queued_writes_hold_at_most_queued_bytes(tmp_path, monkeypatch):
     it is dropped (the object is read again later), not kept in memory."""
     import threading
 
-    from shmaug.sources import _disk_cache
+    from shmaug.sources.cache import disk_cache as _disk_cache
 
     monkeypatch.setattr(_disk_cache, "QUEUED_BYTES", 250)
     release, stored = threading.Event(), []

@@ -1,9 +1,10 @@
 """Every file a docstring or comment of the package cites exists in the project.
 
-A docstring that sends a reader to ``_worker.py`` after the code moved to ``_runner.py``, or to
+A docstring that sends a reader to ``worker.py`` after the code moved to ``runner.py``, or to
 a design note outside the project, is worse than none: a user's clone holds only the project.
-A cited ``name.py`` / ``name.md`` resolves from the citing module's folder, the package, the
-project's root or, for the documentation site's links (``../faults.md``), from ``docs/api/``.
+A cited ``name.py`` / ``name.md`` resolves from the citing module's folder or one above it in
+the package (``kernels/cv.py`` from ``ops/builtin/``), the project's root or, for the
+documentation site's links (``../faults.md``), from ``docs/api/``.
 Files of other projects cited on purpose are listed in ``EXTERNAL`` with their owner.
 """
 
@@ -43,7 +44,8 @@ def comments_and_docstrings(source: str) -> list[tuple[int, str]]:
 def resolves(cited: str, module: Path) -> bool:
     if cited in EXTERNAL:
         return True
-    bases = [module.parent, PACKAGE, ROOT, ROOT / "docs" / "api"]
+    folders = [module.parent, *module.parent.parents]
+    bases = [*folders[:folders.index(PACKAGE) + 1], ROOT, ROOT / "docs" / "api"]
     return any((base / cited).resolve().is_file() for base in bases)
 
 

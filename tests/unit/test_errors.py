@@ -111,7 +111,7 @@ def _shown_frames_of_shmaug(text):
 def test_an_error_raised_with_only_shmaugs_frames_shows_none_and_says_so(monkeypatch):
     # The header said "shmaug's own frames left out", then showed one (issue 36).
     from shmaug import errors
-    from shmaug.ops import _params
+    from shmaug.ops import params as _params
 
     monkeypatch.delenv(errors.FILTERING_ENV, raising=False)
     record = _ours_only(_params.check_image, "not an image")
@@ -126,8 +126,8 @@ def test_an_error_raised_with_only_shmaugs_frames_shows_none_and_says_so(monkeyp
 
 def test_a_traceback_said_to_leave_shmaugs_frames_out_shows_none_of_them(monkeypatch):
     from shmaug import errors
-    from shmaug.ops import _params
-    from shmaug.sources import _decode
+    from shmaug.ops import params as _params
+    from shmaug.sources.images import decode as _decode
 
     monkeypatch.delenv(errors.FILTERING_ENV, raising=False)
     garbage = np.frombuffer(b"no image here", np.uint8)
@@ -143,7 +143,7 @@ def test_the_error_type_is_named_once():
     # "ImageReadError: ImageReadError: Cannot read ..." (issue 36): Python's report names
     # the type, so the message does not when the error is of the worker's own type.
     from shmaug import ImageReadError
-    from shmaug.sources import _decode
+    from shmaug.sources.images import decode as _decode
 
     garbage = np.frombuffer(b"no image here", np.uint8)
     err = rebuild(_ours_only(_decode.decode_bytes, garbage, "image file 'a.png'", "rgb"))
@@ -184,7 +184,7 @@ def _shmaug_frames(call):
 
 def test_faults_md_names_the_shmaug_frames_pythons_own_traceback_shows():
     # docs/faults.md said shmaug's frames are left out of "the traceback", and Python's own
-    # (of the raise in the main process) showed loader.py and _prefetch.py (issue 36): those
+    # (of the raise in the main process) showed loader.py and handoff/prefetch.py (issue 36): those
     # cannot be taken out of it, so the page names them.
     from pathlib import Path
 
@@ -198,7 +198,7 @@ def test_faults_md_names_the_shmaug_frames_pythons_own_traceback_shows():
         seen |= _shmaug_frames(lambda: loader.batch(1))
         seen |= _shmaug_frames(lambda: list(loader))
     seen |= _shmaug_frames(lambda: shmaug.Loader(x[5:], augment=_fails_on_marked, workers=0))
-    assert {"engine/loader.py", "engine/_prefetch.py"} <= seen, seen
+    assert {"engine/loader.py", "engine/handoff/prefetch.py"} <= seen, seen
     assert all(f"`{name}`" in page for name in seen), (seen, "not all named in faults.md")
 
 

@@ -11,7 +11,7 @@ import pickle
 import numpy as np
 import pytest
 
-from shmaug.sources import _folders as F
+from shmaug.sources.images import folders as F
 from shmaug.errors import ArgumentError, ArgumentTypeError
 
 

@@ -2,10 +2,16 @@
 
 Parts, highest first: the top (``shmaug/__init__``, the command line, the demo), the Keras
 facade (``shmaug.keras``) beside the sources (``shmaug.sources``), the engine
-(``shmaug.engine``), the ops (``shmaug.ops`` and ``shmaug.presets``), and the base every part
-may use (``shmaug.errors``, ``shmaug.seeding``). A module imports only from its own part or a
-lower one, at module level or inside a function alike. Among the parts, only the facade
-imports Keras or TensorFlow; the engine imports no framework and no source's optional library.
+(``shmaug.engine``), the ops (``shmaug.ops`` and ``shmaug.presets``), shared memory
+(``shmaug.memory``, which the engine and the sources both use) and the base every part may use
+(``shmaug.errors``, ``shmaug.seeding``, ``shmaug.platform``). A module imports only from its
+own part or a lower one, at module level or inside a function alike. Among the parts, only the
+facade imports Keras or TensorFlow; the engine imports no framework and no source's optional
+library.
+
+Inside the parts: a module never imports an underscore module (or an underscore name) of
+another package, so what crosses a package's border has a name of its own; and the imports
+that run (all but those under ``TYPE_CHECKING``) make no circle.
 """
 
 from __future__ import annotations
@@ -16,18 +22,19 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "shmaug"
-RANK = {"top": 5, "keras": 4, "sources": 4, "engine": 3, "ops": 2, "base": 1}
+RANK = {"top": 6, "keras": 5, "sources": 5, "engine": 4, "ops": 3, "memory": 2, "base": 1}
 FRAMEWORKS = {"keras", "tensorflow", "jax", "torch", "tf_keras"}
 # What a source or an op may bring in for itself, and the engine never does.
 OPTIONAL = FRAMEWORKS | {"albumentations", "tensorflow_datasets", "array_record", "datasets",
-                         "pyarrow", "webdataset", "fsspec", "s3fs", "gcsfs", "grain", "pandas"}
+                         "pyarrow", "webdataset", "fsspec", "s3fs", "gcsfs", "grain", "pandas",
+                         "obstore"}
 
 
 def part_of(module: str) -> str:
     parts = module.split(".")
-    if len(parts) > 1 and parts[1] in ("keras", "sources", "engine", "ops"):
+    if len(parts) > 1 and parts[1] in ("keras", "sources", "engine", "ops", "memory"):
         return parts[1]
-    if module in ("shmaug.errors", "shmaug.seeding"):
+    if module in ("shmaug.errors", "shmaug.seeding", "shmaug.platform"):
         return "base"
     if module == "shmaug.presets":
         return "ops"
@@ -43,27 +50,48 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports(module: str, path: Path) -> set[str]:
-    """Every module ``module`` imports: absolute, relative (resolved), lazily inside a function,
-    or through ``importlib.import_module`` with a literal name."""
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+def package_of(module: str) -> str:
+    return module if MODULES[module].name == "__init__.py" else module.rsplit(".", 1)[0]
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """The nodes under ``if TYPE_CHECKING:``: imports that never run."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(inner) for stmt in node.body for inner in ast.walk(stmt))
+    return skipped
+
+
+def imports(module: str, path: Path, *, running: bool = False) -> dict[str, set[str]]:
+    """Every module ``module`` imports (absolute, relative (resolved), lazily inside a function,
+    or through ``importlib.import_module`` with a literal name), with the names it takes from
+    each; ``running``: only the imports that run (not those under ``TYPE_CHECKING``)."""
+    package = package_of(module) if module in MODULES else module.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = _type_checking_nodes(tree) if running else set()
+    found: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            for alias in node.names:
+                found.setdefault(alias.name, set())
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            found.add(base)
-            # `from . import x` imports the module x when there is one
-            found.update(f"{base}.{alias.name}" for alias in node.names
-                         if f"{base}.{alias.name}" in MODULES)
+            names = found.setdefault(base, set())
+            for alias in node.names:
+                if f"{base}.{alias.name}" in MODULES:  # `from . import x`: the module x
+                    found.setdefault(f"{base}.{alias.name}", set())
+                else:
+                    names.add(alias.name)
         elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module"
               and node.args and isinstance(node.args[0], ast.Constant)
               and isinstance(node.args[0].value, str) and not node.args[0].value.startswith(".")):
-            found.add(node.args[0].value)
+            found.setdefault(node.args[0].value, set())
     return found
 
 
@@ -71,7 +99,7 @@ MODULES = modules()
 GRAPH = {name: imports(name, path) for name, path in MODULES.items()}
 
 
-def test_the_file_list_shows_the_four_parts():
+def test_the_file_list_shows_the_parts():
     assert {part_of(m) for m in MODULES} == set(RANK)
     top = sorted(m for m in MODULES if part_of(m) == "top")
     # A handful of modules where a user looks, no more: the rest lives in a part.
@@ -87,7 +115,7 @@ def test_imports_run_one_way(module):
         there = part_of(target)
         assert there == here or RANK[there] < RANK[here], (
             f"{module} ({here}) imports {target} ({there}): imports run top -> keras | sources "
-            f"-> engine -> ops -> base")
+            f"-> engine -> ops -> memory -> base")
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if part_of(m) != "top"))
@@ -96,14 +124,98 @@ def test_only_the_keras_facade_imports_a_framework(module):
     if part_of(module) == "keras":
         return
     assert not roots & FRAMEWORKS, f"{module} imports {sorted(roots & FRAMEWORKS)}"
-    if part_of(module) in ("engine", "base"):
+    if part_of(module) in ("engine", "memory", "base"):
         assert not roots & OPTIONAL, f"{module} imports {sorted(roots & OPTIONAL)}"
 
 
-def test_the_checker_sees_lazy_and_relative_imports():
+def private_reaches(module: str, graph: dict[str, dict[str, set[str]]]) -> list[str]:
+    """What ``module`` takes from another package that is private to that package: a module
+    whose path below the two packages' common parent has an underscore part, or an underscore
+    name of a module there."""
+    found = []
+    home = package_of(module).split(".")
+    for target, names in graph[module].items():
+        if not target.startswith("shmaug") or target not in MODULES:
+            continue
+        if package_of(target) == package_of(module) or module.startswith(target + "."):
+            continue  # one's own package (a package's door re-exports its own modules' names)
+        parts = target.split(".")
+        common = 0
+        while common < min(len(home), len(parts)) and home[common] == parts[common]:
+            common += 1
+        below = parts[common:]
+        if any(part.startswith("_") for part in below):
+            found.append(target)
+        found += [f"{target}.{name}" for name in sorted(names)
+                  if name.startswith("_") and not name.startswith("__")]
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_reaches_into_another_packages_private_modules(module):
+    reaches = private_reaches(module, GRAPH)
+    assert not reaches, (
+        f"{module} imports {reaches}, private to another package: give what crosses the "
+        f"border a name without an underscore (or move the code to where it is used)")
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def running_graph() -> dict[str, set[str]]:
+    """Module -> the shmaug modules its running imports load (a package's own parents, which
+    Python loads first anyway, left out)."""
+    graph = {}
+    for name, path in MODULES.items():
+        targets = imports(name, path, running=True)
+        graph[name] = {t for t in targets if t in MODULES and t != name
+                       and not name.startswith(t + ".")}
+    return graph
+
+
+def test_no_circle_among_running_imports():
+    assert circles(running_graph()) == []
+
+
+def test_the_checkers_can_fail():
     """The rules above must be able to fail: the checker finds a function-level import, a
-    relative one two levels up, and a literal ``importlib.import_module``."""
+    relative one two levels up, a literal ``importlib.import_module``, a private reach and a
+    circle."""
     assert "shmaug.engine.loader" in GRAPH["shmaug.cli"]  # inside a function
-    assert "shmaug.errors" in GRAPH["shmaug.engine._store"]  # `from ..errors import`
+    assert "shmaug.errors" in GRAPH["shmaug.memory.store"]  # `from ..errors import`
     assert "keras" in GRAPH["shmaug.keras.sequence"]
-    assert "shmaug.engine._platform" in GRAPH["shmaug.engine._store"]  # `from . import`
+    assert "shmaug.platform" in GRAPH["shmaug.memory.store"]  # `from .. import platform`
+    reach = {"shmaug.engine.loader": {"shmaug.engine.workers._retiring": set(),
+                                      "shmaug.ops.params": {"_pair"}}}
+    assert private_reaches("shmaug.engine.loader", reach) == [
+        "shmaug.engine.workers._retiring", "shmaug.ops.params._pair"]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -32,7 +32,7 @@ def heavy(tmp_path: Path) -> Path:
 
 def run(path: Path, body: str) -> str:
     code = "import builtins, sys\nbuiltins.RUNS = []\n" \
-           "from shmaug.engine import _lazy_imports\n" \
+           "from shmaug.engine.workers import _lazy_imports\n" \
            "_lazy_imports.install(frozenset({'heavypkg', 'absentpkg'}))\n" + textwrap.dedent(body)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), str(REPO)])}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

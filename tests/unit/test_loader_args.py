@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 import shmaug
-from shmaug.engine._launch import default_start_method
+from shmaug.engine.workers.launch import default_start_method
 from tests import _ops
 
 X = np.zeros((10, 4, 4), np.uint8)
@@ -126,7 +126,8 @@ def test_shared_memory_shortage_says_how_much_and_how_to_fix():
 def small_shm(monkeypatch):
     """/dev/shm with ``small_shm.free`` bytes free; ``small_shm.blocks``: what the dataset's
     shared block held when the whole need was checked (a view dies with its block)."""
-    from shmaug.engine import _ring as ring, _store as store
+    from shmaug.engine.handoff import ring
+    from shmaug.memory import store
 
     if store.free_shm_bytes() is None:
         pytest.skip("no /dev/shm to measure here")
@@ -197,7 +198,7 @@ def test_ragged_targets_name_the_argument_and_the_fix() -> None:
 
 
 def test_repr_shows_the_settings_given_and_what_they_resolved_to():
-    from shmaug.engine import _platform
+    from shmaug import platform as _platform
 
     with shmaug.Loader(X, np.arange(10), batch_size=4, augment=_ops.identity, workers=0,
                        seed=7, shuffle=True, timeout=5, value_range=(0, 255)) as loader:
@@ -280,7 +281,7 @@ def test_the_options_are_the_one_definition_of_the_loaders_keyword_arguments():
     import dataclasses
     import inspect
 
-    from shmaug.engine._options import BatchOptions, OutputOptions, Settings, WorkerOptions
+    from shmaug.engine.config.options import BatchOptions, OutputOptions, Settings, WorkerOptions
 
     groups = [f.type for f in dataclasses.fields(Settings)]
     assert groups == ["BatchOptions", "WorkerOptions", "OutputOptions"]
@@ -297,7 +298,9 @@ def test_each_argument_is_checked_once_also_behind_a_sequence(monkeypatch):
     """A Sequence checks the Loader's arguments when it is made and hands the options to the
     loaders it starts: none is checked again (nor the data)."""
     pytest.importorskip("keras")
-    from shmaug.engine import _checks, _inputs, _sampling
+    from shmaug.engine.config import checks as _checks, inputs as _inputs
+    from shmaug.engine.plan import sampling as _sampling
+    from shmaug.keras import _idle
 
     seen: list[str] = []
 
@@ -324,7 +327,7 @@ def test_each_argument_is_checked_once_also_behind_a_sequence(monkeypatch):
         made = list(seen)
         seq[0]
         seq.loader.close()
-        seq._stop_if_idle(float("inf"), 0.0)  # stopped; the next ask starts another loader
+        _idle.stop_if_idle(seq, float("inf"), 0.0)  # stopped; the next ask starts another one
         seq[1]
     assert seen == made, "the loaders a Sequence started checked again"
     assert sorted(made) == sorted(set(made)), made  # each once

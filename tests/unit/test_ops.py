@@ -115,7 +115,7 @@ CONTRACT: dict[str, Case] = {
     "translation": Case(identity={"height_factor": 0, "width_factor": 0}),
     "erasing": Case(identity={"factor": 0}, params={"factor": (1, 1), "scale": (0.1, 0.3)}),
     "jpeg": Case(),
-    # policies (policies.py over _space.py); magnitudes against torchvision's tables in
+    # policies (policies/augment.py over policies/_space.py); magnitudes against torchvision's tables in
     # test_ops_policies.py
     "rand_augment": Case(identity={"num_ops": 0}),
     "trivial_augment_wide": Case(),

@@ -108,7 +108,7 @@ def test_augment_targets_keeps_boxes_padded_and_labels_with_their_boxes(image):
 
 
 def test_more_boxes_than_the_padding_holds_is_refused_with_the_fix():
-    from shmaug.ops.albu import _padded
+    from shmaug.ops.interop.albumentations import _padded
 
     with pytest.raises(shmaug.OutputMismatchError, match=r"pad `y\['bboxes'\]` with rows of -1"):
         _padded(np.zeros((3, 4)), np.zeros((2, 4), np.float32), "bboxes")

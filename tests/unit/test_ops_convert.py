@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import shmaug
-from shmaug.ops._params import convert
+from shmaug.ops.params import convert
 
 ALL_HALF = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
 FINITE_HALF = ALL_HALF[np.isfinite(ALL_HALF)]
@@ -48,7 +48,7 @@ def test_glyph_pipeline_on_float16_equals_running_it_on_float32_and_rounding():
 
 
 def test_lookup_tables_give_the_same_bytes_with_or_without_stringzilla(monkeypatch):
-    from shmaug.ops import cv as kernels
+    from shmaug.ops.kernels import cv as kernels
 
     table = np.arange(256, dtype=np.uint8)[::-1].copy()
     rng = np.random.default_rng(0)
@@ -62,7 +62,7 @@ def test_lookup_tables_give_the_same_bytes_with_or_without_stringzilla(monkeypat
 
 
 def test_normal_noise_is_a_function_of_rng_and_well_spread_from_its_first_value():
-    from shmaug.ops.cv import normal_noise
+    from shmaug.ops.kernels.cv import normal_noise
 
     a = normal_noise((32, 32, 3), 2.0, np.random.default_rng(5))
     np.testing.assert_array_equal(a, normal_noise((32, 32, 3), 2.0, np.random.default_rng(5)))

@@ -15,7 +15,8 @@ from PIL import Image
 
 import shmaug
 from shmaug import errors, ops
-from shmaug.ops import Compose, Maybe, OneOf, Op, SomeOf, core
+from shmaug.ops import Compose, Maybe, OneOf, Op, SomeOf
+from shmaug.ops import core
 from tests import _ops as _tests_ops
 
 
@@ -30,7 +31,7 @@ def scratch_registry() -> Iterator[None]:
 
 def ink_bleed(image: np.ndarray, rng: np.random.Generator, strength: Any = (0.1, 0.4)) -> np.ndarray:
     """A user op defined at module level."""
-    s = ops._params.draw(rng, strength, "strength", 0.0, 1.0)
+    s = ops.params.draw(rng, strength, "strength", 0.0, 1.0)
     return ops.gaussian_blur(image, rng, sigma=2.0 * s)
 
 

@@ -13,7 +13,7 @@ import pytest
 import shmaug
 from shmaug.errors import ArgumentError, ArgumentTypeError
 from shmaug.ops import Compose, Maybe, Op, from_config, from_keras
-from shmaug.ops.keras_layers import REFUSED, TRANSLATED
+from shmaug.ops.interop.keras_layers import REFUSED, TRANSLATED
 from tests._helpers import needs_keras
 from tests.unit.test_ops_keras_reference import close, keras_apply, photo
 

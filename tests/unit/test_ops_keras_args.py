@@ -15,7 +15,7 @@ import pytest
 from shmaug import ops
 from shmaug.ops import core
 from shmaug.errors import ArgumentError, ArgumentTypeError
-from shmaug.ops._params import keras_factor
+from shmaug.ops.params import keras_factor
 
 BAD: list[tuple[str, dict[str, Any], str]] = [
     ("hue", {"factor": 1.5}, "factor"),

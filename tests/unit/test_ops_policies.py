@@ -12,7 +12,7 @@ import pytest
 
 from shmaug import ops
 from shmaug.errors import ArgumentError
-from shmaug.ops import _space
+from shmaug.ops.policies import _space
 from tests._helpers import needs_keras
 from tests.unit.test_ops import make_photo
 
@@ -64,7 +64,7 @@ def test_magnitudes_map_like_torchvisions(space: _space.AugmentationSpace, name:
 
 
 def test_the_imagenet_policy_uses_only_autoaugment_operations() -> None:
-    from shmaug.ops.policies import IMAGENET_POLICY
+    from shmaug.ops.policies.augment import IMAGENET_POLICY
 
     assert len(IMAGENET_POLICY) == 25
     assert {name for sub in IMAGENET_POLICY for name, _, _ in sub} <= set(_space.AUTO)

@@ -8,10 +8,10 @@ import pickle
 import numpy as np
 import pytest
 
-from shmaug.sources._paths import PathTable
+from shmaug.sources.images.paths import PathTable
 from shmaug.errors import ArgumentError
 from shmaug.sources.files import ImageFiles
-from shmaug.engine._store import SharedStore
+from shmaug.memory.store import SharedStore
 
 PATHS = ["a/0.jpg", "b/ünï cödé.png", "c/" + "x" * 300 + ".jpg", "d/1.JPG"]
 

@@ -1,4 +1,4 @@
-"""The page-locked ring's driver calls (``shmaug.engine._pinned``) on their error paths,
+"""The page-locked ring's driver calls (``shmaug.engine.handoff.pinned``) on their error paths,
 against a stand-in for ``libcuda``: no driver runs on this host or in CI, and the paths a
 real driver takes only when it fails cannot be provoked on the GPU machine either. The real
 driver is tested there: tests/integration/test_pinned.py."""
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import shmaug
-from shmaug.engine import _pinned
-from shmaug.engine._store import SharedStore
+from shmaug.engine.handoff import pinned as _pinned
+from shmaug.memory.store import SharedStore
 
 
 class FakeDriver:

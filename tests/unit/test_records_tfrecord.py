@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import shmaug
-from shmaug.sources import _example as E
-from shmaug.sources import _tfrecord as T
+from shmaug.sources.formats import _example as E
+from shmaug.sources.formats import tfrecord as T
 from tests import records_data as D
 
 tf = pytest.importorskip("tensorflow")

@@ -98,7 +98,7 @@ def test_a_missing_extra_is_one_line_naming_it(monkeypatch, tmp_path):
 
 
 def test_pure_python_crc32c_agrees_and_its_slowness_is_said(monkeypatch, tmp_path):
-    from shmaug.sources import _tfrecord as T
+    from shmaug.sources.formats import tfrecord as T
 
     assert T._crc32c_python()(b"123456789") == 0xE3069283 == T.crc32c(b"123456789")
     monkeypatch.setattr(T, "SLOW_CRC", True)
@@ -111,7 +111,7 @@ def test_pure_python_crc32c_agrees_and_its_slowness_is_said(monkeypatch, tmp_pat
 
 
 def test_index_cache_is_reused_while_the_shard_is_unchanged(tmp_path, monkeypatch):
-    from shmaug.sources import _tar
+    from shmaug.sources.formats import tar as _tar
 
     path = D.write_tar(tmp_path / "s.tar", D.wds_members(0, 4, label=lambda i: "ab"[i % 2]))
     cache = tmp_path / "cache"

@@ -8,7 +8,7 @@ import weakref
 import numpy as np
 import pytest
 
-from shmaug.engine._recycle import Recycler
+from shmaug.engine.handoff.recycle import Recycler
 
 SHAPE, DTYPE = (4, 8, 8), np.float32
 
@@ -86,7 +86,7 @@ def test_clear_forgets_every_array():
 
 
 def test_nothing_is_reused_where_reference_counts_are_not_exact(monkeypatch):
-    from shmaug.engine import _recycle
+    from shmaug.engine.handoff import recycle as _recycle
 
     monkeypatch.setattr(_recycle, "_counts_exact", lambda: False)  # PyPy, free-threaded, ...
     recycler = Recycler()

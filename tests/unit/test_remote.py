@@ -17,14 +17,14 @@ import pytest
 
 from shmaug.errors import ArgumentError, RemoteError
 from shmaug.sources.records import ImageRecords
-from shmaug.sources import _bucket as B
-from shmaug.sources import _ahead as A
-from shmaug.sources import _client as C
-from shmaug.sources import _round_trip as RT
-from shmaug.sources import _secrets as S
-from shmaug.sources import _spans
-from shmaug.sources import _urls as U
-from shmaug.sources._shards import Shards
+from shmaug.sources.remote import bucket as B
+from shmaug.sources.remote import ahead as A
+from shmaug.sources.remote import _client as C
+from shmaug.sources.remote import _round_trip as RT
+from shmaug.sources.remote import _secrets as S
+from shmaug.sources.remote import _spans
+from shmaug.sources.remote import _urls as U
+from shmaug.sources.formats.shards import Shards
 
 pytest.importorskip("fsspec", reason="needs the remote extra: pip install 'shmaug[remote]'")
 
@@ -67,7 +67,7 @@ OFFSETS = [0, 20, 40, 10, 30, 90]  # three 5-byte records in each of two shards
 
 
 def two_shards(remote):
-    from shmaug.sources._index import RecordTable
+    from shmaug.sources.formats.table import RecordTable
 
     return RecordTable.build(("memory://b/s0.tar", "memory://b/s1.tar"),
                              np.array([0, 0, 0, 1, 1, 1]), np.array(OFFSETS),
@@ -317,7 +317,7 @@ def test_shards_are_read_whole_only_where_all_of_them_fit_the_span_cache(monkeyp
 
 
 def test_webdataset_braces_expand_as_webdataset_writes_them():
-    from shmaug.sources._shards import braces
+    from shmaug.sources.formats.shards import braces
 
     assert braces("s3://b/train-{000..002}.tar") == [f"s3://b/train-{k:03d}.tar" for k in range(3)]
     assert braces("a{1..2}-{x,y}") == ["a1-x", "a1-y", "a2-x", "a2-y"]
@@ -546,7 +546,7 @@ def test_a_round_that_raises_fails_its_own_samples_only():
 
 
 def test_only_a_prefetch_hook_that_names_ahead_is_given_the_queued_tasks_samples():
-    from shmaug.engine._runner import _prefetch_hook
+    from shmaug.engine.source import prefetch_hook as _prefetch_hook
 
     class Old:
         def prefetch(self, indices, *, verbose=False):
@@ -632,7 +632,7 @@ def test_the_span_cache_agrees_with_the_object_under_random_reads(monkeypatch):
                                              ("lots", 32 << 20), ("-1", 32 << 20)])
 def test_the_span_cache_is_sized_from_the_environment(value, expected):
     code = ("import logging; logging.basicConfig()\n"
-            "from shmaug.sources._remote_settings import settings; "
+            "from shmaug.sources.remote._settings import settings; "
             "print(settings().span_cache)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "SHMAUG_SPAN_CACHE_MB": value},
@@ -644,10 +644,10 @@ def test_the_span_cache_is_sized_from_the_environment(value, expected):
 @pytest.mark.parametrize("value, expected", [("", "auto"), ("fsspec", "fsspec"),
                                              (" FSSPEC ", "fsspec"), ("rust", "auto")])
 def test_the_transport_is_read_from_the_environment(monkeypatch, caplog, value, expected):
-    from shmaug.sources._remote_settings import settings
+    from shmaug.sources.remote._settings import settings
 
     monkeypatch.setenv("SHMAUG_TRANSPORT", value)
-    with caplog.at_level(logging.WARNING, logger="shmaug.sources._remote_settings"):
+    with caplog.at_level(logging.WARNING, logger="shmaug.sources.remote._settings"):
         assert settings().transport == expected
     assert ("SHMAUG_TRANSPORT='rust' is not one of auto, fsspec" in caplog.text) == (
         value == "rust")

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import shmaug
-from shmaug.engine._schedule import Shard, epoch_order, weighted_draw
+from shmaug.engine.plan.schedule import Shard, epoch_order, weighted_draw
 from tests import _ops
 from tests._helpers import needs_keras
 

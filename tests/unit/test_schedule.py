@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shmaug.engine._schedule import BatchPlan, OrderCache, permutation
+from shmaug.engine.plan.schedule import BatchPlan, OrderCache, permutation
 
 
 @given(st.integers(1, 500), st.integers(1, 64), st.booleans(), st.integers(1, 5))
@@ -48,7 +48,7 @@ def test_order_cache_returns_cached_orders():
 
 
 def test_task_survives_the_wire():
-    from shmaug.engine._schedule import Task
+    from shmaug.engine.plan.schedule import Task
 
     task = Task(ticket=2**40, epoch=3, slot=7, generation=12, start=64, stop=96, row0=64)
     assert Task.from_bytes(task.to_bytes()) == task
@@ -61,7 +61,7 @@ def test_the_epoch_order_is_numpys_permutation_in_int32():
     permutation numpy draws for n from the epoch's key."""
     import numpy as np
 
-    from shmaug.engine._schedule import permutation
+    from shmaug.engine.plan.schedule import permutation
     from shmaug.seeding import epoch_key
 
     for n in (1, 7, 1000):

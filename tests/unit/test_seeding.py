@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import shmaug
-from shmaug.engine._schedule import permutation
+from shmaug.engine.plan.schedule import permutation
 from shmaug.seeding import SampleSeeder, epoch_key, rng_for, sample_keys, seed_word
 from tests import _ops
 
@@ -219,7 +219,7 @@ def test_large_seeds_differ_from_each_other():
 
 @pytest.mark.parametrize("seed", [-1, -(2**70)])
 def test_negative_seeds_are_refused_with_the_fix(seed):
-    from shmaug.engine import _checks as check
+    from shmaug.engine.config import checks as check
 
     with pytest.raises(shmaug.ArgumentError, match=r"`seed` must be None or an integer >= 0"):
         check.seed(seed)

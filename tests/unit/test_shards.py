@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import shmaug
 from tests._helpers import needs_keras
-from shmaug.engine._schedule import OrderCache, Shard, epoch_order, permutation
+from shmaug.engine.plan.schedule import OrderCache, Shard, epoch_order, permutation
 
 X = np.zeros((10, 4, 4), np.uint8)
 

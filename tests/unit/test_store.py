@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from shmaug.errors import SharedMemoryError
-from shmaug.engine._ring import OutputRing
-from shmaug.engine._store import SEGMENT_PREFIX, ArrayHandle, SharedStore, attach, free_shm_bytes
+from shmaug.engine.handoff.ring import OutputRing
+from shmaug.memory.store import SEGMENT_PREFIX, ArrayHandle, SharedStore, attach, free_shm_bytes
 
 
 def test_put_attach_close_unlinks():
@@ -90,7 +90,7 @@ def test_ring_slots_are_lent_once():
 def test_segment_names_fit_the_shortest_platform_limit():
     """macOS refuses POSIX shared-memory names over 31 bytes (PSHMNAMLEN), and Python adds a
     leading slash; Linux pids go up to 4,194,304 (pid_max), macOS's to 99,999."""
-    from shmaug.engine._store import segment_name
+    from shmaug.memory.store import segment_name
 
     longest = "/" + segment_name(pid=4_194_304)
     assert len(longest) <= 30, longest
@@ -99,7 +99,7 @@ def test_segment_names_fit_the_shortest_platform_limit():
 
 
 def test_attached_blocks_close_cleanly_with_no_view_left():
-    from shmaug.engine._store import attach_block
+    from shmaug.memory.store import attach_block
 
     with SharedStore() as store:
         handle, view = store.empty((5,), np.uint8)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import shmaug
-from shmaug.engine._inputs import MOVING_OPS
+from shmaug.engine.config.inputs import MOVING_OPS
 from shmaug.ops import Compose, Maybe, OneOf, Op, available
 
 # The built-in ops that leave every pixel where it was (colour, noise, blur, erasing).

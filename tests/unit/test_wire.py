@@ -1,4 +1,4 @@
-"""The worker protocol's messages (``shmaug.engine._wire``): every kind survives its pipe, a
+"""The worker protocol's messages (``shmaug.engine.workers.wire``): every kind survives its pipe, a
 message's kind is read from its tag (never from its length), and a message of no known kind is
 refused."""
 
@@ -8,13 +8,23 @@ import pickle
 
 import pytest
 
-from shmaug.engine import _wire
-from shmaug.engine._ring import RingHandles
-from shmaug.engine._schedule import Task, in_order
-from shmaug.engine._store import ArrayHandle
-from shmaug.engine._wire import (
-    STOP, Done, Failed, Probe, Probed, Stop, decode_message, decode_result, encode_result,
-    encode_task, probe_task, ring_message,
+from shmaug.engine.workers import wire as _wire
+from shmaug.engine.handoff.ring import RingHandles
+from shmaug.engine.plan.schedule import Task, in_order
+from shmaug.memory.store import ArrayHandle
+from shmaug.engine.workers.wire import (
+    STOP,
+    Done,
+    Failed,
+    Probe,
+    Probed,
+    Stop,
+    decode_message,
+    decode_result,
+    encode_result,
+    encode_task,
+    probe_task,
+    ring_message,
 )
 from shmaug.errors import ErrorRecord
 

@@ -1,0 +1,389 @@
+"""Checks of the run's settings, before anything starts: sizes, counts, the seed, the start
+method, shards and a saved state to resume from. Each message names the argument, what was
+expected, what was received (value and type) and how to fix it. The data itself (images,
+targets, value ranges) is checked in ``inputs``."""
+
+from __future__ import annotations
+
+import numbers
+import os
+from typing import Any
+
+import numpy as np
+
+from ...errors import ArgumentError, ArgumentTypeError, got
+from ...ops.mixing import Mix
+from ... import platform
+from ..plan.blocks import BLOCKS
+from ..plan.schedule import BatchPlan, Shard
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def boolean(name: str, value: Any) -> bool:
+    """A real boolean (numpy's too): ``shuffle='no'`` is truthy, and must not shuffle."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(
+            f"`{name}` must be True or False; received {got(value)}. Fix: pass "
+            f"`{name}=True` or `{name}=False`."
+        )
+    return bool(value)
+
+
+def mix(value: Any) -> Any:
+    """``mix``: None, or a ``shmaug.ops.Mix`` (what ``MixUp`` and ``CutMix`` make)."""
+    if value is not None and not isinstance(value, Mix):
+        keras = type(value).__name__ in ("MixUp", "CutMix")
+        raise ArgumentTypeError(
+            f"`mix` expects shmaug.ops.MixUp(...), CutMix(...) or Mix(...), or None; received "
+            f"{got(value)}. Fix: " + (
+                f"pass mix=shmaug.ops.{type(value).__name__}(...) with the layer's arguments "
+                f"(Keras' layer runs on whole batches in the model's graph; shmaug's mixes "
+                f"them in its workers)." if keras else
+                "pass e.g. mix=shmaug.ops.MixUp(0.2, num_classes=10)."))
+    return value
+
+
+def shuffle(value: Any) -> bool | str | None:
+    """``shuffle``: True, False, None (a ``Loader``'s False; a ``Sequence`` follows what
+    Keras asks for: see ``Sequence``) or "blocks" (shards a few at a time: ``plan.blocks``)."""
+    if value is None or value == BLOCKS and isinstance(value, str):
+        return value
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(
+            f"`shuffle` must be True, False, None or \"blocks\"; received {got(value)}. Fix: "
+            f"pass `shuffle=True` (the exact shuffle), `shuffle=False`, or "
+            f"`shuffle=\"blocks\"` (record shards read a few at a time)."
+        )
+    return boolean("shuffle", value)
+
+
+def shuffle_window(value: Any, shuffle: Any) -> int | None:
+    """``shuffle_window``: a positive number of shards, only with ``shuffle="blocks"`` (None
+    there: ``plan.blocks.DEFAULT_WINDOW``)."""
+    if value is None:
+        return None
+    if shuffle != BLOCKS:
+        raise ArgumentError(
+            f"`shuffle_window`={value!r} sets how many shards `shuffle=\"blocks\"` mixes, but "
+            f"`shuffle` is {got(shuffle)}. Fix: pass shuffle=\"blocks\", or leave "
+            f"`shuffle_window` out."
+        )
+    return positive_int("shuffle_window", value)
+
+
+def positive_int(name: str, value: Any) -> int:
+    if not _is_int(value) or value <= 0:
+        raise ArgumentError(
+            f"`{name}` must be a positive integer; received {got(value)}. "
+            f"Fix: pass e.g. `{name}=32`."
+        )
+    return int(value)
+
+
+def non_negative_int(name: str, value: Any) -> int:
+    if not _is_int(value) or value < 0:
+        raise ArgumentError(
+            f"`{name}` must be an integer >= 0; received {got(value)}. Fix: pass e.g. "
+            f"`{name}=0`."
+        )
+    return int(value)
+
+
+def default_workers() -> int:
+    """One worker per core this process may run on."""
+    return platform.cpu_count()
+
+
+_WORKERS_PER_CORE = 8  # beyond this many processes per core, more only adds memory and contention
+
+
+AUTO = "auto"  # workers="auto": the pool sizes itself between epochs (see autoscale._autotune)
+
+
+def workers(value: Any) -> int | str:
+    """A worker count, or ``AUTO`` (returned as it is: the loader resolves it)."""
+    if value is None:
+        return default_workers()
+    if isinstance(value, str) and value == AUTO:
+        return AUTO
+    if not _is_int(value) or value < 0:
+        raise ArgumentError(
+            f"`workers` must be None (one per core), \"auto\" (as few as keep the consumer "
+            f"fed, up to one per core), 0 (run in this process) or a positive integer; "
+            f"received {got(value)}. Fix: pass e.g. `workers=2` or `workers=\"auto\"`."
+        )
+    cores = default_workers()
+    if value > _WORKERS_PER_CORE * cores:
+        # Refused before anything starts: a typo here must not fork a million processes.
+        raise ArgumentError(
+            f"`workers`={value} would start {value} processes on {cores} core(s); more than "
+            f"{_WORKERS_PER_CORE} per core ({_WORKERS_PER_CORE * cores} here) only adds memory "
+            f"and contention. Fix: pass `workers=None` (one per core) or a number up to "
+            f"{_WORKERS_PER_CORE * cores}."
+        )
+    return int(value)
+
+
+def draw_seed() -> int:
+    """A seed for ``seed=None``: drawn once, then fixed for the run (``loader.seed``)."""
+    return int.from_bytes(os.urandom(8), "little") >> 1
+
+
+def seed(value: Any) -> int:
+    if value is None:
+        return draw_seed()
+    if not _is_int(value) or value < 0:
+        raise ArgumentError(
+            f"`seed` must be None or an integer >= 0; received {got(value)}. "
+            f"Fix: pass e.g. `seed=0`."
+        )
+    return int(value)
+
+
+def batch_index(value: Any, batches: int, example: str = "seq[0]") -> int:
+    """A batch index as a Python sequence takes one (an int, numpy's too; negative counts
+    from the end), as a position in ``range(batches)``: one rule for ``seq[i]`` and
+    ``loader.batch(i)``."""
+    if not _is_int(value):
+        raise ArgumentTypeError(
+            f"A batch index must be an integer; received {got(value)}. Fix: index with an "
+            f"int, e.g. `{example}` (convert with `int(...)` first)."
+        )
+    if not -batches <= value < batches:
+        raise IndexError(f"batch index {value!r} out of range for {batches} batches")
+    return int(value) % batches
+
+
+
+def start_method(value: Any) -> str | None:
+    methods = platform.start_methods()
+    if value is not None and value not in methods:
+        raise ArgumentError(
+            f"`start_method` must be None (the platform default) or one of {methods} (the "
+            f"methods this platform has); received {got(value)}. Fix: leave it out."
+        )
+    return value  # type: ignore[no-any-return]
+
+
+MAX_QUEUE_SIZE = 4096  # ring slots; each also costs bookkeeping made before any process starts
+
+
+def queue_fits(slots: int, batch_rows: int = 0, sample_bytes: int | None = None) -> None:
+    """``max_queue_size`` batches prepared ahead (a positive int, checked already), refused
+    with the memory it would take when absurd, before the ring's bookkeeping or any process
+    exists."""
+    if slots > MAX_QUEUE_SIZE:
+        per = "" if not batch_rows or sample_bytes is None else (
+            f", at least {slots * batch_rows * sample_bytes:,} bytes of shared memory for "
+            f"samples the size of the input ({batch_rows} x {sample_bytes:,} bytes per batch)")
+        raise ArgumentError(
+            f"`max_queue_size`={slots} asks for {slots} batches prepared ahead{per}; shmaug "
+            f"takes at most {MAX_QUEUE_SIZE}, and a few more than the workers can fill at once "
+            f"gain nothing. Fix: pass e.g. `max_queue_size=8` (the default)."
+        )
+
+
+def timeout(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) > 0:
+        raise ArgumentError(
+            f"`timeout` must be None (wait forever) or a number of seconds > 0; received "
+            f"{got(value)}. Fix: pass e.g. `timeout=30`."
+        )
+    return float(value)
+
+
+def callable_or_none(name: str, value: Any) -> Any:
+    if isinstance(value, type):  # callable, but calling it builds an object, not an image
+        shown = f"{value.__module__}.{value.__qualname__}"
+        example = 'Op("rotate", degrees=(-10, 10))' if value.__name__ == "Op" else \
+            f"{value.__qualname__}(...)"
+        raise ArgumentTypeError(
+            f"`{name}` must be a callable `fn(image, rng) -> image` or None; received the "
+            f"class {shown} itself, not an instance of it. Fix: pass an instance, e.g. "
+            f"`{name}={example}`."
+        )
+    if value is not None and not callable(value):
+        raise ArgumentTypeError(
+            f"`{name}` must be a callable `fn(image, rng) -> image` or None; received "
+            f"{got(value)}. Fix: pass a function or a shmaug pipeline such as "
+            f"`shmaug.Compose([...])`."
+        )
+    return value
+
+
+
+def nonempty_epoch(plan: BatchPlan, num_shards: int = 1) -> None:
+    if len(plan) == 0:
+        of = f" per shard of {num_shards}" if num_shards > 1 else ""
+        raise ArgumentError(
+            f"`batch_size`={plan.batch_size} is larger than the dataset ({plan.n} samples{of}) "
+            f"and `drop_remainder`=True, so an epoch has no batch. Fix: lower `batch_size` "
+            f"or set `drop_remainder=False`."
+        )
+
+
+def shape(name: str, value: Any) -> tuple[int, ...]:
+    try:
+        out = tuple(int(s) for s in value)
+    except TypeError:
+        out = ()
+    if not out or any(s <= 0 for s in out):
+        raise ArgumentError(
+            f"`{name}` must be a tuple of positive sizes such as (64, 64) or (64, 64, 1); "
+            f"received {got(value)}. Fix: pass the shape of one sample, e.g. `{name}=(64, 64)`, "
+            f"or leave it out to learn it from sample 0."
+        )
+    return out
+
+
+def dtype(name: str, value: Any) -> np.dtype:
+    """A numeric dtype; ``"bfloat16"`` too, as ``ml_dtypes`` (which Keras, JAX and TensorFlow
+    bring) defines it for numpy."""
+    if isinstance(value, str) and value == "bfloat16":
+        return bfloat16(name)
+    try:
+        dt: np.dtype[Any] = np.dtype(value)
+    except TypeError:
+        dt = np.dtype(object)
+    if dt.name == "bfloat16":
+        return dt
+    if dt.kind not in "biuf":
+        raise ArgumentTypeError(
+            f"`{name}` must be a numeric dtype such as 'uint8' or 'float32'; received "
+            f"{got(value)}. Fix: pass e.g. `{name}='float32'`, or leave it out to learn it "
+            f"from sample 0."
+        )
+    return dt
+
+
+
+def bfloat16(name: str) -> np.dtype:
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise ArgumentError(
+            f"`{name}`='bfloat16' needs ml_dtypes, numpy's bfloat16 (Keras, JAX and TensorFlow "
+            f"install it). Fix: pip install ml-dtypes, or pass `{name}='float16'`.") from None
+    dt: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+    return dt
+
+
+def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:
+    """``(num_shards, shard_index)`` checked against a dataset of ``n`` samples; (1, 0) when
+    both are None. A ``num_shards`` above 1 needs its ``shard_index``: every host silently
+    taking shard 0 would train on a fraction of the data, K times over."""
+    if num_shards is None:
+        if shard_index is not None:
+            raise ArgumentError(
+                f"`shard_index`={shard_index!r} was given without `num_shards`. Fix: pass "
+                f"both, e.g. num_shards=<number of hosts>, shard_index=<this host's rank>."
+            )
+        return 1, 0
+    if not _is_int(num_shards) or num_shards <= 0:
+        raise ArgumentError(
+            f"`num_shards` must be a positive integer (the number of hosts or processes "
+            f"sharing each epoch); received {got(num_shards)}. Fix: pass e.g. "
+            f"num_shards=2, or leave it out for one process."
+        )
+    if shard_index is None and num_shards == 1:
+        return 1, 0
+    if not _is_int(shard_index) or not 0 <= shard_index < num_shards:
+        raise ArgumentError(
+            f"`shard_index` must be an integer in 0..{num_shards - 1} (this host's rank) with "
+            f"`num_shards`={num_shards}; received {got(shard_index)}. Fix: pass e.g. "
+            f"shard_index=jax.process_index() or torch.distributed.get_rank()."
+        )
+    if num_shards > n:
+        raise ArgumentError(
+            f"`num_shards`={num_shards} is more than the {n} samples of the dataset, so a "
+            f"shard would be empty. Fix: use at most {n} shards, or a larger dataset."
+        )
+    return int(num_shards), int(shard_index)
+
+
+def shard_seed(num_shards: int, shuffle: bool, seed: int | None) -> None:
+    """Shards of a shuffled epoch split one global order, which only a seed every host shares
+    makes: a seed each host drew itself would overlap some samples and drop others, silently."""
+    if num_shards > 1 and shuffle and seed is None:
+        raise ArgumentError(
+            f"`num_shards`={num_shards} with `shuffle`=True needs a `seed`: every host must "
+            f"shuffle into the same order to take disjoint parts of it, and seed=None draws a "
+            f"different one per host. Fix: pass the same seed on every host, e.g. seed=0."
+        )
+
+
+def sharded_plan(n: int, batch_size: int, drop_remainder: bool, num_shards: Any,
+                 shard_index: Any, shuffle: bool, seed: int | None) -> tuple[int, int, BatchPlan]:
+    """``(num_shards, shard_index, plan)``: the checked shard of ``n`` samples and the batches
+    of its epochs (``seed``: as given, None when drawn)."""
+    count, index = shard(num_shards, shard_index, n)
+    shard_seed(count, shuffle, seed)
+    plan = BatchPlan(Shard(count, index).size(n), batch_size, drop_remainder)
+    nonempty_epoch(plan, count)
+    return count, index, plan
+
+
+def fingerprint(n: int, plan: BatchPlan, shuffle: bool | str, num_shards: int,
+                sampling: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the batches of a run depend on, besides the seed: a saved state must match it.
+    ``sampling`` (``plan.sampling.fingerprint``) is there only under weighted sampling, and
+    ``blocks`` (``plan.blocks.Blocks.fingerprint``) only under ``shuffle="blocks"``."""
+    return {"samples": n, "batch_size": plan.batch_size, "shuffle": shuffle,
+            "drop_remainder": plan.drop_remainder, "num_shards": num_shards, **(sampling or {})}
+
+
+_FIXES = {  # how to make a state fit, per fingerprint field
+    "samples": "use the same dataset (same number of samples)",
+    "batch_size": "pass the same `batch_size`",
+    "shuffle": "pass the same `shuffle`",
+    "drop_remainder": "pass the same `drop_remainder`",
+    "num_shards": "use the same number of hosts (`num_shards`)",
+    "seed": "pass the saved seed, e.g. `seed=state['seed']`",
+    "sampling": "pass the same `sampling_weights` and `samples_per_epoch`",
+    "blocks": "pass the same `shuffle_window`, over the same shards",
+}
+
+
+def resume_state(state: Any, kind: str, version: int, expected: dict[str, Any],
+                 batches: int) -> tuple[int, int]:
+    """The ``(epoch, batch)`` of a ``state_dict()`` saved by a ``kind`` ("shmaug.Loader") of
+    format ``version`` whose ``fingerprint`` (and seed) equal ``expected``; anything else is
+    refused naming the first field that differs and how to fix it."""
+    if not isinstance(state, dict):
+        raise ArgumentTypeError(
+            f"`state` must be the dict that `{kind}.state_dict()` returned (or its JSON "
+            f"round trip); received {got(state)}. Fix: save `loader.state_dict()` (e.g. with "
+            f"json.dump) and pass that dict back."
+        )
+    if state.get("format") != kind or state.get("version") != version:
+        raise ArgumentError(
+            f"`state` has format={state.get('format')!r}, version={state.get('version')!r}; "
+            f"this {kind} reads format={kind!r}, version={version}. Fix: load a state saved "
+            f"by `{kind}.state_dict()` of this shmaug version, or start afresh."
+        )
+    saved = {**dict(state.get("fingerprint") or {}), "seed": state.get("seed")}
+    # A state of a weighted run must not resume an unweighted one (nor the reverse).
+    # ... nor a state of shuffle="blocks" one of other windows or shards.
+    for field, value in {"sampling": None, **expected,
+                         "blocks": expected.get("blocks")}.items():
+        if saved.get(field) != value:
+            raise ArgumentError(
+                f"`state` was saved with {field}={saved.get(field)!r} but this {kind} has "
+                f"{field}={value!r}, so its batches would not continue that run. Fix: "
+                f"{_FIXES.get(field, 'create it as the saved run was')}."
+            )
+    epoch: Any = state.get("epoch")
+    batch: Any = state.get("batch")
+    if not (_is_int(epoch) and _is_int(batch) and epoch >= 0 and 0 <= batch < batches):
+        raise ArgumentError(
+            f"`state` holds epoch={epoch!r}, batch={batch!r}; expected integers, epoch >= 0 "
+            f"and batch in 0..{batches - 1}. Fix: pass the dict `state_dict()` returned, "
+            f"unchanged."
+        )
+    return int(epoch), int(batch)
+

@@ -1,0 +1,78 @@
+"""How a Loader or a Sequence describes itself in ``repr()``: the settings as given, and what
+they resolved to. Reads arguments; checks nothing (that is ``checks``' and ``inputs``')."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..workers.launch import default_start_method
+
+if TYPE_CHECKING:
+    from .options import Options
+
+
+def brief(value: Any) -> str:
+    """An argument as a repr shows it: arrays by dtype and shape (a memory map by its file),
+    containers of them likewise, anything else by its repr, cut short."""
+    if isinstance(value, np.ndarray):
+        name = getattr(value, "filename", None)
+        where = f" mapped from {os.path.basename(str(name))}" if name else ""
+        return f"<{value.dtype} array {tuple(value.shape)}{where}>"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {brief(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)) and value and all(
+            isinstance(v, (np.ndarray, dict)) for v in value):
+        inner = ", ".join(brief(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' * (len(value) == 1)})"
+    text = repr(value)
+    if isinstance(value, (list, tuple)) and len(text) > 100:
+        return f"<{type(value).__name__} of {len(value)}>"
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def call_repr(name: str, settings: list[tuple[str, Any]]) -> str:
+    """``name(key=value, ...)``: values already strings are shown as they are."""
+    shown = ", ".join(f"{k}={v if isinstance(v, str) else repr(v)}" for k, v in settings)
+    return f"{name}({shown})"
+
+
+def resolved_start_method(value: str | None) -> str:
+    """The start method a pool given ``value`` uses (as ``WorkerPool`` picks its context):
+    the one given, else ``workers.launch.default_start_method``'s (for a payload that needs no
+    ``__main__``). Asking does not fix the default context."""
+    return value or default_start_method()
+
+
+def loader_repr(o: Options, *, workers: int, gathering: bool, pin_memory: bool, load: Any,
+                output: tuple[tuple[int, ...], Any], closed: bool) -> str:
+    """A ``Loader``'s repr: its options as given, with the worker count it runs, whether it only
+    gathers (nothing to augment), the ``load`` its workers call and the output learned from
+    sample 0."""
+    order, asked = o.order, o.settings.workers
+    shown_workers: Any = workers
+    if workers and gathering:
+        shown_workers = f"{workers} (none started: nothing to augment)"
+    settings: list[tuple[str, Any]] = [
+        ("x", o.data.shown), ("y", brief(o.data.y)),
+        ("batch_size", order.plan.batch_size), ("augment", brief(o.pipeline.augment)),
+        ("workers", shown_workers),
+        ("start_method", repr(resolved_start_method(asked.start_method))
+         if workers else "None (workers=0: this process)"),
+        ("seed", f"{order.seed} (drawn: seed=None)" if order.seed_drawn else order.seed),
+        ("shuffle", order.shuffle), ("drop_remainder", order.plan.drop_remainder),
+        ("max_queue_size", asked.max_queue_size)]
+    optional = [("timeout", asked.timeout, None), ("copy", asked.copy, True),
+                ("pin_memory", pin_memory, False),
+                ("value_range", o.settings.output.value_range, None),
+                ("num_shards", order.num_shards, 1), ("shard_index", order.shard_index, 0),
+                ("sampling_weights", order.weights, None),
+                ("samples_per_epoch", order.samples, order.n), ("mix", o.pipeline.mix, None),
+                ("load", load, None)]
+    settings += [(k, brief(v)) for k, v, default in optional
+                 if v is not default and (default is None or v != default)]
+    shape, dtype = output
+    settings += [("output_shape", shape), ("output_dtype", str(dtype))]
+    return call_repr("shmaug.Loader", settings) + (" (closed)" if closed else "")

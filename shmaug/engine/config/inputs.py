@@ -1,0 +1,422 @@
+"""Checks of the data a loader is given, before anything starts: the images (an array, a
+``.npy`` file, a list to stack), the targets, the value range the images lie in, and what
+``augment`` made of sample 0. Each message names the argument, what was expected, what was
+received and how to fix it; the settings are checked in ``checks``."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Collection, Iterator
+from typing import Any
+
+import numpy as np
+
+from ...errors import ArgumentError, ArgumentTypeError, got
+from ...ops.params import SUPPORTED_DTYPES, dtype_range, outside
+from ...ops.params import value_range as checked_range
+from ...ops.core import Op, children
+
+
+def is_source(x: Any) -> bool:
+    """Whether ``x`` is a sample source: an object with a ``load(index)`` method of its own
+    (``shmaug.ImageFiles``, ``ImageRecords``, or the user's), which the workers call for
+    sample i, or a callable of its own (the readers of ``ImageFiles`` and ``ImageRecords`` are
+    instance attributes). A tf.data dataset is refused (it has a ``load`` too, a static one
+    that reads a saved dataset from a path), as is a static or class ``load`` elsewhere, or a
+    method bound to another object."""
+    if any(c.__module__.startswith("tensorflow.python.data") for c in type(x).__mro__):
+        raise ArgumentTypeError(
+            f"`x` is a tf.data dataset ({type(x).__name__}), which shmaug cannot use: its "
+            f"workers read sample i by position, and a dataset is a stream. Fix: pass its "
+            f"images as an array, e.g. `x = np.stack([im for im, _ in "
+            f"ds.unbatch().as_numpy_iterator()])` (and `y` likewise); or pass the files it "
+            f"reads: a folder of class sub-folders as "
+            f"`shmaug.ImageFiles.from_directory(directory)`, TFRecord shards as "
+            f"`shmaug.ImageRecords.from_tfrecord('train-*.tfrecord')`, a TFDS dataset as "
+            f"`shmaug.ImageRecords.from_tfds(name, split='train')`.")
+    load = getattr(x, "load", None)
+    if not callable(load):
+        return False
+    static = inspect.getattr_static(x, "load", None)
+    if isinstance(static, (staticmethod, classmethod)) or (
+            inspect.ismethod(load) and load.__self__ is not x):
+        raise ArgumentTypeError(
+            f"`x` ({got(x)}) has a `load` attribute that is no method of it ({got(load)}), so "
+            f"shmaug cannot take it as a sample source (an object whose `load(index)` method "
+            f"gives sample index). Fix: pass the images as an array, give the class a "
+            f"`load(self, index)` method, or pass `load=fn` (with `x` anything sized).")
+    return True
+
+
+def image_array(x: Any) -> np.ndarray:
+    """``x`` as the images workers read: an array (N, H, W[, C]) of numbers.
+
+    A path to a .npy file becomes a read-only memory map (nothing is read yet); a list or tuple
+    of equally shaped images is stacked once. Every public entry point checks ``x`` here, so
+    the same bad value gets the same message everywhere.
+    """
+    if isinstance(x, (str, os.PathLike)):
+        path = os.fspath(x)
+        if not path.endswith(".npy") or not os.path.isfile(path):
+            raise ArgumentError(
+                f"`x` as a path must name an existing .npy file; received {path!r}. Fix: "
+                f"save the images with `np.save(path, x)`, or pass the array itself."
+            )
+        try:
+            x = np.load(path, mmap_mode="r")
+        except (ValueError, OSError, EOFError) as exc:  # EOFError: a zero-byte file
+            raise ArgumentError(
+                f"`x` names {path!r}, which is not a readable .npy file "
+                f"({exc or type(exc).__name__}). Fix: write "
+                f"it again with `np.save(path, images)`."
+            ) from None
+    elif isinstance(x, (list, tuple)):
+        x = _stacked(x)
+    if not isinstance(x, np.ndarray):
+        raise ArgumentTypeError(
+            f"`x` must be a numpy array of images (N, H, W) or (N, H, W, C); received "
+            f"{got(x)}. Fix: convert it with `np.asarray(x)` (or `np.stack` a list of "
+            f"images)."
+        )
+    if x.ndim not in (3, 4):
+        raise ArgumentError(
+            f"`x` must have shape (N, H, W) or (N, H, W, C); received shape {x.shape}. "
+            f"Fix: add or remove axes, e.g. `x[..., None]` or `x.reshape(N, H, W)`."
+        )
+    if x.dtype.kind not in "biuf":
+        raise ArgumentTypeError(
+            f"`x` must have a numeric dtype (uint8, float16, float32, ...); received dtype "
+            f"{x.dtype}. Fix: decode the images to numbers first, e.g. `x.astype(np.uint8)`."
+        )
+    if len(x) == 0:
+        raise ArgumentError(_EMPTY)
+    if 0 in x.shape[1:]:
+        raise ArgumentError(
+            f"`x` holds images with no pixels: shape {x.shape}, a height, width or channel "
+            f"count of 0. Fix: check how the images were cropped or stacked; each needs at "
+            f"least one row, one column and one channel."
+        )
+    return x
+
+
+# What shmaug's own ops take (``ops._params.check_image``), and how to get there from the rest.
+_CONVERSIONS = {
+    "b": "x.astype(np.uint8) * 255 (a 0/255 image)",
+    "i": "x.astype(np.uint8) for values in 0..255, x.astype(np.uint16) for values in "
+         "0..65535, or x.astype(np.float32) with value_range=(low, high) for others",
+}
+
+
+def pipeline_input(augment: Any, x: Any) -> None:
+    """Images that shmaug's own ops (a pipeline, ``from_pil``, ``from_albumentations``:
+    whatever takes a ``value_range``) cannot read right are refused here, before any process
+    starts, rather than in a worker at the first sample: a dtype they do not take, and the
+    channels-first layout (N, C, H, W), which they would read as height C and C=W channels.
+    A plain function gets the data as it is (its layout and dtype are its own business)."""
+    if not hasattr(augment, "with_value_range") or not isinstance(x, np.ndarray):
+        return
+    if x.dtype not in SUPPORTED_DTYPES:
+        names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+        fix = _CONVERSIONS.get(x.dtype.kind, _CONVERSIONS["i"])
+        raise ArgumentTypeError(
+            f"`x` has dtype {x.dtype}, which shmaug's ops do not take (they take {names}). "
+            f"Fix: convert the images once, before the loader: {fix}."
+        )
+    if x.ndim == 4 and x.shape[1] in (1, 3, 4) and x.shape[3] > 4 and x.shape[2] >= 8:
+        n, c, h, w = x.shape
+        raise ArgumentError(
+            f"`x` has shape {x.shape}, the channels-first layout (N, C, H, W) of {c}-channel "
+            f"{h}x{w} images, but shmaug's ops take channels-last images (N, H, W, C), as Keras "
+            f"does by default: they would read {c} rows of {h} pixels with {w} channels. Fix: "
+            f"move the channel axis last once, x = np.moveaxis(x, 1, -1) (shape ({n}, {h}, "
+            f"{w}, {c})), and keep the model channels-last (Keras' default data_format)."
+        )
+
+
+_EMPTY = "`x` is empty (0 samples). Fix: pass a dataset with at least one sample."
+
+
+def _stacked(items: list[Any] | tuple[Any, ...]) -> np.ndarray:
+    """A list of images of one shape, stacked; anything else is refused with the fix."""
+    if not items:
+        raise ArgumentError(_EMPTY)
+    arrays = [np.asarray(item) for item in items]
+    shapes = sorted({a.shape for a in arrays}, key=len)
+    # A 3-D item is an image (H, W, C) only with a plausible channel count; (N, H, W) arrays
+    # in a tuple are Keras' several-inputs convention, which must not become N-channel images.
+    image_like = len(shapes[0]) == 2 or len(shapes[0]) == 3 and shapes[0][-1] in (1, 2, 3, 4)
+    if len(shapes) == 1 and image_like and arrays[0].dtype.kind in "biuf":
+        return np.stack(arrays)
+    shown = ", ".join(str(s) for s in shapes[:3]) + (", ..." if len(shapes) > 3 else "")
+    raise ArgumentTypeError(
+        f"`x` as a {type(items).__name__} must hold images (H, W) or (H, W, C) of one shape "
+        f"(C up to 4) and a numeric dtype, to be stacked into one array; received {len(items)} "
+        f"items of shape(s) {shown} and dtype {arrays[0].dtype}. Fix: resize them to one size "
+        f"and pass "
+        f"`np.stack(images)`; for a model with several inputs pass a dict {{name: array}} "
+        f"and `image_key=` (shmaug.Sequence)."
+    )
+
+
+def length(x: Any) -> int:
+    """How many samples a ``load`` source has: ``len(x)``, at least 1."""
+    try:
+        n = len(x)
+    except TypeError:
+        raise ArgumentTypeError(
+            f"With `load`, `x` must be a sized collection (its length is the number of "
+            f"samples); received {got(x)}. Fix: pass e.g. a list of file paths."
+        ) from None
+    if n == 0:
+        raise ArgumentError(_EMPTY)
+    return int(n)
+
+
+def targets(y: Any, n: int, name: str = "y") -> Any:
+    """None, one array, or a dict / list / tuple (nested) of arrays, each of length n."""
+    if y is None:
+        return None
+    if isinstance(y, dict):
+        return {k: targets(v, n, f"{name}[{k!r}]") for k, v in y.items()}
+    if isinstance(y, (list, tuple)) and y and all(isinstance(v, (np.ndarray, dict)) for v in y):
+        # Keras' convention: a list / tuple of arrays is one target per model output.
+        return type(y)(targets(v, n, f"{name}[{i}]") for i, v in enumerate(y))
+    return _target(name, y, n)
+
+
+def _target(name: str, value: Any, n: int) -> np.ndarray:
+    # An ndarray as given: a np.memmap stays one, so workers map it rather than copy it.
+    try:
+        array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    except ValueError as exc:  # ragged nested lists: numpy's "inhomogeneous shape"
+        raise ArgumentError(
+            f"`{name}` must be an array with one entry of the same shape per sample; it does "
+            f"not stack ({exc}). Fix: pad its entries to one shape, or pass it as a "
+            f"dict of arrays."
+        ) from None
+    if array.ndim == 0 or len(array) != n:
+        got = "a scalar" if array.ndim == 0 else f"{len(array)} entries"
+        raise ArgumentError(
+            f"`{name}` must have one entry per sample of `x` ({n}); received {got}. "
+            f"Fix: pass targets with len({name}) == len(x)."
+        )
+    if array.dtype.kind == "O":
+        raise ArgumentTypeError(
+            f"`{name}` must be numeric (or strings); received an object array. Fix: convert "
+            f"it with `np.asarray({name}, dtype=...)`."
+        )
+    return array
+
+
+def augmented_targets(y: Any, augment: Any,
+                      image_shape: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of ``y`` that `augment` transforms with their image: the first array filed,
+    in any dict of ``y`` (depth first, in order), under each name in ``augment.target_names``
+    (an albumentations pipeline's ``mask``, ``bboxes``, ...). Refuses missing targets that
+    ``augment.required_targets`` names, and what ``augment.check_targets`` refuses."""
+    found: dict[str, np.ndarray] = {}
+    for key, value in _filed(y, getattr(augment, "target_names", None) or ()):
+        found.setdefault(key, value)  # a later one (a sample weight named so) stays
+    if found and callable(getattr(augment, "check_targets", None)):
+        augment.check_targets(found, image_shape)
+    missing = [name for name in getattr(augment, "required_targets", ()) if name not in found]
+    if missing:
+        raise ArgumentError(
+            f"`augment` ({type(augment).__name__}) needs the targets {missing} with each "
+            f"image, but `y` holds no array under those names. Fix: pass y as a dict with "
+            f"them, e.g. y={{{', '.join(repr(m) + ': ...' for m in missing)}}}, one row per "
+            f"sample (pad boxes and keypoints with rows of -1 to a fixed count).")
+    return found
+
+
+# albumentations' names for what lies on the image: what a pipeline that moves pixels must
+# move too, or the image and its target part ways
+SPATIAL_TARGETS = ("mask", "masks", "bboxes", "keypoints")
+# the built-in ops that move pixels (tests/unit/test_unmoved_targets.py holds every built-in
+# op to this list or the other)
+MOVING_OPS = frozenset({
+    "aug_mix", "auto_augment", "center_crop", "crop", "elastic", "hflip", "perspective",
+    "rand_augment", "resize", "resized_crop", "rotate", "scale_translate", "shear",
+    "sine_warp", "translate", "translation", "trivial_augment_wide", "vflip", "zoom",
+    "zoom_out"})
+
+
+def unmoved_targets(labels: Any, augment: Any) -> None:
+    """Refuse a mask, boxes or keypoints in ``labels`` (``y``) that `augment` would leave in
+    place while it moves the pixels: shmaug's own ops move no targets, and a misaligned mask
+    trains a model on wrong answers without a sign. A pipeline that moves its targets
+    (``target_names``: ``from_albumentations``) and one that moves no pixel pass."""
+    if augment is None or getattr(augment, "target_names", None):
+        return
+    members = list(_members(augment))
+    moving = sorted({m.name for m in members if isinstance(m, Op) and m.name in MOVING_OPS})
+    nested = any(getattr(m, "target_names", None) for m in members)  # (not the top's)
+    if not moving and not nested:
+        return
+    found = [key for key, _ in _filed(labels, SPATIAL_TARGETS)]
+    if found and nested:
+        raise ArgumentError(
+            f"`y` holds {', '.join(repr(f) for f in found)}, and `augment` holds an "
+            f"albumentations pipeline inside a {type(augment).__name__}, which passes it the "
+            f"image alone: the targets would not move with it. Fix: pass the albumentations "
+            f"pipeline as `augment` itself, with the other steps inside its A.Compose.")
+    if found:
+        raise ArgumentError(
+            f"`y` holds {', '.join(repr(f) for f in found)}, which lies on the image, and "
+            f"`augment` moves the pixels ({', '.join(moving)}), but shmaug's own ops move "
+            f"no masks, boxes or keypoints: each would come back where it was, no longer on "
+            f"its image. Fix: write the pipeline in albumentations and pass "
+            f"augment=shmaug.from_albumentations(A.Compose([...])), which moves them with "
+            f"each image; or file the array under another name if it is not spatial.")
+
+
+def _filed(y: Any, names: Collection[str]) -> Iterator[tuple[str, np.ndarray]]:
+    """The arrays filed in any dict of ``y`` under one of ``names``, depth first, in order
+    (one so filed is not looked into)."""
+    items = y.items() if isinstance(y, dict) else (
+        enumerate(y) if isinstance(y, (list, tuple)) else ())
+    for key, value in items:
+        if isinstance(y, dict) and key in names and isinstance(value, np.ndarray):
+            yield str(key), value
+        else:
+            yield from _filed(value, names)
+
+
+def gather(y: Any, positions: np.ndarray, made: dict[int, np.ndarray] | None = None) -> Any:
+    """The batch's rows of ``y``; an array whose ``id`` is in ``made`` (an augmented target,
+    already batched by the workers) is taken from there."""
+    if y is None:
+        return None
+    if isinstance(y, dict):
+        return {k: gather(v, positions, made) for k, v in y.items()}
+    if isinstance(y, (list, tuple)):
+        return type(y)(gather(v, positions, made) for v in y)
+    if made and id(y) in made:
+        return made[id(y)]
+    return y[positions]
+
+
+
+def sample_output(image: Any, target: str | None = None) -> np.ndarray:
+    """What `augment` made of sample 0: an image array, or a numeric ``target`` (a scalar
+    allowed)."""
+    array = np.asarray(image)
+    kinds = "biuf" if target is None else "biufUS"  # string labels may follow their boxes
+    if array.dtype.kind not in kinds or (array.ndim == 0 and target is None):
+        what = "an image array" if target is None else f"a numeric array for {target}"
+        raise ArgumentTypeError(
+            f"`augment` must return {what}; on sample index 0 it returned "
+            f"{got(image)}. Fix: return a numeric numpy array."
+        )
+    return array
+
+
+def value_range(value: Any) -> tuple[float, float] | None:
+    """None, or a checked ``(low, high)`` with low < high (Keras' ``value_range``)."""
+    return checked_range(value)
+
+
+def resolve_range(given: tuple[float, float] | None, augment: Any,
+                  dtype: Any) -> tuple[float, float] | None:
+    """The loader's value range: the one given, else the pipeline's own, else the dtype's
+    (None while the dtype is unknown, for a ``load`` source before its first sample)."""
+    own = getattr(augment, "value_range", None)
+    own = None if own is None else (float(own[0]), float(own[1]))
+    if given is not None and own is not None and own != given:
+        raise ArgumentError(
+            f"`value_range`={given} disagrees with the pipeline's own value_range={own}. Fix: "
+            f"say the range your data is in once, to the loader or to the pipeline."
+        )
+    return given or own or (None if dtype is None else dtype_range(dtype))
+
+
+_CHECK_BYTES = 1 << 24  # chunk size of the whole-array value check: bounded scratch memory
+
+
+def _members(augment: Any) -> Iterator[Any]:
+    """``augment`` and every pipeline member inside it, depth first."""
+    yield augment
+    for _, child in children(augment):
+        yield from _members(child)
+
+
+def _fixed_float(augment: Any, dtype: Any) -> Any:
+    """The member of ``augment`` that takes float images only in a fixed range whatever the
+    `value_range` (an albumentations pipeline: ``float_range``), for float ``dtype``; else None."""
+    if augment is None or np.dtype(dtype).kind != "f":
+        return None
+    return next((m for m in _members(augment) if hasattr(m, "float_range_error")), None)
+
+
+def check_values(x: np.ndarray, vr: tuple[float, float], given: bool, augment: Any = None) -> None:
+    """Every value of ``x`` is finite and inside ``vr``, else the error that names the fix.
+    One pass over the data at start-up, in chunks (bounded scratch memory); none for integers
+    whose dtype cannot leave ``vr`` (uint8 in (0, 255)), one for a narrower range (a 0/1 mask
+    in uint8), since ops would clip what lies outside without a word. A member of ``augment``
+    that takes floats only in a fixed range (albumentations) has that range checked instead,
+    with its own message: another ``value_range`` could not help."""
+    fixed = _fixed_float(augment, x.dtype)
+    if fixed is not None:
+        if given and vr != fixed.float_range:
+            raise fixed.float_range_error(x.dtype, f"`value_range`={vr} says these are not")
+        vr = fixed.float_range
+    if x.dtype.kind in "ui":
+        limits = np.iinfo(x.dtype)
+        if vr[0] <= limits.min and limits.max <= vr[1]:
+            return
+    elif x.dtype.kind != "f":
+        return
+    per = max(1, _CHECK_BYTES // max(1, x[0].nbytes))
+    for start in range(0, len(x), per):
+        chunk = x[start:start + per]
+        finite = np.isfinite(chunk) if x.dtype.kind == "f" else None
+        if finite is not None and not finite.all():
+            bad = start + int(np.argmin(finite.reshape(len(chunk), -1).all(axis=1)))
+            raise _nonfinite("`x`", bad)
+        if outside(float(chunk.min()), float(chunk.max()), vr):
+            rows = chunk.reshape(len(chunk), -1)
+            lows, highs = rows.min(axis=1), rows.max(axis=1)
+            bad = start + next(i for i, (lo, hi) in enumerate(zip(lows, highs))
+                               if outside(float(lo), float(hi), vr))
+            low, high = float(x[bad].min()), float(x[bad].max())
+            if fixed is not None:
+                raise fixed.float_range_error(
+                    x.dtype, f"sample index {bad} spans {low:g}..{high:g}")
+            raise _out_of_range(vr, given, low, high, bad, x.dtype)
+
+
+def check_probe_values(input_range: tuple[float, float] | None, nonfinite: bool,
+                       vr: tuple[float, float], given: bool, dtype: Any,
+                       augment: Any = None) -> None:
+    """Sample 0, as a worker loaded it, is finite and inside ``vr`` (memory-mapped or loaded
+    data is not read whole: its first sample is what is checked)."""
+    if nonfinite:
+        raise _nonfinite("sample", 0)
+    fixed = _fixed_float(augment, dtype)
+    if fixed is not None and input_range is not None and outside(*input_range,
+                                                                 fixed.float_range):
+        raise fixed.float_range_error(
+            dtype, f"sample index 0 spans {input_range[0]:g}..{input_range[1]:g}")
+    if input_range is not None and outside(*input_range, vr):
+        raise _out_of_range(vr, given, *input_range, 0, dtype)
+
+
+def _nonfinite(what: str, index: int) -> ArgumentError:
+    return ArgumentError(
+        f"{what} holds NaN or infinity (sample index {index}); augmenting it would spread them "
+        f"through every op. Fix: clean the data first, e.g. x = np.nan_to_num(x)."
+    )
+
+
+def _out_of_range(vr: tuple[float, float], given: bool, low: float, high: float, index: int,
+                  dtype: Any) -> ArgumentError:
+    said = "" if given else f" (the default for {np.dtype(dtype)} images)"
+    guess = "(0, 255)" if high <= 255.5 else f"(0, {high:g})"
+    return ArgumentError(
+        f"`value_range` is ({vr[0]:g}, {vr[1]:g}){said} but sample index {index} spans "
+        f"{low:g}..{high:g}, so the ops would clip it to a range it is not in. Fix: pass the "
+        f"range the data is in, e.g. value_range={guess}, or rescale the data into "
+        f"({vr[0]:g}, {vr[1]:g})."
+    )
+

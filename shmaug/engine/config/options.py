@@ -1,0 +1,303 @@
+"""A loader's options, defined once: each argument's group, default and check, and what the
+arguments resolve to against the data, before anything starts.
+
+``Loader`` and ``Sequence`` take the same flat keyword arguments (Keras users expect them).
+Both sort them by name into three frozen groups (``Settings.of``), as Grain groups its
+``ReadOptions`` and ``MultiprocessingOptions``:
+
+- ``BatchOptions``: which samples make each batch, in which order (batch_size, shuffle,
+  drop_remainder, seed, the shards, weighted sampling);
+- ``WorkerOptions``: who makes the batches, how far ahead, and how they are handed over
+  (workers, start_method, max_queue_size, timeout, copy, pin_memory);
+- ``OutputOptions``: what a sample becomes (augment, output_shape, output_dtype, value_range,
+  mix).
+
+Each group checks its fields in ``__post_init__`` (with ``checks``' messages) as far as they
+can be checked without the data. ``Options.of`` checks the rest against the data, once: the
+shards and the sampling weights against the dataset (``Order``), the value range and the
+targets the pipeline moves (``Pipeline``), the queue against a sample's size. ``Options`` is
+all a ``Loader`` builds from. A ``Sequence`` resolves its options when it is made and hands
+them to every ``Loader`` it starts (``Loader._from_options``), so nothing is checked twice.
+Nothing here allocates shared memory or starts a process, so a bad argument costs nothing to
+refuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sized
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Union
+
+import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+
+from ...ops.core import with_value_range
+from ...ops.mixing import Mix
+from ..plan import blocks as _blocks
+from .. import source
+from . import checks as check
+from . import describe
+from . import inputs
+from ..plan import sampling
+from ..workers.runner import AugmentFn, Load
+from ..plan.schedule import BatchPlan, Shuffle
+
+# Targets as the loader keeps them (``y``): None, an array of one entry per sample, or a dict /
+# list / tuple of them (nested), as Keras takes a model's targets. Not ``handoff.ring.Targets``, the
+# augmented targets a worker writes, by name.
+TargetTree = Union[None, np.ndarray, dict[str, "TargetTree"], list["TargetTree"],
+                   tuple["TargetTree", ...]]
+
+
+def _set(options: object, name: str, value: object) -> None:
+    """A field of a frozen group, replaced by its checked form in ``__post_init__``."""
+    object.__setattr__(options, name, value)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOptions:
+    """Which samples make each batch, and in which order."""
+
+    batch_size: int = 32
+    shuffle: bool | str | None = None  # None: a Loader's False; a Sequence's "as Keras asks,
+    # per pass"; "blocks": shards permuted, records shuffled within windows (``plan.blocks``)
+    shuffle_window: int | None = None  # shards per window of "blocks"; None: the default
+    drop_remainder: bool = False
+    seed: int | None = None  # None: drawn once, by Order.of
+    num_shards: int | None = None  # checked against the dataset, by Order.of
+    shard_index: int | None = None  # likewise
+    # Weighted sampling (see plan.sampling): checked against the labels, by Order.of.
+    sampling_weights: ArrayLike | Mapping[Any, float] | None = None
+    samples_per_epoch: int | None = None
+
+    def __post_init__(self) -> None:
+        _set(self, "batch_size", check.positive_int("batch_size", self.batch_size))
+        _set(self, "shuffle", check.shuffle(self.shuffle))
+        _set(self, "shuffle_window", check.shuffle_window(self.shuffle_window, self.shuffle))
+        _set(self, "drop_remainder", check.boolean("drop_remainder", self.drop_remainder))
+        if self.seed is not None:
+            _set(self, "seed", check.seed(self.seed))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """Who makes the batches, how far ahead of the consumer, and how they are handed over."""
+
+    workers: int | str = check.AUTO  # a count, or "auto" (None as given: one per core)
+    start_method: str | None = None
+    max_queue_size: int = 8  # checked against a batch's memory by Options.of
+    timeout: float | None = None
+    copy: bool = True
+    pin_memory: bool = False
+
+    def __post_init__(self) -> None:
+        _set(self, "workers", check.workers(self.workers))
+        _set(self, "start_method", check.start_method(self.start_method))
+        _set(self, "max_queue_size", check.positive_int("max_queue_size", self.max_queue_size))
+        _set(self, "timeout", check.timeout(self.timeout))
+        _set(self, "copy", check.boolean("copy", self.copy))
+        _set(self, "pin_memory", check.boolean("pin_memory", self.pin_memory))
+
+    @property
+    def auto(self) -> bool:
+        """``workers="auto"``: the pool sizes itself between epochs (see ``autoscale``)."""
+        return self.workers == check.AUTO
+
+    @property
+    def count(self) -> int:
+        """The workers asked for; with ``"auto"``, the usable cores (where the pool starts)."""
+        return self.workers if isinstance(self.workers, int) else check.default_workers()
+
+
+@dataclass(frozen=True, slots=True)
+class OutputOptions:
+    """What a sample becomes: the augmentation, and what it makes of a sample."""
+
+    augment: AugmentFn | None = None
+    output_shape: tuple[int, ...] | None = None  # as given (a Sequence's repr shows it so)
+    output_dtype: DTypeLike | None = None  # as given
+    value_range: tuple[float, float] | None = None  # as given (a Loader's repr shows it so)
+    mix: Mix | None = None  # MixUp / CutMix over pairs; checked against the labels by Pipeline
+    shape: tuple[int, ...] | None = field(init=False)  # output_shape, checked
+    dtype: np.dtype | None = field(init=False)  # output_dtype, checked
+    bounds: tuple[float, float] | None = field(init=False)  # value_range, checked (floats)
+
+    def __post_init__(self) -> None:
+        _set(self, "augment", check.callable_or_none("augment", self.augment))
+        _set(self, "shape", None if self.output_shape is None
+             else check.shape("output_shape", self.output_shape))
+        _set(self, "dtype", None if self.output_dtype is None
+             else check.dtype("output_dtype", self.output_dtype))
+        _set(self, "bounds", inputs.value_range(self.value_range))
+        _set(self, "mix", check.mix(self.mix))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The arguments as given, checked, by concern."""
+
+    batches: BatchOptions = field(default_factory=BatchOptions)
+    workers: WorkerOptions = field(default_factory=WorkerOptions)
+    output: OutputOptions = field(default_factory=OutputOptions)
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> Settings:
+        """The groups of ``Loader``'s or ``Sequence``'s flat keyword arguments (the caller's
+        ``locals()``): each group takes its fields by name, and the other names (``x``,
+        ``self``) are none of theirs. ``tests/unit/test_loader_args.py`` holds both
+        signatures to these fields, names and defaults."""
+
+        def given(kind: Any) -> dict[str, Any]:
+            return {f.name: arguments[f.name] for f in fields(kind)
+                    if f.init and f.name in arguments}
+
+        return cls(BatchOptions(**given(BatchOptions)), WorkerOptions(**given(WorkerOptions)),
+                   OutputOptions(**given(OutputOptions)))
+
+
+@dataclass(frozen=True, slots=True)
+class Data:
+    """The samples, checked: what workers read, the targets, and how many there are."""
+
+    x: np.ndarray | Sized  # the images (an array or a memory map), or what `load` indexes
+    y: TargetTree  # each of length n
+    load: Load | None  # what workers call for sample i; None: x[i]
+    n: int  # samples in the dataset (all shards)
+    labels: TargetTree  # what sampling by class reads: y (a Sequence's y, not its other inputs)
+    shown: str  # how repr shows `x` as given
+
+    @classmethod
+    def of(cls, x: Any, y: Any, load: Load | None) -> Data:
+        """``Loader``'s ``x``, ``y`` and ``load``, checked (a ``Sequence`` checks its own)."""
+        shown = describe.brief(x)
+        if load is None and inputs.is_source(x):
+            load = x.load  # a sample source such as shmaug.ImageFiles: workers decode
+            if y is None:
+                y = source.labels(x)  # as Keras' image_dataset_from_directory
+        x = inputs.image_array(x) if load is None else x
+        n = len(x) if load is None else inputs.length(x)
+        y = inputs.targets(y, n)
+        return cls(x, y, check.callable_or_none("load", load), n, y, shown)
+
+    @property
+    def images(self) -> np.ndarray | None:
+        """The array workers read sample i of; None where ``load`` makes it."""
+        if self.load is not None:
+            return None
+        assert isinstance(self.x, np.ndarray)  # (Data.of made it one)
+        return self.x
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    """Which samples each batch holds, and in which order: ``BatchOptions`` against the data."""
+
+    n: int  # samples in the dataset (all shards)
+    seed: int  # as given, or drawn
+    seed_drawn: bool
+    # the engine plans shuffled epochs (always under weighted sampling); a ``Blocks`` layout
+    # under shuffle="blocks"
+    shuffle: Shuffle
+    weights: np.ndarray | None  # one sampling weight per sample; None: each sample once
+    samples: int  # in an epoch (all shards): drawn with weights, else n
+    num_shards: int
+    shard_index: int
+    plan: BatchPlan  # the batches of this shard's epochs
+    # shuffle=None under `per_pass`: whether a pass shuffles is known only when it begins, so
+    # its shards' need for a common seed is checked then (check_shuffled_pass), not here
+    per_pass: bool = False
+
+    @classmethod
+    def of(cls, batches: BatchOptions, n: int, labels: TargetTree, *,
+           per_pass: bool = False, x: Any = None) -> Order:
+        """``per_pass``: ``shuffle=None`` leaves the order to each pass (a ``Sequence``'s, as
+        Keras asks), so the engine plans shuffled epochs for the passes that shuffle. ``x``:
+        the data, whose shards ``shuffle="blocks"`` permutes."""
+        weights = sampling.weights(batches.sampling_weights, labels, n)
+        samples = sampling.samples_per_epoch(batches.samples_per_epoch, n, weights is not None)
+        layout = _blocks.blocks(batches.shuffle, batches.shuffle_window, x, n,
+                                weights is not None)
+        shuffle: Shuffle = layout if layout is not None else bool(
+            (per_pass if batches.shuffle is None else batches.shuffle) or
+            weights is not None)  # a draw by weight is random
+        deferred = per_pass and batches.shuffle is None and weights is None
+        num_shards, shard_index, plan = check.sharded_plan(
+            samples, batches.batch_size, batches.drop_remainder, batches.num_shards,
+            batches.shard_index, bool(shuffle) and not deferred, batches.seed)
+        seed = check.draw_seed() if batches.seed is None else batches.seed
+        return cls(n, seed, batches.seed is None, shuffle, weights, samples, num_shards,
+                   shard_index, plan, deferred)
+
+    def sharded(self, num_shards: int | None, shard_index: int | None) -> Order:
+        """This order for another shard of the same epochs (a ``Sequence``'s, taken from a
+        Keras distribution or an ``InputContext``), checked."""
+        count, index, plan = check.sharded_plan(
+            self.samples, self.plan.batch_size, self.plan.drop_remainder, num_shards,
+            shard_index, bool(self.shuffle) and not self.per_pass,
+            None if self.seed_drawn else self.seed)
+        return replace(self, num_shards=count, shard_index=index, plan=plan)
+
+    def check_shuffled_pass(self) -> None:
+        """A pass that shuffles, beginning: its shards split one global order, which only a
+        seed every host shares makes (``per_pass`` left this check to the pass)."""
+        check.shard_seed(self.num_shards, True, None if self.seed_drawn else self.seed)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What the batches depend on, besides the seed: a saved state must match it."""
+        extra = sampling.fingerprint(self.weights, self.samples)
+        shuffle: bool | str = bool(self.shuffle)
+        if isinstance(self.shuffle, _blocks.Blocks):  # JSON: the name, and its layout apart
+            shuffle, extra = _blocks.BLOCKS, {**extra, "blocks": self.shuffle.fingerprint()}
+        return check.fingerprint(self.n, self.plan, shuffle, self.num_shards, extra)
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """What workers run on each sample: ``OutputOptions`` against the data."""
+
+    augment: AugmentFn | None  # with the value range bound in, where it takes one
+    value_range: tuple[float, float] | None  # None while a `load` source is unprobed
+    checked: bool  # whether the data is checked against the value range
+    moved: dict[str, np.ndarray]  # targets workers transform with their image, by name
+    mix: Mix | None  # as given, its classes known from the labels
+
+    @classmethod
+    def of(cls, output: OutputOptions, data: Data, hook: AugmentFn | None = None) -> Pipeline:
+        """``hook``: a ``Sequence``'s own ``augment`` method, run instead of the argument."""
+        images = data.images
+        augment = output.augment if hook is None else hook
+        value_range = inputs.resolve_range(output.bounds, augment,
+                                           None if images is None else images.dtype)
+        augment = with_value_range(augment, value_range)  # said once, for all
+        inputs.pipeline_input(augment, images)  # a dtype or layout ops misread
+        moved = inputs.augmented_targets(data.y, augment,
+                                         None if images is None else tuple(images.shape[1:]))
+        inputs.unmoved_targets(data.labels, augment)
+        # Ops that clip need the true range; a plain user function gets data as it is,
+        # unchecked unless the user declared a range.
+        checked = output.bounds is not None or hasattr(augment, "with_value_range")
+        mix = None if output.mix is None else output.mix.for_labels(data.labels, moved)
+        return cls(augment, value_range, checked, moved, mix)
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """All a ``Loader`` builds from: the settings, and what they resolved to for its data."""
+
+    settings: Settings
+    data: Data
+    order: Order
+    pipeline: Pipeline
+
+    @classmethod
+    def of(cls, settings: Settings, data: Data, *, per_pass: bool = False,
+           hook: AugmentFn | None = None) -> Options:
+        """The settings checked against the data: each check once (``per_pass`` as for
+        ``Order.of``, ``hook`` as for ``Pipeline.of``)."""
+        images = data.images
+        check.queue_fits(settings.workers.max_queue_size,
+                         min(settings.batches.batch_size, data.n),
+                         None if images is None else images[0].nbytes)
+        return cls(settings, data, Order.of(settings.batches, data.n, data.labels,
+                                            per_pass=per_pass, x=data.x),
+                   Pipeline.of(settings.output, data, hook))

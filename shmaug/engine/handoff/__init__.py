@@ -1,0 +1,13 @@
+"""From the workers to the consumer: the output ring, the batches in flight, and how each is
+handed over (copied out, or lent while the consumer holds it).
+
+- ``ring``: ``OutputRing``, K preallocated batch slots in shared memory, with generations;
+- ``pinned``: ``pin_memory``: the ring page-locked with the CUDA driver (ctypes, no
+  framework);
+- ``prefetch``: ``Prefetcher``, which batch is in flight in which slot, and whose answers are
+  whose;
+- ``copier``: batch copies made ahead of the consumer, on one background thread;
+- ``recycle``: batches made again in the memory of batches nobody holds any more;
+- ``gather``: batches gathered straight from the data, for a loader with nothing to augment;
+- ``stats``: the figures ``Loader.stats()`` reports.
+"""

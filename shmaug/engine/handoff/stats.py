@@ -1,0 +1,79 @@
+"""The figures ``Loader.stats()`` reports, counted where batches are handed out.
+
+Owns the consumer-side counters (images, batches, waits, prefetch hits, stand-ins for
+unreadable samples) and the baseline of each worker's busy time. The busy time itself is
+written by the workers into the pool's status block (``workers.status``); this only reads it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..workers.status import StatusBlock
+
+
+class Figures:
+    """Counters since start or the last ``reset``; unreadable names since start (not reset)."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool  # read for its status block, worker count and respawns
+        # invariant: unreadable samples delivered so far, with their names (read at delivery:
+        # a source's table may live in the store, unmapped at close)
+        self.unreadable: dict[int, str] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        self.counters: dict[str, float] = dict(wait_s=0.0, images=0, batches=0, hits=0,
+                                               skipped=0, t_first=0.0)
+        self._t0 = time.perf_counter()
+        # A baseline, not a reset: workers add to their busy seconds without a lock, so a zero
+        # written here could be lost under a worker's read-modify-write.
+        status = getattr(self._pool, "status", None)
+        slots = getattr(self._pool, "capacity", getattr(self._pool, "workers", 0))
+        self._busy_base = ([0.0] * slots if status is None
+                           else StatusBlock(status).busy_s()[:slots])
+
+    def asked(self, began: float) -> None:
+        """A batch was asked for at ``began``: the throughput window opens at the first."""
+        if not self.counters["t_first"]:
+            self.counters["t_first"] = began
+
+    def delivered(self, images: int, waited_s: float, hit: bool) -> None:
+        c = self.counters
+        c["wait_s"] += waited_s
+        c["images"] += images
+        c["batches"] += 1
+        c["hits"] += hit
+
+    def stood_in(self, names: dict[int, str]) -> bool:
+        """Count stand-ins delivered for unreadable samples; True for the first ever."""
+        first = not self.unreadable
+        self.counters["skipped"] += len(names)
+        self.unreadable.update(names)
+        return first
+
+    def report(self, workers: int, ready: int, decision: str | None) -> dict[str, Any]:
+        c = self.counters
+        now = time.perf_counter()
+        elapsed = now - c["t_first"] if c["t_first"] else 0.0
+        busy: list[float] = []
+        status = getattr(self._pool, "status", None)
+        if status is not None:
+            span = max(now - self._t0, 1e-9)
+            now_busy = StatusBlock(status).busy_s()
+            busy = [min(1.0, (now_busy[w] - self._busy_base[w]) / span) for w in range(workers)]
+        return {
+            "images_per_s": c["images"] / elapsed if elapsed > 0 else 0.0,
+            "wait_fraction": c["wait_s"] / elapsed if elapsed > 0 else 0.0,
+            "hit_rate": c["hits"] / c["batches"] if c["batches"] else 0.0,
+            "queue_depth": ready,
+            "workers": workers,
+            "workers_decision": decision,
+            "worker_busy": busy,
+            "respawns": getattr(self._pool, "respawns", 0),
+            "batches": c["batches"],
+            "images": int(c["images"]),
+            "skipped": int(c["skipped"]),
+            "unreadable": sorted(self.unreadable.values()),
+        }

@@ -1,0 +1,335 @@
+"""What a ``Loader`` starts from its options, makes batches with, and stops: the second of its
+two steps (the first, ``config.options``, says what was asked, checked).
+
+``Running`` puts the dataset in a ``SharedStore`` (or maps its file), allocates the
+``OutputRing``, starts the ``WorkerPool`` (or the ``InlinePool`` for ``workers=0``), has a
+worker make sample 0 to size the ring, and lets a ``Prefetcher`` keep up to
+``max_queue_size`` batches in flight; with nothing to augment, a ``Gatherer`` copies batches
+straight from the data instead. It owns all of these and frees them in the shutdown order
+(NOTE [shutdown order] in ``workers/pool.py``), from ``close()`` or, for a loader never
+closed, from a weakref finalizer. It plans nothing: which samples a batch holds is the
+loader's to say (``rows``), and a batch is known by its key ``(epoch, batch)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ..errors import warn
+from ..memory.store import (
+    ArrayHandle,
+    SharedStore,
+    check_need,
+    copied_bytes,
+    mapped_file_handle,
+)
+from ..ops.core import check_picklable
+from ..ops.params import dtype_range
+from ..seeding import global_rng_use
+from . import source
+from .autoscale.autoworkers import AutoWorkers
+from .config import inputs
+from .config.options import Options
+from .handoff.copier import Copier
+from .handoff.gather import Gatherer
+from .handoff.prefetch import Handoff, Prefetcher
+from .handoff.recycle import Recycler
+from .handoff.ring import OutputRing
+from .handoff.stats import Figures
+from .plan.schedule import IN_ORDER, OrderCache, Shard, seed_epoch
+from .workers.inline import InlinePool
+from .workers.pool import WorkerPool
+from .workers.probe import await_probe, output_of
+from .workers.runner import SliceRunner, op_name
+from .workers.worker import WorkerSpec
+
+log = logging.getLogger(__name__)
+
+
+class _NoPool:
+    """No workers (nothing to augment, or not started yet): the finalizer still has something
+    to close."""
+
+    pids: list[int] = []
+
+    def close(self) -> None:
+        pass
+
+
+Pool = WorkerPool | InlinePool | _NoPool  # who makes the batches
+_Unfilled = tuple[np.ndarray, np.ndarray] | None  # a shared block's rows still to copy, and
+# their data
+
+
+def _shutdown(prefetch: Prefetcher | None, pool: Pool, store: SharedStore,
+              copier: Copier | None = None) -> None:
+    # A consumer waiting in another thread (a tf.data thread inside __getitem__) gets
+    # ClosedError; then the copier thread, the workers, and last the memory they read and
+    # write (NOTE [shutdown order] in workers/pool.py).
+    if prefetch is not None:
+        prefetch.close()
+    if copier is not None:
+        copier.close()
+    try:
+        pool.close()
+    finally:
+        store.close()
+
+
+class Running:
+    """A loader's running parts (see the module docstring), built from ``options`` and
+    stopped by ``close``; ``pin_memory`` as resolved for this start."""
+
+    def __init__(self, options: Options, pin_memory: bool) -> None:
+        o, order = options, options.order
+        self.pin_memory = pin_memory
+        self.workers_asked = o.settings.workers.count
+        self.plan = order.plan
+        self.shard = Shard(order.num_shards, order.shard_index)
+        self.n = order.n  # invariant: samples in the dataset (all shards)
+        # invariant: cumulative sampling weights (shared with the workers once they start)
+        self.cdf = None if order.weights is None else np.cumsum(order.weights)
+        self._seed = order.seed
+        self.orders = OrderCache(order.seed, order.samples, order.shuffle, shard=self.shard,
+                                 cdf=self.cdf)
+        self._augment, self._moved = o.pipeline.augment, o.pipeline.moved
+        self._mix, self._settings = o.pipeline.mix, o.settings.workers
+        # invariant: where the labels a mix turns into soft targets are kept (y's array)
+        self.labels = None if self._mix is None else self._mix.label_array(o.data.labels)
+        # invariant: the (low, high) the images lie in; None while a `load` source is unprobed
+        self.value_range = o.pipeline.value_range
+        # Only gathering to do: one copy in this process beats a round trip through workers.
+        self.gather_only = self._augment is None and o.data.load is None and self._mix is None
+        self.store = SharedStore()
+        self.ring: OutputRing | None = None
+        self.pool: Pool = _NoPool()
+        self.marks: np.ndarray | None = None  # invariant: 1 where `load` stood in (shared)
+        self.x: Any = None  # invariant: where workers read (a shared view, a map, a source)
+        self.load: Any = None  # invariant: what workers call for sample i; None: x[i]
+        try:
+            shape, dtype = self._start(o)
+        except BaseException:  # a bad probe, Ctrl-C, /dev/shm full: leave nothing behind
+            _shutdown(None, self.pool, self.store)
+            raise
+        self.output_shape: tuple[int, ...] = shape
+        self.output_dtype: np.dtype[Any] = np.dtype(dtype)
+        # Copies batches out of shared memory (or gathers them) ahead of the consumer; not
+        # with workers=0, which keeps everything on the caller's thread for debugging.
+        self.copier = Copier() if self.workers else None
+        self.recycler = Recycler()  # the arrays batches are copied into (see handoff.recycle)
+        # Batches gathered from x, when there is nothing to augment (no ring, no pool).
+        self.gather = Gatherer(self.x, self.copier, self.recycler, self.rows, len(self.plan)) \
+            if self.gather_only else None
+        # invariant: measures epochs and decides the count, with workers="auto" and a pool
+        self.auto = AutoWorkers(self.workers_asked, self.pool.busy_s) \
+            if self._settings.auto and isinstance(self.pool, WorkerPool) else None
+        self.prefetch = None if self.ring is None else Prefetcher(
+            self.ring, self.pool, self.plan, workers=self.workers,
+            timeout=self._settings.timeout, copier=self.copier,
+            recycler=self.recycler if self.workers else None,
+            step=1 if self._mix is None else 2)
+        # Backstop for a loader that is never closed: runs at garbage collection or exit.
+        self._finalizer = weakref.finalize(self, _shutdown, self.prefetch, self.pool,
+                                           self.store, self.copier)
+        self.figures = Figures(self.pool)  # stats(): the window starts now
+
+    @property
+    def workers(self) -> int:
+        """Worker processes running now (the count asked, where none runs)."""
+        pool = self.pool
+        return self.workers_asked if isinstance(pool, _NoPool) else pool.workers
+
+    def rows(self, index: int, key: int) -> np.ndarray:
+        """The dataset indices of batch ``index`` of the epoch key ``key``."""
+        start, stop = self.plan.bounds(index)
+        return self.orders(key)[start:stop]
+
+    # -- making batches ----------------------------------------------------------------------
+
+    def make(self, epoch: int, key: int, index: int, positions: np.ndarray, handoff: Handoff,
+             began: float) -> tuple[np.ndarray, dict[str, np.ndarray], bool]:
+        """Batch ``index`` of ``epoch`` read as its key ``key`` says (the samples at
+        ``positions``), asked at ``began``: its images, the targets the workers moved with
+        them (by name), and whether it was ready when asked."""
+        if self.auto is not None:  # between two epochs: the pool may be resized
+            change = self.auto.before(epoch, self.workers, began)
+            if change is not None:
+                self.resize(change)
+        self.figures.asked(began)
+        made: dict[str, np.ndarray] = {}
+        if self.gather is not None:
+            xb, hit = self.gather(key, index, positions), True
+        else:
+            assert self.prefetch is not None
+            xb, made, hit = self.prefetch.produce((key, index), len(positions), handoff=handoff)
+            if self.marks is not None:  # made now, so its stand-ins are marked by now
+                self._count_stand_ins(positions)
+        done = time.perf_counter()
+        self.figures.delivered(len(positions), done - began, bool(hit))
+        if self.auto is not None:
+            self.auto.after(done - began, bool(hit), done)
+        return xb, made, bool(hit)
+
+    def mixed_labels(self, key: int, index: int, positions: np.ndarray) -> np.ndarray:
+        """The labels of batch ``index`` of the epoch key ``key`` (the samples at
+        ``positions``) as the mix made them: one-hot where read in order (unmixed), else mixed
+        as the workers mixed its images, with the same draws (``Mix.draws``) from the same
+        (seed, epoch, shard, batch)."""
+        assert self._mix is not None and self.labels is not None and self.ring is not None
+        if key & IN_ORDER:
+            return self._mix.one_hot(self.labels[positions])
+        slot = self.ring.view.shape[1:]  # (rows of a full batch, *sample shape)
+        drawn = self._mix.draws(self._seed, seed_epoch(key), self.shard.index,
+                                self.plan.bounds(index)[0], slot[0], slot[1:])
+        return self._mix.soft_labels(self.labels[positions], drawn)
+
+    def resize(self, workers: int) -> None:
+        """Run ``workers`` workers from now on (at most the usable cores, with "auto").
+        Batches already in flight are finished by the workers that hold them."""
+        assert self.prefetch is not None and isinstance(self.pool, WorkerPool)  # (auto's)
+        self.pool.resize(workers)
+        self.prefetch.resized(workers)
+
+    def _count_stand_ins(self, indices: np.ndarray) -> None:
+        """Count the delivered samples a ``load`` stood in for; warn at the first one."""
+        assert self.marks is not None
+        marked = indices[self.marks[indices] != 0]
+        if not marked.size:
+            return
+        if self.figures.stood_in({i: self.load.name(i) for i in marked.tolist()}):
+            warn(self.load.replaced_warning(int(marked[0])))
+
+    def stats(self) -> dict[str, Any]:
+        ready = self.prefetch.ready if self.prefetch is not None else 0
+        return self.figures.report(self.workers, ready,
+                                   None if self.auto is None else self.auto.summary())
+
+    def close(self) -> None:
+        """Stop the workers and free the shared memory (NOTE [shutdown order]). Idempotent."""
+        self.x = None
+        if self.gather is not None:
+            self.gather.clear()
+        self.recycler.clear()
+        if self.ring is not None:
+            self.ring.detach()
+        self._finalizer()
+
+    # -- starting ----------------------------------------------------------------------------
+
+    def _start(self, o: Options) -> tuple[tuple[int, ...], Any]:
+        """Where workers read, the ring, the workers, and sample 0 (made by a worker like
+        every sample, it sizes the ring): the output's shape and dtype. With nothing to
+        augment, only where the batches are gathered from."""
+        images = o.data.images
+        seed_globals = global_rng_use(self._augment, o.data.load)  # None: workers watch draws
+        load = self.load = self._marking(o.data.load, self.n)
+        payload = b"" if self.workers == 0 or self.gather_only else self._payload(load)
+        if self.gather_only:
+            assert images is not None  # (nothing to augment and no `load`)
+            self.x = images
+            return tuple(images.shape[1:]), images.dtype
+        shape, dtype = o.settings.output.shape, o.settings.output.dtype
+        if o.pipeline.checked and self.value_range is not None and images is not None \
+                and mapped_file_handle(images) is None:
+            inputs.check_values(images, self.value_range,  # all of it
+                                o.settings.output.bounds is not None, self._augment)
+        # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
+        self.ring = OutputRing(self.store, self._settings.max_queue_size,
+                               min(self.plan.batch_size, self.n))
+        # What must fit in /dev/shm, checked before anything is copied there: the data and
+        # the targets now (with the ring when its size is declared), the ring once the probe
+        # has sized it, before the data's rows past sample 0.
+        need = copied_bytes(images, self._moved, self.workers)
+        if shape is not None and dtype is not None:  # before any process starts, too
+            self.ring.check_fits(shape, dtype, besides=need)
+        else:
+            check_need(need)
+        x_handle, self.x, unfilled = self._place_dataset(o.data.x, load)
+        self.pool = self._start_pool(x_handle, load, payload, seed_globals, o)
+        # User code runs only where workers run it: the probe is a task like any other.
+        probe = await_probe(self.pool, self._settings.timeout)
+        self.value_range = self.value_range or dtype_range(probe.input_dtype)
+        if o.pipeline.checked and self.value_range is not None:
+            inputs.check_probe_values(probe.input_range, probe.input_nonfinite,
+                                      self.value_range, o.settings.output.bounds is not None,
+                                      probe.input_dtype, self._augment)
+        sample_shape, dtype = output_of(probe, shape, dtype)
+        self._fill_dataset(unfilled, sample_shape, dtype, probe.targets)
+        self.ring.allocate(sample_shape, dtype, targets=probe.targets)
+        if self.pin_memory:
+            self.ring.pin()
+        self.pool.attach_ring(self.ring)
+        return sample_shape, dtype
+
+    def _start_pool(self, x_handle: ArrayHandle | None, load: Any, payload: bytes,
+                    seed_globals: bool | None, o: Options) -> WorkerPool | InlinePool:
+        """The workers (or, for ``workers=0``, the same slice loop in this process)."""
+        assert self.ring is not None
+        order, n = o.order, o.order.samples  # n: samples per epoch (all shards)
+        if self.workers == 0:
+            return InlinePool(SliceRunner(
+                self.x, None, self._augment, load, seed=order.seed, n=n, shuffle=order.shuffle,
+                seed_globals=seed_globals, generation=self.ring.generation,
+                shard=self.shard, target_inputs=self._moved, cdf=self.cdf, mix=self._mix))
+        weights = None if self.cdf is None else self.store.put(
+            self.cdf, what="the sampling weights")[0]
+        target_inputs = {}
+        for name, array in self._moved.items():  # where workers read them, as the images
+            target_inputs[name] = mapped_file_handle(array) or self.store.put(
+                array, what=f"the target y[{name!r}]")[0]
+        spec = WorkerSpec(x_handle, None, payload, order.seed, n, order.shuffle, seed_globals,
+                          self.shard, target_inputs, weights, mix=self._mix)
+        return WorkerPool(spec, self.workers, self._settings.start_method,
+                          self._settings.timeout, store=self.store,
+                          generation=self.ring.generation_handle,
+                          in_flight_per_worker=self._settings.max_queue_size + 1,
+                          capacity=self.workers_asked,
+                          op=op_name(self._augment if self._augment is not None else load))
+
+    def _marking(self, load: Any, n: int) -> Any:
+        """``load`` made to mark the samples it stands in for (a source such as
+        ``ImageFiles`` with ``on_error="skip"``), in a shared byte per sample; others as
+        they are. Marks are counted when their batch is delivered (``_count_stand_ins``)."""
+        # A source's own tables (ImageFiles' paths) go into this loader's shared memory
+        # once, so workers attach to them instead of each receiving a copy.
+        load, self.marks = source.marked(source.shared(load, self.store), self.store, n)
+        return load
+
+    def _place_dataset(self, x: Any, load: Any) -> tuple[ArrayHandle | None, Any, _Unfilled]:
+        """Where workers read samples: nowhere (``load``), the file behind a memory map, or a
+        shared-memory copy made here, of sample 0 only (for the probe), with the rows still
+        to copy once the whole need is known to fit (``_fill_dataset``)."""
+        if load is not None:
+            return None, x, None
+        handle = mapped_file_handle(x)
+        if handle is not None:
+            log.debug("dataset is memory-mapped from %s; nothing copied", handle.name)
+            view = x.view()
+            view.flags.writeable = False
+            return handle, view, None
+        handle, view = self.store.put(x, rows=1)
+        unfilled = view[1:], x[1:]  # writable, unlike the view handed out
+        view.flags.writeable = False  # ops get read-only views, here as in workers
+        return handle, view, unfilled
+
+    def _fill_dataset(self, unfilled: _Unfilled, sample_shape: tuple[int, ...], dtype: Any,
+                      targets: Any) -> None:
+        """Once the ring is sized: check that it fits with the dataset's rows past sample 0
+        (``unfilled``, from _place_dataset), then copy them."""
+        assert self.ring is not None
+        rest = None if unfilled is None else unfilled[1]
+        self.ring.check_fits(sample_shape, dtype, targets, besides=copied_bytes(rest, {}, 0))
+        if unfilled is not None:
+            unfilled[0][...] = rest
+
+    def _payload(self, load: Any) -> bytes:
+        check_picklable(self._augment, "augment")
+        if load is not None:
+            check_picklable(load, "load")
+        return pickle.dumps((self._augment, load), protocol=pickle.HIGHEST_PROTOCOL)

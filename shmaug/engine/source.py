@@ -1,0 +1,148 @@
+"""What the engine asks of a sample source: the one contract between the engine and
+``shmaug.sources`` (or a user's own source), spelled out as protocols and asked in this module
+only.
+
+A source is an ``x`` with a length and a ``load`` method (``Source``): a worker calls
+``x.load(i)`` for sample i, so ``x.load`` is what the engine sends its workers (for
+``ImageFiles`` and ``ImageRecords``, a ``Reader``). Each further capability is optional, and the
+engine asks for it here, by protocol, never by probing attributes where it uses one:
+
+- of the source: ``labels`` (``Labelled``: the class labels ``y`` defaults to) and
+  ``shard_bounds()`` (``Sharded``: the shards ``shuffle="blocks"`` permutes);
+- of its ``load``: ``sharing(store)`` (``Sharing``: its tables copied once into the loader's
+  shared memory), ``marking(handle, marks)`` (``Marking``: the samples it stands in for,
+  marked in a shared byte each, then named and warned about), ``prefetch`` (``Prefetching``: a
+  hook before a task's samples are made, given those of the tasks queued behind it as
+  ``ahead=``) and ``plan`` (``Planning``: a hook with the order of this epoch and the next).
+
+The sources hold their classes to these protocols under ``mypy --strict``; the engine imports
+no source.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..memory.store import ArrayHandle, SharedStore
+
+Hook = Callable[..., None]
+PlanHook = Callable[[int, np.ndarray, int, np.ndarray], None]
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Random access: a length, and sample ``index`` made in a worker."""
+
+    def __len__(self) -> int: ...
+
+    def load(self, index: int) -> Any: ...
+
+
+@runtime_checkable
+class Labelled(Protocol):
+    """A source that knows its samples' class labels (None where it has none)."""
+
+    @property
+    def labels(self) -> np.ndarray | None: ...
+
+
+@runtime_checkable
+class Sharded(Protocol):
+    """A source stored in shards: where each shard's samples begin, then the length."""
+
+    def shard_bounds(self) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Sharing(Protocol):
+    """A ``load`` whose tables the loader's shared memory should hold, once, for every worker."""
+
+    def sharing(self, store: SharedStore) -> Any: ...
+
+
+@runtime_checkable
+class Marked(Protocol):
+    """A ``load`` that marks the samples it stands in for, and says how to name them."""
+
+    def __call__(self, index: int) -> Any: ...
+
+    def name(self, index: int) -> str: ...
+
+    def replaced_warning(self, index: int) -> str: ...
+
+
+@runtime_checkable
+class Marking(Protocol):
+    """A ``load`` that can stand in for unreadable samples, marking them in ``marks`` (one
+    shared byte per sample, in the block ``handle`` names)."""
+
+    def marking(self, handle: ArrayHandle, marks: np.ndarray) -> Marked: ...
+
+
+@runtime_checkable
+class Prefetching(Protocol):
+    """A ``load`` that fetches a task's samples together before they are made (None: it has
+    nothing to fetch)."""
+
+    @property
+    def prefetch(self) -> Hook | None: ...
+
+
+@runtime_checkable
+class Planning(Protocol):
+    """A ``load`` that wants the order of this epoch and the next, with each task (a disk
+    cache planning its fetches and evictions); None: it has no use for it."""
+
+    @property
+    def plan(self) -> PlanHook | None: ...
+
+
+def labels(x: Any) -> np.ndarray | None:
+    """The class labels of source ``x``, or None."""
+    return x.labels if isinstance(x, Labelled) else None
+
+
+def shard_bounds(x: Any) -> Callable[[], np.ndarray] | None:
+    """``x.shard_bounds`` where ``x`` is stored in shards, else None."""
+    return x.shard_bounds if isinstance(x, Sharded) else None
+
+
+def shared(load: Any, store: SharedStore) -> Any:
+    """``load`` with its tables in ``store`` (``load`` itself where it has none)."""
+    return load.sharing(store) if isinstance(load, Sharing) else load
+
+
+def marked(load: Any, store: SharedStore, n: int) -> tuple[Any, np.ndarray | None]:
+    """``load`` made to mark the samples it stands in for, in a shared byte per sample of the
+    ``n`` (the marks, or None where it stands in for none)."""
+    if not isinstance(load, Marking):
+        return load, None
+    handle, marks = store.empty((n,), np.uint8, what="the skip marks")
+    return load.marking(handle, marks), marks
+
+
+def stands_in(load: Any) -> bool:
+    """Whether ``load`` can stand in for unreadable samples: a source's reader, not a
+    ``load`` of the user's."""
+    return isinstance(load, Marking)
+
+
+def prefetch_hook(load: Any) -> tuple[Hook | None, bool]:
+    """``load.prefetch`` (None: it has none), and whether it takes ``ahead=``, the samples of
+    the tasks queued behind (``Reader.prefetch`` does; a hook of one argument gets a task's)."""
+    hook = load.prefetch if isinstance(load, Prefetching) else None
+    if hook is None:
+        return None, False
+    try:
+        params = inspect.signature(hook).parameters.values()
+    except (TypeError, ValueError):
+        return hook, False
+    return hook, any(p.name == "ahead" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def plan_hook(load: Any) -> PlanHook | None:
+    """``load.plan`` where it wants the known order, else None."""
+    return load.plan if isinstance(load, Planning) else None

@@ -1,0 +1,211 @@
+"""Starting one worker process without the known hazards of fork and spawn.
+
+Each hazard is a context manager around ``Process.start()``; ``start_worker`` applies them
+all. Kept apart from the pool, which only decides *when* a worker starts.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import gc
+import multiprocessing
+import signal
+import sys
+from contextlib import contextmanager
+from multiprocessing import forkserver as mp_forkserver
+from multiprocessing import spawn as mp_spawn
+from typing import Any, Iterator
+
+from . import _lazy_imports
+from ... import platform
+
+
+# What a forkserver imports once, so that a worker forked from it starts warm (else each
+# imports numpy, OpenCV and shmaug again: seconds).
+_PRELOAD = ("shmaug.engine.workers.worker", "shmaug.ops")
+# Runtimes that start threads of their own: fork after they ran can deadlock the child (a lock
+# a thread held is never released there), and JAX warns on every fork once it has started.
+# array_record too: its reader (0.8.6) segfaults in a forked child that opens a file after the
+# parent opened one, unless the parent had also written one (from_array_record opens them).
+# obstore too: its runtime, once used, hangs a forked child's requests and can crash the parent
+# (its forked children read buckets through fsspec instead: ``sources._transport``).
+_THREADED = ("jax", "tensorflow", "torch", "array_record", "obstore")
+
+
+def default_start_method(payload: bytes = b"") -> str:
+    """``start_method=None``: a method other than fork set with
+    ``multiprocessing.set_start_method``; else Python's default where it is not fork (Windows
+    and macOS spawn, Linux from 3.14 forkserver); else fork while no threaded runtime (or
+    array_record) is imported (the fastest start, and ops defined in a notebook work),
+    forkserver once one is (what Python 3.14 made the default). A fork that multiprocessing
+    reports may be no one's choice: the first use of its default context fixes it (tqdm's
+    lock does, at its first bar), so ``start_method="fork"`` is how to insist on it. A payload
+    that a fresh process could only load by running code that is running now keeps fork: a
+    ``__main__`` it cannot import (a notebook, ``python -c``), a script's lines outside
+    ``if __name__ == "__main__":``, a module still being imported.
+
+    ``payload``: the pickled ops (module names show in it).
+    """
+    methods = multiprocessing.get_all_start_methods()
+    chosen = platform.DEFAULT_START_METHOD or multiprocessing.get_start_method(allow_none=True)
+    if chosen and chosen != methods[0]:
+        return chosen
+    if methods[0] != "fork" or "forkserver" not in methods:
+        return methods[0]
+    if not any(name in sys.modules for name in _THREADED):
+        return "fork"
+    if _reruns_when_imported(payload):
+        return "fork"
+    return "forkserver"
+
+
+def _reruns_when_imported(payload: bytes) -> bool:
+    """Whether a fresh worker, importing the modules ``payload`` names, would run code that is
+    running now (so an unguarded script would train again in each worker)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>":
+            name = frame.f_globals.get("__name__", "")
+            if name == "__main__":
+                if b"__main__" in payload and not _guarded(frame.f_code.co_filename,
+                                                           frame.f_lineno):
+                    return True
+            elif name and name.encode() in payload:
+                return True  # a module whose import is still running
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+@functools.lru_cache(maxsize=8)
+def _main_guards(path: str) -> tuple[tuple[int, int], ...]:
+    """The line spans of ``if __name__ == "__main__":`` blocks at the top of the file at
+    ``path``; () when it is no readable Python file (a notebook, ``python -c``)."""
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read())
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    return tuple((node.lineno, node.end_lineno or node.lineno) for node in tree.body
+                 if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+                 and "__name__" in ast.unparse(node.test))
+
+
+def _guarded(path: str, line: int | None) -> bool:
+    """Whether ``line`` of the script at ``path`` runs inside its ``__main__`` guard."""
+    return line is not None and any(a <= line <= b for a, b in _main_guards(path))
+
+
+def start_worker(process: Any, start_method: str, *, needs_main: bool) -> None:
+    """``process.start()`` under every guard below that applies to ``start_method``.
+
+    ``needs_main``: the payload refers to ``__main__`` (a spawned worker must re-import it).
+    """
+    forking = start_method == "fork"
+    fresh = start_method in ("spawn", "forkserver")
+    if start_method == "forkserver":
+        _preload_in_forkserver()
+    with _prepared(fresh, skip_main=fresh and not needs_main), _cv2_single_threaded(forking), \
+            _gc_frozen(forking), _sigint_blocked():
+        process.start()
+
+
+def _preload_in_forkserver() -> None:
+    """Add shmaug's worker modules to what the forkserver imports when it starts (Python
+    starts one per process, on first use; the user's own preloads stay)."""
+    modules = getattr(mp_forkserver._forkserver, "_preload_modules", None)
+    if isinstance(modules, list) and not set(_PRELOAD) <= set(modules):
+        mp_forkserver.set_forkserver_preload([*modules, *(m for m in _PRELOAD if m not in modules)])
+
+
+class _LazyImportsFirst:
+    """Unpickles as a call to ``_lazy_imports.install``: put in the preparation data a fresh
+    worker reads first (before it re-imports ``__main__`` and unpickles the user's code), it
+    makes the worker's imports of TensorFlow, JAX, torch and Keras lazy from the start."""
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _lazy_imports.install, ()
+
+
+@contextmanager
+def _prepared(fresh: bool, skip_main: bool) -> Iterator[None]:
+    """Start spawn and forkserver (``fresh``) workers with lazy framework imports, and
+    without re-running the user's ``__main__`` where the payload does not need it.
+
+    Spawn re-imports the main script in every worker (forkserver's workers too) so that
+    objects defined there unpickle: a script that imported TensorFlow would make each worker
+    import it (seconds, and ~300 MB each). Where the payload refers to ``__main__`` that import
+    must happen, and runs after the lazy imports are in place; where it does not, it is
+    skipped.
+    """
+    if not fresh:
+        yield
+        return
+    original = mp_spawn.get_preparation_data
+
+    def prepared(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = original(name)
+        if skip_main:
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+        data["shmaug_lazy_imports"] = _LazyImportsFirst()  # unpickled before prepare() runs
+        return data
+
+    mp_spawn.get_preparation_data = prepared
+    try:
+        yield
+    finally:
+        mp_spawn.get_preparation_data = original
+
+
+@contextmanager
+def _cv2_single_threaded(forking: bool) -> Iterator[None]:
+    """Fork workers with OpenCV already set to one thread.
+
+    After the parent has used OpenCV's thread pool, ``cv2.setNumThreads`` in a forked child
+    deadlocks (the pool's threads do not exist there). Setting it in the parent around the
+    fork lets the child inherit one thread and never touch the pool; the parent's own
+    setting is restored right after.
+    """
+    cv2 = sys.modules.get("cv2")
+    if not forking or cv2 is None:
+        yield
+        return
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(threads)
+
+
+@contextmanager
+def _gc_frozen(forking: bool) -> Iterator[None]:
+    """Fork with every existing object moved out of the collector's sight (``gc.freeze``).
+
+    A forked worker's collections would otherwise walk all the parent's objects (with
+    TensorFlow imported, millions), costing CPU and copying the pages they sit on. The
+    parent gets its objects back right after the fork. A program that froze objects itself
+    manages that on its own: ``unfreeze`` would undo its freeze, so nothing is done then.
+    """
+    if not forking or gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Hold Ctrl-C while a worker starts: delivered mid-fork, CPython's after-fork hooks would
+    swallow it. It is delivered in the parent right after; the worker ignores it."""
+    if not platform.HAS_SIGMASK:  # Windows
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -1,0 +1,101 @@
+"""What the pool reports about its workers: the error a failed, dead or overdue task becomes
+for the consumer, and the warning for a task that runs far longer than tasks take.
+
+The pool (``pool.py``) decides when; this module only words it, with the fix, and finds the
+stalled worker from the status block. ``as_error`` is what the consumer's side (the prefetch,
+the probe) calls on a result that is not a success.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ...errors import WorkerDied, WorkerTimeout, rebuild
+from .status import StatusBlock
+from .wire import Died, Done, Failed, Probed, Result, TimedOut
+
+MAX_DEATHS_PER_TASK = 3  # a task that kills this many workers is reported, not retried
+# With no `timeout`, a task that has run this long, and this many times the average task, is
+# logged once (a hung op), and left running.
+STALL_MIN_S = 60.0
+STALL_FACTOR = 50.0
+
+
+def as_error(result: Result, timeout: float | None) -> BaseException:
+    """The exception for a task result that is not a success: failed, died or timed out."""
+    match result:
+        case Failed(record=record):
+            return rebuild(record)
+        case Died(worker_id=wid, exitcode=code, sample_index=index):
+            return describe_death(wid, code, index)
+        case TimedOut(worker_id=wid, sample_index=index):
+            return describe_timeout(wid, index, float(timeout or 0))
+        case Done() | Probed():  # pragma: no cover
+            raise AssertionError(f"not an error result: {result!r}")
+
+
+def describe_death(wid: int, code: int | None, index: int) -> WorkerDied:
+    how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+    return WorkerDied(
+        f"shmaug worker {wid} died ({how}) while processing sample index {index}; "
+        f"{MAX_DEATHS_PER_TASK} workers in all died running that task. The op likely crashes "
+        f"the interpreter on this sample "
+        f"(a segfault in native code, or os._exit). Fix: run with `workers=0` to debug it "
+        f"in this process.",
+        worker_id=wid,
+        exitcode=code,
+    )
+
+
+def describe_startup_failure(wid: int, code: int | None, start_method: str,
+                             retries: int = 0) -> WorkerDied:
+    again = f" (and {retries} replacement(s) in a row before it)" if retries else ""
+    hint = ""
+    if start_method != "fork":
+        hint = (
+            f" With start_method={start_method!r} a worker re-imports the modules "
+            f"that define your ops (and your main script when an op is defined there): they "
+            f"must be importable files, not a notebook cell, `python -c` or stdin, and the "
+            f"script must guard its work with `if __name__ == \"__main__\":`."
+        )
+    return WorkerDied(
+        f"shmaug worker {wid} exited with code {code} before it was ready{again}, so the pool "
+        f"cannot start (its error, if any, is printed above by the worker).{hint} Fix: make "
+        f"the augmentation importable there, or run with start_method='fork' where available, "
+        f"or workers=0 to debug in this process.",
+        worker_id=wid,
+        exitcode=code,
+    )
+
+
+def describe_timeout(wid: int, index: int, timeout: float) -> WorkerTimeout:
+    return WorkerTimeout(
+        f"A task in shmaug worker {wid} ran longer than `timeout`={timeout} s, on sample index "
+        f"{index}. The worker was killed and replaced. Fix: find why the op stalls on that "
+        f"sample (try it with `workers=0`), or raise `timeout`.",
+        worker_id=wid,
+        sample_index=index,
+    )
+
+
+def stalled(status: StatusBlock, wids: Iterable[int],
+            now: float) -> tuple[int, float, float] | None:
+    """The first of the workers ``wids`` whose task has run ``STALL_FACTOR`` times as long as
+    the average task, and at least ``STALL_MIN_S``: (its id, the seconds it ran, the average
+    task's seconds); None when none has."""
+    done = status.tasks_done()
+    usual = float(sum(status.busy_s())) / done if done else 0.0
+    limit = max(STALL_MIN_S, STALL_FACTOR * usual)
+    for wid in wids:
+        row = status.row(wid)
+        if not row.idle and now - row.started > limit:
+            return wid, now - row.started, usual
+    return None
+
+
+def stall_warning(wid: int, pid: int | None, op: str, index: int, ran: float,
+                  usual: float) -> str:
+    return (f"shmaug worker {wid} (pid {pid}) has been running {op} on sample index {index} "
+            f"for {ran:.0f} s, while a task takes {usual:.3f} s on average; it is left running. "
+            f"If the op hangs on that sample, try it with workers=0; pass `timeout=` seconds to "
+            f"have a task that runs longer raise WorkerTimeout (its worker is replaced).")

@@ -1,0 +1,309 @@
+"""The slice loop: a task's samples loaded, augmented and written into its rows of the ring.
+
+``SliceRunner`` is what a worker runs for each task (``worker.worker_main``) and what the main
+process runs itself with ``workers=0`` (``inline.InlinePool``): one code path, identical
+batches. It owns the per-sample seeding (``SampleSeeder``, and the watch on the global
+generators), the checks of what ``augment`` returned, and the error record of a sample that
+failed; a failing sample never kills the worker. It writes its worker's row of the status
+block (``status``); it owns no shared memory (the caller attaches and closes it) and no pipe
+(its results are encoded by ``wire``).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any, Callable, Collection, Protocol
+
+import numpy as np
+
+from .. import source
+from ..config.inputs import sample_output
+from ...errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
+from ...ops.mixing import Mix
+from ..plan.schedule import IN_ORDER, OrderCache, Shard, Shuffle, Task, seed_epoch
+from ...seeding import GlobalsWatch, SampleSeeder
+from ..handoff.ring import Targets
+from .status import IDLE, WorkerStatus
+from ...memory.store import dtype_text
+from .wire import PROBE_SLOT, Done, Failed, Probe, Probed
+
+# The user's `augment`, fn(image, rng) -> image, as the engine takes it: any callable, its output
+# checked against sample 0's (``config.inputs``). Not ``shmaug.ops.Augment``, a registered op's
+# signature, which returns an array by contract.
+AugmentFn = Callable[[np.ndarray, np.random.Generator], Any]
+Load = Callable[[int], Any]
+
+
+class TargetAugment(Protocol):
+    """An `augment` that moves targets with its image (``from_albumentations`` is one): the
+    loader hands it the entries of ``y`` filed under ``target_names``."""
+
+    target_names: Collection[str]
+
+    def augment_targets(self, image: np.ndarray, targets: Targets,
+                        rng: np.random.Generator) -> tuple[np.ndarray, Targets]:
+        """One sample and its targets' rows, augmented with one draw; each target keeps one
+        shape for every sample."""
+
+
+def op_name(fn: object) -> str:
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    return str(name or type(fn).__name__)
+
+
+class SliceRunner:
+    """Fills a task's rows: sample index -> load -> augment -> write into the ring slot.
+
+    With ``target_inputs`` (the dataset's targets that `augment` transforms along with each
+    image, e.g. segmentation masks), `augment` is called as
+    ``augment.augment_targets(image, {name: target_inputs[name][index]}, rng)`` (see
+    ``TargetAugment``) and returns ``(image, {name: target})``; each target goes to its own
+    block of the ring, ``target_out[name]``.
+
+    Used by every worker and, for ``workers=0``, by the main process itself: one code path,
+    identical batches.
+    """
+
+    def __init__(
+        self,
+        x: Any,
+        out: np.ndarray | None,
+        augment: AugmentFn | None,
+        load: Load | None,
+        *,
+        seed: int,
+        n: int,
+        shuffle: Shuffle,
+        seed_globals: bool | None,
+        generation: Any,
+        worker_id: int = -1,
+        status: WorkerStatus | None = None,
+        shard: Shard = Shard(),
+        target_inputs: Targets | None = None,
+        cdf: np.ndarray | None = None,
+        mix: Mix | None = None,
+    ) -> None:
+        self.x = x  # read-only view of the dataset (or None with `load`)
+        self.out = out  # (slots, batch_size, *sample_shape), shared; None until the probe is done
+        self.augment = augment
+        self.load = load
+        self.target_inputs = target_inputs or {}  # read-only, all samples
+        self.target_out: Targets = {}  # their ring blocks, as `out`
+        self.orders = OrderCache(seed, n, shuffle, shard=shard, cdf=cdf)
+        # MixUp / CutMix over the pairs of each task, once its rows are written (``mixing``)
+        self.mix, self._seed, self._shard = mix, seed, shard.index
+        # seed_globals None: unknown; watch the globals and seed them once a sample draws.
+        watch = GlobalsWatch() if seed_globals is None else None
+        self.watch = watch if watch is not None and watch.usable else None
+        unwatchable = seed_globals is None and self.watch is None  # then seed them always
+        self.seeder = SampleSeeder(seed, seed_globals=seed_globals is True or unwatchable)
+        self.generation = generation  # the ring's shared per-slot generation counters
+        self.worker_id = worker_id
+        self.status = status  # this worker's row of the shared status block, or None
+        self._op = op_name(augment) if augment is not None else "load"
+        self._load_name = op_name(load) if load is not None else "x[index]"  # for error records
+        self._stage = self._op  # the step a failing sample was in
+        self._index = -1  # the sample being made (for error records)
+        self._loaded: Any = None  # the last sample as loaded, before `augment` (for the probe)
+        self._prefetch, self._prefetch_ahead = source.prefetch_hook(load)
+        # The source's hook for the known order (a disk cache planning its eviction and
+        # fetches: ``sources.cache.plan.CachePlan``), called with each task; None: it has none.
+        self._plan = source.plan_hook(load)
+        self.ahead: list[Task] = []  # the tasks received after the one running, in order
+
+    def run(self, task: Task) -> Done | Failed | Probed:
+        began = time.perf_counter()
+        status = self.status
+        if status is not None:  # which task, since when: for timeouts and crash blame
+            status.started = time.monotonic()
+            status.ticket = task.ticket
+        self._index = -1
+        if self.watch is not None:
+            # What ran between tasks (workers=0: the user's code) is not ours, nor is a
+            # Gaussian the generators hold back.
+            self.watch.forget_cached()
+        try:
+            result: Done | Failed | Probed = (
+                self._probe(task) if task.slot == PROBE_SLOT else self._fill(task))
+        except Exception as exc:  # a failing sample never kills the worker
+            record = ErrorRecord.capture(
+                exc, traceback.format_exc(), worker_id=self.worker_id,
+                sample_index=self._index, epoch=seed_epoch(task.epoch), op=self._stage,
+            )
+            result = Failed(task.ticket, record)
+        if status is not None:
+            status.ticket = IDLE
+            status.busy_s += time.perf_counter() - began
+            status.tasks_done += 1
+        return result
+
+    def _streams(self, epoch: int, indices: np.ndarray) -> Any:
+        # Per-sample streams also seed the globals, which a `load` may use too.
+        seeded = self.augment is not None or self.seeder.seed_globals or self.watch is not None
+        return self.seeder.streams(epoch, indices) if seeded else None
+
+    def _fill(self, task: Task) -> Done:
+        """Make the task's samples and write them into its rows of the ring slot."""
+        indices = self.orders(task.epoch)[task.start : task.stop]
+        keys = self.orders.keys(task.epoch, task.start, task.stop)
+        epoch = seed_epoch(task.epoch)  # (the task's key may also say: in the dataset's order)
+        streams = self._streams(epoch, keys)
+        assert self.out is not None, "a task arrived before the ring (the probe comes first)"
+        rows = self.out[task.slot]
+        if self._plan is not None:  # the order of this epoch and of the next
+            self._plan(task.epoch, self.orders(task.epoch), task.start,
+                       self.orders(task.epoch + 1))
+        if self._prefetch is not None and len(indices) and (
+                self.generation[task.slot] == task.generation):
+            # A source over a network fetches the task's samples together (and those of the
+            # tasks behind it), never raising per sample; a timeout blames the first.
+            self._stage, self._index = self._load_name, int(indices[0])
+            if self.status is not None:
+                self.status.current_index = self._index
+            if self._prefetch_ahead:
+                self._prefetch(indices, ahead=self._ahead_indices())
+            else:
+                self._prefetch(indices)
+        for p, index, key in zip(range(task.start, task.stop), indices.tolist(), keys.tolist()):
+            if self.generation[task.slot] != task.generation:
+                break  # the batch was cancelled: skip the rest
+            self._index = index
+            if self.status is not None:
+                self.status.current_index = index
+            rng = next(streams) if streams is not None else None  # before `load`: it may draw
+            image, made = self._watched_sample(epoch, index, rng, key)
+            self._stage = "writing the output"
+            self._write(rows[p - task.row0], image, index)
+            for name, target in made.items():
+                self._write(self.target_out[name][task.slot, p - task.row0], target, index, name)
+        if self.mix is not None and not task.epoch & IN_ORDER and (
+                self.generation[task.slot] == task.generation):  # a pass that trains
+            self._stage, self._index = "mixing pairs (mix=)", int(indices[0])
+            drawn = self.mix.draws(self._seed, epoch, self._shard, task.row0, len(rows),
+                                   rows.shape[1:])
+            self.mix.mix_rows(rows, task.start - task.row0, task.stop - task.row0, drawn)
+        return Done(task.ticket)
+
+    @property
+    def wants_ahead(self) -> bool:
+        """Whether the load fetches the samples of the tasks queued behind (``ahead``)."""
+        return self._prefetch_ahead
+
+    def _ahead_indices(self) -> np.ndarray:
+        """The samples of the tasks queued behind this one (not cancelled), in order."""
+        parts = [self.orders(t.epoch)[t.start:t.stop] for t in self.ahead
+                 if t.slot != PROBE_SLOT and self.generation[t.slot] == t.generation]
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+    def _probe(self, task: Task) -> Probed:
+        """Sample 0 of epoch 0, made exactly as in an epoch, described instead of written."""
+        self._index = 0
+        if self.status is not None:
+            self.status.current_index = 0
+        streams = self._streams(0, np.zeros(1, np.int64))
+        image, made = self._watched_sample(0, 0, next(streams) if streams is not None else None,
+                                           0)
+        out = sample_output(image)
+        targets = {}
+        for name, target in made.items():
+            target = sample_output(target, f"target {name!r}")
+            targets[name] = (tuple(target.shape), dtype_text(target.dtype))
+        loaded = np.asarray(self._loaded)
+        numeric = loaded.dtype.kind in "biuf" and loaded.size > 0
+        finite = loaded[np.isfinite(loaded)] if numeric and loaded.dtype.kind == "f" else loaded
+        span = (float(finite.min()), float(finite.max())) if numeric and finite.size else None
+        probe = Probe(tuple(out.shape), dtype_text(out.dtype), dtype_text(loaded.dtype), span,
+                      bool(numeric and finite.size < loaded.size), targets)
+        return Probed(task.ticket, probe)
+
+    def _watched_sample(self, epoch: int, index: int, rng: np.random.Generator | None,
+                        key: int) -> tuple[Any, Targets]:
+        """``_sample``; when it drew from the unseeded globals (while they are watched), seed
+        them from now on and make it again, as every sample will be made (also when the
+        unseeded attempt raised)."""
+        try:
+            sample = self._sample(index, rng)
+        except Exception:
+            if not self._drew_from_globals():
+                raise
+            return self._sample(index, self.seeder.restream(epoch, key))
+        if self._drew_from_globals():
+            sample = self._sample(index, self.seeder.restream(epoch, key))
+        return sample
+
+    def _drew_from_globals(self) -> bool:
+        """Whether the last sample drew from a global generator not yet seeded; it is seeded
+        per sample from now on (the watch ends once both are)."""
+        if self.watch is None:
+            return False
+        python, numpy = self.watch.moved()
+        seeder = self.seeder
+        python, numpy = python and not seeder.seed_python, numpy and not seeder.seed_numpy
+        if not (python or numpy):
+            return False
+        seeder.seed_python |= python
+        seeder.seed_numpy |= numpy
+        if seeder.seed_python and seeder.seed_numpy:
+            self.watch = None
+        return True
+
+    def _sample(self, index: int, rng: np.random.Generator | None) -> tuple[Any, Targets]:
+        """Sample ``index``, loaded and augmented, and its augmented targets (``_stage`` names
+        the step, for errors)."""
+        self._stage = self._load_name
+        image = self._loaded = self.x[index] if self.load is None else self.load(index)
+        if self.augment is None or rng is None:
+            return image, {}
+        self._stage = self._op
+        if not self.target_inputs:
+            return self._array(self.augment(image, rng), index), {}
+        given = {name: array[index] for name, array in self.target_inputs.items()}
+        op: TargetAugment = self.augment  # type: ignore[assignment]  # the loader checked it
+        image, made = op.augment_targets(image, given, rng)
+        image = self._array(image, index)
+        if not isinstance(made, dict) or made.keys() != given.keys():
+            raise OutputMismatchError(
+                f"{self._op}.augment_targets returned targets "
+                f"{sorted(made) if isinstance(made, dict) else type(made).__name__} for sample "
+                f"index {index}; expected a dict of {sorted(given)}. Fix: return (image, "
+                f"{{name: target}}) with every target it was given.")
+        return image, made
+
+    def _array(self, out: Any, index: int) -> np.ndarray:
+        """What `augment` returned, if it is a numpy array: a list, a PIL image or a tensor is
+        refused, not converted (a list of uint8 pixels would become an int64 batch)."""
+        if isinstance(out, np.ndarray):
+            return out
+        raise ArgumentTypeError(
+            f"`augment` ({self._op}) must return the image as a numpy array; on sample index "
+            f"{index} it returned {type(out).__module__.replace('builtins', '')}"
+            f"{'.' if type(out).__module__ != 'builtins' else ''}{type(out).__qualname__}. "
+            f"shmaug does not convert it, as its dtype would be a guess (a list of uint8 "
+            f"pixels becomes int64). Fix: return an array in the image's dtype, e.g. "
+            f"`np.asarray(result, dtype=image.dtype)`."
+        )
+
+    @staticmethod
+    def _write(row: np.ndarray, image: Any, index: int, target: str | None = None) -> None:
+        image = np.asarray(image)
+        if image.shape == row.shape and image.dtype == row.dtype:
+            row[...] = image  # the common case, a little cheaper than copyto's checks
+            return
+        of, shape_arg, dtype_arg = "", ", or pass `output_shape=`", ", or pass `output_dtype=`"
+        if target is not None:  # a target's shape and dtype are learned from sample 0 only
+            of, shape_arg, dtype_arg = f" (target {target!r})", "", ""
+        if image.shape != row.shape:
+            raise OutputMismatchError(
+                f"Sample index {index} produced{of} shape {image.shape} but the batch expects "
+                f"{row.shape} (learned from the first sample or `output_shape`). Fix: make "
+                f"`augment` return one shape for every sample (resize, crop or pad){shape_arg}."
+            )
+        try:
+            np.copyto(row, image, casting="same_kind")
+        except TypeError as exc:
+            raise OutputMismatchError(
+                f"Sample index {index} produced{of} dtype {image.dtype} which cannot be stored "
+                f"in the batch dtype {row.dtype}. Fix: return {row.dtype} from `augment`"
+                f"{dtype_arg}."
+            ) from exc

@@ -1,0 +1,96 @@
+"""What Keras gets for a batch: its parts assembled as Keras takes them (``assemble``), and
+on Keras' torch backend as torch tensors over the same memory (``for_keras``).
+
+``assemble`` puts the images with the other inputs, runs the ``targets`` hook in this process
+and turns lists into tuples (Keras takes a tuple of targets on every backend).
+
+Keras' torch backend converts each numpy array of a batch with ``np.array(x)`` before
+``torch.as_tensor``: a copy of every batch in the main process (9.7 ms for 64 float32 images
+of 224x224x3 here), the one process no worker count adds to (issue 38). A tensor made by
+``torch.from_numpy`` shares the array's memory and keeps the array alive, and with it a slot
+lent from the ring (``engine.handoff.ring.lease``: the slot goes back once nothing holds it);
+Keras takes such a tensor as it is. JAX's trainer reads numpy arrays where they lie and
+TensorFlow's ``from_generator`` copies whatever it is given, so their batches stay numpy.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import TYPE_CHECKING, Any
+
+import keras
+import numpy as np
+
+from ..errors import ErrorRecord, rebuild
+from ._passes import Key
+
+if TYPE_CHECKING:
+    from .sequence import Sequence
+
+# The numpy dtypes torch.from_numpy shares; others (uint16, uint32, bfloat16...) are left to
+# Keras' own conversion, which casts them.
+_SHARED = frozenset(("bool", "uint8", "int8", "int16", "int32", "int64", "float16",
+                     "float32", "float64", "complex64", "complex128"))
+
+
+def for_keras(batch: Any) -> Any:
+    """``batch`` (arrays in tuples, lists and dicts) as the backend takes it without a copy."""
+    if keras.backend.backend() != "torch":
+        return batch
+    import torch
+
+    def shared(part: Any) -> Any:
+        if isinstance(part, np.ndarray):
+            if part.dtype.name not in _SHARED or not part.flags.writeable:
+                return part  # (torch warns on a read-only array and would not copy it)
+            try:
+                return torch.from_numpy(part)
+            except (TypeError, ValueError, RuntimeError):  # negative strides, byte order
+                return part
+        if isinstance(part, tuple) and hasattr(part, "_fields"):  # a namedtuple
+            return type(part)(*(shared(p) for p in part))
+        if isinstance(part, (tuple, list)):
+            return type(part)(shared(p) for p in part)
+        if isinstance(part, dict):
+            return {k: shared(v) for k, v in part.items()}
+        return part
+
+    # A bare array is Keras' ``(x,)``, and Keras recognises only numpy as bare.
+    return shared((batch,) if isinstance(batch, np.ndarray) else batch)
+
+
+def assemble(seq: Sequence, xb: np.ndarray, side: dict[str, Any], key: Key) -> Any:
+    """What Keras gets for batch ``key`` of ``seq``: the images ``xb`` (in a dict with the
+    other inputs, if any), then the targets through the ``targets`` hook and the sample
+    weights, from ``side``. An exception in the hook comes with the batch's first sample."""
+    seq._runtime.used = time.monotonic()  # (the batch may have taken long to come)
+    inputs: Any = xb
+    if side["inputs"] is not None:
+        inputs = {seq.image_key: xb, **side["inputs"]}
+    if side["y"] is None:
+        return inputs
+    try:
+        y = seq.targets(side["y"])
+    except Exception as exc:
+        epoch, planned, ordered = key
+        loader = seq._runtime.running  # (seq.loader would take the lock held here)
+        assert loader is not None
+        first = int(loader.indices(planned, epoch=epoch, in_order=ordered)[0])
+        record = ErrorRecord.capture(
+            exc, traceback.format_exc(), worker_id=-1, sample_index=first, epoch=epoch,
+            op=f"{type(seq).__qualname__}.targets")
+        raise rebuild(record) from None
+    if side["sample_weight"] is not None:
+        return inputs, _as_tuples(y), _as_tuples(side["sample_weight"])
+    return inputs, _as_tuples(y)
+
+
+def _as_tuples(structure: Any) -> Any:
+    """Lists become tuples (inside dicts too): Keras takes a tuple of targets on every backend,
+    while the TensorFlow backend's output signature refuses a list."""
+    if isinstance(structure, (list, tuple)):
+        return tuple(_as_tuples(v) for v in structure)
+    if isinstance(structure, dict):
+        return {k: _as_tuples(v) for k, v in structure.items()}
+    return structure

@@ -1,0 +1,67 @@
+"""A ``Sequence`` as a ``tf.data.Dataset`` (``to_tf_dataset``): one epoch per iteration, with
+the exact output signature, for custom loops and ``tf.distribute``.
+
+Imports TensorFlow only when called. Under ``strategy.distribute_datasets_from_function`` the
+``InputContext`` assigns the shard (``follow_context``), before the workers start.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator
+
+import numpy as np
+
+from ..errors import ArgumentError
+from . import _distribution
+
+if TYPE_CHECKING:
+    from .sequence import Sequence
+
+
+def to_tf_dataset(seq: Sequence, input_context: Any = None) -> Any:
+    """``seq`` as a prefetching ``tf.data.Dataset`` (see ``Sequence.to_tf_dataset``)."""
+    import tensorflow as tf
+
+    if input_context is not None:
+        follow_context(seq, input_context)
+    first = seq[0]  # a look: it moves the stream nowhere (_passes rule 2)
+
+    def spec(a: Any) -> Any:
+        return tf.TensorSpec((None, *np.shape(a)[1:]), tf.as_dtype(np.asarray(a).dtype))
+
+    signature = tf.nest.map_structure(spec, first)
+
+    def epoch() -> Iterator[Any]:
+        seq.on_epoch_begin()  # a subclass's hooks run per epoch, as under fit
+        with seq._runtime.lock:  # a pass restored half-way serves only what it had not
+            served = seq._runtime.passes.restored  # served
+        for i in range(len(seq)):
+            if i not in served:
+                yield seq[i]
+        seq.on_epoch_end()
+
+    dataset = tf.data.Dataset.from_generator(epoch, output_signature=signature)
+    if seq.num_shards > 1:  # sharded already: tf.distribute must not shard it again
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.OFF)
+        dataset = dataset.with_options(options)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def follow_context(seq: Sequence, ctx: Any) -> None:
+    """Take the shard an ``InputContext`` assigns (before the workers start)."""
+    wanted = (int(ctx.num_input_pipelines), int(ctx.input_pipeline_id))
+    if wanted == (seq.num_shards, seq.shard_index):
+        return
+    given = seq._settings.batches.num_shards is not None
+    if given or seq._runtime.running is not None:
+        why = ("was created with" if given else "already runs with")
+        raise ArgumentError(
+            f"`input_context` assigns shard {wanted[1]} of {wanted[0]} "
+            f"(input_pipeline_id / num_input_pipelines), but this Sequence {why} "
+            f"num_shards={seq.num_shards}, shard_index={seq.shard_index}. Fix: leave "
+            f"num_shards and shard_index out and let the context decide, or pass "
+            f"num_shards={wanted[0]}, shard_index={wanted[1]}."
+        )
+    _distribution.set_shard(seq, *wanted)

@@ -1,0 +1,107 @@
+"""Segments whose owner died with its resource tracker: marked while alive, swept afterwards.
+
+The resource tracker unlinks the segments of a main process killed by SIGKILL, but when the
+tracker dies with it (a SIGKILL to the whole process group: a job scheduler's cancel, a
+container's or a machine's restart) nobody does, and /dev/shm keeps them until reboot.
+
+So the owner holds a shared ``flock`` on each segment it creates (``hold``) for as long as it
+lives; the kernel drops the lock however the owner dies, and the lock is seen across PID
+namespaces (containers sharing /dev/shm through ``--ipc=host``). Each process that creates
+a ``SharedStore`` first ``sweep``-s once: a segment named ours whose creator PID is gone, that
+is older than ``STALE_AFTER_S`` and that nobody holds locked is a leftover, and is unlinked.
+Linux only: elsewhere POSIX segments have no path to lock (macOS), or vanish with their last
+handle (Windows).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+
+from .. import platform
+
+log = logging.getLogger(__name__)
+
+STALE_AFTER_S = 10.0  # younger segments may be between their creation and their lock
+_swept = False  # invariant: this process has swept (once is enough: leftovers stay left)
+_sweep_lock = threading.Lock()
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+
+def _directory() -> str | None:
+    """Where segments have paths that can be locked, or None."""
+    shm_dir = platform.SHM_DIR
+    return shm_dir if fcntl is not None and shm_dir and os.path.isdir(shm_dir) else None
+
+
+def hold(name: str) -> int | None:
+    """Mark segment ``name`` as owned by this live process: a descriptor holding a shared
+    lock on it, to close after the segment is unlinked; None where locks do not apply."""
+    directory = _directory()
+    if directory is None:
+        return None
+    fd = os.open(os.path.join(directory, name), os.O_RDONLY | os.O_CLOEXEC)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+def sweep(prefix: str) -> list[str]:
+    """Unlink the leftovers of dead owners, segments named ``<prefix><pid>_<hex>`` (once per
+    process); returns their names."""
+    global _swept
+    directory = _directory()
+    with _sweep_lock:
+        if _swept or directory is None:
+            return []
+        _swept = True
+    pattern = re.compile(re.escape(prefix) + r"(\d+)_[0-9a-f]+\Z")
+    removed = [name for name in sorted(os.listdir(directory))
+               if _remove_if_left(directory, name, pattern)]
+    if removed:
+        log.warning("removed %d shared-memory segments left in %s by shmaug processes killed "
+                    "together with their resource tracker: %s", len(removed), directory,
+                    ", ".join(removed))
+    return removed
+
+
+def _remove_if_left(directory: str, name: str, pattern: re.Pattern[str]) -> bool:
+    match = pattern.match(name)
+    if match is None or _alive(int(match.group(1))):
+        return False
+    path = os.path.join(directory, name)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # gone meanwhile, or another user's
+        return False
+    try:
+        if time.time() - os.fstat(fd).st_mtime < STALE_AFTER_S:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: its owner lives (in another PID namespace)
+            return False
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

@@ -1,0 +1,345 @@
+"""Shared memory that outlives no one: named blocks, their picklable handles, and attaching.
+
+``SharedStore`` (main process) creates blocks and is their only owner: it keeps them
+registered with shmaug's own resource tracker (``_tracker``: even a SIGKILLed main process
+gets them unlinked, with no "leaked" report) and unlinks them in ``close()``; blocks whose
+owner died together with its tracker are swept by the next store (``_leftovers``). Workers
+``attach()`` by ``ArrayHandle`` and never copy, never unlink and never register (see
+``_attach_untracked``).
+
+Memory-mapped ``.npy`` files get the same kind of handle (``kind="npy"``): every process maps
+the file read-only, so the OS page cache is shared and nothing is copied into /dev/shm.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import secrets
+import sys
+import weakref
+from dataclasses import dataclass
+from multiprocessing import shared_memory
+from typing import Any, Callable
+
+import numpy as np
+
+from . import _leftovers, _tracker
+from .. import platform
+from ..errors import SharedMemoryError
+
+log = logging.getLogger(__name__)
+
+SEGMENT_PREFIX = "shmaug_"
+_SHM_DIR = platform.SHM_DIR or "/dev/shm"  # named in messages; measured only where it exists
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayHandle:
+    """A picklable description of a shared array: where it lives, its shape and dtype."""
+
+    name: str  # shm segment name, or the path of a .npy file when kind == "npy"
+    shape: tuple[int, ...]
+    dtype: str  # as ``dtype_text`` writes it
+    kind: str = "shm"  # "shm" | "npy"
+    offset: int = 0  # byte offset of the data in the file (kind == "npy")
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * dtype_of(self.dtype).itemsize
+
+
+def dtype_text(dt: np.dtype) -> str:
+    """A dtype as a handle carries it: numpy's string (``"<f4"``), but ``"bfloat16"`` by name
+    (its string, ``"|V2"``, would come back as raw bytes)."""
+    return "bfloat16" if dt.name == "bfloat16" else dt.str
+
+
+def dtype_of(text: str) -> np.dtype:
+    if text == "bfloat16":
+        import ml_dtypes  # (present: the dtype was made from it)
+
+        bf16: np.dtype = np.dtype(ml_dtypes.bfloat16)
+        return bf16
+    return np.dtype(text)
+
+
+def segment_name(pid: int | None = None) -> str:
+    """``shmaug_<creator pid>_<random>``: attributable, and short (macOS caps names at 31)."""
+    return f"{SEGMENT_PREFIX}{os.getpid() if pid is None else pid}_{secrets.token_hex(4)}"
+
+
+def mapped_file_handle(array: np.ndarray) -> ArrayHandle | None:
+    """A handle that re-maps ``array`` from its file in each worker, or None if it is not a
+    C-contiguous view of a memory-mapped file (then it must be copied into shared memory)."""
+    buffer = getattr(array, "_mmap", None)
+    if not isinstance(array, np.memmap) or array.filename is None or buffer is None:
+        return None
+    if not array.flags.c_contiguous:
+        return None
+    # np.memmap maps from the allocation-granularity boundary below its offset; a slice
+    # starts further in. The data's place in the file is the map's start plus that distance.
+    map_start = array.offset - array.offset % mmap.ALLOCATIONGRANULARITY
+    map_address = np.frombuffer(buffer, dtype=np.uint8).ctypes.data
+    offset = map_start + array.ctypes.data - map_address
+    return ArrayHandle(str(array.filename), tuple(int(s) for s in array.shape),
+                       dtype_text(array.dtype),
+                       kind="npy", offset=int(offset))
+
+
+def free_shm_bytes() -> int | None:
+    """Bytes free in /dev/shm, or None where there is no such mount (macOS, Windows)."""
+    if platform.SHM_DIR is None:
+        return None
+    try:
+        st = os.statvfs(platform.SHM_DIR)
+    except (OSError, AttributeError):
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def check_capacity(nbytes: int, what: str) -> None:
+    """Raise ``SharedMemoryError`` with the remedy when /dev/shm cannot hold ``nbytes``."""
+    free = free_shm_bytes()
+    if free is not None and nbytes > free:
+        raise SharedMemoryError(
+            f"Not enough shared memory for {what}: asked for {nbytes:,} bytes "
+            f"({nbytes / 2**20:.1f} MiB) but {_SHM_DIR} has {free:,} bytes "
+            f"({free / 2**20:.1f} MiB) free. Fix: enlarge it (Docker: `--shm-size=2g`; "
+            f"elsewhere: `mount -o remount,size=8G {_SHM_DIR}`), lower `max_queue_size` or "
+            f"`batch_size`, or pass `x` as a path to a .npy file so it is memory-mapped "
+            f"instead of copied into shared memory."
+        )
+
+
+RING = "the output ring"  # how check_need's callers name the ring and the dataset among
+DATASET = "the dataset"  # the parts
+
+
+def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0) -> None:
+    """Raise ``SharedMemoryError`` when /dev/shm cannot hold all of ``parts`` together (bytes
+    still to be written there, by what they are for), before any of them is written.
+
+    The fix fits the case: when the output ring (``RING``: ``slots`` batches of
+    ``batch_bytes``) does not fit, a smaller batch or queue (with the ``max_queue_size``
+    that fits); when the dataset alone does not, a ``.npy`` path, which is memory-mapped
+    instead of copied; always, enlarging /dev/shm.
+    """
+    free = free_shm_bytes()
+    total = sum(parts.values())
+    if free is None or total <= free:
+        return
+    ring, data = parts.get(RING, 0), parts.get(DATASET, 0)
+    fits = (free - (total - ring)) // batch_bytes if batch_bytes and total - ring < free else 0
+    shrink = (f"lower `max_queue_size` (now {slots} batches of {batch_bytes:,} bytes; "
+              + (f"max_queue_size={fits} fits" if fits >= 1 else "not one batch fits beside "
+                 "the rest, so lower `batch_size` too") + ") or `batch_size`")
+    npy = ("pass `x` as a path to a .npy file (`np.save(path, x)`) or a "
+           "`np.load(path, mmap_mode='r')` array: every worker memory-maps it, nothing is "
+           "copied into shared memory")
+    if ring > free:  # the ring alone: the data's place would not help
+        fix = (f"{shrink}, or make the augmented samples smaller (a float32 output takes 4x "
+               f"uint8's)") + (f"; and {npy}" if data > free else "")
+    elif data > free:  # the dataset alone: a smaller ring would not help
+        fix = npy
+    elif ring:
+        fix = f"{shrink}, or {npy}"
+    else:
+        fix = npy if data else "free some of it"
+    listed = ", ".join(f"{what} {n:,} bytes" for what, n in parts.items() if n)
+    gib = -(-total // 2**30) + 1
+    raise SharedMemoryError(
+        f"Not enough shared memory: shmaug needs {total:,} bytes ({total / 2**20:,.1f} MiB) "
+        f"in {_SHM_DIR} ({listed}) but it has {free:,} bytes ({free / 2**20:,.1f} MiB) free "
+        f"(checked before any of it is copied). Fix: {fix}; or enlarge {_SHM_DIR} (Docker: "
+        f"`--shm-size={gib}g`; elsewhere: `mount -o remount,size={gib}G {_SHM_DIR}`)."
+    )
+
+
+def copied_bytes(x: np.ndarray | None, targets: dict[str, np.ndarray],
+                 workers: int) -> dict[str, int]:
+    """What a loader will copy into shared memory, by what it is (``check_need``'s parts):
+    ``x`` unless memory-mapped (None: a ``load`` source, nothing to copy), and with workers,
+    the targets they augment with each image."""
+    need = {}
+    if x is not None and mapped_file_handle(x) is None:
+        need[DATASET] = int(x.nbytes)
+    for name, array in targets.items() if workers else ():
+        if mapped_file_handle(array) is None:
+            need[f"the target y[{name!r}]"] = int(array.nbytes)
+    return need
+
+
+def _attach_untracked(name: str) -> shared_memory.SharedMemory:
+    """Attach to an existing block without registering it with the resource tracker.
+
+    Before Python 3.13 attaching registers the block (CPython gh-82300). Forked and spawned
+    workers share the owner's tracker, so a worker's register/unregister would drop the
+    owner's registration, and the tracker could no longer clean up after a killed owner.
+    3.13 added ``track=False`` for exactly this.
+    """
+    if sys.version_info >= (3, 13):
+        return shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]
+    with _tracker.python_tracker_skipped():
+        return shared_memory.SharedMemory(name=name)
+
+
+def attach(handle: ArrayHandle) -> tuple[np.ndarray, Callable[[], None]]:
+    """Map a shared array in this process (no copy). Returns the array and its closer.
+
+    The closer only unmaps; it never unlinks (the owner does that).
+    """
+    if handle.kind == "npy":
+        mapped = np.memmap(handle.name, dtype=dtype_of(handle.dtype), mode="r",
+                           offset=handle.offset, shape=handle.shape)
+        return mapped, lambda: None
+    shm = _attach_untracked(handle.name)
+    array = np.ndarray(handle.shape, dtype=dtype_of(handle.dtype), buffer=shm.buf)
+
+    def close() -> None:
+        nonlocal array
+        del array
+        _close_quietly(shm)
+
+    return array, close
+
+
+def attach_block(handle: ArrayHandle) -> shared_memory.SharedMemory:
+    """Map a shared block in this process as raw bytes (``.buf``), not as a numpy view.
+
+    For small flag arrays written a byte at a time from objects without a close step: with no
+    view on it, the block closes cleanly whenever the object holding it is collected.
+    """
+    return _attach_untracked(handle.name)
+
+
+def _close_quietly(shm: shared_memory.SharedMemory, *, lent: bool = False) -> None:
+    """Close this process's hold on a block; a ``lent`` block (ring slots that
+    ``copy=False`` hands out) is never unmapped from under a view.
+
+    ``SharedMemory.close()`` unmaps at once, yet a numpy array made on its buffer keeps only
+    the ``mmap`` object as its base, not an export of it: a batch lent with ``copy=False``
+    and kept past the ``Loader``'s close then read freed pages and crashed Python. So where
+    anything besides the block itself still holds a lent block's ``mmap``, the ``mmap`` is
+    dropped instead of closed: it unmaps itself (and closes its descriptor) when the last
+    array over it is collected. The owner unlinks the name regardless. (The attributes are
+    CPython's own, the same from 3.10 to 3.13.)
+    """
+    mapping = shm._mmap  # type: ignore[attr-defined]
+    # References: the block's attribute, its memoryview's, `mapping`, getrefcount's argument
+    if lent and mapping is not None and sys.getrefcount(mapping) > 4:
+        shm._buf = None  # type: ignore[attr-defined]
+        shm._mmap = None  # type: ignore[attr-defined]
+    del mapping
+    try:
+        shm.close()  # the mapping where nothing else holds it, and the descriptor (POSIX)
+    except BufferError:
+        # A view of the memoryview itself is alive; the mapping goes when the view does.
+        pass
+
+
+def _release(segments: list[shared_memory.SharedMemory], locks: list[int],
+             lent: set[str], before: list[Callable[[], None]]) -> None:
+    """Run the ``before`` hooks (what must happen while the blocks are mapped), close and
+    unlink every block, then drop the locks that said its owner lives; safe to call twice
+    (the lists are emptied)."""
+    while before:
+        try:
+            before.pop()()
+        except Exception as exc:  # the segments must go regardless
+            log.warning("before closing shared memory: %s: %s", type(exc).__name__, exc)
+    while segments:
+        shm = segments.pop()
+        _close_quietly(shm, lent=shm.name in lent)
+        try:
+            with _tracker.python_tracker_skipped():
+                shm.unlink()
+        except FileNotFoundError:
+            pass
+        _tracker.untrack(shm._name)  # type: ignore[attr-defined]
+    while locks:
+        os.close(locks.pop())
+
+
+class SharedStore:
+    """Owner of named shared-memory blocks.
+
+    Blocks are named ``shmaug_<creator pid>_<random>`` so leaks are attributable. The store
+    unlinks them in ``close()`` (also via ``with`` and, as a backstop, a weakref finalizer at
+    garbage collection or interpreter exit). Workers attach by handle; they never unlink.
+
+    Example:
+        >>> with SharedStore() as store:
+        ...     handle, view = store.put(np.arange(6).reshape(2, 3))
+        ...     int(view.sum())
+        15
+    """
+
+    def __init__(self) -> None:
+        _leftovers.sweep(SEGMENT_PREFIX)
+        self._segments: list[shared_memory.SharedMemory] = []  # invariant: all owned, all live
+        self._locks: list[int] = []  # invariant: one descriptor locking each, where locks apply
+        self._lent: set[str] = set()  # invariant: names of the blocks views are lent from
+        self._before: list[Callable[[], None]] = []  # run first by close (before_close)
+        self._finalizer = weakref.finalize(self, _release, self._segments, self._locks,
+                                           self._lent, self._before)
+
+    def empty(self, shape: tuple[int, ...], dtype: Any, *, what: str = "an array",
+              lent: bool = False) -> tuple[ArrayHandle, np.ndarray]:
+        """A new zero-filled shared array; returns its handle and a view for this process.
+        ``lent``: views of it may outlive the store (the ring's slots under ``copy=False``):
+        closing then unlinks its name but leaves the mapping to the last view."""
+        dt = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        check_capacity(nbytes, what)
+        name = segment_name()
+        try:
+            with _tracker.python_tracker_skipped():  # ours tracks it, quietly (_tracker)
+                shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))
+        except OSError as exc:
+            where = platform.SHM_DIR or "memory (on Windows, the paging file)"
+            raise SharedMemoryError(
+                f"Could not create a shared-memory block of {nbytes:,} bytes for {what}: "
+                f"{exc}. Fix: free or enlarge {where}, or lower `max_queue_size`."
+            ) from exc
+        _tracker.track(shm._name)  # type: ignore[attr-defined]
+        self._segments.append(shm)
+        if lent:
+            self._lent.add(shm.name)
+        lock = _leftovers.hold(name)
+        if lock is not None:
+            self._locks.append(lock)
+        view = np.ndarray(shape, dtype=dt, buffer=shm.buf)
+        return ArrayHandle(name, tuple(int(s) for s in shape), dtype_text(dt)), view
+
+    def put(self, array: np.ndarray, *, what: str = "the dataset",
+            rows: int | None = None) -> tuple[ArrayHandle, np.ndarray]:
+        """Copy ``array`` into a new shared block (once); returns its handle and view. With
+        ``rows``, only its first ``rows`` rows are copied yet: the block is made whole, and
+        the pages of the rest take no memory until ``view[rows:] = array[rows:]``."""
+        handle, view = self.empty(array.shape, array.dtype, what=what)
+        if rows is None:
+            view[...] = array
+        else:
+            view[:rows] = array[:rows]
+        return handle, view
+
+    def before_close(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` when the store closes, while its blocks are still mapped (the ring
+        unregistered from the CUDA driver before it is unmapped)."""
+        self._before.append(hook)
+
+    @property
+    def names(self) -> list[str]:
+        return [shm.name for shm in self._segments]
+
+    def close(self) -> None:
+        """Unlink every block this store created. Idempotent."""
+        self._finalizer()
+
+    def __enter__(self) -> SharedStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,91 @@
+"""The parameter checks of the built-in ops, run when an ``Op`` is built.
+
+Owns the ``check(value, name)`` callables the built-in ops register with
+``register(name, checks={...})``, and the groups of them several ops share (the warp's
+``border`` / ``fill`` / ``interpolation``, ``backend``, ``value_range``). Each raises the
+same error the op itself would raise when it first draws that parameter, only earlier: in
+the main process, when the pipeline is built, for every branch of a ``OneOf``. The checks
+that need another parameter's value (a crop no larger than the image) stay in the ops.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from ..params import BACKENDS, BORDERS, INTERPOLATIONS, bounds, choice, value_range
+from ..core import Check
+from .warp import pixels
+from ...errors import ArgumentError
+
+
+def ranged(lo: float = -math.inf, hi: float = math.inf) -> Check:
+    """A number or (low, high) pair within [lo, hi], as ``draw`` reads it."""
+    return partial(bounds, lo=lo, hi=hi)
+
+
+def one_of(*options: str) -> Check:
+    return partial(choice, options=options)
+
+
+def whole_number(value: Any, name: str, low: float, high: float = math.inf) -> int:
+    """``value`` as an int, refused unless it is a whole number (an int) in [low, high]."""
+    if (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+            or not low <= value <= high):
+        raise ArgumentError(
+            f"`{name}` expects a whole number in [{low}, {high}]; received {value!r} "
+            f"({type(value).__name__}). Pass e.g. {name}={max(low, 2)}."
+        )
+    return int(value)
+
+
+def whole(low: float, high: float = math.inf) -> Check:
+    """A whole number (int) in [low, high]."""
+    return partial(whole_number, low=low, high=high)
+
+
+def whole_range(value: Any, name: str) -> None:
+    """A count as ``draw_int`` reads it: a whole number >= 0 or a (low, high) pair of them."""
+    low, high = bounds(value, name, 0.0)
+    if low != int(low) or high != int(high):
+        raise ArgumentError(
+            f"`{name}` expects whole numbers; received {value!r}. Pass e.g. {name}=(1, 3)."
+        )
+
+
+def flag(value: Any, name: str) -> None:
+    """True or False (numpy's bool too): not a string, which is always true."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentError(
+            f"`{name}` expects True or False; received {value!r} ({type(value).__name__})."
+        )
+
+
+def _unless_none(value: Any, name: str, check: Check) -> None:
+    if value is not None:
+        check(value, name)
+
+
+def optional(check: Check) -> Check:
+    """``check``, with None also accepted (a step left out)."""
+    return partial(_unless_none, check=check)
+
+
+def size(value: Any, name: str) -> None:
+    """Pixels (an int >= 1) or a fraction of the image in (0, 1], as ``crop`` reads it."""
+    pixels(value, name, 2**31)
+
+
+VALUE_RANGE: dict[str, Check] = {"value_range": value_range}
+BACKEND: dict[str, Check] = {"backend": one_of(*BACKENDS)}
+CV_ONLY: dict[str, Check] = {"backend": one_of("cv")}
+INTERPOLATION = one_of("nearest", "linear", "cubic")
+WARP: dict[str, Check] = {
+    "border": one_of(*BORDERS), "fill": ranged(0.0, 1.0), "interpolation": INTERPOLATION,
+    **VALUE_RANGE,
+}
+"""What every warping op shares (its ``backend`` aside)."""
+RESIZE_INTERPOLATION = one_of(*INTERPOLATIONS)  # OpenCV's and PIL's (pil.RESAMPLE) alike

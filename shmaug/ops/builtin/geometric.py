@@ -1,0 +1,334 @@
+"""Built-in geometric ops: sample parameters from ``rng``, then call a pure kernel.
+
+Owns the registered ops that move pixels: ``sine_warp``, ``rotate``, ``shear``,
+``scale_translate``, ``translate``, ``hflip``, ``vflip``, ``perspective``, ``elastic``,
+``resize``, ``crop`` and ``resized_crop``. The kernels are in ``kernels/cv.py`` (default) and
+``kernels/pil.py`` (``backend="pil"``).
+
+Shared parameters: ``border`` is one of "constant", "reflect", "replicate", "wrap" (PIL:
+"constant" only); ``fill`` is the constant border value as a fraction of the value range (0
+black, 1 white); ``interpolation`` is "nearest", "linear" or "cubic"; ``value_range`` is the
+(low, high) the pixels lie in (default: by dtype, see ``params``). Every op keeps the image's
+shape, dtype, layout and value range except ``resize`` and ``crop``, whose purpose is a new
+size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+
+from ..kernels import cv, pil
+from ..params import (
+    BACKENDS,
+    Range,
+    ValueRange,
+    border_code,
+    bounds,
+    check_image,
+    choice,
+    cv_only,
+    draw,
+    fill_value,
+    interp_code,
+    levels,
+    restore,
+    to_work,
+)
+from . import checks as chk
+from .warp import affine, pixels, warp
+from ..core import register
+from ...errors import ArgumentError
+
+
+@register("sine_warp", checks={"amplitude": chk.ranged(0.0), "period": chk.ranged(1e-6),
+                              "phase": chk.ranged(), **chk.WARP, **chk.BACKEND})
+def sine_warp(
+    image: np.ndarray, rng: np.random.Generator, amplitude: Range = (1.0, 3.0),
+    period: Range = (16.0, 48.0), phase: Range = (0.0, 2 * math.pi), border: str = "wrap",
+    fill: float = 0.0, interpolation: str = "linear", backend: str = "cv",
+    value_range: ValueRange | None = None,
+) -> np.ndarray:
+    """Shift each column up or down by ``amplitude * sin(2 pi x / period + phase)`` pixels.
+
+    One ``cv2.remap`` for the whole image. ``amplitude`` and ``period`` are in pixels; the
+    default ``border="wrap"`` matches the classic per-column ``np.roll``. ``backend="pil"`` runs
+    that classic loop (whole-pixel shifts, wrap border only).
+
+    Example:
+        >>> out = sine_warp(np.zeros((64, 64), np.uint8), np.random.default_rng(0), amplitude=2)
+    """
+    a = draw(rng, amplitude, "amplitude", 0.0)
+    t = draw(rng, period, "period", 1e-6)
+    p = draw(rng, phase, "phase")
+    work = to_work(image)
+    scale = levels(image, value_range)
+    shifts = a * np.sin((2 * math.pi / t) * np.arange(work.shape[1]) + p)
+    if choice(backend, "backend", BACKENDS) == "pil":
+        if border != "wrap":
+            raise ArgumentError(
+                f"`border` of `sine_warp` with backend='pil' expects 'wrap' (the classic "
+                f"np.roll); received {border!r}. Use backend='cv' for other borders."
+            )
+        return restore(pil.roll_columns(work, shifts), image, scale)
+    if interpolation == "nearest":
+        shifts = np.rint(shifts)
+    out = cv.shift_columns(
+        work, shifts, interp=interp_code(interpolation), border=border_code(border),
+        fill=fill_value(fill, scale),
+    )
+    return restore(out, image, scale)
+
+
+@register("rotate", checks={"degrees": chk.ranged(), **chk.WARP, **chk.BACKEND})
+def rotate(
+    image: np.ndarray, rng: np.random.Generator, degrees: Range = (-15.0, 15.0),
+    border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
+    backend: str = "cv", value_range: ValueRange | None = None,
+) -> np.ndarray:
+    """Rotate about the centre by ``degrees`` (positive: counter-clockwise).
+
+    Example:
+        >>> out = rotate(np.zeros((64, 64), np.uint8), np.random.default_rng(0), degrees=(-5, 5))
+    """
+    angle = draw(rng, degrees, "degrees")
+    h, w = image.shape[:2]
+    m = affine(*cv2.getRotationMatrix2D(((w - 1) / 2, (h - 1) / 2), angle, 1.0).ravel())
+    return warp(image, m, border=border, fill=fill, interpolation=interpolation,
+                      backend=backend, op="rotate", value_range=value_range)
+
+
+@register("shear", checks={"x": chk.ranged(), "y": chk.ranged(), **chk.WARP, **chk.BACKEND})
+def shear(
+    image: np.ndarray, rng: np.random.Generator, x: Range = (-0.3, 0.3), y: Range = 0.0,
+    border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
+    backend: str = "cv", value_range: ValueRange | None = None,
+) -> np.ndarray:
+    """Shear about the centre: ``x' = x + sx * (y - cy)``, ``y' = y + sy * (x - cx)``.
+
+    ``x`` and ``y`` are shear factors (the tangent of the shear angle), like PIL users pass to
+    ``Image.transform(AFFINE)``.
+
+    Example:
+        >>> out = shear(np.zeros((64, 64), np.uint8), np.random.default_rng(0), x=0.2)
+    """
+    sx, sy = draw(rng, x, "x"), draw(rng, y, "y")
+    h, w = image.shape[:2]
+    cx, cy = (w - 1) / 2, (h - 1) / 2
+    m = affine(1.0, sx, -sx * cy, sy, 1.0, -sy * cx)
+    return warp(image, m, border=border, fill=fill, interpolation=interpolation,
+                      backend=backend, op="shear", value_range=value_range)
+
+
+@register("scale_translate", checks={"scale": chk.ranged(1e-3), "translate": chk.ranged(),
+                                    **chk.WARP, **chk.BACKEND})
+def scale_translate(
+    image: np.ndarray, rng: np.random.Generator, scale: Range = (0.75, 1.0),
+    translate: Range = (-0.1, 0.1), border: str = "constant", fill: float = 0.0,
+    interpolation: str = "linear", backend: str = "cv", value_range: ValueRange | None = None,
+) -> np.ndarray:
+    """Scale by ``scale`` and move by ``translate`` (fraction of width / height, drawn per axis).
+
+    The geometry is "resize to round(scale * size), paste at a whole-pixel offset onto a
+    ``fill`` background", which is what ``backend="pil"`` does literally.
+
+    Example:
+        >>> out = scale_translate(np.zeros((64, 64), np.uint8), np.random.default_rng(0))
+    """
+    s = draw(rng, scale, "scale", 1e-3)
+    tx, ty = draw(rng, translate, "translate"), draw(rng, translate, "translate")
+    h, w = image.shape[:2]
+    nw, nh = max(1, round(s * w)), max(1, round(s * h))
+    left, top = round((w - nw) / 2 + tx * w), round((h - nh) / 2 + ty * h)
+    if choice(backend, "backend", BACKENDS) == "pil":
+        pil.require_constant(border, "scale_translate")
+        choice(interpolation, "interpolation", ("nearest", "linear", "cubic"))
+        pixels = levels(image, value_range)  # `scale` is this op's zoom factor
+        out = pil.paste_scaled(
+            to_work(image), nw, nh, left, top, resample=interpolation,
+            fill=bounds(fill, "fill", 0, 1)[0], scale=pixels,
+        )
+        return restore(out, image, pixels)
+    kx, ky = nw / w, nh / h
+    m = affine(kx, 0.0, 0.5 * kx - 0.5 + left, 0.0, ky, 0.5 * ky - 0.5 + top)
+    return warp(image, m, border=border, fill=fill, interpolation=interpolation,
+                      backend="cv", op="scale_translate", value_range=value_range)
+
+
+@register("translate", checks={"x": chk.ranged(), "y": chk.ranged(), **chk.WARP, **chk.BACKEND})
+def translate(
+    image: np.ndarray, rng: np.random.Generator, x: Range = (-0.1, 0.1), y: Range = (-0.1, 0.1),
+    border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
+    backend: str = "cv", value_range: ValueRange | None = None,
+) -> np.ndarray:
+    """Move by ``x`` * width and ``y`` * height pixels (fractions; positive: right / down).
+
+    Example:
+        >>> out = translate(np.zeros((64, 64), np.uint8), np.random.default_rng(0), x=0.1, y=0)
+    """
+    h, w = image.shape[:2]
+    m = affine(1.0, 0.0, draw(rng, x, "x") * w, 0.0, 1.0, draw(rng, y, "y") * h)
+    return warp(image, m, border=border, fill=fill, interpolation=interpolation,
+                      backend=backend, op="translate", value_range=value_range)
+
+
+@register("perspective", checks={"scale": chk.ranged(0.0, 0.5), **chk.WARP, **chk.BACKEND})
+def perspective(
+    image: np.ndarray, rng: np.random.Generator, scale: Range = (0.02, 0.08),
+    border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
+    backend: str = "cv", value_range: ValueRange | None = None,
+) -> np.ndarray:
+    """Move each corner by up to ``scale`` * size (uniform per coordinate) and warp to fit.
+
+    Example:
+        >>> out = perspective(np.zeros((64, 64), np.uint8), np.random.default_rng(0))
+    """
+    d = draw(rng, scale, "scale", 0.0, 0.5)
+    h, w = image.shape[:2]
+    src = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float32)
+    dst = src + (rng.uniform(-d, d, (4, 2)) * [w, h]).astype(np.float32)
+    m = cv2.getPerspectiveTransform(src, dst)
+    return warp(image, m, border=border, fill=fill, interpolation=interpolation,
+                      backend=backend, op="perspective", value_range=value_range)
+
+
+@register("elastic", checks={"alpha": chk.ranged(0.0), "sigma": chk.ranged(1e-3), **chk.WARP,
+                            **chk.CV_ONLY})
+def elastic(
+    image: np.ndarray, rng: np.random.Generator, alpha: Range = (1.0, 3.0),
+    sigma: Range = (3.0, 6.0), border: str = "reflect", fill: float = 0.0,
+    interpolation: str = "linear", backend: str = "cv", value_range: ValueRange | None = None,
+) -> np.ndarray:
+    """Elastic distortion: a smooth random displacement field, largest move ``alpha`` pixels.
+
+    Uniform noise per pixel is Gaussian-blurred by ``sigma`` pixels, scaled so its largest
+    displacement is ``alpha``, and applied with one ``cv2.remap``. OpenCV only.
+
+    Example:
+        >>> out = elastic(np.zeros((64, 64), np.uint8), np.random.default_rng(0))
+    """
+    cv_only(backend, "elastic")
+    a = draw(rng, alpha, "alpha", 0.0)
+    s = draw(rng, sigma, "sigma", 1e-3)
+    work = to_work(image)
+    scale = levels(image, value_range)
+    if a == 0.0:
+        return image
+    h, w = work.shape[:2]
+    field = rng.random((2, h, w), dtype=np.float32) * 2.0 - 1.0
+    dx, dy = (cv.gaussian_blur(f, s) for f in field)
+    k = np.float32(a / max(float(np.abs(dx).max()), float(np.abs(dy).max()), 1e-12))
+    out = cv.displace(
+        work, dx * k, dy * k, interp=interp_code(interpolation), border=border_code(border),
+        fill=fill_value(fill, scale),
+    )
+    return restore(out, image, scale)
+
+
+@register("hflip", checks=chk.BACKEND)
+def hflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> np.ndarray:
+    """Mirror left-right (always; wrap in ``Maybe`` for a random flip).
+
+    Example:
+        >>> out = hflip(np.eye(4, dtype=np.uint8), np.random.default_rng(0))
+    """
+    return _flip(image, backend, horizontal=True)
+
+
+@register("vflip", checks=chk.BACKEND)
+def vflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> np.ndarray:
+    """Mirror top-bottom (always; wrap in ``Maybe`` for a random flip).
+
+    Example:
+        >>> out = vflip(np.eye(4, dtype=np.uint8), np.random.default_rng(0))
+    """
+    return _flip(image, backend, horizontal=False)
+
+
+def _flip(image: np.ndarray, backend: str, *, horizontal: bool) -> np.ndarray:
+    check_image(image)
+    if choice(backend, "backend", BACKENDS) == "pil" and image.dtype == np.uint8:
+        return restore(pil.flip(to_work(image), horizontal), image, levels(image, None))
+    if image.dtype == np.float16 or choice(backend, "backend", BACKENDS) == "pil":
+        # A mirror is exact: no float16 kernel in OpenCV, and no 8-bit rounding through PIL.
+        return (image[:, ::-1] if horizontal else image[::-1]).copy()
+    return cv.flip(image, horizontal)
+
+
+@register("resize", checks={"height": chk.size, "width": chk.size,
+                           "interpolation": chk.RESIZE_INTERPOLATION, **chk.BACKEND,
+                           **chk.VALUE_RANGE})
+def resize(
+    image: np.ndarray, rng: np.random.Generator, height: int | float = 64, width: int | float = 64,
+    interpolation: str = "area", backend: str = "cv", value_range: ValueRange | None = None,
+) -> np.ndarray:
+    """Resize to ``height`` x ``width``: this op changes the shape on purpose.
+
+    An int is pixels, a float in (0, 1] a fraction of the input's size.
+
+    Example:
+        >>> resize(np.zeros((32, 48, 3), np.uint8), np.random.default_rng(0), 16, 24).shape
+        (16, 24, 3)
+    """
+    work = to_work(image)
+    scale = levels(image, value_range)
+    hh, ww = pixels(height, "height", image.shape[0]), pixels(width, "width", image.shape[1])
+    if choice(backend, "backend", BACKENDS) == "pil":
+        choice(interpolation, "interpolation", tuple(pil.RESAMPLE))
+        return restore(pil.resize(work, hh, ww, interpolation, scale), image, scale)
+    code = interp_code(interpolation, ("nearest", "linear", "cubic", "area"))
+    return restore(cv.resize(work, hh, ww, code), image, scale)
+
+
+@register("crop", checks={"height": chk.size, "width": chk.size})
+def crop(
+    image: np.ndarray, rng: np.random.Generator, height: float = 0.875, width: float = 0.875,
+) -> np.ndarray:
+    """Cut a ``height`` x ``width`` window at a random position: this op changes the shape.
+
+    An int is pixels, a float in (0, 1] a fraction of the input's size.
+
+    Example:
+        >>> crop(np.zeros((64, 64), np.uint8), np.random.default_rng(0), 56, 56).shape
+        (56, 56)
+    """
+    check_image(image)
+    h, w = image.shape[:2]
+    ch, cw = pixels(height, "height", h), pixels(width, "width", w)
+    if ch > h or cw > w:
+        raise ArgumentError(
+            f"`height`/`width` of `crop` expect at most the image size {h}x{w}; received "
+            f"{ch}x{cw}. Crop smaller, or resize first."
+        )
+    y0, x0 = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+    return np.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw])
+
+
+@register("resized_crop", checks={"scale": chk.ranged(1e-3, 1.0), "ratio": chk.ranged(1e-3),
+                                 "interpolation": chk.INTERPOLATION, **chk.VALUE_RANGE})
+def resized_crop(
+    image: np.ndarray, rng: np.random.Generator, scale: Range = (0.6, 1.0),
+    ratio: Range = (0.75, 4 / 3), interpolation: str = "linear",
+    value_range: ValueRange | None = None,
+) -> np.ndarray:
+    """Crop a random window (``scale``: area fraction; ``ratio``: aspect relative to the
+    image's) and resize it back to the input size. Keeps the shape; (1, 1) is the identity.
+
+    Example:
+        >>> resized_crop(np.zeros((64, 64), np.uint8), np.random.default_rng(0)).shape
+        (64, 64)
+    """
+    work = to_work(image)
+    h, w = work.shape[:2]
+    area = draw(rng, scale, "scale", 1e-3, 1.0)
+    r = math.exp(draw(rng, tuple(math.log(v) for v in bounds(ratio, "ratio", 1e-3)), "ratio"))
+    cw = min(w, max(1, round(w * math.sqrt(area * r))))
+    ch = min(h, max(1, round(h * math.sqrt(area / r))))
+    y0, x0 = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+    if (ch, cw) == (h, w):
+        return image
+    window = work[y0 : y0 + ch, x0 : x0 + cw]
+    code = interp_code(interpolation)
+    return restore(cv.resize(window, h, w, code), image, levels(image, value_range))

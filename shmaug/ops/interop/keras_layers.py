@@ -1,0 +1,329 @@
+"""A Keras user's augmentation layers as a shmaug pipeline: ``from_keras``.
+
+Owns the translation from Keras 3 preprocessing layers (a ``keras.Sequential`` or a list of
+layers) to ``Compose([Op(...), ...])``: which op each layer becomes and how its ``get_config()``
+arguments carry over. The ops themselves (``builtin/``, ``policies/``) own what the arguments
+mean.
+
+It never imports Keras: a layer is read by its class (Keras' own, ``type(layer).__module__``
+under ``keras``) and its config, so ``import shmaug`` and a worker that unpickles the result
+load no Keras. What is decided here, once, for every layer:
+
+- ``value_range``: Keras' layers assume the data in their ``value_range`` ((0, 255) unless
+  given); the pipeline says the same range (``Compose(value_range=...)``), or refuses layers
+  that disagree. Layers without one (flips, warps) leave the range to the loader.
+- ``fill_mode`` -> ``border``: "constant", "nearest" ("replicate"), "wrap" carry over exactly;
+  Keras' "reflect" (``d c b a | a b c d``) becomes shmaug's "reflect" (``d c b | a b c d``), one
+  pixel apart at the edge. ``fill_value`` (a pixel value) becomes ``fill`` (a fraction of the
+  range). ``interpolation`` "bilinear" is "linear", "bicubic" "cubic".
+- ``seed`` is dropped: shmaug draws each sample from (seed, epoch, sample index).
+- Layers that are no augmentation (``Rescaling``, ``Normalization``) are refused with the advice
+  to keep them in the model, where Keras runs them at inference too; ``Resizing`` becomes
+  ``resize``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ...errors import ArgumentError, ArgumentTypeError, got
+from ..compose import Compose, Maybe
+from ..core import Op, available
+
+Config = Mapping[str, Any]
+_BORDERS = {"constant": "constant", "nearest": "replicate", "wrap": "wrap", "reflect": "reflect"}
+_INTERPOLATIONS = {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic",
+                   "area": "area"}
+_KERAS_RANGE = (0.0, 255.0)  # Keras' default `value_range`, in which `fill_value` is a pixel
+
+
+def _pair(value: Any) -> Any:
+    """A Keras factor as shmaug takes it: a pair as a tuple, a number as it is."""
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
+def _interpolation(cfg: Config, layer: str) -> str:
+    name = str(cfg.get("interpolation", "bilinear"))
+    if name not in _INTERPOLATIONS:
+        raise ArgumentError(
+            f"`interpolation` of the Keras layer {layer} expects one of "
+            f"{sorted(_INTERPOLATIONS)} to translate; received {name!r}. Fix: build the layer "
+            f"with interpolation='bilinear', or write the op by hand.")
+    return _INTERPOLATIONS[name]
+
+
+def _warp(cfg: Config, layer: str) -> dict[str, Any]:
+    """``fill_mode`` / ``fill_value`` / ``interpolation`` as shmaug's warp arguments."""
+    mode = str(cfg.get("fill_mode", "constant"))
+    if mode not in _BORDERS:
+        raise ArgumentError(
+            f"`fill_mode` of the Keras layer {layer} expects one of {sorted(_BORDERS)}; "
+            f"received {mode!r}. Fix: pick one of those.")
+    lo, hi = _range_of(cfg) or _KERAS_RANGE
+    fill = (float(cfg.get("fill_value") or 0.0) - lo) / (hi - lo)
+    return {"border": _BORDERS[mode], "fill": fill,
+            "interpolation": _interpolation(cfg, layer)}
+
+
+def _range_of(cfg: Config) -> tuple[float, float] | None:
+    value = cfg.get("value_range")
+    return None if value is None else (float(value[0]), float(value[1]))
+
+
+def _flip(cfg: Config, layer: str) -> list[Any]:
+    mode = str(cfg.get("mode", "horizontal_and_vertical"))
+    flips = {"horizontal": ["hflip"], "vertical": ["vflip"],
+             "horizontal_and_vertical": ["hflip", "vflip"]}
+    if mode not in flips:
+        raise ArgumentError(
+            f"`mode` of the Keras layer {layer} expects one of {sorted(flips)}; received "
+            f"{mode!r}. Fix: pick one of those.")
+    return [Maybe(Op(name)) for name in flips[mode]]
+
+
+def _jitter(**factors: Any) -> Callable[[Config, str], list[Any]]:
+    """A Keras colour layer as ``color_jitter``: ``factors`` maps each jitter step to the
+    layer's config key (None: the step is left out)."""
+    def build(cfg: Config, layer: str) -> list[Any]:
+        steps = {f"{step}_factor": None if key is None else _pair(cfg.get(key))
+                 for step, key in factors.items()}
+        return [Op("color_jitter", **steps)]
+    return build
+
+
+def _same(op: str, **keys: str) -> Callable[[Config, str], list[Any]]:
+    """A layer whose op takes its arguments under ``keys`` (op name -> Keras name)."""
+    def build(cfg: Config, layer: str) -> list[Any]:
+        return [Op(op, **{ours: _pair(cfg[theirs]) for ours, theirs in keys.items()})]
+    return build
+
+
+def _unit(op: str) -> Callable[[Config, str], list[Any]]:
+    """A layer whose ``factor`` lies in [0, 1]: Keras 3.15 stores a lone f of
+    RandomSaturation and RandomColorDegeneration as (-f, f), read here as documented, (0, f)."""
+    def build(cfg: Config, layer: str) -> list[Any]:
+        lo, hi = _pair(cfg["factor"])
+        return [Op(op, factor=(max(lo, 0.0), hi))]
+    return build
+
+
+def _rotation(cfg: Config, layer: str) -> list[Any]:
+    lo, hi = _pair(cfg["factor"]) if isinstance(cfg["factor"], (list, tuple)) else \
+        (-abs(cfg["factor"]), abs(cfg["factor"]))
+    return [Op("rotate", degrees=(360.0 * lo, 360.0 * hi), **_warp(cfg, layer))]
+
+
+def _zoom(cfg: Config, layer: str) -> list[Any]:
+    return [Op("zoom", height_factor=_pair(cfg["height_factor"]),
+               width_factor=_pair(cfg.get("width_factor")), **_warp(cfg, layer))]
+
+
+def _translation(cfg: Config, layer: str) -> list[Any]:
+    return [Op("translation", height_factor=_pair(cfg["height_factor"]),
+               width_factor=_pair(cfg["width_factor"]), **_warp(cfg, layer))]
+
+
+def _shear(cfg: Config, layer: str) -> list[Any]:
+    # Keras draws a size in each factor and a random sign: for a factor symmetric about 0
+    # that is shmaug's uniform draw in the same range; any other factor has no shmaug twin.
+    args = {}
+    for axis in ("x", "y"):
+        lo, hi = (float(v) for v in cfg[f"{axis}_factor"])
+        if lo != -hi:
+            raise ArgumentError(
+                f"`{axis}_factor` of the Keras layer {layer} translates only symmetric about "
+                f"0 (Keras adds a random sign); received {(lo, hi)}. Fix: pass e.g. "
+                f"{axis}_factor={max(abs(lo), abs(hi))}, or use Op('shear', {axis}=(low, "
+                f"high)) by hand.")
+        args[axis] = (lo, hi) if hi else 0.0
+    return [Op("shear", **args, **_warp(cfg, layer))]
+
+
+def _resizing(cfg: Config, layer: str) -> list[Any]:
+    for flag in ("crop_to_aspect_ratio", "pad_to_aspect_ratio"):
+        if cfg.get(flag):
+            raise ArgumentError(
+                f"`{flag}` of the Keras layer {layer} has no shmaug twin; received True. Fix: "
+                f"Op('center_crop', ...) before Op('resize', ...), or keep the layer in the "
+                f"model.")
+    return [Op("resize", height=int(cfg["height"]), width=int(cfg["width"]),
+               interpolation=_interpolation(cfg, layer))]
+
+
+def _aug_mix(cfg: Config, layer: str) -> list[Any]:
+    # Keras' `factor` (a fraction of each operation's largest magnitude) as torchvision's
+    # `severity` (bins of 10 below which each magnitude is drawn): factor (0, 0.3) is 3.
+    high = _pair(cfg["factor"])
+    high = high[1] if isinstance(high, tuple) else high
+    depth = cfg["chain_depth"]
+    if isinstance(depth, (list, tuple)):
+        if tuple(depth) != (1, 3):
+            raise ArgumentError(
+                f"`chain_depth` of the Keras layer {layer} translates as a number or (1, 3) "
+                f"(torchvision's -1); received {depth!r}. Fix: pass a number.")
+        depth = -1
+    return [Op("aug_mix", severity=min(10, max(1, round(10 * float(high)))),
+               mixture_width=int(cfg["num_chains"]), chain_depth=int(depth),
+               alpha=float(cfg["alpha"]), all_ops=bool(cfg["all_ops"]),
+               interpolation=_interpolation(cfg, layer))]
+
+
+def _rand_augment(cfg: Config, layer: str) -> list[Any]:
+    return [Op("rand_augment", num_ops=int(cfg["num_ops"]), factor=_pair(cfg["factor"]),
+               interpolation=_interpolation(cfg, layer))]
+
+
+TRANSLATED: dict[str, Callable[[Config, str], list[Any]]] = {
+    "AugMix": _aug_mix,
+    "AutoContrast": _same("auto_contrast"),
+    "CenterCrop": _same("center_crop", height="height", width="width"),
+    "ContrastLimitedAdaptiveHistogramEqualization": _same(
+        "clahe", clip_limit="clip_limit", tile_grid_size="tile_grid_size"),
+    "Equalization": _same("equalize", bins="bins"),
+    "RandAugment": _rand_augment,
+    "RandomBrightness": _jitter(brightness="factor", contrast=None, saturation=None, hue=None),
+    "RandomColorDegeneration": _unit("color_degeneration"),
+    "RandomColorJitter": _jitter(brightness="brightness_factor", contrast="contrast_factor",
+                                 saturation="saturation_factor", hue="hue_factor"),
+    "RandomContrast": _jitter(brightness=None, contrast="factor", saturation=None, hue=None),
+    "RandomCrop": _same("crop", height="height", width="width"),
+    "RandomErasing": _same("erasing", factor="factor", scale="scale", fill_value="fill_value"),
+    "RandomFlip": _flip,
+    "RandomGrayscale": _same("grayscale", factor="factor"),
+    "RandomHue": _same("hue", factor="factor"),
+    "RandomInvert": _same("invert", factor="factor"),
+    "RandomPosterization": _same("posterize", factor="factor"),
+    "RandomRotation": _rotation,
+    "RandomSaturation": _unit("saturation"),
+    "RandomShear": _shear,
+    "RandomTranslation": _translation,
+    "RandomZoom": _zoom,
+    "Resizing": _resizing,
+    "Solarization": _same("solarize", addition_factor="addition_factor",
+                          threshold_factor="threshold_factor"),
+}
+"""Each Keras layer that translates, by class name -> its builder (config, name) -> ops."""
+
+_IN_MODEL = ("it is part of the model, not an augmentation (Keras runs it at inference too). "
+             "Fix: keep it in the model, and declare the data's range to shmaug with "
+             "value_range=(low, high) if it is not the dtype's")
+_BATCH = ("it mixes two samples and their labels: a batch op, not a per-image one. Fix: leave "
+          "it out of the list and pass mix=shmaug.ops.MixUp(alpha) or shmaug.ops.CutMix(factor) "
+          "(with num_classes=... for class-id labels) to the Loader or Sequence, whose workers "
+          "mix each batch's pairs")
+REFUSED: dict[str, str] = {
+    "CutMix": _BATCH,
+    "MaxNumBoundingBoxes": "shmaug's ops move no boxes. Fix: shmaug.from_albumentations pads "
+                           "boxes to a fixed count",
+    "MixUp": _BATCH,
+    "Normalization": _IN_MODEL,
+    "RandomElasticTransform": "its `factor` / `scale` have no shmaug meaning. Fix: "
+                              "Op('elastic', alpha=..., sigma=...) in pixels",
+    "RandomGaussianBlur": "its `factor` has no shmaug meaning. Fix: Op('gaussian_blur', "
+                          "sigma=(low, high)) in pixels",
+    "RandomPerspective": "its `factor` / `scale` have no shmaug meaning. Fix: "
+                         "Op('perspective', scale=(low, high)), corner moves as a fraction",
+    "RandomSharpness": "Keras' kernel is not shmaug's. Fix: Op('sharpen', amount=...) or "
+                       "Op('smooth', amount=...), PIL's kernels",
+    "Rescaling": _IN_MODEL,
+}
+"""Keras layers with no translation, by class name -> why, and the fix."""
+
+
+def _nearest(name: str) -> str:
+    """The shmaug op whose name is nearest a layer's class name (RandomHue -> hue), said as
+    the start of a sentence, or "" when none is near."""
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", name.removeprefix("Random")).lower()
+    match = difflib.get_close_matches(snake, available(), n=1, cutoff=0.5)
+    return f"the nearest by name is Op({match[0]!r}); " if match else ""
+
+
+def _layers(layers: Any) -> list[Any]:
+    """The layers of a ``Sequential`` (or any model with ``.layers``) or of a list, nested
+    ``Sequential`` blocks flattened."""
+    if isinstance(layers, (list, tuple)):
+        items = list(layers)
+    elif hasattr(layers, "layers") and hasattr(layers, "get_config"):
+        items = list(layers.layers)
+    else:
+        raise ArgumentTypeError(
+            f"`layers` of from_keras expects a keras.Sequential or a list of Keras "
+            f"preprocessing layers; received {got(layers)}. Fix: pass e.g. "
+            f"keras.Sequential([keras.layers.RandomFlip('horizontal')]).")
+    flat: list[Any] = []
+    for item in items:
+        nested = type(item).__name__ == "Sequential" and hasattr(item, "layers")
+        flat.extend(_layers(item) if nested else [item])
+    return flat
+
+
+def _translate(layer: Any) -> tuple[list[Any], tuple[float, float] | None]:
+    """One layer as shmaug ops, with the value range its config assumes (None: it has none)."""
+    kind = type(layer)
+    name = f"{kind.__name__} ({getattr(layer, 'name', '?')!r})"
+    keras_own = kind.__module__.split(".")[0] == "keras"
+    if kind.__name__ in REFUSED and keras_own:
+        raise ArgumentError(
+            f"`layers` of from_keras holds the Keras layer {name}, which shmaug does not "
+            f"translate: {REFUSED[kind.__name__]}.")
+    if kind.__name__ not in TRANSLATED or not keras_own or not hasattr(layer, "get_config"):
+        what = "a subclass of a Keras layer, whose changes would be lost" if \
+            kind.__name__ in TRANSLATED else "not a Keras image augmentation layer"
+        raise ArgumentError(
+            f"`layers` of from_keras holds {name} from {kind.__module__}: {what}. Fix: "
+            f"replace it with a shmaug op ({_nearest(kind.__name__)}every op: "
+            f"shmaug.available()), or apply it after shmaug in the model.")
+    cfg = layer.get_config()
+    if cfg.get("data_format", "channels_last") != "channels_last":
+        raise ArgumentError(
+            f"`data_format` of the Keras layer {name} expects 'channels_last' (shmaug's "
+            f"images are (H, W, C)); received {cfg['data_format']!r}. Fix: build the layer "
+            f"with data_format='channels_last'.")
+    return TRANSLATED[kind.__name__](cfg, name), _range_of(cfg)
+
+
+def from_keras(layers: Any) -> Compose:
+    """A ``keras.Sequential`` (or list) of Keras 3 augmentation layers as a shmaug pipeline.
+
+    Each layer becomes the op that mirrors it, with its ``get_config()`` arguments; the
+    pipeline runs per sample in shmaug's workers, pickles, and round-trips through
+    ``to_config``. Keras is not imported: the layers are read as they are.
+
+    Args:
+        layers: a ``keras.Sequential`` or a list of Keras preprocessing layers (nested
+            ``Sequential`` blocks included).
+
+    Returns:
+        ``Compose([...])`` of the layers' ops in order, with the ``value_range`` the layers
+        assume (Keras' default (0, 255)) when any layer has one.
+
+    Raises:
+        ArgumentError: a layer has no translation (named, with why and the nearest op), or
+            the layers assume different value ranges.
+        ArgumentTypeError: ``layers`` is neither a ``Sequential`` nor a list.
+
+    Example:
+        >>> aug = from_keras(keras.Sequential([keras.layers.RandomFlip("horizontal"),
+        ...                                    keras.layers.RandomRotation(0.1)]))  # doctest: +SKIP
+    """
+    ops: list[Any] = []
+    ranges: dict[tuple[float, float], str] = {}
+    for layer in _layers(layers):
+        made, value_range = _translate(layer)
+        ops.extend(made)
+        if value_range is not None:
+            ranges.setdefault(value_range, type(layer).__name__)
+    if len(ranges) > 1:
+        raise ArgumentError(
+            f"`value_range` of the Keras layers in from_keras expects one range for the "
+            f"whole block; received {_listed(ranges)}. Fix: give every layer the range "
+            f"the data is in.")
+    return Compose(ops, value_range=next(iter(ranges), None))
+
+
+def _listed(ranges: Mapping[tuple[float, float], str]) -> str:
+    return ", ".join(f"{r} ({who})" for r, who in ranges.items())
+

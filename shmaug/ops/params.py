@@ -1,0 +1,381 @@
+"""Parameter sampling and image-layout helpers shared by the built-in ops.
+
+Owns: turning a user's parameter (a fixed number or a ``(low, high)`` range) into one drawn
+value, the names of border modes and interpolations, and the dtype / layout round trip that lets
+OpenCV and PIL kernels see an array they support. Leaves the pixel work to ``kernels/cv.py`` and
+``kernels/pil.py``, and the registry to ``core.py``.
+
+Conventions every built-in op follows:
+
+* A parameter is either a number (used as is) or a ``(low, high)`` pair drawn uniformly from
+  the ``rng`` the op receives. A fixed number draws nothing from ``rng``.
+* Pixel values lie in a ``value_range`` (Keras' augmentation layers take the same argument):
+  given by the caller, or by the dtype: uint8 (0, 255), uint16 (0, 65535), floats (0, 1). An op
+  clamps its result to that range and never to one the data is not in: float data outside
+  (0, 1) with no ``value_range`` is refused with the fix (``levels``).
+* ``fill`` and magnitudes such as a noise ``sigma`` are fractions of that range (``0`` black,
+  ``1`` white), so one pipeline works on uint8, uint16 and float images alike.
+* float16 is computed in float32 and cast back.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+import cv2
+import numpy as np
+
+from ..errors import ArgumentError, ArgumentTypeError
+
+Range = Union[float, tuple[float, float]]
+"""A fixed number, or a ``(low, high)`` pair to draw uniformly from."""
+ValueRange = tuple[float, float]
+"""The (low, high) pixel values of an image: black and full scale."""
+
+BORDERS: dict[str, int] = {
+    "constant": cv2.BORDER_CONSTANT,
+    "reflect": cv2.BORDER_REFLECT_101,
+    "replicate": cv2.BORDER_REPLICATE,
+    "wrap": cv2.BORDER_WRAP,
+}
+INTERPOLATIONS: dict[str, int] = {
+    "nearest": cv2.INTER_NEAREST,
+    "linear": cv2.INTER_LINEAR,
+    "cubic": cv2.INTER_CUBIC,
+    "area": cv2.INTER_AREA,
+}
+BACKENDS = ("cv", "pil")
+_PLAIN = (int, float)
+SUPPORTED_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float16),
+                    np.dtype(np.float32), np.dtype(np.float64))  # what the ops take
+_CV_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # what cv2.minMaxLoc reads
+_RANGE_SLACK = 1e-3  # of a range's span: rounding past its ends that still counts as inside
+
+
+def _pair(value: Any, name: str) -> tuple[float, float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float, Sequence, np.number)):
+        raise ArgumentTypeError(
+            f"`{name}` expects a number or a (low, high) pair; received {value!r} "
+            f"({type(value).__name__}). Pass e.g. {name}=(0.5, 1.5) or {name}=1.0."
+        )
+    if isinstance(value, (int, float, np.number)):
+        return float(value), float(value)
+    if len(value) != 2 or not all(
+        isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in value
+    ):
+        raise ArgumentTypeError(
+            f"`{name}` expects a (low, high) pair of numbers; received {value!r}. "
+            f"Pass e.g. {name}=(0.5, 1.5)."
+        )
+    return float(value[0]), float(value[1])
+
+
+def bounds(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf
+           ) -> tuple[float, float]:
+    """Validate a range parameter and return it as ``(low, high)`` floats.
+
+    Raises:
+        ArgumentTypeError: ``value`` is neither a number nor a pair of numbers.
+        ArgumentError: ``low > high`` or an end lies outside ``[lo, hi]``.
+    """
+    a, b = _pair(value, name)
+    if not (a <= b) or a < lo or b > hi:
+        raise ArgumentError(
+            f"`{name}` expects low <= high within [{lo}, {hi}]; received {value!r}. "
+            f"Pass a range inside those limits, e.g. {name}=({max(lo, min(a, b))}, "
+            f"{min(hi, max(a, b))})."
+        )
+    return a, b
+
+
+def keras_factor(value: Any, name: str, lo: float = -1.0, hi: float = 1.0
+                 ) -> tuple[float, float]:
+    """A Keras ``factor`` as ``(low, high)``: a lone number f means ``(max(-f, lo), f)``, as
+    Keras' image layers read it (symmetric, or ``(0, f)`` where ``lo`` is 0).
+
+    Raises:
+        ArgumentTypeError: ``value`` is neither a number nor a pair of numbers.
+        ArgumentError: ``value`` (or an end of it) lies outside ``[lo, hi]``, or low > high.
+    """
+    a, b = _pair(value, name)
+    if a == b and not isinstance(value, Sequence):
+        if not lo <= a <= hi:
+            raise ArgumentError(
+                f"`{name}` expects a number in [{lo}, {hi}] (Keras' meaning: the range "
+                f"(-{name}, {name}) cut at {lo}) or a (low, high) pair; received {value!r}. "
+                f"Pass e.g. {name}={min(hi, max(lo, abs(a)))}."
+            )
+        return max(-abs(a), lo), abs(a)
+    return bounds(value, name, lo, hi)
+
+
+def draw(
+    rng: np.random.Generator, value: Any, name: str = "value", lo: float = -math.inf,
+    hi: float = math.inf,
+) -> float:
+    """One value of an op's parameter, as the built-in ops draw theirs: ``value`` itself when
+    it is a number (nothing is drawn from ``rng``), else uniform in a ``(low, high)`` range.
+
+    Args:
+        rng: the generator the op received.
+        value: a number, or a ``(low, high)`` pair with low <= high.
+        name: the parameter's name, for the error message.
+        lo: the lowest value it may take (e.g. ``lo=0`` for a strength).
+        hi: the highest value it may take.
+
+    Returns:
+        A float.
+
+    Raises:
+        ArgumentTypeError: ``value`` is neither a number nor a pair of numbers.
+        ArgumentError: ``low > high``, or an end lies outside ``[lo, hi]``.
+
+    Example:
+        >>> @shmaug.register("ink_bleed")
+        ... def ink_bleed(image, rng, strength=(0.1, 0.4)):
+        ...     s = shmaug.ops.draw(rng, strength, "strength", lo=0)  # 0.3 or (0.1, 0.4)
+    """
+    # Fast path for the common, valid cases (this runs several times per op call); anything
+    # else goes through ``bounds`` for its error message. rng.random() is ~3x cheaper than
+    # rng.uniform(a, b) for a scalar.
+    kind = type(value)
+    if kind is tuple and len(value) == 2 and type(value[0]) in _PLAIN and type(value[1]) in _PLAIN:
+        a, b = value
+        if lo <= a <= b <= hi:
+            return float(a) if a == b else a + (b - a) * rng.random()
+    elif kind in _PLAIN and lo <= value <= hi:
+        return float(value)
+    a, b = bounds(value, name, lo, hi)
+    return a if a == b else a + (b - a) * rng.random()
+
+
+def draw_int(rng: np.random.Generator, value: Any, name: str = "value", lo: int = 0) -> int:
+    """One integer from a fixed int or an inclusive ``(low, high)`` range (as ``draw``, for
+    counts and sizes: ``draw_int(rng, (1, 3), "holes")`` is 1, 2 or 3)."""
+    a, b = bounds(value, name, lo)
+    if a != int(a) or b != int(b):
+        raise ArgumentError(
+            f"`{name}` expects whole numbers; received {value!r}. Pass e.g. {name}=(1, 3)."
+        )
+    return int(a) if a == b else int(rng.integers(int(a), int(b) + 1))
+
+
+def choice(value: Any, name: str, options: Sequence[str]) -> str:
+    """Check that a string option is one of ``options``."""
+    if value not in options:
+        raise ArgumentError(
+            f"`{name}` expects one of {', '.join(repr(o) for o in options)}; received "
+            f"{value!r} ({type(value).__name__}). Pick one of those."
+        )
+    return str(value)
+
+
+def is_pil(backend: Any) -> bool:
+    """Whether ``backend`` (checked) asks for PIL's kernels rather than OpenCV's."""
+    return choice(backend, "backend", BACKENDS) == "pil"
+
+
+def cv_only(backend: str, op: str) -> None:
+    """Refuse a backend other than OpenCV for an op PIL has no kernel for."""
+    if backend != "cv":
+        raise ArgumentError(
+            f"`backend` of `{op}` expects 'cv' (PIL has no such operation); received "
+            f"{backend!r}. Drop the backend argument."
+        )
+
+
+def border_code(border: Any) -> int:
+    """The OpenCV border constant for a border name."""
+    return BORDERS[choice(border, "border", tuple(BORDERS))]
+
+
+def interp_code(interpolation: Any, allowed: Sequence[str] = ("nearest", "linear", "cubic")) -> int:
+    """The OpenCV interpolation constant for an interpolation name."""
+    return INTERPOLATIONS[choice(interpolation, "interpolation", allowed)]
+
+
+def check_image(image: Any) -> np.ndarray:
+    """Reject anything that is not an (H, W), (H, W, 1) or (H, W, C) uint8/uint16/float array."""
+    if not isinstance(image, np.ndarray):
+        raise ArgumentTypeError(
+            f"`image` expects a numpy array; received {type(image).__name__}. "
+            f"Convert it with numpy.asarray(image)."
+        )
+    if image.ndim not in (2, 3) or image.dtype not in SUPPORTED_DTYPES or 0 in image.shape:
+        raise ArgumentError(
+            f"`image` expects shape (H, W) or (H, W, C) with dtype uint8, uint16, float16, "
+            f"float32 or float64; received shape {image.shape} dtype {image.dtype}. Convert it "
+            f"before augmenting, e.g. image.astype(numpy.float32) with a matching value_range."
+        )
+    return image
+
+
+@dataclass(frozen=True, slots=True)
+class Levels:
+    """The pixel scale of an image: ``lo`` is black, ``hi`` full scale (its ``value_range``)."""
+
+    lo: float
+    hi: float
+
+    @property
+    def span(self) -> float:
+        return self.hi - self.lo
+
+    def at(self, fraction: float) -> float:
+        """The pixel value ``fraction`` of the way from black to full scale."""
+        return self.lo + fraction * (self.hi - self.lo)
+
+
+_BY_DTYPE = {np.dtype(np.uint8): Levels(0.0, 255.0), np.dtype(np.uint16): Levels(0.0, 65535.0)}
+UNIT = Levels(0.0, 1.0)  # the value range of float images by default
+
+
+def dtype_range(dtype: Any) -> ValueRange | None:
+    """The value range a dtype implies: uint8 (0, 255), uint16 (0, 65535), floats (0, 1)."""
+    kind = np.dtype(dtype)
+    fixed = _BY_DTYPE.get(kind, UNIT if kind.kind == "f" else None)
+    return None if fixed is None else (fixed.lo, fixed.hi)
+
+
+def outside(low: float, high: float, vr: ValueRange) -> bool:
+    """Whether values spanning ``low..high`` leave ``vr`` (beyond rounding), or are not finite."""
+    slack = _RANGE_SLACK * (vr[1] - vr[0])
+    return not (vr[0] - slack <= low and high <= vr[1] + slack)
+
+
+def value_range(value: Any, name: str = "value_range") -> tuple[float, float] | None:
+    """Validate a ``value_range`` argument: None, or ``(low, high)`` with low < high."""
+    if value is None:
+        return None
+    lo, hi = bounds(value, name)
+    if not lo < hi or not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ArgumentError(
+            f"`{name}` expects (low, high) with low < high, both finite, e.g. (0, 255); "
+            f"received {value!r}."
+        )
+    return lo, hi
+
+
+def levels(image: np.ndarray, given: tuple[float, float] | None) -> Levels:
+    """The scale of ``image``: ``given`` (a checked ``value_range``), else by its dtype.
+
+    Float images without a ``value_range`` must lie in [0, 1]: that is checked here (a pass
+    over the image, paid only when no range was given, i.e. not inside a loader), so an op
+    never clamps 0..255 data to [0, 1].
+    """
+    if given is not None:
+        if type(given) is tuple and len(given) == 2 and given[0] < given[1]:
+            return Levels(float(given[0]), float(given[1]))
+        lo_hi = value_range(given)  # raises the message for a malformed range
+        assert lo_hi is not None
+        return Levels(*lo_hi)
+    fixed = _BY_DTYPE.get(image.dtype)
+    if fixed is not None:
+        return fixed
+    low, high = float(np.min(image)), float(np.max(image))
+    if outside(low, high, (0.0, 1.0)):
+        raise ArgumentError(
+            f"`value_range` is unset, so this {image.dtype} image should hold values in "
+            f"[0, 1]; it spans {low:g}..{high:g}. Fix: pass the range the data is in, e.g. "
+            f"value_range=(0, 255) to the op, to Compose(...) or to the loader."
+        )
+    return UNIT
+
+
+def fill_value(fill: Any, scale: Levels) -> tuple[float, float, float, float]:
+    """``fill`` (a fraction of the range) as an OpenCV border Scalar."""
+    a = (float(fill) if type(fill) in _PLAIN and 0.0 <= fill <= 1.0
+         else bounds(fill, "fill", 0.0, 1.0)[0])
+    v = scale.at(a)
+    return (v, v, v, v)
+
+
+# cv2.subtract(array, 0.0, dtype=...) is OpenCV's depth conversion (x - 0 keeps -0.0, x + 0
+# would not); its stubs take no float scalar.
+_cv_subtract: Any = cv2.subtract
+
+
+@functools.cache
+def _cv_half() -> bool:
+    """Whether this OpenCV converts numpy float16 arrays (CV_16F; F16C instructions where the
+    CPU has them): 3-4x faster than numpy's astype on a 64x64 image, and bit-identical to it
+    (round to nearest even) - checked here once, on a tie, a subnormal and -0.0."""
+    probe = np.array([[0.0, -0.0, 1.0, 6e-8, 1.0 + 2.0**-11, 65504.0, 0.1, 1.0 / 3.0]], np.float32)
+    try:
+        half = _cv_subtract(probe, 0.0, dtype=cv2.CV_16F)
+        back = _cv_subtract(half, 0.0, dtype=cv2.CV_32F)
+    except (cv2.error, TypeError):  # an OpenCV whose Python binding has no float16
+        return False
+    expected = probe.astype(np.float16)
+    return (isinstance(half, np.ndarray) and half.dtype == np.float16
+            and np.array_equal(half.view(np.uint16), expected.view(np.uint16))
+            and np.array_equal(back, expected.astype(np.float32)))
+
+
+def convert(image: np.ndarray, dtype: Any) -> np.ndarray:
+    """``image.astype(dtype)`` (a new array), through OpenCV between float16 and float32.
+
+    float16 -> float32 is exact; float32 -> float16 rounds to nearest even, as numpy does.
+    """
+    dtype = np.dtype(dtype)
+    if ({image.dtype.char, dtype.char} == {"e", "f"} and image.flags.c_contiguous
+            and (image.ndim == 2 or (image.ndim == 3 and image.shape[2] <= 4)) and image.size
+            and _cv_half()):
+        depth = cv2.CV_16F if dtype.char == "e" else cv2.CV_32F
+        out: np.ndarray = _cv_subtract(image, 0.0, dtype=depth)
+        return out.reshape(image.shape)  # OpenCV drops a trailing channel axis of 1
+    return image.astype(dtype)
+
+
+def to_work(image: np.ndarray) -> np.ndarray:
+    """The array OpenCV sees: float16 -> float32, (H, W, 1) -> (H, W)."""
+    check_image(image)
+    work = convert(image, np.float32) if image.dtype == np.float16 else image
+    if work.ndim == 3 and work.shape[2] == 1:
+        work = work[:, :, 0]
+    return work
+
+
+def inside(image: np.ndarray, scale: Levels) -> bool:
+    """Whether a float32 / float64 ``image`` is known to lie within ``scale``: one read-only
+    pass (``cv2.minMaxLoc``). False also when that cannot be told cheaply (other dtypes,
+    non-contiguous layouts)."""
+    if image.dtype in _CV_FLOATS and image.flags.c_contiguous and image.ndim in (2, 3):
+        low, high = cv2.minMaxLoc(image.reshape(image.shape[0], -1))[:2]
+        return bool(scale.lo <= low and high <= scale.hi)
+    return False
+
+
+def clamp(out: np.ndarray, scale: Levels) -> np.ndarray:
+    """A float ``out`` clamped to ``scale`` (in place where it may be written).
+
+    Most results already lie inside (a warp or a blur of pixels in range), so one read-only
+    min / max pass decides first: on a 224x224x3 float32 image 3 us, against 11 us for the
+    clip it saves; an image that does need it pays both.
+    """
+    if inside(out, scale):
+        return out
+    # The method, not np.clip: np.clip's wrapper costs ~4 us more per call on numpy 2.
+    clipped: np.ndarray = out.clip(scale.lo, scale.hi, out=out if out.flags.writeable else None)
+    return clipped
+
+
+def restore(out: np.ndarray, like: np.ndarray, scale: Levels) -> np.ndarray:
+    """Undo :func:`to_work`: give ``out`` the layout and dtype of ``like``, clamped to ``scale``
+    (interpolation and filters can overshoot; OpenCV saturates integer results itself)."""
+    if like.ndim == 3 and out.ndim == 2:
+        out = out[:, :, None]
+    if out.dtype.kind == "f":
+        out = clamp(out, scale)
+    elif scale != _BY_DTYPE.get(out.dtype):
+        # Integer pixels in a narrower range (a 0/1 mask in uint8): whole-number bounds, as
+        # numpy will not write float bounds into an integer array.
+        lo, hi = math.ceil(scale.lo), math.floor(scale.hi)
+        out = out.clip(lo, hi, out=out if out.flags.writeable else None)
+    if out.dtype != like.dtype:
+        out = convert(out, like.dtype)
+    return out

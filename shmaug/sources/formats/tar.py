@@ -1,0 +1,110 @@
+"""WebDataset tar shards: which members make a sample, and where each image's bytes lie.
+
+A WebDataset shard is a plain tar whose members are grouped by key: ``dir/0001.jpg`` and
+``dir/0001.cls`` are sample ``dir/0001``'s image and label (the key is the member's path up to
+the first dot of its file name; the extension is the rest, compared in lower case). ``scan``
+reads one shard's headers once with ``tarfile`` (it seeks over member data) and reads only the
+small label members; each sample's image is then an offset and a length in the tar, which
+``table.RecordTable`` keeps in shared memory and a worker reads directly (the member is the
+image: the ``registry.RAW`` format). This module knows the layout; the table knows where,
+``records.py`` what it means.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from typing import Any, BinaryIO, Sequence
+
+from .shards import Scan, Shards, cached
+from ...errors import ArgumentError
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """``(key, extension)`` of a member name, as WebDataset splits it."""
+    folder, _, base = name.rpartition("/")
+    stem, dot, ext = base.partition(".")
+    return (f"{folder}/{stem}" if folder else stem), ext.lower() if dot else ""
+
+
+def indexer(found: Shards, image_exts: Sequence[str], label_ext: str | None,
+            index_cache: str | None) -> Scan:
+    """The scan of ``found``'s shards, each streamed once, its index kept in ``index_cache``
+    (None: not kept)."""
+
+    def streamed(path: str) -> tuple[list[int], list[int], list[Any]]:
+        with found.opened(path) as (f, _):
+            return scan(path, image_exts, label_ext, f)
+
+    return cached(streamed, index_cache, f"tar|{tuple(image_exts)}|{label_ext}", found)
+
+
+def scan(path: str, image_exts: Sequence[str], label_ext: str | None,
+         fileobj: BinaryIO | None = None) -> tuple[list[int], list[int], list[Any]]:
+    """Every sample of one shard: ``(image data offsets, image sizes, label texts)``, in
+    the order the tar holds them (labels empty without ``label_ext``). ``fileobj``: the
+    shard opened (a bucket's object, streamed); ``path`` then only names it.
+
+    Raises:
+        ArgumentError: not an uncompressed tar; a sample without an image or a label.
+    """
+    try:
+        tar = tarfile.open(path, mode="r:", fileobj=fileobj)
+    except (tarfile.TarError, OSError) as exc:
+        raise ArgumentError(
+            f"`tar_files`: cannot read {path!r} as an uncompressed tar ({exc}). Fix: pass "
+            f"WebDataset .tar shards (compressed .tar.gz cannot be read at an offset: "
+            f"decompress them once)."
+        ) from None
+    samples: dict[str, dict[str, tarfile.TarInfo]] = {}
+    with tar:
+        try:
+            for member in tar:
+                if member.isfile():
+                    key, ext = split_name(member.name)
+                    samples.setdefault(key, {})[ext] = member
+        except tarfile.TarError as exc:
+            raise ArgumentError(
+                f"`tar_files`: {path!r} is cut short or corrupt after {len(samples)} "
+                f"sample(s) ({exc}). Fix: rewrite the shard, or leave it out."
+            ) from None
+        offsets, sizes, labels = [], [], []
+        for number, (key, members) in enumerate(samples.items()):
+            image = next((members[e] for e in image_exts if e in members), None)
+            where = f"sample {number} (key {key!r}) of {path!r}"
+            if image is None:
+                raise ArgumentError(
+                    f"{where} has no image member with `image_ext` {list(image_exts)}; its "
+                    f"members are {sorted(members)}. Fix: pass `image_ext=` the extension "
+                    f"its images have (several: a list), or remove the sample."
+                )
+            offsets.append(image.offset_data)
+            sizes.append(image.size)
+            if label_ext is None:
+                continue
+            label = members.get(label_ext)
+            if label is None:
+                raise ArgumentError(
+                    f"{where} has no label member {key + '.' + label_ext!r} (`label_ext`="
+                    f"{label_ext!r}); its members are {sorted(members)}. Fix: add the label "
+                    f"to the shard, pass `label_ext=` the extension its labels have, or "
+                    f"`label_ext=None` for no labels."
+                )
+            reader = tar.extractfile(label)
+            assert reader is not None  # a regular file
+            labels.append(_label_value(reader.read(), where, label_ext))
+    return offsets, sizes, labels
+
+
+def _label_value(raw: bytes, where: str, label_ext: str) -> Any:
+    """A label member's text: an int (a class index, WebDataset's ``.cls``) or a class name."""
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ArgumentError(
+            f"The label member of {where} (`label_ext`={label_ext!r}) is not UTF-8 text. "
+            f"Fix: write the class index or name as text."
+        ) from None
+    try:
+        return int(text)
+    except ValueError:
+        return text

@@ -1,0 +1,11 @@
+"""The image-file path: folders listed as Keras lists them, paths in one flat table, and the
+workers' read of sample i (bytes, decode, resize), shared by ``ImageFiles`` and
+``ImageRecords``.
+
+- ``folders``: Keras' folder conventions: which files a directory holds, their labels, the
+  split;
+- ``paths``: ``PathTable``: millions of paths and class indices in one flat block;
+- ``reader``: what a source runs in a worker: sample i to pixels, standing in on error;
+- ``decode``: one image's bytes to pixels in the requested colour mode and size;
+- ``settings``: ``DecodeSettings``, the settings both image sources share, and their protocol.
+"""

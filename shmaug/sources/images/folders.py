@@ -1,0 +1,373 @@
+"""Keras' folder conventions: which files a directory holds, their labels, and the split.
+
+``ImageFiles.from_directory`` follows ``keras.utils.image_dataset_from_directory``:
+
+- ``labels="inferred"``: one sub-folder per class (names sorted, or ``class_names`` to pick and
+  order them; folders whose name starts with "." are not classes), files searched recursively;
+  ``labels=None`` or ``label_mode=None``: every image under the folder, unlabelled; a list of
+  ints: one label per image in the order Keras lists them (the walk sorted by folder path, files
+  sorted within a folder), class names their sorted distinct values.
+- ``validation_split`` / ``subset`` / ``seed``: the files are shuffled as Keras shuffles them
+  (``np.random.RandomState(seed).shuffle``), the last ``int(validation_split * n)`` are the
+  validation subset and the others the training subset, so each subset holds the files Keras
+  puts in it for the same folder and seed. Within a subset files stay in folder order (the
+  loader's ``shuffle`` shuffles the epochs).
+- ``label_mode``: "int" (class index), "categorical" (one-hot float32), "binary" (float32
+  0 or 1, shape (n, 1)), None (no labels).
+
+Also the checks of paths and labels every constructor shares (extensions, existence, class-name
+labels). This module only lists, labels and splits; decoding is ``decode.py``'s and the source
+object is ``files.py``'s. It starts no process and reads no image.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from ...errors import ArgumentError, ArgumentTypeError, got, warn
+
+if TYPE_CHECKING:
+    from ..remote import Listing
+
+# Keras' image_dataset_from_directory list, plus what OpenCV / PIL also decode.
+EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
+LABEL_MODES = ("int", "categorical", "binary", None)
+SUBSETS = ("training", "validation", "both")
+
+
+def walk(root: str, follow_links: bool, recursive: bool = True, listing: Listing | None = None
+         ) -> list[str]:
+    """Image files under ``root`` in Keras' order: folders sorted by path, files by name;
+    other files are ignored (as Keras does). ``listing``: a bucket listed once
+    (``remote._urls.Listing``) instead of the local disk."""
+    found = listing.walk(root, recursive) if listing is not None else []
+    if listing is None:
+        for dirpath, _, filenames in os.walk(root, followlinks=follow_links):
+            found.append((dirpath, filenames))
+            if not recursive:
+                break
+    found.sort(key=lambda entry: entry[0])
+    out: list[str] = []
+    for dirpath, filenames in found:
+        prefix = dirpath.rstrip("/") + "/" if listing is not None else os.path.join(dirpath, "")
+        out += [prefix + f for f in sorted(filenames) if f.lower().endswith(EXTENSIONS)]
+    return out
+
+
+def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
+                   follow_links: bool, listing: Listing | None = None
+                   ) -> tuple[list[str], np.ndarray | None, list[str]]:
+    """The image files under ``root`` as Keras lists them, their class indices (or None) and
+    the class names, for ``labels`` "inferred", None or a list of ints (checked already).
+
+    Raises:
+        ArgumentError: no image file; a list of labels of another length than the files.
+    """
+    classes: np.ndarray | None = None
+    names: list[str] = []
+    if isinstance(labels, str):  # "inferred"
+        names = class_folders(root, class_names, listing)
+        paths: list[str] = []
+        counts = []  # files per class, in class order
+        for name in names:
+            join = os.path.join if listing is None else listing.join
+            in_class = walk(join(root, name), follow_links, listing=listing)
+            counts.append(len(in_class))
+            paths += in_class
+        if names:
+            classes = np.repeat(np.arange(len(names), dtype=np.int64), counts)
+            if walk(root, follow_links, recursive=False, listing=listing):
+                warn(f"{root!r}: the images directly in this folder are ignored; only those "
+                     f"in its class sub-folders {names} are read (as Keras' "
+                     f"image_dataset_from_directory does). Fix: move them into a class "
+                     f"folder, or pass `class_names=` to choose the sub-folders.")
+        else:
+            paths = walk(root, follow_links, listing=listing)
+    else:
+        paths = walk(root, follow_links, listing=listing)
+        if labels is not None:
+            classes = np.asarray(labels, dtype=np.int64)
+            if len(classes) != len(paths):
+                raise ArgumentError(
+                    f"`labels` must have one int per image file in {root!r}: it has "
+                    f"{len(classes)} and the folder {len(paths)}. Fix: one label per file, "
+                    f"in the order Keras lists them (folders sorted by path, then files)."
+                )
+            names = [str(v) for v in sorted(set(classes.tolist()))]
+    if not paths:
+        raise ArgumentError(
+            f"`directory` {root!r} holds no image file (looked for "
+            f"{', '.join(EXTENSIONS)}{' in ' + str(names) if names else ''}). Fix: "
+            f"point at the folder with one sub-folder of images per class."
+        )
+    return paths, classes, names
+
+
+def class_folders(root: str, class_names: Sequence[str] | None, listing: Listing | None = None
+                  ) -> list[str]:
+    """The class sub-folders of ``root``: sorted, hidden ones left out, or ``class_names``."""
+    if listing is not None:
+        subdirs = [name for name in listing.subdirs(root) if not name.startswith(".")]
+    else:
+        subdirs = sorted(e.name for e in os.scandir(root)
+                         if e.is_dir(follow_symlinks=True) and not e.name.startswith("."))
+    if class_names is None:
+        return subdirs
+    if isinstance(class_names, str):
+        raise ArgumentTypeError(
+            f"`class_names` must be a list of sub-folder names; received the single string "
+            f"{class_names!r}. Fix: pass `class_names=[{class_names!r}, ...]`."
+        )
+    missing = sorted(set(class_names) - set(subdirs))
+    if missing:
+        raise ArgumentError(
+            f"`class_names` must name sub-folders of {root!r}; these are not there: "
+            f"{missing} (found {subdirs}). Fix: correct the names or the folder."
+        )
+    return [str(c) for c in class_names]
+
+
+def check_labels_args(labels: Any, label_mode: Any, class_names: Any) -> None:
+    """Keras' rules for ``labels``, ``label_mode`` and ``class_names``, with the fix."""
+    if label_mode not in LABEL_MODES:
+        raise ArgumentError(
+            f"`label_mode` must be 'int', 'categorical', 'binary' or None; received "
+            f"{got(label_mode)}. Fix: 'int' for sparse_categorical_crossentropy, "
+            f"'categorical' for categorical_crossentropy, 'binary' for two classes."
+        )
+    if isinstance(labels, str):
+        if labels != "inferred":
+            raise ArgumentError(
+                f"`labels` must be 'inferred', None or a list of ints (one per image); "
+                f"received {labels!r}. Fix: `labels='inferred'` takes the class from the "
+                f"sub-folder."
+            )
+        return
+    if labels is not None and not _int_sequence(labels):
+        raise ArgumentTypeError(
+            f"`labels` must be 'inferred', None or a list of ints (one per image, in the "
+            f"order the folder is listed); received {got(labels)}. Fix: pass "
+            f"`labels='inferred'` to take the class from the sub-folder."
+        )
+    if class_names is not None:
+        which = "labels=None (no labels)" if labels is None else "a list of `labels`"
+        raise ArgumentError(
+            f"`class_names` can only be passed with labels='inferred'; received {which} and "
+            f"class_names={list(class_names)!r}. Fix: drop `class_names` (with a list of "
+            f"labels the class names are the sorted distinct labels)."
+        )
+
+
+def _int_sequence(value: Any) -> bool:
+    if isinstance(value, (bytes, dict)) or not hasattr(value, "__len__"):
+        return False
+    array = np.asarray(value)
+    return array.ndim == 1 and (array.dtype.kind in "iu" or len(array) == 0)
+
+
+# Keras' image_dataset_from_directory batches and shuffles; a shmaug source only finds the files.
+LOADER_ARGS = ("batch_size", "shuffle")
+
+
+def refuse_extra_args(extra: dict[str, Any], accepted: Sequence[str]) -> None:
+    """``from_directory`` given an argument it does not take: say where it belongs (Keras'
+    ``batch_size`` and ``shuffle`` go to the loader) or that it has no use here."""
+    for name, value in extra.items():
+        if name == "batch_size":
+            raise ArgumentTypeError(
+                f"`batch_size` is not an argument of ImageFiles.from_directory (received "
+                f"batch_size={value!r}): a source finds the files and their labels, and the "
+                f"loader batches them. Fix: pass it to the loader, "
+                f"shmaug.Sequence(files, batch_size={value!r}) or "
+                f"shmaug.Loader(files, batch_size={value!r})."
+            )
+        if name == "shuffle":
+            raise ArgumentTypeError(
+                f"`shuffle` is not an argument of ImageFiles.from_directory (received "
+                f"shuffle={value!r}): a source keeps the files in folder order, and the loader "
+                f"shuffles them anew every epoch, each file exactly once. Fix: pass it to the "
+                f"loader, shmaug.Sequence(files, shuffle={value!r}, seed=0) or "
+                f"shmaug.Loader(files, shuffle={value!r}, seed=0)."
+            )
+        raise ArgumentTypeError(
+            f"`{name}` is not an argument of ImageFiles.from_directory (received {name}="
+            f"{got(value)}); it takes {', '.join(accepted)}. Fix: leave `{name}` out."
+        )
+
+
+def check_aspect_args(crop_to_aspect_ratio: Any, pad_to_aspect_ratio: Any) -> str | None:
+    """``"crop"``, ``"pad"`` or None from Keras' two flags, which exclude each other."""
+    for name, value in (("crop_to_aspect_ratio", crop_to_aspect_ratio),
+                        ("pad_to_aspect_ratio", pad_to_aspect_ratio)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise ArgumentTypeError(
+                f"`{name}` must be True or False; received {got(value)}. Fix: "
+                f"`{name}=True` resizes without distorting the aspect ratio."
+            )
+    if crop_to_aspect_ratio and pad_to_aspect_ratio:
+        raise ArgumentError(
+            "Only one of `crop_to_aspect_ratio` and `pad_to_aspect_ratio` can be True (as in "
+            "Keras); received both. Fix: crop (cut the sides that do not fit) or pad (black "
+            "bars), not both."
+        )
+    return "crop" if crop_to_aspect_ratio else "pad" if pad_to_aspect_ratio else None
+
+
+def check_split_args(validation_split: Any, subset: Any, seed: Any) -> None:
+    """Keras' rules for ``validation_split``, ``subset`` and ``seed``, with the fix."""
+    if validation_split is not None and (isinstance(validation_split, bool) or not isinstance(
+            validation_split, (int, float, np.integer, np.floating))
+            or not 0 < validation_split < 1):
+        raise ArgumentError(
+            f"`validation_split` must be a number between 0 and 1 (exclusive); received "
+            f"{got(validation_split)}. Fix: e.g. `validation_split=0.2`."
+        )
+    if subset is not None and subset not in SUBSETS:
+        raise ArgumentError(
+            f"`subset` must be 'training', 'validation' or 'both'; received {got(subset)}. "
+            f"Fix: 'both' returns the two subsets as a (training, validation) tuple."
+        )
+    if (validation_split is None) != (subset is None):
+        given, missing = (("validation_split", "subset") if subset is None
+                          else ("subset", "validation_split"))
+        raise ArgumentError(
+            f"`{given}` needs `{missing}` (as in Keras, one without the other means nothing); "
+            f"received validation_split={validation_split!r}, subset={subset!r}. Fix: pass "
+            f"both, e.g. `validation_split=0.2, subset='training', seed=1337`."
+        )
+    if validation_split is not None and (seed is None or isinstance(seed, bool) or not isinstance(
+            seed, (int, np.integer)) or not 0 <= seed < 2**32):
+        raise ArgumentError(
+            f"`seed` must be an int in [0, 2**32) with `validation_split`, so that the "
+            f"training and validation subsets (each made by its own call) do not overlap; "
+            f"received {got(seed)}. Fix: pass the same `seed=` to both calls, e.g. "
+            f"`seed=1337`."
+        )
+
+
+def split(n: int, validation_split: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The positions (in folder order, sorted) of Keras' training and validation subsets."""
+    count = int(validation_split * n)
+    if count == 0 or count == n:
+        raise ArgumentError(
+            f"`validation_split`={validation_split} of {n} image(s) leaves "
+            f"{'no image for validation' if count == 0 else 'no image for training'}. Fix: "
+            f"a `validation_split` between {1 / n:.3g} and {1 - 1 / n:.3g}, or more images."
+        )
+    order = np.random.RandomState(seed).permutation(n)  # Keras: RandomState(seed).shuffle
+    return np.sort(order[:-count]), np.sort(order[-count:])
+
+
+def classes_of(labels: Any, label_mode: str | None, n: int) -> np.ndarray:
+    """int64 class index per image from ``labels``: ints, or (for ``label_mode``
+    'categorical' / 'binary') the encoding ``encode`` makes of them."""
+    array: np.ndarray = np.asarray(labels)
+    if label_mode == "categorical" and array.ndim == 2 and array.shape[0] == n:
+        if not (np.isin(array, (0, 1)).all() and (array.sum(axis=1) == 1).all()):
+            raise ArgumentError(
+                "2-D `labels` with label_mode='categorical' must be one-hot rows. Fix: pass "
+                "the class index per image instead."
+            )
+        indices: np.ndarray = array.argmax(axis=1).astype(np.int64)
+        return indices
+    if label_mode == "binary" and array.shape == (n, 1):
+        array = array[:, 0]
+    if array.ndim == 1 and array.dtype.kind == "f" and np.isin(array, (0, 1)).all():
+        array = array.astype(np.int64)  # binary labels given back as floats
+    if array.shape != (n,):
+        raise ArgumentError(
+            f"`labels` must hold one int per path ({n}); received shape {array.shape}. "
+            f"Fix: pass len(labels) == len(paths)."
+        )
+    if n and array.dtype.kind not in "iu":
+        raise ArgumentTypeError(
+            f"`labels` must be ints (class indices); received dtype {array.dtype}. Fix: "
+            f"convert them, or use ImageFiles.from_paths for class-name strings."
+        )
+    out: np.ndarray = array.astype(np.int64)
+    return out
+
+
+def encode(classes: np.ndarray, label_mode: str, num_classes: int) -> np.ndarray:
+    """Keras' encodings: 'int' the index, 'categorical' one-hot float32 (n, num_classes),
+    'binary' float32 (n, 1)."""
+    if label_mode == "int":
+        out = classes.copy()
+        out.flags.writeable = False
+        return out
+    if len(classes) and (classes.min() < 0 or classes.max() >= num_classes):
+        raise ArgumentError(
+            f"`labels` must be class indices 0..{num_classes - 1} ({num_classes} classes); "
+            f"received {classes.min()}..{classes.max()}. Fix: correct the labels, or pass "
+            f"`class_names` naming every class."
+        )
+    if label_mode == "binary" and num_classes != 2:
+        raise ArgumentError(
+            f"`label_mode`='binary' needs exactly 2 classes; this source has {num_classes}. "
+            f"Fix: label_mode='categorical' (or 'int') for more classes."
+        )
+    if label_mode == "binary":
+        out = classes.astype(np.float32)[:, None]
+    else:
+        out = np.zeros((len(classes), num_classes), np.float32)
+        out[np.arange(len(classes)), classes] = 1.0
+    out.flags.writeable = False
+    return out
+
+
+def check_extensions(paths: Sequence[str]) -> None:
+    bad = [p for p in paths if not p.lower().endswith(EXTENSIONS)]
+    if bad:
+        raise ArgumentError(
+            f"{len(bad)} path(s) have an extension shmaug does not decode, e.g. {bad[0]!r}; "
+            f"expected one of {', '.join(EXTENSIONS)}. Fix: convert or drop those files."
+        )
+
+
+def check_exist(paths: Sequence[str]) -> None:
+    missing = [p for p in paths if not os.path.isfile(p)]
+    if missing:
+        raise ArgumentError(
+            f"{len(missing)} image file(s) do not exist, e.g. {missing[0]!r}. Fix: correct the "
+            f"paths (or `directory=`), or pass on_error='skip' to replace them and count them."
+        )
+
+
+def encode_names(
+    labels: Any, n: int, class_names: Sequence[str] | None
+) -> tuple[np.ndarray | None, tuple[str, ...]]:
+    """Labels as int64 indices plus class names: strings map through their sorted names."""
+    if labels is None:
+        return None, tuple(class_names or ())
+    values = list(labels)
+    if len(values) != n:
+        raise ArgumentError(
+            f"`labels` must have one entry per path ({n}); received {len(values)}. "
+            f"Fix: pass len(labels) == len(paths)."
+        )
+    if all(isinstance(v, str) for v in values):
+        names = tuple(class_names) if class_names is not None else tuple(sorted(set(values)))
+        lookup = {name: i for i, name in enumerate(names)}
+        unknown = sorted(set(values) - set(lookup))
+        if unknown:
+            raise ArgumentError(
+                f"`labels` holds names that are not in `class_names` {list(names)}: "
+                f"{unknown}. Fix: add them to `class_names` or correct the labels."
+            )
+        return np.array([lookup[v] for v in values], np.int64), names
+    array = np.asarray(values)
+    if array.dtype.kind not in "iu":
+        raise ArgumentTypeError(
+            f"`labels` must be all ints (class indices) or all strings (class names); "
+            f"received dtype {array.dtype}, e.g. {got(values[0])}. Fix: convert them."
+        )
+    if class_names is not None and len(array) \
+            and not 0 <= array.min() <= array.max() < len(class_names):
+        raise ArgumentError(
+            f"int `labels` must index `class_names` (0..{len(class_names) - 1}); received "
+            f"{array.min()}..{array.max()}. Fix: correct the labels or the names."
+        )
+    return array.astype(np.int64), tuple(class_names or ())

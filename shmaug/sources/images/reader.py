@@ -1,0 +1,172 @@
+"""What an image source runs in a worker: encoded bytes to pixels, and one sample index to pixels.
+
+``Decoder`` turns encoded image bytes into the source's image (decode, check the channels,
+resize). ``Reader`` is ``ImageFiles.load`` and ``ImageRecords.load``: it asks its table (a
+``PathTable`` of files, or a ``RecordTable`` of records in shards) for sample ``index``'s bytes
+and decodes them, standing in for an unreadable sample with ``on_error="skip"``. A loader gives
+the workers ``reader.sharing(store).marking(handle, marks)``: the table in the loader's shared
+memory and the loader's marks of stand-ins, so a pickled reader carries only handles and
+settings. A table provides ``fetch(i)`` (the bytes), ``what(i)`` (how errors name them),
+``[i]`` (the name ``stats()`` lists), ``class_of(i)``, ``share(store)``, ``NOUN`` and
+``SOURCE``. ``files.py`` and ``records.py`` own the source objects; this module only reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from .decode import decode_bytes, resize
+from ...errors import ImageReadError
+from ...memory.store import ArrayHandle, SharedStore, attach_block
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Decoder:
+    """Turns one sample's encoded bytes into the source's image: decode, check channels,
+    resize."""
+
+    image_size: tuple[int, int]
+    color_mode: str | None
+    interpolation: str
+    channels: int  # 0 until learned from the first file (color_mode=None)
+    reduced_decode: bool
+    aspect: str | None = None  # "crop" / "pad": Keras' crop_to_ / pad_to_aspect_ratio
+
+    def __call__(self, data: np.ndarray, what: str) -> np.ndarray:
+        image = decode_bytes(data, what, self.color_mode,
+                             self.image_size if self.reduced_decode else None)
+        if self.channels and image.shape[-1] != self.channels:
+            raise ImageReadError(
+                f"Cannot use {what}: it has {image.shape[-1]} channel(s) but "
+                f"this source has {self.channels} (color_mode=None keeps the first file's "
+                f"channels). Fix: pass color_mode='grayscale', 'rgb' or 'rgba' to convert."
+            )
+        return resize(image, self.image_size, self.interpolation, self.aspect)
+
+
+class Reader:
+    """A source's ``load``: decodes sample ``index``, standing in for it when it is unreadable.
+
+    ``sharing(store)`` gives a reader whose path table lives in ``store`` (the loader's) and
+    pickles as its handle; ``marking(handle, marks)`` one that also sets ``marks[index]`` for
+    each sample it stood in for (a shared byte per sample, owned by the loader, which counts
+    the marks of what it delivers). Pickled for a worker, it carries only handles and settings.
+    """
+
+    __slots__ = ("table", "decoder", "on_error", "by_class", "_handle", "_marks", "_block")
+    uses_global_rng = False  # decoding draws no random numbers: no need to seed the globals
+
+    def __init__(self, table: Any, decoder: Decoder, on_error: str, by_class: bool,
+                 handle: ArrayHandle | None = None, marks: Any = None) -> None:
+        self.table = table  # a PathTable or RecordTable, in this process or shared
+        self.decoder = decoder
+        self.on_error = on_error
+        self.by_class = by_class  # invariant: a stand-in must be of the sample's class
+        self._handle = handle  # the marks' shared block, or None: stand-ins are not recorded
+        self._marks = marks  # invariant: writable, one byte per sample, or None
+        self._block: Any = None  # in a worker: the attached block behind ``_marks``
+
+    @property
+    def __name__(self) -> str:  # how a worker error names the stage that failed
+        return f"{self.table.SOURCE}.load"
+
+    def sharing(self, store: SharedStore) -> Reader:
+        """A reader of the same samples whose path table is copied once into ``store``."""
+        return Reader(self.table.share(store), self.decoder, self.on_error, self.by_class,
+                       self._handle, self._marks)
+
+    def marking(self, handle: ArrayHandle, marks: np.ndarray) -> Reader:
+        """A reader of the same samples that records its stand-ins in ``marks`` (whose shared
+        block ``handle`` names, for the workers)."""
+        return Reader(self.table, self.decoder, self.on_error, self.by_class, handle, marks)
+
+    @property
+    def prefetch(self) -> Callable[..., None] | None:
+        """The engine's hook before a task's samples are made one by one: the table's, where
+        it reads over a network (``remote.bucket.RemoteTable``, ``RecordTable`` of URLs) and fetches
+        a task's samples, and those of the tasks queued behind it (``ahead``), together; None
+        where there is nothing to fetch, which a worker sees once, at start."""
+        return getattr(self.table, "prefetch", None)
+
+    @property
+    def plan(self) -> Callable[..., None] | None:
+        """The engine's hook with the known order (the table's: ``RecordTable.plan``), or
+        None; seen once per worker, as ``prefetch``."""
+        return getattr(self.table, "plan", None)
+
+    def read(self, index: int) -> np.ndarray:
+        """Sample ``index`` decoded; no stand-in."""
+        return self.decoder(self.table.fetch(index), self.table.what(index))
+
+    def __call__(self, index: int) -> np.ndarray:
+        try:
+            return self.read(index)
+        except ImageReadError as exc:
+            if self.on_error == "raise":
+                raise
+            first = exc
+        table, n = self.table, len(self.table)
+        own = table.class_of(index) if self.by_class else None
+        for step in range(1, n):
+            substitute = (index + step) % n
+            if self.by_class and table.class_of(substitute) != own:
+                continue  # the stand-in must carry the label the batch gives this sample
+            try:
+                image = self.read(substitute)
+            except ImageReadError:
+                continue
+            if self._marks is not None:
+                self._marks[index] = 1
+            # The user hears of it from the loader, once (``replaced_warning``).
+            log.debug("%s Using %s instead (on_error='skip')", first, table[substitute])
+            return image
+        kind = "of its class " if self.by_class else ""
+        raise ImageReadError(
+            f"No other {table.NOUN} {kind}in this source can be read, so none can stand in "
+            f"for {table.what(index)} ({first}). Fix: check the source's files."
+        )
+
+    def name(self, index: int) -> str:
+        """What ``stats()["unreadable"]`` calls sample ``index``: its path (or shard and
+        record)."""
+        return str(self.table[index])
+
+    def replaced_warning(self, index: int) -> str:
+        """The loader's one warning, for the first stand-in it delivers (read again here for
+        the reason: a worker's exception does not travel with a successful batch)."""
+        try:
+            self.read(index)
+            reason = f"Could not read {self.table.what(index)} (it reads now)"
+        except ImageReadError as exc:
+            reason = str(exc).split(" Fix:")[0].rstrip(".")
+        return (
+            f"{reason}. With on_error='skip' it is replaced by the next readable "
+            f"{self.table.NOUN} of its class, in this epoch and every other. This warning is "
+            f"not repeated for this loader: stats()['unreadable'] lists every unreadable "
+            f"{self.table.NOUN} met and stats()['skipped'] counts the stand-ins delivered. "
+            f"Fix: replace or remove the {self.table.NOUN}(s)."
+        )
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return self.table, self.decoder, self.on_error, self.by_class, self._handle
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.table, self.decoder, self.on_error, self.by_class, self._handle = state
+        self._marks = self._block = None
+        if self._handle is not None:  # in a worker: the loader's marks, by name
+            self._block = attach_block(self._handle)
+            self._marks = self._block.buf  # bytes, no numpy view: closing never meets one
+
+
+if TYPE_CHECKING:  # mypy holds the reader to what the engine asks of a source's load
+    from ...engine import source as engine
+
+    _AS_THE_ENGINE_SEES_IT: tuple[type[engine.Sharing], type[engine.Marking], type[engine.Marked],
+                                  type[engine.Prefetching], type[engine.Planning]] = (
+        Reader, Reader, Reader, Reader, Reader)
