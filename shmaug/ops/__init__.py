@@ -27,7 +27,9 @@ Where each piece lives:
   blur; erase);
 - ``kernels``: the pure pixel work, OpenCV's and PIL's;
 - ``policies``: RandAugment, TrivialAugmentWide, AutoAugment, AugMix;
-- ``interop``: Keras layers, albumentations pipelines and legacy functions as ops.
+- ``interop``: Keras layers, albumentations pipelines and legacy functions as ops;
+- ``targets``: what lies on the image (masks, boxes, keypoints, in Keras' layout) and how it
+  follows the geometric ops (``pad_boxes``: boxes of varying count in one padded array).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ from .mixing import CutMix, Mix, MixUp
 from .builtin.noise import gaussian_noise, jpeg
 from .builtin.tone import brightness_contrast, gamma
 from .policies.augment import aug_mix, auto_augment, rand_augment, trivial_augment_wide
+from .targets.formats import pad_boxes
 
 __all__ = [
     "Augment",
@@ -119,6 +122,7 @@ __all__ = [
     "hue",
     "invert",
     "jpeg",
+    "pad_boxes",
     "perspective",
     "posterize",
     "rand_augment",

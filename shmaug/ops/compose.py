@@ -13,13 +13,18 @@ loader then watches for draws and seeds those globals from the first one on).
 ``value_range`` (Keras' name) is the (low, high) the pixels lie in; a container binds it into
 every member that takes one and has none, so it is said once for the whole pipeline. A loader
 binds its own ``value_range`` the same way (``with_value_range``).
+
+A ``Compose`` also moves what lies on its image: given a loader's ``y`` with masks, boxes or
+keypoints (Keras' names, ``segmentation_masks`` and ``bounding_boxes``, or albumentations'),
+its geometric ops move them as they move the pixels (``targets/``), read in the
+``bounding_box_format`` and ``keypoint_format`` it is given.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +33,10 @@ import numpy as np
 from ..errors import ArgumentError, ArgumentTypeError
 from ..seeding import global_rng_use
 from .params import ValueRange, bounds, convert, value_range as checked_range
-from .core import as_op, config_type, from_config, to_config, with_value_range
+from .core import WARPED, as_op, children, config_type, from_config, to_config, with_value_range
+from .targets import formats
+from .targets.moves import noting
+from .targets.sample import MASK_NAMES, NAMES, TargetOptions, move
 
 
 def _ranged(container: Any, members: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -72,7 +80,19 @@ def _global(ops: Iterable[Any]) -> bool | None:
 
 @dataclass(frozen=True, slots=True)
 class Compose:
-    """Apply every op in order.
+    """Apply every op in order, and move the targets on the image with it.
+
+    Args:
+        ops: the ops, in order.
+        value_range: the (low, high) the pixels lie in (Keras' name); None: by dtype.
+        bounding_box_format: the format of the boxes in a loader's ``y``, as Keras' layers
+            take it (``"xyxy"``, ``"rel_xywh"``, ... : ``targets.formats.BOX_FORMATS``).
+        keypoint_format: ``"xy"``, ``"yx"``, ``"rel_xy"`` or ``"rel_yx"``.
+        min_visibility: a box keeps less than this fraction of its moved area inside the
+            image: it is dropped (albumentations' name).
+        min_area: a box keeps fewer pixels than this inside the image: it is dropped.
+        mask_fill: a mask's value where a warp with a constant border brings nothing in (an
+            ignore label, say); the image's own border otherwise.
 
     Example:
         >>> from shmaug.ops import Compose, Op
@@ -82,9 +102,22 @@ class Compose:
 
     ops: Sequence[Any]  # normalized to a tuple of callables in __post_init__
     value_range: ValueRange | None = None
+    bounding_box_format: str | None = None
+    keypoint_format: str | None = None
+    min_visibility: float = 0.0
+    min_area: float = 0.0
+    mask_fill: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ops", _ranged(self, _members(self.ops, "Compose")))
+        object.__setattr__(self, "bounding_box_format", formats.check_format(
+            self.bounding_box_format, "bounding_box_format", formats.BOX_FORMATS))
+        object.__setattr__(self, "keypoint_format", formats.check_format(
+            self.keypoint_format, "keypoint_format", formats.KEYPOINT_FORMATS))
+        object.__setattr__(self, "min_visibility",
+                           bounds(self.min_visibility, "min_visibility", 0.0, 1.0)[0])
+        object.__setattr__(self, "min_area", bounds(self.min_area, "min_area", 0.0)[0])
+        object.__setattr__(self, "mask_fill", bounds(self.mask_fill, "mask_fill")[0])
 
     def with_value_range(self, value_range: ValueRange) -> Compose:
         result: Compose = _with_range(self, value_range)
@@ -106,7 +139,55 @@ class Compose:
 
     def to_config(self) -> dict[str, Any]:
         """A JSON-ready dict; ``shmaug.from_config`` rebuilds an equal pipeline."""
-        return {"type": "Compose", "ops": [to_config(op) for op in self.ops], **_range_config(self)}
+        options = {name: getattr(self, name) for name in _TARGET_OPTIONS
+                   if getattr(self, name) != getattr(_NO_OPTIONS, name)}
+        return {"type": "Compose", "ops": [to_config(op) for op in self.ops],
+                **_range_config(self), **options}
+
+    def __repr__(self) -> str:
+        # The target options only where set: most pipelines move no target.
+        options = "".join(f", {name}={getattr(self, name)!r}" for name in _TARGET_OPTIONS
+                          if getattr(self, name) != getattr(_NO_OPTIONS, name))
+        return f"Compose(ops={self.ops!r}, value_range={self.value_range!r}{options})"
+
+    # -- targets: what lies on the image ----------------------------------------------------
+
+    @property
+    def target_names(self) -> frozenset[str]:
+        """The names under which a loader's ``y`` holds targets this pipeline moves with its
+        image, where it moves pixels at all; none where it moves none (they stay as they
+        are, gathered beside the batch)."""
+        warps = any(getattr(m, "targets", None) == WARPED for m in _walked(self))
+        return NAMES if warps else frozenset()
+
+    def check_targets(self, targets: dict[str, np.ndarray],
+                      image_shape: tuple[int, ...] | None) -> None:
+        """Refuse, before any worker starts, targets this pipeline would read wrong: boxes or
+        keypoints in no format or another one, outside their image, masks of another size,
+        labels that are not one per box."""
+        for name, rows in targets.items():
+            if name in MASK_NAMES:
+                formats.check_mask(name, rows, image_shape, stacked=name == "masks")
+            elif name == "keypoints":
+                formats.check_keypoints(name, rows, self.keypoint_format, image_shape)
+            elif name in ("boxes", "bboxes"):
+                labels = targets.get("box_labels")
+                if labels is not None:
+                    formats.check_box_labels("labels", labels, rows)
+                formats.check_boxes(name, rows, self.bounding_box_format, image_shape, labels)
+
+    def augment_targets(self, image: np.ndarray, targets: dict[str, np.ndarray],
+                        rng: np.random.Generator) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """One sample and its targets (a loader's rows of ``y`` under ``target_names``),
+        moved together with one draw; the image is the one ``pipe(image, rng)`` makes.
+
+        Example:
+            >>> out, moved = pipe.augment_targets(image, {"mask": mask}, rng)  # doctest: +SKIP
+        """
+        with noting() as moves:
+            out = self(image, rng)
+        options = TargetOptions(*(getattr(self, name) for name in _TARGET_OPTIONS))
+        return out, move(targets, moves, image.shape, options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,9 +324,22 @@ class SomeOf:
                 **_range_config(self)}
 
 
+_TARGET_OPTIONS = ("bounding_box_format", "keypoint_format", "min_visibility", "min_area",
+                   "mask_fill")  # TargetOptions' fields, in order
+_NO_OPTIONS = TargetOptions()  # the defaults, which a config leaves out
+
+
+def _walked(member: Any) -> Iterator[Any]:
+    """``member`` and every member inside it, depth first."""
+    yield member
+    for _, child in children(member):
+        yield from _walked(child)
+
+
 @config_type("Compose")
 def _compose(cfg: dict[str, Any]) -> Compose:
-    return Compose(tuple(from_config(c) for c in cfg["ops"]), value_range=_range_of(cfg))
+    return Compose(tuple(from_config(c) for c in cfg["ops"]), value_range=_range_of(cfg),
+                   **{name: cfg[name] for name in _TARGET_OPTIONS if name in cfg})
 
 
 @config_type("OneOf")

@@ -39,6 +39,12 @@ Augment = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 Check = Callable[[Any, str], object]
 """``check(value, name)`` raises for a bad parameter value (e.g. ``params.bounds``)."""
 
+# What an op does to what lies on its image (a mask, boxes, keypoints): ``register(targets=)``.
+STILL = "still"  # it moves no pixel: they stay right as they are (colour, noise, blur, erasing)
+WARPED = "warped"  # it moves pixels through the moves it notes (targets.moves): they follow
+BLENDED = "blended"  # it blends copies moved differently (AugMix): none can follow
+TARGET_KINDS = (STILL, WARPED, BLENDED)
+
 
 @dataclass(frozen=True, slots=True)
 class OpSpec:
@@ -50,6 +56,7 @@ class OpSpec:
     defaults: Mapping[str, Any]
     module: str  # where fn is defined; from_config imports it when the name is unknown
     checks: Mapping[str, Check] = field(default_factory=dict)  # run by Op(...) per parameter
+    targets: str | None = None  # STILL, WARPED or BLENDED; None: its author did not say
 
 
 _REGISTRY: dict[str, OpSpec] = {}
@@ -67,7 +74,7 @@ def _local_kind(obj: Any) -> str | None:
 
 def register(
     name: str, *, replace: bool = False, uses_global_rng: bool | None = None,
-    checks: Mapping[str, Check] | None = None,
+    checks: Mapping[str, Check] | None = None, targets: str | None = None,
 ) -> Callable[[F], F]:
     """Register ``fn(image, rng, **params)`` as an op under ``name``.
 
@@ -81,6 +88,11 @@ def register(
         checks: ``{parameter: check(value, name)}``, run on the bound or default value when
             an :class:`Op` is built, so a bad value fails in the main process and not when a
             worker first takes that branch of a pipeline.
+        targets: what the op does to the masks, boxes and keypoints that lie on its image:
+            ``"still"`` (it moves no pixel, so they stay right as they are), ``"warped"`` (it
+            moves pixels only through shmaug's ops, whose moves they follow) or
+            ``"blended"`` (none can follow). None (the default): it does not say, and a
+            pipeline given such targets refuses it rather than leave them behind.
 
     Returns:
         A decorator that registers the function and returns it unchanged.
@@ -88,8 +100,8 @@ def register(
     Raises:
         DuplicateOpError: ``name`` is taken and ``replace`` is false.
         NotPicklableError: the function is a lambda or closure (it could not reach workers).
-        ArgumentError: the signature does not start with ``(image, rng)`` or a parameter has
-            no default.
+        ArgumentError: the signature does not start with ``(image, rng)``, a parameter has
+            no default, or ``targets`` is none of those.
 
     Example:
         >>> @register("ink_bleed")
@@ -101,6 +113,11 @@ def register(
             f"`name` expects a non-empty str; received {name!r} ({type(name).__name__}). "
             f'Use @shmaug.register("my_op").'
         )
+
+    if targets is not None and targets not in TARGET_KINDS:
+        raise ArgumentError(
+            f"`targets` of op `{name}` expects one of {list(TARGET_KINDS)} or None; received "
+            f"{targets!r}. Fix: \"still\" for an op that moves no pixel.")
 
     def decorate(fn: F) -> F:
         if uses_global_rng is not None:
@@ -134,7 +151,7 @@ def register(
             )
         _REGISTRY[name] = OpSpec(
             name, fn, tuple(p.name for p in extra), {p.name: p.default for p in extra},
-            fn.__module__, dict(checks or {}),
+            fn.__module__, dict(checks or {}), targets,
         )
         return fn
 
@@ -233,6 +250,12 @@ class Op:
     def bind(self, **params: Any) -> Op:
         """A copy with more parameters bound (later values win)."""
         return Op(self.name, **{**self.kwargs, **params})
+
+    @property
+    def targets(self) -> str | None:
+        """What the op does to the targets on its image (``register(targets=)``)."""
+        spec = _REGISTRY.get(self.name)
+        return None if spec is None else spec.targets
 
     def with_value_range(self, value_range: tuple[float, float]) -> Op:
         """This op with ``value_range`` bound, if it takes one and has none bound yet (a

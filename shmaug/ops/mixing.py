@@ -107,15 +107,20 @@ class Mix:
 
     # -- in the main process, before anything starts ----------------------------------------
 
-    def for_labels(self, labels: Any, moved: Any = ()) -> Mix:
+    def for_labels(self, labels: Any, spatial: Any = ()) -> Mix:
         """This mix checked against the dataset's labels, ``num_classes`` filled in: what the
-        ``Loader`` keeps. ``moved``: the targets `augment` transforms with the image (a
-        mask, boxes), which a mix cannot carry."""
-        if moved:
+        ``Loader`` keeps. ``spatial``: the names of the masks, boxes or keypoints in ``y``,
+        which a mix refuses: MixUp blends two images, whose masks hold class ids that do not
+        blend and whose boxes would all need room in one padded row; CutMix pastes a window
+        whose mask and boxes would have to be pasted and cut too, which shmaug's mix (made in
+        the ring, after the targets were written) does not do."""
+        if spatial:
             raise ArgumentError(
-                f"`mix` ({self!r}) mixes images and class labels, but `augment` also moves "
-                f"{', '.join(sorted(moved))} with each image, which cannot be mixed so. Fix: "
-                f"pass mix=None, or leave those targets out of `y`.")
+                f"`mix` ({self!r}) mixes images and class labels, but `y` also holds "
+                f"{', '.join(repr(s) for s in spatial)}, which lies on the image and cannot "
+                f"be mixed so (MixUp's blend has no mask or box of its own; CutMix would have "
+                f"to cut and paste them too). Fix: pass mix=None, or leave those targets out "
+                f"of `y`.")
         labels = self.label_array(labels)
         if labels.ndim == 2 and labels.shape[1] > 1:  # rows of class probabilities
             if self.num_classes not in (None, labels.shape[1]):

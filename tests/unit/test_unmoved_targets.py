@@ -1,6 +1,9 @@
-"""A mask, boxes or keypoints in ``y`` with a shmaug pipeline that moves pixels is refused
-before anything starts (shmaug's own ops move no targets: they would come back misaligned,
-silently); a pipeline that moves no pixel keeps them, and every built-in op is classed."""
+"""A mask, boxes or keypoints in ``y`` are moved with their image or refused before anything
+starts, never passed through while the pixels move: a pipeline that moves pixels moves them
+(its ops say so: ``targets="warped"``), one that moves none keeps them, and a member that
+cannot say what it does to them (a function of the user's that declares nothing, AugMix) is
+refused by name, as is every misread target (no format, another format, outside the image,
+another size, labels that are not one per box)."""
 
 from __future__ import annotations
 
@@ -8,40 +11,93 @@ import numpy as np
 import pytest
 
 import shmaug
-from shmaug.engine.config.inputs import MOVING_OPS
-from shmaug.ops import Compose, Maybe, OneOf, Op, available
-
-# The built-in ops that leave every pixel where it was (colour, noise, blur, erasing).
-STILL = frozenset({
-    "auto_contrast", "brightness_contrast", "channel_shuffle", "clahe", "color_degeneration",
-    "color_jitter", "cutout", "equalize", "erasing", "gamma", "gaussian_blur",
-    "gaussian_noise", "grayscale", "hue", "invert", "jpeg", "posterize", "saturation",
-    "sharpen", "smooth", "solarize"})
+from shmaug.ops import Compose, Maybe, OneOf, Op, register
+from tests import _ops
 
 x = np.zeros((8, 16, 16), np.uint8)
+BOXES = np.full((8, 2, 4), -1.0, np.float32)
+BOXES[:, 0] = [2, 3, 9, 12]
+LABELS = np.where(BOXES[:, :, 0] >= 0, 1, -1)
+KERAS_Y = {"bounding_boxes": {"boxes": BOXES, "labels": LABELS},
+           "segmentation_masks": np.zeros((8, 16, 16, 1), np.uint8)}
 
 
-def test_every_built_in_op_is_classed_as_moving_pixels_or_not() -> None:
-    builtin = {name for name in available() if not name.startswith("test_")}
-    assert builtin == MOVING_OPS | STILL, builtin ^ (MOVING_OPS | STILL)
-    assert not MOVING_OPS & STILL
+@register("test_recolour", targets="still")
+def recolour(image, rng):
+    return image
 
 
-@pytest.mark.parametrize("y", [
-    {"mask": np.zeros((8, 16, 16), np.uint8)},
-    [np.arange(8), {"bboxes": np.full((8, 2, 4), -1.0)}],
-])
-def test_a_spatial_target_with_a_moving_pipeline_is_refused(y) -> None:
-    augment = Compose([Op("gamma"), OneOf([Op("hflip"), Maybe(Op("rotate"))])])
-    with pytest.raises(shmaug.ArgumentError, match=r"hflip, rotate.*from_albumentations"):
-        shmaug.Loader(x, y, augment=augment, workers=0)
+def test_a_pipeline_that_moves_pixels_moves_keras_targets_instead_of_refusing_them() -> None:
+    augment = Compose([Op("gamma"), OneOf([Op("hflip"), Maybe(Op("rotate"))])],
+                      bounding_box_format="xyxy")
+    with shmaug.Loader(x, KERAS_Y, batch_size=8, augment=augment, workers=0) as loader:
+        _, y = loader.batch(0)
+    assert set(y) == {"bounding_boxes", "segmentation_masks"}
+    assert y["bounding_boxes"]["boxes"].shape == (8, 2, 4)
 
 
 def test_a_pipeline_that_moves_no_pixel_keeps_its_mask() -> None:
     mask = np.arange(8 * 16 * 16, dtype=np.uint16).reshape(8, 16, 16)
     with shmaug.Loader(x, {"mask": mask}, batch_size=4, workers=0,
-                       augment=Compose([Op("gamma"), Op("gaussian_noise")])) as loader:
+                       augment=Compose([Op("gamma"), Op("gaussian_noise"),
+                                        Op("test_recolour")])) as loader:
         np.testing.assert_array_equal(loader.batch(0)[1]["mask"], mask[:4])
+
+
+@pytest.mark.parametrize("member, why", [
+    (_ops.identity, "does not say what it does"),
+    (Op("aug_mix"), "blends copies of the image moved differently"),
+])
+def test_a_member_that_cannot_keep_targets_is_refused_by_name(member, why) -> None:
+    augment = Compose([Op("hflip"), member], bounding_box_format="xyxy")
+    with pytest.raises(shmaug.ArgumentError, match=rf"'boxes'.*{why}.*targets='still'"):
+        shmaug.Loader(x, KERAS_Y, augment=augment, workers=0)
+
+
+def test_a_warp_outside_a_compose_is_refused_with_the_fix() -> None:
+    with pytest.raises(shmaug.ArgumentError, match=r"inside a Compose"):
+        shmaug.Loader(x, {"mask": np.zeros((8, 16, 16), np.uint8)}, augment=Op("hflip"),
+                      workers=0)
+
+
+@pytest.mark.parametrize("y, fmt, match", [
+    (KERAS_Y, None, r"no `bounding_box_format`.*bounding_box_format='xyxy'"),
+    (KERAS_Y, "center_xywh", r"outside its 16x16 image"),
+    ({"bounding_boxes": {"boxes": BOXES[:, :, [2, 1, 0, 3]], "labels": LABELS}}, "xyxy",
+     r"end lies before its start.*another format"),
+    ({"bounding_boxes": {"boxes": np.where(BOXES >= 0, BOXES / 16, -1), "labels": LABELS}},
+     "xyxy",
+     r"all within \[0, 1\].*rel_xyxy"),
+    ({"bounding_boxes": {"boxes": BOXES, "labels": LABELS[:, :1]}}, "xyxy",
+     r"one label per box"),
+    ({"segmentation_masks": np.zeros((8, 12, 16, 1), np.uint8)}, "xyxy",
+     r"masks of \(12, 16\) pixels, but its images are \(16, 16\)"),
+    ({"keypoints": np.zeros((8, 3, 2), np.float32)}, "xyxy", r"no `keypoint_format`"),
+    ({"bboxes": np.zeros((8, 2), np.float32)}, "xyxy", r"\(samples, max_boxes, 4\)"),
+])
+def test_targets_read_wrong_are_refused_before_anything_starts(y, fmt, match) -> None:
+    augment = Compose([Op("hflip")], bounding_box_format=fmt)
+    with pytest.raises(shmaug.ArgumentError, match=match):
+        shmaug.Loader(x, y, augment=augment, workers=0)
+
+
+def test_ragged_boxes_are_padded_per_dataset() -> None:
+    boxes = [np.array([[1, 1, 5, 5]] * (i % 3), np.float32).reshape(-1, 4) for i in range(8)]
+    labels = [np.arange(i % 3) for i in range(8)]
+    augment = Compose([Op("vflip")], bounding_box_format="xyxy")
+    with shmaug.Loader(x, {"bounding_boxes": {"boxes": boxes, "labels": labels}},
+                       batch_size=8, augment=augment, workers=0) as loader:
+        y = loader.batch(0)[1]["bounding_boxes"]
+    assert y["boxes"].shape == (8, 2, 4) and y["labels"].tolist()[2] == [0, 1]
+    np.testing.assert_array_equal(y["boxes"][2, 1], [1, 11, 5, 15])
+    assert (y["boxes"][0] == -1).all()
+
+
+def test_a_mix_refuses_targets_on_the_image_and_says_why() -> None:
+    y = {"labels": np.arange(8) % 2, "segmentation_masks": KERAS_Y["segmentation_masks"]}
+    with pytest.raises(shmaug.ArgumentError, match=r"cannot be mixed so \(MixUp's blend"):
+        shmaug.Loader(x, y, augment=Compose([Op("gamma")]), workers=0,
+                      mix=shmaug.ops.MixUp(0.2, num_classes=2))
 
 
 def test_an_albumentations_pipeline_inside_a_container_with_a_mask_is_refused() -> None:

@@ -15,7 +15,11 @@ import numpy as np
 from ...errors import ArgumentError, ArgumentTypeError, got
 from ...ops.params import SUPPORTED_DTYPES, dtype_range, outside
 from ...ops.params import value_range as checked_range
-from ...ops.core import Op, children
+from ...ops.compose import Compose, Maybe, OneOf, SomeOf
+from ...ops.core import BLENDED, STILL, WARPED, Op, children
+from ...ops.interop.albumentations import FromAlbumentations
+from ...ops.targets.formats import pad_boxes
+from ...ops.targets.sample import BOX_LABELS
 
 
 def is_source(x: Any) -> bool:
@@ -174,10 +178,15 @@ def length(x: Any) -> int:
 
 
 def targets(y: Any, n: int, name: str = "y") -> Any:
-    """None, one array, or a dict / list / tuple (nested) of arrays, each of length n."""
+    """None, one array, or a dict / list / tuple (nested) of arrays, each of length n. Boxes
+    of Keras' layout given per sample (a list of (m_i, 4) arrays under ``boxes``, beside
+    their ``labels``) are padded with -1 to the dataset's largest count (``pad_boxes``)."""
     if y is None:
         return None
     if isinstance(y, dict):
+        if isinstance(y.get("boxes"), (list, tuple)) and len(y["boxes"]) == n:
+            boxes, labels = pad_boxes(y["boxes"], y.get("labels"))
+            y = {**y, "boxes": boxes, **({} if labels is None else {"labels": labels})}
         return {k: targets(v, n, f"{name}[{k!r}]") for k, v in y.items()}
     if isinstance(y, (list, tuple)) and y and all(isinstance(v, (np.ndarray, dict)) for v in y):
         # Keras' convention: a list / tuple of arrays is one target per model output.
@@ -230,54 +239,69 @@ def augmented_targets(y: Any, augment: Any,
     return found
 
 
-# albumentations' names for what lies on the image: what a pipeline that moves pixels must
-# move too, or the image and its target part ways
-SPATIAL_TARGETS = ("mask", "masks", "bboxes", "keypoints")
-# the built-in ops that move pixels (tests/unit/test_unmoved_targets.py holds every built-in
-# op to this list or the other)
-MOVING_OPS = frozenset({
-    "aug_mix", "auto_augment", "center_crop", "crop", "elastic", "hflip", "perspective",
-    "rand_augment", "resize", "resized_crop", "rotate", "scale_translate", "shear",
-    "sine_warp", "translate", "translation", "trivial_augment_wide", "vflip", "zoom",
-    "zoom_out"})
+SPATIAL_TARGETS = ("mask", "masks", "segmentation_masks", "boxes", "bboxes", "keypoints")
+"""What lies on the image, by Keras' and albumentations' names: what a pipeline that moves
+pixels must move too, or the image and its target part ways."""
+_CONTAINERS = (Compose, OneOf, Maybe, SomeOf)
+
+
+def spatial_targets(labels: Any) -> list[str]:
+    """The names under which ``labels`` (``y``) holds masks, boxes or keypoints."""
+    return [key for key, _ in _filed(labels, SPATIAL_TARGETS)]
 
 
 def unmoved_targets(labels: Any, augment: Any) -> None:
-    """Refuse a mask, boxes or keypoints in ``labels`` (``y``) that `augment` would leave in
-    place while it moves the pixels: shmaug's own ops move no targets, and a misaligned mask
-    trains a model on wrong answers without a sign. A pipeline that moves its targets
-    (``target_names``: ``from_albumentations``) and one that moves no pixel pass."""
-    if augment is None or getattr(augment, "target_names", None):
-        return
+    """Refuse a mask, boxes or keypoints in ``labels`` (``y``) that `augment` would not keep
+    on its image: a member that moves pixels and cannot say how (a function of the user's that
+    declares nothing, AugMix's blend of copies moved differently), a warp outside a
+    ``Compose`` (which reads the boxes' format), or an albumentations pipeline inside one
+    (which gets the image alone). A misaligned mask trains a model on wrong answers without a
+    sign. A pipeline that moves no pixel keeps its targets as they are."""
+    found = spatial_targets(labels)
+    if augment is None or not found or isinstance(augment, FromAlbumentations):
+        return  # (albumentations checks its own targets: ``check_targets``)
     members = list(_members(augment))
-    moving = sorted({m.name for m in members if isinstance(m, Op) and m.name in MOVING_OPS})
-    nested = any(getattr(m, "target_names", None) for m in members)  # (not the top's)
-    if not moving and not nested:
+    said = ", ".join(repr(f) for f in found)
+    if any(isinstance(m, FromAlbumentations) for m in members):
+        raise ArgumentError(
+            f"`y` holds {said}, and `augment` holds an albumentations pipeline inside a "
+            f"{type(augment).__name__}, which passes it the image alone: the targets would "
+            f"not move with it. Fix: pass the albumentations pipeline as `augment` itself, "
+            f"with the other steps inside its A.Compose.")
+    kinds = [(m, getattr(m, "targets", None)) for m in members if not isinstance(m, _CONTAINERS)]
+    if all(kind == STILL for _, kind in kinds):
         return
-    found = [key for key, _ in _filed(labels, SPATIAL_TARGETS)]
-    if found and nested:
+    for member, kind in kinds:
+        if kind not in (STILL, WARPED):
+            name = member.name if isinstance(member, Op) else got(member)
+            why = ("blends copies of the image moved differently, which no target can follow"
+                   if kind == BLENDED else "does not say what it does to what lies on the image")
+            raise ArgumentError(
+                f"`y` holds {said}, which lies on the image, and `augment` holds {name}, "
+                f"which {why}: they could come back where they were, no longer on their "
+                f"image. Fix: an op that moves no pixel says so, @shmaug.register(name, "
+                f"targets='still') (from_pil(fn, targets='still')); one that moves pixels "
+                f"moves them with shmaug's geometric ops, or the pipeline is albumentations' "
+                f"(shmaug.from_albumentations); or leave {name} out.")
+    if not isinstance(augment, Compose):
         raise ArgumentError(
-            f"`y` holds {', '.join(repr(f) for f in found)}, and `augment` holds an "
-            f"albumentations pipeline inside a {type(augment).__name__}, which passes it the "
-            f"image alone: the targets would not move with it. Fix: pass the albumentations "
-            f"pipeline as `augment` itself, with the other steps inside its A.Compose.")
-    if found:
-        raise ArgumentError(
-            f"`y` holds {', '.join(repr(f) for f in found)}, which lies on the image, and "
-            f"`augment` moves the pixels ({', '.join(moving)}), but shmaug's own ops move "
-            f"no masks, boxes or keypoints: each would come back where it was, no longer on "
-            f"its image. Fix: write the pipeline in albumentations and pass "
-            f"augment=shmaug.from_albumentations(A.Compose([...])), which moves them with "
-            f"each image; or file the array under another name if it is not spatial.")
+            f"`y` holds {said}, which `augment` ({got(augment)}) moves with its image only "
+            f"inside a Compose, which reads their format. Fix: pass augment=shmaug.Compose("
+            f"[...], bounding_box_format=...) around it.")
 
 
 def _filed(y: Any, names: Collection[str]) -> Iterator[tuple[str, np.ndarray]]:
     """The arrays filed in any dict of ``y`` under one of ``names``, depth first, in order
-    (one so filed is not looked into)."""
+    (one so filed is not looked into). A dict holding ``boxes`` is Keras' box layout
+    (``bounding_boxes``, or keras-hub's y): its ``labels`` are the boxes' (``box_labels``)."""
+    boxes = isinstance(y, dict) and isinstance(y.get("boxes"), np.ndarray)
     items = y.items() if isinstance(y, dict) else (
         enumerate(y) if isinstance(y, (list, tuple)) else ())
     for key, value in items:
-        if isinstance(y, dict) and key in names and isinstance(value, np.ndarray):
+        if boxes and key == "labels":
+            if BOX_LABELS in names and isinstance(value, np.ndarray):
+                yield BOX_LABELS, value
+        elif isinstance(y, dict) and key in names and isinstance(value, np.ndarray):
             yield str(key), value
         else:
             yield from _filed(value, names)

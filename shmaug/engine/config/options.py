@@ -270,13 +270,14 @@ class Pipeline:
                                            None if images is None else images.dtype)
         augment = with_value_range(augment, value_range)  # said once, for all
         inputs.pipeline_input(augment, images)  # a dtype or layout ops misread
+        inputs.unmoved_targets(data.labels, augment)
         moved = inputs.augmented_targets(data.y, augment,
                                          None if images is None else tuple(images.shape[1:]))
-        inputs.unmoved_targets(data.labels, augment)
         # Ops that clip need the true range; a plain user function gets data as it is,
         # unchecked unless the user declared a range.
         checked = output.bounds is not None or hasattr(augment, "with_value_range")
-        mix = None if output.mix is None else output.mix.for_labels(data.labels, moved)
+        mix = None if output.mix is None else output.mix.for_labels(
+            data.labels, inputs.spatial_targets(data.labels))
         return cls(augment, value_range, checked, moved, mix)
 
 

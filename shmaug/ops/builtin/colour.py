@@ -38,7 +38,7 @@ from ..params import (
     to_work,
 )
 from . import checks as chk
-from ..core import register
+from ..core import STILL, register
 from ...errors import ArgumentError
 
 _UNIT_FACTOR = partial(keras_factor, lo=0.0, hi=1.0)  # Keras' _FACTOR_BOUNDS = (0, 1)
@@ -83,7 +83,7 @@ def _saturation_gain(rng: np.random.Generator, factor: Any) -> float:
     return f / (1.0 - f + 1e-7)
 
 
-@register("hue", checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
+@register("hue", targets=STILL, checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
 def hue(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.1,
         value_range: ValueRange | None = None) -> np.ndarray:
     """Rotate the hue by up to ``factor`` half-turns either way (Keras' RandomHue).
@@ -100,7 +100,7 @@ def hue(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.1,
                     on_bytes=partial(k.hsv_adjust_bytes, hue_shift=turns, saturation_gain=1.0))
 
 
-@register("saturation", checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
+@register("saturation", targets=STILL, checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
 def saturation(image: np.ndarray, rng: np.random.Generator, factor: Range = (0.4, 0.6),
                value_range: ValueRange | None = None) -> np.ndarray:
     """Scale saturation by ``f / (1 - f)``, f drawn in ``factor`` (Keras' RandomSaturation:
@@ -162,7 +162,7 @@ def _contrast_range(value: Any, name: str) -> tuple[float, float]:
     return 1.0 - a, 1.0 + b
 
 
-@register("color_jitter", checks={
+@register("color_jitter", targets=STILL, checks={
     "brightness_factor": chk.optional(keras_factor),
     "contrast_factor": chk.optional(_contrast_range),
     "saturation_factor": chk.optional(_UNIT_FACTOR), "hue_factor": chk.optional(_UNIT_FACTOR),
@@ -231,7 +231,7 @@ def _probability(rng: np.random.Generator, factor: Any) -> bool:
     return bool(rng.random() < p)
 
 
-@register("grayscale", checks={"factor": chk.ranged(0.0, 1.0), **chk.VALUE_RANGE})
+@register("grayscale", targets=STILL, checks={"factor": chk.ranged(0.0, 1.0), **chk.VALUE_RANGE})
 def grayscale(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.5,
               value_range: ValueRange | None = None) -> np.ndarray:
     """With probability ``factor``, replace the colours by their luma in every channel
@@ -245,7 +245,7 @@ def grayscale(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.5,
     return _unit_op(image, value_range, k.to_gray, rgb=True, on_bytes=k.to_gray_bytes)
 
 
-@register("color_degeneration", checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
+@register("color_degeneration", targets=STILL, checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
 def color_degeneration(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.5,
                        value_range: ValueRange | None = None) -> np.ndarray:
     """Blend towards gray by f drawn in ``factor`` (Keras' RandomColorDegeneration: 0 keeps
@@ -274,7 +274,7 @@ def _inverted(unit: np.ndarray) -> np.ndarray:
     return out
 
 
-@register("invert", checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
+@register("invert", targets=STILL, checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
 def invert(image: np.ndarray, rng: np.random.Generator, factor: Range = 1.0,
            value_range: ValueRange | None = None) -> np.ndarray:
     """Invert (``hi + lo - x``) with probability p drawn in ``factor`` (Keras' RandomInvert:
@@ -289,8 +289,8 @@ def invert(image: np.ndarray, rng: np.random.Generator, factor: Range = 1.0,
     return _mapped(image, value_range, _inverted)
 
 
-@register("solarize", checks={"addition_factor": _UNIT_FACTOR,
-                              "threshold_factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
+@register("solarize", targets=STILL, checks={"addition_factor": _UNIT_FACTOR,
+                                             "threshold_factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
 def solarize(image: np.ndarray, rng: np.random.Generator, addition_factor: Range = 0.0,
              threshold_factor: Range = (0.5, 1.0), value_range: ValueRange | None = None
              ) -> np.ndarray:
@@ -317,7 +317,7 @@ def _bits(value: Any, name: str) -> tuple[int, int]:
     return int(low), int(high)
 
 
-@register("posterize", checks={"factor": _bits, **chk.VALUE_RANGE})
+@register("posterize", targets=STILL, checks={"factor": _bits, **chk.VALUE_RANGE})
 def posterize(image: np.ndarray, rng: np.random.Generator, factor: Range = (4, 8),
               value_range: ValueRange | None = None) -> np.ndarray:
     """Keep the top n bits of each 8-bit value: n is ``factor``, or drawn in a (low, high)
@@ -334,7 +334,7 @@ def posterize(image: np.ndarray, rng: np.random.Generator, factor: Range = (4, 8
     return _mapped(image, value_range, partial(k.posterize, bits=bits))
 
 
-@register("equalize", checks={"bins": chk.whole(2), **chk.VALUE_RANGE})
+@register("equalize", targets=STILL, checks={"bins": chk.whole(2), **chk.VALUE_RANGE})
 def equalize(image: np.ndarray, rng: np.random.Generator, bins: int = 256,
              value_range: ValueRange | None = None) -> np.ndarray:
     """Histogram equalization, each channel on its own (Keras' Equalization).
@@ -347,7 +347,7 @@ def equalize(image: np.ndarray, rng: np.random.Generator, bins: int = 256,
                     on_bytes=k.equalize_bytes if bins == 256 else None)
 
 
-@register("auto_contrast", checks=chk.VALUE_RANGE)
+@register("auto_contrast", targets=STILL, checks=chk.VALUE_RANGE)
 def auto_contrast(image: np.ndarray, rng: np.random.Generator,
                   value_range: ValueRange | None = None) -> np.ndarray:
     """Stretch each channel's darkest..brightest to the full range (Keras' AutoContrast).
@@ -368,8 +368,8 @@ def _grid(value: Any, name: str) -> tuple[int, int]:
     return int(value[0]), int(value[1])
 
 
-@register("clahe", checks={"clip_limit": chk.ranged(0.0),
-                           "tile_grid_size": _grid, **chk.VALUE_RANGE})
+@register("clahe", targets=STILL, checks={"clip_limit": chk.ranged(0.0),
+                                          "tile_grid_size": _grid, **chk.VALUE_RANGE})
 def clahe(image: np.ndarray, rng: np.random.Generator, clip_limit: Range = 4.0,
           tile_grid_size: tuple[int, int] = (8, 8), value_range: ValueRange | None = None
           ) -> np.ndarray:
@@ -384,7 +384,7 @@ def clahe(image: np.ndarray, rng: np.random.Generator, clip_limit: Range = 4.0,
     return _unit_op(image, value_range, partial(k.clahe, clip_limit=limit, grid=grid))
 
 
-@register("channel_shuffle")
+@register("channel_shuffle", targets=STILL)
 def channel_shuffle(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Permute the channels at random (albumentations' ChannelShuffle; gray stays as is).
 

@@ -26,11 +26,12 @@ from ..params import (
     levels,
 )
 from . import checks as chk
-from ..core import register
+from ..core import STILL, register
 
 
-@register("cutout", checks={"holes": chk.whole_range, "size": chk.ranged(0.0, 1.0),
-                           "fill": chk.ranged(0.0, 1.0), **chk.CV_ONLY, **chk.VALUE_RANGE})
+@register("cutout", targets=STILL, checks={
+    "holes": chk.whole_range, "size": chk.ranged(0.0, 1.0), "fill": chk.ranged(0.0, 1.0),
+    **chk.CV_ONLY, **chk.VALUE_RANGE})
 def cutout(
     image: np.ndarray, rng: np.random.Generator, holes: Range = (1, 3), size: Range = (0.1, 0.3),
     fill: float = 0.0, backend: str = "cv", value_range: ValueRange | None = None,
@@ -77,7 +78,7 @@ def _box(rng: np.random.Generator, h: int, w: int, scale: tuple[float, float],
     return None
 
 
-@register("erasing", checks={
+@register("erasing", targets=STILL, checks={
     "factor": partial(keras_factor, lo=0.0, hi=1.0), "scale": chk.ranged(0.0, 1.0),
     "ratio": chk.ranged(1e-3), "fill_value": chk.optional(chk.ranged(0.0, 1.0)), **chk.VALUE_RANGE})
 def erasing(

@@ -14,10 +14,11 @@ import numpy as np
 from ..kernels import cv, pil
 from ..params import Range, ValueRange, draw, is_pil, levels, restore, to_work
 from . import checks as chk
-from ..core import register
+from ..core import STILL, register
 
 
-@register("gaussian_blur", checks={"sigma": chk.ranged(0.0), **chk.BACKEND, **chk.VALUE_RANGE})
+@register("gaussian_blur", checks={"sigma": chk.ranged(0.0), **chk.BACKEND, **chk.VALUE_RANGE},
+          targets=STILL)
 def gaussian_blur(
     image: np.ndarray, rng: np.random.Generator, sigma: Range = (0.5, 1.5), backend: str = "cv",
     value_range: ValueRange | None = None,
@@ -36,7 +37,8 @@ def gaussian_blur(
     return restore(out, image, scale)
 
 
-@register("sharpen", checks={"amount": chk.ranged(0.0, 4.0), **chk.BACKEND, **chk.VALUE_RANGE})
+@register("sharpen", checks={"amount": chk.ranged(0.0, 4.0), **chk.BACKEND, **chk.VALUE_RANGE},
+          targets=STILL)
 def sharpen(
     image: np.ndarray, rng: np.random.Generator, amount: Range = (0.5, 1.0), backend: str = "cv",
     value_range: ValueRange | None = None,
@@ -51,7 +53,8 @@ def sharpen(
     return _blended_filter(image, rng, amount, 4.0, cv.SHARPEN, backend, value_range)
 
 
-@register("smooth", checks={"amount": chk.ranged(0.0, 1.0), **chk.BACKEND, **chk.VALUE_RANGE})
+@register("smooth", checks={"amount": chk.ranged(0.0, 1.0), **chk.BACKEND, **chk.VALUE_RANGE},
+          targets=STILL)
 def smooth(
     image: np.ndarray, rng: np.random.Generator, amount: Range = (0.5, 1.0), backend: str = "cv",
     value_range: ValueRange | None = None,

@@ -18,13 +18,14 @@ import numpy as np
 
 from ..params import Range, ValueRange, check_image, draw, keras_factor
 from . import checks as chk
-from ..core import register
-from .warp import affine, pixels, warp
+from ..core import WARPED, register
+from .warp import affine, moved, pixels, scaled, warp
+from ..targets.moves import MatrixMove
 from ...errors import ArgumentError
 
 _ZOOM = partial(keras_factor, lo=-1.0 + 1e-6, hi=1.0)  # Keras: in (-1, 1]; 1 + z > 0
 @register("zoom", checks={"height_factor": _ZOOM, "width_factor": chk.optional(_ZOOM),
-                          **chk.WARP})
+                          **chk.WARP}, targets=WARPED)
 def zoom(
     image: np.ndarray, rng: np.random.Generator, height_factor: Range = 0.2,
     width_factor: Range | None = None, border: str = "reflect", fill: float = 0.0,
@@ -49,7 +50,8 @@ def zoom(
 
 
 @register("zoom_out", checks={"side_range": chk.ranged(1.0),
-                              **{n: v for n, v in chk.WARP.items() if n != "border"}})
+                             **{n: v for n, v in chk.WARP.items() if n != "border"}},
+          targets=WARPED)
 def zoom_out(
     image: np.ndarray, rng: np.random.Generator, side_range: Range = (1.0, 4.0),
     fill: float = 0.0, interpolation: str = "linear", value_range: ValueRange | None = None,
@@ -71,7 +73,7 @@ def zoom_out(
                       backend="cv", op="zoom_out", value_range=value_range)
 
 
-@register("center_crop", checks={"height": chk.size, "width": chk.size})
+@register("center_crop", targets=WARPED, checks={"height": chk.size, "width": chk.size})
 def center_crop(
     image: np.ndarray, rng: np.random.Generator, height: float = 0.875, width: float = 0.875,
 ) -> np.ndarray:
@@ -91,11 +93,12 @@ def center_crop(
             f"received {ch}x{cw}. Crop smaller, or resize first."
         )
     y0, x0 = (h - ch) // 2, (w - cw) // 2
-    return np.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw])
+    return moved(np.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw]),
+                 MatrixMove(scaled(x0, y0, 1.0, 1.0), (cw, ch)))
 
 
 @register("translation", checks={"height_factor": keras_factor, "width_factor": keras_factor,
-                                 **chk.WARP})
+                                 **chk.WARP}, targets=WARPED)
 def translation(
     image: np.ndarray, rng: np.random.Generator, height_factor: Range = 0.1,
     width_factor: Range = 0.1, border: str = "reflect", fill: float = 0.0,

@@ -38,13 +38,14 @@ from ..params import (
     to_work,
 )
 from . import checks as chk
-from .warp import affine, pixels, warp
-from ..core import register
+from .warp import affine, moved, pixels, scaled, warp
+from ..targets.moves import FieldMove, MatrixMove, columns_shifted
+from ..core import WARPED, register
 from ...errors import ArgumentError
 
 
 @register("sine_warp", checks={"amplitude": chk.ranged(0.0), "period": chk.ranged(1e-6),
-                              "phase": chk.ranged(), **chk.WARP, **chk.BACKEND})
+                               "phase": chk.ranged(), **chk.WARP, **chk.BACKEND}, targets=WARPED)
 def sine_warp(
     image: np.ndarray, rng: np.random.Generator, amplitude: Range = (1.0, 3.0),
     period: Range = (16.0, 48.0), phase: Range = (0.0, 2 * math.pi), border: str = "wrap",
@@ -72,17 +73,19 @@ def sine_warp(
                 f"`border` of `sine_warp` with backend='pil' expects 'wrap' (the classic "
                 f"np.roll); received {border!r}. Use backend='cv' for other borders."
             )
-        return restore(pil.roll_columns(work, shifts), image, scale)
+        move = columns_shifted(np.rint(shifts), work.shape[0], border_code("wrap"))
+        return moved(restore(pil.roll_columns(work, shifts), image, scale), move)
     if interpolation == "nearest":
         shifts = np.rint(shifts)
     out = cv.shift_columns(
         work, shifts, interp=interp_code(interpolation), border=border_code(border),
         fill=fill_value(fill, scale),
     )
-    return restore(out, image, scale)
+    return moved(restore(out, image, scale), columns_shifted(shifts, work.shape[0],
+                                                             border_code(border)))
 
 
-@register("rotate", checks={"degrees": chk.ranged(), **chk.WARP, **chk.BACKEND})
+@register("rotate", targets=WARPED, checks={"degrees": chk.ranged(), **chk.WARP, **chk.BACKEND})
 def rotate(
     image: np.ndarray, rng: np.random.Generator, degrees: Range = (-15.0, 15.0),
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
@@ -100,7 +103,8 @@ def rotate(
                       backend=backend, op="rotate", value_range=value_range)
 
 
-@register("shear", checks={"x": chk.ranged(), "y": chk.ranged(), **chk.WARP, **chk.BACKEND})
+@register("shear", checks={"x": chk.ranged(), "y": chk.ranged(), **chk.WARP, **chk.BACKEND},
+          targets=WARPED)
 def shear(
     image: np.ndarray, rng: np.random.Generator, x: Range = (-0.3, 0.3), y: Range = 0.0,
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
@@ -123,7 +127,7 @@ def shear(
 
 
 @register("scale_translate", checks={"scale": chk.ranged(1e-3), "translate": chk.ranged(),
-                                    **chk.WARP, **chk.BACKEND})
+                                     **chk.WARP, **chk.BACKEND}, targets=WARPED)
 def scale_translate(
     image: np.ndarray, rng: np.random.Generator, scale: Range = (0.75, 1.0),
     translate: Range = (-0.1, 0.1), border: str = "constant", fill: float = 0.0,
@@ -142,6 +146,8 @@ def scale_translate(
     h, w = image.shape[:2]
     nw, nh = max(1, round(s * w)), max(1, round(s * h))
     left, top = round((w - nw) / 2 + tx * w), round((h - nh) / 2 + ty * h)
+    kx, ky = nw / w, nh / h
+    m = affine(kx, 0.0, 0.5 * kx - 0.5 + left, 0.0, ky, 0.5 * ky - 0.5 + top)
     if choice(backend, "backend", BACKENDS) == "pil":
         pil.require_constant(border, "scale_translate")
         choice(interpolation, "interpolation", ("nearest", "linear", "cubic"))
@@ -150,14 +156,13 @@ def scale_translate(
             to_work(image), nw, nh, left, top, resample=interpolation,
             fill=bounds(fill, "fill", 0, 1)[0], scale=pixels,
         )
-        return restore(out, image, pixels)
-    kx, ky = nw / w, nh / h
-    m = affine(kx, 0.0, 0.5 * kx - 0.5 + left, 0.0, ky, 0.5 * ky - 0.5 + top)
+        return moved(restore(out, image, pixels), MatrixMove(m, (w, h)))
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
                       backend="cv", op="scale_translate", value_range=value_range)
 
 
-@register("translate", checks={"x": chk.ranged(), "y": chk.ranged(), **chk.WARP, **chk.BACKEND})
+@register("translate", checks={"x": chk.ranged(), "y": chk.ranged(), **chk.WARP, **chk.BACKEND},
+          targets=WARPED)
 def translate(
     image: np.ndarray, rng: np.random.Generator, x: Range = (-0.1, 0.1), y: Range = (-0.1, 0.1),
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
@@ -174,7 +179,8 @@ def translate(
                       backend=backend, op="translate", value_range=value_range)
 
 
-@register("perspective", checks={"scale": chk.ranged(0.0, 0.5), **chk.WARP, **chk.BACKEND})
+@register("perspective", checks={"scale": chk.ranged(0.0, 0.5), **chk.WARP, **chk.BACKEND},
+          targets=WARPED)
 def perspective(
     image: np.ndarray, rng: np.random.Generator, scale: Range = (0.02, 0.08),
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
@@ -195,7 +201,7 @@ def perspective(
 
 
 @register("elastic", checks={"alpha": chk.ranged(0.0), "sigma": chk.ranged(1e-3), **chk.WARP,
-                            **chk.CV_ONLY})
+                             **chk.CV_ONLY}, targets=WARPED)
 def elastic(
     image: np.ndarray, rng: np.random.Generator, alpha: Range = (1.0, 3.0),
     sigma: Range = (3.0, 6.0), border: str = "reflect", fill: float = 0.0,
@@ -220,14 +226,15 @@ def elastic(
     field = rng.random((2, h, w), dtype=np.float32) * 2.0 - 1.0
     dx, dy = (cv.gaussian_blur(f, s) for f in field)
     k = np.float32(a / max(float(np.abs(dx).max()), float(np.abs(dy).max()), 1e-12))
+    dx, dy = dx * k, dy * k
     out = cv.displace(
-        work, dx * k, dy * k, interp=interp_code(interpolation), border=border_code(border),
+        work, dx, dy, interp=interp_code(interpolation), border=border_code(border),
         fill=fill_value(fill, scale),
     )
-    return restore(out, image, scale)
+    return moved(restore(out, image, scale), FieldMove(dx, dy, border_code(border)))
 
 
-@register("hflip", checks=chk.BACKEND)
+@register("hflip", targets=WARPED, checks=chk.BACKEND)
 def hflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> np.ndarray:
     """Mirror left-right (always; wrap in ``Maybe`` for a random flip).
 
@@ -237,7 +244,7 @@ def hflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> n
     return _flip(image, backend, horizontal=True)
 
 
-@register("vflip", checks=chk.BACKEND)
+@register("vflip", targets=WARPED, checks=chk.BACKEND)
 def vflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> np.ndarray:
     """Mirror top-bottom (always; wrap in ``Maybe`` for a random flip).
 
@@ -249,17 +256,21 @@ def vflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> n
 
 def _flip(image: np.ndarray, backend: str, *, horizontal: bool) -> np.ndarray:
     check_image(image)
+    h, w = image.shape[:2]
+    move = MatrixMove(affine(-1.0, 0.0, w - 1, 0.0, 1.0, 0.0) if horizontal else
+                      affine(1.0, 0.0, 0.0, 0.0, -1.0, h - 1), (w, h))
     if choice(backend, "backend", BACKENDS) == "pil" and image.dtype == np.uint8:
-        return restore(pil.flip(to_work(image), horizontal), image, levels(image, None))
+        return moved(restore(pil.flip(to_work(image), horizontal), image, levels(image, None)),
+                     move)
     if image.dtype == np.float16 or choice(backend, "backend", BACKENDS) == "pil":
         # A mirror is exact: no float16 kernel in OpenCV, and no 8-bit rounding through PIL.
-        return (image[:, ::-1] if horizontal else image[::-1]).copy()
-    return cv.flip(image, horizontal)
+        return moved((image[:, ::-1] if horizontal else image[::-1]).copy(), move)
+    return moved(cv.flip(image, horizontal), move)
 
 
 @register("resize", checks={"height": chk.size, "width": chk.size,
                            "interpolation": chk.RESIZE_INTERPOLATION, **chk.BACKEND,
-                           **chk.VALUE_RANGE})
+                           **chk.VALUE_RANGE}, targets=WARPED)
 def resize(
     image: np.ndarray, rng: np.random.Generator, height: int | float = 64, width: int | float = 64,
     interpolation: str = "area", backend: str = "cv", value_range: ValueRange | None = None,
@@ -275,14 +286,15 @@ def resize(
     work = to_work(image)
     scale = levels(image, value_range)
     hh, ww = pixels(height, "height", image.shape[0]), pixels(width, "width", image.shape[1])
+    move = MatrixMove(scaled(0.0, 0.0, ww / image.shape[1], hh / image.shape[0]), (ww, hh))
     if choice(backend, "backend", BACKENDS) == "pil":
         choice(interpolation, "interpolation", tuple(pil.RESAMPLE))
-        return restore(pil.resize(work, hh, ww, interpolation, scale), image, scale)
+        return moved(restore(pil.resize(work, hh, ww, interpolation, scale), image, scale), move)
     code = interp_code(interpolation, ("nearest", "linear", "cubic", "area"))
-    return restore(cv.resize(work, hh, ww, code), image, scale)
+    return moved(restore(cv.resize(work, hh, ww, code), image, scale), move)
 
 
-@register("crop", checks={"height": chk.size, "width": chk.size})
+@register("crop", targets=WARPED, checks={"height": chk.size, "width": chk.size})
 def crop(
     image: np.ndarray, rng: np.random.Generator, height: float = 0.875, width: float = 0.875,
 ) -> np.ndarray:
@@ -303,11 +315,13 @@ def crop(
             f"{ch}x{cw}. Crop smaller, or resize first."
         )
     y0, x0 = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
-    return np.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw])
+    return moved(np.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw]),
+                 MatrixMove(scaled(x0, y0, 1.0, 1.0), (cw, ch)))
 
 
 @register("resized_crop", checks={"scale": chk.ranged(1e-3, 1.0), "ratio": chk.ranged(1e-3),
-                                 "interpolation": chk.INTERPOLATION, **chk.VALUE_RANGE})
+                                  "interpolation": chk.INTERPOLATION, **chk.VALUE_RANGE},
+          targets=WARPED)
 def resized_crop(
     image: np.ndarray, rng: np.random.Generator, scale: Range = (0.6, 1.0),
     ratio: Range = (0.75, 4 / 3), interpolation: str = "linear",
@@ -331,4 +345,5 @@ def resized_crop(
         return image
     window = work[y0 : y0 + ch, x0 : x0 + cw]
     code = interp_code(interpolation)
-    return restore(cv.resize(window, h, w, code), image, levels(image, value_range))
+    return moved(restore(cv.resize(window, h, w, code), image, levels(image, value_range)),
+                 MatrixMove(scaled(x0, y0, w / cw, h / ch), (w, h)))

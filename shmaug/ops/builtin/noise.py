@@ -17,10 +17,11 @@ from ..kernels import colour as k
 from ..kernels import cv
 from ..params import Range, ValueRange, cv_only, draw, draw_int, levels, restore, to_work
 from . import checks as chk
-from ..core import register
+from ..core import STILL, register
 
 
-@register("gaussian_noise", checks={"sigma": chk.ranged(0.0), **chk.CV_ONLY, **chk.VALUE_RANGE})
+@register("gaussian_noise", checks={"sigma": chk.ranged(0.0), **chk.CV_ONLY, **chk.VALUE_RANGE},
+          targets=STILL)
 def gaussian_noise(
     image: np.ndarray, rng: np.random.Generator, sigma: Range = (0.01, 0.05), backend: str = "cv",
     value_range: ValueRange | None = None,
@@ -41,8 +42,8 @@ def gaussian_noise(
     return restore(cv.add_noise(work, noise, scale), image, scale)
 
 
-@register("jpeg", checks={"quality": chk.ranged(1.0, 100.0),
-                          **chk.VALUE_RANGE})
+@register("jpeg", targets=STILL, checks={"quality": chk.ranged(1.0, 100.0),
+                                         **chk.VALUE_RANGE})
 def jpeg(image: np.ndarray, rng: np.random.Generator, quality: Range = (50, 95),
          value_range: ValueRange | None = None) -> np.ndarray:
     """Re-compress as JPEG at a quality drawn in ``quality`` (1..100, ends inclusive).

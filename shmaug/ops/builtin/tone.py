@@ -15,11 +15,11 @@ import numpy as np
 from ..kernels import cv, pil
 from ..params import Range, ValueRange, draw, is_pil, levels, restore, to_work
 from . import checks as chk
-from ..core import register
+from ..core import STILL, register
 
 
 @register("brightness_contrast", checks={"brightness": chk.ranged(0.0), "contrast": chk.ranged(0.0),
-                                        **chk.BACKEND, **chk.VALUE_RANGE})
+                                         **chk.BACKEND, **chk.VALUE_RANGE}, targets=STILL)
 def brightness_contrast(
     image: np.ndarray, rng: np.random.Generator, brightness: Range = (0.8, 1.2),
     contrast: Range = (0.8, 1.2), backend: str = "cv", value_range: ValueRange | None = None,
@@ -44,7 +44,8 @@ def brightness_contrast(
     return restore(cv.brightness_contrast(work, b, c, scale), image, scale)
 
 
-@register("gamma", checks={"gamma": chk.ranged(1e-3), **chk.BACKEND, **chk.VALUE_RANGE})
+@register("gamma", checks={"gamma": chk.ranged(1e-3), **chk.BACKEND, **chk.VALUE_RANGE},
+          targets=STILL)
 def gamma(
     image: np.ndarray, rng: np.random.Generator, gamma: Range = (0.7, 1.5), backend: str = "cv",
     value_range: ValueRange | None = None,

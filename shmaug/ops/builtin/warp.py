@@ -1,9 +1,12 @@
-"""What the geometric ops share: the warp of an image by a 3x3 matrix, the matrices, and sizes
-given in pixels or as a fraction of the image.
+"""What the geometric ops share: the warp of an image by a 3x3 matrix, the matrices, sizes
+given in pixels or as a fraction of the image, and the notes of their moves.
 
 ``warp`` sends a matrix to OpenCV's kernel (``kernels/cv.py``, the default) or PIL's
 (``kernels/pil.py``, ``backend="pil"``), in the value range's levels; ``geometric.py``,
 ``framing.py`` and the policies (``policies/_space.py``) build the matrices with ``affine``.
+Every warp notes its move (``targets/moves.py``), and so does every geometric op that moves
+pixels another way (``moved``), so that the masks, boxes and keypoints of a pipeline's image
+follow it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ..params import (
     restore,
     to_work,
 )
+from ..targets.moves import MatrixMove, Move, note
 from ...errors import ArgumentError, ArgumentTypeError
 
 
@@ -47,7 +51,20 @@ def warp(
             work, matrix, (w, h), interp=interp_code(interpolation), border=border_code(border),
             fill=fill_value(fill, scale),
         )
+    note(MatrixMove(matrix, (w, h), border_code(border)))
     return restore(out, image, scale)
+
+
+def moved(out: np.ndarray, move: Move) -> np.ndarray:
+    """``out``, an image the op made by ``move``, with the move noted (see ``warp``)."""
+    note(move)
+    return out
+
+
+def scaled(x0: float, y0: float, sx: float, sy: float) -> np.ndarray:
+    """The matrix (pixel centres) of a window from (x0, y0) scaled by (sx, sy): a crop
+    (``sx = sy = 1``), a resize (``x0 = y0 = 0``), or both."""
+    return affine(sx, 0.0, (0.5 - x0) * sx - 0.5, 0.0, sy, (0.5 - y0) * sy - 0.5)
 
 
 def affine(a: float, b: float, c: float, d: float, e: float, f: float) -> np.ndarray:

@@ -216,8 +216,9 @@ _BATCH = ("it mixes two samples and their labels: a batch op, not a per-image on
           "mix each batch's pairs")
 REFUSED: dict[str, str] = {
     "CutMix": _BATCH,
-    "MaxNumBoundingBoxes": "shmaug's ops move no boxes. Fix: shmaug.from_albumentations pads "
-                           "boxes to a fixed count",
+    "MaxNumBoundingBoxes": "it pads boxes to a count, which is the data's layout, not an "
+                           "augmentation. Fix: pad them once with shmaug.ops.pad_boxes(boxes, "
+                           "labels, max_boxes=...) (a loader pads ragged boxes by itself)",
     "MixUp": _BATCH,
     "Normalization": _IN_MODEL,
     "RandomElasticTransform": "its `factor` / `scale` have no shmaug meaning. Fix: "
@@ -242,16 +243,18 @@ def _nearest(name: str) -> str:
 
 
 def _layers(layers: Any) -> list[Any]:
-    """The layers of a ``Sequential`` (or any model with ``.layers``) or of a list, nested
-    ``Sequential`` blocks flattened."""
+    """The layers of a ``Sequential`` (or any model with ``.layers``), of a list, or one
+    layer alone, nested ``Sequential`` blocks flattened."""
     if isinstance(layers, (list, tuple)):
         items = list(layers)
     elif hasattr(layers, "layers") and hasattr(layers, "get_config"):
         items = list(layers.layers)
+    elif hasattr(layers, "get_config") and type(layers).__module__.split(".")[0] == "keras":
+        items = [layers]
     else:
         raise ArgumentTypeError(
-            f"`layers` of from_keras expects a keras.Sequential or a list of Keras "
-            f"preprocessing layers; received {got(layers)}. Fix: pass e.g. "
+            f"`layers` of from_keras expects a keras.Sequential, a list of Keras "
+            f"preprocessing layers or one of them; received {got(layers)}. Fix: pass e.g. "
             f"keras.Sequential([keras.layers.RandomFlip('horizontal')]).")
     flat: list[Any] = []
     for item in items:
@@ -260,8 +263,9 @@ def _layers(layers: Any) -> list[Any]:
     return flat
 
 
-def _translate(layer: Any) -> tuple[list[Any], tuple[float, float] | None]:
-    """One layer as shmaug ops, with the value range its config assumes (None: it has none)."""
+def _translate(layer: Any) -> tuple[list[Any], tuple[float, float] | None, str | None]:
+    """One layer as shmaug ops, with the value range its config assumes (None: it has none)
+    and the format it reads boxes in (None: it was given none)."""
     kind = type(layer)
     name = f"{kind.__name__} ({getattr(layer, 'name', '?')!r})"
     keras_own = kind.__module__.split(".")[0] == "keras"
@@ -282,27 +286,33 @@ def _translate(layer: Any) -> tuple[list[Any], tuple[float, float] | None]:
             f"`data_format` of the Keras layer {name} expects 'channels_last' (shmaug's "
             f"images are (H, W, C)); received {cfg['data_format']!r}. Fix: build the layer "
             f"with data_format='channels_last'.")
-    return TRANSLATED[kind.__name__](cfg, name), _range_of(cfg)
+    return TRANSLATED[kind.__name__](cfg, name), _range_of(cfg), cfg.get("bounding_box_format")
 
 
 def from_keras(layers: Any) -> Compose:
-    """A ``keras.Sequential`` (or list) of Keras 3 augmentation layers as a shmaug pipeline.
+    """A ``keras.Sequential`` (or list, or one layer) of Keras 3 augmentation layers as a
+    shmaug pipeline.
 
     Each layer becomes the op that mirrors it, with its ``get_config()`` arguments; the
     pipeline runs per sample in shmaug's workers, pickles, and round-trips through
-    ``to_config``. Keras is not imported: the layers are read as they are.
+    ``to_config``. Keras is not imported: the layers are read as they are. The layers'
+    ``bounding_box_format`` is the pipeline's: boxes and segmentation masks in a loader's
+    ``y`` (Keras' ``bounding_boxes`` and ``segmentation_masks``) move as the layers move them,
+    except that padding rows of -1 stay padding (Keras 3.15 moves them too, into boxes of no
+    meaning).
 
     Args:
-        layers: a ``keras.Sequential`` or a list of Keras preprocessing layers (nested
-            ``Sequential`` blocks included).
+        layers: a ``keras.Sequential``, a list of Keras preprocessing layers (nested
+            ``Sequential`` blocks included), or one layer.
 
     Returns:
         ``Compose([...])`` of the layers' ops in order, with the ``value_range`` the layers
-        assume (Keras' default (0, 255)) when any layer has one.
+        assume (Keras' default (0, 255)) when any layer has one, and their
+        ``bounding_box_format``.
 
     Raises:
         ArgumentError: a layer has no translation (named, with why and the nearest op), or
-            the layers assume different value ranges.
+            the layers assume different value ranges or box formats.
         ArgumentTypeError: ``layers`` is neither a ``Sequential`` nor a list.
 
     Example:
@@ -311,19 +321,23 @@ def from_keras(layers: Any) -> Compose:
     """
     ops: list[Any] = []
     ranges: dict[tuple[float, float], str] = {}
+    box_formats: dict[str, str] = {}
     for layer in _layers(layers):
-        made, value_range = _translate(layer)
+        made, value_range, box_format = _translate(layer)
         ops.extend(made)
         if value_range is not None:
             ranges.setdefault(value_range, type(layer).__name__)
-    if len(ranges) > 1:
-        raise ArgumentError(
-            f"`value_range` of the Keras layers in from_keras expects one range for the "
-            f"whole block; received {_listed(ranges)}. Fix: give every layer the range "
-            f"the data is in.")
-    return Compose(ops, value_range=next(iter(ranges), None))
+        if box_format is not None:
+            box_formats.setdefault(box_format, type(layer).__name__)
+    for name, found in (("value_range", ranges), ("bounding_box_format", box_formats)):
+        if len(found) > 1:
+            raise ArgumentError(
+                f"`{name}` of the Keras layers in from_keras expects one for the whole "
+                f"block; received {_listed(found)}. Fix: give every layer the same.")
+    return Compose(ops, value_range=next(iter(ranges), None),
+                   bounding_box_format=next(iter(box_formats), None))
 
 
-def _listed(ranges: Mapping[tuple[float, float], str]) -> str:
-    return ", ".join(f"{r} ({who})" for r, who in ranges.items())
+def _listed(found: Mapping[Any, str]) -> str:
+    return ", ".join(f"{r!r} ({who})" for r, who in found.items())
 

@@ -18,7 +18,7 @@ import numpy as np
 from . import _space
 from ..params import Range, ValueRange, bounds, check_image, choice, keras_factor, levels
 from ..builtin import checks as chk
-from ..core import Check, register
+from ..core import BLENDED, Check, WARPED, register
 from ...errors import ArgumentError
 
 _POLICY_CHECKS: dict[str, Check] = {
@@ -68,7 +68,7 @@ def _pick(rng: np.random.Generator, space: _space.AugmentationSpace) -> str:
     return list(space)[int(rng.integers(len(space)))]
 
 
-@register("rand_augment", checks={
+@register("rand_augment", targets=WARPED, checks={
     "num_ops": chk.whole(0), "magnitude": chk.whole(0),
     "num_magnitude_bins": chk.whole(2),
     "factor": chk.optional(partial(keras_factor, lo=0.0, hi=1.0)),
@@ -109,8 +109,8 @@ def rand_augment(
     return image
 
 
-@register("trivial_augment_wide", checks={"num_magnitude_bins": chk.whole(2),
-                                          **_POLICY_CHECKS})
+@register("trivial_augment_wide", targets=WARPED, checks={"num_magnitude_bins": chk.whole(2),
+                                                          **_POLICY_CHECKS})
 def trivial_augment_wide(
     image: np.ndarray, rng: np.random.Generator, num_magnitude_bins: int = 31,
     interpolation: str = "nearest", fill: float = 0.0, value_range: ValueRange | None = None,
@@ -130,8 +130,8 @@ def trivial_augment_wide(
     return _space.apply(image, rng, name, m, _space.Setting(interpolation, fill, value_range))
 
 
-@register("auto_augment", checks={"policy": chk.one_of("imagenet"),
-                                  **_POLICY_CHECKS})
+@register("auto_augment", targets=WARPED, checks={"policy": chk.one_of("imagenet"),
+                                                  **_POLICY_CHECKS})
 def auto_augment(
     image: np.ndarray, rng: np.random.Generator, policy: str = "imagenet",
     interpolation: str = "nearest", fill: float = 0.0, value_range: ValueRange | None = None,
@@ -153,7 +153,7 @@ def auto_augment(
     return image
 
 
-@register("aug_mix", checks={
+@register("aug_mix", targets=BLENDED, checks={
     "severity": chk.whole(1, 10), "mixture_width": chk.whole(1),
     "chain_depth": chk.whole(-math.inf), "all_ops": chk.flag,
     "alpha": chk.ranged(1e-6), **_POLICY_CHECKS})

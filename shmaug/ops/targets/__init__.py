@@ -1,0 +1,12 @@
+"""What lies on an image and moves with it: masks, boxes and keypoints, in Keras' layout.
+
+A geometric op notes how it moved its image; a pipeline given targets moves them the same way
+(``shmaug.ops.Compose(..., bounding_box_format=...)``).
+
+- ``moves``: the moves an op notes (a matrix, a displacement field), and how a point, a box
+  and a mask follow each;
+- ``sample``: one sample's targets through the moves of its image: clipping, dropping,
+  padding;
+- ``formats``: Keras' box formats and keypoint formats, padding with -1, and the checks a
+  loader runs on targets before anything starts.
+"""

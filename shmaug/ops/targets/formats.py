@@ -1,0 +1,245 @@
+"""What targets look like: Keras' box formats and names, keypoint formats, padding, and the
+checks a loader runs on them before anything starts.
+
+Boxes follow Keras' layout: ``bounding_boxes = {"boxes": (N, max_boxes, 4), "labels": (N,
+max_boxes)}``, padded with rows of -1, in any of the ``bounding_box_format`` values that
+``keras.utils.bounding_boxes.convert_format`` knows (``BOX_FORMATS``: ``rel_`` ones are
+fractions of the image's width and height). Coordinates are pixel edges: a box over pixel
+(0, 0) alone is ``[0, 0, 1, 1]`` in ``xyxy``. Keypoints are (N, K, >= 2) rows in a
+``keypoint_format`` (``KEYPOINT_FORMATS``), extra columns (a visibility) riding along; a row
+of -1 is padding, or a keypoint no longer on its image. Masks are (N, H, W) or (N, H, W, C),
+one per image and of its size (``segmentation_masks`` in Keras' layout is (N, H, W, 1)).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import ArgumentError
+
+BOX_FORMATS = ("xyxy", "yxyx", "xywh", "center_xywh", "center_yxhw", "rel_xyxy", "rel_yxyx",
+               "rel_xywh", "rel_center_xywh")
+"""Keras' ``bounding_box_format`` values (``keras.utils.bounding_boxes.convert_format``)."""
+KEYPOINT_FORMATS = ("xy", "yx", "rel_xy", "rel_yx")
+PAD = -1  # what a padding row holds, every column (Keras' MaxNumBoundingBoxes pads so)
+_SLACK = 1e-3  # of a side: rounding past the image's edge that still counts as inside
+
+
+def check_format(value: Any, name: str, formats: tuple[str, ...]) -> str | None:
+    """``value`` as a format name among ``formats``, or None."""
+    if value is None:
+        return None
+    if value not in formats:
+        raise ArgumentError(
+            f"`{name}` expects one of {list(formats)} (Keras' names); received {value!r}. "
+            f"Fix: pass the format your {'boxes' if 'box' in name else 'keypoints'} are in.")
+    return str(value)
+
+
+def padding(rows: np.ndarray, labels: np.ndarray | None = None) -> np.ndarray:
+    """Which rows (..., columns) are padding: every value -1, or (given the labels beside
+    them) a label of -1, as Keras reads them (its layers move a padding row's coordinates
+    into numbers of no meaning, and keep its label -1)."""
+    found: np.ndarray = np.all(rows == PAD, axis=-1)
+    if labels is not None:
+        found |= np.asarray(labels).reshape(found.shape) == PAD
+    return found
+
+
+def _scale(fmt: str, height: float, width: float) -> np.ndarray:
+    """What a format's four numbers are multiplied by to be pixels (1 for absolute ones)."""
+    if not fmt.startswith("rel_"):
+        return np.ones(4)
+    yx = "yx" in fmt.removeprefix("rel_").removeprefix("center_")[:2]
+    return np.array([height, width, height, width] if yx else [width, height, width, height])
+
+
+def to_xyxy(rows: np.ndarray, fmt: str, height: float, width: float) -> np.ndarray:
+    """(N, 4) boxes in ``fmt`` as float64 pixel edges (x0, y0, x1, y1)."""
+    b: np.ndarray = np.asarray(rows, np.float64)[:, :4] * _scale(fmt, height, width)
+    base = fmt.removeprefix("rel_")
+    if base == "xyxy":
+        return b.copy()
+    if base == "yxyx":
+        return b[:, [1, 0, 3, 2]]
+    if base == "xywh":
+        return np.asarray(np.c_[b[:, :2], b[:, :2] + b[:, 2:]])
+    if base == "center_xywh":
+        return np.asarray(np.c_[b[:, :2] - b[:, 2:] / 2, b[:, :2] + b[:, 2:] / 2])
+    yx, hw = b[:, [1, 0]], b[:, [3, 2]]  # center_yxhw
+    return np.asarray(np.c_[yx - hw / 2, yx + hw / 2])
+
+
+def from_xyxy(xyxy: np.ndarray, fmt: str, height: float, width: float) -> np.ndarray:
+    """``to_xyxy``'s inverse: (N, 4) pixel boxes written in ``fmt`` (float64)."""
+    x0, y0, x1, y1 = np.asarray(xyxy, np.float64).T
+    base = fmt.removeprefix("rel_")
+    b = {"xyxy": (x0, y0, x1, y1), "yxyx": (y0, x0, y1, x1), "xywh": (x0, y0, x1 - x0, y1 - y0),
+         "center_xywh": ((x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0),
+         "center_yxhw": ((y0 + y1) / 2, (x0 + x1) / 2, y1 - y0, x1 - x0)}[base]
+    out: np.ndarray = np.stack(b, 1) / _scale(fmt, height, width)
+    return out
+
+
+def to_xy(rows: np.ndarray, fmt: str, height: float, width: float) -> np.ndarray:
+    """(N, >= 2) keypoints in ``fmt`` as float64 pixel (x, y)."""
+    p = np.asarray(rows, np.float64)[:, :2]
+    p = p[:, ::-1] if fmt.endswith("yx") else p
+    return p * [width, height] if fmt.startswith("rel_") else p.copy()
+
+
+def from_xy(xy: np.ndarray, fmt: str, height: float, width: float) -> np.ndarray:
+    """``to_xy``'s inverse."""
+    p = np.asarray(xy, np.float64) / ([width, height] if fmt.startswith("rel_") else 1.0)
+    return p[:, ::-1] if fmt.endswith("yx") else p
+
+
+# -- checks, before anything starts ----------------------------------------------------------
+
+
+def check_boxes(name: str, boxes: np.ndarray, fmt: str | None,
+                image_shape: tuple[int, ...] | None, labels: np.ndarray | None = None) -> None:
+    """Boxes of every sample (N, max_boxes, >= 4), checked against ``fmt`` and the images'
+    (height, width) where known: refused where they lie outside the image, or read in ``fmt``
+    have their ends before their starts, or look relative under an absolute format."""
+    where = f"`y[{name!r}]`"
+    if fmt is None:
+        raise ArgumentError(
+            f"{where} holds boxes, but the pipeline has no `bounding_box_format`, so shmaug "
+            f"cannot tell their corners apart. Fix: pass it as Keras' layers take it, e.g. "
+            f"Compose([...], bounding_box_format='xyxy') (one of {list(BOX_FORMATS)}).")
+    if boxes.ndim != 3 or boxes.shape[2] < 4:
+        raise ArgumentError(
+            f"{where} must hold (samples, max_boxes, 4) boxes, padded with rows of -1; "
+            f"received shape {boxes.shape}. Fix: pad each sample's boxes to one count "
+            f"(shmaug.ops.pad_boxes does), as Keras' MaxNumBoundingBoxes does.")
+    rows = boxes.reshape(-1, boxes.shape[2])
+    pad = padding(rows[:, :4], None if labels is None or labels.shape[:2] != boxes.shape[:2]
+                  else labels[:, :, 0] if labels.ndim == 3 else labels)
+    real = rows[~pad]
+    if not len(real) or image_shape is None:
+        return
+    height, width = image_shape[:2]
+    xyxy = to_xyxy(real, fmt, height, width)
+    if not np.isfinite(xyxy).all():
+        raise ArgumentError(f"{where} holds boxes that are NaN or infinite. Fix: drop them "
+                            f"(pad their rows with -1).")
+    if (xyxy[:, 2] < xyxy[:, 0]).any() or (xyxy[:, 3] < xyxy[:, 1]).any():
+        bad = real[np.argmax((xyxy[:, 2] < xyxy[:, 0]) | (xyxy[:, 3] < xyxy[:, 1]))][:4]
+        raise ArgumentError(
+            f"{where} holds a box {bad.tolist()} whose end lies before its start when read "
+            f"as bounding_box_format={fmt!r}: the boxes are in another format. Fix: pass the "
+            f"format they are in (one of {list(BOX_FORMATS)}).")
+    slack = _SLACK * max(height, width)
+    outside = (xyxy[:, :2] < -slack).any(1) | (xyxy[:, 2] > width + slack) | \
+        (xyxy[:, 3] > height + slack)
+    if outside.any():
+        bad = real[np.argmax(outside)][:4]
+        raise ArgumentError(
+            f"{where} holds a box {bad.tolist()} ({fmt}) outside its {height}x{width} image. "
+            f"Fix: clip the boxes to their images, or pass the format they are in (relative "
+            f"coordinates are the rel_ formats).")
+    if not fmt.startswith("rel_") and min(height, width) > 2 and xyxy.max() <= 1.0:
+        raise ArgumentError(
+            f"{where} holds boxes all within [0, 1], which is a fraction of the image, while "
+            f"bounding_box_format={fmt!r} reads them as pixels of a {height}x{width} image. "
+            f"Fix: pass bounding_box_format='rel_{fmt}' (or boxes in pixels).")
+
+
+def check_box_labels(name: str, labels: np.ndarray, boxes: np.ndarray) -> None:
+    """Labels beside boxes: one per box row (N, max_boxes)."""
+    if labels.shape[:2] != boxes.shape[:2] or labels.ndim not in (2, 3):
+        raise ArgumentError(
+            f"`y[{name!r}]` must hold one label per box, shape {boxes.shape[:2]} like the "
+            f"boxes beside it; received {labels.shape}. Fix: pad the labels with -1 to the "
+            f"boxes' count, row for row.")
+
+
+def check_keypoints(name: str, points: np.ndarray, fmt: str | None,
+                    image_shape: tuple[int, ...] | None) -> None:
+    """Keypoints of every sample (N, K, >= 2), in ``fmt``, within the image where known."""
+    where = f"`y[{name!r}]`"
+    if fmt is None:
+        raise ArgumentError(
+            f"{where} holds keypoints, but the pipeline has no `keypoint_format`. Fix: pass "
+            f"Compose([...], keypoint_format='xy') (one of {list(KEYPOINT_FORMATS)}).")
+    if points.ndim != 3 or points.shape[2] < 2:
+        raise ArgumentError(
+            f"{where} must hold (samples, keypoints, >= 2) keypoints, padded with rows of -1; "
+            f"received shape {points.shape}. Fix: pad each sample's keypoints to one count.")
+    rows = points.reshape(-1, points.shape[2])
+    real = rows[~padding(rows[:, :2])]
+    if not len(real) or image_shape is None:
+        return
+    height, width = image_shape[:2]
+    xy = to_xy(real, fmt, height, width)
+    if (xy < 0).any() or (xy[:, 0] > width).any() or (xy[:, 1] > height).any():
+        bad = real[np.argmax((xy < 0).any(1) | (xy[:, 0] > width) | (xy[:, 1] > height))]
+        raise ArgumentError(
+            f"{where} holds a keypoint {bad[:2].tolist()} ({fmt}) outside its {height}x{width} "
+            f"image. Fix: pad keypoints that are not on the image with -1 rows, or pass the "
+            f"format they are in.")
+
+
+def check_mask(name: str, mask: np.ndarray, image_shape: tuple[int, ...] | None,
+               stacked: bool) -> None:
+    """A mask per image, of its height and width (``stacked``: several per image, (N, K, H,
+    W), as albumentations' ``masks``)."""
+    if image_shape is None:
+        return
+    hw = mask.shape[2:4] if stacked else mask.shape[1:3]
+    if tuple(hw) != tuple(image_shape[:2]):
+        shape = "(N, K, H, W)" if stacked else "(N, H, W) or (N, H, W, 1)"
+        raise ArgumentError(
+            f"`y[{name!r}]` has masks of {tuple(hw)} pixels, but its images are "
+            f"{tuple(image_shape[:2])}: a mask lies on its image, pixel for pixel. Fix: pass "
+            f"masks as {shape} of the images' height and width (resize them with "
+            f"interpolation='nearest').")
+
+
+def pad_boxes(boxes: Any, labels: Any = None, max_boxes: int | None = None
+              ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Boxes of varying count per sample (a list of (m_i, 4) arrays) as one Keras-layout array
+    (N, max_boxes, 4) padded with rows of -1, and their labels (a list of (m_i,) arrays) as
+    (N, max_boxes) padded with -1.
+
+    The rule is per dataset: ``max_boxes`` defaults to the largest count of any sample, so
+    every batch has one shape (one compiled step under ``jit``, one ring slot in shared
+    memory), as Keras' ``MaxNumBoundingBoxes`` pads.
+
+    Args:
+        boxes: one array of boxes per sample, in any ``bounding_box_format``.
+        labels: one array of labels per sample, or None.
+        max_boxes: the padded count; None: the largest count in ``boxes``.
+
+    Returns:
+        ``(boxes, labels)``: float32 boxes and int64 labels (None where none were given).
+
+    Raises:
+        ArgumentError: a sample has more boxes than ``max_boxes``, or labels of another count.
+
+    Example:
+        >>> b, l = pad_boxes([np.zeros((2, 4)), np.zeros((0, 4))], [np.array([1, 2]), []])
+        >>> b.shape, l.tolist()
+        ((2, 2, 4), [[1, 2], [-1, -1]])
+    """
+    rows = [np.asarray(b, np.float32).reshape(-1, 4) for b in boxes]
+    count = max((len(r) for r in rows), default=0) if max_boxes is None else int(max_boxes)
+    out = np.full((len(rows), count, 4), PAD, np.float32)
+    names = None if labels is None else np.full((len(rows), count), PAD, np.int64)
+    for i, r in enumerate(rows):
+        if len(r) > count:
+            raise ArgumentError(
+                f"`boxes` of sample {i} holds {len(r)} boxes, more than `max_boxes`={count}. "
+                f"Fix: raise max_boxes, or leave it None (the largest count).")
+        out[i, :len(r)] = r
+        if names is not None and labels is not None:
+            own = np.asarray(labels[i], np.int64).reshape(-1)
+            if len(own) != len(r):
+                raise ArgumentError(
+                    f"`labels` of sample {i} holds {len(own)} labels for {len(r)} boxes. Fix: "
+                    f"one label per box.")
+            names[i, :len(r)] = own
+    return out, names

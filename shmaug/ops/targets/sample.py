@@ -1,0 +1,123 @@
+"""One sample's targets moved through the moves its image made: masks warped, boxes moved,
+clipped and dropped when too little of them is left, keypoints moved or marked gone.
+
+What happens to each, per move (as albumentations does it, in Keras' padded layout):
+
+- a mask is warped by the same map, nearest-neighbour, with the op's border (``mask_fill``
+  where the border is constant: 0 by default, or an ignore label);
+- a box becomes the box of its moved outline, clipped to the image; it is dropped (its row,
+  its label and its extra columns become -1, in place, as Keras pads) when nothing of it is
+  left, when less than ``min_visibility`` of its moved area is inside the image, or when what
+  is left covers less than ``min_area`` pixels. Padding stays padding;
+- a keypoint moves; one that leaves the image becomes a row of -1 (marked invisible: its index
+  keeps its meaning, which dropping it would not), and stays so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import formats
+from .moves import Move, boxes as moved_boxes
+
+MASK_NAMES = ("mask", "segmentation_masks", "masks")  # "masks": several per image (K, H, W)
+BOX_NAMES = ("boxes", "bboxes")  # Keras' (in its bounding_boxes dict), albumentations'
+BOX_LABELS = "box_labels"  # how a loader names the labels beside Keras' boxes
+KEYPOINT_NAMES = ("keypoints",)
+NAMES = frozenset((*MASK_NAMES, *BOX_NAMES, BOX_LABELS, *KEYPOINT_NAMES))
+"""Every target name a shmaug pipeline moves."""
+
+
+@dataclass(frozen=True, slots=True)
+class TargetOptions:
+    """How a pipeline reads and keeps its targets (Keras' and albumentations' names)."""
+
+    bounding_box_format: str | None = None
+    keypoint_format: str | None = None
+    min_visibility: float = 0.0  # of a box's moved area that must stay inside, else dropped
+    min_area: float = 0.0  # pixels a box must keep inside, else dropped
+    mask_fill: float = 0.0  # a mask's value where a constant border brings nothing in
+
+
+def move(targets: dict[str, np.ndarray], moves: list[Move], shape: tuple[int, ...],
+         options: TargetOptions) -> dict[str, np.ndarray]:
+    """The targets of one sample (``shape``: its image's, before the moves) after ``moves``."""
+    out = dict(targets)
+    for name in MASK_NAMES:
+        if name in targets:
+            out[name] = _masks(targets[name], moves, options.mask_fill, name == "masks")
+    box_name = next((n for n in BOX_NAMES if n in targets), None)
+    if box_name is not None:
+        fmt = options.bounding_box_format
+        formats.check_boxes(box_name, targets[box_name][None], fmt, None)  # (no format)
+        assert fmt is not None
+        labels = targets.get(BOX_LABELS)
+        out[box_name], kept = _boxes(targets[box_name], labels, fmt, moves, shape, options)
+        if labels is not None:
+            labels = targets[BOX_LABELS].copy()
+            labels[~kept] = formats.PAD
+            out[BOX_LABELS] = labels
+    if "keypoints" in targets:
+        fmt = options.keypoint_format
+        formats.check_keypoints("keypoints", targets["keypoints"][None], fmt, None)
+        assert fmt is not None
+        out["keypoints"] = _keypoints(targets["keypoints"], fmt, moves, shape)
+    return out
+
+
+def _masks(mask: np.ndarray, moves: list[Move], fill: float, stacked: bool) -> np.ndarray:
+    if stacked:
+        return np.stack([_masks(m, moves, fill, False) for m in mask]) if len(mask) else mask
+    for m in moves:
+        mask = m.mask(mask, fill)
+    return mask
+
+
+def _boxes(rows: np.ndarray, labels: np.ndarray | None, fmt: str, moves: list[Move],
+           shape: tuple[int, ...], options: TargetOptions) -> tuple[np.ndarray, np.ndarray]:
+    """The boxes (M, >= 4) moved and written back in ``fmt``, and which of them are kept
+    (``labels``: theirs, which tell padding too)."""
+    real = ~formats.padding(rows[:, :4], None if labels is None else
+                            labels.reshape(len(rows), -1)[:, 0])
+    height, width = shape[:2]
+    xyxy = formats.to_xyxy(rows[real], fmt, height, width)
+    alive = np.ones(len(xyxy), bool)
+    for m in moves:
+        moved = moved_boxes(m, xyxy)
+        width, height = m.size
+        clipped = np.c_[np.clip(moved[:, [0, 2]], 0, width), np.clip(moved[:, [1, 3]], 0, height)]
+        clipped = clipped[:, [0, 2, 1, 3]]
+        area = np.prod(np.maximum(clipped[:, 2:] - clipped[:, :2], 0), 1)
+        full = np.prod(np.maximum(moved[:, 2:] - moved[:, :2], 0), 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            visible = np.where(full > 0, area / full, 0.0)
+        alive &= (area > 0) & (visible >= options.min_visibility) & (area >= options.min_area)
+        xyxy = clipped
+    out = np.full_like(rows, formats.PAD)
+    kept = np.zeros(len(rows), bool)
+    kept[np.flatnonzero(real)[alive]] = True
+    written = formats.from_xyxy(xyxy[alive], fmt, height, width)
+    out[kept, :4] = written.astype(rows.dtype) if rows.dtype.kind == "f" else np.rint(written)
+    out[kept, 4:] = rows[kept, 4:]  # extra columns (albumentations' label columns) ride along
+    return out, kept
+
+
+def _keypoints(rows: np.ndarray, fmt: str, moves: list[Move],
+               shape: tuple[int, ...]) -> np.ndarray:
+    real = ~formats.padding(rows[:, :2])
+    height, width = shape[:2]
+    xy = formats.to_xy(rows[real], fmt, height, width)
+    alive = np.ones(len(xy), bool)
+    for m in moves:
+        xy = m.points(xy)
+        width, height = m.size
+        alive &= (xy[:, 0] >= 0) & (xy[:, 0] < width) & (xy[:, 1] >= 0) & (xy[:, 1] < height)
+    out = np.full_like(rows, formats.PAD)
+    kept = np.zeros(len(rows), bool)
+    kept[np.flatnonzero(real)[alive]] = True
+    written = formats.from_xy(xy[alive], fmt, height, width)
+    out[kept, :2] = written.astype(rows.dtype) if rows.dtype.kind == "f" else np.rint(written)
+    out[kept, 2:] = rows[kept, 2:]
+    return out

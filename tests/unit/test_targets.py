@@ -1,0 +1,254 @@
+"""Masks, boxes and keypoints move with their image through every op that moves pixels.
+
+The contract, per op that moves pixels (``targets="warped"``, the policies' geometric steps
+included): an image whose only content is a white rectangle, moved with its mask, its box and
+its corners as keypoints, gives a mask that is the moved image's white (nearest against
+linear sampling: they differ on the edge alone), a box that is the white's box, and corners
+on it. Every built-in op says what it does to targets; colour ops leave them as they are.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from shmaug.ops import Compose, Op, available
+from shmaug.ops.core import BLENDED, STILL, TARGET_KINDS, WARPED, get
+from shmaug.ops.targets import formats
+from shmaug.ops.targets.moves import OUTLINE_STEP, FieldMove, boxes as moved_boxes, noting
+from shmaug.ops.targets.sample import TargetOptions, move
+
+H, W = 60, 80
+BOX = (20.0, 15.0, 44.0, 33.0)  # x0, y0, x1, y1: pixel edges
+WARPED_OPS = {
+    "sine_warp": {}, "rotate": {"degrees": (25, 25)}, "shear": {"x": 0.3}, "scale_translate": {},
+    "translate": {}, "perspective": {}, "elastic": {"alpha": 3.0, "sigma": 5.0},
+    "hflip": {}, "vflip": {}, "resize": {"height": 45, "width": 100},
+    "crop": {"height": 50, "width": 70}, "resized_crop": {}, "zoom": {"height_factor": 0.3},
+    "zoom_out": {"side_range": (1.2, 1.5)}, "center_crop": {"height": 50, "width": 70},
+    "translation": {}, "rand_augment": {"num_ops": 3}, "trivial_augment_wide": {},
+    "auto_augment": {}, "rand_augment_keras": {}}
+POLICIES = {"rand_augment", "trivial_augment_wide", "auto_augment", "rand_augment_keras"}
+_GEOMETRIC_STEPS = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "random_shear",
+                    "random_translation", "random_rotation"}
+
+
+@pytest.fixture
+def policy_warps_only(monkeypatch):
+    """The policies' colour steps made no-ops, so the white rectangle stays white: what is
+    tested of a policy is that its geometric steps move the targets."""
+    from shmaug.ops.policies import _space
+
+    for name in ("apply", "keras_rand_augment"):
+        real = getattr(_space, name)
+
+        def step(image, rng, op, *args, _real=real):
+            return _real(image, rng, op, *args) if op in _GEOMETRIC_STEPS else image
+
+        monkeypatch.setattr(_space, name, step)
+
+
+def scene() -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    image = np.zeros((H, W), np.uint8)
+    x0, y0, x1, y1 = (int(v) for v in BOX)
+    image[y0:y1, x0:x1] = 255
+    mask = (image > 0).astype(np.uint8)
+    boxes = np.array([BOX, [-1, -1, -1, -1]], np.float32)
+    corners = np.array([[x0 + 0.5, y0 + 0.5], [x1 - 0.5, y1 - 0.5], [-1, -1]], np.float32)
+    return image, {"mask": mask, "boxes": boxes, "box_labels": np.array([3, -1]),
+                   "keypoints": corners}
+
+
+def test_every_builtin_op_says_what_it_does_to_targets() -> None:
+    builtin = [n for n in available() if get(n).fn.__module__.startswith("shmaug.")]
+    kinds = {n: get(n).targets for n in builtin}
+    assert set(kinds.values()) <= set(TARGET_KINDS), kinds
+    assert {n for n, k in kinds.items() if k == WARPED} == set(WARPED_OPS) - {"rand_augment_keras"}
+    assert {n for n, k in kinds.items() if k == BLENDED} == {"aug_mix"}
+
+
+@pytest.mark.parametrize("name", sorted(WARPED_OPS))
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_targets_move_with_their_image(name: str, seed: int, request) -> None:
+    if name in POLICIES:
+        request.getfixturevalue("policy_warps_only")
+    image, targets = scene()
+    op = Op("rand_augment", factor=(0.5, 0.9)) if name == "rand_augment_keras" else \
+        Op(name, **WARPED_OPS[name])
+    pipe = Compose([op], bounding_box_format="xyxy", keypoint_format="xy")
+    out, moved = pipe.augment_targets(image, targets, np.random.default_rng(seed))
+    again = pipe(image, np.random.default_rng(seed))
+    np.testing.assert_array_equal(out, again)  # the same draws, targets or not
+    white = out > 127
+    mask = moved["mask"].astype(bool)
+    assert mask.shape == white.shape
+    # nearest and linear sampling part on the rectangle's edge only
+    assert (mask ^ white).sum() <= 0.5 * (mask.sum() + white.sum()) ** 0.5 * 6 + 8, name
+    rows = moved["boxes"]
+    assert (rows[1] == -1).all() and moved["box_labels"][1] == -1  # padding stays padding
+    if not white.any():
+        assert (rows[0] == -1).all() and moved["box_labels"][0] == -1
+        return
+    ys, xs = np.nonzero(_object(white, rows[0]))  # (a reflecting border copies it around)
+    assert moved["box_labels"][0] == 3
+    np.testing.assert_allclose(rows[0], [xs.min(), ys.min(), xs.max() + 1, ys.max() + 1],
+                               atol=2.5, err_msg=name)
+    for x, y in moved["keypoints"][:2]:
+        if x >= 0:  # a corner still on the image lies on the moved white
+            near = white[max(0, int(y) - 2):int(y) + 3, max(0, int(x) - 2):int(x) + 3]
+            assert near.any(), (name, x, y)
+    assert (moved["keypoints"][2] == -1).all()
+
+
+def _object(white: np.ndarray, box: np.ndarray) -> np.ndarray:
+    """The part of ``white`` that overlaps ``box`` most: the object, not its reflections."""
+    import cv2
+
+    count, parts = cv2.connectedComponents(white.astype(np.uint8))
+    x0, y0, x1, y1 = (int(round(v)) for v in box)
+    inside = np.bincount(parts[max(y0, 0):y1, max(x0, 0):x1].ravel(), minlength=count)
+    inside[0] = 0
+    return parts == int(np.argmax(inside))
+
+
+def test_colour_noise_blur_and_erasing_leave_targets_as_they_are() -> None:
+    image, targets = scene()
+    still = [Op(n) for n in available() if get(n).targets == STILL]
+    assert len(still) >= 20
+    pipe = Compose(still, bounding_box_format="xyxy", keypoint_format="xy")
+    _, moved = pipe.augment_targets(np.dstack([image] * 3), targets, np.random.default_rng(0))
+    for name, rows in targets.items():
+        np.testing.assert_array_equal(moved[name], rows)
+
+
+@pytest.mark.parametrize("fmt", formats.BOX_FORMATS)
+def test_every_box_format_round_trips_through_pixels(fmt: str) -> None:
+    rng = np.random.default_rng(0)
+    xyxy = np.sort(rng.uniform(0, 1, (5, 2, 2)), axis=1).transpose(0, 2, 1).reshape(5, 4)
+    xyxy = xyxy[:, [0, 2, 1, 3]] * [W, H, W, H]
+    written = formats.from_xyxy(xyxy, fmt, H, W)
+    np.testing.assert_allclose(formats.to_xyxy(written, fmt, H, W), xyxy, atol=1e-9)
+    if fmt.startswith("rel_"):
+        assert written.max() <= 1.0
+
+
+def test_keras_formats_mean_what_keras_says() -> None:
+    box = np.array([[10.0, 20.0, 30.0, 60.0]])  # x0, y0, x1, y1
+    expect = {"xyxy": [10, 20, 30, 60], "yxyx": [20, 10, 60, 30], "xywh": [10, 20, 20, 40],
+              "center_xywh": [20, 40, 20, 40], "center_yxhw": [40, 20, 40, 20],
+              "rel_xyxy": [0.125, 1 / 3, 0.375, 1.0], "rel_yxyx": [1 / 3, 0.125, 1.0, 0.375],
+              "rel_xywh": [0.125, 1 / 3, 0.25, 2 / 3], "rel_center_xywh": [0.25, 2 / 3, 0.25, 2 / 3]}
+    for fmt, values in expect.items():
+        np.testing.assert_allclose(formats.from_xyxy(box, fmt, 60, 80)[0], values, err_msg=fmt)
+
+
+def test_a_box_pushed_out_is_dropped_with_its_label_and_visibility_thresholds_apply() -> None:
+    image, targets = scene()
+    out_right = Compose([Op("translate", x=0.9, y=0.0)], bounding_box_format="xyxy",
+                        keypoint_format="xy")
+    _, moved = out_right.augment_targets(image, targets, np.random.default_rng(0))
+    assert (moved["boxes"][0] == -1).all() and moved["box_labels"][0] == -1
+    half = Op("translate", x=(44 - 0.5 * 24 - 20) / W + (W - 44) / W, y=0.0)  # half outside
+    for visibility, kept in ((0.4, True), (0.6, False)):
+        pipe = Compose([half], bounding_box_format="xyxy", keypoint_format="xy",
+                       min_visibility=visibility)
+        _, moved = pipe.augment_targets(image, targets, np.random.default_rng(0))
+        assert bool(moved["box_labels"][0] == 3) is kept, visibility
+    pipe = Compose([half], bounding_box_format="xyxy", keypoint_format="xy",
+                   min_area=12 * 18 + 1)
+    _, moved = pipe.augment_targets(image, targets, np.random.default_rng(0))
+    assert moved["box_labels"][0] == -1  # 12 x 18 pixels left, fewer than asked
+
+
+def test_a_keypoint_that_leaves_the_image_is_marked_gone_and_keeps_its_index() -> None:
+    image, targets = scene()
+    points = np.array([[1.0, 1.0, 2.0], [70.0, 50.0, 1.0]], np.float32)  # x, y, visibility
+    pipe = Compose([Op("translate", x=-0.1, y=0.0)], keypoint_format="xy")
+    _, moved = pipe.augment_targets(image, {"keypoints": points}, np.random.default_rng(0))
+    assert (moved["keypoints"][0] == -1).all()
+    np.testing.assert_allclose(moved["keypoints"][1], [62.0, 50.0, 1.0])
+
+
+def test_relative_boxes_stay_relative_to_the_image_they_end_on() -> None:
+    image, targets = scene()
+    rel = formats.from_xyxy(np.array([BOX]), "rel_xyxy", H, W)
+    pipe = Compose([Op("resize", height=30, width=160)], bounding_box_format="rel_xyxy")
+    _, moved = pipe.augment_targets(image, {"boxes": rel.astype(np.float32)},
+                                    np.random.default_rng(0))
+    np.testing.assert_allclose(moved["boxes"][0], rel[0], atol=1e-6)
+
+
+def test_masks_of_any_dtype_and_stacked_masks_move_as_uint8_ones_do() -> None:
+    image, targets = scene()
+    pipe = Compose([Op("rotate", degrees=(20, 20), border="constant")], mask_fill=7)
+    base = pipe.augment_targets(image, {"mask": targets["mask"]}, np.random.default_rng(0))[1]
+    for dtype in (np.int32, np.int64, np.float64, np.bool_, np.uint16):
+        got = pipe.augment_targets(image, {"mask": targets["mask"].astype(dtype)},
+                                   np.random.default_rng(0))[1]["mask"]
+        assert got.dtype == dtype
+        expect = base["mask"].astype(dtype) if dtype != np.bool_ else base["mask"] > 0
+        if dtype == np.bool_:
+            expect = np.where(base["mask"] == 7, True, expect)  # fill 7 is True
+        np.testing.assert_array_equal(got, expect, err_msg=str(dtype))
+    assert (base["mask"] == 7).any()  # the corners the rotation brought in
+    stacked = np.stack([targets["mask"], 1 - targets["mask"]])
+    got = pipe.augment_targets(image, {"masks": stacked}, np.random.default_rng(0))[1]["masks"]
+    np.testing.assert_array_equal(got[0], base["mask"])
+
+
+def test_a_fields_boxes_are_within_its_change_over_a_pixel_of_a_twenty_times_denser_outline():
+    rng = np.random.default_rng(0)
+    field = rng.standard_normal((2, H, W)).astype(np.float32)
+    import cv2
+
+    dx, dy = (cv2.GaussianBlur(f, (0, 0), 4) for f in field)
+    k = 3.0 / max(np.abs(dx).max(), np.abs(dy).max())
+    m = FieldMove(dx * k, dy * k)
+    box = np.array([BOX])
+    got = moved_boxes(m, box)[0]
+    x0, y0, x1, y1 = BOX
+    n = int(20 * max(x1 - x0, y1 - y0) / OUTLINE_STEP)
+    xs, ys = np.linspace(x0, x1, n), np.linspace(y0, y1, n)
+    dense = np.concatenate([np.c_[xs, np.full(n, y0)], np.c_[xs, np.full(n, y1)],
+                            np.c_[np.full(n, x0), ys], np.c_[np.full(n, x1), ys]])
+    moved = m.points(dense)
+    exact = [*moved.min(0), *moved.max(0)]
+    np.testing.assert_allclose(got, exact, atol=0.05)
+    # and the points are where the field sends them back from: out + d(out) = in
+    back = moved[:5] - 0.5
+    i, j = np.clip(np.rint(back[:, 1]).astype(int), 0, H - 1), \
+        np.clip(np.rint(back[:, 0]).astype(int), 0, W - 1)
+    np.testing.assert_allclose(back + np.c_[m.dx[i, j], m.dy[i, j]], dense[:5] - 0.5, atol=0.3)
+
+
+def test_moves_are_noted_only_while_noting() -> None:
+    image, _ = scene()
+    rng = np.random.default_rng(0)
+    with noting() as outer:
+        Op("hflip")(image, rng)
+        with noting() as inner:
+            Op("rotate")(image, rng)
+        Op("vflip")(image, rng)
+    assert len(outer) == 2 and len(inner) == 1
+    Op("hflip")(image, rng)  # outside: noted nowhere, nothing kept
+    assert len(outer) == 2
+
+
+def test_move_keeps_every_other_target_as_it_is() -> None:
+    image, targets = scene()
+    other = np.arange(4)
+    got = move({**targets, "class": other}, [], image.shape, TargetOptions("xyxy", "xy"))
+    assert got["class"] is other
+    np.testing.assert_array_equal(got["boxes"], targets["boxes"])
+
+
+def test_pad_boxes_pads_per_dataset_as_keras_does() -> None:
+    boxes, labels = formats.pad_boxes([np.ones((2, 4)), np.zeros((0, 4)), np.ones((1, 4))],
+                                      [[1, 2], [], [3]])
+    assert boxes.shape == (3, 2, 4) and (boxes[1] == -1).all() and (boxes[2, 1] == -1).all()
+    assert labels.tolist() == [[1, 2], [-1, -1], [3, -1]]
+    with pytest.raises(Exception, match="max_boxes"):
+        formats.pad_boxes([np.ones((3, 4))], max_boxes=2)
+    assert math.isclose(float(boxes[0, 0, 0]), 1.0)
