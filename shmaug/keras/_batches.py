@@ -2,7 +2,10 @@
 on Keras' torch backend as torch tensors over the same memory (``for_keras``).
 
 ``assemble`` puts the images with the other inputs, runs the ``targets`` hook in this process
-and turns lists into tuples (Keras takes a tuple of targets on every backend).
+and turns lists into tuples (Keras takes a tuple of targets on every backend). A ``y`` in
+Keras' target layout of one entry is handed to Keras as its entry (``for_outputs``): Keras'
+``fit`` matches a dict ``y`` to the model's outputs by name, so ``{"segmentation_masks": m}``
+would reach a one-output model as a key, not a mask.
 
 Keras' torch backend converts each numpy array of a batch with ``np.array(x)`` before
 ``torch.as_tensor``: a copy of every batch in the main process (9.7 ms for 64 float32 images
@@ -81,9 +84,23 @@ def assemble(seq: Sequence, xb: np.ndarray, side: dict[str, Any], key: Key) -> A
             exc, traceback.format_exc(), worker_id=-1, sample_index=first, epoch=epoch,
             op=f"{type(seq).__qualname__}.targets")
         raise rebuild(record) from None
+    y = for_outputs(y)
     if side["sample_weight"] is not None:
         return inputs, _as_tuples(y), _as_tuples(side["sample_weight"])
     return inputs, _as_tuples(y)
+
+
+def for_outputs(y: Any) -> Any:
+    """``y`` as the model's outputs take it: Keras' layout of one entry unwrapped, so that
+    ``{"segmentation_masks": m}`` is the target of a one-output model, and
+    ``{"bounding_boxes": {"boxes": b, "labels": l}}`` the ``{"boxes", "labels"}`` a
+    detector's two outputs (or keras-hub's detectors) take by name. Other ``y`` as given."""
+    if isinstance(y, dict) and len(y) == 1:
+        (key, value), = y.items()
+        if key == "segmentation_masks" or (
+                key == "bounding_boxes" and isinstance(value, dict) and "boxes" in value):
+            return value
+    return y
 
 
 def _as_tuples(structure: Any) -> Any:

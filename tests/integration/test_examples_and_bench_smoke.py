@@ -35,6 +35,8 @@ def run(*args: str, cwd: Path = ROOT, timeout: float = 300) -> str:
     pytest.param("imagenet_recipe.py", "spawn", marks=needs_keras),
     ("legacy_pil_function.py", "spawn"),
     pytest.param("multi_worker.py", None, marks=[needs_keras, needs_tensorflow]),  # 2 hosts over loopback
+    pytest.param("segmentation.py", "spawn", marks=needs_keras),
+    pytest.param("detection.py", None, marks=needs_keras),
 ])
 def test_example_runs(example, method):
     extra = ["--start-method", method] if method else []

@@ -108,6 +108,10 @@ def _layers() -> dict[str, Any]:
         "RandomColorJitter": L.RandomColorJitter(brightness_factor=0.1, hue_factor=0.2),
         "RandomContrast": L.RandomContrast(0.3),
         "RandomCrop": L.RandomCrop(20, 18),
+        "RandomElasticTransform": L.RandomElasticTransform(factor=(0.6, 1.0), scale=0.3),
+        "RandomGaussianBlur": L.RandomGaussianBlur(factor=0.8, kernel_size=5, sigma=(0.5, 0.9)),
+        "RandomPerspective": L.RandomPerspective(factor=1.0, scale=0.4),
+        "RandomSharpness": L.RandomSharpness(0.3),
         "RandomErasing": L.RandomErasing(scale=(0.1, 0.2)),
         "RandomFlip": L.RandomFlip(),
         "RandomGrayscale": L.RandomGrayscale(0.3),
@@ -143,8 +147,7 @@ def test_every_translated_layer_runs_round_trips_and_is_tested() -> None:
 def test_a_refused_layer_is_named_with_why_and_the_fix(name: str) -> None:
     import keras
 
-    args = {"Rescaling": (1 / 255,), "MaxNumBoundingBoxes": (4,),
-            "RandomSharpness": (0.2,)}.get(name, ())
+    args = {"Rescaling": (1 / 255,), "MaxNumBoundingBoxes": (4,)}.get(name, ())
     layer = getattr(keras.layers, name)(*args)
     with pytest.raises(ArgumentError, match=rf"{name} .*Fix: "):
         from_keras(keras.Sequential([layers_flip(), layer]))
@@ -195,3 +198,39 @@ def test_something_else_than_layers_is_a_type_error() -> None:
     with pytest.raises(ArgumentTypeError, match=r"`layers` of from_keras.*'hflip' \(type str"):
         from_keras("hflip")
     assert shmaug.from_keras is from_keras
+
+
+@needs_keras
+def test_the_four_probabilistic_and_filter_layers_translate_with_keras_meanings() -> None:
+    """Keras' RandomGaussianBlur, RandomPerspective and RandomElasticTransform apply with a
+    probability drawn in ``factor`` (so its mean); RandomSharpness blends 2f of the image with
+    1 - 2f of PIL's SMOOTH; the blur's kernel is ``kernel_size`` wide; the perspective keeps
+    the top-left corner; the elastic field's size follows the image (0.1 f max(H, W))."""
+    from keras import layers as L
+
+    blur = from_keras(L.RandomGaussianBlur(factor=(0.2, 0.6), kernel_size=5, sigma=0.8)).ops[0]
+    assert blur.p == pytest.approx(0.4)
+    assert dict(blur.op.params)["kernel_size"] == 5
+    assert dict(blur.op.params)["sigma"] == pytest.approx((1e-6, 0.8))
+    sharp = from_keras(L.RandomSharpness((0.25, 0.75))).ops[0]
+    assert dict(sharp.params)["amount"] == pytest.approx((-0.5, 0.5))
+    image = np.zeros((40, 40), np.float32)
+    image[10:30, 10:30] = 1.0
+    out = Op("smooth", amount=-0.5, value_range=(0.0, 1.0))(image, np.random.default_rng(0))
+    k = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], np.float32) / 13
+    blurred = sum(k[i, j] * np.roll(np.roll(image, 1 - i, 0), 1 - j, 1)
+                  for i in range(3) for j in range(3))
+    keras_s = 2 * 0.75  # f = 0.75: 2f of the image, 1 - 2f of the smoothed one
+    expect = np.clip(keras_s * image + (1 - keras_s) * blurred, 0, 1)
+    np.testing.assert_allclose(out[2:-2, 2:-2], expect[2:-2, 2:-2], atol=1e-5)
+    persp = from_keras(L.RandomPerspective(factor=1.0, scale=0.8)).ops[0]
+    assert persp.p == pytest.approx(0.5) and dict(persp.op.params)["corners"] == "keras"
+    corner = np.zeros((32, 32), np.uint8)
+    corner[:4, :4] = 255  # the top-left corner stays where Keras keeps it
+    for seed in range(5):
+        moved = persp.op(corner, np.random.default_rng(seed))
+        assert moved[:2, :2].min() > 200
+    elastic = from_keras(L.RandomElasticTransform(factor=1.0, scale=(0.5, 0.5))).ops[0]
+    field = elastic.op(np.tile(np.arange(64, dtype=np.float32), (64, 1)) / 64,
+                       np.random.default_rng(0))
+    assert 0 < np.abs(field - np.arange(64) / 64).max() * 64 <= 0.1 * 0.5 * 64 + 1e-3

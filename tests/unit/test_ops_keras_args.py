@@ -44,7 +44,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("aug_mix", {"severity": 11}, "severity"),
     ("auto_augment", {"policy": "cifar10"}, "policy"),
     ("rotate", {"degrees": "ten"}, "degrees"),
-    ("perspective", {"scale": 0.7}, "scale"),
+    ("perspective", {"scale": 1.5}, "scale"),
     ("elastic", {"backend": "pil"}, "backend"),
     ("cutout", {"holes": 1.5}, "holes"),
     ("resize", {"interpolation": "lanczos"}, "interpolation"),

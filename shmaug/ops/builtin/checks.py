@@ -42,6 +42,14 @@ def whole_number(value: Any, name: str, low: float, high: float = math.inf) -> i
     return int(value)
 
 
+def odd(value: Any, name: str) -> None:
+    """An odd whole number of pixels, at least 1: a kernel's side."""
+    if whole_number(value, name, 1) % 2 == 0:
+        raise ArgumentError(
+            f"`{name}` expects an odd whole number of pixels; received {value!r}. Pass e.g. "
+            f"{name}=3.")
+
+
 def whole(low: float, high: float = math.inf) -> Check:
     """A whole number (int) in [low, high]."""
     return partial(whole_number, low=low, high=high)

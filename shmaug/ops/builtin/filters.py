@@ -12,18 +12,22 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import cv, pil
-from ..params import Range, ValueRange, draw, is_pil, levels, restore, to_work
+from ..params import Range, ValueRange, cv_only, draw, is_pil, levels, restore, to_work
 from . import checks as chk
 from ..core import STILL, register
 
 
-@register("gaussian_blur", checks={"sigma": chk.ranged(0.0), **chk.BACKEND, **chk.VALUE_RANGE},
-          targets=STILL)
+@register("gaussian_blur", checks={"sigma": chk.ranged(0.0), "kernel_size": chk.optional(chk.odd),
+                                   **chk.BACKEND, **chk.VALUE_RANGE}, targets=STILL)
 def gaussian_blur(
     image: np.ndarray, rng: np.random.Generator, sigma: Range = (0.5, 1.5), backend: str = "cv",
-    value_range: ValueRange | None = None,
+    value_range: ValueRange | None = None, kernel_size: int | None = None,
 ) -> np.ndarray:
     """Gaussian blur with standard deviation ``sigma`` pixels (PIL: ``GaussianBlur(radius)``).
+
+    ``kernel_size`` None takes the kernel out to 3 sigma; an odd int cuts it to that many
+    pixels a side (normalized), as Keras' RandomGaussianBlur and torchvision's GaussianBlur
+    take it (OpenCV only).
 
     Example:
         >>> out = gaussian_blur(np.zeros((64, 64), np.uint8), np.random.default_rng(0), sigma=1)
@@ -33,8 +37,12 @@ def gaussian_blur(
     scale = levels(image, value_range)
     if s == 0.0:
         return image
+    if kernel_size is not None:
+        cv_only(backend, "gaussian_blur with a kernel_size")
+        return restore(cv.gaussian_blur(work, s, kernel_size), image, scale)
     out = pil.gaussian_blur(work, s, scale) if is_pil(backend) else cv.gaussian_blur(work, s)
     return restore(out, image, scale)
+
 
 
 @register("sharpen", checks={"amount": chk.ranged(0.0, 4.0), **chk.BACKEND, **chk.VALUE_RANGE},
@@ -53,7 +61,7 @@ def sharpen(
     return _blended_filter(image, rng, amount, 4.0, cv.SHARPEN, backend, value_range)
 
 
-@register("smooth", checks={"amount": chk.ranged(0.0, 1.0), **chk.BACKEND, **chk.VALUE_RANGE},
+@register("smooth", checks={"amount": chk.ranged(-1.0, 1.0), **chk.BACKEND, **chk.VALUE_RANGE},
           targets=STILL)
 def smooth(
     image: np.ndarray, rng: np.random.Generator, amount: Range = (0.5, 1.0), backend: str = "cv",
@@ -61,20 +69,21 @@ def smooth(
 ) -> np.ndarray:
     """Smooth with PIL's ``ImageFilter.SMOOTH`` kernel blended with the identity.
 
-    ``amount=1`` is exactly PIL's SMOOTH, ``0`` is a no-op.
+    ``amount=1`` is exactly PIL's SMOOTH, ``0`` is a no-op, and below 0 the blend goes the
+    other way, away from the smoothed image: sharper (Keras' RandomSharpness above 0.5).
 
     Example:
         >>> out = smooth(np.zeros((64, 64), np.uint8), np.random.default_rng(0), amount=1)
     """
-    return _blended_filter(image, rng, amount, 1.0, cv.SMOOTH, backend, value_range)
+    return _blended_filter(image, rng, amount, 1.0, cv.SMOOTH, backend, value_range, low=-1.0)
 
 
 def _blended_filter(
     image: np.ndarray, rng: np.random.Generator, amount: Range, limit: float,
-    kernel: np.ndarray, backend: str, value_range: ValueRange | None,
+    kernel: np.ndarray, backend: str, value_range: ValueRange | None, low: float = 0.0,
 ) -> np.ndarray:
     """A 3x3 PIL filter kernel blended with the identity by a drawn ``amount``."""
-    a = draw(rng, amount, "amount", 0.0, limit)
+    a = draw(rng, amount, "amount", low, limit)
     work = to_work(image)
     scale = levels(image, value_range)
     if a == 0.0:

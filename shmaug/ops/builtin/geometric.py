@@ -179,59 +179,77 @@ def translate(
                       backend=backend, op="translate", value_range=value_range)
 
 
-@register("perspective", checks={"scale": chk.ranged(0.0, 0.5), **chk.WARP, **chk.BACKEND},
-          targets=WARPED)
+@register("perspective", checks={"scale": chk.ranged(0.0, 1.0),
+                                 "corners": chk.one_of("any", "keras"), **chk.WARP,
+                                 **chk.BACKEND}, targets=WARPED)
 def perspective(
     image: np.ndarray, rng: np.random.Generator, scale: Range = (0.02, 0.08),
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
-    backend: str = "cv", value_range: ValueRange | None = None,
+    backend: str = "cv", value_range: ValueRange | None = None, corners: str = "any",
 ) -> np.ndarray:
     """Move each corner by up to ``scale`` * size (uniform per coordinate) and warp to fit.
+
+    ``corners="keras"`` moves them as Keras' RandomPerspective does: each corner's
+    coordinates scaled by 1 + U(-scale/2, scale/2) from the top-left corner, which stays.
 
     Example:
         >>> out = perspective(np.zeros((64, 64), np.uint8), np.random.default_rng(0))
     """
-    d = draw(rng, scale, "scale", 0.0, 0.5)
+    d = draw(rng, scale, "scale", 0.0, 1.0)
     h, w = image.shape[:2]
     src = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], np.float32)
-    dst = src + (rng.uniform(-d, d, (4, 2)) * [w, h]).astype(np.float32)
+    if corners == "keras":
+        dst = src * (1.0 + rng.uniform(-d / 2, d / 2, (4, 2))).astype(np.float32)
+    else:
+        dst = src + (rng.uniform(-d, d, (4, 2)) * [w, h]).astype(np.float32)
     m = cv2.getPerspectiveTransform(src, dst)
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
                       backend=backend, op="perspective", value_range=value_range)
 
 
-@register("elastic", checks={"alpha": chk.ranged(0.0), "sigma": chk.ranged(1e-3), **chk.WARP,
+@register("elastic", checks={"alpha": chk.ranged(0.0), "sigma": chk.ranged(1e-3),
+                             "scale": chk.optional(chk.ranged(0.0, 1.0)), **chk.WARP,
                              **chk.CV_ONLY}, targets=WARPED)
 def elastic(
     image: np.ndarray, rng: np.random.Generator, alpha: Range = (1.0, 3.0),
     sigma: Range = (3.0, 6.0), border: str = "reflect", fill: float = 0.0,
     interpolation: str = "linear", backend: str = "cv", value_range: ValueRange | None = None,
+    scale: Range | None = None,
 ) -> np.ndarray:
     """Elastic distortion: a smooth random displacement field, largest move ``alpha`` pixels.
 
     Uniform noise per pixel is Gaussian-blurred by ``sigma`` pixels, scaled so its largest
     displacement is ``alpha``, and applied with one ``cv2.remap``. OpenCV only.
 
+    ``scale`` (Keras' RandomElasticTransform, in place of ``alpha`` and ``sigma``): f drawn
+    in it makes ``alpha = 0.1 f max(H, W)`` and ``sigma = 0.05 f min(H, W)``, and the blurred
+    noise is multiplied by ``alpha`` as Keras does, not scaled to it.
+
     Example:
         >>> out = elastic(np.zeros((64, 64), np.uint8), np.random.default_rng(0))
     """
     cv_only(backend, "elastic")
-    a = draw(rng, alpha, "alpha", 0.0)
-    s = draw(rng, sigma, "sigma", 1e-3)
+    h, w = image.shape[:2]
+    if scale is not None:
+        f = draw(rng, scale, "scale", 0.0, 1.0)
+        a, s = 0.1 * f * max(h, w), max(0.05 * f * min(h, w), 1e-3)
+    else:
+        a = draw(rng, alpha, "alpha", 0.0)
+        s = draw(rng, sigma, "sigma", 1e-3)
     work = to_work(image)
-    scale = levels(image, value_range)
+    levels_ = levels(image, value_range)
     if a == 0.0:
         return image
-    h, w = work.shape[:2]
     field = rng.random((2, h, w), dtype=np.float32) * 2.0 - 1.0
     dx, dy = (cv.gaussian_blur(f, s) for f in field)
-    k = np.float32(a / max(float(np.abs(dx).max()), float(np.abs(dy).max()), 1e-12))
+    k = np.float32(a if scale is not None else
+                   a / max(float(np.abs(dx).max()), float(np.abs(dy).max()), 1e-12))
     dx, dy = dx * k, dy * k
     out = cv.displace(
         work, dx, dy, interp=interp_code(interpolation), border=border_code(border),
-        fill=fill_value(fill, scale),
+        fill=fill_value(fill, levels_),
     )
-    return moved(restore(out, image, scale), FieldMove(dx, dy, border_code(border)))
+    return moved(restore(out, image, levels_), FieldMove(dx, dy, border_code(border)))
 
 
 @register("hflip", targets=WARPED, checks=chk.BACKEND)

@@ -171,6 +171,48 @@ def _aug_mix(cfg: Config, layer: str) -> list[Any]:
                interpolation=_interpolation(cfg, layer))]
 
 
+def _unit_range(value: Any) -> tuple[float, float]:
+    """A factor whose bounds are (0, 1), as Keras reads it: a lone f is (0, f)."""
+    value = _pair(value)
+    return (float(value[0]), float(value[1])) if isinstance(value, tuple) else (0.0, float(value))
+
+
+def _sometimes(cfg: Config, ops: list[Any]) -> list[Any]:
+    """``ops`` as often as Keras applies its layer: a probability p drawn in ``factor``, then
+    u < p, per image, which is applying them with probability p's mean."""
+    low, high = _unit_range(cfg["factor"])
+    return [Maybe(op, p=(low + high) / 2) for op in ops]
+
+
+def _gaussian_blur(cfg: Config, layer: str) -> list[Any]:
+    # Keras: sigma drawn in `sigma` (a lone s is (0, s)), a `kernel_size` kernel (one side
+    # for both axes here); shmaug replicates the edge where Keras pads with zeros.
+    size = cfg.get("kernel_size", 3)
+    size = size[0] if isinstance(size, (list, tuple)) else size
+    low, high = _unit_range(cfg["sigma"]) if not isinstance(cfg["sigma"], (list, tuple)) \
+        else (float(cfg["sigma"][0]), float(cfg["sigma"][1]))
+    return _sometimes(cfg, [Op("gaussian_blur", sigma=(max(low, 1e-6), max(high, 1e-6)),
+                               kernel_size=int(size))])
+
+
+def _sharpness(cfg: Config, layer: str) -> list[Any]:
+    # Keras: f drawn in `factor` ((0, f) for a lone f), out = 2f img + (1 - 2f) smoothed,
+    # PIL's SMOOTH kernel: shmaug's smooth at amount 1 - 2f.
+    low, high = _unit_range(cfg["factor"])
+    return [Op("smooth", amount=(1.0 - 2.0 * high, 1.0 - 2.0 * low))]
+
+
+def _perspective(cfg: Config, layer: str) -> list[Any]:
+    warp = _warp({**cfg, "fill_mode": "constant"}, layer)
+    return _sometimes(cfg, [Op("perspective", scale=float(cfg["scale"]), corners="keras",
+                               **warp)])
+
+
+def _elastic(cfg: Config, layer: str) -> list[Any]:
+    return _sometimes(cfg, [Op("elastic", scale=_unit_range(cfg["scale"]),
+                               **_warp(cfg, layer))])
+
+
 def _rand_augment(cfg: Config, layer: str) -> list[Any]:
     return [Op("rand_augment", num_ops=int(cfg["num_ops"]), factor=_pair(cfg["factor"]),
                interpolation=_interpolation(cfg, layer))]
@@ -188,6 +230,10 @@ TRANSLATED: dict[str, Callable[[Config, str], list[Any]]] = {
     "RandomColorDegeneration": _unit("color_degeneration"),
     "RandomColorJitter": _jitter(brightness="brightness_factor", contrast="contrast_factor",
                                  saturation="saturation_factor", hue="hue_factor"),
+    "RandomElasticTransform": _elastic,
+    "RandomGaussianBlur": _gaussian_blur,
+    "RandomPerspective": _perspective,
+    "RandomSharpness": _sharpness,
     "RandomContrast": _jitter(brightness=None, contrast="factor", saturation=None, hue=None),
     "RandomCrop": _same("crop", height="height", width="width"),
     "RandomErasing": _same("erasing", factor="factor", scale="scale", fill_value="fill_value"),
@@ -221,14 +267,6 @@ REFUSED: dict[str, str] = {
                            "labels, max_boxes=...) (a loader pads ragged boxes by itself)",
     "MixUp": _BATCH,
     "Normalization": _IN_MODEL,
-    "RandomElasticTransform": "its `factor` / `scale` have no shmaug meaning. Fix: "
-                              "Op('elastic', alpha=..., sigma=...) in pixels",
-    "RandomGaussianBlur": "its `factor` has no shmaug meaning. Fix: Op('gaussian_blur', "
-                          "sigma=(low, high)) in pixels",
-    "RandomPerspective": "its `factor` / `scale` have no shmaug meaning. Fix: "
-                         "Op('perspective', scale=(low, high)), corner moves as a fraction",
-    "RandomSharpness": "Keras' kernel is not shmaug's. Fix: Op('sharpen', amount=...) or "
-                       "Op('smooth', amount=...), PIL's kernels",
     "Rescaling": _IN_MODEL,
 }
 """Keras layers with no translation, by class name -> why, and the fix."""

@@ -122,13 +122,14 @@ def _resampled(img: np.ndarray, border: int, interp: int,
     return sample(img, border)
 
 
-def gaussian_blur(img: np.ndarray, sigma: float) -> np.ndarray:
-    """Gaussian blur with standard deviation ``sigma`` pixels (kernel radius 3 sigma).
+def gaussian_blur(img: np.ndarray, sigma: float, size: int | None = None) -> np.ndarray:
+    """Gaussian blur with standard deviation ``sigma`` pixels (kernel radius 3 sigma, or
+    ``size`` pixels a side, normalized).
 
     ``sepFilter2D`` with an explicit kernel: about 2x faster on uint8 than ``GaussianBlur``,
     whose bit-exact fixed-point path is slow on small images.
     """
-    k = cv2.getGaussianKernel(2 * math.ceil(3 * sigma) + 1, sigma, cv2.CV_32F)
+    k = cv2.getGaussianKernel(size or 2 * math.ceil(3 * sigma) + 1, sigma, cv2.CV_32F)
     return cv2.sepFilter2D(img, -1, k, k, borderType=cv2.BORDER_REPLICATE)
 
 
