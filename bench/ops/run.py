@@ -23,6 +23,8 @@ Run:
     python -m bench.ops --w1 --out bench/results/ops/w1_dtype.json   # float16 vs uint8 only
     python -m bench.ops --keras --out bench/results/ops/keras_ops.json
         # the Keras-mirroring ops and two pipelines vs albumentations and Keras in tf.data
+    python -m bench.ops --targets --out bench/results/ops/targets.json
+        # geometric ops with a mask and 10 boxes vs albumentations, torchvision and Keras
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from bench.common import pil_reference
 from bench.common.harness import Stats, prepare_out, summarize, time_calls
 from bench.common.report import NOT_JUDGED, QUICK, cpu_model, took
 from bench.common.workloads import photo
-from bench.ops import albumentations_twins, keras_rows
+from bench.ops import albumentations_twins, keras_rows, target_rows
 from shmaug.sources.glyphs import render_glyphs
 from shmaug.ops import Op
 from shmaug.ops.params import dtype_range
@@ -382,6 +384,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny repeat counts (CI smoke run)")
     parser.add_argument("--w1", action="store_true",
                         help="only W1's float16 vs uint8 cost: the glyph preset and its ops")
+    parser.add_argument("--targets", action="store_true",
+                        help="only the geometric ops with a mask and 10 boxes, against "
+                             "albumentations, torchvision v2 and Keras (bench/ops/"
+                             "target_rows.py)")
     parser.add_argument("--keras", action="store_true",
                         help="only the Keras-mirroring ops and two whole pipelines, against "
                              "albumentations and the Keras layers in tf.data (bench/ops/"
@@ -390,13 +396,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         prepare_out(args.out, file=True)  # before measuring, not after
     began = time.perf_counter()
-    kind = "w1" if args.w1 else "keras" if args.keras else "ops"
-    measure = {"w1": w1_dtype, "keras": keras_rows.run, "ops": run}[kind]
+    kind = "w1" if args.w1 else "keras" if args.keras else "targets" if args.targets else "ops"
+    measure = {"w1": w1_dtype, "keras": keras_rows.run, "targets": target_rows.run,
+               "ops": run}[kind]
     result = measure(args.quick)
     result["wall_s"] = round(time.perf_counter() - began, 1)
     result["command"] = " ".join(["python -m bench.ops", *(sys.argv[1:] if argv is None
                                                            else argv)])
-    write = {"w1": w1_report, "keras": keras_rows.report, "ops": report}[kind]
+    write = {"w1": w1_report, "keras": keras_rows.report, "targets": target_rows.report,
+             "ops": report}[kind]
     text = write(result) + f"\n\nThis run took {took(result['wall_s'])}."
     print(text)
     if args.out:

@@ -74,12 +74,16 @@ def to_xyxy(rows: np.ndarray, fmt: str, height: float, width: float) -> np.ndarr
 
 def from_xyxy(xyxy: np.ndarray, fmt: str, height: float, width: float) -> np.ndarray:
     """``to_xyxy``'s inverse: (N, 4) pixel boxes written in ``fmt`` (float64)."""
-    x0, y0, x1, y1 = np.asarray(xyxy, np.float64).T
+    b = np.asarray(xyxy, np.float64)
     base = fmt.removeprefix("rel_")
-    b = {"xyxy": (x0, y0, x1, y1), "yxyx": (y0, x0, y1, x1), "xywh": (x0, y0, x1 - x0, y1 - y0),
-         "center_xywh": ((x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0),
-         "center_yxhw": ((y0 + y1) / 2, (x0 + x1) / 2, y1 - y0, x1 - x0)}[base]
-    out: np.ndarray = np.stack(b, 1) / _scale(fmt, height, width)
+    if base == "yxyx":
+        b = b[:, [1, 0, 3, 2]]
+    elif base != "xyxy":
+        size = b[:, 2:] - b[:, :2]
+        start = b[:, :2] + size / 2 if base.startswith("center_") else b[:, :2]
+        b = np.concatenate([start, size], 1)
+        b = b[:, [1, 0, 3, 2]] if base == "center_yxhw" else b
+    out: np.ndarray = b / _scale(fmt, height, width) if fmt.startswith("rel_") else b
     return out
 
 
@@ -115,11 +119,13 @@ def check_boxes(name: str, boxes: np.ndarray, fmt: str | None,
             f"{where} must hold (samples, max_boxes, 4) boxes, padded with rows of -1; "
             f"received shape {boxes.shape}. Fix: pad each sample's boxes to one count "
             f"(shmaug.ops.pad_boxes does), as Keras' MaxNumBoundingBoxes does.")
+    if image_shape is None:
+        return
     rows = boxes.reshape(-1, boxes.shape[2])
     pad = padding(rows[:, :4], None if labels is None or labels.shape[:2] != boxes.shape[:2]
                   else labels[:, :, 0] if labels.ndim == 3 else labels)
     real = rows[~pad]
-    if not len(real) or image_shape is None:
+    if not len(real):
         return
     height, width = image_shape[:2]
     xyxy = to_xyxy(real, fmt, height, width)
@@ -169,9 +175,11 @@ def check_keypoints(name: str, points: np.ndarray, fmt: str | None,
         raise ArgumentError(
             f"{where} must hold (samples, keypoints, >= 2) keypoints, padded with rows of -1; "
             f"received shape {points.shape}. Fix: pad each sample's keypoints to one count.")
+    if image_shape is None:
+        return
     rows = points.reshape(-1, points.shape[2])
     real = rows[~padding(rows[:, :2])]
-    if not len(real) or image_shape is None:
+    if not len(real):
         return
     height, width = image_shape[:2]
     xy = to_xy(real, fmt, height, width)

@@ -87,14 +87,13 @@ def _boxes(rows: np.ndarray, labels: np.ndarray | None, fmt: str, moves: list[Mo
     for m in moves:
         moved = moved_boxes(m, xyxy)
         width, height = m.size
-        clipped = np.c_[np.clip(moved[:, [0, 2]], 0, width), np.clip(moved[:, [1, 3]], 0, height)]
-        clipped = clipped[:, [0, 2, 1, 3]]
-        area = np.prod(np.maximum(clipped[:, 2:] - clipped[:, :2], 0), 1)
-        full = np.prod(np.maximum(moved[:, 2:] - moved[:, :2], 0), 1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            visible = np.where(full > 0, area / full, 0.0)
-        alive &= (area > 0) & (visible >= options.min_visibility) & (area >= options.min_area)
-        xyxy = clipped
+        xyxy = np.clip(moved, 0.0, (width, height, width, height))
+        sides = np.maximum(xyxy[:, 2:] - xyxy[:, :2], 0.0)
+        area = sides[:, 0] * sides[:, 1]
+        full = np.maximum(moved[:, 2] - moved[:, 0], 0.0) * np.maximum(moved[:, 3] - moved[:, 1],
+                                                                       0.0)
+        alive &= (area > 0) & (area >= options.min_visibility * full) & \
+            (area >= options.min_area)
     out = np.full_like(rows, formats.PAD)
     kept = np.zeros(len(rows), bool)
     kept[np.flatnonzero(real)[alive]] = True

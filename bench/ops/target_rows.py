@@ -1,0 +1,250 @@
+"""µs per sample of the geometric ops with their targets: a 512x512x3 uint8 photo with a mask
+and 10 boxes, against albumentations, torchvision v2 and Keras' layers in tf.data;
+``python -m bench.ops --targets``.
+
+Owns the rows: each geometric op that albumentations, torchvision and Keras all have (flip,
+rotation, shear, zoom, perspective, resized crop), the elastic and sine warps (fields: their
+boxes follow each moved outline), and a Keras guide's block (flip, rotation, zoom) as one
+pipeline. Each row times, on one core:
+
+- shmaug, the image alone (``op(image, rng)``), and the image with its targets
+  (``Compose([op], bounding_box_format="xyxy").augment_targets``: the mask warped, the 10
+  boxes moved, clipped and filtered): their ratio is what the targets cost;
+- albumentations, the same transform in an ``A.Compose`` with ``bbox_params`` (pascal_voc,
+  labels) and the mask;
+- torchvision v2, the transform on a ``tv_tensors.Image``, ``BoundingBoxes`` (XYXY) and
+  ``Mask``, per sample as a ``DataLoader`` worker runs it (``torch.set_num_threads(1)``);
+- Keras, the layer with ``bounding_box_format="xyxy"`` mapped over batches of 32 dicts
+  (``images``, ``bounding_boxes``, ``segmentation_masks``) in tf.data, as its guides run it.
+
+Timing as ``bench/ops/run.py``'s: per round each contender runs once, in a rotating order;
+round 0 is warm-up; the table quotes the median of the rounds (min and max in the JSON).
+A contender that is not installed, or has no such transform, is "—".
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.common.harness import summarize, time_calls
+from bench.common.report import NOT_JUDGED, QUICK, cpu_model
+from bench.common.workloads import photo
+from bench.ops import keras_tfdata
+from shmaug.ops import Compose, Maybe, Op
+
+SIDE, BOXES = 512, 10
+TARGET_RATIO = 1.3  # a mask and 10 boxes at most this many times the image alone (affine)
+_SHEAR_DEG = math.degrees(math.atan(0.3))
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row: shmaug's ops, and each contender's builder (None: it has no such transform)."""
+
+    name: str
+    shmaug: list[Any]
+    affine: bool  # judged against TARGET_RATIO
+    albu: Callable[[Any], Any] | None
+    torchvision: Callable[[Any], Any] | None
+    keras: Callable[[Any], Any] | None
+
+
+def rows() -> list[Row]:
+    import cv2
+
+    warp = dict(interpolation=cv2.INTER_LINEAR, border_mode=cv2.BORDER_CONSTANT, fill=0,
+                fill_mask=0)
+    return [
+        Row("hflip", [Op("hflip")], True, lambda A: A.HorizontalFlip(p=1.0),
+            lambda T: T.RandomHorizontalFlip(p=1.0),
+            lambda L: L.RandomFlip("horizontal", bounding_box_format="xyxy")),
+        Row("rotate", [Op("rotate", degrees=(-15, 15))], True,
+            lambda A: A.Rotate(limit=(-15, 15), **warp, p=1.0),
+            lambda T: T.RandomRotation(15),
+            lambda L: L.RandomRotation(15 / 360, fill_mode="constant",
+                                       bounding_box_format="xyxy")),
+        Row("shear", [Op("shear", x=0.3)], True,
+            lambda A: A.Affine(shear={"x": (-_SHEAR_DEG, _SHEAR_DEG), "y": (0, 0)}, **warp,
+                               p=1.0),
+            lambda T: T.RandomAffine(0, shear=(-_SHEAR_DEG, _SHEAR_DEG)), None),
+        Row("zoom", [Op("zoom", height_factor=(-0.2, 0.2), border="constant")], True,
+            lambda A: A.Affine(scale=(0.8, 1.2), **warp, p=1.0),
+            lambda T: T.RandomAffine(0, scale=(0.8, 1.2)),
+            lambda L: L.RandomZoom((-0.2, 0.2), fill_mode="constant",
+                                   bounding_box_format="xyxy")),
+        Row("perspective", [Op("perspective", scale=(0.02, 0.08))], True,
+            lambda A: A.Perspective(scale=(0.02, 0.08), keep_size=True, **warp, p=1.0),
+            lambda T: T.RandomPerspective(0.1, p=1.0), None),
+        Row("resized_crop", [Op("resized_crop", scale=(0.3, 1.0))], True,
+            lambda A: A.RandomResizedCrop((SIDE, SIDE), scale=(0.3, 1.0), p=1.0),
+            lambda T: T.RandomResizedCrop(SIDE, scale=(0.3, 1.0), antialias=False), None),
+        Row("elastic", [Op("elastic", alpha=3.0, sigma=8.0, border="constant")], False,
+            lambda A: A.ElasticTransform(alpha=40.0, sigma=8.0, **warp, p=1.0),
+            lambda T: T.ElasticTransform(alpha=40.0, sigma=8.0), None),
+        Row("sine_warp", [Op("sine_warp", border="constant")], False, None, None, None),
+        Row("Keras guide's block", [Maybe(Op("hflip")), Op("rotate", degrees=(-36, 36),
+                                                           border="constant"),
+                                    Op("zoom", height_factor=(-0.1, 0.1), border="constant")],
+            True, lambda A: A.Compose([A.HorizontalFlip(), A.Rotate(limit=36, **warp, p=1.0),
+                                       A.Affine(scale=(0.9, 1.1), **warp, p=1.0)]),
+            lambda T: T.Compose([T.RandomHorizontalFlip(), T.RandomRotation(36),
+                                 T.RandomAffine(0, scale=(0.9, 1.1))]),
+            lambda L: __import__("keras").Sequential([
+                L.RandomFlip("horizontal", bounding_box_format="xyxy"),
+                L.RandomRotation(0.1, fill_mode="constant", bounding_box_format="xyxy"),
+                L.RandomZoom(0.1, fill_mode="constant", bounding_box_format="xyxy")])),
+    ]
+
+
+def sample(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A photo, its mask (a class id per pixel) and 10 boxes (xyxy pixels) with labels."""
+    rng = np.random.default_rng(seed)
+    image = photo(SIDE)[0]
+    corners = np.sort(rng.uniform(20, SIDE - 20, (BOXES, 2, 2)), axis=1)
+    boxes = np.c_[corners[:, 0, 0], corners[:, 0, 1], corners[:, 1, 0] + 8,
+                  corners[:, 1, 1] + 8].astype(np.float32)
+    mask = np.zeros((SIDE, SIDE), np.uint8)
+    for i, (x0, y0, x1, y1) in enumerate(boxes.astype(int)):
+        mask[y0:y1, x0:x1] = 1 + i % 5
+    return image, mask, boxes, np.arange(BOXES) % 5
+
+
+def _timers(row: Row, calls: int) -> dict[str, Callable[[int], float]]:
+    image, mask, boxes, labels = sample()
+    pipe = Compose(row.shmaug, bounding_box_format="xyxy", value_range=(0.0, 255.0))
+    targets = {"segmentation_masks": mask[:, :, None], "boxes": boxes, "box_labels": labels}
+    fns: dict[str, Callable[[int], float]] = {
+        "image": lambda r: 1e6 * time_calls(
+            lambda i, rng=np.random.default_rng(r): pipe(image, rng), calls),
+        "shmaug": lambda r: 1e6 * time_calls(
+            lambda i, rng=np.random.default_rng(r): pipe.augment_targets(image, targets, rng),
+            calls)}
+    if row.albu is not None and importlib.util.find_spec("albumentations") is not None:
+        import albumentations as A
+
+        compose = A.Compose([row.albu(A)], bbox_params=A.BboxParams(
+            format="pascal_voc", label_fields=["labels"]), seed=0)
+        fns["albumentations"] = lambda r: 1e6 * time_calls(
+            lambda i: compose(image=image, mask=mask, bboxes=boxes, labels=labels), calls)
+    if row.torchvision is not None and importlib.util.find_spec("torchvision") is not None:
+        fns["torchvision"] = _torchvision(row, image, mask, boxes, labels, calls)
+    if row.keras is not None and keras_tfdata.available():
+        fns["keras"] = _keras(row, image, mask, boxes, labels, calls)
+    return fns
+
+
+def _torchvision(row: Row, image: np.ndarray, mask: np.ndarray, boxes: np.ndarray,
+                 labels: np.ndarray, calls: int) -> Callable[[int], float]:
+    import torch
+    from torchvision import tv_tensors
+    from torchvision.transforms import v2 as T
+
+    torch.set_num_threads(1)
+    transform = row.torchvision(T)  # type: ignore[misc]
+    timg = tv_tensors.Image(torch.from_numpy(image).permute(2, 0, 1).contiguous())
+    tmask = tv_tensors.Mask(torch.from_numpy(mask))
+    tboxes = tv_tensors.BoundingBoxes(torch.from_numpy(boxes), format="XYXY",
+                                      canvas_size=(SIDE, SIDE))
+    tlabels = torch.from_numpy(labels)
+    return lambda r: 1e6 * time_calls(
+        lambda i: transform({"image": timg, "mask": tmask, "boxes": tboxes, "labels": tlabels}),
+        calls)
+
+
+def _keras(row: Row, image: np.ndarray, mask: np.ndarray, boxes: np.ndarray,
+           labels: np.ndarray, calls: int) -> Callable[[int], float]:
+    tf = keras_tfdata._tf()
+    layer = row.keras(keras_tfdata.layers())  # type: ignore[misc]
+    n = keras_tfdata.BATCH
+    batch = min(n, calls)
+    data = {"images": np.repeat(image[None].astype(np.float32), n, 0),
+            "bounding_boxes": {"boxes": np.repeat(boxes[None], n, 0),
+                               "labels": np.repeat(labels[None].astype(np.int32), n, 0)},
+            "segmentation_masks": np.repeat(mask[None, :, :, None].astype(np.float32), n, 0)}
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = 1
+    options.threading.max_intra_op_parallelism = 1
+    ds = (tf.data.Dataset.from_tensor_slices(data).repeat().batch(batch)
+          .map(lambda d: layer(d, training=True), num_parallel_calls=tf.data.AUTOTUNE)
+          .with_options(options))
+    batches = max(1, calls // batch)
+
+    def run(r: int) -> float:
+        it = iter(ds)
+        next(it)  # untimed: tracing and the pool's start
+        t0 = time.perf_counter()
+        for _ in range(batches):
+            next(it)
+        return (time.perf_counter() - t0) / (batches * batch) * 1e6
+
+    return run
+
+
+def run(quick: bool) -> dict[str, Any]:
+    import cv2
+
+    cv2.setNumThreads(1)
+    calls, rounds = (2, 1) if quick else (24, 7)
+    found = []
+    for row in rows()[:2] if quick else rows():
+        fns = _timers(row, calls)
+        names = list(fns)
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for r in range(rounds + 1):
+            for name in names[r % len(names):] + names[: r % len(names)]:
+                us = fns[name](r)
+                if r > 0:
+                    times[name].append(us)
+        stats = {name: summarize(v) for name, v in times.items()}
+        found.append({"row": row.name, "affine": row.affine,
+                      **{f"{k}_us": s.median for k, s in stats.items()},
+                      "spread_us": {k: s.to_dict() for k, s in stats.items()}})
+    return {"quick": quick, "sample": f"{SIDE}x{SIDE}x3 uint8, a mask, {BOXES} boxes",
+            "threads": 1, "cpu": cpu_model(),
+            "timing": f"median of {rounds} interleaved rounds after 1 warm-up round",
+            "rows": found}
+
+
+def _fmt(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.0f}"
+
+
+def _x(a: float | None, b: float | None) -> str:
+    return "—" if a is None or b is None else f"{a / b:.2f}x"
+
+
+def report(result: dict[str, Any]) -> str:
+    lines = [*([QUICK + ".", ""] if result["quick"] else []),
+             f"`{result.get('command', 'python -m bench.ops --targets')}`", "",
+             f"{result['sample']}, one core each of {result.get('cpu', '?')}, µs per sample: "
+             f"{result['timing']}. Keras: the layers in tf.data over batches of "
+             f"{keras_tfdata.BATCH} dicts (a quick run's: 2), AUTOTUNE.", "",
+             "| row | shmaug image alone µs | shmaug with targets µs | targets / image alone "
+             "| albumentations µs | torchvision µs | Keras tf.data µs | albumentations / "
+             "shmaug | torchvision / shmaug | Keras / shmaug |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in result["rows"]:
+        s, i = r.get("shmaug_us"), r.get("image_us")
+        a, t, k = r.get("albumentations_us"), r.get("torchvision_us"), r.get("keras_us")
+        lines.append(f"| {r['row']} | {_fmt(i)} | {_fmt(s)} | {_x(s, i)} | {_fmt(a)} | "
+                     f"{_fmt(t)} | {_fmt(k)} | {_x(a, s)} | {_x(t, s)} | {_x(k, s)} |")
+    if result["quick"]:
+        lines += ["", f"- comparisons and targets: {NOT_JUDGED}"]
+        return "\n".join(lines)
+    behind = [r["row"] for r in result["rows"] if any(
+        r.get(f"{k}_us", np.inf) < r["shmaug_us"]
+        for k in ("albumentations", "torchvision", "keras"))]
+    costly = [f"{r['row']} ({r['shmaug_us'] / r['image_us']:.2f}x)" for r in result["rows"]
+              if r["affine"] and r["shmaug_us"] > TARGET_RATIO * r["image_us"]]
+    lines += ["", "- rows where a contender is faster than shmaug: "
+              + (", ".join(behind) if behind else "none"),
+              f"- affine rows where the targets cost more than {TARGET_RATIO}x the image "
+              f"alone: " + (", ".join(costly) if costly else "none")]
+    return "\n".join(lines)
