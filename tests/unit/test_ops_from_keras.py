@@ -190,8 +190,6 @@ def test_channels_first_and_untranslatable_arguments_are_refused() -> None:
         from_keras([layers.RandomFlip(data_format="channels_first")])
     with pytest.raises(ArgumentError, match="crop_to_aspect_ratio"):
         from_keras([layers.Resizing(8, 8, crop_to_aspect_ratio=True)])
-    with pytest.raises(ArgumentError, match="y_factor"):
-        from_keras([layers.RandomShear(x_factor=0.0, y_factor=(0.1, 0.2))])
 
 
 def test_something_else_than_layers_is_a_type_error() -> None:
@@ -234,3 +232,51 @@ def test_the_four_probabilistic_and_filter_layers_translate_with_keras_meanings(
     field = elastic.op(np.tile(np.arange(64, dtype=np.float32), (64, 1)) / 64,
                        np.random.default_rng(0))
     assert 0 < np.abs(field - np.arange(64) / 64).max() * 64 <= 0.1 * 0.5 * 64 + 1e-3
+
+
+def _summary(batch: np.ndarray) -> np.ndarray:
+    """Per image: its mean colour's channel spread (saturation), its mean, its spread and
+    where its brightness sits (row, column), rounded so that float noise cannot split the
+    atoms (a fully greyed image) of two draws."""
+    flat = batch.reshape(len(batch), -1, batch.shape[-1])
+    means = flat.mean(1)
+    weight = batch.sum(-1).reshape(len(batch), -1)
+    rows, cols = (i.ravel() for i in np.indices(batch.shape[1:3]))
+    centre = [(weight * i).sum(1) / np.maximum(weight.sum(1), 1e-9) for i in (rows, cols)]
+    return np.round(np.column_stack([means.max(1) - means.min(1), means.mean(1),
+                                     flat.std((1, 2)), *centre]), 2)
+
+
+@needs_keras
+@pytest.mark.parametrize("build", [
+    lambda L: L.RandomColorDegeneration(0.4),
+    lambda L: L.RandomSaturation(0.3),
+    lambda L: L.RandomContrast(0.3),
+    lambda L: L.RandomPosterization(3),
+    lambda L: L.Solarization(0.2, 0.5),
+    lambda L: L.RandomColorJitter(value_range=(0, 255), contrast_factor=0.3,
+                                  saturation_factor=0.5),
+    lambda L: L.RandomShear(0.2, 0.1),
+    lambda L: L.RandomShear((0.1, 0.3), 0.0),
+], ids=["degeneration", "saturation", "contrast", "posterization", "solarization",
+        "jitter", "shear", "shear_one_sided"])
+def test_a_translated_layer_draws_what_keras_draws_from_a_lone_factor(build) -> None:
+    """Keras 3.15 reads a lone factor its own way (a saturation f is (-f, f), greying the
+    images drawn below 0; a posterization n keeps 1..n-1 bits; a contrast c is (1, 1 + c); a
+    shear slants about the top-left corner) and from_keras draws the same per image: each
+    summary compared with a two-sample KS test."""
+    import keras
+    from tests.unit.test_ops_keras_distributions import N, keras_batch, ks_same
+
+    layer = build(keras.layers)
+    image = np.zeros((8, 8, 3), np.float32)
+    image[:, :4] = (200.0, 80.0, 40.0)
+    image[:, 4:] = (30.0, 140.0, 220.0)
+    image[2, 5] = (255.0, 255.0, 255.0)  # a mark a shear moves
+    aug = from_keras(layer).with_value_range((0.0, 255.0))
+    ours = np.stack([aug(image, np.random.default_rng(s)) for s in range(N)])
+    theirs = keras_batch(layer, image)
+    for k, (a, b) in enumerate(zip(_summary(ours).T, _summary(theirs).T)):
+        same, d = ks_same(a, b)
+        assert same, (type(layer).__name__, k, d, np.percentile(a, [5, 50, 95]),
+                      np.percentile(b, [5, 50, 95]))

@@ -5,9 +5,8 @@ colour, the slope of a ramp after a zoom, ...) is measured on N samples of ours 
 0..N-1) and N of the Keras layer (one batch, so one draw per image), and the two samples are
 compared with a two-sample Kolmogorov-Smirnov test at alpha = 0.001 (``ks_same``, written
 here so the test needs no SciPy). Coin flips (probabilities) are compared as proportions.
-Where shmaug follows Keras' documentation rather than its code (a lone ``factor`` of
-RandomSaturation, RandomColorDegeneration, RandomContrast, RandomPosterization) the
-parameters are given as pairs, which both read the same way.
+The parameters here are pairs; a lone factor, which Keras 3.15 reads its own way per layer,
+is compared through ``from_keras`` in test_ops_from_keras.py.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from ..core import STILL, register
 from ...errors import ArgumentError
 
 _UNIT_FACTOR = partial(keras_factor, lo=0.0, hi=1.0)  # Keras' _FACTOR_BOUNDS = (0, 1)
+_SIGNED_FACTOR = partial(keras_factor, lo=-1.0, hi=1.0)  # Keras' default bounds, (-1, 1)
 _ORDERS = ("keras", "random")
 
 
@@ -78,9 +79,10 @@ def _hue_turns(rng: np.random.Generator, factor: Any) -> float:
 
 
 def _saturation_gain(rng: np.random.Generator, factor: Any) -> float:
-    """Keras' RandomSaturation draw: f in ``factor``, gain f / (1 - f) (0.5 keeps it)."""
-    f = draw(rng, _UNIT_FACTOR(factor, "factor"), "factor")
-    return f / (1.0 - f + 1e-7)
+    """Keras' RandomSaturation draw: f in ``factor``, gain f / (1 - f) (0.5 keeps it; a
+    negative f, which Keras 3.15 draws from a lone f, greys the image: gain 0)."""
+    f = draw(rng, _SIGNED_FACTOR(factor, "factor"), "factor")
+    return max(f, 0.0) / (1.0 - f + 1e-7)
 
 
 @register("hue", targets=STILL, checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
@@ -100,11 +102,12 @@ def hue(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.1,
                     on_bytes=partial(k.hsv_adjust_bytes, hue_shift=turns, saturation_gain=1.0))
 
 
-@register("saturation", targets=STILL, checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
+@register("saturation", targets=STILL, checks={"factor": _SIGNED_FACTOR, **chk.VALUE_RANGE})
 def saturation(image: np.ndarray, rng: np.random.Generator, factor: Range = (0.4, 0.6),
                value_range: ValueRange | None = None) -> np.ndarray:
     """Scale saturation by ``f / (1 - f)``, f drawn in ``factor`` (Keras' RandomSaturation:
-    0 is gray, 0.5 the identity, 1 full saturation).
+    0 is gray, 0.5 the identity, 1 full saturation; below 0 gray too, so a lone f, drawn in
+    (-f, f) as Keras 3.15 draws it, greys about half the images).
 
     Example:
         >>> out = saturation(np.zeros((8, 8, 3), np.uint8), np.random.default_rng(0))
@@ -165,7 +168,7 @@ def _contrast_range(value: Any, name: str) -> tuple[float, float]:
 @register("color_jitter", targets=STILL, checks={
     "brightness_factor": chk.optional(keras_factor),
     "contrast_factor": chk.optional(_contrast_range),
-    "saturation_factor": chk.optional(_UNIT_FACTOR), "hue_factor": chk.optional(_UNIT_FACTOR),
+    "saturation_factor": chk.optional(_SIGNED_FACTOR), "hue_factor": chk.optional(_UNIT_FACTOR),
     "order": chk.one_of(*_ORDERS), **chk.VALUE_RANGE})
 def color_jitter(
     image: np.ndarray, rng: np.random.Generator, brightness_factor: Range | None = 0.2,
@@ -245,16 +248,18 @@ def grayscale(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.5,
     return _unit_op(image, value_range, k.to_gray, rgb=True, on_bytes=k.to_gray_bytes)
 
 
-@register("color_degeneration", targets=STILL, checks={"factor": _UNIT_FACTOR, **chk.VALUE_RANGE})
+@register("color_degeneration", targets=STILL,
+          checks={"factor": _SIGNED_FACTOR, **chk.VALUE_RANGE})
 def color_degeneration(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.5,
                        value_range: ValueRange | None = None) -> np.ndarray:
     """Blend towards gray by f drawn in ``factor`` (Keras' RandomColorDegeneration: 0 keeps
-    the colours, 1 is gray).
+    the colours, 1 is gray, below 0 away from gray; a lone f is (-f, f), as Keras 3.15
+    draws it).
 
     Example:
         >>> out = color_degeneration(np.zeros((8, 8, 3), np.uint8), np.random.default_rng(0))
     """
-    amount = draw(rng, _UNIT_FACTOR(factor, "factor"), "factor")
+    amount = draw(rng, _SIGNED_FACTOR(factor, "factor"), "factor")
     if amount == 0.0:
         return image
     return _unit_op(image, value_range, partial(k.degenerate, amount=amount), rgb=True,

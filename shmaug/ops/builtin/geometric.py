@@ -103,24 +103,26 @@ def rotate(
                       backend=backend, op="rotate", value_range=value_range)
 
 
-@register("shear", checks={"x": chk.ranged(), "y": chk.ranged(), **chk.WARP, **chk.BACKEND},
-          targets=WARPED)
+@register("shear", checks={"x": chk.ranged(), "y": chk.ranged(),
+                           "anchor": chk.one_of("centre", "top_left"), **chk.WARP,
+                           **chk.BACKEND}, targets=WARPED)
 def shear(
     image: np.ndarray, rng: np.random.Generator, x: Range = (-0.3, 0.3), y: Range = 0.0,
     border: str = "constant", fill: float = 0.0, interpolation: str = "linear",
-    backend: str = "cv", value_range: ValueRange | None = None,
+    backend: str = "cv", value_range: ValueRange | None = None, anchor: str = "centre",
 ) -> np.ndarray:
     """Shear about the centre: ``x' = x + sx * (y - cy)``, ``y' = y + sy * (x - cx)``.
 
     ``x`` and ``y`` are shear factors (the tangent of the shear angle), like PIL users pass to
-    ``Image.transform(AFFINE)``.
+    ``Image.transform(AFFINE)``. ``anchor="top_left"`` shears about the top-left pixel
+    instead, as Keras' RandomShear does (``cx = cy = 0``).
 
     Example:
         >>> out = shear(np.zeros((64, 64), np.uint8), np.random.default_rng(0), x=0.2)
     """
     sx, sy = draw(rng, x, "x"), draw(rng, y, "y")
     h, w = image.shape[:2]
-    cx, cy = (w - 1) / 2, (h - 1) / 2
+    cx, cy = ((w - 1) / 2, (h - 1) / 2) if anchor == "centre" else (0.0, 0.0)
     m = affine(1.0, sx, -sx * cy, sy, 1.0, -sy * cx)
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
                       backend=backend, op="shear", value_range=value_range)

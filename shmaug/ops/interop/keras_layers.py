@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...errors import ArgumentError, ArgumentTypeError, got
-from ..compose import Compose, Maybe
+from ..compose import Compose, Maybe, OneOf
 from ..core import Op, available
 
 Config = Mapping[str, Any]
@@ -86,10 +86,17 @@ def _flip(cfg: Config, layer: str) -> list[Any]:
 
 def _jitter(**factors: Any) -> Callable[[Config, str], list[Any]]:
     """A Keras colour layer as ``color_jitter``: ``factors`` maps each jitter step to the
-    layer's config key (None: the step is left out)."""
+    layer's config key (None: the step is left out). RandomColorJitter stores its factors as
+    given, so a lone number is read here as its sub-layers read it in Keras 3.15: a contrast
+    c as (0, c) (contrast in (1, 1 + c)), a saturation s as (-s, s)."""
     def build(cfg: Config, layer: str) -> list[Any]:
         steps = {f"{step}_factor": None if key is None else _pair(cfg.get(key))
                  for step, key in factors.items()}
+        contrast, saturation = steps.get("contrast_factor"), steps.get("saturation_factor")
+        if isinstance(contrast, (int, float)):
+            steps["contrast_factor"] = (0.0, abs(contrast))
+        if isinstance(saturation, (int, float)):
+            steps["saturation_factor"] = (-abs(saturation), abs(saturation))
         return [Op("color_jitter", **steps)]
     return build
 
@@ -101,13 +108,17 @@ def _same(op: str, **keys: str) -> Callable[[Config, str], list[Any]]:
     return build
 
 
-def _unit(op: str) -> Callable[[Config, str], list[Any]]:
-    """A layer whose ``factor`` lies in [0, 1]: Keras 3.15 stores a lone f of
-    RandomSaturation and RandomColorDegeneration as (-f, f), read here as documented, (0, f)."""
-    def build(cfg: Config, layer: str) -> list[Any]:
-        lo, hi = _pair(cfg["factor"])
-        return [Op(op, factor=(max(lo, 0.0), hi))]
-    return build
+def _posterization(cfg: Config, layer: str) -> list[Any]:
+    # Keras 3.15 draws the bits in [lo, hi), so a lone n (stored as (1, n)) keeps 1..n-1.
+    lo, hi = (int(v) for v in _pair(cfg["factor"]))
+    return [Op("posterize", factor=lo if lo == hi else (max(lo, 1), max(min(hi - 1, 8), 1)))]
+
+
+def _solarization(cfg: Config, layer: str) -> list[Any]:
+    # Keras 3.15 draws each in (lo, 255 hi) on the 0..255 scale: the low end unscaled.
+    add, threshold = _pair(cfg["addition_factor"]), _pair(cfg["threshold_factor"])
+    return [Op("solarize", addition_factor=(add[0] / 255.0, add[1]),
+               threshold_factor=(threshold[0] / 255.0, threshold[1]))]
 
 
 def _rotation(cfg: Config, layer: str) -> list[Any]:
@@ -127,19 +138,18 @@ def _translation(cfg: Config, layer: str) -> list[Any]:
 
 
 def _shear(cfg: Config, layer: str) -> list[Any]:
-    # Keras draws a size in each factor and a random sign: for a factor symmetric about 0
-    # that is shmaug's uniform draw in the same range; any other factor has no shmaug twin.
-    args = {}
-    for axis in ("x", "y"):
-        lo, hi = (float(v) for v in cfg[f"{axis}_factor"])
-        if lo != -hi:
-            raise ArgumentError(
-                f"`{axis}_factor` of the Keras layer {layer} translates only symmetric about "
-                f"0 (Keras adds a random sign); received {(lo, hi)}. Fix: pass e.g. "
-                f"{axis}_factor={max(abs(lo), abs(hi))}, or use Op('shear', {axis}=(low, "
-                f"high)) by hand.")
-        args[axis] = (lo, hi) if hi else 0.0
-    return [Op("shear", **args, **_warp(cfg, layer))]
+    # Keras draws a size in each factor and one random sign for both, and shears about the
+    # top-left corner: factors symmetric about 0 are shmaug's uniform draws; others are the
+    # two signs, each half the time.
+    (xl, xh), (yl, yh) = ((float(v) for v in cfg[f"{a}_factor"]) for a in ("x", "y"))
+    warp = {**_warp(cfg, layer), "anchor": "top_left"}
+
+    def shear(x: tuple[float, float], y: tuple[float, float]) -> Op:
+        return Op("shear", x=x if x[1] != x[0] else x[0], y=y if y[1] != y[0] else y[0], **warp)
+
+    if xl == -xh and yl == -yh:
+        return [shear((xl, xh), (yl, yh))]
+    return [OneOf([shear((xl, xh), (yl, yh)), shear((-xh, -xl), (-yh, -yl))])]
 
 
 def _resizing(cfg: Config, layer: str) -> list[Any]:
@@ -227,7 +237,7 @@ TRANSLATED: dict[str, Callable[[Config, str], list[Any]]] = {
     "Equalization": _same("equalize", bins="bins"),
     "RandAugment": _rand_augment,
     "RandomBrightness": _jitter(brightness="factor", contrast=None, saturation=None, hue=None),
-    "RandomColorDegeneration": _unit("color_degeneration"),
+    "RandomColorDegeneration": _same("color_degeneration", factor="factor"),
     "RandomColorJitter": _jitter(brightness="brightness_factor", contrast="contrast_factor",
                                  saturation="saturation_factor", hue="hue_factor"),
     "RandomElasticTransform": _elastic,
@@ -241,15 +251,14 @@ TRANSLATED: dict[str, Callable[[Config, str], list[Any]]] = {
     "RandomGrayscale": _same("grayscale", factor="factor"),
     "RandomHue": _same("hue", factor="factor"),
     "RandomInvert": _same("invert", factor="factor"),
-    "RandomPosterization": _same("posterize", factor="factor"),
+    "RandomPosterization": _posterization,
     "RandomRotation": _rotation,
-    "RandomSaturation": _unit("saturation"),
+    "RandomSaturation": _same("saturation", factor="factor"),
     "RandomShear": _shear,
     "RandomTranslation": _translation,
     "RandomZoom": _zoom,
     "Resizing": _resizing,
-    "Solarization": _same("solarize", addition_factor="addition_factor",
-                          threshold_factor="threshold_factor"),
+    "Solarization": _solarization,
 }
 """Each Keras layer that translates, by class name -> its builder (config, name) -> ops."""
 
