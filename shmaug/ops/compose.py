@@ -167,7 +167,8 @@ class Compose:
         labels that are not one per box."""
         for name, rows in targets.items():
             if name in MASK_NAMES:
-                formats.check_mask(name, rows, image_shape, stacked=name == "masks")
+                formats.check_mask(name, rows, image_shape, stacked=name == "masks",
+                                   fill=self.mask_fill)
             elif name == "keypoints":
                 formats.check_keypoints(name, rows, self.keypoint_format, image_shape)
             elif name in ("boxes", "bboxes"):

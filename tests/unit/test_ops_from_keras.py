@@ -280,3 +280,32 @@ def test_a_translated_layer_draws_what_keras_draws_from_a_lone_factor(build) -> 
         same, d = ks_same(a, b)
         assert same, (type(layer).__name__, k, d, np.percentile(a, [5, 50, 95]),
                       np.percentile(b, [5, 50, 95]))
+
+
+@needs_keras
+@pytest.mark.parametrize("factors", [(0.2, 0.0), (0.0, 0.25), (0.2, 0.1), (-0.3, 0.2)])
+def test_a_top_left_shear_is_keras_map_pixel_for_pixel(factors) -> None:
+    """Keras samples the input at (x + sx y, sy x + y); shear(anchor="top_left") with the
+    factors negated is that map (both axes at once included, where it also scales)."""
+    import cv2
+    import keras
+
+    from shmaug.ops.builtin.geometric import shear
+
+    image = cv2.GaussianBlur(np.random.default_rng(0).random((40, 50, 3)).astype(np.float32)
+                             * 255, (0, 0), 2)
+    layer = keras.layers.RandomShear(0.3, 0.3, fill_mode="constant")
+    theirs = np.asarray(layer.transform_images(
+        image[None], {"shear_factor": np.array([factors], np.float32),
+                      "input_shape": (1, *image.shape)}, training=True))[0]
+    ours = shear(image, np.random.default_rng(0), x=-factors[0], y=-factors[1],
+                 anchor="top_left", value_range=(0.0, 255.0))
+    np.testing.assert_allclose(ours[2:-2, 2:-2], theirs[2:-2, 2:-2], atol=0.5)
+
+
+@needs_keras
+def test_a_blur_of_two_kernel_sides_is_refused_with_the_fix() -> None:
+    import keras
+
+    with pytest.raises(ArgumentError, match=r"`kernel_size`.*\(3, 5\).*kernel_size=5"):
+        from_keras(keras.layers.RandomGaussianBlur(kernel_size=(3, 5)))

@@ -171,6 +171,27 @@ def test_a_keypoint_that_leaves_the_image_is_marked_gone_and_keeps_its_index() -
     np.testing.assert_allclose(moved["keypoints"][1], [62.0, 50.0, 1.0])
 
 
+def test_a_keypoint_on_the_images_far_edge_stays_through_a_flip_and_back() -> None:
+    image, _ = scene()
+    points = np.array([[0.0, 10.0], [W, H], [W / 2, H]], np.float32)  # on the edges
+    pipe = Compose([Op("hflip"), Op("crop", height=1.0, width=1.0), Op("hflip")],
+                   keypoint_format="xy")
+    _, moved = pipe.augment_targets(image, {"keypoints": points}, np.random.default_rng(0))
+    np.testing.assert_allclose(moved["keypoints"], points)
+
+
+def test_visibility_is_the_share_left_after_every_move_together() -> None:
+    image, targets = scene()  # the box spans x 20..44, 24 pixels
+    boxes = targets["boxes"][:1]
+    first = Op("translate", x=45 / W, y=0.0)  # 15 of 24 pixels left: 62.5%
+    second = Op("translate", x=6 / W, y=0.0)  # 9 of those 15: 60%, 37.5% of the box
+    for visibility, kept in ((0.3, True), (0.5, False)):
+        pipe = Compose([first, second], bounding_box_format="xyxy",
+                       min_visibility=visibility)
+        _, moved = pipe.augment_targets(image, {"boxes": boxes}, np.random.default_rng(0))
+        assert bool((moved["boxes"][0] >= 0).all()) is kept, (visibility, moved["boxes"])
+
+
 def test_relative_boxes_stay_relative_to_the_image_they_end_on() -> None:
     image, targets = scene()
     rel = formats.from_xyxy(np.array([BOX]), "rel_xyxy", H, W)

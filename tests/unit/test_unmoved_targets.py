@@ -74,6 +74,8 @@ def test_a_warp_outside_a_compose_is_refused_with_the_fix() -> None:
      r"masks of \(12, 16\) pixels, but its images are \(16, 16\)"),
     ({"keypoints": np.zeros((8, 3, 2), np.float32)}, "xyxy", r"no `keypoint_format`"),
     ({"bboxes": np.zeros((8, 2), np.float32)}, "xyxy", r"\(samples, max_boxes, 4\)"),
+    ({"bounding_boxes": {"boxes": BOXES, "labels": np.where(LABELS >= 0, "cat", "")}}, "xyxy",
+     r"numeric labels.*dtype <U3.*map the class names to ids"),
 ])
 def test_targets_read_wrong_are_refused_before_anything_starts(y, fmt, match) -> None:
     augment = Compose([Op("hflip")], bounding_box_format=fmt)
@@ -108,3 +110,38 @@ def test_an_albumentations_pipeline_inside_a_container_with_a_mask_is_refused() 
     with pytest.raises(shmaug.ArgumentError, match=r"inside a Compose.*as `augment` itself"):
         shmaug.Loader(x, {"mask": np.zeros((8, 16, 16), np.uint8)},
                       augment=Compose([Op("gamma"), inner]), workers=0)
+
+
+def test_a_mask_fill_its_masks_cannot_hold_is_refused() -> None:
+    augment = Compose([Op("rotate")], mask_fill=-1)
+    with pytest.raises(shmaug.ArgumentError, match=r"`mask_fill` is -1.0.*uint8.*255"):
+        shmaug.Loader(x, {"mask": np.zeros((8, 16, 16), np.uint8)}, augment=augment,
+                      workers=0)
+    mask = np.zeros((8, 16, 16), np.int16)  # a dtype that holds -1: accepted
+    with shmaug.Loader(x, {"mask": mask}, augment=augment, batch_size=8, workers=0) as loader:
+        assert (loader.batch(0)[1]["mask"] == -1).any()  # the corners the rotation brings in
+
+
+def legacy_brighten(image):  # a legacy function: the image alone, no rng
+    return image
+
+
+def test_a_legacy_function_that_moves_no_pixel_says_so_and_keeps_the_targets() -> None:
+    still = Compose([Op("hflip"), shmaug.from_array(legacy_brighten, targets="still"),
+                     shmaug.from_pil(legacy_brighten, targets="still")])
+    mask = np.zeros((8, 16, 16), np.uint8)
+    mask[:, :, :4] = 1
+    with shmaug.Loader(x, {"mask": mask}, augment=still, batch_size=8, workers=0) as loader:
+        assert (loader.batch(0)[1]["mask"][:, :, -4:] == 1).all()  # flipped with the image
+    with pytest.raises(shmaug.ArgumentError, match=r"`targets` of from_array.*'warped'"):
+        shmaug.from_array(legacy_brighten, targets="warped")
+    assert shmaug.from_config(still.to_config()) == still
+
+
+def test_every_sample_without_boxes_is_fine() -> None:
+    empty = [np.zeros((0, 4), np.float32)] * 8
+    augment = Compose([Op("rotate")], bounding_box_format="xyxy")
+    with shmaug.Loader(x, {"bounding_boxes": {"boxes": empty, "labels": [[]] * 8}},
+                       augment=augment, batch_size=8, workers=0) as loader:
+        y = loader.batch(0)[1]["bounding_boxes"]
+    assert y["boxes"].shape == (8, 0, 4) and y["labels"].shape == (8, 0)

@@ -280,9 +280,9 @@ def unmoved_targets(labels: Any, augment: Any) -> None:
                 f"`y` holds {said}, which lies on the image, and `augment` holds {name}, "
                 f"which {why}: they could come back where they were, no longer on their "
                 f"image. Fix: an op that moves no pixel says so, @shmaug.register(name, "
-                f"targets='still') (from_pil(fn, targets='still')); one that moves pixels "
-                f"moves them with shmaug's geometric ops, or the pipeline is albumentations' "
-                f"(shmaug.from_albumentations); or leave {name} out.")
+                f"targets='still') (from_pil or from_array(fn, targets='still')); one that "
+                f"moves pixels moves them with shmaug's geometric ops, or the pipeline is "
+                f"albumentations' (shmaug.from_albumentations); or leave {name} out.")
     if not isinstance(augment, Compose):
         raise ArgumentError(
             f"`y` holds {said}, which `augment` ({got(augment)}) moves with its image only "
@@ -359,8 +359,11 @@ _CHECK_BYTES = 1 << 24  # chunk size of the whole-array value check: bounded scr
 
 
 def _members(augment: Any) -> Iterator[Any]:
-    """``augment`` and every pipeline member inside it, depth first."""
+    """``augment`` and every pipeline member inside it, depth first; a member that says what
+    it does to targets (``from_array(fn, targets="still")``) speaks for the ``fn`` it wraps."""
     yield augment
+    if getattr(augment, "targets", None) in (STILL, WARPED, BLENDED):
+        return
     for _, child in children(augment):
         yield from _members(child)
 

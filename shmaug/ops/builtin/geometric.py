@@ -114,16 +114,25 @@ def shear(
     """Shear about the centre: ``x' = x + sx * (y - cy)``, ``y' = y + sy * (x - cx)``.
 
     ``x`` and ``y`` are shear factors (the tangent of the shear angle), like PIL users pass to
-    ``Image.transform(AFFINE)``. ``anchor="top_left"`` shears about the top-left pixel
-    instead, as Keras' RandomShear does (``cx = cy = 0``).
+    ``Image.transform(AFFINE)``. ``anchor="top_left"`` is Keras' RandomShear map instead: the
+    output pixel (x, y) shows the input's (x - sx y, y - sy x), about the top-left pixel (the
+    same slant for one factor; with both, Keras' scale of 1 / (1 - sx sy) too).
 
     Example:
         >>> out = shear(np.zeros((64, 64), np.uint8), np.random.default_rng(0), x=0.2)
     """
     sx, sy = draw(rng, x, "x"), draw(rng, y, "y")
     h, w = image.shape[:2]
-    cx, cy = ((w - 1) / 2, (h - 1) / 2) if anchor == "centre" else (0.0, 0.0)
-    m = affine(1.0, sx, -sx * cy, sy, 1.0, -sy * cx)
+    if anchor == "centre":
+        cx, cy = (w - 1) / 2, (h - 1) / 2
+        m = affine(1.0, sx, -sx * cy, sy, 1.0, -sy * cx)
+    elif abs(1.0 - sx * sy) < 1e-6:
+        raise ArgumentError(
+            f"`x` and `y` of shear drew {sx} and {sy}, whose product is 1: anchor='top_left' "
+            f"(Keras' map) would fold the image onto a line. Fix: factors whose product "
+            f"stays below 1 (Keras' RandomShear takes each in [-1, 1]).")
+    else:
+        m = np.linalg.inv(affine(1.0, -sx, 0.0, -sy, 1.0, 0.0))
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
                       backend=backend, op="shear", value_range=value_range)
 

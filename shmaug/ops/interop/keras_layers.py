@@ -138,9 +138,10 @@ def _translation(cfg: Config, layer: str) -> list[Any]:
 
 
 def _shear(cfg: Config, layer: str) -> list[Any]:
-    # Keras draws a size in each factor and one random sign for both, and shears about the
-    # top-left corner: factors symmetric about 0 are shmaug's uniform draws; others are the
-    # two signs, each half the time.
+    # Keras draws a size in each factor and one random sign for both, and samples the input
+    # at (x + sx y, sy x + y): shear's anchor="top_left" map with both factors negated, which
+    # that sign makes the same draw. Factors symmetric about 0 are shmaug's uniform draws;
+    # others are a OneOf of the two signs.
     (xl, xh), (yl, yh) = ((float(v) for v in cfg[f"{a}_factor"]) for a in ("x", "y"))
     warp = {**_warp(cfg, layer), "anchor": "top_left"}
 
@@ -195,12 +196,17 @@ def _sometimes(cfg: Config, ops: list[Any]) -> list[Any]:
 
 
 def _gaussian_blur(cfg: Config, layer: str) -> list[Any]:
-    # Keras: sigma drawn in `sigma` (a lone s is (0, s)), a `kernel_size` kernel (one side
-    # for both axes here); shmaug replicates the edge where Keras pads with zeros.
-    size = cfg.get("kernel_size", 3)
-    size = size[0] if isinstance(size, (list, tuple)) else size
-    low, high = _unit_range(cfg["sigma"]) if not isinstance(cfg["sigma"], (list, tuple)) \
-        else (float(cfg["sigma"][0]), float(cfg["sigma"][1]))
+    # Keras: sigma drawn in `sigma` (a lone s is (0, s)), an (x, y) pair per batch where
+    # shmaug draws one per image, and a `kernel_size` kernel; shmaug replicates the edge
+    # where Keras pads with zeros.
+    sides = _pair(cfg.get("kernel_size", 3))
+    size = sides[0] if isinstance(sides, tuple) else sides
+    if isinstance(sides, tuple) and sides[0] != sides[1]:
+        raise ArgumentError(
+            f"`kernel_size` of the Keras layer {layer} is {sides}: shmaug's gaussian_blur "
+            f"has square kernels. Fix: kernel_size={max(sides)}, or Op('gaussian_blur', "
+            f"kernel_size=...) by hand.")
+    low, high = _unit_range(cfg["sigma"])
     return _sometimes(cfg, [Op("gaussian_blur", sigma=(max(low, 1e-6), max(high, 1e-6)),
                                kernel_size=int(size))])
 

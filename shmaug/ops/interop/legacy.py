@@ -20,10 +20,10 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from ...errors import ArgumentTypeError, OutputMismatchError
+from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError
 from ..kernels import pil
 from ..params import Levels, ValueRange, check_image, levels, value_range as checked_range
-from ..core import config_type, resolve_ref
+from ..core import STILL, config_type, resolve_ref
 
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 
@@ -107,6 +107,7 @@ class FromPil:
 
     fn: Callable[..., Any]
     value_range: ValueRange | None = None  # what 8-bit level 0 and 255 stand for (not uint8)
+    targets: str | None = None  # "still": fn moves no pixel, so masks and boxes stay put
     uses_global_rng = False  # it seeds the globals itself, from `rng`, on every call
 
     def __post_init__(self) -> None:
@@ -119,11 +120,12 @@ class FromPil:
         return _from_pil(result, image, _name(self.fn), scale)
 
     def with_value_range(self, value_range: ValueRange) -> FromPil:
-        return self if self.value_range is not None else FromPil(self.fn, value_range)
+        return self if self.value_range is not None else \
+            FromPil(self.fn, value_range, self.targets)
 
     def to_config(self) -> dict[str, Any]:
         """A JSON-ready dict naming the function by ``module:qualname``."""
-        cfg = {"type": "from_pil", "fn": f"{self.fn.__module__}:{self.fn.__qualname__}"}
+        cfg = _config("from_pil", self.fn, self.targets)
         return cfg if self.value_range is None else {**cfg, "value_range": list(self.value_range)}
 
 
@@ -132,6 +134,7 @@ class FromArray:
     """A legacy array function as an op ``(image, rng) -> image``; see :func:`from_array`."""
 
     fn: Callable[..., Any]
+    targets: str | None = None  # "still": fn moves no pixel, so masks and boxes stay put
     uses_global_rng = False  # it seeds the globals itself, from `rng`, on every call
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -150,18 +153,30 @@ class FromArray:
 
     def to_config(self) -> dict[str, Any]:
         """A JSON-ready dict naming the function by ``module:qualname``."""
-        return {"type": "from_array", "fn": f"{self.fn.__module__}:{self.fn.__qualname__}"}
+        return _config("from_array", self.fn, self.targets)
 
 
-def _callable(fn: Any, who: str, shape: str) -> None:
+def _config(kind: str, fn: Callable[..., Any], targets: str | None) -> dict[str, Any]:
+    cfg = {"type": kind, "fn": f"{fn.__module__}:{fn.__qualname__}"}
+    return cfg if targets is None else {**cfg, "targets": targets}
+
+
+def _checked(fn: Any, targets: Any, who: str, shape: str) -> None:
     if not callable(fn):
         raise ArgumentTypeError(
             f"`fn` of {who} expects a callable {shape}; received {fn!r} ({type(fn).__name__}). "
             f"Pass the function itself, defined at module level."
         )
+    if targets not in (None, STILL):
+        raise ArgumentError(
+            f"`targets` of {who} expects \"still\" (the function moves no pixel) or None; "
+            f"received {targets!r}. Fix: a function that moves pixels cannot tell shmaug how, "
+            f"so masks and boxes could not follow it: build that step from shmaug's geometric "
+            f"ops, or use an albumentations pipeline (shmaug.from_albumentations).")
 
 
-def from_pil(fn: Callable[..., Any], *, value_range: ValueRange | None = None) -> FromPil:
+def from_pil(fn: Callable[..., Any], *, value_range: ValueRange | None = None,
+             targets: str | None = None) -> FromPil:
     """Wrap ``fn(PIL.Image) -> PIL.Image`` (or ``-> (PIL.Image, ...)``) as a shmaug op.
 
     The array is handed to ``fn`` as an 8-bit PIL image ("L", "RGB" or "RGBA"; other dtypes
@@ -175,23 +190,26 @@ def from_pil(fn: Callable[..., Any], *, value_range: ValueRange | None = None) -
             workers (the loader's ``check_picklable`` names it otherwise).
         value_range: the (low, high) of images that are not uint8 (default: by dtype); a
             loader fills it in from its own.
+        targets: ``"still"`` when ``fn`` moves no pixel (colour, noise, blur), so masks,
+            boxes and keypoints pass it unchanged; None (default) refuses them.
 
     Returns:
         A picklable op.
 
     Raises:
         ArgumentTypeError: ``fn`` is not callable.
+        ArgumentError: ``targets`` is not ``"still"`` or None.
 
     Example:
         >>> def old_aug(img):  # doctest: +SKIP
         ...     return img.rotate(random.choice([-5, 0, 5]))
         >>> op = from_pil(old_aug)  # doctest: +SKIP
     """
-    _callable(fn, "from_pil", "fn(PIL.Image) -> PIL.Image")
-    return FromPil(fn, value_range)
+    _checked(fn, targets, "from_pil", "fn(PIL.Image) -> PIL.Image")
+    return FromPil(fn, value_range, targets)
 
 
-def from_array(fn: Callable[..., Any]) -> FromArray:
+def from_array(fn: Callable[..., Any], *, targets: str | None = None) -> FromArray:
     """Wrap ``fn(numpy array) -> numpy array`` (plain NumPy or OpenCV code) as a shmaug op.
 
     The array twin of :func:`from_pil`: ``fn`` gets a writable copy of the image (legacy code
@@ -200,28 +218,31 @@ def from_array(fn: Callable[..., Any]) -> FromArray:
 
     Args:
         fn: the legacy function, defined at module level.
+        targets: ``"still"`` when ``fn`` moves no pixel, as for :func:`from_pil`.
 
     Returns:
         A picklable op.
 
     Raises:
         ArgumentTypeError: ``fn`` is not callable.
+        ArgumentError: ``targets`` is not ``"still"`` or None.
 
     Example:
         >>> def old_noise(img):  # doctest: +SKIP
         ...     return img + np.random.normal(0, 5, img.shape)
         >>> op = from_array(old_noise)  # doctest: +SKIP
     """
-    _callable(fn, "from_array", "fn(numpy array) -> numpy array")
-    return FromArray(fn)
+    _checked(fn, targets, "from_array", "fn(numpy array) -> numpy array")
+    return FromArray(fn, targets)
 
 
 @config_type("from_pil")
 def _from_pil_config(cfg: dict[str, Any]) -> FromPil:
     vr = cfg.get("value_range")  # an old "seed_globals" key is now always true: ignored
-    return from_pil(resolve_ref(cfg["fn"]), value_range=None if vr is None else tuple(vr))
+    return from_pil(resolve_ref(cfg["fn"]), value_range=None if vr is None else tuple(vr),
+                    targets=cfg.get("targets"))
 
 
 @config_type("from_array")
 def _from_array_config(cfg: dict[str, Any]) -> FromArray:
-    return from_array(resolve_ref(cfg["fn"]))
+    return from_array(resolve_ref(cfg["fn"]), targets=cfg.get("targets"))

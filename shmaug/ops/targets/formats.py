@@ -58,10 +58,12 @@ def _scale(fmt: str, height: float, width: float) -> np.ndarray:
 
 def to_xyxy(rows: np.ndarray, fmt: str, height: float, width: float) -> np.ndarray:
     """(N, 4) boxes in ``fmt`` as float64 pixel edges (x0, y0, x1, y1)."""
-    b: np.ndarray = np.asarray(rows, np.float64)[:, :4] * _scale(fmt, height, width)
+    b: np.ndarray = np.array(rows[:, :4], np.float64)
+    if fmt.startswith("rel_"):
+        b *= _scale(fmt, height, width)
     base = fmt.removeprefix("rel_")
     if base == "xyxy":
-        return b.copy()
+        return b
     if base == "yxyx":
         return b[:, [1, 0, 3, 2]]
     if base == "xywh":
@@ -161,6 +163,11 @@ def check_box_labels(name: str, labels: np.ndarray, boxes: np.ndarray) -> None:
             f"`y[{name!r}]` must hold one label per box, shape {boxes.shape[:2]} like the "
             f"boxes beside it; received {labels.shape}. Fix: pad the labels with -1 to the "
             f"boxes' count, row for row.")
+    if labels.dtype.kind not in "biuf":
+        raise ArgumentError(
+            f"`y[{name!r}]` must hold numeric labels (a dropped box's label becomes -1, as "
+            f"Keras pads); received dtype {labels.dtype}. Fix: map the class names to ids, "
+            f"e.g. np.searchsorted(sorted_names, names).")
 
 
 def check_keypoints(name: str, points: np.ndarray, fmt: str | None,
@@ -192,9 +199,17 @@ def check_keypoints(name: str, points: np.ndarray, fmt: str | None,
 
 
 def check_mask(name: str, mask: np.ndarray, image_shape: tuple[int, ...] | None,
-               stacked: bool) -> None:
+               stacked: bool, fill: float = 0.0) -> None:
     """A mask per image, of its height and width (``stacked``: several per image, (N, K, H,
-    W), as albumentations' ``masks``)."""
+    W), as albumentations' ``masks``), whose dtype holds ``fill`` (the ``mask_fill``)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        held = np.array(fill).astype(mask.dtype)
+    if held != fill:
+        raise ArgumentError(
+            f"`mask_fill` is {fill!r}, which masks of dtype {mask.dtype} (`y[{name!r}]`) "
+            f"cannot hold: the areas a warp brings in would read as {held!r}. Fix: a "
+            f"mask_fill in the dtype's range (an ignore label such as 255 for uint8), or "
+            f"masks of a wider dtype.")
     if image_shape is None:
         return
     hw = mask.shape[2:4] if stacked else mask.shape[1:3]

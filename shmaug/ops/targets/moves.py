@@ -71,11 +71,11 @@ class MatrixMove(Move):
 
     def points(self, xy: np.ndarray) -> np.ndarray:
         m = self.matrix
-        x, y = xy[:, 0] - 0.5, xy[:, 1] - 0.5
-        w = m[2, 0] * x + m[2, 1] * y + m[2, 2]
-        out = np.empty((len(xy), 2))
-        out[:, 0] = (m[0, 0] * x + m[0, 1] * y + m[0, 2]) / w + 0.5
-        out[:, 1] = (m[1, 0] * x + m[1, 1] * y + m[1, 2]) / w + 0.5
+        centres = xy - 0.5  # pixel edges to OpenCV's pixel centres, and back below
+        out: np.ndarray = centres @ m[:2, :2].T + m[:2, 2]
+        if m[2, 0] or m[2, 1] or m[2, 2] != 1:  # a perspective
+            out /= (centres @ m[2, :2] + m[2, 2])[:, None]
+        out += 0.5
         return out
 
     def mask(self, mask: np.ndarray, fill: float) -> np.ndarray:

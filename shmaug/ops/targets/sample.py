@@ -1,14 +1,15 @@
 """One sample's targets moved through the moves its image made: masks warped, boxes moved,
 clipped and dropped when too little of them is left, keypoints moved or marked gone.
 
-What happens to each, per move (as albumentations does it, in Keras' padded layout):
+What happens to each (as albumentations does it, in Keras' padded layout):
 
 - a mask is warped by the same map, nearest-neighbour, with the op's border (``mask_fill``
   where the border is constant: 0 by default, or an ignore label);
 - a box becomes the box of its moved outline, clipped to the image; it is dropped (its row,
   its label and its extra columns become -1, in place, as Keras pads) when nothing of it is
-  left, when less than ``min_visibility`` of its moved area is inside the image, or when what
-  is left covers less than ``min_area`` pixels. Padding stays padding;
+  left, when less than ``min_visibility`` of its moved area is inside the image (the shares
+  left by each move, multiplied: two crops keeping 60% each keep 36%), or when what is left
+  covers less than ``min_area`` pixels of the final image. Padding stays padding;
 - a keypoint moves; one that leaves the image becomes a row of -1 (marked invisible: its index
   keeps its meaning, which dropping it would not), and stays so.
 """
@@ -51,7 +52,7 @@ def move(targets: dict[str, np.ndarray], moves: list[Move], shape: tuple[int, ..
     box_name = next((n for n in BOX_NAMES if n in targets), None)
     if box_name is not None:
         fmt = options.bounding_box_format
-        formats.check_boxes(box_name, targets[box_name][None], fmt, None)  # (no format)
+        formats.check_boxes(box_name, targets[box_name][None], fmt, None)  # refuses no fmt
         assert fmt is not None
         labels = targets.get(BOX_LABELS)
         out[box_name], kept = _boxes(targets[box_name], labels, fmt, moves, shape, options)
@@ -79,21 +80,27 @@ def _boxes(rows: np.ndarray, labels: np.ndarray | None, fmt: str, moves: list[Mo
            shape: tuple[int, ...], options: TargetOptions) -> tuple[np.ndarray, np.ndarray]:
     """The boxes (M, >= 4) moved and written back in ``fmt``, and which of them are kept
     (``labels``: theirs, which tell padding too)."""
+    if not len(rows):  # no boxes in the whole dataset: nothing to move
+        return rows.copy(), np.zeros(0, bool)
     real = ~formats.padding(rows[:, :4], None if labels is None else
                             labels.reshape(len(rows), -1)[:, 0])
     height, width = shape[:2]
     xyxy = formats.to_xyxy(rows[real], fmt, height, width)
     alive = np.ones(len(xyxy), bool)
+    visible = np.ones(len(xyxy))  # the share of the box's moved area inside, over all moves
     for m in moves:
         moved = moved_boxes(m, xyxy)
         width, height = m.size
-        xyxy = np.clip(moved, 0.0, (width, height, width, height))
-        sides = np.maximum(xyxy[:, 2:] - xyxy[:, :2], 0.0)
-        area = sides[:, 0] * sides[:, 1]
-        full = np.maximum(moved[:, 2] - moved[:, 0], 0.0) * np.maximum(moved[:, 3] - moved[:, 1],
-                                                                       0.0)
-        alive &= (area > 0) & (area >= options.min_visibility * full) & \
-            (area >= options.min_area)
+        xyxy = np.minimum(np.maximum(moved, 0.0), (width, height, width, height))
+        area = _area(xyxy)
+        alive &= area > 0
+        if options.min_visibility:
+            full = _area(moved)
+            visible *= np.divide(area, full, out=np.zeros_like(area), where=full > 0)
+    if options.min_visibility:
+        alive &= visible >= options.min_visibility
+    if options.min_area:
+        alive &= _area(xyxy) >= options.min_area
     out = np.full_like(rows, formats.PAD)
     kept = np.zeros(len(rows), bool)
     kept[np.flatnonzero(real)[alive]] = True
@@ -101,6 +108,12 @@ def _boxes(rows: np.ndarray, labels: np.ndarray | None, fmt: str, moves: list[Mo
     out[kept, :4] = written.astype(rows.dtype) if rows.dtype.kind == "f" else np.rint(written)
     out[kept, 4:] = rows[kept, 4:]  # extra columns (albumentations' label columns) ride along
     return out, kept
+
+
+def _area(xyxy: np.ndarray) -> np.ndarray:
+    sides = np.maximum(xyxy[:, 2:4] - xyxy[:, :2], 0.0)
+    area: np.ndarray = sides[:, 0] * sides[:, 1]
+    return area
 
 
 def _keypoints(rows: np.ndarray, fmt: str, moves: list[Move],
@@ -112,7 +125,7 @@ def _keypoints(rows: np.ndarray, fmt: str, moves: list[Move],
     for m in moves:
         xy = m.points(xy)
         width, height = m.size
-        alive &= (xy[:, 0] >= 0) & (xy[:, 0] < width) & (xy[:, 1] >= 0) & (xy[:, 1] < height)
+        alive &= (xy[:, 0] >= 0) & (xy[:, 0] <= width) & (xy[:, 1] >= 0) & (xy[:, 1] <= height)
     out = np.full_like(rows, formats.PAD)
     kept = np.zeros(len(rows), bool)
     kept[np.flatnonzero(real)[alive]] = True
