@@ -17,7 +17,8 @@ import pytest
 from shmaug.ops import Compose, Op, available
 from shmaug.ops.core import BLENDED, STILL, TARGET_KINDS, WARPED, get
 from shmaug.ops.targets import formats
-from shmaug.ops.targets.moves import OUTLINE_STEP, FieldMove, boxes as moved_boxes, noting
+from shmaug.ops.targets.moves import (OUTLINE_STEP, FieldMove, MatrixMove,
+                                      boxes as moved_boxes, noting)
 from shmaug.ops.targets.sample import TargetOptions, move
 
 H, W = 60, 80
@@ -190,6 +191,14 @@ def test_visibility_is_the_share_left_after_every_move_together() -> None:
                        min_visibility=visibility)
         _, moved = pipe.augment_targets(image, {"boxes": boxes}, np.random.default_rng(0))
         assert bool((moved["boxes"][0] >= 0).all()) is kept, (visibility, moved["boxes"])
+
+
+@pytest.mark.parametrize("a, e", [(1.5, 0.5), (-1.0, 1.0), (1.0, -2.0), (-0.7, -1.3)])
+def test_an_axis_aligned_move_takes_each_box_where_its_corners_go(a: float, e: float) -> None:
+    m = MatrixMove(np.array([[a, 0.0, 7.25], [0.0, e, -3.5], [0.0, 0.0, 1.0]]), (W, H))
+    box = np.array([BOX, (0.0, 0.0, 1.0, 2.0)])
+    corners = m.points(box[:, [0, 1, 2, 1, 2, 3, 0, 3]].reshape(-1, 2)).reshape(-1, 4, 2)
+    np.testing.assert_allclose(moved_boxes(m, box), np.c_[corners.min(1), corners.max(1)])
 
 
 def test_relative_boxes_stay_relative_to_the_image_they_end_on() -> None:

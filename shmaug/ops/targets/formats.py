@@ -42,7 +42,7 @@ def padding(rows: np.ndarray, labels: np.ndarray | None = None) -> np.ndarray:
     """Which rows (..., columns) are padding: every value -1, or (given the labels beside
     them) a label of -1, as Keras reads them (its layers move a padding row's coordinates
     into numbers of no meaning, and keep its label -1)."""
-    found: np.ndarray = np.all(rows == PAD, axis=-1)
+    found: np.ndarray = (rows == PAD).all(-1)
     if labels is not None:
         found |= np.asarray(labels).reshape(found.shape) == PAD
     return found

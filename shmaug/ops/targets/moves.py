@@ -93,7 +93,6 @@ class MatrixMove(Move):
             part, m, self.size, flags=cv2.INTER_NEAREST, borderMode=self.border,
             borderValue=value))
 
-
     def _indexed(self, mask: np.ndarray) -> np.ndarray | None:
         """The moved mask by indexing, where the move maps an axis-aligned window of whole
         pixels inside the input onto the output (flips, crops, resizes, resized crops): the
@@ -103,15 +102,14 @@ class MatrixMove(Move):
         if m[0, 1] or m[1, 0] or m[2, 0] or m[2, 1] or m[2, 2] != 1:
             return None
         # the output's edges back in the input: u_in = (u_out - 0.5 - c) / a + 0.5
-        a, c, e, f = m[0, 0], m[0, 2], m[1, 1], m[1, 2]
-        x0, x1 = sorted(((-0.5 - c) / a + 0.5, (w - 0.5 - c) / a + 0.5))
-        y0, y1 = sorted(((-0.5 - f) / e + 0.5, (h - 0.5 - f) / e + 0.5))
-        edges = np.array([x0, x1, y0, y1])
-        whole = np.rint(edges)
-        if np.abs(edges - whole).max() > 1e-6 or min(whole[0], whole[2]) < 0 or \
-                whole[1] > mask.shape[1] or whole[3] > mask.shape[0]:
+        a, c, e, f = float(m[0, 0]), float(m[0, 2]), float(m[1, 1]), float(m[1, 2])
+        edges = (*sorted(((-0.5 - c) / a + 0.5, (w - 0.5 - c) / a + 0.5)),
+                 *sorted(((-0.5 - f) / e + 0.5, (h - 0.5 - f) / e + 0.5)))
+        x0, x1, y0, y1 = whole = [round(v) for v in edges]
+        if max(abs(v - r) for v, r in zip(edges, whole)) > 1e-6 or min(x0, y0) < 0 or \
+                x1 > mask.shape[1] or y1 > mask.shape[0]:
             return None
-        part = mask[int(whole[2]):int(whole[3]), int(whole[0]):int(whole[1])]
+        part = mask[y0:y1, x0:x1]
         sampled = part.dtype in _SAMPLED and part.ndim == 2
         if part.shape[:2] != (h, w):
             if not sampled:
@@ -171,6 +169,16 @@ def boxes(move: Move, xyxy: np.ndarray) -> np.ndarray:
     clipped to the output)."""
     out = np.empty((len(xyxy), 4))
     if not len(xyxy):
+        return out
+    if isinstance(move, MatrixMove) and not (move.matrix[0, 1] or move.matrix[1, 0] or
+                                             move.matrix[2, 0] or move.matrix[2, 1]):
+        # flips, crops, resizes, zooms: each edge moves on its own axis, in a few array ops
+        (a, _, c), (_, e, f) = move.matrix[:2] / move.matrix[2, 2]
+        out[:] = xyxy * (a, e, a, e) + (c + 0.5 - 0.5 * a, f + 0.5 - 0.5 * e) * 2
+        if a < 0:  # a mirror: the ends swap
+            out[:, 0::2] = out[:, 2::-2]
+        if e < 0:
+            out[:, 1::2] = out[:, 3::-2]
         return out
     if move.corners_suffice:
         corners = xyxy[:, [0, 1, 2, 1, 2, 3, 0, 3]].reshape(-1, 2)

@@ -86,8 +86,8 @@ def _boxes(rows: np.ndarray, labels: np.ndarray | None, fmt: str, moves: list[Mo
                             labels.reshape(len(rows), -1)[:, 0])
     height, width = shape[:2]
     xyxy = formats.to_xyxy(rows[real], fmt, height, width)
-    alive = np.ones(len(xyxy), bool)
-    visible = np.ones(len(xyxy))  # the share of the box's moved area inside, over all moves
+    alive = real[real]  # all True, one per real box
+    visible = 1.0  # the share of each box's moved area inside, over all moves
     for m in moves:
         moved = moved_boxes(m, xyxy)
         width, height = m.size
@@ -102,11 +102,12 @@ def _boxes(rows: np.ndarray, labels: np.ndarray | None, fmt: str, moves: list[Mo
     if options.min_area:
         alive &= _area(xyxy) >= options.min_area
     out = np.full_like(rows, formats.PAD)
-    kept = np.zeros(len(rows), bool)
-    kept[np.flatnonzero(real)[alive]] = True
+    kept = real.copy()
+    kept[real] = alive
     written = formats.from_xyxy(xyxy[alive], fmt, height, width)
     out[kept, :4] = written.astype(rows.dtype) if rows.dtype.kind == "f" else np.rint(written)
-    out[kept, 4:] = rows[kept, 4:]  # extra columns (albumentations' label columns) ride along
+    if rows.shape[1] > 4:  # extra columns (albumentations' label columns) ride along
+        out[kept, 4:] = rows[kept, 4:]
     return out, kept
 
 
