@@ -92,6 +92,13 @@ def test_bench_ops_keras_quick(tmp_path):
     assert out.startswith("**QUICK run**") and "not judged" in out
 
 
+def test_bench_ops_targets_quick(tmp_path):
+    out = run("-m", "bench.ops", "--targets", "--quick", "--out", str(tmp_path / "t.json"))
+    assert "| hflip |" in out and "targets / image alone" in out
+    assert out.startswith("**QUICK run**") and "not judged" in out
+    assert (tmp_path / "t.md").is_file()
+
+
 def test_bench_engine_quick(tmp_path):
     out = run("-m", "bench.engine", "--quick", "--out", str(tmp_path / "new"))
     assert "identity" in out and (tmp_path / "new" / "engine.json").is_file()
@@ -247,6 +254,7 @@ def test_bench_gpu_quick(tmp_path):
     ["-m", "bench.ops", "--quick", "--out", "{out}/ops.json"],
     ["-m", "bench.ops", "--w1", "--quick", "--out", "{out}/w1.json"],
     ["-m", "bench.ops", "--keras", "--quick", "--out", "{out}/keras.json"],
+    ["-m", "bench.ops", "--targets", "--quick", "--out", "{out}/targets.json"],
     ["-m", "bench.engine", "--quick", "--out", "{out}"],
     ["-m", "bench.files", "--quick", "--out", "{out}"],
     ["-m", "bench.recycle", "--quick", "--out", "{out}"],
