@@ -81,6 +81,16 @@ def unjudged(text: str) -> str:
     return _VERDICT.sub(NOT_JUDGED, text)
 
 
+def fmt_us(v: float | None, decimals: int = 0) -> str:
+    """A time in µs with thousands separators; "—" for a contender that did not run."""
+    return "—" if v is None else f"{v:,.{decimals}f}"
+
+
+def fmt_times(a: float | None, b: float | None, decimals: int = 1) -> str:
+    """``a / b`` as "1.5x"; "—" where either did not run."""
+    return "—" if a is None or b is None else f"{a / b:.{decimals}f}x"
+
+
 def fmt_num(x: float, digits: int = 3) -> str:
     """A number with ``digits`` significant figures, no exponent for everyday magnitudes."""
     if x is None or (isinstance(x, float) and math.isnan(x)):

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from bench.common.harness import Stats, summarize, time_calls
-from bench.common.report import NOT_JUDGED, QUICK, cpu_model
+from bench.common.report import NOT_JUDGED, QUICK, cpu_model, fmt_times, fmt_us
 from bench.common.workloads import photos
 from bench.ops import albumentations_twins as albu
 from bench.ops import keras_tfdata
@@ -224,14 +224,6 @@ def run(quick: bool) -> dict[str, Any]:
             "rows": rows}
 
 
-def _fmt(v: float | None) -> str:
-    return "—" if v is None else f"{v:,.0f}"
-
-
-def _x(a: float | None, b: float | None) -> str:
-    return "—" if a is None or b is None else f"{a / b:.1f}x"
-
-
 def report(result: dict[str, Any]) -> str:
     lines = [*([QUICK + ".", ""] if result["quick"] else []),
              f"`{result.get('command', 'python -m bench.ops --keras')}`", "",
@@ -243,8 +235,8 @@ def report(result: dict[str, Any]) -> str:
              "shmaug | Keras / shmaug |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in result["rows"]:
         s, a, k = r.get("shmaug_us"), r.get("albumentations_us"), r.get("keras_us")
-        lines.append(f"| {r['row']} | {_fmt(s)} | {_fmt(a)} | {_fmt(k)} | {_x(a, s)} | "
-                     f"{_x(k, s)} |")
+        lines.append(f"| {r['row']} | {fmt_us(s)} | {fmt_us(a)} | {fmt_us(k)} | {fmt_times(a, s)} | "
+                     f"{fmt_times(k, s)} |")
     lines += ["", "Twins and notes:"]
     lines += [f"- {r['row']}: {r['note']}" for r in result["rows"] if r["note"]]
     if result["quick"]:

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 
 BATCH = 32
 _CONFIGURED: list[bool] = []
@@ -39,9 +38,9 @@ def _tf() -> Any:
     return tf
 
 
-def runner(layer: Any, images: np.ndarray, batch: int = BATCH) -> Callable[[int], float]:
-    """``run(batches) -> µs per image`` of ``layer`` over ``images`` (N, H, W, C) in tf.data,
-    ``batch`` images a batch."""
+def runner(layer: Any, images: Any, batch: int = BATCH) -> Callable[[int], float]:
+    """``run(batches) -> µs per image`` of ``layer`` over ``images`` (N, H, W, C), or Keras'
+    dict of images and their targets, in tf.data, ``batch`` images a batch."""
     tf = _tf()
     options = tf.data.Options()
     options.threading.private_threadpool_size = 1

@@ -47,7 +47,7 @@ import numpy as np
 import shmaug
 from bench.common import pil_reference
 from bench.common.harness import Stats, prepare_out, summarize, time_calls
-from bench.common.report import NOT_JUDGED, QUICK, cpu_model, took
+from bench.common.report import NOT_JUDGED, QUICK, cpu_model, fmt_times, fmt_us, took
 from bench.common.workloads import photo
 from bench.ops import albumentations_twins, keras_rows, target_rows
 from shmaug.sources.glyphs import render_glyphs
@@ -268,14 +268,6 @@ def w1_report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _fmt(v: float | None) -> str:
-    return "—" if v is None else f"{v:,.1f}"
-
-
-def _times(a: float | None, b: float | None) -> str:
-    return "—" if a is None or b is None else f"{a / b:.1f}x"
-
-
 def report(result: dict[str, Any]) -> str:
     version = result.get("albumentations")
     albu_head = f"albumentations {version} µs" if version else "albumentations µs"
@@ -292,11 +284,13 @@ def report(result: dict[str, Any]) -> str:
     ]
     for r in result["ops"]:
         has_twin = r["op"] in albumentations_twins.TWINS
-        a = _fmt(r.get("albumentations_us")) if version or not has_twin else "not installed"
+        a = fmt_us(r.get("albumentations_us"), 1) if version or not has_twin else \
+            "not installed"
         lines.append(
-            f"| {r['op']} | {r['image']} | {_fmt(r['cv_us'])} | {_fmt(r.get('pil_us'))} | "
-            f"{_fmt(r.get('numpy_us'))} | {a} | {_times(r.get('pil_us'), r['cv_us'])} | "
-            f"{_times(r.get('albumentations_us'), r['cv_us'])} |"
+            f"| {r['op']} | {r['image']} | {fmt_us(r['cv_us'], 1)} | "
+            f"{fmt_us(r.get('pil_us'), 1)} | {fmt_us(r.get('numpy_us'), 1)} | {a} | "
+            f"{fmt_times(r.get('pil_us'), r['cv_us'])} | "
+            f"{fmt_times(r.get('albumentations_us'), r['cv_us'])} |"
         )
     if not version:
         lines += ["", "albumentations is not installed (`pip install -e '.[bench]'`): its column "

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from bench.common.harness import summarize, time_calls
-from bench.common.report import NOT_JUDGED, QUICK, cpu_model
+from bench.common.report import NOT_JUDGED, QUICK, cpu_model, fmt_times, fmt_us
 from bench.common.workloads import photo
 from bench.ops import keras_tfdata
 from shmaug.ops import Compose, Maybe, Op
@@ -162,7 +161,6 @@ def _torchvision(row: Row, image: np.ndarray, mask: np.ndarray, boxes: np.ndarra
 
 def _keras(row: Row, image: np.ndarray, mask: np.ndarray, boxes: np.ndarray,
            labels: np.ndarray, calls: int) -> Callable[[int], float]:
-    tf = keras_tfdata._tf()
     layer = row.keras(keras_tfdata.layers())  # type: ignore[misc]
     n = keras_tfdata.BATCH
     batch = min(n, calls)
@@ -170,23 +168,9 @@ def _keras(row: Row, image: np.ndarray, mask: np.ndarray, boxes: np.ndarray,
             "bounding_boxes": {"boxes": np.repeat(boxes[None], n, 0),
                                "labels": np.repeat(labels[None].astype(np.int32), n, 0)},
             "segmentation_masks": np.repeat(mask[None, :, :, None].astype(np.float32), n, 0)}
-    options = tf.data.Options()
-    options.threading.private_threadpool_size = 1
-    options.threading.max_intra_op_parallelism = 1
-    ds = (tf.data.Dataset.from_tensor_slices(data).repeat().batch(batch)
-          .map(lambda d: layer(d, training=True), num_parallel_calls=tf.data.AUTOTUNE)
-          .with_options(options))
+    timed = keras_tfdata.runner(layer, data, batch)
     batches = max(1, calls // batch)
-
-    def run(r: int) -> float:
-        it = iter(ds)
-        next(it)  # untimed: tracing and the pool's start
-        t0 = time.perf_counter()
-        for _ in range(batches):
-            next(it)
-        return (time.perf_counter() - t0) / (batches * batch) * 1e6
-
-    return run
+    return lambda r: timed(batches)
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -214,14 +198,6 @@ def run(quick: bool) -> dict[str, Any]:
             "rows": found}
 
 
-def _fmt(v: float | None) -> str:
-    return "—" if v is None else f"{v:,.0f}"
-
-
-def _x(a: float | None, b: float | None) -> str:
-    return "—" if a is None or b is None else f"{a / b:.2f}x"
-
-
 def report(result: dict[str, Any]) -> str:
     lines = [*([QUICK + ".", ""] if result["quick"] else []),
              f"`{result.get('command', 'python -m bench.ops --targets')}`", "",
@@ -235,8 +211,9 @@ def report(result: dict[str, Any]) -> str:
     for r in result["rows"]:
         s, i = r.get("shmaug_us"), r.get("image_us")
         a, t, k = r.get("albumentations_us"), r.get("torchvision_us"), r.get("keras_us")
-        lines.append(f"| {r['row']} | {_fmt(i)} | {_fmt(s)} | {_x(s, i)} | {_fmt(a)} | "
-                     f"{_fmt(t)} | {_fmt(k)} | {_x(a, s)} | {_x(t, s)} | {_x(k, s)} |")
+        cells = [fmt_us(i), fmt_us(s), fmt_times(s, i, 2), fmt_us(a), fmt_us(t), fmt_us(k),
+                 *(fmt_times(other, s, 2) for other in (a, t, k))]
+        lines.append(f"| {r['row']} | {' | '.join(cells)} |")
     if result["quick"]:
         lines += ["", f"- comparisons and targets: {NOT_JUDGED}"]
         return "\n".join(lines)
