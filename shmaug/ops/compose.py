@@ -107,6 +107,7 @@ class Compose:
     min_visibility: float = 0.0
     min_area: float = 0.0
     mask_fill: float = 0.0
+    _targets: TargetOptions = field(init=False, repr=False, compare=False)  # the five above
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ops", _ranged(self, _members(self.ops, "Compose")))
@@ -118,6 +119,8 @@ class Compose:
                            bounds(self.min_visibility, "min_visibility", 0.0, 1.0)[0])
         object.__setattr__(self, "min_area", bounds(self.min_area, "min_area", 0.0)[0])
         object.__setattr__(self, "mask_fill", bounds(self.mask_fill, "mask_fill")[0])
+        object.__setattr__(self, "_targets", TargetOptions(
+            *(getattr(self, name) for name in _TARGET_OPTIONS)))
 
     def with_value_range(self, value_range: ValueRange) -> Compose:
         result: Compose = _with_range(self, value_range)
@@ -187,8 +190,7 @@ class Compose:
         """
         with noting() as moves:
             out = self(image, rng)
-        options = TargetOptions(*(getattr(self, name) for name in _TARGET_OPTIONS))
-        return out, move(targets, moves, image.shape, options)
+        return out, move(targets, moves, image.shape, self._targets)
 
 
 @dataclass(frozen=True, slots=True)

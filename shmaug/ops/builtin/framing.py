@@ -19,9 +19,7 @@ import numpy as np
 from ..params import Range, ValueRange, check_image, draw, keras_factor
 from . import checks as chk
 from ..core import WARPED, register
-from .warp import affine, moved, pixels, scaled, warp
-from ..targets.moves import MatrixMove
-from ...errors import ArgumentError
+from .warp import affine, cut, warp
 
 _ZOOM = partial(keras_factor, lo=-1.0 + 1e-6, hi=1.0)  # Keras: in (-1, 1]; 1 + z > 0
 @register("zoom", checks={"height_factor": _ZOOM, "width_factor": chk.optional(_ZOOM),
@@ -46,7 +44,7 @@ def zoom(
     cx, cy = (w - 1) / 2, (h - 1) / 2
     m = affine(1 / zx, 0.0, cx * (1 - 1 / zx), 0.0, 1 / zy, cy * (1 - 1 / zy))
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
-                      backend="cv", op="zoom", value_range=value_range)
+                backend="cv", op="zoom", value_range=value_range)
 
 
 @register("zoom_out", checks={"side_range": chk.ranged(1.0),
@@ -70,7 +68,7 @@ def zoom_out(
     # pixel (x, y) of the input sits at (x + left, y + top) on the canvas, which shrinks by r
     m = affine(1 / r, 0.0, (0.5 + left) / r - 0.5, 0.0, 1 / r, (0.5 + top) / r - 0.5)
     return warp(image, m, border="constant", fill=fill, interpolation=interpolation,
-                      backend="cv", op="zoom_out", value_range=value_range)
+                backend="cv", op="zoom_out", value_range=value_range)
 
 
 @register("center_crop", targets=WARPED, checks={"height": chk.size, "width": chk.size})
@@ -85,16 +83,7 @@ def center_crop(
         >>> center_crop(np.zeros((64, 64), np.uint8), np.random.default_rng(0), 56, 48).shape
         (56, 48)
     """
-    h, w = check_image(image).shape[:2]
-    ch, cw = pixels(height, "height", h), pixels(width, "width", w)
-    if ch > h or cw > w:
-        raise ArgumentError(
-            f"`height`/`width` of `center_crop` expect at most the image size {h}x{w}; "
-            f"received {ch}x{cw}. Crop smaller, or resize first."
-        )
-    y0, x0 = (h - ch) // 2, (w - cw) // 2
-    return moved(np.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw]),
-                 MatrixMove(scaled(x0, y0, 1.0, 1.0), (cw, ch)))
+    return cut(image, height, width, "center_crop", lambda rows, cols: (rows // 2, cols // 2))
 
 
 @register("translation", checks={"height_factor": keras_factor, "width_factor": keras_factor,
@@ -115,4 +104,4 @@ def translation(
     h, w = check_image(image).shape[:2]
     m = affine(1.0, 0.0, dx * w, 0.0, 1.0, dy * h)
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
-                      backend="cv", op="translation", value_range=value_range)
+                backend="cv", op="translation", value_range=value_range)

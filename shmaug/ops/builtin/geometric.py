@@ -22,7 +22,6 @@ import numpy as np
 
 from ..kernels import cv, pil
 from ..params import (
-    BACKENDS,
     Range,
     ValueRange,
     border_code,
@@ -33,12 +32,13 @@ from ..params import (
     draw,
     fill_value,
     interp_code,
+    is_pil,
     levels,
     restore,
     to_work,
 )
 from . import checks as chk
-from .warp import affine, moved, pixels, scaled, warp
+from .warp import affine, cut, moved, pixels, scaled, warp
 from ..targets.moves import FieldMove, MatrixMove, columns_shifted
 from ..core import WARPED, register
 from ...errors import ArgumentError
@@ -67,22 +67,23 @@ def sine_warp(
     work = to_work(image)
     scale = levels(image, value_range)
     shifts = a * np.sin((2 * math.pi / t) * np.arange(work.shape[1]) + p)
-    if choice(backend, "backend", BACKENDS) == "pil":
+    if is_pil(backend):
         if border != "wrap":
             raise ArgumentError(
                 f"`border` of `sine_warp` with backend='pil' expects 'wrap' (the classic "
                 f"np.roll); received {border!r}. Use backend='cv' for other borders."
             )
-        move = columns_shifted(np.rint(shifts), work.shape[0], border_code("wrap"))
-        return moved(restore(pil.roll_columns(work, shifts), image, scale), move)
+        out = restore(pil.roll_columns(work, shifts), image, scale)
+        return moved(out, lambda: columns_shifted(np.rint(shifts), work.shape[0],
+                                                  border_code("wrap")))
     if interpolation == "nearest":
         shifts = np.rint(shifts)
     out = cv.shift_columns(
         work, shifts, interp=interp_code(interpolation), border=border_code(border),
         fill=fill_value(fill, scale),
     )
-    return moved(restore(out, image, scale), columns_shifted(shifts, work.shape[0],
-                                                             border_code(border)))
+    return moved(restore(out, image, scale), lambda: columns_shifted(
+        shifts, work.shape[0], border_code(border)))
 
 
 @register("rotate", targets=WARPED, checks={"degrees": chk.ranged(), **chk.WARP, **chk.BACKEND})
@@ -100,7 +101,7 @@ def rotate(
     h, w = image.shape[:2]
     m = affine(*cv2.getRotationMatrix2D(((w - 1) / 2, (h - 1) / 2), angle, 1.0).ravel())
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
-                      backend=backend, op="rotate", value_range=value_range)
+                backend=backend, op="rotate", value_range=value_range)
 
 
 @register("shear", checks={"x": chk.ranged(), "y": chk.ranged(),
@@ -134,7 +135,7 @@ def shear(
     else:
         m = np.linalg.inv(affine(1.0, -sx, 0.0, -sy, 1.0, 0.0))
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
-                      backend=backend, op="shear", value_range=value_range)
+                backend=backend, op="shear", value_range=value_range)
 
 
 @register("scale_translate", checks={"scale": chk.ranged(1e-3), "translate": chk.ranged(),
@@ -159,7 +160,7 @@ def scale_translate(
     left, top = round((w - nw) / 2 + tx * w), round((h - nh) / 2 + ty * h)
     kx, ky = nw / w, nh / h
     m = affine(kx, 0.0, 0.5 * kx - 0.5 + left, 0.0, ky, 0.5 * ky - 0.5 + top)
-    if choice(backend, "backend", BACKENDS) == "pil":
+    if is_pil(backend):
         pil.require_constant(border, "scale_translate")
         choice(interpolation, "interpolation", ("nearest", "linear", "cubic"))
         pixels = levels(image, value_range)  # `scale` is this op's zoom factor
@@ -169,7 +170,7 @@ def scale_translate(
         )
         return moved(restore(out, image, pixels), MatrixMove(m, (w, h)))
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
-                      backend="cv", op="scale_translate", value_range=value_range)
+                backend="cv", op="scale_translate", value_range=value_range)
 
 
 @register("translate", checks={"x": chk.ranged(), "y": chk.ranged(), **chk.WARP, **chk.BACKEND},
@@ -187,7 +188,7 @@ def translate(
     h, w = image.shape[:2]
     m = affine(1.0, 0.0, draw(rng, x, "x") * w, 0.0, 1.0, draw(rng, y, "y") * h)
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
-                      backend=backend, op="translate", value_range=value_range)
+                backend=backend, op="translate", value_range=value_range)
 
 
 @register("perspective", checks={"scale": chk.ranged(0.0, 1.0),
@@ -215,7 +216,7 @@ def perspective(
         dst = src + (rng.uniform(-d, d, (4, 2)) * [w, h]).astype(np.float32)
     m = cv2.getPerspectiveTransform(src, dst)
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
-                      backend=backend, op="perspective", value_range=value_range)
+                backend=backend, op="perspective", value_range=value_range)
 
 
 @register("elastic", checks={"alpha": chk.ranged(0.0), "sigma": chk.ranged(1e-3),
@@ -286,12 +287,16 @@ def vflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> n
 def _flip(image: np.ndarray, backend: str, *, horizontal: bool) -> np.ndarray:
     check_image(image)
     h, w = image.shape[:2]
-    move = MatrixMove(affine(-1.0, 0.0, w - 1, 0.0, 1.0, 0.0) if horizontal else
-                      affine(1.0, 0.0, 0.0, 0.0, -1.0, h - 1), (w, h))
-    if choice(backend, "backend", BACKENDS) == "pil" and image.dtype == np.uint8:
+
+    def move() -> MatrixMove:
+        return MatrixMove(affine(-1.0, 0.0, w - 1, 0.0, 1.0, 0.0) if horizontal else
+                          affine(1.0, 0.0, 0.0, 0.0, -1.0, h - 1), (w, h))
+
+    with_pil = is_pil(backend)
+    if with_pil and image.dtype == np.uint8:
         return moved(restore(pil.flip(to_work(image), horizontal), image, levels(image, None)),
                      move)
-    if image.dtype == np.float16 or choice(backend, "backend", BACKENDS) == "pil":
+    if image.dtype == np.float16 or with_pil:
         # A mirror is exact: no float16 kernel in OpenCV, and no 8-bit rounding through PIL.
         return moved((image[:, ::-1] if horizontal else image[::-1]).copy(), move)
     return moved(cv.flip(image, horizontal), move)
@@ -315,8 +320,12 @@ def resize(
     work = to_work(image)
     scale = levels(image, value_range)
     hh, ww = pixels(height, "height", image.shape[0]), pixels(width, "width", image.shape[1])
-    move = MatrixMove(scaled(0.0, 0.0, ww / image.shape[1], hh / image.shape[0]), (ww, hh))
-    if choice(backend, "backend", BACKENDS) == "pil":
+    sx, sy = ww / image.shape[1], hh / image.shape[0]
+
+    def move() -> MatrixMove:
+        return MatrixMove(scaled(0.0, 0.0, sx, sy), (ww, hh))
+
+    if is_pil(backend):
         choice(interpolation, "interpolation", tuple(pil.RESAMPLE))
         return moved(restore(pil.resize(work, hh, ww, interpolation, scale), image, scale), move)
     code = interp_code(interpolation, ("nearest", "linear", "cubic", "area"))
@@ -335,17 +344,8 @@ def crop(
         >>> crop(np.zeros((64, 64), np.uint8), np.random.default_rng(0), 56, 56).shape
         (56, 56)
     """
-    check_image(image)
-    h, w = image.shape[:2]
-    ch, cw = pixels(height, "height", h), pixels(width, "width", w)
-    if ch > h or cw > w:
-        raise ArgumentError(
-            f"`height`/`width` of `crop` expect at most the image size {h}x{w}; received "
-            f"{ch}x{cw}. Crop smaller, or resize first."
-        )
-    y0, x0 = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
-    return moved(np.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw]),
-                 MatrixMove(scaled(x0, y0, 1.0, 1.0), (cw, ch)))
+    return cut(image, height, width, "crop", lambda rows, cols: (
+        int(rng.integers(0, rows + 1)), int(rng.integers(0, cols + 1))))
 
 
 @register("resized_crop", checks={"scale": chk.ranged(1e-3, 1.0), "ratio": chk.ranged(1e-3),
@@ -375,4 +375,4 @@ def resized_crop(
     window = work[y0 : y0 + ch, x0 : x0 + cw]
     code = interp_code(interpolation)
     return moved(restore(cv.resize(window, h, w, code), image, levels(image, value_range)),
-                 MatrixMove(scaled(x0, y0, w / cw, h / ch), (w, h)))
+                 lambda: MatrixMove(scaled(x0, y0, w / cw, h / ch), (w, h)))

@@ -11,19 +11,21 @@ follow it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..kernels import cv, pil
 from ..params import (
-    BACKENDS,
     ValueRange,
     border_code,
     bounds,
+    check_image,
     choice,
     fill_value,
     interp_code,
+    is_pil,
     levels,
     restore,
     to_work,
@@ -41,24 +43,43 @@ def warp(
     work = to_work(image)
     scale = levels(image, value_range)
     h, w = work.shape[:2]
-    if choice(backend, "backend", BACKENDS) == "pil":
+    code = border_code(border)
+    if is_pil(backend):
         pil.require_constant(border, op)
         choice(interpolation, "interpolation", ("nearest", "linear", "cubic"))
         out = pil.warp(work, matrix, (w, h), resample=interpolation,
                        fill=bounds(fill, "fill", 0, 1)[0], scale=scale)
     else:
         out = cv.warp(
-            work, matrix, (w, h), interp=interp_code(interpolation), border=border_code(border),
+            work, matrix, (w, h), interp=interp_code(interpolation), border=code,
             fill=fill_value(fill, scale),
         )
-    note(MatrixMove(matrix, (w, h), border_code(border)))
+    note(MatrixMove(matrix, (w, h), code))
     return restore(out, image, scale)
 
 
-def moved(out: np.ndarray, move: Move) -> np.ndarray:
-    """``out``, an image the op made by ``move``, with the move noted (see ``warp``)."""
+def moved(out: np.ndarray, move: Move | Callable[[], Move]) -> np.ndarray:
+    """``out``, an image the op made by ``move``, with the move noted (see ``warp``; a
+    builder of the move is called only where targets are moved: ``note``)."""
     note(move)
     return out
+
+
+def cut(image: np.ndarray, height: float, width: float, op: str,
+        origin: Callable[[int, int], tuple[int, int]]) -> np.ndarray:
+    """A ``height`` x ``width`` window of ``image`` (pixels, or fractions of its sides), at
+    ``origin(spare rows, spare columns)`` -> (y0, x0), its move noted: ``crop`` and
+    ``center_crop``."""
+    h, w = check_image(image).shape[:2]
+    ch, cw = pixels(height, "height", h), pixels(width, "width", w)
+    if ch > h or cw > w:
+        raise ArgumentError(
+            f"`height`/`width` of `{op}` expect at most the image size {h}x{w}; received "
+            f"{ch}x{cw}. Crop smaller, or resize first."
+        )
+    y0, x0 = origin(h - ch, w - cw)
+    return moved(np.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw]),
+                 lambda: MatrixMove(scaled(x0, y0, 1.0, 1.0), (cw, ch)))
 
 
 def scaled(x0: float, y0: float, sx: float, sy: float) -> np.ndarray:

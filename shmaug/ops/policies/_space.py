@@ -103,8 +103,8 @@ class Setting:
 
 def _warp(image: np.ndarray, matrix: np.ndarray, s: Setting, name: str) -> np.ndarray:
     return warp.warp(image, matrix, border="constant", fill=s.fill,
-                                interpolation=s.interpolation, backend="cv", op=name,
-                                value_range=s.value_range)
+                     interpolation=s.interpolation, backend="cv", op=name,
+                     value_range=s.value_range)
 
 
 def _via_bytes(image: np.ndarray, vr: ValueRange | None,
@@ -142,8 +142,7 @@ def apply(image: np.ndarray, rng: np.random.Generator, name: str, m: float, s: S
                                 interpolation=s.interpolation, value_range=vr)
     if name in ("Brightness", "Contrast"):
         b, c = (1.0 + m, 1.0) if name == "Brightness" else (1.0, 1.0 + m)
-        return tone.brightness_contrast(image, rng, brightness=b, contrast=c,
-                                               value_range=vr)
+        return tone.brightness_contrast(image, rng, brightness=b, contrast=c, value_range=vr)
     if name == "Color":
         return colour._unit_op(image, vr, partial(k.degenerate, amount=-m), rgb=True)
     if name == "Sharpness":

@@ -250,11 +250,12 @@ def _nearest(mask: np.ndarray, fill: float, sample: Sample) -> np.ndarray:
     return out[:, :, None] if mask.ndim == 3 else out
 
 
-def note(move: Move) -> None:
-    """Note ``move``, made on the image of the pipeline call in progress (if any notes it)."""
+def note(move: Move | Callable[[], Move]) -> None:
+    """Note ``move``, made on the image of the pipeline call in progress (if any notes it); a
+    move that costs something to build (a field) is passed as its builder, called only then."""
     notes = _NOTES.get()
     if notes is not None:
-        notes.append(move)
+        notes.append(move if isinstance(move, Move) else move())
 
 
 @contextlib.contextmanager
