@@ -228,7 +228,13 @@ class Running:
         augment, only where the batches are gathered from."""
         images = o.data.images
         seed_globals = global_rng_use(self._augment, o.data.load)  # None: workers watch draws
-        load = self.load = self._marking(o.data.load, self.n)
+        # A source's own tables (ImageFiles' paths) go into this loader's shared memory once,
+        # so workers attach to them instead of each receiving a copy; a source that stands in
+        # for unreadable samples marks them, in a shared byte per sample, counted when their
+        # batch is delivered (``_count_stand_ins``).
+        load, self.marks = source.marked(source.shared(o.data.load, self.store), self.store,
+                                         self.n)
+        self.load = load
         payload = b"" if self.workers == 0 or self.gather_only else self._payload(load)
         if self.gather_only:
             assert images is not None  # (nothing to augment and no `load`)
@@ -291,15 +297,6 @@ class Running:
                           in_flight_per_worker=self._settings.max_queue_size + 1,
                           capacity=self.workers_asked,
                           op=op_name(self._augment if self._augment is not None else load))
-
-    def _marking(self, load: Any, n: int) -> Any:
-        """``load`` made to mark the samples it stands in for (a source such as
-        ``ImageFiles`` with ``on_error="skip"``), in a shared byte per sample; others as
-        they are. Marks are counted when their batch is delivered (``_count_stand_ins``)."""
-        # A source's own tables (ImageFiles' paths) go into this loader's shared memory
-        # once, so workers attach to them instead of each receiving a copy.
-        load, self.marks = source.marked(source.shared(load, self.store), self.store, n)
-        return load
 
     def _place_dataset(self, x: Any, load: Any) -> tuple[ArrayHandle | None, Any, _Unfilled]:
         """Where workers read samples: nowhere (``load``), the file behind a memory map, or a

@@ -105,9 +105,10 @@ def labels(x: Any) -> np.ndarray | None:
     return x.labels if isinstance(x, Labelled) else None
 
 
-def shard_bounds(x: Any) -> Callable[[], np.ndarray] | None:
-    """``x.shard_bounds`` where ``x`` is stored in shards, else None."""
-    return x.shard_bounds if isinstance(x, Sharded) else None
+def shard_bounds(x: Any) -> Any:
+    """The shard bounds ``x`` reports where it is stored in shards (``x.shard_bounds()``),
+    else None."""
+    return x.shard_bounds() if isinstance(x, Sharded) else None
 
 
 def shared(load: Any, store: SharedStore) -> Any:

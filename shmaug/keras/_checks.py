@@ -13,7 +13,6 @@ from ..engine.config import inputs
 from ..engine.config.options import Data
 from ..engine.handoff import pinned
 from ..errors import ArgumentError, ArgumentTypeError, NotInitializedError, got, warn
-from ._runtime import Runtime
 
 
 def use_multiprocessing(value: Any) -> None:
@@ -128,23 +127,3 @@ def behind_hook(cls: str, op: Any, data: Data) -> None:
             f"but the `augment` argument ({type(op).__name__}) moves the targets "
             f"{sorted(moved)} with each image; they would no longer follow it. Fix: drop "
             f"the override and put its work into the pipeline, or rename those targets.")
-
-
-def random_order(rt: Runtime, index: int, in_order: bool, workers: bool) -> None:
-    """Say once when Keras' random batch order defeats prefetching (a pass read in the
-    dataset's order, under ``fit(shuffle=True)``), counted in ``rt``; ``workers``: any
-    run (with none, nothing is prepared ahead)."""
-    if not in_order or not workers:
-        return
-    if rt.previous >= 0 and index != rt.previous + 1:
-        rt.out_of_order += 1
-        if rt.out_of_order == 3 and not rt.warned:
-            rt.warned = True
-            warn(
-                "Keras asks this shmaug.Sequence for batches in random order (fit's "
-                "default shuffle=True) while it has shuffle=False, so its workers cannot "
-                "prepare the next batch ahead of time. For training data pass "
-                "shuffle=True to shmaug.Sequence (it then shuffles the samples itself, "
-                "each exactly once per epoch, and prefetches in order), or call "
-                "fit(..., shuffle=False).")
-    rt.previous = index

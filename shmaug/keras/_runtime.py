@@ -11,6 +11,7 @@ hooks but serves no batches. Pure bookkeeping: no Keras, no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import threading
 import weakref
@@ -22,6 +23,7 @@ from ..engine.config import describe
 from ..engine.config import inputs as inputs_
 from ..engine.config.options import Data, Pipeline
 from ..engine.loader import Loader
+from ..errors import warn
 from ._passes import Key, Passes
 
 
@@ -77,6 +79,25 @@ class Runtime:
         assert isinstance(self.data.y, dict)  # (as data_of made it)
         return self.data.y
 
+    def note_order(self, index: int, in_order: bool, loader: Loader) -> None:
+        """Say once when Keras' random batch order defeats prefetching (a pass read in the
+        dataset's order, under ``fit(shuffle=True)``); with no worker running, nothing is
+        prepared ahead to defeat."""
+        if not in_order or loader.pids == []:
+            return
+        if self.previous >= 0 and index != self.previous + 1:
+            self.out_of_order += 1
+            if self.out_of_order == 3 and not self.warned:
+                self.warned = True
+                warn(
+                    "Keras asks this shmaug.Sequence for batches in random order (fit's "
+                    "default shuffle=True) while it has shuffle=False, so its workers cannot "
+                    "prepare the next batch ahead of time. For training data pass "
+                    "shuffle=True to shmaug.Sequence (it then shuffles the samples itself, "
+                    "each exactly once per epoch, and prefetches in order), or call "
+                    "fit(..., shuffle=False).")
+        self.previous = index
+
     def stats(self, loader: Loader) -> dict[str, Any]:
         """``loader``'s figures with the facade's: ``hit_rate``, the share of asks served from
         batches already prepared, and ``requests``."""
@@ -88,14 +109,14 @@ class Runtime:
 
 
 def data_of(images: Any, load: Any, *, y: Any, inputs: Any, sample_weight: Any) -> Data:
-    """A Sequence's samples, checked: the images (an array, or what ``load`` indexes), and
-    beside them what is gathered per batch in this process (but for the targets ``augment``
-    moves): ``y``, the other ``inputs`` of a dict ``x`` and the ``sample_weight``."""
-    images = images if load is not None else inputs_.image_array(images)
-    n = inputs_.length(images) if load is not None else len(images)
+    """A Sequence's samples, checked as a Loader's (``Data.of``: a source's ``load`` and
+    labels included), and beside ``y`` what is gathered per batch in this process (but for
+    the targets ``augment`` moves): the other ``inputs`` of a dict ``x`` and the
+    ``sample_weight``."""
+    data = Data.of(images, y, load)
     side = {
-        "y": inputs_.targets(y, n, "y"),  # first: its `mask` is the one augmented
-        "inputs": inputs_.targets(inputs or None, n, "x"),
-        "sample_weight": inputs_.targets(sample_weight, n, "sample_weight"),
+        "y": data.y,  # first: its `mask` is the one augmented
+        "inputs": inputs_.targets(inputs or None, data.n, "x"),
+        "sample_weight": inputs_.targets(sample_weight, data.n, "sample_weight"),
     }
-    return Data(images, side, load, n, side["y"], describe.brief(images))
+    return dataclasses.replace(data, y=side, shown=describe.brief(data.x))

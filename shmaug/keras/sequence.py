@@ -35,9 +35,7 @@ import keras
 import numpy as np
 
 from ..engine.config import checks as check
-from ..engine.config import inputs
 from ..engine.config.options import Options, Order, Settings
-from ..engine.source import labels as source_labels
 from ..engine.loader import Loader, lend, start
 from ..ops.mixing import Mix
 from . import _checks as facade_checks
@@ -46,8 +44,7 @@ from . import _stack as stack
 from ._passes import Passes, reads_in_order
 from ._runtime import Life, Runtime, data_of
 from ._batches import assemble, for_keras
-from ..errors import (
-    ClosedError)
+from ..errors import ClosedError
 
 log = logging.getLogger(__name__)
 
@@ -168,10 +165,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
         pin_memory = False if pin_memory is None else pin_memory  # (Settings reads it)
         self.image_key, images, extra_inputs = facade_checks.split_inputs(x, image_key)
         self._settings = Settings.of(locals())  # the Loader's arguments, each checked once
-        source = not self._overrides("load") and inputs.is_source(images)  # e.g. ImageFiles
-        if source and y is None:
-            y = source_labels(images)  # as Keras' image_dataset_from_directory
-        load = self.load if self._overrides("load") else images.load if source else None
+        load = self.load if self._overrides("load") else None  # else a source's (ImageFiles)
         data = data_of(images, load, y=y, inputs=extra_inputs, sample_weight=sample_weight)
         self.x: Any = data.x  # invariant: what the workers read (array) or what `load` indexes
         hook = self.augment if self._overrides("augment") else None
@@ -240,8 +234,7 @@ class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
             if in_pass:
                 if passes.taken == 1:  # a pass starts where it likes
                     rt.previous = -1
-                facade_checks.random_order(rt, index, key[2] or not self._order.shuffle,
-                                           loader.pids != [])
+                rt.note_order(index, key[2] or not self._order.shuffle, loader)
             rt.requests += 1
             batch = rt.held.get(key)
             if batch is not None:

@@ -119,8 +119,7 @@ class FlatTable:
                 handles.append(None)
                 views.append(None)
                 continue
-            handle, view = store.empty((len(array),), np.uint8, what=what)
-            view[...] = array
+            handle, view = store.put(array, what=what)
             view.flags.writeable = False
             handles.append(handle)
             views.append(view)

@@ -1,6 +1,6 @@
 """Keras' torch backend copies every numpy array it is handed (``np.array(x)`` in its
 ``convert_to_tensor``); ``shmaug.Sequence`` hands Keras' own reads torch tensors over the
-batch's memory instead (``shmaug/keras/_tensors.py``), which Keras takes as they are. Other
+batch's memory instead (``shmaug/keras/_batches.py``), which Keras takes as they are. Other
 backends, and a batch asked for by hand, get numpy arrays. That no lent slot is overwritten
 while such a tensor lives is ``test_poisoned_slots``' test, on every backend.
 """

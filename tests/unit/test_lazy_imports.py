@@ -1,4 +1,4 @@
-"""A worker's lazy imports (engine._lazy_imports), in a fresh interpreter each: the finder
+"""A worker's lazy imports (engine.workers._lazy_imports), in a fresh interpreter each: the finder
 must not leak into the test runner, and only a fresh process shows when a module runs.
 
 The package is a real one written to ``tmp_path``, shaped like torch: its ``__init__`` imports

@@ -17,7 +17,7 @@ can be checked without the data. ``Options.of`` checks the rest against the data
 shards and the sampling weights against the dataset (``Order``), the value range and the
 targets the pipeline moves (``Pipeline``), the queue against a sample's size. ``Options`` is
 all a ``Loader`` builds from. A ``Sequence`` resolves its options when it is made and hands
-them to every ``Loader`` it starts (``Loader._from_options``), so nothing is checked twice.
+them to every ``Loader`` it starts (``engine.loader.start``), so nothing is checked twice.
 Nothing here allocates shared memory or starts a process, so a bad argument costs nothing to
 refuse.
 """

@@ -79,7 +79,7 @@ def layout(x: Any, n: int) -> np.ndarray | None:
     report = source.shard_bounds(x)
     if report is None:
         return None
-    bounds = np.asarray(report(), dtype=np.int64)
+    bounds = np.asarray(report, dtype=np.int64)
     if bounds.ndim != 1 or len(bounds) < 2 or bounds[0] != 0 or bounds[-1] != n or \
             (np.diff(bounds) <= 0).any():
         raise ArgumentError(

@@ -165,7 +165,7 @@ class WorkerPool:
     def busy_s(self) -> float:
         """Every status slot's busy seconds so far, summed (read from the private copy once
         closed)."""
-        return float(sum(self._status.busy_s()))
+        return self._status.busy_total()
 
     @property
     def pids(self) -> list[int]:
@@ -403,13 +403,14 @@ class WorkerPool:
         hung op would otherwise hang the run in silence). The task goes on running."""
         if self._stall_told:
             return
-        live = {wid: w for wid, w in enumerate(self._workers) if w is not None}
+        live = (wid for wid, w in enumerate(self._workers) if w is not None)
         found = stalled(self._status, live, time.monotonic())
         if found is not None:
             wid, ran, usual = found
             self._stall_told = True
-            log.warning(stall_warning(wid, live[wid].process.pid, self._op,
-                                      self._current_index(wid), ran, usual))
+            worker = self._workers[wid]
+            log.warning(stall_warning(wid, None if worker is None else worker.process.pid,
+                                      self._op, self._current_index(wid), ran, usual))
 
     # -- resizing (NOTE [resizing]) ----------------------------------------------------------
 

@@ -84,7 +84,7 @@ def stalled(status: StatusBlock, wids: Iterable[int],
     the average task, and at least ``STALL_MIN_S``: (its id, the seconds it ran, the average
     task's seconds); None when none has."""
     done = status.tasks_done()
-    usual = float(sum(status.busy_s())) / done if done else 0.0
+    usual = status.busy_total() / done if done else 0.0
     limit = max(STALL_MIN_S, STALL_FACTOR * usual)
     for wid in wids:
         row = status.row(wid)

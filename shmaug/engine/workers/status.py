@@ -87,6 +87,10 @@ class StatusBlock:
         """Each slot's busy seconds so far."""
         return [row.busy_s for row in self._rows]
 
+    def busy_total(self) -> float:
+        """Every slot's busy seconds so far, summed."""
+        return float(sum(row.busy_s for row in self._rows))
+
     def tasks_done(self) -> float:
         """Tasks answered by every slot, summed."""
         return sum(row.tasks_done for row in self._rows)

@@ -25,7 +25,6 @@ import numpy as np
 
 from .decode import read_file
 from ...errors import ArgumentError
-from ...memory.store import ArrayHandle
 from ...memory.table import FlatTable
 
 _INT64 = struct.Struct("<q")
@@ -45,16 +44,6 @@ class PathTable(FlatTable, Sequence[str]):
     ROW = "path"
     NOUN = "file"  # what a sample is, in a reader's messages
     SOURCE = "ImageFiles"  # whose ``load`` reads this table, in a worker error
-
-    def __init__(self, data: np.ndarray | None, n: int, has_classes: bool,
-                 handle: ArrayHandle | None = None) -> None:
-        super().__init__((data,), n, has_classes, None if handle is None else (handle,))
-
-    @classmethod
-    def _rebuilt(cls, arrays: tuple[np.ndarray | None, ...], n: int, has_classes: bool,
-                 handles: tuple[ArrayHandle | None, ...] | None,
-                 meta: tuple[Any, ...]) -> PathTable:
-        return cls(arrays[0], n, has_classes, None if handles is None else handles[0])
 
     def _classes_at(self) -> int:
         return 8 * (self._n + 1)
@@ -87,12 +76,9 @@ class PathTable(FlatTable, Sequence[str]):
         if classes is not None:
             parts.append(np.ascontiguousarray(classes, dtype=np.int64).view(np.uint8))
         parts.append(raw)
-        return cls(np.concatenate(parts), n, classes is not None)
+        return cls((np.concatenate(parts),), n, classes is not None)
 
     # -- reading ------------------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return self._n
 
     @overload
     def __getitem__(self, index: int) -> str: ...

@@ -31,7 +31,7 @@ ignores ranges is an error (``RangeIgnored``), whichever client saw it.
 Fork: obstore's runtime, once it has served a request, hangs a forked child's requests and can
 crash the parent. A process forked from one that had imported obstore (shmaug's reads, or the
 user's own use) takes fsspec (``os.register_at_fork``); and obstore counts as a threaded
-runtime for the default start method (``engine._launch``): forkserver, whose workers start
+runtime for the default start method (``engine.workers.launch``): forkserver, whose workers start
 fresh and take obstore.
 """
 
