@@ -21,6 +21,7 @@ Beside them, the base every part may use, and the command line:
 - ``errors``: the ``ShmaugError`` tree, and how a worker's exception travels home;
 - ``seeding``: (seed, epoch, sample index) -> random stream;
 - ``platform``: what differs between platforms, decided once;
+- ``deferred``: a photo not yet decoded, which a source hands a decode-time crop;
 - ``presets``: ready-made pipelines;
 - ``cli``, ``_demo``, ``_interrupt``: the ``shmaug`` command (``demo``, ``bench``, ``pack``).
 """

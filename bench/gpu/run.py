@@ -5,6 +5,7 @@ own workers, and images/s for 1 to (cores - 1) workers.
     python -m bench.gpu fit --out bench/results/gpu       # Model.fit fed three ways (KERAS_BACKEND)
     python -m bench.gpu pinned --out bench/results/gpu    # the ring page-locked or not
     python -m bench.gpu alone --out bench/results/gpu     # W2's ops in k processes, no shmaug
+    python -m bench.gpu imagenet --out bench/results/gpu  # JPEGs into ResNet50: shmaug vs timm
     python -m bench.gpu report --out bench/results/gpu    # gpu.md and gpu_scaling.png from the JSON
     python -m bench.gpu all --quick                       # CI's smoke run: tiny, on the CPU
 
@@ -24,6 +25,8 @@ suite's (``bench.common.workloads``), with shmaug's ops for every contender:
   while the epochs run (when ``pynvml`` is there).
 - **alone**: W2's ops with no loader, in 1 and (cores - 1) independent processes, each
   batch into a new array: how the ops scale on the machine without shmaug.
+- **imagenet** (``bench.gpu.imagenet``): ImageNet-like JPEGs into ResNet50 under ``fit``,
+  shmaug's decode-time random resized crop against timm's transform in a ``DataLoader``.
 - **pinned** (``bench.gpu.pinned``): lent W2 batches sent to the GPU from the ring as it is,
   from the ring registered with the driver (page-locked), and through a pinned staging buffer.
 
@@ -44,20 +47,23 @@ import numpy as np
 from bench.common.harness import base_parser, deadline, prepare_out
 from shmaug.platform import cpu_count
 from bench.common.report import QUICK, environment, fmt_num, markdown_table, took
+from bench.gpu.imagenet import imagenet_table
 from bench.gpu.pinned import pinned_table, run_pinned
 
 SCALING_SIZES = {"W1": (32768, 256), "W2": (4096, 64)}  # (images, batch size)
 QUICK_SIZES = {"W1": (256, 64), "W2": (32, 16)}
-SCALING, FIT, HANDOVER, PINNED, ALONE = ("gpu_scaling.json", "gpu_fit.json",
-                                         "gpu_handover.json", "gpu_pinned.json",
-                                         "gpu_alone.json")
+SCALING, FIT, HANDOVER, PINNED, ALONE, IMAGENET = (
+    "gpu_scaling.json", "gpu_fit.json", "gpu_handover.json", "gpu_pinned.json",
+    "gpu_alone.json", "gpu_imagenet.json")
 FEEDERS = ("shmaug_sequence", "keras_fork", "keras_threads")  # bench.gpu.fit's, without Keras
 MORE_FEEDERS = ("shmaug_sequence_pageable",)  # only when --feeders names them
+HANDED = ("uint8", "bfloat16", "float32", "float32_lent", "sequence")  # handover's variants
 
 
 def parser() -> Any:
     p = base_parser(__doc__.splitlines()[0], "bench/results/gpu")
-    p.add_argument("section", choices=("scaling", "handover", "alone", "fit", "pinned", "report", "all"))
+    p.add_argument("section", choices=("scaling", "handover", "alone", "fit", "imagenet", "pinned",
+                                       "report", "all"))
     p.add_argument("--repeats", type=int, default=None, help="timed epochs per run (default 3)")
     p.add_argument("--workloads", default="W1,W2",
                    help="fit: the workloads to run, comma-separated (default W1,W2)")
@@ -67,6 +73,12 @@ def parser() -> Any:
     p.add_argument("--w2-model", choices=("resnet50", "small"), default="resnet50",
                    help="fit: the model W2 trains (small: the demo's CNN, so the feeding and "
                         "not the GPU is what a W2 fit measures)")
+    p.add_argument("--variants", default=",".join(HANDED),
+                   help=f"handover: what is handed over, comma-separated (default "
+                        f"{','.join(HANDED)})")
+    p.add_argument("--counts", default=None,
+                   help="handover: worker counts, comma-separated (default 1,4,8,12 and the "
+                        "largest)")
     p.add_argument("--max-workers", type=int, default=None,
                    help="largest worker count (default: usable cores - 1, at least 1)")
     return p
@@ -129,7 +141,9 @@ def run_scaling(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any
     return payload
 
 
-def run_handover(out: Path, quick: bool, repeats: int, top: int) -> dict[str, Any]:
+def run_handover(out: Path, quick: bool, repeats: int, top: int,
+                 handed: tuple[str, ...] = HANDED, counts: tuple[int, ...] = ()
+                 ) -> dict[str, Any]:
     """Where W2's scaling flattens: the same ops delivering uint8 (a quarter of float32's
     bytes), bfloat16 written by the workers (half), float32, float32 lent from the ring
     (``copy=False``, no copy out of it), and float32 read by Keras' adapter from a
@@ -150,14 +164,16 @@ def run_handover(out: Path, quick: bool, repeats: int, top: int) -> dict[str, An
     def sequence(workers: int) -> Any:
         return peers.running("shmaug_sequence", x, ids, bs, to_float, np.float32, workers)
 
-    variants = {"uint8": loader(to_float.fn, True),
-                "bfloat16": loader(to_float, True, "bfloat16"), "float32": loader(to_float, True),
-                "float32, copy=False": loader(to_float, False),
-                "float32, Sequence as fit reads it": sequence}
+    every = {"uint8": loader(to_float.fn, True),
+             "bfloat16": loader(to_float, True, "bfloat16"), "float32": loader(to_float, True),
+             "float32, copy=False": loader(to_float, False),
+             "float32, Sequence as fit reads it": sequence}
+    variants = {name: start for key, (name, start) in zip(HANDED, every.items())
+                if key in handed}
     payload: dict[str, Any] = {"environment": environment(), "quick": quick, "repeats": repeats,
                                "n": n, "batch_size": bs, "runs": []}
     for variant, start in variants.items():
-        for workers in sorted({k for k in (1, 4, 8, 12, top) if k <= top}):
+        for workers in sorted({k for k in (counts or (1, 4, 8, 12, top)) if k <= top}):
             run: dict[str, Any] = {"variant": variant, "workers": workers, "rates": [],
                                    "status": "ok"}
             try:
@@ -346,6 +362,7 @@ def write_report(out: Path) -> str:
                                 (SCALING, "images/s by worker count", scaling_tables),
                                 (HANDOVER, "where W2's scaling flattens", handover_table),
                                 (ALONE, "the ops alone, without a loader", alone_table),
+                                (IMAGENET, "ImageNet JPEGs into ResNet50", imagenet_table),
                                 (PINNED, "page-locked memory", pinned_table)):
         if not (out / name).exists():
             continue
@@ -377,7 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.section in ("scaling", "all"):
         run_scaling(out, args.quick, repeats, top)
     if args.section in ("handover", "all"):
-        run_handover(out, args.quick, repeats, top)
+        run_handover(out, args.quick, repeats, top,
+                     tuple(v for v in HANDED if v in args.variants.split(",")),
+                     tuple(int(c) for c in args.counts.split(",")) if args.counts else ())
     if args.section in ("alone", "all"):
         run_alone(out, args.quick, repeats, top)
     if args.section in ("fit", "all"):
@@ -387,6 +406,14 @@ def main(argv: list[str] | None = None) -> int:
                 tuple(w for w in ("W2", "W1") if w in args.workloads.split(",")),
                 tuple(f for f in FEEDERS + MORE_FEEDERS if f in args.feeders.split(",")),
                 w2_model=args.w2_model)
+    if args.section in ("imagenet", "all"):
+        import tempfile
+
+        from bench.gpu.imagenet import run_imagenet
+
+        with tempfile.TemporaryDirectory(prefix="shmaug-imagenet-") as root:
+            run_imagenet(args.quick, repeats, top, Path(root),
+                         lambda payload: save(out, IMAGENET, payload))
     if args.section in ("pinned", "all"):
         run_pinned(args.quick, repeats, top, lambda payload: save(out, PINNED, payload))
     print(write_report(out), flush=True)

@@ -234,6 +234,7 @@ class Running:
         # batch is delivered (``_count_stand_ins``).
         load, self.marks = source.marked(source.shared(o.data.load, self.store), self.store,
                                          self.n)
+        load = source.deferring(load, self._augment)  # JPEGs undecoded, for a decode-time crop
         self.load = load
         payload = b"" if self.workers == 0 or self.gather_only else self._payload(load)
         if self.gather_only:

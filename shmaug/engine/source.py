@@ -13,7 +13,9 @@ engine asks for it here, by protocol, never by probing attributes where it uses 
   shared memory), ``marking(handle, marks)`` (``Marking``: the samples it stands in for,
   marked in a shared byte each, then named and warned about), ``prefetch`` (``Prefetching``: a
   hook before a task's samples are made, given those of the tasks queued behind it as
-  ``ahead=``) and ``plan`` (``Planning``: a hook with the order of this epoch and the next).
+  ``ahead=``), ``plan`` (``Planning``: a hook with the order of this epoch and the next) and
+  ``deferring()`` (``Deferring``: samples handed over undecoded, ``shmaug.deferred``, to an
+  `augment` that ``takes_deferred`` and decodes only the window it crops).
 
 The sources hold their classes to these protocols under ``mypy --strict``; the engine imports
 no source.
@@ -26,6 +28,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..deferred import takes_deferred
 from ..memory.store import ArrayHandle, SharedStore
 
 Hook = Callable[..., None]
@@ -100,6 +103,13 @@ class Planning(Protocol):
     def plan(self) -> PlanHook | None: ...
 
 
+@runtime_checkable
+class Deferring(Protocol):
+    """A ``load`` that can hand its samples over undecoded (``shmaug.deferred.Deferred``)."""
+
+    def deferring(self) -> Any: ...
+
+
 def labels(x: Any) -> np.ndarray | None:
     """The class labels of source ``x``, or None."""
     return x.labels if isinstance(x, Labelled) else None
@@ -123,6 +133,12 @@ def marked(load: Any, store: SharedStore, n: int) -> tuple[Any, np.ndarray | Non
         return load, None
     handle, marks = store.empty((n,), np.uint8, what="the skip marks")
     return load.marking(handle, marks), marks
+
+
+def deferring(load: Any, augment: Any) -> Any:
+    """``load`` handing samples over undecoded where ``augment`` takes them so (its first op
+    crops at decode time); ``load`` itself otherwise."""
+    return load.deferring() if isinstance(load, Deferring) and takes_deferred(augment) else load
 
 
 def stands_in(load: Any) -> bool:

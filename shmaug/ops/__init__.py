@@ -74,6 +74,7 @@ from .interop.legacy import FromArray, FromPil, from_array, from_pil
 from .mixing import CutMix, Mix, MixUp
 from .builtin.noise import gaussian_noise, jpeg
 from .builtin.tone import brightness_contrast, gamma
+from .builtin.windows import center_resized_crop, random_resized_crop
 from .policies.augment import aug_mix, auto_augment, rand_augment, trivial_augment_wide
 from .targets.formats import pad_boxes
 
@@ -96,6 +97,7 @@ __all__ = [
     "available",
     "brightness_contrast",
     "center_crop",
+    "center_resized_crop",
     "channel_shuffle",
     "check_picklable",
     "clahe",
@@ -126,6 +128,7 @@ __all__ = [
     "perspective",
     "posterize",
     "rand_augment",
+    "random_resized_crop",
     "register",
     "resize",
     "resized_crop",

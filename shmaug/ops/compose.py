@@ -30,10 +30,11 @@ from typing import Any
 
 import numpy as np
 
+from ..deferred import Deferred, decoded, takes_deferred
 from ..errors import ArgumentError, ArgumentTypeError
 from ..seeding import global_rng_use
 from .params import ValueRange, bounds, convert, value_range as checked_range
-from .core import WARPED, as_op, children, config_type, from_config, to_config, with_value_range
+from .core import WARPED, Op, as_op, children, config_type, from_config, to_config, with_value_range
 from .targets import formats
 from .targets.moves import noting
 from .targets.sample import MASK_NAMES, NAMES, TargetOptions, move
@@ -130,13 +131,23 @@ class Compose:
     def uses_global_rng(self) -> bool | None:
         return _global(self.ops)
 
+    @property
+    def takes_deferred(self) -> bool:
+        """Whether the first op crops at decode time: a source keeping photos at their own
+        size then hands it JPEGs undecoded (``shmaug.deferred``)."""
+        return bool(self.ops) and takes_deferred(self.ops[0])
+
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        ops: Sequence[Any] = self.ops
+        if isinstance(image, Deferred):  # only the first op may decode part of it
+            image = ops[0](image, rng) if self.takes_deferred else image.decode()
+            ops = ops[1:] if self.takes_deferred else ops
         # float16 once in and once out: each op would otherwise convert to float32 (OpenCV
         # has no float16 kernels) and back, which made pipelines 2-3x slower on float16.
         half = image.dtype == np.float16
         if half:
             image = convert(image, np.float32)
-        for op in self.ops:
+        for op in ops:
             image = op(image, rng)
         return convert(np.asarray(image), np.float16) if half else image
 
@@ -188,6 +199,7 @@ class Compose:
         Example:
             >>> out, moved = pipe.augment_targets(image, {"mask": mask}, rng)  # doctest: +SKIP
         """
+        image = decoded(image)  # the moves are noted on pixels
         with noting() as moves:
             out = self(image, rng)
         return out, move(targets, moves, image.shape, self._targets)
@@ -365,3 +377,31 @@ def _some_of(cfg: dict[str, Any]) -> SomeOf:
         random_order=bool(cfg.get("random_order", False)),
         value_range=_range_of(cfg),
     )
+
+
+# Ops whose output size is set by their own arguments, whatever the input's: the pipeline over
+# photos of many sizes (a source's ``image_size=None``) must hold one.
+_SIZING = ("random_resized_crop", "center_resized_crop", "resize", "crop", "center_crop")
+
+
+def fixes_size(augment: Any) -> bool | None:
+    """Whether ``augment`` gives every image one size whatever size it gets: True where it is,
+    or holds at its top level (or in a ``Compose`` there), an op of ``_SIZING`` with both sides
+    in pixels; False where it is made of ops alone and none does; None where it cannot say
+    (a function of the user's)."""
+    members = augment.ops if isinstance(augment, Compose) else (augment,)
+    for member in members:
+        if isinstance(member, Compose) and fixes_size(member):
+            return True
+        if isinstance(member, Op) and member.name in _SIZING:
+            sides = [member.kwargs.get(k, _default(member, k)) for k in ("height", "width")]
+            if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in sides):
+                return True
+    known = all(isinstance(m, (Compose, OneOf, Maybe, SomeOf, Op)) for m in members)
+    return False if known else None
+
+
+def _default(op: Op, name: str) -> Any:
+    import inspect
+
+    return inspect.signature(op.fn).parameters[name].default

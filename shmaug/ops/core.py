@@ -247,6 +247,11 @@ class Op:
             return self.fn(image, rng, **{**self.kwargs, **override})
         return self.fn(image, rng, **self.kwargs)
 
+    @property
+    def takes_deferred(self) -> bool:
+        """Whether the op takes a photo not yet decoded (``shmaug.deferred``)."""
+        return bool(getattr(self.fn, "takes_deferred", False))
+
     def bind(self, **params: Any) -> Op:
         """A copy with more parameters bound (later values win)."""
         return Op(self.name, **{**self.kwargs, **params})

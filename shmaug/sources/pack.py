@@ -122,6 +122,13 @@ def pack(
     """
     files = _as_files(source, image_size=image_size, color_mode=color_mode,
                       interpolation=interpolation, on_error=on_error)
+    if files.image_size is None:
+        raise ArgumentError(
+            "`image_size` must be set to pack: a pack is one array of equal images, and this "
+            "source keeps each photo at its own size (image_size=None). Fix: pass "
+            "`image_size=(h, w)` to pack(), or read the files with a loader whose pipeline "
+            "crops them (`Op('random_resized_crop', ...)`) instead of packing them."
+        )
     directory = os.fspath(out)
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise ArgumentError(

@@ -89,6 +89,11 @@ CONTRACT: dict[str, Case] = {
         shape=lambda s: (round(0.5 * s[0]), round(0.75 * s[1]), *s[2:]),
     ),
     "resized_crop": Case(identity={"scale": 1.0, "ratio": 1.0}),
+    # the recipes' crops (windows.py); against torchvision in test_windows.py
+    "random_resized_crop": Case(params={"height": 12, "width": 16},
+                                shape=lambda s: (12, 16, *s[2:])),
+    "center_resized_crop": Case(params={"height": 12, "width": 16}, random=False,
+                                shape=lambda s: (12, 16, *s[2:])),
     # Keras' image layers (colour.py, framing.py, corrupt.py); pixels against Keras in
     # test_ops_keras_reference.py
     "hue": Case(identity={"factor": 0}),

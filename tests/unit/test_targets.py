@@ -27,7 +27,9 @@ WARPED_OPS = {
     "sine_warp": {}, "rotate": {"degrees": (25, 25)}, "shear": {"x": 0.3}, "scale_translate": {},
     "translate": {}, "perspective": {}, "elastic": {"alpha": 3.0, "sigma": 5.0},
     "hflip": {}, "vflip": {}, "resize": {"height": 45, "width": 100},
-    "crop": {"height": 50, "width": 70}, "resized_crop": {}, "zoom": {"height_factor": 0.3},
+    "crop": {"height": 50, "width": 70}, "resized_crop": {},
+    "random_resized_crop": {"height": 60, "width": 80, "scale": (0.3, 1.0)},
+    "center_resized_crop": {"height": 60, "width": 80}, "zoom": {"height_factor": 0.3},
     "zoom_out": {"side_range": (1.2, 1.5)}, "center_crop": {"height": 50, "width": 70},
     "translation": {}, "rand_augment": {"num_ops": 3}, "trivial_augment_wide": {},
     "auto_augment": {}, "rand_augment_keras": {}}

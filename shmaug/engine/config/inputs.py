@@ -15,7 +15,7 @@ import numpy as np
 from ...errors import ArgumentError, ArgumentTypeError, got
 from ...ops.params import SUPPORTED_DTYPES, dtype_range, outside
 from ...ops.params import value_range as checked_range
-from ...ops.compose import Compose, Maybe, OneOf, SomeOf
+from ...ops.compose import Compose, Maybe, OneOf, SomeOf, fixes_size
 from ...ops.core import BLENDED, STILL, WARPED, Op, children
 from ...ops.interop.albumentations import FromAlbumentations
 from ...ops.targets.formats import pad_boxes
@@ -248,6 +248,23 @@ _CONTAINERS = (Compose, OneOf, Maybe, SomeOf)
 def spatial_targets(labels: Any) -> list[str]:
     """The names under which ``labels`` (``y``) holds masks, boxes or keypoints."""
     return [key for key, _ in _filed(labels, SPATIAL_TARGETS)]
+
+
+def sized_output(x: Any, augment: Any, shape: tuple[int, ...] | None) -> None:
+    """Refuse a source that keeps photos at their own size (``image_size=None``) without a
+    pipeline that ends in one size: a batch is one array, so sample 0's size would be
+    demanded of every other photo, and the first of another size would fail mid-epoch."""
+    if getattr(x, "image_size", 0) is not None or shape is not None:
+        return
+    if augment is None or fixes_size(augment) is False:
+        given = "`augment` is None" if augment is None else f"`augment`={got(augment)}"
+        raise ArgumentError(
+            f"`x` keeps each photo at its own size (image_size=None), and {given}, which "
+            f"gives no one size to batch them at. Fix: start `augment` with a crop to a size, e.g. "
+            f"`Compose([Op('random_resized_crop', height=224, width=224), ...])` (decoded "
+            f"only where it crops) or `Op('center_resized_crop', height=224, width=224)` "
+            f"for validation, or give the source an `image_size`."
+        )
 
 
 def unmoved_targets(labels: Any, augment: Any) -> None:

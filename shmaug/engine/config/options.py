@@ -270,6 +270,7 @@ class Pipeline:
                                            None if images is None else images.dtype)
         augment = with_value_range(augment, value_range)  # said once, for all
         inputs.pipeline_input(augment, images)  # a dtype or layout ops misread
+        inputs.sized_output(data.x, augment, output.shape)  # photos of many sizes
         inputs.unmoved_targets(data.labels, augment)
         moved = inputs.augmented_targets(data.y, augment,
                                          None if images is None else tuple(images.shape[1:]))

@@ -18,6 +18,7 @@ from typing import Any, Callable, Collection, Protocol
 import numpy as np
 
 from .. import source
+from ...deferred import decoded
 from ..config.inputs import sample_output
 from ...errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
 from ...ops.mixing import Mix
@@ -209,7 +210,7 @@ class SliceRunner:
         for name, target in made.items():
             target = sample_output(target, f"target {name!r}")
             targets[name] = (tuple(target.shape), dtype_text(target.dtype))
-        loaded = np.asarray(self._loaded)
+        loaded = np.asarray(decoded(self._loaded))
         numeric = loaded.dtype.kind in "biuf" and loaded.size > 0
         finite = loaded[np.isfinite(loaded)] if numeric and loaded.dtype.kind == "f" else loaded
         span = (float(finite.min()), float(finite.max())) if numeric and finite.size else None

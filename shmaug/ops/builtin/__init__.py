@@ -6,6 +6,8 @@ Ops that move pixels:
 - ``geometric``: flips, rotate, shear, scale and translate, perspective, elastic, sine warp,
   resize, crop, resized crop;
 - ``framing``: Keras' framing ops: zoom, zoom out, translation, centre crop;
+- ``windows``: the reference recipes' crops (random resized crop, centre resized crop), which
+  also take a photo not yet decoded and decode only their window;
 - ``warp``: what those share: the warp by a matrix, the matrices, sizes in pixels.
 
 Ops that change values in place:

@@ -6,6 +6,8 @@ workers' read of sample i (bytes, decode, resize), shared by ``ImageFiles`` and
   split;
 - ``paths``: ``PathTable``: millions of paths and class indices in one flat block;
 - ``reader``: what a source runs in a worker: sample i to pixels, standing in on error;
-- ``decode``: one image's bytes to pixels in the requested colour mode and size;
+- ``decode``: one image's bytes to pixels in the requested colour mode and size, or one
+  window of them resampled (a decode-time crop);
+- ``turbo``: libjpeg-turbo's TurboJPEG 3 through ctypes: a JPEG's window decoded alone;
 - ``settings``: ``DecodeSettings``, the settings both image sources share, and their protocol.
 """

@@ -17,8 +17,12 @@ scaling and the resize filter: see ``REDUCED_TOLERANCE``.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+from . import turbo
+from ...deferred import Window, margin, resize_box
 from ...errors import ImageReadError
 
 COLOR_MODES = {"grayscale": 1, "rgb": 3, "rgba": 4}  # None: keep the files' own channels
@@ -90,6 +94,48 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
     if image.ndim == 2:
         image = image[:, :, None]
     return _convert(image, COLOR_MODES[color_mode] if color_mode else None)
+
+
+def whole_decode() -> bool:
+    """Whether ``SHMAUG_PARTIAL_DECODE=0`` asks for every photo to be decoded whole and at
+    full scale before its window is cut: the reference recipes' work, for comparison."""
+    return os.environ.get("SHMAUG_PARTIAL_DECODE", "").strip().lower() in ("0", "off", "false")
+
+
+def resized_window(data: np.ndarray, what: str, color_mode: str | None,
+                   header: tuple[int, int, int, int] | None, window: Window,
+                   size: tuple[int, int], interpolation: str) -> np.ndarray:
+    """``window`` (top, left, height, width in the file's pixels) of the encoded image
+    resampled to ``size``: as ``resize_box`` on the whole decoded image, decoding less.
+
+    A JPEG is decoded at 1/2, 1/4 or 1/8 scale in the DCT where the window stays at least
+    ``size`` (as ``reduced_decode``), and only around the window where libjpeg-turbo 3 is
+    found (``turbo``); else whole by OpenCV at that scale. Other files are decoded whole.
+    """
+    scalable = (header is not None and header[3] in _SCALABLE_SOF and header[2] in (1, 3)
+                and not whole_decode())
+    if not scalable:
+        return resize_box(decode_bytes(data, what, color_mode), window, size, interpolation)
+    assert header is not None
+    d = next((n for n in (8, 4, 2) if window[2] / n >= size[0] and window[3] / n >= size[1]), 1)
+    scaled = (window[0] / d, window[1] / d, window[2] / d, window[3] / d)
+    if turbo.available():
+        reach = margin(scaled, size, interpolation) * d  # what the filter reads, in file pixels
+        top, left = max(0, int(window[0]) - reach), max(0, int(window[1]) - reach)
+        bottom = min(header[0], int(np.ceil(window[0] + window[2])) + reach)
+        right = min(header[1], int(np.ceil(window[1] + window[3])) + reach)
+        channels = COLOR_MODES[color_mode] if color_mode else header[2]
+        try:
+            pixels, (y0, x0) = turbo.decode_window(
+                data, (top, left, bottom - top, right - left), d, channels)
+        except turbo.TurboError:
+            pass  # (lossless, CMYK, corrupt: the whole decode below copes or says why)
+        else:
+            box = (scaled[0] - y0, scaled[1] - x0, scaled[2], scaled[3])
+            return resize_box(pixels, box, size, interpolation)
+    reduce_to = None if d == 1 else (-(-header[0] // d), -(-header[1] // d))
+    return resize_box(decode_bytes(data, what, color_mode, reduce_to), scaled, size,
+                      interpolation)
 
 
 def jpeg_header(data: np.ndarray) -> tuple[int, int, int, int] | None:

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .decode import decode_bytes, resize
+from .decode import decode_bytes, jpeg_header, resize, resized_window
+from ...deferred import Deferred, Window
 from ...errors import ImageReadError
 from ...memory.store import ArrayHandle, SharedStore, attach_block
 
@@ -29,9 +30,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class Decoder:
     """Turns one sample's encoded bytes into the source's image: decode, check channels,
-    resize."""
+    resize (``image_size`` None: not resized)."""
 
-    image_size: tuple[int, int]
+    image_size: tuple[int, int] | None
     color_mode: str | None
     interpolation: str
     channels: int  # 0 until learned from the first file (color_mode=None)
@@ -39,15 +40,56 @@ class Decoder:
     aspect: str | None = None  # "crop" / "pad": Keras' crop_to_ / pad_to_aspect_ratio
 
     def __call__(self, data: np.ndarray, what: str) -> np.ndarray:
+        size = self.image_size
         image = decode_bytes(data, what, self.color_mode,
-                             self.image_size if self.reduced_decode else None)
-        if self.channels and image.shape[-1] != self.channels:
+                             size if self.reduced_decode else None)
+        self._check_channels(image.shape[-1], what)
+        return image if size is None else resize(image, size, self.interpolation, self.aspect)
+
+    def deferred(self, data: np.ndarray, what: str) -> np.ndarray | Deferred:
+        """The bytes of a JPEG undecoded, with its size, for an `augment` that decodes only
+        its window (``shmaug.deferred``); any other file decoded, as ``__call__``."""
+        header = jpeg_header(data) if self.image_size is None else None
+        if header is None or not header[0] or not header[1] or header[2] not in (1, 3):
+            return self(data, what)
+        channels = self.channels or header[2]
+        self._check_channels(channels if self.color_mode is None else self.channels, what)
+        return EncodedImage(data, what, self, header, (header[0], header[1], channels))
+
+    def _check_channels(self, channels: int, what: str) -> None:
+        if self.channels and channels != self.channels:
             raise ImageReadError(
-                f"Cannot use {what}: it has {image.shape[-1]} channel(s) but "
+                f"Cannot use {what}: it has {channels} channel(s) but "
                 f"this source has {self.channels} (color_mode=None keeps the first file's "
                 f"channels). Fix: pass color_mode='grayscale', 'rgb' or 'rgba' to convert."
             )
-        return resize(image, self.image_size, self.interpolation, self.aspect)
+
+
+class EncodedImage(Deferred):
+    """A JPEG's bytes and its size from the header: decoded whole (``decode``) or only
+    around a window (``resized_window``) by the op that draws the window."""
+
+    __slots__ = ("data", "what", "decoder", "header", "_shape")
+
+    def __init__(self, data: np.ndarray, what: str, decoder: Decoder,
+                 header: tuple[int, int, int, int], shape: tuple[int, int, int]) -> None:
+        self.data, self.what, self.decoder, self.header, self._shape = (
+            data, what, decoder, header, shape)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self._shape
+
+    def decode(self) -> np.ndarray:
+        return self.decoder(self.data, self.what)
+
+    def resized_window(self, window: Window, size: tuple[int, int],
+                       interpolation: str) -> np.ndarray:
+        return resized_window(self.data, self.what, self.decoder.color_mode, self.header,
+                              window, size, interpolation)
+
+    def __repr__(self) -> str:
+        return f"<EncodedImage {self.what}, shape {self._shape}, not decoded>"
 
 
 class Reader:
@@ -59,13 +101,16 @@ class Reader:
     the marks of what it delivers). Pickled for a worker, it carries only handles and settings.
     """
 
-    __slots__ = ("table", "decoder", "on_error", "by_class", "_handle", "_marks", "_block")
+    __slots__ = ("table", "decoder", "on_error", "by_class", "_handle", "_marks", "_block",
+                 "defers")
     uses_global_rng = False  # decoding draws no random numbers: no need to seed the globals
 
     def __init__(self, table: Any, decoder: Decoder, on_error: str, by_class: bool,
-                 handle: ArrayHandle | None = None, marks: Any = None) -> None:
+                 handle: ArrayHandle | None = None, marks: Any = None,
+                 defers: bool = False) -> None:
         self.table = table  # a PathTable or RecordTable, in this process or shared
         self.decoder = decoder
+        self.defers = defers  # JPEGs handed over undecoded (``deferring``)
         self.on_error = on_error
         self.by_class = by_class  # invariant: a stand-in must be of the sample's class
         self._handle = handle  # the marks' shared block, or None: stand-ins are not recorded
@@ -79,12 +124,22 @@ class Reader:
     def sharing(self, store: SharedStore) -> Reader:
         """A reader of the same samples whose path table is copied once into ``store``."""
         return Reader(self.table.share(store), self.decoder, self.on_error, self.by_class,
-                       self._handle, self._marks)
+                       self._handle, self._marks, self.defers)
 
     def marking(self, handle: ArrayHandle, marks: np.ndarray) -> Reader:
         """A reader of the same samples that records its stand-ins in ``marks`` (whose shared
         block ``handle`` names, for the workers)."""
-        return Reader(self.table, self.decoder, self.on_error, self.by_class, handle, marks)
+        return Reader(self.table, self.decoder, self.on_error, self.by_class, handle, marks,
+                      self.defers)
+
+    def deferring(self) -> Reader:
+        """A reader of the same samples that hands JPEGs over undecoded (``EncodedImage``),
+        where the source keeps photos at their own size, for an `augment` that decodes only
+        the window it crops; a loader asks for it when its `augment` ``takes_deferred``."""
+        if self.decoder.image_size is not None:
+            return self
+        return Reader(self.table, self.decoder, self.on_error, self.by_class, self._handle,
+                      self._marks, True)
 
     @property
     def prefetch(self) -> Callable[..., None] | None:
@@ -104,9 +159,14 @@ class Reader:
         """Sample ``index`` decoded; no stand-in."""
         return self.decoder(self.table.fetch(index), self.table.what(index))
 
-    def __call__(self, index: int) -> np.ndarray:
+    def _made(self, index: int) -> np.ndarray | Deferred:
+        if self.defers:
+            return self.decoder.deferred(self.table.fetch(index), self.table.what(index))
+        return self.read(index)
+
+    def __call__(self, index: int) -> np.ndarray | Deferred:
         try:
-            return self.read(index)
+            return self._made(index)
         except ImageReadError as exc:
             if self.on_error == "raise":
                 raise
@@ -118,7 +178,7 @@ class Reader:
             if self.by_class and table.class_of(substitute) != own:
                 continue  # the stand-in must carry the label the batch gives this sample
             try:
-                image = self.read(substitute)
+                image = self._made(substitute)
             except ImageReadError:
                 continue
             if self._marks is not None:
@@ -154,10 +214,11 @@ class Reader:
         )
 
     def __getstate__(self) -> tuple[Any, ...]:
-        return self.table, self.decoder, self.on_error, self.by_class, self._handle
+        return self.table, self.decoder, self.on_error, self.by_class, self._handle, self.defers
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.table, self.decoder, self.on_error, self.by_class, self._handle = state
+        (self.table, self.decoder, self.on_error, self.by_class, self._handle,
+         self.defers) = state
         self._marks = self._block = None
         if self._handle is not None:  # in a worker: the loader's marks, by name
             self._block = attach_block(self._handle)

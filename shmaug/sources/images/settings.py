@@ -38,7 +38,7 @@ class DecodeSettings:
         (64, 48)
     """
 
-    image_size: tuple[int, int] = DEFAULT_IMAGE_SIZE
+    image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE
     color_mode: str | None = "rgb"
     interpolation: str = "bilinear"
     on_error: str = "raise"
@@ -63,6 +63,14 @@ class DecodeSettings:
                 f"{got(self.reduced_decode)}. Fix: `reduced_decode=False` decodes every pixel."
             )
         F.check_aspect_args(self.crop_to_aspect_ratio, self.pad_to_aspect_ratio)
+        if size is None and (self.crop_to_aspect_ratio or self.pad_to_aspect_ratio):
+            which = "crop_to_aspect_ratio" if self.crop_to_aspect_ratio else "pad_to_aspect_ratio"
+            raise ArgumentError(
+                f"`{which}=True` needs an `image_size` to take its aspect from; received "
+                f"image_size=None (photos at their own sizes). Fix: pass `image_size=(h, w)`, "
+                f"or leave `{which}` False and crop in the pipeline "
+                f"(`Op('random_resized_crop', height=h, width=w)`)."
+            )
         for name, value in (("image_size", size), ("reduced_decode", bool(self.reduced_decode)),
                             ("crop_to_aspect_ratio", bool(self.crop_to_aspect_ratio)),
                             ("pad_to_aspect_ratio", bool(self.pad_to_aspect_ratio))):
@@ -135,7 +143,7 @@ class ImageSource:
     load: Reader
     labels: Any
     class_names: tuple[str, ...]
-    image_size: tuple[int, int]
+    image_size: tuple[int, int] | None
     color_mode: str | None
     interpolation: str
     on_error: str
@@ -184,9 +192,11 @@ class ImageSource:
         return {name: i for i, name in enumerate(self.class_names)}
 
     @property
-    def output_shape(self) -> tuple[int, int, int]:
-        """Shape of every decoded image: ``(height, width, channels)``."""
-        return (*self.image_size, self.channels)
+    def output_shape(self) -> tuple[int | None, int | None, int]:
+        """Shape of every decoded image: ``(height, width, channels)``; height and width
+        None with ``image_size=None`` (each photo at its own size)."""
+        size = self.image_size or (None, None)
+        return (size[0], size[1], self.channels)
 
     def read(self, index: int) -> np.ndarray:
         """Decode, convert and resize sample ``index``; no substitution (see ``load``).
@@ -231,15 +241,20 @@ def check_choice(name: str, value: Any, choices: Sequence[Any], fix: str) -> Non
         )
 
 
-def image_size_of(value: Any) -> tuple[int, int]:
+def image_size_of(value: Any) -> tuple[int, int] | None:
+    """``image_size`` as two ints, or None: each photo keeps its own size, for a pipeline
+    that crops it to one (``random_resized_crop``, decoded only where it crops)."""
+    if value is None:
+        return None
     try:
         size = tuple(int(s) for s in value)
     except (TypeError, ValueError):
         size = ()
     if len(size) != 2 or min(size) <= 0:
         raise ArgumentError(
-            f"`image_size` must be (height, width) with two positive ints; received "
-            f"{got(value)}. Fix: e.g. `image_size=(224, 224)`."
+            f"`image_size` must be (height, width) with two positive ints, or None; received "
+            f"{got(value)}. Fix: e.g. `image_size=(224, 224)`, or None to keep each photo's "
+            f"own size for a pipeline that crops it (`Op('random_resized_crop', ...)`)."
         )
     return size[0], size[1]
 

@@ -1,0 +1,109 @@
+"""A sample not decoded yet, and the one crop-and-resize both of its decoders share.
+
+Why: the reference ImageNet recipes draw their crop on the photo's full resolution, and most
+of a JPEG lies outside a crop. A source with no fixed ``image_size`` hands an `augment` that
+says ``takes_deferred`` (a ``Compose`` whose first op is a decode-time crop) a ``Deferred``:
+the file's bytes and its size, read from the header. The op draws its window on that size,
+then asks for the window alone (``resized_window``), which libjpeg-turbo decodes without the
+rest (``sources/images/turbo.py``). Any other `augment` gets pixels, decoded in full.
+
+Owns the contract (sources make ``Deferred``\\ s, ops take them, the engine passes them on
+and never decodes one itself) and ``resize_box``, the exact resample of a window of pixels,
+so that a window cut from a decoded array and one decoded alone agree.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+Window = tuple[float, float, float, float]  # (top, left, height, width) in the image's pixels
+
+# Keras' interpolation names (and shmaug's "linear" / "cubic") -> PIL's resampling filters,
+# antialiased when shrinking, as torchvision's and timm's transforms on PIL images are.
+INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "area", "lanczos3", "lanczos5", "linear",
+                  "cubic")
+_PIL_FILTER = {"bilinear": "BILINEAR", "linear": "BILINEAR", "nearest": "NEAREST",
+               "bicubic": "BICUBIC", "cubic": "BICUBIC", "area": "BOX", "lanczos3": "LANCZOS",
+               "lanczos5": "LANCZOS"}
+# How far each filter reaches beyond a pixel, in input pixels per output pixel (at least 1):
+# the margin a window is decoded with so its edges resample as inside a whole image.
+SUPPORT = {"BILINEAR": 1.0, "NEAREST": 0.5, "BICUBIC": 2.0, "BOX": 0.5, "LANCZOS": 3.0}
+
+
+class Deferred(ABC):
+    """An image its source has not decoded: its full size is known, its pixels are not.
+
+    ``shape`` is (height, width, channels) of the whole decoded image; ``decode()`` gives
+    those pixels; ``resized_window(window, size, interpolation)`` gives ``window`` resampled
+    to ``size`` as ``resize_box`` would from the whole image, decoding as little as it can.
+    """
+
+    __slots__ = ()
+    dtype = np.dtype(np.uint8)
+
+    @property
+    @abstractmethod
+    def shape(self) -> tuple[int, int, int]: ...
+
+    @abstractmethod
+    def decode(self) -> np.ndarray: ...
+
+    @abstractmethod
+    def resized_window(self, window: Window, size: tuple[int, int],
+                       interpolation: str) -> np.ndarray: ...
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self.decode(), dtype)
+
+
+def takes_deferred(augment: Any) -> bool:
+    """Whether ``augment`` takes a ``Deferred`` as its image (it says so: ``takes_deferred``)."""
+    return bool(getattr(augment, "takes_deferred", False))
+
+
+def decoded(image: Any) -> Any:
+    """``image``'s pixels: a ``Deferred`` decoded in full, anything else as it is."""
+    return image.decode() if isinstance(image, Deferred) else image
+
+
+def pil_filter(interpolation: str) -> str:
+    """PIL's name of the filter for ``interpolation`` (one of ``INTERPOLATIONS``)."""
+    return _PIL_FILTER[interpolation]
+
+
+def margin(window: Window, size: tuple[int, int], interpolation: str) -> int:
+    """Pixels around ``window`` the resample reads (filter support times the shrink)."""
+    shrink = max(window[2] / size[0], window[3] / size[1], 1.0)
+    return math.ceil(SUPPORT[pil_filter(interpolation)] * shrink) + 1
+
+
+def resize_box(pixels: np.ndarray, box: Window, size: tuple[int, int],
+               interpolation: str) -> np.ndarray:
+    """``box`` (top, left, height, width; fractional) of ``pixels`` resampled to ``size`` with
+    PIL's filters: what torchvision's ``resized_crop`` gives on a PIL image, and for any
+    dtype (float channels one by one)."""
+    from PIL import Image
+
+    top, left, h, w = box
+    resample = getattr(Image.Resampling, pil_filter(interpolation))
+    region = (left, top, left + w, top + h)
+    squeeze = pixels.ndim == 2
+    work = pixels[:, :, None] if squeeze else pixels
+    if work.dtype == np.uint8 and work.shape[2] in (1, 3, 4):
+        im = Image.fromarray(work[:, :, 0] if work.shape[2] == 1 else work)
+        out = np.asarray(im.resize((size[1], size[0]), resample, box=region))
+        out = out if out.ndim == 3 else out[:, :, None]
+    else:
+        planes = [np.asarray(Image.fromarray(np.ascontiguousarray(work[:, :, c], np.float32))
+                             .resize((size[1], size[0]), resample, box=region))
+                  for c in range(work.shape[2])]
+        out = np.stack(planes, axis=2)
+        if work.dtype.kind in "iu":
+            info = np.iinfo(work.dtype)
+            out = np.clip(np.rint(out), info.min, info.max)
+        out = out.astype(work.dtype, copy=False)
+    return out[:, :, 0] if squeeze else out

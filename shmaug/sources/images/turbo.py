@@ -1,0 +1,174 @@
+"""libjpeg-turbo's TurboJPEG 3 API through ctypes: decode one window of a JPEG, at a scale.
+
+Why: a random resized crop needs a window of the photo, often at less than full resolution.
+TurboJPEG 3 decodes only that window (``tj3SetCroppingRegion``: rows above it are skipped,
+columns beside it are never transformed, rows below it never read) and scales by 1/2, 1/4 or
+1/8 in the DCT (``tj3SetScalingFactor``), which is how DALI's CPU decoder and FFCV crop. No
+wheel of OpenCV or Pillow exposes this, so the library is loaded here, from (in order):
+
+- the path in ``SHMAUG_TURBOJPEG`` (``0`` or ``off``: never use it);
+- the copy bundled in the ``turbojpeg`` wheel (``pip install shmaug[jpeg]``: Linux, Windows);
+- the system's ``libturbojpeg`` (``apt install libturbojpeg0``, ``brew install jpeg-turbo``),
+  when it is version 3 or later.
+
+Without one, ``available()`` is False and ``decode.decode_window`` decodes with OpenCV (whole,
+at a reduced size where it can), with the same window and nearly the same pixels. A handle is
+made once per process (fork or spawn) and never shared.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import logging
+import os
+from ctypes import POINTER, Structure, c_char_p, c_int, c_size_t, c_ubyte, c_void_p
+from ctypes.util import find_library
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+_INIT_DECOMPRESS = 1
+_PARAM_SUBSAMP, _PARAM_WIDTH, _PARAM_HEIGHT, _PARAM_PRECISION, _PARAM_COLORSPACE = 4, 5, 6, 7, 8
+_PARAM_LOSSLESS = 15
+_ERR_FATAL = 1
+_MCU_WIDTH = (8, 16, 16, 8, 8, 32, 8)  # by TJSAMP_*: 444, 422, 420, GRAY, 440, 411, 441
+_COLORSPACE_CMYK, _COLORSPACE_YCCK = 3, 4
+PIXEL_FORMATS = {1: 6, 3: 0, 4: 7}  # channels -> TJPF_GRAY, TJPF_RGB, TJPF_RGBA
+
+
+class _Scaling(Structure):
+    _fields_ = [("num", c_int), ("denom", c_int)]
+
+
+class _Region(Structure):
+    _fields_ = [("x", c_int), ("y", c_int), ("w", c_int), ("h", c_int)]
+
+
+class TurboError(Exception):
+    """libjpeg-turbo could not decode the bytes (the caller falls back to a full decode)."""
+
+
+class _Library:
+    """The loaded functions and this process's decompressor handle."""
+
+    def __init__(self, path: str) -> None:
+        lib = ctypes.CDLL(path)
+        self.path = path
+        self.init = lib.tj3Init
+        self.init.argtypes, self.init.restype = [c_int], c_void_p
+        self.header = lib.tj3DecompressHeader
+        self.header.argtypes, self.header.restype = [c_void_p, POINTER(c_ubyte), c_size_t], c_int
+        self.get = lib.tj3Get
+        self.get.argtypes, self.get.restype = [c_void_p, c_int], c_int
+        self.scale = lib.tj3SetScalingFactor
+        self.scale.argtypes, self.scale.restype = [c_void_p, _Scaling], c_int
+        self.crop = lib.tj3SetCroppingRegion
+        self.crop.argtypes, self.crop.restype = [c_void_p, _Region], c_int
+        self.decompress = lib.tj3Decompress8
+        self.decompress.argtypes = [c_void_p, POINTER(c_ubyte), c_size_t, c_void_p, c_int, c_int]
+        self.decompress.restype = c_int
+        self.error = lib.tj3GetErrorStr
+        self.error.argtypes, self.error.restype = [c_void_p], c_char_p
+        self.error_code = lib.tj3GetErrorCode
+        self.error_code.argtypes, self.error_code.restype = [c_void_p], c_int
+        self._handle: tuple[int, Any] | None = None  # (pid, handle): one per process
+
+    def handle(self) -> Any:
+        pid = os.getpid()
+        if self._handle is None or self._handle[0] != pid:
+            made = self.init(_INIT_DECOMPRESS)
+            if not made:
+                raise TurboError("tj3Init failed")
+            self._handle = (pid, made)
+        return self._handle[1]
+
+
+_LIBRARY: _Library | None | bool = False  # False: not looked for yet; None: none usable
+
+
+def _candidates() -> list[str]:
+    chosen = os.environ.get("SHMAUG_TURBOJPEG", "").strip()
+    if chosen:
+        return [] if chosen.lower() in ("0", "off", "false", "no") else [chosen]
+    found: list[str] = []
+    spec = importlib.util.find_spec("turbojpeg")
+    if spec is not None and spec.origin:
+        site = os.path.dirname(spec.origin)
+        for pattern in ("turbojpeg.libs/libturbojpeg*.so*", "turbojpeg.dylibs/libturbojpeg*.dylib",
+                        "turbojpeg*.dll"):
+            found += sorted(glob.glob(os.path.join(site, pattern)))
+    system = find_library("turbojpeg")
+    if system:
+        found.append(system)
+    return found
+
+
+def library() -> _Library | None:
+    """The TurboJPEG 3 library, loaded once per process, or None where there is none."""
+    global _LIBRARY
+    if _LIBRARY is False:
+        _LIBRARY = None
+        for path in _candidates():
+            try:
+                _LIBRARY = _Library(path)
+                break
+            except (OSError, AttributeError) as exc:  # missing, or TurboJPEG 2 (no tj3*)
+                log.debug("libturbojpeg at %s not used: %s", path, exc)
+    return _LIBRARY or None
+
+
+def available() -> bool:
+    """Whether windows of JPEGs are decoded by libjpeg-turbo here (see the module)."""
+    return library() is not None
+
+
+def _check(lib: _Library, handle: Any, status: int, what: str) -> None:
+    if status != 0 and lib.error_code(handle) == _ERR_FATAL:
+        raise TurboError(f"{what}: {lib.error(handle).decode(errors='replace')}")
+
+
+def decode_window(data: np.ndarray, window: tuple[int, int, int, int], denominator: int,
+                  channels: int) -> tuple[np.ndarray, tuple[int, int]]:
+    """The smallest MCU-aligned region holding ``window`` (top, left, height, width, in the
+    file's pixels), decoded at 1/``denominator`` scale into ``channels`` (1, 3 or 4, RGB
+    order). Returns the pixels and the region's (top, left) in the scaled image's pixels.
+
+    Raises ``TurboError`` where libjpeg-turbo refuses the file (lossless, CMYK, 12-bit, corrupt):
+    the caller then decodes in full.
+    """
+    lib = library()
+    if lib is None:
+        raise TurboError("libturbojpeg 3 is not available")
+    handle = lib.handle()
+    buf = data.ctypes.data_as(POINTER(c_ubyte))
+    _check(lib, handle, lib.header(handle, buf, data.size), "header")
+    if (lib.get(handle, _PARAM_LOSSLESS) or lib.get(handle, _PARAM_PRECISION) != 8
+            or lib.get(handle, _PARAM_COLORSPACE) in (_COLORSPACE_CMYK, _COLORSPACE_YCCK)):
+        raise TurboError("not an 8-bit lossy JPEG in YCbCr, RGB or grey")
+    subsamp = lib.get(handle, _PARAM_SUBSAMP)
+    width, height = lib.get(handle, _PARAM_WIDTH), lib.get(handle, _PARAM_HEIGHT)
+    _check(lib, handle, lib.scale(handle, _Scaling(1, denominator)), "scaling")
+    sw, sh = -(-width // denominator), -(-height // denominator)  # libjpeg rounds up
+    top, left, h, w = window
+    # The window in scaled pixels, widened to whole pixels; the region's left edge on an MCU
+    # (scaled) boundary, as tj3SetCroppingRegion requires; rows need no alignment.
+    y0, x0 = top // denominator, left // denominator
+    y1 = min(sh, -(-(top + h) // denominator))
+    x1 = min(sw, -(-(left + w) // denominator))
+    if subsamp < 0:  # an unusual subsampling: libjpeg-turbo crops it only whole
+        x0, x1, y0, y1 = 0, sw, 0, sh
+    else:
+        mcu = max(1, _MCU_WIDTH[subsamp] // denominator)
+        x0 -= x0 % mcu
+    region = _Region(x0, y0, x1 - x0, y1 - y0) if (x0, y0, x1, y1) != (0, 0, sw, sh) \
+        else _Region(0, 0, 0, 0)
+    _check(lib, handle, lib.crop(handle, region), "cropping region")
+    out = np.empty((y1 - y0, x1 - x0, channels), np.uint8)
+    status = lib.decompress(handle, buf, data.size, out.ctypes.data, out.strides[0],
+                            PIXEL_FORMATS[channels])
+    _check(lib, handle, status, "decompress")
+    return out, (y0, x0)
