@@ -9,7 +9,8 @@ resized crop drawn on the file's own resolution (scale 0.08-1, ratio 3/4-4/3), r
 computes in bfloat16 (``mixed_bfloat16``), as on any recent GPU.
 shmaug: ``ImageFiles(image_size=None)`` + ``Compose([random_resized_crop, Maybe(hflip)])`` in a
 ``Sequence``; timm: ``create_transform(224, is_training=True, color_jitter=None,
-use_prefetcher=True)`` (its uint8 path) over ``ImageFolder``, ``persistent_workers=True``.
+use_prefetcher=True)`` (its uint8 path) over ``ImageFolder``, ``persistent_workers=True``. Each
+again with RandAugment 2x9 after the flip (timm: ``auto_augment="rand-m9-n2-mstd0.5"``).
 
 Per feeder: images/s of the feeder alone (no model, one warm-up epoch, then one), then
 ``fit`` for 1 + repeats epochs (the first a warm-up); the GPU's own pace from the same batches
@@ -22,6 +23,7 @@ not fit what travels to a lent machine, which cannot reach a registry.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -78,12 +80,15 @@ def build_model(quick: bool) -> Any:
 
 
 @contextlib.contextmanager
-def shmaug_feeder(root: Path, bs: int, workers: int) -> Iterator[Any]:
+def shmaug_feeder(root: Path, bs: int, workers: int, rand_augment: bool = False
+                  ) -> Iterator[Any]:
     import shmaug
     from shmaug.ops import Compose, Maybe, Op
 
     files = shmaug.ImageFiles.from_directory(root, image_size=None)
-    augment = Compose([Op("random_resized_crop", height=SIZE, width=SIZE), Maybe(Op("hflip"))])
+    ra = [Op("rand_augment", num_ops=2, magnitude=9)] if rand_augment else []
+    augment = Compose([Op("random_resized_crop", height=SIZE, width=SIZE), Maybe(Op("hflip")),
+                       *ra])
     with shmaug.Sequence(files, files.labels, batch_size=bs, augment=augment, workers=workers,
                          shuffle=True, seed=0) as seq:
         yield seq
@@ -99,12 +104,14 @@ class _HWC:
 
 
 @contextlib.contextmanager
-def timm_feeder(root: Path, bs: int, workers: int) -> Iterator[Any]:
+def timm_feeder(root: Path, bs: int, workers: int, rand_augment: bool = False
+                ) -> Iterator[Any]:
     import torch
     import torchvision
     from timm.data import create_transform
 
-    transform = create_transform(SIZE, is_training=True, color_jitter=None, use_prefetcher=True)
+    transform = create_transform(SIZE, is_training=True, color_jitter=None, use_prefetcher=True,
+                                 auto_augment="rand-m9-n2-mstd0.5" if rand_augment else None)
     transform.transforms.append(_HWC())
     data = torchvision.datasets.ImageFolder(str(root), transform=transform)
     loader = torch.utils.data.DataLoader(data, batch_size=bs, shuffle=True, num_workers=workers,
@@ -113,8 +120,10 @@ def timm_feeder(root: Path, bs: int, workers: int) -> Iterator[Any]:
     del loader
 
 
-FEEDERS: dict[str, Callable[[Path, int, int], Any]] = {"shmaug": shmaug_feeder,
-                                                       "timm": timm_feeder}
+FEEDERS: dict[str, Callable[[Path, int, int], Any]] = {
+    "shmaug": shmaug_feeder, "timm": timm_feeder,
+    "shmaug + RandAugment 2x9": functools.partial(shmaug_feeder, rand_augment=True),
+    "timm + RandAugment 2x9": functools.partial(timm_feeder, rand_augment=True)}
 
 
 def _epoch(data: Any) -> Iterator[Any]:

@@ -106,6 +106,20 @@ def test_bench_engine_quick(tmp_path):
     assert "main-process CPU per image" in out and "feed rate it implies" in out
 
 
+def test_bench_files_imagenet_quick(tmp_path):
+    """Every contender runs or says why not: a library this venv lacks (torch, timm, DALI,
+    TensorFlow) is "not installed", never a failed run; shmaug and the decode ceiling run."""
+    out = run("-m", "bench.files.imagenet", "--quick", "--out", str(tmp_path))
+    result = json.loads((tmp_path / "imagenet.json").read_text())
+    status = {r["contender"]: r["status"] for r in result["rows"]}
+    assert status["shmaug"] == status["shmaug_no_ra"] == status["decode_ceiling"] == "ok", status
+    assert set(status.values()) <= {"ok", "not installed", "n/a"}, status
+    if importlib.util.find_spec("tensorflow") is not None:
+        assert status["tfdata"] == "ok", status
+    assert out.startswith("**QUICK run**") and "not judged" in out and "MISSED" not in out
+    assert "shmaug_no_ra ÷ decode_ceiling" in out and (tmp_path / "imagenet.md").is_file()
+
+
 def test_bench_wait_trace_quick(tmp_path):
     out = run("-m", "bench.wait_trace", "--quick", "--out", str(tmp_path / "new" / "trace.json"))
     assert "ready batch, median ms" in out and (tmp_path / "new" / "trace.json").is_file()
@@ -257,6 +271,7 @@ def test_bench_gpu_quick(tmp_path):
     ["-m", "bench.ops", "--targets", "--quick", "--out", "{out}/targets.json"],
     ["-m", "bench.engine", "--quick", "--out", "{out}"],
     ["-m", "bench.files", "--quick", "--out", "{out}"],
+    ["-m", "bench.files.imagenet", "--quick", "--out", "{out}"],
     ["-m", "bench.recycle", "--quick", "--out", "{out}"],
     ["-m", "bench.wait_trace", "--quick", "--out", "{out}/trace.json"],
     ["-m", "bench.remote", "--quick", "--out", "{out}"],
@@ -278,7 +293,8 @@ def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_p
 
 
 @pytest.mark.parametrize("module", ["bench", "bench.engine", "bench.ops", "bench.files",
-                                    "bench.files.memory", "bench.records", "bench.records.index",
+                                    "bench.files.imagenet", "bench.files.memory",
+                                    "bench.records", "bench.records.index",
                                     "bench.records.locality", "bench.records.locality_cache",
                                     "bench.remote", "bench.remote.cache_space",
                                     "bench.gpu", "bench.recycle",
