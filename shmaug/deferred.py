@@ -38,8 +38,9 @@ class Deferred(ABC):
     """An image its source has not decoded: its full size is known, its pixels are not.
 
     ``shape`` is (height, width, channels) of the whole decoded image; ``decode()`` gives
-    those pixels; ``resized_window(window, size, interpolation)`` gives ``window`` resampled
-    to ``size`` as ``resize_box`` would from the whole image, decoding as little as it can.
+    those pixels; ``resized_window(window, size, interpolation, within)`` gives ``window``
+    resampled to ``size`` as ``resize_box`` would from the whole image, decoding as little
+    as it can.
     """
 
     __slots__ = ()
@@ -53,8 +54,8 @@ class Deferred(ABC):
     def decode(self) -> np.ndarray: ...
 
     @abstractmethod
-    def resized_window(self, window: Window, size: tuple[int, int],
-                       interpolation: str) -> np.ndarray: ...
+    def resized_window(self, window: Window, size: tuple[int, int], interpolation: str,
+                       within: bool = True) -> np.ndarray: ...
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return np.asarray(self.decode(), dtype)
@@ -81,13 +82,20 @@ def margin(window: Window, size: tuple[int, int], interpolation: str) -> int:
     return math.ceil(SUPPORT[pil_filter(interpolation)] * shrink) + 1
 
 
-def resize_box(pixels: np.ndarray, box: Window, size: tuple[int, int],
-               interpolation: str) -> np.ndarray:
+def resize_box(pixels: np.ndarray, box: Window, size: tuple[int, int], interpolation: str,
+               within: bool = True) -> np.ndarray:
     """``box`` (top, left, height, width; fractional) of ``pixels`` resampled to ``size`` with
-    PIL's filters: what torchvision's ``resized_crop`` gives on a PIL image, and for any
-    dtype (float channels one by one)."""
+    PIL's filters, for any dtype (float channels one by one). ``within``: the filter reads
+    only the pixels the box covers, as torchvision's ``resized_crop`` (crop, then resize) on
+    a PIL image; False: also those around it, as a resize of the whole image, then a crop."""
     from PIL import Image
 
+    if within:  # cut the box's pixels first, so the filter stops at its edges
+        y0, x0 = int(math.floor(box[0])), int(math.floor(box[1]))
+        y1 = int(math.ceil(box[0] + box[2] - 1e-9))
+        x1 = int(math.ceil(box[1] + box[3] - 1e-9))
+        pixels = pixels[y0:y1, x0:x1]
+        box = (box[0] - y0, box[1] - x0, box[2], box[3])
     top, left, h, w = box
     resample = getattr(Image.Resampling, pil_filter(interpolation))
     region = (left, top, left + w, top + h)

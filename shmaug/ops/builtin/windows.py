@@ -7,8 +7,9 @@ in a ``Compose`` over a source with ``image_size=None``, each draws its window o
 JPEG's header gives and asks for that window alone (``Deferred.resized_window``: libjpeg-turbo
 decodes the window, at 1/2 to 1/8 scale in the DCT where the window is that much larger than
 the output). Given pixels, each cuts the same window and resamples it the same way
-(``deferred.resize_box``, PIL's antialiased filters, as torchvision on a PIL image), so the
-draw and the result do not depend on where the op runs.
+(``deferred.resize_box``, PIL's antialiased filters, as torchvision on a PIL image: the
+random crop is cut, then resized; the centre crop resized, then cut), so the draw and the
+result do not depend on where the op runs.
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ def window_of(height: int, width: int, rng: np.random.Generator, scale: Range,
             return int(rng.integers(0, height - h + 1)), int(rng.integers(0, width - w + 1)), h, w
     in_ratio = width / height
     if in_ratio < lo:
-        w, h = width, int(round(width / lo))
+        w, h = width, max(1, int(round(width / lo)))  # (torchvision's may round to 0)
     elif in_ratio > hi:
-        h, w = height, int(round(height * hi))
+        h, w = height, max(1, int(round(height * hi)))
     else:
         w, h = width, height
     return (height - h) // 2, (width - w) // 2, h, w
@@ -70,13 +71,14 @@ def centre_window(height: int, width: int, size: tuple[int, int],
     return top * sy, left * sx, size[0] * sy, size[1] * sx
 
 
-def _resampled(image: Any, window: Window, size: tuple[int, int],
-               interpolation: str) -> np.ndarray:
-    """``window`` of ``image`` (pixels or a ``Deferred``) at ``size``, the move noted."""
+def _resampled(image: Any, window: Window, size: tuple[int, int], interpolation: str,
+               within: bool) -> np.ndarray:
+    """``window`` of ``image`` (pixels or a ``Deferred``) at ``size``, the move noted
+    (``within`` as ``resize_box``'s)."""
     if isinstance(image, Deferred):
-        return image.resized_window(window, size, interpolation)
+        return image.resized_window(window, size, interpolation, within)
     top, left, h, w = window
-    return moved(resize_box(image, window, size, interpolation),
+    return moved(resize_box(image, window, size, interpolation, within),
                  lambda: MatrixMove(scaled(left, top, size[1] / w, size[0] / h),
                                     (size[1], size[0])))
 
@@ -106,7 +108,7 @@ def random_resized_crop(
     h, w = image.shape[:2]
     window = window_of(h, w, rng, scale, ratio)
     return _resampled(image, tuple(float(v) for v in window),  # type: ignore[arg-type]
-                      (int(height), int(width)), interpolation)
+                      (int(height), int(width)), interpolation, within=True)
 
 
 @register("center_resized_crop", targets=WARPED, checks={
@@ -129,7 +131,7 @@ def center_resized_crop(
     size = (int(height), int(width))
     h, w = image.shape[:2]
     return _resampled(image, centre_window(h, w, size, float(crop_fraction)), size,
-                      interpolation)
+                      interpolation, within=False)
 
 
 random_resized_crop.takes_deferred = True  # type: ignore[attr-defined]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .decode import decode_bytes, jpeg_header, resize, resized_window
+from .decode import COLOR_MODES, decode_bytes, jpeg_header, resize, resized_window
 from ...deferred import Deferred, Window
 from ...errors import ImageReadError
 from ...memory.store import ArrayHandle, SharedStore, attach_block
@@ -52,8 +52,8 @@ class Decoder:
         header = jpeg_header(data) if self.image_size is None else None
         if header is None or not header[0] or not header[1] or header[2] not in (1, 3):
             return self(data, what)
-        channels = self.channels or header[2]
-        self._check_channels(channels if self.color_mode is None else self.channels, what)
+        channels = COLOR_MODES[self.color_mode] if self.color_mode else header[2]
+        self._check_channels(channels, what)
         return EncodedImage(data, what, self, header, (header[0], header[1], channels))
 
     def _check_channels(self, channels: int, what: str) -> None:
@@ -83,10 +83,10 @@ class EncodedImage(Deferred):
     def decode(self) -> np.ndarray:
         return self.decoder(self.data, self.what)
 
-    def resized_window(self, window: Window, size: tuple[int, int],
-                       interpolation: str) -> np.ndarray:
+    def resized_window(self, window: Window, size: tuple[int, int], interpolation: str,
+                       within: bool = True) -> np.ndarray:
         return resized_window(self.data, self.what, self.decoder.color_mode, self.header,
-                              window, size, interpolation)
+                              window, size, interpolation, within)
 
     def __repr__(self) -> str:
         return f"<EncodedImage {self.what}, shape {self._shape}, not decoded>"
