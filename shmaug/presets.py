@@ -29,40 +29,48 @@ _KERAS_NAMES = {"bilinear": "linear", "bicubic": "cubic"}  # keras.layers.Resizi
 def imagenet_train(
     size: int | tuple[int, int] | None = 224, *, scale: tuple[float, float] = (0.08, 1.0),
     ratio: tuple[float, float] = (3 / 4, 4 / 3), horizontal_flip: bool = True,
-    brightness: float = 0.4, contrast: float = 0.4, interpolation: str = "linear",
+    brightness: float = 0.4, contrast: float = 0.4, saturation: float = 0.4, hue: float = 0.0,
+    interpolation: str = "linear",
 ) -> Compose:
     """The ImageNet training recipe (Inception / ResNet, torchvision's ``RandomResizedCrop``
-    + ``RandomHorizontalFlip`` + ``ColorJitter``): strong enough to train from scratch.
+    + ``RandomHorizontalFlip`` + ``ColorJitter``, timm's defaults): strong enough to train
+    from scratch.
 
     In order:
 
-    1. ``resized_crop(scale, ratio)``: a random window covering ``scale`` of the area (8% to
-       all of it), aspect ``ratio`` (3:4 to 4:3, relative to the input's), resized back:
-       the model sees objects at many scales and positions, the heart of this recipe.
-    2. ``resize(size, interpolation)``: to ``size`` (skipped when ``size`` is None).
-    3. ``Maybe(hflip, p=0.5)`` when ``horizontal_flip``: photos are mirror-symmetric; text
+    1. ``random_resized_crop(size, scale, ratio)``: a random window covering ``scale`` of the
+       area (8% to all of it), of aspect ``ratio`` (3:4 to 4:3), drawn as torchvision draws
+       it and resized to ``size``: the model sees objects at many scales and positions, the
+       heart of this recipe. Over a source with ``image_size=None`` the window is drawn on
+       the photo's own resolution and only the window is decoded
+       ([the ImageNet recipe](../recipe-imagenet.md)).
+    2. ``Maybe(hflip, p=0.5)`` when ``horizontal_flip``: photos are mirror-symmetric; text
        and digits are not (pass False).
-    4. ``brightness_contrast``: factors drawn in ``1 +- brightness`` and ``1 +- contrast``
+    3. ``brightness_contrast``: factors drawn in ``1 +- brightness`` and ``1 +- contrast``
        (``PIL.ImageEnhance``'s, as ColorJitter's), for lighting the model must not rely on.
+    4. ``saturation``: factors spanning ``1 +- saturation``; ``hue``: a rotation of up to
+       ``hue`` turns either way (ColorJitter's meaning; timm leaves it at 0). Each is left
+       out at 0; both need colour images (pass 0 for greyscale).
 
-    The jitter is brightness and contrast only; where colour should vary too, add
-    ``saturation`` and ``hue`` (or ``color_jitter``, Keras' four in one) from ``shmaug.ops``.
-    Decode near ``size`` (a source's ``image_size=(256, 256)``, or ``(224, 224)`` to make step
-    2 a copy): "linear" (Keras' "bilinear", not antialiased, as Keras' ``Resizing``) shrinks
-    cleanly up to about 2x, and the crop is cheaper on fewer pixels.
+    With ``size=None`` the crop keeps the input's size (``resized_crop``, its aspect relative
+    to the input's), as before the decode-time crop.
 
     Args:
         size: output (height, width) in pixels, an int for a square, or None for the input's.
         scale: (low, high) area fraction of the crop, within (0, 1].
-        ratio: (low, high) aspect of the crop relative to the input's, positive.
+        ratio: (low, high) aspect (width / height) of the crop, positive.
         horizontal_flip: mirror half the samples left-right.
         brightness: jitter strength in [0, 1]; 0 leaves brightness as it is.
         contrast: jitter strength in [0, 1]; 0 leaves contrast as it is.
-        interpolation: the crop's and the resize's resampling: "nearest", "linear" or
-            "cubic" (Keras' "bilinear" and "bicubic" are taken too).
+        saturation: jitter strength in [0, 1]; 0 leaves saturation as it is.
+        hue: the largest hue rotation in turns, in [0, 0.5] (ColorJitter's); 0: none.
+        interpolation: the crop's resampling: "nearest", "linear" or "cubic" (Keras'
+            "bilinear" and "bicubic" are taken too); antialiased when it shrinks, as
+            torchvision's on PIL images.
 
     Returns:
-        A ``Compose``; on an (H, W[, C]) image it gives (``size``[, C]) of the same dtype.
+        A ``Compose``; on an (H, W[, C]) image, or a photo not yet decoded, it gives
+        (``size``[, C]) of the same dtype.
 
     Raises:
         ArgumentTypeError, ArgumentError: an argument of the wrong type or out of range
@@ -75,7 +83,7 @@ def imagenet_train(
         (224, 224, 3)
     """
     return _photo("imagenet_train", size, scale, ratio, horizontal_flip, brightness, contrast,
-                  interpolation)
+                  interpolation, saturation=saturation, hue=hue)
 
 
 def light(
@@ -120,9 +128,10 @@ def light(
 
 def _photo(
     who: str, size: Any, scale: Any, ratio: Any, horizontal_flip: Any, brightness: Any,
-    contrast: Any, interpolation: Any,
+    contrast: Any, interpolation: Any, *, saturation: Any = None, hue: Any = None,
 ) -> Compose:
-    """The photo recipe both presets share, every argument checked before any op is bound."""
+    """The photo recipe both presets share, every argument checked before any op is bound.
+    With ``saturation`` given (``imagenet_train``), the crop is torchvision's, to ``size``."""
     hw = _size(size, who)
     area = _range(scale, "scale", who, 1.0, "(0.08, 1.0)")
     aspect = _range(ratio, "ratio", who, math.inf, "(0.75, 1.333)")
@@ -141,14 +150,26 @@ def _photo(
     # resize's own default is "area": right for shrinking, but 6 to 14 times slower than
     # "linear" on a 256 or 500-pixel photo (0.8 to 1.8 ms), as much as decoding it.
     crop = {} if interpolation == "linear" else {"interpolation": interpolation}
-    ops: list[Any] = [Op("resized_crop", scale=area, ratio=aspect, **crop)]
-    if hw is not None:
-        ops.append(Op("resize", height=hw[0], width=hw[1], interpolation=interpolation))
+    ops: list[Any] = []
+    if saturation is not None and hw is not None:  # torchvision's crop, at decode time
+        named = {"linear": "bilinear", "cubic": "bicubic"}.get(interpolation, interpolation)
+        ops.append(Op("random_resized_crop", height=hw[0], width=hw[1], scale=area,
+                      ratio=aspect, **({} if named == "bilinear" else
+                                       {"interpolation": named})))
+    else:
+        ops.append(Op("resized_crop", scale=area, ratio=aspect, **crop))
+        if hw is not None:
+            ops.append(Op("resize", height=hw[0], width=hw[1], interpolation=interpolation))
     if flip:
         ops.append(Maybe(Op("hflip"), p=0.5))
     if b or c:
         ops.append(Op("brightness_contrast", brightness=(1.0 - b, 1.0 + b) if b else 1.0,
                       contrast=(1.0 - c, 1.0 + c) if c else 1.0))
+    if saturation is not None and (s := _strength(saturation, "saturation", who)):
+        # Keras' factor f scales saturation by f / (1 - f): 1 -+ s at f = (1 -+ s) / (2 -+ s)
+        ops.append(Op("saturation", factor=((1 - s) / (2 - s), (1 + s) / (2 + s))))
+    if hue is not None and (h := _strength(hue, "hue", who, 0.5)):
+        ops.append(Op("hue", factor=2 * h))  # Keras': half-turns
     return Compose(ops)
 
 
@@ -250,18 +271,14 @@ def _range(value: Any, name: str, who: str, high: float, example: str) -> tuple[
     return lo, hi
 
 
-def _strength(value: Any, name: str, who: str) -> float:
-    """A number in [0, 1], as a float."""
+def _strength(value: Any, name: str, who: str, high: float = 1.0) -> float:
+    """A number in [0, ``high``], as a float."""
+    said = (f"`{name}` of `{who}` expects a number in [0, {high:g}]; received {value!r} "
+            f"({type(value).__name__}). Fix: pass e.g. {name}=0.1 (0 for none).")
     if not _is_number(value):
-        raise ArgumentTypeError(
-            f"`{name}` of `{who}` expects a number in [0, 1]; received {value!r} "
-            f"({type(value).__name__}). Fix: pass e.g. {name}=0.2 (0 for none)."
-        )
-    if not 0.0 <= float(value) <= 1.0:
-        raise ArgumentError(
-            f"`{name}` of `{who}` expects a number in [0, 1]; received {value!r} "
-            f"({type(value).__name__}). Fix: pass e.g. {name}=0.2 (0 for none)."
-        )
+        raise ArgumentTypeError(said)
+    if not 0.0 <= float(value) <= high:
+        raise ArgumentError(said)
     return float(value)
 
 

@@ -82,12 +82,20 @@ def _names(aug: Compose) -> list[str]:
 
 def test_imagenet_train_is_the_documented_recipe() -> None:
     aug = P.imagenet_train()
-    assert _names(aug) == ["resized_crop", "resize", "Maybe(hflip)", "brightness_contrast"]
-    crop, resize, flip, jitter = aug.ops
-    assert dict(crop.params) == {"scale": (0.08, 1.0), "ratio": (0.75, 4 / 3)}
-    assert dict(resize.params) == {"height": 224, "width": 224, "interpolation": "linear"}
+    assert _names(aug) == ["random_resized_crop", "Maybe(hflip)", "brightness_contrast",
+                           "saturation"]
+    crop, flip, jitter, saturation = aug.ops
+    assert dict(crop.params) == {"height": 224, "width": 224, "scale": (0.08, 1.0),
+                                 "ratio": (0.75, 4 / 3)}
+    assert aug.takes_deferred  # a source with image_size=None hands it JPEGs undecoded
     assert isinstance(flip, Maybe) and flip.p == 0.5
     assert dict(jitter.params) == {"brightness": (0.6, 1.4), "contrast": (0.6, 1.4)}
+    lo, hi = dict(saturation.params)["factor"]  # Keras' f: saturation times f / (1 - f)
+    assert (lo / (1 - lo), hi / (1 - hi)) == pytest.approx((0.6, 1.4))
+    hue = P.imagenet_train(hue=0.1).ops[-1]
+    assert hue.name == "hue" and dict(hue.params) == {"factor": 0.2}  # half-turns, Keras'
+    assert _names(P.imagenet_train(None, saturation=0)) == [
+        "resized_crop", "Maybe(hflip)", "brightness_contrast"]
 
 
 def test_light_is_milder_and_keeps_the_size_unless_asked() -> None:
@@ -99,12 +107,15 @@ def test_light_is_milder_and_keeps_the_size_unless_asked() -> None:
 
 
 def test_switches_leave_their_op_out_and_keras_names_are_taken() -> None:
-    plain = P.imagenet_train(None, horizontal_flip=False, brightness=0, contrast=0)
+    plain = P.imagenet_train(None, horizontal_flip=False, brightness=0, contrast=0,
+                             saturation=0)
     assert _names(plain) == ["resized_crop"]
     only = P.light(brightness=0.2, contrast=0)
     assert dict(only.ops[-1].params) == {"brightness": (0.8, 1.2), "contrast": 1.0}
     assert P.imagenet_train(interpolation="bilinear") == P.imagenet_train()
     assert dict(P.light(interpolation="bicubic").ops[0].params)["interpolation"] == "cubic"
+    assert dict(P.imagenet_train(interpolation="cubic").ops[0].params)["interpolation"] == \
+        "bicubic"
 
 
 def test_a_sized_preset_sizes_a_loader_batch_and_is_the_same_for_a_seed() -> None:
@@ -161,6 +172,8 @@ BAD: list[tuple[Callable[..., Compose], dict[str, Any], type[Exception], str]] =
     (P.imagenet_train, {"contrast": (0.6, 1.4)}, shmaug.ArgumentTypeError, r"`contrast`.*\(tuple\)"),
     (P.imagenet_train, {"contrast": float("nan")}, shmaug.ArgumentTypeError, r"`contrast`.*nan"),
     (P.imagenet_train, {"interpolation": "area"}, shmaug.ArgumentError, r"`interpolation`.*'area' \(str\)"),
+    (P.imagenet_train, {"saturation": 1.5}, shmaug.ArgumentError, r"`saturation`.*\[0, 1\]; received 1\.5"),
+    (P.imagenet_train, {"hue": 0.6}, shmaug.ArgumentError, r"`hue`.*\[0, 0\.5\]; received 0\.6"),
     (P.light, {"interpolation": ["linear"]}, shmaug.ArgumentError, r"`interpolation`.*\(list\)"),
     (P.glyph_distort, {"fill": 2}, shmaug.ArgumentError, r"`fill` of `glyph_distort`.*\[0, 1\]; received 2"),
     (P.glyph_distort, {"fill": "white"}, shmaug.ArgumentTypeError, r"`fill`.*'white' \(str\)"),

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shmaug.deferred import Deferred, resize_box
+from shmaug.deferred import Deferred, Resample, resize_box
 from shmaug.ops import Compose, Maybe, Op
 from shmaug.ops.builtin.windows import centre_window, window_of
 from shmaug.sources.images import decode, turbo
@@ -151,16 +151,44 @@ def test_pixels_match_torchvisions_resized_crop(interpolation) -> None:
     for window in [(10, 20, 300, 400), (100, 200, 57, 61), (0, 0, 420, 560)]:
         top, left, h, w = window
         theirs = np.asarray(F.resized_crop(source, top, left, h, w, [224, 224], modes[interpolation]))
-        ours = deferred(data).resized_window(tuple(map(float, window)), (224, 224), interpolation)
+        ours = deferred(data).resized_window(tuple(map(float, window)), (224, 224),
+                                             Resample(interpolation))
         diff = np.abs(ours.astype(int) - theirs.astype(int)).mean()
         assert diff <= TORCHVISION_TOLERANCE[interpolation], (window, diff)
+
+
+CV_FLAGS = {"bilinear": cv2.INTER_LINEAR, "bicubic": cv2.INTER_CUBIC,
+            "nearest": cv2.INTER_NEAREST, "area": cv2.INTER_AREA}
+
+
+@pytest.mark.parametrize("interpolation", sorted(CV_FLAGS))
+def test_without_antialias_a_window_is_opencvs_crop_then_resize(interpolation) -> None:
+    image = photo()
+    for seed in range(5):
+        out = Op("random_resized_crop", height=96, width=128, interpolation=interpolation,
+                 antialias=False)(image, np.random.default_rng(seed))
+        top, left, h, w = window_of(375, 500, np.random.default_rng(seed), (0.08, 1.0),
+                                    (3 / 4, 4 / 3))
+        expected = cv2.resize(image[top:top + h, left:left + w], (128, 96),
+                              interpolation=CV_FLAGS[interpolation])
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_a_fractional_box_without_antialias_is_the_resize_of_a_finer_grid() -> None:
+    # a 2x finer image, the box at half-pixel offsets: the same scene, sampled the same way
+    image = photo(80, 120)
+    fine = cv2.resize(image, (240, 160), interpolation=cv2.INTER_NEAREST)
+    coarse = resize_box(image, (10.0, 20.0, 40.0, 60.0), (20, 30), Resample(antialias=False))
+    finer = resize_box(fine, (20.0, 40.0, 80.0, 120.0), (20, 30), Resample(antialias=False))
+    assert np.abs(coarse.astype(int) - finer.astype(int)).mean() < 3
 
 
 def test_resize_box_takes_any_dtype_and_layout() -> None:
     image = photo(40, 60).astype(np.float32) / 255
     for given in (image, image[..., 0], image.astype(np.float16), (image * 1000).astype(np.uint16)):
-        out = resize_box(given, (3.5, 4.0, 20.0, 30.0), (10, 15), "bilinear")
-        assert out.shape == (10, 15, *given.shape[2:]) and out.dtype == given.dtype
+        for how in (Resample(), Resample(within=False), Resample(antialias=False)):
+            out = resize_box(given, (3.5, 4.0, 20.0, 30.0), (10, 15), how)
+            assert out.shape == (10, 15, *given.shape[2:]) and out.dtype == given.dtype
 
 
 # -- the decode of a window alone -------------------------------------------------------------
@@ -182,8 +210,8 @@ def test_a_window_decoded_alone_is_the_whole_decode_cut(monkeypatch, use_turbo, 
     data = jpeg(photo(), quality)
     whole = decode.decode_bytes(data, "test.jpg", "rgb")
     for window in windows(375, 500):
-        part = deferred(data).resized_window(window, size, "bilinear")
-        cut = resize_box(whole, window, size, "bilinear")
+        part = deferred(data).resized_window(window, size, Resample())
+        cut = resize_box(whole, window, size, Resample())
         scaled = window[2] / 2 >= size[0] and window[3] / 2 >= size[1]
         tolerance = PARTIAL_TOLERANCE["reduced scale" if scaled else "full scale"]
         assert part.shape == (*size, 3) and part.dtype == np.uint8
@@ -195,8 +223,9 @@ def test_whole_decode_on_request_is_exactly_the_cut(monkeypatch) -> None:
     data = jpeg(photo())
     whole = decode.decode_bytes(data, "test.jpg", "rgb")
     for window in windows(375, 500):
-        np.testing.assert_array_equal(deferred(data).resized_window(window, (64, 64), "bilinear"),
-                                      resize_box(whole, window, (64, 64), "bilinear"))
+        for how in (Resample(), Resample(antialias=False), Resample(within=False)):
+            np.testing.assert_array_equal(deferred(data).resized_window(window, (64, 64), how),
+                                          resize_box(whole, window, (64, 64), how))
 
 
 @pytest.mark.parametrize("color_mode,channels", [("grayscale", 1), ("rgba", 4), (None, 3)])
@@ -204,9 +233,9 @@ def test_colour_modes_come_out_as_the_whole_decodes(color_mode, channels) -> Non
     data = jpeg(photo())
     made = deferred(data, color_mode)
     assert made.shape == (375, 500, channels)
-    out = made.resized_window((50.0, 60.0, 200.0, 300.0), (32, 48), "bilinear")
+    out = made.resized_window((50.0, 60.0, 200.0, 300.0), (32, 48), Resample())
     whole = decode.decode_bytes(data, "test.jpg", color_mode)
-    cut = resize_box(whole, (50.0, 60.0, 200.0, 300.0), (32, 48), "bilinear")
+    cut = resize_box(whole, (50.0, 60.0, 200.0, 300.0), (32, 48), Resample())
     assert out.shape == cut.shape == (32, 48, channels)  # (a 1/4 scale decode)
     assert np.abs(out.astype(int) - cut.astype(int)).mean() <= PARTIAL_TOLERANCE["reduced scale"]
 
@@ -235,5 +264,5 @@ def test_a_pipeline_that_does_not_crop_first_gets_pixels() -> None:
 def test_corrupt_bytes_past_the_header_fall_back_to_the_whole_decodes_verdict() -> None:
     data = jpeg(photo()).copy()
     data[len(data) // 2:] = 0  # the scan broken half way: libjpeg warns and fills
-    out = deferred(data).resized_window((0.0, 0.0, 375.0, 500.0), (32, 32), "bilinear")
+    out = deferred(data).resized_window((0.0, 0.0, 375.0, 500.0), (32, 32), Resample())
     assert out.shape == (32, 32, 3)

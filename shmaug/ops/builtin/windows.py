@@ -24,7 +24,7 @@ from .warp import moved, scaled
 from ..core import WARPED, register
 from ..params import Range, bounds, draw
 from ..targets.moves import MatrixMove
-from ...deferred import INTERPOLATIONS, Deferred, Window, resize_box
+from ...deferred import INTERPOLATIONS, Deferred, Resample, Window, resize_box
 
 _INTERPOLATION = chk.one_of(*INTERPOLATIONS)
 _TRIES = 10  # torchvision's: then the centre fallback
@@ -71,25 +71,23 @@ def centre_window(height: int, width: int, size: tuple[int, int],
     return top * sy, left * sx, size[0] * sy, size[1] * sx
 
 
-def _resampled(image: Any, window: Window, size: tuple[int, int], interpolation: str,
-               within: bool) -> np.ndarray:
-    """``window`` of ``image`` (pixels or a ``Deferred``) at ``size``, the move noted
-    (``within`` as ``resize_box``'s)."""
+def _resampled(image: Any, window: Window, size: tuple[int, int], how: Resample) -> np.ndarray:
+    """``window`` of ``image`` (pixels or a ``Deferred``) at ``size``, the move noted."""
     if isinstance(image, Deferred):
-        return image.resized_window(window, size, interpolation, within)
+        return image.resized_window(window, size, how)
     top, left, h, w = window
-    return moved(resize_box(image, window, size, interpolation, within),
+    return moved(resize_box(image, window, size, how),
                  lambda: MatrixMove(scaled(left, top, size[1] / w, size[0] / h),
                                     (size[1], size[0])))
 
 
 @register("random_resized_crop", targets=WARPED, checks={
     "height": chk.whole(1), "width": chk.whole(1), "scale": chk.ranged(1e-3, 1.0),
-    "ratio": chk.ranged(1e-3), "interpolation": _INTERPOLATION})
+    "ratio": chk.ranged(1e-3), "interpolation": _INTERPOLATION, "antialias": chk.flag})
 def random_resized_crop(
     image: np.ndarray, rng: np.random.Generator, height: int = 224, width: int = 224,
     scale: Range = (0.08, 1.0), ratio: Range = (3 / 4, 4 / 3),
-    interpolation: str = "bilinear",
+    interpolation: str = "bilinear", antialias: bool = True,
 ) -> np.ndarray:
     """A random window resized to ``height`` x ``width``: torchvision's ``RandomResizedCrop``.
 
@@ -97,8 +95,10 @@ def random_resized_crop(
     in ``ratio`` drawn log-uniformly, as torchvision draws it (10 tries, then a centred
     fallback). First in a ``Compose`` over a source with ``image_size=None``, it is drawn on
     the file's own resolution and only the window is decoded (see the module). Resampled
-    with PIL's antialiased filters ("bilinear" by default, as torchvision and timm on PIL
-    images).
+    with PIL's antialiased filters ("bilinear" by default), as torchvision and timm on PIL
+    images; ``antialias=False``: with OpenCV's, as Keras' ``Resizing`` and tf.data's
+    ``tf.image.resize`` by default, several times faster where the window is larger than
+    the output (a JPEG window at least twice the output is scaled in the DCT either way).
 
     Example:
         >>> random_resized_crop(np.zeros((300, 400, 3), np.uint8), np.random.default_rng(0),
@@ -108,20 +108,21 @@ def random_resized_crop(
     h, w = image.shape[:2]
     window = window_of(h, w, rng, scale, ratio)
     return _resampled(image, tuple(float(v) for v in window),  # type: ignore[arg-type]
-                      (int(height), int(width)), interpolation, within=True)
+                      (int(height), int(width)),
+                      Resample(interpolation, within=True, antialias=bool(antialias)))
 
 
 @register("center_resized_crop", targets=WARPED, checks={
     "height": chk.whole(1), "width": chk.whole(1), "crop_fraction": chk.ranged(1e-3, 1.0),
-    "interpolation": _INTERPOLATION})
+    "interpolation": _INTERPOLATION, "antialias": chk.flag})
 def center_resized_crop(
     image: np.ndarray, rng: np.random.Generator, height: int = 224, width: int = 224,
-    crop_fraction: float = 0.875, interpolation: str = "bilinear",
+    crop_fraction: float = 0.875, interpolation: str = "bilinear", antialias: bool = True,
 ) -> np.ndarray:
     """The validation crop of the ImageNet recipes: resize the short side to
     ``max(height, width) / crop_fraction`` (256 for 224), then cut the centred ``height`` x
     ``width``, in one resample of the file's window (decoded at reduced size where it is at
-    least twice the output). Draws nothing.
+    least twice the output). Draws nothing; ``antialias`` as ``random_resized_crop``'s.
 
     Example:
         >>> center_resized_crop(np.zeros((375, 500, 3), np.uint8), np.random.default_rng(0)
@@ -131,7 +132,7 @@ def center_resized_crop(
     size = (int(height), int(width))
     h, w = image.shape[:2]
     return _resampled(image, centre_window(h, w, size, float(crop_fraction)), size,
-                      interpolation, within=False)
+                      Resample(interpolation, within=False, antialias=bool(antialias)))
 
 
 random_resized_crop.takes_deferred = True  # type: ignore[attr-defined]

@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from . import turbo
-from ...deferred import Window, margin, resize_box
+from ...deferred import Resample, Window, margin, resize_box
 from ...errors import ImageReadError
 
 COLOR_MODES = {"grayscale": 1, "rgb": 3, "rgba": 4}  # None: keep the files' own channels
@@ -104,11 +104,10 @@ def whole_decode() -> bool:
 
 def resized_window(data: np.ndarray, what: str, color_mode: str | None,
                    header: tuple[int, int, int, int] | None, window: Window,
-                   size: tuple[int, int], interpolation: str, within: bool = True
-                   ) -> np.ndarray:
+                   size: tuple[int, int], how: Resample) -> np.ndarray:
     """``window`` (top, left, height, width in the file's pixels) of the encoded image
-    resampled to ``size``: as ``resize_box(..., within)`` on the whole decoded image, decoding
-    less (around the window too where the filter reads there: ``within=False``).
+    resampled to ``size``: as ``resize_box(..., how)`` on the whole decoded image, decoding
+    less (around the window too where the filter reads there: ``how.within`` False).
 
     A JPEG is decoded at 1/2, 1/4 or 1/8 scale in the DCT where the window stays at least
     ``size`` (as ``reduced_decode``), and only around the window where libjpeg-turbo 3 is
@@ -117,14 +116,12 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
     scalable = (header is not None and header[3] in _SCALABLE_SOF and header[2] in (1, 3)
                 and not whole_decode())
     if not scalable:
-        return resize_box(decode_bytes(data, what, color_mode), window, size, interpolation,
-                          within)
+        return resize_box(decode_bytes(data, what, color_mode), window, size, how)
     assert header is not None
     d = next((n for n in (8, 4, 2) if window[2] / n >= size[0] and window[3] / n >= size[1]), 1)
     scaled = (window[0] / d, window[1] / d, window[2] / d, window[3] / d)
     if turbo.available():
-        # what the filter reads beyond the window, in file pixels
-        reach = 0 if within else margin(scaled, size, interpolation) * d
+        reach = margin(scaled, size, how) * d  # read beyond the window, in file pixels
         top, left = max(0, int(window[0]) - reach), max(0, int(window[1]) - reach)
         bottom = min(header[0], int(np.ceil(window[0] + window[2])) + reach)
         right = min(header[1], int(np.ceil(window[1] + window[3])) + reach)
@@ -135,11 +132,10 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
         except turbo.TurboError:
             pass  # (lossless, CMYK, corrupt: the whole decode below copes or says why)
         else:
-            box = (scaled[0] - y0, scaled[1] - x0, scaled[2], scaled[3])
-            return resize_box(pixels, box, size, interpolation, within)
+            return resize_box(pixels, (scaled[0] - y0, scaled[1] - x0, scaled[2], scaled[3]),
+                              size, how)
     reduce_to = None if d == 1 else (-(-header[0] // d), -(-header[1] // d))
-    return resize_box(decode_bytes(data, what, color_mode, reduce_to), scaled, size,
-                      interpolation, within)
+    return resize_box(decode_bytes(data, what, color_mode, reduce_to), scaled, size, how)
 
 
 def jpeg_header(data: np.ndarray) -> tuple[int, int, int, int] | None:

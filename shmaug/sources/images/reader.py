@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from .decode import COLOR_MODES, decode_bytes, jpeg_header, resize, resized_window
-from ...deferred import Deferred, Window
+from ...deferred import Deferred, Resample, Window
 from ...errors import ImageReadError
 from ...memory.store import ArrayHandle, SharedStore, attach_block
 
@@ -83,10 +83,10 @@ class EncodedImage(Deferred):
     def decode(self) -> np.ndarray:
         return self.decoder(self.data, self.what)
 
-    def resized_window(self, window: Window, size: tuple[int, int], interpolation: str,
-                       within: bool = True) -> np.ndarray:
+    def resized_window(self, window: Window, size: tuple[int, int],
+                       how: Resample) -> np.ndarray:
         return resized_window(self.data, self.what, self.decoder.color_mode, self.header,
-                              window, size, interpolation, within)
+                              window, size, how)
 
     def __repr__(self) -> str:
         return f"<EncodedImage {self.what}, shape {self._shape}, not decoded>"
