@@ -56,7 +56,9 @@ class ImageFiles(O.ImageSource):
             "categorical" one-hot float32 ``(n, classes)``, "binary" float32 ``(n, 1)``;
             None without labels. The constructor takes class indices (or that encoding).
         class_names: class names; class indices index into it.
-        image_size: ``(height, width)`` every image is resized to.
+        image_size: ``(height, width)`` every image is resized to; None keeps each photo at
+            its own size, for a pipeline that crops it to one (``random_resized_crop``,
+            which then decodes only the window it crops: [the ImageNet recipe](../recipe-imagenet.md)).
         color_mode: "grayscale", "rgb" or "rgba" (output channels 1, 3, 4); None keeps the
             files' own channel count, which must then be the same for every file.
         interpolation: resize filter, Keras' names ("bilinear", "nearest", "bicubic",
@@ -88,7 +90,7 @@ class ImageFiles(O.ImageSource):
     paths: Sequence[str]
     labels: Any = None
     class_names: tuple[str, ...] = ()
-    image_size: tuple[int, int] = DEFAULT_IMAGE_SIZE
+    image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE
     color_mode: str | None = "rgb"
     interpolation: str = "bilinear"
     on_error: str = "raise"
@@ -163,7 +165,7 @@ class ImageFiles(O.ImageSource):
     @classmethod
     def from_directory(cls, directory: str | os.PathLike[str], *, labels: Any = ...,
                        label_mode: str | None = ..., class_names: Sequence[str] | None = ...,
-                       image_size: tuple[int, int] = ..., color_mode: str | None = ...,
+                       image_size: tuple[int, int] | None = ..., color_mode: str | None = ...,
                        interpolation: str = ..., on_error: str = ..., follow_links: bool = ...,
                        validation_split: float | None = ..., subset: Literal["both"],
                        seed: int | None = ..., reduced_decode: bool = ...,
@@ -178,7 +180,7 @@ class ImageFiles(O.ImageSource):
     @classmethod
     def from_directory(cls, directory: str | os.PathLike[str], *, labels: Any = ...,
                        label_mode: str | None = ..., class_names: Sequence[str] | None = ...,
-                       image_size: tuple[int, int] = ..., color_mode: str | None = ...,
+                       image_size: tuple[int, int] | None = ..., color_mode: str | None = ...,
                        interpolation: str = ..., on_error: str = ..., follow_links: bool = ...,
                        validation_split: float | None = ...,
                        subset: Literal["training", "validation"] | None = ...,
@@ -193,7 +195,7 @@ class ImageFiles(O.ImageSource):
     def from_directory(
         cls, directory: str | os.PathLike[str], *, labels: Any = "inferred",
         label_mode: str | None = "int", class_names: Sequence[str] | None = None,
-        image_size: tuple[int, int] = DEFAULT_IMAGE_SIZE, color_mode: str | None = "rgb",
+        image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE, color_mode: str | None = "rgb",
         interpolation: str = "bilinear", on_error: str = "raise", follow_links: bool = False,
         validation_split: float | None = None, subset: str | None = None,
         seed: int | None = None, reduced_decode: bool = True,
@@ -295,7 +297,7 @@ class ImageFiles(O.ImageSource):
     def from_paths(
         cls, paths: Iterable[str | os.PathLike[str]], labels: Any = None, *,
         class_names: Sequence[str] | None = None,
-        image_size: tuple[int, int] = DEFAULT_IMAGE_SIZE, color_mode: str | None = "rgb",
+        image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE, color_mode: str | None = "rgb",
         interpolation: str = "bilinear", on_error: str = "raise", label_mode: str | None = "int",
         reduced_decode: bool = True, crop_to_aspect_ratio: bool = False,
         pad_to_aspect_ratio: bool = False, storage_options: dict[str, Any] | None = None,

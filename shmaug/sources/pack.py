@@ -171,7 +171,7 @@ def describe(files: ImageFiles) -> dict[str, Any]:
     root = os.path.commonpath([os.path.abspath(p) for p in files.paths])
     return {
         "root": root, "count": len(files), "files_sha256": digest.hexdigest(),
-        "image_size": list(files.image_size), "color_mode": files.color_mode,
+        "image_size": list(files.image_size or ()), "color_mode": files.color_mode,
         "channels": files.channels, "interpolation": files.interpolation,
         "on_error": files.on_error,
         # Only when set: the manifests of packs made before these existed stay complete.
@@ -254,7 +254,9 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
 
     final = {name: os.path.join(directory, name) for name in (IMAGES, LABELS, MANIFEST)}
     partial = {name: path + PARTIAL for name, path in final.items()}
-    shape = (len(files), *files.output_shape)
+    assert files.image_size is not None  # (pack refused a source without one)
+    sample = (*files.image_size, files.channels)
+    shape = (len(files), *sample)
     began = time.perf_counter()
     done = False
     try:
@@ -263,7 +265,7 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
         with open(partial[IMAGES], "rb") as f:  # the header: hash the file as it is written
             digest = hashlib.sha256(f.read(images.offset))
         with Loader(files, None, batch_size, workers=workers, start_method=start_method,
-                    output_shape=files.output_shape, output_dtype=np.uint8, seed=0) as loader, \
+                    output_shape=sample, output_dtype=np.uint8, seed=0) as loader, \
                 tqdm(total=len(files), unit="img", desc=f"pack {directory}",
                      disable=not progress) as bar:
             start = 0

@@ -128,7 +128,7 @@ def passed(given: dict[str, Any], defaults: dict[str, Any]) -> str:
 
 
 def summary(kind: str, made: str, count: str, labelled: bool, class_names: Sequence[str],
-            shape: tuple[int, ...]) -> str:
+            shape: tuple[int | None, ...]) -> str:
     """A source's ``repr``: the call that made it, its size, classes and image shape."""
     names = list(class_names[:8]) + (["..."] if len(class_names) > 8 else [])
     classes = f"{len(class_names)} classes {names}" if labelled else "no labels"

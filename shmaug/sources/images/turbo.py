@@ -87,7 +87,8 @@ class _Library:
         return self._handle[1]
 
 
-_LIBRARY: _Library | None | bool = False  # False: not looked for yet; None: none usable
+_LIBRARY: _Library | None = None  # this process's, once looked for (``_LOOKED``)
+_LOOKED = False
 
 
 def _candidates() -> list[str]:
@@ -109,16 +110,16 @@ def _candidates() -> list[str]:
 
 def library() -> _Library | None:
     """The TurboJPEG 3 library, loaded once per process, or None where there is none."""
-    global _LIBRARY
-    if _LIBRARY is False:
-        _LIBRARY = None
+    global _LIBRARY, _LOOKED
+    if not _LOOKED:
+        _LOOKED = True
         for path in _candidates():
             try:
                 _LIBRARY = _Library(path)
                 break
             except (OSError, AttributeError) as exc:  # missing, or TurboJPEG 2 (no tj3*)
                 log.debug("libturbojpeg at %s not used: %s", path, exc)
-    return _LIBRARY or None
+    return _LIBRARY
 
 
 def available() -> bool:
