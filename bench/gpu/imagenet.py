@@ -80,17 +80,17 @@ def build_model(quick: bool) -> Any:
 
 
 @contextlib.contextmanager
-def shmaug_feeder(root: Path, bs: int, workers: int, rand_augment: bool = False
-                  ) -> Iterator[Any]:
+def shmaug_feeder(root: Path, bs: int, workers: int, rand_augment: bool = False,
+                  antialias: bool = True, **sequence: Any) -> Iterator[Any]:
     import shmaug
     from shmaug.ops import Compose, Maybe, Op
 
     files = shmaug.ImageFiles.from_directory(root, image_size=None)
     ra = [Op("rand_augment", num_ops=2, magnitude=9)] if rand_augment else []
-    augment = Compose([Op("random_resized_crop", height=SIZE, width=SIZE), Maybe(Op("hflip")),
-                       *ra])
+    augment = Compose([Op("random_resized_crop", height=SIZE, width=SIZE, antialias=antialias),
+                       Maybe(Op("hflip")), *ra])
     with shmaug.Sequence(files, files.labels, batch_size=bs, augment=augment, workers=workers,
-                         shuffle=True, seed=0) as seq:
+                         shuffle=True, seed=0, **sequence) as seq:
         yield seq
 
 
@@ -123,7 +123,11 @@ def timm_feeder(root: Path, bs: int, workers: int, rand_augment: bool = False
 FEEDERS: dict[str, Callable[[Path, int, int], Any]] = {
     "shmaug": shmaug_feeder, "timm": timm_feeder,
     "shmaug + RandAugment 2x9": functools.partial(shmaug_feeder, rand_augment=True),
-    "timm + RandAugment 2x9": functools.partial(timm_feeder, rand_augment=True)}
+    "timm + RandAugment 2x9": functools.partial(timm_feeder, rand_augment=True),
+    "shmaug, antialias=False": functools.partial(shmaug_feeder, antialias=False),
+    "shmaug, pin_memory=False": functools.partial(shmaug_feeder, pin_memory=False),
+    "shmaug, max_queue_size=32": functools.partial(shmaug_feeder, max_queue_size=32)}
+DEFAULT_FEEDERS = tuple(FEEDERS)[:4]
 
 
 def _epoch(data: Any) -> Iterator[Any]:
@@ -152,7 +156,7 @@ def _cpu_busy() -> Callable[[], float]:
 
 def run_imagenet(quick: bool, repeats: int, workers: int, root: Path,
                  report: Callable[[dict[str, Any]], None],
-                 feeders: tuple[str, ...] = tuple(FEEDERS)) -> dict[str, Any]:
+                 feeders: tuple[str, ...] = DEFAULT_FEEDERS, files: int = 0) -> dict[str, Any]:
     import keras
 
     from bench.common.report import environment
@@ -160,6 +164,7 @@ def run_imagenet(quick: bool, repeats: int, workers: int, root: Path,
     from bench.suite.fit import Cached
 
     n, bs = SIZES["quick" if quick else "full"]
+    n = files // bs * bs or n
     began = time.perf_counter()
     write_folder(root, n)
     busy = GpuBusy()

@@ -79,6 +79,11 @@ def parser() -> Any:
     p.add_argument("--counts", default=None,
                    help="handover: worker counts, comma-separated (default 1,4,8,12 and the "
                         "largest)")
+    p.add_argument("--imagenet-feeders", default=None,
+                   help="imagenet: the feeders, separated by ';' (default: shmaug and timm, "
+                        "each with and without RandAugment; also 'shmaug, antialias=False')")
+    p.add_argument("--files", type=int, default=0,
+                   help="imagenet: JPEGs to write and read per epoch (default 6,144)")
     p.add_argument("--max-workers", type=int, default=None,
                    help="largest worker count (default: usable cores - 1, at least 1)")
     return p
@@ -409,11 +414,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.section in ("imagenet", "all"):
         import tempfile
 
-        from bench.gpu.imagenet import run_imagenet
+        from bench.gpu.imagenet import DEFAULT_FEEDERS, run_imagenet
 
+        chosen = (tuple(f.strip() for f in args.imagenet_feeders.split(";"))
+                  if args.imagenet_feeders else DEFAULT_FEEDERS)
         with tempfile.TemporaryDirectory(prefix="shmaug-imagenet-") as root:
             run_imagenet(args.quick, repeats, top, Path(root),
-                         lambda payload: save(out, IMAGENET, payload))
+                         lambda payload: save(out, IMAGENET, payload), chosen, args.files)
     if args.section in ("pinned", "all"):
         run_pinned(args.quick, repeats, top, lambda payload: save(out, PINNED, payload))
     print(write_report(out), flush=True)

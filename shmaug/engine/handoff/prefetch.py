@@ -93,19 +93,22 @@ class Prefetcher:
         self._leased = 0  # invariant: slots lent (Handoff.LEND) and not yet taken back
         self._max_leased = ring.slots // 2  # (0 with one slot: that one must stay free)
         self._inside: set[int] = set()  # invariant: ids of the threads running produce()
-        self._ahead_parts = 1  # invariant: the tasks a prefetched batch is cut into
         self.resized(workers)
 
     def resized(self, workers: int) -> None:
         """The pool runs ``workers`` workers from now on (``workers="auto"``): cut batches for
         that many. Only the cuts change, never a batch's content."""
         self.workers = workers
-        # A batch the consumer already waits for is cut across all workers (it arrives
-        # soonest). Prefetched ones go whole to one worker, which halves the messages and
-        # wake-ups of the main process, when the lookahead has enough batches to keep every
-        # worker busy; otherwise each is cut in as many pieces as that takes.
-        lookahead = max(1, self.ring.slots - 1)
-        self._ahead_parts = max(1, -(-max(workers, 1) // lookahead))
+
+    def _ahead_parts(self, ahead: int) -> int:
+        """The tasks each of ``ahead`` prefetched batches is cut into. A batch the consumer
+        already waits for is cut across all workers (it arrives soonest). Prefetched ones go
+        whole to one worker, which halves the messages and wake-ups of the main process, when
+        the lookahead has enough batches to keep every worker busy; otherwise each is cut in
+        as many pieces as that takes. The lookahead shrinks while the consumer holds lent
+        slots (``fit`` on a GPU holds several): counted from the ring alone, 15 workers were
+        left with 9 tasks among them, and ``fit`` got 0.6 of what they could make."""
+        return max(1, -(-max(self.workers, 1) // max(1, ahead)))
 
     @property
     def ready(self) -> int:
@@ -160,8 +163,9 @@ class Prefetcher:
             if not self._schedule(key, parts=max(self.workers, 1)):
                 self._collect()  # every slot holds work we no longer want: let it drain
                 self._take_back()  # (or a lent batch the consumer let go of meanwhile)
+        parts = self._ahead_parts(len(wanted) - 1)
         for ahead in wanted[1:]:
-            if ahead not in self._inflight and not self._schedule(ahead, self._ahead_parts):
+            if ahead not in self._inflight and not self._schedule(ahead, parts):
                 break
         batch = self._inflight[key]
         while batch.tickets and batch.error is None:
