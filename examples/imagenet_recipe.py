@@ -1,6 +1,6 @@
-"""ImageNet-style training with Model.fit: random resized crop, flip, RandAugment, MixUp /
-CutMix with label smoothing, and a soft-target loss, all of the augmentation in shmaug's
-workers.
+"""ImageNet-style training with Model.fit: random resized crop drawn on each photo's own
+resolution (and decoded only where it crops), flip, RandAugment, MixUp / CutMix with label
+smoothing, and a soft-target loss, all of the augmentation in shmaug's workers.
 
 The recipe is timm's (``--aa rand-m9-n2 --mixup 0.8 --cutmix 1.0 --smoothing 0.1``) on a
 folder of JPEGs in one sub-folder per class, as ``image_dataset_from_directory`` reads it.
@@ -11,6 +11,7 @@ Run:
     python examples/imagenet_recipe.py                    # about 2 minutes on 2 cores
     python examples/imagenet_recipe.py --quick            # seconds (smoke test)
     python examples/imagenet_recipe.py --grid batch.png   # also a PNG of one mixed batch
+    python examples/imagenet_recipe.py --compare crops.png  # crops of a photo vs of it at 224
 """
 
 from __future__ import annotations
@@ -86,12 +87,21 @@ def make_model(side: int, classes: int) -> keras.Model:
     return keras.Model(inputs, keras.layers.Dense(classes, activation="softmax")(x))
 
 
-def train_augment(smallest_crop: float) -> Compose:
-    """timm's ImageNet training transform, minus its normalisation (in the model here).
-    timm crops down to 8% of the area; the shapes here fill less of their images than an
-    ImageNet object does, so the example crops down to ``smallest_crop``."""
-    return Compose([Op("resized_crop", scale=(smallest_crop, 1.0)), Maybe(Op("hflip")),
-                    Op("rand_augment", num_ops=2, magnitude=9)])
+def train_augment(side: int, smallest_crop: float) -> Compose:
+    """timm's ImageNet training transform, minus its normalisation (in the model here): the
+    random resized crop first, so that it is drawn on each photo's own resolution and only
+    its window is decoded. timm crops down to 8% of the area; the shapes here fill less of
+    their images than an ImageNet object does, so the example crops down to
+    ``smallest_crop``."""
+    return Compose([Op("random_resized_crop", height=side, width=side,
+                       scale=(smallest_crop, 1.0)),
+                    Maybe(Op("hflip")), Op("rand_augment", num_ops=2, magnitude=9)])
+
+
+def val_augment(side: int) -> Op:
+    """timm's validation transform: the short side to side / 0.875, the centre cut out, in
+    one resample of the file's window."""
+    return Op("center_resized_crop", height=side, width=side, crop_fraction=0.875)
 
 
 def save_grid(xb: np.ndarray, yb: np.ndarray, names: tuple[str, ...], path: str) -> None:
@@ -111,6 +121,37 @@ def save_grid(xb: np.ndarray, yb: np.ndarray, names: tuple[str, ...], path: str)
     Image.fromarray(np.vstack(rows)).quantize(colors=128).save(path, optimize=True)
 
 
+def save_crops(path: str, side: int = 224, seed: int = 3) -> None:
+    """Four random resized crops of one 500 x 375 photo-like picture with fine detail:
+    drawn on the photo (top row: what the decode-time crop gives), and the same windows of
+    the photo shrunk to ``side`` x ``side`` first (bottom row: ``image_size=(side, side)``)."""
+    from shmaug.deferred import Resample, resize_box
+    from shmaug.ops.builtin.windows import window_of
+
+    rng = np.random.default_rng(seed)
+    h, w = 375, 500
+    photo = np.clip(80 + np.linspace(0, 120, w)[None, :, None] * rng.uniform(0.3, 1, 3)
+                    + rng.normal(0, 6, (h, w, 3)), 0, 255).astype(np.uint8)
+    for y in range(12, h, 14):  # fine print and thin lines: the detail a shrink loses
+        cv2.putText(photo, "the quick brown fox jumps over the lazy dog 0123456789",
+                    (4, y), cv2.FONT_HERSHEY_PLAIN, 0.7, (20, 20, 60), 1, cv2.LINE_AA)
+    for x in range(0, w, 40):
+        cv2.line(photo, (x, 0), (x + 60, h), (200, 40, 40), 1, cv2.LINE_AA)
+    shrunk = cv2.resize(photo, (side, side), interpolation=cv2.INTER_AREA)
+    top, bottom = [], []
+    for k in range(4):
+        t, left, ch, cw = window_of(h, w, rng, (0.08, 0.3), (3 / 4, 4 / 3))
+        top.append(resize_box(photo, (t, left, ch, cw), (side, side), Resample()))
+        sy, sx = side / h, side / w
+        bottom.append(resize_box(shrunk, (t * sy, left * sx, ch * sy, cw * sx), (side, side),
+                                 Resample()))
+    gap = np.full((side, 6, 3), 255, np.uint8)
+    rows = [np.hstack([part for tile in row for part in (tile, gap)][:-1])
+            for row in (top, bottom)]
+    grid = np.vstack([rows[0], np.full((6, rows[0].shape[1], 3), 255, np.uint8), rows[1]])
+    Image.fromarray(grid).quantize(colors=48).save(path, optimize=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=None,
@@ -122,10 +163,17 @@ def main() -> None:
     parser.add_argument("--workers", default="auto")
     parser.add_argument("--start-method", default=None)
     parser.add_argument("--grid", default=None, help="write one mixed batch as a PNG here")
+    parser.add_argument("--compare", default=None,
+                        help="write the same crops drawn on a photo and on it shrunk to 224 "
+                             "first as a PNG here, and stop")
     parser.add_argument("--smallest-crop", type=float, default=0.35,
                         help="the random resized crop's smallest area (timm's: 0.08)")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
+    if args.compare:
+        save_crops(args.compare)
+        print(f"wrote {args.compare}")
+        return
     epochs = 1 if args.quick else args.epochs
     workers = args.workers if args.workers == "auto" else int(args.workers)
 
@@ -134,17 +182,19 @@ def main() -> None:
         if root is None:
             root = Path(tmp) / "shapes"
             write_folder(root, per_class=12 if args.quick else 150)
-        # One-hot labels: the training batches' soft targets and the validation batches'
-        # one-hot ones then take the same loss.
+        # Photos at their own size (image_size=None): the crops below are drawn on them and
+        # decode only their window. One-hot labels: the training batches' soft targets and
+        # the validation batches' one-hot ones then take the same loss.
         train_files, val_files = shmaug.ImageFiles.from_directory(
-            root, image_size=(args.side, args.side), label_mode="categorical",
+            root, image_size=None, label_mode="categorical",
             validation_split=0.2, subset="both", seed=1337)
         mix = Mix(mixup_alpha=0.8, cutmix_alpha=1.0, switch_p=0.5, label_smoothing=0.1)
         train = shmaug.Sequence(train_files, batch_size=args.batch_size,
-                                augment=train_augment(args.smallest_crop), mix=mix,
+                                augment=train_augment(args.side, args.smallest_crop), mix=mix,
                                 workers=workers, seed=0, shuffle=True,
                                 start_method=args.start_method)
-        val = shmaug.Sequence(val_files, batch_size=args.batch_size, workers=workers,
+        val = shmaug.Sequence(val_files, batch_size=args.batch_size,
+                              augment=val_augment(args.side), workers=workers,
                               start_method=args.start_method)
         with train, val:
             if args.grid:

@@ -5,7 +5,7 @@ of a JPEG lies outside a crop. A source with no fixed ``image_size`` hands an `a
 says ``takes_deferred`` (a ``Compose`` whose first op is a decode-time crop) a ``Deferred``:
 the file's bytes and its size, read from the header. The op draws its window on that size,
 then asks for the window alone (``resized_window``), which libjpeg-turbo decodes without the
-rest (``sources/images/turbo.py``). Any other `augment` gets pixels, decoded in full.
+rest (``sources/images/turbo.py``). Any other `augment` gets pixels, as before.
 
 Owns the contract (sources make ``Deferred``\\ s, ops take them, the engine passes them on
 and never decodes one itself) and ``resize_box``, the exact resample of a window of pixels,
@@ -150,9 +150,11 @@ def _sampled(pixels: np.ndarray, box: Window, size: tuple[int, int],
         return _sampled(pixels.astype(np.float32), box, size, how).astype(np.float16)
     top, left, h, w = box
     flag = getattr(cv2, _CV_FLAG[how.interpolation])
-    if how.within and float(top).is_integer() and float(left).is_integer() and \
-            float(h).is_integer() and float(w).is_integer():
-        cut = pixels[int(top):int(top + h), int(left):int(left + w)]
+    whole = all(float(v).is_integer() for v in box)
+    if flag == cv2.INTER_AREA or how.within and whole:
+        # (a warp has no area filter: a fractional box is cut to the pixels it touches)
+        y0, x0 = int(math.floor(top)), int(math.floor(left))
+        cut = pixels[y0:int(math.ceil(top + h - 1e-9)), x0:int(math.ceil(left + w - 1e-9))]
         out = cv2.resize(cut, (size[1], size[0]), interpolation=flag)
         return out if out.ndim == pixels.ndim else out[:, :, None]
     if how.within:
@@ -161,8 +163,6 @@ def _sampled(pixels: np.ndarray, box: Window, size: tuple[int, int],
         top, left = top - y0, left - x0
     sy, sx = h / size[0], w / size[1]  # source pixels per output pixel
     inverse = np.array([[sx, 0, left + 0.5 * sx - 0.5], [0, sy, top + 0.5 * sy - 0.5]])
-    if flag == cv2.INTER_AREA:
-        flag = cv2.INTER_LINEAR  # (a warp has no area filter)
     out = cv2.warpAffine(pixels, inverse, (size[1], size[0]),
                          flags=flag | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE)
     return out if out.ndim == pixels.ndim else out[:, :, None]

@@ -48,9 +48,11 @@ def imagenet_train(
        and digits are not (pass False).
     3. ``brightness_contrast``: factors drawn in ``1 +- brightness`` and ``1 +- contrast``
        (``PIL.ImageEnhance``'s, as ColorJitter's), for lighting the model must not rely on.
-    4. ``saturation``: factors spanning ``1 +- saturation``; ``hue``: a rotation of up to
-       ``hue`` turns either way (ColorJitter's meaning; timm leaves it at 0). Each is left
-       out at 0; both need colour images (pass 0 for greyscale).
+    4. ``saturation``: factors from ``1 - saturation`` to ``1 + saturation`` (Keras'
+       ``RandomSaturation`` draw between those ends, which favours the lower half a little:
+       mean 0.95 at 0.4, where ColorJitter's uniform factor has 1); ``hue``: a rotation of
+       up to ``hue`` turns either way (ColorJitter's meaning; timm leaves it at 0). Each is
+       left out at 0; a grey image passes through both unchanged.
 
     With ``size=None`` the crop keeps the input's size (``resized_crop``, its aspect relative
     to the input's), as before the decode-time crop.

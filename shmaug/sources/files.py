@@ -58,7 +58,8 @@ class ImageFiles(O.ImageSource):
         class_names: class names; class indices index into it.
         image_size: ``(height, width)`` every image is resized to; None keeps each photo at
             its own size, for a pipeline that crops it to one (``random_resized_crop``,
-            which then decodes only the window it crops: [the ImageNet recipe](../recipe-imagenet.md)).
+            which then decodes only the window it crops:
+            [the ImageNet recipe](../recipe-imagenet.md)).
         color_mode: "grayscale", "rgb" or "rgba" (output channels 1, 3, 4); None keeps the
             files' own channel count, which must then be the same for every file.
         interpolation: resize filter, Keras' names ("bilinear", "nearest", "bicubic",

@@ -150,3 +150,21 @@ def test_jpegs_in_a_bucket_give_the_local_batches(folder, tmp_path) -> None:
                             epoch(local, workers=0))
     finally:
         server.stop()
+
+
+def test_an_unreadable_jpeg_is_stood_in_for_and_counted(folder, tmp_path) -> None:
+    pytest.importorskip("turbojpeg", reason="the check at load is libjpeg-turbo's header read")
+    broken = tmp_path / "cat" / "broken.jpg"
+    broken.parent.mkdir()
+    data = (folder / "cat" / "0.jpg").read_bytes()
+    broken.write_bytes(data[:data.index(b"\xff\xda")])  # a frame header, and no scan
+    paths = [str(p) for p in sorted(folder.glob("cat/*.jpg"))] + [str(broken)]
+    files = shmaug.ImageFiles.from_paths(paths, [0] * len(paths), image_size=None,
+                                         on_error="skip")
+    with pytest.warns(shmaug.ShmaugWarning, match="broken.jpg"):
+        with shmaug.Loader(files, files.labels, batch_size=len(paths), augment=pipeline(),
+                           workers=2, start_method="fork") as loader:
+            (xb, _), = list(loader)
+            stats = loader.stats()
+    assert xb.shape == (len(paths), 48, 48, 3)
+    assert stats["skipped"] == 1 and any("broken.jpg" in u for u in stats["unreadable"])

@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 
 from shmaug.deferred import Deferred, Resample, resize_box
+from shmaug import ops
 from shmaug.ops import Compose, Maybe, Op
 from shmaug.ops.builtin.windows import centre_window, window_of
 from shmaug.sources.images import decode, turbo
@@ -46,8 +47,10 @@ def jpeg(image: np.ndarray, quality: int = 90) -> np.ndarray:
     return data.ravel()
 
 
-def deferred(data: np.ndarray, color_mode: str | None = "rgb") -> Deferred:
-    made = Decoder(None, color_mode, "bilinear", 0, True).deferred(data, "test.jpg")
+def deferred(data: np.ndarray, color_mode: str | None = "rgb", reduced: bool = True) -> Deferred:
+    """A JPEG as a loader's workers get it: how its window decodes decided here, once."""
+    decoder = Decoder(None, color_mode, "bilinear", 0, reduced).for_windows()
+    made = decoder.deferred(data, "test.jpg")
     assert isinstance(made, Deferred)
     return made
 
@@ -266,3 +269,56 @@ def test_corrupt_bytes_past_the_header_fall_back_to_the_whole_decodes_verdict() 
     data[len(data) // 2:] = 0  # the scan broken half way: libjpeg warns and fills
     out = deferred(data).resized_window((0.0, 0.0, 375.0, 500.0), (32, 32), Resample())
     assert out.shape == (32, 32, 3)
+
+
+def test_reduced_decode_false_decodes_every_pixel_of_the_window() -> None:
+    data = jpeg(photo(), 95)
+    whole = decode.decode_bytes(data, "test.jpg", "rgb")
+    window = (10.0, 20.0, 300.0, 400.0)  # more than twice 64: a 1/4 scale decode by default
+    full = deferred(data, reduced=False).resized_window(window, (64, 64), Resample())
+    cut = resize_box(whole, window, (64, 64), Resample())
+    assert np.abs(full.astype(int) - cut.astype(int)).mean() <= PARTIAL_TOLERANCE["full scale"]
+    scaled = deferred(data).resized_window(window, (64, 64), Resample())
+    assert not np.array_equal(scaled, full)
+
+
+def test_a_header_libjpeg_turbo_refuses_is_an_error_naming_the_file() -> None:
+    from shmaug.errors import ImageReadError
+
+    if not turbo.available():
+        pytest.skip("no libjpeg-turbo 3 here (pip install shmaug[jpeg])")
+    data = jpeg(photo())
+    sos = bytes(data).index(b"\xff\xda")
+    cut = data[:sos].copy()  # the frame header, and no scan
+    with pytest.raises(turbo.TurboError):
+        turbo.header(cut)
+    decoder = Decoder(None, "rgb", "bilinear", 3, True).for_windows()
+    with pytest.raises(ImageReadError, match="test.jpg.*libjpeg-turbo cannot read it"):
+        decoder.deferred(cut, "image file 'test.jpg'", checked=True)
+    # unchecked (on_error="raise"), it is deferred, and the op's decode gives its verdict
+    assert isinstance(decoder.deferred(cut, "image file 'test.jpg'"), Deferred)
+
+
+def test_a_worker_without_the_loaders_libjpeg_turbo_says_so(monkeypatch) -> None:
+    if not turbo.available():
+        pytest.skip("no libjpeg-turbo 3 here (pip install shmaug[jpeg])")
+    made = deferred(jpeg(photo()))
+    monkeypatch.setattr(turbo, "available", lambda: False)
+    with pytest.raises(RuntimeError, match="cannot load it.*SHMAUG_TURBOJPEG=off"):
+        made.resized_window((0.0, 0.0, 100.0, 100.0), (32, 32), Resample())
+
+
+@pytest.mark.parametrize("augment,fixes", [
+    (Compose([Op("random_resized_crop", height=8, width=8), Maybe(Op("hflip"))]), True),
+    (Compose([ops.OneOf([Op("random_resized_crop", height=8, width=8),
+                         Op("center_resized_crop", height=8, width=8)])]), True),
+    (Compose([Maybe(Op("resize", height=8, width=8), p=1.0)]), True),
+    (Compose([Maybe(Op("resize", height=8, width=8), p=0.5)]), False),
+    (Compose([Op("crop", height=8, width=8)]), False),  # fails on a photo smaller than 8
+    (Compose([Op("resize", height=0.5, width=0.5)]), False),
+    (Compose([Op("hflip"), lambda image, rng: image]), None),
+])
+def test_which_pipelines_give_photos_one_size(augment, fixes) -> None:
+    from shmaug.ops.compose import fixes_size
+
+    assert fixes_size(augment) is fixes

@@ -96,31 +96,48 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
     return _convert(image, COLOR_MODES[color_mode] if color_mode else None)
 
 
-def whole_decode() -> bool:
-    """Whether ``SHMAUG_PARTIAL_DECODE=0`` asks for every photo to be decoded whole and at
-    full scale before its window is cut: the reference recipes' work, for comparison."""
-    return os.environ.get("SHMAUG_PARTIAL_DECODE", "").strip().lower() in ("0", "off", "false")
+WINDOW_DECODES = ("turbo", "opencv", "whole")
+
+
+def window_decode() -> str:
+    """How this process would decode a JPEG's window, decided once by a loader for all its
+    workers: "turbo" (the window alone, libjpeg-turbo 3 found), "opencv" (whole, at a
+    reduced scale where the window allows), or "whole" (every pixel, then cut:
+    ``SHMAUG_PARTIAL_DECODE=0``, the reference recipes' work, to compare)."""
+    if os.environ.get("SHMAUG_PARTIAL_DECODE", "").strip().lower() in ("0", "off", "false"):
+        return "whole"
+    return "turbo" if turbo.available() else "opencv"
 
 
 def resized_window(data: np.ndarray, what: str, color_mode: str | None,
                    header: tuple[int, int, int, int] | None, window: Window,
-                   size: tuple[int, int], how: Resample) -> np.ndarray:
+                   size: tuple[int, int], how: Resample, mode: str = "opencv",
+                   reduced: bool = True) -> np.ndarray:
     """``window`` (top, left, height, width in the file's pixels) of the encoded image
     resampled to ``size``: as ``resize_box(..., how)`` on the whole decoded image, decoding
     less (around the window too where the filter reads there: ``how.within`` False).
 
-    A JPEG is decoded at 1/2, 1/4 or 1/8 scale in the DCT where the window stays at least
-    ``size`` (as ``reduced_decode``), and only around the window where libjpeg-turbo 3 is
-    found (``turbo``); else whole by OpenCV at that scale. Other files are decoded whole.
+    ``mode`` as ``window_decode`` says. A JPEG is decoded at 1/2, 1/4 or 1/8 scale in the DCT
+    where the window stays at least ``size`` and ``reduced`` allows (``reduced_decode``);
+    "turbo" decodes only the window; a JPEG libjpeg-turbo refuses (lossless, CMYK, 12-bit),
+    and every other file, is decoded whole.
     """
     scalable = (header is not None and header[3] in _SCALABLE_SOF and header[2] in (1, 3)
-                and not whole_decode())
+                and mode != "whole")
     if not scalable:
         return resize_box(decode_bytes(data, what, color_mode), window, size, how)
     assert header is not None
-    d = next((n for n in (8, 4, 2) if window[2] / n >= size[0] and window[3] / n >= size[1]), 1)
+    d = next((n for n in (8, 4, 2) if window[2] / n >= size[0] and window[3] / n >= size[1]),
+             1) if reduced else 1
     scaled = (window[0] / d, window[1] / d, window[2] / d, window[3] / d)
-    if turbo.available():
+    if mode == "turbo":
+        if not turbo.available():
+            raise RuntimeError(
+                "This loader decodes JPEG windows with libjpeg-turbo, found in its own "
+                "process, but this worker cannot load it (see the log for why), so its "
+                "batches would not be the ones the other workers make. Fix: make the library "
+                "loadable everywhere (pip install shmaug[jpeg]), or set "
+                "SHMAUG_TURBOJPEG=off before the loader starts.")
         reach = margin(scaled, size, how) * d  # read beyond the window, in file pixels
         top, left = max(0, int(window[0]) - reach), max(0, int(window[1]) - reach)
         bottom = min(header[0], int(np.ceil(window[0] + window[2])) + reach)
@@ -130,12 +147,15 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
             pixels, (y0, x0) = turbo.decode_window(
                 data, (top, left, bottom - top, right - left), d, channels)
         except turbo.TurboError:
-            pass  # (lossless, CMYK, corrupt: the whole decode below copes or says why)
+            pass  # (lossless, CMYK, 12-bit: the whole decode below copes or says why)
         else:
             return resize_box(pixels, (scaled[0] - y0, scaled[1] - x0, scaled[2], scaled[3]),
                               size, how)
-    reduce_to = None if d == 1 else (-(-header[0] // d), -(-header[1] // d))
-    return resize_box(decode_bytes(data, what, color_mode, reduce_to), scaled, size, how)
+    pixels = decode_bytes(data, what, color_mode,
+                          None if d == 1 else (-(-header[0] // d), -(-header[1] // d)))
+    if pixels.shape[:2] == header[:2]:  # decoded at full size after all (PIL's fallback)
+        scaled = window
+    return resize_box(pixels, scaled, size, how)
 
 
 def jpeg_header(data: np.ndarray) -> tuple[int, int, int, int] | None:

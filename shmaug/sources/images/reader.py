@@ -13,13 +13,16 @@ settings. A table provides ``fetch(i)`` (the bytes), ``what(i)`` (how errors nam
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .decode import COLOR_MODES, decode_bytes, jpeg_header, resize, resized_window
+from . import turbo
+from .decode import (COLOR_MODES, decode_bytes, jpeg_header, resize, resized_window, unreadable,
+                     window_decode)
 from ...deferred import Deferred, Resample, Window
 from ...errors import ImageReadError
 from ...memory.store import ArrayHandle, SharedStore, attach_block
@@ -38,6 +41,12 @@ class Decoder:
     channels: int  # 0 until learned from the first file (color_mode=None)
     reduced_decode: bool
     aspect: str | None = None  # "crop" / "pad": Keras' crop_to_ / pad_to_aspect_ratio
+    windows: str = "opencv"  # how a JPEG's window decodes (decode.WINDOW_DECODES)
+
+    def for_windows(self) -> Decoder:
+        """This decoder, with how JPEG windows decode decided here, once, for every process
+        it is sent to (``decode.window_decode``)."""
+        return dataclasses.replace(self, windows=window_decode())
 
     def __call__(self, data: np.ndarray, what: str) -> np.ndarray:
         size = self.image_size
@@ -46,11 +55,23 @@ class Decoder:
         self._check_channels(image.shape[-1], what)
         return image if size is None else resize(image, size, self.interpolation, self.aspect)
 
-    def deferred(self, data: np.ndarray, what: str) -> np.ndarray | Deferred:
+    def deferred(self, data: np.ndarray, what: str, checked: bool = False
+                 ) -> np.ndarray | Deferred:
         """The bytes of a JPEG undecoded, with its size, for an `augment` that decodes only
-        its window (``shmaug.deferred``); any other file decoded, as ``__call__``."""
+        its window (``shmaug.deferred``); any other file decoded, as ``__call__``.
+        ``checked``: an unreadable JPEG must fail here, where it can be stood in for, not in
+        the op: libjpeg-turbo reads its header (a few microseconds), and without it the file
+        is decoded here, whole."""
         header = jpeg_header(data) if self.image_size is None else None
         if header is None or not header[0] or not header[1] or header[2] not in (1, 3):
+            return self(data, what)
+        if self.windows == "turbo":
+            try:
+                turbo.header(data)
+            except turbo.TurboError as exc:
+                if checked:
+                    raise unreadable(what, f"libjpeg-turbo cannot read it ({exc})") from None
+        elif checked:
             return self(data, what)
         channels = COLOR_MODES[self.color_mode] if self.color_mode else header[2]
         self._check_channels(channels, what)
@@ -85,8 +106,9 @@ class EncodedImage(Deferred):
 
     def resized_window(self, window: Window, size: tuple[int, int],
                        how: Resample) -> np.ndarray:
-        return resized_window(self.data, self.what, self.decoder.color_mode, self.header,
-                              window, size, how)
+        decoder = self.decoder
+        return resized_window(self.data, self.what, decoder.color_mode, self.header, window,
+                              size, how, decoder.windows, decoder.reduced_decode)
 
     def __repr__(self) -> str:
         return f"<EncodedImage {self.what}, shape {self._shape}, not decoded>"
@@ -138,8 +160,8 @@ class Reader:
         the window it crops; a loader asks for it when its `augment` ``takes_deferred``."""
         if self.decoder.image_size is not None:
             return self
-        return Reader(self.table, self.decoder, self.on_error, self.by_class, self._handle,
-                      self._marks, True)
+        return Reader(self.table, self.decoder.for_windows(), self.on_error, self.by_class,
+                      self._handle, self._marks, True)
 
     @property
     def prefetch(self) -> Callable[..., None] | None:
@@ -161,7 +183,8 @@ class Reader:
 
     def _made(self, index: int) -> np.ndarray | Deferred:
         if self.defers:
-            return self.decoder.deferred(self.table.fetch(index), self.table.what(index))
+            return self.decoder.deferred(self.table.fetch(index), self.table.what(index),
+                                         checked=self.on_error == "skip")
         return self.read(index)
 
     def __call__(self, index: int) -> np.ndarray | Deferred:

@@ -7,13 +7,17 @@ columns beside it are never transformed, rows below it never read) and scales by
 wheel of OpenCV or Pillow exposes this, so the library is loaded here, from (in order):
 
 - the path in ``SHMAUG_TURBOJPEG`` (``0`` or ``off``: never use it);
-- the copy bundled in the ``turbojpeg`` wheel (``pip install shmaug[jpeg]``: Linux, Windows);
+- the copy bundled in the ``turbojpeg`` wheel (``pip install shmaug[jpeg]``: Linux, Windows;
+  ``turbojpeg`` 0.0.2 wraps libjpeg-turbo 3.0 and exposes no path, so its file is found by
+  the names its wheels give it);
 - the system's ``libturbojpeg`` (``apt install libturbojpeg0``, ``brew install jpeg-turbo``),
   when it is version 3 or later.
 
-Without one, ``available()`` is False and ``decode.decode_window`` decodes with OpenCV (whole,
-at a reduced size where it can), with the same window and nearly the same pixels. A handle is
-made once per process (fork or spawn) and never shared.
+Without one, ``available()`` is False and ``decode.resized_window`` decodes with OpenCV (whole,
+at a reduced size where it can), with the same window and nearly the same pixels. A loader
+decides once, in its own process, how windows decode (``decode.window_decode``):
+its workers do as it decided, or fail saying why. A handle is made once per process and
+thread (fork, spawn, and the threads of a ``workers=0`` loader) and never shared.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import glob
 import importlib.util
 import logging
 import os
+import threading
 from ctypes import POINTER, Structure, c_char_p, c_int, c_size_t, c_ubyte, c_void_p
 from ctypes.util import find_library
 from typing import Any
@@ -75,16 +80,27 @@ class _Library:
         self.error.argtypes, self.error.restype = [c_void_p], c_char_p
         self.error_code = lib.tj3GetErrorCode
         self.error_code.argtypes, self.error_code.restype = [c_void_p], c_int
-        self._handle: tuple[int, Any] | None = None  # (pid, handle): one per process
+        self.destroy = lib.tj3Destroy
+        self.destroy.argtypes, self.destroy.restype = [c_void_p], None
+        self._local = threading.local()  # (pid, handle): one per process and thread
 
     def handle(self) -> Any:
         pid = os.getpid()
-        if self._handle is None or self._handle[0] != pid:
+        held = getattr(self._local, "held", None)
+        if held is None or held[0] != pid:
             made = self.init(_INIT_DECOMPRESS)
             if not made:
                 raise TurboError("tj3Init failed")
-            self._handle = (pid, made)
-        return self._handle[1]
+            held = self._local.held = (pid, made)
+        return held[1]
+
+    def fail(self, handle: Any, what: str) -> TurboError:
+        """The error for a failed call, this thread's handle given up: after a failure a
+        handle reads the next header wrong (it answers 0 and the last file's size)."""
+        error = TurboError(f"{what}: {self.error(handle).decode(errors='replace')}")
+        self.destroy(handle)
+        self._local.held = None
+        return error
 
 
 _LIBRARY: _Library | None = None  # this process's, once looked for (``_LOOKED``)
@@ -118,7 +134,10 @@ def library() -> _Library | None:
                 _LIBRARY = _Library(path)
                 break
             except (OSError, AttributeError) as exc:  # missing, or TurboJPEG 2 (no tj3*)
-                log.debug("libturbojpeg at %s not used: %s", path, exc)
+                chosen = bool(os.environ.get("SHMAUG_TURBOJPEG", "").strip())
+                (log.warning if chosen else log.debug)(
+                    "libturbojpeg at %s not used (%s): JPEG windows are decoded by OpenCV, "
+                    "whole", path, exc)
     return _LIBRARY
 
 
@@ -127,9 +146,28 @@ def available() -> bool:
     return library() is not None
 
 
-def _check(lib: _Library, handle: Any, status: int, what: str) -> None:
-    if status != 0 and lib.error_code(handle) == _ERR_FATAL:
-        raise TurboError(f"{what}: {lib.error(handle).decode(errors='replace')}")
+def _check(lib: _Library, handle: Any, status: int, what: str, warnings: bool = False
+           ) -> None:
+    """Raise on a failed call; ``warnings``: let a warning pass (a decompress of a truncated
+    scan, filled in grey as every decoder does), but no failure of the header or settings."""
+    if status != 0 and not (warnings and lib.error_code(handle) != _ERR_FATAL):
+        raise lib.fail(handle, what)
+
+
+def header(data: np.ndarray) -> tuple[int, int]:
+    """(height, width) as libjpeg-turbo reads the header, or ``TurboError`` saying why not:
+    the check a source makes when a sample is loaded, where an unreadable one can still be
+    stood in for."""
+    lib = library()
+    if lib is None:
+        raise TurboError("libturbojpeg 3 is not available")
+    handle = lib.handle()
+    _check(lib, handle, lib.header(handle, data.ctypes.data_as(POINTER(c_ubyte)), data.size),
+           "header")
+    height, width = lib.get(handle, _PARAM_HEIGHT), lib.get(handle, _PARAM_WIDTH)
+    if height <= 0 or width <= 0:
+        raise TurboError(f"header: a size of {width} x {height}")
+    return height, width
 
 
 def decode_window(data: np.ndarray, window: tuple[int, int, int, int], denominator: int,
@@ -152,6 +190,8 @@ def decode_window(data: np.ndarray, window: tuple[int, int, int, int], denominat
         raise TurboError("not an 8-bit lossy JPEG in YCbCr, RGB or grey")
     subsamp = lib.get(handle, _PARAM_SUBSAMP)
     width, height = lib.get(handle, _PARAM_WIDTH), lib.get(handle, _PARAM_HEIGHT)
+    if width <= 0 or height <= 0:
+        raise TurboError(f"header: a size of {width} x {height}")
     _check(lib, handle, lib.scale(handle, _Scaling(1, denominator)), "scaling")
     sw, sh = -(-width // denominator), -(-height // denominator)  # libjpeg rounds up
     top, left, h, w = window
@@ -160,7 +200,7 @@ def decode_window(data: np.ndarray, window: tuple[int, int, int, int], denominat
     y0, x0 = top // denominator, left // denominator
     y1 = min(sh, -(-(top + h) // denominator))
     x1 = min(sw, -(-(left + w) // denominator))
-    if subsamp < 0:  # an unusual subsampling: libjpeg-turbo crops it only whole
+    if not 0 <= subsamp < len(_MCU_WIDTH):  # unusual, or newer than this table: whole
         x0, x1, y0, y1 = 0, sw, 0, sh
     else:
         mcu = max(1, _MCU_WIDTH[subsamp] // denominator)
@@ -171,5 +211,5 @@ def decode_window(data: np.ndarray, window: tuple[int, int, int, int], denominat
     out = np.empty((y1 - y0, x1 - x0, channels), np.uint8)
     status = lib.decompress(handle, buf, data.size, out.ctypes.data, out.strides[0],
                             PIXEL_FORMATS[channels])
-    _check(lib, handle, status, "decompress")
+    _check(lib, handle, status, "decompress", warnings=True)
     return out, (y0, x0)
