@@ -183,8 +183,9 @@ def test_missing_file_unknown_extension_and_empty_folder(folder, tmp_path):
         ImageFiles.from_directory(tmp_path / "empty", image_size=(8, 8))
     with pytest.raises(shmaug.ArgumentError, match=r"`paths` is empty"):
         ImageFiles.from_paths([], image_size=(8, 8))
-    with pytest.raises(shmaug.ArgumentError, match=r"`image_size` must be \(height, width\)"):
-        ImageFiles.from_directory(folder, image_size=(8,))
+    for size in ((8,), "64", b"64"):  # a string is not read digit by digit: "64" as (6, 4)
+        with pytest.raises(shmaug.ArgumentError, match=r"`image_size` must be \(height, width\)"):
+            ImageFiles.from_directory(folder, image_size=size)
     with pytest.raises(shmaug.ArgumentError, match=r"`color_mode` must be one of"):
         ImageFiles.from_directory(folder, color_mode="RGB")
 

@@ -246,8 +246,8 @@ def image_size_of(value: Any) -> tuple[int, int] | None:
     that crops it to one (``random_resized_crop``, decoded only where it crops)."""
     if value is None:
         return None
-    try:
-        size = tuple(int(s) for s in value)
+    try:  # (a string would be read digit by digit: "64" as (6, 4))
+        size = () if isinstance(value, (str, bytes)) else tuple(int(s) for s in value)
     except (TypeError, ValueError):
         size = ()
     if len(size) != 2 or min(size) <= 0:
