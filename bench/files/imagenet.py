@@ -68,6 +68,8 @@ from bench.common.harness import (
 from bench.common.report import Row, environment, fmt_num, markdown_table, verdict, write_results
 from bench.files.run import figure, run_args, same_round
 from bench.suite.peers._base import Base
+from bench.suite.peers.shmaug_engine import ShmaugLoader
+from bench.suite.peers.torch_loader import Torch
 
 SIZE = 224
 SCALE = (0.08, 1.0)
@@ -168,12 +170,13 @@ def shmaug_augment(ra: bool, antialias: bool = True) -> Any:
     return Compose(ops)
 
 
-class ShmaugImageNet(Base):
+class ShmaugImageNet(ShmaugLoader):
     """``shmaug.Loader`` over the photos at their own size (``image_size=None``); the targets
-    are the files' ids (the listing's order is the child's), for the exactly-once check."""
+    are the files' ids (the listing's order is the child's), for the exactly-once check.
+    Read and closed as the suite's ``ShmaugLoader``; only its source differs."""
 
     def __init__(self, *a: Any, folder: str) -> None:
-        super().__init__(*a)
+        Base.__init__(self, *a)
         import shmaug
 
         files = shmaug.ImageFiles.from_directory(folder, image_size=None)
@@ -182,15 +185,6 @@ class ShmaugImageNet(Base):
         self.loader = shmaug.Loader(files, self.y, batch_size=self.bs, augment=self.augment,
                                     workers=self.workers, shuffle=True, seed=0,
                                     start_method=self.method)
-
-    def epoch(self) -> Iterator[Any]:
-        yield from self.loader
-
-    def pids(self) -> list[int]:
-        return list(self.loader.pids)
-
-    def close(self) -> None:
-        self.loader.close()
 
 
 def torch_transform(name: str) -> Any:
@@ -211,12 +205,13 @@ def torch_transform(name: str) -> Any:
     return v2.Compose([*ops, v2.ToImage(), v2.ToDtype(torch.uint8)])
 
 
-class TorchImageNet(Base):
+class TorchImageNet(Torch):
     """``ImageFolder`` + ``DataLoader(num_workers=workers, shuffle=True)``, fork, persistent
-    workers; each sample's target is its index, for the exactly-once check."""
+    workers; each sample's target is its index, for the exactly-once check. Read and closed
+    as the suite's ``Torch``; only its dataset differs."""
 
     def __init__(self, *a: Any, folder: str, name: str) -> None:
-        super().__init__(*a)
+        Base.__init__(self, *a)
         from torch.utils.data import DataLoader
         from torchvision.datasets import ImageFolder
 
@@ -228,15 +223,6 @@ class TorchImageNet(Base):
         self.loader = DataLoader(dataset, batch_size=self.bs, shuffle=True,
                                  num_workers=self.workers, persistent_workers=True,
                                  multiprocessing_context=self.method)
-
-    def epoch(self) -> Iterator[Any]:
-        for xb, yb in self.loader:
-            yield xb.numpy(), yb.numpy()
-
-    def close(self) -> None:
-        it = getattr(self.loader, "_iterator", None)
-        if it is not None:
-            it._shutdown_workers()
 
 
 class DaliImageNet(Base):
