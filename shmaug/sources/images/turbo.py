@@ -3,8 +3,10 @@
 Why: a random resized crop needs a window of the photo, often at less than full resolution.
 TurboJPEG 3 decodes only that window (``tj3SetCroppingRegion``: rows above it are skipped,
 columns beside it are never transformed, rows below it never read) and scales by 1/2, 1/4 or
-1/8 in the DCT (``tj3SetScalingFactor``), which is how DALI's CPU decoder and FFCV crop. No
-wheel of OpenCV or Pillow exposes this, so the library is loaded here, from (in order):
+1/8 in the DCT (``tj3SetScalingFactor``), which is how DALI's CPU decoder and FFCV crop.
+OpenCV (``IMREAD_REDUCED_*``), Pillow (``draft``) and ``simplejpeg`` expose the scaling alone;
+``PyTurboJPEG`` crops only by a lossless transform (an entropy decode and re-encode) and needs
+a system library. So the library is loaded here, from (in order):
 
 - the path in ``SHMAUG_TURBOJPEG`` (``0`` or ``off``: never use it);
 - the copy bundled in the ``turbojpeg`` wheel (``pip install shmaug[jpeg]``: Linux, Windows;
