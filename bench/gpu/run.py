@@ -417,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench.gpu.imagenet import DEFAULT_FEEDERS, run_imagenet
 
         chosen = (tuple(f.strip() for f in args.imagenet_feeders.split(";"))
-                  if args.imagenet_feeders else DEFAULT_FEEDERS)
+                  if args.imagenet_feeders else DEFAULT_FEEDERS[:2] if args.quick
+                  else DEFAULT_FEEDERS)
         with tempfile.TemporaryDirectory(prefix="shmaug-imagenet-") as root:
             run_imagenet(args.quick, repeats, top, Path(root),
                          lambda payload: save(out, IMAGENET, payload), chosen, args.files)

@@ -261,7 +261,7 @@ def test_bench_gpu_quick(tmp_path):
     # imagenet: shmaug's decode-time crop feeds fit; timm's rows run where torch and timm do
     imagenet = {f["contender"]: f["status"] for f in
                 json.loads((tmp_path / "gpu_imagenet.json").read_text())["feeders"]}
-    assert imagenet["shmaug"] == imagenet["shmaug + RandAugment 2x9"] == "ok", imagenet
+    assert imagenet["shmaug"] == "ok" and set(imagenet) == {"shmaug", "timm"}, imagenet
     assert all(s == "ok" or "No module named" in s for s in imagenet.values()), imagenet
     assert (tmp_path / "gpu.md").read_text() in out
     assert out.count("**QUICK run**") == 6 and "GPU waits" in out
