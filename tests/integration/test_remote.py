@@ -95,6 +95,8 @@ def test_missing_objects_are_named_before_any_process_starts(s3):
                               storage_options=options(endpoint))
     with pytest.raises(shmaug.ArgumentError, match="holds no object"):
         ImageFiles.from_directory(f"s3://{BUCKET}/nothing/", storage_options=options(endpoint))
+    with pytest.raises(shmaug.ArgumentError, match="bucket 'nobucket', which does not exist"):
+        ImageFiles.from_directory("s3://nobucket/x/", storage_options=options(endpoint))
 
 
 def test_deleted_object_is_an_error_naming_it_or_is_skipped_and_counted(s3):

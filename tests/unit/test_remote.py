@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from shmaug.errors import ArgumentError, RemoteError
+from shmaug.sources.files import ImageFiles
 from shmaug.sources.records import ImageRecords
 from shmaug.sources.remote import bucket as B
 from shmaug.sources.remote import ahead as A
@@ -259,6 +260,17 @@ def test_a_missing_backend_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "gcsfs", None)
     with pytest.raises(ArgumentError, match=r'pip install "shmaug\[gcs\]"'):
         C.Remote("gs", None)
+
+
+def test_an_unknown_scheme_is_refused_at_once_naming_it():
+    pytest.importorskip("fsspec")
+    began = time.monotonic()
+    for make in (lambda: ImageFiles.from_directory("s4://bucket/x/", image_size=(8, 8)),
+                 lambda: ImageFiles.from_paths(["s4://bucket/x/a.png"], image_size=(8, 8))):
+        with pytest.raises(ArgumentError, match=r"No filesystem reads s4:// URLs.*s3://.*"
+                                                r"Fix: check the URL's scheme"):
+            make()
+    assert time.monotonic() - began < 1.0  # no retries
 
 
 def test_urls_and_local_paths():

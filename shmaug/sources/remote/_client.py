@@ -317,6 +317,13 @@ class Remote:
         except FileNotFoundError:
             found = {}
         if not found:
+            bucket = root.split("://", 1)[-1].split("/", 1)[0]
+            if self.protocol in ("s3", "s3a", "gs", "gcs") and not self._bucket_exists(bucket):
+                raise ArgumentError(
+                    f"`directory` {root!r} is in the bucket {bucket!r}, which does not exist "
+                    f"on this endpoint. Fix: check the bucket's name (and `storage_options`'s "
+                    f"endpoint and credentials)."
+                )
             raise ArgumentError(
                 f"`directory` must be an existing folder; {root!r} holds no object. Fix: pass "
                 f"the folder (prefix) that holds one sub-folder of images per class."
@@ -324,6 +331,13 @@ class Remote:
         urls = [self.url(p) for p in found]
         return Listing(root, urls, {u: _ident(info) for u, info in zip(urls, found.values())
                                     if info.get("size") is not None})  # (http may not say)
+
+    def _bucket_exists(self, bucket: str) -> bool:
+        """Whether ``bucket`` is there (True where the backend cannot say)."""
+        try:
+            return bool(self._retried(bucket, lambda fs: fs.exists(bucket), "list"))
+        except Exception:  # (an existing bucket's listing was empty: not this message's case)
+            return True
 
     def glob(self, pattern: str) -> list[str]:
         """The URLs of the objects matching ``pattern``, as the bucket lists them.
@@ -388,6 +402,14 @@ def _import_fsspec(protocol: str) -> Any:
             f"Reading {protocol}:// URLs needs fsspec and {package}, which are not installed. "
             f"Fix: pip install \"shmaug[{extra}]\"."
         ) from None
+    known = fsspec.available_protocols()
+    if protocol not in known:  # refused here, not retried as if a server were down
+        usual = [p for p in ("s3", "gs", "az", "abfs", "https", "http", "hf", "file")
+                 if p in known]
+        raise ArgumentError(
+            f"No filesystem reads {protocol}:// URLs: fsspec knows {len(known)} schemes, "
+            f"{', '.join(p + '://' for p in usual)} among them, and not {protocol!r}. Fix: "
+            f"check the URL's scheme (s3:// for S3 and its compatible servers).")
     return fsspec
 
 
