@@ -130,3 +130,21 @@ def test_index_cache_is_reused_while_the_shard_is_unchanged(tmp_path, monkeypatc
     D.write_tar(tmp_path / "s.tar", D.wds_members(0, 6))  # changed: scanned again
     with pytest.raises(AssertionError, match="scanned again"):
         shmaug.ImageRecords.from_webdataset(path, image_ext="png", index_cache=cache)
+
+
+def test_a_buckets_failure_on_a_shards_first_read_is_the_buckets_not_the_formats():
+    """A ``RemoteError`` is an ``OSError`` too; on a shard's first read it must come through
+    as the bucket's failure, not as "cannot read ... as an uncompressed tar"."""
+    import io
+
+    from shmaug.errors import RemoteError
+    from shmaug.sources.formats import tar as _tar
+
+    class Failing(io.BytesIO):  # a bucket's object whose first read keeps failing
+        def read(self, size=-1) -> bytes:
+            raise RemoteError("Could not read 's3://b/shard-0.tar' after 4 attempts")
+
+    with pytest.raises(RemoteError, match="after 4 attempts"):
+        _tar.scan("s3://b/shard-0.tar", ["png"], "cls", fileobj=Failing(b"x" * 1024))
+    with pytest.raises(shmaug.ArgumentError, match="as an uncompressed tar"):
+        _tar.scan("not.tar", ["png"], "cls", fileobj=io.BytesIO(b"not a tar at all" * 40))

@@ -16,7 +16,7 @@ import tarfile
 from typing import Any, BinaryIO, Sequence
 
 from .shards import Scan, Shards, cached
-from ...errors import ArgumentError
+from ...errors import ArgumentError, RemoteError
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -49,6 +49,8 @@ def scan(path: str, image_exts: Sequence[str], label_ext: str | None,
     """
     try:
         tar = tarfile.open(path, mode="r:", fileobj=fileobj)
+    except RemoteError:
+        raise  # (an OSError too, but the bucket's failure: not about the shard's format)
     except (tarfile.TarError, OSError) as exc:
         raise ArgumentError(
             f"`tar_files`: cannot read {path!r} as an uncompressed tar ({exc}). Fix: pass "
