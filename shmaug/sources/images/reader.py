@@ -65,12 +65,11 @@ class Decoder:
         header = jpeg_header(data) if self.image_size is None else None
         if header is None or not header[0] or not header[1] or header[2] not in (1, 3):
             return self(data, what)
-        if self.windows == "turbo":
+        if checked and self.windows == "turbo":
             try:
                 turbo.header(data)
             except turbo.TurboError as exc:
-                if checked:
-                    raise unreadable(what, f"libjpeg-turbo cannot read it ({exc})") from None
+                raise unreadable(what, f"libjpeg-turbo cannot read it ({exc})") from None
         elif checked:
             return self(data, what)
         channels = COLOR_MODES[self.color_mode] if self.color_mode else header[2]
