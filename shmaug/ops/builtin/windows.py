@@ -137,4 +137,3 @@ def center_resized_crop(
 
 random_resized_crop.takes_deferred = True  # type: ignore[attr-defined]
 center_resized_crop.takes_deferred = True  # type: ignore[attr-defined]
-FIXED_SIZE = ("random_resized_crop", "center_resized_crop")  # whatever the input's size
