@@ -36,6 +36,7 @@ import numpy as np
 
 from ..engine.config import checks as check
 from ..engine.config.options import Options, Order, Settings
+from ..engine.workers import _lazy_imports
 from ..engine.loader import Loader, lend, start
 from ..ops.mixing import Mix
 from . import _checks as facade_checks
@@ -57,7 +58,26 @@ _SET_UP = frozenset({"image_key", "x", "batch_size", "seed", "shuffle", "num_sha
                      "shard_index", "mix", "_settings", "_order", "_runtime", "_pin_memory"})
 
 
-class Sequence(keras.utils.PyDataset):  # type: ignore[misc]
+def _pydataset() -> type:
+    """Keras' ``PyDataset``; in a worker that has not loaded Keras, ``object``.
+
+    A worker unpickles a subclass's hooks, or an augment defined in the module of a subclass:
+    defining the class there must not load Keras and its backend, seconds in each worker at
+    every start (issue 51). A worker's copy only runs the hooks (``augment``, ``load``), which
+    need nothing of ``PyDataset``: only the main process asks Keras' questions of it. A
+    worker whose user module loaded Keras anyway (``from keras import layers`` at its top)
+    gets the real base, which costs nothing more there.
+    """
+    return object if _lazy_imports.pending("keras") else keras.utils.PyDataset
+
+
+if TYPE_CHECKING:
+    _PyDataset = keras.utils.PyDataset
+else:
+    _PyDataset = _pydataset()
+
+
+class Sequence(_PyDataset):  # type: ignore[misc]
     """A Keras ``PyDataset`` fed by shmaug's worker processes over shared memory.
 
     Takes the ``Loader``'s arguments with the same meaning and defaults. Workers start on first

@@ -73,3 +73,24 @@ def test_a_script_that_imports_it_and_defines_the_augment(tmp_path: Path) -> Non
                           text=True, timeout=180, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split("\n")[:-1] == [f"{m} [0]" for m in FRESH]
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("start_method", FRESH)
+def test_a_fresh_worker_defines_a_sequence_subclass_without_loading_keras(
+        start_method: str) -> None:
+    """A subclass of ``shmaug.Sequence`` in the user's module, imported by each worker that
+    unpickles its hooks or an augment beside it: defining it there must not load Keras and its
+    backend, seconds per worker (issue 51; ``python -m bench.start_methods --subclass``). Its
+    hooks run all the same, and a second Sequence's fresh workers fare the same."""
+    pytest.importorskip("keras")
+    from tests.integration import _subclass_ops as user
+
+    x = np.zeros((8, 4, 4), np.uint8)
+    for _ in range(2):
+        with user.Reporting(list(range(8)), batch_size=4, workers=2,
+                            start_method=start_method) as seq:
+            assert {int(v) for i in range(len(seq)) for v in np.unique(seq[i])} == {0}
+        with shmaug.Sequence(x, batch_size=4, augment=user.report, workers=2,
+                             start_method=start_method) as seq:
+            assert {int(v) for i in range(len(seq)) for v in np.unique(seq[i])} == {0}

@@ -142,6 +142,12 @@ def _already_loaded(module: ModuleType) -> importlib.machinery.ModuleSpec:
                                           origin=getattr(module, "__file__", None))
 
 
+def pending(name: str) -> bool:
+    """Whether the package ``name`` was imported lazily here and has not run yet (always False
+    in a process that never called ``install``, the main process among them)."""
+    return type(sys.modules.get(name)) is _LazyModule
+
+
 def install(names: frozenset[str] = LAZY) -> None:
     """From now on, this process imports the top-level packages ``names`` lazily (a second
     call changes nothing)."""
