@@ -72,7 +72,7 @@ def _pydataset() -> type:
 
 
 if TYPE_CHECKING:
-    _PyDataset = keras.utils.PyDataset
+    from keras.utils import PyDataset as _PyDataset
 else:
     _PyDataset = _pydataset()
 
