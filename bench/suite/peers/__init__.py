@@ -41,6 +41,19 @@ class Entry:
     cls: str
     method: str | None  # multiprocessing start method; None: no processes of its own
     label: str  # how tables and plots name it
+    library: str | None = None  # an optional library it needs beyond TensorFlow, Keras, shmaug
+
+
+def missing_library(name: str) -> str | None:
+    """The ``ModuleNotFoundError`` text a child would report for contender ``name`` when its
+    optional library (torch, grain) is not installed; None when it is, or needs none. Lets a
+    driver skip the child (a process that imports TensorFlow, seconds) to learn just that."""
+    import importlib.util
+
+    library = REGISTRY[name].library
+    if library is None or importlib.util.find_spec(library) is not None:
+        return None
+    return f"ModuleNotFoundError: No module named '{library}'"
 
 
 REGISTRY: dict[str, Entry] = {
@@ -54,8 +67,10 @@ REGISTRY: dict[str, Entry] = {
     "pool_spawn": Entry("pool_recipe", "Pool", "spawn", "3. Pool + RawArray recipe (spawn)"),
     "tfdata_gen": Entry("tf_data", "TfGen", None, "4. tf.data from_generator + prefetch"),
     "tfdata_map": Entry("tf_data", "TfMap", None, "4. tf.data numpy_function map(AUTOTUNE)"),
-    "torch": Entry("torch_loader", "Torch", "fork", "5. PyTorch DataLoader (fork)"),
-    "grain": Entry("grain_loader", "Grain", "spawn", "5. Grain MapDataset + mp_prefetch (spawn)"),
+    "torch": Entry("torch_loader", "Torch", "fork", "5. PyTorch DataLoader (fork)",
+                   "torch"),
+    "grain": Entry("grain_loader", "Grain", "spawn", "5. Grain MapDataset + mp_prefetch (spawn)",
+                   "grain"),
     "shmaug_loader": Entry("shmaug_engine", "ShmaugLoader", "fork", "6. shmaug Loader (fork)"),
     "shmaug_spawn": Entry("shmaug_engine", "ShmaugLoader", "spawn", "6. shmaug Loader (spawn)"),
     "shmaug_sequence": Entry("keras_dataset", "ShmaugSequence", "fork",
@@ -88,4 +103,4 @@ def running(name: str, x: np.ndarray, y: np.ndarray, bs: int, augment: Any, out_
         wait_gone(pids, 10)
 
 
-__all__ = ["REGISTRY", "Base", "Entry", "build", "running"]
+__all__ = ["REGISTRY", "Base", "Entry", "build", "missing_library", "running"]
