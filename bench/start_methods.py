@@ -1,6 +1,7 @@
 """Worker start-up when the user's augment lives in a module that imports a framework.
 
 ``python -m bench.start_methods [--framework tensorflow|jax|torch|none] [--quick]``
+``python -m bench.start_methods --subclass [--quick]`` (Keras' backend from ``KERAS_BACKEND``)
 
 A user's ``user_ops.py`` imports TensorFlow (or JAX, torch) at its top and defines a
 sleep-bound augment (``SLEEP_S`` per sample); the main script imports the framework first, as a
@@ -14,6 +15,12 @@ Per start method: construction to the first batch, the whole epoch (2 s of sleep
 later ``Sequence``'s construction to first batch in the same process.
 Targets (issue 38): the default's first batch within 1.0 s of fork's; each worker <= 80 MB
 USS; ``workers=2`` under the default faster than ``workers=0``.
+
+``--subclass``: the user's module imports Keras instead and defines ``class
+Sleepy(shmaug.Sequence)`` whose ``augment`` hook sleeps, as Keras' own speed-up test does
+(``py_dataset_adapter_test.test_speedup``); the probe times that subclass. Targets (issue 51):
+the default's first batch within 1.0 s of construction; ``workers=2`` faster than ``workers=0``
+(the speed-up case).
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ from bench.common.report import Row, environment, write_results
 
 SAMPLES, BATCH, SLEEP_S = 40, 4, 0.05  # 2 s of sleep in all, in 10 batches
 METHODS = ("default", "fork", "forkserver", "spawn", "in-process")
-FRAMEWORK_USE = {"tensorflow": "tensorflow", "jax": "jax.numpy", "torch": "torch", "none": "json"}
+QUICK_METHODS = ("default", "in-process")  # a smoke run: every code path, not every method
+FRAMEWORK_USE = {"tensorflow": "tensorflow", "jax": "jax.numpy", "torch": "torch", "none": "json",
+                 "keras": "keras"}
 
 USER_OPS = textwrap.dedent('''
     """A user's augment module: it imports a framework for other reasons than its ops."""
@@ -43,6 +52,19 @@ USER_OPS = textwrap.dedent('''
     def augment(image, rng):
         time.sleep({sleep})
         return image
+''')
+
+SUBCLASS = textwrap.dedent('''
+
+    import shmaug
+
+
+    class Sleepy(shmaug.Sequence):
+        """A subclass whose hook runs in the workers (Keras' ExamplePyDataset, delay and all)."""
+
+        def augment(self, image, rng):
+            time.sleep({sleep})
+            return image
 ''')
 
 PROBE = textwrap.dedent('''
@@ -62,9 +84,9 @@ PROBE = textwrap.dedent('''
 
 
     def sequence():
-        return Sequence(x, y, batch_size={batch}, augment=user_ops.augment,
-                               workers=workers, shuffle=False, start_method=None
-                               if method in ("default", "in-process") else method)
+        make, hook = (user_ops.Sleepy, None) if {subclass} else (Sequence, user_ops.augment)
+        return make(x, y, batch_size={batch}, augment=hook, workers=workers, shuffle=False,
+                    start_method=None if method in ("default", "in-process") else method)
 
 
     t0 = time.perf_counter()
@@ -86,19 +108,21 @@ PROBE = textwrap.dedent('''
 ''')
 
 
-def measure(framework: str, repeats: int) -> dict[str, list[dict[str, Any]]]:
-    """``repeats`` rounds, each running every start method once in a fresh process, the order
-    rotated from round to round."""
-    results: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
+def measure(framework: str, repeats: int, subclass: bool = False,
+            methods: tuple[str, ...] = METHODS) -> dict[str, list[dict[str, Any]]]:
+    """``repeats`` rounds, each running every start method of ``methods`` once in a fresh
+    process, the order rotated from round to round."""
+    results: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
     with tempfile.TemporaryDirectory(prefix="shmaug-bench-") as tmp:
-        Path(tmp, "user_ops.py").write_text(USER_OPS.format(framework=FRAMEWORK_USE[framework],
-                                                             sleep=SLEEP_S))
+        user = USER_OPS + (SUBCLASS if subclass else "")
+        Path(tmp, "user_ops.py").write_text(user.format(framework=FRAMEWORK_USE[framework],
+                                                        sleep=SLEEP_S))
         script = Path(tmp, "probe.py")
         script.write_text(PROBE.format(framework=FRAMEWORK_USE[framework], samples=SAMPLES,
-                                       batch=BATCH))
-        bar = progress(repeats * len(METHODS), "start methods")
+                                       batch=BATCH, subclass=subclass))
+        bar = progress(repeats * len(methods), "start methods")
         for r in range(repeats):
-            for method in METHODS[r % len(METHODS):] + METHODS[:r % len(METHODS)]:
+            for method in methods[r % len(methods):] + methods[:r % len(methods)]:
                 env = child_env(PYTHONPATH=f"{tmp}{os.pathsep}{REPO_ROOT}")
                 out = run_json([sys.executable, str(script), method], 180.0, env=env)
                 results[method].append(out.value if out.ok else {"error": out.error})
@@ -107,10 +131,15 @@ def measure(framework: str, repeats: int) -> dict[str, list[dict[str, Any]]]:
     return results
 
 
-def rows(framework: str, results: dict[str, list[dict[str, Any]]]) -> list[Row]:
-    """First batch, epoch and worker USS per start method, judged against issue 38's targets."""
+def rows(framework: str, results: dict[str, list[dict[str, Any]]], subclass: str = ""
+         ) -> list[Row]:
+    """First batch, epoch and worker USS per start method, judged against issue 38's targets
+    (issue 51's for a ``subclass``: the Keras backend it ran on)."""
     imports = "imports nothing" if framework == "none" else f"imports {framework}"
     sec = f"start-up, augment in a module that {imports}, 2 workers"
+    if subclass:
+        sec = f"start-up, a Sequence subclass in a module that imports Keras ({subclass}), " \
+              "2 workers"
     ok = {m: [r for r in runs if "error" not in r] for m, runs in results.items()}
     median = {m: summarize([r["first_batch_s"] for r in runs]).median if runs else None
               for m, runs in ok.items()}
@@ -124,14 +153,18 @@ def rows(framework: str, results: dict[str, list[dict[str, Any]]]) -> list[Row]:
         name = f"{method} ({', '.join(resolved)})" if method == "default" else method
         first = summarize([r["first_batch_s"] for r in runs]) if runs else None
         target = ""
-        if method == "default" and median["default"] is not None and median["fork"] is not None:
+        if method == "default" and subclass and median["default"] is not None:
+            met = median["default"] <= 1.0
+            target = f"within 1.0 s of construction: {'met' if met else 'MISSED'}"
+        elif method == "default" and median["default"] is not None and \
+                median.get("fork") is not None:
             gap = median["default"] - median["fork"]
             target = f"within 1.0 s of fork's ({gap:+.2f} s): {'met' if gap <= 1.0 else 'MISSED'}"
         out.append(Row(sec, name, "construction to first batch", "s", first, status,
                        target=target))
         target = ""
         if method == "default" and epoch["default"] is not None and \
-                epoch["in-process"] is not None:
+                epoch.get("in-process") is not None:
             met = epoch["default"] < epoch["in-process"]
             target = f"< workers=0's {epoch['in-process']:.2f} s: {'met' if met else 'MISSED'}"
         out.append(Row(sec, name, f"epoch of {SAMPLES * SLEEP_S:.0f} s of sleep", "s",
@@ -151,15 +184,23 @@ def rows(framework: str, results: dict[str, list[dict[str, Any]]]) -> list[Row]:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0], "bench/results/start_methods")
     parser.add_argument("--framework", choices=sorted(FRAMEWORK_USE), default="tensorflow")
+    parser.add_argument("--subclass", action="store_true",
+                        help="the module imports Keras and subclasses shmaug.Sequence "
+                             "(the backend: KERAS_BACKEND)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    framework = "keras" if args.subclass else args.framework
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow") if args.subclass else ""
     t0 = time.perf_counter()
-    results = measure(args.framework, 1 if args.quick else args.repeats)
-    meta = {"quick": args.quick, "framework": args.framework, "environment": environment(),
-            "wall_s": time.perf_counter() - t0,
-            "command": f"python -m bench.start_methods --framework {args.framework}"}
-    text = write_results(args.out, f"start_methods_{args.framework}",
-                         rows(args.framework, results), meta)
+    results = measure(framework, 1 if args.quick else args.repeats, args.subclass,
+                      QUICK_METHODS if args.quick else METHODS)
+    command = f"KERAS_BACKEND={backend} python -m bench.start_methods --subclass" \
+        if args.subclass else f"python -m bench.start_methods --framework {framework}"
+    meta = {"quick": args.quick, "framework": framework, "backend": backend,
+            "environment": environment(), "wall_s": time.perf_counter() - t0,
+            "command": command}
+    name = f"start_methods_subclass_{backend}" if args.subclass else f"start_methods_{framework}"
+    text = write_results(args.out, name, rows(framework, results, backend), meta)
     print(text)
 
 
