@@ -127,3 +127,29 @@ def behind_hook(cls: str, op: Any, data: Data) -> None:
             f"but the `augment` argument ({type(op).__name__}) moves the targets "
             f"{sorted(moved)} with each image; they would no longer follow it. Fix: drop "
             f"the override and put its work into the pipeline, or rename those targets.")
+
+
+def validation_labels(mix: Any, validation: Any) -> None:
+    """A training Sequence with ``mix`` under ``fit`` with ``validation``: the mix's soft
+    targets take ``CategoricalCrossentropy``, which refuses class ids, so validation data of
+    class ids would stop ``fit`` when validation starts, with Keras' "must have the same rank".
+    Refused before the first step instead, naming the fixes. A Sequence with a mix of its own
+    hands out one-hot labels; what this cannot read passes."""
+    if isinstance(validation, tuple) and len(validation) >= 2:
+        y = validation[1]
+    elif getattr(validation, "mix", False) is None and hasattr(validation, "_runtime"):
+        y = validation._runtime.side.get("y")  # a shmaug.Sequence without a mix
+    else:
+        return
+    if not isinstance(y, np.ndarray) or y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
+        return
+    classes = mix.num_classes or "num_classes"
+    raise ArgumentError(
+        f"`validation_data` yields class ids (labels of shape ({len(y)},)), but the training "
+        f"Sequence's mix={mix!r} trains on one-hot soft targets, whose loss "
+        f"(CategoricalCrossentropy) would refuse class ids when validation starts (Keras: "
+        f"\"Arguments `target` and `output` must have the same rank\"). Fix: one-hot the "
+        f"validation labels: label_mode=\"categorical\" on both subsets of a folder (the mix "
+        f"then needs no num_classes), keras.utils.to_categorical(y_val, {classes}) for arrays, "
+        f"or give the validation Sequence the same mix= (it never mixes validation passes, "
+        f"and hands their labels out one-hot).")

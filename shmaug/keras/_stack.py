@@ -88,3 +88,17 @@ def from_adapter(seq: object) -> bool:
     while frame is not None and frame.f_locals.get("self") is seq:
         frame = frame.f_back  # type: ignore[assignment]
     return frame is not None and getattr(frame.f_locals.get("self"), "py_dataset", None) is seq
+
+
+def fit_validation_data() -> Any:
+    """The ``validation_data`` of Keras' ``fit`` up the stack, or None (no ``fit``, or none
+    given). Read where Keras begins an epoch: in the thread calling ``fit``, on every
+    backend."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "fit" and "keras" in code.co_filename and \
+                code.co_filename.endswith("trainer.py"):
+            return frame.f_locals.get("validation_data")
+        frame = frame.f_back  # type: ignore[assignment]
+    return None

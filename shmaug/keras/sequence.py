@@ -281,6 +281,9 @@ class Sequence(_PyDataset):  # type: ignore[misc]
         building = stack.keras_is_building()
         adapter = stack.keras_adapter(self)
         inferring = adapter is not None and stack.keras_is_inferring()
+        if self.mix is not None and adapter is not None and not (building or inferring):
+            # fit's training passes: its validation batches must take the mix's loss too
+            facade_checks.validation_labels(self.mix, stack.fit_validation_data())
         rt = self._runtime
         with rt.lock:
             if adapter is not None:  # whose passes Keras never shuffles (see _in_order)

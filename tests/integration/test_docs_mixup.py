@@ -8,7 +8,7 @@ labels one-hot). The snippet itself runs in test_readme (docs/ops.md's MixUp blo
 
 The old snippet validated on ``train``, which hid that a validation Sequence of class ids
 stops ``fit`` with Keras' "must have the same rank" ``ValueError``; the last test pins the
-message a user who forgets should get instead (strict xfail until the facade says it).
+message a user who forgets gets instead.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import shmaug
 from shmaug.ops import Mix, MixUp
 from tests._helpers import needs_keras
 
-pytestmark = [needs_keras, pytest.mark.timeout(180)]
+pytestmark = [needs_keras, pytest.mark.keras, pytest.mark.timeout(180)]
 
 CLASSES, PER_CLASS, SIDE = ("cat", "dog", "owl"), 6, 16
 SPLIT = dict(image_size=(SIDE, SIDE), validation_split=0.25, seed=1337)
@@ -92,13 +92,10 @@ def test_class_ids_validate_through_the_same_mix(folder) -> None:
     assert len(history["val_loss"]) == 2 and np.all(np.isfinite(history["val_loss"]))
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "the facade does not yet check fit's validation_data against a mixed training Sequence: "
-    "Keras' own rank error comes instead (the change is proposed in issue 51, section 4)"))
 def test_a_validation_sequence_of_class_ids_is_refused_with_the_fix(folder) -> None:
-    """A user who forgets: class ids in the validation Sequence, no mix there. Today Keras
-    stops ``fit`` with "Arguments `target` and `output` must have the same rank"; the fix
-    should be named instead (``label_mode="categorical"`` or the same ``mix=``)."""
+    """A user who forgets: class ids in the validation Sequence, no mix there. Keras would
+    stop ``fit`` when validation starts with "Arguments `target` and `output` must have the
+    same rank"; the training Sequence names the fix before the first step instead."""
     train_files = shmaug.ImageFiles.from_directory(folder, subset="training", **SPLIT)
     val_files = shmaug.ImageFiles.from_directory(folder, subset="validation", **SPLIT)
     mix = MixUp(0.2, num_classes=len(CLASSES))
@@ -107,3 +104,13 @@ def test_a_validation_sequence_of_class_ids_is_refused_with_the_fix(folder) -> N
     with train, val, pytest.raises(shmaug.ArgumentError,
                                    match=r"label_mode=.categorical.*mix="):
         fit(train, val)
+
+
+def test_validation_arrays_of_class_ids_are_refused_too() -> None:
+    """``validation_data=(x, y)`` of class ids beside a mixed training Sequence."""
+    x = np.zeros((8, SIDE, SIDE, 3), np.uint8)
+    ids = np.arange(8) % len(CLASSES)
+    with shmaug.Sequence(x, ids, batch_size=4, mix=MixUp(0.2, num_classes=len(CLASSES)),
+                         seed=0, workers=0) as train, \
+            pytest.raises(shmaug.ArgumentError, match=r"to_categorical\(y_val, 3\)"):
+        model_for(len(CLASSES)).fit(train, validation_data=(x, ids), epochs=1, verbose=0)
