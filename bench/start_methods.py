@@ -12,7 +12,8 @@ interleaved round by round.
 
 Per start method: construction to the first batch, the whole epoch (2 s of sleep in all: with
 2 workers it should take about 1 s), each worker's unique memory (USS) after the epoch, and a
-later ``Sequence``'s construction to first batch in the same process.
+later ``Sequence``'s construction to first batch in the same process, and the next batch
+after the idle stop (which 120 s without an ask makes) started the workers again.
 Targets (issue 38): the default's first batch within 1.0 s of fork's; each worker <= 80 MB
 USS; ``workers=2`` under the default faster than ``workers=0``.
 
@@ -76,6 +77,7 @@ PROBE = textwrap.dedent('''
     import shmaug
     import user_ops
     from bench.common.harness import report_json, worker_memory
+    from shmaug.keras import _idle
 
     method = sys.argv[1]
     Sequence = shmaug.Sequence  # imports Keras (and its backend) before anything is timed
@@ -99,12 +101,17 @@ PROBE = textwrap.dedent('''
         total = time.perf_counter() - t0
         memory = worker_memory(seq.loader.pids) if workers else []
         resolved = seq.loader._run.pool._ctx.get_start_method() if workers else "none"
+        _idle.stop_if_idle(seq, time.monotonic(), after_s=0.0)  # as 120 s without an ask do
+        t0 = time.perf_counter()
+        seq[1]  # (not the held first batch: the workers start again for this one)
+        restart = time.perf_counter() - t0
     t0 = time.perf_counter()
     with sequence() as seq:
         seq[0]
         later = time.perf_counter() - t0
     report_json({{"first_batch_s": first, "epoch_s": total, "start_method": resolved,
-                 "later_first_batch_s": later, "uss_mib": [m["uss"] for m in memory]}})
+                 "later_first_batch_s": later, "restart_first_batch_s": restart,
+                 "uss_mib": [m["uss"] for m in memory]}})
 ''')
 
 
@@ -172,6 +179,9 @@ def rows(framework: str, results: dict[str, list[dict[str, Any]]], subclass: str
                        target=target))
         out.append(Row(sec, name, "a later Sequence: construction to first batch", "s",
                        summarize([r["later_first_batch_s"] for r in runs]) if runs else None,
+                       status))
+        out.append(Row(sec, name, "after an idle stop: the next batch", "s",
+                       summarize([r["restart_first_batch_s"] for r in runs]) if runs else None,
                        status))
         uss = [max(r["uss_mib"]) for r in runs if r["uss_mib"]]
         if uss:
