@@ -5,10 +5,21 @@ download's bytes reserved under the bound (``cache_limit``); and sizes as users 
 ``disk_cache.DiskCache`` asks ``Space.reserve`` before it writes an object, holding that
 object's own lock. Room is made under the folder's lock (``cache.lock``, ``_file_lock``), so
 two processes never both count the same free bytes: the ``.part`` file a download will fill is
-created at its full size there, and every process counts it. The eviction policy is a seam
-(``Evict``): ``lru`` (least recently used first, by modification time, which a read refreshes),
-or, once the engine has handed a record table the order of this epoch and the next
-(``plan.CachePlan``), ``farthest``: the entry whose next use is farthest away first.
+created at its full size there, and every process counts it.
+
+The eviction policy is a seam (``Evict``): given the folder as this process sees it
+(``Folder``: its entries, their order of use kept since the listing, the bytes in use, the
+bound) and the bytes a write needs, it names the entries to remove. ``Space`` runs every
+policy alike:
+
+- ``lru``: least recently used first (by modification time, which a read refreshes), taken
+  off the kept order: a few steps per entry evicted, never a sort of them all;
+- ``farthest``, once the engine has handed a record table the order of this epoch and the next
+  (``plan.CachePlan``): the entry whose next use is farthest away first (Belady's rule). It
+  ranks every entry, so when it must evict it also frees a margin (``MARGIN``: a 32nd of the
+  bound, whole entries only) that the next writes fill without ranking again: one sort per
+  that many bytes written, not per write. The bound stays a hard bound: the margin is room
+  left free below it, never bytes past it.
 """
 
 from __future__ import annotations
@@ -16,7 +27,7 @@ from __future__ import annotations
 import collections
 import os
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 from ._file_lock import FileLock
 from ...errors import ArgumentError, ArgumentTypeError, got
@@ -28,6 +39,10 @@ RESCAN_S = 10.0
 # ... and no more often than this many times the listing took: a folder of a million image
 # files takes seconds to list (200,000: 1.2 s here), which every 10 s would be a worker's time.
 RESCAN_SHARE = 50
+# ``farthest`` frees this share of the bound (1/MARGIN) beyond what a write needs, in whole
+# entries that fit in it: with 200,000 image files it ranks them all (about a second) once per
+# 6,000 writes, where it did for each. The cost: the cache holds up to 3% less between sorts.
+MARGIN = 32
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 DATA, PART, LOCK = ".data", ".part", ".lock"  # an entry, its download, its lock
@@ -41,34 +56,43 @@ class Entry(NamedTuple):
     used: float  # its modification time: when a process last read it (``DiskCache.local``)
 
 
-# The eviction policy: which entries to remove (in order) to free ``need`` bytes.
-Evict = Callable[[list[Entry], int], list[Entry]]
+# The eviction policy: which entries of the folder (as this process sees it) to remove, in
+# order, to free at least ``need`` bytes.
+Evict = Callable[["Folder", int], list[Entry]]
 
 
-def lru(entries: list[Entry], need: int) -> list[Entry]:
-    """Least recently used first, until ``need`` bytes are freed."""
-    return _until(sorted(entries, key=lambda e: e.used), need)
+def lru(folder: Folder | Iterable[Entry], need: int) -> list[Entry]:
+    """Least recently used first, until ``need`` bytes are freed: taken off the folder's kept
+    order (a plain list of entries is ranked first)."""
+    return Folder.of(folder).oldest(need)
 
 
 def farthest(next_use: Callable[[str], float]) -> Evict:
     """The policy that evicts the entry read again last first (``next_use(path)``: how far
     ahead that is), the least recently used among equals: Belady's rule, where the order of
-    reads is known (``plan.CachePlan``)."""
+    reads is known (``plan.CachePlan``). It ranks every entry, so it frees ``MARGIN`` more
+    than asked: the next writes fit without ranking again."""
 
-    def evict(entries: list[Entry], need: int) -> list[Entry]:
-        return _until(sorted(entries, key=lambda e: (-next_use(e.path), e.used)), need)
+    def evict(folder: Folder | Iterable[Entry], need: int) -> list[Entry]:
+        if need <= 0:
+            return []
+        seen = Folder.of(folder)
+        ranked = sorted(seen.entries.values(), key=lambda e: (-next_use(e.path), e.used))
+        return _until(ranked, need, seen.margin)
 
     return evict
 
 
-def _until(ranked: list[Entry], need: int) -> list[Entry]:
-    """The first of ``ranked`` whose sizes add up to ``need`` bytes."""
+def _until(ranked: Iterable[Entry], need: int, spare: int = 0) -> list[Entry]:
+    """The first of ``ranked`` whose sizes add up to ``need`` bytes, and those after them that
+    still fit in ``spare`` bytes more."""
     out: list[Entry] = []
+    freed = 0
     for entry in ranked:
-        if need <= 0:
+        if freed >= need and freed + entry.size > need + spare:
             break
         out.append(entry)
-        need -= entry.size
+        freed += entry.size
     return out
 
 
@@ -87,7 +111,7 @@ class Space:
         self.folder = folder
         self.limit = limit
         self.evict = evict
-        self._seen: _Seen | None = None  # the folder as last listed, and this process's since
+        self._seen: Folder | None = None  # the folder as last listed, and this process's since
 
     def reserve(self, final: str, size: int) -> str | None:
         """Reserve ``size`` bytes for entry ``final``: its ``.part`` created at that size,
@@ -101,19 +125,12 @@ class Space:
                 return f"another process held {self.folder}/cache.lock for {LOCK_WAIT_S:g} s"
             seen = self._listed()
             seen.drop(final)  # not as known (cut short): replaced by this download
-            stale = [seen.entries[p] for p in seen.versions.get(_object_of(final), ())]
-            victims = stale
-            if self.limit is not None and seen.used + size > self.limit:
-                gone = {e.path for e in stale}
-                need = seen.used + size - self.limit
-                if self.evict is lru:  # in the order kept since the listing: no sort per write
-                    victims = stale + seen.oldest(need, gone)
-                else:
-                    victims = stale + self.evict([e for e in seen.entries.values()
-                                                  if e.path not in gone], need)
-            for entry in victims:
-                if remove(entry.path):
-                    seen.drop(entry.path)
+            for path in list(seen.versions.get(_object_of(final), ())):
+                self._evicted(seen, path)  # stale versions of the same object
+            need = 0 if self.limit is None else seen.used + size - self.limit
+            if need > 0:
+                for entry in self.evict(seen, need):
+                    self._evicted(seen, entry.path)
             if self.limit is not None and seen.used + size > self.limit:
                 return f"{seen.used:,} bytes are in use by objects being read or written"
             with open(sibling(final, PART), "wb") as f:
@@ -121,7 +138,13 @@ class Space:
             seen.add(Entry(final, size, time.time()))  # counted from now
         return None
 
-    def _listed(self) -> _Seen:
+    @staticmethod
+    def _evicted(seen: Folder, path: str) -> None:
+        """Remove entry ``path``; uncounted once gone (one open elsewhere on Windows stays)."""
+        if remove(path):
+            seen.drop(path)
+
+    def _listed(self) -> Folder:
         """The folder as ``_scan`` listed it, and what this process did since (``RESCAN_S``,
         ``RESCAN_SHARE``)."""
         seen = self._seen
@@ -129,7 +152,8 @@ class Space:
                                                               RESCAN_SHARE * seen.took):
             began = time.monotonic()
             entries, used = self._scan()
-            self._seen = seen = _Seen(began, entries, used, time.monotonic() - began)
+            self._seen = seen = Folder(entries, used, self.limit, began,
+                                       time.monotonic() - began)
         return seen
 
     def _scan(self) -> tuple[dict[str, Entry], int]:
@@ -156,17 +180,19 @@ class Space:
         return entries, used
 
 
-class _Seen:
-    """A process's view of a cache folder: its entries by path and by object (the versions
-    of one object share a name up to their identity's hash), in the order of their last use
-    (``lru``'s, sorted once per listing), and the bytes in use (``.part`` files of downloads
-    under way included), since the listing made at ``when``, which took ``took`` seconds."""
+class Folder:
+    """A process's view of a cache folder, what an eviction policy is given: its entries by
+    path and by object (the versions of one object share a name up to their identity's
+    hash), in the order of their last use (sorted once per listing, kept since), the bytes in
+    use (``.part`` files of downloads under way included) and the bound, since the listing
+    made at ``when``, which took ``took`` seconds."""
 
-    __slots__ = ("when", "entries", "versions", "used", "took", "_order")
+    __slots__ = ("entries", "versions", "used", "limit", "when", "took", "_order")
 
-    def __init__(self, when: float, entries: dict[str, Entry], used: int,
-                 took: float = 0.0) -> None:
-        self.when, self.entries, self.used, self.took = when, entries, used, took
+    def __init__(self, entries: dict[str, Entry], used: int, limit: int | None = None,
+                 when: float = 0.0, took: float = 0.0) -> None:
+        self.entries, self.used, self.limit = entries, used, limit
+        self.when, self.took = when, took
         self.versions: dict[str, set[str]] = {}
         for path in entries:
             self.versions.setdefault(_object_of(path), set()).add(path)
@@ -174,19 +200,32 @@ class _Seen:
         # added again) is skipped where it no longer matches (``oldest``).
         self._order = collections.deque(sorted(entries.values(), key=lambda e: e.used))
 
+    @classmethod
+    def of(cls, entries: Folder | Iterable[Entry]) -> Folder:
+        """``entries`` as a folder's view: itself, or a list's (no bound), ranked once."""
+        if isinstance(entries, Folder):
+            return entries
+        listed = {e.path: e for e in entries}
+        return cls(listed, sum(e.size for e in listed.values()))
+
+    @property
+    def margin(self) -> int:
+        """The bytes a ranking policy frees beyond a write's need (``MARGIN``)."""
+        return 0 if self.limit is None else self.limit // MARGIN
+
     def add(self, entry: Entry) -> None:
         self.entries[entry.path] = entry
         self.versions.setdefault(_object_of(entry.path), set()).add(entry.path)
         self.used += entry.size
         self._order.append(entry)
 
-    def oldest(self, need: int, skip: set[str]) -> list[Entry]:
-        """``lru``'s choice among the entries (those in ``skip`` aside), taken off the order:
-        a few steps per entry, where ``lru`` sorts them all."""
+    def oldest(self, need: int) -> list[Entry]:
+        """The least recently used entries whose sizes add up to ``need`` bytes, taken off the
+        kept order: a few steps per entry, where ranking them would sort them all."""
         out: list[Entry] = []
         while need > 0 and self._order:
             entry = self._order.popleft()
-            if self.entries.get(entry.path) is not entry or entry.path in skip:
+            if self.entries.get(entry.path) is not entry:
                 continue
             out.append(entry)
             need -= entry.size
