@@ -66,6 +66,8 @@ def child(workload: str, recycle: bool, process: str, quick: bool) -> dict[str, 
 def run_rounds(rounds: int, workloads: list[str], quick: bool) -> list[dict[str, Any]]:
     has_tf = importlib.util.find_spec("tensorflow") is not None
     processes = PROCESSES if has_tf else PROCESSES[:1]  # no TensorFlow: plain processes only
+    if quick:  # a smoke run, each path once: the process that ran tf.data first where it can
+        processes = processes[-1:]
     configs = list(itertools.product(workloads, processes, (True, False)))
 
     def run_one(config: tuple[str, str, bool]) -> dict[str, Any]:

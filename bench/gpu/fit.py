@@ -153,7 +153,8 @@ def run_case(workload: str, quick: bool, repeats: int, workers: int, busy: GpuBu
         case["feeders"].append(run_feeder(name, model, x, y, bs, augment, out_dtype, workers,
                                           repeats, busy, n))
         report()
-    in_ram()
+    if not quick:  # the pace again, for its drift; a quick run's figures measure nothing
+        in_ram()
 
 
 def run_feeder(name: str, model: Any, x: np.ndarray, y: np.ndarray, bs: int, augment: Any,

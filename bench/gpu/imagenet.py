@@ -195,7 +195,8 @@ def run_imagenet(quick: bool, repeats: int, workers: int, root: Path,
             payload["feeders"].append(_run_feeder(name, model, root, bs, workers, repeats, n,
                                                   busy))
             report(payload)
-        in_ram()
+        if not quick:  # the pace again, for its drift; a quick run's figures measure nothing
+            in_ram()
     finally:
         busy.close()
     return payload

@@ -65,8 +65,9 @@ def parser() -> Any:
     p.add_argument("section", choices=("scaling", "handover", "alone", "fit", "imagenet", "pinned",
                                        "report", "all"))
     p.add_argument("--repeats", type=int, default=None, help="timed epochs per run (default 3)")
-    p.add_argument("--workloads", default="W1,W2",
-                   help="fit: the workloads to run, comma-separated (default W1,W2)")
+    p.add_argument("--workloads", default=None,
+                   help="fit: the workloads to run, comma-separated (default W1,W2; --quick: "
+                        "W1, as the two run the same code on the CPU: the small CNN for both)")
     p.add_argument("--feeders", default=",".join(FEEDERS),
                    help=f"fit: the feeders to run, comma-separated (default {','.join(FEEDERS)}; "
                         f"also {','.join(MORE_FEEDERS)})")
@@ -407,8 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.section in ("fit", "all"):
         from bench.gpu.fit import run_fit
 
+        workloads = args.workloads or ("W1" if args.quick else "W1,W2")
         run_fit(args.quick, repeats, top, lambda payload: save(out, FIT, payload),
-                tuple(w for w in ("W2", "W1") if w in args.workloads.split(",")),
+                tuple(w for w in ("W2", "W1") if w in workloads.split(",")),
                 tuple(f for f in FEEDERS + MORE_FEEDERS if f in args.feeders.split(",")),
                 w2_model=args.w2_model)
     if args.section in ("imagenet", "all"):

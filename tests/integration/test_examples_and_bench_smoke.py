@@ -128,7 +128,9 @@ def test_bench_wait_trace_quick(tmp_path):
 
 def test_bench_recycle_quick(tmp_path):
     out = run("-m", "bench.recycle", "--quick", "--out", str(tmp_path))
-    assert "| W1 | plain |" in out and out.startswith("**QUICK run**")
+    # quick: one kind of process, the one that ran tf.data first where TensorFlow is installed
+    process = "after tf.data" if importlib.util.find_spec("tensorflow") else "plain"
+    assert f"| W1 | {process} |" in out and out.startswith("**QUICK run**")
     assert json.loads((tmp_path / "recycle.json").read_text())
 
 
@@ -231,7 +233,7 @@ def test_bench_gpu_quick(tmp_path):
     delivers each sample once per epoch, and the report and plot are written."""
     out = run("-m", "bench.gpu", "all", "--quick", "--out", str(tmp_path))
     fit = json.loads((tmp_path / "gpu_fit.json").read_text())
-    assert [c["workload"] for c in fit["cases"]] == ["W2", "W1"]
+    assert [c["workload"] for c in fit["cases"]] == ["W1"]  # quick: W2 would run the same code
     for case in fit["cases"]:
         assert case["compute_rates"] and all(r > 0 for r in case["compute_rates"])
         assert {f["contender"]: f["status"] for f in case["feeders"]} == {
