@@ -218,6 +218,23 @@ def rotated_rounds(rounds: int, configs: Sequence[Any], run_one: Callable[[Any],
     return results
 
 
+def missing_module(modules: Sequence[str]) -> str | None:
+    """The ``ModuleNotFoundError`` a child would report first when importing ``modules`` in
+    this order (``"ModuleNotFoundError: No module named 'torch'"``), or None when all are
+    installed: a driver then skips that child (a process start and its imports) and records
+    the same reason."""
+    import importlib.util
+
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError as exc:  # a dotted name whose parent is missing
+            return f"ModuleNotFoundError: No module named {exc.name!r}"
+        if not found:
+            return f"ModuleNotFoundError: No module named {module!r}"
+    return None
+
+
 def child_result(argv: Sequence[str], timeout_s: float) -> dict[str, Any]:
     """Run a child measurement (``argv``) and return the JSON object on its last stdout line;
     RuntimeError with its stderr when it fails."""

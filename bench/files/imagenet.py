@@ -63,7 +63,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from bench.common.harness import (
-    base_parser, child_env, prepare_out, progress, run_json, summarize,
+    base_parser, child_env, missing_module, prepare_out, progress, run_json, summarize,
 )
 from bench.common.report import Row, environment, fmt_num, markdown_table, verdict, write_results
 from bench.files.run import figure, run_args, same_round
@@ -95,6 +95,12 @@ LABELS = {
     "tfdata": "tf.data decode_and_crop_jpeg + resize + flip",
     "decode_ceiling": "decode only: cv2.imdecode of whole files, Pool",
 }
+# The libraries a peer imports, in the order it does: where one is missing, the driver records
+# the child's "not installed" without starting it.
+NEEDS = {"timm": ("torch", "torchvision", "timm"), "timm_no_ra": ("torch", "torchvision", "timm"),
+         "torchvision": ("torch", "torchvision"), "torchvision_no_ra": ("torch", "torchvision"),
+         "dali_cpu": ("nvidia.dali",), "dali_cpu_no_ra": ("nvidia.dali",),
+         "tfdata": ("tensorflow",)}
 RA = ("shmaug", "shmaug_fullcrop", "timm", "torchvision", "dali_cpu")
 CEILING = "decode_ceiling"
 # (numerator, denominator, goal or None): same-round ratios; a goal is one of the targets.
@@ -399,6 +405,9 @@ def parser() -> Any:
 
 def run_one(args: Any, folder: Path, contender: str) -> dict[str, Any]:
     """One contender's child process; ``shmaug_fullcrop``'s with the decode-time path off."""
+    missing = missing_module(NEEDS.get(contender, ()))
+    if missing:  # what its child would report
+        return {"status": "skipped", "error": missing}
     spec = {"folder": str(folder), "contender": contender, "workers": args.workers,
             "batch_size": 8 if args.quick else args.batch_size,
             "repeats": 1 if args.quick else args.repeats,

@@ -49,6 +49,9 @@ LABELS = {
     "shmaug_webdataset": "shmaug ImageRecords.from_webdataset",
     "wds_torch": "webdataset.WebDataset in a PyTorch DataLoader + PIL (fork)",
 }
+# The optional library a peer needs beyond its format's own (its child would only report it
+# missing: a driver can say so without starting one).
+NEEDS = {"hf_torch": ("torch",), "wds_torch": ("torch",), "grain_array_record": ("grain",)}
 # Each format: shmaug's contender, then the format's own readers.
 FORMATS = {
     "tfrecord": ("TFRecord", "shmaug_tfrecord", ("tf_tfrecord",)),

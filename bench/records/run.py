@@ -36,14 +36,14 @@ from typing import Any
 
 from bench.common.harness import (
 
-    base_parser, child_result, prepare_out, rotated_rounds, run_json, summarize,
+    base_parser, child_result, missing_module, prepare_out, rotated_rounds, run_json, summarize,
 
 )
 from bench.common.report import (
     Row, environment, fmt_num, markdown_table, process_age_s, verdict, write_results,
 )
 from bench.files.run import prepare, run_args, same_round
-from bench.records.peers import FORMATS, LABELS
+from bench.records.peers import FORMATS, LABELS, NEEDS
 
 CONTENDERS = tuple(LABELS)
 # Left out of --quick unless named: their start-up alone takes most of a minute (Grain's
@@ -94,6 +94,10 @@ def stages_table(cost: dict[str, Any]) -> str:
 
 
 def run_one(args: Any, folder: Path, data: dict[str, Any], contender: str) -> dict[str, Any]:
+    missing = missing_module(NEEDS.get(contender, ()))
+    if missing:  # what its child would report
+        print(f"{contender:20} skipped: {missing}", file=sys.stderr)
+        return {"contender": contender, "status": "skipped", "error": missing}
     spec = {"folder": str(folder), "contender": contender, "workers": args.workers,
             "batch_size": 8 if args.quick else args.batch_size,
             "repeats": 1 if args.quick else args.repeats,
