@@ -4,13 +4,16 @@ The cache against a real S3 server, across processes: tests/integration/test_dis
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 
 import pytest
 
 import shmaug
 from shmaug.sources.cache._space import Entry, Space, lru, size_of
+from shmaug.sources.cache import disk_cache as _disk_cache
 from shmaug.sources.cache.disk_cache import DiskCache
 from shmaug.sources.cache._file_lock import FileLock
 
@@ -188,3 +191,36 @@ def test_the_cache_is_checked_at_construction_and_names_no_secret(tmp_path):
     assert cache.path_of("s3://b/x", "1|a") != cache.path_of("s3://b/x", "1|b")
     assert DiskCache.made(tmp_path, None, "http://other:9000").path_of("s3://b/x") != (
         cache.path_of("s3://b/x"))
+
+
+def test_an_exit_waits_for_the_writes_on_their_way_and_says_so(tmp_path, caplog):
+    """What a process's exit runs (a ``multiprocessing`` finalizer): the writes queued before
+    it end in the cache; the wait is logged."""
+    cache = DiskCache(str(tmp_path), None)
+    release = threading.Event()
+    for k in range(3):
+        cache._submit(f"u{k}", lambda: release.wait(10) and time.sleep(0.1) or True)
+    threading.Timer(0.1, release.set).start()
+    caplog.set_level(logging.INFO, logger="shmaug.sources.cache.disk_cache")
+    _disk_cache._settle_all()
+    assert not cache._pending
+    assert f"for 3 object(s) on their way into cache_dir={str(tmp_path)!r}" in caplog.text
+
+
+def test_an_exit_waits_no_longer_than_its_bound_and_drops_what_is_left(
+        tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr(_disk_cache, "EXIT_WAIT_S", 0.2)
+    cache = DiskCache(str(tmp_path), None)
+    release, ran = threading.Event(), []
+    for k in range(_disk_cache.DOWNLOADS + 2):  # two more than the threads: not started
+        cache._submit(f"u{k}", lambda k=k: release.wait(10) and ran.append(k) or True)
+    caplog.set_level(logging.INFO, logger="shmaug.sources.cache.disk_cache")
+    began = time.monotonic()
+    _disk_cache._settle_all()
+    assert time.monotonic() - began < 1.0
+    assert "6 of 6 object(s) on their way" in caplog.text and "within 0.2 s" in caplog.text
+    release.set()
+    deadline = time.monotonic() + 10
+    while cache._pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(ran) == list(range(_disk_cache.DOWNLOADS))  # those queued behind: dropped

@@ -19,6 +19,13 @@ works in each process on its own:
   ``<name>.data``. A download killed midway leaves only a ``.part``, which no read looks at; the
   next process to take that lock (or to scan the cache for room) removes it. A second process
   that finds the lock held leaves the shard to the first: a shard is downloaded once per host.
+- **A process's exit waits for its downloads.** The threads are daemons, so a worker stopped
+  by its loader's ``close`` (or a program's end) would abandon what is on its way, and a
+  shard the run read whole could be missing from the cache when the next run, maybe without
+  the bucket, wants it. So a process that queued a download or a write waits, as it exits,
+  for those still queued or running, at most ``EXIT_WAIT_S`` (inside the 2 s a stopping worker
+  is given before it is terminated), and logs it; what is left then is dropped (a ``.part``
+  at worst, which no read looks at) and downloaded by a later run.
 - **Names.** ``<hash of endpoint and URL>-<hash of size and etag>.data``: no URL, option or
   secret is written to the folder, and an object rewritten in the bucket has another name (the
   stale copy is removed when the new one is downloaded).
@@ -37,11 +44,13 @@ from __future__ import annotations
 import errno
 import hashlib
 import logging
+import multiprocessing.util
 import os
 import queue
 import tempfile
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._space import DATA, LOCK, PART, Space, remove, sibling, size_of
@@ -63,6 +72,10 @@ QUEUED = 1024  # downloads and writes waiting per process at most; more are drop
 # the next round's writes were dropped, to be fetched again the next epoch. And at most this
 # many bytes held by the queued writes (large images: 1,024 of them could be gigabytes).
 QUEUED_BYTES = 256 << 20
+# The longest a process's exit waits for its downloads and writes still queued or running: a
+# stopping worker has 2 s (``engine.workers.pool``) before it is terminated, and a program's
+# end should not hang on a large shard.
+EXIT_WAIT_S = 1.5
 # The disk refused a write: full, a quota, a file-size limit (EDQUOT is not on every system).
 _FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG)
 
@@ -78,7 +91,7 @@ class DiskCache:
     """
 
     __slots__ = ("folder", "limit", "scope", "idents", "space", "_pid", "_jobs", "_lock",
-                 "_pending", "_held", "_later", "_warned")
+                 "_idle", "_pending", "_held", "_later", "_warned", "_ending", "__weakref__")
 
     def __init__(self, folder: str, limit: int | None, scope: str = "",
                  idents: dict[str, str] | None = None) -> None:
@@ -93,7 +106,9 @@ class DiskCache:
         self._pid = os.getpid()
         self._jobs: queue.Queue[Callable[[], None]] | None = None  # the downloads' queue
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified as each job ends
         self._pending: set[str] = set()  # queued or running here
+        self._ending = False  # the process exits: a job not started by now is dropped
         self._held = 0  # bytes the queued writes hold (``QUEUED_BYTES``)
         self._later: dict[str, float] = {}  # url -> when it may be tried again
         self._warned = False  # the cache-full warning is logged once per process
@@ -234,12 +249,15 @@ class DiskCache:
             self._held += held
             if self._jobs is None:
                 self._jobs = queue.Queue()
-                for k in range(DOWNLOADS):  # daemons: a process's exit ends them (a .part stays)
+                for k in range(DOWNLOADS):  # daemons: the process's exit waits (``settle``)
                     threading.Thread(target=self._drain, args=(self._jobs,), daemon=True,
                                      name=f"shmaug-cache-{k}").start()
+                _settled_at_exit(self)
 
         def run() -> None:
             try:
+                if self._ending:
+                    return  # the exit's wait is over: left to a later run
                 if not job():
                     with self._lock:
                         now = time.monotonic()
@@ -250,8 +268,21 @@ class DiskCache:
                 with self._lock:
                     self._pending.discard(url)
                     self._held -= held
+                    self._idle.notify_all()
 
         self._jobs.put(run)
+
+    def settle(self, deadline: float) -> int:
+        """Wait until this process's queued and running jobs are done, or ``deadline``
+        (``time.monotonic``) passes; those not started by then are dropped. How many are
+        left."""
+        if self._pid != os.getpid():
+            return 0  # a fork's copy: its parent's jobs are not its own
+        with self._idle:
+            while self._pending and time.monotonic() < deadline:
+                self._idle.wait(deadline - time.monotonic())
+            self._ending = True
+            return len(self._pending)
 
     @staticmethod
     def _drain(jobs: queue.Queue[Callable[[], None]]) -> None:
@@ -341,3 +372,41 @@ class DiskCache:
                         "is read by range from the bucket. Fix: raise cache_limit, free disk "
                         "space there, or choose another cache_dir.", self.folder, why,
                         self.bound)
+
+
+# The caches that queued a job in this process (``_settled_at_exit``), and the process that
+# registered the wait for them.
+_QUEUED: weakref.WeakSet[DiskCache] = weakref.WeakSet()
+_REGISTERED_IN = -1
+
+
+def _settled_at_exit(cache: DiskCache) -> None:
+    """Have this process's exit wait for ``cache``'s jobs (``_settle_all``). A
+    ``multiprocessing`` finalizer: a worker runs it as its target returns (its loader's
+    ``close``), the main process at its interpreter's exit."""
+    global _REGISTERED_IN
+    _QUEUED.add(cache)
+    if _REGISTERED_IN != os.getpid():
+        _REGISTERED_IN = os.getpid()
+        multiprocessing.util.Finalize(None, _settle_all, exitpriority=100)
+
+
+def _settle_all() -> None:
+    """The wait at exit for every cache's downloads and writes, together bounded by
+    ``EXIT_WAIT_S``, and what it did, logged."""
+    caches = [c for c in list(_QUEUED) if c._pid == os.getpid()]
+    with_jobs = [c for c in caches if c._pending]
+    if not with_jobs:
+        return
+    began = time.monotonic()
+    jobs = sum(len(c._pending) for c in with_jobs)
+    left = sum(c.settle(began + EXIT_WAIT_S) for c in with_jobs)
+    folders = ", ".join(sorted({repr(c.folder) for c in with_jobs}))
+    if left:
+        log.warning("%d of %d object(s) on their way into cache_dir=%s not written within "
+                    "%.1f s of this process's exit: left to a later run, which reads them by "
+                    "range and downloads them again (a run without the bucket lacks them)",
+                    left, jobs, folders, EXIT_WAIT_S)
+    else:
+        log.info("waited %.2f s at this process's exit for %d object(s) on their way into "
+                 "cache_dir=%s", time.monotonic() - began, jobs, folders)
