@@ -286,16 +286,31 @@ def test_bench_gpu_quick(tmp_path):
     ["-m", "bench.records.locality_cache", "--quick", "--out", "{out}"],
     ["-m", "bench", "--quick", "--out", "{out}"],
 ])
-def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_path):
-    """A folder it cannot make (here: under a file) fails at once, with nothing measured."""
+def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_path, capsys,
+                                                                   monkeypatch):
+    """A folder it cannot make (here: under a file) fails at once, with nothing measured.
+
+    Run as ``python -m`` runs it (runpy, ``__main__``, the same argv), in this process: a new
+    interpreter per script cost a second or more each, and test_bench_help_names_the_command
+    starts every one of these commands as a process of its own."""
+    import runpy
+
     (tmp_path / "a_file").write_text("")
     out = str(tmp_path / "a_file" / "results")
     args = [a.format(out=out) for a in script]
+    assert args[0] == "-m"
+    monkeypatch.setattr(sys, "argv", [args[1], *args[2:]])
+    monkeypatch.chdir(ROOT)
+    for name in (args[1], f"{args[1]}.__main__"):  # as a fresh `python -m` finds them: unrun
+        monkeypatch.delitem(sys.modules, name, raising=False)
     began = time.monotonic()
-    proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=ENV, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode != 0 and "cannot write results to" in proc.stderr, proc.stderr[-2000:]
-    assert not proc.stdout.strip(), proc.stdout[-2000:]  # no table: nothing was measured
+    with pytest.raises(SystemExit) as failed:
+        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+    said = capsys.readouterr()
+    assert failed.value.code not in (0, None), said.err[-2000:]
+    message = failed.value.code if isinstance(failed.value.code, str) else said.err
+    assert "cannot write results to" in message, message[-2000:]
+    assert not said.out.strip(), said.out[-2000:]  # no table: nothing was measured
     assert time.monotonic() - began < 30 * TIME_SCALE
 
 
