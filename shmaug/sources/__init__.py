@@ -6,7 +6,9 @@ Public:
 - ``records``: ``ImageRecords``, images inside TFRecord, TFDS, ArrayRecord, Hugging Face and
   WebDataset shards;
 - ``pack``: ``pack``, image files decoded once into a memory-mappable ``.npy``;
-- ``glyphs``: ``render_glyphs``, the synthetic data of the demo and examples.
+- ``glyphs``: ``render_glyphs``, the synthetic data of the demo and examples;
+- ``annotations``: ``from_coco``, ``from_voc``: detection sets (COCO JSON, Pascal VOC XML)
+  read into ``(files, y)``, an ``ImageFiles`` and its boxes in Keras' layout.
 
 Internal, by stage:
 
@@ -25,5 +27,6 @@ from .files import ImageFiles
 from .records import ImageRecords
 from .glyphs import render_glyphs
 from .pack import pack
+from .annotations import from_coco, from_voc
 
-__all__ = ["ImageFiles", "ImageRecords", "pack", "render_glyphs"]
+__all__ = ["ImageFiles", "ImageRecords", "from_coco", "from_voc", "pack", "render_glyphs"]

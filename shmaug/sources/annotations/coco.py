@@ -1,0 +1,189 @@
+"""COCO-format detection annotations (``instances_*.json``) over their image folder.
+
+The JSON is read once, with the standard library: ``images`` (``id``, ``file_name``,
+``width``, ``height``), ``categories`` (``id``, ``name``) and ``annotations`` (``image_id``,
+``category_id``, ``bbox`` as ``[x, y, width, height]`` pixel edges, ``iscrowd``). No
+pycocotools: boxes need none, and its wheels lag new Pythons.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _boxes as B
+from ..files import ImageFiles
+from ..images.settings import DEFAULT_IMAGE_SIZE
+from ...errors import ArgumentError
+
+NO_BOXES, NO_LABELS = np.zeros((0, 4)), np.zeros(0, np.int64)
+
+
+def from_coco(
+    annotations: str | os.PathLike[str], images: str | os.PathLike[str], *,
+    image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE,
+    bounding_box_format: str = "xyxy", max_boxes: int | None = None,
+    class_names: Sequence[str] | None = None, keep_empty: bool = True,
+    keep_crowd: bool = False, check_sizes: bool = False, color_mode: str | None = "rgb",
+    interpolation: str = "bilinear", reduced_decode: bool = True,
+    crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
+) -> tuple[ImageFiles, dict[str, np.ndarray]]:
+    """A COCO detection set as ``(files, y)`` for ``shmaug.Loader`` / ``shmaug.Sequence``,
+    so a user with a COCO folder writes no loader of their own.
+
+    ``files`` reads the images the JSON lists, in its order, decoded and resized to
+    ``image_size`` in the workers; ``y`` is ``{"boxes": float32 (N, max_boxes, 4),
+    "labels": int64 (N, max_boxes)}``, padded with -1, the boxes scaled to ``image_size``
+    and written in ``bounding_box_format``. Class index ``i`` is ``files.class_names[i]``:
+    the file's categories sorted by id (COCO's 80 of ids 1 to 90 become 0 to 79).
+
+    Args:
+        annotations: the JSON file (``annotations/instances_train2017.json``).
+        images: the folder its ``images[].file_name`` are in (``train2017/``).
+        image_size: ``(height, width)`` the images are stretched to, the boxes with them;
+            None keeps each image's size and the boxes in its pixels (then crop to one size
+            in ``augment``).
+        bounding_box_format: Keras' name of the format the boxes are written in ("xyxy",
+            "xywh", "rel_xyxy", ...; ``rel_`` ones are fractions of the image).
+        max_boxes: the padded count; None: the largest count of any image (at least 1). An
+            image with more boxes is refused, naming it: boxes are never dropped silently.
+        class_names: the category names to keep, in index order; None: every category of
+            the file. A box of a category not named is refused.
+        keep_empty: keep the images without a box (after the filters), as negatives; False
+            drops them, as detection training often does.
+        keep_crowd: keep ``iscrowd`` annotations (one box around a crowd) as ordinary
+            boxes; False (default) drops them, as Keras' layout has no "ignore" flag.
+        check_sizes: read each file's header to check it has the JSON's ``width`` and
+            ``height`` (a wrong one scales its boxes wrongly); an image without them is
+            always read so.
+        color_mode: interpolation: reduced_decode: as ``ImageFiles.from_paths``.
+        crop_to_aspect_ratio: refused when True: the boxes are scaled by the plain stretch.
+        pad_to_aspect_ratio: refused when True, likewise.
+
+    Returns:
+        ``(files, y)``: an ``ImageFiles`` and the boxes and labels, one row per file.
+
+    Raises:
+        ArgumentError: the JSON does not parse or lacks ``images`` / ``categories``; it names
+            missing image files, an image id it does not list, a category id it does not
+            define, or a malformed ``bbox``; or a setting the boxes cannot follow.
+
+    Example:
+        >>> files, y = from_coco("annotations/instances_val2017.json", "val2017",
+        ...                      image_size=(512, 512), bounding_box_format="rel_xyxy")
+        >>> train = shmaug.Sequence(files, y, batch_size=16, augment=Compose(
+        ...     [Maybe(Op("hflip"))], bounding_box_format="rel_xyxy"))
+    """
+    fmt = B.check_settings(bounding_box_format, max_boxes, crop_to_aspect_ratio,
+                           pad_to_aspect_ratio)
+    source = os.fspath(annotations)
+    data = _read(source)
+    ids, names = _categories(source, data["categories"], class_names)
+    listed = _images(source, data["images"], os.fspath(images))
+    found: dict[int, tuple[list[list[float]], list[int]]] = {i: ([], []) for i in listed}
+    for ann in data.get("annotations") or ():
+        _add(source, ann, found, ids, keep_crowd)
+    for iid, image in listed.items():
+        image.boxes = np.array(found[iid][0], np.float64).reshape(-1, 4)
+        image.labels = np.array(found[iid][1], np.int64)
+    return B.assemble(source, list(listed.values()), names, image_size=image_size,
+                      bounding_box_format=fmt, max_boxes=max_boxes, keep_empty=keep_empty,
+                      check_sizes=check_sizes,
+                      file_options=dict(color_mode=color_mode, interpolation=interpolation,
+                                        reduced_decode=reduced_decode))
+
+
+def _read(source: str) -> dict[str, Any]:
+    try:
+        with open(source, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise ArgumentError(f"{source}: cannot read the COCO file ({exc}). Fix: pass the "
+                            f"path of an instances_*.json.") from None
+    except json.JSONDecodeError as exc:
+        raise ArgumentError(f"{source} is not JSON ({exc}). Fix: pass a COCO instances "
+                            f"file, or repair this one.") from None
+    lacking = [k for k in ("images", "categories")
+               if not isinstance(data, dict) or not isinstance(data.get(k), list)]
+    if lacking:
+        raise ArgumentError(
+            f"{source} is not a COCO detection file: it has no {' or '.join(lacking)} list. "
+            f"Fix: pass an instances_*.json (captions and keypoints files hold no boxes).")
+    return dict(data)
+
+
+def _categories(source: str, categories: list[Any], class_names: Sequence[str] | None
+                ) -> tuple[dict[int, tuple[int, str]], list[str]]:
+    """Category id -> (class index (-1: left out of ``class_names``), name), and the class
+    names."""
+    defined: dict[int, str] = {}
+    for c in categories:
+        try:
+            cid, name = int(c["id"]), str(c["name"])
+        except (KeyError, TypeError, ValueError):
+            raise ArgumentError(f"{source}: a category without an int `id` and a `name`: "
+                                f"{c!r}. Fix: give each category both.") from None
+        if cid in defined:
+            raise ArgumentError(f"{source} defines category id {cid} twice ({defined[cid]!r}"
+                                f", {name!r}). Fix: give each category its own id.")
+        defined[cid] = name
+    names = [defined[i] for i in sorted(defined)] if class_names is None else \
+        [str(n) for n in class_names]
+    index = {name: i for i, name in enumerate(names)}
+    return {cid: (index.get(name, -1), name) for cid, name in defined.items()}, names
+
+
+def _images(source: str, images: list[Any], folder: str) -> dict[int, B.Annotated]:
+    listed: dict[int, B.Annotated] = {}
+    for entry in images:
+        try:
+            iid, name = int(entry["id"]), str(entry["file_name"])
+        except (KeyError, TypeError, ValueError):
+            raise ArgumentError(f"{source}: an image without an int `id` and a `file_name`: "
+                                f"{entry!r}. Fix: give each image both.") from None
+        if iid in listed:
+            raise ArgumentError(f"{source} lists image id {iid} twice. Fix: one entry per "
+                                f"image.")
+        width, height = entry.get("width"), entry.get("height")
+        size = (int(height), int(width)) if width and height else None
+        listed[iid] = B.Annotated(os.path.join(folder, name), size, NO_BOXES, NO_LABELS,
+                                  f"{os.path.basename(source)}, image id {iid}")
+    return listed
+
+
+def _add(source: str, ann: Any, found: dict[int, tuple[list[list[float]], list[int]]],
+         ids: dict[int, tuple[int, str]], keep_crowd: bool) -> None:
+    """One annotation onto its image's lists of boxes and labels."""
+    try:
+        iid, cid = int(ann["image_id"]), int(ann["category_id"])
+        bbox = [float(v) for v in ann["bbox"]]
+    except (KeyError, TypeError, ValueError):
+        raise ArgumentError(
+            f"{source}: an annotation without an int `image_id`, an int `category_id` and a "
+            f"numeric `bbox`: {str(ann)[:200]}. Fix: repair or remove it.") from None
+    where = f"{source}: annotation {ann.get('id', '?')}"
+    if iid not in found:
+        raise ArgumentError(f"{where} is of image id {iid}, which `images` does not list. "
+                            f"Fix: add the image, or remove the annotation.")
+    if cid not in ids:
+        raise ArgumentError(
+            f"{where} has category id {cid}, which `categories` does not define (ids "
+            f"{sorted(ids)[:12]}). Fix: add the category, or remove the annotation.")
+    if ids[cid][0] < 0:
+        raise ArgumentError(
+            f"{where} has category id {cid} ({ids[cid][1]!r}), which is not among "
+            f"`class_names`. Fix: add {ids[cid][1]!r} to class_names, or pass "
+            f"class_names=None for every category.")
+    if len(bbox) != 4 or not all(map(math.isfinite, bbox)) or bbox[2] < 0 or bbox[3] < 0:
+        raise ArgumentError(f"{where} has bbox {bbox}, not [x, y, width, height] with a "
+                            f"size of zero or more. Fix: repair or remove it.")
+    if ann.get("iscrowd") and not keep_crowd:
+        return
+    x, y, w, h = bbox
+    found[iid][0].append([x, y, x + w, y + h])
+    found[iid][1].append(ids[cid][0])

@@ -1,0 +1,171 @@
+"""Pascal VOC detection annotations: a folder of XML files (``Annotations/``), one per image,
+over the image folder (``JPEGImages/``), read with the standard library's ``xml.etree``.
+
+Each file gives the image's ``filename``, its ``size`` and its ``object`` elements (``name``,
+``difficult``, ``bndbox`` with ``xmin``, ``ymin``, ``xmax``, ``ymax``). VOC's box corners are
+1-based pixel indices, both ends inside the box; they become pixel edges as detectron2 reads
+them: ``(xmin - 1, ymin - 1, xmax, ymax)``.
+"""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from . import _boxes as B
+from ..files import ImageFiles
+from ..images.settings import DEFAULT_IMAGE_SIZE
+from ...errors import ArgumentError
+
+_CORNERS = ("xmin", "ymin", "xmax", "ymax")
+
+
+def from_voc(
+    annotations: str | os.PathLike[str], images: str | os.PathLike[str], *,
+    ids: str | os.PathLike[str] | Sequence[str] | None = None,
+    image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE,
+    bounding_box_format: str = "xyxy", max_boxes: int | None = None,
+    class_names: Sequence[str] | None = None, keep_empty: bool = True,
+    keep_difficult: bool = False, check_sizes: bool = False, color_mode: str | None = "rgb",
+    interpolation: str = "bilinear", reduced_decode: bool = True,
+    crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
+) -> tuple[ImageFiles, dict[str, np.ndarray]]:
+    """A Pascal VOC detection set as ``(files, y)`` for ``shmaug.Loader`` /
+    ``shmaug.Sequence``, so a user with a VOC folder writes no XML parser of their own.
+
+    ``y`` is ``{"boxes": float32 (N, max_boxes, 4), "labels": int64 (N, max_boxes)}``,
+    padded with -1, the boxes scaled to ``image_size`` and written in
+    ``bounding_box_format``; class index ``i`` is ``files.class_names[i]``.
+
+    Args:
+        annotations: the folder of XML files (``VOC2012/Annotations``).
+        images: the folder their ``filename`` are in (``VOC2012/JPEGImages``).
+        ids: which images, in order: a split file of one id per line
+            (``ImageSets/Main/train.txt``) or a list of ids (file stems); None: every
+            ``.xml`` of the folder, sorted by name.
+        image_size: ``(height, width)`` the images are stretched to, the boxes with them;
+            None keeps each image's size and the boxes in its pixels.
+        bounding_box_format: Keras' name of the format the boxes are written in.
+        max_boxes: the padded count; None: the largest count of any image (at least 1). An
+            image with more boxes is refused, naming it.
+        class_names: the class names in index order; None: the sorted names the files use
+            (VOC's 20 classes come out in their usual order). An object of a class not
+            named is refused, naming its file.
+        keep_empty: keep the images without a box (after the filters); False drops them.
+        keep_difficult: keep the objects marked ``difficult``; False (default) drops them,
+            as VOC's evaluation ignores them and the reference detectors train without them.
+        check_sizes: read each file's header to check it has the XML's ``size`` (an image
+            without one is always read so).
+        color_mode: interpolation: reduced_decode: as ``ImageFiles.from_paths``.
+        crop_to_aspect_ratio: refused when True: the boxes are scaled by the plain stretch.
+        pad_to_aspect_ratio: refused when True, likewise.
+
+    Returns:
+        ``(files, y)``: an ``ImageFiles`` and the boxes and labels, one row per file.
+
+    Raises:
+        ArgumentError: an XML file that does not parse or lacks a box corner; an id without
+            its XML file; a class not in ``class_names``; a missing image file; or a setting
+            the boxes cannot follow.
+
+    Example:
+        >>> files, y = from_voc("VOC2012/Annotations", "VOC2012/JPEGImages",
+        ...                     ids="VOC2012/ImageSets/Main/train.txt", image_size=(512, 512))
+    """
+    fmt = B.check_settings(bounding_box_format, max_boxes, crop_to_aspect_ratio,
+                           pad_to_aspect_ratio)
+    folder, source = Path(annotations), os.fspath(annotations)
+    parsed = [_parse(path, Path(images), keep_difficult) for path in _files(folder, ids)]
+    used = sorted({name for _, objects in parsed for name, _ in objects})
+    names = used if class_names is None else [str(n) for n in class_names]
+    index = {name: i for i, name in enumerate(names)}
+    for image, objects in parsed:
+        unknown = [name for name, _ in objects if name not in index]
+        if unknown:
+            raise ArgumentError(
+                f"{image.where} has an object of class {unknown[0]!r}, which is not in "
+                f"`class_names` ({names[:8]}{'...' if len(names) > 8 else ''}). Fix: add it "
+                f"to class_names, or pass class_names=None for every class the files use.")
+        kept = [(name, box) for name, box in objects if box is not None]
+        image.boxes = np.array([box for _, box in kept], np.float64).reshape(-1, 4)
+        image.labels = np.array([index[name] for name, _ in kept], np.int64)
+    return B.assemble(source, [image for image, _ in parsed], names, image_size=image_size,
+                      bounding_box_format=fmt, max_boxes=max_boxes, keep_empty=keep_empty,
+                      check_sizes=check_sizes,
+                      file_options=dict(color_mode=color_mode, interpolation=interpolation,
+                                        reduced_decode=reduced_decode))
+
+
+def _files(folder: Path, ids: str | os.PathLike[str] | Sequence[str] | None) -> list[Path]:
+    """The XML files to read, in order."""
+    if not folder.is_dir():
+        raise ArgumentError(f"`annotations` {os.fspath(folder)!r} is not a folder. Fix: pass "
+                            f"the folder of VOC's XML files (VOC2012/Annotations).")
+    if ids is None:
+        found = sorted(folder.glob("*.xml"))
+        if not found:
+            raise ArgumentError(f"{folder} holds no .xml file. Fix: pass the folder of VOC's "
+                                f"XML files (VOC2012/Annotations).")
+        return found
+    if isinstance(ids, (str, os.PathLike)):
+        try:
+            stems = Path(ids).read_text(encoding="utf-8").split("\n")
+        except OSError as exc:
+            raise ArgumentError(f"`ids` {os.fspath(ids)!r}: cannot read the split file ({exc})"
+                                f". Fix: pass ImageSets/Main/<split>.txt, or a list of ids."
+                                ) from None
+        stems = [line.split()[0] for line in stems if line.strip()]  # "<id> <flag>" files too
+    else:
+        stems = [str(s) for s in ids]
+    paths = [folder / f"{stem}.xml" for stem in stems]
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        raise ArgumentError(f"{len(missing)} id(s) of `ids` have no XML file in {folder}, e.g. "
+                            f"{missing[0].name}. Fix: pass the split that goes with this "
+                            f"folder, or the ids it holds.")
+    return paths
+
+
+def _parse(path: Path, images: Path, keep_difficult: bool
+           ) -> tuple[B.Annotated, list[tuple[str, list[float] | None]]]:
+    """One XML file: the image, and its objects as (class name, pixel-edge box, or None for a
+    difficult object left out); every object is named, so ``class_names`` checks them all."""
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError) as exc:
+        raise ArgumentError(f"{path} does not parse as XML ({exc}). Fix: repair the file, or "
+                            f"leave its id out (`ids`).") from None
+    filename = (root.findtext("filename") or "").strip() or f"{path.stem}.jpg"
+    size = root.find("size")
+    width, height = (_number(path, size, key) if size is not None else 0
+                     for key in ("width", "height"))
+    image = B.Annotated(os.fspath(images / filename),
+                        (int(height), int(width)) if width > 0 and height > 0 else None,
+                        np.zeros((0, 4)), np.zeros(0, np.int64), os.fspath(path))
+    objects: list[tuple[str, list[float] | None]] = []
+    for obj in root.findall("object"):
+        name = (obj.findtext("name") or "").strip()
+        box = obj.find("bndbox")
+        if not name or box is None:
+            raise ArgumentError(f"{path} has an object without a `name` and a `bndbox`. Fix: "
+                                f"repair the file.")
+        x0, y0, x1, y1 = (_number(path, box, key, required=True) for key in _CORNERS)
+        difficult = _number(path, obj, "difficult") > 0
+        keep = keep_difficult or not difficult
+        objects.append((name, [x0 - 1, y0 - 1, x1, y1] if keep else None))
+    return image, objects
+
+
+def _number(path: Path, element: ET.Element, key: str, required: bool = False) -> float:
+    text = (element.findtext(key) or "").strip()
+    if not text and not required:
+        return 0.0
+    try:
+        return float(text)
+    except ValueError:
+        raise ArgumentError(f"{path}: <{key}> holds {text!r}, not a number. Fix: repair the "
+                            f"file.") from None
