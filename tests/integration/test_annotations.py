@@ -1,0 +1,72 @@
+"""COCO and VOC sets through the engine: the boxes that ``from_coco`` / ``from_voc`` read
+move with their images in the workers, and still frame the rectangle each image holds after
+the resize to ``image_size`` and the augmentation; the batches are the same for any worker
+count, as for any ``y``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shmaug
+from shmaug.ops import Compose, Maybe, Op
+from shmaug.sources import from_coco, from_voc
+from tests._helpers import needs_keras
+from tests.annotations_data import framed, write_coco, write_voc
+
+pytestmark = pytest.mark.timeout(180)
+
+# One rectangle per image (even edges: halving the image keeps them on whole pixels), in
+# images of two sizes stretched to one image_size.
+RNG = np.random.default_rng(0)
+ONE_BOX = [(f"{i}.png", 64 if i % 2 else 48, 48, [(2 * int(RNG.integers(4, 8)),
+            2 * int(RNG.integers(4, 8)), 2 * int(RNG.integers(4, 8)),
+            2 * int(RNG.integers(3, 7)), 1 + i % 2, 0)]) for i in range(12)]
+CATEGORIES = [{"id": 1, "name": "square"}, {"id": 2, "name": "slab"}]
+SIZE = (24, 32)
+AUGMENT = Compose([Maybe(Op("hflip")), Op("translation", height_factor=0.1, width_factor=0.1,
+                                          border="constant")], bounding_box_format="xyxy")
+
+
+def check_framed(xb: np.ndarray, boxes: np.ndarray, labels: np.ndarray) -> None:
+    assert xb.shape[1:3] == SIZE
+    for image, box, label in zip(xb, boxes, labels):
+        assert label[0] >= 0 and framed(image, box[0], slack=2.0), (box, label)
+
+
+def batches(files, y, workers: int) -> list:
+    with shmaug.Loader(files, y, batch_size=4, augment=AUGMENT, workers=workers, seed=3,
+                       shuffle=True) as loader:
+        return list(loader)
+
+
+def test_coco_boxes_move_with_their_images_for_any_worker_count(tmp_path):
+    files, y = from_coco(*write_coco(tmp_path, ONE_BOX, CATEGORIES), image_size=SIZE)
+    alone, pooled = batches(files, y, 0), batches(files, y, 2)
+    for (xa, ya), (xb, yb) in zip(alone, pooled):
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya["boxes"], yb["boxes"])
+        np.testing.assert_array_equal(ya["labels"], yb["labels"])
+        check_framed(xb, yb["boxes"], yb["labels"])
+    moved = np.concatenate([yb["boxes"] for _, yb in pooled])
+    assert len(moved) == len(ONE_BOX) and not np.isin(moved, y["boxes"]).all()
+
+
+@needs_keras
+def test_a_voc_set_feeds_a_sequence_with_its_boxes(tmp_path):
+    entries = [(f"{i}", width, height, [("slab" if label == 2 else "square", x + 1, y + 1,
+                                         x + w, y + h, 0)])
+               for i, (_, width, height, [(x, y, w, h, label, _)]) in enumerate(ONE_BOX)]
+    files, y = from_voc(*write_voc(tmp_path, entries), image_size=SIZE)
+    assert files.class_names == ("slab", "square")
+    train = shmaug.Sequence(files, y, batch_size=4, augment=AUGMENT, workers=2, seed=0,
+                            shuffle=True)
+    try:
+        seen = 0
+        for i in range(len(train)):
+            xb, yb = train[i]
+            check_framed(np.asarray(xb), np.asarray(yb["boxes"]), np.asarray(yb["labels"]))
+            seen += len(xb)
+        assert seen == len(entries)
+    finally:
+        train.close()
