@@ -11,7 +11,9 @@ A contender whose library is missing reports ``"status": "skipped"``.
 This module imports TensorFlow at the top on purpose: a user's training script does, and that
 is what spawned workers which re-run ``__main__`` pay for (Keras, the Pool recipe and Grain
 under spawn). Keep it a module, not a package ``__main__``: multiprocessing does not re-run a
-``*.__main__`` module in spawned children.
+``*.__main__`` module in spawned children. The one exception: a quick run's children for
+``plan.QUICK_NO_TF`` (shmaug's fork Loader, the copy), whose figures measure nothing and whose
+code needs no TensorFlow, are started with ``SHMAUG_BENCH_CHILD_NO_TF=1`` and skip it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import tensorflow as tf  # noqa: E402,F401  -- see the module docstring
+if os.environ.get("SHMAUG_BENCH_CHILD_NO_TF") != "1":  # see the module docstring
+    import tensorflow as tf  # noqa: F401
 
 import argparse  # noqa: E402
 import json  # noqa: E402

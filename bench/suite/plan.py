@@ -26,6 +26,10 @@ QUICK_SET = {  # every kind once on W1; one code path each elsewhere (each run i
     ("W2", "pil"): (),
     ("W3", "none"): ("copy", "shmaug_loader"),
 }
+# In a quick run these children do not import TensorFlow first (seconds each, and nothing of
+# theirs needs it): fork workers under a TensorFlow that is loaded still run in Keras', the
+# Sequence's and tf.data's children, and spawned ones re-importing it in shmaug_spawn's.
+QUICK_NO_TF = ("shmaug_loader", "copy")
 SCALING = ("pool", "torch", "shmaug_loader")
 FIT = ("keras_single", "keras_fork", "pool", "shmaug_sequence")
 W3_SET = ("keras_single", "keras_fork", "pool", "tfdata_map", "torch", "grain", "shmaug_loader",

@@ -25,13 +25,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.common.harness import base_parser, guarded, prepare_out, progress, run_json
+from bench.common.harness import (
+    base_parser, child_env, guarded, prepare_out, progress, run_json,
+)
 from bench.common.report import environment
 from bench.common.workloads import WORKLOADS
 from bench.suite.peers import missing_library
-from bench.suite.plan import CONTENDERS, schedule, spec_key
+from bench.suite.plan import CONTENDERS, QUICK_NO_TF, schedule, spec_key
 from bench.suite.report import NAME, WAIT_SHARE, median, write
 
+NO_TF_ENV = "SHMAUG_BENCH_CHILD_NO_TF"  # "1": bench.suite.child skips its TensorFlow import
 DISTINCT_MIN = 0.9  # same input: below this share of distinct outputs, workers replay a stream
 
 
@@ -41,7 +44,9 @@ def _run(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     if missing:  # what its child would say, without a process that imports TensorFlow
         res: dict[str, Any] = {"status": "skipped", "error": missing, "spec": spec, "child_s": 0.0}
         return res
-    out = run_json([sys.executable, "-m", "bench.suite.child", json.dumps(spec)], timeout_s)
+    plain = spec["quick"] and spec["contender"] in QUICK_NO_TF and not spec.get("fit")
+    out = run_json([sys.executable, "-m", "bench.suite.child", json.dumps(spec)], timeout_s,
+                   env=child_env(**{NO_TF_ENV: "1"}) if plain else None)
     res = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
     res["spec"], res["child_s"] = spec, time.perf_counter() - t
     return _judge(res)
