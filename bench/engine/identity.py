@@ -23,7 +23,7 @@ GB = 1e9
 
 
 def section_identity(quick: bool) -> list[Row]:
-    n, bs = (128, 64) if quick else (2048, 64)  # quick: 2 batches, a steady rate still
+    n, bs = (256, 64) if quick else (2048, 64)
     rounds, timeout = (1, 60.0) if quick else (9, 90.0)
     x = np.random.default_rng(0).integers(0, 256, (n, 224, 224, 3), dtype=np.uint8)
     batch_bytes = [float(x[lo:lo + bs].nbytes) for lo in range(0, n, bs)]

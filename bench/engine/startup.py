@@ -34,7 +34,7 @@ STARTUP_SCRIPT = textwrap.dedent('''
     from bench.common.harness import guarded, pool_children, report_json, wait_gone, worker_memory
     from shmaug.sources.glyphs import render_glyphs
 
-    BS, SEED = 64, 0
+    N, BS, SEED = 1024, 64, 0
 
 
     class GlyphDataset(keras.utils.PyDataset):
@@ -99,9 +99,8 @@ STARTUP_SCRIPT = textwrap.dedent('''
 
     if __name__ == "__main__":
         method, order, timeout = sys.argv[1], sys.argv[2].split(","), float(sys.argv[3])
-        n = int(sys.argv[4])  # samples: 1,024 (16 batches), or 256 in a quick run
         multiprocessing.set_start_method(method, force=True)  # Keras' pool follows this
-        x, y, _ = render_glyphs(n, 64, seed=SEED)
+        x, y, _ = render_glyphs(N, 64, seed=SEED)
         probes = {"shmaug": probe_shmaug, "keras": probe_keras,
                   "shmaug_declared": lambda m, x, y: probe_shmaug(m, x, y, declared=True)}
         result = {}
@@ -131,8 +130,7 @@ def section_startup(quick: bool) -> list[Row]:
                 if method == "fork":  # first, while OpenCV has not yet run in that process
                     order = "shmaug_declared," + order
                 jobs.append((method, [sys.executable, str(script), method, order,
-                                      str(contender_timeout[method]),
-                                      "256" if quick else "1024"]))
+                                      str(contender_timeout[method])]))
         bar = progress(len(jobs), "startup")
 
         def one(job: tuple[str, list[str]]) -> tuple[str, Outcome]:
