@@ -132,14 +132,18 @@ class ImageRecords(O.ImageSource):
         decompressed once, here, and held in memory (shared with the workers, not copied per
         worker); write large datasets uncompressed. ``index_cache``: a folder where each
         plain shard's index is kept and reused while the shard is unchanged (None: scan every
-        time). ``cache_dir``: a local folder where shards in a bucket are downloaded whole,
-        in the background, shared by the host's processes and reused across runs, bounded by
-        ``cache_limit`` (bytes, or "50GB"; None: the disk) ([Object storage](../remote.md)).
+        time), with a record of the shards in a bucket (URLs, sizes, etags). ``cache_dir``: a
+        local folder where shards in a bucket are downloaded whole, in the background, shared
+        by the host's processes and reused across runs, bounded by ``cache_limit`` (bytes, or
+        "50GB"; None: the disk). With both, the source is built and read without the bucket:
+        when it is down, or offline (``SHMAUG_OFFLINE=1``) ([Object storage](../remote.md)).
         Other keyword arguments are the settings ``ImageFiles`` takes (``image_size``,
         ``color_mode``, ``on_error``, ...).
 
         Raises:
             ArgumentError: no file matches; a record without ``image_key`` or ``label_key``.
+            RemoteError: the bucket cannot be reached (or ``SHMAUG_OFFLINE=1``), and the
+                caches lack the record of the shards or some shards (named).
             ImageReadError: a record cut short or whose CRC does not match (file, record and
                 byte offset named).
 
@@ -149,7 +153,7 @@ class ImageRecords(O.ImageSource):
             (('0', '1'), 1281167)
         """
         found = _find("files", files, "TFRecord files", storage_options, cache_dir,
-                      cache_limit)
+                      cache_limit, _folder(index_cache))
         if T.SLOW_CRC:
             warn(f"ImageRecords.from_tfrecord checks each record's CRC-32C in pure Python, "
                  f"about 1,000 times slower than in C (milliseconds per image): "
@@ -277,7 +281,7 @@ class ImageRecords(O.ImageSource):
             ...                                        image_size=(224, 224))
         """
         found = _find("tar_files", tar_files, "tar shards", storage_options, cache_dir,
-                      cache_limit)
+                      cache_limit, _folder(index_cache))
         exts = tuple(e.lower().lstrip(".") for e in (
             image_ext.split(";") if isinstance(image_ext, str) else image_ext))
         wanted = _wanted(label_ext, settings)

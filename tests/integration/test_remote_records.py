@@ -123,8 +123,9 @@ def test_the_index_cache_skips_the_scan_until_the_object_changes(shards, tmp_pat
     first = make()
     streamed = reads()
     assert streamed >= 2 and len(first) == N
-    saved = sorted(cache.iterdir())
-    assert len(saved) == 2 and not any(SECRET.encode() in p.read_bytes() for p in saved)
+    saved = sorted(cache.iterdir())  # each shard's index, and the record of the shards
+    assert len(list(cache.glob("*.npz"))) == 2 and len(list(cache.glob("shards-*.txt"))) == 1
+    assert len(saved) == 3 and not any(SECRET.encode() in p.read_bytes() for p in saved)
     assert len(make()) == N and reads() == streamed  # unchanged objects: no shard read
     # A shard rewritten (another etag) is scanned again.
     smaller = D.write_tar(tmp_path / "small.tar", D.wds_members(0, 2, label=lambda i: i))

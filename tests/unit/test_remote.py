@@ -663,3 +663,39 @@ def test_the_transport_is_read_from_the_environment(monkeypatch, caplog, value, 
         assert settings().transport == expected
     assert ("SHMAUG_TRANSPORT='rust' is not one of auto, fsspec" in caplog.text) == (
         value == "rust")
+
+
+@pytest.mark.parametrize("value, expected", [("", False), ("1", True), (" On ", True),
+                                             ("0", False), ("maybe", False)])
+def test_offline_is_read_from_the_environment(monkeypatch, caplog, value, expected):
+    from shmaug.sources.remote._settings import settings
+
+    monkeypatch.setenv("SHMAUG_OFFLINE", value)
+    with caplog.at_level(logging.WARNING, logger="shmaug.sources.remote._settings"):
+        assert settings().offline is expected
+    assert ("SHMAUG_OFFLINE='maybe' is neither on" in caplog.text) == (value == "maybe")
+
+
+def test_offline_every_call_fails_at_once_naming_the_object_and_no_download_is_queued(
+        monkeypatch, tmp_path):
+    """An endpoint nothing answers (a blackhole address): offline, no call waits for it."""
+    from shmaug.sources.cache.disk_cache import DiskCache
+
+    pytest.importorskip("s3fs")
+    monkeypatch.setenv("SHMAUG_OFFLINE", "1")
+    remote = C.Remote("s3", {"client_kwargs": {"endpoint_url": "http://10.255.255.1:9"},
+                             "anon": True})
+    remote.cache = DiskCache(str(tmp_path), None)
+    url = "s3://bucket/train-0.tar"
+    began = time.monotonic()
+    for call in (lambda: remote.fetch(url), lambda: remote.read_ranges(url, [(0, 10)]),
+                 lambda: remote.glob("s3://bucket/*.tar")):
+        with pytest.raises(RemoteError, match=r"Could not (read|list) 's3://bucket/.*': "
+                                              r"SHMAUG_OFFLINE=1 keeps shmaug off the network, "
+                                              r"and the disk cache \(cache_dir=.*\) does not "
+                                              r"hold it\. Fix: unset SHMAUG_OFFLINE"):
+            call()
+    assert isinstance(remote.identities([url])[0], RemoteError)
+    remote.cache.want(url, remote)
+    assert remote.cache._jobs is None  # nothing queued, no thread started
+    assert time.monotonic() - began < 1.0

@@ -222,8 +222,10 @@ class DiskCache:
     # -- downloads ----------------------------------------------------------------------------
 
     def want(self, url: str, remote: Remote) -> None:
-        """Download ``url`` whole in the background, unless it is cached or on its way."""
-        self._submit(url, lambda: self.download(url, remote))
+        """Download ``url`` whole in the background, unless it is cached or on its way (or
+        ``SHMAUG_OFFLINE`` keeps the process off the network)."""
+        if not remote.offline:
+            self._submit(url, lambda: self.download(url, remote))
 
     def keep(self, url: str, data: bytes, ident: str | None = None) -> None:
         """Write ``data``, all of object ``url`` as just read, in the background, named by

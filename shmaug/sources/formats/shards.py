@@ -29,7 +29,7 @@ import numpy as np
 from ..images import settings as O
 from .. import remote as R
 from ..remote.bucket import remote_for, check_same_protocol
-from ...errors import ArgumentError, ArgumentTypeError, ShmaugError, got, warn
+from ...errors import ArgumentError, ArgumentTypeError, RemoteError, ShmaugError, got, warn
 
 log = logging.getLogger(__name__)
 Scan = Callable[[str], tuple[list[int], list[int], list[Any]]]
@@ -62,12 +62,13 @@ class Shards:
         Raises:
             RemoteError: the bucket failed while the shard was read (named, secrets masked).
         """
-        cache = self.remote.cache if self.remote is not None else None
-        kept = cache.local(path) if cache is not None else None
+        kept = self._cached(path)
         if self.remote is None or kept is not None:  # a local shard, or a cached one
             with open(kept or path, "rb") as f:
                 yield f, os.fstat(f.fileno()).st_size
             return
+        if self.remote.offline:
+            raise self.remote.offline_failure(path, "index")
         size = int(self.idents[path].split("|", 1)[0])
         try:
             with self.remote.fs().open(path, "rb", block_size=_SCAN_BLOCK,
@@ -82,19 +83,32 @@ class Shards:
             raise self.remote.failure(path, exc, "index") from None
 
 
+    def _cached(self, path: str) -> str | None:
+        """The disk cache's complete copy of shard ``path`` (None: local, or not cached)."""
+        cache = self.remote.cache if self.remote is not None else None
+        return cache.local(path) if cache is not None else None
+
     def head(self, path: str, size: int) -> bytes:
-        """The first ``size`` bytes of a shard (one small request for a URL)."""
-        if self.remote is None:
-            with open(path, "rb") as f:
+        """The first ``size`` bytes of a shard (one small request for a URL, unless the disk
+        cache holds it)."""
+        kept = self._cached(path)
+        if self.remote is None or kept is not None:
+            with open(kept or path, "rb") as f:
                 return f.read(size)
         return self.remote.read_ranges(path, [(0, size)])[0]
 
     def whole(self, path: str) -> bytes:
-        """A shard's bytes (a GZIP TFRecord, read whole once)."""
-        if self.remote is None:
-            with open(path, "rb") as f:
+        """A shard's bytes (a GZIP TFRecord, read whole once): from the disk cache where it
+        holds them, else from the bucket and then kept there (a later build, offline too,
+        reads them from the disk)."""
+        kept = self._cached(path)
+        if self.remote is None or kept is not None:
+            with open(kept or path, "rb") as f:
                 return f.read()
-        return self.remote.fetch(path)
+        data = self.remote.fetch(path)
+        if self.remote.cache is not None:
+            self.remote.cache.keep(path, data)
+        return data
 
 
 _SCAN_BLOCK = 8 << 20  # bytes per request while a remote shard is scanned
@@ -124,21 +138,51 @@ def braces(pattern: str) -> list[str]:
 
 
 def find(name: str, given: Any, what: str, storage_options: Any, cache_dir: Any = None,
-         cache_limit: Any = None) -> Shards:
+         cache_limit: Any = None, index_cache: str | None = None) -> Shards:
     """The shards ``given`` names (see the module docstring), each checked to exist; URLs
     with the disk cache ``cache_dir`` and ``cache_limit`` ask for, told each shard's identity.
+    With ``index_cache``, the URLs and identities found are kept there (``remote.write_record``)
+    for a build without the bucket: offline (``SHMAUG_OFFLINE``), or when the bucket cannot be
+    reached (``remote.without_bucket``: then every shard must be in the disk cache).
 
     Raises:
         ArgumentError: none matches, one does not exist, local and URLs mixed,
             ``storage_options`` or ``cache_dir`` for local paths, a ``cache_dir`` that
             cannot be written.
+        RemoteError: the bucket cannot be reached (or ``SHMAUG_OFFLINE``), and no record of
+            the shards is kept, or the disk cache lacks some (named).
     """
     listed = _listed(name, given, what)
     remote = remote_for(listed[0] if listed else "", storage_options, cache_dir, cache_limit)
     if remote is None:
         return Shards(_existing(name, given, what, listed, glob.glob, os.path.isfile))
     check_same_protocol(listed, remote.protocol)
+    record = (None if index_cache is None else
+              R.record_of(index_cache, "shards", "\n".join(listed), remote))
+    if remote.offline:
+        known = R.without_bucket(remote, record, name, None)
+    else:
+        try:
+            known = _in_bucket(name, given, what, listed, remote)
+        except RemoteError as exc:
+            known = R.without_bucket(remote, record, name, exc)
+        else:
+            if record is not None:
+                R.write_record(record, known.items())
+    if remote.cache is not None:
+        remote.cache.know(known)
+        _check_bound(remote.cache, known)
+    return Shards(list(known), remote, known)
 
+
+def _in_bucket(name: str, given: Any, what: str, listed: list[str], remote: R.Remote
+               ) -> dict[str, str]:
+    """The shards that ``listed`` (patterns, or URLs) name in the bucket, and their identities.
+
+    Raises:
+        ArgumentError: none matches, or one does not exist.
+        RemoteError: the bucket failed (retried, or refused at once).
+    """
     def matches(pattern: str) -> list[str]:
         try:
             return remote.glob(pattern)
@@ -158,11 +202,7 @@ def find(name: str, given: Any, what: str, storage_options: Any, cache_dir: Any 
     for i in idents:
         if isinstance(i, BaseException):
             raise i
-    known: dict[str, str] = dict(zip(paths, idents))  # type: ignore[arg-type]
-    if remote.cache is not None:
-        remote.cache.know(known)
-        _check_bound(remote.cache, known)
-    return Shards(paths, remote, known)
+    return dict(zip(paths, idents))  # type: ignore[arg-type]
 
 
 def _check_bound(cache: Any, idents: dict[str, str]) -> None:
@@ -291,12 +331,12 @@ def _check_found(name: str, given: Any, what: str, paths: list[str], missing: li
     if not paths:
         seen = "of which none matched"
     elif folders and paths == folders and isinstance(given, (str, os.PathLike)):
-        seen = "which is a folder" if len(folders) == 1 else f"which are folders: {_few(folders)}"
+        seen = "which is a folder" if len(folders) == 1 else f"which are folders: {R.few(folders)}"
     else:
         seen = "of which " + "; ".join(
-            ([f"{len(absent)} do not exist: {_few(absent)}"] if absent else [])
+            ([f"{len(absent)} do not exist: {R.few(absent)}"] if absent else [])
             + ([f"{len(folders)} {'is a folder' if len(folders) == 1 else 'are folders'}: "
-                f"{_few(folders)}"] if folders else []))
+                f"{R.few(folders)}"] if folders else []))
     fix = (f"name the files in a folder with a pattern, e.g. `{name}="
            f"{folders[0].rstrip('/') + '/*'!r}`" if folders else
            "check the paths or the glob pattern")
@@ -304,8 +344,3 @@ def _check_found(name: str, given: Any, what: str, paths: list[str], missing: li
         f"`{name}` must name existing {what}; received {got(given)}, {seen}. Fix: {fix}."
     )
 
-
-def _few(paths: list[str], shown: int = 3) -> str:
-    """``'a', 'b', 'c', … (2 more)``: the first few paths, and how many were left out."""
-    more = f", … ({len(paths) - shown} more)" if len(paths) > shown else ""
-    return ", ".join(repr(p) for p in paths[:shown]) + more

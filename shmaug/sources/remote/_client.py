@@ -22,7 +22,9 @@ sight; it knows nothing of images:
   exponential backoff, then ``RemoteError`` names the object and the last failure; a missing
   object, a refused credential or a refused connection ends it at once. They hold for every
   call the main process makes too: listing, globbing, sizes and etags, and
-  (``formats.shards.Shards.opened``, through ``failure``) the index scan.
+  (``formats.shards.Shards.opened``, through ``failure``) the index scan. While
+  ``SHMAUG_OFFLINE`` is set (``offline``) none is made: each fails at once, naming what it
+  wanted (``_failures.offline``).
 - ``listing`` / ``glob`` / ``check_exist`` / ``identities``: list a bucket folder once (one
   paginated listing, not one per class) in Keras' folder order (``_urls.Listing``), or a glob
   pattern's matches; check that objects exist, or read their size and etag (what an index
@@ -116,6 +118,16 @@ class Remote:
         self._one_get = {}
         self._spans = Spans()
         self._gets = None
+
+    @property
+    def offline(self) -> bool:
+        """Whether ``SHMAUG_OFFLINE`` keeps this process off the network (``_settings``):
+        every call fails at once (``_failures.offline``); the caches serve what they hold."""
+        return settings().offline
+
+    def offline_failure(self, url: str, doing: str = "read") -> RemoteError:
+        """The error of a call to ``url`` that ``offline`` forbids."""
+        return rules.offline(self, url, doing)
 
     @property
     def has_options(self) -> bool:
@@ -271,7 +283,10 @@ class Remote:
     def _retried(self, url: str, call: Callable[[Any], T], doing: str = "read",
                  learn: bool = True) -> T:
         """``call(fs)``, retried while its failures are transient (``_failures.final`` says which
-        are not). A call's bytes teach ``RoundTrip`` what a request costs (where ``learn``)."""
+        are not). A call's bytes teach ``RoundTrip`` what a request costs (where ``learn``).
+        None is made while ``offline``."""
+        if self.offline:
+            raise self.offline_failure(url, doing)
         last: BaseException | None = None
         for attempt in range(RETRIES + 1):
             if attempt:

@@ -3,7 +3,8 @@ becomes (``final``), the error that ends a call retried in vain (``failure``), a
 they rest on (``refused``, ``from_backend``).
 
 A missing object (or bucket) is ``FileNotFoundError``; a refused credential or a refused
-connection is ``RemoteError`` naming the fix, at once; anything else is transient and
+connection is ``RemoteError`` naming the fix, at once, as is any call while ``SHMAUG_OFFLINE``
+keeps the process off the network (``offline``); anything else is transient and
 ``_client.Remote._retried`` tries it again, bounded. Every message goes through
 ``Remote.scrub``: no secret of the options shows. ``refusals_not_retried`` makes s3fs' own
 client (botocore) follow the same rule for a refused connection.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import errno
 from typing import TYPE_CHECKING, Any
 
+from ._settings import OFFLINE_ENV
 from ...errors import RemoteError
 
 if TYPE_CHECKING:
@@ -67,6 +69,21 @@ def final(remote: Remote, url: str, exc: BaseException, doing: str) -> BaseExcep
             f"(now {remote.options_text}), and that the server is running."
         )
     return None
+
+
+def offline(remote: Remote, url: str, doing: str = "read") -> RemoteError:
+    """The error of a call made while ``SHMAUG_OFFLINE`` forbids the network: what it wanted
+    (``url``, which no cache holds), and which cache would have held it."""
+    what = f"read {url!r} to index it" if doing == "index" else f"{doing} {url!r}"
+    cache = remote.cache
+    where = ("the disk cache (cache_dir=None) is off" if cache is None else
+             f"the disk cache (cache_dir={cache.folder!r}) does not hold it")
+    return RemoteError(
+        f"Could not {what}: {OFFLINE_ENV}=1 keeps shmaug off the network, and {where}. Fix: "
+        f"unset {OFFLINE_ENV} to reach the bucket, or first run with the bucket reachable so "
+        f"that the caches keep what this needs: cache_dir= the objects read, index_cache= a "
+        f"record source's shards and index, listing_cache= a folder's listing."
+    )
 
 
 def refused(exc: BaseException) -> bool:

@@ -53,3 +53,10 @@ class Listing:
     @staticmethod
     def join(root: str, name: str) -> str:
         return posixpath.join(root, name)
+
+
+def few(paths: list[str], shown: int = 3) -> str:
+    """``'a', 'b', 'c', … (2 more)``: the first few paths, and how many were left out (what
+    a message names of a long list)."""
+    more = f", … ({len(paths) - shown} more)" if len(paths) > shown else ""
+    return ", ".join(repr(p) for p in paths[:shown]) + more

@@ -12,10 +12,8 @@ folder, or reuses the listing a ``listing_cache`` folder kept. ``files.py`` owns
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import tempfile
 import time
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -24,6 +22,7 @@ import numpy as np
 from ..cache.disk_cache import DiskCache
 from ..images.settings import Text
 from . import Fetched, Listing, Remote, protocol_of
+from . import _kept
 from ...errors import ArgumentError, RemoteError
 
 if TYPE_CHECKING:
@@ -166,10 +165,10 @@ log = logging.getLogger(__name__)
 def listed(remote: Remote | None, root: str, cache: str | os.PathLike[str] | None
            ) -> Listing | None:
     """The listing of bucket folder ``root`` (None for a local folder): reused from ``cache``
-    when a file there holds it, else listed (one paginated listing) and kept there. The file
-    holds the objects' URLs and identities ("size|etag"), one object a line, tab-separated
-    (never an option); its name hashes the URL and the endpoint, so another bucket or server
-    never matches.
+    when a file there holds it, else listed (one paginated listing) and kept there
+    (``_kept``: the objects' URLs and identities, never an option; another bucket or server
+    never matches). So a folder is listed once per ``listing_cache``, and a source built
+    offline (``SHMAUG_OFFLINE``) or with the bucket down lists it from there.
 
     Raises:
         ArgumentError: ``cache`` given for a local folder.
@@ -183,31 +182,17 @@ def listed(remote: Remote | None, root: str, cache: str | os.PathLike[str] | Non
         return None
     if cache is None:
         return remote.listing(root)
-    ident = f"{root.rstrip('/')}|{remote.options_text}"
-    name = f"listing-{hashlib.sha1(ident.encode()).hexdigest()}.txt"
-    file = os.path.join(os.fspath(cache), name)
-    try:
-        with open(file, encoding="utf-8") as f:
-            lines = [line.rsplit("\t", 1) for line in f.read().splitlines()]  # (a key may
-            # hold a tab; an identity never does)
+    file = _kept.record_of(cache, "listing", root.rstrip("/"), remote)
+    kept = _kept.read_record(file)
+    if kept is not None:
         age = time.time() - os.path.getmtime(file)
         log.info("reused the listing of %s (%d objects, %.0f s old) from %s; delete that file "
-                 "to list the bucket again", root, len(lines), age, file)
-        return Listing(root, [line[0] for line in lines],
-                       {line[0]: line[1] for line in lines if len(line) == 2})
-    except OSError:
-        pass
+                 "to list the bucket again", root, len(kept), age, file)
+        return Listing(root, list(kept), kept)
     found = remote.listing(root)
-    try:
-        os.makedirs(os.fspath(cache), exist_ok=True)
-        fd, partial = tempfile.mkstemp(suffix=".txt", dir=os.fspath(cache))
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for folder, names in found.dirs.items():
-                f.writelines(f"{url}\t{found.idents.get(url, '')}\n"
-                             for url in (f"{folder}/{name}" for name in names))
-        os.replace(partial, file)  # whole or not at all
-    except OSError as exc:
-        log.warning("listing cache %s not written: %s", cache, exc)
+    _kept.write_record(file, ((url, found.idents.get(url, ""))
+                              for folder, names in found.dirs.items()
+                              for url in (f"{folder}/{name}" for name in names)))
     return found
 
 
