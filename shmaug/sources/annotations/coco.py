@@ -61,7 +61,9 @@ def from_coco(
         check_sizes: read each file's header to check it has the JSON's ``width`` and
             ``height`` (a wrong one scales its boxes wrongly); an image without them is
             always read so.
-        color_mode: interpolation: reduced_decode: as ``ImageFiles.from_paths``.
+        color_mode: as ``ImageFiles.from_paths``.
+        interpolation: as ``ImageFiles.from_paths``.
+        reduced_decode: as ``ImageFiles.from_paths``.
         crop_to_aspect_ratio: refused when True: the boxes are scaled by the plain stretch.
         pad_to_aspect_ratio: refused when True, likewise.
 

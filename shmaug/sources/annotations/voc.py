@@ -60,7 +60,9 @@ def from_voc(
             as VOC's evaluation ignores them and the reference detectors train without them.
         check_sizes: read each file's header to check it has the XML's ``size`` (an image
             without one is always read so).
-        color_mode: interpolation: reduced_decode: as ``ImageFiles.from_paths``.
+        color_mode: as ``ImageFiles.from_paths``.
+        interpolation: as ``ImageFiles.from_paths``.
+        reduced_decode: as ``ImageFiles.from_paths``.
         crop_to_aspect_ratio: refused when True: the boxes are scaled by the plain stretch.
         pad_to_aspect_ratio: refused when True, likewise.
 
