@@ -42,6 +42,7 @@ import logging
 import math
 import os
 import random
+import sys
 import threading
 import time
 from typing import Any, Callable, Sequence, TypeVar
@@ -369,6 +370,13 @@ class Remote:
         etag): what an index cache keys on; or the exception (``FileNotFoundError``: none,
         ``IsADirectoryError``: a folder)."""
         def ident(fs: Any, url: str) -> bytes:
+            # obstore only where it serves this process already: importing it here first
+            # would send every worker forked later through fsspec (``_transport``).
+            if self._gets is not None and "obstore" in sys.modules and self._gets.fits(url):
+                try:
+                    return self._gets.identity(url).encode()
+                except Unfit:
+                    pass  # a folder, a missing object, no etag: fsspec answers
             info = fs.info(url)
             if info.get("type", "file") != "file":
                 return b""  # a folder (a prefix), not an object

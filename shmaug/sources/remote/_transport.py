@@ -45,12 +45,13 @@ import sys
 import threading
 import urllib.parse
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from ._settings import settings
 from ...errors import RemoteError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # s3fs' options with their obstore names; and those that only tune fsspec's own listings,
 # caches and transfers of large files, which a GET does not use.
@@ -127,14 +128,39 @@ class ObstoreGets:
         """The object's bytes (``start:stop`` of them where given), one request."""
         import obstore
 
-        scheme, _, rest = url.partition("://")
-        root, _, path = rest.partition("/")
-        try:
-            store = self._store(root if self.protocol in ("s3", "s3a") else
-                                f"{scheme}://{root}")
+        def get(store: Any, path: str) -> bytes:
             if start is None:
                 return bytes(obstore.get(store, path).bytes())
             return bytes(obstore.get_range(store, path, start=start, end=stop))
+
+        return self._sent(url, get)
+
+    def identity(self, url: str) -> str:
+        """The S3 object's ``"size|etag"`` as fsspec's ``info`` gives it (``_client._ident``),
+        one HEAD: a worker that reads through obstore then never builds botocore's client,
+        which costs a second of CPU on first use (a disk cache's first downloads waited for
+        it while the records were read by range). ``Unfit`` where fsspec must answer: any
+        failure (no such object or a folder, which fsspec tells apart; a refusal or a
+        throttle, whose reason a HEAD's empty body leaves to fsspec's message), or no etag."""
+        import obstore
+
+        if self.protocol not in ("s3", "s3a"):
+            raise Unfit("an http server's identity is fsspec's")
+        try:
+            meta = self._sent(url, obstore.head)
+        except OSError as exc:  # FileNotFoundError, and every failure ``_sent`` translates
+            raise Unfit(f"obstore's HEAD of {url!r} failed ({exc}): fsspec answers") from None
+        if not meta.get("e_tag"):
+            raise Unfit(f"{url!r} has no etag: fsspec's identity is its modification time")
+        return f"{int(meta['size'])}|{meta['e_tag']}"
+
+    def _sent(self, url: str, call: Callable[[Any, str], T]) -> T:
+        """``call(store, path)`` for ``url``, its failures as fsspec's would be."""
+        scheme, _, rest = url.partition("://")
+        root, _, path = rest.partition("/")
+        try:
+            return call(self._store(root if self.protocol in ("s3", "s3a") else
+                                    f"{scheme}://{root}"), path)
         except OSError:  # FileNotFoundError: obstore's own
             raise
         except ValueError as exc:  # a path obstore cannot parse: ``fits`` lets none through
