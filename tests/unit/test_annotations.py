@@ -73,6 +73,16 @@ def test_boxes_past_the_edge_are_clipped_and_empty_ones_dropped(tmp_path):
     np.testing.assert_array_equal(y["boxes"][0], [[0, 1, 8, 5], [15, 2, 20, 10]])
 
 
+def test_keep_empty_false_drops_images_whose_boxes_all_fell_outside(tmp_path):
+    images = [("a.png", 20, 10, [(25, 1, 10, 4, 1, 0)]), ("b.png", 20, 10, [(1, 1, 5, 5, 1, 0)]),
+              ("c.png", 20, 10, [])]
+    files, y = from_coco(*write_coco(tmp_path, images), image_size=None, keep_empty=False)
+    assert [p.rsplit("/", 1)[1] for p in files.paths] == ["b.png"]
+    np.testing.assert_array_equal(y["boxes"], [[[1, 1, 6, 6]]])
+    with pytest.raises(ArgumentError, match=r"no image to read \(2 annotated"):
+        from_coco(*write_coco(tmp_path, images[::2]), keep_empty=False)
+
+
 def test_a_size_missing_from_the_json_is_read_from_the_file(tmp_path):
     json_path, folder = write_coco(tmp_path)
     data = json.loads(json_path.read_text())
@@ -99,6 +109,20 @@ def test_coco_errors_name_the_file_and_the_fix(tmp_path):
     write_coco(tmp_path)
     with pytest.raises(ArgumentError, match=r"category id 90 \('zebra'\).*Fix: add 'zebra'"):
         from_coco(json_path, folder, class_names=["person", "cat"])
+    data = json.loads(json_path.read_text())
+    data["annotations"][1]["image_id"] = 77
+    json_path.write_text(json.dumps(data))
+    with pytest.raises(ArgumentError, match=r"annotation 2 is of image id 77, which `images` "
+                                            r"does not list.*Fix"):
+        from_coco(json_path, folder)
+    data["annotations"][1]["image_id"], data["annotations"][2]["bbox"] = 11, [1, 2, -3, 4]
+    json_path.write_text(json.dumps(data))
+    with pytest.raises(ArgumentError, match=r"annotation 3 has bbox \[1.0, 2.0, -3.0, 4.0\]"):
+        from_coco(json_path, folder)
+    data["annotations"][2]["bbox"] = [1, 2, 3]
+    json_path.write_text(json.dumps(data))
+    with pytest.raises(ArgumentError, match=r"annotation 3 has bbox \[1.0, 2.0, 3.0\], not"):
+        from_coco(json_path, folder)
     json_path.write_text("{not json")
     with pytest.raises(ArgumentError, match=r"instances.json is not JSON.*Fix"):
         from_coco(json_path, folder)

@@ -1,20 +1,21 @@
 """What the COCO and VOC readers share: each image's boxes as pixel edges of the file, made
 into Keras' layout once, in the main process.
 
-A reader hands ``assemble`` one ``Annotated`` per image (its path, the size its annotation
-gives, its boxes as ``(x0, y0, x1, y1)`` pixel edges of the file as stored, its class
-indices). ``assemble`` keeps or drops the empty images, checks the files exist, clips each
-box to its image, drops the boxes left without area, scales them to ``image_size`` (the
-stretch ``ImageFiles`` applies: x by new width / old width, y by new height / old height),
-writes them in the ``bounding_box_format`` asked (``shmaug.ops.targets.formats``, the
-conversions the ops use) and pads them with -1 (``pad_boxes``).
+A reader hands ``assemble`` a ``Table``: the images (path, the size its annotation gives)
+and, flat, every box as ``(x0, y0, x1, y1)`` pixel edges of the file as stored, with its
+image and class index. ``assemble`` keeps or drops the empty images, checks the files exist,
+clips each box to its image, drops the boxes left without area, scales them to
+``image_size`` (the stretch ``ImageFiles`` applies: x by new width / old width, y by new
+height / old height), writes them in the ``bounding_box_format`` asked
+(``shmaug.ops.targets.formats``, the conversions the ops use) and pads them with -1, all in
+whole arrays: a COCO file's million boxes take no Python loop here.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from PIL import Image
@@ -22,18 +23,29 @@ from PIL import Image
 from ..files import ImageFiles
 from ..images.settings import image_size_of
 from ...errors import ArgumentError, got
-from ...ops.targets.formats import BOX_FORMATS, check_format, from_xyxy, pad_boxes
+from ...ops.targets.formats import BOX_FORMATS, PAD, check_format, from_xyxy
 
 
 @dataclass
-class Annotated:
-    """One image as its annotation describes it."""
+class Table:
+    """Every image and box as the annotations give them, flat: one row per image, one per
+    box (``owner``: the row of its image), so a dataset of a million boxes is a few arrays,
+    not a Python object per box."""
 
-    path: str
-    size: tuple[int, int] | None  # (height, width) the annotation gives; None: read the file
-    boxes: np.ndarray  # (m, 4) float64 pixel edges (x0, y0, x1, y1) of the file as stored
-    labels: np.ndarray  # (m,) int64 class indices
-    where: str  # what an error names: "instances.json, image id 7" or "Annotations/7.xml"
+    paths: list[str]
+    sizes: np.ndarray  # (N, 2) int64 (height, width) the annotation gives; 0: read the file
+    owner: np.ndarray  # (B,) int64 the image of each box
+    boxes: np.ndarray  # (B, 4) float64 pixel edges (x0, y0, x1, y1) of the file as stored
+    labels: np.ndarray  # (B,) int64 class indices
+    where: Callable[[int], str]  # what an error names for image i: "instances.json, image 7"
+
+    def take(self, rows: np.ndarray) -> Table:
+        """The images ``rows`` (sorted), with their boxes."""
+        new = np.full(len(self.paths), -1, np.int64)
+        new[rows] = np.arange(len(rows))
+        kept = new[self.owner] >= 0
+        return Table([self.paths[i] for i in rows], self.sizes[rows], new[self.owner[kept]],
+                     self.boxes[kept], self.labels[kept], lambda i: self.where(int(rows[i])))
 
 
 def check_settings(bounding_box_format: Any, max_boxes: Any, crop_to_aspect_ratio: bool,
@@ -62,86 +74,101 @@ def check_settings(bounding_box_format: Any, max_boxes: Any, crop_to_aspect_rati
     return fmt
 
 
-def assemble(source: str, images: list[Annotated], class_names: Sequence[str], *,
+def assemble(source: str, table: Table, class_names: Sequence[str], *,
              image_size: Any, bounding_box_format: str, max_boxes: int | None,
              keep_empty: bool, check_sizes: bool,
              file_options: dict[str, Any]) -> tuple[ImageFiles, dict[str, np.ndarray]]:
     """``(files, {"boxes", "labels"})`` for the annotated images, as the module says;
     ``source`` (the annotation file or folder) is named in every error."""
     size = image_size_of(image_size)
-    kept = images if keep_empty else [a for a in images if len(a.boxes)]
-    if not kept:
+    count = len(table.paths)
+    if not keep_empty:  # (the files of images without a box need not exist)
+        table = table.take(np.unique(table.owner))
+    _check_exist(source, table)
+    _settle_sizes(table, check_sizes)
+    _clip(table)
+    if not keep_empty:  # (nor do those whose boxes were all clipped away)
+        table = table.take(np.unique(table.owner))
+    if not table.paths:
         raise ArgumentError(
-            f"{source}: no image to read ({len(images)} annotated, none with a box kept"
-            f"{'' if keep_empty else ', and keep_empty=False drops the others'}). Fix: check "
-            f"the images' folder and the filters (keep_empty, keep_crowd, keep_difficult).")
-    _check_exist(source, kept)
-    for a in kept:
-        _settle_size(a, check_sizes)
-        a.boxes, a.labels = _clipped(a)
-    _check_count(source, kept, max_boxes)
-    rows = []
-    for a in kept:
-        height, width = a.size or (0, 0)
-        boxes = a.boxes
-        if size is not None:
-            boxes = boxes * ([size[1] / width, size[0] / height] * 2)
-            height, width = size
-        rows.append(from_xyxy(boxes, bounding_box_format, height, width))
-    count = max_boxes or max(1, max(len(r) for r in rows))
-    boxes, labels = pad_boxes(rows, [a.labels for a in kept], max_boxes=count)
-    assert labels is not None
-    files = ImageFiles.from_paths([a.path for a in kept], class_names=list(class_names),
+            f"{source}: no image to read ({count} annotated, none with a box kept, and "
+            f"keep_empty=False drops the others). Fix: check the filters (keep_empty, "
+            f"keep_crowd, keep_difficult, class_names).")
+    sides = table.sizes[table.owner][:, ::-1].astype(np.float64)  # (width, height) per box
+    boxes = table.boxes
+    if size is not None:  # the stretch to image_size: x and y each by its own factor
+        boxes = boxes * np.tile([size[1], size[0]] / sides, 2)
+        sides = np.broadcast_to(np.array([size[1], size[0]], np.float64), sides.shape)
+    if bounding_box_format.startswith("rel_"):  # fractions of the image they end on
+        boxes = boxes / np.tile(sides, 2)
+    boxes = from_xyxy(boxes, bounding_box_format, 1.0, 1.0)
+    padded, labels = _padded(source, table, boxes, max_boxes)
+    files = ImageFiles.from_paths(table.paths, class_names=list(class_names),
                                   image_size=size, **file_options)
-    return files, {"boxes": boxes, "labels": labels}
+    return files, {"boxes": padded, "labels": labels}
 
 
-def _check_exist(source: str, images: list[Annotated]) -> None:
-    missing = [a for a in images if not os.path.isfile(a.path)]
+def _check_exist(source: str, table: Table) -> None:
+    missing = [i for i, path in enumerate(table.paths) if not os.path.isfile(path)]
     if missing:
         first = missing[0]
         raise ArgumentError(
-            f"{source} names {len(missing)} image file(s) of {len(images)} that do not exist, "
-            f"e.g. {first.path!r} ({first.where}). Fix: pass `images` the folder that holds "
-            f"the files it names, or remove those images from the annotations.")
+            f"{source} names {len(missing)} image file(s) of {len(table.paths)} that do not "
+            f"exist, e.g. {table.paths[first]!r} ({table.where(first)}). Fix: pass `images` "
+            f"the folder that holds the files it names, or remove those images from the "
+            f"annotations.")
 
 
-def _settle_size(a: Annotated, check: bool) -> None:
-    """The image's (height, width): the annotation's, or (where it gives none, or ``check``)
-    read from the file's header (PIL reads no pixels for it)."""
-    if a.size is not None and not check:
-        return
-    try:
-        with Image.open(a.path) as image:
-            width, height = image.size
-    except OSError as exc:
-        raise ArgumentError(f"{a.path} ({a.where}) is not an image PIL can read: {exc}. Fix: "
-                            f"replace the file, or remove it from the annotations.") from None
-    if a.size is not None and a.size != (height, width):
-        raise ArgumentError(
-            f"{a.where} gives the image {a.path!r} a size of {a.size[1]}x{a.size[0]} (width x "
-            f"height), but the file is {width}x{height}: its boxes would be scaled wrongly. "
-            f"Fix: correct the annotation's width and height (or the file).")
-    a.size = (height, width)
+def _settle_sizes(table: Table, check: bool) -> None:
+    """Each image's (height, width): the annotation's, or (where it gives none, or
+    ``check``) read from the file's header (PIL reads no pixels for it)."""
+    unknown = np.nonzero(~(table.sizes > 0).all(1))[0]
+    for i in range(len(table.paths)) if check else map(int, unknown):
+        path = table.paths[i]
+        try:
+            with Image.open(path) as image:
+                width, height = image.size
+        except OSError as exc:
+            raise ArgumentError(f"{path} ({table.where(i)}) is not an image PIL can read: "
+                                f"{exc}. Fix: replace the file, or remove it from the "
+                                f"annotations.") from None
+        given = table.sizes[i]
+        if (given > 0).all() and tuple(given) != (height, width):
+            raise ArgumentError(
+                f"{table.where(i)} gives the image {path!r} a size of {given[1]}x{given[0]} "
+                f"(width x height), but the file is {width}x{height}: its boxes would be "
+                f"scaled wrongly. Fix: correct the annotation's width and height (or the "
+                f"file).")
+        table.sizes[i] = height, width
 
 
-def _clipped(a: Annotated) -> tuple[np.ndarray, np.ndarray]:
-    """Boxes clipped to the image, less those left without area (COCO holds a few boxes of
+def _clip(table: Table) -> None:
+    """Boxes clipped to their image, less those left without area (COCO holds a few boxes of
     zero width, and a few past the image's edge by a rounding)."""
-    height, width = a.size or (0, 0)
-    boxes = np.clip(a.boxes.reshape(-1, 4), 0, [width, height, width, height])
+    height, width = table.sizes[table.owner].T
+    boxes = np.clip(table.boxes, 0, np.stack([width, height, width, height], 1))
     keep = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
-    return boxes[keep], a.labels[keep]
+    table.boxes, table.owner, table.labels = boxes[keep], table.owner[keep], table.labels[keep]
 
 
-def _check_count(source: str, images: list[Annotated], max_boxes: int | None) -> None:
-    if max_boxes is None:
-        return
-    over = [a for a in images if len(a.boxes) > max_boxes]
-    if over:
-        worst = max(over, key=lambda a: len(a.boxes))
+def _padded(source: str, table: Table, boxes: np.ndarray, max_boxes: int | None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes (float32 (N, max_boxes, 4)) and labels (int64 (N, max_boxes)) padded with -1,
+    each image's in the annotations' order; an image over ``max_boxes`` refused."""
+    counts = np.bincount(table.owner, minlength=len(table.paths))
+    most = int(counts.max(initial=0))
+    if max_boxes is not None and most > max_boxes:
+        worst = int(np.argmax(counts))
         raise ArgumentError(
-            f"{source}: {len(over)} image(s) hold more than `max_boxes`={max_boxes} boxes, "
-            f"e.g. {len(worst.boxes)} in {worst.where}. Fix: raise max_boxes, or pass None "
-            f"for the dataset's largest count ({len(worst.boxes)}); boxes are never dropped "
-            f"silently.")
+            f"{source}: {int((counts > max_boxes).sum())} image(s) hold more than "
+            f"`max_boxes`={max_boxes} boxes, e.g. {most} in {table.where(worst)}. Fix: raise "
+            f"max_boxes, or pass None for the dataset's largest count ({most}); boxes are "
+            f"never dropped silently.")
+    order = np.argsort(table.owner, kind="stable")
+    owner = table.owner[order]
+    rank = np.arange(len(owner)) - (np.cumsum(counts) - counts)[owner]
+    padded = np.full((len(table.paths), max_boxes or max(1, most), 4), PAD, np.float32)
+    labels = np.full(padded.shape[:2], PAD, np.int64)
+    padded[owner, rank] = boxes[order]
+    labels[owner, rank] = table.labels[order]
+    return padded, labels

@@ -82,20 +82,27 @@ def from_voc(
                            pad_to_aspect_ratio)
     folder, source = Path(annotations), os.fspath(annotations)
     parsed = [_parse(path, Path(images), keep_difficult) for path in _files(folder, ids)]
-    used = sorted({name for _, objects in parsed for name, _ in objects})
+    used = sorted({name for *_, objects in parsed for name, _ in objects})
     names = used if class_names is None else [str(n) for n in class_names]
     index = {name: i for i, name in enumerate(names)}
-    for image, objects in parsed:
+    owner, boxes, labels = [], [], []
+    for i, (_, _, where, objects) in enumerate(parsed):
         unknown = [name for name, _ in objects if name not in index]
         if unknown:
             raise ArgumentError(
-                f"{image.where} has an object of class {unknown[0]!r}, which is not in "
+                f"{where} has an object of class {unknown[0]!r}, which is not in "
                 f"`class_names` ({names[:8]}{'...' if len(names) > 8 else ''}). Fix: add it "
                 f"to class_names, or pass class_names=None for every class the files use.")
-        kept = [(name, box) for name, box in objects if box is not None]
-        image.boxes = np.array([box for _, box in kept], np.float64).reshape(-1, 4)
-        image.labels = np.array([index[name] for name, _ in kept], np.int64)
-    return B.assemble(source, [image for image, _ in parsed], names, image_size=image_size,
+        for name, box in objects:
+            if box is not None:
+                owner.append(i)
+                boxes.append(box)
+                labels.append(index[name])
+    table = B.Table([p for p, _, _, _ in parsed],
+                    np.array([s for _, s, _, _ in parsed], np.int64).reshape(-1, 2),
+                    np.array(owner, np.int64), np.array(boxes, np.float64).reshape(-1, 4),
+                    np.array(labels, np.int64), lambda i: parsed[i][2])
+    return B.assemble(source, table, names, image_size=image_size,
                       bounding_box_format=fmt, max_boxes=max_boxes, keep_empty=keep_empty,
                       check_sizes=check_sizes,
                       file_options=dict(color_mode=color_mode, interpolation=interpolation,
@@ -133,9 +140,10 @@ def _files(folder: Path, ids: str | os.PathLike[str] | Sequence[str] | None) -> 
 
 
 def _parse(path: Path, images: Path, keep_difficult: bool
-           ) -> tuple[B.Annotated, list[tuple[str, list[float] | None]]]:
-    """One XML file: the image, and its objects as (class name, pixel-edge box, or None for a
-    difficult object left out); every object is named, so ``class_names`` checks them all."""
+           ) -> tuple[str, tuple[int, int], str, list[tuple[str, list[float] | None]]]:
+    """One XML file: the image's path, its (height, width) (0 where the file gives none),
+    the XML's path, and its objects as (class name, pixel-edge box, or None for a difficult
+    object left out); every object is named, so ``class_names`` checks them all."""
     try:
         root = ET.parse(path).getroot()
     except (ET.ParseError, OSError) as exc:
@@ -145,9 +153,6 @@ def _parse(path: Path, images: Path, keep_difficult: bool
     size = root.find("size")
     width, height = (_number(path, size, key) if size is not None else 0
                      for key in ("width", "height"))
-    image = B.Annotated(os.fspath(images / filename),
-                        (int(height), int(width)) if width > 0 and height > 0 else None,
-                        np.zeros((0, 4)), np.zeros(0, np.int64), os.fspath(path))
     objects: list[tuple[str, list[float] | None]] = []
     for obj in root.findall("object"):
         name = (obj.findtext("name") or "").strip()
@@ -159,7 +164,7 @@ def _parse(path: Path, images: Path, keep_difficult: bool
         difficult = _number(path, obj, "difficult") > 0
         keep = keep_difficult or not difficult
         objects.append((name, [x0 - 1, y0 - 1, x1, y1] if keep else None))
-    return image, objects
+    return os.fspath(images / filename), (int(height), int(width)), os.fspath(path), objects
 
 
 def _number(path: Path, element: ET.Element, key: str, required: bool = False) -> float:
