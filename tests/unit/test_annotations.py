@@ -189,3 +189,11 @@ def test_voc_keep_empty_and_a_size_read_from_the_file(tmp_path):
 def test_the_images_load_at_image_size(coco):
     files, _ = from_coco(*coco, image_size=(20, 30))
     assert [files.load(i).shape for i in range(len(IMAGES))] == [(20, 30, 3)] * 3
+
+
+def test_relative_boxes_without_image_size_are_fractions_of_each_image(coco):
+    _, pixels = from_coco(*coco, image_size=None)
+    _, y = from_coco(*coco, image_size=None, bounding_box_format="rel_xyxy")
+    sides = np.array([[60, 40] * 2, [50, 50] * 2, [40, 60] * 2], np.float32)[:, None]
+    real = pixels["labels"] >= 0
+    np.testing.assert_allclose(y["boxes"][real], (pixels["boxes"] / sides)[real], rtol=1e-6)
