@@ -178,7 +178,7 @@ def _show_all_frames() -> bool:
         return True
     keras = sys.modules.get("keras")
     if keras is None or type(keras).__name__ == "_LazyModule":  # a worker's lazy import, not
-        return False  # loaded yet (engine.workers._lazy_imports): unused, and a read loads it
+        return False  # loaded yet (engine.workers.lazy_imports): unused, and a read loads it
     enabled = getattr(getattr(keras, "config", None), "is_traceback_filtering_enabled", None)
     try:
         return enabled is not None and not enabled()

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..engine.config import checks as check
 from ..engine.config.options import Options, Order, Settings
-from ..engine.workers import _lazy_imports
+from ..engine.workers import lazy_imports
 from ..engine.loader import Loader, lend, start
 from ..ops.mixing import Mix
 from . import _checks as facade_checks
@@ -68,7 +68,7 @@ def _pydataset() -> type:
     worker whose user module loaded Keras anyway (``from keras import layers`` at its top)
     gets the real base, which costs nothing more there.
     """
-    return object if _lazy_imports.pending("keras") else keras.utils.PyDataset
+    return object if lazy_imports.pending("keras") else keras.utils.PyDataset
 
 
 if TYPE_CHECKING:

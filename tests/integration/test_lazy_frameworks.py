@@ -1,6 +1,6 @@
 """A worker that unpickles an augment from a module importing TensorFlow (JAX, torch) does
 not load it until the augment uses it: start-up as cheap as fork's, whatever the user's module
-imports (engine.workers._lazy_imports; the timings are ``python -m bench.start_methods``)."""
+imports (engine.workers.lazy_imports; the timings are ``python -m bench.start_methods``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A worker's lazy imports (engine.workers._lazy_imports), in a fresh interpreter each: the finder
+"""A worker's lazy imports (engine.workers.lazy_imports), in a fresh interpreter each: the finder
 must not leak into the test runner, and only a fresh process shows when a module runs.
 
 The package is a real one written to ``tmp_path``, shaped like torch: its ``__init__`` imports
@@ -32,8 +32,8 @@ def heavy(tmp_path: Path) -> Path:
 
 def run(path: Path, body: str) -> str:
     code = "import builtins, sys\nbuiltins.RUNS = []\n" \
-           "from shmaug.engine.workers import _lazy_imports\n" \
-           "_lazy_imports.install(frozenset({'heavypkg', 'absentpkg'}))\n" + textwrap.dedent(body)
+           "from shmaug.engine.workers import lazy_imports\n" \
+           "lazy_imports.install(frozenset({'heavypkg', 'absentpkg'}))\n" + textwrap.dedent(body)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), str(REPO)])}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, env=env)

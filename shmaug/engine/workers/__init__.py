@@ -20,5 +20,6 @@ Inside a worker:
 - ``worker``: its set-up, the blocks it maps, its main loop; the bounded wait both sides use;
 - ``runner``: ``SliceRunner``, the slice loop: a task's samples loaded, augmented, written
   into the ring;
-- ``_lazy_imports``: the heavy frameworks imported lazily, when an op first uses them.
+- ``lazy_imports``: the heavy frameworks imported lazily, when an op first uses them (the
+  facade asks it whether Keras loaded: a worker's ``Sequence`` stands on ``object`` until then).
 """

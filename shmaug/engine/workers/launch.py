@@ -17,7 +17,7 @@ from multiprocessing import forkserver as mp_forkserver
 from multiprocessing import spawn as mp_spawn
 from typing import Any, Iterator
 
-from . import _lazy_imports
+from . import lazy_imports
 from ... import platform
 
 
@@ -118,12 +118,12 @@ def _preload_in_forkserver() -> None:
 
 
 class _LazyImportsFirst:
-    """Unpickles as a call to ``_lazy_imports.install``: put in the preparation data a fresh
+    """Unpickles as a call to ``lazy_imports.install``: put in the preparation data a fresh
     worker reads first (before it re-imports ``__main__`` and unpickles the user's code), it
     makes the worker's imports of TensorFlow, JAX, torch and Keras lazy from the start."""
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
-        return _lazy_imports.install, ()
+        return lazy_imports.install, ()
 
 
 @contextmanager

@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _lazy_imports
+from . import lazy_imports
 from ... import platform
 from ...ops.mixing import Mix
 from ..handoff.ring import RingHandles
@@ -185,7 +185,7 @@ def _set_up_process(spec: WorkerSpec) -> None:
         os.environ.clear()
         os.environ.update(spec.environ)
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
-    _lazy_imports.install()  # before the user's code is unpickled: its module's imports
+    lazy_imports.install()  # before the user's code is unpickled: its module's imports
     _limit_threads()
     _tune_malloc()
 
