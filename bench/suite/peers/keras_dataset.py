@@ -90,7 +90,11 @@ class ShmaugSequence(KerasAdapter):
         self.adapter = PyDatasetAdapter(self.ds, shuffle=False)
 
     def pids(self) -> list[int]:
-        return list(self.ds.loader.pids) if self.ds._loader is not None else []
+        # Only a loader already running: Sequence.loader would start one. Where the Sequence
+        # keeps it is private (it moved once, and every run of this contender then failed).
+        runtime = getattr(self.ds, "_runtime", None)
+        loader = getattr(runtime, "loader", None) or getattr(self.ds, "_loader", None)
+        return list(loader.pids) if loader is not None else []
 
     def close(self) -> None:
         self.ds.close()
