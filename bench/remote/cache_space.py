@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
         listing = time.perf_counter() - began
         kept = per_write_ms(listed, folder, args.writes, "kept")
         ranked = CS.Space(folder, args.entries * SIZE,
-                          evict=lambda entries, need: CS.lru(entries, need))
+                          evict=lambda folder, need: CS.lru(list(folder.entries.values()),
+                                                            need))  # a list: ranked first
         ranked._listed()
         sorting = per_write_ms(ranked, folder, args.writes, "ranked")
     finally:
