@@ -1,27 +1,32 @@
 """Detection: a small detector trains on (images, {"boxes", "labels"}) batches whose boxes
-move with their images, from arrays in Keras' layout, on any Keras backend.
+move with their images, from a COCO folder, on any Keras backend.
 
 The data is made here: 1-4 shapes (circle, square, triangle) per image on noise, their boxes
 (``rel_xyxy``: fractions of the image) and class labels, padded to 4 per image with -1 rows
-as Keras pads them (``shmaug.ops.pad_boxes`` does it from per-image lists). The pipeline
-flips, rotates, zooms and recolours; every geometric step moves the boxes (the box of each
-moved outline, clipped; a box pushed out is dropped with its label), the colour steps leave
-them as they are. ``y={"bounding_boxes": {"boxes": ..., "labels": ...}}`` is Keras' layout; a
-``Sequence`` hands Keras its ``{"boxes", "labels"}``, which the model's two outputs of those
-names take. The loss skips the padding: a masked L1 on the boxes, ``ignore_class=-1`` on the
-labels.
+as Keras pads them (``shmaug.ops.pad_boxes`` does it from per-image lists). It is written as
+a COCO folder (PNG files and ``instances.json``, with ``json``), which
+``shmaug.sources.from_coco`` reads back as a user's COCO folder is read: the images decoded
+in the workers, the boxes in Keras' layout (``--arrays`` trains from the arrays instead).
+The pipeline flips, rotates, zooms and recolours; every geometric step moves the boxes (the
+box of each moved outline, clipped; a box pushed out is dropped with its label), the colour
+steps leave them as they are. ``y={"bounding_boxes": {"boxes": ..., "labels": ...}}`` (or
+``from_coco``'s ``{"boxes", "labels"}``) is Keras' layout; a ``Sequence`` hands Keras its
+``{"boxes", "labels"}``, which the model's two outputs of those names take. The loss skips
+the padding: a masked L1 on the boxes, ``ignore_class=-1`` on the labels.
 
 ``--grid PATH`` writes a PNG of augmented samples with their boxes and masks drawn over them
 (the masks, an instance mask per image, ride along as ``segmentation_masks``).
 
 Run:
-    python examples/detection.py [--quick] [--start-method spawn] [--grid grid.png]
+    python examples/detection.py [--quick] [--start-method spawn] [--grid grid.png] [--arrays]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -33,6 +38,7 @@ import shmaug
 from shmaug.ops import Compose, Maybe, Op
 
 SIDE, CLASSES, MAX_BOXES = 64, 3, 4
+NAMES = ("circle", "square", "triangle")
 
 
 def make_data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -66,6 +72,30 @@ def make_data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray
     padded, padded_labels = shmaug.ops.pad_boxes(boxes, labels, max_boxes=MAX_BOXES)
     assert padded_labels is not None
     return images, padded, padded_labels, masks
+
+
+def write_coco(folder: str, images: np.ndarray, boxes: np.ndarray, labels: np.ndarray
+               ) -> tuple[str, str]:
+    """The images as PNG files and their boxes as COCO's ``instances.json`` (``bbox``:
+    ``[x, y, width, height]`` in pixels; category ids from 1, as COCO numbers them); the
+    JSON's path and the images' folder."""
+    pictures = os.path.join(folder, "train")
+    os.makedirs(pictures, exist_ok=True)
+    entries, annotations = [], []
+    for i, (image, own_boxes, own_labels) in enumerate(zip(images, boxes, labels)):
+        cv2.imwrite(os.path.join(pictures, f"{i:05d}.png"), image[..., ::-1])  # (BGR)
+        entries.append({"id": i, "file_name": f"{i:05d}.png", "width": SIDE, "height": SIDE})
+        for (x0, y0, x1, y1), label in zip(own_boxes * SIDE, own_labels):
+            if label >= 0:
+                annotations.append({"id": len(annotations), "image_id": i, "iscrowd": 0,
+                                    "category_id": int(label) + 1,
+                                    "bbox": [float(x0), float(y0), float(x1 - x0),
+                                             float(y1 - y0)]})
+    path = os.path.join(folder, "instances.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"images": entries, "annotations": annotations,
+                   "categories": [{"id": k + 1, "name": n} for k, n in enumerate(NAMES)]}, f)
+    return path, pictures
 
 
 def augmentation() -> Compose:
@@ -121,22 +151,9 @@ def write_grid(path: str, images: np.ndarray, boxes: np.ndarray, labels: np.ndar
     print("wrote", path)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--start-method", default=None)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--grid", default=None, help="write a PNG of augmented samples here")
-    args = parser.parse_args()
-    images, boxes, labels, masks = make_data(64 if args.quick else 3000)
-    if args.grid:
-        y = {"bounding_boxes": {"boxes": boxes, "labels": labels}, "segmentation_masks": masks}
-        with shmaug.Loader(images, y, batch_size=8, augment=augmentation(), workers=0,
-                           seed=0, shuffle=True) as loader:
-            xb, yb = loader.batch(0)
-        write_grid(args.grid, xb, yb["bounding_boxes"]["boxes"], yb["bounding_boxes"]["labels"],
-                   yb["segmentation_masks"])
-    with shmaug.Sequence(images, {"bounding_boxes": {"boxes": boxes, "labels": labels}},
-                         batch_size=16, augment=augmentation(), workers=2, seed=0,
+def train_on(x: object, y: object, args: argparse.Namespace) -> None:
+    """A few epochs of the detector on ``(x, y)`` under ``fit``."""
+    with shmaug.Sequence(x, y, batch_size=16, augment=augmentation(), workers=2, seed=0,
                          shuffle=True, start_method=args.start_method) as train:
         xb, yb = train[0]
         print("batch:", xb.shape, "boxes:", yb["boxes"].shape, "labels:", yb["labels"].shape)
@@ -148,6 +165,33 @@ def main() -> None:
                                                                  ignore_class=-1)})
         history = model.fit(train, epochs=1 if args.quick else 5, verbose=2)
         print(f"loss {history.history['loss'][0]:.3f} -> {history.history['loss'][-1]:.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--start-method", default=None)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--grid", default=None, help="write a PNG of augmented samples here")
+    parser.add_argument("--arrays", action="store_true",
+                        help="train from the arrays, not from the COCO folder made of them")
+    args = parser.parse_args()
+    images, boxes, labels, masks = make_data(64 if args.quick else 3000)
+    if args.grid:
+        y = {"bounding_boxes": {"boxes": boxes, "labels": labels}, "segmentation_masks": masks}
+        with shmaug.Loader(images, y, batch_size=8, augment=augmentation(), workers=0,
+                           seed=0, shuffle=True) as loader:
+            xb, yb = loader.batch(0)
+        write_grid(args.grid, xb, yb["bounding_boxes"]["boxes"], yb["bounding_boxes"]["labels"],
+                   yb["segmentation_masks"])
+    with tempfile.TemporaryDirectory(prefix="shmaug-coco-") as folder:
+        if args.arrays:
+            x, y = images, {"bounding_boxes": {"boxes": boxes, "labels": labels}}
+        else:
+            x, y = shmaug.sources.from_coco(*write_coco(folder, images, boxes, labels),
+                                            image_size=(SIDE, SIDE), max_boxes=MAX_BOXES,
+                                            bounding_box_format="rel_xyxy")
+            print(f"COCO folder: {len(x)} images, classes {x.class_names}")
+        train_on(x, y, args)
 
 
 if __name__ == "__main__":
