@@ -135,10 +135,12 @@ def validation_labels(mix: Any, validation: Any) -> None:
     class ids would stop ``fit`` when validation starts, with Keras' "must have the same rank".
     Refused before the first step instead, naming the fixes. A Sequence with a mix of its own
     hands out one-hot labels; what this cannot read passes."""
-    if isinstance(validation, tuple) and len(validation) >= 2:
+    if isinstance(validation, (tuple, list)) and len(validation) >= 2:
         y = validation[1]
-    elif getattr(validation, "mix", False) is None and hasattr(validation, "_runtime"):
-        y = validation._runtime.side.get("y")  # a shmaug.Sequence without a mix
+    elif getattr(validation, "mix", False) is None and hasattr(validation, "_runtime") \
+            and not validation._overrides("targets"):
+        y = validation._runtime.side.get("y")  # a shmaug.Sequence without a mix (or a
+        # targets hook, which may one-hot them)
     else:
         return
     if not isinstance(y, np.ndarray) or y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):

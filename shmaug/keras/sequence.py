@@ -58,17 +58,38 @@ _SET_UP = frozenset({"image_key", "x", "batch_size", "seed", "shuffle", "num_sha
                      "shard_index", "mix", "_settings", "_order", "_runtime", "_pin_memory"})
 
 
+class _KerasFree:
+    """What a worker's ``Sequence`` stands on while Keras is not loaded there: Keras'
+    ``PyDataset`` constructor and attributes, none of its machinery. A hook that reads
+    ``self.workers`` works, and so does a Sequence built at a module's top, which a fresh
+    worker runs again when it imports that module (slow before, never wrong)."""
+
+    def __init__(self, workers: int = 1, use_multiprocessing: bool = False,
+                 max_queue_size: int = 10) -> None:
+        self._workers, self._use_multiprocessing = workers, use_multiprocessing
+        self._max_queue_size = max_queue_size
+
+    workers = property(lambda self: self._workers,
+                       lambda self, value: setattr(self, "_workers", value))
+    use_multiprocessing = property(lambda self: self._use_multiprocessing,
+                                   lambda self, value: setattr(self, "_use_multiprocessing",
+                                                               value))
+    max_queue_size = property(lambda self: self._max_queue_size,
+                              lambda self, value: setattr(self, "_max_queue_size", value))
+    num_batches = property(lambda self: len(self))
+
+
 def _pydataset() -> type:
-    """Keras' ``PyDataset``; in a worker that has not loaded Keras, ``object``.
+    """Keras' ``PyDataset``; in a worker that has not loaded Keras, ``_KerasFree``.
 
     A worker unpickles a subclass's hooks, or an augment defined in the module of a subclass:
     defining the class there must not load Keras and its backend, seconds in each worker at
     every start (issue 51). A worker's copy only runs the hooks (``augment``, ``load``), which
-    need nothing of ``PyDataset``: only the main process asks Keras' questions of it. A
-    worker whose user module loaded Keras anyway (``from keras import layers`` at its top)
-    gets the real base, which costs nothing more there.
+    need nothing of ``PyDataset`` but its attributes; only the main process asks Keras'
+    questions of it. A worker whose user module loaded Keras anyway (``from keras import
+    layers`` at its top) gets the real base, which costs nothing more there.
     """
-    return object if lazy_imports.pending("keras") else keras.utils.PyDataset
+    return _KerasFree if lazy_imports.pending("keras") else keras.utils.PyDataset
 
 
 if TYPE_CHECKING:
@@ -281,8 +302,10 @@ class Sequence(_PyDataset):  # type: ignore[misc]
         building = stack.keras_is_building()
         adapter = stack.keras_adapter(self)
         inferring = adapter is not None and stack.keras_is_inferring()
-        if self.mix is not None and adapter is not None and not (building or inferring):
+        if self.mix is not None and adapter is not None and not (building or inferring) \
+                and not self._overrides("targets"):
             # fit's training passes: its validation batches must take the mix's loss too
+            # (unless a targets hook reshapes the soft targets: then what loss is unknown)
             facade_checks.validation_labels(self.mix, stack.fit_validation_data())
         rt = self._runtime
         with rt.lock:

@@ -29,4 +29,5 @@ class Reporting(shmaug.Sequence):
         return np.full((4, 4), 2 * keras_loaded(), np.uint8)
 
     def augment(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return image + keras_loaded()
+        # PyDataset's attributes read in a worker as in the main process (Keras is told 1)
+        return image + keras_loaded() + (self.workers - 1)

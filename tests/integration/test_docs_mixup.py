@@ -114,3 +114,21 @@ def test_validation_arrays_of_class_ids_are_refused_too() -> None:
                          seed=0, workers=0) as train, \
             pytest.raises(shmaug.ArgumentError, match=r"to_categorical\(y_val, 3\)"):
         model_for(len(CLASSES)).fit(train, validation_data=(x, ids), epochs=1, verbose=0)
+
+
+class OneHotValidation(shmaug.Sequence):
+    """A validation Sequence of class ids whose ``targets`` hook one-hots them itself."""
+
+    def targets(self, y_batch):
+        return np.eye(len(CLASSES), dtype=np.float32)[y_batch]
+
+
+def test_a_validation_sequence_whose_targets_hook_one_hots_is_not_refused() -> None:
+    x = np.zeros((8, SIDE, SIDE, 3), np.uint8)
+    ids = np.arange(8) % len(CLASSES)
+    with shmaug.Sequence(x, ids, batch_size=4, mix=MixUp(0.2, num_classes=len(CLASSES)),
+                         seed=0, workers=0) as train, \
+            OneHotValidation(x, ids, batch_size=4, workers=0) as val:
+        history = model_for(len(CLASSES)).fit(train, validation_data=val, epochs=1,
+                                              verbose=0).history
+    assert np.isfinite(history["val_loss"]).all()
