@@ -230,3 +230,36 @@ def test_offline_reaches_nothing_and_names_what_the_caches_lack(
             build(kind, url, caches, server["endpoint"])
     assert requests(caplog) == 0
     assert SECRET not in caplog.text
+
+
+def test_gzip_shards_read_whole_at_construction_are_kept_for_a_build_without_the_bucket(
+        server, tmp_path, monkeypatch):
+    """A GZIP TFRecord is read whole when its source is built; those bytes are written to
+    the disk cache then, not queued: the queue's bound on held bytes (``QUEUED_BYTES``,
+    here 1 byte, as a shard of more than 256 MiB meets it) dropped them, and the build
+    without the bucket lacked them."""
+    import gzip
+
+    from shmaug.sources.cache import disk_cache
+
+    monkeypatch.setattr(disk_cache, "QUEUED_BYTES", 1)
+    s3c, folder = client(server["endpoint"]), tmp_path / "local"
+    folder.mkdir()
+    for k in range(2):
+        data = gzip.compress(_tfrecord([(D.png(2 * k + i), 2 * k + i) for i in range(2)]))
+        (folder / f"train-{k}.tfrecord.gz").write_bytes(data)
+        s3c.put_object(Bucket=BUCKET, Key=f"gz/train-{k}.tfrecord.gz", Body=data)
+    caches = tmp_path / "caches"
+
+    def source(root: str, remote: bool) -> Any:
+        extra: dict[str, Any] = dict(
+            storage_options=options(server["endpoint"]), cache_dir=caches / "data",
+            index_cache=caches / "index") if remote else {}
+        return shmaug.ImageRecords.from_tfrecord(f"{root}/train-*.tfrecord.gz",
+                                                 image_size=D.SHAPE[:2], **extra)
+
+    local = epochs(source(str(folder), False), workers=0)
+    source(f"s3://{BUCKET}/gz", True)
+    assert len(kept(caches)) == 2
+    server["stop"]()
+    assert_same_batches(epochs(source(f"s3://{BUCKET}/gz", True), workers=0), local)

@@ -227,12 +227,18 @@ class DiskCache:
         if not remote.offline:
             self._submit(url, lambda: self.download(url, remote))
 
-    def keep(self, url: str, data: bytes, ident: str | None = None) -> None:
-        """Write ``data``, all of object ``url`` as just read, in the background, named by
-        its identity ``ident`` (else as ``know`` said). Data of another size than the
-        identity says (the object changed since) is not kept."""
+    def keep(self, url: str, data: bytes, ident: str | None = None, *,
+             background: bool = True) -> None:
+        """Write ``data``, all of object ``url`` as just read, named by its identity
+        ``ident`` (else as ``know`` said): in the background, or now (``background=False``:
+        what a source's construction read whole, which a later build without the bucket
+        needs, and which the background queue's bound on bytes could drop). Data of another
+        size than the identity says (the object changed since) is not kept."""
         ident = self.idents.get(url, "") if ident is None else ident
         if ident and int(ident.split("|", 1)[0]) != len(data):
+            return
+        if not background:
+            self._store(url, len(data), lambda f: f.write(data), ident=ident)
             return
         self._submit(url, lambda: self._store(url, len(data), lambda f: f.write(data),
                                               ident=ident), held=len(data))

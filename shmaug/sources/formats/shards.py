@@ -106,8 +106,8 @@ class Shards:
             with open(kept or path, "rb") as f:
                 return f.read()
         data = self.remote.fetch(path)
-        if self.remote.cache is not None:
-            self.remote.cache.keep(path, data)
+        if self.remote.cache is not None:  # now: a later build may lack the bucket
+            self.remote.cache.keep(path, data, background=False)
         return data
 
 
