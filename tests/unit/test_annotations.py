@@ -174,6 +174,22 @@ def test_voc_errors_name_the_file_and_the_fix(voc):
         "</bndbox></object></annotation>")
     with pytest.raises(ArgumentError, match=r"2007_000001.xml: <xmin> holds 'a'"):
         from_voc(annotations, images)
+    (annotations / "2007_000001.xml").write_text(
+        "<annotation><filename>x.png</filename><object><name>dog</name><bndbox><xmin>9</xmin>"
+        "<ymin>1</ymin><xmax>3</xmax><ymax>5</ymax></bndbox></object></annotation>")
+    with pytest.raises(ArgumentError, match=r"2007_000001.xml has a 'dog' box whose corners "
+                                            r"are inverted.*Fix"):
+        from_voc(annotations, images)
+
+
+def test_voc_splits_built_apart_share_one_class_index(voc):
+    """A split whose files lack a class (here: one image, only a cat) keeps the folder's
+    index: train and val built apart must agree on what label 1 means."""
+    annotations, images = voc
+    whole, _ = from_voc(annotations, images, image_size=None)
+    part, y = from_voc(annotations, images, ids=["2007_000002"], image_size=None)
+    assert part.class_names == whole.class_names == ("cat", "dog")
+    assert y["labels"].tolist() == [[0]]
 
 
 def test_voc_keep_empty_and_a_size_read_from_the_file(tmp_path):

@@ -52,9 +52,10 @@ def from_voc(
         bounding_box_format: Keras' name of the format the boxes are written in.
         max_boxes: the padded count; None: the largest count of any image (at least 1). An
             image with more boxes is refused, naming it.
-        class_names: the class names in index order; None: the sorted names the files use
-            (VOC's 20 classes come out in their usual order). An object of a class not
-            named is refused, naming its file.
+        class_names: the class names in index order; None: the sorted names the files use,
+            every XML file of the folder even with ``ids`` (so train and val, built apart,
+            share one index; VOC's 20 classes come out in their usual order). An object of a
+            class not named is refused, naming its file.
         keep_empty: keep the images without a box (after the filters); False drops them.
         keep_difficult: keep the objects marked ``difficult``; False (default) drops them,
             as VOC's evaluation ignores them and the reference detectors train without them.
@@ -82,8 +83,11 @@ def from_voc(
                            pad_to_aspect_ratio)
     folder, source = Path(annotations), os.fspath(annotations)
     parsed = [_parse(path, Path(images), keep_difficult) for path in _files(folder, ids)]
-    used = sorted({name for *_, objects in parsed for name, _ in objects})
-    names = used if class_names is None else [str(n) for n in class_names]
+    if class_names is None:  # every file's, not only the split's: train and val built
+        names = _folder_names(folder) if ids is not None else sorted(  # apart share indices
+            {name for *_, objects in parsed for name, _ in objects})
+    else:
+        names = [str(n) for n in class_names]
     index = {name: i for i, name in enumerate(names)}
     owner, boxes, labels = [], [], []
     for i, (_, _, where, objects) in enumerate(parsed):
@@ -139,6 +143,19 @@ def _files(folder: Path, ids: str | os.PathLike[str] | Sequence[str] | None) -> 
     return paths
 
 
+def _folder_names(folder: Path) -> list[str]:
+    """The sorted class names of every object of every XML file in ``folder`` (one that
+    does not parse has none here: the split's own files are refused as they are read)."""
+    names: set[str] = set()
+    for path in folder.glob("*.xml"):
+        try:
+            root = ET.parse(path).getroot()
+        except (ET.ParseError, OSError):
+            continue
+        names.update((n.text or "").strip() for n in root.iterfind("object/name"))
+    return sorted(names - {""})
+
+
 def _parse(path: Path, images: Path, keep_difficult: bool
            ) -> tuple[str, tuple[int, int], str, list[tuple[str, list[float] | None]]]:
     """One XML file: the image's path, its (height, width) (0 where the file gives none),
@@ -161,6 +178,11 @@ def _parse(path: Path, images: Path, keep_difficult: bool
             raise ArgumentError(f"{path} has an object without a `name` and a `bndbox`. Fix: "
                                 f"repair the file.")
         x0, y0, x1, y1 = (_number(path, box, key, required=True) for key in _CORNERS)
+        if x1 < x0 or y1 < y0:
+            raise ArgumentError(
+                f"{path} has a {name!r} box whose corners are inverted (xmin {x0:g}, ymin "
+                f"{y0:g}, xmax {x1:g}, ymax {y1:g}). Fix: repair the file (xmin <= xmax, "
+                f"ymin <= ymax).")
         difficult = _number(path, obj, "difficult") > 0
         keep = keep_difficult or not difficult
         objects.append((name, [x0 - 1, y0 - 1, x1, y1] if keep else None))
