@@ -21,5 +21,6 @@ Inside a worker:
 - ``runner``: ``SliceRunner``, the slice loop: a task's samples loaded, augmented, written
   into the ring;
 - ``lazy_imports``: the heavy frameworks imported lazily, when an op first uses them (the
-  facade asks it whether Keras loaded: a worker's ``Sequence`` stands on ``object`` until then).
+  facade asks it whether Keras loaded: a worker's ``Sequence`` stands on a Keras-free base until
+  then).
 """
