@@ -268,7 +268,8 @@ def test_a_translated_layer_draws_what_keras_draws_from_a_lone_factor(build) -> 
     import keras
     from tests.unit.test_ops_keras_distributions import N, keras_batch, ks_same
 
-    layer = build(keras.layers)
+    keras.utils.set_random_seed(1337)  # Keras' draw too: unseeded, the KS test at alpha =
+    layer = build(keras.layers)  # 0.001 failed once in a while on the same distributions
     image = np.zeros((8, 8, 3), np.float32)
     image[:, :4] = (200.0, 80.0, 40.0)
     image[:, 4:] = (30.0, 140.0, 220.0)

@@ -1,7 +1,7 @@
 """What the COCO and VOC readers share: each image's boxes as pixel edges of the file, made
 into Keras' layout once, in the main process.
 
-A reader hands ``assemble`` a ``Table``: the images (path, the size its annotation gives)
+A reader hands ``assemble`` a ``BoxTable``: the images (path, the size its annotation gives)
 and, flat, every box as ``(x0, y0, x1, y1)`` pixel edges of the file as stored, with its
 image and class index. ``assemble`` keeps or drops the empty images, checks the files exist,
 clips each box to its image, drops the boxes left without area, scales them to
@@ -27,7 +27,7 @@ from ...ops.targets.formats import BOX_FORMATS, PAD, check_format, from_xyxy
 
 
 @dataclass
-class Table:
+class BoxTable:
     """Every image and box as the annotations give them, flat: one row per image, one per
     box (``owner``: the row of its image), so a dataset of a million boxes is a few arrays,
     not a Python object per box."""
@@ -39,12 +39,12 @@ class Table:
     labels: np.ndarray  # (B,) int64 class indices
     where: Callable[[int], str]  # what an error names for image i: "instances.json, image 7"
 
-    def take(self, rows: np.ndarray) -> Table:
+    def take(self, rows: np.ndarray) -> BoxTable:
         """The images ``rows`` (sorted), with their boxes."""
         new = np.full(len(self.paths), -1, np.int64)
         new[rows] = np.arange(len(rows))
         kept = new[self.owner] >= 0
-        return Table([self.paths[i] for i in rows], self.sizes[rows], new[self.owner[kept]],
+        return BoxTable([self.paths[i] for i in rows], self.sizes[rows], new[self.owner[kept]],
                      self.boxes[kept], self.labels[kept], lambda i: self.where(int(rows[i])))
 
 
@@ -74,7 +74,7 @@ def check_settings(bounding_box_format: Any, max_boxes: Any, crop_to_aspect_rati
     return fmt
 
 
-def assemble(source: str, table: Table, class_names: Sequence[str], *,
+def assemble(source: str, table: BoxTable, class_names: Sequence[str], *,
              image_size: Any, bounding_box_format: str, max_boxes: int | None,
              keep_empty: bool, check_sizes: bool,
              file_options: dict[str, Any]) -> tuple[ImageFiles, dict[str, np.ndarray]]:
@@ -108,7 +108,7 @@ def assemble(source: str, table: Table, class_names: Sequence[str], *,
     return files, {"boxes": padded, "labels": labels}
 
 
-def _check_exist(source: str, table: Table) -> None:
+def _check_exist(source: str, table: BoxTable) -> None:
     missing = [i for i, path in enumerate(table.paths) if not os.path.isfile(path)]
     if missing:
         first = missing[0]
@@ -119,7 +119,7 @@ def _check_exist(source: str, table: Table) -> None:
             f"annotations.")
 
 
-def _settle_sizes(table: Table, check: bool) -> None:
+def _settle_sizes(table: BoxTable, check: bool) -> None:
     """Each image's (height, width): the annotation's, or (where it gives none, or
     ``check``) read from the file's header (PIL reads no pixels for it)."""
     unknown = np.nonzero(~(table.sizes > 0).all(1))[0]
@@ -142,7 +142,7 @@ def _settle_sizes(table: Table, check: bool) -> None:
         table.sizes[i] = height, width
 
 
-def _clip(table: Table) -> None:
+def _clip(table: BoxTable) -> None:
     """Boxes clipped to their image, less those left without area (COCO holds a few boxes of
     zero width, and a few past the image's edge by a rounding)."""
     height, width = table.sizes[table.owner].T
@@ -151,7 +151,7 @@ def _clip(table: Table) -> None:
     table.boxes, table.owner, table.labels = boxes[keep], table.owner[keep], table.labels[keep]
 
 
-def _padded(source: str, table: Table, boxes: np.ndarray, max_boxes: int | None
+def _padded(source: str, table: BoxTable, boxes: np.ndarray, max_boxes: int | None
             ) -> tuple[np.ndarray, np.ndarray]:
     """Boxes (float32 (N, max_boxes, 4)) and labels (int64 (N, max_boxes)) padded with -1,
     each image's in the annotations' order; an image over ``max_boxes`` refused."""

@@ -134,7 +134,7 @@ def _categories(source: str, categories: list[Any], class_names: Sequence[str] |
     return {cid: (index.get(name, -1), name) for cid, name in defined.items()}, names
 
 
-def _images(source: str, images: list[Any], folder: str) -> tuple[B.Table, np.ndarray]:
+def _images(source: str, images: list[Any], folder: str) -> tuple[B.BoxTable, np.ndarray]:
     """The images the file lists, in its order, without their boxes yet; their ids."""
     paths, ids, sizes = [], [], []
     for entry in images:
@@ -152,13 +152,13 @@ def _images(source: str, images: list[Any], folder: str) -> tuple[B.Table, np.nd
         raise ArgumentError(f"{source} lists image id {twice} twice. Fix: one entry per "
                             f"image.")
     label = os.path.basename(source)
-    table = B.Table(paths, np.array(sizes, np.int64).reshape(-1, 2), np.zeros(0, np.int64),
+    table = B.BoxTable(paths, np.array(sizes, np.int64).reshape(-1, 2), np.zeros(0, np.int64),
                     np.zeros((0, 4)), np.zeros(0, np.int64),
                     lambda i: f"{label}, image id {ids[i]}")
     return table, np.array(ids, np.int64)
 
 
-def _boxes(source: str, annotations: list[Any], table: B.Table, image_ids: np.ndarray,
+def _boxes(source: str, annotations: list[Any], table: B.BoxTable, image_ids: np.ndarray,
            ids: dict[int, tuple[int, str]], keep_crowd: bool) -> None:
     """Every annotation's box onto ``table``, in whole arrays (COCO's train set has 860,000);
     a bad one is found again, one by one, to be named."""

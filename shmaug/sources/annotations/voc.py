@@ -102,7 +102,7 @@ def from_voc(
                 owner.append(i)
                 boxes.append(box)
                 labels.append(index[name])
-    table = B.Table([p for p, _, _, _ in parsed],
+    table = B.BoxTable([p for p, _, _, _ in parsed],
                     np.array([s for _, s, _, _ in parsed], np.int64).reshape(-1, 2),
                     np.array(owner, np.int64), np.array(boxes, np.float64).reshape(-1, 4),
                     np.array(labels, np.int64), lambda i: parsed[i][2])
