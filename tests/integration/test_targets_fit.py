@@ -52,6 +52,17 @@ def test_a_unet_trains_on_masks_that_moved_with_their_images():
     assert history.history["loss"][-1] < history.history["loss"][0]
 
 
+def fit_detector(det, train):
+    """Two epochs of the example's detector, compiled as the example compiles it."""
+    keras.utils.set_random_seed(0)
+    model = det.detector()
+    model.compile("adam", loss={
+        "boxes": det.masked_l1,
+        "labels": keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                             ignore_class=-1)})
+    return model.fit(train, epochs=2, verbose=0)
+
+
 def test_a_detector_trains_on_padded_boxes_that_moved_with_their_images():
     det = example("detection")
     images, boxes, labels, _ = det.make_data(48)
@@ -64,13 +75,7 @@ def test_a_detector_trains_on_padded_boxes_that_moved_with_their_images():
         real = yb["labels"] >= 0
         assert real.any() and (yb["boxes"][~real] == -1).all()  # padding stays padding
         assert (yb["boxes"][real] >= 0).all() and (yb["boxes"][real] <= 1).all()
-        keras.utils.set_random_seed(0)
-        model = det.detector()
-        model.compile("adam", loss={
-            "boxes": det.masked_l1,
-            "labels": keras.losses.SparseCategoricalCrossentropy(from_logits=True,
-                                                                 ignore_class=-1)})
-        history = model.fit(train, epochs=2, verbose=0)
+        history = fit_detector(det, train)
     assert np.isfinite(history.history["loss"]).all()
     assert history.history["loss"][-1] < history.history["loss"][0]
 
@@ -89,11 +94,5 @@ def test_a_detector_trains_from_a_coco_folder(tmp_path):
     np.testing.assert_allclose(y["boxes"][real], boxes[real], atol=1e-6)
     with shmaug.Sequence(files, y, batch_size=16, augment=det.augmentation(), workers=2,
                          seed=0, shuffle=True) as train:
-        keras.utils.set_random_seed(0)
-        model = det.detector()
-        model.compile("adam", loss={
-            "boxes": det.masked_l1,
-            "labels": keras.losses.SparseCategoricalCrossentropy(from_logits=True,
-                                                                 ignore_class=-1)})
-        history = model.fit(train, epochs=2, verbose=0)
+        history = fit_detector(det, train)
     assert np.isfinite(history.history["loss"]).all()
