@@ -116,14 +116,13 @@ def test_validation_arrays_of_class_ids_are_refused_too() -> None:
         model_for(len(CLASSES)).fit(train, validation_data=(x, ids), epochs=1, verbose=0)
 
 
-class OneHotValidation(shmaug.Sequence):
-    """A validation Sequence of class ids whose ``targets`` hook one-hots them itself."""
-
-    def targets(self, y_batch):
-        return np.eye(len(CLASSES), dtype=np.float32)[y_batch]
-
-
 def test_a_validation_sequence_whose_targets_hook_one_hots_is_not_refused() -> None:
+    class OneHotValidation(shmaug.Sequence):  # (here: the module imports without Keras)
+        """A validation Sequence of class ids whose ``targets`` hook one-hots them."""
+
+        def targets(self, y_batch):
+            return np.eye(len(CLASSES), dtype=np.float32)[y_batch]
+
     x = np.zeros((8, SIDE, SIDE, 3), np.uint8)
     ids = np.arange(8) % len(CLASSES)
     with shmaug.Sequence(x, ids, batch_size=4, mix=MixUp(0.2, num_classes=len(CLASSES)),
