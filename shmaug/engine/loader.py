@@ -354,7 +354,8 @@ class Loader:
         positions = self._run.rows(index, key)
         xb, made, self.last_hit = self._run.make(epoch, key, index, positions, handoff,
                                                  time.perf_counter())
-        made_by_id = {id(self._options.pipeline.moved[k]): v for k, v in made.items()}
+        made_by = self._options.pipeline.worker_targets
+        made_by_id = {id(made_by[k]): v for k, v in made.items()}
         if self._run.labels is not None:  # a mix's soft targets (one-hot where unmixed)
             made_by_id[id(self._run.labels)] = self._run.mixed_labels(key, index, positions)
         return xb, inputs.gather(self.y, positions, made_by_id)

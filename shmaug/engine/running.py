@@ -98,14 +98,17 @@ class Running:
         self._seed = order.seed
         self.orders = OrderCache(order.seed, order.samples, order.shuffle, shard=self.shard,
                                  cdf=self.cdf)
-        self._augment, self._moved = o.pipeline.augment, o.pipeline.moved
+        # the targets workers move with the images, and those they make from a source
+        self._augment, self._moved, self._made = o.pipeline.augment, o.pipeline.moved, \
+            o.pipeline.made
         self._mix, self._settings = o.pipeline.mix, o.settings.workers
         # invariant: where the labels a mix turns into soft targets are kept (y's array)
         self.labels = None if self._mix is None else self._mix.label_array(o.data.labels)
         # invariant: the (low, high) the images lie in; None while a `load` source is unprobed
         self.value_range = o.pipeline.value_range
         # Only gathering to do: one copy in this process beats a round trip through workers.
-        self.gather_only = self._augment is None and o.data.load is None and self._mix is None
+        self.gather_only = (self._augment is None and o.data.load is None and self._mix is None
+                            and not self._made)
         self.store = SharedStore()
         self.ring: OutputRing | None = None
         self.pool: Pool = _NoPool()
@@ -252,7 +255,8 @@ class Running:
         # What must fit in /dev/shm, checked before anything is copied there: the data and
         # the targets now (with the ring when its size is declared), the ring once the probe
         # has sized it, before the data's rows past sample 0.
-        need = copied_bytes(images, self._moved, self.workers)
+        need = copied_bytes(images, {k: v for k, v in self._moved.items()
+                                     if isinstance(v, np.ndarray)}, self.workers)
         if shape is not None and dtype is not None:  # before any process starts, too
             self.ring.check_fits(shape, dtype, besides=need)
         else:
@@ -283,21 +287,35 @@ class Running:
             return InlinePool(SliceRunner(
                 self.x, None, self._augment, load, seed=order.seed, n=n, shuffle=order.shuffle,
                 seed_globals=seed_globals, generation=self.ring.generation,
-                shard=self.shard, target_inputs=self._moved, cdf=self.cdf, mix=self._mix))
+                shard=self.shard, target_inputs=self._target_rows(self._moved, None),
+                target_made=self._target_rows(self._made, None), cdf=self.cdf, mix=self._mix))
         weights = None if self.cdf is None else self.store.put(
             self.cdf, what="the sampling weights")[0]
-        target_inputs = {}
-        for name, array in self._moved.items():  # where workers read them, as the images
-            target_inputs[name] = mapped_file_handle(array) or self.store.put(
-                array, what=f"the target y[{name!r}]")[0]
         spec = WorkerSpec(x_handle, None, payload, order.seed, n, order.shuffle, seed_globals,
-                          self.shard, target_inputs, weights, mix=self._mix)
+                          self.shard, self._target_rows(self._moved, self.store), weights,
+                          mix=self._mix, target_made=self._target_rows(self._made, self.store))
         return WorkerPool(spec, self.workers, self._settings.start_method,
                           self._settings.timeout, store=self.store,
                           generation=self.ring.generation_handle,
                           in_flight_per_worker=self._settings.max_queue_size + 1,
                           capacity=self.workers_asked,
                           op=op_name(self._augment if self._augment is not None else load))
+
+    @staticmethod
+    def _target_rows(targets: dict[str, Any], store: SharedStore | None) -> dict[str, Any]:
+        """Where a worker reads each target's rows: an array (with ``store``, for workers:
+        its shared block's handle, or its file's where memory-mapped), or a target source's
+        ``load`` (with ``store``: its tables in the store, as an image source's)."""
+        rows: dict[str, Any] = {}
+        for name, target in targets.items():
+            if not isinstance(target, np.ndarray):
+                rows[name] = target.load if store is None else source.shared(target.load, store)
+            elif store is None:
+                rows[name] = target
+            else:
+                rows[name] = mapped_file_handle(target) or store.put(
+                    target, what=f"the target y[{name!r}]")[0]
+        return rows
 
     def _place_dataset(self, x: Any, load: Any) -> tuple[ArrayHandle | None, Any, _Unfilled]:
         """Where workers read samples: nowhere (``load``), the file behind a memory map, or a

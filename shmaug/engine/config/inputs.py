@@ -20,6 +20,7 @@ from ...ops.core import BLENDED, STILL, WARPED, Op, children
 from ...ops.interop.albumentations import FromAlbumentations
 from ...ops.targets.formats import pad_boxes
 from ...ops.targets.sample import BOX_LABELS
+from .. import source
 
 
 def is_source(x: Any) -> bool:
@@ -51,6 +52,13 @@ def is_source(x: Any) -> bool:
             f"gives sample index). Fix: pass the images as an array, give the class a "
             f"`load(self, index)` method, or pass `load=fn` (with `x` anything sized).")
     return True
+
+
+def is_target_source(value: Any) -> bool:
+    """Whether a target is a source whose rows the workers make (``load(index)``, like an
+    image source: ``shmaug.sources.MaskFiles``, COCO's masks), rather than an array."""
+    return not isinstance(value, np.ndarray) and isinstance(value, source.Source) and callable(
+        getattr(value, "load", None))
 
 
 def image_array(x: Any) -> np.ndarray:
@@ -180,9 +188,17 @@ def length(x: Any) -> int:
 def targets(y: Any, n: int, name: str = "y") -> Any:
     """None, one array, or a dict / list / tuple (nested) of arrays, each of length n. Boxes
     of Keras' layout given per sample (a list of (m_i, 4) arrays under ``boxes``, beside
-    their ``labels``) are padded with -1 to the dataset's largest count (``pad_boxes``)."""
+    their ``labels``) are padded with -1 to the dataset's largest count (``pad_boxes``). A
+    target source (``is_target_source``: masks in files) stays as it is, its rows made by the
+    workers."""
     if y is None:
         return None
+    if is_target_source(y):
+        if len(y) != n:
+            raise ArgumentError(
+                f"`{name}` ({got(y)}) must have one entry per sample of `x` ({n}); it has "
+                f"{len(y)}. Fix: build it over the same samples, in the same order.")
+        return y
     if isinstance(y, dict):
         if isinstance(y.get("boxes"), (list, tuple)) and len(y["boxes"]) == n:
             boxes, labels = pad_boxes(y["boxes"], y.get("labels"))
@@ -219,16 +235,17 @@ def _target(name: str, value: Any, n: int) -> np.ndarray:
 
 
 def augmented_targets(y: Any, augment: Any,
-                      image_shape: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
-    """The arrays of ``y`` that `augment` transforms with their image: the first array filed,
+                      image_shape: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """The targets of ``y`` that `augment` transforms with their image: the first filed,
     in any dict of ``y`` (depth first, in order), under each name in ``augment.target_names``
     (an albumentations pipeline's ``mask``, ``bboxes``, ...). Refuses missing targets that
     ``augment.required_targets`` names, and what ``augment.check_targets`` refuses."""
-    found: dict[str, np.ndarray] = {}
+    found: dict[str, Any] = {}
     for key, value in _filed(y, getattr(augment, "target_names", None) or ()):
         found.setdefault(key, value)  # a later one (a sample weight named so) stays
-    if found and callable(getattr(augment, "check_targets", None)):
-        augment.check_targets(found, image_shape)
+    arrays = {k: v for k, v in found.items() if isinstance(v, np.ndarray)}  # (sources: later)
+    if arrays and callable(getattr(augment, "check_targets", None)):
+        augment.check_targets(arrays, image_shape)
     missing = [name for name in getattr(augment, "required_targets", ()) if name not in found]
     if missing:
         raise ArgumentError(
@@ -307,10 +324,24 @@ def unmoved_targets(labels: Any, augment: Any) -> None:
             f"[...], bounding_box_format=...) around it.")
 
 
-def _filed(y: Any, names: Collection[str]) -> Iterator[tuple[str, np.ndarray]]:
-    """The arrays filed in any dict of ``y`` under one of ``names``, depth first, in order
-    (one so filed is not looked into). A dict holding ``boxes`` is Keras' box layout
-    (``bounding_boxes``, or keras-hub's y): its ``labels`` are the boxes' (``box_labels``)."""
+def made_targets(y: Any, moved: dict[str, Any], path: str = "y") -> dict[str, Any]:
+    """The target sources of ``y`` that `augment` does not move (``moved``), by where they
+    are (``"y['masks']"``): the workers make their rows and pass them as they are."""
+    if is_target_source(y):
+        return {} if any(y is m for m in moved.values()) else {path: y}
+    items = y.items() if isinstance(y, dict) else (
+        enumerate(y) if isinstance(y, (list, tuple)) else ())
+    found: dict[str, Any] = {}
+    for key, value in items:
+        found.update(made_targets(value, moved, f"{path}[{key!r}]"))
+    return found
+
+
+def _filed(y: Any, names: Collection[str]) -> Iterator[tuple[str, Any]]:
+    """The arrays (and target sources) filed in any dict of ``y`` under one of ``names``,
+    depth first, in order (one so filed is not looked into). A dict holding ``boxes`` is
+    Keras' box layout (``bounding_boxes``, or keras-hub's y): its ``labels`` are the boxes'
+    (``box_labels``)."""
     boxes = isinstance(y, dict) and isinstance(y.get("boxes"), np.ndarray)
     items = y.items() if isinstance(y, dict) else (
         enumerate(y) if isinstance(y, (list, tuple)) else ())
@@ -318,7 +349,8 @@ def _filed(y: Any, names: Collection[str]) -> Iterator[tuple[str, np.ndarray]]:
         if boxes and key == "labels":
             if BOX_LABELS in names and isinstance(value, np.ndarray):
                 yield BOX_LABELS, value
-        elif isinstance(y, dict) and key in names and isinstance(value, np.ndarray):
+        elif isinstance(y, dict) and key in names and (
+                isinstance(value, np.ndarray) or is_target_source(value)):
             yield str(key), value
         else:
             yield from _filed(value, names)

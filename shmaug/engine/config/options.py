@@ -258,8 +258,15 @@ class Pipeline:
     augment: AugmentFn | None  # with the value range bound in, where it takes one
     value_range: tuple[float, float] | None  # None while a `load` source is unprobed
     checked: bool  # whether the data is checked against the value range
-    moved: dict[str, np.ndarray]  # targets workers transform with their image, by name
+    moved: dict[str, Any]  # targets workers transform with their image, by name
     mix: Mix | None  # as given, its classes known from the labels
+    # target sources (masks in files) whose rows workers make and pass on unmoved, by place
+    made: dict[str, Any]
+
+    @property
+    def worker_targets(self) -> dict[str, Any]:
+        """Every target the workers make rows of (moved, or made from a source), by name."""
+        return {**self.moved, **self.made}
 
     @classmethod
     def of(cls, output: OutputOptions, data: Data, hook: AugmentFn | None = None) -> Pipeline:
@@ -279,7 +286,7 @@ class Pipeline:
         checked = output.bounds is not None or hasattr(augment, "with_value_range")
         mix = None if output.mix is None else output.mix.for_labels(
             data.labels, inputs.spatial_targets(data.labels))
-        return cls(augment, value_range, checked, moved, mix)
+        return cls(augment, value_range, checked, moved, mix, inputs.made_targets(data.y, moved))
 
 
 @dataclass(frozen=True, slots=True)

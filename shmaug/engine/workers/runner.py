@@ -60,7 +60,9 @@ class SliceRunner:
     image, e.g. segmentation masks), `augment` is called as
     ``augment.augment_targets(image, {name: target_inputs[name][index]}, rng)`` (see
     ``TargetAugment``) and returns ``(image, {name: target})``; each target goes to its own
-    block of the ring, ``target_out[name]``.
+    block of the ring, ``target_out[name]``. A target is an array, or the ``load`` of a
+    target source (masks in files), called for its row as an image source's is;
+    ``target_made`` holds those whose rows go to the ring as they are made, unmoved.
 
     Used by every worker and, for ``workers=0``, by the main process itself: one code path,
     identical batches.
@@ -84,12 +86,14 @@ class SliceRunner:
         target_inputs: Targets | None = None,
         cdf: np.ndarray | None = None,
         mix: Mix | None = None,
+        target_made: dict[str, Any] | None = None,
     ) -> None:
         self.x = x  # read-only view of the dataset (or None with `load`)
         self.out = out  # (slots, batch_size, *sample_shape), shared; None until the probe is done
         self.augment = augment
         self.load = load
-        self.target_inputs = target_inputs or {}  # read-only, all samples
+        self.target_inputs = target_inputs or {}  # read-only, all samples (or their loads)
+        self.target_made = target_made or {}  # loads of targets passed on unmoved
         self.target_out: Targets = {}  # their ring blocks, as `out`
         self.orders = OrderCache(seed, n, shuffle, shard=shard, cdf=cdf)
         # MixUp / CutMix over the pairs of each task, once its rows are written (``mixing``)
@@ -254,12 +258,14 @@ class SliceRunner:
         the step, for errors)."""
         self._stage = self._load_name
         image = self._loaded = self.x[index] if self.load is None else self.load(index)
+        passed = self._rows(self.target_made, index)
         if self.augment is None or rng is None:
-            return image, {}
-        self._stage = self._op
+            return image, passed
         if not self.target_inputs:
-            return self._array(self.augment(image, rng), index), {}
-        given = {name: array[index] for name, array in self.target_inputs.items()}
+            self._stage = self._op
+            return self._array(self.augment(image, rng), index), passed
+        given = self._rows(self.target_inputs, index)
+        self._stage = self._op
         op: TargetAugment = self.augment  # type: ignore[assignment]  # the loader checked it
         image, made = op.augment_targets(image, given, rng)
         image = self._array(image, index)
@@ -269,7 +275,19 @@ class SliceRunner:
                 f"{sorted(made) if isinstance(made, dict) else type(made).__name__} for sample "
                 f"index {index}; expected a dict of {sorted(given)}. Fix: return (image, "
                 f"{{name: target}}) with every target it was given.")
-        return image, made
+        return image, {**made, **passed}
+
+    def _rows(self, targets: dict[str, Any], index: int) -> Targets:
+        """Sample ``index``'s row of each target: an array's, or made by a source's ``load``
+        (``_stage`` names it, for errors)."""
+        rows = {}
+        for name, target in targets.items():
+            if isinstance(target, np.ndarray):
+                rows[name] = target[index]
+            else:
+                self._stage = op_name(target)
+                rows[name] = target(index)
+        return rows
 
     def _array(self, out: Any, index: int) -> np.ndarray:
         """What `augment` returned, if it is a numpy array: a list, a PIL image or a tensor is

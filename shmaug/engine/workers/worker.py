@@ -63,13 +63,16 @@ class WorkerSpec:
     seed_globals: bool | None  # None: unknown, watch for draws (see SliceRunner)
     shard: Shard = Shard()  # the part of each epoch this loader makes
     # the dataset's targets augmented with each image (e.g. masks), by name
-    target_inputs: dict[str, ArrayHandle] = field(default_factory=dict)
+    # (an ArrayHandle each, or the ``load`` of a target source: masks decoded from files)
+    target_inputs: dict[str, Any] = field(default_factory=dict)
     # cumulative sampling weights (then `n` is samples per epoch); None: every sample once
     weights: ArrayHandle | None = None
     # forkserver: the parent's environment as the worker starts (a worker forked from the
     # server would otherwise see the server's, from when it started); None: inherited
     environ: dict[str, str] | None = None
     mix: Mix | None = None  # MixUp / CutMix over the pairs of each batch (``ops.mixing``)
+    # the ``load`` of each target source whose rows are made and passed on unmoved, by place
+    target_made: dict[str, Any] = field(default_factory=dict)
 
 
 class Waiter:
@@ -217,14 +220,15 @@ def _start_runner(spec: WorkerSpec, worker_id: int, mapped: _Mapped,
     status = StatusBlock(mapped(status_handle)).row(worker_id)
     generation = mapped(generation_handle)
     x = mapped(spec.x, read_only=True) if spec.x is not None else None
-    targets = {name: mapped(handle, read_only=True)
-               for name, handle in spec.target_inputs.items()}
+    targets = {name: mapped(handle, read_only=True) if isinstance(handle, ArrayHandle)
+               else handle for name, handle in spec.target_inputs.items()}
     cdf = mapped(spec.weights, read_only=True) if spec.weights is not None else None
     augment, load = pickle.loads(spec.payload)
     runner = SliceRunner(
         x, None, augment, load, seed=spec.seed, n=spec.n, shuffle=spec.shuffle,
         seed_globals=spec.seed_globals, generation=generation, worker_id=worker_id,
         status=status, shard=spec.shard, target_inputs=targets, cdf=cdf, mix=spec.mix,
+        target_made=spec.target_made,
     )
     if spec.ring is not None:  # a replacement for a worker that died after the probe
         _attach_ring(runner, spec.ring, mapped)
