@@ -4,7 +4,11 @@ over the image folder and ``y`` in Keras' box layout, ``{"boxes": (N, max_boxes,
 
 - ``coco``: ``from_coco``, COCO-format JSON (``instances_*.json``) over an image folder;
 - ``voc``: ``from_voc``, a Pascal VOC folder of XML annotations over its ``JPEGImages``;
-- ``_boxes``: what both share: the settings they refuse, the image sizes, and the boxes
+- ``segmentation``: ``from_segmentation``, an images folder beside a masks folder, paired by
+  stem;
+- ``masks``: ``MaskFiles``, mask files as a target the workers decode (class ids kept, resized
+  by nearest neighbour);
+- ``_boxes``: what the box readers share: the settings they refuse, the image sizes, and the boxes
   clipped, scaled to ``image_size``, written in the ``bounding_box_format`` asked and padded.
 
 The tables are read once, in the main process; the workers get paths (the ``ImageFiles``'
@@ -12,6 +16,8 @@ shared table) and the engine's targets, so nothing here runs in a worker.
 """
 
 from .coco import from_coco
+from .masks import MaskFiles
+from .segmentation import from_segmentation
 from .voc import from_voc
 
-__all__ = ["from_coco", "from_voc"]
+__all__ = ["MaskFiles", "from_coco", "from_segmentation", "from_voc"]

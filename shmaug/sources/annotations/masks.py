@@ -1,0 +1,143 @@
+"""Segmentation masks kept in image files, as a target source: the workers decode them, so no
+mask is decoded or held in the main process.
+
+``MaskFiles`` is ``y``'s counterpart of ``ImageFiles``: a length and a ``load`` (a ``Reader``
+over a path table, shared with the workers as an image source's is). A loader takes it as a
+target (``{"segmentation_masks": masks}``): each worker decodes sample i's mask beside its
+image, and the pipeline moves it with the image. ``MaskDecoder`` keeps class ids as they are:
+a palette PNG gives its indices (PIL), never the colours OpenCV would expand them to; a 16-bit
+PNG stays 16-bit; the resize to ``image_size`` is nearest-neighbour (a class id is never
+blended); a colour file is refused unless its channels agree.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import cv2
+import numpy as np
+
+from ..files import ImageFiles
+from ..images.decode import unreadable
+from ..images.reader import Reader
+from ..images.settings import DEFAULT_IMAGE_SIZE, image_size_of
+
+_PNG = b"\x89PNG\r\n\x1a\n"
+_PALETTE = 3  # a PNG's colour type byte (offset 25) for palette images
+
+
+@dataclass(frozen=True, slots=True)
+class MaskDecoder:
+    """Encoded mask bytes to a (height, width, 1) array of class ids, resized to
+    ``image_size`` by nearest neighbour (None: kept at its size)."""
+
+    image_size: tuple[int, int] | None
+
+    def __call__(self, data: np.ndarray, what: str) -> np.ndarray:
+        mask = decode_mask(data, what)
+        size = self.image_size
+        if size is not None and mask.shape != size:
+            mask = cv2.resize(mask, (size[1], size[0]), interpolation=cv2.INTER_NEAREST_EXACT)
+        return mask[..., None]
+
+
+def decode_mask(data: np.ndarray, what: str) -> np.ndarray:
+    """One mask file's bytes as (height, width) class ids (uint8, or uint16 for 16-bit)."""
+    raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+    palette = raw[:8] == _PNG and len(raw) > 25 and raw[25] == _PALETTE
+    mask = None if palette else cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_UNCHANGED)
+    if mask is None:  # a palette PNG (its indices are the ids), or what OpenCV cannot read
+        mask = _decode_pil(raw, what)
+    if mask.ndim == 3:  # a grey mask saved as colour: its channels agree
+        if mask.shape[2] == 4:
+            mask = mask[..., :3]
+        if not (mask == mask[..., :1]).all():
+            raise unreadable(what, "it is a colour image, and a mask holds one class id per "
+                             "pixel (a palette PNG keeps them as indices). Convert its colours "
+                             "to ids first")
+        mask = mask[..., 0]
+    if mask.dtype not in (np.uint8, np.uint16):
+        mask = mask.astype(np.uint16 if mask.max(initial=0) > 255 else np.uint8)
+    return np.ascontiguousarray(mask)
+
+
+def _decode_pil(raw: bytes, what: str) -> np.ndarray:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(raw)) as image:
+            if image.mode == "1":
+                return np.asarray(image, np.uint8)
+            if image.mode.startswith("I;16"):
+                return np.asarray(image).astype(np.uint16)
+            return np.asarray(image)  # "P": the palette indices; "L": the values
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise unreadable(what, f"it is not an image ({exc})") from None
+
+
+@dataclass(frozen=True, eq=False)
+class MaskFiles:
+    """Mask files (class ids per pixel), one per sample: a target the workers decode.
+
+    Pass it in ``y`` as Keras names masks, ``{"segmentation_masks": masks}``; a batch then
+    holds ``(batch, height, width, 1)`` masks (uint8, or uint16 from 16-bit files), moved
+    with their images by the pipeline. ``shmaug.sources.from_segmentation`` pairs a folder
+    of them with their images.
+
+    Attributes:
+        paths: one mask file per sample, in sample order (local, or URLs of a bucket).
+        image_size: ``(height, width)`` each mask is resized to, by nearest neighbour (give
+            its images' ``image_size``); None keeps each at its size.
+        storage_options: for URLs, as ``ImageFiles.from_paths``'.
+        cache_dir: for URLs, as ``ImageFiles.from_paths``'.
+        cache_limit: for URLs, as ``ImageFiles.from_paths``'.
+
+    Example:
+        >>> masks = MaskFiles(["m/0.png", "m/1.png"], image_size=(128, 128))
+        >>> loader = shmaug.Loader(files, {"segmentation_masks": masks}, batch_size=2)
+    """
+
+    paths: Sequence[str]
+    image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE
+    storage_options: Any = field(default=None, repr=False)
+    cache_dir: Any = field(default=None, repr=False)
+    cache_limit: Any = field(default=None, repr=False)
+    load: Reader = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        size = image_size_of(self.image_size)
+        # The path table, existence check and bucket reads are the image files'.
+        files = ImageFiles.from_paths(
+            self.paths, image_size=size, color_mode="grayscale", interpolation="nearest",
+            label_mode=None, reduced_decode=False, storage_options=self.storage_options,
+            cache_dir=self.cache_dir, cache_limit=self.cache_limit)
+        object.__setattr__(self, "paths", files.paths)
+        object.__setattr__(self, "image_size", size)
+        object.__setattr__(self, "load", Reader(files.load.table, MaskDecoder(size), "raise",
+                                                False))
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    @property
+    def output_shape(self) -> tuple[int | None, int | None, int]:
+        """Shape of every decoded mask: ``(height, width, 1)``."""
+        height, width = self.image_size or (None, None)
+        return height, width, 1
+
+    def __repr__(self) -> str:
+        first = self.paths[0] if len(self.paths) else None
+        return (f"MaskFiles(<{len(self):,} masks, first {first!r}>, "
+                f"image_size={self.image_size})")
+
+
+def mask_size(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """A mask or image file's (height, width), from its header (PIL reads no pixels)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        width, height = image.size
+    return height, width

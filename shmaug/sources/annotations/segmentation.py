@@ -1,0 +1,157 @@
+"""A segmentation set as it is usually kept: a folder of images beside a folder of masks,
+paired by file stem (``images/a/0001.jpg`` with ``masks/a/0001.png``), locally or in a bucket.
+
+The folders are listed once, in the main process; the images become an ``ImageFiles`` and the
+masks a ``MaskFiles`` (``masks.py``), both decoded in the workers. Pairing is checked here,
+before anything starts: an image without a mask, a mask without an image, two files of one
+stem and (locally) a mask of another size than its image are each refused, naming the files.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from ..files import ImageFiles
+from ..images import folders as F
+from ..images.settings import DEFAULT_IMAGE_SIZE, image_size_of
+from ..remote import bucket as B
+from ...errors import ArgumentError, got
+from .masks import MaskFiles, mask_size
+
+log = logging.getLogger(__name__)
+UNPAIRED = ("raise", "drop")
+
+
+def from_segmentation(
+    images: str | os.PathLike[str], masks: str | os.PathLike[str], *,
+    image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE, mask_suffix: str = "",
+    unpaired: str = "raise", check_sizes: bool = True, color_mode: str | None = "rgb",
+    interpolation: str = "bilinear", reduced_decode: bool = True,
+    storage_options: dict[str, Any] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
+) -> tuple[ImageFiles, dict[str, MaskFiles]]:
+    """An images folder and a masks folder as ``(files, y)`` for ``shmaug.Loader`` /
+    ``shmaug.Sequence``: ``y = {"segmentation_masks": MaskFiles}``, Keras' name, so a batch's
+    masks are ``(batch, height, width, 1)`` class ids, decoded in the workers and moved with
+    their images by the pipeline.
+
+    Images are every image file under ``images`` (searched recursively, in Keras' order:
+    folders by path, files by name); each pairs with the mask of the same relative path and
+    stem under ``masks``, of any image extension (PNG keeps ids exactly; a palette PNG's ids
+    are its indices).
+
+    Args:
+        images: the images folder (or a bucket URL, ``"s3://bucket/images/"``).
+        masks: the masks folder (a URL of the same bucket for a bucket's images).
+        image_size: ``(height, width)`` both are resized to (the masks by nearest
+            neighbour); None keeps each at its own size (then crop to one in ``augment``).
+        mask_suffix: what a mask's stem adds to its image's (``"_mask"`` pairs ``0001.jpg``
+            with ``0001_mask.png``).
+        unpaired: "raise" (default) refuses an image without a mask and a mask without an
+            image, naming them; "drop" leaves them out (and logs how many).
+        check_sizes: read each pair's headers and refuse a mask of another size than its
+            image (it would be stretched off its pixels); on a bucket it is not checked.
+        color_mode: as ``ImageFiles.from_paths``.
+        interpolation: the images' resize filter, as ``ImageFiles.from_paths``.
+        reduced_decode: as ``ImageFiles.from_paths``.
+        storage_options: for a bucket, as ``ImageFiles.from_directory``.
+        cache_dir: for a bucket, as ``ImageFiles.from_directory``.
+        cache_limit: for a bucket, as ``ImageFiles.from_directory``.
+
+    Returns:
+        ``(files, {"segmentation_masks": masks})``, one mask per image, in the images' order.
+
+    Raises:
+        ArgumentError: a folder that does not exist or holds no image, an unpaired file (with
+            ``unpaired="raise"``), two files of one stem, a mask of another size than its
+            image.
+
+    Example:
+        >>> files, y = from_segmentation("data/images", "data/masks", image_size=(256, 256))
+        >>> train = shmaug.Sequence(files, y, batch_size=16, shuffle=True, augment=Compose(
+        ...     [Maybe(Op("hflip")), Op("rotate", degrees=(-15, 15))]))
+    """
+    if unpaired not in UNPAIRED:
+        raise ArgumentError(f"`unpaired` must be one of {list(UNPAIRED)}; received "
+                            f"{got(unpaired)}. Fix: 'raise' to refuse unpaired files, 'drop' "
+                            f"to leave them out.")
+    size = image_size_of(image_size)
+    image_root, mask_root = os.fspath(images), os.fspath(masks)
+    found = _stems("images", image_root, "", storage_options)
+    by_stem = _stems("masks", mask_root, mask_suffix, storage_options)
+    lonely = [p for stem, p in found.items() if stem not in by_stem]
+    orphans = [p for stem, p in by_stem.items() if stem not in found]
+    if unpaired == "raise":
+        _refuse_unpaired(lonely, "image", "mask", mask_root, mask_suffix)
+        _refuse_unpaired(orphans, "mask", "image", image_root, "")
+    elif lonely or orphans:
+        log.info("from_segmentation: left out %d image(s) without a mask and %d mask(s) "
+                 "without an image (unpaired='drop')", len(lonely), len(orphans))
+    pairs = [(path, by_stem[stem]) for stem, path in found.items() if stem in by_stem]
+    if not pairs:
+        raise ArgumentError(
+            f"No image under {image_root!r} has a mask under {mask_root!r} (stems compared "
+            f"with mask_suffix={mask_suffix!r}). Fix: check the folders and mask_suffix.")
+    remote = B.remote_for(image_root, storage_options) is not None
+    if check_sizes and not remote:
+        _check_sizes(pairs)
+    options: dict[str, Any] = dict(storage_options=storage_options, cache_dir=cache_dir,
+                                   cache_limit=cache_limit)
+    files = ImageFiles.from_paths([p for p, _ in pairs], image_size=size,
+                                  color_mode=color_mode, interpolation=interpolation,
+                                  label_mode=None, reduced_decode=reduced_decode, **options)
+    return files, {"segmentation_masks": MaskFiles([m for _, m in pairs], size, **options)}
+
+
+def _stems(what: str, root: str, suffix: str, storage_options: Any) -> dict[str, str]:
+    """Each image file under ``root`` by its relative stem, less ``suffix``."""
+    remote = B.remote_for(root, storage_options)
+    listing = B.listed(remote, root, None)
+    if listing is None and not os.path.isdir(root):
+        raise ArgumentError(f"`{what}` must be an existing folder; received {root!r}. Fix: "
+                            f"pass the folder that holds the {what}.")
+    base = root.rstrip("/") + "/" if listing is not None else os.path.join(root, "")
+    out: dict[str, str] = {}
+    for path in F.walk(root, False, True, listing):
+        stem = os.path.splitext(path[len(base):])[0]
+        if suffix and stem.endswith(suffix):
+            stem = stem[:-len(suffix)]
+        if stem in out:
+            raise ArgumentError(
+                f"{out[stem]!r} and {path!r} have one stem, so which is the pair of the "
+                f"{'mask' if what == 'images' else 'image'} {stem!r} is unclear. Fix: keep "
+                f"one file per stem in `{what}`.")
+        out[stem] = path
+    if not out:
+        raise ArgumentError(f"`{what}` ({root!r}) holds no image file (extensions: "
+                            f"{', '.join(F.EXTENSIONS)}). Fix: pass the folder of the {what}.")
+    return out
+
+
+def _refuse_unpaired(paths: list[str], what: str, other: str, where: str, suffix: str
+                     ) -> None:
+    if paths:
+        named = f" with the suffix {suffix!r}" if suffix else ""
+        raise ArgumentError(
+            f"{len(paths)} {what}(s) have no {other} of the same stem{named} under {where!r}, "
+            f"e.g. {paths[0]!r}. Fix: add the {other}s, remove the {what}s, check "
+            f"`mask_suffix`, or pass unpaired='drop' to leave them out.")
+
+
+def _check_sizes(pairs: list[tuple[str, str]]) -> None:
+    """Refuse a mask of another size than its image (headers only)."""
+    for image, mask in pairs:
+        try:
+            sizes = mask_size(image), mask_size(mask)
+        except OSError as exc:
+            raise ArgumentError(f"Cannot read the header of {image!r} or {mask!r}: {exc}. "
+                                f"Fix: replace the file, or remove the pair.") from None
+        if sizes[0] != sizes[1]:
+            (ih, iw), (mh, mw) = sizes
+            raise ArgumentError(
+                f"The mask {mask!r} is {mw}x{mh} (width x height) but its image {image!r} is "
+                f"{iw}x{ih}: stretched to one size, the mask would no longer lie on its "
+                f"pixels. Fix: give the mask its image's size (or pair it with the right "
+                f"image), or pass check_sizes=False if you resize both on purpose.")
