@@ -116,8 +116,10 @@ class MaskFiles:
             cache_dir=self.cache_dir, cache_limit=self.cache_limit)
         object.__setattr__(self, "paths", files.paths)
         object.__setattr__(self, "image_size", size)
-        object.__setattr__(self, "load", Reader(files.load.table, MaskDecoder(size), "raise",
-                                                False))
+        # (a reader calls only ``decoder(bytes, what)`` of a decoder it never defers)
+        reader = Reader(files.load.table, MaskDecoder(size), "raise",  # type: ignore[arg-type]
+                        False)
+        object.__setattr__(self, "load", reader)
 
     def __len__(self) -> int:
         return len(self.paths)
