@@ -49,6 +49,16 @@ def write_coco(root: Path, images: list = IMAGES, categories: list = CATEGORIES,
     return json_path, folder
 
 
+def add_polygons(json_path: Path) -> dict:
+    """Give each annotation of a COCO file its box's outline as its polygon mask; the data."""
+    data = json.loads(json_path.read_text())
+    for ann in data["annotations"]:
+        x, y, w, h = ann["bbox"]
+        ann["segmentation"] = [[x, y, x + w, y, x + w, y + h, x, y + h]]
+    json_path.write_text(json.dumps(data))
+    return data
+
+
 # (id, width, height, [(class name, xmin, ymin, xmax, ymax, difficult)]): VOC's 1-based corners
 VOC = [
     ("2007_000001", 60, 40, [("dog", 11, 6, 30, 15, 0)]),

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import shmaug
 from shmaug.ops import Compose, Maybe, Op
-from shmaug.sources import from_coco, from_voc
+from shmaug.sources import from_coco, from_segmentation, from_voc
 from tests._helpers import needs_keras
-from tests.annotations_data import framed, write_coco, write_voc
+from tests.annotations_data import add_polygons, framed, write_coco, write_voc
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -70,3 +71,51 @@ def test_a_voc_set_feeds_a_sequence_with_its_boxes(tmp_path):
         assert seen == len(entries)
     finally:
         train.close()
+
+
+def on_their_pixels(xb: np.ndarray, masks: np.ndarray) -> float:
+    """The share of pixels where a mask (any of an image's, > 0) and a white pixel agree."""
+    white = xb.max(-1) > 127
+    covered = masks.reshape(len(xb), -1, *xb.shape[1:3]).max(1) > 0
+    return float((white == covered).mean())
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_coco_masks_drawn_by_the_workers_move_with_their_images(tmp_path, start_method):
+    json_path, folder = write_coco(tmp_path, ONE_BOX, CATEGORIES)
+    add_polygons(json_path)
+    files, y = from_coco(json_path, folder, image_size=SIZE, masks="instances")
+    alone = batches(files, y, 0)
+    with shmaug.Loader(files, y, batch_size=4, augment=AUGMENT, workers=2, seed=3,
+                       shuffle=True, start_method=start_method) as loader:
+        pooled = list(loader)
+    for (xa, ya), (xb, yb) in zip(alone, pooled):
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya["masks"], yb["masks"])
+        assert yb["masks"].shape == (len(xb), 1, *SIZE) and yb["masks"].dtype == np.uint8
+        assert on_their_pixels(xb, yb["masks"]) > 0.97
+        check_framed(xb, yb["boxes"], yb["labels"])
+
+
+def test_a_segmentation_folder_feeds_masks_that_move_with_their_images(tmp_path):
+    for i, (name, width, height, [(x, y, w, h, label, _)]) in enumerate(ONE_BOX):
+        for part in ("images", "masks"):
+            (tmp_path / part).mkdir(exist_ok=True)
+        pixels = np.zeros((height, width), np.uint8)
+        pixels[y:y + h, x:x + w] = 255
+        Image.fromarray(pixels).convert("RGB").save(tmp_path / "images" / f"{i}.png")
+        Image.fromarray((pixels > 0).astype(np.uint8) * label).save(
+            tmp_path / "masks" / f"{i}.png")
+    files, y = from_segmentation(tmp_path / "images", tmp_path / "masks", image_size=SIZE)
+    augment = Compose([Maybe(Op("hflip")), Op("rotate", degrees=(-20, 20), border="constant")])
+    made = []
+    for workers in (0, 2):
+        with shmaug.Loader(files, y, batch_size=4, augment=augment, workers=workers, seed=1,
+                           shuffle=True) as loader:
+            made.append(list(loader))
+    for (xa, ya), (xb, yb) in zip(*made):
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya["segmentation_masks"], yb["segmentation_masks"])
+        masks = yb["segmentation_masks"]
+        assert masks.shape == (len(xb), *SIZE, 1) and set(np.unique(masks)) <= {0, 1, 2}
+        assert on_their_pixels(xb, masks[..., 0]) > 0.97

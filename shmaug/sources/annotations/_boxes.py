@@ -1,4 +1,4 @@
-"""What the COCO and VOC readers share: each image's boxes as pixel edges of the file, made
+"""What the detection readers share: each image's boxes as pixel edges of the file, made
 into Keras' layout once, in the main process.
 
 A reader hands ``assemble`` a ``BoxTable``: the images (path, the size its annotation gives)
@@ -8,7 +8,9 @@ clips each box to its image, drops the boxes left without area, scales them to
 ``image_size`` (the stretch ``ImageFiles`` applies: x by new width / old width, y by new
 height / old height), writes them in the ``bounding_box_format`` asked
 (``shmaug.ops.targets.formats``, the conversions the ops use) and pads them with -1, all in
-whole arrays: a COCO file's million boxes take no Python loop here.
+whole arrays: a COCO file's million boxes take no Python loop here. The readers of record
+shards (``tf_od``, ``hf_objects``) hand ``layout`` the same table, their images being records
+(sizes from the records, no path): it does all but the files, and says which images it kept.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from ..images.settings import image_size_of
 from ...errors import ArgumentError, got
 from ...ops.targets.formats import BOX_FORMATS, PAD, check_format, from_xyxy
 
+_SLACK = 0.01  # how far past 0..1 a fraction may be by a rounding (and then be clipped)
+
 
 @dataclass
 class BoxTable:
@@ -38,6 +42,8 @@ class BoxTable:
     boxes: np.ndarray  # (B, 4) float64 pixel edges (x0, y0, x1, y1) of the file as stored
     labels: np.ndarray  # (B,) int64 class indices
     where: Callable[[int], str]  # what an error names for image i: "instances.json, image 7"
+    # (B,) int64 the annotation each box came from (its COCO masks'), or None
+    annotation: np.ndarray | None = None
 
     def take(self, rows: np.ndarray) -> BoxTable:
         """The images ``rows`` (sorted), with their boxes."""
@@ -45,7 +51,9 @@ class BoxTable:
         new[rows] = np.arange(len(rows))
         kept = new[self.owner] >= 0
         return BoxTable([self.paths[i] for i in rows], self.sizes[rows], new[self.owner[kept]],
-                     self.boxes[kept], self.labels[kept], lambda i: self.where(int(rows[i])))
+                        self.boxes[kept], self.labels[kept],
+                        lambda i: self.where(int(rows[i])),
+                        None if self.annotation is None else self.annotation[kept])
 
 
 def check_settings(bounding_box_format: Any, max_boxes: Any, crop_to_aspect_ratio: bool,
@@ -77,18 +85,40 @@ def check_settings(bounding_box_format: Any, max_boxes: Any, crop_to_aspect_rati
 def assemble(source: str, table: BoxTable, class_names: Sequence[str], *,
              image_size: Any, bounding_box_format: str, max_boxes: int | None,
              keep_empty: bool, check_sizes: bool,
-             file_options: dict[str, Any]) -> tuple[ImageFiles, dict[str, np.ndarray]]:
-    """``(files, {"boxes", "labels"})`` for the annotated images, as the module says;
-    ``source`` (the annotation file or folder) is named in every error."""
+             file_options: dict[str, Any]
+             ) -> tuple[ImageFiles, dict[str, np.ndarray], BoxTable]:
+    """``(files, {"boxes", "labels"}, table)`` for the annotated images, as the module says
+    (``table``: the images and boxes kept, for what a reader reads besides the boxes: COCO's
+    masks); ``source`` (the annotation file or folder) is named in every error."""
     size = image_size_of(image_size)
     count = len(table.paths)
     if not keep_empty:  # (the files of images without a box need not exist)
         table = table.take(np.unique(table.owner))
     _check_exist(source, table)
     _settle_sizes(table, check_sizes)
+    _, table, y = layout(source, table, image_size=size,
+                         bounding_box_format=bounding_box_format, max_boxes=max_boxes,
+                         keep_empty=keep_empty, annotated=count)
+    files = ImageFiles.from_paths(table.paths, class_names=list(class_names),
+                                  image_size=size, **file_options)
+    return files, y, table
+
+
+def layout(source: str, table: BoxTable, *, image_size: tuple[int, int] | None,
+           bounding_box_format: str, max_boxes: int | None, keep_empty: bool,
+           annotated: int | None = None
+           ) -> tuple[np.ndarray, BoxTable, dict[str, np.ndarray]]:
+    """``(rows of table kept, their table, {"boxes", "labels"})``: the boxes clipped to
+    their image (whose size ``table.sizes`` must hold), the images left without a box
+    dropped unless ``keep_empty``, the boxes scaled to ``image_size``, written in
+    ``bounding_box_format`` and padded. ``annotated``: how many images the annotations
+    held, for the error when none is left (default: the table's)."""
+    count = len(table.paths) if annotated is None else annotated
     _clip(table)
+    rows = np.arange(len(table.paths))
     if not keep_empty:  # (nor do those whose boxes were all clipped away)
-        table = table.take(np.unique(table.owner))
+        rows = np.unique(table.owner)
+        table = table.take(rows)
     if not table.paths:
         raise ArgumentError(
             f"{source}: no image to read ({count} annotated, none with a box kept, and "
@@ -96,16 +126,58 @@ def assemble(source: str, table: BoxTable, class_names: Sequence[str], *,
             f"keep_crowd, keep_difficult, class_names).")
     sides = table.sizes[table.owner][:, ::-1].astype(np.float64)  # (width, height) per box
     boxes = table.boxes
-    if size is not None:  # the stretch to image_size: x and y each by its own factor
-        boxes = boxes * np.tile([size[1], size[0]] / sides, 2)
-        sides = np.broadcast_to(np.array([size[1], size[0]], np.float64), sides.shape)
+    if image_size is not None:  # the stretch to image_size: x and y each by its own factor
+        boxes = boxes * np.tile([image_size[1], image_size[0]] / sides, 2)
+        sides = np.broadcast_to(np.array([image_size[1], image_size[0]], np.float64),
+                                sides.shape)
     if bounding_box_format.startswith("rel_"):  # fractions of the image they end on
         boxes = boxes / np.tile(sides, 2)
     boxes = from_xyxy(boxes, bounding_box_format, 1.0, 1.0)
     padded, labels = _padded(source, table, boxes, max_boxes)
-    files = ImageFiles.from_paths(table.paths, class_names=list(class_names),
-                                  image_size=size, **file_options)
-    return files, {"boxes": padded, "labels": labels}
+    return rows, table, {"boxes": padded, "labels": labels}
+
+
+def refuse_inverted(source: str, table: BoxTable, fix: str) -> None:
+    """Refuse a box whose far edge is before its near one (a misread format), naming its
+    image; ``fix`` says how to read or write it right. (A box of no area is kept, then
+    dropped by the clip, as COCO's few are.)"""
+    x0, y0, x1, y1 = table.boxes.T
+    bad = np.flatnonzero((x1 < x0) | (y1 < y0))
+    if len(bad):
+        k = int(bad[0])
+        raise ArgumentError(
+            f"{source}: {len(bad)} box(es) are inverted, e.g. (x0, y0, x1, y1) = "
+            f"{tuple(round(float(v), 4) for v in table.boxes[k])} in "
+            f"{table.where(int(table.owner[k]))}. Fix: {fix}")
+
+
+def refuse_not_fractions(source: str, boxes: np.ndarray, owner: np.ndarray,
+                         where: Callable[[int], str], fix: str) -> None:
+    """Refuse boxes read as fractions of their image that are pixels (past 0..1 by more than
+    a rounding), naming the first one's image (``where(owner[k])``); ``fix`` says how."""
+    outside = np.flatnonzero(((boxes < -_SLACK) | (boxes > 1 + _SLACK)).any(1))
+    if len(outside):
+        k = int(outside[0])
+        raise ArgumentError(
+            f"{source}: {len(outside)} box(es) are not fractions of their image (0..1), e.g. "
+            f"{tuple(round(float(v), 4) for v in boxes[k])} in {where(int(owner[k]))}. "
+            f"Fix: {fix}")
+
+
+def class_indices(source: str, table: BoxTable, ids: np.ndarray, first: int,
+                  class_names: Sequence[str]) -> np.ndarray:
+    """Each box's class index, its class id less ``first`` (the id of class 0); an id with
+    no name in ``class_names`` is refused, naming its image."""
+    labels = np.asarray(ids, np.int64) - first
+    bad = np.flatnonzero((labels < 0) | (labels >= len(class_names)))
+    if len(bad):
+        k = int(bad[0])
+        raise ArgumentError(
+            f"{source}: class id {int(ids[k])} (in {table.where(int(table.owner[k]))}) has "
+            f"no name: the {len(class_names)} `class_names` name ids {first} to "
+            f"{first + len(class_names) - 1}. Fix: pass class_names with a name for every "
+            f"id (in id order), or None to name them from the data.")
+    return labels
 
 
 def _check_exist(source: str, table: BoxTable) -> None:
@@ -149,6 +221,8 @@ def _clip(table: BoxTable) -> None:
     boxes = np.clip(table.boxes, 0, np.stack([width, height, width, height], 1))
     keep = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
     table.boxes, table.owner, table.labels = boxes[keep], table.owner[keep], table.labels[keep]
+    if table.annotation is not None:
+        table.annotation = table.annotation[keep]
 
 
 def _padded(source: str, table: BoxTable, boxes: np.ndarray, max_boxes: int | None

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import _boxes as B
+from . import coco_masks as M
 from ..files import ImageFiles
 from ..images.settings import DEFAULT_IMAGE_SIZE
 from ...errors import ArgumentError
@@ -31,7 +32,8 @@ def from_coco(
     keep_crowd: bool = False, check_sizes: bool = False, color_mode: str | None = "rgb",
     interpolation: str = "bilinear", reduced_decode: bool = True,
     crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
-) -> tuple[ImageFiles, dict[str, np.ndarray]]:
+    masks: str | None = None,
+) -> tuple[ImageFiles, dict[str, Any]]:
     """A COCO detection set as ``(files, y)`` for ``shmaug.Loader`` / ``shmaug.Sequence``,
     so a user with a COCO folder writes no loader of their own.
 
@@ -65,14 +67,21 @@ def from_coco(
         reduced_decode: as ``ImageFiles.from_paths``.
         crop_to_aspect_ratio: refused when True: the boxes are scaled by the plain stretch.
         pad_to_aspect_ratio: refused when True, likewise.
+        masks: None (default): boxes alone. "instances": also ``y["masks"]``, uint8
+            (max_boxes, H, W), the mask of box row k at k (empty under padding); "semantic":
+            also ``y["segmentation_masks"]``, (H, W, 1) class index + 1 per pixel (0:
+            background). Drawn from the annotations' polygons or RLEs by the workers, at
+            ``image_size``, and moved with the image by the pipeline.
 
     Returns:
-        ``(files, y)``: an ``ImageFiles`` and the boxes and labels, one row per file.
+        ``(files, y)``: an ``ImageFiles`` and the boxes and labels (and masks), one row per
+        file.
 
     Raises:
         ArgumentError: the JSON does not parse or lacks ``images`` / ``categories``; it names
             missing image files, an image id it does not list, a category id it does not
-            define, or a malformed ``bbox``; or a setting the boxes cannot follow.
+            define, a malformed ``bbox``, or (with ``masks``) an annotation without a mask;
+            or a setting the boxes cannot follow.
 
     Example:
         >>> files, y = from_coco("annotations/instances_val2017.json", "val2017",
@@ -82,16 +91,26 @@ def from_coco(
     """
     fmt = B.check_settings(bounding_box_format, max_boxes, crop_to_aspect_ratio,
                            pad_to_aspect_ratio)
+    kind = M.check_kind(masks)
     source = os.fspath(annotations)
     data = _read(source)
     ids, names = _categories(source, data["categories"], class_names)
     table, image_ids = _images(source, data["images"], os.fspath(images))
-    _boxes(source, list(data.get("annotations") or ()), table, image_ids, ids, keep_crowd)
-    return B.assemble(source, table, names, image_size=image_size,
-                      bounding_box_format=fmt, max_boxes=max_boxes, keep_empty=keep_empty,
-                      check_sizes=check_sizes,
-                      file_options=dict(color_mode=color_mode, interpolation=interpolation,
-                                        reduced_decode=reduced_decode))
+    listed = list(data.get("annotations") or ())
+    _boxes(source, listed, table, image_ids, ids, keep_crowd)
+    files, y, table = B.assemble(
+        source, table, names, image_size=image_size, bounding_box_format=fmt,
+        max_boxes=max_boxes, keep_empty=keep_empty, check_sizes=check_sizes,
+        file_options=dict(color_mode=color_mode, interpolation=interpolation,
+                          reduced_decode=reduced_decode))
+    if kind is None:
+        return files, y
+    assert table.annotation is not None  # (``_boxes`` set it)
+    order = np.argsort(table.owner, kind="stable")  # box rows: each image's, in order
+    drawn = M.CocoMasks.build(source, listed, table.annotation[order], table.owner[order],
+                              table.labels[order] + 1, table.sizes, files.image_size, kind,
+                              y["boxes"].shape[1])
+    return files, {**y, "masks" if kind == "instances" else "segmentation_masks": drawn}
 
 
 def _read(source: str) -> dict[str, Any]:
@@ -183,7 +202,7 @@ def _boxes(source: str, annotations: list[Any], table: B.BoxTable, image_ids: np
                             f"repair it.")
     keep = (flat[:, 6] == 0) | keep_crowd
     x, y, w, h = flat[keep, 2:6].T
-    table.owner, table.labels = owner[keep], labels[keep]
+    table.owner, table.labels, table.annotation = owner[keep], labels[keep], np.flatnonzero(keep)
     table.boxes = np.stack([x, y, x + w, y + h], 1)
 
 

@@ -106,11 +106,13 @@ def from_voc(
                     np.array([s for _, s, _, _ in parsed], np.int64).reshape(-1, 2),
                     np.array(owner, np.int64), np.array(boxes, np.float64).reshape(-1, 4),
                     np.array(labels, np.int64), lambda i: parsed[i][2])
-    return B.assemble(source, table, names, image_size=image_size,
-                      bounding_box_format=fmt, max_boxes=max_boxes, keep_empty=keep_empty,
-                      check_sizes=check_sizes,
-                      file_options=dict(color_mode=color_mode, interpolation=interpolation,
-                                        reduced_decode=reduced_decode))
+    files, y, _ = B.assemble(source, table, names, image_size=image_size,
+                             bounding_box_format=fmt, max_boxes=max_boxes,
+                             keep_empty=keep_empty, check_sizes=check_sizes,
+                             file_options=dict(color_mode=color_mode,
+                                               interpolation=interpolation,
+                                               reduced_decode=reduced_decode))
+    return files, y
 
 
 def _files(folder: Path, ids: str | os.PathLike[str] | Sequence[str] | None) -> list[Path]:

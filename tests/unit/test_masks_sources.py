@@ -1,0 +1,195 @@
+"""Masks where users keep them: COCO's polygons and RLEs (``from_coco(masks=...)``) and a
+folder of mask files beside the images (``from_segmentation``, ``MaskFiles``), read as the
+workers read them (``load(i)`` here), and the refusals at construction, each naming the file."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from shmaug.errors import ArgumentError, ImageReadError
+from shmaug.sources import MaskFiles, from_coco, from_segmentation
+from tests.annotations_data import add_polygons, write_coco
+
+# A 7x9 mask and pycocotools' own compressed RLE of it (mask.encode, pycocotools 2.0.10).
+RLE_MASK = np.zeros((7, 9), np.uint8)
+RLE_MASK[1:5, 2:7] = 1
+RLE_MASK[6, :] = 1
+RLE_MASK[0, 8] = 1
+RLE_STRING = "6160K30M030M030M030M030M51OO"
+
+# (file name, width, height, [(x, y, w, h, category id, iscrowd)])
+IMAGES = [("a.png", 40, 30, [(4, 6, 20, 10, 1, 0), (26, 2, 8, 8, 2, 0)]),
+          ("b.png", 9, 7, [(0, 0, 9, 7, 2, 0)]),
+          ("c.png", 40, 30, [(2, 2, 6, 6, 1, 1)])]  # a crowd's: dropped, and its mask
+CATEGORIES = [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}]
+
+
+def coco_with_masks(tmp_path, rle=RLE_STRING):
+    """IMAGES as COCO, the masks a rectangle polygon of each box but for b.png's, an RLE."""
+    json_path, folder = write_coco(tmp_path, IMAGES, CATEGORIES)
+    data = add_polygons(json_path)
+    data["annotations"][2]["segmentation"] = {"size": [7, 9], "counts": rle}
+    json_path.write_text(json.dumps(data))
+    return json_path, folder
+
+
+def test_instance_masks_lie_under_their_box_rows_and_padding_rows_are_empty(tmp_path):
+    files, y = from_coco(*coco_with_masks(tmp_path), image_size=None, masks="instances")
+    assert set(y) == {"boxes", "labels", "masks"} and len(y["masks"]) == 3
+    first = y["masks"].load(0)
+    assert first.shape == (2, 30, 40) and first.dtype == np.uint8
+    for row, (x, y0, w, h, *_) in enumerate(IMAGES[0][3]):
+        expected = np.zeros((30, 40), np.uint8)
+        expected[y0:y0 + h, x:x + w] = 1  # pixel edges: exactly the box's pixels
+        np.testing.assert_array_equal(first[row], expected)
+    np.testing.assert_array_equal(y["masks"].load(1)[0], RLE_MASK)  # pycocotools' RLE
+    assert not y["masks"].load(1)[1].any()  # under a padding row
+    assert not y["masks"].load(2).any() and (y["labels"][2] == -1).all()  # the crowd's
+
+
+def test_masks_follow_the_images_to_image_size(tmp_path):
+    files, y = from_coco(*coco_with_masks(tmp_path), image_size=(15, 20), masks="instances")
+    mask = y["masks"].load(0)
+    assert mask.shape == (2, 15, 20)
+    box = y["boxes"][0, 0]  # [2, 3, 12, 8] after the halving
+    np.testing.assert_array_equal(np.argwhere(mask[0]).min(0), [box[1], box[0]])
+    np.testing.assert_array_equal(np.argwhere(mask[0]).max(0) + 1, [box[3], box[2]])
+    rle = y["masks"].load(1)[0]  # 7x9 stretched to 15x20, nearest
+    assert rle.shape == (15, 20) and 0.2 < rle.mean() < 0.6
+
+
+def test_semantic_masks_paint_class_index_plus_one(tmp_path):
+    files, y = from_coco(*coco_with_masks(tmp_path), image_size=None, masks="semantic")
+    mask = y["segmentation_masks"].load(0)
+    assert mask.shape == (30, 40, 1) and "masks" not in y
+    assert mask[10, 10, 0] == 1 and mask[5, 30, 0] == 2 and mask[0, 0, 0] == 0
+    np.testing.assert_array_equal(y["segmentation_masks"].load(1)[..., 0], RLE_MASK * 2)
+
+
+def test_uncompressed_rle_counts_read_as_the_string_does(tmp_path):
+    flat = RLE_MASK.T.reshape(-1)  # column-major runs, starting with zeros
+    edges = np.flatnonzero(np.diff(np.r_[0, flat, 1 - flat[-1]]) != 0)
+    counts = np.diff(np.r_[0, edges]).tolist()
+    assert sum(counts) == flat.size
+    json_path, folder = coco_with_masks(tmp_path)
+    data = json.loads(json_path.read_text())
+    data["annotations"][2]["segmentation"]["counts"] = counts
+    json_path.write_text(json.dumps(data))
+    files, y = from_coco(json_path, folder, image_size=None, masks="instances")
+    np.testing.assert_array_equal(y["masks"].load(1)[0], RLE_MASK)
+
+
+def test_an_annotation_without_a_mask_is_named(tmp_path):
+    json_path, folder = coco_with_masks(tmp_path)
+    data = json.loads(json_path.read_text())
+    del data["annotations"][1]["segmentation"]
+    json_path.write_text(json.dumps(data))
+    with pytest.raises(ArgumentError, match=r"annotation 2 has no mask.*masks=None"):
+        from_coco(json_path, folder, masks="instances")
+    files, y = from_coco(json_path, folder)  # boxes alone need none
+    with pytest.raises(ArgumentError, match="`masks` must be None, 'instances' or 'semantic'"):
+        from_coco(json_path, folder, masks="polygons")
+
+
+def test_a_bad_polygon_is_named(tmp_path):
+    json_path, folder = coco_with_masks(tmp_path)
+    data = json.loads(json_path.read_text())
+    data["annotations"][0]["segmentation"] = [[1, 2, 3, 4, 5]]
+    json_path.write_text(json.dumps(data))
+    with pytest.raises(ArgumentError, match=r"annotation 1 has a polygon of 5 numbers"):
+        from_coco(json_path, folder, masks="instances")
+
+
+# -- a segmentation folder ---------------------------------------------------------------------
+
+
+def write_pairs(root, names, size=(12, 16), mask_size=None, suffix="", palette=False):
+    """``root/images/<name>.jpg`` and ``root/masks/<name><suffix>.png`` (a class id per
+    pixel: 1 + i % 3 over a block, 0 elsewhere)."""
+    for i, name in enumerate(names):
+        for part in ("images", "masks"):
+            (root / part / name).parent.mkdir(parents=True, exist_ok=True)
+        pixels = np.zeros((*size, 3), np.uint8)
+        pixels[2:8, 3:10] = 255
+        Image.fromarray(pixels).save(root / "images" / f"{name}.jpg", quality=95)
+        ids = np.zeros(mask_size or size, np.uint8)
+        ids[2:8, 3:10] = 1 + i % 3
+        image = Image.fromarray(ids, "P" if palette else "L")
+        if palette:
+            image.putpalette([0, 0, 0, 128, 0, 0, 0, 128, 0, 128, 128, 0] + [0] * 756)
+        image.save(root / "masks" / f"{name}{suffix}.png")
+    return root / "images", root / "masks"
+
+
+def test_a_segmentation_folder_pairs_by_stem_in_sub_folders(tmp_path):
+    images, masks = write_pairs(tmp_path, ["b/2", "a/1", "a/0"], palette=True)
+    files, y = from_segmentation(images, masks, image_size=(6, 8))
+    assert [p.split("images/")[1] for p in files.paths] == ["a/0.jpg", "a/1.jpg", "b/2.jpg"]
+    masks_of = y["segmentation_masks"]
+    assert isinstance(masks_of, MaskFiles) and len(masks_of) == 3
+    assert [m.split("masks/")[1] for m in masks_of.paths] == ["a/0.png", "a/1.png", "b/2.png"]
+    first = masks_of.load(2)  # b/2: id 1; a palette PNG gives its indices, not colours
+    assert first.shape == (6, 8, 1) and set(np.unique(first)) == {0, 1}
+    assert set(np.unique(masks_of.load(0))) == {0, 3}  # resized by nearest: no blend
+
+
+def test_a_mask_suffix_pairs_carvana_style_names(tmp_path):
+    images, masks = write_pairs(tmp_path, ["0001", "0002"], suffix="_mask")
+    files, y = from_segmentation(images, masks, mask_suffix="_mask", image_size=None)
+    assert y["segmentation_masks"].load(1).shape == (12, 16, 1)
+
+
+def test_unpaired_files_are_refused_by_name_or_dropped(tmp_path):
+    images, masks = write_pairs(tmp_path, ["0", "1", "2"])
+    (masks / "1.png").unlink()
+    with pytest.raises(ArgumentError, match=r"1 image\(s\) have no mask.*1\.jpg.*"
+                                            r"unpaired='drop'"):
+        from_segmentation(images, masks)
+    (images / "2.jpg").rename(tmp_path / "away.jpg")
+    with pytest.raises(ArgumentError, match=r"1 image\(s\) have no mask"):
+        from_segmentation(images, masks)
+    (images / "1.jpg").unlink()
+    with pytest.raises(ArgumentError, match=r"1 mask\(s\) have no image.*2\.png"):
+        from_segmentation(images, masks)
+    files, y = from_segmentation(images, masks, unpaired="drop")
+    assert len(files) == 1 and files.paths[0].endswith("0.jpg")
+    with pytest.raises(ArgumentError, match="`unpaired` must be one of"):
+        from_segmentation(images, masks, unpaired="skip")
+
+
+def test_a_mask_of_another_size_than_its_image_is_refused(tmp_path):
+    images, masks = write_pairs(tmp_path, ["0"], mask_size=(12, 15))
+    with pytest.raises(ArgumentError, match=r"mask .*0\.png' is 15x12.*image .*0\.jpg' is "
+                                            r"16x12.*check_sizes=False"):
+        from_segmentation(images, masks)
+    assert len(from_segmentation(images, masks, check_sizes=False)[0]) == 1
+
+
+def test_two_files_of_one_stem_and_missing_folders_are_refused(tmp_path):
+    images, masks = write_pairs(tmp_path, ["0"])
+    Image.fromarray(np.zeros((12, 16), np.uint8)).save(masks / "0.bmp")
+    with pytest.raises(ArgumentError, match=r"0\.bmp.*0\.png.*one stem|0\.png.*0\.bmp.*one "
+                                            r"stem"):
+        from_segmentation(images, masks)
+    with pytest.raises(ArgumentError, match="`masks` must be an existing folder"):
+        from_segmentation(images, tmp_path / "nowhere")
+
+
+def test_mask_files_keep_16_bit_ids_and_refuse_colour(tmp_path):
+    deep = np.zeros((5, 6), np.uint16)
+    deep[1:3, 2:5] = 1000
+    Image.fromarray(deep).save(tmp_path / "deep.png")
+    colour = np.zeros((5, 6, 3), np.uint8)
+    colour[1, 1] = (255, 0, 0)
+    Image.fromarray(colour).save(tmp_path / "colour.png")
+    masks = MaskFiles([tmp_path / "deep.png", tmp_path / "colour.png"], image_size=None)
+    got = masks.load(0)
+    assert got.dtype == np.uint16 and got.shape == (5, 6, 1) and got.max() == 1000
+    with pytest.raises(ImageReadError, match="colour.png.*colour image.*class id"):
+        masks.load(1)
+    with pytest.raises(ArgumentError, match="missing.png"):
+        MaskFiles([tmp_path / "missing.png"])
