@@ -23,6 +23,7 @@ import numpy as np
 from PIL import Image
 
 from ..files import ImageFiles
+from ..remote import protocol_of
 from ..images.settings import image_size_of
 from ...errors import ArgumentError, got
 from ...ops.targets.formats import BOX_FORMATS, PAD, check_format, from_xyxy
@@ -94,8 +95,11 @@ def assemble(source: str, table: BoxTable, class_names: Sequence[str], *,
     count = len(table.paths)
     if not keep_empty:  # (the files of images without a box need not exist)
         table = table.take(np.unique(table.owner))
-    _check_exist(source, table)
-    _settle_sizes(table, check_sizes)
+    if protocol_of(table.paths[0] if table.paths else "") is None:
+        _check_exist(source, table)  # (a bucket's: ImageFiles checks them, concurrently)
+        _settle_sizes(table, check_sizes)
+    else:
+        _sizes_given(source, table)
     _, table, y = layout(source, table, image_size=size,
                          bounding_box_format=bounding_box_format, max_boxes=max_boxes,
                          keep_empty=keep_empty, annotated=count)
@@ -189,6 +193,19 @@ def _check_exist(source: str, table: BoxTable) -> None:
             f"exist, e.g. {table.paths[first]!r} ({table.where(first)}). Fix: pass `images` "
             f"the folder that holds the files it names, or remove those images from the "
             f"annotations.")
+
+
+def _sizes_given(source: str, table: BoxTable) -> None:
+    """Images in a bucket: their sizes must be the annotations' (a header would be a request
+    per image, here, before training)."""
+    unknown = np.flatnonzero(~(table.sizes > 0).all(1))
+    if len(unknown):
+        i = int(unknown[0])
+        raise ArgumentError(
+            f"{source} gives {len(unknown)} image(s) in a bucket no width and height, e.g. "
+            f"{table.paths[i]!r} ({table.where(i)}); the boxes are scaled by them, and "
+            f"reading each header would be a request per image. Fix: give every image its "
+            f"width and height in the annotations (COCO's own files do).")
 
 
 def _settle_sizes(table: BoxTable, check: bool) -> None:

@@ -20,6 +20,8 @@ import numpy as np
 from . import _boxes as B
 from . import coco_masks as M
 from ..files import ImageFiles
+from ..remote import protocol_of
+from ..remote.bucket import remote_for
 from ..images.settings import DEFAULT_IMAGE_SIZE
 from ...errors import ArgumentError
 
@@ -32,7 +34,8 @@ def from_coco(
     keep_crowd: bool = False, check_sizes: bool = False, color_mode: str | None = "rgb",
     interpolation: str = "bilinear", reduced_decode: bool = True,
     crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
-    masks: str | None = None,
+    masks: str | None = None, storage_options: dict[str, Any] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
 ) -> tuple[ImageFiles, dict[str, Any]]:
     """A COCO detection set as ``(files, y)`` for ``shmaug.Loader`` / ``shmaug.Sequence``,
     so a user with a COCO folder writes no loader of their own.
@@ -72,6 +75,11 @@ def from_coco(
             also ``y["segmentation_masks"]``, (H, W, 1) class index + 1 per pixel (0:
             background). Drawn from the annotations' polygons or RLEs by the workers, at
             ``image_size``, and moved with the image by the pipeline.
+        storage_options: for a bucket (``annotations`` and ``images`` may be URLs,
+            ``"s3://bucket/annotations/instances_train2017.json"``), as
+            ``ImageFiles.from_paths``'; the images' sizes must then be in the JSON.
+        cache_dir: for a bucket's images, as ``ImageFiles.from_paths``'.
+        cache_limit: for a bucket's images, as ``ImageFiles.from_paths``'.
 
     Returns:
         ``(files, y)``: an ``ImageFiles`` and the boxes and labels (and masks), one row per
@@ -93,7 +101,7 @@ def from_coco(
                            pad_to_aspect_ratio)
     kind = M.check_kind(masks)
     source = os.fspath(annotations)
-    data = _read(source)
+    data = _read(source, storage_options)
     ids, names = _categories(source, data["categories"], class_names)
     table, image_ids = _images(source, data["images"], os.fspath(images))
     listed = list(data.get("annotations") or ())
@@ -102,7 +110,8 @@ def from_coco(
         source, table, names, image_size=image_size, bounding_box_format=fmt,
         max_boxes=max_boxes, keep_empty=keep_empty, check_sizes=check_sizes,
         file_options=dict(color_mode=color_mode, interpolation=interpolation,
-                          reduced_decode=reduced_decode))
+                          reduced_decode=reduced_decode, storage_options=storage_options,
+                          cache_dir=cache_dir, cache_limit=cache_limit))
     if kind is None:
         return files, y
     assert table.annotation is not None  # (``_boxes`` set it)
@@ -113,10 +122,15 @@ def from_coco(
     return files, {**y, "masks" if kind == "instances" else "segmentation_masks": drawn}
 
 
-def _read(source: str) -> dict[str, Any]:
+def _read(source: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    """The JSON, from disk or (a URL) through the remote layer, with its retries."""
+    remote = remote_for(source, storage_options)
     try:
-        with open(source, encoding="utf-8") as f:
-            data = json.load(f)
+        if remote is not None:
+            data = json.loads(remote.fetch(source))
+        else:
+            with open(source, encoding="utf-8") as f:
+                data = json.load(f)
     except OSError as exc:
         raise ArgumentError(f"{source}: cannot read the COCO file ({exc}). Fix: pass the "
                             f"path of an instances_*.json.") from None
@@ -164,7 +178,8 @@ def _images(source: str, images: list[Any], folder: str) -> tuple[B.BoxTable, np
         except (AttributeError, KeyError, TypeError, ValueError):
             raise ArgumentError(f"{source}: an image without an int `id` and a `file_name`: "
                                 f"{str(entry)[:200]}. Fix: give each image both.") from None
-        paths.append(os.path.join(folder, name))
+        paths.append(f"{folder.rstrip('/')}/{name}" if protocol_of(folder) else
+                     os.path.join(folder, name))
         ids.append(iid)
     if len(set(ids)) < len(ids):
         twice = next(i for i, n in Counter(ids).items() if n > 1)
