@@ -21,7 +21,10 @@ image (a CRC that does not match, no image feature, bytes that are no image) rai
 ``ImageReadError`` naming the shard, the record and its byte offset; ``on_error="skip"``
 replaces it by the next readable record of its class and a loader counts it, exactly as for
 files. A shard that cannot be indexed (cut short, a header CRC that does not match, a record
-without its label) is reported when the source is built.
+without its label) is reported when the source is built. The scan (``RecordIndex``,
+``tfrecord_scan``) and the source built from it (``records_of``) are shared with the
+detection reader of TFRecord shards (``annotations/tf_od.py``), which reads each record's
+boxes in the same one pass.
 """
 
 from __future__ import annotations
@@ -152,16 +155,10 @@ class ImageRecords(O.ImageSource):
             >>> records.class_names[:2], len(records)
             (('0', '1'), 1281167)
         """
-        found = _find("files", files, "TFRecord files", storage_options, cache_dir,
-                      cache_limit, _folder(index_cache))
-        if T.SLOW_CRC:
-            warn(f"ImageRecords.from_tfrecord checks each record's CRC-32C in pure Python, "
-                 f"about 1,000 times slower than in C (milliseconds per image): "
-                 f"{T.SLOW_CRC_FIX}")
-        O.check_choice("compression_type", compression_type, (None, "", "GZIP"),
-                       "None tells plain from GZIP files by their bytes")
         wanted = _wanted(label_key, settings)
-        scan, memory = T.indexer(found, image_key, wanted, compression_type, _folder(index_cache))
+        found, scan, memory = tfrecord_scan(files, image_key, wanted, compression_type,
+                                            index_cache, storage_options, cache_dir,
+                                            cache_limit)
         call = _call(cls.from_tfrecord, _shown(files, found.paths, "files"), dict(
             image_key=image_key, label_key=label_key, class_names=class_names,
             compression_type=compression_type, index_cache=index_cache,
@@ -355,41 +352,23 @@ class ImageRecords(O.ImageSource):
         ``label_key``: None for no labels; ``memory()``: after the scan, what it kept in
         memory (``formats.tfrecord.indexer``'s); ``skips``: per shard, the records its scan left
         out in front (a TFDS slice)."""
-        from tqdm import tqdm
-
         _check_keywords(settings)  # before the scan, which may be long
-        paths = where.paths
-        counts: list[int] = []
-        offsets: list[np.ndarray] = []  # per shard: millions of records stay compact arrays
-        lengths: list[np.ndarray] = []
-        labels: list[Any] = []
-        with tqdm(paths, unit="shard", desc="index records", disable=len(paths) < 16 or None,
-                  leave=False) as bar:
-            for path in bar:
-                found, sizes, values = scan(path)
-                counts.append(len(found))
-                offsets.append(np.array(found, np.int64))
-                lengths.append(np.array(sizes, np.int64))
-                labels += values
-        n = sum(counts)
-        if not n:
-            raise ArgumentError(
-                f"The {len(paths)} shard(s) {paths[:3]} hold no record. Fix: pass the shards "
-                f"that hold the data."
-            )
-        classes, names = F.encode_names(labels if label_key is not None else None, n,
-                                        class_names)
+        index = RecordIndex.scanned(where, scan, memory, skips)
+        return cls._of_index(index, kind, call, settings, key=key, class_names=class_names,
+                             labels=index.values if label_key is not None else None)
+
+    @classmethod
+    def _of_index(cls, index: RecordIndex, kind: str, call: str, settings: dict[str, Any], *,
+                  key: str = "", labels: list[Any] | None = None,
+                  class_names: Sequence[str] | None = None) -> ImageRecords:
+        """The source of the records ``index`` holds, labelled by ``labels`` (one per
+        record, or None), made by ``call``."""
+        classes, names = F.encode_names(labels, len(index.offsets), class_names)
         if classes is not None and not names:  # int labels: classes 0..max, named by number
             names = tuple(str(c) for c in range(int(classes.max()) + 1))
-        blob, bases = memory() if memory is not None else (None, None)
-        shards = np.repeat(np.arange(len(paths), dtype=np.int64), counts)
-        numbers = None
-        if skips is not None:  # record numbers in the shard, past the records skipped
-            firsts = np.searchsorted(shards, np.arange(len(paths)))
-            numbers = np.arange(len(shards)) - firsts[shards] + np.array(skips)[shards]
-        table = RecordTable.build(tuple(paths), shards, np.concatenate(offsets),
-                                  np.concatenate(lengths), classes, kind, key, blob, bases,
-                                  numbers, where.remote)
+        table = RecordTable.build(tuple(index.where.paths), index.shard, index.offsets,
+                                  index.lengths, classes, kind, key, index.blob, index.bases,
+                                  index.numbers, index.where.remote)
         return cls(table, classes, names, **settings)._made(call)
 
     def _made(self, call: str) -> ImageRecords:
@@ -409,6 +388,104 @@ class ImageRecords(O.ImageSource):
         return O.summary("ImageRecords", made, count, self.labels is not None,
                          self.class_names, self.output_shape)
 
+
+
+# -- the index scan, shared with the detection readers (``annotations/tf_od.py``) -------------
+
+@dataclass(frozen=True)
+class RecordIndex:
+    """What the index scan of a source's shards found, one entry per record in order: its
+    shard, its number there, byte offset and length, and what the scan read of it (a label,
+    or a detection record's boxes: ``values``). Compact arrays, not a Python object per
+    record, but ``values``."""
+
+    where: _Shards
+    shard: np.ndarray  # int64 shard number (into where.paths)
+    numbers: np.ndarray  # int64 record number in its shard (what messages name)
+    offsets: np.ndarray  # int64
+    lengths: np.ndarray  # int64
+    values: list[Any]  # what the scan read of each record ([] when it read nothing)
+    blob: Any  # ``T.Memory``'s: decompressed GZIP shards, or None
+    bases: tuple[int, ...] | None  # per shard its start in ``blob``, or -1
+
+    @classmethod
+    def scanned(cls, where: _Shards, scan: _Scan, memory: T.Memory | None = None,
+                skips: list[int] | None = None) -> RecordIndex:
+        """Scan every shard (a progress bar on long scans). ``memory()``: after the scan,
+        what it kept in memory (``formats.tfrecord.indexer``'s); ``skips``: per shard, the
+        records its scan left out in front (a TFDS slice).
+
+        Raises:
+            ArgumentError: the shards hold no record.
+        """
+        from tqdm import tqdm
+
+        paths = where.paths
+        counts: list[int] = []
+        offsets: list[np.ndarray] = []  # per shard: millions of records stay compact arrays
+        lengths: list[np.ndarray] = []
+        values: list[Any] = []
+        with tqdm(paths, unit="shard", desc="index records", disable=len(paths) < 16 or None,
+                  leave=False) as bar:
+            for path in bar:
+                found, sizes, read = scan(path)
+                counts.append(len(found))
+                offsets.append(np.array(found, np.int64))
+                lengths.append(np.array(sizes, np.int64))
+                values += read
+        if not sum(counts):
+            raise ArgumentError(
+                f"The {len(paths)} shard(s) {paths[:3]} hold no record. Fix: pass the shards "
+                f"that hold the data."
+            )
+        blob, bases = memory() if memory is not None else (None, None)
+        shard = np.repeat(np.arange(len(paths), dtype=np.int64), counts)
+        firsts = np.searchsorted(shard, np.arange(len(paths)))
+        numbers = np.arange(len(shard)) - firsts[shard]
+        if skips is not None:  # record numbers in the shard, past the records skipped
+            numbers = numbers + np.array(skips, np.int64)[shard]
+        return cls(where, shard, numbers, np.concatenate(offsets), np.concatenate(lengths),
+                   values, blob, bases)
+
+    def what(self, i: int) -> str:
+        """How an error names record ``i``: its number and shard."""
+        return f"record {int(self.numbers[i])} of {self.where.paths[int(self.shard[i])]!r}"
+
+    def take(self, rows: np.ndarray) -> RecordIndex:
+        """The records ``rows`` (sorted), each still named by its number in its shard."""
+        values = [self.values[i] for i in rows] if self.values else []
+        return RecordIndex(self.where, self.shard[rows], self.numbers[rows],
+                           self.offsets[rows], self.lengths[rows], values, self.blob,
+                           self.bases)
+
+
+def tfrecord_scan(files: Any, image_key: str, read: str | T.FeatureRead | None,
+                  compression_type: str | None, index_cache: Any = None,
+                  storage_options: dict[str, Any] | None = None, cache_dir: Any = None,
+                  cache_limit: int | str | None = None
+                  ) -> tuple[_Shards, _Scan, T.Memory]:
+    """``from_tfrecord``'s shards found (argument ``files``), its settings checked, and its
+    scan, reading ``read`` of each record (a label key, or a detection reader's
+    ``FeatureRead``): ``(shards, scan, memory)`` for ``RecordIndex.scanned``."""
+    found = _find("files", files, "TFRecord files", storage_options, cache_dir, cache_limit,
+                  _folder(index_cache))
+    if T.SLOW_CRC:
+        warn(f"Reading TFRecords checks each record's CRC-32C in pure Python, about 1,000 "
+             f"times slower than in C (milliseconds per image): {T.SLOW_CRC_FIX}")
+    O.check_choice("compression_type", compression_type, (None, "", "GZIP"),
+                   "None tells plain from GZIP files by their bytes")
+    scan, memory = T.indexer(found, image_key, read, compression_type, _folder(index_cache))
+    return found, scan, memory
+
+
+def records_of(index: RecordIndex, constructor: Callable[..., Any], files: Any,
+               passed: dict[str, Any], settings: dict[str, Any], *, kind: str, key: str = "",
+               class_names: Sequence[str] = ()) -> ImageRecords:
+    """An ``ImageRecords`` without labels over the records ``index`` holds (a detection
+    reader's, once it kept the images it keeps), its ``repr`` the call
+    ``constructor(files, **passed)``."""
+    call = _call(constructor, _shown(files, index.where.paths, "files"), passed)
+    return ImageRecords._of_index(index, kind, call, settings, key=key, class_names=class_names)
 
 
 # -- how a constructor reads its arguments ----------------------------------------------------

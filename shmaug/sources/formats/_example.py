@@ -3,12 +3,15 @@
 An Example is ``features { feature { key: "image/encoded" value { bytes_list { value: ... }}}}``:
 nested length-delimited fields. ``features(record)`` walks the map once and returns each key's
 list message undecoded (its kind and a memoryview, nothing copied), ``bytes_value`` and
-``int64_values`` decode one list. That is all a worker needs to find an image's bytes in a
-record, and all the index scan needs to read a label. This module knows the format only;
-which record and what an error says about it is ``tfrecord.py``'s.
+``int64_values`` (``bytes_values``, ``float_values``: every value) decode one list. That is
+all a worker needs to find an image's bytes in a record, and all the index scan needs to read
+a label, or a detection record's boxes (``annotations/tf_od.py``). This module knows the
+format only; which record and what an error says about it is ``tfrecord.py``'s.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 BYTES, FLOATS, INT64S = 1, 2, 3  # Feature's oneof field numbers
 KINDS = {BYTES: "bytes_list", FLOATS: "float_list", INT64S: "int64_list"}
@@ -127,3 +130,21 @@ def int64_values(kind: int, message: memoryview) -> list[int]:
                 value, pos = _varint(message, pos, stop)
                 out.append(value)
     return [v - (1 << 64) if v >= 1 << 63 else v for v in out]
+
+
+def bytes_values(kind: int, message: memoryview) -> list[memoryview]:
+    """Every value of a ``bytes_list`` ([] when the list is empty or not bytes)."""
+    if kind != BYTES:
+        return []
+    return [message[start:stop] for field, wire, start, stop
+            in _fields(message, 0, len(message)) if field == 1 and wire == 2]
+
+
+def float_values(kind: int, message: memoryview) -> np.ndarray:
+    """The values of a ``float_list``, packed or not, as float32 (empty when it is not one):
+    both encodings are little-endian float32s, joined and read by numpy in one go."""
+    if kind != FLOATS:
+        return np.zeros(0, np.float32)
+    parts = [message[start:stop] for field, wire, start, stop
+             in _fields(message, 0, len(message)) if field == 1 and wire in (2, 5)]
+    return np.frombuffer(b"".join(parts), "<f4").astype(np.float32)

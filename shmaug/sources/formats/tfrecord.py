@@ -7,7 +7,9 @@ A TFRecord file is a run of frames::
 (little-endian; "masked" rotates the CRC-32C and adds a constant, as TensorFlow's
 ``crc32c::Mask``). ``scan`` walks one file once in the main process: it reads every header,
 checks its CRC, and when labels are asked for reads the record and parses its Example
-(``_example.py``) for the label; otherwise it seeks over the data. It returns each record's
+(``_example.py``) for the label (or, given a ``FeatureRead`` instead of a label key, for what
+it reads: a detection record's boxes, ``annotations/tf_od.py``); otherwise it seeks over the
+data. It returns each record's
 byte offset and length, which ``table.RecordTable`` keeps in shared memory. ``TFRECORD.read``
 runs in a worker on one frame read at that offset (``image_of``): checks both CRCs, parses the
 Example, returns the image's encoded bytes. GZIP files cannot be read at an offset, so
@@ -36,6 +38,13 @@ from ...errors import ArgumentError, ImageReadError
 
 if TYPE_CHECKING:
     from .table import RecordTable
+
+
+Features = dict[str, tuple[int, memoryview]]  # ``_example.features``: key -> (kind, list)
+FeatureRead = Callable[[Features, str], Any]
+"""What the index scan reads of a record besides its place, given its features and how an
+error names the record: ``label_key`` as a callable (a label is a key; a record's boxes take
+several). Its values are not kept in an ``index_cache``."""
 
 HEADER = struct.Struct("<QI")  # length, masked CRC of the length
 FOOTER = 4  # masked CRC of the data
@@ -124,11 +133,11 @@ def inflate(data: bytes, path: str) -> bytes:
         ) from None
 
 
-def scan(f: BinaryIO, size: int, path: str, image_key: str, label_key: str | None
-         ) -> tuple[list[int], list[int], list[Any]]:
+def scan(f: BinaryIO, size: int, path: str, image_key: str,
+         label_key: str | FeatureRead | None) -> tuple[list[int], list[int], list[Any]]:
     """Every frame of one TFRecord file (``f``, ``size`` bytes; ``path`` names it):
-    ``(offsets, lengths, labels)``, labels an int or str per record (empty without a
-    ``label_key``).
+    ``(offsets, lengths, labels)``, labels an int or str per record (what ``label_key``
+    reads, when it is a ``FeatureRead``; empty without a ``label_key``).
 
     Raises:
         ImageReadError: a frame cut short, a header or record CRC that does not match.
@@ -173,8 +182,9 @@ def _cut(where: str, detail: str) -> ImageReadError:
     )
 
 
-def label_of(data: bytes, where: str, image_key: str, label_key: str) -> Any:
-    """The label of one serialized Example: an int or a class name.
+def label_of(data: bytes, where: str, image_key: str, label_key: str | FeatureRead) -> Any:
+    """The label of one serialized Example: an int or a class name; or what ``label_key``
+    reads of its features, when it is a ``FeatureRead``.
 
     Raises:
         ImageReadError: not an Example. ArgumentError: no ``image_key`` or ``label_key``.
@@ -186,13 +196,14 @@ def label_of(data: bytes, where: str, image_key: str, label_key: str) -> Any:
             f"Cannot index {where}: it is not a tf.train.Example ({exc}). Fix: rewrite the "
             f"file with tf.io.TFRecordWriter and Example.SerializeToString()."
         ) from None
-    for arg, key in (("image_key", image_key), ("label_key", label_key)):
-        if key not in found:
-            raise ArgumentError(
-                f"`{arg}`={key!r} is not a feature of {where}; its features are "
-                f"{sorted(found)}. Fix: pass `{arg}=` one of them"
-                + (", or `label_key=None` for no labels." if arg == "label_key" else ".")
-            )
+    if image_key not in found:
+        raise missing(f"`image_key`={image_key!r}", where, found,
+                      "pass `image_key=` one of them.")
+    if not isinstance(label_key, str):
+        return label_key(found, where)
+    if label_key not in found:
+        raise missing(f"`label_key`={label_key!r}", where, found, "pass `label_key=` one of "
+                      "them, or `label_key=None` for no labels.")
     kind, message = found[label_key]
     ints = E.int64_values(kind, message)
     if len(ints) == 1:
@@ -205,6 +216,13 @@ def label_of(data: bytes, where: str, image_key: str, label_key: str) -> Any:
         f"of {len(ints) or 'no'} value(s); a label is one int64 (class index) or one bytes "
         f"value (class name). Fix: pass `label_key=` the feature that holds the class."
     )
+
+
+def missing(feature: str, where: str, found: Features, fix: str) -> ArgumentError:
+    """The error for a record (``where``) without the ``feature`` asked for (as the message
+    names it: "`label_key`='label'"): its features listed, then ``fix``."""
+    return ArgumentError(f"{feature} is not a feature of {where}; its features are "
+                         f"{sorted(found)}. Fix: {fix}")
 
 
 def image_of(frame: bytes, what: str, image_key: str) -> np.ndarray:
@@ -259,7 +277,7 @@ TFRECORD = TFRecord()
 Memory = Callable[[], tuple[Any, "tuple[int, ...] | None"]]
 
 
-def indexer(found: Shards, image_key: str, label_key: str | None,
+def indexer(found: Shards, image_key: str, label_key: str | FeatureRead | None,
             compression_type: str | None, index_cache: str | None) -> tuple[Scan, Memory]:
     """The scan of ``found``'s TFRecord files, and what it held in memory once it has run:
     ``(decompressed GZIP files as one uint8 array or None, per shard its start there or -1)``.
@@ -273,6 +291,8 @@ def indexer(found: Shards, image_key: str, label_key: str | None,
         with found.opened(path) as (f, size):
             return scan(f, size, path, image_key, label_key)
 
+    if callable(label_key):
+        index_cache = None  # what a FeatureRead returns need not fit an .npz of labels
     reused = cached(plain, index_cache, f"tfrecord|{image_key}|{label_key}", found)
 
     def scan_one(path: str) -> tuple[list[int], list[int], list[Any]]:
@@ -292,7 +312,7 @@ def indexer(found: Shards, image_key: str, label_key: str | None,
     return scan_one, memory
 
 
-def scan_file(path: str, image_key: str, label_key: str | None
+def scan_file(path: str, image_key: str, label_key: str | FeatureRead | None
               ) -> tuple[list[int], list[int], list[Any]]:
     """``scan`` of one local, plain TFRecord file."""
     with open(path, "rb") as f:
