@@ -9,8 +9,9 @@ Public:
 - ``glyphs``: ``render_glyphs``, the synthetic data of the demo and examples;
 - ``annotations``: ``from_coco``, ``from_voc``: detection sets (COCO JSON, Pascal VOC XML)
   read into ``(files, y)``, an ``ImageFiles`` and its boxes in Keras' layout;
-  ``from_segmentation``: an images folder and a masks folder, the masks a ``MaskFiles`` (a
-  target the workers decode).
+  ``from_tf_object_detection``, ``from_huggingface_detection``: the same from record shards
+  (``(records, y)``); ``from_segmentation``: an images folder and a masks folder, the masks a
+  ``MaskFiles`` (a target the workers decode).
 
 Internal, by stage:
 
@@ -29,7 +30,8 @@ from .files import ImageFiles
 from .records import ImageRecords
 from .glyphs import render_glyphs
 from .pack import pack
-from .annotations import MaskFiles, from_coco, from_segmentation, from_voc
+from .annotations import (MaskFiles, from_coco, from_huggingface_detection, from_segmentation,
+                          from_tf_object_detection, from_voc)
 
-__all__ = ["ImageFiles", "ImageRecords", "MaskFiles", "from_coco", "from_segmentation",
-           "from_voc", "pack", "render_glyphs"]
+__all__ = ["ImageFiles", "ImageRecords", "MaskFiles", "from_coco", "from_huggingface_detection",
+           "from_segmentation", "from_tf_object_detection", "from_voc", "pack", "render_glyphs"]

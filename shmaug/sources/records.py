@@ -11,7 +11,7 @@ record i with one positioned read, so the engine's exact shuffle, exactly-once e
 determinism for any worker count, resume and sharding hold unchanged, with no shuffle buffer.
 
 Formats (each one module holding its scan and its read, ``formats/registry.py``):
-``from_tfrecord`` (``formats/tfrecord.py``, ``formats/_example.py``: no TensorFlow needed),
+``from_tfrecord`` (``formats/tfrecord.py``, ``formats/example.py``: no TensorFlow needed),
 ``from_tfds`` (``formats/tfds.py``: TFDS' metadata and split arithmetic, then its TFRecord or
 ArrayRecord shards as above), ``from_array_record`` (``formats/array_record.py``: its own index,
 through ``array_record``'s reader in each worker), ``from_webdataset`` (``formats/tar.py``) and

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import shmaug
-from shmaug.sources.formats import _example as E
+from shmaug.sources.formats import example as E
 from shmaug.sources.formats import tfrecord as T
 from tests import records_data as D
 

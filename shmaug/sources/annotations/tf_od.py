@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _boxes as B
 from .. import records as R
-from ..formats import _example as E
+from ..formats import example as E
 from ..formats import tfrecord as T
 from ..images.settings import DEFAULT_IMAGE_SIZE, image_size_of
 from ...errors import ArgumentError

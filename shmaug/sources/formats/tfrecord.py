@@ -7,7 +7,7 @@ A TFRecord file is a run of frames::
 (little-endian; "masked" rotates the CRC-32C and adds a constant, as TensorFlow's
 ``crc32c::Mask``). ``scan`` walks one file once in the main process: it reads every header,
 checks its CRC, and when labels are asked for reads the record and parses its Example
-(``_example.py``) for the label (or, given a ``FeatureRead`` instead of a label key, for what
+(``example.py``) for the label (or, given a ``FeatureRead`` instead of a label key, for what
 it reads: a detection record's boxes, ``annotations/tf_od.py``); otherwise it seeks over the
 data. It returns each record's
 byte offset and length, which ``table.RecordTable`` keeps in shared memory. ``TFRECORD.read``
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 import numpy as np
 
-from . import _example as E
+from . import example as E
 from ..images.decode import unreadable
 from .shards import Scan, Shards, cached
 from ...errors import ArgumentError, ImageReadError
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .table import RecordTable
 
 
-Features = dict[str, tuple[int, memoryview]]  # ``_example.features``: key -> (kind, list)
+Features = dict[str, tuple[int, memoryview]]  # ``example.features``: key -> (kind, list)
 FeatureRead = Callable[[Features, str], Any]
 """What the index scan reads of a record besides its place, given its features and how an
 error names the record: ``label_key`` as a callable (a label is a key; a record's boxes take
