@@ -26,9 +26,28 @@ from typing import Any
 
 import numpy as np
 
-from bench.common.harness import guarded, report_json, wait_gone, worker_memory
+from bench.common.harness import guarded, report_json, run_json, wait_gone, worker_memory
 
 WARMUP_BATCHES = 3
+
+
+def run_child(args: Any, folder: Any, contender: str, env: dict[str, str] | None = None,
+              **spec: Any) -> dict[str, Any]:
+    """How a driver measures ``contender`` over ``folder``: this module in a child process
+    under ``args.timeout``, with the options every folder bench shares (``--workers``,
+    ``--batch-size``, ``--repeats``; ``--quick``: batch 8, 1 repeat) and ``spec``'s
+    (``peers``, ``extra``). Its result; an epoch that missed or repeated a file makes its
+    status "duplicates/missing"."""
+    spec = {"folder": str(folder), "contender": contender, "workers": args.workers,
+            "batch_size": 8 if args.quick else args.batch_size,
+            "repeats": 1 if args.quick else args.repeats, **spec}
+    out = run_json([sys.executable, "-m", "bench.files.child", json.dumps(spec)], args.timeout,
+                   env=env)
+    res: dict[str, Any] = dict(out.value) if out.ok else {"status": out.status,
+                                                          "error": out.error}
+    if res.get("status") == "ok" and res.get("problems"):
+        res["status"] = "duplicates/missing: " + "; ".join(res["problems"])[:200]
+    return res
 
 
 def measure(spec: dict[str, Any]) -> dict[str, Any]:

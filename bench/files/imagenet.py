@@ -55,7 +55,6 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -63,10 +62,13 @@ from typing import Any, Iterator
 import numpy as np
 
 from bench.common.harness import (
-    base_parser, child_env, missing_module, prepare_out, progress, run_json, summarize,
+    base_parser, child_env, missing_module, prepare_out, progress, summarize,
 )
 from bench.common.report import Row, environment, fmt_num, markdown_table, verdict, write_results
-from bench.files.run import figure, run_args, same_round
+from bench.files.child import run_child
+from bench.files.run import (
+    contender_list, data_root, figure, meta_of, run_args, same_round,
+)
 from bench.suite.peers._base import Base
 from bench.suite.peers.shmaug_engine import ShmaugLoader
 from bench.suite.peers.torch_loader import Torch
@@ -396,11 +398,7 @@ def build(name: str, paths: np.ndarray, ids: np.ndarray, bs: int, workers: int,
 
 def parser() -> Any:
     p = base_parser(__doc__.splitlines()[0], "bench/results/files")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=1, help="timed epochs per round")
-    p.add_argument("--files", type=int, default=None,
-                   help=f"files in the folder (default {FILES}; {FILES_QUICK} with --quick)")
-    return run_args(p, tuple(LABELS))
+    return run_args(p, tuple(LABELS), repeats=1, files=(FILES, FILES_QUICK))
 
 
 def run_one(args: Any, folder: Path, contender: str) -> dict[str, Any]:
@@ -408,20 +406,12 @@ def run_one(args: Any, folder: Path, contender: str) -> dict[str, Any]:
     missing = missing_module(NEEDS.get(contender, ()))
     if missing:  # what its child would report
         return {"status": "skipped", "error": missing}
-    spec = {"folder": str(folder), "contender": contender, "workers": args.workers,
-            "batch_size": 8 if args.quick else args.batch_size,
-            "repeats": 1 if args.quick else args.repeats,
-            "peers": "bench.files.imagenet", "extra": {"folder": str(folder)}}
     env = child_env()
     env.pop(PARTIAL_DECODE_ENV, None)
     if contender == "shmaug_fullcrop":
         env[PARTIAL_DECODE_ENV] = "0"
-    out = run_json([sys.executable, "-m", "bench.files.child", json.dumps(spec)],
-                   args.timeout, env=env)
-    res = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
-    if res.get("status") == "ok" and res.get("problems"):
-        res["status"] = "duplicates/missing: " + "; ".join(res["problems"])[:200]
-    return res
+    return run_child(args, folder, contender, env, peers="bench.files.imagenet",
+                     extra={"folder": str(folder)})
 
 
 def run_rounds(args: Any, folder: Path, contenders: list[str]) -> list[dict[str, Any]]:
@@ -538,33 +528,23 @@ def report(args: Any, argv: list[str], results: list[dict[str, Any]], made: dict
         + markdown_table(["contender", *[f"round {k}" for k in range(1, rounds + 1)]],
                          round_rows),
     ])
-    meta = {"quick": args.quick, "argv": argv, "rounds": rounds,
-            "repeats": 1 if args.quick else args.repeats, "workers": args.workers,
-            "batch_size": 8 if args.quick else args.batch_size, "folder": made,
-            "results": results, "environment": environment()}
+    meta = meta_of(args, argv, results, folder=made, environment=environment())
     return write_results(args.out, "imagenet", rows, meta, extra)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)
-    contenders = [c for c in args.contenders.split(",") if c]
-    for bad in [c for c in contenders if c not in LABELS]:
-        raise SystemExit(f"unknown contender {bad!r}; contenders {list(LABELS)}")
+    contenders = contender_list(args.contenders, LABELS)
     prepare_out(args.out)  # before measuring anything
     n = args.files or (FILES_QUICK if args.quick else FILES)
-    temporary = None if args.data else tempfile.mkdtemp(prefix="shmaug_bench_imagenet_")
-    root = Path(args.data or temporary)  # type: ignore[arg-type]
     began = time.perf_counter()
-    try:
+    with data_root(args.data, "shmaug_bench_imagenet_") as root:
         folder, made = prepare(root, n, args.quick)
         print(f"folder {folder}: {made['files']} files, {made['mean_kb']:.0f} kB on average "
               f"({time.perf_counter() - began:.0f} s)", file=sys.stderr)
         results = run_rounds(args, folder, contenders)
         print(report(args, argv, results, made, contenders))
-    finally:
-        if temporary is not None:
-            shutil.rmtree(temporary, ignore_errors=True)
     return 0
 
 

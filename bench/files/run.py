@@ -26,6 +26,7 @@ cores (folders about 2 minutes, then 3 rounds of 5 contenders over 3 folders).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -33,12 +34,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
-from bench.common.harness import base_parser, prepare_out, progress, run_json, summarize
+from bench.common.harness import base_parser, prepare_out, progress, summarize
 from bench.common.report import Row, environment, fmt_num, markdown_table, write_results
+from bench.files.child import run_child
 from bench.files.data import FOLDERS, make_folder
 from bench.files.peers import LABELS
 
@@ -48,20 +50,56 @@ CAMERA_GOAL = 3.0  # the target: on camera-size JPEGs, shmaug >= 3x ImageFiles b
 
 def parser() -> Any:
     p = base_parser(__doc__.splitlines()[0], "bench/results/files")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=2, help="timed epochs per round")
     p.add_argument("--folders", default=",".join(FOLDERS))
     return run_args(p, DEFAULT_CONTENDERS)
 
 
-def run_args(p: Any, contenders: tuple[str, ...]) -> Any:
-    """The options every folder-of-images bench shares (also ``bench.records``')."""
+def run_args(p: Any, contenders: tuple[str, ...], repeats: int = 2,
+             files: tuple[int, int] | None = None) -> Any:
+    """The options every folder-of-images bench shares (also ``bench.records``'); ``files``:
+    the default count of files it makes, and with ``--quick``, for a ``--files`` option."""
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=repeats, help="timed epochs per round")
+    if files is not None:
+        p.add_argument("--files", type=int, default=None,
+                       help=f"files to make (default {files[0]}; {files[1]} with --quick)")
     p.add_argument("--contenders", default=",".join(contenders))
     p.add_argument("--data", default=None, help="keep (and reuse) the data made here")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--timeout", type=float, default=900, help="seconds per child process")
     return p
+
+
+def meta_of(args: Any, argv: list[str], results: list[dict[str, Any]],
+            **more: Any) -> dict[str, Any]:
+    """What a folder bench's JSON keeps of its run besides ``more``: the options as they
+    ran (``--quick``: batch 8, 1 repeat; ``bench.files.child.run_child``) and every result."""
+    return {"quick": args.quick, "argv": argv, "rounds": max(r["round"] for r in results),
+            "repeats": 1 if args.quick else args.repeats, "workers": args.workers,
+            "batch_size": 8 if args.quick else args.batch_size, "results": results, **more}
+
+
+def contender_list(text: str, labels: Any) -> list[str]:
+    """``--contenders``' names, each checked against ``labels``'."""
+    contenders = [c for c in text.split(",") if c]
+    for bad in [c for c in contenders if c not in labels]:
+        raise SystemExit(f"unknown contender {bad!r}; contenders {list(labels)}")
+    return contenders
+
+
+@contextlib.contextmanager
+def data_root(data: str | None, prefix: str) -> Iterator[Path]:
+    """Where a bench makes its data: ``--data DIR`` (kept, and reused next time), else a
+    temporary folder removed at the end."""
+    if data:
+        yield Path(data)
+        return
+    temporary = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield Path(temporary)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
 def prepare(root: Path, name: str, quick: bool) -> tuple[Path, dict[str, Any]]:
@@ -115,14 +153,7 @@ def run_rounds(args: Any, folders: dict[str, Path], contenders: list[str]) -> li
         for name, path in folders.items():
             k = (r - 1) % len(contenders)
             for contender in contenders[k:] + contenders[:k]:  # rotated: no fixed first
-                spec = {"folder": str(path), "contender": contender, "workers": args.workers,
-                        "batch_size": 8 if args.quick else args.batch_size,
-                        "repeats": 1 if args.quick else args.repeats}
-                out = run_json([sys.executable, "-m", "bench.files.child", json.dumps(spec)],
-                                 args.timeout)
-                res = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
-                if res.get("status") == "ok" and res.get("problems"):
-                    res["status"] = "duplicates/missing: " + "; ".join(res["problems"])[:200]
+                res = run_child(args, path, contender)
                 res.update(round=r, folder=name, contender=contender)
                 results.append(res)
                 bar.update(1)
@@ -231,18 +262,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown folder or contender {bad!r}; folders {list(FOLDERS)}, "
                          f"contenders {list(LABELS)}")
     prepare_out(args.out)  # before measuring anything
-    temporary = None if args.data else tempfile.mkdtemp(prefix="shmaug_bench_files_")
-    root = Path(args.data or temporary)  # type: ignore[arg-type]
-    try:
+    with data_root(args.data, "shmaug_bench_files_") as root:
         made, folders, decoding = {}, {}, {}
         for name in names:
             folders[name], made[name] = prepare(root, name, args.quick)
             decoding[name] = decode_figures(folders[name], 4 if args.quick else 24)
         results = run_rounds(args, folders, contenders)
         print(report(args, results, made, decoding, contenders))
-    finally:
-        if temporary is not None:
-            shutil.rmtree(temporary, ignore_errors=True)
     return 0
 
 

@@ -28,21 +28,20 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from bench.common.harness import (
 
-    base_parser, child_result, missing_module, prepare_out, rotated_rounds, run_json, summarize,
+    base_parser, child_result, missing_module, prepare_out, rotated_rounds, summarize,
 
 )
 from bench.common.report import (
     Row, environment, fmt_num, markdown_table, process_age_s, verdict, write_results,
 )
-from bench.files.run import prepare, run_args, same_round
+from bench.files.child import run_child
+from bench.files.run import contender_list, data_root, prepare, run_args, same_round
 from bench.records.peers import FORMATS, LABELS, NEEDS
 
 CONTENDERS = tuple(LABELS)
@@ -56,8 +55,6 @@ FILES = "shmaug_files"  # the same images as files: the "within 10%" reference
 
 def parser() -> Any:
     p = base_parser(__doc__.splitlines()[0], "bench/results/records")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=2, help="timed epochs per round")
     p.add_argument("--shards", type=int, default=8)
     p = run_args(p, CONTENDERS)
     p.set_defaults(contenders=None)
@@ -98,14 +95,7 @@ def run_one(args: Any, folder: Path, data: dict[str, Any], contender: str) -> di
     if missing:  # what its child would report
         print(f"{contender:20} skipped: {missing}", file=sys.stderr)
         return {"contender": contender, "status": "skipped", "error": missing}
-    spec = {"folder": str(folder), "contender": contender, "workers": args.workers,
-            "batch_size": 8 if args.quick else args.batch_size,
-            "repeats": 1 if args.quick else args.repeats,
-            "peers": "bench.records.peers", "extra": {"data": data}}
-    out = run_json([sys.executable, "-m", "bench.files.child", json.dumps(spec)], args.timeout)
-    res: dict[str, Any] = dict(out.value) if out.ok else {"status": out.status, "error": out.error}
-    if res.get("status") == "ok" and res.get("problems"):
-        res["status"] = "duplicates/missing: " + "; ".join(res["problems"])[:200]
+    res = run_child(args, folder, contender, peers="bench.records.peers", extra={"data": data})
     print(f"{contender:20} {res.get('status')}: "
           f"{fmt_num(summarize(res.get('rates') or []).median)} images/s", file=sys.stderr)
     return {"contender": contender, **res}
@@ -187,13 +177,9 @@ def report(args: Any, results: list[dict[str, Any]], made: dict[str, Any], data:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     default = [c for c in CONTENDERS if not (args.quick and c in SLOW_START)]
-    contenders = [c for c in args.contenders.split(",") if c] if args.contenders else default
-    for bad in [c for c in contenders if c not in LABELS]:
-        raise SystemExit(f"unknown contender {bad!r}; known {list(LABELS)}")
+    contenders = contender_list(args.contenders, LABELS) if args.contenders else default
     prepare_out(args.out)
-    temporary = None if args.data else tempfile.mkdtemp(prefix="shmaug_bench_records_")
-    root = Path(args.data or temporary)  # type: ignore[arg-type]
-    try:
+    with data_root(args.data, "shmaug_bench_records_") as root:
         folder, made = prepare(root, FOLDER, args.quick)
         data = write_formats(folder, args.shards)
         results = rotated_rounds(1 if args.quick else args.rounds, contenders,
@@ -202,9 +188,6 @@ def main(argv: list[str] | None = None) -> int:
             res["round"] += 1
         cost = stages(folder, data, args.quick)
         print(report(args, results, made, data, contenders, cost))
-    finally:
-        if temporary is not None:
-            shutil.rmtree(temporary, ignore_errors=True)
     return 0
 
 

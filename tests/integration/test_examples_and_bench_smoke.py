@@ -120,6 +120,19 @@ def test_bench_files_imagenet_quick(tmp_path):
     assert "shmaug_no_ra ÷ decode_ceiling" in out and (tmp_path / "imagenet.md").is_file()
 
 
+def test_bench_files_coco_quick(tmp_path):
+    """shmaug reads the COCO folder it writes, with boxes and masks; torchvision's and
+    albumentations' rows run where torch is installed and say "not installed" where not."""
+    out = run("-m", "bench.files.coco", "--quick", "--out", str(tmp_path))
+    result = json.loads((tmp_path / "coco.json").read_text())
+    status = {r["contender"]: r["status"] for r in result["rows"]}
+    assert status["shmaug"] == "ok" and set(status.values()) <= {"ok", "not installed"}, status
+    assert result["meta"]["masks"]
+    assert all(not r.get("problems") for r in result["meta"]["results"]), result["meta"]
+    assert "**QUICK run**" in out and "MISSED" not in out and "shmaug ÷ torchvision" in out
+    assert (tmp_path / "coco.md").is_file()
+
+
 def test_bench_wait_trace_quick(tmp_path):
     out = run("-m", "bench.wait_trace", "--quick", "--out", str(tmp_path / "new" / "trace.json"))
     assert "ready batch, median ms" in out and (tmp_path / "new" / "trace.json").is_file()
@@ -303,6 +316,7 @@ def _run_as_main(module, argv, capsys, monkeypatch, code=None):
     ["-m", "bench.engine", "--quick", "--out", "{out}"],
     ["-m", "bench.files", "--quick", "--out", "{out}"],
     ["-m", "bench.files.imagenet", "--quick", "--out", "{out}"],
+    ["-m", "bench.files.coco", "--quick", "--out", "{out}"],
     ["-m", "bench.recycle", "--quick", "--out", "{out}"],
     ["-m", "bench.wait_trace", "--quick", "--out", "{out}/trace.json"],
     ["-m", "bench.remote", "--quick", "--out", "{out}"],
@@ -326,7 +340,8 @@ def test_a_bench_script_makes_its_output_folder_before_it_measures(script, tmp_p
 
 
 @pytest.mark.parametrize("module", ["bench", "bench.engine", "bench.ops", "bench.files",
-                                    "bench.files.imagenet", "bench.files.memory",
+                                    "bench.files.imagenet", "bench.files.coco",
+                                    "bench.files.memory",
                                     "bench.records", "bench.records.index",
                                     "bench.records.locality", "bench.records.locality_cache",
                                     "bench.remote", "bench.remote.cache_space",
