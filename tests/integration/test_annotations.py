@@ -119,3 +119,20 @@ def test_a_segmentation_folder_feeds_masks_that_move_with_their_images(tmp_path)
         masks = yb["segmentation_masks"]
         assert masks.shape == (len(xb), *SIZE, 1) and set(np.unique(masks)) <= {0, 1, 2}
         assert on_their_pixels(xb, masks[..., 0]) > 0.97
+
+
+def test_a_mask_a_worker_cannot_read_is_an_error_naming_it_and_its_sample(tmp_path):
+    """A mask file replaced after construction by a colour image: the worker's error reaches
+    the caller with the file, the stage and the sample index, and nothing hangs or leaks."""
+    for i in range(4):
+        Image.fromarray(np.zeros((8, 8), np.uint8)).save(tmp_path / f"{i}.png")
+    masks = shmaug.sources.MaskFiles([tmp_path / f"{i}.png" for i in range(4)], image_size=None)
+    colour = np.zeros((8, 8, 3), np.uint8)
+    colour[1, 1] = (255, 0, 0)
+    Image.fromarray(colour).save(tmp_path / "2.png")
+    x = np.zeros((4, 8, 8, 3), np.uint8)
+    with shmaug.Loader(x, {"segmentation_masks": masks}, batch_size=4, workers=2) as loader:
+        with pytest.raises(shmaug.errors.ImageReadError,
+                           match=r"(?s)2\.png' as a mask: it is a colour image.*MaskFiles\.load"
+                                 r".*sample index 2"):
+            loader.batch(0)

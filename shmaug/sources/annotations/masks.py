@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from ..files import ImageFiles
-from ..images.decode import unreadable
+from ...errors import ImageReadError
 from ..images.reader import Reader
 from ..images.settings import DEFAULT_IMAGE_SIZE, image_size_of
 
@@ -55,9 +55,10 @@ def decode_mask(data: np.ndarray, what: str) -> np.ndarray:
         if mask.shape[2] == 4:
             mask = mask[..., :3]
         if not (mask == mask[..., :1]).all():
-            raise unreadable(what, "it is a colour image, and a mask holds one class id per "
-                             "pixel (a palette PNG keeps them as indices). Convert its colours "
-                             "to ids first")
+            raise ImageReadError(
+                f"Cannot use {what} as a mask: it is a colour image, and a mask holds one "
+                f"class id per pixel. Fix: convert its colours to ids (a grey or palette PNG, "
+                f"whose indices are the ids).")
         mask = mask[..., 0]
     if mask.dtype not in (np.uint8, np.uint16):
         mask = mask.astype(np.uint16 if mask.max(initial=0) > 255 else np.uint8)
@@ -75,7 +76,18 @@ def _decode_pil(raw: bytes, what: str) -> np.ndarray:
                 return np.asarray(image).astype(np.uint16)
             return np.asarray(image)  # "P": the palette indices; "L": the values
     except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise unreadable(what, f"it is not an image ({exc})") from None
+        raise ImageReadError(f"Cannot read {what} as a mask: it is not an image ({exc}). "
+                             f"Fix: replace the file, or remove its pair.") from None
+
+
+class MaskReader(Reader):
+    """An image source's reader over mask files: named as theirs in a worker's error."""
+
+    __slots__ = ()
+
+    @property
+    def __name__(self) -> str:
+        return "MaskFiles.load"
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,8 +129,8 @@ class MaskFiles:
         object.__setattr__(self, "paths", files.paths)
         object.__setattr__(self, "image_size", size)
         # (a reader calls only ``decoder(bytes, what)`` of a decoder it never defers)
-        reader = Reader(files.load.table, MaskDecoder(size), "raise",  # type: ignore[arg-type]
-                        False)
+        reader = MaskReader(files.load.table, MaskDecoder(size),  # type: ignore[arg-type]
+                            "raise", False)
         object.__setattr__(self, "load", reader)
 
     def __len__(self) -> int:

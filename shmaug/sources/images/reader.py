@@ -144,13 +144,13 @@ class Reader:
 
     def sharing(self, store: SharedStore) -> Reader:
         """A reader of the same samples whose path table is copied once into ``store``."""
-        return Reader(self.table.share(store), self.decoder, self.on_error, self.by_class,
+        return type(self)(self.table.share(store), self.decoder, self.on_error, self.by_class,
                        self._handle, self._marks, self.defers)
 
     def marking(self, handle: ArrayHandle, marks: np.ndarray) -> Reader:
         """A reader of the same samples that records its stand-ins in ``marks`` (whose shared
         block ``handle`` names, for the workers)."""
-        return Reader(self.table, self.decoder, self.on_error, self.by_class, handle, marks,
+        return type(self)(self.table, self.decoder, self.on_error, self.by_class, handle, marks,
                       self.defers)
 
     def deferring(self) -> Reader:
@@ -159,7 +159,7 @@ class Reader:
         the window it crops; a loader asks for it when its `augment` ``takes_deferred``."""
         if self.decoder.image_size is not None:
             return self
-        return Reader(self.table, self.decoder.for_windows(), self.on_error, self.by_class,
+        return type(self)(self.table, self.decoder.for_windows(), self.on_error, self.by_class,
                       self._handle, self._marks, True)
 
     @property
