@@ -9,6 +9,7 @@ stem and (locally) a mask of another size than its image are each refused, namin
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import logging
 import os
 from typing import Any
@@ -22,6 +23,7 @@ from .masks import MaskFiles, mask_size
 
 log = logging.getLogger(__name__)
 UNPAIRED = ("raise", "drop")
+_HEADER_THREADS = 8
 
 
 def from_segmentation(
@@ -141,17 +143,26 @@ def _refuse_unpaired(paths: list[str], what: str, other: str, where: str, suffix
 
 
 def _check_sizes(pairs: list[tuple[str, str]]) -> None:
-    """Refuse a mask of another size than its image (headers only)."""
-    for image, mask in pairs:
-        try:
-            sizes = mask_size(image), mask_size(mask)
-        except OSError as exc:
-            raise ArgumentError(f"Cannot read the header of {image!r} or {mask!r}: {exc}. "
-                                f"Fix: replace the file, or remove the pair.") from None
-        if sizes[0] != sizes[1]:
-            (ih, iw), (mh, mw) = sizes
-            raise ArgumentError(
-                f"The mask {mask!r} is {mw}x{mh} (width x height) but its image {image!r} is "
-                f"{iw}x{ih}: stretched to one size, the mask would no longer lie on its "
-                f"pixels. Fix: give the mask its image's size (or pair it with the right "
-                f"image), or pass check_sizes=False if you resize both on purpose.")
+    """Refuse a mask of another size than its image (headers only, read on a few threads:
+    on a network file system a header costs a round trip)."""
+    with cf.ThreadPoolExecutor(_HEADER_THREADS) as pool:
+        found = pool.map(_sizes, pairs, chunksize=256)
+        for (image, mask), sizes in zip(pairs, found):
+            if isinstance(sizes, OSError):
+                raise ArgumentError(f"Cannot read the header of {image!r} or {mask!r}: "
+                                    f"{sizes}. Fix: replace the file, or remove the pair.")
+            if sizes[0] != sizes[1]:
+                (ih, iw), (mh, mw) = sizes
+                raise ArgumentError(
+                    f"The mask {mask!r} is {mw}x{mh} (width x height) but its image "
+                    f"{image!r} is {iw}x{ih}: stretched to one size, the mask would no longer "
+                    f"lie on its pixels. Fix: give the mask its image's size (or pair it with "
+                    f"the right image), or pass check_sizes=False if you resize both on "
+                    f"purpose.")
+
+
+def _sizes(pair: tuple[str, str]) -> tuple[tuple[int, int], tuple[int, int]] | OSError:
+    try:
+        return mask_size(pair[0]), mask_size(pair[1])
+    except OSError as exc:
+        return exc
