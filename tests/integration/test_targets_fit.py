@@ -31,6 +31,14 @@ def example(name: str):
     return module
 
 
+def fit_unet(seg, train):
+    """Two epochs of the example's U-Net, compiled as the example compiles it."""
+    keras.utils.set_random_seed(0)
+    model = seg.unet()
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model.fit(train, epochs=2, verbose=0)
+
+
 def test_a_unet_trains_on_masks_that_moved_with_their_images():
     seg = example("segmentation")
     images, masks = seg.make_data(48)
@@ -44,10 +52,7 @@ def test_a_unet_trains_on_masks_that_moved_with_their_images():
         shapes = made.max(-1) >= 120
         labelled = moved["y"]["segmentation_masks"][..., 0] > 0  # (the facade's side dict)
         assert (shapes ^ labelled).mean() < 0.03
-        keras.utils.set_random_seed(0)
-        model = seg.unet()
-        model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        history = model.fit(train, epochs=2, verbose=0)
+        history = fit_unet(seg, train)
     assert np.isfinite(history.history["loss"]).all()
     assert history.history["loss"][-1] < history.history["loss"][0]
 
@@ -66,10 +71,7 @@ def test_a_unet_trains_from_a_segmentation_folder(tmp_path):
         xb, yb = train[0]
         assert yb.shape == (16, 64, 64, 1) and yb.dtype == np.uint8
         assert ((xb.max(-1) >= 120) ^ (yb[..., 0] > 0)).mean() < 0.03
-        keras.utils.set_random_seed(0)
-        model = seg.unet()
-        model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        history = model.fit(train, epochs=2, verbose=0)
+        history = fit_unet(seg, train)
     assert np.isfinite(history.history["loss"]).all()
     assert history.history["loss"][-1] < history.history["loss"][0]
 
