@@ -193,3 +193,28 @@ def test_mask_files_keep_16_bit_ids_and_refuse_colour(tmp_path):
         masks.load(1)
     with pytest.raises(ArgumentError, match="missing.png"):
         MaskFiles([tmp_path / "missing.png"])
+
+
+def test_masks_of_another_size_than_their_images_are_refused_before_and_while_running(
+        tmp_path):
+    import shmaug
+    from shmaug.errors import OutputMismatchError
+    from shmaug.ops import Compose, Op
+
+    for i, side in enumerate((8, 9)):
+        Image.fromarray(np.zeros((side, side), np.uint8)).save(tmp_path / f"{i}.png")
+    paths = [tmp_path / "0.png", tmp_path / "1.png"]
+    sized = MaskFiles(paths, image_size=(16, 16))
+    images = shmaug.ImageFiles.from_paths(paths, image_size=(8, 8))
+    for x in (np.zeros((2, 8, 8, 3), np.uint8), images):  # known sizes: at construction
+        with pytest.raises(ArgumentError, match=r"masks of \(16, 16\) pixels, but its images "
+                                                r"are \(8, 8\).*same image_size"):
+            shmaug.Loader(x, {"segmentation_masks": sized}, batch_size=2, workers=0)
+    own = MaskFiles(paths, image_size=None)  # each at its size: found on the sample
+    x = np.zeros((2, 8, 8, 3), np.uint8)
+    with shmaug.Loader(x, {"segmentation_masks": own}, batch_size=1, workers=0,
+                       augment=Compose([Op("hflip")])) as loader:
+        loader.batch(0)
+        with pytest.raises(OutputMismatchError, match=r"'segmentation_masks' of this sample "
+                                                      r"is 9x9 .* image is 8x8"):
+            loader.batch(1)

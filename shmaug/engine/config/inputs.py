@@ -324,6 +324,21 @@ def unmoved_targets(labels: Any, augment: Any) -> None:
             f"[...], bounding_box_format=...) around it.")
 
 
+def source_sizes(y: Any, x: Any) -> None:
+    """Refuse a target source of masks (``MaskFiles``) whose size is not its images': where
+    both are known (an image array, or a source's ``output_shape``), before anything starts."""
+    images = x.shape[1:3] if isinstance(x, np.ndarray) else getattr(x, "output_shape", None)
+    if images is None or None in tuple(images)[:2]:
+        return
+    for name, target in _filed(y, SPATIAL_TARGETS):
+        size = getattr(target, "output_shape", None) if is_target_source(target) else None
+        if size is not None and None not in size[:2] and tuple(size[:2]) != tuple(images[:2]):
+            raise ArgumentError(
+                f"`y[{name!r}]` ({got(target)}) makes masks of {tuple(size[:2])} pixels, but "
+                f"its images are {tuple(images[:2])}: a mask lies on its image, pixel for "
+                f"pixel. Fix: give both the same image_size.")
+
+
 def made_targets(y: Any, moved: dict[str, Any], path: str = "y") -> dict[str, Any]:
     """The target sources of ``y`` that `augment` does not move (``moved``), by where they
     are (``"y['masks']"``): the workers make their rows and pass them as they are."""

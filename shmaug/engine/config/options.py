@@ -177,6 +177,7 @@ class Data:
         x = inputs.image_array(x) if load is None else x
         n = len(x) if load is None else inputs.length(x)
         y = inputs.targets(y, n)
+        inputs.source_sizes(y, x)
         return cls(x, y, check.callable_or_none("load", load), n, y, shown)
 
     @property

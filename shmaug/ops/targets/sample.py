@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import formats
+from ...errors import OutputMismatchError
 from .moves import Move, boxes as moved_boxes
 
 MASK_NAMES = ("mask", "segmentation_masks", "masks")  # "masks": several per image (K, H, W)
@@ -48,6 +49,7 @@ def move(targets: dict[str, np.ndarray], moves: list[Move], shape: tuple[int, ..
     out = dict(targets)
     for name in MASK_NAMES:
         if name in targets:
+            _check_size(name, targets[name], shape, name == "masks")
             out[name] = _masks(targets[name], moves, options.mask_fill, name == "masks")
     box_name = next((n for n in BOX_NAMES if n in targets), None)
     if box_name is not None:
@@ -66,6 +68,18 @@ def move(targets: dict[str, np.ndarray], moves: list[Move], shape: tuple[int, ..
         assert fmt is not None
         out["keypoints"] = _keypoints(targets["keypoints"], fmt, moves, shape)
     return out
+
+
+def _check_size(name: str, mask: np.ndarray, shape: tuple[int, ...], stacked: bool) -> None:
+    """A sample's mask of another size than its image (masks made per sample, from files,
+    are known only here) would be warped off its pixels: refused."""
+    size = mask.shape[1:3] if stacked else mask.shape[:2]
+    if tuple(size) != tuple(shape[:2]):
+        raise OutputMismatchError(
+            f"The target {name!r} of this sample is {size[1]}x{size[0]} pixels (width x "
+            f"height) but its image is {shape[1]}x{shape[0]}: moved together, the mask would "
+            f"no longer lie on its pixels. Fix: give each mask its image's size (or both one "
+            f"image_size).")
 
 
 def _masks(mask: np.ndarray, moves: list[Move], fill: float, stacked: bool) -> np.ndarray:
