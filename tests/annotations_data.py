@@ -101,3 +101,19 @@ def framed(image: np.ndarray, box: np.ndarray, slack: float = 1.5) -> bool:
     x0, y0, x1, y1 = box
     return bool(abs(xs.min() - x0) <= slack and abs(ys.min() - y0) <= slack
                 and abs(xs.max() + 1 - x1) <= slack and abs(ys.max() + 1 - y1) <= slack)
+
+
+class StripeMasks:
+    """A target source of the user's own (a length and ``load``): sample i's mask is a
+    stripe of id ``1 + i % 3`` over its image's first ``4 + i`` columns (images of 16x16)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def load(self, index: int) -> np.ndarray:
+        mask = np.zeros((16, 16, 1), np.uint8)
+        mask[:, :4 + index] = 1 + index % 3
+        return mask

@@ -136,3 +136,26 @@ def test_a_mask_a_worker_cannot_read_is_an_error_naming_it_and_its_sample(tmp_pa
                            match=r"(?s)2\.png' as a mask: it is a colour image.*MaskFiles\.load"
                                  r".*sample index 2"):
             loader.batch(0)
+
+
+def test_a_target_source_of_the_users_own_is_made_and_moved_in_spawned_workers():
+    from tests.annotations_data import StripeMasks
+
+    n = 6
+    x = np.zeros((n, 16, 16, 3), np.uint8)
+    for i in range(n):
+        x[i, :, :4 + i] = 255
+    augment = Compose([Maybe(Op("hflip"))])
+    made = []
+    for workers, method in ((0, None), (2, "spawn")):
+        with shmaug.Loader(x, {"segmentation_masks": StripeMasks(n)}, batch_size=3, seed=4,
+                           augment=augment, workers=workers, start_method=method) as loader:
+            made.append(list(loader))
+    flipped = 0
+    for (xa, ya), (xb, yb) in zip(*made):
+        np.testing.assert_array_equal(xa, xb)
+        np.testing.assert_array_equal(ya["segmentation_masks"], yb["segmentation_masks"])
+        masks = yb["segmentation_masks"][..., 0]
+        assert ((xb[..., 0] > 0) == (masks > 0)).all()  # each on its image, flipped or not
+        flipped += int((masks[:, :, -1] > 0).all(axis=1).sum())
+    assert 0 < flipped < n  # some flipped, some not: the masks moved
