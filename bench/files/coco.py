@@ -38,7 +38,7 @@ child process (``bench.files.child``, under a hard timeout), round by round, the
 every round: a warm-up, then ``--repeats`` timed epochs, each checked to deliver every image
 exactly once. The table quotes the median over rounds; the ratios are taken within a round.
 A contender whose library is missing is reported "not installed". Writes ``coco.json`` and
-``coco.md`` to ``--out``. A full run takes about 10 minutes on 2 cores.
+``coco.md`` to ``--out``. A full run takes about 3 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -408,7 +408,8 @@ def report(args: Any, argv: list[str], results: list[dict[str, Any]], made: dict
     quick = " (quick run: nothing measured)" if args.quick else ""
     extra = "\n\n".join([
         f"Command: `python -m bench.files.coco {' '.join(argv)}`{quick}. CPU: {env['cpu']}, "
-        f"load average {env['load_avg_1m']} at the start, {end} at the end. The folder: "
+        f"load average {env['load_avg_1m']} at the start, {end} at the end (its own processes "
+        f"count in that one). The folder: "
         f"{made['files']} JPEGs of {SIZE}x{SIZE} at quality {made['quality']}, {made['mean_kb']:.0f} kB on average, "
         f"{made['objects']} polygon objects ({made['mean_objects']:.1f} per image, at most "
         f"{made['max_objects']}, the padded count). Work per image: decode, boxes "
