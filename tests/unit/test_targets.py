@@ -284,3 +284,22 @@ def test_pad_boxes_pads_per_dataset_as_keras_does() -> None:
     with pytest.raises(Exception, match="max_boxes"):
         formats.pad_boxes([np.ones((3, 4))], max_boxes=2)
     assert math.isclose(float(boxes[0, 0, 0]), 1.0)
+
+
+@pytest.mark.parametrize("name", ["rotate", "random_resized_crop", "sine_warp"])
+def test_stacked_masks_with_empty_rows_move_as_each_mask_alone(name: str) -> None:
+    """A stack's empty masks (padding rows) are not warped: what comes out is what warping
+    each alone gives, empty rows included."""
+    image, targets = scene()
+    stack = np.stack([targets["mask"], np.zeros_like(targets["mask"]), 1 - targets["mask"],
+                      np.zeros_like(targets["mask"])])
+    pipe = Compose([Op(name, **WARPED_OPS[name])])
+    got = pipe.augment_targets(image, {"masks": stack}, np.random.default_rng(3))[1]["masks"]
+    alone = [pipe.augment_targets(image, {"mask": m}, np.random.default_rng(3))[1]["mask"]
+             for m in stack]
+    np.testing.assert_array_equal(got, np.stack(alone))
+    assert got.shape[1:] == out_shape(pipe, image) and not got[1].any() and got[2].any()
+
+
+def out_shape(pipe, image) -> tuple:
+    return pipe(image, np.random.default_rng(3)).shape[:2]

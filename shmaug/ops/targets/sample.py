@@ -83,8 +83,13 @@ def _check_size(name: str, mask: np.ndarray, shape: tuple[int, ...], stacked: bo
 
 
 def _masks(mask: np.ndarray, moves: list[Move], fill: float, stacked: bool) -> np.ndarray:
-    if stacked:
-        return np.stack([_masks(m, moves, fill, False) for m in mask]) if len(mask) else mask
+    if stacked:  # an empty mask (a padding row) stays empty where nothing else comes in
+        if not len(mask) or not moves:
+            return mask
+        width, height = moves[-1].size
+        empty = np.zeros((height, width, *mask.shape[3:]), mask.dtype)
+        return np.stack([empty if not fill and not m.any() else
+                         _masks(m, moves, fill, False) for m in mask])
     for m in moves:
         mask = m.mask(mask, fill)
     return mask
