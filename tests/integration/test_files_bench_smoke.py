@@ -36,9 +36,16 @@ def test_bench_files_quick(tmp_path):
 
 
 def test_bench_files_memory_quick(tmp_path):
+    """Both cases: an image folder, and a COCO JSON read by from_coco with instance masks."""
     out = run("bench.files.memory", "--quick", "--out", str(tmp_path / "out"))
     assert "ImageFiles, 2,000 files" in out and "worker USS" in out and "MISSED" not in out
-    assert (tmp_path / "out" / "files_memory.json").is_file()
+    assert "from_coco, 2,000 images, 14,000 boxes with polygon masks" in out
+    result = json.loads((tmp_path / "out" / "files_memory.json").read_text())
+    cases = {(r["kind"], r["method"]): r for r in result["meta"]["results"]}
+    assert {r["status"] for r in cases.values()} == {"ok"}
+    for method in ("fork", "spawn"):
+        assert len(cases["coco", method]["worker_uss_mib"]) == 2
+        assert "uint8[64, 7, 64, 64]" in str(cases["coco", method]["batch"])  # the masks
 
 
 def test_the_peers_pil_sample_gives_the_benchmarks_output(tmp_path):
