@@ -218,3 +218,28 @@ def test_masks_of_another_size_than_their_images_are_refused_before_and_while_ru
         with pytest.raises(OutputMismatchError, match=r"'segmentation_masks' of this sample "
                                                       r"is 9x9 .* image is 8x8"):
             loader.batch(1)
+
+
+def test_what_a_worker_receives_of_coco_masks_does_not_grow_with_the_images():
+    """The polygons, offsets and sizes are blocks of the loader's shared memory: a worker's
+    pickle holds their names (a spawned worker once got the sizes array by value)."""
+    import pickle
+
+    from shmaug.memory.store import SharedStore
+    from shmaug.sources.annotations.coco_masks import CocoMasks
+
+    sent = []
+    for n in (10, 5000):
+        anns = [{"segmentation": [[0, 0, 5, 0, 5, 5]]}] * n
+        masks = CocoMasks.build("x", anns, np.arange(n), np.arange(n), np.ones(n, np.int64),
+                                np.full((n, 2), 64), (32, 32), "instances", 1)
+        store = SharedStore()
+        try:
+            shared = masks.load.sharing(store)
+            sent.append(len(pickle.dumps(shared)))
+            worker = pickle.loads(pickle.dumps(shared))
+            assert worker(n - 1).sum() == 5 and worker.table.size_of(n - 1) == (64, 64)
+            del worker, shared
+        finally:
+            store.close()
+    assert sent[0] == sent[1] < 1000

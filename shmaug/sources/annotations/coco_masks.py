@@ -33,14 +33,16 @@ from ...memory.table import FlatTable
 
 MASK_KINDS = ("instances", "semantic")
 _POLYGON, _COUNTS, _STRING = 0, 1, 2  # what a record's bytes hold
+_PAIR = struct.Struct("<qq")
 _RECORD = struct.Struct("<iiii")  # box row, class index + 1, kind, payload bytes
 _SHIFT = 4  # polygon points in 1/16 pixel, as cv2.fillPoly takes them
 _FINE = 4  # a polygon is filled at 4x, then each pixel kept where it is half covered
 
 
 class SegmentTable(FlatTable):
-    """Per image, the bytes of its masks' records: ``starts`` int64[n + 1] into one block of
-    bytes (image i's are ``bytes[starts[i]:starts[i + 1]]``)."""
+    """Per image, its size as stored and the bytes of its masks' records: block 0 holds
+    ``starts`` int64[n + 1] into block 1 (image i's records are ``bytes[starts[i]:starts[i +
+    1]]``), then ``sizes`` int64[n, 2] (height, width)."""
 
     __slots__ = ()
     ROW = "image"
@@ -52,16 +54,23 @@ class SegmentTable(FlatTable):
         return (f"the mask offsets of {self._n:,} images", "the COCO masks' polygons and RLEs")
 
     @classmethod
-    def build(cls, blobs: Sequence[bytes]) -> SegmentTable:
+    def build(cls, blobs: Sequence[bytes], sizes: np.ndarray) -> SegmentTable:
         starts = np.zeros(len(blobs) + 1, np.int64)
         np.cumsum([len(b) for b in blobs], out=starts[1:])
         data = np.frombuffer(b"".join(blobs) or b"\0", np.uint8)
-        return cls((starts, data), len(blobs), False)
+        head = np.concatenate([starts, np.asarray(sizes, np.int64).reshape(-1)])
+        return cls((head, data), len(blobs), False)
 
     def blob(self, index: int) -> memoryview:
+        """Image ``index``'s records."""
         i = self._position(index)
-        start, stop = struct.unpack_from("<qq", self._bufs[0], 8 * i)
+        start, stop = _PAIR.unpack_from(self._bufs[0], 8 * i)
         return memoryview(self._bufs[1])[start:stop]
+
+    def size_of(self, index: int) -> tuple[int, int]:
+        """Image ``index``'s (height, width), as stored."""
+        height, width = _PAIR.unpack_from(self._bufs[0], 8 * (self._n + 1 + 2 * index))
+        return int(height), int(width)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +78,6 @@ class CocoMaskLoad:
     """What a worker calls for sample i's masks: drawn from its bytes in ``table``."""
 
     table: SegmentTable
-    sizes: np.ndarray  # (N, 2) int64 each image's (height, width) as stored
     image_size: tuple[int, int] | None
     kind: str  # "instances" or "semantic"
     rows: int  # max_boxes
@@ -80,14 +88,12 @@ class CocoMaskLoad:
         return "from_coco's masks"
 
     def sharing(self, store: SharedStore) -> CocoMaskLoad:
-        """The same, its table (and sizes) in ``store``, for the workers."""
-        sizes = store.put(self.sizes, what="the COCO images' sizes")[1]
-        sizes.flags.writeable = False
-        return CocoMaskLoad(self.table.share(store), sizes, self.image_size, self.kind,
-                            self.rows, self.dtype)
+        """The same, its table in ``store``: a worker attaches to it by name."""
+        return CocoMaskLoad(self.table.share(store), self.image_size, self.kind, self.rows,
+                            self.dtype)
 
     def __call__(self, index: int) -> np.ndarray:
-        h, w = (int(v) for v in self.sizes[index])
+        h, w = self.table.size_of(index)
         height, width = self.image_size or (h, w)
         if self.kind == "instances":
             out = np.zeros((self.rows, height, width), np.uint8)
@@ -131,9 +137,9 @@ class CocoMasks:
                 blobs[image].append(_RECORD.pack(row, value, record_kind, len(payload)) +
                                     payload)
         most = int(values.max(initial=0))
-        table = SegmentTable.build([b"".join(parts) for parts in blobs])
-        return cls(CocoMaskLoad(table, np.ascontiguousarray(sizes, np.int64), image_size,
-                                kind, rows, "uint8" if most < 255 else "uint16"))
+        table = SegmentTable.build([b"".join(parts) for parts in blobs], sizes)
+        return cls(CocoMaskLoad(table, image_size, kind, rows,
+                                "uint8" if most < 255 else "uint16"))
 
     def __len__(self) -> int:
         return len(self.load.table)
