@@ -242,4 +242,4 @@ def test_what_a_worker_receives_of_coco_masks_does_not_grow_with_the_images():
             del worker, shared
         finally:
             store.close()
-    assert sent[0] == sent[1] < 1000
+    assert max(sent) < 1000 and abs(sent[1] - sent[0]) < 16  # (the count itself grows)
