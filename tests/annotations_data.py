@@ -117,3 +117,20 @@ class StripeMasks:
         mask = np.zeros((16, 16, 1), np.uint8)
         mask[:, :4 + index] = 1 + index % 3
         return mask
+
+
+class NoisyMasks(StripeMasks):
+    """A target source whose ``load`` draws from the global ``np.random`` (legacy code)."""
+
+    def load(self, index: int) -> np.ndarray:
+        mask = super().load(index)
+        mask[0, 0, 0] = np.random.randint(0, 250)
+        return mask
+
+
+class Unpicklable(StripeMasks):
+    """A target source holding a lambda: it cannot travel to a spawned worker."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.pick = lambda i: i

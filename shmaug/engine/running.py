@@ -230,7 +230,9 @@ class Running:
         every sample, it sizes the ring): the output's shape and dtype. With nothing to
         augment, only where the batches are gathered from."""
         images = o.data.images
-        seed_globals = global_rng_use(self._augment, o.data.load)  # None: workers watch draws
+        seed_globals = global_rng_use(  # None: workers watch draws
+            self._augment, o.data.load, *(t.load for t in o.pipeline.worker_targets.values()
+                                          if not isinstance(t, np.ndarray)))
         # A source's own tables (ImageFiles' paths) go into this loader's shared memory once,
         # so workers attach to them instead of each receiving a copy; a source that stands in
         # for unreadable samples marks them, in a shared byte per sample, counted when their
@@ -310,6 +312,9 @@ class Running:
         for name, target in targets.items():
             if not isinstance(target, np.ndarray):
                 rows[name] = target.load if store is None else source.shared(target.load, store)
+                if store is not None:  # (named, not a bare pickling error at process start)
+                    check_picklable(rows[name], f"y[{name!r}].load" if name[0] != "y" else
+                                    f"{name}.load")
             elif store is None:
                 rows[name] = target
             else:

@@ -126,7 +126,8 @@ def test_a_mask_a_worker_cannot_read_is_an_error_naming_it_and_its_sample(tmp_pa
     the caller with the file, the stage and the sample index, and nothing hangs or leaks."""
     for i in range(4):
         Image.fromarray(np.zeros((8, 8), np.uint8)).save(tmp_path / f"{i}.png")
-    masks = shmaug.sources.MaskFiles([tmp_path / f"{i}.png" for i in range(4)], image_size=None)
+    masks = shmaug.sources.MaskFiles([tmp_path / f"{i}.png" for i in range(4)],
+                                     image_size=(8, 8))
     colour = np.zeros((8, 8, 3), np.uint8)
     colour[1, 1] = (255, 0, 0)
     Image.fromarray(colour).save(tmp_path / "2.png")
@@ -159,3 +160,29 @@ def test_a_target_source_of_the_users_own_is_made_and_moved_in_spawned_workers()
         assert ((xb[..., 0] > 0) == (masks > 0)).all()  # each on its image, flipped or not
         flipped += int((masks[:, :, -1] > 0).all(axis=1).sum())
     assert 0 < flipped < n  # some flipped, some not: the masks moved
+
+
+def test_a_target_source_drawing_from_the_globals_is_seeded_per_sample():
+    """Legacy code in a target's load that calls np.random gets the per-sample seeding: the
+    same draws for any worker count, and distinct ones across samples."""
+    from tests.annotations_data import NoisyMasks
+
+    x = np.zeros((8, 16, 16, 3), np.uint8)
+    drawn = []
+    for workers in (0, 2):
+        with shmaug.Loader(x, {"segmentation_masks": NoisyMasks(8)}, batch_size=4, seed=1,
+                           augment=Compose([Op("hflip")]), workers=workers) as loader:
+            drawn.append(np.concatenate([yb["segmentation_masks"][:, 0, -1, 0]
+                                         for _, yb in loader]))
+    np.testing.assert_array_equal(drawn[0], drawn[1])
+    assert len(set(drawn[0].tolist())) > 4
+
+
+def test_an_unpicklable_target_source_is_named_before_spawned_workers_start():
+    from tests.annotations_data import Unpicklable
+
+    x = np.zeros((4, 16, 16, 3), np.uint8)
+    with pytest.raises(shmaug.errors.NotPicklableError,
+                       match=r"`y\['segmentation_masks'\]\.load` cannot be pickled.*lambda"):
+        shmaug.Loader(x, {"segmentation_masks": Unpicklable(4)}, batch_size=2, workers=2,
+                      start_method="spawn", augment=Compose([Op("hflip")]))

@@ -211,9 +211,11 @@ def test_masks_of_another_size_than_their_images_are_refused_before_and_while_ru
                                                 r"are \(8, 8\).*same image_size"):
             shmaug.Loader(x, {"segmentation_masks": sized}, batch_size=2, workers=0)
     own = MaskFiles(paths, image_size=None)  # each at its size: found on the sample
-    x = np.zeros((2, 8, 8, 3), np.uint8)
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "image.png")
+    x = shmaug.ImageFiles.from_paths([tmp_path / "image.png"] * 2, image_size=None)
+    crop = Compose([Op("hflip"), Op("center_resized_crop", height=8, width=8)])
     with shmaug.Loader(x, {"segmentation_masks": own}, batch_size=1, workers=0,
-                       augment=Compose([Op("hflip")])) as loader:
+                       augment=crop) as loader:
         loader.batch(0)
         with pytest.raises(OutputMismatchError, match=r"'segmentation_masks' of this sample "
                                                       r"is 9x9 .* image is 8x8"):
@@ -232,7 +234,7 @@ def test_what_a_worker_receives_of_coco_masks_does_not_grow_with_the_images():
     for n in (10, 5000):
         anns = [{"segmentation": [[0, 0, 5, 0, 5, 5]]}] * n
         masks = CocoMasks.build("x", anns, np.arange(n), np.arange(n), np.ones(n, np.int64),
-                                np.full((n, 2), 64), (32, 32), "instances", 1)
+                                np.full((n, 2), 64), (32, 32), "instances", 1, 1)
         store = SharedStore()
         try:
             shared = masks.load.sharing(store)
@@ -243,3 +245,56 @@ def test_what_a_worker_receives_of_coco_masks_does_not_grow_with_the_images():
         finally:
             store.close()
     assert max(sent) < 1000 and abs(sent[1] - sent[0]) < 16  # (the count itself grows)
+
+
+def test_what_would_part_masks_from_their_images_is_refused_at_construction(tmp_path):
+    import shmaug
+    from shmaug.ops import Compose, Op
+    from tests.annotations_data import StripeMasks
+
+    images, masks_dir = write_pairs(tmp_path, ["0", "1"], size=(16, 16))
+    files, y = from_segmentation(images, masks_dir, image_size=(16, 16))
+    masks = y["segmentation_masks"]
+    flip = Compose([Op("hflip")])
+    for given in (masks, {"seg": masks}):  # filed under no name the pipeline moves
+        with pytest.raises(ArgumentError, match=r"not under a name the pipeline moves.*"
+                                                r"y=\{'segmentation_masks': masks\}"):
+            shmaug.Loader(files, given, batch_size=2, augment=flip, workers=0)
+    with shmaug.Loader(files, masks, batch_size=2, workers=0) as loader:  # nothing moves
+        assert loader.batch(0)[1].shape == (2, 16, 16, 1)
+    with pytest.raises(ArgumentError, match=r"makes 'segmentation_masks', one mask per "
+                                            r"image, which 'masks' does not hold"):
+        shmaug.Loader(files, {"masks": masks}, batch_size=2, workers=0)
+    skipping = shmaug.ImageFiles.from_paths(files.paths, image_size=(16, 16), on_error="skip")
+    with pytest.raises(ArgumentError, match="on_error='skip'.*another image's targets"):
+        shmaug.Loader(skipping, y, batch_size=2, workers=0)
+    cropping = shmaug.ImageFiles.from_paths(files.paths, image_size=(16, 16),
+                                            crop_to_aspect_ratio=True)
+    with pytest.raises(ArgumentError, match="crop_to_aspect_ratio=True, which the targets"):
+        shmaug.Loader(cropping, y, batch_size=2, workers=0)
+    own = {"segmentation_masks": MaskFiles(masks.paths, image_size=None)}
+    with pytest.raises(ArgumentError, match=r"masks of each its own size, but its images are "
+                                            r"\(16, 16\) pixels"):
+        shmaug.Loader(files, own, batch_size=2, workers=0)
+    labels = np.arange(2)  # Keras' one target per output: a tuple may hold a source
+    with shmaug.Loader(np.zeros((2, 16, 16, 3), np.uint8), (labels, StripeMasks(2)),
+                       batch_size=2, workers=0) as loader:
+        ya, yb = loader.batch(0)[1]
+        assert ya.shape == (2,) and yb.shape == (2, 16, 16, 1)
+
+
+def test_a_target_source_returning_no_array_is_named(tmp_path):
+    import shmaug
+    from shmaug.errors import ArgumentTypeError
+
+    class Listy:
+        def __len__(self):
+            return 2
+
+        def load(self, index):
+            return [[0] * 16] * 16
+
+    with pytest.raises(ArgumentTypeError, match=r"Listy.load.*returned list.*sample index 0"
+                                                r".*numeric array"):  # (on the probe)
+        shmaug.Loader(np.zeros((2, 16, 16, 3), np.uint8), {"segmentation_masks": Listy()},
+                      batch_size=2, workers=0)

@@ -303,3 +303,19 @@ def test_stacked_masks_with_empty_rows_move_as_each_mask_alone(name: str) -> Non
 
 def out_shape(pipe, image) -> tuple:
     return pipe(image, np.random.default_rng(3)).shape[:2]
+
+
+def test_a_dropped_box_takes_its_instance_mask_with_it() -> None:
+    """With one mask per box row, a box the moves drop (labels -1) leaves an empty mask, as
+    torchvision's SanitizeBoundingBoxes drops both; a kept box keeps its moved mask."""
+    image, targets = scene()
+    stack = np.stack([targets["mask"], np.zeros_like(targets["mask"])])
+    pipe = Compose([Op("translation", height_factor=(0.6, 0.6), width_factor=(0.6, 0.6),
+                       border="constant")], bounding_box_format="xyxy", min_visibility=0.9)
+    given = {"boxes": targets["boxes"], "box_labels": targets["box_labels"], "masks": stack}
+    moved = pipe.augment_targets(image, given, np.random.default_rng(0))[1]
+    assert (moved["box_labels"] == -1).all() and not moved["masks"].any()
+    keep = Compose([Op("hflip")], bounding_box_format="xyxy")
+    moved = keep.augment_targets(image, given, np.random.default_rng(0))[1]
+    assert moved["box_labels"][0] == 3 and moved["masks"][0].any()
+    np.testing.assert_array_equal(moved["masks"][0], targets["mask"][:, ::-1])

@@ -19,7 +19,7 @@ from ...ops.compose import Compose, Maybe, OneOf, SomeOf, fixes_size
 from ...ops.core import BLENDED, STILL, WARPED, Op, children
 from ...ops.interop.albumentations import FromAlbumentations
 from ...ops.targets.formats import pad_boxes
-from ...ops.targets.sample import BOX_LABELS
+from ...ops.targets.sample import BOX_LABELS, MASK_NAMES
 from .. import source
 
 
@@ -204,7 +204,8 @@ def targets(y: Any, n: int, name: str = "y") -> Any:
             boxes, labels = pad_boxes(y["boxes"], y.get("labels"))
             y = {**y, "boxes": boxes, **({} if labels is None else {"labels": labels})}
         return {k: targets(v, n, f"{name}[{k!r}]") for k, v in y.items()}
-    if isinstance(y, (list, tuple)) and y and all(isinstance(v, (np.ndarray, dict)) for v in y):
+    if isinstance(y, (list, tuple)) and y and all(
+            isinstance(v, (np.ndarray, dict)) or is_target_source(v) for v in y):
         # Keras' convention: a list / tuple of arrays is one target per model output.
         return type(y)(targets(v, n, f"{name}[{i}]") for i, v in enumerate(y))
     return _target(name, y, n)
@@ -302,7 +303,7 @@ def unmoved_targets(labels: Any, augment: Any) -> None:
             f"{type(augment).__name__}, which passes it the image alone: the targets would "
             f"not move with it. Fix: pass the albumentations pipeline as `augment` itself, "
             f"with the other steps inside its A.Compose.")
-    kinds = [(m, getattr(m, "targets", None)) for m in members if not isinstance(m, _CONTAINERS)]
+    kinds = _kinds(augment)
     if all(kind == STILL for _, kind in kinds):
         return
     for member, kind in kinds:
@@ -324,19 +325,73 @@ def unmoved_targets(labels: Any, augment: Any) -> None:
             f"[...], bounding_box_format=...) around it.")
 
 
-def source_sizes(y: Any, x: Any) -> None:
-    """Refuse a target source of masks (``MaskFiles``) whose size is not its images': where
-    both are known (an image array, or a source's ``output_shape``), before anything starts."""
-    images = x.shape[1:3] if isinstance(x, np.ndarray) else getattr(x, "output_shape", None)
-    if images is None or None in tuple(images)[:2]:
+def spatial_sources(y: Any, x: Any) -> None:
+    """Refuse, before anything starts, what would part a mask, boxes or keypoints of ``y``
+    from their image: a source ``x`` that stands in another image for an unreadable one
+    (``on_error="skip"``), or that crops or pads to an aspect ratio (which the targets do not
+    follow); a target source filed under a mask name of another layout, or (where both are
+    known) making masks of another size than the images."""
+    found = list(_filed(y, SPATIAL_TARGETS))
+    if not found:
         return
-    for name, target in _filed(y, SPATIAL_TARGETS):
-        size = getattr(target, "output_shape", None) if is_target_source(target) else None
-        if size is not None and None not in size[:2] and tuple(size[:2]) != tuple(images[:2]):
+    said = ", ".join(repr(name) for name, _ in found)
+    if getattr(x, "on_error", None) == "skip":
+        raise ArgumentError(
+            f"`x` ({got(x)}) has on_error='skip', which stands the next readable image in for "
+            f"an unreadable one, but `y` holds {said}, which lie on the image that was meant: "
+            f"the stand-in would carry another image's targets. Fix: on_error='raise' (and "
+            f"replace or remove the unreadable files).")
+    for option in ("crop_to_aspect_ratio", "pad_to_aspect_ratio"):
+        if getattr(x, option, False):
             raise ArgumentError(
-                f"`y[{name!r}]` ({got(target)}) makes masks of {tuple(size[:2])} pixels, but "
-                f"its images are {tuple(images[:2])}: a mask lies on its image, pixel for "
-                f"pixel. Fix: give both the same image_size.")
+                f"`x` ({got(x)}) has {option}=True, which the targets {said} in `y` do not "
+                f"follow (they are scaled by the plain stretch to image_size). Fix: leave "
+                f"{option}=False, or pass image_size=None and start `augment` with a crop to "
+                f"a size (Op('center_resized_crop', ...)), which moves them with the pixels.")
+    images = x.shape[1:3] if isinstance(x, np.ndarray) else getattr(x, "output_shape", None)
+    for name, target in found:
+        if not is_target_source(target):
+            continue
+        kind = getattr(target, "target_name", None)
+        if kind in MASK_NAMES and (kind == "masks") != (name == "masks"):
+            layout = "several masks per image" if kind == "masks" else "one mask per image"
+            raise ArgumentError(
+                f"`y[{name!r}]` ({got(target)}) makes {kind!r}, {layout}, which {name!r} "
+                f"does not hold. Fix: file it as y={{{kind!r}: ...}}.")
+        size = getattr(target, "output_shape", None)
+        if images is None or size is None:
+            continue
+        size, images = tuple(size[1:3] if kind == "masks" else size[:2]), tuple(images[:2])
+        if size != images and (None not in size or None not in images):
+            def shown(hw: tuple[Any, ...]) -> str:
+                return "each its own size" if None in hw else f"{hw} pixels"
+
+            raise ArgumentError(
+                f"`y[{name!r}]` ({got(target)}) makes masks of {shown(size)}, but its images "
+                f"are {shown(images)}: a mask lies on its image, pixel for pixel. Fix: give "
+                f"both the same image_size.")
+
+
+def unfiled_sources(made: dict[str, Any], augment: Any) -> None:
+    """Refuse a target source of masks (it says so: ``target_name``) that a pipeline moving
+    pixels would pass on unmoved, being filed under no name the pipeline moves (a bare
+    ``y=masks``, or ``{"seg": masks}``)."""
+    if augment is None or all(kind == STILL for _, kind in _kinds(augment)):
+        return
+    for place, target in made.items():
+        kind = getattr(target, "target_name", None)
+        if kind in SPATIAL_TARGETS:
+            raise ArgumentError(
+                f"`{place}` ({got(target)}) holds masks, but not under a name the pipeline "
+                f"moves, and `augment` moves pixels: the masks would stay where they were, no "
+                f"longer on their images. Fix: pass y={{{kind!r}: masks}} (Keras' name; a "
+                f"Sequence hands a one-output model the masks themselves).")
+
+
+def _kinds(augment: Any) -> list[tuple[Any, Any]]:
+    """Each member of ``augment`` that is no container, and what it does to targets."""
+    return [(m, getattr(m, "targets", None)) for m in _members(augment)
+            if not isinstance(m, _CONTAINERS)]
 
 
 def made_targets(y: Any, moved: dict[str, Any], path: str = "y") -> dict[str, Any]:

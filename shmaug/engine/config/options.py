@@ -177,7 +177,7 @@ class Data:
         x = inputs.image_array(x) if load is None else x
         n = len(x) if load is None else inputs.length(x)
         y = inputs.targets(y, n)
-        inputs.source_sizes(y, x)
+        inputs.spatial_sources(y, x)
         return cls(x, y, check.callable_or_none("load", load), n, y, shown)
 
     @property
@@ -287,7 +287,9 @@ class Pipeline:
         checked = output.bounds is not None or hasattr(augment, "with_value_range")
         mix = None if output.mix is None else output.mix.for_labels(
             data.labels, inputs.spatial_targets(data.labels))
-        return cls(augment, value_range, checked, moved, mix, inputs.made_targets(data.y, moved))
+        made = inputs.made_targets(data.y, moved)
+        inputs.unfiled_sources(made, augment)
+        return cls(augment, value_range, checked, moved, mix, made)
 
 
 @dataclass(frozen=True, slots=True)

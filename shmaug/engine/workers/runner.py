@@ -115,6 +115,10 @@ class SliceRunner:
         # The source's hook for the known order (a disk cache planning its eviction and
         # fetches: ``sources.cache.plan.CachePlan``), called with each task; None: it has none.
         self._plan = source.plan_hook(load)
+        # the same hooks of the target sources' loads (masks in a bucket fetched together)
+        loads = [t for t in (*self.target_inputs.values(), *self.target_made.values())
+                 if not isinstance(t, np.ndarray)]
+        self._target_hooks = [(source.prefetch_hook(t), source.plan_hook(t)) for t in loads]
         self.ahead: list[Task] = []  # the tasks received after the one running, in order
 
     def run(self, task: Task) -> Done | Failed | Probed:
@@ -156,9 +160,10 @@ class SliceRunner:
         streams = self._streams(epoch, keys)
         assert self.out is not None, "a task arrived before the ring (the probe comes first)"
         rows = self.out[task.slot]
-        if self._plan is not None:  # the order of this epoch and of the next
-            self._plan(task.epoch, self.orders(task.epoch), task.start,
-                       self.orders(task.epoch + 1))
+        for plan in (self._plan, *(p for _, p in self._target_hooks)):
+            if plan is not None:  # the order of this epoch and of the next
+                plan(task.epoch, self.orders(task.epoch), task.start,
+                     self.orders(task.epoch + 1))
         if self._prefetch is not None and len(indices) and (
                 self.generation[task.slot] == task.generation):
             # A source over a network fetches the task's samples together (and those of the
@@ -170,6 +175,14 @@ class SliceRunner:
                 self._prefetch(indices, ahead=self._ahead_indices())
             else:
                 self._prefetch(indices)
+        if self._target_hooks and len(indices) and (
+                self.generation[task.slot] == task.generation):
+            self._stage, self._index = "fetching the targets", int(indices[0])
+            for (hook, takes_ahead), _ in self._target_hooks:
+                if hook is not None and takes_ahead:
+                    hook(indices, ahead=self._ahead_indices())
+                elif hook is not None:
+                    hook(indices)
         for p, index, key in zip(range(task.start, task.stop), indices.tolist(), keys.tolist()):
             if self.generation[task.slot] != task.generation:
                 break  # the batch was cancelled: skip the rest
@@ -286,7 +299,15 @@ class SliceRunner:
                 rows[name] = target[index]
             else:
                 self._stage = op_name(target)
-                rows[name] = target(index)
+                rows[name] = row = target(index)
+                if not isinstance(row, np.ndarray) or row.dtype.kind not in "biuf" or \
+                        row.ndim < 2:
+                    raise ArgumentTypeError(
+                        f"`{self._stage}` (the target source of {name}) returned "
+                        f"{type(row).__name__} {getattr(row, 'dtype', '')} of shape "
+                        f"{np.shape(row)} for sample index {index}; a target's row must be a "
+                        f"numeric array of at least 2 dimensions (a mask (H, W[, 1])). Fix: "
+                        f"return one from its load(index).")
         return rows
 
     def _array(self, out: Any, index: int) -> np.ndarray:

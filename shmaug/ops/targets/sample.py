@@ -11,7 +11,9 @@ What happens to each (as albumentations does it, in Keras' padded layout):
   left by each move, multiplied: two crops keeping 60% each keep 36%), or when what is left
   covers less than ``min_area`` pixels of the final image. Padding stays padding;
 - a keypoint moves; one that leaves the image becomes a row of -1 (marked invisible: its index
-  keeps its meaning, which dropping it would not), and stays so.
+  keeps its meaning, which dropping it would not), and stays so;
+- ``masks`` with one mask per box row (as many as the boxes: ``from_coco(masks="instances")``)
+  lose the mask of a box that is dropped, as torchvision's ``SanitizeBoundingBoxes`` does.
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ def move(targets: dict[str, np.ndarray], moves: list[Move], shape: tuple[int, ..
             labels = targets[BOX_LABELS].copy()
             labels[~kept] = formats.PAD
             out[BOX_LABELS] = labels
+        stack = out.get("masks")
+        if stack is not None and len(stack) == len(kept) and not kept.all():
+            stack = out["masks"] = stack.copy() if stack is targets["masks"] else stack
+            stack[~kept] = 0  # one mask per box row: a dropped box's goes with it
     if "keypoints" in targets:
         fmt = options.keypoint_format
         formats.check_keypoints("keypoints", targets["keypoints"][None], fmt, None)

@@ -118,7 +118,7 @@ def from_coco(
     order = np.argsort(table.owner, kind="stable")  # box rows: each image's, in order
     drawn = M.CocoMasks.build(source, listed, table.annotation[order], table.owner[order],
                               table.labels[order] + 1, table.sizes, files.image_size, kind,
-                              y["boxes"].shape[1])
+                              y["boxes"].shape[1], len(names))
     return files, {**y, "masks" if kind == "instances" else "segmentation_masks": drawn}
 
 

@@ -37,6 +37,7 @@ _PAIR = struct.Struct("<qq")
 _RECORD = struct.Struct("<iiii")  # box row, class index + 1, kind, payload bytes
 _SHIFT = 4  # polygon points in 1/16 pixel, as cv2.fillPoly takes them
 _FINE = 4  # a polygon is filled at 4x, then each pixel kept where it is half covered
+_FINE_AREA = 1 << 20  # ... where its box has at most this many pixels (16 MB at 4x)
 
 
 class SegmentTable(FlatTable):
@@ -69,7 +70,8 @@ class SegmentTable(FlatTable):
 
     def size_of(self, index: int) -> tuple[int, int]:
         """Image ``index``'s (height, width), as stored."""
-        height, width = _PAIR.unpack_from(self._bufs[0], 8 * (self._n + 1 + 2 * index))
+        i = self._position(index)
+        height, width = _PAIR.unpack_from(self._bufs[0], 8 * (self._n + 1 + 2 * i))
         return int(height), int(width)
 
 
@@ -125,9 +127,10 @@ class CocoMasks:
     @classmethod
     def build(cls, source: str, annotations: list[Any], kept: np.ndarray, owner: np.ndarray,
               values: np.ndarray, sizes: np.ndarray, image_size: tuple[int, int] | None,
-              kind: str, rows: int) -> CocoMasks:
+              kind: str, rows: int, classes: int) -> CocoMasks:
         """``kept[b]``: the annotation of box b, of image ``owner[b]`` (sorted by image, in
-        row order), its class index + 1 ``values[b]``; ``sizes``: the images'."""
+        row order), its class index + 1 ``values[b]``; ``sizes``: the images'; ``classes``:
+        how many there are (a semantic mask's dtype: the same for every split)."""
         blobs: list[list[bytes]] = [[] for _ in range(len(sizes))]
         first = np.searchsorted(owner, np.arange(len(sizes)))
         for b, (k, image, value) in enumerate(zip(kept.tolist(), owner.tolist(),
@@ -136,13 +139,26 @@ class CocoMasks:
             for record_kind, payload in _records(source, annotations[k], k):
                 blobs[image].append(_RECORD.pack(row, value, record_kind, len(payload)) +
                                     payload)
-        most = int(values.max(initial=0))
         table = SegmentTable.build([b"".join(parts) for parts in blobs], sizes)
         return cls(CocoMaskLoad(table, image_size, kind, rows,
-                                "uint8" if most < 255 else "uint16"))
+                                "uint8" if classes < 255 else "uint16"))
 
     def __len__(self) -> int:
         return len(self.load.table)
+
+    @property
+    def target_name(self) -> str:
+        """What it makes, in Keras' and albumentations' names (a loader checks it)."""
+        return "masks" if self.load.kind == "instances" else "segmentation_masks"
+
+    @property
+    def output_shape(self) -> tuple[int | None, ...]:
+        """Each sample's masks: (max_boxes, H, W), or (H, W, 1); None where each image keeps
+        its size."""
+        height, width = self.load.image_size or (None, None)
+        if self.load.kind == "instances":
+            return self.load.rows, height, width
+        return height, width, 1
 
     def __repr__(self) -> str:
         return (f"CocoMasks(<{len(self):,} images' {self.load.kind} masks>, "
@@ -197,10 +213,14 @@ def _fill(canvas: np.ndarray, points: np.ndarray) -> None:
     x1, y1 = np.minimum(np.ceil(points.max(0)).astype(int), (width, height))
     if x1 <= x0 or y1 <= y0:
         return
-    big = np.zeros(((y1 - y0) * _FINE, (x1 - x0) * _FINE), np.uint8)
-    fine = ((points - (x0, y0)) * _FINE - 0.5) * (1 << _SHIFT)  # pixel centres at integers
-    cv2.fillPoly(big, [np.rint(fine).astype(np.int32)], 255, cv2.LINE_8, _SHIFT)
-    covered = cv2.resize(big, (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA) >= 128
+    # (past _FINE_AREA pixels a 4x canvas would cost tens of MB; there a pixel more or less
+    # along the outline matters little, and the polygon is filled at its size)
+    fine = _FINE if (y1 - y0) * (x1 - x0) <= _FINE_AREA else 1
+    big = np.zeros(((y1 - y0) * fine, (x1 - x0) * fine), np.uint8)
+    at = ((points - (x0, y0)) * fine - 0.5) * (1 << _SHIFT)  # pixel centres at integers
+    cv2.fillPoly(big, [np.rint(at).astype(np.int32)], 255, cv2.LINE_8, _SHIFT)
+    covered = (cv2.resize(big, (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA) if fine > 1
+               else big) >= 128
     canvas[y0:y1, x0:x1] |= covered
 
 

@@ -118,6 +118,7 @@ class MaskFiles:
     cache_dir: Any = field(default=None, repr=False)
     cache_limit: Any = field(default=None, repr=False)
     load: Reader = field(init=False, repr=False)
+    target_name = "segmentation_masks"  # what it makes, in Keras' names (a loader checks it)
 
     def __post_init__(self) -> None:
         size = image_size_of(self.image_size)
