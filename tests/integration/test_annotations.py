@@ -186,3 +186,35 @@ def test_an_unpicklable_target_source_is_named_before_spawned_workers_start():
                        match=r"`y\['segmentation_masks'\]\.load` cannot be pickled.*lambda"):
         shmaug.Loader(x, {"segmentation_masks": Unpicklable(4)}, batch_size=2, workers=2,
                       start_method="spawn", augment=Compose([Op("hflip")]))
+
+
+class _FetchingLoad:
+    """A target's load that, as a bucket reader does, fetches a task's rows together first."""
+
+    def __init__(self) -> None:
+        self.fetched: list[list[int]] = []
+
+    def prefetch(self, indices, ahead=None) -> None:
+        self.fetched.append([int(i) for i in indices])
+
+    def __call__(self, index: int) -> np.ndarray:
+        return np.zeros((16, 16, 1), np.uint8)
+
+
+class _FetchedMasks:
+    def __init__(self) -> None:
+        self.load = _FetchingLoad()
+
+    def __len__(self) -> int:
+        return 6
+
+
+def test_a_target_sources_rows_are_fetched_together_before_they_are_made():
+    """Masks in a bucket: the target load's prefetch hook gets each task's samples, as the
+    image reader's does, so their round trips overlap instead of adding up."""
+    masks = _FetchedMasks()
+    with shmaug.Loader(np.zeros((6, 16, 16, 3), np.uint8), {"segmentation_masks": masks},
+                       batch_size=3, workers=0, augment=Compose([Op("hflip")])) as loader:
+        order = loader.indices(0)
+        loader.batch(0)
+    assert sorted(order.tolist()) in [sorted(f) for f in masks.load.fetched]
