@@ -298,3 +298,23 @@ def test_a_target_source_returning_no_array_is_named(tmp_path):
                                                 r".*numeric array"):  # (on the probe)
         shmaug.Loader(np.zeros((2, 16, 16, 3), np.uint8), {"segmentation_masks": Listy()},
                       batch_size=2, workers=0)
+
+
+def test_cityscapes_suffixes_pair_ids_and_leave_the_other_files_alone(tmp_path):
+    for city in ("aachen", "bonn"):
+        for part in ("leftImg8bit", "gtFine"):
+            (tmp_path / part / city).mkdir(parents=True)
+        stem = f"{city}_000000_000019"
+        Image.fromarray(np.zeros((6, 8, 3), np.uint8)).save(
+            tmp_path / "leftImg8bit" / city / f"{stem}_leftImg8bit.png")
+        ids = np.full((6, 8), 7 if city == "bonn" else 26, np.uint8)
+        Image.fromarray(ids).save(tmp_path / "gtFine" / city / f"{stem}_gtFine_labelIds.png")
+        Image.fromarray(np.zeros((6, 8, 3), np.uint8)).save(
+            tmp_path / "gtFine" / city / f"{stem}_gtFine_color.png")
+        (tmp_path / "gtFine" / city / f"{stem}_gtFine_polygons.json").write_text("{}")
+    files, y = from_segmentation(tmp_path / "leftImg8bit", tmp_path / "gtFine",
+                                 image_size=None, image_suffix="_leftImg8bit",
+                                 mask_suffix="_gtFine_labelIds")
+    masks = y["segmentation_masks"]
+    assert len(files) == 2 and all(p.endswith("_labelIds.png") for p in masks.paths)
+    assert masks.load(0)[0, 0, 0] == 26 and masks.load(1)[0, 0, 0] == 7

@@ -29,6 +29,7 @@ _HEADER_THREADS = 8
 def from_segmentation(
     images: str | os.PathLike[str], masks: str | os.PathLike[str], *,
     image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE, mask_suffix: str = "",
+    image_suffix: str = "",
     unpaired: str = "raise", check_sizes: bool = True, color_mode: str | None = "rgb",
     interpolation: str = "bilinear", reduced_decode: bool = True,
     storage_options: dict[str, Any] | None = None,
@@ -49,8 +50,11 @@ def from_segmentation(
         masks: the masks folder (a URL of the same bucket for a bucket's images).
         image_size: ``(height, width)`` both are resized to (the masks by nearest
             neighbour); None keeps each at its own size (then crop to one in ``augment``).
-        mask_suffix: what a mask's stem adds to its image's (``"_mask"`` pairs ``0001.jpg``
-            with ``0001_mask.png``).
+        mask_suffix: what ends a mask's stem, past the stem it shares with its image
+            (``"_mask"`` pairs ``0001.jpg`` with ``0001_mask.png``); given, the files under
+            ``masks`` whose stems do not end so are not masks, and are left alone.
+        image_suffix: the same for the images (Cityscapes: ``"_leftImg8bit"`` beside
+            ``mask_suffix="_gtFine_labelIds"``).
         unpaired: "raise" (default) refuses an image without a mask and a mask without an
             image, naming them; "drop" leaves them out (and logs how many).
         check_sizes: read each pair's headers and refuse a mask of another size than its
@@ -81,13 +85,13 @@ def from_segmentation(
                             f"to leave them out.")
     size = image_size_of(image_size)
     image_root, mask_root = os.fspath(images), os.fspath(masks)
-    found = _stems("images", image_root, "", storage_options)
+    found = _stems("images", image_root, image_suffix, storage_options)
     by_stem = _stems("masks", mask_root, mask_suffix, storage_options)
     lonely = [p for stem, p in found.items() if stem not in by_stem]
     orphans = [p for stem, p in by_stem.items() if stem not in found]
     if unpaired == "raise":
         _refuse_unpaired(lonely, "image", "mask", mask_root, mask_suffix)
-        _refuse_unpaired(orphans, "mask", "image", image_root, "")
+        _refuse_unpaired(orphans, "mask", "image", image_root, image_suffix)
     elif lonely or orphans:
         log.info("from_segmentation: left out %d image(s) without a mask and %d mask(s) "
                  "without an image (unpaired='drop')", len(lonely), len(orphans))
@@ -95,7 +99,8 @@ def from_segmentation(
     if not pairs:
         raise ArgumentError(
             f"No image under {image_root!r} has a mask under {mask_root!r} (stems compared "
-            f"with mask_suffix={mask_suffix!r}). Fix: check the folders and mask_suffix.")
+            f"with mask_suffix={mask_suffix!r}, image_suffix={image_suffix!r}). Fix: check "
+            f"the folders and the suffixes.")
     remote = B.remote_for(image_root, storage_options) is not None
     if check_sizes and not remote:
         _check_sizes(pairs)
@@ -108,7 +113,8 @@ def from_segmentation(
 
 
 def _stems(what: str, root: str, suffix: str, storage_options: Any) -> dict[str, str]:
-    """Each image file under ``root`` by its relative stem, less ``suffix``."""
+    """Each image file under ``root`` by its relative stem, less ``suffix`` (given: only the
+    files whose stems end so)."""
     remote = B.remote_for(root, storage_options)
     listing = B.listed(remote, root, None)
     if listing is None and not os.path.isdir(root):
@@ -118,8 +124,9 @@ def _stems(what: str, root: str, suffix: str, storage_options: Any) -> dict[str,
     out: dict[str, str] = {}
     for path in F.walk(root, False, True, listing):
         stem = os.path.splitext(path[len(base):])[0]
-        if suffix and stem.endswith(suffix):
-            stem = stem[:-len(suffix)]
+        if suffix and not stem.endswith(suffix):
+            continue  # (Cityscapes keeps colour and instance files beside the ids)
+        stem = stem[:len(stem) - len(suffix)]
         if stem in out:
             raise ArgumentError(
                 f"{out[stem]!r} and {path!r} have one stem, so which is the pair of the "
