@@ -146,13 +146,9 @@ def refuse_inverted(source: str, table: BoxTable, fix: str) -> None:
     image; ``fix`` says how to read or write it right. (A box of no area is kept, then
     dropped by the clip, as COCO's few are.)"""
     x0, y0, x1, y1 = table.boxes.T
-    bad = np.flatnonzero((x1 < x0) | (y1 < y0))
-    if len(bad):
-        k = int(bad[0])
-        raise ArgumentError(
-            f"{source}: {len(bad)} box(es) are inverted, e.g. (x0, y0, x1, y1) = "
-            f"{tuple(round(float(v), 4) for v in table.boxes[k])} in "
-            f"{table.where(int(table.owner[k]))}. Fix: {fix}")
+    _refuse_rows(source, np.flatnonzero((x1 < x0) | (y1 < y0)), table.boxes,
+                 lambda k: table.where(int(table.owner[k])),
+                 "are inverted, e.g. (x0, y0, x1, y1) =", fix)
 
 
 def refuse_not_fractions(source: str, boxes: np.ndarray, owner: np.ndarray,
@@ -160,12 +156,19 @@ def refuse_not_fractions(source: str, boxes: np.ndarray, owner: np.ndarray,
     """Refuse boxes read as fractions of their image that are pixels (past 0..1 by more than
     a rounding), naming the first one's image (``where(owner[k])``); ``fix`` says how."""
     outside = np.flatnonzero(((boxes < -_SLACK) | (boxes > 1 + _SLACK)).any(1))
-    if len(outside):
-        k = int(outside[0])
+    _refuse_rows(source, outside, boxes, lambda k: where(int(owner[k])),
+                 "are not fractions of their image (0..1), e.g.", fix)
+
+
+def _refuse_rows(source: str, bad: np.ndarray, boxes: np.ndarray,
+                 where: Callable[[int], str], what: str, fix: str) -> None:
+    """Raise for the boxes at rows ``bad`` (if any): how many, what is wrong with them, the
+    first one and its image (``where(row)``), and ``fix``."""
+    if len(bad):
+        k = int(bad[0])
         raise ArgumentError(
-            f"{source}: {len(outside)} box(es) are not fractions of their image (0..1), e.g. "
-            f"{tuple(round(float(v), 4) for v in boxes[k])} in {where(int(owner[k]))}. "
-            f"Fix: {fix}")
+            f"{source}: {len(bad)} box(es) {what} "
+            f"{tuple(round(float(v), 4) for v in boxes[k])} in {where(k)}. Fix: {fix}")
 
 
 def class_indices(source: str, table: BoxTable, ids: np.ndarray, first: int,
