@@ -318,3 +318,25 @@ def test_cityscapes_suffixes_pair_ids_and_leave_the_other_files_alone(tmp_path):
     masks = y["segmentation_masks"]
     assert len(files) == 2 and all(p.endswith("_labelIds.png") for p in masks.paths)
     assert masks.load(0)[0, 0, 0] == 26 and masks.load(1)[0, 0, 0] == 7
+
+
+def test_a_segmentation_folder_splits_as_keras_splits_a_folder(tmp_path):
+    """validation_split, subset and seed draw Keras' subsets, with each mask beside its
+    image, and the two subsets never overlap."""
+    from shmaug import ImageFiles
+
+    images, masks = write_pairs(tmp_path, [f"{i:02d}" for i in range(10)])
+    (train, train_y), (val, val_y) = from_segmentation(images, masks, validation_split=0.3,
+                                                       subset="both", seed=7)
+    assert len(train) == 7 and len(val) == 3 and not set(train.paths) & set(val.paths)
+    for files, y in ((train, train_y), (val, val_y)):
+        stems = [p.rsplit("/", 1)[1][:2] for p in files.paths]
+        assert stems == [m.rsplit("/", 1)[1][:2] for m in y["segmentation_masks"].paths]
+    keras_like = ImageFiles.from_directory(images, labels=None, validation_split=0.3,
+                                           subset="validation", seed=7)
+    assert list(val.paths) == list(keras_like.paths)  # the same draw as Keras'
+    only, _ = from_segmentation(images, masks, validation_split=0.3, subset="training",
+                                seed=7)
+    assert list(only.paths) == list(train.paths)
+    with pytest.raises(ArgumentError, match="`seed` must be an int"):
+        from_segmentation(images, masks, validation_split=0.3, subset="both")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import os
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..files import ImageFiles
 from ..images import folders as F
@@ -23,18 +23,44 @@ from .masks import MaskFiles, mask_size
 
 log = logging.getLogger(__name__)
 UNPAIRED = ("raise", "drop")
+Pair = tuple[ImageFiles, dict[str, MaskFiles]]  # (files, {"segmentation_masks": masks})
 _HEADER_THREADS = 8
+
+
+@overload
+def from_segmentation(
+    images: str | os.PathLike[str], masks: str | os.PathLike[str], *,
+    image_size: tuple[int, int] | None = ..., mask_suffix: str = ..., image_suffix: str = ...,
+    unpaired: str = ..., check_sizes: bool = ..., color_mode: str | None = ...,
+    interpolation: str = ..., reduced_decode: bool = ...,
+    storage_options: dict[str, Any] | None = ...,
+    cache_dir: str | os.PathLike[str] | None = ..., cache_limit: int | str | None = ...,
+    validation_split: float | None = ..., subset: Literal["both"], seed: int | None = ...,
+) -> tuple[Pair, Pair]: ...
+
+
+@overload
+def from_segmentation(
+    images: str | os.PathLike[str], masks: str | os.PathLike[str], *,
+    image_size: tuple[int, int] | None = ..., mask_suffix: str = ..., image_suffix: str = ...,
+    unpaired: str = ..., check_sizes: bool = ..., color_mode: str | None = ...,
+    interpolation: str = ..., reduced_decode: bool = ...,
+    storage_options: dict[str, Any] | None = ...,
+    cache_dir: str | os.PathLike[str] | None = ..., cache_limit: int | str | None = ...,
+    validation_split: float | None = ...,
+    subset: Literal["training", "validation"] | None = ..., seed: int | None = ...,
+) -> Pair: ...
 
 
 def from_segmentation(
     images: str | os.PathLike[str], masks: str | os.PathLike[str], *,
     image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE, mask_suffix: str = "",
-    image_suffix: str = "",
-    unpaired: str = "raise", check_sizes: bool = True, color_mode: str | None = "rgb",
-    interpolation: str = "bilinear", reduced_decode: bool = True,
+    image_suffix: str = "", unpaired: str = "raise", check_sizes: bool = True,
+    color_mode: str | None = "rgb", interpolation: str = "bilinear", reduced_decode: bool = True,
     storage_options: dict[str, Any] | None = None,
     cache_dir: str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
-) -> tuple[ImageFiles, dict[str, MaskFiles]]:
+    validation_split: float | None = None, subset: str | None = None, seed: int | None = None,
+) -> Pair | tuple[Pair, Pair]:
     """An images folder and a masks folder as ``(files, y)`` for ``shmaug.Loader`` /
     ``shmaug.Sequence``: ``y = {"segmentation_masks": MaskFiles}``, Keras' name, so a batch's
     masks are ``(batch, height, width, 1)`` class ids, decoded in the workers and moved with
@@ -65,9 +91,16 @@ def from_segmentation(
         storage_options: for a bucket, as ``ImageFiles.from_directory``.
         cache_dir: for a bucket, as ``ImageFiles.from_directory``.
         cache_limit: for a bucket, as ``ImageFiles.from_directory``.
+        validation_split: with ``subset`` ("training", "validation", or "both" for the two)
+            and ``seed``, the pairs of that subset, drawn as Keras'
+            ``image_dataset_from_directory`` draws its split (the same seed, the same
+            subsets, never overlapping).
+        subset: as ``validation_split`` says.
+        seed: as ``validation_split`` says.
 
     Returns:
-        ``(files, {"segmentation_masks": masks})``, one mask per image, in the images' order.
+        ``(files, {"segmentation_masks": masks})``, one mask per image, in the images' order;
+        with ``subset="both"``, a ``(training, validation)`` tuple of two such pairs.
 
     Raises:
         ArgumentError: a folder that does not exist or holds no image, an unpaired file (with
@@ -79,6 +112,7 @@ def from_segmentation(
         >>> train = shmaug.Sequence(files, y, batch_size=16, shuffle=True, augment=Compose(
         ...     [Maybe(Op("hflip")), Op("rotate", degrees=(-15, 15))]))
     """
+    F.check_split_args(validation_split, subset, seed)
     if unpaired not in UNPAIRED:
         raise ArgumentError(f"`unpaired` must be one of {list(UNPAIRED)}; received "
                             f"{got(unpaired)}. Fix: 'raise' to refuse unpaired files, 'drop' "
@@ -106,10 +140,20 @@ def from_segmentation(
         _check_sizes(pairs)
     options: dict[str, Any] = dict(storage_options=storage_options, cache_dir=cache_dir,
                                    cache_limit=cache_limit)
-    files = ImageFiles.from_paths([p for p, _ in pairs], image_size=size,
-                                  color_mode=color_mode, interpolation=interpolation,
-                                  label_mode=None, reduced_decode=reduced_decode, **options)
-    return files, {"segmentation_masks": MaskFiles([m for _, m in pairs], size, **options)}
+
+    def made(rows: Any) -> Pair:
+        chosen = [pairs[i] for i in rows]
+        files = ImageFiles.from_paths([p for p, _ in chosen], image_size=size,
+                                      color_mode=color_mode, interpolation=interpolation,
+                                      label_mode=None, reduced_decode=reduced_decode, **options)
+        return files, {"segmentation_masks": MaskFiles([m for _, m in chosen], size, **options)}
+
+    if validation_split is None:
+        return made(range(len(pairs)))
+    training, validation = F.split(len(pairs), validation_split, int(seed))  # type: ignore[arg-type]
+    if subset == "both":
+        return made(training.tolist()), made(validation.tolist())
+    return made((training if subset == "training" else validation).tolist())
 
 
 def _stems(what: str, root: str, suffix: str, storage_options: Any) -> dict[str, str]:
