@@ -100,7 +100,12 @@ def test_a_bad_polygon_is_named(tmp_path):
     data = json.loads(json_path.read_text())
     data["annotations"][0]["segmentation"] = [[1, 2, 3, 4, 5]]
     json_path.write_text(json.dumps(data))
-    with pytest.raises(ArgumentError, match=r"annotation 1 has a polygon of 5 numbers"):
+    with pytest.raises(ArgumentError, match=r"annotation 1 has a polygon of 5 values"):
+        from_coco(json_path, folder, masks="instances")
+    data["annotations"][0]["segmentation"] = [[1, 2, 3, "4", 5, None]]
+    json_path.write_text(json.dumps(data))
+    with pytest.raises(ArgumentError, match=r"annotation 1 has a polygon of 6 values, not "
+                                            r"numbers"):
         from_coco(json_path, folder, masks="instances")
 
 

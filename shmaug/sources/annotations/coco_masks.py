@@ -19,7 +19,6 @@ a few lines of arithmetic.
 
 from __future__ import annotations
 
-import math
 import struct
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -177,16 +176,20 @@ def check_kind(masks: Any) -> str | None:
 def _records(source: str, annotation: Any, k: int) -> list[tuple[int, bytes]]:
     """An annotation's ``segmentation`` as records: one per polygon, or its RLE."""
     seg = annotation.get("segmentation") if isinstance(annotation, dict) else None
-    where = f"{source}: annotation {annotation.get('id', k) if isinstance(annotation, dict) else k}"
     if isinstance(seg, list) and seg and all(isinstance(p, list) for p in seg):
         out = []
         for polygon in seg:
-            if len(polygon) < 6 or len(polygon) % 2 or not all(
-                    isinstance(v, (int, float)) and math.isfinite(v) for v in polygon):
+            try:
+                points = np.asarray(polygon, np.float32)
+            except (TypeError, ValueError):  # a string or a list inside
+                points = np.zeros(0, np.float32)
+            if points.ndim != 1 or len(points) < 6 or len(points) % 2 or \
+                    not np.isfinite(points).all():
                 raise ArgumentError(
-                    f"{where} has a polygon of {len(polygon)} numbers, not x, y pairs of 3 "
-                    f"points or more: {str(polygon)[:120]}. Fix: repair or remove it.")
-            out.append((_POLYGON, np.asarray(polygon, np.float32).tobytes()))
+                    f"{_where(source, annotation, k)} has a polygon of {len(polygon)} "
+                    f"values, not numbers in x, y pairs of 3 points or more: "
+                    f"{str(polygon)[:120]}. Fix: repair or remove it.")
+            out.append((_POLYGON, points.tobytes()))
         return out
     if isinstance(seg, dict) and "counts" in seg and "size" in seg:
         h, w = (int(v) for v in seg["size"])
@@ -199,9 +202,9 @@ def _records(source: str, annotation: Any, k: int) -> list[tuple[int, bytes]]:
         size = struct.pack("<ii", h, w)
         return [(kind, size + data + b"\0" * (-len(data) % 4))]
     raise ArgumentError(
-        f"{where} has no mask (`segmentation` is {str(seg)[:80]!r}; COCO's are a list of "
-        f"polygons or an RLE dict with `counts` and `size`). Fix: pass masks=None for boxes "
-        f"alone, or give the annotation its mask.")
+        f"{_where(source, annotation, k)} has no mask (`segmentation` is {str(seg)[:80]!r}; "
+        f"COCO's are a list of polygons or an RLE dict with `counts` and `size`). Fix: pass "
+        f"masks=None for boxes alone, or give the annotation its mask.")
 
 
 def _fill(canvas: np.ndarray, points: np.ndarray) -> None:
@@ -222,6 +225,12 @@ def _fill(canvas: np.ndarray, points: np.ndarray) -> None:
     covered = (cv2.resize(big, (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA) if fine > 1
                else big) >= 128
     canvas[y0:y1, x0:x1] |= covered
+
+
+def _where(source: str, annotation: Any, k: int) -> str:
+    """How an error names annotation ``k`` (by its id where it has one)."""
+    name = annotation.get("id", k) if isinstance(annotation, dict) else k
+    return f"{source}: annotation {name}"
 
 
 def _rle(payload: memoryview, kind: int, height: int, width: int) -> np.ndarray:
