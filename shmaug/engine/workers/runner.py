@@ -111,14 +111,19 @@ class SliceRunner:
         self._stage = self._op  # the step a failing sample was in
         self._index = -1  # the sample being made (for error records)
         self._loaded: Any = None  # the last sample as loaded, before `augment` (for the probe)
-        self._prefetch, self._prefetch_ahead = source.prefetch_hook(load)
-        # The source's hook for the known order (a disk cache planning its eviction and
-        # fetches: ``sources.cache.plan.CachePlan``), called with each task; None: it has none.
-        self._plan = source.plan_hook(load)
-        # the same hooks of the target sources' loads (masks in a bucket fetched together)
-        loads = [t for t in (*self.target_inputs.values(), *self.target_made.values())
-                 if not isinstance(t, np.ndarray)]
-        self._target_hooks = [(source.prefetch_hook(t), source.plan_hook(t)) for t in loads]
+        # The hooks of the load and of the target sources' loads (masks in a bucket): a fetch
+        # of a task's samples together, (name, hook, whether it takes ``ahead=``), and the
+        # known order (a disk cache planning its eviction and fetches:
+        # ``sources.cache.plan.CachePlan``), called with each task.
+        loads = [load, *(t for t in (*self.target_inputs.values(), *self.target_made.values())
+                         if not isinstance(t, np.ndarray))]
+        self._prefetches: list[tuple[str, source.Hook, bool]] = []
+        for fn in loads:
+            hook, takes_ahead = source.prefetch_hook(fn)
+            if hook is not None:
+                self._prefetches.append((self._load_name if fn is load else op_name(fn), hook,
+                                         takes_ahead))
+        self._plans = [plan for plan in map(source.plan_hook, loads) if plan is not None]
         self.ahead: list[Task] = []  # the tasks received after the one running, in order
 
     def run(self, task: Task) -> Done | Failed | Probed:
@@ -160,28 +165,20 @@ class SliceRunner:
         streams = self._streams(epoch, keys)
         assert self.out is not None, "a task arrived before the ring (the probe comes first)"
         rows = self.out[task.slot]
-        for plan in (self._plan, *(p for _, p in self._target_hooks)):
-            if plan is not None:  # the order of this epoch and of the next
-                plan(task.epoch, self.orders(task.epoch), task.start,
-                     self.orders(task.epoch + 1))
-        if self._prefetch is not None and len(indices) and (
+        for plan in self._plans:  # the order of this epoch and of the next
+            plan(task.epoch, self.orders(task.epoch), task.start, self.orders(task.epoch + 1))
+        if self._prefetches and len(indices) and (
                 self.generation[task.slot] == task.generation):
             # A source over a network fetches the task's samples together (and those of the
             # tasks behind it), never raising per sample; a timeout blames the first.
-            self._stage, self._index = self._load_name, int(indices[0])
+            self._index = int(indices[0])
             if self.status is not None:
                 self.status.current_index = self._index
-            if self._prefetch_ahead:
-                self._prefetch(indices, ahead=self._ahead_indices())
-            else:
-                self._prefetch(indices)
-        if self._target_hooks and len(indices) and (
-                self.generation[task.slot] == task.generation):
-            self._stage, self._index = "fetching the targets", int(indices[0])
-            for (hook, takes_ahead), _ in self._target_hooks:
-                if hook is not None and takes_ahead:
-                    hook(indices, ahead=self._ahead_indices())
-                elif hook is not None:
+            ahead = self._ahead_indices() if self.wants_ahead else None
+            for self._stage, hook, takes_ahead in self._prefetches:
+                if takes_ahead:
+                    hook(indices, ahead=ahead)
+                else:
                     hook(indices)
         for p, index, key in zip(range(task.start, task.stop), indices.tolist(), keys.tolist()):
             if self.generation[task.slot] != task.generation:
@@ -205,8 +202,8 @@ class SliceRunner:
 
     @property
     def wants_ahead(self) -> bool:
-        """Whether the load fetches the samples of the tasks queued behind (``ahead``)."""
-        return self._prefetch_ahead
+        """Whether a load fetches the samples of the tasks queued behind (``ahead``)."""
+        return any(takes_ahead for _, _, takes_ahead in self._prefetches)
 
     def _ahead_indices(self) -> np.ndarray:
         """The samples of the tasks queued behind this one (not cancelled), in order."""
