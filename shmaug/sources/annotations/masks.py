@@ -13,7 +13,6 @@ blended); a colour file is refused unless its channels agree.
 from __future__ import annotations
 
 import io
-import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -46,11 +45,11 @@ class MaskDecoder:
 
 def decode_mask(data: np.ndarray, what: str) -> np.ndarray:
     """One mask file's bytes as (height, width) class ids (uint8, or uint16 for 16-bit)."""
-    raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
-    palette = raw[:8] == _PNG and len(raw) > 25 and raw[25] == _PALETTE
-    mask = None if palette else cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_UNCHANGED)
+    data = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
+    palette = data[:8].tobytes() == _PNG and len(data) > 25 and data[25] == _PALETTE
+    mask = None if palette else cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
     if mask is None:  # a palette PNG (its indices are the ids), or what OpenCV cannot read
-        mask = _decode_pil(raw, what)
+        mask = _decode_pil(data.tobytes(), what)
     if mask.ndim == 3:  # a grey mask saved as colour: its channels agree
         if mask.shape[2] == 4:
             mask = mask[..., :3]
@@ -147,12 +146,3 @@ class MaskFiles:
         first = self.paths[0] if len(self.paths) else None
         return (f"MaskFiles(<{len(self):,} masks, first {first!r}>, "
                 f"image_size={self.image_size})")
-
-
-def mask_size(path: str | os.PathLike[str]) -> tuple[int, int]:
-    """A mask or image file's (height, width), from its header (PIL reads no pixels)."""
-    from PIL import Image
-
-    with Image.open(path) as image:
-        width, height = image.size
-    return height, width
