@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from PIL import Image
 
 from ..files import ImageFiles
+from ..images.decode import stored_size
 from ..remote import protocol_of
 from ..images.settings import image_size_of
 from ...errors import ArgumentError, got
@@ -218,8 +218,7 @@ def _settle_sizes(table: BoxTable, check: bool) -> None:
     for i in range(len(table.paths)) if check else map(int, unknown):
         path = table.paths[i]
         try:
-            with Image.open(path) as image:
-                width, height = image.size
+            height, width = stored_size(path)
         except OSError as exc:
             raise ArgumentError(f"{path} ({table.where(i)}) is not an image PIL can read: "
                                 f"{exc}. Fix: replace the file, or remove it from the "
@@ -245,6 +244,16 @@ def _clip(table: BoxTable) -> None:
         table.annotation = table.annotation[keep]
 
 
+def box_rows(table: BoxTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where each box goes in the padded layout: ``(order, image, row)``, the boxes sorted
+    by image (each image's in the annotations' order), and for each so sorted its image and
+    its row among that image's."""
+    counts = np.bincount(table.owner, minlength=len(table.paths))
+    order = np.argsort(table.owner, kind="stable")
+    owner = table.owner[order]
+    return order, owner, np.arange(len(owner)) - (np.cumsum(counts) - counts)[owner]
+
+
 def _padded(source: str, table: BoxTable, boxes: np.ndarray, max_boxes: int | None
             ) -> tuple[np.ndarray, np.ndarray]:
     """Boxes (float32 (N, max_boxes, 4)) and labels (int64 (N, max_boxes)) padded with -1,
@@ -258,9 +267,7 @@ def _padded(source: str, table: BoxTable, boxes: np.ndarray, max_boxes: int | No
             f"`max_boxes`={max_boxes} boxes, e.g. {most} in {table.where(worst)}. Fix: raise "
             f"max_boxes, or pass None for the dataset's largest count ({most}); boxes are "
             f"never dropped silently.")
-    order = np.argsort(table.owner, kind="stable")
-    owner = table.owner[order]
-    rank = np.arange(len(owner)) - (np.cumsum(counts) - counts)[owner]
+    order, owner, rank = box_rows(table)
     padded = np.full((len(table.paths), max_boxes or max(1, most), 4), PAD, np.float32)
     labels = np.full(padded.shape[:2], PAD, np.int64)
     padded[owner, rank] = boxes[order]

@@ -16,10 +16,12 @@ from typing import Any, Literal, overload
 
 from ..files import ImageFiles
 from ..images import folders as F
+from ..images.decode import stored_size
 from ..images.settings import DEFAULT_IMAGE_SIZE, image_size_of
 from ..remote import bucket as B
+from ..remote import protocol_of
 from ...errors import ArgumentError, got
-from .masks import MaskFiles, mask_size
+from .masks import MaskFiles
 
 log = logging.getLogger(__name__)
 UNPAIRED = ("raise", "drop")
@@ -135,8 +137,7 @@ def from_segmentation(
             f"No image under {image_root!r} has a mask under {mask_root!r} (stems compared "
             f"with mask_suffix={mask_suffix!r}, image_suffix={image_suffix!r}). Fix: check "
             f"the folders and the suffixes.")
-    remote = B.remote_for(image_root, storage_options) is not None
-    if check_sizes and not remote:
+    if check_sizes and protocol_of(image_root) is None:  # (a bucket's: a request each)
         _check_sizes(pairs)
     options: dict[str, Any] = dict(storage_options=storage_options, cache_dir=cache_dir,
                                    cache_limit=cache_limit)
@@ -214,6 +215,6 @@ def _check_sizes(pairs: list[tuple[str, str]]) -> None:
 
 def _sizes(pair: tuple[str, str]) -> tuple[tuple[int, int], tuple[int, int]] | OSError:
     try:
-        return mask_size(pair[0]), mask_size(pair[1])
+        return stored_size(pair[0]), stored_size(pair[1])
     except OSError as exc:
         return exc

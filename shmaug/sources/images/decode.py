@@ -67,6 +67,19 @@ def read_file(path: str) -> np.ndarray:
     return data
 
 
+def stored_size(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """An image file's (height, width) as stored, from its header (PIL reads no pixels).
+
+    Raises:
+        OSError: the file is missing or PIL cannot read it.
+    """
+    from PIL import Image
+
+    with Image.open(path) as image:
+        width, height = image.size
+    return height, width
+
+
 def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
                  reduce_to: tuple[int, int] | None = None) -> np.ndarray:
     """Encoded image bytes (uint8) to uint8 (H, W, C) in RGB(A) order, as ``decode``;
