@@ -238,8 +238,9 @@ def test_what_a_worker_receives_of_coco_masks_does_not_grow_with_the_images():
     sent = []
     for n in (10, 5000):
         anns = [{"segmentation": [[0, 0, 5, 0, 5, 5]]}] * n
-        masks = CocoMasks.build("x", anns, np.arange(n), np.arange(n), np.ones(n, np.int64),
-                                np.full((n, 2), 64), (32, 32), "instances", 1, 1)
+        masks = CocoMasks.build("x", anns, np.arange(n), np.arange(n), np.zeros(n, np.int64),
+                                np.ones(n, np.int64), np.full((n, 2), 64), (32, 32),
+                                "instances", 1, 1)
         store = SharedStore()
         try:
             shared = masks.load.sharing(store)

@@ -115,8 +115,8 @@ def from_coco(
     if kind is None:
         return files, y
     assert table.annotation is not None  # (``_boxes`` set it)
-    order = np.argsort(table.owner, kind="stable")  # box rows: each image's, in order
-    drawn = M.CocoMasks.build(source, listed, table.annotation[order], table.owner[order],
+    order, owner, row = B.box_rows(table)  # each mask at its box's row
+    drawn = M.CocoMasks.build(source, listed, table.annotation[order], owner, row,
                               table.labels[order] + 1, table.sizes, files.image_size, kind,
                               y["boxes"].shape[1], len(names))
     return files, {**y, "masks" if kind == "instances" else "segmentation_masks": drawn}

@@ -125,16 +125,16 @@ class CocoMasks:
 
     @classmethod
     def build(cls, source: str, annotations: list[Any], kept: np.ndarray, owner: np.ndarray,
-              values: np.ndarray, sizes: np.ndarray, image_size: tuple[int, int] | None,
-              kind: str, rows: int, classes: int) -> CocoMasks:
-        """``kept[b]``: the annotation of box b, of image ``owner[b]`` (sorted by image, in
-        row order), its class index + 1 ``values[b]``; ``sizes``: the images'; ``classes``:
-        how many there are (a semantic mask's dtype: the same for every split)."""
+              row_of: np.ndarray, values: np.ndarray, sizes: np.ndarray,
+              image_size: tuple[int, int] | None, kind: str, rows: int,
+              classes: int) -> CocoMasks:
+        """``kept[b]``: the annotation of box b, of image ``owner[b]`` at its row
+        ``row_of[b]`` (``_boxes.box_rows``), its class index + 1 ``values[b]``; ``sizes``: the
+        images'; ``classes``: how many there are (a semantic mask's dtype: the same for every
+        split)."""
         blobs: list[list[bytes]] = [[] for _ in range(len(sizes))]
-        first = np.searchsorted(owner, np.arange(len(sizes)))
-        for b, (k, image, value) in enumerate(zip(kept.tolist(), owner.tolist(),
-                                                  values.tolist())):
-            row = b - int(first[image])
+        for k, image, row, value in zip(kept.tolist(), owner.tolist(), row_of.tolist(),
+                                        values.tolist()):
             for record_kind, payload in _records(source, annotations[k], k):
                 blobs[image].append(_RECORD.pack(row, value, record_kind, len(payload)) +
                                     payload)
