@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from . import whole_decodes
+
 Window = tuple[float, float, float, float]  # (top, left, height, width) in the image's pixels
 
 # Keras' interpolation names (and shmaug's "linear" / "cubic") -> PIL's resampling filters,
@@ -73,7 +75,16 @@ class Deferred(ABC):
                        how: Resample) -> np.ndarray: ...
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        # A function of the user's reading it as pixels (an augment override): whole
+        whole_decodes.count("override")
         return np.asarray(self.decode(), dtype)
+
+    def __getitem__(self, key: Any) -> Any:
+        return np.asarray(self)[key]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
 
 
 def takes_deferred(augment: Any) -> bool:
@@ -81,9 +92,15 @@ def takes_deferred(augment: Any) -> bool:
     return bool(getattr(augment, "takes_deferred", False))
 
 
-def decoded(image: Any) -> Any:
-    """``image``'s pixels: a ``Deferred`` decoded in full, anything else as it is."""
-    return image.decode() if isinstance(image, Deferred) else image
+def decoded(image: Any, reason: str | None) -> Any:
+    """``image``'s pixels: a ``Deferred`` decoded in full (counted for ``reason``, a key of
+    ``whole_decodes.REASONS``; None: no fallback, such as the probe's one look at sample 0),
+    anything else as it is."""
+    if not isinstance(image, Deferred):
+        return image
+    if reason is not None:
+        whole_decodes.count(reason)
+    return image.decode()
 
 
 def pil_filter(interpolation: str) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import whole_decodes
 from ..errors import warn
 from ..memory.store import (
     ArrayHandle,
@@ -115,6 +116,7 @@ class Running:
         self.marks: np.ndarray | None = None  # invariant: 1 where `load` stood in (shared)
         self.x: Any = None  # invariant: where workers read (a shared view, a map, a source)
         self.load: Any = None  # invariant: what workers call for sample i; None: x[i]
+        self.undecoded = False  # invariant: workers get photos undecoded (a decode-time crop)
         try:
             shape, dtype = self._start(o)
         except BaseException:  # a bad probe, Ctrl-C, /dev/shm full: leave nothing behind
@@ -173,6 +175,9 @@ class Running:
             xb, made, hit = self.prefetch.produce((key, index), len(positions), handoff=handoff)
             if self.marks is not None:  # made now, so its stand-ins are marked by now
                 self._count_stand_ins(positions)
+            if self.undecoded:  # a fallback to a whole decode: said once per reason
+                for reason in self.figures.untold_whole_decodes():
+                    log.warning(whole_decodes.message(reason))
         done = time.perf_counter()
         self.figures.delivered(len(positions), done - began, bool(hit))
         if self.auto is not None:
@@ -239,7 +244,9 @@ class Running:
         # batch is delivered (``_count_stand_ins``).
         load, self.marks = source.marked(source.shared(o.data.load, self.store), self.store,
                                          self.n)
-        load = source.deferring(load, self._augment)  # JPEGs undecoded, for a decode-time crop
+        deferring = source.deferring(load, self._augment)  # JPEGs undecoded, for a
+        # decode-time crop, where whole decodes may happen (and are counted)
+        self.undecoded, load = deferring is not load, deferring
         self.load = load
         payload = b"" if self.workers == 0 or self.gather_only else self._payload(load)
         if self.gather_only:

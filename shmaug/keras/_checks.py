@@ -9,8 +9,6 @@ from typing import Any
 import numpy as np
 
 from ..engine.config import checks as check
-from ..engine.config import inputs
-from ..engine.config.options import Data
 from ..engine.handoff import pinned
 from ..errors import ArgumentError, ArgumentTypeError, NotInitializedError, got, warn
 
@@ -111,22 +109,6 @@ def split_inputs(x: Any, image_key: str | None) -> tuple[str | None, Any, dict[s
             f"of those."
         )
     return image_key, x[image_key], {k: v for k, v in x.items() if k != image_key}
-
-
-def behind_hook(cls: str, op: Any, data: Data) -> None:
-    """A ``Sequence`` subclass ``cls`` overrides ``augment``, the ``augment`` argument being
-    ``op``. An ``augment`` override runs instead of the `augment` argument, which it may still
-    call (``super().augment``): the argument must take the images, and since the override
-    sees only the image, the targets the argument would have moved with it (a mask,
-    boxes) are refused: they would come back untouched."""
-    inputs.pipeline_input(op, data.x)  # a dtype or layout ops misread
-    moved = inputs.augmented_targets(data.y, op) if op is not None else {}
-    if moved:
-        raise ArgumentError(
-            f"{cls} overrides `augment`, which receives only the image, "
-            f"but the `augment` argument ({type(op).__name__}) moves the targets "
-            f"{sorted(moved)} with each image; they would no longer follow it. Fix: drop "
-            f"the override and put its work into the pipeline, or rename those targets.")
 
 
 def validation_labels(mix: Any, validation: Any) -> None:

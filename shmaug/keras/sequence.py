@@ -38,6 +38,7 @@ from ..engine.config import checks as check
 from ..engine.config.options import Options, Order, Settings
 from ..engine.workers import lazy_imports
 from ..engine.loader import Loader, lend, start
+from ..ops import declared
 from ..ops.mixing import Mix
 from . import _checks as facade_checks
 from . import _describe, _distribution, _idle, _resume, _tf_data
@@ -55,7 +56,8 @@ _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
 # What Sequence.__init__ sets (a test holds it to that): missing, a subclass skipped it. The
 # settings and the Order pickle with a Sequence; the Runtime is what pickling drops.
 _SET_UP = frozenset({"image_key", "x", "batch_size", "seed", "shuffle", "num_shards",
-                     "shard_index", "mix", "_settings", "_order", "_runtime", "_pin_memory"})
+                     "shard_index", "mix", "_settings", "_order", "_runtime", "_pin_memory",
+                     "_pipeline"})
 
 
 class _KerasFree:
@@ -210,9 +212,10 @@ class Sequence(_PyDataset):  # type: ignore[misc]
         data = data_of(images, load, y=y, inputs=extra_inputs, sample_weight=sample_weight)
         self.x: Any = data.x  # invariant: what the workers read (array) or what `load` indexes
         hook = self.augment if self._overrides("augment") else None
-        if hook is not None:
-            facade_checks.behind_hook(type(self).__name__, self._settings.output.augment, data)
-        options = Options.of(self._settings, data, per_pass=True, hook=hook)
+        options = Options.of(self._settings, data, per_pass=True, hook=hook,
+                             hook_name=f"{type(self).__qualname__}.augment")
+        # What `super().augment` runs, in the workers' copies too: the argument, range bound
+        self._pipeline = options.pipeline.argument
         self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline)
         self.batch_size: int = self._settings.batches.batch_size
         self.seed: int = options.order.seed
@@ -234,9 +237,13 @@ class Sequence(_PyDataset):  # type: ignore[misc]
     # -- hooks a subclass may override -------------------------------------------------------
 
     def augment(self, image: np.ndarray, rng: np.random.Generator) -> Any:
-        """Runs in a worker for each sample. Default: the ``augment`` argument, if any."""
-        fn = self._settings.output.augment
-        return image if fn is None else fn(image, rng)
+        """Runs in a worker for each sample. Default: the ``augment`` argument, if any, with
+        the value range bound. An override that calls ``super().augment(image, rng)`` keeps
+        the argument's plan: it receives what the argument would (a photo still undecoded
+        where the argument crops at decode time), and the targets the argument moves (boxes,
+        masks) move with the image. An override that does not is a function of the user's,
+        as ``shmaug.from_pil``'s are: it gets pixels, and may not move targets."""
+        return declared.run(self._pipeline, image, rng)
 
     def load(self, index: int) -> Any:
         """Runs in a worker to produce sample ``index``. Default: ``x[index]`` from shared

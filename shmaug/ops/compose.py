@@ -199,7 +199,7 @@ class Compose:
         Example:
             >>> out, moved = pipe.augment_targets(image, {"mask": mask}, rng)  # doctest: +SKIP
         """
-        image = decoded(image)  # the moves are noted on pixels
+        image = decoded(image, "targets")  # the moves are noted on pixels
         with noting() as moves:
             out = self(image, rng)
         return out, move(targets, moves, image.shape, self._targets)

@@ -32,6 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from ...ops.core import with_value_range
+from ...ops.declared import Declared
 from ...ops.mixing import Mix
 from ..plan import blocks as _blocks
 from .. import source
@@ -270,10 +271,14 @@ class Pipeline:
         return {**self.moved, **self.made}
 
     @classmethod
-    def of(cls, output: OutputOptions, data: Data, hook: AugmentFn | None = None) -> Pipeline:
-        """``hook``: a ``Sequence``'s own ``augment`` method, run instead of the argument."""
+    def of(cls, output: OutputOptions, data: Data, hook: AugmentFn | None = None,
+           hook_name: str = "augment") -> Pipeline:
+        """``hook``: a ``Sequence``'s own ``augment`` method (``hook_name``), run instead of
+        the argument and keeping its plan: it gets what the argument would (an undecoded
+        photo for a decode-time crop), its ``super().augment`` runs the argument with the
+        value range bound, and the targets the argument moves move there (``ops.declared``)."""
         images = data.images
-        augment = output.augment if hook is None else hook
+        augment = output.augment
         value_range = inputs.resolve_range(output.bounds, augment,
                                            None if images is None else images.dtype)
         augment = with_value_range(augment, value_range)  # said once, for all
@@ -289,7 +294,15 @@ class Pipeline:
             data.labels, inputs.spatial_targets(data.labels))
         made = inputs.made_targets(data.y, moved)
         inputs.unfiled_sources(made, augment)
+        if hook is not None:
+            augment = Declared(hook, augment, hook_name)
         return cls(augment, value_range, checked, moved, mix, made)
+
+    @property
+    def argument(self) -> AugmentFn | None:
+        """The ``augment`` argument with the value range bound: what workers run, or what a
+        ``Sequence`` subclass's override runs through ``super().augment``."""
+        return self.augment.pipeline if isinstance(self.augment, Declared) else self.augment
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +316,7 @@ class Options:
 
     @classmethod
     def of(cls, settings: Settings, data: Data, *, per_pass: bool = False,
-           hook: AugmentFn | None = None) -> Options:
+           hook: AugmentFn | None = None, hook_name: str = "augment") -> Options:
         """The settings checked against the data: each check once (``per_pass`` as for
         ``Order.of``, ``hook`` as for ``Pipeline.of``)."""
         images = data.images
@@ -312,4 +325,4 @@ class Options:
                          None if images is None else images[0].nbytes)
         return cls(settings, data, Order.of(settings.batches, data.n, data.labels,
                                             per_pass=per_pass, x=data.x),
-                   Pipeline.of(settings.output, data, hook))
+                   Pipeline.of(settings.output, data, hook, hook_name))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ... import whole_decodes
 from ..workers.status import StatusBlock
 
 
@@ -21,6 +22,10 @@ class Figures:
         # invariant: unreadable samples delivered so far, with their names (read at delivery:
         # a source's table may live in the store, unmapped at close)
         self.unreadable: dict[int, str] = {}
+        # photos decoded whole since start (``shmaug.whole_decodes``): with workers=0, this
+        # process's counts past this baseline; the reasons logged already
+        self._whole_base = whole_decodes.counts()
+        self._told: set[str] = set()
         self.reset()
 
     def reset(self) -> None:
@@ -53,6 +58,19 @@ class Figures:
         self.unreadable.update(names)
         return first
 
+    def whole_decodes(self) -> dict[str, int]:
+        """Photos decoded whole instead of their window since start, by reason."""
+        status = getattr(self._pool, "status", None)
+        counts = (tuple(n - b for n, b in zip(whole_decodes.counts(), self._whole_base))
+                  if status is None else StatusBlock(status).whole_decodes())
+        return whole_decodes.summary(counts)
+
+    def untold_whole_decodes(self) -> list[str]:
+        """The reasons for a whole decode seen since the last call, and never before."""
+        new = [reason for reason in self.whole_decodes() if reason not in self._told]
+        self._told.update(new)
+        return new
+
     def report(self, workers: int, ready: int, decision: str | None) -> dict[str, Any]:
         c = self.counters
         now = time.perf_counter()
@@ -76,4 +94,5 @@ class Figures:
             "images": int(c["images"]),
             "skipped": int(c["skipped"]),
             "unreadable": sorted(self.unreadable.values()),
+            "whole_decodes": self.whole_decodes(),
         }

@@ -18,6 +18,7 @@ from typing import Any, Callable, Collection, Protocol
 import numpy as np
 
 from .. import source
+from ... import whole_decodes
 from ...deferred import decoded
 from ..config.inputs import sample_output
 from ...errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
@@ -125,6 +126,8 @@ class SliceRunner:
                                          takes_ahead))
         self._plans = [plan for plan in map(source.plan_hook, loads) if plan is not None]
         self.ahead: list[Task] = []  # the tasks received after the one running, in order
+        # this process's whole decodes (``shmaug.whole_decodes``) its status row holds
+        self._whole_decodes = whole_decodes.counts()
 
     def run(self, task: Task) -> Done | Failed | Probed:
         began = time.perf_counter()
@@ -150,6 +153,10 @@ class SliceRunner:
             status.ticket = IDLE
             status.busy_s += time.perf_counter() - began
             status.tasks_done += 1
+            said, self._whole_decodes = self._whole_decodes, whole_decodes.counts()
+            if said != self._whole_decodes:
+                status.add_whole_decodes(tuple(
+                    now - before for now, before in zip(self._whole_decodes, said)))
         return result
 
     def _streams(self, epoch: int, indices: np.ndarray) -> Any:
@@ -224,7 +231,7 @@ class SliceRunner:
         for name, target in made.items():
             target = sample_output(target, f"target {name!r}")
             targets[name] = (tuple(target.shape), dtype_text(target.dtype))
-        loaded = np.asarray(decoded(self._loaded))
+        loaded = np.asarray(decoded(self._loaded, None))  # (its range, once)
         numeric = loaded.dtype.kind in "biuf" and loaded.size > 0
         finite = loaded[np.isfinite(loaded)] if numeric and loaded.dtype.kind == "f" else loaded
         span = (float(finite.min()), float(finite.max())) if numeric and finite.size else None

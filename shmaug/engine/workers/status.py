@@ -14,10 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ...whole_decodes import REASONS
+
 # The fields of one row, in order: their offsets, and how many a row holds. The tests and the
 # pool size the block with ``StatusBlock.size``; a row's fields are read by name below.
-STATUS_FIELDS = 6
-BUSY_S, CURRENT_INDEX, TASKS_DONE, READY, TICKET, STARTED = range(STATUS_FIELDS)
+BUSY_S, CURRENT_INDEX, TASKS_DONE, READY, TICKET, STARTED, WHOLE_DECODES = range(7)
+# then one count per reason of ``whole_decodes.REASONS``: photos decoded whole
+STATUS_FIELDS = WHOLE_DECODES + len(REASONS)
 IDLE = -1.0  # the TICKET of a worker between tasks
 
 
@@ -65,6 +70,12 @@ class WorkerStatus:
         """A new worker in this slot: not ready, running nothing (its figures carry on)."""
         self.ready, self.ticket = 0.0, IDLE
 
+    def add_whole_decodes(self, new: tuple[int, ...]) -> None:
+        """Photos this worker decoded whole since it last said, by reason (in ``REASONS``'
+        order)."""
+        for offset, n in enumerate(new, WHOLE_DECODES):
+            self.array[self.base + offset] += n
+
 
 class StatusBlock:
     """Every worker slot's row over one block (the parent's view); ``row(wid)`` by slot."""
@@ -94,3 +105,8 @@ class StatusBlock:
     def tasks_done(self) -> float:
         """Tasks answered by every slot, summed."""
         return sum(row.tasks_done for row in self._rows)
+
+    def whole_decodes(self) -> tuple[float, ...]:
+        """Photos decoded whole by every slot, by reason (in ``REASONS``' order)."""
+        rows = np.asarray(self.array).reshape(-1, STATUS_FIELDS)
+        return tuple(rows[:, WHOLE_DECODES:].sum(axis=0).tolist())

@@ -23,6 +23,7 @@ import numpy as np
 from . import turbo
 from .decode import (COLOR_MODES, decode_bytes, jpeg_header, resize, resized_window, unreadable,
                      window_decode)
+from ... import whole_decodes
 from ...deferred import Deferred, Resample, Window
 from ...errors import ImageReadError
 from ...memory.store import ArrayHandle, SharedStore, attach_block
@@ -71,6 +72,7 @@ class Decoder:
             except turbo.TurboError as exc:
                 raise unreadable(what, f"libjpeg-turbo cannot read it ({exc})") from None
         elif checked:
+            whole_decodes.count("on_error_skip")
             return self(data, what)
         channels = COLOR_MODES[self.color_mode] if self.color_mode else header[2]
         self._check_channels(channels, what)

@@ -1,0 +1,109 @@
+"""A user's function run in place of a pipeline it may call: a ``shmaug.Sequence`` subclass's
+``augment`` override, which keeps the plan of the ``augment`` argument.
+
+Why: a subclass that overrides ``augment`` and calls ``super().augment(image, rng)`` runs the
+argument's pipeline, so the pipeline's plan still holds: the targets it moves with each image,
+its decode-time crop (the override receives the photo undecoded, as the pipeline would), its
+value range. ``Declared`` is that override as the engine sees it: it answers the pipeline's
+questions (``takes_deferred``, ``target_names``, ``check_targets``) and runs the override.
+
+Targets: the override sees only the image, so ``Declared.augment_targets`` hands the sample's
+targets to the pipeline through a context variable, and ``run`` (what the default
+``Sequence.augment`` calls) moves them with the image. An override that never reaches the
+pipeline while targets wait is refused on its first sample, naming the fix, rather than
+handing the targets back unmoved. An override that reads the pixels of an undecoded photo
+itself gets them decoded whole (``Deferred.__array__``), counted in ``stats()`` as a whole
+decode (``shmaug.whole_decodes``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..deferred import takes_deferred
+from ..errors import ArgumentError
+
+AugmentFn = Callable[[Any, np.random.Generator], Any]
+
+
+@dataclass(slots=True)
+class _Carried:
+    """The targets of the sample being made, waiting for the pipeline to move them."""
+
+    targets: dict[str, np.ndarray]
+    moved: dict[str, np.ndarray] | None = None
+
+
+_CARRIED: contextvars.ContextVar[_Carried | None] = contextvars.ContextVar(
+    "shmaug_carried_targets", default=None)
+
+
+def run(pipeline: AugmentFn | None, image: Any, rng: np.random.Generator) -> Any:
+    """``pipeline`` on ``image`` (``image`` itself where there is none), moving the targets an
+    enclosing ``Declared.augment_targets`` carries, with the same draw."""
+    carried = _CARRIED.get()
+    if carried is not None and carried.moved is None and hasattr(pipeline, "augment_targets"):
+        out, carried.moved = pipeline.augment_targets(image, carried.targets, rng)  # type: ignore[union-attr]
+        return out
+    return image if pipeline is None else pipeline(image, rng)
+
+
+class Declared:
+    """``fn`` (an ``augment`` override) run instead of ``pipeline``, with ``pipeline``'s plan.
+
+    ``name`` names the override in errors (``MySeq.augment``).
+    """
+
+    __slots__ = ("fn", "pipeline", "name")
+
+    def __init__(self, fn: AugmentFn, pipeline: AugmentFn | None, name: str) -> None:
+        self.fn = fn  # invariant: what runs on each sample
+        self.pipeline = pipeline  # invariant: what ``super().augment`` runs (range bound)
+        self.name = name
+
+    def __call__(self, image: Any, rng: np.random.Generator) -> Any:
+        return self.fn(image, rng)
+
+    @property
+    def takes_deferred(self) -> bool:
+        """The pipeline's answer: the override receives what its pipeline would."""
+        return takes_deferred(self.pipeline)
+
+    @property
+    def target_names(self) -> frozenset[str]:
+        return frozenset(getattr(self.pipeline, "target_names", None) or ())
+
+    @property
+    def required_targets(self) -> tuple[str, ...]:
+        return tuple(getattr(self.pipeline, "required_targets", None) or ())
+
+    def check_targets(self, targets: dict[str, np.ndarray],
+                      image_shape: tuple[int, ...] | None) -> None:
+        check = getattr(self.pipeline, "check_targets", None)
+        if check is not None:
+            check(targets, image_shape)
+
+    def augment_targets(self, image: Any, targets: dict[str, np.ndarray],
+                        rng: np.random.Generator) -> tuple[Any, dict[str, np.ndarray]]:
+        """The override on ``image``; the pipeline it calls moves ``targets`` with it."""
+        carried = _Carried(targets)
+        token = _CARRIED.set(carried)
+        try:
+            out = self.fn(image, rng)
+        finally:
+            _CARRIED.reset(token)
+        if carried.moved is None:
+            raise ArgumentError(
+                f"{self.name} overrides `augment` and did not call `super().augment(image, "
+                f"rng)`, but the `augment` argument moves the targets {sorted(targets)} with "
+                f"each image: they would come back unmoved, no longer on their pixels. Fix: "
+                f"call `super().augment(image, rng)` in the override (once per sample), or "
+                f"put the override's work into the pipeline.")
+        return out, carried.moved
+
+    def __repr__(self) -> str:
+        return f"{self.name} (over {self.pipeline!r})"

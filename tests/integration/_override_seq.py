@@ -1,0 +1,33 @@
+"""``shmaug.Sequence`` subclasses that override ``augment`` and call ``super().augment``, in a
+module of their own so that spawned workers can import them (tests/integration/
+test_override_plan.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import shmaug
+from shmaug.deferred import Deferred
+
+
+class Through(shmaug.Sequence):
+    """An override that only calls the pipeline: its batches are the plain Sequence's."""
+
+    def augment(self, image, rng):
+        return super().augment(image, rng)
+
+
+class Undecoded(shmaug.Sequence):
+    """Refuses a decoded photo: the decode-time crop must reach the pipeline undecoded."""
+
+    def augment(self, image, rng):
+        if not isinstance(image, Deferred):
+            raise TypeError(f"the override got {type(image).__name__}, not an undecoded photo")
+        return super().augment(image, rng)
+
+
+class Inverted(shmaug.Sequence):
+    """Work of its own after the pipeline: the targets still follow the pipeline's moves."""
+
+    def augment(self, image, rng):
+        return 255 - np.asarray(super().augment(image, rng))
