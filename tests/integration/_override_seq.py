@@ -31,3 +31,10 @@ class Inverted(shmaug.Sequence):
 
     def augment(self, image, rng):
         return 255 - np.asarray(super().augment(image, rng))
+
+
+class Reading(shmaug.Sequence):
+    """Reads the pixels before the pipeline: a whole decode, counted."""
+
+    def augment(self, image, rng):
+        return super().augment(np.asarray(image) // 2, rng)

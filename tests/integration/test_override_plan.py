@@ -91,3 +91,16 @@ def test_an_override_moves_boxes_and_masks_as_the_pipeline_does() -> None:
         np.testing.assert_array_equal(xa, 255 - xb)
         for name in yb:
             np.testing.assert_array_equal(ya[name], yb[name])
+
+
+def test_an_override_reading_the_pixels_itself_is_a_counted_whole_decode(photos) -> None:
+    files = shmaug.ImageFiles.from_directory(photos, image_size=None)
+    augment = Compose([Op("random_resized_crop", height=32, width=32)])
+    seq = subclasses.Reading(files, files.labels, batch_size=3, augment=augment, seed=5,
+                             workers=0)
+    try:
+        for i in range(len(seq)):
+            seq[i]
+        assert seq.stats()["whole_decodes"] == {"override": 6}
+    finally:
+        seq.close()

@@ -1,0 +1,83 @@
+"""Every fallback from the decode-time crop to a whole decode is counted in ``stats()`` and
+said in one log line (issue 57): targets moved with an undecoded photo, and
+``on_error="skip"`` without libjpeg-turbo. (An ``augment`` override that reads the pixels
+itself: tests/integration/test_override_plan.py.)"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import shmaug
+from shmaug.ops import Compose, Maybe, Op
+from shmaug.sources import from_coco
+from tests.annotations_data import write_coco
+
+pytestmark = pytest.mark.timeout(180)
+# six JPEGs of several sizes, a box each: (name, width, height, [(x, y, w, h, class, crowd)])
+JPEGS = [(f"{i}.jpg", 80 + 8 * i, 60 + 4 * i, [(5, 5, 20, 15, 1, 0)]) for i in range(6)]
+MESSAGE = "decoded a photo whole"
+
+
+def _crop(**targets) -> Compose:
+    return Compose([Op("random_resized_crop", height=32, width=32), Maybe(Op("hflip"))],
+                   **targets)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_targets_over_undecoded_photos_are_counted_and_logged_once(tmp_path, caplog,
+                                                                   workers) -> None:
+    json_path, folder = write_coco(tmp_path, JPEGS)
+    files, y = from_coco(json_path, folder, image_size=None)
+    with caplog.at_level(logging.WARNING):
+        with shmaug.Loader(files, y, batch_size=3, augment=_crop(bounding_box_format="xyxy"),
+                           workers=workers, seed=0) as loader:
+            for _ in range(2):  # two epochs: still one line
+                for _ in loader:
+                    pass
+            counted = loader.stats()["whole_decodes"]
+    assert set(counted) == {"targets"} and counted["targets"] >= 12, counted
+    said = [r.getMessage() for r in caplog.records if MESSAGE in r.getMessage()]
+    assert len(said) == 1 and "moves targets" in said[0], said
+
+
+def test_the_crop_alone_decodes_no_photo_whole(tmp_path) -> None:
+    json_path, folder = write_coco(tmp_path, JPEGS)
+    files, _ = from_coco(json_path, folder, image_size=None)
+    with shmaug.Loader(files, batch_size=3, augment=_crop(), workers=2, seed=0) as loader:
+        for _ in loader:
+            pass
+        assert loader.stats()["whole_decodes"] == {}
+
+
+_SKIP_WITHOUT_TURBO = """
+import json, logging, sys
+import shmaug
+logging.basicConfig()  # the log line, on stderr
+from shmaug.ops import Compose, Op
+files = shmaug.ImageFiles.from_directory(sys.argv[1], image_size=None, on_error="skip")
+augment = Compose([Op("random_resized_crop", height=32, width=32)])
+with shmaug.Loader(files, batch_size=3, augment=augment, workers=1, seed=0) as loader:
+    for _ in loader:
+        pass
+    print(json.dumps(loader.stats()["whole_decodes"]))
+"""
+
+
+def test_skipping_without_libjpeg_turbo_is_counted(tmp_path) -> None:
+    _, folder = write_coco(tmp_path, JPEGS)
+    env = {**os.environ, "SHMAUG_TURBOJPEG": "0"}  # as where the library is not installed
+    done = subprocess.run([sys.executable, "-c", _SKIP_WITHOUT_TURBO, str(folder)], env=env,
+                          capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    counted = json.loads(done.stdout.strip().splitlines()[-1])
+    # each photo of the epoch (and the probe's, and any made ahead for the next epoch)
+    assert set(counted) == {"on_error_skip"} and counted["on_error_skip"] >= 6, counted
+    assert MESSAGE in done.stderr and "libjpeg-turbo" in done.stderr
