@@ -10,8 +10,6 @@ them and which logs each reason once, the first time it is seen.
 from __future__ import annotations
 
 REASONS: dict[str, str] = {
-    "targets": "the pipeline moves targets (boxes, masks, keypoints) with the image, and "
-               "their moves are worked out on the whole decoded photo",
     "on_error_skip": "on_error='skip' must read each JPEG before the op does, and without "
                      "libjpeg-turbo (pip install 'shmaug[jpeg]') only a whole decode reads it",
     "override": "the Sequence's augment override read the photo's pixels itself before "

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..deferred import Deferred, decoded, takes_deferred
+from ..deferred import Deferred, takes_deferred
 from ..errors import ArgumentError, ArgumentTypeError
 from ..seeding import global_rng_use
 from .params import ValueRange, bounds, convert, value_range as checked_range
@@ -199,10 +199,10 @@ class Compose:
         Example:
             >>> out, moved = pipe.augment_targets(image, {"mask": mask}, rng)  # doctest: +SKIP
         """
-        image = decoded(image, "targets")  # the moves are noted on pixels
-        with noting() as moves:
+        shape = tuple(image.shape)  # an undecoded photo's too: its header's
+        with noting() as moves:  # (a decode-time crop notes its window's move)
             out = self(image, rng)
-        return out, move(targets, moves, image.shape, self._targets)
+        return out, move(targets, moves, shape, self._targets)
 
 
 @dataclass(frozen=True, slots=True)

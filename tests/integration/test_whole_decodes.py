@@ -1,12 +1,12 @@
 """Every fallback from the decode-time crop to a whole decode is counted in ``stats()`` and
-said in one log line (issue 57): targets moved with an undecoded photo, and
-``on_error="skip"`` without libjpeg-turbo. (An ``augment`` override that reads the pixels
-itself: tests/integration/test_override_plan.py.)"""
+said in one log line (issue 57): ``on_error="skip"`` without libjpeg-turbo here (an
+``augment`` override that reads the pixels itself: tests/integration/test_override_plan.py);
+boxes and masks over undecoded photos need none (tests/integration/test_targets_undecoded.py).
+"""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -28,23 +28,6 @@ MESSAGE = "decoded a photo whole"
 def _crop(**targets) -> Compose:
     return Compose([Op("random_resized_crop", height=32, width=32), Maybe(Op("hflip"))],
                    **targets)
-
-
-@pytest.mark.parametrize("workers", [0, 2])
-def test_targets_over_undecoded_photos_are_counted_and_logged_once(tmp_path, caplog,
-                                                                   workers) -> None:
-    json_path, folder = write_coco(tmp_path, JPEGS)
-    files, y = from_coco(json_path, folder, image_size=None)
-    with caplog.at_level(logging.WARNING):
-        with shmaug.Loader(files, y, batch_size=3, augment=_crop(bounding_box_format="xyxy"),
-                           workers=workers, seed=0) as loader:
-            for _ in range(2):  # two epochs: still one line
-                for _ in loader:
-                    pass
-            counted = loader.stats()["whole_decodes"]
-    assert set(counted) == {"targets"} and counted["targets"] >= 12, counted
-    said = [r.getMessage() for r in caplog.records if MESSAGE in r.getMessage()]
-    assert len(said) == 1 and "moves targets" in said[0], said
 
 
 def test_the_crop_alone_decodes_no_photo_whole(tmp_path) -> None:

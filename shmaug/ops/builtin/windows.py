@@ -72,13 +72,14 @@ def centre_window(height: int, width: int, size: tuple[int, int],
 
 
 def _resampled(image: Any, window: Window, size: tuple[int, int], how: Resample) -> np.ndarray:
-    """``window`` of ``image`` (pixels or a ``Deferred``) at ``size``, the move noted."""
-    if isinstance(image, Deferred):
-        return image.resized_window(window, size, how)
+    """``window`` of ``image`` (pixels or a ``Deferred``) at ``size``, the move noted: the
+    same either way, since the window is in the file's pixels, so boxes and masks move with
+    an undecoded photo as with a decoded one."""
+    out = (image.resized_window(window, size, how) if isinstance(image, Deferred)
+           else resize_box(image, window, size, how))
     top, left, h, w = window
-    return moved(resize_box(image, window, size, how),
-                 lambda: MatrixMove(scaled(left, top, size[1] / w, size[0] / h),
-                                    (size[1], size[0])))
+    return moved(out, lambda: MatrixMove(scaled(left, top, size[1] / w, size[0] / h),
+                                         (size[1], size[0])))
 
 
 @register("random_resized_crop", targets=WARPED, checks={
