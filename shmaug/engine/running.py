@@ -244,8 +244,8 @@ class Running:
         # batch is delivered (``_count_stand_ins``).
         load, self.marks = source.marked(source.shared(o.data.load, self.store), self.store,
                                          self.n)
-        deferring = source.deferring(load, self._augment)  # JPEGs undecoded, for a
-        # decode-time crop, where whole decodes may happen (and are counted)
+        # JPEGs undecoded, for a decode-time crop, where whole decodes may happen (counted)
+        deferring = source.deferring(load, o.pipeline.plan.takes_undecoded)
         self.undecoded, load = deferring is not load, deferring
         self.load = load
         payload = b"" if self.workers == 0 or self.gather_only else self._payload(load)
@@ -257,7 +257,7 @@ class Running:
         if o.pipeline.checked and self.value_range is not None and images is not None \
                 and mapped_file_handle(images) is None:
             inputs.check_values(images, self.value_range,  # all of it
-                                o.settings.output.bounds is not None, self._augment)
+                                o.settings.output.bounds is not None, o.pipeline.plan)
         # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
         self.ring = OutputRing(self.store, self._settings.max_queue_size,
                                min(self.plan.batch_size, self.n))
@@ -278,7 +278,7 @@ class Running:
         if o.pipeline.checked and self.value_range is not None:
             inputs.check_probe_values(probe.input_range, probe.input_nonfinite,
                                       self.value_range, o.settings.output.bounds is not None,
-                                      probe.input_dtype, self._augment)
+                                      probe.input_dtype, o.pipeline.plan)
         sample_shape, dtype = output_of(probe, shape, dtype)
         self._fill_dataset(unfilled, sample_shape, dtype, probe.targets)
         self.ring.allocate(sample_shape, dtype, targets=probe.targets)

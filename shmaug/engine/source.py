@@ -15,7 +15,7 @@ engine asks for it here, by protocol, never by probing attributes where it uses 
   hook before a task's samples are made, given those of the tasks queued behind it as
   ``ahead=``), ``plan`` (``Planning``: a hook with the order of this epoch and the next) and
   ``deferring()`` (``Deferring``: samples handed over undecoded, ``shmaug.deferred``, to an
-  `augment` that ``takes_deferred`` and decodes only the window it crops).
+  `augment` whose plan ``takes_undecoded`` and decodes only the window it crops).
 
 The sources hold their classes to these protocols under ``mypy --strict``; the engine imports
 no source.
@@ -28,7 +28,6 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..deferred import takes_deferred
 from ..memory.store import ArrayHandle, SharedStore
 
 Hook = Callable[..., None]
@@ -135,10 +134,10 @@ def marked(load: Any, store: SharedStore, n: int) -> tuple[Any, np.ndarray | Non
     return load.marking(handle, marks), marks
 
 
-def deferring(load: Any, augment: Any) -> Any:
-    """``load`` handing samples over undecoded where ``augment`` takes them so (its first op
-    crops at decode time); ``load`` itself otherwise."""
-    return load.deferring() if isinstance(load, Deferring) and takes_deferred(augment) else load
+def deferring(load: Any, takes_undecoded: bool) -> Any:
+    """``load`` handing samples over undecoded where the pipeline takes them so (its plan
+    says its first op crops at decode time); ``load`` itself otherwise."""
+    return load.deferring() if isinstance(load, Deferring) and takes_undecoded else load
 
 
 def stands_in(load: Any) -> bool:

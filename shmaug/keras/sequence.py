@@ -214,8 +214,7 @@ class Sequence(_PyDataset):  # type: ignore[misc]
         hook = self.augment if self._overrides("augment") else None
         options = Options.of(self._settings, data, per_pass=True, hook=hook,
                              hook_name=f"{type(self).__qualname__}.augment")
-        # What `super().augment` runs, in the workers' copies too: the argument, range bound
-        self._pipeline = options.pipeline.argument
+        self._pipeline = options.pipeline.argument  # what `super().augment` runs
         self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline)
         self.batch_size: int = self._settings.batches.batch_size
         self.seed: int = options.order.seed
@@ -237,12 +236,8 @@ class Sequence(_PyDataset):  # type: ignore[misc]
     # -- hooks a subclass may override -------------------------------------------------------
 
     def augment(self, image: np.ndarray, rng: np.random.Generator) -> Any:
-        """Runs in a worker for each sample. Default: the ``augment`` argument, if any, with
-        the value range bound. An override that calls ``super().augment(image, rng)`` keeps
-        the argument's plan: it receives what the argument would (a photo still undecoded
-        where the argument crops at decode time), and the targets the argument moves (boxes,
-        masks) move with the image. An override that does not is a function of the user's,
-        as ``shmaug.from_pil``'s are: it gets pixels, and may not move targets."""
+        """Runs in a worker for each sample: the ``augment`` argument (range bound); an
+        override calling ``super().augment`` keeps its plan (``ops.declared``)."""
         return declared.run(self._pipeline, image, rng)
 
     def load(self, index: int) -> Any:

@@ -20,6 +20,9 @@ Where each piece lives:
 - ``core``: the registry (``register``, ``get``, ``available``), bound ops (``Op``), the
   config round trip and the picklability check;
 - ``compose``: ``Compose``, ``OneOf``, ``Maybe``, ``SomeOf``;
+- ``plan``: what a pipeline does (targets moved, size fixed, decode-time crop, value range),
+  asked once by the engine (``plan_of``);
+- ``declared``: a ``Sequence`` subclass's ``augment`` override, keeping its pipeline's plan;
 - ``mixing``: ``MixUp`` and ``CutMix``: batch ops that mix pairs of samples and their labels;
 - ``params``: drawing parameters (``draw``, ``draw_int``), value ranges and image layouts,
   shared by every op (and by the engine, for dtype ranges);

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,8 @@ from ..deferred import Deferred, takes_deferred
 from ..errors import ArgumentError, ArgumentTypeError
 from ..seeding import global_rng_use
 from .params import ValueRange, bounds, convert, value_range as checked_range
-from .core import WARPED, Op, as_op, children, config_type, from_config, to_config, with_value_range
+from .core import (WARPED, Op, as_op, config_type, from_config, members, to_config,
+                   with_value_range)
 from .targets import formats
 from .targets.moves import noting
 from .targets.sample import MASK_NAMES, NAMES, TargetOptions, move
@@ -171,7 +172,7 @@ class Compose:
         """The names under which a loader's ``y`` holds targets this pipeline moves with its
         image, where it moves pixels at all; none where it moves none (they stay as they
         are, gathered beside the batch)."""
-        warps = any(getattr(m, "targets", None) == WARPED for m in _walked(self))
+        warps = any(getattr(m, "targets", None) == WARPED for m in members(self))
         return NAMES if warps else frozenset()
 
     def check_targets(self, targets: dict[str, np.ndarray],
@@ -342,13 +343,6 @@ class SomeOf:
 _TARGET_OPTIONS = ("bounding_box_format", "keypoint_format", "min_visibility", "min_area",
                    "mask_fill")  # TargetOptions' fields, in order
 _NO_OPTIONS = TargetOptions()  # the defaults, which a config leaves out
-
-
-def _walked(member: Any) -> Iterator[Any]:
-    """``member`` and every member inside it, depth first."""
-    yield member
-    for _, child in children(member):
-        yield from _walked(child)
 
 
 @config_type("Compose")

@@ -460,6 +460,17 @@ def children(obj: Any) -> Iterator[tuple[str, Any]]:
             yield attr, child
 
 
+def members(obj: Any) -> Iterator[Any]:
+    """``obj`` and every pipeline member inside it, depth first: the one walk of a pipeline
+    tree. A member that says what it does to targets (an op, ``from_array(fn,
+    targets="still")``) speaks for what it wraps."""
+    yield obj
+    if getattr(obj, "targets", None) in TARGET_KINDS:
+        return
+    for _, child in children(obj):
+        yield from members(child)
+
+
 def _first_unpicklable(obj: Any, path: str) -> tuple[str, Any, Exception] | None:
     try:
         pickle.dumps(obj)

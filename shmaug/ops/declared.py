@@ -19,6 +19,7 @@ decode (``shmaug.whole_decodes``).
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,8 +27,9 @@ import numpy as np
 
 from ..deferred import takes_deferred
 from ..errors import ArgumentError
+from .plan import Plan, plan_of
 
-AugmentFn = Callable[[Any, np.random.Generator], Any]
+PipelineFn = Callable[[Any, np.random.Generator], Any]
 
 
 @dataclass(slots=True)
@@ -42,7 +44,7 @@ _CARRIED: contextvars.ContextVar[_Carried | None] = contextvars.ContextVar(
     "shmaug_carried_targets", default=None)
 
 
-def run(pipeline: AugmentFn | None, image: Any, rng: np.random.Generator) -> Any:
+def run(pipeline: PipelineFn | None, image: Any, rng: np.random.Generator) -> Any:
     """``pipeline`` on ``image`` (``image`` itself where there is none), moving the targets an
     enclosing ``Declared.augment_targets`` carries, with the same draw."""
     carried = _CARRIED.get()
@@ -60,7 +62,7 @@ class Declared:
 
     __slots__ = ("fn", "pipeline", "name")
 
-    def __init__(self, fn: AugmentFn, pipeline: AugmentFn | None, name: str) -> None:
+    def __init__(self, fn: PipelineFn, pipeline: PipelineFn | None, name: str) -> None:
         self.fn = fn  # invariant: what runs on each sample
         self.pipeline = pipeline  # invariant: what ``super().augment`` runs (range bound)
         self.name = name
@@ -68,9 +70,12 @@ class Declared:
     def __call__(self, image: Any, rng: np.random.Generator) -> Any:
         return self.fn(image, rng)
 
+    def plan(self) -> Plan:
+        """The pipeline's plan, about this override: it receives what the pipeline would."""
+        return dataclasses.replace(plan_of(self.pipeline), pipeline=self)
+
     @property
     def takes_deferred(self) -> bool:
-        """The pipeline's answer: the override receives what its pipeline would."""
         return takes_deferred(self.pipeline)
 
     @property

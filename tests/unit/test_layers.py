@@ -130,6 +130,23 @@ def test_only_the_keras_facade_imports_a_framework(module):
         assert not roots & OPTIONAL, f"{module} imports {sorted(roots & OPTIONAL)}"
 
 
+# What the engine may take from the ops: the plan it reads (issue 57), and values and
+# helpers; never a container or an op class, which would put pipeline policy in the engine.
+ENGINE_FROM_OPS = {"shmaug.ops.plan", "shmaug.ops.declared", "shmaug.ops.core",
+                   "shmaug.ops.params", "shmaug.ops.mixing", "shmaug.ops.targets.formats",
+                   "shmaug.ops.targets.sample"}
+OPS_CLASSES = {"Compose", "OneOf", "Maybe", "SomeOf", "Op", "FromAlbumentations", "FromPil",
+               "FromArray"}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if part_of(m) == "engine"))
+def test_the_engine_reads_a_plan_and_imports_no_pipeline_class(module):
+    for target, names in GRAPH[module].items():
+        if target == "shmaug.ops" or target.startswith("shmaug.ops."):
+            assert target in ENGINE_FROM_OPS, f"{module} imports {target}"
+            assert not names & OPS_CLASSES, f"{module} imports {sorted(names & OPS_CLASSES)}"
+
+
 def private_reaches(module: str, graph: dict[str, dict[str, set[str]]]) -> list[str]:
     """What ``module`` takes from another package that is private to that package: a module
     whose path below the two packages' common parent has an underscore part, or an underscore

@@ -15,9 +15,7 @@ import numpy as np
 from ...errors import ArgumentError, ArgumentTypeError, got
 from ...ops.params import SUPPORTED_DTYPES, dtype_range, outside
 from ...ops.params import value_range as checked_range
-from ...ops.compose import Compose, Maybe, OneOf, SomeOf, fixes_size
-from ...ops.core import BLENDED, STILL, WARPED, Op, children
-from ...ops.interop.albumentations import FromAlbumentations
+from ...ops.plan import Plan
 from ...ops.targets.formats import pad_boxes
 from ...ops.targets.sample import BOX_LABELS, MASK_NAMES
 from .. import source
@@ -120,13 +118,13 @@ _CONVERSIONS = {
 }
 
 
-def pipeline_input(augment: Any, x: Any) -> None:
+def pipeline_input(plan: Plan, x: Any) -> None:
     """Images that shmaug's own ops (a pipeline, ``from_pil``, ``from_albumentations``:
     whatever takes a ``value_range``) cannot read right are refused here, before any process
     starts, rather than in a worker at the first sample: a dtype they do not take, and the
     channels-first layout (N, C, H, W), which they would read as height C and C=W channels.
     A plain function gets the data as it is (its layout and dtype are its own business)."""
-    if not hasattr(augment, "with_value_range") or not isinstance(x, np.ndarray):
+    if not plan.ranged or not isinstance(x, np.ndarray):
         return
     if x.dtype not in SUPPORTED_DTYPES:
         names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
@@ -235,32 +233,31 @@ def _target(name: str, value: Any, n: int) -> np.ndarray:
     return array
 
 
-def augmented_targets(y: Any, augment: Any,
+def augmented_targets(y: Any, plan: Plan,
                       image_shape: tuple[int, ...] | None = None) -> dict[str, Any]:
-    """The targets of ``y`` that `augment` transforms with their image: the first filed,
-    in any dict of ``y`` (depth first, in order), under each name in ``augment.target_names``
-    (an albumentations pipeline's ``mask``, ``bboxes``, ...). Refuses missing targets that
-    ``augment.required_targets`` names, and what ``augment.check_targets`` refuses."""
+    """The targets of ``y`` that the pipeline moves with their image: the first filed, in
+    any dict of ``y`` (depth first, in order), under each name the plan ``moves`` (an
+    albumentations pipeline's ``mask``, ``bboxes``, ...). Refuses missing targets the plan
+    requires, and what its ``check_targets`` refuses."""
     found: dict[str, Any] = {}
-    for key, value in _filed(y, getattr(augment, "target_names", None) or ()):
+    for key, value in _filed(y, plan.moves):
         found.setdefault(key, value)  # a later one (a sample weight named so) stays
     arrays = {k: v for k, v in found.items() if isinstance(v, np.ndarray)}  # (sources: later)
-    if arrays and callable(getattr(augment, "check_targets", None)):
-        augment.check_targets(arrays, image_shape)
-    missing = [name for name in getattr(augment, "required_targets", ()) if name not in found]
+    if arrays:
+        plan.check_targets(arrays, image_shape)
+    missing = [name for name in plan.required if name not in found]
     if missing:
         raise ArgumentError(
-            f"`augment` ({type(augment).__name__}) needs the targets {missing} with each "
-            f"image, but `y` holds no array under those names. Fix: pass y as a dict with "
-            f"them, e.g. y={{{', '.join(repr(m) + ': ...' for m in missing)}}}, one row per "
-            f"sample (pad boxes and keypoints with rows of -1 to a fixed count).")
+            f"`augment` ({type(plan.pipeline).__name__}) needs the targets {missing} with "
+            f"each image, but `y` holds no array under those names. Fix: pass y as a dict "
+            f"with them, e.g. y={{{', '.join(repr(m) + ': ...' for m in missing)}}}, one row "
+            f"per sample (pad boxes and keypoints with rows of -1 to a fixed count).")
     return found
 
 
 SPATIAL_TARGETS = ("mask", "masks", "segmentation_masks", "boxes", "bboxes", "keypoints")
 """What lies on the image, by Keras' and albumentations' names: what a pipeline that moves
 pixels must move too, or the image and its target part ways."""
-_CONTAINERS = (Compose, OneOf, Maybe, SomeOf)
 
 
 def spatial_targets(labels: Any) -> list[str]:
@@ -268,13 +265,14 @@ def spatial_targets(labels: Any) -> list[str]:
     return [key for key, _ in _filed(labels, SPATIAL_TARGETS)]
 
 
-def sized_output(x: Any, augment: Any, shape: tuple[int, ...] | None) -> None:
+def sized_output(x: Any, plan: Plan, shape: tuple[int, ...] | None) -> None:
     """Refuse a source that keeps photos at their own size (``image_size=None``) without a
     pipeline that ends in one size: a batch is one array, so sample 0's size would be
     demanded of every other photo, and the first of another size would fail mid-epoch."""
     if getattr(x, "image_size", 0) is not None or shape is not None:
         return
-    if augment is None or fixes_size(augment) is False:
+    augment = plan.pipeline
+    if augment is None or plan.fixes_size is False:
         given = "`augment` is None" if augment is None else f"`augment`={got(augment)}"
         raise ArgumentError(
             f"`x` keeps each photo at its own size (image_size=None), and {given}, which "
@@ -283,46 +281,6 @@ def sized_output(x: Any, augment: Any, shape: tuple[int, ...] | None) -> None:
             f"only where it crops) or `Op('center_resized_crop', height=224, width=224)` "
             f"for validation, or give the source an `image_size`."
         )
-
-
-def unmoved_targets(labels: Any, augment: Any) -> None:
-    """Refuse a mask, boxes or keypoints in ``labels`` (``y``) that `augment` would not keep
-    on its image: a member that moves pixels and cannot say how (a function of the user's that
-    declares nothing, AugMix's blend of copies moved differently), a warp outside a
-    ``Compose`` (which reads the boxes' format), or an albumentations pipeline inside one
-    (which gets the image alone). A misaligned mask trains a model on wrong answers without a
-    sign. A pipeline that moves no pixel keeps its targets as they are."""
-    found = spatial_targets(labels)
-    if augment is None or not found or isinstance(augment, FromAlbumentations):
-        return  # (albumentations checks its own targets: ``check_targets``)
-    members = list(_members(augment))
-    said = ", ".join(repr(f) for f in found)
-    if any(isinstance(m, FromAlbumentations) for m in members):
-        raise ArgumentError(
-            f"`y` holds {said}, and `augment` holds an albumentations pipeline inside a "
-            f"{type(augment).__name__}, which passes it the image alone: the targets would "
-            f"not move with it. Fix: pass the albumentations pipeline as `augment` itself, "
-            f"with the other steps inside its A.Compose.")
-    kinds = _kinds(augment)
-    if all(kind == STILL for _, kind in kinds):
-        return
-    for member, kind in kinds:
-        if kind not in (STILL, WARPED):
-            name = member.name if isinstance(member, Op) else got(member)
-            why = ("blends copies of the image moved differently, which no target can follow"
-                   if kind == BLENDED else "does not say what it does to what lies on the image")
-            raise ArgumentError(
-                f"`y` holds {said}, which lies on the image, and `augment` holds {name}, "
-                f"which {why}: they could come back where they were, no longer on their "
-                f"image. Fix: an op that moves no pixel says so, @shmaug.register(name, "
-                f"targets='still') (from_pil or from_array(fn, targets='still')); one that "
-                f"moves pixels moves them with shmaug's geometric ops, or the pipeline is "
-                f"albumentations' (shmaug.from_albumentations); or leave {name} out.")
-    if not isinstance(augment, Compose):
-        raise ArgumentError(
-            f"`y` holds {said}, which `augment` ({got(augment)}) moves with its image only "
-            f"inside a Compose, which reads their format. Fix: pass augment=shmaug.Compose("
-            f"[...], bounding_box_format=...) around it.")
 
 
 def spatial_sources(y: Any, x: Any) -> None:
@@ -372,11 +330,11 @@ def spatial_sources(y: Any, x: Any) -> None:
                 f"both the same image_size.")
 
 
-def unfiled_sources(made: dict[str, Any], augment: Any) -> None:
+def unfiled_sources(made: dict[str, Any], plan: Plan) -> None:
     """Refuse a target source of masks (it says so: ``target_name``) that a pipeline moving
     pixels would pass on unmoved, being filed under no name the pipeline moves (a bare
     ``y=masks``, or ``{"seg": masks}``)."""
-    if augment is None or all(kind == STILL for _, kind in _kinds(augment)):
+    if not plan.moves_pixels:
         return
     for place, target in made.items():
         kind = getattr(target, "target_name", None)
@@ -386,12 +344,6 @@ def unfiled_sources(made: dict[str, Any], augment: Any) -> None:
                 f"moves, and `augment` moves pixels: the masks would stay where they were, no "
                 f"longer on their images. Fix: pass y={{{kind!r}: masks}} (Keras' name; a "
                 f"Sequence hands a one-output model the masks themselves).")
-
-
-def _kinds(augment: Any) -> list[tuple[Any, Any]]:
-    """Each member of ``augment`` that is no container, and what it does to targets."""
-    return [(m, getattr(m, "targets", None)) for m in _members(augment)
-            if not isinstance(m, _CONTAINERS)]
 
 
 def made_targets(y: Any, moved: dict[str, Any], path: str = "y") -> dict[str, Any]:
@@ -460,12 +412,11 @@ def value_range(value: Any) -> tuple[float, float] | None:
     return checked_range(value)
 
 
-def resolve_range(given: tuple[float, float] | None, augment: Any,
+def resolve_range(given: tuple[float, float] | None, plan: Plan,
                   dtype: Any) -> tuple[float, float] | None:
     """The loader's value range: the one given, else the pipeline's own, else the dtype's
     (None while the dtype is unknown, for a ``load`` source before its first sample)."""
-    own = getattr(augment, "value_range", None)
-    own = None if own is None else (float(own[0]), float(own[1]))
+    own = plan.value_range
     if given is not None and own is not None and own != given:
         raise ArgumentError(
             f"`value_range`={given} disagrees with the pipeline's own value_range={own}. Fix: "
@@ -477,32 +428,22 @@ def resolve_range(given: tuple[float, float] | None, augment: Any,
 _CHECK_BYTES = 1 << 24  # chunk size of the whole-array value check: bounded scratch memory
 
 
-def _members(augment: Any) -> Iterator[Any]:
-    """``augment`` and every pipeline member inside it, depth first; a member that says what
-    it does to targets (``from_array(fn, targets="still")``) speaks for the ``fn`` it wraps."""
-    yield augment
-    if getattr(augment, "targets", None) in (STILL, WARPED, BLENDED):
-        return
-    for _, child in children(augment):
-        yield from _members(child)
+def _fixed_float(plan: Plan | None, dtype: Any) -> Any:
+    """The member of the pipeline that takes float images only in a fixed range whatever the
+    `value_range` (an albumentations pipeline: ``float_range``), for float ``dtype``; else
+    None."""
+    return None if plan is None or np.dtype(dtype).kind != "f" else plan.fixed_float
 
 
-def _fixed_float(augment: Any, dtype: Any) -> Any:
-    """The member of ``augment`` that takes float images only in a fixed range whatever the
-    `value_range` (an albumentations pipeline: ``float_range``), for float ``dtype``; else None."""
-    if augment is None or np.dtype(dtype).kind != "f":
-        return None
-    return next((m for m in _members(augment) if hasattr(m, "float_range_error")), None)
-
-
-def check_values(x: np.ndarray, vr: tuple[float, float], given: bool, augment: Any = None) -> None:
+def check_values(x: np.ndarray, vr: tuple[float, float], given: bool,
+                 plan: Plan | None = None) -> None:
     """Every value of ``x`` is finite and inside ``vr``, else the error that names the fix.
     One pass over the data at start-up, in chunks (bounded scratch memory); none for integers
     whose dtype cannot leave ``vr`` (uint8 in (0, 255)), one for a narrower range (a 0/1 mask
-    in uint8), since ops would clip what lies outside without a word. A member of ``augment``
-    that takes floats only in a fixed range (albumentations) has that range checked instead,
-    with its own message: another ``value_range`` could not help."""
-    fixed = _fixed_float(augment, x.dtype)
+    in uint8), since ops would clip what lies outside without a word. A member of the
+    ``plan``'s pipeline that takes floats only in a fixed range (albumentations) has that
+    range checked instead, with its own message: another ``value_range`` could not help."""
+    fixed = _fixed_float(plan, x.dtype)
     if fixed is not None:
         if given and vr != fixed.float_range:
             raise fixed.float_range_error(x.dtype, f"`value_range`={vr} says these are not")
@@ -534,12 +475,12 @@ def check_values(x: np.ndarray, vr: tuple[float, float], given: bool, augment: A
 
 def check_probe_values(input_range: tuple[float, float] | None, nonfinite: bool,
                        vr: tuple[float, float], given: bool, dtype: Any,
-                       augment: Any = None) -> None:
+                       plan: Plan | None = None) -> None:
     """Sample 0, as a worker loaded it, is finite and inside ``vr`` (memory-mapped or loaded
     data is not read whole: its first sample is what is checked)."""
     if nonfinite:
         raise _nonfinite("sample", 0)
-    fixed = _fixed_float(augment, dtype)
+    fixed = _fixed_float(plan, dtype)
     if fixed is not None and input_range is not None and outside(*input_range,
                                                                  fixed.float_range):
         raise fixed.float_range_error(

@@ -33,6 +33,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from ...ops.core import with_value_range
 from ...ops.declared import Declared
+from ...ops.plan import Plan, plan_of
 from ...ops.mixing import Mix
 from ..plan import blocks as _blocks
 from .. import source
@@ -258,6 +259,7 @@ class Pipeline:
     """What workers run on each sample: ``OutputOptions`` against the data."""
 
     augment: AugmentFn | None  # with the value range bound in, where it takes one
+    plan: Plan  # what it does (``ops.plan``): the engine asks nothing else of it
     value_range: tuple[float, float] | None  # None while a `load` source is unprobed
     checked: bool  # whether the data is checked against the value range
     moved: dict[str, Any]  # targets workers transform with their image, by name
@@ -278,25 +280,28 @@ class Pipeline:
         photo for a decode-time crop), its ``super().augment`` runs the argument with the
         value range bound, and the targets the argument moves move there (``ops.declared``)."""
         images = data.images
-        augment = output.augment
-        value_range = inputs.resolve_range(output.bounds, augment,
+        plan = plan_of(output.augment)
+        value_range = inputs.resolve_range(output.bounds, plan,
                                            None if images is None else images.dtype)
-        augment = with_value_range(augment, value_range)  # said once, for all
-        inputs.pipeline_input(augment, images)  # a dtype or layout ops misread
-        inputs.sized_output(data.x, augment, output.shape)  # photos of many sizes
-        inputs.unmoved_targets(data.labels, augment)
-        moved = inputs.augmented_targets(data.y, augment,
+        if value_range is not None and plan.ranged:  # said once, for all
+            plan = plan_of(with_value_range(output.augment, value_range))
+        inputs.pipeline_input(plan, images)  # a dtype or layout ops misread
+        inputs.sized_output(data.x, plan, output.shape)  # photos of many sizes
+        plan.refuse_unmoved(inputs.spatial_targets(data.labels))
+        moved = inputs.augmented_targets(data.y, plan,
                                          None if images is None else tuple(images.shape[1:]))
         # Ops that clip need the true range; a plain user function gets data as it is,
         # unchecked unless the user declared a range.
-        checked = output.bounds is not None or hasattr(augment, "with_value_range")
+        checked = output.bounds is not None or plan.ranged
         mix = None if output.mix is None else output.mix.for_labels(
             data.labels, inputs.spatial_targets(data.labels))
         made = inputs.made_targets(data.y, moved)
-        inputs.unfiled_sources(made, augment)
+        inputs.unfiled_sources(made, plan)
+        augment = plan.pipeline
         if hook is not None:
             augment = Declared(hook, augment, hook_name)
-        return cls(augment, value_range, checked, moved, mix, made)
+            plan = plan_of(augment)
+        return cls(augment, plan, value_range, checked, moved, mix, made)
 
     @property
     def argument(self) -> AugmentFn | None:
