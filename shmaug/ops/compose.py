@@ -33,7 +33,7 @@ import numpy as np
 from ..deferred import Deferred, decoded, takes_deferred
 from ..errors import ArgumentError, ArgumentTypeError
 from ..seeding import global_rng_use
-from .params import ValueRange, bounds, convert, value_range as checked_range
+from .params import ValueRange, bounds, convert, number, value_range as checked_range
 from .core import WARPED, Op, as_op, children, config_type, from_config, to_config, with_value_range
 from .targets import formats
 from .targets.moves import noting
@@ -117,9 +117,9 @@ class Compose:
         object.__setattr__(self, "keypoint_format", formats.check_format(
             self.keypoint_format, "keypoint_format", formats.KEYPOINT_FORMATS))
         object.__setattr__(self, "min_visibility",
-                           bounds(self.min_visibility, "min_visibility", 0.0, 1.0)[0])
-        object.__setattr__(self, "min_area", bounds(self.min_area, "min_area", 0.0)[0])
-        object.__setattr__(self, "mask_fill", bounds(self.mask_fill, "mask_fill")[0])
+                           number(self.min_visibility, "min_visibility", 0.0, 1.0))
+        object.__setattr__(self, "min_area", number(self.min_area, "min_area", 0.0))
+        object.__setattr__(self, "mask_fill", number(self.mask_fill, "mask_fill"))
         object.__setattr__(self, "_targets", TargetOptions(
             *(getattr(self, name) for name in _TARGET_OPTIONS)))
 
@@ -269,8 +269,7 @@ class Maybe:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "op", _ranged(self, (as_op(self.op),))[0])
-        lo, _ = bounds(self.p, "p", 0.0, 1.0)
-        object.__setattr__(self, "p", lo)
+        object.__setattr__(self, "p", number(self.p, "p", 0.0, 1.0))
 
     def with_value_range(self, value_range: ValueRange) -> Maybe:
         result: Maybe = _with_range(self, value_range)
