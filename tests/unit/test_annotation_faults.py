@@ -3,10 +3,15 @@ refused with its fix, or now gives the right answer."""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
 from shmaug.errors import ArgumentError, ArgumentTypeError
 from shmaug.ops import Compose, Maybe, Op
+from shmaug.sources import from_coco
+from tests.annotations_data import write_coco
 
 
 def test_min_visibility_range_is_refused_not_cut() -> None:
@@ -28,3 +33,58 @@ def test_range_error_suggests_a_range_inside_the_limits() -> None:
     from shmaug.ops.params import bounds
     with pytest.raises(ArgumentError, match=r"e.g. x=\(0.5, 1.0\)"):
         bounds((0.5, 1.5), "x", 0.0, 1.0)
+
+
+# -- COCO polygons: pycocotools' raster ------------------------------------------------------
+
+
+def _random_polygons(rng: np.random.Generator, width: int, height: int, count: int
+                     ) -> list[list[float]]:
+    """Star-shaped, scattered (self-crossing) and on-the-grid polygons, some past the
+    image's edge or with a repeated point: what real annotations hold."""
+    out = []
+    for i in range(count):
+        n = int(rng.integers(3, 12))
+        if i % 3 == 0:
+            points = rng.uniform(-4, [width + 4, height + 4], (n, 2))
+        elif i % 3 == 1:
+            centre, angle = rng.uniform(0, [width, height]), np.sort(rng.uniform(0, 6.28, n))
+            points = centre + np.c_[np.cos(angle), np.sin(angle)] * rng.uniform(1, 20, (n, 1))
+        else:
+            points = np.round(rng.uniform(0, [width, height], (n, 2)))
+        if i % 5 == 0:
+            points = np.concatenate([points, points[-1:]])
+        out.append([round(float(v), 2) for v in points.reshape(-1)])
+    return out
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # (pycocotools' own, numpy 2)
+def test_polygon_masks_equal_pycocotools_ann_to_mask(tmp_path) -> None:
+    from pycocotools.coco import COCO  # the reference (the `test` extra), never a dependency
+
+    rng = np.random.default_rng(60)
+    sizes = [(57, 41), (80, 64), (33, 90)]
+    images = [(f"{i}.png", w, h, [(0, 0, 1, 1, 1, 0)] * 40) for i, (w, h) in enumerate(sizes)]
+    json_path, folder = write_coco(tmp_path, images, [{"id": 1, "name": "thing"}])
+    data = json.loads(json_path.read_text())
+    for ann in data["annotations"]:
+        _, w, h, _ = images[ann["image_id"] - 10]
+        ann["segmentation"] = _random_polygons(rng, w, h, 2 if ann["id"] % 4 == 0 else 1)
+        ann["bbox"] = [1, 1, 2, 2]
+    data["annotations"].append({"id": 999, "image_id": 10, "category_id": 1, "iscrowd": 0,
+                                "bbox": [2.3, 2.3, 5, 5], "area": 25,
+                                "segmentation": [[2.3, 2.3, 7.3, 2.3, 7.3, 7.3, 2.3, 7.3]]})
+    json_path.write_text(json.dumps(data))
+    files, y = from_coco(json_path, folder, image_size=None, masks="instances",
+                         max_boxes=41)
+    reference = COCO(str(json_path))
+    drawn = [y["masks"].load(i) for i in range(len(images))]
+    row = {0: 0, 1: 0, 2: 0}
+    compared = 0
+    for ann in data["annotations"]:
+        image = ann["image_id"] - 10
+        ours, theirs = drawn[image][row[image]], reference.annToMask(ann)
+        row[image] += 1
+        np.testing.assert_array_equal(ours, theirs, err_msg=str(ann["segmentation"]))
+        compared += 1
+    assert compared == 121 and drawn[0][40].sum() == 25  # the 5x5 square: 25 px

@@ -11,9 +11,10 @@ the size its image is resized to:
 - ``masks="semantic"``: (height, width, 1) class ids, class index + 1 (0: background; a
   later annotation paints over an earlier one): Keras' ``segmentation_masks``.
 
-A polygon is filled at the output size directly (its points scaled, no resize; a pixel is
-in where the polygon covers half of it or more, as pycocotools fills it); an RLE is
-decoded at its own size, then resized by nearest neighbour. No pycocotools: the RLE string is
+A polygon is filled at the output size directly (its points scaled, no resize) by
+pycocotools' own rule (``rleFrPoly``), so at the image's size a mask equals pycocotools'
+``annToMask`` pixel for pixel; an RLE is decoded at its own size, which must be its image's,
+then resized by nearest neighbour. No pycocotools at run time: the rule and the RLE string are
 a few lines of arithmetic.
 """
 
@@ -34,9 +35,7 @@ MASK_KINDS = ("instances", "semantic")
 _POLYGON, _COUNTS, _STRING = 0, 1, 2  # what a record's bytes hold
 _PAIR = struct.Struct("<qq")
 _RECORD = struct.Struct("<iiii")  # box row, class index + 1, kind, payload bytes
-_SHIFT = 4  # polygon points in 1/16 pixel, as cv2.fillPoly takes them
-_FINE = 4  # a polygon is filled at 4x, then each pixel kept where it is half covered
-_FINE_AREA = 1 << 20  # ... where its box has at most this many pixels (16 MB at 4x)
+_UP = 5  # pycocotools walks a polygon's outline at 5x
 
 
 class SegmentTable(FlatTable):
@@ -108,7 +107,7 @@ class CocoMaskLoad:
             canvas = out[row] if self.kind == "instances" else np.zeros((height, width),
                                                                          np.uint8)
             if kind == _POLYGON:
-                points = np.frombuffer(payload, np.float32).reshape(-1, 2).astype(np.float64)
+                points = np.frombuffer(payload, np.float64).reshape(-1, 2)
                 _fill(canvas, points * (width / w, height / h))
             else:
                 canvas |= _rle(payload, kind, height, width)
@@ -180,9 +179,10 @@ def _records(source: str, annotation: Any, k: int) -> list[tuple[int, bytes]]:
         out = []
         for polygon in seg:
             try:
-                points = np.asarray(polygon, np.float32)
+                # (float64: float32 moved points across pycocotools' rounding at 5x)
+                points = np.asarray(polygon, np.float64)
             except (TypeError, ValueError):  # a string or a list inside
-                points = np.zeros(0, np.float32)
+                points = np.zeros(0, np.float64)
             if points.ndim != 1 or len(points) < 6 or len(points) % 2 or \
                     not np.isfinite(points).all():
                 raise ArgumentError(
@@ -208,23 +208,47 @@ def _records(source: str, annotation: Any, k: int) -> list[tuple[int, bytes]]:
 
 
 def _fill(canvas: np.ndarray, points: np.ndarray) -> None:
-    """Set the pixels of ``canvas`` that the polygon (pixel-edge coordinates) covers by half
-    or more: filled at 4x over its bounding box, then averaged down. A plain fill also sets
-    every pixel its outline touches (a 20x15 rectangle became 21x16)."""
+    """Set the pixels of ``canvas`` inside the polygon (pixel-edge coordinates) by
+    pycocotools' rule (``rleFrPoly`` in its maskApi.c), so a mask equals its ``annToMask``:
+    the outline is walked at 5x, points rounded as it rounds them, and each column of pixels
+    toggles where the outline crosses it. (A 5x5 square at 2.3..7.3 is 25 pixels.)"""
     height, width = canvas.shape
-    x0, y0 = np.floor(points.min(0)).astype(int).clip(0)
-    x1, y1 = np.minimum(np.ceil(points.max(0)).astype(int), (width, height))
-    if x1 <= x0 or y1 <= y0:
+    u, v = _outline(points)
+    step = np.flatnonzero(u[1:] != u[:-1]) + 1  # where the walk enters a new column
+    xd = (np.where(u[step] < u[step - 1], u[step], u[step] - 1) + 0.5) / _UP - 0.5
+    yd = (np.minimum(v[step], v[step - 1]) + 0.5) / _UP - 0.5
+    keep = (np.floor(xd) == xd) & (xd >= 0) & (xd <= width - 1)  # a pixel column's centre
+    if not keep.any():
         return
-    # (past _FINE_AREA pixels a 4x canvas would cost tens of MB; there a pixel more or less
-    # along the outline matters little, and the polygon is filled at its size)
-    fine = _FINE if (y1 - y0) * (x1 - x0) <= _FINE_AREA else 1
-    big = np.zeros(((y1 - y0) * fine, (x1 - x0) * fine), np.uint8)
-    at = ((points - (x0, y0)) * fine - 0.5) * (1 << _SHIFT)  # pixel centres at integers
-    cv2.fillPoly(big, [np.rint(at).astype(np.int32)], 255, cv2.LINE_8, _SHIFT)
-    covered = (cv2.resize(big, (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA) if fine > 1
-               else big) >= 128
-    canvas[y0:y1, x0:x1] |= covered
+    col = xd[keep].astype(np.int64)
+    row = np.ceil(np.clip(yd[keep], 0, height)).astype(np.int64)
+    first, last = int(col.min()), int(col.max())
+    span = (last - first + 1) * height  # (column-major, as an RLE: a toggle at row
+    flips = np.bincount((col - first) * height + row, minlength=span + 1)[:span]  # height
+    inside = (np.cumsum(flips) % 2).astype(np.uint8)  # starts the next column)
+    canvas[:, first:last + 1] |= inside.reshape(last - first + 1, height).T
+
+
+def _outline(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The closed polygon's outline as pycocotools walks it: its points at 5x rounded (C's
+    ``(int)(5 * x + .5)``), then every integer step along each edge's longer axis, the other
+    axis rounded likewise (each edge walked from its lower end along that axis)."""
+    xy = np.trunc(_UP * np.asarray(points, np.float64) + 0.5).astype(np.int64)
+    xy = np.concatenate([xy, xy[:1]])
+    xs, ys, xe, ye = xy[:-1, 0], xy[:-1, 1], xy[1:, 0], xy[1:, 1]
+    dx, dy = np.abs(xe - xs), np.abs(ye - ys)
+    along_x = dx >= dy
+    flip = (along_x & (xs > xe)) | (~along_x & (ys > ye))
+    xs, xe = np.where(flip, xe, xs), np.where(flip, xs, xe)
+    ys, ye = np.where(flip, ye, ys), np.where(flip, ys, ye)
+    span = np.where(along_x, dx, dy)
+    slope = np.where(along_x, (ye - ys) / np.maximum(dx, 1), (xe - xs) / np.maximum(dy, 1))
+    edge = np.repeat(np.arange(len(span)), span + 1)
+    d = np.arange(len(edge)) - np.repeat(np.cumsum(span + 1) - (span + 1), span + 1)
+    t = np.where(flip[edge], span[edge] - d, d)
+    ax = along_x[edge]
+    other = np.trunc(np.where(ax, ys[edge], xs[edge]) + slope[edge] * t + 0.5).astype(np.int64)
+    return np.where(ax, t + xs[edge], other), np.where(ax, other, t + ys[edge])
 
 
 def _where(source: str, annotation: Any, k: int) -> str:
