@@ -88,3 +88,34 @@ def test_polygon_masks_equal_pycocotools_ann_to_mask(tmp_path) -> None:
         np.testing.assert_array_equal(ours, theirs, err_msg=str(ann["segmentation"]))
         compared += 1
     assert compared == 121 and drawn[0][40].sum() == 25  # the 5x5 square: 25 px
+
+
+# -- COCO RLEs of another size ---------------------------------------------------------------
+
+
+def test_an_rle_of_another_size_than_its_image_is_refused_naming_it(tmp_path) -> None:
+    from tests.unit.test_masks_sources import coco_with_masks
+
+    json_path, folder = coco_with_masks(tmp_path)  # annotation 3: b.png's RLE, 7x9
+    data = json.loads(json_path.read_text())
+    data["annotations"][2]["segmentation"]["size"] = [9, 7]  # [w, h] for [h, w]
+    json_path.write_text(json.dumps(data))
+    with pytest.raises(ArgumentError, match=r"annotation 3 has an RLE of size \[9, 7\], but its "
+                                            r"image is 7x9 .*swapped"):
+        from_coco(json_path, folder, image_size=None, masks="instances")
+
+
+def test_an_rle_whose_counts_miss_its_size_is_refused_naming_it(tmp_path) -> None:
+    from tests.unit.test_masks_sources import coco_with_masks
+
+    json_path, folder = coco_with_masks(tmp_path)
+    data = json.loads(json_path.read_text())
+    data["annotations"][2]["segmentation"]["counts"] = [10, 5, 20]  # 35 of 63 pixels
+    json_path.write_text(json.dumps(data))
+    with pytest.raises(ArgumentError, match=r"annotation 3 has an RLE whose counts add up to "
+                                            r"35 pixels, but its size \[7, 9\] holds 63"):
+        from_coco(json_path, folder, image_size=None, masks="semantic")
+    data["annotations"][2]["segmentation"]["counts"] = "6160K30M030M0"  # a string, cut short
+    json_path.write_text(json.dumps(data))
+    with pytest.raises(ArgumentError, match=r"annotation 3 has an RLE whose counts add up"):
+        from_coco(json_path, folder, image_size=None, masks="instances")

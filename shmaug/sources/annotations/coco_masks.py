@@ -134,7 +134,8 @@ class CocoMasks:
         blobs: list[list[bytes]] = [[] for _ in range(len(sizes))]
         for k, image, row, value in zip(kept.tolist(), owner.tolist(), row_of.tolist(),
                                         values.tolist()):
-            for record_kind, payload in _records(source, annotations[k], k):
+            size = (int(sizes[image][0]), int(sizes[image][1]))
+            for record_kind, payload in _records(source, annotations[k], k, size):
                 blobs[image].append(_RECORD.pack(row, value, record_kind, len(payload)) +
                                     payload)
         table = SegmentTable.build([b"".join(parts) for parts in blobs], sizes)
@@ -172,8 +173,10 @@ def check_kind(masks: Any) -> str | None:
     return masks  # type: ignore[no-any-return]
 
 
-def _records(source: str, annotation: Any, k: int) -> list[tuple[int, bytes]]:
-    """An annotation's ``segmentation`` as records: one per polygon, or its RLE."""
+def _records(source: str, annotation: Any, k: int, image: tuple[int, int]
+             ) -> list[tuple[int, bytes]]:
+    """An annotation's ``segmentation`` as records: one per polygon, or its RLE (which must
+    be of its ``image``'s (height, width), and its counts add up to them)."""
     seg = annotation.get("segmentation") if isinstance(annotation, dict) else None
     if isinstance(seg, list) and seg and all(isinstance(p, list) for p in seg):
         out = []
@@ -192,19 +195,44 @@ def _records(source: str, annotation: Any, k: int) -> list[tuple[int, bytes]]:
             out.append((_POLYGON, points.tobytes()))
         return out
     if isinstance(seg, dict) and "counts" in seg and "size" in seg:
-        h, w = (int(v) for v in seg["size"])
+        h, w = _rle_size(source, annotation, k, seg["size"], image)
         counts = seg["counts"]
         if isinstance(counts, list):
             data, kind = np.asarray(counts, np.int64).astype(np.int32).tobytes(), _COUNTS
+            total = int(np.sum(counts))
         else:
             data = counts.encode() if isinstance(counts, str) else bytes(counts)
-            kind = _STRING
+            kind, total = _STRING, sum(_string_counts(data))
+        if total != h * w:
+            raise ArgumentError(
+                f"{_where(source, annotation, k)} has an RLE whose counts add up to {total} "
+                f"pixels, but its size {[h, w]} holds {h * w}: it is cut short or belongs to "
+                f"another image. Fix: re-encode the mask at its image's size "
+                f"(pycocotools.mask.encode), or remove the annotation.")
         size = struct.pack("<ii", h, w)
         return [(kind, size + data + b"\0" * (-len(data) % 4))]
     raise ArgumentError(
         f"{_where(source, annotation, k)} has no mask (`segmentation` is {str(seg)[:80]!r}; "
         f"COCO's are a list of polygons or an RLE dict with `counts` and `size`). Fix: pass "
         f"masks=None for boxes alone, or give the annotation its mask.")
+
+
+def _rle_size(source: str, annotation: Any, k: int, size: Any, image: tuple[int, int]
+              ) -> tuple[int, int]:
+    """An RLE's ``size`` ([height, width]), which must be its image's: one given as [width,
+    height] would stretch the mask across the image silently."""
+    try:
+        h, w = (int(v) for v in size)
+    except (TypeError, ValueError):
+        h = w = -1
+    if (h, w) != image:
+        swapped = " (its width and height swapped)" if (w, h) == image else ""
+        raise ArgumentError(
+            f"{_where(source, annotation, k)} has an RLE of size {size!r}, but its image is "
+            f"{image[0]}x{image[1]} (height x width){swapped}: COCO's RLE `size` is [height, "
+            f"width] of its image. Fix: encode the mask at its image's size, as "
+            f"pycocotools.mask.encode(np.asfortranarray(mask)) does, or remove it.")
+    return h, w
 
 
 def _fill(canvas: np.ndarray, points: np.ndarray) -> None:
