@@ -119,3 +119,25 @@ def test_an_rle_whose_counts_miss_its_size_is_refused_naming_it(tmp_path) -> Non
     json_path.write_text(json.dumps(data))
     with pytest.raises(ArgumentError, match=r"annotation 3 has an RLE whose counts add up"):
         from_coco(json_path, folder, image_size=None, masks="instances")
+
+
+# -- MaskFiles beside its images -------------------------------------------------------------
+
+
+def test_mask_files_of_another_size_than_their_images_are_refused_naming_both(tmp_path) -> None:
+    import shmaug
+    from PIL import Image
+    from shmaug.sources import MaskFiles
+
+    Image.fromarray(np.zeros((48, 64, 3), np.uint8)).save(tmp_path / "image.png")
+    Image.fromarray(np.zeros((24, 32), np.uint8)).save(tmp_path / "mask.png")
+    Image.fromarray(np.zeros((48, 64), np.uint8)).save(tmp_path / "good.png")
+    files = shmaug.ImageFiles.from_paths([tmp_path / "image.png"] * 2, image_size=(32, 32))
+    masks = MaskFiles([tmp_path / "good.png", tmp_path / "mask.png"], image_size=(32, 32))
+    with pytest.raises(ArgumentError, match=r"mask .*mask.png' is 32x24 .* its image "
+                                            r".*image.png' is 64x48.*check_sizes=False"):
+        shmaug.Loader(files, {"segmentation_masks": masks}, batch_size=2, workers=0)
+    unchecked = MaskFiles(masks.paths, image_size=(32, 32), check_sizes=False)  # on purpose
+    with shmaug.Loader(files, {"segmentation_masks": unchecked}, batch_size=2,
+                       workers=0) as loader:
+        assert loader.batch(0)[1]["segmentation_masks"].shape == (2, 32, 32, 1)

@@ -9,24 +9,21 @@ stem and (locally) a mask of another size than its image are each refused, namin
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
 import os
 from typing import Any, Literal, overload
 
 from ..files import ImageFiles
 from ..images import folders as F
-from ..images.decode import stored_size
 from ..images.settings import DEFAULT_IMAGE_SIZE, image_size_of
 from ..remote import bucket as B
 from ..remote import protocol_of
 from ...errors import ArgumentError, got
-from .masks import MaskFiles
+from .masks import MaskFiles, check_pair_sizes
 
 log = logging.getLogger(__name__)
 UNPAIRED = ("raise", "drop")
 Pair = tuple[ImageFiles, dict[str, MaskFiles]]  # (files, {"segmentation_masks": masks})
-_HEADER_THREADS = 8
 
 
 @overload
@@ -138,7 +135,7 @@ def from_segmentation(
             f"with mask_suffix={mask_suffix!r}, image_suffix={image_suffix!r}). Fix: check "
             f"the folders and the suffixes.")
     if check_sizes and protocol_of(image_root) is None:  # (a bucket's: a request each)
-        _check_sizes(pairs)
+        check_pair_sizes(pairs)
     options: dict[str, Any] = dict(storage_options=storage_options, cache_dir=cache_dir,
                                    cache_limit=cache_limit)
 
@@ -147,7 +144,9 @@ def from_segmentation(
         files = ImageFiles.from_paths([p for p, _ in chosen], image_size=size,
                                       color_mode=color_mode, interpolation=interpolation,
                                       label_mode=None, reduced_decode=reduced_decode, **options)
-        return files, {"segmentation_masks": MaskFiles([m for _, m in chosen], size, **options)}
+        masks = MaskFiles([m for _, m in chosen], size, check_sizes=False,  # (done above)
+                          **options)
+        return files, {"segmentation_masks": masks}
 
     if validation_split is None:
         return made(range(len(pairs)))
@@ -192,29 +191,3 @@ def _refuse_unpaired(paths: list[str], what: str, other: str, where: str, suffix
             f"{len(paths)} {what}(s) have no {other} of the same stem{named} under {where!r}, "
             f"e.g. {paths[0]!r}. Fix: add the {other}s, remove the {what}s, check "
             f"`mask_suffix`, or pass unpaired='drop' to leave them out.")
-
-
-def _check_sizes(pairs: list[tuple[str, str]]) -> None:
-    """Refuse a mask of another size than its image (headers only, read on a few threads:
-    on a network file system a header costs a round trip)."""
-    with cf.ThreadPoolExecutor(_HEADER_THREADS) as pool:
-        found = pool.map(_sizes, pairs, chunksize=256)
-        for (image, mask), sizes in zip(pairs, found):
-            if isinstance(sizes, OSError):
-                raise ArgumentError(f"Cannot read the header of {image!r} or {mask!r}: "
-                                    f"{sizes}. Fix: replace the file, or remove the pair.")
-            if sizes[0] != sizes[1]:
-                (ih, iw), (mh, mw) = sizes
-                raise ArgumentError(
-                    f"The mask {mask!r} is {mw}x{mh} (width x height) but its image "
-                    f"{image!r} is {iw}x{ih}: stretched to one size, the mask would no longer "
-                    f"lie on its pixels. Fix: give the mask its image's size (or pair it with "
-                    f"the right image), or pass check_sizes=False if you resize both on "
-                    f"purpose.")
-
-
-def _sizes(pair: tuple[str, str]) -> tuple[tuple[int, int], tuple[int, int]] | OSError:
-    try:
-        return stored_size(pair[0]), stored_size(pair[1])
-    except OSError as exc:
-        return exc
