@@ -141,3 +141,18 @@ def test_mask_files_of_another_size_than_their_images_are_refused_naming_both(tm
     with shmaug.Loader(files, {"segmentation_masks": unchecked}, batch_size=2,
                        workers=0) as loader:
         assert loader.batch(0)[1]["segmentation_masks"].shape == (2, 32, 32, 1)
+
+
+# -- COCO's width and height, checked by default ---------------------------------------------
+
+
+def test_coco_sizes_are_checked_against_the_files_by_default(tmp_path) -> None:
+    json_path, folder = write_coco(tmp_path)
+    data = json.loads(json_path.read_text())
+    data["images"][0]["width"], data["images"][0]["height"] = 40, 60  # a.png is 60x40
+    json_path.write_text(json.dumps(data))
+    with pytest.raises(ArgumentError, match=r"image id 10 gives the image .*a.png' a size of "
+                                            r"40x60 .*file is 60x40.*check_sizes=False"):
+        from_coco(json_path, folder, image_size=(32, 32))
+    files, y = from_coco(json_path, folder, image_size=(32, 32), check_sizes=False)  # trusted
+    assert len(files) == 3

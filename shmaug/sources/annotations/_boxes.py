@@ -15,6 +15,7 @@ shards (``tf_od``, ``hf_objects``) hand ``layout`` the same table, their images 
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -28,6 +29,7 @@ from ..images.settings import image_size_of
 from ...errors import ArgumentError, got
 from ...ops.targets.formats import BOX_FORMATS, PAD, check_format, from_xyxy
 
+_HEADER_THREADS = 8
 _SLACK = 0.01  # how far past 0..1 a fraction may be by a rounding (and then be clipped)
 
 
@@ -213,24 +215,35 @@ def _sizes_given(source: str, table: BoxTable) -> None:
 
 def _settle_sizes(table: BoxTable, check: bool) -> None:
     """Each image's (height, width): the annotation's, or (where it gives none, or
-    ``check``) read from the file's header (PIL reads no pixels for it)."""
+    ``check``) read from the file's header (PIL reads no pixels for it), on a few threads:
+    on a network file system a header costs a round trip."""
     unknown = np.nonzero(~(table.sizes > 0).all(1))[0]
-    for i in range(len(table.paths)) if check else map(int, unknown):
-        path = table.paths[i]
-        try:
-            height, width = stored_size(path)
-        except OSError as exc:
-            raise ArgumentError(f"{path} ({table.where(i)}) is not an image PIL can read: "
-                                f"{exc}. Fix: replace the file, or remove it from the "
-                                f"annotations.") from None
-        given = table.sizes[i]
-        if (given > 0).all() and tuple(given) != (height, width):
-            raise ArgumentError(
-                f"{table.where(i)} gives the image {path!r} a size of {given[1]}x{given[0]} "
-                f"(width x height), but the file is {width}x{height}: its boxes would be "
-                f"scaled wrongly. Fix: correct the annotation's width and height (or the "
-                f"file).")
-        table.sizes[i] = height, width
+    rows = list(range(len(table.paths))) if check else unknown.tolist()
+    with cf.ThreadPoolExecutor(_HEADER_THREADS) as pool:
+        for i, found in zip(rows, pool.map(_header, [table.paths[i] for i in rows],
+                                           chunksize=256)):
+            path = table.paths[i]
+            if isinstance(found, OSError):
+                raise ArgumentError(f"{path} ({table.where(i)}) is not an image PIL can read: "
+                                    f"{found}. Fix: replace the file, or remove it from the "
+                                    f"annotations.")
+            height, width = found
+            given = table.sizes[i]
+            if (given > 0).all() and tuple(given) != (height, width):
+                raise ArgumentError(
+                    f"{table.where(i)} gives the image {path!r} a size of {given[1]}x"
+                    f"{given[0]} (width x height), but the file is {width}x{height}: its "
+                    f"boxes would be scaled wrongly. Fix: correct the annotation's width and "
+                    f"height (or the file); check_sizes=False skips this check (one header "
+                    f"read per image).")
+            table.sizes[i] = height, width
+
+
+def _header(path: str) -> tuple[int, int] | OSError:
+    try:
+        return stored_size(path)
+    except OSError as exc:
+        return exc
 
 
 def _clip(table: BoxTable) -> None:

@@ -30,7 +30,7 @@ def from_voc(
     image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE,
     bounding_box_format: str = "xyxy", max_boxes: int | None = None,
     class_names: Sequence[str] | None = None, keep_empty: bool = True,
-    keep_difficult: bool = False, check_sizes: bool = False, color_mode: str | None = "rgb",
+    keep_difficult: bool = False, check_sizes: bool = True, color_mode: str | None = "rgb",
     interpolation: str = "bilinear", reduced_decode: bool = True,
     crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
 ) -> tuple[ImageFiles, dict[str, np.ndarray]]:
@@ -59,8 +59,9 @@ def from_voc(
         keep_empty: keep the images without a box (after the filters); False drops them.
         keep_difficult: keep the objects marked ``difficult``; False (default) drops them,
             as VOC's evaluation ignores them and the reference detectors train without them.
-        check_sizes: read each file's header to check it has the XML's ``size`` (an image
-            without one is always read so).
+        check_sizes: read each file's header (True, default: a header costs little next to
+            a decode) to check it has the XML's ``size`` (an image without one is always
+            read so).
         color_mode: as ``ImageFiles.from_paths``.
         interpolation: as ``ImageFiles.from_paths``.
         reduced_decode: as ``ImageFiles.from_paths``.
