@@ -156,3 +156,29 @@ def test_coco_sizes_are_checked_against_the_files_by_default(tmp_path) -> None:
         from_coco(json_path, folder, image_size=(32, 32))
     files, y = from_coco(json_path, folder, image_size=(32, 32), check_sizes=False)  # trusted
     assert len(files) == 3
+
+
+# -- from_segmentation's split, as from_voc's ------------------------------------------------
+
+
+def test_from_segmentation_takes_a_split_like_from_voc(tmp_path) -> None:
+    from PIL import Image
+    from shmaug.sources import from_segmentation
+    from tests.unit.test_masks_sources import write_pairs
+
+    images, masks = write_pairs(tmp_path, ["0001", "0002", "0003"])
+    Image.fromarray(np.zeros((12, 16, 3), np.uint8)).save(images / "0009.jpg")  # no mask
+    split = tmp_path / "train.txt"
+    split.write_text("0003\n0001\n")
+    files, y = from_segmentation(images, masks, ids=split, image_size=None)
+    assert [p.rsplit("/", 1)[1] for p in files.paths] == ["0003.jpg", "0001.jpg"]
+    assert [p.rsplit("/", 1)[1] for p in y["segmentation_masks"].paths] == ["0003.png",
+                                                                            "0001.png"]
+    files, _ = from_segmentation(images, masks, ids=["0002"], image_size=None)
+    assert len(files) == 1  # train and val apart: never each other's
+    with pytest.raises(ArgumentError, match=r"1 id\(s\) of `ids` have no mask .*'0009'"):
+        from_segmentation(images, masks, ids=["0001", "0009"])
+    with pytest.raises(ArgumentError, match=r"have no image .*'0404'.*unpaired='drop'"):
+        from_segmentation(images, masks, ids=["0404"])
+    files, _ = from_segmentation(images, masks, ids=["0001", "0009"], unpaired="drop")
+    assert len(files) == 1

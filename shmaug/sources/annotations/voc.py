@@ -13,11 +13,13 @@ import os
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from . import _boxes as B
 from ..files import ImageFiles
+from ..remote.bucket import remote_for
 from ..images.settings import DEFAULT_IMAGE_SIZE
 from ...errors import ArgumentError
 
@@ -127,16 +129,7 @@ def _files(folder: Path, ids: str | os.PathLike[str] | Sequence[str] | None) -> 
             raise ArgumentError(f"{folder} holds no .xml file. Fix: pass the folder of VOC's "
                                 f"XML files (VOC2012/Annotations).")
         return found
-    if isinstance(ids, (str, os.PathLike)):
-        try:
-            stems = Path(ids).read_text(encoding="utf-8").split("\n")
-        except OSError as exc:
-            raise ArgumentError(f"`ids` {os.fspath(ids)!r}: cannot read the split file ({exc})"
-                                f". Fix: pass ImageSets/Main/<split>.txt, or a list of ids."
-                                ) from None
-        stems = [line.split()[0] for line in stems if line.strip()]  # "<id> <flag>" files too
-    else:
-        stems = [str(s) for s in ids]
+    stems = read_ids(ids, "ImageSets/Main/<split>.txt")
     paths = [folder / f"{stem}.xml" for stem in stems]
     missing = [p for p in paths if not p.is_file()]
     if missing:
@@ -144,6 +137,24 @@ def _files(folder: Path, ids: str | os.PathLike[str] | Sequence[str] | None) -> 
                             f"{missing[0].name}. Fix: pass the split that goes with this "
                             f"folder, or the ids it holds.")
     return paths
+
+
+def read_ids(ids: str | os.PathLike[str] | Sequence[str], example: str,
+             storage_options: dict[str, Any] | None = None) -> list[str]:
+    """A split's ids (file stems), in order: a split file of one id per line (VOC's
+    ``ImageSets``; a line's first word, as ``<id> <flag>`` files hold; a URL is read through
+    the remote layer), or a list of them. ``example``: the split file an error suggests."""
+    if not isinstance(ids, (str, os.PathLike)):
+        return [str(s) for s in ids]
+    source = os.fspath(ids)
+    try:
+        remote = remote_for(source, storage_options)
+        text = remote.fetch(source).decode() if remote is not None else \
+            Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArgumentError(f"`ids` {source!r}: cannot read the split file ({exc}). Fix: "
+                            f"pass {example}, or a list of ids.") from None
+    return [line.split()[0] for line in text.split("\n") if line.strip()]
 
 
 def _folder_names(folder: Path) -> list[str]:
