@@ -182,3 +182,22 @@ def test_from_segmentation_takes_a_split_like_from_voc(tmp_path) -> None:
         from_segmentation(images, masks, ids=["0404"])
     files, _ = from_segmentation(images, masks, ids=["0001", "0009"], unpaired="drop")
     assert len(files) == 1
+
+
+# -- boxes wholly outside their image --------------------------------------------------------
+
+
+def test_boxes_wholly_outside_their_image_are_counted_once(tmp_path, caplog) -> None:
+    import logging
+
+    images = [("a.png", 60, 40, [(10, 5, 20, 10, 1, 0), (70, 5, 10, 10, 1, 0),
+                                 (5, 45, 10, 10, 1, 0)]),
+              ("b.png", 50, 50, [(0, 0, 0, 10, 1, 0), (60, 60, 5, 5, 1, 0)])]
+    json_path, folder = write_coco(tmp_path, images, [{"id": 1, "name": "thing"}])
+    with caplog.at_level(logging.WARNING, logger="shmaug"):
+        files, y = from_coco(json_path, folder, image_size=None)
+    said = [r.getMessage() for r in caplog.records if "wholly outside" in r.getMessage()]
+    assert len(said) == 1  # once, for the whole file
+    assert "dropped 3 box(es) of 5" in said[0] and "(70.0, 5.0, 80.0, 15.0)" in said[0]
+    assert "image id 10" in said[0] and "60x40" in said[0]
+    assert (y["labels"] >= 0).sum(1).tolist() == [1, 0]  # (the zero-width one: not said)

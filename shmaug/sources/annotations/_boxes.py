@@ -16,6 +16,7 @@ shards (``tf_od``, ``hf_objects``) hand ``layout`` the same table, their images 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -29,6 +30,7 @@ from ..images.settings import image_size_of
 from ...errors import ArgumentError, got
 from ...ops.targets.formats import BOX_FORMATS, PAD, check_format, from_xyxy
 
+log = logging.getLogger(__name__)
 _HEADER_THREADS = 8
 _SLACK = 0.01  # how far past 0..1 a fraction may be by a rounding (and then be clipped)
 
@@ -120,7 +122,7 @@ def layout(source: str, table: BoxTable, *, image_size: tuple[int, int] | None,
     ``bounding_box_format`` and padded. ``annotated``: how many images the annotations
     held, for the error when none is left (default: the table's)."""
     count = len(table.paths) if annotated is None else annotated
-    _clip(table)
+    _clip(source, table)
     rows = np.arange(len(table.paths))
     if not keep_empty:  # (nor do those whose boxes were all clipped away)
         rows = np.unique(table.owner)
@@ -246,12 +248,24 @@ def _header(path: str) -> tuple[int, int] | OSError:
         return exc
 
 
-def _clip(table: BoxTable) -> None:
+def _clip(source: str, table: BoxTable) -> None:
     """Boxes clipped to their image, less those left without area (COCO holds a few boxes of
-    zero width, and a few past the image's edge by a rounding)."""
+    zero width, and a few past the image's edge by a rounding). Boxes of some area that lie
+    wholly outside their image are dropped too, and said once, with how many: they point at
+    a wrong size or format in the annotations."""
     height, width = table.sizes[table.owner].T
     boxes = np.clip(table.boxes, 0, np.stack([width, height, width, height], 1))
     keep = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+    had = (table.boxes[:, 2] > table.boxes[:, 0]) & (table.boxes[:, 3] > table.boxes[:, 1])
+    outside = np.flatnonzero(had & ~keep)
+    if len(outside):
+        k = int(outside[0])
+        log.warning(
+            "%s: dropped %d box(es) of %d that lie wholly outside their image, e.g. %s "
+            "(x0, y0, x1, y1) in %s, of %dx%d pixels (width x height). Check the "
+            "annotations' image sizes and box coordinates.", source, len(outside),
+            len(boxes), tuple(round(float(v), 2) for v in table.boxes[k]),
+            table.where(int(table.owner[k])), int(width[k]), int(height[k]))
     table.boxes, table.owner, table.labels = boxes[keep], table.owner[keep], table.labels[keep]
     if table.annotation is not None:
         table.annotation = table.annotation[keep]
