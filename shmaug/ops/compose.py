@@ -37,6 +37,7 @@ from .params import ValueRange, bounds, convert, number, value_range as checked_
 from .core import WARPED, Op, as_op, children, config_type, from_config, to_config, with_value_range
 from .targets import formats
 from .targets.moves import noting
+from .targets.boxes import check_carried
 from .targets.sample import MASK_NAMES, NAMES, TargetOptions, move
 
 
@@ -127,6 +128,14 @@ class Compose:
         result: Compose = _with_range(self, value_range)
         return result
 
+    def with_bounding_box_format(self, bounding_box_format: str) -> Compose:
+        """The same pipeline reading boxes in ``bounding_box_format`` (the format a
+        source's boxes carry), where it names none itself; its own is kept (and checked
+        against the boxes' by ``check_targets``)."""
+        if self.bounding_box_format is not None:
+            return self
+        return dataclasses.replace(self, bounding_box_format=bounding_box_format)
+
     @property
     def uses_global_rng(self) -> bool | None:
         return _global(self.ops)
@@ -186,6 +195,7 @@ class Compose:
             elif name == "keypoints":
                 formats.check_keypoints(name, rows, self.keypoint_format, image_shape)
             elif name in ("boxes", "bboxes"):
+                check_carried(name, rows, self.bounding_box_format)
                 labels = targets.get("box_labels")
                 if labels is not None:
                     formats.check_box_labels("labels", labels, rows)

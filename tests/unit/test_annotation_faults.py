@@ -201,3 +201,57 @@ def test_boxes_wholly_outside_their_image_are_counted_once(tmp_path, caplog) -> 
     assert "dropped 3 box(es) of 5" in said[0] and "(70.0, 5.0, 80.0, 15.0)" in said[0]
     assert "image id 10" in said[0] and "60x40" in said[0]
     assert (y["labels"] >= 0).sum(1).tolist() == [1, 0]  # (the zero-width one: not said)
+
+
+# -- a box format that disagrees between source and pipeline ---------------------------------
+
+
+@pytest.mark.parametrize("ours, theirs", [("xyxy", "rel_xyxy"), ("rel_xyxy", "xyxy")])
+def test_a_file_source_box_format_other_than_the_pipelines_is_refused(tmp_path, ours: str,
+                                                                      theirs: str) -> None:
+    import shmaug
+
+    json_path, folder = write_coco(tmp_path)
+    for size in ((32, 32), None):
+        files, y = from_coco(json_path, folder, image_size=size, bounding_box_format=ours)
+        aug = Compose([Maybe(Op("hflip")), Op("center_resized_crop", height=16, width=16)],
+                      bounding_box_format=theirs)
+        with pytest.raises(ArgumentError, match=f"bounding_box_format='{ours}' .*pipeline "
+                                                f"reads boxes as bounding_box_format="
+                                                f"'{theirs}'.*Fix: build the pipeline with "
+                                                f"bounding_box_format='{ours}'"):
+            shmaug.Loader(files, y, batch_size=3, workers=0, augment=aug)
+
+
+def test_a_pipeline_without_a_box_format_takes_the_sources(tmp_path) -> None:
+    import shmaug
+
+    json_path, folder = write_coco(tmp_path)
+    files, y = from_coco(json_path, folder, image_size=(32, 32), bounding_box_format="rel_xyxy")
+    batches = []
+    for fmt in (None, "rel_xyxy"):
+        aug = Compose([Op("hflip")], bounding_box_format=fmt)
+        with shmaug.Loader(files, y, batch_size=3, workers=0, augment=aug, seed=1) as loader:
+            batches.append(loader.batch(0)[1]["boxes"])
+    np.testing.assert_array_equal(batches[0], batches[1])
+    real = batches[0][batches[0][..., 0] >= 0]
+    assert len(real) and (real <= 1).all()  # flipped as fractions, none lost to padding
+
+
+def test_numpy_results_of_carried_boxes_claim_no_format(tmp_path) -> None:
+    import pickle
+
+    from shmaug.ops.targets.boxes import Boxes, format_of
+
+    json_path, folder = write_coco(tmp_path)
+    _, y = from_coco(json_path, folder, image_size=(32, 32), bounding_box_format="xyxy")
+    boxes = y["boxes"]
+    assert isinstance(boxes, Boxes) and format_of(boxes) == "xyxy"
+    assert "bounding_box_format='xyxy'" in repr(boxes)
+    for made in (boxes / 32, boxes[..., [1, 0, 3, 2]], boxes[0], np.concatenate([boxes]),
+                 boxes.astype(np.float64), np.maximum(boxes, 0)):
+        assert format_of(made) is None  # numpy cannot know the format still holds
+    assert format_of(boxes.copy()) == format_of(pickle.loads(pickle.dumps(boxes))) == "xyxy"
+    held = y["boxes"]
+    held /= 32  # in place: now fractions, and it says no format any more
+    assert format_of(y["boxes"]) is None

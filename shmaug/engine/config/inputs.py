@@ -257,6 +257,21 @@ def augmented_targets(y: Any, augment: Any,
     return found
 
 
+def with_box_format(y: Any, augment: Any) -> Any:
+    """``augment`` reading boxes in the format the boxes of ``y`` carry (a reader's
+    ``Boxes``: ``bounding_box_format``), where it takes one (``with_bounding_box_format``)
+    and names none itself: the pipeline then needs none. One that names another is refused
+    by its ``check_targets``."""
+    take = getattr(augment, "with_bounding_box_format", None)
+    if not callable(take):
+        return augment
+    for _, boxes in _filed(y, ("boxes", "bboxes")):
+        fmt = getattr(boxes, "bounding_box_format", None)
+        if isinstance(fmt, str):
+            return take(fmt)
+    return augment
+
+
 SPATIAL_TARGETS = ("mask", "masks", "segmentation_masks", "boxes", "bboxes", "keypoints")
 """What lies on the image, by Keras' and albumentations' names: what a pipeline that moves
 pixels must move too, or the image and its target part ways."""

@@ -277,6 +277,7 @@ class Pipeline:
         value_range = inputs.resolve_range(output.bounds, augment,
                                            None if images is None else images.dtype)
         augment = with_value_range(augment, value_range)  # said once, for all
+        augment = inputs.with_box_format(data.y, augment)  # the boxes' own, if they say it
         inputs.pipeline_input(augment, images)  # a dtype or layout ops misread
         inputs.sized_output(data.x, augment, output.shape)  # photos of many sizes
         inputs.unmoved_targets(data.labels, augment)

@@ -28,6 +28,7 @@ from ..images.decode import stored_size
 from ..remote import protocol_of
 from ..images.settings import image_size_of
 from ...errors import ArgumentError, got
+from ...ops.targets.boxes import Boxes
 from ...ops.targets.formats import BOX_FORMATS, PAD, check_format, from_xyxy
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ def layout(source: str, table: BoxTable, *, image_size: tuple[int, int] | None,
         boxes = boxes / np.tile(sides, 2)
     boxes = from_xyxy(boxes, bounding_box_format, 1.0, 1.0)
     padded, labels = _padded(source, table, boxes, max_boxes)
-    return rows, table, {"boxes": padded, "labels": labels}
+    return rows, table, {"boxes": Boxes(padded, bounding_box_format), "labels": labels}
 
 
 def refuse_inverted(source: str, table: BoxTable, fix: str) -> None:
