@@ -57,11 +57,11 @@ class Boxes(np.ndarray):
     def __getitem__(self, key: Any) -> Any:
         return np.asarray(self)[key]
 
-    def copy(self, order: Any = "C") -> Boxes:  # type: ignore[override]
+    def copy(self, order: Any = "C") -> Boxes:
         return Boxes(np.asarray(self).copy(order), str(self.bounding_box_format))
 
     def __reduce__(self) -> Any:
-        rebuild, args, state = super().__reduce__()  # type: ignore[misc]
+        rebuild, args, state = tuple(super().__reduce__())
         return rebuild, args, (state, self.bounding_box_format)
 
     def __setstate__(self, state: Any) -> None:
