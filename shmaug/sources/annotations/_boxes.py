@@ -18,8 +18,9 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import os
+import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -33,6 +34,8 @@ from ...ops.targets.formats import BOX_FORMATS, PAD, check_format, from_xyxy
 
 log = logging.getLogger(__name__)
 _HEADER_THREADS = 8
+_PROBE = 64  # headers read one by one to tell a local disk from a network file system
+_SLOW_HEADER = 1e-3  # seconds a header takes, past which the rest are read on threads
 _SLACK = 0.01  # how far past 0..1 a fraction may be by a rounding (and then be clipped)
 
 
@@ -218,28 +221,45 @@ def _sizes_given(source: str, table: BoxTable) -> None:
 
 def _settle_sizes(table: BoxTable, check: bool) -> None:
     """Each image's (height, width): the annotation's, or (where it gives none, or
-    ``check``) read from the file's header (PIL reads no pixels for it), on a few threads:
-    on a network file system a header costs a round trip."""
+    ``check``) read from the file's header (no pixels: ``_headers``)."""
     unknown = np.nonzero(~(table.sizes > 0).all(1))[0]
-    rows = list(range(len(table.paths))) if check else unknown.tolist()
-    with cf.ThreadPoolExecutor(_HEADER_THREADS) as pool:
-        for i, found in zip(rows, pool.map(_header, [table.paths[i] for i in rows],
-                                           chunksize=256)):
-            path = table.paths[i]
-            if isinstance(found, OSError):
-                raise ArgumentError(f"{path} ({table.where(i)}) is not an image PIL can read: "
-                                    f"{found}. Fix: replace the file, or remove it from the "
-                                    f"annotations.")
-            height, width = found
-            given = table.sizes[i]
-            if (given > 0).all() and tuple(given) != (height, width):
-                raise ArgumentError(
-                    f"{table.where(i)} gives the image {path!r} a size of {given[1]}x"
-                    f"{given[0]} (width x height), but the file is {width}x{height}: its "
-                    f"boxes would be scaled wrongly. Fix: correct the annotation's width and "
-                    f"height (or the file); check_sizes=False skips this check (one header "
-                    f"read per image).")
-            table.sizes[i] = height, width
+    rows = np.arange(len(table.paths)) if check else unknown
+    read = np.zeros((len(rows), 2), np.int64)
+    for k, found in enumerate(_headers([table.paths[i] for i in rows.tolist()])):
+        if isinstance(found, OSError):
+            i = int(rows[k])
+            raise ArgumentError(f"{table.paths[i]} ({table.where(i)}) is not an image PIL can "
+                                f"read: {found}. Fix: replace the file, or remove it from the "
+                                f"annotations.")
+        read[k] = found
+    given = table.sizes[rows]
+    wrong = np.flatnonzero((given > 0).all(1) & (given != read).any(1))
+    if len(wrong):
+        k, i = int(wrong[0]), int(rows[wrong[0]])
+        raise ArgumentError(
+            f"{table.where(i)} gives the image {table.paths[i]!r} a size of {given[k, 1]}x"
+            f"{given[k, 0]} (width x height), but the file is {read[k, 1]}x{read[k, 0]}: its "
+            f"boxes would be scaled wrongly ({len(wrong)} image(s) so). Fix: correct the "
+            f"annotation's width and height (or the file); check_sizes=False skips this "
+            f"check (one header read per image).")
+    table.sizes[rows] = read
+
+
+def _headers(paths: list[str]) -> Iterator[tuple[int, int] | OSError]:
+    """Each file's (height, width) (or the error), in order: read one by one where a header
+    is quick (a local disk: threads would only contend for the interpreter), on
+    ``_HEADER_THREADS`` threads where the first ``_PROBE`` took longer (a network file
+    system, where each costs a round trip)."""
+    started = time.perf_counter()
+    yield from map(_header, paths[:_PROBE])
+    if time.perf_counter() - started <= _SLOW_HEADER * min(len(paths), _PROBE):
+        yield from map(_header, paths[_PROBE:])
+        return
+    pool = cf.ThreadPoolExecutor(_HEADER_THREADS)
+    try:
+        yield from pool.map(_header, paths[_PROBE:], chunksize=64)
+    finally:  # (refused at one: the rest are not waited for)
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _header(path: str) -> tuple[int, int] | OSError:
