@@ -272,3 +272,25 @@ def test_a_header_read_without_pil_gives_pils_size(tmp_path, mode: str, fmt: str
     Image.new(mode, (123, 45)).save(path, fmt, **options)
     with Image.open(path) as image:
         assert stored_size(path) == (image.height, image.width) == (45, 123)
+
+
+def test_an_albumentations_pipeline_is_checked_against_the_boxes_format(tmp_path) -> None:
+    A = pytest.importorskip("albumentations")
+    import shmaug
+    from shmaug.ops import from_albumentations
+
+    json_path, folder = write_coco(tmp_path)
+    files, y = from_coco(json_path, folder, image_size=(32, 32), bounding_box_format="xyxy")
+    y = {"bboxes": y["boxes"], "labels": y["labels"]}  # albumentations' name, its format kept
+
+    def pipeline(fmt: str):
+        return from_albumentations(A.Compose([A.HorizontalFlip(p=1.0)], bbox_params=A.BboxParams(
+            format=fmt, label_fields=["labels"])))
+
+    with pytest.raises(ArgumentError, match=r"bounding_box_format='xyxy' .* reads boxes as "
+                                            r"bounding_box_format='xywh'.*Fix: pass "
+                                            r"A.BboxParams\(format='pascal_voc'\)"):
+        shmaug.Loader(files, y, batch_size=3, workers=0, augment=pipeline("coco"))
+    with shmaug.Loader(files, y, batch_size=3, workers=0, augment=pipeline("pascal_voc")) as loader:
+        np.testing.assert_allclose(loader.batch(0)[1]["bboxes"][0, 0], [16, 4, 32 - 16 / 3, 12],
+                                   rtol=1e-6)

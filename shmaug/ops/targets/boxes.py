@@ -89,16 +89,23 @@ def format_of(boxes: Any) -> str | None:
     return getattr(boxes, "bounding_box_format", None) if isinstance(boxes, Boxes) else None
 
 
-def check_carried(name: str, boxes: Any, fmt: str | None) -> None:
+ALBUMENTATIONS_FORMATS = {"pascal_voc": "xyxy", "coco": "xywh", "albumentations": "rel_xyxy",
+                          "yolo": "rel_center_xywh"}
+"""albumentations' ``BboxParams(format=...)`` names, by Keras' name of the same format."""
+
+
+def check_carried(name: str, boxes: Any, fmt: str | None, fix: str | None = None) -> None:
     """Refuse boxes whose own format is not the pipeline's ``fmt``: read in another format,
     every box would be moved wrongly (flipped ``xyxy`` boxes read as ``rel_xyxy`` became
-    padding) without a sign."""
+    padding) without a sign. ``fix``: how to give the pipeline the boxes' format (default:
+    a ``Compose``'s argument)."""
     own = format_of(boxes)
     if own is None or fmt is None or own == fmt:
         return
+    fix = fix or (f"build the pipeline with bounding_box_format={own!r}, or leave it out "
+                  f"(None) to take the boxes' own")
     raise ArgumentError(
         f"`y[{name!r}]` holds boxes in bounding_box_format={own!r} (as their reader wrote "
         f"them), but the pipeline reads boxes as bounding_box_format={fmt!r}: every box would "
-        f"be moved wrongly. Fix: build the pipeline with bounding_box_format={own!r}, or "
-        f"leave it out (None) to take the boxes' own, or have the reader write {fmt!r} "
-        f"(e.g. from_coco(..., bounding_box_format={fmt!r})).")
+        f"be moved wrongly. Fix: {fix}, or have the reader write {fmt!r} (e.g. "
+        f"from_coco(..., bounding_box_format={fmt!r})).")
