@@ -250,11 +250,14 @@ def _fill(canvas: np.ndarray, points: np.ndarray) -> None:
         return
     col = xd[keep].astype(np.int64)
     row = np.ceil(np.clip(yd[keep], 0, height)).astype(np.int64)
-    first, last = int(col.min()), int(col.max())
-    span = (last - first + 1) * height  # (column-major, as an RLE: a toggle at row
-    flips = np.bincount((col - first) * height + row, minlength=span + 1)[:span]  # height
-    inside = (np.cumsum(flips) % 2).astype(np.uint8)  # starts the next column)
-    canvas[:, first:last + 1] |= inside.reshape(last - first + 1, height).T
+    (top, left), (bottom, right) = (int(row.min()), int(col.min())), (int(row.max()),
+                                                                        int(col.max()))
+    # Over the crossings' box only: each column toggles at its crossings (an even count,
+    # the outline being closed; pycocotools' RLE is column-major, the same toggles)
+    flips = np.zeros((bottom - top + 1, right - left + 1), np.uint8)
+    np.bitwise_xor.at(flips, (row - top, col - left), 1)
+    inside = np.bitwise_xor.accumulate(flips, axis=0)[:bottom - top]
+    canvas[top:bottom, left:right + 1] |= inside
 
 
 def _outline(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
