@@ -88,10 +88,12 @@ class Compose:
         ops: the ops, in order.
         value_range: the (low, high) the pixels lie in (Keras' name); None: by dtype.
         bounding_box_format: the format of the boxes in a loader's ``y``, as Keras' layers
-            take it (``"xyxy"``, ``"rel_xywh"``, ... : ``targets.formats.BOX_FORMATS``).
+            take it (``"xyxy"``, ``"rel_xywh"``, ... : ``targets.formats.BOX_FORMATS``);
+            None takes the format the boxes carry (a reader's ``Boxes``), and one other
+            than theirs is refused before anything starts.
         keypoint_format: ``"xy"``, ``"yx"``, ``"rel_xy"`` or ``"rel_yx"``.
         min_visibility: a box keeps less than this fraction of its moved area inside the
-            image: it is dropped (albumentations' name).
+            image: it is dropped (albumentations' name). One number in [0, 1], not a range.
         min_area: a box keeps fewer pixels than this inside the image: it is dropped.
         mask_fill: a mask's value where a warp with a constant border brings nothing in (an
             ignore label, say); the image's own border otherwise.
