@@ -32,7 +32,8 @@ Where each piece lives:
 - ``policies``: RandAugment, TrivialAugmentWide, AutoAugment, AugMix;
 - ``interop``: Keras layers, albumentations pipelines and legacy functions as ops;
 - ``targets``: what lies on the image (masks, boxes, keypoints, in Keras' layout) and how it
-  follows the geometric ops (``pad_boxes``: boxes of varying count in one padded array).
+  follows the geometric ops (``pad_boxes``: boxes of varying count in one padded array;
+  ``Boxes``: boxes that carry their ``bounding_box_format``, as the readers hand them on).
 """
 
 from __future__ import annotations
@@ -79,10 +80,12 @@ from .builtin.noise import gaussian_noise, jpeg
 from .builtin.tone import brightness_contrast, gamma
 from .builtin.windows import center_resized_crop, random_resized_crop
 from .policies.augment import aug_mix, auto_augment, rand_augment, trivial_augment_wide
+from .targets.boxes import Boxes
 from .targets.formats import pad_boxes
 
 __all__ = [
     "Augment",
+    "Boxes",
     "Compose",
     "CutMix",
     "FromAlbumentations",

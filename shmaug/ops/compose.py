@@ -33,11 +33,12 @@ import numpy as np
 from ..deferred import Deferred, takes_deferred
 from ..errors import ArgumentError, ArgumentTypeError
 from ..seeding import global_rng_use
-from .params import ValueRange, bounds, convert, value_range as checked_range
+from .params import ValueRange, bounds, convert, number, value_range as checked_range
 from .core import (WARPED, Op, as_op, config_type, from_config, members, to_config,
                    with_value_range)
 from .targets import formats
 from .targets.moves import noting
+from .targets.boxes import check_carried
 from .targets.sample import MASK_NAMES, NAMES, TargetOptions, move
 
 
@@ -88,10 +89,12 @@ class Compose:
         ops: the ops, in order.
         value_range: the (low, high) the pixels lie in (Keras' name); None: by dtype.
         bounding_box_format: the format of the boxes in a loader's ``y``, as Keras' layers
-            take it (``"xyxy"``, ``"rel_xywh"``, ... : ``targets.formats.BOX_FORMATS``).
+            take it (``"xyxy"``, ``"rel_xywh"``, ... : ``targets.formats.BOX_FORMATS``);
+            None takes the format the boxes carry (a reader's ``Boxes``), and one other
+            than theirs is refused before anything starts.
         keypoint_format: ``"xy"``, ``"yx"``, ``"rel_xy"`` or ``"rel_yx"``.
         min_visibility: a box keeps less than this fraction of its moved area inside the
-            image: it is dropped (albumentations' name).
+            image: it is dropped (albumentations' name). One number in [0, 1], not a range.
         min_area: a box keeps fewer pixels than this inside the image: it is dropped.
         mask_fill: a mask's value where a warp with a constant border brings nothing in (an
             ignore label, say); the image's own border otherwise.
@@ -118,15 +121,23 @@ class Compose:
         object.__setattr__(self, "keypoint_format", formats.check_format(
             self.keypoint_format, "keypoint_format", formats.KEYPOINT_FORMATS))
         object.__setattr__(self, "min_visibility",
-                           bounds(self.min_visibility, "min_visibility", 0.0, 1.0)[0])
-        object.__setattr__(self, "min_area", bounds(self.min_area, "min_area", 0.0)[0])
-        object.__setattr__(self, "mask_fill", bounds(self.mask_fill, "mask_fill")[0])
+                           number(self.min_visibility, "min_visibility", 0.0, 1.0))
+        object.__setattr__(self, "min_area", number(self.min_area, "min_area", 0.0))
+        object.__setattr__(self, "mask_fill", number(self.mask_fill, "mask_fill"))
         object.__setattr__(self, "_targets", TargetOptions(
             *(getattr(self, name) for name in _TARGET_OPTIONS)))
 
     def with_value_range(self, value_range: ValueRange) -> Compose:
         result: Compose = _with_range(self, value_range)
         return result
+
+    def with_bounding_box_format(self, bounding_box_format: str) -> Compose:
+        """The same pipeline reading boxes in ``bounding_box_format`` (the format a
+        source's boxes carry), where it names none itself; its own is kept (and checked
+        against the boxes' by ``check_targets``)."""
+        if self.bounding_box_format is not None:
+            return self
+        return dataclasses.replace(self, bounding_box_format=bounding_box_format)
 
     @property
     def uses_global_rng(self) -> bool | None:
@@ -187,6 +198,7 @@ class Compose:
             elif name == "keypoints":
                 formats.check_keypoints(name, rows, self.keypoint_format, image_shape)
             elif name in ("boxes", "bboxes"):
+                check_carried(name, rows, self.bounding_box_format)
                 labels = targets.get("box_labels")
                 if labels is not None:
                     formats.check_box_labels("labels", labels, rows)
@@ -270,8 +282,7 @@ class Maybe:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "op", _ranged(self, (as_op(self.op),))[0])
-        lo, _ = bounds(self.p, "p", 0.0, 1.0)
-        object.__setattr__(self, "p", lo)
+        object.__setattr__(self, "p", number(self.p, "p", 0.0, 1.0))
 
     def with_value_range(self, value_range: ValueRange) -> Maybe:
         result: Maybe = _with_range(self, value_range)

@@ -84,12 +84,40 @@ def bounds(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf
     """
     a, b = _pair(value, name)
     if not (a <= b) or a < lo or b > hi:
+        low, high = (_within(v, lo, hi) for v in sorted((a, b)))
+        fix = f"{name}={low}" if a == b and not isinstance(value, Sequence) else \
+            f"{name}=({low}, {high})"
         raise ArgumentError(
             f"`{name}` expects low <= high within [{lo}, {hi}]; received {value!r}. "
-            f"Pass a range inside those limits, e.g. {name}=({max(lo, min(a, b))}, "
-            f"{min(hi, max(a, b))})."
+            f"Pass a range inside those limits, e.g. {fix}."
         )
     return a, b
+
+
+def number(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf) -> float:
+    """A parameter that is one number, never a range (a threshold, a fill): a ``(low,
+    high)`` pair is refused rather than cut to its low end.
+
+    Raises:
+        ArgumentTypeError: ``value`` is not a number (a pair among others).
+        ArgumentError: it lies outside ``[lo, hi]``.
+    """
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        raise ArgumentTypeError(
+            f"`{name}` expects one number, not a range; received {value!r}. Pass e.g. "
+            f"{name}={_within(float(_pair(value, name)[0]), lo, hi)} (it is a threshold "
+            f"or a value, not drawn per sample).")
+    a = _pair(value, name)[0]
+    if not lo <= a <= hi:
+        raise ArgumentError(
+            f"`{name}` expects a number within [{lo}, {hi}]; received {value!r}. Pass e.g. "
+            f"{name}={_within(a, lo, hi)}.")
+    return a
+
+
+def _within(value: float, lo: float, hi: float) -> float:
+    """``value`` moved inside ``[lo, hi]``: what an error suggests instead."""
+    return min(hi, max(lo, value))
 
 
 def keras_factor(value: Any, name: str, lo: float = -1.0, hi: float = 1.0

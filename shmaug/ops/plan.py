@@ -46,6 +46,13 @@ class Plan:
         """Whether any member may move pixels (what lies on the image must follow them)."""
         return any(kind != STILL for _, kind in self.kinds)
 
+    def reading_boxes(self, fmt: str | None) -> Plan:
+        """This plan for boxes that carry their format ``fmt`` (a reader's ``Boxes``): a
+        pipeline that takes one and names none reads them so, needing none; one that names
+        another is refused by ``check_targets``."""
+        take = getattr(self.pipeline, "with_bounding_box_format", None)
+        return self if fmt is None or not callable(take) else plan_of(take(fmt))
+
     def check_targets(self, targets: dict[str, np.ndarray],
                       image_shape: tuple[int, ...] | None) -> None:
         """Refuse targets the pipeline would read wrong (their format, sizes, labels)."""

@@ -87,12 +87,12 @@ def test_a_size_missing_from_the_json_is_read_from_the_file(tmp_path):
     json_path, folder = write_coco(tmp_path)
     data = json.loads(json_path.read_text())
     del data["images"][0]["width"]
-    data["images"][1]["width"] = 51  # wrong: caught by check_sizes only
+    data["images"][1]["width"] = 51  # wrong: trusted with check_sizes=False only
     json_path.write_text(json.dumps(data))
-    _, y = from_coco(json_path, folder, image_size=(20, 30))
+    _, y = from_coco(json_path, folder, image_size=(20, 30), check_sizes=False)
     np.testing.assert_allclose(y["boxes"][0, 0], [5, 2.5, 15, 7.5])
     with pytest.raises(ArgumentError, match=r"image id 11.*51x50.*file is 50x50"):
-        from_coco(json_path, folder, check_sizes=True)
+        from_coco(json_path, folder)
 
 
 def test_coco_errors_name_the_file_and_the_fix(tmp_path):

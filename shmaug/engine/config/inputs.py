@@ -255,6 +255,16 @@ def augmented_targets(y: Any, plan: Plan,
     return found
 
 
+def box_format(y: Any) -> str | None:
+    """The format the boxes of ``y`` carry (a reader's ``Boxes``: ``bounding_box_format``),
+    or None where they say none."""
+    for _, boxes in _filed(y, ("boxes", "bboxes")):
+        fmt = getattr(boxes, "bounding_box_format", None)
+        if isinstance(fmt, str):
+            return fmt
+    return None
+
+
 SPATIAL_TARGETS = ("mask", "masks", "segmentation_masks", "boxes", "bboxes", "keypoints")
 """What lies on the image, by Keras' and albumentations' names: what a pipeline that moves
 pixels must move too, or the image and its target part ways."""
@@ -288,7 +298,8 @@ def spatial_sources(y: Any, x: Any) -> None:
     from their image: a source ``x`` that stands in another image for an unreadable one
     (``on_error="skip"``), or that crops or pads to an aspect ratio (which the targets do not
     follow); a target source filed under a mask name of another layout, or (where both are
-    known) making masks of another size than the images."""
+    known) making masks of another size than the images, or (``check_beside``) reading
+    files of another size than their images'."""
     found = list(_filed(y, SPATIAL_TARGETS))
     if not found:
         return
@@ -316,6 +327,9 @@ def spatial_sources(y: Any, x: Any) -> None:
             raise ArgumentError(
                 f"`y[{name!r}]` ({got(target)}) makes {kind!r}, {layout}, which {name!r} "
                 f"does not hold. Fix: file it as y={{{kind!r}: ...}}.")
+        beside = getattr(target, "check_beside", None)
+        if callable(beside):  # (masks in files: their stored sizes against the images')
+            beside(x)
         size = getattr(target, "output_shape", None)
         if images is None or size is None:
             continue

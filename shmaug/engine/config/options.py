@@ -285,6 +285,7 @@ class Pipeline:
                                            None if images is None else images.dtype)
         if value_range is not None and plan.ranged:  # said once, for all
             plan = plan_of(with_value_range(output.augment, value_range))
+        plan = plan.reading_boxes(inputs.box_format(data.y))  # the boxes' own, if they say
         inputs.pipeline_input(plan, images)  # a dtype or layout ops misread
         inputs.sized_output(data.x, plan, output.shape)  # photos of many sizes
         plan.refuse_unmoved(inputs.spatial_targets(data.labels))

@@ -34,6 +34,7 @@ import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError
 from ..params import check_image, convert, outside
+from ..targets.boxes import ALBUMENTATIONS_FORMATS, check_carried, format_of
 from ..core import config_type
 
 INSTALL = 'pip install "shmaug[albumentations]"'
@@ -159,6 +160,13 @@ class FromAlbumentations:
                     f"`y[{name!r}]` holds {kind}, but the albumentations pipeline has no "
                     f"{params}, so they would not follow their images. Fix: pass "
                     f"A.Compose([...], {params}=...) or {fix}.")
+            if kind == "bboxes":  # (boxes a reader wrote say their format: Boxes)
+                theirs = str(getattr(processors["bboxes"].params, "format", ""))
+                wanted = {v: k for k, v in ALBUMENTATIONS_FORMATS.items()}
+                own = format_of(rows) or ""
+                check_carried(name, rows, ALBUMENTATIONS_FORMATS.get(theirs, theirs) or None,
+                              f"pass A.BboxParams(format={wanted[own]!r})" if own in wanted
+                              else None)
             least = 2 if kind == "keypoints" else 4
             if kind in ("bboxes", "keypoints") and (rows.ndim != 3 or rows.shape[2] < least):
                 raise ArgumentError(

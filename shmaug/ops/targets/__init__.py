@@ -8,5 +8,7 @@ A geometric op notes how it moved its image; a pipeline given targets moves them
 - ``sample``: one sample's targets through the moves of its image: clipping, dropping,
   padding;
 - ``formats``: Keras' box formats and keypoint formats, padding with -1, and the checks a
-  loader runs on targets before anything starts.
+  loader runs on targets before anything starts;
+- ``boxes``: ``Boxes``, boxes that carry their format (as a reader writes them), and the
+  check of a pipeline's format against it.
 """

@@ -15,9 +15,12 @@ shards (``tf_od``, ``hf_objects``) hand ``layout`` the same table, their images 
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import logging
 import os
+import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -26,8 +29,13 @@ from ..images.decode import stored_size
 from ..remote import protocol_of
 from ..images.settings import image_size_of
 from ...errors import ArgumentError, got
+from ...ops.targets.boxes import Boxes
 from ...ops.targets.formats import BOX_FORMATS, PAD, check_format, from_xyxy
 
+log = logging.getLogger(__name__)
+_HEADER_THREADS = 8
+_PROBE = 64  # headers read one by one to tell a local disk from a network file system
+_SLOW_HEADER = 1e-3  # seconds a header takes, past which the rest are read on threads
 _SLACK = 0.01  # how far past 0..1 a fraction may be by a rounding (and then be clipped)
 
 
@@ -118,7 +126,7 @@ def layout(source: str, table: BoxTable, *, image_size: tuple[int, int] | None,
     ``bounding_box_format`` and padded. ``annotated``: how many images the annotations
     held, for the error when none is left (default: the table's)."""
     count = len(table.paths) if annotated is None else annotated
-    _clip(table)
+    _clip(source, table)
     rows = np.arange(len(table.paths))
     if not keep_empty:  # (nor do those whose boxes were all clipped away)
         rows = np.unique(table.owner)
@@ -138,7 +146,7 @@ def layout(source: str, table: BoxTable, *, image_size: tuple[int, int] | None,
         boxes = boxes / np.tile(sides, 2)
     boxes = from_xyxy(boxes, bounding_box_format, 1.0, 1.0)
     padded, labels = _padded(source, table, boxes, max_boxes)
-    return rows, table, {"boxes": padded, "labels": labels}
+    return rows, table, {"boxes": Boxes(padded, bounding_box_format), "labels": labels}
 
 
 def refuse_inverted(source: str, table: BoxTable, fix: str) -> None:
@@ -213,32 +221,72 @@ def _sizes_given(source: str, table: BoxTable) -> None:
 
 def _settle_sizes(table: BoxTable, check: bool) -> None:
     """Each image's (height, width): the annotation's, or (where it gives none, or
-    ``check``) read from the file's header (PIL reads no pixels for it)."""
+    ``check``) read from the file's header (no pixels: ``_headers``)."""
     unknown = np.nonzero(~(table.sizes > 0).all(1))[0]
-    for i in range(len(table.paths)) if check else map(int, unknown):
-        path = table.paths[i]
-        try:
-            height, width = stored_size(path)
-        except OSError as exc:
-            raise ArgumentError(f"{path} ({table.where(i)}) is not an image PIL can read: "
-                                f"{exc}. Fix: replace the file, or remove it from the "
-                                f"annotations.") from None
-        given = table.sizes[i]
-        if (given > 0).all() and tuple(given) != (height, width):
-            raise ArgumentError(
-                f"{table.where(i)} gives the image {path!r} a size of {given[1]}x{given[0]} "
-                f"(width x height), but the file is {width}x{height}: its boxes would be "
-                f"scaled wrongly. Fix: correct the annotation's width and height (or the "
-                f"file).")
-        table.sizes[i] = height, width
+    rows = np.arange(len(table.paths)) if check else unknown
+    read = np.zeros((len(rows), 2), np.int64)
+    for k, found in enumerate(_headers([table.paths[i] for i in rows.tolist()])):
+        if isinstance(found, OSError):
+            i = int(rows[k])
+            raise ArgumentError(f"{table.paths[i]} ({table.where(i)}) is not an image PIL can "
+                                f"read: {found}. Fix: replace the file, or remove it from the "
+                                f"annotations.")
+        read[k] = found
+    given = table.sizes[rows]
+    wrong = np.flatnonzero((given > 0).all(1) & (given != read).any(1))
+    if len(wrong):
+        k, i = int(wrong[0]), int(rows[wrong[0]])
+        raise ArgumentError(
+            f"{table.where(i)} gives the image {table.paths[i]!r} a size of {given[k, 1]}x"
+            f"{given[k, 0]} (width x height), but the file is {read[k, 1]}x{read[k, 0]}: its "
+            f"boxes would be scaled wrongly ({len(wrong)} image(s) so). Fix: correct the "
+            f"annotation's width and height (or the file); check_sizes=False skips this "
+            f"check (one header read per image).")
+    table.sizes[rows] = read
 
 
-def _clip(table: BoxTable) -> None:
+def _headers(paths: list[str]) -> Iterator[tuple[int, int] | OSError]:
+    """Each file's (height, width) (or the error), in order: read one by one where a header
+    is quick (a local disk: threads would only contend for the interpreter), on
+    ``_HEADER_THREADS`` threads where the first ``_PROBE`` took longer (a network file
+    system, where each costs a round trip)."""
+    started = time.perf_counter()
+    yield from map(_header, paths[:_PROBE])
+    if time.perf_counter() - started <= _SLOW_HEADER * min(len(paths), _PROBE):
+        yield from map(_header, paths[_PROBE:])
+        return
+    pool = cf.ThreadPoolExecutor(_HEADER_THREADS)
+    try:
+        yield from pool.map(_header, paths[_PROBE:], chunksize=64)
+    finally:  # (refused at one: the rest are not waited for)
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _header(path: str) -> tuple[int, int] | OSError:
+    try:
+        return stored_size(path)
+    except OSError as exc:
+        return exc
+
+
+def _clip(source: str, table: BoxTable) -> None:
     """Boxes clipped to their image, less those left without area (COCO holds a few boxes of
-    zero width, and a few past the image's edge by a rounding)."""
+    zero width, and a few past the image's edge by a rounding). Boxes of some area that lie
+    wholly outside their image are dropped too, and said once, with how many: they point at
+    a wrong size or format in the annotations."""
     height, width = table.sizes[table.owner].T
     boxes = np.clip(table.boxes, 0, np.stack([width, height, width, height], 1))
     keep = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+    had = (table.boxes[:, 2] > table.boxes[:, 0]) & (table.boxes[:, 3] > table.boxes[:, 1])
+    outside = np.flatnonzero(had & ~keep)
+    if len(outside):
+        k = int(outside[0])
+        log.warning(
+            "%s: dropped %d box(es) of %d that lie wholly outside their image, e.g. %s "
+            "(x0, y0, x1, y1) in %s, of %dx%d pixels (width x height). Check the "
+            "annotations' image sizes and box coordinates.", source, len(outside),
+            len(boxes), tuple(round(float(v), 2) for v in table.boxes[k]),
+            table.where(int(table.owner[k])), int(width[k]), int(height[k]))
     table.boxes, table.owner, table.labels = boxes[keep], table.owner[keep], table.labels[keep]
     if table.annotation is not None:
         table.annotation = table.annotation[keep]

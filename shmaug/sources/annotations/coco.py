@@ -31,7 +31,7 @@ def from_coco(
     image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE,
     bounding_box_format: str = "xyxy", max_boxes: int | None = None,
     class_names: Sequence[str] | None = None, keep_empty: bool = True,
-    keep_crowd: bool = False, check_sizes: bool = False, color_mode: str | None = "rgb",
+    keep_crowd: bool = False, check_sizes: bool = True, color_mode: str | None = "rgb",
     interpolation: str = "bilinear", reduced_decode: bool = True,
     crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
     masks: str | None = None, storage_options: dict[str, Any] | None = None,
@@ -62,9 +62,10 @@ def from_coco(
             drops them, as detection training often does.
         keep_crowd: keep ``iscrowd`` annotations (one box around a crowd) as ordinary
             boxes; False (default) drops them, as Keras' layout has no "ignore" flag.
-        check_sizes: read each file's header to check it has the JSON's ``width`` and
-            ``height`` (a wrong one scales its boxes wrongly); an image without them is
-            always read so.
+        check_sizes: read each file's header (True, default: a header costs little next to
+            a decode) to check it has the JSON's ``width`` and ``height`` (a wrong one
+            scales its boxes wrongly); an image without them is always read so. In a
+            bucket they are not read.
         color_mode: as ``ImageFiles.from_paths``.
         interpolation: as ``ImageFiles.from_paths``.
         reduced_decode: as ``ImageFiles.from_paths``.

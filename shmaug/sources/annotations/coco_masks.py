@@ -11,9 +11,10 @@ the size its image is resized to:
 - ``masks="semantic"``: (height, width, 1) class ids, class index + 1 (0: background; a
   later annotation paints over an earlier one): Keras' ``segmentation_masks``.
 
-A polygon is filled at the output size directly (its points scaled, no resize; a pixel is
-in where the polygon covers half of it or more, as pycocotools fills it); an RLE is
-decoded at its own size, then resized by nearest neighbour. No pycocotools: the RLE string is
+A polygon is filled at the output size directly (its points scaled, no resize) by
+pycocotools' own rule (``rleFrPoly``), so at the image's size a mask equals pycocotools'
+``annToMask`` pixel for pixel; an RLE is decoded at its own size, which must be its image's,
+then resized by nearest neighbour. No pycocotools at run time: the rule and the RLE string are
 a few lines of arithmetic.
 """
 
@@ -34,9 +35,7 @@ MASK_KINDS = ("instances", "semantic")
 _POLYGON, _COUNTS, _STRING = 0, 1, 2  # what a record's bytes hold
 _PAIR = struct.Struct("<qq")
 _RECORD = struct.Struct("<iiii")  # box row, class index + 1, kind, payload bytes
-_SHIFT = 4  # polygon points in 1/16 pixel, as cv2.fillPoly takes them
-_FINE = 4  # a polygon is filled at 4x, then each pixel kept where it is half covered
-_FINE_AREA = 1 << 20  # ... where its box has at most this many pixels (16 MB at 4x)
+_UP = 5  # pycocotools walks a polygon's outline at 5x
 
 
 class SegmentTable(FlatTable):
@@ -108,7 +107,7 @@ class CocoMaskLoad:
             canvas = out[row] if self.kind == "instances" else np.zeros((height, width),
                                                                          np.uint8)
             if kind == _POLYGON:
-                points = np.frombuffer(payload, np.float32).reshape(-1, 2).astype(np.float64)
+                points = np.frombuffer(payload, np.float64).reshape(-1, 2)
                 _fill(canvas, points * (width / w, height / h))
             else:
                 canvas |= _rle(payload, kind, height, width)
@@ -135,7 +134,8 @@ class CocoMasks:
         blobs: list[list[bytes]] = [[] for _ in range(len(sizes))]
         for k, image, row, value in zip(kept.tolist(), owner.tolist(), row_of.tolist(),
                                         values.tolist()):
-            for record_kind, payload in _records(source, annotations[k], k):
+            size = (int(sizes[image][0]), int(sizes[image][1]))
+            for record_kind, payload in _records(source, annotations[k], k, size):
                 blobs[image].append(_RECORD.pack(row, value, record_kind, len(payload)) +
                                     payload)
         table = SegmentTable.build([b"".join(parts) for parts in blobs], sizes)
@@ -173,16 +173,19 @@ def check_kind(masks: Any) -> str | None:
     return masks  # type: ignore[no-any-return]
 
 
-def _records(source: str, annotation: Any, k: int) -> list[tuple[int, bytes]]:
-    """An annotation's ``segmentation`` as records: one per polygon, or its RLE."""
+def _records(source: str, annotation: Any, k: int, image: tuple[int, int]
+             ) -> list[tuple[int, bytes]]:
+    """An annotation's ``segmentation`` as records: one per polygon, or its RLE (which must
+    be of its ``image``'s (height, width), and its counts add up to them)."""
     seg = annotation.get("segmentation") if isinstance(annotation, dict) else None
     if isinstance(seg, list) and seg and all(isinstance(p, list) for p in seg):
         out = []
         for polygon in seg:
             try:
-                points = np.asarray(polygon, np.float32)
+                # (float64: float32 moved points across pycocotools' rounding at 5x)
+                points = np.asarray(polygon, np.float64)
             except (TypeError, ValueError):  # a string or a list inside
-                points = np.zeros(0, np.float32)
+                points = np.zeros(0, np.float64)
             if points.ndim != 1 or len(points) < 6 or len(points) % 2 or \
                     not np.isfinite(points).all():
                 raise ArgumentError(
@@ -192,13 +195,20 @@ def _records(source: str, annotation: Any, k: int) -> list[tuple[int, bytes]]:
             out.append((_POLYGON, points.tobytes()))
         return out
     if isinstance(seg, dict) and "counts" in seg and "size" in seg:
-        h, w = (int(v) for v in seg["size"])
+        h, w = _rle_size(source, annotation, k, seg["size"], image)
         counts = seg["counts"]
         if isinstance(counts, list):
             data, kind = np.asarray(counts, np.int64).astype(np.int32).tobytes(), _COUNTS
+            total = int(np.sum(counts))
         else:
             data = counts.encode() if isinstance(counts, str) else bytes(counts)
-            kind = _STRING
+            kind, total = _STRING, sum(_string_counts(data))
+        if total != h * w:
+            raise ArgumentError(
+                f"{_where(source, annotation, k)} has an RLE whose counts add up to {total} "
+                f"pixels, but its size {[h, w]} holds {h * w}: it is cut short or belongs to "
+                f"another image. Fix: re-encode the mask at its image's size "
+                f"(pycocotools.mask.encode), or remove the annotation.")
         size = struct.pack("<ii", h, w)
         return [(kind, size + data + b"\0" * (-len(data) % 4))]
     raise ArgumentError(
@@ -207,24 +217,69 @@ def _records(source: str, annotation: Any, k: int) -> list[tuple[int, bytes]]:
         f"masks=None for boxes alone, or give the annotation its mask.")
 
 
+def _rle_size(source: str, annotation: Any, k: int, size: Any, image: tuple[int, int]
+              ) -> tuple[int, int]:
+    """An RLE's ``size`` ([height, width]), which must be its image's: one given as [width,
+    height] would stretch the mask across the image silently."""
+    try:
+        h, w = (int(v) for v in size)
+    except (TypeError, ValueError):
+        h = w = -1
+    if (h, w) != image:
+        swapped = " (its width and height swapped)" if (w, h) == image else ""
+        raise ArgumentError(
+            f"{_where(source, annotation, k)} has an RLE of size {size!r}, but its image is "
+            f"{image[0]}x{image[1]} (height x width){swapped}: COCO's RLE `size` is [height, "
+            f"width] of its image. Fix: encode the mask at its image's size, as "
+            f"pycocotools.mask.encode(np.asfortranarray(mask)) does, or remove it.")
+    return h, w
+
+
 def _fill(canvas: np.ndarray, points: np.ndarray) -> None:
-    """Set the pixels of ``canvas`` that the polygon (pixel-edge coordinates) covers by half
-    or more: filled at 4x over its bounding box, then averaged down. A plain fill also sets
-    every pixel its outline touches (a 20x15 rectangle became 21x16)."""
+    """Set the pixels of ``canvas`` inside the polygon (pixel-edge coordinates) by
+    pycocotools' rule (``rleFrPoly`` in its maskApi.c), so a mask equals its ``annToMask``:
+    the outline is walked at 5x, points rounded as it rounds them, and each column of pixels
+    toggles where the outline crosses it. (A 5x5 square at 2.3..7.3 is 25 pixels.)"""
     height, width = canvas.shape
-    x0, y0 = np.floor(points.min(0)).astype(int).clip(0)
-    x1, y1 = np.minimum(np.ceil(points.max(0)).astype(int), (width, height))
-    if x1 <= x0 or y1 <= y0:
+    u, v = _outline(points)
+    step = np.flatnonzero(u[1:] != u[:-1]) + 1  # where the walk enters a new column
+    xd = (np.where(u[step] < u[step - 1], u[step], u[step] - 1) + 0.5) / _UP - 0.5
+    yd = (np.minimum(v[step], v[step - 1]) + 0.5) / _UP - 0.5
+    keep = (np.floor(xd) == xd) & (xd >= 0) & (xd <= width - 1)  # a pixel column's centre
+    if not keep.any():
         return
-    # (past _FINE_AREA pixels a 4x canvas would cost tens of MB; there a pixel more or less
-    # along the outline matters little, and the polygon is filled at its size)
-    fine = _FINE if (y1 - y0) * (x1 - x0) <= _FINE_AREA else 1
-    big = np.zeros(((y1 - y0) * fine, (x1 - x0) * fine), np.uint8)
-    at = ((points - (x0, y0)) * fine - 0.5) * (1 << _SHIFT)  # pixel centres at integers
-    cv2.fillPoly(big, [np.rint(at).astype(np.int32)], 255, cv2.LINE_8, _SHIFT)
-    covered = (cv2.resize(big, (x1 - x0, y1 - y0), interpolation=cv2.INTER_AREA) if fine > 1
-               else big) >= 128
-    canvas[y0:y1, x0:x1] |= covered
+    col = xd[keep].astype(np.int64)
+    row = np.ceil(np.clip(yd[keep], 0, height)).astype(np.int64)
+    (top, left), (bottom, right) = (int(row.min()), int(col.min())), (int(row.max()),
+                                                                        int(col.max()))
+    # Over the crossings' box only: each column toggles at its crossings (an even count,
+    # the outline being closed; pycocotools' RLE is column-major, the same toggles)
+    flips = np.zeros((bottom - top + 1, right - left + 1), np.uint8)
+    np.bitwise_xor.at(flips, (row - top, col - left), 1)
+    inside = np.bitwise_xor.accumulate(flips, axis=0)[:bottom - top]
+    canvas[top:bottom, left:right + 1] |= inside
+
+
+def _outline(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The closed polygon's outline as pycocotools walks it: its points at 5x rounded (C's
+    ``(int)(5 * x + .5)``), then every integer step along each edge's longer axis, the other
+    axis rounded likewise (each edge walked from its lower end along that axis)."""
+    xy = np.trunc(_UP * np.asarray(points, np.float64) + 0.5).astype(np.int64)
+    xy = np.concatenate([xy, xy[:1]])
+    xs, ys, xe, ye = xy[:-1, 0], xy[:-1, 1], xy[1:, 0], xy[1:, 1]
+    dx, dy = np.abs(xe - xs), np.abs(ye - ys)
+    along_x = dx >= dy
+    flip = (along_x & (xs > xe)) | (~along_x & (ys > ye))
+    xs, xe = np.where(flip, xe, xs), np.where(flip, xs, xe)
+    ys, ye = np.where(flip, ye, ys), np.where(flip, ys, ye)
+    span = np.where(along_x, dx, dy)
+    slope = np.where(along_x, (ye - ys) / np.maximum(dx, 1), (xe - xs) / np.maximum(dy, 1))
+    edge = np.repeat(np.arange(len(span)), span + 1)
+    d = np.arange(len(edge)) - np.repeat(np.cumsum(span + 1) - (span + 1), span + 1)
+    t = np.where(flip[edge], span[edge] - d, d)
+    ax = along_x[edge]
+    other = np.trunc(np.where(ax, ys[edge], xs[edge]) + slope[edge] * t + 0.5).astype(np.int64)
+    return np.where(ax, t + xs[edge], other), np.where(ax, other, t + ys[edge])
 
 
 def _where(source: str, annotation: Any, k: int) -> str:

@@ -12,6 +12,7 @@ blended); a colour file is refused unless its channels agree.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import io
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -20,12 +21,15 @@ import cv2
 import numpy as np
 
 from ..files import ImageFiles
-from ...errors import ImageReadError
+from ..images.decode import stored_size
+from ..remote import protocol_of
+from ...errors import ArgumentError, ImageReadError
 from ..images.reader import Reader
 from ..images.settings import DEFAULT_IMAGE_SIZE, image_size_of
 
 _PNG = b"\x89PNG\r\n\x1a\n"
 _PALETTE = 3  # a PNG's colour type byte (offset 25) for palette images
+_HEADER_THREADS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,10 @@ class MaskFiles:
         storage_options: for URLs, as ``ImageFiles.from_paths``'.
         cache_dir: for URLs, as ``ImageFiles.from_paths``'.
         cache_limit: for URLs, as ``ImageFiles.from_paths``'.
+        check_sizes: a loader reads the headers of each mask and its image (local files)
+            and refuses a mask of another size than its image, naming both: stretched to
+            one size, it would no longer lie on its pixels. False: you resize both on
+            purpose.
 
     Example:
         >>> masks = MaskFiles(["m/0.png", "m/1.png"], image_size=(128, 128))
@@ -116,6 +124,7 @@ class MaskFiles:
     storage_options: Any = field(default=None, repr=False)
     cache_dir: Any = field(default=None, repr=False)
     cache_limit: Any = field(default=None, repr=False)
+    check_sizes: bool = field(default=True, repr=False)
     load: Reader = field(init=False, repr=False)
     target_name = "segmentation_masks"  # what it makes, in Keras' names (a loader checks it)
 
@@ -136,6 +145,16 @@ class MaskFiles:
     def __len__(self) -> int:
         return len(self.paths)
 
+    def check_beside(self, images: Any) -> None:
+        """Refuse, before a loader starts, a mask of another stored size than its image in
+        ``images`` (an image source with local ``paths``, sample for sample): headers only.
+        A bucket's are not checked (a request per file)."""
+        paths = getattr(images, "paths", None)
+        if not self.check_sizes or paths is None or len(paths) != len(self.paths) or \
+                not len(paths) or protocol_of(paths[0]) or protocol_of(self.paths[0]):
+            return
+        check_pair_sizes(list(zip(paths, self.paths)), "MaskFiles(..., check_sizes=False)")
+
     @property
     def output_shape(self) -> tuple[int | None, int | None, int]:
         """Shape of every decoded mask: ``(height, width, 1)``."""
@@ -146,3 +165,30 @@ class MaskFiles:
         first = self.paths[0] if len(self.paths) else None
         return (f"MaskFiles(<{len(self):,} masks, first {first!r}>, "
                 f"image_size={self.image_size})")
+
+
+def check_pair_sizes(pairs: list[tuple[str, str]],
+                     opt_out: str = "from_segmentation(..., check_sizes=False)") -> None:
+    """Refuse a mask of another size than its image, naming both (``pairs``: (image, mask)
+    paths; headers only, read on a few threads: on a network file system a header costs a
+    round trip); ``opt_out``: the call that skips the check."""
+    with cf.ThreadPoolExecutor(_HEADER_THREADS) as pool:
+        found = pool.map(_sizes, pairs, chunksize=256)
+        for (image, mask), sizes in zip(pairs, found):
+            if isinstance(sizes, OSError):
+                raise ArgumentError(f"Cannot read the header of {image!r} or {mask!r}: "
+                                    f"{sizes}. Fix: replace the file, or remove the pair.")
+            if sizes[0] != sizes[1]:
+                (ih, iw), (mh, mw) = sizes
+                raise ArgumentError(
+                    f"The mask {mask!r} is {mw}x{mh} (width x height) but its image "
+                    f"{image!r} is {iw}x{ih}: stretched to one size, the mask would no longer "
+                    f"lie on its pixels. Fix: give the mask its image's size (or pair it with "
+                    f"the right image), or pass {opt_out} if you resize both on purpose.")
+
+
+def _sizes(pair: tuple[str, str]) -> tuple[tuple[int, int], tuple[int, int]] | OSError:
+    try:
+        return stored_size(pair[0]), stored_size(pair[1])
+    except OSError as exc:
+        return exc

@@ -5,33 +5,34 @@ The folders are listed once, in the main process; the images become an ``ImageFi
 masks a ``MaskFiles`` (``masks.py``), both decoded in the workers. Pairing is checked here,
 before anything starts: an image without a mask, a mask without an image, two files of one
 stem and (locally) a mask of another size than its image are each refused, naming the files.
+``ids`` (a split file or a list of stems, as ``from_voc``'s) keeps a split's pairs alone.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any, Literal, overload
 
 from ..files import ImageFiles
 from ..images import folders as F
-from ..images.decode import stored_size
 from ..images.settings import DEFAULT_IMAGE_SIZE, image_size_of
 from ..remote import bucket as B
 from ..remote import protocol_of
 from ...errors import ArgumentError, got
-from .masks import MaskFiles
+from .masks import MaskFiles, check_pair_sizes
+from .voc import read_ids
 
 log = logging.getLogger(__name__)
 UNPAIRED = ("raise", "drop")
 Pair = tuple[ImageFiles, dict[str, MaskFiles]]  # (files, {"segmentation_masks": masks})
-_HEADER_THREADS = 8
 
 
 @overload
 def from_segmentation(
     images: str | os.PathLike[str], masks: str | os.PathLike[str], *,
+    ids: str | os.PathLike[str] | Sequence[str] | None = ...,
     image_size: tuple[int, int] | None = ..., mask_suffix: str = ..., image_suffix: str = ...,
     unpaired: str = ..., check_sizes: bool = ..., color_mode: str | None = ...,
     interpolation: str = ..., reduced_decode: bool = ...,
@@ -44,6 +45,7 @@ def from_segmentation(
 @overload
 def from_segmentation(
     images: str | os.PathLike[str], masks: str | os.PathLike[str], *,
+    ids: str | os.PathLike[str] | Sequence[str] | None = ...,
     image_size: tuple[int, int] | None = ..., mask_suffix: str = ..., image_suffix: str = ...,
     unpaired: str = ..., check_sizes: bool = ..., color_mode: str | None = ...,
     interpolation: str = ..., reduced_decode: bool = ...,
@@ -56,6 +58,7 @@ def from_segmentation(
 
 def from_segmentation(
     images: str | os.PathLike[str], masks: str | os.PathLike[str], *,
+    ids: str | os.PathLike[str] | Sequence[str] | None = None,
     image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE, mask_suffix: str = "",
     image_suffix: str = "", unpaired: str = "raise", check_sizes: bool = True,
     color_mode: str | None = "rgb", interpolation: str = "bilinear", reduced_decode: bool = True,
@@ -76,6 +79,11 @@ def from_segmentation(
     Args:
         images: the images folder (or a bucket URL, ``"s3://bucket/images/"``).
         masks: the masks folder (a URL of the same bucket for a bucket's images).
+        ids: which pairs, in order, as ``from_voc``'s: a split file of one stem per line
+            (VOC's ``ImageSets/Segmentation/train.txt``) or a list of stems (relative,
+            without the extension and suffix); each must have its image and its mask
+            (``unpaired="drop"`` leaves out those without). Files outside the split are
+            left alone, paired or not. None: every pair of the folders.
         image_size: ``(height, width)`` both are resized to (the masks by nearest
             neighbour); None keeps each at its own size (then crop to one in ``augment``).
         mask_suffix: what ends a mask's stem, past the stem it shares with its image
@@ -123,8 +131,16 @@ def from_segmentation(
     image_root, mask_root = os.fspath(images), os.fspath(masks)
     found = _stems("images", image_root, image_suffix, storage_options)
     by_stem = _stems("masks", mask_root, mask_suffix, storage_options)
-    lonely = [p for stem, p in found.items() if stem not in by_stem]
-    orphans = [p for stem, p in by_stem.items() if stem not in found]
+    if ids is not None:  # the split's stems alone, in its order
+        wanted = read_ids(ids, "ImageSets/Segmentation/<split>.txt", storage_options)
+        lonely = [s for s in wanted if s not in found]  # (no image: named by its stem)
+        orphans = [s for s in wanted if s in found and s not in by_stem]
+        _refuse_outside(lonely, orphans, unpaired, image_root, mask_root)
+        found = {s: found[s] for s in dict.fromkeys(wanted) if s in found}
+        lonely = orphans = []
+    else:
+        lonely = [p for stem, p in found.items() if stem not in by_stem]
+        orphans = [p for stem, p in by_stem.items() if stem not in found]
     if unpaired == "raise":
         _refuse_unpaired(lonely, "image", "mask", mask_root, mask_suffix)
         _refuse_unpaired(orphans, "mask", "image", image_root, image_suffix)
@@ -138,7 +154,7 @@ def from_segmentation(
             f"with mask_suffix={mask_suffix!r}, image_suffix={image_suffix!r}). Fix: check "
             f"the folders and the suffixes.")
     if check_sizes and protocol_of(image_root) is None:  # (a bucket's: a request each)
-        _check_sizes(pairs)
+        check_pair_sizes(pairs)
     options: dict[str, Any] = dict(storage_options=storage_options, cache_dir=cache_dir,
                                    cache_limit=cache_limit)
 
@@ -147,7 +163,9 @@ def from_segmentation(
         files = ImageFiles.from_paths([p for p, _ in chosen], image_size=size,
                                       color_mode=color_mode, interpolation=interpolation,
                                       label_mode=None, reduced_decode=reduced_decode, **options)
-        return files, {"segmentation_masks": MaskFiles([m for _, m in chosen], size, **options)}
+        masks = MaskFiles([m for _, m in chosen], size, check_sizes=False,  # (done above)
+                          **options)
+        return files, {"segmentation_masks": masks}
 
     if validation_split is None:
         return made(range(len(pairs)))
@@ -184,6 +202,23 @@ def _stems(what: str, root: str, suffix: str, storage_options: Any) -> dict[str,
     return out
 
 
+def _refuse_outside(no_image: list[str], no_mask: list[str], unpaired: str,
+                    image_root: str, mask_root: str) -> None:
+    """The ids of a split without an image or a mask: refused, naming the first, or
+    (``unpaired="drop"``) logged and left out."""
+    for stems, what, root in ((no_image, "image", image_root), (no_mask, "mask", mask_root)):
+        if not stems:
+            continue
+        if unpaired == "drop":
+            log.info("from_segmentation: left out %d id(s) of `ids` without a %s under %r "
+                     "(unpaired='drop')", len(stems), what, root)
+            continue
+        raise ArgumentError(
+            f"{len(stems)} id(s) of `ids` have no {what} under {root!r}, e.g. {stems[0]!r}. "
+            f"Fix: pass the split that goes with these folders (and check mask_suffix and "
+            f"image_suffix), or unpaired='drop' to leave them out.")
+
+
 def _refuse_unpaired(paths: list[str], what: str, other: str, where: str, suffix: str
                      ) -> None:
     if paths:
@@ -192,29 +227,3 @@ def _refuse_unpaired(paths: list[str], what: str, other: str, where: str, suffix
             f"{len(paths)} {what}(s) have no {other} of the same stem{named} under {where!r}, "
             f"e.g. {paths[0]!r}. Fix: add the {other}s, remove the {what}s, check "
             f"`mask_suffix`, or pass unpaired='drop' to leave them out.")
-
-
-def _check_sizes(pairs: list[tuple[str, str]]) -> None:
-    """Refuse a mask of another size than its image (headers only, read on a few threads:
-    on a network file system a header costs a round trip)."""
-    with cf.ThreadPoolExecutor(_HEADER_THREADS) as pool:
-        found = pool.map(_sizes, pairs, chunksize=256)
-        for (image, mask), sizes in zip(pairs, found):
-            if isinstance(sizes, OSError):
-                raise ArgumentError(f"Cannot read the header of {image!r} or {mask!r}: "
-                                    f"{sizes}. Fix: replace the file, or remove the pair.")
-            if sizes[0] != sizes[1]:
-                (ih, iw), (mh, mw) = sizes
-                raise ArgumentError(
-                    f"The mask {mask!r} is {mw}x{mh} (width x height) but its image "
-                    f"{image!r} is {iw}x{ih}: stretched to one size, the mask would no longer "
-                    f"lie on its pixels. Fix: give the mask its image's size (or pair it with "
-                    f"the right image), or pass check_sizes=False if you resize both on "
-                    f"purpose.")
-
-
-def _sizes(pair: tuple[str, str]) -> tuple[tuple[int, int], tuple[int, int]] | OSError:
-    try:
-        return stored_size(pair[0]), stored_size(pair[1])
-    except OSError as exc:
-        return exc

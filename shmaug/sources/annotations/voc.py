@@ -13,11 +13,13 @@ import os
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from . import _boxes as B
 from ..files import ImageFiles
+from ..remote.bucket import remote_for
 from ..images.settings import DEFAULT_IMAGE_SIZE
 from ...errors import ArgumentError
 
@@ -30,7 +32,7 @@ def from_voc(
     image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE,
     bounding_box_format: str = "xyxy", max_boxes: int | None = None,
     class_names: Sequence[str] | None = None, keep_empty: bool = True,
-    keep_difficult: bool = False, check_sizes: bool = False, color_mode: str | None = "rgb",
+    keep_difficult: bool = False, check_sizes: bool = True, color_mode: str | None = "rgb",
     interpolation: str = "bilinear", reduced_decode: bool = True,
     crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
 ) -> tuple[ImageFiles, dict[str, np.ndarray]]:
@@ -59,8 +61,9 @@ def from_voc(
         keep_empty: keep the images without a box (after the filters); False drops them.
         keep_difficult: keep the objects marked ``difficult``; False (default) drops them,
             as VOC's evaluation ignores them and the reference detectors train without them.
-        check_sizes: read each file's header to check it has the XML's ``size`` (an image
-            without one is always read so).
+        check_sizes: read each file's header (True, default: a header costs little next to
+            a decode) to check it has the XML's ``size`` (an image without one is always
+            read so).
         color_mode: as ``ImageFiles.from_paths``.
         interpolation: as ``ImageFiles.from_paths``.
         reduced_decode: as ``ImageFiles.from_paths``.
@@ -126,16 +129,7 @@ def _files(folder: Path, ids: str | os.PathLike[str] | Sequence[str] | None) -> 
             raise ArgumentError(f"{folder} holds no .xml file. Fix: pass the folder of VOC's "
                                 f"XML files (VOC2012/Annotations).")
         return found
-    if isinstance(ids, (str, os.PathLike)):
-        try:
-            stems = Path(ids).read_text(encoding="utf-8").split("\n")
-        except OSError as exc:
-            raise ArgumentError(f"`ids` {os.fspath(ids)!r}: cannot read the split file ({exc})"
-                                f". Fix: pass ImageSets/Main/<split>.txt, or a list of ids."
-                                ) from None
-        stems = [line.split()[0] for line in stems if line.strip()]  # "<id> <flag>" files too
-    else:
-        stems = [str(s) for s in ids]
+    stems = read_ids(ids, "ImageSets/Main/<split>.txt")
     paths = [folder / f"{stem}.xml" for stem in stems]
     missing = [p for p in paths if not p.is_file()]
     if missing:
@@ -143,6 +137,24 @@ def _files(folder: Path, ids: str | os.PathLike[str] | Sequence[str] | None) -> 
                             f"{missing[0].name}. Fix: pass the split that goes with this "
                             f"folder, or the ids it holds.")
     return paths
+
+
+def read_ids(ids: str | os.PathLike[str] | Sequence[str], example: str,
+             storage_options: dict[str, Any] | None = None) -> list[str]:
+    """A split's ids (file stems), in order: a split file of one id per line (VOC's
+    ``ImageSets``; a line's first word, as ``<id> <flag>`` files hold; a URL is read through
+    the remote layer), or a list of them. ``example``: the split file an error suggests."""
+    if not isinstance(ids, (str, os.PathLike)):
+        return [str(s) for s in ids]
+    source = os.fspath(ids)
+    try:
+        remote = remote_for(source, storage_options)
+        text = remote.fetch(source).decode() if remote is not None else \
+            Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArgumentError(f"`ids` {source!r}: cannot read the split file ({exc}). Fix: "
+                            f"pass {example}, or a list of ids.") from None
+    return [line.split()[0] for line in text.split("\n") if line.strip()]
 
 
 def _folder_names(folder: Path) -> list[str]:

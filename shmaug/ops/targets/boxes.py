@@ -1,0 +1,111 @@
+"""Boxes that carry their format, as torchvision's ``BoundingBoxes`` does: what a reader that
+knows its boxes' format (``from_coco``, ``from_voc``, ...) hands on with them, so that a
+pipeline needs none of its own (it takes theirs) or is checked against it before anything
+starts.
+
+``Boxes`` is a plain ``ndarray`` in every other way (Keras, TensorFlow and numpy take it as
+one). Only the array the reader made claims a format: what numpy makes from it (a ufunc's
+result, ``boxes / 512``; an index, ``boxes[..., [1, 0, 3, 2]]``; ``np.concatenate``) is a
+plain ``ndarray``, since numpy cannot know whether the format still holds, and one changed
+in place by a ufunc (``boxes /= 512``) claims none from then on. ``copy()`` and a pickle keep
+it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .formats import BOX_FORMATS, check_format
+from ...errors import ArgumentError
+
+
+class Boxes(np.ndarray):
+    """Keras-layout boxes (N, max_boxes, 4), padded with -1, that know their
+    ``bounding_box_format``.
+
+    Example:
+        >>> b = Boxes(np.zeros((2, 1, 4), np.float32), "xyxy")
+        >>> b.bounding_box_format, type(b / 2).__name__
+        ('xyxy', 'ndarray')
+    """
+
+    bounding_box_format: str | None
+
+    def __new__(cls, boxes: Any, bounding_box_format: str) -> Boxes:
+        fmt = check_format(bounding_box_format, "bounding_box_format", BOX_FORMATS)
+        obj = np.asarray(boxes).view(cls)
+        obj.bounding_box_format = fmt
+        return obj
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.bounding_box_format = None  # (a view or result numpy made: no claim)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        inputs = tuple(_plain(v) for v in inputs)
+        if "out" in kwargs:  # (in place, ``boxes /= 512``: the values may be another format)
+            for out in kwargs["out"]:
+                if isinstance(out, Boxes):
+                    out.bounding_box_format = None
+            kwargs["out"] = tuple(_plain(v) for v in kwargs["out"])
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        return func(*_plain(args), **_plain(kwargs))
+
+    def __getitem__(self, key: Any) -> Any:
+        return np.asarray(self)[key]
+
+    def copy(self, order: Any = "C") -> Boxes:
+        return Boxes(np.asarray(self).copy(order), str(self.bounding_box_format))
+
+    def __reduce__(self) -> Any:
+        rebuild, args, state = tuple(super().__reduce__())
+        return rebuild, args, (state, self.bounding_box_format)
+
+    def __setstate__(self, state: Any) -> None:
+        inner, self.bounding_box_format = state
+        super().__setstate__(inner)
+
+    def __repr__(self) -> str:
+        text = repr(np.asarray(self))  # "array(...)"
+        return f"Boxes({text[6:-1]}, bounding_box_format={self.bounding_box_format!r})"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every ``Boxes`` in it (nested in lists, tuples, dicts) a plain array."""
+    if isinstance(value, Boxes):
+        return value.view(np.ndarray)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def format_of(boxes: Any) -> str | None:
+    """The format ``boxes`` carry (a ``Boxes``), or None (a plain array claims none)."""
+    return getattr(boxes, "bounding_box_format", None) if isinstance(boxes, Boxes) else None
+
+
+ALBUMENTATIONS_FORMATS = {"pascal_voc": "xyxy", "coco": "xywh", "albumentations": "rel_xyxy",
+                          "yolo": "rel_center_xywh"}
+"""albumentations' ``BboxParams(format=...)`` names, by Keras' name of the same format."""
+
+
+def check_carried(name: str, boxes: Any, fmt: str | None, fix: str | None = None) -> None:
+    """Refuse boxes whose own format is not the pipeline's ``fmt``: read in another format,
+    every box would be moved wrongly (flipped ``xyxy`` boxes read as ``rel_xyxy`` became
+    padding) without a sign. ``fix``: how to give the pipeline the boxes' format (default:
+    a ``Compose``'s argument)."""
+    own = format_of(boxes)
+    if own is None or fmt is None or own == fmt:
+        return
+    fix = fix or (f"build the pipeline with bounding_box_format={own!r}, or leave it out "
+                  f"(None) to take the boxes' own")
+    raise ArgumentError(
+        f"`y[{name!r}]` holds boxes in bounding_box_format={own!r} (as their reader wrote "
+        f"them), but the pipeline reads boxes as bounding_box_format={fmt!r}: every box would "
+        f"be moved wrongly. Fix: {fix}, or have the reader write {fmt!r} (e.g. "
+        f"from_coco(..., bounding_box_format={fmt!r})).")
