@@ -22,8 +22,9 @@ import os
 import numpy as np
 
 from . import turbo
-from ...deferred import Resample, Window, margin, resize_box
+from ...deferred import Resample, Window, after_dct, dct_rest, margin, resize_box
 from ...errors import ImageReadError
+from ...platform import jpeg_setting
 
 COLOR_MODES = {"grayscale": 1, "rgb": 3, "rgba": 4}  # None: keep the files' own channels
 
@@ -38,6 +39,11 @@ _PIL_MODES = {"L": "L", "LA": "LA", "RGB": "RGB", "RGBA": "RGBA", "I;16": "I;16"
 # the alias-free (area) image than the full decode + the same resize is. bench.files prints
 # the figures on its folders; tests/unit/test_decode.py holds the decoder to them.
 REDUCED_TOLERANCE = {"area": 2.0, "same interpolation": 10.0}
+
+# The scales a JPEG is decoded at, as eighths of its size: any with TurboJPEG 3; 1/8, 1/4,
+# 1/2 and 1/1 with OpenCV (``IMREAD_REDUCED_*``) and Pillow (``draft``).
+TURBO_EIGHTHS = (1, 2, 3, 4, 5, 6, 7, 8)
+OPENCV_EIGHTHS = (1, 2, 4, 8)
 
 # Start-of-frame markers libjpeg scales: baseline, extended, progressive (Huffman or
 # arithmetic). Lossless and hierarchical JPEGs are decoded in full.
@@ -81,18 +87,21 @@ def stored_size(path: str | os.PathLike[str]) -> tuple[int, int]:
 
 
 def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
-                 reduce_to: tuple[int, int] | None = None) -> np.ndarray:
+                 reduce_to: tuple[int, int] | None = None, eighths: int = 8) -> np.ndarray:
     """Encoded image bytes (uint8) to uint8 (H, W, C) in RGB(A) order, as ``decode``;
     ``what`` names them in errors (``"image file 'a.jpg'"``, a record of a shard).
 
     Decodes with OpenCV (whose wheels use libjpeg-turbo), and falls back to PIL for what
-    OpenCV cannot read.
+    OpenCV cannot read. ``eighths`` (8, 4, 2 or 1): a JPEG decoded at that many eighths of
+    its size, as ``reduce_to`` would choose it.
     """
     import cv2
 
     if data.size == 0:
         raise unreadable(what, "it is empty (0 bytes)")
-    image = None if reduce_to is None else _decode_reduced(data, reduce_to)
+    if reduce_to is not None:
+        eighths = 8 // reduction(jpeg_header(data), reduce_to)
+    image = _decode_reduced(data, 8 // eighths) if eighths != 8 else None
     if image is None:
         image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)  # BGR(A); we convert channels ourselves
     if image is None:
@@ -114,12 +123,38 @@ WINDOW_DECODES = ("turbo", "opencv", "whole")
 
 def window_decode() -> str:
     """How this process would decode a JPEG's window, decided once by a loader for all its
-    workers: "turbo" (the window alone, libjpeg-turbo 3 found), "opencv" (whole, at a
-    reduced scale where the window allows), or "whole" (every pixel, then cut:
-    ``SHMAUG_PARTIAL_DECODE=0``, the reference recipes' work, to compare)."""
-    if os.environ.get("SHMAUG_PARTIAL_DECODE", "").strip().lower() in ("0", "off", "false"):
-        return "whole"
-    return "turbo" if turbo.available() else "opencv"
+    workers, as ``SHMAUG_JPEG`` says (``shmaug.platform.jpeg_setting``): "turbo" (the window
+    alone, at any eighth of its size: libjpeg-turbo 3 found), "opencv" (whole, at 1/2, 1/4
+    or 1/8 where the window allows), or "whole" (every pixel, then cut: the reference
+    recipes' work, to compare).
+
+    Raises:
+        RuntimeError: ``SHMAUG_JPEG`` asks for libjpeg-turbo and none loads here.
+    """
+    mode, _ = jpeg_setting()
+    if mode in ("whole", "opencv"):
+        return mode
+    if turbo.available():
+        return "turbo"
+    if mode == "turbo":
+        raise RuntimeError(
+            "SHMAUG_JPEG asks for libjpeg-turbo 3, but none loads in this process (see the "
+            "log for why). Fix: pip install 'shmaug[jpeg]', point SHMAUG_JPEG at a "
+            "libturbojpeg.so of version 3, or unset it to fall back to OpenCV.")
+    return "opencv"
+
+
+def dct_scale(extent: tuple[float, float], size: tuple[int, int],
+              eighths: tuple[int, ...] = TURBO_EIGHTHS) -> int:
+    """The numerator M of the smallest scale M/8 among ``eighths`` at which ``extent``
+    (height, width, in the file's pixels) stays at least ``size``, or 8: decode it in full.
+    The one rule of every reduced decode (a window or a whole photo; TurboJPEG's eighths or
+    OpenCV's ``OPENCV_EIGHTHS``): the scaled extent is never smaller than the output, so the
+    resize after it never enlarges what the DCT shrank."""
+    for m in sorted(eighths):
+        if extent[0] * m >= size[0] * 8 and extent[1] * m >= size[1] * 8:
+            return m
+    return 8
 
 
 def resized_window(data: np.ndarray, what: str, color_mode: str | None,
@@ -130,19 +165,25 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
     resampled to ``size``: as ``resize_box(..., how)`` on the whole decoded image, decoding
     less (around the window too where the filter reads there: ``how.within`` False).
 
-    ``mode`` as ``window_decode`` says. A JPEG is decoded at 1/2, 1/4 or 1/8 scale in the DCT
-    where the window stays at least ``size`` and ``reduced`` allows (``reduced_decode``);
-    "turbo" decodes only the window; a JPEG libjpeg-turbo refuses (lossless, CMYK, 12-bit),
-    and every other file, is decoded whole.
+    ``mode`` as ``window_decode`` says. Where ``reduced`` (``reduced_decode``) allows, a JPEG
+    is scaled in the DCT; "turbo" decodes only the window; a JPEG libjpeg-turbo refuses
+    (lossless, CMYK, 12-bit), and every other file, is decoded whole. With ``how.antialias``
+    (the reduced crop): at the smallest eighth of its size that keeps the window at least
+    ``size`` (``dct_scale``), then OpenCV for the rest (``deferred.after_dct``), its pixels
+    within ``REDUCED_CROP_TOLERANCE`` of the exact path (``reduced=False``: the window at full
+    scale, then PIL's antialiased filter). Without it: at 1/2, 1/4 or 1/8 where the window
+    is that much larger, then OpenCV's sampled resize, as before.
     """
     scalable = (header is not None and header[3] in _SCALABLE_SOF and header[2] in (1, 3)
                 and mode != "whole")
     if not scalable:
         return resize_box(decode_bytes(data, what, color_mode), window, size, how)
     assert header is not None
-    d = next((n for n in (8, 4, 2) if window[2] / n >= size[0] and window[3] / n >= size[1]),
-             1) if reduced else 1
-    scaled = (window[0] / d, window[1] / d, window[2] / d, window[3] / d)
+    eighths = TURBO_EIGHTHS if how.antialias and mode == "turbo" else OPENCV_EIGHTHS
+    m = dct_scale(window[2:], size, eighths) if reduced else 8
+    fast = how.antialias and m < 8  # the DCT antialiased: OpenCV finishes (else PIL)
+    scaled = (window[0] * m / 8, window[1] * m / 8, window[2] * m / 8, window[3] * m / 8)
+    finish = after_dct if fast else resize_box
     if mode == "turbo":
         if not turbo.available():
             raise RuntimeError(
@@ -150,25 +191,25 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
                 "process, but this worker cannot load it (see the log for why), so its "
                 "batches would not be the ones the other workers make. Fix: make the library "
                 "loadable everywhere (pip install shmaug[jpeg]), or set "
-                "SHMAUG_TURBOJPEG=off before the loader starts.")
-        reach = margin(scaled, size, how) * d  # read beyond the window, in file pixels
+                "SHMAUG_JPEG=opencv before the loader starts.")
+        rest = dct_rest(how, scaled, size) if fast else how
+        reach = -(-margin(scaled, size, rest) * 8 // m)  # in file pixels
         top, left = max(0, int(window[0]) - reach), max(0, int(window[1]) - reach)
         bottom = min(header[0], int(np.ceil(window[0] + window[2])) + reach)
         right = min(header[1], int(np.ceil(window[1] + window[3])) + reach)
         channels = COLOR_MODES[color_mode] if color_mode else header[2]
         try:
             pixels, (y0, x0) = turbo.decode_window(
-                data, (top, left, bottom - top, right - left), d, channels)
+                data, (top, left, bottom - top, right - left), m, channels)
         except turbo.TurboError:
             pass  # (lossless, CMYK, 12-bit: the whole decode below copes or says why)
         else:
-            return resize_box(pixels, (scaled[0] - y0, scaled[1] - x0, scaled[2], scaled[3]),
-                              size, how)
-    pixels = decode_bytes(data, what, color_mode,
-                          None if d == 1 else (-(-header[0] // d), -(-header[1] // d)))
+            return finish(pixels, (scaled[0] - y0, scaled[1] - x0, scaled[2], scaled[3]),
+                          size, how)
+    pixels = decode_bytes(data, what, color_mode, None, m)
     if pixels.shape[:2] == header[:2]:  # decoded at full size after all (PIL's fallback)
         scaled = window
-    return resize_box(pixels, scaled, size, how)
+    return finish(pixels, scaled, size, how)
 
 
 def jpeg_header(data: np.ndarray) -> tuple[int, int, int, int] | None:
@@ -202,29 +243,25 @@ def jpeg_header(data: np.ndarray) -> tuple[int, int, int, int] | None:
 
 
 def reduction(header: tuple[int, int, int, int] | None, size: tuple[int, int]) -> int:
-    """The largest of 8, 4, 2 by which a JPEG with ``header`` can be decoded and still be at
-    least ``size`` (libjpeg rounds the scaled size up), or 1: decode it in full."""
+    """The largest of 8, 4, 2 by which a JPEG with ``header`` can be decoded by OpenCV and
+    still be at least ``size`` (``dct_scale``'s rule), or 1: decode it in full."""
     if header is None:
         return 1
     height, width, components, marker = header
     if marker not in _SCALABLE_SOF or components not in (1, 3) or not height or not width:
         return 1
-    for denominator in (8, 4, 2):
-        if -(-height // denominator) >= size[0] and -(-width // denominator) >= size[1]:
-            return denominator
-    return 1
+    return 8 // dct_scale((height, width), size, OPENCV_EIGHTHS)
 
 
-def _decode_reduced(data: np.ndarray, size: tuple[int, int]) -> np.ndarray | None:
-    """A JPEG decoded at 1/2, 1/4 or 1/8 scale (BGR or grey, as the full path gives), or None
-    where the full decode applies. EXIF orientation is ignored, as ``IMREAD_UNCHANGED`` does."""
+def _decode_reduced(data: np.ndarray, denominator: int) -> np.ndarray | None:
+    """A JPEG decoded at 1/``denominator`` scale (2, 4 or 8; BGR or grey, as the full path
+    gives), or None where the full decode applies. EXIF orientation is ignored, as
+    ``IMREAD_UNCHANGED`` does."""
     import cv2
 
     header = jpeg_header(data)
-    denominator = reduction(header, size)
-    if denominator == 1:
+    if denominator == 1 or header is None:
         return None
-    assert header is not None
     kind = "GRAYSCALE" if header[2] == 1 else "COLOR"
     flag = getattr(cv2, f"IMREAD_REDUCED_{kind}_{denominator}") | cv2.IMREAD_IGNORE_ORIENTATION
     image: np.ndarray | None = cv2.imdecode(data, flag)
