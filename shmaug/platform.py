@@ -89,7 +89,7 @@ def jpeg_setting() -> tuple[str, str | None]:
     ``SHMAUG_PARTIAL_DECODE=0`` ("whole").
 
     Raises:
-        ValueError: ``SHMAUG_JPEG`` is neither a mode nor a path.
+        ArgumentError: ``SHMAUG_JPEG`` is neither a mode nor a path.
     """
     raw = os.environ.get("SHMAUG_JPEG", "").strip()
     if not raw:
@@ -103,6 +103,8 @@ def jpeg_setting() -> tuple[str, str | None]:
         return raw.lower(), None
     if os.sep in raw or "/" in raw or raw.endswith((".so", ".dll", ".dylib")) or ".so." in raw:
         return "turbo", raw
-    raise ValueError(
+    from .errors import ArgumentError
+
+    raise ArgumentError(
         f"SHMAUG_JPEG must be one of {list(JPEG_MODES)} or a path to libturbojpeg; received "
         f"{raw!r}. Fix: unset it (auto), or e.g. SHMAUG_JPEG=opencv.")

@@ -40,6 +40,18 @@ _PIL_MODES = {"L": "L", "LA": "LA", "RGB": "RGB", "RGBA": "RGBA", "I;16": "I;16"
 # the figures on its folders; tests/unit/test_decode.py holds the decoder to them.
 REDUCED_TOLERANCE = {"area": 2.0, "same interpolation": 10.0}
 
+# How far the reduced resized crop (the default) may be from the exact one
+# (``reduced_decode=False``: the window at full scale, then PIL's antialiased filter, which is
+# torchvision's ``resized_crop(antialias=True)`` on a PIL image), per interpolation, over many
+# windows of real photographs (ImageNet's sizes, q75-95 4:2:0): the mean absolute difference
+# per value (0..255) and the median PSNR (dB). Measured with libjpeg-turbo (the DCT at any
+# eighth, then OpenCV): MAD 0.68 / 0.79 / 1.23 / 0.74 and PSNR 46 / 46 / 41 / 46 dB for
+# bilinear / bicubic / area / lanczos3, 5th percentile 37 / 36 / 32 / 38 dB; with OpenCV's
+# four scales, closer (PIL finishes past 1.5x). bench.files.crop_quality measures them;
+# tests/unit/test_crop_quality.py holds the decoder to them.
+REDUCED_CROP_QUALITY = {"bilinear": (1.0, 42.0), "bicubic": (1.1, 42.0), "area": (1.6, 38.0),
+                        "lanczos3": (1.0, 42.0)}
+
 # The scales a JPEG is decoded at, as eighths of its size: any with TurboJPEG 3; 1/8, 1/4,
 # 1/2 and 1/1 with OpenCV (``IMREAD_REDUCED_*``) and Pillow (``draft``).
 TURBO_EIGHTHS = (1, 2, 3, 4, 5, 6, 7, 8)
@@ -142,6 +154,39 @@ def window_decode() -> str:
             "log for why). Fix: pip install 'shmaug[jpeg]', point SHMAUG_JPEG at a "
             "libturbojpeg.so of version 3, or unset it to fall back to OpenCV.")
     return "opencv"
+
+
+def decoder_report() -> dict[str, str]:
+    """What decodes images in this process, for ``shmaug doctor``: the JPEG switch, the
+    decoder a loader started now would use for a decode-time crop, and the libraries."""
+    import platform as host
+
+    import cv2
+    import PIL
+
+    from ... import __version__
+    from ...platform import cpu_count
+
+    mode, path = jpeg_setting()
+    try:
+        chosen = window_decode()
+    except RuntimeError as exc:
+        chosen = f"none: {exc}"
+    how = {"turbo": "libjpeg-turbo 3: only the window, scaled in the DCT by any eighth, "
+                    "then OpenCV (the reduced crop)",
+           "opencv": "OpenCV: the whole photo, at 1/8, 1/4 or 1/2 where the window allows, "
+                     "then PIL or OpenCV (pip install 'shmaug[jpeg]' for the window alone)",
+           "whole": "OpenCV: every pixel, then cut (SHMAUG_JPEG=whole)"}
+    return {
+        "shmaug": __version__,
+        "python": f"{host.python_version()} on {host.system()} {host.machine()}",
+        "cores": str(cpu_count()),
+        "SHMAUG_JPEG": mode + (f" ({path})" if path else ""),
+        "JPEG decode-time crop": how.get(chosen, chosen),
+        "libjpeg-turbo": turbo.describe(),
+        "OpenCV": cv2.__version__,
+        "Pillow": PIL.__version__,
+    }
 
 
 def dct_scale(extent: tuple[float, float], size: tuple[int, int],
