@@ -89,7 +89,7 @@ def test_image_files_decode_large_jpegs_reduced_and_nothing_else(tmp_path):
     paths = [save(tmp_path / "big.jpg", big), save(tmp_path / "big.png", big, "PNG"),
              save(tmp_path / "big.bmp", big, "BMP"), save(tmp_path / "big.webp", big, "WEBP"),
              save(tmp_path / "big.tif", big, "TIFF"),
-             save(tmp_path / "small.jpg", photo(60, 60)),  # less than twice the size: in full
+             save(tmp_path / "small.jpg", photo(34, 45)),  # under 8/7 of the size: in full
              save(tmp_path / "grey.jpg", big[..., 1])]
     on, off = (ImageFiles.from_paths(paths, image_size=(30, 40), interpolation="area",
                                      reduced_decode=flag) for flag in (True, False))
@@ -102,6 +102,22 @@ def test_image_files_decode_large_jpegs_reduced_and_nothing_else(tmp_path):
         else:
             np.testing.assert_array_equal(a, b, err_msg=path)  # other formats: untouched
     assert repr(on).count("reduced_decode") == 0 and "reduced_decode=False" in repr(off)
+
+
+def test_a_whole_photo_is_scaled_by_the_smallest_eighth_with_libjpeg_turbo(tmp_path):
+    from shmaug.sources.images import turbo
+
+    if not turbo.available():
+        pytest.skip("no libjpeg-turbo 3 here (pip install shmaug[jpeg])")
+    path = save(tmp_path / "a.jpg", photo(300, 400), quality=90)
+    # 6/8 keeps 225 rows >= 224 (5/8 would not); OpenCV's 1/2 would not keep them either
+    on, off = (ImageFiles.from_paths([path], image_size=(224, 224), interpolation="area",
+                                     reduced_decode=flag) for flag in (True, False))
+    assert on.load.decoder.windows == "turbo"
+    a, b = on.load(0), off.load(0)
+    assert a.shape == b.shape == (224, 224, 3)
+    assert not np.array_equal(a, b)
+    assert np.abs(a.astype(int) - b).mean() <= REDUCED_TOLERANCE["area"]
 
 
 def test_reduced_decode_ignores_exif_orientation_as_the_full_decode_does(tmp_path):

@@ -230,13 +230,7 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
     scaled = (window[0] * m / 8, window[1] * m / 8, window[2] * m / 8, window[3] * m / 8)
     finish = after_dct if fast else resize_box
     if mode == "turbo":
-        if not turbo.available():
-            raise RuntimeError(
-                "This loader decodes JPEG windows with libjpeg-turbo, found in its own "
-                "process, but this worker cannot load it (see the log for why), so its "
-                "batches would not be the ones the other workers make. Fix: make the library "
-                "loadable everywhere (pip install shmaug[jpeg]), or set "
-                "SHMAUG_JPEG=opencv before the loader starts.")
+        _need_turbo()
         rest = dct_rest(how, scaled, size) if fast else how
         reach = -(-margin(scaled, size, rest) * 8 // m)  # in file pixels
         top, left = max(0, int(window[0]) - reach), max(0, int(window[1]) - reach)
@@ -255,6 +249,40 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
     if pixels.shape[:2] == header[:2]:  # decoded at full size after all (PIL's fallback)
         scaled = window
     return finish(pixels, scaled, size, how)
+
+
+def scaled_whole(data: np.ndarray, color_mode: str | None, size: tuple[int, int],
+                 mode: str) -> np.ndarray | None:
+    """A whole JPEG decoded by libjpeg-turbo at the smallest eighth of its size that keeps it
+    at least ``size`` (``dct_scale``), in ``color_mode``'s RGB-ordered channels, for a source
+    that resizes every photo to ``size``; None where that does not apply (not a scalable JPEG,
+    no smaller eighth, ``mode`` not "turbo", or a file libjpeg-turbo refuses): the caller
+    decodes it as before."""
+    header = jpeg_header(data)
+    if (mode != "turbo" or header is None or header[3] not in _SCALABLE_SOF
+            or header[2] not in (1, 3) or not header[0] or not header[1]):
+        return None
+    m = dct_scale(header[:2], size)
+    if m == 8:
+        return None
+    _need_turbo()
+    channels = COLOR_MODES[color_mode] if color_mode else header[2]
+    try:
+        pixels, _ = turbo.decode_window(data, (0, 0, header[0], header[1]), m, channels)
+    except turbo.TurboError:
+        return None
+    return pixels
+
+
+def _need_turbo() -> None:
+    """Raise where a loader chose libjpeg-turbo in its own process and this worker has none:
+    its batches would not be the ones the other workers make."""
+    if not turbo.available():
+        raise RuntimeError(
+            "This loader decodes JPEGs with libjpeg-turbo, found in its own process, but this "
+            "worker cannot load it (see the log for why), so its batches would not be the "
+            "ones the other workers make. Fix: make the library loadable everywhere (pip "
+            "install shmaug[jpeg]), or set SHMAUG_JPEG=opencv before the loader starts.")
 
 
 def jpeg_header(data: np.ndarray) -> tuple[int, int, int, int] | None:
