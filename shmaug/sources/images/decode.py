@@ -4,15 +4,15 @@ OpenCV first (its wheels decode JPEG with libjpeg-turbo), PIL for what OpenCV ca
 then channel conversion to RGB order and resizing. ``files.ImageFiles`` decides which file and
 what to do when one is unreadable; this module only turns one file into pixels, or says why not.
 
-Reduced-size decoding: when a JPEG is at least twice as large as the size it is resized to,
-libjpeg can decode it at 1/2, 1/4 or 1/8 of its size directly (it scales the DCT blocks, so the
-skipped pixels are never computed; OpenCV exposes this as ``IMREAD_REDUCED_*``, PIL as
-``Image.draft``). ``decode(..., reduce_to=size)`` takes the largest of those factors that still
-leaves the image at least ``size``, then the caller resizes as usual. Only baseline and
-progressive 8-bit JPEGs with 1 or 3 components are decoded this way (identified by their
-bytes, not their extension); every other file, PNG included, is decoded in full as before.
-The output differs from a full decode + resize by the difference between libjpeg's block
-scaling and the resize filter: see ``REDUCED_TOLERANCE``.
+Reduced-size decoding: libjpeg scales a JPEG in its DCT (the skipped pixels are never
+computed, and what is dropped is averaged: a low-pass, the antialiasing of a shrink).
+libjpeg-turbo 3 (``turbo``) scales by any eighth, OpenCV (``IMREAD_REDUCED_*``) and PIL
+(``draft``) by 1/2, 1/4 or 1/8. One rule (``dct_scale``) picks the smallest scale that keeps
+what is kept (the window of a crop, or the whole photo for a fixed ``image_size``) at least
+the output; then the caller resizes the rest. Only baseline and progressive 8-bit JPEGs with 1
+or 3 components are decoded this way (identified by their bytes, not their extension); every
+other file, PNG included, is decoded in full as before. ``REDUCED_TOLERANCE`` and
+``REDUCED_CROP_QUALITY`` state how far the output is from a full decode + resize.
 """
 
 from __future__ import annotations
