@@ -38,6 +38,7 @@ from bench.common.report import environment, fmt_num, markdown_table
 from bench.files import imagenet
 from bench.files.child import run_child
 from bench.files.run import contender_list, data_root, figure, run_args, same_round
+from bench.suite.peers._base import Base
 
 LABELS = {
     "shmaug": "shmaug, reduced crop (default) + flip",
@@ -57,7 +58,7 @@ class ShmaugCrop(imagenet.ShmaugImageNet):
     """``bench.files.imagenet``'s shmaug contender, with ``reduced_decode`` as given."""
 
     def __init__(self, *a: Any, folder: str, reduced: bool) -> None:
-        imagenet.Base.__init__(self, *a)
+        Base.__init__(self, *a)
         import shmaug
 
         files = shmaug.ImageFiles.from_directory(folder, image_size=None,
@@ -92,10 +93,10 @@ def run_rounds(args: Any, folder: Path, contenders: list[str]) -> list[dict[str,
         k = (r - 1) % len(contenders)
         for contender in contenders[k:] + contenders[:k]:  # rotated: no fixed first
             missing = missing_module(imagenet.NEEDS.get(contender, ()))
-            res = ({"status": "skipped", "error": missing} if missing else
+            res: dict[str, Any] = ({"status": "skipped", "error": missing} if missing else
                    run_child(args, folder, contender, child_env(), peers="bench.files.crop_path",
                              extra={"folder": str(folder)}))
-            res.update(round=r, contender=contender)
+            res["round"], res["contender"] = r, contender
             results.append(res)
             print(f"round {r} {contender:16} {res.get('status')}: {fmt_num(figure(res))} "
                   f"images/s {res.get('error', '')}"[:200], file=sys.stderr)
@@ -120,7 +121,7 @@ def report(args: Any, argv: list[str], results: list[dict[str, Any]],
         status = "ok" if bad is None else f"{bad.get('status')}: {str(bad.get('error'))[:100]}"
         rows.append([c, fmt_num(summarize(good).median) if good else "—",
                      " ".join(fmt_num(v) for v in rates(c)), status, LABELS[c]])
-    ratio_rows = []
+    ratio_rows: list[list[str]] = []
     for top, bottom, goal in RATIOS:
         if top in contenders and bottom in contenders:
             ratios = same_round(rates(top), rates(bottom))
@@ -129,7 +130,7 @@ def report(args: Any, argv: list[str], results: list[dict[str, Any]],
                 f">= {goal:g}x: " + ("not judged (quick)" if args.quick else
                                      "n/a" if math.isnan(got) else
                                      "met" if got >= goal else "missed"))
-            ratio_rows.append([f"{top} ÷ {bottom}", fmt_num(got), len(ratios), target])
+            ratio_rows.append([f"{top} ÷ {bottom}", fmt_num(got), str(len(ratios)), target])
     env = environment()
     text = "\n\n".join([
         "# crop_path", f"Command: `python -m bench.files.crop_path {' '.join(argv)}`"

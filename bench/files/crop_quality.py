@@ -56,9 +56,11 @@ def measure(files: int, crops: int, seed: int = 0) -> dict[str, Any]:
     for data_bytes in photos.jpegs(files, seed):
         data = np.frombuffer(data_bytes, np.uint8)
         header = decode.jpeg_header(data)
+        assert header is not None
         h, w = header[0], header[1]
-        windows = [(tuple(float(v) for v in window_of(h, w, rng, (0.08, 1.0), (3 / 4, 4 / 3))),
-                    True) for _ in range(crops)]
+        windows: list[tuple[Any, bool]] = [
+            (tuple(float(v) for v in window_of(h, w, rng, (0.08, 1.0), (3 / 4, 4 / 3))), True)
+            for _ in range(crops)]
         windows.append((centre_window(h, w, SIZE, 0.875), False))
         for interpolation in INTERPOLATIONS:
             for window, within in windows:
