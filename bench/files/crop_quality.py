@@ -115,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
 
     cv2.setNumThreads(1)
     result = measure(args.files, args.crops)
-    command = "python -m bench.files.crop_quality " + " ".join(argv or [])
+    import sys
+
+    command = "python -m bench.files.crop_quality " + " ".join(
+        sys.argv[1:] if argv is None else argv)
     text = markdown(result, command.strip())
     print(text)
     if args.out:
