@@ -22,7 +22,8 @@ import os
 import numpy as np
 
 from . import turbo
-from ...deferred import Resample, Window, after_dct, dct_rest, margin, resize_box
+from ...deferred import (Resample, Window, after_dct, cv_flag, dct_rest, margin,
+                         resize_box)
 from ...errors import ImageReadError
 from ...platform import jpeg_setting
 
@@ -415,10 +416,7 @@ def resize(image: np.ndarray, size: tuple[int, int], interpolation: str,
         return _resize_with_pad(image, size, interpolation)
     if image.shape[:2] == size:
         return image
-    flags = {"area": cv2.INTER_AREA, "bicubic": cv2.INTER_CUBIC, "bilinear": cv2.INTER_LINEAR,
-             "lanczos3": cv2.INTER_LANCZOS4, "lanczos5": cv2.INTER_LANCZOS4,
-             "nearest": cv2.INTER_NEAREST}
-    out = cv2.resize(image, (size[1], size[0]), interpolation=flags[interpolation])
+    out = cv2.resize(image, (size[1], size[0]), interpolation=cv_flag(interpolation))
     return out if out.ndim == 3 else out[:, :, None]
 
 
