@@ -1,5 +1,5 @@
-"""The `shmaug` command: `demo` (the main job), `pack` (image files to one .npy) and `bench`
-(the benchmark suite).
+"""The `shmaug` command: `demo` (the main job), `pack` (image files to one .npy), `doctor`
+(what this machine decodes with) and `bench` (the benchmark suite).
 
 Owns the command line only: parsing, checking what was typed, and how failures look. A user
 mistake (a bad flag value, a missing folder, a CSV without the column, an unreadable image, any
@@ -170,6 +170,9 @@ def _parser() -> argparse.ArgumentParser:
     pack.add_argument("--overwrite", action="store_true", help="redo a complete output")
     pack.add_argument("--verify", action="store_true",
                       help="re-hash a complete output against its manifest before trusting it")
+    sub.add_parser("doctor", parents=[debug],
+                   help="say which libraries decode images here (which JPEG decoder a loader "
+                        "started now would use), and the cores and shared memory")
     sub.add_parser("bench", add_help=False,
                    help="the benchmark suite (`python -m bench` in a clone; see bench/README.md)")
     return parser
@@ -189,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT)
     if args.command == "demo":
         return _guarded("shmaug demo", DEMO_FLAGS, args.debug, lambda: _demo(args))
+    if args.command == "doctor":
+        return _guarded("shmaug doctor", {}, args.debug, _doctor)
     flags = {**PACK_FLAGS, "directory": "--directory"} if _is_csv(args.src) else PACK_FLAGS
     return _guarded("shmaug pack", flags, args.debug, lambda: _pack(args))
 
@@ -302,6 +307,18 @@ def _warnings_as_lines(prog: str, flags: Mapping[str, str]) -> Iterator[None]:
 
         warnings.showwarning = show
         yield
+
+
+# -- doctor --------------------------------------------------------------------------------------
+
+
+def _doctor() -> int:
+    """`shmaug doctor`: one line per fact a slow or odd loader is explained by, on stdout."""
+    from .sources.images.decode import decoder_report
+
+    for name, value in decoder_report().items():
+        print(f"{name}: {value}")
+    return 0
 
 
 # -- demo ----------------------------------------------------------------------------------------

@@ -25,13 +25,16 @@ from . import whole_decodes
 
 Window = tuple[float, float, float, float]  # (top, left, height, width) in the image's pixels
 
-# Keras' interpolation names (and shmaug's "linear" / "cubic") -> PIL's resampling filters,
-# antialiased when shrinking, as torchvision's and timm's transforms on PIL images are.
+# Keras' interpolation names (and shmaug's "linear" / "cubic") -> (PIL's resampling filter,
+# antialiased when shrinking, as torchvision's and timm's transforms on PIL images are;
+# OpenCV's flag, which samples without widening). The one table of both libraries' names:
+# every resize in shmaug looks its filter up here (``pil_filter``, ``cv_flag``).
+FILTERS = {"bilinear": ("BILINEAR", "INTER_LINEAR"), "linear": ("BILINEAR", "INTER_LINEAR"),
+           "nearest": ("NEAREST", "INTER_NEAREST"), "bicubic": ("BICUBIC", "INTER_CUBIC"),
+           "cubic": ("BICUBIC", "INTER_CUBIC"), "area": ("BOX", "INTER_AREA"),
+           "lanczos3": ("LANCZOS", "INTER_LANCZOS4"), "lanczos5": ("LANCZOS", "INTER_LANCZOS4")}
 INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "area", "lanczos3", "lanczos5", "linear",
                   "cubic")
-_PIL_FILTER = {"bilinear": "BILINEAR", "linear": "BILINEAR", "nearest": "NEAREST",
-               "bicubic": "BICUBIC", "cubic": "BICUBIC", "area": "BOX", "lanczos3": "LANCZOS",
-               "lanczos5": "LANCZOS"}
 # How far each filter reaches beyond a pixel, in input pixels per output pixel (at least 1):
 # the margin a window is decoded with so its edges resample as inside a whole image.
 SUPPORT = {"BILINEAR": 1.0, "NEAREST": 0.5, "BICUBIC": 2.0, "BOX": 0.5, "LANCZOS": 3.0}
@@ -105,7 +108,15 @@ def decoded(image: Any, reason: str | None) -> Any:
 
 def pil_filter(interpolation: str) -> str:
     """PIL's name of the filter for ``interpolation`` (one of ``INTERPOLATIONS``)."""
-    return _PIL_FILTER[interpolation]
+    return FILTERS[interpolation][0]
+
+
+def cv_flag(interpolation: str) -> int:
+    """OpenCV's flag for ``interpolation`` (one of ``INTERPOLATIONS``)."""
+    import cv2
+
+    flag: int = getattr(cv2, FILTERS[interpolation][1])
+    return flag
 
 
 def margin(window: Window, size: tuple[int, int], how: Resample) -> int:
@@ -114,6 +125,33 @@ def margin(window: Window, size: tuple[int, int], how: Resample) -> int:
         return 0
     shrink = max(window[2] / size[0], window[3] / size[1], 1.0) if how.antialias else 1.0
     return math.ceil(SUPPORT[pil_filter(how.interpolation)] * shrink) + 1
+
+
+# Past this remaining shrink after the DCT's scaling (TurboJPEG's eighths leave at most 1.5
+# from 1/8 up; more at 1/8 itself, and up to 2 with OpenCV's four scales), the rest is PIL's
+# antialiased filter, on the reduced pixels: OpenCV's would sample without averaging.
+AREA_FROM = 1.5
+
+
+def dct_rest(how: Resample, box: Window, size: tuple[int, int]) -> Resample:
+    """How a window the DCT already scaled (at most ``M/(M-1)`` larger than ``size``, past
+    1/8) is resampled the rest of the way: by OpenCV, unwidened (the DCT's own scaling
+    averaged what it dropped: it is the antialiasing), with ``how.interpolation`` ("area"
+    bilinear: the DCT averaged), or as ``how`` says where it still shrinks more than
+    ``AREA_FROM`` times."""
+    shrink = max(box[2] / size[0], box[3] / size[1])
+    if shrink > AREA_FROM:
+        return how
+    name = "bilinear" if how.interpolation == "area" else how.interpolation
+    return Resample(name, how.within, antialias=False)
+
+
+def after_dct(pixels: np.ndarray, box: Window, size: tuple[int, int],
+              how: Resample) -> np.ndarray:
+    """``box`` of ``pixels`` (decoded at a reduced scale in the DCT) at ``size``: the rest of
+    a reduced resized crop (``dct_rest``)."""
+    rest = dct_rest(how, box, size)
+    return resize_box(pixels, box, size, rest)
 
 
 def resize_box(pixels: np.ndarray, box: Window, size: tuple[int, int],
@@ -151,11 +189,6 @@ def resize_box(pixels: np.ndarray, box: Window, size: tuple[int, int],
     return out[:, :, 0] if squeeze else out
 
 
-_CV_FLAG = {"bilinear": "INTER_LINEAR", "linear": "INTER_LINEAR", "nearest": "INTER_NEAREST",
-            "bicubic": "INTER_CUBIC", "cubic": "INTER_CUBIC", "area": "INTER_AREA",
-            "lanczos3": "INTER_LANCZOS4", "lanczos5": "INTER_LANCZOS4"}
-
-
 def _sampled(pixels: np.ndarray, box: Window, size: tuple[int, int],
              how: Resample) -> np.ndarray:
     """``resize_box`` without antialiasing, by OpenCV: the box mapped onto the output by one
@@ -166,7 +199,7 @@ def _sampled(pixels: np.ndarray, box: Window, size: tuple[int, int],
     if pixels.dtype == np.float16:  # (OpenCV has no float16 kernels)
         return _sampled(pixels.astype(np.float32), box, size, how).astype(np.float16)
     top, left, h, w = box
-    flag = getattr(cv2, _CV_FLAG[how.interpolation])
+    flag = cv_flag(how.interpolation)
     whole = all(float(v).is_integer() for v in box)
     if flag == cv2.INTER_AREA or how.within and whole:
         # (a warp has no area filter: a fractional box is cut to the pixels it touches)

@@ -15,6 +15,9 @@ still unlinked by name), so only shmaug's own choices are emulated, namely:
   file; macOS has no such mount either), so no up-front check;
 - cores: ``os.cpu_count()``, without ``sched_getaffinity``;
 - malloc: no glibc ``mallopt`` to tune a worker's allocator with.
+
+It also holds the one switch of how JPEGs are decoded (``jpeg_setting``), which is not a
+platform's but a machine's: which libjpeg-turbo is loadable there.
 """
 
 from __future__ import annotations
@@ -70,3 +73,38 @@ def glibc_mallopt() -> Callable[[int, int], int] | None:
     except (OSError, AttributeError):
         return None
     return mallopt
+
+
+JPEG_MODES = ("auto", "turbo", "opencv", "whole")
+_OFF = ("0", "off", "false", "no")
+
+
+def jpeg_setting() -> tuple[str, str | None]:
+    """How JPEGs are decoded, from ``SHMAUG_JPEG``, read when a loader starts: ``(mode,
+    library path or None)``. Modes: "auto" (unset: libjpeg-turbo 3 where found, else
+    OpenCV), "turbo" (libjpeg-turbo 3 or an error), "opencv" (never libjpeg-turbo), "whole"
+    (every pixel decoded, then cut: the reference recipes' work, to compare); a path to a
+    ``libturbojpeg`` file is "turbo" with that library. The two switches it replaces are
+    still read where it is unset: ``SHMAUG_TURBOJPEG`` (a path, or ``off``: "opencv") and
+    ``SHMAUG_PARTIAL_DECODE=0`` ("whole").
+
+    Raises:
+        ArgumentError: ``SHMAUG_JPEG`` is neither a mode nor a path.
+    """
+    raw = os.environ.get("SHMAUG_JPEG", "").strip()
+    if not raw:
+        if os.environ.get("SHMAUG_PARTIAL_DECODE", "").strip().lower() in _OFF:
+            return "whole", None
+        old = os.environ.get("SHMAUG_TURBOJPEG", "").strip()
+        if old.lower() in _OFF:
+            return "opencv", None
+        return ("turbo", old) if old else ("auto", None)
+    if raw.lower() in JPEG_MODES:
+        return raw.lower(), None
+    if os.sep in raw or "/" in raw or raw.endswith((".so", ".dll", ".dylib")) or ".so." in raw:
+        return "turbo", raw
+    from .errors import ArgumentError
+
+    raise ArgumentError(
+        f"SHMAUG_JPEG must be one of {list(JPEG_MODES)} or a path to libturbojpeg; received "
+        f"{raw!r}. Fix: unset it (auto), or e.g. SHMAUG_JPEG=opencv.")

@@ -18,7 +18,7 @@ RA rows, with ``--workers`` processes (threads for DALI and tf.data), batches of
   the crop is cut while the JPEG is decoded, and resampled with PIL's antialiased filter, as
   timm's, torchvision's and DALI's. ``shmaug_fast``: the same without RA and with
   ``antialias=False`` (OpenCV's bilinear, as tf.data's ``tf.image.resize``). ``shmaug_fullcrop``: the same with RA, run with
-  ``SHMAUG_PARTIAL_DECODE=0``, so every photo is decoded whole first (the gain of the
+  ``SHMAUG_JPEG=whole``, so every photo is decoded whole first (the gain of the
   decode-time crop).
 - ``timm`` / ``timm_no_ra``: ``timm.data.create_transform(224, is_training=True,
   auto_augment="rand-m9-n2-mstd0.5")`` (no RA: ``auto_augment=None, color_jitter=None``) with
@@ -87,7 +87,7 @@ LABELS = {
     "shmaug": "shmaug, decode-time crop + flip + RA",
     "shmaug_no_ra": "shmaug, decode-time crop + flip",
     "shmaug_fast": "shmaug, decode-time crop + flip, antialias=False (tf.data's resize)",
-    "shmaug_fullcrop": "shmaug, full decode then crop + flip + RA (SHMAUG_PARTIAL_DECODE=0)",
+    "shmaug_fullcrop": "shmaug, full decode then crop + flip + RA (SHMAUG_JPEG=whole)",
     "timm": "timm create_transform rand-m9-n2-mstd0.5 + DataLoader",
     "timm_no_ra": "timm create_transform, no RA, no colour jitter + DataLoader",
     "torchvision": "torchvision.transforms.v2 RRC + flip + RandAugment + DataLoader",
@@ -113,7 +113,7 @@ RATIOS = [
     ("shmaug_no_ra", "tfdata", None), ("shmaug_fast", CEILING, 1.2),
     ("shmaug_fast", "tfdata", None), ("shmaug", "shmaug_fullcrop", None),
 ]
-PARTIAL_DECODE_ENV = "SHMAUG_PARTIAL_DECODE"
+PARTIAL_DECODE_ENV = "SHMAUG_JPEG"  # "whole": every pixel, then cut
 
 
 # -- the folder ------------------------------------------------------------------------------
@@ -409,7 +409,7 @@ def run_one(args: Any, folder: Path, contender: str) -> dict[str, Any]:
     env = child_env()
     env.pop(PARTIAL_DECODE_ENV, None)
     if contender == "shmaug_fullcrop":
-        env[PARTIAL_DECODE_ENV] = "0"
+        env[PARTIAL_DECODE_ENV] = "whole"
     return run_child(args, folder, contender, env, peers="bench.files.imagenet",
                      extra={"folder": str(folder)})
 

@@ -29,6 +29,7 @@ from typing import Any, Union
 import cv2
 import numpy as np
 
+from ..deferred import cv_flag
 from ..errors import ArgumentError, ArgumentTypeError
 
 Range = Union[float, tuple[float, float]]
@@ -42,12 +43,8 @@ BORDERS: dict[str, int] = {
     "replicate": cv2.BORDER_REPLICATE,
     "wrap": cv2.BORDER_WRAP,
 }
-INTERPOLATIONS: dict[str, int] = {
-    "nearest": cv2.INTER_NEAREST,
-    "linear": cv2.INTER_LINEAR,
-    "cubic": cv2.INTER_CUBIC,
-    "area": cv2.INTER_AREA,
-}
+INTERPOLATIONS: dict[str, int] = {name: cv_flag(name)
+                                  for name in ("nearest", "linear", "cubic", "area")}
 BACKENDS = ("cv", "pil")
 _PLAIN = (int, float)
 SUPPORTED_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float16),

@@ -67,11 +67,13 @@ class ImageFiles(O.ImageSource):
         on_error: "raise" (default) or "skip" (replace an unreadable file, see the module).
         channels: channels of every decoded image (from ``color_mode`` or the first file).
         label_mode: "int" (default), "categorical", "binary" or None (no labels), as Keras.
-        reduced_decode: True (default): a JPEG at least twice ``image_size`` is decoded at
-            1/2, 1/4 or 1/8 size by libjpeg before the resize, several times faster for
-            camera-size photos (see ``shmaug.sources.images.decode.REDUCED_TOLERANCE`` for how
-            close it is to a full decode); False decodes every pixel. Other formats are not
-            affected.
+        reduced_decode: True (default): a JPEG larger than ``image_size`` is decoded at the
+            smallest eighth of its size that keeps it at least ``image_size`` (any eighth
+            with libjpeg-turbo 3, ``pip install shmaug[jpeg]``; else 1/2, 1/4 or 1/8 by
+            OpenCV) before the resize, and a decode-time crop's window likewise (see
+            ``shmaug.sources.images.decode.REDUCED_TOLERANCE`` and ``REDUCED_CROP_QUALITY``
+            for how close it is to a full decode); False decodes every pixel: the exact
+            mode, torchvision's pixels for a crop. Other formats are not affected.
         crop_to_aspect_ratio: True: resize without distorting the aspect ratio by first
             taking the largest centred window of ``image_size``'s aspect ratio, as Keras'
             argument of that name does; False (default) stretches to ``image_size``.

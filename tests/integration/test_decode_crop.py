@@ -66,7 +66,7 @@ def test_any_worker_count_and_start_method_gives_the_same_batches(folder) -> Non
 def test_the_decode_time_crop_is_the_whole_decodes_within_tolerance(folder, monkeypatch) -> None:
     files = shmaug.ImageFiles.from_directory(folder, image_size=None)
     partial = epoch(files, workers=0)
-    monkeypatch.setenv("SHMAUG_PARTIAL_DECODE", "0")
+    monkeypatch.setenv("SHMAUG_JPEG", "whole")
     whole = epoch(files, workers=0)
     for (a, la), (b, lb) in zip(partial, whole):
         np.testing.assert_array_equal(la, lb)

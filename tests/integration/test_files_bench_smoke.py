@@ -58,3 +58,16 @@ def test_the_peers_pil_sample_gives_the_benchmarks_output(tmp_path):
     Image.fromarray(photo(300, 400, np.random.default_rng(0))).save(path)
     out = pil_sample(str(path), np.random.default_rng(1))
     assert out.shape == (SIZE, SIZE, 3) and out.dtype == np.uint8
+
+
+def test_bench_crop_path_quick(tmp_path):
+    """The reduced crop's bench on real photos (scikit-image's, scikit-learn's): the two
+    shmaug paths and the decode ceiling (tf.data and DALI are in the full run)."""
+    pytest.importorskip("skimage")
+    pytest.importorskip("sklearn")
+    out = run("bench.files.crop_path", "--quick", "--files", "12", "--contenders",
+              "shmaug,shmaug_exact,decode_ceiling", "--out", str(tmp_path / "out"))
+    assert "shmaug ÷ decode_ceiling" in out and "CPU:" in out
+    result = json.loads((tmp_path / "out" / "crop_path.json").read_text())
+    assert [r["status"] for r in result["results"]] == ["ok", "ok", "ok"]
+    assert (tmp_path / "out" / "crop_path.md").is_file()

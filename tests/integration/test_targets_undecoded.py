@@ -56,7 +56,7 @@ def test_the_window_alone_is_decoded_and_workers_agree(coco) -> None:
 
 def test_boxes_and_masks_equal_a_whole_decode_then_crop(coco, monkeypatch) -> None:
     window, _ = _epoch(coco, workers=0)
-    monkeypatch.setenv("SHMAUG_PARTIAL_DECODE", "0")  # every pixel decoded, then cut
+    monkeypatch.setenv("SHMAUG_JPEG", "whole")  # every pixel decoded, then cut
     whole, _ = _epoch(coco, workers=0)
     for (a, ya), (b, yb) in zip(window, whole):
         for name in yb:  # the same window, drawn on the same size: the same moves

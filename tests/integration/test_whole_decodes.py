@@ -55,7 +55,7 @@ with shmaug.Loader(files, batch_size=3, augment=augment, workers=1, seed=0) as l
 
 def test_skipping_without_libjpeg_turbo_is_counted(tmp_path) -> None:
     _, folder = write_coco(tmp_path, JPEGS)
-    env = {**os.environ, "SHMAUG_TURBOJPEG": "0"}  # as where the library is not installed
+    env = {**os.environ, "SHMAUG_JPEG": "opencv"}  # as where libjpeg-turbo is not installed
     done = subprocess.run([sys.executable, "-c", _SKIP_WITHOUT_TURBO, str(folder)], env=env,
                           capture_output=True, text=True, timeout=120,
                           cwd=Path(__file__).parents[2])

@@ -48,14 +48,17 @@ def test_jpeg_header_reads_size_and_components(tmp_path):
 
 def test_reduction_keeps_the_image_at_least_the_target(tmp_path):
     path = save(tmp_path / "odd.jpg", photo(17, 33))
-    assert decode(path, "rgb", (3, 5)).shape == (3, 5, 3)  # libjpeg's size is ceil(17 / 8)
+    assert decode(path, "rgb", (3, 5)).shape == (5, 9, 3)  # 1/4: 17/8 rows would be too few
     header = (2000, 3000, 3, 0xC0)
     assert reduction(header, (224, 224)) == 8  # 250 x 375
     assert reduction(header, (251, 224)) == 4  # 250 rows would be too few
     assert reduction(header, (900, 1400)) == 2
     assert reduction(header, (1001, 1400)) == 1
     assert reduction((375, 500, 3, 0xC0), (224, 224)) == 1  # ImageNet-size: decoded in full
-    assert reduction((17, 17, 3, 0xC0), (3, 3)) == 8  # libjpeg rounds up: 17/8 -> 3
+    # one rule for windows and whole photos (dct_scale): the scaled extent itself, not
+    # libjpeg's rounded-up pixel count, is at least the target: 17/8 = 2.1 is too few
+    assert reduction((17, 17, 3, 0xC0), (3, 3)) == 4
+    assert reduction((24, 24, 3, 0xC0), (3, 3)) == 8
     assert reduction((16, 16, 3, 0xC0), (3, 3)) == 4  # 16/8 = 2 is too few
     assert reduction((2000, 3000, 3, 0xC3), (224, 224)) == 1  # lossless: not scaled
     assert reduction((2000, 3000, 3, -1), (224, 224)) == 1  # 12-bit samples
@@ -86,7 +89,7 @@ def test_image_files_decode_large_jpegs_reduced_and_nothing_else(tmp_path):
     paths = [save(tmp_path / "big.jpg", big), save(tmp_path / "big.png", big, "PNG"),
              save(tmp_path / "big.bmp", big, "BMP"), save(tmp_path / "big.webp", big, "WEBP"),
              save(tmp_path / "big.tif", big, "TIFF"),
-             save(tmp_path / "small.jpg", photo(60, 60)),  # less than twice the size: in full
+             save(tmp_path / "small.jpg", photo(34, 45)),  # under 8/7 of the size: in full
              save(tmp_path / "grey.jpg", big[..., 1])]
     on, off = (ImageFiles.from_paths(paths, image_size=(30, 40), interpolation="area",
                                      reduced_decode=flag) for flag in (True, False))
@@ -99,6 +102,22 @@ def test_image_files_decode_large_jpegs_reduced_and_nothing_else(tmp_path):
         else:
             np.testing.assert_array_equal(a, b, err_msg=path)  # other formats: untouched
     assert repr(on).count("reduced_decode") == 0 and "reduced_decode=False" in repr(off)
+
+
+def test_a_whole_photo_is_scaled_by_the_smallest_eighth_with_libjpeg_turbo(tmp_path):
+    from shmaug.sources.images import turbo
+
+    if not turbo.available():
+        pytest.skip("no libjpeg-turbo 3 here (pip install shmaug[jpeg])")
+    path = save(tmp_path / "a.jpg", photo(300, 400), quality=90)
+    # 6/8 keeps 225 rows >= 224 (5/8 would not); OpenCV's 1/2 would not keep them either
+    on, off = (ImageFiles.from_paths([path], image_size=(224, 224), interpolation="area",
+                                     reduced_decode=flag) for flag in (True, False))
+    assert on.load.decoder.windows == "turbo"
+    a, b = on.load(0), off.load(0)
+    assert a.shape == b.shape == (224, 224, 3)
+    assert not np.array_equal(a, b)
+    assert np.abs(a.astype(int) - b).mean() <= REDUCED_TOLERANCE["area"]
 
 
 def test_reduced_decode_ignores_exif_orientation_as_the_full_decode_does(tmp_path):

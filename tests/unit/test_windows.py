@@ -154,8 +154,10 @@ def test_pixels_match_torchvisions_resized_crop(interpolation) -> None:
     for window in [(10, 20, 300, 400), (100, 200, 57, 61), (0, 0, 420, 560)]:
         top, left, h, w = window
         theirs = np.asarray(F.resized_crop(source, top, left, h, w, [224, 224], modes[interpolation]))
-        ours = deferred(data).resized_window(tuple(map(float, window)), (224, 224),
-                                             Resample(interpolation))
+        # the exact mode (reduced_decode=False): torchvision's pixels; the reduced crop's
+        # distance from them is test_the_reduced_crop_is_within_its_stated_quality's
+        ours = deferred(data, reduced=False).resized_window(
+            tuple(map(float, window)), (224, 224), Resample(interpolation))
         diff = np.abs(ours.astype(int) - theirs.astype(int)).mean()
         assert diff <= TORCHVISION_TOLERANCE[interpolation], (window, diff)
 
@@ -215,14 +217,15 @@ def test_a_window_decoded_alone_is_the_whole_decode_cut(monkeypatch, use_turbo, 
     for window in windows(375, 500):
         part = deferred(data).resized_window(window, size, Resample())
         cut = resize_box(whole, window, size, Resample())
-        scaled = window[2] / 2 >= size[0] and window[3] / 2 >= size[1]
+        eighths = decode.TURBO_EIGHTHS if use_turbo else decode.OPENCV_EIGHTHS
+        scaled = decode.dct_scale(window[2:], size, eighths) < 8
         tolerance = PARTIAL_TOLERANCE["reduced scale" if scaled else "full scale"]
         assert part.shape == (*size, 3) and part.dtype == np.uint8
         assert np.abs(part.astype(int) - cut.astype(int)).mean() <= tolerance, window
 
 
 def test_whole_decode_on_request_is_exactly_the_cut(monkeypatch) -> None:
-    monkeypatch.setenv("SHMAUG_PARTIAL_DECODE", "0")
+    monkeypatch.setenv("SHMAUG_JPEG", "whole")
     data = jpeg(photo())
     whole = decode.decode_bytes(data, "test.jpg", "rgb")
     for window in windows(375, 500):
@@ -304,8 +307,44 @@ def test_a_worker_without_the_loaders_libjpeg_turbo_says_so(monkeypatch) -> None
         pytest.skip("no libjpeg-turbo 3 here (pip install shmaug[jpeg])")
     made = deferred(jpeg(photo()))
     monkeypatch.setattr(turbo, "available", lambda: False)
-    with pytest.raises(RuntimeError, match="cannot load it.*SHMAUG_TURBOJPEG=off"):
+    with pytest.raises(RuntimeError, match="cannot load it.*SHMAUG_JPEG=opencv"):
         made.resized_window((0.0, 0.0, 100.0, 100.0), (32, 32), Resample())
+
+
+def test_one_switch_says_how_jpegs_decode_and_reads_the_two_it_replaced(monkeypatch) -> None:
+    from shmaug.errors import ArgumentError
+    from shmaug.platform import jpeg_setting
+
+    for name in ("SHMAUG_JPEG", "SHMAUG_TURBOJPEG", "SHMAUG_PARTIAL_DECODE"):
+        monkeypatch.delenv(name, raising=False)
+    assert jpeg_setting() == ("auto", None)
+    monkeypatch.setenv("SHMAUG_PARTIAL_DECODE", "0")
+    assert jpeg_setting() == ("whole", None) and decode.window_decode() == "whole"
+    monkeypatch.delenv("SHMAUG_PARTIAL_DECODE")
+    monkeypatch.setenv("SHMAUG_TURBOJPEG", "off")
+    assert jpeg_setting() == ("opencv", None) and decode.window_decode() == "opencv"
+    monkeypatch.setenv("SHMAUG_TURBOJPEG", "/opt/lib/libturbojpeg.so.0")
+    assert jpeg_setting() == ("turbo", "/opt/lib/libturbojpeg.so.0")
+    monkeypatch.setenv("SHMAUG_JPEG", "OpenCV")  # the new one wins
+    assert jpeg_setting() == ("opencv", None)
+    monkeypatch.setenv("SHMAUG_JPEG", "turbojpeg")
+    with pytest.raises(ArgumentError, match="SHMAUG_JPEG must be one of.*'turbojpeg'.*Fix"):
+        jpeg_setting()
+
+
+def test_doctor_names_the_decoder_a_loader_would_use(monkeypatch, capsys) -> None:
+    from shmaug.cli import main
+
+    monkeypatch.setenv("SHMAUG_JPEG", "opencv")
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "SHMAUG_JPEG: opencv" in out and "JPEG decode-time crop: OpenCV: the whole" in out
+    if turbo.available():
+        monkeypatch.setenv("SHMAUG_JPEG", "auto")
+        assert main(["doctor"]) == 0
+        out = capsys.readouterr().out
+        assert "JPEG decode-time crop: libjpeg-turbo 3" in out
+        assert "libjpeg-turbo: libjpeg-turbo 3 (TurboJPEG 3 API) at " in out
 
 
 @pytest.mark.parametrize("augment,fixes", [

@@ -5,11 +5,12 @@ training crop) and ``center_resized_crop`` (their validation resize-then-centre-
 Why a module of their own: both take a ``shmaug.deferred.Deferred`` as well as pixels. First
 in a ``Compose`` over a source with ``image_size=None``, each draws its window on the size the
 JPEG's header gives and asks for that window alone (``Deferred.resized_window``: libjpeg-turbo
-decodes the window, at 1/2 to 1/8 scale in the DCT where the window is that much larger than
-the output). Given pixels, each cuts the same window and resamples it the same way
-(``deferred.resize_box``, PIL's antialiased filters, as torchvision on a PIL image: the
-random crop is cut, then resized; the centre crop resized, then cut), so the draw and the
-result do not depend on where the op runs.
+decodes the window, at the smallest eighth of its size in the DCT that keeps it at least the
+output, and OpenCV resamples the rest: the reduced crop, within
+``decode.REDUCED_CROP_QUALITY`` of the exact one). Given pixels, each cuts the same window and
+resamples it exactly (``deferred.resize_box``, PIL's antialiased filters, as torchvision on a
+PIL image: the random crop is cut, then resized; the centre crop resized, then cut), as a
+source with ``reduced_decode=False`` does: the draw never depends on where the op runs.
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ def random_resized_crop(
     images; ``antialias=False``: with OpenCV's, as Keras' ``Resizing`` and tf.data's
     ``tf.image.resize`` by default, several times faster where the window is larger than
     the output (a JPEG window at least twice the output is scaled in the DCT either way).
+    Decoded at the crop, the default antialiased path scales the window in the DCT and
+    finishes with OpenCV (the reduced crop; ``reduced_decode=False`` on the source: PIL's
+    filter on the window at full scale, torchvision's pixels).
 
     Example:
         >>> random_resized_crop(np.zeros((300, 400, 3), np.uint8), np.random.default_rng(0),

@@ -17,15 +17,12 @@ from collections.abc import Callable
 import numpy as np
 from PIL import Image, ImageEnhance, ImageFilter
 
+from ...deferred import pil_filter
 from ...errors import ArgumentError
 from ..params import Levels
 
-RESAMPLE = {
-    "nearest": Image.Resampling.NEAREST,
-    "linear": Image.Resampling.BILINEAR,
-    "cubic": Image.Resampling.BICUBIC,
-    "area": Image.Resampling.BOX,
-}
+RESAMPLE = {name: getattr(Image.Resampling, pil_filter(name))
+            for name in ("nearest", "linear", "cubic", "area")}
 _HALF = np.array([[1, 0, 0.5], [0, 1, 0.5], [0, 0, 1]])
 _MINUS_HALF = np.array([[1, 0, -0.5], [0, 1, -0.5], [0, 0, 1]])
 

@@ -4,15 +4,15 @@ OpenCV first (its wheels decode JPEG with libjpeg-turbo), PIL for what OpenCV ca
 then channel conversion to RGB order and resizing. ``files.ImageFiles`` decides which file and
 what to do when one is unreadable; this module only turns one file into pixels, or says why not.
 
-Reduced-size decoding: when a JPEG is at least twice as large as the size it is resized to,
-libjpeg can decode it at 1/2, 1/4 or 1/8 of its size directly (it scales the DCT blocks, so the
-skipped pixels are never computed; OpenCV exposes this as ``IMREAD_REDUCED_*``, PIL as
-``Image.draft``). ``decode(..., reduce_to=size)`` takes the largest of those factors that still
-leaves the image at least ``size``, then the caller resizes as usual. Only baseline and
-progressive 8-bit JPEGs with 1 or 3 components are decoded this way (identified by their
-bytes, not their extension); every other file, PNG included, is decoded in full as before.
-The output differs from a full decode + resize by the difference between libjpeg's block
-scaling and the resize filter: see ``REDUCED_TOLERANCE``.
+Reduced-size decoding: libjpeg scales a JPEG in its DCT (the skipped pixels are never
+computed, and what is dropped is averaged: a low-pass, the antialiasing of a shrink).
+libjpeg-turbo 3 (``turbo``) scales by any eighth, OpenCV (``IMREAD_REDUCED_*``) and PIL
+(``draft``) by 1/2, 1/4 or 1/8. One rule (``dct_scale``) picks the smallest scale that keeps
+what is kept (the window of a crop, or the whole photo for a fixed ``image_size``) at least
+the output; then the caller resizes the rest. Only baseline and progressive 8-bit JPEGs with 1
+or 3 components are decoded this way (identified by their bytes, not their extension); every
+other file, PNG included, is decoded in full as before. ``REDUCED_TOLERANCE`` and
+``REDUCED_CROP_QUALITY`` state how far the output is from a full decode + resize.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from typing import Any
 import numpy as np
 
 from . import turbo
-from ...deferred import Resample, Window, margin, resize_box
+from ...deferred import (Resample, Window, after_dct, cv_flag, dct_rest, margin,
+                         resize_box)
 from ...errors import ImageReadError
+from ...platform import jpeg_setting
 
 COLOR_MODES = {"grayscale": 1, "rgb": 3, "rgba": 4}  # None: keep the files' own channels
 
@@ -40,6 +42,23 @@ _PIL_MODES = {"L": "L", "LA": "LA", "RGB": "RGB", "RGBA": "RGBA", "I;16": "I;16"
 # the alias-free (area) image than the full decode + the same resize is. bench.files prints
 # the figures on its folders; tests/unit/test_decode.py holds the decoder to them.
 REDUCED_TOLERANCE = {"area": 2.0, "same interpolation": 10.0}
+
+# How far the reduced resized crop (the default) may be from the exact one
+# (``reduced_decode=False``: the window at full scale, then PIL's antialiased filter, which is
+# torchvision's ``resized_crop(antialias=True)`` on a PIL image), per interpolation, over many
+# windows of real photographs (ImageNet's sizes, q75-95 4:2:0): the mean absolute difference
+# per value (0..255) and the median PSNR (dB). Measured with libjpeg-turbo (the DCT at any
+# eighth, then OpenCV): MAD 0.68 / 0.79 / 1.23 / 0.74 and PSNR 46 / 46 / 41 / 46 dB for
+# bilinear / bicubic / area / lanczos3, 5th percentile 37 / 36 / 32 / 38 dB; with OpenCV's
+# four scales, closer (PIL finishes past 1.5x). bench.files.crop_quality measures them;
+# tests/unit/test_crop_quality.py holds the decoder to them.
+REDUCED_CROP_QUALITY = {"bilinear": (1.0, 42.0), "bicubic": (1.1, 42.0), "area": (1.6, 38.0),
+                        "lanczos3": (1.0, 42.0)}
+
+# The scales a JPEG is decoded at, as eighths of its size: any with TurboJPEG 3; 1/8, 1/4,
+# 1/2 and 1/1 with OpenCV (``IMREAD_REDUCED_*``) and Pillow (``draft``).
+TURBO_EIGHTHS = (1, 2, 3, 4, 5, 6, 7, 8)
+OPENCV_EIGHTHS = (1, 2, 4, 8)
 
 # Start-of-frame markers libjpeg scales: baseline, extended, progressive (Huffman or
 # arithmetic). Lossless and hierarchical JPEGs are decoded in full.
@@ -118,18 +137,21 @@ def _png_or_jpeg_size(f: Any) -> tuple[int, int] | None:
 
 
 def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
-                 reduce_to: tuple[int, int] | None = None) -> np.ndarray:
+                 reduce_to: tuple[int, int] | None = None, eighths: int = 8) -> np.ndarray:
     """Encoded image bytes (uint8) to uint8 (H, W, C) in RGB(A) order, as ``decode``;
     ``what`` names them in errors (``"image file 'a.jpg'"``, a record of a shard).
 
     Decodes with OpenCV (whose wheels use libjpeg-turbo), and falls back to PIL for what
-    OpenCV cannot read.
+    OpenCV cannot read. ``eighths`` (8, 4, 2 or 1): a JPEG decoded at that many eighths of
+    its size, as ``reduce_to`` would choose it.
     """
     import cv2
 
     if data.size == 0:
         raise unreadable(what, "it is empty (0 bytes)")
-    image = None if reduce_to is None else _decode_reduced(data, reduce_to)
+    if reduce_to is not None:
+        eighths = 8 // reduction(jpeg_header(data), reduce_to)
+    image = _decode_reduced(data, 8 // eighths) if eighths != 8 else None
     if image is None:
         image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)  # BGR(A); we convert channels ourselves
     if image is None:
@@ -151,12 +173,71 @@ WINDOW_DECODES = ("turbo", "opencv", "whole")
 
 def window_decode() -> str:
     """How this process would decode a JPEG's window, decided once by a loader for all its
-    workers: "turbo" (the window alone, libjpeg-turbo 3 found), "opencv" (whole, at a
-    reduced scale where the window allows), or "whole" (every pixel, then cut:
-    ``SHMAUG_PARTIAL_DECODE=0``, the reference recipes' work, to compare)."""
-    if os.environ.get("SHMAUG_PARTIAL_DECODE", "").strip().lower() in ("0", "off", "false"):
-        return "whole"
-    return "turbo" if turbo.available() else "opencv"
+    workers, as ``SHMAUG_JPEG`` says (``shmaug.platform.jpeg_setting``): "turbo" (the window
+    alone, at any eighth of its size: libjpeg-turbo 3 found), "opencv" (whole, at 1/2, 1/4
+    or 1/8 where the window allows), or "whole" (every pixel, then cut: the reference
+    recipes' work, to compare).
+
+    Raises:
+        RuntimeError: ``SHMAUG_JPEG`` asks for libjpeg-turbo and none loads here.
+    """
+    mode, _ = jpeg_setting()
+    if mode in ("whole", "opencv"):
+        return mode
+    if turbo.available():
+        return "turbo"
+    if mode == "turbo":
+        raise RuntimeError(
+            "SHMAUG_JPEG asks for libjpeg-turbo 3, but none loads in this process (see the "
+            "log for why). Fix: pip install 'shmaug[jpeg]', point SHMAUG_JPEG at a "
+            "libturbojpeg.so of version 3, or unset it to fall back to OpenCV.")
+    return "opencv"
+
+
+def decoder_report() -> dict[str, str]:
+    """What decodes images in this process, for ``shmaug doctor``: the JPEG switch, the
+    decoder a loader started now would use for a decode-time crop, and the libraries."""
+    import platform as host
+
+    import cv2
+    import PIL
+
+    from ... import __version__
+    from ...platform import cpu_count
+
+    mode, path = jpeg_setting()
+    try:
+        chosen = window_decode()
+    except RuntimeError as exc:
+        chosen = f"none: {exc}"
+    how = {"turbo": "libjpeg-turbo 3: only the window, scaled in the DCT by any eighth, "
+                    "then OpenCV (the reduced crop)",
+           "opencv": "OpenCV: the whole photo, at 1/8, 1/4 or 1/2 where the window allows, "
+                     "then PIL or OpenCV (pip install 'shmaug[jpeg]' for the window alone)",
+           "whole": "OpenCV: every pixel, then cut (SHMAUG_JPEG=whole)"}
+    return {
+        "shmaug": __version__,
+        "python": f"{host.python_version()} on {host.system()} {host.machine()}",
+        "cores": str(cpu_count()),
+        "SHMAUG_JPEG": mode + (f" ({path})" if path else ""),
+        "JPEG decode-time crop": how.get(chosen, chosen),
+        "libjpeg-turbo": turbo.describe(),
+        "OpenCV": cv2.__version__,
+        "Pillow": PIL.__version__,
+    }
+
+
+def dct_scale(extent: tuple[float, float], size: tuple[int, int],
+              eighths: tuple[int, ...] = TURBO_EIGHTHS) -> int:
+    """The numerator M of the smallest scale M/8 among ``eighths`` at which ``extent``
+    (height, width, in the file's pixels) stays at least ``size``, or 8: decode it in full.
+    The one rule of every reduced decode (a window or a whole photo; TurboJPEG's eighths or
+    OpenCV's ``OPENCV_EIGHTHS``): the scaled extent is never smaller than the output, so the
+    resize after it never enlarges what the DCT shrank."""
+    for m in sorted(eighths):
+        if extent[0] * m >= size[0] * 8 and extent[1] * m >= size[1] * 8:
+            return m
+    return 8
 
 
 def resized_window(data: np.ndarray, what: str, color_mode: str | None,
@@ -167,45 +248,79 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
     resampled to ``size``: as ``resize_box(..., how)`` on the whole decoded image, decoding
     less (around the window too where the filter reads there: ``how.within`` False).
 
-    ``mode`` as ``window_decode`` says. A JPEG is decoded at 1/2, 1/4 or 1/8 scale in the DCT
-    where the window stays at least ``size`` and ``reduced`` allows (``reduced_decode``);
-    "turbo" decodes only the window; a JPEG libjpeg-turbo refuses (lossless, CMYK, 12-bit),
-    and every other file, is decoded whole.
+    ``mode`` as ``window_decode`` says. Where ``reduced`` (``reduced_decode``) allows, a JPEG
+    is scaled in the DCT; "turbo" decodes only the window; a JPEG libjpeg-turbo refuses
+    (lossless, CMYK, 12-bit), and every other file, is decoded whole. With ``how.antialias``
+    (the reduced crop): at the smallest eighth of its size that keeps the window at least
+    ``size`` (``dct_scale``), then OpenCV for the rest (``deferred.after_dct``), its pixels
+    within ``REDUCED_CROP_TOLERANCE`` of the exact path (``reduced=False``: the window at full
+    scale, then PIL's antialiased filter). Without it: at 1/2, 1/4 or 1/8 where the window
+    is that much larger, then OpenCV's sampled resize, as before.
     """
     scalable = (header is not None and header[3] in _SCALABLE_SOF and header[2] in (1, 3)
                 and mode != "whole")
     if not scalable:
         return resize_box(decode_bytes(data, what, color_mode), window, size, how)
     assert header is not None
-    d = next((n for n in (8, 4, 2) if window[2] / n >= size[0] and window[3] / n >= size[1]),
-             1) if reduced else 1
-    scaled = (window[0] / d, window[1] / d, window[2] / d, window[3] / d)
+    eighths = TURBO_EIGHTHS if how.antialias and mode == "turbo" else OPENCV_EIGHTHS
+    m = dct_scale(window[2:], size, eighths) if reduced else 8
+    fast = how.antialias and m < 8  # the DCT antialiased: OpenCV finishes (else PIL)
+    scaled = (window[0] * m / 8, window[1] * m / 8, window[2] * m / 8, window[3] * m / 8)
+    finish = after_dct if fast else resize_box
     if mode == "turbo":
-        if not turbo.available():
-            raise RuntimeError(
-                "This loader decodes JPEG windows with libjpeg-turbo, found in its own "
-                "process, but this worker cannot load it (see the log for why), so its "
-                "batches would not be the ones the other workers make. Fix: make the library "
-                "loadable everywhere (pip install shmaug[jpeg]), or set "
-                "SHMAUG_TURBOJPEG=off before the loader starts.")
-        reach = margin(scaled, size, how) * d  # read beyond the window, in file pixels
+        _need_turbo()
+        rest = dct_rest(how, scaled, size) if fast else how
+        reach = -(-margin(scaled, size, rest) * 8 // m)  # in file pixels
         top, left = max(0, int(window[0]) - reach), max(0, int(window[1]) - reach)
         bottom = min(header[0], int(np.ceil(window[0] + window[2])) + reach)
         right = min(header[1], int(np.ceil(window[1] + window[3])) + reach)
         channels = COLOR_MODES[color_mode] if color_mode else header[2]
         try:
             pixels, (y0, x0) = turbo.decode_window(
-                data, (top, left, bottom - top, right - left), d, channels)
+                data, (top, left, bottom - top, right - left), m, channels)
         except turbo.TurboError:
             pass  # (lossless, CMYK, 12-bit: the whole decode below copes or says why)
         else:
-            return resize_box(pixels, (scaled[0] - y0, scaled[1] - x0, scaled[2], scaled[3]),
-                              size, how)
-    pixels = decode_bytes(data, what, color_mode,
-                          None if d == 1 else (-(-header[0] // d), -(-header[1] // d)))
+            return finish(pixels, (scaled[0] - y0, scaled[1] - x0, scaled[2], scaled[3]),
+                          size, how)
+    pixels = decode_bytes(data, what, color_mode, None, m)
     if pixels.shape[:2] == header[:2]:  # decoded at full size after all (PIL's fallback)
         scaled = window
-    return resize_box(pixels, scaled, size, how)
+    return finish(pixels, scaled, size, how)
+
+
+def scaled_whole(data: np.ndarray, color_mode: str | None, size: tuple[int, int],
+                 mode: str) -> np.ndarray | None:
+    """A whole JPEG decoded by libjpeg-turbo at the smallest eighth of its size that keeps it
+    at least ``size`` (``dct_scale``), in ``color_mode``'s RGB-ordered channels, for a source
+    that resizes every photo to ``size``; None where that does not apply (not a scalable JPEG,
+    no smaller eighth, ``mode`` not "turbo", or a file libjpeg-turbo refuses): the caller
+    decodes it as before."""
+    header = jpeg_header(data)
+    if (mode != "turbo" or header is None or header[3] not in _SCALABLE_SOF
+            or header[2] not in (1, 3) or not header[0] or not header[1]):
+        return None
+    m = dct_scale(header[:2], size)
+    if m == 8:
+        return None
+    _need_turbo()
+    channels = COLOR_MODES[color_mode] if color_mode else header[2]
+    try:
+        pixels, _ = turbo.decode_window(data, (0, 0, header[0], header[1]), m, channels)
+    except turbo.TurboError:
+        return None
+    return pixels
+
+
+def _need_turbo() -> None:
+    """Raise where a loader chose libjpeg-turbo in its own process and this worker has none:
+    its batches would not be the ones the other workers make."""
+    if not turbo.available():
+        raise RuntimeError(
+            "This loader decodes JPEGs with libjpeg-turbo, found in its own process, but this "
+            "worker cannot load it (see the log for why), so its batches would not be the "
+            "ones the other workers make. Fix: make the library loadable everywhere (pip "
+            "install shmaug[jpeg]), or set SHMAUG_JPEG=opencv before the loader starts.")
 
 
 def jpeg_header(data: np.ndarray) -> tuple[int, int, int, int] | None:
@@ -239,29 +354,25 @@ def jpeg_header(data: np.ndarray) -> tuple[int, int, int, int] | None:
 
 
 def reduction(header: tuple[int, int, int, int] | None, size: tuple[int, int]) -> int:
-    """The largest of 8, 4, 2 by which a JPEG with ``header`` can be decoded and still be at
-    least ``size`` (libjpeg rounds the scaled size up), or 1: decode it in full."""
+    """The largest of 8, 4, 2 by which a JPEG with ``header`` can be decoded by OpenCV and
+    still be at least ``size`` (``dct_scale``'s rule), or 1: decode it in full."""
     if header is None:
         return 1
     height, width, components, marker = header
     if marker not in _SCALABLE_SOF or components not in (1, 3) or not height or not width:
         return 1
-    for denominator in (8, 4, 2):
-        if -(-height // denominator) >= size[0] and -(-width // denominator) >= size[1]:
-            return denominator
-    return 1
+    return 8 // dct_scale((height, width), size, OPENCV_EIGHTHS)
 
 
-def _decode_reduced(data: np.ndarray, size: tuple[int, int]) -> np.ndarray | None:
-    """A JPEG decoded at 1/2, 1/4 or 1/8 scale (BGR or grey, as the full path gives), or None
-    where the full decode applies. EXIF orientation is ignored, as ``IMREAD_UNCHANGED`` does."""
+def _decode_reduced(data: np.ndarray, denominator: int) -> np.ndarray | None:
+    """A JPEG decoded at 1/``denominator`` scale (2, 4 or 8; BGR or grey, as the full path
+    gives), or None where the full decode applies. EXIF orientation is ignored, as
+    ``IMREAD_UNCHANGED`` does."""
     import cv2
 
     header = jpeg_header(data)
-    denominator = reduction(header, size)
-    if denominator == 1:
+    if denominator == 1 or header is None:
         return None
-    assert header is not None
     kind = "GRAYSCALE" if header[2] == 1 else "COLOR"
     flag = getattr(cv2, f"IMREAD_REDUCED_{kind}_{denominator}") | cv2.IMREAD_IGNORE_ORIENTATION
     image: np.ndarray | None = cv2.imdecode(data, flag)
@@ -342,10 +453,7 @@ def resize(image: np.ndarray, size: tuple[int, int], interpolation: str,
         return _resize_with_pad(image, size, interpolation)
     if image.shape[:2] == size:
         return image
-    flags = {"area": cv2.INTER_AREA, "bicubic": cv2.INTER_CUBIC, "bilinear": cv2.INTER_LINEAR,
-             "lanczos3": cv2.INTER_LANCZOS4, "lanczos5": cv2.INTER_LANCZOS4,
-             "nearest": cv2.INTER_NEAREST}
-    out = cv2.resize(image, (size[1], size[0]), interpolation=flags[interpolation])
+    out = cv2.resize(image, (size[1], size[0]), interpolation=cv_flag(interpolation))
     return out if out.ndim == 3 else out[:, :, None]
 
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from . import turbo
-from .decode import (COLOR_MODES, decode_bytes, jpeg_header, resize, resized_window, unreadable,
-                     window_decode)
+from .decode import (COLOR_MODES, decode_bytes, jpeg_header, resize, resized_window,
+                     scaled_whole, unreadable, window_decode)
 from ... import whole_decodes
 from ...deferred import Deferred, Resample, Window
 from ...errors import ImageReadError
@@ -45,14 +45,20 @@ class Decoder:
     windows: str = "opencv"  # how a JPEG's window decodes (decode.WINDOW_DECODES)
 
     def for_windows(self) -> Decoder:
-        """This decoder, with how JPEG windows decode decided here, once, for every process
-        it is sent to (``decode.window_decode``)."""
+        """This decoder, with how JPEGs decode decided here, once, for every process it is
+        sent to (``decode.window_decode``): a window, for a decode-time crop, and a whole
+        photo resized to ``image_size`` (at the smallest eighth of its size that keeps it at
+        least ``image_size``, with libjpeg-turbo; ``reduced_decode=False``: every pixel)."""
         return dataclasses.replace(self, windows=window_decode())
 
     def __call__(self, data: np.ndarray, what: str) -> np.ndarray:
         size = self.image_size
-        image = decode_bytes(data, what, self.color_mode,
-                             size if self.reduced_decode else None)
+        image = None
+        if size is not None and self.reduced_decode and self.aspect is None:
+            image = scaled_whole(data, self.color_mode, size, self.windows)
+        if image is None:
+            image = decode_bytes(data, what, self.color_mode,
+                                 size if self.reduced_decode else None)
         self._check_channels(image.shape[-1], what)
         return image if size is None else resize(image, size, self.interpolation, self.aspect)
 

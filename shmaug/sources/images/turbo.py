@@ -2,13 +2,15 @@
 
 Why: a random resized crop needs a window of the photo, often at less than full resolution.
 TurboJPEG 3 decodes only that window (``tj3SetCroppingRegion``: rows above it are skipped,
-columns beside it are never transformed, rows below it never read) and scales by 1/2, 1/4 or
-1/8 in the DCT (``tj3SetScalingFactor``), which is how DALI's CPU decoder and FFCV crop.
+columns beside it are never transformed, rows below it never read) and scales by any eighth
+(1/8 to 8/8) in the DCT (``tj3SetScalingFactor``), which is how DALI's CPU decoder and FFCV
+crop. The DCT's scaling averages what it drops: it is the antialiasing of a resized crop.
 OpenCV (``IMREAD_REDUCED_*``), Pillow (``draft``) and ``simplejpeg`` expose the scaling alone;
 ``PyTurboJPEG`` crops only by a lossless transform (an entropy decode and re-encode) and needs
 a system library. So the library is loaded here, from (in order):
 
-- the path in ``SHMAUG_TURBOJPEG`` (``0`` or ``off``: never use it);
+- the path in ``SHMAUG_JPEG`` (``opencv`` or ``whole``: never use it;
+  ``shmaug.platform.jpeg_setting``);
 - the copy bundled in the ``turbojpeg`` wheel (``pip install shmaug[jpeg]``: Linux, Windows;
   ``turbojpeg`` 0.0.2 wraps libjpeg-turbo 3.0 and exposes no path, so its file is found by
   the names its wheels give it);
@@ -28,6 +30,7 @@ import ctypes
 import glob
 import importlib.util
 import logging
+import math
 import os
 import threading
 from ctypes import POINTER, Structure, c_char_p, c_int, c_size_t, c_ubyte, c_void_p
@@ -35,6 +38,8 @@ from ctypes.util import find_library
 from typing import Any
 
 import numpy as np
+
+from ...platform import jpeg_setting
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +115,11 @@ _LOOKED = False
 
 
 def _candidates() -> list[str]:
-    chosen = os.environ.get("SHMAUG_TURBOJPEG", "").strip()
+    mode, chosen = jpeg_setting()
+    if mode in ("opencv", "whole"):
+        return []
     if chosen:
-        return [] if chosen.lower() in ("0", "off", "false", "no") else [chosen]
+        return [chosen]
     found: list[str] = []
     spec = importlib.util.find_spec("turbojpeg")
     if spec is not None and spec.origin:
@@ -136,7 +143,7 @@ def library() -> _Library | None:
                 _LIBRARY = _Library(path)
                 break
             except (OSError, AttributeError) as exc:  # missing, or TurboJPEG 2 (no tj3*)
-                chosen = bool(os.environ.get("SHMAUG_TURBOJPEG", "").strip())
+                chosen = jpeg_setting()[0] == "turbo"
                 (log.warning if chosen else log.debug)(
                     "libturbojpeg at %s not used (%s): JPEG windows are decoded by OpenCV, "
                     "whole", path, exc)
@@ -172,11 +179,12 @@ def header(data: np.ndarray) -> tuple[int, int]:
     return height, width
 
 
-def decode_window(data: np.ndarray, window: tuple[int, int, int, int], denominator: int,
+def decode_window(data: np.ndarray, window: tuple[int, int, int, int], eighths: int,
                   channels: int) -> tuple[np.ndarray, tuple[int, int]]:
     """The smallest MCU-aligned region holding ``window`` (top, left, height, width, in the
-    file's pixels), decoded at 1/``denominator`` scale into ``channels`` (1, 3 or 4, RGB
-    order). Returns the pixels and the region's (top, left) in the scaled image's pixels.
+    file's pixels), decoded at ``eighths``/8 scale (1 to 8: TurboJPEG 3 scales in the DCT by
+    any eighth) into ``channels`` (1, 3 or 4, RGB order). Returns the pixels and the region's
+    (top, left) in the scaled image's pixels.
 
     Raises ``TurboError`` where libjpeg-turbo refuses the file (lossless, CMYK, 12-bit, corrupt):
     the caller then decodes in full.
@@ -194,18 +202,19 @@ def decode_window(data: np.ndarray, window: tuple[int, int, int, int], denominat
     width, height = lib.get(handle, _PARAM_WIDTH), lib.get(handle, _PARAM_HEIGHT)
     if width <= 0 or height <= 0:
         raise TurboError(f"header: a size of {width} x {height}")
-    _check(lib, handle, lib.scale(handle, _Scaling(1, denominator)), "scaling")
-    sw, sh = -(-width // denominator), -(-height // denominator)  # libjpeg rounds up
+    common = math.gcd(eighths, 8)  # TurboJPEG knows its factors in lowest terms (3/4, not 6/8)
+    _check(lib, handle, lib.scale(handle, _Scaling(eighths // common, 8 // common)), "scaling")
+    sw, sh = scaled(width, eighths), scaled(height, eighths)
     top, left, h, w = window
     # The window in scaled pixels, widened to whole pixels; the region's left edge on an MCU
     # (scaled) boundary, as tj3SetCroppingRegion requires; rows need no alignment.
-    y0, x0 = top // denominator, left // denominator
-    y1 = min(sh, -(-(top + h) // denominator))
-    x1 = min(sw, -(-(left + w) // denominator))
+    y0, x0 = top * eighths // 8, left * eighths // 8
+    y1 = min(sh, scaled(top + h, eighths))
+    x1 = min(sw, scaled(left + w, eighths))
     if not 0 <= subsamp < len(_MCU_WIDTH):  # unusual, or newer than this table: whole
         x0, x1, y0, y1 = 0, sw, 0, sh
     else:
-        mcu = max(1, _MCU_WIDTH[subsamp] // denominator)
+        mcu = scaled(_MCU_WIDTH[subsamp], eighths)
         x0 -= x0 % mcu
     region = _Region(x0, y0, x1 - x0, y1 - y0) if (x0, y0, x1, y1) != (0, 0, sw, sh) \
         else _Region(0, 0, 0, 0)
@@ -215,3 +224,23 @@ def decode_window(data: np.ndarray, window: tuple[int, int, int, int], denominat
                             PIXEL_FORMATS[channels])
     _check(lib, handle, status, "decompress", warnings=True)
     return out, (y0, x0)
+
+
+def scaled(pixels: int, eighths: int) -> int:
+    """``pixels`` at ``eighths``/8 scale, rounded up as libjpeg's ``TJSCALED`` does."""
+    return -(-pixels * eighths // 8)
+
+
+def describe() -> str:
+    """Which libjpeg-turbo this process loaded, and from where (``shmaug doctor``)."""
+    lib = library()
+    if lib is None:
+        return "none (no libturbojpeg 3 found, or SHMAUG_JPEG says not to look)"
+    try:
+        from importlib.metadata import version
+
+        wheel = f", from the turbojpeg {version('turbojpeg')} wheel" \
+            if "turbojpeg" in os.path.dirname(lib.path) else ""
+    except Exception:  # (no such distribution: a system library)
+        wheel = ""
+    return f"libjpeg-turbo 3 (TurboJPEG 3 API) at {lib.path}{wheel}"

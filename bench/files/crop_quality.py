@@ -1,0 +1,133 @@
+"""How far the reduced resized crop is from the exact one, on real photographs.
+
+    python -m bench.files.crop_quality [--files 120] [--crops 3] [--out bench/results/files]
+
+The reference is PIL's antialiased resize of the window of the whole decoded photo (shmaug's
+exact path, ``reduced_decode=False``), which is what torchvision's ``resized_crop`` with
+``antialias=True`` reproduces on a PIL image (torchvision is not installable beside the
+pinned torch here, so it is not run). For each interpolation and each way a JPEG's window is
+decoded ("turbo": any eighth in the DCT, "opencv": 1/8, 1/4, 1/2), it prints the mean
+absolute difference per value (0..255) and the PSNR (dB), over ``--crops`` random windows
+(torchvision's ``RandomResizedCrop`` draw) and the centre crop of each of ``--files`` photos
+(``bench.files.photos``) at 224 x 224, and the time per crop of each path. Writes
+``crop_quality.md`` and ``crop_quality.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+INTERPOLATIONS = ("bilinear", "bicubic", "area", "lanczos3")
+SIZE = (224, 224)
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b) ** 2))
+    return 99.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+def cpu_name() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        return next(line.split(":", 1)[1].strip() for line in out.splitlines()
+                    if line.startswith("Model name"))
+    except Exception:
+        return platform.processor() or "unknown"
+
+
+def measure(files: int, crops: int, seed: int = 0) -> dict[str, Any]:
+    from bench.files import photos
+    from shmaug.deferred import Resample
+    from shmaug.ops.builtin.windows import centre_window, window_of
+    from shmaug.sources.images import decode, turbo
+
+    rng = np.random.default_rng(seed)
+    modes = ["turbo", "opencv"] if turbo.available() else ["opencv"]
+    figures: dict[str, dict[str, Any]] = {}
+    times: dict[str, list[float]] = {"exact": [], **{m: [] for m in modes}}
+    for data_bytes in photos.jpegs(files, seed):
+        data = np.frombuffer(data_bytes, np.uint8)
+        header = decode.jpeg_header(data)
+        assert header is not None
+        h, w = header[0], header[1]
+        windows: list[tuple[Any, bool]] = [
+            (tuple(float(v) for v in window_of(h, w, rng, (0.08, 1.0), (3 / 4, 4 / 3))), True)
+            for _ in range(crops)]
+        windows.append((centre_window(h, w, SIZE, 0.875), False))
+        for interpolation in INTERPOLATIONS:
+            for window, within in windows:
+                how = Resample(interpolation, within=within, antialias=True)
+                t = time.perf_counter()
+                exact = decode.resized_window(data, "x", "rgb", header, window, SIZE, how,
+                                              "turbo" if "turbo" in modes else "opencv",
+                                              reduced=False)
+                times["exact"].append(time.perf_counter() - t)
+                for mode in modes:
+                    t = time.perf_counter()
+                    fast = decode.resized_window(data, "x", "rgb", header, window, SIZE, how,
+                                                 mode)
+                    times[mode].append(time.perf_counter() - t)
+                    row = figures.setdefault(f"{interpolation} {mode}", {"mad": [], "psnr": []})
+                    row["mad"].append(float(np.abs(fast.astype(np.int16) - exact).mean()))
+                    row["psnr"].append(psnr(fast, exact))
+    return {
+        "cpu": cpu_name(), "files": files, "crops": crops + 1, "modes": modes,
+        "rows": {k: {"mad_mean": float(np.mean(v["mad"])), "mad_max": float(np.max(v["mad"])),
+                     "psnr_median": float(np.median(v["psnr"])),
+                     "psnr_p5": float(np.percentile(v["psnr"], 5)),
+                     "psnr_min": float(np.min(v["psnr"]))} for k, v in figures.items()},
+        "us_per_crop": {k: 1e6 * float(np.median(v)) for k, v in times.items()},
+    }
+
+
+def markdown(result: dict[str, Any], command: str) -> str:
+    lines = [f"# Reduced resized crop against the exact path ({result['cpu']})", "",
+             f"`{command}`: {result['files']} real photos (scikit-image, scikit-learn; "
+             f"ImageNet's sizes, q75-95 4:2:0), {result['crops']} windows each (random + "
+             "centre), 224 x 224. Reference: the window of the whole decode, resized by "
+             "PIL's antialiased filter (what torchvision's `resized_crop(antialias=True)` "
+             "reproduces).", "",
+             "| interpolation, decode | MAD mean | MAD max | PSNR median (dB) | PSNR 5th pct | "
+             "PSNR min |", "|---|---:|---:|---:|---:|---:|"]
+    for name, row in result["rows"].items():
+        lines.append(f"| {name} | {row['mad_mean']:.2f} | {row['mad_max']:.2f} | "
+                     f"{row['psnr_median']:.1f} | {row['psnr_p5']:.1f} | {row['psnr_min']:.1f} |")
+    lines += ["", "Median time per crop, one core, all interpolations: " + ", ".join(
+        f"{k} {v:.0f} µs" for k, v in result["us_per_crop"].items()), ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--files", type=int, default=120)
+    p.add_argument("--crops", type=int, default=3)
+    p.add_argument("--out", default="")
+    args = p.parse_args(argv)
+    import cv2
+
+    cv2.setNumThreads(1)
+    result = measure(args.files, args.crops)
+    import sys
+
+    command = "python -m bench.files.crop_quality " + " ".join(
+        sys.argv[1:] if argv is None else argv)
+    text = markdown(result, command.strip())
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "crop_quality.md").write_text(text)
+        (out / "crop_quality.json").write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

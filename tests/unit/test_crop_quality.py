@@ -1,0 +1,73 @@
+"""The reduced resized crop (the default: the window scaled in the DCT by an eighth, then
+OpenCV) against the exact one (``reduced_decode=False``: torchvision's antialiased
+``resized_crop``, which PIL's filter is), on real photographs: scikit-image's and
+scikit-learn's, cut and rescaled to ImageNet's sizes and written at q75-95 4:2:0
+(``bench.files.photos``). torchvision is not installable beside the pinned torch here; its
+antialiased resize of a PIL image is PIL's, which the exact path is held to in
+tests/unit/test_windows.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shmaug.deferred import Resample
+from shmaug.ops.builtin.windows import centre_window, window_of
+from shmaug.sources.images import decode, turbo
+
+pytest.importorskip("skimage")
+pytest.importorskip("sklearn")
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b) ** 2))
+    return 99.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+@pytest.fixture(scope="module")
+def files() -> list[np.ndarray]:
+    from bench.files import photos
+
+    return [np.frombuffer(data, np.uint8) for data in photos.jpegs(12, seed=3)]
+
+
+@pytest.mark.parametrize("mode", ["turbo", "opencv"])
+@pytest.mark.parametrize("interpolation", sorted(decode.REDUCED_CROP_QUALITY))
+def test_the_reduced_crop_is_within_its_stated_quality(files, mode, interpolation) -> None:
+    if mode == "turbo" and not turbo.available():
+        pytest.skip("no libjpeg-turbo 3 here (pip install shmaug[jpeg])")
+    rng = np.random.default_rng(0)
+    size = (224, 224)
+    mads, psnrs, between = [], [], 0
+    for data in files:
+        header = decode.jpeg_header(data)
+        h, w = header[0], header[1]
+        windows = [(tuple(float(v) for v in window_of(h, w, rng, (0.08, 1.0), (3 / 4, 4 / 3))),
+                    True) for _ in range(2)] + [(centre_window(h, w, size, 0.875), False)]
+        for window, within in windows:
+            how = Resample(interpolation, within=within)
+            exact = decode.resized_window(data, "x", "rgb", header, window, size, how, mode,
+                                          reduced=False)
+            ours = decode.resized_window(data, "x", "rgb", header, window, size, how, mode)
+            assert ours.shape == exact.shape == (*size, 3)
+            mads.append(np.abs(ours.astype(int) - exact).mean())
+            psnrs.append(psnr(ours, exact))
+            if mode == "turbo" and 8 / 7 <= min(window[2] / size[0], window[3] / size[1]) < 2:
+                # between 8/7 and 2 times the output, the DCT scales it (by 7/8 to 4/8)
+                between += 1
+                assert not np.array_equal(ours, exact), window
+    mad_bound, psnr_bound = decode.REDUCED_CROP_QUALITY[interpolation]
+    assert np.mean(mads) <= mad_bound, np.mean(mads)
+    assert np.median(psnrs) >= psnr_bound, np.median(psnrs)
+    assert min(psnrs) >= 25.0, min(psnrs)
+    assert mode == "opencv" or between >= 5  # the eighths past 1/2, 1/4, 1/8 were exercised
+
+
+def test_one_rule_picks_the_smallest_eighth_that_keeps_the_output() -> None:
+    assert decode.dct_scale((448.0, 448.0), (224, 224)) == 4
+    assert decode.dct_scale((447.0, 600.0), (224, 224)) == 5  # 447 * 4/8 < 224
+    assert decode.dct_scale((256.0, 256.0), (224, 224)) == 7
+    assert decode.dct_scale((255.0, 256.0), (224, 224)) == 8  # 7/8 of 255 < 224: full scale
+    assert decode.dct_scale((3000.0, 3000.0), (224, 224)) == 1
+    assert decode.dct_scale((447.0, 600.0), (224, 224), decode.OPENCV_EIGHTHS) == 8
+    assert decode.dct_scale((900.0, 900.0), (224, 224), decode.OPENCV_EIGHTHS) == 2
