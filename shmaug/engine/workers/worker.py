@@ -73,6 +73,9 @@ class WorkerSpec:
     mix: Mix | None = None  # MixUp / CutMix over the pairs of each batch (``ops.mixing``)
     # the ``load`` of each target source whose rows are made and passed on unmoved, by place
     target_made: dict[str, Any] = field(default_factory=dict)
+    # ``payload`` with the code of the user's heavy modules by value, for workers that start
+    # fresh (``shipping``); None: there is none, and ``payload`` serves them all
+    payload_by_value: bytes | None = None
 
 
 class Waiter:
