@@ -140,7 +140,7 @@ def _is_heavy(name: str, seen: frozenset[str] = frozenset()) -> bool:
     """Whether importing the user's module ``name`` in a worker would load a framework
     (``lazy_imports.LAZY``): a name of its binds something of one other than the bare
     package (a submodule, a class, a function, an object), or something of another heavy
-    module of the user's; or a class of its derives from one. Only what it binds is read: a
+    module of the user's; or a class of its derives directly from one. Only what it binds is read: a
     module that calls a framework at its top without binding the result is not seen (its
     workers load the framework, slower, never wrong)."""
     module = _users(name)
@@ -157,14 +157,17 @@ def _is_heavy(name: str, seen: frozenset[str] = frozenset()) -> bool:
 def _homes(value: Any, here: str) -> list[str]:
     """The modules ``value`` comes from, as ``_is_heavy`` reads them: a module's own name
     (none for a framework's bare package, which a worker imports lazily); a class's module,
-    and for a class defined ``here``, its bases'; a function's module; an object's class's."""
+    and for a class defined ``here``, its direct bases'; a function's module; an object's
+    class's."""
     if isinstance(value, types.ModuleType):
         name = value.__name__
         return [] if name in LAZY else [name]
     if isinstance(value, type):
         if value.__module__ != here:
             return [value.__module__]
-        return [base.__module__ for base in value.__mro__[1:]]
+        # its bases only: a base's own bases load nothing more (shmaug.Sequence's Keras base
+        # is Keras-free in a worker: ``keras.sequence._pydataset``)
+        return [base.__module__ for base in value.__bases__]
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
         module = getattr(value, "__module__", None)
         return [module] if isinstance(module, str) else []
