@@ -2,7 +2,7 @@
 
 A worker sets its process up (Ctrl-C left to the parent, the parent's environment under
 forkserver, a watchdog that ends it when the parent dies even inside a stuck op, one OpenCV and
-BLAS thread, glibc's malloc as its defaults settle), maps the shared blocks it reads and writes
+BLAS thread, OpenCV's log lines off, glibc's malloc as its defaults settle), maps the shared blocks it reads and writes
 (``_Mapped``: read-only where it only reads, unmapped at exit), unpickles the user's code once,
 and then serves its task pipe until the stop sentinel (``_serve``).
 
@@ -123,6 +123,21 @@ def _limit_threads() -> None:
         pass
 
 
+def _quiet_opencv() -> None:
+    """OpenCV's own log lines off in a worker: for a corrupt PNG it prints ``[ERROR:0@0.350]
+    global grfmt_png.cpp ... IHDR chunk shall be first`` on stderr, ahead of shmaug's error,
+    which names the file and the fix (a failed decode reaches the caller as that error, never
+    only as a log line). A level the user set with ``OPENCV_LOG_LEVEL`` is kept."""
+    if "OPENCV_LOG_LEVEL" in os.environ:
+        return
+    try:
+        import cv2
+
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+    except (ImportError, AttributeError):  # pragma: no cover - an OpenCV without its logging
+        pass
+
+
 # glibc's malloc.h: mallopt's parameters, and the values its own dynamic thresholds grow to on
 # 64-bit systems (DEFAULT_MMAP_THRESHOLD_MAX, and twice that for trimming).
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -193,6 +208,7 @@ def _set_up_process(spec: WorkerSpec) -> None:
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
     lazy_imports.install()  # before the user's code is unpickled: its module's imports
     _limit_threads()
+    _quiet_opencv()
     _tune_malloc()
 
 
