@@ -78,7 +78,7 @@ def _by_value(obj: Any, heavy: set[str]) -> bytes:
     of any heavy module their code refers to in turn."""
     import cloudpickle
 
-    class ByValue(cloudpickle.Pickler):  # type: ignore[misc,name-defined]
+    class ByValue(cloudpickle.Pickler):  # type: ignore[misc]
         """cloudpickle, which keeps ``__main__``'s code by reference, as plain pickle does."""
 
         def __init__(self, file: io.BytesIO) -> None:

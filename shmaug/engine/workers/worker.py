@@ -2,9 +2,10 @@
 
 A worker sets its process up (Ctrl-C left to the parent, the parent's environment under
 forkserver, a watchdog that ends it when the parent dies even inside a stuck op, one OpenCV and
-BLAS thread, OpenCV's log lines off, glibc's malloc as its defaults settle), maps the shared blocks it reads and writes
-(``_Mapped``: read-only where it only reads, unmapped at exit), unpickles the user's code once,
-and then serves its task pipe until the stop sentinel (``_serve``).
+BLAS thread, OpenCV's log lines off, glibc's malloc as its defaults settle), maps the shared
+blocks it reads and writes (``_Mapped``: read-only where it only reads, unmapped at exit),
+unpickles the user's code once (by value where ``shipping`` sent it so), and then serves its
+task pipe until the stop sentinel (``_serve``).
 
 It takes every message waiting in its pipe at once and runs them in order, so a source over a
 network learns which tasks come next and fetches their samples with the current one's
