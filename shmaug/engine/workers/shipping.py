@@ -140,21 +140,23 @@ def _is_heavy(name: str, seen: frozenset[str] = frozenset()) -> bool:
     """Whether importing the user's module ``name`` in a worker would load a framework
     (``lazy_imports.LAZY``): a name of its binds something of one other than the bare
     package (a submodule, a class, a function, an object), or something of another heavy
-    module of the user's; or a class of its derives directly from one. Only what it binds is read: a
-    module that calls a framework at its top without binding the result is not seen (its
-    workers load the framework, slower, never wrong)."""
+    module of the user's; or a class of its derives directly from one. Only what it binds is
+    read: a module that calls a framework at its top without binding the result is not seen
+    (its workers load the framework, slower, never wrong)."""
     module = _users(name)
     if module is None or name in seen:
         return False
     seen = seen | {name}
     for value in list(vars(module).values()):
         for home in _homes(value, name):
+            if not isinstance(home, str):  # an odd object's ``__module__``: tells nothing
+                continue
             if home.partition(".")[0] in LAZY or (home != name and _is_heavy(home, seen)):
                 return True
     return False
 
 
-def _homes(value: Any, here: str) -> list[str]:
+def _homes(value: Any, here: str) -> list[Any]:
     """The modules ``value`` comes from, as ``_is_heavy`` reads them: a module's own name
     (none for a framework's bare package, which a worker imports lazily); a class's module,
     and for a class defined ``here``, its direct bases'; a function's module; an object's
@@ -169,6 +171,5 @@ def _homes(value: Any, here: str) -> list[str]:
         # is Keras-free in a worker: ``keras.sequence._pydataset``)
         return [base.__module__ for base in value.__bases__]
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
-        module = getattr(value, "__module__", None)
-        return [module] if isinstance(module, str) else []
+        return [getattr(value, "__module__", None)]
     return [type(value).__module__]
