@@ -2,6 +2,7 @@
 
 ``python -m bench.start_methods [--framework tensorflow|jax|torch|none] [--quick]``
 ``python -m bench.start_methods --subclass [--quick]`` (Keras' backend from ``KERAS_BACKEND``)
+``python -m bench.start_methods --pydataset [--quick]`` (the same)
 
 A user's ``user_ops.py`` imports TensorFlow (or JAX, torch) at its top and defines a
 sleep-bound augment (``SLEEP_S`` per sample); the main script imports the framework first, as a
@@ -22,6 +23,12 @@ Sleepy(shmaug.Sequence)`` whose ``augment`` hook sleeps, as Keras' own speed-up 
 (``py_dataset_adapter_test.test_speedup``); the probe times that subclass. Targets (issue 51):
 the default's first batch within 1.0 s of construction; ``workers=2`` faster than ``workers=0``
 (the speed-up case).
+
+``--pydataset``: Keras' speed-up test as a user ports it: the user's module uses Keras at
+import time (it defines Keras' ``ExamplePyDataset``, a ``keras.utils.PyDataset`` subclass, at
+its top), and the augment is a callable object of a class defined beside it that sleeps. A
+fresh worker gets that class by value (``engine.workers.shipping``) instead of importing the
+module, which would run Keras and its backend. Targets (issue 60): as ``--subclass``'s.
 """
 
 from __future__ import annotations
@@ -55,6 +62,35 @@ USER_OPS = textwrap.dedent('''
         return image
 ''')
 
+PYDATASET = textwrap.dedent('''
+
+    import numpy as np
+
+
+    class ExamplePyDataset(keras.utils.PyDataset):
+        """Keras' own (py_dataset_adapter_test): defining it runs Keras at import time."""
+
+        def __init__(self, x, y, batch_size, delay=0, **kwargs):
+            super().__init__(**kwargs)
+            self.x, self.y, self.batch_size, self.delay = x, y, batch_size, delay
+
+        def __len__(self):
+            return -(-len(self.x) // self.batch_size)
+
+        def __getitem__(self, idx):
+            time.sleep(self.delay)
+            at = slice(idx * self.batch_size, (idx + 1) * self.batch_size)
+            return self.x[at], self.y[at]
+
+
+    class Sleep:
+        """The augment: a callable object whose class the module defines."""
+
+        def __call__(self, image, rng):
+            time.sleep({sleep})
+            return image
+''')
+
 SUBCLASS = textwrap.dedent('''
 
     import shmaug
@@ -86,7 +122,7 @@ PROBE = textwrap.dedent('''
 
 
     def sequence():
-        make, hook = (user_ops.Sleepy, None) if {subclass} else (Sequence, user_ops.augment)
+        make, hook = {make}
         return make(x, y, batch_size={batch}, augment=hook, workers=workers, shuffle=False,
                     start_method=None if method in ("default", "in-process") else method)
 
@@ -115,18 +151,24 @@ PROBE = textwrap.dedent('''
 ''')
 
 
-def measure(framework: str, repeats: int, subclass: bool = False,
+# Per case: what the user's module adds, and what the probe's Sequence is made of and with.
+CASES = {"plain": ("", "(Sequence, user_ops.augment)"),
+         "subclass": (SUBCLASS, "(user_ops.Sleepy, None)"),
+         "pydataset": (PYDATASET, "(Sequence, user_ops.Sleep())")}
+
+
+def measure(framework: str, repeats: int, case: str = "plain",
             methods: tuple[str, ...] = METHODS) -> dict[str, list[dict[str, Any]]]:
     """``repeats`` rounds, each running every start method of ``methods`` once in a fresh
     process, the order rotated from round to round."""
     results: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
     with tempfile.TemporaryDirectory(prefix="shmaug-bench-") as tmp:
-        user = USER_OPS + (SUBCLASS if subclass else "")
-        Path(tmp, "user_ops.py").write_text(user.format(framework=FRAMEWORK_USE[framework],
-                                                        sleep=SLEEP_S))
+        extra, make = CASES[case]
+        Path(tmp, "user_ops.py").write_text((USER_OPS + extra).format(
+            framework=FRAMEWORK_USE[framework], sleep=SLEEP_S))
         script = Path(tmp, "probe.py")
         script.write_text(PROBE.format(framework=FRAMEWORK_USE[framework], samples=SAMPLES,
-                                       batch=BATCH, subclass=subclass))
+                                       batch=BATCH, make=make))
         bar = progress(repeats * len(methods), "start methods")
         for r in range(repeats):
             for method in methods[r % len(methods):] + methods[:r % len(methods)]:
@@ -138,15 +180,18 @@ def measure(framework: str, repeats: int, subclass: bool = False,
     return results
 
 
-def rows(framework: str, results: dict[str, list[dict[str, Any]]], subclass: str = ""
-         ) -> list[Row]:
+def rows(framework: str, results: dict[str, list[dict[str, Any]]], subclass: str = "",
+         case: str = "plain") -> list[Row]:
     """First batch, epoch and worker USS per start method, judged against issue 38's targets
-    (issue 51's for a ``subclass``: the Keras backend it ran on)."""
+    (issue 51's and 60's for the Keras cases; ``subclass``: the Keras backend they ran on)."""
     imports = "imports nothing" if framework == "none" else f"imports {framework}"
     sec = f"start-up, augment in a module that {imports}, 2 workers"
-    if subclass:
+    if case == "subclass":
         sec = f"start-up, a Sequence subclass in a module that imports Keras ({subclass}), " \
               "2 workers"
+    elif case == "pydataset":
+        sec = f"start-up, an augment object from a module that defines a PyDataset subclass " \
+              f"({subclass}), 2 workers"
     ok = {m: [r for r in runs if "error" not in r] for m, runs in results.items()}
     median = {m: summarize([r["first_batch_s"] for r in runs]).median if runs else None
               for m, runs in ok.items()}
@@ -160,7 +205,7 @@ def rows(framework: str, results: dict[str, list[dict[str, Any]]], subclass: str
         name = f"{method} ({', '.join(resolved)})" if method == "default" else method
         first = summarize([r["first_batch_s"] for r in runs]) if runs else None
         target = ""
-        if method == "default" and subclass and median["default"] is not None:
+        if method == "default" and case != "plain" and median["default"] is not None:
             met = median["default"] <= 1.0
             target = f"within 1.0 s of construction: {'met' if met else 'MISSED'}"
         elif method == "default" and median["default"] is not None and \
@@ -197,20 +242,24 @@ def main() -> None:
     parser.add_argument("--subclass", action="store_true",
                         help="the module imports Keras and subclasses shmaug.Sequence "
                              "(the backend: KERAS_BACKEND)")
+    parser.add_argument("--pydataset", action="store_true",
+                        help="the module defines a keras.utils.PyDataset subclass at its top "
+                             "and an augment class beside it (the backend: KERAS_BACKEND)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    framework = "keras" if args.subclass else args.framework
-    backend = os.environ.get("KERAS_BACKEND", "tensorflow") if args.subclass else ""
+    case = "pydataset" if args.pydataset else "subclass" if args.subclass else "plain"
+    framework = "keras" if case != "plain" else args.framework
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow") if case != "plain" else ""
     t0 = time.perf_counter()
-    results = measure(framework, 1 if args.quick else args.repeats, args.subclass,
+    results = measure(framework, 1 if args.quick else args.repeats, case,
                       QUICK_METHODS if args.quick else METHODS)
-    command = f"KERAS_BACKEND={backend} python -m bench.start_methods --subclass" \
-        if args.subclass else f"python -m bench.start_methods --framework {framework}"
+    command = f"KERAS_BACKEND={backend} python -m bench.start_methods --{case}" \
+        if case != "plain" else f"python -m bench.start_methods --framework {framework}"
     meta = {"quick": args.quick, "framework": framework, "backend": backend,
             "environment": environment(), "wall_s": time.perf_counter() - t0,
             "command": command}
-    name = f"start_methods_subclass_{backend}" if args.subclass else f"start_methods_{framework}"
-    text = write_results(args.out, name, rows(framework, results, backend), meta)
+    name = f"start_methods_{case}_{backend}" if case != "plain" else f"start_methods_{framework}"
+    text = write_results(args.out, name, rows(framework, results, backend, case), meta)
     print(text)
 
 

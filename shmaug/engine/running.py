@@ -14,7 +14,6 @@ loader's to say (``rows``), and a batch is known by its key ``(epoch, batch)``.
 from __future__ import annotations
 
 import logging
-import pickle
 import time
 import weakref
 from typing import Any
@@ -48,6 +47,7 @@ from .workers.inline import InlinePool
 from .workers.pool import WorkerPool
 from .workers.probe import await_probe, output_of
 from .workers.runner import SliceRunner, op_name
+from .workers import shipping
 from .workers.worker import WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -248,7 +248,7 @@ class Running:
         deferring = source.deferring(load, o.pipeline.plan.takes_undecoded)
         self.undecoded, load = deferring is not load, deferring
         self.load = load
-        payload = b"" if self.workers == 0 or self.gather_only else self._payload(load)
+        payload = (b"", None) if self.workers == 0 or self.gather_only else self._payload(load)
         if self.gather_only:
             assert images is not None  # (nothing to augment and no `load`)
             self.x = images
@@ -287,7 +287,8 @@ class Running:
         self.pool.attach_ring(self.ring)
         return sample_shape, dtype
 
-    def _start_pool(self, x_handle: ArrayHandle | None, load: Any, payload: bytes,
+    def _start_pool(self, x_handle: ArrayHandle | None, load: Any,
+                    payload: tuple[bytes, bytes | None],
                     seed_globals: bool | None, o: Options) -> WorkerPool | InlinePool:
         """The workers (or, for ``workers=0``, the same slice loop in this process)."""
         assert self.ring is not None
@@ -300,9 +301,10 @@ class Running:
                 target_made=self._target_rows(self._made, None), cdf=self.cdf, mix=self._mix))
         weights = None if self.cdf is None else self.store.put(
             self.cdf, what="the sampling weights")[0]
-        spec = WorkerSpec(x_handle, None, payload, order.seed, n, order.shuffle, seed_globals,
+        spec = WorkerSpec(x_handle, None, payload[0], order.seed, n, order.shuffle, seed_globals,
                           self.shard, self._target_rows(self._moved, self.store), weights,
-                          mix=self._mix, target_made=self._target_rows(self._made, self.store))
+                          mix=self._mix, target_made=self._target_rows(self._made, self.store),
+                          payload_by_value=payload[1])
         return WorkerPool(spec, self.workers, self._settings.start_method,
                           self._settings.timeout, store=self.store,
                           generation=self.ring.generation_handle,
@@ -356,8 +358,10 @@ class Running:
         if unfilled is not None:
             unfilled[0][...] = rest
 
-    def _payload(self, load: Any) -> bytes:
+    def _payload(self, load: Any) -> tuple[bytes, bytes | None]:
+        """The user's code for the workers: pickled as is, and with a heavy module's code by
+        value for workers that start fresh (``workers.shipping``)."""
         check_picklable(self._augment, "augment")
         if load is not None:
             check_picklable(load, "load")
-        return pickle.dumps((self._augment, load), protocol=pickle.HIGHEST_PROTOCOL)
+        return shipping.pickled((self._augment, load))

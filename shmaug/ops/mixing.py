@@ -101,9 +101,21 @@ class Mix:
             _set(self, "num_classes", int(self.num_classes))
 
     def __repr__(self) -> str:
-        changed = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
-                   if getattr(self, f.name) != f.default]
-        return f"Mix({', '.join(changed)})"
+        """As it would be written: ``MixUp(alpha=...)`` or ``CutMix(factor=...)`` for the
+        single-op forms (an error about a CutMix must not quote a MixUp), else ``Mix(...)``
+        with what differs from the defaults."""
+        defaults = {f.name: f.default for f in fields(self)}
+        changed = {f.name: getattr(self, f.name) for f in fields(self)
+                   if getattr(self, f.name) != f.default}
+        single = self.switch_p == defaults["switch_p"] and 0.0 in (self.mixup_alpha,
+                                                                  self.cutmix_alpha)
+        if not single:
+            return f"Mix({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
+        name, arg, value = ("MixUp", "alpha", self.mixup_alpha) if self.cutmix_alpha == 0 \
+            else ("CutMix", "factor", self.cutmix_alpha)
+        rest = "".join(f", {k}={v!r}" for k, v in changed.items()
+                       if k not in ("mixup_alpha", "cutmix_alpha"))
+        return f"{name}({arg}={value!r}{rest})"
 
     # -- in the main process, before anything starts ----------------------------------------
 

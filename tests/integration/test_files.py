@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import pickle
 from pathlib import Path
@@ -145,6 +146,21 @@ def test_corrupt_file_is_named_with_its_reason(folder):
     with pytest.raises(shmaug.WorkerError, match=r"bee/1\.png.*on_error='skip'") as info:
         epoch(files, files.labels, workers=2)
     assert isinstance(info.value, ImageReadError) and info.value.sample_index == 4
+
+
+@pytest.mark.parametrize("start_method", [m for m in ("fork", "spawn")
+                                          if m in multiprocessing.get_all_start_methods()])
+def test_a_corrupt_png_is_told_by_shmaugs_error_alone(folder, capfd, start_method):
+    """Issue 60: OpenCV printed its own ``[ERROR:0@0.350] global grfmt_png.cpp ... IHDR chunk
+    shall be first`` on the workers' stderr before shmaug's error. (Not forkserver: its
+    workers write to the stderr the server started with, which capfd does not hold.)"""
+    (folder / "bee" / "1.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    files = ImageFiles.from_directory(folder, image_size=(8, 8))
+    capfd.readouterr()
+    with pytest.raises(shmaug.WorkerError, match=r"bee/1\.png.*corrupt"):
+        epoch(files, files.labels, workers=2, start_method=start_method)
+    err = capfd.readouterr().err
+    assert "IHDR" not in err and "[ERROR:" not in err, err
 
 
 def test_skip_replaces_deterministically_and_counts(folder):

@@ -161,7 +161,10 @@ def test_class_weight() -> None:
 
 # Not ported: test_speedup. It asserts that Keras' workers beat none on the clock; timings live
 # only in bench/ (house rule 10), where shmaug's speed-up against Keras' workers is measured,
-# never in tests, which share 2 cores with another runner.
+# never in tests, which share 2 cores with another runner: `python -m bench.start_methods
+# --pydataset` runs it as a user ports it (the augment's module defines Keras' PyDataset).
+# What made it slow, a worker running Keras to import that module, is tested without a clock:
+# test_lazy_frameworks.test_an_augment_from_a_module_that_uses_keras_at_import.
 
 
 def test_dict_inputs() -> None:

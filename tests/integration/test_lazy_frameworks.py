@@ -94,3 +94,62 @@ def test_a_fresh_worker_defines_a_sequence_subclass_without_loading_keras(
         with shmaug.Sequence(x, batch_size=4, augment=user.report, workers=2,
                              start_method=start_method) as seq:
             assert {int(v) for i in range(len(seq)) for v in np.unique(seq[i])} == {0}
+
+
+USES_KERAS_AT_IMPORT = textwrap.dedent('''
+    """A user's module that uses Keras at import time, as one that defines a model, a layer
+    or a dataset class at its top does: importing it runs Keras and its backend."""
+    import sys
+    import types
+
+    import keras
+    import numpy as np
+
+
+    class Batches(keras.utils.PyDataset):
+        def __len__(self):
+            return 0
+
+        def __getitem__(self, index):
+            raise IndexError(index)
+
+
+    class Report:
+        """1 where Keras or its backend had loaded in the process that ran it, else 0."""
+
+        def __call__(self, image, rng):
+            loaded = any(type(sys.modules.get(name)) is types.ModuleType
+                         for name in ("keras", "tensorflow", "jax", "torch"))
+            return np.full_like(image, loaded)
+''')
+
+SPEED_UP = textwrap.dedent("""
+    import sys
+
+    import numpy as np
+
+    import shmaug
+    import user_module
+
+    if __name__ == "__main__":
+        for method in sys.argv[1:]:
+            with shmaug.Sequence(np.zeros((8, 4, 4), np.uint8), batch_size=4, workers=2,
+                                 augment=user_module.Report(), start_method=method) as seq:
+                print(method, sorted({int(v) for i in range(len(seq)) for v in np.unique(seq[i])}))
+""")
+
+
+@pytest.mark.keras
+def test_an_augment_from_a_module_that_uses_keras_at_import(tmp_path: Path) -> None:
+    """Keras' speed-up test as a user ports it (issue 60): the augment object's class lives in
+    a module that defines a ``keras.utils.PyDataset`` subclass. A fresh worker gets the class
+    by value (engine.workers.shipping) and never imports that module, so Keras and its backend
+    stay unloaded there (each would cost seconds per worker)."""
+    pytest.importorskip("keras")
+    (tmp_path / "user_module.py").write_text(USES_KERAS_AT_IMPORT)
+    script = tmp_path / "train.py"
+    script.write_text(SPEED_UP)
+    done = subprocess.run([sys.executable, str(script), *FRESH], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[:-1] == [f"{m} [0]" for m in FRESH]

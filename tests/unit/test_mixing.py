@@ -103,9 +103,20 @@ def test_label_smoothing_and_one_hot_labels() -> None:
 
 
 def test_repr_shows_what_differs_from_the_defaults() -> None:
-    assert repr(MixUp(0.2)) == "Mix(mixup_alpha=0.2, cutmix_alpha=0.0)"
     assert repr(Mix(label_smoothing=0.1)) == "Mix(label_smoothing=0.1)"
     assert Mix(num_classes=3) == Mix(num_classes=3)
+
+
+def test_repr_names_the_single_op_form_it_is() -> None:
+    """Issue 60: ``repr(CutMix(1.0))`` read ``Mix(mixup_alpha=0.0)``, so an error about a
+    CutMix quoted a MixUp. Each repr rebuilds an equal mix."""
+    assert repr(CutMix(1.0)) == "CutMix(factor=1.0)"
+    assert repr(MixUp(0.2)) == "MixUp(alpha=0.2)"
+    assert repr(CutMix(0.5, p=0.5, num_classes=10)) == "CutMix(factor=0.5, p=0.5, num_classes=10)"
+    assert repr(MixUp(label_smoothing=0.1)) == "MixUp(alpha=0.2, label_smoothing=0.1)"
+    assert repr(Mix(mixup_alpha=0.0, switch_p=0.3)) == "Mix(mixup_alpha=0.0, switch_p=0.3)"
+    for mix in (CutMix(1.0), MixUp(0.4, p=0.5), Mix(mixup_alpha=0.0, switch_p=0.3), Mix()):
+        assert eval(repr(mix), {"Mix": Mix, "MixUp": MixUp, "CutMix": CutMix}) == mix
 
 
 @pytest.mark.parametrize("make, name", [

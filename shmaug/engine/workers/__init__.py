@@ -8,7 +8,9 @@ Seen from the parent:
 - ``launch``: starting one worker without the known hazards of fork and spawn;
 - ``_retiring``: workers a resize removed, while they finish the tasks they hold;
 - ``reports``: the error a failed, dead or overdue task becomes, and the stall warning;
-- ``probe``: sample 0, made by a worker before the ring exists, sizes it.
+- ``probe``: sample 0, made by a worker before the ring exists, sizes it;
+- ``shipping``: the user's code pickled for them, by value from a module that would load a
+  framework in each fresh worker.
 
 Shared by both sides:
 

@@ -22,8 +22,8 @@ from ... import platform
 
 
 # What a forkserver imports once, so that a worker forked from it starts warm (else each
-# imports numpy, OpenCV and shmaug again: seconds).
-_PRELOAD = ("shmaug.engine.workers.worker", "shmaug.ops")
+# imports numpy, OpenCV and shmaug again: seconds; cloudpickle rebuilds code shipped by value).
+_PRELOAD = ("shmaug.engine.workers.worker", "shmaug.ops", "cloudpickle")
 # Runtimes that start threads of their own: fork after they ran can deadlock the child (a lock
 # a thread held is never released there), and JAX warns on every fork once it has started.
 # array_record too: its reader (0.8.6) segfaults in a forked child that opens a file after the

@@ -107,10 +107,14 @@ class WorkerPool:
         capacity: int | None = None,
         op: str = "the op",
     ) -> None:
-        # Spawned workers need the user's __main__ only if the payload refers to it.
-        self._needs_main = b"__main__" in spec.payload
         self._ctx: Any = multiprocessing.get_context(
             start_method or default_start_method(spec.payload))
+        if spec.payload_by_value is not None:  # fresh workers need not import heavy modules
+            fresh = self._ctx.get_start_method() != "fork"
+            spec = dataclasses.replace(spec, payload_by_value=None,
+                                       payload=spec.payload_by_value if fresh else spec.payload)
+        # Spawned workers need the user's __main__ only if the payload refers to it.
+        self._needs_main = b"__main__" in spec.payload
         self._spec = spec
         self._timeout = timeout
         self._op = op  # what a task runs, as a stall warning names it

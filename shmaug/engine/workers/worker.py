@@ -2,9 +2,10 @@
 
 A worker sets its process up (Ctrl-C left to the parent, the parent's environment under
 forkserver, a watchdog that ends it when the parent dies even inside a stuck op, one OpenCV and
-BLAS thread, glibc's malloc as its defaults settle), maps the shared blocks it reads and writes
-(``_Mapped``: read-only where it only reads, unmapped at exit), unpickles the user's code once,
-and then serves its task pipe until the stop sentinel (``_serve``).
+BLAS thread, OpenCV's log lines off, glibc's malloc as its defaults settle), maps the shared
+blocks it reads and writes (``_Mapped``: read-only where it only reads, unmapped at exit),
+unpickles the user's code once (by value where ``shipping`` sent it so), and then serves its
+task pipe until the stop sentinel (``_serve``).
 
 It takes every message waiting in its pipe at once and runs them in order, so a source over a
 network learns which tasks come next and fetches their samples with the current one's
@@ -73,6 +74,9 @@ class WorkerSpec:
     mix: Mix | None = None  # MixUp / CutMix over the pairs of each batch (``ops.mixing``)
     # the ``load`` of each target source whose rows are made and passed on unmoved, by place
     target_made: dict[str, Any] = field(default_factory=dict)
+    # ``payload`` with the code of the user's heavy modules by value, for workers that start
+    # fresh (``shipping``); None: there is none, and ``payload`` serves them all
+    payload_by_value: bytes | None = None
 
 
 class Waiter:
@@ -117,6 +121,21 @@ def _limit_threads() -> None:
 
         threadpool_limits(1)
     except ImportError:
+        pass
+
+
+def _quiet_opencv() -> None:
+    """OpenCV's own log lines off in a worker: for a corrupt PNG it prints ``[ERROR:0@0.350]
+    global grfmt_png.cpp ... IHDR chunk shall be first`` on stderr, ahead of shmaug's error,
+    which names the file and the fix (a failed decode reaches the caller as that error, never
+    only as a log line). A level the user set with ``OPENCV_LOG_LEVEL`` is kept."""
+    if "OPENCV_LOG_LEVEL" in os.environ:
+        return
+    try:
+        import cv2
+
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+    except (ImportError, AttributeError):  # pragma: no cover - an OpenCV without its logging
         pass
 
 
@@ -190,6 +209,7 @@ def _set_up_process(spec: WorkerSpec) -> None:
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
     lazy_imports.install()  # before the user's code is unpickled: its module's imports
     _limit_threads()
+    _quiet_opencv()
     _tune_malloc()
 
 

@@ -1,0 +1,175 @@
+"""The user's code, pickled for the workers: by reference, and by value where importing its
+module would load a framework.
+
+A worker started by spawn or forkserver unpickles the user's augment, which imports the module
+that defined it. ``lazy_imports`` makes that module's ``import keras`` free, but not a module
+that *uses* a framework at import time: ``class Batches(keras.utils.PyDataset)`` at its top,
+``from keras import layers``, a model built there. Importing such a module runs Keras and its
+backend, seconds and hundreds of MB in every worker, for an augment that never touches them.
+
+For such a module (a *heavy* one) the payload carries its functions and classes by value
+(cloudpickle's ``register_pickle_by_value``, as Ray and Dask ship a user's code), so a worker
+need not import it at all. Only the user's own modules are shipped so (never an installed
+package), and only where they are heavy: elsewhere a module is imported in the worker as
+before, with its module-level state and registrations. ``__main__`` stays by reference: a
+spawned worker re-imports it when the payload names it (an op registered there is found by
+name). Forked workers keep the plain payload: they share the parent's modules.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import logging
+import pickle
+import sys
+import sysconfig
+import threading
+import types
+from pathlib import Path
+from typing import Any
+
+from .lazy_imports import LAZY
+
+log = logging.getLogger(__name__)
+
+_REGISTERING = threading.Lock()  # cloudpickle's by-value registry is one per process
+_SHMAUG = Path(__file__).resolve().parents[2]  # the shmaug package's folder
+_INSTALLED = {"site-packages", "dist-packages"}  # a folder of installed packages, wherever
+
+
+class _Referrals(pickle.Pickler):
+    """A pickler that notes the module of every class and function it pickles."""
+
+    def __init__(self, file: io.BytesIO) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.modules: set[str] = set()
+
+    def persistent_id(self, obj: Any) -> None:
+        if isinstance(obj, (type, types.FunctionType)):
+            name = getattr(obj, "__module__", None)
+            if isinstance(name, str):
+                self.modules.add(name)
+        return None  # pickled as usual
+
+
+def pickled(obj: Any) -> tuple[bytes, bytes | None]:
+    """``obj`` pickled by reference; and, where it refers to a heavy module of the user's
+    (module docstring), pickled again with that module's functions and classes by value
+    (None where it refers to none, or where that copy does not pickle: then a fresh worker
+    imports the module, as it always did)."""
+    buffer = io.BytesIO()
+    plain = _Referrals(buffer)
+    plain.dump(obj)
+    payload = buffer.getvalue()
+    heavy = {name for name in plain.modules if _is_heavy(name)}
+    if not heavy:
+        return payload, None
+    try:
+        return payload, _by_value(obj, heavy)
+    except Exception as exc:  # noqa: BLE001 - any failure keeps the plain payload
+        log.debug("shipping %s by value failed (%s: %s); fresh workers will import them",
+                  sorted(heavy), type(exc).__name__, exc)
+        return payload, None
+
+
+def _by_value(obj: Any, heavy: set[str]) -> bytes:
+    """``obj`` pickled with the functions and classes of the modules ``heavy`` by value, and
+    of any heavy module their code refers to in turn."""
+    import cloudpickle
+
+    class ByValue(cloudpickle.Pickler):  # type: ignore[misc]
+        """cloudpickle, which keeps ``__main__``'s code by reference, as plain pickle does."""
+
+        def __init__(self, file: io.BytesIO) -> None:
+            super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+            self.modules: set[str] = set()
+
+        persistent_id = _Referrals.persistent_id
+
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, (type, types.FunctionType)) and \
+                    getattr(obj, "__module__", None) == "__main__":
+                return NotImplemented  # by reference
+            return super().reducer_override(obj)
+
+    while True:
+        with _REGISTERING:
+            registered = cloudpickle.list_registry_pickle_by_value()  # the user's own too
+            added = [sys.modules[name] for name in heavy if name not in registered]
+            for module in added:
+                cloudpickle.register_pickle_by_value(module)
+            try:
+                buffer = io.BytesIO()
+                pickler = ByValue(buffer)
+                pickler.dump(obj)
+            finally:
+                for module in added:
+                    cloudpickle.unregister_pickle_by_value(module)
+        more = {name for name in pickler.modules - heavy if _is_heavy(name)}
+        if not more:
+            log.debug("shipping the code of %s by value to fresh workers", sorted(heavy))
+            return buffer.getvalue()
+        heavy |= more
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_roots() -> tuple[Path, ...]:
+    """Where the standard library and installed packages live (and shmaug)."""
+    paths = sysconfig.get_paths()
+    roots = {Path(paths[key]).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")
+             if key in paths}
+    return (*roots, _SHMAUG)
+
+
+def _users(name: str) -> types.ModuleType | None:
+    """The module ``name`` if it is the user's own: a file outside the standard library,
+    installed packages and shmaug; not ``__main__`` (see the module docstring)."""
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    if module is None or name == "__main__" or not isinstance(path, str):
+        return None
+    resolved = Path(path).resolve()
+    if _INSTALLED & set(resolved.parts) or any(resolved.is_relative_to(root)
+                                                 for root in _installed_roots()):
+        return None
+    return module
+
+
+def _is_heavy(name: str, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether importing the user's module ``name`` in a worker would load a framework
+    (``lazy_imports.LAZY``): a name of its binds something of one other than the bare
+    package (a submodule, a class, a function, an object), or something of another heavy
+    module of the user's; or a class of its derives directly from one. Only what it binds is
+    read: a module that calls a framework at its top without binding the result is not seen
+    (its workers load the framework, slower, never wrong)."""
+    module = _users(name)
+    if module is None or name in seen:
+        return False
+    seen = seen | {name}
+    for value in list(vars(module).values()):
+        for home in _homes(value, name):
+            if not isinstance(home, str):  # an odd object's ``__module__``: tells nothing
+                continue
+            if home.partition(".")[0] in LAZY or (home != name and _is_heavy(home, seen)):
+                return True
+    return False
+
+
+def _homes(value: Any, here: str) -> list[Any]:
+    """The modules ``value`` comes from, as ``_is_heavy`` reads them: a module's own name
+    (none for a framework's bare package, which a worker imports lazily); a class's module,
+    and for a class defined ``here``, its direct bases'; a function's module; an object's
+    class's."""
+    if isinstance(value, types.ModuleType):
+        name = value.__name__
+        return [] if name in LAZY else [name]
+    if isinstance(value, type):
+        if value.__module__ != here:
+            return [value.__module__]
+        # its bases only: a base's own bases load nothing more (shmaug.Sequence's Keras base
+        # is Keras-free in a worker: ``keras.sequence._pydataset``)
+        return [base.__module__ for base in value.__bases__]
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+        return [getattr(value, "__module__", None)]
+    return [type(value).__module__]
