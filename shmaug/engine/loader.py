@@ -207,7 +207,7 @@ class Loader:
         shuffle_window: int | None = None,
         drop_remainder: bool = False,
         start_method: str | None = None,
-        max_queue_size: int = 8,
+        max_queue_size: int | None = None,
         timeout: float | None = None,
         output_shape: tuple[int, ...] | None = None,
         output_dtype: Any = None,
@@ -436,7 +436,8 @@ class Loader:
         return describe.loader_repr(self._options, workers=self.workers,
                                     gathering=run.gather_only, pin_memory=run.pin_memory,
                                     load=load, output=(self.output_shape, self.output_dtype),
-                                    closed=self._closed)
+                                    closed=self._closed,
+                                    slots=None if run.ring is None else run.ring.slots)
 
     def __enter__(self) -> Loader:
         return self

@@ -185,7 +185,7 @@ class Sequence(_PyDataset):  # type: ignore[misc]
         shuffle_window: int | None = None,
         drop_remainder: bool = False,
         start_method: str | None = None,
-        max_queue_size: int = 8,
+        max_queue_size: int | None = None,
         timeout: float | None = None,
         output_shape: tuple[int, ...] | None = None,
         output_dtype: Any = None,
