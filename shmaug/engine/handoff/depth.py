@@ -37,17 +37,21 @@ class Depth:
     slots: int
     why: str
     bound: int | None = None  # bytes the default could take (None: as given)
+    workers: int = 0  # the most workers the default was made for
+    wanted: int = 0  # the default's slots for them, before the memory bound
 
     def describe(self) -> str:
-        """What chose the depth, in words (``stats()["queue"]["why"]``)."""
+        """What chose the depth, in words (``stats()["queue"]["why"]``, and errors)."""
         if self.why == GIVEN:
-            return f"max_queue_size={self.slots}, as given"
-        rule = (f"{PER_WORKER} per worker + {SPARE}, at least {FLOOR}")
+            return f"max_queue_size={self.slots} as given"
+        rule = (f"the default for {self.workers} workers ({PER_WORKER} per worker + {SPARE}, "
+                f"at least {FLOOR})")
         if self.why == WORKERS:
             return f"{self.slots} slots: {rule}"
-        return (f"{self.slots} slots: the memory bound ({self.bound:,} bytes: at most "
-                f"{MEMORY_CAP // 2**30} GiB and half the free shared memory) holds fewer than "
-                f"{rule}")
+        return (f"{self.slots} slots: {rule} would be {self.wanted}, but its memory bound "
+                f"({self.bound:,} bytes: the lesser of {MEMORY_CAP // 2**30} GiB and half of "
+                f"the shared memory free besides the data still to be copied) holds "
+                f"{self.slots}")
 
 
 def for_workers(workers: int) -> int:
@@ -76,8 +80,8 @@ def choose(asked: int | None, workers: int, batch_bytes: int, free: int | None,
     bound = memory_bound(free, besides)
     fits = bound // batch_bytes if batch_bytes > 0 else wanted
     if fits >= wanted:
-        return Depth(wanted, WORKERS, bound)
-    return Depth(max(1, fits), MEMORY, bound)
+        return Depth(wanted, WORKERS, bound, workers, wanted)
+    return Depth(max(1, fits), MEMORY, bound, workers, wanted)
 
 
 def short(room: int, workers: int) -> bool:

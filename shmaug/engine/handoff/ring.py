@@ -22,7 +22,8 @@ import numpy as np
 
 from .depth import GIVEN, Depth, choose as choose_depth
 from .pinned import pin
-from ...memory.store import RING, ArrayHandle, SharedStore, check_need, free_shm_bytes
+from ...memory import store as shm
+from ...memory.store import RING, ArrayHandle, SharedStore, check_need
 
 
 @dataclass(frozen=True)
@@ -110,9 +111,8 @@ class OutputRing:
         at most the slots made at start; before ``allocate``."""
         assert self.handles is None, "the depth is chosen before the blocks are made"
         chosen = choose_depth(asked, workers, self.batch_bytes(sample_shape, dtype, targets),
-                              free_shm_bytes(), sum((besides or {}).values()))
-        if chosen.slots > len(self.generation):  # (the default for more workers than at start)
-            chosen = Depth(len(self.generation), chosen.why, chosen.bound)
+                              shm.free_shm_bytes(), sum((besides or {}).values()))
+        assert chosen.slots <= len(self.generation), "made for as many slots at most"
         self.depth, self.slots = chosen, chosen.slots
         self._free = list(range(self.slots))[::-1]
         return chosen
@@ -124,7 +124,7 @@ class OutputRing:
         (other bytes still to be written to shared memory, by what they are), would not fit."""
         per = self.batch_bytes(sample_shape, dtype, targets)
         check_need({**(besides or {}), RING: self.slots * per}, batch_bytes=per,
-                   slots=self.slots)
+                   slots=self.slots, depth=self.depth.describe())
 
     def allocate(self, sample_shape: tuple[int, ...], dtype: Any,
                  targets: TargetLayout | None = None) -> RingHandles:
