@@ -4,10 +4,10 @@ two steps (the first, ``config.options``, says what was asked, checked).
 ``Running`` puts the dataset in a ``SharedStore`` (or maps its file), allocates the
 ``OutputRing``, starts the ``WorkerPool`` (or the ``InlinePool`` for ``workers=0``), has a
 worker make sample 0 to size the ring (its depth: ``handoff.depth``), and lets a
-``Prefetcher`` keep that many batches in flight; with nothing to augment, a ``Gatherer`` copies batches
-straight from the data instead. It owns all of these and frees them in the shutdown order
-(NOTE [shutdown order] in ``workers/pool.py``), from ``close()`` or, for a loader never
-closed, from a weakref finalizer. It plans nothing: which samples a batch holds is the
+``Prefetcher`` keep that many batches in flight; with nothing to augment, a ``Gatherer``
+copies batches straight from the data instead. It owns all of these and frees them in the
+shutdown order (NOTE [shutdown order] in ``workers/pool.py``), from ``close()`` or, for a
+loader never closed, from a weakref finalizer. It plans nothing: which samples a batch holds is the
 loader's to say (``rows``), and a batch is known by its key ``(epoch, batch)``.
 """
 

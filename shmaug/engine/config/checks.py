@@ -195,7 +195,8 @@ def queue_fits(slots: int, batch_rows: int = 0, sample_bytes: int | None = None)
         raise ArgumentError(
             f"`max_queue_size`={slots} asks for {slots} batches prepared ahead{per}; shmaug "
             f"takes at most {MAX_QUEUE_SIZE}, and a few more than the workers can fill at once "
-            f"gain nothing. Fix: leave `max_queue_size` out (the default follows the workers, within a memory bound)."
+            f"gain nothing. Fix: leave `max_queue_size` out (the default follows the workers, "
+            f"within a memory bound)."
         )
 
 
