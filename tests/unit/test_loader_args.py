@@ -356,7 +356,8 @@ def test_each_argument_is_checked_once_also_behind_a_sequence(monkeypatch):
 
     for name in ("positive_int", "boolean"):  # (check.shuffle asks boolean)
         counting(_checks, name, lambda name, *_: name)
-    for name in ("workers", "seed", "start_method", "timeout", "sharded_plan", "queue_fits"):
+    for name in ("workers", "seed", "start_method", "timeout", "sharded_plan", "queue_fits",
+                 "queue_size"):
         counting(_checks, name, lambda *_, name=name: name)
     counting(_checks, "callable_or_none", lambda name, *_: name)
     for name in ("image_array", "value_range", "resolve_range", "augmented_targets"):
@@ -364,7 +365,7 @@ def test_each_argument_is_checked_once_also_behind_a_sequence(monkeypatch):
     counting(_sampling, "weights", lambda *_: "sampling_weights")
 
     with shmaug.Sequence(X, np.arange(10), batch_size=4, augment=_ops.identity, workers=0,
-                         seed=1, shuffle=True, timeout=5) as seq:
+                         seed=1, shuffle=True, timeout=5, max_queue_size=4) as seq:
         made = list(seen)
         seq[0]
         seq.loader.close()
@@ -372,6 +373,6 @@ def test_each_argument_is_checked_once_also_behind_a_sequence(monkeypatch):
         seq[1]
     assert seen == made, "the loaders a Sequence started checked again"
     assert sorted(made) == sorted(set(made)), made  # each once
-    assert {"batch_size", "max_queue_size", "shuffle", "drop_remainder", "workers", "seed",
+    assert {"batch_size", "queue_size", "shuffle", "drop_remainder", "workers", "seed",
             "start_method", "timeout", "copy", "augment", "value_range", "sharded_plan",
             "queue_fits", "image_array", "sampling_weights"} <= set(made)
