@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -82,6 +83,12 @@ def test_a_sequence_under_fit_evaluate_and_predict(max_queue_size: int | None) -
     model.compile("sgd", "mse")
     with shmaug.Sequence(X, Y, batch_size=BATCH, augment=_ops.sleepy_pid, workers=WORKERS,
                          start_method="fork", seed=1, max_queue_size=max_queue_size) as seq:
+        monitor = shmaug.StallMonitor(seq, threshold=0.0)  # every wait told, with its remedy
+        with warnings.catch_warnings(record=True) as told:
+            warnings.simplefilter("always")
+            model.fit(seq, epochs=1, verbose=0, callbacks=[SlowStep(), monitor])
+        told_queue = [w for w in told if "The queue was the limit" in str(w.message)]
+        assert len(told_queue) == (max_queue_size is not None), [str(w.message) for w in told]
         for run in (lambda: model.fit(seq, epochs=1, verbose=0, callbacks=[SlowStep()]),
                     lambda: model.evaluate(seq, verbose=0, callbacks=[SlowStep()]),
                     lambda: model.predict(seq, verbose=0, callbacks=[SlowStep()])):
