@@ -302,3 +302,11 @@ def raise_from_batch_two(image, rng):
     if image.flat[0] >= 2 * 8:  # the test fills x[i] with i
         raise ValueError("Expected exception")
     return image
+
+
+def sleepy_pid(image, rng):
+    """A worker bound by sleeping (5 ms per sample), as a slow decode would be, that writes
+    its own process id into the sample: who made each one can be counted. Sleeping, many
+    workers run on 2 cores without competing for them."""
+    time.sleep(0.005)
+    return np.full(image.shape, os.getpid(), np.float32)

@@ -107,7 +107,13 @@ class Loader:
             with ``multiprocessing.set_start_method``, else the platform's if it is not fork, else
             fork while no JAX, TensorFlow or torch is imported and forkserver once one is
             (fork after their threads start can deadlock; see [Faults and errors](../faults.md)).
-        max_queue_size: batches prepared ahead of the consumer (ring slots in shared memory).
+        max_queue_size: batches the output ring holds in shared memory (being made, made,
+            or still held by the consumer). None (the default) follows the workers: 2 per
+            worker + 2, at least 8 (with ``workers="auto"``, for the most it may run), within
+            2 GiB and half of the free /dev/shm past the data still to be copied there
+            (fewer slots where fewer fit). A number given is kept as given.
+            ``stats()["queue"]`` says what chose the depth and whether it held the consumer
+            up.
         timeout: seconds one task (a batch, or a worker's share of one) may run before
             ``WorkerTimeout``; None waits forever. (A source in a bucket fetches the samples
             of the tasks queued behind a task with it, within its time.)
@@ -207,7 +213,7 @@ class Loader:
         shuffle_window: int | None = None,
         drop_remainder: bool = False,
         start_method: str | None = None,
-        max_queue_size: int = 8,
+        max_queue_size: int | None = None,
         timeout: float | None = None,
         output_shape: tuple[int, ...] | None = None,
         output_dtype: Any = None,
@@ -390,7 +396,11 @@ class Loader:
         waiting for data), ``hit_rate`` (batches ready when asked), ``queue_depth`` (batches
         ready now), ``workers`` (running now), ``workers_decision`` (with
         ``workers="auto"``: the latest decision and why, e.g. ``"2 -> 1: waited 0.3%, ..."``;
-        else None), ``worker_busy`` (per-worker busy fraction), ``respawns``, ``batches``,
+        else None), ``queue`` (the ring: ``slots``, ``why`` (what chose them),
+        ``bound_bytes`` (the default's memory bound), ``slot_waits`` (batches asked for
+        while the ring had room for fewer batches ahead than workers) and ``limited`` (the
+        queue, not the workers, held the consumer up); None with nothing to augment),
+        ``worker_busy`` (per-worker busy fraction), ``respawns``, ``batches``,
         ``images`` (augmented samples handed out: with ``num_shards`` K, 1/K of an epoch's)
         and, for a source that stands in for unreadable samples (``shmaug.ImageFiles`` with
         ``on_error="skip"``):
@@ -436,7 +446,8 @@ class Loader:
         return describe.loader_repr(self._options, workers=self.workers,
                                     gathering=run.gather_only, pin_memory=run.pin_memory,
                                     load=load, output=(self.output_shape, self.output_dtype),
-                                    closed=self._closed)
+                                    closed=self._closed,
+                                    slots=None if run.ring is None else run.ring.slots)
 
     def __enter__(self) -> Loader:
         return self

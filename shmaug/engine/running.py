@@ -3,11 +3,11 @@ two steps (the first, ``config.options``, says what was asked, checked).
 
 ``Running`` puts the dataset in a ``SharedStore`` (or maps its file), allocates the
 ``OutputRing``, starts the ``WorkerPool`` (or the ``InlinePool`` for ``workers=0``), has a
-worker make sample 0 to size the ring, and lets a ``Prefetcher`` keep up to
-``max_queue_size`` batches in flight; with nothing to augment, a ``Gatherer`` copies batches
-straight from the data instead. It owns all of these and frees them in the shutdown order
-(NOTE [shutdown order] in ``workers/pool.py``), from ``close()`` or, for a loader never
-closed, from a weakref finalizer. It plans nothing: which samples a batch holds is the
+worker make sample 0 to size the ring (its depth: ``handoff.depth``), and lets a
+``Prefetcher`` keep that many batches in flight; with nothing to augment, a ``Gatherer``
+copies batches straight from the data instead. It owns all of these and frees them in the
+shutdown order (NOTE [shutdown order] in ``workers/pool.py``), from ``close()`` or, for a
+loader never closed, from a weakref finalizer. It plans nothing: which samples a batch holds is the
 loader's to say (``rows``), and a batch is known by its key ``(epoch, batch)``.
 """
 
@@ -36,6 +36,7 @@ from . import source
 from .autoscale.autoworkers import AutoWorkers
 from .config import inputs
 from .config.options import Options
+from .handoff import depth
 from .handoff.copier import Copier
 from .handoff.gather import Gatherer
 from .handoff.prefetch import Handoff, Prefetcher
@@ -179,9 +180,10 @@ class Running:
                 for reason in self.figures.untold_whole_decodes():
                     log.warning(whole_decodes.message(reason))
         done = time.perf_counter()
-        self.figures.delivered(len(positions), done - began, bool(hit))
+        short = self.prefetch is not None and self.prefetch.short
+        self.figures.delivered(len(positions), done - began, bool(hit), short)
         if self.auto is not None:
-            self.auto.after(done - began, bool(hit), done)
+            self.auto.after(done - began, bool(hit), done, short)
         return xb, made, bool(hit)
 
     def mixed_labels(self, key: int, index: int, positions: np.ndarray) -> np.ndarray:
@@ -216,7 +218,8 @@ class Running:
     def stats(self) -> dict[str, Any]:
         ready = self.prefetch.ready if self.prefetch is not None else 0
         return self.figures.report(self.workers, ready,
-                                   None if self.auto is None else self.auto.summary())
+                                   None if self.auto is None else self.auto.summary(),
+                                   None if self.ring is None else self.ring.depth)
 
     def close(self) -> None:
         """Stop the workers and free the shared memory (NOTE [shutdown order]). Idempotent."""
@@ -259,7 +262,10 @@ class Running:
             inputs.check_values(images, self.value_range,  # all of it
                                 o.settings.output.bounds is not None, o.pipeline.plan)
         # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
-        self.ring = OutputRing(self.store, self._settings.max_queue_size,
+        # Generations for the most slots the depth may take: as given, or the default for
+        # the most workers there may be (the autotuner's start); settled once sized.
+        self.ring = OutputRing(self.store, self._settings.max_queue_size or
+                               depth.for_workers(self.workers_asked),
                                min(self.plan.batch_size, self.n))
         # What must fit in /dev/shm, checked before anything is copied there: the data and
         # the targets now (with the ring when its size is declared), the ring once the probe
@@ -267,7 +273,7 @@ class Running:
         need = copied_bytes(images, {k: v for k, v in self._moved.items()
                                      if isinstance(v, np.ndarray)}, self.workers)
         if shape is not None and dtype is not None:  # before any process starts, too
-            self.ring.check_fits(shape, dtype, besides=need)
+            self._size_ring(shape, dtype, None, need)
         else:
             check_need(need)
         x_handle, self.x, unfilled = self._place_dataset(o.data.x, load)
@@ -308,7 +314,7 @@ class Running:
         return WorkerPool(spec, self.workers, self._settings.start_method,
                           self._settings.timeout, store=self.store,
                           generation=self.ring.generation_handle,
-                          in_flight_per_worker=self._settings.max_queue_size + 1,
+                          in_flight_per_worker=self.ring.slots + 1,
                           capacity=self.workers_asked,
                           op=op_name(self._augment if self._augment is not None else load))
 
@@ -354,9 +360,19 @@ class Running:
         (``unfilled``, from _place_dataset), then copy them."""
         assert self.ring is not None
         rest = None if unfilled is None else unfilled[1]
-        self.ring.check_fits(sample_shape, dtype, targets, besides=copied_bytes(rest, {}, 0))
+        self._size_ring(sample_shape, dtype, targets, copied_bytes(rest, {}, 0))
         if unfilled is not None:
             unfilled[0][...] = rest
+
+    def _size_ring(self, sample_shape: tuple[int, ...], dtype: Any, targets: Any,
+                   besides: dict[str, int]) -> None:
+        """Settle the ring's depth for samples of this layout (``handoff.depth``), then check
+        that it fits with ``besides`` (bytes still to be copied to shared memory)."""
+        assert self.ring is not None
+        chosen = self.ring.choose(self._settings.max_queue_size, self.workers_asked,
+                                  sample_shape, dtype, targets, besides=besides)
+        log.debug("shmaug queue: %s", chosen.describe())
+        self.ring.check_fits(sample_shape, dtype, targets, besides=besides)
 
     def _payload(self, load: Any) -> tuple[bytes, bytes | None]:
         """The user's code for the workers: pickled as is, and with a heavy module's code by

@@ -31,7 +31,8 @@ def sequence_repr(seq: Sequence, base: type) -> str:
         ("shuffle", "None (follows Keras per pass: fit shuffles, evaluate and predict read "
          "in order)" if seq.shuffle is None else seq.shuffle),
         ("drop_remainder", order.plan.drop_remainder),
-        ("max_queue_size", given.workers.max_queue_size)]
+        ("max_queue_size", given.workers.max_queue_size
+         if given.workers.max_queue_size is not None else "None (follows the workers)")]
     optional = [("sample_weight", side.get("sample_weight")),
                 ("image_key", seq.image_key), ("timeout", given.workers.timeout),
                 ("output_shape", given.output.output_shape),

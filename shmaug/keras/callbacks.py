@@ -77,6 +77,19 @@ class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
 LOGGED = ("images_per_s", "wait_fraction", "hit_rate", "workers")  # stats() keys it logs
 
 
+def _remedy(stats: dict[str, Any]) -> str:
+    """What to try for an input-bound epoch: the queue when it was the limit (more workers
+    would find no free slot), else the workers and the work."""
+    queue = stats.get("queue") or {}
+    if queue.get("limited"):
+        return (f"The queue was the limit, not the workers ({queue['why']}: fewer batches "
+                f"ahead than workers). Try: a larger `max_queue_size`, or leave it out (the "
+                f"default holds 2 batches per worker + 2).")
+    return ("Try: more `workers` (up to the number of cores), a cheaper augmentation "
+            "pipeline, or packing decoded images into a .npy file so workers stop decoding "
+            "them.")
+
+
 class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
     """Logs each epoch's input-pipeline figures and says plainly when training waits for data.
 
@@ -136,6 +149,4 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
                 warn(
                     f"Training is input-bound: in epoch {epoch + 1} "
                     f"{s['wait_fraction']:.0%} of the time went to waiting for data "
-                    f"({s['workers']} shmaug workers, busy {busy}). Try: more `workers` (up to "
-                    f"the number of cores), a cheaper augmentation pipeline, or packing "
-                    f"decoded images into a .npy file so workers stop decoding them.")
+                    f"({s['workers']} shmaug workers, busy {busy}). {_remedy(s)}")

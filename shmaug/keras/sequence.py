@@ -109,7 +109,8 @@ class Sequence(_PyDataset):  # type: ignore[misc]
     Keras' ``PyDataset`` arguments work as a Keras user expects: ``workers`` is how many
     processes prepare batches (shmaug's; the default ``"auto"`` lets the pool size itself
     between epochs, see ``shmaug.Loader``; 0 runs in this process), ``max_queue_size`` how many
-    batches are prepared ahead; ``use_multiprocessing`` is accepted and changes nothing,
+    batches the ring holds (None, the default: 2 per worker + 2, within a memory bound, see
+    ``shmaug.Loader``); ``use_multiprocessing`` is accepted and changes nothing,
     because shmaug's workers are always processes (``False`` gets a ``ShmaugWarning``: it
     cannot make them threads). Keras itself is told ``workers=1, use_multiprocessing=False``
     so that it adds no threads or processes on top; hence ``seq.workers`` reads 1: it is the
@@ -185,7 +186,7 @@ class Sequence(_PyDataset):  # type: ignore[misc]
         shuffle_window: int | None = None,
         drop_remainder: bool = False,
         start_method: str | None = None,
-        max_queue_size: int = 8,
+        max_queue_size: int | None = None,
         timeout: float | None = None,
         output_shape: tuple[int, ...] | None = None,
         output_dtype: Any = None,

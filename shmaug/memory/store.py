@@ -117,13 +117,15 @@ RING = "the output ring"  # how check_need's callers name the ring and the datas
 DATASET = "the dataset"  # the parts
 
 
-def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0) -> None:
+def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0,
+               depth: str = "") -> None:
     """Raise ``SharedMemoryError`` when /dev/shm cannot hold all of ``parts`` together (bytes
     still to be written there, by what they are for), before any of them is written.
 
     The fix fits the case: when the output ring (``RING``: ``slots`` batches of
     ``batch_bytes``) does not fit, a smaller batch or queue (with the ``max_queue_size``
-    that fits); when the dataset alone does not, a ``.npy`` path, which is memory-mapped
+    that fits; ``depth``: what chose the ring's depth, said with it); when the dataset
+    alone does not, a ``.npy`` path, which is memory-mapped
     instead of copied; always, enlarging /dev/shm.
     """
     free = free_shm_bytes()
@@ -132,7 +134,8 @@ def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0) -
         return
     ring, data = parts.get(RING, 0), parts.get(DATASET, 0)
     fits = (free - (total - ring)) // batch_bytes if batch_bytes and total - ring < free else 0
-    shrink = (f"lower `max_queue_size` (now {slots} batches of {batch_bytes:,} bytes; "
+    chosen = f", {depth}" if depth else ""
+    shrink = (f"lower `max_queue_size` (now {slots} batches of {batch_bytes:,} bytes{chosen}; "
               + (f"max_queue_size={fits} fits" if fits >= 1 else "not one batch fits beside "
                  "the rest, so lower `batch_size` too") + ") or `batch_size`")
     npy = ("pass `x` as a path to a .npy file (`np.save(path, x)`) or a "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from hypothesis import given, settings
@@ -80,6 +81,17 @@ def test_starved_workers_grow_by_what_the_wait_says_is_missing():
     assert d.workers == 4  # never above the usable cores
     d = decide(figures(3, wait=0.021, demand=2.9, hit_rate=0.5), 8, JUDGED)
     assert d.workers == 4  # at least one more
+
+
+def test_a_consumer_held_up_by_the_queue_gets_no_more_workers():
+    """Waits at asks where the ring had fewer slots ahead than workers: more workers would
+    find no slot either (issue 58), so the count is kept and the queue named."""
+    starved = figures(4, wait=0.3, demand=2.0, hit_rate=0.2)  # 80 of 100 batches waited for
+    queue_bound = dataclasses.replace(starved, short_misses=40)  # half of them short
+    d = decide(queue_bound, 8, JUDGED)
+    assert d.workers == 4 and "the queue is the limit" in d.reason, d.reason
+    d = decide(dataclasses.replace(starved, short_misses=39), 8, JUDGED)  # fewer: workers'
+    assert d.workers > 4, d.reason
 
 
 def test_a_count_that_starved_is_retried_later_and_later():

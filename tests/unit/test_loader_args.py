@@ -157,8 +157,9 @@ def small_shm(monkeypatch):
 def test_a_ring_too_large_is_refused_with_a_smaller_queue_before_the_data_is_copied(small_shm):
     x = np.arange(1, 10 * 16 + 1, dtype=np.uint8).reshape(10, 4, 4)  # 160 bytes, no zero
     small_shm.free = 200_000  # the 64x64 float32 ring: 8 batches of 65,536 bytes
-    with pytest.raises(shmaug.SharedMemoryError) as info:
-        shmaug.Loader(x, batch_size=4, augment=_ops.upscaled_float, workers=0)
+    with pytest.raises(shmaug.SharedMemoryError) as info:  # 8 as given: kept, so refused
+        shmaug.Loader(x, batch_size=4, augment=_ops.upscaled_float, workers=0,
+                      max_queue_size=8)
     text = str(info.value)
     assert "the output ring 524,288 bytes" in text and "max_queue_size=3 fits" in text, text
     assert ".npy" not in text  # the data fits: moving it to a file would not help
@@ -187,8 +188,48 @@ def test_data_and_ring_that_fit_only_apart_get_both_fixes(small_shm):
     small_shm.free = 30_000  # each fits, not both: the ring of 8 batches is 8,192
     with pytest.raises(shmaug.SharedMemoryError,
                        match=r"max_queue_size=4 fits\) or `batch_size`, or pass `x` as a path"):
-        shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=0)
+        shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=0, max_queue_size=8)
     assert not small_shm.blocks[0][1:].any()
+
+
+def test_the_default_queue_takes_what_its_memory_bound_holds_and_says_so(small_shm):
+    x = np.arange(1, 10 * 16 + 1, dtype=np.uint8).reshape(10, 4, 4)  # 160 bytes
+    small_shm.free = 200_000  # half of it, less the data: one batch of 65,536 bytes
+    with shmaug.Loader(x, batch_size=4, augment=_ops.upscaled_float, workers=0) as loader:
+        np.testing.assert_array_equal(loader.batch(2)[0], [_ops.upscaled_float(s, None)
+                                                           for s in x[8:]])
+        queue = loader.stats()["queue"]
+    bound = (200_000 - 144) // 2  # the rows past sample 0 are still to be copied
+    assert queue["slots"] == 1 and queue["bound_bytes"] == bound, queue
+    assert f"its memory bound ({bound:,} bytes" in queue["why"], queue
+    assert "would be 8" in queue["why"] and loader.max_queue_size is None, queue
+
+
+def test_the_default_queue_leaves_room_for_the_data_still_to_be_copied(small_shm):
+    x = np.ones((1000, 16, 16), np.uint8)  # 256,000 bytes; a batch of 4 is 1,024
+    small_shm.free = 260_000
+    with shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=0) as loader:
+        queue = loader.stats()["queue"]
+    assert queue["bound_bytes"] == (260_000 - 255_744) // 2 and queue["slots"] == 2, queue
+
+
+def test_a_default_queue_with_no_room_for_one_batch_is_refused_naming_its_bound(small_shm):
+    x = np.ones((10, 4, 4), np.uint8)
+    small_shm.free = 60_000  # not one batch of 65,536 bytes
+    with pytest.raises(shmaug.SharedMemoryError,
+                       match=r"now 1 batches of 65,536 bytes, 1 slots: the default for 0 "
+                             r"workers.*its memory bound \(29,928 bytes.*lower `batch_size`"):
+        shmaug.Loader(x, batch_size=4, augment=_ops.upscaled_float, workers=0)
+
+
+def test_a_queue_size_given_is_kept_whatever_the_workers(small_shm):
+    small_shm.free = 10**9
+    with shmaug.Loader(X, batch_size=4, augment=_ops.identity, workers=0,
+                       max_queue_size=3) as loader:
+        queue = loader.stats()["queue"]
+        assert loader.max_queue_size == 3 and "max_queue_size=3" in repr(loader)
+    assert queue["slots"] == 3 and queue["why"] == "max_queue_size=3 as given", queue
+    assert queue["bound_bytes"] is None
 
 
 def test_ragged_targets_name_the_argument_and_the_fix() -> None:
@@ -206,7 +247,7 @@ def test_repr_shows_the_settings_given_and_what_they_resolved_to():
     assert text.startswith("shmaug.Loader(x=<uint8 array (10, 4, 4)>, y=<int64 array (10,)>, "
                            "batch_size=4, augment=<function identity"), text
     for part in ("workers=0", "seed=7,", "shuffle=True", "drop_remainder=False",
-                 "max_queue_size=8", "timeout=5.0", "value_range=(0, 255)",
+                 "max_queue_size=8 (default)", "timeout=5.0", "value_range=(0, 255)",
                  "output_shape=(4, 4)", "output_dtype=uint8"):
         assert part in text, (part, text)
     assert "copy=" not in text and "num_shards" not in text  # defaults left unsaid
@@ -315,7 +356,8 @@ def test_each_argument_is_checked_once_also_behind_a_sequence(monkeypatch):
 
     for name in ("positive_int", "boolean"):  # (check.shuffle asks boolean)
         counting(_checks, name, lambda name, *_: name)
-    for name in ("workers", "seed", "start_method", "timeout", "sharded_plan", "queue_fits"):
+    for name in ("workers", "seed", "start_method", "timeout", "sharded_plan", "queue_fits",
+                 "queue_size"):
         counting(_checks, name, lambda *_, name=name: name)
     counting(_checks, "callable_or_none", lambda name, *_: name)
     for name in ("image_array", "value_range", "resolve_range", "augmented_targets"):
@@ -323,7 +365,7 @@ def test_each_argument_is_checked_once_also_behind_a_sequence(monkeypatch):
     counting(_sampling, "weights", lambda *_: "sampling_weights")
 
     with shmaug.Sequence(X, np.arange(10), batch_size=4, augment=_ops.identity, workers=0,
-                         seed=1, shuffle=True, timeout=5) as seq:
+                         seed=1, shuffle=True, timeout=5, max_queue_size=4) as seq:
         made = list(seen)
         seq[0]
         seq.loader.close()
@@ -331,6 +373,6 @@ def test_each_argument_is_checked_once_also_behind_a_sequence(monkeypatch):
         seq[1]
     assert seen == made, "the loaders a Sequence started checked again"
     assert sorted(made) == sorted(set(made)), made  # each once
-    assert {"batch_size", "max_queue_size", "shuffle", "drop_remainder", "workers", "seed",
+    assert {"batch_size", "queue_size", "shuffle", "drop_remainder", "workers", "seed",
             "start_method", "timeout", "copy", "augment", "value_range", "sharded_plan",
             "queue_fits", "image_array", "sampling_weights"} <= set(made)

@@ -31,6 +31,10 @@ and answers:
    ``HEADROOM`` of the time (``ceil(demand / HEADROOM)``), at most halving per epoch, and
    never to a count that starved recently; else keep.
 
+Between 1 and 2: a consumer that waited, for at least half of its waits, while the ring had
+fewer slots ahead than workers (a ``max_queue_size`` too small for them; ``handoff.depth``)
+was held up by the queue, not the workers: keep the count, and say so.
+
 The counts a pool goes through never change a batch: a sample's augmentation depends only on
 (seed, epoch, sample index).
 """
@@ -40,6 +44,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+
+from ..handoff.depth import queue_limited
 
 TARGET_WAIT = 0.02  # the share of its time the consumer may wait for data
 HEADROOM = 0.75  # the busy share fewer workers may reach doing the same work
@@ -61,6 +67,13 @@ class EpochFigures:
     wait_s: float  # the consumer's time spent waiting for them
     busy_s: float  # the workers' time spent making samples, summed over workers
     hits: int  # batches that were ready when asked
+    # batches waited for while the ring had fewer slots ahead than workers (handoff.depth)
+    short_misses: int = 0
+
+    @property
+    def queue_limited(self) -> bool:
+        """The ring, not the workers, held the consumer up (``depth.queue_limited``)."""
+        return queue_limited(self.short_misses, self.batches - self.hits)
 
     @property
     def wait(self) -> float:
@@ -112,6 +125,10 @@ def decide(figures: EpochFigures, cores: int, state: Tuning = Tuning()) -> Decis
     seen_as = (f"waited {wait:.1%}, {hit_rate:.0%} of batches ready, workers busy "
                f"{demand / n:.0%}")
     starved = wait > TARGET_WAIT and (hit_rate < MIN_HIT_RATE or demand >= SATURATED * n)
+    if starved and figures.queue_limited:  # more workers would find no slot either
+        return Decision(n, f"kept {n}: {seen_as}; the queue is the limit, not the workers "
+                           f"(the ring had fewer slots ahead than workers: raise "
+                           f"`max_queue_size`, or leave it out)", state)
     if starved:
         backoff = 2 * state.backoff if n <= state.too_few else RETRY_EPOCHS
         state = dataclasses.replace(state, too_few=n, retry_at=state.judged + backoff,

@@ -50,7 +50,7 @@ class AutoWorkers:
         self._t_first = self._t_last = self._busy_first = self._busy_last = 0.0
         # Pooled figures of the epochs closed but not judged yet (and the one in progress
         # once closed): invariant: batches, ready ones, seconds, wait, busy seconds.
-        self._batches = self._hits = 0
+        self._batches = self._hits = self._short_misses = 0
         self._seconds = self._wait_s = self._busy = 0.0
 
     @property
@@ -73,10 +73,12 @@ class AutoWorkers:
         self._busy_first = self._busy_last = self._busy_s()
         return change
 
-    def after(self, waited_s: float, hit: bool, now: float) -> None:
-        """A batch of the epoch in progress was handed out after ``waited_s``."""
+    def after(self, waited_s: float, hit: bool, now: float, short: bool = False) -> None:
+        """A batch of the epoch in progress was handed out after ``waited_s``; ``short``: the
+        ring had fewer slots ahead than workers when it was asked for."""
         self._batches += 1
         self._hits += hit
+        self._short_misses += short and not hit
         self._wait_s += waited_s
         self._t_last = now
         self._busy_last = self._busy_s()
@@ -98,11 +100,11 @@ class AutoWorkers:
         """Ask the rule about the pooled figures (``workers`` ran through them: the pool is
         resized only between epochs), then start a new pool of figures."""
         figures = EpochFigures(workers, self._batches, self._seconds, self._wait_s,
-                               self._busy, self._hits)
+                               self._busy, self._hits, self._short_misses)
         decision = decide(figures, self.cores, self.state)
         self.state = decision.state
         self.decisions = [*self.decisions[-HISTORY + 1:], (epoch, decision)]
-        self._batches = self._hits = 0
+        self._batches = self._hits = self._short_misses = 0
         self._seconds = self._wait_s = self._busy = 0.0
         if decision.workers == workers:
             log.debug("shmaug workers after epoch %d: %s", epoch, decision.reason)

@@ -168,6 +168,19 @@ def start_method(value: Any) -> str | None:
     return value  # type: ignore[no-any-return]
 
 
+def queue_size(value: Any) -> int | None:
+    """``max_queue_size``: None (the default depth, ``handoff.depth``) or a positive int."""
+    if value is None:
+        return None
+    if not _is_int(value) or value <= 0:
+        raise ArgumentError(
+            f"`max_queue_size` must be None (the default: enough batches for every worker, "
+            f"within a memory bound) or a positive integer; received {got(value)}. Fix: "
+            f"leave it out, or pass e.g. `max_queue_size=32`."
+        )
+    return int(value)
+
+
 MAX_QUEUE_SIZE = 4096  # ring slots; each also costs bookkeeping made before any process starts
 
 
@@ -182,7 +195,8 @@ def queue_fits(slots: int, batch_rows: int = 0, sample_bytes: int | None = None)
         raise ArgumentError(
             f"`max_queue_size`={slots} asks for {slots} batches prepared ahead{per}; shmaug "
             f"takes at most {MAX_QUEUE_SIZE}, and a few more than the workers can fill at once "
-            f"gain nothing. Fix: pass e.g. `max_queue_size=8` (the default)."
+            f"gain nothing. Fix: leave `max_queue_size` out (the default follows the workers, "
+            f"within a memory bound)."
         )
 
 

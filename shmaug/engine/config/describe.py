@@ -47,10 +47,11 @@ def resolved_start_method(value: str | None) -> str:
 
 
 def loader_repr(o: Options, *, workers: int, gathering: bool, pin_memory: bool, load: Any,
-                output: tuple[tuple[int, ...], Any], closed: bool) -> str:
+                output: tuple[tuple[int, ...], Any], closed: bool,
+                slots: int | None = None) -> str:
     """A ``Loader``'s repr: its options as given, with the worker count it runs, whether it only
-    gathers (nothing to augment), the ``load`` its workers call and the output learned from
-    sample 0."""
+    gathers (nothing to augment), the ``load`` its workers call, the output learned from
+    sample 0 and the ring's ``slots`` (what the default ``max_queue_size`` resolved to)."""
     order, asked = o.order, o.settings.workers
     shown_workers: Any = workers
     if workers and gathering:
@@ -63,7 +64,8 @@ def loader_repr(o: Options, *, workers: int, gathering: bool, pin_memory: bool, 
          if workers else "None (workers=0: this process)"),
         ("seed", f"{order.seed} (drawn: seed=None)" if order.seed_drawn else order.seed),
         ("shuffle", order.shuffle), ("drop_remainder", order.plan.drop_remainder),
-        ("max_queue_size", asked.max_queue_size)]
+        ("max_queue_size", asked.max_queue_size if asked.max_queue_size is not None or
+         slots is None else f"{slots} (default)")]
     optional = [("timeout", asked.timeout, None), ("copy", asked.copy, True),
                 ("pin_memory", pin_memory, False),
                 ("value_range", o.settings.output.value_range, None),

@@ -87,7 +87,8 @@ class WorkerOptions:
 
     workers: int | str = check.AUTO  # a count, or "auto" (None as given: one per core)
     start_method: str | None = None
-    max_queue_size: int = 8  # checked against a batch's memory by Options.of
+    max_queue_size: int | None = None  # None: follows the workers (handoff.depth); checked
+    # against a batch's memory by Options.of
     timeout: float | None = None
     copy: bool = True
     pin_memory: bool = False
@@ -95,7 +96,7 @@ class WorkerOptions:
     def __post_init__(self) -> None:
         _set(self, "workers", check.workers(self.workers))
         _set(self, "start_method", check.start_method(self.start_method))
-        _set(self, "max_queue_size", check.positive_int("max_queue_size", self.max_queue_size))
+        _set(self, "max_queue_size", check.queue_size(self.max_queue_size))
         _set(self, "timeout", check.timeout(self.timeout))
         _set(self, "copy", check.boolean("copy", self.copy))
         _set(self, "pin_memory", check.boolean("pin_memory", self.pin_memory))
@@ -326,9 +327,10 @@ class Options:
         """The settings checked against the data: each check once (``per_pass`` as for
         ``Order.of``, ``hook`` as for ``Pipeline.of``)."""
         images = data.images
-        check.queue_fits(settings.workers.max_queue_size,
-                         min(settings.batches.batch_size, data.n),
-                         None if images is None else images[0].nbytes)
+        if settings.workers.max_queue_size is not None:
+            check.queue_fits(settings.workers.max_queue_size,
+                             min(settings.batches.batch_size, data.n),
+                             None if images is None else images[0].nbytes)
         return cls(settings, data, Order.of(settings.batches, data.n, data.labels,
                                             per_pass=per_pass, x=data.x),
                    Pipeline.of(settings.output, data, hook, hook_name))

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from . import depth
 from .copier import Copier, Copy
 from .recycle import Recycler
 from ...errors import ClosedError
@@ -93,6 +94,9 @@ class Prefetcher:
         self._leased = 0  # invariant: slots lent (Handoff.LEND) and not yet taken back
         self._max_leased = ring.slots // 2  # (0 with one slot: that one must stay free)
         self._inside: set[int] = set()  # invariant: ids of the threads running produce()
+        # Whether the last batch asked for found the ring with room for fewer batches ahead
+        # than there are workers (``depth.short``): a worker then has no batch of its own.
+        self.short = False
         self.resized(workers)
 
     def resized(self, workers: int) -> None:
@@ -156,6 +160,7 @@ class Prefetcher:
             self._lent = None
         self._take_back()
         wanted = [key, *self._lookahead(key)]
+        self.short = depth.short(len(wanted) - 1, self.workers)
         self._collect(0.0)  # file what finished while the consumer was busy
         self._drop_unwanted(set(wanted))
         hit = key in self._inflight and not self._inflight[key].tickets

@@ -20,7 +20,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .depth import GIVEN, Depth, choose as choose_depth
 from .pinned import pin
+from ...memory import store as shm
 from ...memory.store import RING, ArrayHandle, SharedStore, check_need
 
 
@@ -60,11 +62,16 @@ def _leased(rows: np.ndarray, token: _Token) -> np.ndarray:
 
 
 class OutputRing:
-    """K batch slots; ``acquire()`` a free one, ``release()`` it once its rows are read."""
+    """K batch slots; ``acquire()`` a free one, ``release()`` it once its rows are read.
+
+    ``slots`` is the most it may hold (its generations are made for that many before the
+    workers start); ``choose`` settles the depth within it once a batch's size is known
+    (``depth``), before ``allocate``."""
 
     def __init__(self, store: SharedStore, slots: int, batch_size: int) -> None:
         self._store = store
         self.slots = slots
+        self.depth = Depth(slots, GIVEN)  # invariant: what chose ``slots``
         self.batch_size = batch_size
         self.handles: RingHandles | None = None  # invariant: the blocks mapped, once allocated
         self.view: np.ndarray = np.empty(0)  # (slots, batch_size, *sample_shape) once allocated
@@ -96,6 +103,20 @@ class OutputRing:
         return sum(self.batch_size * int(np.prod(shape, dtype=np.int64)) *
                    np.dtype(kind).itemsize for shape, kind in layouts)
 
+    def choose(self, asked: int | None, workers: int, sample_shape: tuple[int, ...],
+               dtype: Any, targets: TargetLayout | None = None, *,
+               besides: dict[str, int] | None = None) -> Depth:
+        """Settle the depth (``depth.choose``: ``asked`` as given, else the default for
+        ``workers`` within the memory bound, ``besides`` still to be copied to shared memory),
+        at most the slots made at start; before ``allocate``."""
+        assert self.handles is None, "the depth is chosen before the blocks are made"
+        chosen = choose_depth(asked, workers, self.batch_bytes(sample_shape, dtype, targets),
+                              shm.free_shm_bytes(), sum((besides or {}).values()))
+        assert chosen.slots <= len(self.generation), "made for as many slots at most"
+        self.depth, self.slots = chosen, chosen.slots
+        self._free = list(range(self.slots))[::-1]
+        return chosen
+
     def check_fits(self, sample_shape: tuple[int, ...], dtype: Any,
                    targets: TargetLayout | None = None, *, besides: dict[str, int] | None = None
                    ) -> None:
@@ -103,7 +124,7 @@ class OutputRing:
         (other bytes still to be written to shared memory, by what they are), would not fit."""
         per = self.batch_bytes(sample_shape, dtype, targets)
         check_need({**(besides or {}), RING: self.slots * per}, batch_bytes=per,
-                   slots=self.slots)
+                   slots=self.slots, depth=self.depth.describe())
 
     def allocate(self, sample_shape: tuple[int, ...], dtype: Any,
                  targets: TargetLayout | None = None) -> RingHandles:

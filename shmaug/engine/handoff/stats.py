@@ -12,6 +12,7 @@ from typing import Any
 
 from ... import whole_decodes
 from ..workers.status import StatusBlock
+from .depth import Depth, queue_limited
 
 
 class Figures:
@@ -29,8 +30,11 @@ class Figures:
         self.reset()
 
     def reset(self) -> None:
+        # short: batches asked for while the ring was short of a slot per worker (see
+        # handoff.depth), short_misses: those among them the consumer waited for
         self.counters: dict[str, float] = dict(wait_s=0.0, images=0, batches=0, hits=0,
-                                               skipped=0, t_first=0.0)
+                                               skipped=0, t_first=0.0, short=0,
+                                               short_misses=0)
         self._t0 = time.perf_counter()
         # A baseline, not a reset: workers add to their busy seconds without a lock, so a zero
         # written here could be lost under a worker's read-modify-write.
@@ -44,12 +48,27 @@ class Figures:
         if not self.counters["t_first"]:
             self.counters["t_first"] = began
 
-    def delivered(self, images: int, waited_s: float, hit: bool) -> None:
+    def delivered(self, images: int, waited_s: float, hit: bool, short: bool = False) -> None:
+        """A batch was handed out after ``waited_s``; ``short``: the ring was short of a
+        slot per worker when it was asked for."""
         c = self.counters
         c["wait_s"] += waited_s
         c["images"] += images
         c["batches"] += 1
         c["hits"] += hit
+        c["short"] += short
+        c["short_misses"] += short and not hit
+
+    def queue(self, chosen: Depth | None) -> dict[str, Any] | None:
+        """``stats()["queue"]``: the ring's depth (``chosen``; None: no ring, nothing to
+        augment) and whether it, not the workers, held the consumer up."""
+        if chosen is None:
+            return None
+        c = self.counters
+        return {"slots": chosen.slots, "why": chosen.describe(),
+                "bound_bytes": chosen.bound, "slot_waits": int(c["short"]),
+                "limited": queue_limited(int(c["short_misses"]),
+                                         int(c["batches"] - c["hits"]))}
 
     def stood_in(self, names: dict[int, str]) -> bool:
         """Count stand-ins delivered for unreadable samples; True for the first ever."""
@@ -71,7 +90,8 @@ class Figures:
         self._told.update(new)
         return new
 
-    def report(self, workers: int, ready: int, decision: str | None) -> dict[str, Any]:
+    def report(self, workers: int, ready: int, decision: str | None,
+               chosen: Depth | None = None) -> dict[str, Any]:
         c = self.counters
         now = time.perf_counter()
         elapsed = now - c["t_first"] if c["t_first"] else 0.0
@@ -86,6 +106,7 @@ class Figures:
             "wait_fraction": c["wait_s"] / elapsed if elapsed > 0 else 0.0,
             "hit_rate": c["hits"] / c["batches"] if c["batches"] else 0.0,
             "queue_depth": ready,
+            "queue": self.queue(chosen),
             "workers": workers,
             "workers_decision": decision,
             "worker_busy": busy,

@@ -1,0 +1,97 @@
+"""How many batches the output ring holds: ``max_queue_size`` as given, or by default enough
+for every worker to have a batch of its own ahead of the consumer, within a memory bound.
+
+A worker with no batch to make idles, and a batch needs a free ring slot before anyone can
+make it. With 15 workers and a fixed 8 slots, a third of a 16-core host sat idle while the GPU
+waited for half its time (issue 58). So the default follows the workers, as torch's
+``DataLoader`` keeps ``prefetch_factor`` (2) batches per worker in flight: ``PER_WORKER``
+slots per worker there may be (with ``workers="auto"``, the most the autotuner may run: the
+usable cores, where the pool starts), plus ``SPARE`` for the batches the consumer holds, and
+never fewer than ``FLOOR`` (the fixed default before). Slots cost shared memory, so the
+default takes at most ``MEMORY_CAP`` bytes, and at most half of what /dev/shm has free once
+the data still to be copied there is; the batches that bound allows, if fewer. A
+``max_queue_size`` the user gives is kept as given (only checked to fit, by the ring).
+
+``stats()["queue"]`` reports the depth and which bound chose it; ``slot_waits`` counts the
+batches asked for while the ring had room for fewer batches ahead than there are workers
+(see ``Prefetcher``), and ``queue_limited`` says when those, not the workers, held the
+consumer up: ``workers="auto"`` then adds no workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PER_WORKER = 2  # batches per worker, as torch's prefetch_factor
+SPARE = 2  # for the batches the consumer holds (lent) or reads
+FLOOR = 8  # the fewest slots the default takes (the fixed default before issue 58)
+MEMORY_CAP = 2 * 2**30  # bytes the default ring may take at most
+
+GIVEN, WORKERS, MEMORY = "max_queue_size", "workers", "memory"  # what chose the depth
+
+
+@dataclass(frozen=True, slots=True)
+class Depth:
+    """The ring's slot count and what chose it (``GIVEN``, ``WORKERS`` or ``MEMORY``)."""
+
+    slots: int
+    why: str
+    bound: int | None = None  # bytes the default could take (None: as given)
+    workers: int = 0  # the most workers the default was made for
+    wanted: int = 0  # the default's slots for them, before the memory bound
+
+    def describe(self) -> str:
+        """What chose the depth, in words (``stats()["queue"]["why"]``, and errors)."""
+        if self.why == GIVEN:
+            return f"max_queue_size={self.slots} as given"
+        rule = (f"the default for {self.workers} workers ({PER_WORKER} per worker + {SPARE}, "
+                f"at least {FLOOR})")
+        if self.why == WORKERS:
+            return f"{self.slots} slots: {rule}"
+        return (f"{self.slots} slots: {rule} would be {self.wanted}, but its memory bound "
+                f"({self.bound:,} bytes: the lesser of {MEMORY_CAP // 2**30} GiB and half of "
+                f"the shared memory free besides the data still to be copied) holds "
+                f"{self.slots}")
+
+
+def for_workers(workers: int) -> int:
+    """The default depth for ``workers`` workers, before the memory bound."""
+    return max(FLOOR, PER_WORKER * workers + SPARE)
+
+
+def memory_bound(free: int | None, besides: int = 0) -> int:
+    """The bytes a default ring may take: ``MEMORY_CAP``, and at most half of the ``free``
+    bytes of /dev/shm (None: not measurable here) left once ``besides`` bytes (the data still
+    to be copied there) are."""
+    if free is None:
+        return MEMORY_CAP
+    return min(MEMORY_CAP, max(0, free - besides) // 2)
+
+
+def choose(asked: int | None, workers: int, batch_bytes: int, free: int | None,
+           besides: int = 0) -> Depth:
+    """The depth for ``asked`` (``max_queue_size``; None: the default) with ``workers``
+    workers (the most there may be), batches of ``batch_bytes`` in the ring, ``free`` bytes
+    free in /dev/shm and ``besides`` still to be copied there. The default is at least one
+    slot: a ring that cannot hold one is refused by the ring's own check, with its fix."""
+    if asked is not None:
+        return Depth(asked, GIVEN)
+    wanted = for_workers(workers)
+    bound = memory_bound(free, besides)
+    fits = bound // batch_bytes if batch_bytes > 0 else wanted
+    if fits >= wanted:
+        return Depth(wanted, WORKERS, bound, workers, wanted)
+    return Depth(max(1, fits), MEMORY, bound, workers, wanted)
+
+
+def short(room: int, workers: int) -> bool:
+    """Whether a ring with ``room`` slots for batches ahead of the one asked for leaves a
+    worker without a batch of its own (``slot_waits`` counts these asks)."""
+    return 0 < workers and room < workers
+
+
+def queue_limited(slot_waits: int, misses: int) -> bool:
+    """Whether the queue, not the workers, held the consumer up: at least half of the batches
+    it waited for (``misses``) were asked for while the ring was short (``slot_waits``
+    counted among them)."""
+    return misses > 0 and 2 * slot_waits >= misses
