@@ -107,13 +107,10 @@ class Loader:
             with ``multiprocessing.set_start_method``, else the platform's if it is not fork, else
             fork while no JAX, TensorFlow or torch is imported and forkserver once one is
             (fork after their threads start can deadlock; see [Faults and errors](../faults.md)).
-        max_queue_size: batches the output ring holds in shared memory (being made, made,
-            or still held by the consumer). None (the default) follows the workers: 2 per
-            worker + 2, at least 8 (with ``workers="auto"``, for the most it may run), within
-            2 GiB and half of the free /dev/shm past the data still to be copied there
-            (fewer slots where fewer fit). A number given is kept as given.
-            ``stats()["queue"]`` says what chose the depth and whether it held the consumer
-            up.
+        max_queue_size: batches the ring holds in shared memory (made, being made, or held).
+            None (default): 2 per worker + 2, at least 8 (for the most workers "auto" may
+            run), within 2 GiB and half the free /dev/shm past the data still to copy there.
+            A number is kept as given. ``stats()["queue"]`` says what chose it.
         timeout: seconds one task (a batch, or a worker's share of one) may run before
             ``WorkerTimeout``; None waits forever. (A source in a bucket fetches the samples
             of the tasks queued behind a task with it, within its time.)
@@ -401,9 +398,10 @@ class Loader:
         while the ring had room for fewer batches ahead than workers) and ``limited`` (the
         queue, not the workers, held the consumer up); None with nothing to augment),
         ``worker_busy`` (per-worker busy fraction), ``respawns``, ``batches``,
-        ``images`` (augmented samples handed out: with ``num_shards`` K, 1/K of an epoch's)
-        and, for a source that stands in for unreadable samples (``shmaug.ImageFiles`` with
-        ``on_error="skip"``):
+        ``images`` (augmented samples handed out: with ``num_shards`` K, 1/K of an epoch's),
+        ``whole_decodes`` (photos decoded whole instead of a decode-time crop's window, by
+        reason, each also logged once) and, for a source that stands in for unreadable
+        samples (``shmaug.ImageFiles`` with ``on_error="skip"``):
 
         - ``skipped``: stand-ins in the batches delivered since start (or ``reset_stats()``).
           Each unreadable file counts once per epoch its batch is delivered in: a whole epoch

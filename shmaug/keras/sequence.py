@@ -212,8 +212,8 @@ class Sequence(_PyDataset):  # type: ignore[misc]
         load = self.load if self._overrides("load") else None  # else a source's (ImageFiles)
         data = data_of(images, load, y=y, inputs=extra_inputs, sample_weight=sample_weight)
         self.x: Any = data.x  # invariant: what the workers read (array) or what `load` indexes
-        hook = self.augment if self._overrides("augment") else None
-        options = Options.of(self._settings, data, per_pass=True, hook=hook,
+        options = Options.of(self._settings, data, per_pass=True, hook=self.augment if
+                             self._overrides("augment") else None,
                              hook_name=f"{type(self).__qualname__}.augment")
         self._pipeline = options.pipeline.argument  # what `super().augment` runs
         self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline)
@@ -237,8 +237,7 @@ class Sequence(_PyDataset):  # type: ignore[misc]
     # -- hooks a subclass may override -------------------------------------------------------
 
     def augment(self, image: np.ndarray, rng: np.random.Generator) -> Any:
-        """Runs in a worker for each sample: the ``augment`` argument (range bound); an
-        override calling ``super().augment`` keeps its plan (``ops.declared``)."""
+        """In a worker, per sample: the ``augment`` argument (see ``ops.declared``)."""
         return declared.run(self._pipeline, image, rng)
 
     def load(self, index: int) -> Any:

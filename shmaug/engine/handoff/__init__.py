@@ -2,6 +2,7 @@
 handed over (copied out, or lent while the consumer holds it).
 
 - ``ring``: ``OutputRing``, K preallocated batch slots in shared memory, with generations;
+- ``depth``: how many slots K is by default (enough for every worker), within a memory bound;
 - ``pinned``: ``pin_memory``: the ring page-locked with the CUDA driver (ctypes, no
   framework);
 - ``prefetch``: ``Prefetcher``, which batch is in flight in which slot, and whose answers are
