@@ -93,6 +93,9 @@ class Prefetcher:
         self._leased = 0  # invariant: slots lent (Handoff.LEND) and not yet taken back
         self._max_leased = ring.slots // 2  # (0 with one slot: that one must stay free)
         self._inside: set[int] = set()  # invariant: ids of the threads running produce()
+        # The batches wanted next, where the consumer knows them better than "the following
+        # ones": a remote maker (``engine.remote.serve``) is asked for a stripe of the epoch.
+        self.hint: list[EpochBatch] | None = None
         self.resized(workers)
 
     def resized(self, workers: int) -> None:
@@ -242,10 +245,14 @@ class Prefetcher:
         """The keys the consumer most likely wants next: the following batches, in order, as
         many as the slots neither lent nor kept for the batch asked for. (Were lent slots
         counted, batches ahead could hold every other slot, and a batch asked for out of
-        order would wait for a slot that only its own consumer can free.)"""
+        order would wait for a slot that only its own consumer can free.) ``hint``, where
+        set, names them instead."""
+        room = max(0, self.ring.slots - 1 - self._leased)
+        if self.hint is not None:
+            return [k for k in self.hint if k != key][:room]
         epoch, batch = key
         out = []
-        for _ in range(max(0, self.ring.slots - 1 - self._leased)):
+        for _ in range(room):
             batch += 1
             if batch >= self._batches:
                 epoch, batch = epoch + 1, 0
