@@ -8,13 +8,14 @@ node makes the row, and in whatever order.
 
 from __future__ import annotations
 
+import random
 from typing import Any, Callable
 
 import numpy as np
 
 from ..engine.config import checks as check
 from ..errors import ArgumentError
-from ..seeding import SampleSeeder
+from ..seeding import SampleSeeder, global_rng_use
 
 
 class Augment:
@@ -38,6 +39,8 @@ class Augment:
         self.seed = check.seed(seed)
         self.epoch = check.non_negative_int("epoch", epoch)
         self.image, self.index = image, index
+        # An op that may draw from `random` / `np.random` gets them seeded per sample too.
+        self._globals = global_rng_use(augment) is not False
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         for column in (self.image, self.index):
@@ -46,8 +49,13 @@ class Augment:
                     f"shmaug.ray.Augment needs a column {column!r}; the batch has "
                     f"{sorted(batch)}. Fix: name the columns with `image=` and `index=`, or "
                     f"add the dataset index (e.g. `ds.add_column`).")
-        seeder = SampleSeeder(self.seed, seed_globals=False)
+        seeder = SampleSeeder(self.seed, seed_globals=self._globals)
         indices = np.asarray(batch[self.index], dtype=np.int64)
-        out = [np.asarray(self.augment(image, rng)) for image, rng in
-               zip(batch[self.image], seeder.streams(self.epoch, indices))]
+        saved = random.getstate(), np.random.get_state()
+        try:
+            out = [np.asarray(self.augment(image, rng)) for image, rng in
+                   zip(batch[self.image], seeder.streams(self.epoch, indices))]
+        finally:
+            random.setstate(saved[0])
+            np.random.set_state(saved[1])
         return {**batch, self.image: np.stack(out)}

@@ -1,0 +1,150 @@
+"""Remote workers on a real Ray cluster (``conftest.cluster``): the same batches as a local
+``Loader``, every sample once through a killed actor and a removed node, nothing left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+import shmaug
+from tests._helpers import assert_same_batches, shmaug_segments
+from tests._ops import noisy
+
+ray = pytest.importorskip("ray")
+import shmaug.ray  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+N, BATCH = 96, 8
+
+
+def remote(**kw):
+    return shmaug.ray.Workers(nodes=2, cpus_per_node=1, lost_after_s=60, **kw)
+
+
+def fleet_of(loader):
+    return loader._run.pool._fleet
+
+
+def data():
+    rng = np.random.default_rng(7)
+    return rng.integers(0, 256, (N, 12, 10, 3), dtype=np.uint8), np.arange(N)
+
+
+def local_epochs(x, y, epochs, **kw):
+    with shmaug.Loader(x, y, BATCH, noisy, workers=1, **kw) as loader:
+        return [b for _ in range(epochs) for b in loader]
+
+
+def gone(pids, timeout_s=15.0):
+    """Whether every process in ``pids`` ended, and its shared memory with it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p)
+                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        segments = set().union(*(shmaug_segments(p) for p in pids))
+        if not alive and not segments:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_arrays_bit_identical_and_resume(cluster):
+    x, y = data()
+    expected = local_epochs(x, y, 2, seed=5, shuffle=True)
+    with shmaug.Loader(x, y, BATCH, noisy, seed=5, shuffle=True, workers=remote()) as loader:
+        got = [b for _ in range(2) for b in loader]
+        assert_same_batches(got, expected)
+        # in the dataset's order (evaluate), and resume mid-epoch from state_dict
+        np.testing.assert_array_equal(loader.batch(3, epoch=1, in_order=True)[1], y[24:32])
+        loader.epoch = 1
+        it = iter(loader)
+        for _ in range(4):
+            next(it)
+        state = loader.state_dict()
+        pids = fleet_of(loader).pids()
+    assert gone(pids), "a closed loader left a maker, a worker or shared memory behind"
+    with shmaug.Loader(x, y, BATCH, noisy, seed=5, shuffle=True, workers=remote()) as again:
+        again.load_state_dict(state)
+        assert_same_batches(list(again), expected[len(expected) // 2 + 4:])
+
+
+def test_image_folder_bit_identical(cluster, tmp_path):
+    from PIL import Image
+    rng = np.random.default_rng(3)
+    for i in range(40):
+        folder = tmp_path / f"class{i % 2}"
+        folder.mkdir(exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (20 + i % 5, 24, 3), dtype=np.uint8)).save(
+            folder / f"{i:03d}.png")
+    files = shmaug.ImageFiles.from_directory(tmp_path, image_size=(16, 16))
+    with shmaug.Loader(files, batch_size=6, augment=noisy, seed=1, shuffle=True,
+                       workers=1) as local:
+        expected = list(local)
+    with shmaug.Loader(files, batch_size=6, augment=noisy, seed=1, shuffle=True,
+                       workers=remote()) as loader:
+        assert_same_batches(list(loader), expected)
+
+
+def test_a_killed_actor_loses_nothing(cluster):
+    x, y = data()
+    expected = local_epochs(x, y, 1, seed=2, shuffle=True)
+    with shmaug.Loader(x, y, BATCH, noisy, seed=2, shuffle=True, workers=remote()) as loader:
+        got = []
+        for i, batch in enumerate(loader):
+            got.append(batch)
+            if i == 2:
+                fleet = fleet_of(loader)
+                victim = next(iter(fleet._live.values()))
+                ray.kill(victim, no_restart=True)
+        assert fleet._replaced >= 1
+    assert_same_batches(got, expected)  # every sample once, in order, bit for bit
+    seen = np.concatenate([b[1] for b in got])
+    assert sorted(seen.tolist()) == list(range(N))
+
+
+def test_a_removed_node_loses_nothing(cluster):
+    x, y = data()
+    expected = local_epochs(x, y, 1, seed=4, shuffle=True)
+    worker_nodes = [n for n in cluster.worker_nodes]
+    try:
+        with shmaug.Loader(x, y, BATCH, noisy, seed=4, shuffle=True,
+                           workers=remote()) as loader:
+            got = []
+            for i, batch in enumerate(loader):
+                got.append(batch)
+                if i == 2:
+                    cluster.remove_node(worker_nodes[-1])
+            assert fleet_of(loader)._replaced >= 1
+        assert_same_batches(got, expected)
+    finally:
+        if len(cluster.worker_nodes) < 2:
+            cluster.add_node(num_cpus=1)
+            cluster.wait_for_nodes()
+
+
+def test_ray_data_map_batches_same_streams(cluster):
+    x, _ = data()
+    with shmaug.Loader(x, None, N, noisy, seed=9, workers=0) as loader:
+        loader.epoch = 2
+        expected = loader.batch(0, epoch=2)[0]
+    ds = ray.data.from_items([{"image": im, "id": i} for i, im in enumerate(x)])
+    out = ds.map_batches(shmaug.ray.Augment(noisy, seed=9, epoch=2), batch_format="numpy",
+                         batch_size=16).take_all()
+    got = np.stack([row["image"] for row in sorted(out, key=lambda r: r["id"])])
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_user_error_arrives_with_its_type(cluster):
+    from tests._ops import MARKER, fail_on_marker
+    x, y = data()
+    x[13, 0, 0, 0] = MARKER
+    with shmaug.Loader(x, y, BATCH, fail_on_marker, seed=0, workers=remote()) as loader:
+        with pytest.raises(shmaug.errors.WorkerError):
+            for _ in loader:
+                pass
