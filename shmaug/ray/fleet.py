@@ -16,12 +16,13 @@ gone, or has no room for any maker), ``poll`` raises.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
+from ray.exceptions import RayActorError, RayError, RayTaskError
 
 from ..engine.remote import Answer, EpochBatch
 from ..errors import WorkerDied, WorkerTimeout
@@ -61,6 +62,12 @@ class RayFleet:
         self._shape: tuple[tuple[int, ...], str, tuple[float, float] | None] | None = None
         self._heard = time.monotonic()  # when a maker last answered (or work began)
         self._closed = False
+        self._cluster_gone = False
+        # The actor class, exported to the cluster once: a replacement's start then asks
+        # nothing of a cluster that may be gone (an export waits on it).
+        self._maker = ray.remote(Maker).options(
+            num_cpus=workers.cpus_per_node, resources=workers.resources, max_restarts=0,
+            scheduling_strategy="SPREAD", runtime_env=workers.runtime_env)
         for _ in range(workers.nodes):
             self._add()
 
@@ -70,11 +77,8 @@ class RayFleet:
 
     def _add(self) -> None:
         """Start one maker; it takes batches once ``ready`` answers."""
-        a = self._asked
-        actor = ray.remote(Maker).options(
-            num_cpus=a.cpus_per_node, resources=a.resources, max_restarts=0,
-            scheduling_strategy="SPREAD", runtime_env=a.runtime_env,
-        ).remote(self._options, a.cpus_per_node, a.start_method)
+        actor = self._maker.remote(self._options, self._asked.cpus_per_node,
+                                   self._asked.start_method)
         self._starting[actor.ready.remote()] = (self._made, actor)
         self._made += 1
 
@@ -229,6 +233,7 @@ class RayFleet:
         return out
 
     def _gone(self, why: str) -> WorkerTimeout:
+        self._cluster_gone = True  # close() then asks nothing of it
         return WorkerTimeout(
             f"the Ray cluster stopped making batches: {why} ({self._asked!r}). Fix: check "
             f"that the cluster is up (`ray status`) and has room for a maker; raise "
@@ -245,22 +250,31 @@ class RayFleet:
         return [p for pids in ray.get(refs, timeout=30) for p in pids]
 
     def close(self) -> None:
-        """Close every maker's loader (bounded), then kill the actors. Idempotent."""
+        """Close every maker's loader, then kill the actors, within ``_CLOSE_S`` each (a
+        cluster that is gone takes their processes with it; a call to it could wait for
+        minutes). Idempotent."""
         if self._closed:
             return
         self._closed = True
         actors = list(self._live.values()) + [a for _, a in self._starting.values()]
         self._live, self._starting, self._refs, self._owed = {}, {}, {}, {}
         self._queue.clear()
+        if not self._cluster_gone and actors and ray.is_initialized():
+            stopper = threading.Thread(target=_stop, args=(actors,), daemon=True,
+                                       name="shmaug-ray-close")
+            stopper.start()
+            stopper.join(2 * _CLOSE_S)
+
+
+def _stop(actors: list[Any]) -> None:
+    """Let the makers close their loaders (bounded), then kill them."""
+    try:
+        closing = [a.close.remote() for a in actors]
+        ray.wait(closing, num_returns=len(closing), timeout=_CLOSE_S)
+    except RayError:  # a cluster already gone: nothing to close
+        pass
+    for actor in actors:
         try:
-            if ray.is_initialized():
-                closing = [a.close.remote() for a in actors]
-                ray.wait(closing, num_returns=len(closing), timeout=_CLOSE_S)
-        except (RayError, GetTimeoutError):  # a cluster already gone: nothing to close
+            ray.kill(actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - gone already, or the cluster is
             pass
-        finally:
-            for actor in actors:
-                try:
-                    ray.kill(actor, no_restart=True)
-                except Exception:  # noqa: BLE001 - gone already, or the cluster is
-                    pass

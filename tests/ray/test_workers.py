@@ -4,7 +4,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -14,6 +18,7 @@ import pytest
 import shmaug
 from tests._helpers import assert_same_batches, shmaug_segments
 from tests._ops import noisy
+from tests.ray.conftest import ROOT
 
 ray = pytest.importorskip("ray")
 import shmaug.ray  # noqa: E402
@@ -148,3 +153,32 @@ def test_a_user_error_arrives_with_its_type(cluster):
         with pytest.raises(shmaug.errors.WorkerError):
             for _ in loader:
                 pass
+
+
+def child(*args, **kw):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.Popen([sys.executable, "-m", "tests.ray._child_ray", *args], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, text=True, **kw)
+
+
+def test_ctrl_c_leaves_nothing(cluster):
+    proc = child("interrupt", cluster.address)
+    try:
+        pids = json.loads(proc.stdout.readline())["pids"]
+        assert len(pids) == 2  # the maker and its one worker
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+        proc.stdout.close()
+    assert gone(pids, 30), "Ctrl-C left a maker, a worker or shared memory behind"
+
+
+def test_a_cluster_that_goes_away_is_an_error_in_bounded_time():
+    proc = child("gone")
+    out, _ = proc.communicate(timeout=240)
+    report = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    assert report["error"] is not None and "Ray" in report["error"], report
+    assert report["seconds"] < 60, report
+    assert gone(report["pids"], 30), "the lost cluster's makers left something behind"
