@@ -13,8 +13,12 @@ from pathlib import Path
 
 import pytest
 
-ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
+try:
+    import ray
+    from ray.cluster_utils import Cluster
+except ImportError:  # a venv without `shmaug[ray]`: nothing here to run
+    ray = None
+collect_ignore = [] if ray is not None else ["test_workers.py"]
 
 ROOT = str(Path(__file__).resolve().parents[2])
 
