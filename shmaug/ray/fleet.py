@@ -65,7 +65,7 @@ class RayFleet:
         self._cluster_gone = False
         # The actor class, exported to the cluster once: a replacement's start then asks
         # nothing of a cluster that may be gone (an export waits on it).
-        self._maker = ray.remote(Maker).options(
+        self._maker: Any = ray.remote(Maker).options(
             num_cpus=workers.cpus_per_node, resources=workers.resources, max_restarts=0,
             scheduling_strategy="SPREAD", runtime_env=workers.runtime_env)
         for _ in range(workers.nodes):

@@ -182,3 +182,21 @@ def test_a_cluster_that_goes_away_is_an_error_in_bounded_time():
     assert report["error"] is not None and "Ray" in report["error"], report
     assert report["seconds"] < 60, report
     assert gone(report["pids"], 30), "the lost cluster's makers left something behind"
+
+
+@pytest.mark.keras
+def test_fit_with_remote_workers(cluster):
+    """Keras' fit on a Sequence whose workers are Ray actors: each Keras epoch is one whole
+    shmaug epoch, the very batches a local run plans (on the CI's Keras backend)."""
+    from tests import _fit
+    x, y = _fit.data()
+    log = _fit.Log()
+    model = _fit.model(log)
+    plan = _fit.Plan(x, seed=5, shuffle=True)
+    try:
+        with shmaug.Sequence(x, y, batch_size=_fit.BATCH, augment=_fit.mark, seed=5,
+                             shuffle=True, workers=remote()) as seq:
+            model.fit(seq, epochs=2, verbose=0, callbacks=[_fit.EpochTag(log)])
+        assert [plan.which_epoch(log.train[k]) for k in range(2)] == [0, 1]
+    finally:
+        plan.close()
