@@ -65,6 +65,8 @@ def test_arrays_bit_identical_and_resume(cluster):
     with shmaug.Loader(x, y, BATCH, noisy, seed=5, shuffle=True, workers=remote()) as loader:
         got = [b for _ in range(2) for b in loader]
         assert_same_batches(got, expected)
+        assert "shmaug.ray.Workers(nodes=2, cpus_per_node=1)" in repr(loader)
+        assert loader.workers == 2
         # in the dataset's order (evaluate), and resume mid-epoch from state_dict
         np.testing.assert_array_equal(loader.batch(3, epoch=1, in_order=True)[1], y[24:32])
         loader.epoch = 1
@@ -200,3 +202,11 @@ def test_fit_with_remote_workers(cluster):
         assert [plan.which_epoch(log.train[k]) for k in range(2)] == [0, 1]
     finally:
         plan.close()
+
+
+def test_targets_the_workers_move_are_refused_with_the_fix(cluster):
+    x, _ = data()
+    masks = np.zeros((N, 12, 10), np.uint8)
+    with pytest.raises(shmaug.errors.ArgumentError, match="local workers"):
+        shmaug.Loader(x, {"segmentation_masks": masks}, BATCH,
+                      shmaug.presets.light(), seed=0, workers=remote())
