@@ -210,3 +210,16 @@ def test_targets_the_workers_move_are_refused_with_the_fix(cluster):
     with pytest.raises(shmaug.errors.ArgumentError, match="local workers"):
         shmaug.Loader(x, {"segmentation_masks": masks}, BATCH,
                       shmaug.presets.light(), seed=0, workers=remote())
+
+
+def test_tfrecord_shards_bit_identical(cluster, tmp_path):
+    pytest.importorskip("tensorflow")  # (writes the shards)
+    from tests import records_data as D
+    records = shmaug.ImageRecords.from_tfrecord(D.write_tfrecords(tmp_path, 2, 20),
+                                                image_size=D.SHAPE[:2])
+    with shmaug.Loader(records, batch_size=6, augment=noisy, seed=8, shuffle=True,
+                       workers=1) as local:
+        expected = list(local)
+    with shmaug.Loader(records, batch_size=6, augment=noisy, seed=8, shuffle=True,
+                       workers=remote()) as loader:
+        assert_same_batches(list(loader), expected)
