@@ -13,6 +13,8 @@ The parts, in the order a batch meets them ([Architecture](../architecture.md)):
   buckets;
 - ``engine``: batches made by a persistent worker pool over shared memory (``Loader``);
 - ``keras``: the Keras facade (``Sequence``, callbacks);
+- ``ray``: the workers on other nodes, through Ray (``shmaug.ray.Workers``; imported only
+  when asked for: ``import shmaug.ray``);
 - ``ops``: what the workers run on each sample, and a registry;
 - ``memory``: shared memory that outlives no one, used by the engine and the sources.
 

@@ -47,6 +47,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip('needs Keras: pip install "shmaug[tf]"')
 
 
+def pytest_collection_modifyitems(config, items):
+    """The `ray` tests (a real cluster, a minute or more) run only when asked for by name
+    (`-m ray`): CI runs them once, in a step of their own."""
+    if "ray" in (config.getoption("markexpr", "") or ""):
+        return
+    kept = [item for item in items if not item.get_closest_marker("ray")]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("ray")])
+        items[:] = kept
+
+
 def pytest_configure(config):
     try:
         from _pytest.faulthandler import fault_handler_stderr_fd_key

@@ -15,7 +15,9 @@ the order one batch travels ([Architecture](../architecture.md)):
 - ``workers``: the worker processes: their start, their slice loop, their messages, their
   deaths and resizing;
 - ``handoff``: the output ring and the batches in flight, copied out or lent to the consumer;
-- ``autoscale``: ``workers="auto"``, the pool sized between epochs.
+- ``autoscale``: ``workers="auto"``, the pool sized between epochs;
+- ``remote``: workers elsewhere (``shmaug.ray``): what the engine asks of them, and the pool
+  that stands for them in the trainer.
 
 The engine imports ``shmaug.ops``, ``shmaug.memory``, ``shmaug.seeding`` and
 ``shmaug.errors``, never Keras, TensorFlow, a source's optional library, or the facade

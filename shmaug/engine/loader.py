@@ -31,6 +31,7 @@ from .config.options import Data, Options, Settings
 from .handoff.prefetch import CLOSED, Handoff
 from .plan.cursor import Cursor
 from .plan.schedule import IN_ORDER, in_order
+from .remote import RemoteWorkers
 from .running import Running
 from . import source
 
@@ -91,8 +92,9 @@ class Loader:
             core, then after each epoch grows or shrinks the pool to the fewest that keep the
             consumer's wait for data under 2% (see ``shmaug.engine.autoscale``; the count is
             in ``loader.workers`` and ``stats()``); None: one per core, fixed; a number: that
-            many, fixed; 0 runs everything in this process (for debugging). The batches are
-            identical for any of these.
+            many, fixed; 0 runs everything in this process (for debugging);
+            ``shmaug.ray.Workers(nodes, cpus_per_node)``: on Ray nodes, each running a pool of
+            its own (see [Ray](../ray.md)). The batches are identical for any of these.
         seed: makes every epoch reproducible; None draws one (see ``loader.seed``).
         shuffle: True visits samples in a new random order each epoch; False, or None (the
             default), in their order. (A ``shmaug.Sequence``'s None follows Keras instead:
@@ -204,7 +206,7 @@ class Loader:
         batch_size: int = 32,
         augment: Callable[[np.ndarray, np.random.Generator], Any] | None = None,
         *,
-        workers: int | str | None = "auto",
+        workers: int | str | RemoteWorkers | None = "auto",
         seed: int | None = None,
         shuffle: bool | str | None = None,
         shuffle_window: int | None = None,

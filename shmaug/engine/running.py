@@ -44,6 +44,7 @@ from .handoff.recycle import Recycler
 from .handoff.ring import OutputRing
 from .handoff.stats import Figures
 from .plan.schedule import IN_ORDER, OrderCache, Shard, seed_epoch
+from .remote import RemotePool, RemoteWorkers, shipped
 from .workers.inline import InlinePool
 from .workers.pool import WorkerPool
 from .workers.probe import await_probe, output_of
@@ -64,7 +65,7 @@ class _NoPool:
         pass
 
 
-Pool = WorkerPool | InlinePool | _NoPool  # who makes the batches
+Pool = WorkerPool | InlinePool | RemotePool | _NoPool  # who makes the batches
 _Unfilled = tuple[np.ndarray, np.ndarray] | None  # a shared block's rows still to copy, and
 # their data
 
@@ -136,7 +137,9 @@ class Running:
         self.auto = AutoWorkers(self.workers_asked, self.pool.busy_s) \
             if self._settings.auto and isinstance(self.pool, WorkerPool) else None
         self.prefetch = None if self.ring is None else Prefetcher(
-            self.ring, self.pool, self.plan, workers=self.workers,
+            self.ring, self.pool, self.plan,
+            # remote makers take whole batches: one task each
+            workers=1 if isinstance(self.pool, RemotePool) else self.workers,
             timeout=self._settings.timeout, copier=self.copier,
             recycler=self.recycler if self.workers else None,
             step=1 if self._mix is None else 2)
@@ -251,7 +254,9 @@ class Running:
         deferring = source.deferring(load, o.pipeline.plan.takes_undecoded)
         self.undecoded, load = deferring is not load, deferring
         self.load = load
-        payload = (b"", None) if self.workers == 0 or self.gather_only else self._payload(load)
+        remote = o.settings.workers.remote
+        payload = (b"", None) if self.workers == 0 or self.gather_only or remote is not None \
+            else self._payload(load)
         if self.gather_only:
             assert images is not None  # (nothing to augment and no `load`)
             self.x = images
@@ -267,6 +272,8 @@ class Running:
         self.ring = OutputRing(self.store, self._settings.max_queue_size or
                                depth.for_workers(self.workers_asked),
                                min(self.plan.batch_size, self.n))
+        if remote is not None:
+            return self._start_remote(o, remote)
         # What must fit in /dev/shm, checked before anything is copied there: the data and
         # the targets now (with the ring when its size is declared), the ring once the probe
         # has sized it, before the data's rows past sample 0.
@@ -292,6 +299,21 @@ class Running:
             self.ring.pin()
         self.pool.attach_ring(self.ring)
         return sample_shape, dtype
+
+    def _start_remote(self, o: Options, remote: RemoteWorkers) -> tuple[tuple[int, ...], Any]:
+        """Makers elsewhere (``engine.remote``): the options shipped to them once, sample 0's
+        output learned from one of them; here only the ring they fill. The data stays where
+        they read it (this process copies none of it into shared memory)."""
+        assert self.ring is not None
+        self.pool = pool = RemotePool(remote.start(shipped(o), len(self.plan)), self.plan)
+        shape, dtype, value_range = pool.probe()
+        self.value_range = self.value_range or value_range
+        self._size_ring(shape, np.dtype(dtype), None, {})  # (the default: for all they run)
+        self.ring.allocate(shape, np.dtype(dtype), targets={})
+        if self.pin_memory:
+            self.ring.pin()
+        pool.attach_ring(self.ring)
+        return shape, np.dtype(dtype)
 
     def _start_pool(self, x_handle: ArrayHandle | None, load: Any,
                     payload: tuple[bytes, bytes | None],

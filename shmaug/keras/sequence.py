@@ -38,6 +38,7 @@ from ..engine.config import checks as check
 from ..engine.config.options import Options, Order, Settings
 from ..engine.workers import lazy_imports
 from ..engine.loader import Loader, lend, start
+from ..engine.remote import RemoteWorkers
 from ..ops import declared
 from ..ops.mixing import Mix
 from . import _checks as facade_checks
@@ -108,9 +109,10 @@ class Sequence(_PyDataset):  # type: ignore[misc]
 
     Keras' ``PyDataset`` arguments work as a Keras user expects: ``workers`` is how many
     processes prepare batches (shmaug's; the default ``"auto"`` lets the pool size itself
-    between epochs, see ``shmaug.Loader``; 0 runs in this process), ``max_queue_size`` how many
-    batches the ring holds (None, the default: 2 per worker + 2, within a memory bound, see
-    ``shmaug.Loader``); ``use_multiprocessing`` is accepted and changes nothing,
+    between epochs, see ``shmaug.Loader``; 0 runs in this process; ``shmaug.ray.Workers(...)``
+    runs them on Ray nodes), ``max_queue_size`` how many batches the ring holds (None, the
+    default: 2 per worker + 2, within a memory bound, see ``shmaug.Loader``);
+    ``use_multiprocessing`` is accepted and changes nothing,
     because shmaug's workers are always processes (``False`` gets a ``ShmaugWarning``: it
     cannot make them threads). Keras itself is told ``workers=1, use_multiprocessing=False``
     so that it adds no threads or processes on top; hence ``seq.workers`` reads 1: it is the
@@ -180,7 +182,7 @@ class Sequence(_PyDataset):  # type: ignore[misc]
         batch_size: int = 32,
         augment: Callable[[np.ndarray, np.random.Generator], Any] | None = None,
         *,
-        workers: int | str | None = "auto",
+        workers: int | str | RemoteWorkers | None = "auto",
         seed: int | None = None,
         shuffle: bool | str | None = None,
         shuffle_window: int | None = None,

@@ -1,7 +1,8 @@
 """The package's parts and the one way their imports run, read from the source itself.
 
 Parts, highest first: the top (``shmaug/__init__``, the command line, the demo), the Keras
-facade (``shmaug.keras``) beside the sources (``shmaug.sources``), the engine
+facade (``shmaug.keras``) beside the sources (``shmaug.sources``) and the Ray workers
+(``shmaug.ray``), the engine
 (``shmaug.engine``), the ops (``shmaug.ops`` and ``shmaug.presets``), shared memory
 (``shmaug.memory``, which the engine and the sources both use) and the base every part may use
 (``shmaug.errors``, ``shmaug.seeding``, ``shmaug.platform``, ``shmaug.deferred``,
@@ -23,17 +24,18 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "shmaug"
-RANK = {"top": 6, "keras": 5, "sources": 5, "engine": 4, "ops": 3, "memory": 2, "base": 1}
+RANK = {"top": 6, "keras": 5, "sources": 5, "ray": 5, "engine": 4, "ops": 3, "memory": 2,
+        "base": 1}
 FRAMEWORKS = {"keras", "tensorflow", "jax", "torch", "tf_keras"}
 # What a source or an op may bring in for itself, and the engine never does.
 OPTIONAL = FRAMEWORKS | {"albumentations", "tensorflow_datasets", "array_record", "datasets",
                          "pyarrow", "webdataset", "fsspec", "s3fs", "gcsfs", "grain", "pandas",
-                         "obstore"}
+                         "obstore", "ray"}
 
 
 def part_of(module: str) -> str:
     parts = module.split(".")
-    if len(parts) > 1 and parts[1] in ("keras", "sources", "engine", "ops", "memory"):
+    if len(parts) > 1 and parts[1] in ("keras", "sources", "ray", "engine", "ops", "memory"):
         return parts[1]
     if module in ("shmaug.errors", "shmaug.seeding", "shmaug.platform", "shmaug.deferred",
                   "shmaug.whole_decodes"):

@@ -16,6 +16,7 @@ from ...ops.mixing import Mix
 from ... import platform
 from ..plan.blocks import BLOCKS
 from ..plan.schedule import BatchPlan, Shard
+from ..remote import RemoteWorkers
 
 
 def _is_int(value: Any) -> bool:
@@ -103,8 +104,11 @@ _WORKERS_PER_CORE = 8  # beyond this many processes per core, more only adds mem
 AUTO = "auto"  # workers="auto": the pool sizes itself between epochs (see autoscale._autotune)
 
 
-def workers(value: Any) -> int | str:
-    """A worker count, or ``AUTO`` (returned as it is: the loader resolves it)."""
+def workers(value: Any) -> int | str | RemoteWorkers:
+    """A worker count, ``AUTO`` (returned as it is: the loader resolves it), or remote
+    workers (``shmaug.ray.Workers``)."""
+    if isinstance(value, RemoteWorkers):
+        return value
     if value is None:
         return default_workers()
     if isinstance(value, str) and value == AUTO:

@@ -56,11 +56,14 @@ def loader_repr(o: Options, *, workers: int, gathering: bool, pin_memory: bool, 
     shown_workers: Any = workers
     if workers and gathering:
         shown_workers = f"{workers} (none started: nothing to augment)"
+    elif asked.remote is not None:
+        shown_workers = f"{asked.remote!r} ({workers} processes there)"
     settings: list[tuple[str, Any]] = [
         ("x", o.data.shown), ("y", brief(o.data.y)),
         ("batch_size", order.plan.batch_size), ("augment", brief(o.pipeline.augment)),
         ("workers", shown_workers),
-        ("start_method", repr(resolved_start_method(asked.start_method))
+        ("start_method", "(the makers')" if asked.remote is not None else
+         repr(resolved_start_method(asked.start_method))
          if workers else "None (workers=0: this process)"),
         ("seed", f"{order.seed} (drawn: seed=None)" if order.seed_drawn else order.seed),
         ("shuffle", order.shuffle), ("drop_remainder", order.plan.drop_remainder),

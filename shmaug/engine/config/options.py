@@ -43,6 +43,7 @@ from . import inputs
 from ..plan import sampling
 from ..workers.runner import AugmentFn, Load
 from ..plan.schedule import BatchPlan, Shuffle
+from ..remote import RemoteWorkers
 
 # Targets as the loader keeps them (``y``): None, an array of one entry per sample, or a dict /
 # list / tuple of them (nested), as Keras takes a model's targets. Not ``handoff.ring.Targets``, the
@@ -85,7 +86,8 @@ class BatchOptions:
 class WorkerOptions:
     """Who makes the batches, how far ahead of the consumer, and how they are handed over."""
 
-    workers: int | str = check.AUTO  # a count, or "auto" (None as given: one per core)
+    # a count, or "auto" (None as given: one per core), or makers elsewhere (shmaug.ray)
+    workers: int | str | RemoteWorkers = check.AUTO
     start_method: str | None = None
     max_queue_size: int | None = None  # None: follows the workers (handoff.depth); checked
     # against a batch's memory by Options.of
@@ -108,8 +110,16 @@ class WorkerOptions:
 
     @property
     def count(self) -> int:
-        """The workers asked for; with ``"auto"``, the usable cores (where the pool starts)."""
+        """The workers asked for; with ``"auto"``, the usable cores (where the pool starts);
+        remote ones: all they run."""
+        if isinstance(self.workers, RemoteWorkers):
+            return self.workers.count
         return self.workers if isinstance(self.workers, int) else check.default_workers()
+
+    @property
+    def remote(self) -> RemoteWorkers | None:
+        """The remote workers asked for, if any."""
+        return self.workers if isinstance(self.workers, RemoteWorkers) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,6 +97,9 @@ class Prefetcher:
         # Whether the last batch asked for found the ring with room for fewer batches ahead
         # than there are workers (``depth.short``): a worker then has no batch of its own.
         self.short = False
+        # The batches wanted next, where the consumer knows them better than "the following
+        # ones": a remote maker (``engine.remote.serve``) is asked for a stripe of the epoch.
+        self.hint: list[EpochBatch] | None = None
         self.resized(workers)
 
     def resized(self, workers: int) -> None:
@@ -247,10 +250,14 @@ class Prefetcher:
         """The keys the consumer most likely wants next: the following batches, in order, as
         many as the slots neither lent nor kept for the batch asked for. (Were lent slots
         counted, batches ahead could hold every other slot, and a batch asked for out of
-        order would wait for a slot that only its own consumer can free.)"""
+        order would wait for a slot that only its own consumer can free.) ``hint``, where
+        set, names them instead."""
+        room = max(0, self.ring.slots - 1 - self._leased)
+        if self.hint is not None:
+            return [k for k in self.hint if k != key][:room]
         epoch, batch = key
         out = []
-        for _ in range(max(0, self.ring.slots - 1 - self._leased)):
+        for _ in range(room):
             batch += 1
             if batch >= self._batches:
                 epoch, batch = epoch + 1, 0
