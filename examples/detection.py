@@ -98,13 +98,13 @@ def write_coco(folder: str, images: np.ndarray, boxes: np.ndarray, labels: np.nd
     return path, pictures
 
 
-def augmentation() -> Compose:
+def augmentation(bounding_box_format: str = "rel_xyxy") -> Compose:
     return Compose([
         Maybe(Op("hflip")), Op("rotate", degrees=(-15, 15), border="constant"),
         Op("zoom", height_factor=(-0.2, 0.2), border="constant"),
         Op("color_jitter", brightness_factor=0.2, contrast_factor=0.2, saturation_factor=None,
            hue_factor=None),
-    ], bounding_box_format="rel_xyxy", min_visibility=0.3)
+    ], bounding_box_format=bounding_box_format, min_visibility=0.3)
 
 
 def masked_l1(y_true, y_pred):
@@ -125,6 +125,29 @@ def detector() -> keras.Model:
                                                                     activation="sigmoid")(x))
     labels = keras.layers.Reshape((MAX_BOXES, CLASSES))(keras.layers.Dense(MAX_BOXES * CLASSES)(x))
     return keras.Model(inputs, {"boxes": boxes, "labels": labels})
+
+
+def retinanet(bounding_box_format: str = "xyxy") -> keras.Model:
+    """keras-hub's RetinaNet on a small ResNet, built from config (no download), compiled
+    with its own losses. Its anchors are in pixels, so the boxes are too (``xyxy``)."""
+    import keras_hub
+
+    encoder = keras_hub.models.ResNetBackbone(
+        input_conv_filters=[64], input_conv_kernel_sizes=[3],
+        stackwise_num_filters=[64, 16, 16, 16], stackwise_num_blocks=[1, 1, 1, 1],
+        stackwise_num_strides=[1, 2, 2, 2], block_type="basic_block",
+        image_shape=(SIDE, SIDE, 3))
+    backbone = keras_hub.models.RetinaNetBackbone(
+        image_encoder=encoder, min_level=3, max_level=5, use_p5=False,
+        image_shape=(SIDE, SIDE, 3))
+    anchors = keras_hub.layers.AnchorGenerator(  # anchors of 8-32 pixels, as the shapes are
+        bounding_box_format, min_level=3, max_level=5, num_scales=3,
+        aspect_ratios=[0.5, 1.0, 2.0], anchor_size=1)
+    model = keras_hub.models.RetinaNetObjectDetector(
+        backbone=backbone, num_classes=CLASSES, bounding_box_format=bounding_box_format,
+        anchor_generator=anchors, pre_logits_num_conv_layers=1)
+    model.compile(optimizer="adam")
+    return model
 
 
 def write_grid(path: str, images: np.ndarray, boxes: np.ndarray, labels: np.ndarray,

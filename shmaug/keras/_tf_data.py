@@ -41,6 +41,12 @@ def to_tf_dataset(seq: Sequence, input_context: Any = None) -> Any:
         seq.on_epoch_end()
 
     dataset = tf.data.Dataset.from_generator(epoch, output_signature=signature)
+    with seq._runtime.lock:
+        whole = not seq._runtime.passes.restored
+    if whole:  # every iteration is one whole epoch: say how long, or Keras' fit (its
+        # EpochIterator, keras-hub's fit on tf.data) runs it dry each epoch and warns "Your
+        # input ran out of data"; a pass restored half-way is shorter once, so left unknown
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(seq)))
     if seq.num_shards > 1:  # sharded already: tf.distribute must not shard it again
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = (

@@ -423,6 +423,29 @@ class Sequence(_PyDataset):  # type: ignore[misc]
         """
         return _tf_data.to_tf_dataset(self, input_context)
 
+    def to_grain(self, epoch: int | None = None) -> Any:
+        """A Grain ``MapDataset`` of this Sequence's batches, for models whose ``fit`` takes
+        Grain or tf.data but no ``PyDataset`` (keras-hub's ``RetinaNetObjectDetector``,
+        ``DeepLabV3ImageSegmenter``, ...), on any Keras backend. Needs ``pip install grain``.
+
+        Element ``i`` is batch ``i % len(self)`` of epoch ``epoch + i // len(self)``, as
+        ``self.batch`` serves it: the order of a ``fit`` pass (shuffled, and mixed under a
+        ``mix``, unless ``shuffle=False``), each epoch its own. ``len`` is one epoch; Grain's
+        ``repeat`` (which keras-hub's ``fit`` applies) runs the next ones. Pass
+        ``fit(shuffle=False)``: the batches come shuffled already, and Keras warns that it
+        cannot shuffle a Grain dataset.
+
+        Args:
+            epoch: the first epoch served (default: ``self.epoch``); to continue in a second
+                ``fit``, a new ``to_grain(epoch=...)`` where the first stopped.
+
+        Example:
+            >>> detector.fit(train.to_grain(), epochs=10, shuffle=False)
+        """
+        from . import _grain  # (imports Grain)
+
+        return _grain.to_grain(self, epoch)
+
     def _set_order(self, order: Order) -> None:
         self._order = order  # invariant: which samples each batch holds, for this shard
         self.num_shards, self.shard_index = order.num_shards, order.shard_index
