@@ -146,7 +146,7 @@ def retinanet(bounding_box_format: str = "xyxy") -> keras.Model:
     model = keras_hub.models.RetinaNetObjectDetector(
         backbone=backbone, num_classes=CLASSES, bounding_box_format=bounding_box_format,
         anchor_generator=anchors, pre_logits_num_conv_layers=1)
-    model.compile(optimizer="adam")
+    model.compile(optimizer="adam", jit_compile=False)  # XLA: a minute to compile on CPU
     return model
 
 
