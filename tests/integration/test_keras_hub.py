@@ -38,41 +38,43 @@ def example(name: str):
     return module
 
 
-def fit_twice(model, dataset):
-    """Two epochs with every warning recorded: none may come (Keras' "ran out of data", or its
-    note that it cannot shuffle a Grain dataset, which ``shuffle=False`` answers)."""
-    with warnings.catch_warnings(record=True) as warned:
-        warnings.simplefilter("always")
-        history = model.fit(dataset, epochs=2, shuffle=False, verbose=0)
+def no_warnings(warned):
+    """Keras' "ran out of data" (a dataset it ran dry), or any other (its note that it cannot
+    shuffle a Grain dataset, which ``fit(shuffle=False)`` answers)."""
     messages = [str(w.message) for w in warned]
     assert not [m for m in messages if "ran out of data" in m], messages
     assert not messages, messages
-    assert len(history.history["loss"]) == 2
-    assert all(np.isfinite(history.history["loss"]))
-    return history
 
 
-def test_a_retinanet_trains_from_a_coco_folder_through_grain(tmp_path):
+def test_to_grain_serves_one_epoch_per_length_as_fit_would():
+    """Index ``len + i`` is batch i of the next epoch, as Grain's ``repeat`` (keras-hub's
+    ``fit`` applies it) asks for it: each epoch shuffled anew, as under ``fit``."""
+    x = np.arange(24 * 4 * 4 * 3, dtype=np.uint8).reshape(24, 4, 4, 3)
+    with shmaug.Sequence(x, np.arange(24), batch_size=8, workers=1, seed=3) as seq:
+        dataset = seq.to_grain()
+        assert isinstance(dataset, grain.MapDataset) and len(dataset) == 3
+        served = [yb.tolist() for _, yb in dataset.repeat(2)]
+        assert served == [seq.batch(i, epoch=e)[1].tolist() for e in (0, 1) for i in range(3)]
+        assert served[:3] != served[3:]  # shuffled anew
+        assert sorted(sum(served[:3], [])) == list(range(24))  # each sample once an epoch
+        later = seq.to_grain(epoch=5)
+        np.testing.assert_array_equal(later[1][0], seq.batch(1, epoch=5)[0])
+    with shmaug.Sequence(x, np.arange(24), batch_size=8, workers=0, shuffle=False) as seq:
+        assert [yb.tolist() for _, yb in seq.to_grain()] == [
+            list(range(0, 8)), list(range(8, 16)), list(range(16, 24))]
+
+
+def test_the_examples_retinanet_trains_from_a_coco_folder(tmp_path):
     det = example("detection")
     images, boxes, labels, _ = det.make_data(N)
     x, y = shmaug.sources.from_coco(*det.write_coco(str(tmp_path), images, boxes, labels),
                                     image_size=(SIDE, SIDE), max_boxes=det.MAX_BOXES,
                                     bounding_box_format="xyxy")
-    with shmaug.Sequence(x, y, batch_size=BATCH, augment=det.augmentation("xyxy"), workers=1,
-                         seed=0) as train:
-        dataset = train.to_grain()
-        assert isinstance(dataset, grain.MapDataset) and len(dataset) == N // BATCH
-        xb, yb = dataset[0]  # keras-hub's layout: {"boxes", "labels"}, padded with -1
-        assert xb.shape == (BATCH, SIDE, SIDE, 3)
-        assert yb["boxes"].shape == (BATCH, det.MAX_BOXES, 4)
-        assert set(np.unique(yb["labels"])) <= {-1, 0, 1, 2}
-        # Index len + i is batch i of the next epoch: fit's epochs, each its own
-        for i in range(len(dataset)):
-            nxt = dataset[len(dataset) + i]
-            np.testing.assert_array_equal(nxt[0], train.batch(i, epoch=1)[0])
-            np.testing.assert_array_equal(dataset[i][0], train.batch(i, epoch=0)[0])
-        keras.utils.set_random_seed(0)
-        fit_twice(det.retinanet("xyxy"), dataset)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        history = det.train_hub(x, y, epochs=2, batch_size=BATCH, workers=1)
+    no_warnings(warned)
+    assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
 
 
 def test_a_deeplab_segmenter_trains_from_a_segmentation_folder_through_grain(tmp_path):
@@ -97,4 +99,8 @@ def test_a_deeplab_segmenter_trains_from_a_segmentation_folder_through_grain(tmp
         model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         dataset = train.to_grain()
         assert dataset[0][1].shape == (BATCH, SIDE, SIDE, 1)  # the masks: y itself
-        fit_twice(model, dataset)
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            history = model.fit(dataset, epochs=2, shuffle=False, verbose=0)
+        no_warnings(warned)
+        assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
