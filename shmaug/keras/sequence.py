@@ -98,7 +98,7 @@ else:
     _PyDataset = _pydataset()
 
 
-class Sequence(_PyDataset):  # type: ignore[misc]
+class Sequence(_PyDataset, _tf_data.DatasetForms):  # type: ignore[misc]
     """A Keras ``PyDataset`` fed by shmaug's worker processes over shared memory.
 
     Takes the ``Loader``'s arguments with the same meaning and defaults. Workers start on first
@@ -405,46 +405,6 @@ class Sequence(_PyDataset):  # type: ignore[misc]
         if rt.life is not Life.STOPPED_IDLE:  # (stopped while idle: no restart for this; the
             self.loader.reset_stats()  # next start begins at zero)
         rt.requests = rt.hits = 0
-
-    def to_tf_dataset(self, input_context: Any = None) -> Any:
-        """A prefetching ``tf.data.Dataset`` of one epoch per iteration (custom loops,
-        ``tf.distribute``), with the exact ``output_signature``.
-
-        Args:
-            input_context: a ``tf.distribute.InputContext``, as
-                ``strategy.distribute_datasets_from_function`` passes it: the dataset is then
-                shard ``ctx.input_pipeline_id`` of ``ctx.num_input_pipelines`` (set before the
-                workers start; explicit ``num_shards``/``shard_index`` must agree). Its batches
-                go whole to one replica, so ``batch_size`` is the per-replica batch size.
-
-        Example:
-            >>> dist = strategy.distribute_datasets_from_function(
-            ...     lambda ctx: seq.to_tf_dataset(input_context=ctx))
-        """
-        return _tf_data.to_tf_dataset(self, input_context)
-
-    def to_grain(self, epoch: int | None = None) -> Any:
-        """A Grain ``MapDataset`` of this Sequence's batches, for models whose ``fit`` takes
-        Grain or tf.data but no ``PyDataset`` (keras-hub's ``RetinaNetObjectDetector``,
-        ``DeepLabV3ImageSegmenter``, ...), on any Keras backend. Needs ``pip install grain``.
-
-        Element ``i`` is batch ``i % len(self)`` of epoch ``epoch + i // len(self)``, as
-        ``self.batch`` serves it: the order of a ``fit`` pass (shuffled, and mixed under a
-        ``mix``, unless ``shuffle=False``), each epoch its own. ``len`` is one epoch; Grain's
-        ``repeat`` (which keras-hub's ``fit`` applies) runs the next ones. Pass
-        ``fit(shuffle=False)``: the batches come shuffled already, and Keras warns that it
-        cannot shuffle a Grain dataset.
-
-        Args:
-            epoch: the first epoch served (default: ``self.epoch``); to continue in a second
-                ``fit``, a new ``to_grain(epoch=...)`` where the first stopped.
-
-        Example:
-            >>> detector.fit(train.to_grain(), epochs=10, shuffle=False)
-        """
-        from . import _grain  # (imports Grain)
-
-        return _grain.to_grain(self, epoch)
 
     def _set_order(self, order: Order) -> None:
         self._order = order  # invariant: which samples each batch holds, for this shard

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import grain
 
-from ..engine.config import checks as check
+from ...engine.config import checks as check
 
 if TYPE_CHECKING:
-    from .sequence import Sequence
+    from ..sequence import Sequence
 
 
 class SequenceBatches(grain.MapDataset):  # type: ignore[misc]
