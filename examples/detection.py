@@ -152,7 +152,7 @@ def retinanet(bounding_box_format: str = "xyxy") -> keras.Model:
     model = keras_hub.models.RetinaNetObjectDetector(
         backbone=backbone, num_classes=CLASSES, bounding_box_format=bounding_box_format,
         anchor_generator=anchors, pre_logits_num_conv_layers=1)
-    model.compile(optimizer="adam", jit_compile=False)  # XLA: a minute to compile on CPU
+    model.compile(optimizer="adam")
     return model
 
 
