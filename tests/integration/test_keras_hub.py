@@ -26,7 +26,8 @@ grain = pytest.importorskip("grain")
 
 import shmaug  # noqa: E402
 
-pytestmark = [pytest.mark.keras, pytest.mark.timeout(240), pytest.mark.slow]
+# (a RetinaNet traces for a minute or more on 2 loaded cores: the bound only tells a hang)
+pytestmark = [pytest.mark.keras, pytest.mark.timeout(480), pytest.mark.slow]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SIDE, BATCH, N = 64, 8, 16  # two steps an epoch
 
