@@ -14,11 +14,17 @@ steps leave them as they are. ``y={"bounding_boxes": {"boxes": ..., "labels": ..
 ``{"boxes", "labels"}``, which the model's two outputs of those names take. The loss skips
 the padding: a masked L1 on the boxes, ``ignore_class=-1`` on the labels.
 
+``--hub`` trains keras-hub's ``RetinaNetObjectDetector`` (a small ResNet built from config, no
+download) instead, in keras-hub's layout (the same ``{"boxes", "labels"}``, boxes in pixels,
+``xyxy``): its ``fit`` takes Grain or tf.data, not a PyDataset, so the Sequence goes in as
+``seq.to_grain()`` (``pip install keras-hub grain``).
+
 ``--grid PATH`` writes a PNG of augmented samples with their boxes and masks drawn over them
 (the masks, an instance mask per image, ride along as ``segmentation_masks``).
 
 Run:
     python examples/detection.py [--quick] [--start-method spawn] [--grid grid.png] [--arrays]
+                                 [--hub]
 """
 
 from __future__ import annotations
@@ -98,13 +104,13 @@ def write_coco(folder: str, images: np.ndarray, boxes: np.ndarray, labels: np.nd
     return path, pictures
 
 
-def augmentation() -> Compose:
+def augmentation(bounding_box_format: str = "rel_xyxy") -> Compose:
     return Compose([
         Maybe(Op("hflip")), Op("rotate", degrees=(-15, 15), border="constant"),
         Op("zoom", height_factor=(-0.2, 0.2), border="constant"),
         Op("color_jitter", brightness_factor=0.2, contrast_factor=0.2, saturation_factor=None,
            hue_factor=None),
-    ], bounding_box_format="rel_xyxy", min_visibility=0.3)
+    ], bounding_box_format=bounding_box_format, min_visibility=0.3)
 
 
 def masked_l1(y_true, y_pred):
@@ -125,6 +131,29 @@ def detector() -> keras.Model:
                                                                     activation="sigmoid")(x))
     labels = keras.layers.Reshape((MAX_BOXES, CLASSES))(keras.layers.Dense(MAX_BOXES * CLASSES)(x))
     return keras.Model(inputs, {"boxes": boxes, "labels": labels})
+
+
+def retinanet(bounding_box_format: str = "xyxy") -> keras.Model:
+    """keras-hub's RetinaNet on a small ResNet, built from config (no download), compiled
+    with its own losses. Its anchors are in pixels, so the boxes are too (``xyxy``)."""
+    import keras_hub
+
+    encoder = keras_hub.models.ResNetBackbone(
+        input_conv_filters=[64], input_conv_kernel_sizes=[3],
+        stackwise_num_filters=[64, 16, 16, 16], stackwise_num_blocks=[1, 1, 1, 1],
+        stackwise_num_strides=[1, 2, 2, 2], block_type="basic_block",
+        image_shape=(SIDE, SIDE, 3))
+    backbone = keras_hub.models.RetinaNetBackbone(
+        image_encoder=encoder, min_level=3, max_level=5, use_p5=False,
+        image_shape=(SIDE, SIDE, 3))
+    anchors = keras_hub.layers.AnchorGenerator(  # anchors of 8-32 pixels, as the shapes are
+        bounding_box_format, min_level=3, max_level=5, num_scales=3,
+        aspect_ratios=[0.5, 1.0, 2.0], anchor_size=1)
+    model = keras_hub.models.RetinaNetObjectDetector(
+        backbone=backbone, num_classes=CLASSES, bounding_box_format=bounding_box_format,
+        anchor_generator=anchors, pre_logits_num_conv_layers=1)
+    model.compile(optimizer="adam")
+    return model
 
 
 def write_grid(path: str, images: np.ndarray, boxes: np.ndarray, labels: np.ndarray,
@@ -167,6 +196,21 @@ def train_on(x: object, y: object, args: argparse.Namespace) -> None:
         print(f"loss {history.history['loss'][0]:.3f} -> {history.history['loss'][-1]:.3f}")
 
 
+def train_hub(x: object, y: object, *, epochs: int, batch_size: int = 16, workers: int = 2,
+              start_method: str | None = None) -> keras.callbacks.History:
+    """keras-hub's RetinaNet on ``(x, y)`` (boxes in pixels, ``xyxy``) under ``fit``. Its
+    ``fit`` takes Grain or tf.data, not a PyDataset: ``to_grain()`` serves the Sequence's
+    batches, each epoch shuffled anew. ``shuffle=False`` tells Keras not to try (it cannot
+    shuffle a Grain dataset, and says so)."""
+    with shmaug.Sequence(x, y, batch_size=batch_size, augment=augmentation("xyxy"),
+                         workers=workers, seed=0, start_method=start_method) as train:
+        keras.utils.set_random_seed(0)
+        model = retinanet("xyxy")
+        history = model.fit(train.to_grain(), epochs=epochs, shuffle=False, verbose=2)
+        print(f"loss {history.history['loss'][0]:.3f} -> {history.history['loss'][-1]:.3f}")
+        return history
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--start-method", default=None)
@@ -174,6 +218,8 @@ def main() -> None:
     parser.add_argument("--grid", default=None, help="write a PNG of augmented samples here")
     parser.add_argument("--arrays", action="store_true",
                         help="train from the arrays, not from the COCO folder made of them")
+    parser.add_argument("--hub", action="store_true",
+                        help="train keras-hub's RetinaNet (pip install keras-hub grain)")
     args = parser.parse_args()
     images, boxes, labels, masks = make_data(64 if args.quick else 3000)
     if args.grid:
@@ -184,14 +230,20 @@ def main() -> None:
         write_grid(args.grid, xb, yb["bounding_boxes"]["boxes"], yb["bounding_boxes"]["labels"],
                    yb["segmentation_masks"])
     with tempfile.TemporaryDirectory(prefix="shmaug-coco-") as folder:
+        box_format = "xyxy" if args.hub else "rel_xyxy"  # RetinaNet's anchors are in pixels
         if args.arrays:
+            if args.hub:
+                boxes = np.where(labels[..., None] >= 0, boxes * SIDE, -1).astype(np.float32)
             x, y = images, {"bounding_boxes": {"boxes": boxes, "labels": labels}}
         else:
             x, y = shmaug.sources.from_coco(*write_coco(folder, images, boxes, labels),
                                             image_size=(SIDE, SIDE), max_boxes=MAX_BOXES,
-                                            bounding_box_format="rel_xyxy")
+                                            bounding_box_format=box_format)
             print(f"COCO folder: {len(x)} images, classes {x.class_names}")
-        train_on(x, y, args)
+        if args.hub:
+            train_hub(x, y, epochs=1 if args.quick else 5, start_method=args.start_method)
+        else:
+            train_on(x, y, args)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ Public:
 
 - ``sequence``: ``Sequence``, the PyDataset contract over a Loader: its hooks, Keras' asks
   bound to shmaug's batches, the workers' life cycle;
-- ``callbacks``: ``EpochSync`` (resume, ``initial_epoch``) and ``StallMonitor``.
+- ``callbacks``: ``EpochSync`` (resume, ``initial_epoch``) and ``StallMonitor``;
+- ``interop``: a Sequence as another library's dataset (``to_grain``: Grain).
 
 Internal, each one concern of a Sequence:
 

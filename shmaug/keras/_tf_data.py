@@ -1,5 +1,7 @@
 """A ``Sequence`` as a ``tf.data.Dataset`` (``to_tf_dataset``): one epoch per iteration, with
-the exact output signature, for custom loops and ``tf.distribute``.
+the exact output signature and length, for custom loops, ``tf.distribute`` and ``fit``; and
+the ``DatasetForms`` base that gives a Sequence that method and ``to_grain`` (Grain's form is
+``interop.grain_batches``).
 
 Imports TensorFlow only when called. Under ``strategy.distribute_datasets_from_function`` the
 ``InputContext`` assigns the shard (``follow_context``), before the workers start.
@@ -7,7 +9,7 @@ Imports TensorFlow only when called. Under ``strategy.distribute_datasets_from_f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 import numpy as np
 
@@ -16,6 +18,43 @@ from . import _distribution
 
 if TYPE_CHECKING:
     from .sequence import Sequence
+
+
+class DatasetForms:
+    """A ``Sequence`` as another library's dataset: tf.data, Grain (a base of ``Sequence``,
+    which keeps its own class to its own concerns)."""
+
+    def to_tf_dataset(self, input_context: Any = None) -> Any:
+        """A prefetching ``tf.data.Dataset`` of one epoch per iteration (custom loops,
+        ``tf.distribute``), with the exact ``output_signature`` and length.
+
+        Args:
+            input_context: a ``tf.distribute.InputContext``, as
+                ``strategy.distribute_datasets_from_function`` passes it: the dataset is then
+                shard ``ctx.input_pipeline_id`` of ``ctx.num_input_pipelines`` (set before the
+                workers start; explicit ``num_shards``/``shard_index`` must agree). Its batches
+                go whole to one replica, so ``batch_size`` is the per-replica batch size.
+
+        Example:
+            >>> dist = strategy.distribute_datasets_from_function(
+            ...     lambda ctx: seq.to_tf_dataset(input_context=ctx))
+        """
+        return to_tf_dataset(cast("Sequence", self), input_context)
+
+    def to_grain(self, epoch: int | None = None) -> Any:
+        """A Grain ``MapDataset`` of the batches ``fit`` on this Sequence serves, for models
+        whose ``fit`` takes no ``PyDataset`` (keras-hub's detectors and segmenters), on any
+        backend: element ``i`` is ``self.batch(i % len(self), epoch=epoch + i // len(self))``
+        (``epoch`` defaults to ``self.epoch``), so Grain's ``repeat`` runs the next epochs,
+        each shuffled anew unless ``shuffle=False``. Pass ``fit(shuffle=False)``: the batches
+        come shuffled already. Needs ``pip install grain``; see docs/detection.md.
+
+        Example:
+            >>> detector.fit(train.to_grain(), epochs=10, shuffle=False)
+        """
+        from .interop import grain_batches  # (imports Grain)
+
+        return grain_batches.to_grain(cast("Sequence", self), epoch)
 
 
 def to_tf_dataset(seq: Sequence, input_context: Any = None) -> Any:
@@ -41,6 +80,12 @@ def to_tf_dataset(seq: Sequence, input_context: Any = None) -> Any:
         seq.on_epoch_end()
 
     dataset = tf.data.Dataset.from_generator(epoch, output_signature=signature)
+    with seq._runtime.lock:
+        whole = not seq._runtime.passes.restored
+    if whole:  # every iteration is one whole epoch: say how long, or Keras' fit (its
+        # EpochIterator, keras-hub's fit on tf.data) runs it dry each epoch and warns "Your
+        # input ran out of data"; a pass restored half-way is shorter once, so left unknown
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(seq)))
     if seq.num_shards > 1:  # sharded already: tf.distribute must not shard it again
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = (

@@ -101,7 +101,7 @@ else:
     _PyDataset = _pydataset()
 
 
-class Sequence(_PyDataset):  # type: ignore[misc]
+class Sequence(_PyDataset, _tf_data.DatasetForms):  # type: ignore[misc]
     """A Keras ``PyDataset`` fed by shmaug's worker processes over shared memory.
 
     Takes the ``Loader``'s arguments with the same meaning and defaults. Workers start on first
@@ -409,23 +409,6 @@ class Sequence(_PyDataset):  # type: ignore[misc]
         if rt.life is not Life.STOPPED_IDLE:  # (stopped while idle: no restart for this; the
             self.loader.reset_stats()  # next start begins at zero)
         rt.requests = rt.hits = 0
-
-    def to_tf_dataset(self, input_context: Any = None) -> Any:
-        """A prefetching ``tf.data.Dataset`` of one epoch per iteration (custom loops,
-        ``tf.distribute``), with the exact ``output_signature``.
-
-        Args:
-            input_context: a ``tf.distribute.InputContext``, as
-                ``strategy.distribute_datasets_from_function`` passes it: the dataset is then
-                shard ``ctx.input_pipeline_id`` of ``ctx.num_input_pipelines`` (set before the
-                workers start; explicit ``num_shards``/``shard_index`` must agree). Its batches
-                go whole to one replica, so ``batch_size`` is the per-replica batch size.
-
-        Example:
-            >>> dist = strategy.distribute_datasets_from_function(
-            ...     lambda ctx: seq.to_tf_dataset(input_context=ctx))
-        """
-        return _tf_data.to_tf_dataset(self, input_context)
 
     def _set_order(self, order: Order) -> None:
         self._order = order  # invariant: which samples each batch holds, for this shard

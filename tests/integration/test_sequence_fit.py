@@ -271,6 +271,23 @@ def test_to_tf_dataset():
     assert Counted.ends == 2
 
 
+def test_fit_on_to_tf_dataset_gets_every_epoch_without_a_warning():
+    """fit on seq.to_tf_dataset(), as keras-hub's task models take it: the dataset says its
+    length, so Keras starts each epoch afresh. Of unknown length, Keras ran it dry every epoch
+    and warned "Your input ran out of data; interrupting training"."""
+    pytest.importorskip("tensorflow")
+    x, y = data()
+    with shmaug.Sequence(x, y, batch_size=16, workers=0, seed=0, shuffle=True) as seq:
+        dataset = seq.to_tf_dataset()
+        assert int(dataset.cardinality()) == len(seq)
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            history = _ops.tiny_model((SIDE, SIDE, 1), CLASSES).fit(
+                dataset, epochs=2, shuffle=False, verbose=0)
+        assert [str(w.message) for w in warned] == []
+        assert len(history.history["loss"]) == 2
+
+
 def test_stall_monitor(caplog):
     x, y = data()
     with shmaug.Sequence(x, y, batch_size=16, augment=_ops.noisy, workers=2, seed=0,
