@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Protocol
 import numpy as np
 
 from ..errors import ArgumentError, ErrorRecord
+from .handoff.prefetch import EpochBatch
 from .plan.schedule import IN_ORDER, BatchPlan, Task, seed_epoch
 from .workers.wire import Done, Failed, Result
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from .handoff.ring import OutputRing
     from .loader import Loader
 
-EpochBatch = tuple[int, int]  # (epoch key, batch index)
 Answer = tuple[int, Any]  # (ticket, the batch's images, or the exception that made none)
 
 

@@ -47,7 +47,8 @@ class DatasetForms:
         backend: element ``i`` is ``self.batch(i % len(self), epoch=epoch + i // len(self))``
         (``epoch`` defaults to ``self.epoch``), so Grain's ``repeat`` runs the next epochs,
         each shuffled anew unless ``shuffle=False``. Pass ``fit(shuffle=False)``: the batches
-        come shuffled already. Needs ``pip install grain``; see docs/detection.md.
+        come shuffled already. Needs ``pip install grain``; see
+        [Detection](../detection.md).
 
         Example:
             >>> detector.fit(train.to_grain(), epochs=10, shuffle=False)

@@ -70,6 +70,10 @@ class Declared:
     def __call__(self, image: Any, rng: np.random.Generator) -> Any:
         return self.fn(image, rng)
 
+    @property
+    def __name__(self) -> str:  # what errors name: the override, not this wrapper
+        return self.name
+
     def plan(self) -> Plan:
         """The pipeline's plan, about this override: it receives what the pipeline would."""
         return dataclasses.replace(plan_of(self.pipeline), pipeline=self)

@@ -9,11 +9,11 @@ in the engine imports this package: it is imported only when asked for.
 - ``workers``: ``Workers``, the fleet asked for (nodes, cores per node, where);
 - ``fleet``: ``RayFleet``, the started makers: dispatch, answers, lost makers' batches re-issued;
 - ``maker``: ``Maker``, the actor: a local ``Loader`` of the shipped options on its node;
-- ``data``: ``Augment``, a shmaug pipeline inside Ray Data's ``map_batches``, with the same
+- ``data``: ``AugmentBatches``, a shmaug pipeline inside Ray Data's ``map_batches``, with the same
   per-sample streams as a ``Loader``.
 """
 
-from .data import Augment
+from .data import AugmentBatches
 from .workers import Workers
 
-__all__ = ["Augment", "Workers"]
+__all__ = ["AugmentBatches", "Workers"]

@@ -1,4 +1,4 @@
-"""A shmaug pipeline inside Ray Data: ``dataset.map_batches(Augment(pipeline, seed=0))``.
+"""A shmaug pipeline inside Ray Data: ``dataset.map_batches(AugmentBatches(pipeline, seed=0))``.
 
 For data that already lives in a Ray Dataset. Each row is augmented with the stream a
 ``Loader`` with the same seed gives that sample in that epoch (keyed by the row's dataset
@@ -18,7 +18,7 @@ from ..errors import ArgumentError
 from ..seeding import SampleSeeder, global_rng_use
 
 
-class Augment:
+class AugmentBatches:
     """A ``map_batches`` function (``batch_format="numpy"``) that augments each row's image.
 
     Args:
@@ -30,7 +30,7 @@ class Augment:
 
     Example:
         >>> ds = ray.data.from_items([{"image": im, "id": i} for i, im in enumerate(x)])
-        >>> ds.map_batches(shmaug.ray.Augment(pipeline, seed=0), batch_format="numpy")
+        >>> ds.map_batches(shmaug.ray.AugmentBatches(pipeline, seed=0), batch_format="numpy")
     """
 
     def __init__(self, augment: Callable[[np.ndarray, np.random.Generator], Any], *,
@@ -46,7 +46,7 @@ class Augment:
         for column in (self.image, self.index):
             if column not in batch:
                 raise ArgumentError(
-                    f"shmaug.ray.Augment needs a column {column!r}; the batch has "
+                    f"shmaug.ray.AugmentBatches needs a column {column!r}; the batch has "
                     f"{sorted(batch)}. Fix: name the columns with `image=` and `index=`, or "
                     f"add the dataset index (e.g. `ds.add_column`).")
         seeder = SampleSeeder(self.seed, seed_globals=self._globals)

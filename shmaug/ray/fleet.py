@@ -25,7 +25,8 @@ import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
 
 from ..engine.handoff import depth
-from ..engine.remote import Answer, EpochBatch
+from ..engine.handoff.prefetch import EpochBatch
+from ..engine.remote import Answer
 from ..errors import WorkerDied, WorkerTimeout
 from .maker import Maker
 

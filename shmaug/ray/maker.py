@@ -16,7 +16,8 @@ import numpy as np
 
 from ..engine.config.options import Options, WorkerOptions
 from ..engine.loader import start
-from ..engine.remote import EpochBatch, serve
+from ..engine.handoff.prefetch import EpochBatch
+from ..engine.remote import serve
 
 
 class Maker:

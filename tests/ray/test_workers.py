@@ -89,13 +89,7 @@ def test_image_folder_bit_identical(cluster, tmp_path):
         folder.mkdir(exist_ok=True)
         Image.fromarray(rng.integers(0, 256, (20 + i % 5, 24, 3), dtype=np.uint8)).save(
             folder / f"{i:03d}.png")
-    files = shmaug.ImageFiles.from_directory(tmp_path, image_size=(16, 16))
-    with shmaug.Loader(files, batch_size=6, augment=noisy, seed=1, shuffle=True,
-                       workers=1) as local:
-        expected = list(local)
-    with shmaug.Loader(files, batch_size=6, augment=noisy, seed=1, shuffle=True,
-                       workers=remote()) as loader:
-        assert_same_batches(list(loader), expected)
+    _same_as_local(shmaug.ImageFiles.from_directory(tmp_path, image_size=(16, 16)), seed=1)
 
 
 def test_a_killed_actor_loses_nothing(cluster):
@@ -141,7 +135,7 @@ def test_ray_data_map_batches_same_streams(cluster):
         loader.epoch = 2
         expected = loader.batch(0, epoch=2)[0]
     ds = ray.data.from_items([{"image": im, "id": i} for i, im in enumerate(x)])
-    out = ds.map_batches(shmaug.ray.Augment(noisy, seed=9, epoch=2), batch_format="numpy",
+    out = ds.map_batches(shmaug.ray.AugmentBatches(noisy, seed=9, epoch=2), batch_format="numpy",
                          batch_size=16).take_all()
     got = np.stack([row["image"] for row in sorted(out, key=lambda r: r["id"])])
     np.testing.assert_array_equal(got, expected)
@@ -217,9 +211,13 @@ def test_tfrecord_shards_bit_identical(cluster, tmp_path):
     from tests import records_data as D
     records = shmaug.ImageRecords.from_tfrecord(D.write_tfrecords(tmp_path, 2, 20),
                                                 image_size=D.SHAPE[:2])
-    with shmaug.Loader(records, batch_size=6, augment=noisy, seed=8, shuffle=True,
-                       workers=1) as local:
+    _same_as_local(records, seed=8)
+
+
+def _same_as_local(x, seed: int) -> None:
+    """An epoch of ``x`` from remote workers, bit for bit the local pool's."""
+    kwargs = {"batch_size": 6, "augment": noisy, "seed": seed, "shuffle": True}
+    with shmaug.Loader(x, workers=1, **kwargs) as local:
         expected = list(local)
-    with shmaug.Loader(records, batch_size=6, augment=noisy, seed=8, shuffle=True,
-                       workers=remote()) as loader:
+    with shmaug.Loader(x, workers=remote(), **kwargs) as loader:
         assert_same_batches(list(loader), expected)
