@@ -39,12 +39,27 @@ def example(name: str):
     return module
 
 
+# torch 2.13's ``Tensor.__array__(self, dtype=None)`` takes no ``copy``, which numpy 2 warns
+# about when keras-hub's torch path calls ``np.array(tensor, copy=False)``: torch's and numpy's
+# quarrel, not shmaug's (a plain ``np.array(torch.zeros(2), copy=False)`` warns the same).
+_TORCH_ARRAY = "__array__ implementation doesn't accept a copy keyword"
+
+
 def no_warnings(warned):
     """Keras' "ran out of data" (a dataset it ran dry), or any other (its note that it cannot
     shuffle a Grain dataset, which ``fit(shuffle=False)`` answers)."""
-    messages = [str(w.message) for w in warned]
+    messages = [str(w.message) for w in warned if not (
+        str(w.message).startswith(_TORCH_ARRAY) and _torch_array_takes_no_copy())]
     assert not [m for m in messages if "ran out of data" in m], messages
     assert not messages, messages
+
+
+def _torch_array_takes_no_copy() -> bool:
+    import inspect
+    import sys
+
+    torch = sys.modules.get("torch")
+    return torch is not None and "copy" not in inspect.signature(torch.Tensor.__array__).parameters
 
 
 def test_to_grain_serves_one_epoch_per_length_as_fit_would():
