@@ -13,8 +13,10 @@ import pytest
 import shmaug
 from shmaug.ops import Compose, Maybe, Op
 from tests._helpers import assert_same_batches, needs_keras
-from tests.integration import _override_seq as subclasses
 from tests.unit.test_windows import photo
+
+pytest.importorskip("keras")  # (the subclasses below are Sequences)
+from tests.integration import _override_seq as subclasses  # noqa: E402
 
 pytestmark = [needs_keras, pytest.mark.timeout(240)]
 

@@ -11,6 +11,7 @@ fixes are also run as written, on a tiny folder and tiny record shards. No proce
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import os
 import re
@@ -74,6 +75,9 @@ def resolve(name: str) -> object:
     for part in parts[1:] if parts[0] == "shmaug" else parts:
         if part in ("Sequence", "StallMonitor", "EpochSync", "keras"):
             pytest.importorskip("keras")
+        if obj is shmaug and part == "ray":  # an optional part: imported by name, with Ray
+            pytest.importorskip("ray")
+            importlib.import_module("shmaug.ray")
         obj = getattr(obj, part)
     return obj
 
