@@ -384,23 +384,14 @@ def _some_of(cfg: dict[str, Any]) -> SomeOf:
     )
 
 
-# Ops whose output size is set by their own arguments, whatever the input's: the pipeline over
-# photos of many sizes (a source's ``image_size=None``) must hold one. (``crop`` and
-# ``center_crop`` to pixels fail on a photo smaller than their window: not among them.)
-_SIZING = ("random_resized_crop", "center_resized_crop", "resize")
-
-
 def fixes_size(augment: Any) -> bool | None:
     """Whether ``augment`` gives every image one size whatever size it gets: True where it is,
-    or holds at its top level, an op of ``_SIZING`` with both sides in pixels, or a ``Compose``
+    or holds at its top level, an op that says so (``Op.fixes_size``), or a ``Compose``
     that does, or a ``OneOf`` whose every choice does, or a ``Maybe`` with ``p=1`` of one
     that does; False where it is made of ops alone and none does; None where it cannot say (a
     function of the user's)."""
     if isinstance(augment, Op):
-        if augment.name not in _SIZING:
-            return False
-        sides = [augment.kwargs.get(k, _default(augment, k)) for k in ("height", "width")]
-        return all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in sides)
+        return augment.fixes_size
     if isinstance(augment, Compose):
         said = [fixes_size(m) for m in augment.ops]
         return True if True in said else None if None in said else False
@@ -413,8 +404,3 @@ def fixes_size(augment: Any) -> bool | None:
         return False
     return None
 
-
-def _default(op: Op, name: str) -> Any:
-    import inspect
-
-    return inspect.signature(op.fn).parameters[name].default

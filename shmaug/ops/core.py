@@ -57,6 +57,8 @@ class OpSpec:
     module: str  # where fn is defined; from_config imports it when the name is unknown
     checks: Mapping[str, Check] = field(default_factory=dict)  # run by Op(...) per parameter
     targets: str | None = None  # STILL, WARPED or BLENDED; None: its author did not say
+    takes_undecoded: bool = False  # it crops a photo at decode time (``shmaug.deferred``)
+    sized_by: tuple[str, str] | None = None  # the (height, width) parameters setting its size
 
 
 _REGISTRY: dict[str, OpSpec] = {}
@@ -75,6 +77,7 @@ def _local_kind(obj: Any) -> str | None:
 def register(
     name: str, *, replace: bool = False, uses_global_rng: bool | None = None,
     checks: Mapping[str, Check] | None = None, targets: str | None = None,
+    takes_undecoded: bool = False, sized_by: tuple[str, str] | None = None,
 ) -> Callable[[F], F]:
     """Register ``fn(image, rng, **params)`` as an op under ``name``.
 
@@ -93,6 +96,12 @@ def register(
             moves pixels only through shmaug's ops, whose moves they follow) or
             ``"blended"`` (none can follow). None (the default): it does not say, and a
             pipeline given such targets refuses it rather than leave them behind.
+        takes_undecoded: the op takes a photo not yet decoded (a ``shmaug.deferred.Deferred``,
+            which it may crop at decode time) as well as pixels; a pipeline that starts with
+            it is handed photos undecoded.
+        sized_by: the names of its (height, width) parameters when they alone set the size
+            of its output, whatever the input's (a resize, a resized crop): a pipeline over
+            photos of many sizes is then known to give one size where both are pixels.
 
     Returns:
         A decorator that registers the function and returns it unchanged.
@@ -101,7 +110,7 @@ def register(
         DuplicateOpError: ``name`` is taken and ``replace`` is false.
         NotPicklableError: the function is a lambda or closure (it could not reach workers).
         ArgumentError: the signature does not start with ``(image, rng)``, a parameter has
-            no default, or ``targets`` is none of those.
+            no default, ``targets`` is none of those, or ``sized_by`` names no parameter.
 
     Example:
         >>> @register("ink_bleed")
@@ -149,9 +158,17 @@ def register(
                 f"op `{name}` expects a default for every parameter after (image, rng); "
                 f"received none for {missing}. Give each a default range, e.g. strength=(0.1, 0.4)."
             )
+        unknown = [s for s in sized_by or () if s not in {p.name for p in extra}]
+        if unknown or (sized_by is not None and len(sized_by) != 2):
+            raise ArgumentError(
+                f"`sized_by` of op `{name}` expects the names of its (height, width) "
+                f"parameters; received {sized_by!r}, and {unknown or sized_by} are not two of "
+                f"its parameters {[p.name for p in extra]}. Fix: sized_by=(\"height\", "
+                f"\"width\") naming two of them.")
         _REGISTRY[name] = OpSpec(
             name, fn, tuple(p.name for p in extra), {p.name: p.default for p in extra},
-            fn.__module__, dict(checks or {}), targets,
+            fn.__module__, dict(checks or {}), targets, bool(takes_undecoded),
+            None if sized_by is None else (str(sized_by[0]), str(sized_by[1])),
         )
         return fn
 
@@ -249,8 +266,19 @@ class Op:
 
     @property
     def takes_deferred(self) -> bool:
-        """Whether the op takes a photo not yet decoded (``shmaug.deferred``)."""
-        return bool(getattr(self.fn, "takes_deferred", False))
+        """Whether the op takes a photo not yet decoded (``register(takes_undecoded=)``)."""
+        spec = _REGISTRY.get(self.name)
+        return spec is not None and spec.takes_undecoded
+
+    @property
+    def fixes_size(self) -> bool:
+        """Whether every output has one size whatever the input's: its ``sized_by``
+        parameters (``register(sized_by=)``) are both pixels (ints), not fractions."""
+        spec = _REGISTRY.get(self.name)
+        if spec is None or spec.sized_by is None:
+            return False
+        sides = [self.kwargs.get(k, spec.defaults[k]) for k in spec.sized_by]
+        return all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in sides)
 
     def bind(self, **params: Any) -> Op:
         """A copy with more parameters bound (later values win)."""

@@ -132,6 +132,29 @@ def test_bad_signatures_are_rejected(scratch_registry: None) -> None:
         shmaug.register(3)  # type: ignore[arg-type]
 
 
+def square_crop(image: np.ndarray, rng: np.random.Generator, side: int = 8,
+                rows: int = 8) -> np.ndarray:
+    """A user's sizing op that also takes undecoded photos (it crops their pixels here)."""
+    return np.asarray(image)[:rows, :side]
+
+
+def test_an_op_declares_what_the_plan_reads_in_its_registration(scratch_registry: None) -> None:
+    """What the engine reads about an op (its targets kind, whether it takes a photo
+    undecoded, whether it fixes the output size) is declared once, in ``register``."""
+    from shmaug.ops.plan import plan_of
+
+    shmaug.register("square_crop", targets="warped", takes_undecoded=True,
+                    sized_by=("rows", "side"))(square_crop)
+    plan = plan_of(Compose([Op("square_crop"), Op("hflip")]))
+    assert plan.takes_undecoded and plan.fixes_size is True
+    assert not plan_of(Compose([Op("hflip"), Op("square_crop")])).takes_undecoded
+    assert plan_of(Compose([Op("square_crop", rows=0.5)])).fixes_size is False  # a fraction
+    assert Op("square_crop").targets == "warped"
+    assert not Op("hflip").takes_deferred and Op("random_resized_crop").takes_deferred
+    with pytest.raises(errors.ArgumentError, match=r"sized_by.*\('height', 'depth'\).*Fix"):
+        shmaug.register("bad_sizes", sized_by=("height", "depth"))(square_crop)
+
+
 def test_unknown_op_suggests_close_names() -> None:
     with pytest.raises(errors.UnknownOpError, match="rotate") as info:
         shmaug.get("rotat")

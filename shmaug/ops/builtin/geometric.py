@@ -304,7 +304,7 @@ def _flip(image: np.ndarray, backend: str, *, horizontal: bool) -> np.ndarray:
 
 @register("resize", checks={"height": chk.size, "width": chk.size,
                            "interpolation": chk.RESIZE_INTERPOLATION, **chk.BACKEND,
-                           **chk.VALUE_RANGE}, targets=WARPED)
+                           **chk.VALUE_RANGE}, targets=WARPED, sized_by=("height", "width"))
 def resize(
     image: np.ndarray, rng: np.random.Generator, height: int | float = 64, width: int | float = 64,
     interpolation: str = "area", backend: str = "cv", value_range: ValueRange | None = None,

@@ -83,7 +83,8 @@ def _resampled(image: Any, window: Window, size: tuple[int, int], how: Resample)
                                          (size[1], size[0])))
 
 
-@register("random_resized_crop", targets=WARPED, checks={
+@register("random_resized_crop", targets=WARPED, takes_undecoded=True,
+          sized_by=("height", "width"), checks={
     "height": chk.whole(1), "width": chk.whole(1), "scale": chk.ranged(1e-3, 1.0),
     "ratio": chk.ranged(1e-3), "interpolation": _INTERPOLATION, "antialias": chk.flag})
 def random_resized_crop(
@@ -117,7 +118,8 @@ def random_resized_crop(
                       Resample(interpolation, within=True, antialias=bool(antialias)))
 
 
-@register("center_resized_crop", targets=WARPED, checks={
+@register("center_resized_crop", targets=WARPED, takes_undecoded=True,
+          sized_by=("height", "width"), checks={
     "height": chk.whole(1), "width": chk.whole(1), "crop_fraction": chk.ranged(1e-3, 1.0),
     "interpolation": _INTERPOLATION, "antialias": chk.flag})
 def center_resized_crop(
@@ -139,6 +141,3 @@ def center_resized_crop(
     return _resampled(image, centre_window(h, w, size, float(crop_fraction)), size,
                       Resample(interpolation, within=False, antialias=bool(antialias)))
 
-
-random_resized_crop.takes_deferred = True  # type: ignore[attr-defined]
-center_resized_crop.takes_deferred = True  # type: ignore[attr-defined]
