@@ -4,8 +4,8 @@
 Why: a subclass that overrides ``augment`` and calls ``super().augment(image, rng)`` runs the
 argument's pipeline, so the pipeline's plan still holds: the targets it moves with each image,
 its decode-time crop (the override receives the photo undecoded, as the pipeline would), its
-value range. ``Declared`` is that override as the engine sees it: it answers the pipeline's
-questions (``takes_deferred``, ``target_names``, ``check_targets``) and runs the override.
+value range. ``Declared`` is that override as the engine sees it: its ``plan()`` is the
+pipeline's, its ``check_targets`` the pipeline's check, and it runs the override.
 
 Targets: the override sees only the image, so ``Declared.augment_targets`` hands the sample's
 targets to the pipeline through a context variable, and ``run`` (what the default
@@ -25,7 +25,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..deferred import takes_deferred
 from ..errors import ArgumentError
 from .plan import Plan, plan_of
 
@@ -77,18 +76,6 @@ class Declared:
     def plan(self) -> Plan:
         """The pipeline's plan, about this override: it receives what the pipeline would."""
         return dataclasses.replace(plan_of(self.pipeline), pipeline=self)
-
-    @property
-    def takes_deferred(self) -> bool:
-        return takes_deferred(self.pipeline)
-
-    @property
-    def target_names(self) -> frozenset[str]:
-        return frozenset(getattr(self.pipeline, "target_names", None) or ())
-
-    @property
-    def required_targets(self) -> tuple[str, ...]:
-        return tuple(getattr(self.pipeline, "required_targets", None) or ())
 
     def check_targets(self, targets: dict[str, np.ndarray],
                       image_shape: tuple[int, ...] | None) -> None:

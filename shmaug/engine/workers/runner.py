@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from typing import Any, Callable, Collection, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -39,9 +39,7 @@ Load = Callable[[int], Any]
 
 class TargetAugment(Protocol):
     """An `augment` that moves targets with its image (``from_albumentations`` is one): the
-    loader hands it the entries of ``y`` filed under ``target_names``."""
-
-    target_names: Collection[str]
+    loader hands it the entries of ``y`` its plan moves (``ops.plan.Plan.moves``)."""
 
     def augment_targets(self, image: np.ndarray, targets: Targets,
                         rng: np.random.Generator) -> tuple[np.ndarray, Targets]:
