@@ -33,6 +33,12 @@ objects per image, with ``--workers`` processes (fork):
   label_fields=["labels", "index"]))`` (the kept ``index`` picks the masks of the kept boxes),
   in the same ``DataLoader``.
 
+Two more rows measure what moving the targets costs on the decode-time crop (issue 57):
+``shmaug_crop`` reads the same folder with ``from_coco(..., image_size=None)`` (each photo
+handed over undecoded) through ``Compose([random_resized_crop(224), Maybe(hflip)])``, boxes
+and masks moved with the window, and ``shmaug_crop_image`` runs the same without them (the
+image alone); their same-round ratio is the cost of the targets (target: at most 1.3x).
+
 ``--no-masks`` runs every contender on images and boxes alone. Each contender runs in its own
 child process (``bench.files.child``, under a hard timeout), round by round, the order rotated
 every round: a warm-up, then ``--repeats`` timed epochs, each checked to deliver every image
@@ -58,7 +64,9 @@ import numpy as np
 from bench.common.harness import (
     base_parser, missing_module, prepare_out, rotated_rounds, summarize,
 )
-from bench.common.report import Row, environment, fmt_num, markdown_table, write_results
+from bench.common.report import (
+    Row, environment, fmt_num, markdown_table, verdict, write_results,
+)
 from bench.files.child import run_child
 from bench.files.imagenet import judged, per_round, status_of
 from bench.files.run import (
@@ -77,18 +85,22 @@ FLIP_P = 0.5
 DEGREES = 15.0
 SCALE = (0.8, 1.2)
 TRANSLATE = 0.1  # of each side, either way
+CROP = 224  # the decode-time crop's output side (shmaug_crop, shmaug_crop_image)
 
 LABELS = {
     "shmaug": "shmaug from_coco + Loader, hflip + rotate + scale_translate",
     "torchvision": "torchvision CocoDetection + transforms.v2 RandomAffine + DataLoader",
     "albumentations": "albumentations Affine over cv2 + pycocotools + DataLoader",
+    "shmaug_crop": "shmaug from_coco(image_size=None), random_resized_crop + hflip, targets",
+    "shmaug_crop_image": "the same crop of the same photos, the image alone",
 }
 # The libraries a peer imports, in the order it does: where one is missing, the driver records
 # the child's "not installed" without starting it.
 NEEDS = {"torchvision": ("torch", "torchvision", "pycocotools"),
          "albumentations": ("torch", "albumentations", "pycocotools")}
 RATIOS = [("shmaug", "torchvision"), ("shmaug", "albumentations"),
-          ("albumentations", "torchvision")]
+          ("albumentations", "torchvision"), ("shmaug_crop_image", "shmaug_crop")]
+TARGETS_COST = 1.3  # shmaug_crop_image ÷ shmaug_crop at most (issue 57)
 
 
 # -- the folder ------------------------------------------------------------------------------
@@ -163,13 +175,17 @@ def prepare(root: Path, n: int) -> tuple[Path, dict[str, Any]]:
 
 def checked(contender: Any, images: Any, boxes: Any, masks: Any, ids: np.ndarray) -> np.ndarray:
     """A delivered batch's shapes are the work asked (masks over the image, one per box row,
-    where ``contender.masks``), whatever the library's layout (HWC or CHW); its ids, for the
-    exactly-once check."""
-    n, rows = len(ids), contender.max_boxes
-    assert len(images) == n and boxes.shape == (n, rows, 4), (images.shape, boxes.shape)
-    assert images.ndim == 4 and images.shape[1:].count(SIZE) == 2, images.shape
+    where ``contender.masks``; no boxes where the image comes alone), whatever the library's
+    layout (HWC or CHW); its ids, for the exactly-once check."""
+    n, rows, size = len(ids), contender.max_boxes, getattr(contender, "size", SIZE)
+    assert len(images) == n and images.ndim == 4 and images.shape[1:].count(size) == 2, \
+        images.shape
+    if boxes is None:
+        assert getattr(contender, "alone", False) and masks is None
+        return ids
+    assert boxes.shape == (n, rows, 4), boxes.shape
     if contender.masks:
-        assert masks is not None and masks.shape == (n, rows, SIZE, SIZE), \
+        assert masks is not None and masks.shape == (n, rows, size, size), \
             getattr(masks, "shape", None)
     return ids
 
@@ -182,28 +198,41 @@ def shmaug_augment() -> Any:
                    bounding_box_format="xyxy")
 
 
+def shmaug_crop() -> Any:
+    """The decode-time crop of ``shmaug_crop`` and ``shmaug_crop_image``."""
+    from shmaug.ops import Compose, Maybe, Op
+
+    return Compose([Op("random_resized_crop", height=CROP, width=CROP),
+                    Maybe(Op("hflip"), p=FLIP_P)], bounding_box_format="xyxy")
+
+
 class ShmaugCoco(ShmaugLoader):
     """``from_coco`` into ``shmaug.Loader``; ``y["ids"]`` rides along (the exactly-once
-    check). Read and closed as the suite's ``ShmaugLoader``; only its source differs."""
+    check). Read and closed as the suite's ``ShmaugLoader``; only its source differs.
+    ``crop``: photos handed over undecoded (``image_size=None``) to the decode-time crop;
+    ``alone``: the images without their boxes and masks."""
 
-    def __init__(self, *a: Any, annotations: str, masks: bool, max_boxes: int) -> None:
+    def __init__(self, *a: Any, annotations: str, masks: bool, max_boxes: int,
+                 crop: bool = False, alone: bool = False) -> None:
         Base.__init__(self, *a)
         import shmaug
 
-        self.max_boxes, self.masks = max_boxes, masks
+        self.max_boxes, self.masks, self.alone = max_boxes, masks, alone
+        self.size = CROP if crop else SIZE
         files, y = shmaug.sources.from_coco(annotations, os.path.dirname(self.x[0]),
-                                            image_size=(SIZE, SIZE), bounding_box_format="xyxy",
-                                            max_boxes=max_boxes,
+                                            image_size=None if crop else (SIZE, SIZE),
+                                            bounding_box_format="xyxy", max_boxes=max_boxes,
                                             masks="instances" if masks else None)
         if len(files) != len(self.x):
             raise RuntimeError(f"{len(files)} images read, the child has {len(self.x)}")
-        self.loader = shmaug.Loader(files, {**y, "ids": self.y}, batch_size=self.bs,
+        self.loader = shmaug.Loader(files, {"ids": self.y} if alone else {**y, "ids": self.y},
+                                    batch_size=self.bs,
                                     augment=self.augment, workers=self.workers, shuffle=True,
                                     seed=0, start_method=self.method)
 
     def epoch(self) -> Iterator[Any]:
         for xb, yb in self.loader:
-            yield None, checked(self, xb, yb["boxes"], yb.get("masks"), yb["ids"])
+            yield None, checked(self, xb, yb.get("boxes"), yb.get("masks"), yb["ids"])
 
 
 def padded(items: list[Any], max_boxes: int) -> tuple[Any, ...]:
@@ -347,6 +376,9 @@ def build(name: str, paths: np.ndarray, ids: np.ndarray, bs: int, workers: int,
     options = dict(annotations=annotations, masks=masks, max_boxes=max_boxes)
     if name == "shmaug":
         return ShmaugCoco(*common, shmaug_augment(), np.uint8, workers, "fork", **options)
+    if name in ("shmaug_crop", "shmaug_crop_image"):
+        return ShmaugCoco(*common, shmaug_crop(), np.uint8, workers, "fork", **options,
+                          crop=True, alone=name == "shmaug_crop_image")
     if name in ("torchvision", "albumentations"):
         return TorchCoco(*common, None, np.uint8, workers, "fork", name=name, **options)
     raise KeyError(f"no contender {name!r}; known: {sorted(LABELS)}")
@@ -377,6 +409,12 @@ def run_one(args: Any, folder: Path, made: dict[str, Any], contender: str) -> di
     return {**res, "contender": contender}
 
 
+def at_most(ratios: list[float], goal: float, quick: bool) -> str:
+    """The verdict on a cost ratio that must stay at most ``goal``."""
+    got = summarize(ratios).median if ratios else math.nan
+    return f"<= {goal:g}x: {verdict(None if math.isnan(got) else got <= goal, quick)}"
+
+
 def report(args: Any, argv: list[str], results: list[dict[str, Any]], made: dict[str, Any],
            contenders: list[str], env: dict[str, Any]) -> str:
     """``coco.json`` and ``coco.md``; ``env``: the machine as it was at the start."""
@@ -399,6 +437,8 @@ def report(args: Any, argv: list[str], results: list[dict[str, Any]], made: dict
                                fmt_num(summarize(ratios).median) if ratios else "n/a",
                                fmt_num(min(ratios)) if ratios else "n/a",
                                fmt_num(max(ratios)) if ratios else "n/a", len(ratios),
+                               at_most(ratios, TARGETS_COST, args.quick)
+                               if top == "shmaug_crop_image" else
                                judged(ratios, None, args.quick)])
             row = next(r for r in rows if r.contender == top)
             if ratios and not row.ratio:
