@@ -321,16 +321,18 @@ class Running:
         """The workers (or, for ``workers=0``, the same slice loop in this process)."""
         assert self.ring is not None
         order, n = o.order, o.order.samples  # n: samples per epoch (all shards)
+        drawn = o.pipeline.plan.takes_undrawn
         if self.workers == 0:
             return InlinePool(SliceRunner(
                 self.x, None, self._augment, load, seed=order.seed, n=n, shuffle=order.shuffle,
                 seed_globals=seed_globals, generation=self.ring.generation,
-                shard=self.shard, target_inputs=self._target_rows(self._moved, None),
+                shard=self.shard, target_inputs=self._target_rows(self._moved, None, drawn),
                 target_made=self._target_rows(self._made, None), cdf=self.cdf, mix=self._mix))
         weights = None if self.cdf is None else self.store.put(
             self.cdf, what="the sampling weights")[0]
         spec = WorkerSpec(x_handle, None, payload[0], order.seed, n, order.shuffle, seed_globals,
-                          self.shard, self._target_rows(self._moved, self.store), weights,
+                          self.shard, self._target_rows(self._moved, self.store, drawn),
+                          weights,
                           mix=self._mix, target_made=self._target_rows(self._made, self.store),
                           payload_by_value=payload[1])
         return WorkerPool(spec, self.workers, self._settings.start_method,
@@ -341,14 +343,17 @@ class Running:
                           op=op_name(self._augment if self._augment is not None else load))
 
     @staticmethod
-    def _target_rows(targets: dict[str, Any], store: SharedStore | None) -> dict[str, Any]:
+    def _target_rows(targets: dict[str, Any], store: SharedStore | None,
+                     drawn: bool = False) -> dict[str, Any]:
         """Where a worker reads each target's rows: an array (with ``store``, for workers:
         its shared block's handle, or its file's where memory-mapped), or a target source's
-        ``load`` (with ``store``: its tables in the store, as an image source's)."""
+        ``load`` (with ``store``: its tables in the store, as an image source's; ``drawn``:
+        its masks left for the pipeline to draw)."""
         rows: dict[str, Any] = {}
         for name, target in targets.items():
             if not isinstance(target, np.ndarray):
-                rows[name] = target.load if store is None else source.shared(target.load, store)
+                load = source.drawing(target.load, drawn)
+                rows[name] = load if store is None else source.shared(load, store)
                 if store is not None:  # (named, not a bare pickling error at process start)
                     check_picklable(rows[name], f"y[{name!r}].load" if name[0] != "y" else
                                     f"{name}.load")

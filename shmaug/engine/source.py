@@ -15,7 +15,10 @@ engine asks for it here, by protocol, never by probing attributes where it uses 
   hook before a task's samples are made, given those of the tasks queued behind it as
   ``ahead=``), ``plan`` (``Planning``: a hook with the order of this epoch and the next) and
   ``deferring()`` (``Deferring``: samples handed over undecoded, ``shmaug.deferred``, to an
-  `augment` whose plan ``takes_undecoded`` and decodes only the window it crops).
+  `augment` whose plan ``takes_undecoded`` and decodes only the window it crops);
+- of a target source's ``load``: ``drawing()`` (``Drawing``: masks handed over undrawn,
+  ``ops.targets.sample.Undrawn``, to an `augment` whose plan ``takes_undrawn``, which draws
+  them where its moves take them).
 
 The sources hold their classes to these protocols under ``mypy --strict``; the engine imports
 no source.
@@ -109,6 +112,13 @@ class Deferring(Protocol):
     def deferring(self) -> Any: ...
 
 
+@runtime_checkable
+class Drawing(Protocol):
+    """A target's ``load`` that can hand its masks over undrawn (``Undrawn``)."""
+
+    def drawing(self) -> Any: ...
+
+
 def labels(x: Any) -> np.ndarray | None:
     """The class labels of source ``x``, or None."""
     return x.labels if isinstance(x, Labelled) else None
@@ -138,6 +148,12 @@ def deferring(load: Any, takes_undecoded: bool) -> Any:
     """``load`` handing samples over undecoded where the pipeline takes them so (its plan
     says its first op crops at decode time); ``load`` itself otherwise."""
     return load.deferring() if isinstance(load, Deferring) and takes_undecoded else load
+
+
+def drawing(load: Any, takes_undrawn: bool) -> Any:
+    """A target's ``load`` handing its masks over undrawn where the pipeline draws them (its
+    plan ``takes_undrawn``); ``load`` itself otherwise."""
+    return load.drawing() if isinstance(load, Drawing) and takes_undrawn else load
 
 
 def stands_in(load: Any) -> bool:

@@ -35,6 +35,7 @@ class Plan:
     moves: frozenset[str]  # the names in ``y`` it moves with their image
     required: tuple[str, ...]  # the targets it must be given (albumentations' bbox_params)
     takes_undecoded: bool  # its first op crops at decode time (``shmaug.deferred``)
+    takes_undrawn: bool  # it draws masks where it moves them (``targets.sample.Undrawn``)
     fixes_size: bool | None  # every output one size; None: it cannot say (a user function)
     ranged: bool  # it takes a value range (shmaug's ops): the data is checked against it
     value_range: tuple[float, float] | None  # the range bound into it, if any
@@ -108,7 +109,7 @@ def plan_of(augment: Any) -> Plan:
         plan: Plan = augment.plan()
         return plan
     if augment is None:
-        return Plan(None, frozenset(), (), False, False, False, None, None, ())
+        return Plan(None, frozenset(), (), False, False, False, False, None, None, ())
     own = getattr(augment, "value_range", None)
     leaves = tuple((m, getattr(m, "targets", None)) for m in members(augment)
                    if not isinstance(m, _CONTAINERS))
@@ -117,6 +118,7 @@ def plan_of(augment: Any) -> Plan:
         moves=frozenset(getattr(augment, "target_names", None) or ()),
         required=tuple(getattr(augment, "required_targets", None) or ()),
         takes_undecoded=takes_deferred(augment),
+        takes_undrawn=isinstance(augment, Compose),  # (its targets move by ``sample.move``)
         fixes_size=fixes_size(augment),
         ranged=hasattr(augment, "with_value_range"),
         value_range=None if own is None else (float(own[0]), float(own[1])),

@@ -23,6 +23,7 @@ from ...deferred import decoded
 from ..config.inputs import sample_output
 from ...errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
 from ...ops.mixing import Mix
+from ...ops.targets.sample import Undrawn
 from ..plan.schedule import IN_ORDER, OrderCache, Shard, Shuffle, Task, seed_epoch
 from ...seeding import GlobalsWatch, SampleSeeder
 from ..handoff.ring import Targets
@@ -302,8 +303,8 @@ class SliceRunner:
             else:
                 self._stage = op_name(target)
                 rows[name] = row = target(index)
-                if not isinstance(row, np.ndarray) or row.dtype.kind not in "biuf" or \
-                        row.ndim < 2:
+                if not isinstance(row, (np.ndarray, Undrawn)) or row.dtype.kind not in "biuf" \
+                        or len(row.shape) < 2:
                     raise ArgumentTypeError(
                         f"`{self._stage}` (the target source of {name}) returned "
                         f"{type(row).__name__} {getattr(row, 'dtype', '')} of shape "

@@ -14,17 +14,25 @@ What happens to each (as albumentations does it, in Keras' padded layout):
   keeps its meaning, which dropping it would not), and stays so;
 - ``masks`` with one mask per box row (as many as the boxes: ``from_coco(masks="instances")``)
   lose the mask of a box that is dropped, as torchvision's ``SanitizeBoundingBoxes`` does.
+
+Masks a source has not drawn yet (``Undrawn``: COCO's polygons) are drawn where the moves take
+them: their points moved through the leading moves by a matrix with a constant border, then
+filled once at the size those end at, by the source's own rule (a polygon moved by a matrix is
+a polygon). A decode-time crop of a large photo then draws its masks in the small window, not
+whole and then cut (issue 57: the targets' cost stays near the image's).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
+import cv2
 import numpy as np
 
 from . import formats
 from ...errors import OutputMismatchError
-from .moves import Move, boxes as moved_boxes
+from .moves import MatrixMove, Move, boxes as moved_boxes
 
 MASK_NAMES = ("mask", "segmentation_masks", "masks")  # "masks": several per image (K, H, W)
 BOX_NAMES = ("boxes", "bboxes")  # Keras' (in its bounding_boxes dict), albumentations'
@@ -32,6 +40,34 @@ BOX_LABELS = "box_labels"  # how a loader names the labels beside Keras' boxes
 KEYPOINT_NAMES = ("keypoints",)
 NAMES = frozenset((*MASK_NAMES, *BOX_NAMES, BOX_LABELS, *KEYPOINT_NAMES))
 """Every target name a shmaug pipeline moves."""
+
+
+Where = Callable[[np.ndarray], np.ndarray]  # (N, 2) points (x, y) -> where a move takes them
+
+
+class Undrawn:
+    """A sample's masks not drawn yet: ``draw(where, size)`` draws them with each point moved
+    by ``where`` on a canvas of ``size`` (height, width), or as they lie (both None). What a
+    source's load hands a pipeline that moves masks (``engine.source.Drawing``); ``shape``
+    and ``dtype`` are those of the masks drawn as they lie."""
+
+    __slots__ = ("shape", "dtype", "_draw")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype,
+                 draw: Callable[[Where | None, tuple[int, int] | None], np.ndarray]) -> None:
+        self.shape, self.dtype, self._draw = shape, dtype, draw
+
+    def drawn(self, where: Where | None = None, size: tuple[int, int] | None = None
+              ) -> np.ndarray:
+        """The masks, moved by ``where`` onto ``size`` (height, width); as they lie: None."""
+        return self._draw(where, size)
+
+    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+        out = self.drawn()
+        return out if dtype is None else out.astype(np.dtype(dtype))  # type: ignore[call-overload]
+
+    def __len__(self) -> int:
+        return self.shape[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +124,10 @@ def _check_size(name: str, mask: np.ndarray, shape: tuple[int, ...], stacked: bo
             f"image_size).")
 
 
-def _masks(mask: np.ndarray, moves: list[Move], fill: float, stacked: bool) -> np.ndarray:
+def _masks(mask: np.ndarray | Undrawn, moves: list[Move], fill: float, stacked: bool
+           ) -> np.ndarray:
+    if isinstance(mask, Undrawn):
+        mask, moves = _drawn(mask, moves, fill)
     if stacked:  # an empty mask (a padding row) stays empty where nothing else comes in
         if not len(mask) or not moves:
             return mask
@@ -99,6 +138,27 @@ def _masks(mask: np.ndarray, moves: list[Move], fill: float, stacked: bool) -> n
     for m in moves:
         mask = m.mask(mask, fill)
     return mask
+
+
+def _drawn(mask: Undrawn, moves: list[Move], fill: float) -> tuple[np.ndarray, list[Move]]:
+    """``mask`` drawn through the leading moves its points follow exactly (a matrix, with a
+    constant border and nothing but 0 brought in: a drawn outline has nothing outside it),
+    and the moves left to make."""
+    taken = 0
+    while not fill and taken < len(moves) and isinstance(moves[taken], MatrixMove) and \
+            moves[taken].border == cv2.BORDER_CONSTANT:
+        taken += 1
+    if not taken:
+        return mask.drawn(), moves
+    through = moves[:taken]
+
+    def where(xy: np.ndarray) -> np.ndarray:
+        for m in through:
+            xy = m.points(xy)
+        return xy
+
+    width, height = through[-1].size
+    return mask.drawn(where, (height, width)), moves[taken:]
 
 
 def _boxes(rows: np.ndarray, labels: np.ndarray | None, fmt: str, moves: list[Move],

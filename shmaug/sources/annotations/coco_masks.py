@@ -16,13 +16,20 @@ pycocotools' own rule (``rleFrPoly``), so at the image's size a mask equals pyco
 ``annToMask`` pixel for pixel; an RLE is decoded at its own size, which must be its image's,
 then resized by nearest neighbour. No pycocotools at run time: the rule and the RLE string are
 a few lines of arithmetic.
+
+For a pipeline that moves masks, the load hands an image's polygons over undrawn
+(``drawing()``, ``ops.targets.sample.Undrawn``): the pipeline moves their points and they are
+filled once, by the same rule, where its moves take them (a decode-time crop's small window
+rather than the whole photo). An image with an RLE among its masks is drawn as it lies.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import struct
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import cv2
 import numpy as np
@@ -30,6 +37,7 @@ import numpy as np
 from ...errors import ArgumentError, got
 from ...memory.store import SharedStore
 from ...memory.table import FlatTable
+from ...ops.targets.sample import Undrawn, Where
 
 MASK_KINDS = ("instances", "semantic")
 _POLYGON, _COUNTS, _STRING = 0, 1, 2  # what a record's bytes hold
@@ -82,6 +90,7 @@ class CocoMaskLoad:
     kind: str  # "instances" or "semantic"
     rows: int  # max_boxes
     dtype: str  # of a semantic mask: uint8, or uint16 past 254 classes
+    undrawn: bool = False  # polygons handed over undrawn (``drawing()``)
 
     @property
     def __name__(self) -> str:  # how a worker error names the stage that failed
@@ -89,30 +98,60 @@ class CocoMaskLoad:
 
     def sharing(self, store: SharedStore) -> CocoMaskLoad:
         """The same, its table in ``store``: a worker attaches to it by name."""
-        return CocoMaskLoad(self.table.share(store), self.image_size, self.kind, self.rows,
-                            self.dtype)
+        return dataclasses.replace(self, table=self.table.share(store))
 
-    def __call__(self, index: int) -> np.ndarray:
+    def drawing(self) -> CocoMaskLoad:
+        """The same, handing an image's polygons over undrawn, to be filled where the
+        pipeline's moves take them (``engine.source.Drawing``)."""
+        return dataclasses.replace(self, undrawn=True)
+
+    def __call__(self, index: int) -> np.ndarray | Undrawn:
+        if self.undrawn and self._polygons_only(index):
+            size = self.image_size or self.table.size_of(index)
+            shape = (self.rows, *size) if self.kind == "instances" else (*size, 1)
+            return Undrawn(shape, np.dtype(np.uint8 if self.kind == "instances" else
+                                           self.dtype), functools.partial(self.draw, index))
+        return self.draw(index)
+
+    def _polygons_only(self, index: int) -> bool:
+        return all(kind == _POLYGON for _, _, kind, _ in _parsed(self.table.blob(index)))
+
+    def draw(self, index: int, where: Where | None = None, size: tuple[int, int] | None = None
+             ) -> np.ndarray:
+        """Image ``index``'s masks at ``image_size`` (or its own), or with their points then
+        moved by ``where`` onto a canvas of ``size`` (height, width): only polygons move so."""
         h, w = self.table.size_of(index)
-        height, width = self.image_size or (h, w)
+        at_size = self.image_size or (h, w)
+        height, width = size or at_size
+        scale = (at_size[1] / w, at_size[0] / h)
+        records = list(_parsed(self.table.blob(index)))
+        polygons = [np.frombuffer(payload, np.float64).reshape(-1, 2)
+                    for _, _, kind, payload in records if kind == _POLYGON]
+        filled: Iterator[tuple[int, int, np.ndarray] | None] = iter(())
+        if polygons:  # every polygon's points scaled and moved at once
+            points = np.concatenate(polygons) * scale
+            counts = np.array([len(p) for p in polygons])
+            filled = iter(_filled(points if where is None else where(points), counts,
+                                  height, width))
         if self.kind == "instances":
             out = np.zeros((self.rows, height, width), np.uint8)
         else:
             out = np.zeros((height, width, 1), self.dtype)
-        blob, at = self.table.blob(index), 0
-        while at < len(blob):
-            row, value, kind, size = _RECORD.unpack_from(blob, at)
-            payload = blob[at + _RECORD.size:at + _RECORD.size + size]
-            at += _RECORD.size + size
-            canvas = out[row] if self.kind == "instances" else np.zeros((height, width),
-                                                                         np.uint8)
-            if kind == _POLYGON:
-                points = np.frombuffer(payload, np.float64).reshape(-1, 2)
-                _fill(canvas, points * (width / w, height / h))
-            else:
-                canvas |= _rle(payload, kind, height, width)
+            canvas = np.zeros((height, width), np.uint8)
+        for row, value, kind, payload in records:
             if self.kind == "semantic":
-                out[canvas > 0] = value
+                canvas[:] = 0
+            plane = out[row] if self.kind == "instances" else canvas
+            if kind == _POLYGON:
+                part = next(filled)
+                if part is not None:
+                    top, left, block = part
+                    plane[top:top + block.shape[0], left:left + block.shape[1]] |= block
+            else:
+                assert where is None, "an RLE is drawn as it lies"
+                plane |= _rle(payload, kind, height, width)
+            if self.kind == "semantic":
+                out[canvas > 0] = value  # a later annotation paints over an earlier one
         return out
 
 
@@ -235,38 +274,62 @@ def _rle_size(source: str, annotation: Any, k: int, size: Any, image: tuple[int,
     return h, w
 
 
-def _fill(canvas: np.ndarray, points: np.ndarray) -> None:
-    """Set the pixels of ``canvas`` inside the polygon (pixel-edge coordinates) by
-    pycocotools' rule (``rleFrPoly`` in its maskApi.c), so a mask equals its ``annToMask``:
-    the outline is walked at 5x, points rounded as it rounds them, and each column of pixels
-    toggles where the outline crosses it. (A 5x5 square at 2.3..7.3 is 25 pixels.)"""
-    height, width = canvas.shape
-    u, v = _outline(points)
-    step = np.flatnonzero(u[1:] != u[:-1]) + 1  # where the walk enters a new column
+def _filled(points: np.ndarray, counts: np.ndarray, height: int, width: int
+            ) -> list[tuple[int, int, np.ndarray] | None]:
+    """The pixels of a ``height`` x ``width`` canvas inside each polygon (``counts[k]`` of the
+    ``points`` in turn, pixel-edge coordinates), by pycocotools' rule (``rleFrPoly`` in its
+    maskApi.c), so a mask equals its ``annToMask``: the outline is walked at 5x, points
+    rounded as it rounds them, and each column of pixels toggles where the outline crosses it.
+    (A 5x5 square at 2.3..7.3 is 25 pixels.) Each polygon's pixels come back as (top, left,
+    uint8 block) over the box of its crossings (None: none on the canvas). Every polygon is
+    walked and toggled in one set of array operations: per polygon, they cost more in calls
+    than in pixels."""
+    u, v, of = _outlines(points, counts)
+    # where a walk enters a new column (not across two polygons' walks)
+    step = np.flatnonzero((u[1:] != u[:-1]) & (of[1:] == of[:-1])) + 1
     xd = (np.where(u[step] < u[step - 1], u[step], u[step] - 1) + 0.5) / _UP - 0.5
     yd = (np.minimum(v[step], v[step - 1]) + 0.5) / _UP - 0.5
     keep = (np.floor(xd) == xd) & (xd >= 0) & (xd <= width - 1)  # a pixel column's centre
-    if not keep.any():
-        return
     col = xd[keep].astype(np.int64)
     row = np.ceil(np.clip(yd[keep], 0, height)).astype(np.int64)
-    (top, left), (bottom, right) = (int(row.min()), int(col.min())), (int(row.max()),
-                                                                        int(col.max()))
-    # Over the crossings' box only: each column toggles at its crossings (an even count,
-    # the outline being closed; pycocotools' RLE is column-major, the same toggles)
-    flips = np.zeros((bottom - top + 1, right - left + 1), np.uint8)
-    np.bitwise_xor.at(flips, (row - top, col - left), 1)
-    inside = np.bitwise_xor.accumulate(flips, axis=0)[:bottom - top]
-    canvas[top:bottom, left:right + 1] |= inside
+    which = of[step][keep]
+    n = len(counts)
+    found = np.bincount(which, minlength=n) > 0
+    big = np.iinfo(np.int64).max
+    top, left = np.full(n, big), np.full(n, big)
+    bottom, right = np.full(n, -1), np.full(n, -1)
+    np.minimum.at(top, which, row)
+    np.minimum.at(left, which, col)
+    np.maximum.at(bottom, which, row)
+    np.maximum.at(right, which, col)
+    # Each polygon's box of crossings, laid out one after another column by column: every
+    # column toggles at its crossings (an even count, the outline being closed; pycocotools'
+    # RLE is column-major, the same toggles), so one running count's parity fills them all.
+    rows_of, cols_of = np.where(found, bottom - top + 1, 0), np.where(found, right - left + 1, 0)
+    starts = np.concatenate([[0], np.cumsum(rows_of * cols_of)])
+    at = starts[which] + (col - left[which]) * rows_of[which] + row - top[which]
+    inside = (np.cumsum(np.bincount(at, minlength=int(starts[-1]))) & 1).astype(np.uint8)
+    out: list[tuple[int, int, np.ndarray] | None] = []
+    for k in range(n):
+        if not found[k] or rows_of[k] < 2:
+            out.append(None)
+            continue
+        block = inside[starts[k]:starts[k + 1]].reshape(cols_of[k], rows_of[k]).T
+        out.append((int(top[k]), int(left[k]), block[:-1]))
+    return out
 
 
-def _outline(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The closed polygon's outline as pycocotools walks it: its points at 5x rounded (C's
-    ``(int)(5 * x + .5)``), then every integer step along each edge's longer axis, the other
-    axis rounded likewise (each edge walked from its lower end along that axis)."""
-    xy = np.trunc(_UP * np.asarray(points, np.float64) + 0.5).astype(np.int64)
-    xy = np.concatenate([xy, xy[:1]])
-    xs, ys, xe, ye = xy[:-1, 0], xy[:-1, 1], xy[1:, 0], xy[1:, 1]
+def _outlines(points: np.ndarray, counts: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each closed polygon's outline as pycocotools walks it, one after another, and the
+    polygon of each point: its points at 5x rounded (C's ``(int)(5 * x + .5)``), then every
+    integer step along each edge's longer axis, the other axis rounded likewise (each edge
+    walked from its lower end along that axis)."""
+    start = np.cumsum(counts) - counts
+    xy = np.trunc(_UP * points.astype(np.float64) + 0.5).astype(np.int64)
+    following = np.arange(1, len(xy) + 1)
+    following[start + counts - 1] = start  # each polygon's last point closes it
+    xs, ys, xe, ye = xy[:, 0], xy[:, 1], xy[following, 0], xy[following, 1]
     dx, dy = np.abs(xe - xs), np.abs(ye - ys)
     along_x = dx >= dy
     flip = (along_x & (xs > xe)) | (~along_x & (ys > ye))
@@ -279,7 +342,17 @@ def _outline(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     t = np.where(flip[edge], span[edge] - d, d)
     ax = along_x[edge]
     other = np.trunc(np.where(ax, ys[edge], xs[edge]) + slope[edge] * t + 0.5).astype(np.int64)
-    return np.where(ax, t + xs[edge], other), np.where(ax, other, t + ys[edge])
+    of = np.repeat(np.arange(len(counts)), counts)[edge]
+    return np.where(ax, t + xs[edge], other), np.where(ax, other, t + ys[edge]), of
+
+
+def _parsed(blob: memoryview) -> Iterator[tuple[int, int, int, memoryview]]:
+    """An image's records: (box row, class index + 1, kind, payload) each."""
+    at = 0
+    while at < len(blob):
+        row, value, kind, nbytes = _RECORD.unpack_from(blob, at)
+        yield row, value, kind, blob[at + _RECORD.size:at + _RECORD.size + nbytes]
+        at += _RECORD.size + nbytes
 
 
 def _where(source: str, annotation: Any, k: int) -> str:
