@@ -240,3 +240,87 @@ def test_the_checkers_can_fail():
     assert private_reaches("shmaug.engine.loader", reach) == [
         "shmaug.engine.workers._retiring", "shmaug.ops.params._pair"]
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# Private attributes another library makes us read, each with why (name -> reason); a name
+# here is allowed on any object, so keep it to names no shmaug class defines.
+FOREIGN_PRIVATE = {
+    "_getframe": "sys._getframe: the caller's frame, for stacklevel and Keras' call sites",
+    "_exit": "os._exit: leave a forked worker (or a hung process) without running atexit",
+    "_replace": "a namedtuple's copy-with-changes (urllib's SplitResult)",
+    "_rand": "np.random.mtrand._rand: numpy's legacy global generator, which seeding reseeds",
+    "_bit_generator": "that legacy generator's bit generator, to see whether a user swapped it",
+    "_forkserver": "multiprocessing.forkserver's one server, to read its preload list",
+    "_mmap": "SharedMemory's mapping, closed by hand when a view outlives the block",
+    "_buf": "SharedMemory's buffer, dropped with its mapping",
+    "_name": "SharedMemory's block name as the resource tracker spells it",
+}
+
+
+def _own_private_names(tree: ast.AST) -> set[str]:
+    """The private names a module's own classes define: methods, class attributes (and
+    annotated fields), ``__slots__`` entries, and attributes set on ``self``/``cls``."""
+    names: set[str] = set()
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for node in ast.walk(cls):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                  and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                names.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names.add(node.value)  # __slots__ = ("_a", ...), setattr(self, "_a", v)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def foreign_private_reads(source: str) -> list[str]:
+    """Where a module reads a private attribute (one leading underscore, not a dunder) of an
+    object that is not ``self``, ``cls`` or ``super()``, and that none of the module's own
+    classes defines: another module's or another class's private state."""
+    tree = ast.parse(source)
+    own = _own_private_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        name = node.attr
+        if not name.startswith("_") or name.startswith("__") or name in own:
+            continue
+        if name in FOREIGN_PRIVATE:
+            continue
+        value = node.value
+        if isinstance(value, ast.Name) and value.id in ("self", "cls"):
+            continue
+        if (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and value.func.id == "super"):
+            continue
+        found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_reads_another_objects_private_state(module):
+    reads = foreign_private_reads(MODULES[module].read_text())
+    assert not reads, (
+        f"{module} reads private state it does not own: {reads}; give what the friend needs "
+        f"a named method or property on its owner (or, for another library's, a reason in "
+        f"FOREIGN_PRIVATE)")
+
+
+def test_the_private_state_rule_can_fail():
+    """The rule sees a friend's read and a module's private function, and lets through a
+    class's own state, ``super()``, dunders and what the module's own class defines."""
+    source = (
+        "import colour\n"
+        "class Box:\n"
+        "    __slots__ = ('_kept',)\n"
+        "    def __init__(self, seq):\n"
+        "        self._seq = seq\n"
+        "    def _own(self, other):\n"
+        "        return other._seq, other._kept, self._seq._runtime, super()._x, cls.__d__\n"
+        "def f(seq):\n"
+        "    return seq._runtime.lock, colour._mapped, Box._own, seq.__class__\n")
+    assert sorted(foreign_private_reads(source)) == [
+        "line 7: self._seq._runtime", "line 9: colour._mapped", "line 9: seq._runtime"]
