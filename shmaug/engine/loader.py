@@ -11,7 +11,7 @@ any order, ask twice, or resume at any epoch.
 
 The Keras facade starts and reads its loaders through two named functions, its door into the
 engine: ``start`` (a loader of options a ``Sequence`` resolved once) and ``lend`` (a batch
-handed over as Keras gets it).
+handed over as Keras gets it); a remote maker asks its loader through ``serve``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from typing import Any, Callable, Generic, Iterator, TypeVar, overload
+from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar, overload
 
 import numpy as np
 
@@ -28,9 +28,9 @@ from ..ops.mixing import Mix
 from .config import checks as check
 from .config import describe, inputs
 from .config.options import Data, Options, Settings
-from .handoff.prefetch import CLOSED, Handoff
+from .handoff.prefetch import CLOSED, EpochBatch, Handoff
 from .plan.cursor import Cursor
-from .plan.schedule import IN_ORDER, in_order
+from .plan.schedule import IN_ORDER, in_order, seed_epoch
 from .remote import RemoteWorkers
 from .running import Running
 from . import source
@@ -481,3 +481,15 @@ def lend(loader: Loader, index: int, *, epoch: int, in_order: bool,
     batch held for a second ask), else lent (``Handoff.LEND``: the slot is the batch's while
     any array of it lives)."""
     return loader._batch(index, epoch, in_order, Handoff.COPY if keep else Handoff.LEND)
+
+
+
+def serve(loader: Loader, key: int, index: int, ahead: Iterable[EpochBatch]) -> np.ndarray:
+    """Batch ``index`` of epoch key ``key``, made by ``loader``, which prefetches ``ahead``
+    (the batches this maker is asked for next) rather than the batches after this one: a
+    remote maker's door (``engine.remote``)."""
+    prefetch = loader._run.prefetch
+    if prefetch is not None:
+        prefetch.hint = list(ahead)
+    xb, _ = loader.batch(index, epoch=seed_epoch(key), in_order=bool(key & IN_ORDER))
+    return xb

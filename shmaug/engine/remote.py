@@ -8,7 +8,7 @@ fleet for batch indices, writes the arriving images into the ring slot of their 
 reports ``Done``. A ticket cancelled or answered once is forgotten, so an answer that arrives
 twice (a maker lost after it answered, the batch re-issued) is written once, and a cancelled
 batch never reaches a reused slot. The maker's side is a local ``Loader`` of the ``shipped``
-options, and ``serve`` (one batch, with the batches it will be asked for next as its
+options, and ``loader.serve`` (one batch, with the batches it will be asked for next as its
 prefetch). Nothing here imports Ray: the engine never does.
 """
 
@@ -17,19 +17,15 @@ from __future__ import annotations
 import traceback
 from abc import ABC, abstractmethod
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Iterable, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ArgumentError, ErrorRecord
-from .handoff.prefetch import EpochBatch
-from .plan.schedule import IN_ORDER, BatchPlan, Task, seed_epoch
+from .plan.schedule import BatchPlan, Task, seed_epoch
 from .workers.wire import Done, Failed, Result
 
 if TYPE_CHECKING:
     from .config.options import Options
     from .handoff.ring import OutputRing
-    from .loader import Loader
 
 Answer = tuple[int, Any]  # (ticket, the batch's images, or the exception that made none)
 
@@ -85,16 +81,6 @@ def shipped(options: Options) -> Options:
             f"transform with them: {names}. Fix: use local workers (`workers=None`) for "
             f"detection or segmentation data.")
     return replace(options, data=replace(options.data, y=None))
-
-
-def serve(loader: Loader, key: int, index: int, ahead: Iterable[EpochBatch]) -> np.ndarray:
-    """Batch ``index`` of epoch key ``key``, made by ``loader``, which prefetches ``ahead``
-    (the batches this maker is asked for next) rather than the batches after this one."""
-    prefetch = loader._run.prefetch
-    if prefetch is not None:
-        prefetch.hint = list(ahead)
-    xb, _ = loader.batch(index, epoch=seed_epoch(key), in_order=bool(key & IN_ORDER))
-    return xb
 
 
 class RemotePool:

@@ -29,6 +29,7 @@ from ..errors import ErrorRecord, rebuild
 from ._passes import Key
 
 if TYPE_CHECKING:
+    from ._runtime import Runtime
     from .sequence import Sequence
 
 # The numpy dtypes torch.from_numpy shares; others (uint16, uint32, bfloat16...) are left to
@@ -63,11 +64,13 @@ def for_keras(batch: Any) -> Any:
     return shared((batch,) if isinstance(batch, np.ndarray) else batch)
 
 
-def assemble(seq: Sequence, xb: np.ndarray, side: dict[str, Any], key: Key) -> Any:
+def assemble(seq: Sequence, rt: Runtime, xb: np.ndarray, side: dict[str, Any],
+             key: Key) -> Any:
     """What Keras gets for batch ``key`` of ``seq``: the images ``xb`` (in a dict with the
     other inputs, if any), then the targets through the ``targets`` hook and the sample
-    weights, from ``side``. An exception in the hook comes with the batch's first sample."""
-    seq._runtime.used = time.monotonic()  # (the batch may have taken long to come)
+    weights, from ``side`` (``rt``: ``seq``'s runtime). An exception in the hook comes with
+    the batch's first sample."""
+    rt.used = time.monotonic()  # (the batch may have taken long to come)
     inputs: Any = xb
     if side["inputs"] is not None:
         inputs = {seq.image_key: xb, **side["inputs"]}
@@ -77,7 +80,7 @@ def assemble(seq: Sequence, xb: np.ndarray, side: dict[str, Any], key: Key) -> A
         y = seq.targets(side["y"])
     except Exception as exc:
         epoch, planned, ordered = key
-        loader = seq._runtime.running  # (seq.loader would take the lock held here)
+        loader = rt.running  # (seq.loader would take the lock held here)
         assert loader is not None
         first = int(loader.indices(planned, epoch=epoch, in_order=ordered)[0])
         record = ErrorRecord.capture(

@@ -119,10 +119,10 @@ def validation_labels(mix: Any, validation: Any) -> None:
     hands out one-hot labels; what this cannot read passes."""
     if isinstance(validation, (tuple, list)) and len(validation) >= 2:
         y = validation[1]
-    elif getattr(validation, "mix", False) is None and hasattr(validation, "_runtime") \
-            and not validation._overrides("targets"):
-        y = validation._runtime.side.get("y")  # a shmaug.Sequence without a mix (or a
-        # targets hook, which may one-hot them)
+    elif getattr(validation, "mix", False) is None \
+            and hasattr(validation, "targets_as_given") and not validation.overrides("targets"):
+        y = validation.targets_as_given()  # a shmaug.Sequence without a mix (or a targets
+        # hook, which may one-hot them)
     else:
         return
     if not isinstance(y, np.ndarray) or y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):

@@ -8,15 +8,18 @@ from typing import TYPE_CHECKING, Any
 from ..engine.config.describe import brief, call_repr, resolved_start_method
 
 if TYPE_CHECKING:
+    from ..engine.config.options import Order, Settings
+    from ._runtime import Runtime
     from .sequence import Sequence
 
 
-def sequence_repr(seq: Sequence, base: type) -> str:
-    """``seq``'s repr; ``base``: ``shmaug.Sequence`` itself (a subclass is named by its own
-    name)."""
-    given, order, side = seq._settings, seq._order, seq._runtime.side
+def sequence_repr(seq: Sequence, base: type, given: Settings, order: Order,
+                  runtime: Runtime) -> str:
+    """``seq``'s repr from its settings as ``given``, its ``order`` and its ``runtime``;
+    ``base``: ``shmaug.Sequence`` itself (a subclass is named by its own name)."""
+    side = runtime.side
     name = "shmaug.Sequence" if type(seq) is base else type(seq).__qualname__
-    hooks = [h for h in ("load", "augment", "targets") if seq._overrides(h)]
+    hooks = [h for h in ("load", "augment", "targets") if seq.overrides(h)]
     count = given.workers.workers
     settings: list[tuple[str, Any]] = [
         ("x", brief(seq.x)), ("y", brief(side.get("y"))),
@@ -45,4 +48,4 @@ def sequence_repr(seq: Sequence, base: type) -> str:
         settings += [("num_shards", seq.num_shards), ("shard_index", seq.shard_index)]
     extra = f"; hooks overridden: {', '.join(hooks)}" if hooks else ""
     return call_repr(name, settings) + \
-        f" ({len(order.plan)} batches, {seq._runtime.life.value}{extra})"
+        f" ({len(order.plan)} batches, {runtime.life.value}{extra})"

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import keras
 
 from ..errors import ArgumentError, DistributionError
-from ._passes import Passes
 
 if TYPE_CHECKING:
     from .sequence import Sequence
@@ -131,21 +130,11 @@ def follow(seq: Sequence) -> Any:
     if dist is None:
         return None
     if processes(dist)[0] > 1:
-        if seq._settings.batches.num_shards is None and seq.num_shards == 1:
-            set_shard(seq, *process_shard(dist))
+        if not seq.shards_given and seq.num_shards == 1:
+            seq.reshard(*process_shard(dist))
             log.info("shmaug.Sequence serves shard %d of %d (this process of the Keras "
                      "distribution)", seq.shard_index, seq.num_shards)
         take_over_sharding(dist)
-    plan = seq._order.plan
-    start, stop = plan.bounds(len(plan) - 1)
-    check_split(dist, seq.batch_size, stop - start)
+    check_split(dist, seq.batch_size, seq.last_batch_size)
     return dist
 
-
-def set_shard(seq: Sequence, num_shards: int, shard_index: int) -> None:
-    """Take another shard (checked) before the workers start: its epochs' plan, and passes
-    over it that keep the epoch sought (the Loader, once started, has the same)."""
-    seq._set_order(seq._order.sharded(num_shards, shard_index))
-    old = seq._runtime.passes
-    seq._runtime.passes = Passes(len(seq._order.plan))
-    seq._runtime.passes.seek(old.position[0], 0)

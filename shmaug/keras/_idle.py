@@ -17,7 +17,6 @@ import time
 import weakref
 from typing import TYPE_CHECKING
 
-from ._runtime import Life
 
 if TYPE_CHECKING:
     from .sequence import Sequence
@@ -73,18 +72,7 @@ def stop_if_idle(seq: Sequence, now: float, after_s: float | None = None) -> Non
     """Stop the workers and free the shared memory if no batch was asked for in
     ``after_s`` (default ``STOP_AFTER_S``; never while one is being served: that
     holds the lock)."""
-    after_s = STOP_AFTER_S if after_s is None else after_s
-    rt = seq._runtime
-    if now - rt.used < after_s or not rt.lock.acquire(blocking=False):
-        return
-    try:
-        loader = rt.running
-        if loader is None or now - rt.used < after_s:
-            return
-        rt.life = Life.STOPPED_IDLE  # (its loader stays: its figures)
-        forget(seq)
-    finally:
-        rt.lock.release()
-    loader.close()
-    log.info("shmaug.Sequence idle for %.0f s: its workers stopped and its shared memory "
-             "freed (they start again on the next batch asked for)", now - rt.used)
+    idle_s = seq.stop_if_idle(now, STOP_AFTER_S if after_s is None else after_s)
+    if idle_s is not None:
+        log.info("shmaug.Sequence idle for %.0f s: its workers stopped and its shared memory "
+                 "freed (they start again on the next batch asked for)", idle_s)

@@ -13,36 +13,40 @@ from ..engine.config import checks as check
 from . import _checks as facade_checks
 
 if TYPE_CHECKING:
+    from ..engine.config.options import Order
+    from ._runtime import Runtime
     from .sequence import Sequence
 
 FORMAT = "shmaug.Sequence"
 VERSION = 1  # of the state's format; bumped when its meaning changes
 
 
-def state_of(seq: Sequence) -> dict[str, Any]:
-    """Where ``seq``'s stream of batches stands, as a small JSON-ready dict."""
-    with seq._runtime.lock:
-        passes = seq._runtime.passes
+def state_of(seq: Sequence, order: Order, runtime: Runtime) -> dict[str, Any]:
+    """Where ``seq``'s stream of batches stands (its ``order``, its ``runtime``'s passes), as
+    a small JSON-ready dict."""
+    with runtime.lock:
+        passes = runtime.passes
         bindings = passes.bindings
         epoch, batch = passes.position
         return {
             "format": FORMAT, "version": VERSION, "seed": seq.seed,
             "epoch": epoch, "batch": batch, "shard_index": seq.shard_index,
-            "fingerprint": seq._order.fingerprint(),
+            "fingerprint": order.fingerprint(),
             "bindings": [[i, e, b] for i, (e, b, _) in sorted(bindings.items())],
             "in_order": passes.in_order,
             "asked": sorted(bindings), "in_epoch": bool(bindings),
         }
 
 
-def restore(seq: Sequence, state: dict[str, Any]) -> None:
-    """Make ``seq`` continue from ``state`` (checked against its fingerprint and seed)."""
-    batches = len(seq)  # first: under a distribution it may take this process's shard
-    expected = {**seq._order.fingerprint(), "seed": seq.seed}
+def restore(seq: Sequence, state: dict[str, Any], batches: int, order: Order,
+            runtime: Runtime) -> None:
+    """Make ``seq`` (of ``batches`` per epoch, its ``order``) continue from ``state`` (checked
+    against its fingerprint and seed): its ``runtime``'s passes."""
+    expected = {**order.fingerprint(), "seed": seq.seed}
     epoch, cursor = check.resume_state(state, FORMAT, VERSION, expected, batches)
     bindings = facade_checks.bindings(state.get("bindings"), state.get("asked"), batches)
-    in_order = state.get("in_order") is True or not seq._order.shuffle
-    rt = seq._runtime
+    in_order = state.get("in_order") is True or not order.shuffle
+    rt = runtime
     with rt.lock:
         rt.passes.restore(epoch, cursor, {i: (e, b, in_order) for i, e, b in bindings},
                           in_order)

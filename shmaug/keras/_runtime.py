@@ -16,6 +16,7 @@ import enum
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,31 @@ class Runtime:
             return {}
         assert isinstance(self.data.y, dict)  # (as data_of made it)
         return self.data.y
+
+    def over_batches(self, batches: int) -> None:
+        """New passes over ``batches`` per epoch (another shard's), keeping the epoch sought;
+        called before the workers start."""
+        epoch = self.passes.position[0]
+        self.passes = Passes(batches)
+        self.passes.seek(epoch, 0)
+
+    def stop_if_idle(self, now: float, after_s: float,
+                     stopped: Callable[[], None]) -> float | None:
+        """Stop the workers if no batch was asked for in ``after_s`` seconds (never while one
+        is being served: that holds the lock); ``stopped`` runs under the lock once they are
+        marked so. The loader stays (its figures). Returns how long they were idle, or None."""
+        if now - self.used < after_s or not self.lock.acquire(blocking=False):
+            return None
+        try:
+            loader = self.running
+            if loader is None or now - self.used < after_s:
+                return None
+            self.life = Life.STOPPED_IDLE  # (its loader stays: its figures)
+            stopped()
+        finally:
+            self.lock.release()
+        loader.close()
+        return now - self.used
 
     def note_order(self, index: int, in_order: bool, loader: Loader) -> None:
         """Say once when Keras' random batch order defeats prefetching (a pass read in the

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Iterator, cast
 import numpy as np
 
 from ..errors import ArgumentError
-from . import _distribution
 
 if TYPE_CHECKING:
     from .sequence import Sequence
@@ -73,16 +72,14 @@ def to_tf_dataset(seq: Sequence, input_context: Any = None) -> Any:
 
     def epoch() -> Iterator[Any]:
         seq.on_epoch_begin()  # a subclass's hooks run per epoch, as under fit
-        with seq._runtime.lock:  # a pass restored half-way serves only what it had not
-            served = seq._runtime.passes.restored  # served
+        served = seq.served_before_restore()  # a pass restored half-way serves only the rest
         for i in range(len(seq)):
             if i not in served:
                 yield seq[i]
         seq.on_epoch_end()
 
     dataset = tf.data.Dataset.from_generator(epoch, output_signature=signature)
-    with seq._runtime.lock:
-        whole = not seq._runtime.passes.restored
+    whole = not seq.served_before_restore()
     if whole:  # every iteration is one whole epoch: say how long, or Keras' fit (its
         # EpochIterator, keras-hub's fit on tf.data) runs it dry each epoch and warns "Your
         # input ran out of data"; a pass restored half-way is shorter once, so left unknown
@@ -100,8 +97,8 @@ def follow_context(seq: Sequence, ctx: Any) -> None:
     wanted = (int(ctx.num_input_pipelines), int(ctx.input_pipeline_id))
     if wanted == (seq.num_shards, seq.shard_index):
         return
-    given = seq._settings.batches.num_shards is not None
-    if given or seq._runtime.running is not None:
+    given = seq.shards_given
+    if given or seq.running_loader is not None:
         why = ("was created with" if given else "already runs with")
         raise ArgumentError(
             f"`input_context` assigns shard {wanted[1]} of {wanted[0]} "
@@ -110,4 +107,4 @@ def follow_context(seq: Sequence, ctx: Any) -> None:
             f"num_shards and shard_index out and let the context decide, or pass "
             f"num_shards={wanted[0]}, shard_index={wanted[1]}."
         )
-    _distribution.set_shard(seq, *wanted)
+    seq.reshard(*wanted)

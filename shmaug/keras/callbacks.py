@@ -119,7 +119,7 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
 
     def _watched(self) -> list[Sequence]:
         seqs = [self.sequence] if self.sequence is not None else list(_LIVE)
-        running = [(s, s._runtime.running) for s in seqs]
+        running = [(s, s.running_loader) for s in seqs]
         return [s for s, loader in running if loader is not None and not loader.closed]
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
@@ -127,9 +127,9 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
             seq.reset_stats()
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-        watched = sorted(self._watched(), key=lambda s: -s._runtime.requests)
+        watched = sorted(self._watched(), key=lambda s: -s.batch_requests)
         for rank, seq in enumerate(watched):
-            if not seq._runtime.requests:
+            if not seq.batch_requests:
                 continue
             s = seq.stats()
             s["epoch"] = epoch

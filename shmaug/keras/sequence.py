@@ -29,7 +29,8 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
 
 import keras
 import numpy as np
@@ -101,7 +102,69 @@ else:
     _PyDataset = _pydataset()
 
 
-class Sequence(_PyDataset, _tf_data.DatasetForms):  # type: ignore[misc]
+class _FacadeApi:
+    """What the facade's other modules (``_describe``, ``_distribution``, ``_idle``,
+    ``_tf_data``, ``_checks``, the callbacks) ask of a ``Sequence``: one named member per
+    need, so that none of them reads its private state. Part of ``Sequence``, kept apart to
+    be read as one list."""
+
+    _settings: Settings
+    _order: Order
+    _runtime: Runtime
+    num_shards: int
+    shard_index: int
+
+    def overrides(self, hook: str) -> bool:
+        """Whether a subclass overrides ``hook`` (``"load"``, ``"augment"``, ``"targets"``)."""
+        return getattr(type(self), hook) is not getattr(Sequence, hook)
+
+    @property
+    def running_loader(self) -> Loader | None:
+        """The loader whose workers run now, if any (starts none, takes no lock)."""
+        return self._runtime.running
+
+    @property
+    def batch_requests(self) -> int:
+        """The asks for a batch since the workers started (or ``reset_stats``)."""
+        return self._runtime.requests
+
+    def targets_as_given(self) -> Any:
+        """The targets ``y`` as the batches gather them, before the ``targets`` hook."""
+        return self._runtime.side.get("y")
+
+    def served_before_restore(self) -> dict[int, Any]:
+        """The indices a pass restored half-way had served, which it will not serve again."""
+        with self._runtime.lock:
+            return self._runtime.passes.restored
+
+    @property
+    def shards_given(self) -> bool:
+        """Whether ``num_shards`` was passed (else a distribution may choose the shard)."""
+        return self._settings.batches.num_shards is not None
+
+    @property
+    def last_batch_size(self) -> int:
+        """The samples in the last batch of an epoch (of this shard)."""
+        start, stop = self._order.plan.bounds(len(self._order.plan) - 1)
+        return stop - start
+
+    def reshard(self, num_shards: int, shard_index: int) -> None:
+        """Serve another shard (checked), before the workers start: its epochs' plan, and
+        passes over it that keep the epoch sought (the Loader, once started, has the same)."""
+        self._set_order(self._order.sharded(num_shards, shard_index))
+        self._runtime.over_batches(len(self._order.plan))
+
+    def stop_if_idle(self, now: float, after_s: float) -> float | None:
+        """Stop the workers if no batch was asked for in ``after_s`` seconds (``_idle``'s
+        watch); how long they were idle, or None."""
+        return self._runtime.stop_if_idle(now, after_s, partial(_idle.forget, cast(Sequence, self)))
+
+    def _set_order(self, order: Order) -> None:
+        self._order = order  # invariant: which samples each batch holds, for this shard
+        self.num_shards, self.shard_index = order.num_shards, order.shard_index
+
+
+class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[misc]
     """A Keras ``PyDataset`` fed by shmaug's worker processes over shared memory.
 
     Takes the ``Loader``'s arguments with the same meaning and defaults. Workers start on first
@@ -211,11 +274,11 @@ class Sequence(_PyDataset, _tf_data.DatasetForms):  # type: ignore[misc]
         pin_memory = False if pin_memory is None else pin_memory  # (Settings reads it)
         self.image_key, images, extra_inputs = facade_checks.split_inputs(x, image_key)
         self._settings = Settings.of(locals())  # the Loader's arguments, each checked once
-        load = self.load if self._overrides("load") else None  # else a source's (ImageFiles)
+        load = self.load if self.overrides("load") else None  # else a source's (ImageFiles)
         data = data_of(images, load, y=y, inputs=extra_inputs, sample_weight=sample_weight)
         self.x: Any = data.x  # invariant: what the workers read (array) or what `load` indexes
         options = Options.of(self._settings, data, per_pass=True, hook=self.augment if
-                             self._overrides("augment") else None,
+                             self.overrides("augment") else None,
                              hook_name=f"{type(self).__qualname__}.augment")
         self._pipeline = options.pipeline.argument  # what `super().augment` runs
         self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline)
@@ -292,7 +355,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms):  # type: ignore[misc]
             # so copied; the others are lent, their slot theirs while Keras holds them
             xb, side = lend(loader, planned, epoch=epoch, in_order=ordered, keep=held)
             rt.hits += loader.last_hit
-            batch = assemble(self, xb, side, key)
+            batch = assemble(self, rt, xb, side, key)
             if held:
                 rt.held[key] = batch
                 while len(rt.held) > _HELD:
@@ -307,7 +370,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms):  # type: ignore[misc]
         adapter = stack.keras_adapter(self)
         inferring = adapter is not None and stack.keras_is_inferring()
         if self.mix is not None and adapter is not None and not (building or inferring) \
-                and not self._overrides("targets"):
+                and not self.overrides("targets"):
             # fit's training passes: its validation batches must take the mix's loss too
             # (unless a targets hook reshapes the soft targets: then what loss is unknown)
             facade_checks.validation_labels(self.mix, stack.fit_validation_data())
@@ -346,7 +409,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms):  # type: ignore[misc]
             not self._order.shuffle and self.mix is None)  # (with a mix, in order: unmixed)
         with self._runtime.lock:
             xb, side = self._ensure_loader().batch(index, epoch=epoch, in_order=in_order)
-            return assemble(self, xb, side, (epoch, index, in_order))
+            return assemble(self, self._runtime, xb, side, (epoch, index, in_order))
 
     @property
     def epoch(self) -> int:
@@ -381,7 +444,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms):  # type: ignore[misc]
         ``to_tf_dataset()`` the state counts the batches tf.data has fetched, which its
         prefetch buffer holds ahead of the training loop: save at an epoch's end there.
         """
-        return _resume.state_of(self)
+        return _resume.state_of(self, self._order, self._runtime)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (from ``state_dict()``, also of another host's shard).
@@ -390,7 +453,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms):  # type: ignore[misc]
             ArgumentError: for a state of another dataset length, batch size, shuffle,
                 drop_remainder, shard count, seed or format version (naming the field).
         """
-        _resume.restore(self, state)
+        batches = len(self)  # first: under a distribution it may take this process's shard
+        _resume.restore(self, state, batches, self._order, self._runtime)
 
     @property
     def loader(self) -> Loader:
@@ -409,10 +473,6 @@ class Sequence(_PyDataset, _tf_data.DatasetForms):  # type: ignore[misc]
         if rt.life is not Life.STOPPED_IDLE:  # (stopped while idle: no restart for this; the
             self.loader.reset_stats()  # next start begins at zero)
         rt.requests = rt.hits = 0
-
-    def _set_order(self, order: Order) -> None:
-        self._order = order  # invariant: which samples each batch holds, for this shard
-        self.num_shards, self.shard_index = order.num_shards, order.shard_index
 
     def close(self) -> None:
         """Stop the workers and free shared memory. Idempotent.
@@ -438,7 +498,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms):  # type: ignore[misc]
         # (the engine, the lock, the data that already sits in shared memory, the bookkeeping).
         state = self.__dict__.copy()
         del state["_runtime"]
-        if not self._overrides("load"):
+        if not self.overrides("load"):
             state["x"] = None
         return state
 
@@ -450,12 +510,9 @@ class Sequence(_PyDataset, _tf_data.DatasetForms):  # type: ignore[misc]
     def __repr__(self) -> str:
         """The settings as given, with what they resolve to. ``workers`` is shmaug's count of
         processes (``seq.workers``, Keras' attribute, reads 1: see the class docstring)."""
-        return _describe.sequence_repr(self, Sequence)
+        return _describe.sequence_repr(self, Sequence, self._settings, self._order, self._runtime)
 
     # -- inside -------------------------------------------------------------------------------
-
-    def _overrides(self, hook: str) -> bool:
-        return getattr(type(self), hook) is not getattr(Sequence, hook)
 
     def _ensure_loader(self) -> Loader:
         """The running loader; started here (with the lock held) if none runs."""

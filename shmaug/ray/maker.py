@@ -15,9 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..engine.config.options import Options, WorkerOptions
-from ..engine.loader import start
 from ..engine.handoff.prefetch import EpochBatch
-from ..engine.remote import serve
+from ..engine.loader import serve, start
 
 
 class Maker:

@@ -98,7 +98,7 @@ class Prefetcher:
         # than there are workers (``depth.short``): a worker then has no batch of its own.
         self.short = False
         # The batches wanted next, where the consumer knows them better than "the following
-        # ones": a remote maker (``engine.remote.serve``) is asked for a stripe of the epoch.
+        # ones": a remote maker (``engine.loader.serve``) is asked for a stripe of the epoch.
         self.hint: list[EpochBatch] | None = None
         self.resized(workers)
 

@@ -50,8 +50,8 @@ Kernel = Callable[[np.ndarray], np.ndarray]
 _BYTES = (0.0, 255.0)
 
 
-def _unit_op(image: np.ndarray, vr: ValueRange | None, fn: Kernel, *, rgb: bool = False,
-             on_bytes: Kernel | None = None) -> np.ndarray:
+def unit_op(image: np.ndarray, vr: ValueRange | None, fn: Kernel, *, rgb: bool = False,
+            on_bytes: Kernel | None = None) -> np.ndarray:
     """``fn`` on ``image`` mapped to a float32 unit image, mapped back to its dtype and
     range; ``rgb``: only on the first three channels, and not at all on gray images.
     ``on_bytes``: the same kernel on uint8 in 0..255 as it is (``cv_colour``'s 8-bit ones),
@@ -97,9 +97,9 @@ def hue(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.1,
     if turns == 0.0:
         check_image(image)
         return image
-    return _unit_op(image, value_range, partial(k.hsv_adjust, hue_shift=turns,
-                                                saturation_gain=1.0), rgb=True,
-                    on_bytes=partial(k.hsv_adjust_bytes, hue_shift=turns, saturation_gain=1.0))
+    return unit_op(image, value_range, partial(k.hsv_adjust, hue_shift=turns,
+                                               saturation_gain=1.0), rgb=True,
+                   on_bytes=partial(k.hsv_adjust_bytes, hue_shift=turns, saturation_gain=1.0))
 
 
 @register("saturation", targets=STILL, checks={"factor": _SIGNED_FACTOR, **chk.VALUE_RANGE})
@@ -116,9 +116,9 @@ def saturation(image: np.ndarray, rng: np.random.Generator, factor: Range = (0.4
     if abs(gain - 1.0) < 1e-6:  # factor 0.5, up to Keras' epsilon
         check_image(image)
         return image
-    return _unit_op(image, value_range, partial(k.hsv_adjust, hue_shift=0.0,
-                                                saturation_gain=gain), rgb=True,
-                    on_bytes=partial(k.hsv_adjust_bytes, hue_shift=0.0, saturation_gain=gain))
+    return unit_op(image, value_range, partial(k.hsv_adjust, hue_shift=0.0,
+                                               saturation_gain=gain), rgb=True,
+                   on_bytes=partial(k.hsv_adjust_bytes, hue_shift=0.0, saturation_gain=gain))
 
 
 def _jitter_draws(rng: np.random.Generator, brightness: Any, contrast: Any, saturation: Any,
@@ -189,9 +189,9 @@ def color_jitter(
     colour = check_image(image).ndim == 3 and image.shape[2] >= 3
     drawn = _jitter_draws(rng, brightness_factor, contrast_factor, saturation_factor,
                           hue_factor, order, colour)
-    return _unit_op(image, value_range,
-                    partial(_run_clipped, steps=[_JITTER[s][0](v) for s, v in drawn]),
-                    on_bytes=partial(_run, steps=_byte_steps(drawn)))
+    return unit_op(image, value_range,
+                   partial(_run_clipped, steps=[_JITTER[s][0](v) for s, v in drawn]),
+                   on_bytes=partial(_run, steps=_byte_steps(drawn)))
 
 
 def _run_clipped(unit: np.ndarray, steps: list[Kernel]) -> np.ndarray:
@@ -245,7 +245,7 @@ def grayscale(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.5,
     """
     if not rng.random() < draw(rng, factor, "factor", 0.0, 1.0):
         return image
-    return _unit_op(image, value_range, k.to_gray, rgb=True, on_bytes=k.to_gray_bytes)
+    return unit_op(image, value_range, k.to_gray, rgb=True, on_bytes=k.to_gray_bytes)
 
 
 @register("color_degeneration", targets=STILL,
@@ -262,19 +262,20 @@ def color_degeneration(image: np.ndarray, rng: np.random.Generator, factor: Rang
     amount = draw(rng, _SIGNED_FACTOR(factor, "factor"), "factor")
     if amount == 0.0:
         return image
-    return _unit_op(image, value_range, partial(k.degenerate, amount=amount), rgb=True,
-                    on_bytes=partial(k.degenerate_bytes, amount=amount))
+    return unit_op(image, value_range, partial(k.degenerate, amount=amount), rgb=True,
+                   on_bytes=partial(k.degenerate_bytes, amount=amount))
 
 
-def _mapped(image: np.ndarray, vr: ValueRange | None,
-            fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+def mapped(image: np.ndarray, vr: ValueRange | None,
+           fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """A per-pixel map of unit values (a lookup table on uint8)."""
     work = to_work(image)
     scale = levels(image, vr)
     return restore(k.pointwise(work, fn, scale), image, scale)
 
 
-def _inverted(unit: np.ndarray) -> np.ndarray:
+def inverted(unit: np.ndarray) -> np.ndarray:
+    """A unit image inverted: ``invert``'s map (RandAugment's ``Invert`` too)."""
     out: np.ndarray = np.float32(1.0) - unit
     return out
 
@@ -291,7 +292,7 @@ def invert(image: np.ndarray, rng: np.random.Generator, factor: Range = 1.0,
     if not _probability(rng, factor):
         check_image(image)
         return image
-    return _mapped(image, value_range, _inverted)
+    return mapped(image, value_range, inverted)
 
 
 @register("solarize", targets=STILL, checks={"addition_factor": _UNIT_FACTOR,
@@ -307,7 +308,7 @@ def solarize(image: np.ndarray, rng: np.random.Generator, addition_factor: Range
     """
     add = draw(rng, _UNIT_FACTOR(addition_factor, "addition_factor"), "addition_factor")
     t = draw(rng, _UNIT_FACTOR(threshold_factor, "threshold_factor"), "threshold_factor")
-    return _mapped(image, value_range, partial(k.solarize, threshold=t, addition=add))
+    return mapped(image, value_range, partial(k.solarize, threshold=t, addition=add))
 
 
 def _bits(value: Any, name: str) -> tuple[int, int]:
@@ -336,7 +337,7 @@ def posterize(image: np.ndarray, rng: np.random.Generator, factor: Range = (4, 8
     if bits == 8:
         check_image(image)
         return image
-    return _mapped(image, value_range, partial(k.posterize, bits=bits))
+    return mapped(image, value_range, partial(k.posterize, bits=bits))
 
 
 @register("equalize", targets=STILL, checks={"bins": chk.whole(2), **chk.VALUE_RANGE})
@@ -348,8 +349,8 @@ def equalize(image: np.ndarray, rng: np.random.Generator, bins: int = 256,
         >>> out = equalize(np.zeros((8, 8), np.uint8), np.random.default_rng(0))
     """
     bins = chk.whole_number(bins, "bins", 2)
-    return _unit_op(image, value_range, partial(k.equalize, bins=bins),
-                    on_bytes=k.equalize_bytes if bins == 256 else None)
+    return unit_op(image, value_range, partial(k.equalize, bins=bins),
+                   on_bytes=k.equalize_bytes if bins == 256 else None)
 
 
 @register("auto_contrast", targets=STILL, checks=chk.VALUE_RANGE)
@@ -360,7 +361,7 @@ def auto_contrast(image: np.ndarray, rng: np.random.Generator,
     Example:
         >>> out = auto_contrast(np.zeros((8, 8), np.uint8), np.random.default_rng(0))
     """
-    return _unit_op(image, value_range, k.auto_contrast, on_bytes=k.auto_contrast_bytes)
+    return unit_op(image, value_range, k.auto_contrast, on_bytes=k.auto_contrast_bytes)
 
 
 def _grid(value: Any, name: str) -> tuple[int, int]:
@@ -386,7 +387,7 @@ def clahe(image: np.ndarray, rng: np.random.Generator, clip_limit: Range = 4.0,
     """
     limit = draw(rng, clip_limit, "clip_limit", 0.0)
     grid = _grid(tile_grid_size, "tile_grid_size")
-    return _unit_op(image, value_range, partial(k.clahe, clip_limit=limit, grid=grid))
+    return unit_op(image, value_range, partial(k.clahe, clip_limit=limit, grid=grid))
 
 
 @register("channel_shuffle", targets=STILL)

@@ -144,19 +144,19 @@ def apply(image: np.ndarray, rng: np.random.Generator, name: str, m: float, s: S
         b, c = (1.0 + m, 1.0) if name == "Brightness" else (1.0, 1.0 + m)
         return tone.brightness_contrast(image, rng, brightness=b, contrast=c, value_range=vr)
     if name == "Color":
-        return colour._unit_op(image, vr, partial(k.degenerate, amount=-m), rgb=True)
+        return colour.unit_op(image, vr, partial(k.degenerate, amount=-m), rgb=True)
     if name == "Sharpness":
         return _sharpness(image, 1.0 + m, s)
     return _POINTWISE[name](image, m, vr)
 
 
 _POINTWISE: dict[str, Callable[[np.ndarray, float, ValueRange | None], np.ndarray]] = {
-    "Posterize": lambda im, m, vr: colour._mapped(im, vr, partial(k.posterize, bits=int(m))),
-    "Solarize": lambda im, m, vr: colour._mapped(im, vr, partial(k.solarize, threshold=m,
-                                                                 addition=0.0)),
-    "AutoContrast": lambda im, m, vr: colour._unit_op(im, vr, k.auto_contrast),
+    "Posterize": lambda im, m, vr: colour.mapped(im, vr, partial(k.posterize, bits=int(m))),
+    "Solarize": lambda im, m, vr: colour.mapped(im, vr, partial(k.solarize, threshold=m,
+                                                                addition=0.0)),
+    "AutoContrast": lambda im, m, vr: colour.unit_op(im, vr, k.auto_contrast),
     "Equalize": lambda im, m, vr: _via_bytes(im, vr, k.equalize_pil),
-    "Invert": lambda im, m, vr: colour._mapped(im, vr, colour._inverted),
+    "Invert": lambda im, m, vr: colour.mapped(im, vr, colour.inverted),
 }
 
 
