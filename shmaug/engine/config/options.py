@@ -2,8 +2,8 @@
 arguments resolve to against the data, before anything starts.
 
 ``Loader`` and ``Sequence`` take the same flat keyword arguments (Keras users expect them).
-Both sort them by name into three frozen groups (``Settings.of``), as Grain groups its
-``ReadOptions`` and ``MultiprocessingOptions``:
+Both pass each by keyword to its field in one of three frozen groups (``Settings``), as Grain
+groups its ``ReadOptions`` and ``MultiprocessingOptions``:
 
 - ``BatchOptions``: which samples make each batch, in which order (batch_size, shuffle,
   drop_remainder, seed, the shards, weighted sampling);
@@ -25,7 +25,7 @@ refuse.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sized
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
 import numpy as np
@@ -86,8 +86,8 @@ class BatchOptions:
 class WorkerOptions:
     """Who makes the batches, how far ahead of the consumer, and how they are handed over."""
 
-    # a count, or "auto" (None as given: one per core), or makers elsewhere (shmaug.ray)
-    workers: int | str | RemoteWorkers = check.AUTO
+    # a count, or "auto", or makers elsewhere (shmaug.ray); None as given: one per core
+    workers: int | str | RemoteWorkers | None = check.AUTO
     start_method: str | None = None
     max_queue_size: int | None = None  # None: follows the workers (handoff.depth); checked
     # against a batch's memory by Options.of
@@ -147,25 +147,13 @@ class OutputOptions:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """The arguments as given, checked, by concern."""
+    """The arguments as given, checked, by concern. ``Loader`` and ``Sequence`` each pass
+    every argument by keyword to the field of the same name (``tests/unit/test_loader_args.py``
+    holds both signatures and both calls to these fields, names and defaults)."""
 
     batches: BatchOptions = field(default_factory=BatchOptions)
     workers: WorkerOptions = field(default_factory=WorkerOptions)
     output: OutputOptions = field(default_factory=OutputOptions)
-
-    @classmethod
-    def of(cls, arguments: Mapping[str, Any]) -> Settings:
-        """The groups of ``Loader``'s or ``Sequence``'s flat keyword arguments (the caller's
-        ``locals()``): each group takes its fields by name, and the other names (``x``,
-        ``self``) are none of theirs. ``tests/unit/test_loader_args.py`` holds both
-        signatures to these fields, names and defaults."""
-
-        def given(kind: Any) -> dict[str, Any]:
-            return {f.name: arguments[f.name] for f in fields(kind)
-                    if f.init and f.name in arguments}
-
-        return cls(BatchOptions(**given(BatchOptions)), WorkerOptions(**given(WorkerOptions)),
-                   OutputOptions(**given(OutputOptions)))
 
 
 @dataclass(frozen=True, slots=True)
