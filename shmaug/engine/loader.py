@@ -363,11 +363,11 @@ class Loader:
         positions = self._run.rows(index, key)
         xb, made, self.last_hit = self._run.make(epoch, key, index, positions, handoff,
                                                  time.perf_counter())
-        made_by = self._options.pipeline.worker_targets
-        made_by_id = {id(made_by[k]): v for k, v in made.items()}
-        if self._run.labels is not None:  # a mix's soft targets (one-hot where unmixed)
-            made_by_id[id(self._run.labels)] = self._run.mixed_labels(key, index, positions)
-        return xb, inputs.gather(self.y, positions, made_by_id)
+        pipeline = self._options.pipeline
+        made_at = {pipeline.places[name]: rows for name, rows in made.items()}
+        if pipeline.mixed_at is not None:  # a mix's soft targets (one-hot where unmixed)
+            made_at[pipeline.mixed_at] = self._run.mixed_labels(key, index, positions)
+        return xb, inputs.gather(self.y, positions, made_at)
 
     def _key(self, epoch: int, ordered: bool) -> int:
         """The engine's key of ``epoch`` read shuffled, or in the dataset's order. Where the

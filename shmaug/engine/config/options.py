@@ -164,8 +164,9 @@ class Data:
     y: TargetTree  # each of length n
     load: Load | None  # what workers call for sample i; None: x[i]
     n: int  # samples in the dataset (all shards)
-    labels: TargetTree  # what sampling by class reads: y (a Sequence's y, not its other inputs)
     shown: str  # how repr shows `x` as given
+    # where in y the labels lie (``labels``): y itself; a Sequence's y, not its other inputs
+    labels_at: inputs.Path = ()
 
     @classmethod
     def of(cls, x: Any, y: Any, load: Load | None) -> Data:
@@ -179,7 +180,15 @@ class Data:
         n = len(x) if load is None else inputs.length(x)
         y = inputs.targets(y, n)
         inputs.spatial_sources(y, x)
-        return cls(x, y, check.callable_or_none("load", load), n, y, shown)
+        return cls(x, y, check.callable_or_none("load", load), n, shown)
+
+    @property
+    def labels(self) -> TargetTree:
+        """What sampling by class and a mix read: the entry of ``y`` at ``labels_at``."""
+        labels = self.y
+        for key in self.labels_at:
+            labels = labels[key]  # type: ignore[index]
+        return labels
 
     @property
     def images(self) -> np.ndarray | None:
@@ -265,6 +274,9 @@ class Pipeline:
     mix: Mix | None  # as given, its classes known from the labels
     # target sources (masks in files) whose rows workers make and pass on unmoved, by place
     made: dict[str, Any]
+    # where each of the worker targets lies in y, by name: a batch's rows are put back there
+    places: dict[str, inputs.Path]
+    mixed_at: inputs.Path | None  # where the labels a mix turns into soft targets lie in y
 
     @property
     def worker_targets(self) -> dict[str, Any]:
@@ -296,12 +308,17 @@ class Pipeline:
         mix = None if output.mix is None else output.mix.for_labels(
             data.labels, inputs.spatial_targets(data.labels))
         made = inputs.made_targets(data.y, moved)
-        inputs.unfiled_sources(made, plan)
+        places = {name: filed.path for name, filed in {**moved, **made}.items()}
+        made_sources = {name: filed.value for name, filed in made.items()}
+        inputs.unfiled_sources(made_sources, plan)
         augment = plan.pipeline
         if hook is not None:
             augment = Declared(hook, augment, hook_name)
             plan = plan_of(augment)
-        return cls(augment, plan, value_range, checked, moved, mix, made)
+        mixed_at = None if mix is None else inputs.only_leaf(data.labels, data.labels_at)
+        return cls(augment, plan, value_range, checked,
+                   {name: filed.value for name, filed in moved.items()}, mix, made_sources,
+                   places, mixed_at)
 
     @property
     def argument(self) -> AugmentFn | None:
