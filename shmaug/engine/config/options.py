@@ -231,13 +231,13 @@ class Order:
         shuffle: Shuffle = layout if layout is not None else bool(
             (per_pass if batches.shuffle is None else batches.shuffle) or
             weights is not None)  # a draw by weight is random
-        deferred = per_pass and batches.shuffle is None and weights is None
+        per_pass_shuffle = per_pass and batches.shuffle is None and weights is None
         num_shards, shard_index, plan = check.sharded_plan(
             samples, batches.batch_size, batches.drop_remainder, batches.num_shards,
-            batches.shard_index, bool(shuffle) and not deferred, batches.seed)
+            batches.shard_index, bool(shuffle) and not per_pass_shuffle, batches.seed)
         seed = check.draw_seed() if batches.seed is None else batches.seed
         return cls(n, seed, batches.seed is None, shuffle, weights, samples, num_shards,
-                   shard_index, plan, deferred)
+                   shard_index, plan, per_pass_shuffle)
 
     def sharded(self, num_shards: int | None, shard_index: int | None) -> Order:
         """This order for another shard of the same epochs (a ``Sequence``'s, taken from a
