@@ -2,12 +2,12 @@
 
 Why: the reference ImageNet recipes draw their crop on the photo's full resolution, and most
 of a JPEG lies outside a crop. A source with no fixed ``image_size`` hands an `augment` that
-says ``takes_deferred`` (a ``Compose`` whose first op is a decode-time crop) a ``Deferred``:
+says ``takes_undecoded`` (a ``Compose`` whose first op is a decode-time crop) an ``Undecoded``:
 the file's bytes and its size, read from the header. The op draws its window on that size,
 then asks for the window alone (``resized_window``), which libjpeg-turbo decodes without the
 rest (``sources/images/turbo.py``). Any other `augment` gets pixels, as before.
 
-Owns the contract (sources make ``Deferred``\\ s, ops take them, the engine passes them on
+Owns the contract (sources make ``Undecoded`` photos, ops take them, the engine passes them on
 and never decodes one itself) and ``resize_box``, the exact resample of a window of pixels,
 so that a window cut from a decoded array and one decoded alone agree.
 """
@@ -55,7 +55,7 @@ class Resample:
     antialias: bool = True
 
 
-class Deferred(ABC):
+class Undecoded(ABC):
     """An image its source has not decoded: its full size is known, its pixels are not.
 
     ``shape`` is (height, width, channels) of the whole decoded image; ``decode()`` gives
@@ -90,16 +90,16 @@ class Deferred(ABC):
         return len(self.shape)
 
 
-def takes_deferred(augment: Any) -> bool:
-    """Whether ``augment`` takes a ``Deferred`` as its image (it says so: ``takes_deferred``)."""
-    return bool(getattr(augment, "takes_deferred", False))
+def takes_undecoded(augment: Any) -> bool:
+    """Whether ``augment`` takes an ``Undecoded`` as its image (it says so: ``takes_undecoded``)."""
+    return bool(getattr(augment, "takes_undecoded", False))
 
 
 def decoded(image: Any, reason: str | None) -> Any:
-    """``image``'s pixels: a ``Deferred`` decoded in full (counted for ``reason``, a key of
+    """``image``'s pixels: an ``Undecoded`` decoded in full (counted for ``reason``, a key of
     ``whole_decodes.REASONS``; None: no fallback, such as the probe's one look at sample 0),
     anything else as it is."""
-    if not isinstance(image, Deferred):
+    if not isinstance(image, Undecoded):
         return image
     if reason is not None:
         whole_decodes.count(reason)

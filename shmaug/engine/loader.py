@@ -27,7 +27,7 @@ from ..errors import ArgumentError, ClosedError, warn
 from ..ops.mixing import Mix
 from .config import checks as check
 from .config import describe, inputs
-from .config.options import Data, Options, Settings
+from .config.options import BatchOptions, Data, Options, OutputOptions, Settings, WorkerOptions
 from .handoff.prefetch import CLOSED, EpochBatch, Handoff
 from .plan.cursor import Cursor
 from .plan.schedule import IN_ORDER, in_order, seed_epoch
@@ -227,14 +227,18 @@ class Loader:
         mix: Mix | None = None,
     ) -> None:
         data = Data.of(x, y, load)  # the data first, then the settings: each checked once
-        self._start(Options.of(Settings.of(locals()), data))
-        if self._run.pin_memory and (self._run.ring is None or self.copy):
-            why, fix = (("has none (nothing to augment: batches are gathered copies)",
-                         "copy=False and an augment") if self._run.ring is None else
-                        ("hands out copies of its batches (copy=True)", "copy=False"))
-            warn(f"pin_memory=True page-locks the ring the workers write, but this loader "
-                 f"{why}, so a batch's copy to a GPU gains nothing. Fix: pass {fix}, or leave "
-                 f"pin_memory out.")
+        settings = Settings(
+            BatchOptions(batch_size=batch_size, shuffle=shuffle, shuffle_window=shuffle_window,
+                         drop_remainder=drop_remainder, seed=seed, num_shards=num_shards,
+                         shard_index=shard_index, sampling_weights=sampling_weights,
+                         samples_per_epoch=samples_per_epoch),
+            WorkerOptions(workers=workers, start_method=start_method,
+                          max_queue_size=max_queue_size, timeout=timeout, copy=copy,
+                          pin_memory=pin_memory),
+            OutputOptions(augment=augment, output_shape=output_shape, output_dtype=output_dtype,
+                          value_range=value_range, mix=mix))
+        self._start(Options.of(settings, data))
+        _warn_if_pinned_in_vain(self._run, copy=self.copy)
 
     def _start(self, o: Options, pin_memory: bool | None = None) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
@@ -354,16 +358,16 @@ class Loader:
         """``batch``, handed over as ``handoff`` says (``lend``: the facade's)."""
         self._ensure_open()
         index = check.batch_index(index, len(self), "loader.batch(0)")
-        epoch = self.epoch if epoch is None else self._epoch_arg(epoch)
+        epoch = self.epoch if epoch is None else _epoch_arg(epoch)
         key = self._key(epoch, in_order)
         positions = self._run.rows(index, key)
         xb, made, self.last_hit = self._run.make(epoch, key, index, positions, handoff,
                                                  time.perf_counter())
-        made_by = self._options.pipeline.worker_targets
-        made_by_id = {id(made_by[k]): v for k, v in made.items()}
-        if self._run.labels is not None:  # a mix's soft targets (one-hot where unmixed)
-            made_by_id[id(self._run.labels)] = self._run.mixed_labels(key, index, positions)
-        return xb, inputs.gather(self.y, positions, made_by_id)
+        pipeline = self._options.pipeline
+        made_at = {pipeline.places[name]: rows for name, rows in made.items()}
+        if pipeline.mixed_at is not None:  # a mix's soft targets (one-hot where unmixed)
+            made_at[pipeline.mixed_at] = self._run.mixed_labels(key, index, positions)
+        return xb, inputs.gather(self.y, positions, made_at)
 
     def _key(self, epoch: int, ordered: bool) -> int:
         """The engine's key of ``epoch`` read shuffled, or in the dataset's order. Where the
@@ -372,19 +376,11 @@ class Loader:
         apart = (self.shuffle and self._run.cdf is None) or self.mix is not None
         return in_order(epoch) if ordered and apart else epoch
 
-    @staticmethod
-    def _epoch_arg(value: Any) -> int:
-        epoch: int = check.non_negative_int("epoch", value)
-        if epoch >= IN_ORDER:
-            raise ArgumentError(
-                f"`epoch` must be below 2**62; received {epoch}. Fix: count epochs from 0.")
-        return epoch
-
     def indices(self, index: int, *, epoch: int | None = None,
                 in_order: bool = False) -> np.ndarray:
         """The dataset indices of the samples in batch ``index`` of ``epoch`` (negative:
         from the end), in order; ``in_order`` as for ``batch``."""
-        epoch = self.epoch if epoch is None else self._epoch_arg(epoch)
+        epoch = self.epoch if epoch is None else _epoch_arg(epoch)
         return self._run.rows(check.batch_index(index, len(self), "loader.indices(0)"),
                               self._key(epoch, in_order))
 
@@ -464,6 +460,26 @@ class Loader:
     def _ensure_open(self) -> None:
         if self._closed:
             raise ClosedError(CLOSED)
+
+
+def _epoch_arg(value: Any) -> int:
+    """An ``epoch`` argument, checked."""
+    epoch: int = check.non_negative_int("epoch", value)
+    if epoch >= IN_ORDER:
+        raise ArgumentError(
+            f"`epoch` must be below 2**62; received {epoch}. Fix: count epochs from 0.")
+    return epoch
+
+
+def _warn_if_pinned_in_vain(run: Running, *, copy: bool) -> None:
+    """``pin_memory=True`` where no batch's copy to a GPU reads the pinned ring."""
+    if run.pin_memory and (run.ring is None or copy):
+        why, fix = (("has none (nothing to augment: batches are gathered copies)",
+                     "copy=False and an augment") if run.ring is None else
+                    ("hands out copies of its batches (copy=True)", "copy=False"))
+        warn(f"pin_memory=True page-locks the ring the workers write, but this loader "
+             f"{why}, so a batch's copy to a GPU gains nothing. Fix: pass {fix}, or leave "
+             f"pin_memory out.")
 
 
 def start(options: Options, *, pin_memory: bool | None = None) -> Loader:

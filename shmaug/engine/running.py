@@ -251,8 +251,8 @@ class Running:
         load, self.marks = source.marked(source.shared(o.data.load, self.store), self.store,
                                          self.n)
         # JPEGs undecoded, for a decode-time crop, where whole decodes may happen (counted)
-        deferring = source.deferring(load, o.pipeline.plan.takes_undecoded)
-        self.undecoded, load = deferring is not load, deferring
+        handing = source.undecoded(load, o.pipeline.plan.takes_undecoded)
+        self.undecoded, load = handing is not load, handing
         self.load = load
         remote = o.settings.workers.remote
         payload = (b"", None) if self.workers == 0 or self.gather_only or remote is not None \

@@ -14,8 +14,9 @@ engine asks for it here, by protocol, never by probing attributes where it uses 
   marked in a shared byte each, then named and warned about), ``prefetch`` (``Prefetching``: a
   hook before a task's samples are made, given those of the tasks queued behind it as
   ``ahead=``), ``plan`` (``Planning``: a hook with the order of this epoch and the next) and
-  ``deferring()`` (``Deferring``: samples handed over undecoded, ``shmaug.deferred``, to an
-  `augment` whose plan ``takes_undecoded`` and decodes only the window it crops);
+  ``handing_undecoded()`` (``HandingUndecoded``: samples handed over undecoded,
+  ``shmaug.deferred.Undecoded``, to an `augment` whose plan ``takes_undecoded`` and decodes
+  only the window it crops);
 - of a target source's ``load``: ``drawing()`` (``Drawing``: masks handed over undrawn,
   ``ops.targets.sample.Undrawn``, to an `augment` whose plan ``takes_undrawn``, which draws
   them where its moves take them).
@@ -106,10 +107,10 @@ class Planning(Protocol):
 
 
 @runtime_checkable
-class Deferring(Protocol):
-    """A ``load`` that can hand its samples over undecoded (``shmaug.deferred.Deferred``)."""
+class HandingUndecoded(Protocol):
+    """A ``load`` that can hand its samples over undecoded (``shmaug.deferred.Undecoded``)."""
 
-    def deferring(self) -> Any: ...
+    def handing_undecoded(self) -> Any: ...
 
 
 @runtime_checkable
@@ -144,10 +145,11 @@ def marked(load: Any, store: SharedStore, n: int) -> tuple[Any, np.ndarray | Non
     return load.marking(handle, marks), marks
 
 
-def deferring(load: Any, takes_undecoded: bool) -> Any:
+def undecoded(load: Any, takes_undecoded: bool) -> Any:
     """``load`` handing samples over undecoded where the pipeline takes them so (its plan
     says its first op crops at decode time); ``load`` itself otherwise."""
-    return load.deferring() if isinstance(load, Deferring) and takes_undecoded else load
+    return load.handing_undecoded() if isinstance(load, HandingUndecoded) and takes_undecoded \
+        else load
 
 
 def drawing(load: Any, takes_undrawn: bool) -> Any:

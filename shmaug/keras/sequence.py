@@ -36,7 +36,8 @@ import keras
 import numpy as np
 
 from ..engine.config import checks as check
-from ..engine.config.options import Options, Order, Settings
+from ..engine.config.options import (BatchOptions, Options, Order, OutputOptions, Settings,
+                                     WorkerOptions)
 from ..engine.workers import lazy_imports
 from ..engine.loader import Loader, lend, start
 from ..engine.remote import RemoteWorkers
@@ -271,9 +272,19 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         super().__init__(workers=1, use_multiprocessing=False, max_queue_size=max_queue_size)
         facade_checks.use_multiprocessing(use_multiprocessing)
         self._pin_memory = pin_memory  # None: decided when the workers start
-        pin_memory = False if pin_memory is None else pin_memory  # (Settings reads it)
         self.image_key, images, extra_inputs = facade_checks.split_inputs(x, image_key)
-        self._settings = Settings.of(locals())  # the Loader's arguments, each checked once
+        # The Loader's arguments, each checked once (a Sequence lends or copies as Keras'
+        # hold allows, so it takes no `copy`; its pin_memory=None is decided at start)
+        self._settings = Settings(
+            BatchOptions(batch_size=batch_size, shuffle=shuffle, shuffle_window=shuffle_window,
+                         drop_remainder=drop_remainder, seed=seed, num_shards=num_shards,
+                         shard_index=shard_index, sampling_weights=sampling_weights,
+                         samples_per_epoch=samples_per_epoch),
+            WorkerOptions(workers=workers, start_method=start_method,
+                          max_queue_size=max_queue_size, timeout=timeout,
+                          pin_memory=False if pin_memory is None else pin_memory),
+            OutputOptions(augment=augment, output_shape=output_shape, output_dtype=output_dtype,
+                          value_range=value_range, mix=mix))
         load = self.load if self.overrides("load") else None  # else a source's (ImageFiles)
         data = data_of(images, load, y=y, inputs=extra_inputs, sample_weight=sample_weight)
         self.x: Any = data.x  # invariant: what the workers read (array) or what `load` indexes

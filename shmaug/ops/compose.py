@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..deferred import Deferred, takes_deferred
+from ..deferred import Undecoded, takes_undecoded
 from ..errors import ArgumentError, ArgumentTypeError
 from ..seeding import global_rng_use
 from .params import ValueRange, bounds, convert, number, value_range as checked_range
@@ -144,16 +144,16 @@ class Compose:
         return _global(self.ops)
 
     @property
-    def takes_deferred(self) -> bool:
+    def takes_undecoded(self) -> bool:
         """Whether the first op crops at decode time: a source keeping photos at their own
         size then hands it JPEGs undecoded (``shmaug.deferred``)."""
-        return bool(self.ops) and takes_deferred(self.ops[0])
+        return bool(self.ops) and takes_undecoded(self.ops[0])
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         ops: Sequence[Any] = self.ops
-        if isinstance(image, Deferred):  # only the first op may decode part of it
-            image = ops[0](image, rng) if self.takes_deferred else image.decode()
-            ops = ops[1:] if self.takes_deferred else ops
+        if isinstance(image, Undecoded):  # only the first op may decode part of it
+            image = ops[0](image, rng) if self.takes_undecoded else image.decode()
+            ops = ops[1:] if self.takes_undecoded else ops
         # float16 once in and once out: each op would otherwise convert to float32 (OpenCV
         # has no float16 kernels) and back, which made pipelines 2-3x slower on float16.
         half = image.dtype == np.float16

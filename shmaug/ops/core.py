@@ -96,7 +96,7 @@ def register(
             moves pixels only through shmaug's ops, whose moves they follow) or
             ``"blended"`` (none can follow). None (the default): it does not say, and a
             pipeline given such targets refuses it rather than leave them behind.
-        takes_undecoded: the op takes a photo not yet decoded (a ``shmaug.deferred.Deferred``,
+        takes_undecoded: the op takes a photo not yet decoded (a ``shmaug.deferred.Undecoded``,
             which it may crop at decode time) as well as pixels; a pipeline that starts with
             it is handed photos undecoded.
         sized_by: the names of its (height, width) parameters when they alone set the size
@@ -265,7 +265,7 @@ class Op:
         return self.fn(image, rng, **self.kwargs)
 
     @property
-    def takes_deferred(self) -> bool:
+    def takes_undecoded(self) -> bool:
         """Whether the op takes a photo not yet decoded (``register(takes_undecoded=)``)."""
         spec = _REGISTRY.get(self.name)
         return spec is not None and spec.takes_undecoded

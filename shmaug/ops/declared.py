@@ -12,7 +12,7 @@ targets to the pipeline through a context variable, and ``run`` (what the defaul
 ``Sequence.augment`` calls) moves them with the image. An override that never reaches the
 pipeline while targets wait is refused on its first sample, naming the fix, rather than
 handing the targets back unmoved. An override that reads the pixels of an undecoded photo
-itself gets them decoded whole (``Deferred.__array__``), counted in ``stats()`` as a whole
+itself gets them decoded whole (``Undecoded.__array__``), counted in ``stats()`` as a whole
 decode (``shmaug.whole_decodes``).
 """
 

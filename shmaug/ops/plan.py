@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..deferred import takes_deferred
+from ..deferred import takes_undecoded
 from ..errors import ArgumentError, got
 from .compose import Compose, Maybe, OneOf, SomeOf, fixes_size
 from .core import BLENDED, STILL, WARPED, Op, members
@@ -117,7 +117,7 @@ def plan_of(augment: Any) -> Plan:
         pipeline=augment,
         moves=frozenset(getattr(augment, "target_names", None) or ()),
         required=tuple(getattr(augment, "required_targets", None) or ()),
-        takes_undecoded=takes_deferred(augment),
+        takes_undecoded=takes_undecoded(augment),
         takes_undrawn=isinstance(augment, Compose),  # (its targets move by ``sample.move``)
         fixes_size=fixes_size(augment),
         ranged=hasattr(augment, "with_value_range"),

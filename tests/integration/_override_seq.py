@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 import shmaug
-from shmaug.deferred import Deferred
+from shmaug import deferred
 
 
 class Through(shmaug.Sequence):
@@ -21,7 +21,7 @@ class Undecoded(shmaug.Sequence):
     """Refuses a decoded photo: the decode-time crop must reach the pipeline undecoded."""
 
     def augment(self, image, rng):
-        if not isinstance(image, Deferred):
+        if not isinstance(image, deferred.Undecoded):
             raise TypeError(f"the override got {type(image).__name__}, not an undecoded photo")
         return super().augment(image, rng)
 

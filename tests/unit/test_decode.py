@@ -113,7 +113,7 @@ def test_a_whole_photo_is_scaled_by_the_smallest_eighth_with_libjpeg_turbo(tmp_p
     # 6/8 keeps 225 rows >= 224 (5/8 would not); OpenCV's 1/2 would not keep them either
     on, off = (ImageFiles.from_paths([path], image_size=(224, 224), interpolation="area",
                                      reduced_decode=flag) for flag in (True, False))
-    assert on.load.decoder.windows == "turbo"
+    assert on.load.decoder.jpeg_mode == "turbo"
     a, b = on.load(0), off.load(0)
     assert a.shape == b.shape == (224, 224, 3)
     assert not np.array_equal(a, b)

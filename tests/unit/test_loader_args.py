@@ -318,7 +318,7 @@ def test_a_tf_data_dataset_is_refused_naming_what_to_pass():
 def test_the_options_are_the_one_definition_of_the_loaders_keyword_arguments():
     """Every keyword argument of Loader but the data (x, y, load) is a field of one options
     group, by the same name and default, and every field a group takes is one of them: the
-    flat arguments are sorted into the groups by name (Settings.of)."""
+    flat arguments are passed to the groups by name (see the next test)."""
     import dataclasses
     import inspect
 
@@ -333,6 +333,53 @@ def test_the_options_are_the_one_definition_of_the_loaders_keyword_arguments():
     arguments = {name: p.default for name, p in inspect.signature(shmaug.Loader).parameters.items()
                  if name not in ("x", "y", "load")}
     assert arguments == fields
+
+
+def _group_calls(function) -> dict[str, dict[str, str | None]]:
+    """The keywords ``function`` passes to each options group, each with the name of the
+    argument it passes (None: an expression)."""
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    calls: dict[str, dict[str, str | None]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("BatchOptions", "WorkerOptions", "OutputOptions"):
+            assert not node.args, f"{node.func.id} is given arguments by position"
+            calls[node.func.id] = {k.arg: k.value.id if isinstance(k.value, ast.Name) else None
+                                   for k in node.keywords if k.arg is not None}
+    return calls
+
+
+@pytest.mark.parametrize("maker", ["Loader", "Sequence"])
+def test_loader_and_sequence_pass_each_argument_to_the_field_of_its_name(maker):
+    """``Loader.__init__`` and ``Sequence.__init__`` each build the three groups, passing
+    every argument by keyword to the field of the same name (a reader and mypy follow each
+    one); a Sequence takes no ``copy``, and its ``pin_memory=None`` is decided at start."""
+    import dataclasses
+    import inspect
+
+    from shmaug.engine.config.options import BatchOptions, OutputOptions, WorkerOptions
+
+    if maker == "Sequence":
+        pytest.importorskip("keras")
+    cls = getattr(shmaug, maker)
+    calls = _group_calls(cls.__init__)
+    parameters = inspect.signature(cls).parameters
+    for kind in (BatchOptions, WorkerOptions, OutputOptions):
+        names = {f.name for f in dataclasses.fields(kind) if f.init}
+        if maker == "Sequence" and kind is WorkerOptions:
+            names.discard("copy")
+        passed = calls[kind.__name__]
+        assert set(passed) == names, (kind.__name__, set(passed) ^ names)
+        for field_name, argument in passed.items():
+            if maker == "Sequence" and field_name == "pin_memory":
+                assert argument is None  # None decided at start: False until then
+                continue
+            assert argument == field_name, (kind.__name__, field_name, argument)
+            assert field_name in parameters, field_name
 
 
 def test_each_argument_is_checked_once_also_behind_a_sequence(monkeypatch):

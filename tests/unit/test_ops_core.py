@@ -150,7 +150,7 @@ def test_an_op_declares_what_the_plan_reads_in_its_registration(scratch_registry
     assert not plan_of(Compose([Op("hflip"), Op("square_crop")])).takes_undecoded
     assert plan_of(Compose([Op("square_crop", rows=0.5)])).fixes_size is False  # a fraction
     assert Op("square_crop").targets == "warped"
-    assert not Op("hflip").takes_deferred and Op("random_resized_crop").takes_deferred
+    assert not Op("hflip").takes_undecoded and Op("random_resized_crop").takes_undecoded
     with pytest.raises(errors.ArgumentError, match=r"sized_by.*\('height', 'depth'\).*Fix"):
         shmaug.register("bad_sizes", sized_by=("height", "depth"))(square_crop)
 

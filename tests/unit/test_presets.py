@@ -87,7 +87,7 @@ def test_imagenet_train_is_the_documented_recipe() -> None:
     crop, flip, jitter, saturation = aug.ops
     assert dict(crop.params) == {"height": 224, "width": 224, "scale": (0.08, 1.0),
                                  "ratio": (0.75, 4 / 3)}
-    assert aug.takes_deferred  # a source with image_size=None hands it JPEGs undecoded
+    assert aug.takes_undecoded  # a source with image_size=None hands it JPEGs undecoded
     assert isinstance(flip, Maybe) and flip.p == 0.5
     assert dict(jitter.params) == {"brightness": (0.6, 1.4), "contrast": (0.6, 1.4)}
     lo, hi = dict(saturation.params)["factor"]  # Keras' f: saturation times f / (1 - f)

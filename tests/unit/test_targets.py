@@ -197,7 +197,7 @@ def test_visibility_is_the_share_left_after_every_move_together() -> None:
 
 @pytest.mark.parametrize("a, e", [(1.5, 0.5), (-1.0, 1.0), (1.0, -2.0), (-0.7, -1.3)])
 def test_an_axis_aligned_move_takes_each_box_where_its_corners_go(a: float, e: float) -> None:
-    m = MatrixMove(np.array([[a, 0.0, 7.25], [0.0, e, -3.5], [0.0, 0.0, 1.0]]), (W, H))
+    m = MatrixMove(np.array([[a, 0.0, 7.25], [0.0, e, -3.5], [0.0, 0.0, 1.0]]), (H, W))
     box = np.array([BOX, (0.0, 0.0, 1.0, 2.0)])
     corners = m.points(box[:, [0, 1, 2, 1, 2, 3, 0, 3]].reshape(-1, 2)).reshape(-1, 4, 2)
     np.testing.assert_allclose(moved_boxes(m, box), np.c_[corners.min(1), corners.max(1)])

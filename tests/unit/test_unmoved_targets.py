@@ -145,3 +145,19 @@ def test_every_sample_without_boxes_is_fine() -> None:
                        augment=augment, batch_size=8, workers=0) as loader:
         y = loader.batch(0)[1]["bounding_boxes"]
     assert y["boxes"].shape == (8, 0, 4) and y["labels"].shape == (8, 0)
+
+
+def test_a_moved_target_is_put_back_at_its_own_place_in_y_only() -> None:
+    """The rows the workers make of a target are put back where it lies in ``y`` (its path),
+    not wherever the same array object lies: the box labels also given as plain labels stay
+    unmoved there, while the boxes' own (``box_labels`` inside) drop with a box pushed out."""
+    boxes = np.full((8, 2, 4), -1.0, np.float32)
+    boxes[:, 0] = [0, 0, 4, 4]  # in the corner a centre crop cuts away
+    boxes[:, 1] = [6, 6, 10, 10]
+    labels = np.tile(np.array([3, 4]), (8, 1))
+    y = {"bounding_boxes": {"boxes": boxes, "labels": labels}, "labels": labels}
+    augment = Compose([Op("center_crop", height=8, width=8)], bounding_box_format="xyxy")
+    with shmaug.Loader(x, y, batch_size=8, augment=augment, workers=0) as loader:
+        _, out = loader.batch(0)
+    assert out["bounding_boxes"]["labels"].tolist() == [[-1, 4]] * 8
+    assert out["labels"].tolist() == [[3, 4]] * 8  # the same array, filed elsewhere: as given

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shmaug.deferred import Deferred, Resample, resize_box
+from shmaug.deferred import Resample, Undecoded, resize_box
 from shmaug import ops
 from shmaug.ops import Compose, Maybe, Op
 from shmaug.ops.builtin.windows import centre_window, window_of
@@ -47,11 +47,11 @@ def jpeg(image: np.ndarray, quality: int = 90) -> np.ndarray:
     return data.ravel()
 
 
-def deferred(data: np.ndarray, color_mode: str | None = "rgb", reduced: bool = True) -> Deferred:
+def deferred(data: np.ndarray, color_mode: str | None = "rgb", reduced: bool = True) -> Undecoded:
     """A JPEG as a loader's workers get it: how its window decodes decided here, once."""
-    decoder = Decoder(None, color_mode, "bilinear", 0, reduced).for_windows()
-    made = decoder.deferred(data, "test.jpg")
-    assert isinstance(made, Deferred)
+    decoder = Decoder(None, color_mode, "bilinear", 0, reduced).with_jpeg_mode()
+    made = decoder.undecoded_or_pixels(data, "test.jpg")
+    assert isinstance(made, Undecoded)
     return made
 
 
@@ -253,16 +253,16 @@ def test_grey_jpegs_and_pngs_take_the_same_window() -> None:
     assert made.shape == (375, 500, 3)  # rgb, as the whole decode converts it
     ok, png = cv2.imencode(".png", photo()[..., ::-1])
     decoder = Decoder(None, "rgb", "bilinear", 0, True)
-    pixels = decoder.deferred(png.ravel(), "test.png")  # not a JPEG: decoded at once
+    pixels = decoder.undecoded_or_pixels(png.ravel(), "test.png")  # not a JPEG: decoded at once
     assert isinstance(pixels, np.ndarray) and pixels.shape == (375, 500, 3)
     pipe = Compose([Op("random_resized_crop", height=64, width=64), Maybe(Op("hflip"))])
-    assert pipe.takes_deferred and pipe(pixels, np.random.default_rng(0)).shape == (64, 64, 3)
+    assert pipe.takes_undecoded and pipe(pixels, np.random.default_rng(0)).shape == (64, 64, 3)
 
 
 def test_a_pipeline_that_does_not_crop_first_gets_pixels() -> None:
     made = deferred(jpeg(photo()))
     pipe = Compose([Op("hflip"), Op("random_resized_crop", height=32, width=32)])
-    assert not pipe.takes_deferred
+    assert not pipe.takes_undecoded
     rng = np.random.default_rng(0)
     np.testing.assert_array_equal(pipe(made, rng), pipe(made.decode(), np.random.default_rng(0)))
 
@@ -295,11 +295,11 @@ def test_a_header_libjpeg_turbo_refuses_is_an_error_naming_the_file() -> None:
     cut = data[:sos].copy()  # the frame header, and no scan
     with pytest.raises(turbo.TurboError):
         turbo.header(cut)
-    decoder = Decoder(None, "rgb", "bilinear", 3, True).for_windows()
+    decoder = Decoder(None, "rgb", "bilinear", 3, True).with_jpeg_mode()
     with pytest.raises(ImageReadError, match="test.jpg.*libjpeg-turbo cannot read it"):
-        decoder.deferred(cut, "image file 'test.jpg'", checked=True)
+        decoder.undecoded_or_pixels(cut, "image file 'test.jpg'", checked=True)
     # unchecked (on_error="raise"), it is deferred, and the op's decode gives its verdict
-    assert isinstance(decoder.deferred(cut, "image file 'test.jpg'"), Deferred)
+    assert isinstance(decoder.undecoded_or_pixels(cut, "image file 'test.jpg'"), Undecoded)
 
 
 def test_a_worker_without_the_loaders_libjpeg_turbo_says_so(monkeypatch) -> None:
@@ -319,10 +319,10 @@ def test_one_switch_says_how_jpegs_decode_and_reads_the_two_it_replaced(monkeypa
         monkeypatch.delenv(name, raising=False)
     assert jpeg_setting() == ("auto", None)
     monkeypatch.setenv("SHMAUG_PARTIAL_DECODE", "0")
-    assert jpeg_setting() == ("whole", None) and decode.window_decode() == "whole"
+    assert jpeg_setting() == ("whole", None) and decode.decide_jpeg_mode() == "whole"
     monkeypatch.delenv("SHMAUG_PARTIAL_DECODE")
     monkeypatch.setenv("SHMAUG_TURBOJPEG", "off")
-    assert jpeg_setting() == ("opencv", None) and decode.window_decode() == "opencv"
+    assert jpeg_setting() == ("opencv", None) and decode.decide_jpeg_mode() == "opencv"
     monkeypatch.setenv("SHMAUG_TURBOJPEG", "/opt/lib/libturbojpeg.so.0")
     assert jpeg_setting() == ("turbo", "/opt/lib/libturbojpeg.so.0")
     monkeypatch.setenv("SHMAUG_JPEG", "OpenCV")  # the new one wins

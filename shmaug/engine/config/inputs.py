@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Collection, Iterator
-from typing import Any
+from collections.abc import Collection, Iterator, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -233,16 +233,32 @@ def _target(name: str, value: Any, n: int) -> np.ndarray:
     return array
 
 
+Path = tuple[Any, ...]
+"""Where an entry lies in ``y``: the keys (of dicts) and indices (of lists and tuples) from
+its root, e.g. ``("bounding_boxes", "labels")``. A target the workers make is matched back to
+its place in ``y`` by it (``gather``)."""
+
+
+class Filed(NamedTuple):
+    """A target found in ``y``: its name inside (Keras' or albumentations'; the labels beside
+    boxes are ``box_labels``), where it lies, and the array (or target source)."""
+
+    name: str
+    path: Path
+    value: Any
+
+
 def augmented_targets(y: Any, plan: Plan,
-                      image_shape: tuple[int, ...] | None = None) -> dict[str, Any]:
-    """The targets of ``y`` that the pipeline moves with their image: the first filed, in
-    any dict of ``y`` (depth first, in order), under each name the plan ``moves`` (an
-    albumentations pipeline's ``mask``, ``bboxes``, ...). Refuses missing targets the plan
-    requires, and what its ``check_targets`` refuses."""
-    found: dict[str, Any] = {}
-    for key, value in _filed(y, plan.moves):
-        found.setdefault(key, value)  # a later one (a sample weight named so) stays
-    arrays = {k: v for k, v in found.items() if isinstance(v, np.ndarray)}  # (sources: later)
+                      image_shape: tuple[int, ...] | None = None) -> dict[str, Filed]:
+    """The targets of ``y`` that the pipeline moves with their image, by name: the first
+    filed, in any dict of ``y`` (depth first, in order), under each name the plan ``moves``
+    (an albumentations pipeline's ``mask``, ``bboxes``, ...). Refuses missing targets the
+    plan requires, and what its ``check_targets`` refuses."""
+    found: dict[str, Filed] = {}
+    for filed in _filed(y, plan.moves):
+        found.setdefault(filed.name, filed)  # a later one (a sample weight named so) stays
+    arrays = {k: f.value for k, f in found.items()
+              if isinstance(f.value, np.ndarray)}  # (sources: later)
     if arrays:
         plan.check_targets(arrays, image_shape)
     missing = [name for name in plan.required if name not in found]
@@ -258,8 +274,8 @@ def augmented_targets(y: Any, plan: Plan,
 def box_format(y: Any) -> str | None:
     """The format the boxes of ``y`` carry (a reader's ``Boxes``: ``bounding_box_format``),
     or None where they say none."""
-    for _, boxes in _filed(y, ("boxes", "bboxes")):
-        fmt = getattr(boxes, "bounding_box_format", None)
+    for filed in _filed(y, ("boxes", "bboxes")):
+        fmt = getattr(filed.value, "bounding_box_format", None)
         if isinstance(fmt, str):
             return fmt
     return None
@@ -272,7 +288,7 @@ pixels must move too, or the image and its target part ways."""
 
 def spatial_targets(labels: Any) -> list[str]:
     """The names under which ``labels`` (``y``) holds masks, boxes or keypoints."""
-    return [key for key, _ in _filed(labels, SPATIAL_TARGETS)]
+    return [filed.name for filed in _filed(labels, SPATIAL_TARGETS)]
 
 
 def sized_output(x: Any, plan: Plan, shape: tuple[int, ...] | None) -> None:
@@ -303,7 +319,7 @@ def spatial_sources(y: Any, x: Any) -> None:
     found = list(_filed(y, SPATIAL_TARGETS))
     if not found:
         return
-    said = ", ".join(repr(name) for name, _ in found)
+    said = ", ".join(repr(filed.name) for filed in found)
     if getattr(x, "on_error", None) == "skip":
         raise ArgumentError(
             f"`x` ({got(x)}) has on_error='skip', which stands the next readable image in for "
@@ -318,7 +334,7 @@ def spatial_sources(y: Any, x: Any) -> None:
                 f"{option}=False, or pass image_size=None and start `augment` with a crop to "
                 f"a size (Op('center_resized_crop', ...)), which moves them with the pixels.")
     images = x.shape[1:3] if isinstance(x, np.ndarray) else getattr(x, "output_shape", None)
-    for name, target in found:
+    for name, _, target in found:
         if not is_target_source(target):
             continue
         kind = getattr(target, "target_name", None)
@@ -360,49 +376,75 @@ def unfiled_sources(made: dict[str, Any], plan: Plan) -> None:
                 f"Sequence hands a one-output model the masks themselves).")
 
 
-def made_targets(y: Any, moved: dict[str, Any], path: str = "y") -> dict[str, Any]:
+def made_targets(y: Any, moved: dict[str, Filed], at: Path = ()) -> dict[str, Filed]:
     """The target sources of ``y`` that `augment` does not move (``moved``), by where they
-    are (``"y['masks']"``): the workers make their rows and pass them as they are."""
+    are as the user reads it (``"y['masks']"``, ``shown``): the workers make their rows and
+    pass them as they are."""
     if is_target_source(y):
-        return {} if any(y is m for m in moved.values()) else {path: y}
+        return {} if any(at == m.path for m in moved.values()) else {shown(at): Filed(
+            shown(at), at, y)}
     items = y.items() if isinstance(y, dict) else (
         enumerate(y) if isinstance(y, (list, tuple)) else ())
-    found: dict[str, Any] = {}
+    found: dict[str, Filed] = {}
     for key, value in items:
-        found.update(made_targets(value, moved, f"{path}[{key!r}]"))
+        found.update(made_targets(value, moved, (*at, key)))
     return found
 
 
-def _filed(y: Any, names: Collection[str]) -> Iterator[tuple[str, Any]]:
+def shown(at: Path) -> str:
+    """``at`` as the user reads it: ``y['masks']``, ``y[0]``."""
+    return "y" + "".join(f"[{key!r}]" for key in at)
+
+
+def only_leaf(y: Any, at: Path = ()) -> Path | None:
+    """Where the one array of ``y`` lies (``Mix.label_array``'s: ``y`` itself, or the only
+    array in a dict / list / tuple); None where there is not one."""
+    leaves = list(_leaves(y, at))
+    return leaves[0] if len(leaves) == 1 else None
+
+
+def _leaves(y: Any, at: Path) -> Iterator[Path]:
+    if isinstance(y, dict):
+        for key, value in y.items():
+            yield from _leaves(value, (*at, key))
+    elif isinstance(y, (list, tuple)):
+        for i, value in enumerate(y):
+            yield from _leaves(value, (*at, i))
+    elif y is not None:
+        yield at
+
+
+def _filed(y: Any, names: Collection[str], at: Path = ()) -> Iterator[Filed]:
     """The arrays (and target sources) filed in any dict of ``y`` under one of ``names``,
     depth first, in order (one so filed is not looked into). A dict holding ``boxes`` is
     Keras' box layout (``bounding_boxes``, or keras-hub's y): its ``labels`` are the boxes'
-    (``box_labels``)."""
+    (named ``box_labels`` inside, found again by their path)."""
     boxes = isinstance(y, dict) and isinstance(y.get("boxes"), np.ndarray)
     items = y.items() if isinstance(y, dict) else (
         enumerate(y) if isinstance(y, (list, tuple)) else ())
     for key, value in items:
         if boxes and key == "labels":
             if BOX_LABELS in names and isinstance(value, np.ndarray):
-                yield BOX_LABELS, value
+                yield Filed(BOX_LABELS, (*at, key), value)
         elif isinstance(y, dict) and key in names and (
                 isinstance(value, np.ndarray) or is_target_source(value)):
-            yield str(key), value
+            yield Filed(str(key), (*at, key), value)
         else:
-            yield from _filed(value, names)
+            yield from _filed(value, names, (*at, key))
 
 
-def gather(y: Any, positions: np.ndarray, made: dict[int, np.ndarray] | None = None) -> Any:
-    """The batch's rows of ``y``; an array whose ``id`` is in ``made`` (an augmented target,
-    already batched by the workers) is taken from there."""
+def gather(y: Any, positions: np.ndarray, made: Mapping[Path, np.ndarray] | None = None,
+           at: Path = ()) -> Any:
+    """The batch's rows of ``y``; an array whose place in ``y`` (``at``, its ``Path``) is
+    in ``made`` (a target the workers made, already batched) is taken from there."""
     if y is None:
         return None
     if isinstance(y, dict):
-        return {k: gather(v, positions, made) for k, v in y.items()}
+        return {k: gather(v, positions, made, (*at, k)) for k, v in y.items()}
     if isinstance(y, (list, tuple)):
-        return type(y)(gather(v, positions, made) for v in y)
-    if made and id(y) in made:
-        return made[id(y)]
+        return type(y)(gather(v, positions, made, (*at, i)) for i, v in enumerate(y))
+    if made and at in made:
+        return made[at]
     return y[positions]
 
 

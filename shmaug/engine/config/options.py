@@ -2,8 +2,8 @@
 arguments resolve to against the data, before anything starts.
 
 ``Loader`` and ``Sequence`` take the same flat keyword arguments (Keras users expect them).
-Both sort them by name into three frozen groups (``Settings.of``), as Grain groups its
-``ReadOptions`` and ``MultiprocessingOptions``:
+Both pass each by keyword to its field in one of three frozen groups (``Settings``), as Grain
+groups its ``ReadOptions`` and ``MultiprocessingOptions``:
 
 - ``BatchOptions``: which samples make each batch, in which order (batch_size, shuffle,
   drop_remainder, seed, the shards, weighted sampling);
@@ -25,7 +25,7 @@ refuse.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sized
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
 import numpy as np
@@ -86,8 +86,8 @@ class BatchOptions:
 class WorkerOptions:
     """Who makes the batches, how far ahead of the consumer, and how they are handed over."""
 
-    # a count, or "auto" (None as given: one per core), or makers elsewhere (shmaug.ray)
-    workers: int | str | RemoteWorkers = check.AUTO
+    # a count, or "auto", or makers elsewhere (shmaug.ray); None as given: one per core
+    workers: int | str | RemoteWorkers | None = check.AUTO
     start_method: str | None = None
     max_queue_size: int | None = None  # None: follows the workers (handoff.depth); checked
     # against a batch's memory by Options.of
@@ -147,25 +147,13 @@ class OutputOptions:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """The arguments as given, checked, by concern."""
+    """The arguments as given, checked, by concern. ``Loader`` and ``Sequence`` each pass
+    every argument by keyword to the field of the same name (``tests/unit/test_loader_args.py``
+    holds both signatures and both calls to these fields, names and defaults)."""
 
     batches: BatchOptions = field(default_factory=BatchOptions)
     workers: WorkerOptions = field(default_factory=WorkerOptions)
     output: OutputOptions = field(default_factory=OutputOptions)
-
-    @classmethod
-    def of(cls, arguments: Mapping[str, Any]) -> Settings:
-        """The groups of ``Loader``'s or ``Sequence``'s flat keyword arguments (the caller's
-        ``locals()``): each group takes its fields by name, and the other names (``x``,
-        ``self``) are none of theirs. ``tests/unit/test_loader_args.py`` holds both
-        signatures to these fields, names and defaults."""
-
-        def given(kind: Any) -> dict[str, Any]:
-            return {f.name: arguments[f.name] for f in fields(kind)
-                    if f.init and f.name in arguments}
-
-        return cls(BatchOptions(**given(BatchOptions)), WorkerOptions(**given(WorkerOptions)),
-                   OutputOptions(**given(OutputOptions)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +164,9 @@ class Data:
     y: TargetTree  # each of length n
     load: Load | None  # what workers call for sample i; None: x[i]
     n: int  # samples in the dataset (all shards)
-    labels: TargetTree  # what sampling by class reads: y (a Sequence's y, not its other inputs)
     shown: str  # how repr shows `x` as given
+    # where in y the labels lie (``labels``): y itself; a Sequence's y, not its other inputs
+    labels_at: inputs.Path = ()
 
     @classmethod
     def of(cls, x: Any, y: Any, load: Load | None) -> Data:
@@ -191,7 +180,15 @@ class Data:
         n = len(x) if load is None else inputs.length(x)
         y = inputs.targets(y, n)
         inputs.spatial_sources(y, x)
-        return cls(x, y, check.callable_or_none("load", load), n, y, shown)
+        return cls(x, y, check.callable_or_none("load", load), n, shown)
+
+    @property
+    def labels(self) -> TargetTree:
+        """What sampling by class and a mix read: the entry of ``y`` at ``labels_at``."""
+        labels = self.y
+        for key in self.labels_at:
+            labels = labels[key]  # type: ignore[index]
+        return labels
 
     @property
     def images(self) -> np.ndarray | None:
@@ -234,13 +231,13 @@ class Order:
         shuffle: Shuffle = layout if layout is not None else bool(
             (per_pass if batches.shuffle is None else batches.shuffle) or
             weights is not None)  # a draw by weight is random
-        deferred = per_pass and batches.shuffle is None and weights is None
+        per_pass_shuffle = per_pass and batches.shuffle is None and weights is None
         num_shards, shard_index, plan = check.sharded_plan(
             samples, batches.batch_size, batches.drop_remainder, batches.num_shards,
-            batches.shard_index, bool(shuffle) and not deferred, batches.seed)
+            batches.shard_index, bool(shuffle) and not per_pass_shuffle, batches.seed)
         seed = check.draw_seed() if batches.seed is None else batches.seed
         return cls(n, seed, batches.seed is None, shuffle, weights, samples, num_shards,
-                   shard_index, plan, deferred)
+                   shard_index, plan, per_pass_shuffle)
 
     def sharded(self, num_shards: int | None, shard_index: int | None) -> Order:
         """This order for another shard of the same epochs (a ``Sequence``'s, taken from a
@@ -277,6 +274,9 @@ class Pipeline:
     mix: Mix | None  # as given, its classes known from the labels
     # target sources (masks in files) whose rows workers make and pass on unmoved, by place
     made: dict[str, Any]
+    # where each of the worker targets lies in y, by name: a batch's rows are put back there
+    places: dict[str, inputs.Path]
+    mixed_at: inputs.Path | None  # where the labels a mix turns into soft targets lie in y
 
     @property
     def worker_targets(self) -> dict[str, Any]:
@@ -308,12 +308,17 @@ class Pipeline:
         mix = None if output.mix is None else output.mix.for_labels(
             data.labels, inputs.spatial_targets(data.labels))
         made = inputs.made_targets(data.y, moved)
-        inputs.unfiled_sources(made, plan)
+        places = {name: filed.path for name, filed in {**moved, **made}.items()}
+        made_sources = {name: filed.value for name, filed in made.items()}
+        inputs.unfiled_sources(made_sources, plan)
         augment = plan.pipeline
         if hook is not None:
             augment = Declared(hook, augment, hook_name)
             plan = plan_of(augment)
-        return cls(augment, plan, value_range, checked, moved, mix, made)
+        mixed_at = None if mix is None else inputs.only_leaf(data.labels, data.labels_at)
+        return cls(augment, plan, value_range, checked,
+                   {name: filed.value for name, filed in moved.items()}, mix, made_sources,
+                   places, mixed_at)
 
     @property
     def argument(self) -> AugmentFn | None:

@@ -168,7 +168,7 @@ def scale_translate(
             to_work(image), nw, nh, left, top, resample=interpolation,
             fill=bounds(fill, "fill", 0, 1)[0], scale=pixels,
         )
-        return moved(restore(out, image, pixels), MatrixMove(m, (w, h)))
+        return moved(restore(out, image, pixels), MatrixMove(m, (h, w)))
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
                 backend="cv", op="scale_translate", value_range=value_range)
 
@@ -290,7 +290,7 @@ def _flip(image: np.ndarray, backend: str, *, horizontal: bool) -> np.ndarray:
 
     def move() -> MatrixMove:
         return MatrixMove(affine(-1.0, 0.0, w - 1, 0.0, 1.0, 0.0) if horizontal else
-                          affine(1.0, 0.0, 0.0, 0.0, -1.0, h - 1), (w, h))
+                          affine(1.0, 0.0, 0.0, 0.0, -1.0, h - 1), (h, w))
 
     with_pil = is_pil(backend)
     if with_pil and image.dtype == np.uint8:
@@ -323,7 +323,7 @@ def resize(
     sx, sy = ww / image.shape[1], hh / image.shape[0]
 
     def move() -> MatrixMove:
-        return MatrixMove(scaled(0.0, 0.0, sx, sy), (ww, hh))
+        return MatrixMove(scaled(0.0, 0.0, sx, sy), (hh, ww))
 
     if is_pil(backend):
         choice(interpolation, "interpolation", tuple(pil.RESAMPLE))
@@ -375,4 +375,4 @@ def resized_crop(
     window = work[y0 : y0 + ch, x0 : x0 + cw]
     code = interp_code(interpolation)
     return moved(restore(cv.resize(window, h, w, code), image, levels(image, value_range)),
-                 lambda: MatrixMove(scaled(x0, y0, w / cw, h / ch), (w, h)))
+                 lambda: MatrixMove(scaled(x0, y0, w / cw, h / ch), (h, w)))

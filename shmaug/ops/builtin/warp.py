@@ -47,14 +47,14 @@ def warp(
     if is_pil(backend):
         pil.require_constant(border, op)
         choice(interpolation, "interpolation", ("nearest", "linear", "cubic"))
-        out = pil.warp(work, matrix, (w, h), resample=interpolation,
+        out = pil.warp(work, matrix, (h, w), resample=interpolation,
                        fill=bounds(fill, "fill", 0, 1)[0], scale=scale)
     else:
         out = cv.warp(
-            work, matrix, (w, h), interp=interp_code(interpolation), border=code,
+            work, matrix, (h, w), interp=interp_code(interpolation), border=code,
             fill=fill_value(fill, scale),
         )
-    note(MatrixMove(matrix, (w, h), code))
+    note(MatrixMove(matrix, (h, w), code))
     return restore(out, image, scale)
 
 
@@ -79,7 +79,7 @@ def cut(image: np.ndarray, height: float, width: float, op: str,
         )
     y0, x0 = origin(h - ch, w - cw)
     return moved(np.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw]),
-                 lambda: MatrixMove(scaled(x0, y0, 1.0, 1.0), (cw, ch)))
+                 lambda: MatrixMove(scaled(x0, y0, 1.0, 1.0), (ch, cw)))
 
 
 def scaled(x0: float, y0: float, sx: float, sy: float) -> np.ndarray:

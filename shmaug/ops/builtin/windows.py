@@ -2,9 +2,9 @@
 they fall: ``random_resized_crop`` (torchvision's ``RandomResizedCrop``, timm's and DALI's
 training crop) and ``center_resized_crop`` (their validation resize-then-centre-crop).
 
-Why a module of their own: both take a ``shmaug.deferred.Deferred`` as well as pixels. First
+Why a module of their own: both take a ``shmaug.deferred.Undecoded`` as well as pixels. First
 in a ``Compose`` over a source with ``image_size=None``, each draws its window on the size the
-JPEG's header gives and asks for that window alone (``Deferred.resized_window``: libjpeg-turbo
+JPEG's header gives and asks for that window alone (``Undecoded.resized_window``: libjpeg-turbo
 decodes the window, at the smallest eighth of its size in the DCT that keeps it at least the
 output, and OpenCV resamples the rest: the reduced crop, within
 ``decode.REDUCED_CROP_QUALITY`` of the exact one). Given pixels, each cuts the same window and
@@ -25,7 +25,7 @@ from .warp import moved, scaled
 from ..core import WARPED, register
 from ..params import Range, bounds, draw
 from ..targets.moves import MatrixMove
-from ...deferred import INTERPOLATIONS, Deferred, Resample, Window, resize_box
+from ...deferred import INTERPOLATIONS, Undecoded, Resample, Window, resize_box
 
 _INTERPOLATION = chk.one_of(*INTERPOLATIONS)
 _TRIES = 10  # torchvision's: then the centre fallback
@@ -73,14 +73,13 @@ def centre_window(height: int, width: int, size: tuple[int, int],
 
 
 def _resampled(image: Any, window: Window, size: tuple[int, int], how: Resample) -> np.ndarray:
-    """``window`` of ``image`` (pixels or a ``Deferred``) at ``size``, the move noted: the
+    """``window`` of ``image`` (pixels or a ``Undecoded``) at ``size``, the move noted: the
     same either way, since the window is in the file's pixels, so boxes and masks move with
     an undecoded photo as with a decoded one."""
-    out = (image.resized_window(window, size, how) if isinstance(image, Deferred)
+    out = (image.resized_window(window, size, how) if isinstance(image, Undecoded)
            else resize_box(image, window, size, how))
     top, left, h, w = window
-    return moved(out, lambda: MatrixMove(scaled(left, top, size[1] / w, size[0] / h),
-                                         (size[1], size[0])))
+    return moved(out, lambda: MatrixMove(scaled(left, top, size[1] / w, size[0] / h), size))
 
 
 @register("random_resized_crop", targets=WARPED, takes_undecoded=True,

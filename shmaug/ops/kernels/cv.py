@@ -61,12 +61,14 @@ def warp(
     border: int,
     fill: tuple[float, float, float, float],
 ) -> np.ndarray:
-    """Warp by a 3x3 matrix (affine when the last row is [0, 0, 1]); ``size`` is (w, h)."""
+    """Warp by a 3x3 matrix (affine when the last row is [0, 0, 1]) to ``size``, the output's
+    (height, width) (OpenCV takes (width, height))."""
+    dsize = (size[1], size[0])
     if matrix[2, 0] == 0 and matrix[2, 1] == 0 and matrix[2, 2] == 1:
         return _resampled(img, border, interp, lambda part, b: cv2.warpAffine(
-            part, matrix[:2], size, flags=interp, borderMode=b, borderValue=fill))
+            part, matrix[:2], dsize, flags=interp, borderMode=b, borderValue=fill))
     return _resampled(img, border, interp, lambda part, b: cv2.warpPerspective(
-        part, matrix, size, flags=interp, borderMode=b, borderValue=fill))
+        part, matrix, dsize, flags=interp, borderMode=b, borderValue=fill))
 
 
 def shift_columns(

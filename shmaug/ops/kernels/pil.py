@@ -74,12 +74,14 @@ def pil_coefficients(matrix: np.ndarray) -> tuple[Image.Transform, tuple[float, 
 
 def warp(img: np.ndarray, matrix: np.ndarray, size: tuple[int, int], *, resample: str,
          fill: float, scale: Levels) -> np.ndarray:
-    """``Image.transform`` by a forward 3x3 matrix; ``size`` is (w, h); constant border only."""
+    """``Image.transform`` by a forward 3x3 matrix to ``size``, the output's (height, width)
+    (PIL takes (width, height)); constant border only."""
     method, data = pil_coefficients(matrix)
     color = fill_color(img, fill)
     return apply(
         img,
-        lambda im: im.transform(size, method, data, resample=RESAMPLE[resample], fillcolor=color),
+        lambda im: im.transform((size[1], size[0]), method, data, resample=RESAMPLE[resample],
+                                fillcolor=color),
         scale,
     )
 

@@ -15,11 +15,12 @@ for one context-variable read. Two kinds of move:
   each edge (``OUTLINE_STEP``), so its moved box is within the field's change over one pixel
   of the exact one (tests/unit/test_targets.py measures it against a sampling 20x as dense).
 
-Points are continuous coordinates in pixels, x to the right and y down, with pixel (i, j)
-covering ``[j, j + 1) x [i, i + 1)``: the edges of boxes, as Keras and albumentations give
-them. Masks are moved with nearest-neighbour sampling, with the op's own border (what a
-reflect or wrap border brings in is labelled as the pixels are) and ``fill`` where the border
-is constant.
+A move's ``size`` is its output's (height, width), as every size in shmaug (OpenCV, which
+takes (width, height), is handed it so where it is called). Points are continuous coordinates
+in pixels, x to the right and y down, with pixel (i, j) covering ``[j, j + 1) x [i, i + 1)``:
+the edges of boxes, as Keras and albumentations give them. Masks are moved with
+nearest-neighbour sampling, with the op's own border (what a reflect or wrap border brings in
+is labelled as the pixels are) and ``fill`` where the border is constant.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ _NOTES: contextvars.ContextVar[list[Move] | None] = contextvars.ContextVar(
 class Move:
     """One drawn geometric change of an image (see the module docstring)."""
 
-    size: tuple[int, int]  # the output's (width, height)
+    size: tuple[int, int]  # the output's (height, width)
     border: int  # OpenCV's border code the image was warped with
     corners_suffice: bool  # straight lines stay straight: a box's corners give its outline
 
@@ -65,7 +66,7 @@ class MatrixMove(Move):
     """A move by ``matrix``, the 3x3 map from input to output pixel centres (OpenCV's)."""
 
     matrix: np.ndarray
-    size: tuple[int, int]
+    size: tuple[int, int]  # (height, width)
     border: int = cv2.BORDER_CONSTANT
     corners_suffice = True
 
@@ -87,18 +88,18 @@ class MatrixMove(Move):
             return indexed
         if m[2, 0] == 0 and m[2, 1] == 0 and m[2, 2] == 1:
             return _nearest(mask, fill, lambda part, value: cv2.warpAffine(
-                part, m[:2], self.size, flags=cv2.INTER_NEAREST, borderMode=self.border,
-                borderValue=value))
+                part, m[:2], (self.size[1], self.size[0]), flags=cv2.INTER_NEAREST,
+                borderMode=self.border, borderValue=value))
         return _nearest(mask, fill, lambda part, value: cv2.warpPerspective(
-            part, m, self.size, flags=cv2.INTER_NEAREST, borderMode=self.border,
-            borderValue=value))
+            part, m, (self.size[1], self.size[0]), flags=cv2.INTER_NEAREST,
+            borderMode=self.border, borderValue=value))
 
     def _indexed(self, mask: np.ndarray) -> np.ndarray | None:
         """The moved mask by indexing, where the move maps an axis-aligned window of whole
         pixels inside the input onto the output (flips, crops, resizes, resized crops): the
         window, mirrored by OpenCV and resized nearest-neighbour (as the warp samples, faster
         by 2-10x); None for any other move."""
-        m, (w, h) = self.matrix, self.size
+        m, (h, w) = self.matrix, self.size
         if m[0, 1] or m[1, 0] or m[2, 0] or m[2, 1] or m[2, 2] != 1:
             return None
         # the output's edges back in the input: u_in = (u_out - 0.5 - c) / a + 0.5
@@ -134,7 +135,7 @@ class FieldMove(Move):
 
     @property
     def size(self) -> tuple[int, int]:  # type: ignore[override]
-        return int(self.dx.shape[1]), int(self.dx.shape[0])
+        return int(self.dx.shape[0]), int(self.dx.shape[1])
 
     def points(self, xy: np.ndarray) -> np.ndarray:
         # Solve out + d(out) = in: iterate out <- in - d(out), d read bilinearly at out, until

@@ -131,7 +131,7 @@ def _masks(mask: np.ndarray | Undrawn, moves: list[Move], fill: float, stacked: 
     if stacked:  # an empty mask (a padding row) stays empty where nothing else comes in
         if not len(mask) or not moves:
             return mask
-        width, height = moves[-1].size
+        height, width = moves[-1].size
         empty = np.zeros((height, width, *mask.shape[3:]), mask.dtype)
         return np.stack([empty if not fill and not m.any() else
                          _masks(m, moves, fill, False) for m in mask])
@@ -157,7 +157,7 @@ def _drawn(mask: Undrawn, moves: list[Move], fill: float) -> tuple[np.ndarray, l
             xy = m.points(xy)
         return xy
 
-    width, height = through[-1].size
+    height, width = through[-1].size
     return mask.drawn(where, (height, width)), moves[taken:]
 
 
@@ -175,7 +175,7 @@ def _boxes(rows: np.ndarray, labels: np.ndarray | None, fmt: str, moves: list[Mo
     visible = 1.0  # the share of each box's moved area inside, over all moves
     for m in moves:
         moved = moved_boxes(m, xyxy)
-        width, height = m.size
+        height, width = m.size
         xyxy = np.minimum(np.maximum(moved, 0.0), (width, height, width, height))
         area = _area(xyxy)
         alive &= area > 0
@@ -210,7 +210,7 @@ def _keypoints(rows: np.ndarray, fmt: str, moves: list[Move],
     alive = np.ones(len(xy), bool)
     for m in moves:
         xy = m.points(xy)
-        width, height = m.size
+        height, width = m.size
         alive &= (xy[:, 0] >= 0) & (xy[:, 0] <= width) & (xy[:, 1] >= 0) & (xy[:, 1] <= height)
     out = np.full_like(rows, formats.PAD)
     kept = np.zeros(len(rows), bool)

@@ -137,7 +137,7 @@ class MaskFiles:
             cache_dir=self.cache_dir, cache_limit=self.cache_limit)
         object.__setattr__(self, "paths", files.paths)
         object.__setattr__(self, "image_size", size)
-        # (a reader calls only ``decoder(bytes, what)`` of a decoder it never defers)
+        # (a reader calls only ``decoder(bytes, what)`` of a decoder, never its undecoded form)
         reader = MaskReader(files.load.table, MaskDecoder(size),  # type: ignore[arg-type]
                             "raise", False)
         object.__setattr__(self, "load", reader)

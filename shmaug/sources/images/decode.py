@@ -168,10 +168,10 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
     return _convert(image, COLOR_MODES[color_mode] if color_mode else None)
 
 
-WINDOW_DECODES = ("turbo", "opencv", "whole")
+JPEG_MODES = ("turbo", "opencv", "whole")  # how JPEGs decode (``decide_jpeg_mode``)
 
 
-def window_decode() -> str:
+def decide_jpeg_mode() -> str:
     """How this process would decode a JPEG's window, decided once by a loader for all its
     workers, as ``SHMAUG_JPEG`` says (``shmaug.platform.jpeg_setting``): "turbo" (the window
     alone, at any eighth of its size: libjpeg-turbo 3 found), "opencv" (whole, at 1/2, 1/4
@@ -207,7 +207,7 @@ def decoder_report() -> dict[str, str]:
 
     mode, path = jpeg_setting()
     try:
-        chosen = window_decode()
+        chosen = decide_jpeg_mode()
     except RuntimeError as exc:
         chosen = f"none: {exc}"
     how = {"turbo": "libjpeg-turbo 3: only the window, scaled in the DCT by any eighth, "
@@ -248,7 +248,7 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
     resampled to ``size``: as ``resize_box(..., how)`` on the whole decoded image, decoding
     less (around the window too where the filter reads there: ``how.within`` False).
 
-    ``mode`` as ``window_decode`` says. Where ``reduced`` (``reduced_decode``) allows, a JPEG
+    ``mode`` as ``decide_jpeg_mode`` says. Where ``reduced`` (``reduced_decode``) allows, a JPEG
     is scaled in the DCT; "turbo" decodes only the window; a JPEG libjpeg-turbo refuses
     (lossless, CMYK, 12-bit), and every other file, is decoded whole. With ``how.antialias``
     (the reduced crop): at the smallest eighth of its size that keeps the window at least

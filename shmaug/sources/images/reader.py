@@ -22,9 +22,9 @@ import numpy as np
 
 from . import turbo
 from .decode import (COLOR_MODES, decode_bytes, jpeg_header, resize, resized_window,
-                     scaled_whole, unreadable, window_decode)
+                     scaled_whole, unreadable, decide_jpeg_mode)
 from ... import whole_decodes
-from ...deferred import Deferred, Resample, Window
+from ...deferred import Resample, Undecoded, Window
 from ...errors import ImageReadError
 from ...memory.store import ArrayHandle, SharedStore, attach_block
 
@@ -42,28 +42,28 @@ class Decoder:
     channels: int  # 0 until learned from the first file (color_mode=None)
     reduced_decode: bool
     aspect: str | None = None  # "crop" / "pad": Keras' crop_to_ / pad_to_aspect_ratio
-    windows: str = "opencv"  # how a JPEG's window decodes (decode.WINDOW_DECODES)
+    jpeg_mode: str = "opencv"  # how JPEGs decode, a window or a whole (decode.JPEG_MODES)
 
-    def for_windows(self) -> Decoder:
+    def with_jpeg_mode(self) -> Decoder:
         """This decoder, with how JPEGs decode decided here, once, for every process it is
-        sent to (``decode.window_decode``): a window, for a decode-time crop, and a whole
+        sent to (``decode.decide_jpeg_mode``): a window, for a decode-time crop, and a whole
         photo resized to ``image_size`` (at the smallest eighth of its size that keeps it at
         least ``image_size``, with libjpeg-turbo; ``reduced_decode=False``: every pixel)."""
-        return dataclasses.replace(self, windows=window_decode())
+        return dataclasses.replace(self, jpeg_mode=decide_jpeg_mode())
 
     def __call__(self, data: np.ndarray, what: str) -> np.ndarray:
         size = self.image_size
         image = None
         if size is not None and self.reduced_decode and self.aspect is None:
-            image = scaled_whole(data, self.color_mode, size, self.windows)
+            image = scaled_whole(data, self.color_mode, size, self.jpeg_mode)
         if image is None:
             image = decode_bytes(data, what, self.color_mode,
                                  size if self.reduced_decode else None)
         self._check_channels(image.shape[-1], what)
         return image if size is None else resize(image, size, self.interpolation, self.aspect)
 
-    def deferred(self, data: np.ndarray, what: str, checked: bool = False
-                 ) -> np.ndarray | Deferred:
+    def undecoded_or_pixels(self, data: np.ndarray, what: str, checked: bool = False
+                            ) -> np.ndarray | Undecoded:
         """The bytes of a JPEG undecoded, with its size, for an `augment` that decodes only
         its window (``shmaug.deferred``); any other file decoded, as ``__call__``.
         ``checked``: an unreadable JPEG must fail here, where it can be stood in for, not in
@@ -72,7 +72,7 @@ class Decoder:
         header = jpeg_header(data) if self.image_size is None else None
         if header is None or not header[0] or not header[1] or header[2] not in (1, 3):
             return self(data, what)
-        if checked and self.windows == "turbo":
+        if checked and self.jpeg_mode == "turbo":
             try:
                 turbo.header(data)
             except turbo.TurboError as exc:
@@ -93,7 +93,7 @@ class Decoder:
             )
 
 
-class EncodedImage(Deferred):
+class EncodedImage(Undecoded):
     """A JPEG's bytes and its size from the header: decoded whole (``decode``) or only
     around a window (``resized_window``) by the op that draws the window."""
 
@@ -115,7 +115,7 @@ class EncodedImage(Deferred):
                        how: Resample) -> np.ndarray:
         decoder = self.decoder
         return resized_window(self.data, self.what, decoder.color_mode, self.header, window,
-                              size, how, decoder.windows, decoder.reduced_decode)
+                              size, how, decoder.jpeg_mode, decoder.reduced_decode)
 
     def __repr__(self) -> str:
         return f"<EncodedImage {self.what}, shape {self._shape}, not decoded>"
@@ -131,15 +131,15 @@ class Reader:
     """
 
     __slots__ = ("table", "decoder", "on_error", "by_class", "_handle", "_marks", "_block",
-                 "defers")
+                 "hands_undecoded")
     uses_global_rng = False  # decoding draws no random numbers: no need to seed the globals
 
     def __init__(self, table: Any, decoder: Decoder, on_error: str, by_class: bool,
                  handle: ArrayHandle | None = None, marks: Any = None,
-                 defers: bool = False) -> None:
+                 hands_undecoded: bool = False) -> None:
         self.table = table  # a PathTable or RecordTable, in this process or shared
         self.decoder = decoder
-        self.defers = defers  # JPEGs handed over undecoded (``deferring``)
+        self.hands_undecoded = hands_undecoded  # JPEGs handed over undecoded (see below)
         self.on_error = on_error
         self.by_class = by_class  # invariant: a stand-in must be of the sample's class
         self._handle = handle  # the marks' shared block, or None: stand-ins are not recorded
@@ -153,21 +153,21 @@ class Reader:
     def sharing(self, store: SharedStore) -> Reader:
         """A reader of the same samples whose path table is copied once into ``store``."""
         return type(self)(self.table.share(store), self.decoder, self.on_error, self.by_class,
-                       self._handle, self._marks, self.defers)
+                       self._handle, self._marks, self.hands_undecoded)
 
     def marking(self, handle: ArrayHandle, marks: np.ndarray) -> Reader:
         """A reader of the same samples that records its stand-ins in ``marks`` (whose shared
         block ``handle`` names, for the workers)."""
         return type(self)(self.table, self.decoder, self.on_error, self.by_class, handle, marks,
-                      self.defers)
+                      self.hands_undecoded)
 
-    def deferring(self) -> Reader:
+    def handing_undecoded(self) -> Reader:
         """A reader of the same samples that hands JPEGs over undecoded (``EncodedImage``),
         where the source keeps photos at their own size, for an `augment` that decodes only
-        the window it crops; a loader asks for it when its `augment` ``takes_deferred``."""
+        the window it crops; a loader asks for it when its `augment`'s plan ``takes_undecoded``."""
         if self.decoder.image_size is not None:
             return self
-        return type(self)(self.table, self.decoder.for_windows(), self.on_error, self.by_class,
+        return type(self)(self.table, self.decoder.with_jpeg_mode(), self.on_error, self.by_class,
                       self._handle, self._marks, True)
 
     @property
@@ -188,13 +188,13 @@ class Reader:
         """Sample ``index`` decoded; no stand-in."""
         return self.decoder(self.table.fetch(index), self.table.what(index))
 
-    def _made(self, index: int) -> np.ndarray | Deferred:
-        if self.defers:
-            return self.decoder.deferred(self.table.fetch(index), self.table.what(index),
-                                         checked=self.on_error == "skip")
+    def _made(self, index: int) -> np.ndarray | Undecoded:
+        if self.hands_undecoded:
+            return self.decoder.undecoded_or_pixels(
+                self.table.fetch(index), self.table.what(index), checked=self.on_error == "skip")
         return self.read(index)
 
-    def __call__(self, index: int) -> np.ndarray | Deferred:
+    def __call__(self, index: int) -> np.ndarray | Undecoded:
         try:
             return self._made(index)
         except ImageReadError as exc:
@@ -244,11 +244,12 @@ class Reader:
         )
 
     def __getstate__(self) -> tuple[Any, ...]:
-        return self.table, self.decoder, self.on_error, self.by_class, self._handle, self.defers
+        return (self.table, self.decoder, self.on_error, self.by_class, self._handle,
+                self.hands_undecoded)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         (self.table, self.decoder, self.on_error, self.by_class, self._handle,
-         self.defers) = state
+         self.hands_undecoded) = state
         self._marks = self._block = None
         if self._handle is not None:  # in a worker: the loader's marks, by name
             self._block = attach_block(self._handle)

@@ -172,7 +172,7 @@ class ImageSource:
             decoder = Decoder(self.image_size, self.color_mode, self.interpolation,
                               self.channels, self.reduced_decode, aspect)
             if self.image_size is not None and self.reduced_decode and aspect is None:
-                decoder = decoder.for_windows()  # (decided here, once, for every worker)
+                decoder = decoder.with_jpeg_mode()  # (decided here, once, for every worker)
             object.__setattr__(self, "load", Reader(table, decoder, self.on_error,
                                                      self.labels is not None))
             if self.channels:

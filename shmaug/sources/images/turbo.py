@@ -19,7 +19,7 @@ a system library. So the library is loaded here, from (in order):
 
 Without one, ``available()`` is False and ``decode.resized_window`` decodes with OpenCV (whole,
 at a reduced size where it can), with the same window and nearly the same pixels. A loader
-decides once, in its own process, how windows decode (``decode.window_decode``):
+decides once, in its own process, how windows decode (``decode.decide_jpeg_mode``):
 its workers do as it decided, or fail saying why. A handle is made once per process and
 thread (fork, spawn, and the threads of a ``workers=0`` loader) and never shared.
 """
