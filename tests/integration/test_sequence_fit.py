@@ -231,11 +231,11 @@ class LoadsAndAugments(shmaug.Sequence):
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_subclass_hooks_run_in_workers_with_subclass_state(method):
-    with LoadsAndAugments(12, batch_size=4, workers=2, start_method=method) as seq:
+    # one Sequence (a spawned worker imports Keras to rebuild the subclass: seconds each)
+    with LoadsAndAugments(16, batch_size=4, workers=2, start_method=method) as seq:
         xb, yb = seq[1]
         np.testing.assert_allclose(xb[:, 0, 0, 0], np.arange(4, 8) / N + 0.5, rtol=1e-6)
         assert yb.tolist() == [0, 1, 2, 3]
-    with LoadsAndAugments(16, batch_size=4, workers=2, start_method=method) as seq:
         with pytest.raises(RuntimeError, match=r"(?s)thirteen.*LoadsAndAugments.augment.*sample index 13"):
             seq[3]
 
