@@ -1,9 +1,10 @@
 """Every Python snippet of README.md and of the docs site (docs/**/*.md) runs as written, on
 tiny data, so neither the README nor the documentation can rot.
 
-The snippets run in a child process (``_child_readme.py``: each as a module of its own, the
-names it uses without defining them from a tiny prelude), all in one, except a snippet that
-must start TensorFlow itself ("first, before other TF ops"), which gets a process of its own.
+The snippets run in child processes (``_child_readme.py``: each as a module of its own, the
+names it uses without defining them from a tiny prelude), the pages shared out over
+``CHILDREN`` processes that run side by side, except a snippet that must start TensorFlow
+itself ("first, before other TF ops"), which gets a process of its own.
 A snippet that needs TensorFlow, Keras or albumentations skips where they are not installed.
 One that cannot run here is marked in its page itself, right before its block, with
 ``<!-- readme-test: skip (why) -->``: the several-hosts JAX snippet of docs/scaling.md, which
@@ -20,6 +21,7 @@ import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +45,7 @@ _SKIP = re.compile(r"<!--\s*readme-test:\s*skip\s*\((?P<why>[^)]*)\)\s*-->\s*\n`
 EXCLUDED = {f"{doc}:{text.count(chr(10), 0, m.end()) + 1}": m["why"].strip()
             for doc, text in TEXTS.items() for m in _SKIP.finditer(text)}
 _LEFTOVER_GRACE_S = 5.0
+CHILDREN = 3  # processes for the pages' snippets: each waits on its own workers much of the time
 
 
 def _flowers(where: Path) -> None:
@@ -55,8 +58,8 @@ def _flowers(where: Path) -> None:
             Image.fromarray(pixels).save(where / "flowers" / name / f"{i}.png")
 
 
-def _run(specs: list[str], workdir: Path) -> dict[str, dict[str, str]]:
-    report = workdir / f"report_{len(list(workdir.glob('report_*')))}.json"
+def _run(specs: list[str], workdir: Path, name: str) -> dict[str, dict[str, str]]:
+    report = workdir / f"report_{name}.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.integration._child_readme", str(workdir), str(report),
@@ -86,11 +89,13 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str
     _flowers(workdir)
     runnable = [spec for spec in BLOCKS if spec not in EXCLUDED]
     together = [spec for spec in runnable if FRESH not in BLOCKS[spec]]
-    out = _run(together, workdir)
-    for spec in runnable:
-        if spec not in together:
-            out.update(_run([spec], workdir))
-    return out
+    pages = sorted({spec.rsplit(":", 1)[0] for spec in together})
+    groups = [[spec for spec in together if pages.index(spec.rsplit(":", 1)[0]) % CHILDREN == k]
+              for k in range(CHILDREN)]  # a page's snippets stay together, in order
+    groups += [[spec] for spec in runnable if spec not in together]
+    with ThreadPoolExecutor(len(groups)) as pool:
+        done = pool.map(lambda k: _run(groups[k], workdir, str(k)), range(len(groups)))
+        return {spec: result for results in done for spec, result in results.items()}
 
 
 @pytest.mark.parametrize("spec", list(BLOCKS))
