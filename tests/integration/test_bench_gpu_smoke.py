@@ -9,7 +9,7 @@ import pytest
 from tests._helpers import needs_keras
 from tests.integration._smoke import run
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.slow, pytest.mark.smoke, pytest.mark.timeout(400)]
 
 
 @needs_keras

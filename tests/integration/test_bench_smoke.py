@@ -12,7 +12,7 @@ import pytest
 from tests._helpers import needs_keras
 from tests.integration._smoke import run
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.slow, pytest.mark.smoke, pytest.mark.timeout(400)]
 
 
 def test_bench_ops_quick(tmp_path):

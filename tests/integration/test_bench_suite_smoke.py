@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 @pytest.mark.timeout(300)
 def test_bench_quick_writes_every_result(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3",
@@ -69,6 +70,7 @@ def test_a_quick_run_writes_nowhere_under_the_repository_unless_told_to() -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 @pytest.mark.timeout(120)
 def test_a_quick_render_leaves_the_committed_results_alone_and_says_where_it_wrote() -> None:
     """End to end through `python -m bench`: --render rewrites tables and plots from a saved

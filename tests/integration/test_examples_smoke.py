@@ -8,7 +8,7 @@ import pytest
 from tests._helpers import needs_keras, needs_tensorflow
 from tests.integration._smoke import ROOT, run
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.slow, pytest.mark.smoke, pytest.mark.timeout(400)]
 
 
 @pytest.mark.parametrize("example, method", [
