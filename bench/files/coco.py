@@ -38,6 +38,8 @@ Two more rows measure what moving the targets costs on the decode-time crop (iss
 handed over undecoded) through ``Compose([random_resized_crop(224), Maybe(hflip)])``, boxes
 and masks moved with the window, and ``shmaug_crop_image`` runs the same without them (the
 image alone); their same-round ratio is the cost of the targets (target: at most 1.3x).
+``shmaug_crop_whole`` is ``shmaug_crop`` with ``SHMAUG_JPEG=whole``: every photo decoded
+whole, then cut, masks moved the same way.
 
 ``--no-masks`` runs every contender on images and boxes alone. Each contender runs in its own
 child process (``bench.files.child``, under a hard timeout), round by round, the order rotated
@@ -93,13 +95,15 @@ LABELS = {
     "albumentations": "albumentations Affine over cv2 + pycocotools + DataLoader",
     "shmaug_crop": "shmaug from_coco(image_size=None), random_resized_crop + hflip, targets",
     "shmaug_crop_image": "the same crop of the same photos, the image alone",
+    "shmaug_crop_whole": "the same crop and targets, each photo decoded whole first",
 }
 # The libraries a peer imports, in the order it does: where one is missing, the driver records
 # the child's "not installed" without starting it.
 NEEDS = {"torchvision": ("torch", "torchvision", "pycocotools"),
          "albumentations": ("torch", "albumentations", "pycocotools")}
 RATIOS = [("shmaug", "torchvision"), ("shmaug", "albumentations"),
-          ("albumentations", "torchvision"), ("shmaug_crop_image", "shmaug_crop")]
+          ("albumentations", "torchvision"), ("shmaug_crop_image", "shmaug_crop"),
+          ("shmaug_crop", "shmaug_crop_whole")]
 TARGETS_COST = 1.3  # shmaug_crop_image ÷ shmaug_crop at most (issue 57)
 
 
@@ -376,7 +380,9 @@ def build(name: str, paths: np.ndarray, ids: np.ndarray, bs: int, workers: int,
     options = dict(annotations=annotations, masks=masks, max_boxes=max_boxes)
     if name == "shmaug":
         return ShmaugCoco(*common, shmaug_augment(), np.uint8, workers, "fork", **options)
-    if name in ("shmaug_crop", "shmaug_crop_image"):
+    if name in ("shmaug_crop", "shmaug_crop_image", "shmaug_crop_whole"):
+        if name == "shmaug_crop_whole":  # (read when the loader starts; this is its process)
+            os.environ["SHMAUG_JPEG"] = "whole"
         return ShmaugCoco(*common, shmaug_crop(), np.uint8, workers, "fork", **options,
                           crop=True, alone=name == "shmaug_crop_image")
     if name in ("torchvision", "albumentations"):
@@ -457,7 +463,11 @@ def report(args: Any, argv: list[str], results: list[dict[str, Any]], made: dict
         f"a rotation of ±{DEGREES:g}°, a scale of {SCALE[0]:g}-{SCALE[1]:g} and a shift of "
         f"up to {TRANSLATE:.0%} of each side at {SIZE}x{SIZE}, boxes clipped and dropped "
         f"when empty, batch {8 if args.quick else args.batch_size} padded and stacked. "
-        "shmaug warps twice (rotate, then scale_translate) where the others warp once.",
+        "shmaug warps twice (rotate, then scale_translate) where the others warp once."
+        + (f" The crop rows instead: a random resized crop to {CROP}x{CROP} (scale "
+           "0.08-1, ratio 3/4-4/3: torchvision's) of each photo at its own size, then the "
+           "flip, boxes and masks moved with them (none for shmaug_crop_image)."
+           if any(c.startswith("shmaug_crop") for c in contenders) else ""),
         "### Same-round ratios\n\n"
         + markdown_table(["ratio", "median", "min", "max", "rounds", "target"], ratio_rows),
         f"### images/s in each of {rounds} rounds\n\n"
