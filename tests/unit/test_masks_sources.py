@@ -347,3 +347,56 @@ def test_a_segmentation_folder_splits_as_keras_splits_a_folder(tmp_path):
     assert list(only.paths) == list(train.paths)
     with pytest.raises(ArgumentError, match="`seed` must be an int"):
         from_segmentation(images, masks, validation_split=0.3, subset="both")
+
+
+def _star(cx, cy, r, k=9):
+    angles = np.linspace(0, 2 * np.pi, k, endpoint=False)
+    reach = r * (0.6 + 0.4 * (np.arange(k) % 2))
+    return np.round(np.stack([cx + np.cos(angles) * reach, cy + np.sin(angles) * reach], 1)
+                    .ravel(), 2).tolist()
+
+
+@pytest.mark.parametrize("kind", ["instances", "semantic"])
+def test_undrawn_polygons_land_where_the_drawn_masks_are_moved(tmp_path, kind):
+    """A pipeline that moves masks gets an image's polygons undrawn: moved as points and filled
+    once in the moves' frame. That equals the mask drawn whole and moved, within the outline
+    (the same rule at another scale), and exactly where nothing moves."""
+    from shmaug.ops import Compose, Maybe, Op
+    from shmaug.ops.targets.moves import noting
+    from shmaug.ops.targets.sample import Undrawn, _masks
+
+    images = [("s.png", 120, 90, [(20, 10, 60, 50, 1, 0), (60, 40, 50, 45, 2, 0)])]
+    json_path, folder = write_coco(tmp_path, images, CATEGORIES)
+    data = json.loads(json_path.read_text())
+    data["annotations"][0]["segmentation"] = [_star(50, 35, 25)]
+    data["annotations"][1]["segmentation"] = [_star(85, 62, 22), [60, 40, 70, 40, 65, 50]]
+    json_path.write_text(json.dumps(data))
+    _, y = from_coco(json_path, folder, image_size=None, masks=kind)
+    name = "masks" if kind == "instances" else "segmentation_masks"
+    load = y[name].load
+    undrawn = load.drawing()(0)
+    drawn = load(0)
+    assert isinstance(undrawn, Undrawn) and undrawn.shape == drawn.shape
+    np.testing.assert_array_equal(np.asarray(undrawn), drawn)  # as it lies: the same
+    image = np.zeros((90, 120, 3), np.uint8)
+    crop = Op("random_resized_crop", height=64, width=80, scale=(0.3, 1.0))
+    pipelines = [([Op("resize", height=180, width=240)], 0.9), ([Op("hflip")], 0.95),
+                 ([Op("rotate", degrees=(-20, 20))], 0.9), ([crop], 0.9),
+                 # the masks drawn whole lose to two nearest-neighbour resamples on the way
+                 ([crop, Maybe(Op("hflip")), Op("rotate", degrees=(-20, 20))], 0.8)]
+    stacked = kind == "instances"
+    for ops, least in pipelines:
+        for seed in range(3):
+            with noting() as moves:
+                Compose(ops)(image, np.random.default_rng(seed))
+            got = _masks(undrawn, list(moves), 0.0, stacked)
+            want = _masks(drawn, list(moves), 0.0, stacked)
+            assert got.shape == want.shape
+            for value in (range(2) if stacked else np.unique(want)[1:]):
+                a, b = (got[value], want[value]) if stacked else (got == value, want == value)
+                a, b = a.astype(bool), b.astype(bool)
+                if (a | b).sum() < 40:  # an object left mostly outside the window
+                    continue
+                assert (a & b).sum() / (a | b).sum() > least, (ops, seed, value)
+                offset = np.argwhere(a).mean(0) - np.argwhere(b).mean(0)
+                assert np.abs(offset).max() < 1.0, (ops, seed, value, offset)
