@@ -17,6 +17,10 @@ engine asks for it here, by protocol, never by probing attributes where it uses 
   ``handing_undecoded()`` (``HandingUndecoded``: samples handed over undecoded,
   ``shmaug.deferred.Undecoded``, to an `augment` whose plan ``takes_undecoded`` and decodes
   only the window it crops);
+- of an image source: how it frames its photos (``Framing``: ``image_size``, ``on_error``,
+  ``crop_to_aspect_ratio``, ``pad_to_aspect_ratio``, ``output_shape``);
+- of a target source: what it makes (``MakesTargets``: ``target_name``, ``output_shape``) and
+  ``check_beside(x)`` (``CheckingBeside``: its files' sizes against the images');
 - of a target source's ``load``: ``drawing()`` (``Drawing``: masks handed over undrawn,
   ``ops.targets.sample.Undrawn``, to an `augment` whose plan ``takes_undrawn``, which draws
   them where its moves take them).
@@ -118,6 +122,83 @@ class Drawing(Protocol):
     """A target's ``load`` that can hand its masks over undrawn (``Undrawn``)."""
 
     def drawing(self) -> Any: ...
+
+
+@runtime_checkable
+class Framing(Protocol):
+    """An image source that frames its photos itself (``ImageFiles``, ``ImageRecords``): to
+    ``image_size`` (None: each at its own size), cropped or padded to that aspect ratio or
+    stretched, an unreadable one stood in for (``on_error="skip"``) or raised."""
+
+    image_size: tuple[int, int] | None
+    on_error: str
+    crop_to_aspect_ratio: bool
+    pad_to_aspect_ratio: bool
+
+    @property
+    def output_shape(self) -> tuple[int | None, ...]: ...
+
+
+@runtime_checkable
+class MakesTargets(Protocol):
+    """A target source that says what it makes, in Keras' names (``target_name``: "masks",
+    "segmentation_masks") and at what shape (None where each keeps its image's size)."""
+
+    @property
+    def target_name(self) -> str: ...
+
+    @property
+    def output_shape(self) -> tuple[int | None, ...]: ...
+
+
+@runtime_checkable
+class CheckingBeside(Protocol):
+    """A target source that checks what it reads against the images beside it (mask files'
+    stored sizes against the photos')."""
+
+    def check_beside(self, images: Any) -> None: ...
+
+
+def keeps_own_size(x: Any) -> bool:
+    """Whether source ``x`` hands each photo over at its own size (``image_size=None``)."""
+    return isinstance(x, Framing) and x.image_size is None
+
+
+def stands_in_unreadable(x: Any) -> bool:
+    """Whether source ``x`` stands the next readable image in for an unreadable one."""
+    return isinstance(x, Framing) and x.on_error == "skip"
+
+
+def reframing(x: Any) -> str | None:
+    """The option by which source ``x`` crops or pads its photos to an aspect ratio, if
+    any (``crop_to_aspect_ratio``, ``pad_to_aspect_ratio``)."""
+    if not isinstance(x, Framing):
+        return None
+    return next((o for o in ("crop_to_aspect_ratio", "pad_to_aspect_ratio")
+                 if getattr(x, o)), None)
+
+
+def image_shape(x: Any) -> tuple[int | None, ...] | None:
+    """The shape of every image of ``x`` (an array's, a framing source's), or None."""
+    if isinstance(x, np.ndarray):
+        return tuple(x.shape[1:])
+    return tuple(x.output_shape) if isinstance(x, Framing) else None
+
+
+def target_kind(target: Any) -> str | None:
+    """What target source ``target`` makes, in Keras' names, or None where it does not say."""
+    return target.target_name if isinstance(target, MakesTargets) else None
+
+
+def target_shape(target: Any) -> tuple[int | None, ...] | None:
+    """The shape of each row target source ``target`` makes, or None where it does not say."""
+    return tuple(target.output_shape) if isinstance(target, MakesTargets) else None
+
+
+def check_beside(target: Any, images: Any) -> None:
+    """``target.check_beside(images)`` where it checks its rows against the images."""
+    if isinstance(target, CheckingBeside):
+        target.check_beside(images)
 
 
 def labels(x: Any) -> np.ndarray | None:

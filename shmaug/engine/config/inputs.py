@@ -16,6 +16,7 @@ from ...errors import ArgumentError, ArgumentTypeError, got
 from ...ops.params import SUPPORTED_DTYPES, dtype_range, outside
 from ...ops.params import value_range as checked_range
 from ...ops.plan import Plan
+from ...ops.targets.boxes import format_of
 from ...ops.targets.formats import pad_boxes
 from ...ops.targets.sample import BOX_LABELS, MASK_NAMES
 from .. import source
@@ -275,8 +276,8 @@ def box_format(y: Any) -> str | None:
     """The format the boxes of ``y`` carry (a reader's ``Boxes``: ``bounding_box_format``),
     or None where they say none."""
     for filed in _filed(y, ("boxes", "bboxes")):
-        fmt = getattr(filed.value, "bounding_box_format", None)
-        if isinstance(fmt, str):
+        fmt = format_of(filed.value)
+        if fmt is not None:
             return fmt
     return None
 
@@ -295,7 +296,7 @@ def sized_output(x: Any, plan: Plan, shape: tuple[int, ...] | None) -> None:
     """Refuse a source that keeps photos at their own size (``image_size=None``) without a
     pipeline that ends in one size: a batch is one array, so sample 0's size would be
     demanded of every other photo, and the first of another size would fail mid-epoch."""
-    if getattr(x, "image_size", 0) is not None or shape is not None:
+    if not source.keeps_own_size(x) or shape is not None:
         return
     augment = plan.pipeline
     if augment is None or plan.fixes_size is False:
@@ -320,33 +321,31 @@ def spatial_sources(y: Any, x: Any) -> None:
     if not found:
         return
     said = ", ".join(repr(filed.name) for filed in found)
-    if getattr(x, "on_error", None) == "skip":
+    if source.stands_in_unreadable(x):
         raise ArgumentError(
             f"`x` ({got(x)}) has on_error='skip', which stands the next readable image in for "
             f"an unreadable one, but `y` holds {said}, which lie on the image that was meant: "
             f"the stand-in would carry another image's targets. Fix: on_error='raise' (and "
             f"replace or remove the unreadable files).")
-    for option in ("crop_to_aspect_ratio", "pad_to_aspect_ratio"):
-        if getattr(x, option, False):
-            raise ArgumentError(
-                f"`x` ({got(x)}) has {option}=True, which the targets {said} in `y` do not "
-                f"follow (they are scaled by the plain stretch to image_size). Fix: leave "
-                f"{option}=False, or pass image_size=None and start `augment` with a crop to "
-                f"a size (Op('center_resized_crop', ...)), which moves them with the pixels.")
-    images = x.shape[1:3] if isinstance(x, np.ndarray) else getattr(x, "output_shape", None)
+    option = source.reframing(x)
+    if option is not None:
+        raise ArgumentError(
+            f"`x` ({got(x)}) has {option}=True, which the targets {said} in `y` do not "
+            f"follow (they are scaled by the plain stretch to image_size). Fix: leave "
+            f"{option}=False, or pass image_size=None and start `augment` with a crop to "
+            f"a size (Op('center_resized_crop', ...)), which moves them with the pixels.")
+    images = source.image_shape(x)
     for name, _, target in found:
         if not is_target_source(target):
             continue
-        kind = getattr(target, "target_name", None)
+        kind = source.target_kind(target)
         if kind in MASK_NAMES and (kind == "masks") != (name == "masks"):
             layout = "several masks per image" if kind == "masks" else "one mask per image"
             raise ArgumentError(
                 f"`y[{name!r}]` ({got(target)}) makes {kind!r}, {layout}, which {name!r} "
                 f"does not hold. Fix: file it as y={{{kind!r}: ...}}.")
-        beside = getattr(target, "check_beside", None)
-        if callable(beside):  # (masks in files: their stored sizes against the images')
-            beside(x)
-        size = getattr(target, "output_shape", None)
+        source.check_beside(target, x)  # (masks in files: stored sizes against the images')
+        size = source.target_shape(target)
         if images is None or size is None:
             continue
         size, images = tuple(size[1:3] if kind == "masks" else size[:2]), tuple(images[:2])
@@ -367,7 +366,7 @@ def unfiled_sources(made: dict[str, Any], plan: Plan) -> None:
     if not plan.moves_pixels:
         return
     for place, target in made.items():
-        kind = getattr(target, "target_name", None)
+        kind = source.target_kind(target)
         if kind in SPATIAL_TARGETS:
             raise ArgumentError(
                 f"`{place}` ({got(target)}) holds masks, but not under a name the pipeline "
