@@ -115,6 +115,17 @@ class _FacadeApi:
     num_shards: int
     shard_index: int
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A user's subclass owns every other name; these are the facade's own, and one of
+        # them redefined would break it without a word (its own modules call them).
+        super().__init_subclass__(**kwargs)
+        taken = sorted(name for name in _FACADE_NAMES if name in vars(cls))
+        if taken and not cls.__module__.startswith("shmaug."):
+            raise TypeError(
+                f"{cls.__qualname__} defines {', '.join(f'`{n}`' for n in taken)}, which "
+                f"shmaug.Sequence uses itself (its Keras facade calls it). Fix: give yours "
+                f"another name.")
+
     def overrides(self, hook: str) -> bool:
         """Whether a subclass overrides ``hook`` (``"load"``, ``"augment"``, ``"targets"``)."""
         return getattr(type(self), hook) is not getattr(Sequence, hook)
@@ -163,6 +174,9 @@ class _FacadeApi:
     def _set_order(self, order: Order) -> None:
         self._order = order  # invariant: which samples each batch holds, for this shard
         self.num_shards, self.shard_index = order.num_shards, order.shard_index
+
+
+_FACADE_NAMES = frozenset(name for name in vars(_FacadeApi) if not name.startswith("__"))
 
 
 class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[misc]

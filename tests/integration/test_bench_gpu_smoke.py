@@ -13,6 +13,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.smoke, pytest.mark.timeout(400)]
 
 
 @needs_keras
+@pytest.mark.backends
 def test_bench_gpu_quick(tmp_path):
     """The GPU-machine bench runs whole on the CPU: every feeder fits, every worker count
     delivers each sample once per epoch, and the report and plot are written."""

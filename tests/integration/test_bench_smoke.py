@@ -111,6 +111,7 @@ def test_bench_start_methods_quick(tmp_path):
 
 
 @needs_keras
+@pytest.mark.backends
 def test_bench_handoff_quick(tmp_path):
     """The main process's work per stage, this venv's backend only (tens of seconds)."""
     import keras

@@ -86,15 +86,16 @@ def _run(specs: list[str], workdir: Path, name: str) -> dict[str, dict[str, str]
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
     workdir = tmp_path_factory.mktemp("readme")
-    _flowers(workdir)
     runnable = [spec for spec in BLOCKS if spec not in EXCLUDED]
     together = [spec for spec in runnable if FRESH not in BLOCKS[spec]]
     pages = sorted({spec.rsplit(":", 1)[0] for spec in together})
     groups = [[spec for spec in together if pages.index(spec.rsplit(":", 1)[0]) % CHILDREN == k]
               for k in range(CHILDREN)]  # a page's snippets stay together, in order
     groups += [[spec] for spec in runnable if spec not in together]
+    for k in range(len(groups)):  # a folder each: the snippets write files where they run
+        _flowers(workdir / str(k))
     with ThreadPoolExecutor(len(groups)) as pool:
-        done = pool.map(lambda k: _run(groups[k], workdir, str(k)), range(len(groups)))
+        done = pool.map(lambda k: _run(groups[k], workdir / str(k), str(k)), range(len(groups)))
         return {spec: result for results in done for spec, result in results.items()}
 
 

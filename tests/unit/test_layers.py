@@ -283,7 +283,9 @@ def _own_private_names(tree: ast.AST) -> set[str]:
 def foreign_private_reads(source: str) -> list[str]:
     """Where a module reads a private attribute (one leading underscore, not a dunder) of an
     object that is not ``self``, ``cls`` or ``super()``, and that none of the module's own
-    classes defines: another module's or another class's private state."""
+    classes defines: another module's or another class's private state. What it cannot see:
+    a name one of the module's classes defines is let through on any object (the AST does
+    not know the receiver's class), and ``getattr(x, "_name")`` is not an attribute read."""
     tree = ast.parse(source)
     own = _own_private_names(tree)
     found = []

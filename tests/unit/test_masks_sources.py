@@ -272,6 +272,10 @@ def test_what_would_part_masks_from_their_images_is_refused_at_construction(tmp_
     with pytest.raises(ArgumentError, match=r"makes 'segmentation_masks', one mask per "
                                             r"image, which 'masks' does not hold"):
         shmaug.Loader(files, {"masks": masks}, batch_size=2, workers=0)
+    for name in ("keypoints", "boxes"):  # masks filed as points or boxes
+        with pytest.raises(ArgumentError, match=rf"makes 'segmentation_masks'.*which "
+                                                rf"'{name}' does not hold"):
+            shmaug.Loader(files, {name: masks}, batch_size=2, augment=flip, workers=0)
     skipping = shmaug.ImageFiles.from_paths(files.paths, image_size=(16, 16), on_error="skip")
     with pytest.raises(ArgumentError, match="on_error='skip'.*another image's targets"):
         shmaug.Loader(skipping, y, batch_size=2, workers=0)

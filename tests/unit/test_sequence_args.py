@@ -146,3 +146,19 @@ def test_what_init_sets_is_what_a_skipped_init_is_told_about_and_a_copy_drops_on
         seq[0]
         assert seq._runtime.life is Life.STARTED and seq._runtime.running is seq.loader
     assert seq._runtime.life is Life.CLOSED and repr(clone).endswith("(3 batches, closed)")
+
+
+def test_a_subclass_that_redefines_a_facade_name_is_refused_where_it_is_defined():
+    """The facade's own names (its Keras glue calls them) are not a subclass's to redefine:
+    one redefined would break fit, resume or sharding without a word."""
+    with pytest.raises(TypeError, match=r"Mine defines `reshard`.*another name"):
+        class Mine(shmaug.Sequence):  # noqa: F841
+            def reshard(self, num_shards, shard_index):
+                return None
+
+    class Fine(shmaug.Sequence):  # its own names and the hooks are its to define
+        def augment(self, image, rng):
+            return image
+
+        def resharded(self):
+            return None

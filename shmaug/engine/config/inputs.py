@@ -339,7 +339,8 @@ def spatial_sources(y: Any, x: Any) -> None:
         if not is_target_source(target):
             continue
         kind = source.target_kind(target)
-        if kind in MASK_NAMES and (kind == "masks") != (name == "masks"):
+        if kind in MASK_NAMES and (name not in MASK_NAMES or
+                                   (kind == "masks") != (name == "masks")):
             layout = "several masks per image" if kind == "masks" else "one mask per image"
             raise ArgumentError(
                 f"`y[{name!r}]` ({got(target)}) makes {kind!r}, {layout}, which {name!r} "
