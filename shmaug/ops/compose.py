@@ -152,8 +152,10 @@ class Compose:
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         ops: Sequence[Any] = self.ops
         if isinstance(image, Undecoded):  # only the first op may decode part of it
-            image = ops[0](image, rng) if self.takes_undecoded else image.decode()
-            ops = ops[1:] if self.takes_undecoded else ops
+            if self.takes_undecoded:
+                image, ops = ops[0](image, rng), ops[1:]
+            else:
+                image = image.decode()
         # float16 once in and once out: each op would otherwise convert to float32 (OpenCV
         # has no float16 kernels) and back, which made pipelines 2-3x slower on float16.
         half = image.dtype == np.float16

@@ -136,7 +136,7 @@ def garbage_collected(method: str) -> str:
     next(iter(L))
     del L
     gc.collect()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 10 * TIME_SCALE  # (a liveness bound: four test processes)
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(p) for p in pids)
@@ -206,7 +206,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _nothing_left(proc: subprocess.Popen[str], info: dict[str, Any], within_s: float = 10) -> None:
+def _nothing_left(proc: subprocess.Popen[str], info: dict[str, Any],
+                  within_s: float = 10 * TIME_SCALE) -> None:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         alive = [p for p in info["pids"] if _alive(p)]

@@ -66,9 +66,6 @@ class Undrawn:
         out = self.drawn()
         return out if dtype is None else out.astype(np.dtype(dtype))  # type: ignore[call-overload]
 
-    def __len__(self) -> int:
-        return self.shape[0]
-
 
 @dataclass(frozen=True, slots=True)
 class TargetOptions:
