@@ -10,6 +10,11 @@ pipeline. Each row times, on one core:
 - shmaug, the image alone (``op(image, rng)``), and the image with its targets
   (``Compose([op], bounding_box_format="xyxy").augment_targets``: the mask warped, the 10
   boxes moved, clipped and filtered): their ratio is what the targets cost;
+- shmaug's mask moved alone through the moves the image made (``Move.mask``, the same
+  draws): (image + mask) / image is the floor of that ratio, what the targets would cost
+  were the boxes and every step around them free. A one-channel mask is a third of a
+  three-channel image's pixels, so where the op's cost is its pixels (a flip, a resize) the
+  floor alone comes near the 1.3x target;
 - albumentations, the same transform in an ``A.Compose`` with ``bbox_params`` (pascal_voc,
   labels) and the mask;
 - torchvision v2, the transform on a ``tv_tensors.Image``, ``BoundingBoxes`` (XYXY) and
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +43,7 @@ from bench.common.report import NOT_JUDGED, QUICK, cpu_model, fmt_times, fmt_us
 from bench.common.workloads import photo
 from bench.ops import keras_tfdata
 from shmaug.ops import Compose, Maybe, Op
+from shmaug.ops.targets.moves import noting
 
 SIDE, BOXES = 512, 10
 TARGET_RATIO = 1.3  # a mask and 10 boxes at most this many times the image alone (affine)
@@ -126,7 +133,8 @@ def _timers(row: Row, calls: int) -> dict[str, Callable[[int], float]]:
             lambda i, rng=np.random.default_rng(r): pipe(image, rng), calls),
         "shmaug": lambda r: 1e6 * time_calls(
             lambda i, rng=np.random.default_rng(r): pipe.augment_targets(image, targets, rng),
-            calls)}
+            calls),
+        "mask": _mask_alone(pipe, image, targets["segmentation_masks"], calls)}
     if row.albu is not None and importlib.util.find_spec("albumentations") is not None:
         import albumentations as A
 
@@ -139,6 +147,26 @@ def _timers(row: Row, calls: int) -> dict[str, Callable[[int], float]]:
     if row.keras is not None and keras_tfdata.available():
         fns["keras"] = _keras(row, image, mask, boxes, labels, calls)
     return fns
+
+
+def _mask_alone(pipe: Compose, image: np.ndarray, mask: np.ndarray, calls: int
+                ) -> Callable[[int], float]:
+    """µs per sample of the mask's moves alone, through the moves ``pipe`` made on the image
+    with the same draws as the other timers' (noted first, outside the timed loop)."""
+    def timed(r: int) -> float:
+        rng = np.random.default_rng(r)
+        made = []
+        for _ in range(calls):
+            with noting() as moves:
+                pipe(image, rng)
+            made.append(moves)
+        t0 = time.perf_counter()
+        for moves in made:
+            moved = mask
+            for m in moves:
+                moved = m.mask(moved, 0.0)
+        return 1e6 * (time.perf_counter() - t0) / calls
+    return timed
 
 
 def _torchvision(row: Row, image: np.ndarray, mask: np.ndarray, boxes: np.ndarray,
@@ -205,14 +233,17 @@ def report(result: dict[str, Any]) -> str:
              f"{result['timing']}. Keras: the layers in tf.data over batches of "
              f"{keras_tfdata.BATCH} dicts (a quick run's: 2), AUTOTUNE.", "",
              "| row | shmaug image alone µs | shmaug with targets µs | targets / image alone "
+             "| mask moved alone µs | floor: (image + mask) / image "
              "| albumentations µs | torchvision µs | Keras tf.data µs | albumentations / "
              "shmaug | torchvision / shmaug | Keras / shmaug |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: |"]
     for r in result["rows"]:
-        s, i = r.get("shmaug_us"), r.get("image_us")
+        s, i, m = r.get("shmaug_us"), r.get("image_us"), r.get("mask_us")
         a, t, k = r.get("albumentations_us"), r.get("torchvision_us"), r.get("keras_us")
-        cells = [fmt_us(i), fmt_us(s), fmt_times(s, i, 2), fmt_us(a), fmt_us(t), fmt_us(k),
-                 *(fmt_times(other, s, 2) for other in (a, t, k))]
+        floor = None if i is None or m is None else i + m
+        cells = [fmt_us(i), fmt_us(s), fmt_times(s, i, 2), fmt_us(m), fmt_times(floor, i, 2),
+                 fmt_us(a), fmt_us(t), fmt_us(k), *(fmt_times(other, s, 2) for other in (a, t, k))]
         lines.append(f"| {r['row']} | {' | '.join(cells)} |")
     if result["quick"]:
         lines += ["", f"- comparisons and targets: {NOT_JUDGED}"]
@@ -222,8 +253,14 @@ def report(result: dict[str, Any]) -> str:
         for k in ("albumentations", "torchvision", "keras"))]
     costly = [f"{r['row']} ({r['shmaug_us'] / r['image_us']:.2f}x)" for r in result["rows"]
               if r["affine"] and r["shmaug_us"] > TARGET_RATIO * r["image_us"]]
+    floored = [f"{r['row']} ({(r['image_us'] + r['mask_us']) / r['image_us']:.2f}x)"
+               for r in result["rows"] if r["affine"] and r.get("mask_us") is not None
+               and r["image_us"] + r["mask_us"] > (TARGET_RATIO - 0.05) * r["image_us"]]
     lines += ["", "- rows where a contender is faster than shmaug: "
               + (", ".join(behind) if behind else "none"),
               f"- affine rows where the targets cost more than {TARGET_RATIO}x the image "
-              f"alone: " + (", ".join(costly) if costly else "none")]
+              f"alone: " + (", ".join(costly) if costly else "none"),
+              f"- affine rows whose mask alone leaves the boxes less than 0.05x of the image "
+              f"below {TARGET_RATIO}x (the floor, were every other step free): "
+              + (", ".join(floored) if floored else "none")]
     return "\n".join(lines)
