@@ -177,18 +177,16 @@ def equalize(unit: np.ndarray, bins: int) -> np.ndarray:
 def equalize_pil(img8: np.ndarray) -> np.ndarray:
     """PIL's ``ImageOps.equalize`` (and torchvision's) on each channel of a uint8 image:
     a table from the histogram's cumulative sum in steps of (total - last level's count)
-    / 255; a channel whose step is 0 is left as it is."""
-    planes = [img8] if img8.ndim == 2 else [img8[:, :, i] for i in range(img8.shape[2])]
-    out = []
+    / 255; a channel whose step is 0 is left as it is. OpenCV counts and looks up (a
+    fifth of numpy's ``bincount`` and fancy indexing); the tables are PIL's integers."""
+    planes = [img8] if img8.ndim == 2 else list(cv2.split(img8))
+    tables: list[np.ndarray | None] = []
     for plane in planes:
-        hist = np.bincount(plane.ravel(), minlength=256)
+        hist = cv2.calcHist([plane], [0], None, [256], [0, 256]).ravel().astype(np.int64)
         step = (hist.sum() - hist[np.flatnonzero(hist)[-1]]) // 255
-        if step == 0:
-            out.append(plane)
-            continue
-        table = np.concatenate([[0], (np.cumsum(hist) + step // 2) // step])[:256]
-        out.append(np.clip(table, 0, 255).astype(np.uint8)[plane])
-    return out[0] if img8.ndim == 2 else np.dstack(out)
+        tables.append(None if step == 0 else
+                      np.concatenate([[0], (np.cumsum(hist) + step // 2) // step])[:256])
+    return _per_plane(img8, tables, planes if img8.ndim == 3 else None)
 
 
 def auto_contrast(unit: np.ndarray) -> np.ndarray:

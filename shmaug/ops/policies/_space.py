@@ -144,7 +144,8 @@ def apply(image: np.ndarray, rng: np.random.Generator, name: str, m: float, s: S
         b, c = (1.0 + m, 1.0) if name == "Brightness" else (1.0, 1.0 + m)
         return tone.brightness_contrast(image, rng, brightness=b, contrast=c, value_range=vr)
     if name == "Color":
-        return colour.unit_op(image, vr, partial(k.degenerate, amount=-m), rgb=True)
+        return colour.unit_op(image, vr, partial(k.degenerate, amount=-m), rgb=True,
+                              on_bytes=partial(k.degenerate_bytes, amount=-m))
     if name == "Sharpness":
         return _sharpness(image, 1.0 + m, s)
     return _POINTWISE[name](image, m, vr)
@@ -154,7 +155,8 @@ _POINTWISE: dict[str, Callable[[np.ndarray, float, ValueRange | None], np.ndarra
     "Posterize": lambda im, m, vr: colour.mapped(im, vr, partial(k.posterize, bits=int(m))),
     "Solarize": lambda im, m, vr: colour.mapped(im, vr, partial(k.solarize, threshold=m,
                                                                 addition=0.0)),
-    "AutoContrast": lambda im, m, vr: colour.unit_op(im, vr, k.auto_contrast),
+    "AutoContrast": lambda im, m, vr: colour.unit_op(im, vr, k.auto_contrast,
+                                                     on_bytes=k.auto_contrast_bytes),
     "Equalize": lambda im, m, vr: _via_bytes(im, vr, k.equalize_pil),
     "Invert": lambda im, m, vr: colour.mapped(im, vr, colour.inverted),
 }
