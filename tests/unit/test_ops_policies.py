@@ -148,3 +148,21 @@ def test_aug_mix_keeps_a_beta_share_of_the_image(monkeypatch: pytest.MonkeyPatch
         keep = np.random.default_rng(seed).dirichlet([0.5, 0.5])[0]
         out = ops.aug_mix(image, np.random.default_rng(seed), alpha=0.5)
         np.testing.assert_allclose(out, image * keep, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("name", "m"), [("Color", 0.9), ("Color", -0.9), ("Color", 0.3),
+                                         ("AutoContrast", 0.0)])
+def test_colour_steps_on_uint8_land_within_a_level_of_the_float_arithmetic(name: str,
+                                                                           m: float) -> None:
+    """uint8 images take the 8-bit kernels (a fraction of the float round trip's time); the
+    same image as float32 in 0..255 takes the float arithmetic: at most a gray level apart."""
+    image = make_photo()
+    image[:8] = (250, 3, 128)  # a saturated patch, where the colour blend clips
+    ours = _space.apply(image, np.random.default_rng(0), name, m,
+                        _space.Setting("nearest", 0.0, None))
+    floats = _space.apply(image.astype(np.float32), np.random.default_rng(0), name, m,
+                          _space.Setting("nearest", 0.0, (0.0, 255.0)))
+    assert ours.dtype == np.uint8
+    difference = np.abs(ours.astype(np.float64) - floats)
+    assert difference.max() <= 1.0, difference.max()
+    assert difference.mean() < 0.5
