@@ -182,7 +182,9 @@ def equalize_pil(img8: np.ndarray) -> np.ndarray:
     planes = [img8] if img8.ndim == 2 else list(cv2.split(img8))
     tables: list[np.ndarray | None] = []
     for plane in planes:
-        hist = cv2.calcHist([plane], [0], None, [256], [0, 256]).ravel().astype(np.int64)
+        hist = (cv2.calcHist([plane], [0], None, [256], [0, 256]).ravel().astype(np.int64)
+                if plane.size < 1 << 24 else  # (float32 counts: exact below 2^24)
+                np.bincount(plane.ravel(), minlength=256))
         step = (hist.sum() - hist[np.flatnonzero(hist)[-1]]) // 255
         tables.append(None if step == 0 else
                       np.concatenate([[0], (np.cumsum(hist) + step // 2) // step])[:256])
