@@ -127,20 +127,20 @@ def margin(window: Window, size: tuple[int, int], how: Resample) -> int:
     return math.ceil(SUPPORT[pil_filter(how.interpolation)] * shrink) + 1
 
 
-# Past this remaining shrink after the DCT's scaling (TurboJPEG's eighths leave at most 1.5
-# from 1/8 up; more at 1/8 itself, and up to 2 with OpenCV's four scales), the rest is PIL's
-# antialiased filter, on the reduced pixels: OpenCV's would sample without averaging.
-AREA_FROM = 1.5
+# What is left of a reduced resized crop after the DCT's scaling: less than 2x (its scales
+# halve; past 1/8 it may be more), or an enlargement. Up to ``SAMPLED_TO`` OpenCV's filter
+# alone finishes it (it does not widen, but at that shrink drops too little to alias);
+# past it, up to 2x, OpenCV enlarges to twice the output and averages each 2x2 block
+# (``_halved``: a box over the output pixel, the antialiasing, at a third of PIL's cost);
+# past 2x, PIL's antialiased filter does it all.
+SAMPLED_TO = 1.25
 
 
 def dct_rest(how: Resample, box: Window, size: tuple[int, int]) -> Resample:
-    """How a window the DCT already scaled (at most ``M/(M-1)`` larger than ``size``, past
-    1/8) is resampled the rest of the way: by OpenCV, unwidened (the DCT's own scaling
-    averaged what it dropped: it is the antialiasing), with ``how.interpolation`` ("area"
-    bilinear: the DCT averaged), or as ``how`` says where it still shrinks more than
-    ``AREA_FROM`` times."""
-    shrink = max(box[2] / size[0], box[3] / size[1])
-    if shrink > AREA_FROM:
+    """The filter that finishes a window the DCT already scaled (``after_dct``), for the
+    margin it reads: OpenCV's ``how.interpolation`` ("area": bilinear, then averaged) up to a
+    2x shrink, or ``how`` past it."""
+    if max(box[2] / size[0], box[3] / size[1]) > 2.0:
         return how
     name = "bilinear" if how.interpolation == "area" else how.interpolation
     return Resample(name, how.within, antialias=False)
@@ -148,10 +148,24 @@ def dct_rest(how: Resample, box: Window, size: tuple[int, int]) -> Resample:
 
 def after_dct(pixels: np.ndarray, box: Window, size: tuple[int, int],
               how: Resample) -> np.ndarray:
-    """``box`` of ``pixels`` (decoded at a reduced scale in the DCT) at ``size``: the rest of
-    a reduced resized crop (``dct_rest``)."""
+    """``box`` of ``pixels`` (decoded at a reduced scale in the DCT, or in full where no
+    eighth keeps it at least ``size``) at ``size``: the rest of a reduced resized crop, as
+    ``SAMPLED_TO`` says."""
     rest = dct_rest(how, box, size)
-    return resize_box(pixels, box, size, rest)
+    if rest.antialias:
+        return resize_box(pixels, box, size, rest)
+    if max(box[2] / size[0], box[3] / size[1]) <= SAMPLED_TO:
+        return _sampled(pixels, box, size, rest)
+    return _halved(_sampled(pixels, box, (2 * size[0], 2 * size[1]), rest))
+
+
+def _halved(pixels: np.ndarray) -> np.ndarray:
+    """Each 2x2 block of ``pixels`` averaged (OpenCV's area resize, at an exact half)."""
+    import cv2
+
+    out = cv2.resize(pixels, (pixels.shape[1] // 2, pixels.shape[0] // 2),
+                     interpolation=cv2.INTER_AREA)
+    return out if out.ndim == pixels.ndim else out[:, :, None]
 
 
 def resize_box(pixels: np.ndarray, box: Window, size: tuple[int, int],

@@ -6,7 +6,8 @@ The reference is PIL's antialiased resize of the window of the whole decoded pho
 exact path, ``reduced_decode=False``), which is what torchvision's ``resized_crop`` with
 ``antialias=True`` reproduces on a PIL image (torchvision is not installable beside the
 pinned torch here, so it is not run). For each interpolation and each way a JPEG's window is
-decoded ("turbo": any eighth in the DCT, "opencv": 1/8, 1/4, 1/2), it prints the mean
+decoded ("turbo": the window alone, "opencv": the whole photo; both at 1/8, 1/4, 1/2 or
+1/1 in the DCT), it prints the mean
 absolute difference per value (0..255) and the PSNR (dB), over ``--crops`` random windows
 (torchvision's ``RandomResizedCrop`` draw) and the centre crop of each of ``--files`` photos
 (``bench.files.photos``) at 224 x 224, and the time per crop of each path. Writes

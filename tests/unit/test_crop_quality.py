@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shmaug.deferred import Resample
+from shmaug.deferred import SAMPLED_TO, Resample
 from shmaug.ops.builtin.windows import centre_window, window_of
 from shmaug.sources.images import decode, turbo
 
@@ -38,7 +38,7 @@ def test_the_reduced_crop_is_within_its_stated_quality(files, mode, interpolatio
         pytest.skip("no libjpeg-turbo 3 here (pip install shmaug[jpeg])")
     rng = np.random.default_rng(0)
     size = (224, 224)
-    mads, psnrs, between = [], [], 0
+    mads, psnrs, finishes = [], [], {"dct": 0, "halved": 0, "sampled": 0}
     for data in files:
         header = decode.jpeg_header(data)
         h, w = header[0], header[1]
@@ -52,22 +52,22 @@ def test_the_reduced_crop_is_within_its_stated_quality(files, mode, interpolatio
             assert ours.shape == exact.shape == (*size, 3)
             mads.append(np.abs(ours.astype(int) - exact).mean())
             psnrs.append(psnr(ours, exact))
-            if mode == "turbo" and 8 / 7 <= min(window[2] / size[0], window[3] / size[1]) < 2:
-                # between 8/7 and 2 times the output, the DCT scales it (by 7/8 to 4/8)
-                between += 1
+            m = decode.dct_scale(window[2:], size)
+            rest = max(window[2] / size[0], window[3] / size[1]) * m / 8
+            finish = "dct" if m < 8 else "halved" if rest > SAMPLED_TO else "sampled"
+            finishes[finish] += 1
+            if finish == "halved":  # OpenCV's filter at twice the size, then 2x2 averages
                 assert not np.array_equal(ours, exact), window
     mad_bound, psnr_bound = decode.REDUCED_CROP_QUALITY[interpolation]
     assert np.mean(mads) <= mad_bound, np.mean(mads)
     assert np.median(psnrs) >= psnr_bound, np.median(psnrs)
     assert min(psnrs) >= 25.0, min(psnrs)
-    assert mode == "opencv" or between >= 5  # the eighths past 1/2, 1/4, 1/8 were exercised
+    assert min(finishes.values()) >= 5, finishes  # each way of finishing was exercised
 
 
 def test_one_rule_picks_the_smallest_eighth_that_keeps_the_output() -> None:
     assert decode.dct_scale((448.0, 448.0), (224, 224)) == 4
-    assert decode.dct_scale((447.0, 600.0), (224, 224)) == 5  # 447 * 4/8 < 224
-    assert decode.dct_scale((256.0, 256.0), (224, 224)) == 7
-    assert decode.dct_scale((255.0, 256.0), (224, 224)) == 8  # 7/8 of 255 < 224: full scale
+    assert decode.dct_scale((447.0, 600.0), (224, 224)) == 8  # 447 * 4/8 < 224: full scale
+    assert decode.dct_scale((256.0, 256.0), (224, 224)) == 8  # (7/8: slower than 8/8)
+    assert decode.dct_scale((900.0, 900.0), (224, 224)) == 2
     assert decode.dct_scale((3000.0, 3000.0), (224, 224)) == 1
-    assert decode.dct_scale((447.0, 600.0), (224, 224), decode.OPENCV_EIGHTHS) == 8
-    assert decode.dct_scale((900.0, 900.0), (224, 224), decode.OPENCV_EIGHTHS) == 2

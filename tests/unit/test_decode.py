@@ -109,8 +109,8 @@ def test_a_whole_photo_is_scaled_by_the_smallest_eighth_with_libjpeg_turbo(tmp_p
 
     if not turbo.available():
         pytest.skip("no libjpeg-turbo 3 here (pip install shmaug[jpeg])")
-    path = save(tmp_path / "a.jpg", photo(300, 400), quality=90)
-    # 6/8 keeps 225 rows >= 224 (5/8 would not); OpenCV's 1/2 would not keep them either
+    path = save(tmp_path / "a.jpg", photo(450, 600), quality=90)
+    # 4/8 keeps 225 rows >= 224 (1/4 would not)
     on, off = (ImageFiles.from_paths([path], image_size=(224, 224), interpolation="area",
                                      reduced_decode=flag) for flag in (True, False))
     assert on.load.decoder.jpeg_mode == "turbo"

@@ -217,8 +217,7 @@ def test_a_window_decoded_alone_is_the_whole_decode_cut(monkeypatch, use_turbo, 
     for window in windows(375, 500):
         part = deferred(data).resized_window(window, size, Resample())
         cut = resize_box(whole, window, size, Resample())
-        eighths = decode.TURBO_EIGHTHS if use_turbo else decode.OPENCV_EIGHTHS
-        scaled = decode.dct_scale(window[2:], size, eighths) < 8
+        scaled = decode.dct_scale(window[2:], size) < 8
         tolerance = PARTIAL_TOLERANCE["reduced scale" if scaled else "full scale"]
         assert part.shape == (*size, 3) and part.dtype == np.uint8
         assert np.abs(part.astype(int) - cut.astype(int)).mean() <= tolerance, window

@@ -6,8 +6,9 @@ what to do when one is unreadable; this module only turns one file into pixels, 
 
 Reduced-size decoding: libjpeg scales a JPEG in its DCT (the skipped pixels are never
 computed, and what is dropped is averaged: a low-pass, the antialiasing of a shrink).
-libjpeg-turbo 3 (``turbo``) scales by any eighth, OpenCV (``IMREAD_REDUCED_*``) and PIL
-(``draft``) by 1/2, 1/4 or 1/8. One rule (``dct_scale``) picks the smallest scale that keeps
+libjpeg-turbo 3 (``turbo``, which also decodes a window alone), OpenCV (``IMREAD_REDUCED_*``)
+and PIL (``draft``) scale by 1/2, 1/4 or 1/8 (``DCT_EIGHTHS``: libjpeg-turbo's other eighths
+are slower than a full decode). One rule (``dct_scale``) picks the smallest scale that keeps
 what is kept (the window of a crop, or the whole photo for a fixed ``image_size``) at least
 the output; then the caller resizes the rest. Only baseline and progressive 8-bit JPEGs with 1
 or 3 components are decoded this way (identified by their bytes, not their extension); every
@@ -47,18 +48,19 @@ REDUCED_TOLERANCE = {"area": 2.0, "same interpolation": 10.0}
 # (``reduced_decode=False``: the window at full scale, then PIL's antialiased filter, which is
 # torchvision's ``resized_crop(antialias=True)`` on a PIL image), per interpolation, over many
 # windows of real photographs (ImageNet's sizes, q75-95 4:2:0): the mean absolute difference
-# per value (0..255) and the median PSNR (dB). Measured with libjpeg-turbo (the DCT at any
-# eighth, then OpenCV): MAD 0.68 / 0.79 / 1.23 / 0.74 and PSNR 46 / 46 / 41 / 46 dB for
-# bilinear / bicubic / area / lanczos3, 5th percentile 37 / 36 / 32 / 38 dB; with OpenCV's
-# four scales, closer (PIL finishes past 1.5x). bench.files.crop_quality measures them;
-# tests/unit/test_crop_quality.py holds the decoder to them.
-REDUCED_CROP_QUALITY = {"bilinear": (1.0, 42.0), "bicubic": (1.1, 42.0), "area": (1.6, 38.0),
-                        "lanczos3": (1.0, 42.0)}
+# per value (0..255) and the median PSNR (dB). Measured (the DCT at 1/8 to 1/1, then
+# ``deferred.after_dct``): MAD 0.40 / 0.42 / 1.39 / 0.59 and PSNR 51 / 51 / 40 / 48 dB for
+# bilinear / bicubic / area / lanczos3, 5th percentile 44 / 44 / 33 / 40 dB, the same whether
+# libjpeg-turbo decodes the window or OpenCV the photo. bench.files.crop_quality measures
+# them; tests/unit/test_crop_quality.py holds the decoder to them.
+REDUCED_CROP_QUALITY = {"bilinear": (0.6, 47.0), "bicubic": (0.6, 47.0), "area": (1.6, 38.0),
+                        "lanczos3": (0.8, 45.0)}
 
-# The scales a JPEG is decoded at, as eighths of its size: any with TurboJPEG 3; 1/8, 1/4,
-# 1/2 and 1/1 with OpenCV (``IMREAD_REDUCED_*``) and Pillow (``draft``).
-TURBO_EIGHTHS = (1, 2, 3, 4, 5, 6, 7, 8)
-OPENCV_EIGHTHS = (1, 2, 4, 8)
+# The scales a JPEG is decoded at, as eighths of its size: 1/8, 1/4, 1/2 and 1/1, which
+# OpenCV (``IMREAD_REDUCED_*``) and Pillow (``draft``) also take. TurboJPEG 3 scales by any
+# eighth, but only these have SIMD inverse DCTs: the others are plain C, and 7/8 and 6/8
+# decoded a photo 1.6x slower than 8/8, 5/8 1.15x (``python -m bench.files.crop_path``).
+DCT_EIGHTHS = (1, 2, 4, 8)
 
 # Start-of-frame markers libjpeg scales: baseline, extended, progressive (Huffman or
 # arithmetic). Lossless and hierarchical JPEGs are decoded in full.
@@ -227,14 +229,13 @@ def decoder_report() -> dict[str, str]:
     }
 
 
-def dct_scale(extent: tuple[float, float], size: tuple[int, int],
-              eighths: tuple[int, ...] = TURBO_EIGHTHS) -> int:
-    """The numerator M of the smallest scale M/8 among ``eighths`` at which ``extent``
+def dct_scale(extent: tuple[float, float], size: tuple[int, int]) -> int:
+    """The numerator M of the smallest scale M/8 among ``DCT_EIGHTHS`` at which ``extent``
     (height, width, in the file's pixels) stays at least ``size``, or 8: decode it in full.
-    The one rule of every reduced decode (a window or a whole photo; TurboJPEG's eighths or
-    OpenCV's ``OPENCV_EIGHTHS``): the scaled extent is never smaller than the output, so the
-    resize after it never enlarges what the DCT shrank."""
-    for m in sorted(eighths):
+    The one rule of every reduced decode (a window or a whole photo, by libjpeg-turbo or
+    OpenCV): the scaled extent is never smaller than the output, so the resize after it never
+    enlarges what the DCT shrank."""
+    for m in DCT_EIGHTHS:
         if extent[0] * m >= size[0] * 8 and extent[1] * m >= size[1] * 8:
             return m
     return 8
@@ -251,20 +252,19 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
     ``mode`` as ``decide_jpeg_mode`` says. Where ``reduced`` (``reduced_decode``) allows, a JPEG
     is scaled in the DCT; "turbo" decodes only the window; a JPEG libjpeg-turbo refuses
     (lossless, CMYK, 12-bit), and every other file, is decoded whole. With ``how.antialias``
-    (the reduced crop): at the smallest eighth of its size that keeps the window at least
-    ``size`` (``dct_scale``), then OpenCV for the rest (``deferred.after_dct``), its pixels
-    within ``REDUCED_CROP_TOLERANCE`` of the exact path (``reduced=False``: the window at full
-    scale, then PIL's antialiased filter). Without it: at 1/2, 1/4 or 1/8 where the window
-    is that much larger, then OpenCV's sampled resize, as before.
+    (the reduced crop): at the smallest of 1/8, 1/4, 1/2 and 1/1 that keeps the window at
+    least ``size`` (``dct_scale``), then OpenCV for the rest (``deferred.after_dct``), its
+    pixels within ``REDUCED_CROP_QUALITY`` of the exact path (``reduced=False``: the window
+    at full scale, then PIL's antialiased filter). Without it: at the same scale, then
+    OpenCV's sampled resize.
     """
     scalable = (header is not None and header[3] in _SCALABLE_SOF and header[2] in (1, 3)
                 and mode != "whole")
     if not scalable:
         return resize_box(decode_bytes(data, what, color_mode), window, size, how)
     assert header is not None
-    eighths = TURBO_EIGHTHS if how.antialias and mode == "turbo" else OPENCV_EIGHTHS
-    m = dct_scale(window[2:], size, eighths) if reduced else 8
-    fast = how.antialias and m < 8  # the DCT antialiased: OpenCV finishes (else PIL)
+    m = dct_scale(window[2:], size) if reduced else 8
+    fast = how.antialias and reduced  # the DCT antialiased, or less than 2x is left: OpenCV
     scaled = (window[0] * m / 8, window[1] * m / 8, window[2] * m / 8, window[3] * m / 8)
     finish = after_dct if fast else resize_box
     if mode == "turbo":
@@ -361,7 +361,7 @@ def reduction(header: tuple[int, int, int, int] | None, size: tuple[int, int]) -
     height, width, components, marker = header
     if marker not in _SCALABLE_SOF or components not in (1, 3) or not height or not width:
         return 1
-    return 8 // dct_scale((height, width), size, OPENCV_EIGHTHS)
+    return 8 // dct_scale((height, width), size)
 
 
 def _decode_reduced(data: np.ndarray, denominator: int) -> np.ndarray | None:
