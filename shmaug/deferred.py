@@ -127,21 +127,19 @@ def margin(window: Window, size: tuple[int, int], how: Resample) -> int:
     return math.ceil(SUPPORT[pil_filter(how.interpolation)] * shrink) + 1
 
 
-# What is left of a reduced resized crop after the DCT's scaling: less than 2x (its scales
-# halve; past 1/8 it may be more), or an enlargement. Up to ``SAMPLED_TO`` OpenCV's filter
-# alone finishes it (it does not widen, but at that shrink drops too little to alias);
-# past it, up to 2x, OpenCV enlarges to twice the output and averages each 2x2 block
-# (``_halved``: a box over the output pixel, the antialiasing, at a third of PIL's cost);
-# past 2x, PIL's antialiased filter does it all.
+# What is left of a reduced resized crop after the DCT's scaling (less than 2x a side, or
+# more on the long side of an elongated window, or an enlargement) is OpenCV's: it resamples
+# the window to k times the output on each axis, k the power of two that leaves at most
+# ``SAMPLED_TO`` of a shrink (a shrink OpenCV's unwidened filter can take without aliasing
+# to speak of), then averages each k x k block (a box over each output pixel: the
+# antialiasing). A third of PIL's antialiased filter's time, and as close to it as the DCT's
+# own scaling (``decode.REDUCED_CROP_QUALITY``).
 SAMPLED_TO = 1.25
 
 
-def dct_rest(how: Resample, box: Window, size: tuple[int, int]) -> Resample:
-    """The filter that finishes a window the DCT already scaled (``after_dct``), for the
-    margin it reads: OpenCV's ``how.interpolation`` ("area": bilinear, then averaged) up to a
-    2x shrink, or ``how`` past it."""
-    if max(box[2] / size[0], box[3] / size[1]) > 2.0:
-        return how
+def dct_rest(how: Resample) -> Resample:
+    """The filter ``after_dct`` resamples with (also what sets the margin a window is decoded
+    with): OpenCV's ``how.interpolation`` ("area": bilinear, then the blocks averaged)."""
     name = "bilinear" if how.interpolation == "area" else how.interpolation
     return Resample(name, how.within, antialias=False)
 
@@ -149,23 +147,24 @@ def dct_rest(how: Resample, box: Window, size: tuple[int, int]) -> Resample:
 def after_dct(pixels: np.ndarray, box: Window, size: tuple[int, int],
               how: Resample) -> np.ndarray:
     """``box`` of ``pixels`` (decoded at a reduced scale in the DCT, or in full where no
-    eighth keeps it at least ``size``) at ``size``: the rest of a reduced resized crop, as
-    ``SAMPLED_TO`` says."""
-    rest = dct_rest(how, box, size)
-    if rest.antialias:
-        return resize_box(pixels, box, size, rest)
-    if max(box[2] / size[0], box[3] / size[1]) <= SAMPLED_TO:
-        return _sampled(pixels, box, size, rest)
-    return _halved(_sampled(pixels, box, (2 * size[0], 2 * size[1]), rest))
-
-
-def _halved(pixels: np.ndarray) -> np.ndarray:
-    """Each 2x2 block of ``pixels`` averaged (OpenCV's area resize, at an exact half)."""
+    eighth keeps it at least ``size``) at ``size``, antialiased as ``SAMPLED_TO`` says: the
+    rest of a reduced resized crop."""
     import cv2
 
-    out = cv2.resize(pixels, (pixels.shape[1] // 2, pixels.shape[0] // 2),
-                     interpolation=cv2.INTER_AREA)
-    return out if out.ndim == pixels.ndim else out[:, :, None]
+    ky, kx = _blocks(box[2] / size[0]), _blocks(box[3] / size[1])
+    if ky == kx == 1:
+        return _sampled(pixels, box, size, dct_rest(how))
+    fine = _sampled(pixels, box, (ky * size[0], kx * size[1]), dct_rest(how))
+    out = cv2.resize(fine, (size[1], size[0]), interpolation=cv2.INTER_AREA)  # (whole blocks)
+    return out if out.ndim == fine.ndim else out[:, :, None]
+
+
+def _blocks(shrink: float) -> int:
+    """The power of two that leaves at most ``SAMPLED_TO`` of ``shrink``."""
+    k = 1
+    while shrink > SAMPLED_TO * k:
+        k *= 2
+    return k
 
 
 def resize_box(pixels: np.ndarray, box: Window, size: tuple[int, int],

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shmaug.deferred import Resample, Undecoded, resize_box
+from shmaug.deferred import Resample, Undecoded, after_dct, resize_box
 from shmaug import ops
 from shmaug.ops import Compose, Maybe, Op
 from shmaug.ops.builtin.windows import centre_window, window_of
@@ -27,7 +27,8 @@ FILTERS = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BI
 # Mean |partial - whole| per value (0..255) of a window decoded alone against the same window
 # cut from the whole decode: libjpeg-turbo upsamples chroma at the window's edges from less
 # context, and decodes at 1/2-1/8 scale (a box average) where the window is that much larger
-# than the output, against the filter of a full-resolution resample.
+# than the output, against the filter of a full-resolution resample (at full scale, against
+# the same finish: ``after_dct``).
 PARTIAL_TOLERANCE = {"full scale": 0.5, "reduced scale": decode.REDUCED_TOLERANCE["area"]}
 
 
@@ -216,8 +217,9 @@ def test_a_window_decoded_alone_is_the_whole_decode_cut(monkeypatch, use_turbo, 
     whole = decode.decode_bytes(data, "test.jpg", "rgb")
     for window in windows(375, 500):
         part = deferred(data).resized_window(window, size, Resample())
-        cut = resize_box(whole, window, size, Resample())
         scaled = decode.dct_scale(window[2:], size) < 8
+        # at full scale the reduced crop's own finish, on the whole decode's pixels
+        cut = (resize_box if scaled else after_dct)(whole, window, size, Resample())
         tolerance = PARTIAL_TOLERANCE["reduced scale" if scaled else "full scale"]
         assert part.shape == (*size, 3) and part.dtype == np.uint8
         assert np.abs(part.astype(int) - cut.astype(int)).mean() <= tolerance, window

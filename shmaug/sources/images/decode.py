@@ -269,7 +269,7 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
     finish = after_dct if fast else resize_box
     if mode == "turbo":
         _need_turbo()
-        rest = dct_rest(how, scaled, size) if fast else how
+        rest = dct_rest(how) if fast else how
         reach = -(-margin(scaled, size, rest) * 8 // m)  # in file pixels
         top, left = max(0, int(window[0]) - reach), max(0, int(window[1]) - reach)
         bottom = min(header[0], int(np.ceil(window[0] + window[2])) + reach)
