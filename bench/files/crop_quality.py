@@ -4,14 +4,15 @@
 
 The reference is PIL's antialiased resize of the window of the whole decoded photo (shmaug's
 exact path, ``reduced_decode=False``), which is what torchvision's ``resized_crop`` with
-``antialias=True`` reproduces on a PIL image (torchvision is not installable beside the
-pinned torch here, so it is not run). For each interpolation and each way a JPEG's window is
-decoded ("turbo": the window alone, "opencv": the whole photo; both at 1/8, 1/4, 1/2 or
-1/1 in the DCT), it prints the mean
-absolute difference per value (0..255) and the PSNR (dB), over ``--crops`` random windows
-(torchvision's ``RandomResizedCrop`` draw) and the centre crop of each of ``--files`` photos
-(``bench.files.photos``) at 224 x 224, and the time per crop of each path. Writes
-``crop_quality.md`` and ``crop_quality.json``.
+``antialias=True`` reproduces on a PIL image (torchvision is held to it where it imports,
+tests/unit/test_windows.py; it is not run here). For each interpolation and each way a JPEG's
+window is decoded ("turbo": the window alone, "opencv": the whole photo; both at 1/8, 1/4,
+1/2 or 1/1 in the DCT), it prints the mean absolute difference per value (0..255) and the
+PSNR (dB), over ``--crops`` random windows (torchvision's ``RandomResizedCrop`` draw) and the
+centre crop of each of ``--files`` photos (``bench.files.photos``) at 224 x 224, and the time
+per crop of each path. With libjpeg-turbo, also the time of a whole decode at each eighth of a
+photo's size: why ``decode.DCT_EIGHTHS`` holds only 1/8, 1/4, 1/2 and 1/1 (the others have no
+SIMD code). Writes ``crop_quality.md`` and ``crop_quality.json``.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def measure(files: int, crops: int, seed: int = 0) -> dict[str, Any]:
     modes = ["turbo", "opencv"] if turbo.available() else ["opencv"]
     figures: dict[str, dict[str, Any]] = {}
     times: dict[str, list[float]] = {"exact": [], **{m: [] for m in modes}}
-    for data_bytes in photos.jpegs(files, seed):
-        data = np.frombuffer(data_bytes, np.uint8)
+    datas = [np.frombuffer(data_bytes, np.uint8) for data_bytes in photos.jpegs(files, seed)]
+    for data in datas:
         header = decode.jpeg_header(data)
         assert header is not None
         h, w = header[0], header[1]
@@ -86,7 +87,25 @@ def measure(files: int, crops: int, seed: int = 0) -> dict[str, Any]:
                      "psnr_p5": float(np.percentile(v["psnr"], 5)),
                      "psnr_min": float(np.min(v["psnr"]))} for k, v in figures.items()},
         "us_per_crop": {k: 1e6 * float(np.median(v)) for k, v in times.items()},
+        "us_per_eighth": eighths(datas[:60]) if "turbo" in modes else {},
     }
+
+
+def eighths(datas: list[np.ndarray], rounds: int = 3) -> dict[str, float]:
+    """µs per whole photo decoded by libjpeg-turbo at each M/8 of its size: the median of
+    ``rounds`` interleaved rounds over ``datas``."""
+    from shmaug.sources.images import decode, turbo
+
+    headers = [decode.jpeg_header(d) for d in datas]
+    runs: dict[int, list[float]] = {m: [] for m in range(8, 0, -1)}
+    for _ in range(rounds):
+        for m in runs:
+            t = time.perf_counter()
+            for data, header in zip(datas, headers):
+                assert header is not None
+                turbo.decode_window(data, (0, 0, header[0], header[1]), m, 3)
+            runs[m].append((time.perf_counter() - t) / len(datas))
+    return {f"{m}/8": 1e6 * float(np.median(v)) for m, v in runs.items()}
 
 
 def markdown(result: dict[str, Any], command: str) -> str:
@@ -103,6 +122,13 @@ def markdown(result: dict[str, Any], command: str) -> str:
                      f"{row['psnr_median']:.1f} | {row['psnr_p5']:.1f} | {row['psnr_min']:.1f} |")
     lines += ["", "Median time per crop, one core, all interpolations: " + ", ".join(
         f"{k} {v:.0f} µs" for k, v in result["us_per_crop"].items()), ""]
+    scales = result["us_per_eighth"]
+    if scales:
+        lines += ["A whole photo decoded by libjpeg-turbo at each scale (one core, the first "
+                  "60 photos, median of 3 interleaved rounds):", "",
+                  "| scale | µs per photo | ÷ 8/8 |", "|---|---:|---:|"]
+        lines += [f"| {k} | {v:.0f} | {v / scales['8/8']:.2f} |" for k, v in scales.items()]
+        lines.append("")
     return "\n".join(lines)
 
 

@@ -9,13 +9,14 @@ crop (``time.process_time``: a shared host's other load is not counted), rounds
 interleaved, the median over rounds:
 
 - ``turbojpeg-0.0.2 (shmaug)``: shmaug's own path: libjpeg-turbo 3 from the ``turbojpeg``
-  wheel through ctypes, the window alone at the smallest eighth, then OpenCV;
-- ``simplejpeg``: the whole photo at the smallest eighth that keeps the window at least 224
-  (``min_height``/``min_width``; it has no region), cut, then OpenCV;
+  wheel through ctypes, the window alone at the smallest of 1/8, 1/4, 1/2, 1/1 that keeps it
+  at least 224 (``decode.dct_scale``), then OpenCV (``deferred.after_dct``);
+- ``simplejpeg``: the whole photo at the same scale (``min_height``/``min_width``; it has no
+  region), cut, then the same finish;
 - ``PyTurboJPEG``: the same through PyTurboJPEG's ``decode(scaling_factor=...)``, loading the
   same libjpeg-turbo 3 file (a system one is version 2.1 on many distributions);
-- ``opencv``: ``cv2.imdecode`` at 1/2, 1/4, 1/8 where the window allows (OpenCV's only
-  scales), then PIL past 1.5x, else OpenCV (shmaug without libjpeg-turbo);
+- ``opencv``: ``cv2.imdecode`` of the whole photo at the same scale, then the same finish
+  (shmaug without libjpeg-turbo);
 - ``full decode``: ``cv2.imdecode`` alone, no crop: the ceiling a whole decode sets.
 
 ``--path DIR``: where simplejpeg and PyTurboJPEG were installed (``pip install --target``):
@@ -43,7 +44,7 @@ def paths(extra: str | None) -> dict[str, Callable[..., Any] | str]:
     """Each library's crop, or why it is missing."""
     import cv2
 
-    from shmaug.deferred import Resample, after_dct, resize_box
+    from shmaug.deferred import Resample, after_dct
     from shmaug.sources.images import decode, turbo
 
     how = Resample()
@@ -54,8 +55,7 @@ def paths(extra: str | None) -> dict[str, Callable[..., Any] | str]:
 
     def whole_then_cut(decoded: np.ndarray, window: Any, m: int) -> Any:
         box = tuple(v * m / 8 for v in window)
-        return after_dct(decoded, box, SIZE, how) if m < 8 else \
-            resize_box(decoded, box, SIZE, how)
+        return after_dct(decoded, box, SIZE, how)
 
     out["turbojpeg-0.0.2 (shmaug)"] = ours if turbo.available() else "libjpeg-turbo 3 not found"
     out["opencv"] = lambda d, h, w: decode.resized_window(d, "x", "rgb", h, w, SIZE, how,

@@ -71,3 +71,30 @@ def test_bench_crop_path_quick(tmp_path):
     result = json.loads((tmp_path / "out" / "crop_path.json").read_text())
     assert [r["status"] for r in result["results"]] == ["ok", "ok", "ok"]
     assert (tmp_path / "out" / "crop_path.md").is_file()
+
+
+def test_bench_crop_quality_runs(tmp_path):
+    """The reduced crop's quality bench on 3 real photos: every interpolation, the decoders
+    here, and (with libjpeg-turbo) the time of a decode at each eighth."""
+    pytest.importorskip("skimage")
+    pytest.importorskip("sklearn")
+    from shmaug.sources.images import turbo
+
+    out = run("bench.files.crop_quality", "--files", "3", "--crops", "1", "--out",
+              str(tmp_path / "out"))
+    result = json.loads((tmp_path / "out" / "crop_quality.json").read_text())
+    assert {name.split()[0] for name in result["rows"]} == {"bilinear", "bicubic", "area",
+                                                          "lanczos3"}
+    assert all(row["psnr_median"] > 30 for row in result["rows"].values()), result["rows"]
+    assert ("| 7/8 |" in out) == turbo.available()
+
+
+def test_bench_jpeg_libraries_runs(tmp_path):
+    """The JPEG libraries' bench on 3 real photos: shmaug's path, OpenCV's and the whole
+    decode run; the libraries not installed here are reported as such."""
+    pytest.importorskip("skimage")
+    pytest.importorskip("sklearn")
+    run("bench.files.jpeg_libraries", "--files", "3", "--rounds", "1", "--out",
+        str(tmp_path / "out"))
+    text = (tmp_path / "out" / "jpeg_libraries.md").read_text()
+    assert "| opencv |" in text and "full decode" in text, text

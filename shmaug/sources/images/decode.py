@@ -49,8 +49,8 @@ REDUCED_TOLERANCE = {"area": 2.0, "same interpolation": 10.0}
 # torchvision's ``resized_crop(antialias=True)`` on a PIL image), per interpolation, over many
 # windows of real photographs (ImageNet's sizes, q75-95 4:2:0): the mean absolute difference
 # per value (0..255) and the median PSNR (dB). Measured (the DCT at 1/8 to 1/1, then
-# ``deferred.after_dct``): MAD 0.40 / 0.42 / 1.39 / 0.59 and PSNR 51 / 51 / 40 / 48 dB for
-# bilinear / bicubic / area / lanczos3, 5th percentile 44 / 44 / 33 / 40 dB, the same whether
+# ``deferred.after_dct``): MAD 0.46 / 0.49 / 1.48 / 0.65 and PSNR 50 / 50 / 40 / 48 dB for
+# bilinear / bicubic / area / lanczos3, 5th percentile 43 / 43 / 33 / 40 dB, the same whether
 # libjpeg-turbo decodes the window or OpenCV the photo. bench.files.crop_quality measures
 # them; tests/unit/test_crop_quality.py holds the decoder to them.
 REDUCED_CROP_QUALITY = {"bilinear": (0.6, 47.0), "bicubic": (0.6, 47.0), "area": (1.6, 38.0),
@@ -59,7 +59,7 @@ REDUCED_CROP_QUALITY = {"bilinear": (0.6, 47.0), "bicubic": (0.6, 47.0), "area":
 # The scales a JPEG is decoded at, as eighths of its size: 1/8, 1/4, 1/2 and 1/1, which
 # OpenCV (``IMREAD_REDUCED_*``) and Pillow (``draft``) also take. TurboJPEG 3 scales by any
 # eighth, but only these have SIMD inverse DCTs: the others are plain C, and 7/8 and 6/8
-# decoded a photo 1.6x slower than 8/8, 5/8 1.15x (``python -m bench.files.crop_path``).
+# decoded a photo 1.5-1.7x slower than 8/8, 5/8 1.3x (``python -m bench.files.crop_quality``).
 DCT_EIGHTHS = (1, 2, 4, 8)
 
 # Start-of-frame markers libjpeg scales: baseline, extended, progressive (Huffman or
@@ -264,7 +264,7 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
         return resize_box(decode_bytes(data, what, color_mode), window, size, how)
     assert header is not None
     m = dct_scale(window[2:], size) if reduced else 8
-    fast = how.antialias and reduced  # the DCT antialiased, or less than 2x is left: OpenCV
+    fast = how.antialias and reduced  # OpenCV finishes (after_dct); the exact path: PIL
     scaled = (window[0] * m / 8, window[1] * m / 8, window[2] * m / 8, window[3] * m / 8)
     finish = after_dct if fast else resize_box
     if mode == "turbo":
