@@ -71,13 +71,18 @@ class MatrixMove(Move):
     corners_suffice = True
 
     def points(self, xy: np.ndarray) -> np.ndarray:
-        m = self.matrix
-        centres = xy - 0.5  # pixel edges to OpenCV's pixel centres, and back below
-        out: np.ndarray = centres @ m[:2, :2].T + m[:2, 2]
-        if m[2, 0] or m[2, 1] or m[2, 2] != 1:  # a perspective
-            out /= (centres @ m[2, :2] + m[2, 2])[:, None]
-        out += 0.5
-        return out
+        (a, b, c), (d, e, f), (g, h, i) = self.matrix.tolist()
+        if g or h or i != 1:  # a perspective
+            centres = xy - 0.5  # pixel edges to OpenCV's pixel centres, and back below
+            out: np.ndarray = centres @ self.matrix[:2, :2].T + (c, f)
+            out /= (centres @ (g, h) + i)[:, None]
+            out += 0.5
+            return out
+        # affine: the half-pixel shifts folded into the offset (a box's 4 corners, 10 boxes:
+        # what the numpy calls cost, not their arithmetic, is the time)
+        moved: np.ndarray = xy @ np.array([[a, d], [b, e]]) + (
+            c + 0.5 - 0.5 * (a + b), f + 0.5 - 0.5 * (d + e))
+        return moved
 
     def mask(self, mask: np.ndarray, fill: float) -> np.ndarray:
         if mask.ndim == 3 and mask.shape[2] == 1:
@@ -168,30 +173,29 @@ def columns_shifted(shifts: np.ndarray, height: int, border: int) -> FieldMove:
 def boxes(move: Move, xyxy: np.ndarray) -> np.ndarray:
     """(N, 4) boxes (x0, y0, x1, y1) of the input: the boxes of their outlines moved (not yet
     clipped to the output)."""
-    out = np.empty((len(xyxy), 4))
     if not len(xyxy):
-        return out
-    if isinstance(move, MatrixMove) and not (move.matrix[0, 1] or move.matrix[1, 0] or
-                                             move.matrix[2, 0] or move.matrix[2, 1]):
-        # flips, crops, resizes, zooms: each edge moves on its own axis, in a few array ops
-        (a, _, c), (_, e, f) = move.matrix[:2] / move.matrix[2, 2]
-        out[:] = xyxy * (a, e, a, e) + (c + 0.5 - 0.5 * a, f + 0.5 - 0.5 * e) * 2
-        if a < 0:  # a mirror: the ends swap
-            out[:, 0::2] = out[:, 2::-2]
-        if e < 0:
-            out[:, 1::2] = out[:, 3::-2]
-        return out
+        return np.empty((0, 4))
+    if isinstance(move, MatrixMove):
+        (a, b, c), (d, e, f), (g, h, i) = move.matrix.tolist()
+        if not (b or d or g or h):
+            # flips, crops, resizes, zooms: each edge moves on its own axis (a mirror swaps
+            # a box's ends), in two array operations
+            a, c, e, f = a / i, c / i, e / i, f / i
+            out: np.ndarray = xyxy * (a, e, a, e) + (c + 0.5 - 0.5 * a, f + 0.5 - 0.5 * e) * 2
+            return out[:, _MIRRORED[a < 0, e < 0]] if a < 0 or e < 0 else out
     if move.corners_suffice:
-        corners = xyxy[:, [0, 1, 2, 1, 2, 3, 0, 3]].reshape(-1, 2)
-        moved = move.points(corners).reshape(-1, 4, 2)
-        out[:, :2], out[:, 2:] = moved.min(1), moved.max(1)
-        return out
+        moved = move.points(xyxy[:, _CORNERS].reshape(-1, 2)).reshape(-1, 4, 2)
+        return np.concatenate([moved.min(1), moved.max(1)], 1)
     outlines = [_outline(*box) for box in xyxy]  # every box's outline moved in one go
     moved = move.points(np.concatenate(outlines))
     starts = np.cumsum([0] + [len(o) for o in outlines[:-1]])
-    out[:, :2] = np.minimum.reduceat(moved, starts)
-    out[:, 2:] = np.maximum.reduceat(moved, starts)
-    return out
+    return np.concatenate([np.minimum.reduceat(moved, starts),
+                           np.maximum.reduceat(moved, starts)], 1)
+
+
+_CORNERS = [0, 1, 2, 1, 2, 3, 0, 3]  # a box's four corners (x, y), from x0, y0, x1, y1
+_MIRRORED = {(True, False): [2, 1, 0, 3], (False, True): [0, 3, 2, 1],
+             (True, True): [2, 3, 0, 1]}  # a box's columns after a mirror in x, y or both
 
 
 def _outline(x0: float, y0: float, x1: float, y1: float) -> np.ndarray:
