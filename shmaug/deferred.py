@@ -127,13 +127,14 @@ def margin(window: Window, size: tuple[int, int], how: Resample) -> int:
     return math.ceil(SUPPORT[pil_filter(how.interpolation)] * shrink) + 1
 
 
-# What is left of a reduced resized crop after the DCT's scaling (less than 2x a side, or
-# more on the long side of an elongated window, or an enlargement) is OpenCV's: it resamples
-# the window to k times the output on each axis, k the power of two that leaves at most
-# ``SAMPLED_TO`` of a shrink (a shrink OpenCV's unwidened filter can take without aliasing
-# to speak of), then averages each k x k block (a box over each output pixel: the
+# What is left of a reduced resized crop after the DCT's scaling (less than 2x a side, more
+# on the long side of an elongated window or at 1/8, or an enlargement) is OpenCV's: it
+# resamples the window to k times the output on each axis, k the power of two that leaves at
+# most ``SAMPLED_TO`` of a shrink (a shrink OpenCV's unwidened filter can take without
+# aliasing to speak of), then averages each k x k block (a box over each output pixel: the
 # antialiasing). A third of PIL's antialiased filter's time, and as close to it as the DCT's
-# own scaling (``decode.REDUCED_CROP_QUALITY``).
+# own scaling (``decode.REDUCED_CROP_QUALITY``). "nearest" samples once, at the output: an
+# average of nearest samples would be a value no pixel holds.
 SAMPLED_TO = 1.25
 
 
@@ -152,10 +153,12 @@ def after_dct(pixels: np.ndarray, box: Window, size: tuple[int, int],
     import cv2
 
     ky, kx = _blocks(box[2] / size[0]), _blocks(box[3] / size[1])
-    if ky == kx == 1:
+    if ky == kx == 1 or how.interpolation == "nearest":
         return _sampled(pixels, box, size, dct_rest(how), warp=True)
     fine = _sampled(pixels, box, (ky * size[0], kx * size[1]), dct_rest(how), warp=True)
-    out = cv2.resize(fine, (size[1], size[0]), interpolation=cv2.INTER_AREA)  # (whole blocks)
+    work = fine.astype(np.float32) if fine.dtype == np.float16 else fine  # (no float16 area)
+    out = cv2.resize(work, (size[1], size[0]), interpolation=cv2.INTER_AREA)  # (whole blocks)
+    out = out.astype(fine.dtype, copy=False)
     return out if out.ndim == fine.ndim else out[:, :, None]
 
 

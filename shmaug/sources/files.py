@@ -68,9 +68,9 @@ class ImageFiles(O.ImageSource):
         channels: channels of every decoded image (from ``color_mode`` or the first file).
         label_mode: "int" (default), "categorical", "binary" or None (no labels), as Keras.
         reduced_decode: True (default): a JPEG larger than ``image_size`` is decoded at the
-            smallest eighth of its size that keeps it at least ``image_size`` (any eighth
-            with libjpeg-turbo 3, ``pip install shmaug[jpeg]``; else 1/2, 1/4 or 1/8 by
-            OpenCV) before the resize, and a decode-time crop's window likewise (see
+            smallest of 1/8, 1/4 and 1/2 of its size that keeps it at least ``image_size``
+            (by libjpeg-turbo 3, ``pip install shmaug[jpeg]``, or OpenCV) before the
+            resize, and a decode-time crop's window likewise (see
             ``shmaug.sources.images.decode.REDUCED_TOLERANCE`` and ``REDUCED_CROP_QUALITY``
             for how close it is to a full decode); False decodes every pixel: the exact
             mode, torchvision's pixels for a crop. Other formats are not affected.

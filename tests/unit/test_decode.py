@@ -104,7 +104,8 @@ def test_image_files_decode_large_jpegs_reduced_and_nothing_else(tmp_path):
     assert repr(on).count("reduced_decode") == 0 and "reduced_decode=False" in repr(off)
 
 
-def test_a_whole_photo_is_scaled_by_the_smallest_eighth_with_libjpeg_turbo(tmp_path):
+def test_a_whole_photo_is_scaled_by_the_smallest_eighth_with_libjpeg_turbo(tmp_path,
+                                                                         monkeypatch):
     from shmaug.sources.images import turbo
 
     if not turbo.available():
@@ -114,7 +115,12 @@ def test_a_whole_photo_is_scaled_by_the_smallest_eighth_with_libjpeg_turbo(tmp_p
     on, off = (ImageFiles.from_paths([path], image_size=(224, 224), interpolation="area",
                                      reduced_decode=flag) for flag in (True, False))
     assert on.load.decoder.jpeg_mode == "turbo"
+    scales = []
+    decode_window = turbo.decode_window
+    monkeypatch.setattr(turbo, "decode_window", lambda data, window, eighths, channels: (
+        scales.append(eighths) or decode_window(data, window, eighths, channels)))
     a, b = on.load(0), off.load(0)
+    assert scales == [4]  # libjpeg-turbo decoded it, at 1/2
     assert a.shape == b.shape == (224, 224, 3)
     assert not np.array_equal(a, b)
     assert np.abs(a.astype(int) - b).mean() <= REDUCED_TOLERANCE["area"]

@@ -362,3 +362,52 @@ def test_which_pipelines_give_photos_one_size(augment, fixes) -> None:
     from shmaug.ops.compose import fixes_size
 
     assert fixes_size(augment) is fixes
+
+
+@pytest.mark.parametrize("interpolation", ["bicubic", "lanczos3"])
+def test_a_centre_window_decoded_alone_reads_the_margin_its_filter_needs(interpolation) -> None:
+    """``within=False`` resamples the pixels around the window too: libjpeg-turbo must decode
+    them (the margin), or the edges of the output differ from the whole decode's."""
+    if not turbo.available():
+        pytest.skip("no libjpeg-turbo 3 here (pip install shmaug[jpeg])")
+    grey = cv2.cvtColor(photo(375, 500, seed=3), cv2.COLOR_RGB2GRAY)  # (no chroma to upsample)
+    data = np.frombuffer(cv2.imencode(".jpg", grey, [cv2.IMWRITE_JPEG_QUALITY, 90])[1],
+                         np.uint8)
+    header = decode.jpeg_header(data)
+    how = Resample(interpolation, within=False)
+    for window in windows(375, 500):
+        for size in ((224, 224), (40, 60)):
+            m = decode.dct_scale(window[2:], size)
+            whole = decode.decode_bytes(data, "x", "grayscale", None, m)
+            scaled = tuple(v * m / 8 for v in window)
+            alone = decode.resized_window(data, "x", "grayscale", header, window, size, how,
+                                          "turbo")
+            cut = after_dct(whole, scaled, size, how)
+            assert np.abs(alone.astype(int) - cut.astype(int)).max() <= 1, (window, size)
+
+
+@pytest.mark.parametrize("shape", [(300, 200), (300, 200, 1), (300, 200, 3), (300, 200, 4)])
+@pytest.mark.parametrize("box,size,mad", [
+    # tiny outputs and a 16x shrink (k = 16 blocks) show the filters' shapes most: a box over
+    # each output pixel against PIL's triangle over two
+    ((0.0, 0.0, 300.0, 200.0), (1, 1), 10.0), ((10.5, 3.25, 120.0, 90.0), (2, 3), 10.0),
+    ((0.0, 0.0, 290.0, 190.0), (16, 12), 8.0),
+    ((50.0, 40.0, 60.0, 30.0), (224, 224), 1.0),  # an enlargement
+    ((0.0, 0.0, 300.0, 20.0), (30, 30), 3.0)])  # elongated: 10x on one axis, 0.67x on the other
+def test_the_reduced_finish_keeps_shape_and_dtype_and_nears_pils(shape, box, size, mad) -> None:
+    rng = np.random.default_rng(0)
+    smooth = cv2.resize(rng.random((12, 8, 4)).astype(np.float32), (200, 300)) * 255
+    pixels = np.ascontiguousarray(smooth[:, :, :shape[2] if len(shape) == 3 else 1]
+                                  .reshape(shape).astype(np.uint8))
+    out = after_dct(pixels, box, size, Resample())
+    assert out.shape == (*size, *shape[2:]) and out.dtype == np.uint8
+    exact = resize_box(pixels, box, size, Resample())
+    assert np.abs(out.astype(int) - exact.astype(int)).mean() <= mad
+    half = after_dct(pixels.astype(np.float16), box, size, Resample())
+    assert half.dtype == np.float16 and half.shape == out.shape
+
+
+def test_the_reduced_finish_of_nearest_holds_only_values_the_window_holds() -> None:
+    pixels = np.random.default_rng(0).integers(0, 4, (300, 300), np.uint8) * 60
+    out = after_dct(pixels, (0.0, 0.0, 300.0, 300.0), (100, 100), Resample("nearest"))
+    assert set(np.unique(out)) <= {0, 60, 120, 180}

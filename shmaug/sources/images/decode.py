@@ -176,9 +176,9 @@ JPEG_MODES = ("turbo", "opencv", "whole")  # how JPEGs decode (``decide_jpeg_mod
 def decide_jpeg_mode() -> str:
     """How this process would decode a JPEG's window, decided once by a loader for all its
     workers, as ``SHMAUG_JPEG`` says (``shmaug.platform.jpeg_setting``): "turbo" (the window
-    alone, at any eighth of its size: libjpeg-turbo 3 found), "opencv" (whole, at 1/2, 1/4
-    or 1/8 where the window allows), or "whole" (every pixel, then cut: the reference
-    recipes' work, to compare).
+    alone, at 1/2, 1/4 or 1/8 where it allows: libjpeg-turbo 3 found), "opencv" (whole, at
+    the same scales), or "whole" (every pixel, then cut: the reference recipes' work, to
+    compare).
 
     Raises:
         RuntimeError: ``SHMAUG_JPEG`` asks for libjpeg-turbo and none loads here.
@@ -212,10 +212,10 @@ def decoder_report() -> dict[str, str]:
         chosen = decide_jpeg_mode()
     except RuntimeError as exc:
         chosen = f"none: {exc}"
-    how = {"turbo": "libjpeg-turbo 3: only the window, scaled in the DCT by any eighth, "
-                    "then OpenCV (the reduced crop)",
+    how = {"turbo": "libjpeg-turbo 3: only the window, at 1/8, 1/4 or 1/2 in the DCT where "
+                    "the window allows, then OpenCV (the reduced crop)",
            "opencv": "OpenCV: the whole photo, at 1/8, 1/4 or 1/2 where the window allows, "
-                     "then PIL or OpenCV (pip install 'shmaug[jpeg]' for the window alone)",
+                     "then OpenCV (pip install 'shmaug[jpeg]' for the window alone)",
            "whole": "OpenCV: every pixel, then cut (SHMAUG_JPEG=whole)"}
     return {
         "shmaug": __version__,
