@@ -15,6 +15,9 @@ pipeline. Each row times, on one core:
   were the boxes and every step around them free. A one-channel mask is a third of a
   three-channel image's pixels, so where the op's cost is its pixels (a flip, a resize) the
   floor alone comes near the 1.3x target;
+- shmaug's sample with the mask only, and with the boxes only: each target's cost where it
+  runs, right after its image's warp (the mask's and the boxes' own steps cost 2-3x there
+  what they cost in a loop of their own: the warp has evicted what they use);
 - albumentations, the same transform in an ``A.Compose`` with ``bbox_params`` (pascal_voc,
   labels) and the mask;
 - torchvision v2, the transform on a ``tv_tensors.Image``, ``BoundingBoxes`` (XYXY) and
@@ -135,6 +138,12 @@ def _timers(row: Row, calls: int) -> dict[str, Callable[[int], float]]:
             lambda i, rng=np.random.default_rng(r): pipe.augment_targets(image, targets, rng),
             calls),
         "mask": _mask_alone(pipe, image, targets["segmentation_masks"], calls)}
+    for part, names in (("with_mask", ("segmentation_masks",)),
+                        ("with_boxes", ("boxes", "box_labels"))):
+        some = {name: targets[name] for name in names}
+        fns[part] = lambda r, some=some: 1e6 * time_calls(
+            lambda i, rng=np.random.default_rng(r): pipe.augment_targets(image, some, rng),
+            calls)
     if row.albu is not None and importlib.util.find_spec("albumentations") is not None:
         import albumentations as A
 
@@ -234,15 +243,17 @@ def report(result: dict[str, Any]) -> str:
              f"{keras_tfdata.BATCH} dicts (a quick run's: 2), AUTOTUNE.", "",
              "| row | shmaug image alone µs | shmaug with targets µs | targets / image alone "
              "| mask moved alone µs | floor: (image + mask) / image "
+             "| with the mask only / image | with the boxes only / image "
              "| albumentations µs | torchvision µs | Keras tf.data µs | albumentations / "
              "shmaug | torchvision / shmaug | Keras / shmaug |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-             "| ---: |"]
+             "| ---: | ---: | ---: |"]
     for r in result["rows"]:
         s, i, m = r.get("shmaug_us"), r.get("image_us"), r.get("mask_us")
         a, t, k = r.get("albumentations_us"), r.get("torchvision_us"), r.get("keras_us")
         floor = None if i is None or m is None else i + m
         cells = [fmt_us(i), fmt_us(s), fmt_times(s, i, 2), fmt_us(m), fmt_times(floor, i, 2),
+                 fmt_times(r.get("with_mask_us"), i, 2), fmt_times(r.get("with_boxes_us"), i, 2),
                  fmt_us(a), fmt_us(t), fmt_us(k), *(fmt_times(other, s, 2) for other in (a, t, k))]
         lines.append(f"| {r['row']} | {' | '.join(cells)} |")
     if result["quick"]:
