@@ -4,8 +4,10 @@
 
 The reference is PIL's antialiased resize of the window of the whole decoded photo (shmaug's
 exact path, ``reduced_decode=False``), which is what torchvision's ``resized_crop`` with
-``antialias=True`` reproduces on a PIL image (torchvision is held to it where it imports,
-tests/unit/test_windows.py; it is not run here). For each interpolation and each way a JPEG's
+``antialias=True`` reproduces on a PIL image (tests/unit/test_windows.py holds torchvision
+to it where it imports). Where torchvision imports, the random windows are also compared with
+its ``resized_crop(antialias=True)`` on uint8 tensors (bilinear, bicubic), which has kernels of
+its own: the rows "against torchvision's tensors". For each interpolation and each way a JPEG's
 window is decoded ("turbo": the window alone, "opencv": the whole photo; both at 1/8, 1/4,
 1/2 or 1/1 in the DCT), it prints the mean absolute difference per value (0..255) and the
 PSNR (dB), over ``--crops`` random windows (torchvision's ``RandomResizedCrop`` draw) and the
@@ -56,10 +58,18 @@ def measure(files: int, crops: int, seed: int = 0) -> dict[str, Any]:
     figures: dict[str, dict[str, Any]] = {}
     times: dict[str, list[float]] = {"exact": [], **{m: [] for m in modes}}
     datas = [np.frombuffer(data_bytes, np.uint8) for data_bytes in photos.jpegs(files, seed)]
+    tv_crop = _torchvision_crop()
+
+    def add(name: str, out: np.ndarray, reference: np.ndarray) -> None:
+        row = figures.setdefault(name, {"mad": [], "psnr": []})
+        row["mad"].append(float(np.abs(out.astype(np.int16) - reference).mean()))
+        row["psnr"].append(psnr(out, reference))
+
     for data in datas:
         header = decode.jpeg_header(data)
         assert header is not None
         h, w = header[0], header[1]
+        whole = decode.decode_bytes(data, "x", "rgb") if tv_crop else None
         windows: list[tuple[Any, bool]] = [
             (tuple(float(v) for v in window_of(h, w, rng, (0.08, 1.0), (3 / 4, 4 / 3))), True)
             for _ in range(crops)]
@@ -72,14 +82,17 @@ def measure(files: int, crops: int, seed: int = 0) -> dict[str, Any]:
                                               "turbo" if "turbo" in modes else "opencv",
                                               reduced=False)
                 times["exact"].append(time.perf_counter() - t)
+                tv = tv_crop(whole, window, interpolation) if tv_crop and within else None
+                if tv is not None:
+                    add(f"{interpolation} exact, against torchvision's tensors", exact, tv)
                 for mode in modes:
                     t = time.perf_counter()
                     fast = decode.resized_window(data, "x", "rgb", header, window, SIZE, how,
                                                  mode)
                     times[mode].append(time.perf_counter() - t)
-                    row = figures.setdefault(f"{interpolation} {mode}", {"mad": [], "psnr": []})
-                    row["mad"].append(float(np.abs(fast.astype(np.int16) - exact).mean()))
-                    row["psnr"].append(psnr(fast, exact))
+                    add(f"{interpolation} {mode}", fast, exact)
+                    if tv is not None:
+                        add(f"{interpolation} {mode}, against torchvision's tensors", fast, tv)
     return {
         "cpu": cpu_name(), "files": files, "crops": crops + 1, "modes": modes,
         "rows": {k: {"mad_mean": float(np.mean(v["mad"])), "mad_max": float(np.max(v["mad"])),
@@ -89,6 +102,28 @@ def measure(files: int, crops: int, seed: int = 0) -> dict[str, Any]:
         "us_per_crop": {k: 1e6 * float(np.median(v)) for k, v in times.items()},
         "us_per_eighth": eighths(datas[:60]) if "turbo" in modes else {},
     }
+
+
+def _torchvision_crop() -> Any:
+    """torchvision v2's ``resized_crop(antialias=True)`` of a window of a whole decoded photo,
+    on a uint8 tensor, as a ``tv_tensors.Image`` pipeline crops (its own antialiased kernels,
+    not PIL's), for bilinear and bicubic (None for the others); None without torchvision."""
+    try:
+        import torch
+        from torchvision.transforms import InterpolationMode
+        from torchvision.transforms.v2 import functional as F
+    except ImportError:
+        return None
+    modes = {"bilinear": InterpolationMode.BILINEAR, "bicubic": InterpolationMode.BICUBIC}
+
+    def crop(whole: np.ndarray, window: Any, interpolation: str) -> np.ndarray | None:
+        if interpolation not in modes:
+            return None
+        top, left, h, w = (int(v) for v in window)
+        out = F.resized_crop(torch.from_numpy(whole).permute(2, 0, 1), top, left, h, w,
+                             list(SIZE), interpolation=modes[interpolation], antialias=True)
+        return np.asarray(out.permute(1, 2, 0).numpy())
+    return crop
 
 
 def eighths(datas: list[np.ndarray], rounds: int = 3) -> dict[str, float]:
