@@ -152,13 +152,14 @@ def after_dct(pixels: np.ndarray, box: Window, size: tuple[int, int],
     rest of a reduced resized crop."""
     import cv2
 
+    rest = dct_rest(how)
     ky, kx = _blocks(box[2] / size[0]), _blocks(box[3] / size[1])
     if ky == kx == 1 or how.interpolation == "nearest":
-        return _sampled(pixels, box, size, dct_rest(how), warp=True)
-    fine = _sampled(pixels, box, (ky * size[0], kx * size[1]), dct_rest(how), warp=True)
-    work = fine.astype(np.float32) if fine.dtype == np.float16 else fine  # (no float16 area)
-    out = cv2.resize(work, (size[1], size[0]), interpolation=cv2.INTER_AREA)  # (whole blocks)
-    out = out.astype(fine.dtype, copy=False)
+        return _sampled(pixels, box, size, rest, warp=True)
+    if pixels.dtype == np.float16:  # (OpenCV has no float16 kernels)
+        return after_dct(pixels.astype(np.float32), box, size, how).astype(np.float16)
+    fine = _sampled(pixels, box, (ky * size[0], kx * size[1]), rest, warp=True)
+    out = cv2.resize(fine, (size[1], size[0]), interpolation=cv2.INTER_AREA)  # (whole blocks)
     return out if out.ndim == fine.ndim else out[:, :, None]
 
 
