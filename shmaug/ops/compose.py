@@ -144,6 +144,13 @@ class Compose:
         return _global(self.ops)
 
     @property
+    def boxes_together(self) -> bool:
+        """Whether a worker may move the boxes of a task's samples together, once its images
+        are made (``targets.box_moves.together``): shmaug's ``augment_targets`` reads none of
+        them (a subclass's own may)."""
+        return type(self).augment_targets is Compose.augment_targets
+
+    @property
     def takes_undecoded(self) -> bool:
         """Whether the first op crops at decode time: a source keeping photos at their own
         size then hands it JPEGs undecoded (``shmaug.deferred``)."""

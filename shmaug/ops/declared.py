@@ -77,6 +77,11 @@ class Declared:
         """The pipeline's plan, about this override: it receives what the pipeline would."""
         return dataclasses.replace(plan_of(self.pipeline), pipeline=self)
 
+    @property
+    def boxes_together(self) -> bool:
+        """The pipeline's (the override sees no target: it reads no box)."""
+        return getattr(self.pipeline, "boxes_together", False) is True
+
     def check_targets(self, targets: dict[str, np.ndarray],
                       image_shape: tuple[int, ...] | None) -> None:
         check = getattr(self.pipeline, "check_targets", None)

@@ -139,7 +139,8 @@ def test_only_the_keras_facade_imports_a_framework(module):
 # helpers; never a container or an op class, which would put pipeline policy in the engine.
 ENGINE_FROM_OPS = {"shmaug.ops.plan", "shmaug.ops.declared", "shmaug.ops.core",
                    "shmaug.ops.params", "shmaug.ops.mixing", "shmaug.ops.targets.formats",
-                   "shmaug.ops.targets.sample", "shmaug.ops.targets.boxes"}
+                   "shmaug.ops.targets.sample", "shmaug.ops.targets.boxes",
+                   "shmaug.ops.targets.box_moves"}
 OPS_CLASSES = {"Compose", "OneOf", "Maybe", "SomeOf", "Op", "FromAlbumentations", "FromPil",
                "FromArray"}
 

@@ -23,7 +23,8 @@ from ...deferred import decoded
 from ..config.inputs import sample_output
 from ...errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
 from ...ops.mixing import Mix
-from ...ops.targets.sample import Undrawn
+from ...ops.targets.box_moves import settle, together
+from ...ops.targets.sample import SETTLED, Undrawn
 from ..plan.schedule import IN_ORDER, OrderCache, Shard, Shuffle, Task, seed_epoch
 from ...seeding import GlobalsWatch, SampleSeeder
 from ..handoff.ring import Targets
@@ -109,6 +110,9 @@ class SliceRunner:
         self._op = op_name(augment) if augment is not None else "load"
         self._load_name = op_name(load) if load is not None else "x[index]"  # for error records
         self._stage = self._op  # the step a failing sample was in
+        # a task's boxes moved together once its images are made (``targets.box_moves``)
+        self._boxes_together = bool(self.target_inputs) and getattr(
+            augment, "boxes_together", False) is True
         self._index = -1  # the sample being made (for error records)
         self._loaded: Any = None  # the last sample as loaded, before `augment` (for the probe)
         # The hooks of the load and of the target sources' loads (masks in a bucket): a fetch
@@ -186,18 +190,32 @@ class SliceRunner:
                     hook(indices, ahead=ahead)
                 else:
                     hook(indices)
-        for p, index, key in zip(range(task.start, task.stop), indices.tolist(), keys.tolist()):
-            if self.generation[task.slot] != task.generation:
-                break  # the batch was cancelled: skip the rest
-            self._index = index
-            if self.status is not None:
-                self.status.current_index = index
-            rng = next(streams) if streams is not None else None  # before `load`: it may draw
-            image, made = self._watched_sample(epoch, index, rng, key)
+        made_rows: list[tuple[int, int, Targets]] = []  # (row, index, targets to settle)
+        later = SETTLED if self._boxes_together else frozenset()
+        with together(self._boxes_together) as boxes:
+            for p, index, key in zip(range(task.start, task.stop), indices.tolist(),
+                                     keys.tolist()):
+                if self.generation[task.slot] != task.generation:
+                    break  # the batch was cancelled: skip the rest
+                self._index = index
+                if self.status is not None:
+                    self.status.current_index = index
+                rng = next(streams) if streams is not None else None  # before `load`: it draws
+                image, made = self._watched_sample(epoch, index, rng, key)
+                self._stage = "writing the output"
+                self._write(rows[p - task.row0], image, index)
+                # written now, but what the task's boxes settle (held until then: the moved
+                # masks of a whole task would evict what the next sample uses)
+                now = {name: made.pop(name) for name in list(made) if name not in later}
+                self._write_targets(task.slot, p - task.row0, index, now)
+                if made:
+                    made_rows.append((p - task.row0, index, made))
+        if boxes:
+            self._stage = f"{self._op} (moving the task's boxes)"
+            settle(boxes)
             self._stage = "writing the output"
-            self._write(rows[p - task.row0], image, index)
-            for name, target in made.items():
-                self._write(self.target_out[name][task.slot, p - task.row0], target, index, name)
+        for row, self._index, made in made_rows:
+            self._write_targets(task.slot, row, self._index, made)
         if self.mix is not None and not task.epoch & IN_ORDER and (
                 self.generation[task.slot] == task.generation):  # a pass that trains
             self._stage, self._index = "mixing pairs (mix=)", int(indices[0])
@@ -205,6 +223,10 @@ class SliceRunner:
                                    rows.shape[1:])
             self.mix.mix_rows(rows, task.start - task.row0, task.stop - task.row0, drawn)
         return Done(task.ticket)
+
+    def _write_targets(self, slot: int, row: int, index: int, made: Targets) -> None:
+        for name, target in made.items():
+            self._write(self.target_out[name][slot, row], target, index, name)
 
     @property
     def wants_ahead(self) -> bool:
@@ -291,6 +313,9 @@ class SliceRunner:
                 f"{sorted(made) if isinstance(made, dict) else type(made).__name__} for sample "
                 f"index {index}; expected a dict of {sorted(given)}. Fix: return (image, "
                 f"{{name: target}}) with every target it was given.")
+        if self._boxes_together:  # (shmaug's own dict: the task's boxes settle into it)
+            made.update(passed)
+            return image, made
         return image, {**made, **passed}
 
     def _rows(self, targets: dict[str, Any], index: int) -> Targets:

@@ -23,6 +23,7 @@ BOX_FORMATS = ("xyxy", "yxyx", "xywh", "center_xywh", "center_yxhw", "rel_xyxy",
                "rel_xywh", "rel_center_xywh")
 """Keras' ``bounding_box_format`` values (``keras.utils.bounding_boxes.convert_format``)."""
 KEYPOINT_FORMATS = ("xy", "yx", "rel_xy", "rel_yx")
+BOX_LABELS = "box_labels"  # how a loader names the labels beside Keras' boxes
 PAD = -1  # what a padding row holds, every column (Keras' MaxNumBoundingBoxes pads so)
 _SLACK = 1e-3  # of a side: rounding past the image's edge that still counts as inside
 
@@ -48,16 +49,19 @@ def padding(rows: np.ndarray, labels: np.ndarray | None = None) -> np.ndarray:
     return found
 
 
-def _scale(fmt: str, height: float, width: float) -> np.ndarray:
-    """What a format's four numbers are multiplied by to be pixels (1 for absolute ones)."""
+def _scale(fmt: str, height: Any, width: Any) -> np.ndarray:
+    """What a format's four numbers are multiplied by to be pixels (1 for absolute ones);
+    (4,), or (N, 4) for a height and a width per box."""
     if not fmt.startswith("rel_"):
         return np.ones(4)
     yx = "yx" in fmt.removeprefix("rel_").removeprefix("center_")[:2]
-    return np.array([height, width, height, width] if yx else [width, height, width, height])
+    return np.stack([height, width, height, width] if yx else [width, height, width, height],
+                    -1)
 
 
-def to_xyxy(rows: np.ndarray, fmt: str, height: float, width: float) -> np.ndarray:
-    """(N, 4) boxes in ``fmt`` as float64 pixel edges (x0, y0, x1, y1)."""
+def to_xyxy(rows: np.ndarray, fmt: str, height: Any, width: Any) -> np.ndarray:
+    """(N, 4) boxes in ``fmt`` as float64 pixel edges (x0, y0, x1, y1); ``height`` and
+    ``width`` (the image's, for ``rel_`` formats) are numbers, or (N,) arrays, one per box."""
     b: np.ndarray = np.array(rows[:, :4], np.float64)
     if fmt.startswith("rel_"):
         b *= _scale(fmt, height, width)
@@ -74,7 +78,7 @@ def to_xyxy(rows: np.ndarray, fmt: str, height: float, width: float) -> np.ndarr
     return np.asarray(np.c_[yx - hw / 2, yx + hw / 2])
 
 
-def from_xyxy(xyxy: np.ndarray, fmt: str, height: float, width: float) -> np.ndarray:
+def from_xyxy(xyxy: np.ndarray, fmt: str, height: Any, width: Any) -> np.ndarray:
     """``to_xyxy``'s inverse: (N, 4) pixel boxes written in ``fmt`` (float64)."""
     b = np.asarray(xyxy, np.float64)
     base = fmt.removeprefix("rel_")

@@ -50,7 +50,6 @@ class Move:
 
     size: tuple[int, int]  # the output's (height, width)
     border: int  # OpenCV's border code the image was warped with
-    corners_suffice: bool  # straight lines stay straight: a box's corners give its outline
 
     def points(self, xy: np.ndarray) -> np.ndarray:
         """(N, 2) points (x, y) of the input, where the move takes them."""
@@ -68,21 +67,23 @@ class MatrixMove(Move):
     matrix: np.ndarray
     size: tuple[int, int]  # (height, width)
     border: int = cv2.BORDER_CONSTANT
-    corners_suffice = True
 
     def points(self, xy: np.ndarray) -> np.ndarray:
+        e = np.array(self.edges()).reshape(3, 3)
+        out: np.ndarray = xy @ e[:2, :2].T + e[:2, 2]
+        if e[2, 0] or e[2, 1] or e[2, 2] != 1:  # a perspective
+            out /= (xy @ e[2, :2] + e[2, 2])[:, None]
+        return out
+
+    def edges(self) -> list[float]:
+        """The 9 numbers of ``matrix`` taken from pixel centres to pixel edges (the
+        coordinates of points and boxes): x' = (e0 x + e1 y + e2) / (e6 x + e7 y + e8), and y'
+        with e3, e4, e5. The half-pixel shifts are folded in, so that no move, the identity
+        included, adds and takes off 0.5 (which is not exact in floats)."""
         (a, b, c), (d, e, f), (g, h, i) = self.matrix.tolist()
-        if g or h or i != 1:  # a perspective
-            centres = xy - 0.5  # pixel edges to OpenCV's pixel centres, and back below
-            out: np.ndarray = centres @ self.matrix[:2, :2].T + (c, f)
-            out /= (centres @ (g, h) + i)[:, None]
-            out += 0.5
-            return out
-        # affine: the half-pixel shifts folded into the offset (a box's 4 corners, 10 boxes:
-        # what the numpy calls cost, not their arithmetic, is the time)
-        moved: np.ndarray = xy @ np.array([[a, d], [b, e]]) + (
-            c + 0.5 - 0.5 * (a + b), f + 0.5 - 0.5 * (d + e))
-        return moved
+        k = i - 0.5 * (g + h)
+        return [a + 0.5 * g, b + 0.5 * h, c - 0.5 * (a + b) + 0.5 * k,
+                d + 0.5 * g, e + 0.5 * h, f - 0.5 * (d + e) + 0.5 * k, g, h, k]
 
     def mask(self, mask: np.ndarray, fill: float) -> np.ndarray:
         if mask.ndim == 3 and mask.shape[2] == 1:
@@ -136,7 +137,6 @@ class FieldMove(Move):
     dx: np.ndarray  # float32 (H, W)
     dy: np.ndarray
     border: int = cv2.BORDER_CONSTANT
-    corners_suffice = False
 
     @property
     def size(self) -> tuple[int, int]:  # type: ignore[override]
@@ -176,16 +176,8 @@ def boxes(move: Move, xyxy: np.ndarray) -> np.ndarray:
     if not len(xyxy):
         return np.empty((0, 4))
     if isinstance(move, MatrixMove):
-        (a, b, c), (d, e, f), (g, h, i) = move.matrix.tolist()
-        if not (b or d or g or h):
-            # flips, crops, resizes, zooms: each edge moves on its own axis (a mirror swaps
-            # a box's ends), in two array operations
-            a, c, e, f = a / i, c / i, e / i, f / i
-            out: np.ndarray = xyxy * (a, e, a, e) + (c + 0.5 - 0.5 * a, f + 0.5 - 0.5 * e) * 2
-            return out[:, _MIRRORED[a < 0, e < 0]] if a < 0 or e < 0 else out
-    if move.corners_suffice:
-        moved = move.points(xyxy[:, _CORNERS].reshape(-1, 2)).reshape(-1, 4, 2)
-        return np.concatenate([moved.min(1), moved.max(1)], 1)
+        edges = move.edges()
+        return through_matrices(np.array(edges), xyxy, edges[6:] != IDENTITY_EDGES[6:])
     outlines = [_outline(*box) for box in xyxy]  # every box's outline moved in one go
     moved = move.points(np.concatenate(outlines))
     starts = np.cumsum([0] + [len(o) for o in outlines[:-1]])
@@ -193,9 +185,23 @@ def boxes(move: Move, xyxy: np.ndarray) -> np.ndarray:
                            np.maximum.reduceat(moved, starts)], 1)
 
 
-_CORNERS = [0, 1, 2, 1, 2, 3, 0, 3]  # a box's four corners (x, y), from x0, y0, x1, y1
-_MIRRORED = {(True, False): [2, 1, 0, 3], (False, True): [0, 3, 2, 1],
-             (True, True): [2, 3, 0, 1]}  # a box's columns after a mirror in x, y or both
+def through_matrices(edges: np.ndarray, xyxy: np.ndarray, perspective: bool) -> np.ndarray:
+    """(N, 4) boxes, each moved by its own matrix (``edges``: (N, 9) rows of
+    ``MatrixMove.edges``, or one (9,) for all; ``perspective``: whether any divides): the box
+    of its four corners moved, exactly. Elementwise arithmetic only (no matrix product, whose
+    kernels may fuse multiply-adds by size), so a box moves to the same bits alone or among a
+    task's."""
+    e = edges.reshape(-1, 3, 3)[:, :3 if perspective else 2]  # (N or 1, 2 or 3, 3)
+    corners = xyxy[:, _CORNERS]  # (N, 2, 4): the corners' x, then their y
+    moved = e[:, :, :1] * corners[:, None, 0] + e[:, :, 1:2] * corners[:, None, 1]
+    moved += e[:, :, 2:]  # (N, 2 or 3, 4): x, y (and w) of each corner
+    if perspective:
+        moved = moved[:, :2] / moved[:, 2:]
+    return np.concatenate([moved.min(2), moved.max(2)], 1)
+
+
+IDENTITY_EDGES = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]  # ``MatrixMove.edges`` of no move
+_CORNERS = [[0, 2, 0, 2], [1, 1, 3, 3]]  # a box's four corners (x, then y), from x0, y0, x1, y1
 
 
 def _outline(x0: float, y0: float, x1: float, y1: float) -> np.ndarray:

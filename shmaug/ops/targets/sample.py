@@ -15,6 +15,8 @@ What happens to each (as albumentations does it, in Keras' padded layout):
 - ``masks`` with one mask per box row (as many as the boxes: ``from_coco(masks="instances")``)
   lose the mask of a box that is dropped, as torchvision's ``SanitizeBoundingBoxes`` does.
 
+The boxes are moved by ``box_moves``: at once, or with the other samples of a worker's task.
+
 Masks a source has not drawn yet (``Undrawn``: COCO's polygons) are drawn where the moves take
 them: their points moved through the leading moves by a matrix with a constant border, then
 filled once at the size those end at, by the source's own rule (a polygon moved by a matrix is
@@ -30,16 +32,18 @@ from typing import Callable
 import cv2
 import numpy as np
 
-from . import formats
+from . import box_moves, formats
+from .formats import BOX_LABELS as BOX_LABELS
 from ...errors import OutputMismatchError
-from .moves import MatrixMove, Move, boxes as moved_boxes
+from .moves import MatrixMove, Move
 
 MASK_NAMES = ("mask", "segmentation_masks", "masks")  # "masks": several per image (K, H, W)
 BOX_NAMES = ("boxes", "bboxes")  # Keras' (in its bounding_boxes dict), albumentations'
-BOX_LABELS = "box_labels"  # how a loader names the labels beside Keras' boxes
 KEYPOINT_NAMES = ("keypoints",)
 NAMES = frozenset((*MASK_NAMES, *BOX_NAMES, BOX_LABELS, *KEYPOINT_NAMES))
 """Every target name a shmaug pipeline moves."""
+SETTLED = frozenset((*BOX_NAMES, BOX_LABELS, "masks"))
+"""The targets a task's boxes, moved together, complete (``box_moves.settle``)."""
 
 
 Where = Callable[[np.ndarray], np.ndarray]  # (N, 2) points (x, y) -> where a move takes them
@@ -91,16 +95,8 @@ def move(targets: dict[str, np.ndarray], moves: list[Move], shape: tuple[int, ..
         fmt = options.bounding_box_format
         formats.check_boxes(box_name, targets[box_name][None], fmt, None)  # refuses no fmt
         assert fmt is not None
-        labels = targets.get(BOX_LABELS)
-        out[box_name], kept = _boxes(targets[box_name], labels, fmt, moves, shape, options)
-        if labels is not None:
-            labels = targets[BOX_LABELS].copy()
-            labels[~kept] = formats.PAD
-            out[BOX_LABELS] = labels
-        stack = out.get("masks")
-        if stack is not None and len(stack) == len(kept) and not kept.all():
-            stack = out["masks"] = stack.copy() if stack is targets["masks"] else stack
-            stack[~kept] = 0  # one mask per box row: a dropped box's goes with it
+        box_moves.defer(box_moves.Pending(targets, out, box_name, targets[box_name],
+                                          targets.get(BOX_LABELS), moves, shape), fmt, options)
     if "keypoints" in targets:
         fmt = options.keypoint_format
         formats.check_keypoints("keypoints", targets["keypoints"][None], fmt, None)
@@ -156,46 +152,6 @@ def _drawn(mask: Undrawn, moves: list[Move], fill: float) -> tuple[np.ndarray, l
 
     height, width = through[-1].size
     return mask.drawn(where, (height, width)), moves[taken:]
-
-
-def _boxes(rows: np.ndarray, labels: np.ndarray | None, fmt: str, moves: list[Move],
-           shape: tuple[int, ...], options: TargetOptions) -> tuple[np.ndarray, np.ndarray]:
-    """The boxes (M, >= 4) moved and written back in ``fmt``, and which of them are kept
-    (``labels``: theirs, which tell padding too)."""
-    if not len(rows):  # no boxes in the whole dataset: nothing to move
-        return rows.copy(), np.zeros(0, bool)
-    real = ~formats.padding(rows[:, :4], None if labels is None else
-                            labels.reshape(len(rows), -1)[:, 0])
-    height, width = shape[:2]
-    xyxy = formats.to_xyxy(rows[real], fmt, height, width)
-    alive = real[real]  # all True, one per real box
-    visible = 1.0  # the share of each box's moved area inside, over all moves
-    for m in moves:
-        moved = moved_boxes(m, xyxy)
-        height, width = m.size
-        xyxy = np.minimum(np.maximum(moved, 0.0), (width, height, width, height))  # (np.clip: 2x)
-        alive &= (xyxy[:, 2:] > xyxy[:, :2]).all(1)  # (clipped: some area left inside)
-        if options.min_visibility:
-            area, full = _area(xyxy), _area(moved)
-            visible *= np.divide(area, full, out=np.zeros_like(area), where=full > 0)
-    if options.min_visibility:
-        alive &= visible >= options.min_visibility
-    if options.min_area:
-        alive &= _area(xyxy) >= options.min_area
-    out = np.full_like(rows, formats.PAD)
-    kept = real.copy()
-    kept[real] = alive
-    written = formats.from_xyxy(xyxy[alive], fmt, height, width)
-    out[kept, :4] = written.astype(rows.dtype) if rows.dtype.kind == "f" else np.rint(written)
-    if rows.shape[1] > 4:  # extra columns (albumentations' label columns) ride along
-        out[kept, 4:] = rows[kept, 4:]
-    return out, kept
-
-
-def _area(xyxy: np.ndarray) -> np.ndarray:
-    sides = np.maximum(xyxy[:, 2:4] - xyxy[:, :2], 0.0)
-    area: np.ndarray = sides[:, 0] * sides[:, 1]
-    return area
 
 
 def _keypoints(rows: np.ndarray, fmt: str, moves: list[Move],
