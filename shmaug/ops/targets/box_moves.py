@@ -97,7 +97,7 @@ def _settle(group: list[Pending], fmt: str, options: TargetOptions) -> None:
     owner = np.repeat(np.arange(len(group)), counts)[real] if len(group) > 1 else None
     sizes = [p.shape[:2] for p in group]  # each sample's (height, width), as it moves
     xyxy = formats.to_xyxy(rows[real], fmt, *_per_row(sizes, owner))
-    alive = _moved(group, owner, xyxy, sizes, options)
+    xyxy, alive = _moved(group, owner, xyxy, sizes, options)
     kept = real.copy()
     kept[real] = alive
     out = np.full_like(rows, formats.PAD)
@@ -110,7 +110,7 @@ def _settle(group: list[Pending], fmt: str, options: TargetOptions) -> None:
         labels[~kept] = formats.PAD
     start = 0
     for p, count in zip(group, counts):
-        part = slice(start, start + count)
+        part = slice(start, start + count) if len(group) > 1 else slice(None)
         start += count
         p.out[p.name] = out[part]
         if labels is not None:
@@ -122,10 +122,11 @@ def _settle(group: list[Pending], fmt: str, options: TargetOptions) -> None:
 
 
 def _moved(group: list[Pending], owner: np.ndarray | None, xyxy: np.ndarray,
-           sizes: list[tuple[int, ...]], options: TargetOptions) -> np.ndarray:
+           sizes: list[tuple[int, ...]], options: TargetOptions
+           ) -> tuple[np.ndarray, np.ndarray]:
     """The real boxes (``xyxy``, pixels; ``owner``: each one's sample, None for one sample)
-    moved and clipped through their samples' moves, in place, and which of them are kept;
-    ``sizes`` ends as each sample's final (height, width)."""
+    moved and clipped through their samples' moves, and which of them are kept; ``sizes``
+    ends as each sample's final (height, width)."""
     alive = np.ones(len(xyxy), bool)
     visible = np.ones(len(xyxy)) if options.min_visibility else None  # the share inside
     for k in range(max(len(p.moves) for p in group)):
@@ -146,16 +147,23 @@ def _moved(group: list[Pending], owner: np.ndarray | None, xyxy: np.ndarray,
                     moved[mine] = moved_boxes(m, box[mine])
         extent = np.array([(w, h, w, h) for h, w in sizes], np.float64)
         clipped = np.minimum(np.maximum(moved, 0.0), extent if of is None else extent[of])
-        alive[at] &= (clipped[:, 2:] > clipped[:, :2]).all(1)  # (clipped: some area left)
+        inside = (clipped[:, 2:] > clipped[:, :2]).all(1)  # (clipped: some area left)
+        share = None
         if visible is not None:
             area, full = _area(clipped), _area(moved)
-            visible[at] *= np.divide(area, full, out=np.zeros_like(area), where=full > 0)
-        xyxy[at] = clipped
+            share = np.divide(area, full, out=np.zeros_like(area), where=full > 0)
+        if isinstance(at, slice):  # every row moved
+            xyxy, alive = clipped, alive & inside
+            visible = None if share is None else visible * share
+        else:
+            xyxy[at], alive[at] = clipped, alive[at] & inside
+            if visible is not None:
+                visible[at] *= share
     if visible is not None:
         alive &= visible >= options.min_visibility
     if options.min_area:
         alive &= _area(xyxy) >= options.min_area
-    return alive
+    return xyxy, alive
 
 
 def _per_row(sizes: list[tuple[int, ...]], owner: np.ndarray | None,

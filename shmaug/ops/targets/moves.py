@@ -192,16 +192,20 @@ def through_matrices(edges: np.ndarray, xyxy: np.ndarray, perspective: bool) -> 
     kernels may fuse multiply-adds by size), so a box moves to the same bits alone or among a
     task's."""
     e = edges.reshape(-1, 3, 3)[:, :3 if perspective else 2]  # (N or 1, 2 or 3, 3)
-    corners = xyxy[:, _CORNERS]  # (N, 2, 4): the corners' x, then their y
+    corners = xyxy.take(_CORNERS, 1)  # (N, 2, 4): the corners' x, then their y
     moved = e[:, :, :1] * corners[:, None, 0] + e[:, :, 1:2] * corners[:, None, 1]
     moved += e[:, :, 2:]  # (N, 2 or 3, 4): x, y (and w) of each corner
     if perspective:
         moved = moved[:, :2] / moved[:, 2:]
-    return np.concatenate([moved.min(2), moved.max(2)], 1)
+    out = np.empty((len(xyxy), 4))
+    moved.min(2, out=out[:, :2])
+    moved.max(2, out=out[:, 2:])
+    return out
 
 
 IDENTITY_EDGES = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]  # ``MatrixMove.edges`` of no move
-_CORNERS = [[0, 2, 0, 2], [1, 1, 3, 3]]  # a box's four corners (x, then y), from x0, y0, x1, y1
+_CORNERS = np.array([[0, 2, 0, 2], [1, 1, 3, 3]])  # a box's corners (x, then y) from its x0, y0,
+# x1, y1
 
 
 def _outline(x0: float, y0: float, x1: float, y1: float) -> np.ndarray:
