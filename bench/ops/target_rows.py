@@ -161,11 +161,12 @@ def _task(pipe: Compose, image: np.ndarray, targets: dict[str, np.ndarray], call
           ) -> Callable[[int], float]:
     """µs per sample of ``calls`` samples with their targets, made as a worker makes a task:
     each image and its masks in turn, then the task's boxes moved together
-    (``box_moves.together``, what ``engine.workers.runner`` does)."""
+    (``box_moves.deferring`` and ``settle``, what ``engine.workers.runner`` does)."""
     def timed(r: int) -> float:
         rng = np.random.default_rng(r)
         t0 = time.perf_counter()
-        with box_moves.together() as boxes:
+        boxes: box_moves.Noted = []
+        with box_moves.deferring(boxes):
             for _ in range(calls):
                 moved = pipe.augment_targets(image, targets, rng)[1]
                 for name in moved.keys() - SETTLED:  # written, as the runner does

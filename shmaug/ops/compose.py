@@ -39,6 +39,7 @@ from .core import (WARPED, Op, as_op, config_type, from_config, members, to_conf
 from .targets import formats
 from .targets.moves import noting
 from .targets.boxes import check_carried
+from .targets import box_moves
 from .targets.sample import MASK_NAMES, NAMES, TargetOptions, move
 
 
@@ -146,7 +147,7 @@ class Compose:
     @property
     def boxes_together(self) -> bool:
         """Whether a worker may move the boxes of a task's samples together, once its images
-        are made (``targets.box_moves.together``): shmaug's ``augment_targets`` reads none of
+        are made (``targets.box_moves.deferring``): shmaug's ``augment_targets`` reads none of
         them (a subclass's own may)."""
         return type(self).augment_targets is Compose.augment_targets
 
@@ -222,9 +223,10 @@ class Compose:
             >>> out, moved = pipe.augment_targets(image, {"mask": mask}, rng)  # doctest: +SKIP
         """
         shape = tuple(image.shape)  # an undecoded photo's too: its header's
-        with noting() as moves:  # (a decode-time crop notes its window's move)
+        # (a decode-time crop notes its window's move; a worker's task may take the boxes)
+        with box_moves.claimed() as later, noting() as moves:
             out = self(image, rng)
-        return out, move(targets, moves, shape, self._targets)
+        return out, move(targets, moves, shape, self._targets, later)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .plan import Plan, plan_of
+from .targets import box_moves
 
 PipelineFn = Callable[[Any, np.random.Generator], Any]
 
@@ -36,6 +37,7 @@ class _Carried:
     """The targets of the sample being made, waiting for the pipeline to move them."""
 
     targets: dict[str, np.ndarray]
+    later: box_moves.Noted | None  # where a worker's task takes their boxes, if it does
     moved: dict[str, np.ndarray] | None = None
 
 
@@ -48,7 +50,8 @@ def run(pipeline: PipelineFn | None, image: Any, rng: np.random.Generator) -> An
     enclosing ``Declared.augment_targets`` carries, with the same draw."""
     carried = _CARRIED.get()
     if carried is not None and carried.moved is None and hasattr(pipeline, "augment_targets"):
-        out, carried.moved = pipeline.augment_targets(image, carried.targets, rng)  # type: ignore[union-attr]
+        with box_moves.deferring(carried.later):
+            out, carried.moved = pipeline.augment_targets(image, carried.targets, rng)  # type: ignore[union-attr]
         return out
     return image if pipeline is None else pipeline(image, rng)
 
@@ -79,7 +82,8 @@ class Declared:
 
     @property
     def boxes_together(self) -> bool:
-        """The pipeline's (the override sees no target: it reads no box)."""
+        """The pipeline's: the override sees no target of its sample (a pipeline it calls
+        itself moves its own boxes at once, ``box_moves.claimed``)."""
         return getattr(self.pipeline, "boxes_together", False) is True
 
     def check_targets(self, targets: dict[str, np.ndarray],
@@ -91,12 +95,13 @@ class Declared:
     def augment_targets(self, image: Any, targets: dict[str, np.ndarray],
                         rng: np.random.Generator) -> tuple[Any, dict[str, np.ndarray]]:
         """The override on ``image``; the pipeline it calls moves ``targets`` with it."""
-        carried = _Carried(targets)
-        token = _CARRIED.set(carried)
-        try:
-            out = self.fn(image, rng)
-        finally:
-            _CARRIED.reset(token)
+        with box_moves.claimed() as later:  # (for the pipeline's call, not the override's)
+            carried = _Carried(targets, later)
+            token = _CARRIED.set(carried)
+            try:
+                out = self.fn(image, rng)
+            finally:
+                _CARRIED.reset(token)
         if carried.moved is None:
             raise ArgumentError(
                 f"{self.name} overrides `augment` and did not call `super().augment(image, "

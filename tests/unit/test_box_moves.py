@@ -39,11 +39,12 @@ def test_a_tasks_boxes_moved_together_are_each_samples_alone_to_the_bit(fmt, thr
     samples = [sample(np.random.default_rng(i), fmt) for i in range(24)]
     alone = [pipe.augment_targets(image, t, np.random.default_rng(100 + i))[1]
              for i, (image, t) in enumerate(samples)]
-    with box_moves.together() as noted:
+    noted: box_moves.Noted = []
+    with box_moves.deferring(noted):
         together = [pipe.augment_targets(image, t, np.random.default_rng(100 + i))[1]
                     for i, (image, t) in enumerate(samples)]
-        assert all((t["boxes"] == s[1]["boxes"]).all() for t, s in zip(together, samples))
-    assert len(noted) == len(samples)  # left unmoved until the task settles
+    waiting = [(t["boxes"] == s[1]["boxes"]).all() for t, s in zip(together, samples)]
+    assert 0 < len(noted) == sum(waiting) < len(samples)  # a field's sample moves at once
     box_moves.settle(noted)
     dropped = 0
     for one, many in zip(alone, together):
@@ -59,7 +60,8 @@ def test_a_task_of_another_layout_or_no_boxes_settles_each_group_as_its_own() ->
     image, t = sample(np.random.default_rng(0), "xyxy")
     ints = {"boxes": np.rint(t["boxes"]).astype(np.int32)}
     empty = {"boxes": np.zeros((0, 4), np.float32)}
-    with box_moves.together() as noted:
+    noted: box_moves.Noted = []
+    with box_moves.deferring(noted):
         got = [pipe.augment_targets(image, given, np.random.default_rng(0))[1]
                for given in (t, ints, empty)]
     box_moves.settle(noted)
@@ -113,3 +115,30 @@ def test_a_loader_moves_a_tasks_boxes_together_and_a_wrapper_reading_them_gets_t
     real = moved >= 0
     assert real.any() and not np.array_equal(moved, y["boxes"])
     np.testing.assert_allclose(wrapped[real], moved[real] + 0.5, rtol=1e-6)
+
+
+def test_a_pipeline_called_inside_a_task_by_the_users_code_gets_its_boxes_moved() -> None:
+    """Only the runner's own call of its pipeline leaves boxes to the task: a load (or an
+    override) that calls a pipeline of its own gets them moved at once."""
+    import shmaug
+
+    flip = Compose([Op("hflip")], bounding_box_format="xyxy")
+    seen = []
+
+    def load(index: int) -> np.ndarray:
+        image = np.zeros((H, W, 3), np.uint8)
+        box = {"boxes": np.array([[1.0, 2.0, 10.0, 12.0]], np.float32)}
+        seen.append(flip.augment_targets(image, box, np.random.default_rng(index))[1]["boxes"])
+        return image
+
+    pipe = Compose([Op("rotate", degrees=(-30, 30), border="constant")],
+                   bounding_box_format="xyxy")
+    _, t = sample(np.random.default_rng(0), "xyxy")
+    y = {"boxes": np.stack([t["boxes"]] * 4), "box_labels": np.stack([t["box_labels"]] * 4)}
+    with shmaug.Loader(list(range(4)), y, load=load, batch_size=4, augment=pipe, workers=0,
+                       seed=1) as loader:
+        moved = next(iter(loader))[1]["boxes"]
+    assert len(seen) >= 4
+    for boxes in seen:
+        np.testing.assert_array_equal(boxes, [[W - 10.0, 2.0, W - 1.0, 12.0]])
+    assert not np.array_equal(moved, y["boxes"])  # and the task's own moved together

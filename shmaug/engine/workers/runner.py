@@ -23,7 +23,7 @@ from ...deferred import decoded
 from ..config.inputs import sample_output
 from ...errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
 from ...ops.mixing import Mix
-from ...ops.targets.box_moves import settle, together
+from ...ops.targets.box_moves import Noted, deferring, settle
 from ...ops.targets.sample import SETTLED, Undrawn
 from ..plan.schedule import IN_ORDER, OrderCache, Shard, Shuffle, Task, seed_epoch
 from ...seeding import GlobalsWatch, SampleSeeder
@@ -113,6 +113,7 @@ class SliceRunner:
         # a task's boxes moved together once its images are made (``targets.box_moves``)
         self._boxes_together = bool(self.target_inputs) and getattr(
             augment, "boxes_together", False) is True
+        self._noted: Noted | None = None  # the boxes of the task being made, while it is
         self._index = -1  # the sample being made (for error records)
         self._loaded: Any = None  # the last sample as loaded, before `augment` (for the probe)
         # The hooks of the load and of the target sources' loads (masks in a bucket): a fetch
@@ -190,9 +191,10 @@ class SliceRunner:
                     hook(indices, ahead=ahead)
                 else:
                     hook(indices)
-        made_rows: list[tuple[int, int, Targets]] = []  # (row, index, targets to settle)
-        later = SETTLED if self._boxes_together else frozenset()
-        with together(self._boxes_together) as boxes:
+        held: list[tuple[int, int, Targets, np.ndarray | None]] = []  # completed by settle
+        noted: Noted = []  # the task's boxes, moved together once its images are made
+        self._noted = noted if self._boxes_together else None
+        try:
             for p, index, key in zip(range(task.start, task.stop), indices.tolist(),
                                      keys.tolist()):
                 if self.generation[task.slot] != task.generation:
@@ -201,21 +203,23 @@ class SliceRunner:
                 if self.status is not None:
                     self.status.current_index = index
                 rng = next(streams) if streams is not None else None  # before `load`: it draws
+                mark = len(noted)
                 image, made = self._watched_sample(epoch, index, rng, key)
                 self._stage = "writing the output"
                 self._write(rows[p - task.row0], image, index)
-                # written now, but what the task's boxes settle (held until then: the moved
-                # masks of a whole task would evict what the next sample uses)
-                now = {name: made.pop(name) for name in list(made) if name not in later}
-                self._write_targets(task.slot, p - task.row0, index, now)
-                if made:
-                    made_rows.append((p - task.row0, index, made))
-        if boxes:
-            self._stage = f"{self._op} (moving the task's boxes)"
-            settle(boxes)
+                self._write_targets(task.slot, p - task.row0, index, made)
+                if len(noted) > mark:  # its boxes wait for the task's
+                    held.append((p - task.row0, index, *self._held(made, task.slot,
+                                                                   p - task.row0)))
+        finally:
+            self._noted = None
+        if noted and self.generation[task.slot] == task.generation:
+            self._stage = f"{self._op} (moving the boxes of the task's samples together)"
+            settle(noted)
             self._stage = "writing the output"
-        for row, self._index, made in made_rows:
-            self._write_targets(task.slot, row, self._index, made)
+            for row, self._index, made, masks in held:
+                self._write_targets(task.slot, row, self._index,
+                                    {name: t for name, t in made.items() if t is not masks})
         if self.mix is not None and not task.epoch & IN_ORDER and (
                 self.generation[task.slot] == task.generation):  # a pass that trains
             self._stage, self._index = "mixing pairs (mix=)", int(indices[0])
@@ -223,6 +227,17 @@ class SliceRunner:
                                    rows.shape[1:])
             self.mix.mix_rows(rows, task.start - task.row0, task.stop - task.row0, drawn)
         return Done(task.ticket)
+
+    def _held(self, made: Targets, slot: int, row: int) -> tuple[Targets, np.ndarray | None]:
+        """What of a sample's targets ``settle`` completes, written meanwhile, held till then
+        (``made`` itself, which it completes); one mask per box is held as its row of the
+        ring, where a dropped box's mask is zeroed in place (a task's masks are not held)."""
+        for name in made.keys() - SETTLED:
+            del made[name]
+        masks = None
+        if "masks" in made:
+            masks = made["masks"] = self.target_out["masks"][slot, row]
+        return made, masks
 
     def _write_targets(self, slot: int, row: int, index: int, made: Targets) -> None:
         for name, target in made.items():
@@ -265,15 +280,23 @@ class SliceRunner:
         """``_sample``; when it drew from the unseeded globals (while they are watched), seed
         them from now on and make it again, as every sample will be made (also when the
         unseeded attempt raised)."""
+        mark = len(self._noted) if self._noted is not None else 0
         try:
             sample = self._sample(index, rng)
         except Exception:
             if not self._drew_from_globals():
                 raise
+            self._forget(mark)
             return self._sample(index, self.seeder.restream(epoch, key))
         if self._drew_from_globals():
+            self._forget(mark)
             sample = self._sample(index, self.seeder.restream(epoch, key))
         return sample
+
+    def _forget(self, mark: int) -> None:
+        """Drop the boxes the attempt that is made again noted for the task."""
+        if self._noted is not None:
+            del self._noted[mark:]
 
     def _drew_from_globals(self) -> bool:
         """Whether the last sample drew from a global generator not yet seeded; it is seeded
@@ -305,7 +328,8 @@ class SliceRunner:
         given = self._rows(self.target_inputs, index)
         self._stage = self._op
         op: TargetAugment = self.augment  # type: ignore[assignment]  # the loader checked it
-        image, made = op.augment_targets(image, given, rng)
+        with deferring(self._noted):  # (this call's boxes join the task's, if it takes them)
+            image, made = op.augment_targets(image, given, rng)
         image = self._array(image, index)
         if not isinstance(made, dict) or made.keys() != given.keys():
             raise OutputMismatchError(
@@ -313,7 +337,7 @@ class SliceRunner:
                 f"{sorted(made) if isinstance(made, dict) else type(made).__name__} for sample "
                 f"index {index}; expected a dict of {sorted(given)}. Fix: return (image, "
                 f"{{name: target}}) with every target it was given.")
-        if self._boxes_together:  # (shmaug's own dict: the task's boxes settle into it)
+        if self._noted is not None:  # (shmaug's own dict: the task's boxes settle into it)
             made.update(passed)
             return image, made
         return image, {**made, **passed}

@@ -1,5 +1,5 @@
 """Boxes moved through their samples' moves, the boxes of many samples in one set of numpy
-calls: a task's (``together``), or one sample's alone.
+calls: a task's (``deferring``, then ``settle``), or one sample's alone.
 
 Why: 10 boxes cost a sample what the numpy calls cost, not their arithmetic (about 30 calls,
 each 1-3 µs after the image's warp has evicted what numpy uses), as much as a flip of the
@@ -33,44 +33,61 @@ class Pending:
     """One sample's boxes (M, >= 4) and their labels, waiting for ``moves``; ``out`` is the
     dict of its moved targets, which ``settle`` completes (``name``: the boxes' key in it)."""
 
-    given: dict[str, np.ndarray]  # its targets as they came
     out: dict[str, np.ndarray]
     name: str
     rows: np.ndarray
     labels: np.ndarray | None
     moves: list[Move]
     shape: tuple[int, ...]  # its image's, before the moves
+    masks_given: bool  # out's "masks" are the sample's own (copied before a dropped box's goes)
 
 
-_BATCH: contextvars.ContextVar[list[tuple[Pending, str, TargetOptions]] | None] = \
-    contextvars.ContextVar("shmaug_box_batch", default=None)
+Noted = list[tuple["Pending", str, "TargetOptions"]]
+"""A task's boxes waiting to move together (``settle``)."""
+
+_NOTED: contextvars.ContextVar[Noted | None] = contextvars.ContextVar(
+    "shmaug_noted_boxes", default=None)
 
 
 @contextlib.contextmanager
-def together(on: bool = True) -> Iterator[list[tuple[Pending, str, TargetOptions]]]:
-    """Within, ``sample.move`` leaves each sample's boxes unmoved in the dict it returns and
-    notes them here; ``settle(noted)`` then moves them all and completes those dicts. Only
-    for a caller that reads no box before it settles (the engine's runner, whose pipeline is
-    shmaug's own). ``on=False``: every sample moves its own boxes, as outside."""
-    noted: list[tuple[Pending, str, TargetOptions]] = []
-    token = _BATCH.set(noted if on else None)
+def deferring(noted: Noted | None) -> Iterator[None]:
+    """Within, the pipeline call that claims it (``claimed``) leaves its sample's boxes
+    unmoved in the dict it returns and notes them in ``noted``, until ``settle(noted)`` moves
+    them and completes that dict. For a caller that reads no box before then: the engine's
+    runner, around its own call of shmaug's pipeline. None: boxes move at once."""
+    token = _NOTED.set(noted)
+    try:
+        yield
+    finally:
+        _NOTED.reset(token)
+
+
+@contextlib.contextmanager
+def claimed() -> Iterator[Noted | None]:
+    """What an enclosing ``deferring`` opened, taken by the pipeline call that moves one
+    sample's targets; cleared within, so that whatever runs inside (an op, or a user's code
+    calling a pipeline of its own) gets its boxes moved."""
+    noted = _NOTED.get()
+    token = _NOTED.set(None)
     try:
         yield noted
     finally:
-        _BATCH.reset(token)
+        _NOTED.reset(token)
 
 
-def defer(pending: Pending, fmt: str, options: TargetOptions) -> None:
-    """Move ``pending``'s boxes now, or with the other samples of an open ``together``."""
-    noted = _BATCH.get()
-    if noted is None:
+def defer(pending: Pending, fmt: str, options: TargetOptions, noted: Noted | None) -> None:
+    """Move ``pending``'s boxes now, or note them in ``noted`` to move with the task's. A
+    sample a field moves is moved now: its boxes follow their outlines sample by sample in any
+    case, and the task would hold its fields (8 bytes a pixel)."""
+    if noted is None or not all(isinstance(m, MatrixMove) for m in pending.moves):
         _settle([pending], fmt, options)
     else:
         noted.append((pending, fmt, options))
 
 
-def settle(noted: list[tuple[Pending, str, TargetOptions]]) -> None:
-    """Move the boxes noted by ``together``, samples alike (format, options, layout) at once."""
+def settle(noted: Noted) -> None:
+    """Move the boxes noted under ``deferring``, samples alike (format, options, layout) at
+    once, and complete their samples' dicts."""
     groups: dict[tuple[object, ...], tuple[str, TargetOptions, list[Pending]]] = {}
     for pending, fmt, options in noted:
         labels = pending.labels
@@ -88,6 +105,8 @@ def _settle(group: list[Pending], fmt: str, options: TargetOptions) -> None:
     if not len(rows):  # no boxes in the whole dataset: nothing to move
         for p in group:
             p.out[p.name] = p.rows.copy()
+            if p.labels is not None:
+                p.out[formats.BOX_LABELS] = p.labels.copy()
         return
     labels = None if group[0].labels is None else _joined(
         [p.labels for p in group if p.labels is not None])
@@ -117,7 +136,7 @@ def _settle(group: list[Pending], fmt: str, options: TargetOptions) -> None:
             p.out[formats.BOX_LABELS] = labels[part]
         stack = p.out.get("masks")
         if stack is not None and len(stack) == count and not kept[part].all():
-            stack = p.out["masks"] = stack.copy() if stack is p.given.get("masks") else stack
+            stack = p.out["masks"] = stack.copy() if p.masks_given else stack
             stack[~kept[part]] = 0  # one mask per box row: a dropped box's goes with it
 
 

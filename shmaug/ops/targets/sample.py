@@ -83,8 +83,11 @@ class TargetOptions:
 
 
 def move(targets: dict[str, np.ndarray], moves: list[Move], shape: tuple[int, ...],
-         options: TargetOptions) -> dict[str, np.ndarray]:
-    """The targets of one sample (``shape``: its image's, before the moves) after ``moves``."""
+         options: TargetOptions, later: box_moves.Noted | None = None
+         ) -> dict[str, np.ndarray]:
+    """The targets of one sample (``shape``: its image's, before the moves) after ``moves``;
+    with ``later`` (a task's, ``box_moves.deferring``) its boxes, their labels and one mask
+    per box are completed by ``box_moves.settle(later)``."""
     out = dict(targets)
     for name in MASK_NAMES:
         if name in targets:
@@ -95,8 +98,15 @@ def move(targets: dict[str, np.ndarray], moves: list[Move], shape: tuple[int, ..
         fmt = options.bounding_box_format
         formats.check_boxes(box_name, targets[box_name][None], fmt, None)  # refuses no fmt
         assert fmt is not None
-        box_moves.defer(box_moves.Pending(targets, out, box_name, targets[box_name],
-                                          targets.get(BOX_LABELS), moves, shape), fmt, options)
+        rows, labels = targets[box_name], targets.get(BOX_LABELS)
+        if labels is not None and len(labels) != len(rows):
+            raise OutputMismatchError(
+                f"This sample has {len(rows)} rows of {box_name!r} but {len(labels)} "
+                f"{BOX_LABELS!r}: a label per box row is what keeps each label with its box. "
+                f"Fix: pad both to one count per sample (shmaug.ops.pad_boxes).")
+        pending = box_moves.Pending(out, box_name, rows, labels, moves, shape,
+                                    "masks" in out and out["masks"] is targets["masks"])
+        box_moves.defer(pending, fmt, options, later)
     if "keypoints" in targets:
         fmt = options.keypoint_format
         formats.check_keypoints("keypoints", targets["keypoints"][None], fmt, None)
