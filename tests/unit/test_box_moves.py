@@ -142,3 +142,22 @@ def test_a_pipeline_called_inside_a_task_by_the_users_code_gets_its_boxes_moved(
     for boxes in seen:
         np.testing.assert_array_equal(boxes, [[W - 10.0, 2.0, W - 1.0, 12.0]])
     assert not np.array_equal(moved, y["boxes"])  # and the task's own moved together
+
+
+def test_a_loader_zeroes_the_instance_mask_of_each_box_its_task_drops() -> None:
+    import shmaug
+
+    pipe = Compose([Op("translation", height_factor=(-0.5, 0.5), width_factor=(-0.5, 0.5),
+                       border="constant")], bounding_box_format="xyxy", min_visibility=0.6)
+    made = [sample(np.random.default_rng(i), "xyxy") for i in range(8)]
+    x = np.stack([image for image, _ in made])
+    y = {name: np.stack([t[name] for _, t in made]) for name in ("boxes", "box_labels", "masks")}
+    with shmaug.Loader(x, y, batch_size=8, augment=pipe, workers=0, seed=5) as loader:
+        got = next(iter(loader))[1]
+    real = y["box_labels"] != -1
+    dropped = real & (got["box_labels"] == -1)
+    kept = got["box_labels"] != -1
+    assert dropped.any() and kept.any()
+    assert not got["masks"][dropped].any()  # zeroed where the ring holds them
+    assert got["masks"][kept].reshape(kept.sum(), -1).any(1).all()
+    assert ((got["boxes"][dropped] == -1).all())
