@@ -4,7 +4,8 @@
 process runs itself with ``workers=0`` (``inline.InlinePool``): one code path, identical
 batches. It owns the per-sample seeding (``SampleSeeder``, and the watch on the global
 generators), the checks of what ``augment`` returned, and the error record of a sample that
-failed; a failing sample never kills the worker. It writes its worker's row of the status
+failed; a failing sample never kills the worker. The boxes of a task's samples move together
+once its images are made (``ops.targets.box_moves``). It writes its worker's row of the status
 block (``status``); it owns no shared memory (the caller attaches and closes it) and no pipe
 (its results are encoded by ``wire``).
 """

@@ -166,7 +166,8 @@ def _moved(group: list[Pending], owner: np.ndarray | None, xyxy: np.ndarray,
                     moved[mine] = moved_boxes(m, box[mine])
         extent = np.array([(w, h, w, h) for h, w in sizes], np.float64)
         clipped = np.minimum(np.maximum(moved, 0.0), extent if of is None else extent[of])
-        inside = (clipped[:, 2:] > clipped[:, :2]).all(1)  # (clipped: some area left)
+        sides = clipped[:, 2:] > clipped[:, :2]  # (clipped: some area left inside)
+        inside = sides[:, 0] & sides[:, 1]  # (a reduction costs numpy 3x more on 2 columns)
         share = None
         if visible is not None:
             area, full = _area(clipped), _area(moved)
