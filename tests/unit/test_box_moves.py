@@ -161,3 +161,14 @@ def test_a_loader_zeroes_the_instance_mask_of_each_box_its_task_drops() -> None:
     assert not got["masks"][dropped].any()  # zeroed where the ring holds them
     assert got["masks"][kept].reshape(kept.sum(), -1).any(1).all()
     assert ((got["boxes"][dropped] == -1).all())
+
+
+@pytest.mark.parametrize("name, fmt", [("boxes", "xyxy"), ("keypoints", "xy")])
+def test_unsigned_boxes_or_keypoints_are_refused_with_the_fix(name, fmt) -> None:
+    from shmaug.errors import ArgumentError
+
+    pipe = Compose([Op("hflip")], bounding_box_format="xyxy", keypoint_format="xy")
+    rows = np.array([[1, 1, 3, 3]] if name == "boxes" else [[1, 1]], np.uint16)
+    with pytest.raises(ArgumentError, match=r"uint16, which cannot hold -1.*astype\('float32'\)"):
+        pipe.augment_targets(np.zeros((8, 8, 3), np.uint8), {name: rows},
+                             np.random.default_rng(0))

@@ -125,6 +125,7 @@ def check_boxes(name: str, boxes: np.ndarray, fmt: str | None,
             f"{where} must hold (samples, max_boxes, 4) boxes, padded with rows of -1; "
             f"received shape {boxes.shape}. Fix: pad each sample's boxes to one count "
             f"(shmaug.ops.pad_boxes does), as Keras' MaxNumBoundingBoxes does.")
+    _check_signed(name, "boxes", boxes)
     if image_shape is None:
         return
     rows = boxes.reshape(-1, boxes.shape[2])
@@ -174,6 +175,15 @@ def check_box_labels(name: str, labels: np.ndarray, boxes: np.ndarray) -> None:
             f"e.g. np.searchsorted(sorted_names, names).")
 
 
+def _check_signed(name: str, what: str, rows: np.ndarray) -> None:
+    """Rows that cannot hold -1 (unsigned, or not numbers) could not mark what the moves drop."""
+    if rows.dtype.kind not in "if":
+        raise ArgumentError(
+            f"`y[{name!r}]` holds {what} of dtype {rows.dtype}, which cannot hold -1, the "
+            f"padding that {what} the moves drop become (Keras' layout). Fix: pass them as "
+            f"float32, e.g. y[{name!r}].astype('float32').")
+
+
 def check_keypoints(name: str, points: np.ndarray, fmt: str | None,
                     image_shape: tuple[int, ...] | None) -> None:
     """Keypoints of every sample (N, K, >= 2), in ``fmt``, within the image where known."""
@@ -186,6 +196,7 @@ def check_keypoints(name: str, points: np.ndarray, fmt: str | None,
         raise ArgumentError(
             f"{where} must hold (samples, keypoints, >= 2) keypoints, padded with rows of -1; "
             f"received shape {points.shape}. Fix: pad each sample's keypoints to one count.")
+    _check_signed(name, "keypoints", points)
     if image_shape is None:
         return
     rows = points.reshape(-1, points.shape[2])
