@@ -200,7 +200,13 @@ class Compose:
                       image_shape: tuple[int, ...] | None) -> None:
         """Refuse, before any worker starts, targets this pipeline would read wrong: boxes or
         keypoints in no format or another one, outside their image, masks of another size,
-        labels that are not one per box."""
+        labels that are not one per box, two sets of boxes (one would stay where it was)."""
+        both = [name for name in ("boxes", "bboxes") if name in targets]
+        if len(both) > 1:
+            raise ArgumentError(
+                f"`y` holds both {both[0]!r} and {both[1]!r}: a pipeline moves one set of boxes "
+                f"per image, and the other would come back unmoved. Fix: keep one of them "
+                f"({both[0]!r}, Keras' name, or {both[1]!r}, albumentations').")
         for name, rows in targets.items():
             if name in MASK_NAMES:
                 formats.check_mask(name, rows, image_shape, stacked=name == "masks",

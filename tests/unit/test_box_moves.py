@@ -172,3 +172,23 @@ def test_unsigned_boxes_or_keypoints_are_refused_with_the_fix(name, fmt) -> None
     with pytest.raises(ArgumentError, match=r"uint16, which cannot hold -1.*astype\('float32'\)"):
         pipe.augment_targets(np.zeros((8, 8, 3), np.uint8), {name: rows},
                              np.random.default_rng(0))
+
+
+def test_two_sets_of_boxes_or_unsigned_labels_are_refused_before_anything_moves() -> None:
+    import shmaug
+    from shmaug.errors import ArgumentError
+
+    pipe = Compose([Op("hflip")], bounding_box_format="xyxy")
+    image, t = sample(np.random.default_rng(0), "xyxy")
+    x = np.stack([image] * 4)
+    both = {"boxes": np.stack([t["boxes"]] * 4), "bboxes": np.stack([t["boxes"]] * 4)}
+    with pytest.raises(ArgumentError, match="both 'boxes' and 'bboxes'"):
+        shmaug.Loader(x, both, batch_size=4, augment=pipe, workers=0)
+    unsigned = {"boxes": both["boxes"], "box_labels": np.stack([t["box_labels"]] * 4).clip(0)
+                .astype(np.uint8)}
+    with pytest.raises(ArgumentError, match=r"uint8, which cannot hold -1.*astype\('int32'\)"):
+        shmaug.Loader(x, unsigned, batch_size=4, augment=pipe, workers=0)
+    with pytest.raises(ArgumentError, match="cannot hold -1"):
+        pipe.augment_targets(image, {"boxes": t["boxes"],
+                                     "box_labels": unsigned["box_labels"][0]},
+                             np.random.default_rng(0))

@@ -208,14 +208,16 @@ class SliceRunner:
                 image, made = self._watched_sample(epoch, index, rng, key)
                 self._stage = "writing the output"
                 self._write(rows[p - task.row0], image, index)
-                self._write_targets(task.slot, p - task.row0, index, made)
                 if len(noted) > mark:  # its boxes wait for the task's
-                    held.append((p - task.row0, index, *self._held(made, task.slot,
-                                                                   p - task.row0)))
+                    held.append((p - task.row0, index,
+                                 *self._held(made, task.slot, p - task.row0, index)))
+                else:
+                    self._write_targets(task.slot, p - task.row0, index, made)
         finally:
             self._noted = None
         if noted and self.generation[task.slot] == task.generation:
-            self._stage = f"{self._op} (moving the boxes of the task's samples together)"
+            self._stage = (f"{self._op} (moving the boxes of samples {held[0][1]} to "
+                           f"{held[-1][1]} together)")
             settle(noted)
             self._stage = "writing the output"
             for row, self._index, made, masks in held:
@@ -229,10 +231,14 @@ class SliceRunner:
             self.mix.mix_rows(rows, task.start - task.row0, task.stop - task.row0, drawn)
         return Done(task.ticket)
 
-    def _held(self, made: Targets, slot: int, row: int) -> tuple[Targets, np.ndarray | None]:
-        """What of a sample's targets ``settle`` completes, written meanwhile, held till then
-        (``made`` itself, which it completes); one mask per box is held as its row of the
-        ring, where a dropped box's mask is zeroed in place (a task's masks are not held)."""
+    def _held(self, made: Targets, slot: int, row: int, index: int
+              ) -> tuple[Targets, np.ndarray | None]:
+        """A sample whose boxes wait for the task's: what they do not complete written now,
+        and ``made`` (which ``settle`` completes) held with only what they do. One mask per
+        box is written now too, and held as its row of the ring, where a dropped box's mask
+        is zeroed in place (a task's masks are not held)."""
+        self._write_targets(slot, row, index, {name: target for name, target in made.items()
+                                               if name not in SETTLED or name == "masks"})
         for name in made.keys() - SETTLED:
             del made[name]
         masks = None

@@ -173,6 +173,7 @@ def check_box_labels(name: str, labels: np.ndarray, boxes: np.ndarray) -> None:
             f"`y[{name!r}]` must hold numeric labels (a dropped box's label becomes -1, as "
             f"Keras pads); received dtype {labels.dtype}. Fix: map the class names to ids, "
             f"e.g. np.searchsorted(sorted_names, names).")
+    _check_signed(name, "labels", labels)
 
 
 def _check_signed(name: str, what: str, rows: np.ndarray) -> None:
@@ -181,7 +182,8 @@ def _check_signed(name: str, what: str, rows: np.ndarray) -> None:
         raise ArgumentError(
             f"`y[{name!r}]` holds {what} of dtype {rows.dtype}, which cannot hold -1, the "
             f"padding that {what} the moves drop become (Keras' layout). Fix: pass them as "
-            f"float32, e.g. y[{name!r}].astype('float32').")
+            f"{'int32' if what == 'labels' else 'float32'}, e.g. "
+            f"y[{name!r}].astype({'int32' if what == 'labels' else 'float32'!r}).")
 
 
 def check_keypoints(name: str, points: np.ndarray, fmt: str | None,

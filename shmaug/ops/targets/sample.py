@@ -34,7 +34,7 @@ import numpy as np
 
 from . import box_moves, formats
 from .formats import BOX_LABELS as BOX_LABELS
-from ...errors import OutputMismatchError
+from ...errors import ArgumentError, OutputMismatchError
 from .moves import MatrixMove, Move
 
 MASK_NAMES = ("mask", "segmentation_masks", "masks")  # "masks": several per image (K, H, W)
@@ -93,7 +93,10 @@ def move(targets: dict[str, np.ndarray], moves: list[Move], shape: tuple[int, ..
         if name in targets:
             _check_size(name, targets[name], shape, name == "masks")
             out[name] = _masks(targets[name], moves, options.mask_fill, name == "masks")
-    box_name = next((n for n in BOX_NAMES if n in targets), None)
+    box_names = [n for n in BOX_NAMES if n in targets]
+    if len(box_names) > 1:  # (a loader refuses them before it starts: check_targets)
+        raise ArgumentError(f"Targets {box_names} are two sets of boxes; a pipeline moves one.")
+    box_name = box_names[0] if box_names else None
     if box_name is not None:
         fmt = options.bounding_box_format
         formats.check_boxes(box_name, targets[box_name][None], fmt, None)  # refuses no fmt
@@ -104,6 +107,8 @@ def move(targets: dict[str, np.ndarray], moves: list[Move], shape: tuple[int, ..
                 f"This sample has {len(rows)} rows of {box_name!r} but {len(labels)} "
                 f"{BOX_LABELS!r}: a label per box row is what keeps each label with its box. "
                 f"Fix: pad both to one count per sample (shmaug.ops.pad_boxes).")
+        if labels is not None:  # (numbers that hold -1)
+            formats.check_box_labels(BOX_LABELS, labels[None], rows[None])
         pending = box_moves.Pending(out, box_name, rows, labels, moves, shape,
                                     "masks" in out and out["masks"] is targets["masks"])
         box_moves.defer(pending, fmt, options, later)
