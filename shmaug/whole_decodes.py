@@ -10,8 +10,9 @@ them and which logs each reason once, the first time it is seen.
 from __future__ import annotations
 
 REASONS: dict[str, str] = {
-    "on_error_skip": "on_error='skip' must read each JPEG before the op does, and without "
-                     "libjpeg-turbo (pip install 'shmaug[jpeg]') only a whole decode reads it",
+    "on_error_skip": "on_error='skip' must read each JPEG before the op does: without "
+                     "libjpeg-turbo (pip install 'shmaug[jpeg]') only a whole decode reads it, "
+                     "and with it a JPEG with no end marker (cut short) is decoded whole",
     "override": "the Sequence's augment override read the photo's pixels itself before "
                 "calling super().augment(image, rng), which would have decoded only the window",
 }

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import shmaug
@@ -64,3 +65,34 @@ def test_skipping_without_libjpeg_turbo_is_counted(tmp_path) -> None:
     # each photo of the epoch (and the probe's, and any made ahead for the next epoch)
     assert set(counted) == {"on_error_skip"} and counted["on_error_skip"] >= 6, counted
     assert MESSAGE in done.stderr and "libjpeg-turbo" in done.stderr
+
+
+def test_a_jpeg_cut_short_is_stood_in_for_not_delivered_half_grey(tmp_path) -> None:
+    """With libjpeg-turbo, ``on_error="skip"`` reads a JPEG's header only before the op
+    decodes its window; a file with no end marker (a download cut short) is decoded whole
+    there instead, where it can still be stood in for: libjpeg-turbo alone would fill the
+    missing rows with grey and only warn."""
+    from shmaug.sources.images import turbo
+
+    if not turbo.available():
+        pytest.skip("no libjpeg-turbo 3 here (pip install shmaug[jpeg])")
+    _, folder = write_coco(tmp_path, JPEGS)
+    cut = folder / "3.jpg"
+    whole = cut.read_bytes()
+    scan = whole.index(b"\xff\xda")  # cut half way through the scan: the header reads
+    cut.write_bytes(whole[: (scan + len(whole)) // 2])
+    paths = sorted(folder.glob("*.jpg"))
+    files = shmaug.ImageFiles.from_paths(paths, [0] * len(paths), image_size=None,
+                                         on_error="skip")
+    with pytest.warns(shmaug.ShmaugWarning, match="3.jpg"), \
+            shmaug.Loader(files, batch_size=3, augment=_crop(), workers=2, seed=0) as loader:
+        delivered = [(x, y) for x, y in loader]
+        stats = loader.stats()
+    assert stats["skipped"] == 1 and stats["unreadable"] == [str(cut)], stats
+    # the cut file alone was decoded whole (the probe's look, the epoch's, a batch made ahead
+    # for the next: fewer than one for each file)
+    assert set(stats["whole_decodes"]) == {"on_error_skip"}, stats["whole_decodes"]
+    assert 1 <= stats["whole_decodes"]["on_error_skip"] < len(paths), stats["whole_decodes"]
+    images = np.concatenate([x for x, _ in delivered])
+    assert len(images) == len(paths)
+    assert (images == 128).all(-1).mean((1, 2)).max() < 0.2  # no half-grey photo

@@ -268,11 +268,27 @@ def test_a_pipeline_that_does_not_crop_first_gets_pixels() -> None:
     np.testing.assert_array_equal(pipe(made, rng), pipe(made.decode(), np.random.default_rng(0)))
 
 
-def test_corrupt_bytes_past_the_header_fall_back_to_the_whole_decodes_verdict() -> None:
+@pytest.mark.parametrize("damage", ["zeroed", "truncated"])
+def test_corrupt_bytes_past_the_header_fall_back_to_the_whole_decodes_verdict(damage) -> None:
+    """libjpeg-turbo only warns on a broken scan (and fills it with grey), where OpenCV and
+    PIL refuse the file: the window takes the whole decode's verdict, so a partly downloaded
+    file is refused on every path, never delivered half grey."""
+    from shmaug.errors import ImageReadError
+
     data = jpeg(photo()).copy()
-    data[len(data) // 2:] = 0  # the scan broken half way: libjpeg warns and fills
-    out = deferred(data).resized_window((0.0, 0.0, 375.0, 500.0), (32, 32), Resample())
-    assert out.shape == (32, 32, 3)
+    if damage == "zeroed":
+        data[len(data) // 2:] = 0  # the scan broken half way
+    else:
+        data = data[:len(data) // 2]  # a download cut short
+    with pytest.raises(ImageReadError, match="test.jpg.*truncated"):
+        decode.decode_bytes(data, "test.jpg", "rgb")
+    for window, size in (((0.0, 0.0, 375.0, 500.0), (32, 32)),  # a reduced scale
+                         ((200.0, 0.0, 175.0, 500.0), (224, 224))):  # in full, the damage
+        with pytest.raises(ImageReadError, match="test.jpg.*truncated"):
+            deferred(data).resized_window(window, size, Resample())
+    # a window above the damage is whole, real pixels: libjpeg-turbo never reads the rest
+    top = deferred(data).resized_window((0.0, 0.0, 40.0, 500.0), (20, 250), Resample())
+    assert top.std() > 10
 
 
 def test_reduced_decode_false_decodes_every_pixel_of_the_window() -> None:

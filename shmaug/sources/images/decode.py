@@ -353,6 +353,16 @@ def jpeg_header(data: np.ndarray) -> tuple[int, int, int, int] | None:
     return None
 
 
+_TAIL = 1024  # bytes at a JPEG's end searched for its end marker
+
+
+def jpeg_ends(data: np.ndarray) -> bool:
+    """Whether a JPEG's end-of-image marker lies in its last KiB, as in a whole file (some
+    cameras append data after it). A download cut short has none, which libjpeg-turbo only
+    warns of after decoding the rows above the cut."""
+    return bytes(data[-_TAIL:]).rfind(b"\xff\xd9") >= 0
+
+
 def reduction(header: tuple[int, int, int, int] | None, size: tuple[int, int]) -> int:
     """The largest of 8, 4, 2 by which a JPEG with ``header`` can be decoded by OpenCV and
     still be at least ``size`` (``dct_scale``'s rule), or 1: decode it in full."""

@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 _INIT_DECOMPRESS = 1
 _PARAM_SUBSAMP, _PARAM_WIDTH, _PARAM_HEIGHT, _PARAM_PRECISION, _PARAM_COLORSPACE = 4, 5, 6, 7, 8
 _PARAM_LOSSLESS = 15
-_ERR_FATAL = 1
 _MCU_WIDTH = (8, 16, 16, 8, 8, 32, 8)  # by TJSAMP_*: 444, 422, 420, GRAY, 440, 411, 441
 _COLORSPACE_CMYK, _COLORSPACE_YCCK = 3, 4
 PIXEL_FORMATS = {1: 6, 3: 0, 4: 7}  # channels -> TJPF_GRAY, TJPF_RGB, TJPF_RGBA
@@ -155,11 +154,11 @@ def available() -> bool:
     return library() is not None
 
 
-def _check(lib: _Library, handle: Any, status: int, what: str, warnings: bool = False
-           ) -> None:
-    """Raise on a failed call; ``warnings``: let a warning pass (a decompress of a truncated
-    scan, filled in grey as every decoder does), but no failure of the header or settings."""
-    if status != 0 and not (warnings and lib.error_code(handle) != _ERR_FATAL):
+def _check(lib: _Library, handle: Any, status: int, what: str) -> None:
+    """Raise on a failed call, a warning included: libjpeg-turbo fills a truncated scan with
+    grey and only warns, where OpenCV and PIL refuse the file. The caller's whole decode then
+    gives their verdict, so a file reads (or is refused) alike on every path."""
+    if status != 0:
         raise lib.fail(handle, what)
 
 
@@ -186,8 +185,8 @@ def decode_window(data: np.ndarray, window: tuple[int, int, int, int], eighths: 
     any eighth) into ``channels`` (1, 3 or 4, RGB order). Returns the pixels and the region's
     (top, left) in the scaled image's pixels.
 
-    Raises ``TurboError`` where libjpeg-turbo refuses the file (lossless, CMYK, 12-bit, corrupt):
-    the caller then decodes in full.
+    Raises ``TurboError`` where libjpeg-turbo refuses the file (lossless, CMYK, 12-bit) or warns
+    while decoding the region (a truncated or corrupt scan): the caller then decodes in full.
     """
     lib = library()
     if lib is None:
@@ -222,7 +221,7 @@ def decode_window(data: np.ndarray, window: tuple[int, int, int, int], eighths: 
     out = np.empty((y1 - y0, x1 - x0, channels), np.uint8)
     status = lib.decompress(handle, buf, data.size, out.ctypes.data, out.strides[0],
                             PIXEL_FORMATS[channels])
-    _check(lib, handle, status, "decompress", warnings=True)
+    _check(lib, handle, status, "decompress")
     return out, (y0, x0)
 
 
