@@ -117,7 +117,7 @@ def test_an_image_folders_labels_are_its_classes(tmp_path):
     (tmp_path / "flat").mkdir()
     for i in range(3):
         picture("RGB", (8, 8), i).save(tmp_path / "flat" / f"{i}.png")
-    flat = ImageFiles.from_directory(tmp_path / "flat", image_size=(6, 6))
+    flat = ImageFiles.from_directory(tmp_path / "flat", image_size=(6, 6), labels=None)
     with pytest.raises(shmaug.ArgumentError, match=r"no labels \(`y` is None and `x` has no "
                        r"`labels`\)"):
         shmaug.Loader(flat, batch_size=4, workers=0, sampling_weights="balanced")

@@ -126,7 +126,8 @@ def test_reset_stats_restarts_skipped_but_keeps_the_paths(files):
 def test_nothing_unreadable_says_nothing(tmp_path):
     for i in range(3):
         Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(tmp_path / f"{i}.png")
-    files = shmaug.ImageFiles.from_directory(tmp_path, image_size=(4, 4), on_error="skip")
+    files = shmaug.ImageFiles.from_directory(tmp_path, image_size=(4, 4), on_error="skip",
+                                             labels=None)
     with shmaug.Loader(files, batch_size=2, workers=1) as loader:  # warnings are errors here
         list(loader)
         assert loader.stats()["skipped"] == 0 and loader.stats()["unreadable"] == []

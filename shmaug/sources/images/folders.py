@@ -86,6 +86,11 @@ def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
                      f"folder, or pass `class_names=` to choose the sub-folders.")
         else:
             paths = walk(root, follow_links, listing=listing)
+            if paths:  # (pointed at one class's folder, most often)
+                warn(f"{root!r} has no class sub-folders, so its {len(paths)} images are read "
+                     f"unlabelled (Keras' image_dataset_from_directory finds no image here). "
+                     f"Fix: point at the folder above it, whose sub-folders are the classes, "
+                     f"or pass labels=None to read them unlabelled without this warning.")
     else:
         paths = walk(root, follow_links, listing=listing)
         if labels is not None:
