@@ -80,6 +80,10 @@ def bounds(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf
         ArgumentError: ``low > high`` or an end lies outside ``[lo, hi]``.
     """
     a, b = _pair(value, name)
+    if not (math.isfinite(a) and math.isfinite(b)):  # (NaN would pass every check below)
+        raise ArgumentError(
+            f"`{name}` expects finite numbers within [{lo}, {hi}]; received {value!r}. Pass "
+            f"e.g. {name}={_example(lo, hi)}.")
     if not (a <= b) or a < lo or b > hi:
         low, high = (_within(v, lo, hi) for v in sorted((a, b)))
         fix = f"{name}={low}" if a == b and not isinstance(value, Sequence) else \
@@ -105,11 +109,21 @@ def number(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf) -
             f"{name}={_within(float(_pair(value, name)[0]), lo, hi)} (it is a threshold "
             f"or a value, not drawn per sample).")
     a = _pair(value, name)[0]
+    if not math.isfinite(a):
+        raise ArgumentError(
+            f"`{name}` expects a finite number within [{lo}, {hi}]; received {value!r}. Pass "
+            f"e.g. {name}={_example(lo, hi)[0]}.")
     if not lo <= a <= hi:
         raise ArgumentError(
             f"`{name}` expects a number within [{lo}, {hi}]; received {value!r}. Pass e.g. "
             f"{name}={_within(a, lo, hi)}.")
     return a
+
+
+def _example(lo: float, hi: float) -> tuple[float, float]:
+    """A finite (low, high) inside ``[lo, hi]``, for an error's example."""
+    low = lo if math.isfinite(lo) else min(0.0, hi - 1.0) if math.isfinite(hi) else 0.0
+    return low, hi if math.isfinite(hi) else low + 1.0
 
 
 def _within(value: float, lo: float, hi: float) -> float:

@@ -168,6 +168,14 @@ def test_op_rejects_unknown_parameters_and_bad_ranges() -> None:
         Op("rotate", degrees=(10, -10))(IMAGE, np.random.default_rng(0))
     with pytest.raises(errors.ArgumentTypeError, match="`degrees`"):
         Op("rotate", degrees="big")(IMAGE, np.random.default_rng(0))
+    for endless in (float("nan"), (0, float("inf")), (float("-inf"), 3)):  # no inf in the fix
+        with pytest.raises(errors.ArgumentError, match=r"`degrees` expects finite numbers.*"
+                                                       r"e\.g\. degrees=\(0\.0, 1\.0\)"):
+            Op("rotate", degrees=endless)
+    with pytest.raises(errors.ArgumentError, match=r"`p` expects a finite number.*e\.g\. p=0"):
+        Maybe(Op("rotate"), p=float("nan"))
+    with pytest.raises(errors.ArgumentError, match=r"`min_area` expects a finite.*min_area=0"):
+        Compose([Op("rotate")], min_area=float("inf"))
     with pytest.raises(errors.ArgumentError, match="`border`.*'constant'"):
         Op("rotate", border="mirror")(IMAGE, np.random.default_rng(0))
     with pytest.raises(errors.ArgumentError, match="`backend`.*'cv'"):
