@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, NoReturn, TextIO
 
 from . import _interrupt
-from .errors import ShmaugError, ShmaugWarning, WorkerError
+from .errors import SKIP_WHERE, ShmaugError, ShmaugWarning, WorkerError
 
 EXIT_USAGE = 2  # argparse's status for a bad command line; ours for any user mistake
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
@@ -55,6 +55,7 @@ PACK_FLAGS: dict[str, str] = {
     "stats()['skipped']": "manifest.json's `skipped`",
     "stats()['unreadable']": "manifest.json's `unreadable`",
     "stats()": "manifest.json's `skipped`",
+    SKIP_WHERE: "",  # (the command's flag is the only place it goes)
     # A skip warning written for a loader's epochs; a pack reads each file once.
     "in this epoch and every other": "in the pack",
     "not repeated for this loader": "not repeated for this pack",

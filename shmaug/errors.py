@@ -54,6 +54,11 @@ class DistributionError(ShmaugError, RuntimeError):
     with different initial weights); the message says the fix."""
 
 
+# Where ``on_error='skip'`` goes, said by an unreadable image's error: it is found in a worker,
+# far from the source's call (a command replaces it: its flag is the only place).
+SKIP_WHERE = " to the source that reads it (ImageFiles.from_directory, from_paths, ...)"
+
+
 class ShmaugWarning(UserWarning):
     """Something the user should change in their code or data; filter it by this category."""
 

@@ -27,7 +27,7 @@ import numpy as np
 from . import turbo
 from ...deferred import (Resample, Window, after_dct, cv_flag, dct_rest, margin,
                          resize_box)
-from ...errors import ImageReadError
+from ...errors import SKIP_WHERE, ImageReadError
 from ...platform import jpeg_setting
 
 COLOR_MODES = {"grayscale": 1, "rgb": 3, "rgba": 4}  # None: keep the files' own channels
@@ -414,8 +414,8 @@ def unreadable(what: str, reason: str) -> ImageReadError:
     """The error for image bytes that cannot be used; ``what`` names them ("image file 'a.png'",
     "the image of record 3 of 'train.tfrecord' (byte offset 1024)")."""
     return ImageReadError(
-        f"Cannot read {what}: {reason}. Fix: replace or remove it, or pass on_error='skip' to "
-        f"replace it with the next readable image and count it in stats()."
+        f"Cannot read {what}: {reason}. Fix: replace or remove it, or pass on_error='skip'"
+        f"{SKIP_WHERE} to replace it with the next readable image and count it in stats()."
     )
 
 
