@@ -83,7 +83,8 @@ def register(
 
     Args:
         name: registry name, used by ``get`` and in configs.
-        replace: allow replacing an op already registered under ``name``.
+        replace: allow replacing an op already registered under ``name`` (the same
+            module's function of the same name, defined again, always replaces it).
         uses_global_rng: whether the op draws from the global ``random`` / ``np.random``.
             True: the loader seeds them for every sample (~10 us). False: never. None (the
             default for your ops; shmaug's own say False): the workers watch for a draw and
@@ -131,17 +132,17 @@ def register(
     def decorate(fn: F) -> F:
         if uses_global_rng is not None:
             fn.uses_global_rng = bool(uses_global_rng)  # type: ignore[attr-defined]
+        if name in _REGISTRY and not replace and not _redefined(_REGISTRY[name].fn, fn):
+            raise DuplicateOpError(
+                f"op name `{name}` is already registered (by {_REGISTRY[name].module}."
+                f"{_REGISTRY[name].fn.__qualname__}); received another function "
+                f"{fn.__module__}.{fn.__qualname__}. Pick another name or pass replace=True."
+            )
         kind = _local_kind(fn)
         if kind is not None:
             raise NotPicklableError(
                 f"op `{name}` is {kind}, which cannot be pickled for spawned workers. Move it "
                 f"to module level (a `def` at the top of a module) and register it there."
-            )
-        if name in _REGISTRY and not replace and _REGISTRY[name].fn is not fn:
-            raise DuplicateOpError(
-                f"op name `{name}` is already registered (by {_REGISTRY[name].module}."
-                f"{_REGISTRY[name].fn.__qualname__}); received another function "
-                f"{fn.__module__}.{fn.__qualname__}. Pick another name or pass replace=True."
             )
         params = list(inspect.signature(fn).parameters.values())
         if len(params) < 2 or any(
@@ -173,6 +174,13 @@ def register(
         return fn
 
     return decorate
+
+
+def _redefined(old: Callable[..., Any], new: Callable[..., Any]) -> bool:
+    """Whether ``new`` is ``old`` defined again (a notebook cell run twice, a module
+    reloaded): the same module and name, so it replaces it."""
+    return old is new or (getattr(old, "__module__", None), getattr(old, "__qualname__", None)) \
+        == (getattr(new, "__module__", None), getattr(new, "__qualname__", ""))
 
 
 def _spec(name: str, module: str = "") -> OpSpec:
@@ -249,7 +257,8 @@ class Op:
         if unknown and not _has_var_keyword(spec.fn):
             raise ArgumentError(
                 f"op `{name}` has no parameter {', '.join(f'`{u}`' for u in unknown)}; "
-                f"expected some of {list(spec.params)}. Check the spelling."
+                + (f"expected some of {list(spec.params)}. Check the spelling." if spec.params
+                   else f"it takes none. Fix: Op({name!r}) alone.")
             )
         frozen = {k: _freeze(v) for k, v in params.items()}
         for key, check in spec.checks.items():

@@ -213,9 +213,9 @@ class ImageFiles(O.ImageSource):
         With ``labels="inferred"`` (default) class names are the sub-folder names, sorted (or
         ``class_names`` to pick and order them); files are searched recursively, folders sorted
         by path and files by name, as Keras does. A folder without sub-folders gives unlabelled
-        images. ``labels=None`` (or ``label_mode=None``): every image under the folder, no
-        labels; a list of ints: their labels, in that order. Files with other extensions are
-        ignored, as Keras does.
+        images, with a warning (Keras finds none there). ``labels=None`` (or
+        ``label_mode=None``): every image under the folder, no labels; a list of ints: their
+        labels, in that order. Files with other extensions are ignored, as Keras does.
 
         ``validation_split`` with ``subset`` ("training", "validation" or "both", which
         returns ``(training, validation)``) and ``seed`` picks the same files for each subset

@@ -87,6 +87,10 @@ IMAGE = np.random.default_rng(0).integers(0, 256, (32, 32), dtype=np.uint8)
 # --- registry ---------------------------------------------------------------------------
 
 
+def bare_op(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return image
+
+
 def test_register_get_available(scratch_registry: None) -> None:
     assert shmaug.register("ink_bleed")(ink_bleed) is ink_bleed
     assert "ink_bleed" in shmaug.available() and shmaug.available() == sorted(shmaug.available())
@@ -105,6 +109,29 @@ def test_duplicate_name_is_an_error_unless_replace(scratch_registry: None) -> No
         shmaug.register("rotate")(other_op)
     shmaug.register("ink_bleed", replace=True)(other_op)
     assert shmaug.get("ink_bleed").fn is other_op
+    with pytest.raises(errors.DuplicateOpError, match="`rotate`"):  # the name first, then
+        shmaug.register("rotate")(lambda image, rng: image)  # what is wrong with the function
+
+
+def test_a_definition_run_again_replaces_its_op(scratch_registry: None) -> None:
+    """A notebook cell run twice, or importlib.reload: the same module and name define the
+    op again, which replaces it rather than clash with itself."""
+    cell = ("import shmaug\n@shmaug.register('ink_cell')\n"
+            "def ink_cell(image, rng, strength=(0.1, 0.4)):\n    return image + {}\n")
+    first: dict[str, Any] = {"__name__": "notebook_cell"}
+    exec(cell.format(0), first)
+    again: dict[str, Any] = {"__name__": "notebook_cell"}
+    exec(cell.format(1), again)
+    assert shmaug.get("ink_cell").fn is again["ink_cell"] is not first["ink_cell"]
+    elsewhere: dict[str, Any] = {"__name__": "another_module"}
+    with pytest.raises(errors.DuplicateOpError, match="notebook_cell.ink_cell"):
+        exec(cell.format(2), elsewhere)
+
+
+def test_an_op_without_parameters_says_it_takes_none(scratch_registry: None) -> None:
+    shmaug.register("bare")(bare_op)
+    with pytest.raises(errors.ArgumentError, match=r"no parameter `strength`; it takes none"):
+        Op("bare", strength=1)
 
 
 def test_lambda_and_closure_registration_say_move_to_module_level(scratch_registry: None) -> None:
