@@ -233,9 +233,10 @@ def report(args: Any, results: list[dict[str, Any]], made: dict[str, dict[str, A
     rounds = max(r["round"] for r in results)
     extra = "\n\n".join([
         "### Reduced-size decode against a full decode + resize to 224x224 (bilinear)\n\n"
-        f"Mean absolute difference per value (0..255). Stated tolerance: {REDUCED_TOLERANCE['same interpolation']:g} "
-        f"from a full decode + the same interpolation, {REDUCED_TOLERANCE['area']:g} from a full "
-        "decode + area resize with interpolation='area' (shmaug.sources.images.decode.REDUCED_TOLERANCE). A "
+        "Mean absolute difference per value (0..255). Stated tolerance, the median over real "
+        f"photos: {REDUCED_TOLERANCE['same interpolation']:g} from a full decode + the same "
+        f"interpolation, {REDUCED_TOLERANCE['area']:g} from a full decode + area resize with "
+        "interpolation='area' (shmaug.sources.images.decode.REDUCED_TOLERANCE). A "
         "bilinear resize that shrinks more than 2x skips pixels; libjpeg's scaling averages them, "
         "so the reduced output lies closer to the alias-free (area) image than the full decode "
         "did. Decode times: one process, median ms per file, decode + resize.\n\n"

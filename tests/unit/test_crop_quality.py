@@ -71,3 +71,22 @@ def test_one_rule_picks_the_smallest_eighth_that_keeps_the_output() -> None:
     assert decode.dct_scale((256.0, 256.0), (224, 224)) == 8  # (7/8: slower than 8/8)
     assert decode.dct_scale((900.0, 900.0), (224, 224)) == 2
     assert decode.dct_scale((3000.0, 3000.0), (224, 224)) == 1
+
+
+@pytest.mark.parametrize("interpolation", ["area", "bilinear", "nearest"])
+def test_a_whole_photo_decoded_reduced_is_within_its_stated_tolerance(files, interpolation
+                                                                      ) -> None:
+    """A fixed ``image_size`` decodes a JPEG at the smallest eighth that keeps it: the median
+    distance to a full decode + the same resize, over real photos, as stated."""
+    bound = decode.REDUCED_TOLERANCE["area" if interpolation == "area" else
+                                     "same interpolation"]
+    for size in ((16, 16), (32, 32), (48, 96), (100, 150)):
+        mads = []
+        for data in files:
+            reduced = decode.decode_bytes(data, "x", "rgb", size)
+            full = decode.decode_bytes(data, "x", "rgb")
+            assert reduced.shape[0] < full.shape[0]  # (every one is scaled in the DCT)
+            ours = decode.resize(reduced, size, interpolation).astype(int)
+            mads.append(np.abs(ours - decode.resize(full, size, interpolation)).mean())
+        assert np.median(mads) <= bound, (size, sorted(mads))
+
