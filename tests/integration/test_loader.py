@@ -464,6 +464,44 @@ def test_a_script_that_trains_outside_its_main_guard_keeps_fork(tmp_path, guarde
     assert f"METHOD {'forkserver' if guarded else 'fork'}" in proc.stdout, proc.stdout
 
 
+GUARDED = """
+import sys
+import numpy as np, shmaug
+from shmaug.ops import Compose, Op
+
+def plus_one(image):  # above the guard: a fresh worker imports it by name
+    return image + 1
+
+if __name__ == "__main__":
+    K = 2
+    def helper(image):  # under the guard: a fresh worker's import of the script skips it
+        return plus_one(image) + K
+    class Add:
+        def __call__(self, image, rng):
+            return helper(image)
+    augment = Compose([Op("hflip"), Add()])
+    x = np.zeros((4, 2, 2), np.uint8)
+    with shmaug.Loader(x, batch_size=4, augment=augment, workers=1, seed=0,
+                       start_method=sys.argv[1]) as loader:
+        assert loader.batch(0)[0].min() == 3
+        print("METHOD", loader._run.pool._ctx.get_start_method())
+"""
+
+
+@pytest.mark.parametrize("method", [m for m in ("spawn", "forkserver")
+                                    if m in multiprocessing.get_all_start_methods()])
+def test_a_pipeline_defined_under_the_main_guard_reaches_fresh_workers(tmp_path, method):
+    """A fresh worker imports the script without running its guarded block, so what is
+    defined there would not unpickle (the worker died at start, and the error blamed a
+    missing guard): it is shipped by value, with what its code calls."""
+    script = tmp_path / "train.py"
+    script.write_text(GUARDED)
+    proc = subprocess.run([sys.executable, str(script), method], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"METHOD {method}" in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_a_worker_tells_its_load_which_tasks_are_queued_behind_the_one_it_runs(tmp_path,
                                                                              method):

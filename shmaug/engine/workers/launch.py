@@ -78,16 +78,57 @@ def _reruns_when_imported(payload: bytes) -> bool:
 
 
 @functools.lru_cache(maxsize=8)
-def _main_guards(path: str) -> tuple[tuple[int, int], ...]:
-    """The line spans of ``if __name__ == "__main__":`` blocks at the top of the file at
-    ``path``; () when it is no readable Python file (a notebook, ``python -c``)."""
+def _script(path: str) -> ast.Module | None:
+    """The parsed script at ``path``; None when it is no readable Python file (a notebook,
+    ``python -c``)."""
     try:
-        tree = ast.parse(open(path, encoding="utf-8").read())
+        with open(path, encoding="utf-8") as file:
+            return ast.parse(file.read())
     except (OSError, SyntaxError, ValueError):
-        return ()
-    return tuple((node.lineno, node.end_lineno or node.lineno) for node in tree.body
-                 if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
-                 and "__name__" in ast.unparse(node.test))
+        return None
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    return isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) \
+        and "__name__" in ast.unparse(node.test)
+
+
+def _main_guards(path: str) -> tuple[tuple[int, int], ...]:
+    """The line spans of ``if __name__ == "__main__":`` blocks at the top of the script at
+    ``path``; () when it is no readable Python file."""
+    tree = _script(path)
+    return () if tree is None else tuple(
+        (node.lineno, node.end_lineno or node.lineno) for node in tree.body
+        if _is_main_guard(node))
+
+
+def defined_when_imported(path: str) -> frozenset[str] | None:
+    """The names the script at ``path`` binds at its top outside its ``__main__`` guards:
+    what a fresh worker, importing it as ``__mp_main__``, finds there. None when it is no
+    readable Python file."""
+    tree = _script(path)
+    if tree is None:
+        return None
+    names: set[str] = set()
+
+    def bind(body: list[ast.stmt]) -> None:
+        for node in body:
+            if _is_main_guard(node):
+                continue
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).partition(".")[0] for a in node.names)
+            elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+                for part in ("body", "orelse", "finalbody", "handlers"):
+                    for inner in getattr(node, part, []):
+                        bind(inner.body if isinstance(inner, ast.ExceptHandler) else [inner])
+            else:  # assignments and the like: every name they store
+                names.update(n.id for n in ast.walk(node)
+                             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+
+    bind(tree.body)
+    return frozenset(names)
 
 
 def _guarded(path: str, line: int | None) -> bool:

@@ -13,7 +13,9 @@ need not import it at all. Only the user's own modules are shipped so (never an 
 package), and only where they are heavy: elsewhere a module is imported in the worker as
 before, with its module-level state and registrations. ``__main__`` stays by reference: a
 spawned worker re-imports it when the payload names it (an op registered there is found by
-name). Forked workers keep the plain payload: they share the parent's modules.
+name), but for what the script defines under its ``if __name__ == "__main__":`` guard, which
+that import does not run: that goes by value. Forked workers keep the plain payload: they
+share the parent's modules.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from . import launch
 from .lazy_imports import LAZY
 
 log = logging.getLogger(__name__)
@@ -44,12 +47,15 @@ class _Referrals(pickle.Pickler):
     def __init__(self, file: io.BytesIO) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.modules: set[str] = set()
+        self.mains: set[str] = set()  # the qualified names of ``__main__``'s
 
     def persistent_id(self, obj: Any) -> None:
         if isinstance(obj, (type, types.FunctionType)):
             name = getattr(obj, "__module__", None)
             if isinstance(name, str):
                 self.modules.add(name)
+                if name == "__main__":
+                    self.mains.add(getattr(obj, "__qualname__", ""))
         return None  # pickled as usual
 
 
@@ -63,19 +69,32 @@ def pickled(obj: Any) -> tuple[bytes, bytes | None]:
     plain.dump(obj)
     payload = buffer.getvalue()
     heavy = {name for name in plain.modules if _is_heavy(name)}
-    if not heavy:
+    guarded = _guarded_in_main(plain.mains)
+    if not heavy and not guarded:
         return payload, None
     try:
         return payload, _by_value(obj, heavy)
     except Exception as exc:  # noqa: BLE001 - any failure keeps the plain payload
         log.debug("shipping %s by value failed (%s: %s); fresh workers will import them",
-                  sorted(heavy), type(exc).__name__, exc)
+                  sorted(heavy | guarded), type(exc).__name__, exc)
         return payload, None
+
+
+def _guarded_in_main(qualnames: set[str]) -> set[str]:
+    """Those of ``__main__``'s functions and classes named that a fresh worker, importing the
+    script, would not find: defined under its ``if __name__ == "__main__":`` guard. (A
+    notebook's or ``python -c``'s keep fork by default: ``launch.default_start_method``.)"""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    defined = launch.defined_when_imported(path) if isinstance(path, str) else None
+    if defined is None:
+        return set()
+    return {q for q in qualnames if q.partition(".")[0] not in defined}
 
 
 def _by_value(obj: Any, heavy: set[str]) -> bytes:
     """``obj`` pickled with the functions and classes of the modules ``heavy`` by value, and
-    of any heavy module their code refers to in turn."""
+    of any heavy module their code refers to in turn; and those of ``__main__`` defined under
+    its guard (``_guarded_in_main``)."""
     import cloudpickle
 
     class ByValue(cloudpickle.Pickler):  # type: ignore[misc]
@@ -84,13 +103,15 @@ def _by_value(obj: Any, heavy: set[str]) -> bytes:
         def __init__(self, file: io.BytesIO) -> None:
             super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
             self.modules: set[str] = set()
+            self.mains: set[str] = set()
 
         persistent_id = _Referrals.persistent_id
 
         def reducer_override(self, obj: Any) -> Any:
             if isinstance(obj, (type, types.FunctionType)) and \
-                    getattr(obj, "__module__", None) == "__main__":
-                return NotImplemented  # by reference
+                    getattr(obj, "__module__", None) == "__main__" and \
+                    not _guarded_in_main({getattr(obj, "__qualname__", "")}):
+                return NotImplemented  # by reference (what its code calls is seen here too)
             return super().reducer_override(obj)
 
     while True:
