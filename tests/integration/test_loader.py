@@ -502,6 +502,43 @@ def test_a_pipeline_defined_under_the_main_guard_reaches_fresh_workers(tmp_path,
     assert f"METHOD {method}" in proc.stdout, proc.stdout
 
 
+HEAVY_MAIN = """
+import sys, types, warnings
+sys.modules.setdefault("jax", types.ModuleType("jax"))  # as if a threaded runtime were up
+import numpy as np, shmaug
+{binding}
+
+def plus_one(image, rng):
+    return image + 1
+
+if __name__ == "__main__":
+    warnings.simplefilter("always")
+    x = np.zeros((4, 2, 2), np.uint8)
+    for _ in range(2):  # a second pool says nothing more
+        with shmaug.Loader(x, batch_size=4, augment=plus_one, workers=1,
+                           start_method=sys.argv[1]) as loader:
+            assert loader.batch(0)[0].min() == 1
+"""
+
+
+@pytest.mark.parametrize("binding,method,told", [
+    ('jnp = types.ModuleType("jax.numpy")', "spawn", True),  # as `import jax.numpy as jnp`
+    ('jnp = types.ModuleType("jax.numpy")', "fork", False),  # forked workers import nothing
+    ("import jax", "spawn", False)])  # a bare framework package loads lazily in a worker
+def test_a_script_that_uses_a_framework_at_its_top_is_told_its_workers_load_it(
+        tmp_path, binding, method, told):
+    """A fresh worker imports the script that defines the augment: one that binds a
+    framework's module or class at its top (``from keras import layers``, a custom layer)
+    makes every worker load the framework, seconds and hundreds of MB each. Said once."""
+    script = tmp_path / "train.py"
+    script.write_text(HEAVY_MAIN.format(binding=binding))
+    proc = subprocess.run([sys.executable, str(script), method], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("binds `jnp` to something of a framework") == int(told), \
+        proc.stderr[-3000:]
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_a_worker_tells_its_load_which_tasks_are_queued_behind_the_one_it_runs(tmp_path,
                                                                              method):

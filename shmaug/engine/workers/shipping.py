@@ -167,14 +167,28 @@ def _is_heavy(name: str, seen: frozenset[str] = frozenset()) -> bool:
     module = _users(name)
     if module is None or name in seen:
         return False
-    seen = seen | {name}
-    for value in list(vars(module).values()):
+    return _loads_framework(module, name, seen | {name}) is not None
+
+
+def _loads_framework(module: types.ModuleType, name: str, seen: frozenset[str]) -> str | None:
+    """The name of ``module`` (imported as ``name``) that binds a framework's object or a
+    heavy module's (``_is_heavy``), or None."""
+    for key, value in list(vars(module).items()):
         for home in _homes(value, name):
             if not isinstance(home, str):  # an odd object's ``__module__``: tells nothing
                 continue
             if home.partition(".")[0] in LAZY or (home != name and _is_heavy(home, seen)):
-                return True
-    return False
+                return key
+    return None
+
+
+def heavy_main() -> str | None:
+    """The name the script (``__main__``) binds at its top to something of a framework, which
+    a fresh worker that imports the script to find its augment loads too; None if none."""
+    module = sys.modules.get("__main__")
+    if module is None or not isinstance(getattr(module, "__file__", None), str):
+        return None
+    return _loads_framework(module, "__main__", frozenset({"__main__"}))
 
 
 def _homes(value: Any, here: str) -> list[Any]:
