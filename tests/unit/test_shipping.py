@@ -77,3 +77,19 @@ def test_installed_packages_and_shmaug_are_never_shipped_by_value() -> None:
     assert shipping._users("numpy") is None and shipping._users("json") is None
     assert shipping._users("shmaug.ops.core") is None
     assert shipping._users("__main__") is None
+
+
+def test_a_fresh_import_of_the_script_finds_what_it_binds_outside_its_guard(tmp_path) -> None:
+    """What a spawn or forkserver worker finds in ``__mp_main__``: a name the guard binds
+    again is the guard's object in the running script, so it goes by value too."""
+    from shmaug.engine.workers import launch
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import numpy as np\nfrom os import path as p\naug = None\n"
+        "try:\n    import cv2\nexcept ImportError:\n    cv2 = None\n"
+        "def top(image, rng):\n    return image\nclass Ops:\n    pass\n"
+        "if __name__ == '__main__':\n    def aug(image, rng):\n        return image + 5\n"
+        "    def guarded(image, rng):\n        return image\n    x = 1\n")
+    assert launch.defined_when_imported(str(script)) == {"np", "p", "cv2", "top", "Ops"}
+    assert launch.defined_when_imported(str(tmp_path / "missing.py")) is None

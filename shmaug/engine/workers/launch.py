@@ -102,14 +102,21 @@ def _main_guards(path: str) -> tuple[tuple[int, int], ...]:
         if _is_main_guard(node))
 
 
+@functools.lru_cache(maxsize=8)
 def defined_when_imported(path: str) -> frozenset[str] | None:
-    """The names the script at ``path`` binds at its top outside its ``__main__`` guards:
-    what a fresh worker, importing it as ``__mp_main__``, finds there. None when it is no
-    readable Python file."""
+    """The names the script at ``path`` binds at its top outside its ``__main__`` guards, and
+    not again inside one: what a fresh worker, importing it as ``__mp_main__``, finds there
+    as the running script has them. None when it is no readable Python file."""
     tree = _script(path)
     if tree is None:
         return None
     names: set[str] = set()
+    rebound = {n.name if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+               else n.id if isinstance(n, ast.Name) else (n.asname or n.name).partition(".")[0]
+               for guard in tree.body if _is_main_guard(guard) for n in ast.walk(guard)
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                 ast.alias)) or isinstance(n, ast.Name)
+               and isinstance(n.ctx, ast.Store)}
 
     def bind(body: list[ast.stmt]) -> None:
         for node in body:
@@ -128,7 +135,7 @@ def defined_when_imported(path: str) -> frozenset[str] | None:
                              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
 
     bind(tree.body)
-    return frozenset(names)
+    return frozenset(names - rebound)
 
 
 def _guarded(path: str, line: int | None) -> bool:

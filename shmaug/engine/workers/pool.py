@@ -62,7 +62,7 @@ from .wire import (
 )
 from .reports import MAX_DEATHS_PER_TASK, describe_startup_failure, stall_warning, stalled
 from .worker import Waiter, WorkerSpec, worker_main
-from ...errors import ClosedError, warn
+from ...errors import ClosedError
 from ..plan.schedule import Task
 from ..handoff.ring import OutputRing
 from ...memory.store import ArrayHandle, SharedStore
@@ -116,8 +116,7 @@ class WorkerPool:
                                        payload=spec.payload_by_value if fresh else spec.payload)
         # Spawned workers need the user's __main__ only if the payload refers to it.
         self._needs_main = b"__main__" in spec.payload
-        if self._needs_main and self._ctx.get_start_method() != "fork":
-            _warn_heavy_main(self._ctx.get_start_method())
+        shipping.tell_heavy_main(self._ctx.get_start_method(), self._needs_main)
         self._spec = spec
         self._timeout = timeout
         self._op = op  # what a task runs, as a stall warning names it
@@ -502,22 +501,4 @@ def _close_worker(w: _Worker) -> None:
         w.process.close()
     except ValueError:  # still running: only after kill() failed, nothing more to do
         pass
-
-
-_HEAVY_MAIN_TOLD = False  # once per process: every pool of a script would say the same
-
-
-def _warn_heavy_main(method: str) -> None:
-    """Say, once, that fresh workers import a script that uses a framework at its top."""
-    global _HEAVY_MAIN_TOLD
-    bound = None if _HEAVY_MAIN_TOLD else shipping.heavy_main()
-    if bound is None:
-        return
-    _HEAVY_MAIN_TOLD = True
-    warn(f"Your script binds `{bound}` to something of a framework (Keras, TensorFlow, JAX or "
-         f"torch) at its top, and the augment is defined in it: each {method} worker imports the "
-         f"script to find it, and loads the framework with it (seconds and hundreds of MB "
-         f"per worker, again at each restart). Fix: define the augment (and what it calls) in "
-         f"a module of its own and import it in the script: the workers then load that module "
-         f"alone (by value, without the framework, if it uses one at its top).")
 

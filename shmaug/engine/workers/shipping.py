@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from . import launch
+from ...errors import warn
 from .lazy_imports import LAZY
 
 log = logging.getLogger(__name__)
@@ -84,11 +85,23 @@ def _guarded_in_main(qualnames: set[str]) -> set[str]:
     """Those of ``__main__``'s functions and classes named that a fresh worker, importing the
     script, would not find: defined under its ``if __name__ == "__main__":`` guard. (A
     notebook's or ``python -c``'s keep fork by default: ``launch.default_start_method``.)"""
-    path = getattr(sys.modules.get("__main__"), "__file__", None)
-    defined = launch.defined_when_imported(path) if isinstance(path, str) else None
+    defined = _main_defines()
     if defined is None:
         return set()
     return {q for q in qualnames if q.partition(".")[0] not in defined}
+
+
+def _main_defines() -> frozenset[str] | None:
+    """What a fresh worker's import of the script finds (``launch.defined_when_imported``);
+    nothing where it does not import it: ``python -m pkg`` runs ``pkg/__main__.py``, which
+    multiprocessing never imports in a child; None for a notebook or ``python -c``."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not isinstance(path, str):
+        return None
+    spec_name = getattr(getattr(main, "__spec__", None), "name", "") or ""
+    return frozenset() if spec_name.endswith("__main__") else \
+        launch.defined_when_imported(path)
 
 
 def _by_value(obj: Any, heavy: set[str]) -> bytes:
@@ -167,13 +180,13 @@ def _is_heavy(name: str, seen: frozenset[str] = frozenset()) -> bool:
     module = _users(name)
     if module is None or name in seen:
         return False
-    return _loads_framework(module, name, seen | {name}) is not None
+    return _loads_framework(vars(module), name, seen | {name}) is not None
 
 
-def _loads_framework(module: types.ModuleType, name: str, seen: frozenset[str]) -> str | None:
-    """The name of ``module`` (imported as ``name``) that binds a framework's object or a
-    heavy module's (``_is_heavy``), or None."""
-    for key, value in list(vars(module).items()):
+def _loads_framework(names: dict[str, Any], name: str, seen: frozenset[str]) -> str | None:
+    """The one of ``names`` (module ``name``'s) that binds a framework's object or a heavy
+    module's (``_is_heavy``), or None."""
+    for key, value in list(names.items()):
         for home in _homes(value, name):
             if not isinstance(home, str):  # an odd object's ``__module__``: tells nothing
                 continue
@@ -182,13 +195,27 @@ def _loads_framework(module: types.ModuleType, name: str, seen: frozenset[str]) 
     return None
 
 
-def heavy_main() -> str | None:
-    """The name the script (``__main__``) binds at its top to something of a framework, which
-    a fresh worker that imports the script to find its augment loads too; None if none."""
-    module = sys.modules.get("__main__")
-    if module is None or not isinstance(getattr(module, "__file__", None), str):
-        return None
-    return _loads_framework(module, "__main__", frozenset({"__main__"}))
+_HEAVY_MAIN_TOLD = False  # once per process: every pool of a script would say the same
+
+
+def tell_heavy_main(method: str, needs_main: bool) -> None:
+    """Say, once, that ``method``'s fresh workers import a script (``needs_main``) that binds
+    a framework's object at its top, outside its guard: each loads the framework with it."""
+    global _HEAVY_MAIN_TOLD
+    defined = _main_defines() if needs_main and method != "fork" else None
+    if _HEAVY_MAIN_TOLD or not defined:
+        return
+    top = {k: v for k, v in vars(sys.modules["__main__"]).items() if k in defined}  # (what
+    bound = _loads_framework(top, "__main__", frozenset({"__main__"}))  # a guard binds: unrun)
+    if bound is None:
+        return
+    _HEAVY_MAIN_TOLD = True
+    warn(f"Your script binds `{bound}` to something of a framework (Keras, TensorFlow, JAX or "
+         f"torch) at its top, and the augment is defined in it: each {method} worker imports the "
+         f"script to find it, and loads the framework with it (seconds and hundreds of MB "
+         f"per worker, again at each restart). Fix: define the augment (and what it calls) in "
+         f"a module of its own and import it in the script: the workers then load that module "
+         f"alone (by value, without the framework, if it uses one at its top).")
 
 
 def _homes(value: Any, here: str) -> list[Any]:
