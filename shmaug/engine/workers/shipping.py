@@ -93,8 +93,9 @@ def _guarded_in_main(qualnames: set[str]) -> set[str]:
 
 def _main_defines() -> frozenset[str] | None:
     """What a fresh worker's import of the script finds (``launch.defined_when_imported``);
-    nothing where it does not import it: ``python -m pkg`` runs ``pkg/__main__.py``, which
-    multiprocessing never imports in a child; None for a notebook or ``python -c``."""
+    nothing where it does not import it: ``python -m pkg`` runs the package's ``__main__``
+    module, which multiprocessing never imports in a child; None for a notebook or
+    ``python -c``."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if not isinstance(path, str):
