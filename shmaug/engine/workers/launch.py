@@ -89,8 +89,8 @@ def _script(path: str) -> ast.Module | None:
 
 
 def _is_main_guard(node: ast.stmt) -> bool:
-    return isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) \
-        and "__name__" in ast.unparse(node.test)
+    test = ast.unparse(node.test) if isinstance(node, ast.If) else ""
+    return "__main__" in test and "__name__" in test
 
 
 def _main_guards(path: str) -> tuple[tuple[int, int], ...]:
@@ -110,32 +110,30 @@ def defined_when_imported(path: str) -> frozenset[str] | None:
     tree = _script(path)
     if tree is None:
         return None
+    rebound = set().union(*(_bound(node.body) for node in tree.body
+                            if isinstance(node, ast.If) and _is_main_guard(node)))
+    return frozenset(_bound(tree.body) - rebound)
+
+
+def _bound(body: list[ast.stmt]) -> set[str]:
+    """The module-level names the statements ``body`` bind, outside ``__main__`` guards."""
     names: set[str] = set()
-    rebound = {n.name if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-               else n.id if isinstance(n, ast.Name) else (n.asname or n.name).partition(".")[0]
-               for guard in tree.body if _is_main_guard(guard) for n in ast.walk(guard)
-               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                                 ast.alias)) or isinstance(n, ast.Name)
-               and isinstance(n.ctx, ast.Store)}
-
-    def bind(body: list[ast.stmt]) -> None:
-        for node in body:
-            if _is_main_guard(node):
-                continue
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                names.update((a.asname or a.name).partition(".")[0] for a in node.names)
-            elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
-                for part in ("body", "orelse", "finalbody", "handlers"):
-                    for inner in getattr(node, part, []):
-                        bind(inner.body if isinstance(inner, ast.ExceptHandler) else [inner])
-            else:  # assignments and the like: every name they store
-                names.update(n.id for n in ast.walk(node)
-                             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
-
-    bind(tree.body)
-    return frozenset(names - rebound)
+    for node in body:
+        if _is_main_guard(node):
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).partition(".")[0] for a in node.names)
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            for part in ("body", "orelse", "finalbody", "handlers"):
+                for inner in getattr(node, part, []):
+                    names |= _bound(inner.body if isinstance(inner, ast.ExceptHandler)
+                                    else [inner])
+        else:  # assignments and the like: every name they store
+            names.update(n.id for n in ast.walk(node)
+                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
 
 
 def _guarded(path: str, line: int | None) -> bool:

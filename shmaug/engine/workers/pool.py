@@ -501,4 +501,3 @@ def _close_worker(w: _Worker) -> None:
         w.process.close()
     except ValueError:  # still running: only after kill() failed, nothing more to do
         pass
-
