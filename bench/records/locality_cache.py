@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import socket
 import tarfile
 import tempfile
@@ -108,12 +109,12 @@ def main() -> None:
     cache_log.addHandler(downloads)
     cache_log.setLevel(logging.DEBUG)
     rows = []
+    root = Path(tempfile.mkdtemp(prefix="shmaug-locality-"))  # the shards and every cache
     try:
         client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY,
                               aws_secret_access_key=SECRET, region_name="us-east-1")
         client.create_bucket(Bucket=BUCKET)
-        folder = Path(tempfile.mkdtemp(prefix="shmaug-locality-"))
-        paths = shards(folder, args.shards, args.per_shard)
+        paths = shards(root, args.shards, args.per_shard)
         for path in paths:
             client.upload_file(str(path), BUCKET, path.name)
         bound = 2 * args.window * max(p.stat().st_size for p in paths)
@@ -122,7 +123,7 @@ def main() -> None:
         for shuffle, planned in ((True, True), ("blocks", True), ("blocks", False)):
             # workers=0: the table's hook can be switched off in this process
             _index.RecordTable.plan = plan if planned else property(lambda self: None)
-            cache = Path(tempfile.mkdtemp(prefix="shmaug-locality-cache-"))
+            cache = Path(tempfile.mkdtemp(prefix="cache-", dir=root))
             with warnings.catch_warnings():  # the bound is below the data on purpose
                 warnings.simplefilter("ignore")
                 records = shmaug.ImageRecords.from_webdataset(
@@ -141,6 +142,7 @@ def main() -> None:
     finally:
         _index.RecordTable.plan = plan
         server.stop()
+        shutil.rmtree(root, ignore_errors=True)
     text = (f"{args.shards} shards x {args.per_shard} records, disk cache bound "
             f"{2 * args.window} shards (two windows of {args.window}), workers=0\n\n"
             "| shuffle | epoch | GET requests | shards downloaded |\n|---|---|---|---|\n" +
