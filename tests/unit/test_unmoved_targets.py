@@ -62,20 +62,23 @@ def test_a_warp_outside_a_compose_is_refused_with_the_fix() -> None:
 
 @pytest.mark.parametrize("y, fmt, match", [
     (KERAS_Y, None, r"no `bounding_box_format`.*bounding_box_format='xyxy'"),
-    (KERAS_Y, "center_xywh", r"outside its 16x16 image"),
+    (KERAS_Y, "center_xywh", r"`y\['bounding_boxes'\]\['boxes'\]` holds a box .* outside its "
+                             r"16x16 image"),
     ({"bounding_boxes": {"boxes": BOXES[:, :, [2, 1, 0, 3]], "labels": LABELS}}, "xyxy",
      r"end lies before its start.*another format"),
     ({"bounding_boxes": {"boxes": np.where(BOXES >= 0, BOXES / 16, -1), "labels": LABELS}},
      "xyxy",
      r"all within \[0, 1\].*rel_xyxy"),
     ({"bounding_boxes": {"boxes": BOXES, "labels": LABELS[:, :1]}}, "xyxy",
-     r"one label per box"),
+     r"`y\['bounding_boxes'\]\['labels'\]` must hold one label per box"),
     ({"segmentation_masks": np.zeros((8, 12, 16, 1), np.uint8)}, "xyxy",
-     r"masks of \(12, 16\) pixels, but its images are \(16, 16\)"),
+     r"`y\['segmentation_masks'\]` has masks of \(12, 16\) pixels, but its images are "
+     r"\(16, 16\)"),
     ({"keypoints": np.zeros((8, 3, 2), np.float32)}, "xyxy", r"no `keypoint_format`"),
     ({"bboxes": np.zeros((8, 2), np.float32)}, "xyxy", r"\(samples, max_boxes, 4\)"),
     ({"bounding_boxes": {"boxes": BOXES, "labels": np.where(LABELS >= 0, "cat", "")}}, "xyxy",
-     r"numeric labels.*dtype <U3.*map the class names to ids"),
+     r"`y\['bounding_boxes'\]\['labels'\]` must hold numeric labels.*dtype <U3.*map the "
+     r"class names to ids"),
 ])
 def test_targets_read_wrong_are_refused_before_anything_starts(y, fmt, match) -> None:
     augment = Compose([Op("hflip")], bounding_box_format=fmt)

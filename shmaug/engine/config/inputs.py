@@ -261,7 +261,13 @@ def augmented_targets(y: Any, plan: Plan,
     arrays = {k: f.value for k, f in found.items()
               if isinstance(f.value, np.ndarray)}  # (sources: later)
     if arrays:
-        plan.check_targets(arrays, image_shape)
+        try:
+            plan.check_targets(arrays, image_shape)
+        except (ArgumentError, ArgumentTypeError) as error:
+            placed = _placed(str(error), found)
+            if placed == str(error):
+                raise
+            raise type(error)(placed) from None
     missing = [name for name in plan.required if name not in found]
     if missing:
         raise ArgumentError(
@@ -270,6 +276,16 @@ def augmented_targets(y: Any, plan: Plan,
             f"with them, e.g. y={{{', '.join(repr(m) + ': ...' for m in missing)}}}, one row "
             f"per sample (pad boxes and keypoints with rows of -1 to a fixed count).")
     return found
+
+
+def _placed(text: str, found: dict[str, Filed]) -> str:
+    """``text`` with each target named where it lies in ``y`` (``y['bounding_boxes']
+    ['boxes']``): the checks name it by its name inside, ``y['boxes']``, which is not there."""
+    for name, filed in found.items():
+        where = "y" + "".join(f"[{key!r}]" for key in filed.path)
+        for said in {name, filed.path[-1]}:
+            text = text.replace(f"y[{said!r}]", where)
+    return text
 
 
 def box_format(y: Any) -> str | None:
