@@ -18,7 +18,7 @@ import inspect
 import logging
 import pickle
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -230,7 +230,8 @@ class Op:
     """A registered op with some parameters bound: a picklable ``op(image, rng)`` callable.
 
     Unbound parameters keep the function's defaults. It pickles and configures by name, so the
-    function itself never crosses a process boundary.
+    function itself never crosses a process boundary; but a script's own op (registered in
+    ``__main__``) pickles with its function, which a fresh worker may not register.
 
     Example:
         >>> rot = Op("rotate", degrees=(-5, 5))
@@ -317,8 +318,13 @@ class Op:
         return cfg
 
     def __reduce__(self) -> tuple[Any, ...]:
-        module = _REGISTRY[self.name].module if self.name in _REGISTRY else ""
-        return (_rebuild_op, (self.name, module, dict(self.params)))
+        spec = _REGISTRY.get(self.name)
+        if spec is not None and spec.module == "__main__":
+            # A script's op goes with its function: a fresh worker imports the script but not
+            # what its `if __name__ == "__main__":` guard registers (shipped by value then,
+            # engine/workers/shipping.py). Its checks ran here, and may not pickle.
+            return (_registered_op, (replace(spec, checks={}), dict(self.params)))
+        return (_rebuild_op, (self.name, spec.module if spec else "", dict(self.params)))
 
     def __repr__(self) -> str:
         args = "".join(f", {k}={v!r}" for k, v in self.params)
@@ -331,6 +337,12 @@ def _has_var_keyword(fn: Callable[..., Any]) -> bool:
 
 def _rebuild_op(name: str, module: str, params: dict[str, Any]) -> Op:
     return Op(name, _module=module, **params)
+
+
+def _registered_op(spec: OpSpec, params: dict[str, Any]) -> Op:
+    """A script's op in a worker, registered there first where the script's import did not."""
+    _REGISTRY.setdefault(spec.name, spec)
+    return Op(spec.name, **params)
 
 
 def get(name: str) -> Op:

@@ -479,11 +479,14 @@ if __name__ == "__main__":
     class Add:
         def __call__(self, image, rng):
             return helper(image)
-    augment = Compose([Op("hflip"), Add()])
+    @shmaug.ops.register("test_guarded_times")  # registered by name under the guard too
+    def times(image, rng, factor=1):
+        return image * factor
+    augment = Compose([Op("hflip"), Add(), Op("test_guarded_times", factor=2)])
     x = np.zeros((4, 2, 2), np.uint8)
     with shmaug.Loader(x, batch_size=4, augment=augment, workers=1, seed=0,
                        start_method=sys.argv[1]) as loader:
-        assert loader.batch(0)[0].min() == 3
+        assert loader.batch(0)[0].min() == 6
         print("METHOD", loader._run.pool._ctx.get_start_method())
 """
 
@@ -493,7 +496,8 @@ if __name__ == "__main__":
 def test_a_pipeline_defined_under_the_main_guard_reaches_fresh_workers(tmp_path, method):
     """A fresh worker imports the script without running its guarded block, so what is
     defined there would not unpickle (the worker died at start, and the error blamed a
-    missing guard): it is shipped by value, with what its code calls."""
+    missing guard): it is shipped by value, with what its code calls; an op registered there
+    and used by name (``Op("...")``) goes with its function."""
     script = tmp_path / "train.py"
     script.write_text(GUARDED)
     proc = subprocess.run([sys.executable, str(script), method], capture_output=True,
