@@ -199,8 +199,9 @@ def through_matrices(edges: np.ndarray, xyxy: np.ndarray, perspective: bool) -> 
     if perspective:
         moved = moved[:, :2] / moved[:, 2:]
     out = np.empty((len(xyxy), 4))
-    moved.min(2, out=out[:, :2])
-    moved.max(2, out=out[:, 2:])
+    c0, c1, c2, c3 = (moved[:, :, k] for k in range(4))  # (a reduction over 4 corners costs
+    np.minimum(np.minimum(c0, c1), np.minimum(c2, c3), out=out[:, :2])  # numpy 6x more)
+    np.maximum(np.maximum(c0, c1), np.maximum(c2, c3), out=out[:, 2:])
     return out
 
 
