@@ -180,8 +180,9 @@ def _check_signed(name: str, what: str, rows: np.ndarray) -> None:
     """Rows that cannot hold -1 (unsigned, or not numbers) could not mark what the moves drop."""
     if rows.dtype.kind not in "if":
         raise ArgumentError(
-            f"`y[{name!r}]` holds {what} of dtype {rows.dtype}, which cannot hold -1, the "
-            f"padding that {what} the moves drop become (Keras' layout). Fix: pass them as "
+            f"`y[{name!r}]` holds {what} of dtype {rows.dtype}, which cannot hold -1: the "
+            f"moves mark a dropped box's {'label' if what == 'labels' else 'row'} with -1 "
+            f"(Keras' padding). Fix: pass them as "
             f"{'int32' if what == 'labels' else 'float32'}, e.g. "
             f"y[{name!r}].astype({'int32' if what == 'labels' else 'float32'!r}).")
 
