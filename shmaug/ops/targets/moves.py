@@ -251,7 +251,7 @@ def _sources(size: int, scale: float, shift: float, given: int, border: int
     """The input's pixel nearest where each of ``size`` output pixels comes from along one
     axis (``out = scale * in + shift``, pixel centres), the border's rule applied outside
     ``given`` pixels; -1 where a constant border brings nothing in. None: another border."""
-    source = np.floor((np.arange(size) - shift) / scale + 0.5).astype(np.intp)
+    source: np.ndarray = np.floor((np.arange(size) - shift) / scale + 0.5).astype(np.intp)
     if border == cv2.BORDER_CONSTANT:
         source[(source < 0) | (source >= given)] = -1
     elif border == cv2.BORDER_REPLICATE:
