@@ -162,3 +162,16 @@ def test_a_subclass_that_redefines_a_facade_name_is_refused_where_it_is_defined(
 
         def resharded(self):
             return None
+
+
+def test_a_refused_target_is_named_where_it_lies_in_the_users_y():
+    """The facade keeps ``y`` beside its other inputs: the error names the user's own
+    ``y['bounding_boxes']['boxes']``, not the place inside."""
+    from shmaug.ops import Compose, Op
+
+    boxes = np.tile(np.array([[[1, 1, 9, 3]]], np.float32), (10, 1, 1))  # outside 4x4
+    y = {"bounding_boxes": {"boxes": boxes, "labels": np.zeros((10, 1), np.int32)}}
+    with pytest.raises(shmaug.ArgumentError,
+                       match=r"^`y\['bounding_boxes'\]\['boxes'\]` holds a box"):
+        shmaug.Sequence(X, y, batch_size=4, workers=0,
+                        augment=Compose([Op("hflip")], bounding_box_format="xyxy"))

@@ -249,12 +249,13 @@ class Filed(NamedTuple):
     value: Any
 
 
-def augmented_targets(y: Any, plan: Plan,
-                      image_shape: tuple[int, ...] | None = None) -> dict[str, Filed]:
+def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = None,
+                      labels_at: Path = ()) -> dict[str, Filed]:
     """The targets of ``y`` that the pipeline moves with their image, by name: the first
     filed, in any dict of ``y`` (depth first, in order), under each name the plan ``moves``
     (an albumentations pipeline's ``mask``, ``bboxes``, ...). Refuses missing targets the
-    plan requires, and what its ``check_targets`` refuses."""
+    plan requires, and what its ``check_targets`` refuses (``labels_at``: where in ``y`` the
+    user's ``y`` lies, as ``Data.labels_at``)."""
     found: dict[str, Filed] = {}
     for filed in _filed(y, plan.moves):
         found.setdefault(filed.name, filed)  # a later one (a sample weight named so) stays
@@ -264,7 +265,7 @@ def augmented_targets(y: Any, plan: Plan,
         try:
             plan.check_targets(arrays, image_shape)
         except (ArgumentError, ArgumentTypeError) as error:
-            placed = _placed(str(error), found)
+            placed = _placed(str(error), found, labels_at)
             if placed == str(error):
                 raise
             raise type(error)(placed) from None
@@ -278,11 +279,14 @@ def augmented_targets(y: Any, plan: Plan,
     return found
 
 
-def _placed(text: str, found: dict[str, Filed]) -> str:
-    """``text`` with each target named where it lies in ``y`` (``y['bounding_boxes']
-    ['boxes']``): the checks name it by its name inside, ``y['boxes']``, which is not there."""
+def _placed(text: str, found: dict[str, Filed], labels_at: Path) -> str:
+    """``text`` with each target of the user's ``y`` (at ``labels_at``) named where it lies
+    there (``y['bounding_boxes']['boxes']``): the checks name it by its name inside,
+    ``y['boxes']``, which is not there."""
     for name, filed in found.items():
-        where = "y" + "".join(f"[{key!r}]" for key in filed.path)
+        if filed.path[:len(labels_at)] != labels_at:
+            continue  # (a Sequence's other inputs: as the checks say)
+        where = "y" + "".join(f"[{key!r}]" for key in filed.path[len(labels_at):])
         for said in {name, filed.path[-1]}:
             text = text.replace(f"y[{said!r}]", where)
     return text

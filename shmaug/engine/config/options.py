@@ -301,7 +301,8 @@ class Pipeline:
         inputs.sized_output(data.x, plan, output.shape)  # photos of many sizes
         plan.refuse_unmoved(inputs.spatial_targets(data.labels))
         moved = inputs.augmented_targets(data.y, plan,
-                                         None if images is None else tuple(images.shape[1:]))
+                                         None if images is None else tuple(images.shape[1:]),
+                                         data.labels_at)
         # Ops that clip need the true range; a plain user function gets data as it is,
         # unchecked unless the user declared a range.
         checked = output.bounds is not None or plan.ranged
