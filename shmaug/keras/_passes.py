@@ -19,9 +19,10 @@ A *pass* is one run of one loop over the indices. Keras makes a fresh generator 
    takes an epoch of its own and never moves another loop's pass. A loop that has taken a
    whole epoch, or asks an index again, goes on with a new pass.
 2. An ask from no loop (Keras' signature probes on TensorFlow, a look by hand, a callback)
-   moves nothing: it gets the batch the latest unfinished pass bound to that index, else the
-   one that pass (or, with none, the next pass) will give next, so the pass that follows takes
-   the same batch and the facade serves it from its cache.
+   moves nothing: it gets the batch the latest pass (the one that took the last batch, while
+   unfinished) bound to that index, else the one that pass (or, with none, the next pass)
+   will give next, so the pass that follows takes the same batch and the facade serves it
+   from its cache.
 3. The pass Keras runs to build an unbuilt model (JAX and torch draw one batch, TensorFlow
    under a distribution strategy as many as tf.data pulls ahead, up to a whole epoch; then
    ``EpochIterator.reset()`` drops it) borrows the next epoch instead of claiming it: the first
@@ -68,6 +69,7 @@ class Passes:
         self.epoch = 0  # invariant: the epoch the next pass claims
         self.cursor = 0  # invariant: the batch the next pass starts at (0 unless seek)
         self._live: OrderedDict[int, _Pass] = OrderedDict()  # id(caller) -> its pass, by age
+        self._current: _Pass | None = None  # the pass, not a build, that took the last batch
         self._restored: _Pass | None = None  # from a state: the next loop resumes it
         self._looks: dict[int, Key] = {}  # index -> batch a pass will give it (rule 2)
         self._building = False  # the next pass to begin is Keras' build pass (rule 3)
@@ -97,6 +99,8 @@ class Passes:
             p = self._begin(caller, in_order)
         key = p.bindings[index] = (p.epoch, index if p.in_order else p.next, p.in_order)
         p.next += 1
+        if not p.building:
+            self._current = p
         self.taken = len(p.bindings)
         self.last = key, not p.building
         if self._looks:
@@ -158,6 +162,7 @@ class Passes:
         """Forget the loops (they keep Keras' generators and adapters alive). Rebinds rather
         than clears: another thread may be reading them (``Sequence.close`` takes no lock)."""
         self._live = OrderedDict()
+        self._current = None
 
     # -- inside ---------------------------------------------------------------------------------
 
@@ -169,10 +174,12 @@ class Passes:
         return (len(p.bindings) if p.in_order else p.next) >= self.batches
 
     def _latest(self) -> _Pass | None:
-        """The newest pass that is unfinished and not a build pass (or the restored one)."""
-        for p in reversed(self._live.values()):
-            if not p.building and not self._done(p):
-                return p
+        """The pass that took the last batch, where it is unfinished (or the restored one).
+        An older unfinished pass is not it: its loop was dropped (a fit cut short; rule 4) or
+        asks again later, and then is the latest once more."""
+        p = self._current
+        if p is not None and not self._done(p):
+            return p
         return self._restored
 
     def _begin(self, caller: Any, in_order: bool) -> _Pass:

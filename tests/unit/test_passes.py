@@ -136,6 +136,20 @@ def test_a_pass_cut_short_ends_its_epoch():
     assert [k for k, _ in take(p, [4, 3], object())] == stream(5, 2)
 
 
+def test_after_a_pass_cut_short_and_whole_passes_the_state_is_the_next_epoch():
+    """A fit cut short (Ctrl-C, stop_training) mid-epoch, then a whole fit: what epoch says,
+    state_dict saves and a look sees is the epoch after the last whole one, not the dropped
+    pass's (which was served again from a restored state)."""
+    p = Fixed(B, shuffle=True)
+    take(p, [0, 1, 2], object())
+    for _ in range(2):
+        take(p, range(B), object())
+    assert p.position == (3, 0) and p.bindings == {}
+    assert p.ask(0, None) == ((3, 0), False)
+    assert [k for k, _ in take(p, [4], object())] == [(3, 0)]
+    assert p.position == (3, 1)
+
+
 def test_a_loop_going_round_again_starts_a_new_pass():
     p, loop = Fixed(B, shuffle=True), object()
     take(p, [0, 1], loop)
