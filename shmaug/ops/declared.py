@@ -26,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ArgumentError
+from .core import STILL
 from .plan import Plan, plan_of
 from .targets import box_moves
 
@@ -54,6 +55,22 @@ def run(pipeline: PipelineFn | None, image: Any, rng: np.random.Generator) -> An
             out, carried.moved = pipeline.augment_targets(image, carried.targets, rng)  # type: ignore[union-attr]
         return out
     return image if pipeline is None else pipeline(image, rng)
+
+
+def refuse_blind(hook: PipelineFn, name: str, found: list[str]) -> None:
+    """Refuse a mask, boxes or keypoints (``found``: their names in ``y``) beside an override
+    ``hook`` (``name``) with no ``augment`` argument: a function of the user's, which may move
+    pixels that no pipeline of its moves the targets with, unless it says it moves none
+    (``targets = "still"`` on it, as ``register`` and ``from_array`` take it)."""
+    if found and getattr(hook, "targets", None) != STILL:
+        raise ArgumentError(
+            f"`y` holds {', '.join(repr(f) for f in found)}, which lies on the image, and "
+            f"{name} overrides `augment` with no `augment` argument: if it moves pixels, "
+            f"nothing moves those targets with them, and they come back no longer on their "
+            f"image. Fix: pass the steps that move pixels as augment=shmaug.Compose([...], "
+            f"bounding_box_format=...) and call `super().augment(image, rng)` in the "
+            f"override, which moves the targets with them; an override that moves no pixel "
+            f"(colour, noise) says so with `augment.targets = \"still\"` under its def.")
 
 
 class Declared:

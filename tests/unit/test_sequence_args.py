@@ -175,3 +175,30 @@ def test_a_refused_target_is_named_where_it_lies_in_the_users_y():
                        match=r"^`y\['bounding_boxes'\]\['boxes'\]` holds a box"):
         shmaug.Sequence(X, y, batch_size=4, workers=0,
                         augment=Compose([Op("hflip")], bounding_box_format="xyxy"))
+
+
+def test_an_override_with_no_augment_argument_and_a_mask_is_refused_unless_it_moves_none():
+    """An override that calls no pipeline is a function of the user's that declares nothing:
+    beside a mask it is refused, as such a function passed as `augment` is (it came back
+    unmoved under a flipped image); ``augment.targets = "still"`` says it moves no pixel."""
+    mask = np.zeros((10, 4, 4, 1), np.uint8)
+    mask[:, :, :1] = 1
+
+    class Flipped(shmaug.Sequence):
+        def augment(self, image, rng):
+            return image[:, ::-1].copy()
+
+    class Inverted(shmaug.Sequence):
+        def augment(self, image, rng):
+            return 255 - image
+        augment.targets = "still"
+
+    with pytest.raises(shmaug.ArgumentError,
+                       match=r"'segmentation_masks'.*Flipped.augment overrides `augment` with "
+                             r"no `augment` argument.*augment.targets = \"still\""):
+        Flipped(X, {"segmentation_masks": mask}, batch_size=4, workers=0)
+    with Inverted(X, {"segmentation_masks": mask}, batch_size=4, workers=0,
+                  shuffle=False) as seq:
+        xb, yb = seq.batch(0)
+    np.testing.assert_array_equal(xb, 255 - X[:4])
+    np.testing.assert_array_equal(yb, mask[:4])

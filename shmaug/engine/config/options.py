@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from ...ops.core import with_value_range
-from ...ops.declared import Declared
+from ...ops.declared import Declared, refuse_blind
 from ...ops.plan import Plan, plan_of
 from ...ops.mixing import Mix
 from ..plan import blocks as _blocks
@@ -300,6 +300,8 @@ class Pipeline:
         inputs.pipeline_input(plan, images)  # a dtype or layout ops misread
         inputs.sized_output(data.x, plan, output.shape)  # photos of many sizes
         plan.refuse_unmoved(inputs.spatial_targets(data.labels))
+        if hook is not None and output.augment is None:
+            refuse_blind(hook, hook_name, inputs.spatial_targets(data.labels))
         moved = inputs.augmented_targets(data.y, plan,
                                          None if images is None else tuple(images.shape[1:]),
                                          data.labels_at)
