@@ -119,6 +119,15 @@ def cv_flag(interpolation: str) -> int:
     return flag
 
 
+def for_resize(flag: int) -> int:
+    """``flag`` (``cv_flag``'s) as ``cv2.resize`` takes it: its INTER_NEAREST floors each
+    output pixel's position in the input, half a pixel off the nearest pixel that PIL,
+    TensorFlow (Keras) and OpenCV's own warps take; INTER_NEAREST_EXACT takes that one."""
+    import cv2
+
+    return cv2.INTER_NEAREST_EXACT if flag == cv2.INTER_NEAREST else flag
+
+
 def margin(window: Window, size: tuple[int, int], how: Resample) -> int:
     """Pixels around ``window`` the resample reads (filter support times the shrink)."""
     if how.within:
@@ -238,7 +247,7 @@ def _sampled(pixels: np.ndarray, box: Window, size: tuple[int, int],
         # (a warp has no area filter: a fractional box is cut to the pixels it touches)
         y0, x0 = int(math.floor(top)), int(math.floor(left))
         cut = pixels[y0:int(math.ceil(top + h - 1e-9)), x0:int(math.ceil(left + w - 1e-9))]
-        out = cv2.resize(cut, (size[1], size[0]), interpolation=flag)
+        out = cv2.resize(cut, (size[1], size[0]), interpolation=for_resize(flag))
         return out if out.ndim == pixels.ndim else out[:, :, None]
     if how.within:
         y0, x0 = int(math.floor(top)), int(math.floor(left))

@@ -207,3 +207,26 @@ def test_crop_and_pad_to_aspect_ratio_match_keras(wide_and_tall, how):
         assert np.abs(got - expected).mean() < 3.0, (i, np.abs(got - expected).mean())
         if i != 2:  # not square: without crop or pad the picture is another one
             assert np.abs(plain.read(i).astype(np.float32) - expected).mean() > 10.0, i
+
+
+def test_nearest_takes_the_pixels_keras_takes(wide_and_tall):
+    """Nearest samples the pixel under each output pixel's centre, as TensorFlow does:
+    OpenCV's INTER_NEAREST floors its position, half a pixel off (a user's folder differed
+    from Keras' by 16 levels of 255 a pixel, median)."""
+    import keras
+
+    for size in ((24, 32), (17, 9)):
+        theirs = keras.utils.image_dataset_from_directory(
+            str(wide_and_tall), image_size=size, batch_size=None, shuffle=False, labels=None,
+            verbose=False, interpolation="nearest")
+        mine = ImageFiles.from_directory(wide_and_tall, image_size=size, labels=None,
+                                         interpolation="nearest")
+        for i, theirs_i in enumerate(theirs):
+            got, expected = mine.read(i), np.asarray(theirs_i, np.uint8)
+            # but where a centre falls on a pixel edge exactly: a tie each rounds its own way
+            with Image.open(mine.paths[i]) as photo:
+                h, w = photo.height, photo.width
+            ties = [((np.arange(n) + 0.5) * given / n % 1) == 0 for n, given in
+                    zip(size, (h, w))]
+            parted = (got != expected).any(-1) & ~(ties[0][:, None] | ties[1][None, :])
+            assert not parted.any(), (i, size, np.argwhere(parted)[:5])

@@ -164,7 +164,8 @@ def test_pixels_match_torchvisions_resized_crop(interpolation) -> None:
 
 
 CV_FLAGS = {"bilinear": cv2.INTER_LINEAR, "bicubic": cv2.INTER_CUBIC,
-            "nearest": cv2.INTER_NEAREST, "area": cv2.INTER_AREA}
+            "nearest": cv2.INTER_NEAREST_EXACT, "area": cv2.INTER_AREA}  # (its nearest:
+# the pixel under each centre, as PIL and TensorFlow take it)
 
 
 @pytest.mark.parametrize("interpolation", sorted(CV_FLAGS))

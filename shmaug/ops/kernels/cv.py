@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 import cv2
 import numpy as np
 
+from ...deferred import for_resize
 from ..params import UNIT, Levels, clamp, convert, inside
 
 try:  # optional: a byte lookup table 2-3x faster than cv2.LUT (albumentations brings it along)
@@ -264,8 +265,9 @@ def erase(img: np.ndarray, boxes: list[tuple[int, int, int, int]], value: float)
 
 
 def resize(img: np.ndarray, height: int, width: int, interp: int) -> np.ndarray:
-    """``cv2.resize`` to (height, width)."""
-    return cv2.resize(img, (width, height), interpolation=interp)
+    """``cv2.resize`` to (height, width); nearest takes the pixel under each output pixel's
+    centre (``deferred.for_resize``)."""
+    return cv2.resize(img, (width, height), interpolation=for_resize(interp))
 
 
 def flip(img: np.ndarray, horizontal: bool) -> np.ndarray:

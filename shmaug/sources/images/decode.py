@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import turbo
-from ...deferred import (Resample, Window, after_dct, cv_flag, dct_rest, margin,
+from ...deferred import (Resample, Window, after_dct, cv_flag, dct_rest, for_resize, margin,
                          resize_box)
 from ...errors import SKIP_WHERE, ImageReadError
 from ...platform import jpeg_setting
@@ -466,7 +466,8 @@ def resize(image: np.ndarray, size: tuple[int, int], interpolation: str,
         return _resize_with_pad(image, size, interpolation)
     if image.shape[:2] == size:
         return image
-    out = cv2.resize(image, (size[1], size[0]), interpolation=cv_flag(interpolation))
+    flag = for_resize(cv_flag(interpolation))
+    out = cv2.resize(image, (size[1], size[0]), interpolation=flag)
     return out if out.ndim == 3 else out[:, :, None]
 
 
