@@ -159,7 +159,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="a folder (one sub-folder per class) or a CSV file")
     pack.add_argument("out", type=Path, metavar="OUT",
                       help="output folder: images.npy, labels.npy, manifest.json")
-    pack.add_argument("--image-size", type=int, nargs=2, metavar=("H", "W"), default=(256, 256))
+    pack.add_argument("--image-size", type=int, nargs=2, metavar=("H", "W"), default=(256, 256),
+                      help="the size every image is resized to (default: 256 256)")
     pack.add_argument("--color-mode", default="rgb", choices=["grayscale", "rgb", "rgba", "keep"])
     pack.add_argument("--interpolation", default="bilinear")
     pack.add_argument("--on-error", default="raise", choices=["raise", "skip"])
@@ -315,9 +316,10 @@ def _warnings_as_lines(prog: str, flags: Mapping[str, str]) -> Iterator[None]:
 
 def _doctor() -> int:
     """`shmaug doctor`: one line per fact a slow or odd loader is explained by, on stdout."""
+    from .memory.store import shm_report
     from .sources.images.decode import decoder_report
 
-    for name, value in decoder_report().items():
+    for name, value in {**decoder_report(), "shared memory": shm_report()}.items():
         print(f"{name}: {value}")
     return 0
 
@@ -400,8 +402,8 @@ def _pack(args: argparse.Namespace) -> int:
     # Named, not __name__: run as `python -m shmaug.cli`, __name__ is "__main__", outside the
     # `shmaug` parent a user configures.
     logging.getLogger("shmaug.cli").info(
-        "%s: %d images %s, classes %s", packed.images, packed.manifest["count"], state,
-        packed.class_names)
+        "%s: %d images of %dx%d (height x width) %s, classes %s", packed.images,
+        packed.manifest["count"], height, width, state, packed.class_names)
     return 0
 
 

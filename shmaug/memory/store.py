@@ -99,6 +99,19 @@ def free_shm_bytes() -> int | None:
     return st.f_bavail * st.f_frsize
 
 
+def shm_report() -> str:
+    """/dev/shm's size and what is free, for ``shmaug doctor``: a loader's data and ring live
+    there, and a container's default (Docker: 64 MiB) holds little."""
+    if platform.SHM_DIR is None:
+        return "no /dev/shm to measure here (segments live in the system's memory)"
+    try:
+        st = os.statvfs(platform.SHM_DIR)
+    except (OSError, AttributeError) as exc:
+        return f"{platform.SHM_DIR} cannot be measured ({exc})"
+    size, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+    return f"{platform.SHM_DIR}: {size / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+
+
 def check_capacity(nbytes: int, what: str) -> None:
     """Raise ``SharedMemoryError`` with the remedy when /dev/shm cannot hold ``nbytes``."""
     free = free_shm_bytes()

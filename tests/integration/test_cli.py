@@ -102,7 +102,8 @@ def test_a_second_run_says_what_it_did_in_flags_and_draws_no_bar_off_a_terminal(
                                                                                    tmp_path):
     args = ["pack", images, tmp_path / "out", "--image-size", 8, 8, "--on-error", "skip"]
     first = shmaug_cli(*args)
-    assert first.returncode == 0 and "images written" in first.stderr, first.stderr
+    assert first.returncode == 0 and "images of 8x8 (height x width) written" in first.stderr, \
+        first.stderr
     # stderr is a pipe here, as in a log or CI: a bar would be one line per redraw.
     assert "img/s" not in first.stderr and "%|" not in first.stderr, first.stderr
     again = shmaug_cli(*args)
@@ -118,7 +119,7 @@ def test_a_second_run_says_what_it_did_in_flags_and_draws_no_bar_off_a_terminal(
     images_npy.write_bytes(bytes(data))
     redone = shmaug_cli(*args, "--verify")
     assert "does not match the manifest's sha256; packing again" in redone.stderr
-    assert "images written" in redone.stderr, redone.stderr
+    assert "(height x width) written" in redone.stderr, redone.stderr
 
 
 @pytest.mark.parametrize("args, expected", [

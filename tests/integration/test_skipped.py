@@ -131,3 +131,20 @@ def test_nothing_unreadable_says_nothing(tmp_path):
     with shmaug.Loader(files, batch_size=2, workers=1) as loader:  # warnings are errors here
         list(loader)
         assert loader.stats()["skipped"] == 0 and loader.stats()["unreadable"] == []
+
+
+def test_a_class_with_no_readable_file_says_so_without_offering_skip_again(tmp_path):
+    """on_error='skip' is set: the fix is the files, not the option the first error offers."""
+    for label, count in (("a", 3), ("c", 1)):
+        (tmp_path / label).mkdir()
+        for i in range(count):
+            Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(tmp_path / label / f"{i}.png")
+    (tmp_path / "c" / "0.png").write_text("not an image")
+    (tmp_path / "c" / "1.jpg").write_bytes(b"")
+    files = shmaug.ImageFiles.from_directory(tmp_path, image_size=(4, 4), on_error="skip")
+    with pytest.raises(shmaug.ImageReadError) as error, \
+            shmaug.Loader(files, batch_size=5, workers=0) as loader:
+        list(loader)
+    message = str(error.value)
+    assert "none can stand in" in message and "add a readable one to its class" in message
+    assert "on_error" not in message, message

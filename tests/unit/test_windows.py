@@ -357,6 +357,14 @@ def test_doctor_names_the_decoder_a_loader_would_use(monkeypatch, capsys) -> Non
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert "SHMAUG_JPEG: opencv" in out and "JPEG decode-time crop: OpenCV: the whole" in out
+    import re
+
+    from shmaug import platform
+
+    shm = re.search(r"^shared memory: (.*)$", out, re.M)  # what a 64 MiB container lacks
+    assert shm is not None, out
+    assert re.fullmatch(r"/dev/shm: [\d.]+ GiB, [\d.]+ GiB free", shm.group(1)) \
+        if platform.SHM_DIR else "no /dev/shm" in shm.group(1), out
     if turbo.available():
         monkeypatch.setenv("SHMAUG_JPEG", "auto")
         assert main(["doctor"]) == 0

@@ -221,9 +221,12 @@ class Reader:
             log.debug("%s Using %s instead (on_error='skip')", first, table[substitute])
             return image
         kind = "of its class " if self.by_class else ""
+        cause = str(first).partition(" Fix:")[0]  # (its fix offers on_error='skip', taken)
         raise ImageReadError(
             f"No other {table.NOUN} {kind}in this source can be read, so none can stand in "
-            f"for {table.what(index)} ({first}). Fix: check the source's files."
+            f"for {table.what(index)} ({cause}). Fix: replace or remove the unreadable "
+            f"{table.NOUN}s (stats()['unreadable'] lists those met so far), or add a "
+            f"readable one{' to its class' if self.by_class else ''}."
         )
 
     def name(self, index: int) -> str:
