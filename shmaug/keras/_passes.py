@@ -59,6 +59,7 @@ class _Pass:
     next: int  # the batch its next new index gets (shuffled); in the dataset's order, a count
     in_order: bool  # it reads its epoch in the dataset's order (index i gets batch i)
     bindings: dict[int, Key] = field(default_factory=dict)  # index -> batch, this pass
+    asked: int = 0  # the number of its last ask (``Passes._asks``)
 
 
 class Passes:
@@ -69,7 +70,8 @@ class Passes:
         self.epoch = 0  # invariant: the epoch the next pass claims
         self.cursor = 0  # invariant: the batch the next pass starts at (0 unless seek)
         self._live: OrderedDict[int, _Pass] = OrderedDict()  # id(caller) -> its pass, by age
-        self._current: _Pass | None = None  # the pass, not a build, that took the last batch
+        self._asks = 0  # asks taken by passes so far
+        self._sought = 0  # ``_asks`` at the last seek: passes asking only before it are over
         self._restored: _Pass | None = None  # from a state: the next loop resumes it
         self._looks: dict[int, Key] = {}  # index -> batch a pass will give it (rule 2)
         self._building = False  # the next pass to begin is Keras' build pass (rule 3)
@@ -99,8 +101,7 @@ class Passes:
             p = self._begin(caller, in_order)
         key = p.bindings[index] = (p.epoch, index if p.in_order else p.next, p.in_order)
         p.next += 1
-        if not p.building:
-            self._current = p
+        p.asked, self._asks = self._asks, self._asks + 1
         self.taken = len(p.bindings)
         self.last = key, not p.building
         if self._looks:
@@ -111,6 +112,7 @@ class Passes:
         """The next pass claims ``epoch`` from batch ``batch`` on; passes in progress go on
         with their own epochs (a loop Keras has dropped never asks again)."""
         self.epoch, self.cursor = epoch, batch
+        self._sought = self._asks
         self._restored = None
         self._looks.clear()
         self._hand = None
@@ -162,7 +164,6 @@ class Passes:
         """Forget the loops (they keep Keras' generators and adapters alive). Rebinds rather
         than clears: another thread may be reading them (``Sequence.close`` takes no lock)."""
         self._live = OrderedDict()
-        self._current = None
 
     # -- inside ---------------------------------------------------------------------------------
 
@@ -174,12 +175,18 @@ class Passes:
         return (len(p.bindings) if p.in_order else p.next) >= self.batches
 
     def _latest(self) -> _Pass | None:
-        """The pass that took the last batch, where it is unfinished (or the restored one).
-        An older unfinished pass is not it: its loop was dropped (a fit cut short; rule 4) or
-        asks again later, and then is the latest once more."""
-        p = self._current
-        if p is not None and not self._done(p):
-            return p
+        """The newest unfinished pass, not a build, that has asked since the last seek and
+        that no whole pass of its own order (shuffled, or the dataset's) has followed: that
+        one's loop was dropped (a fit cut short, then another; rule 4), where a validation
+        pass (in order) may come between a training pass's batches. Else the restored one."""
+        followed: set[bool] = set()
+        for p in reversed(self._live.values()):
+            if p.building:
+                continue
+            if self._done(p):
+                followed.add(p.in_order)
+            elif p.in_order not in followed and p.asked >= self._sought:
+                return p
         return self._restored
 
     def _begin(self, caller: Any, in_order: bool) -> _Pass:

@@ -109,7 +109,8 @@ def shm_report() -> str:
     except (OSError, AttributeError) as exc:
         return f"{platform.SHM_DIR} cannot be measured ({exc})"
     size, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
-    return f"{platform.SHM_DIR}: {size / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+    unit, scale = ("GiB", 2**30) if size >= 2**30 else ("MiB", 2**20)  # (Docker: 64 MiB)
+    return f"{platform.SHM_DIR}: {size / scale:.1f} {unit}, {free / scale:.1f} {unit} free"
 
 
 def check_capacity(nbytes: int, what: str) -> None:

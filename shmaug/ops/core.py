@@ -17,6 +17,7 @@ import importlib
 import inspect
 import logging
 import pickle
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -319,7 +320,8 @@ class Op:
 
     def __reduce__(self) -> tuple[Any, ...]:
         spec = _REGISTRY.get(self.name)
-        if spec is not None and spec.module == "__main__":
+        if spec is not None and spec.module == "__main__" and getattr(
+                sys.modules.get("__main__"), spec.fn.__qualname__, None) is spec.fn:
             # A script's op goes with its function: a fresh worker imports the script but not
             # what its `if __name__ == "__main__":` guard registers (shipped by value then,
             # engine/workers/shipping.py). Its checks ran here, and may not pickle.
@@ -340,8 +342,11 @@ def _rebuild_op(name: str, module: str, params: dict[str, Any]) -> Op:
 
 
 def _registered_op(spec: OpSpec, params: dict[str, Any]) -> Op:
-    """A script's op in a worker, registered there first where the script's import did not."""
-    _REGISTRY.setdefault(spec.name, spec)
+    """A script's op in a worker, registered there first where the script's import did not
+    (or where it replaced another op of that name, a built-in one included)."""
+    known = _REGISTRY.get(spec.name)
+    if known is None or not _redefined(known.fn, spec.fn):
+        _REGISTRY[spec.name] = spec
     return Op(spec.name, **params)
 
 

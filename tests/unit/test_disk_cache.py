@@ -117,16 +117,27 @@ def test_a_full_cache_evicts_as_lru_does_without_ranking_every_entry(tmp_path):
     assert space.reserve(os.path.join(tmp_path, f"{'e' * 32}-{'0' * 16}.data"), 60) is None
 
 
-def test_a_folder_slow_to_list_is_listed_again_less_often(tmp_path, monkeypatch):
-    import shmaug.sources.cache._space as CS
-
-    monkeypatch.setattr(CS, "RESCAN_S", 0.0)
+def test_a_folder_slow_to_list_is_listed_again_less_often(tmp_path):
     space = Space(str(tmp_path), 100)
     seen = space._listed()
     seen.took = 1000.0  # a listing that took that long is kept RESCAN_SHARE times as long
     assert space._listed() is seen
     seen.took = 0.0
     assert space._listed() is not seen
+
+
+def test_processes_sharing_a_folder_of_shards_hold_its_bound_together(tmp_path):
+    """Each worker has a Space of its own: a folder quick to list is listed at each
+    reservation, so one's writes are counted by the next (two workers held 1.84x the bound
+    when each listed the folder at most every 10 s)."""
+    workers = [Space(str(tmp_path), 250) for _ in range(2)]
+    for j in range(8):
+        final = os.path.join(tmp_path, f"{j:032x}-{'0' * 16}.data")
+        assert workers[j % 2].reserve(final, 100) is None
+        time.sleep(0.02)  # the download (a shard's take seconds)
+        os.replace(final[:-5] + ".part", final)
+        held = sum(p.stat().st_size for p in tmp_path.glob("*.data"))
+        assert held <= 250, (j, held)
 
 
 def test_queued_writes_hold_at_most_queued_bytes(tmp_path, monkeypatch):

@@ -150,6 +150,27 @@ def test_after_a_pass_cut_short_and_whole_passes_the_state_is_the_next_epoch():
     assert p.position == (3, 1)
 
 
+def test_a_training_pass_that_validation_comes_between_is_still_the_latest():
+    """steps_per_epoch below len and the training Sequence as its own validation_data: at
+    the epoch's end (where checkpoints save the state) the training pass is mid-epoch, and
+    the whole in-order validation pass after it did not end it."""
+    p, train, val = Fixed(B, shuffle=True), object(), object()
+    take(p, [4, 2, 0], train)
+    p.in_order = True
+    take(p, range(B), val)
+    p.in_order = False
+    assert p.position == (0, 3) and p.bindings == {4: (0, 0), 2: (0, 1), 0: (0, 2)}
+    assert p.ask(1, None) == ((0, 3), False)
+    assert take(p, [1], train) == [((0, 3), True)]
+
+
+def test_a_seek_after_a_pass_cut_short_is_where_the_state_stands():
+    p = Fixed(B, shuffle=True)
+    take(p, [0, 1, 2], object())
+    p.seek(5, 0)
+    assert p.position == (5, 0) and p.bindings == {}
+
+
 def test_a_loop_going_round_again_starts_a_new_pass():
     p, loop = Fixed(B, shuffle=True), object()
     take(p, [0, 1], loop)

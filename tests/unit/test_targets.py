@@ -239,6 +239,25 @@ def test_an_axis_aligned_moves_mask_takes_the_nearest_pixel_as_opencvs_warp(
         assert not parted.any(), (border, h, w, ho, wo, a, e, c, f)
 
 
+@pytest.mark.parametrize("size", [(224, 224), (96, 40), (13, 7)])
+def test_a_resizes_mask_is_its_images_nearest_resize(size) -> None:
+    """The same pixels, ties included: both are OpenCV's exact nearest resize."""
+    labels = np.random.default_rng(0).integers(0, 200, (64, 48), np.uint8)
+    pipe = Compose([Op("resize", height=size[0], width=size[1], interpolation="nearest")])
+    out, moved = pipe.augment_targets(labels, {"mask": labels}, np.random.default_rng(0))
+    np.testing.assert_array_equal(moved["mask"], out)
+
+
+def test_a_fill_outside_the_masks_dtype_is_saturated_as_opencv_does() -> None:
+    image, targets = scene()
+    for fill, dtype, expect in ((-1, np.uint8, 0), (1.5, np.int16, 2), (300, np.uint8, 255)):
+        pipe = Compose([Op("zoom", height_factor=(0.5, 0.5), border="constant")],
+                       mask_fill=fill)
+        moved = pipe.augment_targets(image, {"mask": targets["mask"].astype(dtype)},
+                                     np.random.default_rng(0))[1]["mask"]
+        assert moved[0, 0] == expect and moved.dtype == dtype, (fill, dtype, moved[0, 0])
+
+
 def test_relative_boxes_stay_relative_to_the_image_they_end_on() -> None:
     image, targets = scene()
     rel = formats.from_xyxy(np.array([BOX]), "rel_xyxy", H, W)

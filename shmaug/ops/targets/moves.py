@@ -108,8 +108,9 @@ class MatrixMove(Move):
 
     def _indexed(self, mask: np.ndarray) -> np.ndarray | None:
         """The mask moved by an axis-aligned move (``mask``) by indexing, where it maps a
-        window of whole pixels inside the input onto an output of its size (flips, crops):
-        the window, mirrored by OpenCV; None for any other move."""
+        window of whole pixels inside the input onto the output (flips, crops, resizes,
+        resized crops): the window, resized nearest-neighbour as the image's nearest resize
+        samples it (``deferred.for_resize``), mirrored by OpenCV; None for any other move."""
         m, (h, w) = self.matrix, self.size
         # the output's edges back in the input: u_in = (u_out - 0.5 - c) / a + 0.5
         a, c, e, f = float(m[0, 0]), float(m[0, 2]), float(m[1, 1]), float(m[1, 2])
@@ -120,8 +121,9 @@ class MatrixMove(Move):
                 x1 > mask.shape[1] or y1 > mask.shape[0]:
             return None
         part = mask[y0:y1, x0:x1]
-        if part.shape[:2] != (h, w):  # a resize: gathered (``_gathered``)
-            return None
+        if part.shape[:2] != (h, w):  # (its ties are OpenCV's, as the image's)
+            part = _nearest(part, 0.0, lambda plane, _: cv2.resize(
+                plane, (w, h), interpolation=cv2.INTER_NEAREST_EXACT))
         if a > 0 and e > 0:
             return np.ascontiguousarray(part)
         if part.dtype in _SAMPLED and part.ndim == 2:  # OpenCV mirrors several times faster
@@ -271,8 +273,11 @@ def _gathered(plane: np.ndarray, value: float, rows: np.ndarray, cols: np.ndarra
               ) -> np.ndarray:
     """``plane[rows][:, cols]`` (``_sources``; -1 takes ``value``): whole rows copied, then
     the columns taken as rows of its transpose. A move that scales or shifts along the axes
-    (a zoom, a translation, a resize) samples its mask so 2-3x faster than OpenCV's nearest
-    warp, whose every pixel is a scalar step, and 1.2x faster than its nearest resize."""
+    (a zoom, a translation) samples its mask so 2-3x faster than OpenCV's nearest warp,
+    whose every pixel is a scalar step. ``value`` is saturated to the dtype, as OpenCV's."""
+    if plane.dtype.kind in "iu":
+        info = np.iinfo(plane.dtype)
+        value = float(np.clip(np.rint(value), info.min, info.max))
     across = cv2.transpose(plane.take(rows, 0)).take(cols, 0)  # (output columns, rows)
     across[cols < 0] = value
     out = cv2.transpose(across)

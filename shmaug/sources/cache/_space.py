@@ -33,11 +33,12 @@ from ._file_lock import FileLock
 from ...errors import ArgumentError, ArgumentTypeError, got
 
 LOCK_WAIT_S = 30.0  # the longest a process waits for the cache's own lock (making room)
-# A process lists the folder (its entries and their sizes) at most this often; in between it
-# counts its own writes and evictions. Other processes' writes of that time can pass the bound.
-RESCAN_S = 10.0
-# ... and no more often than this many times the listing took: a folder of a million image
-# files takes seconds to list (200,000: 1.2 s here), which every 10 s would be a worker's time.
+# A process lists the folder (its entries and their sizes) again when it reserves room at
+# least this many times as long after its last listing as that listing took; in between it
+# counts its own writes and evictions, and other processes' writes of that time can pass the
+# bound. A folder of shards lists in microseconds: each reservation sees every worker's
+# (a fixed 10 s let 2 workers hold 1.84x the bound, and keep it); a million image files take
+# seconds (200,000: 1.2 s here), listed once a minute, not by every write.
 RESCAN_SHARE = 50
 # ``farthest`` frees this share of the bound (1/MARGIN) beyond what a write needs, in whole
 # entries that fit in it: with 200,000 image files it ranks them all (about a second) once per
@@ -145,11 +146,10 @@ class Space:
             seen.drop(path)
 
     def _listed(self) -> Folder:
-        """The folder as ``_scan`` listed it, and what this process did since (``RESCAN_S``,
-        ``RESCAN_SHARE``)."""
+        """The folder as ``_scan`` listed it, and what this process did since
+        (``RESCAN_SHARE``)."""
         seen = self._seen
-        if seen is None or time.monotonic() - seen.when > max(RESCAN_S,
-                                                              RESCAN_SHARE * seen.took):
+        if seen is None or time.monotonic() - seen.when > RESCAN_SHARE * seen.took:
             began = time.monotonic()
             entries, used = self._scan()
             self._seen = seen = Folder(entries, used, self.limit, began,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from ._settings import OFFLINE_ENV
 from ._urls import few
-from ...errors import RemoteError
+from ...errors import RemoteError, warn
 
 if TYPE_CHECKING:
     from ._client import Remote
@@ -102,9 +102,11 @@ def without_bucket(remote: Remote, record: str | None, name: str, down: RemoteEr
             f"cache_dir= (a run keeps every shard it reads there), or unset {OFFLINE_ENV}."
         )
     age = time.time() - os.path.getmtime(record) if record is not None else 0.0
-    (log.info if down is None else log.warning)(
-        "%s: built without the bucket (%s) from the %d shard(s) that %s kept (%.0f s old) and "
-        "the disk cache in %s%s", name, why, len(kept), record, age,
-        cache.folder if cache is not None else None,
-        "" if down is None else f"; set {OFFLINE_ENV}=1 to skip the bucket")
+    said = (f"{name}: built without the bucket ({why}) from the {len(kept)} shard(s) that "
+            f"{record} kept ({age:.0f} s old) and the disk cache in "
+            f"{cache.folder if cache is not None else None}")
+    if down is None:  # (asked for: SHMAUG_OFFLINE)
+        log.info("%s", said)
+    else:  # the data may be stale: said where a user sees it, not only in a log
+        warn(f"{said}; set {OFFLINE_ENV}=1 to skip the bucket")
     return kept

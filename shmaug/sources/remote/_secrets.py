@@ -12,6 +12,10 @@ import re
 from typing import Any
 
 MASK = "***"
+# Values shorter than this are not looked for in text: a local server's "test" or "k" is no
+# secret, and masked wherever it occurs it garbled the errors that name the bucket and its
+# URL ("The specified buc***et does not exist"). A cloud's keys are 20 to 40 characters.
+SHORTEST = 8
 _SECRET = re.compile(r"secret|password|passwd|token|credential|session|key|auth|signature",
                      re.IGNORECASE)
 _PUBLIC = {"endpoint_url", "region_name", "anon", "use_ssl", "requester_pays", "project"}
@@ -28,13 +32,15 @@ def masked(options: Any) -> Any:
 
 
 def secrets_of(options: Any) -> list[str]:
-    """The secret values in ``options``, longest first (what ``scrub`` removes from text)."""
+    """The secret values in ``options`` of ``SHORTEST`` characters or more, longest first
+    (what ``scrub`` removes from text)."""
     found: list[str] = []
     if isinstance(options, dict):
         for k, v in options.items():
             if isinstance(v, (dict, list, tuple)):
                 found += secrets_of(v)
-            elif k not in _PUBLIC and _SECRET.search(str(k)) and isinstance(v, str) and v:
+            elif k not in _PUBLIC and _SECRET.search(str(k)) and isinstance(v, str) and \
+                    len(v) >= SHORTEST:
                 found.append(v)
     elif isinstance(options, (list, tuple)):
         for v in options:
