@@ -64,10 +64,13 @@ def test_room_is_made_by_evicting_and_a_download_is_reserved(tmp_path):
     assert not os.path.exists(stale)
 
 
-def test_reserving_room_under_no_pressure_looks_at_no_other_entry(tmp_path):
+def test_reserving_room_under_no_pressure_looks_at_no_other_entry(tmp_path, monkeypatch):
     """A cache of a million image files reserves room for each: were that a pass over every
     entry (it was), a worker's writes fell behind its reads and were dropped, uncached."""
+    import shmaug.sources.cache._space as CS
     from shmaug.sources.cache._space import Entry
+
+    monkeypatch.setattr(CS, "RESCAN_SHARE", 10**9)  # the listing below is the one kept
 
     class Untouchable(dict):
         def values(self):
@@ -86,11 +89,15 @@ def test_reserving_room_under_no_pressure_looks_at_no_other_entry(tmp_path):
     assert seen.used == 10 * 10_000 + 1 and len(seen.entries) == 10_001
 
 
-def test_a_full_cache_evicts_as_lru_does_without_ranking_every_entry(tmp_path):
+def test_a_full_cache_evicts_as_lru_does_without_ranking_every_entry(tmp_path, monkeypatch):
     """At the bound every write evicts: sorting all the entries for each (it did) cost 68 ms a
     write with 200,000 image files here. The order is kept since the listing instead, and
     chooses what ``lru`` would."""
     import random
+
+    import shmaug.sources.cache._space as CS
+
+    monkeypatch.setattr(CS, "RESCAN_SHARE", 10**9)  # one listing: the order kept since
 
     rng = random.Random(0)
     for k in range(40):
