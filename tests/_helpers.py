@@ -44,6 +44,21 @@ def shmaug_segments(pid: int | None = None) -> set[str]:
     return {name for name in os.listdir(SHM_DIR) if name.startswith(prefix)}
 
 
+def running(pids: list[int]) -> list[int]:
+    """Those of ``pids`` still running: neither ended nor a zombie waiting to be reaped. One
+    that ends between the two looks has ended (psutil's NoSuchProcess: a race CI met)."""
+    import psutil
+
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
 def assert_same_batches(got: list, expected: list) -> None:
     """Two runs' batches, ``(x, y)`` each, equal bit for bit and in the same order."""
     assert len(got) == len(expected)

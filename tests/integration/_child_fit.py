@@ -41,8 +41,13 @@ def sequence(method: str) -> shmaug.Sequence:
 
 
 def leftovers(pids: list[int], segments: list[str]) -> dict[str, list]:
-    alive = [p for p in pids if psutil.pid_exists(p)
-             and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    alive = []
+    for p in pids:  # (one that ends between the two looks has ended)
+        try:
+            if psutil.Process(p).status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
     return {"alive": alive, "segments": [s for s in segments if os.path.exists(f"/dev/shm/{s}")]}
 
 

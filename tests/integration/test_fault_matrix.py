@@ -31,7 +31,7 @@ import pytest
 import shmaug
 from tests import _ops
 from tests._helpers import (
-    TIME_SCALE, assert_same_batches, faulthandler_off, shmaug_segments)
+    TIME_SCALE, assert_same_batches, faulthandler_off, running, shmaug_segments)
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -137,9 +137,9 @@ def garbage_collected(method: str) -> str:
     del L
     gc.collect()
     deadline = time.monotonic() + 10 * TIME_SCALE  # (a liveness bound: four test processes)
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while running(pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(p) for p in pids)
+    assert not running(pids)
     return "workers stopped, memory freed by the finalizer"
 
 
@@ -199,18 +199,11 @@ def _ended(proc: subprocess.Popen[str], within_s: float) -> str:
                              f"{proc.communicate()[1][-3000:]}") from None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def _nothing_left(proc: subprocess.Popen[str], info: dict[str, Any],
                   within_s: float = 10 * TIME_SCALE) -> None:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        alive = [p for p in info["pids"] if _alive(p)]
+        alive = running(info["pids"])
         left = shmaug_segments(proc.pid)
         if not alive and not left:
             return

@@ -18,7 +18,7 @@ import pytest
 
 import shmaug
 from shmaug.sources.files import ImageFiles
-from tests._helpers import shmaug_segments
+from tests._helpers import running, shmaug_segments
 from tests.integration.test_files import picture, write_folder
 
 pytestmark = pytest.mark.timeout(120)
@@ -133,8 +133,7 @@ def test_killed_pack_leaves_no_complete_looking_output_and_a_rerun_finishes(tmp_
             shmaug_segments(proc.pid) or any(psutil.pid_exists(p) for p in workers)):
         time.sleep(0.1)
     assert not shmaug_segments(proc.pid)
-    assert not [p for p in workers if psutil.pid_exists(p)
-                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not running(workers)
 
     packed = shmaug.pack(folder, out, image_size=(16, 16), workers=2, progress=False)
     assert packed.created and sorted(os.listdir(out)) == ["images.npy", "labels.npy", "manifest.json"]

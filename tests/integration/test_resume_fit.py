@@ -10,11 +10,10 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
 pytest.importorskip("keras")  # before the helpers below, which import it
-from tests._helpers import shmaug_segments
+from tests._helpers import running, shmaug_segments
 from tests.integration._fed import read as fed
 
 pytestmark = [pytest.mark.keras, pytest.mark.timeout(300), pytest.mark.slow]
@@ -40,8 +39,7 @@ def uninterrupted(tmp_path_factory):
 def wait_gone(pids, creator):
     deadline = time.monotonic() + _GONE_S
     while time.monotonic() < deadline:
-        alive = [p for p in pids if psutil.pid_exists(p)
-                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = running(pids)
         if not alive and not shmaug_segments(creator):
             return
         time.sleep(0.2)

@@ -12,11 +12,10 @@ import sys
 import time
 
 import numpy as np
-import psutil
 import pytest
 
 import shmaug
-from tests._helpers import assert_same_batches, shmaug_segments
+from tests._helpers import assert_same_batches, running, shmaug_segments
 from tests._ops import noisy
 from tests.ray.conftest import ROOT
 
@@ -50,8 +49,7 @@ def gone(pids, timeout_s=15.0):
     """Whether every process in ``pids`` ended, and its shared memory with it."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        alive = [p for p in pids if psutil.pid_exists(p)
-                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = running(pids)
         segments = set().union(*(shmaug_segments(p) for p in pids))
         if not alive and not segments:
             return True
