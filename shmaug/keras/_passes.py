@@ -19,10 +19,9 @@ A *pass* is one run of one loop over the indices. Keras makes a fresh generator 
    takes an epoch of its own and never moves another loop's pass. A loop that has taken a
    whole epoch, or asks an index again, goes on with a new pass.
 2. An ask from no loop (Keras' signature probes on TensorFlow, a look by hand, a callback)
-   moves nothing: it gets the batch the latest pass (the one that took the last batch, while
-   unfinished) bound to that index, else the one that pass (or, with none, the next pass)
-   will give next, so the pass that follows takes the same batch and the facade serves it
-   from its cache.
+   moves nothing: it gets the batch the latest unfinished pass (``Passes._latest``) bound to
+   that index, else the one that pass (or, with none, the next pass) will give next, so the
+   pass that follows takes the same batch and the facade serves it from its cache.
 3. The pass Keras runs to build an unbuilt model (JAX and torch draw one batch, TensorFlow
    under a distribution strategy as many as tf.data pulls ahead, up to a whole epoch; then
    ``EpochIterator.reset()`` drops it) borrows the next epoch instead of claiming it: the first
