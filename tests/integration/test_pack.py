@@ -70,6 +70,28 @@ def test_second_run_says_it_is_done_and_changed_sources_are_refused(tmp_path, ca
     assert shmaug.pack(folder, out, image_size=(9, 9), workers=0, progress=False).created
 
 
+def test_a_nearest_pack_made_half_a_pixel_off_is_packed_again(tmp_path, caplog):
+    # Packs made before nearest resizes took the pixel under each centre hold other pixels
+    # than a fresh read; their manifest lacks the entry that says so.
+    folder = write_folder(tmp_path / "data")
+    out = tmp_path / "out"
+    first = shmaug.pack(folder, out, image_size=(5, 7), interpolation="nearest", workers=0,
+                        progress=False)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["source"].pop("nearest_pixel") == "centre"
+    (out / "manifest.json").write_text(json.dumps(manifest))  # as packed before
+    np.save(first.images, np.zeros((8, 5, 7, 3), np.uint8))
+    again = shmaug.pack(folder, out, image_size=(5, 7), interpolation="nearest", workers=0,
+                        progress=False)
+    assert again.created and "half a pixel off" in caplog.text
+    files = ImageFiles.from_directory(folder, image_size=(5, 7), interpolation="nearest")
+    np.testing.assert_array_equal(again.open()[0],
+                                  np.stack([files.load(i) for i in range(len(files))]))
+    bilinear = shmaug.pack(folder, tmp_path / "bilinear", image_size=(5, 7), workers=0,
+                           progress=False)  # other interpolations' manifests are as before
+    assert "nearest_pixel" not in bilinear.manifest["source"]
+
+
 def test_pack_from_paths_without_labels_and_from_the_cli(tmp_path):
     for i in range(4):
         picture("RGB", (10, 10 + i), i).save(tmp_path / f"{i}.jpg")
