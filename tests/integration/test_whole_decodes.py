@@ -67,6 +67,30 @@ def test_skipping_without_libjpeg_turbo_is_counted(tmp_path) -> None:
     assert MESSAGE in done.stderr and "libjpeg-turbo" in done.stderr
 
 
+def test_a_jpeg_libjpeg_turbo_refuses_is_decoded_whole_and_counted(tmp_path) -> None:
+    """A stray SOF marker before the end: libjpeg-turbo refuses a window that reaches it,
+    OpenCV reads the file (with a warning), so that window comes from a whole decode,
+    counted."""
+    from shmaug import whole_decodes
+    from shmaug.deferred import Resample
+    from shmaug.sources.images import decode, turbo
+
+    if not turbo.available():
+        pytest.skip("no libjpeg-turbo 3 here (pip install shmaug[jpeg])")
+    _, folder = write_coco(tmp_path, JPEGS)
+    whole = (folder / "2.jpg").read_bytes()
+    odd = np.frombuffer(whole[:-2] + b"\xff\xc0\x01\x02\x03" + whole[-2:], np.uint8)
+    how = Resample("bilinear", within=True, antialias=True)
+    header = decode.jpeg_header(odd)
+    before = whole_decodes.summary(whole_decodes.counts())
+    for data in (np.frombuffer(whole, np.uint8), odd):
+        out = decode.resized_window(data, "2.jpg", "rgb", header, (0, 0, *header[:2]),
+                                    (32, 32), how, "turbo")
+        assert out.shape == (32, 32, 3) and out.std() > 10
+    counted = whole_decodes.summary(whole_decodes.counts())
+    assert counted.get("turbo_refused", 0) == before.get("turbo_refused", 0) + 1, counted
+
+
 def test_a_jpeg_cut_short_is_stood_in_for_not_delivered_half_grey(tmp_path) -> None:
     """With libjpeg-turbo, ``on_error="skip"`` reads a JPEG's header only before the op
     decodes its window; a file with no end marker (a download cut short) is decoded whole

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import turbo
+from ... import whole_decodes
 from ...deferred import (Resample, Window, after_dct, cv_flag, dct_rest, for_resize, margin,
                          resize_box)
 from ...errors import SKIP_WHERE, ImageReadError
@@ -281,8 +282,8 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
         try:
             pixels, (y0, x0) = turbo.decode_window(
                 data, (top, left, bottom - top, right - left), m, channels)
-        except turbo.TurboError:
-            pass  # (lossless, CMYK, 12-bit: the whole decode below copes or says why)
+        except turbo.TurboError:  # (12-bit, a corrupt file: the whole decode below copes or
+            whole_decodes.count("turbo_refused")  # says why)
         else:
             return finish(pixels, (scaled[0] - y0, scaled[1] - x0, scaled[2], scaled[3]),
                           size, how)
