@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shmaug.sources.images.decode import REDUCED_TOLERANCE, decode, jpeg_header, reduction, resize
+from shmaug.sources.images.decode import (REDUCED_TOLERANCE, decode, jpeg_ends, jpeg_header,
+                                          reduction, resize)
 from shmaug.sources.files import ImageFiles
 
 
@@ -44,6 +45,34 @@ def test_jpeg_header_reads_size_and_components(tmp_path):
     Image.fromarray(rgb).convert("CMYK").save(cmyk, "JPEG")
     header = jpeg_header(np.frombuffer(cmyk.getvalue(), np.uint8))
     assert header is not None and header[2] == 4 and reduction(header, (5, 7)) == 1
+
+
+def test_a_jpeg_with_data_after_its_end_is_whole_and_one_cut_short_is_not(tmp_path):
+    # A motion photo appends its video after the image's end marker: more than a KiB that
+    # holds no end marker of its own. The walk reaches the image's; a cut file has none.
+    video = np.random.default_rng(0).integers(0, 0xFF, 5000, np.uint8).tobytes()  # no 0xFF
+    thumbnail = Image.fromarray(photo(16, 16))
+    exif = Image.Exif()
+    for kwargs in ({}, {"progressive": True}, {"restart_marker_blocks": 1},
+                   {"exif": exif.tobytes()}):
+        buffer = io.BytesIO()
+        Image.fromarray(photo(64, 80)).save(buffer, "JPEG", **kwargs)
+        whole = buffer.getvalue()
+        assert jpeg_ends(np.frombuffer(whole, np.uint8))
+        assert jpeg_ends(np.frombuffer(whole + video, np.uint8)), kwargs
+        scan = whole.rindex(b"\xff\xda")
+        for cut in (whole[:-2], whole[: (scan + len(whole)) // 2]):
+            assert not jpeg_ends(np.frombuffer(cut, np.uint8)), kwargs
+            assert not jpeg_ends(np.frombuffer(cut + video, np.uint8)), kwargs
+    # an end marker inside a segment (an EXIF thumbnail's) is skipped with it
+    buffer = io.BytesIO()
+    thumbnail.save(buffer, "JPEG")
+    app1 = b"\xff\xe1" + (len(buffer.getvalue()) + 2).to_bytes(2, "big") + buffer.getvalue()
+    whole = io.BytesIO()
+    Image.fromarray(photo(64, 80)).save(whole, "JPEG")
+    data = whole.getvalue()[:2] + app1 + whole.getvalue()[2:]
+    assert jpeg_ends(np.frombuffer(data + video, np.uint8))
+    assert not jpeg_ends(np.frombuffer(data[: len(data) // 2] + video, np.uint8))
 
 
 def test_reduction_keeps_the_image_at_least_the_target(tmp_path):

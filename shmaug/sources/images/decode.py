@@ -361,10 +361,43 @@ _TAIL = 1024  # bytes at a JPEG's end searched for its end marker
 
 
 def jpeg_ends(data: np.ndarray) -> bool:
-    """Whether a JPEG's end-of-image marker lies in its last KiB, as in a whole file (some
-    cameras append data after it). A download cut short has none, which libjpeg-turbo only
+    """Whether a JPEG's image is whole: its end-of-image marker lies in its last KiB, or
+    walking its segments and scans reaches one (a motion photo's video, or other data a
+    camera appends, lies after it). A download cut short has none, which libjpeg-turbo only
     warns of after decoding the rows above the cut."""
-    return bytes(data[-_TAIL:]).rfind(b"\xff\xd9") >= 0
+    return bytes(data[-_TAIL:]).rfind(b"\xff\xd9") >= 0 or _walks_to_end(data)
+
+
+def _walks_to_end(data: np.ndarray) -> bool:
+    """Whether a JPEG's markers, read from its start, reach its end marker: each segment
+    skipped by its length, each scan's coded data up to the next marker (in it, 0xFF is
+    followed only by 0x00 or a restart marker). A pass over the bytes, for the few files
+    whose last KiB has no end marker."""
+    buf = data.data.cast("B")
+    n, i = len(buf), 2
+    markers: np.ndarray | None = None  # where a marker starts, past the first scan
+    while i + 1 < n:
+        if buf[i] != 0xFF:
+            return False
+        marker = buf[i + 1]
+        if marker == 0xD9:
+            return True
+        if marker == 0xFF or marker in _NO_LENGTH:
+            i += 1 if marker == 0xFF else 2
+            continue
+        if i + 4 > n:
+            return False
+        i += 2 + (buf[i + 2] << 8 | buf[i + 3])
+        if marker == 0xDA:  # a scan: its coded data runs to the next marker
+            if markers is None:
+                at = np.flatnonzero(data[i:-1] == 0xFF) + i
+                after = data[at + 1]
+                markers = at[(after != 0) & (after != 0xFF) & ((after < 0xD0) | (after > 0xD7))]
+            k = int(np.searchsorted(markers, i))
+            if k == len(markers):
+                return False
+            i = int(markers[k])
+    return False
 
 
 def reduction(header: tuple[int, int, int, int] | None, size: tuple[int, int]) -> int:
