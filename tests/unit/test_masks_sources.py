@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import cv2
 import numpy as np
 import pytest
 from PIL import Image
@@ -404,3 +405,34 @@ def test_undrawn_polygons_land_where_the_drawn_masks_are_moved(tmp_path, kind):
                 assert (a & b).sum() / (a | b).sum() > least, (ops, seed, value)
                 offset = np.argwhere(a).mean(0) - np.argwhere(b).mean(0)
                 assert np.abs(offset).max() < 1.0, (ops, seed, value, offset)
+
+
+@pytest.mark.parametrize("kind", ["instances", "semantic"])
+def test_undrawn_polygons_stay_cut_where_a_move_cut_them(tmp_path, kind):
+    """A polygon moved off the image by one move and back by the next is drawn where the
+    first move's output ends: what it cut off stays out, as in the image."""
+    from shmaug.ops import Compose, Op
+    from shmaug.ops.targets.moves import noting
+    from shmaug.ops.targets.sample import _masks
+
+    images = [("s.png", 100, 100, [(60, 20, 35, 60, 1, 0)])]
+    json_path, folder = write_coco(tmp_path, images, CATEGORIES)
+    add_polygons(json_path)
+    _, y = from_coco(json_path, folder, image_size=None, masks=kind)
+    load = y["masks" if kind == "instances" else "segmentation_masks"].load
+    undrawn, drawn = load.drawing()(0), load(0)
+    there_and_back = [Op("translate", x=0.3, y=0.0), Op("translate", x=-0.3, y=0.0)]
+    cut_then_turned = [Op("crop", height=60, width=70), Op("rotate", degrees=(20, 30))]
+    image = np.zeros((100, 100, 3), np.uint8)
+    for ops in (there_and_back, cut_then_turned):
+        with noting() as moves:
+            Compose(ops)(image, np.random.default_rng(0))
+        assert all(m.border == cv2.BORDER_CONSTANT for m in moves)
+        got = _masks(undrawn, list(moves), 0.0, kind == "instances")
+        want = _masks(drawn, list(moves), 0.0, kind == "instances")
+        if ops is there_and_back:
+            np.testing.assert_array_equal(got, want)
+            assert (want != 0).sum() == 10 * 60  # the 10 columns that stayed on the image
+        else:
+            a, b = got != 0, want != 0
+            assert (a & b).sum() / (a | b).sum() > 0.95, (a.sum(), b.sum())

@@ -85,6 +85,21 @@ class MatrixMove(Move):
         return [a + 0.5 * g, b + 0.5 * h, c - 0.5 * (a + b) + 0.5 * k,
                 d + 0.5 * g, e + 0.5 * h, f - 0.5 * (d + e) + 0.5 * k, g, h, k]
 
+    def samples_within(self, height: int, width: int) -> bool:
+        """Whether every output pixel's centre comes from inside an input of ``height`` x
+        ``width``: then nothing the border brings in reaches the output, and what an earlier
+        move cut off stays out."""
+        (a, b, c), (d, e, f), (g, h, i) = np.linalg.inv(
+            np.array(self.edges()).reshape(3, 3)).tolist()
+        out_h, out_w = self.size
+        for x, y in ((0.5, 0.5), (out_w - 0.5, 0.5), (0.5, out_h - 0.5),
+                     (out_w - 0.5, out_h - 0.5)):  # (a convex map: its corners bound it)
+            w = g * x + h * y + i
+            if w <= 0 or not (-1e-9 <= (a * x + b * y + c) / w <= width + 1e-9 and
+                              -1e-9 <= (d * x + e * y + f) / w <= height + 1e-9):
+                return False
+        return True
+
     def mask(self, mask: np.ndarray, fill: float) -> np.ndarray:
         if mask.ndim == 3 and mask.shape[2] == 1:
             return self.mask(mask[:, :, 0], fill)[:, :, None]

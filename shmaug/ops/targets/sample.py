@@ -150,11 +150,14 @@ def _masks(mask: np.ndarray | Undrawn, moves: list[Move], fill: float, stacked: 
 
 def _drawn(mask: Undrawn, moves: list[Move], fill: float) -> tuple[np.ndarray, list[Move]]:
     """``mask`` drawn through the leading moves its points follow exactly (a matrix, with a
-    constant border and nothing but 0 brought in: a drawn outline has nothing outside it),
-    and the moves left to make."""
+    constant border and nothing but 0 brought in: a drawn outline has nothing outside it;
+    after the first, one that samples only inside the last one's output, which would
+    otherwise bring back what it cut off), and the moves left to make."""
     taken = 0
-    while not fill and taken < len(moves) and isinstance(moves[taken], MatrixMove) and \
-            moves[taken].border == cv2.BORDER_CONSTANT:
+    for m in moves if not fill else ():
+        if not isinstance(m, MatrixMove) or m.border != cv2.BORDER_CONSTANT or \
+                (taken and not m.samples_within(*moves[taken - 1].size)):
+            break
         taken += 1
     if not taken:
         return mask.drawn(), moves
