@@ -66,6 +66,19 @@ def test_coco_filters_and_max_boxes(coco):
     assert y["labels"].tolist() == [[0, -1], [1, 2], [-1, -1]]
 
 
+def test_coco_categories_sharing_a_name_keep_their_own_index(tmp_path):
+    # merged or exported files repeat names; each id keeps its place in id order
+    shared = [{"id": 90, "name": "person"}, {"id": 1, "name": "person"}, {"id": 5, "name": "cat"}]
+    coco = write_coco(tmp_path, categories=shared)
+    files, y = from_coco(*coco)
+    assert files.class_names == ("person", "cat", "person")
+    assert y["labels"].tolist() == [[1, -1], [0, 2], [-1, -1]]
+    files, y = from_coco(*coco, class_names=["person", "cat"])  # by name: both are person
+    assert y["labels"].tolist() == [[1, -1], [0, 0], [-1, -1]]
+    with pytest.raises(ArgumentError, match=r"`class_names` names 'cat' twice.*Fix: name each"):
+        from_coco(*coco, class_names=["cat", "person", "cat"])
+
+
 def test_boxes_past_the_edge_are_clipped_and_empty_ones_dropped(tmp_path):
     images = [("a.png", 20, 10, [(-2, 1, 10, 4, 1, 0), (15, 2, 10, 20, 1, 0),
                                  (3, 3, 0, 5, 1, 0)])]

@@ -56,8 +56,9 @@ def from_coco(
             "xywh", "rel_xyxy", ...; ``rel_`` ones are fractions of the image).
         max_boxes: the padded count; None: the largest count of any image (at least 1). An
             image with more boxes is refused, naming it: boxes are never dropped silently.
-        class_names: the category names to keep, in index order; None: every category of
-            the file. A box of a category not named is refused.
+        class_names: the category names to keep, in index order (categories that share a
+            name share its index); None: every category of the file, in id order (each its
+            own index, a shared name too). A box of a category not named is refused.
         keep_empty: keep the images without a box (after the filters), as negatives; False
             drops them, as detection training often does.
         keep_crowd: keep ``iscrowd`` annotations (one box around a crowd) as ordinary
@@ -162,8 +163,14 @@ def _categories(source: str, categories: list[Any], class_names: Sequence[str] |
             raise ArgumentError(f"{source} defines category id {cid} twice ({defined[cid]!r}"
                                 f", {name!r}). Fix: give each category its own id.")
         defined[cid] = name
-    names = [defined[i] for i in sorted(defined)] if class_names is None else \
-        [str(n) for n in class_names]
+    if class_names is None:  # indexed by id: two categories may share a name
+        return {cid: (i, defined[cid]) for i, cid in enumerate(sorted(defined))}, \
+            [defined[cid] for cid in sorted(defined)]
+    names = [str(n) for n in class_names]  # by name: categories that share one share it
+    twice = [name for name, count in Counter(names).items() if count > 1]
+    if twice:
+        raise ArgumentError(f"`class_names` names {twice[0]!r} twice, so its boxes could take "
+                            f"either index. Fix: name each class once.")
     index = {name: i for i, name in enumerate(names)}
     return {cid: (index.get(name, -1), name) for cid, name in defined.items()}, names
 
