@@ -216,9 +216,10 @@ class Compose:
             elif name in ("boxes", "bboxes"):
                 check_carried(name, rows, self.bounding_box_format)
                 labels = targets.get("box_labels")
+                # the boxes' own shape first: the labels' is read against it
+                formats.check_boxes(name, rows, self.bounding_box_format, image_shape, labels)
                 if labels is not None:
                     formats.check_box_labels("labels", labels, rows)
-                formats.check_boxes(name, rows, self.bounding_box_format, image_shape, labels)
 
     def augment_targets(self, image: np.ndarray, targets: dict[str, np.ndarray],
                         rng: np.random.Generator) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -76,6 +76,9 @@ def test_a_warp_outside_a_compose_is_refused_with_the_fix() -> None:
      r"\(16, 16\)"),
     ({"keypoints": np.zeros((8, 3, 2), np.float32)}, "xyxy", r"no `keypoint_format`"),
     ({"bboxes": np.zeros((8, 2), np.float32)}, "xyxy", r"\(samples, max_boxes, 4\)"),
+    ({"bounding_boxes": {"boxes": BOXES[:, 0], "labels": LABELS[:, 0]}}, "xyxy",
+     r"`y\['bounding_boxes'\]\['boxes'\]` must hold \(samples, max_boxes, 4\).*received "
+     r"shape \(8, 4\)"),  # one box per image unpadded: the boxes are named, not the labels
     ({"bounding_boxes": {"boxes": BOXES, "labels": np.where(LABELS >= 0, "cat", "")}}, "xyxy",
      r"`y\['bounding_boxes'\]\['labels'\]` must hold numeric labels.*dtype <U3.*map the "
      r"class names to ids"),
