@@ -192,3 +192,16 @@ def test_two_sets_of_boxes_or_unsigned_labels_are_refused_before_anything_moves(
         pipe.augment_targets(image, {"boxes": t["boxes"],
                                      "box_labels": unsigned["box_labels"][0]},
                              np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("fmt", formats.BOX_FORMATS)
+def test_a_box_whose_edge_lay_on_the_crops_edge_is_dropped_in_every_format(fmt) -> None:
+    # the crop of seed 1 ends at row 120, the box's top: float32's rounding of the relative
+    # formats left a sliver of 3.5e-8 of the image, labelled, in rel_center_xywh alone
+    image = np.zeros((200, 300, 3), np.uint8)
+    rows = formats.from_xyxy(np.array([[100.0, 120, 140, 190]]), fmt, 200, 300)
+    pipe = Compose([Op("resized_crop", scale=(0.3, 0.6))], bounding_box_format=fmt)
+    moved = pipe.augment_targets(image, {"boxes": rows.astype(np.float32),
+                                         "box_labels": np.array([7])},
+                                 np.random.default_rng(1))[1]
+    assert moved["box_labels"].tolist() == [-1] and (moved["boxes"] == -1).all()

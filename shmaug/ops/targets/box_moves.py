@@ -42,6 +42,11 @@ class Pending:
     masks_given: bool  # out's "masks" are the sample's own (copied before a dropped box's goes)
 
 
+LEAST_SIDE = 1e-3
+"""Pixels a moved box's side must keep, else nothing of it is left: a box whose edge lay on
+the crop's edge keeps a sliver of float32's rounding in the ``rel_`` formats (3.5e-8 of the
+image), none in the others; a side that thin is no box in any."""
+
 Noted = list[tuple["Pending", str, "TargetOptions"]]
 """A task's boxes waiting to move together (``settle``)."""
 
@@ -166,7 +171,7 @@ def _moved(group: list[Pending], owner: np.ndarray | None, xyxy: np.ndarray,
                     moved[mine] = moved_boxes(m, box[mine])
         extent = np.array([(w, h, w, h) for h, w in sizes], np.float64)
         clipped = np.minimum(np.maximum(moved, 0.0), extent if of is None else extent[of])
-        sides = clipped[:, 2:] > clipped[:, :2]  # (clipped: some area left inside)
+        sides = clipped[:, 2:] - clipped[:, :2] > LEAST_SIDE  # (clipped: some area inside)
         inside = sides[:, 0] & sides[:, 1]  # (a reduction costs numpy 3x more on 2 columns)
         share = None
         if visible is not None:
