@@ -175,16 +175,18 @@ class Passes:
 
     def _latest(self) -> _Pass | None:
         """The newest unfinished pass, not a build, that has asked since the last seek and
-        that no whole pass of its own order (shuffled, or the dataset's) has followed: that
-        one's loop was dropped (a fit cut short, then another; rule 4), where a validation
-        pass (in order) may come between a training pass's batches. Else the restored one."""
-        followed: set[bool] = set()
+        that no whole pass has followed but one that may come between its batches: a
+        validation pass (in order) between a training pass's (shuffled). A shuffled pass
+        followed by a whole shuffled one, or an in-order pass (``evaluate(steps=k)``, a loop
+        broken off, a fit cut short) followed by any whole one, was dropped (rule 4). Else
+        the restored one."""
+        followed: set[bool] = set()  # the orders of the whole passes after (True: in order)
         for p in reversed(self._live.values()):
             if p.building:
                 continue
             if self._done(p):
                 followed.add(p.in_order)
-            elif p.in_order not in followed and p.asked >= self._sought:
+            elif p.asked >= self._sought and not (followed if p.in_order else False in followed):
                 return p
         return self._restored
 

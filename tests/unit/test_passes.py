@@ -164,6 +164,19 @@ def test_a_training_pass_that_validation_comes_between_is_still_the_latest():
     assert take(p, [1], train) == [((0, 3), True)]
 
 
+def test_an_in_order_pass_broken_off_and_whole_shuffled_passes_after_are_the_next_epoch():
+    """``evaluate(steps=1)``, ``predict(steps=k)`` or a loop broken off, then a whole fit:
+    nothing pauses an in-order pass, so the state is the epoch after the fit's."""
+    p = Fixed(B, shuffle=True)
+    p.in_order = True
+    take(p, [0], object())
+    p.in_order = False
+    for _ in range(3):
+        take(p, range(B), object())
+    assert p.position == (4, 0) and p.bindings == {}
+    assert p.ask(0, None) == ((4, 0), False)
+
+
 def test_a_seek_after_a_pass_cut_short_is_where_the_state_stands():
     p = Fixed(B, shuffle=True)
     take(p, [0, 1, 2], object())
