@@ -166,6 +166,25 @@ def test_a_fit_cut_short_then_fit_again(run, how, sync):
         assert seq.epoch == 4 and seq.state_dict()["epoch"] == 4, seq.state_dict()
 
 
+@pytest.mark.parametrize("before", ["evaluate", "predict", "loop"])
+def test_an_in_order_read_broken_off_then_a_whole_fit_saves_the_next_epoch(run, before):
+    """evaluate(steps=1), predict(steps=2) or a loop left at its first batch took epoch 0 in
+    the dataset's order; fit then trains on 1-3, and the state saved is epoch 4."""
+    seq, plan, log, model = run()
+    fit(model, seq, log, epochs=1)  # (built: evaluate and predict need a built model)
+    if before == "evaluate":
+        model.evaluate(seq, steps=1, verbose=0)
+    elif before == "predict":
+        model.predict(seq, steps=2, verbose=0)
+    else:
+        for _ in seq:
+            break
+    log.train.clear()
+    fit(model, seq, log, epochs=3)
+    assert [plan.which_epoch(log.train[k]) for k in range(3)] == [2, 3, 4]
+    assert seq.epoch == 5 and seq.state_dict()["epoch"] == 5, seq.state_dict()
+
+
 def test_an_op_that_failed_once_then_fit_again_sees_whole_epochs(run, tmp_path, monkeypatch):
     """A worker error ends a fit mid-epoch (no shuffling: sample 7 is in batch 1, asked
     second); the next fit on the same Sequence, the op fixed, trains on whole epochs."""
