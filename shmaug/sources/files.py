@@ -173,6 +173,7 @@ class ImageFiles(O.ImageSource):
                        validation_split: float | None = ..., subset: Literal["both"],
                        seed: int | None = ..., reduced_decode: bool = ...,
                        crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...,
+                       extensions: Sequence[str] | None = ...,
                        storage_options: dict[str, Any] | None = ...,
                        listing_cache: str | os.PathLike[str] | None = ...,
                        cache_dir: str | os.PathLike[str] | None = ...,
@@ -189,6 +190,7 @@ class ImageFiles(O.ImageSource):
                        subset: Literal["training", "validation"] | None = ...,
                        seed: int | None = ..., reduced_decode: bool = ...,
                        crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...,
+                       extensions: Sequence[str] | None = ...,
                        storage_options: dict[str, Any] | None = ...,
                        listing_cache: str | os.PathLike[str] | None = ...,
                        cache_dir: str | os.PathLike[str] | None = ...,
@@ -203,6 +205,7 @@ class ImageFiles(O.ImageSource):
         validation_split: float | None = None, subset: str | None = None,
         seed: int | None = None, reduced_decode: bool = True,
         crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
+        extensions: Sequence[str] | None = None,
         storage_options: dict[str, Any] | None = None,
         listing_cache: str | os.PathLike[str] | None = None,
         cache_dir: str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
@@ -215,7 +218,9 @@ class ImageFiles(O.ImageSource):
         by path and files by name, as Keras does. A folder without sub-folders gives unlabelled
         images, with a warning (Keras finds none there). ``labels=None`` (or
         ``label_mode=None``): every image under the folder, no labels; a list of ints: their
-        labels, in that order. Files with other extensions are ignored, as Keras does.
+        labels, in that order. Files with other extensions are ignored, as Keras does: it
+        reads .bmp, .gif, .jpeg, .jpg and .png; ``extensions`` (e.g. ``(".png", ".webp")``)
+        reads others shmaug decodes (.tif, .tiff, .webp), which Keras' lists and splits lack.
 
         ``validation_split`` with ``subset`` ("training", "validation" or "both", which
         returns ``(training, validation)``) and ``seed`` picks the same files for each subset
@@ -260,8 +265,9 @@ class ImageFiles(O.ImageSource):
         F.check_split_args(validation_split, subset, seed)
         if label_mode is None:
             labels = None  # as Keras: no labels, every image under the folder
+        chosen_extensions = F.extensions_of(extensions)
         paths, classes, names = F.list_directory(root, labels, class_names, follow_links,
-                                                 listing)
+                                                 listing, chosen_extensions)
         shown = labels if isinstance(labels, str) or labels is None else O.Text(
             f"<{len(paths)} labels>")
         passed = dict(labels=shown, label_mode=label_mode, class_names=class_names,
@@ -270,6 +276,7 @@ class ImageFiles(O.ImageSource):
                       validation_split=validation_split, subset=subset, seed=seed,
                       reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
                       pad_to_aspect_ratio=pad_to_aspect_ratio,
+                      extensions=None if extensions is None else chosen_extensions,
                       storage_options=B.shown_options(remote),
                       listing_cache=None if listing_cache is None else os.fspath(listing_cache),
                       cache_dir=None if cache_dir is None else os.fspath(cache_dir),

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import shmaug
 from shmaug.sources.files import ImageFiles
 from tests._helpers import needs_keras
 
@@ -135,6 +136,36 @@ def test_labels_none_and_a_list_of_labels_match_keras(flat_and_nested):
         theirs = keras_dataset(folder, labels=given, **split)
         assert our_pairs(mine) == keras_pairs(theirs)
         assert list(mine.class_names) == ["0", "1", "2"] == theirs.class_names
+
+
+def test_images_keras_does_not_list_are_left_out_with_a_warning_and_read_when_asked(tmp_path):
+    # .webp and .tif beside Keras' formats: listed, they would move every file of the split
+    make_folder(tmp_path / "data")
+    for i, name in enumerate(["ant/extra.webp", "bee/scan.tif", "cat/sub/also.WEBP"]):
+        Image.fromarray(np.full((2, 2, 3), 200 + i, np.uint8)).save(
+            tmp_path / "data" / name, "TIFF" if name.endswith(".tif") else "WEBP")
+    split = dict(validation_split=0.3, seed=7, subset="both")
+    k_train, k_val = keras_dataset(tmp_path / "data", **split)
+    with pytest.warns(shmaug.ShmaugWarning, match=r"2 \.webp files, 1 \.tif file, left out "
+                      r"as Keras.*extensions=\('\.bmp', .*'\.tif', '\.webp'\)"):
+        train, val = ours(tmp_path / "data", **split)
+    for mine, theirs in ((train, k_train), (val, k_val)):
+        assert sorted(map(os.path.normpath, mine.paths)) == sorted(
+            map(os.path.normpath, theirs.file_paths))
+    wide = ours(tmp_path / "data", extensions=(".png", "WEBP", ".tif"))
+    assert len(wide) == 17 + 3 and "extensions=('.png', '.webp', '.tif')" in repr(wide)
+    assert len(ours(tmp_path / "data", extensions=["png"])) == 17  # chosen: no warning
+    only_webp = tmp_path / "webp"
+    (only_webp / "ant").mkdir(parents=True)
+    Image.fromarray(np.zeros((2, 2, 3), np.uint8)).save(only_webp / "ant" / "0.webp")
+    with pytest.raises(shmaug.ArgumentError, match=r"holds no image file.*it holds 1 \.webp "
+                                                   r"file.*Fix: pass extensions="):
+        ours(only_webp)
+    with pytest.raises(shmaug.ArgumentError, match=r"`extensions` must name files shmaug "
+                                                   r"decodes.*'\.heic'"):
+        ours(only_webp, extensions=(".png", ".heic"))
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`extensions` must be a tuple"):
+        ours(only_webp, extensions=".webp")
 
 
 def test_arguments_keras_refuses_are_refused_with_the_fix(folder):

@@ -23,6 +23,7 @@ object is ``files.py``'s. It starts no process and reads no image.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -32,17 +33,17 @@ from ...errors import ArgumentError, ArgumentTypeError, got, warn
 if TYPE_CHECKING:
     from ..remote import Listing
 
-# Keras' image_dataset_from_directory list, plus what OpenCV / PIL also decode.
-EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
+KERAS_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")  # image_dataset_from_directory's
+EXTENSIONS = (*KERAS_EXTENSIONS, ".tif", ".tiff", ".webp")  # and what OpenCV / PIL also decode
 LABEL_MODES = ("int", "categorical", "binary", None)
 SUBSETS = ("training", "validation", "both")
 
 
-def walk(root: str, follow_links: bool, recursive: bool = True, listing: Listing | None = None
-         ) -> list[str]:
-    """Image files under ``root`` in Keras' order: folders sorted by path, files by name;
-    other files are ignored (as Keras does). ``listing``: a bucket listed once
-    (``remote._urls.Listing``) instead of the local disk."""
+def walk(root: str, follow_links: bool, recursive: bool = True, listing: Listing | None = None,
+         extensions: tuple[str, ...] = EXTENSIONS) -> list[str]:
+    """Files under ``root`` with one of ``extensions`` in Keras' order: folders sorted by
+    path, files by name; other files are ignored (as Keras does). ``listing``: a bucket
+    listed once (``remote._urls.Listing``) instead of the local disk."""
     found = listing.walk(root, recursive) if listing is not None else []
     if listing is None:
         for dirpath, _, filenames in os.walk(root, followlinks=follow_links):
@@ -53,19 +54,31 @@ def walk(root: str, follow_links: bool, recursive: bool = True, listing: Listing
     out: list[str] = []
     for dirpath, filenames in found:
         prefix = dirpath.rstrip("/") + "/" if listing is not None else os.path.join(dirpath, "")
-        out += [prefix + f for f in sorted(filenames) if f.lower().endswith(EXTENSIONS)]
+        out += [prefix + f for f in sorted(filenames) if f.lower().endswith(extensions)]
     return out
 
 
 def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
-                   follow_links: bool, listing: Listing | None = None
+                   follow_links: bool, listing: Listing | None = None,
+                   extensions: tuple[str, ...] = KERAS_EXTENSIONS
                    ) -> tuple[list[str], np.ndarray | None, list[str]]:
-    """The image files under ``root`` as Keras lists them, their class indices (or None) and
-    the class names, for ``labels`` "inferred", None or a list of ints (checked already).
+    """The image files under ``root`` as Keras lists them (``extensions``: Keras' own by
+    default; the images shmaug also decodes left out, with a warning), their class indices
+    (or None) and the class names, for ``labels`` "inferred", None or a list of ints
+    (checked already).
 
     Raises:
         ArgumentError: no image file; a list of labels of another length than the files.
     """
+    left_out: Counter[str] = Counter()  # extension -> files shmaug decodes, left out
+
+    def listed(folder: str, recursive: bool = True) -> list[str]:
+        found = walk(folder, follow_links, recursive, listing)
+        kept = [p for p in found if p.lower().endswith(extensions)]
+        left_out.update(os.path.splitext(p)[1].lower() for p in found
+                        if not p.lower().endswith(extensions))
+        return kept
+
     classes: np.ndarray | None = None
     names: list[str] = []
     if isinstance(labels, str):  # "inferred"
@@ -74,41 +87,67 @@ def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
         counts = []  # files per class, in class order
         for name in names:
             join = os.path.join if listing is None else listing.join
-            in_class = walk(join(root, name), follow_links, listing=listing)
+            in_class = listed(join(root, name))
             counts.append(len(in_class))
             paths += in_class
         if names:
             classes = np.repeat(np.arange(len(names), dtype=np.int64), counts)
-            if walk(root, follow_links, recursive=False, listing=listing):
+            if walk(root, follow_links, recursive=False, listing=listing,
+                    extensions=extensions):
                 warn(f"{root!r}: the images directly in this folder are ignored; only those "
                      f"in its class sub-folders {names} are read (as Keras' "
                      f"image_dataset_from_directory does). Fix: move them into a class "
                      f"folder, or pass `class_names=` to choose the sub-folders.")
         else:
-            paths = walk(root, follow_links, listing=listing)
+            paths = listed(root)
             if paths:  # (pointed at one class's folder, most often)
                 warn(f"{root!r} has no class sub-folders, so its {len(paths)} images are read "
                      f"unlabelled (Keras' image_dataset_from_directory finds no image here). "
                      f"Fix: point at the folder above it, whose sub-folders are the classes, "
                      f"or pass labels=None to read them unlabelled without this warning.")
     else:
-        paths = walk(root, follow_links, listing=listing)
+        paths = listed(root)
         if labels is not None:
             classes = np.asarray(labels, dtype=np.int64)
             if len(classes) != len(paths):
                 raise ArgumentError(
                     f"`labels` must have one int per image file in {root!r}: it has "
                     f"{len(classes)} and the folder {len(paths)}. Fix: one label per file, "
-                    f"in the order Keras lists them (folders sorted by path, then files)."
-                )
+                    f"in the order Keras lists them (folders sorted by path, then files"
+                    f"{', ' + ', '.join(extensions) + ' ones' if left_out else ''}).")
             names = [str(v) for v in sorted(set(classes.tolist()))]
+    others = ", ".join(f"{n} {ext} file{'s' if n > 1 else ''}" for ext, n in left_out.items())
+    wider = f"extensions={tuple(sorted(set(extensions) | set(left_out)))!r}"
     if not paths:
         raise ArgumentError(
-            f"`directory` {root!r} holds no image file (looked for "
-            f"{', '.join(EXTENSIONS)}{' in ' + str(names) if names else ''}). Fix: "
-            f"point at the folder with one sub-folder of images per class."
-        )
+            f"`directory` {root!r} holds no image file (looked for {', '.join(extensions)}"
+            f"{' in ' + str(names) if names else ''}{'; it holds ' + others if others else ''})"
+            f". Fix: " + (f"pass {wider} to read those too (Keras' image_dataset_from_directory "
+                          f"reads none of them)." if others else
+                          "point at the folder with one sub-folder of images per class."))
+    if others and extensions == KERAS_EXTENSIONS:  # (another list: the user's own choice)
+        warn(f"{root!r} holds {others}, left out as Keras' image_dataset_from_directory leaves "
+             f"them out (it reads {', '.join(KERAS_EXTENSIONS)}). Fix: pass {wider} to read "
+             f"them too.")
     return paths, classes, names
+
+
+def extensions_of(given: Sequence[str] | None) -> tuple[str, ...]:
+    """``from_directory``'s ``extensions`` checked: lower case with their dot, each one
+    shmaug decodes; None: Keras' own list."""
+    if given is None:
+        return KERAS_EXTENSIONS
+    if isinstance(given, str) or not all(isinstance(e, str) for e in given):
+        raise ArgumentTypeError(
+            f"`extensions` must be a tuple of file extensions; received {got(given)}. Fix: "
+            f"e.g. extensions={EXTENSIONS!r}.")
+    chosen = tuple(e.lower() if e.startswith(".") else "." + e.lower() for e in given)
+    unknown = [e for e in chosen if e not in EXTENSIONS]
+    if unknown or not chosen:
+        raise ArgumentError(
+            f"`extensions` must name files shmaug decodes ({', '.join(EXTENSIONS)}); received "
+            f"{tuple(given)!r}. Fix: pick among those (None: Keras' {KERAS_EXTENSIONS!r}).")
+    return chosen
 
 
 def class_folders(root: str, class_names: Sequence[str] | None, listing: Listing | None = None
