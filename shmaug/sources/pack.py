@@ -37,9 +37,11 @@ log = logging.getLogger(__name__)
 IMAGES, LABELS, MANIFEST = "images.npy", "labels.npy", "manifest.json"
 PARTIAL = ".partial"  # suffix of files being written; never mistaken for a finished output
 FORMAT = "shmaug-pack/1"
-# A nearest resize takes the pixel under each output pixel's centre (as Keras does); packs
-# made before lack this entry and hold the pixel half a pixel off: same source, packed again.
+# Settings a manifest records only since they changed the pixels (a nearest resize takes
+# the pixel under each output pixel's centre, as Keras does; reduced_decode=False): a pack
+# whose manifest lacks one is of this source made otherwise, or unknown, and packed again.
 _NEAREST, _CENTRE = "nearest_pixel", "centre"
+_LATER = (_NEAREST, "reduced_decode")
 _HASH_CHUNK = 1 << 24  # bytes read at a time when verifying a checksum
 
 
@@ -181,6 +183,7 @@ def describe(files: ImageFiles) -> dict[str, Any]:
         **({"crop_to_aspect_ratio": True} if files.crop_to_aspect_ratio else {}),
         **({"pad_to_aspect_ratio": True} if files.pad_to_aspect_ratio else {}),
         **({_NEAREST: _CENTRE} if files.interpolation == "nearest" else {}),
+        **({"reduced_decode": False} if not files.reduced_decode else {}),
     }
 
 
@@ -217,11 +220,12 @@ def _complete(directory: str, described: dict[str, Any], verify: bool) -> Packed
     except (OSError, ValueError) as exc:
         log.warning("%s is unreadable (%s); packing again", path, exc)
         return None
-    before_centre = {k: v for k, v in described.items() if k != _NEAREST}
-    if _NEAREST in described and manifest.get("format") == FORMAT and \
-            manifest.get("source") == before_centre:
-        log.warning("%s was packed with nearest resizes half a pixel off (before shmaug took "
-                    "the pixel under each centre, as Keras does); packing again", directory)
+    unrecorded = [k for k in _LATER if k in described]
+    if unrecorded and manifest.get("format") == FORMAT and manifest.get("source") == {
+            k: v for k, v in described.items() if k not in unrecorded}:
+        log.warning("%s was packed without %s in its manifest (an earlier shmaug, or other "
+                    "settings: its pixels may not be this source's); packing again",
+                    directory, " and ".join(unrecorded))
         return None
     if manifest.get("format") != FORMAT or manifest.get("source") != described:
         raise ArgumentError(
