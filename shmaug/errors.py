@@ -263,8 +263,11 @@ class WorkerError(ShmaugError, RuntimeError):
     epoch: int = -1
     op: str = ""
     worker_traceback: str = ""
+    record: ErrorRecord | None = None  # what the worker sent: pickled with the error, so a
+    # Ray node's arrives in the trainer as it was raised there (``engine.remote``)
 
     def _attach(self, record: ErrorRecord) -> None:
+        self.record = record
         self.worker_id = record.worker_id
         self.sample_index = record.sample_index
         self.epoch = record.epoch

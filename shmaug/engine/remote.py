@@ -130,10 +130,13 @@ class RemotePool:
             if task is None:  # cancelled, or answered already
                 continue
             if isinstance(answer, BaseException):
-                tb = "".join(traceback.format_exception(answer))
-                results.append(Failed(ticket, ErrorRecord.capture(
-                    answer, tb, worker_id=-1, sample_index=task.start,
-                    epoch=seed_epoch(task.epoch), op="a remote worker")))
+                record = getattr(answer, "record", None)  # a sample's failure, as raised there
+                if not isinstance(record, ErrorRecord):  # the node's own (its loader's)
+                    record = ErrorRecord.capture(
+                        answer, "".join(traceback.format_exception(answer)), worker_id=-1,
+                        sample_index=task.start, epoch=seed_epoch(task.epoch),
+                        op="a remote worker")
+                results.append(Failed(ticket, record))
                 continue
             self._ring.view[task.slot, :task.stop - task.start] = answer
             results.append(Done(ticket))

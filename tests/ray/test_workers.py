@@ -144,9 +144,13 @@ def test_a_user_error_arrives_with_its_type(cluster):
     x, y = data()
     x[13, 0, 0, 0] = MARKER
     with shmaug.Loader(x, y, BATCH, fail_on_marker, seed=0, workers=remote()) as loader:
-        with pytest.raises(shmaug.errors.WorkerError):
+        with pytest.raises(ValueError, match="bad pixel in this sample") as caught:
             for _ in loader:
                 pass
+    error = caught.value  # as a local pool raises it: the op, the sample, said once
+    assert isinstance(error, shmaug.errors.WorkerError)
+    assert (error.sample_index, error.op) == (13, "fail_on_marker"), str(error)
+    assert str(error).count("raised by") == 1, str(error)
 
 
 def child(*args, **kw):
