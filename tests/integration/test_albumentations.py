@@ -62,6 +62,22 @@ def test_epochs_differ_and_a_seed_repeats(images, inline):
     np.testing.assert_array_equal(_epochs(images, workers=0)[1], inline[1])
 
 
+@pytest.mark.parametrize("kind", ["albumentations", "keras layer", "keras sequential"])
+def test_a_pipeline_of_another_library_given_as_augment_names_its_wrapper(kind):
+    """Called fn(image, rng), each failed on sample 0 with its own library's error."""
+    if kind == "albumentations":
+        augment, wrapper = A.Compose([A.HorizontalFlip()]), "shmaug.from_albumentations"
+    else:
+        keras = pytest.importorskip("keras")
+        flip = keras.layers.RandomFlip("horizontal")
+        augment = flip if kind == "keras layer" else keras.Sequential([flip])
+        wrapper = "shmaug.from_keras"
+    x = np.zeros((8, 16, 16, 3), np.uint8)
+    with pytest.raises(shmaug.ArgumentTypeError, match=rf"(?s)`augment` must be a callable.*"
+                                                       rf"Fix: pass `augment={wrapper}\(...\)`"):
+        shmaug.Loader(x, np.arange(8), batch_size=4, augment=augment, workers=0)
+
+
 def test_float_images_in_0_255_are_refused_rather_than_flattened_to_1():
     # albumentations clips float images to 1.0: 0..255 floats came back flattened, silently.
     x = (np.random.default_rng(0).random((8, 16, 16)) * 255).astype(np.float32)

@@ -215,6 +215,10 @@ def timeout(value: Any) -> float | None:
     return float(value)
 
 
+# Pipelines of other libraries, by their top module, and the shmaug function that takes them.
+_WRAPPERS = {"albumentations": "shmaug.from_albumentations", "keras": "shmaug.from_keras"}
+
+
 def callable_or_none(name: str, value: Any) -> Any:
     if isinstance(value, type):  # callable, but calling it builds an object, not an image
         shown = f"{value.__module__}.{value.__qualname__}"
@@ -225,6 +229,12 @@ def callable_or_none(name: str, value: Any) -> Any:
             f"class {shown} itself, not an instance of it. Fix: pass an instance, e.g. "
             f"`{name}={example}`."
         )
+    wrapper = _WRAPPERS.get(type(value).__module__.partition(".")[0])
+    if wrapper is not None:  # called with keywords or tensors, not fn(image, rng)
+        raise ArgumentTypeError(
+            f"`{name}` must be a callable `fn(image, rng) -> image` or None; received "
+            f"{got(value)}, which is called otherwise. Fix: pass `{name}={wrapper}(...)` "
+            f"around it: it runs as a shmaug pipeline in the workers.")
     if value is not None and not callable(value):
         raise ArgumentTypeError(
             f"`{name}` must be a callable `fn(image, rng) -> image` or None; received "
