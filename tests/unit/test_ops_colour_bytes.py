@@ -53,6 +53,23 @@ def test_the_bytes_path_lands_near_the_float_kernel(name, params, most, mean) ->
         assert diff.mean() <= mean, (seed, diff.mean())
 
 
+@pytest.mark.parametrize("name, params, most", [
+    ("saturation", dict(factor=(0.97, 0.99)), 16),
+    ("color_jitter", dict(brightness_factor=(-0.5, -0.5), contrast_factor=(0.9, 0.9),
+                          saturation_factor=(0.9, 0.9), hue_factor=(0.4, 0.4)), 18),
+])
+def test_a_large_saturation_gain_on_real_photos_stays_within_the_bound(name, params, most):
+    """Gains of 9-99 (factors 0.9-0.99): 8-bit HSV's rounding of a pale pixel, multiplied by
+    the gain, was 32-42 levels from the float kernels; such gains take the float ones."""
+    from skimage import data
+
+    op = Op(name, value_range=VR, **params)
+    for seed, photo in enumerate([data.coffee(), data.astronaut(), data.chelsea()]):
+        ours = op(photo, np.random.default_rng(seed)).astype(np.float64)
+        floats = op(photo.astype(np.float32), np.random.default_rng(seed))
+        assert np.abs(ours - np.rint(floats)).max() <= most
+
+
 @pytest.mark.parametrize("name, params", [(n, p) for n, p, _, _ in BOUNDS[:6]])
 def test_alpha_and_gray_images_take_the_bytes_path_as_the_float_one(name, params) -> None:
     """A fourth channel is kept by the colour ops (changed as the others by the rest); a

@@ -78,6 +78,12 @@ def _hue_turns(rng: np.random.Generator, factor: Any) -> float:
     return sign * magnitude * 0.5
 
 
+_BYTES_GAIN = 4.0
+"""The largest saturation gain (factor 0.8) made in 8-bit HSV: its rounding of a pale pixel's
+saturation grows with the gain (42 gray levels from the float kernel at gain 99, 32 in a
+color_jitter at 9), so a larger one takes the float kernels."""
+
+
 def _saturation_gain(rng: np.random.Generator, factor: Any) -> float:
     """Keras' RandomSaturation draw: f in ``factor``, gain f / (1 - f) (0.5 keeps it; a
     negative f, which Keras 3.15 draws from a lone f, greys the image: gain 0)."""
@@ -118,7 +124,8 @@ def saturation(image: np.ndarray, rng: np.random.Generator, factor: Range = (0.4
         return image
     return unit_op(image, value_range, partial(k.hsv_adjust, hue_shift=0.0,
                                                saturation_gain=gain), rgb=True,
-                   on_bytes=partial(k.hsv_adjust_bytes, hue_shift=0.0, saturation_gain=gain))
+                   on_bytes=partial(k.hsv_adjust_bytes, hue_shift=0.0, saturation_gain=gain)
+                   if gain <= _BYTES_GAIN else None)
 
 
 def _jitter_draws(rng: np.random.Generator, brightness: Any, contrast: Any, saturation: Any,
@@ -189,9 +196,10 @@ def color_jitter(
     colour = check_image(image).ndim == 3 and image.shape[2] >= 3
     drawn = _jitter_draws(rng, brightness_factor, contrast_factor, saturation_factor,
                           hue_factor, order, colour)
+    in_bytes = all(v <= _BYTES_GAIN for s, v in drawn if s == "saturation")
     return unit_op(image, value_range,
                    partial(_run_clipped, steps=[_JITTER[s][0](v) for s, v in drawn]),
-                   on_bytes=partial(_run, steps=_byte_steps(drawn)))
+                   on_bytes=partial(_run, steps=_byte_steps(drawn)) if in_bytes else None)
 
 
 def _run_clipped(unit: np.ndarray, steps: list[Kernel]) -> np.ndarray:
