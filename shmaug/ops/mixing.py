@@ -154,10 +154,12 @@ class Mix:
                 f"shmaug.ops.MixUp(0.2, num_classes={high + 1}) (the largest id in y is "
                 f"{high}), or pass y as one-hot rows.")
         if low < 0 or high >= self.num_classes:
+            fix = (f"drop or relabel the samples of id {low} (a padding or 'ignore' label "
+                   f"has no row to mix into)" if low < 0 else f"pass num_classes={high + 1}")
             raise ArgumentError(
                 f"`y` holds class ids from {low} to {high}, outside 0..{self.num_classes - 1} "
-                f"for num_classes={self.num_classes}. Fix: pass num_classes={high + 1}, or "
-                f"map the labels to 0..num_classes - 1.")
+                f"for num_classes={self.num_classes}. Fix: {fix}, or map the labels to "
+                f"0..num_classes - 1.")
         return self
 
     def label_array(self, labels: Any) -> np.ndarray:

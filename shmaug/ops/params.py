@@ -108,7 +108,11 @@ def number(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf) -
             f"`{name}` expects one number, not a range; received {value!r}. Pass e.g. "
             f"{name}={_within(float(_pair(value, name)[0]), lo, hi)} (it is a threshold "
             f"or a value, not drawn per sample).")
-    a = _pair(value, name)[0]
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise ArgumentTypeError(
+            f"`{name}` expects one number; received {value!r} ({type(value).__name__}). "
+            f"Pass e.g. {name}={sum(_example(lo, hi)) / 2}.")
+    a = float(value)
     if not math.isfinite(a):
         raise ArgumentError(
             f"`{name}` expects a finite number within [{lo}, {hi}]; received {value!r}. Pass "
@@ -203,13 +207,20 @@ def draw_int(rng: np.random.Generator, value: Any, name: str = "value", lo: int 
     return int(a) if a == b else int(rng.integers(int(a), int(b) + 1))
 
 
+# Keras' (and PIL's) names for options shmaug names otherwise: what an error suggests.
+_THEIR_NAMES = {("border", "nearest"): "replicate", ("interpolation", "bilinear"): "linear",
+                ("interpolation", "bicubic"): "cubic"}
+
+
 def choice(value: Any, name: str, options: Sequence[str]) -> str:
     """Check that a string option is one of ``options``."""
     if value not in options:
+        ours = _THEIR_NAMES.get((name, value)) if isinstance(value, str) else None
         raise ArgumentError(
             f"`{name}` expects one of {', '.join(repr(o) for o in options)}; received "
-            f"{value!r} ({type(value).__name__}). Pick one of those."
-        )
+            f"{value!r} ({type(value).__name__}). "
+            + (f"Fix: {name}={ours!r}, shmaug's name for Keras' {value!r}." if ours in options
+               else "Pick one of those."))
     return str(value)
 
 

@@ -78,6 +78,9 @@ def test_a_mix_is_refused_before_anything_starts() -> None:
         shmaug.Loader(x, np.arange(N), mix=MixUp())
     with pytest.raises(shmaug.ArgumentError, match=r"y=None"):
         shmaug.Loader(x, mix=MixUp(num_classes=3))
+    with pytest.raises(shmaug.ArgumentError, match=r"from -1 to .*Fix: drop or relabel the "
+                                                   r"samples of id -1"):
+        shmaug.Loader(x, np.arange(N) % 3 - 1, mix=MixUp(num_classes=3))
     with pytest.raises(shmaug.ArgumentTypeError, match=r"`mix`.*Fix"):
         shmaug.Loader(x, np.arange(N), mix=0.2)
 

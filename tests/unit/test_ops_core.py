@@ -205,6 +205,14 @@ def test_op_rejects_unknown_parameters_and_bad_ranges() -> None:
         Compose([Op("rotate")], min_area=float("inf"))
     with pytest.raises(errors.ArgumentError, match="`border`.*'constant'"):
         Op("rotate", border="mirror")(IMAGE, np.random.default_rng(0))
+    with pytest.raises(errors.ArgumentError, match="Fix: border='replicate', shmaug's name"):
+        Op("rotate", border="nearest")
+    with pytest.raises(errors.ArgumentError, match="Fix: interpolation='linear', shmaug's"):
+        Op("zoom", interpolation="bilinear")
+    for wrong in ("0.5", None):  # (a pair is no fix for a lone number)
+        with pytest.raises(errors.ArgumentTypeError, match=r"`p` expects one number; received "
+                                                           r".*Pass e\.g\. p=0\.5\."):
+            Maybe(Op("rotate"), p=wrong)
     with pytest.raises(errors.ArgumentError, match="`backend`.*'cv'"):
         Op("elastic", backend="pil")(IMAGE, np.random.default_rng(0))
     with pytest.raises(errors.ArgumentError, match="`border`.*backend='pil'"):
