@@ -14,12 +14,15 @@ prefetch). Nothing here imports Ray: the engine never does.
 
 from __future__ import annotations
 
+import io
+import pickle
 import traceback
 from abc import ABC, abstractmethod
 from dataclasses import replace
+from types import FunctionType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import ArgumentError, ErrorRecord
+from ..errors import ArgumentError, ErrorRecord, NotPicklableError
 from .plan.schedule import BatchPlan, Task, seed_epoch
 from .workers.wire import Done, Failed, Result
 
@@ -74,6 +77,15 @@ def shipped(options: Options) -> Options:
         ArgumentError: for targets the workers move with their images (masks, boxes): remote
             workers return images only.
     """
+    for name, code in (("augment", options.pipeline.augment), ("load", options.data.load)):
+        scripted = _in_main(code)
+        if scripted:
+            raise NotPicklableError(
+                f"`{name}` holds {', '.join(scripted)}, defined in the script you run "
+                f"(`__main__`): a Ray node imports each op by name, and the script is not a "
+                f"module it can import. Fix: move it into a module of its own (a .py file "
+                f"beside the script, imported by it) that every node imports: on their path, "
+                f"or shipped with ray.init(runtime_env={{'py_modules': [that_module]}}).")
     if options.pipeline.worker_targets:
         names = sorted(options.pipeline.worker_targets)
         raise ArgumentError(
@@ -81,6 +93,24 @@ def shipped(options: Options) -> Options:
             f"transform with them: {names}. Fix: use local workers (`workers=None`) for "
             f"detection or segmentation data.")
     return replace(options, data=replace(options.data, y=None))
+
+
+def _in_main(code: Any) -> list[str]:
+    """The functions and classes of ``__main__`` that pickling ``code`` names (what a Ray
+    node, whose ``__main__`` is not the script, cannot import)."""
+    found: list[str] = []
+
+    class Finder(pickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:  # (asked of every function and class)
+            if isinstance(obj, (type, FunctionType)) and obj.__module__ == "__main__":
+                found.append(f"`{obj.__qualname__}`")
+            return NotImplemented
+
+    try:
+        Finder(io.BytesIO(), protocol=pickle.HIGHEST_PROTOCOL).dump(code)
+    except Exception:  # what does not pickle at all is said where the workers start
+        pass
+    return found
 
 
 class RemotePool:

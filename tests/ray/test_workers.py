@@ -153,6 +153,20 @@ def test_a_user_error_arrives_with_its_type(cluster):
     assert str(error).count("raised by") == 1, str(error)
 
 
+def _scripted(image, rng):
+    return image
+
+
+_scripted.__module__ = "__main__"  # as a def in the training script
+
+
+def test_an_op_of_the_training_script_is_refused_before_a_maker_starts(cluster):
+    x, y = data()
+    with pytest.raises(shmaug.NotPicklableError, match=r"`augment` holds `_scripted`, defined "
+                                                      r"in the script.*Fix: .*py_modules"):
+        shmaug.Loader(x, y, BATCH, shmaug.ops.Compose([_scripted]), seed=0, workers=remote())
+
+
 def child(*args, **kw):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
