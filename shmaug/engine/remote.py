@@ -40,6 +40,10 @@ class Fleet(Protocol):
     def workers(self) -> int:
         """Worker processes running in all the makers together."""
 
+    @property
+    def replaced(self) -> int:
+        """Makers started in place of lost ones (``stats()["respawns"]``)."""
+
     def probe(self) -> tuple[tuple[int, ...], str, tuple[float, float] | None]:
         """One sample's output shape and dtype, and the images' value range."""
 
@@ -116,7 +120,6 @@ def _in_main(code: Any) -> list[str]:
 class RemotePool:
     """The ``WorkerPool`` of a loader whose workers are remote: a ticket per whole batch."""
 
-    respawns = 0
     status = None
 
     def __init__(self, fleet: Fleet, plan: BatchPlan) -> None:
@@ -128,6 +131,11 @@ class RemotePool:
     @property
     def workers(self) -> int:
         return self._fleet.workers
+
+    @property
+    def respawns(self) -> int:
+        """Makers replaced (a worker a maker's own pool replaced is its node's to count)."""
+        return self._fleet.replaced
 
     @property
     def pids(self) -> list[int]:

@@ -79,6 +79,10 @@ class RayFleet:
     def workers(self) -> int:
         return len(self._live) * self._asked.cpus_per_node
 
+    @property
+    def replaced(self) -> int:
+        return self._replaced
+
     def _add(self) -> None:
         """Start one maker; it takes batches once ``ready`` answers."""
         actor = self._maker.remote(self._options, self._asked.cpus_per_node,
