@@ -37,11 +37,10 @@ log = logging.getLogger(__name__)
 IMAGES, LABELS, MANIFEST = "images.npy", "labels.npy", "manifest.json"
 PARTIAL = ".partial"  # suffix of files being written; never mistaken for a finished output
 FORMAT = "shmaug-pack/1"
-# Settings a manifest records only since they changed the pixels (a nearest resize takes
-# the pixel under each output pixel's centre, as Keras does; reduced_decode=False): a pack
-# whose manifest lacks one is of this source made otherwise, or unknown, and packed again.
+# How a nearest resize rounds, recorded since it takes the pixel under each output pixel's
+# centre (as Keras does): a nearest pack whose manifest lacks it, made by an earlier shmaug,
+# holds the pixel half a pixel off and is packed again.
 _NEAREST, _CENTRE = "nearest_pixel", "centre"
-_LATER = (_NEAREST, "reduced_decode")
 _HASH_CHUNK = 1 << 24  # bytes read at a time when verifying a checksum
 
 
@@ -220,12 +219,12 @@ def _complete(directory: str, described: dict[str, Any], verify: bool) -> Packed
     except (OSError, ValueError) as exc:
         log.warning("%s is unreadable (%s); packing again", path, exc)
         return None
-    unrecorded = [k for k in _LATER if k in described]
-    if unrecorded and manifest.get("format") == FORMAT and manifest.get("source") == {
-            k: v for k, v in described.items() if k not in unrecorded}:
-        log.warning("%s was packed without %s in its manifest (an earlier shmaug, or other "
-                    "settings: its pixels may not be this source's); packing again",
-                    directory, " and ".join(unrecorded))
+    made = manifest.get("source")
+    if _NEAREST in described and isinstance(made, dict) and _NEAREST not in made and \
+            manifest.get("format") == FORMAT and made == {
+                k: v for k, v in described.items() if k != _NEAREST}:
+        log.warning("%s was packed by an earlier shmaug, whose nearest resizes took the pixel "
+                    "half a pixel off Keras'; packing again", directory)
         return None
     if manifest.get("format") != FORMAT or manifest.get("source") != described:
         raise ArgumentError(

@@ -83,7 +83,7 @@ def test_a_nearest_pack_made_half_a_pixel_off_is_packed_again(tmp_path, caplog):
     np.save(first.images, np.zeros((8, 5, 7, 3), np.uint8))
     again = shmaug.pack(folder, out, image_size=(5, 7), interpolation="nearest", workers=0,
                         progress=False)
-    assert again.created and "without nearest_pixel in its manifest" in caplog.text
+    assert again.created and "half a pixel off" in caplog.text
     files = ImageFiles.from_directory(folder, image_size=(5, 7), interpolation="nearest")
     np.testing.assert_array_equal(again.open()[0],
                                   np.stack([files.load(i) for i in range(len(files))]))
@@ -92,30 +92,27 @@ def test_a_nearest_pack_made_half_a_pixel_off_is_packed_again(tmp_path, caplog):
     assert "nearest_pixel" not in bilinear.manifest["source"]
 
 
-def test_a_pack_of_other_decode_settings_is_not_returned_as_this_ones(tmp_path, caplog):
+def test_a_pack_of_other_decode_settings_is_not_returned_as_this_ones(tmp_path):
     """reduced_decode=False decodes JPEGs in full before the resize: other pixels. A pack
-    made with it is refused for the default as other settings are; one made by default (its
-    manifest lacks the setting) is packed again for it. Each holds what a loader reads."""
+    made one way is refused for the other, as other settings are, nearest or not; each
+    pack holds what a loader reads."""
     folder = tmp_path / "data"
     (folder / "a").mkdir(parents=True)
     for i in range(3):
         picture("RGB", (120, 90), i).save(folder / "a" / f"{i}.jpg", quality=85)
-    out = tmp_path / "out"
-    full, reduced = (ImageFiles.from_directory(folder, image_size=(20, 16), reduced_decode=flag)
-                     for flag in (False, True))
-
-    def packed(files, **kwargs):
-        made = shmaug.pack(files, out, workers=0, progress=False, **kwargs)
-        np.testing.assert_array_equal(
-            made.open()[0], np.stack([files.load(i) for i in range(len(files))]))
-        return made
-
-    assert packed(full).created
-    with pytest.raises(shmaug.ArgumentError, match=r"another source or with other settings"):
-        packed(reduced)
-    assert packed(reduced, overwrite=True).created
-    assert packed(full).created and "without reduced_decode in its manifest" in caplog.text
-    assert not packed(full).created
+    for interpolation in ("bilinear", "nearest"):
+        out = tmp_path / interpolation
+        full, reduced = (ImageFiles.from_directory(folder, image_size=(20, 16),
+                                                   interpolation=interpolation,
+                                                   reduced_decode=flag) for flag in (False, True))
+        for files, other in ((full, reduced), (reduced, full)):
+            made = shmaug.pack(files, out, workers=0, progress=False, overwrite=True)
+            np.testing.assert_array_equal(
+                made.open()[0], np.stack([files.load(i) for i in range(len(files))]))
+            with pytest.raises(shmaug.ArgumentError, match=r"another source or with other "
+                                                           r"settings.*overwrite=True"):
+                shmaug.pack(other, out, workers=0, progress=False)
+            assert not shmaug.pack(files, out, workers=0, progress=False).created
 
 
 def test_pack_from_paths_without_labels_and_from_the_cli(tmp_path):
