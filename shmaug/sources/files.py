@@ -219,8 +219,9 @@ class ImageFiles(O.ImageSource):
         images, with a warning (Keras finds none there). ``labels=None`` (or
         ``label_mode=None``): every image under the folder, no labels; a list of ints: their
         labels, in that order. Files with other extensions are ignored, as Keras does: it
-        reads .bmp, .gif, .jpeg, .jpg and .png; ``extensions`` (e.g. ``(".png", ".webp")``)
-        reads others shmaug decodes (.tif, .tiff, .webp), which Keras' lists and splits lack.
+        reads .bmp, .gif, .jpeg, .jpg and .png. ``extensions`` replaces that list, to read
+        others shmaug decodes (.tif, .tiff, .webp), which Keras' lists and splits lack: e.g.
+        ``(".jpg", ".png", ".webp")``; decodable files it leaves out are named in a warning.
 
         ``validation_split`` with ``subset`` ("training", "validation" or "both", which
         returns ``(training, validation)``) and ``seed`` picks the same files for each subset

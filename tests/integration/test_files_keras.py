@@ -154,7 +154,11 @@ def test_images_keras_does_not_list_are_left_out_with_a_warning_and_read_when_as
             map(os.path.normpath, theirs.file_paths))
     wide = ours(tmp_path / "data", extensions=(".png", "WEBP", ".tif"))
     assert len(wide) == 17 + 3 and "extensions=('.png', '.webp', '.tif')" in repr(wide)
-    assert len(ours(tmp_path / "data", extensions=["png"])) == 17  # chosen: no warning
+    with pytest.warns(shmaug.ShmaugWarning, match=r"2 \.webp files, 1 \.tif file, left out as "
+                      r"`extensions` \(which replaces Keras' list\) does not name them"):
+        assert len(ours(tmp_path / "data", extensions=["png"])) == 17
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`extensions` must be a tuple.*5"):
+        ours(tmp_path / "data", extensions=5)
     only_webp = tmp_path / "webp"
     (only_webp / "ant").mkdir(parents=True)
     Image.fromarray(np.zeros((2, 2, 3), np.uint8)).save(only_webp / "ant" / "0.webp")

@@ -132,6 +132,25 @@ def test_pack_from_paths_without_labels_and_from_the_cli(tmp_path):
     m = json.loads((tmp_path / "cli" / "manifest.json").read_text())
     assert m["class_names"] == ["a", "b"]
     np.testing.assert_array_equal(np.load(tmp_path / "cli" / "images.npy"), packed.open()[0])
+    refused = subprocess.run(cmd[:-2] + ["--extensions", ".jpg"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "`--extensions` chooses the files of a folder" in \
+        refused.stderr
+
+
+def test_the_cli_packs_a_folders_webp_files_when_asked(tmp_path):
+    (tmp_path / "data" / "a").mkdir(parents=True)
+    for i in range(3):
+        picture("RGB", (10, 12), i).save(tmp_path / "data" / "a" / f"{i}.webp", "WEBP")
+    cmd = [sys.executable, "-m", "shmaug.cli", "pack", str(tmp_path / "data"),
+           str(tmp_path / "out"), "--image-size", "6", "6", "--workers", "0"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "3 .webp files" in proc.stderr and "--extensions" in \
+        proc.stderr, proc.stderr  # (the fix in the flag's name)
+    proc = subprocess.run(cmd + ["--extensions", ".webp"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["count"] == 3
 
 
 CHILD = textwrap.dedent("""

@@ -110,11 +110,13 @@ def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
         if labels is not None:
             classes = np.asarray(labels, dtype=np.int64)
             if len(classes) != len(paths):
+                kinds = (f", {', '.join(extensions)} ones; extensions= lists others too"
+                         if left_out else "")
                 raise ArgumentError(
                     f"`labels` must have one int per image file in {root!r}: it has "
                     f"{len(classes)} and the folder {len(paths)}. Fix: one label per file, "
                     f"in the order Keras lists them (folders sorted by path, then files"
-                    f"{', ' + ', '.join(extensions) + ' ones' if left_out else ''}).")
+                    f"{kinds}).")
             names = [str(v) for v in sorted(set(classes.tolist()))]
     others = ", ".join(f"{n} {ext} file{'s' if n > 1 else ''}" for ext, n in left_out.items())
     wider = f"extensions={tuple(sorted(set(extensions) | set(left_out)))!r}"
@@ -125,10 +127,11 @@ def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
             f". Fix: " + (f"pass {wider} to read those too (Keras' image_dataset_from_directory "
                           f"reads none of them)." if others else
                           "point at the folder with one sub-folder of images per class."))
-    if others and extensions == KERAS_EXTENSIONS:  # (another list: the user's own choice)
-        warn(f"{root!r} holds {others}, left out as Keras' image_dataset_from_directory leaves "
-             f"them out (it reads {', '.join(KERAS_EXTENSIONS)}). Fix: pass {wider} to read "
-             f"them too.")
+    if others:
+        why = (f"as Keras' image_dataset_from_directory leaves them out (it reads "
+               f"{', '.join(KERAS_EXTENSIONS)})" if extensions == KERAS_EXTENSIONS else
+               "as `extensions` (which replaces Keras' list) does not name them")
+        warn(f"{root!r} holds {others}, left out {why}. Fix: pass {wider} to read them too.")
     return paths, classes, names
 
 
@@ -137,7 +140,8 @@ def extensions_of(given: Sequence[str] | None) -> tuple[str, ...]:
     shmaug decodes; None: Keras' own list."""
     if given is None:
         return KERAS_EXTENSIONS
-    if isinstance(given, str) or not all(isinstance(e, str) for e in given):
+    if isinstance(given, str) or not isinstance(given, (list, tuple)) or \
+            not all(isinstance(e, str) for e in given):
         raise ArgumentTypeError(
             f"`extensions` must be a tuple of file extensions; received {got(given)}. Fix: "
             f"e.g. extensions={EXTENSIONS!r}.")
