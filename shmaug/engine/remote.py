@@ -14,7 +14,6 @@ prefetch). Nothing here imports Ray: the engine never does.
 
 from __future__ import annotations
 
-import io
 import pickle
 import traceback
 from abc import ABC, abstractmethod
@@ -110,11 +109,19 @@ def _in_main(code: Any) -> list[str]:
                 found.append(f"`{obj.__qualname__}`")
             return NotImplemented
 
-    try:
-        Finder(io.BytesIO(), protocol=pickle.HIGHEST_PROTOCOL).dump(code)
+    try:  # into no file, arrays' buffers left out: only the names are wanted
+        Finder(_Discard(), protocol=5, buffer_callback=lambda buffer: None).dump(code)
     except Exception:  # what does not pickle at all is said where the workers start
         pass
     return found
+
+
+class _Discard:
+    """A file that keeps nothing written to it."""
+
+    @staticmethod
+    def write(data: bytes) -> int:
+        return len(data)
 
 
 class RemotePool:
