@@ -15,9 +15,8 @@ REASONS: dict[str, str] = {
                      "and with it a JPEG with no end marker (cut short) is decoded whole",
     "override": "the Sequence's augment override read the photo's pixels itself before "
                 "calling super().augment(image, rng), which would have decoded only the window",
-    "turbo_refused": "libjpeg-turbo refused the JPEG (12-bit, or damaged in a way OpenCV "
-                     "reads past, such as a stray marker): OpenCV decoded it whole, at the same "
-                     "DCT scale",
+    "turbo_refused": "libjpeg-turbo refused the JPEG (damaged in a way OpenCV reads past, "
+                     "such as a stray marker): OpenCV decoded it whole, at the same DCT scale",
 }
 
 _counts = dict.fromkeys(REASONS, 0)

@@ -186,8 +186,10 @@ class Passes:
                 continue
             if self._done(p):
                 followed.add(p.in_order)
-            elif p.asked >= self._sought and not (followed if p.in_order else False in followed):
-                return p
+            else:
+                dropped = bool(followed) if p.in_order else (False in followed)
+                if not dropped and p.asked >= self._sought:
+                    return p
         return self._restored
 
     def _begin(self, caller: Any, in_order: bool) -> _Pass:

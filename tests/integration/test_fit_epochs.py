@@ -168,8 +168,9 @@ def test_a_fit_cut_short_then_fit_again(run, how, sync):
 
 @pytest.mark.parametrize("before", ["evaluate", "predict", "loop"])
 def test_an_in_order_read_broken_off_then_a_whole_fit_saves_the_next_epoch(run, before):
-    """evaluate(steps=1), predict(steps=2) or a loop left at its first batch took epoch 0 in
-    the dataset's order; fit then trains on 1-3, and the state saved is epoch 4."""
+    """After a first fit (epoch 0), evaluate(steps=1), predict(steps=2) or a loop left at its
+    first batch takes epoch 1 in the dataset's order; a fit then trains on 2-4, and the state
+    saved is epoch 5."""
     seq, plan, log, model = run()
     fit(model, seq, log, epochs=1)  # (built: evaluate and predict need a built model)
     if before == "evaluate":

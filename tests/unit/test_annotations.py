@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from shmaug.errors import ArgumentError
+from shmaug.errors import ArgumentError, ShmaugWarning
 from shmaug.ops.targets.formats import BOX_FORMATS, to_xyxy
 from shmaug.sources import from_coco, from_voc
 from tests.annotations_data import IMAGES, write_coco, write_voc
@@ -70,12 +70,15 @@ def test_coco_categories_sharing_a_name_keep_their_own_index(tmp_path):
     # merged or exported files repeat names; each id keeps its place in id order
     shared = [{"id": 90, "name": "person"}, {"id": 1, "name": "person"}, {"id": 5, "name": "cat"}]
     coco = write_coco(tmp_path, categories=shared)
-    files, y = from_coco(*coco)
+    with pytest.warns(ShmaugWarning, match=r"share names \('person': ids \[1, 90\]\).*"
+                                           r"each id keeps its own index"):
+        files, y = from_coco(*coco)
     assert files.class_names == ("person", "cat", "person")
     assert y["labels"].tolist() == [[1, -1], [0, 2], [-1, -1]]
     files, y = from_coco(*coco, class_names=["person", "cat"])  # by name: both are person
     assert y["labels"].tolist() == [[1, -1], [0, 0], [-1, -1]]
-    with pytest.raises(ArgumentError, match=r"`class_names` names 'cat' twice.*Fix: name each"):
+    with pytest.raises(ArgumentError, match=r"`class_names` names 'cat' twice.*Fix: name each"
+                                            r".*class_names=None for one index per category"):
         from_coco(*coco, class_names=["cat", "person", "cat"])
 
 

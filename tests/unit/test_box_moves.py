@@ -9,7 +9,7 @@ import pytest
 
 from shmaug.ops import Compose, Maybe, Op
 from shmaug.ops.targets import box_moves, formats
-from shmaug.ops.targets.moves import MatrixMove, through_matrices
+from shmaug.ops.targets.moves import MatrixMove, noting, through_matrices
 
 H, W, BOXES = 48, 64, 6
 OPS = [Maybe(Op("hflip")), Maybe(Op("rotate", degrees=(-40, 40), border="constant")),
@@ -201,6 +201,9 @@ def test_a_box_whose_edge_lay_on_the_crops_edge_is_dropped_in_every_format(fmt) 
     image = np.zeros((200, 300, 3), np.uint8)
     rows = formats.from_xyxy(np.array([[100.0, 120, 140, 190]]), fmt, 200, 300)
     pipe = Compose([Op("resized_crop", scale=(0.3, 0.6))], bounding_box_format=fmt)
+    with noting() as moves:
+        pipe(image, np.random.default_rng(1))
+    assert moves[0].points(np.array([[0.0, 120.0]]))[0, 1] == moves[0].size[0]  # the edge
     moved = pipe.augment_targets(image, {"boxes": rows.astype(np.float32),
                                          "box_labels": np.array([7])},
                                  np.random.default_rng(1))[1]

@@ -54,13 +54,15 @@ def test_the_bytes_path_lands_near_the_float_kernel(name, params, most, mean) ->
 
 
 @pytest.mark.parametrize("name, params, most", [
+    ("saturation", dict(factor=(0.75, 0.8)), 16),  # gains 3-4: still in 8-bit HSV
     ("saturation", dict(factor=(0.97, 0.99)), 16),
     ("color_jitter", dict(brightness_factor=(-0.5, -0.5), contrast_factor=(0.9, 0.9),
                           saturation_factor=(0.9, 0.9), hue_factor=(0.4, 0.4)), 18),
 ])
 def test_a_large_saturation_gain_on_real_photos_stays_within_the_bound(name, params, most):
     """Gains of 9-99 (factors 0.9-0.99): 8-bit HSV's rounding of a pale pixel, multiplied by
-    the gain, was 32-42 levels from the float kernels; such gains take the float ones."""
+    the gain, was 32-42 levels from the float kernels; such gains take the float ones, and
+    gains up to 4 stay within the bound in 8 bits."""
     from skimage import data
 
     op = Op(name, value_range=VR, **params)

@@ -44,8 +44,9 @@ class Pending:
 
 LEAST_SIDE = 1e-3
 """Pixels a moved box's side must keep, else nothing of it is left: a box whose edge lay on
-the crop's edge keeps a sliver of float32's rounding in the ``rel_`` formats (3.5e-8 of the
-image), none in the others; a side that thin is no box in any."""
+the crop's edge keeps a sliver of float32's rounding in the ``rel_`` formats (about 6e-8 of
+the image's side), none in the others; a side that thin is no box in any. (Past about
+16,000 pixels a side, such a sliver outgrows it.)"""
 
 Noted = list[tuple["Pending", str, "TargetOptions"]]
 """A task's boxes waiting to move together (``settle``)."""

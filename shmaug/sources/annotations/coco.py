@@ -23,7 +23,7 @@ from ..files import ImageFiles
 from ..remote import protocol_of
 from ..remote.bucket import remote_for
 from ..images.settings import DEFAULT_IMAGE_SIZE
-from ...errors import ArgumentError
+from ...errors import ArgumentError, warn
 
 
 def from_coco(
@@ -164,13 +164,23 @@ def _categories(source: str, categories: list[Any], class_names: Sequence[str] |
                                 f", {name!r}). Fix: give each category its own id.")
         defined[cid] = name
     if class_names is None:  # indexed by id: two categories may share a name
-        return {cid: (i, defined[cid]) for i, cid in enumerate(sorted(defined))}, \
-            [defined[cid] for cid in sorted(defined)]
+        names = [defined[cid] for cid in sorted(defined)]
+        shared = {n: [cid for cid in sorted(defined) if defined[cid] == n]
+                  for n, count in Counter(names).items() if count > 1}
+        if shared:
+            said = ", ".join(f"{n!r}: ids {ids}" for n, ids in shared.items())
+            warn(f"{source}: categories share names ({said}); each id keeps its own index, "
+                 f"in id order, so class_names repeats them. Fix: "
+                 f"class_names=[...] with each name once merges the categories of a name into "
+                 f"one index.")
+        return {cid: (i, defined[cid]) for i, cid in enumerate(sorted(defined))}, names
     names = [str(n) for n in class_names]  # by name: categories that share one share it
     twice = [name for name, count in Counter(names).items() if count > 1]
     if twice:
-        raise ArgumentError(f"`class_names` names {twice[0]!r} twice, so its boxes could take "
-                            f"either index. Fix: name each class once.")
+        raise ArgumentError(
+            f"`class_names` names {twice[0]!r} twice, so its boxes could take either index. "
+            f"Fix: name each class once (the categories of a name share its index), or "
+            f"class_names=None for one index per category id.")
     index = {name: i for i, name in enumerate(names)}
     return {cid: (index.get(name, -1), name) for cid, name in defined.items()}, names
 

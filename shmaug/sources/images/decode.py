@@ -282,8 +282,8 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
         try:
             pixels, (y0, x0) = turbo.decode_window(
                 data, (top, left, bottom - top, right - left), m, channels)
-        except turbo.TurboError:  # (12-bit, a corrupt file: the whole decode below copes or
-            whole_decodes.count("turbo_refused")  # says why)
+        except turbo.TurboError:  # (a damaged file: the whole decode below copes or says why)
+            whole_decodes.count("turbo_refused")
         else:
             return finish(pixels, (scaled[0] - y0, scaled[1] - x0, scaled[2], scaled[3]),
                           size, how)

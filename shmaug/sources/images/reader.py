@@ -67,9 +67,9 @@ class Decoder:
         """The bytes of a JPEG undecoded, with its size, for an `augment` that decodes only
         its window (``shmaug.deferred``); any other file decoded, as ``__call__``.
         ``checked``: an unreadable JPEG must fail here, where it can be stood in for, not in
-        the op: libjpeg-turbo reads its header (a few microseconds), a file with no end marker
-        near its end (a download cut short) is decoded here, whole, and so is every file
-        without libjpeg-turbo."""
+        the op: libjpeg-turbo reads its header (a few microseconds), a file whose image has no
+        end marker (a download cut short: ``decode.jpeg_ends``) is decoded here, whole, and
+        so is every file without libjpeg-turbo."""
         header = jpeg_header(data) if self.image_size is None else None
         if header is None or not header[0] or not header[1] or header[2] not in (1, 3):
             return self(data, what)
@@ -78,7 +78,7 @@ class Decoder:
                 turbo.header(data)
             except turbo.TurboError as exc:
                 raise unreadable(what, f"libjpeg-turbo cannot read it ({exc})") from None
-            if not jpeg_ends(data):  # cut short, or data after its end: a decode must tell
+            if not jpeg_ends(data):  # cut short (no end marker its walk reaches): decoded here
                 whole_decodes.count("on_error_skip")
                 return self(data, what)
         elif checked:
