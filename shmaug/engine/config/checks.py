@@ -230,7 +230,7 @@ def callable_or_none(name: str, value: Any) -> Any:
             f"`{name}={example}`."
         )
     wrapper = _WRAPPERS.get(type(value).__module__.partition(".")[0])
-    if wrapper is not None:  # called with keywords or tensors, not fn(image, rng)
+    if wrapper is not None and name == "augment":  # called with keywords or tensors
         raise ArgumentTypeError(
             f"`{name}` must be a callable `fn(image, rng) -> image` or None; received "
             f"{got(value)}, which is called otherwise. Fix: pass `{name}={wrapper}(...)` "
