@@ -46,11 +46,15 @@ class DatasetForms:
         backend: element ``i`` is ``self.batch(i % len(self), epoch=epoch + i // len(self))``
         (``epoch`` defaults to ``self.epoch``), so Grain's ``repeat`` runs the next epochs,
         each shuffled anew unless ``shuffle=False``. Pass ``fit(shuffle=False)``: the batches
-        come shuffled already. Needs ``pip install grain``; see
+        come shuffled already. keras-hub's task models repeat it for their epochs; a plain
+        Keras ``fit`` starts it over each epoch, so give it ``.repeat()`` with
+        ``steps_per_epoch=len(seq)``. Needs ``pip install grain``; see
         [Detection](../detection.md).
 
         Example:
-            >>> detector.fit(train.to_grain(), epochs=10, shuffle=False)
+            >>> detector.fit(train.to_grain(), epochs=10, shuffle=False)  # keras-hub's
+            >>> model.fit(train.to_grain().repeat(), epochs=10, steps_per_epoch=len(train),
+            ...           shuffle=False)  # a plain Keras model  # doctest: +SKIP
         """
         from .interop import grain_batches  # (imports Grain)
 
