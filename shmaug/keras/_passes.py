@@ -83,9 +83,13 @@ class Passes:
         pass to begin is its build pass, or not."""
         self._building = flag
 
-    def begins(self, caller: Any) -> bool:
-        """Whether ``caller`` is a loop with no pass yet (its ask begins one)."""
-        return caller is not None and self._pass_of(caller) is None
+    def begins(self, caller: Any, index: int) -> bool:
+        """Whether ``caller``'s ask of ``index`` begins a pass: it is a loop with no pass yet,
+        or one going round again (its pass took a whole epoch, or asked ``index`` already)."""
+        if caller is None:
+            return False
+        p = self._pass_of(caller)
+        return p is None or self._renews(p, index)
 
     def ask(self, index: int, caller: Any, in_order: bool) -> tuple[Key, bool]:
         """The batch answering ``index``, and whether a pass took it (False: a look, or
@@ -96,7 +100,7 @@ class Passes:
             self.last = self._look(index, in_order), False
             return self.last
         p = self._pass_of(caller)
-        if p is None or self._done(p) or index in p.bindings:
+        if p is None or self._renews(p, index):
             p = self._begin(caller, in_order)
         key = p.bindings[index] = (p.epoch, index if p.in_order else p.next, p.in_order)
         p.next += 1
@@ -146,8 +150,9 @@ class Passes:
     def restore(self, epoch: int, cursor: int, bindings: dict[int, Key],
                 in_order: bool = False) -> None:
         """Stand where a saved state stood: its pass (if it had one) is resumed by the next
-        loop that is not Keras' build; a loop resuming it should ask only the indices it has
-        not asked (``to_tf_dataset`` does; a fresh Keras iterator cannot know them)."""
+        loop that is not Keras' build. A shuffled one goes on whatever indices that loop
+        asks; a loop resuming one in order should ask only the indices it has not asked
+        (``to_tf_dataset`` and ``for b in seq`` do; a fresh Keras iterator cannot know them)."""
         self.release()
         self.seek(epoch, cursor)
         if bindings:
@@ -169,6 +174,10 @@ class Passes:
     def _pass_of(self, caller: Any) -> _Pass | None:
         p = self._live.get(id(caller))
         return p if p is not None and p.caller is caller else None
+
+    def _renews(self, p: _Pass, index: int) -> bool:
+        """Whether an ask of ``index`` by ``p``'s loop begins a new pass (rule 1)."""
+        return self._done(p) or index in p.bindings
 
     def _done(self, p: _Pass) -> bool:
         return (len(p.bindings) if p.in_order else p.next) >= self.batches
@@ -199,6 +208,8 @@ class Passes:
         if self._restored is not None and not building:
             p, self._restored = self._restored, None
             p.caller = caller
+            if not p.in_order:  # the loop that asked them is gone: a new one (Keras', or a
+                p.bindings = {}  # loop by hand) may ask any index; each new one goes on
         else:
             p = _Pass(caller, building, self.epoch, 0 if in_order else self.cursor, in_order)
             if not building:

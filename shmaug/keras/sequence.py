@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
@@ -346,6 +346,14 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             _distribution.follow(self)
         return len(self._order.plan)
 
+    def __iter__(self) -> Iterator[Any]:
+        """The batches of a pass, as Keras' ``PyDataset`` iterates them; after
+        ``load_state_dict`` mid-pass, only the ones that pass had not served yet."""
+        served = self.served_before_restore()
+        for index in range(len(self)):
+            if index not in served:
+                yield self[index]
+
     def __getitem__(self, index: int) -> Any:
         index = check.batch_index(index, len(self))
         caller = stack.asking_loop(self)
@@ -354,10 +362,11 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         rt = self._runtime
         with rt.lock:
             passes = rt.passes
-            begins = passes.begins(caller)
+            begins = passes.begins(caller, index)
             if begins and stack.keras_is_building():  # JAX, torch: asked from the build
                 passes.building(True)  # itself (also when on_epoch_begin is overridden)
-            # Whose order: read off the stack only where a pass begins, or for a look
+            # Whose order: read off the stack only where a pass begins (a pass in progress
+            # keeps its own), or for a look
             in_order = self._in_order(stack.keras_adapter(self)) if begins or caller is None \
                 else True
             if begins and not in_order:

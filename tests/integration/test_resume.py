@@ -233,6 +233,43 @@ def test_to_tf_dataset_resumes_a_pass_restored_half_way():
 
 
 @needs_keras
+def test_loops_by_hand_resume_the_rest_of_a_pass_and_go_round_shuffled():
+    """``for b in seq`` broken off, saved, loaded into a new Sequence: the next loop gives
+    the rest of that epoch, the one after it the next epoch whole, as without the break. A
+    user's generator going round the indices again and again gets each epoch shuffled."""
+    pytest.importorskip("keras")
+    x = np.arange(36, dtype=np.float32).reshape(36, 1, 1, 1)
+
+    def sequence() -> Any:
+        return shmaug.Sequence(x, np.arange(36), batch_size=4, workers=0, seed=4, shuffle=True)
+
+    def labels(batches) -> list[list[int]]:
+        return [b[1].tolist() for b in batches]
+
+    with sequence() as whole:
+        expected = labels(whole) + labels(whole)  # epochs 0 and 1, nine batches each
+    assert sorted(sum(expected[9:], [])) == list(range(36)) != sum(expected[9:], [])
+    with sequence() as first:
+        served = []
+        for batch in first:
+            served.append(batch[1].tolist())
+            if len(served) == 5:
+                break
+        state = json.loads(json.dumps(first.state_dict()))
+    with sequence() as resumed:
+        resumed.load_state_dict(state)
+        assert served + labels(resumed) + labels(resumed) == expected
+    with sequence() as seq:
+        def forever():
+            while True:
+                for i in range(len(seq)):
+                    yield seq[i]
+
+        rounds = forever()
+        assert [next(rounds)[1].tolist() for _ in range(18)] == expected
+
+
+@needs_keras
 def test_a_copied_sequence_says_it_cannot_serve_batches():
     import copy
 

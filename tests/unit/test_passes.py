@@ -209,11 +209,36 @@ def test_a_restored_pass_is_resumed_by_the_next_loop_but_not_by_a_build():
     assert q.restored == {} and q.position == (1, 0)
 
 
-def test_only_a_new_loop_begins_a_pass():
+def test_a_new_loop_or_one_going_round_again_begins_a_pass():
     p, loop = Fixed(B, shuffle=True), object()
-    assert p.begins(loop) and not p.begins(None)
+    assert p.begins(loop, 0) and not p.begins(None, 0)
     p.ask(0, loop)
-    assert not p.begins(loop) and p.begins(object())
+    assert not p.begins(loop, 1) and p.begins(object(), 1)
+    assert p.begins(loop, 0)  # an index again: the loop goes round (a generator's epoch 2)
+    take(p, range(1, B), loop)
+    assert p.begins(loop, 5)  # a whole epoch taken
+
+
+def test_a_loop_going_round_again_begins_its_pass_in_its_own_order():
+    """A user's generator ``while True: for i in range(len(seq)): yield seq[i]`` over a
+    shuffled Sequence: each round is a pass of its own, shuffled as the first (the order is
+    decided where a pass begins, so the facade must know it begins)."""
+    passes, loop = Passes(B), object()
+    for epoch in range(3):
+        for i in range(B):
+            # the facade reads the order (shuffled, here) only where a pass begins
+            key, _ = passes.ask(i, loop, False if passes.begins(loop, i) else True)
+            assert key == (epoch, i, False)
+
+
+def test_a_restored_shuffled_pass_goes_on_whatever_indices_a_new_loop_asks():
+    """A hand loop, or fit, after load_state_dict: a fresh loop asks from index 0 again,
+    including indices the saved pass had asked; the pass goes on with its next batches."""
+    p, loop = Fixed(B, shuffle=True), object()
+    take(p, [4, 1], loop)
+    q = Fixed(B, shuffle=True)
+    q.restore(*p.position, p.bindings)
+    assert [k for k, _ in take(q, range(B), object())] == stream(2, B - 2) + stream(B, 2)
 
 
 @settings(max_examples=60, deadline=None)
