@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -58,6 +59,8 @@ class Runtime:
     used: float = 0.0  # invariant: monotonic time of the latest ask for a batch
     requests: int = 0  # asks for a batch since start (or reset_stats)
     hits: int = 0  # of them, served from a batch prepared already
+    images: int = 0  # the samples of those batches
+    first_ask: float = 0.0  # perf_counter at the first of them (0: none yet)
     previous: int = -1  # the last index a pass asked for (shuffle=False order check)
     out_of_order: int = 0  # requests that did not follow their predecessor
     warned: bool = False  # the random-order warning was given
@@ -126,10 +129,15 @@ class Runtime:
 
     def stats(self, loader: Loader) -> dict[str, Any]:
         """``loader``'s figures with the facade's: ``hit_rate``, the share of asks served from
-        batches already prepared, and ``requests``."""
+        batches already prepared, ``requests``, and ``images_per_s`` as served to Keras (the
+        loader's ``batches`` and ``images`` leave out what it handed over before a reset at
+        an epoch's start: Keras' probes, batches made ahead, all of a short epoch's)."""
         stats = loader.stats()
         stats["hit_rate"] = self.hits / self.requests if self.requests else 0.0
         stats["requests"] = self.requests
+        if self.requests:
+            elapsed = time.perf_counter() - self.first_ask
+            stats["images_per_s"] = self.images / elapsed if elapsed > 0 else 0.0
         stats["workers"] = loader.workers
         return stats
 

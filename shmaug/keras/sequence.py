@@ -378,6 +378,9 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                     rt.previous = -1
                 rt.note_order(index, key[2] or not self._order.shuffle, loader)
             rt.requests += 1
+            start, stop = self._order.plan.bounds(key[1])
+            rt.images += stop - start
+            rt.first_ask = rt.first_ask or time.perf_counter()
             batch = rt.held.get(key)
             if batch is not None:
                 rt.hits += 1
@@ -506,7 +509,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         rt = self._runtime
         if rt.life is not Life.STOPPED_IDLE:  # (stopped while idle: no restart for this; the
             self.loader.reset_stats()  # next start begins at zero)
-        rt.requests = rt.hits = 0
+        rt.requests = rt.hits = rt.images = 0
+        rt.first_ask = 0.0
 
     def close(self) -> None:
         """Stop the workers and free shared memory. Idempotent.

@@ -311,6 +311,18 @@ def test_stall_monitor(caplog):
         assert 0 <= seq.stats()["hit_rate"] <= 1
 
 
+def test_a_short_epochs_figures_count_the_batches_handed_over_before_it_began():
+    """Keras' probes and the batches made ahead reach the facade before StallMonitor resets
+    the figures at the epoch's start: a two-batch epoch said 0 images/s."""
+    x, y = data(32)
+    with shmaug.Sequence(x, y, batch_size=16, workers=2, seed=0, shuffle=True) as seq:
+        monitor = shmaug.StallMonitor(seq)
+        _ops.tiny_model((SIDE, SIDE, 1), CLASSES).fit(seq, epochs=2, verbose=0,
+                                                      callbacks=[monitor])
+    for epoch in monitor.history:
+        assert epoch["requests"] == 2 and epoch["images_per_s"] > 0, epoch
+
+
 def test_unshuffled_training_data_under_fit_shuffle_says_how_to_fix():
     x, y = data()
     with shmaug.Sequence(x, y, batch_size=8, augment=_ops.noisy, workers=1,
