@@ -14,7 +14,6 @@ import argparse
 import json
 import math
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -269,7 +268,7 @@ def write(results: list[dict[str, Any]], args: argparse.Namespace, env: dict[str
     env = dict(env)
     env.setdefault("load_avg_1m_end", round(os.getloadavg()[0], 2))
     meta = {"quick": args.quick, "workers": args.workers, "repeats": args.repeats, "rounds": rounds,
-            "wall_s": wall_s, "environment": env, "command": "python -m bench " + " ".join(sys.argv[1:])}
+            "wall_s": wall_s, "environment": env, "command": args.command}
     saved = saved or {}
     if saved.get("meta", {}).get("reruns"):
         meta["reruns"] = saved["meta"]["reruns"]

@@ -148,13 +148,15 @@ def parse(argv: list[str] | None, prog: str | None = None) -> argparse.Namespace
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Run the suite; ``prog`` names the command in its help (``shmaug bench``)."""
     args = parse(argv, prog)
+    given = list(sys.argv[1:] if argv is None else argv)  # (under `shmaug bench`, its own)
+    args.command = " ".join(["python -m bench", *given])  # what runs it again, from a clone
     prepare_out(args.out)  # before measuring, not after
     if args.render:
         saved = json.loads(Path(args.render).read_text())
         meta = saved["meta"]
         args.quick, args.workers, args.repeats = meta["quick"], meta["workers"], meta["repeats"]
         args.rounds = meta.get("rounds", 1)
-        sys.argv = [sys.argv[0], *meta["command"].split()[3:]]
+        args.command = meta["command"]
         results = [_judge(r) for r in saved["results"]]
         print(write(results, args, meta["environment"], meta["wall_s"], saved))
         _say_where(args.out)

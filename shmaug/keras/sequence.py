@@ -501,7 +501,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
 
     def stats(self) -> dict[str, Any]:
         """The loader's figures (see ``Loader.stats``) with this facade's ``hit_rate``:
-        the share of ``__getitem__`` calls served from batches already prepared."""
+        the share of ``__getitem__`` calls served from batches already prepared, and its
+        ``requests`` and ``images_per_s``: what it served since ``reset_stats``."""
         with self._runtime.lock:  # a loader stopped when idle (or closed) still has its figures
             return self._runtime.stats(self._runtime.loader or self._ensure_loader())
 

@@ -31,6 +31,7 @@ def test_bench_quick_writes_every_result(tmp_path: Path) -> None:
     for name in ("suite.json", "suite.md", "throughput.png", "scaling.png"):
         assert (tmp_path / name).stat().st_size > 0, name
     payload = json.loads((tmp_path / "suite.json").read_text())
+    assert payload["meta"]["command"] == f"python -m bench --quick --out {tmp_path}"
     results = payload["results"]
     kinds = {r["spec"]["contender"] for r in results}
     assert {"keras_single", "keras_fork", "pool", "tfdata_map", "torch", "grain", "shmaug_loader",
