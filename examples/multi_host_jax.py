@@ -15,6 +15,8 @@ fed the same global batches (batch size PROCESSES x per-process batch, no distri
 On real hosts, start the same script once per host with `--process-id I --coordinator
 HOST:PORT` (and bind the coordinator where the others can reach it).
 
+Needs JAX: pip install "shmaug[jax]" (Keras runs on it here, whatever KERAS_BACKEND says).
+
 Run:
     python examples/multi_host_jax.py            # 2 processes, a few epochs
     python examples/multi_host_jax.py --quick    # seconds (smoke test)
@@ -176,6 +178,12 @@ def main() -> int:
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.epochs = args.epochs or (2 if args.quick else 3)
+    import importlib.util
+
+    if importlib.util.find_spec("jax") is None:
+        print("This example runs Keras on JAX, which is not installed here. Fix: pip install "
+              "'shmaug[jax]'.", file=sys.stderr)
+        return 2
     if args.reference:
         reference(args)
     elif args.process_id is not None:
