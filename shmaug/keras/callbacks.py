@@ -85,6 +85,11 @@ def _remedy(stats: dict[str, Any]) -> str:
         return (f"The queue was the limit, not the workers ({queue['why']}: fewer batches "
                 f"ahead than workers). Try: a larger `max_queue_size`, or leave it out (the "
                 f"default holds 2 batches per worker + 2).")
+    busy = stats.get("worker_busy") or []
+    if busy and max(busy) < 0.5:  # the workers mostly idle: more of them would idle too
+        return ("The workers were idle most of the epoch, so the wait was the hand-off of "
+                "the batches or the first ones of each pass, not the augmentation (a short "
+                "epoch shows it most); more `workers` would idle too.")
     return ("Try: more `workers` (up to the number of cores), a cheaper augmentation "
             "pipeline, or packing decoded images into a .npy file so workers stop decoding "
             "them.")
