@@ -65,6 +65,17 @@ class Runtime:
     out_of_order: int = 0  # requests that did not follow their predecessor
     warned: bool = False  # the random-order warning was given
 
+    def asked(self, rows: int) -> None:
+        """One ask for a batch of ``rows`` samples, in the facade's figures."""
+        self.requests += 1
+        self.images += rows
+        self.first_ask = self.first_ask or time.perf_counter()
+
+    def reset_counts(self) -> None:
+        """The facade's figures from zero (``reset_stats``)."""
+        self.requests = self.hits = self.images = 0
+        self.first_ask = 0.0
+
     @classmethod
     def copied(cls, batches: int) -> Runtime:
         """A copy's: closed, without data, with passes over ``batches`` per epoch."""

@@ -347,8 +347,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         return len(self._order.plan)
 
     def __iter__(self) -> Iterator[Any]:
-        """The batches of a pass, as Keras' ``PyDataset`` iterates them; after
-        ``load_state_dict`` mid-pass, only the ones that pass had not served yet."""
+        """A pass's batches (after ``load_state_dict`` mid-pass: the ones it had not served)."""
         served = self.served_before_restore()
         for index in range(len(self)):
             if index not in served:
@@ -377,10 +376,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 if passes.taken == 1:  # a pass starts where it likes
                     rt.previous = -1
                 rt.note_order(index, key[2] or not self._order.shuffle, loader)
-            rt.requests += 1
             start, stop = self._order.plan.bounds(key[1])
-            rt.images += stop - start
-            rt.first_ask = rt.first_ask or time.perf_counter()
+            rt.asked(stop - start)
             batch = rt.held.get(key)
             if batch is not None:
                 rt.hits += 1
@@ -510,8 +507,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         rt = self._runtime
         if rt.life is not Life.STOPPED_IDLE:  # (stopped while idle: no restart for this; the
             self.loader.reset_stats()  # next start begins at zero)
-        rt.requests = rt.hits = rt.images = 0
-        rt.first_ask = 0.0
+        rt.reset_counts()
 
     def close(self) -> None:
         """Stop the workers and free shared memory. Idempotent.
