@@ -133,18 +133,50 @@ def test_a_folder_slow_to_list_is_listed_again_less_often(tmp_path):
     assert space._listed() is not seen
 
 
-def test_processes_sharing_a_folder_of_shards_hold_its_bound_together(tmp_path):
-    """Each worker has a Space of its own: a folder quick to list is listed at each
-    reservation, so one's writes are counted by the next (two workers held 1.84x the bound
-    when each listed the folder at most every 10 s)."""
-    workers = [Space(str(tmp_path), 250) for _ in range(2)]
-    for j in range(8):
-        final = os.path.join(tmp_path, f"{j:032x}-{'0' * 16}.data")
-        assert workers[j % 2].reserve(final, 100) is None
+def _reserve_in_turn(folder, me, turn, held):
+    """Worker ``me`` of 2: its writes of 8, alternating with the other's (``turn``)."""
+    space = Space(folder, 250)
+    for j in range(me, 8, 2):
+        while turn.value != j:
+            time.sleep(0.001)
+        final = os.path.join(folder, f"{j:032x}-{'0' * 16}.data")
+        assert space.reserve(final, 100) is None
         time.sleep(0.02)  # the download (a shard's take seconds)
         os.replace(final[:-5] + ".part", final)
-        held = sum(p.stat().st_size for p in tmp_path.glob("*.data"))
-        assert held <= 250, (j, held)
+        held[j] = sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder)
+                      if n.endswith(".data"))
+        turn.value = j + 1
+
+
+def test_processes_sharing_a_folder_of_shards_hold_its_bound_together(tmp_path):
+    """Two worker processes write to one folder in turn: a folder quick to list is listed at
+    each reservation, so one's writes are counted by the next (two workers held 1.84x the
+    bound when each listed the folder at most every 10 s)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    turn, held = ctx.Value("i", 0), ctx.Array("q", 8)
+    workers = [ctx.Process(target=_reserve_in_turn, args=(str(tmp_path), me, turn, held))
+               for me in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert [w.exitcode for w in workers] == [0, 0]
+    assert turn.value == 8 and max(held) <= 250, list(held)
+
+
+def test_the_sources_of_one_process_share_its_view_of_a_folder(tmp_path):
+    """Two copies of one source in a process (a loader's, a probe's) count each other's
+    writes between listings: each alone would pass the bound by the other's."""
+    one, other = Space(str(tmp_path), 250), Space(str(tmp_path), 250)
+    for j in range(6):
+        final = os.path.join(tmp_path, f"{j:032x}-{'0' * 16}.data")
+        assert (one, other)[j % 2].reserve(final, 100) is None
+        os.replace(final[:-5] + ".part", final)
+        if j == 0:
+            one._seen.took = other._seen.took = 1000.0  # listed once, then counted
+        assert sum(p.stat().st_size for p in tmp_path.glob("*.data")) <= 250, j
 
 
 def test_queued_writes_hold_at_most_queued_bytes(tmp_path, monkeypatch):

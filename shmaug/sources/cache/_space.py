@@ -102,17 +102,31 @@ def sibling(final: str, suffix: str) -> str:
     return final[:-len(DATA)] + suffix
 
 
+# This process's view of each cache folder (by pid, folder and bound), shared by its Spaces:
+# the copies of one source a process holds (a loader's, a probe's) count each other's writes
+# between listings, where each alone would pass the bound by what the others wrote.
+_VIEWS: dict[tuple[int, str, int | None], Folder] = {}
+
+
 class Space:
     """The bytes a cache folder holds, bounded by ``limit`` (None: by the disk), as this
-    process last saw them. Per process; not pickled (``DiskCache`` makes one)."""
+    process last saw them (``_VIEWS``). Not pickled (``DiskCache`` makes one)."""
 
-    __slots__ = ("folder", "limit", "evict", "_seen")
+    __slots__ = ("folder", "limit", "evict")
 
     def __init__(self, folder: str, limit: int | None, evict: Evict = lru) -> None:
         self.folder = folder
         self.limit = limit
         self.evict = evict
-        self._seen: Folder | None = None  # the folder as last listed, and this process's since
+
+    @property
+    def _seen(self) -> Folder | None:
+        """The folder as last listed here, and this process's writes and evictions since."""
+        return _VIEWS.get((os.getpid(), self.folder, self.limit))
+
+    @_seen.setter
+    def _seen(self, seen: Folder) -> None:
+        _VIEWS[(os.getpid(), self.folder, self.limit)] = seen
 
     def reserve(self, final: str, size: int) -> str | None:
         """Reserve ``size`` bytes for entry ``final``: its ``.part`` created at that size,
