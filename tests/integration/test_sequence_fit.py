@@ -316,7 +316,7 @@ def test_a_short_epochs_figures_count_the_batches_handed_over_before_it_began():
     the figures at the epoch's start: a two-batch epoch said 0 images/s."""
     x, y = data(32)
     with shmaug.Sequence(x, y, batch_size=16, workers=2, seed=0, shuffle=True) as seq:
-        monitor = shmaug.StallMonitor(seq)
+        monitor = shmaug.StallMonitor(seq, threshold=1.0)  # (the figures, not the advice)
         _ops.tiny_model((SIDE, SIDE, 1), CLASSES).fit(seq, epochs=2, verbose=0,
                                                       callbacks=[monitor])
     for epoch in monitor.history:
