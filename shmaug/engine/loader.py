@@ -118,7 +118,8 @@ class Loader:
             of the tasks queued behind a task with it, within its time.)
         output_shape: shape of one augmented sample; learned from sample 0 when None (made
             by a worker, under ``timeout``, like every sample).
-        output_dtype: dtype of augmented samples; learned from sample 0 when None.
+        output_dtype: dtype of the samples handed out, augmented or not (workers cast each
+            one, as ``np.copyto(casting="same_kind")``); learned from sample 0 when None.
             ``"bfloat16"`` is ``ml_dtypes``' (what Keras, JAX and TensorFlow install).
         copy: True hands out private copies of each batch (made in the memory of an
             earlier batch once nothing refers to that one any more: no view, memoryview or

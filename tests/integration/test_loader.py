@@ -116,6 +116,26 @@ def test_no_augment_gathers_in_process_and_keeps_dtype(images):
     assert xb.dtype == np.uint8
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_no_augment_still_writes_the_declared_dtype_and_checks_the_declared_shape(images,
+                                                                                  workers):
+    """A validation loader beside a training one, both asked for float32: with no augment
+    the samples are written as declared, not gathered as x's uint8; a declared shape that
+    is not the samples' is refused as with an augment."""
+    with shmaug.Loader(images, np.arange(40), batch_size=16, workers=workers,
+                       output_dtype="float32") as loader:
+        assert loader.output_dtype == np.float32
+        xb, yb = loader.batch(1)
+    assert xb.dtype == np.float32
+    np.testing.assert_array_equal(xb, images[16:32].astype(np.float32))
+    np.testing.assert_array_equal(yb, np.arange(16, 32))
+    with pytest.raises(shmaug.OutputMismatchError, match=r"output_shape.*\(8, 8\)"):
+        shmaug.Loader(images, batch_size=16, workers=workers, output_shape=(8, 8))
+    with shmaug.Loader(images, batch_size=16, workers=workers, output_shape=(12, 12),
+                       output_dtype="uint8") as loader:  # x's own: gathered
+        assert loader.pids == [] and loader.batch(0)[0].dtype == np.uint8
+
+
 def test_output_shape_and_dtype_are_learned_or_declared(images):
     with shmaug.Loader(images, batch_size=8, augment=_ops.noisy, workers=0) as loader:
         assert loader.output_shape == (12, 12) and loader.output_dtype == np.float32

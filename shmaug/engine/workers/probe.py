@@ -38,9 +38,10 @@ def output_of(probe: Probe, shape: tuple[int, ...] | None, dtype: np.dtype[Any] 
     """The ring's sample shape and dtype: as declared, else as the probe saw them."""
     if shape is not None and shape != probe.shape:
         raise OutputMismatchError(
-            f"`output_shape` is {shape} but sample index 0 came out of `augment` with shape "
-            f"{probe.shape}. Fix: pass output_shape={probe.shape}, or leave it out to learn it "
-            f"from sample 0."
+            f"`output_shape` is {shape} but sample index 0 came out (of `augment`, or as `x` "
+            f"or `load` gives it where there is none) with shape {probe.shape}. Fix: pass "
+            f"output_shape={probe.shape}, or leave it out to learn it from sample 0; to change "
+            f"the size, resize in `augment` (Op('resize', height=..., width=...))."
         )
     return probe.shape, dtype_of(probe.dtype) if dtype is None else dtype
 
