@@ -307,6 +307,7 @@ class Loader:
                 yield out
         finally:
             self._cursor.end(epoch)
+            self.pause_stats()
 
     STATE_VERSION = 1  # of state_dict()'s format; bumped when its meaning changes
 
@@ -386,7 +387,8 @@ class Loader:
                               self._key(epoch, in_order))
 
     def stats(self) -> dict[str, Any]:
-        """Throughput and stall figures since start (or the last ``reset_stats()``).
+        """Throughput and stall figures since start (or the last ``reset_stats()``), over the
+        passes: the time from a pass's end (``pause_stats``) to the next ask is left out.
 
         Keys: ``images_per_s``, ``wait_fraction`` (share of the consumer's time spent
         waiting for data), ``hit_rate`` (batches ready when asked), ``queue_depth`` (batches
@@ -418,6 +420,12 @@ class Loader:
     def reset_stats(self) -> None:
         """Start the ``stats()`` window afresh (e.g. at each epoch)."""
         self._run.figures.reset()
+
+    def pause_stats(self) -> None:
+        """A pass is over: ``stats()`` leaves out the time until the next batch is asked for
+        (a loop over the loader does this as it ends; a ``Sequence`` as Keras' pass ends,
+        before its validation)."""
+        self._run.figures.pause()
 
     def close(self) -> None:
         """Stop the workers and free the shared memory. Idempotent."""

@@ -112,10 +112,11 @@ class Running:
         # Only gathering to do: one copy in this process beats a round trip through workers.
         # (An output_shape or output_dtype other than x's has the workers write each sample,
         # checked and cast as an augmented one is.)
-        output = o.settings.output
+        output, x = o.settings.output, o.data.x
         self.gather_only = (self._augment is None and o.data.load is None and self._mix is None
-                            and not self._made and output.shape in (None, o.data.x.shape[1:])
-                            and output.dtype in (None, o.data.x.dtype))
+                            and not self._made and isinstance(x, np.ndarray)
+                            and output.shape in (None, x.shape[1:])
+                            and output.dtype in (None, x.dtype))
         self.store = SharedStore()
         self.ring: OutputRing | None = None
         self.pool: Pool = _NoPool()

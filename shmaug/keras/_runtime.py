@@ -60,7 +60,8 @@ class Runtime:
     requests: int = 0  # asks for a batch since start (or reset_stats)
     hits: int = 0  # of them, served from a batch prepared already
     images: int = 0  # the samples of those batches
-    first_ask: float = 0.0  # perf_counter at the first of them (0: none yet)
+    first_ask: float = 0.0  # perf_counter at the first of them since a pause (0: none yet)
+    span_s: float = 0.0  # seconds of the passes paused since (``pause``)
     previous: int = -1  # the last index a pass asked for (shuffle=False order check)
     out_of_order: int = 0  # requests that did not follow their predecessor
     warned: bool = False  # the random-order warning was given
@@ -74,7 +75,16 @@ class Runtime:
     def reset_counts(self) -> None:
         """The facade's figures from zero (``reset_stats``)."""
         self.requests = self.hits = self.images = 0
-        self.first_ask = 0.0
+        self.first_ask = self.span_s = 0.0
+
+    def pause(self) -> None:
+        """Keras' pass is over: the time until the next ask (its validation, the program after
+        ``fit``) is left out of the figures, the loader's too."""
+        if self.first_ask:
+            self.span_s += time.perf_counter() - self.first_ask
+            self.first_ask = 0.0
+        if self.loader is not None:
+            self.loader.pause_stats()
 
     @classmethod
     def copied(cls, batches: int) -> Runtime:
@@ -147,7 +157,8 @@ class Runtime:
         stats["hit_rate"] = self.hits / self.requests if self.requests else 0.0
         stats["requests"] = self.requests
         if self.requests:
-            elapsed = time.perf_counter() - self.first_ask
+            elapsed = self.span_s + (time.perf_counter() - self.first_ask if self.first_ask
+                                     else 0.0)
             stats["images_per_s"] = self.images / elapsed if elapsed > 0 else 0.0
         stats["workers"] = loader.workers
         return stats

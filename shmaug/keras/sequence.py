@@ -420,6 +420,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         after Keras' own passes nothing moves (_passes rule 5). An override should call
         ``super().on_epoch_end()``, else such a loop replays the same epoch."""
         if stack.from_adapter(self):  # Keras' passes are its generators; its calls move nothing
+            with self._runtime.lock:  # (but the figures' pass ends: validation is not its)
+                self._runtime.pause()
             return  # (fit calls it before its first pass, after the signature probes)
         with self._runtime.lock:
             self._runtime.passes.epoch_ended()

@@ -199,6 +199,27 @@ def test_stats_report_throughput_and_worker_busy(images):
     assert after["batches"] == 5 and all(0 < b <= 1 for b in after["worker_busy"])
 
 
+def test_stats_cover_the_passes_not_the_time_after_them(images):
+    """Read a while after a loop ended, the figures are those of its pass (they shrank with
+    every second waited); a second pass after a gap counts both passes, not the gap."""
+    with shmaug.Loader(images, batch_size=8, augment=_ops.slow_noisy, workers=2, seed=0) as loader:
+        began = time.perf_counter()
+        list(loader)
+        passed = time.perf_counter() - began
+        first = loader.stats()
+        time.sleep(0.5)
+        figures = ("images_per_s", "wait_fraction", "worker_busy", "batches")
+        assert {k: loader.stats()[k] for k in figures} == {k: first[k] for k in figures}
+        time.sleep(1.0)
+        began = time.perf_counter()
+        list(loader)
+        passed += time.perf_counter() - began
+        both = loader.stats()
+    assert both["images"] == 80
+    assert 80 / both["images_per_s"] <= passed  # the 1.5 s between the passes left out
+    assert all(0 < b <= 1 for b in both["worker_busy"])
+
+
 def test_a_consumer_bound_pool_shares_its_tasks_among_all_workers(images):
     # A slow consumer leaves one task at a time to hand out: every one used to go to worker 0,
     # and stats() showed the others 0% busy.

@@ -323,6 +323,34 @@ def test_a_short_epochs_figures_count_the_batches_handed_over_before_it_began():
         assert epoch["requests"] == 2 and epoch["images_per_s"] > 0, epoch
 
 
+def test_the_figures_leave_out_validation_and_the_time_after_fit():
+    """The training Sequence's figures are its passes': a slow validation pass (1 s an epoch)
+    counted in them made images/s a third of what it was, and read after ``fit`` they shrank
+    with every second waited."""
+    import time
+
+    class SlowValidation(keras.callbacks.Callback):
+        def on_test_end(self, logs=None):
+            time.sleep(1.0)
+
+    x, y = data()
+    with shmaug.Sequence(x, y, batch_size=16, augment=_ops.noisy, workers=2, seed=0,
+                         shuffle=True) as seq, \
+            shmaug.Sequence(x[:32], y[:32], batch_size=16, workers=2) as val:
+        monitor = shmaug.StallMonitor(seq, threshold=1.0)
+        began = time.perf_counter()
+        history = _ops.tiny_model((SIDE, SIDE, 1), CLASSES).fit(
+            seq, epochs=2, verbose=0, validation_data=val,
+            callbacks=[monitor, SlowValidation()])
+        fitted = time.perf_counter() - began
+        after = seq.stats()
+        time.sleep(0.5)
+        assert seq.stats()["images_per_s"] == after["images_per_s"]
+    epochs = [N / rate for rate in history.history["images_per_s"]]  # each pass's seconds
+    assert sum(epochs) < fitted - 1.8  # the two validation seconds left out
+    assert 2 * N / after["images_per_s"] < fitted - 1.8
+
+
 def test_unshuffled_training_data_under_fit_shuffle_says_how_to_fix():
     x, y = data()
     with shmaug.Sequence(x, y, batch_size=8, augment=_ops.noisy, workers=1,

@@ -32,21 +32,49 @@ class Figures:
     def reset(self) -> None:
         # short: batches asked for while the ring was short of a slot per worker (see
         # handoff.depth), short_misses: those among them the consumer waited for
+        # span_s: seconds of the passes paused since (``pause``), t_open: when the one in
+        # progress was first asked for (0: none)
         self.counters: dict[str, float] = dict(wait_s=0.0, images=0, batches=0, hits=0,
-                                               skipped=0, t_first=0.0, short=0,
+                                               skipped=0, span_s=0.0, t_open=0.0, short=0,
                                                short_misses=0)
-        self._t0 = time.perf_counter()
-        # A baseline, not a reset: workers add to their busy seconds without a lock, so a zero
-        # written here could be lost under a worker's read-modify-write.
+        # Each worker's busy seconds in the passes paused since, and at the one in progress'
+        # opening: a baseline, not a reset, since workers add to their busy seconds without a
+        # lock, so a zero written here could be lost under a worker's read-modify-write.
+        self._busy_spent = [0.0] * len(self._busy_now())
+        self._busy_base = self._busy_now()
+
+    def _busy_now(self) -> list[float]:
         status = getattr(self._pool, "status", None)
         slots = getattr(self._pool, "capacity", getattr(self._pool, "workers", 0))
-        self._busy_base = ([0.0] * slots if status is None
-                           else StatusBlock(status).busy_s()[:slots])
+        return [0.0] * slots if status is None else StatusBlock(status).busy_s()[:slots]
 
     def asked(self, began: float) -> None:
-        """A batch was asked for at ``began``: the throughput window opens at the first."""
-        if not self.counters["t_first"]:
-            self.counters["t_first"] = began
+        """A batch was asked for at ``began``: the throughput window opens at the first (after
+        a pause, again)."""
+        if not self.counters["t_open"]:
+            self.counters["t_open"] = began
+            self._busy_base = self._busy_now()
+
+    def pause(self) -> None:
+        """The consumer finished a pass: the time until its next ask (a validation pass, the
+        rest of the program after ``fit``) is not the pass's, and is left out."""
+        c = self.counters
+        if c["t_open"]:
+            self._busy_spent = self._busy_within()
+            c["span_s"] += time.perf_counter() - c["t_open"]
+            c["t_open"] = 0.0
+
+    def _busy_within(self) -> list[float]:
+        """Each worker's busy seconds within the passes since the reset."""
+        if not self.counters["t_open"]:
+            return self._busy_spent
+        return [spent + now - base for spent, now, base in
+                zip(self._busy_spent, self._busy_now(), self._busy_base)]
+
+    def elapsed(self) -> float:
+        """Seconds of the passes since the reset: the time ``images_per_s`` divides."""
+        c = self.counters
+        return c["span_s"] + (time.perf_counter() - c["t_open"] if c["t_open"] else 0.0)
 
     def delivered(self, images: int, waited_s: float, hit: bool, short: bool = False) -> None:
         """A batch was handed out after ``waited_s``; ``short``: the ring was short of a
@@ -93,14 +121,11 @@ class Figures:
     def report(self, workers: int, ready: int, decision: str | None,
                chosen: Depth | None = None) -> dict[str, Any]:
         c = self.counters
-        now = time.perf_counter()
-        elapsed = now - c["t_first"] if c["t_first"] else 0.0
+        elapsed = self.elapsed()
         busy: list[float] = []
-        status = getattr(self._pool, "status", None)
-        if status is not None:
-            span = max(now - self._t0, 1e-9)
-            now_busy = StatusBlock(status).busy_s()
-            busy = [min(1.0, (now_busy[w] - self._busy_base[w]) / span) for w in range(workers)]
+        if getattr(self._pool, "status", None) is not None:  # (within the passes, as elapsed)
+            spent = self._busy_within()
+            busy = [min(1.0, spent[w] / max(elapsed, 1e-9)) for w in range(workers)]
         return {
             "images_per_s": c["images"] / elapsed if elapsed > 0 else 0.0,
             "wait_fraction": c["wait_s"] / elapsed if elapsed > 0 else 0.0,
