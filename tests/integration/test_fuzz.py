@@ -209,6 +209,9 @@ CASES: dict[str, Case] = {
         X.astype(np.int64), augment=shmaug.presets.glyph_distort()), TypeError, "`x`.*int64"),
     "x bool through shmaug's ops": Case(lambda f, t: loader(
         X > 100, augment=shmaug.presets.glyph_distort()), TypeError, "`x`.*bool"),
+    "x big-endian float32 through shmaug's ops": Case(lambda f, t: loader(
+        (X / 255).astype(">f4"), augment=shmaug.presets.glyph_distort()), TypeError,
+        r"`x`.*>f4.*float32 in big-endian byte order.*x.astype\(np.float32\)"),
     "x channels-first through shmaug's ops": Case(lambda f, t: loader(
         np.zeros((4, 3, 16, 16), np.uint8), augment=shmaug.presets.glyph_distort()), ValueError,
         "`x`.*channels-first.*np.moveaxis"),

@@ -127,6 +127,14 @@ def pipeline_input(plan: Plan, x: Any) -> None:
     A plain function gets the data as it is (its layout and dtype are its own business)."""
     if not plan.ranged or not isinstance(x, np.ndarray):
         return
+    native = x.dtype.newbyteorder("=")
+    if x.dtype not in SUPPORTED_DTYPES and native in SUPPORTED_DTYPES:  # e.g. '>f4'
+        endian = "big" if x.dtype.byteorder == ">" else "little"
+        raise ArgumentTypeError(
+            f"`x` has dtype {x.dtype}: {native} in {endian}-endian byte order, not this "
+            f"machine's, which shmaug's ops (OpenCV's and numpy's kernels) do not read. Fix: "
+            f"convert the images once, before the loader: x.astype(np.{native}) (a .npy file "
+            f"larger than RAM: write it again in native order, chunk by chunk).")
     if x.dtype not in SUPPORTED_DTYPES:
         names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
         fix = _CONVERSIONS.get(x.dtype.kind, _CONVERSIONS["i"])
