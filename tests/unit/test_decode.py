@@ -183,3 +183,25 @@ def test_reduced_decode_must_be_a_bool(tmp_path):
     path = save(tmp_path / "c.jpg", photo(16, 16))
     with pytest.raises(TypeError, match=r"`reduced_decode` must be True or False"):
         ImageFiles.from_paths([path], reduced_decode="yes")
+
+
+def test_a_png_past_opencvs_pixel_limit_is_an_unreadable_file_a_source_can_skip(tmp_path):
+    """A header claiming 60000x60000 pixels (damaged, or a scan to tile first): OpenCV's
+    assertion escaped as cv2.error, naming no file, and on_error='skip' passed it by."""
+    import struct
+    import zlib
+
+    import shmaug
+
+    out = io.BytesIO()
+    Image.fromarray(np.full((8, 8, 3), 120, np.uint8)).save(out, "PNG")
+    data = bytearray(out.getvalue())
+    struct.pack_into(">II", data, 16, 60000, 60000)  # IHDR's width and height, CRC renewed
+    struct.pack_into(">I", data, 29, zlib.crc32(bytes(data[12:29])))
+    (tmp_path / "huge.png").write_bytes(bytes(data))
+    good = save(tmp_path / "good.png", photo(8, 8), "PNG")
+    paths = [str(tmp_path / "huge.png"), good]
+    with pytest.raises(shmaug.ImageReadError, match=r"huge.png.*more pixels than OpenCV decodes"):
+        ImageFiles.from_paths(paths, image_size=(8, 8)).load(0)
+    skipping = ImageFiles.from_paths(paths, image_size=(8, 8), on_error="skip")
+    np.testing.assert_array_equal(skipping.load(0), skipping.load(1))  # the next stands in

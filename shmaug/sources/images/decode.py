@@ -157,9 +157,12 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
         raise unreadable(what, "it is empty (0 bytes)")
     if reduce_to is not None:
         eighths = 8 // reduction(jpeg_header(data), reduce_to)
-    image = _decode_reduced(data, 8 // eighths) if eighths != 8 else None
-    if image is None:
-        image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)  # BGR(A); we convert channels ourselves
+    try:
+        image = _decode_reduced(data, 8 // eighths) if eighths != 8 else None
+        if image is None:  # BGR(A); we convert channels ourselves
+            image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+    except cv2.error as exc:  # (an assertion of OpenCV's, e.g. on the pixel count)
+        raise unreadable(what, _opencv_reason(exc)) from None
     if image is None:
         image = _decode_pil(what, data)
     if image.dtype == np.uint16:
@@ -454,6 +457,17 @@ def unreadable(what: str, reason: str) -> ImageReadError:
         f"Cannot read {what}: {reason}. Fix: replace or remove it, or pass on_error='skip'"
         f"{SKIP_WHERE} to replace it with the next readable image and count it in stats()."
     )
+
+
+def _opencv_reason(exc: Exception) -> str:
+    """Why OpenCV refused to decode, in words: its limit on pixels (which PIL's bomb check
+    would refuse too), or its own message."""
+    message = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+    if "CV_IO_MAX_IMAGE_PIXELS" in message:
+        return ("its header says it has more pixels than OpenCV decodes (2**30, set by the "
+                "environment variable OPENCV_IO_MAX_IMAGE_PIXELS): a damaged header, or an "
+                "image to cut into tiles first")
+    return f"OpenCV refuses it ({message})"
 
 
 def _pil_reason(exc: Exception) -> str:
