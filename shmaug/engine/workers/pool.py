@@ -62,7 +62,7 @@ from .wire import (
 )
 from .reports import MAX_DEATHS_PER_TASK, describe_startup_failure, stall_warning, stalled
 from .worker import Waiter, WorkerSpec, worker_main
-from ...errors import ClosedError
+from ...errors import ClosedError, warn
 from ..plan.schedule import Task
 from ..handoff.ring import OutputRing
 from ...memory.store import ArrayHandle, SharedStore
@@ -120,7 +120,7 @@ class WorkerPool:
         self._spec = spec
         self._timeout = timeout
         self._op = op  # what a task runs, as a stall warning names it
-        self._stall_told = False  # invariant: the stall warning was logged (once per pool)
+        self._stall_told = False  # invariant: the stall warning was given (once per pool)
         self._generation = generation  # the ring's per-slot generations, shared with workers
         # Deep enough that a worker never idles while the consumer is busy elsewhere:
         # cancelled work is cheap to skip (see OutputRing.generation).
@@ -405,8 +405,9 @@ class WorkerPool:
         return out
 
     def _check_stalls(self) -> None:
-        """With no ``timeout``: log once when a task has run far longer than tasks take (a
-        hung op would otherwise hang the run in silence). The task goes on running."""
+        """With no ``timeout``: warn once when a task has run far longer than tasks take (a
+        hung op would otherwise hang the run in silence; a warning, not a log line, which
+        says nothing until a program sets logging up). The task goes on running."""
         if self._stall_told:
             return
         live = (wid for wid, w in enumerate(self._workers) if w is not None)
@@ -415,7 +416,7 @@ class WorkerPool:
             wid, ran, usual = found
             self._stall_told = True
             worker = self._workers[wid]
-            log.warning(stall_warning(wid, None if worker is None else worker.process.pid,
+            warn(stall_warning(wid, None if worker is None else worker.process.pid,
                                       self._op, self._current_index(wid), ran, usual))
 
     # -- resizing (NOTE [resizing]) ----------------------------------------------------------
