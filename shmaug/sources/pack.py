@@ -9,7 +9,9 @@ the source has labels, and ``manifest.json`` (class names, source, image size, c
 count, sha256 of ``images.npy``). Everything is written under a ``.partial`` name, flushed and
 fsync'ed, then renamed, the manifest last: an output is complete exactly when its manifest is
 there, so an interrupted pack never leaves one that looks complete. A second run over a
-complete output for the same source returns it without redoing the work.
+complete output for the same source returns it without redoing the work. Packs into one
+directory at once (every rank of a job, one job launched twice) take turns: the later ones
+wait on a lock of the directory, then find the first's pack complete.
 
 This module owns the output directory; decoding is ``ImageFiles``' and parallelism is
 ``Loader``'s (the workers decode into shared memory, this process writes to the file).
@@ -25,12 +27,13 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import ArgumentError, ArgumentTypeError
+from ..errors import ArgumentError, ArgumentTypeError, warn
 from .files import ImageFiles
+from .images.settings import encoded_labels
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +54,15 @@ class Packed:
     Attributes:
         directory: the output directory.
         images: path of ``images.npy``, to pass as ``x``.
-        labels: path of ``labels.npy``, or None when the source has no labels.
+        labels: path of ``labels.npy`` (class indices, int64), or None when the source has
+            no labels.
         manifest: the parsed ``manifest.json``.
         created: True when this call wrote it, False when it was already complete.
         verified: True when it was already complete and ``verify`` re-hashed ``images.npy``
             against the manifest's sha256 (they matched).
+        label_mode: how ``open`` encodes the labels: the packed source's (``"int"``,
+            ``"categorical"`` one-hot float32, ``"binary"`` float32 (N, 1)), as its own
+            ``labels`` were; one pack serves every mode.
 
     Example:
         >>> packed = shmaug.pack("flowers/", "flowers_64", image_size=(64, 64))
@@ -69,14 +76,18 @@ class Packed:
     manifest: dict[str, Any]
     created: bool
     verified: bool = False
+    label_mode: str = "int"
 
     @property
     def class_names(self) -> list[str]:
         return list(self.manifest["class_names"])
 
     def open(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """``(images, labels)``: images memory-mapped read-only, labels loaded (small)."""
+        """``(images, labels)``: images memory-mapped read-only, labels loaded (small) and
+        encoded as ``label_mode`` says."""
         y = None if self.labels is None else np.load(self.labels)
+        if y is not None and self.label_mode != "int":
+            y = encoded_labels(y, self.label_mode, len(y), tuple(self.class_names))[0]
         return np.load(self.images, mmap_mode="r"), y
 
 
@@ -140,23 +151,57 @@ def pack(
             f"received {directory!r}, which is a file. Fix: pass a directory path."
         )
     made = not os.path.isdir(directory)  # removed again if the pack fails (it is ours)
-    os.makedirs(directory, exist_ok=True)
     described = describe(files)
-    existing = _complete(directory, described, verify) if not overwrite else None
-    if existing is not None:
-        checked = ", and images.npy matches its sha256" if existing.verified else ""
-        log.info("%s already holds a complete pack of this source (%d images%s); nothing to "
-                 "do (overwrite=True redoes it)", directory, existing.manifest["count"], checked)
-        return existing
-    _remove(os.path.join(directory, MANIFEST))  # from here on, `out` is not complete
+    label_mode = files.label_mode or "int"
+    with _alone(directory):
+        existing = _complete(directory, described, verify) if not overwrite else None
+        if existing is not None:
+            checked = ", and images.npy matches its sha256" if existing.verified else ""
+            log.info("%s already holds a complete pack of this source (%d images%s); nothing "
+                     "to do (overwrite=True redoes it)", directory, existing.manifest["count"],
+                     checked)
+            return dataclasses.replace(existing, label_mode=label_mode)
+        _remove(os.path.join(directory, MANIFEST))  # from here on, `out` is not complete
+        try:
+            return dataclasses.replace(_write(
+                files, directory, described, workers=workers, batch_size=batch_size,
+                start_method=start_method, progress=progress), label_mode=label_mode)
+        except BaseException:  # its partial files are gone (_write); so is a folder made for it
+            if made:
+                with contextlib.suppress(OSError):  # not empty: someone else's files, kept
+                    os.rmdir(directory)
+            raise
+
+
+@contextlib.contextmanager
+def _alone(directory: str) -> Iterator[None]:
+    """``directory`` (made if need be) held by this pack alone: a second pack into it waits
+    here for the first to end (both wrote one partial file: the second zeroed rows the first
+    had written, under the manifest the first then renamed into place). A lock of the
+    directory itself (``flock``), which dies with its process; none where there is no
+    ``fcntl`` (Windows): packs into one folder at once are then the caller's to avoid."""
     try:
-        return _write(files, directory, described, workers=workers, batch_size=batch_size,
-                      start_method=start_method, progress=progress)
-    except BaseException:  # its partial files are gone (_write); so is a folder made for it
-        if made:
-            with contextlib.suppress(OSError):  # not empty: someone else's files, keep them
-                os.rmdir(directory)
-        raise
+        import fcntl
+    except ImportError:
+        os.makedirs(directory, exist_ok=True)
+        yield
+        return
+    while True:
+        os.makedirs(directory, exist_ok=True)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                warn(f"Another process is packing into {directory!r}: this one waits for it "
+                     f"to end, then returns its pack if it is of this source.")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            here, held = os.stat(directory) if os.path.isdir(directory) else None, os.fstat(fd)
+            if here is not None and (here.st_ino, here.st_dev) == (held.st_ino, held.st_dev):
+                yield
+                return
+        finally:
+            os.close(fd)  # (the lock with it)
 
 
 def describe(files: ImageFiles) -> dict[str, Any]:

@@ -42,15 +42,59 @@ def test_pack_writes_images_labels_and_a_manifest(tmp_path):
     np.testing.assert_array_equal(x, np.stack([files.load(i) for i in range(len(files))]))
 
 
-def test_a_pack_stores_class_indices_whatever_the_label_mode(tmp_path):
+def test_a_pack_stores_class_indices_and_opens_them_as_the_source_encodes_them(tmp_path):
+    """One pack for every label_mode; ``open()`` gives the labels as the source's own
+    ``labels`` (a categorical source's pack gave indices, and a one-hot model's fit failed)."""
     folder = write_folder(tmp_path / "data")
     for mode in ("int", "categorical"):
         files = ImageFiles.from_directory(folder, image_size=(6, 5), label_mode=mode)
         packed = shmaug.pack(files, tmp_path / mode, workers=1, progress=False)
+        stored = np.load(packed.labels)
+        assert stored.dtype == np.int64 and stored.tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
         y = packed.open()[1]
-        assert y.dtype == np.int64 and y.tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
+        assert y.dtype == files.labels.dtype and packed.label_mode == mode
+        np.testing.assert_array_equal(y, files.labels)
     assert json.loads((tmp_path / "int" / "manifest.json").read_text())["source"] == \
         json.loads((tmp_path / "categorical" / "manifest.json").read_text())["source"]
+    again = shmaug.pack(ImageFiles.from_directory(folder, image_size=(6, 5),
+                                                  label_mode="categorical"),
+                        tmp_path / "int", workers=1, progress=False)  # the int pack, found
+    assert not again.created and again.open()[1].shape == (8, 3)
+
+
+_PACK_INTO = """
+import sys, shmaug
+packed = shmaug.pack(sys.argv[1], sys.argv[2], image_size=(64, 64), workers=0, progress=False)
+print(packed.created, flush=True)
+"""
+
+
+def test_two_packs_into_one_folder_at_once_take_turns(tmp_path):
+    """Two ranks packing into one folder: the second zeroed rows of the first's partial file,
+    under the manifest the first then wrote (black images in a pack that looked complete).
+    The second now waits for the first and finds its pack complete."""
+    folder = tmp_path / "data" / "a"
+    folder.mkdir(parents=True)
+    for i in range(120):
+        picture("RGB", (300, 300), i).save(folder / f"{i}.png")
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    first = subprocess.Popen([sys.executable, "-c", _PACK_INTO, str(folder.parent), str(out)],
+                             stdout=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while not (out / "images.npy.partial").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the first is writing
+    second = subprocess.run([sys.executable, "-c", _PACK_INTO, str(folder.parent), str(out)],
+                            capture_output=True, text=True, env=env, timeout=120)
+    said = first.communicate(timeout=120)[0]
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    assert said.strip() == "True" and second.stdout.strip() == "False"
+    assert "Another process is packing into" in second.stderr
+    packed = shmaug.pack(folder.parent, out, image_size=(64, 64), verify=True, progress=False)
+    assert packed.verified and not packed.created
+    files = ImageFiles.from_directory(folder.parent, image_size=(64, 64))
+    np.testing.assert_array_equal(packed.open()[0], np.stack([files.load(i) for i in
+                                                              range(len(files))]))
 
 
 def test_second_run_says_it_is_done_and_changed_sources_are_refused(tmp_path, caplog):
