@@ -76,6 +76,12 @@ def hang_always(image, rng):
     return image
 
 
+def hang_always_on_marker(image, rng):
+    if image.flat[0] == MARKER:
+        time.sleep(3600)
+    return image
+
+
 def crash():
     """SIGSEGV this process, as a bad OpenCV call or C extension would. Without a dump: a
     worker forked by pytest inherits its faulthandler, and this crash is the test's intent."""

@@ -4,7 +4,9 @@ Prints one JSON line {"pids", "segments"} once training is under way. With ``--r
 takes N-1 Ctrl-C's in its stride, as a notebook user does (each one ends ``fit`` with
 KeyboardInterrupt; it prints {"interrupted", "alive", "segments"} after closing that round's
 Sequence, then trains a fresh one), and lets the N-th end the process.
-Usage: python -m tests.integration._child_fit START_METHOD [--rounds N]
+With ``--hang`` the op hangs on the samples of batch 10 (no ``timeout=``): the run
+waits on it for good, until a Ctrl-C ends it.
+Usage: python -m tests.integration._child_fit START_METHOD [--rounds N | --hang]
 """
 
 from __future__ import annotations
@@ -40,6 +42,14 @@ def sequence(method: str) -> shmaug.Sequence:
                            workers=2, seed=0, shuffle=True, start_method=method)
 
 
+def hanging(method: str) -> shmaug.Sequence:
+    """In order, with the samples of batch 10 marked: their op never returns."""
+    x = np.random.default_rng(0).random((512, 8, 8, 1)).astype(np.float32)
+    x[160:176, 0, 0, 0] = _ops.MARKER  # (past the batches Keras reads for their spec)
+    return shmaug.Sequence(x, np.arange(512) % 4, batch_size=16, augment=_ops.hang_always_on_marker,
+                           workers=2, seed=0, shuffle=False, start_method=method)
+
+
 def leftovers(pids: list[int], segments: list[str]) -> dict[str, list]:
     alive = []
     for p in pids:  # (one that ends between the two looks has ended)
@@ -55,6 +65,10 @@ def main() -> None:
     method = sys.argv[1]
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 1
     model = _ops.tiny_model((8, 8, 1), 4)
+    if "--hang" in sys.argv:
+        seq = hanging(method)
+        model.fit(seq, epochs=1, verbose=0, shuffle=False, callbacks=[Announce(seq)])
+        return
     for _ in range(rounds - 1):
         seq = sequence(method)
         interrupted = False

@@ -279,6 +279,16 @@ def fit_sigint(method: str) -> str:
             f"(slowest {slowest:.1f} s); the next Ctrl-C ends the process: {ended}")
 
 
+def fit_sigint_while_an_op_hangs(method: str) -> str:
+    """Ctrl-C while ``fit`` waits on a batch whose op hangs, with no ``timeout=``: on
+    TensorFlow the main thread waits in C on tf.data's thread, which waited on shmaug for
+    good; that wait now ends a second after the press, and with it the process."""
+    pytest.importorskip("tensorflow")
+    proc, info = _child("tests.integration._child_fit", method, "--hang")
+    time.sleep(1.0)  # fit is now waiting on batch 10, and will for good
+    return "the op hangs, no timeout: " + _signal_ends(proc, info, signal.SIGINT)
+
+
 def fit_sigterm(method: str) -> str:
     pytest.importorskip("tensorflow")
     for _ in range(FIT_TRIES[method] // 2):
@@ -298,6 +308,7 @@ FAULTS: dict[str, Callable[[str], str]] = {
     "main SIGINT (no close)": main_sigint,
     "main SIGINT (with)": main_sigint_with,
     "main SIGINT during Model.fit": fit_sigint,
+    "main SIGINT during Model.fit, an op hung": fit_sigint_while_an_op_hangs,
     "main SIGTERM during Model.fit": fit_sigterm,
     "main SIGTERM": main_sigterm,
     "main SIGKILL": main_sigkill,
