@@ -26,9 +26,7 @@ Beside them, the base every part may use, and the command line:
 - ``deferred``: a photo not yet decoded, which a source hands a decode-time crop;
 - ``whole_decodes``: each fallback from that crop to a whole decode, counted by reason;
 - ``presets``: ready-made pipelines;
-- ``_interrupt``: Ctrl-C wherever it lands: it ends the command, and a wait for a batch that
-  the main thread waits on from C (TensorFlow's ``fit``);
-- ``cli``, ``_demo``: the ``shmaug`` command (``demo``, ``bench``, ``pack``).
+- ``cli``, ``_demo``, ``_interrupt``: the ``shmaug`` command (``demo``, ``bench``, ``pack``).
 """
 
 import importlib as _importlib

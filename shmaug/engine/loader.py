@@ -118,8 +118,7 @@ class Loader:
             of the tasks queued behind a task with it, within its time.)
         output_shape: shape of one augmented sample; learned from sample 0 when None (made
             by a worker, under ``timeout``, like every sample).
-        output_dtype: dtype of the samples handed out, augmented or not (workers cast each
-            one, as ``np.copyto(casting="same_kind")``); learned from sample 0 when None.
+        output_dtype: dtype of every sample, augmented or not; learned from sample 0 when None.
             ``"bfloat16"`` is ``ml_dtypes``' (what Keras, JAX and TensorFlow install).
         copy: True hands out private copies of each batch (made in the memory of an
             earlier batch once nothing refers to that one any more: no view, memoryview or
@@ -282,18 +281,17 @@ class Loader:
 
     @property
     def value_range(self) -> tuple[float, float] | None:
-        """The (low, high) the images lie in: as given, else by the data's dtype (learned from
-        sample 0 for a ``load`` source)."""
+        """The (low, high) the images lie in: as given, else by the data's (or sample 0's) dtype."""
         return self._run.value_range
 
     @property
     def output_shape(self) -> tuple[int, ...]:
-        """The shape of one augmented sample (as given, else learned from sample 0)."""
+        """The shape of one sample (as given, else learned from sample 0)."""
         return self._run.output_shape
 
     @property
     def output_dtype(self) -> np.dtype[Any]:
-        """The dtype of augmented samples (as given, else learned from sample 0)."""
+        """The dtype of every sample (as given, else learned from sample 0)."""
         return self._run.output_dtype
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Any]]:
@@ -387,8 +385,7 @@ class Loader:
                               self._key(epoch, in_order))
 
     def stats(self) -> dict[str, Any]:
-        """Throughput and stall figures since start (or the last ``reset_stats()``), over the
-        passes: the time from a pass's end (``pause_stats``) to the next ask is left out.
+        """Throughput and stall figures of the passes since start (or ``reset_stats()``).
 
         Keys: ``images_per_s``, ``wait_fraction`` (share of the consumer's time spent
         waiting for data), ``hit_rate`` (batches ready when asked), ``queue_depth`` (batches
@@ -422,9 +419,7 @@ class Loader:
         self._run.figures.reset()
 
     def pause_stats(self) -> None:
-        """A pass is over: ``stats()`` leaves out the time until the next batch is asked for
-        (a loop over the loader does this as it ends; a ``Sequence`` as Keras' pass ends,
-        before its validation)."""
+        """A pass is over (a loop's end): ``stats()`` leaves out the time to the next ask."""
         self._run.figures.pause()
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _interrupt, whole_decodes
+from .. import whole_decodes
 from ..errors import warn
 from ..memory.store import (
     ArrayHandle,
@@ -36,7 +36,7 @@ from . import source
 from .autoscale.autoworkers import AutoWorkers
 from .config import inputs
 from .config.options import Options
-from .handoff import depth
+from .handoff import depth, presses
 from .handoff.copier import Copier
 from .handoff.gather import Gatherer
 from .handoff.prefetch import Handoff, Prefetcher
@@ -118,7 +118,7 @@ class Running:
                             and output.shape in (None, x.shape[1:])
                             and output.dtype in (None, x.dtype))
         self.store = SharedStore()
-        _interrupt.watch_presses()  # a wait off the main thread then ends at Ctrl-C too
+        presses.watch_presses()  # a wait off the main thread then ends at Ctrl-C too
         self.ring: OutputRing | None = None
         self.pool: Pool = _NoPool()
         self.marks: np.ndarray | None = None  # invariant: 1 where `load` stood in (shared)

@@ -10,5 +10,7 @@ handed over (copied out, or lent while the consumer holds it).
 - ``copier``: batch copies made ahead of the consumer, on one background thread;
 - ``recycle``: batches made again in the memory of batches nobody holds any more;
 - ``gather``: batches gathered straight from the data, for a loader with nothing to augment;
-- ``stats``: the figures ``Loader.stats()`` reports.
+- ``stats``: the figures ``Loader.stats()`` reports;
+- ``presses``: Ctrl-C noted wherever it lands, so a wait for a batch off the main thread (on
+  tf.data's thread, under TensorFlow's ``fit``) ends too.
 """

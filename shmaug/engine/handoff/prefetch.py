@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import depth
-from ... import _interrupt
+from . import presses
 from .copier import Copier, Copy
 from .recycle import Recycler
 from ...errors import ClosedError
@@ -172,7 +172,7 @@ class Prefetcher:
             if not self._schedule(key, parts=max(self.workers, 1)):
                 self._collect()  # every slot holds work we no longer want: let it drain
                 self._take_back()  # (or a lent batch the consumer let go of meanwhile)
-                _interrupt.give_up(began)
+                presses.give_up(began)
         parts = self._ahead_parts(len(wanted) - 1)
         for ahead in wanted[1:]:
             if ahead not in self._inflight and not self._schedule(ahead, parts):
@@ -180,7 +180,7 @@ class Prefetcher:
         batch = self._inflight[key]
         while batch.tickets and batch.error is None:
             self._collect()
-            _interrupt.give_up(began)  # (a Ctrl-C off the main thread: see _interrupt)
+            presses.give_up(began)  # (a Ctrl-C off the main thread: see presses)
         del self._inflight[key]
         if batch.error is not None:
             self._drop(batch)

@@ -405,9 +405,8 @@ class WorkerPool:
         return out
 
     def _check_stalls(self) -> None:
-        """With no ``timeout``: warn once when a task has run far longer than tasks take (a
-        hung op would otherwise hang the run in silence; a warning, not a log line, which
-        says nothing until a program sets logging up). The task goes on running."""
+        """With no ``timeout``: warn once (a log line is silent without logging set up) when a
+        task has run far longer than tasks take, as a hung op's. The task goes on running."""
         if self._stall_told:
             return
         live = (wid for wid, w in enumerate(self._workers) if w is not None)
@@ -417,7 +416,7 @@ class WorkerPool:
             self._stall_told = True
             worker = self._workers[wid]
             warn(stall_warning(wid, None if worker is None else worker.process.pid,
-                                      self._op, self._current_index(wid), ran, usual))
+                               self._op, self._current_index(wid), ran, usual))
 
     # -- resizing (NOTE [resizing]) ----------------------------------------------------------
 
