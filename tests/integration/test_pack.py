@@ -72,24 +72,27 @@ print(packed.created, flush=True)
 def test_two_packs_into_one_folder_at_once_take_turns(tmp_path):
     """Two ranks packing into one folder: the second zeroed rows of the first's partial file,
     under the manifest the first then wrote (black images in a pack that looked complete).
-    The second now waits for the first and finds its pack complete."""
+    A pack now waits while another holds the folder, then packs; the next finds it done."""
+    from shmaug.sources.pack import _alone
+
     folder = tmp_path / "data" / "a"
     folder.mkdir(parents=True)
-    for i in range(120):
-        picture("RGB", (300, 300), i).save(folder / f"{i}.png")
+    for i in range(12):
+        picture("RGB", (100, 100), i).save(folder / f"{i}.png")
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    first = subprocess.Popen([sys.executable, "-c", _PACK_INTO, str(folder.parent), str(out)],
-                             stdout=subprocess.PIPE, text=True, env=env)
-    deadline = time.monotonic() + 60
-    while not (out / "images.npy.partial").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)  # the first is writing
-    second = subprocess.run([sys.executable, "-c", _PACK_INTO, str(folder.parent), str(out)],
-                            capture_output=True, text=True, env=env, timeout=120)
-    said = first.communicate(timeout=120)[0]
-    assert first.returncode == 0 and second.returncode == 0, second.stderr
-    assert said.strip() == "True" and second.stdout.strip() == "False"
-    assert "Another process is packing into" in second.stderr
+    command = [sys.executable, "-c", _PACK_INTO, str(folder.parent), str(out)]
+    with _alone(str(out)):  # another pack, under way
+        waiting = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=env)
+        said = waiting.stderr.readline()  # (blocks until it warns: it is waiting)
+        assert "Another process is packing into" in said, said
+        time.sleep(0.5)
+        assert waiting.poll() is None and os.listdir(out) == []  # it waits, writing nothing
+    made, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0 and made.strip() == "True", err
+    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert again.returncode == 0 and again.stdout.strip() == "False", again.stderr
     packed = shmaug.pack(folder.parent, out, image_size=(64, 64), verify=True, progress=False)
     assert packed.verified and not packed.created
     files = ImageFiles.from_directory(folder.parent, image_size=(64, 64))
