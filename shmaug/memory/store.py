@@ -13,6 +13,7 @@ the file read-only, so the OS page cache is shared and nothing is copied into /d
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -320,7 +321,13 @@ class SharedStore:
                 f"Could not create a shared-memory block of {nbytes:,} bytes for {what}: "
                 f"{exc}. Fix: free or enlarge {where}, or lower `max_queue_size`."
             ) from exc
-        _tracker.track(shm._name)  # type: ignore[attr-defined]
+        try:  # (the first block of a process starts the tracker: a Ctrl-C may land there)
+            _tracker.track(shm._name)  # type: ignore[attr-defined]
+        except BaseException:  # untracked and not yet ours to close: unlinked here
+            _close_quietly(shm, lent=False)
+            with contextlib.suppress(FileNotFoundError), _tracker.python_tracker_skipped():
+                shm.unlink()
+            raise
         self._segments.append(shm)
         if lent:
             self._lent.add(shm.name)

@@ -29,6 +29,26 @@ def test_put_attach_close_unlinks():
         assert handle.name not in os.listdir("/dev/shm")
 
 
+def test_a_ctrl_c_while_a_block_is_tracked_leaves_no_block(monkeypatch):
+    """The first block of a process starts the tracker; a Ctrl-C there left the block, made
+    but nobody's, in /dev/shm for the life of the process (a loader's 12 MB ring)."""
+    from shmaug.memory import _tracker
+
+    def interrupted(name):
+        raise KeyboardInterrupt
+
+    def mine() -> set[str]:
+        return {n for n in os.listdir("/dev/shm") if n.startswith(f"{SEGMENT_PREFIX}{os.getpid()}_")}
+
+    before = mine()
+    monkeypatch.setattr(_tracker, "track", interrupted)
+    store = SharedStore()
+    with pytest.raises(KeyboardInterrupt):
+        store.empty((1000,), np.uint8)
+    assert mine() == before
+    store.close()
+
+
 def test_finalizer_unlinks_a_forgotten_store():
     store = SharedStore()
     handle, _ = store.empty((4,), np.uint8)
