@@ -301,7 +301,7 @@ class Loader:
         try:
             for batch in range(start, len(self)):
                 out = self.batch(batch, epoch=epoch)
-                self._cursor.handed(batch)  # a state saved now resumes after it
+                self._cursor.handed(epoch, batch)  # a state saved now resumes after it
                 yield out
         finally:
             self._cursor.end(epoch)

@@ -325,6 +325,22 @@ def test_a_pass_cut_short_still_moves_to_the_next_epoch(images):
         assert loader.epoch == 4
 
 
+def test_a_pass_nested_in_another_leaves_the_outer_ones_place(images):
+    """A whole pass inside a loop over the same loader (an evaluation mid-epoch): the outer
+    loop's epoch and state read the inner pass's end (epoch 2, batch 0) after it, and a
+    checkpoint saved there resumed at the wrong epoch."""
+    with shmaug.Loader(images, np.arange(40), batch_size=8, augment=_ops.noisy, workers=1,
+                       seed=0, shuffle=True) as loader:
+        for b, _ in enumerate(loader):
+            if b == 1:
+                assert len(list(loader)) == 5  # epoch 1, whole
+            if b == 3:
+                assert loader.epoch == 0
+                state = loader.state_dict()
+                assert (state["epoch"], state["batch"]) == (0, 4)
+        assert loader.epoch == 2
+
+
 def _outcomes(images, augment, workers, start_method=None):
     """Every batch of two epochs, or the sample index its error names."""
     out = []

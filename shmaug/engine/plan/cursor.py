@@ -9,7 +9,7 @@ resumes right after the last one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(slots=True)
@@ -18,40 +18,50 @@ class Cursor:
 
     epoch: int = 0  # invariant: the epoch the next pass produces
     start: int = 0  # invariant: the batch the next pass starts at (0 unless resumed)
-    running: int | None = None  # the epoch of the pass in progress, if any
-    done: int = 0  # invariant: batches the pass in progress has handed out
+    # invariant: the passes begun and not ended, [epoch, batches handed out], the one that
+    # handed out a batch last, last. That one is the pass in progress, until a pass ends: a
+    # pass left suspended (a kept iterator) is not in progress again, unless it hands out
+    # another batch (the outer loop, once a loop inside it over the same loader has ended).
+    running: list[list[int]] = field(default_factory=list)
+    live: bool = False  # invariant: running[-1] is the pass in progress
 
     @property
     def current(self) -> int:
         """The epoch of the pass in progress, else the one the next pass produces."""
-        return self.epoch if self.running is None else self.running
+        return self.running[-1][0] if self.live else self.epoch
 
     def seek(self, epoch: int, batch: int = 0) -> None:
         """Start the next pass at batch ``batch`` of ``epoch``; a pass still running goes on
-        with its own."""
-        self.epoch, self.start, self.running = epoch, batch, None
+        with its own, no longer the one in progress."""
+        self.epoch, self.start, self.running, self.live = epoch, batch, [], False
 
     def begin(self) -> tuple[int, int]:
         """A pass starts: its epoch and first batch. The cursor moves on to the next epoch."""
         epoch, start = self.epoch, self.start
         self.epoch, self.start = epoch + 1, 0
-        self.running, self.done = epoch, start
+        self.running.append([epoch, start])
+        self.live = True
         return epoch, start
 
-    def handed(self, batch: int) -> None:
-        """The pass in progress handed out ``batch``."""
-        self.done = batch + 1
+    def handed(self, epoch: int, batch: int) -> None:
+        """The pass over ``epoch`` handed out ``batch``: it is the one in progress."""
+        for at, run in enumerate(self.running):
+            if run[0] == epoch:
+                run[1] = batch + 1
+                self.running.append(self.running.pop(at))
+                self.live = True
+                return
 
     def end(self, epoch: int) -> None:
         """The pass over ``epoch`` ended (or was dropped); a later pass may run already."""
-        if self.running == epoch:
-            self.running = None
+        kept = [run for run in self.running if run[0] != epoch]
+        if len(kept) < len(self.running):
+            self.running, self.live = kept, self.live and self.running[-1][0] != epoch
 
     def next(self, batches: int) -> tuple[int, int]:
         """The (epoch, batch) the loader yields next, of ``batches`` per epoch: after the last
-        batch of a pass, the next epoch's first."""
-        if self.running is not None and self.done < batches:
-            return self.running, self.done
-        if self.running is not None:  # the pass handed out its last batch
-            return self.running + 1, 0
+        batch of a pass, where the next pass starts."""
+        if self.live and self.running[-1][1] < batches:
+            epoch, done = self.running[-1]
+            return epoch, done
         return self.epoch, self.start
