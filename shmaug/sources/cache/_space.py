@@ -295,8 +295,11 @@ def size_of(name: str, value: Any) -> int | None:
 
 
 def remove(path: str) -> bool:
+    """Whether ``path`` is gone: removed now, or already (another process evicted it)."""
     try:
         os.remove(path)
+    except FileNotFoundError:  # (counted on would keep its bytes in this view for good)
         return True
-    except OSError:  # gone already, or (Windows) open in another process: left for later
+    except OSError:  # (Windows) open in another process: left for later
         return False
+    return True
