@@ -179,15 +179,16 @@ def _alone(directory: str) -> Iterator[None]:
     here for the first to end (both wrote one partial file: the second zeroed rows the first
     had written, under the manifest the first then renamed into place). A lock of the
     directory itself (``flock``), which dies with its process; none where there is no
-    ``fcntl`` (Windows): packs into one folder at once are then the caller's to avoid."""
-    try:
+    ``fcntl`` (Windows), or where the filesystem takes none on a directory (NFS, Lustre
+    without ``flock``): packs into one folder at once are then the caller's to avoid."""
+    fcntl: Any = None
+    with contextlib.suppress(ImportError):
         import fcntl
-    except ImportError:
-        os.makedirs(directory, exist_ok=True)
-        yield
-        return
     while True:
         os.makedirs(directory, exist_ok=True)
+        if fcntl is None:
+            yield
+            return
         fd = os.open(directory, os.O_RDONLY)
         try:
             try:
@@ -196,12 +197,18 @@ def _alone(directory: str) -> Iterator[None]:
                 warn(f"Another process is packing into {directory!r}: this one waits for it "
                      f"to end, then returns its pack if it is of this source.")
                 fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:  # no lock to take here (EBADF on NFS, ENOSYS on Lustre)
+                fcntl = None
+                continue
             here, held = os.stat(directory) if os.path.isdir(directory) else None, os.fstat(fd)
             if here is not None and (here.st_ino, here.st_dev) == (held.st_ino, held.st_dev):
-                yield
+                try:
+                    yield
+                finally:  # (unlocked before closed: a forked child holding a copy of the
+                    fcntl.flock(fd, fcntl.LOCK_UN)  # descriptor would keep it held)
                 return
         finally:
-            os.close(fd)  # (the lock with it)
+            os.close(fd)
 
 
 def describe(files: ImageFiles) -> dict[str, Any]:

@@ -205,3 +205,7 @@ def test_a_png_past_opencvs_pixel_limit_is_an_unreadable_file_a_source_can_skip(
         ImageFiles.from_paths(paths, image_size=(8, 8)).load(0)
     skipping = ImageFiles.from_paths(paths, image_size=(8, 8), on_error="skip")
     np.testing.assert_array_equal(skipping.load(0), skipping.load(1))  # the next stands in
+    from shmaug.sources.annotations.masks import decode_mask
+
+    with pytest.raises(shmaug.ImageReadError, match=r"m.png.* as a mask: .*more pixels"):
+        decode_mask(np.frombuffer(bytes(data), np.uint8), "mask file 'm.png'")

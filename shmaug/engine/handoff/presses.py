@@ -25,16 +25,20 @@ from ...errors import warn
 GIVE_UP_AFTER_S = 1.0  # after a press, what a wait off the main thread is left to finish
 _pressed = 0.0  # monotonic time of the latest Ctrl-C noted (0: none)
 _pair: list[socket.socket] = []  # the wakeup fd's pair, held for the process: its fd stays ours
+_tried: list[int] = []  # the process that tried to take the wakeup fd (once: each try swaps it)
 
 
 def watch_presses() -> None:
-    """Note each Ctrl-C as it lands, whichever thread it lands on, for ``give_up``. Once per
-    process, from the main thread, and only where Ctrl-C has Python's own handler and no one
-    else holds the wakeup fd (asyncio's loop, the command line's ``always_ends``)."""
-    if _pair or os.name != "posix" or \
+    """Note each Ctrl-C as it lands, whichever thread it lands on, for ``give_up``. Tried once
+    per process, from the main thread, and only where Ctrl-C has Python's own handler and no
+    one else holds the wakeup fd (asyncio's loop, the command line's ``always_ends``). One
+    that takes it later (an asyncio loop handling signals) ends the watch: Ctrl-C then waits
+    for the batch, as before."""
+    if _tried == [os.getpid()] or os.name != "posix" or \
             threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         return
+    _tried[:] = [os.getpid()]
     reader, writer = socket.socketpair()
     writer.setblocking(False)
     previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
@@ -56,13 +60,14 @@ def give_up(began: float) -> None:
     thread, which would have raised it, waits in C on this one."""
     pressed = _pressed
     if pressed > began and time.monotonic() - pressed >= GIVE_UP_AFTER_S and \
-            threading.current_thread() is not threading.main_thread():
+            threading.current_thread() is not threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # (not the user's)
         said = (f"Ctrl-C: a batch asked for by thread {threading.current_thread().name!r} "
-                f"did not come within {GIVE_UP_AFTER_S:.0f} s, while the main thread waits on "
-                f"that thread (TensorFlow's fit waits so on tf.data's), so the wait is given "
-                f"up and what waits on it ends with an error of its own (TensorFlow's names "
-                f"KeyboardInterrupt). A hung op? Pass `timeout=` seconds to have its task "
-                f"raise WorkerTimeout, naming the sample.")
+                f"did not come within {GIVE_UP_AFTER_S:.0f} s, and the main thread may wait on "
+                f"that thread in C, where Ctrl-C never reaches it (TensorFlow's fit waits so on "
+                f"tf.data's), so the wait is given up; what waits on it ends with an error of "
+                f"its own (TensorFlow's names KeyboardInterrupt). A hung op? Pass `timeout=` "
+                f"seconds to have its task raise WorkerTimeout, naming the sample.")
         warn(said)
         raise KeyboardInterrupt(said)
 

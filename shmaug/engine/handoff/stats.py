@@ -59,22 +59,24 @@ class Figures:
         """The consumer finished a pass: the time until its next ask (a validation pass, the
         rest of the program after ``fit``) is not the pass's, and is left out."""
         c = self.counters
-        if c["t_open"]:
-            self._busy_spent = self._busy_within()
-            c["span_s"] += time.perf_counter() - c["t_open"]
-            c["t_open"] = 0.0
+        opened, c["t_open"] = c["t_open"], 0.0  # (read once: another thread may pause too)
+        if opened:
+            self._busy_spent = self._busy_within(opened)
+            c["span_s"] += time.perf_counter() - opened
 
-    def _busy_within(self) -> list[float]:
-        """Each worker's busy seconds within the passes since the reset."""
-        if not self.counters["t_open"]:
+    def _busy_within(self, opened: float) -> list[float]:
+        """Each worker's busy seconds within the passes since the reset (``opened``: when
+        the one in progress opened, 0 for none)."""
+        if not opened:
             return self._busy_spent
         return [spent + now - base for spent, now, base in
                 zip(self._busy_spent, self._busy_now(), self._busy_base)]
 
-    def elapsed(self) -> float:
+    def elapsed(self, opened: float | None = None) -> float:
         """Seconds of the passes since the reset: the time ``images_per_s`` divides."""
         c = self.counters
-        return c["span_s"] + (time.perf_counter() - c["t_open"] if c["t_open"] else 0.0)
+        opened = c["t_open"] if opened is None else opened
+        return c["span_s"] + (time.perf_counter() - opened if opened else 0.0)
 
     def delivered(self, images: int, waited_s: float, hit: bool, short: bool = False) -> None:
         """A batch was handed out after ``waited_s``; ``short``: the ring was short of a
@@ -121,10 +123,11 @@ class Figures:
     def report(self, workers: int, ready: int, decision: str | None,
                chosen: Depth | None = None) -> dict[str, Any]:
         c = self.counters
-        elapsed = self.elapsed()
+        opened = c["t_open"]
+        elapsed = self.elapsed(opened)
         busy: list[float] = []
         if getattr(self._pool, "status", None) is not None:  # (within the passes, as elapsed)
-            spent = self._busy_within()
+            spent = self._busy_within(opened)
             busy = [min(1.0, spent[w] / max(elapsed, 1e-9)) for w in range(workers)]
         return {
             "images_per_s": c["images"] / elapsed if elapsed > 0 else 0.0,

@@ -9,7 +9,7 @@ resumes right after the last one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(slots=True)
@@ -22,46 +22,49 @@ class Cursor:
     # handed out a batch last, last. That one is the pass in progress, until a pass ends: a
     # pass left suspended (a kept iterator) is not in progress again, unless it hands out
     # another batch (the outer loop, once a loop inside it over the same loader has ended).
-    running: list[list[int]] = field(default_factory=list)
+    # (each change assigns a new tuple: another thread reading state_dict() or epoch while a
+    # loop runs sees one whole, never a list half moved)
+    running: tuple[tuple[int, int], ...] = ()
     live: bool = False  # invariant: running[-1] is the pass in progress
 
     @property
     def current(self) -> int:
         """The epoch of the pass in progress, else the one the next pass produces."""
-        return self.running[-1][0] if self.live else self.epoch
+        runs = self.running
+        return runs[-1][0] if self.live and runs else self.epoch
 
     def seek(self, epoch: int, batch: int = 0) -> None:
         """Start the next pass at batch ``batch`` of ``epoch``; a pass still running goes on
         with its own, no longer the one in progress."""
-        self.epoch, self.start, self.running, self.live = epoch, batch, [], False
+        self.epoch, self.start, self.running, self.live = epoch, batch, (), False
 
     def begin(self) -> tuple[int, int]:
         """A pass starts: its epoch and first batch. The cursor moves on to the next epoch."""
         epoch, start = self.epoch, self.start
         self.epoch, self.start = epoch + 1, 0
-        self.running.append([epoch, start])
+        self.running = (*self.running, (epoch, start))
         self.live = True
         return epoch, start
 
     def handed(self, epoch: int, batch: int) -> None:
         """The pass over ``epoch`` handed out ``batch``: it is the one in progress."""
-        for at, run in enumerate(self.running):
-            if run[0] == epoch:
-                run[1] = batch + 1
-                self.running.append(self.running.pop(at))
-                self.live = True
-                return
+        runs = self.running
+        if any(run[0] == epoch for run in runs):
+            self.running = (*(run for run in runs if run[0] != epoch), (epoch, batch + 1))
+            self.live = True
 
     def end(self, epoch: int) -> None:
         """The pass over ``epoch`` ended (or was dropped); a later pass may run already."""
-        kept = [run for run in self.running if run[0] != epoch]
-        if len(kept) < len(self.running):
-            self.running, self.live = kept, self.live and self.running[-1][0] != epoch
+        runs = self.running
+        kept = tuple(run for run in runs if run[0] != epoch)
+        if len(kept) < len(runs):
+            self.live = self.live and runs[-1][0] != epoch
+            self.running = kept
 
     def next(self, batches: int) -> tuple[int, int]:
         """The (epoch, batch) the loader yields next, of ``batches`` per epoch: after the last
         batch of a pass, where the next pass starts."""
-        if self.live and self.running[-1][1] < batches:
-            epoch, done = self.running[-1]
-            return epoch, done
+        runs = self.running
+        if self.live and runs and runs[-1][1] < batches:
+            return runs[-1]
         return self.epoch, self.start

@@ -274,6 +274,8 @@ class WorkerPool:
             waiter = self._waiter = Waiter([obj for w in self._workers if w is not None
                                              for obj in (w.results, w.process.sentinel)]
                                             + self._retiring.waitables())
+        if self._timeout is None:
+            self._check_stalls()  # (before any result is drained: under -W error none is lost)
         results, self._early = self._early, []
         ready = set(waiter.wait(0.0 if results else timeout_s))
         sweep = time.monotonic() >= self._next_sweep
@@ -381,8 +383,7 @@ class WorkerPool:
         Timed from when the worker itself started the task, so start-up and queueing never
         count.
         """
-        if self._timeout is None:
-            self._check_stalls()
+        if self._timeout is None:  # (stalls are told instead: _check_stalls, in poll)
             return []
         now = time.monotonic()
         out: list[Result] = []
@@ -405,8 +406,7 @@ class WorkerPool:
         return out
 
     def _check_stalls(self) -> None:
-        """With no ``timeout``: warn once (a log line is silent without logging set up) when a
-        task has run far longer than tasks take, as a hung op's. The task goes on running."""
+        """No ``timeout``: warn once (not log: silent unset) of a task far longer than most."""
         if self._stall_told:
             return
         live = (wid for wid, w in enumerate(self._workers) if w is not None)

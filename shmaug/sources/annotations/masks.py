@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from ..files import ImageFiles
-from ..images.decode import stored_size
+from ..images.decode import opencv_refusal, stored_size
 from ..remote import protocol_of
 from ...errors import ArgumentError, ImageReadError
 from ..images.reader import Reader
@@ -51,7 +51,14 @@ def decode_mask(data: np.ndarray, what: str) -> np.ndarray:
     """One mask file's bytes as (height, width) class ids (uint8, or uint16 for 16-bit)."""
     data = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
     palette = data[:8].tobytes() == _PNG and len(data) > 25 and data[25] == _PALETTE
-    mask = None if palette else cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+    try:
+        mask = None if palette else cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+    except cv2.error as exc:
+        reason = opencv_refusal(exc)
+        if reason is not None:
+            raise ImageReadError(f"Cannot read {what} as a mask: {reason}. Fix: replace the "
+                                 f"file, or remove its pair.") from None
+        mask = None
     if mask is None:  # a palette PNG (its indices are the ids), or what OpenCV cannot read
         mask = _decode_pil(data.tobytes(), what)
     if mask.ndim == 3:  # a grey mask saved as colour: its channels agree

@@ -161,8 +161,11 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
         image = _decode_reduced(data, 8 // eighths) if eighths != 8 else None
         if image is None:  # BGR(A); we convert channels ourselves
             image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
-    except cv2.error as exc:  # (an assertion of OpenCV's, e.g. on the pixel count)
-        raise unreadable(what, _opencv_reason(exc)) from None
+    except cv2.error as exc:  # (an assertion of OpenCV's: PIL's turn, unless the file's)
+        reason = opencv_refusal(exc)
+        if reason is not None:
+            raise unreadable(what, reason) from None
+        image = None
     if image is None:
         image = _decode_pil(what, data)
     if image.dtype == np.uint16:
@@ -459,15 +462,18 @@ def unreadable(what: str, reason: str) -> ImageReadError:
     )
 
 
-def _opencv_reason(exc: Exception) -> str:
-    """Why OpenCV refused to decode, in words: its limit on pixels (which PIL's bomb check
-    would refuse too), or its own message."""
-    message = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+def opencv_refusal(exc: Exception) -> str | None:
+    """Why ``cv2.imdecode`` raised, where the file is at fault: its limit on pixels (which
+    PIL's bomb check refuses too); None for an assertion PIL may get past. Memory running
+    short is not the file's fault, and is raised as it is (a skip would drop good images)."""
+    message = str(exc)
     if "CV_IO_MAX_IMAGE_PIXELS" in message:
         return ("its header says it has more pixels than OpenCV decodes (2**30, set by the "
                 "environment variable OPENCV_IO_MAX_IMAGE_PIXELS): a damaged header, or an "
                 "image to cut into tiles first")
-    return f"OpenCV refuses it ({message})"
+    if "alloc" in message.lower() or "memory" in message.lower():
+        raise exc
+    return None
 
 
 def _pil_reason(exc: Exception) -> str:
