@@ -139,13 +139,9 @@ class Space:
             if not lock.acquire(LOCK_WAIT_S):
                 return f"another process held {self.folder}/cache.lock for {LOCK_WAIT_S:g} s"
             seen = self._listed()
-            seen.drop(final)  # not as known (cut short): replaced by this download
-            for path in list(seen.versions.get(_object_of(final), ())):
-                self._evicted(seen, path)  # stale versions of the same object
-            need = 0 if self.limit is None else seen.used + size - self.limit
-            if need > 0:
-                for entry in self.evict(seen, need):
-                    self._evicted(seen, entry.path)
+            if not self._room(seen, final, size):  # another process evicted what this view
+                seen = self._listed(again=True)  # counted: it is stale, so listed afresh
+                self._room(seen, final, size)
             if self.limit is not None and seen.used + size > self.limit:
                 return f"{seen.used:,} bytes are in use by objects being read or written"
             with open(sibling(final, PART), "wb") as f:
@@ -153,17 +149,39 @@ class Space:
             seen.add(Entry(final, size, time.time()))  # counted from now
         return None
 
-    @staticmethod
-    def _evicted(seen: Folder, path: str) -> None:
-        """Remove entry ``path``; uncounted once gone (one open elsewhere on Windows stays)."""
-        if remove(path):
-            seen.drop(path)
+    def _room(self, seen: Folder, final: str, size: int) -> bool:
+        """Room for ``size`` bytes of ``final`` made in ``seen``: stale versions of its object
+        and what the policy names evicted. False when an entry to evict was gone already."""
+        seen.drop(final)  # not as known (cut short): replaced by this download
+        found = True
+        for path in list(seen.versions.get(_object_of(final), ())):
+            found &= self._evicted(seen, path)  # stale versions of the same object
+        need = 0 if self.limit is None else seen.used + size - self.limit
+        if need > 0:
+            for entry in self.evict(seen, need):
+                found &= self._evicted(seen, entry.path)
+        return found
 
-    def _listed(self) -> Folder:
+    @staticmethod
+    def _evicted(seen: Folder, path: str) -> bool:
+        """Remove entry ``path``; uncounted once gone (one open elsewhere on Windows stays).
+        False when it was gone already: another process evicted it since ``seen`` was
+        listed, and wrote what this view does not count."""
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            seen.drop(path)
+            return False
+        except OSError:  # (Windows) open in another process: left for later
+            return True
+        seen.drop(path)
+        return True
+
+    def _listed(self, again: bool = False) -> Folder:
         """The folder as ``_scan`` listed it, and what this process did since
-        (``RESCAN_SHARE``)."""
+        (``RESCAN_SHARE``); ``again``: listed now."""
         seen = self._seen
-        if seen is None or time.monotonic() - seen.when > RESCAN_SHARE * seen.took:
+        if again or seen is None or time.monotonic() - seen.when > RESCAN_SHARE * seen.took:
             began = time.monotonic()
             entries, used = self._scan()
             self._seen = seen = Folder(entries, used, self.limit, began,
@@ -295,11 +313,8 @@ def size_of(name: str, value: Any) -> int | None:
 
 
 def remove(path: str) -> bool:
-    """Whether ``path`` is gone: removed now, or already (another process evicted it)."""
     try:
         os.remove(path)
-    except FileNotFoundError:  # (counted on would keep its bytes in this view for good)
         return True
-    except OSError:  # (Windows) open in another process: left for later
+    except OSError:  # gone already, or (Windows) open in another process: left for later
         return False
-    return True
