@@ -136,8 +136,11 @@ def test_a_folder_slow_to_list_is_listed_again_less_often(tmp_path):
 def _reserve_in_turn(folder, me, turn, held):
     """Worker ``me`` of 2: its writes of 8, alternating with the other's (``turn``)."""
     space = Space(folder, 250)
+    deadline = time.monotonic() + 60  # (the other failed: its turn never comes)
     for j in range(me, 8, 2):
         while turn.value != j:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"turn {j} never came")
             time.sleep(0.001)
         final = os.path.join(folder, f"{j:032x}-{'0' * 16}.data")
         assert space.reserve(final, 100) is None
@@ -160,8 +163,14 @@ def test_processes_sharing_a_folder_of_shards_hold_its_bound_together(tmp_path):
                for me in range(2)]
     for w in workers:
         w.start()
-    for w in workers:
-        w.join(60)
+    try:
+        for w in workers:
+            w.join(60)
+    finally:  # a failed turn leaves the other waiting: it must not outlive the test
+        for w in workers:
+            if w.is_alive():
+                w.kill()
+                w.join()
     assert [w.exitcode for w in workers] == [0, 0]
     assert turn.value == 8 and max(held) <= 250, list(held)
 
