@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from typing import Any
 from ..engine.config import describe
 from ..engine.config import inputs as inputs_
 from ..engine.config.options import Data, Pipeline
+from ..engine.handoff.stats import PassClock
 from ..engine.loader import Loader
 from ..errors import warn
 from ._passes import Key, Passes
@@ -60,8 +60,7 @@ class Runtime:
     requests: int = 0  # asks for a batch since start (or reset_stats)
     hits: int = 0  # of them, served from a batch prepared already
     images: int = 0  # the samples of those batches
-    first_ask: float = 0.0  # perf_counter at the first of them since a pause (0: none yet)
-    span_s: float = 0.0  # seconds of the passes paused since (``pause``)
+    clock: PassClock = field(default_factory=PassClock)  # the time of Keras' passes
     previous: int = -1  # the last index a pass asked for (shuffle=False order check)
     out_of_order: int = 0  # requests that did not follow their predecessor
     warned: bool = False  # the random-order warning was given
@@ -70,19 +69,17 @@ class Runtime:
         """One ask for a batch of ``rows`` samples, in the facade's figures."""
         self.requests += 1
         self.images += rows
-        self.first_ask = self.first_ask or time.perf_counter()
+        self.clock.open()
 
     def reset_counts(self) -> None:
         """The facade's figures from zero (``reset_stats``)."""
         self.requests = self.hits = self.images = 0
-        self.first_ask = self.span_s = 0.0
+        self.clock = PassClock()
 
     def pause(self) -> None:
         """Keras' pass is over: the time until the next ask (its validation, the program after
         ``fit``) is left out of the figures, the loader's too."""
-        if self.first_ask:
-            self.span_s += time.perf_counter() - self.first_ask
-            self.first_ask = 0.0
+        self.clock.pause()
         if self.loader is not None:
             self.loader.pause_stats()
 
@@ -157,8 +154,7 @@ class Runtime:
         stats["hit_rate"] = self.hits / self.requests if self.requests else 0.0
         stats["requests"] = self.requests
         if self.requests:
-            elapsed = self.span_s + (time.perf_counter() - self.first_ask if self.first_ask
-                                     else 0.0)
+            elapsed = self.clock.seconds()
             stats["images_per_s"] = self.images / elapsed if elapsed > 0 else 0.0
         stats["workers"] = loader.workers
         return stats

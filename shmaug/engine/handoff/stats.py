@@ -15,6 +15,36 @@ from ..workers.status import StatusBlock
 from .depth import Depth, queue_limited
 
 
+class PassClock:
+    """Seconds spent in passes: open from a pass's first ask to its end (``pause``), so the
+    time between passes (a validation pass, the program after ``fit``) is left out."""
+
+    __slots__ = ("span_s", "opened")
+
+    def __init__(self) -> None:
+        self.span_s = 0.0  # seconds of the passes paused since the start
+        self.opened = 0.0  # perf_counter when the pass in progress opened (0: none)
+
+    def open(self, at: float | None = None) -> bool:
+        """Open at ``at`` (default: now) unless open already; whether this call opened it."""
+        if self.opened:
+            return False
+        self.opened = time.perf_counter() if at is None else at
+        return True
+
+    def pause(self) -> float:
+        """Close the pass in progress; when it had opened (0: none was open)."""
+        opened, self.opened = self.opened, 0.0  # (read once: another thread may pause too)
+        if opened:
+            self.span_s += time.perf_counter() - opened
+        return opened
+
+    def seconds(self, opened: float | None = None) -> float:
+        """Seconds of the passes so far (``opened``: the pass in progress's, read already)."""
+        opened = self.opened if opened is None else opened
+        return self.span_s + (time.perf_counter() - opened if opened else 0.0)
+
+
 class Figures:
     """Counters since start or the last ``reset``; unreadable names since start (not reset)."""
 
@@ -32,16 +62,15 @@ class Figures:
     def reset(self) -> None:
         # short: batches asked for while the ring was short of a slot per worker (see
         # handoff.depth), short_misses: those among them the consumer waited for
-        # span_s: seconds of the passes paused since (``pause``), t_open: when the one in
-        # progress was first asked for (0: none)
         self.counters: dict[str, float] = dict(wait_s=0.0, images=0, batches=0, hits=0,
-                                               skipped=0, span_s=0.0, t_open=0.0, short=0,
-                                               short_misses=0)
-        # Each worker's busy seconds in the passes paused since, and at the one in progress'
-        # opening: a baseline, not a reset, since workers add to their busy seconds without a
-        # lock, so a zero written here could be lost under a worker's read-modify-write.
-        self._busy_spent = [0.0] * len(self._busy_now())
+                                               skipped=0, short=0, short_misses=0)
+        self.clock = PassClock()  # the time the figures divide: the passes'
+        # Each worker's busy seconds at the opening of the pass in progress, and in the passes
+        # paused since: a baseline, not a reset, since workers add to their busy seconds
+        # without a lock, so a zero written here could be lost under a worker's
+        # read-modify-write.
         self._busy_base = self._busy_now()
+        self._busy_spent = [0.0] * len(self._busy_base)
 
     def _busy_now(self) -> list[float]:
         status = getattr(self._pool, "status", None)
@@ -51,18 +80,15 @@ class Figures:
     def asked(self, began: float) -> None:
         """A batch was asked for at ``began``: the throughput window opens at the first (after
         a pause, again)."""
-        if not self.counters["t_open"]:
-            self.counters["t_open"] = began
+        if self.clock.open(began):
             self._busy_base = self._busy_now()
 
     def pause(self) -> None:
         """The consumer finished a pass: the time until its next ask (a validation pass, the
         rest of the program after ``fit``) is not the pass's, and is left out."""
-        c = self.counters
-        opened, c["t_open"] = c["t_open"], 0.0  # (read once: another thread may pause too)
+        opened = self.clock.pause()
         if opened:
             self._busy_spent = self._busy_within(opened)
-            c["span_s"] += time.perf_counter() - opened
 
     def _busy_within(self, opened: float) -> list[float]:
         """Each worker's busy seconds within the passes since the reset (``opened``: when
@@ -72,11 +98,6 @@ class Figures:
         return [spent + now - base for spent, now, base in
                 zip(self._busy_spent, self._busy_now(), self._busy_base)]
 
-    def elapsed(self, opened: float | None = None) -> float:
-        """Seconds of the passes since the reset: the time ``images_per_s`` divides."""
-        c = self.counters
-        opened = c["t_open"] if opened is None else opened
-        return c["span_s"] + (time.perf_counter() - opened if opened else 0.0)
 
     def delivered(self, images: int, waited_s: float, hit: bool, short: bool = False) -> None:
         """A batch was handed out after ``waited_s``; ``short``: the ring was short of a
@@ -123,8 +144,8 @@ class Figures:
     def report(self, workers: int, ready: int, decision: str | None,
                chosen: Depth | None = None) -> dict[str, Any]:
         c = self.counters
-        opened = c["t_open"]
-        elapsed = self.elapsed(opened)
+        opened = self.clock.opened
+        elapsed = self.clock.seconds(opened)
         busy: list[float] = []
         if getattr(self._pool, "status", None) is not None:  # (within the passes, as elapsed)
             spent = self._busy_within(opened)
