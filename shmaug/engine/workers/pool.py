@@ -406,7 +406,7 @@ class WorkerPool:
         return out
 
     def _check_stalls(self) -> None:
-        """No ``timeout``: warn once (not log: silent unset) of a task far longer than most."""
+        """No ``timeout``: warn once (logging may be unset) of a task far longer than the rest."""
         if self._stall_told:
             return
         live = (wid for wid, w in enumerate(self._workers) if w is not None)

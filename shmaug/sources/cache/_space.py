@@ -167,15 +167,11 @@ class Space:
         """Remove entry ``path``; uncounted once gone (one open elsewhere on Windows stays).
         False when it was gone already: another process evicted it since ``seen`` was
         listed, and wrote what this view does not count."""
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            seen.drop(path)
-            return False
-        except OSError:  # (Windows) open in another process: left for later
+        removed = remove(path)
+        if not removed and os.path.lexists(path):  # (Windows) open elsewhere: left for later
             return True
         seen.drop(path)
-        return True
+        return removed
 
     def _listed(self, again: bool = False) -> Folder:
         """The folder as ``_scan`` listed it, and what this process did since
