@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from ..files import ImageFiles
-from ..images.decode import opencv_refusal, stored_size
+from ..images.decode import raise_if_refused, stored_size
 from ..remote import protocol_of
 from ...errors import ArgumentError, ImageReadError
 from ..images.reader import Reader
@@ -54,10 +54,9 @@ def decode_mask(data: np.ndarray, what: str) -> np.ndarray:
     try:
         mask = None if palette else cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
     except cv2.error as exc:
-        reason = opencv_refusal(exc)
-        if reason is not None:
-            raise ImageReadError(f"Cannot read {what} as a mask: {reason}. Fix: replace the "
-                                 f"file, or remove its pair.") from None
+        raise_if_refused(exc, lambda reason: ImageReadError(
+            f"Cannot read {what} as a mask: {reason}. Fix: replace the file, or remove its "
+            f"pair."))
         mask = None
     if mask is None:  # a palette PNG (its indices are the ids), or what OpenCV cannot read
         mask = _decode_pil(data.tobytes(), what)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -162,9 +162,7 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
         if image is None:  # BGR(A); we convert channels ourselves
             image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
     except cv2.error as exc:  # (an assertion of OpenCV's: PIL's turn, unless the file's)
-        reason = opencv_refusal(exc)
-        if reason is not None:
-            raise unreadable(what, reason) from None
+        raise_if_refused(exc, lambda reason: unreadable(what, reason))
         image = None
     if image is None:
         image = _decode_pil(what, data)
@@ -462,18 +460,18 @@ def unreadable(what: str, reason: str) -> ImageReadError:
     )
 
 
-def opencv_refusal(exc: Exception) -> str | None:
-    """Why ``cv2.imdecode`` raised, where the file is at fault: its limit on pixels (which
-    PIL's bomb check refuses too); None for an assertion PIL may get past. Memory running
-    short is not the file's fault, and is raised as it is (a skip would drop good images)."""
+def raise_if_refused(exc: Exception, error: Callable[[str], Exception]) -> None:
+    """After ``cv2.imdecode`` raised ``exc``: ``error(reason)`` raised where the file is at
+    fault (past OpenCV's limit on pixels, which PIL's bomb check refuses too), ``exc`` itself
+    where memory ran short (not the file's fault: a skip would drop good images); else
+    nothing, an assertion PIL may get past."""
     message = str(exc)
     if "CV_IO_MAX_IMAGE_PIXELS" in message:
-        return ("its header says it has more pixels than OpenCV decodes (2**30, set by the "
-                "environment variable OPENCV_IO_MAX_IMAGE_PIXELS): a damaged header, or an "
-                "image to cut into tiles first")
+        raise error("its header says it has more pixels than OpenCV decodes (2**30, set by "
+                    "the environment variable OPENCV_IO_MAX_IMAGE_PIXELS): a damaged header, "
+                    "or an image to cut into tiles first") from None
     if "alloc" in message.lower() or "memory" in message.lower():
         raise exc
-    return None
 
 
 def _pil_reason(exc: Exception) -> str:
