@@ -174,7 +174,6 @@ def test_a_bound_of_two_shards_evicts_by_the_order_and_changes_no_batch(bucket, 
                       r".*shuffle=\"blocks\" and a bound of `shuffle_window` shards"):
         records = source(where, storage_options=storage_options, cache_dir=tmp_path,
                          cache_limit=limit)
-    # One process: several count the folder apart between listings, and may pass the
-    # bound for a while (_cache_space.RESCAN_SHARE).
+    # One process; workers share the bound as tests/unit/test_disk_cache.py shows.
     assert_same_batches(epochs(records, workers=0), epochs(source(str(shards)), workers=0))
     assert sum(p.stat().st_size for p in cached(tmp_path)) <= limit

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 
+import shmaug.sources.cache._space as CS
 from shmaug.sources.cache._space import MARGIN, Entry, Folder, Space, farthest, lru
 
 
@@ -22,7 +23,7 @@ def written(space: Space, folder, k: int, size: int) -> None:
     """Reserve room for entry ``k`` and complete it, as a download does."""
     final = os.path.join(folder, f"{k:032x}-{'0' * 16}.data")
     assert space.reserve(final, size) is None
-    os.replace(final[:-5] + ".part", final)
+    space.complete(final)
 
 
 def on_disk(folder) -> int:
@@ -38,9 +39,11 @@ class Untouchable(dict):
     __iter__ = values
 
 
-def test_a_policy_is_given_the_folders_view_and_lru_reads_its_kept_order(tmp_path):
+def test_a_policy_is_given_the_folders_view_and_lru_reads_its_kept_order(tmp_path,
+                                                                        monkeypatch):
     """Space ran ``lru`` from its kept order, and gave any other policy a list of every entry
     (``is lru``): a policy wrapping lru (to log its choice) sorted them all for each write."""
+    monkeypatch.setattr(CS, "LIST_EACH_BELOW", 0)  # a large folder: its view kept a while
     rng = random.Random(0)
     for k in range(40):
         entry(tmp_path, k, 10, 1000.0 + rng.random() * 1000)

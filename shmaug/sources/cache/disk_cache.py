@@ -16,9 +16,10 @@ works in each process on its own:
 - **Writes are atomic.** An object is written to ``<name>.part`` while its ``<name>.lock`` is
   held (``_file_lock.FileLock``), checked against the expected size and the etag (the object's
   identity is read again before the download), then renamed (``os.replace``) to
-  ``<name>.data``. A download killed midway leaves only a ``.part``, which no read looks at; the
-  next process to take that lock (or to scan the cache for room) removes it. A second process
-  that finds the lock held leaves the shard to the first: a shard is downloaded once per host.
+  ``<name>.data`` under the folder's lock (``Space.complete``), so a listing counts it once.
+  A download killed midway leaves only a ``.part``, which no read looks at; the next process
+  to take that lock (or to scan the cache for room) removes it. A second process that finds
+  the lock held leaves the shard to the first: a shard is downloaded once per host.
 - **A process's exit waits for its downloads.** The threads are daemons, so a worker stopped
   by its loader's ``close`` (or a program's end) would abandon what is on its way, and a
   shard the run read whole could be missing from the cache when the next run, maybe without
@@ -355,7 +356,7 @@ class DiskCache:
                 written = f.tell()
             if written != size:
                 raise OSError(errno.EIO, f"{written} bytes written of {size}")
-            os.replace(part, final)  # whole or not at all
+            self.space.complete(final)  # whole or not at all
             log.debug("cached %s (%d bytes) as %s", shown, size, final)
             return True
         except OSError as exc:
