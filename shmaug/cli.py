@@ -259,7 +259,7 @@ def _exit_within(seconds: float, status: int) -> None:
     (seen in CI: "interrupted" printed, then no exit). shmaug's own cleanup runs before that
     handler (exit handlers run last registered first), so this only cuts short a hang.
     """
-    timer = threading.Timer(seconds, os._exit, args=(status,))
+    timer = threading.Timer(seconds, _interrupt.exit_now, args=(status,))
     timer.daemon = True
     timer.start()
 

@@ -235,8 +235,25 @@ sys.exit(cli._guarded("shmaug demo", {}, False, interrupted))
 """
 
 
-def test_ctrl_c_ends_the_command_even_when_an_exit_handler_hangs():
-    done = subprocess.run([sys.executable, "-c", AN_EXIT_HANDLER_HANGS], cwd=ROOT, env=ENV,
+A_WORKER_OUTLIVES_THE_PRESS = """
+import multiprocessing, signal, sys, time
+
+def late():  # a Keras pool worker: ignores Ctrl-C, and its batch ends after the exit
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    time.sleep(3)
+    print("Traceback: BrokenPipeError (the parent is gone)", file=sys.stderr)
+
+if __name__ == "__main__":
+    multiprocessing.get_context("fork").Process(target=late).start()
+""" + AN_EXIT_HANDLER_HANGS
+
+
+@pytest.mark.parametrize("script", [AN_EXIT_HANDLER_HANGS, A_WORKER_OUTLIVES_THE_PRESS],
+                         ids=["exit handler hangs", "a worker outlives the press"])
+def test_ctrl_c_ends_the_command_even_when_an_exit_handler_hangs(script):
+    """The command ends ``EXIT_GRACE_S`` after the press, and its worker processes with it: a
+    Keras worker left running printed a traceback under the one line (CI, on JAX)."""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=ENV,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 130, done.stderr[-2000:]
     assert done.stderr.rstrip().splitlines()[-1] == "shmaug demo: error: interrupted (Ctrl-C)."
