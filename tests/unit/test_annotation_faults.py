@@ -254,7 +254,29 @@ def test_numpy_results_of_carried_boxes_claim_no_format(tmp_path) -> None:
     assert format_of(boxes.copy()) == format_of(pickle.loads(pickle.dumps(boxes))) == "xyxy"
     held = y["boxes"]
     held /= 32  # in place: now fractions, and it says no format any more
-    assert format_of(y["boxes"]) is None
+    assert format_of(y["boxes"]) is None and type(held.copy()) is np.ndarray
+
+
+@pytest.mark.parametrize("change", [
+    lambda b: b.__setitem__((Ellipsis, slice(2, None)), b[..., 2:] - b[..., :2]),
+    lambda b: np.clip(b, 0, 5, out=b),
+    lambda b: np.copyto(b, b[..., ::-1]),
+    lambda b: np.asarray(b).__setitem__(0, 7),  # through a plain view of it
+], ids=["xywh in place", "clip out=", "copyto", "a view's write"])
+def test_boxes_changed_in_place_by_any_means_claim_no_format(tmp_path, change) -> None:
+    """``boxes[..., 2:] -= boxes[..., :2]`` (the usual conversion to xywh) kept claiming
+    ``xyxy``: a pipeline naming ``xywh`` was refused, and one taking the boxes' own format
+    moved every box as xyxy."""
+    import pickle
+
+    from shmaug.ops.targets.boxes import format_of
+
+    json_path, folder = write_coco(tmp_path)
+    boxes = from_coco(json_path, folder, image_size=(32, 32), bounding_box_format="xyxy")[1][
+        "boxes"]
+    change(boxes)
+    assert format_of(boxes) is None
+    assert format_of(pickle.loads(pickle.dumps(boxes))) is None
 
 
 @pytest.mark.parametrize("mode, fmt, options", [

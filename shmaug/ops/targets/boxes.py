@@ -6,13 +6,15 @@ starts.
 ``Boxes`` is a plain ``ndarray`` in every other way (Keras, TensorFlow and numpy take it as
 one). Only the array the reader made claims a format: what numpy makes from it (a ufunc's
 result, ``boxes / 512``; an index, ``boxes[..., [1, 0, 3, 2]]``; ``np.concatenate``) is a
-plain ``ndarray``, since numpy cannot know whether the format still holds, and one changed
-in place by a ufunc (``boxes /= 512``) claims none from then on. ``copy()`` and a pickle keep
-it.
+plain ``ndarray``, since numpy cannot know whether the format still holds, and one whose
+values change in place, by any means (``boxes /= 512``, ``boxes[..., 2:] -= boxes[..., :2]``,
+``np.clip(boxes, 0, 9, out=boxes)``, a view's write), claims none from then on: the format is
+claimed for the values the reader wrote (a checksum of them). ``copy()`` and a pickle keep it.
 """
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
@@ -31,23 +33,36 @@ class Boxes(np.ndarray):
         ('xyxy', 'ndarray')
     """
 
-    bounding_box_format: str | None
+    _format: str | None
+    _written: int  # the checksum of the values the format was claimed for (``_checksum``)
 
     def __new__(cls, boxes: Any, bounding_box_format: str) -> Boxes:
         fmt = check_format(bounding_box_format, "bounding_box_format", BOX_FORMATS)
         obj = np.asarray(boxes).view(cls)
-        obj.bounding_box_format = fmt
+        obj._claim(fmt)
         return obj
 
+    def _claim(self, fmt: str | None) -> None:
+        self._format, self._written = fmt, _checksum(self) if fmt is not None else 0
+
+    @property
+    def bounding_box_format(self) -> str | None:
+        """The reader's format while the values are the ones it wrote; None once they changed
+        in place (an in-place conversion to ``xywh`` kept claiming ``xyxy``, and a pipeline
+        taking the boxes' own format moved every box wrongly)."""
+        if self._format is not None and _checksum(self) != self._written:
+            self._format = None
+        return self._format
+
     def __array_finalize__(self, obj: Any) -> None:
-        self.bounding_box_format = None  # (a view or result numpy made: no claim)
+        self._format, self._written = None, 0  # (a view or result numpy made: no claim)
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         inputs = tuple(_plain(v) for v in inputs)
         if "out" in kwargs:  # (in place, ``boxes /= 512``: the values may be another format)
             for out in kwargs["out"]:
                 if isinstance(out, Boxes):
-                    out.bounding_box_format = None
+                    out._claim(None)
             kwargs["out"] = tuple(_plain(v) for v in kwargs["out"])
         return getattr(ufunc, method)(*inputs, **kwargs)
 
@@ -57,20 +72,31 @@ class Boxes(np.ndarray):
     def __getitem__(self, key: Any) -> Any:
         return np.asarray(self)[key]
 
-    def copy(self, order: Any = "C") -> Boxes:
-        return Boxes(np.asarray(self).copy(order), str(self.bounding_box_format))
+    def copy(self, order: Any = "C") -> Any:
+        """A copy claiming the format this one claims; a plain ``ndarray`` where it claims none."""
+        fmt = self.bounding_box_format
+        plain = np.asarray(self).copy(order)
+        return plain if fmt is None else Boxes(plain, fmt)
 
     def __reduce__(self) -> Any:
         rebuild, args, state = tuple(super().__reduce__())
         return rebuild, args, (state, self.bounding_box_format)
 
     def __setstate__(self, state: Any) -> None:
-        inner, self.bounding_box_format = state
+        inner, fmt = state
         super().__setstate__(inner)
+        self._claim(fmt)
 
     def __repr__(self) -> str:
         text = repr(np.asarray(self))  # "array(...)"
         return f"Boxes({text[6:-1]}, bounding_box_format={self.bounding_box_format!r})"
+
+
+def _checksum(boxes: np.ndarray) -> int:
+    """A checksum of the values, their shape and dtype: a few ms for a million boxes."""
+    values = np.ascontiguousarray(np.asarray(boxes))
+    return zlib.crc32(values.view(np.uint8).reshape(-1),
+                      zlib.crc32(repr((values.shape, values.dtype.str)).encode()))
 
 
 def _plain(value: Any) -> Any:
