@@ -201,6 +201,21 @@ def test_mask_files_keep_16_bit_ids_and_refuse_colour(tmp_path):
         MaskFiles([tmp_path / "missing.png"])
 
 
+@pytest.mark.parametrize("bits", [1, 2, 4])
+def test_a_grey_png_of_under_8_bits_gives_its_stored_ids(tmp_path, bits):
+    """A binary mask saved from a bool array is a 1-bit PNG: OpenCV (and PIL for 2 and 4
+    bits) scale its ids to 0-255, and a 2-class model's loss got label 255."""
+    ids = (np.arange(24).reshape(4, 6) % (1 << bits)).astype(np.uint8)
+    if bits == 1:
+        Image.fromarray(ids.astype(bool)).save(tmp_path / "m.png")  # mode "1"
+    else:  # PIL keeps a grey value's top bits
+        Image.fromarray(ids * np.uint8(255 // ((1 << bits) - 1))).save(tmp_path / "m.png",
+                                                                         bits=bits)
+    assert (tmp_path / "m.png").read_bytes()[24] == bits  # the PNG's own bit depth
+    np.testing.assert_array_equal(MaskFiles([tmp_path / "m.png"], image_size=None).load(0)[..., 0],
+                                  ids)
+
+
 def test_masks_of_another_size_than_their_images_are_refused_before_and_while_running(
         tmp_path):
     import shmaug

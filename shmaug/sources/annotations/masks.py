@@ -5,9 +5,11 @@ mask is decoded or held in the main process.
 over a path table, shared with the workers as an image source's is). A loader takes it as a
 target (``{"segmentation_masks": masks}``): each worker decodes sample i's mask beside its
 image, and the pipeline moves it with the image. ``MaskDecoder`` keeps class ids as they are:
-a palette PNG gives its indices (PIL), never the colours OpenCV would expand them to; a 16-bit
-PNG stays 16-bit; the resize to ``image_size`` is nearest-neighbour (a class id is never
-blended); a colour file is refused unless its channels agree.
+a palette PNG gives its indices (PIL), never the colours OpenCV would expand them to; a grey
+PNG of 1, 2 or 4 bits its stored values (0 and 1 for a mask saved from a bool array), never the
+0-255 both decoders scale them to; a 16-bit PNG stays 16-bit; the resize to ``image_size`` is
+nearest-neighbour (a class id is never blended); a colour file is refused unless its channels
+agree.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..images.reader import Reader
 from ..images.settings import DEFAULT_IMAGE_SIZE, image_size_of
 
 _PNG = b"\x89PNG\r\n\x1a\n"
-_PALETTE = 3  # a PNG's colour type byte (offset 25) for palette images
+_GREY, _PALETTE = 0, 3  # a PNG's colour type byte (offset 25) for grey and palette images
 _HEADER_THREADS = 8
 
 
@@ -50,7 +52,8 @@ class MaskDecoder:
 def decode_mask(data: np.ndarray, what: str) -> np.ndarray:
     """One mask file's bytes as (height, width) class ids (uint8, or uint16 for 16-bit)."""
     data = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
-    palette = data[:8].tobytes() == _PNG and len(data) > 25 and data[25] == _PALETTE
+    png = data[:8].tobytes() == _PNG and len(data) > 25
+    palette = png and data[25] == _PALETTE
     try:
         mask = None if palette else cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
     except cv2.error as exc:
@@ -58,6 +61,8 @@ def decode_mask(data: np.ndarray, what: str) -> np.ndarray:
             f"Cannot read {what} as a mask: {reason}. Fix: replace the file, or remove its "
             f"pair."))
         mask = None
+    if mask is not None and png and data[25] == _GREY and data[24] < 8:
+        mask = mask // (255 // ((1 << int(data[24])) - 1))  # OpenCV scaled them to 0-255
     if mask is None:  # a palette PNG (its indices are the ids), or what OpenCV cannot read
         mask = _decode_pil(data.tobytes(), what)
     if mask.ndim == 3:  # a grey mask saved as colour: its channels agree
