@@ -165,6 +165,21 @@ def test_a_box_pushed_out_is_dropped_with_its_label_and_visibility_thresholds_ap
     assert moved["box_labels"][0] == -1  # 12 x 18 pixels left, fewer than asked
 
 
+@pytest.mark.parametrize("op", [Op("hflip"), Op("rotate", degrees=(10, 10)),
+                                Op("shear", x=(0.2, 0.2)), Op("gamma")],
+                         ids=["hflip", "rotate", "shear", "gamma"])
+def test_a_box_given_with_no_area_is_dropped_by_every_op(op) -> None:
+    """A line box (no width) was dropped by a flip, but a rotation made a 2.8 x 15.8 pixel
+    box of it, its label kept: an object that is not there."""
+    image = np.zeros((32, 32, 3), np.uint8)
+    boxes = np.array([[4, 4, 4, 20], [10, 10, 10, 10], [10, 10, 20, 20]], np.float32)
+    pipe = Compose([op], bounding_box_format="xyxy")
+    _, moved = pipe.augment_targets(image, {"boxes": boxes, "box_labels": np.array([1, 2, 3])},
+                                    np.random.default_rng(0))
+    assert moved["box_labels"].tolist() == [-1, -1, 3]
+    assert (moved["boxes"][:2] == -1).all()
+
+
 def test_a_keypoint_that_leaves_the_image_is_marked_gone_and_keeps_its_index() -> None:
     image, targets = scene()
     points = np.array([[1.0, 1.0, 2.0], [70.0, 50.0, 1.0]], np.float32)  # x, y, visibility

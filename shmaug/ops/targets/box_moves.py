@@ -152,7 +152,8 @@ def _moved(group: list[Pending], owner: np.ndarray | None, xyxy: np.ndarray,
     """The real boxes (``xyxy``, pixels; ``owner``: each one's sample, None for one sample)
     moved and clipped through their samples' moves, and which of them are kept; ``sizes``
     ends as each sample's final (height, width)."""
-    alive = np.ones(len(xyxy), bool)
+    given = xyxy[:, 2:] - xyxy[:, :2] > LEAST_SIDE  # a box given with no area (a line, a
+    alive = given[:, 0] & given[:, 1]  # point) is dropped: a rotation made a real box of it
     visible = np.ones(len(xyxy)) if options.min_visibility else None  # the share inside
     for k in range(max(len(p.moves) for p in group)):
         step = [p.moves[k] if k < len(p.moves) else None for p in group]
