@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+from shmaug.errors import ArgumentError
 from shmaug.ops import Compose, Op, available
 from shmaug.ops.core import BLENDED, STILL, TARGET_KINDS, WARPED, get
 from shmaug.ops.targets import formats
@@ -354,6 +355,24 @@ def test_pad_boxes_pads_per_dataset_as_keras_does() -> None:
     with pytest.raises(Exception, match="max_boxes"):
         formats.pad_boxes([np.ones((3, 4))], max_boxes=2)
     assert math.isclose(float(boxes[0, 0, 0]), 1.0)
+
+
+def test_pad_boxes_keeps_extra_columns_and_refuses_rows_it_cannot_read() -> None:
+    """albumentations-style rows (4 coordinates and a class id) were cut into 4-column
+    boxes of mixed-up numbers where their count allowed it, and otherwise met a bare
+    numpy reshape error."""
+    rows = [np.array([[1, 1, 5, 5, 0], [2, 2, 9, 9, 1], [3, 3, 7, 7, 2], [0, 0, 4, 4, 3]]),
+            np.zeros((0, 5))]
+    boxes, _ = formats.pad_boxes(rows)
+    assert boxes.shape == (2, 4, 5) and (boxes[1] == -1).all()
+    np.testing.assert_array_equal(boxes[0], rows[0])
+    assert formats.pad_boxes([[1, 2, 3, 4], []])[0].shape == (2, 1, 4)  # one flat box
+    with pytest.raises(ArgumentError, match=r"`boxes` of sample 1 has rows of 4 columns, "
+                                            r"the samples before it of 5.*Fix"):
+        formats.pad_boxes([rows[0], np.ones((1, 4))])
+    with pytest.raises(ArgumentError, match=r"`boxes` of sample 0 must be rows of 4 "
+                                            r"coordinates.*shape \(2, 3\).*Fix"):
+        formats.pad_boxes([np.ones((2, 3))])
 
 
 @pytest.mark.parametrize("name", ["rotate", "random_resized_crop", "sine_warp"])

@@ -244,7 +244,9 @@ def pad_boxes(boxes: Any, labels: Any = None, max_boxes: int | None = None
               ) -> tuple[np.ndarray, np.ndarray | None]:
     """Boxes of varying count per sample (a list of (m_i, 4) arrays) as one Keras-layout array
     (N, max_boxes, 4) padded with rows of -1, and their labels (a list of (m_i,) arrays) as
-    (N, max_boxes) padded with -1.
+    (N, max_boxes) padded with -1. Rows of more than 4 columns (albumentations' ``bboxes``
+    with their label columns) keep them: (N, max_boxes, 4 + k), the extra columns riding
+    along as the boxes move.
 
     The rule is per dataset: ``max_boxes`` defaults to the largest count of any sample, so
     every batch has one shape (one compiled step under ``jit``, one ring slot in shared
@@ -259,16 +261,24 @@ def pad_boxes(boxes: Any, labels: Any = None, max_boxes: int | None = None
         ``(boxes, labels)``: float32 boxes and int64 labels (None where none were given).
 
     Raises:
-        ArgumentError: a sample has more boxes than ``max_boxes``, or labels of another count.
+        ArgumentError: a sample has more boxes than ``max_boxes``, labels of another count,
+            rows of fewer than 4 columns, or of another count of columns than the others'.
 
     Example:
         >>> b, l = pad_boxes([np.zeros((2, 4)), np.zeros((0, 4))], [np.array([1, 2]), []])
         >>> b.shape, l.tolist()
         ((2, 2, 4), [[1, 2], [-1, -1]])
     """
-    rows = [np.asarray(b, np.float32).reshape(-1, 4) for b in boxes]
+    rows = [_box_rows(i, b) for i, b in enumerate(boxes)]
+    width = next((r.shape[1] for r in rows if len(r)), 4)  # the first sample's with boxes
+    for i, r in enumerate(rows):
+        if len(r) and r.shape[1] != width:
+            raise ArgumentError(
+                f"`boxes` of sample {i} has rows of {r.shape[1]} columns, the samples before "
+                f"it of {width}: one layout per dataset. Fix: give every sample's rows the "
+                f"same columns (4 coordinates, then the same extra ones).")
     count = max((len(r) for r in rows), default=0) if max_boxes is None else int(max_boxes)
-    out = np.full((len(rows), count, 4), PAD, np.float32)
+    out = np.full((len(rows), count, width), PAD, np.float32)
     names = None if labels is None else np.full((len(rows), count), PAD, np.int64)
     for i, r in enumerate(rows):
         if len(r) > count:
@@ -284,3 +294,17 @@ def pad_boxes(boxes: Any, labels: Any = None, max_boxes: int | None = None
                     f"one label per box.")
             names[i, :len(r)] = own
     return out, names
+
+
+def _box_rows(i: int, boxes: Any) -> np.ndarray:
+    """Sample ``i``'s boxes as rows: (m, 4 + k) as given, or a flat run of 4 coordinates
+    each (one box as ``[x0, y0, x1, y1]``)."""
+    rows = np.asarray(boxes, np.float32)
+    if rows.ndim == 2 and (rows.shape[1] >= 4 or not len(rows)):
+        return rows if rows.shape[1] >= 4 else rows.reshape(0, 4)
+    if rows.ndim <= 1 and rows.size % 4 == 0:
+        return rows.reshape(-1, 4)
+    raise ArgumentError(
+        f"`boxes` of sample {i} must be rows of 4 coordinates (extra columns ride along); "
+        f"received shape {rows.shape}. Fix: pass one (boxes, 4) array per sample, e.g. "
+        f"np.reshape(boxes, (-1, 4)) for a flat run of coordinates.")
