@@ -89,9 +89,24 @@ def test_targets_read_wrong_are_refused_before_anything_starts(y, fmt, match) ->
         shmaug.Loader(x, y, augment=augment, workers=0)
 
 
-def test_ragged_boxes_are_padded_per_dataset() -> None:
+def _object_array(parts: list) -> np.ndarray:
+    out = np.empty(len(parts), object)
+    out[:] = parts
+    return out
+
+
+@pytest.mark.parametrize("kind", ["list", "object array", "tf.RaggedTensor"])
+def test_ragged_boxes_are_padded_per_dataset(kind) -> None:
+    """An object array of per-image arrays, or KerasCV's RaggedTensor, were refused as "an
+    object array" (the fix told, np.asarray, cannot pad them) and as "a scalar"."""
     boxes = [np.array([[1, 1, 5, 5]] * (i % 3), np.float32).reshape(-1, 4) for i in range(8)]
     labels = [np.arange(i % 3) for i in range(8)]
+    if kind == "object array":
+        boxes, labels = _object_array(boxes), _object_array(labels)
+    elif kind == "tf.RaggedTensor":
+        tf = pytest.importorskip("tensorflow")
+        boxes = tf.ragged.constant([b.tolist() for b in boxes], ragged_rank=1, inner_shape=(4,))
+        labels = tf.ragged.constant([v.tolist() for v in labels])
     augment = Compose([Op("vflip")], bounding_box_format="xyxy")
     with shmaug.Loader(x, {"bounding_boxes": {"boxes": boxes, "labels": labels}},
                        batch_size=8, augment=augment, workers=0) as loader:

@@ -207,8 +207,9 @@ def targets(y: Any, n: int, name: str = "y") -> Any:
                 f"{len(y)}. Fix: build it over the same samples, in the same order.")
         return y
     if isinstance(y, dict):
-        if isinstance(y.get("boxes"), (list, tuple)) and len(y["boxes"]) == n:
-            boxes, labels = pad_boxes(y["boxes"], y.get("labels"))
+        ragged = _per_sample(y.get("boxes"), n)
+        if ragged is not None:
+            boxes, labels = pad_boxes(ragged, _per_sample(y.get("labels"), n) or y.get("labels"))
             y = {**y, "boxes": boxes, **({} if labels is None else {"labels": labels})}
         return {k: targets(v, n, f"{name}[{k!r}]") for k, v in y.items()}
     if isinstance(y, (list, tuple)) and y and all(
@@ -216,6 +217,16 @@ def targets(y: Any, n: int, name: str = "y") -> Any:
         # Keras' convention: a list / tuple of arrays is one target per model output.
         return type(y)(targets(v, n, f"{name}[{i}]") for i, v in enumerate(y))
     return _target(name, y, n)
+
+
+def _per_sample(value: Any, n: int) -> list[Any] | None:
+    """``value`` as one entry per sample where it is ragged: a list or tuple, an object array
+    of per-sample arrays, or a ``tf.RaggedTensor`` (KerasCV's boxes), of ``n`` entries."""
+    if type(value).__name__ == "RaggedTensor" and hasattr(value, "to_list"):
+        value = value.to_list()
+    if isinstance(value, np.ndarray) and value.dtype.kind == "O" and value.ndim == 1:
+        value = list(value)
+    return list(value) if isinstance(value, (list, tuple)) and len(value) == n else None
 
 
 def _target(name: str, value: Any, n: int) -> np.ndarray:
@@ -229,10 +240,13 @@ def _target(name: str, value: Any, n: int) -> np.ndarray:
             f"dict of arrays."
         ) from None
     if array.ndim == 0 or len(array) != n:
-        got = "a scalar" if array.ndim == 0 else f"{len(array)} entries"
+        told = (f"{len(array)} entries" if array.ndim else "a scalar" if np.isscalar(value)
+                else got(value))  # (a type numpy cannot read: a tf.RaggedTensor)
         raise ArgumentError(
-            f"`{name}` must have one entry per sample of `x` ({n}); received {got}. "
-            f"Fix: pass targets with len({name}) == len(x)."
+            f"`{name}` must have one entry per sample of `x` ({n}); received {told}. "
+            f"Fix: pass targets with len({name}) == len(x)"
+            + (", as an array or a list of per-sample arrays." if array.ndim == 0
+               and not np.isscalar(value) else ".")
         )
     if array.dtype.kind == "O":
         raise ArgumentTypeError(
