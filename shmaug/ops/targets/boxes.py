@@ -95,7 +95,7 @@ class Boxes(np.ndarray):
 def _checksum(boxes: np.ndarray) -> int:
     """A checksum of the values, their shape and dtype: a few ms for a million boxes."""
     values = np.ascontiguousarray(np.asarray(boxes))
-    return zlib.crc32(memoryview(values.view(np.uint8).reshape(-1)),
+    return zlib.crc32(values.data,
                       zlib.crc32(repr((values.shape, values.dtype.str)).encode()))
 
 
