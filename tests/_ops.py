@@ -303,6 +303,14 @@ def fails_at_sample_7_once(image, rng):
     return mark(image, rng)
 
 
+def fails_while_flagged(image, rng):
+    """Raises while the file named by SHMAUG_TEST_FAILING exists (a transient failure: a
+    bucket away); else ``mark``."""
+    if os.path.exists(os.environ["SHMAUG_TEST_FAILING"]):
+        raise OSError("failing while flagged")
+    return mark(image, rng)
+
+
 def raise_from_batch_two(image, rng):
     """Keras' ExceptionPyDataset: batches 0 and 1 are fine, batch 2 raises."""
     if image.flat[0] >= 2 * 8:  # the test fills x[i] with i

@@ -60,6 +60,34 @@ def test_a_worker_traceback_shows_the_users_frames_not_shmaugs(workers, monkeypa
             loader.batch(1)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_batches_made_ahead_during_a_failure_are_made_again_once_it_is_gone(
+        tmp_path, monkeypatch, workers):
+    """A transient failure (a bucket away): the batches made ahead meanwhile kept its error,
+    and a pass resumed on the same loader from the last good state raised it again, once per
+    batch made ahead, after the cause was gone."""
+    flag = tmp_path / "failing"
+    monkeypatch.setenv("SHMAUG_TEST_FAILING", str(flag))
+    x = np.repeat(np.arange(60, dtype=np.uint8), 36).reshape(60, 6, 6)
+    with shmaug.Loader(x, batch_size=5, augment=_ops.fails_while_flagged, workers=workers,
+                       seed=3, shuffle=True) as loader:
+        passing = iter(loader)
+        for _ in range(3):
+            next(passing)
+        state = loader.state_dict()
+        flag.touch()  # batches made from now on fail, those made ahead before do not
+        with pytest.raises(OSError, match="failing while flagged"):
+            for _ in passing:
+                state = loader.state_dict()  # the last good state
+        flag.unlink()
+        loader.load_state_dict(state)
+        rest = [x.copy() for x, _ in loader]
+        expected = [loader.batch(i, epoch=0)[0] for i in range(state["batch"], len(loader))]
+    assert state["epoch"] == 0 and len(rest) == len(expected) > 0
+    for got, want in zip(rest, expected):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_wrong_output_shape_names_the_sample():
     with shmaug.Loader(marked(), batch_size=4, augment=_ops.wrong_shape_on_marker,
                        workers=1) as loader:

@@ -184,6 +184,9 @@ class Prefetcher:
         del self._inflight[key]
         if batch.error is not None:
             self._drop(batch)
+            # What was made ahead meanwhile may hold the same failure (a bucket away, a file
+            # being rewritten): made again when asked, not raised again after it is gone.
+            self._drop_unwanted(set())
             raise batch.error
         if handoff is Handoff.UNTIL_NEXT:
             self._lent = batch.slot
