@@ -69,6 +69,26 @@ def test_missing_label_missing_image_and_compressed_shard(tmp_path):
         shmaug.ImageRecords.from_webdataset(str(packed), image_ext="png")
 
 
+# webdataset's reader leaves its shard open for the garbage collector to close.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_a_key_met_twice_groups_as_webdataset_groups_it(tmp_path):
+    """A key met again after others is another sample, and a member twice in a run is
+    refused: the last of each key was kept, and a sample went missing without a word."""
+    wds = pytest.importorskip("webdataset")
+    members = D.wds_members(0, 2) + D.wds_members(0, 1, label=lambda i: 2)  # key 0 again
+    path = D.write_tar(tmp_path / "again.tar", members)
+    records = shmaug.ImageRecords.from_webdataset(path, image_ext="png",
+                                                  image_size=D.SHAPE[:2])
+    theirs = [int(s["cls"]) for s in wds.WebDataset(path, shardshuffle=False)]
+    assert records.labels.tolist() == theirs == [0, 1, 2]
+    twice = D.write_tar(tmp_path / "twice.tar", D.wds_members(0, 2) + D.wds_members(1, 2)[:1])
+    with pytest.raises(shmaug.ArgumentError, match=r"sample 1 \(key 'sample000001'\) of "
+                                                   r".*twice\.tar.*'sample000001\.png' twice"
+                                                   r".*Fix"):
+        shmaug.ImageRecords.from_webdataset(twice, image_ext="png")
+
+
 def test_not_an_image_is_skipped_like_a_file(tmp_path):
     members = D.wds_members(0, 4, label=lambda i: 0)
     members[2] = ("sample000001.png", b"garbage")

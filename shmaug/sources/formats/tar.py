@@ -57,20 +57,30 @@ def scan(path: str, image_exts: Sequence[str], label_ext: str | None,
             f"WebDataset .tar shards (compressed .tar.gz cannot be read at an offset: "
             f"decompress them once)."
         ) from None
-    samples: dict[str, dict[str, tarfile.TarInfo]] = {}
+    # As WebDataset groups them: a sample is a run of members of one key (a key met again
+    # later is another sample), and one extension twice in a run is refused, not overwritten.
+    samples: list[tuple[str, dict[str, tarfile.TarInfo]]] = []
     with tar:
         try:
             for member in tar:
                 if member.isfile():
                     key, ext = split_name(member.name)
-                    samples.setdefault(key, {})[ext] = member
+                    if not samples or samples[-1][0] != key:
+                        samples.append((key, {}))
+                    elif ext in samples[-1][1]:
+                        raise ArgumentError(
+                            f"sample {len(samples) - 1} (key {key!r}) of {path!r} holds "
+                            f"{member.name!r} twice: which one is the sample's is unknown "
+                            f"(WebDataset refuses it too). Fix: rewrite the shard with one "
+                            f"member per extension and key.")
+                    samples[-1][1][ext] = member
         except tarfile.TarError as exc:
             raise ArgumentError(
                 f"`tar_files`: {path!r} is cut short or corrupt after {len(samples)} "
                 f"sample(s) ({exc}). Fix: rewrite the shard, or leave it out."
             ) from None
         offsets, sizes, labels = [], [], []
-        for number, (key, members) in enumerate(samples.items()):
+        for number, (key, members) in enumerate(samples):
             image = next((members[e] for e in image_exts if e in members), None)
             where = f"sample {number} (key {key!r}) of {path!r}"
             if image is None:
