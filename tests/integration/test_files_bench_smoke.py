@@ -42,7 +42,8 @@ def test_bench_files_memory_quick(tmp_path):
     assert "from_coco, 2,000 images, 14,000 boxes with polygon masks" in out
     result = json.loads((tmp_path / "out" / "files_memory.json").read_text())
     cases = {(r["kind"], r["method"]): r for r in result["meta"]["results"]}
-    assert {r["status"] for r in cases.values()} == {"ok"}
+    assert {r["status"] for r in cases.values()} == {"ok"}, {
+        case: r.get("error") for case, r in cases.items() if r["status"] != "ok"}
     for method in ("fork", "spawn"):
         assert len(cases["coco", method]["worker_uss_mib"]) == 2
         assert "uint8[64, 7, 64, 64]" in str(cases["coco", method]["batch"])  # the masks
