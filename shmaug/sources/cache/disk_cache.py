@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ._space import DATA, LOCK, PART, Space, remove, sibling, size_of
 from ._file_lock import FileLock
-from ...errors import ArgumentError, ArgumentTypeError, got
+from ...errors import ArgumentError, ArgumentTypeError, RemoteError, got
 
 if TYPE_CHECKING:
     from ..remote import Remote
@@ -92,7 +92,8 @@ class DiskCache:
     """
 
     __slots__ = ("folder", "limit", "scope", "idents", "space", "_pid", "_jobs", "_lock",
-                 "_idle", "_pending", "_held", "_later", "_warned", "_ending", "__weakref__")
+                 "_idle", "_pending", "_held", "_later", "_warned", "_ending", "changed",
+                 "__weakref__")
 
     def __init__(self, folder: str, limit: int | None, scope: str = "",
                  idents: dict[str, str] | None = None) -> None:
@@ -113,6 +114,7 @@ class DiskCache:
         self._held = 0  # bytes the queued writes hold (``QUEUED_BYTES``)
         self._later: dict[str, float] = {}  # url -> when it may be tried again
         self._warned = False  # the cache-full warning is logged once per process
+        self.changed: dict[str, str] = {}  # url -> why: rewritten since the source was built
         self.space = Space(self.folder, self.limit)  # room and eviction, as this process sees
 
     @classmethod
@@ -196,6 +198,14 @@ class DiskCache:
             except OSError:
                 pass
         return path
+
+    def refuse_changed(self, url: str) -> None:
+        """Raise ``RemoteError`` where this process found ``url`` rewritten in the bucket since
+        the source was built (its download checks): a regenerated shard's records read at the
+        old offsets were other records, paired with the old labels, without a word."""
+        why = self.changed.get(url)
+        if why is not None:
+            raise RemoteError(why)
 
     @staticmethod
     def whole(path: str) -> bytes | None:
@@ -317,10 +327,15 @@ class DiskCache:
                 now = remote.identities([url])[0]
             except Exception as exc:
                 now = exc
-            if now != ident:
-                log.warning("%s not cached: it changed in the bucket since the source was "
-                            "built (%s, then %s); rebuild the source to read it as it is now",
-                            remote.scrub(url), ident, remote.scrub(str(now)))
+            if isinstance(now, str) and now != ident:  # its records' offsets no longer hold
+                self.changed[url] = (
+                    f"{remote.scrub(url)} changed in the bucket since the source was built "
+                    f"(size|etag {ident}, now {now}): its records lie elsewhere now, and read "
+                    f"at the offsets indexed they would pair images with other labels. Fix: "
+                    f"build the source again to read the shard as it is now.")
+            elif now != ident:
+                log.warning("%s not cached: its identity could not be read (%s); read by "
+                            "range meanwhile", remote.scrub(url), remote.scrub(str(now)))
             return now == ident
 
         def stream(f: Any) -> None:

@@ -297,10 +297,12 @@ class RecordTable(FlatTable):
 
     def _remote_bytes(self, index: int, shard: int, offset: int, size: int) -> bytes:
         data = self._fetched.take(index)
+        assert self._remote is not None
+        cache, url = self._remote.cache, self._shards[shard]
+        if cache is not None:
+            cache.refuse_changed(url)
         try:
             if data is None:
-                assert self._remote is not None
-                cache, url = self._remote.cache, self._shards[shard]
                 path = cache.local(url) if cache is not None else None
                 kept = DiskCache.read(path, [(offset, size)]) if path is not None else None
                 data = kept[0] if kept else self._remote.read_ranges(url, [(offset, size)])[0]
