@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..deferred import Undecoded, takes_undecoded
-from ..errors import ArgumentError, ArgumentTypeError
+from ..errors import ArgumentError, ArgumentTypeError, OutputMismatchError
 from ..seeding import global_rng_use
 from .params import ValueRange, bounds, convert, number, value_range as checked_range
 from .core import (WARPED, Op, as_op, config_type, from_config, members, to_config,
@@ -233,6 +233,16 @@ class Compose:
         # (a decode-time crop notes its window's move; a worker's task may take the boxes)
         with box_moves.claimed() as later, noting() as moves:
             out = self(image, rng)
+        ends = moves[-1].size if moves else shape[:2]
+        if tuple(out.shape[:2]) != tuple(ends[:2]):
+            raise OutputMismatchError(
+                f"The pipeline made a {out.shape[1]}x{out.shape[0]} image (width x height), "
+                f"but its targets were moved to {ends[1]}x{ends[0]}: an op changed the image's "
+                f"size without moving them (an op registered with targets='still' that pads, "
+                f"crops or resizes), and masks or boxes would no longer lie on their pixels. "
+                f"Fix: make its size change through shmaug's own ops inside it (e.g. "
+                f"shmaug.ops.resize, shmaug.ops.crop) and register it with "
+                f"targets='warped', or keep its image's size.")
         return out, move(targets, moves, shape, self._targets, later)
 
 

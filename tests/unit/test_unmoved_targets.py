@@ -27,6 +27,28 @@ def recolour(image, rng):
     return image
 
 
+def pad_to_32(image):  # declared still below, yet it changes the size
+    return np.pad(image, ((0, 32 - image.shape[0]), (0, 32 - image.shape[1])))
+
+
+@pytest.mark.parametrize("y", [{"segmentation_masks": KERAS_Y["segmentation_masks"]},
+                               {"bounding_boxes": KERAS_Y["bounding_boxes"]}],
+                         ids=["masks", "boxes"])
+def test_an_op_declared_still_that_changes_the_size_is_refused(y) -> None:
+    """32x32 images came with their 16x16 masks (boxes on the old canvas), without a word:
+    alone, and beside an op that moves the targets."""
+    pad = shmaug.from_array(pad_to_32, targets="still")
+    alone = Compose([pad], bounding_box_format="xyxy")
+    with pytest.raises(shmaug.OutputMismatchError, match=r"made sample 0 32x32 pixels.*from "
+                                                         r"16x16.*targets='still'.*Fix"):
+        shmaug.Loader(x, y, batch_size=8, augment=alone, workers=0)
+    beside = Compose([Op("hflip"), pad], bounding_box_format="xyxy")
+    with pytest.raises(shmaug.OutputMismatchError, match=r"made a 32x32 image.*moved to "
+                                                         r"16x16.*targets='still'.*Fix"):
+        with shmaug.Loader(x, y, batch_size=8, augment=beside, workers=0) as loader:
+            loader.batch(0)
+
+
 def test_a_pipeline_that_moves_pixels_moves_keras_targets_instead_of_refusing_them() -> None:
     augment = Compose([Op("gamma"), OneOf([Op("hflip"), Maybe(Op("rotate"))])],
                       bounding_box_format="xyxy")

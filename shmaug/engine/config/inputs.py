@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...errors import ArgumentError, ArgumentTypeError, got
+from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError, got
 from ...ops.params import SUPPORTED_DTYPES, dtype_range, outside
 from ...ops.params import value_range as checked_range
 from ...ops.plan import Plan
@@ -332,6 +332,24 @@ pixels must move too, or the image and its target part ways."""
 def spatial_targets(labels: Any) -> list[str]:
     """The names under which ``labels`` (``y``) holds masks, boxes or keypoints."""
     return [filed.name for filed in _filed(labels, SPATIAL_TARGETS)]
+
+
+def unmoved_sized(labels: Any, plan: Plan, given: tuple[int, ...] | None,
+                  made: tuple[int, ...]) -> None:
+    """Refuse sample 0's output (``made``) of another height and width than its input
+    (``given``) where masks, boxes or keypoints pass unmoved, every op having said it moves no
+    pixel (``targets='still'``): a pad or a crop said so too, and 32x32 images came with their
+    16x16 masks, their boxes on the old canvas."""
+    found = spatial_targets(labels)
+    if not found or given is None or plan.pipeline is None or plan.moves_pixels \
+            or tuple(made[:2]) == tuple(given[:2]):
+        return
+    raise OutputMismatchError(
+        f"`augment` made sample 0 {made[1]}x{made[0]} pixels (width x height) from "
+        f"{given[1]}x{given[0]}, but every op of it says it moves no pixel "
+        f"(targets='still'), so {', '.join(repr(f) for f in found)} in `y` would pass "
+        f"unmoved, no longer on their pixels. Fix: pad, crop or resize with shmaug's own ops "
+        f"(e.g. Op('resize', height=..., width=...)), which move them too, or keep the size.")
 
 
 def sized_output(x: Any, plan: Plan, shape: tuple[int, ...] | None) -> None:
