@@ -138,6 +138,15 @@ def test_every_box_format_round_trips_through_pixels(fmt: str) -> None:
         assert written.max() <= 1.0
 
 
+@pytest.mark.parametrize("given, keras", [("pascal_voc", "xyxy"), ("XYXY", "xyxy"),
+                                          ("coco", "xywh"), ("yolo", "rel_center_xywh"),
+                                          ("CXCYWH", "center_xywh")])
+def test_another_librarys_name_of_a_format_is_told_keras_name(given, keras) -> None:
+    with pytest.raises(ArgumentError, match=rf"received {given!r}\. Fix: pass "
+                                            rf"bounding_box_format={keras!r}, Keras' name"):
+        Compose([Op("hflip")], bounding_box_format=given)
+
+
 def test_keras_formats_mean_what_keras_says() -> None:
     box = np.array([[10.0, 20.0, 30.0, 60.0]])  # x0, y0, x1, y1
     expect = {"xyxy": [10, 20, 30, 60], "yxyx": [20, 10, 60, 30], "xywh": [10, 20, 20, 40],

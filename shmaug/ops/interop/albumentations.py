@@ -34,7 +34,8 @@ import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError
 from ..params import check_image, convert, outside
-from ..targets.boxes import ALBUMENTATIONS_FORMATS, check_carried, format_of
+from ..targets.boxes import check_carried, format_of
+from ..targets.formats import ALBUMENTATIONS_FORMATS
 from ..core import config_type
 
 INSTALL = 'pip install "shmaug[albumentations]"'

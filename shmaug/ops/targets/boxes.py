@@ -115,9 +115,6 @@ def format_of(boxes: Any) -> str | None:
     return getattr(boxes, "bounding_box_format", None) if isinstance(boxes, Boxes) else None
 
 
-ALBUMENTATIONS_FORMATS = {"pascal_voc": "xyxy", "coco": "xywh", "albumentations": "rel_xyxy",
-                          "yolo": "rel_center_xywh"}
-"""albumentations' ``BboxParams(format=...)`` names, by Keras' name of the same format."""
 
 
 def check_carried(name: str, boxes: Any, fmt: str | None, fix: str | None = None) -> None:

@@ -28,14 +28,25 @@ PAD = -1  # what a padding row holds, every column (Keras' MaxNumBoundingBoxes p
 _SLACK = 1e-3  # of a side: rounding past the image's edge that still counts as inside
 
 
+ALBUMENTATIONS_FORMATS = {"pascal_voc": "xyxy", "coco": "xywh", "albumentations": "rel_xyxy",
+                          "yolo": "rel_center_xywh"}
+"""albumentations' ``BboxParams(format=...)`` names, by Keras' name of the same format."""
+# Other libraries' names of Keras' formats, told in the fix of a name Keras does not use.
+_OTHER_NAMES = {**ALBUMENTATIONS_FORMATS, "cxcywh": "center_xywh", "xyxy": "xyxy",
+                "xywh": "xywh"}
+
+
 def check_format(value: Any, name: str, formats: tuple[str, ...]) -> str | None:
     """``value`` as a format name among ``formats``, or None."""
     if value is None:
         return None
     if value not in formats:
+        same = _OTHER_NAMES.get(str(value).lower()) if isinstance(value, str) else None
+        fix = (f"pass {name}={same!r}, Keras' name of that format" if same in formats else
+               f"pass the format your {'boxes' if 'box' in name else 'keypoints'} are in")
         raise ArgumentError(
             f"`{name}` expects one of {list(formats)} (Keras' names); received {value!r}. "
-            f"Fix: pass the format your {'boxes' if 'box' in name else 'keypoints'} are in.")
+            f"Fix: {fix}.")
     return str(value)
 
 
