@@ -33,11 +33,14 @@ from ._file_lock import FileLock
 from ...errors import ArgumentError, ArgumentTypeError, got
 
 LOCK_WAIT_S = 30.0  # the longest a process waits for the cache's own lock (making room)
-# A process lists a folder of fewer entries than this (its shards, a few hundred files) at
-# each reservation, so every worker's writes are counted by the next: the bound holds however
-# the processes interleave (a fixed 10 s between listings let 2 workers hold 1.84x the bound;
-# a window of RESCAN_SHARE listings, widened by a listing slowed under CI's load, 1.17x).
+# A process lists a folder of fewer entries than this (its shards, a few hundred files) that
+# lists in under LIST_EACH_UNDER_S at each reservation, so every worker's writes are counted by
+# the next: the bound holds however the processes interleave (a fixed 10 s between listings
+# let 2 workers hold 1.84x the bound; a window of RESCAN_SHARE listings, widened by a listing
+# slowed under CI's load, 1.17x). The time bound keeps a folder whose lock files piled up
+# (one per object ever read, never removed) from being listed at every write.
 LIST_EACH_BELOW = 1024
+LIST_EACH_UNDER_S = 0.05
 # A larger folder is listed again when room is reserved at least this many times as long
 # after its last listing as that listing took; in between this process counts its own writes
 # and evictions, and other processes' writes of that time can pass the bound by what they
@@ -190,7 +193,8 @@ class Space:
         """The folder as ``_scan`` listed it, and what this process did since
         (``LIST_EACH_BELOW``, ``RESCAN_SHARE``); ``again``: listed now."""
         seen = self._seen
-        if (again or seen is None or len(seen.entries) < LIST_EACH_BELOW
+        if (again or seen is None
+                or len(seen.entries) < LIST_EACH_BELOW and seen.took < LIST_EACH_UNDER_S
                 or time.monotonic() - seen.when > RESCAN_SHARE * seen.took):
             began = time.monotonic()
             entries, used = self._scan()
@@ -205,6 +209,8 @@ class Space:
         used = 0
         with os.scandir(self.folder) as found:
             for item in found:
+                if item.name.endswith(LOCK):
+                    continue  # (most of a folder of image files: not worth a stat each)
                 try:
                     st = item.stat()
                 except OSError:
