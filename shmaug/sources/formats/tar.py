@@ -35,7 +35,8 @@ def indexer(found: Shards, image_exts: Sequence[str], label_ext: str | None,
         with found.opened(path) as (f, _):
             return scan(path, image_exts, label_ext, f)
 
-    return cached(streamed, index_cache, f"tar|{tuple(image_exts)}|{label_ext}", found)
+    # ("tar2": an index kept before a member met twice was refused may lack a sample)
+    return cached(streamed, index_cache, f"tar2|{tuple(image_exts)}|{label_ext}", found)
 
 
 def scan(path: str, image_exts: Sequence[str], label_ext: str | None,
@@ -57,30 +58,30 @@ def scan(path: str, image_exts: Sequence[str], label_ext: str | None,
             f"WebDataset .tar shards (compressed .tar.gz cannot be read at an offset: "
             f"decompress them once)."
         ) from None
-    # As WebDataset groups them: a sample is a run of members of one key (a key met again
-    # later is another sample), and one extension twice in a run is refused, not overwritten.
-    samples: list[tuple[str, dict[str, tarfile.TarInfo]]] = []
+    # A sample's members by key, wherever they lie (a tar written without --sort=name
+    # scatters them); a member met twice is refused, where the last one was kept and a
+    # sample went missing without a word (WebDataset refuses two in a row as well).
+    samples: dict[str, dict[str, tarfile.TarInfo]] = {}
     with tar:
         try:
             for member in tar:
                 if member.isfile():
                     key, ext = split_name(member.name)
-                    if not samples or samples[-1][0] != key:
-                        samples.append((key, {}))
-                    elif ext in samples[-1][1]:
+                    members = samples.setdefault(key, {})
+                    if ext in members:
                         raise ArgumentError(
-                            f"sample {len(samples) - 1} (key {key!r}) of {path!r} holds "
-                            f"{member.name!r} twice: which one is the sample's is unknown "
-                            f"(WebDataset refuses it too). Fix: rewrite the shard with one "
-                            f"member per extension and key.")
-                    samples[-1][1][ext] = member
+                            f"sample {list(samples).index(key)} (key {key!r}) of {path!r} "
+                            f"holds {member.name!r} twice: which one is the sample's is "
+                            f"unknown. Fix: rewrite the shard with one member per extension "
+                            f"and key.")
+                    members[ext] = member
         except tarfile.TarError as exc:
             raise ArgumentError(
                 f"`tar_files`: {path!r} is cut short or corrupt after {len(samples)} "
                 f"sample(s) ({exc}). Fix: rewrite the shard, or leave it out."
             ) from None
         offsets, sizes, labels = [], [], []
-        for number, (key, members) in enumerate(samples):
+        for number, (key, members) in enumerate(samples.items()):
             image = next((members[e] for e in image_exts if e in members), None)
             where = f"sample {number} (key {key!r}) of {path!r}"
             if image is None:
