@@ -63,6 +63,19 @@ _SET_UP = frozenset({"image_key", "x", "batch_size", "seed", "shuffle", "num_sha
                      "_pipeline"})
 
 
+_CLOSED = ("This shmaug.Sequence is closed (or is a copy: the data and the workers belong to "
+           "the original). Fix: create a new one.")
+
+
+def _open_length(seq: Sequence) -> int:
+    """``len(seq)``, or ``ClosedError`` for a closed one: what Keras reads before its first
+    step. JAX's trainer takes the model's weights for that step, and a first batch that
+    raises loses them: a fit cell run again on a closed Sequence left a model of None."""
+    if seq._runtime.life is Life.CLOSED:
+        raise ClosedError(_CLOSED)
+    return len(seq)
+
+
 class _KerasFree:
     """What a worker's ``Sequence`` stands on while Keras is not loaded there: Keras'
     ``PyDataset`` constructor and attributes, none of its machinery. A hook that reads
@@ -341,6 +354,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
 
     # -- Keras' PyDataset contract -----------------------------------------------------------
 
+    num_batches = property(lambda self: _open_length(self))  # (what Keras reads first)
+
     def __len__(self) -> int:
         if self._runtime.running is None:  # Keras reads the length before it asks for a batch
             _distribution.follow(self)
@@ -349,9 +364,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
     def __iter__(self) -> Iterator[Any]:
         """A pass's batches (after ``load_state_dict`` mid-pass: the ones it had not served)."""
         served = self.served_before_restore()
-        for index in range(len(self)):
-            if index not in served:
-                yield self[index]
+        yield from (self[index] for index in range(len(self)) if index not in served)
 
     def __getitem__(self, index: int) -> Any:
         index = check.batch_index(index, len(self))
@@ -556,8 +569,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         rt = self._runtime
         rt.used = time.monotonic()
         if rt.life is Life.CLOSED:
-            raise ClosedError("This shmaug.Sequence is closed (or is a copy: the data and the "
-                              "workers belong to the original). Fix: create a new one.")
+            raise ClosedError(_CLOSED)
         if rt.running is None:
             dist = _distribution.follow(self)
             if dist is not None:

@@ -57,6 +57,28 @@ def test_an_idle_sequence_frees_everything_and_goes_on_with_the_same_stream(monk
     assert pids and all(not os.path.exists(f"/proc/{p}") for p in pids)
 
 
+def test_a_closed_sequence_is_refused_before_keras_takes_the_models_weights():
+    """A fit cell run again after its ``with`` closed the Sequence: on JAX the ClosedError of
+    the first batch came after Keras' trainer had taken the model's weights, which it then
+    lost (every later fit or predict failed on a None)."""
+    import numpy as np
+
+    x = np.random.default_rng(0).integers(0, 256, (32, 8, 8, 1), np.uint8)
+    y = np.arange(32) % 2
+    model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),
+                              keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with shmaug.Sequence(x, y, batch_size=8, workers=0, seed=0) as seq:
+        model.fit(seq, epochs=1, verbose=0)
+    trained = [np.array(w) for w in model.get_weights()]
+    for call in (model.fit, model.evaluate, model.predict):
+        with pytest.raises(shmaug.ClosedError, match="is closed"):
+            call(seq, verbose=0)
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), trained))
+    with shmaug.Sequence(x, y, batch_size=8, workers=0, seed=0) as again:
+        model.fit(again, epochs=1, verbose=0)  # the model trains on
+
+
 def test_a_sequence_starting_frees_one_idle_for_a_while_at_once(monkeypatch):
     """A cell run again makes a new Sequence: the old one, idle since, is stopped then, not
     two minutes later."""
