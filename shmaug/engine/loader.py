@@ -125,7 +125,10 @@ class Loader:
             tensor sharing it; see ``shmaug.engine.handoff.recycle``). False lends read-only
             views of the shared slot instead (no copy in this process: for consumers that copy
             anyway, e.g. to a device); a lent batch stays valid only until the next batch is asked
-            for, so do not keep it (``list(loader)`` would hold overwritten views). One kept
+            for, so do not keep it (``list(loader)`` would hold overwritten views), nor let
+            work still running read it (a JAX ``jit`` step returns before it has read its
+            input, and on CPU ``jax.device_put`` shares the array: block on the step's result
+            before the next batch). One kept
             past ``close()`` stays readable (the mapping lives while a view does; its name is
             unlinked), with the contents it had when the loader closed.
         pin_memory: True page-locks the output ring (registers it with the CUDA driver, as
@@ -134,8 +137,9 @@ class Loader:
             ``jax.device_put(xb)``) is read by the device from the slot a worker wrote: on an
             H100 that took the main thread's time per float32 224x224 batch of 64 from 6.0
             ms to 1.2 ms (``bench.gpu pinned``). Needs ``copy=False`` (a copied batch is in
-            pageable memory again); a copy that does not wait (``non_blocking=True``) must
-            finish before the next batch is asked for, since the slot is then rewritten.
+            pageable memory again); a copy that does not wait (``non_blocking=True``; JAX's
+            ``device_put``, until ``block_until_ready``) must finish before the next batch is
+            asked for, since the slot is then rewritten.
             Where there is no NVIDIA driver or GPU, a warning says so and the ring stays
             pageable; ``loader.pinned`` says which. A ``Sequence`` does it by itself where
             Keras trains on an NVIDIA GPU with torch or JAX.
