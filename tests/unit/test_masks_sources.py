@@ -202,9 +202,10 @@ def test_mask_files_keep_16_bit_ids_and_refuse_colour(tmp_path):
 
 
 @pytest.mark.parametrize("bits", [1, 2, 4])
-def test_a_grey_png_of_under_8_bits_gives_its_stored_ids(tmp_path, bits):
-    """A binary mask saved from a bool array is a 1-bit PNG: OpenCV (and PIL for 2 and 4
-    bits) scale its ids to 0-255, and a 2-class model's loss got label 255."""
+def test_a_grey_png_of_under_8_bits_reads_as_pil_reads_it(tmp_path, bits):
+    """A binary mask saved from a bool array is a 1-bit PNG, which OpenCV scales to 0 and
+    255: a 2-class model's loss got label 255. PIL reads 0 and 1; 2- and 4-bit PNGs both
+    libraries scale to 0-255."""
     ids = (np.arange(24).reshape(4, 6) % (1 << bits)).astype(np.uint8)
     if bits == 1:
         Image.fromarray(ids.astype(bool)).save(tmp_path / "m.png")  # mode "1"
@@ -212,8 +213,11 @@ def test_a_grey_png_of_under_8_bits_gives_its_stored_ids(tmp_path, bits):
         Image.fromarray(ids * np.uint8(255 // ((1 << bits) - 1))).save(tmp_path / "m.png",
                                                                          bits=bits)
     assert (tmp_path / "m.png").read_bytes()[24] == bits  # the PNG's own bit depth
-    np.testing.assert_array_equal(MaskFiles([tmp_path / "m.png"], image_size=None).load(0)[..., 0],
-                                  ids)
+    with Image.open(tmp_path / "m.png") as image:
+        pils = np.asarray(image, np.uint8)
+    got = MaskFiles([tmp_path / "m.png"], image_size=None).load(0)[..., 0]
+    np.testing.assert_array_equal(got, pils)
+    np.testing.assert_array_equal(got, ids if bits == 1 else ids * (255 // ((1 << bits) - 1)))
 
 
 def test_masks_of_another_size_than_their_images_are_refused_before_and_while_running(

@@ -5,9 +5,10 @@ mask is decoded or held in the main process.
 over a path table, shared with the workers as an image source's is). A loader takes it as a
 target (``{"segmentation_masks": masks}``): each worker decodes sample i's mask beside its
 image, and the pipeline moves it with the image. ``MaskDecoder`` keeps class ids as they are:
-a palette PNG gives its indices (PIL), never the colours OpenCV would expand them to; a grey
-PNG of 1, 2 or 4 bits its stored values (0 and 1 for a mask saved from a bool array), never the
-0-255 both decoders scale them to; a 16-bit PNG stays 16-bit; the resize to ``image_size`` is
+a palette PNG gives its indices (PIL), never the colours OpenCV would expand them to; a 1-bit
+grey PNG (a mask saved from a bool array) 0 and 1, as PIL reads it, not OpenCV's 0 and 255 (2-
+and 4-bit ones are scaled to 0-255 by both, and stay so); a 16-bit PNG stays 16-bit; the
+resize to ``image_size`` is
 nearest-neighbour (a class id is never blended); a colour file is refused unless its channels
 agree.
 """
@@ -61,8 +62,8 @@ def decode_mask(data: np.ndarray, what: str) -> np.ndarray:
             f"Cannot read {what} as a mask: {reason}. Fix: replace the file, or remove its "
             f"pair."))
         mask = None
-    if mask is not None and png and data[25] == _GREY and data[24] < 8:
-        mask = mask // (255 // ((1 << int(data[24])) - 1))  # OpenCV scaled them to 0-255
+    if mask is not None and png and data[25] == _GREY and data[24] == 1:
+        mask = mask // 255  # OpenCV scales 1 to 255; PIL, as a bool image, reads 0 and 1
     if mask is None:  # a palette PNG (its indices are the ids), or what OpenCV cannot read
         mask = _decode_pil(data.tobytes(), what)
     if mask.ndim == 3:  # a grey mask saved as colour: its channels agree
