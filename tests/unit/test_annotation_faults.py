@@ -277,6 +277,8 @@ def test_boxes_changed_in_place_by_any_means_claim_no_format(tmp_path, change) -
     change(boxes)
     assert format_of(boxes) is None
     assert format_of(pickle.loads(pickle.dumps(boxes))) is None
+    boxes.bounding_box_format = "xywh"  # claimed again, for the values as they are now
+    assert format_of(pickle.loads(pickle.dumps(boxes))) == format_of(boxes) == "xywh"
 
 
 @pytest.mark.parametrize("mode, fmt, options", [

@@ -376,6 +376,7 @@ def test_pad_boxes_keeps_extra_columns_and_refuses_rows_it_cannot_read() -> None
     assert boxes.shape == (2, 4, 5) and (boxes[1] == -1).all()
     np.testing.assert_array_equal(boxes[0], rows[0])
     assert formats.pad_boxes([[1, 2, 3, 4], []])[0].shape == (2, 1, 4)  # one flat box
+    assert formats.pad_boxes([np.ones((1, 3, 4)), []])[0].shape == (2, 3, 4)  # a TF batch
     with pytest.raises(ArgumentError, match=r"`boxes` of sample 1 has rows of 4 columns, "
                                             r"the samples before it of 5.*Fix"):
         formats.pad_boxes([rows[0], np.ones((1, 4))])

@@ -54,6 +54,11 @@ class Boxes(np.ndarray):
             self._format = None
         return self._format
 
+    @bounding_box_format.setter
+    def bounding_box_format(self, fmt: str | None) -> None:
+        """Claim ``fmt`` for the values as they are now (after an edit that kept it)."""
+        self._claim(check_format(fmt, "bounding_box_format", BOX_FORMATS))
+
     def __array_finalize__(self, obj: Any) -> None:
         self._format, self._written = None, 0  # (a view or result numpy made: no claim)
 

@@ -308,11 +308,15 @@ def pad_boxes(boxes: Any, labels: Any = None, max_boxes: int | None = None
 
 
 def _box_rows(i: int, boxes: Any) -> np.ndarray:
-    """Sample ``i``'s boxes as rows: (m, 4 + k) as given, or a flat run of 4 coordinates
-    each (one box as ``[x0, y0, x1, y1]``)."""
+    """Sample ``i``'s boxes as rows: (..., m, 4 + k) as given (a leading axis of 1, a TF
+    pipeline's batch, dropped), or a flat run of 4 coordinates each (one box as
+    ``[x0, y0, x1, y1]``)."""
     rows = np.asarray(boxes, np.float32)
-    if rows.ndim == 2 and (rows.shape[1] >= 4 or not len(rows)):
-        return rows if rows.shape[1] >= 4 else rows.reshape(0, 4)
+    if rows.ndim >= 2 and rows.shape[-1] >= 4 and rows.size == rows.shape[-1] * \
+            rows.shape[-2]:
+        return rows.reshape(-1, rows.shape[-1])
+    if rows.size == 0:
+        return rows.reshape(0, 4)
     if rows.ndim <= 1 and rows.size % 4 == 0:
         return rows.reshape(-1, 4)
     raise ArgumentError(
