@@ -240,7 +240,7 @@ import multiprocessing, signal, sys, time
 
 def late():  # a Keras pool worker: ignores Ctrl-C, and its batch ends after the exit
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    time.sleep(3)
+    time.sleep(15)  # well past the grace, however slow the parent's start
     print("Traceback: BrokenPipeError (the parent is gone)", file=sys.stderr)
 
 if __name__ == "__main__":

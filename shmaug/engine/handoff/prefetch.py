@@ -186,7 +186,9 @@ class Prefetcher:
             self._drop(batch)
             # What was made ahead meanwhile may hold the same failure (a bucket away, a file
             # being rewritten): made again when asked, not raised again after it is gone.
-            self._drop_unwanted(set())
+            # Batches finished whole stay.
+            self._drop_unwanted({k for k, b in self._inflight.items()
+                                 if not b.tickets and b.error is None})
             raise batch.error
         if handoff is Handoff.UNTIL_NEXT:
             self._lent = batch.slot
