@@ -130,10 +130,11 @@ def test_ragged_boxes_are_padded_per_dataset(kind) -> None:
         boxes = tf.ragged.constant([b.tolist() for b in boxes], ragged_rank=1, inner_shape=(4,))
         labels = tf.ragged.constant([v.tolist() for v in labels])
     augment = Compose([Op("vflip")], bounding_box_format="xyxy")
-    with shmaug.Loader(x, {"bounding_boxes": {"boxes": boxes, "labels": labels}},
+    named = "classes" if kind == "tf.RaggedTensor" else "labels"  # (KerasCV's name)
+    with shmaug.Loader(x, {"bounding_boxes": {"boxes": boxes, named: labels}},
                        batch_size=8, augment=augment, workers=0) as loader:
         y = loader.batch(0)[1]["bounding_boxes"]
-    assert y["boxes"].shape == (8, 2, 4) and y["labels"].tolist()[2] == [0, 1]
+    assert y["boxes"].shape == (8, 2, 4) and y[named].tolist()[2] == [0, 1]
     np.testing.assert_array_equal(y["boxes"][2, 1], [1, 11, 5, 15])
     assert (y["boxes"][0] == -1).all()
 

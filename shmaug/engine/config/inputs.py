@@ -209,8 +209,9 @@ def targets(y: Any, n: int, name: str = "y") -> Any:
     if isinstance(y, dict):
         ragged = _per_sample(y.get("boxes"), n)
         if ragged is not None:
-            boxes, labels = pad_boxes(ragged, _per_sample(y.get("labels"), n) or y.get("labels"))
-            y = {**y, "boxes": boxes, **({} if labels is None else {"labels": labels})}
+            key = next((k for k in BOX_LABEL_KEYS if k in y), "labels")
+            boxes, labels = pad_boxes(ragged, _per_sample(y.get(key), n) or y.get(key))
+            y = {**y, "boxes": boxes, **({} if labels is None else {key: labels})}
         return {k: targets(v, n, f"{name}[{k!r}]") for k, v in y.items()}
     if isinstance(y, (list, tuple)) and y and all(
             isinstance(v, (np.ndarray, dict)) or is_target_source(v) for v in y):
@@ -474,16 +475,19 @@ def _leaves(y: Any, at: Path) -> Iterator[Path]:
         yield at
 
 
+BOX_LABEL_KEYS = ("labels", "classes")  # beside "boxes": Keras' (and keras-hub's), KerasCV's
+
+
 def _filed(y: Any, names: Collection[str], at: Path = ()) -> Iterator[Filed]:
     """The arrays (and target sources) filed in any dict of ``y`` under one of ``names``,
     depth first, in order (one so filed is not looked into). A dict holding ``boxes`` is
-    Keras' box layout (``bounding_boxes``, or keras-hub's y): its ``labels`` are the boxes'
-    (named ``box_labels`` inside, found again by their path)."""
+    Keras' box layout (``bounding_boxes``, or keras-hub's y): its ``labels`` (KerasCV's
+    ``classes``) are the boxes' (named ``box_labels`` inside, found again by their path)."""
     boxes = isinstance(y, dict) and isinstance(y.get("boxes"), np.ndarray)
     items = y.items() if isinstance(y, dict) else (
         enumerate(y) if isinstance(y, (list, tuple)) else ())
     for key, value in items:
-        if boxes and key == "labels":
+        if boxes and key in BOX_LABEL_KEYS:
             if BOX_LABELS in names and isinstance(value, np.ndarray):
                 yield Filed(BOX_LABELS, (*at, key), value)
         elif isinstance(y, dict) and key in names and (
