@@ -123,26 +123,23 @@ class Loader:
         copy: True hands out private copies of each batch (made in the memory of an
             earlier batch once nothing refers to that one any more: no view, memoryview or
             tensor sharing it; see ``shmaug.engine.handoff.recycle``). False lends read-only
-            views of the shared slot instead (no copy in this process: for consumers that copy
-            anyway, e.g. to a device); a lent batch stays valid only until the next batch is asked
-            for, so do not keep it (``list(loader)`` would hold overwritten views), nor let
-            work still running read it (a JAX ``jit`` step returns before it has read its
-            input, and on CPU ``jax.device_put`` shares the array: block on the step's result
-            before the next batch). One kept
-            past ``close()`` stays readable (the mapping lives while a view does; its name is
-            unlinked), with the contents it had when the loader closed.
+            views of the shared slot (no copy in this process: for consumers that copy anyway,
+            e.g. to a device), valid until the next batch is asked for: do not keep one
+            (``list(loader)`` would hold overwritten views), nor let work still running read it
+            (a JAX ``jit`` step returns before reading its input, and on CPU ``device_put``
+            shares the array: block on the step first). One kept past ``close()`` stays
+            readable (the mapping lives while a view does), as it was when the loader closed.
         pin_memory: True page-locks the output ring (registers it with the CUDA driver, as
             ``torch.utils.data.DataLoader(pin_memory=True)`` pins its batches), so that a
             batch's copy to the GPU (``torch.from_numpy(xb).to("cuda")``,
             ``jax.device_put(xb)``) is read by the device from the slot a worker wrote: on an
             H100 that took the main thread's time per float32 224x224 batch of 64 from 6.0
-            ms to 1.2 ms (``bench.gpu pinned``). Needs ``copy=False`` (a copied batch is in
-            pageable memory again); a copy that does not wait (``non_blocking=True``; JAX's
-            ``device_put``, until ``block_until_ready``) must finish before the next batch is
-            asked for, since the slot is then rewritten.
-            Where there is no NVIDIA driver or GPU, a warning says so and the ring stays
-            pageable; ``loader.pinned`` says which. A ``Sequence`` does it by itself where
-            Keras trains on an NVIDIA GPU with torch or JAX.
+            ms to 1.2 ms (``bench.gpu pinned``). Needs ``copy=False``; a copy that does not
+            wait (``non_blocking=True``; JAX's ``device_put`` until ``block_until_ready``)
+            must finish before the next batch is asked for, which rewrites the slot. Where
+            there is no NVIDIA driver or GPU, a warning says so and the ring stays pageable;
+            ``loader.pinned`` says which. A ``Sequence`` does it by itself where Keras trains
+            on an NVIDIA GPU with torch or JAX.
         value_range: the (low, high) the images' values lie in, as Keras' augmentation layers
             take it; None: by dtype, uint8 (0, 255), uint16 (0, 65535), floats (0, 1). It is
             bound into a shmaug pipeline (where the pipeline does not say its own), and the
