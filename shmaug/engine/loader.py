@@ -165,13 +165,12 @@ class Loader:
             ``shuffle=True``, and each draw gets a random stream of its own, so a sample
             drawn twice in an epoch is augmented two ways. None: every sample once.
         samples_per_epoch: with ``sampling_weights``, the draws of one epoch (all shards
-            together); None: the dataset's length. ``len(loader)`` follows from it.
+            together; None: the dataset's length), which ``len(loader)`` follows.
         mix: MixUp and / or CutMix (``shmaug.ops.MixUp(alpha)``, ``CutMix(factor)``,
             ``Mix(...)``): the workers mix neighbouring samples of each batch in pairs after
             augmenting them, and ``y`` (one array of class ids or one-hot rows) comes out as
-            float32 soft targets mixed alike. Batches read in order (``in_order=True``: a
-            ``Sequence``'s ``evaluate`` and ``predict``) are not mixed; their labels come
-            as one-hot rows (so the same loss takes them). None: no mixing.
+            float32 soft targets mixed alike. Batches read ``in_order`` (``evaluate``,
+            ``predict``) are not mixed; their labels come as one-hot rows. None: no mixing.
 
     Raises:
         ArgumentError, ArgumentTypeError: for a bad argument, before any process starts.
