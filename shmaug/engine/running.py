@@ -299,8 +299,9 @@ class Running:
                                       self.value_range, o.settings.output.bounds is not None,
                                       probe.input_dtype, o.pipeline.plan)
         sample_shape, dtype = output_of(probe, shape, dtype)
-        inputs.unmoved_sized(o.data.labels, o.pipeline.plan,
-                             None if images is None else tuple(images.shape[1:]), sample_shape)
+        if o.data.y is not None:  # (a Ray maker is shipped no y: not checked there)
+            inputs.unmoved_sized(o.data.labels, o.pipeline.plan, None if images is None
+                                 else tuple(images.shape[1:]), sample_shape)
         self._fill_dataset(unfilled, sample_shape, dtype, probe.targets)
         self.ring.allocate(sample_shape, dtype, targets=probe.targets)
         if self.pin_memory:
