@@ -311,6 +311,15 @@ def fails_while_flagged(image, rng):
     return mark(image, rng)
 
 
+def fails_slowly_at_1_and_at_once_at_2(image, rng):
+    """Raises on a sample whose first pixel is 1 (after 0.5 s) or 2 (at once)."""
+    if image.flat[0] == 1:
+        time.sleep(0.5)
+    if image.flat[0] in (1, 2):
+        raise ValueError(f"sample marked {image.flat[0]}")
+    return image
+
+
 def raise_from_batch_two(image, rng):
     """Keras' ExceptionPyDataset: batches 0 and 1 are fine, batch 2 raises."""
     if image.flat[0] >= 2 * 8:  # the test fills x[i] with i

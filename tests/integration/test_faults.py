@@ -88,6 +88,20 @@ def test_batches_made_ahead_during_a_failure_are_made_again_once_it_is_gone(
         np.testing.assert_array_equal(got, want)
 
 
+def test_a_batch_cut_into_tasks_names_its_first_failing_sample_whichever_fails_first():
+    """A batch asked for while nothing is ahead is cut into a task per worker, and its error
+    was the first to arrive: the later task failing at once named its sample, where one
+    task (workers=1) names the earlier one (CI saw sample 38 for 39 under load)."""
+    x = np.zeros((16, 4, 4), np.uint8)
+    x[1, 0, 0], x[5, 0, 0] = 1, 2  # the first task's fails late, the second's at once
+    for workers in (1, 2):
+        with shmaug.Loader(x, batch_size=8, augment=_ops.fails_slowly_at_1_and_at_once_at_2,
+                           workers=workers) as loader:
+            with pytest.raises(ValueError, match="sample marked 1") as caught:
+                loader.batch(0)
+            assert caught.value.sample_index == 1, workers
+
+
 def test_wrong_output_shape_names_the_sample():
     with shmaug.Loader(marked(), batch_size=4, augment=_ops.wrong_shape_on_marker,
                        workers=1) as loader:

@@ -52,7 +52,20 @@ class _Batch:
     slot: int
     rows: int
     tickets: set[int] = field(default_factory=set)  # invariant: dispatched, not yet answered
-    error: BaseException | None = None  # first failure of any of its tasks
+    starts: dict[int, int] = field(default_factory=dict)  # each task's first row, by ticket
+    error: BaseException | None = None  # the failure of its earliest failed task
+    error_at: int = 0  # that task's first row
+
+    def settled(self) -> bool:
+        """Done, or failed where no task before the failed one is still out: its error is
+        then the one of the first failing sample in batch order, whichever task answered
+        first (a batch cut into tasks named sample 38 or 39 by the race)."""
+        return not self.tickets or self.error is not None and all(
+            self.starts[t] > self.error_at for t in self.tickets)
+
+    def failed(self, ticket: int, error: BaseException) -> None:
+        if self.error is None or self.starts[ticket] < self.error_at:
+            self.error, self.error_at = error, self.starts[ticket]
     dropped: bool = False  # no longer wanted: free the slot when `tickets` is empty
     copy: Copy | None = None  # its copy out of the slot, asked of the copier ahead of time
 
@@ -178,7 +191,7 @@ class Prefetcher:
             if ahead not in self._inflight and not self._schedule(ahead, parts):
                 break
         batch = self._inflight[key]
-        while batch.tickets and batch.error is None:
+        while not batch.settled():
             self._collect()
             presses.give_up(began)  # (a Ctrl-C off the main thread: see presses)
         del self._inflight[key]
@@ -285,6 +298,7 @@ class Prefetcher:
             ticket = self._next_ticket
             self._next_ticket += 1
             batch.tickets.add(ticket)
+            batch.starts[ticket] = lo
             self._by_ticket[ticket] = batch
             self.pool.submit(Task(ticket, key[0], slot, generation, lo, hi, start))
         return True
@@ -318,6 +332,6 @@ class Prefetcher:
             if batch is None:
                 continue
             batch.tickets.discard(result.ticket)
-            if not isinstance(result, Done) and batch.error is None:
-                batch.error = as_error(result, self.timeout)
+            if not isinstance(result, Done):
+                batch.failed(result.ticket, as_error(result, self.timeout))
             self._free_if_idle(batch)
