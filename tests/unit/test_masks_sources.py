@@ -212,7 +212,8 @@ def test_a_grey_png_of_under_8_bits_reads_as_pil_reads_it(tmp_path, bits):
     else:  # PIL keeps a grey value's top bits
         Image.fromarray(ids * np.uint8(255 // ((1 << bits) - 1))).save(tmp_path / "m.png",
                                                                          bits=bits)
-    assert (tmp_path / "m.png").read_bytes()[24] == bits  # the PNG's own bit depth
+    if (tmp_path / "m.png").read_bytes()[24] != bits:  # the PNG's own bit depth
+        pytest.skip(f"this Pillow writes a grey PNG of {bits} bits at 8")  # (older ones)
     with Image.open(tmp_path / "m.png") as image:
         pils = np.asarray(image, np.uint8)
     got = MaskFiles([tmp_path / "m.png"], image_size=None).load(0)[..., 0]
