@@ -55,6 +55,8 @@ class _Batch:
     starts: dict[int, int] = field(default_factory=dict)  # each task's first row, by ticket
     error: BaseException | None = None  # the failure of its earliest failed task
     error_at: int = 0  # that task's first row
+    dropped: bool = False  # no longer wanted: free the slot when `tickets` is empty
+    copy: Copy | None = None  # its copy out of the slot, asked of the copier ahead of time
 
     def settled(self) -> bool:
         """Done, or failed where no task before the failed one is still out: its error is
@@ -66,8 +68,6 @@ class _Batch:
     def failed(self, ticket: int, error: BaseException) -> None:
         if self.error is None or self.starts[ticket] < self.error_at:
             self.error, self.error_at = error, self.starts[ticket]
-    dropped: bool = False  # no longer wanted: free the slot when `tickets` is empty
-    copy: Copy | None = None  # its copy out of the slot, asked of the copier ahead of time
 
 
 class Prefetcher:

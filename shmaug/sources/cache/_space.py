@@ -135,6 +135,11 @@ class Space:
     def _seen(self, seen: Folder) -> None:
         _VIEWS[(os.getpid(), self.folder, self.limit)] = seen
 
+    def _lock(self) -> FileLock:
+        """The folder's lock (``cache.lock``): held while room is made and while a download
+        is renamed into place."""
+        return FileLock(os.path.join(self.folder, "cache" + LOCK))
+
     def reserve(self, final: str, size: int) -> str | None:
         """Reserve ``size`` bytes for entry ``final``: its ``.part`` created at that size,
         stale versions of the same object removed, others evicted as the policy says. None
@@ -142,7 +147,7 @@ class Space:
         whatever the number of entries (a cache of a million image files writes each)."""
         if self.limit is not None and size > self.limit:
             return f"an object of {size:,} bytes is larger than the bound"
-        with FileLock(os.path.join(self.folder, "cache" + LOCK)) as lock:
+        with self._lock() as lock:
             if not lock.acquire(LOCK_WAIT_S):
                 return f"another process held {self.folder}/cache.lock for {LOCK_WAIT_S:g} s"
             seen = self._listed()
@@ -161,7 +166,7 @@ class Space:
         listing meanwhile saw the ``.part`` go and missed the ``.data`` come (scandir makes no
         promise about a name renamed while it reads), and let the next write pass the bound
         by the entry's bytes (a single process held 1.17x under CI's load)."""
-        with FileLock(os.path.join(self.folder, "cache" + LOCK)) as lock:
+        with self._lock() as lock:
             lock.acquire(LOCK_WAIT_S)  # not held in time: renamed all the same, not lost
             os.replace(sibling(final, PART), final)
 
