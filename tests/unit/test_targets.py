@@ -273,6 +273,31 @@ def test_a_resizes_mask_is_its_images_nearest_resize(size) -> None:
     np.testing.assert_array_equal(moved["mask"], out)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int64, np.bool_])
+def test_a_resized_crops_mask_is_its_windows_nearest_resize_mirrored(dtype: type) -> None:
+    """A window of whole pixels resized (a resized crop), mirrored or not: OpenCV's exact
+    nearest resize of the window, ties included, flipped after, in any dtype and channels."""
+    import cv2
+
+    rng = np.random.default_rng(np.dtype(dtype).itemsize)
+    for _ in range(40):
+        h, w = rng.integers(1, 120, 2)
+        y0, x0 = rng.integers(0, [h, w])
+        y1, x1 = rng.integers([y0 + 1, x0 + 1], [h + 1, w + 1])
+        ho, wo = (int(v) for v in rng.integers(1, 150, 2))
+        labels = rng.integers(0, 2 if dtype is np.bool_ else 250, (h, w, 2), np.uint8)
+        mirror = rng.choice([-1.0, 1.0], 2)
+        a, e = mirror * (wo / (x1 - x0), ho / (y1 - y0))
+        c, f = ((wo if a < 0 else 0) - 0.5 - a * (x0 - 0.5),
+                (ho if e < 0 else 0) - 0.5 - e * (y0 - 0.5))
+        move = MatrixMove(np.array([[a, 0, c], [0, e, f], [0, 0, 1.0]]), (ho, wo))
+        expect = cv2.resize(labels[y0:y1, x0:x1], (wo, ho), interpolation=cv2.INTER_NEAREST_EXACT)
+        expect = expect[::1 if e > 0 else -1, ::1 if a > 0 else -1]
+        for channels in (slice(0, 1), slice(0, 2)):
+            got = move.mask(labels[:, :, channels].astype(dtype), 0.0)
+            np.testing.assert_array_equal(got, expect[:, :, channels].astype(dtype))
+
+
 def test_a_fill_outside_the_masks_dtype_is_saturated_as_opencv_does() -> None:
     image, targets = scene()
     for fill, dtype, expect in ((-1, np.uint8, 0), (1.5, np.int16, 2), (300, np.uint8, 255)):
