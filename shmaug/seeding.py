@@ -17,10 +17,15 @@ both always for a callable that declares ``uses_global_rng = True``, never for o
 declares False (every shmaug op), and for any other callable each one only once a
 ``GlobalsWatch`` has seen a sample draw from it; that sample is then made again seeded. The
 watch compares where the two generators stand before and after a sample (well under 1 us).
+
+torch's default CPU generator (torchvision's transforms draw from it) is seeded per sample
+for any callable that does not declare False, wherever torch is loaded (~1 us: no watch
+needed); a sample during which torch loaded is made again, seeded (``torch_generator``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import random
@@ -95,6 +100,31 @@ def global_rng_use(*callables: object) -> bool | None:
     return None if unknown else False
 
 
+def torch_generator() -> Any | None:
+    """torch's default CPU generator where torch has loaded in this process, else None (never
+    loads it: a worker binds torch lazily, ``lazy_imports``, and a process that has not run
+    torch has no draw of it to seed)."""
+    if "torch._C" not in sys.modules:
+        return None
+    return getattr(sys.modules.get("torch"), "default_generator", None)
+
+
+@contextlib.contextmanager
+def globals_kept() -> Iterator[None]:
+    """The caller's own global streams (``random``, ``np.random``, torch's where loaded) as
+    they were before, whatever the per-sample seeding within did to them: for ops run in the
+    caller's process (``workers=0``, Ray's batches). Saving them costs microseconds."""
+    torch = torch_generator()
+    saved = random.getstate(), np.random.get_state(), torch and torch.get_state()
+    try:
+        yield
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+        if torch is not None:
+            torch.set_state(saved[2])
+
+
 def rng_for(seed: int, epoch: int, index: int) -> np.random.Generator:
     """A fresh ``Generator`` for one sample. Same arguments, same stream as in the workers.
 
@@ -150,23 +180,24 @@ class SampleSeeder:
     re-keyed each time; a caller must be done with one sample's stream before the next.
     """
 
-    def __init__(self, seed: int, *, seed_globals: bool) -> None:
+    def __init__(self, seed: int, *, seed_globals: bool, seed_torch: bool = False) -> None:
         self.seed = seed  # invariant: fixed for the life of the run
         # Which globals each sample seeds: both when the op says it uses them; otherwise
         # each from the first time a sample is seen drawing from it (see GlobalsWatch).
         self.seed_python = self.seed_numpy = seed_globals
+        self.seed_torch = seed_torch  # where torch has loaded (module docstring)
         self._bitgen = np.random.PCG64()
         self._generator = np.random.Generator(self._bitgen)
         self._views = _state_views(self._bitgen)  # they point into self._bitgen
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A copy must get views of its own bit generator, not copies of these views.
-        return _rebuild_seeder, (self.seed, self.seed_python, self.seed_numpy)
+        return _rebuild_seeder, (self.seed, self.seed_python, self.seed_numpy, self.seed_torch)
 
     @property
     def seed_globals(self) -> bool:
         """Whether any global generator is seeded per sample."""
-        return self.seed_python or self.seed_numpy
+        return self.seed_python or self.seed_numpy or self.seed_torch
 
     def _set_state(self, hi: int, lo: int) -> None:
         """The portable re-key through numpy's setter; same state as ``pcg_keys`` describes."""
@@ -191,6 +222,9 @@ class SampleSeeder:
                 random.seed(hi)
             if self.seed_numpy:
                 np.random.seed(lo & 0xFFFFFFFF)
+            if self.seed_torch and (torch := torch_generator()) is not None:
+                torch.manual_seed(hi >> 32)  # (its Mersenne Twister takes 32 bits: not
+                # numpy's, whose draws would then be torch's)
             yield self._generator
 
     def restream(self, epoch: int, index: int) -> np.random.Generator:
@@ -198,8 +232,8 @@ class SampleSeeder:
         return next(self.streams(epoch, np.array([index])))
 
 
-def _rebuild_seeder(seed: int, python: bool, numpy: bool) -> SampleSeeder:
-    seeder = SampleSeeder(seed, seed_globals=False)
+def _rebuild_seeder(seed: int, python: bool, numpy: bool, torch: bool) -> SampleSeeder:
+    seeder = SampleSeeder(seed, seed_globals=False, seed_torch=torch)
     seeder.seed_python, seeder.seed_numpy = python, numpy
     return seeder
 

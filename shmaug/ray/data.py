@@ -8,14 +8,13 @@ node makes the row, and in whatever order.
 
 from __future__ import annotations
 
-import random
 from typing import Any, Callable
 
 import numpy as np
 
 from ..engine.config import checks as check
 from ..errors import ArgumentError
-from ..seeding import SampleSeeder, global_rng_use
+from ..seeding import SampleSeeder, global_rng_use, globals_kept
 
 
 class AugmentBatches:
@@ -39,7 +38,7 @@ class AugmentBatches:
         self.seed = check.seed(seed)
         self.epoch = check.non_negative_int("epoch", epoch)
         self.image, self.index = image, index
-        # An op that may draw from `random` / `np.random` gets them seeded per sample too.
+        # An op that may draw from `random`, `np.random` or torch gets them seeded per sample.
         self._globals = global_rng_use(augment) is not False
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -49,13 +48,9 @@ class AugmentBatches:
                     f"shmaug.ray.AugmentBatches needs a column {column!r}; the batch has "
                     f"{sorted(batch)}. Fix: name the columns with `image=` and `index=`, or "
                     f"add the dataset index (e.g. `ds.add_column`).")
-        seeder = SampleSeeder(self.seed, seed_globals=self._globals)
+        seeder = SampleSeeder(self.seed, seed_globals=self._globals, seed_torch=self._globals)
         indices = np.asarray(batch[self.index], dtype=np.int64)
-        saved = random.getstate(), np.random.get_state()
-        try:
+        with globals_kept():
             out = [np.asarray(self.augment(image, rng)) for image, rng in
                    zip(batch[self.image], seeder.streams(self.epoch, indices))]
-        finally:
-            random.setstate(saved[0])
-            np.random.set_state(saved[1])
         return {**batch, self.image: np.stack(out)}

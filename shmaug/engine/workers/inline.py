@@ -7,12 +7,10 @@ debugger and get the very batches the workers give.
 
 from __future__ import annotations
 
-import random
 from collections import deque
 
-import numpy as np
-
 from ..handoff.ring import OutputRing
+from ...seeding import globals_kept
 from ..plan.schedule import Task
 from .runner import SliceRunner
 from .wire import Result
@@ -48,14 +46,8 @@ class InlinePool:
         if not self._pending or timeout_s <= 0:  # nothing runs unless we are willing to wait
             return []
         task = self._pending.popleft()
-        # The user's own global streams: ops may seed them (per sample, or `from_pil` itself);
-        # saving them once per task costs microseconds.
-        saved = random.getstate(), np.random.get_state()
-        try:
+        with globals_kept():  # the user's own: ops may seed them (per sample, `from_pil`)
             return [self._runner.run(task)]
-        finally:
-            random.setstate(saved[0])
-            np.random.set_state(saved[1])
 
     def close(self) -> None:
         self._pending.clear()

@@ -19,11 +19,12 @@ import importlib.util
 import sys
 import threading
 from types import ModuleType
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 _NAMES = frozenset({"__spec__", "__name__", "__loader__", "__file__", "__package__"})
 _LOADING = threading.RLock()  # held while a lazy package runs (see _Loading)
 _MISSING = object()
+_RAN: Callable[[], None] | None = None  # called after a lazy package has run (``install``)
 
 # Top-level packages that start threads or take seconds to import, and that an augment module
 # commonly imports for other reasons (a model, a dataset) than its ops.
@@ -79,6 +80,8 @@ def _load(module: ModuleType) -> None:
         names_now.update(changed)
     finally:
         object.__setattr__(module, "__class__", ModuleType)
+    if _RAN is not None:
+        _RAN()
 
 
 class _Loader(importlib.util.LazyLoader):
@@ -148,8 +151,11 @@ def pending(name: str) -> bool:
     return type(sys.modules.get(name)) is _LazyModule
 
 
-def install(names: frozenset[str] = LAZY) -> None:
+def install(names: frozenset[str] = LAZY, ran: Callable[[], None] | None = None) -> None:
     """From now on, this process imports the top-level packages ``names`` lazily (a second
-    call changes nothing)."""
+    call changes nothing); ``ran`` is called after each of them has run (a worker's thread
+    limits then reach a package that loaded after they were set)."""
+    global _RAN
+    _RAN = ran
     if not any(isinstance(finder, _LazyFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _LazyFinder(names))

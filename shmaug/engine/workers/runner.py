@@ -27,7 +27,7 @@ from ...ops.mixing import Mix
 from ...ops.targets.box_moves import Noted, deferring, settle
 from ...ops.targets.sample import SETTLED, Undrawn
 from ..plan.schedule import IN_ORDER, OrderCache, Shard, Shuffle, Task, seed_epoch
-from ...seeding import GlobalsWatch, SampleSeeder
+from ...seeding import GlobalsWatch, SampleSeeder, torch_generator
 from ..handoff.ring import Targets
 from .status import IDLE, WorkerStatus
 from ...memory.store import dtype_text
@@ -104,7 +104,9 @@ class SliceRunner:
         watch = GlobalsWatch() if seed_globals is None else None
         self.watch = watch if watch is not None and watch.usable else None
         unwatchable = seed_globals is None and self.watch is None  # then seed them always
-        self.seeder = SampleSeeder(seed, seed_globals=seed_globals is True or unwatchable)
+        self.seeder = SampleSeeder(seed, seed_globals=seed_globals is True or unwatchable,
+                                   seed_torch=seed_globals is not False)
+        self._torch_loaded = torch_generator() is not None  # (a sample that loads it: again)
         self.generation = generation  # the ring's shared per-slot generation counters
         self.worker_id = worker_id
         self.status = status  # this worker's row of the shared status block, or None
@@ -307,7 +309,12 @@ class SliceRunner:
 
     def _drew_from_globals(self) -> bool:
         """Whether the last sample drew from a global generator not yet seeded; it is seeded
-        per sample from now on (the watch ends once both are)."""
+        per sample from now on (the watch ends once both are). torch's, seeded wherever it is
+        loaded, was not for a sample during which it loaded."""
+        if not self._torch_loaded and torch_generator() is not None:
+            self._torch_loaded = True
+            if self.seeder.seed_torch:
+                return True
         if self.watch is None:
             return False
         python, numpy = self.watch.moved()
@@ -374,14 +381,20 @@ class SliceRunner:
         refused, not converted (a list of uint8 pixels would become an int64 batch)."""
         if isinstance(out, np.ndarray):
             return out
+        kind = type(out).__module__.replace("builtins", "")
+        kind += f"{'.' if kind else ''}{type(out).__qualname__}"
+        if hasattr(out, "dtype"):  # a tensor: its dtype is known, and may be what is wanted
+            fix = ("Fix: return it as a numpy array of its own dtype, e.g. `result.numpy()` "
+                   "(a torch tensor on a GPU: `result.cpu().numpy()`) or "
+                   "`np.asarray(result)`: a batch takes sample 0's dtype, a float [0, 1] "
+                   "image included.")
+        else:
+            fix = ("shmaug does not convert it, as its dtype would be a guess (a list of uint8 "
+                   "pixels becomes int64). Fix: return an array in the image's dtype, e.g. "
+                   "`np.asarray(result, dtype=image.dtype)`.")
         raise ArgumentTypeError(
             f"`augment` ({self._op}) must return the image as a numpy array; on sample index "
-            f"{index} it returned {type(out).__module__.replace('builtins', '')}"
-            f"{'.' if type(out).__module__ != 'builtins' else ''}{type(out).__qualname__}. "
-            f"shmaug does not convert it, as its dtype would be a guess (a list of uint8 "
-            f"pixels becomes int64). Fix: return an array in the image's dtype, e.g. "
-            f"`np.asarray(result, dtype=image.dtype)`."
-        )
+            f"{index} it returned {kind}. {fix}")
 
     @staticmethod
     def _write(row: np.ndarray, image: Any, index: int, target: str | None = None) -> None:

@@ -28,6 +28,7 @@ import os
 import pickle
 import select
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -108,7 +109,12 @@ class Waiter:
 
 
 def _limit_threads() -> None:
-    """One thread per worker: N workers on N cores must not oversubscribe."""
+    """One thread per worker: N workers on N cores must not oversubscribe. Called again once a
+    lazily imported package has run (torch keeps a pool of its own, as its DataLoader's
+    workers set it)."""
+    torch = sys.modules.get("torch") if "torch._C" in sys.modules else None
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
     try:
         import cv2
 
@@ -207,7 +213,7 @@ def _set_up_process(spec: WorkerSpec) -> None:
         os.environ.clear()
         os.environ.update(spec.environ)
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
-    lazy_imports.install()  # before the user's code is unpickled: its module's imports
+    lazy_imports.install(ran=_limit_threads)  # before the user's code is unpickled
     _limit_threads()
     _quiet_opencv()
     _tune_malloc()

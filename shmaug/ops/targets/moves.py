@@ -293,8 +293,8 @@ def _resized(given: int, size: int) -> np.ndarray:
     ``given`` pixels (INTER_NEAREST_EXACT, the image's: ``deferred.for_resize``), read off
     OpenCV itself, whose rule has changed between its versions (read-only; a window's sizes
     repeat, so it is kept)."""
-    out = cv2.resize(np.arange(given, dtype=np.int32)[None], (size, 1),
-                     interpolation=cv2.INTER_NEAREST_EXACT)[0].astype(np.intp)
+    out: np.ndarray = cv2.resize(np.arange(given, dtype=np.int32)[None], (size, 1),
+                                 interpolation=cv2.INTER_NEAREST_EXACT)[0].astype(np.intp)
     out.flags.writeable = False
     return out
 
