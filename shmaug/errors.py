@@ -206,6 +206,7 @@ class ErrorRecord:
     op: str
     user_traceback: str = ""  # without shmaug's frames (what the message shows by default)
     only_ours: bool = False  # every frame was shmaug's: the message shows none by default
+    attributes: bytes | None = None  # the exception's own attributes that pickle (its code)
 
     @classmethod
     def capture(
@@ -224,7 +225,7 @@ class ErrorRecord:
         except Exception:  # a traceback we cannot walk: the full one will do
             user, kept_any = "", True
         return cls(exc_type, type(exc).__qualname__, message, tb, worker_id, sample_index,
-                   epoch, op, user, not kept_any)
+                   epoch, op, user, not kept_any, _attributes(exc))
 
     def describe(self, named: bool = True) -> str:
         """The message of the error raised for this record. ``named=False`` where that
@@ -317,10 +318,10 @@ def _mixed_class(exc_type: type[BaseException]) -> type[BaseException] | None:
 def rebuild(record: ErrorRecord) -> WorkerError:
     """The exception to raise in the consumer for a failed sample.
 
-    It is an instance of the worker's exception type *and* of ``WorkerError``; when that type
-    cannot be rebuilt from a message (numpy's ``_ArrayMemoryError`` takes a shape and a dtype),
-    of its nearest base class that can (``MemoryError``), so ``except`` clauses for the type
-    or its builtin base still work. Its message carries the worker's message, traceback,
+    It is an instance of the worker's exception type *and* of ``WorkerError``, with the
+    worker's exception's attributes that pickle (its ``code``); where that type cannot be made
+    (a layout no mix takes), of its nearest base class that can, so ``except`` clauses for the
+    type or its builtin base still work. Its message carries the worker's message, traceback,
     worker id and sample index, and the worker's type name where the error is of another
     type (a base, or ``WorkerError`` itself).
     """
@@ -336,7 +337,8 @@ def rebuild(record: ErrorRecord) -> WorkerError:
         for base in exc_type.__mro__:
             if base is Exception or not issubclass(base, Exception):
                 break
-            err = _mixed_instance(base, record.describe(named=base is not exc_type))
+            err = _mixed_instance(base, record.describe(named=base is not exc_type),
+                                  record.attributes if base is exc_type else None)
             if err is not None:
                 err._attach(record)
                 return err
@@ -345,12 +347,39 @@ def rebuild(record: ErrorRecord) -> WorkerError:
     return err
 
 
-def _mixed_instance(exc_type: type[BaseException], text: str) -> WorkerError | None:
+def _attributes(exc: BaseException) -> bytes | None:
+    """The attributes of ``exc`` that pickle (a ``code``, a ``returncode``), for ``rebuild``."""
+    kept = {}
+    for name, value in getattr(exc, "__dict__", {}).items():
+        try:
+            pickle.dumps(value)
+        except Exception:
+            continue
+        kept[name] = value
+    return pickle.dumps(kept) if kept else None
+
+
+def _mixed_instance(exc_type: type[BaseException], text: str, attributes: bytes | None
+                    ) -> WorkerError | None:
+    """An instance of ``exc_type`` mixed with ``WorkerError`` that says ``text``, with the
+    worker's exception's ``attributes``; a constructor that wants other arguments than a
+    message (``MyError(code, detail)``) is not called, its attributes come from the worker."""
     mixed = _mixed_class(exc_type)
     if mixed is None:
         return None
     try:
         err = mixed(text)
-    except Exception:  # a constructor that wants other arguments
+    except Exception:
+        try:
+            err = mixed.__new__(mixed, text)
+            err.args = (text,)
+        except Exception:
+            return None
+    if not isinstance(err, WorkerError):
         return None
-    return err if isinstance(err, WorkerError) else None
+    if attributes is not None:
+        try:
+            vars(err).update(pickle.loads(attributes))
+        except Exception:  # a class the parent cannot load: the type and message will do
+            pass
+    return err

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pickle
+import threading
 import traceback
 
 import numpy as np
@@ -13,6 +14,7 @@ from shmaug.errors import ErrorRecord, WorkerError, rebuild
 class NeedsTwoArgs(Exception):
     def __init__(self, a, b):
         super().__init__(a, b)
+        self.code, self.detail = a, b
 
 
 def record_for(exc):
@@ -35,10 +37,20 @@ def test_rebuilt_error_is_both_the_original_type_and_a_worker_error(exc):
     assert err.sample_index == 17 and err.worker_id == 1 and err.epoch == 2
 
 
-def test_unrebuildable_type_falls_back_to_worker_error():
-    err = rebuild(record_for(NeedsTwoArgs("a", "b")))
-    assert type(err) is WorkerError
-    assert "NeedsTwoArgs" in str(err) and "sample index 17" in str(err)
+def test_a_type_whose_constructor_wants_more_than_a_message_keeps_its_type_and_attributes():
+    """``except NeedsTwoArgs`` catches it, and ``.code`` is the worker's (it was a plain
+    WorkerError)."""
+    err = rebuild(record_for(NeedsTwoArgs(42, "custom")))
+    assert isinstance(err, NeedsTwoArgs) and isinstance(err, WorkerError)
+    assert (err.code, err.detail) == (42, "custom")
+    assert "42" in str(err) and "custom" in str(err) and "sample index 17" in str(err)
+
+
+def test_attributes_that_do_not_pickle_are_left_out():
+    exc = KeyError("nope")
+    exc.lock, exc.code = threading.Lock(), 7  # a lock does not pickle: left out, the rest kept
+    err = rebuild(record_for(exc))
+    assert isinstance(err, KeyError) and err.code == 7 and not hasattr(err, "lock")
 
 
 class ShapeMemoryError(MemoryError):  # like numpy's _ArrayMemoryError(shape, dtype)
@@ -46,10 +58,22 @@ class ShapeMemoryError(MemoryError):  # like numpy's _ArrayMemoryError(shape, dt
         super().__init__(f"Unable to allocate {shape} {dtype}")
 
 
-def test_an_error_that_cannot_be_rebuilt_is_its_nearest_rebuildable_base():
+def test_an_error_whose_constructor_takes_no_message_is_of_its_own_type():
     err = rebuild(record_for(ShapeMemoryError((2**31,), "uint8")))
-    assert isinstance(err, MemoryError) and isinstance(err, WorkerError)
-    assert "Unable to allocate" in str(err) and "ShapeMemoryError" in str(err)
+    assert isinstance(err, ShapeMemoryError) and isinstance(err, WorkerError)
+    assert "Unable to allocate" in str(err) and type(err).__name__ == "ShapeMemoryError"
+
+
+class MadeByNew(LookupError):  # a __new__ that wants its own arguments too
+    def __new__(cls, key, table):
+        return super().__new__(cls, key, table)
+
+
+def test_an_error_that_cannot_be_made_is_its_nearest_base_that_can():
+    err = rebuild(record_for(MadeByNew("k", "t")))
+    assert type(err).__mro__[1:3] == (LookupError, WorkerError)
+    assert isinstance(err, LookupError) and not isinstance(err, MadeByNew)
+    assert "MadeByNew" in str(err)
 
 
 def _through_shmaug(exc):
@@ -154,9 +178,7 @@ def test_the_error_type_is_named_once():
     user = rebuild(record_for(ValueError("bad")))
     assert str(user).startswith("bad\n") and "ValueError: bad" in str(user)  # its traceback
     # Raised as another type, the message keeps the worker's type name.
-    assert str(rebuild(record_for(NeedsTwoArgs("a", "b")))).startswith("NeedsTwoArgs: ")
-    assert str(rebuild(record_for(ShapeMemoryError((2,), "u1")))).startswith(
-        "ShapeMemoryError: ")
+    assert str(rebuild(record_for(MadeByNew("a", "b")))).startswith("MadeByNew: ")
 
 
 def test_a_read_only_complaint_gets_the_fix():
