@@ -248,8 +248,18 @@ def interp_code(interpolation: Any, allowed: Sequence[str] = ("nearest", "linear
     return INTERPOLATIONS[choice(interpolation, "interpolation", allowed)]
 
 
+def channels_first(shape: tuple[int, ...]) -> bool:
+    """Whether an image of ``shape`` (3 axes) is laid out channels-first (C, H, W): read as
+    (H, W, C) it would be at most 8 rows of at least 8 pixels with more channels than rows
+    (and than 4), which no real image is, and which ops would garble (a rotation turns C
+    rows)."""
+    rows, columns, channels = shape
+    return rows <= 8 and columns >= 8 and channels > max(rows, 4)
+
+
 def check_image(image: Any) -> np.ndarray:
-    """Reject anything that is not an (H, W), (H, W, 1) or (H, W, C) uint8/uint16/float array."""
+    """Reject anything that is not an (H, W), (H, W, 1) or (H, W, C) uint8/uint16/float array
+    (a channels-first one included)."""
     if not isinstance(image, np.ndarray):
         raise ArgumentTypeError(
             f"`image` expects a numpy array; received {type(image).__name__}. "
@@ -261,6 +271,14 @@ def check_image(image: Any) -> np.ndarray:
             f"float32 or float64; received shape {image.shape} dtype {image.dtype}. Convert it "
             f"before augmenting, e.g. image.astype(numpy.float32) with a matching value_range."
         )
+    if image.ndim == 3 and channels_first(image.shape):
+        c, h, w = image.shape
+        raise ArgumentError(
+            f"`image` has shape {image.shape}, the channels-first layout (C, H, W) of a "
+            f"{c}-channel {h}x{w} image, but shmaug's ops take channels-last images (H, W, C): "
+            f"they would read {c} rows of {h} pixels with {w} channels. Fix: move the channel "
+            f"axis last, np.moveaxis(image, 0, -1) (where the samples are made, e.g. a "
+            f"`load`), and keep the model channels-last (Keras' default data_format).")
     return image
 
 

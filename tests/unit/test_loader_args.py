@@ -96,7 +96,8 @@ def test_dtypes_shmaugs_ops_do_not_take_are_refused_before_any_process(dtype, fi
         assert ok.batch(0)[0].dtype == dtype
 
 
-@pytest.mark.parametrize("shape", [(6, 3, 32, 32), (6, 1, 28, 28), (6, 4, 16, 20)])
+@pytest.mark.parametrize("shape", [(6, 3, 32, 32), (6, 1, 28, 28), (6, 4, 16, 20),
+                                   (6, 2, 32, 32), (6, 6, 24, 24)])
 def test_channels_first_images_are_refused_with_the_fix_for_shmaugs_ops(shape):
     x = np.zeros(shape, np.uint8)
     n, c, h, w = shape
@@ -113,6 +114,27 @@ def test_channels_first_images_are_refused_with_the_fix_for_shmaugs_ops(shape):
         pass
     with shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=0) as plain:
         assert plain.output_shape == shape[1:]
+
+
+class ChannelsFirstStore:
+    """Samples made channels-first by ``load`` (a CHW store): refused at sample 0 as an array
+    of them is before any process starts (they were rotated as 3 rows of 32 channels)."""
+
+    def __len__(self):
+        return 8
+
+    def load(self, index):
+        return np.zeros((3, 32, 32), np.uint8)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_channels_first_samples_made_by_load_are_refused_at_sample_0(workers):
+    with pytest.raises(shmaug.ArgumentError,
+                       match=r"`image` has shape \(3, 32, 32\), the channels-first layout "
+                             r"\(C, H, W\).*np.moveaxis\(image, 0, -1\)"):
+        with shmaug.Loader(ChannelsFirstStore(), batch_size=4, augment=GLYPHS,
+                           workers=workers) as loader:
+            loader.batch(0)
 
 
 def test_shared_memory_shortage_says_how_much_and_how_to_fix():

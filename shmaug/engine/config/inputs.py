@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError, got
-from ...ops.params import SUPPORTED_DTYPES, dtype_range, outside
+from ...ops.params import SUPPORTED_DTYPES, channels_first, dtype_range, outside
 from ...ops.params import value_range as checked_range
 from ...ops.plan import Plan
 from ...ops.targets.boxes import format_of
@@ -142,7 +142,7 @@ def pipeline_input(plan: Plan, x: Any) -> None:
             f"`x` has dtype {x.dtype}, which shmaug's ops do not take (they take {names}). "
             f"Fix: convert the images once, before the loader: {fix}."
         )
-    if x.ndim == 4 and x.shape[1] in (1, 3, 4) and x.shape[3] > 4 and x.shape[2] >= 8:
+    if x.ndim == 4 and channels_first(x.shape[1:]):
         n, c, h, w = x.shape
         raise ArgumentError(
             f"`x` has shape {x.shape}, the channels-first layout (N, C, H, W) of {c}-channel "
