@@ -219,6 +219,9 @@ CASES: dict[str, Case] = {
                              "`augment`.*lambda"),
     "output_shape with a 0": Case(lambda f, t: loader(X, augment=_ops.identity, output_shape=(0, 3)),
                                   ValueError, "`output_shape`"),
+    "output_dtype uint8 of float images no op makes": Case(lambda f, t: loader(
+        (X / 255).astype(np.float32), output_dtype="uint8"), TypeError,
+        r"`output_dtype` is uint8 but `x` holds float32.*\(x \* 255\)\.round\(\)"),
     "output_dtype object": Case(lambda f, t: loader(X, augment=_ops.identity, output_dtype=object),
                                 TypeError, "`output_dtype`"),
     # ops that misbehave: caught on sample 0 by the probe (in a worker) or on a later sample

@@ -153,6 +153,20 @@ def pipeline_input(plan: Plan, x: Any) -> None:
         )
 
 
+def stored_as(images: np.ndarray | None, dtype: np.dtype | None) -> None:
+    """Images no op makes, refused before any process starts where ``output_dtype`` would
+    take a scale that numpy does not guess (float to uint8): a worker refused the first one."""
+    if images is None or dtype is None or np.can_cast(images.dtype, dtype, "same_kind"):
+        return
+    fix = ("(x * 255).round().astype(np.uint8) for floats in [0, 1]"
+           if dtype == np.uint8 and images.dtype.kind == "f" else f"x.astype(np.{dtype})")
+    raise ArgumentTypeError(
+        f"`output_dtype` is {dtype} but `x` holds {images.dtype} and no op makes the samples: "
+        f"numpy stores {images.dtype} as {dtype} only by guessing a scale, which shmaug does "
+        f"not do. Fix: convert x once, before the loader ({fix}), or leave `output_dtype` out "
+        f"(batches of {images.dtype}).")
+
+
 _EMPTY = "`x` is empty (0 samples). Fix: pass a dataset with at least one sample."
 
 

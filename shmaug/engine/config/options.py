@@ -302,6 +302,8 @@ class Pipeline:
         plan.refuse_unmoved(inputs.spatial_targets(data.labels))
         if hook is not None and output.augment is None:
             refuse_blind(hook, hook_name, inputs.spatial_targets(data.labels))
+        if hook is None and output.augment is None:
+            inputs.stored_as(images, output.dtype)
         moved = inputs.augmented_targets(data.y, plan,
                                          None if images is None else tuple(images.shape[1:]),
                                          data.labels_at)

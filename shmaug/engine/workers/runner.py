@@ -402,7 +402,8 @@ class SliceRunner:
         if image.shape == row.shape and image.dtype == row.dtype:
             row[...] = image  # the common case, a little cheaper than copyto's checks
             return
-        of, shape_arg, dtype_arg = "", ", or pass `output_shape=`", ", or pass `output_dtype=`"
+        of, shape_arg = "", ", or pass `output_shape=`"
+        dtype_arg = f", or pass `output_dtype={image.dtype}`"
         if target is not None:  # a target's shape and dtype are learned from sample 0 only
             of, shape_arg, dtype_arg = f" (target {target!r})", "", ""
         if image.shape != row.shape:
@@ -416,6 +417,7 @@ class SliceRunner:
         except TypeError as exc:
             raise OutputMismatchError(
                 f"Sample index {index} produced{of} dtype {image.dtype} which cannot be stored "
-                f"in the batch dtype {row.dtype}. Fix: return {row.dtype} from `augment`"
-                f"{dtype_arg}."
+                f"in the batch dtype {row.dtype} (`output_dtype`'s, or sample 0's) without "
+                f"guessing a scale. Fix: return {row.dtype} from `augment`, scaled to its "
+                f"range{dtype_arg}."
             ) from exc
