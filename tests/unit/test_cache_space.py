@@ -43,7 +43,8 @@ def test_a_policy_is_given_the_folders_view_and_lru_reads_its_kept_order(tmp_pat
                                                                         monkeypatch):
     """Space ran ``lru`` from its kept order, and gave any other policy a list of every entry
     (``is lru``): a policy wrapping lru (to log its choice) sorted them all for each write."""
-    monkeypatch.setattr(CS, "LIST_EACH_BELOW", 0)  # a large folder: its view kept a while
+    monkeypatch.setattr(CS, "LIST_EACH_BELOW", 0)  # a large folder: its view kept a while,
+    monkeypatch.setattr(CS, "RESCAN_SHARE", 10**9)  # however long the test waits under load
     rng = random.Random(0)
     for k in range(40):
         entry(tmp_path, k, 10, 1000.0 + rng.random() * 1000)

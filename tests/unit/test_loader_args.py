@@ -137,6 +137,24 @@ def test_channels_first_samples_made_by_load_are_refused_at_sample_0(workers):
             loader.batch(0)
 
 
+MASKS = np.zeros((len(X), *X.shape[1:3]), np.uint8)
+
+
+@pytest.mark.parametrize("y,where", [(MASKS, "`y`"), (MASKS[..., None], "`y`"),
+                                     ({"depth": MASKS}, r"`y\['depth'\]`"),
+                                     ((np.zeros(len(X)), MASKS), r"`y\[1\]`")])
+def test_a_plane_per_sample_under_no_moved_name_is_refused_where_pixels_move(y, where):
+    """Keras' ``fit(images, masks)``: the masks stayed where the images were rotated from."""
+    with pytest.raises(shmaug.ArgumentError, match=rf"{where} holds an array of shape .*"
+                                                    r"segmentation_masks"):
+        shmaug.Loader(X, y, batch_size=4, augment=shmaug.ops.Op("rotate", degrees=10))
+    # named so it moves; or nothing moves
+    shmaug.Loader(X, {"segmentation_masks": MASKS}, batch_size=4, workers=0, augment=(
+        shmaug.ops.Compose([shmaug.ops.Op("rotate", degrees=10)]))).close()
+    shmaug.Loader(X, y, batch_size=4, workers=0,
+                  augment=shmaug.ops.Op("brightness_contrast")).close()
+
+
 def test_shared_memory_shortage_says_how_much_and_how_to_fix():
     with pytest.raises(shmaug.SharedMemoryError, match=r"needs [\d,]+ bytes.*the output ring "
                        r"[\d,]+ bytes.*[\d,]+ bytes \([\d,.]+ MiB\) free.*--shm-size"):

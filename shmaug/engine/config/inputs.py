@@ -349,6 +349,27 @@ def spatial_targets(labels: Any) -> list[str]:
     return [filed.name for filed in _filed(labels, SPATIAL_TARGETS)]
 
 
+def unnamed_masks(labels: Any, plan: Plan, image: tuple[int, ...] | None) -> None:
+    """Refuse an array of ``y`` (``labels``) that lies on the images (each row of their height
+    and width: a mask, a depth map) under no name a pipeline moves, where the pipeline moves
+    pixels: Keras' ``fit(images, masks)`` way, which would train on masks left where the
+    images were."""
+    if image is None or plan.pipeline is None or not plan.moves_pixels:
+        return
+    for at, value in _leaves(labels):
+        if at and at[-1] in SPATIAL_TARGETS:
+            continue
+        if isinstance(value, np.ndarray) and value.ndim in (3, 4) and \
+                tuple(value.shape[1:3]) == tuple(image[:2]):
+            raise ArgumentError(
+                f"`{shown(at)}` holds an array of shape {value.shape}: a {image[1]}x{image[0]} "
+                f"plane per sample, lying on the images, which `augment` moves (it holds a "
+                f"geometric op) but which nothing moves under that name: a model would learn "
+                f"from masks left where the images were. Fix: name it so it moves with its "
+                f"image (nearest-neighbour), y={{'segmentation_masks': masks}} (Keras' name; "
+                f"a Sequence: the model's output named so), or augment without geometric ops.")
+
+
 def unmoved_sized(labels: Any, plan: Plan, given: tuple[int, ...] | None,
                   made: tuple[int, ...]) -> None:
     """Refuse sample 0's output (``made``) of another height and width than its input
@@ -475,10 +496,11 @@ def only_leaf(y: Any, at: Path = ()) -> Path | None:
     """Where the one array of ``y`` lies (``Mix.label_array``'s: ``y`` itself, or the only
     array in a dict / list / tuple); None where there is not one."""
     leaves = list(_leaves(y, at))
-    return leaves[0] if len(leaves) == 1 else None
+    return leaves[0][0] if len(leaves) == 1 else None
 
 
-def _leaves(y: Any, at: Path) -> Iterator[Path]:
+def _leaves(y: Any, at: Path = ()) -> Iterator[tuple[Path, Any]]:
+    """Every leaf of ``y`` but None (dicts, lists and tuples looked into), with its path."""
     if isinstance(y, dict):
         for key, value in y.items():
             yield from _leaves(value, (*at, key))
@@ -486,7 +508,7 @@ def _leaves(y: Any, at: Path) -> Iterator[Path]:
         for i, value in enumerate(y):
             yield from _leaves(value, (*at, i))
     elif y is not None:
-        yield at
+        yield at, y
 
 
 BOX_LABEL_KEYS = ("labels", "classes")  # beside "boxes": Keras' (and keras-hub's), KerasCV's
