@@ -70,6 +70,21 @@ def test_float16_goes_through_exactly_and_keeps_layout(shape):
     np.testing.assert_array_equal(out, img[:, ::-1])  # no precision lost on the way
 
 
+@pytest.mark.parametrize("last", ["Normalize", "ToFloat"])
+def test_an_image_the_pipeline_makes_in_another_dtype_stays_in_it(image, last):
+    """``A.Normalize()`` (most pipelines' last step) and ``A.ToFloat`` make float32 of uint8:
+    cast back, they came out as 0, 1, 254 and 255. A mask keeps its dtype."""
+    pipe = A.Compose([A.HorizontalFlip(p=1.0), getattr(A, last)()], seed=0)
+    expect = pipe(image=image)["image"]
+    op = shmaug.from_albumentations(pipe)
+    out = op(image, np.random.default_rng(0))
+    assert out.dtype == np.float32 and out.min() < 0.5 and 0.5 < out.max() < 3
+    assert out.shape == expect.shape
+    mask = (image[:, :, 0] > 128).astype(np.uint8)
+    made = op.apply(np.random.default_rng(0), image=image, mask=mask)
+    assert made["image"].dtype == np.float32 and made["mask"].dtype == np.uint8
+
+
 def test_apply_runs_masks_boxes_and_keypoints_seeded_like_call(image):
     pipe = A.Compose(
         [A.Rotate(limit=20, p=1.0), A.HorizontalFlip(p=0.5), A.RandomCrop(16, 16)],

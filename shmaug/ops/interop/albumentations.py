@@ -73,7 +73,10 @@ def _edge_in(image: np.ndarray) -> np.ndarray:
     return image if image.flags.writeable else image.copy()
 
 
-def _edge_out(out: Any, like: np.ndarray, who: str) -> np.ndarray:
+def _edge_out(out: Any, like: np.ndarray, who: str, image: bool = True) -> np.ndarray:
+    """What albumentations returned for ``like``: an image in the dtype the pipeline made
+    (``A.Normalize`` and ``A.ToFloat`` make float32 of uint8: cast back, they were garbage),
+    but for float16 taken in as float32 (``_edge_in``); a mask in its own dtype."""
     if not isinstance(out, np.ndarray):
         raise OutputMismatchError(
             f"albumentations pipeline {who} expects an image array under 'image' in its "
@@ -81,7 +84,10 @@ def _edge_out(out: Any, like: np.ndarray, who: str) -> np.ndarray:
         )
     if like.dtype == np.bool_:
         return out.astype(np.bool_)
-    return convert(out, like.dtype) if out.dtype != like.dtype else out
+    ours = like.dtype == np.float16 and out.dtype == np.float32
+    if out.dtype == like.dtype or image and not ours:
+        return out
+    return convert(out, like.dtype)
 
 
 @dataclass(frozen=True, eq=False)
@@ -261,7 +267,8 @@ class FromAlbumentations:
         label fields, as albumentations takes them), seeded from ``rng`` as ``__call__`` is.
 
         Returns:
-            albumentations' result dict; ``image`` (and ``mask``) come back in the dtype given.
+            albumentations' result dict; ``mask`` comes back in the dtype given, ``image`` in
+            the pipeline's (``A.Normalize`` makes float32 of uint8).
 
         Example:
             >>> out = op.apply(rng, image=img, mask=mask)  # doctest: +SKIP
@@ -273,7 +280,8 @@ class FromAlbumentations:
         result: dict[str, Any] = dict(self._seeded(rng)(
             **{k: _edge_in(v) if k in given else v for k, v in data.items()}))
         for key, like in given.items():
-            result[key] = _edge_out(result[key], like, type(self.pipeline).__name__)
+            result[key] = _edge_out(result[key], like, type(self.pipeline).__name__,
+                                    extra.get(key, key) == "image")
         return result
 
     def to_config(self) -> dict[str, Any]:
