@@ -622,3 +622,22 @@ def test_a_worker_tells_its_load_which_tasks_are_queued_behind_the_one_it_runs(t
         later = tasks[k + 1:k + 1 + len(ahead) // 4]
         if k + len(ahead) // 4 < len(tasks):  # (not yet the next epoch's)
             assert ahead == [i for task in later for i in task]
+
+
+def to_unit_float(image: np.ndarray) -> np.ndarray:
+    return image.astype(np.float32) / 255  # as A.ToFloat, or skimage's img_as_float
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_an_op_after_one_that_makes_uint8_float_takes_its_range_as_by_hand(workers):
+    """The loader bound uint8's (0, 255) into every op: gamma after a uint8 -> float [0, 1]
+    step took 0..255 for it, and made values up to 5.3 where by hand it keeps [0, 1]."""
+    x = np.random.default_rng(0).integers(0, 256, (8, 16, 16, 3), np.uint8)
+    aug = shmaug.ops.Compose([shmaug.from_array(to_unit_float, targets="still"),
+                              shmaug.ops.Op("gamma", gamma=0.7)])
+    by_hand = np.stack([aug(image, np.random.default_rng(0)) for image in x])
+    with shmaug.Loader(x, np.arange(8), batch_size=8, augment=aug, workers=workers,
+                       seed=0) as loader:
+        xb, _ = loader.batch(0)
+    assert xb.max() <= 1.0
+    np.testing.assert_allclose(xb, by_hand, rtol=1e-6)

@@ -294,8 +294,14 @@ class Pipeline:
         plan = plan_of(output.augment)
         value_range = inputs.resolve_range(output.bounds, plan,
                                            None if images is None else images.dtype)
-        if value_range is not None and plan.ranged:  # said once, for all
-            plan = plan_of(with_value_range(output.augment, value_range))
+        # Said once, for all. The dtype's own range is bound only for float data, where it
+        # spares each op a pass over the image (``params.levels``): for integers an op reads
+        # it off the image's dtype for free, and so follows one an op before it changed (a
+        # uint8 image made float [0, 1]), as called by hand, instead of taking 0..255 for it.
+        bound = output.bounds if output.bounds is not None or images is None or \
+            images.dtype.kind != "f" else value_range
+        if bound is not None and plan.ranged:
+            plan = plan_of(with_value_range(output.augment, bound))
         plan = plan.reading_boxes(inputs.box_format(data.y))  # the boxes' own, if they say
         inputs.pipeline_input(plan, images)  # a dtype or layout ops misread
         inputs.sized_output(data.x, plan, output.shape)  # photos of many sizes
