@@ -19,11 +19,19 @@ X = np.zeros((12, 4, 4, 1), np.float32)
 
 
 def torch_draw(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The draws a torchvision transform makes (``torch.rand``, ``torch.randint``)."""
+    """The draws a torchvision transform makes (``torch.rand``, ``torch.randint``), beside
+    legacy code's from ``np.random`` (the sample during which torch loads is made again with
+    both seeded)."""
     out = image.copy()
     out[0, 0, 0] = torch.rand(1).item()
     out[0, 1, 0] = float(torch.randint(0, 1000, (1,)).item())
+    out[0, 2, 0] = float(np.random.randint(0, 1000))
     return out
+
+
+def torch_flip(image: np.ndarray) -> np.ndarray:
+    """A torchvision v1 transform's draw, behind ``from_array``."""
+    return image[:, ::-1] + 1 if torch.rand(1).item() < 0.5 else image
 
 
 def torch_threads(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -52,6 +60,18 @@ def test_torch_draws_are_the_same_for_any_workers_and_start_method(
     seeded."""
     np.testing.assert_array_equal(epoch(torch_draw, workers=workers, start_method=start_method),
                                   inline)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_from_array_seeds_torch_from_its_rng(workers: int) -> None:
+    x = np.arange(12 * 4 * 4, dtype=np.float32).reshape(12, 4, 4, 1)
+    made = []
+    for w in (0, workers):
+        with shmaug.Loader(x, np.arange(12), batch_size=4, augment=shmaug.from_array(
+                torch_flip, targets="still"), seed=1, workers=w) as loader:
+            made.append(np.concatenate([xb for xb, _ in loader]))
+    np.testing.assert_array_equal(*made)
+    assert 0 < (made[0][:, 0, 0, 0] != x[:, 0, 0, 0]).sum() < 12  # some flipped, not all
 
 
 def test_each_sample_draws_its_own_and_a_seed_its_own(inline: np.ndarray) -> None:

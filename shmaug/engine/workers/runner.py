@@ -310,18 +310,17 @@ class SliceRunner:
     def _drew_from_globals(self) -> bool:
         """Whether the last sample drew from a global generator not yet seeded; it is seeded
         per sample from now on (the watch ends once both are). torch's, seeded wherever it is
-        loaded, was not for a sample during which it loaded."""
-        if not self._torch_loaded and torch_generator() is not None:
-            self._torch_loaded = True
-            if self.seeder.seed_torch:
-                return True
+        loaded (here, or by ``from_pil`` / ``from_array``), was not for a sample during which
+        it loaded."""
+        torch_came = not self._torch_loaded and torch_generator() is not None
+        self._torch_loaded |= torch_came
         if self.watch is None:
-            return False
+            return torch_came
         python, numpy = self.watch.moved()
         seeder = self.seeder
         python, numpy = python and not seeder.seed_python, numpy and not seeder.seed_numpy
         if not (python or numpy):
-            return False
+            return torch_came
         seeder.seed_python |= python
         seeder.seed_numpy |= numpy
         if seeder.seed_python and seeder.seed_numpy:

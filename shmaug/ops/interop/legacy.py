@@ -24,18 +24,23 @@ from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError
 from ..kernels import pil
 from ..params import Levels, ValueRange, check_image, levels, value_range as checked_range
 from ..core import STILL, config_type, resolve_ref
+from ...seeding import torch_generator
 
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 
 
 def seed_globals_from(rng: np.random.Generator) -> None:
-    """Seed Python's ``random`` and numpy's legacy ``np.random`` from one draw of ``rng``.
+    """Seed Python's ``random``, numpy's legacy ``np.random`` and torch's generator (where
+    torch is loaded: torchvision's v1 transforms draw from it) from one draw of ``rng``.
 
     numpy's legacy generator takes a 32-bit seed here: an array seed costs 12 us instead of 2.
     """
     value = int(rng.integers(0, 2**63))
     random.seed(value)
     np.random.seed(value & 0xFFFFFFFF)
+    torch = torch_generator()
+    if torch is not None:
+        torch.manual_seed(value >> 31)  # (32 bits of its own: not numpy's)
 
 
 # What code written for the other wrapper's input raises: numpy / PIL attribute and type errors,
