@@ -362,14 +362,17 @@ def _attributes(exc: BaseException) -> bytes | None:
 def _mixed_instance(exc_type: type[BaseException], text: str, attributes: bytes | None
                     ) -> WorkerError | None:
     """An instance of ``exc_type`` mixed with ``WorkerError`` that says ``text``, with the
-    worker's exception's ``attributes``; a constructor that wants other arguments than a
-    message (``MyError(code, detail)``) is not called, its attributes come from the worker."""
+    worker's exception's ``attributes``; a Python class's constructor that wants other
+    arguments than a message (``MyError(code, detail)``) is not called, its attributes come
+    from the worker."""
     mixed = _mixed_class(exc_type)
     if mixed is None:
         return None
     try:
         err = mixed(text)
     except Exception:
+        if exc_type.__module__ == "builtins":  # its fields are C's (UnicodeDecodeError's
+            return None  # start, end): made without them, they would read 0 and None
         try:
             err = mixed.__new__(mixed, text)
             err.args = (text,)

@@ -249,12 +249,12 @@ def interp_code(interpolation: Any, allowed: Sequence[str] = ("nearest", "linear
 
 
 def channels_first(shape: tuple[int, ...]) -> bool:
-    """Whether an image of ``shape`` (3 axes) is laid out channels-first (C, H, W): read as
-    (H, W, C) it would be at most 8 rows of at least 8 pixels with more channels than rows
-    (and than 4), which no real image is, and which ops would garble (a rotation turns C
-    rows)."""
+    """Whether an image of ``shape`` (3 axes) is laid out channels-first (C, H, W) with 1 to 4
+    channels: read as (H, W, C) it would be at most 4 rows of at least 8 pixels with more
+    than 4 channels, which no real image is, and which ops would garble (a rotation turns C
+    rows). (8x8 patches of 13 bands are real: more channels first are not told apart.)"""
     rows, columns, channels = shape
-    return rows <= 8 and columns >= 8 and channels > max(rows, 4)
+    return rows <= 4 and columns >= 8 and channels > 4
 
 
 def check_image(image: Any) -> np.ndarray:

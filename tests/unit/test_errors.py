@@ -46,6 +46,15 @@ def test_a_type_whose_constructor_wants_more_than_a_message_keeps_its_type_and_a
     assert "42" in str(err) and "custom" in str(err) and "sample index 17" in str(err)
 
 
+def test_a_builtin_that_needs_its_fields_is_its_nearest_base_not_one_with_zeroed_fields():
+    try:
+        b"\xff".decode("utf-8")
+    except UnicodeDecodeError as exc:
+        err = rebuild(record_for(exc))
+    assert not isinstance(err, UnicodeDecodeError) and isinstance(err, ValueError)
+    assert "UnicodeDecodeError" in str(err) and "0xff" in str(err)
+
+
 def test_attributes_that_do_not_pickle_are_left_out():
     exc = KeyError("nope")
     exc.lock, exc.code = threading.Lock(), 7  # a lock does not pickle: left out, the rest kept

@@ -97,7 +97,7 @@ def test_dtypes_shmaugs_ops_do_not_take_are_refused_before_any_process(dtype, fi
 
 
 @pytest.mark.parametrize("shape", [(6, 3, 32, 32), (6, 1, 28, 28), (6, 4, 16, 20),
-                                   (6, 2, 32, 32), (6, 6, 24, 24)])
+                                   (6, 2, 32, 32)])
 def test_channels_first_images_are_refused_with_the_fix_for_shmaugs_ops(shape):
     x = np.zeros(shape, np.uint8)
     n, c, h, w = shape
@@ -107,11 +107,13 @@ def test_channels_first_images_are_refused_with_the_fix_for_shmaugs_ops(shape):
         shmaug.Loader(x, batch_size=4, augment=GLYPHS, workers=2)
     with shmaug.Loader(np.moveaxis(x, 1, -1), batch_size=4, augment=GLYPHS, workers=0) as ok:
         assert ok.output_shape == (h, w, c)
-    # Channels-last images with 3 or 4 rows stay allowed, and so does any layout a plain
+    # Multispectral patches (8x8 of 13 bands) stay allowed, as channels-last images with 3
+    # or 4 rows do, and so does any layout a plain
     # function of the user's (a PyTorch-style CHW op) or no augmentation reads.
-    with shmaug.Loader(np.zeros((6, 3, 32, 3), np.uint8), batch_size=4, augment=GLYPHS,
-                       workers=0):
-        pass
+    for kept in ((6, 3, 32, 3), (6, 8, 8, 13)):
+        with shmaug.Loader(np.zeros(kept, np.uint8), batch_size=4, augment=GLYPHS,
+                           workers=0):
+            pass
     with shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=0) as plain:
         assert plain.output_shape == shape[1:]
 
@@ -153,6 +155,8 @@ def test_a_plane_per_sample_under_no_moved_name_is_refused_where_pixels_move(y, 
         shmaug.ops.Compose([shmaug.ops.Op("rotate", degrees=10)]))).close()
     shmaug.Loader(X, y, batch_size=4, workers=0,
                   augment=shmaug.ops.Op("brightness_contrast")).close()
+    # a function that declares nothing may move no pixel (a noise, for a denoising model)
+    shmaug.Loader(X, y, batch_size=4, workers=0, augment=_ops.noisy).close()
 
 
 def test_shared_memory_shortage_says_how_much_and_how_to_fix():

@@ -15,6 +15,7 @@ import numpy as np
 from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError, got
 from ...ops.params import SUPPORTED_DTYPES, channels_first, dtype_range, outside
 from ...ops.params import value_range as checked_range
+from ...ops.core import BLENDED, WARPED
 from ...ops.plan import Plan
 from ...ops.targets.boxes import format_of
 from ...ops.targets.formats import pad_boxes
@@ -351,13 +352,13 @@ def spatial_targets(labels: Any) -> list[str]:
 
 def unnamed_masks(labels: Any, plan: Plan, image: tuple[int, ...] | None) -> None:
     """Refuse an array of ``y`` (``labels``) that lies on the images (each row of their height
-    and width: a mask, a depth map) under no name a pipeline moves, where the pipeline moves
-    pixels: Keras' ``fit(images, masks)`` way, which would train on masks left where the
-    images were."""
-    if image is None or plan.pipeline is None or not plan.moves_pixels:
-        return
+    and width: a mask, a depth map) under no name the pipeline moves, where it holds an op
+    known to move pixels (shmaug's geometric ops): Keras' ``fit(images, masks)`` way, which
+    would train on masks left where the images were."""
+    if image is None or not any(kind in (WARPED, BLENDED) for _, kind in plan.kinds):
+        return  # (a function that declares nothing may well move no pixel: a noise)
     for at, value in _leaves(labels):
-        if at and at[-1] in SPATIAL_TARGETS:
+        if at and at[-1] in (*SPATIAL_TARGETS, *plan.moves):
             continue
         if isinstance(value, np.ndarray) and value.ndim in (3, 4) and \
                 tuple(value.shape[1:3]) == tuple(image[:2]):
