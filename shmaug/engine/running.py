@@ -336,14 +336,15 @@ class Running:
                 self.x, None, self._augment, load, seed=order.seed, n=n, shuffle=order.shuffle,
                 seed_globals=seed_globals, generation=self.ring.generation,
                 shard=self.shard, target_inputs=self._target_rows(self._moved, None, drawn),
-                target_made=self._target_rows(self._made, None), cdf=self.cdf, mix=self._mix))
+                target_made=self._target_rows(self._made, None), cdf=self.cdf, mix=self._mix,
+                cast=o.settings.output.dtype is not None))
         weights = None if self.cdf is None else self.store.put(
             self.cdf, what="the sampling weights")[0]
         spec = WorkerSpec(x_handle, None, payload[0], order.seed, n, order.shuffle, seed_globals,
                           self.shard, self._target_rows(self._moved, self.store, drawn),
                           weights,
                           mix=self._mix, target_made=self._target_rows(self._made, self.store),
-                          payload_by_value=payload[1])
+                          payload_by_value=payload[1], cast=o.settings.output.dtype is not None)
         return WorkerPool(spec, self.workers, self._settings.start_method,
                           self._settings.timeout, store=self.store,
                           generation=self.ring.generation_handle,

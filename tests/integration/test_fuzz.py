@@ -403,3 +403,37 @@ def test_one_sample_sequence_serves_its_batch() -> None:
     with sequence(X[:1], np.arange(1), augment=_ops.identity) as seq:
         xb, yb = seq[0]
     assert xb.shape == (1, 6, 6) and yb.tolist() == [0]
+
+
+def to_uint16_on_odd(image, rng):
+    return image.astype(np.uint16) * 100 if image.flat[0] % 2 else image
+
+
+def to_uint8_on_odd(image, rng):
+    return (image * 255).astype(np.uint8) if image.flat[0] % 2 else image
+
+
+def to_float64_on_odd(image, rng):
+    return image.astype(np.float64) if image.flat[0] % 2 else image
+
+
+@pytest.mark.parametrize("x,augment", [
+    (X, to_uint16_on_odd),  # 20,000 wrapped to 32 in the uint8 batch
+    ((X / 255).astype(np.float32), to_uint8_on_odd)])  # 0..255 among [0, 1] values
+def test_a_sample_of_another_dtype_than_sample_0s_is_refused_not_cast(x, augment):
+    x = x.copy()
+    x[:, 0, 0] = np.arange(len(x))  # odd samples change their dtype
+    with pytest.raises(shmaug.OutputMismatchError, match=r"Sample index 1 produced dtype .*"
+                                                         r"sample 0's"):
+        with shmaug.Loader(x, batch_size=len(x), augment=augment, workers=0) as L:
+            L.batch(0)
+
+
+def test_another_float_width_and_a_declared_lossless_cast_are_stored():
+    floats = (X / 255).astype(np.float32)
+    floats[:, 0, 0] = np.arange(len(X))
+    with shmaug.Loader(floats, batch_size=4, augment=to_float64_on_odd, workers=0) as L:
+        assert L.batch(0)[0].dtype == np.float32
+    with shmaug.Loader(X, batch_size=4, augment=_ops.identity, workers=0,
+                       output_dtype="float32") as L:
+        np.testing.assert_array_equal(L.batch(0)[0], X[:4].astype(np.float32))

@@ -89,10 +89,12 @@ class SliceRunner:
         cdf: np.ndarray | None = None,
         mix: Mix | None = None,
         target_made: dict[str, Any] | None = None,
+        cast: bool = False,
     ) -> None:
         self.x = x  # read-only view of the dataset (or None with `load`)
         self.out = out  # (slots, batch_size, *sample_shape), shared; None until the probe is done
         self.augment = augment
+        self._cast = cast  # `output_dtype` declared: samples of another dtype cast to it
         self.load = load
         self.target_inputs = target_inputs or {}  # read-only, all samples (or their loads)
         self.target_made = target_made or {}  # loads of targets passed on unmoved
@@ -395,8 +397,8 @@ class SliceRunner:
             f"`augment` ({self._op}) must return the image as a numpy array; on sample index "
             f"{index} it returned {kind}. {fix}")
 
-    @staticmethod
-    def _write(row: np.ndarray, image: Any, index: int, target: str | None = None) -> None:
+    def _write(self, row: np.ndarray, image: Any, index: int, target: str | None = None
+               ) -> None:
         image = np.asarray(image)
         if image.shape == row.shape and image.dtype == row.dtype:
             row[...] = image  # the common case, a little cheaper than copyto's checks
@@ -411,12 +413,18 @@ class SliceRunner:
                 f"{row.shape} (learned from the first sample or `output_shape`). Fix: make "
                 f"`augment` return one shape for every sample (resize, crop or pad){shape_arg}."
             )
-        try:
-            np.copyto(row, image, casting="same_kind")
-        except TypeError as exc:
+        # Another float width is only rounding; a declared `output_dtype` asks for a cast
+        # within a kind or to a wider one (uint8 into float32, float32 into bfloat16), but
+        # for integers that would wrap. Anything else is an op that made another dtype than
+        # sample 0's: uint16 would wrap in a uint8 batch, uint8 values sit among [0, 1] ones.
+        src, dst = image.dtype, row.dtype
+        wraps = src.kind in "biu" and dst.kind in "iu" and not np.can_cast(src, dst, "safe")
+        if not (src.kind == dst.kind == "f"
+                or self._cast and np.can_cast(src, dst, "same_kind") and not wraps):
+            whence = "`output_dtype`" if self._cast else "sample 0's"
             raise OutputMismatchError(
-                f"Sample index {index} produced{of} dtype {image.dtype} which cannot be stored "
-                f"in the batch dtype {row.dtype} (`output_dtype`'s, or sample 0's) without "
-                f"guessing a scale. Fix: return {row.dtype} from `augment`, scaled to its "
-                f"range{dtype_arg}."
-            ) from exc
+                f"Sample index {index} produced{of} dtype {image.dtype}, which the batch's "
+                f"dtype {row.dtype} ({whence}) "
+                f"would hold only wrapped or on another scale. Fix: return {row.dtype} from "
+                f"`augment` for every sample, scaled to its range{dtype_arg}.")
+        np.copyto(row, image, casting="unsafe")  # (checked above)

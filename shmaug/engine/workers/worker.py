@@ -78,6 +78,7 @@ class WorkerSpec:
     # ``payload`` with the code of the user's heavy modules by value, for workers that start
     # fresh (``shipping``); None: there is none, and ``payload`` serves them all
     payload_by_value: bytes | None = None
+    cast: bool = False  # `output_dtype` declared: samples of another dtype are cast to it
 
 
 class Waiter:
@@ -254,7 +255,7 @@ def _start_runner(spec: WorkerSpec, worker_id: int, mapped: _Mapped,
         x, None, augment, load, seed=spec.seed, n=spec.n, shuffle=spec.shuffle,
         seed_globals=spec.seed_globals, generation=generation, worker_id=worker_id,
         status=status, shard=spec.shard, target_inputs=targets, cdf=cdf, mix=spec.mix,
-        target_made=spec.target_made,
+        target_made=spec.target_made, cast=spec.cast,
     )
     if spec.ring is not None:  # a replacement for a worker that died after the probe
         _attach_ring(runner, spec.ring, mapped)
