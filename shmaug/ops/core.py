@@ -185,8 +185,11 @@ def _redefined(old: Callable[..., Any], new: Callable[..., Any]) -> bool:
 
 
 def _spec(name: str, module: str = "") -> OpSpec:
-    if name not in _REGISTRY and module and module != __name__:
-        try:  # a user op: importing its module registers it (e.g. in a fresh worker)
+    known = _REGISTRY.get(name)
+    if module and module != __name__ and (known is None or known.module != module):
+        # a user op: importing its module registers it (in a fresh worker; also where it
+        # replaced a built-in of that name, registered there already)
+        try:
             importlib.import_module(module)
         except ImportError:
             logger.debug("could not import %s to find op %s", module, name)

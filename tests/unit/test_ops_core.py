@@ -113,6 +113,27 @@ def test_duplicate_name_is_an_error_unless_replace(scratch_registry: None) -> No
         shmaug.register("rotate")(lambda image, rng: image)  # what is wrong with the function
 
 
+def test_an_op_replacing_a_built_in_is_the_users_in_a_fresh_worker_too(
+        scratch_registry: None, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spawned worker has the built-in of that name registered already, so it did not
+    import the user's module, and ran the built-in: batches depended on the start method."""
+    import sys
+
+    (tmp_path / "my_flips.py").write_text(
+        "import numpy as np, shmaug\n"
+        "@shmaug.register('hflip', replace=True, uses_global_rng=False, targets='still')\n"
+        "def my_hflip(image, rng):\n    return np.zeros_like(image)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    built_in = core._REGISTRY["hflip"]
+    import my_flips  # noqa: F401  (registers)
+    shipped = pickle.dumps(Op("hflip"))
+    core._REGISTRY["hflip"] = built_in  # a fresh worker: the built-in, the module not imported
+    del sys.modules["my_flips"]
+    image = np.full((4, 4), 7, np.uint8)
+    assert not pickle.loads(shipped)(image, np.random.default_rng(0)).any()
+    assert core._REGISTRY["hflip"].module == "my_flips"
+
+
 def test_a_definition_run_again_replaces_its_op(scratch_registry: None) -> None:
     """A notebook cell run twice, or importlib.reload: the same module and name define the
     op again, which replaces it rather than clash with itself."""
