@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -266,11 +267,11 @@ class OneOf:
             cum = tuple((i + 1) / len(ops) for i in range(len(ops)))
         else:
             w = tuple(float(x) for x in self.weights)
-            if len(w) != len(ops) or min(w) < 0 or sum(w) <= 0:
+            if len(w) != len(ops) or not all(0 <= x < math.inf for x in w) or sum(w) <= 0:
                 raise ArgumentError(
-                    f"`weights` of OneOf expects {len(ops)} non-negative numbers with a positive "
-                    f"sum (one per op); received {self.weights!r}. Give one weight per op."
-                )
+                    f"`weights` of OneOf expects {len(ops)} finite non-negative numbers with a "
+                    f"positive sum (one per op); received {self.weights!r}. Give one weight per "
+                    f"op.")
             object.__setattr__(self, "weights", w)
             total = sum(w)
             cum = tuple(float(c) / total for c in np.cumsum(w))

@@ -12,6 +12,7 @@ the function unchanged, so the function stays importable (and picklable) under i
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 import inspect
@@ -479,12 +480,32 @@ def from_config(config: Mapping[str, Any]) -> Any:
                 f"received {tag!r}. Was it written by a newer shmaug? Fix: install the shmaug "
                 f"that wrote it, or register the op or type it names before loading."
             )
-        return _CONFIG_TYPES[tag](dict(config))
+        return _unknown_keys_refused(config, _CONFIG_TYPES[tag](dict(config)))
     except KeyError as exc:  # a builder's missing entry: name it, not a bare KeyError
         raise ArgumentError(
             f"`config` of type {tag!r} lacks the key {exc.args[0]!r} (keys: {sorted(config)}). "
             f"Fix: pass the dict that pipeline.to_config() returned, unedited."
         ) from None
+
+
+def _unknown_keys_refused(config: Mapping[str, Any], built: Any) -> Any:
+    """``built``, unless ``config`` has keys its own config does not (a hand-edited typo,
+    ``prob`` for ``p``, would be dropped and its default taken without a word)."""
+    try:  # ("seed_globals": from_pil's and from_array's old key, read and ignored)
+        known = set(to_config(built)) | {"version", "module", "seed_globals"}
+    except Exception:  # a member that writes no config: its builder read what it reads
+        return built
+    if dataclasses.is_dataclass(built):  # (a default left out of its config: mask_fill)
+        known |= {f.name for f in dataclasses.fields(built) if f.init}
+    extra = sorted(set(config) - known)
+    if extra:
+        close = {k: difflib.get_close_matches(k, known, n=1) for k in extra}
+        hint = "".join(f" Did you mean {m[0]!r} for {k!r}?" for k, m in close.items() if m)
+        raise ArgumentError(
+            f"`config` of type {config['type']!r} has the key(s) {extra}, which it does not "
+            f"take (it takes {sorted(known - {'version', 'module', 'seed_globals'})}).{hint} "
+            f"Fix: rename or remove them.")
+    return built
 
 
 def resolve_ref(ref: str) -> Any:

@@ -306,6 +306,30 @@ def test_uses_global_rng_flags() -> None:
     assert shmaug.presets.glyph_distort().uses_global_rng is False
 
 
+@pytest.mark.parametrize("weights", [[float("nan"), 1.0], [float("inf"), 1.0], [1.0, -1.0]])
+def test_one_of_refuses_weights_that_are_not_finite_non_negative(weights) -> None:
+    """NaN and inf passed the check and always picked the last op ([inf, 1] too)."""
+    with pytest.raises(errors.ArgumentError, match=r"`weights` of OneOf expects 2 finite"):
+        OneOf([Op("hflip"), Op("vflip")], weights=weights)
+
+
+@pytest.mark.parametrize("config,key,hint", [
+    ({"type": "Maybe", "op": {"type": "Op", "name": "hflip", "params": {}}, "prob": 0.05},
+     "prob", ""),
+    ({"type": "OneOf", "ops": [{"type": "Op", "name": "hflip", "params": {}}], "weight": [9]},
+     "weight", "Did you mean 'weights'"),
+    ({"type": "Compose", "ops": [{"type": "Op", "name": "hflip", "params": {}}],
+      "valu_range": [0, 255]}, "valu_range",
+     "Did you mean 'value_range'")])
+def test_a_config_key_its_type_does_not_take_is_refused(config, key, hint) -> None:
+    """A hand-edited typo was dropped and the default taken without a word (p=0.5)."""
+    with pytest.raises(errors.ArgumentError, match=rf"has the key\(s\) \['{key}'\].*{hint}"):
+        shmaug.from_config(config)
+    defaulted = {"type": "Compose", "ops": [{"type": "Op", "name": "hflip", "params": {}}],
+                 "value_range": None, "mask_fill": 0}
+    assert shmaug.from_config(defaulted) == Compose([Op("hflip")])  # its keys, at defaults
+
+
 def test_one_of_follows_weights_and_maybe_p() -> None:
     pick = OneOf([Op("hflip"), Op("vflip")], weights=[3, 1])
     image = np.arange(16, dtype=np.uint8).reshape(4, 4)
