@@ -57,6 +57,10 @@ def returns_scalar(image, rng):
     return 3.0
 
 
+def takes_image_only(image):
+    return image  # legacy code: wrapped by from_array, not given as it is
+
+
 def returns_a_list(image, rng):
     return image.tolist()  # numpy would make it an int64 batch of uint8 data
 
@@ -215,6 +219,9 @@ CASES: dict[str, Case] = {
     "x channels-first through shmaug's ops": Case(lambda f, t: loader(
         np.zeros((4, 3, 16, 16), np.uint8), augment=shmaug.presets.glyph_distort()), ValueError,
         "`x`.*channels-first.*np.moveaxis"),
+    "augment written as fn(image)": Case(lambda f, t: loader(X, augment=takes_image_only),
+                                         TypeError, r"`augment`.*takes_image_only.*\(image\)"
+                                                    r".*shmaug.from_array\(fn\)"),
     "augment a lambda": Case(lambda f, t: loader(X, augment=lambda image, rng: image), TypeError,
                              "`augment`.*lambda"),
     "output_shape with a 0": Case(lambda f, t: loader(X, augment=_ops.identity, output_shape=(0, 3)),

@@ -74,6 +74,14 @@ def returns_none(img: np.ndarray) -> None:
     return None
 
 
+def returns_list(img: np.ndarray) -> list:
+    return img.tolist()  # would be an int64 batch of uint8 pixels
+
+
+def returns_pil(img: np.ndarray) -> Image.Image:
+    return Image.fromarray(img)
+
+
 def old_cv_aug(img: np.ndarray) -> np.ndarray:
     """Legacy OpenCV code: given a PIL image, OpenCV says "src is not a numpy array"."""
     import cv2
@@ -445,8 +453,11 @@ def test_the_wrong_legacy_wrapper_says_which_one_to_use(wrap: Any, fn: Any, hint
         wrap(fn)(np.zeros((8, 8, 3), np.uint8), np.random.default_rng(0))
 
 
-@pytest.mark.parametrize("wrap, fn, wanted", [(ops.from_pil, returns_array, "PIL.Image"),
-                                              (ops.from_array, returns_none, "numeric numpy")])
+@pytest.mark.parametrize("wrap, fn, wanted", [
+    (ops.from_pil, returns_array, "PIL.Image"),
+    (ops.from_array, returns_none, "numeric numpy"),
+    (ops.from_array, returns_list, r"received list.*np.asarray\(result, dtype=image.dtype\)"),
+    (ops.from_array, returns_pil, r"received Image.*shmaug.from_pil\(fn\)")])
 def test_legacy_wrappers_name_a_bad_result(wrap: Any, fn: Any, wanted: str) -> None:
     with pytest.raises(errors.OutputMismatchError, match=wanted):
         wrap(fn)(np.zeros((8, 8), np.uint8), np.random.default_rng(0))

@@ -5,6 +5,7 @@ targets, value ranges) is checked in ``inputs``."""
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import os
 from typing import Any
@@ -241,7 +242,24 @@ def callable_or_none(name: str, value: Any) -> Any:
             f"{got(value)}. Fix: pass a function or a shmaug pipeline such as "
             f"`shmaug.Compose([...])`."
         )
+    if value is not None and name == "augment" and not _takes_image_and_rng(value):
+        raise ArgumentTypeError(
+            f"`{name}` must be a callable `fn(image, rng) -> image`; received {got(value)}, "
+            f"which cannot be called so (it takes {inspect.signature(value)}). Fix: wrap "
+            f"code written as fn(image): shmaug.from_array(fn) for numpy or OpenCV code, "
+            f"shmaug.from_pil(fn) for PIL code (each seeds random and np.random from rng).")
     return value
+
+
+def _takes_image_and_rng(fn: Any) -> bool:
+    """Whether ``fn(image, rng)`` binds (True where the signature cannot be read)."""
+    try:
+        inspect.signature(fn).bind(None, None)
+    except TypeError:
+        return False
+    except ValueError:  # a builtin without a readable signature
+        return True
+    return True
 
 
 

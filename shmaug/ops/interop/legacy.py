@@ -145,16 +145,18 @@ class FromArray:
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         # A copy: legacy code edits in place, and a worker's input is a read-only view.
         result = _call(self.fn, np.array(image, copy=True), rng, _ARRAY_HINT)
-        out = np.asarray(result) if result is not None else None
-        if out is None or out.dtype.kind not in "biuf" or out.ndim == 0:
+        if not isinstance(result, np.ndarray) or result.dtype.kind not in "biuf" or \
+                result.ndim == 0:  # (a list is not converted: uint8 pixels would be int64)
             hint = (" It returned a PIL.Image: wrap it with shmaug.from_pil(fn) instead."
-                    if isinstance(result, Image.Image) else "")
+                    if isinstance(result, Image.Image) else
+                    " Fix: return np.asarray(result, dtype=image.dtype)."
+                    if isinstance(result, (list, tuple)) else "")
             raise OutputMismatchError(
                 f"from_array op `{_name(self.fn)}` expects its function to return a numeric "
                 f"numpy array (an image); received {type(result).__name__}. Return the "
                 f"image.{hint}"
             )
-        return out
+        return result
 
     def to_config(self) -> dict[str, Any]:
         """A JSON-ready dict naming the function by ``module:qualname``."""
