@@ -72,6 +72,25 @@ class Plan:
         if pipeline is None or not found or isinstance(pipeline, FromAlbumentations):
             return  # (albumentations checks its own targets: ``check_targets``)
         said = ", ".join(repr(f) for f in found)
+        own = getattr(pipeline, "target_names", None)
+        if not isinstance(pipeline, Compose) and own is not None and \
+                callable(getattr(pipeline, "augment_targets", None)):
+            missing = [f for f in found if f not in own]
+            if missing:  # (ops.md's protocol: an object that moves its targets itself)
+                raise ArgumentError(
+                    f"`y` holds {missing}, which `augment` ({got(pipeline)}) does not name in "
+                    f"its target_names {sorted(own)}: they would not move with its image. "
+                    f"Fix: add them to its target_names and return them from its "
+                    f"augment_targets.")
+            return
+        inner = [m for m, _ in self.kinds if callable(getattr(m, "augment_targets", None))
+                 and not isinstance(m, FromAlbumentations)]
+        if inner:
+            raise ArgumentError(
+                f"`y` holds {said}, and `augment` holds {got(inner[0])}, which moves targets "
+                f"itself (augment_targets), inside a {type(pipeline).__name__}, which calls it "
+                f"on the image alone: they would stay where they were. Fix: pass it as "
+                f"`augment` itself (with the other steps inside it).")
         if any(isinstance(m, FromAlbumentations) for m, _ in self.kinds):
             raise ArgumentError(
                 f"`y` holds {said}, and `augment` holds an albumentations pipeline inside a "
@@ -92,7 +111,8 @@ class Plan:
                     f"image. Fix: an op that moves no pixel says so, @shmaug.register(name, "
                     f"targets='still') (from_pil or from_array(fn, targets='still')); one "
                     f"that moves pixels moves them with shmaug's geometric ops, or the "
-                    f"pipeline is albumentations' (shmaug.from_albumentations); or leave "
+                    f"pipeline is albumentations' (shmaug.from_albumentations), or an object "
+                    f"that moves them itself (target_names and augment_targets); or leave "
                     f"{name} out.")
         if not isinstance(pipeline, Compose):
             raise ArgumentError(

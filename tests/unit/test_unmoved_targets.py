@@ -205,3 +205,34 @@ def test_a_moved_target_is_put_back_at_its_own_place_in_y_only() -> None:
         _, out = loader.batch(0)
     assert out["bounding_boxes"]["labels"].tolist() == [[-1, 4]] * 8
     assert out["labels"].tolist() == [[3, 4]] * 8  # the same array, filed elsewhere: as given
+
+
+class CentreCrop:
+    """ops.md's protocol: an object that moves its own targets (``target_names`` and
+    ``augment_targets``). It was refused as a function that says nothing of its targets."""
+
+    target_names = frozenset({"mask"})
+
+    def __call__(self, image, rng):
+        return image[4:12, 4:12].copy()
+
+    def augment_targets(self, image, targets, rng):
+        return self(image, rng), {"mask": targets["mask"][4:12, 4:12].copy()}
+
+
+def test_an_object_that_moves_its_own_targets_moves_them():
+    mask = np.arange(8 * 16 * 16, dtype=np.int32).reshape(8, 16, 16)
+    with shmaug.Loader(x, {"mask": mask}, batch_size=8, augment=CentreCrop(),
+                       workers=0) as loader:
+        xb, yb = loader.batch(0)
+    assert xb.shape == (8, 8, 8)
+    np.testing.assert_array_equal(yb["mask"], mask[:, 4:12, 4:12])
+
+
+def test_an_object_moving_its_own_targets_is_refused_for_others_and_inside_a_compose():
+    y = {"mask": np.zeros((8, 16, 16), np.uint8), "keypoints": np.zeros((8, 1, 2))}
+    with pytest.raises(shmaug.ArgumentError, match=r"\['keypoints'\].*target_names \['mask'\]"):
+        shmaug.Loader(x, y, batch_size=8, augment=CentreCrop(), workers=0)
+    with pytest.raises(shmaug.ArgumentError, match=r"moves targets itself.*inside a Compose"):
+        shmaug.Loader(x, {"mask": y["mask"]}, batch_size=8, workers=0,
+                      augment=Compose([Op("hflip"), CentreCrop()]))
