@@ -429,6 +429,12 @@ def to_config(obj: Any) -> dict[str, Any]:
         return cfg
     kind = _local_kind(obj)
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if kind is None and (module is None or qualname is None) and callable(obj):
+        raise ArgumentError(  # an instance with state: a config names code, not objects
+            f"cannot write a config for {obj!r}: it is an instance of "
+            f"{type(obj).__qualname__}, whose state a config cannot name. Fix: make it a "
+            f"module-level function registered with @shmaug.register(name), its settings "
+            f"as the op's parameters.")
     if kind is not None or module is None or qualname is None:
         raise ArgumentError(
             f"cannot write a config for {obj!r}: it is {kind or 'not a module-level function'}. "

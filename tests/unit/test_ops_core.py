@@ -522,3 +522,14 @@ def test_draw_is_public_and_draws_a_parameter_as_the_builtin_ops_do() -> None:
         ops.draw(rng, "strong", "strength")
     with pytest.raises(errors.ArgumentError, match=r"within \[0"):
         ops.draw(rng, -1.0, "strength", lo=0)
+
+
+class Stateful:
+    def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return image
+
+
+def test_a_config_of_an_instance_says_it_is_one() -> None:
+    """It said "not a module-level function" of a module-level class's instance."""
+    with pytest.raises(errors.ArgumentError, match=r"an instance of Stateful.*@shmaug.register"):
+        Compose([Stateful()]).to_config()
