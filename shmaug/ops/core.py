@@ -502,7 +502,7 @@ def _unknown_keys_refused(config: Mapping[str, Any], built: Any) -> Any:
     except Exception:  # a member that writes no config: its builder read what it reads
         return built
     if dataclasses.is_dataclass(built):  # (a default left out of its config: mask_fill)
-        known |= {f.name for f in dataclasses.fields(built) if f.init}
+        known |= {f.name for f in dataclasses.fields(built) if f.init and f.name[0] != "_"}
     extra = sorted(set(config) - known)
     if extra:
         close = {k: difflib.get_close_matches(k, known, n=1) for k in extra}

@@ -83,8 +83,8 @@ class Plan:
                     f"Fix: add them to its target_names and return them from its "
                     f"augment_targets.")
             return
-        inner = [m for m, _ in self.kinds if callable(getattr(m, "augment_targets", None))
-                 and not isinstance(m, FromAlbumentations)]
+        inner = [m for m, kind in self.kinds if kind != STILL and not isinstance(
+            m, FromAlbumentations) and callable(getattr(m, "augment_targets", None))]
         if inner:
             raise ArgumentError(
                 f"`y` holds {said}, and `augment` holds {got(inner[0])}, which moves targets "

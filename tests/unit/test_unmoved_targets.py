@@ -236,3 +236,20 @@ def test_an_object_moving_its_own_targets_is_refused_for_others_and_inside_a_com
     with pytest.raises(shmaug.ArgumentError, match=r"moves targets itself.*inside a Compose"):
         shmaug.Loader(x, {"mask": y["mask"]}, batch_size=8, workers=0,
                       augment=Compose([Op("hflip"), CentreCrop()]))
+
+
+class StillWithTargets(CentreCrop):
+    """Written for both protocols and declared still: inside a Compose it moves nothing."""
+
+    targets = "still"
+
+    def __call__(self, image, rng):
+        return image
+
+
+def test_a_still_member_with_augment_targets_passes_inside_a_compose():
+    mask = np.zeros((8, 16, 16), np.uint8)
+    mask[:, :, :4] = 1
+    with shmaug.Loader(x, {"mask": mask}, batch_size=8, workers=0, augment=Compose(
+            [Op("hflip"), StillWithTargets()])) as loader:
+        assert (loader.batch(0)[1]["mask"][:, :, -4:] == 1).all()  # flipped with its image
