@@ -494,11 +494,15 @@ def from_config(config: Mapping[str, Any]) -> Any:
         ) from None
 
 
+_CONFIG_META = frozenset({"version", "module", "seed_globals"})  # keys any config may hold
+# ("seed_globals": from_pil's and from_array's old key, read and ignored)
+
+
 def _unknown_keys_refused(config: Mapping[str, Any], built: Any) -> Any:
     """``built``, unless ``config`` has keys its own config does not (a hand-edited typo,
     ``prob`` for ``p``, would be dropped and its default taken without a word)."""
-    try:  # ("seed_globals": from_pil's and from_array's old key, read and ignored)
-        known = set(to_config(built)) | {"version", "module", "seed_globals"}
+    try:
+        known = set(to_config(built)) | _CONFIG_META
     except Exception:  # a member that writes no config: its builder read what it reads
         return built
     if dataclasses.is_dataclass(built):  # (a default left out of its config: mask_fill)
@@ -509,7 +513,7 @@ def _unknown_keys_refused(config: Mapping[str, Any], built: Any) -> Any:
         hint = "".join(f" Did you mean {m[0]!r} for {k!r}?" for k, m in close.items() if m)
         raise ArgumentError(
             f"`config` of type {config['type']!r} has the key(s) {extra}, which it does not "
-            f"take (it takes {sorted(known - {'version', 'module', 'seed_globals'})}).{hint} "
+            f"take (it takes {sorted(known - _CONFIG_META)}).{hint} "
             f"Fix: rename or remove them.")
     return built
 

@@ -126,7 +126,7 @@ class MatrixMove(Move):
         """The mask moved by an axis-aligned move (``mask``) by indexing, where it maps a
         window of whole pixels inside the input onto the output (flips, crops, resizes,
         resized crops): the window, resized nearest-neighbour as the image's nearest resize
-        samples it (``deferred.for_resize``) and mirrored, gathered at once (twice as fast as
+        samples it (``deferred.for_resize``) and mirrored, gathered at once (1.5x as fast as
         OpenCV's resize of it); None for any other move."""
         m, (h, w) = self.matrix, self.size
         # the output's edges back in the input: u_in = (u_out - 0.5 - c) / a + 0.5
