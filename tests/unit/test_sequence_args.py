@@ -202,3 +202,26 @@ def test_an_override_with_no_augment_argument_and_a_mask_is_refused_unless_it_mo
         xb, yb = seq.batch(0)
     np.testing.assert_array_equal(xb, 255 - X[:4])
     np.testing.assert_array_equal(yb, mask[:4])
+
+
+PHOTOS = np.zeros((8, 16, 16, 3), np.uint8)
+PLANES = np.ones((8, 16, 16), np.float32)
+
+
+@pytest.mark.parametrize("given,where", [
+    ({"sample_weight": PLANES}, r"`sample_weight` .* no worker moves weights.*per-sample"),
+    ({"x": {"image": PHOTOS, "depth": PLANES[..., None]}, "image_key": "image"},
+     r"`x\['depth'\]` .* only `x\[image_key\]` is augmented.*np.concatenate")])
+def test_a_plane_per_sample_beside_the_images_is_refused_where_pixels_move(given, where):
+    """Per-pixel weights and a depth input beside the images stayed put while the images (and
+    their masks) rotated."""
+    given = {"x": PHOTOS, **given}
+    masks = {"segmentation_masks": np.zeros((8, 16, 16, 1), np.uint8)}
+    with pytest.raises(shmaug.ArgumentError, match=where):
+        shmaug.Sequence(y=masks, batch_size=4, workers=0, **given,
+                        augment=shmaug.ops.Compose([shmaug.ops.Op("rotate", degrees=10)]))
+    # per-sample weights, or ops that move no pixel
+    shmaug.Sequence(PHOTOS, y=masks, batch_size=4, workers=0, sample_weight=np.ones(8),
+                    augment=shmaug.ops.Compose([shmaug.ops.Op("rotate", degrees=10)])).close()
+    shmaug.Sequence(y=masks, batch_size=4, workers=0, **given,
+                    augment=shmaug.ops.Op("brightness_contrast")).close()

@@ -350,25 +350,42 @@ def spatial_targets(labels: Any) -> list[str]:
     return [filed.name for filed in _filed(labels, SPATIAL_TARGETS)]
 
 
-def unnamed_masks(labels: Any, plan: Plan, image: tuple[int, ...] | None) -> None:
-    """Refuse an array of ``y`` (``labels``) that lies on the images (each row of their height
-    and width: a mask, a depth map) under no name the pipeline moves, where it holds an op
-    known to move pixels (shmaug's geometric ops): Keras' ``fit(images, masks)`` way, which
-    would train on masks left where the images were."""
+def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
+                  labels_at: Path = ()) -> None:
+    """Refuse an array of ``y`` that lies on the images (each row of their height and width: a
+    mask, a depth map, per-pixel weights) under no name the pipeline moves, where it holds an
+    op known to move pixels (shmaug's geometric ops): Keras' ``fit(images, masks)`` way, which
+    would train on masks left where the images were. ``labels_at``: where the user's ``y``
+    lies in ``y`` (a Sequence's: beside it, the other ``inputs`` of a dict ``x`` and the
+    ``sample_weight``, which no worker moves)."""
     if image is None or not any(kind in (WARPED, BLENDED) for _, kind in plan.kinds):
         return  # (a function that declares nothing may well move no pixel: a noise)
-    for at, value in _leaves(labels):
+    for at, value in _leaves(y):
         if at and at[-1] in (*SPATIAL_TARGETS, *plan.moves):
+            continue  # (moved under its name)
+        if not (isinstance(value, np.ndarray) and value.ndim in (3, 4)
+                and tuple(value.shape[1:3]) == tuple(image[:2])):
             continue
-        if isinstance(value, np.ndarray) and value.ndim in (3, 4) and \
-                tuple(value.shape[1:3]) == tuple(image[:2]):
+        lies = (f"holds an array of shape {value.shape}: a {image[1]}x{image[0]} plane per "
+                f"sample, lying on the images, which `augment` moves (it holds a geometric op)")
+        if at[:len(labels_at)] == labels_at:
             raise ArgumentError(
-                f"`{shown(at)}` holds an array of shape {value.shape}: a {image[1]}x{image[0]} "
-                f"plane per sample, lying on the images, which `augment` moves (it holds a "
-                f"geometric op) but which nothing moves under that name: a model would learn "
-                f"from masks left where the images were. Fix: name it so it moves with its "
-                f"image (nearest-neighbour), y={{'segmentation_masks': masks}} (Keras' name; "
-                f"a Sequence: the model's output named so), or augment without geometric ops.")
+                f"`{shown(at[len(labels_at):])}` {lies}, but nothing moves it under that "
+                f"name: a model would learn from masks left where the images were. Fix: name "
+                f"it so it moves with its image (nearest-neighbour), y={{'segmentation_masks': "
+                f"masks}} (Keras' name; a Sequence: the model's output named so), or augment "
+                f"without geometric ops.")
+        if at[0] == "sample_weight":
+            raise ArgumentError(
+                f"`sample_weight` {lies}, but no worker moves weights: each pixel's loss would "
+                f"be weighed by the weight of another pixel. Fix: weigh per pixel in the loss, "
+                f"from the moved masks (e.g. a loss that takes class weights), or pass "
+                f"per-sample weights, shape (N,), or augment without geometric ops.")
+        raise ArgumentError(
+            f"`x[{at[-1]!r}]` {lies}, but only `x[image_key]` is augmented: the model would "
+            f"see this input where the images were. Fix: stack it onto the images as channels "
+            f"(e.g. np.concatenate([images, depth], axis=-1)) so that it moves with them, or "
+            f"augment without geometric ops.")
 
 
 def unmoved_sized(labels: Any, plan: Plan, given: tuple[int, ...] | None,

@@ -306,7 +306,8 @@ class Pipeline:
         inputs.pipeline_input(plan, images)  # a dtype or layout ops misread
         inputs.sized_output(data.x, plan, output.shape)  # photos of many sizes
         plan.refuse_unmoved(inputs.spatial_targets(data.labels))
-        inputs.unnamed_masks(data.labels, plan, None if images is None else images.shape[1:])
+        inputs.unnamed_masks(data.y, plan, None if images is None else images.shape[1:],
+                             data.labels_at)
         if hook is not None and output.augment is None:
             refuse_blind(hook, hook_name, inputs.spatial_targets(data.labels))
         if hook is None and output.augment is None:
