@@ -48,6 +48,17 @@ from typing import Any
 class ShmaugError(Exception):
     """Root of every error shmaug raises."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (to a pool's parent, a Ray driver, a deepcopy) without calling the
+        # constructor, which may want keywords (``WorkerDied``'s) that ``args`` lacks.
+        return _unpickled, (type(self), self.args), dict(vars(self))
+
+
+def _unpickled(cls: type[ShmaugError], args: tuple[Any, ...]) -> ShmaugError:
+    err = cls.__new__(cls, *args)
+    err.args = args
+    return err
+
 
 class DistributionError(ShmaugError, RuntimeError):
     """A multi-process Keras distribution set up in a way that would train wrong (e.g. hosts
@@ -302,11 +313,20 @@ def _plain_str(self: BaseException) -> str:
     return str(self.args[0]) if self.args else ""
 
 
+def _rebuilt_again(self: WorkerError) -> tuple[Any, ...]:
+    # A mixed class is made at run time, so it pickles as its record, rebuilt where it
+    # lands (of the worker's type there too, where that type loads).
+    if self.record is None:
+        return WorkerError, (str(self),), dict(vars(self))
+    return rebuild, (self.record,), dict(vars(self))
+
+
 def _mixed_class(exc_type: type[BaseException]) -> type[BaseException] | None:
     """A subclass of both ``exc_type`` and ``WorkerError`` that prints as ``exc_type``."""
     if exc_type not in _MIXED:
         try:
-            mixed = type(exc_type.__name__, (exc_type, WorkerError), {"__str__": _plain_str})
+            mixed = type(exc_type.__name__, (exc_type, WorkerError),
+                         {"__str__": _plain_str, "__reduce__": _rebuilt_again})
         except TypeError:  # layout conflict with an exotic builtin exception
             return None
         mixed.__module__ = exc_type.__module__

@@ -62,6 +62,30 @@ def test_attributes_that_do_not_pickle_are_left_out():
     assert isinstance(err, KeyError) and err.code == 7 and not hasattr(err, "lock")
 
 
+@pytest.mark.parametrize("exc", [ValueError("bad"), KeyError("k"), OSError(5, "io"),
+                                 NeedsTwoArgs(42, "custom"), MadeByNewLater := None][:4])
+def test_a_rebuilt_error_pickles_and_copies_as_itself(exc):
+    """To a process pool's parent, a Ray driver, ``copy.deepcopy``: the class made at run time
+    did not pickle ("not the same object as builtins.ValueError")."""
+    import copy
+
+    err = rebuild(record_for(exc))
+    err.seen = "by the trainer"  # set after it was raised: kept too
+    for again in (pickle.loads(pickle.dumps(err)), copy.deepcopy(err)):
+        assert type(again) is type(err) and isinstance(again, WorkerError)
+        assert str(again) == str(err) and again.sample_index == 17 and again.seen == err.seen
+        assert vars(again).get("code") == vars(err).get("code")
+
+
+def test_shmaugs_errors_with_keyword_constructors_pickle():
+    from shmaug.errors import ArgumentError, WorkerDied, WorkerTimeout
+
+    for err in (WorkerDied("gone", worker_id=1, exitcode=-9),
+                WorkerTimeout("slow", worker_id=0, sample_index=5), ArgumentError("bad")):
+        again = pickle.loads(pickle.dumps(err))
+        assert type(again) is type(err) and str(again) == str(err) and vars(again) == vars(err)
+
+
 class ShapeMemoryError(MemoryError):  # like numpy's _ArrayMemoryError(shape, dtype)
     def __init__(self, shape, dtype):
         super().__init__(f"Unable to allocate {shape} {dtype}")

@@ -453,6 +453,19 @@ def test_the_wrong_legacy_wrapper_says_which_one_to_use(wrap: Any, fn: Any, hint
         wrap(fn)(np.zeros((8, 8, 3), np.uint8), np.random.default_rng(0))
 
 
+def an_op_already(image: Any, rng: Any) -> Any:
+    return image
+
+
+@pytest.mark.parametrize("wrap", [ops.from_pil, ops.from_array])
+def test_a_function_of_image_and_rng_wrapped_is_told_it_is_an_op_already(wrap: Any) -> None:
+    """It failed at sample 0 on its missing ``rng``, with the hint to use the other
+    wrapper."""
+    with pytest.raises(errors.ArgumentError, match=r"'an_op_already', which wants 2 arguments"
+                                                   r".*pass it as `augment=`"):
+        wrap(an_op_already)
+
+
 @pytest.mark.parametrize("wrap, fn, wanted", [
     (ops.from_pil, returns_array, "PIL.Image"),
     (ops.from_array, returns_none, "numeric numpy"),

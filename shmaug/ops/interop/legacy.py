@@ -11,6 +11,7 @@ therefore say ``uses_global_rng = False``: the loader need not seed the globals 
 
 from __future__ import annotations
 
+import inspect
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -168,12 +169,30 @@ def _config(kind: str, fn: Callable[..., Any], targets: str | None) -> dict[str,
     return cfg if targets is None else {**cfg, "targets": targets}
 
 
+def _required_positionals(fn: Any) -> int:
+    """How many positional arguments ``fn`` cannot go without (0 where it does not say)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin that keeps its signature to itself
+        return 0
+    return sum(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+               for p in parameters)
+
+
 def _checked(fn: Any, targets: Any, who: str, shape: str) -> None:
     if not callable(fn):
         raise ArgumentTypeError(
             f"`fn` of {who} expects a callable {shape}; received {fn!r} ({type(fn).__name__}). "
             f"Pass the function itself, defined at module level."
         )
+    wanted = _required_positionals(fn)
+    if wanted > 1:
+        raise ArgumentError(
+            f"`fn` of {who} expects a callable {shape}, called with the image alone; received "
+            f"{getattr(fn, '__qualname__', fn)!r}, which wants {wanted} arguments. Fix: a "
+            f"function of (image, rng) is an op already: pass it as `augment=` (or in a "
+            f"Compose) unwrapped; {who} is for legacy code that draws from the global "
+            f"`random` / `np.random`.")
     if targets not in (None, STILL):
         raise ArgumentError(
             f"`targets` of {who} expects \"still\" (the function moves no pixel) or None; "
