@@ -58,3 +58,18 @@ def test_missing_label_and_not_an_array_record_file(tmp_path):
     with pytest.raises(shmaug.ArgumentError, match=r"cannot read .*b\.array_record.* as an "
                                                    r"ArrayRecord file"):
         shmaug.ImageRecords.from_array_record(str(other))
+
+
+def test_a_wrong_image_key_without_labels_is_refused_when_built_and_errors_name_no_byte_offset(
+        tmp_path):
+    """It was found only in a worker, told to replace the record or skip it; an unreadable
+    record was said to lie at "byte offset" its number."""
+    path = write(tmp_path / "a.array_record", 0, 2, label=None)
+    with pytest.raises(shmaug.ArgumentError, match=r"`image_key`='image' is not a feature of "
+                                                   r"record 0 .*'image/encoded'.*`image_key=`"):
+        shmaug.ImageRecords.from_array_record(path, image_key="image", label_key=None)
+    bad = write(tmp_path / "b.array_record", 0, 1, label=None, data=b"not an image")
+    records = shmaug.ImageRecords.from_array_record(bad, label_key=None, image_size=(8, 8))
+    with pytest.raises(shmaug.ImageReadError, match=r"record 0 of .*b\.array_record'") as info:
+        records.load(0)
+    assert "byte offset" not in str(info.value)

@@ -135,8 +135,13 @@ def test_missing_keys_and_an_image_that_is_not_one(tmp_path):
         shmaug.ImageRecords.from_tfrecord([path], label_key="label")
     bare = shmaug.ImageRecords.from_tfrecord([path], label_key=None, image_size=(6, 5))
     with pytest.raises(shmaug.ImageReadError, match=r"record 2 of .*no bytes feature "
-                                                    r"'image/encoded'"):
+                                                    r"'image/encoded'.*its features are "
+                                                    r"\['image/class/label', 'jpeg'\]"):
         bare.read(2)
+    # a wrong key without labels: refused when built (it was found in a worker only)
+    with pytest.raises(shmaug.ArgumentError, match=r"`image_key`='image' is not a feature of "
+                                                   r"record 0 .*`image_key=`"):
+        shmaug.ImageRecords.from_tfrecord([path], image_key="image", label_key=None)
     with pytest.raises(shmaug.ImageReadError, match=r"record 1 of .*corrupt, truncated or "
                                                     r"not an image.*on_error='skip'"):
         bare.read(1)
@@ -213,3 +218,16 @@ def test_c_crc32c_is_taken_when_its_extension_loads(tmp_path, monkeypatch):
         "def value(data):\n    assert isinstance(data, bytes)\n    return 7\n"))
     crc, fix = T._crc32c()
     assert fix == "" and crc(memoryview(b"ab")) == 7
+
+
+def test_negative_labels_are_kept_with_a_warning_and_labels_past_the_classes_refused(tmp_path):
+    """-1 (an unlabelled record, TFDS' way) passed silently into batches; Keras'
+    ``ignore_class=-1`` wants it kept."""
+    path = D.write_tfrecords(tmp_path, 1, 4, label=lambda i: -1 if i == 2 else i % 2)
+    with pytest.warns(shmaug.ShmaugWarning, match=r"1 of 4 labels are negative \(-1 at sample "
+                                                  r"2\).*ignore_class=-1.*label_key=None"):
+        records = shmaug.ImageRecords.from_tfrecord(path, image_size=(6, 5))
+    assert records.labels.tolist() == [0, 1, -1, 1]
+    with pytest.raises(shmaug.ArgumentError, match=r"must index `class_names` \(0..0\)"):
+        shmaug.ImageRecords.from_tfrecord(D.write_tfrecords(tmp_path / "b", 1, 2, label=lambda
+                                                            i: i), class_names=["a"])

@@ -101,6 +101,13 @@ def labels(y: Any, n: int, kind: str) -> np.ndarray:
         hot: np.ndarray = np.argmax(y, axis=1)
         return hot
     flat = y.reshape(n) if y.size == n else y
+    if flat.ndim == 1 and flat.dtype.kind == "i" and flat.size and flat.min() < 0:
+        i = int(np.argmax(flat < 0))
+        raise ArgumentError(
+            f"`sampling_weights` given as {kind} weighs classes, but {int((flat < 0).sum())} "
+            f"of the labels are negative ({int(flat[i])} at sample {i}: no class, an "
+            f"unlabelled sample). Fix: pass per-sample weights, 0 for those samples, e.g. "
+            f"`sampling_weights=w` with w[i] the weight of sample i, or leave them out.")
     if flat.ndim != 1 or flat.dtype.kind not in "iub" or (flat.size and flat.min() < 0):
         raise ArgumentError(
             f"`sampling_weights` given as {kind} needs class labels: integers >= 0 or "

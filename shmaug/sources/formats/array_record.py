@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..images.decode import unreadable
-from .tfrecord import example_image, label_of
+from .tfrecord import example_image, features_with_image, label_of
 from ...errors import ArgumentError, ImageReadError
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ class ArrayRecord:
 
     name: str = "array_record"
     frame_bytes: int = 0
+    by_bytes: bool = False  # the table's offset is the record's number
 
     def read(self, table: RecordTable, index: int) -> np.ndarray:
         shard, _, offset, _ = table.locate(index)  # the offset is the record's number
@@ -68,12 +69,14 @@ def scan(path: str, image_key: str, label_key: str | None
             raise RuntimeError("the reader is not ok")
         n = reader.num_records()
         labels: list[Any] = []
-        for start in range(0, n, 1024):
-            if label_key is None:
-                break
+        # (without labels, the first record's features: a wrong `image_key`)
+        for start in range(0, n if label_key is not None else min(n, 1), 1024):
             batch = reader.read(list(range(start, min(n, start + 1024))))
-            labels += [label_of(data, f"record {start + k} of {path!r}", image_key, label_key)
-                       for k, data in enumerate(batch)]
+            for k, data in enumerate(batch):
+                where = f"record {start + k} of {path!r}"
+                found = features_with_image(data, where, image_key)
+                if label_key is not None:
+                    labels.append(label_of(found, where, label_key))
     except (RuntimeError, ValueError, OSError) as exc:  # what the C++ reader raises
         if isinstance(exc, (ArgumentError, ImageReadError)):
             raise

@@ -41,6 +41,12 @@ class RecordFormat(Protocol):
         header and CRC)."""
         ...
 
+    @property
+    def by_bytes(self) -> bool:
+        """Whether a table's offset of a record is where it lies in its shard, in bytes (else
+        its number there, what the format's own index reads it by: an ArrayRecord's)."""
+        ...
+
     def read(self, table: RecordTable, index: int) -> np.ndarray:
         """The encoded image of record ``index`` (uint8), checked as the format allows.
 
@@ -57,6 +63,7 @@ class Raw:
 
     name: str = "raw"
     frame_bytes: int = 0
+    by_bytes: bool = True
 
     def read(self, table: RecordTable, index: int) -> np.ndarray:
         shard, _, offset, length = table.locate(index)

@@ -161,9 +161,11 @@ class RecordTable(FlatTable):
         return f"{self._shards[shard]}[{number}]"
 
     def what(self, index: int) -> str:
-        """How an error names record ``index``: its shard, number and byte offset."""
+        """How an error names record ``index``: its shard, number and byte offset (where the
+        format locates it by one)."""
         shard, number, offset, _ = self.locate(index)
-        return f"the image of record {number} of {self._shards[shard]!r} (byte offset {offset})"
+        at = f" (byte offset {offset})" if self._format.by_bytes else ""
+        return f"the image of record {number} of {self._shards[shard]!r}{at}"
 
     @property
     def key(self) -> str:

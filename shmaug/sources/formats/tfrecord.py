@@ -164,11 +164,13 @@ def scan(f: BinaryIO, size: int, path: str, image_key: str,
         if end > size:
             raise _cut(where, f"it needs {length + FOOTER} bytes after its header, the file "
                               f"has {size - offset - HEADER.size}")
-        if label_key is None:
+        if label_key is None and offsets:
             f.seek(length + FOOTER, io.SEEK_CUR)
-        else:
+        else:  # (without labels, the first record's features: a wrong `image_key`)
             body = f.read(length + FOOTER)
-            labels.append(label_of(body[:length], where, image_key, label_key))
+            found = features_with_image(body[:length], where, image_key)
+            if label_key is not None:
+                labels.append(label_of(found, where, label_key))
         offsets.append(offset)
         lengths.append(length)
         offset = end
@@ -182,12 +184,11 @@ def _cut(where: str, detail: str) -> ImageReadError:
     )
 
 
-def label_of(data: bytes, where: str, image_key: str, label_key: str | FeatureRead) -> Any:
-    """The label of one serialized Example: an int or a class name; or what ``label_key``
-    reads of its features, when it is a ``FeatureRead``.
+def features_with_image(data: bytes, where: str, image_key: str) -> Features:
+    """The features of one serialized Example, which holds ``image_key``.
 
     Raises:
-        ImageReadError: not an Example. ArgumentError: no ``image_key`` or ``label_key``.
+        ImageReadError: not an Example. ArgumentError: no ``image_key``.
     """
     try:
         found = E.features(data)
@@ -199,6 +200,16 @@ def label_of(data: bytes, where: str, image_key: str, label_key: str | FeatureRe
     if image_key not in found:
         raise missing(f"`image_key`={image_key!r}", where, found,
                       "pass `image_key=` one of them.")
+    return found
+
+
+def label_of(found: Features, where: str, label_key: str | FeatureRead) -> Any:
+    """The label in the features of one Example (``features_with_image``'s): an int or a
+    class name; or what ``label_key`` reads of them, when it is a ``FeatureRead``.
+
+    Raises:
+        ArgumentError: no ``label_key``, or not one int or bytes value.
+    """
     if not isinstance(label_key, str):
         return label_key(found, where)
     if label_key not in found:
@@ -255,7 +266,8 @@ def example_image(data: bytes | memoryview, what: str, image_key: str) -> np.nda
         raise unreadable(what, f"it is not a tf.train.Example ({exc})") from None
     image = None if message is None else E.bytes_value(kind, message)
     if image is None:
-        raise unreadable(what, f"it has no bytes feature {image_key!r} (`image_key`)")
+        raise unreadable(what, f"it has no bytes feature {image_key!r} (`image_key`); its "
+                               f"features are {sorted(E.features(data))}")
     return np.frombuffer(image, np.uint8)
 
 
@@ -266,6 +278,7 @@ class TFRecord:
 
     name: str = "tfrecord"
     frame_bytes: int = HEADER.size + FOOTER
+    by_bytes: bool = True
 
     def read(self, table: RecordTable, index: int) -> np.ndarray:
         shard, _, offset, length = table.locate(index)

@@ -342,6 +342,18 @@ def classes_of(labels: Any, label_mode: str | None, n: int) -> np.ndarray:
 def encode(classes: np.ndarray, label_mode: str, num_classes: int) -> np.ndarray:
     """Keras' encodings: 'int' the index, 'categorical' one-hot float32 (n, num_classes),
     'binary' float32 (n, 1)."""
+    if label_mode == "int" and len(classes) and classes.max() >= num_classes:
+        raise ArgumentError(
+            f"`labels` must be class indices below {num_classes} ({num_classes} classes "
+            f"named); received {classes.max()}. Fix: correct the labels, or pass "
+            f"`class_names` naming every class.")
+    if label_mode == "int" and len(classes) and classes.min() < 0:
+        i = int(np.argmax(classes < 0))
+        warn(f"{int((classes < 0).sum())} of {len(classes)} labels are negative ({classes[i]} "
+             f"at sample {i}), which no class is: they are kept as they are, for a loss that "
+             f"skips them (Keras' `ignore_class=-1`); a sparse loss without it fails on them "
+             f"or, on a GPU, gives NaN. Fix: pass `label_key=None` (records) or no labels to "
+             f"read the images alone, or leave those samples out.")
     if label_mode == "int":
         out = classes.copy()
         out.flags.writeable = False
