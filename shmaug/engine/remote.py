@@ -74,7 +74,8 @@ class RemoteWorkers(ABC):
 
 def shipped(options: Options) -> Options:
     """``options`` as a remote maker gets them: the same data, order and pipeline, without the
-    targets (the trainer gathers them from its own ``y``), to run on the maker's own pool.
+    targets (the trainer gathers them from its own ``y``) but where a mix reads their labels,
+    to run on the maker's own pool.
 
     Raises:
         ArgumentError: for targets the workers move with their images (masks, boxes): remote
@@ -95,6 +96,8 @@ def shipped(options: Options) -> Options:
             f"remote `workers` return augmented images only, but `y` holds targets the workers "
             f"transform with them: {names}. Fix: use local workers (`workers=None`) for "
             f"detection or segmentation data.")
+    if options.pipeline.mix is not None:  # (its workers mix images by the labels' classes)
+        return options
     return replace(options, data=replace(options.data, y=None))
 
 

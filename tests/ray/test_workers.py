@@ -242,3 +242,15 @@ def _same_as_local(x, seed: int) -> None:
         expected = list(local)
     with shmaug.Loader(x, workers=remote(), **kwargs) as loader:
         assert_same_batches(list(loader), expected)
+
+
+def test_a_mix_is_bit_identical(cluster):
+    """MixUp / CutMix (the ImageNet recipe's): a maker failed to start, its labels left behind
+    with the targets."""
+    x, y = data()
+    onehot = np.eye(4, dtype=np.float32)[y % 4]
+    kwargs = {"mix": shmaug.ops.Mix(mixup_alpha=0.8, cutmix_alpha=1.0), "seed": 2,
+              "shuffle": True}
+    expected = local_epochs(x, onehot, 2, **kwargs)
+    with shmaug.Loader(x, onehot, BATCH, noisy, workers=remote(), **kwargs) as loader:
+        assert_same_batches([b for _ in range(2) for b in loader], expected)
