@@ -14,7 +14,8 @@ still unlinked by name), so only shmaug's own choices are emulated, namely:
 - shared-memory capacity: no /dev/shm to measure (Windows backs segments with the paging
   file; macOS has no such mount either), so no up-front check;
 - cores: ``os.cpu_count()``, without ``sched_getaffinity``;
-- malloc: no glibc ``mallopt`` to tune a worker's allocator with.
+- malloc: no glibc ``mallopt`` to tune a worker's allocator with;
+- a parent's death: no ``prctl`` to have the kernel kill a worker with it.
 
 It also holds the one switch of how JPEGs are decoded (``jpeg_setting``), which is not a
 platform's but a machine's: which libjpeg-turbo is loadable there.
@@ -73,6 +74,21 @@ def glibc_mallopt() -> Callable[[int, int], int] | None:
     except (OSError, AttributeError):
         return None
     return mallopt
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> bool:
+    """Have the kernel SIGKILL this process when the thread that started it ends (Linux's
+    ``PR_SET_PDEATHSIG``): a worker stuck in C code that holds the GIL cannot run its own
+    watchdog. Whether it was set."""
+    if WINDOWS or not sys.platform.startswith("linux"):
+        return False
+    try:
+        return bool(ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) == 0)
+    except (OSError, AttributeError):
+        return False
 
 
 JPEG_MODES = ("auto", "turbo", "opencv", "whole")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import time
 
@@ -22,6 +23,14 @@ def noisy(image, rng):
 
 
 def identity(image, rng):
+    return image
+
+
+def gil_hog_on_marker(image, rng):
+    """Stuck for hours in C code that holds the GIL (a regex backtracking) on a sample whose
+    first pixel is ``MARKER``: no Python thread of the process runs meanwhile."""
+    if image.flat[0] == MARKER:
+        re.match(r"(a+)+$", "a" * 60 + "b")
     return image
 
 

@@ -372,6 +372,23 @@ def teardown_module() -> None:
         f.write("\n".join(lines) + "\n")
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_worker_stuck_holding_the_gil_ends_with_a_killed_main_process(method: str) -> None:
+    """Its watchdog thread cannot run while C code holds the GIL: it outlived the main
+    process, and its segments with it, until the op returned (here: hours). The kernel ends
+    it now (``PR_SET_PDEATHSIG``). A fork server's worker keeps the watchdog only: the server
+    lives as long as any worker it forked."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the kernel's parent-death signal is Linux's")
+    proc, info = _child("tests.integration._child_loader", method, "--gil")
+    try:
+        time.sleep(1.0)  # both workers inside the regex
+        _signal_ends(proc, info, signal.SIGKILL)
+    finally:
+        for pid in running(info["pids"]):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_close_returns_once_a_waiting_consumer_has_left() -> None:
     """At interpreter exit the finalizer's close is the last chance for Keras' tf.data thread
     to leave ``__getitem__`` before Python ends it mid-py_function (which hangs TensorFlow's

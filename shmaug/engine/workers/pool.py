@@ -38,6 +38,7 @@ import dataclasses
 import logging
 import multiprocessing
 import os
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -184,6 +185,12 @@ class WorkerPool:
         spec = self._spec  # a forkserver's child would get the server's older environment:
         if self._ctx.get_start_method() == "forkserver":  # give it ours, as fork and spawn do
             spec = dataclasses.replace(spec, environ=dict(os.environ))
+        # The kernel ties a worker to the thread that forks it: the main thread ends with its
+        # process, a Keras data thread may end before the worker. (A fork server lives as long
+        # as any worker it forked, a stuck one included: its workers keep the watchdog only.)
+        spec = dataclasses.replace(spec, die_with_parent=(
+            self._ctx.get_start_method() != "forkserver"
+            and threading.current_thread() is threading.main_thread()))
         process = self._ctx.Process(
             target=worker_main,
             args=(spec, wid, task_r, result_w, self._status_handle, self._generation),

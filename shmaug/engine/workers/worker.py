@@ -79,6 +79,9 @@ class WorkerSpec:
     # fresh (``shipping``); None: there is none, and ``payload`` serves them all
     payload_by_value: bytes | None = None
     cast: bool = False  # `output_dtype` declared: samples of another dtype are cast to it
+    # the kernel may end the worker with its parent: it was started by a thread that lives as
+    # long as the process it started from (``platform.die_with_parent``)
+    die_with_parent: bool = False
 
 
 class Waiter:
@@ -213,6 +216,8 @@ def _set_up_process(spec: WorkerSpec) -> None:
     if spec.environ is not None:  # before anything below reads it
         os.environ.clear()
         os.environ.update(spec.environ)
+    if spec.die_with_parent:  # (else the watchdog alone, which needs the GIL)
+        platform.die_with_parent()
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
     lazy_imports.install(ran=_limit_threads)  # before the user's code is unpickled
     _limit_threads()
