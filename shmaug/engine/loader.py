@@ -17,6 +17,7 @@ handed over as Keras gets it); a remote maker asks its loader through ``serve``.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import weakref
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar, overload
@@ -244,6 +245,9 @@ class Loader:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
         self._options = o  # invariant: what was asked, checked; the rest is what was started
         self._cursor = Cursor()  # invariant: which epoch and batch the consumer gets next
+        # One batch made at a time: consumers in two threads take turns, as two iterators in
+        # one thread do (the pool's pipes take one reader; a lent batch lasts until the next).
+        self._making = threading.Lock()
         pin = o.settings.workers.pin_memory if pin_memory is None else pin_memory
         self._run = Running(o, pin)  # invariant: the store, ring, workers (NOTE in workers/pool.py)
         self.last_hit = False  # whether the last batch() was ready when asked for
@@ -361,8 +365,9 @@ class Loader:
         epoch = self.epoch if epoch is None else _epoch_arg(epoch)
         key = self._key(epoch, in_order)
         positions = self._run.rows(index, key)
-        xb, made, self.last_hit = self._run.make(epoch, key, index, positions, handoff,
-                                                 time.perf_counter())
+        with self._making:
+            xb, made, self.last_hit = self._run.make(epoch, key, index, positions, handoff,
+                                                     time.perf_counter())
         pipeline = self._options.pipeline
         made_at = {pipeline.places[name]: rows for name, rows in made.items()}
         if pipeline.mixed_at is not None:  # a mix's soft targets (one-hot where unmixed)

@@ -15,6 +15,7 @@ import pytest
 
 import shmaug
 from tests import _ops
+from tests._helpers import assert_same_batches
 
 pytestmark = pytest.mark.timeout(120)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -641,3 +642,32 @@ def test_an_op_after_one_that_makes_uint8_float_takes_its_range_as_by_hand(worke
         xb, _ = loader.batch(0)
     assert xb.max() <= 1.0
     np.testing.assert_allclose(xb, by_hand, rtol=1e-6)
+
+
+def test_two_threads_iterating_one_loader_take_turns():
+    """Each thread's pass is a whole epoch, as two iterators in one thread get: one thread
+    got an internal "concurrent poll() invocation" RuntimeError."""
+    import threading
+
+    x = np.arange(48 * 4, dtype=np.uint8).reshape(48, 2, 2)
+    with shmaug.Loader(x, np.arange(48), batch_size=4, augment=_ops.noisy, workers=2, seed=5,
+                       shuffle=True) as loader:
+        passes: list = []
+        errors: list = []
+
+        def consume():
+            try:
+                passes.append(list(loader))
+            except Exception as exc:  # (what the test reports)
+                errors.append(exc)
+
+        threads = [threading.Thread(target=consume) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors and len(passes) == 2
+        expected = [list(loader.batch(i, epoch=e) for i in range(12)) for e in (0, 1)]
+    got = sorted(passes, key=lambda p: p[0][0].tobytes() == expected[1][0][0].tobytes())
+    for epoch, batches in zip(expected, got):
+        assert_same_batches(batches, epoch)
