@@ -21,7 +21,9 @@ def test_the_memory_bound_is_2_gib_and_half_the_free_shared_memory_past_the_data
     float32 = depth.choose(None, 15, 4 * IMAGENET_UINT8, free=64 * 2**30)
     assert (float32.slots, float32.why) == (2 * 2**30 // (4 * IMAGENET_UINT8), depth.MEMORY)
     assert float32.slots == 27 and "would be 32" in float32.describe()
-    assert depth.choose(None, 15, 4 * IMAGENET_UINT8, free=100).slots == 1  # never none
+    past = depth.choose(None, 15, 4 * IMAGENET_UINT8, free=100)
+    assert past.slots == 1 and "holds no whole batch: 1" in past.describe()  # never none
+    assert "holds 27" in float32.describe()  # (it said "holds 1" of a bound holding none)
 
 
 def test_a_size_given_is_kept_whatever_the_workers_and_the_memory():

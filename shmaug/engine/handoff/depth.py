@@ -39,6 +39,7 @@ class Depth:
     bound: int | None = None  # bytes the default could take (None: as given)
     workers: int = 0  # the most workers the default was made for
     wanted: int = 0  # the default's slots for them, before the memory bound
+    fitted: bool = True  # the bound holds ``slots`` batches (else: one, past the bound)
 
     def describe(self) -> str:
         """What chose the depth, in words (``stats()["queue"]["why"]``, and errors)."""
@@ -48,10 +49,12 @@ class Depth:
                 f"at least {FLOOR})")
         if self.why == WORKERS:
             return f"{self.slots} slots: {rule}"
+        holds = f"holds {self.slots}" if self.fitted else (
+            "holds no whole batch: 1, the one a batch needs (the ring checks it fits in the "
+            "shared memory free)")
         return (f"{self.slots} slots: {rule} would be {self.wanted}, but its memory bound "
                 f"({self.bound:,} bytes: the lesser of {MEMORY_CAP // 2**30} GiB and half of "
-                f"the shared memory free besides the data still to be copied) holds "
-                f"{self.slots}")
+                f"the shared memory free besides the data still to be copied) {holds}")
 
 
 def for_workers(workers: int) -> int:
@@ -81,7 +84,7 @@ def choose(asked: int | None, workers: int, batch_bytes: int, free: int | None,
     fits = bound // batch_bytes if batch_bytes > 0 else wanted
     if fits >= wanted:
         return Depth(wanted, WORKERS, bound, workers, wanted)
-    return Depth(max(1, fits), MEMORY, bound, workers, wanted)
+    return Depth(max(1, fits), MEMORY, bound, workers, wanted, fitted=fits > 0)
 
 
 def short(room: int, workers: int) -> bool:
