@@ -70,3 +70,20 @@ def test_bad_path_is_a_clear_error(tmp_path):
     with pytest.raises(shmaug.ArgumentError, match=r"existing \.npy file"):
         shmaug.Loader(str(tmp_path / "missing.npy"), augment=_ops.identity)
     assert not shmaug_segments(os.getpid())
+
+
+def test_a_file_truncated_under_a_running_loader_is_named_as_what_changed(tmp_path):
+    """The replacements failed mapping it, and the error told the user to make the ops
+    importable, or to use fork: what fails at the start of an unchanged run."""
+    path = tmp_path / "data.npy"
+    np.save(path, np.zeros((256, 32, 32, 3), np.uint8))
+    with shmaug.Loader(str(path), np.arange(256), batch_size=8, augment=_ops.noisy,
+                       workers=2, seed=0, shuffle=True) as loader:
+        it = iter(loader)
+        next(it)
+        with open(path, "r+b") as f:
+            f.truncate(4096)
+        with pytest.raises(shmaug.WorkerDied, match=r"replacing one that had worked.*memory-"
+                                                    r"mapped `x` file truncated"):
+            for _ in it:
+                pass

@@ -371,8 +371,9 @@ class WorkerPool:
         tries = self._unready_deaths.get(wid, 0)
         if not (self._answered or wid in self._replaced) or tries >= _REPLACEMENT_RETRIES:
             w.process.join(_KILL_TIMEOUT_S)
-            self._broken = describe_startup_failure(wid, w.process.exitcode,
-                                                    self._ctx.get_start_method(), tries)
+            self._broken = describe_startup_failure(
+                wid, w.process.exitcode, self._ctx.get_start_method(), tries,
+                replacing=self._answered or wid in self._replaced)
             raise self._broken
         self._unready_deaths[wid] = tries + 1
         w.process.join(_KILL_TIMEOUT_S)

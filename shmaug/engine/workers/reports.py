@@ -48,8 +48,21 @@ def describe_death(wid: int, code: int | None, index: int) -> WorkerDied:
 
 
 def describe_startup_failure(wid: int, code: int | None, start_method: str,
-                             retries: int = 0) -> WorkerDied:
+                             retries: int = 0, replacing: bool = False) -> WorkerDied:
+    """``replacing``: the pool had started, so what fails now is what changed since."""
     again = f" (and {retries} replacement(s) in a row before it)" if retries else ""
+    if replacing:
+        return WorkerDied(
+            f"shmaug worker {wid} exited with code {code} before it was ready{again}, "
+            f"replacing one that had worked: what a worker reads as it starts has changed "
+            f"since the pool started (its error is printed above by the worker), e.g. a "
+            f"memory-mapped `x` file truncated or rewritten (\"mmap length is greater than "
+            f"file size\"), or a module of your ops edited or removed. Fix: leave the "
+            f"dataset's files and the ops' modules as they are while a loader reads them "
+            f"(write a new file and make a new loader), then run again.",
+            worker_id=wid,
+            exitcode=code,
+        )
     hint = ""
     if start_method != "fork":
         hint = (
