@@ -50,13 +50,19 @@ class ShmaugError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled (to a pool's parent, a Ray driver, a deepcopy) without calling the
-        # constructor, which may want keywords (``WorkerDied``'s) that ``args`` lacks.
-        return _unpickled, (type(self), self.args), dict(vars(self))
+        # constructor, which may want keywords (``WorkerDied``'s) that ``args`` lacks. An
+        # OSError's file names are outside its ``args``, as its own reduce gives them.
+        args = self.args
+        if isinstance(self, OSError) and (self.filename, self.filename2) != (None, None):
+            args = (*args, self.filename, None, self.filename2)[:len(args) + (
+                1 if self.filename2 is None else 3)]
+        return _unpickled, (type(self), args), dict(vars(self))
 
 
 def _unpickled(cls: type[ShmaugError], args: tuple[Any, ...]) -> ShmaugError:
-    err = cls.__new__(cls, *args)
-    err.args = args
+    err = cls.__new__(cls, *args)  # (which sets ``args``, and an OSError's fields, but for
+    if not err.args:  # an OSError whose class has an __init__ of its own, which sets them)
+        err.args = args
     return err
 
 
@@ -277,6 +283,7 @@ class WorkerError(ShmaugError, RuntimeError):
     worker_traceback: str = ""
     record: ErrorRecord | None = None  # what the worker sent: pickled with the error, so a
     # Ray node's arrives in the trainer as it was raised there (``engine.remote``)
+    _rebuilt_with: frozenset[str] = frozenset()  # attributes ``rebuild`` set (made again)
 
     def _attach(self, record: ErrorRecord) -> None:
         self.record = record
@@ -285,6 +292,7 @@ class WorkerError(ShmaugError, RuntimeError):
         self.epoch = record.epoch
         self.op = record.op
         self.worker_traceback = record.traceback
+        self._rebuilt_with = frozenset((*vars(self), "_rebuilt_with"))
 
 
 class WorkerDied(WorkerError):
@@ -316,9 +324,10 @@ def _plain_str(self: BaseException) -> str:
 def _rebuilt_again(self: WorkerError) -> tuple[Any, ...]:
     # A mixed class is made at run time, so it pickles as its record, rebuilt where it
     # lands (of the worker's type there too, where that type loads).
+    state = {k: v for k, v in vars(self).items() if k not in self._rebuilt_with}
     if self.record is None:
-        return WorkerError, (str(self),), dict(vars(self))
-    return rebuild, (self.record,), dict(vars(self))
+        return WorkerError, (str(self),), state
+    return rebuild, (self.record,), state  # (which sets the worker's attributes, if they load)
 
 
 def _mixed_class(exc_type: type[BaseException]) -> type[BaseException] | None:
@@ -363,19 +372,28 @@ def rebuild(record: ErrorRecord) -> WorkerError:
                 err._attach(record)
                 return err
     err = WorkerError(record.describe())
+    _set_attributes(err, record.attributes)  # (its type did not load, or cannot be made)
     err._attach(record)
     return err
+
+
+def _set_attributes(err: BaseException, attributes: bytes | None) -> None:
+    """Give ``err`` the worker's exception's ``attributes`` (``_attributes``') that load."""
+    for name, value in (pickle.loads(attributes) if attributes is not None else {}).items():
+        try:
+            setattr(err, name, pickle.loads(value))
+        except Exception:  # a class this process cannot load: the rest will do
+            pass
 
 
 def _attributes(exc: BaseException) -> bytes | None:
     """The attributes of ``exc`` that pickle (a ``code``, a ``returncode``), for ``rebuild``."""
     kept = {}
     for name, value in getattr(exc, "__dict__", {}).items():
-        try:
-            pickle.dumps(value)
+        try:  # each on its own: one whose class does not load there leaves the rest
+            kept[name] = pickle.dumps(value)
         except Exception:
             continue
-        kept[name] = value
     return pickle.dumps(kept) if kept else None
 
 
@@ -400,9 +418,5 @@ def _mixed_instance(exc_type: type[BaseException], text: str, attributes: bytes 
             return None
     if not isinstance(err, WorkerError):
         return None
-    if attributes is not None:
-        try:
-            vars(err).update(pickle.loads(attributes))
-        except Exception:  # a class the parent cannot load: the type and message will do
-            pass
+    _set_attributes(err, attributes)
     return err

@@ -245,9 +245,7 @@ class Loader:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
         self._options = o  # invariant: what was asked, checked; the rest is what was started
         self._cursor = Cursor()  # invariant: which epoch and batch the consumer gets next
-        # One batch made at a time: consumers in two threads take turns, as two iterators in
-        # one thread do (the pool's pipes take one reader; a lent batch lasts until the next).
-        self._making = threading.Lock()
+        self._making = threading.Lock()  # one batch at a time: two threads' passes take turns
         pin = o.settings.workers.pin_memory if pin_memory is None else pin_memory
         self._run = Running(o, pin)  # invariant: the store, ring, workers (NOTE in workers/pool.py)
         self.last_hit = False  # whether the last batch() was ready when asked for
@@ -264,8 +262,7 @@ class Loader:
 
     @property
     def epoch(self) -> int:
-        """The current epoch: the one the pass in progress produces, else the one the next
-        pass will; set it to choose the next pass's epoch (to resume a run)."""
+        """The epoch of the pass in progress, else of the next; set it to resume a run."""
         return self._cursor.current
 
     @epoch.setter
@@ -383,8 +380,8 @@ class Loader:
 
     def indices(self, index: int, *, epoch: int | None = None,
                 in_order: bool = False) -> np.ndarray:
-        """The dataset indices of the samples in batch ``index`` of ``epoch`` (negative:
-        from the end), in order; ``in_order`` as for ``batch``."""
+        """The dataset indices of batch ``index`` (negative: from the end) of ``epoch``, in
+        order; ``in_order`` as for ``batch``."""
         epoch = self.epoch if epoch is None else _epoch_arg(epoch)
         return self._run.rows(check.batch_index(index, len(self), "loader.indices(0)"),
                               self._key(epoch, in_order))
@@ -439,8 +436,7 @@ class Loader:
 
     @property
     def pinned(self) -> bool:
-        """Whether the output ring is page-locked (``pin_memory=True`` where the CUDA driver
-        took it)."""
+        """Whether the ring is page-locked (``pin_memory=True`` where the CUDA driver took it)."""
         return self._run.ring is not None and self._run.ring.pinned
 
     def __repr__(self) -> str:

@@ -96,9 +96,12 @@ def shipped(options: Options) -> Options:
             f"remote `workers` return augmented images only, but `y` holds targets the workers "
             f"transform with them: {names}. Fix: use local workers (`workers=None`) for "
             f"detection or segmentation data.")
-    if options.pipeline.mix is not None:  # (its workers mix images by the labels' classes)
-        return options
-    return replace(options, data=replace(options.data, y=None))
+    y = None
+    if options.pipeline.mix is not None:  # its workers mix by the labels: those alone go
+        y = options.data.labels  # (a Sequence's other inputs and weights stay here)
+        for key in reversed(options.data.labels_at):
+            y = {key: y}
+    return replace(options, data=replace(options.data, y=y))
 
 
 def _in_main(code: Any) -> list[str]:

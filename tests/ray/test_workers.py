@@ -254,3 +254,23 @@ def test_a_mix_is_bit_identical(cluster):
     expected = local_epochs(x, onehot, 2, **kwargs)
     with shmaug.Loader(x, onehot, BATCH, noisy, workers=remote(), **kwargs) as loader:
         assert_same_batches([b for _ in range(2) for b in loader], expected)
+
+
+@pytest.mark.keras
+def test_a_sequences_mix_with_other_inputs_and_weights_is_the_local_ones(cluster):
+    """Only the labels a mix reads go to the makers (a Sequence's other inputs and weights
+    stay with the trainer, which gathers them)."""
+    x, y = data()
+    meta = np.random.default_rng(1).random((N, 7)).astype(np.float32)
+    kwargs = {"batch_size": BATCH, "mix": shmaug.ops.Mix(mixup_alpha=0.8), "shuffle": True,
+              "seed": 0, "image_key": "image", "augment": noisy,
+              "sample_weight": np.arange(N, dtype=np.float32)}
+    onehot = np.eye(4, dtype=np.float32)[y % 4]
+    with shmaug.Sequence({"image": x, "meta": meta}, onehot, workers=remote(), **kwargs) as seq, \
+            shmaug.Sequence({"image": x, "meta": meta}, onehot, workers=1, **kwargs) as local:
+        for i in range(len(local)):
+            (got_x, got_y, got_w), (want_x, want_y, want_w) = seq[i], local[i]
+            for name in ("image", "meta"):
+                np.testing.assert_array_equal(got_x[name], want_x[name])
+            np.testing.assert_array_equal(got_y, want_y)
+            np.testing.assert_array_equal(got_w, want_w)

@@ -305,3 +305,36 @@ def test_the_errors_docstring_is_markdown_not_restructuredtext():
     from shmaug import errors
 
     assert "::" not in errors.__doc__ and "```text" in errors.__doc__
+
+
+def test_an_os_error_of_shmaugs_keeps_its_file_name_through_a_pickle():
+    import copy
+
+    from shmaug.errors import ImageReadError
+
+    err = ImageReadError(2, "No such file", "/data/a.jpg")
+    for again in (pickle.loads(pickle.dumps(err)), copy.copy(err)):
+        assert (again.errno, again.filename, str(again)) == (2, "/data/a.jpg", str(err))
+
+
+def test_a_rebuilt_error_loads_where_its_attributes_classes_do_not(tmp_path):
+    """The worker's attributes are made again from its record, which tolerates a class that
+    does not load: a pickled error whose attribute was of such a class failed to load."""
+    import subprocess
+    import sys
+
+    (tmp_path / "usererr.py").write_text(
+        "class Thing: pass\n"
+        "class MyErr(ValueError):\n"
+        "    def __init__(self, code, detail):\n"
+        "        super().__init__(f'{code}: {detail}'); self.code = code; self.thing = Thing()\n")
+    make = ("import sys, pickle, traceback; sys.path.insert(0, sys.argv[1])\n"
+            "import shmaug.errors as E; from usererr import MyErr\n"
+            "try: raise MyErr(3, 'bad')\n"
+            "except Exception as x: rec = E.ErrorRecord.capture(x, traceback.format_exc(), "
+            "worker_id=1, sample_index=2, epoch=0, op='f')\n"
+            "sys.stdout.buffer.write(pickle.dumps(E.rebuild(rec)))\n")
+    data = subprocess.run([sys.executable, "-c", make, str(tmp_path)], capture_output=True,
+                          check=True).stdout
+    err = pickle.loads(data)  # (usererr is not importable here)
+    assert isinstance(err, WorkerError) and err.code == 3 and "MyErr" in str(err)

@@ -464,6 +464,7 @@ def test_a_function_of_image_and_rng_wrapped_is_told_it_is_an_op_already(wrap: A
     with pytest.raises(errors.ArgumentError, match=r"'an_op_already', which wants 2 arguments"
                                                    r".*pass it as `augment=`"):
         wrap(an_op_already)
+    wrap(functools.wraps(an_op_already)(lambda image: image))  # a wrapper gives the rest
 
 
 @pytest.mark.parametrize("wrap, fn, wanted", [

@@ -61,10 +61,28 @@ def test_missing_label_and_not_an_array_record_file(tmp_path):
 
 
 def test_a_wrong_image_key_without_labels_is_refused_when_built_and_errors_name_no_byte_offset(
-        tmp_path):
+        tmp_path, monkeypatch):
     """It was found only in a worker, told to replace the record or skip it; an unreadable
     record was said to lie at "byte offset" its number."""
-    path = write(tmp_path / "a.array_record", 0, 2, label=None)
+    from shmaug.sources.formats import array_record
+
+    path = write(tmp_path / "a.array_record", 0, 3, label=None)
+    read, opened = [], array_record._open
+
+    class Counted:  # the reader, its reads counted
+        def __init__(self, reader):
+            self.reader = reader
+
+        def __getattr__(self, name):
+            return getattr(self.reader, name)
+
+        def read(self, indices):
+            read.extend(indices)
+            return self.reader.read(indices)
+
+    monkeypatch.setattr(array_record, "_open", lambda p: Counted(opened(p)))
+    shmaug.ImageRecords.from_array_record(path, label_key=None)
+    assert read == [0]  # the first record only
     with pytest.raises(shmaug.ArgumentError, match=r"`image_key`='image' is not a feature of "
                                                    r"record 0 .*'image/encoded'.*`image_key=`"):
         shmaug.ImageRecords.from_array_record(path, image_key="image", label_key=None)

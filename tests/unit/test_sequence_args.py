@@ -210,6 +210,8 @@ PLANES = np.ones((8, 16, 16), np.float32)
 
 @pytest.mark.parametrize("given,where", [
     ({"sample_weight": PLANES}, r"`sample_weight` .* no worker moves weights.*per-sample"),
+    # by the output's name: the masks under it move, the weights do not
+    ({"sample_weight": {"segmentation_masks": PLANES}}, r"`sample_weight` .* no worker"),
     ({"x": {"image": PHOTOS, "depth": PLANES[..., None]}, "image_key": "image"},
      r"`x\['depth'\]` .* only `x\[image_key\]` is augmented.*np.concatenate")])
 def test_a_plane_per_sample_beside_the_images_is_refused_where_pixels_move(given, where):

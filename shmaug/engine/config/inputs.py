@@ -360,9 +360,12 @@ def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
     ``sample_weight``, which no worker moves)."""
     if image is None or not any(kind in (WARPED, BLENDED) for _, kind in plan.kinds):
         return  # (a function that declares nothing may well move no pixel: a noise)
+    moved: dict[str, Path] = {}  # the first filed under each name is the one moved
+    for filed in _filed(y, plan.moves):
+        moved.setdefault(filed.name, filed.path)
     for at, value in _leaves(y):
-        if at and at[-1] in (*SPATIAL_TARGETS, *plan.moves):
-            continue  # (moved under its name)
+        if at in moved.values():
+            continue
         if not (isinstance(value, np.ndarray) and value.ndim in (3, 4)
                 and tuple(value.shape[1:3]) == tuple(image[:2])):
             continue

@@ -89,6 +89,18 @@ class _Worker:
     queued: deque[Task] = field(default_factory=deque)  # invariant: sent, not yet answered, FIFO
 
 
+def _spec_now(spec: WorkerSpec, method: str) -> WorkerSpec:
+    """``spec`` for a worker started now, by this thread. A forkserver's child gets our
+    environment (the server's is older; fork and spawn inherit ours). The kernel may end the
+    worker with its parent where the thread starting it lives as long as the process: the
+    main thread (a Keras data thread may end first; a fork server lives as long as any worker
+    it forked, a stuck one included, so its workers keep the watchdog only)."""
+    return dataclasses.replace(
+        spec, environ=dict(os.environ) if method == "forkserver" else spec.environ,
+        die_with_parent=method != "forkserver"
+        and threading.current_thread() is threading.main_thread())
+
+
 class WorkerPool:
     """N persistent worker processes over one ``WorkerSpec``.
 
@@ -146,6 +158,7 @@ class WorkerPool:
         self.respawns = 0  # how many dead workers were replaced
         self._replaced: set[int] = set()  # invariant: worker ids running a replacement
         self._answered = False  # invariant: some worker has answered a task (it started fine)
+        self._worked: set[int] = set()  # invariant: worker ids whose worker died once ready
         self._unready_deaths: dict[int, int] = {}  # worker id -> replacements that died
         # before they were ready, in a row
         try:
@@ -182,18 +195,10 @@ class WorkerPool:
         self._status.row(wid).reset()
         task_r, task_w = self._ctx.Pipe(duplex=False)
         result_r, result_w = self._ctx.Pipe(duplex=False)
-        spec = self._spec  # a forkserver's child would get the server's older environment:
-        if self._ctx.get_start_method() == "forkserver":  # give it ours, as fork and spawn do
-            spec = dataclasses.replace(spec, environ=dict(os.environ))
-        # The kernel ties a worker to the thread that forks it: the main thread ends with its
-        # process, a Keras data thread may end before the worker. (A fork server lives as long
-        # as any worker it forked, a stuck one included: its workers keep the watchdog only.)
-        spec = dataclasses.replace(spec, die_with_parent=(
-            self._ctx.get_start_method() != "forkserver"
-            and threading.current_thread() is threading.main_thread()))
         process = self._ctx.Process(
             target=worker_main,
-            args=(spec, wid, task_r, result_w, self._status_handle, self._generation),
+            args=(_spec_now(self._spec, self._ctx.get_start_method()), wid, task_r, result_w,
+                  self._status_handle, self._generation),
             name=f"shmaug-worker-{wid}",
             daemon=True,
         )
@@ -301,6 +306,7 @@ class WorkerPool:
                     results += self._retry_start(wid, w)
                     continue
                 self._unready_deaths.pop(wid, None)
+                self._worked.add(wid)
                 results += self._replace(wid, w, crashed=True)
         results += self._check_timeouts()
         self._dispatch()
@@ -372,8 +378,7 @@ class WorkerPool:
         if not (self._answered or wid in self._replaced) or tries >= _REPLACEMENT_RETRIES:
             w.process.join(_KILL_TIMEOUT_S)
             self._broken = describe_startup_failure(
-                wid, w.process.exitcode, self._ctx.get_start_method(), tries,
-                replacing=self._answered or wid in self._replaced)
+                wid, w.process.exitcode, self._ctx.get_start_method(), tries, wid in self._worked)
             raise self._broken
         self._unready_deaths[wid] = tries + 1
         w.process.join(_KILL_TIMEOUT_S)

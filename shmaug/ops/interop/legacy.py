@@ -172,7 +172,8 @@ def _config(kind: str, fn: Callable[..., Any], targets: str | None) -> dict[str,
 def _required_positionals(fn: Any) -> int:
     """How many positional arguments ``fn`` cannot go without (0 where it does not say)."""
     try:
-        parameters = inspect.signature(fn).parameters.values()
+        # (not through __wrapped__: a wrapper may supply an argument of its own)
+        parameters = inspect.signature(fn, follow_wrapped=False).parameters.values()
     except (TypeError, ValueError):  # a builtin that keeps its signature to itself
         return 0
     return sum(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)

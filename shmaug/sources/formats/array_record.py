@@ -70,8 +70,9 @@ def scan(path: str, image_key: str, label_key: str | None
         n = reader.num_records()
         labels: list[Any] = []
         # (without labels, the first record's features: a wrong `image_key`)
-        for start in range(0, n if label_key is not None else min(n, 1), 1024):
-            batch = reader.read(list(range(start, min(n, start + 1024))))
+        read = n if label_key is not None else min(n, 1)
+        for start in range(0, read, 1024):
+            batch = reader.read(list(range(start, min(read, start + 1024))))
             for k, data in enumerate(batch):
                 where = f"record {start + k} of {path!r}"
                 found = features_with_image(data, where, image_key)
