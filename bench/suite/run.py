@@ -129,7 +129,8 @@ def parse(argv: list[str] | None, prog: str | None = None) -> argparse.Namespace
     parser.add_argument("--no-fit", action="store_true", help="skip the Model.fit consumer")
     parser.add_argument("--no-scaling", action="store_true", help="skip the N = 1..workers-1 runs")
     parser.add_argument("--render", metavar="SUITE_JSON", default=None,
-                        help="measure nothing: rewrite the tables and plots from a saved suite.json")
+                        help="measure nothing: rewrite the tables and plots from a saved suite.json "
+                             "(beside it, unless --out says where)")
     args = parser.parse_args(argv)
     args.workloads = [w for w in args.workloads.split(",") if w]
     args.contenders = [c for c in args.contenders.split(",") if c]
@@ -137,8 +138,13 @@ def parse(argv: list[str] | None, prog: str | None = None) -> argparse.Namespace
     bad = [w for w in args.workloads if w not in WORKLOADS] + [c for c in args.contenders if c not in CONTENDERS]
     if bad:
         parser.error(f"unknown workload or contender: {', '.join(bad)}")
-    if args.rounds < 1:
-        parser.error("--rounds must be at least 1")
+    unknown = [i for i in args.impls if i not in ("pil", "shmaug")]
+    if unknown:
+        parser.error(f"unknown --impls: {', '.join(unknown)} (pil, shmaug)")
+    for name in ("rounds", "workers", "repeats", "jobs", "timeout"):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            parser.error(f"--{name} must be positive; received {value}")
     args.repeats = args.repeats or (1 if args.quick else 3)
     args.jobs = args.jobs or (2 if args.quick else 1)
     args.timeout = args.timeout or (90.0 if args.quick else 300.0)
@@ -152,8 +158,14 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args.command = " ".join(["python -m bench", *given])  # what runs it again, from a clone
     prepare_out(args.out)  # before measuring, not after
     if args.render:
-        saved = json.loads(Path(args.render).read_text())
-        meta = saved["meta"]
+        try:
+            saved = json.loads(Path(args.render).read_text())
+            meta = saved["meta"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"{prog or 'python -m bench'}: error: --render {args.render} is not a suite.json "
+                  f"a run wrote ({type(exc).__name__}: {exc}). Fix: pass the suite.json of a "
+                  f"run (its --out folder).", file=sys.stderr)
+            return 2
         args.quick, args.workers, args.repeats = meta["quick"], meta["workers"], meta["repeats"]
         args.rounds = meta.get("rounds", 1)
         args.command = meta["command"]

@@ -34,3 +34,24 @@ def test_a_scaling_cell_is_a_number_or_empty_never_a_status():
     for row in cells(with_single) + rows:
         for cell in row:
             assert cell in ("", "—") or re.fullmatch(r"[\d,.]+( \(\d+%\))?", cell), cell
+
+
+def test_the_suites_arguments_are_checked_and_render_writes_beside_its_json(tmp_path, capsys):
+    """``--repeats 0`` became the default, ``--timeout -5`` killed every run, ``--impls foo``
+    was ignored, and ``--render x.json`` overwrote the committed results."""
+    import json
+
+    import pytest
+
+    from bench.suite import run as suite_run
+
+    for bad in (["--repeats", "0"], ["--jobs", "-1"], ["--timeout", "-5"], ["--workers", "-2"],
+                ["--impls", "foo"]):
+        with pytest.raises(SystemExit) as info:
+            suite_run.parse(["--quick", *bad])
+        assert info.value.code == 2 and bad[0] in capsys.readouterr().err
+    saved = tmp_path / "suite.json"
+    assert suite_run.parse(["--render", str(saved)]).out == str(tmp_path)
+    saved.write_text(json.dumps({"results": []}))
+    assert suite_run.main(["--render", str(saved)]) == 2
+    assert "is not a suite.json a run wrote" in capsys.readouterr().err
