@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import re
 import sys
+import tempfile
 import threading
 import traceback
 import warnings
@@ -340,6 +341,7 @@ def _demo(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise CommandError(f"`--out` {str(args.out)!r} is a file; the demo writes PNGs into a "
                            f"folder. Fix: pass a folder path, e.g. `--out shmaug_demo_out`.")
+    _writable("`--out`", args.out, "--out shmaug_demo_out")  # before training, not after
     try:
         from ._demo import run
     except ModuleNotFoundError as exc:
@@ -354,6 +356,19 @@ def _demo(args: argparse.Namespace) -> int:
     run(profile=profile, epochs=args.epochs, per_class=args.per_class, workers=args.workers,
         out=args.out, seed=args.seed, start_method=args.start_method)
     return 0
+
+
+def _writable(flag: str, given: Path, example: str, folder: Path | None = None) -> None:
+    """Refuse, before any work, ``flag``'s folder ``given`` that cannot be made or written
+    (``folder``: where it is made, if not ``given`` itself)."""
+    folder = given if folder is None else folder
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise CommandError(f"{flag} {str(given)!r} cannot be written ({exc.strerror or exc}). "
+                           f"Fix: pass a folder you can write to, e.g. {example}.") from None
 
 
 def _at_least(flag: str, value: int | None, low: int) -> None:
@@ -382,6 +397,8 @@ def _pack(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise CommandError(f"OUT {str(args.out)!r} is a file; pack writes a folder (images.npy, "
                            f"labels.npy, manifest.json). Fix: pass a folder path.")
+    _writable("OUT", args.out, "`shmaug pack SOURCE ./packed`",
+              args.out if args.out.is_dir() else args.out.parent)
     options: dict[str, Any] = dict(
         image_size=(height, width), interpolation=args.interpolation, on_error=args.on_error,
         color_mode=None if args.color_mode == "keep" else args.color_mode)
