@@ -170,6 +170,9 @@ def main() -> None:
                         help="the random resized crop's smallest area (timm's: 0.08)")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
+    if args.compare and args.grid:
+        parser.error("--compare writes its PNG and stops, so --grid would be dropped: run "
+                     "them one at a time")
     if args.compare:
         save_crops(args.compare)
         print(f"wrote {args.compare}")
