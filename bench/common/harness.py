@@ -338,9 +338,9 @@ def quick_out(default_out: str) -> str:
 
 
 class _BenchParser(argparse.ArgumentParser):
-    """Resolves ``--out`` after parsing: as given; else, for ``--render``, the saved run's own
-    folder (the committed results stay as they are); for ``--quick``, ``quick_out``; else the
-    committed results' folder."""
+    """Resolves ``--out`` after parsing: as given; else, for ``--quick``, ``quick_out``; for
+    ``--render``, the saved run's own folder (never the committed results' unless it is
+    theirs); else the committed results' folder."""
 
     def __init__(self, *args: Any, default_out: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -348,10 +348,12 @@ class _BenchParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         parsed, rest = super().parse_known_args(args, namespace)
-        if getattr(parsed, "out", None) is None and getattr(parsed, "render", None):
+        if getattr(parsed, "out", None) is None and parsed.quick:
+            parsed.out = quick_out(self.default_out)
+        elif getattr(parsed, "out", None) is None and getattr(parsed, "render", None):
             parsed.out = os.path.dirname(os.path.abspath(parsed.render))
-        if getattr(parsed, "out", None) is None:
-            parsed.out = quick_out(self.default_out) if parsed.quick else self.default_out
+        elif getattr(parsed, "out", None) is None:
+            parsed.out = self.default_out
         return parsed, rest
 
 
