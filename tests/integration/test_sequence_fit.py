@@ -324,14 +324,15 @@ def test_a_short_epochs_figures_count_the_batches_handed_over_before_it_began():
 
 
 def test_the_figures_leave_out_validation_and_the_time_after_fit():
-    """The training Sequence's figures are its passes': a slow validation pass (1 s an epoch)
-    counted in them made images/s a third of what it was, and read after ``fit`` they shrank
-    with every second waited."""
+    """The training Sequence's figures are its passes': a slow validation pass (1.5 s an
+    epoch) counted in them made images/s a third of what it was, and read after ``fit`` they
+    shrank with every second waited. (A second of the three is slack for what ``fit`` does
+    outside the passes: on torch under CI's load the margin once came to 3 ms.)"""
     import time
 
     class SlowValidation(keras.callbacks.Callback):
         def on_test_end(self, logs=None):
-            time.sleep(1.0)
+            time.sleep(1.5)
 
     x, y = data()
     with shmaug.Sequence(x, y, batch_size=16, augment=_ops.noisy, workers=2, seed=0,
@@ -347,8 +348,8 @@ def test_the_figures_leave_out_validation_and_the_time_after_fit():
         time.sleep(0.5)
         assert seq.stats()["images_per_s"] == after["images_per_s"]
     epochs = [N / rate for rate in history.history["images_per_s"]]  # each pass's seconds
-    assert sum(epochs) < fitted - 1.8  # the two validation seconds left out
-    assert 2 * N / after["images_per_s"] < fitted - 1.8
+    assert sum(epochs) < fitted - 2.0  # the validation's 3 s left out
+    assert 2 * N / after["images_per_s"] < fitted - 2.0
 
 
 def test_unshuffled_training_data_under_fit_shuffle_says_how_to_fix():
