@@ -348,11 +348,13 @@ class _BenchParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         parsed, rest = super().parse_known_args(args, namespace)
-        if getattr(parsed, "out", None) is None and parsed.quick:
+        if getattr(parsed, "out", None) is not None:
+            return parsed, rest
+        if parsed.quick:
             parsed.out = quick_out(self.default_out)
-        elif getattr(parsed, "out", None) is None and getattr(parsed, "render", None):
+        elif getattr(parsed, "render", None):
             parsed.out = os.path.dirname(os.path.abspath(parsed.render))
-        elif getattr(parsed, "out", None) is None:
+        else:
             parsed.out = self.default_out
         return parsed, rest
 

@@ -108,7 +108,7 @@ def labels(y: Any, n: int, kind: str) -> np.ndarray:
             f"of the labels are negative ({int(flat[i])} at sample {i}: no class, an "
             f"unlabelled sample). Fix: pass per-sample weights, 0 for those samples, e.g. "
             f"`sampling_weights=w` with w[i] the weight of sample i, or leave them out.")
-    if flat.ndim != 1 or flat.dtype.kind not in "iub" or (flat.size and flat.min() < 0):
+    if flat.ndim != 1 or flat.dtype.kind not in "iub":
         raise ArgumentError(
             f"`sampling_weights` given as {kind} needs class labels: integers >= 0 or "
             f"one-hot rows; `y` has shape {y.shape} and dtype {y.dtype}. {fix}"
