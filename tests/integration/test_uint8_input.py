@@ -62,6 +62,22 @@ def test_workers_write_float16_when_asked():
         np.testing.assert_array_equal(xb, full.batch(1)[0].astype(np.float16))
 
 
+def test_a_float16_batch_refuses_values_it_would_hold_as_inf():
+    """16-bit pixels above 65504 (float16's largest) became inf in the batch with only
+    numpy's overflow warning; they are refused, naming the fix. Values that fit still pass."""
+    x = np.full((8, 16, 16, 1), 4000, np.uint16)
+    x[3, 0, 0] = 65535
+    augment = shmaug.Compose(["hflip"])
+    with shmaug.Loader(x, None, batch_size=8, augment=augment, workers=0,
+                       output_dtype="float16") as loader:
+        with pytest.raises(shmaug.OutputMismatchError, match=r"(?s)Sample index 3 .*65535.*"
+                                                              r"inf.*output_dtype='float32'"):
+            loader.batch(0)
+    with shmaug.Loader(x[:3], None, batch_size=3, augment=augment, workers=0,
+                       output_dtype="float16") as loader:
+        assert loader.batch(0)[0].max() == 4000
+
+
 def test_workers_write_bfloat16_and_the_model_trains_on_it():
     """``output_dtype="bfloat16"`` (ml_dtypes'): the workers write it, the batches a loop
     keeps (lent from their slot past the first two) keep the dtype, and ``fit`` takes them

@@ -427,4 +427,22 @@ class SliceRunner:
                 f"dtype {row.dtype} ({whence}) "
                 f"would hold only wrapped or on another scale. Fix: return {row.dtype} from "
                 f"`augment` for every sample, scaled to its range{dtype_arg}.")
+        if dst == np.float16 and (src.kind == "f" or src.itemsize >= 2) and image.size:
+            _refuse_float16_overflow(image, index, of)
         np.copyto(row, image, casting="unsafe")  # (checked above)
+
+
+_FLOAT16_MAX = float(np.finfo(np.float16).max)
+
+
+def _refuse_float16_overflow(image: np.ndarray, index: int, of: str) -> None:
+    """A float16 batch holds at most 65504: a brighter 16-bit pixel or a float above that
+    would become inf, and training on it silently fails."""
+    low, high = float(image.min()), float(image.max())
+    if max(high, -low) > _FLOAT16_MAX:
+        raise OutputMismatchError(
+            f"Sample index {index} produced{of} {image.dtype} values spanning {low:g}..{high:g}, "
+            f"but the batch is float16 (`output_dtype`), whose largest value is 65504: the "
+            f"rest would become inf. Fix: pass `output_dtype='float32'` (or 'bfloat16'), or "
+            f"scale the samples down in `augment` (e.g. divide by 65535).")
+
