@@ -128,6 +128,20 @@ def for_resize(flag: int) -> int:
     return cv2.INTER_NEAREST_EXACT if flag == cv2.INTER_NEAREST else flag
 
 
+def resized(image: np.ndarray, height: int, width: int, flag: int) -> np.ndarray:
+    """``cv2.resize`` of ``image`` to (height, width) with ``flag`` (``cv_flag``'s), keeping
+    its dimensions. OpenCV's area filter takes at most 4 channels where the ratio is not
+    whole: more (multispectral bands) go through in groups of 4."""
+    import cv2
+
+    flag = for_resize(flag)
+    if image.ndim == 3 and image.shape[2] > 4 and flag == cv2.INTER_AREA:
+        return np.dstack([resized(image[:, :, i:i + 4], height, width, flag)
+                          for i in range(0, image.shape[2], 4)])
+    out = cv2.resize(image, (width, height), interpolation=flag)
+    return out if out.ndim == image.ndim else out[:, :, None]
+
+
 def margin(window: Window, size: tuple[int, int], how: Resample) -> int:
     """Pixels around ``window`` the resample reads (filter support times the shrink)."""
     if how.within:
@@ -181,8 +195,7 @@ def _block_means(fine: np.ndarray, ky: int, kx: int) -> np.ndarray:
         if fy == fx == 1:
             continue
         flag = cv2.INTER_LINEAR if (fy, fx) in ((1, 2), (2, 1)) else cv2.INTER_AREA
-        out = cv2.resize(fine, (fine.shape[1] // fx, fine.shape[0] // fy), interpolation=flag)
-        fine = out if out.ndim == fine.ndim else out[:, :, None]
+        fine = resized(fine, fine.shape[0] // fy, fine.shape[1] // fx, flag)
     return fine
 
 
@@ -247,8 +260,7 @@ def _sampled(pixels: np.ndarray, box: Window, size: tuple[int, int],
         # (a warp has no area filter: a fractional box is cut to the pixels it touches)
         y0, x0 = int(math.floor(top)), int(math.floor(left))
         cut = pixels[y0:int(math.ceil(top + h - 1e-9)), x0:int(math.ceil(left + w - 1e-9))]
-        out = cv2.resize(cut, (size[1], size[0]), interpolation=for_resize(flag))
-        return out if out.ndim == pixels.ndim else out[:, :, None]
+        return resized(cut, size[0], size[1], flag)
     if how.within:
         y0, x0 = int(math.floor(top)), int(math.floor(left))
         pixels = pixels[y0:int(math.ceil(top + h - 1e-9)), x0:int(math.ceil(left + w - 1e-9))]

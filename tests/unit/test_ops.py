@@ -312,6 +312,21 @@ def test_cubic_on_more_than_four_channels_is_each_channel_alone(name: str) -> No
         np.testing.assert_array_equal(out[:, :, c], alone)
 
 
+@pytest.mark.parametrize("name, params", [
+    ("resize", {"height": 100, "width": 90}),
+    ("center_resized_crop", {"height": 50, "width": 45}),
+    ("random_resized_crop", {"height": 37, "width": 41})])
+def test_area_resizes_of_more_than_four_channels_are_each_channel_alone(name, params) -> None:
+    # OpenCV's area resize takes at most 4 channels at a ratio that is not whole: a
+    # 13-band image raised cv2.error (-215 ``cn <= 4``).
+    image = make_image((120, 110, 13), np.uint16, 4)
+    op = ops.Op(name, interpolation="area", **params)
+    out = op(image, np.random.default_rng(2))
+    for c in (0, 5, 12):
+        alone = op(np.ascontiguousarray(image[:, :, c:c + 1]), np.random.default_rng(2))
+        np.testing.assert_array_equal(out[:, :, c:c + 1], alone)
+
+
 @pytest.mark.parametrize("name", RESAMPLING)
 @pytest.mark.parametrize("shape", [(1, 9), (9, 1), (1, 1)])
 def test_a_one_pixel_axis_with_cubic_and_reflect_returns(name: str, shape: Shape) -> None:

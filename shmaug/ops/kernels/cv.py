@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import cv2
 import numpy as np
 
-from ...deferred import for_resize
+from ...deferred import resized
 from ..params import UNIT, Levels, clamp, convert, inside
 
 try:  # optional: a byte lookup table 2-3x faster than cv2.LUT (albumentations brings it along)
@@ -267,7 +267,7 @@ def erase(img: np.ndarray, boxes: list[tuple[int, int, int, int]], value: float)
 def resize(img: np.ndarray, height: int, width: int, interp: int) -> np.ndarray:
     """``cv2.resize`` to (height, width); nearest takes the pixel under each output pixel's
     centre (``deferred.for_resize``)."""
-    return cv2.resize(img, (width, height), interpolation=for_resize(interp))
+    return resized(img, height, width, interp)
 
 
 def flip(img: np.ndarray, horizontal: bool) -> np.ndarray:
