@@ -271,7 +271,7 @@ class Running:
         if o.pipeline.checked and self.value_range is not None and images is not None \
                 and mapped_file_handle(images) is None:
             inputs.check_values(images, self.value_range,  # all of it
-                                o.settings.output.bounds is not None, o.pipeline.plan)
+                                o.pipeline.range_origin, o.pipeline.plan)
         # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
         # Generations for the most slots the depth may take: as given, or the default for
         # the most workers there may be (the autotuner's start); settled once sized.
@@ -296,7 +296,7 @@ class Running:
         self.value_range = self.value_range or dtype_range(probe.input_dtype)
         if o.pipeline.checked and self.value_range is not None:
             inputs.check_probe_values(probe.input_range, probe.input_nonfinite,
-                                      self.value_range, o.settings.output.bounds is not None,
+                                      self.value_range, o.pipeline.range_origin,
                                       probe.input_dtype, o.pipeline.plan)
         sample_shape, dtype = output_of(probe, shape, dtype)
         if o.data.y is not None:  # (a Ray maker is shipped no y: not checked there)

@@ -130,6 +130,8 @@ class Compose:
             *(getattr(self, name) for name in _TARGET_OPTIONS)))
 
     def with_value_range(self, value_range: ValueRange) -> Compose:
+        """This pipeline with ``value_range``, where it has none of its own; its own (given
+        to it, or its Keras layers') is kept: to change it, build it with another."""
         result: Compose = _with_range(self, value_range)
         return result
 

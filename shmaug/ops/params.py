@@ -349,9 +349,19 @@ def levels(image: np.ndarray, given: tuple[float, float] | None) -> Levels:
         raise ArgumentError(
             f"`value_range` is unset, so this {image.dtype} image should hold values in "
             f"[0, 1]; it spans {low:g}..{high:g}. Fix: pass the range the data is in, e.g. "
-            f"value_range=(0, 255) to the op, to Compose(...) or to the loader."
+            f"value_range={range_guess(low, high)}, to the op or to Compose(...) (a "
+            f"loader's value_range reaches the ops of its Compose, not a function calling "
+            f"them)."
         )
     return UNIT
+
+
+def range_guess(low: float, high: float) -> str:
+    """A ``value_range`` to suggest for data seen spanning ``low..high``: the usual ones
+    where they hold it ((0, 255), (-1, 1)), else what was seen."""
+    if low >= 0:
+        return "(0, 255)" if high <= 255.5 else f"(0, {high:g})"
+    return "(-1, 1)" if low >= -1 and high <= 1 else f"({low:g}, {high:g})"
 
 
 def fill_value(fill: Any, scale: Levels) -> tuple[float, float, float, float]:

@@ -22,6 +22,7 @@ from ..errors import ArgumentError, got
 from .compose import Compose, Maybe, OneOf, SomeOf, fixes_size
 from .core import BLENDED, STILL, WARPED, Op, members
 from .interop.albumentations import FromAlbumentations
+from .targets.sample import MASK_NAMES
 
 
 _CONTAINERS = (Compose, OneOf, Maybe, SomeOf)
@@ -115,10 +116,13 @@ class Plan:
                     f"that moves them itself (target_names and augment_targets); or leave "
                     f"{name} out.")
         if not isinstance(pipeline, Compose):
+            masks = all(f in MASK_NAMES for f in found)
+            reads, fmt = (("carries them", "") if masks else
+                          ("reads their format", ", bounding_box_format=..."))
             raise ArgumentError(
                 f"`y` holds {said}, which `augment` ({got(pipeline)}) moves with its image "
-                f"only inside a Compose, which reads their format. Fix: pass augment="
-                f"shmaug.Compose([...], bounding_box_format=...) around it.")
+                f"only inside a Compose, which {reads}. Fix: pass augment="
+                f"shmaug.Compose([...]{fmt}) around it.")
 
 
 def plan_of(augment: Any) -> Plan:

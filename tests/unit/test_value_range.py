@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -146,3 +147,42 @@ def test_integer_data_outside_a_narrow_value_range_is_refused_at_any_index() -> 
     with shmaug.Loader(masks, None, batch_size=4, augment=Compose(["rotate"]), workers=0,
                        value_range=(0, 1)) as loader:
         assert set(np.unique(_epoch(loader))) <= {0, 1}
+
+
+@pytest.mark.parametrize("low, high, guess", [(-999, 2992, "(-999, 2992)"),
+                                              (-0.9, 0.95, "(-1, 1)"),
+                                              (0, 3000, "(0, 3000)")])
+def test_the_range_suggested_holds_the_data_seen(low, high, guess) -> None:
+    """CT data in Hounsfield units or floats in [-1, 1] were told to pass (0, high) or
+    (0, 255), which the loader then refused again."""
+    x = np.linspace(low, high, 8 * 16 * 16, dtype=np.float32).reshape(8, 16, 16)
+    with pytest.raises(shmaug.ArgumentError, match=rf"value_range={re.escape(guess)}"):
+        shmaug.Loader(x, None, batch_size=4, augment=get("rotate"), workers=0)
+    with pytest.raises(shmaug.ArgumentError, match=rf"value_range={re.escape(guess)}, to the op"):
+        get("rotate")(x.reshape(-1, 16), np.random.default_rng(0))  # called by hand
+
+
+def test_a_range_out_of_the_pipelines_own_says_so_and_names_the_pipeline() -> None:
+    """The pipeline's own range was called "the default for uint16 images", and the fix
+    offered (the loader's value_range) was then refused as disagreeing with the pipeline."""
+    x = np.full((4, 16, 16), 4000, np.uint16)
+    aug = Compose([get("gamma")], value_range=(0, 255))
+    with pytest.raises(shmaug.ArgumentError) as err:
+        shmaug.Loader(x, None, batch_size=4, augment=aug, workers=0)
+    message = str(err.value)
+    assert "`augment`'s own" in message and "default" not in message
+    assert "Compose([...], value_range=(0, 4000))" in message
+    fixed = Compose([get("gamma")], value_range=(0, 4000))
+    with shmaug.Loader(x, None, batch_size=4, augment=fixed, workers=0) as loader:
+        assert loader.value_range == (0.0, 4000.0)
+
+
+def test_masks_under_a_lone_op_are_told_to_wrap_it_in_a_compose_without_a_box_format() -> None:
+    x = np.zeros((4, 16, 16), np.uint8)
+    masks = {"segmentation_masks": np.zeros((4, 16, 16), np.uint8)}
+    with pytest.raises(shmaug.ArgumentError) as err:
+        shmaug.Loader(x, masks, batch_size=4, augment=get("hflip"), workers=0)
+    assert "Compose([...])" in str(err.value) and "bounding_box_format" not in str(err.value)
+    boxes = {"boxes": np.zeros((4, 1, 4), np.float32), "classes": np.zeros((4, 1), np.int64)}
+    with pytest.raises(shmaug.ArgumentError, match=r"bounding_box_format=\.\.\."):
+        shmaug.Loader(x, boxes, batch_size=4, augment=get("hflip"), workers=0)

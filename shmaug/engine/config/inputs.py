@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError, got
-from ...ops.params import SUPPORTED_DTYPES, channels_first, dtype_range, outside
+from ...ops.params import SUPPORTED_DTYPES, channels_first, dtype_range, outside, range_guess
 from ...ops.params import value_range as checked_range
 from ...ops.core import BLENDED, WARPED
 from ...ops.plan import Plan
@@ -602,6 +602,14 @@ def resolve_range(given: tuple[float, float] | None, plan: Plan,
     return given or own or (None if dtype is None else dtype_range(dtype))
 
 
+def range_origin(given: tuple[float, float] | None, plan: Plan) -> str:
+    """Where ``resolve_range``'s range comes from, for the errors that name it: "given" (to
+    the loader), "pipeline" (``augment``'s own) or "dtype" (the default for the data's)."""
+    if given is not None:
+        return "given"
+    return "pipeline" if plan.value_range is not None else "dtype"
+
+
 _CHECK_BYTES = 1 << 24  # chunk size of the whole-array value check: bounded scratch memory
 
 
@@ -612,7 +620,7 @@ def _fixed_float(plan: Plan | None, dtype: Any) -> Any:
     return None if plan is None or np.dtype(dtype).kind != "f" else plan.fixed_float
 
 
-def check_values(x: np.ndarray, vr: tuple[float, float], given: bool,
+def check_values(x: np.ndarray, vr: tuple[float, float], origin: str,
                  plan: Plan | None = None) -> None:
     """Every value of ``x`` is finite and inside ``vr``, else the error that names the fix.
     One pass over the data at start-up, in chunks (bounded scratch memory); none for integers
@@ -622,7 +630,7 @@ def check_values(x: np.ndarray, vr: tuple[float, float], given: bool,
     range checked instead, with its own message: another ``value_range`` could not help."""
     fixed = _fixed_float(plan, x.dtype)
     if fixed is not None:
-        if given and vr != fixed.float_range:
+        if origin == "given" and vr != fixed.float_range:
             raise fixed.float_range_error(x.dtype, f"`value_range`={vr} says these are not")
         vr = fixed.float_range
     if x.dtype.kind in "ui":
@@ -647,11 +655,12 @@ def check_values(x: np.ndarray, vr: tuple[float, float], given: bool,
             if fixed is not None:
                 raise fixed.float_range_error(
                     x.dtype, f"sample index {bad} spans {low:g}..{high:g}")
-            raise _out_of_range(vr, given, low, high, bad, x.dtype)
+            whole = (min(low, float(x.min())), max(high, float(x.max())))  # (for the fix)
+            raise _out_of_range(vr, origin, x.dtype, low, high, bad, whole)
 
 
 def check_probe_values(input_range: tuple[float, float] | None, nonfinite: bool,
-                       vr: tuple[float, float], given: bool, dtype: Any,
+                       vr: tuple[float, float], origin: str, dtype: Any,
                        plan: Plan | None = None) -> None:
     """Sample 0, as a worker loaded it, is finite and inside ``vr`` (memory-mapped or loaded
     data is not read whole: its first sample is what is checked)."""
@@ -663,7 +672,7 @@ def check_probe_values(input_range: tuple[float, float] | None, nonfinite: bool,
         raise fixed.float_range_error(
             dtype, f"sample index 0 spans {input_range[0]:g}..{input_range[1]:g}")
     if input_range is not None and outside(*input_range, vr):
-        raise _out_of_range(vr, given, *input_range, 0, dtype)
+        raise _out_of_range(vr, origin, dtype, *input_range, 0)
 
 
 def _nonfinite(what: str, index: int) -> ArgumentError:
@@ -673,14 +682,19 @@ def _nonfinite(what: str, index: int) -> ArgumentError:
     )
 
 
-def _out_of_range(vr: tuple[float, float], given: bool, low: float, high: float, index: int,
-                  dtype: Any) -> ArgumentError:
-    said = "" if given else f" (the default for {np.dtype(dtype)} images)"
-    guess = "(0, 255)" if high <= 255.5 else f"(0, {high:g})"
+def _out_of_range(vr: tuple[float, float], origin: str, dtype: Any, low: float, high: float,
+                  index: int, whole: tuple[float, float] | None = None) -> ArgumentError:
+    """``whole``: the range of all the data, where it was read (else sample ``index``'s
+    suggests the range to pass)."""
+    guess = range_guess(*(whole or (low, high)))
+    said = {"given": "", "pipeline": " (`augment`'s own: its Compose's or Keras layers')",
+            "dtype": f" (the default for {np.dtype(dtype)} images)"}[origin]
+    where = (f"to the pipeline, e.g. Compose([...], value_range={guess}) or the Keras "
+             f"layers' value_range=" if origin == "pipeline" else f"e.g. value_range={guess}")
     return ArgumentError(
         f"`value_range` is ({vr[0]:g}, {vr[1]:g}){said} but sample index {index} spans "
-        f"{low:g}..{high:g}, so the ops would clip it to a range it is not in. Fix: pass the "
-        f"range the data is in, e.g. value_range={guess}, or rescale the data into "
-        f"({vr[0]:g}, {vr[1]:g})."
+        f"{low:g}..{high:g}{'' if whole is None else f' (all of x: {whole[0]:g}..{whole[1]:g})'}"
+        f", so the ops would clip it to a range it is not in. Fix: pass the "
+        f"range the data is in, {where}, or rescale the data into ({vr[0]:g}, {vr[1]:g})."
     )
 

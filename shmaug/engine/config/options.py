@@ -270,6 +270,7 @@ class Pipeline:
     plan: Plan  # what it does (``ops.plan``): the engine asks nothing else of it
     value_range: tuple[float, float] | None  # None while a `load` source is unprobed
     checked: bool  # whether the data is checked against the value range
+    range_origin: str  # where value_range came from, as errors say it (inputs.range_origin)
     moved: dict[str, Any]  # targets workers transform with their image, by name
     mix: Mix | None  # as given, its classes known from the labels
     # target sources (masks in files) whose rows workers make and pass on unmoved, by place
@@ -294,6 +295,7 @@ class Pipeline:
         plan = plan_of(output.augment)
         value_range = inputs.resolve_range(output.bounds, plan,
                                            None if images is None else images.dtype)
+        origin = inputs.range_origin(output.bounds, plan)
         # Said once, for all. The dtype's own range is bound only for float data, where it
         # spares each op a pass over the image (``params.levels``): for integers an op reads
         # it off the image's dtype for free, and so follows one an op before it changed (a
@@ -329,7 +331,7 @@ class Pipeline:
             augment = Declared(hook, augment, hook_name)
             plan = plan_of(augment)
         mixed_at = None if mix is None else inputs.only_leaf(data.labels, data.labels_at)
-        return cls(augment, plan, value_range, checked,
+        return cls(augment, plan, value_range, checked, origin,
                    {name: filed.value for name, filed in moved.items()}, mix, made_sources,
                    places, mixed_at)
 
