@@ -264,6 +264,21 @@ def test_an_axis_aligned_moves_mask_takes_the_nearest_pixel_as_opencvs_warp(
         assert not parted.any(), (border, h, w, ho, wo, a, e, c, f)
 
 
+@pytest.mark.parametrize("name", ["scale_translate", "zoom", "translate", "rotate", "shear",
+                                  "perspective"])
+@pytest.mark.parametrize("border", ["constant", "reflect", "replicate", "wrap"])
+def test_a_nearest_warps_mask_is_its_image_pixel_for_pixel(name: str, border: str) -> None:
+    """An image warped nearest and its mask (an image-to-image target) take the same pixels,
+    ties at half a pixel included: scale_translate's mask was gathered, and whole rows
+    parted from the image's where OpenCV's fixed point rounds a tie the other way."""
+    values = np.arange(48 * 40, dtype=np.float32).reshape(48, 40, 1) / (48 * 40)
+    pipe = Compose([Op(name, interpolation="nearest", border=border)])
+    for seed in range(30):
+        out, moved = pipe.augment_targets(values, {"segmentation_masks": values.copy()},
+                                          np.random.default_rng(seed))
+        np.testing.assert_array_equal(moved["segmentation_masks"], out)
+
+
 @pytest.mark.parametrize("size", [(224, 224), (96, 40), (13, 7)])
 def test_a_resizes_mask_is_its_images_nearest_resize(size) -> None:
     """The same pixels, ties included: both are OpenCV's exact nearest resize."""

@@ -54,7 +54,8 @@ def warp(
             work, matrix, (h, w), interp=interp_code(interpolation), border=code,
             fill=fill_value(fill, scale),
         )
-    note(MatrixMove(matrix, (h, w), code))
+    note(MatrixMove(matrix, (h, w), code,
+                    warped_nearest=interpolation == "nearest" and not is_pil(backend)))
     return restore(out, image, scale)
 
 

@@ -68,6 +68,10 @@ class MatrixMove(Move):
     matrix: np.ndarray
     size: tuple[int, int]  # (height, width)
     border: int = cv2.BORDER_CONSTANT
+    # The image was sampled nearest by OpenCV's warp through this matrix: the mask takes the
+    # same warp, pixel for pixel with it (a gather's or a resize's ties at half a pixel may
+    # round the other way, a row or a column off the image's).
+    warped_nearest: bool = False
 
     def points(self, xy: np.ndarray) -> np.ndarray:
         e = np.array(self.edges()).reshape(3, 3)
@@ -109,7 +113,7 @@ class MatrixMove(Move):
             return _nearest(mask, fill, lambda part, value: cv2.warpPerspective(
                 part, m, (w, h), flags=cv2.INTER_NEAREST, borderMode=self.border,
                 borderValue=value))
-        if not m[0, 1] and not m[1, 0]:  # along the axes: indexed, or gathered
+        if not m[0, 1] and not m[1, 0] and not self.warped_nearest:  # indexed, or gathered
             indexed = self._indexed(mask)
             if indexed is not None:
                 return indexed
