@@ -11,6 +11,7 @@ from PIL import Image
 
 from shmaug.sources.images.decode import (REDUCED_TOLERANCE, decode, jpeg_ends, jpeg_header,
                                           reduction, resize)
+from shmaug.errors import ImageReadError
 from shmaug.sources.files import ImageFiles
 
 
@@ -209,3 +210,20 @@ def test_a_png_past_opencvs_pixel_limit_is_an_unreadable_file_a_source_can_skip(
 
     with pytest.raises(shmaug.ImageReadError, match=r"m.png.* as a mask: .*more pixels"):
         decode_mask(np.frombuffer(bytes(data), np.uint8), "mask file 'm.png'")
+
+
+def test_float_and_multiband_tiffs_are_told_to_become_an_array(tmp_path):
+    """A float TIFF was told to become an 8-bit PNG (losing what it holds), and a 5-band
+    one (satellite data) was called corrupt: both are told to go in as an array."""
+    floats = tmp_path / "f32.tif"
+    Image.fromarray(np.linspace(0, 1, 32 * 40, dtype=np.float32).reshape(32, 40)).save(floats)
+    with pytest.raises(ImageReadError, match=r"float32.*Fix: read the files into one array"):
+        ImageFiles.from_paths([str(floats)], [0], image_size=(32, 40), color_mode=None)
+    tifffile = pytest.importorskip("tifffile")
+    bands = tmp_path / "bands.tif"
+    tifffile.imwrite(bands, np.zeros((32, 40, 5), np.uint16), photometric="minisblack",
+                     planarconfig="contig")
+    with pytest.raises(ImageReadError) as err:
+        ImageFiles.from_paths([str(bands)], [0], image_size=(32, 40), color_mode=None)
+    assert "corrupt" not in str(err.value) and "multiband" in str(err.value)
+    assert "mmap_mode='r'" in str(err.value)

@@ -170,8 +170,8 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
         image = (image // 257).astype(np.uint8)  # 65535 -> 255, as PIL and TF do
     elif image.dtype != np.uint8:
         raise ImageReadError(
-            f"Cannot use {what}: its pixels are {image.dtype}, not 8 or 16 bit. "
-            f"Fix: convert it to 8-bit PNG or JPEG."
+            f"Cannot use {what}: its pixels are {image.dtype}, not 8 or 16 bit, and image "
+            f"files decode to uint8. Fix: {KEEP_DEPTH}."
         )
     if image.ndim == 2:
         image = image[:, :, None]
@@ -444,11 +444,23 @@ def _decode_pil(what: str, data: np.ndarray) -> np.ndarray:
                 frame = frame.convert("RGBA" if keep_alpha else "RGB")
             array = np.asarray(frame)
     except Exception as exc:  # PIL raises many types for bad data; the reason is the message
+        if data[:4].tobytes() in (b"II*\x00", b"MM\x00*"):
+            raise ImageReadError(
+                f"Cannot read {what}: neither OpenCV nor PIL decodes this TIFF "
+                f"({_pil_reason(exc)}). They read 1, 3 or 4 channels of 8 or 16 bits; a "
+                f"multiband or float TIFF (tifffile reads it) is not an image file for them. "
+                f"Fix: {KEEP_DEPTH}.") from None
         raise unreadable(what, f"neither OpenCV nor PIL can decode it ({_pil_reason(exc)}); "
                                 "it is corrupt, truncated or not an image") from None
     if array.ndim == 3 and array.shape[2] >= 3:  # to OpenCV's BGR(A), like the main path
         array = array[:, :, [2, 1, 0, *range(3, array.shape[2])]]
     return np.ascontiguousarray(array)
+
+
+KEEP_DEPTH = ("read the files into one array once (tifffile.imread or cv2.imread(path, "
+              "cv2.IMREAD_UNCHANGED)), np.save it, and pass the array, or np.load(path, "
+              "mmap_mode='r') when it is larger than memory: shmaug's ops take uint16, float "
+              "and many-channel arrays as they are")
 
 
 def unreadable(what: str, reason: str) -> ImageReadError:
