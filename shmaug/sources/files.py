@@ -80,6 +80,10 @@ class ImageFiles(O.ImageSource):
         pad_to_aspect_ratio: True: resize to fit inside ``image_size`` without distortion and
             pad with black around it, as Keras' argument of that name does. Only one of the
             two may be True.
+        dtype: "uint8" (default): a 16-bit PNG or TIFF is scaled to 8 bits, as Keras'
+            decoders do; "uint16": 16-bit files keep their values and 8-bit ones are scaled
+            by 257 (255 becomes 65535), so every sample is on one scale (microscopy, medical
+            and satellite data). A decode-time crop then decodes the whole file.
         load: ``load(index) -> uint8 array (H, W, C)``, standing in for unreadable files
             with ``on_error="skip"`` (a loader counts them: ``stats()["skipped"]``).
 
@@ -102,6 +106,7 @@ class ImageFiles(O.ImageSource):
     reduced_decode: bool = True
     crop_to_aspect_ratio: bool = False
     pad_to_aspect_ratio: bool = False
+    dtype: str = "uint8"
     storage_options: Any = field(default=None, repr=False)
     cache_dir: Any = field(default=None, repr=False)
     cache_limit: Any = field(default=None, repr=False)
@@ -173,7 +178,7 @@ class ImageFiles(O.ImageSource):
                        validation_split: float | None = ..., subset: Literal["both"],
                        seed: int | None = ..., reduced_decode: bool = ...,
                        crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...,
-                       extensions: Sequence[str] | None = ...,
+                       dtype: str = ..., extensions: Sequence[str] | None = ...,
                        storage_options: dict[str, Any] | None = ...,
                        listing_cache: str | os.PathLike[str] | None = ...,
                        cache_dir: str | os.PathLike[str] | None = ...,
@@ -190,7 +195,7 @@ class ImageFiles(O.ImageSource):
                        subset: Literal["training", "validation"] | None = ...,
                        seed: int | None = ..., reduced_decode: bool = ...,
                        crop_to_aspect_ratio: bool = ..., pad_to_aspect_ratio: bool = ...,
-                       extensions: Sequence[str] | None = ...,
+                       dtype: str = ..., extensions: Sequence[str] | None = ...,
                        storage_options: dict[str, Any] | None = ...,
                        listing_cache: str | os.PathLike[str] | None = ...,
                        cache_dir: str | os.PathLike[str] | None = ...,
@@ -205,7 +210,7 @@ class ImageFiles(O.ImageSource):
         validation_split: float | None = None, subset: str | None = None,
         seed: int | None = None, reduced_decode: bool = True,
         crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
-        extensions: Sequence[str] | None = None,
+        dtype: str = "uint8", extensions: Sequence[str] | None = None,
         storage_options: dict[str, Any] | None = None,
         listing_cache: str | os.PathLike[str] | None = None,
         cache_dir: str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
@@ -276,7 +281,7 @@ class ImageFiles(O.ImageSource):
                       on_error=on_error, follow_links=follow_links,
                       validation_split=validation_split, subset=subset, seed=seed,
                       reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
-                      pad_to_aspect_ratio=pad_to_aspect_ratio,
+                      pad_to_aspect_ratio=pad_to_aspect_ratio, dtype=O.pixel_dtype(dtype),
                       extensions=None if extensions is None else chosen_extensions,
                       storage_options=B.shown_options(remote),
                       listing_cache=None if listing_cache is None else os.fspath(listing_cache),
@@ -291,8 +296,9 @@ class ImageFiles(O.ImageSource):
                         O.image_size_of(image_size),
                         color_mode, interpolation, on_error, label_mode=label_mode,
                         reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
-                        pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=storage_options,
-                        cache_dir=cache_dir, cache_limit=cache_limit)
+                        pad_to_aspect_ratio=pad_to_aspect_ratio, dtype=dtype,
+                        storage_options=storage_options, cache_dir=cache_dir,
+                        cache_limit=cache_limit)
             object.__setattr__(files, "_origin", call + suffix)
             files._know(listing.idents if listing is not None else {})
             return files
@@ -311,7 +317,8 @@ class ImageFiles(O.ImageSource):
         image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE, color_mode: str | None = "rgb",
         interpolation: str = "bilinear", on_error: str = "raise", label_mode: str | None = "int",
         reduced_decode: bool = True, crop_to_aspect_ratio: bool = False,
-        pad_to_aspect_ratio: bool = False, storage_options: dict[str, Any] | None = None,
+        pad_to_aspect_ratio: bool = False, dtype: str = "uint8",
+        storage_options: dict[str, Any] | None = None,
         cache_dir: str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
     ) -> ImageFiles:
         """A list of image paths, with labels as ints or as class-name strings.
@@ -340,8 +347,9 @@ class ImageFiles(O.ImageSource):
         files = cls(strings, index, names, image_size, color_mode, interpolation, on_error,
                     label_mode=label_mode, reduced_decode=reduced_decode,
                     crop_to_aspect_ratio=crop_to_aspect_ratio,
-                    pad_to_aspect_ratio=pad_to_aspect_ratio, storage_options=storage_options,
-                    cache_dir=cache_dir, cache_limit=cache_limit)
+                    pad_to_aspect_ratio=pad_to_aspect_ratio, dtype=dtype,
+                    storage_options=storage_options, cache_dir=cache_dir,
+                    cache_limit=cache_limit)
         if on_error == "raise" and files._remote is not None:
             files._know(files._remote.check_exist(strings))
         elif on_error == "raise":
@@ -349,7 +357,7 @@ class ImageFiles(O.ImageSource):
         passed = dict(class_names=class_names, image_size=image_size, color_mode=color_mode,
                       interpolation=interpolation, on_error=on_error, label_mode=label_mode,
                       reduced_decode=reduced_decode, crop_to_aspect_ratio=crop_to_aspect_ratio,
-                      pad_to_aspect_ratio=pad_to_aspect_ratio,
+                      pad_to_aspect_ratio=pad_to_aspect_ratio, dtype=files.dtype,
                       storage_options=B.shown_options(files._remote),
                       cache_dir=None if cache_dir is None else os.fspath(cache_dir),
                       cache_limit=cache_limit)

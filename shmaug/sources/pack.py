@@ -1,17 +1,18 @@
-"""``pack``: decode and resize image files once into a memory-mappable uint8 ``.npy``.
+"""``pack``: decode and resize image files once into a memory-mappable ``.npy`` (uint8, or
+uint16 for an ``ImageFiles(dtype="uint16")`` source).
 
 The answer to "convert the dataset to TFRecords so the CPU stops decoding JPEG every epoch",
 without leaving numpy: the packed ``images.npy`` goes straight to ``shmaug.Loader`` /
 ``shmaug.Sequence`` as ``x`` and is memory-mapped by every worker.
 
-An output directory holds ``images.npy`` (N, H, W, C) uint8, ``labels.npy`` (N,) int64 when
-the source has labels, and ``manifest.json`` (class names, source, image size, colour mode,
-count, sha256 of ``images.npy``). Everything is written under a ``.partial`` name, flushed and
-fsync'ed, then renamed, the manifest last: an output is complete exactly when its manifest is
-there, so an interrupted pack never leaves one that looks complete. A second run over a
-complete output for the same source returns it without redoing the work. Packs into one
-directory at once (every rank of a job, one job launched twice) take turns: the later ones
-wait on a lock of the directory, then find the first's pack complete.
+An output directory holds ``images.npy`` (N, H, W, C) of the source's dtype, ``labels.npy``
+(N,) int64 when the source has labels, and ``manifest.json`` (class names, source, image size,
+colour mode, count, sha256 of ``images.npy``). Everything is written under a ``.partial`` name,
+flushed and fsync'ed, then renamed, the manifest last: an output is complete exactly when its
+manifest is there, so an interrupted pack never leaves one that looks complete. A second run
+over a complete output for the same source returns it without redoing the work. Packs into one
+directory at once (every rank of a job, one job launched twice) take turns: the later ones wait
+on a lock of the directory, then find the first's pack complete.
 
 This module owns the output directory; decoding is ``ImageFiles``' and parallelism is
 ``Loader``'s (the workers decode into shared memory, this process writes to the file).
@@ -235,6 +236,7 @@ def describe(files: ImageFiles) -> dict[str, Any]:
         **({"pad_to_aspect_ratio": True} if files.pad_to_aspect_ratio else {}),
         **({_NEAREST: _CENTRE} if files.interpolation == "nearest" else {}),
         **({"reduced_decode": False} if not files.reduced_decode else {}),
+        **({"dtype": files.dtype} if files.dtype != "uint8" else {}),
     }
 
 
@@ -325,12 +327,12 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
     began = time.perf_counter()
     done = False
     try:
-        images = np.lib.format.open_memmap(partial[IMAGES], mode="w+", dtype=np.uint8,
+        images = np.lib.format.open_memmap(partial[IMAGES], mode="w+", dtype=files.dtype,
                                            shape=shape)
         with open(partial[IMAGES], "rb") as f:  # the header: hash the file as it is written
             digest = hashlib.sha256(f.read(images.offset))
         with Loader(files, None, batch_size, workers=workers, start_method=start_method,
-                    output_shape=sample, output_dtype=np.uint8, seed=0) as loader, \
+                    output_shape=sample, output_dtype=files.dtype, seed=0) as loader, \
                 tqdm(total=len(files), unit="img", desc=f"pack {directory}",
                      disable=not progress) as bar:
             start = 0
@@ -350,7 +352,7 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
                 np.save(f, classes)
                 _sync(f)
         manifest = {
-            "format": FORMAT, "count": len(files), "shape": list(shape), "dtype": "uint8",
+            "format": FORMAT, "count": len(files), "shape": list(shape), "dtype": files.dtype,
             "class_names": list(files.class_names), "labels": classes is not None,
             "sha256": digest.hexdigest(), "bytes": os.path.getsize(partial[IMAGES]),
             "skipped": skipped, "unreadable": unreadable, "source": described,

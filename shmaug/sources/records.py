@@ -65,8 +65,8 @@ class ImageRecords(O.ImageSource):
     tars) or ``from_huggingface`` (a Hugging Face ``datasets.Dataset``). ``records.labels``
     is the matching ``y`` (a loader takes it when ``y`` is not given).
     Settings are ``ImageFiles``' (``image_size``, ``color_mode``, ``interpolation``,
-    ``on_error``, ``label_mode``, ``reduced_decode``), with the same defaults and the same
-    meaning; read-only once built (a frozen dataclass, as ``ImageFiles``).
+    ``on_error``, ``label_mode``, ``reduced_decode``, ``dtype``), with the same defaults and
+    the same meaning; read-only once built (a frozen dataclass, as ``ImageFiles``).
 
     Attributes:
         table: where each record lies (shard, byte offset, length) and its class index.

@@ -253,3 +253,69 @@ def test_skip_stand_in_keeps_the_samples_label(tmp_path):
         xb, yb = loader.batch(0)
     for image, label in zip(xb, yb):
         assert image.mean() == (0 if files.class_names[label] == "a_black" else 255)
+
+
+def _sixteen_bit_folder(root: Path) -> dict[str, np.ndarray]:
+    """A 12-bit camera's tiles as 16-bit PNGs, one 8-bit PNG among them, and a JPEG."""
+    import cv2
+
+    rng = np.random.default_rng(5)
+    made = {}
+    for cls in ("cells", "empty"):
+        (root / cls).mkdir(parents=True)
+        for i in range(3):
+            tile = rng.integers(900, 4096, (24, 20)).astype(np.uint16)
+            cv2.imwrite(str(root / cls / f"{i}.png"), tile)
+            made[f"{cls}/{i}.png"] = tile
+    eight = rng.integers(0, 256, (24, 20)).astype(np.uint8)
+    cv2.imwrite(str(root / "cells" / "8bit.png"), eight)
+    made["cells/8bit.png"] = eight
+    return made
+
+
+def test_sixteen_bit_files_keep_their_values_with_dtype_uint16(tmp_path):
+    """16-bit PNGs were cut to 8 bits without a word (a 12-bit tile's 1000 and 1200 became
+    3 and 4); ``dtype="uint16"`` keeps them, scales 8-bit files by 257 onto the same scale,
+    and the workers' batches are the main process's, augmented or not."""
+    made = _sixteen_bit_folder(tmp_path)
+    kept = ImageFiles.from_directory(tmp_path, image_size=None, color_mode="grayscale",
+                                     dtype="uint16", label_mode=None)
+    assert "dtype='uint16'" in repr(kept)
+    for i, path in enumerate(kept.paths):
+        want = made[Path(path).relative_to(tmp_path).as_posix()]
+        want = want.astype(np.uint16) * 257 if want.dtype == np.uint8 else want
+        np.testing.assert_array_equal(kept.load(i)[..., 0], want)
+    cut = ImageFiles.from_directory(tmp_path, image_size=None, color_mode="grayscale",
+                                    label_mode=None)
+    assert cut.load(0).dtype == np.uint8  # Keras' decoders' depth stays the default
+    sized = ImageFiles.from_directory(tmp_path, image_size=(16, 16), color_mode="grayscale",
+                                      dtype=np.uint16)
+    augment = shmaug.Compose([shmaug.ops.Op("rotate", degrees=(-20, 20))])
+    batches = []
+    for workers in (0, 2):
+        with shmaug.Loader(sized, batch_size=4, augment=augment, workers=workers,
+                           seed=3) as loader:
+            batches.append(list(loader))
+    assert batches[0][0][0].dtype == np.uint16 and batches[0][0][0].max() > 900
+    assert_same_batches(batches[0], batches[1])
+
+
+def test_a_pack_of_sixteen_bit_files_is_uint16(tmp_path):
+    _sixteen_bit_folder(tmp_path / "tiles")
+    files = ImageFiles.from_directory(tmp_path / "tiles", image_size=(16, 16),
+                                      color_mode="grayscale", dtype="uint16")
+    packed = shmaug.pack(files, tmp_path / "packed", workers=0, progress=False)
+    images = np.load(packed.images, mmap_mode="r")
+    assert images.dtype == np.uint16 and images.max() > 900
+    assert packed.manifest["dtype"] == "uint16"
+    eight = shmaug.pack(tmp_path / "tiles", tmp_path / "packed8", image_size=(16, 16),
+                        color_mode="grayscale", workers=0, progress=False)
+    assert np.load(eight.images).dtype == np.uint8
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16", 16, "rgb"])
+def test_a_pixel_dtype_other_than_uint8_or_uint16_is_refused(tmp_path, dtype):
+    _sixteen_bit_folder(tmp_path)
+    with pytest.raises(shmaug.ArgumentError, match=r"`dtype` must be 'uint8' or 'uint16'.*"
+                                                   r"Fix: `dtype='uint16'`"):
+        ImageFiles.from_directory(tmp_path, dtype=dtype)

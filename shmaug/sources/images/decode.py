@@ -143,9 +143,11 @@ def _png_or_jpeg_size(f: Any) -> tuple[int, int] | None:
 
 
 def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
-                 reduce_to: tuple[int, int] | None = None, eighths: int = 8) -> np.ndarray:
+                 reduce_to: tuple[int, int] | None = None, eighths: int = 8,
+                 dtype: str = "uint8") -> np.ndarray:
     """Encoded image bytes (uint8) to uint8 (H, W, C) in RGB(A) order, as ``decode``;
     ``what`` names them in errors (``"image file 'a.jpg'"``, a record of a shard).
+    ``dtype="uint16"``: a 16-bit file stays uint16 (an 8-bit one stays uint8).
 
     Decodes with OpenCV (whose wheels use libjpeg-turbo), and falls back to PIL for what
     OpenCV cannot read. ``eighths`` (8, 4, 2 or 1): a JPEG decoded at that many eighths of
@@ -166,13 +168,13 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
         image = None
     if image is None:
         image = _decode_pil(what, data)
-    if image.dtype == np.uint16:
-        image = (image // 257).astype(np.uint8)  # 65535 -> 255, as PIL and TF do
-    elif image.dtype != np.uint8:
+    if image.dtype not in (np.uint8, np.uint16):
         raise ImageReadError(
             f"Cannot use {what}: its pixels are {image.dtype}, not 8 or 16 bit, and image "
-            f"files decode to uint8. Fix: {KEEP_DEPTH}."
+            f"files decode to uint8 or uint16. Fix: {KEEP_DEPTH}."
         )
+    if image.dtype == np.uint16 and dtype == "uint8":
+        image = (image // 257).astype(np.uint8)  # 65535 -> 255, as PIL and TF do
     if image.ndim == 2:
         image = image[:, :, None]
     return _convert(image, COLOR_MODES[color_mode] if color_mode else None)

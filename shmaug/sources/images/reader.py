@@ -43,6 +43,7 @@ class Decoder:
     reduced_decode: bool
     aspect: str | None = None  # "crop" / "pad": Keras' crop_to_ / pad_to_aspect_ratio
     jpeg_mode: str = "opencv"  # how JPEGs decode, a window or a whole (decode.JPEG_MODES)
+    dtype: str = "uint8"  # "uint16": 16-bit files kept, 8-bit ones scaled by 257
 
     def with_jpeg_mode(self) -> Decoder:
         """This decoder, with how JPEGs decode decided here, once, for every process it is
@@ -58,7 +59,9 @@ class Decoder:
             image = scaled_whole(data, self.color_mode, size, self.jpeg_mode)
         if image is None:
             image = decode_bytes(data, what, self.color_mode,
-                                 size if self.reduced_decode else None)
+                                 size if self.reduced_decode else None, dtype=self.dtype)
+        if self.dtype == "uint16" and image.dtype == np.uint8:
+            image = image.astype(np.uint16) * np.uint16(257)  # 255 -> 65535, one scale
         self._check_channels(image.shape[-1], what)
         return image if size is None else resize(image, size, self.interpolation, self.aspect)
 
@@ -70,7 +73,8 @@ class Decoder:
         the op: libjpeg-turbo reads its header (a few microseconds), a file whose image has no
         end marker (a download cut short: ``decode.jpeg_ends``) is decoded here, whole, and
         so is every file without libjpeg-turbo."""
-        header = jpeg_header(data) if self.image_size is None else None
+        header = jpeg_header(data) if self.image_size is None and self.dtype == "uint8" \
+            else None  # (a window decodes to uint8)
         if header is None or not header[0] or not header[1] or header[2] not in (1, 3):
             return self(data, what)
         if checked and self.jpeg_mode == "turbo":

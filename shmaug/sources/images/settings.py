@@ -46,6 +46,7 @@ class DecodeSettings:
     reduced_decode: bool = True
     crop_to_aspect_ratio: bool = False
     pad_to_aspect_ratio: bool = False
+    dtype: str = "uint8"
 
     def __post_init__(self) -> None:  # checked in this order: the first wrong one is named
         size = image_size_of(self.image_size)
@@ -63,6 +64,7 @@ class DecodeSettings:
                 f"{got(self.reduced_decode)}. Fix: `reduced_decode=False` decodes every pixel."
             )
         F.check_aspect_args(self.crop_to_aspect_ratio, self.pad_to_aspect_ratio)
+        object.__setattr__(self, "dtype", pixel_dtype(self.dtype))
         if size is None and (self.crop_to_aspect_ratio or self.pad_to_aspect_ratio):
             which = "crop_to_aspect_ratio" if self.crop_to_aspect_ratio else "pad_to_aspect_ratio"
             raise ArgumentError(
@@ -85,6 +87,24 @@ class DecodeSettings:
         """The output channels: ``color_mode``'s, or ``given`` (0: learn from sample 0)."""
         return COLOR_MODES[self.color_mode] if self.color_mode else int(given)
 
+
+def pixel_dtype(value: Any) -> str:
+    """``dtype`` as its name: "uint8" (Keras' decoders: 16-bit files scaled to 8 bits) or
+    "uint16" (16-bit files kept, 8-bit ones scaled to 16 bits, as ``tf.io.decode_png(dtype=
+    tf.uint16)``: every sample on one scale)."""
+    try:
+        name = str(np.dtype(value).name)
+    except TypeError:
+        name = ""
+    if name not in DTYPES:
+        raise ArgumentError(
+            f"`dtype` must be 'uint8' or 'uint16'; received {got(value)}. Fix: "
+            f"`dtype='uint16'` keeps 16-bit files' values (8-bit files scaled by 257); float "
+            f"or many-band data goes in as an array (np.load(path, mmap_mode='r')).")
+    return name
+
+
+DTYPES = ("uint8", "uint16")
 
 # The shared settings' names and defaults, from the one place they are written.
 SETTINGS_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(DecodeSettings)}
@@ -151,6 +171,7 @@ class ImageSource:
     reduced_decode: bool
     crop_to_aspect_ratio: bool
     pad_to_aspect_ratio: bool
+    dtype: str
 
     def _settings(self) -> DecodeSettings:
         """The decode settings this source holds, as the one type that checks them."""
@@ -170,7 +191,7 @@ class ImageSource:
         aspect = self._settings().aspect
         for _ in range(2):
             decoder = Decoder(self.image_size, self.color_mode, self.interpolation,
-                              self.channels, self.reduced_decode, aspect)
+                              self.channels, self.reduced_decode, aspect, dtype=self.dtype)
             if self.image_size is not None and self.reduced_decode and aspect is None:
                 decoder = decoder.with_jpeg_mode()  # (decided here, once, for every worker)
             object.__setattr__(self, "load", Reader(table, decoder, self.on_error,
