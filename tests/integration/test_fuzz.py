@@ -61,6 +61,10 @@ def takes_image_only(image):
     return image  # legacy code: wrapped by from_array, not given as it is
 
 
+def preprocess(image, mode="tf"):
+    return image / 127.5 - 1 if mode == "tf" else image  # an option, not a generator
+
+
 def returns_a_list(image, rng):
     return image.tolist()  # numpy would make it an int64 batch of uint8 data
 
@@ -222,6 +226,9 @@ CASES: dict[str, Case] = {
     "augment written as fn(image)": Case(lambda f, t: loader(X, augment=takes_image_only),
                                          TypeError, r"`augment`.*takes_image_only.*\(image\)"
                                                     r".*shmaug.from_array\(fn\)"),
+    "augment with an option second": Case(lambda f, t: loader(X, augment=preprocess),
+                                          TypeError, r"`augment`.*preprocess.*`mode`, is an "
+                                                     r"option.*shmaug.from_array\(fn\)"),
     "augment a lambda": Case(lambda f, t: loader(X, augment=lambda image, rng: image), TypeError,
                              "`augment`.*lambda"),
     "output_shape with a 0": Case(lambda f, t: loader(X, augment=_ops.identity, output_shape=(0, 3)),

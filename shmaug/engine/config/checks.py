@@ -242,24 +242,41 @@ def callable_or_none(name: str, value: Any) -> Any:
             f"{got(value)}. Fix: pass a function or a shmaug pipeline such as "
             f"`shmaug.Compose([...])`."
         )
-    if value is not None and name == "augment" and not _takes_image_and_rng(value):
+    why = None if value is None or name != "augment" else _not_image_and_rng(value)
+    if why is not None:
         raise ArgumentTypeError(
             f"`{name}` must be a callable `fn(image, rng) -> image`; received {got(value)}, "
-            f"which cannot be called so (it takes {inspect.signature(value)}). Fix: wrap "
-            f"code written as fn(image): shmaug.from_array(fn) for numpy or OpenCV code, "
-            f"shmaug.from_pil(fn) for PIL code (each seeds random and np.random from rng).")
+            f"which {why}. Fix: wrap code written as fn(image): shmaug.from_array(fn) for "
+            f"numpy or OpenCV code, shmaug.from_pil(fn) for PIL code (each seeds random and "
+            f"np.random from rng); functools.partial(fn, option=...) sets its options.")
     return value
 
 
-def _takes_image_and_rng(fn: Any) -> bool:
-    """Whether ``fn(image, rng)`` binds (True where the signature cannot be read)."""
+# Names a second parameter meant for the generator has (``rng``, ``random_state``, ...).
+_RNG_NAMES = ("rng", "random", "generator", "gen", "seed", "state", "key")
+
+
+def _not_image_and_rng(fn: Any) -> str | None:
+    """Why ``fn(image, rng)`` would not run ``fn`` as an op, or None: it does not bind, or
+    its second parameter is an option with a default (``preprocess_input(x,
+    data_format=None)``, ``fn(img, mode="tf")``) that would be handed the generator."""
     try:
-        inspect.signature(fn).bind(None, None)
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a readable signature
+        return None
+    try:
+        signature.bind(None, None)
     except TypeError:
-        return False
-    except ValueError:  # a builtin without a readable signature
-        return True
-    return True
+        return f"cannot be called so (it takes {signature})"
+    positional = [p for p in signature.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 2 or positional[1].default is inspect.Parameter.empty:
+        return None
+    second = positional[1]
+    if any(word in second.name.lower() for word in _RNG_NAMES):
+        return None
+    return (f"takes {signature}: its second parameter, `{second.name}`, is an option with a "
+            f"default, and would be handed the random generator")
 
 
 
