@@ -64,6 +64,7 @@ class Runtime:
     previous: int = -1  # the last index a pass asked for (shuffle=False order check)
     out_of_order: int = 0  # requests that did not follow their predecessor
     warned: bool = False  # the random-order warning was given
+    warned_drawn: bool = False  # the warning that inference reads the weighted draw was given
 
     def asked(self, rows: int) -> None:
         """One ask for a batch of ``rows`` samples, in the facade's figures."""

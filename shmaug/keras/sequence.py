@@ -49,7 +49,7 @@ from . import _stack as stack
 from ._passes import Passes, reads_in_order
 from ._runtime import Life, Runtime, data_of
 from ._batches import assemble, for_keras
-from ..errors import ClosedError
+from ..errors import ClosedError, warn
 
 log = logging.getLogger(__name__)
 
@@ -426,6 +426,15 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             if adapter is not None:  # whose passes Keras never shuffles (see _in_order)
                 rt.inferring[adapter] = inferring
             rt.passes.building(building)
+            drawn = inferring and not building and self._order.weights is not None \
+                and not rt.warned_drawn
+            rt.warned_drawn |= drawn
+        if drawn:
+            warn(f"This Sequence draws every pass by `sampling_weights`, so evaluate, predict "
+                 f"and fit's validation read the weighted draw ({len(self)} batches of drawn "
+                 f"samples, repeats included), not x in its order: predictions do not line up "
+                 f"with x, and metrics are of the reweighted set. Fix: evaluate and predict "
+                 f"through a Sequence of the same data without sampling_weights.")
 
     def on_epoch_end(self) -> None:
         """An epoch ends. After a loop by hand (``seq[i]`` for each batch, Keras' Sequence

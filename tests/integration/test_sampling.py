@@ -4,6 +4,7 @@ method, shards that together are the global draw, resume mid-epoch, and ``fit``.
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -121,3 +122,21 @@ def test_an_image_folders_labels_are_its_classes(tmp_path):
     with pytest.raises(shmaug.ArgumentError, match=r"no labels \(`y` is None and `x` has no "
                        r"`labels`\)"):
         shmaug.Loader(flat, batch_size=4, workers=0, sampling_weights="balanced")
+
+
+@needs_keras
+def test_predict_on_a_weighted_sequence_warns_that_it_reads_the_draw(images):
+    """predict on a weighted Sequence returned samples_per_epoch rows in drawn order, which
+    do not line up with x, without a word; it still reads the draw, and says so once."""
+    from tests._ops import tiny_model
+
+    x = images[..., None]
+    with shmaug.Sequence(x, LABELS, batch_size=8, workers=0, seed=0,
+                         sampling_weights="balanced", samples_per_epoch=48) as seq:
+        model = tiny_model(x.shape[1:], 2)
+        with pytest.warns(shmaug.ShmaugWarning, match=r"sampling_weights.*predict.*not x in "
+                                                      r"its order.*without sampling_weights"):
+            assert len(model.predict(seq, verbose=0)) == 48
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", shmaug.ShmaugWarning)
+            model.predict(seq, verbose=0)  # once per Sequence
