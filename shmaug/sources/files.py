@@ -380,6 +380,9 @@ class ImageFiles(O.ImageSource):
         Example:
             >>> files = ImageFiles.from_dataframe(df, "images/", x_col="file", y_col="label")
         """
+        unknown = {k: v for k, v in kwargs.items() if k not in _FRAME_KWARGS}
+        if unknown:
+            F.refuse_extra_args(unknown, [*_FRAME_KWARGS], "from_dataframe")
         columns = list(getattr(dataframe, "columns", []))
         for name, col in (("x_col", x_col), ("y_col", y_col)):
             if col is not None and col not in columns:
@@ -391,6 +394,12 @@ class ImageFiles(O.ImageSource):
         if directory is not None:
             paths = [os.path.join(os.fspath(directory), p) for p in paths]
         labels = None if y_col is None else dataframe[y_col].tolist()
+        if labels and np.asarray(labels).dtype.kind == "f":
+            raise ArgumentTypeError(
+                f"`y_col`={y_col!r} holds floats, e.g. {got(labels[0])}; a source's labels "
+                f"are classes (ints or names). Fix: for regression targets (ImageDataGenerator's"
+                f" class_mode='raw') pass `y_col=None` and give the loader the column as `y`, "
+                f"e.g. shmaug.Sequence(files, df[{y_col!r}].to_numpy(), ...).")
         files = cls.from_paths(paths, labels, class_names=classes, **kwargs)
         where = "" if directory is None else f", {os.fspath(directory)!r}"
         passed = dict(x_col=x_col, y_col=y_col, classes=classes, **kwargs)
@@ -433,3 +442,5 @@ def _with_idents(rebuild: Any, args: tuple[Any, ...], idents: PathTable) -> Imag
 _DIRECTORY_DEFAULTS = O.defaults_of(ImageFiles.from_directory)
 _PATHS_DEFAULTS = O.defaults_of(ImageFiles.from_paths)
 _FRAME_DEFAULTS = O.defaults_of(ImageFiles.from_paths, ImageFiles.from_dataframe)
+# What from_dataframe passes on to from_paths (it sets the labels and class names itself).
+_FRAME_KWARGS = [k for k in _PATHS_DEFAULTS if k not in ("labels", "class_names")]

@@ -85,6 +85,41 @@ def test_dataframe_and_paths_give_the_same_classes_as_the_folder(folder):
         ImageFiles.from_dataframe(df, folder, y_col="label")
 
 
+@pytest.mark.parametrize("method, given, fix", [
+    ("from_directory", {"target_size": [150, 150]}, r"`image_size`. Fix: pass "
+                                                    r"`image_size=\(150, 150\)`"),
+    ("from_directory", {"class_mode": "sparse"}, r"`label_mode`. Fix: pass `label_mode='int'`"),
+    ("from_directory", {"classes": ["ant"]}, r"`class_names`. Fix: pass `class_names=\['ant'\]`"),
+    ("from_dataframe", {"target_size": (150, 150)}, r"from_dataframe calls it `image_size`"),
+    ("from_dataframe", {"class_mode": "raw"}, r"`y_col=None`\) and give the loader"),
+    ("from_dataframe", {"shuffle": True}, r"`shuffle` is not an argument of "
+                                          r"ImageFiles.from_dataframe.*shmaug.Sequence"),
+    ("from_dataframe", {"validate_filenames": False}, r"from_dataframe.*leave "
+                                                      r"`validate_filenames` out")])
+def test_image_data_generators_argument_names_are_told_ours(folder, method, given, fix):
+    """flow_from_directory's target_size and class_mode were told to be left out (giving
+    256x256 int labels without a word), and flow_from_dataframe's names raised a bare
+    TypeError naming from_paths, a method the user never called."""
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"filename": ["ant/0.png"], "class": ["ant"]})
+    with pytest.raises(TypeError, match=fix):
+        if method == "from_directory":
+            ImageFiles.from_directory(folder, **given)
+        else:
+            ImageFiles.from_dataframe(df, folder, **given)
+
+
+def test_a_dataframes_float_column_is_told_to_go_in_as_y(folder):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"filename": ["ant/0.png", "bee/0.jpg"], "score": [0.5, 1.25]})
+    with pytest.raises(TypeError, match=r"`y_col`='score' holds floats.*y_col=None.*"
+                                        r"df\['score'\].to_numpy\(\)"):
+        ImageFiles.from_dataframe(df, folder, y_col="score")
+    files = ImageFiles.from_dataframe(df, folder, y_col=None, image_size=(8, 8))
+    with shmaug.Loader(files, df["score"].to_numpy(), batch_size=2, workers=0) as loader:
+        assert loader.batch(0)[1].tolist() == [0.5, 1.25]
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_decode_in_workers_equals_the_packed_file(folder, tmp_path, method):
     files = ImageFiles.from_directory(folder, image_size=(20, 20))

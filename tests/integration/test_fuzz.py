@@ -226,6 +226,10 @@ CASES: dict[str, Case] = {
     "augment written as fn(image)": Case(lambda f, t: loader(X, augment=takes_image_only),
                                          TypeError, r"`augment`.*takes_image_only.*\(image\)"
                                                     r".*shmaug.from_array\(fn\)"),
+    "x a generator": Case(lambda f, t: loader((image for image in X)), TypeError,
+                          r"`x`.*generator.*cannot be read by index.*np.stack\(list"),
+    "x an (x, y) pair": Case(lambda f, t: loader((X, np.arange(len(X)))), TypeError,
+                             r"`x` is a pair of .* images .* labels.*two arguments"),
     "augment with an option second": Case(lambda f, t: loader(X, augment=preprocess),
                                           TypeError, r"`augment`.*preprocess.*`mode`, is an "
                                                      r"option.*shmaug.from_array\(fn\)"),

@@ -86,11 +86,15 @@ def image_array(x: Any) -> np.ndarray:
     elif isinstance(x, (list, tuple)):
         x = _stacked(x)
     if not isinstance(x, np.ndarray):
+        batches = hasattr(x, "__getitem__") and hasattr(x, "on_epoch_end") or \
+            hasattr(x, "__next__") or isinstance(x, Iterator)
+        fix = ("it yields batches or samples one at a time, which cannot be read by index. "
+               "Fix: pass the arrays it reads from, or collect them once: "
+               "`np.stack(list(samples))`") if batches else \
+            "Fix: convert it with `np.asarray(x)` (or `np.stack` a list of images)"
         raise ArgumentTypeError(
             f"`x` must be a numpy array of images (N, H, W) or (N, H, W, C); received "
-            f"{got(x)}. Fix: convert it with `np.asarray(x)` (or `np.stack` a list of "
-            f"images)."
-        )
+            f"{got(x)}: {fix}.")
     if x.ndim not in (3, 4):
         raise ArgumentError(
             f"`x` must have shape (N, H, W) or (N, H, W, C); received shape {x.shape}. "
@@ -183,6 +187,12 @@ def _stacked(items: list[Any] | tuple[Any, ...]) -> np.ndarray:
     if len(shapes) == 1 and image_like and arrays[0].dtype.kind in "biuf":
         return np.stack(arrays)
     shown = ", ".join(str(s) for s in shapes[:3]) + (", ..." if len(shapes) > 3 else "")
+    if len(arrays) == 2 and arrays[0].ndim >= 3 and len(arrays[0]) == len(arrays[1]) and \
+            arrays[1].ndim <= 2:
+        raise ArgumentTypeError(
+            f"`x` is a pair of {len(arrays[0])} images {arrays[0].shape} and {len(arrays[1])} "
+            f"labels {arrays[1].shape}: Keras' (x, y) tuple. Fix: pass them as two arguments, "
+            f"x then y: `shmaug.Sequence(x, y, ...)` or `shmaug.Loader(x, y, ...)`.")
     raise ArgumentTypeError(
         f"`x` as a {type(items).__name__} must hold images (H, W) or (H, W, C) of one shape "
         f"(C up to 4) and a numeric dtype, to be stacked into one array; received {len(items)} "

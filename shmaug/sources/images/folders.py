@@ -220,13 +220,24 @@ def _int_sequence(value: Any) -> bool:
 LOADER_ARGS = ("batch_size", "shuffle")
 
 
-def refuse_extra_args(extra: dict[str, Any], accepted: Sequence[str]) -> None:
-    """``from_directory`` given an argument it does not take: say where it belongs (Keras'
-    ``batch_size`` and ``shuffle`` go to the loader) or that it has no use here."""
+# ImageDataGenerator's flow_from_directory / flow_from_dataframe names for what a source takes.
+RENAMED = {"target_size": "image_size", "classes": "class_names", "class_mode": "label_mode"}
+# class_mode -> label_mode (None: no label_mode says it: the targets go in as `y`)
+_CLASS_MODES = {"categorical": "'categorical'", "binary": "'binary'", "sparse": "'int'",
+                None: "None"}
+
+
+def refuse_extra_args(extra: dict[str, Any], accepted: Sequence[str],
+                      method: str = "from_directory") -> None:
+    """``method`` given an argument it does not take: say where it belongs (Keras'
+    ``batch_size`` and ``shuffle`` go to the loader, ImageDataGenerator's names have ours)
+    or that it has no use here."""
     for name, value in extra.items():
+        if name in RENAMED and RENAMED[name] in accepted:
+            _refuse_renamed(name, value, method)
         if name == "batch_size":
             raise ArgumentTypeError(
-                f"`batch_size` is not an argument of ImageFiles.from_directory (received "
+                f"`batch_size` is not an argument of ImageFiles.{method} (received "
                 f"batch_size={value!r}): a source finds the files and their labels, and the "
                 f"loader batches them. Fix: pass it to the loader, "
                 f"shmaug.Sequence(files, batch_size={value!r}) or "
@@ -234,16 +245,32 @@ def refuse_extra_args(extra: dict[str, Any], accepted: Sequence[str]) -> None:
             )
         if name == "shuffle":
             raise ArgumentTypeError(
-                f"`shuffle` is not an argument of ImageFiles.from_directory (received "
+                f"`shuffle` is not an argument of ImageFiles.{method} (received "
                 f"shuffle={value!r}): a source keeps the files in folder order, and the loader "
                 f"shuffles them anew every epoch, each file exactly once. Fix: pass it to the "
                 f"loader, shmaug.Sequence(files, shuffle={value!r}, seed=0) or "
                 f"shmaug.Loader(files, shuffle={value!r}, seed=0)."
             )
         raise ArgumentTypeError(
-            f"`{name}` is not an argument of ImageFiles.from_directory (received {name}="
+            f"`{name}` is not an argument of ImageFiles.{method} (received {name}="
             f"{got(value)}); it takes {', '.join(accepted)}. Fix: leave `{name}` out."
         )
+
+
+def _refuse_renamed(name: str, value: Any, method: str) -> None:
+    ours = RENAMED[name]
+    if name == "target_size":
+        fix = f"pass `image_size={tuple(value) if isinstance(value, list) else value!r}`"
+    elif name == "class_mode" and value in _CLASS_MODES:
+        fix = f"pass `label_mode={_CLASS_MODES[value]}`"
+    elif name == "class_mode":
+        fix = ("pass `label_mode=None` (from_dataframe: `y_col=None`) and give the loader "
+               "the targets as `y`, in the files' order")
+    else:
+        fix = f"pass `{ours}={value!r}`"
+    raise ArgumentTypeError(
+        f"`{name}` is ImageDataGenerator's name (received {name}={got(value)}); "
+        f"ImageFiles.{method} calls it `{ours}`. Fix: {fix}.")
 
 
 def check_aspect_args(crop_to_aspect_ratio: Any, pad_to_aspect_ratio: Any) -> str | None:
@@ -422,7 +449,8 @@ def encode_names(
     if array.dtype.kind not in "iu":
         raise ArgumentTypeError(
             f"`labels` must be all ints (class indices) or all strings (class names); "
-            f"received dtype {array.dtype}, e.g. {got(values[0])}. Fix: convert them."
+            f"received dtype {array.dtype}, e.g. {got(values[0])}. Fix: convert them; for "
+            f"regression targets leave `labels` out and give the loader them as `y`."
         )
     if class_names is not None and len(array) \
             and not 0 <= array.min() <= array.max() < len(class_names):
