@@ -379,7 +379,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 passes.building(True)  # itself (also when on_epoch_begin is overridden)
             # Whose order: read off the stack only where a pass begins (a pass in progress
             # keeps its own), or for a look
-            in_order = self._in_order(stack.keras_adapter(self)) if begins or caller is None \
+            in_order = _in_order(self, stack.keras_adapter(self)) if begins or caller is None \
                 else True
             if begins and not in_order:
                 self._order.check_shuffled_pass()  # shards of it need a common seed
@@ -430,11 +430,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 and not rt.warned_drawn
             rt.warned_drawn |= drawn
         if drawn:
-            warn(f"This Sequence draws every pass by `sampling_weights`, so evaluate, predict "
-                 f"and fit's validation read the weighted draw ({len(self)} batches of drawn "
-                 f"samples, repeats included), not x in its order: predictions do not line up "
-                 f"with x, and metrics are of the reweighted set. Fix: evaluate and predict "
-                 f"through a Sequence of the same data without sampling_weights.")
+            _warn_inference_reads_the_draw(len(self))
 
     def on_epoch_end(self) -> None:
         """An epoch ends. After a loop by hand (``seq[i]`` for each batch, Keras' Sequence
@@ -593,10 +589,19 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         assert rt.loader is not None
         return rt.loader
 
-    def _in_order(self, adapter: Any) -> bool:
-        """Whether a pass beginning now, asked by Keras' ``adapter``, reads in the dataset's
-        order (``_passes.reads_in_order``). Called with the lock held."""
-        inferring = adapter is not None and self._runtime.inferring.get(adapter, False)
-        return reads_in_order(shuffle=self.shuffle, shuffles=bool(self._order.shuffle),
-                              weighted=self._order.weights is not None,
-                              mixed=self.mix is not None, adapter=adapter, inferring=inferring)
+
+def _warn_inference_reads_the_draw(batches: int) -> None:
+    warn(f"This Sequence draws every pass by `sampling_weights`, so evaluate, predict and "
+         f"fit's validation read the weighted draw ({batches} batches of drawn samples, "
+         f"repeats included), not x in its order: predictions do not line up with x, and "
+         f"metrics are of the reweighted set. Fix: evaluate and predict through a Sequence "
+         f"of the same data without sampling_weights.")
+
+
+def _in_order(seq: Sequence, adapter: Any) -> bool:
+    """Whether a pass beginning now, asked by Keras' ``adapter``, reads in the dataset's
+    order (``_passes.reads_in_order``). Called with the lock held."""
+    inferring = adapter is not None and seq._runtime.inferring.get(adapter, False)
+    return reads_in_order(shuffle=seq.shuffle, shuffles=bool(seq._order.shuffle),
+                          weighted=seq._order.weights is not None,
+                          mixed=seq.mix is not None, adapter=adapter, inferring=inferring)

@@ -71,9 +71,11 @@ def _pair(value: Any, name: str) -> tuple[float, float]:
     return float(value[0]), float(value[1])
 
 
-def bounds(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf
-           ) -> tuple[float, float]:
-    """Validate a range parameter and return it as ``(low, high)`` floats.
+def bounds(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf,
+           means: str = "") -> tuple[float, float]:
+    """Validate a range parameter and return it as ``(low, high)`` floats; ``means``: what
+    the parameter means, said where a value is refused (a clamped example alone can say the
+    opposite of what was meant).
 
     Raises:
         ArgumentTypeError: ``value`` is neither a number nor a pair of numbers.
@@ -90,7 +92,7 @@ def bounds(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf
             f"{name}=({low}, {high})"
         raise ArgumentError(
             f"`{name}` expects low <= high within [{lo}, {hi}]; received {value!r}. "
-            f"Pass a range inside those limits, e.g. {fix}."
+            f"{means + ' ' if means else ''}Pass a range inside those limits, e.g. {fix}."
         )
     return a, b
 
@@ -135,7 +137,7 @@ def _within(value: float, lo: float, hi: float) -> float:
     return min(hi, max(lo, value))
 
 
-def keras_factor(value: Any, name: str, lo: float = -1.0, hi: float = 1.0
+def keras_factor(value: Any, name: str, lo: float = -1.0, hi: float = 1.0, means: str = ""
                  ) -> tuple[float, float]:
     """A Keras ``factor`` as ``(low, high)``: a lone number f means ``(max(-f, lo), f)``, as
     Keras' image layers read it (symmetric, or ``(0, f)`` where ``lo`` is 0).
@@ -150,10 +152,10 @@ def keras_factor(value: Any, name: str, lo: float = -1.0, hi: float = 1.0
             raise ArgumentError(
                 f"`{name}` expects a number in [{lo}, {hi}] (Keras' meaning: the range "
                 f"(-{name}, {name}) cut at {lo}) or a (low, high) pair; received {value!r}. "
-                f"Pass e.g. {name}={min(hi, max(lo, abs(a)))}."
+                f"{means + ' ' if means else ''}Pass e.g. {name}={min(hi, max(lo, abs(a)))}."
             )
         return max(-abs(a), lo), abs(a)
-    return bounds(value, name, lo, hi)
+    return bounds(value, name, lo, hi, means)
 
 
 def draw(

@@ -90,3 +90,15 @@ def test_every_parameter_is_checked_at_build() -> None:
     unchecked = {name: sorted(set(spec.params) - set(spec.checks))
                  for name, spec in core._REGISTRY.items() if spec.module.startswith("shmaug.")}
     assert not {name: params for name, params in unchecked.items() if params}
+
+
+@pytest.mark.parametrize("name, params, says", [
+    ("zoom", {"height_factor": (0.8, 1.2)}, r"negative zooms in.*zoom_range=\(0.8, 1.2\) is "
+                                            r"height_factor=\(-0.2, 0.2\)"),
+    ("zoom", {"height_factor": 1.5}, r"negative zooms in"),
+    ("rotate", {"fill": 128}, r"fraction of the value range, not a pixel value.*fill=0.5")])
+def test_a_refused_value_is_told_what_the_parameter_means(name, params, says) -> None:
+    """ImageDataGenerator's zoom_range=(0.8, 1.2) was told to pass (0.8, 1.0), a 1.8x zoom
+    out, and cval=128 to pass fill=1.0 (white), without saying what either means."""
+    with pytest.raises(ArgumentError, match=says):
+        ops.Op(name, **params)

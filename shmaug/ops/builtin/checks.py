@@ -22,9 +22,10 @@ from .warp import pixels
 from ...errors import ArgumentError
 
 
-def ranged(lo: float = -math.inf, hi: float = math.inf) -> Check:
-    """A number or (low, high) pair within [lo, hi], as ``draw`` reads it."""
-    return partial(bounds, lo=lo, hi=hi)
+def ranged(lo: float = -math.inf, hi: float = math.inf, means: str = "") -> Check:
+    """A number or (low, high) pair within [lo, hi], as ``draw`` reads it (``means``: what
+    it means, said when a value is refused)."""
+    return partial(bounds, lo=lo, hi=hi, means=means)
 
 
 def one_of(*options: str) -> Check:
@@ -92,7 +93,10 @@ BACKEND: dict[str, Check] = {"backend": one_of(*BACKENDS)}
 CV_ONLY: dict[str, Check] = {"backend": one_of("cv")}
 INTERPOLATION = one_of("nearest", "linear", "cubic")
 WARP: dict[str, Check] = {
-    "border": one_of(*BORDERS), "fill": ranged(0.0, 1.0), "interpolation": INTERPOLATION,
+    "border": one_of(*BORDERS), "interpolation": INTERPOLATION,
+    "fill": ranged(0.0, 1.0, means="`fill` is a fraction of the value range, not a pixel "
+                                   "value: 0 its low end, 1 its high end (128 of 0..255 is "
+                                   "fill=0.5)."),
     **VALUE_RANGE,
 }
 """What every warping op shares (its ``backend`` aside)."""

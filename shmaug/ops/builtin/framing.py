@@ -21,7 +21,10 @@ from . import checks as chk
 from ..core import WARPED, register
 from .warp import affine, cut, warp
 
-_ZOOM = partial(keras_factor, lo=-1.0 + 1e-6, hi=1.0)  # Keras: in (-1, 1]; 1 + z > 0
+_ZOOM = partial(keras_factor, lo=-1.0 + 1e-6, hi=1.0,  # Keras: in (-1, 1]; 1 + z > 0
+                means="A factor z shows 1 + z times the image's side, as Keras' RandomZoom: "
+                      "negative zooms in, positive out (ImageDataGenerator's zoom_range="
+                      "(0.8, 1.2) is height_factor=(-0.2, 0.2)).")
 @register("zoom", checks={"height_factor": _ZOOM, "width_factor": chk.optional(_ZOOM),
                           **chk.WARP}, targets=WARPED)
 def zoom(
