@@ -230,6 +230,10 @@ CASES: dict[str, Case] = {
                           r"`x`.*generator.*cannot be read by index.*np.stack\(list"),
     "x an (x, y) pair": Case(lambda f, t: loader((X, np.arange(len(X)))), TypeError,
                              r"`x` is a pair of .* images .* labels.*two arguments"),
+    "y a list of per-sample rows": Case(lambda f, t: loader(X, [np.eye(3)[i % 3] for i in
+                                                             range(len(X))]), ValueError,
+                                        r"`y` is a list of 8 arrays of shape \(3,\), one per "
+                                        r"sample.*np.stack\(y\)"),
     "augment with an option second": Case(lambda f, t: loader(X, augment=preprocess),
                                           TypeError, r"`augment`.*preprocess.*`mode`, is an "
                                                      r"option.*shmaug.from_array\(fn\)"),

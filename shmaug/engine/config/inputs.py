@@ -240,9 +240,24 @@ def targets(y: Any, n: int, name: str = "y") -> Any:
         return {k: targets(v, n, f"{name}[{k!r}]") for k, v in y.items()}
     if isinstance(y, (list, tuple)) and y and all(
             isinstance(v, (np.ndarray, dict)) or is_target_source(v) for v in y):
+        _refuse_rows_as_outputs(y, n, name)
         # Keras' convention: a list / tuple of arrays is one target per model output.
         return type(y)(targets(v, n, f"{name}[{i}]") for i, v in enumerate(y))
     return _target(name, y, n)
+
+
+def _refuse_rows_as_outputs(y: list[Any] | tuple[Any, ...], n: int, name: str) -> None:
+    """A list of ``n`` arrays of one shape, none of ``n`` entries, is per-sample rows
+    (``[to_categorical(l, k) for l in labels]``), which Keras' convention would read as ``n``
+    model outputs."""
+    shapes = {v.shape for v in y if isinstance(v, np.ndarray)}
+    if len(y) == n and n > 1 and len(shapes) == 1 and all(isinstance(v, np.ndarray) for v in y):
+        shape = next(iter(shapes))
+        if not shape or shape[0] != n:
+            raise ArgumentError(
+                f"`{name}` is a list of {n} arrays of shape {shape}, one per sample, but a "
+                f"list of arrays is one target per model output (Keras' convention). Fix: "
+                f"stack them into one array, `np.stack({name})`.")
 
 
 def _per_sample(value: Any, n: int) -> list[Any] | None:
