@@ -4,6 +4,7 @@ method, shards that together are the global draw, resume mid-epoch, and ``fit``.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -134,9 +135,12 @@ def test_predict_on_a_weighted_sequence_warns_that_it_reads_the_draw(images):
     with shmaug.Sequence(x, LABELS, batch_size=8, workers=0, seed=0,
                          sampling_weights="balanced", samples_per_epoch=48) as seq:
         model = tiny_model(x.shape[1:], 2)
-        with pytest.warns(shmaug.ShmaugWarning, match=r"sampling_weights.*predict.*not x in "
-                                                      r"its order.*without sampling_weights"):
-            assert len(model.predict(seq, verbose=0)) == 48
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", shmaug.ShmaugWarning)
-            model.predict(seq, verbose=0)  # once per Sequence
+        said = []
+        for _ in range(2):  # (recorded: a backend's own warnings pass by, as outside a test)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                assert len(model.predict(seq, verbose=0)) == 48
+            said += [str(w.message) for w in caught if w.category is shmaug.ShmaugWarning]
+        assert len(said) == 1, said  # once per Sequence
+        assert re.search(r"sampling_weights.*predict.*not x in its order.*without "
+                         r"sampling_weights", said[0])
