@@ -14,6 +14,7 @@ the file read-only, so the OS page cache is shared and nothing is copied into /d
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import mmap
 import os
@@ -128,6 +129,40 @@ def check_capacity(nbytes: int, what: str) -> None:
         )
 
 
+def _reserve(shm: shared_memory.SharedMemory, nbytes: int) -> None:
+    """Take ``nbytes`` of /dev/shm for a new block now. A block is created sparse: unreserved,
+    it counts as free to the next loader's checks, and a write past what the tmpfs holds
+    kills the writer with SIGBUS (several loaders in Docker's 64 MiB). Reserved, the block
+    that does not fit is refused here instead (unlinked, ENOSPC)."""
+    fallocate = getattr(os, "posix_fallocate", None)  # (Linux; macOS and Windows have none)
+    if fallocate is None or nbytes == 0:
+        return
+    try:
+        fallocate(shm._fd, 0, nbytes)  # type: ignore[attr-defined]
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
+            return  # a file system that cannot reserve (EOPNOTSUPP): as before
+        shm.close()
+        with contextlib.suppress(FileNotFoundError):
+            shm.unlink()
+        raise
+
+
+def _not_created(nbytes: int, what: str, exc: OSError) -> SharedMemoryError:
+    """The error for a block that could not be made, with the fix its cause has."""
+    where = platform.SHM_DIR or "memory (on Windows, the paging file)"
+    if exc.errno in (errno.ENOENT, errno.EROFS, errno.EACCES, errno.EPERM):
+        fix = (f"{where} is missing or not writable here: mount a writable tmpfs there "
+               f"(Docker and Kubernetes give one; `mount -t tmpfs tmpfs {where}`)")
+    else:
+        fix = (f"free or enlarge {where} (Docker: `--shm-size=2g`): other loaders' blocks, "
+               f"or other programs', hold the rest; close the loaders you no longer use, or "
+               f"lower `max_queue_size`")
+    return SharedMemoryError(
+        f"Could not create a shared-memory block of {nbytes:,} bytes for {what}: {exc}. "
+        f"Fix: {fix}.")
+
+
 RING = "the output ring"  # how check_need's callers name the ring and the dataset among
 DATASET = "the dataset"  # the parts
 
@@ -167,12 +202,26 @@ def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0,
         fix = npy if data else "free some of it"
     listed = ", ".join(f"{what} {n:,} bytes" for what, n in parts.items() if n)
     gib = -(-total // 2**30) + 1
+    held = _held_here()
+    others = (f"; this process's other loaders hold {held:,} bytes there: close those it "
+              f"no longer uses" if held else "")
     raise SharedMemoryError(
         f"Not enough shared memory: shmaug needs {total:,} bytes ({total / 2**20:,.1f} MiB) "
         f"in {_SHM_DIR} ({listed}) but it has {free:,} bytes ({free / 2**20:,.1f} MiB) free "
-        f"(checked before any of it is copied). Fix: {fix}; or enlarge {_SHM_DIR} (Docker: "
-        f"`--shm-size={gib}g`; elsewhere: `mount -o remount,size={gib}G {_SHM_DIR}`)."
+        f"(checked before any of it is copied). Fix: {fix}{others}; or enlarge {_SHM_DIR} "
+        f"(Docker: `--shm-size={gib}g`; elsewhere: `mount -o remount,size={gib}G "
+        f"{_SHM_DIR}`)."
     )
+
+
+def _held_here() -> int:
+    """Bytes of /dev/shm this process's shmaug blocks hold (its other loaders')."""
+    prefix = segment_name().rpartition("_")[0] + "_"
+    try:
+        with os.scandir(_SHM_DIR) as entries:
+            return sum(e.stat().st_blocks * 512 for e in entries if e.name.startswith(prefix))
+    except OSError:  # (no /dev/shm to list: Windows, macOS)
+        return 0
 
 
 def copied_bytes(x: np.ndarray | None, targets: dict[str, np.ndarray],
@@ -315,12 +364,9 @@ class SharedStore:
         try:
             with _tracker.python_tracker_skipped():  # ours tracks it, quietly (_tracker)
                 shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))
+                _reserve(shm, nbytes)
         except OSError as exc:
-            where = platform.SHM_DIR or "memory (on Windows, the paging file)"
-            raise SharedMemoryError(
-                f"Could not create a shared-memory block of {nbytes:,} bytes for {what}: "
-                f"{exc}. Fix: free or enlarge {where}, or lower `max_queue_size`."
-            ) from exc
+            raise _not_created(nbytes, what, exc) from exc
         try:  # (the first block of a process starts the tracker: a Ctrl-C may land there)
             _tracker.track(shm._name)  # type: ignore[attr-defined]
         except BaseException:  # untracked and not yet ours to close: unlinked here
