@@ -24,6 +24,20 @@ from typing import Any
 # The leak report, and a failed unlink's, as the tracker process warns them (-W syntax).
 _QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
 _PATCH_LOCK = threading.Lock()
+_PYTHONS = resource_tracker.register, resource_tracker.unregister  # (restored in a child)
+
+
+def _after_fork_in_child() -> None:
+    """A fork while another thread held the lock (loaders built in two threads) left the
+    child's copy locked for good, and its worker hung attaching its first block; the child
+    has that one thread alone, so it starts with a free lock and Python's tracker calls."""
+    global _PATCH_LOCK
+    _PATCH_LOCK = threading.Lock()
+    resource_tracker.register, resource_tracker.unregister = _PYTHONS
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _QuietTracker(resource_tracker.ResourceTracker):

@@ -133,19 +133,16 @@ def _reserve(shm: shared_memory.SharedMemory, nbytes: int) -> None:
     """Take ``nbytes`` of /dev/shm for a new block now. A block is created sparse: unreserved,
     it counts as free to the next loader's checks, and a write past what the tmpfs holds
     kills the writer with SIGBUS (several loaders in Docker's 64 MiB). Reserved, the block
-    that does not fit is refused here instead (unlinked, ENOSPC)."""
+    that does not fit is refused when made instead (ENOSPC, raised)."""
     fallocate = getattr(os, "posix_fallocate", None)  # (Linux; macOS and Windows have none)
     if fallocate is None or nbytes == 0:
         return
     try:
         fallocate(shm._fd, 0, nbytes)  # type: ignore[attr-defined]
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
-            return  # a file system that cannot reserve (EOPNOTSUPP): as before
-        shm.close()
-        with contextlib.suppress(FileNotFoundError):
-            shm.unlink()
-        raise
+        if exc.errno in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG):
+            raise
+        # else a file system that cannot reserve (EOPNOTSUPP): as before
 
 
 def _not_created(nbytes: int, what: str, exc: OSError) -> SharedMemoryError:
@@ -364,8 +361,14 @@ class SharedStore:
         try:
             with _tracker.python_tracker_skipped():  # ours tracks it, quietly (_tracker)
                 shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))
-                _reserve(shm, nbytes)
         except OSError as exc:
+            raise _not_created(nbytes, what, exc) from exc
+        try:
+            _reserve(shm, nbytes)
+        except OSError as exc:  # (no room: unlinked, as nothing tracks it yet)
+            _close_quietly(shm, lent=False)
+            with contextlib.suppress(FileNotFoundError), _tracker.python_tracker_skipped():
+                shm.unlink()
             raise _not_created(nbytes, what, exc) from exc
         try:  # (the first block of a process starts the tracker: a Ctrl-C may land there)
             _tracker.track(shm._name)  # type: ignore[attr-defined]
