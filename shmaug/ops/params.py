@@ -90,10 +90,10 @@ def bounds(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf,
         low, high = (_within(v, lo, hi) for v in sorted((a, b)))
         fix = f"{name}={low}" if a == b and not isinstance(value, Sequence) else \
             f"{name}=({low}, {high})"
+        fix = f"{means} Pass a range inside those limits." if means else \
+            f"Pass a range inside those limits, e.g. {fix}."  # (a clamped example may mislead)
         raise ArgumentError(
-            f"`{name}` expects low <= high within [{lo}, {hi}]; received {value!r}. "
-            f"{means + ' ' if means else ''}Pass a range inside those limits, e.g. {fix}."
-        )
+            f"`{name}` expects low <= high within [{lo}, {hi}]; received {value!r}. {fix}")
     return a, b
 
 
@@ -152,7 +152,7 @@ def keras_factor(value: Any, name: str, lo: float = -1.0, hi: float = 1.0, means
             raise ArgumentError(
                 f"`{name}` expects a number in [{lo}, {hi}] (Keras' meaning: the range "
                 f"(-{name}, {name}) cut at {lo}) or a (low, high) pair; received {value!r}. "
-                f"{means + ' ' if means else ''}Pass e.g. {name}={min(hi, max(lo, abs(a)))}."
+                + (means if means else f"Pass e.g. {name}={min(hi, max(lo, abs(a)))}.")
             )
         return max(-abs(a), lo), abs(a)
     return bounds(value, name, lo, hi, means)

@@ -382,7 +382,8 @@ class ImageFiles(O.ImageSource):
         """
         unknown = {k: v for k, v in kwargs.items() if k not in _FRAME_KWARGS}
         if unknown:
-            F.refuse_extra_args(unknown, [*_FRAME_KWARGS], "from_dataframe")
+            F.refuse_extra_args(unknown, [*_FRAME_KWARGS, "x_col", "y_col", "classes"],
+                                "from_dataframe")
         columns = list(getattr(dataframe, "columns", []))
         for name, col in (("x_col", x_col), ("y_col", y_col)):
             if col is not None and col not in columns:

@@ -90,7 +90,10 @@ def test_dataframe_and_paths_give_the_same_classes_as_the_folder(folder):
                                                     r"`image_size=\(150, 150\)`"),
     ("from_directory", {"class_mode": "sparse"}, r"`label_mode`. Fix: pass `label_mode='int'`"),
     ("from_directory", {"classes": ["ant"]}, r"`class_names`. Fix: pass `class_names=\['ant'\]`"),
-    ("from_dataframe", {"target_size": (150, 150)}, r"from_dataframe calls it `image_size`"),
+    ("from_dataframe", {"target_size": (150, 150)}, r"from_dataframe .*which calls it "
+                                                    r"`image_size`"),
+    ("from_dataframe", {"class_names": ["ant"]}, r"calls it `classes`. Fix: pass "
+                                                 r"`classes=\['ant'\]`"),
     ("from_dataframe", {"class_mode": "raw"}, r"`y_col=None`\) and give the loader"),
     ("from_dataframe", {"shuffle": True}, r"`shuffle` is not an argument of "
                                           r"ImageFiles.from_dataframe.*shmaug.Sequence"),

@@ -65,6 +65,10 @@ def preprocess(image, mode="tf"):
     return image / 127.5 - 1 if mode == "tf" else image  # an option, not a generator
 
 
+def falls_back(image, rnd=None):
+    return image  # its second parameter is the generator, under a short name
+
+
 def returns_a_list(image, rng):
     return image.tolist()  # numpy would make it an int64 batch of uint8 data
 
@@ -459,3 +463,14 @@ def test_another_float_width_and_a_declared_lossless_cast_are_stored():
     with shmaug.Loader(X, batch_size=4, augment=_ops.identity, workers=0,
                        output_dtype="float32") as L:
         np.testing.assert_array_equal(L.batch(0)[0], X[:4].astype(np.float32))
+
+
+def test_inputs_next_to_the_refused_ones_are_not_mistaken_for_them() -> None:
+    """The diff review's cases: a generator under a short name with a None default is an
+    rng, not an option; two images of different shapes are not an (x, y) pair."""
+    with loader(X, augment=falls_back) as L:
+        assert L.batch(0)[0].shape == (4, 6, 6)
+    images = [np.zeros((16, 16, 3), np.uint8), np.zeros((16, 16), np.uint8)]
+    with pytest.raises(TypeError) as err:
+        loader(images)
+    assert "pair" not in str(err.value) and "np.stack(images)" in str(err.value)

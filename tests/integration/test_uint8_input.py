@@ -76,6 +76,10 @@ def test_a_float16_batch_refuses_values_it_would_hold_as_inf():
     with shmaug.Loader(x[:3], None, batch_size=3, augment=augment, workers=0,
                        output_dtype="float16") as loader:
         assert loader.batch(0)[0].max() == 4000
+    x[3, 0, 0] = 65519  # rounds to 65504, float16's largest: no inf
+    with shmaug.Loader(x, None, batch_size=8, augment=augment, workers=0,
+                       output_dtype="float16") as loader:
+        assert loader.batch(0)[0].max() == 65504
 
 
 def test_workers_write_bfloat16_and_the_model_trains_on_it():

@@ -227,3 +227,15 @@ def test_float_and_multiband_tiffs_are_told_to_become_an_array(tmp_path):
         ImageFiles.from_paths([str(bands)], [0], image_size=(32, 40), color_mode=None)
     assert "corrupt" not in str(err.value) and "multiband" in str(err.value)
     assert "mmap_mode='r'" in str(err.value)
+
+
+def test_a_damaged_tiff_is_still_called_damaged_with_the_skip_fix(tmp_path):
+    """Only a TIFF whose header says float or more than 4 bands is sent to an array; one
+    cut short is unreadable, with on_error='skip' offered."""
+    whole = tmp_path / "whole.tif"
+    cv2.imwrite(str(whole), np.zeros((32, 32, 3), np.uint8))
+    cut = tmp_path / "cut.tif"
+    cut.write_bytes(whole.read_bytes()[:40])
+    with pytest.raises(ImageReadError, match=r"corrupt, truncated or not an image.*"
+                                             r"on_error='skip'"):
+        ImageFiles.from_paths([str(cut)], [0], image_size=(32, 32), color_mode=None)

@@ -248,12 +248,17 @@ def callable_or_none(name: str, value: Any) -> Any:
             f"`{name}` must be a callable `fn(image, rng) -> image`; received {got(value)}, "
             f"which {why}. Fix: wrap code written as fn(image): shmaug.from_array(fn) for "
             f"numpy or OpenCV code, shmaug.from_pil(fn) for PIL code (each seeds random and "
-            f"np.random from rng); functools.partial(fn, option=...) sets its options.")
+            f"np.random from rng), with its options set by "
+            f"shmaug.from_array(functools.partial(fn, option=...)); if its second parameter "
+            f"is the generator, name it `rng`.")
     return value
 
 
-# Names a second parameter meant for the generator has (``rng``, ``random_state``, ...).
-_RNG_NAMES = ("rng", "random", "generator", "gen", "seed", "state", "key")
+# Names a second parameter meant for the generator has (``rng``, ``random_state``, ...),
+# in part or whole; and options' names that take None (Keras' preprocess_input).
+_RNG_NAMES = ("rng", "random", "generator", "gen", "seed", "state", "key", "rand", "rnd")
+_RNG_WHOLE = ("r", "rs", "g", "rg", "_")
+_OPTIONS_TAKING_NONE = ("data_format",)
 
 
 def _not_image_and_rng(fn: Any) -> str | None:
@@ -272,9 +277,11 @@ def _not_image_and_rng(fn: Any) -> str | None:
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) < 2 or positional[1].default is inspect.Parameter.empty:
         return None
-    second = positional[1]
-    if any(word in second.name.lower() for word in _RNG_NAMES):
+    second, name = positional[1], positional[1].name.lower()
+    if any(word in name for word in _RNG_NAMES) or name in _RNG_WHOLE:
         return None
+    if second.default is None and name not in _OPTIONS_TAKING_NONE:
+        return None  # (``fn(image, r=None)``: a generator it falls back without)
     return (f"takes {signature}: its second parameter, `{second.name}`, is an option with a "
             f"default, and would be handed the random generator")
 

@@ -432,14 +432,14 @@ class SliceRunner:
         np.copyto(row, image, casting="unsafe")  # (checked above)
 
 
-_FLOAT16_MAX = float(np.finfo(np.float16).max)
+_FLOAT16_INF = 65520.0  # float16 rounds what lies below to 65504, its largest value
 
 
 def _refuse_float16_overflow(image: np.ndarray, index: int, of: str) -> None:
     """A float16 batch holds at most 65504: a brighter 16-bit pixel or a float above that
     would become inf, and training on it silently fails."""
     low, high = float(image.min()), float(image.max())
-    if max(high, -low) > _FLOAT16_MAX:
+    if max(high, -low) >= _FLOAT16_INF:
         raise OutputMismatchError(
             f"Sample index {index} produced{of} {image.dtype} values spanning {low:g}..{high:g}, "
             f"but the batch is float16 (`output_dtype`), whose largest value is 65504: the "

@@ -69,8 +69,8 @@ class MatrixMove(Move):
     size: tuple[int, int]  # (height, width)
     border: int = cv2.BORDER_CONSTANT
     # The image was sampled nearest by OpenCV's warp through this matrix: the mask takes the
-    # same warp, pixel for pixel with it (a gather's or a resize's ties at half a pixel may
-    # round the other way, a row or a column off the image's).
+    # same warp, pixel for pixel with it in the image's dtype (a gather's or a resize's ties
+    # at half a pixel may round the other way, a row or a column off the image's).
     warped_nearest: bool = False
 
     def points(self, xy: np.ndarray) -> np.ndarray:

@@ -446,7 +446,7 @@ def _decode_pil(what: str, data: np.ndarray) -> np.ndarray:
                 frame = frame.convert("RGBA" if keep_alpha else "RGB")
             array = np.asarray(frame)
     except Exception as exc:  # PIL raises many types for bad data; the reason is the message
-        if data[:4].tobytes() in (b"II*\x00", b"MM\x00*"):
+        if _tiff_beyond_images(data):
             raise ImageReadError(
                 f"Cannot read {what}: neither OpenCV nor PIL decodes this TIFF "
                 f"({_pil_reason(exc)}). They read 1, 3 or 4 channels of 8 or 16 bits; a "
@@ -463,6 +463,27 @@ KEEP_DEPTH = ("read the files into one array once (tifffile.imread or cv2.imread
               "cv2.IMREAD_UNCHANGED)), np.save it, and pass the array, or np.load(path, "
               "mmap_mode='r') when it is larger than memory: shmaug's ops take uint16, float "
               "and many-channel arrays as they are")
+
+
+def _tiff_beyond_images(data: np.ndarray) -> bool:
+    """Whether ``data`` is a TIFF whose first image is float or has more than 4 samples a
+    pixel (bands): readable data that no image decoder here takes, told apart from a TIFF
+    that is damaged (its first directory read off its header, a few bytes)."""
+    head = data[:8].tobytes()
+    order = {b"II*\x00": "<", b"MM\x00*": ">"}.get(head[:4])
+    if order is None:
+        return False
+    raw = data.tobytes()
+    try:
+        (start,) = struct.unpack_from(order + "I", raw, 4)
+        (count,) = struct.unpack_from(order + "H", raw, start)
+        fields = {}
+        for k in range(count):  # tag, type, count, value (a SHORT's in the first two bytes)
+            tag, kind, _, value = struct.unpack_from(order + "HHI4s", raw, start + 2 + 12 * k)
+            fields[tag] = struct.unpack_from(order + ("H" if kind == 3 else "I"), value)[0]
+    except struct.error:
+        return False
+    return bool(fields.get(277, 1) > 4 or fields.get(339, 1) == 3)  # SamplesPerPixel, SampleFormat
 
 
 def unreadable(what: str, reason: str) -> ImageReadError:

@@ -221,7 +221,8 @@ LOADER_ARGS = ("batch_size", "shuffle")
 
 
 # ImageDataGenerator's flow_from_directory / flow_from_dataframe names for what a source takes.
-RENAMED = {"target_size": "image_size", "classes": "class_names", "class_mode": "label_mode"}
+RENAMED = {"target_size": "image_size", "classes": "class_names", "class_mode": "label_mode",
+           "class_names": "classes"}  # (the last: from_dataframe keeps Keras' `classes`)
 # class_mode -> label_mode (None: no label_mode says it: the targets go in as `y`)
 _CLASS_MODES = {"categorical": "'categorical'", "binary": "'binary'", "sparse": "'int'",
                 None: "None"}
@@ -269,8 +270,8 @@ def _refuse_renamed(name: str, value: Any, method: str) -> None:
     else:
         fix = f"pass `{ours}={value!r}`"
     raise ArgumentTypeError(
-        f"`{name}` is ImageDataGenerator's name (received {name}={got(value)}); "
-        f"ImageFiles.{method} calls it `{ours}`. Fix: {fix}.")
+        f"`{name}` is not an argument of ImageFiles.{method} (received {name}="
+        f"{got(value)}), which calls it `{ours}`. Fix: {fix}.")
 
 
 def check_aspect_args(crop_to_aspect_ratio: Any, pad_to_aspect_ratio: Any) -> str | None:
