@@ -30,6 +30,7 @@ Beside them, the base every part may use, and the command line:
 """
 
 import importlib as _importlib
+import importlib.util as _importlib_util
 import logging as _logging
 import typing as _typing
 
@@ -72,6 +73,11 @@ from .ops import (
 )
 from .sources.pack import pack
 
+if _typing.TYPE_CHECKING:  # typed for users' checkers; imported lazily (__getattr__)
+    from .keras import EpochSync as EpochSync
+    from .keras import Sequence as Sequence
+    from .keras import StallMonitor as StallMonitor
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -81,7 +87,6 @@ __all__ = [
     "Compose",
     "DistributionError",
     "DuplicateOpError",
-    "EpochSync",
     "ImageFiles",
     "ImageReadError",
     "ImageRecords",
@@ -92,12 +97,10 @@ __all__ = [
     "OneOf",
     "OutputMismatchError",
     "RemoteError",
-    "Sequence",
     "SharedMemoryError",
     "ShmaugError",
     "ShmaugWarning",
     "SomeOf",
-    "StallMonitor",
     "UnknownOpError",
     "WorkerDied",
     "WorkerError",
@@ -122,6 +125,10 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 _LAZY = {"EpochSync": "keras.callbacks", "Sequence": "keras.sequence",
          "StallMonitor": "keras.callbacks"}
+# The facade's names are public where Keras is installed: without it, `from shmaug import *`,
+# help(shmaug) and inspect.getmembers, which fetch every name, would meet its ImportError.
+if _importlib_util.find_spec("keras") is not None:
+    __all__ = sorted([*__all__, *_LAZY])
 
 
 def __dir__() -> list[str]:

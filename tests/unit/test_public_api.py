@@ -64,6 +64,24 @@ def test_importing_shmaug_imports_no_keras_and_starts_nothing():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_star_import_help_and_getmembers_work_without_keras():
+    """Without Keras, `from shmaug import *`, help(shmaug) and inspect.getmembers fetched the
+    facade's names from __all__ and met their ImportError; they are public only with Keras."""
+    code = (
+        "import sys; sys.modules['keras'] = None  # Keras not installed\n"
+        "import inspect, pydoc, shmaug\n"
+        "from shmaug import *\n"
+        "pydoc.render_doc(shmaug)\n"
+        "inspect.getmembers(shmaug)\n"
+        "assert 'Sequence' not in shmaug.__all__ and 'Loader' in shmaug.__all__\n"
+        "try:\n"
+        "    shmaug.Sequence\n"
+        "except ImportError as exc:\n"
+        "    assert 'shmaug[tf]' in str(exc)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_the_facades_pure_internals_import_without_keras():
     """``shmaug.keras._passes`` (the pass rules, tested on every Python) needs no Keras: the
     package loads Keras only for its public names (Python 3.10/3.13 CI has no Keras)."""
