@@ -341,7 +341,8 @@ def _demo(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise CommandError(f"`--out` {str(args.out)!r} is a file; the demo writes PNGs into a "
                            f"folder. Fix: pass a folder path, e.g. `--out shmaug_demo_out`.")
-    _writable("`--out`", args.out, "--out shmaug_demo_out")  # before training, not after
+    _writable("`--out`", args.out,  # before training, not after
+              f"--out {Path(tempfile.gettempdir()) / 'shmaug_demo_out'}")
     try:
         from ._demo import run
     except ModuleNotFoundError as exc:
@@ -397,7 +398,8 @@ def _pack(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise CommandError(f"OUT {str(args.out)!r} is a file; pack writes a folder (images.npy, "
                            f"labels.npy, manifest.json). Fix: pass a folder path.")
-    _writable("OUT", args.out, "`shmaug pack SOURCE ./packed`",
+    _writable("OUT", args.out,
+              f"`shmaug pack SOURCE {Path(tempfile.gettempdir()) / 'packed'}`",
               args.out if args.out.is_dir() else args.out.parent)
     options: dict[str, Any] = dict(
         image_size=(height, width), interpolation=args.interpolation, on_error=args.on_error,

@@ -181,7 +181,8 @@ def test_bad_demo_flags_are_one_line(tmp_path):
     (tmp_path / "file").write_text("")
     for args, expected in [(["--epochs", "0"], "`--epochs`"), (["--workers", "-2"], "`--workers`"),
                            (["--out", tmp_path / "file"], "`--out`"),
-                           (["--out", tmp_path / "file" / "x"], "`--out` .* cannot be written"),
+                           (["--out", tmp_path / "file" / "x"], "`--out` .* cannot be written"
+                                                                 r".*e.g. --out .*tmp.*shmaug_demo_out"),
                            (["--quick", "--full"], "not allowed with"),
                            (["--start-method", "thread"], "'thread'")]:
         line = error_line(shmaug_cli("demo", *args), "demo")
