@@ -24,6 +24,7 @@ platform's but a machine's: which libjpeg-turbo is loadable there.
 from __future__ import annotations
 
 import ctypes
+import math
 import multiprocessing
 import os
 import select
@@ -56,10 +57,70 @@ def stop(process: Any) -> None:
 
 
 def cpu_count() -> int:
-    """Cores this process may run on."""
-    if HAS_AFFINITY:
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    """Cores this process may run on: its affinity, capped by its cgroup's CPU quota rounded
+    up (a container limited to 2 CPUs on a 64-core node would otherwise start 64 workers and
+    a ring for 64)."""
+    cores = len(os.sched_getaffinity(0)) if HAS_AFFINITY else os.cpu_count() or 1
+    quota = cgroup_cpus()
+    return max(1, min(cores, math.ceil(quota))) if quota is not None else cores
+
+
+_CGROUP = "/sys/fs/cgroup"
+_PROC_CGROUP = "/proc/self/cgroup"  # (a test points both at a laid-out copy)
+
+
+def cgroup_cpus() -> float | None:
+    """The CPUs this process's cgroups (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``) allow it,
+    the least of its own and its ancestors'; None without a quota (or off Linux)."""
+    try:
+        with open(_PROC_CGROUP) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    limits = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: one hierarchy
+            limits += [_v2_quota(folder) for folder in _ancestors(_CGROUP, path)]
+        elif "cpu" in controllers.split(","):
+            for mount in {f"{_CGROUP}/{controllers}", f"{_CGROUP}/cpu"}:
+                limits += [_v1_quota(folder) for folder in _ancestors(mount, path)]
+    found = [limit for limit in limits if limit is not None]
+    return min(found) if found else None
+
+
+def _ancestors(mount: str, path: str) -> list[str]:
+    """``mount/path`` and each folder above it up to ``mount`` (a container sees its own
+    cgroup at the mount's root, whatever path /proc names)."""
+    parts = [p for p in path.split("/") if p]
+    return [os.path.join(mount, *parts[:k]) for k in range(len(parts), -1, -1)]
+
+
+def _v2_quota(folder: str) -> float | None:
+    text = _read(os.path.join(folder, "cpu.max"))  # "max 100000" or "50000 100000"
+    quota, _, period = (text or "max").partition(" ")
+    try:
+        return None if quota == "max" or not period else int(quota) / int(period)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _v1_quota(folder: str) -> float | None:
+    quota = _read(os.path.join(folder, "cpu.cfs_quota_us"))
+    period = _read(os.path.join(folder, "cpu.cfs_period_us"))
+    try:
+        q, p = int(quota or -1), int(period or -1)
+    except ValueError:
+        return None
+    return q / p if q > 0 and p > 0 else None  # -1: no quota
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except (OSError, ValueError):
+        return None
 
 
 def glibc_mallopt() -> Callable[[int, int], int] | None:

@@ -1,0 +1,65 @@
+"""Workers follow a container's CPU quota: a pod limited to 2 CPUs on a 64-core node got 64
+workers and a ring for 64, since the cores were read off the affinity alone."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shmaug import platform as _platform
+
+
+def _laid_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proc: str,
+              files: dict[str, str]) -> None:
+    """/proc/self/cgroup and the cgroup file system's files, as the kernel lays them out."""
+    (tmp_path / "proc").write_text(proc)
+    for name, text in files.items():
+        (tmp_path / "fs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "fs" / name).write_text(text)
+    monkeypatch.setattr(_platform, "_PROC_CGROUP", str(tmp_path / "proc"))
+    monkeypatch.setattr(_platform, "_CGROUP", str(tmp_path / "fs"))
+
+
+@pytest.mark.parametrize("proc, files, cpus", [
+    ("0::/kubepods/pod1/c1\n", {"kubepods/pod1/c1/cpu.max": "max 100000",
+                                "kubepods/pod1/cpu.max": "150000 100000"}, 1.5),  # a parent's
+    ("0::/\n", {"cpu.max": "max 100000"}, None),
+    ("4:cpu,cpuacct:/docker/abc\n", {"cpu,cpuacct/cpu.cfs_quota_us": "200000",  # the container
+                                     "cpu,cpuacct/cpu.cfs_period_us": "100000"}, 2.0),  # root
+    ("4:cpu,cpuacct:/\n", {"cpu,cpuacct/cpu.cfs_quota_us": "-1",
+                           "cpu,cpuacct/cpu.cfs_period_us": "100000"}, None),
+    ("4:cpu,cpuacct:/\n", {"cpu,cpuacct/cpu.cfs_quota_us": "garbage",
+                           "cpu,cpuacct/cpu.cfs_period_us": "100000"}, None)])
+def test_the_quota_is_read_from_the_process_cgroup_and_its_ancestors(
+        tmp_path, monkeypatch, proc, files, cpus) -> None:
+    _laid_out(tmp_path, monkeypatch, proc, files)
+    assert _platform.cgroup_cpus() == cpus
+    cores = len(os.sched_getaffinity(0)) if _platform.HAS_AFFINITY else os.cpu_count()
+    assert _platform.cpu_count() == (cores if cpus is None else min(cores, math.ceil(cpus)))
+
+
+def _v1_cpu_cgroup() -> Path | None:
+    root = Path("/sys/fs/cgroup/cpu")
+    return root if sys.platform == "linux" and os.access(root, os.W_OK) and \
+        (root / "cpu.cfs_quota_us").exists() else None
+
+
+@pytest.mark.skipif(_v1_cpu_cgroup() is None, reason="needs a writable cgroup v1 cpu hierarchy")
+def test_a_process_in_a_half_cpu_cgroup_counts_one_core() -> None:
+    group = _v1_cpu_cgroup() / f"shmaug_test_{os.getpid()}"  # type: ignore[operator]
+    group.mkdir()
+    try:
+        (group / "cpu.cfs_period_us").write_text("100000")
+        (group / "cpu.cfs_quota_us").write_text("50000")
+        code = "import shmaug.platform as p; print(p.cpu_count(), p.cgroup_cpus())"
+        done = subprocess.run(["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec '
+                               f'{sys.executable} -c "{code}"'], capture_output=True, text=True,
+                              timeout=60)
+        assert done.stdout.split() == ["1", "0.5"], done.stdout + done.stderr
+    finally:
+        group.rmdir()
