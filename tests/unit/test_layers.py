@@ -258,6 +258,7 @@ FOREIGN_PRIVATE = {
     "shm._mmap": "SharedMemory's mapping, closed by hand when a view outlives the block",
     "shm._buf": "SharedMemory's buffer, dropped with its mapping",
     "shm._name": "SharedMemory's block name as the resource tracker spells it",
+    "shm._fd": "SharedMemory's descriptor, to reserve the block's room (posix_fallocate)",
 }
 
 
