@@ -4,6 +4,8 @@ with labels that say exactly what each row's pixels hold; batches read in order 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -161,7 +163,10 @@ def test_sampled_by_weight_evaluate_and_predict_still_read_unmixed() -> None:
                               keras.layers.Dense(4, activation="softmax")])
     model.compile("adam", logged_loss, run_eagerly=True)
     with shmaug.Sequence(x, np.arange(N) % 4, batch_size=8, seed=0, workers=2,
-                         sampling_weights=np.ones(N), mix=MixUp(1.0, num_classes=4)) as seq:
+                         sampling_weights=np.ones(N), mix=MixUp(1.0, num_classes=4)) as seq, \
+            warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "This Sequence draws every pass",
+                                shmaug.ShmaugWarning)  # (what this test reads on purpose)
         model.evaluate(seq, verbose=0)
         predicted = model.predict(seq, verbose=0)  # (the pass's own weighted draw)
     assert seen and all(np.all((t == 0) | (t == 1)) for t in seen)
