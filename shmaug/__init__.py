@@ -123,8 +123,7 @@ _PUBLIC_MODULES = ("engine", "errors", "keras", "ops", "seeding", "sources")
 
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
-_LAZY = {"EpochSync": "keras.callbacks", "Sequence": "keras.sequence",
-         "StallMonitor": "keras.callbacks"}
+_LAZY = ("EpochSync", "Sequence", "StallMonitor")  # shmaug.keras's, loaded when asked for
 # The facade's names are public where Keras is installed: without it, `from shmaug import *`,
 # help(shmaug) and inspect.getmembers, which fetch every name, would meet its ImportError.
 if _importlib_util.find_spec("keras") is not None:
@@ -140,15 +139,6 @@ def __getattr__(name: str) -> _typing.Any:
     # The facade imports Keras; load it only when someone asks for it.
     if name == "keras":
         return _importlib.import_module(".keras", __name__)
-    if name in _LAZY:
-        try:
-            module = _importlib.import_module(f".{_LAZY[name]}", __name__)
-        except ModuleNotFoundError as exc:
-            if exc.name != "keras":
-                raise
-            raise ModuleNotFoundError(
-                f"shmaug.{name} is the Keras facade and needs Keras 3, which is not installed. "
-                f'Fix: pip install "shmaug[tf]" (or keras with a backend of your choice); '
-                f"shmaug.Loader works without it.", name="keras") from None
-        return getattr(module, name)
+    if name in _LAZY:  # (shmaug.keras says what to install where Keras is missing)
+        return getattr(_importlib.import_module(".keras", __name__), name)
     raise AttributeError(f"module 'shmaug' has no attribute {name!r}")

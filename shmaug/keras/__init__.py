@@ -40,7 +40,16 @@ _HOME = {"EpochSync": "callbacks", "Sequence": "sequence", "StallMonitor": "call
 
 def __getattr__(name: str) -> Any:
     if name in _HOME:
-        value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+        try:
+            module = importlib.import_module(f".{_HOME[name]}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != "keras":
+                raise
+            raise ModuleNotFoundError(
+                f"shmaug.{name} is the Keras facade and needs Keras 3, which is not installed. "
+                f'Fix: pip install "shmaug[tf]" (or keras with a backend of your choice); '
+                f"shmaug.Loader works without it.", name="keras") from None
+        value = getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

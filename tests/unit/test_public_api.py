@@ -74,10 +74,13 @@ def test_star_import_help_and_getmembers_work_without_keras():
         "pydoc.render_doc(shmaug)\n"
         "inspect.getmembers(shmaug)\n"
         "assert 'Sequence' not in shmaug.__all__ and 'Loader' in shmaug.__all__\n"
-        "try:\n"
-        "    shmaug.Sequence\n"
-        "except ImportError as exc:\n"
-        "    assert 'shmaug[tf]' in str(exc)\n"
+        "for name in ('shmaug.Sequence', 'from shmaug.keras import Sequence'):\n"
+        "    try:\n"
+        "        exec(name if name.startswith('from') else f'x = {name}')\n"
+        "    except ImportError as exc:\n"
+        "        assert 'shmaug[tf]' in str(exc), (name, exc)\n"
+        "    else:\n"
+        "        raise AssertionError(name)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
