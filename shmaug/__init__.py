@@ -126,8 +126,17 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 _LAZY = ("EpochSync", "Sequence", "StallMonitor")  # shmaug.keras's, loaded when asked for
 # The facade's names are public where Keras is installed: without it, `from shmaug import *`,
 # help(shmaug) and inspect.getmembers, which fetch every name, would meet its ImportError.
-if _importlib_util.find_spec("keras") is not None:
-    __all__ = sorted([*__all__, *_LAZY])
+def _keras_installed() -> bool:
+    try:
+        spec = _importlib_util.find_spec("keras")
+    except (ImportError, ValueError):  # (a stand-in module without a spec)
+        return False
+    return spec is not None and spec.origin is not None  # (not a folder named keras)
+
+
+if _keras_installed() or _typing.TYPE_CHECKING:
+    __all__ += ["EpochSync", "Sequence", "StallMonitor"]  # (_LAZY, spelled out for checkers)
+    __all__.sort()
 
 
 def __dir__() -> list[str]:

@@ -20,6 +20,8 @@ import logging
 import multiprocessing
 import os
 import re
+import shlex
+import subprocess
 import sys
 import tempfile
 import threading
@@ -342,7 +344,7 @@ def _demo(args: argparse.Namespace) -> int:
         raise CommandError(f"`--out` {str(args.out)!r} is a file; the demo writes PNGs into a "
                            f"folder. Fix: pass a folder path, e.g. `--out shmaug_demo_out`.")
     _writable("`--out`", args.out,  # before training, not after
-              f"--out {Path(tempfile.gettempdir()) / 'shmaug_demo_out'}")
+              f"--out {_quoted(Path(tempfile.gettempdir()) / 'shmaug_demo_out')}")
     try:
         from ._demo import run
     except ModuleNotFoundError as exc:
@@ -372,6 +374,11 @@ def _writable(flag: str, given: Path, example: str, folder: Path | None = None) 
                            f"Fix: pass a folder you can write to, e.g. {example}.") from None
 
 
+def _quoted(path: Path) -> str:
+    """``path`` as a shell takes it (a temp folder under a user name with a space)."""
+    return subprocess.list2cmdline([str(path)]) if os.name == "nt" else shlex.quote(str(path))
+
+
 def _at_least(flag: str, value: int | None, low: int) -> None:
     if value is not None and value < low:
         raise CommandError(f"`{flag}` must be an integer >= {low}; received {value}. Fix: e.g. "
@@ -399,7 +406,7 @@ def _pack(args: argparse.Namespace) -> int:
         raise CommandError(f"OUT {str(args.out)!r} is a file; pack writes a folder (images.npy, "
                            f"labels.npy, manifest.json). Fix: pass a folder path.")
     _writable("OUT", args.out,
-              f"`shmaug pack SOURCE {Path(tempfile.gettempdir()) / 'packed'}`",
+              f"`shmaug pack SOURCE {_quoted(Path(tempfile.gettempdir()) / 'packed')}`",
               args.out if args.out.is_dir() else args.out.parent)
     options: dict[str, Any] = dict(
         image_size=(height, width), interpolation=args.interpolation, on_error=args.on_error,

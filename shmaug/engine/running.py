@@ -66,8 +66,8 @@ class _NoPool:
 
 
 Pool = WorkerPool | InlinePool | RemotePool | _NoPool  # who makes the batches
-_Unfilled = tuple[np.ndarray, np.ndarray] | None  # a shared block's rows still to copy, and
-# their data
+_Unfilled = tuple[np.ndarray, np.ndarray, ArrayHandle] | None  # a shared block's rows still
+# to copy, their data, and the block (whose room they take once they are known to fit)
 
 
 def _shutdown(prefetch: Prefetcher | None, pool: Pool, store: SharedStore,
@@ -288,7 +288,7 @@ class Running:
         if shape is not None and dtype is not None:  # before any process starts, too
             self._size_ring(shape, dtype, None, need)
         else:
-            check_need(need)
+            check_need(need, own=self.store.names)
         x_handle, self.x, unfilled = self._place_dataset(o.data.x, load)
         self.pool = self._start_pool(x_handle, load, payload, seed_globals, o)
         # User code runs only where workers run it: the probe is a task like any other.
@@ -387,7 +387,7 @@ class Running:
             view.flags.writeable = False
             return handle, view, None
         handle, view = self.store.put(x, rows=1)
-        unfilled = view[1:], x[1:]  # writable, unlike the view handed out
+        unfilled = view[1:], x[1:], handle  # writable, unlike the view handed out
         view.flags.writeable = False  # ops get read-only views, here as in workers
         return handle, view, unfilled
 
@@ -399,6 +399,7 @@ class Running:
         rest = None if unfilled is None else unfilled[1]
         self._size_ring(sample_shape, dtype, targets, copied_bytes(rest, {}, 0))
         if unfilled is not None:
+            self.store.reserve(unfilled[2])  # (its room, now that it is known to fit)
             unfilled[0][...] = rest
 
     def _size_ring(self, sample_shape: tuple[int, ...], dtype: Any, targets: Any,

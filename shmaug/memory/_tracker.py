@@ -24,16 +24,20 @@ from typing import Any
 # The leak report, and a failed unlink's, as the tracker process warns them (-W syntax).
 _QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
 _PATCH_LOCK = threading.Lock()
-_PYTHONS = resource_tracker.register, resource_tracker.unregister  # (restored in a child)
+_SAVED: list[Any] = []  # the tracker calls ``python_tracker_skipped`` replaced, while it does
 
 
 def _after_fork_in_child() -> None:
     """A fork while another thread held the lock (loaders built in two threads) left the
     child's copy locked for good, and its worker hung attaching its first block; the child
-    has that one thread alone, so it starts with a free lock and Python's tracker calls."""
+    has that one thread alone, so it starts with a free lock and, where the fork came in
+    the middle of ``python_tracker_skipped``, the tracker calls it replaced (only those:
+    a program's own patch of them stays)."""
     global _PATCH_LOCK
     _PATCH_LOCK = threading.Lock()
-    resource_tracker.register, resource_tracker.unregister = _PYTHONS
+    if _SAVED and resource_tracker.register is _ignore:
+        resource_tracker.register, resource_tracker.unregister = _SAVED
+        _SAVED.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -77,11 +81,13 @@ def python_tracker_skipped() -> Iterator[None]:
     (before 3.13 they always tell it; CPython gh-82300), so it never holds shmaug's blocks."""
     with _PATCH_LOCK:
         saved = resource_tracker.register, resource_tracker.unregister
+        _SAVED[:] = saved
         resource_tracker.register = resource_tracker.unregister = _ignore
         try:
             yield
         finally:
             resource_tracker.register, resource_tracker.unregister = saved
+            _SAVED.clear()
 
 
 def _ignore(*args: Any, **kwargs: Any) -> None:

@@ -23,7 +23,7 @@ import sys
 import weakref
 from dataclasses import dataclass
 from multiprocessing import shared_memory
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import numpy as np
 
@@ -165,7 +165,7 @@ DATASET = "the dataset"  # the parts
 
 
 def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0,
-               depth: str = "") -> None:
+               depth: str = "", own: Collection[str] = ()) -> None:
     """Raise ``SharedMemoryError`` when /dev/shm cannot hold all of ``parts`` together (bytes
     still to be written there, by what they are for), before any of them is written.
 
@@ -173,7 +173,8 @@ def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0,
     ``batch_bytes``) does not fit, a smaller batch or queue (with the ``max_queue_size``
     that fits; ``depth``: what chose the ring's depth, said with it); when the dataset
     alone does not, a ``.npy`` path, which is memory-mapped
-    instead of copied; always, enlarging /dev/shm.
+    instead of copied; always, enlarging /dev/shm. ``own``: the asking loader's blocks,
+    left out of what the message says the process's other loaders hold.
     """
     free = free_shm_bytes()
     total = sum(parts.values())
@@ -199,7 +200,7 @@ def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0,
         fix = npy if data else "free some of it"
     listed = ", ".join(f"{what} {n:,} bytes" for what, n in parts.items() if n)
     gib = -(-total // 2**30) + 1
-    held = _held_here()
+    held = _held_here(own)
     others = (f"; this process's other loaders hold {held:,} bytes there: close those it "
               f"no longer uses" if held else "")
     raise SharedMemoryError(
@@ -211,12 +212,15 @@ def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0,
     )
 
 
-def _held_here() -> int:
-    """Bytes of /dev/shm this process's shmaug blocks hold (its other loaders')."""
+def _held_here(own: Collection[str]) -> int:
+    """Bytes of /dev/shm this process's shmaug blocks hold, but for ``own`` (the asking
+    loader's): its other loaders'."""
     prefix = segment_name().rpartition("_")[0] + "_"
+    mine = {name.lstrip("/") for name in own}
     try:
         with os.scandir(_SHM_DIR) as entries:
-            return sum(e.stat().st_blocks * 512 for e in entries if e.name.startswith(prefix))
+            return sum(e.stat().st_blocks * 512 for e in entries
+                       if e.name.startswith(prefix) and e.name not in mine)
     except OSError:  # (no /dev/shm to list: Windows, macOS)
         return 0
 
@@ -350,32 +354,31 @@ class SharedStore:
                                            self._lent, self._before)
 
     def empty(self, shape: tuple[int, ...], dtype: Any, *, what: str = "an array",
-              lent: bool = False) -> tuple[ArrayHandle, np.ndarray]:
+              lent: bool = False, reserved: int | None = None) -> tuple[ArrayHandle, np.ndarray]:
         """A new zero-filled shared array; returns its handle and a view for this process.
         ``lent``: views of it may outlive the store (the ring's slots under ``copy=False``):
-        closing then unlinks its name but leaves the mapping to the last view."""
+        closing then unlinks its name but leaves the mapping to the last view.
+        ``reserved``: the bytes whose room is taken now (``_reserve``; default all), the rest
+        by ``reserve`` once it is known to fit."""
         dt = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-        check_capacity(nbytes, what)
+        check_capacity(nbytes if reserved is None else reserved, what)
         name = segment_name()
         try:
             with _tracker.python_tracker_skipped():  # ours tracks it, quietly (_tracker)
                 shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))
         except OSError as exc:
             raise _not_created(nbytes, what, exc) from exc
-        try:
-            _reserve(shm, nbytes)
-        except OSError as exc:  # (no room: unlinked, as nothing tracks it yet)
-            _close_quietly(shm, lent=False)
-            with contextlib.suppress(FileNotFoundError), _tracker.python_tracker_skipped():
-                shm.unlink()
-            raise _not_created(nbytes, what, exc) from exc
-        try:  # (the first block of a process starts the tracker: a Ctrl-C may land there)
+        try:  # (a Ctrl-C may land in either: the reservation of gigabytes takes a while, and
+            # the first block of a process starts the tracker)
+            _reserve(shm, nbytes if reserved is None else reserved)
             _tracker.track(shm._name)  # type: ignore[attr-defined]
-        except BaseException:  # untracked and not yet ours to close: unlinked here
+        except BaseException as exc:  # untracked and not yet ours to close: unlinked here
             _close_quietly(shm, lent=False)
             with contextlib.suppress(FileNotFoundError), _tracker.python_tracker_skipped():
                 shm.unlink()
+            if isinstance(exc, OSError):  # (no room)
+                raise _not_created(nbytes, what, exc) from exc
             raise
         self._segments.append(shm)
         if lent:
@@ -389,14 +392,28 @@ class SharedStore:
     def put(self, array: np.ndarray, *, what: str = "the dataset",
             rows: int | None = None) -> tuple[ArrayHandle, np.ndarray]:
         """Copy ``array`` into a new shared block (once); returns its handle and view. With
-        ``rows``, only its first ``rows`` rows are copied yet: the block is made whole, and
-        the pages of the rest take no memory until ``view[rows:] = array[rows:]``."""
-        handle, view = self.empty(array.shape, array.dtype, what=what)
+        ``rows``, only its first ``rows`` rows are copied and reserved yet: the block is made
+        whole, and the rest takes room once ``reserve(handle)`` is called (after the check
+        that it fits), before ``view[rows:] = array[rows:]``."""
+        first = None if rows is None else rows * (array[0].nbytes if len(array) else 0)
+        handle, view = self.empty(array.shape, array.dtype, what=what, reserved=first)
         if rows is None:
             view[...] = array
         else:
             view[:rows] = array[:rows]
         return handle, view
+
+    def reserve(self, handle: ArrayHandle, what: str = "the dataset") -> None:
+        """Take the room of all of block ``handle`` (one ``put`` reserved in part).
+
+        Raises:
+            SharedMemoryError: /dev/shm has no room left for it.
+        """
+        shm = next(shm for shm in self._segments if shm.name == handle.name)
+        try:
+            _reserve(shm, handle.nbytes)
+        except OSError as exc:
+            raise _not_created(handle.nbytes, what, exc) from exc
 
     def before_close(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` when the store closes, while its blocks are still mapped (the ring

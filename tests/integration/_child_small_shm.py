@@ -12,8 +12,8 @@ import shmaug
 from tests import _ops
 
 
-def main(count: int) -> None:
-    x = np.zeros((256, 128, 128, 3), np.uint8)  # 12.6 MB each; a batch of 64 is 3.1 MB
+def main(count: int, rows: int) -> None:
+    x = np.zeros((rows, 128, 128, 3), np.uint8)  # 256: 12.6 MB each; a batch of 64 is 3.1 MB
     loaders, refused = [], ""
     try:
         for _ in range(count):
@@ -31,4 +31,4 @@ def main(count: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), int(sys.argv[2]))

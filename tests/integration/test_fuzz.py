@@ -234,6 +234,10 @@ CASES: dict[str, Case] = {
                           r"`x`.*generator.*cannot be read by index.*np.stack\(list"),
     "x an (x, y) pair": Case(lambda f, t: loader((X, np.arange(len(X)))), TypeError,
                              r"`x` is a pair of .* images .* labels.*two arguments"),
+    "x an (x, one-hot y) pair": Case(lambda f, t: loader((X, np.eye(3)[np.arange(len(X)) % 3])),
+                                     TypeError, r"`x` is a pair of 8 images .* labels \(8, 3\)"),
+    "augment np.flip": Case(lambda f, t: loader(X, augment=np.flip), TypeError,
+                            r"`augment`.*`axis`, is an option"),
     "y a list of per-sample rows": Case(lambda f, t: loader(X, [np.eye(3)[i % 3] for i in
                                                              range(len(X))]), ValueError,
                                         r"`y` is a list of 8 arrays of shape \(3,\), one per "

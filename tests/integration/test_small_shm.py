@@ -17,9 +17,9 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _in_small_shm(count: int) -> subprocess.CompletedProcess[str]:
+def _in_small_shm(count: int, rows: int = 256) -> subprocess.CompletedProcess[str]:
     script = (f"mount -t tmpfs -o size=64m tmpfs /dev/shm && exec {sys.executable} -m "
-              f"tests.integration._child_small_shm {count}")
+              f"tests.integration._child_small_shm {count} {rows}")
     return subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=ROOT, text=True,
                           capture_output=True, timeout=200,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -45,6 +45,15 @@ def test_loaders_that_together_outgrow_a_64_mib_dev_shm_are_refused_not_killed()
     assert report["built"] == 2, report
     assert "this process's other loaders hold" in report["refused"]
     assert "close those it no longer uses" in report["refused"]
+
+
+@pytest.mark.skipif(not _namespaces(), reason="needs a mount namespace (unshare -m, as root)")
+def test_a_dataset_of_most_of_a_64_mib_dev_shm_is_counted_once():
+    """The dataset's block is made whole with sample 0 copied: reserved whole at once, its
+    rest was then counted again against the room left, and a 39 MiB dataset was refused."""
+    done = _in_small_shm(1, rows=800)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"built": 1, "refused": ""}
 
 
 @pytest.mark.skipif(not _namespaces(), reason="needs a mount namespace (unshare -m, as root)")

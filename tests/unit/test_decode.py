@@ -229,6 +229,25 @@ def test_float_and_multiband_tiffs_are_told_to_become_an_array(tmp_path):
     assert "mmap_mode='r'" in str(err.value)
 
 
+@pytest.mark.parametrize("data, options", [
+    (np.zeros((8, 8, 3), np.float16), {"photometric": "rgb"}),
+    (np.zeros((8, 8, 3), np.float16), {"photometric": "rgb", "byteorder": ">"}),
+    (np.zeros((8, 8, 5), np.uint16), {"bigtiff": True, "photometric": "minisblack",
+                                      "planarconfig": "contig"})])
+def test_a_tiff_header_says_float_or_many_bands_wherever_it_keeps_them(data, options):
+    """Values longer than 4 bytes (SampleFormat of 3 samples) lie at an offset, and a BigTIFF
+    has 8-byte ones: both were read as the value itself, and such files called corrupt."""
+    from shmaug.sources.images.decode import _tiff_beyond_images
+
+    tifffile = pytest.importorskip("tifffile")
+    buffer = io.BytesIO()
+    tifffile.imwrite(buffer, data, **options)
+    assert _tiff_beyond_images(np.frombuffer(buffer.getvalue(), np.uint8))
+    tifffile.imwrite(buffer := io.BytesIO(), np.zeros((8, 8, 3), np.uint8), bigtiff=True,
+                     photometric="rgb")
+    assert not _tiff_beyond_images(np.frombuffer(buffer.getvalue(), np.uint8))
+
+
 def test_a_damaged_tiff_is_still_called_damaged_with_the_skip_fix(tmp_path):
     """Only a TIFF whose header says float or more than 4 bands is sent to an array; one
     cut short is unreadable, with on_error='skip' offered."""

@@ -85,6 +85,14 @@ def test_star_import_help_and_getmembers_work_without_keras():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_a_keras_that_is_no_package_does_not_list_the_facade():
+    """A stand-in module without a spec made find_spec raise and the import fail."""
+    code = ("import sys, types; sys.modules['keras'] = types.ModuleType('keras')\n"
+            "import shmaug\n"
+            "assert 'Sequence' not in shmaug.__all__\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_the_facades_pure_internals_import_without_keras():
     """``shmaug.keras._passes`` (the pass rules, tested on every Python) needs no Keras: the
     package loads Keras only for its public names (Python 3.10/3.13 CI has no Keras)."""

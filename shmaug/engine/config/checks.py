@@ -255,10 +255,9 @@ def callable_or_none(name: str, value: Any) -> Any:
 
 
 # Names a second parameter meant for the generator has (``rng``, ``random_state``, ...),
-# in part or whole; and options' names that take None (Keras' preprocess_input).
+# in part or whole: ``fn(image, rnd=None)`` falls back on a generator of its own without one.
 _RNG_NAMES = ("rng", "random", "generator", "gen", "seed", "state", "key", "rand", "rnd")
 _RNG_WHOLE = ("r", "rs", "g", "rg", "_")
-_OPTIONS_TAKING_NONE = ("data_format",)
 
 
 def _not_image_and_rng(fn: Any) -> str | None:
@@ -280,8 +279,6 @@ def _not_image_and_rng(fn: Any) -> str | None:
     second, name = positional[1], positional[1].name.lower()
     if any(word in name for word in _RNG_NAMES) or name in _RNG_WHOLE:
         return None
-    if second.default is None and name not in _OPTIONS_TAKING_NONE:
-        return None  # (``fn(image, r=None)``: a generator it falls back without)
     return (f"takes {signature}: its second parameter, `{second.name}`, is an option with a "
             f"default, and would be handed the random generator")
 

@@ -187,9 +187,8 @@ def _stacked(items: list[Any] | tuple[Any, ...]) -> np.ndarray:
     if len(shapes) == 1 and image_like and arrays[0].dtype.kind in "biuf":
         return np.stack(arrays)
     shown = ", ".join(str(s) for s in shapes[:3]) + (", ..." if len(shapes) > 3 else "")
-    if len(arrays) == 2 and len(arrays[0]) == len(arrays[1]) and \
-            (arrays[0].ndim == 4 and arrays[1].ndim <= 2 or
-             arrays[0].ndim == 3 and arrays[1].ndim == 1):
+    if len(arrays) == 2 and len(arrays[0]) == len(arrays[1]) and arrays[1].ndim <= 2 and \
+            arrays[0].ndim in (3, 4) and arrays[1].shape != arrays[0].shape[:2]:
         raise ArgumentTypeError(
             f"`x` is a pair of {len(arrays[0])} images {arrays[0].shape} and {len(arrays[1])} "
             f"labels {arrays[1].shape}: Keras' (x, y) tuple. Fix: pass them as two arguments, "

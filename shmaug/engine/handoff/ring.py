@@ -124,7 +124,7 @@ class OutputRing:
         (other bytes still to be written to shared memory, by what they are), would not fit."""
         per = self.batch_bytes(sample_shape, dtype, targets)
         check_need({**(besides or {}), RING: self.slots * per}, batch_bytes=per,
-                   slots=self.slots, depth=self.depth.describe())
+                   slots=self.slots, depth=self.depth.describe(), own=self._store.names)
 
     def allocate(self, sample_shape: tuple[int, ...], dtype: Any,
                  targets: TargetLayout | None = None) -> RingHandles:

@@ -469,18 +469,31 @@ def _tiff_beyond_images(data: np.ndarray) -> bool:
     """Whether ``data`` is a TIFF whose first image is float or has more than 4 samples a
     pixel (bands): readable data that no image decoder here takes, told apart from a TIFF
     that is damaged (its first directory read off its header, a few bytes)."""
-    head = data[:8].tobytes()
-    order = {b"II*\x00": "<", b"MM\x00*": ">"}.get(head[:4])
+    order = {b"II": "<", b"MM": ">"}.get(data[:2].tobytes())
     if order is None:
         return False
     raw = data.tobytes()
     try:
-        (start,) = struct.unpack_from(order + "I", raw, 4)
-        (count,) = struct.unpack_from(order + "H", raw, start)
+        (magic,) = struct.unpack_from(order + "H", raw, 2)
+        if magic not in (42, 43):  # TIFF, BigTIFF
+            return False
+        big = magic == 43  # 8-byte offsets and counts, 20-byte entries
+        offset, count_of, entry = ("Q", "Q", 20) if big else ("I", "H", 12)
+        (start,) = struct.unpack_from(order + offset, raw, 8 if big else 4)
+        (count,) = struct.unpack_from(order + count_of, raw, start)
+        first = start + (8 if big else 2)
         fields = {}
-        for k in range(count):  # tag, type, count, value (a SHORT's in the first two bytes)
-            tag, kind, _, value = struct.unpack_from(order + "HHI4s", raw, start + 2 + 12 * k)
-            fields[tag] = struct.unpack_from(order + ("H" if kind == 3 else "I"), value)[0]
+        for k in range(count):  # tag, type, count, value or its offset
+            at = first + entry * k
+            tag, kind = struct.unpack_from(order + "HH", raw, at)
+            (n,) = struct.unpack_from(order + offset, raw, at + 4)
+            unit = {3: "H", 4: "I", 16: "Q"}.get(kind)
+            if tag not in (277, 339) or unit is None:
+                continue
+            value_at = at + (12 if big else 8)
+            if n * struct.calcsize(unit) > (8 if big else 4):  # held elsewhere: its offset
+                (value_at,) = struct.unpack_from(order + offset, raw, value_at)
+            fields[tag] = struct.unpack_from(order + unit, raw, value_at)[0]  # (the first)
     except struct.error:
         return False
     return bool(fields.get(277, 1) > 4 or fields.get(339, 1) == 3)  # SamplesPerPixel, SampleFormat
