@@ -141,9 +141,13 @@ PUBLIC_MODULES = {"engine", "errors", "keras", "ops", "seeding", "sources"}
 
 
 def test_dir_lists_exactly_the_public_api():
-    """Tab completion shows the lazy facade names and no helper the door imported for itself."""
+    """Tab completion shows the lazy facade names (where Keras is installed: without it they
+    cannot be fetched) and no helper the door imported for itself."""
+    import importlib.util
+
     assert dir(shmaug) == sorted(set(shmaug.__all__) | PUBLIC_MODULES)
-    assert {"Sequence", "StallMonitor", "EpochSync"} <= set(dir(shmaug))
+    keras_here = importlib.util.find_spec("keras") is not None
+    assert ({"Sequence", "StallMonitor", "EpochSync"} <= set(dir(shmaug))) == keras_here
     leaked = {"Any", "annotations", "logging", "importlib"} & set(vars(shmaug))
     assert not leaked, f"helpers in shmaug's namespace: {sorted(leaked)}"
 
