@@ -74,9 +74,12 @@ def segment_name(pid: int | None = None) -> str:
 
 def mapped_file_handle(array: np.ndarray) -> ArrayHandle | None:
     """A handle that re-maps ``array`` from its file in each worker, or None if it is not a
-    C-contiguous view of a memory-mapped file (then it must be copied into shared memory)."""
+    C-contiguous view of a file mapped shared (then it must be copied into shared memory):
+    a copy-on-write map (``mmap_mode="c"``) holds edits the file does not, and a worker
+    re-mapping the file would read the file's pixels instead."""
     buffer = getattr(array, "_mmap", None)
-    if not isinstance(array, np.memmap) or array.filename is None or buffer is None:
+    if not isinstance(array, np.memmap) or array.filename is None or buffer is None or \
+            array.mode == "c":
         return None
     if not array.flags.c_contiguous:
         return None

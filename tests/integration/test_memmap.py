@@ -36,6 +36,20 @@ def test_memmapped_npy_gives_the_same_epoch_as_ram(tmp_path, images, method):
             np.testing.assert_array_equal(ya, yb)
 
 
+def test_a_copy_on_write_maps_edits_reach_the_workers(tmp_path):
+    """``np.load(mmap_mode="c")`` then an edit in place: the workers re-mapped the file and
+    read its pixels, not the edited ones that ``workers=0`` gave."""
+    path = tmp_path / "x.npy"
+    np.save(path, np.full((16, 8, 8), 200, np.uint8))
+    x = np.load(path, mmap_mode="c")
+    x[:] = 7  # (the file still holds 200)
+    for source in (x, x[4:]):
+        got = epoch(source, len(source), workers=2)
+        ref = epoch(np.array(source), len(source), workers=0)
+        for (xa, _), (xb, _) in zip(ref, got):
+            np.testing.assert_array_equal(xa, xb)
+
+
 def test_nothing_of_the_dataset_goes_to_shared_memory(tmp_path):
     path = tmp_path / "big.npy"
     x = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=(2048, 256, 256))
