@@ -5,8 +5,11 @@ backend the default graph keeps every ``from_generator`` function of Keras' adap
 it the Sequence, after ``fit`` (issue 30 §1). So a started Sequence idle for ``STOP_AFTER_S``
 stops its workers (one daemon thread watches them all), and when another one starts, any idle
 for ``STOP_AT_START_S`` stops at once: a notebook cell run again makes a new Sequence, and the
-old one's copy of the data must not wait two minutes. The next ask starts the workers again and
-the stream goes on unchanged (a batch is a function of seed, epoch and index).
+old one's copy of the data must not wait two minutes. Past ``KEPT_RUNNING`` others, the ones
+asked least recently stop then however briefly idle: a loop that makes a Sequence per fold or
+per test-time-augmentation round and drops it made them faster than they went idle. The next
+ask starts the workers again and the stream goes on unchanged (a batch is a function of seed,
+epoch and index).
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ log = logging.getLogger(__name__)
 
 STOP_AFTER_S = 120.0
 STOP_AT_START_S = 10.0
+KEPT_RUNNING = 3
+"""Other Sequences whose workers a Sequence starting keeps running (those idle less than
+``STOP_AT_START_S``, asked most recently): 50 dropped Sequences of 2 workers each, kept by
+TensorFlow and asked within the last 10 s, ran a process out of its 1024 descriptors."""
 
 _running: weakref.WeakSet[Sequence] = weakref.WeakSet()  # whose workers run
 _lock = threading.Lock()
@@ -32,10 +39,13 @@ _watcher: threading.Thread | None = None  # invariant: alive while _running is n
 
 
 def starting() -> None:
-    """Another Sequence starts its workers: stop those idle for ``STOP_AT_START_S``."""
+    """Another Sequence starts its workers: stop those idle for ``STOP_AT_START_S``, and any
+    idle at all past the ``KEPT_RUNNING`` asked most recently (one serving a batch is not
+    idle: it holds its lock)."""
     now = time.monotonic()
-    for other in list(_running):
-        stop_if_idle(other, now, STOP_AT_START_S)
+    newest_first = sorted(_running, key=lambda seq: seq.last_asked, reverse=True)
+    for rank, other in enumerate(newest_first):
+        stop_if_idle(other, now, STOP_AT_START_S if rank < KEPT_RUNNING else 0.0)
 
 
 def watch(seq: Sequence) -> None:

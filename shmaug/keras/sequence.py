@@ -179,6 +179,11 @@ class _FacadeApi:
         self._set_order(self._order.sharded(num_shards, shard_index))
         self._runtime.over_batches(len(self._order.plan))
 
+    @property
+    def last_asked(self) -> float:
+        """When a batch was last asked for (``time.monotonic()``; ``_idle`` stops the oldest)."""
+        return self._runtime.used
+
     def stop_if_idle(self, now: float, after_s: float) -> float | None:
         """Stop the workers if no batch was asked for in ``after_s`` seconds (``_idle``'s
         watch); how long they were idle, or None."""

@@ -98,6 +98,25 @@ def test_a_sequence_starting_frees_one_idle_for_a_while_at_once(monkeypatch):
             assert newer._runtime.running is not None
 
 
+def test_a_loop_making_sequences_faster_than_they_go_idle_keeps_few_running():
+    """A test-time-augmentation loop made a Sequence per round and dropped it (TensorFlow
+    keeps it): each held its workers until idle 10 s, and at 50 of them the process ran out
+    of descriptors. Past ``KEPT_RUNNING`` others, the least recently asked stop at once."""
+    x, y = _fit.data()
+    args = dict(batch_size=_fit.BATCH, workers=1, seed=0, augment=_fit.mark)
+    made, firsts = [], []
+    try:
+        for _ in range(_idle.KEPT_RUNNING + 3):
+            made.append(shmaug.Sequence(x, y, **args))
+            firsts.append(rows(made[-1][0]))
+        running = [seq for seq in made if seq._runtime.running is not None]
+        assert running == made[-_idle.KEPT_RUNNING - 1:]  # the newest, and three others
+        assert rows(made[0][0]) == firsts[0]  # started again: the same batch
+    finally:
+        for seq in made:
+            seq.close()
+
+
 CELL = """
 import gc, json, os, sys, time
 import numpy as np, keras, psutil, shmaug
