@@ -21,7 +21,10 @@ A *pass* is one run of one loop over the indices. Keras makes a fresh generator 
 2. An ask from no loop (Keras' signature probes on TensorFlow, a look by hand, a callback)
    moves nothing: it gets the batch the latest unfinished pass (``Passes._latest``) bound to
    that index, else the one that pass (or, with none, the next pass) will give next, so the
-   pass that follows takes the same batch and the facade serves it from its cache.
+   pass that follows takes the same batch and the facade serves it from its cache. A pass
+   that has just taken its epoch's last batch still answers looks until its loop is over
+   (``loop_over``: a ``for`` over the Sequence ends, ``on_epoch_end``) or another pass asks:
+   Keras trains on the batches it fetched ahead, and a loop's body runs after its last ask.
 3. The pass Keras runs to build an unbuilt model (JAX and torch draw one batch, TensorFlow
    under a distribution strategy as many as tf.data pulls ahead, up to a whole epoch; then
    ``EpochIterator.reset()`` drops it) borrows the next epoch instead of claiming it: the first
@@ -75,6 +78,8 @@ class Passes:
         self._looks: dict[int, Key] = {}  # index -> batch a pass will give it (rule 2)
         self._building = False  # the next pass to begin is Keras' build pass (rule 3)
         self._hand: Key | None = None  # the last batch a look drew from no pass (rule 5)
+        self._finished: _Pass | None = None  # the pass that took the last batch asked, and
+        # its epoch's last, while its loop may still be on it (rule 2)
         self.taken = 0  # invariant: batches taken by the pass that took the last one
         self.last: tuple[Key, bool] | None = None  # the last answer (for recorders in tests)
 
@@ -106,6 +111,7 @@ class Passes:
         p.next += 1
         p.asked, self._asks = self._asks, self._asks + 1
         self.taken = len(p.bindings)
+        self._finished = p if self._done(p) and not p.building else None
         self.last = key, not p.building
         if self._looks:
             self._looks = {i: k for i, k in self._looks.items() if k != key}
@@ -116,15 +122,28 @@ class Passes:
         with their own epochs (a loop Keras has dropped never asks again)."""
         self.epoch, self.cursor = epoch, batch
         self._sought = self._asks
-        self._restored = None
+        self._restored = self._finished = None
         self._looks.clear()
         self._hand = None
 
     def epoch_ended(self) -> None:
         """``on_epoch_end()``: a hand loop's epoch (looks drawn from no pass) is over, and the
         next pass or look takes the epoch after it; without such looks, nothing moves (rule 5)."""
+        self._finished = None
         if self._hand is not None:
             self.seek(self._hand[0] + 1, 0)
+
+    def loop_over(self, caller: Any = None) -> None:
+        """``caller``'s loop is over (None: Keras' epoch, ``on_epoch_end``): a pass of it that
+        took its epoch's last batch answers no more looks (rule 2)."""
+        if self._finished is not None and caller in (None, self._finished.caller):
+            self._finished = None
+
+    @property
+    def current_epoch(self) -> int:
+        """The epoch of the pass a loop is on (one that has taken its last batch included),
+        else of the next pass: what ``Sequence.epoch`` reads."""
+        return self._finished.epoch if self._finished is not None else self.position[0]
 
     @property
     def position(self) -> tuple[int, int]:
@@ -223,6 +242,8 @@ class Passes:
         return p
 
     def _look(self, index: int, in_order: bool) -> Key:
+        if self._finished is not None:  # (it bound every index)
+            return self._finished.bindings[index]
         p = self._latest()
         if p is not None and index in p.bindings:
             return p.bindings[index]

@@ -26,6 +26,7 @@ twice and the workers' lifecycle (``_idle.py`` stops those nobody asks).
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -369,7 +370,11 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
     def __iter__(self) -> Iterator[Any]:
         """A pass's batches (after ``load_state_dict`` mid-pass: the ones it had not served)."""
         served = self.served_before_restore()
-        yield from (self[index] for index in range(len(self)) if index not in served)
+        for index in range(len(self)):
+            if index not in served:
+                yield self[index]
+        with self._runtime.lock:  # (this generator's frame is the loop that asked)
+            self._runtime.passes.loop_over(sys._getframe())
 
     def __getitem__(self, index: int) -> Any:
         index = check.batch_index(index, len(self))
@@ -445,6 +450,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         if stack.from_adapter(self):  # Keras' passes are its generators; its calls move nothing
             with self._runtime.lock:  # (but the figures' pass ends: validation is not its)
                 self._runtime.pause()
+                self._runtime.passes.loop_over()
             return  # (fit calls it before its first pass, after the signature probes)
         with self._runtime.lock:
             self._runtime.passes.epoch_ended()
@@ -474,7 +480,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
     def epoch(self) -> int:
         """The epoch of the pass in progress (else of the next pass); set it to make the next
         pass start there (e.g. to resume)."""
-        return self._runtime.passes.position[0]
+        return self._runtime.passes.current_epoch
 
     @epoch.setter
     def epoch(self, value: int) -> None:

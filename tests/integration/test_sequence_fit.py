@@ -83,6 +83,33 @@ def test_a_batch_looked_at_by_hand_between_epochs_moves_nothing(where):
             assert batches == [seq.loader.indices(i, epoch=e).tolist() for i in range(10)]
 
 
+def test_a_look_at_the_end_of_a_pass_is_the_batch_that_pass_gave():
+    """seq[i] in a for loop's body, or in a callback after a training step, is a look at the
+    batch the pass gave index i: at each pass's end it gave the next epoch's batch i (Keras
+    fetches ahead; a loop's body runs after its last ask), and seq.epoch read the next
+    epoch."""
+    x, y = data(40)
+    with shmaug.Sequence(x, y, batch_size=8, augment=_ops.noisy, workers=2, seed=5,
+                         shuffle=False) as seq:
+        for i, (xb, _) in enumerate(seq):
+            np.testing.assert_array_equal(seq[i][0], xb)
+            assert seq.epoch == 0
+        assert seq.epoch == 1
+        seen = []
+
+        class Look(keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                self.epoch = epoch + 1  # (the for loop above took shmaug's epoch 0)
+
+            def on_train_batch_end(self, batch, logs=None):
+                given = seq.batch(batch, epoch=self.epoch, in_order=True)[0]
+                seen.append((self.epoch, batch, np.array_equal(seq[batch][0], given)))
+
+        model = _ops.tiny_model((SIDE, SIDE, 1), CLASSES, seed=0)
+        model.fit(seq, epochs=2, shuffle=False, verbose=0, callbacks=[Look()])
+    assert seen == [(e, b, True) for e in (1, 2) for b in range(len(seq))]
+
+
 def test_each_fits_probes_take_the_next_passes_batches():
     """fit called once per epoch in a loop (as `shmaug demo` does): each fit first probes
     indices 0 and 1 for the output signature, after a whole pass. Those probes belong to the

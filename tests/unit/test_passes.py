@@ -110,10 +110,37 @@ def test_a_look_sees_the_batch_its_index_got_in_the_unfinished_pass():
 
 
 def test_after_a_whole_pass_a_look_is_about_the_next_pass():
-    """A fit per epoch in a loop: each fit's probes come after the last pass ended."""
+    """A fit per epoch in a loop: each fit's probes come after the last pass ended (Keras'
+    on_epoch_end)."""
     p, loop = Fixed(B, shuffle=True), object()
     take(p, range(B), loop)
+    p.loop_over()
     assert p.ask(0, None) == ((1, 0), False)
+
+
+@pytest.mark.parametrize("end", ["keras", "its loop", "another loop's", "by hand"])
+def test_a_pass_that_took_its_last_batch_answers_looks_until_its_loop_is_over(end):
+    """Keras trains on the batches it fetched ahead, and a for loop's body runs after its
+    last ask: seq[i] there gave the next epoch's batch i, and seq.epoch read the next
+    epoch (a reviewer's callback logging the batch just trained)."""
+    p, loop = Fixed(B, shuffle=True), object()
+    order = [3, 0, 4, 1, 2]
+    keys = dict(zip(order, (k for k, _ in take(p, order, loop))))
+    assert [p.ask(i, None)[0] for i in range(B)] == [keys[i] for i in range(B)]
+    assert p.current_epoch == 0 and p.position == (1, 0)
+    if end == "keras":
+        p.loop_over()
+    elif end == "its loop":
+        p.loop_over(loop)
+        p.loop_over(object())  # (another loop's end changes nothing more)
+    elif end == "another loop's":
+        p.loop_over(object())
+        assert p.ask(0, None) == (keys[0], False)
+        take(p, [2], object())
+    else:
+        p.epoch_ended()
+    assert p.current_epoch == 1
+    assert p.ask(0, None)[0][0] == p.current_epoch
 
 
 @pytest.mark.parametrize("drawn", [1, 3, B])
@@ -144,6 +171,7 @@ def test_after_a_pass_cut_short_and_whole_passes_the_state_is_the_next_epoch():
     take(p, [0, 1, 2], object())
     for _ in range(2):
         take(p, range(B), object())
+        p.loop_over()  # Keras' on_epoch_end
     assert p.position == (3, 0) and p.bindings == {}
     assert p.ask(0, None) == ((3, 0), False)
     assert [k for k, _ in take(p, [4], object())] == [(3, 0)]
@@ -158,6 +186,7 @@ def test_a_training_pass_that_validation_comes_between_is_still_the_latest():
     take(p, [4, 2, 0], train)
     p.in_order = True
     take(p, range(B), val)
+    p.loop_over()  # Keras' on_epoch_end, after evaluate
     p.in_order = False
     assert p.position == (0, 3) and p.bindings == {4: (0, 0), 2: (0, 1), 0: (0, 2)}
     assert p.ask(1, None) == ((0, 3), False)
@@ -173,6 +202,7 @@ def test_an_in_order_pass_broken_off_and_whole_shuffled_passes_after_are_the_nex
     p.in_order = False
     for _ in range(3):
         take(p, range(B), object())
+        p.loop_over()  # Keras' on_epoch_end
     assert p.position == (4, 0) and p.bindings == {}
     assert p.ask(0, None) == ((4, 0), False)
 
