@@ -96,6 +96,21 @@ def test_dtypes_shmaugs_ops_do_not_take_are_refused_before_any_process(dtype, fi
         assert ok.batch(0)[0].dtype == dtype
 
 
+@pytest.mark.parametrize("x, fix", [
+    (np.zeros((6, 784), np.uint8), r"x\.reshape\(-1, 28, 28\)"),  # MNIST, flattened
+    (np.zeros((6, 3, 16, 16, 3), np.uint8), r"\(N, T, H, W, C\).*x\.transpose\(0, 2, 3, 1, 4\)"),
+    ({"image": X, "meta": np.zeros((len(X), 2))}, r"shmaug\.Sequence\(x, y, image_key=")])
+def test_an_x_of_another_layout_is_told_the_fix_for_its_layout(x, fix):
+    """Video was told `x.reshape(N, H, W)`, and a dict of inputs `np.asarray(x)`."""
+    with pytest.raises((shmaug.ArgumentError, shmaug.ArgumentTypeError), match=fix):
+        shmaug.Loader(x, batch_size=4, workers=0)
+    if isinstance(x, np.ndarray) and x.ndim == 5:  # the fix, taken: the frames move together
+        n, t, h, w, c = x.shape
+        folded = x.transpose(0, 2, 3, 1, 4).reshape(n, h, w, t * c)
+        with shmaug.Loader(folded, batch_size=4, augment=GLYPHS, workers=0) as ok:
+            assert ok.output_shape == (h, w, t * c)
+
+
 @pytest.mark.parametrize("shape", [(6, 3, 32, 32), (6, 1, 28, 28), (6, 4, 16, 20),
                                    (6, 2, 32, 32)])
 def test_channels_first_images_are_refused_with_the_fix_for_shmaugs_ops(shape):

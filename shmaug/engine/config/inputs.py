@@ -61,6 +61,14 @@ def is_target_source(value: Any) -> bool:
         getattr(value, "load", None))
 
 
+_AXES_FIX = {
+    2: "flattened images become images again, e.g. `x.reshape(-1, 28, 28)` for (N, 784)",
+    5: "frames or slices per sample (N, T, H, W, C) go in as channels, moved together by "
+       "every op: `x.transpose(0, 2, 3, 1, 4).reshape(N, H, W, T * C)`, unfolded after",
+    0: "add or remove axes, e.g. `x[..., None]` or `x.reshape(N, H, W)`",
+}  # by x.ndim (0: any other)
+
+
 def image_array(x: Any) -> np.ndarray:
     """``x`` as the images workers read: an array (N, H, W[, C]) of numbers.
 
@@ -91,6 +99,9 @@ def image_array(x: Any) -> np.ndarray:
         fix = ("it yields batches or samples one at a time, which cannot be read by index. "
                "Fix: pass the arrays it reads from, or collect them once: "
                "`np.stack(list(samples))`") if batches else \
+            ("a dict of a model's inputs is what shmaug.Sequence takes, its `image_key` "
+             "naming the images to augment (a Loader takes the images alone). Fix: "
+             "`shmaug.Sequence(x, y, image_key=...)`") if isinstance(x, dict) else \
             "Fix: convert it with `np.asarray(x)` (or `np.stack` a list of images)"
         raise ArgumentTypeError(
             f"`x` must be a numpy array of images (N, H, W) or (N, H, W, C); received "
@@ -98,7 +109,7 @@ def image_array(x: Any) -> np.ndarray:
     if x.ndim not in (3, 4):
         raise ArgumentError(
             f"`x` must have shape (N, H, W) or (N, H, W, C); received shape {x.shape}. "
-            f"Fix: add or remove axes, e.g. `x[..., None]` or `x.reshape(N, H, W)`."
+            f"Fix: {_AXES_FIX.get(x.ndim, _AXES_FIX[0])}."
         )
     if x.dtype.kind not in "biuf":
         raise ArgumentTypeError(
