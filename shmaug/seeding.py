@@ -173,6 +173,26 @@ def _state_views(bitgen: np.random.PCG64) -> tuple[np.ndarray, np.ndarray] | Non
     return key, cached
 
 
+class _SampleSeedSequence(np.random.bit_generator.ISpawnableSeedSequence):
+    """The seed sequence a sample's generator reports: ``rng.spawn(n)`` draws its children
+    from it, keyed by the sample (its ``key``) and by how many it spawned before, so they are
+    part of the stream. numpy's own would be the process's, from the OS's entropy: another
+    in every run and every worker."""
+
+    def __init__(self) -> None:
+        self.key: tuple[int, int] = (0, 0)  # the sample's (hi, lo); set per sample
+        self.spawned = 0  # children this sample has spawned
+
+    def generate_state(self, n_words: int, dtype: Any = np.uint32) -> np.ndarray:
+        state: np.ndarray = np.random.SeedSequence(self.key).generate_state(n_words, dtype)
+        return state
+
+    def spawn(self, n_children: int) -> list[np.random.SeedSequence]:
+        first, self.spawned = self.spawned, self.spawned + n_children
+        return [np.random.SeedSequence(self.key, spawn_key=(k,))
+                for k in range(first, first + n_children)]
+
+
 class SampleSeeder:
     """Re-keys one per-process generator for each sample (cheap), and optionally the globals.
 
@@ -186,7 +206,8 @@ class SampleSeeder:
         # each from the first time a sample is seen drawing from it (see GlobalsWatch).
         self.seed_python = self.seed_numpy = seed_globals
         self.seed_torch = seed_torch  # where torch has loaded (module docstring)
-        self._bitgen = np.random.PCG64()
+        self._sequence = _SampleSeedSequence()
+        self._bitgen = np.random.PCG64(self._sequence)
         self._generator = np.random.Generator(self._bitgen)
         self._views = _state_views(self._bitgen)  # they point into self._bitgen
 
@@ -217,6 +238,7 @@ class SampleSeeder:
                 self._views[1][0] = 0  # no cached half-word from the previous sample
             else:
                 self._set_state(hi, lo)
+            self._sequence.key, self._sequence.spawned = (hi, lo), 0
             # Legacy user code draws from the globals; same per-sample guarantee.
             if self.seed_python:
                 random.seed(hi)

@@ -22,6 +22,14 @@ def noisy(image, rng):
     return out
 
 
+def spawned_views(image, rng):
+    """Two child generators per sample (a view each), as contrastive-learning code spawns
+    them: ``rng.spawn`` must be part of the stream."""
+    a, b = rng.spawn(2)
+    return np.full(image.shape, a.random() + 2 * b.random() + 4 * rng.spawn(1)[0].random(),
+                   np.float32)
+
+
 def identity(image, rng):
     return image
 

@@ -58,6 +58,18 @@ def test_same_epochs_for_any_start_method(reference, method):
         np.testing.assert_array_equal(stack(got[e])[0], stack(expected[e])[0])
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_generators_spawned_from_rng_are_part_of_the_stream(reference, method):
+    """``rng.spawn(2)``, one generator per view: children of the process's own seed
+    sequence (the OS's entropy), another in every run and every worker."""
+    images, _ = reference
+    expected = stack(epochs(images, 1, workers=0, augment=_ops.spawned_views)[0])[0]
+    got = stack(epochs(images, 1, workers=2, start_method=method,
+                       augment=_ops.spawned_views)[0])[0]
+    np.testing.assert_array_equal(got, expected)
+    assert len(np.unique(expected[:, 0, 0])) == len(images)  # each sample its own children
+
+
 def test_epochs_differ_and_samples_get_distinct_streams(reference):
     _, expected = reference
     x0, y0 = stack(expected[0])
