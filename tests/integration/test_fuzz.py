@@ -73,6 +73,10 @@ def returns_a_list(image, rng):
     return image.tolist()  # numpy would make it an int64 batch of uint8 data
 
 
+def returns_two_views(image, rng):
+    return image, image[::-1]  # SimCLR's two views, as a tuple
+
+
 def list_on_odd(image, rng):
     return image.tolist() if image.flat[0] % 2 else image
 
@@ -268,6 +272,12 @@ CASES: dict[str, Case] = {
     "op returns a list": Case(lambda f, t: loader(X, augment=returns_a_list), TypeError,
                               r"`augment` \(returns_a_list\) must return the image as a numpy "
                               r"array.*returned list.*int64", early=False),
+    "op returns two views": Case(lambda f, t: loader(X, augment=returns_two_views), TypeError,
+                                 r"`augment`.*returned tuple.*Fix: return them stacked",
+                                 early=False),
+    "augment a list of views": Case(lambda f, t: loader(X, augment=[_ops.identity] * 2),
+                                    TypeError, r"`augment` must be.*received \[.*runs its ops "
+                                    r"in turn.*np\.stack\(\[view\(image, rng\)", early=True),
     "op returns a list on some samples": Case(lambda f, t: epoch(X, augment=list_on_odd),
                                               TypeError,
                                               r"`augment`.*sample index \d+ it returned list",

@@ -237,11 +237,15 @@ def callable_or_none(name: str, value: Any) -> Any:
             f"{got(value)}, which is called otherwise. Fix: pass `{name}={wrapper}(...)` "
             f"around it: it runs as a shmaug pipeline in the workers.")
     if value is not None and not callable(value):
+        several = isinstance(value, (list, tuple)) and name == "augment"
         raise ArgumentTypeError(
             f"`{name}` must be a callable `fn(image, rng) -> image` or None; received "
             f"{got(value)}. Fix: pass a function or a shmaug pipeline such as "
-            f"`shmaug.Compose([...])`."
-        )
+            f"`shmaug.Compose([...])`" + (
+                ", which runs its ops in turn on one image; several views of each image "
+                "(SimCLR, DINO) come from one function returning them stacked, "
+                "`np.stack([view(image, rng) for view in views])` (docs/ops.md, \"Several "
+                "views of each sample\")." if several else "."))
     why = None if value is None or name != "augment" else _not_image_and_rng(value)
     if why is not None:
         raise ArgumentTypeError(

@@ -389,6 +389,12 @@ class SliceRunner:
                    "(a torch tensor on a GPU: `result.cpu().numpy()`) or "
                    "`np.asarray(result)`: a batch takes sample 0's dtype, a float [0, 1] "
                    "image included.")
+        elif isinstance(out, (list, tuple, dict)) and len(out) > 1 and all(
+                isinstance(v, np.ndarray) and v.ndim >= 2 for v in
+                (out.values() if isinstance(out, dict) else out)):
+            fix = ("Several images of one sample (views, crops) make one array. Fix: return them "
+                   "stacked, `np.stack(views)`, or, of several sizes, packed flat "
+                   "(docs/ops.md, \"Several views of each sample\").")
         else:
             fix = ("shmaug does not convert it, as its dtype would be a guess (a list of uint8 "
                    "pixels becomes int64). Fix: return an array in the image's dtype, e.g. "
