@@ -513,6 +513,12 @@ def run():
     with shmaug.Loader(x, batch_size=4, augment=plus_one, workers=1) as loader:
         assert loader.batch(0)[0].min() == 1
         print("METHOD", loader._run.pool._ctx.get_start_method())
+
+def run_in_a_thread():  # as tf.data's threads ask a Sequence, or restart it after an idle stop
+    import threading
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
 """
 
 
@@ -521,17 +527,20 @@ def run():
                     reason="the default chooses between fork and forkserver only where fork is "
                            "the platform's default")
 @pytest.mark.parametrize("guarded", [True, False])
-def test_a_script_that_trains_outside_its_main_guard_keeps_fork(tmp_path, guarded):
+@pytest.mark.parametrize("call", ["run", "run_in_a_thread"])
+def test_a_script_that_trains_outside_its_main_guard_keeps_fork(tmp_path, guarded, call):
     """With a threaded runtime up the default is forkserver, whose workers import the script
     that defines the ops: one that trains outside ``if __name__ == "__main__":`` would train
-    again in each worker, so it keeps fork (and a guarded one gets forkserver)."""
-    body = 'if __name__ == "__main__":\n    run()\n' if guarded else "run()\n"
+    again in each worker, so it keeps fork (and a guarded one gets forkserver), also where
+    another thread starts the workers (after an idle stop, a Sequence's workers started
+    again from tf.data's thread re-ran the script's fit in each)."""
+    body = f'if __name__ == "__main__":\n    {call}()\n' if guarded else f"{call}()\n"
     script = tmp_path / "train.py"
     script.write_text(SCRIPT + body)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"METHOD {'forkserver' if guarded else 'fork'}" in proc.stdout, proc.stdout
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["METHOD", "forkserver" if guarded else "fork"], proc.stdout
 
 
 GUARDED = """

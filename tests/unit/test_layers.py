@@ -250,6 +250,7 @@ def test_the_checkers_can_fail():
 # (receiver included, so that an allowance covers no state of ours), each with why.
 FOREIGN_PRIVATE = {
     "sys._getframe": "the caller's frame: a warning's stacklevel, Keras' asking loop",
+    "sys._current_frames": "the main thread's frames: whether a script's top runs there",
     "os._exit": "leave a forked worker (or a hung process) without running atexit handlers",
     "parts._replace": "a namedtuple's copy-with-changes (urllib's SplitResult)",
     "np.random.mtrand._rand": "numpy's legacy global generator, which seeding reseeds",

@@ -12,6 +12,7 @@ import gc
 import multiprocessing
 import signal
 import sys
+import threading
 from contextlib import contextmanager
 from multiprocessing import forkserver as mp_forkserver
 from multiprocessing import spawn as mp_spawn
@@ -62,8 +63,18 @@ def default_start_method(payload: bytes = b"") -> str:
 
 def _reruns_when_imported(payload: bytes) -> bool:
     """Whether a fresh worker, importing the modules ``payload`` names, would run code that is
-    running now (so an unguarded script would train again in each worker)."""
-    frame = sys._getframe(2)
+    running now (so an unguarded script would train again in each worker): on this thread, or
+    on the main thread, where a script's top runs while another thread starts workers (a batch
+    asked from tf.data's threads, a restart after an idle stop)."""
+    stacks: list[Any] = [sys._getframe(2)]
+    if threading.current_thread() is not threading.main_thread():
+        stacks.append(sys._current_frames().get(threading.main_thread().ident or 0))
+    return any(_runs_a_module_it_names(frame, payload) for frame in stacks)
+
+
+def _runs_a_module_it_names(frame: Any, payload: bytes) -> bool:
+    """Whether the stack ending at ``frame`` runs the top of a module that ``payload`` names
+    (``__main__`` outside its guard, or a module still being imported)."""
     while frame is not None:
         if frame.f_code.co_name == "<module>":
             name = frame.f_globals.get("__name__", "")
