@@ -50,10 +50,18 @@ def close_open_loaders() -> None:
 
 
 class _Asked(Generic[T]):
-    """A loader's attribute that reads what was asked (its ``Options``), kept in one place."""
+    """A loader's attribute that reads what was asked (its ``Options``), kept in one place;
+    setting it is refused with the fix (it would be ignored)."""
 
     def __init__(self, read: Callable[[Options], T]) -> None:
         self._read = read
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __set__(self, loader: Loader, value: Any) -> None:
+        raise check.fixed_setting("loader", self._name, value)
 
     @overload
     def __get__(self, loader: None, owner: Any = None) -> _Asked[T]: ...

@@ -13,6 +13,28 @@ from ..engine.handoff import pinned
 from ..errors import ArgumentError, ArgumentTypeError, NotInitializedError, got, warn
 
 
+FIXED = frozenset({
+    "batch_size", "seed", "shuffle", "mix", "image_key", "augment", "sampling_weights",
+    "samples_per_epoch", "output_shape", "output_dtype", "value_range", "drop_remainder",
+    "shuffle_window", "start_method", "timeout", "pin_memory", "workers", "max_queue_size",
+    "use_multiprocessing"})
+"""A Sequence's arguments that its workers and its order are made from: set afterwards they
+would be ignored without a word (``keep_setting``)."""
+
+
+def keep_setting(name: str, held: Any, value: Any) -> None:
+    """Refuse ``seq.name = value`` once the Sequence is made, unless ``value`` is the one it
+    holds (a subclass's ``__init__`` setting it again as ``keras.utils.Sequence`` code does)."""
+    if held is value:
+        return
+    try:
+        if type(held) is type(value) and bool(held == value):
+            return
+    except (TypeError, ValueError):  # (arrays: only the same one is the same)
+        pass
+    raise check.fixed_setting("seq", name, value)
+
+
 def use_multiprocessing(value: Any) -> None:
     """Keras' PyDataset argument, accepted so a PyDataset's arguments work unchanged; False,
     which cannot make shmaug's workers threads, is ignored with a warning."""

@@ -190,6 +190,11 @@ class _FacadeApi:
         watch); how long they were idle, or None."""
         return self._runtime.stop_if_idle(now, after_s, partial(_idle.forget, cast(Sequence, self)))
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in facade_checks.FIXED and "_order" in self.__dict__:  # (made: __init__'s
+            facade_checks.keep_setting(name, getattr(self, name, None), value)  # last)
+        super().__setattr__(name, value)
+
     def _set_order(self, order: Order) -> None:
         self._order = order  # invariant: which samples each batch holds, for this shard
         self.num_shards, self.shard_index = order.num_shards, order.shard_index

@@ -227,3 +227,30 @@ def test_a_plane_per_sample_beside_the_images_is_refused_where_pixels_move(given
                     augment=shmaug.ops.Compose([shmaug.ops.Op("rotate", degrees=10)])).close()
     shmaug.Sequence(y=masks, batch_size=4, workers=0, **given,
                     augment=shmaug.ops.Op("brightness_contrast")).close()
+
+
+@pytest.mark.parametrize("name, value", [("mix", shmaug.ops.MixUp(0.2)), ("batch_size", 2),
+                                         ("augment", print),
+                                         ("sampling_weights", np.ones(10)), ("shuffle", False),
+                                         ("workers", 4)])
+def test_a_setting_set_after_the_sequence_is_made_is_refused_with_the_fix(name, value):
+    """Accepted before, read back by repr, and ignored by every batch: a schedule that
+    switched MixUp off, or resized, trained on as before without a word."""
+    y = np.arange(10) % 2
+    with shmaug.Sequence(X, y, batch_size=4, workers=0, shuffle=True) as seq:
+        with pytest.raises(AttributeError, match=rf"`seq\.{name}` is fixed when the Sequence "
+                                                 rf"is made.*Fix: make a new Sequence"):
+            setattr(seq, name, value)
+        seq.batch_size, seq.shuffle, seq.note = 4, True, "a subclass's own"  # as they are: kept
+        assert len(seq[0][0]) == 4 and "batch_size=4" in repr(seq)
+
+
+def test_a_subclass_may_set_its_settings_in_its_own_init():
+    class Migrated(shmaug.Sequence):  # keras.utils.Sequence code sets them itself
+        def __init__(self, x, batch_size):
+            self.batch_size = batch_size
+            super().__init__(x, batch_size=batch_size, workers=0)
+            self.x, self.batch_size = x, batch_size
+
+    with Migrated(X, 4) as seq:
+        assert len(seq) == 3

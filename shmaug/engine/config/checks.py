@@ -20,6 +20,19 @@ from ..plan.schedule import BatchPlan, Shard
 from ..remote import RemoteWorkers
 
 
+def fixed_setting(owner: str, name: str, value: Any) -> AttributeError:
+    """What setting ``owner.name`` after it is made raises: its workers and its order were
+    made from the value it was given, and a new one would be ignored without a word."""
+    kind = "Sequence" if owner == "seq" else "Loader"
+    carry = "`shmaug.EpochSync(new)` under fit(initial_epoch=...), or `new.epoch = " \
+            "old.epoch`," if kind == "Sequence" else "`new.epoch = old.epoch`"
+    return AttributeError(
+        f"`{owner}.{name}` is fixed when the {kind} is made (its workers and its order were "
+        f"made from it), so setting it to {got(value)} would change nothing. Fix: make a new "
+        f"{kind} with the new {name} and close the old one; {carry} carries the epoch on "
+        f"(docs/loader.md, \"Changing settings between epochs\").")
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
