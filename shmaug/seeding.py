@@ -187,7 +187,7 @@ class _SampleSeedSequence(np.random.bit_generator.ISpawnableSeedSequence):
         state: np.ndarray = np.random.SeedSequence(self.key).generate_state(n_words, dtype)
         return state
 
-    def spawn(self, n_children: int) -> list[np.random.SeedSequence]:
+    def spawn(self, n_children: int) -> list[np.random.SeedSequence]:  # type: ignore[override]
         first, self.spawned = self.spawned, self.spawned + n_children
         return [np.random.SeedSequence(self.key, spawn_key=(k,))
                 for k in range(first, first + n_children)]
@@ -207,7 +207,7 @@ class SampleSeeder:
         self.seed_python = self.seed_numpy = seed_globals
         self.seed_torch = seed_torch  # where torch has loaded (module docstring)
         self._sequence = _SampleSeedSequence()
-        self._bitgen = np.random.PCG64(self._sequence)
+        self._bitgen = np.random.PCG64(self._sequence)  # type: ignore[arg-type]
         self._generator = np.random.Generator(self._bitgen)
         self._views = _state_views(self._bitgen)  # they point into self._bitgen
 

@@ -84,7 +84,7 @@ def _runs_a_module_it_names(frame: Any, payload: bytes) -> bool:
                     return True
             elif name and name.encode() in payload:
                 return True  # a module whose import is still running
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return False
 
 
