@@ -212,19 +212,6 @@ def test_flip_twice_is_identity(name: str) -> None:
     np.testing.assert_array_equal(ops.get(name)(once, rng), image)
 
 
-@pytest.mark.parametrize("shape", [(5, 16), (7, 24, 1), (4, 12), (6, 16, 3), (3, 40)])
-@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.bool_, np.uint16])
-def test_a_mirror_of_one_byte_rows_by_words_is_numpys_reversal(shape, dtype) -> None:
-    from shmaug.ops.kernels.cv import mirror
-
-    image = (make_image(shape, np.uint8, 2) > 127 if dtype is np.bool_ else
-             make_image(shape, np.uint8, 2).astype(dtype))
-    for code, view in ((0, image[::-1]), (1, image[:, ::-1]), (-1, image[::-1, ::-1])):
-        out = mirror(image, code)
-        assert out.dtype == image.dtype and out.flags.c_contiguous
-        np.testing.assert_array_equal(out, view)
-
-
 @pytest.mark.parametrize("name", [n for n in NAMES if CONTRACT[n].pil is not None])
 @pytest.mark.parametrize("layout", ["glyph", "rgb"])
 def test_pil_and_opencv_backends_agree(name: str, layout: str) -> None:

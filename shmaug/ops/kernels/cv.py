@@ -272,17 +272,5 @@ def resize(img: np.ndarray, height: int, width: int, interp: int) -> np.ndarray:
 
 def flip(img: np.ndarray, horizontal: bool) -> np.ndarray:
     """Mirror left-right (``horizontal``) or top-bottom."""
-    return mirror(img, 1 if horizontal else 0)
-
-
-def mirror(img: np.ndarray, code: int) -> np.ndarray:
-    """``cv2.flip(img, code)`` (0: top-bottom, 1: left-right, -1: both), its channel axis
-    kept. Rows of one-byte pixels (a mask, a grey image) are mirrored by 8-byte words, whose
-    bytes are then reversed: OpenCV mirrors them a byte at a time, 1.7x as slow."""
-    h, w = img.shape[:2]
-    if code and img.itemsize == 1 and img.size == h * w and w % 8 == 0 and \
-            img.flags.c_contiguous:
-        words = cv2.flip(img.reshape(h, w).view(np.int32).reshape(h, w // 8, 2), code)
-        return words.view(np.uint64).byteswap(inplace=True).view(img.dtype).reshape(img.shape)
-    out = cv2.flip(img, code)
+    out = cv2.flip(img, 1 if horizontal else 0)
     return out[:, :, None] if img.ndim == 3 and out.ndim == 2 else out

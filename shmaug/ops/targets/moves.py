@@ -34,7 +34,7 @@ from typing import Callable, Iterator
 import cv2
 import numpy as np
 
-from ..kernels.cv import grid, mirror
+from ..kernels.cv import grid
 
 Sample = Callable[[np.ndarray, float], np.ndarray]  # (a plane, its border value) -> moved
 
@@ -150,7 +150,7 @@ class MatrixMove(Move):
             return np.ascontiguousarray(part)
         if part.dtype in _SAMPLED and part.ndim == 2:  # OpenCV mirrors several times faster
             # than numpy copies a reversed view
-            return mirror(part, -1 if a < 0 and e < 0 else 0 if e < 0 else 1)
+            return cv2.flip(part, -1 if a < 0 and e < 0 else 0 if e < 0 else 1)
         return np.ascontiguousarray(part[::-1 if e < 0 else 1, ::-1 if a < 0 else 1])
 
 
