@@ -28,10 +28,11 @@ log = logging.getLogger(__name__)
 
 STOP_AFTER_S = 120.0
 STOP_AT_START_S = 10.0
-KEPT_RUNNING = 3
+KEPT_RUNNING = 8
 """Other Sequences whose workers a Sequence starting keeps running (those idle less than
 ``STOP_AT_START_S``, asked most recently): 50 dropped Sequences of 2 workers each, kept by
-TensorFlow and asked within the last 10 s, ran a process out of its 1024 descriptors."""
+TensorFlow and asked within the last 10 s, ran a process out of its 1024 descriptors. Up to
+this many in use by turns (training, validation, a callback's) never stop one another."""
 
 _running: weakref.WeakSet[Sequence] = weakref.WeakSet()  # whose workers run
 _lock = threading.Lock()
@@ -43,7 +44,9 @@ def starting() -> None:
     idle at all past the ``KEPT_RUNNING`` asked most recently (one serving a batch is not
     idle: it holds its lock)."""
     now = time.monotonic()
-    newest_first = sorted(_running, key=lambda seq: seq.last_asked, reverse=True)
+    with _lock:  # (a copy: the watcher's thread may forget one meanwhile)
+        running = list(_running)
+    newest_first = sorted(running, key=lambda seq: seq.last_asked, reverse=True)
     for rank, other in enumerate(newest_first):
         stop_if_idle(other, now, STOP_AT_START_S if rank < KEPT_RUNNING else 0.0)
 
@@ -60,7 +63,8 @@ def watch(seq: Sequence) -> None:
 
 def forget(seq: Sequence) -> None:
     """``seq``'s workers stopped (closed, or stopped while idle)."""
-    _running.discard(seq)
+    with _lock:
+        _running.discard(seq)
 
 
 def _stop_idle() -> None:
