@@ -13,22 +13,21 @@ from ..engine.handoff import pinned
 from ..errors import ArgumentError, ArgumentTypeError, NotInitializedError, got, warn
 
 
-FIXED = frozenset({
-    "batch_size", "seed", "shuffle", "mix", "image_key", "augment", "sampling_weights",
-    "samples_per_epoch", "output_shape", "output_dtype", "value_range", "drop_remainder",
-    "shuffle_window", "start_method", "timeout", "pin_memory", "workers", "max_queue_size",
-    "use_multiprocessing"})
-"""A Sequence's arguments that its workers and its order are made from: set afterwards they
-would be ignored without a word (``keep_setting``)."""
+FIXED = frozenset({"batch_size", "seed", "shuffle", "mix", "image_key", "augment",
+                   "sampling_weights", "workers", "max_queue_size", "use_multiprocessing"})
+"""What a Sequence's workers and order are made from, under the names it shows (and the
+``augment`` hook, and ``sampling_weights``, which a schedule reaches for): set once it is
+made, a new value would be ignored without a word (``keep_setting``)."""
 
 
 def keep_setting(name: str, held: Any, value: Any) -> None:
     """Refuse ``seq.name = value`` once the Sequence is made, unless ``value`` is the one it
-    holds (a subclass's ``__init__`` setting it again as ``keras.utils.Sequence`` code does)."""
+    holds (a subclass's own ``__init__`` may set anything: it is making the Sequence)."""
     if held is value:
         return
     try:
-        if type(held) is type(value) and bool(held == value):
+        if bool(held == value) and (type(held) is type(value) or isinstance(
+                value, (int, float, np.number)) and not isinstance(value, bool)):
             return
     except (TypeError, ValueError):  # (arrays: only the same one is the same)
         pass

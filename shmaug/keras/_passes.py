@@ -136,14 +136,16 @@ class Passes:
     def loop_over(self, caller: Any = None) -> None:
         """``caller``'s loop is over (None: Keras' epoch, ``on_epoch_end``): a pass of it that
         took its epoch's last batch answers no more looks (rule 2)."""
-        if self._finished is not None and caller in (None, self._finished.caller):
+        finished = self._finished
+        if finished is not None and caller in (None, finished.caller):
             self._finished = None
 
     @property
     def current_epoch(self) -> int:
         """The epoch of the pass a loop is on (one that has taken its last batch included),
         else of the next pass: what ``Sequence.epoch`` reads."""
-        return self._finished.epoch if self._finished is not None else self.position[0]
+        finished = self._finished  # (read once: tf.data's threads may clear it)
+        return finished.epoch if finished is not None else self.position[0]
 
     @property
     def position(self) -> tuple[int, int]:
@@ -242,8 +244,9 @@ class Passes:
         return p
 
     def _look(self, index: int, in_order: bool) -> Key:
-        if self._finished is not None:  # (it bound every index)
-            return self._finished.bindings[index]
+        finished = self._finished
+        if finished is not None:  # (it bound every index)
+            return finished.bindings[index]
         p = self._latest()
         if p is not None and index in p.bindings:
             return p.bindings[index]

@@ -191,8 +191,9 @@ class _FacadeApi:
         return self._runtime.stop_if_idle(now, after_s, partial(_idle.forget, cast(Sequence, self)))
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in facade_checks.FIXED and "_order" in self.__dict__:  # (made: __init__'s
-            facade_checks.keep_setting(name, getattr(self, name, None), value)  # last)
+        if name in facade_checks.FIXED and "_order" in self.__dict__ and \
+                not _making(self, sys._getframe(1)):  # (made, and not by a subclass's init)
+            facade_checks.keep_setting(name, getattr(self, name, None), value)
         super().__setattr__(name, value)
 
     def _set_order(self, order: Order) -> None:
@@ -374,12 +375,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
 
     def __iter__(self) -> Iterator[Any]:
         """A pass's batches (after ``load_state_dict`` mid-pass: the ones it had not served)."""
-        served = self.served_before_restore()
-        for index in range(len(self)):
-            if index not in served:
-                yield self[index]
-        with self._runtime.lock:  # (this generator's frame is the loop that asked)
-            self._runtime.passes.loop_over(sys._getframe())
+        return _one_pass(self)
 
     def __getitem__(self, index: int) -> Any:
         index = check.batch_index(index, len(self))
@@ -604,6 +600,22 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             _idle.watch(self)
         assert rt.loader is not None
         return rt.loader
+
+
+def _making(seq: object, frame: Any) -> bool:
+    """Whether ``frame`` is an ``__init__`` of ``seq``'s (a subclass's, setting what it likes)."""
+    return frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is seq
+
+
+def _one_pass(seq: Sequence) -> Iterator[Any]:
+    """``for batch in seq``: one pass, its loop this generator's frame (``_passes``)."""
+    served = seq.served_before_restore()
+    try:
+        for index in range(len(seq)):
+            if index not in served:
+                yield seq[index]
+    finally:  # run to its end, broken off or dropped: its pass answers no more looks (no
+        seq._runtime.passes.loop_over(sys._getframe())  # lock: a collection may run this)
 
 
 def _warn_inference_reads_the_draw(batches: int) -> None:

@@ -77,6 +77,10 @@ def returns_two_views(image, rng):
     return image, image[::-1]  # SimCLR's two views, as a tuple
 
 
+def returns_image_and_mask(image, rng):
+    return image, image[..., 0] > 0  # an image and its mask, as a segmentation user writes
+
+
 def list_on_odd(image, rng):
     return image.tolist() if image.flat[0] % 2 else image
 
@@ -275,6 +279,9 @@ CASES: dict[str, Case] = {
     "op returns two views": Case(lambda f, t: loader(X, augment=returns_two_views), TypeError,
                                  r"`augment`.*returned tuple.*Fix: return them stacked",
                                  early=False),
+    "op returns an image and its mask": Case(
+        lambda f, t: loader(X, augment=returns_image_and_mask), TypeError,
+        r"`augment`.*returned tuple.*`augment_targets\(image, targets, rng\)`", early=False),
     "augment a list of views": Case(lambda f, t: loader(X, augment=[_ops.identity] * 2),
                                     TypeError, r"`augment` must be.*received \[.*runs its ops "
                                     r"in turn.*np\.stack\(\[view\(image, rng\)", early=True),

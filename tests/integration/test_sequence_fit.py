@@ -110,6 +110,20 @@ def test_a_look_at_the_end_of_a_pass_is_the_batch_that_pass_gave():
     assert seen == [(e, b, True) for e in (1, 2) for b in range(len(seq))]
 
 
+def test_a_whole_pass_whose_loop_is_dropped_leaves_looks_to_the_next_epoch():
+    """``zip(range(len(seq)), seq)`` takes every batch without running the loop to its end:
+    from the diff review, a hand loop after it (looks, then on_epoch_end) replayed its epoch."""
+    x, y = data(40)
+    with shmaug.Sequence(x, {"label": y, "id": np.arange(40)}, batch_size=8, workers=0,
+                         seed=7, shuffle=True) as seq:
+        first = [b[1]["id"].tolist() for _, b in zip(range(len(seq)), seq)]
+        assert seq.epoch == 1
+        by_hand = [seq[i][1]["id"].tolist() for i in range(len(seq))]
+        seq.on_epoch_end()
+        assert first == [seq.loader.indices(i, epoch=0).tolist() for i in range(5)]
+    assert by_hand != first
+
+
 def test_each_fits_probes_take_the_next_passes_batches():
     """fit called once per epoch in a loop (as `shmaug demo` does): each fit first probes
     indices 0 and 1 for the output signature, after a whole pass. Those probes belong to the

@@ -246,11 +246,16 @@ def test_a_setting_set_after_the_sequence_is_made_is_refused_with_the_fix(name, 
 
 
 def test_a_subclass_may_set_its_settings_in_its_own_init():
+    """From the diff review: `self.seed = seed` (None, where the Sequence drew one), an
+    np.int64 batch size or the subclass's own `timeout` were refused in its __init__."""
     class Migrated(shmaug.Sequence):  # keras.utils.Sequence code sets them itself
-        def __init__(self, x, batch_size):
+        def __init__(self, x, batch_size, seed=None):
             self.batch_size = batch_size
-            super().__init__(x, batch_size=batch_size, workers=0)
-            self.x, self.batch_size = x, batch_size
+            super().__init__(x, batch_size=batch_size, workers=0, seed=seed)
+            self.x, self.batch_size, self.seed, self.timeout = x, batch_size, seed, 5.0
 
     with Migrated(X, 4) as seq:
         assert len(seq) == 3
+        seq.batch_size, seq.timeout = np.int64(4), 3.0  # the same number; its own attribute
+        with pytest.raises(AttributeError, match="`seq.seed` is fixed"):
+            seq.seed = 5

@@ -389,12 +389,18 @@ class SliceRunner:
                    "(a torch tensor on a GPU: `result.cpu().numpy()`) or "
                    "`np.asarray(result)`: a batch takes sample 0's dtype, a float [0, 1] "
                    "image included.")
-        elif isinstance(out, (list, tuple, dict)) and len(out) > 1 and all(
-                isinstance(v, np.ndarray) and v.ndim >= 2 for v in
-                (out.values() if isinstance(out, dict) else out)):
+        elif _several_images(out):
             fix = ("Several images of one sample (views, crops) make one array. Fix: return them "
                    "stacked, `np.stack(views)`, or, of several sizes, packed flat "
                    "(docs/ops.md, \"Several views of each sample\").")
+        elif isinstance(out, (list, tuple, dict)) and len(out) > 1 and all(
+                isinstance(v, np.ndarray) for v in (out.values() if isinstance(out, dict)
+                                                    else out)):
+            fix = ("An image and what lies on it (a mask, boxes) are moved together by an "
+                   "object with `target_names` and `augment_targets(image, targets, rng)` "
+                   "(docs/ops.md, \"Bring your own function\"), or by "
+                   "`shmaug.from_albumentations(...)`. Fix: return the image alone from "
+                   "`augment`, and give the targets in `y`.")
         else:
             fix = ("shmaug does not convert it, as its dtype would be a guess (a list of uint8 "
                    "pixels becomes int64). Fix: return an array in the image's dtype, e.g. "
@@ -452,3 +458,9 @@ def _refuse_float16_overflow(image: np.ndarray, index: int, of: str) -> None:
             f"rest would become inf. Fix: pass `output_dtype='float32'` (or 'bfloat16'), or "
             f"scale the samples down in `augment` (e.g. divide by 65535).")
 
+
+
+def _several_images(out: Any) -> bool:
+    """Whether ``out`` is a list or tuple of images of one shape (views of one sample)."""
+    return isinstance(out, (list, tuple)) and len(out) > 1 and all(
+        isinstance(v, np.ndarray) and v.ndim >= 2 and v.shape == out[0].shape for v in out)
