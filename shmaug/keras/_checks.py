@@ -1,16 +1,26 @@
 """Checks of what only the Keras facade takes: Keras' ``use_multiprocessing``, a dict ``x``'s
-``image_key``, ``pin_memory``'s default, and the bindings a ``Sequence.state_dict()`` saved.
-The rest is checked where the engine checks it."""
+``image_key``, ``pin_memory``'s default, the bindings a ``Sequence.state_dict()`` saved, and
+what changes once a Sequence is made (its settings, refused; what its worker hooks read of its
+attributes, told once: the workers hold a copy of it taken as they started, so a curriculum's
+``self.level = epoch`` reaches none of them until a restart after an idle stop, and
+``workers=0`` reads it at once). The rest is checked where the engine checks it."""
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import pickle
+import types
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..engine.config import checks as check
 from ..engine.handoff import pinned
 from ..errors import ArgumentError, ArgumentTypeError, NotInitializedError, got, warn
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
+    from .sequence import Sequence
 
 
 FIXED = frozenset({"batch_size", "seed", "shuffle", "mix", "image_key", "augment",
@@ -158,3 +168,74 @@ def validation_labels(mix: Any, validation: Any) -> None:
         f"then needs no num_classes), keras.utils.to_categorical(y_val, {classes}) for arrays, "
         f"or give the validation Sequence the same mix= (it never mixes validation passes, "
         f"and hands their labels out one-hot).")
+
+
+WORKER_HOOKS = ("load", "augment")
+_BY_IDENTITY_BYTES = 1 << 20  # an array larger than this is fingerprinted by identity, shape
+# and dtype: hashing it at every epoch would cost more than the check is worth
+
+
+def _read_by_hooks(seq: Sequence, facade: frozenset[str]) -> frozenset[str]:
+    """The instance attributes (other than the ``facade``'s own) that ``seq``'s overridden
+    worker hooks name as ``self.<name>``."""
+    names: set[str] = set()
+    for hook in WORKER_HOOKS:
+        if seq.overrides(hook):
+            names |= _names(getattr(type(seq), hook).__code__)
+    return frozenset(names & vars(seq).keys() - facade)
+
+
+def _names(code: types.CodeType) -> set[str]:
+    found = set(code.co_names)
+    for const in code.co_consts:  # nested functions and comprehensions
+        if isinstance(const, types.CodeType):
+            found |= _names(const)
+    return found
+
+
+def _fingerprints(seq: Sequence, names: frozenset[str]) -> dict[str, bytes]:
+    """A digest of each of ``names``' values on ``seq`` (one that cannot be pickled is left
+    out: the workers could not have been sent it either)."""
+    out: dict[str, bytes] = {}
+    state = vars(seq)
+    for name in names:
+        value = state.get(name)
+        if isinstance(value, np.ndarray) and value.nbytes > _BY_IDENTITY_BYTES:
+            out[name] = f"{id(value)}:{value.shape}:{value.dtype.str}".encode()
+            continue
+        try:
+            out[name] = hashlib.blake2b(pickle.dumps(value, pickle.HIGHEST_PROTOCOL),
+                                        digest_size=16).digest()
+        except Exception:  # noqa: BLE001 (any pickling failure: left out)
+            continue
+    return out
+
+
+def hooks_started(seq: Sequence, rt: Runtime, facade: frozenset[str]) -> None:
+    """Workers start: note what the hooks read (the first time), or tell a change since
+    (a restart after an idle stop hands the new values to the new workers)."""
+    if rt.hook_prints is None:
+        rt.hook_prints = _fingerprints(seq, _read_by_hooks(seq, facade))
+    else:
+        hooks_unchanged(seq, rt)
+
+
+def hooks_unchanged(seq: Sequence, rt: Runtime) -> None:
+    """Tell, once, the attributes the worker hooks read that changed since the workers
+    started, where worker processes hold the copy."""
+    loader = rt.running
+    if not rt.hook_prints or rt.warned_hooks or loader is None or not loader.pids:
+        return  # (workers=0 reads the instance itself)
+    now = _fingerprints(seq, frozenset(rt.hook_prints))
+    changed = sorted(name for name, digest in rt.hook_prints.items() if now.get(name) != digest)
+    if not changed:
+        return
+    rt.warned_hooks = True
+    names = ", ".join(f"`self.{name}`" for name in changed)
+    hooks = " and ".join(f"{type(seq).__qualname__}.{hook}" for hook in WORKER_HOOKS
+                         if seq.overrides(hook))
+    warn(f"{names}, read by {hooks}, changed after the Sequence's workers started: they keep "
+         f"the copy of it taken then, while a restart after an idle stop takes the new value "
+         f"and workers=0 reads it at once, so its batches depend on when that happens. Fix: "
+         f"draw what must vary from `rng` (per seed, epoch and sample), or make a new "
+         f"Sequence per stage (docs/loader.md, \"Changing settings between epochs\").")

@@ -442,6 +442,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             rt.warned_drawn |= drawn
         if drawn:
             _warn_inference_reads_the_draw(len(self))
+        facade_checks.hooks_unchanged(self, rt)  # a curriculum's attribute, set between epochs
 
     def on_epoch_end(self) -> None:
         """An epoch ends. After a loop by hand (``seq[i]`` for each batch, Keras' Sequence
@@ -596,6 +597,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             rt.loader = start(Options(self._settings, rt.data, self._order, rt.pipeline),
                               pin_memory=facade_checks.pin_memory(self._pin_memory))
             rt.life = Life.STARTED
+            facade_checks.hooks_started(self, rt, _SET_UP)
             _LIVE.add(self)
             _idle.watch(self)
         assert rt.loader is not None
@@ -610,6 +612,7 @@ def _making(seq: object, frame: Any) -> bool:
 def _one_pass(seq: Sequence) -> Iterator[Any]:
     """``for batch in seq``: one pass, its loop this generator's frame (``_passes``)."""
     served = seq.served_before_restore()
+    facade_checks.hooks_unchanged(seq, seq._runtime)
     try:
         for index in range(len(seq)):
             if index not in served:

@@ -38,3 +38,15 @@ class Reading(shmaug.Sequence):
 
     def augment(self, image, rng):
         return super().augment(np.asarray(image) // 2, rng)
+
+
+class Leveled(shmaug.Sequence):
+    """A curriculum kept in an attribute its augment reads (``self.level``), and one it
+    does not read (``self.seen``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.level, self.seen = 0, 0
+
+    def augment(self, image, rng):
+        return np.full_like(image, self.level)

@@ -124,6 +124,30 @@ def test_a_whole_pass_whose_loop_is_dropped_leaves_looks_to_the_next_epoch():
     assert by_hand != first
 
 
+@pytest.mark.parametrize("workers", [0, 1])
+def test_an_attribute_the_workers_hooks_read_changed_after_they_started_is_told(workers):
+    """A schedule's ``self.level`` set between epochs reached no worker (and a restart
+    after an idle stop did take it): the batches depended on timing, without a word."""
+    from tests.integration._override_seq import Leveled
+
+    x, y = data(16)
+    with Leveled(x, y, batch_size=8, workers=workers, seed=0) as seq:
+        for _ in seq:
+            seq.seen += 1  # not read by a hook: nothing to tell
+        with warnings.catch_warnings(record=True) as told:
+            warnings.simplefilter("always")
+            list(seq)
+            seq.level = 3
+            levels = {float(xb.max()) for xb, _ in seq}
+    about = [w for w in told if "self.level" in str(w.message)]
+    if workers:
+        assert levels == {0.0} and len(about) == 1  # the workers' copy, and said so
+        assert "Leveled.augment" in str(about[0].message) and "self.seen" not in str(
+            about[0].message)
+    else:
+        assert levels == {3.0} and not about  # workers=0 reads the instance itself
+
+
 def test_each_fits_probes_take_the_next_passes_batches():
     """fit called once per epoch in a loop (as `shmaug demo` does): each fit first probes
     indices 0 and 1 for the output signature, after a whole pass. Those probes belong to the
