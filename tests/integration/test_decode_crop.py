@@ -82,6 +82,15 @@ def test_a_pipeline_that_fixes_no_size_is_refused_naming_the_fix(folder) -> None
     with shmaug.Loader(files, files.labels, batch_size=4, workers=0,
                        augment=Op("center_resized_crop", height=32, width=40)) as loader:
         assert next(iter(loader))[0].shape == (4, 32, 40, 3)
+    # A plain crop in pixels was told to "start augment with a crop to a size": it is told
+    # why it does not count, and that output_shape= takes it where every photo holds it.
+    crop = Op("center_crop", height=32, width=100)
+    with pytest.raises(ArgumentError, match=r"`Op\('crop', \.\.\.\)` fails on a smaller one.*"
+                                            r"pass `output_shape=`"):
+        shmaug.Loader(files, files.labels, batch_size=4, augment=crop)
+    with shmaug.Loader(files, files.labels, batch_size=4, workers=0, augment=crop,
+                       output_shape=(32, 100, 3)) as loader:
+        assert next(iter(loader))[0].shape == (4, 32, 100, 3)
 
 
 def test_a_function_of_ones_own_that_sizes_photos_is_trusted(folder) -> None:

@@ -126,3 +126,13 @@ def test_crop_or_pad_to_aspect_ratio_keeps_the_shapes_proportions(tmp_path):
     with pytest.raises(ArgumentError, match=r"Only one of `crop_to_aspect_ratio`"):
         ImageFiles.from_directory(root, crop_to_aspect_ratio=True, pad_to_aspect_ratio=True,
                                   **kwargs)
+
+
+@pytest.mark.parametrize("labels", [[[1, 2, 3], [4, 5], [6]],  # ragged: numpy's own error
+                                    np.array([[1, 2, 3], [4, 5, 0], [6, 0, 0]])])  # padded
+def test_label_sequences_per_path_are_told_to_go_in_as_y(labels):
+    """OCR's character ids per image: a bare numpy ValueError, or a fix already satisfied
+    ("pass len(labels) == len(paths)")."""
+    with pytest.raises(ArgumentError, match=r"`labels` must hold one (class|int) per path "
+                                            r"\(3\).*give `labels=None` here.*loader's `y`"):
+        F.classes_of(F.encode_names(labels, 3, None)[0], "int", 3)

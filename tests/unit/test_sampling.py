@@ -117,9 +117,11 @@ def test_labels_may_be_one_hot_or_a_sources_labels():
     one_hot = np.eye(4, dtype=np.float32)[CLASSES]
     labels = drawn_labels(1, sampling_weights={0: 0, 1: 0, 2: 0, 3: 1})
     assert set(labels.tolist()) == {3}
-    with shmaug.Loader(X, one_hot, batch_size=64, workers=0, seed=0,
-                       sampling_weights={0: 0, 1: 1, 2: 0, 3: 0}) as loader:
-        assert set(np.argmax(np.concatenate([y for _, y in loader]), 1).tolist()) == {1}
+    smoothed = one_hot * 0.9 + 0.1 / 4  # label smoothing: still one class a row
+    for rows in (one_hot, smoothed):
+        with shmaug.Loader(X, rows, batch_size=64, workers=0, seed=0,
+                           sampling_weights={0: 0, 1: 1, 2: 0, 3: 0}) as loader:
+            assert set(np.argmax(np.concatenate([y for _, y in loader]), 1).tolist()) == {1}
     source = _LabelledSource()
     with shmaug.Loader(source, batch_size=8, augment=_ops.identity, workers=0, seed=0,
                        sampling_weights={0: 1, 1: 0}) as loader:
@@ -161,6 +163,12 @@ class _LabelledSource:
     (dict(sampling_weights="balanced", y=CLASSES / 2), ValueError, r"dtype float64.*Fix"),
     (dict(sampling_weights="balanced", y=CLASSES - 1), ValueError,
      r"labels are negative \(-1 at sample \d+: no class.*per-sample weights"),
+    (dict(sampling_weights="balanced",  # OCR's padded character ids: no one-hot rows
+          y=np.c_[CLASSES + 5, CLASSES, -np.ones(400, int)]), ValueError,
+     r"read from `y` as one-hot rows, but 400 of its rows are not one \(row 0: \[\d+, \d+, -1\]"
+     r".*per-sample weights"),
+    (dict(sampling_weights={0: 1, 1: 1, 2: 1, 3: 1},  # multi-hot
+          y=np.c_[np.ones(400), np.eye(4)[CLASSES][:, 1:]]), ValueError, r"rows are not one"),
     (dict(samples_per_epoch=100), ValueError,
      r"`samples_per_epoch`=100 draws .* Fix: pass `sampling_weights` too"),
     (dict(sampling_weights="balanced", samples_per_epoch=0), ValueError,

@@ -108,6 +108,8 @@ def image_array(x: Any) -> np.ndarray:
         raise ArgumentTypeError(
             f"`x` must be a numpy array of images (N, H, W) or (N, H, W, C); received "
             f"{got(x)}: {fix}.")
+    if x.dtype == object and x.ndim == 1:  # images of several sizes, one object each
+        return _stacked(list(x))
     if x.ndim not in (3, 4):
         raise ArgumentError(
             f"`x` must have shape (N, H, W) or (N, H, W, C); received shape {x.shape}. "
@@ -210,9 +212,10 @@ def _stacked(items: list[Any] | tuple[Any, ...]) -> np.ndarray:
         f"`x` as a {type(items).__name__} must hold images (H, W) or (H, W, C) of one shape "
         f"(C up to 4) and a numeric dtype, to be stacked into one array; received {len(items)} "
         f"items of shape(s) {shown} and dtype {arrays[0].dtype}. Fix: resize them to one size "
-        f"and pass "
-        f"`np.stack(images)`; for a model with several inputs pass a dict {{name: array}} "
-        f"and `image_key=` (shmaug.Sequence)."
+        f"and pass `np.stack(images)`; or keep each at its own size, read by index in the "
+        f"workers, with an `augment` that ends in one size: `load=images.__getitem__, "
+        f"augment=Op('resize', height=..., width=...)`; for a model with several inputs pass "
+        f"a dict {{name: array}} and `image_key=` (shmaug.Sequence)."
     )
 
 
@@ -458,10 +461,14 @@ def sized_output(x: Any, plan: Plan, shape: tuple[int, ...] | None) -> None:
         given = "`augment` is None" if augment is None else f"`augment`={got(augment)}"
         raise ArgumentError(
             f"`x` keeps each photo at its own size (image_size=None), and {given}, which "
-            f"gives no one size to batch them at. Fix: start `augment` with a crop to a size, e.g. "
+            f"gives no one size to batch them at. Fix: make `augment` end in one size "
+            f"whatever the photo's, with a resize or resized crop in pixels: for photos "
             f"`Compose([Op('random_resized_crop', height=224, width=224), ...])` (decoded "
-            f"only where it crops) or `Op('center_resized_crop', height=224, width=224)` "
-            f"for validation, or give the source an `image_size`."
+            f"only where it crops) or `Op('center_resized_crop', height=224, width=224)` for "
+            f"validation, else e.g. `Op('resize', height=32, width=256)`. Where every photo "
+            f"holds a plain crop's window (`Op('crop', ...)` fails on a smaller one), or a "
+            f"function of yours makes one size, pass `output_shape=`. Or give the source an "
+            f"`image_size`."
         )
 
 

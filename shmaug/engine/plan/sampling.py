@@ -98,6 +98,7 @@ def labels(y: Any, n: int, kind: str) -> np.ndarray:
             f"{got(y)}. {fix}"
         )
     if y.ndim == 2 and y.shape[1] > 1:
+        _one_class_per_row(y, kind, fix)
         hot: np.ndarray = np.argmax(y, axis=1)
         return hot
     flat = y.reshape(n) if y.size == n else y
@@ -114,6 +115,24 @@ def labels(y: Any, n: int, kind: str) -> np.ndarray:
             f"one-hot rows; `y` has shape {y.shape} and dtype {y.dtype}. {fix}"
         )
     return flat.astype(np.int64)
+
+
+def _one_class_per_row(y: np.ndarray, kind: str, fix: str) -> None:
+    """Refuse rows that name no one class: a padded label sequence (OCR's character ids, -1
+    past the end) or multi-hot rows, whose largest column is no class. One-hot and
+    label-smoothed rows (non-negative, summing to 1) pass."""
+    if y.dtype.kind not in "iubf":
+        return  # (refused below as no labels)
+    sums = y.sum(axis=1, dtype=np.float64)
+    bad = np.flatnonzero((y < 0).any(axis=1) | (np.abs(sums - 1.0) > 1e-3))
+    if len(bad):
+        row = y[bad[0]]
+        raise ArgumentError(
+            f"`sampling_weights` given as {kind} weighs classes, read from `y` as one-hot "
+            f"rows, but {len(bad)} of its rows are not one (row {int(bad[0])}: "
+            f"{row[:8].tolist()}{' ...' if len(row) > 8 else ''}, which sums to "
+            f"{float(sums[bad[0]]):g}): a padded sequence or multi-hot labels name no one "
+            f"class. {fix}")
 
 
 def samples_per_epoch(value: Any, n: int, weighted: bool) -> int:

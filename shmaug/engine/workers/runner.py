@@ -415,16 +415,15 @@ class SliceRunner:
         if image.shape == row.shape and image.dtype == row.dtype:
             row[...] = image  # the common case, a little cheaper than copyto's checks
             return
-        of, shape_arg = "", ", or pass `output_shape=`"
-        dtype_arg = f", or pass `output_dtype={image.dtype}`"
-        if target is not None:  # a target's shape and dtype are learned from sample 0 only
-            of, shape_arg, dtype_arg = f" (target {target!r})", "", ""
+        # (`output_dtype` casts values without scaling them: offered only within a kind)
+        of = "" if target is None else f" (target {target!r})"
+        dtype_arg = f", or pass `output_dtype={image.dtype}`" if target is None and \
+            image.dtype.kind == row.dtype.kind else ""
         if image.shape != row.shape:
             raise OutputMismatchError(
                 f"Sample index {index} produced{of} shape {image.shape} but the batch expects "
                 f"{row.shape} (learned from the first sample or `output_shape`). Fix: make "
-                f"`augment` return one shape for every sample (resize, crop or pad){shape_arg}."
-            )
+                f"`augment` return one shape for every sample (resize, crop or pad).")
         # Another float width is only rounding; a declared `output_dtype` asks for a cast
         # within a kind or to a wider one (uint8 into float32, float32 into bfloat16), but
         # for integers that would wrap. Anything else is an op that made another dtype than

@@ -337,10 +337,24 @@ def split(n: int, validation_split: float, seed: int) -> tuple[np.ndarray, np.nd
     return np.sort(order[:-count]), np.sort(order[-count:])
 
 
+_NOT_CLASSES = ("per-image label sequences (OCR's text, padded ids) or other targets are no "
+                "classes: give `labels=None` here and pass them as the loader's `y`, in the "
+                "paths' order.")
+
+
+def _classes_array(labels: Any, n: int) -> np.ndarray:
+    """``labels`` as one array; sequences of several lengths refused with the fix."""
+    try:
+        return np.asarray(labels)
+    except ValueError:  # ragged
+        raise ArgumentError(f"`labels` must hold one class per path ({n}); received rows of "
+                            f"several lengths. Fix: {_NOT_CLASSES}") from None
+
+
 def classes_of(labels: Any, label_mode: str | None, n: int) -> np.ndarray:
     """int64 class index per image from ``labels``: ints, or (for ``label_mode``
     'categorical' / 'binary') the encoding ``encode`` makes of them."""
-    array: np.ndarray = np.asarray(labels)
+    array: np.ndarray = _classes_array(labels, n)
     if label_mode == "categorical" and array.ndim == 2 and array.shape[0] == n:
         if not (np.isin(array, (0, 1)).all() and (array.sum(axis=1) == 1).all()):
             raise ArgumentError(
@@ -354,10 +368,10 @@ def classes_of(labels: Any, label_mode: str | None, n: int) -> np.ndarray:
     if array.ndim == 1 and array.dtype.kind == "f" and np.isin(array, (0, 1)).all():
         array = array.astype(np.int64)  # binary labels given back as floats
     if array.shape != (n,):
+        fix = _NOT_CLASSES if len(array) == n else "pass len(labels) == len(paths)."
         raise ArgumentError(
             f"`labels` must hold one int per path ({n}); received shape {array.shape}. "
-            f"Fix: pass len(labels) == len(paths)."
-        )
+            f"Fix: {fix}")
     if n and array.dtype.kind not in "iu":
         raise ArgumentTypeError(
             f"`labels` must be ints (class indices); received dtype {array.dtype}. Fix: "
@@ -446,7 +460,7 @@ def encode_names(
                 f"{unknown}. Fix: add them to `class_names` or correct the labels."
             )
         return np.array([lookup[v] for v in values], np.int64), names
-    array = np.asarray(values)
+    array = _classes_array(values, n)
     if array.dtype.kind not in "iu":
         raise ArgumentTypeError(
             f"`labels` must be all ints (class indices) or all strings (class names); "
