@@ -7,7 +7,10 @@ attributes, told once: the workers hold a copy of it taken as they started, so a
 
 from __future__ import annotations
 
+import dis
 import hashlib
+import inspect
+import logging
 import pickle
 import types
 from typing import TYPE_CHECKING, Any
@@ -22,6 +25,8 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
     from .sequence import Sequence
 
+log = logging.getLogger(__name__)
+
 
 FIXED = frozenset({"batch_size", "seed", "shuffle", "mix", "image_key", "augment",
                    "sampling_weights", "workers", "max_queue_size", "use_multiprocessing"})
@@ -29,19 +34,33 @@ FIXED = frozenset({"batch_size", "seed", "shuffle", "mix", "image_key", "augment
 ``augment`` hook, and ``sampling_weights``, which a schedule reaches for): set once it is
 made, a new value would be ignored without a word (``keep_setting``)."""
 
+_GIVEN = {"batch_size": ("batches", "batch_size"), "seed": ("batches", "seed"),
+          "shuffle": ("batches", "shuffle"), "sampling_weights": ("batches", "sampling_weights"),
+          "workers": ("workers", "workers"), "max_queue_size": ("workers", "max_queue_size"),
+          "augment": ("output", "augment"), "mix": ("output", "mix")}  # in a Sequence's Settings
 
-def keep_setting(name: str, held: Any, value: Any) -> None:
-    """Refuse ``seq.name = value`` once the Sequence is made, unless ``value`` is the one it
-    holds (a subclass's own ``__init__`` may set anything: it is making the Sequence)."""
-    if held is value:
+
+def keep_setting(name: str, held: Any, settings: Any, value: Any) -> None:
+    """Let ``seq.name = value`` change nothing where ``value`` is the value it holds or the
+    argument as it was given (``keras.utils.Sequence`` code sets ``self.seed = seed``, None
+    where one was drawn, and ``self.use_multiprocessing``, which changes nothing here);
+    refuse anything else once the Sequence is made."""
+    place = _GIVEN.get(name)
+    given = getattr(getattr(settings, place[0]), place[1]) if place else None
+    if name == "use_multiprocessing" or _same(held, value) or _same(given, value):
         return
-    try:
-        if bool(held == value) and (type(held) is type(value) or isinstance(
-                value, (int, float, np.number)) and not isinstance(value, bool)):
-            return
-    except (TypeError, ValueError):  # (arrays: only the same one is the same)
-        pass
     raise check.fixed_setting("seq", name, value)
+
+
+def _same(held: Any, value: Any) -> bool:
+    """One value: the same object, or equal (numbers by value, whatever their type)."""
+    if held is value:
+        return True
+    try:
+        return bool(held == value) and (type(held) is type(value) or isinstance(
+            value, (int, float, np.number)) and not isinstance(value, bool))
+    except (TypeError, ValueError):  # (arrays: only the same one is the same)
+        return False
 
 
 def use_multiprocessing(value: Any) -> None:
@@ -173,51 +192,83 @@ def validation_labels(mix: Any, validation: Any) -> None:
 WORKER_HOOKS = ("load", "augment")
 _BY_IDENTITY_BYTES = 1 << 20  # an array larger than this is fingerprinted by identity, shape
 # and dtype: hashing it at every epoch would cost more than the check is worth
+_LEAVES = 1000  # a container of more plain values is not fingerprinted (its cost would grow)
+_PLAIN = (int, float, complex, str, bytes, bool, type(None), np.number, np.bool_)
+_LOADS_SELF = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW", "LOAD_DEREF"})
 
 
 def _read_by_hooks(seq: Sequence, facade: frozenset[str]) -> frozenset[str]:
     """The instance attributes (other than the ``facade``'s own) that ``seq``'s overridden
-    worker hooks name as ``self.<name>``."""
+    worker hooks read as ``self.<name>`` (hooks that are no plain function: none)."""
     names: set[str] = set()
     for hook in WORKER_HOOKS:
         if seq.overrides(hook):
-            names |= _names(getattr(type(seq), hook).__code__)
+            code = getattr(inspect.unwrap(getattr(type(seq), hook)), "__code__", None)
+            if code is not None and code.co_argcount:
+                names |= _self_attributes(code, code.co_varnames[0])
     return frozenset(names & vars(seq).keys() - facade)
 
 
-def _names(code: types.CodeType) -> set[str]:
-    found = set(code.co_names)
+def _self_attributes(code: types.CodeType, me: str) -> set[str]:
+    """The attributes ``code`` (and the functions it defines) reads off its local ``me``."""
+    found: set[str] = set()
+    previous = None
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and previous is not None and \
+                previous.opname in _LOADS_SELF and previous.argval == me:
+            found.add(str(ins.argval))
+        previous = ins
     for const in code.co_consts:  # nested functions and comprehensions
         if isinstance(const, types.CodeType):
-            found |= _names(const)
+            found |= _self_attributes(const, me)
     return found
 
 
 def _fingerprints(seq: Sequence, names: frozenset[str]) -> dict[str, bytes]:
-    """A digest of each of ``names``' values on ``seq`` (one that cannot be pickled is left
-    out: the workers could not have been sent it either)."""
+    """A digest of each of ``names``' values on ``seq`` that is a plain value (a number, a
+    string, an array, or a small container of them); other objects (a Keras layer, a
+    pipeline) pickle differently unchanged, and are left out."""
     out: dict[str, bytes] = {}
     state = vars(seq)
     for name in names:
         value = state.get(name)
         if isinstance(value, np.ndarray) and value.nbytes > _BY_IDENTITY_BYTES:
             out[name] = f"{id(value)}:{value.shape}:{value.dtype.str}".encode()
-            continue
-        try:
+        elif isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
+            out[name] = hashlib.blake2b(value.tobytes() + f"{value.shape}{value.dtype.str}"
+                                        .encode(), digest_size=16).digest()
+        elif _plain(value, [_LEAVES]):
             out[name] = hashlib.blake2b(pickle.dumps(value, pickle.HIGHEST_PROTOCOL),
                                         digest_size=16).digest()
-        except Exception:  # noqa: BLE001 (any pickling failure: left out)
-            continue
     return out
+
+
+def _plain(value: Any, budget: list[int]) -> bool:
+    """Whether ``value`` is a plain value, or a container of at most ``budget`` of them."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        return False
+    if isinstance(value, _PLAIN):
+        return True
+    if isinstance(value, dict):
+        return all(_plain(k, budget) and _plain(v, budget) for k, v in value.items())
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return all(_plain(v, budget) for v in value)
+    return False
 
 
 def hooks_started(seq: Sequence, rt: Runtime, facade: frozenset[str]) -> None:
     """Workers start: note what the hooks read (the first time), or tell a change since
-    (a restart after an idle stop hands the new values to the new workers)."""
-    if rt.hook_prints is None:
-        rt.hook_prints = _fingerprints(seq, _read_by_hooks(seq, facade))
-    else:
+    (a restart after an idle stop hands the new values to the new workers). A check that
+    fails (a hook of an unforeseen kind) is dropped: it must never stop a start."""
+    if rt.hook_prints is not None:
         hooks_unchanged(seq, rt)
+        return
+    try:
+        rt.hook_prints = _fingerprints(seq, _read_by_hooks(seq, facade))
+    except Exception:  # noqa: BLE001
+        log.debug("the check of what a Sequence's hooks read is off", exc_info=True)
+        rt.hook_prints = {}
 
 
 def hooks_unchanged(seq: Sequence, rt: Runtime) -> None:
@@ -226,7 +277,12 @@ def hooks_unchanged(seq: Sequence, rt: Runtime) -> None:
     loader = rt.running
     if not rt.hook_prints or rt.warned_hooks or loader is None or not loader.pids:
         return  # (workers=0 reads the instance itself)
-    now = _fingerprints(seq, frozenset(rt.hook_prints))
+    try:
+        now = _fingerprints(seq, frozenset(rt.hook_prints))
+    except Exception:  # noqa: BLE001 (the check must never stop a pass)
+        log.debug("the check of what a Sequence's hooks read is off", exc_info=True)
+        rt.hook_prints = {}
+        return
     changed = sorted(name for name, digest in rt.hook_prints.items() if now.get(name) != digest)
     if not changed:
         return

@@ -6,10 +6,10 @@ it the Sequence, after ``fit`` (issue 30 §1). So a started Sequence idle for ``
 stops its workers (one daemon thread watches them all), and when another one starts, any idle
 for ``STOP_AT_START_S`` stops at once: a notebook cell run again makes a new Sequence, and the
 old one's copy of the data must not wait two minutes. Past ``KEPT_RUNNING`` others, the ones
-asked least recently stop then however briefly idle: a loop that makes a Sequence per fold or
-per test-time-augmentation round and drops it made them faster than they went idle. The next
-ask starts the workers again and the stream goes on unchanged (a batch is a function of seed,
-epoch and index).
+asked least recently stop then once idle for ``STOP_CROWDED_S``: a loop that makes a Sequence
+per fold or per test-time-augmentation round and drops it made them faster than they went
+idle. The next ask starts the workers again and the stream goes on unchanged (a batch is a
+function of seed, epoch and index).
 """
 
 from __future__ import annotations
@@ -39,16 +39,22 @@ _lock = threading.Lock()
 _watcher: threading.Thread | None = None  # invariant: alive while _running is not empty
 
 
+STOP_CROWDED_S = 1.0
+"""Past ``KEPT_RUNNING`` others, how long one must have been idle to stop: more than that
+many asked by turns within a second (a tf.data thread between two batches, a loop over
+ten Sequences) go on without stopping one another."""
+
+
 def starting() -> None:
-    """Another Sequence starts its workers: stop those idle for ``STOP_AT_START_S``, and any
-    idle at all past the ``KEPT_RUNNING`` asked most recently (one serving a batch is not
-    idle: it holds its lock)."""
+    """Another Sequence starts its workers: stop those idle for ``STOP_AT_START_S``, and
+    those idle for ``STOP_CROWDED_S`` past the ``KEPT_RUNNING`` asked most recently (one
+    serving a batch is not idle: it holds its lock)."""
     now = time.monotonic()
     with _lock:  # (a copy: the watcher's thread may forget one meanwhile)
         running = list(_running)
     newest_first = sorted(running, key=lambda seq: seq.last_asked, reverse=True)
     for rank, other in enumerate(newest_first):
-        stop_if_idle(other, now, STOP_AT_START_S if rank < KEPT_RUNNING else 0.0)
+        stop_if_idle(other, now, STOP_AT_START_S if rank < KEPT_RUNNING else STOP_CROWDED_S)
 
 
 def watch(seq: Sequence) -> None:

@@ -191,9 +191,10 @@ class _FacadeApi:
         return self._runtime.stop_if_idle(now, after_s, partial(_idle.forget, cast(Sequence, self)))
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in facade_checks.FIXED and "_order" in self.__dict__ and \
-                not _making(self, sys._getframe(1)):  # (made, and not by a subclass's init)
-            facade_checks.keep_setting(name, getattr(self, name, None), value)
+        if name in facade_checks.FIXED and "_order" in self.__dict__:  # (made: __init__'s last)
+            # the value it holds, or the argument as given, changes nothing; else refused
+            facade_checks.keep_setting(name, getattr(self, name, None), self._settings, value)
+            return
         super().__setattr__(name, value)
 
     def _set_order(self, order: Order) -> None:
@@ -604,21 +605,17 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         return rt.loader
 
 
-def _making(seq: object, frame: Any) -> bool:
-    """Whether ``frame`` is an ``__init__`` of ``seq``'s (a subclass's, setting what it likes)."""
-    return frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is seq
-
-
 def _one_pass(seq: Sequence) -> Iterator[Any]:
     """``for batch in seq``: one pass, its loop this generator's frame (``_passes``)."""
-    served = seq.served_before_restore()
+    served, me = seq.served_before_restore(), sys._getframe()
     facade_checks.hooks_unchanged(seq, seq._runtime)
     try:
         for index in range(len(seq)):
             if index not in served:
                 yield seq[index]
     finally:  # run to its end, broken off or dropped: its pass answers no more looks (no
-        seq._runtime.passes.loop_over(sys._getframe())  # lock: a collection may run this)
+        seq._runtime.passes.loop_over(me)  # lock: a collection may run this; nor sys, which
+        # is gone when a generator left open closes at interpreter exit)
 
 
 def _warn_inference_reads_the_draw(batches: int) -> None:

@@ -50,3 +50,26 @@ class Leveled(shmaug.Sequence):
 
     def augment(self, image, rng):
         return np.full_like(image, self.level)
+
+
+class _Halve:
+    def __call__(self, image, rng):
+        return image // 2
+
+
+class CallableHook(shmaug.Sequence):
+    """An augment that is an object, not a function: its code cannot be read."""
+
+    augment = _Halve()
+
+
+class Averaging(shmaug.Sequence):
+    """Keeps a running mean of its own (``self.mean``) that its augment never reads: the
+    augment calls ``image.mean()``, the same name on another object."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.mean = 0.0
+
+    def augment(self, image, rng):
+        return image - image.mean()

@@ -77,6 +77,10 @@ def returns_two_views(image, rng):
     return image, image[::-1]  # SimCLR's two views, as a tuple
 
 
+def returns_crops(image, rng):
+    return image, image[:3, :3]  # DINO's global and local crops
+
+
 def returns_image_and_mask(image, rng):
     return image, image[..., 0] > 0  # an image and its mask, as a segmentation user writes
 
@@ -183,7 +187,13 @@ CASES: dict[str, Case] = {
     "x list of ragged images": Case(lambda f, t: loader([X[0], X[1][:3]]), TypeError,
                                     r"`x` as a list.*\(3, 6\).*load=images\.__getitem__"),
     "x object array of ragged images": Case(lambda f, t: loader(np.array(
-        [X[0], X[1][:3], None], dtype=object)[:2]), TypeError, r"`x` as a list.*\(3, 6\)"),
+        [X[0], X[1][:3], None], dtype=object)[:2]), TypeError, r"`x` as an object array.*\(3, 6\)"),
+    "x object array of paths": Case(lambda f, t: loader(np.array(["a.png", "b.png"], dtype=object)),
+                                    TypeError, r"`x` as an object array holds 2 paths.*"
+                                               r"ImageFiles\.from_paths"),
+    "op returns crops of several sizes": Case(lambda f, t: loader(X, augment=returns_crops),
+                                              TypeError, r"`augment`.*returned tuple.*packed flat",
+                                              early=False),
     "x tuple of input arrays": Case(lambda f, t: loader((X, X)), TypeError,
                                     r"`x` as a tuple.*\(8, 6, 6\).*image_key"),
     "x NaN into a pipeline": Case(lambda f, t: loader(np.where(XF > 0.5, np.nan, XF),

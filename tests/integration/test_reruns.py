@@ -109,6 +109,7 @@ def test_a_loop_making_sequences_faster_than_they_go_idle_keeps_few_running():
         for _ in range(_idle.KEPT_RUNNING + 3):
             made.append(shmaug.Sequence(x, y, **args))
             firsts.append(rows(made[-1][0]))
+            time.sleep(_idle.STOP_CROWDED_S / 8)  # (a loop's round: all idle a second after)
         running = [seq for seq in made if seq._runtime.running is not None]
         assert running == made[-_idle.KEPT_RUNNING - 1:]  # the newest, and eight others
         assert rows(made[0][0]) == firsts[0]  # started again: the same batch

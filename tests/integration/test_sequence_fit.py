@@ -148,6 +148,19 @@ def test_an_attribute_the_workers_hooks_read_changed_after_they_started_is_told(
         assert levels == {3.0} and not about  # workers=0 reads the instance itself
 
 
+@pytest.mark.parametrize("kind", ["CallableHook", "Averaging"])
+def test_what_no_hook_reads_off_self_is_not_told(kind):
+    """From the diff review: an augment that is an object crashed the workers' start (it has
+    no code to read), and one calling image.mean() was said to read a `self.mean`."""
+    from tests.integration import _override_seq
+
+    x, y = data(16)
+    with getattr(_override_seq, kind)(x, y, batch_size=8, workers=1, seed=0) as seq:
+        list(seq)
+        seq.mean = 5.0  # (a running statistic of the subclass's own)
+        list(seq)  # (warnings are errors here)
+
+
 def test_each_fits_probes_take_the_next_passes_batches():
     """fit called once per epoch in a loop (as `shmaug demo` does): each fit first probes
     indices 0 and 1 for the output signature, after a whole pass. Those probes belong to the

@@ -167,6 +167,8 @@ class _LabelledSource:
           y=np.c_[CLASSES + 5, CLASSES, -np.ones(400, int)]), ValueError,
      r"read from `y` as one-hot rows, but 400 of its rows are not one \(row 0: \[\d+, \d+, -1\]"
      r".*per-sample weights"),
+    (dict(sampling_weights="balanced", y=np.eye(4)[CLASSES] * (CLASSES != 0)[:, None]),
+     ValueError, r"an all-zero row is no class.*weight 0"),  # unlabelled rows
     (dict(sampling_weights={0: 1, 1: 1, 2: 1, 3: 1},  # multi-hot
           y=np.c_[np.ones(400), np.eye(4)[CLASSES][:, 1:]]), ValueError, r"rows are not one"),
     (dict(samples_per_epoch=100), ValueError,

@@ -245,17 +245,24 @@ def test_a_setting_set_after_the_sequence_is_made_is_refused_with_the_fix(name, 
         assert len(seq[0][0]) == 4 and "batch_size=4" in repr(seq)
 
 
-def test_a_subclass_may_set_its_settings_in_its_own_init():
-    """From the diff review: `self.seed = seed` (None, where the Sequence drew one), an
-    np.int64 batch size or the subclass's own `timeout` were refused in its __init__."""
-    class Migrated(shmaug.Sequence):  # keras.utils.Sequence code sets them itself
-        def __init__(self, x, batch_size, seed=None):
-            self.batch_size = batch_size
-            super().__init__(x, batch_size=batch_size, workers=0, seed=seed)
-            self.x, self.batch_size, self.seed, self.timeout = x, batch_size, seed, 5.0
+def test_a_subclass_may_set_its_settings_again_as_given_but_not_change_them():
+    """From the diff reviews: `self.seed = seed` (None, where the Sequence drew one), an
+    np.int64 batch size or `self.use_multiprocessing = True` in a ported __init__ were
+    refused, and then (allowed in any __init__) a changed batch size was stored, read back
+    and ignored, and a seed of None broke the resume check."""
+    class Ported(shmaug.Sequence):  # keras.utils.Sequence code sets them itself
+        def __init__(self, x, batch_size, seed=None, augment=None, double=False):
+            super().__init__(x, batch_size=batch_size, workers=0, seed=seed, augment=augment)
+            self.x, self.seed, self.augment, self.timeout = x, seed, augment, 5.0
+            self.batch_size, self.use_multiprocessing = np.int64(batch_size), True
+            if double:
+                self.batch_size = batch_size * 2
 
-    with Migrated(X, 4) as seq:
-        assert len(seq) == 3
-        seq.batch_size, seq.timeout = np.int64(4), 3.0  # the same number; its own attribute
+    with Ported(X, 4) as seq:
+        assert len(seq) == 3 and seq.batch_size == 4 and type(seq.batch_size) is int
+        assert seq.seed is not None and seq.use_multiprocessing is False
+        assert callable(seq.augment) and seq.timeout == 5.0
         with pytest.raises(AttributeError, match="`seq.seed` is fixed"):
-            seq.seed = 5
+            seq.seed = seq.seed + 1
+    with pytest.raises(AttributeError, match="`seq.batch_size` is fixed"):
+        Ported(X, 4, double=True)

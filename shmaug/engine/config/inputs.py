@@ -94,7 +94,7 @@ def image_array(x: Any) -> np.ndarray:
                 f"it again with `np.save(path, images)`."
             ) from None
     elif isinstance(x, (list, tuple)):
-        x = _stacked(x)
+        x = _stacked(x, f"a {type(x).__name__}")
     if not isinstance(x, np.ndarray):
         batches = hasattr(x, "__getitem__") and hasattr(x, "on_epoch_end") or \
             hasattr(x, "__next__") or isinstance(x, Iterator)
@@ -109,7 +109,7 @@ def image_array(x: Any) -> np.ndarray:
             f"`x` must be a numpy array of images (N, H, W) or (N, H, W, C); received "
             f"{got(x)}: {fix}.")
     if x.dtype == object and x.ndim == 1:  # images of several sizes, one object each
-        return _stacked(list(x))
+        return _stacked(list(x), "an object array")
     if x.ndim not in (3, 4):
         raise ArgumentError(
             f"`x` must have shape (N, H, W) or (N, H, W, C); received shape {x.shape}. "
@@ -190,10 +190,16 @@ def stored_as(images: np.ndarray | None, dtype: np.dtype | None) -> None:
 _EMPTY = "`x` is empty (0 samples). Fix: pass a dataset with at least one sample."
 
 
-def _stacked(items: list[Any] | tuple[Any, ...]) -> np.ndarray:
-    """A list of images of one shape, stacked; anything else is refused with the fix."""
+def _stacked(items: list[Any] | tuple[Any, ...], kind: str) -> np.ndarray:
+    """A list of images of one shape, stacked; anything else is refused with the fix.
+    ``kind``: what ``x`` is, as the message names it."""
     if not items:
         raise ArgumentError(_EMPTY)
+    if all(isinstance(item, (str, os.PathLike)) for item in items):
+        raise ArgumentTypeError(
+            f"`x` as {kind} holds {len(items)} paths ({got(items[0])}, ...), not images. "
+            f"Fix: read them as a source, `shmaug.ImageFiles.from_paths(list(x), y, "
+            f"image_size=(224, 224))`.")
     arrays = [np.asarray(item) for item in items]
     shapes = sorted({a.shape for a in arrays}, key=len)
     # A 3-D item is an image (H, W, C) only with a plausible channel count; (N, H, W) arrays
@@ -202,14 +208,14 @@ def _stacked(items: list[Any] | tuple[Any, ...]) -> np.ndarray:
     if len(shapes) == 1 and image_like and arrays[0].dtype.kind in "biuf":
         return np.stack(arrays)
     shown = ", ".join(str(s) for s in shapes[:3]) + (", ..." if len(shapes) > 3 else "")
-    if len(arrays) == 2 and len(arrays[0]) == len(arrays[1]) and arrays[1].ndim <= 2 and \
-            arrays[0].ndim in (3, 4) and arrays[1].shape != arrays[0].shape[:2]:
+    if len(arrays) == 2 and arrays[0].ndim in (3, 4) and 1 <= arrays[1].ndim <= 2 and \
+            len(arrays[0]) == len(arrays[1]) and arrays[1].shape != arrays[0].shape[:2]:
         raise ArgumentTypeError(
             f"`x` is a pair of {len(arrays[0])} images {arrays[0].shape} and {len(arrays[1])} "
             f"labels {arrays[1].shape}: Keras' (x, y) tuple. Fix: pass them as two arguments, "
             f"x then y: `shmaug.Sequence(x, y, ...)` or `shmaug.Loader(x, y, ...)`.")
     raise ArgumentTypeError(
-        f"`x` as a {type(items).__name__} must hold images (H, W) or (H, W, C) of one shape "
+        f"`x` as {kind} must hold images (H, W) or (H, W, C) of one shape "
         f"(C up to 4) and a numeric dtype, to be stacked into one array; received {len(items)} "
         f"items of shape(s) {shown} and dtype {arrays[0].dtype}. Fix: resize them to one size "
         f"and pass `np.stack(images)`; or keep each at its own size, read by index in the "

@@ -124,15 +124,17 @@ def _one_class_per_row(y: np.ndarray, kind: str, fix: str) -> None:
     if y.dtype.kind not in "iubf":
         return  # (refused below as no labels)
     sums = y.sum(axis=1, dtype=np.float64)
-    bad = np.flatnonzero((y < 0).any(axis=1) | (np.abs(sums - 1.0) > 1e-3))
+    bad = np.flatnonzero((y < 0).any(axis=1) | ~(np.abs(sums - 1.0) <= 1e-3))  # (NaN: bad)
     if len(bad):
         row = y[bad[0]]
+        why = ("an all-zero row is no class (an unlabelled sample: give it weight 0 with "
+               "per-sample weights)" if sums[bad[0]] == 0 else
+               "a padded sequence or multi-hot labels name no one class")
         raise ArgumentError(
             f"`sampling_weights` given as {kind} weighs classes, read from `y` as one-hot "
             f"rows, but {len(bad)} of its rows are not one (row {int(bad[0])}: "
             f"{row[:8].tolist()}{' ...' if len(row) > 8 else ''}, which sums to "
-            f"{float(sums[bad[0]]):g}): a padded sequence or multi-hot labels name no one "
-            f"class. {fix}")
+            f"{float(sums[bad[0]]):g}): {why}. {fix}")
 
 
 def samples_per_epoch(value: Any, n: int, weighted: bool) -> int:

@@ -460,6 +460,12 @@ def _refuse_float16_overflow(image: np.ndarray, index: int, of: str) -> None:
 
 
 def _several_images(out: Any) -> bool:
-    """Whether ``out`` is a list or tuple of images of one shape (views of one sample)."""
+    """Whether ``out`` holds several images of one layout (views or crops of one sample, of
+    one size or several), not an image and its mask (a dict's ``"image"`` and the rest)."""
+    if isinstance(out, dict):
+        if "image" in out:
+            return False
+        out = list(out.values())
     return isinstance(out, (list, tuple)) and len(out) > 1 and all(
-        isinstance(v, np.ndarray) and v.ndim >= 2 and v.shape == out[0].shape for v in out)
+        isinstance(v, np.ndarray) and v.ndim == out[0].ndim >= 2 and v.shape[2:] ==
+        out[0].shape[2:] for v in out)
