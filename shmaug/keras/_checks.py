@@ -38,6 +38,7 @@ _GIVEN = {"batch_size": ("batches", "batch_size"), "seed": ("batches", "seed"),
           "shuffle": ("batches", "shuffle"), "sampling_weights": ("batches", "sampling_weights"),
           "workers": ("workers", "workers"), "max_queue_size": ("workers", "max_queue_size"),
           "augment": ("output", "augment"), "mix": ("output", "mix")}  # in a Sequence's Settings
+_DEFAULTED = frozenset({"seed", "workers", "max_queue_size", "image_key"})  # None: resolved
 
 
 def keep_setting(name: str, held: Any, settings: Any, value: Any) -> None:
@@ -47,18 +48,28 @@ def keep_setting(name: str, held: Any, settings: Any, value: Any) -> None:
     refuse anything else once the Sequence is made."""
     place = _GIVEN.get(name)
     given = getattr(getattr(settings, place[0]), place[1]) if place else None
-    if name == "use_multiprocessing" or _same(held, value) or _same(given, value):
+    if name == "workers":
+        held = given  # (what Keras reads, 1, is not what the Sequence runs)
+    if name == "use_multiprocessing" or _same(held, value) or _same(given, value) or (
+            value is None and name in _DEFAULTED):
         return
+    if name == "augment" and not callable(value):
+        raise AttributeError(
+            f"`seq.augment` is shmaug's argument and hook (what each sample goes through), "
+            f"so setting it to {got(value)} would change nothing. Fix: name your flag "
+            f"otherwise (e.g. `self.augmenting`), or pass `augment=None` for no augmentation.")
     raise check.fixed_setting("seq", name, value)
 
 
 def _same(held: Any, value: Any) -> bool:
-    """One value: the same object, or equal (numbers by value, whatever their type)."""
+    """One value: the same object, or equal (numbers and booleans by value, whatever their
+    type: numpy's or Python's)."""
     if held is value:
         return True
+    kinds = ((bool, np.bool_), (int, float, np.number))
     try:
-        return bool(held == value) and (type(held) is type(value) or isinstance(
-            value, (int, float, np.number)) and not isinstance(value, bool))
+        return bool(held == value) and (type(held) is type(value) or any(
+            isinstance(held, kind) and isinstance(value, kind) for kind in kinds))
     except (TypeError, ValueError):  # (arrays: only the same one is the same)
         return False
 
@@ -193,8 +204,8 @@ WORKER_HOOKS = ("load", "augment")
 _BY_IDENTITY_BYTES = 1 << 20  # an array larger than this is fingerprinted by identity, shape
 # and dtype: hashing it at every epoch would cost more than the check is worth
 _LEAVES = 1000  # a container of more plain values is not fingerprinted (its cost would grow)
-_PLAIN = (int, float, complex, str, bytes, bool, type(None), np.number, np.bool_)
-_LOADS_SELF = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW", "LOAD_DEREF"})
+_NUMBERS = (int, float, complex, str, bytes, bool, type(None))
+_LOADS = ("LOAD_FAST", "LOAD_DEREF")  # (and their variants: _CHECK, _BORROW, LOAD_FAST_LOAD_FAST)
 
 
 def _read_by_hooks(seq: Sequence, facade: frozenset[str]) -> frozenset[str]:
@@ -210,12 +221,16 @@ def _read_by_hooks(seq: Sequence, facade: frozenset[str]) -> frozenset[str]:
 
 
 def _self_attributes(code: types.CodeType, me: str) -> set[str]:
-    """The attributes ``code`` (and the functions it defines) reads off its local ``me``."""
+    """The attributes ``code`` (and the functions it defines) reads off its local ``me``:
+    an attribute load right after ``me`` is pushed (last, by a superinstruction that pushes
+    two locals, as Python 3.13's ``LOAD_FAST_LOAD_FAST`` does)."""
     found: set[str] = set()
     previous = None
     for ins in dis.get_instructions(code):
         if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and previous is not None and \
-                previous.opname in _LOADS_SELF and previous.argval == me:
+                previous.opname.startswith(_LOADS) and me in (
+                    previous.argval, *(previous.argval[-1:] if isinstance(previous.argval, tuple)
+                                       else ())):
             found.add(str(ins.argval))
         previous = ins
     for const in code.co_consts:  # nested functions and comprehensions
@@ -226,35 +241,52 @@ def _self_attributes(code: types.CodeType, me: str) -> set[str]:
 
 def _fingerprints(seq: Sequence, names: frozenset[str]) -> dict[str, bytes]:
     """A digest of each of ``names``' values on ``seq`` that is a plain value (a number, a
-    string, an array, or a small container of them); other objects (a Keras layer, a
-    pipeline) pickle differently unchanged, and are left out."""
+    string, an array, or a small container of them; numpy's scalars as Python's); other
+    objects (a Keras layer, a pipeline) pickle differently unchanged, and are left out."""
     out: dict[str, bytes] = {}
     state = vars(seq)
     for name in names:
         value = state.get(name)
         if isinstance(value, np.ndarray) and value.nbytes > _BY_IDENTITY_BYTES:
             out[name] = f"{id(value)}:{value.shape}:{value.dtype.str}".encode()
-        elif isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
-            out[name] = hashlib.blake2b(value.tobytes() + f"{value.shape}{value.dtype.str}"
-                                        .encode(), digest_size=16).digest()
-        elif _plain(value, [_LEAVES]):
-            out[name] = hashlib.blake2b(pickle.dumps(value, pickle.HIGHEST_PROTOCOL),
+            continue
+        canon = _canonical(value, [_LEAVES, _BY_IDENTITY_BYTES])
+        if canon is not _NOT_PLAIN:
+            out[name] = hashlib.blake2b(pickle.dumps(canon, pickle.HIGHEST_PROTOCOL),
                                         digest_size=16).digest()
     return out
 
 
-def _plain(value: Any, budget: list[int]) -> bool:
-    """Whether ``value`` is a plain value, or a container of at most ``budget`` of them."""
+_NOT_PLAIN = object()
+
+
+def _canonical(value: Any, budget: list[int]) -> Any:
+    """``value`` as plain Python values (numpy's scalars as Python's, an array's bytes, a
+    dict's items and a set's members in one order), or ``_NOT_PLAIN`` for anything else or
+    past ``budget`` (values, bytes)."""
     budget[0] -= 1
-    if budget[0] < 0:
-        return False
-    if isinstance(value, _PLAIN):
-        return True
+    if isinstance(value, (str, bytes, np.ndarray)):
+        budget[1] -= len(value) if not isinstance(value, np.ndarray) else value.nbytes
+    if budget[0] < 0 or budget[1] < 0:
+        return _NOT_PLAIN
+    if isinstance(value, (np.number, np.bool_)):
+        return value.item()
+    if isinstance(value, _NUMBERS):
+        return value
+    if isinstance(value, np.ndarray):
+        return (value.shape, value.dtype.str, value.tobytes()) if value.dtype.kind in "biufc" \
+            else _NOT_PLAIN
     if isinstance(value, dict):
-        return all(_plain(k, budget) and _plain(v, budget) for k, v in value.items())
+        items = [(_canonical(k, budget), _canonical(v, budget)) for k, v in value.items()]
+        plain = all(_NOT_PLAIN not in pair for pair in items)
+        return ("dict", tuple(sorted(items, key=repr))) if plain else _NOT_PLAIN
     if isinstance(value, (tuple, list, set, frozenset)):
-        return all(_plain(v, budget) for v in value)
-    return False
+        parts = [_canonical(v, budget) for v in value]
+        if any(part is _NOT_PLAIN for part in parts):
+            return _NOT_PLAIN
+        return ("set", tuple(sorted(parts, key=repr))) if isinstance(value, (set, frozenset)) \
+            else tuple(parts)
+    return _NOT_PLAIN
 
 
 def hooks_started(seq: Sequence, rt: Runtime, facade: frozenset[str]) -> None:

@@ -194,7 +194,8 @@ class _FacadeApi:
         if name in facade_checks.FIXED and "_order" in self.__dict__:  # (made: __init__'s last)
             # the value it holds, or the argument as given, changes nothing; else refused
             facade_checks.keep_setting(name, getattr(self, name, None), self._settings, value)
-            return
+            if name in self.__dict__ or hasattr(type(self), name):
+                return  # (what it holds stays; one it does not hold is a subclass's to keep)
         super().__setattr__(name, value)
 
     def _set_order(self, order: Order) -> None:
@@ -598,9 +599,10 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             rt.loader = start(Options(self._settings, rt.data, self._order, rt.pipeline),
                               pin_memory=facade_checks.pin_memory(self._pin_memory))
             rt.life = Life.STARTED
-            facade_checks.hooks_started(self, rt, _SET_UP)
             _LIVE.add(self)
             _idle.watch(self)
+            facade_checks.hooks_started(self, rt, _SET_UP)  # (last: it may warn, and a
+            # warning may be an error)
         assert rt.loader is not None
         return rt.loader
 

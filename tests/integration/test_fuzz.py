@@ -78,7 +78,7 @@ def returns_two_views(image, rng):
 
 
 def returns_crops(image, rng):
-    return image, image[:3, :3]  # DINO's global and local crops
+    return image, image, image[:3, :3]  # DINO's global and local crops
 
 
 def returns_image_and_mask(image, rng):
@@ -187,10 +187,12 @@ CASES: dict[str, Case] = {
     "x list of ragged images": Case(lambda f, t: loader([X[0], X[1][:3]]), TypeError,
                                     r"`x` as a list.*\(3, 6\).*load=images\.__getitem__"),
     "x object array of ragged images": Case(lambda f, t: loader(np.array(
-        [X[0], X[1][:3], None], dtype=object)[:2]), TypeError, r"`x` as an object array.*\(3, 6\)"),
+        [X[0], X[1][:3], None], dtype=object)[:2]), TypeError, r"`x` as an array of dtype object.*\(3, 6\)"),
     "x object array of paths": Case(lambda f, t: loader(np.array(["a.png", "b.png"], dtype=object)),
-                                    TypeError, r"`x` as an object array holds 2 paths.*"
+                                    TypeError, r"`x` as an array of dtype object holds 2 path\(s\).*"
                                                r"ImageFiles\.from_paths"),
+    "x array of paths": Case(lambda f, t: loader(np.array(["a.png", "b.png"])), TypeError,
+                             r"`x` as an array of dtype <U5 holds 2 path\(s\).*from_paths"),
     "op returns crops of several sizes": Case(lambda f, t: loader(X, augment=returns_crops),
                                               TypeError, r"`augment`.*returned tuple.*packed flat",
                                               early=False),

@@ -266,3 +266,28 @@ def test_a_subclass_may_set_its_settings_again_as_given_but_not_change_them():
             seq.seed = seq.seed + 1
     with pytest.raises(AttributeError, match="`seq.batch_size` is fixed"):
         Ported(X, 4, double=True)
+
+
+def test_what_a_ported_init_keeps_of_its_own_is_kept_and_a_flag_named_augment_is_told():
+    """From the third diff review: `self.sampling_weights = w` was accepted and not stored
+    (a later read failed), `self.workers = workers` with None refused, np.bool_ shuffles
+    refused, and a bool `self.augment` flag told the setting was fixed."""
+    y = np.arange(10) % 2
+
+    class Ported(shmaug.Sequence):
+        def __init__(self, x, y, weights=None, workers=None, shuffle=np.bool_(True)):
+            super().__init__(x, y, batch_size=4, sampling_weights=weights, shuffle=shuffle,
+                             workers=workers)
+            self.sampling_weights, self.workers, self.shuffle = weights, workers, shuffle
+
+    with Ported(X, y, weights="balanced") as seq:
+        assert seq.sampling_weights == "balanced" and seq.workers == 1  # (Keras' 1)
+
+    class Flagged(shmaug.Sequence):
+        def __init__(self, x, y, augment=True):
+            super().__init__(x, y, batch_size=4, workers=0)
+            self.augment = augment
+
+    with pytest.raises(AttributeError, match=r"`seq.augment` is shmaug's argument and hook.*"
+                                             r"name your flag otherwise"):
+        Flagged(X, y)

@@ -52,3 +52,37 @@ def test_a_folder_of_class_folders_only_says_nothing(tmp_path):
         files = shmaug.ImageFiles.from_directory(tmp_path, image_size=(4, 4))
     assert [str(w.message) for w in said] == []
     assert len(files) == 1 and files.class_names == ("ant",)
+
+
+class _Hooked:
+    level = 0
+
+    def augment(self, image, rng):
+        image.mean()  # a name on another object: not read off self
+        return image * self.gain + self.level + (lambda z: z + self.shift)(0) + f(image, self.k)
+
+
+def f(image, k):
+    return image
+
+
+def test_the_hooks_reads_off_self_are_found_on_every_python():
+    """Python 3.13 pushes `image` and `self` in one instruction (LOAD_FAST_LOAD_FAST) before
+    `image * self.gain`: the diff review found such reads missed there."""
+    from shmaug.keras._checks import _self_attributes
+
+    code = _Hooked.augment.__code__
+    assert _self_attributes(code, "self") == {"gain", "level", "shift", "k"}
+
+
+def test_plain_values_are_fingerprinted_alike_whatever_their_type_and_big_ones_not():
+    from shmaug.keras._checks import _NOT_PLAIN, _canonical
+
+    def canon(value):
+        return _canonical(value, [1000, 1 << 20])
+
+    assert canon(0.5) == canon(np.float64(0.5)) and canon(True) == canon(np.bool_(True))
+    assert canon({"b": 1, "a": [2, 3]}) == canon({"a": (2, 3), "b": np.int64(1)})
+    assert canon({3, 1, 2}) == canon({2, 3, 1}) and canon(np.arange(3)) != canon(np.arange(4))
+    for big in (b"x" * (2 << 20), list(range(5000)), object(), [1, object()]):
+        assert canon(big) is _NOT_PLAIN

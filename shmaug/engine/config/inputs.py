@@ -95,6 +95,8 @@ def image_array(x: Any) -> np.ndarray:
             ) from None
     elif isinstance(x, (list, tuple)):
         x = _stacked(x, f"a {type(x).__name__}")
+    elif callable(getattr(x, "to_numpy", None)) and not isinstance(x, np.ndarray):
+        x = x.to_numpy()  # a pandas Series (of paths, or of images) or DataFrame
     if not isinstance(x, np.ndarray):
         batches = hasattr(x, "__getitem__") and hasattr(x, "on_epoch_end") or \
             hasattr(x, "__next__") or isinstance(x, Iterator)
@@ -108,8 +110,8 @@ def image_array(x: Any) -> np.ndarray:
         raise ArgumentTypeError(
             f"`x` must be a numpy array of images (N, H, W) or (N, H, W, C); received "
             f"{got(x)}: {fix}.")
-    if x.dtype == object and x.ndim == 1:  # images of several sizes, one object each
-        return _stacked(list(x), "an object array")
+    if x.ndim == 1 and x.dtype.kind in "OUS":  # images of several sizes, or paths
+        return _stacked(list(x), f"an array of dtype {x.dtype}")
     if x.ndim not in (3, 4):
         raise ArgumentError(
             f"`x` must have shape (N, H, W) or (N, H, W, C); received shape {x.shape}. "
@@ -195,9 +197,9 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str) -> np.ndarray:
     ``kind``: what ``x`` is, as the message names it."""
     if not items:
         raise ArgumentError(_EMPTY)
-    if all(isinstance(item, (str, os.PathLike)) for item in items):
+    if all(isinstance(item, (str, bytes, os.PathLike)) for item in items):
         raise ArgumentTypeError(
-            f"`x` as {kind} holds {len(items)} paths ({got(items[0])}, ...), not images. "
+            f"`x` as {kind} holds {len(items)} path(s) ({got(items[0])}, ...), not images. "
             f"Fix: read them as a source, `shmaug.ImageFiles.from_paths(list(x), y, "
             f"image_size=(224, 224))`.")
     arrays = [np.asarray(item) for item in items]

@@ -128,7 +128,7 @@ def _one_class_per_row(y: np.ndarray, kind: str, fix: str) -> None:
     if len(bad):
         row = y[bad[0]]
         why = ("an all-zero row is no class (an unlabelled sample: give it weight 0 with "
-               "per-sample weights)" if sums[bad[0]] == 0 else
+               "per-sample weights)" if not row.any() else
                "a padded sequence or multi-hot labels name no one class")
         raise ArgumentError(
             f"`sampling_weights` given as {kind} weighs classes, read from `y` as one-hot "

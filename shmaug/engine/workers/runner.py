@@ -460,12 +460,11 @@ def _refuse_float16_overflow(image: np.ndarray, index: int, of: str) -> None:
 
 
 def _several_images(out: Any) -> bool:
-    """Whether ``out`` holds several images of one layout (views or crops of one sample, of
-    one size or several), not an image and its mask (a dict's ``"image"`` and the rest)."""
-    if isinstance(out, dict):
-        if "image" in out:
-            return False
-        out = list(out.values())
-    return isinstance(out, (list, tuple)) and len(out) > 1 and all(
-        isinstance(v, np.ndarray) and v.ndim == out[0].ndim >= 2 and v.shape[2:] ==
-        out[0].shape[2:] for v in out)
+    """Whether ``out`` holds several images of one layout: views of one size, or three or
+    more crops of several (DINO's); not an image and its mask or heatmap (a pair of two
+    sizes, or a dict)."""
+    if not isinstance(out, (list, tuple)) or len(out) < 2 or not all(
+            isinstance(v, np.ndarray) and v.ndim == out[0].ndim >= 2 and
+            v.shape[2:] == out[0].shape[2:] for v in out):
+        return False
+    return len(out) > 2 or out[0].shape == out[1].shape
