@@ -136,3 +136,11 @@ def test_label_sequences_per_path_are_told_to_go_in_as_y(labels):
     with pytest.raises(ArgumentError, match=r"`labels` must hold one (class|int) per path "
                                             r"\(3\).*give `labels=None` here.*loader's `y`"):
         F.classes_of(F.encode_names(labels, 3, None)[0], "int", 3)
+
+
+def test_one_label_for_every_path_is_told_the_count_it_needs():
+    """From the last read of the change: a scalar `labels` met len() of a 0-d array (a bare
+    TypeError) in the message meant for label sequences."""
+    with pytest.raises(ArgumentError, match=r"one int per path \(2\); received shape \(\).*"
+                                            r"len\(labels\) == len\(paths\)"):
+        F.classes_of(3, "int", 2)

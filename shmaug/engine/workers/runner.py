@@ -458,7 +458,6 @@ def _refuse_float16_overflow(image: np.ndarray, index: int, of: str) -> None:
             f"scale the samples down in `augment` (e.g. divide by 65535).")
 
 
-
 def _several_images(out: Any) -> bool:
     """Whether ``out`` holds several images of one layout: views of one size, or three or
     more crops of several (DINO's); not an image and its mask or heatmap (a pair of two

@@ -368,7 +368,8 @@ def classes_of(labels: Any, label_mode: str | None, n: int) -> np.ndarray:
     if array.ndim == 1 and array.dtype.kind == "f" and np.isin(array, (0, 1)).all():
         array = array.astype(np.int64)  # binary labels given back as floats
     if array.shape != (n,):
-        fix = _NOT_CLASSES if len(array) == n else "pass len(labels) == len(paths)."
+        fix = _NOT_CLASSES if array.ndim > 1 and len(array) == n else \
+            "pass len(labels) == len(paths)."
         raise ArgumentError(
             f"`labels` must hold one int per path ({n}); received shape {array.shape}. "
             f"Fix: {fix}")
