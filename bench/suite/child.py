@@ -6,7 +6,8 @@ hard timeout: time to first batch (from construction), images/s per timed epoch 
 warm-up), exactly-once checks per epoch, USS/PSS mid-epoch, the same-image probe for
 replayed random streams, and the data-wait fraction of a consumer that takes a fixed
 ``step_s`` per batch. ``"fit": true`` instead trains a small CNN (``bench/suite/fit.py``).
-A contender whose library is missing reports ``"status": "skipped"``.
+A contender whose library is missing reports ``"status": "skipped"``. OpenCV runs on one
+thread in every contender (``OPENCV_FOR_THREADS_NUM=1``), as in shmaug's workers.
 
 This module imports TensorFlow at the top on purpose: a user's training script does, and that
 is what spawned workers which re-run ``__main__`` pay for (Keras, the Pool recipe and Grain
@@ -21,6 +22,10 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# Every contender's process and its workers run OpenCV on one thread, as shmaug's workers do
+# (``engine/workers/worker.py``): a peer left with OpenCV's pool oversubscribes the cores, which
+# cost Grain 12-15% on W2 in a review's rounds. Read when cv2 is imported, and inherited.
+os.environ.setdefault("OPENCV_FOR_THREADS_NUM", "1")
 
 if os.environ.get("SHMAUG_BENCH_CHILD_NO_TF") != "1":  # see the module docstring
     import tensorflow as tf  # noqa: F401
