@@ -9,7 +9,9 @@ rest (``sources/images/turbo.py``). Any other `augment` gets pixels, as before.
 
 Owns the contract (sources make ``Undecoded`` photos, ops take them, the engine passes them on
 and never decodes one itself) and ``resize_box``, the exact resample of a window of pixels,
-so that a window cut from a decoded array and one decoded alone agree.
+so that a window cut from a decoded array and one decoded alone agree; and the geometry of a
+resize that keeps the aspect ratio (``aspect_window``, ``fitted``), which the ``resize`` op
+and a source's ``crop_to_aspect_ratio`` / ``pad_to_aspect_ratio`` share.
 """
 
 from __future__ import annotations
@@ -140,6 +142,29 @@ def resized(image: np.ndarray, height: int, width: int, flag: int) -> np.ndarray
                           for i in range(0, image.shape[2], 4)])
     out = cv2.resize(image, (width, height), interpolation=flag)
     return out if out.ndim == image.ndim else out[:, :, None]
+
+
+def aspect_window(height: int, width: int, size: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(top, left, rows, cols) of the largest centred window of ``size``'s aspect ratio in a
+    ``height`` x ``width`` image (Keras' ``smart_resize``, ``crop_to_aspect_ratio``; in float32,
+    as there)."""
+    th, tw = np.float32(size[0]), np.float32(size[1])
+    rows = max(min(height, int(np.float32(width) * th / tw)), 1)
+    cols = max(min(width, int(np.float32(height) * tw / th)), 1)
+    return (height - rows) // 2, (width - cols) // 2, rows, cols
+
+
+def fitted(height: int, width: int, size: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(top, left, rows, cols) of a ``height`` x ``width`` image resized to fit inside ``size``
+    with its aspect ratio, centred (``tf.image.resize_with_pad``, which Keras'
+    ``pad_to_aspect_ratio`` runs; in float32, as there)."""
+    h, w = np.float32(height), np.float32(width)
+    th, tw = np.float32(size[0]), np.float32(size[1])
+    ratio = max(w / tw, h / th)
+    rows, cols = max(int(np.floor(h / ratio)), 1), max(int(np.floor(w / ratio)), 1)
+    top = max(int(np.floor((th - h / ratio) / 2)), 0)
+    left = max(int(np.floor((tw - w / ratio) / 2)), 0)
+    return top, left, rows, cols
 
 
 def margin(window: Window, size: tuple[int, int], how: Resample) -> int:

@@ -54,6 +54,22 @@ def test_every_keras_format_reads_back_as_the_same_boxes(coco, fmt):
                                atol=1e-5)
 
 
+def test_the_fix_for_a_resize_keeping_the_aspect_moves_the_boxes(coco):
+    """What the refusal below offers: the resize in `augment`, which moves the boxes."""
+    import shmaug
+    from shmaug.ops import Compose, Op
+
+    files, y = from_coco(*coco, image_size=None)
+    augment = Compose([Op("resize", height=30, width=30, pad_to_aspect_ratio=True)],
+                      bounding_box_format="xyxy")
+    with shmaug.Loader(files, y, batch_size=3, augment=augment, workers=0, seed=0) as loader:
+        images, moved = loader.batch(0)
+    assert images.shape[1:3] == (30, 30)
+    # a.png, 60x40, fits as 30x20 from row 5: its box [10, 5, 30, 15] halves, 5 rows down
+    np.testing.assert_allclose(moved["boxes"][0, 0], [5, 7.5, 15, 12.5], atol=1e-4)
+    assert (moved["boxes"][0, 1] == -1).all() and (moved["boxes"][2] == -1).all()
+
+
 def test_coco_filters_and_max_boxes(coco):
     _, y = from_coco(*coco, keep_crowd=True, image_size=None)
     assert y["boxes"].shape == (3, 3, 4) and y["labels"][1].tolist() == [0, 2, 1]
@@ -149,7 +165,8 @@ def test_coco_errors_name_the_file_and_the_fix(tmp_path):
 
 @pytest.mark.parametrize("setting", ["crop_to_aspect_ratio", "pad_to_aspect_ratio"])
 def test_settings_the_boxes_cannot_follow_are_refused(coco, voc, setting):
-    with pytest.raises(ArgumentError, match=rf"`{setting}=True`.*Fix: leave {setting}=False"):
+    with pytest.raises(ArgumentError, match=rf"`{setting}=True`.*Fix: pass image_size=None .*"
+                                            rf"Op\('resize', .*{setting}=True\).*leave"):
         from_coco(*coco, **{setting: True})
     with pytest.raises(ArgumentError, match=rf"`{setting}=True`"):
         from_voc(*voc, **{setting: True})

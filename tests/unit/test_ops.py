@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shmaug import ops
+from shmaug.errors import ArgumentError
 from shmaug.ops import core
 
 Shape = tuple[int, ...]
@@ -334,6 +335,51 @@ def test_a_one_pixel_axis_with_cubic_and_reflect_returns(name: str, shape: Shape
     out = ops.Op(name, interpolation="cubic", border="reflect")(
         np.full(shape, 7, np.uint8), np.random.default_rng(0))
     assert out.shape == shape
+
+
+def test_a_resize_keeping_the_aspect_places_the_image_where_asked() -> None:
+    """A text line (wide) fitted to a 32x128 canvas: centred, or left-aligned on white for
+    OCR; the window of a crop taken where ``position`` says; a random place drawn per seed."""
+    import cv2
+
+    from shmaug.sources.images.decode import resize as decoded_resize
+
+    line = make_image((20, 200, 3), np.uint8, 3)
+    rng = np.random.default_rng(0)
+    centred = ops.resize(line, rng, 32, 128, interpolation="linear", pad_to_aspect_ratio=True)
+    np.testing.assert_array_equal(  # the geometry the sources' pad_to_aspect_ratio has
+        centred, decoded_resize(line, (32, 128), "linear", aspect="pad"))
+    left = ops.resize(line, rng, 32, 128, interpolation="linear", pad_to_aspect_ratio=True,
+                      position="top_left", fill=1.0)
+    fitted = cv2.resize(line, (128, 12), interpolation=cv2.INTER_LINEAR)  # 200:20 in 128 wide
+    np.testing.assert_array_equal(left[:12], fitted)
+    assert (left[12:] == 255).all()
+    np.testing.assert_array_equal(centred[9:21], fitted)  # top: floor((32 - 12.8) / 2)
+    assert (centred[:9] == 0).all() and (centred[21:] == 0).all()
+    window = ops.resize(line, rng, 32, 32, interpolation="linear", crop_to_aspect_ratio=True,
+                        position="top_left")
+    np.testing.assert_array_equal(
+        window, cv2.resize(line[:, :20], (32, 32), interpolation=cv2.INTER_LINEAR))
+    np.testing.assert_array_equal(  # centred: Keras' smart_resize window, as the sources
+        ops.resize(line, rng, 32, 32, interpolation="linear", crop_to_aspect_ratio=True),
+        decoded_resize(line, (32, 32), "linear", aspect="crop"))
+    placed = [ops.resize(line, np.random.default_rng(seed), 32, 128, pad_to_aspect_ratio=True,
+                         position="random") for seed in range(6)]
+    assert len({p.tobytes() for p in placed}) > 1
+    np.testing.assert_array_equal(placed[3], ops.resize(
+        line, np.random.default_rng(3), 32, 128, pad_to_aspect_ratio=True, position="random"))
+
+
+def test_a_resize_keeping_the_aspect_is_refused_with_both_or_a_position_alone() -> None:
+    image, rng = make_image((20, 40, 3), np.uint8, 3), np.random.default_rng(0)
+    with pytest.raises(ArgumentError, match=r"cannot both be True.*Fix: keep one"):
+        ops.resize(image, rng, 8, 8, crop_to_aspect_ratio=True, pad_to_aspect_ratio=True)
+    with pytest.raises(ArgumentError, match=r"`position`.*'top_left' with neither.*Fix"):
+        ops.resize(image, rng, 8, 8, position="top_left")
+    with pytest.raises(ArgumentError, match=r"`position`"):
+        ops.Op("resize", position="left")
+    with pytest.raises(ArgumentError, match=r"`pad_to_aspect_ratio` expects True or False"):
+        ops.Op("resize", pad_to_aspect_ratio="yes")
 
 
 @pytest.mark.parametrize("name", ["resize", "crop"])

@@ -188,8 +188,27 @@ def test_channels_first_and_untranslatable_arguments_are_refused() -> None:
 
     with pytest.raises(ArgumentError, match="data_format"):
         from_keras([layers.RandomFlip(data_format="channels_first")])
-    with pytest.raises(ArgumentError, match="crop_to_aspect_ratio"):
-        from_keras([layers.Resizing(8, 8, crop_to_aspect_ratio=True)])
+
+
+@needs_keras
+@pytest.mark.parametrize("aspect", ["crop_to_aspect_ratio", "pad_to_aspect_ratio"])
+def test_resizing_to_the_aspect_ratio_takes_kerass_place(aspect: str) -> None:
+    """Keras pads before resizing and shmaug after, as ``tf.image.resize_with_pad`` and the
+    sources' ``pad_to_aspect_ratio``: the image in the same place to a row, a few levels apart
+    on a smooth image."""
+    from keras import layers
+
+    yy, xx = np.mgrid[0:40, 0:96]
+    image = np.stack([xx * 255 // 95, yy * 255 // 39, np.full_like(xx, 90)], -1).astype(np.uint8)
+    layer = layers.Resizing(24, 32, fill_value=255.0, **{aspect: True})
+    expected = np.asarray(layer(image[None].astype(np.float32)))[0]
+    got = from_keras([layer])(image, np.random.default_rng(0)).astype(np.float32)
+    assert got.shape == expected.shape == (24, 32, 3)
+    filled, keras_filled = (got == 255).all(axis=(1, 2)), (expected == 255).all(axis=(1, 2))
+    assert (filled ^ keras_filled).sum() <= 2  # a row apart at most, each side
+    both = ~(filled | keras_filled)
+    assert np.abs(got - expected)[both].mean() < 4.0, np.abs(got - expected)[both].mean()
+    assert filled.any() == (aspect == "pad_to_aspect_ratio")  # fill_value: white
 
 
 def test_something_else_than_layers_is_a_type_error() -> None:

@@ -78,9 +78,22 @@ def test_every_builtin_op_says_what_it_does_to_targets() -> None:
 def test_targets_move_with_their_image(name: str, seed: int, request) -> None:
     if name in POLICIES:
         request.getfixturevalue("policy_warps_only")
-    image, targets = scene()
     op = Op("rand_augment", factor=(0.5, 0.9)) if name == "rand_augment_keras" else \
         Op(name, **WARPED_OPS[name])
+    _moves_with_its_image(op, seed, name)
+
+
+@pytest.mark.parametrize("aspect", ["crop_to_aspect_ratio", "pad_to_aspect_ratio"])
+@pytest.mark.parametrize("position", ["center", "top_left", "random"])
+@pytest.mark.parametrize("size", [(45, 100), (100, 45)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_resize_keeping_the_aspect_moves_its_targets(aspect, position, size, seed) -> None:
+    op = Op("resize", height=size[0], width=size[1], position=position, **{aspect: True})
+    _moves_with_its_image(op, seed, f"resize {aspect} {position}")
+
+
+def _moves_with_its_image(op: Op, seed: int, name: str) -> None:
+    image, targets = scene()
     pipe = Compose([op], bounding_box_format="xyxy", keypoint_format="xy")
     out, moved = pipe.augment_targets(image, targets, np.random.default_rng(seed))
     again = pipe(image, np.random.default_rng(seed))

@@ -40,6 +40,7 @@ from ..params import (
 from . import checks as chk
 from .warp import affine, cut, moved, pixels, scaled, warp
 from ..targets.moves import FieldMove, MatrixMove, columns_shifted
+from ...deferred import aspect_window, fitted
 from ..core import WARPED, register
 from ...errors import ArgumentError
 
@@ -302,16 +303,29 @@ def _flip(image: np.ndarray, backend: str, *, horizontal: bool) -> np.ndarray:
     return moved(cv.flip(image, horizontal), move)
 
 
+POSITIONS = ("center", "top_left", "random")
+
+
 @register("resize", checks={"height": chk.size, "width": chk.size,
                            "interpolation": chk.RESIZE_INTERPOLATION, **chk.BACKEND,
-                           **chk.VALUE_RANGE}, targets=WARPED, sized_by=("height", "width"))
+                           **chk.VALUE_RANGE, "crop_to_aspect_ratio": chk.flag,
+                           "pad_to_aspect_ratio": chk.flag, "fill": chk.WARP["fill"],
+                           "position": chk.one_of(*POSITIONS)},
+          targets=WARPED, sized_by=("height", "width"))
 def resize(
     image: np.ndarray, rng: np.random.Generator, height: int | float = 64, width: int | float = 64,
     interpolation: str = "area", backend: str = "cv", value_range: ValueRange | None = None,
+    crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False, fill: float = 0.0,
+    position: str = "center",
 ) -> np.ndarray:
     """Resize to ``height`` x ``width``: this op changes the shape on purpose.
 
-    An int is pixels, a float in (0, 1] a fraction of the input's size.
+    An int is pixels, a float in (0, 1] a fraction of the input's size. Without distortion,
+    as Keras' Resizing: ``crop_to_aspect_ratio`` cuts the largest window of the output's
+    aspect ratio first; ``pad_to_aspect_ratio`` fits the whole image inside and fills the rest
+    with ``fill`` (a fraction of the value range: 1 is white, as text lines want).
+    ``position`` places that window, or the image on its canvas: "center" (Keras'),
+    "top_left" (a line of text left-aligned) or "random" (drawn per sample).
 
     Example:
         >>> resize(np.zeros((32, 48, 3), np.uint8), np.random.default_rng(0), 16, 24).shape
@@ -319,17 +333,59 @@ def resize(
     """
     work = to_work(image)
     scale = levels(image, value_range)
-    hh, ww = pixels(height, "height", image.shape[0]), pixels(width, "width", image.shape[1])
-    sx, sy = ww / image.shape[1], hh / image.shape[0]
-
-    def move() -> MatrixMove:
-        return MatrixMove(scaled(0.0, 0.0, sx, sy), (hh, ww))
-
+    h, w = image.shape[:2]
+    hh, ww = pixels(height, "height", h), pixels(width, "width", w)
     if is_pil(backend):
         choice(interpolation, "interpolation", tuple(pil.RESAMPLE))
-        return moved(restore(pil.resize(work, hh, ww, interpolation, scale), image, scale), move)
-    code = interp_code(interpolation, ("nearest", "linear", "cubic", "area"))
-    return moved(restore(cv.resize(work, hh, ww, code), image, scale), move)
+    else:
+        code = interp_code(interpolation, ("nearest", "linear", "cubic", "area"))
+
+    def resized(pixels: np.ndarray, rows: int, cols: int) -> np.ndarray:
+        if is_pil(backend):
+            return pil.resize(pixels, rows, cols, interpolation, scale)
+        return cv.resize(pixels, rows, cols, code)
+
+    aspect = _aspect(crop_to_aspect_ratio, pad_to_aspect_ratio, position)
+    if aspect == "crop":
+        top, left, rows, cols = aspect_window(h, w, (hh, ww))
+        top, left = _placed(rng, position, (top, left), h - rows, w - cols)
+        out = resized(work[top:top + rows, left:left + cols], hh, ww)
+        matrix = scaled(left, top, ww / cols, hh / rows)
+    elif aspect == "pad":
+        top, left, rows, cols = fitted(h, w, (hh, ww))
+        top, left = _placed(rng, position, (top, left), hh - rows, ww - cols)
+        out = np.full((hh, ww, *work.shape[2:]), fill_value(fill, scale)[0], work.dtype)
+        out[top:top + rows, left:left + cols] = resized(work, rows, cols)
+        matrix = scaled(-left * w / cols, -top * h / rows, cols / w, rows / h)
+    else:
+        out, matrix = resized(work, hh, ww), scaled(0.0, 0.0, ww / w, hh / h)
+    return moved(restore(out, image, scale), lambda: MatrixMove(matrix, (hh, ww)))
+
+
+def _aspect(crop: bool, pad: bool, position: str) -> str | None:
+    """Which of Keras' two resizes without distortion ``resize`` runs, if any."""
+    if crop and pad:
+        raise ArgumentError(
+            "`crop_to_aspect_ratio` and `pad_to_aspect_ratio` of `resize` cannot both be True "
+            "(as in Keras' Resizing): one crops the image to the output's aspect ratio, the "
+            "other pads it. Fix: keep one of them.")
+    if position != "center" and not (crop or pad):
+        raise ArgumentError(
+            f"`position` of `resize` places a window or a padded image; received "
+            f"{position!r} with neither. Fix: pass crop_to_aspect_ratio=True or "
+            f"pad_to_aspect_ratio=True, or leave `position` out.")
+    return "crop" if crop else "pad" if pad else None
+
+
+def _placed(rng: np.random.Generator, position: str, centred: tuple[int, int], rows: int,
+            cols: int) -> tuple[int, int]:
+    """(top, left) at ``position`` with ``rows`` and ``cols`` to spare (Keras' centring:
+    ``centred``)."""
+    if position == "center":
+        return centred
+    if position == "top_left":
+        return 0, 0
+    return int(rng.integers(0, rows + 1)), int(rng.integers(0, cols + 1))
 
 
 @register("crop", targets=WARPED, checks={"height": chk.size, "width": chk.size})

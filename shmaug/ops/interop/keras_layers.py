@@ -62,10 +62,14 @@ def _warp(cfg: Config, layer: str) -> dict[str, Any]:
         raise ArgumentError(
             f"`fill_mode` of the Keras layer {layer} expects one of {sorted(_BORDERS)}; "
             f"received {mode!r}. Fix: pick one of those.")
-    lo, hi = _range_of(cfg) or _KERAS_RANGE
-    fill = (float(cfg.get("fill_value") or 0.0) - lo) / (hi - lo)
-    return {"border": _BORDERS[mode], "fill": fill,
+    return {"border": _BORDERS[mode], "fill": _fill(cfg),
             "interpolation": _interpolation(cfg, layer)}
+
+
+def _fill(cfg: Config) -> float:
+    """``fill_value`` (a pixel value) as shmaug's ``fill`` (a fraction of the value range)."""
+    lo, hi = _range_of(cfg) or _KERAS_RANGE
+    return (float(cfg.get("fill_value") or 0.0) - lo) / (hi - lo)
 
 
 def _range_of(cfg: Config) -> tuple[float, float] | None:
@@ -154,14 +158,14 @@ def _shear(cfg: Config, layer: str) -> list[Any]:
 
 
 def _resizing(cfg: Config, layer: str) -> list[Any]:
-    for flag in ("crop_to_aspect_ratio", "pad_to_aspect_ratio"):
-        if cfg.get(flag):
-            raise ArgumentError(
-                f"`{flag}` of the Keras layer {layer} has no shmaug twin; received True. Fix: "
-                f"Op('center_crop', ...) before Op('resize', ...), or keep the layer in the "
-                f"model.")
+    # Keras pads the image to the aspect ratio and then resizes; shmaug resizes and then pads
+    # (tf.image.resize_with_pad): the same place, the edge pixels resampled without the fill.
+    keep: dict[str, Any] = {flag: True for flag in ("crop_to_aspect_ratio", "pad_to_aspect_ratio")
+                            if cfg.get(flag)}
+    if cfg.get("pad_to_aspect_ratio"):
+        keep["fill"] = _fill(cfg)
     return [Op("resize", height=int(cfg["height"]), width=int(cfg["width"]),
-               interpolation=_interpolation(cfg, layer))]
+               interpolation=_interpolation(cfg, layer), **keep)]
 
 
 def _aug_mix(cfg: Config, layer: str) -> list[Any]:

@@ -80,9 +80,10 @@ def check_settings(bounding_box_format: Any, max_boxes: Any, crop_to_aspect_rati
             raise ArgumentError(
                 f"`{name}={value!r}` changes the images' geometry in a way the annotation "
                 f"readers do not move boxes for (they scale boxes by the plain stretch to "
-                f"`image_size`). Fix: leave {name}=False, or pass image_size=None and start "
-                f"`augment` with a crop to a size (Op('center_resized_crop', ...) or "
-                f"Op('random_resized_crop', ...)), which moves the boxes with the pixels.")
+                f"`image_size`). Fix: pass image_size=None and start `augment` with "
+                f"Op('resize', height=..., width=..., {name}=True), which moves the boxes "
+                f"with the pixels (so does a crop to a size: Op('center_resized_crop', ...)); "
+                f"or leave {name}=False.")
     if max_boxes is not None and (isinstance(max_boxes, bool) or not isinstance(max_boxes, int)
                                   or max_boxes < 1):
         raise ArgumentError(

@@ -26,8 +26,8 @@ import numpy as np
 
 from . import turbo
 from ... import whole_decodes
-from ...deferred import (Resample, Window, after_dct, cv_flag, dct_rest, for_resize, margin,
-                         resize_box)
+from ...deferred import (Resample, Window, after_dct, aspect_window, cv_flag, dct_rest, fitted,
+                         for_resize, margin, resize_box)
 from ...errors import SKIP_WHERE, ImageReadError
 from ...platform import jpeg_setting
 
@@ -573,24 +573,14 @@ def resize(image: np.ndarray, size: tuple[int, int], interpolation: str,
 
 def _aspect_window(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """The largest centred window of ``size``'s aspect ratio (Keras' ``smart_resize``)."""
-    h, w = image.shape[:2]
-    th, tw = np.float32(size[0]), np.float32(size[1])
-    crop_h = max(min(h, int(np.float32(w) * th / tw)), 1)
-    crop_w = max(min(w, int(np.float32(h) * tw / th)), 1)
-    top, left = (h - crop_h) // 2, (w - crop_w) // 2
-    return image[top:top + crop_h, left:left + crop_w]
+    top, left, rows, cols = aspect_window(image.shape[0], image.shape[1], size)
+    return image[top:top + rows, left:left + cols]
 
 
 def _resize_with_pad(image: np.ndarray, size: tuple[int, int], interpolation: str) -> np.ndarray:
     """Resized to fit inside ``size`` with its aspect ratio, centred on black
     (``tf.image.resize_with_pad``, which Keras' ``pad_to_aspect_ratio`` runs)."""
-    h, w = np.float32(image.shape[0]), np.float32(image.shape[1])
-    th, tw = np.float32(size[0]), np.float32(size[1])
-    ratio = max(w / tw, h / th)
-    inner = (max(int(np.floor(h / ratio)), 1), max(int(np.floor(w / ratio)), 1))
-    top = max(int(np.floor((th - h / ratio) / 2)), 0)
-    left = max(int(np.floor((tw - w / ratio) / 2)), 0)
-    fitted = resize(image, inner, interpolation)
+    top, left, rows, cols = fitted(image.shape[0], image.shape[1], size)
     out = np.zeros((*size, image.shape[2]), image.dtype)
-    out[top:top + inner[0], left:left + inner[1]] = fitted
+    out[top:top + rows, left:left + cols] = resize(image, (rows, cols), interpolation)
     return out
