@@ -122,6 +122,24 @@ def test_augment_targets_keeps_boxes_padded_and_labels_with_their_boxes(image):
     assert out.shape[:2] == (20, 12)
 
 
+@pytest.mark.parametrize("remove_invisible", [True, False])
+def test_keypoints_keep_their_rows_through_the_pipeline(image, remove_invisible):
+    """Row k of a pose is joint k: one given as -1, or dropped leaving the image, stays a row
+    of -1 where it was, and the later joints keep their rows (they had moved up into it)."""
+    pipe = A.Compose([A.Affine(translate_px={"x": 4, "y": 0}, p=1.0)],
+                     keypoint_params=A.KeypointParams(format="xy", label_fields=["joints"],
+                                                      remove_invisible=remove_invisible))
+    op = shmaug.from_albumentations(pipe)
+    points = np.array([[2, 3], [-1, -1], [8, 9], [18, 4], [5, 14]], np.float32)
+    joints = np.array([0, -1, 2, 3, 4])
+    _, made = op.augment_targets(image, {"keypoints": points, "joints": joints},
+                                 np.random.default_rng(0))
+    right = [[6, 3], [-1, -1], [12, 9], [-1, -1] if remove_invisible else [22, 4], [9, 14]]
+    np.testing.assert_allclose(made["keypoints"], right, atol=1e-4)
+    np.testing.assert_array_equal(made["joints"], [0, -1, 2, -1 if remove_invisible else 3, 4])
+    assert made["keypoints"].dtype == np.float32
+
+
 def test_more_boxes_than_the_padding_holds_is_refused_with_the_fix():
     from shmaug.ops.interop.albumentations import _padded
 

@@ -17,7 +17,8 @@ Targets (masks, bounding boxes, keypoints, label fields) are seeded the same way
 the entries of ``y`` filed under albumentations' names (``target_names``) reach the workers with
 their image (``augment_targets``); by hand, :meth:`FromAlbumentations.apply`. Boxes and
 keypoints vary in number, a batch does not: they travel as fixed-size arrays padded with rows
-of -1 (the dense layout of Keras' bounding-box utilities), and come back padded the same way.
+of -1 (the dense layout of Keras' bounding-box utilities), and come back padded the same way:
+boxes first, keypoints each in its own row (a pose's row k is joint k), -1 where dropped.
 """
 
 from __future__ import annotations
@@ -256,10 +257,21 @@ class FromAlbumentations:
         for name, rows in targets.items():  # boxes, keypoints and their labels: real rows only
             kind = owner.get(name)
             data[name] = rows[real[kind]] if kind in real else rows
+        if "keypoints" in real:  # a keypoint's row is what it is (a pose's left wrist): each
+            # carries its row in a last column, which albumentations keeps through every step
+            kept = data["keypoints"]
+            data["keypoints"] = np.c_[kept.reshape(len(kept), -1),
+                                      np.flatnonzero(real["keypoints"])]
         result = self.apply(rng, image=image, **data)
+        at: dict[str, np.ndarray] = {}
+        if "keypoints" in real:
+            moved = np.asarray(result["keypoints"], np.float64).reshape(
+                len(result["keypoints"]), -1)
+            result["keypoints"], at["keypoints"] = moved[:, :-1], moved[:, -1].astype(np.int64)
         made = {}
         for name, rows in targets.items():
-            made[name] = _padded(result[name], rows, name) if name in owner else result[name]
+            made[name] = (_padded(result[name], rows, name, at.get(owner[name]))
+                          if name in owner else result[name])
         return result["image"], made
 
     def apply(self, rng: np.random.Generator, **data: Any) -> dict[str, Any]:
@@ -306,18 +318,21 @@ def _real_rows(rows: np.ndarray) -> np.ndarray:
     return real
 
 
-def _padded(out: Any, like: np.ndarray, name: str) -> np.ndarray:
+def _padded(out: Any, like: np.ndarray, name: str, rows: np.ndarray | None = None
+            ) -> np.ndarray:
     """albumentations' boxes / keypoints / labels for one sample, padded to ``like``'s length
-    with -1 (or empty strings) in ``like``'s dtype."""
+    with -1 (or empty strings) in ``like``'s dtype: at ``rows`` (keypoints: the rows they came
+    from), else first."""
     out = np.asarray(out)
-    if len(out) > len(like):
+    if rows is None and len(out) > len(like):
         raise OutputMismatchError(
             f"the albumentations pipeline returned {len(out)} rows of {name!r} but the "
             f"loader's array holds {len(like)} per sample. Fix: pad `y[{name!r}]` with rows "
             f"of -1 to the most the pipeline can return.")
     padded = np.full(like.shape, "" if like.dtype.kind in "US" else -1, like.dtype)
     if len(out):
-        padded[:len(out)] = out.reshape((len(out), *like.shape[1:]))
+        padded[np.arange(len(out)) if rows is None else rows] = out.reshape(
+            (len(out), *like.shape[1:]))
     return padded
 
 
