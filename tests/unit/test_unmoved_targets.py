@@ -82,6 +82,30 @@ def test_a_warp_outside_a_compose_is_refused_with_the_fix() -> None:
                       workers=0)
 
 
+@pytest.mark.parametrize("fixed", [(16, 16), None])
+def test_targets_outside_a_sources_fixed_size_are_refused(tmp_path, fixed) -> None:
+    """Keypoints or boxes in the photos' pixels beside files stretched to image_size came
+    back as -1 rows (outside), or in the wrong place: refused as beside an array of that
+    size. At each photo's own size (image_size=None) they cannot be told before reading."""
+    from PIL import Image
+
+    for i in range(8):
+        Image.fromarray(np.zeros((40, 30), np.uint8)).save(tmp_path / f"{i}.png")
+    files = shmaug.ImageFiles.from_paths([tmp_path / f"{i}.png" for i in range(8)],
+                                         image_size=fixed, color_mode="grayscale")
+    points = np.tile(np.array([[25.0, 30.0]], np.float32), (8, 1, 1))  # a 30x40 photo's
+    augment = Compose([Op("hflip")], keypoint_format="xy")
+    if fixed is None:
+        with shmaug.Loader(files, {"keypoints": points}, augment=augment, workers=0,
+                           output_shape=(40, 30, 1)) as loader:
+            assert loader.batch(0)[1]["keypoints"][0, 0].tolist() == [5.0, 30.0]
+        return
+    with pytest.raises(shmaug.ArgumentError,
+                       match=r"`y\['keypoints'\]` holds a keypoint \[25.0, 30.0\] \(xy\) "
+                             r"outside its 16x16 image"):
+        shmaug.Loader(files, {"keypoints": points}, augment=augment, workers=0)
+
+
 @pytest.mark.parametrize("y, fmt, match", [
     (KERAS_Y, None, r"no `bounding_box_format`.*bounding_box_format='xyxy'"),
     (KERAS_Y, "center_xywh", r"`y\['bounding_boxes'\]\['boxes'\]` holds a box .* outside its "

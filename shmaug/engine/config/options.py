@@ -308,15 +308,15 @@ class Pipeline:
         inputs.pipeline_input(plan, images)  # a dtype or layout ops misread
         inputs.sized_output(data.x, plan, output.shape)  # photos of many sizes
         plan.refuse_unmoved(inputs.spatial_targets(data.labels))
-        inputs.unnamed_masks(data.y, plan, None if images is None else images.shape[1:],
-                             data.labels_at)
+        # every image's shape: an array's, or a source's at a fixed image_size (None if not)
+        shape = source.image_shape(data.x)
+        shape = None if shape is None or None in shape else tuple(int(n) for n in shape)
+        inputs.unnamed_masks(data.y, plan, shape, data.labels_at)
         if hook is not None and output.augment is None:
             refuse_blind(hook, hook_name, inputs.spatial_targets(data.labels))
         if hook is None and output.augment is None:
             inputs.stored_as(images, output.dtype)
-        moved = inputs.augmented_targets(data.y, plan,
-                                         None if images is None else tuple(images.shape[1:]),
-                                         data.labels_at)
+        moved = inputs.augmented_targets(data.y, plan, shape, data.labels_at)
         # Ops that clip need the true range; a plain user function gets data as it is,
         # unchecked unless the user declared a range.
         checked = output.bounds is not None or plan.ranged
