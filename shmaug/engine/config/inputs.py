@@ -501,9 +501,10 @@ def spatial_sources(y: Any, x: Any) -> None:
     if option is not None:
         raise ArgumentError(
             f"`x` ({got(x)}) has {option}=True, which the targets {said} in `y` do not "
-            f"follow (they are scaled by the plain stretch to image_size). Fix: leave "
-            f"{option}=False, or pass image_size=None and start `augment` with a crop to "
-            f"a size (Op('center_resized_crop', ...)), which moves them with the pixels.")
+            f"follow (they are scaled by the plain stretch to image_size). Fix: pass "
+            f"image_size=None and start `augment` with Op('resize', height=..., width=..., "
+            f"{option}=True) (or a crop to a size: Op('center_resized_crop', ...)), which "
+            f"moves them with the pixels; or leave {option}=False.")
     images = source.image_shape(x)
     for name, _, target in found:
         if not is_target_source(target):
