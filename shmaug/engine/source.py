@@ -185,6 +185,15 @@ def image_shape(x: Any) -> tuple[int | None, ...] | None:
     return tuple(x.output_shape) if isinstance(x, Framing) else None
 
 
+def fixed_image_shape(x: Any) -> tuple[int, ...] | None:
+    """The one shape of every image of ``x`` (an array's, a source's at a fixed
+    ``image_size``), or None where each keeps its own or it is not known before reading."""
+    shape = image_shape(x)
+    if shape is None or any(n is None for n in shape):
+        return None
+    return tuple(int(n) for n in shape if n is not None)
+
+
 def target_kind(target: Any) -> str | None:
     """What target source ``target`` makes, in Keras' names, or None where it does not say."""
     return target.target_name if isinstance(target, MakesTargets) else None

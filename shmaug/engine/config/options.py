@@ -308,9 +308,7 @@ class Pipeline:
         inputs.pipeline_input(plan, images)  # a dtype or layout ops misread
         inputs.sized_output(data.x, plan, output.shape)  # photos of many sizes
         plan.refuse_unmoved(inputs.spatial_targets(data.labels))
-        # every image's shape: an array's, or a source's at a fixed image_size (None if not)
-        shape = source.image_shape(data.x)
-        shape = None if shape is None or None in shape else tuple(int(n) for n in shape)
+        shape = source.fixed_image_shape(data.x)
         inputs.unnamed_masks(data.y, plan, shape, data.labels_at)
         if hook is not None and output.augment is None:
             refuse_blind(hook, hook_name, inputs.spatial_targets(data.labels))
