@@ -306,14 +306,14 @@ class Loader:
     def __iter__(self) -> Iterator[tuple[np.ndarray, Any]]:
         # The cursor moves on as the pass starts: a pass cut short (a `break` after
         # steps_per_epoch batches, a kept iterator) must not make the next pass repeat it.
-        epoch, start = self._cursor.begin()
+        run, epoch, start = self._cursor.begin()
         try:
             for batch in range(start, len(self)):
                 out = self.batch(batch, epoch=epoch)
-                self._cursor.handed(epoch, batch)  # a state saved now resumes after it
+                self._cursor.handed(run, batch)  # a state saved now resumes after it
                 yield out
         finally:
-            self._cursor.end(epoch)
+            self._cursor.end(run)
             self.pause_stats()
 
     STATE_VERSION = 1  # of state_dict()'s format; bumped when its meaning changes

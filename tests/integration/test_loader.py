@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import json
 import multiprocessing
 import os
@@ -352,6 +354,27 @@ def test_a_pass_nested_in_another_leaves_the_outer_ones_place(images):
                 state = loader.state_dict()
                 assert (state["epoch"], state["batch"]) == (0, 4)
         assert loader.epoch == 2
+
+
+def test_an_old_pass_of_the_same_epoch_dropped_mid_pass_leaves_the_new_ones_place(images):
+    """A shape probe's iterator kept, the loader set back to epoch 0, then the probe dropped
+    inside the new pass of epoch 0: its end ended the new pass too (passes were known by
+    their epoch), so the loop read epoch 1 and a state saved there resumed at epoch 1,
+    skipping the rest of epoch 0."""
+    with shmaug.Loader(images, np.arange(40), batch_size=8, augment=_ops.noisy, workers=0,
+                       seed=0, shuffle=True) as loader:
+        probe = iter(loader)
+        next(probe)
+        loader.epoch = 0
+        for b, _ in enumerate(loader):
+            if b == 1:
+                del probe
+                gc.collect()
+            if b == 3:
+                assert loader.epoch == 0
+                state = loader.state_dict()
+                assert (state["epoch"], state["batch"]) == (0, 4)
+        assert loader.epoch == 1
 
 
 def _outcomes(images, augment, workers, start_method=None):
