@@ -377,6 +377,8 @@ class Loader:
         made_at = {pipeline.places[name]: rows for name, rows in made.items()}
         if pipeline.mixed_at is not None:  # a mix's soft targets (one-hot where unmixed)
             made_at[pipeline.mixed_at] = self._run.mixed_labels(key, index, positions)
+            for at in pipeline.blended_at:  # what lies beside them, blended alike
+                made_at[at] = self._run.blended(key, index, inputs.leaf(self.y, at)[positions])
         return xb, inputs.gather(self.y, positions, made_at)
 
     def _key(self, epoch: int, ordered: bool) -> int:

@@ -200,13 +200,24 @@ class Running:
         ``positions``) as the mix made them: one-hot where read in order (unmixed), else mixed
         as the workers mixed its images, with the same draws (``Mix.draws``) from the same
         (seed, epoch, shard, batch)."""
-        assert self._mix is not None and self.labels is not None and self.ring is not None
+        assert self._mix is not None and self.labels is not None
         if key & IN_ORDER:
             return self._mix.one_hot(self.labels[positions])
+        return self._mix.soft_labels(self.labels[positions], self._pairs(key, index))
+
+    def blended(self, key: int, index: int, rows: np.ndarray) -> np.ndarray:
+        """``rows`` of batch ``index`` beside its images (another input, sample weights),
+        blended pair by pair as the mix blended the images; as they are where read in
+        order."""
+        assert self._mix is not None
+        return rows if key & IN_ORDER else self._mix.blended(rows, self._pairs(key, index))
+
+    def _pairs(self, key: int, index: int) -> Any:
+        """What the mix drew for batch ``index`` of the epoch key ``key`` (``Mix.draws``)."""
+        assert self._mix is not None and self.ring is not None
         slot = self.ring.view.shape[1:]  # (rows of a full batch, *sample shape)
-        drawn = self._mix.draws(self._seed, seed_epoch(key), self.shard.index,
-                                self.plan.bounds(index)[0], slot[0], slot[1:])
-        return self._mix.soft_labels(self.labels[positions], drawn)
+        return self._mix.draws(self._seed, seed_epoch(key), self.shard.index,
+                               self.plan.bounds(index)[0], slot[0], slot[1:])
 
     def resize(self, workers: int) -> None:
         """Run ``workers`` workers from now on (at most the usable cores, with "auto").

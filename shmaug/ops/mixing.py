@@ -264,12 +264,20 @@ class Mix:
         if self.label_smoothing:
             y = y * np.float32(1.0 - self.label_smoothing) + np.float32(
                 self.label_smoothing / self.num_classes)
-        paired = len(y) // 2 * 2
-        lam = drawn.lam[: paired // 2, None].astype(np.float32)
-        a, b = y[0:paired:2].copy(), y[1:paired:2]
-        y[0:paired:2] = lam * a + (1 - lam) * b
-        y[1:paired:2] = lam * b + (1 - lam) * a
-        return y
+        return self.blended(y, drawn)
+
+    @staticmethod
+    def blended(rows: np.ndarray, drawn: PairDraws) -> np.ndarray:
+        """A batch's float ``rows`` (soft labels, another input, sample weights) with each
+        mixed pair's rows mixed by its weight, as its images were (a CutMix pair by the share
+        of pixels each kept)."""
+        out = np.array(rows, copy=True)
+        paired = len(out) // 2 * 2
+        lam = drawn.lam[: paired // 2].astype(out.dtype).reshape(-1, *[1] * (out.ndim - 1))
+        a, b = out[0:paired:2].copy(), out[1:paired:2].copy()
+        out[0:paired:2] = lam * a + (1 - lam) * b
+        out[1:paired:2] = lam * b + (1 - lam) * a
+        return out
 
 
 def MixUp(alpha: float = 0.2, *, p: float = 1.0, label_smoothing: float = 0.0,  # noqa: N802

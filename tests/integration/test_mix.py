@@ -88,6 +88,36 @@ def test_a_mix_is_refused_before_anything_starts() -> None:
 
 
 @needs_keras
+def test_the_other_inputs_and_the_sample_weights_are_blended_as_their_images() -> None:
+    """A dict ``x`` with a tabular input beside the images: each row's features (and sample
+    weight) are its pair's, blended by its label's weights, as its pixels are. They were the
+    row's own sample's, unmixed: a row 12% one sample got all of that sample's features."""
+    x = constant_images()
+    features = np.random.default_rng(0).normal(size=(N, 3)).astype(np.float32)
+    weights = np.linspace(0.5, 2.0, N).astype(np.float32)
+    with shmaug.Sequence({"image": x, "tab": features}, np.arange(N), image_key="image",
+                         sample_weight=weights, batch_size=8, seed=5, shuffle=True, workers=2,
+                         mix=Mix(num_classes=N, p=0.9)) as seq:
+        batches = [seq.batch(i, epoch=e) for e in (0, 1) for i in range(len(seq))]
+        mixed = 0
+        for xb, yb, wb in batches:
+            np.testing.assert_allclose(xb["image"].mean(axis=(1, 2, 3)), yb @ (np.arange(N) / N),
+                                       atol=1e-5)
+            np.testing.assert_allclose(xb["tab"], yb @ features, atol=1e-5)
+            np.testing.assert_allclose(wb, yb @ weights, atol=1e-5)
+            mixed += int(np.sum(yb.max(axis=1) < 1))
+        assert mixed > N
+        xb, yb, wb = seq.batch(0, in_order=True)  # evaluate's: as given
+        np.testing.assert_array_equal(xb["tab"], features[:8])
+        np.testing.assert_array_equal(wb, weights[:8])
+    ids = np.arange(N)
+    with pytest.raises(shmaug.ArgumentError, match=r"`x\['ids'\]` is .*int64.*does not blend"
+                                                   r".*Fix: pass it as floats"):
+        shmaug.Sequence({"image": x, "ids": ids}, np.arange(N), image_key="image",
+                        mix=MixUp(num_classes=N), workers=0)
+
+
+@needs_keras
 def test_fit_trains_on_mixed_batches_and_evaluates_and_predicts_on_plain_ones() -> None:
     """On whichever backend Keras runs: each step of ``fit`` gets the mixed rows and the soft
     targets shmaug made for them together (seen inside the step), the loss falls, and

@@ -574,6 +574,34 @@ def only_leaf(y: Any, at: Path = ()) -> Path | None:
     return leaves[0][0] if len(leaves) == 1 else None
 
 
+def leaf(y: Any, at: Path) -> Any:
+    """The entry of ``y`` at ``at``."""
+    for key in at:
+        y = y[key]
+    return y
+
+
+def blended_beside(y: Any, labels_at: Path, mix: Any) -> tuple[Path, ...]:
+    """Where the arrays of ``y`` beside the labels lie (a Sequence's other inputs of a dict
+    ``x``, its sample weights), which ``mix`` blends pair by pair as it blends the images and
+    labels: left alone, a row held one sample's while its image and label were mostly
+    another's. Refuses those that cannot be blended (ids, strings)."""
+    beside = [(path, value) for path, value in _leaves(y)
+              if path[:len(labels_at)] != labels_at]
+    for path, value in beside:
+        if not (isinstance(value, np.ndarray) and value.dtype.kind == "f"):
+            where = {"inputs": "x", "sample_weight": "sample_weight"}.get(path[0], "y")
+            named = where + "".join(f"[{key!r}]" for key in path[1:])
+            what = (f"an array of {value.dtype}" if isinstance(value, np.ndarray)
+                    else got(value))
+            raise ArgumentError(
+                f"`mix` ({mix!r}) blends each pair of samples, images and labels, and so the "
+                f"arrays beside them with the same weights; `{named}` is {what}, which does "
+                f"not blend. Fix: pass it as floats (one-hot rows for categories), or "
+                f"mix=None.")
+    return tuple(path for path, _ in beside)
+
+
 def _leaves(y: Any, at: Path = ()) -> Iterator[tuple[Path, Any]]:
     """Every leaf of ``y`` but None (dicts, lists and tuples looked into), with its path."""
     if isinstance(y, dict):

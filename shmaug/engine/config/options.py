@@ -278,6 +278,7 @@ class Pipeline:
     # where each of the worker targets lies in y, by name: a batch's rows are put back there
     places: dict[str, inputs.Path]
     mixed_at: inputs.Path | None  # where the labels a mix turns into soft targets lie in y
+    blended_at: tuple[inputs.Path, ...] = ()  # where what a mix blends beside them lies
 
     @property
     def worker_targets(self) -> dict[str, Any]:
@@ -329,9 +330,10 @@ class Pipeline:
             augment = Declared(hook, augment, hook_name)
             plan = plan_of(augment)
         mixed_at = None if mix is None else inputs.only_leaf(data.labels, data.labels_at)
+        blended = () if mix is None else inputs.blended_beside(data.y, data.labels_at, mix)
         return cls(augment, plan, value_range, checked, origin,
                    {name: filed.value for name, filed in moved.items()}, mix, made_sources,
-                   places, mixed_at)
+                   places, mixed_at, blended)
 
     @property
     def argument(self) -> AugmentFn | None:
