@@ -168,17 +168,28 @@ class Passes:
         p = self._latest()
         return p is not None and p.in_order
 
+    @property
+    def hand_looks(self) -> dict[int, Key]:
+        """The looks a loop by hand has drawn from the epoch no pass has claimed (rule 5),
+        shuffled: the next such look, or the next pass, goes on after them."""
+        if self._hand is None or self._latest() is not None:
+            return {}
+        return dict(self._looks)
+
     def restore(self, epoch: int, cursor: int, bindings: dict[int, Key],
-                in_order: bool = False) -> None:
+                in_order: bool = False, looks: dict[int, Key] | None = None) -> None:
         """Stand where a saved state stood: its pass (if it had one) is resumed by the next
         loop that is not Keras' build. A shuffled one goes on whatever indices that loop
         asks; a loop resuming one in order should ask only the indices it has not asked
-        (``to_tf_dataset`` and ``for b in seq`` do; a fresh Keras iterator cannot know them)."""
+        (``to_tf_dataset`` and ``for b in seq`` do; a fresh Keras iterator cannot know them).
+        ``looks``: a loop by hand's (``hand_looks``), which it goes on after."""
         self.release()
         self.seek(epoch, cursor)
         if bindings:
             self._restored = _Pass(None, False, epoch, cursor, in_order, dict(bindings))
             self.epoch, self.cursor = epoch + 1, 0
+        elif looks:
+            self._looks, self._hand = dict(looks), max(looks.values())
 
     @property
     def restored(self) -> dict[int, Key]:

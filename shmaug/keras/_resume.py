@@ -2,7 +2,7 @@
 
 Besides the ``Loader``'s fields (seed, epoch, batch, shard, fingerprint) a Sequence's state
 holds the pass's bindings of Keras indices to batches (``_passes``), which carry an epoch across
-several short Keras epochs. Read and written under the Sequence's lock; no Keras, no I/O.
+several short Keras epochs, and the batches a loop by hand (``seq[i]``) has looked at. Read and written under the Sequence's lock; no Keras, no I/O.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ def state_of(seq: Sequence, order: Order, runtime: Runtime) -> dict[str, Any]:
             "bindings": [[i, e, b] for i, (e, b, _) in sorted(bindings.items())],
             "in_order": passes.in_order,
             "asked": sorted(bindings), "in_epoch": bool(bindings),
+            "looks": [[i, e, b] for i, (e, b, _) in sorted(passes.hand_looks.items())],
         }
 
 
@@ -45,9 +46,10 @@ def restore(seq: Sequence, state: dict[str, Any], batches: int, order: Order,
     expected = {**order.fingerprint(), "seed": seq.seed}
     epoch, cursor = check.resume_state(state, FORMAT, VERSION, expected, batches)
     bindings = facade_checks.bindings(state.get("bindings"), state.get("asked"), batches)
+    looks = facade_checks.bindings(state.get("looks"), (), batches)  # (older states: none)
     in_order = state.get("in_order") is True or not order.shuffle
     rt = runtime
     with rt.lock:
         rt.passes.restore(epoch, cursor, {i: (e, b, in_order) for i, e, b in bindings},
-                          in_order)
+                          in_order, {i: (e, b, False) for i, e, b in looks})
         rt.previous = -1

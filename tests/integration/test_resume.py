@@ -270,6 +270,36 @@ def test_loops_by_hand_resume_the_rest_of_a_pass_and_go_round_shuffled():
 
 
 @needs_keras
+@pytest.mark.parametrize("shuffle", [True, None])
+def test_a_loop_by_hand_resumes_where_its_looks_stood(shuffle):
+    """``seq[i]`` for each batch, then ``on_epoch_end()`` (Keras' Sequence contract): a state
+    saved after 4 steps, shuffled, resumed at batch 0, so the epoch served 4 batches twice
+    and 4 never; then the epoch after it, as without the stop."""
+    pytest.importorskip("keras")
+    x = np.arange(40, dtype=np.float32).reshape(40, 1, 1, 1)
+
+    def sequence() -> Any:
+        return shmaug.Sequence(x, np.arange(40), batch_size=4, workers=0, seed=4,
+                               shuffle=shuffle)
+
+    def by_hand(seq, indices) -> list[list[int]]:
+        return [seq[i][1].tolist() for i in indices]
+
+    with sequence() as whole:
+        expected = by_hand(whole, range(10))
+        whole.on_epoch_end()
+        expected += by_hand(whole, range(10))
+    with sequence() as first:
+        served = by_hand(first, range(4))
+        state = json.loads(json.dumps(first.state_dict()))
+    with sequence() as resumed:
+        resumed.load_state_dict(state)
+        served += by_hand(resumed, range(4, 10))
+        resumed.on_epoch_end()
+        assert served + by_hand(resumed, range(10)) == expected
+
+
+@needs_keras
 def test_a_copied_sequence_says_it_cannot_serve_batches():
     import copy
 
