@@ -2,7 +2,8 @@
 
 Besides the ``Loader``'s fields (seed, epoch, batch, shard, fingerprint) a Sequence's state
 holds the pass's bindings of Keras indices to batches (``_passes``), which carry an epoch across
-several short Keras epochs, and the batches a loop by hand (``seq[i]``) has looked at. Read and written under the Sequence's lock; no Keras, no I/O.
+several short Keras epochs, and the batches a loop by hand (``seq[i]``) has looked at. Read and
+written under the Sequence's lock; no Keras, no I/O.
 """
 
 from __future__ import annotations
