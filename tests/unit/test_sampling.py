@@ -158,8 +158,8 @@ class _LabelledSource:
     (dict(sampling_weights={0: 0, 1: 0, 2: 0, 3: 0}), ValueError, "all zero"),
     (dict(sampling_weights="balanced", y=None), ValueError,
      r"weighs classes, but there are no labels.*Fix: pass the labels as `y`"),
-    (dict(sampling_weights="balanced", y={"a": CLASSES}), TypeError,
-     r"needs one array of labels, but `y` is \{'a'"),
+    (dict(sampling_weights="balanced", y={"a": CLASSES, "b": CLASSES}), TypeError,
+     r"needs one array of labels, but `y` is \{'a'.*Several outputs: weigh by one head's"),
     (dict(sampling_weights="balanced", y=CLASSES / 2), ValueError, r"dtype float64.*Fix"),
     (dict(sampling_weights="balanced", y=CLASSES - 1), ValueError,
      r"labels are negative \(-1 at sample \d+: no class.*per-sample weights"),
@@ -168,9 +168,14 @@ class _LabelledSource:
      r"read from `y` as one-hot rows, but 400 of its rows are not one \(row 0: \[\d+, \d+, -1\]"
      r".*per-sample weights"),
     (dict(sampling_weights="balanced", y=np.eye(4)[CLASSES] * (CLASSES != 0)[:, None]),
-     ValueError, r"an all-zero row is no class.*weight 0"),  # unlabelled rows
+     ValueError, r"\d+ all-zero \(no class.*weight 0"),  # unlabelled rows
     (dict(sampling_weights={0: 1, 1: 1, 2: 1, 3: 1},  # multi-hot
-          y=np.c_[np.ones(400), np.eye(4)[CLASSES][:, 1:]]), ValueError, r"rows are not one"),
+          y=np.c_[np.ones(400), np.eye(4)[CLASSES][:, 1:]]), ValueError,
+     r"rows are not one.*\d+ that name no one class \(multi-hot"),
+    (dict(sampling_weights="balanced",  # both kinds, the first bad row all-zero: both counted
+          y=np.where((CLASSES == 0)[:, None], 0.0, np.where((CLASSES == 1)[:, None], 1.0,
+                                                             np.eye(4)[CLASSES]))), ValueError,
+     r"\d+ all-zero .* and \d+ that name no one class"),
     (dict(samples_per_epoch=100), ValueError,
      r"`samples_per_epoch`=100 draws .* Fix: pass `sampling_weights` too"),
     (dict(sampling_weights="balanced", samples_per_epoch=0), ValueError,
@@ -186,6 +191,14 @@ def test_bad_sampling_arguments_are_refused_naming_the_fix(kwargs, error, patter
     with pytest.raises(error, match=pattern) as info:
         shmaug.Loader(X, kwargs.pop("y"), **kwargs)
     assert isinstance(info.value, shmaug.ShmaugError)
+
+
+def test_a_one_output_dict_of_labels_is_weighed_as_its_labels():
+    """``{"output": y}`` (a one-output model's, which a mix takes too) was refused."""
+    args = dict(batch_size=40, workers=0, seed=0, sampling_weights="balanced")
+    with shmaug.Loader(X, {"out": CLASSES}, **args) as named, \
+            shmaug.Loader(X, CLASSES, **args) as plain:
+        np.testing.assert_array_equal(named.batch(0)[1]["out"], plain.batch(0)[1])
 
 
 def test_a_state_resumes_only_the_same_sampling():

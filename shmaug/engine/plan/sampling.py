@@ -92,10 +92,16 @@ def labels(y: Any, n: int, kind: str) -> np.ndarray:
             f"`sampling_weights` given as {kind} weighs classes, but there are no labels "
             f"(`y` is None and `x` has no `labels`). {fix}"
         )
+    while isinstance(y, (dict, list, tuple)) and len(y) == 1:  # one output's {"out": y}
+        y = next(iter(y.values())) if isinstance(y, dict) else y[0]
     if not isinstance(y, np.ndarray):
+        heads = (f" Several outputs: weigh by one head's classes, e.g. with "
+                 f"`w = 1 / np.bincount(labels)[labels]` for labels = `y[...]` the class ids of "
+                 f"that head, `sampling_weights=w`." if isinstance(y, (dict, list, tuple))
+                 else "")
         raise ArgumentTypeError(
             f"`sampling_weights` given as {kind} needs one array of labels, but `y` is "
-            f"{got(y)}. {fix}"
+            f"{got(y)}. {fix}{heads}"
         )
     if y.ndim == 2 and y.shape[1] > 1:
         _one_class_per_row(y, kind, fix)
@@ -127,14 +133,16 @@ def _one_class_per_row(y: np.ndarray, kind: str, fix: str) -> None:
     bad = np.flatnonzero((y < 0).any(axis=1) | ~(np.abs(sums - 1.0) <= 1e-3))  # (NaN: bad)
     if len(bad):
         row = y[bad[0]]
-        why = ("an all-zero row is no class (an unlabelled sample: give it weight 0 with "
-               "per-sample weights)" if not row.any() else
-               "a padded sequence or multi-hot labels name no one class")
+        zero = int((sums[bad] == 0).sum())
+        whys = ([f"{zero} all-zero (no class: an unlabelled sample, to give weight 0 with "
+                 f"per-sample weights)"] if zero else []) + (
+            [f"{len(bad) - zero} that name no one class (multi-hot labels, a padded "
+             f"sequence)"] if len(bad) > zero else [])
         raise ArgumentError(
             f"`sampling_weights` given as {kind} weighs classes, read from `y` as one-hot "
             f"rows, but {len(bad)} of its rows are not one (row {int(bad[0])}: "
             f"{row[:8].tolist()}{' ...' if len(row) > 8 else ''}, which sums to "
-            f"{float(sums[bad[0]]):g}): {why}. {fix}")
+            f"{float(sums[bad[0]]):g}): {' and '.join(whys)}. {fix}")
 
 
 def samples_per_epoch(value: Any, n: int, weighted: bool) -> int:
