@@ -95,9 +95,9 @@ def labels(y: Any, n: int, kind: str) -> np.ndarray:
     while isinstance(y, (dict, list, tuple)) and len(y) == 1:  # one output's {"out": y}
         y = next(iter(y.values())) if isinstance(y, dict) else y[0]
     if not isinstance(y, np.ndarray):
-        heads = (f" Several outputs: weigh by one head's classes, e.g. with "
-                 f"`w = 1 / np.bincount(labels)[labels]` for labels = `y[...]` the class ids of "
-                 f"that head, `sampling_weights=w`." if isinstance(y, (dict, list, tuple))
+        heads = (" Several outputs: weigh by one head's classes, e.g. with "
+                 "`w = 1 / np.bincount(labels)[labels]` for labels = `y[...]` the class ids of "
+                 "that head, `sampling_weights=w`." if isinstance(y, (dict, list, tuple))
                  else "")
         raise ArgumentTypeError(
             f"`sampling_weights` given as {kind} needs one array of labels, but `y` is "
