@@ -283,12 +283,12 @@ class Running:
                 and mapped_file_handle(images) is None:
             inputs.check_values(images, self.value_range,  # all of it
                                 o.pipeline.range_origin, o.pipeline.plan)
-        # A batch never holds more than the dataset: batch_size=10**12 is one batch of n.
+        # A batch never holds more than an epoch: batch_size=10**12 is one batch of n.
         # Generations for the most slots the depth may take: as given, or the default for
         # the most workers there may be (the autotuner's start); settled once sized.
         self.ring = OutputRing(self.store, self._settings.max_queue_size or
                                depth.for_workers(self.workers_asked),
-                               min(self.plan.batch_size, self.n))
+                               self.plan.rows)
         if remote is not None:
             return self._start_remote(o, remote)
         # What must fit in /dev/shm, checked before anything is copied there: the data and

@@ -193,6 +193,20 @@ def test_bad_sampling_arguments_are_refused_naming_the_fix(kwargs, error, patter
     assert isinstance(info.value, shmaug.ShmaugError)
 
 
+@pytest.mark.parametrize("workers", [0, 1])
+def test_draws_outnumbering_the_dataset_fill_batches_larger_than_it(workers):
+    """Tiles of 4 scenes: 16 draws a epoch in batches of 8. The ring was sized for batches of
+    at most the dataset's 4 rows, and the fifth row crashed in the worker (an IndexError
+    blaming a sample)."""
+    x = np.arange(4, dtype=np.uint8).repeat(6 * 6).reshape(4, 6, 6)
+    with shmaug.Loader(x, np.arange(4), batch_size=8, augment=_ops.identity, workers=workers,
+                       seed=0, sampling_weights=np.ones(4), samples_per_epoch=16) as loader:
+        batches = list(loader)
+    assert [len(yb) for _, yb in batches] == [8, 8]
+    for xb, yb in batches:
+        np.testing.assert_array_equal(xb, x[yb])
+
+
 def test_a_one_output_dict_of_labels_is_weighed_as_its_labels():
     """``{"output": y}`` (a one-output model's, which a mix takes too) was refused."""
     args = dict(batch_size=40, workers=0, seed=0, sampling_weights="balanced")

@@ -357,10 +357,8 @@ class Options:
         """The settings checked against the data: each check once (``per_pass`` as for
         ``Order.of``, ``hook`` as for ``Pipeline.of``)."""
         images = data.images
+        order = Order.of(settings.batches, data.n, data.labels, per_pass=per_pass, x=data.x)
         if settings.workers.max_queue_size is not None:
-            check.queue_fits(settings.workers.max_queue_size,
-                             min(settings.batches.batch_size, data.n),
+            check.queue_fits(settings.workers.max_queue_size, order.plan.rows,
                              None if images is None else images[0].nbytes)
-        return cls(settings, data, Order.of(settings.batches, data.n, data.labels,
-                                            per_pass=per_pass, x=data.x),
-                   Pipeline.of(settings.output, data, hook, hook_name))
+        return cls(settings, data, order, Pipeline.of(settings.output, data, hook, hook_name))

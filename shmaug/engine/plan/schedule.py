@@ -200,6 +200,13 @@ class BatchPlan:
             return self.n // self.batch_size
         return -(-self.n // self.batch_size)
 
+    @property
+    def rows(self) -> int:
+        """The most rows a batch holds: ``batch_size``, or fewer where an epoch is shorter
+        (its positions: the shard's samples, or the draws of a weighted epoch, which may
+        outnumber the dataset)."""
+        return min(self.batch_size, self.n)
+
     def bounds(self, batch: int) -> tuple[int, int]:
         """Epoch positions ``[start, stop)`` of one batch."""
         if not 0 <= batch < len(self):
