@@ -439,6 +439,7 @@ class Loader:
         self._closed = True
         _OPEN.discard(self)
         self._run.close()
+        self._options = self._options.released()  # the user's arrays go with the workers
 
     @property
     def closed(self) -> bool:

@@ -242,8 +242,10 @@ class Running:
                                    None if self.ring is None else self.ring.depth)
 
     def close(self) -> None:
-        """Stop the workers and free the shared memory (NOTE [shutdown order]). Idempotent."""
-        self.x = None
+        """Stop the workers and free the shared memory (NOTE [shutdown order]). Idempotent.
+        Holds none of the user's arrays after (a closed loader may be kept: TensorFlow keeps
+        a Sequence's)."""
+        self.x, self.labels, self._moved = None, None, {}
         if self.gather is not None:
             self.gather.clear()
         self.recycler.clear()

@@ -88,6 +88,15 @@ class Runtime:
         if self.loader is not None:
             self.loader.pause_stats()
 
+    def release_data(self) -> None:
+        """Hold no more of the user's arrays (``Data.released``): a closed Sequence's, which
+        TensorFlow keeps reachable after ``fit``, a fold after fold of them in a k-fold loop."""
+        if self.data is not None:
+            self.data = self.data.released()
+        if self.pipeline is not None:
+            self.pipeline = self.pipeline.released()
+        self.held.clear()
+
     @classmethod
     def copied(cls, batches: int) -> Runtime:
         """A copy's: closed, without data, with passes over ``batches`` per epoch."""

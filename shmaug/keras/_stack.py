@@ -5,6 +5,10 @@ tf.data's threads (TensorFlow). The one signal that is the same on every backend
 that asks: the generator frame of the pass (Keras makes a fresh one per pass), Keras'
 ``PyDatasetAdapter`` of the Sequence, or its trainer's ``_symbolic_build``. ``_passes`` binds
 asks to batches; this module only finds the frames.
+
+It reads a frame's locals only where it must (a method's ``self``, Keras' own frames): before
+Python 3.13, ``frame.f_locals`` leaves a snapshot of them on the frame, which kept the arrays
+of a user's loop alive after their ``del``, until that function returned.
 """
 
 from __future__ import annotations
@@ -46,6 +50,19 @@ def keras_is_inferring() -> bool:
     return False
 
 
+def _self_of(frame: Any) -> Any:
+    """The ``self`` of a method's frame, else None (its locals left unread)."""
+    code = frame.f_code
+    if not code.co_argcount or code.co_varnames[0] != "self":
+        return None
+    return frame.f_locals.get("self")
+
+
+def _keras_self(frame: Any) -> Any:
+    """The ``self`` of one of Keras' own methods' frame, else None."""
+    return _self_of(frame) if "keras" in frame.f_code.co_filename else None
+
+
 def asking_loop(seq: object) -> Any:
     """The generator frame asking ``seq`` for a batch (one per pass: ``_passes``' docstring),
     or None for an ask from no loop. Skips the plain frames of ``seq``'s own methods: a
@@ -53,7 +70,7 @@ def asking_loop(seq: object) -> Any:
     and ``to_tf_dataset`` are generators of ``seq``'s: they are loops)."""
     frame = sys._getframe(2)
     while frame is not None and not frame.f_code.co_flags & _GENERATOR and (
-            frame.f_code.co_name == "__getitem__" or frame.f_locals.get("self") is seq):
+            frame.f_code.co_name == "__getitem__" or _self_of(frame) is seq):
         frame = frame.f_back  # type: ignore[assignment]
     if frame is None or not frame.f_code.co_flags & _GENERATOR:
         return None
@@ -66,7 +83,7 @@ def keras_asks(seq: object) -> bool:
     batch before Keras does and may expect numpy."""
     frame = sys._getframe(2)  # the caller of the __getitem__ calling this
     return bool(frame.f_code.co_flags & _GENERATOR) and getattr(
-        frame.f_locals.get("self"), "py_dataset", None) is seq
+        _keras_self(frame), "py_dataset", None) is seq
 
 
 def keras_adapter(seq: object) -> Any:
@@ -74,7 +91,7 @@ def keras_adapter(seq: object) -> Any:
     signature, beginning an epoch), or None."""
     frame = sys._getframe(2)
     while frame is not None:
-        owner = frame.f_locals.get("self")
+        owner = _keras_self(frame)
         if owner is not seq and getattr(owner, "py_dataset", None) is seq:
             return owner
         frame = frame.f_back  # type: ignore[assignment]
@@ -85,9 +102,9 @@ def from_adapter(seq: object) -> bool:
     """Whether Keras' ``PyDatasetAdapter`` of ``seq`` is calling (through ``seq``'s own
     methods, such as a subclass's override calling ``super()``)."""
     frame = sys._getframe(2)
-    while frame is not None and frame.f_locals.get("self") is seq:
+    while frame is not None and _self_of(frame) is seq:
         frame = frame.f_back  # type: ignore[assignment]
-    return frame is not None and getattr(frame.f_locals.get("self"), "py_dataset", None) is seq
+    return frame is not None and getattr(_keras_self(frame), "py_dataset", None) is seq
 
 
 def fit_validation_data() -> Any:

@@ -556,6 +556,9 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         _idle.forget(self)
         if rt.loader is not None:
             rt.loader.close()
+        rt.release_data()  # TensorFlow keeps a Sequence reachable: not the user's arrays
+        if rt.data is not None:
+            object.__setattr__(self, "x", rt.data.x)
 
     def __enter__(self) -> Sequence:
         return self

@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -478,6 +479,29 @@ for method in ("fork", "spawn"):
 gc.collect()
 print(shm_fds())
 """
+
+
+@pytest.mark.parametrize("facade", [False, True])
+def test_a_closed_loader_or_sequence_holds_none_of_the_users_arrays(facade):
+    """TensorFlow keeps a Sequence reachable after fit: each fold of a k-fold loop kept its
+    arrays (x, the labels, the targets) for the life of the process, closed or not."""
+    if facade:
+        pytest.importorskip("keras")
+    x, y = np.zeros((40, 12, 12), np.uint8), np.arange(40)
+    masks = np.zeros((40, 12, 12), np.uint8)
+    gone = [weakref.ref(a) for a in (x, y, masks)]
+    targets = {"label": y, "segmentation_masks": masks}
+    augment = shmaug.ops.Compose([shmaug.ops.Op("hflip")])
+    kept = (shmaug.Sequence(x, targets, batch_size=8, augment=augment, workers=1)
+            if facade else shmaug.Loader(x, targets, batch_size=8, augment=augment, workers=1))
+    with kept:
+        _ = kept[0] if facade else kept.batch(0)
+    del x, y, masks, targets, _
+    gc.collect()
+    assert [ref() is None for ref in gone] == [True, True, True]
+    assert len(kept) == 5 and kept.stats()["batches" if not facade else "requests"] >= 1
+    with pytest.raises(shmaug.ClosedError):
+        _ = kept[0] if facade else kept.batch(0)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc (Linux)")

@@ -574,6 +574,19 @@ def only_leaf(y: Any, at: Path = ()) -> Path | None:
     return leaves[0][0] if len(leaves) == 1 else None
 
 
+def emptied(tree: Any) -> Any:
+    """``tree`` (``x``, ``y``, targets by name) with each array an empty one of its dtype and
+    sample shape, dicts, lists and tuples kept: what a closed loader holds instead of the
+    user's arrays. Other values (a source's paths) stay."""
+    if isinstance(tree, dict):
+        return {k: emptied(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(emptied(v) for v in tree)
+    if isinstance(tree, np.ndarray):  # (not tree[:0]: a view keeps the whole array alive)
+        return np.empty((0, *tree.shape[1:]), tree.dtype)
+    return tree
+
+
 def leaf(y: Any, at: Path) -> Any:
     """The entry of ``y`` at ``at``."""
     for key in at:

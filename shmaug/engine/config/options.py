@@ -182,6 +182,11 @@ class Data:
         inputs.spatial_sources(y, x)
         return cls(x, y, check.callable_or_none("load", load), n, shown)
 
+    def released(self) -> Data:
+        """This data without the user's arrays (a closed loader's, which TensorFlow may keep
+        reachable, fold after fold): each as an empty array of its dtype and sample shape."""
+        return replace(self, x=inputs.emptied(self.x), y=inputs.emptied(self.y))
+
     @property
     def labels(self) -> TargetTree:
         """What sampling by class and a mix read: the entry of ``y`` at ``labels_at``."""
@@ -335,6 +340,10 @@ class Pipeline:
                    {name: filed.value for name, filed in moved.items()}, mix, made_sources,
                    places, mixed_at, blended)
 
+    def released(self) -> Pipeline:
+        """This pipeline without the targets it moves (``Data.released``)."""
+        return replace(self, moved=inputs.emptied(self.moved))
+
     @property
     def argument(self) -> AugmentFn | None:
         """The ``augment`` argument with the value range bound: what workers run, or what a
@@ -350,6 +359,10 @@ class Options:
     data: Data
     order: Order
     pipeline: Pipeline
+
+    def released(self) -> Options:
+        """These options without the user's arrays (``Data.released``): a closed loader's."""
+        return replace(self, data=self.data.released(), pipeline=self.pipeline.released())
 
     @classmethod
     def of(cls, settings: Settings, data: Data, *, per_pass: bool = False,
