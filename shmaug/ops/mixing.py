@@ -134,6 +134,17 @@ class Mix:
                 f"to cut and paste them too). Fix: pass mix=None, or leave those targets out "
                 f"of `y`.")
         labels = self.label_array(labels)
+        if _binary(labels):  # one sigmoid unit's targets in [0, 1]: blended as they are
+            if self.label_smoothing or self.num_classes not in (None, 1):
+                raise ArgumentError(
+                    f"`y` holds one column of floats in [0, 1], targets of one sigmoid unit, "
+                    f"which the mix blends as they are; it takes no "
+                    f"{'label_smoothing' if self.label_smoothing else 'num_classes'} for them "
+                    f"({self!r}). Fix: leave it out (smooth in the loss: keras.losses."
+                    f"BinaryCrossentropy(label_smoothing=0.1)), or pass class ids as integers.")
+            binary = replace(self)
+            _set(binary, "num_classes", 1)  # one column, blended as it is (never given so)
+            return binary
         if labels.ndim == 2 and labels.shape[1] > 1:  # rows of class probabilities
             if self.num_classes not in (None, labels.shape[1]):
                 raise ArgumentError(
@@ -143,9 +154,10 @@ class Mix:
             return replace(self, num_classes=int(labels.shape[1]))
         if labels.ndim > 2 or not np.issubdtype(labels.dtype, np.integer):
             raise ArgumentError(
-                f"`mix` needs `y` as class ids (integers, shape (N,)) or one-hot rows (N, "
-                f"classes); received an array of shape {labels.shape} and dtype "
-                f"{labels.dtype}. Fix: convert the labels, e.g. `y.astype(int)`.")
+                f"`mix` needs `y` as class ids (integers, shape (N,)), one-hot rows (N, "
+                f"classes) or one sigmoid unit's targets (one column of floats in [0, 1]); "
+                f"received an array of shape {labels.shape} and dtype {labels.dtype}. Fix: "
+                f"convert the labels, e.g. `y.astype(int)`.")
         low, high = (int(labels.min()), int(labels.max())) if labels.size else (0, 0)
         if self.num_classes is None:
             raise ArgumentError(
@@ -250,7 +262,8 @@ class Mix:
         ``num_classes``: what a batch read in order holds, so ``evaluate`` takes the same
         loss as training."""
         assert self.num_classes is not None, "for_labels fills it in"
-        if labels.ndim == 2 and labels.shape[1] == self.num_classes:
+        if labels.ndim == 2 and labels.shape[1] == self.num_classes or (
+                self.num_classes == 1 and labels.dtype.kind == "f"):  # (binary: as they are)
             return labels.astype(np.float32)
         y = np.zeros((len(labels), self.num_classes), np.float32)
         y[np.arange(len(labels)), labels.reshape(len(labels)).astype(np.int64)] = 1.0
@@ -278,6 +291,12 @@ class Mix:
         out[0:paired:2] = lam * a + (1 - lam) * b
         out[1:paired:2] = lam * b + (1 - lam) * a
         return out
+
+
+def _binary(labels: np.ndarray) -> bool:
+    """Whether ``labels`` are one sigmoid unit's targets: one column of floats in [0, 1]."""
+    return (labels.dtype.kind == "f" and (labels.ndim == 1 or labels.shape[1:] == (1,))
+            and bool(((labels >= 0) & (labels <= 1)).all()))
 
 
 def MixUp(alpha: float = 0.2, *, p: float = 1.0, label_smoothing: float = 0.0,  # noqa: N802

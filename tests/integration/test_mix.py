@@ -41,6 +41,26 @@ def test_each_row_holds_what_its_soft_label_says() -> None:
     assert mixed > 0.6 * 2 * N  # p=0.9: most pairs are mixed
 
 
+@pytest.mark.parametrize("column", [True, False])
+def test_one_sigmoid_units_targets_are_blended_as_they_are(column) -> None:
+    """Binary targets as Keras takes them, one column of floats in [0, 1] ((N, 1) or (N,)):
+    blended as the pixels are (sample i's image is i / N, and so is its target here). They
+    were refused, and the fix offered (ids with num_classes=2) made two columns that a
+    one-unit model refuses."""
+    targets = (np.arange(N, dtype=np.float32) / N).reshape((N, 1) if column else (N,))
+    with shmaug.Loader(constant_images(), targets, batch_size=8, seed=5, shuffle=True,
+                       workers=1, mix=Mix(p=0.9)) as loader:
+        for i in range(len(loader)):
+            xb, yb = loader.batch(i)
+            assert yb.shape == (len(xb), *targets.shape[1:]) and yb.dtype == np.float32
+            np.testing.assert_allclose(yb.reshape(-1), xb.mean(axis=(1, 2, 3)), atol=1e-5)
+        _, plain = loader.batch(0, in_order=True)
+        np.testing.assert_array_equal(plain, targets[:8])
+    with pytest.raises(shmaug.ArgumentError, match=r"one sigmoid unit.*no label_smoothing.*"
+                                                   r"BinaryCrossentropy\(label_smoothing"):
+        shmaug.Loader(constant_images(), targets, mix=MixUp(label_smoothing=0.1))
+
+
 @pytest.mark.slow
 def test_the_same_batches_for_any_workers_and_start_method() -> None:
     """A pipeline that draws, then the mix: bit-identical with the batch cut among 0, 1 or
