@@ -120,6 +120,8 @@ def test_targets_outside_a_sources_fixed_size_are_refused(tmp_path, fixed) -> No
     ({"segmentation_masks": np.zeros((8, 12, 16, 1), np.uint8)}, "xyxy",
      r"`y\['segmentation_masks'\]` has masks of \(12, 16\) pixels, but its images are "
      r"\(16, 16\)"),
+    ({"segmentation_masks": np.zeros((8, 32, 32, 3), np.float32)}, "xyxy",  # 2x: a pair
+     r"has masks of \(32, 32\) pixels.*super-resolution pair\) is no mask"),
     ({"keypoints": np.zeros((8, 3, 2), np.float32)}, "xyxy", r"no `keypoint_format`"),
     ({"bboxes": np.zeros((8, 2), np.float32)}, "xyxy", r"\(samples, max_boxes, 4\)"),
     ({"bounding_boxes": {"boxes": BOXES[:, 0], "labels": LABELS[:, 0]}}, "xyxy",

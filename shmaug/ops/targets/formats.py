@@ -243,12 +243,18 @@ def check_mask(name: str, mask: np.ndarray, image_shape: tuple[int, ...] | None,
         return
     hw = mask.shape[2:4] if stacked else mask.shape[1:3]
     if tuple(hw) != tuple(image_shape[:2]):
-        shape = "(N, K, H, W)" if stacked else "(N, H, W) or (N, H, W, 1)"
+        shape = "(N, K, H, W)" if stacked else "(N, H, W) or (N, H, W, C)"
+        scaled = all(m > i and m % i == 0 for m, i in zip(hw, image_shape[:2]))
+        other = (" A target at a multiple of the image's size (a super-resolution pair) is "
+                 "no mask: shmaug moves targets pixel for pixel only, so make the pair from "
+                 "one image in your own `augment` (a Sequence subclass's `targets` hook, or "
+                 "cv2.resize of the augmented high-resolution image) instead." if scaled
+                 else "")
         raise ArgumentError(
             f"`y[{name!r}]` has masks of {tuple(hw)} pixels, but its images are "
             f"{tuple(image_shape[:2])}: a mask lies on its image, pixel for pixel. Fix: pass "
-            f"masks as {shape} of the images' height and width (resize them with "
-            f"interpolation='nearest').")
+            f"masks as {shape} of the images' height and width (resize class-id masks with "
+            f"interpolation='nearest').{other}")
 
 
 def pad_boxes(boxes: Any, labels: Any = None, max_boxes: int | None = None
