@@ -100,6 +100,11 @@ class Compose:
         min_area: a box keeps fewer pixels than this inside the image: it is dropped.
         mask_fill: a mask's value where a warp with a constant border brings nothing in (an
             ignore label, say); the image's own border otherwise.
+        keypoint_flip_indices: for keypoints whose row says what they are (a pose's joints):
+            ``flip[k]`` is the row keypoint k takes when the image is mirrored (a flip, or any
+            move that turns it over), e.g. (0, 2, 1) for a nose and two eyes; pairs swap,
+            so it is its own inverse. None: rows stay as they are (mmpose's
+            ``flip_indices``).
 
     Example:
         >>> from shmaug.ops import Compose, Op
@@ -114,7 +119,8 @@ class Compose:
     min_visibility: float = 0.0
     min_area: float = 0.0
     mask_fill: float = 0.0
-    _targets: TargetOptions = field(init=False, repr=False, compare=False)  # the five above
+    keypoint_flip_indices: Sequence[int] | None = None
+    _targets: TargetOptions = field(init=False, repr=False, compare=False)  # the six above
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ops", _ranged(self, _members(self.ops, "Compose")))
@@ -126,6 +132,8 @@ class Compose:
                            number(self.min_visibility, "min_visibility", 0.0, 1.0))
         object.__setattr__(self, "min_area", number(self.min_area, "min_area", 0.0))
         object.__setattr__(self, "mask_fill", number(self.mask_fill, "mask_fill"))
+        object.__setattr__(self, "keypoint_flip_indices",
+                           formats.check_flip_indices(self.keypoint_flip_indices))
         object.__setattr__(self, "_targets", TargetOptions(
             *(getattr(self, name) for name in _TARGET_OPTIONS)))
 
@@ -216,6 +224,7 @@ class Compose:
                                    fill=self.mask_fill)
             elif name == "keypoints":
                 formats.check_keypoints(name, rows, self.keypoint_format, image_shape)
+                formats.check_flip_rows(name, rows, self._targets.keypoint_flip_indices)
             elif name in ("boxes", "bboxes"):
                 check_carried(name, rows, self.bounding_box_format)
                 labels = targets.get("box_labels")
@@ -383,7 +392,7 @@ class SomeOf:
 
 
 _TARGET_OPTIONS = ("bounding_box_format", "keypoint_format", "min_visibility", "min_area",
-                   "mask_fill")  # TargetOptions' fields, in order
+                   "mask_fill", "keypoint_flip_indices")  # TargetOptions' fields, in order
 _NO_OPTIONS = TargetOptions()  # the defaults, which a config leaves out
 
 

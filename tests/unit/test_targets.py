@@ -471,3 +471,35 @@ def test_a_dropped_box_takes_its_instance_mask_with_it() -> None:
     moved = keep.augment_targets(image, given, np.random.default_rng(0))[1]
     assert moved["box_labels"][0] == 3 and moved["masks"][0].any()
     np.testing.assert_array_equal(moved["masks"][0], targets["mask"][:, ::-1])
+
+
+@pytest.mark.parametrize("ops, mirrored", [
+    ([Op("hflip")], True), ([Op("vflip")], True), ([Op("hflip"), Op("vflip")], False),
+    ([Op("rotate", degrees=(180, 180))], False), ([Op("shear", x=0.3), Op("hflip")], True)])
+def test_keypoint_flip_indices_swap_left_and_right_where_the_image_is_mirrored(ops, mirrored):
+    """A nose and two eyes: after a flip the person's left eye is where the right one went.
+    Without the indices row 1 kept the left eye's own point, now on the person's right."""
+    image = np.zeros((H, W), np.uint8)
+    face = np.array([[40, 20], [30, 30], [50, 30], [-1, -1]], np.float32)  # and a padding row
+    plain = Compose(ops, keypoint_format="xy")
+    posed = Compose(ops, keypoint_format="xy", keypoint_flip_indices=(0, 2, 1, 3))
+    _, moved = plain.augment_targets(image, {"keypoints": face}, np.random.default_rng(0))
+    _, swapped = posed.augment_targets(image, {"keypoints": face}, np.random.default_rng(0))
+    order = [0, 2, 1, 3] if mirrored else [0, 1, 2, 3]
+    np.testing.assert_array_equal(swapped["keypoints"], moved["keypoints"][order])
+    assert (swapped["keypoints"][3] == -1).all()
+    from shmaug.ops import from_config, to_config
+    assert from_config(to_config(posed)) == posed
+
+
+def test_keypoint_flip_indices_are_checked_against_themselves_and_the_keypoints() -> None:
+    import shmaug
+
+    for bad in [(1, 2, 0), (0, 0, 1), "ab", (0, 1.5)]:
+        with pytest.raises(ArgumentError, match=r"`keypoint_flip_indices` must say.*Fix"):
+            Compose([Op("hflip")], keypoint_flip_indices=bad)
+    pose = Compose([Op("hflip")], keypoint_format="xy", keypoint_flip_indices=(0, 2, 1))
+    with pytest.raises(ArgumentError, match=r"holds 4 keypoint rows per sample, but "
+                                            r"`keypoint_flip_indices` names 3"):
+        shmaug.Loader(np.zeros((8, H, W), np.uint8),
+                      {"keypoints": np.zeros((8, 4, 2), np.float32)}, augment=pose, workers=0)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ArgumentError
+from ...errors import ArgumentError, got
 
 BOX_FORMATS = ("xyxy", "yxyx", "xywh", "center_xywh", "center_yxhw", "rel_xyxy", "rel_yxyx",
                "rel_xywh", "rel_center_xywh")
@@ -225,6 +225,35 @@ def check_keypoints(name: str, points: np.ndarray, fmt: str | None,
             f"{where} holds a keypoint {bad[:2].tolist()} ({fmt}) outside its {height}x{width} "
             f"image. Fix: pad keypoints that are not on the image with -1 rows, or pass the "
             f"format they are in.")
+
+
+def check_flip_indices(value: Any) -> tuple[int, ...] | None:
+    """``keypoint_flip_indices`` as a tuple: a permutation of 0..K-1 that is its own inverse
+    (the pairs a mirror swaps, the rest in place)."""
+    if value is None:
+        return None
+    try:
+        flip = tuple(int(k) for k in value)
+        ok = all(float(k) == int(k) for k in value) and sorted(flip) == list(range(len(flip)))
+        ok = ok and all(flip[flip[k]] == k for k in range(len(flip)))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ArgumentError(
+            f"`keypoint_flip_indices` must say, for each keypoint row k, the row it takes when "
+            f"the image is mirrored: a permutation of 0..K-1 that swaps pairs (its own "
+            f"inverse); received {got(value)}. Fix: e.g. keypoint_flip_indices=(0, 2, 1) for "
+            f"a nose, a left eye and a right eye.")
+    return flip
+
+
+def check_flip_rows(name: str, rows: np.ndarray, flip: tuple[int, ...] | None) -> None:
+    """Keypoints of as many rows per sample as ``keypoint_flip_indices`` names."""
+    if flip is not None and rows.ndim >= 2 and rows.shape[1] != len(flip):
+        raise ArgumentError(
+            f"`y[{name!r}]` holds {rows.shape[1]} keypoint rows per sample, but "
+            f"`keypoint_flip_indices` names {len(flip)}. Fix: one entry per keypoint row, "
+            f"padding rows included.")
 
 
 def check_mask(name: str, mask: np.ndarray, image_shape: tuple[int, ...] | None,

@@ -52,6 +52,12 @@ class Move:
     size: tuple[int, int]  # the output's (height, width)
     border: int  # OpenCV's border code the image was warped with
 
+    @property
+    def mirrors(self) -> bool:
+        """Whether this move mirrors the image (a flip), which turns a pose's left side into
+        its right: a field (elastic, sine) never does."""
+        return False
+
     def points(self, xy: np.ndarray) -> np.ndarray:
         """(N, 2) points (x, y) of the input, where the move takes them."""
         raise NotImplementedError
@@ -72,6 +78,11 @@ class MatrixMove(Move):
     # same warp, pixel for pixel with it in the image's dtype (a gather's or a resize's ties
     # at half a pixel may round the other way, a row or a column off the image's).
     warped_nearest: bool = False
+
+    @property
+    def mirrors(self) -> bool:
+        """Whether its matrix turns the plane over (a flip)."""
+        return bool(np.linalg.det(self.matrix) < 0)
 
     def points(self, xy: np.ndarray) -> np.ndarray:
         e = np.array(self.edges()).reshape(3, 3)

@@ -80,6 +80,9 @@ class TargetOptions:
     min_visibility: float = 0.0  # of a box's moved area that must stay inside, else dropped
     min_area: float = 0.0  # pixels a box must keep inside, else dropped
     mask_fill: float = 0.0  # a mask's value where a constant border brings nothing in
+    # row k of a sample's keypoints becomes row flip[k] where the moves mirror the image (a
+    # pose's left wrist is its right after a flip); None: the rows stay
+    keypoint_flip_indices: tuple[int, ...] | None = None
 
 
 def move(targets: dict[str, np.ndarray], moves: list[Move], shape: tuple[int, ...],
@@ -117,6 +120,9 @@ def move(targets: dict[str, np.ndarray], moves: list[Move], shape: tuple[int, ..
         formats.check_keypoints("keypoints", targets["keypoints"][None], fmt, None)
         assert fmt is not None
         out["keypoints"] = _keypoints(targets["keypoints"], fmt, moves, shape)
+        flip = options.keypoint_flip_indices
+        if flip is not None and sum(m.mirrors for m in moves) % 2:
+            out["keypoints"] = out["keypoints"][list(flip)]
     return out
 
 
