@@ -291,3 +291,28 @@ def test_what_a_ported_init_keeps_of_its_own_is_kept_and_a_flag_named_augment_is
     with pytest.raises(AttributeError, match=r"`seq.augment` is shmaug's argument and hook.*"
                                              r"name your flag otherwise"):
         Flagged(X, y)
+
+
+class _RaggedClips(shmaug.Sequence):
+    """What the refusal below offers a Sequence: each clip read by index in the workers."""
+
+    def load(self, index):
+        return self.x[index]
+
+
+def _first_200_columns(image, rng):
+    return image[:, :200]
+
+
+def test_images_of_many_widths_are_told_a_fix_a_sequence_takes():
+    """Spectrograms of many widths: the fix named `load=`, which only a Loader takes (a
+    Sequence raised TypeError on it)."""
+    clips = [np.zeros((16, t, 1), np.float32) for t in (411, 209, 303)]
+    with pytest.raises(shmaug.ArgumentTypeError,
+                       match=r"for a Sequence a subclass whose `load\(self, index\)` returns "
+                             r"`self.x\[index\]`"):
+        shmaug.Sequence(clips, np.arange(3), batch_size=2, augment=_first_200_columns,
+                        workers=0)
+    with _RaggedClips(clips, np.arange(3), batch_size=2, augment=_first_200_columns,
+                      workers=0, output_shape=(16, 200, 1)) as seq:
+        assert seq[0][0].shape == (2, 16, 200, 1)

@@ -221,9 +221,10 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str) -> np.ndarray:
         f"(C up to 4) and a numeric dtype, to be stacked into one array; received {len(items)} "
         f"items of shape(s) {shown} and dtype {arrays[0].dtype}. Fix: resize them to one size "
         f"and pass `np.stack(images)`; or keep each at its own size, read by index in the "
-        f"workers, with an `augment` that ends in one size: `load=images.__getitem__, "
-        f"augment=Op('resize', height=..., width=...)`; for a model with several inputs pass "
-        f"a dict {{name: array}} and `image_key=` (shmaug.Sequence)."
+        f"workers, with an `augment` that ends in one size: `shmaug.Loader(images, "
+        f"load=images.__getitem__, augment=Op('resize', height=..., width=...))`, or for a "
+        f"Sequence a subclass whose `load(self, index)` returns `self.x[index]`; for a model "
+        f"with several inputs pass a dict {{name: array}} and `image_key=` (shmaug.Sequence)."
     )
 
 
