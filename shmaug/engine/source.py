@@ -185,13 +185,16 @@ def image_shape(x: Any) -> tuple[int | None, ...] | None:
     return tuple(x.output_shape) if isinstance(x, Framing) else None
 
 
-def fixed_image_shape(x: Any) -> tuple[int, ...] | None:
-    """The one shape of every image of ``x`` (an array's, a source's at a fixed
-    ``image_size``), or None where each keeps its own or it is not known before reading."""
-    shape = image_shape(x)
-    if shape is None or any(n is None for n in shape):
+def fixed_image_shape(x: Any, load: Any) -> tuple[int, ...] | None:
+    """The one shape of every image that ``x`` and ``load`` make (an array's read as it is,
+    a framing source's at a fixed ``image_size``), or None where each keeps its own or a
+    ``load`` of the user's makes them (``x`` is then only what it indexes)."""
+    if load is None and isinstance(x, np.ndarray):
+        return tuple(x.shape[1:])
+    if not isinstance(x, Framing) or load != getattr(x, "load", None):
         return None
-    return tuple(int(n) for n in shape if n is not None)
+    shape = tuple(x.output_shape)
+    return None if any(n is None for n in shape) else tuple(int(n) for n in shape if n is not None)
 
 
 def target_kind(target: Any) -> str | None:

@@ -106,6 +106,25 @@ def test_targets_outside_a_sources_fixed_size_are_refused(tmp_path, fixed) -> No
         shmaug.Loader(files, {"keypoints": points}, augment=augment, workers=0)
 
 
+_FRAMES = np.random.default_rng(0).integers(0, 255, (8, 64, 64, 3), dtype=np.uint8)
+
+
+def _tile(i):
+    return _FRAMES[int(i), :32, :32]
+
+
+def test_targets_beside_a_load_are_read_against_what_it_makes_not_x() -> None:
+    """``x`` is only what a ``load`` indexes (indices, bigger frames): its shape was taken for
+    the images', so masks were refused and keypoints crashed with a bare ValueError."""
+    augment = Compose([Op("hflip")], keypoint_format="xy")
+    for x in (np.arange(8), _FRAMES):
+        for y in ({"segmentation_masks": np.zeros((8, 32, 32), np.uint8)},
+                  {"keypoints": np.tile(np.array([[30.0, 20.0]], np.float32), (8, 1, 1))}):
+            with shmaug.Loader(x, y, batch_size=4, augment=augment, load=_tile,
+                               workers=0) as loader:
+                assert loader.batch(0)[0].shape == (4, 32, 32, 3)
+
+
 @pytest.mark.parametrize("y, fmt, match", [
     (KERAS_Y, None, r"no `bounding_box_format`.*bounding_box_format='xyxy'"),
     (KERAS_Y, "center_xywh", r"`y\['bounding_boxes'\]\['boxes'\]` holds a box .* outside its "

@@ -314,7 +314,7 @@ class Pipeline:
         inputs.pipeline_input(plan, images)  # a dtype or layout ops misread
         inputs.sized_output(data.x, plan, output.shape)  # photos of many sizes
         plan.refuse_unmoved(inputs.spatial_targets(data.labels))
-        shape = source.fixed_image_shape(data.x)
+        shape = source.fixed_image_shape(data.x, data.load)
         inputs.unnamed_masks(data.y, plan, shape, data.labels_at)
         if hook is not None and output.augment is None:
             refuse_blind(hook, hook_name, inputs.spatial_targets(data.labels))

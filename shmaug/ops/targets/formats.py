@@ -273,7 +273,8 @@ def check_mask(name: str, mask: np.ndarray, image_shape: tuple[int, ...] | None,
     hw = mask.shape[2:4] if stacked else mask.shape[1:3]
     if tuple(hw) != tuple(image_shape[:2]):
         shape = "(N, K, H, W)" if stacked else "(N, H, W) or (N, H, W, C)"
-        scaled = all(m > i and m % i == 0 for m, i in zip(hw, image_shape[:2]))
+        scaled = len(image_shape) >= 2 and all(
+            m > i and m % i == 0 for m, i in zip(hw, image_shape[:2]))
         other = (" A target at a multiple of the image's size (a super-resolution pair) is "
                  "no mask: shmaug moves targets pixel for pixel only, so make the pair from "
                  "one image in your own `augment` (a Sequence subclass's `targets` hook, or "
