@@ -140,6 +140,17 @@ def test_keypoints_keep_their_rows_through_the_pipeline(image, remove_invisible)
     assert made["keypoints"].dtype == np.float32
 
 
+def test_a_sample_with_no_keypoint_left_comes_back_all_padding(image):
+    """An image of no one (every row -1), or one whose keypoints a crop drops: the rows'
+    index column met numpy's reshape of nothing (a ValueError in the worker)."""
+    pipe = A.Compose([A.HorizontalFlip(p=1.0), A.Crop(0, 0, 4, 4)],
+                     keypoint_params=A.KeypointParams(format="xy"))
+    op = shmaug.from_albumentations(pipe)
+    for points in (np.full((3, 2), -1, np.float32), np.array([[2, 20], [3, 18]], np.float32)):
+        _, made = op.augment_targets(image, {"keypoints": points}, np.random.default_rng(0))
+        np.testing.assert_array_equal(made["keypoints"], np.full_like(points, -1))
+
+
 def test_more_boxes_than_the_padding_holds_is_refused_with_the_fix():
     from shmaug.ops.interop.albumentations import _padded
 

@@ -259,14 +259,15 @@ class FromAlbumentations:
             data[name] = rows[real[kind]] if kind in real else rows
         if "keypoints" in real:  # a keypoint's row is what it is (a pose's left wrist): each
             # carries its row in a last column, which albumentations keeps through every step
-            kept = data["keypoints"]
-            data["keypoints"] = np.c_[kept.reshape(len(kept), -1),
+            kept = np.asarray(data["keypoints"])
+            columns = kept.shape[-1]  # (as given: the row's coordinates and any extra)
+            data["keypoints"] = np.c_[kept.reshape(len(kept), columns),
                                       np.flatnonzero(real["keypoints"])]
         result = self.apply(rng, image=image, **data)
         at: dict[str, np.ndarray] = {}
-        if "keypoints" in real:
+        if "keypoints" in real:  # (none may be left: an image of no one, or all cropped off)
             moved = np.asarray(result["keypoints"], np.float64).reshape(
-                len(result["keypoints"]), -1)
+                len(result["keypoints"]), columns + 1)
             result["keypoints"], at["keypoints"] = moved[:, :-1], moved[:, -1].astype(np.int64)
         made = {}
         for name, rows in targets.items():
