@@ -160,11 +160,14 @@ class Mix:
                 f"convert the labels, e.g. `y.astype(int)`.")
         low, high = (int(labels.min()), int(labels.max())) if labels.size else (0, 0)
         if self.num_classes is None:
+            unit = (" For one sigmoid unit's 0/1 targets, pass them as floats instead, "
+                    "y.astype('float32'), which the mix blends as they are."
+                    if high <= 1 and low >= 0 and labels.shape[1:] in ((), (1,)) else "")
             raise ArgumentError(
                 f"`mix` makes soft targets of one row per class, and `y` holds class ids, "
                 f"so it needs the number of classes. Fix: give the mix num_classes, e.g. "
                 f"shmaug.ops.MixUp(0.2, num_classes={high + 1}) (the largest id in y is "
-                f"{high}), or pass y as one-hot rows.")
+                f"{high}), or pass y as one-hot rows.{unit}")
         if low < 0 or high >= self.num_classes:
             fix = (f"drop or relabel the samples of id {low} (a padding or 'ignore' label "
                    f"has no row to mix into)" if low < 0 else f"pass num_classes={high + 1}")
@@ -263,7 +266,7 @@ class Mix:
         loss as training."""
         assert self.num_classes is not None, "for_labels fills it in"
         if labels.ndim == 2 and labels.shape[1] == self.num_classes or (
-                self.num_classes == 1 and labels.dtype.kind == "f"):  # (binary: as they are)
+                self.num_classes == 1 and labels.dtype.kind in "fb"):  # (binary: as they are)
             return labels.astype(np.float32)
         y = np.zeros((len(labels), self.num_classes), np.float32)
         y[np.arange(len(labels)), labels.reshape(len(labels)).astype(np.int64)] = 1.0
@@ -284,7 +287,7 @@ class Mix:
         """A batch's float ``rows`` (soft labels, another input, sample weights) with each
         mixed pair's rows mixed by its weight, as its images were (a CutMix pair by the share
         of pixels each kept)."""
-        out = np.array(rows, copy=True)
+        out = np.array(rows, dtype=rows.dtype if rows.dtype.kind == "f" else np.float32)
         paired = len(out) // 2 * 2
         lam = drawn.lam[: paired // 2].astype(out.dtype).reshape(-1, *[1] * (out.ndim - 1))
         a, b = out[0:paired:2].copy(), out[1:paired:2].copy()
@@ -294,8 +297,9 @@ class Mix:
 
 
 def _binary(labels: np.ndarray) -> bool:
-    """Whether ``labels`` are one sigmoid unit's targets: one column of floats in [0, 1]."""
-    return (labels.dtype.kind == "f" and (labels.ndim == 1 or labels.shape[1:] == (1,))
+    """Whether ``labels`` are one sigmoid unit's targets: one column of floats in [0, 1] (or
+    of bools)."""
+    return (labels.dtype.kind in "fb" and (labels.ndim == 1 or labels.shape[1:] == (1,))
             and bool(((labels >= 0) & (labels <= 1)).all()))
 
 

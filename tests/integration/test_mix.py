@@ -59,6 +59,13 @@ def test_one_sigmoid_units_targets_are_blended_as_they_are(column) -> None:
     with pytest.raises(shmaug.ArgumentError, match=r"one sigmoid unit.*no label_smoothing.*"
                                                    r"BinaryCrossentropy\(label_smoothing"):
         shmaug.Loader(constant_images(), targets, mix=MixUp(label_smoothing=0.1))
+    flags = (np.arange(N) % 2).astype(bool).reshape(targets.shape)  # bools: as floats
+    with shmaug.Loader(constant_images(), flags, batch_size=8, seed=5, shuffle=True,
+                       workers=0, mix=MixUp(1.0)) as loader:
+        assert loader.batch(0)[1].dtype == np.float32
+    with pytest.raises(shmaug.ArgumentError, match=r"num_classes=2.*For one sigmoid unit's 0/1 "
+                                                   r"targets, pass them as floats"):
+        shmaug.Loader(constant_images(), flags.astype(int), mix=MixUp())
 
 
 @pytest.mark.slow
@@ -130,6 +137,11 @@ def test_the_other_inputs_and_the_sample_weights_are_blended_as_their_images() -
         xb, yb, wb = seq.batch(0, in_order=True)  # evaluate's: as given
         np.testing.assert_array_equal(xb["tab"], features[:8])
         np.testing.assert_array_equal(wb, weights[:8])
+    whole = np.where(np.arange(N) % 2, 1, 5)  # whole-number weights, as fit takes them
+    with shmaug.Sequence(x, np.arange(N), sample_weight=whole, batch_size=8, seed=5,
+                         shuffle=True, workers=0, mix=Mix(num_classes=N, p=0.9)) as seq:
+        _, yb, wb = seq.batch(0)
+        np.testing.assert_allclose(wb, yb @ whole, atol=1e-5)
     ids = np.arange(N)
     with pytest.raises(shmaug.ArgumentError, match=r"`x\['ids'\]` is .*int64.*does not blend"
                                                    r".*Fix: pass it as floats"):

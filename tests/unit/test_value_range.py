@@ -79,6 +79,20 @@ def test_nan_images_are_refused() -> None:
     assert "index 5" in str(err.value)
 
 
+def test_the_fix_for_infinity_keeps_the_data_in_its_range() -> None:
+    """A log of silence is -inf in a dB spectrogram: numpy's nan_to_num, which the fix named,
+    put -3.4e38 there, and the range check then offered value_range=(-3.40282e+38, ...)."""
+    x = np.random.default_rng(0).uniform(-80, 10, (8, 16, 16)).astype(np.float32)
+    x[5, 3, 3] = -np.inf
+    pipe = shmaug.ops.Compose([shmaug.ops.Op("gaussian_noise", sigma=0.01)])
+    with pytest.raises(shmaug.ArgumentError, match=r"np.nan_to_num\(x, nan=-80, neginf=-80, "
+                                                   r"posinf=10\)") as err:
+        shmaug.Loader(x, None, augment=pipe, value_range=(-80, 10), workers=0)
+    assert "index 5" in str(err.value)
+    fixed = np.nan_to_num(x, nan=-80, neginf=-80, posinf=10)  # the fix, as it reads
+    shmaug.Loader(fixed, None, augment=pipe, value_range=(-80, 10), workers=0).close()
+
+
 def test_a_plain_user_function_gets_0_255_floats_unchecked() -> None:
     def halve(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return image * 0.5

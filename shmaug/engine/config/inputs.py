@@ -603,7 +603,9 @@ def blended_beside(y: Any, labels_at: Path, mix: Any) -> tuple[Path, ...]:
     beside = [(path, value) for path, value in _leaves(y)
               if path[:len(labels_at)] != labels_at]
     for path, value in beside:
-        if not (isinstance(value, np.ndarray) and value.dtype.kind == "f"):
+        weights = path[0] == "sample_weight"  # (whole numbers blend as floats)
+        if not (isinstance(value, np.ndarray) and value.dtype.kind in ("fiub" if weights
+                                                                       else "f")):
             where = {"inputs": "x", "sample_weight": "sample_weight"}.get(path[0], "y")
             named = where + "".join(f"[{key!r}]" for key in path[1:])
             what = (f"an array of {value.dtype}" if isinstance(value, np.ndarray)
@@ -741,7 +743,7 @@ def check_values(x: np.ndarray, vr: tuple[float, float], origin: str,
         finite = np.isfinite(chunk) if x.dtype.kind == "f" else None
         if finite is not None and not finite.all():
             bad = start + int(np.argmin(finite.reshape(len(chunk), -1).all(axis=1)))
-            raise _nonfinite("`x`", bad)
+            raise _nonfinite("`x`", bad, vr)
         if outside(float(chunk.min()), float(chunk.max()), vr):
             rows = chunk.reshape(len(chunk), -1)
             lows, highs = rows.min(axis=1), rows.max(axis=1)
@@ -761,7 +763,7 @@ def check_probe_values(input_range: tuple[float, float] | None, nonfinite: bool,
     """Sample 0, as a worker loaded it, is finite and inside ``vr`` (memory-mapped or loaded
     data is not read whole: its first sample is what is checked)."""
     if nonfinite:
-        raise _nonfinite("sample", 0)
+        raise _nonfinite("sample", 0, vr)
     fixed = _fixed_float(plan, dtype)
     if fixed is not None and input_range is not None and outside(*input_range,
                                                                  fixed.float_range):
@@ -771,10 +773,14 @@ def check_probe_values(input_range: tuple[float, float] | None, nonfinite: bool,
         raise _out_of_range(vr, origin, dtype, *input_range, 0)
 
 
-def _nonfinite(what: str, index: int) -> ArgumentError:
+def _nonfinite(what: str, index: int, vr: tuple[float, float]) -> ArgumentError:
+    """Values within ``vr``, the range the ops take, are the fix (numpy's own default puts
+    the float's extremes in, a log of silence's -inf at -3.4e38)."""
+    low, high = vr
     return ArgumentError(
         f"{what} holds NaN or infinity (sample index {index}); augmenting it would spread them "
-        f"through every op. Fix: clean the data first, e.g. x = np.nan_to_num(x)."
+        f"through every op. Fix: clean the data first, within the value range ({low:g}, "
+        f"{high:g}), e.g. x = np.nan_to_num(x, nan={low:g}, neginf={low:g}, posinf={high:g})."
     )
 
 
