@@ -117,8 +117,11 @@ class Plan:
                     f"{name} out.")
         if not isinstance(pipeline, Compose):
             masks = all(f in MASK_NAMES for f in found)
+            formats = ", ".join(f"{kind}_format=..." for kind, names in (
+                ("bounding_box", ("boxes", "bboxes")), ("keypoint", ("keypoints",)))
+                if any(f in names for f in found))
             reads, fmt = (("carries them", "") if masks else
-                          ("reads their format", ", bounding_box_format=..."))
+                          ("reads their format", f", {formats}"))
             raise ArgumentError(
                 f"`y` holds {said}, which `augment` ({got(pipeline)}) moves with its image "
                 f"only inside a Compose, which {reads}. Fix: pass augment="

@@ -376,6 +376,9 @@ def test_a_resize_keeping_the_aspect_is_refused_with_both_or_a_position_alone() 
         ops.resize(image, rng, 8, 8, crop_to_aspect_ratio=True, pad_to_aspect_ratio=True)
     with pytest.raises(ArgumentError, match=r"`position`.*'top_left' with neither.*Fix"):
         ops.resize(image, rng, 8, 8, position="top_left")
+    with pytest.raises(ArgumentError, match=r"`fill` of `resize`.*fill=1.0 without "
+                                            r"pad_to_aspect_ratio=True"):
+        ops.resize(image, rng, 8, 8, fill=1.0)
     with pytest.raises(ArgumentError, match=r"`position`"):
         ops.Op("resize", position="left")
     with pytest.raises(ArgumentError, match=r"`pad_to_aspect_ratio` expects True or False"):

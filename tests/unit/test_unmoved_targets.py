@@ -80,6 +80,10 @@ def test_a_warp_outside_a_compose_is_refused_with_the_fix() -> None:
     with pytest.raises(shmaug.ArgumentError, match=r"inside a Compose"):
         shmaug.Loader(x, {"mask": np.zeros((8, 16, 16), np.uint8)}, augment=Op("hflip"),
                       workers=0)
+    with pytest.raises(shmaug.ArgumentError,  # (it named bounding_box_format for keypoints)
+                       match=r"inside a Compose.*Compose\(\[\.\.\.\], keypoint_format=\.\.\.\)"):
+        shmaug.Loader(x, {"keypoints": np.zeros((8, 3, 2), np.float32) + 5},
+                      augment=Maybe(Op("hflip")), workers=0)
 
 
 @pytest.mark.parametrize("fixed", [(16, 16), None])

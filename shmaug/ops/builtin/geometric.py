@@ -345,7 +345,7 @@ def resize(
             return pil.resize(pixels, rows, cols, interpolation, scale)
         return cv.resize(pixels, rows, cols, code)
 
-    aspect = _aspect(crop_to_aspect_ratio, pad_to_aspect_ratio, position)
+    aspect = _aspect(crop_to_aspect_ratio, pad_to_aspect_ratio, position, fill)
     if aspect == "crop":
         top, left, rows, cols = aspect_window(h, w, (hh, ww))
         top, left = _placed(rng, position, (top, left), h - rows, w - cols)
@@ -362,7 +362,7 @@ def resize(
     return moved(restore(out, image, scale), lambda: MatrixMove(matrix, (hh, ww)))
 
 
-def _aspect(crop: bool, pad: bool, position: str) -> str | None:
+def _aspect(crop: bool, pad: bool, position: str, fill: float) -> str | None:
     """Which of Keras' two resizes without distortion ``resize`` runs, if any."""
     if crop and pad:
         raise ArgumentError(
@@ -374,6 +374,11 @@ def _aspect(crop: bool, pad: bool, position: str) -> str | None:
             f"`position` of `resize` places a window or a padded image; received "
             f"{position!r} with neither. Fix: pass crop_to_aspect_ratio=True or "
             f"pad_to_aspect_ratio=True, or leave `position` out.")
+    if fill != 0.0 and not pad:
+        raise ArgumentError(
+            f"`fill` of `resize` fills the canvas around a padded image; received fill={fill!r} "
+            f"without pad_to_aspect_ratio=True. Fix: pass pad_to_aspect_ratio=True, or leave "
+            f"`fill` out.")
     return "crop" if crop else "pad" if pad else None
 
 
