@@ -79,6 +79,23 @@ def _members(ops: Any, who: str) -> tuple[Callable[..., Any], ...]:
     return members
 
 
+def _flip_indices(pipe: Compose) -> tuple[int, ...] | None:
+    """``pipe``'s keypoint_flip_indices, checked; else those of a Compose inside it (a pose
+    pipeline wrapped to add a step: only the outer Compose moves the targets, and its rows
+    would have gone unswapped). Two that differ are refused."""
+    own = formats.check_flip_indices(pipe.keypoint_flip_indices)
+    inner = {tuple(m.keypoint_flip_indices) for m in members(pipe)
+             if isinstance(m, Compose) and m is not pipe and m.keypoint_flip_indices is not None}
+    if own is None and len(inner) <= 1:
+        return next(iter(inner), None)
+    if inner - {own}:
+        raise ArgumentError(
+            f"`keypoint_flip_indices` is {own} here but {sorted(inner - {own})} in a Compose "
+            f"inside: a sample's keypoints swap rows one way. Fix: give the same indices, or "
+            f"only to the outer Compose.")
+    return own
+
+
 def _global(ops: Iterable[Any]) -> bool | None:
     return global_rng_use(*ops)
 
@@ -132,8 +149,7 @@ class Compose:
                            number(self.min_visibility, "min_visibility", 0.0, 1.0))
         object.__setattr__(self, "min_area", number(self.min_area, "min_area", 0.0))
         object.__setattr__(self, "mask_fill", number(self.mask_fill, "mask_fill"))
-        object.__setattr__(self, "keypoint_flip_indices",
-                           formats.check_flip_indices(self.keypoint_flip_indices))
+        object.__setattr__(self, "keypoint_flip_indices", _flip_indices(self))
         object.__setattr__(self, "_targets", TargetOptions(
             *(getattr(self, name) for name in _TARGET_OPTIONS)))
 

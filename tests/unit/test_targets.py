@@ -503,3 +503,19 @@ def test_keypoint_flip_indices_are_checked_against_themselves_and_the_keypoints(
                                             r"`keypoint_flip_indices` names 3"):
         shmaug.Loader(np.zeros((8, H, W), np.uint8),
                       {"keypoints": np.zeros((8, 4, 2), np.float32)}, augment=pose, workers=0)
+
+
+def test_a_pose_pipeline_wrapped_in_another_keeps_its_flip_indices() -> None:
+    """A ready pose Compose wrapped to add a blur: only the outer Compose moves the targets,
+    and its rows went unswapped on every flipped sample."""
+    face = np.array([[40, 20], [30, 30], [50, 30]], np.float32)
+    pose = Compose([Op("hflip")], keypoint_format="xy", keypoint_flip_indices=(0, 2, 1))
+    wrapped = Compose([pose, Op("gaussian_blur")], keypoint_format="xy")
+    assert wrapped.keypoint_flip_indices == (0, 2, 1)
+    image = np.zeros((H, W), np.uint8)
+    _, alone = pose.augment_targets(image, {"keypoints": face}, np.random.default_rng(0))
+    _, outer = wrapped.augment_targets(image, {"keypoints": face}, np.random.default_rng(0))
+    np.testing.assert_array_equal(outer["keypoints"], alone["keypoints"])
+    with pytest.raises(ArgumentError, match=r"\(0, 1, 2\) here but \[\(0, 2, 1\)\] in a Compose "
+                                            r"inside.*Fix"):
+        Compose([pose], keypoint_format="xy", keypoint_flip_indices=(0, 1, 2))
