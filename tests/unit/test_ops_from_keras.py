@@ -188,6 +188,8 @@ def test_channels_first_and_untranslatable_arguments_are_refused() -> None:
 
     with pytest.raises(ArgumentError, match="data_format"):
         from_keras([layers.RandomFlip(data_format="channels_first")])
+    with pytest.raises(ArgumentError, match=r"`antialias`.*Fix: Op\('resize'"):  # was dropped
+        from_keras([layers.Resizing(8, 8, antialias=True)])
 
 
 @needs_keras

@@ -160,6 +160,12 @@ def _shear(cfg: Config, layer: str) -> list[Any]:
 def _resizing(cfg: Config, layer: str) -> list[Any]:
     # Keras pads the image to the aspect ratio and then resizes; shmaug resizes and then pads
     # (tf.image.resize_with_pad): the same place, the edge pixels resampled without the fill.
+    if cfg.get("antialias"):
+        raise ArgumentError(
+            f"`antialias` of the Keras layer {layer} has no exact shmaug twin; received True. "
+            f"Fix: Op('resize', ..., interpolation='area') (OpenCV's averaging shrink) or "
+            f"backend='pil' (PIL's antialiased filters, 8-bit), or keep the layer in the "
+            f"model.")
     keep: dict[str, Any] = {flag: True for flag in ("crop_to_aspect_ratio", "pad_to_aspect_ratio")
                             if cfg.get(flag)}
     if cfg.get("pad_to_aspect_ratio"):
