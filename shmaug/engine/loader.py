@@ -304,8 +304,7 @@ class Loader:
         return self._run.output_dtype
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Any]]:
-        # The cursor moves on as the pass starts: a pass cut short (a `break` after
-        # steps_per_epoch batches, a kept iterator) must not make the next pass repeat it.
+        # The cursor moves on as the pass starts: a pass cut short never repeats its epoch.
         run, epoch, start = self._cursor.begin()
         try:
             for batch in range(start, len(self)):
@@ -375,10 +374,8 @@ class Loader:
                                                      time.perf_counter())
         pipeline = self._options.pipeline
         made_at = {pipeline.places[name]: rows for name, rows in made.items()}
-        if pipeline.mixed_at is not None:  # a mix's soft targets (one-hot where unmixed)
-            made_at[pipeline.mixed_at] = self._run.mixed_labels(key, index, positions)
-            for at in pipeline.blended_at:  # what lies beside them, blended alike
-                made_at[at] = self._run.blended(key, index, inputs.leaf(self.y, at)[positions])
+        if pipeline.mixed_at is not None:  # a mix's soft targets, and what it blends beside
+            made_at.update(self._run.mixed(key, index, positions, pipeline, self.y))
         return xb, inputs.gather(self.y, positions, made_at)
 
     def _key(self, epoch: int, ordered: bool) -> int:

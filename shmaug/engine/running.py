@@ -195,6 +195,15 @@ class Running:
             self.auto.after(done - began, bool(hit), done, short)
         return xb, made, bool(hit)
 
+    def mixed(self, key: int, index: int, positions: np.ndarray, pipeline: Any,
+              y: Any) -> dict[Any, np.ndarray]:
+        """What a mix makes of batch ``index``'s rows of ``y`` beside its images, by place:
+        the labels (``mixed_labels``) and what lies beside them, blended alike."""
+        made = {pipeline.mixed_at: self.mixed_labels(key, index, positions)}
+        for at in pipeline.blended_at:
+            made[at] = self.blended(key, index, inputs.leaf(y, at)[positions])
+        return made
+
     def mixed_labels(self, key: int, index: int, positions: np.ndarray) -> np.ndarray:
         """The labels of batch ``index`` of the epoch key ``key`` (the samples at
         ``positions``) as the mix made them: one-hot where read in order (unmixed), else mixed

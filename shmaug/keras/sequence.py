@@ -550,15 +550,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         Takes no lock: a thread waiting inside ``__getitem__`` (Keras' tf.data thread) holds
         the facade's lock, and ends with ``ClosedError`` once the loader is closed.
         """
-        rt = self._runtime
-        rt.life = Life.CLOSED
-        rt.passes.release()  # Keras' generators and adapters, held to know them again
-        _idle.forget(self)
-        if rt.loader is not None:
-            rt.loader.close()
-        rt.release_data()  # TensorFlow keeps a Sequence reachable: not the user's arrays
-        if rt.data is not None:
-            object.__setattr__(self, "x", rt.data.x)
+        _closing(self, self._runtime)
 
     def __enter__(self) -> Sequence:
         return self
@@ -608,6 +600,19 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             # warning may be an error)
         assert rt.loader is not None
         return rt.loader
+
+
+def _closing(seq: Sequence, rt: Runtime) -> None:
+    """``seq.close()``: its workers stopped, Keras' passes and the user's arrays let go
+    (TensorFlow keeps a Sequence reachable after ``fit``: a fold's arrays went with it)."""
+    rt.life = Life.CLOSED
+    rt.passes.release()  # Keras' generators and adapters, held to know them again
+    _idle.forget(seq)
+    if rt.loader is not None:
+        rt.loader.close()
+    rt.release_data()
+    if rt.data is not None:
+        object.__setattr__(seq, "x", rt.data.x)
 
 
 def _one_pass(seq: Sequence) -> Iterator[Any]:
