@@ -285,15 +285,15 @@ class Running:
         remote = o.settings.workers.remote
         payload = (b"", None) if self.workers == 0 or self.gather_only or remote is not None \
             else self._payload(load)
+        if o.pipeline.checked and self.value_range is not None and images is not None \
+                and mapped_file_handle(images) is None:
+            inputs.check_values(images, self.value_range,  # all of it, augmented or not
+                                o.pipeline.range_origin, o.pipeline.plan)
         if self.gather_only:
             assert images is not None  # (nothing to augment and no `load`)
             self.x = images
             return tuple(images.shape[1:]), images.dtype
         shape, dtype = o.settings.output.shape, o.settings.output.dtype
-        if o.pipeline.checked and self.value_range is not None and images is not None \
-                and mapped_file_handle(images) is None:
-            inputs.check_values(images, self.value_range,  # all of it
-                                o.pipeline.range_origin, o.pipeline.plan)
         # A batch never holds more than an epoch: batch_size=10**12 is one batch of n.
         # Generations for the most slots the depth may take: as given, or the default for
         # the most workers there may be (the autotuner's start); settled once sized.

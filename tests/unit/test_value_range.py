@@ -200,3 +200,16 @@ def test_masks_under_a_lone_op_are_told_to_wrap_it_in_a_compose_without_a_box_fo
     boxes = {"boxes": np.zeros((4, 1, 4), np.float32), "classes": np.zeros((4, 1), np.int64)}
     with pytest.raises(shmaug.ArgumentError, match=r"bounding_box_format=\.\.\."):
         shmaug.Loader(x, boxes, batch_size=4, augment=get("hflip"), workers=0)
+
+
+def test_a_declared_range_is_checked_with_nothing_to_augment() -> None:
+    """As the docs say: a declared range gets the data checked, an augment or not (without
+    one, dB spectrograms passed a value_range=(0, 1), and NaN passed)."""
+    x = np.random.default_rng(0).uniform(-80, 10, (8, 16, 16)).astype(np.float32)
+    with pytest.raises(shmaug.ArgumentError, match=r"`value_range` is \(0, 1\) but sample"):
+        shmaug.Loader(x, None, value_range=(0, 1), workers=0)
+    x[5, 3, 3] = np.nan
+    with pytest.raises(shmaug.ArgumentError, match=r"NaN or infinity \(sample index 5\)"):
+        shmaug.Loader(x, None, value_range=(-80, 10), workers=0)
+    with shmaug.Loader(x, None, batch_size=4, workers=0) as loader:  # none declared: as is
+        assert np.isnan(loader.batch(1)[0]).any()
