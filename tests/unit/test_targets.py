@@ -292,13 +292,19 @@ def test_a_nearest_warps_mask_is_its_image_pixel_for_pixel(name: str, border: st
         np.testing.assert_array_equal(moved["segmentation_masks"], out)
 
 
-@pytest.mark.parametrize("size", [(224, 224), (96, 40), (13, 7)])
-def test_a_resizes_mask_is_its_images_nearest_resize(size) -> None:
-    """The same pixels, ties included: both are OpenCV's exact nearest resize."""
-    labels = np.random.default_rng(0).integers(0, 200, (64, 48), np.uint8)
-    pipe = Compose([Op("resize", height=size[0], width=size[1], interpolation="nearest")])
-    out, moved = pipe.augment_targets(labels, {"mask": labels}, np.random.default_rng(0))
-    np.testing.assert_array_equal(moved["mask"], out)
+@pytest.mark.parametrize("aspect", [{}, {"crop_to_aspect_ratio": True},
+                                    {"pad_to_aspect_ratio": True},
+                                    {"pad_to_aspect_ratio": True, "position": "random"}])
+@pytest.mark.parametrize("size", [(224, 224), (96, 40), (13, 7), (146, 85)])
+def test_a_resizes_mask_is_its_images_nearest_resize(size, aspect) -> None:
+    """The same pixels, ties included: both are OpenCV's exact nearest resize (padded too:
+    a tie took the next row where the resize was placed on its canvas)."""
+    labels = np.random.default_rng(0).integers(0, 200, (150, 173), np.uint8)
+    pipe = Compose([Op("resize", height=size[0], width=size[1], interpolation="nearest",
+                       **aspect)])
+    for seed in range(3):
+        out, moved = pipe.augment_targets(labels, {"mask": labels}, np.random.default_rng(seed))
+        np.testing.assert_array_equal(moved["mask"], out)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int64, np.bool_])

@@ -286,6 +286,14 @@ def _sources(size: int, scale: float, shift: float, given: int, border: int
     """The input's pixel nearest where each of ``size`` output pixels comes from along one
     axis (``out = scale * in + shift``, pixel centres), the border's rule applied outside
     ``given`` pixels; -1 where a constant border brings nothing in. None: another border."""
+    lo, hi = scale * -0.5 + shift + 0.5, scale * (given - 0.5) + shift + 0.5  # its edges
+    if border == cv2.BORDER_CONSTANT and scale > 0 and 0 <= round(lo) < round(hi) <= size \
+            and max(abs(lo - round(lo)), abs(hi - round(hi))) < 1e-6:
+        # the whole input resized onto whole output pixels (a resize padded to the aspect):
+        # taken as the image's nearest resize takes them, ties included
+        placed = np.full(size, -1, np.intp)
+        placed[round(lo):round(hi)] = _resized(given, round(hi) - round(lo))
+        return placed
     source: np.ndarray = np.floor((np.arange(size) - shift) / scale + 0.5).astype(np.intp)
     if border == cv2.BORDER_CONSTANT:
         source[(source < 0) | (source >= given)] = -1
