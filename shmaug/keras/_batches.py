@@ -93,19 +93,14 @@ def assemble(seq: Sequence, rt: Runtime, xb: np.ndarray, side: dict[str, Any],
     return inputs, _as_tuples(y)
 
 
-_ONE_TARGET = ("segmentation_masks", "mask", "masks", "keypoints")  # the names a target
-# is filed under to be moved (Keras' and albumentations'), not a model's output's
-
-
 def for_outputs(y: Any) -> Any:
-    """``y`` as the model's outputs take it: a target filed alone under the name that gets it
-    moved unwrapped, so that ``{"segmentation_masks": m}`` (or albumentations' ``mask``,
-    ``keypoints``) is the target of a one-output model, and
+    """``y`` as the model's outputs take it: Keras' layout of one entry unwrapped, so that
+    ``{"segmentation_masks": m}`` is the target of a one-output model, and
     ``{"bounding_boxes": {"boxes": b, "labels": l}}`` the ``{"boxes", "labels"}`` a
     detector's two outputs (or keras-hub's detectors) take by name. Other ``y`` as given."""
     if isinstance(y, dict) and len(y) == 1:
         (key, value), = y.items()
-        if key in _ONE_TARGET or (
+        if key == "segmentation_masks" or (
                 key == "bounding_boxes" and isinstance(value, dict) and "boxes" in value):
             return value
     return y

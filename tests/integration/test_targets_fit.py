@@ -120,23 +120,3 @@ def test_a_detector_trains_from_a_coco_folder(tmp_path):
                          seed=0, shuffle=True) as train:
         history = fit_detector(det, train)
     assert np.isfinite(history.history["loss"]).all()
-
-
-def test_a_one_output_model_trains_on_keypoints_or_a_mask_filed_alone():
-    """``{"keypoints": k}`` (or albumentations' ``{"mask": m}``), the names that get a target
-    moved, reach a one-output model as the array: the dict itself failed in Keras with
-    "Expected float32, but got keypoints of type 'str'"."""
-    x = np.random.default_rng(0).integers(0, 255, (32, 16, 16, 3), np.uint8)
-    points = np.tile(np.array([[4.0, 4.0], [12.0, 8.0]], np.float32), (32, 1, 1))
-    augment = shmaug.ops.Compose([shmaug.ops.Op("hflip")], keypoint_format="xy")
-    for y, shape in (({"keypoints": points}, (2, 2)), ({"mask": x[..., :1] > 127}, None)):
-        with shmaug.Sequence(x, y, batch_size=8, augment=augment, workers=0, seed=0) as seq:
-            assert isinstance(seq[0][1], np.ndarray)
-            inputs = keras.Input((16, 16, 3))
-            flat = keras.layers.Dense(4)(keras.layers.Flatten()(inputs))
-            out = (keras.layers.Reshape(shape)(flat) if shape else
-                   keras.layers.Conv2D(1, 1, activation="sigmoid")(inputs))
-            model = keras.Model(inputs, out)
-            model.compile("adam", "mse")
-            history = model.fit(seq, epochs=1, verbose=0)
-        assert np.isfinite(history.history["loss"]).all()
