@@ -219,7 +219,9 @@ class Running:
         blended pair by pair as the mix blended the images; as they are where read in
         order."""
         assert self._mix is not None
-        return rows if key & IN_ORDER else self._mix.blended(rows, self._pairs(key, index))
+        if key & IN_ORDER:  # (floats either way: a pass's batches keep one signature)
+            return rows if rows.dtype.kind == "f" else rows.astype(np.float32)
+        return self._mix.blended(rows, self._pairs(key, index))
 
     def _pairs(self, key: int, index: int) -> Any:
         """What the mix drew for batch ``index`` of the epoch key ``key`` (``Mix.draws``)."""
@@ -285,10 +287,10 @@ class Running:
         remote = o.settings.workers.remote
         payload = (b"", None) if self.workers == 0 or self.gather_only or remote is not None \
             else self._payload(load)
-        if o.pipeline.checked and self.value_range is not None and images is not None \
-                and mapped_file_handle(images) is None:
-            inputs.check_values(images, self.value_range,  # all of it, augmented or not
-                                o.pipeline.range_origin, o.pipeline.plan)
+        if o.pipeline.checked and self.value_range is not None and images is not None:
+            mapped = mapped_file_handle(images) is not None  # (its sample 0, as a worker's)
+            inputs.check_values(np.asarray(images[:1]) if mapped else images,  # augmented
+                                self.value_range, o.pipeline.range_origin, o.pipeline.plan)
         if self.gather_only:
             assert images is not None  # (nothing to augment and no `load`)
             self.x = images

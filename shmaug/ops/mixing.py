@@ -134,6 +134,8 @@ class Mix:
                 f"to cut and paste them too). Fix: pass mix=None, or leave those targets out "
                 f"of `y`.")
         labels = self.label_array(labels)
+        if labels.dtype.kind == "b" and self.num_classes is not None:
+            labels = labels.astype(np.int64)  # bools given classes: ids 0 and 1
         if _binary(labels):  # one sigmoid unit's targets in [0, 1]: blended as they are
             if self.label_smoothing or self.num_classes not in (None, 1):
                 raise ArgumentError(
@@ -166,7 +168,7 @@ class Mix:
             raise ArgumentError(
                 f"`mix` makes soft targets of one row per class, and `y` holds class ids, "
                 f"so it needs the number of classes. Fix: give the mix num_classes, e.g. "
-                f"shmaug.ops.MixUp(0.2, num_classes={high + 1}) (the largest id in y is "
+                f"shmaug.ops.MixUp(0.2, num_classes={max(high + 1, 2)}) (the largest id in y is "
                 f"{high}), or pass y as one-hot rows.{unit}")
         if low < 0 or high >= self.num_classes:
             fix = (f"drop or relabel the samples of id {low} (a padding or 'ignore' label "

@@ -66,6 +66,11 @@ def test_one_sigmoid_units_targets_are_blended_as_they_are(column) -> None:
     with pytest.raises(shmaug.ArgumentError, match=r"num_classes=2.*For one sigmoid unit's 0/1 "
                                                    r"targets, pass them as floats"):
         shmaug.Loader(constant_images(), flags.astype(int), mix=MixUp())
+    with shmaug.Loader(constant_images(), flags, batch_size=8, workers=0,  # bools as ids
+                       mix=MixUp(num_classes=2)) as loader:
+        assert loader.batch(0)[1].shape == (8, 2)
+    with pytest.raises(shmaug.ArgumentError, match=r"num_classes=2\) \(the largest id in y is 0"):
+        shmaug.Loader(constant_images(), np.zeros(N, int), mix=MixUp())  # (1 is refused)
 
 
 @pytest.mark.slow
@@ -142,6 +147,7 @@ def test_the_other_inputs_and_the_sample_weights_are_blended_as_their_images() -
                          shuffle=True, workers=0, mix=Mix(num_classes=N, p=0.9)) as seq:
         _, yb, wb = seq.batch(0)
         np.testing.assert_allclose(wb, yb @ whole, atol=1e-5)
+        assert seq.batch(0, in_order=True)[2].dtype == wb.dtype == np.float32  # one signature
     ids = np.arange(N)
     with pytest.raises(shmaug.ArgumentError, match=r"`x\['ids'\]` is .*int64.*does not blend"
                                                    r".*Fix: pass it as floats"):

@@ -142,7 +142,7 @@ def test_a_string_is_no_number() -> None:
 @pytest.mark.parametrize("mix, labels, moved, match", [
     (Mix(), None, (), r"y=None"),
     (Mix(), {"a": np.zeros(4, int), "b": np.zeros(4, int)}, (), r"one array of labels.*2 arr"),
-    (Mix(), np.zeros(4, int), (), r"num_classes=1\b"),
+    (Mix(), np.zeros(4, int), (), r"num_classes=2\b"),
     (Mix(num_classes=3), np.array([0, 1, 5]), (), r"from 0 to 5.*Fix: pass num_classes=6"),
     (Mix(), np.arange(4, dtype=np.float32), (), r"one sigmoid unit.*dtype float32"),  # ids
     (Mix(num_classes=4), np.eye(3), (), r"num_classes` is 4.*one-hot rows of 3"),

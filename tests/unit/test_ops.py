@@ -379,6 +379,7 @@ def test_a_resize_keeping_the_aspect_is_refused_with_both_or_a_position_alone() 
     with pytest.raises(ArgumentError, match=r"`fill` of `resize`.*fill=1.0 without "
                                             r"pad_to_aspect_ratio=True"):
         ops.resize(image, rng, 8, 8, fill=1.0)
+    assert ops.resize(image, rng, 8, 8, fill=(0.0, 0.0)).shape == (8, 8, 3)  # a zero range
     with pytest.raises(ArgumentError, match=r"`position`"):
         ops.Op("resize", position="left")
     with pytest.raises(ArgumentError, match=r"`pad_to_aspect_ratio` expects True or False"):

@@ -146,9 +146,15 @@ def test_a_sample_with_no_keypoint_left_comes_back_all_padding(image):
     pipe = A.Compose([A.HorizontalFlip(p=1.0), A.Crop(0, 0, 4, 4)],
                      keypoint_params=A.KeypointParams(format="xy"))
     op = shmaug.from_albumentations(pipe)
-    for points in (np.full((3, 2), -1, np.float32), np.array([[2, 20], [3, 18]], np.float32)):
+    for points in (np.full((3, 2), -1, np.float32), np.array([[2, 20], [3, 18]], np.float32),
+                   np.zeros((0, 2), np.float32)):  # (and no row at all)
         _, made = op.augment_targets(image, {"keypoints": points}, np.random.default_rng(0))
         np.testing.assert_array_equal(made["keypoints"], np.full_like(points, -1))
+    boxes = shmaug.from_albumentations(A.Compose(
+        [A.HorizontalFlip(p=1.0)], bbox_params=A.BboxParams(format="pascal_voc", label_fields=[])))
+    _, made = boxes.augment_targets(image, {"bboxes": np.zeros((0, 4), np.float32)},
+                                    np.random.default_rng(0))
+    assert made["bboxes"].shape == (0, 4)
 
 
 def test_more_boxes_than_the_padding_holds_is_refused_with_the_fix():

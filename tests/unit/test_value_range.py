@@ -213,3 +213,15 @@ def test_a_declared_range_is_checked_with_nothing_to_augment() -> None:
         shmaug.Loader(x, None, value_range=(-80, 10), workers=0)
     with shmaug.Loader(x, None, batch_size=4, workers=0) as loader:  # none declared: as is
         assert np.isnan(loader.batch(1)[0]).any()
+
+
+def test_a_memory_map_with_nothing_to_augment_has_its_sample_0_checked(tmp_path) -> None:
+    """As a worker checks sample 0 of a map it augments: with no augment no worker makes
+    one, and a map of dB values passed value_range=(0, 1), NaN included."""
+    x = np.random.default_rng(0).uniform(-80, 10, (8, 16, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
+    with pytest.raises(shmaug.ArgumentError, match=r"`value_range` is \(0, 1\) but sample "
+                                                   r"index 0"):
+        shmaug.Loader(mapped, None, value_range=(0, 1), workers=0)
+    shmaug.Loader(mapped, None, value_range=(-80, 10), workers=0).close()

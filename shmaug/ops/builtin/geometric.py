@@ -374,7 +374,7 @@ def _aspect(crop: bool, pad: bool, position: str, fill: float) -> str | None:
             f"`position` of `resize` places a window or a padded image; received "
             f"{position!r} with neither. Fix: pass crop_to_aspect_ratio=True or "
             f"pad_to_aspect_ratio=True, or leave `position` out.")
-    if fill != 0.0 and not pad:
+    if np.any(np.asarray(fill, float) != 0.0) and not pad:
         raise ArgumentError(
             f"`fill` of `resize` fills the canvas around a padded image; received fill={fill!r} "
             f"without pad_to_aspect_ratio=True. Fix: pass pad_to_aspect_ratio=True, or leave "

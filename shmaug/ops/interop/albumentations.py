@@ -315,6 +315,8 @@ class FromAlbumentations:
 def _real_rows(rows: np.ndarray) -> np.ndarray:
     """Which rows of a padded box / keypoint array are real: not all -1."""
     rows = np.asarray(rows)
+    if not len(rows):  # (an image of no object: no row at all)
+        return np.zeros(0, bool)
     real: np.ndarray = ~np.all(rows.reshape(len(rows), -1) == -1, axis=1)
     return real
 
