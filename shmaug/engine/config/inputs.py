@@ -582,7 +582,8 @@ def emptied(tree: Any) -> Any:
     if isinstance(tree, dict):
         return {k: emptied(v) for k, v in tree.items()}
     if isinstance(tree, (list, tuple)):
-        return type(tree)(emptied(v) for v in tree)
+        items = [emptied(v) for v in tree]
+        return tuple(items) if isinstance(tree, tuple) else items  # (a namedtuple's too)
     if isinstance(tree, np.ndarray):  # (not tree[:0]: a view keeps the whole array alive)
         return np.empty((0, *tree.shape[1:]), tree.dtype)
     return tree
