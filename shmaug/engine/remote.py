@@ -98,10 +98,11 @@ def shipped(options: Options) -> Options:
             f"detection or segmentation data.")
     y = None
     if options.pipeline.mix is not None:  # its workers mix by the labels: those alone go
-        y = options.data.labels  # (a Sequence's other inputs and weights stay here)
-        for key in reversed(options.data.labels_at):
+        y = options.data.labels  # (a Sequence's other inputs and weights stay here, and are
+        for key in reversed(options.data.labels_at):  # blended here: pipeline.blended_at)
             y = {key: y}
-    return replace(options, data=replace(options.data, y=y))
+    return replace(options, data=replace(options.data, y=y),
+                   pipeline=replace(options.pipeline, blended_at=()))
 
 
 def _in_main(code: Any) -> list[str]:
