@@ -197,38 +197,23 @@ class Running:
 
     def mixed(self, key: int, index: int, positions: np.ndarray, pipeline: Any,
               y: Any) -> dict[Any, np.ndarray]:
-        """What a mix makes of batch ``index``'s rows of ``y`` beside its images, by place:
-        the labels (``mixed_labels``) and what lies beside them, blended alike."""
-        made = {pipeline.mixed_at: self.mixed_labels(key, index, positions)}
-        for at in pipeline.blended_at:
-            made[at] = self.blended(key, index, inputs.leaf(y, at)[positions])
-        return made
-
-    def mixed_labels(self, key: int, index: int, positions: np.ndarray) -> np.ndarray:
-        """The labels of batch ``index`` of the epoch key ``key`` (the samples at
-        ``positions``) as the mix made them: one-hot where read in order (unmixed), else mixed
-        as the workers mixed its images, with the same draws (``Mix.draws``) from the same
-        (seed, epoch, shard, batch)."""
-        assert self._mix is not None and self.labels is not None
-        if key & IN_ORDER:
-            return self._mix.one_hot(self.labels[positions])
-        return self._mix.soft_labels(self.labels[positions], self._pairs(key, index))
-
-    def blended(self, key: int, index: int, rows: np.ndarray) -> np.ndarray:
-        """``rows`` of batch ``index`` beside its images (another input, sample weights),
-        blended pair by pair as the mix blended the images; as they are where read in
-        order."""
-        assert self._mix is not None
+        """What a mix makes of batch ``index`` of the epoch key ``key`` (the samples at
+        ``positions``) beside its images, by place in ``y``: its labels as soft targets, and
+        what lies beside them (another input, sample weights) as floats, mixed pair by pair
+        with the draws (``Mix.draws``, once a batch) the workers mixed its images with;
+        one-hot and as they are where read in order (unmixed)."""
+        mix, at_labels = self._mix, pipeline.mixed_at
+        assert mix is not None and self.labels is not None and self.ring is not None
+        beside = {at: inputs.leaf(y, at)[positions] for at in pipeline.blended_at}
         if key & IN_ORDER:  # (floats either way: a pass's batches keep one signature)
-            return rows if rows.dtype.kind == "f" else rows.astype(np.float32)
-        return self._mix.blended(rows, self._pairs(key, index))
-
-    def _pairs(self, key: int, index: int) -> Any:
-        """What the mix drew for batch ``index`` of the epoch key ``key`` (``Mix.draws``)."""
-        assert self._mix is not None and self.ring is not None
+            return {at_labels: mix.one_hot(self.labels[positions]),
+                    **{at: r if r.dtype.kind == "f" else r.astype(np.float32)
+                       for at, r in beside.items()}}
         slot = self.ring.view.shape[1:]  # (rows of a full batch, *sample shape)
-        return self._mix.draws(self._seed, seed_epoch(key), self.shard.index,
-                               self.plan.bounds(index)[0], slot[0], slot[1:])
+        drawn = mix.draws(self._seed, seed_epoch(key), self.shard.index,
+                          self.plan.bounds(index)[0], slot[0], slot[1:])
+        return {at_labels: mix.soft_labels(self.labels[positions], drawn),
+                **{at: mix.blended(r, drawn) for at, r in beside.items()}}
 
     def resize(self, workers: int) -> None:
         """Run ``workers`` workers from now on (at most the usable cores, with "auto").

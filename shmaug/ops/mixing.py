@@ -292,7 +292,7 @@ class Mix:
         out = np.array(rows, dtype=rows.dtype if rows.dtype.kind == "f" else np.float32)
         paired = len(out) // 2 * 2
         lam = drawn.lam[: paired // 2].astype(out.dtype).reshape(-1, *[1] * (out.ndim - 1))
-        a, b = out[0:paired:2].copy(), out[1:paired:2].copy()
+        a, b = out[0:paired:2].copy(), out[1:paired:2]  # (b is written last)
         out[0:paired:2] = lam * a + (1 - lam) * b
         out[1:paired:2] = lam * b + (1 - lam) * a
         return out
