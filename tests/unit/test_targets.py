@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from shmaug.errors import ArgumentError
-from shmaug.ops import Compose, Op, available
+from shmaug.ops import Compose, Op, available, register
+from shmaug.ops.builtin.geometric import crop, hflip
 from shmaug.ops.core import BLENDED, STILL, TARGET_KINDS, WARPED, get
 from shmaug.ops.targets import formats
 from shmaug.ops.targets.moves import (OUTLINE_STEP, FieldMove, MatrixMove,
@@ -71,6 +72,26 @@ def test_every_builtin_op_says_what_it_does_to_targets() -> None:
     assert set(kinds.values()) <= set(TARGET_KINDS), kinds
     assert {n for n, k in kinds.items() if k == WARPED} == set(WARPED_OPS) - {"rand_augment_keras"}
     assert {n for n, k in kinds.items() if k == BLENDED} == {"aug_mix"}
+
+
+@register("test_retried_crop", uses_global_rng=False, targets="warped")
+def _retried_crop(image: np.ndarray, rng: np.random.Generator, tries: int = 8) -> np.ndarray:
+    """A crop drawn again until it keeps enough of the bright (a crop avoiding nodata), then
+    a flip of the copy kept after a colour step: what a user's op makes of shmaug's."""
+    for _ in range(tries):
+        window = crop(image, rng, 32, 32)
+        if window.mean() > 140:
+            break
+    return hflip(window.copy() if rng.random() < 0.5 else window, rng)
+
+
+def test_targets_follow_only_the_tries_an_op_kept() -> None:
+    image = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    pipe = Compose([Op("test_retried_crop"), Op("vflip")])
+    for seed in range(20):  # (most draw the crop more than once)
+        out, moved = pipe.augment_targets(image, {"mask": image[:, :, :1].copy()},
+                                          np.random.default_rng(seed))
+        np.testing.assert_array_equal(moved["mask"][:, :, 0], out[:, :, 0])
 
 
 @pytest.mark.parametrize("name", sorted(WARPED_OPS))

@@ -75,7 +75,7 @@ def sine_warp(
                 f"np.roll); received {border!r}. Use backend='cv' for other borders."
             )
         out = restore(pil.roll_columns(work, shifts), image, scale)
-        return moved(out, lambda: columns_shifted(np.rint(shifts), work.shape[0],
+        return moved(image, out, lambda: columns_shifted(np.rint(shifts), work.shape[0],
                                                   border_code("wrap")))
     if interpolation == "nearest":
         shifts = np.rint(shifts)
@@ -83,7 +83,7 @@ def sine_warp(
         work, shifts, interp=interp_code(interpolation), border=border_code(border),
         fill=fill_value(fill, scale),
     )
-    return moved(restore(out, image, scale), lambda: columns_shifted(
+    return moved(image, restore(out, image, scale), lambda: columns_shifted(
         shifts, work.shape[0], border_code(border)))
 
 
@@ -169,7 +169,7 @@ def scale_translate(
             to_work(image), nw, nh, left, top, resample=interpolation,
             fill=bounds(fill, "fill", 0, 1)[0], scale=pixels,
         )
-        return moved(restore(out, image, pixels), MatrixMove(m, (h, w)))
+        return moved(image, restore(out, image, pixels), MatrixMove(m, (h, w)))
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
                 backend="cv", op="scale_translate", value_range=value_range)
 
@@ -262,7 +262,7 @@ def elastic(
         work, dx, dy, interp=interp_code(interpolation), border=border_code(border),
         fill=fill_value(fill, levels_),
     )
-    return moved(restore(out, image, levels_), FieldMove(dx, dy, border_code(border)))
+    return moved(image, restore(out, image, levels_), FieldMove(dx, dy, border_code(border)))
 
 
 @register("hflip", targets=WARPED, checks=chk.BACKEND)
@@ -295,12 +295,12 @@ def _flip(image: np.ndarray, backend: str, *, horizontal: bool) -> np.ndarray:
 
     with_pil = is_pil(backend)
     if with_pil and image.dtype == np.uint8:
-        return moved(restore(pil.flip(to_work(image), horizontal), image, levels(image, None)),
-                     move)
+        return moved(image, restore(pil.flip(to_work(image), horizontal), image,
+                                    levels(image, None)), move)
     if image.dtype == np.float16 or with_pil:
         # A mirror is exact: no float16 kernel in OpenCV, and no 8-bit rounding through PIL.
-        return moved((image[:, ::-1] if horizontal else image[::-1]).copy(), move)
-    return moved(cv.flip(image, horizontal), move)
+        return moved(image, (image[:, ::-1] if horizontal else image[::-1]).copy(), move)
+    return moved(image, cv.flip(image, horizontal), move)
 
 
 POSITIONS = ("center", "top_left", "random")
@@ -359,7 +359,7 @@ def resize(
         matrix = scaled(-left * w / cols, -top * h / rows, cols / w, rows / h)
     else:
         out, matrix = resized(work, hh, ww), scaled(0.0, 0.0, ww / w, hh / h)
-    return moved(restore(out, image, scale), lambda: MatrixMove(matrix, (hh, ww)))
+    return moved(image, restore(out, image, scale), lambda: MatrixMove(matrix, (hh, ww)))
 
 
 def _aspect(crop: bool, pad: bool, position: str, fill: float) -> str | None:
@@ -435,5 +435,5 @@ def resized_crop(
         return image
     window = work[y0 : y0 + ch, x0 : x0 + cw]
     code = interp_code(interpolation)
-    return moved(restore(cv.resize(window, h, w, code), image, levels(image, value_range)),
-                 lambda: MatrixMove(scaled(x0, y0, w / cw, h / ch), (h, w)))
+    out = restore(cv.resize(window, h, w, code), image, levels(image, value_range))
+    return moved(image, out, lambda: MatrixMove(scaled(x0, y0, w / cw, h / ch), (h, w)))

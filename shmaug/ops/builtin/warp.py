@@ -54,15 +54,14 @@ def warp(
             work, matrix, (h, w), interp=interp_code(interpolation), border=code,
             fill=fill_value(fill, scale),
         )
-    note(MatrixMove(matrix, (h, w), code,
-                    warped_nearest=interpolation == "nearest" and not is_pil(backend)))
-    return restore(out, image, scale)
+    return moved(image, restore(out, image, scale), MatrixMove(
+        matrix, (h, w), code, warped_nearest=interpolation == "nearest" and not is_pil(backend)))
 
 
-def moved(out: np.ndarray, move: Move | Callable[[], Move]) -> np.ndarray:
-    """``out``, an image the op made by ``move``, with the move noted (see ``warp``; a
-    builder of the move is called only where targets are moved: ``note``)."""
-    note(move)
+def moved(image: Any, out: np.ndarray, move: Move | Callable[[], Move]) -> np.ndarray:
+    """``out``, the image the op made of ``image`` by ``move``, with the move noted (see
+    ``warp``; a builder of the move is called only where targets are moved: ``note``)."""
+    note(move, image, out)
     return out
 
 
@@ -79,7 +78,7 @@ def cut(image: np.ndarray, height: float, width: float, op: str,
             f"{ch}x{cw}. Crop smaller, or resize first."
         )
     y0, x0 = origin(h - ch, w - cw)
-    return moved(np.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw]),
+    return moved(image, np.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw]),
                  lambda: MatrixMove(scaled(x0, y0, 1.0, 1.0), (ch, cw)))
 
 

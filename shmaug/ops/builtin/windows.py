@@ -79,7 +79,8 @@ def _resampled(image: Any, window: Window, size: tuple[int, int], how: Resample)
     out = (image.resized_window(window, size, how) if isinstance(image, Undecoded)
            else resize_box(image, window, size, how))
     top, left, h, w = window
-    return moved(out, lambda: MatrixMove(scaled(left, top, size[1] / w, size[0] / h), size))
+    return moved(image, out, lambda: MatrixMove(scaled(left, top, size[1] / w, size[0] / h),
+                                                size))
 
 
 @register("random_resized_crop", targets=WARPED, takes_undecoded=True,

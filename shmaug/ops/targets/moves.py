@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -42,7 +43,7 @@ OUTLINE_STEP = 1.0  # pixels between the samples of a box's outline through a Fi
 _FIXED_POINT_STEPS = 12  # iterations that find where a field sends a point (converges for
 # fields that move less than a pixel per pixel: shmaug's smooth elastic and sine warps)
 
-_NOTES: contextvars.ContextVar[list[Move] | None] = contextvars.ContextVar(
+_NOTES: contextvars.ContextVar[Notes | None] = contextvars.ContextVar(
     "shmaug_moves", default=None)
 
 
@@ -361,18 +362,52 @@ def _nearest(mask: np.ndarray, fill: float, sample: Sample) -> np.ndarray:
     return out[:, :, None] if mask.ndim == 3 else out
 
 
-def note(move: Move | Callable[[], Move]) -> None:
-    """Note ``move``, made on the image of the pipeline call in progress (if any notes it); a
-    move that costs something to build (a field) is passed as its builder, called only then."""
+def note(move: Move | Callable[[], Move], source: object = None, made: object = None) -> None:
+    """Note ``move``, made of ``source`` into ``made`` (the op's image and its result), on the
+    image of the pipeline call in progress (if any notes it); a move that costs something to
+    build (a field) is passed as its builder, called only then."""
     notes = _NOTES.get()
     if notes is not None:
-        notes.append(move if isinstance(move, Move) else move())
+        notes.add(move if isinstance(move, Move) else move(), source, made)
+
+
+class Notes(list[Move]):
+    """The moves of one pipeline call, in order. A move made of an image an earlier move was
+    made of, not of what came after it, is an op's second try (a crop drawn again until it
+    keeps enough of what matters): the branch tried before is dropped, that move and the
+    ones after it, so the targets follow only the moves the returned image went through.
+    What each move took and made is held weakly (an image that is gone takes no part)."""
+
+    __slots__ = ("_ends",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ends: list[tuple[Callable[[], object] | None, Callable[[], object] | None]] = []
+
+    def add(self, move: Move, source: object, made: object) -> None:
+        if source is not None:
+            for k in range(len(self) - 1, -1, -1):
+                took, gave = self._ends[k]
+                if gave is not None and gave() is source:
+                    break  # it goes on from move k
+                if took is not None and took() is source:  # tried again: move k's branch
+                    del self[k:], self._ends[k:]  # is the one dropped
+                    break
+        self.append(move)
+        self._ends.append((_weak(source), _weak(made)))
+
+
+def _weak(image: object) -> Callable[[], object] | None:
+    try:
+        return weakref.ref(image)
+    except TypeError:  # (None, or an object that takes no weak reference)
+        return None
 
 
 @contextlib.contextmanager
 def noting() -> Iterator[list[Move]]:
     """Collect the moves the ops make within, in order (nested: the outer collects none)."""
-    notes: list[Move] = []
+    notes = Notes()
     token = _NOTES.set(notes)
     try:
         yield notes
