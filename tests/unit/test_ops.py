@@ -286,6 +286,20 @@ def test_four_channels_and_float64_are_supported() -> None:
 
 
 
+@pytest.mark.parametrize("bands", [4, 13])
+def test_contrast_turns_each_band_past_the_colour_about_its_own_mean(bands: int) -> None:
+    # One gray for all pulled a bright near-infrared band toward dark RGB's level (4 bands:
+    # their luma; 5 or more: the mean of all), and 13 dark visible bands to the others'.
+    image = np.full((16, 16, bands), 30, np.uint16)
+    image[:, :, 3:] = 5000 + np.arange(16, dtype=np.uint16)[:, None, None] * 10
+    op = ops.Op("brightness_contrast", brightness=(1.0, 1.0), contrast=(0.5, 0.5))
+    out = op(image, np.random.default_rng(0))
+    np.testing.assert_array_equal(out[:, :, :3], op(image[:, :, :3], np.random.default_rng(0)))
+    for k in range(3, bands):
+        np.testing.assert_array_equal(out[:, :, k], op(image[:, :, k], np.random.default_rng(0)))
+    assert abs(float(out[:, :, 3].mean()) - float(image[:, :, 3].mean())) < 1
+
+
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32, np.float64])
 def test_views_in_any_memory_layout(name: str, dtype: Any) -> None:

@@ -419,10 +419,10 @@ def test_moves_are_noted_only_while_noting() -> None:
     image, _ = scene()
     rng = np.random.default_rng(0)
     with noting() as outer:
-        Op("hflip")(image, rng)
+        flipped = Op("hflip")(image, rng)
         with noting() as inner:
-            Op("rotate")(image, rng)
-        Op("vflip")(image, rng)
+            Op("rotate")(flipped, rng)
+        Op("vflip")(flipped, rng)
     assert len(outer) == 2 and len(inner) == 1
     Op("hflip")(image, rng)  # outside: noted nowhere, nothing kept
     assert len(outer) == 2

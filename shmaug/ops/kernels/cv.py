@@ -142,9 +142,7 @@ def filter3x3(img: np.ndarray, kernel: np.ndarray) -> np.ndarray:
 
 
 def gray_mean(img: np.ndarray) -> float:
-    """Mean luma (PIL's ``convert("L")`` weights for 3+ channels)."""
-    if img.ndim == 3 and img.shape[2] > 4:
-        return float(np.mean(img))  # no luma for arbitrary channels; cv2.mean takes <= 4
+    """Mean luma (PIL's ``convert("L")`` weights for 3 or 4 channels; cv2.mean takes <= 4)."""
     return _luma(cv2.mean(img), img.shape[2] if img.ndim == 3 else 1)
 
 
@@ -173,7 +171,17 @@ def linear(img: np.ndarray, gain: float, offset: float, scale: Levels, *,
 def brightness_contrast(img: np.ndarray, b: float, c: float, scale: Levels) -> np.ndarray:
     """Brightness by ``b`` (black fixed), then contrast by ``c`` about the brightened image's
     mean gray (rounded to a level for integer images), each step saturated, as
-    ``PIL.ImageEnhance`` does."""
+    ``PIL.ImageEnhance`` does. Channels past the first three (alpha, near infrared, more
+    bands) each turn about their own mean: one gray for all would pull every band toward
+    the colour's level."""
+    if img.ndim == 3 and img.shape[2] > 3:
+        parts = [img[:, :, :3], *(img[:, :, k] for k in range(3, img.shape[2]))]
+        return np.dstack([_brightness_contrast(np.ascontiguousarray(part), b, c, scale)
+                          for part in parts])
+    return _brightness_contrast(img, b, c, scale)
+
+
+def _brightness_contrast(img: np.ndarray, b: float, c: float, scale: Levels) -> np.ndarray:
     bright = linear(img, b, (1.0 - b) * scale.lo, scale)
     mean = gray_mean(bright)
     if img.dtype.kind in "ui":
