@@ -20,7 +20,7 @@ import numpy as np
 from ..deferred import takes_undecoded
 from ..errors import ArgumentError, got
 from .compose import Compose, Maybe, OneOf, SomeOf, fixes_size
-from .core import BLENDED, STILL, WARPED, Op, members
+from .core import BLENDED, STILL, WARPED, Op, get, members
 from .interop.albumentations import FromAlbumentations
 from .targets.sample import MASK_NAMES
 
@@ -39,6 +39,9 @@ class Plan:
     takes_undrawn: bool  # it draws masks where it moves them (``targets.sample.Undrawn``)
     fixes_size: bool | None  # every output one size; None: it cannot say (a user function)
     ranged: bool  # it takes a value range (shmaug's ops): the data is checked against it
+    # its first step is a function of the user's that takes no value range (a windowing or a
+    # cast): the data reaches it as it is, and the ops after it get what it makes
+    takes_raw: bool
     value_range: tuple[float, float] | None  # the range bound into it, if any
     fixed_float: Any  # a member taking floats only in a fixed range (albumentations), or None
     kinds: tuple[tuple[Any, str | None], ...]  # each leaf member, and its target kind
@@ -136,7 +139,7 @@ def plan_of(augment: Any) -> Plan:
         plan: Plan = augment.plan()
         return plan
     if augment is None:
-        return Plan(None, frozenset(), (), False, False, False, False, None, None, ())
+        return Plan(None, frozenset(), (), False, False, False, False, False, None, None, ())
     own = getattr(augment, "value_range", None)
     leaves = tuple((m, getattr(m, "targets", None)) for m in members(augment)
                    if not isinstance(m, _CONTAINERS))
@@ -148,9 +151,27 @@ def plan_of(augment: Any) -> Plan:
         takes_undrawn=isinstance(augment, Compose),  # (its targets move by ``sample.move``)
         fixes_size=fixes_size(augment),
         ranged=hasattr(augment, "with_value_range"),
+        takes_raw=_takes_raw(augment),
         value_range=None if own is None else (float(own[0]), float(own[1])),
         fixed_float=next((m for m in members(augment) if hasattr(m, "float_range_error")),
                          None),
         kinds=leaves,
     )
 
+
+def _takes_raw(augment: Any) -> bool:
+    """Whether the first step of ``augment`` (down nested Composes) is a function of the
+    user's that takes no value range: an op registered outside shmaug without a
+    ``value_range`` parameter, or a plain callable. It may change the data's range or dtype
+    (Hounsfield units windowed to [0, 1], int16 cast to float32), so the data is not checked
+    against the range of the ops after it."""
+    first = augment
+    while isinstance(first, Compose):
+        first = first.ops[0]
+    if isinstance(first, Op):
+        spec = get(first.name)
+        fn, ranged = spec.fn, "value_range" in spec.params
+    else:  # (shmaug's own wrappers and containers are shmaug's: none takes the data raw)
+        fn, ranged = first, hasattr(first, "with_value_range")
+    return callable(fn) and not ranged and not str(getattr(fn, "__module__", "")).startswith(
+        "shmaug.")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import shmaug
-from shmaug.ops import Compose, OneOf, get
+from shmaug.ops import Compose, OneOf, Op, get
 
 
 def _glyphs_0_255(n: int = 8, size: int = 32) -> np.ndarray:
@@ -100,6 +100,24 @@ def test_a_plain_user_function_gets_0_255_floats_unchecked() -> None:
     x = _glyphs_0_255()
     with shmaug.Loader(x, None, batch_size=4, augment=halve, workers=0, shuffle=False) as loader:
         np.testing.assert_allclose(_epoch(loader), x * 0.5)
+
+
+def _window_hu(image: np.ndarray, rng: np.random.Generator, low: float = -160.0,
+               high: float = 240.0) -> np.ndarray:
+    return np.clip((image - low) / (high - low), 0, 1).astype(np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16])
+def test_a_first_step_of_the_users_takes_the_data_as_it_is(dtype: type) -> None:
+    # A windowing of Hounsfield units to [0, 1] first: the data was refused (float: "pass
+    # value_range=(-1024, ...)", which then bound HU to the rotate after it; int16: its dtype).
+    x = (np.random.default_rng(0).random((8, 32, 32)) * 4095 - 1024).astype(dtype)
+    turn = Op("rotate", degrees=(90, 90))
+    with shmaug.Loader(x, None, batch_size=4, augment=Compose([_window_hu, turn]),
+                       workers=0, shuffle=False) as loader:
+        out = _epoch(loader)
+    rng = np.random.default_rng(0)
+    np.testing.assert_array_equal(out, [turn(_window_hu(image, rng), rng) for image in x])
 
 
 def test_a_standalone_op_refuses_float_outside_unit_range_and_accepts_a_range() -> None:

@@ -146,8 +146,9 @@ def pipeline_input(plan: Plan, x: Any) -> None:
     whatever takes a ``value_range``) cannot read right are refused here, before any process
     starts, rather than in a worker at the first sample: a dtype they do not take, and the
     channels-first layout (N, C, H, W), which they would read as height C and C=W channels.
-    A plain function gets the data as it is (its layout and dtype are its own business)."""
-    if not plan.ranged or not isinstance(x, np.ndarray):
+    A plain function gets the data as it is (its layout and dtype are its own business), as
+    does a pipeline whose first step is one (``Plan.takes_raw``: a cast, a windowing)."""
+    if not plan.ranged or plan.takes_raw or not isinstance(x, np.ndarray):
         return
     native = x.dtype.newbyteorder("=")
     if x.dtype not in SUPPORTED_DTYPES and native in SUPPORTED_DTYPES:  # e.g. '>f4'

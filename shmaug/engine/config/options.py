@@ -306,8 +306,10 @@ class Pipeline:
         # spares each op a pass over the image (``params.levels``): for integers an op reads
         # it off the image's dtype for free, and so follows one an op before it changed (a
         # uint8 image made float [0, 1]), as called by hand, instead of taking 0..255 for it.
+        # Not past a first step of the user's (``Plan.takes_raw``): its floats' range is its
+        # own, which each op then reads off the image it is given.
         bound = output.bounds if output.bounds is not None or images is None or \
-            images.dtype.kind != "f" else value_range
+            images.dtype.kind != "f" or plan.takes_raw else value_range
         if bound is not None and plan.ranged:
             plan = plan_of(with_value_range(output.augment, bound))
         plan = plan.reading_boxes(inputs.box_format(data.y))  # the boxes' own, if they say
@@ -323,7 +325,7 @@ class Pipeline:
         moved = inputs.augmented_targets(data.y, plan, shape, data.labels_at)
         # Ops that clip need the true range; a plain user function gets data as it is,
         # unchecked unless the user declared a range.
-        checked = output.bounds is not None or plan.ranged
+        checked = output.bounds is not None or plan.ranged and not plan.takes_raw
         mix = None if output.mix is None else output.mix.for_labels(
             data.labels, inputs.spatial_targets(data.labels))
         made = inputs.made_targets(data.y, moved)
