@@ -305,11 +305,17 @@ class Op:
         spec = _REGISTRY.get(self.name)
         return None if spec is None else spec.targets
 
+    @property
+    def takes_value_range(self) -> bool:
+        """Whether the op has a ``value_range`` parameter (every built-in op that reads levels
+        does; a user's op may not, and then takes its image as it is)."""
+        spec = _REGISTRY.get(self.name)
+        return spec is not None and "value_range" in spec.params
+
     def with_value_range(self, value_range: tuple[float, float]) -> Op:
         """This op with ``value_range`` bound, if it takes one and has none bound yet (a
         range bound on the op itself wins: an op may work after a change of range)."""
-        spec = _REGISTRY.get(self.name)
-        if spec is None or "value_range" not in spec.params or "value_range" in self.kwargs:
+        if not self.takes_value_range or "value_range" in self.kwargs:
             return self
         return self.bind(value_range=value_range)
 

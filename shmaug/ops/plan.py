@@ -20,7 +20,7 @@ import numpy as np
 from ..deferred import takes_undecoded
 from ..errors import ArgumentError, got
 from .compose import Compose, Maybe, OneOf, SomeOf, fixes_size
-from .core import BLENDED, STILL, WARPED, Op, get, members
+from .core import BLENDED, STILL, WARPED, Op, members
 from .interop.albumentations import FromAlbumentations
 from .targets.sample import MASK_NAMES
 
@@ -169,8 +169,7 @@ def _takes_raw(augment: Any) -> bool:
     while isinstance(first, Compose):
         first = first.ops[0]
     if isinstance(first, Op):
-        spec = get(first.name)
-        fn, ranged = spec.fn, "value_range" in spec.params
+        fn, ranged = first.fn, first.takes_value_range
     else:  # (shmaug's own wrappers and containers are shmaug's: none takes the data raw)
         fn, ranged = first, hasattr(first, "with_value_range")
     return callable(fn) and not ranged and not str(getattr(fn, "__module__", "")).startswith(
