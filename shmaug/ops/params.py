@@ -347,6 +347,12 @@ def levels(image: np.ndarray, given: tuple[float, float] | None) -> Levels:
     if fixed is not None:
         return fixed
     low, high = float(np.min(image)), float(np.max(image))
+    if not math.isfinite(low + high):
+        raise ArgumentError(
+            f"This {image.dtype} image holds NaN or infinity: an op would spread them through "
+            f"the image, and no value_range can hold them. Fix: clean the data first, e.g. "
+            f"image = np.nan_to_num(image, nan=0.0, posinf=1.0, neginf=0.0) for data in "
+            f"[0, 1].")
     if outside(low, high, (0.0, 1.0)):
         raise ArgumentError(
             f"`value_range` is unset, so this {image.dtype} image should hold values in "

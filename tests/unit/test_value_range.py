@@ -120,6 +120,15 @@ def test_a_first_step_of_the_users_takes_the_data_as_it_is(dtype: type) -> None:
     np.testing.assert_array_equal(out, [turn(_window_hu(image, rng), rng) for image in x])
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_standalone_op_refuses_nan_with_the_cleaning_fix(bad: float) -> None:
+    # It suggested value_range=(nan, nan), or (0, inf).
+    image = np.zeros((8, 8), np.float32)
+    image[2, 3] = bad
+    with pytest.raises(shmaug.ArgumentError, match="NaN or infinity.*np.nan_to_num"):
+        get("rotate")(image, np.random.default_rng(0))
+
+
 def test_a_standalone_op_refuses_float_outside_unit_range_and_accepts_a_range() -> None:
     image = _glyphs_0_255(1)[0]
     rng = np.random.default_rng(0)
