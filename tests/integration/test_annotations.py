@@ -121,6 +121,22 @@ def test_a_segmentation_folder_feeds_masks_that_move_with_their_images(tmp_path)
         assert on_their_pixels(xb, masks[..., 0]) > 0.97
 
 
+def test_a_segmentation_folder_of_16_bit_scans_keeps_them_at_16_bits(tmp_path):
+    # X-rays as 16-bit grey PNGs came back as uint8 RGB: `dtype` was not an argument.
+    for part in ("images", "masks"):
+        (tmp_path / part).mkdir()
+    scans = np.random.default_rng(0).integers(0, 65536, (3, 12, 16), dtype=np.uint16)
+    for i, scan in enumerate(scans):
+        Image.fromarray(scan).save(tmp_path / "images" / f"{i}.png")
+        Image.fromarray((scan > 30000).astype(np.uint8)).save(tmp_path / "masks" / f"{i}.png")
+    files, y = from_segmentation(tmp_path / "images", tmp_path / "masks", image_size=(12, 16),
+                                 color_mode="grayscale", dtype="uint16")
+    with shmaug.Loader(files, y, batch_size=3, workers=0, shuffle=False) as loader:
+        xb, yb = next(iter(loader))
+    np.testing.assert_array_equal(xb[..., 0], scans)
+    np.testing.assert_array_equal(yb["segmentation_masks"][..., 0], scans > 30000)
+
+
 def test_a_mask_a_worker_cannot_read_is_an_error_naming_it_and_its_sample(tmp_path):
     """A mask file replaced after construction by a colour image: the worker's error reaches
     the caller with the file, the stage and the sample index, and nothing hangs or leaks."""

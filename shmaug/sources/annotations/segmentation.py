@@ -35,7 +35,7 @@ def from_segmentation(
     ids: str | os.PathLike[str] | Sequence[str] | None = ...,
     image_size: tuple[int, int] | None = ..., mask_suffix: str = ..., image_suffix: str = ...,
     unpaired: str = ..., check_sizes: bool = ..., color_mode: str | None = ...,
-    interpolation: str = ..., reduced_decode: bool = ...,
+    interpolation: str = ..., reduced_decode: bool = ..., dtype: str = ...,
     storage_options: dict[str, Any] | None = ...,
     cache_dir: str | os.PathLike[str] | None = ..., cache_limit: int | str | None = ...,
     validation_split: float | None = ..., subset: Literal["both"], seed: int | None = ...,
@@ -48,7 +48,7 @@ def from_segmentation(
     ids: str | os.PathLike[str] | Sequence[str] | None = ...,
     image_size: tuple[int, int] | None = ..., mask_suffix: str = ..., image_suffix: str = ...,
     unpaired: str = ..., check_sizes: bool = ..., color_mode: str | None = ...,
-    interpolation: str = ..., reduced_decode: bool = ...,
+    interpolation: str = ..., reduced_decode: bool = ..., dtype: str = ...,
     storage_options: dict[str, Any] | None = ...,
     cache_dir: str | os.PathLike[str] | None = ..., cache_limit: int | str | None = ...,
     validation_split: float | None = ...,
@@ -62,7 +62,7 @@ def from_segmentation(
     image_size: tuple[int, int] | None = DEFAULT_IMAGE_SIZE, mask_suffix: str = "",
     image_suffix: str = "", unpaired: str = "raise", check_sizes: bool = True,
     color_mode: str | None = "rgb", interpolation: str = "bilinear", reduced_decode: bool = True,
-    storage_options: dict[str, Any] | None = None,
+    dtype: str = "uint8", storage_options: dict[str, Any] | None = None,
     cache_dir: str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
     validation_split: float | None = None, subset: str | None = None, seed: int | None = None,
 ) -> Pair | tuple[Pair, Pair]:
@@ -98,6 +98,8 @@ def from_segmentation(
         color_mode: as ``ImageFiles.from_paths``.
         interpolation: the images' resize filter, as ``ImageFiles.from_paths``.
         reduced_decode: as ``ImageFiles.from_paths``.
+        dtype: the images', as ``ImageFiles.from_paths``: "uint16" keeps a 16-bit PNG or TIFF
+            (an X-ray, a CT slice) at 16 bits, where "uint8" (default) scales it to 8.
         storage_options: for a bucket, as ``ImageFiles.from_directory``.
         cache_dir: for a bucket, as ``ImageFiles.from_directory``.
         cache_limit: for a bucket, as ``ImageFiles.from_directory``.
@@ -162,7 +164,8 @@ def from_segmentation(
         chosen = [pairs[i] for i in rows]
         files = ImageFiles.from_paths([p for p, _ in chosen], image_size=size,
                                       color_mode=color_mode, interpolation=interpolation,
-                                      label_mode=None, reduced_decode=reduced_decode, **options)
+                                      label_mode=None, reduced_decode=reduced_decode,
+                                      dtype=dtype, **options)
         masks = MaskFiles([m for _, m in chosen], size, check_sizes=False,  # (done above)
                           **options)
         return files, {"segmentation_masks": masks}
