@@ -159,7 +159,8 @@ class _LabelledSource:
     (dict(sampling_weights="balanced", y=None), ValueError,
      r"weighs classes, but there are no labels.*Fix: pass the labels as `y`"),
     (dict(sampling_weights="balanced", y={"a": CLASSES, "b": CLASSES}), TypeError,
-     r"needs one array of labels, but `y` is \{'a'.*Several outputs: weigh by one head's"),
+     r"needs one array of labels, but `y` is a dict of \['a', 'b'\]\. .*Several outputs: "
+     r"weigh by one head's"),  # (not a cut repr of the arrays)
     (dict(sampling_weights="balanced", y=CLASSES / 2), ValueError, r"dtype float64.*Fix"),
     (dict(sampling_weights="balanced", y=CLASSES - 1), ValueError,
      r"labels are negative \(-1 at sample \d+: no class.*per-sample weights"),

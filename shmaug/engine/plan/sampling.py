@@ -99,9 +99,11 @@ def labels(y: Any, n: int, kind: str) -> np.ndarray:
                  "`w = 1 / np.bincount(labels)[labels]` for labels = `y[...]` the class ids of "
                  "that head, `sampling_weights=w`." if isinstance(y, (dict, list, tuple))
                  else "")
+        shown = (f"a {type(y).__name__} of {list(y) if isinstance(y, dict) else len(y)}"
+                 if isinstance(y, (dict, list, tuple)) else got(y))
         raise ArgumentTypeError(
             f"`sampling_weights` given as {kind} needs one array of labels, but `y` is "
-            f"{got(y)}. {fix}{heads}"
+            f"{shown}. {fix}{heads}"
         )
     if y.ndim == 2 and y.shape[1] > 1:
         _one_class_per_row(y, kind, fix)
