@@ -46,6 +46,7 @@ PACK_FLAGS: dict[str, str] = {
     "color_mode": "--color-mode",
     "interpolation": "--interpolation",
     "extensions": "--extensions",
+    "class_names": "--class-names",
     "on_error": "--on-error",
     "workers": "--workers",
     "overwrite": "--overwrite",
@@ -171,6 +172,9 @@ def _parser() -> argparse.ArgumentParser:
     pack.add_argument("--extensions", nargs="+", default=None, metavar="EXT",
                       help="a folder's files to read, instead of Keras' .bmp .gif .jpeg .jpg "
                            ".png (e.g. --extensions .jpg .png .webp)")
+    pack.add_argument("--class-names", nargs="+", default=None, metavar="NAME",
+                      help="a folder's class sub-folders to read, in label order (default: "
+                           "every sub-folder, sorted)")
     pack.add_argument("--workers", type=int, default=None, help="default: one per core")
     pack.add_argument("--x-col", default="filename", help="CSV column of image paths")
     pack.add_argument("--y-col", default="class", help="CSV column of labels ('' for none)")
@@ -411,14 +415,16 @@ def _pack(args: argparse.Namespace) -> int:
     options: dict[str, Any] = dict(
         image_size=(height, width), interpolation=args.interpolation, on_error=args.on_error,
         color_mode=None if args.color_mode == "keep" else args.color_mode)
-    if _is_csv(args.src) and args.extensions:
-        raise CommandError("`--extensions` chooses the files of a folder; a CSV names its own. "
-                           "Fix: leave it out, or list only the files you want in the CSV.")
+    for flag, given in (("--extensions", args.extensions), ("--class-names", args.class_names)):
+        if _is_csv(args.src) and given:
+            raise CommandError(f"`{flag}` chooses the files of a folder; a CSV names its own. "
+                               f"Fix: leave it out, or list only the files you want in the CSV.")
     if _is_csv(args.src):
         paths, labels = _read_csv(args.src, args.x_col, args.y_col, args.directory)
         files = ImageFiles.from_paths(paths, labels, **options)
     elif args.src.is_dir():
-        files = ImageFiles.from_directory(args.src, extensions=args.extensions, **options)
+        files = ImageFiles.from_directory(args.src, extensions=args.extensions,
+                                          class_names=args.class_names, **options)
     elif args.src.exists():
         raise CommandError(f"SRC {str(args.src)!r} is neither a folder nor a .csv file. Fix: "
                            f"pass a folder with one sub-folder of images per class, or a CSV "

@@ -88,6 +88,7 @@ def test_warnings_are_one_line_each(images, tmp_path):
     lines = warning_lines(proc, "pack")
     ignored = [w for w in lines if "directly in this folder" in w]
     assert len(ignored) == 1 and "['ant', 'bee']" in ignored[0], proc.stderr
+    assert "`--class-names`" in ignored[0] and "class_names" not in ignored[0]  # (a flag)
     # The truncated file, decoded in a worker, is one warning from this process, in flags.
     (replaced,) = [w for w in lines if "1.jpg" in w]  # ant/1.jpg: bee/1.jpg reads
     assert "--on-error skip" in replaced and "manifest.json's `unreadable`" in replaced
@@ -97,6 +98,11 @@ def test_warnings_are_one_line_each(images, tmp_path):
     assert len(lines) == 2, proc.stderr
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["skipped"] == 1 and manifest["unreadable"] == [str(images / "ant" / "1.jpg")]
+    # ... and the flag it names chooses the class folders.
+    proc = shmaug_cli("pack", images, tmp_path / "bees", "--image-size", 8, 8, "--workers", 1,
+                      "--class-names", "bee")
+    assert proc.returncode == 0, proc.stderr
+    assert np.load(tmp_path / "bees" / "labels.npy").tolist() == [0, 0, 0]
 
 
 def test_a_second_run_says_what_it_did_in_flags_and_draws_no_bar_off_a_terminal(images,
