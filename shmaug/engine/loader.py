@@ -455,7 +455,7 @@ class Loader:
         return describe.loader_repr(self._options, workers=self.workers,
                                     gathering=run.gather_only, pin_memory=run.pin_memory,
                                     load=load, output=(self.output_shape, self.output_dtype),
-                                    closed=self._closed,
+                                    closed=self._closed, pool=run.pool,
                                     slots=None if run.ring is None else run.ring.slots)
 
     def __enter__(self) -> Loader:
@@ -522,3 +522,8 @@ def serve(loader: Loader, key: int, index: int, ahead: Iterable[EpochBatch]) -> 
         prefetch.hint = list(ahead)
     xb, _ = loader.batch(index, epoch=seed_epoch(key), in_order=bool(key & IN_ORDER))
     return xb
+
+
+def pool_of(loader: Loader) -> Any:
+    """What makes ``loader``'s batches (a ``Sequence``'s repr shows how its workers started)."""
+    return loader._run.pool

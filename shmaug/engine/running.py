@@ -424,7 +424,10 @@ class Running:
     def _payload(self, load: Any) -> tuple[bytes, bytes | None]:
         """The user's code for the workers: pickled as is, and with a heavy module's code by
         value for workers that start fresh (``workers.shipping``)."""
-        check_picklable(self._augment, "augment")
-        if load is not None:
-            check_picklable(load, "load")
-        return shipping.pickled((self._augment, load))
+        try:
+            return shipping.pickled((self._augment, load))
+        except Exception:
+            check_picklable(self._augment, "augment")  # (the error that names the member)
+            if load is not None:
+                check_picklable(load, "load")
+            raise

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..engine.config.describe import brief, call_repr, resolved_start_method
+from ..engine.loader import pool_of
 
 if TYPE_CHECKING:
     from ..engine.config.options import Order, Settings
@@ -28,7 +29,9 @@ def sequence_repr(seq: Sequence, base: type, given: Settings, order: Order,
          else brief(given.output.augment)),
         ("workers", f"{count} (shmaug's processes; Keras reads seq.workers == 1)"
          if count else "0 (this process)"),
-        ("start_method", repr(resolved_start_method(given.workers.start_method))
+        ("start_method", repr(resolved_start_method(
+            given.workers.start_method,
+            None if runtime.running is None else pool_of(runtime.running)))
          if count else "None"),
         ("seed", f"{seq.seed} (drawn: seed=None)" if order.seed_drawn else seq.seed),
         ("shuffle", "None (follows Keras per pass: fit shuffles, evaluate and predict read "

@@ -154,3 +154,69 @@ def test_rerunning_a_fit_cell_keeps_processes_and_segments_flat():
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert counts == [{"processes": 0, "segments": 0}] * 3, (counts, proc.stderr[-2000:])
+
+
+REDEFINED = """
+import numpy as np, shmaug
+from shmaug.keras import _idle
+
+def augment(image, rng):
+    return image[:, ::-1] if rng.random() < 0.5 else image
+
+class Noisy(shmaug.Sequence):
+    def augment(self, image, rng):
+        return image + rng.random()
+
+x = np.random.default_rng(0).random((16, 8, 8, 1)).astype("float32")
+made = [shmaug.Sequence(x, batch_size=4, augment=augment, workers=2, seed=0),
+        Noisy(x, batch_size=4, workers=2, seed=0)]
+firsts = [seq[0] for seq in made]
+for seq in made:
+    _idle.stop_if_idle(seq, float("inf"), 0.0)
+
+def augment(image, rng):  # the cells run again, changed
+    return image * 0
+
+class Noisy(shmaug.Sequence):
+    def augment(self, image, rng):
+        return image * 0
+
+print([bool(np.array_equal(seq[0], first)) for seq, first in zip(made, firsts)])
+for seq in made:
+    seq.close()
+"""
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_a_sequence_started_again_after_its_cell_is_run_again_keeps_its_function(start_method):
+    """A notebook's `def augment` (or its Sequence subclass) run again: an old Sequence that
+    had stopped while idle could not start again (its function "is not the same object as
+    __main__.augment"), and by reference would have taken the new one."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    script = REDEFINED.replace("workers=2,", f"workers=2, start_method={start_method!r},")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == "[True, True]", proc.stderr[-2000:]
+
+
+def test_the_repr_names_how_the_workers_started():
+    """A notebook's function keeps fork where TensorFlow would pick forkserver; the repr
+    said 'forkserver' while the workers were forked."""
+    script = "\n".join([
+        "import multiprocessing, keras, numpy as np, shmaug",
+        "def augment(image, rng):", "    return image",
+        "seq = shmaug.Sequence(np.zeros((8, 4, 4, 1), 'float32'), batch_size=4,",
+        "                      augment=augment, workers=1)",
+        "seq[0]",
+        "kinds = {type(p).__name__ for p in multiprocessing.active_children()}",
+        "print(kinds, repr(seq))", "seq.close()"])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = proc.stdout.splitlines()[-1]
+    method = {"ForkProcess": "fork", "SpawnProcess": "spawn",
+              "ForkServerProcess": "forkserver"}
+    used = [m for kind, m in method.items() if f"'{kind}'" in line]
+    assert len(used) == 1 and f"start_method={used[0]!r}" in line, line

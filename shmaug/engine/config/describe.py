@@ -39,19 +39,22 @@ def call_repr(name: str, settings: list[tuple[str, Any]]) -> str:
     return f"{name}({shown})"
 
 
-def resolved_start_method(value: str | None) -> str:
-    """The start method a pool given ``value`` uses (as ``WorkerPool`` picks its context):
-    the one given, else ``workers.launch.default_start_method``'s (for a payload that needs no
-    ``__main__``). Asking does not fix the default context."""
-    return value or default_start_method()
+def resolved_start_method(value: str | None, running: Any = None) -> str:
+    """The start method a pool given ``value`` uses: the ``running`` pool's, where one is
+    (its default followed its payload: fork for a notebook's code); else the one given, else
+    ``workers.launch.default_start_method``'s for a payload that needs no ``__main__``.
+    Asking does not fix the default context."""
+    used = getattr(running, "start_method", None)
+    return used if isinstance(used, str) else value or default_start_method()
 
 
 def loader_repr(o: Options, *, workers: int, gathering: bool, pin_memory: bool, load: Any,
                 output: tuple[tuple[int, ...], Any], closed: bool,
-                slots: int | None = None) -> str:
+                slots: int | None = None, pool: Any = None) -> str:
     """A ``Loader``'s repr: its options as given, with the worker count it runs, whether it only
     gathers (nothing to augment), the ``load`` its workers call, the output learned from
-    sample 0 and the ring's ``slots`` (what the default ``max_queue_size`` resolved to)."""
+    sample 0, the ring's ``slots`` (what the default ``max_queue_size`` resolved to) and the
+    start method its ``pool`` used."""
     order, asked = o.order, o.settings.workers
     shown_workers: Any = workers
     if workers and gathering:
@@ -63,7 +66,7 @@ def loader_repr(o: Options, *, workers: int, gathering: bool, pin_memory: bool, 
         ("batch_size", order.plan.batch_size), ("augment", brief(o.pipeline.augment)),
         ("workers", shown_workers),
         ("start_method", "(the makers')" if asked.remote is not None else
-         repr(resolved_start_method(asked.start_method))
+         repr(resolved_start_method(asked.start_method, pool))
          if workers else "None (workers=0: this process)"),
         ("seed", f"{order.seed} (drawn: seed=None)" if order.seed_drawn else order.seed),
         ("shuffle", order.shuffle), ("drop_remainder", order.plan.drop_remainder),

@@ -173,6 +173,12 @@ class WorkerPool:
         return len(self._workers)
 
     @property
+    def start_method(self) -> str:
+        """How the workers were started (a default may follow the payload: fork for a
+        notebook's code)."""
+        return str(self._ctx.get_start_method())
+
+    @property
     def status(self) -> Any:
         """The status block's array (``status``): shared with the workers, or once closed a
         private copy."""

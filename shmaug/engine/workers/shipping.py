@@ -49,6 +49,7 @@ class _Referrals(pickle.Pickler):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.modules: set[str] = set()
         self.mains: set[str] = set()  # the qualified names of ``__main__``'s
+        self.redefined = False  # one of ``__main__``'s is no longer what its name binds
 
     def persistent_id(self, obj: Any) -> None:
         if isinstance(obj, (type, types.FunctionType)):
@@ -57,6 +58,7 @@ class _Referrals(pickle.Pickler):
                 self.modules.add(name)
                 if name == "__main__":
                     self.mains.add(getattr(obj, "__qualname__", ""))
+                    self.redefined = self.redefined or _redefined(obj)
         return None  # pickled as usual
 
 
@@ -67,7 +69,16 @@ def pickled(obj: Any) -> tuple[bytes, bytes | None]:
     imports the module, as it always did)."""
     buffer = io.BytesIO()
     plain = _Referrals(buffer)
-    plain.dump(obj)
+    try:
+        plain.dump(obj)
+    except pickle.PicklingError:
+        if not plain.redefined:
+            raise
+        # A notebook's cell run again binds its name to a new function: the one given (a
+        # Sequence's, started again after an idle stop) goes by value, as it was.
+        log.debug("shipping %s by value: defined again in __main__ since", sorted(plain.mains))
+        by_value = _by_value(obj, set())
+        return by_value, by_value
     payload = buffer.getvalue()
     heavy = {name for name in plain.modules if _is_heavy(name)}
     guarded = _guarded_in_main(plain.mains)
@@ -83,12 +94,23 @@ def pickled(obj: Any) -> tuple[bytes, bytes | None]:
 
 def _guarded_in_main(qualnames: set[str]) -> set[str]:
     """Those of ``__main__``'s functions and classes named that a fresh worker, importing the
-    script, would not find: defined under its ``if __name__ == "__main__":`` guard. (A
-    notebook's or ``python -c``'s keep fork by default: ``launch.default_start_method``.)"""
+    script, would not find: defined under its ``if __name__ == "__main__":`` guard; all of a
+    notebook's or ``python -c``'s, which a fresh worker does not import (they keep fork by
+    default, ``launch.default_start_method``, but spawn is macOS' and Windows' only way)."""
     defined = _main_defines()
     if defined is None:
-        return set()
+        return set(qualnames)
     return {q for q in qualnames if q.partition(".")[0] not in defined}
+
+
+def _redefined(obj: Any) -> bool:
+    """Whether ``__main__`` now binds ``obj``'s name to another function or class of that
+    name (its cell run again): by reference, a worker would get that one, or nothing."""
+    bound: Any = sys.modules.get("__main__")
+    for part in str(getattr(obj, "__qualname__", "")).split("."):
+        bound = getattr(bound, part, None)
+    return bound is not None and bound is not obj and \
+        getattr(bound, "__qualname__", None) == obj.__qualname__
 
 
 def _main_defines() -> frozenset[str] | None:
@@ -118,13 +140,15 @@ def _by_value(obj: Any, heavy: set[str]) -> bytes:
             super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
             self.modules: set[str] = set()
             self.mains: set[str] = set()
+            self.redefined = False
 
         persistent_id = _Referrals.persistent_id
 
         def reducer_override(self, obj: Any) -> Any:
             if isinstance(obj, (type, types.FunctionType)) and \
                     getattr(obj, "__module__", None) == "__main__" and \
-                    not _guarded_in_main({getattr(obj, "__qualname__", "")}):
+                    not _guarded_in_main({getattr(obj, "__qualname__", "")}) and \
+                    not _redefined(obj):
                 return NotImplemented  # by reference (what its code calls is seen here too)
             return super().reducer_override(obj)
 
