@@ -71,6 +71,10 @@ def test_a_module_is_heavy_when_importing_it_would_load_the_framework(name: str,
         assert name not in sys.modules
         assert type(rebuilt).__name__ == "Shift" and rebuilt.by == 3
         assert rebuilt(np.ones(2, np.uint8), None).tolist() == [4, 4]
+        # A worker's traceback through it names the file and its line: cloudpickle writes
+        # "<dynamic-code>" (rebuilt here, its class is this process's own: read the bytes)
+        assert b"<dynamic-code>" not in by_value
+        assert type(augment).__call__.__code__.co_filename.encode() in by_value
 
 
 def test_installed_packages_and_shmaug_are_never_shipped_by_value() -> None:

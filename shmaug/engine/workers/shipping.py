@@ -145,6 +145,10 @@ def _by_value(obj: Any, heavy: set[str]) -> bytes:
         persistent_id = _Referrals.persistent_id
 
         def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, types.CodeType):  # with its file, which cloudpickle drops:
+                rebuild, args = self.dispatch_table[types.CodeType](obj)  # a worker's
+                return rebuild, tuple(obj.co_filename if a == "<dynamic-code>" else a  # traceback
+                                      for a in args)  # shows the line
             if isinstance(obj, (type, types.FunctionType)) and \
                     getattr(obj, "__module__", None) == "__main__" and \
                     not _guarded_in_main({getattr(obj, "__qualname__", "")}) and \
