@@ -47,6 +47,14 @@ def slow_noisy(image, rng):
     return noisy(image, rng)
 
 
+def slow_and_noted(image, rng):
+    """Takes 50 ms, then appends when it ended to the file SHMAUG_TEST_NOTES names."""
+    time.sleep(0.05)
+    with open(os.environ["SHMAUG_TEST_NOTES"], "a") as notes:
+        notes.write(f"{time.monotonic()}\n")
+    return image
+
+
 def fail_on_marker(image, rng):
     if image.flat[0] == MARKER:
         raise ValueError("bad pixel in this sample")

@@ -71,17 +71,22 @@ _Unfilled = tuple[np.ndarray, np.ndarray, ArrayHandle] | None  # a shared block'
 
 
 def _shutdown(prefetch: Prefetcher | None, pool: Pool, store: SharedStore,
-              copier: Copier | None = None) -> None:
+              copier: Copier | None = None, ring: OutputRing | None = None) -> None:
     # A consumer waiting in another thread (a tf.data thread inside __getitem__) gets
-    # ClosedError; then the copier thread, the workers, and last the memory they read and
+    # ClosedError; then the copier thread, the workers (their queued work made stale first:
+    # a slow op's next epoch is not made before they stop), and last the memory they read and
     # write (NOTE [shutdown order] in workers/pool.py).
     if prefetch is not None:
         prefetch.close()
     if copier is not None:
         copier.close()
     try:
+        if ring is not None:
+            ring.cancel_all()
         pool.close()
     finally:
+        if ring is not None:
+            ring.detach()
         store.close()
 
 
@@ -128,7 +133,7 @@ class Running:
         try:
             shape, dtype = self._start(o)
         except BaseException:  # a bad probe, Ctrl-C, /dev/shm full: leave nothing behind
-            _shutdown(None, self.pool, self.store)
+            _shutdown(None, self.pool, self.store, ring=self.ring)
             raise
         self.output_shape: tuple[int, ...] = shape
         self.output_dtype: np.dtype[Any] = np.dtype(dtype)
@@ -151,7 +156,7 @@ class Running:
             step=1 if self._mix is None else 2)
         # Backstop for a loader that is never closed: runs at garbage collection or exit.
         self._finalizer = weakref.finalize(self, _shutdown, self.prefetch, self.pool,
-                                           self.store, self.copier)
+                                           self.store, self.copier, self.ring)
         self.figures = Figures(self.pool)  # stats(): the window starts now
 
     @property
@@ -245,8 +250,6 @@ class Running:
         if self.gather is not None:
             self.gather.clear()
         self.recycler.clear()
-        if self.ring is not None:
-            self.ring.detach()
         self._finalizer()
 
     # -- starting ----------------------------------------------------------------------------

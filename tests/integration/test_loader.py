@@ -505,6 +505,26 @@ def test_a_closed_loader_or_sequence_holds_none_of_the_users_arrays(facade):
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("closing", ["close", "collected"])
+def test_closing_drops_the_work_queued_for_the_next_epoch(tmp_path, monkeypatch, closing):
+    """A slow op's workers went on making the next epoch's batches until close's 2 s of grace
+    ran out, then were terminated; at Ctrl-C or exit without close() alike."""
+    notes = tmp_path / "notes"
+    monkeypatch.setenv("SHMAUG_TEST_NOTES", str(notes))
+    loader = shmaug.Loader(np.zeros((64, 4, 4), np.uint8), None, batch_size=16,
+                           augment=_ops.slow_and_noted, workers=2)
+    for _ in loader:
+        pass
+    asked = time.monotonic()
+    if closing == "close":
+        loader.close()
+    else:
+        del loader
+        gc.collect()
+    after = [t for t in map(float, notes.read_text().split()) if t > asked]
+    assert len(after) <= 2, after  # each worker's sample in hand, and no more
+
+
 def test_no_shared_memory_descriptor_outlives_a_closed_loader():
     """Not even one of the stdlib heap's arenas (``multiprocessing.RawArray`` keeps its small
     arenas open for the rest of the process): a fresh interpreter, after its loaders close,

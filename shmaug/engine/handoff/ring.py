@@ -160,6 +160,11 @@ class OutputRing:
         """Make the work queued for this slot stale (workers skip it); it stays busy."""
         self.generation[slot] += 1
 
+    def cancel_all(self) -> None:
+        """Make every slot's queued work stale, as the loader closes: a worker drops it at its
+        next sample and reads its stop, instead of making the next epoch's batches first."""
+        self.generation += 1
+
     def detach(self) -> None:
         """Before the store unmaps the blocks: drop the views of them (a read would fault);
         the generations, still read by ``acquire``/``cancel`` bookkeeping, become private."""
