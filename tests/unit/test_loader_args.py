@@ -111,6 +111,46 @@ def test_an_x_of_another_layout_is_told_the_fix_for_its_layout(x, fix):
             assert ok.output_shape == (h, w, t * c)
 
 
+class _MapStyle:
+    """A torch map-style dataset: (image, label) by index."""
+
+    def __len__(self) -> int:
+        return len(X)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
+        return X[index], index % 2
+
+
+class _MapStyleWithLoad(_MapStyle):
+    def load(self, index: int) -> np.ndarray:
+        return np.asarray(self[index][0])
+
+
+def test_a_map_style_dataset_is_told_the_load_that_makes_it_a_source():
+    """It was told `np.asarray(x)`, which fails on (image, label) pairs, or never returns."""
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"map-style Dataset.*def load\(self, "
+                                                       r"index\): return np.asarray\(self"):
+        shmaug.Loader(_MapStyle(), batch_size=4, workers=0)
+    with shmaug.Loader(_MapStyleWithLoad(), batch_size=4, augment=_ops.identity,
+                       workers=0) as ok:
+        np.testing.assert_array_equal(ok.batch(0)[0], X[:4])
+
+
+class _LoadsPairs(_MapStyle):
+    def load(self, index: int) -> tuple[np.ndarray, int]:
+        return self[index]
+
+
+@pytest.mark.parametrize("augment", [None, GLYPHS, _ops.identity])
+def test_a_load_that_returns_image_and_label_is_told_to_return_the_image(augment):
+    """The pair reached the augment: a TypeError from inside the user's own op, or numpy's
+    "inhomogeneous shape"."""
+    with pytest.raises(shmaug.ArgumentTypeError,
+                       match=r"_LoadsPairs.load` returned a tuple of 2 for sample index 0.*"
+                             r"labels as `y`"):
+        shmaug.Loader(_LoadsPairs(), batch_size=4, augment=augment, workers=0)
+
+
 @pytest.mark.parametrize("shape", [(6, 3, 32, 32), (6, 1, 28, 28), (6, 4, 16, 20),
                                    (6, 2, 32, 32)])
 def test_channels_first_images_are_refused_with_the_fix_for_shmaugs_ops(shape):

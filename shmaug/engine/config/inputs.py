@@ -100,9 +100,16 @@ def image_array(x: Any) -> np.ndarray:
     if not isinstance(x, np.ndarray):
         batches = hasattr(x, "__getitem__") and hasattr(x, "on_epoch_end") or \
             hasattr(x, "__next__") or isinstance(x, Iterator)
+        indexed = hasattr(x, "__len__") and hasattr(x, "__getitem__") and \
+            not hasattr(x, "__array__") and not hasattr(x, "shape")
         fix = ("it yields batches or samples one at a time, which cannot be read by index. "
                "Fix: pass the arrays it reads from, or collect them once: "
                "`np.stack(list(samples))`") if batches else \
+            ("a dataset read by index (a torch map-style Dataset) is a sample source once it "
+             "has a `load(self, index)` method that returns sample index's image alone, as a "
+             "numpy array (its label goes in `y`). Fix: add one, e.g. `def load(self, index): "
+             "return np.asarray(self[index][0])`, and pass the dataset as `x`") if indexed \
+            and not isinstance(x, dict) else \
             ("a dict of a model's inputs is what shmaug.Sequence takes, its `image_key` "
              "naming the images to augment (a Loader takes the images alone). Fix: "
              "`shmaug.Sequence(x, y, image_key=...)`") if isinstance(x, dict) else \

@@ -334,6 +334,12 @@ class SliceRunner:
         the step, for errors)."""
         self._stage = self._load_name
         image = self._loaded = self.x[index] if self.load is None else self.load(index)
+        if isinstance(image, tuple) and self.load is not None:
+            raise ArgumentTypeError(
+                f"`{self._load_name}` returned a tuple of {len(image)} for sample index {index}, "
+                f"as a torch Dataset's __getitem__ returns (image, label); it returns the image "
+                f"alone. Fix: return the image (e.g. `return np.asarray(self[index][0])`), "
+                f"and pass the labels as `y`.")
         passed = self._rows(self.target_made, index)
         if self.augment is None or rng is None:
             return image, passed
