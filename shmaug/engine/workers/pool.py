@@ -123,13 +123,13 @@ class WorkerPool:
     ) -> None:
         self._ctx: Any = multiprocessing.get_context(
             start_method or default_start_method(spec.payload))
+        self.start_method = str(self._ctx.get_start_method())  # (fork for a notebook's code)
         if spec.payload_by_value is not None:  # fresh workers need not import heavy modules
-            fresh = self._ctx.get_start_method() != "fork"
-            spec = dataclasses.replace(spec, payload_by_value=None,
-                                       payload=spec.payload_by_value if fresh else spec.payload)
+            spec = dataclasses.replace(spec, payload_by_value=None, payload=spec.payload
+                                       if self.start_method == "fork" else spec.payload_by_value)
         # Spawned workers need the user's __main__ only if the payload refers to it.
         self._needs_main = b"__main__" in spec.payload
-        shipping.tell_heavy_main(self._ctx.get_start_method(), self._needs_main)
+        shipping.tell_heavy_main(self.start_method, self._needs_main)
         self._spec = spec
         self._timeout = timeout
         self._op = op  # what a task runs, as a stall warning names it
@@ -173,12 +173,6 @@ class WorkerPool:
         return len(self._workers)
 
     @property
-    def start_method(self) -> str:
-        """How the workers were started (a default may follow the payload: fork for a
-        notebook's code)."""
-        return str(self._ctx.get_start_method())
-
-    @property
     def status(self) -> Any:
         """The status block's array (``status``): shared with the workers, or once closed a
         private copy."""
@@ -203,12 +197,12 @@ class WorkerPool:
         result_r, result_w = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(
             target=worker_main,
-            args=(_spec_now(self._spec, self._ctx.get_start_method()), wid, task_r, result_w,
+            args=(_spec_now(self._spec, self.start_method), wid, task_r, result_w,
                   self._status_handle, self._generation),
             name=f"shmaug-worker-{wid}",
             daemon=True,
         )
-        start_worker(process, self._ctx.get_start_method(), needs_main=self._needs_main)
+        start_worker(process, self.start_method, needs_main=self._needs_main)
         task_r.close()  # the child's ends; closing ours lets EOF mean "the other side is gone"
         result_w.close()
         self._workers[wid] = _Worker(process, task_w, result_r)
@@ -384,7 +378,7 @@ class WorkerPool:
         if not (self._answered or wid in self._replaced) or tries >= _REPLACEMENT_RETRIES:
             w.process.join(_KILL_TIMEOUT_S)
             self._broken = describe_startup_failure(
-                wid, w.process.exitcode, self._ctx.get_start_method(), tries, wid in self._worked)
+                wid, w.process.exitcode, self.start_method, tries, wid in self._worked)
             raise self._broken
         self._unready_deaths[wid] = tries + 1
         w.process.join(_KILL_TIMEOUT_S)
