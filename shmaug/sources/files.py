@@ -21,6 +21,7 @@ and warns once, so the figures do not depend on which process decoded what, or h
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, overload
@@ -34,6 +35,8 @@ from .images.settings import DEFAULT_IMAGE_SIZE
 from .images.paths import PathTable
 from .images.reader import Reader
 from ..errors import ArgumentError, ArgumentTypeError, ImageReadError, got
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .remote import Remote
@@ -257,6 +260,8 @@ class ImageFiles(O.ImageSource):
             >>> train, val = ImageFiles.from_directory("data/train", image_size=(64, 64),
             ...                                        validation_split=0.2, subset="both", seed=1)
         """
+        verbose = bool(keras_only.pop("verbose", True))  # (Keras' line: logged, at INFO)
+        F.check_data_format(keras_only.pop("data_format", None))
         if keras_only:
             F.refuse_extra_args(keras_only, [*_DIRECTORY_DEFAULTS])
         root = os.fspath(directory)
@@ -274,6 +279,8 @@ class ImageFiles(O.ImageSource):
         chosen_extensions = F.extensions_of(extensions)
         paths, classes, names = F.list_directory(root, labels, class_names, follow_links,
                                                  listing, chosen_extensions)
+        if verbose:
+            log.info("Found %d files belonging to %d classes.", len(paths), len(names))
         shown = labels if isinstance(labels, str) or labels is None else O.Text(
             f"<{len(paths)} labels>")
         passed = dict(labels=shown, label_mode=label_mode, class_names=class_names,

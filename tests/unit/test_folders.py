@@ -97,8 +97,28 @@ def test_keras_loader_arguments_say_where_they_belong(tmp_path, name, value, whe
 
     with pytest.raises(ArgumentTypeError, match=rf"`{name}`.*from_directory.*{where}"):
         ImageFiles.from_directory(_tiny_folder(tmp_path), image_size=(4, 4), **{name: value})
-    with pytest.raises(TypeError, match=r"`verbose`.*not an argument of.*from_directory"):
-        ImageFiles.from_directory(tmp_path, image_size=(4, 4), verbose=False)
+    with pytest.raises(TypeError, match=r"`follow_symlinks`.*not an argument of.*from_dir"):
+        ImageFiles.from_directory(tmp_path, image_size=(4, 4), follow_symlinks=False)
+
+
+def test_keras_verbose_and_data_format_are_taken_as_keras_means_them(tmp_path, caplog):
+    """A Keras call ported as it is: `verbose` and `data_format` were refused."""
+    import logging
+
+    from shmaug.sources.files import ImageFiles
+
+    folder = _tiny_folder(tmp_path)
+    with caplog.at_level(logging.INFO, logger="shmaug.sources.files"):
+        files = ImageFiles.from_directory(folder, image_size=(4, 4), verbose=True,
+                                          data_format="channels_last")
+    assert f"Found {len(files)} files belonging to {len(files.class_names)} classes." in \
+        caplog.messages
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="shmaug.sources.files"):
+        ImageFiles.from_directory(folder, image_size=(4, 4), verbose=False)
+    assert not caplog.messages
+    with pytest.raises(ArgumentError, match=r"channels_first.*np\.moveaxis\(xb, -1, 1\)"):
+        ImageFiles.from_directory(folder, image_size=(4, 4), data_format="channels_first")
 
 
 def test_crop_or_pad_to_aspect_ratio_keeps_the_shapes_proportions(tmp_path):

@@ -228,6 +228,19 @@ _CLASS_MODES = {"categorical": "'categorical'", "binary": "'binary'", "sparse": 
                 None: "None"}
 
 
+def check_data_format(value: Any) -> None:
+    """Keras' ``data_format``: a source gives channels-last images (H, W, C), as Keras does
+    by default; channels-first is refused with the fix."""
+    if value in (None, "channels_last"):
+        return
+    fix = ("leave it out and keep the model channels-last (Keras' default); a model that "
+           "takes channels first gets np.moveaxis(xb, -1, 1) of each batch") \
+        if value == "channels_first" else "pass 'channels_last' or leave it out"
+    raise ArgumentError(
+        f"`data_format` of ImageFiles.from_directory is 'channels_last' (or None): shmaug's "
+        f"sources and ops give images (H, W, C); received {got(value)}. Fix: {fix}.")
+
+
 def refuse_extra_args(extra: dict[str, Any], accepted: Sequence[str],
                       method: str = "from_directory") -> None:
     """``method`` given an argument it does not take: say where it belongs (Keras'
