@@ -136,6 +136,22 @@ def test_a_map_style_dataset_is_told_the_load_that_makes_it_a_source():
         np.testing.assert_array_equal(ok.batch(0)[0], X[:4])
 
 
+class _Bfloat16Tensor:
+    """What numpy makes of a torch bfloat16 tensor: a TypeError."""
+
+    def __len__(self) -> int:
+        return len(X)
+
+    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+        raise TypeError("Got unsupported ScalarType BFloat16")
+
+
+def test_labels_numpy_cannot_read_name_y_and_the_fix():
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`y` could not be read as a numpy "
+                                                       r"array \(Got unsupported.*y\.float\(\)"):
+        shmaug.Loader(X, _Bfloat16Tensor(), batch_size=4, workers=0)
+
+
 class _LoadsPairs(_MapStyle):
     def load(self, index: int) -> tuple[np.ndarray, int]:
         return self[index]

@@ -313,6 +313,10 @@ def _target(name: str, value: Any, n: int) -> np.ndarray:
             f"not stack ({exc}). Fix: pad its entries to one shape, or pass it as a "
             f"dict of arrays."
         ) from None
+    except TypeError as exc:  # a dtype numpy has not (torch's bfloat16)
+        raise ArgumentTypeError(
+            f"`{name}` could not be read as a numpy array ({exc}). Fix: convert it to a dtype "
+            f"numpy has first, e.g. `{name}.float()` for a torch tensor of bfloat16.") from None
     if array.ndim == 0 or len(array) != n:
         told = (f"{len(array)} entries" if array.ndim else "a scalar" if np.isscalar(value)
                 else got(value))  # (a type numpy cannot read: a tf.RaggedTensor)
