@@ -433,6 +433,11 @@ def test_legacy_wrappers_are_a_function_of_image_and_rng(wrap: Any, fn: Any) -> 
     assert op.uses_global_rng is False  # it seeds the globals itself: the loader need not
 
 
+def old_tensor_aug(image: Any) -> Any:
+    """A torchvision-style transform: it calls a tensor's method numpy arrays lack."""
+    return image.flip(-1)
+
+
 def test_from_array_gets_a_writable_copy_and_keeps_what_fn_returns() -> None:
     image = np.zeros((8, 8), np.uint8)
     image.flags.writeable = False
@@ -445,6 +450,8 @@ def test_from_array_gets_a_writable_copy_and_keeps_what_fn_returns() -> None:
     (ops.from_pil, old_cv_aug, r"(?s)not a numpy array.*from_pil hands `fn` a PIL.Image.*"
                                r"from_array\(fn\)"),
     (ops.from_array, old_pil_aug, r"from_array hands `fn` a numpy array.*from_pil\(fn\)"),
+    (ops.from_array, old_tensor_aug, r"from_array hands `fn` a numpy array.*torch tensors.*"
+                                     r"torch\.from_numpy\(image\)\.permute\(2, 0, 1\)"),
 ])
 def test_the_wrong_legacy_wrapper_says_which_one_to_use(wrap: Any, fn: Any, hint: str) -> None:
     import cv2

@@ -103,8 +103,10 @@ def _from_pil(result: Any, like: np.ndarray, name: str, scale: Levels) -> np.nda
 
 _PIL_HINT = ("shmaug.from_pil hands `fn` a PIL.Image; if `fn` works on numpy arrays, wrap it "
              "with shmaug.from_array(fn) instead")
-_ARRAY_HINT = ("shmaug.from_array hands `fn` a numpy array; if `fn` works on PIL images, wrap "
-               "it with shmaug.from_pil(fn) instead")
+_ARRAY_HINT = ("shmaug.from_array hands `fn` a numpy array (H, W, C); if `fn` works on PIL "
+               "images, wrap it with shmaug.from_pil(fn) instead; on torch tensors, convert "
+               "inside it: torch.from_numpy(image).permute(2, 0, 1) in, and "
+               ".permute(1, 2, 0).numpy() out")
 
 
 @dataclass(frozen=True, slots=True)
