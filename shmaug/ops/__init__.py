@@ -82,6 +82,7 @@ from .builtin.windows import center_resized_crop, random_resized_crop
 from .policies.augment import aug_mix, auto_augment, rand_augment, trivial_augment_wide
 from .targets.boxes import Boxes
 from .targets.formats import pad_boxes
+from .targets.moves import aside
 
 __all__ = [
     "Augment",
@@ -97,6 +98,7 @@ __all__ = [
     "OneOf",
     "Op",
     "SomeOf",
+    "aside",
     "aug_mix",
     "auto_augment",
     "auto_contrast",

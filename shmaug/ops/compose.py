@@ -38,7 +38,7 @@ from .params import ValueRange, bounds, convert, number, value_range as checked_
 from .core import (WARPED, Op, as_op, config_type, from_config, members, to_config,
                    with_value_range)
 from .targets import formats
-from .targets.moves import noting
+from .targets.moves import made_by, noting
 from .targets.boxes import check_carried
 from .targets import box_moves
 from .targets.sample import MASK_NAMES, NAMES, TargetOptions, move
@@ -197,7 +197,7 @@ class Compose:
         if half:
             image = convert(image, np.float32)
         for op in ops:
-            image = op(image, rng)
+            image = made_by(op, image, rng)
         return convert(np.asarray(image), np.float16) if half else image
 
     def to_config(self) -> dict[str, Any]:
@@ -270,7 +270,9 @@ class Compose:
                 f"crops or resizes), and masks or boxes would no longer lie on their pixels. "
                 f"Fix: make its size change through shmaug's own ops inside it (e.g. "
                 f"shmaug.ops.resize, shmaug.ops.crop) and register it with "
-                f"targets='warped', or keep its image's size.")
+                f"targets='warped', or keep its image's size. An op that puts moved copies "
+                f"of its image together (a mosaic) has targets no move can follow: register "
+                f"it with targets='blended', which is refused beside them.")
         return out, move(targets, moves, shape, self._targets, later)
 
 
@@ -314,7 +316,7 @@ class OneOf:
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         i = min(bisect.bisect_right(self._cum, rng.random()), len(self.ops) - 1)
-        result: np.ndarray = self.ops[i](image, rng)
+        result: np.ndarray = made_by(self.ops[i], image, rng)
         return result
 
     def to_config(self) -> dict[str, Any]:
@@ -350,7 +352,7 @@ class Maybe:
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if rng.random() < self.p:
-            result: np.ndarray = self.op(image, rng)
+            result: np.ndarray = made_by(self.op, image, rng)
             return result
         return image
 
@@ -396,7 +398,7 @@ class SomeOf:
         k = self.n if isinstance(self.n, int) else int(rng.integers(self.n[0], self.n[1] + 1))
         picked = rng.permutation(len(self.ops))[:k]
         for i in picked if self.random_order else np.sort(picked):
-            image = self.ops[int(i)](image, rng)
+            image = made_by(self.ops[int(i)], image, rng)
         return image
 
     def to_config(self) -> dict[str, Any]:

@@ -114,7 +114,8 @@ class Plan:
                     f"which {why}: they could come back where they were, no longer on their "
                     f"image. Fix: an op that moves no pixel says so, @shmaug.register(name, "
                     f"targets='still') (from_pil or from_array(fn, targets='still')); one "
-                    f"that moves pixels moves them with shmaug's geometric ops, or the "
+                    f"that moves pixels through shmaug's geometric ops says targets='warped' "
+                    f"(@shmaug.register(name, targets='warped')), or the "
                     f"pipeline is albumentations' (shmaug.from_albumentations), or an object "
                     f"that moves them itself (target_names and augment_targets); or leave "
                     f"{name} out.")

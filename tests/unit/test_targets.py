@@ -9,14 +9,15 @@ on it. Every built-in op says what it does to targets; colour ops leave them as 
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 import pytest
 
 from shmaug.errors import ArgumentError
-from shmaug.ops import Compose, Op, available, register
-from shmaug.ops.builtin.geometric import crop, hflip
+from shmaug.ops import Compose, Op, aside, available, register
+from shmaug.ops.builtin.geometric import crop, hflip, resize, rotate
 from shmaug.ops.core import BLENDED, STILL, TARGET_KINDS, WARPED, get
 from shmaug.ops.targets import formats
 from shmaug.ops.targets.moves import (OUTLINE_STEP, FieldMove, MatrixMove,
@@ -75,23 +76,48 @@ def test_every_builtin_op_says_what_it_does_to_targets() -> None:
 
 
 @register("test_retried_crop", uses_global_rng=False, targets="warped")
-def _retried_crop(image: np.ndarray, rng: np.random.Generator, tries: int = 8) -> np.ndarray:
-    """A crop drawn again until it keeps enough of the bright (a crop avoiding nodata), then
-    a flip of the copy kept after a colour step: what a user's op makes of shmaug's."""
+def _retried_crop(image: np.ndarray, rng: np.random.Generator, tries: int = 4,
+                  copies: bool = False) -> np.ndarray:
+    """A crop drawn again until it keeps enough of the bright (a crop avoiding nodata, a
+    bbox-safe crop; each try on a copy where ``copies``), resized back, else the image given
+    up on as it came (SSD's sampler), then a flip of the copy kept after a colour step."""
     for _ in range(tries):
-        window = crop(image, rng, 32, 32)
+        window = resize(crop(image.copy() if copies else image, rng, 32, 32), rng, height=64,
+                        width=64)
         if window.mean() > 140:
-            break
-    return hflip(window.copy() if rng.random() < 0.5 else window, rng)
+            return hflip(window.copy() if rng.random() < 0.5 else window, rng)
+    return image
 
 
-def test_targets_follow_only_the_tries_an_op_kept() -> None:
+@register("test_helper_moved", uses_global_rng=False, targets="warped")
+def _helper_moved(image: np.ndarray, rng: np.random.Generator, aside_: bool = False
+                  ) -> np.ndarray:
+    """A rotation, and the same rotation of a map of where the image was (to paint the
+    corners it left empty): a helper's move, not the image's, of the same size where
+    ``aside_`` (then said so), else one channel of it."""
+    angle = float(rng.uniform(-30, 30))
+    out = rotate(image, rng, degrees=angle, interpolation="nearest").copy()
+    shape = image.shape if aside_ else image.shape[:2]
+    with aside() if aside_ else contextlib.nullcontext():
+        valid = rotate(np.full(shape, 255, np.uint8), rng, degrees=angle,
+                       interpolation="nearest")
+    out[valid.reshape(*valid.shape[:2], -1)[:, :, 0] == 0] = 60
+    return out
+
+
+@pytest.mark.parametrize("op", [Op("test_retried_crop"), Op("test_retried_crop", copies=True),
+                                Op("test_helper_moved"), Op("test_helper_moved", aside_=True)])
+def test_targets_follow_only_the_moves_an_op_kept(op: Op) -> None:
+    # Every try's move was taken for the image's: a try given up (its image returned as it
+    # came), a try on a copy, a helper array moved beside the image (a validity map).
     image = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
-    pipe = Compose([Op("test_retried_crop"), Op("vflip")])
-    for seed in range(20):  # (most draw the crop more than once)
+    image[:28, :28] = 230  # (a crop keeps enough where it holds most of this)
+    pipe = Compose([op])
+    for seed in range(20):  # (12 try more than once, 3 give up)
         out, moved = pipe.augment_targets(image, {"mask": image[:, :, :1].copy()},
                                           np.random.default_rng(seed))
-        np.testing.assert_array_equal(moved["mask"][:, :, 0], out[:, :, 0])
+        kept = out[:, :, 0] != 60 if op.name == "test_helper_moved" else slice(None)
+        np.testing.assert_array_equal(moved["mask"][:, :, 0][kept], out[:, :, 0][kept])
 
 
 @pytest.mark.parametrize("name", sorted(WARPED_OPS))

@@ -30,7 +30,7 @@ import contextvars
 import functools
 import weakref
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import cv2
 import numpy as np
@@ -372,32 +372,133 @@ def note(move: Move | Callable[[], Move], source: object = None, made: object = 
 
 
 class Notes(list[Move]):
-    """The moves of one pipeline call, in order. A move made of an image an earlier move was
-    made of, not of what came after it, is an op's second try (a crop drawn again until it
-    keeps enough of what matters): the branch tried before is dropped, that move and the
-    ones after it, so the targets follow only the moves the returned image went through.
-    What each move took and made is held weakly (an image that is gone takes no part)."""
+    """The moves of one pipeline call, in order, each with the image it was made of and the
+    image it made.
 
-    __slots__ = ("_ends",)
+    A user's op that moves pixels through shmaug's ops (``targets="warped"``) is called
+    ``framed``: it may try a move and throw it away, so when it returns, only the moves its
+    returned image went through are kept (``_kept``). Outside such an op (shmaug's own ops,
+    which never try twice), a move made of an image an earlier move was made of drops that
+    earlier branch too. What each move took and made is held weakly, but strongly inside a
+    frame, whose end compares them."""
+
+    __slots__ = ("_ends", "_framed")
 
     def __init__(self) -> None:
         super().__init__()
-        self._ends: list[tuple[Callable[[], object] | None, Callable[[], object] | None]] = []
+        self._ends: list[tuple[Any, Any]] = []  # (took, made): weak refs, or inside a frame
+        self._framed = 0  # the objects themselves; how deep in frames this call is
 
     def add(self, move: Move, source: object, made: object) -> None:
+        if self._framed:
+            self.append(move)
+            self._ends.append((source, made))
+            return
         if source is not None:
             for k in range(len(self) - 1, -1, -1):
-                took, gave = self._ends[k]
-                if gave is not None and gave() is source:
+                took, gave = (_alive(ref) for ref in self._ends[k])
+                if gave is source:
                     break  # it goes on from move k
-                if took is not None and took() is source:  # tried again: move k's branch
-                    del self[k:], self._ends[k:]  # is the one dropped
+                if took is source:  # tried again: move k's branch is the one dropped
+                    del self[k:], self._ends[k:]
                     break
         self.append(move)
         self._ends.append((_weak(source), _weak(made)))
 
+    def framed(self, call: Callable[[], Any], image: object) -> Any:
+        """``call()``, a user's op on ``image``, keeping the moves its result went through."""
+        mark = len(self)
+        self._framed += 1
+        try:
+            out = call()
+        finally:
+            self._framed -= 1
+        kept = _kept(list(zip(self[mark:], self._ends[mark:])), image, out)
+        del self[mark:], self._ends[mark:]
+        for move, (took, made) in kept:
+            self.append(move)
+            self._ends.append((took, made) if self._framed else (_weak(took), _weak(made)))
+        return out
 
-def _weak(image: object) -> Callable[[], object] | None:
+
+_Noted = tuple[Move, tuple[Any, Any]]
+
+
+def _kept(noted: list[_Noted], image: object, out: object) -> list[_Noted]:
+    """Of the moves a user's op made of ``image`` (``noted``: each with what it took and
+    made), those ``out`` went through: none where it returned ``image`` itself (every try
+    given up); else, move by move, one made of what a kept move made goes on from it (what
+    was kept after that, a try or a helper's move, is dropped), one made of ``image`` or of
+    what a kept move took starts again there (a try again), and one made of something else
+    goes on from the last (a colour step came between), unless its shape is not the last
+    image's (a helper array: a validity map). The same object is looked for first, then
+    equal pixels (a copy, ``image.copy()`` for each try). Last, what came after the move
+    that made ``out`` is dropped."""
+    if out is image:
+        return []
+    kept: list[_Noted] = []
+    for move, (took, made) in noted:
+        entry = (move, (took, made))
+        for same in (_is, _equal):
+            goes_on = _last(kept, lambda k: same(kept[k][1][1], took))
+            if goes_on is not None:
+                kept = [*kept[:goes_on + 1], entry]
+                break
+            if same(image, took):
+                kept = [entry]
+                break
+            again = _last(kept, lambda k: same(kept[k][1][0], took))
+            if again is not None:
+                kept = [*kept[:again], entry]
+                break
+        else:
+            last = kept[-1][1][1] if kept else image
+            if getattr(took, "shape", None) == getattr(last, "shape", None):
+                kept.append(entry)
+    end = _last(kept, lambda k: kept[k][1][1] is out)
+    return kept if end is None else kept[:end + 1]
+
+
+def _last(kept: list[_Noted], found: Callable[[int], bool]) -> int | None:
+    return next((k for k in range(len(kept) - 1, -1, -1) if found(k)), None)
+
+
+def _is(a: object, b: object) -> bool:
+    return a is b
+
+
+def _equal(a: object, b: object) -> bool:
+    """Equal pixels: a copy of the image."""
+    return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape \
+        and a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def made_by(member: Callable[..., Any], image: Any, rng: Any) -> Any:
+    """``member(image, rng)``, a pipeline member's call; where moves are noted and it is the
+    user's own (an op that moves pixels through shmaug's ops), framed (``Notes.framed``)."""
+    notes = _NOTES.get()
+    if notes is None or str(getattr(getattr(member, "fn", member), "__module__", None) or
+                            "").startswith("shmaug."):
+        return member(image, rng)
+    return notes.framed(lambda: member(image, rng), image)
+
+
+@contextlib.contextmanager
+def aside() -> Iterator[None]:
+    """Moves made within are not the image's (a helper array moved beside it, a validity
+    map): what lies on the image does not follow them."""
+    token = _NOTES.set(None)
+    try:
+        yield
+    finally:
+        _NOTES.reset(token)
+
+
+def _alive(ref: Any) -> object:
+    return None if ref is None else ref()
+
+
+def _weak(image: object) -> Any:
     try:
         return weakref.ref(image)
     except TypeError:  # (None, or an object that takes no weak reference)
