@@ -278,6 +278,33 @@ def test_an_object_that_moves_its_own_targets_moves_them():
     np.testing.assert_array_equal(yb["mask"], mask[:, 4:12, 4:12])
 
 
+class DropsTheFirstBox:
+    """Moves boxes itself and names their labels as y files them (keras-hub's layout)."""
+
+    target_names = frozenset({"boxes", "labels"})
+
+    def __call__(self, image, rng):
+        return image
+
+    def augment_targets(self, image, targets, rng):
+        boxes, labels = targets["boxes"].copy(), targets["labels"].copy()
+        boxes[0], labels[0] = -1, -1
+        return image, {"boxes": boxes, "labels": labels}
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_an_object_that_moves_boxes_gets_the_labels_it_names(nested):
+    """It got the boxes alone, so a box it dropped kept its class label."""
+    boxes = np.tile(np.array([[1.0, 1.0, 5.0, 5.0], [6.0, 6.0, 9.0, 9.0]], np.float32), (8, 1, 1))
+    labels = np.tile(np.array([3, 4]), (8, 1))
+    y = {"boxes": boxes, "labels": labels}
+    with shmaug.Loader(x, {"bounding_boxes": y} if nested else y, batch_size=8, workers=0,
+                       augment=DropsTheFirstBox()) as loader:
+        yb = loader.batch(0)[1]
+    yb = yb["bounding_boxes"] if nested else yb
+    assert yb["labels"].tolist() == [[-1, 4]] * 8 and (yb["boxes"][:, 0] == -1).all()
+
+
 def test_an_object_moving_its_own_targets_is_refused_for_others_and_inside_a_compose():
     y = {"mask": np.zeros((8, 16, 16), np.uint8), "keypoints": np.zeros((8, 1, 2))}
     with pytest.raises(shmaug.ArgumentError, match=r"\['keypoints'\].*target_names \['mask'\]"):

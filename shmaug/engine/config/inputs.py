@@ -655,9 +655,10 @@ def _filed(y: Any, names: Collection[str], at: Path = ()) -> Iterator[Filed]:
     items = y.items() if isinstance(y, dict) else (
         enumerate(y) if isinstance(y, (list, tuple)) else ())
     for key, value in items:
-        if boxes and key in BOX_LABEL_KEYS:
-            if BOX_LABELS in names and isinstance(value, np.ndarray):
-                yield Filed(BOX_LABELS, (*at, key), value)
+        if boxes and key in BOX_LABEL_KEYS:  # (an object that moves boxes itself names
+            named = str(key) if key in names else BOX_LABELS  # them as they are in y)
+            if named in names and isinstance(value, np.ndarray):
+                yield Filed(named, (*at, key), value)
         elif isinstance(y, dict) and key in names and (
                 isinstance(value, np.ndarray) or is_target_source(value)):
             yield Filed(str(key), (*at, key), value)
