@@ -188,7 +188,7 @@ class Compose:
         ops: Sequence[Any] = self.ops
         if isinstance(image, Undecoded):  # only the first op may decode part of it
             if self.takes_undecoded:
-                image, ops = ops[0](image, rng), ops[1:]
+                image, ops = made_by(ops[0], image, rng), ops[1:]
             else:
                 image = image.decode()
         # float16 once in and once out: each op would otherwise convert to float32 (OpenCV

@@ -105,18 +105,34 @@ def _helper_moved(image: np.ndarray, rng: np.random.Generator, aside_: bool = Fa
     return out
 
 
+@register("test_best_of_two", uses_global_rng=False, targets="warped")
+def _best_of_two(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    first, second = crop(image, rng, 32, 32), crop(image, rng, 32, 32)
+    return first if first.mean() >= second.mean() else second
+
+
+@register("test_written_back", uses_global_rng=False, targets="warped")
+def _written_back(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    image[...] = rotate(image, rng, degrees=(90, 90), interpolation="nearest")
+    return image
+
+
 @pytest.mark.parametrize("op", [Op("test_retried_crop"), Op("test_retried_crop", copies=True),
-                                Op("test_helper_moved"), Op("test_helper_moved", aside_=True)])
+                                Op("test_helper_moved"), Op("test_helper_moved", aside_=True),
+                                Op("test_best_of_two"),
+                                Compose([Op("vflip"), Op("test_written_back"), Op("hflip")])])
 def test_targets_follow_only_the_moves_an_op_kept(op: Op) -> None:
     # Every try's move was taken for the image's: a try given up (its image returned as it
-    # came), a try on a copy, a helper array moved beside the image (a validity map).
+    # came), a try on a copy, a helper array moved beside the image (a validity map), the
+    # first of two kept; a move written back into the image was dropped.
     image = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
     image[:28, :28] = 230  # (a crop keeps enough where it holds most of this)
     pipe = Compose([op])
     for seed in range(20):  # (12 try more than once, 3 give up)
         out, moved = pipe.augment_targets(image, {"mask": image[:, :, :1].copy()},
                                           np.random.default_rng(seed))
-        kept = out[:, :, 0] != 60 if op.name == "test_helper_moved" else slice(None)
+        kept = out[:, :, 0] != 60 if getattr(op, "name", "") == "test_helper_moved" else \
+            slice(None)
         np.testing.assert_array_equal(moved["mask"][:, :, 0][kept], out[:, :, 0][kept])
 
 

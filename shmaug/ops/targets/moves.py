@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -372,95 +371,47 @@ def note(move: Move | Callable[[], Move], source: object = None, made: object = 
 
 
 class Notes(list[Move]):
-    """The moves of one pipeline call, in order, each with the image it was made of and the
-    image it made.
+    """The moves of one pipeline call, in order.
 
     A user's op that moves pixels through shmaug's ops (``targets="warped"``) is called
-    ``framed``: it may try a move and throw it away, so when it returns, only the moves its
-    returned image went through are kept (``_kept``). Outside such an op (shmaug's own ops,
-    which never try twice), a move made of an image an earlier move was made of drops that
-    earlier branch too. What each move took and made is held weakly, but strongly inside a
-    frame, whose end compares them."""
+    ``framed``: it may try a move and throw it away, keep the better of two, move a helper
+    array beside its image or write a move back into it, so while it runs each move is held
+    with the image it took and the image it made, and when it returns only the moves its
+    returned image went through are kept (``_through``). shmaug's own ops never try twice:
+    outside a frame a move is only appended."""
 
     __slots__ = ("_ends", "_framed")
 
     def __init__(self) -> None:
         super().__init__()
-        self._ends: list[tuple[Any, Any]] = []  # (took, made): weak refs, or inside a frame
-        self._framed = 0  # the objects themselves; how deep in frames this call is
+        self._ends: list[tuple[Any, Any]] = []  # (took, made) of each move inside frames
+        self._framed = 0  # how deep in frames this call is
 
     def add(self, move: Move, source: object, made: object) -> None:
-        if self._framed:
-            self.append(move)
-            self._ends.append((source, made))
-            return
-        if source is not None:
-            for k in range(len(self) - 1, -1, -1):
-                took, gave = (_alive(ref) for ref in self._ends[k])
-                if gave is source:
-                    break  # it goes on from move k
-                if took is source:  # tried again: move k's branch is the one dropped
-                    del self[k:], self._ends[k:]
-                    break
         self.append(move)
-        self._ends.append((_weak(source), _weak(made)))
+        if self._framed:
+            self._ends.append((source, made))
 
     def framed(self, call: Callable[[], Any], image: object) -> Any:
-        """``call()``, a user's op on ``image``, keeping the moves its result went through."""
-        mark = len(self)
+        """``call()``, a user's op on ``image``, keeping the moves its result went through
+        (as one step from ``image`` to that result, for a frame around it)."""
+        mark, ends = len(self), len(self._ends)
         self._framed += 1
         try:
             out = call()
         finally:
             self._framed -= 1
-        kept = _kept(list(zip(self[mark:], self._ends[mark:])), image, out)
-        del self[mark:], self._ends[mark:]
-        for move, (took, made) in kept:
-            self.append(move)
-            self._ends.append((took, made) if self._framed else (_weak(took), _weak(made)))
+        kept = _through([(move, *end) for move, end in zip(self[mark:], self._ends[ends:])],
+                        image, out)
+        del self[mark:], self._ends[ends:]
+        self.extend(move for move, _, _ in kept)
+        if self._framed:  # (the outer frame sees them as a move of its own)
+            self._ends.extend((image if k == 0 else took, out if k == len(kept) - 1 else made)
+                              for k, (_, took, made) in enumerate(kept))
         return out
 
 
-_Noted = tuple[Move, tuple[Any, Any]]
-
-
-def _kept(noted: list[_Noted], image: object, out: object) -> list[_Noted]:
-    """Of the moves a user's op made of ``image`` (``noted``: each with what it took and
-    made), those ``out`` went through: none where it returned ``image`` itself (every try
-    given up); else, move by move, one made of what a kept move made goes on from it (what
-    was kept after that, a try or a helper's move, is dropped), one made of ``image`` or of
-    what a kept move took starts again there (a try again), and one made of something else
-    goes on from the last (a colour step came between), unless its shape is not the last
-    image's (a helper array: a validity map). The same object is looked for first, then
-    equal pixels (a copy, ``image.copy()`` for each try). Last, what came after the move
-    that made ``out`` is dropped."""
-    if out is image:
-        return []
-    kept: list[_Noted] = []
-    for move, (took, made) in noted:
-        entry = (move, (took, made))
-        for same in (_is, _equal):
-            goes_on = _last(kept, lambda k: same(kept[k][1][1], took))
-            if goes_on is not None:
-                kept = [*kept[:goes_on + 1], entry]
-                break
-            if same(image, took):
-                kept = [entry]
-                break
-            again = _last(kept, lambda k: same(kept[k][1][0], took))
-            if again is not None:
-                kept = [*kept[:again], entry]
-                break
-        else:
-            last = kept[-1][1][1] if kept else image
-            if getattr(took, "shape", None) == getattr(last, "shape", None):
-                kept.append(entry)
-    end = _last(kept, lambda k: kept[k][1][1] is out)
-    return kept if end is None else kept[:end + 1]
-
-
-def _last(kept: list[_Noted], found: Callable[[int], bool]) -> int | None:
-    return next((k for k in range(len(kept) - 1, -1, -1) if found(k)), None)
+_Noted = tuple[Move, Any, Any]  # a move, the image it took, the image it made
 
 
 def _is(a: object, b: object) -> bool:
@@ -470,7 +421,59 @@ def _is(a: object, b: object) -> bool:
 def _equal(a: object, b: object) -> bool:
     """Equal pixels: a copy of the image."""
     return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape \
-        and a.dtype == b.dtype and np.array_equal(a, b)
+        and a.dtype == b.dtype and bool(np.array_equal(a, b))
+
+
+_SAME = (_is, _equal)  # the same object first, then equal pixels (a copy)
+
+
+def _through(noted: list[_Noted], image: object, out: object) -> list[_Noted]:
+    """The moves of ``noted`` (a user's op's on ``image``) that ``out`` went through.
+
+    The moves grow branches: one made of what a move made goes on from it, one made of
+    ``image`` or of what a move took starts a branch there (a try again), one made of
+    something else goes on from the latest branch (a colour step came between) unless its
+    shape is not that branch's image's (a helper array: a validity map). The same object is
+    looked for first, then equal pixels (a copy: ``image.copy()`` for each try). ``out`` is
+    then found: the branch to the move that made it; for ``image`` itself, the move whose
+    pixels it holds (a move written back into it), else none (every try given up); for an
+    image no move made (a colour step last), the latest branch."""
+    branches: list[list[_Noted]] = []
+    for entry in noted:
+        _, took, _ = entry
+        for same in _SAME:
+            at = _find(branches, lambda e: same(e[2], took))
+            if at is not None:
+                branches.append([*at, entry])
+                break
+            if same(image, took):
+                branches.append([entry])
+                break
+            at = _find(branches, lambda e: same(e[1], took))
+            if at is not None:
+                branches.append([*at[:-1], entry])
+                break
+        else:
+            last = branches[-1][-1][2] if branches else image
+            if getattr(took, "shape", None) == getattr(last, "shape", None):
+                branches.append([*(branches[-1] if branches else []), entry])
+    if out is image:
+        return _find(branches, lambda e: _equal(e[2], out)) or []
+    for same in _SAME:
+        at = _find(branches, lambda e: same(e[2], out))
+        if at is not None:
+            return at
+    return branches[-1] if branches else []
+
+
+def _find(branches: list[list[_Noted]], found: Callable[[_Noted], bool]
+          ) -> list[_Noted] | None:
+    """The latest branch's moves up to the latest move ``found`` holds for, or None."""
+    for branch in reversed(branches):
+        for k in range(len(branch) - 1, -1, -1):
+            if found(branch[k]):
+                return branch[:k + 1]
+    return None
 
 
 def made_by(member: Callable[..., Any], image: Any, rng: Any) -> Any:
@@ -492,17 +495,6 @@ def aside() -> Iterator[None]:
         yield
     finally:
         _NOTES.reset(token)
-
-
-def _alive(ref: Any) -> object:
-    return None if ref is None else ref()
-
-
-def _weak(image: object) -> Any:
-    try:
-        return weakref.ref(image)
-    except TypeError:  # (None, or an object that takes no weak reference)
-        return None
 
 
 @contextlib.contextmanager
