@@ -157,14 +157,27 @@ class _LoadsPairs(_MapStyle):
         return self[index]
 
 
-@pytest.mark.parametrize("augment", [None, GLYPHS, _ops.identity])
+@pytest.mark.parametrize("augment", [None, GLYPHS])
 def test_a_load_that_returns_image_and_label_is_told_to_return_the_image(augment):
-    """The pair reached the augment: a TypeError from inside the user's own op, or numpy's
-    "inhomogeneous shape"."""
+    """The pair reached shmaug's ops, or the batch: numpy's "inhomogeneous shape"."""
     with pytest.raises(shmaug.ArgumentTypeError,
                        match=r"_LoadsPairs.load` returned a tuple of 2 for sample index 0.*"
                              r"labels as `y`"):
         shmaug.Loader(_LoadsPairs(), batch_size=4, augment=augment, workers=0)
+
+
+def _fused(pair: tuple[np.ndarray, np.ndarray], rng: np.random.Generator) -> np.ndarray:
+    return np.concatenate([pair[0][..., None], pair[1][..., None]], axis=-1)
+
+
+class _Stereo(_MapStyle):
+    def load(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        return X[index], X[index][:, ::-1]
+
+
+def test_a_function_of_the_users_takes_what_its_own_load_returns():
+    with shmaug.Loader(_Stereo(), batch_size=4, augment=_fused, workers=0) as ok:
+        assert ok.batch(0)[0].shape == (4, 4, 4, 2)
 
 
 @pytest.mark.parametrize("shape", [(6, 3, 32, 32), (6, 1, 28, 28), (6, 4, 16, 20),

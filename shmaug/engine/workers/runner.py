@@ -334,7 +334,9 @@ class SliceRunner:
         the step, for errors)."""
         self._stage = self._load_name
         image = self._loaded = self.x[index] if self.load is None else self.load(index)
-        if isinstance(image, tuple) and self.load is not None:
+        if isinstance(image, tuple) and self.load is not None and (
+                self.augment is None or hasattr(self.augment, "with_value_range")):
+            # (a function of the user's takes what its own load returns: a stereo pair)
             raise ArgumentTypeError(
                 f"`{self._load_name}` returned a tuple of {len(image)} for sample index {index}, "
                 f"as a torch Dataset's __getitem__ returns (image, label); it returns the image "
