@@ -174,19 +174,34 @@ def brightness_contrast(img: np.ndarray, b: float, c: float, scale: Levels) -> n
     ``PIL.ImageEnhance`` does. Channels past the first three (alpha, near infrared, more
     bands) each turn about their own mean: one gray for all would pull every band toward
     the colour's level."""
-    if img.ndim == 3 and img.shape[2] > 3:
-        parts = [img[:, :, :3], *(img[:, :, k] for k in range(3, img.shape[2]))]
-        return np.dstack([_brightness_contrast(np.ascontiguousarray(part), b, c, scale)
-                          for part in parts])
-    return _brightness_contrast(img, b, c, scale)
-
-
-def _brightness_contrast(img: np.ndarray, b: float, c: float, scale: Levels) -> np.ndarray:
     bright = linear(img, b, (1.0 - b) * scale.lo, scale)
+    if img.ndim == 3 and img.shape[2] > 3:
+        return _banded_contrast(bright, c, scale)
     mean = gray_mean(bright)
     if img.dtype.kind in "ui":
         mean = float(int(mean + 0.5))  # PIL rounds the mean to a gray level
     return linear(bright, c, (1.0 - c) * mean, scale, mine=True)
+
+
+def _banded_contrast(bright: np.ndarray, c: float, scale: Levels) -> np.ndarray:
+    """Contrast by ``c``, the first three channels about their gray and each further one
+    about its own mean: one pass, with an offset per channel (a table per channel for uint8)."""
+    channels = bright.shape[2]
+    means = cv2.mean(bright)[:channels] if channels <= 4 else \
+        bright.reshape(-1, channels).mean(axis=0)
+    pivots = np.array([_luma(means, 3)] * 3 + [float(m) for m in means[3:]])
+    if bright.dtype.kind in "ui":
+        pivots = np.floor(pivots + 0.5)  # (as the gray's: levels are never negative)
+    offsets = ((1.0 - c) * pivots).astype(np.float32)
+    if bright.dtype == np.uint8 and channels <= 4:  # (OpenCV's table: one per channel)
+        table = _LEVELS[:, None] * np.float32(c) + offsets
+        np.rint(table, out=table)
+        table = table.clip(scale.lo, scale.hi, out=table).astype(np.uint8)
+        return cv2.LUT(bright, table.reshape(1, 256, channels))
+    out = bright if bright.dtype == np.float32 else bright.astype(np.float32)
+    out *= np.float32(c)
+    out += offsets
+    return _saturated(out, bright.dtype, scale)
 
 
 def _saturated(out: np.ndarray, dtype: np.dtype, scale: Levels) -> np.ndarray:
