@@ -41,6 +41,29 @@ _GIVEN = {"batch_size": ("batches", "batch_size"), "seed": ("batches", "seed"),
 _DEFAULTED = frozenset({"seed", "workers", "max_queue_size", "image_key"})  # None: resolved
 
 
+def subclassed(cls: type, facade: frozenset[str]) -> None:
+    """A user's subclass of the Sequence owns every name but the ``facade``'s own, which
+    redefined would break it without a word (its own modules call them). A ``__getitem__``
+    that makes batches itself (a ``PyDataset`` ported as it was) is told: Keras reads every
+    batch through it, so the workers and ``augment`` would never run."""
+    if cls.__module__.startswith("shmaug."):
+        return
+    taken = sorted(name for name in facade if name in vars(cls))
+    if taken:
+        raise TypeError(
+            f"{cls.__qualname__} defines {', '.join(f'`{n}`' for n in taken)}, which "
+            f"shmaug.Sequence uses itself (its Keras facade calls it). Fix: give yours "
+            f"another name.")
+    code = getattr(vars(cls).get("__getitem__"), "__code__", None)
+    if code is not None and "super" not in code.co_names and \
+            "__class__" not in code.co_freevars:
+        warn(f"{cls.__qualname__}.__getitem__ makes its batches without shmaug.Sequence's "
+             f"(it never calls super().__getitem__): Keras reads every batch through it, so "
+             f"shmaug's workers and `augment` never run. Fix: leave __getitem__ out "
+             f"(shmaug.Sequence makes the batches from x, y and augment), or return "
+             f"super().__getitem__(index) from it.")
+
+
 def keep_setting(name: str, held: Any, settings: Any, value: Any) -> None:
     """Let ``seq.name = value`` change nothing where ``value`` is the value it holds or the
     argument as it was given (``keras.utils.Sequence`` code sets ``self.seed = seed``, None

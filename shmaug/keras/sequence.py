@@ -130,15 +130,8 @@ class _FacadeApi:
     shard_index: int
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        # A user's subclass owns every other name; these are the facade's own, and one of
-        # them redefined would break it without a word (its own modules call them).
         super().__init_subclass__(**kwargs)
-        taken = sorted(name for name in _FACADE_NAMES if name in vars(cls))
-        if taken and not cls.__module__.startswith("shmaug."):
-            raise TypeError(
-                f"{cls.__qualname__} defines {', '.join(f'`{n}`' for n in taken)}, which "
-                f"shmaug.Sequence uses itself (its Keras facade calls it). Fix: give yours "
-                f"another name.")
+        facade_checks.subclassed(cls, _FACADE_NAMES)
 
     def overrides(self, hook: str) -> bool:
         """Whether a subclass overrides ``hook`` (``"load"``, ``"augment"``, ``"targets"``)."""

@@ -164,6 +164,22 @@ def test_a_subclass_that_redefines_a_facade_name_is_refused_where_it_is_defined(
             return None
 
 
+def test_a_getitem_that_makes_batches_itself_is_told_it_bypasses_the_workers():
+    """A PyDataset ported as it was: fit trained on batches augment never touched."""
+    with pytest.warns(shmaug.ShmaugWarning, match=r"Ported.__getitem__ makes its batches.*"
+                                                  r"never run.*super\(\).__getitem__\(index\)"):
+        class Ported(shmaug.Sequence):  # noqa: F841
+            def __getitem__(self, index):
+                return self.x[index * 4:(index + 1) * 4]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        class Wrapping(shmaug.Sequence):  # noqa: F841  # it goes through shmaug's
+            def __getitem__(self, index):
+                return super().__getitem__(index)
+
+
 def test_a_refused_target_is_named_where_it_lies_in_the_users_y():
     """The facade keeps ``y`` beside its other inputs: the error names the user's own
     ``y['bounding_boxes']['boxes']``, not the place inside."""
