@@ -111,6 +111,21 @@ def test_an_x_of_another_layout_is_told_the_fix_for_its_layout(x, fix):
             assert ok.output_shape == (h, w, t * c)
 
 
+def _generator_first(rng: np.random.Generator, image: np.ndarray) -> np.ndarray:
+    return image
+
+
+@pytest.mark.parametrize("augment, fix", [
+    (shmaug.presets.light, r"preset light itself.*augment=shmaug\.presets\.light\(\)"),
+    (_generator_first, r"takes the generator first \(`rng`\).*def _generator_first\(image, "
+                       r"rng\)")])
+def test_a_beginners_augment_is_told_its_own_fix(augment, fix):
+    """They were told to wrap fn(image) code (an uncalled preset), or that the augment
+    returned a Generator (its parameters swapped), at sample 0."""
+    with pytest.raises(shmaug.ArgumentTypeError, match=fix):
+        shmaug.Loader(X, batch_size=4, augment=augment, workers=0)
+
+
 class _MapStyle:
     """A torch map-style dataset: (image, label) by index."""
 

@@ -260,6 +260,16 @@ def callable_or_none(name: str, value: Any) -> Any:
                 "`np.stack([view(image, rng) for view in views])` (docs/ops.md, \"Several "
                 "views of each sample\")." if several else "."))
     why = None if value is None or name != "augment" else _not_image_and_rng(value)
+    first = _first_parameter(value) if why is None and name == "augment" else None
+    if first in ("rng", "random_state", "generator"):
+        raise ArgumentTypeError(
+            f"`{name}` is called fn(image, rng), but {got(value)} takes the generator first "
+            f"(`{first}`), so it would get the image as its generator. Fix: swap its "
+            f"parameters, def {getattr(value, '__name__', 'fn')}(image, {first}).")
+    if why is not None and getattr(value, "__module__", None) == "shmaug.presets":
+        raise ArgumentTypeError(
+            f"`{name}` received the preset {value.__name__} itself, which makes a pipeline "
+            f"when called. Fix: call it, `{name}=shmaug.presets.{value.__name__}()`.")
     if why is not None:
         raise ArgumentTypeError(
             f"`{name}` must be a callable `fn(image, rng) -> image`; received {got(value)}, "
@@ -269,6 +279,14 @@ def callable_or_none(name: str, value: Any) -> Any:
             f"shmaug.from_array(functools.partial(fn, option=...)); if its second parameter "
             f"is the generator, name it `rng`.")
     return value
+
+
+def _first_parameter(fn: Any) -> str | None:
+    try:
+        parameters = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
+    return parameters[0].lower() if len(parameters) >= 2 else None
 
 
 # Names a second parameter meant for the generator has (``rng``, ``random_state``, ...),
