@@ -76,10 +76,10 @@ GLYPHS = shmaug.presets.glyph_distort()
 
 
 @pytest.mark.parametrize("dtype, fix", [
-    (bool, r"x.astype\(np.uint8\) \* 255"),
-    (np.int64, r"x.astype\(np.uint8\) for values in 0..255.*value_range"),
-    (np.int32, r"x.astype\(np.uint8\)"), (np.int16, r"x.astype\(np.uint8\)"),
-    (np.int8, r"x.astype\(np.uint8\)"), (np.uint32, r"x.astype\(np.uint16\)"),
+    (bool, r"np.asarray\(x, np.uint8\) \* 255"),
+    (np.int64, r"np.asarray\(x, np.uint8\) for values in 0..255.*value_range"),
+    (np.int32, r"np.asarray\(x, np.uint8\)"), (np.int16, r"np.asarray\(x, np.uint8\)"),
+    (np.int8, r"np.asarray\(x, np.uint8\)"), (np.uint32, r"np.asarray\(x, np.uint16\)"),
 ])
 @pytest.mark.parametrize("entry", ["Loader", "Sequence"])
 def test_dtypes_shmaugs_ops_do_not_take_are_refused_before_any_process(dtype, fix, entry):

@@ -141,10 +141,10 @@ def image_array(x: Any) -> np.ndarray:
 
 
 # What shmaug's own ops take (``ops._params.check_image``), and how to get there from the rest.
-_CONVERSIONS = {
-    "b": "x.astype(np.uint8) * 255 (a 0/255 image)",
-    "i": "x.astype(np.uint8) for values in 0..255, x.astype(np.uint16) for values in "
-         "0..65535, or x.astype(np.float32) with value_range=(low, high) for others",
+_CONVERSIONS = {  # (np.asarray: x may be a list of lists, which has no astype)
+    "b": "np.asarray(x, np.uint8) * 255 (a 0/255 image)",
+    "i": "np.asarray(x, np.uint8) for values in 0..255, np.asarray(x, np.uint16) for values "
+         "in 0..65535, or np.asarray(x, np.float32) with value_range=(low, high) for others",
 }
 
 
