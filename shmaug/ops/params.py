@@ -347,7 +347,7 @@ def levels(image: np.ndarray, given: tuple[float, float] | None) -> Levels:
     if fixed is not None:
         return fixed
     low, high = float(np.min(image)), float(np.max(image))
-    if not math.isfinite(low + high):
+    if not (math.isfinite(low) and math.isfinite(high)):  # (their sum overflows near 1e308)
         raise ArgumentError(
             f"This {image.dtype} image holds NaN or infinity: an op would spread them through "
             f"the image, and no value_range can hold them. Fix: clean the data first, e.g. "

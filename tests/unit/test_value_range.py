@@ -127,6 +127,8 @@ def test_a_standalone_op_refuses_nan_with_the_cleaning_fix(bad: float) -> None:
     image[2, 3] = bad
     with pytest.raises(shmaug.ArgumentError, match="NaN or infinity.*np.nan_to_num"):
         get("rotate")(image, np.random.default_rng(0))
+    with pytest.raises(shmaug.ArgumentError, match=r"spans 1e\+308\.\.1e\+308"):  # finite
+        get("rotate")(np.full((8, 8), 1e308), np.random.default_rng(0))
 
 
 def test_a_standalone_op_refuses_float_outside_unit_range_and_accepts_a_range() -> None:

@@ -97,7 +97,7 @@ def list_directory(root: str, labels: Any, class_names: Sequence[str] | None,
                 warn(f"{root!r}: the images directly in this folder are ignored; only those "
                      f"in its class sub-folders {names} are read (as Keras' "
                      f"image_dataset_from_directory does). Fix: move them into a class "
-                     f"folder, or pass `class_names=` to choose the sub-folders.")
+                     f"folder to read them.")
         else:
             paths = listed(root)
             if paths:  # (pointed at one class's folder, most often)
