@@ -11,6 +11,7 @@ import dis
 import hashlib
 import inspect
 import logging
+import multiprocessing
 import pickle
 import types
 from typing import TYPE_CHECKING, Any
@@ -54,14 +55,36 @@ def subclassed(cls: type, facade: frozenset[str]) -> None:
             f"{cls.__qualname__} defines {', '.join(f'`{n}`' for n in taken)}, which "
             f"shmaug.Sequence uses itself (its Keras facade calls it). Fix: give yours "
             f"another name.")
-    code = getattr(vars(cls).get("__getitem__"), "__code__", None)
-    if code is not None and "super" not in code.co_names and \
-            "__class__" not in code.co_freevars:
+    own = vars(cls).get("__getitem__")
+    if own is not None and not _reaches_the_facade(cls, own, set()) and \
+            multiprocessing.parent_process() is None:  # (not again in each spawned worker)
         warn(f"{cls.__qualname__}.__getitem__ makes its batches without shmaug.Sequence's "
              f"(it never calls super().__getitem__): Keras reads every batch through it, so "
              f"shmaug's workers and `augment` never run. Fix: leave __getitem__ out "
              f"(shmaug.Sequence makes the batches from x, y and augment), or return "
              f"super().__getitem__(index) from it.")
+
+
+# What a __getitem__ that goes through shmaug's batches names: super(), the base's own
+# __getitem__ (``shmaug.Sequence.__getitem__(self, i)``), or the facade's batch and loader.
+_FACADE_WAYS = frozenset({"super", "__getitem__", "batch", "loader"})
+
+
+def _reaches_the_facade(cls: type, fn: Any, seen: set[str]) -> bool:
+    """Whether ``fn`` (a subclass's method, unwrapped from its decorators) may make its
+    batches through the Sequence's: it names one of ``_FACADE_WAYS``, or calls a method of
+    the subclass's own that does. Unreadable code is given the benefit of the doubt."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None or _FACADE_WAYS & set(code.co_names) or "__class__" in code.co_freevars:
+        return True
+    for name in set(code.co_names) - seen:
+        seen.add(name)
+        method = next((vars(klass)[name] for klass in cls.__mro__
+                       if name in vars(klass) and not klass.__module__.startswith("shmaug.")),
+                      None)
+        if callable(method) and _reaches_the_facade(cls, method, seen):
+            return True
+    return False
 
 
 def keep_setting(name: str, held: Any, settings: Any, value: Any) -> None:

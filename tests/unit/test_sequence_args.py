@@ -5,6 +5,7 @@ No process starts here (workers=0, or no batch asked for).
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 
@@ -176,6 +177,18 @@ def test_a_getitem_that_makes_batches_itself_is_told_it_bypasses_the_workers():
         warnings.simplefilter("error")
 
         class Wrapping(shmaug.Sequence):  # noqa: F841  # it goes through shmaug's
+            def __getitem__(self, index):
+                return super().__getitem__(index)
+
+        class Named(shmaug.Sequence):  # noqa: F841  # the base named, through a helper
+            def __getitem__(self, index):
+                return self._fetched(index)
+
+            def _fetched(self, index):
+                return shmaug.Sequence.__getitem__(self, index)
+
+        class Decorated(shmaug.Sequence):  # noqa: F841
+            @functools.lru_cache(maxsize=None)  # noqa: B019
             def __getitem__(self, index):
                 return super().__getitem__(index)
 

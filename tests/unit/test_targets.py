@@ -112,15 +112,21 @@ def _best_of_two(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 @register("test_written_back", uses_global_rng=False, targets="warped")
-def _written_back(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    image[...] = rotate(image, rng, degrees=(90, 90), interpolation="nearest")
-    return image
+def _written_back(image: np.ndarray, rng: np.random.Generator, copy: bool = True
+                  ) -> np.ndarray:
+    """Moves written back into a working copy (a worker's image is read-only), or into the
+    image given."""
+    work = image.copy() if copy else image
+    work[...] = rotate(work, rng, degrees=(90, 90), interpolation="nearest")
+    work[...] = hflip(work, rng)
+    return work
 
 
 @pytest.mark.parametrize("op", [Op("test_retried_crop"), Op("test_retried_crop", copies=True),
                                 Op("test_helper_moved"), Op("test_helper_moved", aside_=True),
-                                Op("test_best_of_two"),
-                                Compose([Op("vflip"), Op("test_written_back"), Op("hflip")])])
+                                Op("test_best_of_two"), Op("test_written_back"),
+                                Compose([Op("vflip"), Op("test_written_back", copy=False),
+                                         Op("hflip")])])
 def test_targets_follow_only_the_moves_an_op_kept(op: Op) -> None:
     # Every try's move was taken for the image's: a try given up (its image returned as it
     # came), a try on a copy, a helper array moved beside the image (a validity map), the

@@ -104,13 +104,13 @@ def _guarded_in_main(qualnames: set[str]) -> set[str]:
 
 
 def _redefined(obj: Any) -> bool:
-    """Whether ``__main__`` now binds ``obj``'s name to another function or class of that
-    name (its cell run again): by reference, a worker would get that one, or nothing."""
+    """Whether ``__main__`` now binds ``obj``'s name to something else (its cell run again,
+    or ``aug = shmaug.from_array(aug)``): by reference, a worker would get that, or
+    nothing."""
     bound: Any = sys.modules.get("__main__")
     for part in str(getattr(obj, "__qualname__", "")).split("."):
         bound = getattr(bound, part, None)
-    return bound is not None and bound is not obj and \
-        getattr(bound, "__qualname__", None) == obj.__qualname__
+    return bound is not None and bound is not obj
 
 
 def _main_defines() -> frozenset[str] | None:

@@ -188,7 +188,7 @@ def _banded_contrast(bright: np.ndarray, c: float, scale: Levels) -> np.ndarray:
     about its own mean: one pass, with an offset per channel (a table per channel for uint8)."""
     channels = bright.shape[2]
     means = cv2.mean(bright)[:channels] if channels <= 4 else \
-        bright.reshape(-1, channels).mean(axis=0)
+        bright.reshape(-1, channels).mean(axis=0, dtype=np.float64)  # (float32 sums drift)
     pivots = np.array([_luma(means, 3)] * 3 + [float(m) for m in means[3:]])
     if bright.dtype.kind in "ui":
         pivots = np.floor(pivots + 0.5)  # (as the gray's: levels are never negative)

@@ -375,43 +375,95 @@ class Notes(list[Move]):
 
     A user's op that moves pixels through shmaug's ops (``targets="warped"``) is called
     ``framed``: it may try a move and throw it away, keep the better of two, move a helper
-    array beside its image or write a move back into it, so while it runs each move is held
-    with the image it took and the image it made, and when it returns only the moves its
-    returned image went through are kept (``_through``). shmaug's own ops never try twice:
-    outside a frame a move is only appended."""
+    array beside its image or write a move back into it, so while it runs each move is
+    placed on a branch of the moves before it (``_place``, as it is made: what it took holds
+    the pixels it held then), and when it returns only the branch its returned image went
+    through is kept (``_chosen``). shmaug's own ops never try twice: outside a frame a move
+    is only appended."""
 
-    __slots__ = ("_ends", "_framed")
+    __slots__ = ("_frames",)
 
     def __init__(self) -> None:
         super().__init__()
-        self._ends: list[tuple[Any, Any]] = []  # (took, made) of each move inside frames
-        self._framed = 0  # how deep in frames this call is
+        self._frames: list[_Frame] = []  # the user's ops running now, innermost last
 
     def add(self, move: Move, source: object, made: object) -> None:
         self.append(move)
-        if self._framed:
-            self._ends.append((source, made))
+        if self._frames:
+            _place(self._frames[-1], ((move,), source, made))
 
     def framed(self, call: Callable[[], Any], image: object) -> Any:
         """``call()``, a user's op on ``image``, keeping the moves its result went through
-        (as one step from ``image`` to that result, for a frame around it)."""
-        mark, ends = len(self), len(self._ends)
-        self._framed += 1
+        (for a frame around it, one step from ``image`` to that result)."""
+        frame = _Frame(image, len(self))
+        self._frames.append(frame)
         try:
             out = call()
         finally:
-            self._framed -= 1
-        kept = _through([(move, *end) for move, end in zip(self[mark:], self._ends[ends:])],
-                        image, out)
-        del self[mark:], self._ends[ends:]
-        self.extend(move for move, _, _ in kept)
-        if self._framed:  # (the outer frame sees them as a move of its own)
-            self._ends.extend((image if k == 0 else took, out if k == len(kept) - 1 else made)
-                              for k, (_, took, made) in enumerate(kept))
+            self._frames.pop()
+        moves = [move for entry in _chosen(frame, out) for move in entry[0]]
+        del self[frame.mark:]
+        self.extend(moves)
+        if self._frames and moves:
+            _place(self._frames[-1], (tuple(moves), image, out))
         return out
 
 
-_Noted = tuple[Move, Any, Any]  # a move, the image it took, the image it made
+_Noted = tuple[tuple[Move, ...], Any, Any]  # moves, the image they took, the image they made
+
+
+class _Frame:
+    """A user's op running: the image it was given, where its moves start in the notes, and
+    the branches they grew."""
+
+    __slots__ = ("image", "mark", "branches")
+
+    def __init__(self, image: object, mark: int) -> None:
+        self.image, self.mark = image, mark
+        self.branches: list[list[_Noted]] = []
+
+
+def _place(frame: _Frame, entry: _Noted) -> None:
+    """Grow ``frame``'s branches by ``entry``, as it is made: one made of what a move made
+    goes on from it (the same object, or the object a move took now holding that move's
+    pixels: written back into it), one made of the frame's image or of what a move took
+    starts a branch there (a try again), one made of something else goes on from the latest
+    branch (a colour step came between) unless its shape is not that branch's image's (a
+    helper array: a validity map). Where no object matches, equal pixels do (a copy:
+    ``image.copy()`` for each try)."""
+    branches, image, took = frame.branches, frame.image, entry[1]
+    for same in _SAME:
+        at = _find(branches, lambda e: same(e[2], took))
+        if at is None and same is _is and (took is image or _find(
+                branches, lambda e: e[1] is took)):  # written back into what it took?
+            at = _find(branches, lambda e: _equal(e[2], took))
+        if at is not None:
+            branches.append([*at, entry])
+            return
+        if same(image, took):
+            branches.append([entry])
+            return
+        at = _find(branches, lambda e: same(e[1], took))
+        if at is not None:
+            branches.append([*at[:-1], entry])
+            return
+    last = branches[-1][-1][2] if branches else image
+    if getattr(took, "shape", None) == getattr(last, "shape", None):
+        branches.append([*(branches[-1] if branches else []), entry])
+
+
+def _chosen(frame: _Frame, out: object) -> list[_Noted]:
+    """The branch ``out`` went through: to the move that made it (or whose pixels it holds);
+    none for the frame's image itself or a copy of it (every try given up); for an image no
+    move made (a colour step last), the latest branch."""
+    branches, image = frame.branches, frame.image
+    if out is image:
+        return _find(branches, lambda e: _equal(e[2], out)) or []
+    for same in _SAME:
+        at = _find(branches, lambda e: same(e[2], out))
+        if at is not None:
+            return at
+    return [] if _equal(image, out) else branches[-1] if branches else []
 
 
 def _is(a: object, b: object) -> bool:
@@ -419,51 +471,14 @@ def _is(a: object, b: object) -> bool:
 
 
 def _equal(a: object, b: object) -> bool:
-    """Equal pixels: a copy of the image."""
+    """Equal pixels: a copy of the image (a row first: most images that differ, differ
+    there, and are told apart without a pass over all of them)."""
     return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape \
-        and a.dtype == b.dtype and bool(np.array_equal(a, b))
+        and a.dtype == b.dtype and bool(np.array_equal(a[:1], b[:1])) and \
+        bool(np.array_equal(a, b))
 
 
 _SAME = (_is, _equal)  # the same object first, then equal pixels (a copy)
-
-
-def _through(noted: list[_Noted], image: object, out: object) -> list[_Noted]:
-    """The moves of ``noted`` (a user's op's on ``image``) that ``out`` went through.
-
-    The moves grow branches: one made of what a move made goes on from it, one made of
-    ``image`` or of what a move took starts a branch there (a try again), one made of
-    something else goes on from the latest branch (a colour step came between) unless its
-    shape is not that branch's image's (a helper array: a validity map). The same object is
-    looked for first, then equal pixels (a copy: ``image.copy()`` for each try). ``out`` is
-    then found: the branch to the move that made it; for ``image`` itself, the move whose
-    pixels it holds (a move written back into it), else none (every try given up); for an
-    image no move made (a colour step last), the latest branch."""
-    branches: list[list[_Noted]] = []
-    for entry in noted:
-        _, took, _ = entry
-        for same in _SAME:
-            at = _find(branches, lambda e: same(e[2], took))
-            if at is not None:
-                branches.append([*at, entry])
-                break
-            if same(image, took):
-                branches.append([entry])
-                break
-            at = _find(branches, lambda e: same(e[1], took))
-            if at is not None:
-                branches.append([*at[:-1], entry])
-                break
-        else:
-            last = branches[-1][-1][2] if branches else image
-            if getattr(took, "shape", None) == getattr(last, "shape", None):
-                branches.append([*(branches[-1] if branches else []), entry])
-    if out is image:
-        return _find(branches, lambda e: _equal(e[2], out)) or []
-    for same in _SAME:
-        at = _find(branches, lambda e: same(e[2], out))
-        if at is not None:
-            return at
-    return branches[-1] if branches else []
 
 
 def _find(branches: list[list[_Noted]], found: Callable[[_Noted], bool]
