@@ -153,6 +153,20 @@ def test_secrets_never_show(s3, caplog, monkeypatch, transport):
     assert any("retrying" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.parametrize("shards", ["train-*.tar", "train-{000000..000001}.tar"])
+def test_listing_or_sizing_shards_on_a_silent_endpoint_ends_in_an_error(monkeypatch, shards):
+    """Listing a glob, and reading the shards' sizes and etags, ran on botocore's own clock:
+    an endpoint that takes connections and never answers held the constructor for minutes
+    (the workers' reads were bounded)."""
+    monkeypatch.setenv("SHMAUG_REQUEST_TIMEOUT_S", "0.5")
+    with socket.create_server(("127.0.0.1", 0), backlog=64) as silent:
+        opts = options(f"http://127.0.0.1:{silent.getsockname()[1]}", secret=SECRET)
+        with checking_credentials(), pytest.raises(RemoteError,
+                                                   match=r"no answer within SHMAUG_REQUEST"):
+            shmaug.ImageRecords.from_webdataset(f"s3://{BUCKET}/wds/{shards}",
+                                                image_ext="png", storage_options=opts)
+
+
 def closed_port() -> str:
     """An endpoint on localhost where nothing listens: every connection is refused."""
     return f"http://127.0.0.1:{free_port()}"

@@ -88,7 +88,8 @@ def instructions(info: Any, split: str, folder: str) -> list[tuple[str, int, int
         found = info.splits[split].file_instructions
     except (KeyError, ValueError, AssertionError) as exc:
         raise ArgumentError(
-            f"`split`={split!r} cannot be read from {folder!r}: {exc}. Fix: pass one of the "
+            f"`split`={split!r} cannot be read from {folder!r}: {str(exc).rstrip('.')}. Fix: "
+            f"pass one of the "
             f"prepared splits {sorted(info.splits)}, with TFDS' slices (e.g. 'train[:90%]')."
         ) from None
     out = []

@@ -329,7 +329,8 @@ class Remote:
             RemoteError: as ``fetch`` (retried, or refused at once).
         """
         try:
-            found = self._retried(root, lambda fs: dict(fs.find(root, detail=True)), "list")
+            found = self._retried(
+                root, lambda fs: dict(fs.find(root, detail=True, **_limit(fs))), "list")
         except FileNotFoundError:
             found = {}
         if not found:
@@ -363,7 +364,7 @@ class Remote:
             RemoteError: as ``fetch`` (retried, or refused at once).
         """
         return [self.url(p) for p in self._retried(
-            pattern, lambda fs: list(fs.glob(pattern)), "list")]
+            pattern, lambda fs: list(fs.glob(pattern, **_limit(fs))), "list")]
 
     def identities(self, urls: Sequence[str]) -> list[str | BaseException]:
         """Per object, ``"size|etag"`` (its modification time where the backend gives no
@@ -377,7 +378,7 @@ class Remote:
                     return self._gets.identity(url).encode()
                 except Unfit:
                     pass  # a folder, a missing object, no etag: fsspec answers
-            info = fs.info(url)
+            info = fs.info(url, **_limit(fs))
             if info.get("type", "file") != "file":
                 return b""  # a folder (a prefix), not an object
             return _ident(info).encode()
@@ -456,7 +457,9 @@ def _one_get(fs: Any, protocol: str, options: dict[str, Any]) -> dict[str, int]:
 
 def _limit(fs: Any) -> dict[str, float]:
     """fsspec's own bound on a call of an async filesystem (s3fs, gcsfs, http): its ``sync``
-    gives up after ``timeout`` seconds with ``FSTimeoutError`` (then retried, bounded)."""
+    gives up after ``timeout`` seconds with ``FSTimeoutError`` (then retried, bounded). Every
+    request takes it, the listings and the sizes too: an endpoint that takes connections and
+    never answers held the main process for minutes."""
     timeout = settings().request_timeout_s
     return {"timeout": timeout} if getattr(fs, "async_impl", False) else {}
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 from typing import TYPE_CHECKING, Any
 
-from ._settings import OFFLINE_ENV
+from ._settings import OFFLINE_ENV, settings
 from ...errors import RemoteError
 
 if TYPE_CHECKING:
@@ -144,5 +144,7 @@ def _raise_refused(caught_exception: BaseException | None = None, **_: Any) -> N
 def describe(exc: BaseException | None) -> str:
     if exc is None:
         return "unknown"
-    text = str(exc).strip() or "no message"
+    text = str(exc).strip() or ("no answer within SHMAUG_REQUEST_TIMEOUT_S="
+                                f"{settings().request_timeout_s:g} s"
+                                if type(exc).__name__ == "FSTimeoutError" else "no message")
     return f"{type(exc).__name__}: {text}"[:300]
