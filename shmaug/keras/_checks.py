@@ -74,10 +74,27 @@ def _reaches_the_facade(cls: type, fn: Any, seen: set[str]) -> bool:
     """Whether ``fn`` (a subclass's method, unwrapped from its decorators) may make its
     batches through the Sequence's: it names one of ``_FACADE_WAYS``, or calls a method of
     the subclass's own that does. Unreadable code is given the benefit of the doubt."""
-    code = getattr(inspect.unwrap(fn), "__code__", None)
-    if code is None or _FACADE_WAYS & set(code.co_names) or "__class__" in code.co_freevars:
+    fn = inspect.unwrap(fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
         return True
-    for name in set(code.co_names) - seen:
+    codes, names = [code], set()
+    while codes:  # with the comprehensions and lambdas inside it
+        one = codes.pop()
+        if _FACADE_WAYS & set(one.co_names) or "__class__" in one.co_freevars:
+            return True
+        names |= set(one.co_names)
+        codes += [c for c in one.co_consts if isinstance(c, types.CodeType)]
+    for cell in getattr(fn, "__closure__", None) or ():  # a decorator's wrapped function
+        try:
+            inner = cell.cell_contents
+        except ValueError:  # (an empty cell)
+            continue
+        if callable(inner) and f"<{id(inner)}>" not in seen:
+            seen.add(f"<{id(inner)}>")
+            if _reaches_the_facade(cls, inner, seen):
+                return True
+    for name in names - seen:
         seen.add(name)
         method = next((vars(klass)[name] for klass in cls.__mro__
                        if name in vars(klass) and not klass.__module__.startswith("shmaug.")),

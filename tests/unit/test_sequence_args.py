@@ -192,6 +192,19 @@ def test_a_getitem_that_makes_batches_itself_is_told_it_bypasses_the_workers():
             def __getitem__(self, index):
                 return super().__getitem__(index)
 
+        def timed(fn):  # a decorator without functools.wraps
+            def run(*args):
+                return fn(*args)
+            return run
+
+        class Undecorated(shmaug.Sequence):  # noqa: F841
+            @timed
+            def __getitem__(self, index):
+                return tuple(self._part(index, k) for k in range(1))  # (a generator's code)
+
+            def _part(self, index, k):
+                return super().__getitem__(index)
+
 
 def test_a_refused_target_is_named_where_it_lies_in_the_users_y():
     """The facade keeps ``y`` beside its other inputs: the error names the user's own

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 
 from shmaug.errors import ArgumentError
 from shmaug.ops import Compose, Op, aside, available, register
+from shmaug.deferred import Undecoded, resize_box
 from shmaug.ops.builtin.geometric import crop, hflip, resize, rotate
+from shmaug.ops.builtin.windows import random_resized_crop
 from shmaug.ops.core import BLENDED, STILL, TARGET_KINDS, WARPED, get
 from shmaug.ops.targets import formats
 from shmaug.ops.targets.moves import (OUTLINE_STEP, FieldMove, MatrixMove,
@@ -118,6 +121,7 @@ def _written_back(image: np.ndarray, rng: np.random.Generator, copy: bool = True
     image given."""
     work = image.copy() if copy else image
     work[...] = rotate(work, rng, degrees=(90, 90), interpolation="nearest")
+    work[:4, :, 1] = 0  # painted in place between the moves (channel 0, the mask's, kept)
     work[...] = hflip(work, rng)
     return work
 
@@ -140,6 +144,50 @@ def test_targets_follow_only_the_moves_an_op_kept(op: Op) -> None:
         kept = out[:, :, 0] != 60 if getattr(op, "name", "") == "test_helper_moved" else \
             slice(None)
         np.testing.assert_array_equal(moved["mask"][:, :, 0][kept], out[:, :, 0][kept])
+
+
+class _Photo(Undecoded):
+    """A photo not decoded yet, as ImageFiles(image_size=None) hands one over."""
+
+    __slots__ = ("pixels",)
+
+    def __init__(self, pixels: np.ndarray) -> None:
+        self.pixels = pixels
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.pixels.shape)
+
+    def decode(self) -> np.ndarray:
+        return self.pixels.copy()
+
+    def resized_window(self, window: Any, size: tuple[int, int], how: Any) -> np.ndarray:
+        return resize_box(self.pixels, window, size, how)
+
+
+@register("test_crop_or_whole", uses_global_rng=False, targets="warped", takes_undecoded=True,
+          sized_by=("height", "width"))
+def _crop_or_whole(image: Any, rng: np.random.Generator, height: int = 32, width: int = 32
+                   ) -> np.ndarray:
+    """Crops of a photo at decode time until one keeps the bright, else the whole photo."""
+    for _ in range(3):
+        out = random_resized_crop(image, rng, height, width, scale=(0.05, 0.1),
+                                  interpolation="nearest")
+        if out[..., 2].mean() > 200:
+            return out
+    return resize(image.decode(), rng, height=height, width=width, interpolation="nearest")
+
+
+def test_targets_follow_a_photo_given_up_on_at_decode_time() -> None:
+    # Its decode, resized, was taken for a helper's: the last crop tried moved the targets.
+    pixels = np.zeros((96, 128, 3), np.uint8)
+    pixels[..., 0] = np.random.default_rng(0).integers(0, 256, pixels.shape[:2])
+    pixels[40:50, 60:70, 2] = 255
+    pipe = Compose([Op("test_crop_or_whole")])
+    for seed in range(10):
+        out, moved = pipe.augment_targets(_Photo(pixels), {"mask": pixels[..., :1].copy()},
+                                          np.random.default_rng(seed))
+        np.testing.assert_array_equal(moved["mask"][..., 0], out[..., 0])
 
 
 @pytest.mark.parametrize("name", sorted(WARPED_OPS))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -416,11 +417,22 @@ class _Frame:
     """A user's op running: the image it was given, where its moves start in the notes, and
     the branches they grew."""
 
-    __slots__ = ("image", "mark", "branches")
+    __slots__ = ("image", "mark", "branches", "prints")
 
     def __init__(self, image: object, mark: int) -> None:
         self.image, self.mark = image, mark
         self.branches: list[list[_Noted]] = []
+        self.prints: dict[int, int] = {}  # a writable image a move took: its pixels' checksum
+
+    def changed(self, took: object) -> bool:
+        """Whether ``took``, which a move took before, was written since (a colour step
+        painted into a working copy): then a move of it goes on, it is no try again."""
+        if not (isinstance(took, np.ndarray) and took.flags.writeable):
+            return False  # (what no one can write cannot change: a worker's image)
+        before = self.prints.get(id(took))
+        now = zlib.crc32(np.ascontiguousarray(took).reshape(-1).view(np.uint8).data)
+        self.prints[id(took)] = now
+        return before is not None and before != now
 
 
 def _place(frame: _Frame, entry: _Noted) -> None:
@@ -432,16 +444,20 @@ def _place(frame: _Frame, entry: _Noted) -> None:
     helper array: a validity map). Where no object matches, equal pixels do (a copy:
     ``image.copy()`` for each try)."""
     branches, image, took = frame.branches, frame.image, entry[1]
+    changed = frame.changed(took)
     for same in _SAME:
         at = _find(branches, lambda e: same(e[2], took))
         if at is None and same is _is and (took is image or _find(
                 branches, lambda e: e[1] is took)):  # written back into what it took?
             at = _find(branches, lambda e: _equal(e[2], took))
+            if at is None and changed and branches:  # and painted after: goes on
+                at = branches[-1]
         if at is not None:
             branches.append([*at, entry])
             return
-        if same(image, took):
-            branches.append([entry])
+        if same(image, took) or (same is _is and not isinstance(image, np.ndarray) and
+                                 getattr(took, "shape", None) == getattr(image, "shape", 0)):
+            branches.append([entry])  # (a photo not decoded yet: its decode is its copy)
             return
         at = _find(branches, lambda e: same(e[1], took))
         if at is not None:
