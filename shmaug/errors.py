@@ -89,7 +89,7 @@ def warn(message: str) -> None:
     """
     frame = sys._getframe(1)  # our caller: stacklevel 2
     level = 2
-    while frame.f_back is not None and _is_ours(frame):
+    while frame.f_back is not None and from_shmaug(frame.f_globals.get("__name__")):
         frame = frame.f_back
         level += 1
     warnings.warn(message, ShmaugWarning, stacklevel=level)
@@ -102,8 +102,10 @@ def got(value: Any) -> str:
     return f"{text[:57] + '...' if len(text) > 60 else text} (type {type(value).__name__})"
 
 
-def _is_ours(frame: Any) -> bool:
-    name = str(frame.f_globals.get("__name__", ""))
+def from_shmaug(module: object) -> bool:
+    """Whether ``module`` (a ``__module__`` or ``__name__``) is shmaug's own: user code is
+    what shmaug checks, frames and ships, never itself."""
+    name = str(module or "")
     return name == "shmaug" or name.startswith("shmaug.")
 
 

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..engine.config import checks as check
 from ..engine.handoff import pinned
-from ..errors import ArgumentError, ArgumentTypeError, NotInitializedError, got, warn
+from ..errors import (ArgumentError, ArgumentTypeError, NotInitializedError, from_shmaug, got,
+                      warn)
 
 if TYPE_CHECKING:
     from ._runtime import Runtime
@@ -47,7 +48,7 @@ def subclassed(cls: type, facade: frozenset[str]) -> None:
     redefined would break it without a word (its own modules call them). A ``__getitem__``
     that makes batches itself (a ``PyDataset`` ported as it was) is told: Keras reads every
     batch through it, so the workers and ``augment`` would never run."""
-    if cls.__module__.startswith("shmaug."):
+    if from_shmaug(cls.__module__):
         return
     taken = sorted(name for name in facade if name in vars(cls))
     if taken:
@@ -97,7 +98,7 @@ def _reaches_the_facade(cls: type, fn: Any, seen: set[str]) -> bool:
     for name in names - seen:
         seen.add(name)
         method = next((vars(klass)[name] for klass in cls.__mro__
-                       if name in vars(klass) and not klass.__module__.startswith("shmaug.")),
+                       if name in vars(klass) and not from_shmaug(klass.__module__)),
                       None)
         if callable(method) and _reaches_the_facade(cls, method, seen):
             return True

@@ -29,6 +29,7 @@ from ..errors import (
     ArgumentError,
     ArgumentTypeError,
     DuplicateOpError,
+    from_shmaug,
     NotPicklableError,
     UnknownOpError,
 )
@@ -253,7 +254,7 @@ class Op:
     def uses_global_rng(self) -> bool | None:
         """Whether the op draws from the global RNGs; None when its author did not say."""
         says = getattr(self.fn, "uses_global_rng", None)
-        if says is None and self.fn.__module__.startswith("shmaug."):
+        if says is None and from_shmaug(self.fn.__module__):
             return False
         return None if says is None else bool(says)
 
@@ -324,7 +325,7 @@ class Op:
         cfg: dict[str, Any] = {"type": "Op", "name": self.name,
                                "params": {k: _thaw(v) for k, v in self.params}}
         module = _REGISTRY[self.name].module if self.name in _REGISTRY else ""
-        if not module.startswith("shmaug."):
+        if not from_shmaug(module):
             cfg["module"] = module
         return cfg
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..deferred import takes_undecoded
-from ..errors import ArgumentError, got
+from ..errors import ArgumentError, from_shmaug, got
 from .compose import Compose, Maybe, OneOf, SomeOf, fixes_size
 from .core import BLENDED, STILL, WARPED, Op, members
 from .interop.albumentations import FromAlbumentations
@@ -173,5 +173,4 @@ def _takes_raw(augment: Any) -> bool:
         fn, ranged = first.fn, first.takes_value_range
     else:  # (shmaug's own wrappers and containers are shmaug's: none takes the data raw)
         fn, ranged = first, hasattr(first, "with_value_range")
-    return callable(fn) and not ranged and not str(getattr(fn, "__module__", "")).startswith(
-        "shmaug.")
+    return callable(fn) and not ranged and not from_shmaug(getattr(fn, "__module__", None))

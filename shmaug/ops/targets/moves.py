@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator
 import cv2
 import numpy as np
 
+from ...errors import from_shmaug
 from ..kernels.cv import grid
 
 Sample = Callable[[np.ndarray, float], np.ndarray]  # (a plane, its border value) -> moved
@@ -511,8 +512,7 @@ def made_by(member: Callable[..., Any], image: Any, rng: Any) -> Any:
     """``member(image, rng)``, a pipeline member's call; where moves are noted and it is the
     user's own (an op that moves pixels through shmaug's ops), framed (``Notes.framed``)."""
     notes = _NOTES.get()
-    if notes is None or str(getattr(getattr(member, "fn", member), "__module__", None) or
-                            "").startswith("shmaug."):
+    if notes is None or from_shmaug(getattr(getattr(member, "fn", member), "__module__", None)):
         return member(image, rng)
     return notes.framed(lambda: member(image, rng), image)
 
