@@ -414,32 +414,43 @@ def spatial_targets(labels: Any) -> list[str]:
 
 def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
                   labels_at: Path = ()) -> None:
-    """Refuse an array of ``y`` that lies on the images (each row of their height and width: a
-    mask, a depth map, per-pixel weights) under no name the pipeline moves, where it holds an
-    op known to move pixels (shmaug's geometric ops): Keras' ``fit(images, masks)`` way, which
-    would train on masks left where the images were. ``labels_at``: where the user's ``y``
-    lies in ``y`` (a Sequence's: beside it, the other ``inputs`` of a dict ``x`` and the
-    ``sample_weight``, which no worker moves)."""
+    """Refuse an array of ``y`` that lies on the images (a mask, a depth map, per-pixel weights,
+    a flow field: each row a plane of their height and width, channels last or first, or at a
+    multiple or fraction of their size, a super-resolution target or a coarse heatmap) under
+    no name the pipeline moves, where it holds an op known to move pixels (shmaug's geometric
+    ops): Keras' ``fit(images, masks)`` way, which would train on maps left where the images
+    were. ``labels_at``: where the user's ``y`` lies in ``y`` (a Sequence's: beside it, the
+    other ``inputs`` of a dict ``x`` and the ``sample_weight``, which no worker moves)."""
     if image is None or not any(kind in (WARPED, BLENDED) for _, kind in plan.kinds):
         return  # (a function that declares nothing may well move no pixel: a noise)
     moved: dict[str, Path] = {}  # the first filed under each name is the one moved
     for filed in _filed(y, plan.moves):
         moved.setdefault(filed.name, filed.path)
     for at, value in _leaves(y):
-        if at in moved.values():
+        how = None if at in moved.values() else _on_the_images(value, tuple(image[:2]))
+        if how is None:
             continue
-        if not (isinstance(value, np.ndarray) and value.ndim in (3, 4)
-                and tuple(value.shape[1:3]) == tuple(image[:2])):
-            continue
-        lies = (f"holds an array of shape {value.shape}: a {image[1]}x{image[0]} plane per "
-                f"sample, lying on the images, which `augment` moves (it holds a geometric op)")
+        lies = (f"holds an array of shape {value.shape}: {how} per sample, lying on the "
+                f"{image[1]}x{image[0]} images, which `augment` moves (it holds a geometric op)")
+        where = shown(at[len(labels_at):])
+        if how != PLANE and at[:len(labels_at)] == labels_at:
+            raise ArgumentError(
+                f"`{where}` {lies}, but shmaug moves a map with its image only at the image's "
+                f"own size, channels last, and nothing moves it under that name. Fix: "
+                + (f"pass it channels last, np.moveaxis({where}, 1, -1), under a name the "
+                   f"pipeline moves (y={{'mask': ...}})" if how == CHANNELS_FIRST
+                   else "give it at the images' size (a super-resolution pair: the "
+                        "high-resolution images as x and a copy as y={'mask': ...}, which "
+                        "moves with them, pixel for pixel with interpolation='nearest'; the "
+                        "low resolution made in the model, a Resizing layer first)")
+                + ", or augment without geometric ops.")
         if at[:len(labels_at)] == labels_at:
             raise ArgumentError(
-                f"`{shown(at[len(labels_at):])}` {lies}, but nothing moves it under that "
-                f"name: a model would learn from masks left where the images were. Fix: name "
-                f"it so it moves with its image (nearest-neighbour), y={{'segmentation_masks': "
-                f"masks}} (Keras' name; a Sequence: the model's output named so), or augment "
-                f"without geometric ops.")
+                f"`{where}` {lies}, but nothing moves it under that name: a "
+                f"model would learn from masks left where the images were. Fix: name it so it "
+                f"moves with its image (nearest-neighbour), y={{'segmentation_masks': masks}} "
+                f"(Keras' name; a Sequence: the model's output named so), or augment without "
+                f"geometric ops.")
         if at[0] == "sample_weight":
             raise ArgumentError(
                 f"`sample_weight` {lies}, but no worker moves weights: each pixel's loss would "
@@ -448,9 +459,36 @@ def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
                 f"per-sample weights, shape (N,), or augment without geometric ops.")
         raise ArgumentError(
             f"`x[{at[-1]!r}]` {lies}, but only `x[image_key]` is augmented: the model would "
-            f"see this input where the images were. Fix: stack it onto the images as channels "
-            f"(e.g. np.concatenate([images, depth], axis=-1)) so that it moves with them, or "
-            f"augment without geometric ops.")
+            f"see this input where the images were. Fix: "
+            + ("stack it onto the images as channels (e.g. np.concatenate([images, depth], "
+               "axis=-1)) so that it moves with them (the colour, noise and blur ops then "
+               "change it too, each channel past the third about its own mean: keep them out "
+               "of `augment` for a depth or mask input)" if how == PLANE else
+               "make it in the model from the images (a Resizing layer for another scale)")
+            + ", or augment without geometric ops.")
+
+
+PLANE, CHANNELS_FIRST = "a plane of their height and width", "a plane channels first (C, H, W)"
+_SCALES = (2, 3, 4, 8)  # a super-resolution target's, a coarse heatmap's (CenterNet: 1/4)
+
+
+def _on_the_images(value: Any, hw: tuple[int, int]) -> str | None:
+    """How an array lies on images of ``hw`` (height, width), one row per sample: ``PLANE``,
+    ``CHANNELS_FIRST``, a plane at a multiple or fraction of their size, or None."""
+    if not isinstance(value, np.ndarray) or value.ndim not in (3, 4):
+        return None
+    for axes, layout in ((slice(1, 3), PLANE), (slice(2, 4), CHANNELS_FIRST)):
+        if value.ndim < axes.stop:
+            continue
+        h, w = value.shape[axes]
+        if (h, w) == hw:
+            return layout
+        for k in _SCALES:
+            if min(h, w) >= 8 and ((h, w) == (hw[0] * k, hw[1] * k) or (h, w) in (
+                    (hw[0] // k, hw[1] // k), (-(-hw[0] // k), -(-hw[1] // k)))):
+                return (f"a plane at {k}x their size" if h > hw[0] else
+                        f"a plane at 1/{k} of their size")
+    return None
 
 
 def unmoved_sized(labels: Any, plan: Plan, given: tuple[int, ...] | None,
