@@ -65,8 +65,9 @@ _AXES_FIX = {
     2: "flattened images become images again, e.g. `x.reshape(-1, 28, 28)` for (N, 784); "
        "one image is `x[None]`",
     5: "frames or slices per sample (N, T, H, W, C) go in as channels, which geometric ops "
-       "move together (colour ops read the first three): "
-       "`x.transpose(0, 2, 3, 1, 4).reshape(N, H, W, T * C)`, unfolded after",
+       "move together (but hue, saturation and grayscale change the first three channels "
+       "alone and channel_shuffle mixes frames: a colour change per frame goes in your own "
+       "op): `x.transpose(0, 2, 3, 1, 4).reshape(N, H, W, T * C)`, unfolded after",
     0: "add or remove axes, e.g. `x[..., None]` or `x.reshape(N, H, W)`",
 }  # by x.ndim (0: any other)
 
