@@ -264,6 +264,29 @@ def validation_labels(mix: Any, validation: Any) -> None:
         f"and hands their labels out one-hot).")
 
 
+def resumed_unsynced(seq: Any, initial_epoch: Any, epoch: Any, callbacks: Any) -> None:
+    """``fit(initial_epoch=E)`` (given, or set by ``BackupAndRestore``) begins Keras' epoch E,
+    but a Sequence counts its own passes: resumed in a fresh process it fed epoch 0's order and
+    draws again, without a word. Warned as that fit's first ``epoch`` begins, where no
+    ``EpochSync`` of ``seq`` follows Keras' numbers and the Sequence was not sought there."""
+    if not isinstance(initial_epoch, int) or initial_epoch <= 0 or epoch != initial_epoch \
+            or seq.epoch == initial_epoch:
+        return
+    from .callbacks import EpochSync
+
+    given = getattr(callbacks, "callbacks", callbacks)
+    if any(isinstance(c, EpochSync) and c.sequence is seq for c in given or ()):
+        return
+    if seq._runtime.warned_unsynced:
+        return
+    seq._runtime.warned_unsynced = True
+    warn(f"fit() begins at Keras' epoch {initial_epoch} (`initial_epoch`, or "
+         f"BackupAndRestore), but this Sequence feeds its own epoch {seq.epoch}, counting "
+         f"its passes: a resumed run would train on an earlier epoch's order and "
+         f"augmentations again. Fix: callbacks=[shmaug.EpochSync(seq)] (follows Keras' epoch "
+         f"numbers), or seq.seek({initial_epoch}) before fit.")
+
+
 WORKER_HOOKS = ("load", "augment")
 _BY_IDENTITY_BYTES = 1 << 20  # an array larger than this is fingerprinted by identity, shape
 # and dtype: hashing it at every epoch would cost more than the check is worth

@@ -107,15 +107,16 @@ def from_adapter(seq: object) -> bool:
     return frame is not None and getattr(_keras_self(frame), "py_dataset", None) is seq
 
 
-def fit_validation_data() -> Any:
-    """The ``validation_data`` of Keras' ``fit`` up the stack, or None (no ``fit``, or none
-    given). Read where Keras begins an epoch: in the thread calling ``fit``, on every
-    backend."""
+def fit_argument(name: str) -> Any:
+    """The argument ``name`` of Keras' ``fit`` up the stack as ``fit`` holds it now (its
+    ``initial_epoch`` once ``BackupAndRestore`` has set it, its ``callbacks`` as a
+    ``CallbackList``), or None (no ``fit``, or none given). Read where Keras begins an epoch:
+    in the thread calling ``fit``, on every backend."""
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         if code.co_name == "fit" and "keras" in code.co_filename and \
                 code.co_filename.endswith("trainer.py"):
-            return frame.f_locals.get("validation_data")
+            return frame.f_locals.get(name)
         frame = frame.f_back  # type: ignore[assignment]
     return None

@@ -426,7 +426,11 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 and not self.overrides("targets"):
             # fit's training passes: its validation batches must take the mix's loss too
             # (unless a targets hook reshapes the soft targets: then what loss is unknown)
-            facade_checks.validation_labels(self.mix, stack.fit_validation_data())
+            facade_checks.validation_labels(self.mix, stack.fit_argument("validation_data"))
+        if adapter is not None and not (building or inferring):
+            facade_checks.resumed_unsynced(self, stack.fit_argument("initial_epoch"),
+                                           stack.fit_argument("epoch"),
+                                           stack.fit_argument("callbacks"))
         rt = self._runtime
         with rt.lock:
             if adapter is not None:  # whose passes Keras never shuffles (see _in_order)

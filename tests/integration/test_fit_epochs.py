@@ -9,9 +9,12 @@ sample twice and skipped another under fit's defaults.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import threading
+import warnings
 
 import pytest
 
@@ -46,6 +49,17 @@ def run():
     yield start
     for thing in made:
         thing.close()
+
+
+@contextlib.contextmanager
+def told(pattern):
+    """One ShmaugWarning matching ``pattern``, and no other (pytest.warns would show Keras' and
+    torch's own DeprecationWarnings again, as errors)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", shmaug.ShmaugWarning)
+        yield
+    assert [re.search(pattern, str(w.message)) is not None for w in caught
+            if issubclass(w.category, shmaug.ShmaugWarning)] == [True]
 
 
 def fit(model, seq, log, *, sync=False, callbacks=(), **kwargs):
@@ -214,8 +228,12 @@ def test_backup_and_restore_resumes_with_keras_epoch_numbers(run, tmp_path, sync
         fit(model, seq, log, sync=sync, epochs=3, callbacks=[backup, Cut("exception")])
     seq.close()
     seq, plan, log, model = run()
-    fit(model, seq, log, sync=sync, epochs=3,
-        callbacks=[keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))])
+    restore = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))
+    if sync:
+        fit(model, seq, log, sync=sync, epochs=3, callbacks=[restore])
+    else:  # told, as it restarts at Keras' epoch 1 with the Sequence's epoch 0
+        with told(r"begins at Keras' epoch 1 .* own epoch 0.*shmaug\.EpochSync\(seq\)"):
+            fit(model, seq, log, sync=sync, epochs=3, callbacks=[restore])
     assert sorted(log.train) == [1, 2]
     assert [plan.which_epoch(log.train[k]) for k in (1, 2)] == ([1, 2] if sync else [0, 1])
 
@@ -261,3 +279,18 @@ def test_epochsync_starts_a_resumed_short_epoch_fit_at_a_whole_epoch(run):
     fit(model, seq, log, sync=True, epochs=3, steps_per_epoch=4, initial_epoch=1)
     assert [len(log.train[k]) for k in (1, 2)] == [4, 2]
     assert plan.which_epoch(log.train[1] + log.train[2]) == 1
+
+
+def test_initial_epoch_without_epochsync_is_told_unless_the_sequence_is_there(run):
+    """fit(initial_epoch=2) in a fresh process fed the Sequence's epoch 0 (its order and draws
+    again) without a word. Told once; a Sequence sought there, or that got there by fitting,
+    is not (warnings are errors here)."""
+    seq, plan, log, model = run()
+    with told(r"Keras' epoch 2 .* own epoch 0.*seq\.seek\(2\)"):
+        fit(model, seq, log, epochs=3, initial_epoch=2)
+    assert plan.which_epoch(log.train[2]) == 0
+    seq, plan, log, model = run()
+    seq.seek(2)
+    fit(model, seq, log, epochs=3, initial_epoch=2)
+    fit(model, seq, log, epochs=5, initial_epoch=3)  # (its passes went on to epoch 3)
+    assert [plan.which_epoch(log.train[k]) for k in (2, 3, 4)] == [2, 3, 4]

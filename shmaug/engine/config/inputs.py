@@ -428,7 +428,7 @@ def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
     for filed in _filed(y, plan.moves):
         moved.setdefault(filed.name, filed.path)
     for at, value in _leaves(y):
-        how = None if at in moved.values() else _on_the_images(value, tuple(image[:2]))
+        how = None if at in moved.values() else _on_the_images(value, (image[0], image[1]))
         if how is None:
             continue
         lies = (f"holds an array of shape {value.shape}: {how} per sample, lying on the "
