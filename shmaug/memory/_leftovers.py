@@ -52,18 +52,22 @@ def hold(name: str) -> int | None:
     return fd
 
 
-def sweep(prefix: str) -> list[str]:
+def sweep(prefix: str, *, short: bool = False) -> list[str]:
     """Unlink the leftovers of dead owners, segments named ``<prefix><pid>_<hex>`` (once per
-    process); returns their names."""
+    process); returns their names. ``short``: /dev/shm cannot hold what is asked, so sweep
+    again, and wait (at most ``STALE_AFTER_S``) for leftovers too young yet to tell from a
+    segment being made: a job restarted at once after a kill (a container's restart) found
+    its predecessor's there, and never swept them."""
     global _swept
     directory = _directory()
     with _sweep_lock:
-        if _swept or directory is None:
+        if directory is None or (_swept and not short):
             return []
         _swept = True
-    pattern = re.compile(re.escape(prefix) + r"(\d+)_[0-9a-f]+\Z")
-    removed = [name for name in sorted(os.listdir(directory))
-               if _remove_if_left(directory, name, pattern)]
+    removed, young = _swept_once(directory, prefix)
+    if short and young:
+        time.sleep(min(max(young), STALE_AFTER_S))
+        removed += _swept_once(directory, prefix)[0]
     if removed:
         log.warning("removed %d shared-memory segments left in %s by shmaug processes killed "
                     "together with their resource tracker: %s", len(removed), directory,
@@ -71,33 +75,51 @@ def sweep(prefix: str) -> list[str]:
     return removed
 
 
-def _remove_if_left(directory: str, name: str, pattern: re.Pattern[str]) -> bool:
+def _swept_once(directory: str, prefix: str) -> tuple[list[str], list[float]]:
+    """The leftovers unlinked, and the seconds until each one too young yet may be told one."""
+    pattern = re.compile(re.escape(prefix) + r"(\d+)_[0-9a-f]+\Z")
+    removed, young = [], []
+    for name in sorted(os.listdir(directory)):
+        wait = _remove_if_left(directory, name, pattern)
+        if wait == 0.0:
+            removed.append(name)
+        elif wait is not None:
+            young.append(wait)
+    return removed, young
+
+
+def _remove_if_left(directory: str, name: str, pattern: re.Pattern[str]) -> float | None:
+    """0.0 where ``name`` was a leftover, now unlinked; the seconds until it may be told one
+    where it looks left but was written within ``STALE_AFTER_S``; None where it is not."""
     match = pattern.match(name)
     if match is None or _alive(int(match.group(1))):
-        return False
+        return None
     path = os.path.join(directory, name)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:  # gone meanwhile, or another user's
-        return False
+        return None
     try:
-        if time.time() - os.fstat(fd).st_mtime < STALE_AFTER_S:
-            return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # held: its owner lives (in another PID namespace)
-            return False
+        except OSError:  # held: its owner lives (in another PID namespace, or it is us)
+            return None
+        age = time.time() - os.fstat(fd).st_mtime
+        if age < STALE_AFTER_S:  # (between its creation and its owner's lock, maybe)
+            return STALE_AFTER_S - age + 0.1
         os.unlink(path)
-        return True
+        return 0.0
     except OSError:
-        return False
+        return None
     finally:
         os.close(fd)
 
 
 def _alive(pid: int) -> bool:
+    """Whether another process of that PID lives. Our own PID says nothing: a container's
+    main process is PID 1 at every restart, its predecessor's too (the locks tell)."""
     if pid == os.getpid():
-        return True
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

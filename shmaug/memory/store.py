@@ -93,15 +93,19 @@ def mapped_file_handle(array: np.ndarray) -> ArrayHandle | None:
                        kind="npy", offset=int(offset))
 
 
-def free_shm_bytes() -> int | None:
-    """Bytes free in /dev/shm, or None where there is no such mount (macOS, Windows)."""
+def free_shm_bytes(needed: int = 0) -> int | None:
+    """Bytes free in /dev/shm, or None where there is no such mount (macOS, Windows); where
+    fewer than ``needed``, those free once what killed shmaug processes left is swept."""
     if platform.SHM_DIR is None:
         return None
     try:
         st = os.statvfs(platform.SHM_DIR)
     except (OSError, AttributeError):
         return None
-    return st.f_bavail * st.f_frsize
+    free = st.f_bavail * st.f_frsize
+    if free < needed and _leftovers.sweep(SEGMENT_PREFIX, short=True):
+        return free_shm_bytes()
+    return free
 
 
 def shm_report() -> str:
@@ -120,7 +124,7 @@ def shm_report() -> str:
 
 def check_capacity(nbytes: int, what: str) -> None:
     """Raise ``SharedMemoryError`` with the remedy when /dev/shm cannot hold ``nbytes``."""
-    free = free_shm_bytes()
+    free = free_shm_bytes(nbytes)
     if free is not None and nbytes > free:
         raise SharedMemoryError(
             f"Not enough shared memory for {what}: asked for {nbytes:,} bytes "
@@ -179,8 +183,8 @@ def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0,
     instead of copied; always, enlarging /dev/shm. ``own``: the asking loader's blocks,
     left out of what the message says the process's other loaders hold.
     """
-    free = free_shm_bytes()
     total = sum(parts.values())
+    free = free_shm_bytes(total)
     if free is None or total <= free:
         return
     ring, data = parts.get(RING, 0), parts.get(DATASET, 0)
@@ -188,7 +192,9 @@ def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0,
     chosen = f", {depth}" if depth else ""
     shrink = (f"lower `max_queue_size` (now {slots} batches of {batch_bytes:,} bytes{chosen}; "
               + (f"max_queue_size={fits} fits" if fits >= 1 else "not one batch fits beside "
-                 "the rest, so lower `batch_size` too") + ") or `batch_size`")
+                 "the rest, so lower `batch_size` too") + ") or `batch_size`"
+              if slots > 1 else f"lower `batch_size` (the queue holds one batch of "
+              f"{batch_bytes:,} bytes already{chosen})")
     npy = ("pass `x` as a path to a .npy file (`np.save(path, x)`) or a "
            "`np.load(path, mmap_mode='r')` array: every worker memory-maps it, nothing is "
            "copied into shared memory")

@@ -92,3 +92,44 @@ def test_a_locked_or_young_segment_of_a_pid_not_seen_here_stays(sweep):
     finally:
         if os.path.exists(f"/dev/shm/{name}"):
             os.unlink(f"/dev/shm/{name}")
+
+
+def _segment(pid: int, tag: str) -> str:
+    name = f"{SEGMENT_PREFIX}{pid}_{tag}"
+    with open(f"/dev/shm/{name}", "wb") as segment:
+        segment.write(b"\0" * 64)
+    return name
+
+
+def test_a_segment_of_our_own_pid_is_swept_unless_we_hold_it(sweep):
+    """A container's main process is PID 1 at every restart: its predecessor's segments bore
+    its own PID, so they were taken for its own and never swept (Docker's 64 MiB filled up
+    restart by restart). The locks tell: ours are held, the predecessor's are not."""
+    left, ours = _segment(os.getpid(), "0ddba11"), _segment(os.getpid(), "5eed")
+    lock = _leftovers.hold(ours)
+    try:
+        _age({left, ours}, 60)
+        assert sweep() == [left]
+        assert os.path.exists(f"/dev/shm/{ours}")
+    finally:
+        os.close(lock)
+        os.unlink(f"/dev/shm/{ours}")
+
+
+def test_where_shared_memory_is_short_young_leftovers_are_waited_for(monkeypatch):
+    """A job restarted at once after a kill found its predecessor's segments too young to
+    tell from one being made, and swept once only: never. Short of room, it sweeps again,
+    waiting (at most STALE_AFTER_S) for them to be told leftovers."""
+    from shmaug.memory import store
+
+    monkeypatch.setattr(_leftovers, "STALE_AFTER_S", 0.5)
+    name = _segment(_dead_pid(), "c0ffee")
+    try:
+        started = time.monotonic()
+        assert store.free_shm_bytes() is not None and os.path.exists(f"/dev/shm/{name}")
+        store.free_shm_bytes(needed=2**62)  # more than any /dev/shm holds
+        assert not os.path.exists(f"/dev/shm/{name}")
+        assert time.monotonic() - started < 5
+    finally:
+        if os.path.exists(f"/dev/shm/{name}"):
+            os.unlink(f"/dev/shm/{name}")

@@ -302,7 +302,7 @@ def small_shm(monkeypatch):
         views: list = []
         blocks: list = []
 
-    monkeypatch.setattr(store, "free_shm_bytes", lambda: Shm.free)
+    monkeypatch.setattr(store, "free_shm_bytes", lambda needed=0: Shm.free)
     put, check_need = store.SharedStore.put, ring.check_need
 
     def spied_put(self, array, **kwargs):
@@ -382,8 +382,9 @@ def test_a_default_queue_with_no_room_for_one_batch_is_refused_naming_its_bound(
     x = np.ones((10, 4, 4), np.uint8)
     small_shm.free = 60_000  # not one batch of 65,536 bytes
     with pytest.raises(shmaug.SharedMemoryError,
-                       match=r"now 1 batches of 65,536 bytes, 1 slots: the default for 0 "
-                             r"workers.*its memory bound \(29,928 bytes.*lower `batch_size`"):
+                       match=r"lower `batch_size` \(the queue holds one batch of 65,536 bytes "
+                             r"already, 1 slots: the default for 0 workers.*its memory bound "
+                             r"\(29,928 bytes"):
         shmaug.Loader(x, batch_size=4, augment=_ops.upscaled_float, workers=0)
 
 
