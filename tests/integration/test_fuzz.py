@@ -258,6 +258,9 @@ CASES: dict[str, Case] = {
                              r"`x` is a pair of .* images .* labels.*two arguments"),
     "x an (x, one-hot y) pair": Case(lambda f, t: loader((X, np.eye(3)[np.arange(len(X)) % 3])),
                                      TypeError, r"`x` is a pair of 8 images .* labels \(8, 3\)"),
+    "x a list of several inputs, y given": Case(lambda f, t: loader(
+        [X, np.zeros((len(X), 2), np.float32)], np.arange(len(X))), TypeError,
+        r"`x` as a list holds 2 arrays of 8 rows each .*several inputs.*image_key='image'"),
     "augment np.flip": Case(lambda f, t: loader(X, augment=np.flip), TypeError,
                             r"`augment`.*`axis`, is an option"),
     "y a list of per-sample rows": Case(lambda f, t: loader(X, [np.eye(3)[i % 3] for i in

@@ -72,7 +72,7 @@ _AXES_FIX = {
 }  # by x.ndim (0: any other)
 
 
-def image_array(x: Any) -> np.ndarray:
+def image_array(x: Any, y: Any = None) -> np.ndarray:
     """``x`` as the images workers read: an array (N, H, W[, C]) of numbers.
 
     A path to a .npy file becomes a read-only memory map (nothing is read yet); a list or tuple
@@ -95,7 +95,7 @@ def image_array(x: Any) -> np.ndarray:
                 f"it again with `np.save(path, images)`."
             ) from None
     elif isinstance(x, (list, tuple)):
-        x = _stacked(x, f"a {type(x).__name__}")
+        x = _stacked(x, f"a {type(x).__name__}", _rows(y))
     elif callable(getattr(x, "to_numpy", None)) and not isinstance(x, np.ndarray):
         x = x.to_numpy()  # a pandas Series (of paths, or of images) or DataFrame
     if not isinstance(x, np.ndarray):
@@ -201,9 +201,17 @@ def stored_as(images: np.ndarray | None, dtype: np.dtype | None) -> None:
 _EMPTY = "`x` is empty (0 samples). Fix: pass a dataset with at least one sample."
 
 
-def _stacked(items: list[Any] | tuple[Any, ...], kind: str) -> np.ndarray:
+def _rows(y: Any) -> int | None:
+    """How many rows the first array of ``y`` has, or None."""
+    first = next(_leaves(y), (None, None))[1]
+    return len(first) if isinstance(first, np.ndarray) and first.ndim else None
+
+
+def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None = None
+             ) -> np.ndarray:
     """A list of images of one shape, stacked; anything else is refused with the fix.
-    ``kind``: what ``x`` is, as the message names it."""
+    ``kind``: what ``x`` is, as the message names it; ``y_rows``: the rows of the ``y`` given
+    beside it (arrays of as many rows are Keras' several inputs, not an (x, y) pair)."""
     if not items:
         raise ArgumentError(_EMPTY)
     if all(isinstance(item, (str, bytes, os.PathLike)) for item in items):
@@ -219,6 +227,14 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str) -> np.ndarray:
     if len(shapes) == 1 and image_like and arrays[0].dtype.kind in "biuf":
         return np.stack(arrays)
     shown = ", ".join(str(s) for s in shapes[:3]) + (", ..." if len(shapes) > 3 else "")
+    if y_rows is not None and len(arrays) > 1 and all(
+            a.ndim >= 2 and len(a) == y_rows for a in arrays):
+        raise ArgumentTypeError(
+            f"`x` as {kind} holds {len(arrays)} arrays of {len(arrays[0])} rows each ({shown}) "
+            f"and `y` is given: Keras' several inputs of one model. shmaug augments one of "
+            f"them, the images, and hands the others over row for row. Fix: pass a dict, "
+            f"`shmaug.Sequence(x={{'image': images, 'meta': meta}}, y=y, image_key='image')`, "
+            f"with the model's inputs named so.")
     if len(arrays) == 2 and arrays[0].ndim in (3, 4) and 1 <= arrays[1].ndim <= 2 and \
             len(arrays[0]) == len(arrays[1]) and arrays[1].shape != arrays[0].shape[:2]:
         raise ArgumentTypeError(

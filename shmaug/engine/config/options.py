@@ -176,7 +176,7 @@ class Data:
             load = x.load  # a sample source such as shmaug.ImageFiles: workers decode
             if y is None:
                 y = source.labels(x)  # as Keras' image_dataset_from_directory
-        x = inputs.image_array(x) if load is None else x
+        x = inputs.image_array(x, y) if load is None else x
         n = len(x) if load is None else inputs.length(x)
         y = inputs.targets(y, n)
         inputs.spatial_sources(y, x)
