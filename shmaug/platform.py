@@ -123,6 +123,20 @@ def _read(path: str) -> str | None:
         return None
 
 
+def open_files() -> tuple[int, int] | None:
+    """(descriptors this process has open, its soft ``ulimit -n``), or None where unknown
+    (no /proc, no limit): a worker inherits the first and opens more within the second."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft == resource.RLIM_INFINITY:
+            return None
+        return len(os.listdir("/proc/self/fd")), int(soft)
+    except (ImportError, OSError, ValueError):
+        return None
+
+
 def glibc_mallopt() -> Callable[[int, int], int] | None:
     """glibc's ``mallopt(param, value)``; None where the C library is not glibc (Windows,
     macOS, musl)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ... import platform
 from ...errors import WorkerDied, WorkerTimeout, rebuild
 from .status import StatusBlock
 from .wire import Died, Done, Failed, Probed, Result, TimedOut
@@ -51,6 +52,17 @@ def describe_startup_failure(wid: int, code: int | None, start_method: str,
                              retries: int = 0, replacing: bool = False) -> WorkerDied:
     """``replacing``: the pool had started, so what fails now is what changed since."""
     again = f" (and {retries} replacement(s) in a row before it)" if retries else ""
+    files = platform.open_files()
+    if files is not None and files[1] - files[0] < 32:  # (a worker that starts needs ~30)
+        return WorkerDied(
+            f"shmaug worker {wid} exited with code {code} before it was ready{again}: this "
+            f"process has {files[0]} files open of the {files[1]} its `ulimit -n` allows, and "
+            f"each worker inherits them and opens more (\"Too many open files\", printed "
+            f"above by the worker). Fix: raise the limit (`ulimit -n 4096`; Docker: "
+            f"`--ulimit nofile=4096`), or use fewer workers.",
+            worker_id=wid,
+            exitcode=code,
+        )
     if replacing:
         return WorkerDied(
             f"shmaug worker {wid} exited with code {code} before it was ready{again}, "
