@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-import re
 import pickle
+import re
 import threading
 import traceback
 
