@@ -13,6 +13,7 @@ from typing import Any
 
 import keras
 
+from .. import platform
 from ..errors import warn
 from .sequence import _LIVE, Sequence
 
@@ -90,6 +91,12 @@ def _remedy(stats: dict[str, Any]) -> str:
         return ("The workers were idle most of the epoch, so the wait was the hand-off of "
                 "the batches or the first ones of each pass, not the augmentation (a short "
                 "epoch shows it most); more `workers` would idle too.")
+    cores = platform.cpu_count()
+    if len(busy) >= cores:  # more workers would only share the cores the others use
+        return (f"The {len(busy)} workers already have this machine's {cores} cores to "
+                f"share (with the training itself), so more would not help. Try: a cheaper "
+                f"augmentation pipeline, packing decoded images into a .npy file so workers "
+                f"stop decoding them, or a machine with more cores.")
     return ("Try: more `workers` (up to the number of cores), a cheaper augmentation "
             "pipeline, or packing decoded images into a .npy file so workers stop decoding "
             "them.")

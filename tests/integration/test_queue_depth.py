@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import shmaug
+from shmaug import platform
 from shmaug.engine.handoff import depth
 from tests import _ops
 from tests._helpers import needs_keras
@@ -113,3 +114,8 @@ def test_stall_monitor_names_the_queue_when_it_was_the_limit() -> None:
     assert "more `workers`" in _remedy({"queue": None})  # nothing to augment: no ring
     idle = _remedy({"queue": None, "worker_busy": [0.05, 0.17]})  # a short epoch's wait
     assert "idle most of the epoch" in idle and "Try: more `workers`" not in idle
+    # as many workers as cores, or more (the README's workers=4 on 2 cores), busy sharing them
+    cores = platform.cpu_count()
+    shared = _remedy({"queue": None, "worker_busy": [0.35, 0.64] * cores})
+    assert f"have this machine's {cores} cores" in shared and "more `workers`" not in shared
+    assert "more `workers`" in _remedy({"queue": None, "worker_busy": [0.9] * (cores - 1)})
