@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterator, cast
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, warn
 
 if TYPE_CHECKING:
     from .sequence import Sequence
@@ -67,23 +67,36 @@ def to_tf_dataset(seq: Sequence, input_context: Any = None) -> Any:
 
     if input_context is not None:
         follow_context(seq, input_context)
+    if seq.shuffle is None:
+        warn("to_tf_dataset() reads this Sequence in order, as a loop by hand does: with "
+             "shuffle=None (which follows Keras' fit per pass) its batches come unshuffled, and "
+             "unmixed under a `mix`, as evaluate's. Fix: pass shuffle=True to the Sequence for "
+             "training (shuffle=False says an in-order pass is meant, and silences this).")
     first = seq[0]  # a look: it moves the stream nowhere (_passes rule 2)
+    whole_batches = seq._settings.batches.drop_remainder  # (static, for XLA and TPUs)
 
     def spec(a: Any) -> Any:
-        return tf.TensorSpec((None, *np.shape(a)[1:]), tf.as_dtype(np.asarray(a).dtype))
+        rows = seq.batch_size if whole_batches else None
+        return tf.TensorSpec((rows, *np.shape(a)[1:]), tf.as_dtype(np.asarray(a).dtype))
 
     signature = tf.nest.map_structure(spec, first)
+    whole = not seq.served_before_restore()
 
     def epoch() -> Iterator[Any]:
         seq.on_epoch_begin()  # a subclass's hooks run per epoch, as under fit
         served = seq.served_before_restore()  # a pass restored half-way serves only the rest
+        if served and whole:
+            raise ArgumentError(
+                "This Sequence was restored half-way through an epoch (load_state_dict) "
+                "after to_tf_dataset() made this dataset, whose declared length is a whole "
+                "epoch: tf.data would stop at the missing batches (\"expected to contain N "
+                "elements\"). Fix: call to_tf_dataset() after load_state_dict().")
         for i in range(len(seq)):
             if i not in served:
                 yield seq[i]
         seq.on_epoch_end()
 
     dataset = tf.data.Dataset.from_generator(epoch, output_signature=signature)
-    whole = not seq.served_before_restore()
     if whole:  # every iteration is one whole epoch: say how long, or Keras' fit (its
         # EpochIterator, keras-hub's fit on tf.data) runs it dry each epoch and warns "Your
         # input ran out of data"; a pass restored half-way is shorter once, so left unknown

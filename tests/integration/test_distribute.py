@@ -56,15 +56,17 @@ def test_input_context_that_disagrees_with_explicit_shards_is_refused():
 
     x = np.zeros((10, 4, 4), np.float32)
     ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1)
-    with shmaug.Sequence(x, batch_size=2, workers=0, num_shards=2, shard_index=0) as seq:
+    with shmaug.Sequence(x, batch_size=2, workers=0, num_shards=2, shard_index=0,
+                         shuffle=False) as seq:
         with pytest.raises(shmaug.ArgumentError,
                            match=r"assigns shard 1 of 2.*created with num_shards=2, shard_index=0"):
             seq.to_tf_dataset(input_context=ctx)
-    with shmaug.Sequence(x, batch_size=2, workers=0) as seq:
+    with shmaug.Sequence(x, batch_size=2, workers=0, shuffle=False) as seq:
         seq[0]  # started unsharded: too late for a context to shard it
         with pytest.raises(shmaug.ArgumentError, match=r"already runs with num_shards=1"):
             seq.to_tf_dataset(input_context=ctx)
-    with shmaug.Sequence(x, np.arange(10), batch_size=2, workers=0, seed=0) as seq:
+    with shmaug.Sequence(x, np.arange(10), batch_size=2, workers=0, seed=0,
+                         shuffle=True) as seq:
         ds = seq.to_tf_dataset(input_context=ctx)  # the context decides: shard 1 of 2
         assert (seq.num_shards, seq.shard_index, len(seq)) == (2, 1, 3)
         ids = np.concatenate([y.numpy() for _, y in ds])

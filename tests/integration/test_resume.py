@@ -310,3 +310,23 @@ def test_a_copied_sequence_says_it_cannot_serve_batches():
             with pytest.raises(shmaug.ClosedError, match="is a copy"):
                 clone[0]
         assert len(seq[0][0]) == 4  # the original is untouched
+
+
+@needs_keras
+def test_a_dataset_made_before_a_half_way_restore_says_to_make_it_after():
+    """TensorFlow's order (the dataset first, then the checkpoint): the dataset declared a
+    whole epoch, served the rest and stopped with tf.data's "expected to contain 3 elements
+    but contained only 1", which named neither shmaug nor the fix."""
+    tf = pytest.importorskip("tensorflow")
+    x = np.arange(9, dtype=np.float32).reshape(9, 1, 1, 1)
+    with shmaug.Sequence(x, np.arange(9), batch_size=3, workers=0, seed=4, shuffle=True) as first:
+        one_pass = iter(first)
+        next(one_pass), next(one_pass)
+        state = first.state_dict()
+    with shmaug.Sequence(x, np.arange(9), batch_size=3, workers=0, seed=4,
+                         shuffle=True) as resumed:
+        dataset = resumed.to_tf_dataset()
+        resumed.load_state_dict(state)
+        with pytest.raises(tf.errors.OpError, match=r"restored half-way.*Fix: call "
+                                                    r"to_tf_dataset\(\) after load_state_dict"):
+            list(dataset)

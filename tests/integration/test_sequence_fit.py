@@ -349,6 +349,21 @@ def test_to_tf_dataset():
     assert Counted.ends == 2
 
 
+def test_to_tf_dataset_says_a_sequence_following_keras_reads_in_order():
+    """Made with shuffle left out (it follows Keras' fit per pass), its tf.data form read the
+    samples in order and MixUp off, as evaluate's, and a custom loop trained on that without
+    a word. With drop_remainder, every batch is whole: the signature says its size (XLA)."""
+    pytest.importorskip("tensorflow")
+    x, y = data()
+    with shmaug.Sequence(x, y, batch_size=16, workers=0, seed=0) as seq:
+        with pytest.warns(shmaug.ShmaugWarning, match=r"reads this Sequence in order.*"
+                                                      r"shuffle=None.*Fix: pass shuffle=True"):
+            seq.to_tf_dataset()
+    with shmaug.Sequence(x, y, batch_size=16, workers=0, seed=0, shuffle=True,
+                         drop_remainder=True) as seq:
+        assert seq.to_tf_dataset().element_spec[0].shape.as_list() == [16, SIDE, SIDE, 1]
+
+
 def test_fit_on_to_tf_dataset_gets_every_epoch_without_a_warning():
     """fit on seq.to_tf_dataset(), as keras-hub's task models take it: the dataset says its
     length, so Keras starts each epoch afresh. Of unknown length, Keras ran it dry every epoch
