@@ -264,13 +264,16 @@ def validation_labels(mix: Any, validation: Any) -> None:
         f"and hands their labels out one-hot).")
 
 
-def resumed_unsynced(seq: Any, initial_epoch: Any, epoch: Any, callbacks: Any) -> None:
+def resumed_unsynced(seq: Any, initial_epoch: Any, epoch: Any, steps: Any,
+                     callbacks: Any) -> None:
     """``fit(initial_epoch=E)`` (given, or set by ``BackupAndRestore``) begins Keras' epoch E,
     but a Sequence counts its own passes: resumed in a fresh process it fed epoch 0's order and
     draws again, without a word. Warned as that fit's first ``epoch`` begins, where no
-    ``EpochSync`` of ``seq`` follows Keras' numbers and the Sequence was not sought there."""
+    ``EpochSync`` of ``seq`` follows Keras' numbers and the Sequence is behind (not sought
+    there, nor trained that far: a Sequence ahead, after a warm-up fit, repeats nothing).
+    With ``steps`` per Keras epoch fewer than a pass, the numbers differ by design: not told."""
     if not isinstance(initial_epoch, int) or initial_epoch <= 0 or epoch != initial_epoch \
-            or seq.epoch == initial_epoch:
+            or seq.epoch >= initial_epoch or (isinstance(steps, int) and steps < len(seq)):
         return
     from .callbacks import EpochSync
 

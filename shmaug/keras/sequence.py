@@ -430,6 +430,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         if adapter is not None and not (building or inferring):
             facade_checks.resumed_unsynced(self, stack.fit_argument("initial_epoch"),
                                            stack.fit_argument("epoch"),
+                                           stack.fit_argument("steps_per_epoch"),
                                            stack.fit_argument("callbacks"))
         rt = self._runtime
         with rt.lock:

@@ -378,21 +378,24 @@ class SharedStore:
                 shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))
         except OSError as exc:
             raise _not_created(nbytes, what, exc) from exc
-        try:  # (a Ctrl-C may land in either: the reservation of gigabytes takes a while, and
+        lock = None
+        try:  # (a Ctrl-C may land in any: the reservation of gigabytes takes a while, and
             # the first block of a process starts the tracker)
+            lock = _leftovers.hold(name)  # first: a reservation may outlast a sweep's patience
             _reserve(shm, nbytes if reserved is None else reserved)
             _tracker.track(shm._name)  # type: ignore[attr-defined]
         except BaseException as exc:  # untracked and not yet ours to close: unlinked here
             _close_quietly(shm, lent=False)
             with contextlib.suppress(FileNotFoundError), _tracker.python_tracker_skipped():
                 shm.unlink()
+            if lock is not None:
+                os.close(lock)
             if isinstance(exc, OSError):  # (no room)
                 raise _not_created(nbytes, what, exc) from exc
             raise
         self._segments.append(shm)
         if lent:
             self._lent.add(shm.name)
-        lock = _leftovers.hold(name)
         if lock is not None:
             self._locks.append(lock)
         view = np.ndarray(shape, dtype=dt, buffer=shm.buf)

@@ -261,6 +261,12 @@ CASES: dict[str, Case] = {
     "x a list of several inputs, y given": Case(lambda f, t: loader(
         [X, np.zeros((len(X), 2), np.float32)], np.arange(len(X))), TypeError,
         r"`x` as a list holds 2 arrays of 8 rows each .*several inputs.*image_key='image'"),
+    "x a list of several inputs, y a list": Case(lambda f, t: loader(
+        [X, np.zeros((len(X), 2), np.float32)], list(range(len(X)))), TypeError,
+        r"`x` as a list holds 2 arrays of 8 rows each .*several inputs"),
+    "x a list of as many 13-band images as labels": Case(lambda f, t: loader(
+        [np.zeros((8, 8, 13), np.uint16)] * 8, np.arange(8)), TypeError,
+        r"`x` as a list must hold images .* \(C up to 4\)"),
     "augment np.flip": Case(lambda f, t: loader(X, augment=np.flip), TypeError,
                             r"`augment`.*`axis`, is an option"),
     "y a list of per-sample rows": Case(lambda f, t: loader(X, [np.eye(3)[i % 3] for i in

@@ -265,18 +265,30 @@ PHOTOS = np.zeros((8, 32, 32, 3), np.uint8)
 @pytest.mark.parametrize("y,says", [
     (np.zeros((8, 1, 32, 32), np.float32), r"channels first .*np\.moveaxis\(y, 1, -1\)"),
     ({"depth": np.zeros((8, 2, 32, 32), np.float32)},
-     r"`y\['depth'\]` .*channels first .*np\.moveaxis\(y\['depth'\], 1, -1\)"),
-    (np.zeros((8, 64, 64, 3), np.uint8), r"at 2x their size.*super-resolution pair.*y=\{'mask'"),
-    ({"heatmap": np.zeros((8, 8, 8, 5), np.float32)}, r"`y\['heatmap'\]` .*at 1/4 of their size")])
-def test_a_map_channels_first_or_at_another_scale_is_refused_where_pixels_move(y, says):
-    """A depth map stored (N, 1, H, W) as PyTorch keeps it, a super-resolution target at 2x, a
-    heatmap at 1/4: passed on unmoved while their images were flipped, without a word."""
+     r"`y\['depth'\]` .*channels first .*np\.moveaxis\(y\['depth'\], 1, -1\)")])
+def test_a_map_channels_first_is_refused_where_pixels_move(y, says):
+    """A depth map stored (N, 1, H, W) as PyTorch keeps it was passed on unmoved while its
+    images were flipped, without a word."""
     with pytest.raises(shmaug.ArgumentError, match=says):
         shmaug.Loader(PHOTOS, y, batch_size=4, augment=shmaug.ops.Op("hflip"))
     shmaug.Loader(PHOTOS, y, batch_size=4, workers=0,
                   augment=shmaug.ops.Op("brightness_contrast")).close()
-    # small matrices per sample are no maps: (N, 3, 3), (N, 4, 4)
-    for small in (np.zeros((8, 3, 3)), np.zeros((8, 4, 4))):
+
+
+@pytest.mark.parametrize("y,says", [
+    (np.zeros((8, 64, 64, 3), np.uint8), r"`y` .*at 2x their size.*super-resolution pair"),
+    ({"heatmap": np.zeros((8, 8, 8, 5), np.float32)}, r"`y\['heatmap'\]` .*at 1/4 of their"),
+    (np.zeros((8, 16, 16)), r"`y` .*at 1/2 of their size.*if it is no map, ignore")])
+def test_an_array_at_another_scale_of_the_images_is_told_where_pixels_move(y, says):
+    """A super-resolution target at 2x, a heatmap at 1/4: passed on unmoved while their images
+    were flipped, without a word. Told, not refused: a per-sample matrix (16x16 beside 32x32
+    images) may have such a shape and no place on the image."""
+    with pytest.warns(shmaug.ShmaugWarning, match=says):
+        shmaug.Loader(PHOTOS, y, batch_size=4, workers=0,
+                      augment=shmaug.ops.Compose([shmaug.ops.Op("hflip")])).close()
+    shmaug.Loader(PHOTOS, y, batch_size=4, workers=0,  # (warnings are errors here)
+                  augment=shmaug.ops.Op("brightness_contrast")).close()
+    for small in (np.zeros((8, 3, 3)), np.zeros((8, 4, 4)), np.zeros((8, 10, 10))):
         shmaug.Loader(PHOTOS, small, batch_size=4, workers=0, augment=(
             shmaug.ops.Compose([shmaug.ops.Op("hflip")]))).close()
 

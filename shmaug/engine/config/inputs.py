@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError, got
+from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError, got, warn
 from ...ops.params import SUPPORTED_DTYPES, channels_first, dtype_range, outside, range_guess
 from ...ops.params import value_range as checked_range
 from ...ops.core import BLENDED, WARPED
@@ -202,9 +202,16 @@ _EMPTY = "`x` is empty (0 samples). Fix: pass a dataset with at least one sample
 
 
 def _rows(y: Any) -> int | None:
-    """How many rows the first array of ``y`` has, or None."""
-    first = next(_leaves(y), (None, None))[1]
-    return len(first) if isinstance(first, np.ndarray) and first.ndim else None
+    """How many samples ``y`` labels (a list of labels, a Series, one array, or the first of
+    several outputs), or None."""
+    if isinstance(y, dict) or (isinstance(y, (list, tuple)) and y and all(
+            isinstance(v, np.ndarray) and v.ndim for v in y)):
+        first = next(_leaves(y), (None, None))[1]
+        return len(first) if isinstance(first, np.ndarray) and first.ndim else None
+    try:
+        return len(y)
+    except TypeError:
+        return None
 
 
 def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None = None
@@ -227,7 +234,7 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
     if len(shapes) == 1 and image_like and arrays[0].dtype.kind in "biuf":
         return np.stack(arrays)
     shown = ", ".join(str(s) for s in shapes[:3]) + (", ..." if len(shapes) > 3 else "")
-    if y_rows is not None and len(arrays) > 1 and all(
+    if y_rows is not None and 1 < len(arrays) != y_rows and all(  # (N images: N labels)
             a.ndim >= 2 and len(a) == y_rows for a in arrays):
         raise ArgumentTypeError(
             f"`x` as {kind} holds {len(arrays)} arrays of {len(arrays[0])} rows each ({shown}) "
@@ -432,12 +439,13 @@ def spatial_targets(labels: Any) -> list[str]:
 def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
                   labels_at: Path = ()) -> None:
     """Refuse an array of ``y`` that lies on the images (a mask, a depth map, per-pixel weights,
-    a flow field: each row a plane of their height and width, channels last or first, or at a
-    multiple or fraction of their size, a super-resolution target or a coarse heatmap) under
-    no name the pipeline moves, where it holds an op known to move pixels (shmaug's geometric
-    ops): Keras' ``fit(images, masks)`` way, which would train on maps left where the images
-    were. ``labels_at``: where the user's ``y`` lies in ``y`` (a Sequence's: beside it, the
-    other ``inputs`` of a dict ``x`` and the ``sample_weight``, which no worker moves)."""
+    a flow field: each row a plane of their height and width, channels last or first; warn of
+    one at a multiple or fraction of their size, a super-resolution target or a coarse heatmap,
+    which a per-sample matrix may look like) under no name the pipeline moves, where it
+    holds an op known to move pixels (shmaug's geometric ops): Keras' ``fit(images, masks)``
+    way, which would train on maps left where the images were. ``labels_at``: where the
+    user's ``y`` lies in ``y`` (a Sequence's: beside it, the other ``inputs`` of a dict ``x``
+    and the ``sample_weight``, which no worker moves)."""
     if image is None or not any(kind in (WARPED, BLENDED) for _, kind in plan.kinds):
         return  # (a function that declares nothing may well move no pixel: a noise)
     moved: dict[str, Path] = {}  # the first filed under each name is the one moved
@@ -450,17 +458,25 @@ def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
         lies = (f"holds an array of shape {value.shape}: {how} per sample, lying on the "
                 f"{image[1]}x{image[0]} images, which `augment` moves (it holds a geometric op)")
         where = shown(at[len(labels_at):])
-        if how != PLANE and at[:len(labels_at)] == labels_at:
+        if how == CHANNELS_FIRST and at[:len(labels_at)] == labels_at:
             raise ArgumentError(
-                f"`{where}` {lies}, but shmaug moves a map with its image only at the image's "
-                f"own size, channels last, and nothing moves it under that name. Fix: "
-                + (f"pass it channels last, np.moveaxis({where}, 1, -1), under a name the "
-                   f"pipeline moves (y={{'mask': ...}})" if how == CHANNELS_FIRST
-                   else "give it at the images' size (a super-resolution pair: the "
-                        "high-resolution images as x and a copy as y={'mask': ...}, which "
-                        "moves with them, pixel for pixel with interpolation='nearest'; the "
-                        "low resolution made in the model, a Resizing layer first)")
-                + ", or augment without geometric ops.")
+                f"`{where}` {lies}, but shmaug moves a map with its image only channels last, "
+                f"and nothing moves it under that name. Fix: pass it channels last, "
+                f"np.moveaxis({where}, 1, -1), under a name the pipeline moves "
+                f"(y={{'mask': ...}}), or augment without geometric ops.")
+        if how not in (PLANE, CHANNELS_FIRST):  # (a per-sample matrix may be square too)
+            named = where if at[:len(labels_at)] == labels_at else "".join(
+                [{"sample_weight": "sample_weight"}.get(str(at[0]), "x"),
+                 *(f"[{key!r}]" for key in at[1:])])
+            warn(f"`{named}` {lies}: if "
+                 f"it is a map of them (a super-resolution target, a heatmap), nothing moves "
+                 f"it, and shmaug moves a map only at the image's own size. Fix: give it at "
+                 f"the images' size (a super-resolution pair: the high-resolution images as x "
+                 f"and a copy as y={{'mask': ...}}, moved pixel for pixel with "
+                 f"interpolation='nearest'; the low resolution made in the model, a Resizing "
+                 f"layer first), or augment without geometric ops; if it is no map, ignore "
+                 f"this warning.")
+            continue
         if at[:len(labels_at)] == labels_at:
             raise ArgumentError(
                 f"`{where}` {lies}, but nothing moves it under that name: a "
@@ -474,19 +490,18 @@ def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
                 f"be weighed by the weight of another pixel. Fix: weigh per pixel in the loss, "
                 f"from the moved masks (e.g. a loss that takes class weights), or pass "
                 f"per-sample weights, shape (N,), or augment without geometric ops.")
+        turned = "" if how == PLANE else ", channels last: np.moveaxis(depth, 1, -1)"
         raise ArgumentError(
             f"`x[{at[-1]!r}]` {lies}, but only `x[image_key]` is augmented: the model would "
-            f"see this input where the images were. Fix: "
-            + ("stack it onto the images as channels (e.g. np.concatenate([images, depth], "
-               "axis=-1)) so that it moves with them (the colour, noise and blur ops then "
-               "change it too, each channel past the third about its own mean: keep them out "
-               "of `augment` for a depth or mask input)" if how == PLANE else
-               "make it in the model from the images (a Resizing layer for another scale)")
-            + ", or augment without geometric ops.")
+            f"see this input where the images were. Fix: stack it onto the images as channels "
+            f"(e.g. np.concatenate([images, depth], axis=-1){turned}) so that it moves with "
+            f"them (the colour, noise and blur ops then change it too, each channel past the "
+            f"third about its own mean: keep them out of `augment` for a depth or mask input), "
+            f"or augment without geometric ops.")
 
 
 PLANE, CHANNELS_FIRST = "a plane of their height and width", "a plane channels first (C, H, W)"
-_SCALES = (2, 3, 4, 8)  # a super-resolution target's, a coarse heatmap's (CenterNet: 1/4)
+_SCALES = (2, 4, 8)  # a super-resolution target's, a coarse heatmap's (CenterNet: 1/4)
 
 
 def _on_the_images(value: Any, hw: tuple[int, int]) -> str | None:

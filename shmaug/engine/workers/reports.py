@@ -53,16 +53,11 @@ def describe_startup_failure(wid: int, code: int | None, start_method: str,
     """``replacing``: the pool had started, so what fails now is what changed since."""
     again = f" (and {retries} replacement(s) in a row before it)" if retries else ""
     files = platform.open_files()
-    if files is not None and files[1] - files[0] < 32:  # (a worker that starts needs ~30)
-        return WorkerDied(
-            f"shmaug worker {wid} exited with code {code} before it was ready{again}: this "
-            f"process has {files[0]} files open of the {files[1]} its `ulimit -n` allows, and "
-            f"each worker inherits them and opens more (\"Too many open files\", printed "
-            f"above by the worker). Fix: raise the limit (`ulimit -n 4096`; Docker: "
-            f"`--ulimit nofile=4096`), or use fewer workers.",
-            worker_id=wid,
-            exitcode=code,
-        )
+    near = "" if files is None or files[1] - files[0] >= 32 else (
+        f" This process has {files[0]} files open of the {files[1]} its `ulimit -n` allows, "
+        f"and a worker starting opens about as many: if its error says \"Too many open "
+        f"files\", raise the limit (`ulimit -n 4096`; Docker: `--ulimit nofile=4096`) or use "
+        f"fewer workers.")
     if replacing:
         return WorkerDied(
             f"shmaug worker {wid} exited with code {code} before it was ready{again}, "
@@ -71,7 +66,7 @@ def describe_startup_failure(wid: int, code: int | None, start_method: str,
             f"memory-mapped `x` file truncated or rewritten (\"mmap length is greater than "
             f"file size\"), or a module of your ops edited or removed. Fix: leave the "
             f"dataset's files and the ops' modules as they are while a loader reads them "
-            f"(write a new file and make a new loader), then run again.",
+            f"(write a new file and make a new loader), then run again.{near}",
             worker_id=wid,
             exitcode=code,
         )
@@ -87,7 +82,7 @@ def describe_startup_failure(wid: int, code: int | None, start_method: str,
         f"shmaug worker {wid} exited with code {code} before it was ready{again}, so the pool "
         f"cannot start (its error, if any, is printed above by the worker).{hint} Fix: make "
         f"the augmentation importable there, or run with start_method='fork' where available, "
-        f"or workers=0 to debug in this process.",
+        f"or workers=0 to debug in this process.{near}",
         worker_id=wid,
         exitcode=code,
     )
