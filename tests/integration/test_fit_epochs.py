@@ -294,3 +294,8 @@ def test_initial_epoch_without_epochsync_is_told_unless_the_sequence_is_there(ru
     fit(model, seq, log, epochs=3, initial_epoch=2)
     fit(model, seq, log, epochs=5, initial_epoch=3)  # (its passes went on to epoch 3)
     assert [plan.which_epoch(log.train[k]) for k in (2, 3, 4)] == [2, 3, 4]
+    fit(model, seq, log, epochs=3, initial_epoch=1)  # ahead (a warm-up fit): nothing repeats
+    seq, plan, log, model = run()  # Keras epochs shorter than a pass count otherwise
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Your input ran out of data", UserWarning)
+        fit(model, seq, log, epochs=6, initial_epoch=4, steps_per_epoch=3)
