@@ -236,3 +236,24 @@ def test_a_large_seed_reaches_the_loaders_batches():
     assert not np.array_equal(first_batch(2**64), first_batch(0))
     assert not np.array_equal(first_batch(2**128), first_batch(0))
     np.testing.assert_array_equal(first_batch(2**128), first_batch(2**128))
+
+
+SHARED_RNG = np.random.default_rng(1234)
+
+
+def _draws_from_a_shared_generator(image, rng):
+    return image + SHARED_RNG.integers(0, 2, image.shape).astype(image.dtype)
+
+
+def test_an_augment_drawing_from_a_generator_made_at_import_is_told():
+    """A module's Generator is copied into every worker in one state: 2 workers drew the same
+    noise for 28 of 64 samples, and the batches changed with the worker count, silently."""
+
+    x = np.zeros((16, 8, 8, 3), np.uint8)
+    for augment in (_draws_from_a_shared_generator,
+                    shmaug.Compose([shmaug.ops.Op("hflip"), _draws_from_a_shared_generator])):
+        with pytest.warns(shmaug.ShmaugWarning, match=r"draws from `SHARED_RNG`, a Generator "
+                                                      r"made when its module was imported.*"
+                                                      r"Fix: draw from the `rng`"):
+            shmaug.Loader(x, batch_size=4, augment=augment, workers=0).close()
+    shmaug.Loader(x, batch_size=4, workers=0, augment=shmaug.presets.glyph_distort()).close()

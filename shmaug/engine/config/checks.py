@@ -8,14 +8,17 @@ from __future__ import annotations
 import inspect
 import numbers
 import os
+import random
 from typing import Any
 
 import numpy as np
 
-from ...errors import ArgumentError, ArgumentTypeError, got
+from ...errors import ArgumentError, ArgumentTypeError, from_shmaug, got, warn
+from ...ops.core import members
 from ...ops.mixing import Mix
 from ... import platform
 from ..plan.blocks import BLOCKS
+from ..workers.shipping import names_read
 from ..plan.schedule import BatchPlan, Shard
 from ..remote import RemoteWorkers
 
@@ -279,6 +282,33 @@ def callable_or_none(name: str, value: Any) -> Any:
             f"shmaug.from_array(functools.partial(fn, option=...)); if its second parameter "
             f"is the generator, name it `rng`.")
     return value
+
+
+_GENERATORS = (np.random.Generator, np.random.RandomState, random.Random)
+
+
+def shared_generators(*augments: Any) -> None:
+    """Warn of a user's function that draws from a generator made at import (a module's
+    ``RNG = np.random.default_rng(1234)``): every worker holds a copy in the same state, so
+    workers drew the same numbers (36 of 64 samples alike with 2 workers) and the batches
+    changed with the worker count, where ``augment``'s ``rng`` is seeded per sample."""
+    for augment in augments:
+        for fn in (m for a in ([] if augment is None else [augment]) for m in members(a)):
+            fn = getattr(fn, "fn", fn)
+            fn = getattr(fn, "__func__", getattr(fn, "func", fn))  # methods, partials
+            code = getattr(fn, "__code__", None)
+            if code is None or from_shmaug(getattr(fn, "__module__", None)):
+                continue
+            scope = getattr(fn, "__globals__", {})
+            for name in sorted(names_read(code)):
+                if isinstance(scope.get(name), _GENERATORS):
+                    warn(f"`augment` ({getattr(fn, '__qualname__', fn)}) draws from `{name}`, "
+                         f"a {type(scope[name]).__name__} made when its module was imported: "
+                         f"each worker holds a copy of it in the same state, so workers draw "
+                         f"the same numbers, and the batches change with the worker count. "
+                         f"Fix: draw from the `rng` shmaug hands the function "
+                         f"(fn(image, rng)), which is seeded per sample.")
+                    return
 
 
 def _first_parameter(fn: Any) -> str | None:

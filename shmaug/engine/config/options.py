@@ -314,6 +314,7 @@ class Pipeline:
             plan = plan_of(with_value_range(output.augment, bound))
         plan = plan.reading_boxes(inputs.box_format(data.y))  # the boxes' own, if they say
         inputs.pipeline_input(plan, images)  # a dtype or layout ops misread
+        check.shared_generators(output.augment, hook)
         inputs.sized_output(data.x, plan, output.shape)  # photos of many sizes
         plan.refuse_unmoved(inputs.spatial_targets(data.labels))
         shape = source.fixed_image_shape(data.x, data.load)

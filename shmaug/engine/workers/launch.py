@@ -116,13 +116,16 @@ def _main_guards(path: str) -> tuple[tuple[int, int], ...]:
 @functools.lru_cache(maxsize=8)
 def defined_when_imported(path: str) -> frozenset[str] | None:
     """The names the script at ``path`` binds at its top outside its ``__main__`` guards, and
-    not again inside one: what a fresh worker, importing it as ``__mp_main__``, finds there
-    as the running script has them. None when it is no readable Python file."""
+    not again inside one nor through a ``global`` statement (``def main(): global LEVEL``):
+    what a fresh worker, importing it as ``__mp_main__``, finds there as the running script
+    has them. None when it is no readable Python file."""
     tree = _script(path)
     if tree is None:
         return None
     rebound = set().union(*(_bound(node.body) for node in tree.body
                             if isinstance(node, ast.If) and _is_main_guard(node)))
+    rebound.update(name for node in ast.walk(tree) if isinstance(node, ast.Global)
+                   for name in node.names)
     return frozenset(_bound(tree.body) - rebound)
 
 
