@@ -15,8 +15,8 @@ before, with its module-level state and registrations. ``__main__`` stays by ref
 spawned worker re-imports it when the payload names it (an op registered there is found by
 name), but for what the script defines under its ``if __name__ == "__main__":`` guard, which
 that import does not run, and what reads a global that guard (or a ``global`` statement)
-sets again, which that import binds to its first value: that goes by value. Forked workers keep the plain payload: they
-share the parent's modules.
+sets again, which that import binds to its first value: that goes by value. Forked workers
+keep the plain payload: they share the parent's modules.
 """
 
 from __future__ import annotations
