@@ -14,6 +14,7 @@ import logging
 import multiprocessing
 import pickle
 import types
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -264,6 +265,9 @@ def validation_labels(mix: Any, validation: Any) -> None:
         f"and hands their labels out one-hot).")
 
 
+_TOLD_UNSYNCED: weakref.WeakSet[Any] = weakref.WeakSet()  # (once per Sequence)
+
+
 def resumed_unsynced(seq: Any, initial_epoch: Any, epoch: Any, steps: Any,
                      callbacks: Any) -> None:
     """``fit(initial_epoch=E)`` (given, or set by ``BackupAndRestore``) begins Keras' epoch E,
@@ -275,14 +279,11 @@ def resumed_unsynced(seq: Any, initial_epoch: Any, epoch: Any, steps: Any,
     if not isinstance(initial_epoch, int) or initial_epoch <= 0 or epoch != initial_epoch \
             or seq.epoch >= initial_epoch or (isinstance(steps, int) and steps < len(seq)):
         return
-    from .callbacks import EpochSync
-
     given = getattr(callbacks, "callbacks", callbacks)
-    if any(isinstance(c, EpochSync) and c.sequence is seq for c in given or ()):
+    if seq in _TOLD_UNSYNCED or any(getattr(c, "follows_keras_epochs", False) and
+                                    getattr(c, "sequence", None) is seq for c in given or ()):
         return
-    if seq._runtime.warned_unsynced:
-        return
-    seq._runtime.warned_unsynced = True
+    _TOLD_UNSYNCED.add(seq)
     warn(f"fit() begins at Keras' epoch {initial_epoch} (`initial_epoch`, or "
          f"BackupAndRestore), but this Sequence feeds its own epoch {seq.epoch}, counting "
          f"its passes: a resumed run would train on an earlier epoch's order and "

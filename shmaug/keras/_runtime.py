@@ -65,7 +65,6 @@ class Runtime:
     out_of_order: int = 0  # requests that did not follow their predecessor
     warned: bool = False  # the random-order warning was given
     warned_drawn: bool = False  # the warning that inference reads the weighted draw was given
-    warned_unsynced: bool = False  # the warning that fit resumed at another epoch was given
     # what the worker hooks read, as the first workers started (_checks.hooks_started);
     # None before
     hook_prints: dict[str, bytes] | None = None

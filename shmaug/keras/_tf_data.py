@@ -67,13 +67,13 @@ def to_tf_dataset(seq: Sequence, input_context: Any = None) -> Any:
 
     if input_context is not None:
         follow_context(seq, input_context)
-    if seq.shuffle is None:
+    if seq.shuffle is None and seq.changes_samples:  # (a validation set's reads in order)
         warn("to_tf_dataset() reads this Sequence in order, as a loop by hand does: with "
              "shuffle=None (which follows Keras' fit per pass) its batches come unshuffled, and "
              "unmixed under a `mix`, as evaluate's. Fix: pass shuffle=True to the Sequence for "
              "training (shuffle=False says an in-order pass is meant, and silences this).")
     first = seq[0]  # a look: it moves the stream nowhere (_passes rule 2)
-    whole_batches = seq._settings.batches.drop_remainder  # (static, for XLA and TPUs)
+    whole_batches = seq.last_batch_size == seq.batch_size  # (static, for XLA and TPUs)
 
     def spec(a: Any) -> Any:
         rows = seq.batch_size if whole_batches else None

@@ -54,6 +54,8 @@ class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
         ...     keras.callbacks.BackupAndRestore("backup"), shmaug.EpochSync(seq)])
     """
 
+    follows_keras_epochs = True  # what the facade's checks look for among fit's callbacks
+
     def __init__(self, sequence: Sequence) -> None:
         super().__init__()
         self.sequence = sequence

@@ -126,8 +126,10 @@ class _FacadeApi:
     _settings: Settings
     _order: Order
     _runtime: Runtime
+    _pipeline: Any
     num_shards: int
     shard_index: int
+    mix: Any
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -150,6 +152,12 @@ class _FacadeApi:
     def targets_as_given(self) -> Any:
         """The targets ``y`` as the batches gather them, before the ``targets`` hook."""
         return self._runtime.side.get("y")
+
+    @property
+    def changes_samples(self) -> bool:
+        """Whether a pass changes the samples (an ``augment``, an override of it, a ``mix``):
+        a training set's, where reading in order would be a mistake."""
+        return self._pipeline is not None or self.overrides("augment") or self.mix is not None
 
     def served_before_restore(self) -> dict[int, Any]:
         """The indices a pass restored half-way had served, which it will not serve again."""

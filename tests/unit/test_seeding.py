@@ -252,7 +252,7 @@ def test_an_augment_drawing_from_a_generator_made_at_import_is_told():
     x = np.zeros((16, 8, 8, 3), np.uint8)
     for augment in (_draws_from_a_shared_generator,
                     shmaug.Compose([shmaug.ops.Op("hflip"), _draws_from_a_shared_generator])):
-        with pytest.warns(shmaug.ShmaugWarning, match=r"draws from `SHARED_RNG`, a Generator "
+        with pytest.warns(shmaug.ShmaugWarning, match=r"reads `SHARED_RNG`, a Generator "
                                                       r"made when its module was imported.*"
                                                       r"Fix: draw from the `rng`"):
             shmaug.Loader(x, batch_size=4, augment=augment, workers=0).close()

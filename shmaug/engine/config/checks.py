@@ -18,7 +18,7 @@ from ...ops.core import members
 from ...ops.mixing import Mix
 from ... import platform
 from ..plan.blocks import BLOCKS
-from ..workers.shipping import names_read
+from ..workers.launch import globals_read
 from ..plan.schedule import BatchPlan, Shard
 from ..remote import RemoteWorkers
 
@@ -300,14 +300,14 @@ def shared_generators(*augments: Any) -> None:
             if code is None or from_shmaug(getattr(fn, "__module__", None)):
                 continue
             scope = getattr(fn, "__globals__", {})
-            for name in sorted(names_read(code)):
+            for name in sorted(globals_read(code)):
                 if isinstance(scope.get(name), _GENERATORS):
-                    warn(f"`augment` ({getattr(fn, '__qualname__', fn)}) draws from `{name}`, "
-                         f"a {type(scope[name]).__name__} made when its module was imported: "
-                         f"each worker holds a copy of it in the same state, so workers draw "
-                         f"the same numbers, and the batches change with the worker count. "
-                         f"Fix: draw from the `rng` shmaug hands the function "
-                         f"(fn(image, rng)), which is seeded per sample.")
+                    warn(f"`augment` ({getattr(fn, '__qualname__', fn)}) reads `{name}`, a "
+                         f"{type(scope[name]).__name__} made when its module was imported: "
+                         f"each worker holds a copy of it in the same state, so where it draws "
+                         f"from it, workers draw the same numbers, and the batches change "
+                         f"with the worker count. Fix: draw from the `rng` shmaug hands the "
+                         f"function (fn(image, rng)), which is seeded per sample.")
                     return
 
 

@@ -14,9 +14,8 @@ package), and only where they are heavy: elsewhere a module is imported in the w
 before, with its module-level state and registrations. ``__main__`` stays by reference: a
 spawned worker re-imports it when the payload names it (an op registered there is found by
 name), but for what the script defines under its ``if __name__ == "__main__":`` guard, which
-that import does not run, and what reads a global that guard (or a ``global`` statement)
-sets again, which that import binds to its first value: that goes by value. Forked workers
-keep the plain payload: they share the parent's modules.
+that import does not run: that goes by value. Forked workers keep the plain payload: they
+share the parent's modules.
 """
 
 from __future__ import annotations
@@ -51,7 +50,6 @@ class _Referrals(pickle.Pickler):
         self.modules: set[str] = set()
         self.mains: set[str] = set()  # the qualified names of ``__main__``'s
         self.redefined = False  # one of ``__main__``'s is no longer what its name binds
-        self.stale: set[str] = set()  # those of ``__main__``'s that read a rebound global
 
     def persistent_id(self, obj: Any) -> None:
         if isinstance(obj, (type, types.FunctionType)):
@@ -61,8 +59,6 @@ class _Referrals(pickle.Pickler):
                 if name == "__main__":
                     self.mains.add(getattr(obj, "__qualname__", ""))
                     self.redefined = self.redefined or _redefined(obj)
-                    if _reads_rebound(obj):
-                        self.stale.add(getattr(obj, "__qualname__", ""))
         return None  # pickled as usual
 
 
@@ -85,7 +81,7 @@ def pickled(obj: Any) -> tuple[bytes, bytes | None]:
         return by_value, by_value
     payload = buffer.getvalue()
     heavy = {name for name in plain.modules if _is_heavy(name)}
-    guarded = _guarded_in_main(plain.mains) | plain.stale
+    guarded = _guarded_in_main(plain.mains)
     if not heavy and not guarded:
         return payload, None
     try:
@@ -117,32 +113,6 @@ def _redefined(obj: Any) -> bool:
     return bound is not None and bound is not obj
 
 
-def _reads_rebound(obj: Any) -> bool:
-    """Whether a function or class of ``__main__`` reads a global of the script that a fresh
-    worker's import would bind otherwise, or not at all: one the script sets again under its
-    ``__main__`` guard (an argparse option, ``STRENGTH = 5``) or through ``global``. By
-    reference, spawned workers read the import's value (0 where forked ones read 5); by
-    value, the payload carries the value it has now."""
-    defined = _main_defines()
-    scope = vars(sys.modules["__main__"])
-    if not defined or not scope:
-        return False
-    functions = [obj] if isinstance(obj, types.FunctionType) else [
-        getattr(v, "__func__", v) for v in vars(obj).values()] if isinstance(obj, type) else []
-    return any(name in scope and name not in defined
-               for fn in functions if isinstance(fn, types.FunctionType)
-               for name in names_read(fn.__code__))
-
-
-def names_read(code: types.CodeType) -> set[str]:
-    """The global names ``code`` and the functions nested in it read."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= names_read(const)
-    return names
-
-
 def _main_defines() -> frozenset[str] | None:
     """What a fresh worker's import of the script finds (``launch.defined_when_imported``);
     nothing where it does not import it: ``python -m pkg`` runs the package's ``__main__``
@@ -171,7 +141,6 @@ def _by_value(obj: Any, heavy: set[str]) -> bytes:
             self.modules: set[str] = set()
             self.mains: set[str] = set()
             self.redefined = False
-            self.stale: set[str] = set()
 
         persistent_id = _Referrals.persistent_id
 
@@ -183,7 +152,7 @@ def _by_value(obj: Any, heavy: set[str]) -> bytes:
             if isinstance(obj, (type, types.FunctionType)) and \
                     getattr(obj, "__module__", None) == "__main__" and \
                     not _guarded_in_main({getattr(obj, "__qualname__", "")}) and \
-                    not _redefined(obj) and not _reads_rebound(obj):
+                    not _redefined(obj):
                 return NotImplemented  # by reference (what its code calls is seen here too)
             return super().reducer_override(obj)
 
@@ -276,6 +245,28 @@ def tell_heavy_main(method: str, needs_main: bool) -> None:
          f"per worker, again at each restart). Fix: define the augment (and what it calls) in "
          f"a module of its own and import it in the script: the workers then load that module "
          f"alone (by value, without the framework, if it uses one at its top).")
+
+
+_REBOUND_TOLD = False  # once per process, as above
+
+
+def tell_rebound(method: str, payload: bytes) -> None:
+    """Say, once, that ``method``'s fresh workers read a global of the script at the value its
+    import gives it, where the ``__main__`` block sets it again (``launch.rebound_reads``):
+    they would augment otherwise than forked workers and ``workers=0`` do, without a word."""
+    global _REBOUND_TOLD
+    found = launch.rebound_reads(payload) if method != "fork" and not _REBOUND_TOLD else {}
+    if not found:
+        return
+    _REBOUND_TOLD = True
+    fn, names = next(iter(found.items()))
+    warn(f"`{fn}` reads {', '.join(f'`{n}`' for n in names)}, which your script sets again "
+         f"under `if __name__ == \"__main__\":` (or through `global`): each {method} worker "
+         f"imports the script without running that block, so it reads the value the import "
+         f"gives, not this process's, and augments otherwise than forked workers and "
+         f"workers=0 do. Fix: hand the value to the function (functools.partial({fn}, "
+         f"{names[0].lower()}={names[0]}), or an attribute of your Sequence subclass), or "
+         f"set it at the script's top.")
 
 
 def _homes(value: Any, here: str) -> list[Any]:
