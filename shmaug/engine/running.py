@@ -428,7 +428,7 @@ class Running:
         """The user's code for the workers: pickled as is, and with a heavy module's code by
         value for workers that start fresh (``workers.shipping``)."""
         try:
-            return shipping.pickled((self._augment, load))
+            return shipping.pickled((self._augment, load), self._settings.start_method)
         except Exception:
             check_picklable(self._augment, "augment")  # (the error that names the member)
             if load is not None:

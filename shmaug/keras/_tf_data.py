@@ -67,25 +67,28 @@ def to_tf_dataset(seq: Sequence, input_context: Any = None) -> Any:
 
     if input_context is not None:
         follow_context(seq, input_context)
-    if seq.shuffle is None and seq.changes_samples:  # (a validation set's reads in order)
+    if seq.shuffle is None and seq.changes_samples:  # (a plain validation set reads in order)
         warn("to_tf_dataset() reads this Sequence in order, as a loop by hand does: with "
              "shuffle=None (which follows Keras' fit per pass) its batches come unshuffled, and "
              "unmixed under a `mix`, as evaluate's. Fix: pass shuffle=True to the Sequence for "
-             "training (shuffle=False says an in-order pass is meant, and silences this).")
+             "training; for validation or evaluation, shuffle=False, which silences this.")
     first = seq[0]  # a look: it moves the stream nowhere (_passes rule 2)
-    whole_batches = seq.last_batch_size == seq.batch_size  # (static, for XLA and TPUs)
+    # Every batch whole: the rows of each part of one sample per row are known (XLA, TPUs); a
+    # targets hook's parts may hold other rows (a batch's boxes, one row each).
+    whole = seq.last_batch_size == seq.batch_size and not seq.overrides("targets")
 
     def spec(a: Any) -> Any:
-        rows = seq.batch_size if whole_batches else None
-        return tf.TensorSpec((rows, *np.shape(a)[1:]), tf.as_dtype(np.asarray(a).dtype))
+        shape = np.shape(a)
+        rows = seq.batch_size if whole and shape[:1] == (seq.batch_size,) else None
+        return tf.TensorSpec((rows, *shape[1:]), tf.as_dtype(np.asarray(a).dtype))
 
     signature = tf.nest.map_structure(spec, first)
-    whole = not seq.served_before_restore()
+    whole_epoch = not seq.served_before_restore()
 
     def epoch() -> Iterator[Any]:
         seq.on_epoch_begin()  # a subclass's hooks run per epoch, as under fit
         served = seq.served_before_restore()  # a pass restored half-way serves only the rest
-        if served and whole:
+        if served and whole_epoch:
             raise ArgumentError(
                 "This Sequence was restored half-way through an epoch (load_state_dict) "
                 "after to_tf_dataset() made this dataset, whose declared length is a whole "
@@ -97,7 +100,7 @@ def to_tf_dataset(seq: Sequence, input_context: Any = None) -> Any:
         seq.on_epoch_end()
 
     dataset = tf.data.Dataset.from_generator(epoch, output_signature=signature)
-    if whole:  # every iteration is one whole epoch: say how long, or Keras' fit (its
+    if whole_epoch:  # every iteration is one whole epoch: say how long, or Keras' fit (its
         # EpochIterator, keras-hub's fit on tf.data) runs it dry each epoch and warns "Your
         # input ran out of data"; a pass restored half-way is shorter once, so left unknown
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(seq)))

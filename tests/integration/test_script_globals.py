@@ -1,9 +1,8 @@
 """A script's globals as spawned workers see them: a spawn or forkserver worker imports the
 script again without running its ``if __name__ == "__main__":`` block, so an augment reading a
-global that block (or a ``global`` statement) sets again read the import's value there (a shift
-of 0 where forked workers shifted by 5), without a word. Left to choose, shmaug forks such a
-script's workers (``launch.default_start_method``); told to start them fresh, it says so
-(``shipping.tell_rebound``)."""
+global that block sets again read the import's value there (a shift of 0 where forked workers
+shifted by 5), without a word. Where the workers start fresh it is said, naming the global
+(``shipping._tell_set_again``)."""
 
 from __future__ import annotations
 
@@ -23,25 +22,22 @@ import numpy as np
 import shmaug
 
 STRENGTH = 0
-LEVEL = 1
+_TABLE = None
 
 
 def _amount():
-    return STRENGTH * LEVEL
+    global _TABLE  # a lazy cache of the worker's own: not told
+    if _TABLE is None:
+        _TABLE = 1
+    return STRENGTH * _TABLE
 
 
 def shift(image, rng):
     return np.roll(image, _amount() + int(rng.integers(0, 2)), axis=0)
 
 
-def set_level():
-    global LEVEL
-    LEVEL = 2
-
-
 if __name__ == "__main__":
     STRENGTH = 5  # an option read from the command line
-    set_level()
     x = np.arange(16 * 8 * 8 * 3, dtype=np.uint8).reshape(16, 8, 8, 3)
     method = sys.argv[1]
     if method == "default-threaded":
@@ -61,14 +57,14 @@ def run(script: Path, method: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def test_a_global_the_main_block_sets_again_forks_by_default_or_is_told(tmp_path):
+def test_a_global_the_main_block_sets_again_is_told_where_workers_start_fresh(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    digest = {m: run(script, m) for m in ("none", "fork", "default-threaded", "spawn")}
-    same = digest["none"].stdout.split("DIGEST ")[1].split()[0]
-    for method in ("fork", "default-threaded"):  # (a threaded runtime: forked all the same)
-        assert digest[method].stdout.split("DIGEST ")[1].split()[0] == same, method
-        assert "sets again" not in digest[method].stderr
-    told = digest["spawn"].stderr
-    assert "`shift` reads `LEVEL`, `STRENGTH`, which your script sets again" in told, told
-    assert "functools.partial(shift, level=LEVEL)" in told
+    done = {m: run(script, m) for m in ("none", "fork", "spawn", "default-threaded")}
+    digest = {m: d.stdout.split("DIGEST ")[1].split()[0] for m, d in done.items()}
+    assert digest["fork"] == digest["none"] and "sets again" not in done["fork"].stderr
+    for method in ("spawn", "default-threaded"):  # (a threaded runtime: forkserver)
+        assert digest[method] != digest["none"]  # the first value, as said:
+        told = done[method].stderr
+        assert "`shift` reads `STRENGTH`, which your script sets again" in told, told
+        assert "functools.partial(shift, strength=STRENGTH)" in told and "_TABLE" not in told

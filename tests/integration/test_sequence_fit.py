@@ -366,6 +366,14 @@ def test_to_tf_dataset_says_a_sequence_following_keras_reads_in_order():
                          drop_remainder=True) as seq:
         assert seq.to_tf_dataset().element_spec[0].shape.as_list() == [16, SIDE, SIDE, 1]
 
+    class Flat(shmaug.Sequence):  # a batch's boxes as rows of (image, class, box): YOLO's
+        def targets(self, y_batch):
+            return np.zeros((2 * len(y_batch) + int(y_batch[0]) % 2, 6), np.float32)
+
+    with Flat(x, y, batch_size=16, workers=0, seed=0, shuffle=True) as seq:
+        assert seq.to_tf_dataset().element_spec[1].shape.as_list() == [None, 6]
+        assert len(list(seq.to_tf_dataset())) == len(seq)
+
 
 def test_fit_on_to_tf_dataset_gets_every_epoch_without_a_warning():
     """fit on seq.to_tf_dataset(), as keras-hub's task models take it: the dataset says its

@@ -18,7 +18,7 @@ from ...ops.core import members
 from ...ops.mixing import Mix
 from ... import platform
 from ..plan.blocks import BLOCKS
-from ..workers.launch import globals_read
+from ..workers.shipping import globals_read
 from ..plan.schedule import BatchPlan, Shard
 from ..remote import RemoteWorkers
 
@@ -290,10 +290,12 @@ _GENERATORS = (np.random.Generator, np.random.RandomState, random.Random)
 def shared_generators(*augments: Any) -> None:
     """Warn of a user's function that draws from a generator made at import (a module's
     ``RNG = np.random.default_rng(1234)``): every worker holds a copy in the same state, so
-    workers drew the same numbers (36 of 64 samples alike with 2 workers) and the batches
+    workers drew the same numbers (36 of 64 samples distinct with 2 workers) and the batches
     changed with the worker count, where ``augment``'s ``rng`` is seeded per sample."""
     for augment in augments:
-        for fn in (m for a in ([] if augment is None else [augment]) for m in members(a)):
+        if augment is None:
+            continue
+        for fn in members(augment):
             fn = getattr(fn, "fn", fn)
             fn = getattr(fn, "__func__", getattr(fn, "func", fn))  # methods, partials
             code = getattr(fn, "__code__", None)

@@ -7,14 +7,12 @@ all. Kept apart from the pool, which only decides *when* a worker starts.
 from __future__ import annotations
 
 import ast
-import dis
 import functools
 import gc
 import multiprocessing
 import signal
 import sys
 import threading
-import types
 from contextlib import contextmanager
 from multiprocessing import forkserver as mp_forkserver
 from multiprocessing import spawn as mp_spawn
@@ -46,8 +44,7 @@ def default_start_method(payload: bytes = b"") -> str:
     lock does, at its first bar), so ``start_method="fork"`` is how to insist on it. A payload
     that a fresh process could only load by running code that is running now keeps fork: a
     ``__main__`` it cannot import (a notebook, ``python -c``), a script's lines outside
-    ``if __name__ == "__main__":``, a module still being imported, a global the script's
-    ``__main__`` block sets again (``rebound_reads``).
+    ``if __name__ == "__main__":``, a module still being imported.
 
     ``payload``: the pickled ops (module names show in it).
     """
@@ -59,63 +56,9 @@ def default_start_method(payload: bytes = b"") -> str:
         return methods[0]
     if not any(name in sys.modules for name in _THREADED):
         return "fork"
-    if _reruns_when_imported(payload) or rebound_reads(payload):
+    if _reruns_when_imported(payload):
         return "fork"
     return "forkserver"
-
-
-def rebound_reads(payload: bytes) -> dict[str, list[str]]:
-    """The functions and classes of the running script that ``payload`` names, each with the
-    globals it reads (its own code, and the script's functions it calls) that the script sets
-    again under its ``if __name__ == "__main__":`` block or through ``global``: a fresh
-    worker's import binds them to their first value (an option read from the command line:
-    0 there, 5 here). A class speaks through the hooks workers run (``augment``, ``load``,
-    ``__call__``)."""
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    defined = defined_when_imported(path) if isinstance(path, str) else None
-    if main is None or not defined or b"__main__" not in payload:
-        return {}
-    scope = vars(main)
-    found = {}
-    for name, obj in list(scope.items()):
-        if getattr(obj, "__module__", None) == "__main__" and name.encode() in payload and \
-                isinstance(obj, (types.FunctionType, type)):
-            names = sorted(_stale(obj, scope, defined, set()))
-            if names:
-                found[name] = names
-    return found
-
-
-def _stale(obj: Any, scope: dict[str, Any], defined: frozenset[str], seen: set[int]) -> set[str]:
-    if id(obj) in seen:
-        return set()
-    seen.add(id(obj))
-    if isinstance(obj, type):
-        hooks = [getattr(vars(obj).get(h), "__func__", vars(obj).get(h))
-                 for h in ("augment", "load", "__call__")]
-        return set().union(*(_stale(h, scope, defined, seen) for h in hooks
-                             if isinstance(h, types.FunctionType)))
-    found = set()
-    for name in globals_read(obj.__code__):
-        value = scope.get(name)
-        if name in scope and name not in defined:
-            found.add(name)
-        elif isinstance(value, types.FunctionType) and value.__module__ == "__main__":
-            found |= _stale(value, scope, defined, seen)  # a helper of the script's
-    return found
-
-
-def globals_read(code: types.CodeType) -> set[str]:
-    """The global names ``code`` and the functions nested in it load (not attributes, not
-    dunders)."""
-    names = {i.argval for i in dis.get_instructions(code)
-             if i.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(i.argval, str)
-             and not i.argval.startswith("__")}
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= globals_read(const)
-    return names
 
 
 def _reruns_when_imported(payload: bytes) -> bool:
@@ -173,17 +116,29 @@ def _main_guards(path: str) -> tuple[tuple[int, int], ...]:
 @functools.lru_cache(maxsize=8)
 def defined_when_imported(path: str) -> frozenset[str] | None:
     """The names the script at ``path`` binds at its top outside its ``__main__`` guards, and
-    not again inside one nor through a ``global`` statement (``def main(): global LEVEL``):
-    what a fresh worker, importing it as ``__mp_main__``, finds there as the running script
-    has them. None when it is no readable Python file."""
+    not again inside one: what a fresh worker, importing it as ``__mp_main__``, finds there
+    as the running script has them. None when it is no readable Python file."""
     tree = _script(path)
     if tree is None:
         return None
-    rebound = set().union(*(_bound(node.body) for node in tree.body
-                            if isinstance(node, ast.If) and _is_main_guard(node)))
-    rebound.update(name for node in ast.walk(tree) if isinstance(node, ast.Global)
-                   for name in node.names)
-    return frozenset(_bound(tree.body) - rebound)
+    return frozenset(_bound(tree.body) - _guard_binds(tree))
+
+
+@functools.lru_cache(maxsize=8)
+def set_again_in_guard(path: str) -> frozenset[str]:
+    """The names the script at ``path`` binds at its top and again inside its ``__main__``
+    guard (an option read from the command line): a fresh worker's import gives them their
+    first value, not the running script's. Empty when it is no readable Python file."""
+    tree = _script(path)
+    if tree is None:
+        return frozenset()
+    return frozenset(_bound(tree.body) & _guard_binds(tree))
+
+
+def _guard_binds(tree: ast.Module) -> set[str]:
+    """The names the script's ``if __name__ == "__main__":`` blocks bind."""
+    return set().union(*(_bound(node.body) for node in tree.body
+                         if isinstance(node, ast.If) and _is_main_guard(node)))
 
 
 def _bound(body: list[ast.stmt]) -> set[str]:

@@ -130,7 +130,6 @@ class WorkerPool:
         # Spawned workers need the user's __main__ only if the payload refers to it.
         self._needs_main = b"__main__" in spec.payload
         shipping.tell_heavy_main(self.start_method, self._needs_main)
-        shipping.tell_rebound(self.start_method, spec.payload)
         self._spec = spec
         self._timeout = timeout
         self._op = op  # what a task runs, as a stall warning names it

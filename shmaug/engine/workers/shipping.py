@@ -20,6 +20,7 @@ share the parent's modules.
 
 from __future__ import annotations
 
+import dis
 import functools
 import io
 import logging
@@ -62,15 +63,19 @@ class _Referrals(pickle.Pickler):
         return None  # pickled as usual
 
 
-def pickled(obj: Any) -> tuple[bytes, bytes | None]:
+def pickled(obj: Any, start_method: str | None = None) -> tuple[bytes, bytes | None]:
     """``obj`` pickled by reference; and, where it refers to a heavy module of the user's
     (module docstring), pickled again with that module's functions and classes by value
     (None where it refers to none, or where that copy does not pickle: then a fresh worker
-    imports the module, as it always did)."""
+    imports the module, as it always did). Where the workers will start fresh
+    (``start_method``, or the default for this payload), a function of the script that reads
+    a global its ``__main__`` block sets again is warned of (``_tell_set_again``)."""
     buffer = io.BytesIO()
     plain = _Referrals(buffer)
     try:
         plain.dump(obj)
+        _tell_set_again(plain.mains, start_method or launch.default_start_method(
+            buffer.getvalue()))
     except pickle.PicklingError:
         if not plain.redefined:
             raise
@@ -101,6 +106,68 @@ def _guarded_in_main(qualnames: set[str]) -> set[str]:
     if defined is None:
         return set(qualnames)
     return {q for q in qualnames if q.partition(".")[0] not in defined}
+
+
+def _tell_set_again(qualnames: set[str], method: str) -> None:
+    """Warn of those of the script's functions named (and their helpers in it; a class's
+    ``augment``, ``load`` and ``__call__``) that read a global the script sets again under its
+    ``if __name__ == "__main__":`` guard, where ``method`` starts workers fresh: they import
+    the script without running that block and read the first value (a shift of 0 where forked
+    workers and ``workers=0`` shifted by 5). What goes by value carries its globals: not
+    told."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if method == "fork" or main is None or not isinstance(path, str):
+        return
+    again = launch.set_again_in_guard(path)
+    shipped = {q.partition(".")[0] for q in qualnames} - {
+        q.partition(".")[0] for q in _guarded_in_main(qualnames)}
+    for name in sorted(shipped):
+        read = sorted(_reads(getattr(main, name, None), again, set()))
+        if read:
+            fix = (f"functools.partial({name}, {read[0].lower()}={read[0]})" if not
+                   isinstance(getattr(main, name), type) else f"an attribute of {name}")
+            warn(f"`{name}` reads {', '.join(f'`{n}`' for n in read)}, which your script sets "
+                 f"again under `if __name__ == \"__main__\":`: each {method} worker imports "
+                 f"the script without running that block, so it reads the first value, not "
+                 f"this process's, and augments otherwise than forked workers and workers=0 "
+                 f"do. Fix: hand the value over ({fix}), or set it at the script's top.")
+            return
+
+
+def _reads(obj: Any, names: frozenset[str], seen: set[int]) -> set[str]:
+    """Which of ``names`` ``obj`` (a function or class of ``__main__``) reads, its helpers in
+    ``__main__`` followed (a class: through the hooks workers run)."""
+    if id(obj) in seen:
+        return set()
+    seen.add(id(obj))
+    if isinstance(obj, type):
+        hooks = (vars(obj).get(hook) for hook in ("augment", "load", "__call__"))
+        return set().union(*(_reads(h, names, seen) for h in hooks
+                             if isinstance(h, types.FunctionType)))
+    if not isinstance(obj, types.FunctionType):
+        return set()
+    found = set()
+    scope = obj.__globals__
+    for name in globals_read(obj.__code__):
+        if name in names:
+            found.add(name)
+        elif isinstance(scope.get(name), types.FunctionType) and \
+                scope[name].__module__ == "__main__":
+            found |= _reads(scope[name], names, seen)  # a helper of the script's
+    return found
+
+
+def globals_read(code: types.CodeType) -> set[str]:
+    """The global names ``code`` and the functions nested in it load (not the attributes
+    it reads, not dunders)."""
+    names = {i.argval for i in dis.get_instructions(code)
+             if i.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(i.argval, str)
+             and not i.argval.startswith("__")}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= globals_read(const)
+    return names
 
 
 def _redefined(obj: Any) -> bool:
@@ -245,28 +312,6 @@ def tell_heavy_main(method: str, needs_main: bool) -> None:
          f"per worker, again at each restart). Fix: define the augment (and what it calls) in "
          f"a module of its own and import it in the script: the workers then load that module "
          f"alone (by value, without the framework, if it uses one at its top).")
-
-
-_REBOUND_TOLD = False  # once per process, as above
-
-
-def tell_rebound(method: str, payload: bytes) -> None:
-    """Say, once, that ``method``'s fresh workers read a global of the script at the value its
-    import gives it, where the ``__main__`` block sets it again (``launch.rebound_reads``):
-    they would augment otherwise than forked workers and ``workers=0`` do, without a word."""
-    global _REBOUND_TOLD
-    found = launch.rebound_reads(payload) if method != "fork" and not _REBOUND_TOLD else {}
-    if not found:
-        return
-    _REBOUND_TOLD = True
-    fn, names = next(iter(found.items()))
-    warn(f"`{fn}` reads {', '.join(f'`{n}`' for n in names)}, which your script sets again "
-         f"under `if __name__ == \"__main__\":` (or through `global`): each {method} worker "
-         f"imports the script without running that block, so it reads the value the import "
-         f"gives, not this process's, and augments otherwise than forked workers and "
-         f"workers=0 do. Fix: hand the value to the function (functools.partial({fn}, "
-         f"{names[0].lower()}={names[0]}), or an attribute of your Sequence subclass), or "
-         f"set it at the script's top.")
 
 
 def _homes(value: Any, here: str) -> list[Any]:
