@@ -1,8 +1,9 @@
-"""A script's globals as spawned workers see them: a spawn or forkserver worker imports the
+"""A script as spawned workers see it. A spawn or forkserver worker imports the
 script again without running its ``if __name__ == "__main__":`` block, so an augment reading a
 global that block sets again read the import's value there (a shift of 0 where forked workers
 shifted by 5), without a word. Where the workers start fresh it is said, naming the global
-(``shipping._tell_set_again``)."""
+(``shipping._tell_set_again``). A script read from stdin, no file to import, goes by
+value."""
 
 from __future__ import annotations
 
@@ -68,3 +69,23 @@ def test_a_global_the_main_block_sets_again_is_told_where_workers_start_fresh(tm
         told = done[method].stderr
         assert "`shift` reads `STRENGTH`, which your script sets again" in told, told
         assert "functools.partial(shift, strength=STRENGTH)" in told and "_TABLE" not in told
+
+
+STDIN = '''
+import numpy as np, shmaug
+def flip(image, rng):
+    return image[:, ::-1]
+x = np.arange(8 * 4 * 4, dtype=np.uint8).reshape(8, 4, 4)
+with shmaug.Loader(x, batch_size=4, augment=flip, workers=2, start_method="spawn") as loader:
+    assert all((xb == x[i * 4:i * 4 + 4, :, ::-1]).all() for i, (xb, _) in enumerate(loader))
+print("OK")
+'''
+
+
+def test_a_script_read_from_stdin_starts_spawned_workers(tmp_path):
+    """`python - < train.py`: each spawned worker tried to import '<stdin>' as the script and
+    died ("No such file"); its code goes by value, as a notebook's does."""
+    done = subprocess.run([sys.executable, "-"], input=STDIN, cwd=tmp_path, text=True,
+                          capture_output=True, timeout=150,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and "OK" in done.stdout, done.stderr[-2000:]

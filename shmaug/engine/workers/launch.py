@@ -10,6 +10,7 @@ import ast
 import functools
 import gc
 import multiprocessing
+import os
 import signal
 import sys
 import threading
@@ -216,7 +217,9 @@ def _prepared(fresh: bool, skip_main: bool) -> Iterator[None]:
 
     def prepared(name: str) -> dict[str, Any]:
         data: dict[str, Any] = original(name)
-        if skip_main:
+        path = data.get("init_main_from_path")
+        if skip_main or (isinstance(path, str) and not os.path.isfile(path)):
+            # (a script read from stdin is no file to import: its code goes by value)
             data.pop("init_main_from_path", None)
             data.pop("init_main_from_name", None)
         data["shmaug_lazy_imports"] = _LazyImportsFirst()  # unpickled before prepare() runs

@@ -75,8 +75,8 @@ def describe_startup_failure(wid: int, code: int | None, start_method: str,
         hint = (
             f" With start_method={start_method!r} a worker re-imports the modules "
             f"that define your ops (and your main script when an op is defined there): they "
-            f"must be importable files, not a notebook cell, `python -c` or stdin, and the "
-            f"script must guard its work with `if __name__ == \"__main__\":`."
+            f"must be importable files (a notebook's or `python -c`'s code goes by value), "
+            f"and the script must guard its work with `if __name__ == \"__main__\":`."
         )
     return WorkerDied(
         f"shmaug worker {wid} exited with code {code} before it was ready{again}, so the pool "
