@@ -96,9 +96,11 @@ def check_split(dist: Any, batch_size: int, last_batch: int) -> None:
         raise ArgumentError(
             f"The last batch of each epoch holds {last_batch} samples, which do not split "
             f"evenly over the {devices} devices of this process that the Keras distribution "
-            f"shards each batch across (JAX would stop with IndivisibleError). Fix: pass "
-            f"`drop_remainder=True`, or a dataset size (per process) that is a multiple of "
-            f"{devices}.")
+            f"shards each batch across (JAX would stop with IndivisibleError). Fix: for "
+            f"training, pass `drop_remainder=True`; for a set read whole (validation, "
+            f"evaluate, predict: drop_remainder would leave its last {last_batch} samples out), "
+            f"a dataset size (per process) that is a multiple of {devices}, or evaluate it "
+            f"without the distribution.")
 
 
 def check_common_seed(dist: Any) -> None:

@@ -48,8 +48,9 @@ class DatasetForms:
         each shuffled anew unless ``shuffle=False``. Pass ``fit(shuffle=False)``: the batches
         come shuffled already. keras-hub's task models repeat it for their epochs; a plain
         Keras ``fit`` starts it over each epoch, so give it ``.repeat()`` with
-        ``steps_per_epoch=len(seq)``. Needs ``pip install grain``; see
-        [Detection](../detection.md).
+        ``steps_per_epoch=len(seq)``. Read it in this process (Grain's threads, not its
+        worker processes: ``mp_prefetch`` would read a copy, which serves nothing; shmaug
+        runs the workers). Needs ``pip install grain``; see [Detection](../detection.md).
 
         Example:
             >>> detector.fit(train.to_grain(), epochs=10, shuffle=False)  # keras-hub's

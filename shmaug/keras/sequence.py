@@ -65,7 +65,9 @@ _SET_UP = frozenset({"image_key", "x", "batch_size", "seed", "shuffle", "num_sha
 
 
 _CLOSED = ("This shmaug.Sequence is closed (or is a copy: the data and the workers belong to "
-           "the original). Fix: create a new one.")
+           "the original). Fix: create a new one; a copy in another process (Grain's worker "
+           "processes, a DataLoader's workers) serves nothing: read it where it was made, with "
+           "threads at most (shmaug runs the worker processes itself).")
 
 
 def _open_length(seq: Sequence) -> int:

@@ -3,7 +3,7 @@ script again without running its ``if __name__ == "__main__":`` block, so an aug
 global that block sets again read the import's value there (a shift of 0 where forked workers
 shifted by 5), without a word. Where the workers start fresh it is said, naming the global
 (``shipping._tell_set_again``). A script read from stdin, no file to import, goes by
-value."""
+value. An unguarded script keeps fork, which is told where a threaded runtime is loaded."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ if __name__ == "__main__":
 
 
 def run(script: Path, method: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-W", "always", str(script), method],
+    done = subprocess.run([sys.executable, "-W", "always", str(script), *[method][:bool(method)]],
                           cwd=script.parent, capture_output=True, text=True, timeout=150,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
@@ -89,3 +89,26 @@ def test_a_script_read_from_stdin_starts_spawned_workers(tmp_path):
                           capture_output=True, timeout=150,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0 and "OK" in done.stdout, done.stderr[-2000:]
+
+
+UNGUARDED = '''
+import numpy as np, torch, shmaug  # a threaded runtime, loaded
+def flip(image, rng):
+    return image[:, ::-1]
+x = np.zeros((8, 4, 4), np.uint8)
+with shmaug.Loader(x, batch_size=4, augment=flip, workers=2) as loader:
+    list(loader)
+print("OK")
+'''
+
+
+def test_an_unguarded_script_forked_beside_a_threaded_runtime_is_told(tmp_path):
+    """A script doing its work at its top keeps fork (a fresh worker would run it again); one
+    that had loaded JAX and called it in its augment hung on sample 0 with nothing but a stall
+    warning. Told once, naming the guard; a guarded script starts by forkserver, untold."""
+    pytest.importorskip("torch")
+    script = tmp_path / "train.py"
+    script.write_text(UNGUARDED)
+    told = run(script, "").stderr
+    assert told.count("ShmaugWarning: Your script does its work at its top") == 1, told
+    assert "while torch is loaded" in told and 'under `if __name__ == "__main__":`' in told

@@ -101,5 +101,8 @@ def test_each_process_batch_must_split_over_its_devices(distribution):
     distribution(TwoProcesses(local=2))
     with pytest.raises(shmaug.ArgumentError, match="`batch_size`=3 does not split evenly"):
         shmaug.Sequence(np.zeros((40, 4, 4), np.float32), batch_size=3, seed=0, workers=0)
-    with pytest.raises(shmaug.ArgumentError, match="last batch.*3 samples.*drop_remainder"):
+    # (drop_remainder for training only: a set read whole would lose its last samples)
+    with pytest.raises(shmaug.ArgumentError, match="last batch.*3 samples.*for training, pass "
+                                                   "`drop_remainder=True`; for a set read whole "
+                                                   r"\(validation.*last 3 samples out"):
         shmaug.Sequence(np.zeros((46, 4, 4), np.float32), batch_size=4, seed=0, workers=0)

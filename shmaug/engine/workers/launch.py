@@ -20,6 +20,7 @@ from multiprocessing import spawn as mp_spawn
 from typing import Any, Iterator
 
 from . import lazy_imports
+from ...errors import warn
 from ... import platform
 
 
@@ -58,8 +59,30 @@ def default_start_method(payload: bytes = b"") -> str:
     if not any(name in sys.modules for name in _THREADED):
         return "fork"
     if _reruns_when_imported(payload):
+        _tell_forked_threads()
         return "fork"
     return "forkserver"
+
+
+_FORK_TOLD = False  # once per process: every pool of the script would say the same
+
+
+def _tell_forked_threads() -> None:
+    """Say, once, that an unguarded script's workers fork while a threaded runtime is loaded:
+    an augment calling JAX (or TensorFlow, torch) in them hung on sample 0, with nothing but
+    a stall warning, where the guarded script ran at once."""
+    global _FORK_TOLD
+    loaded = [name for name in _THREADED if name in sys.modules]
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if _FORK_TOLD or not loaded or not (isinstance(path, str) and os.path.isfile(path)) or \
+            not _reruns_when_imported(b"__main__"):  # (a script's top, not a notebook's)
+        return
+    _FORK_TOLD = True
+    warn(f"Your script does its work at its top, outside `if __name__ == \"__main__\":`, "
+         f"while {loaded[0]} is loaded: a fresh worker would run the script again, so shmaug "
+         f"forks its workers, and a forked worker that calls {loaded[0]} (whose threads do not "
+         f"survive a fork) may hang. Fix: put the script's work under "
+         f"`if __name__ == \"__main__\":` (the workers then start by forkserver).")
 
 
 def _reruns_when_imported(payload: bytes) -> bool:
