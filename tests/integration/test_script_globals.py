@@ -7,6 +7,7 @@ value. An unguarded script keeps fork, which is told where a threaded runtime is
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -17,6 +18,8 @@ import pytest
 pytestmark = [pytest.mark.timeout(180)]
 
 ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = next((name for name in ("torch", "tensorflow") if importlib.util.find_spec(name)),
+               None)  # a threaded runtime the scripts load, where one is installed
 SCRIPT = '''
 import hashlib, sys
 import numpy as np
@@ -41,8 +44,11 @@ if __name__ == "__main__":
     STRENGTH = 5  # an option read from the command line
     x = np.arange(16 * 8 * 8 * 3, dtype=np.uint8).reshape(16, 8, 8, 3)
     method = sys.argv[1]
-    if method == "default-threaded":
-        import torch  # a threaded runtime: the default would be forkserver
+    if method == "default-threaded":  # a threaded runtime: the default would be forkserver
+        try:
+            import torch
+        except ImportError:
+            import tensorflow
     kw = (dict(workers=0) if method == "none" else dict(workers=2) if method.startswith(
         "default") else dict(workers=2, start_method=method))
     with shmaug.Loader(x, batch_size=4, augment=shift, seed=0, **kw) as loader:
@@ -61,10 +67,11 @@ def run(script: Path, method: str) -> subprocess.CompletedProcess[str]:
 def test_a_global_the_main_block_sets_again_is_told_where_workers_start_fresh(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    done = {m: run(script, m) for m in ("none", "fork", "spawn", "default-threaded")}
+    fresh = ["spawn", *(["default-threaded"] if RUNTIME else [])]  # (then forkserver)
+    done = {m: run(script, m) for m in ("none", "fork", *fresh)}
     digest = {m: d.stdout.split("DIGEST ")[1].split()[0] for m, d in done.items()}
     assert digest["fork"] == digest["none"] and "sets again" not in done["fork"].stderr
-    for method in ("spawn", "default-threaded"):  # (a threaded runtime: forkserver)
+    for method in fresh:
         assert digest[method] != digest["none"]  # the first value, as said:
         told = done[method].stderr
         assert "`shift` reads `STRENGTH`, which your script sets again" in told, told
@@ -92,7 +99,11 @@ def test_a_script_read_from_stdin_starts_spawned_workers(tmp_path):
 
 
 UNGUARDED = '''
-import numpy as np, torch, shmaug  # a threaded runtime, loaded
+import numpy as np, shmaug
+try:  # a threaded runtime, loaded
+    import torch
+except ImportError:
+    import tensorflow
 def flip(image, rng):
     return image[:, ::-1]
 x = np.zeros((8, 4, 4), np.uint8)
@@ -106,9 +117,10 @@ def test_an_unguarded_script_forked_beside_a_threaded_runtime_is_told(tmp_path):
     """A script doing its work at its top keeps fork (a fresh worker would run it again); one
     that had loaded JAX and called it in its augment hung on sample 0 with nothing but a stall
     warning. Told once, naming the guard; a guarded script starts by forkserver, untold."""
-    pytest.importorskip("torch")
+    if not RUNTIME:
+        pytest.skip("needs torch or TensorFlow")
     script = tmp_path / "train.py"
     script.write_text(UNGUARDED)
     told = run(script, "").stderr
     assert told.count("ShmaugWarning: Your script does its work at its top") == 1, told
-    assert "while torch is loaded" in told and 'under `if __name__ == "__main__":`' in told
+    assert f"while {RUNTIME} is loaded" in told and 'under `if __name__ == "__main__":`' in told
