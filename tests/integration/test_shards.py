@@ -90,3 +90,42 @@ def test_a_shard_augments_only_its_part(images, tmp_path):
     assert made == sorted(served.tolist())
     assert len(made) == stats["images"] == len(images) // 2
     assert stats["batches"] == 5
+
+
+RANK = """
+import os, sys, warnings
+import numpy as np, torch.distributed as dist, shmaug
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2])
+dist.init_process_group("gloo", rank=int(sys.argv[1]), world_size=2)
+x = np.zeros((8, 4, 4), np.uint8)
+with warnings.catch_warnings(record=True) as told:
+    warnings.simplefilter("always")
+    shmaug.Loader(x, batch_size=2, workers=0).close()
+    shmaug.Loader(x, batch_size=2, workers=0, num_shards=2, shard_index=dist.get_rank()).close()
+    shmaug.Loader(x, batch_size=2, workers=0, num_shards=1).close()  # whole, on purpose
+print("TOLD", [str(w.message) for w in told if issubclass(w.category, shmaug.ShmaugWarning)])
+dist.destroy_process_group()
+"""
+
+
+def test_ranks_of_torch_distributed_reading_the_whole_dataset_are_told():
+    """DDP, Lightning and Accelerate shard only a DataLoader: with num_shards left out, both
+    ranks trained on the same 100 samples an epoch, without a word."""
+    pytest.importorskip("torch")
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+    ranks = [subprocess.Popen([sys.executable, "-c", RANK, str(rank), port], text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": os.getcwd()})
+             for rank in (0, 1)]
+    for rank in ranks:
+        out, err = rank.communicate(timeout=100)
+        assert rank.returncode == 0, err[-2000:]
+        told = out.split("TOLD ")[1]
+        assert told.count("torch.distributed runs 2 ranks") == 1, told
+        assert "num_shards=2, shard_index=torch.distributed.get_rank()" in told

@@ -9,6 +9,7 @@ import inspect
 import numbers
 import os
 import random
+import sys
 from typing import Any
 
 import numpy as np
@@ -407,6 +408,24 @@ def bfloat16(name: str) -> np.dtype:
     return dt
 
 
+def _unsharded_ranks() -> None:
+    """Warn where torch.distributed runs several ranks (DDP, Lightning, Accelerate) and the
+    data is not sharded: none of them shards a Loader (they leave what is no DataLoader as
+    it is), so every rank trained on the same batches, without a word."""
+    dist = getattr(sys.modules.get("torch"), "distributed", None)
+    try:
+        ranks = dist.get_world_size() if dist is not None and dist.is_available() and \
+            dist.is_initialized() else 1
+    except Exception:  # noqa: BLE001 - a torch that cannot say: nothing to tell
+        return
+    if ranks > 1:
+        warn(f"torch.distributed runs {ranks} ranks, and this loader reads the whole dataset "
+             f"in each: every rank would train on the same batches (DDP, Lightning and "
+             f"Accelerate shard only a DataLoader). Fix: pass num_shards={ranks}, "
+             f"shard_index=torch.distributed.get_rank() (num_shards=1 to read it whole on "
+             f"purpose).")
+
+
 def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:
     """``(num_shards, shard_index)`` checked against a dataset of ``n`` samples; (1, 0) when
     both are None. A ``num_shards`` above 1 needs its ``shard_index``: every host silently
@@ -417,6 +436,7 @@ def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:
                 f"`shard_index`={shard_index!r} was given without `num_shards`. Fix: pass "
                 f"both, e.g. num_shards=<number of hosts>, shard_index=<this host's rank>."
             )
+        _unsharded_ranks()
         return 1, 0
     if not _is_int(num_shards) or num_shards <= 0:
         raise ArgumentError(
