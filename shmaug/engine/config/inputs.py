@@ -465,9 +465,7 @@ def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
                 f"np.moveaxis({where}, 1, -1), under a name the pipeline moves "
                 f"(y={{'mask': ...}}), or augment without geometric ops.")
         if how not in (PLANE, CHANNELS_FIRST):  # (a per-sample matrix may be square too)
-            named = where if at[:len(labels_at)] == labels_at else "".join(
-                [{"sample_weight": "sample_weight"}.get(str(at[0]), "x"),
-                 *(f"[{key!r}]" for key in at[1:])])
+            named = where if at[:len(labels_at)] == labels_at else _side_named(at)
             warn(f"`{named}` {lies}: if "
                  f"it is a map of them (a super-resolution target, a heatmap), nothing moves "
                  f"it, and shmaug moves a map only at the image's own size. Fix: give it at "
@@ -689,8 +687,7 @@ def blended_beside(y: Any, labels_at: Path, mix: Any) -> tuple[Path, ...]:
         weights = path[0] == "sample_weight"  # (whole numbers blend as floats)
         if not (isinstance(value, np.ndarray) and value.dtype.kind in ("fiub" if weights
                                                                        else "f")):
-            where = {"inputs": "x", "sample_weight": "sample_weight"}.get(path[0], "y")
-            named = where + "".join(f"[{key!r}]" for key in path[1:])
+            named = _side_named(path)
             what = (f"an array of {value.dtype}" if isinstance(value, np.ndarray)
                     else got(value))
             raise ArgumentError(
@@ -699,6 +696,13 @@ def blended_beside(y: Any, labels_at: Path, mix: Any) -> tuple[Path, ...]:
                 f"not blend. Fix: pass it as floats (one-hot rows for categories), or "
                 f"mix=None.")
     return tuple(path for path, _ in beside)
+
+
+def _side_named(at: Path) -> str:
+    """The array at ``at`` of a Sequence's side dict as the user names it: ``x['meta']`` (its
+    other ``inputs``), ``sample_weight[...]``, ``y[...]``."""
+    return {"inputs": "x", "sample_weight": "sample_weight"}.get(str(at[0]), "y") + "".join(
+        f"[{key!r}]" for key in at[1:])
 
 
 def _leaves(y: Any, at: Path = ()) -> Iterator[tuple[Path, Any]]:

@@ -74,8 +74,8 @@ def pickled(obj: Any, start_method: str | None = None) -> tuple[bytes, bytes | N
     plain = _Referrals(buffer)
     try:
         plain.dump(obj)
-        _tell_set_again(plain.mains, start_method or launch.default_start_method(
-            buffer.getvalue()))
+        payload = buffer.getvalue()  # (one copy: a payload may hold megabytes of arrays)
+        _tell_set_again(plain.mains, start_method or launch.default_start_method(payload))
     except pickle.PicklingError:
         if not plain.redefined:
             raise
@@ -84,7 +84,6 @@ def pickled(obj: Any, start_method: str | None = None) -> tuple[bytes, bytes | N
         log.debug("shipping %s by value: defined again in __main__ since", sorted(plain.mains))
         by_value = _by_value(obj, set())
         return by_value, by_value
-    payload = buffer.getvalue()
     heavy = {name for name in plain.modules if _is_heavy(name)}
     guarded = _guarded_in_main(plain.mains)
     if not heavy and not guarded:
