@@ -355,7 +355,7 @@ def test_an_exit_waits_no_longer_than_its_bound_and_drops_what_is_left(
     caplog.set_level(logging.INFO, logger="shmaug.sources.cache.disk_cache")
     began = time.monotonic()
     _disk_cache._settle_all()
-    assert time.monotonic() - began < 1.0
+    assert time.monotonic() - began < 5  # the writes would hold it 10 s
     assert "6 of 6 object(s) on their way" in caplog.text and "within 0.2 s" in caplog.text
     release.set()
     deadline = time.monotonic() + 10
