@@ -1,7 +1,8 @@
 """What Keras gets for a batch: its parts assembled as Keras takes them (``assemble``), and
 on Keras' torch backend as torch tensors over the same memory (``for_keras``).
 
-``assemble`` puts the images with the other inputs, runs the ``targets`` hook in this process
+``assemble`` puts the images with the other inputs, runs the ``inputs`` and ``targets`` hooks
+in this process
 and turns lists into tuples (Keras takes a tuple of targets on every backend). A ``y`` in
 Keras' target layout of one entry is handed to Keras as its entry (``for_outputs``): Keras'
 ``fit`` matches a dict ``y`` to the model's outputs by name, so ``{"segmentation_masks": m}``
@@ -67,30 +68,37 @@ def for_keras(batch: Any) -> Any:
 def assemble(seq: Sequence, rt: Runtime, xb: np.ndarray, side: dict[str, Any],
              key: Key) -> Any:
     """What Keras gets for batch ``key`` of ``seq``: the images ``xb`` (in a dict with the
-    other inputs, if any), then the targets through the ``targets`` hook and the sample
-    weights, from ``side`` (``rt``: ``seq``'s runtime). An exception in the hook comes with
-    the batch's first sample."""
+    other inputs, if any) through the ``inputs`` hook, then the targets through the
+    ``targets`` hook and the sample weights, from ``side`` (``rt``: ``seq``'s runtime)."""
     rt.used = time.monotonic()  # (the batch may have taken long to come)
     inputs: Any = xb
     if side["inputs"] is not None:
         inputs = {seq.image_key: xb, **side["inputs"]}
+    if seq.overrides("inputs"):
+        inputs = _hook(seq, rt, "inputs", inputs, key)
     if side["y"] is None:
         return inputs
+    y = _hook(seq, rt, "targets", side["y"], key)
+    y = for_outputs(y)
+    if side["sample_weight"] is not None:
+        return inputs, _as_tuples(y), _as_tuples(side["sample_weight"])
+    return inputs, _as_tuples(y)
+
+
+def _hook(seq: Sequence, rt: Runtime, name: str, part: Any, key: Key) -> Any:
+    """``seq``'s hook ``name`` on a batch's ``part``; an exception in it comes with the
+    batch's first sample."""
     try:
-        y = seq.targets(side["y"])
-    except Exception as exc:
+        return getattr(type(seq), name)(seq, part)  # (an attribute of the instance's own
+    except Exception as exc:  # of that name, set in a subclass's __init__, is not the hook)
         epoch, planned, ordered = key
         loader = rt.running  # (seq.loader would take the lock held here)
         assert loader is not None
         first = int(loader.indices(planned, epoch=epoch, in_order=ordered)[0])
         record = ErrorRecord.capture(
             exc, traceback.format_exc(), worker_id=-1, sample_index=first, epoch=epoch,
-            op=f"{type(seq).__qualname__}.targets")
+            op=f"{type(seq).__qualname__}.{name}")
         raise rebuild(record) from None
-    y = for_outputs(y)
-    if side["sample_weight"] is not None:
-        return inputs, _as_tuples(y), _as_tuples(side["sample_weight"])
-    return inputs, _as_tuples(y)
 
 
 def for_outputs(y: Any) -> Any:

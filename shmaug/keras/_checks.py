@@ -216,8 +216,10 @@ def bindings(pairs: Any, asked: Any, batches: int) -> list[tuple[int, int, int]]
     return out
 
 
-def split_inputs(x: Any, image_key: str | None) -> tuple[str | None, Any, dict[str, Any]]:
-    """``x`` or a dict of inputs -> (image key, the images, the other inputs)."""
+def split_inputs(x: Any, image_key: str | None,
+                 loads: bool) -> tuple[str | None, Any, dict[str, Any]]:
+    """``x`` or a dict of inputs -> (image key, the images, the other inputs); ``loads``: a
+    ``load`` hook makes the images (from what ``x[image_key]`` holds: paths, ids)."""
     if not isinstance(x, dict):
         return None, x, {}
     if image_key is None:
@@ -234,7 +236,33 @@ def split_inputs(x: Any, image_key: str | None) -> tuple[str | None, Any, dict[s
             f"`image_key`={image_key!r} is not a key of `x` (keys: {list(x)}). Fix: pass one "
             f"of those."
         )
+    images = [k for k, v in x.items() if np.ndim(v) in (3, 4)]
+    if np.ndim(x[image_key]) < 3 and not loads and images:
+        raise ArgumentError(
+            f"`image_key`={image_key!r} names an entry of shape {np.shape(x[image_key])}, "
+            f"not images (N, H, W[, C]); entries that are: {images}. Fix: "
+            f"image_key={images[0]!r}.")
     return image_key, x[image_key], {k: v for k, v in x.items() if k != image_key}
+
+
+def weights_follow_targets(y: Any, sample_weight: Any) -> None:
+    """Weights per output that ``y``'s outputs would not find. Keras looks each output's
+    weights up by the name or position it has in ``y``: one left out or misspelled stopped
+    ``fit`` with a bare ``KeyError``/``IndexError`` (Keras' own ``fit(x, y)`` names it)."""
+    if isinstance(y, dict) and isinstance(sample_weight, dict):
+        missing = [k for k in y if k not in sample_weight]
+        if missing:
+            raise ArgumentError(
+                f"`sample_weight` has no weights for {missing} of `y`'s outputs (y: "
+                f"{list(y)}; sample_weight: {list(sample_weight)}): Keras looks each "
+                f"output's up by its name, and `fit` would stop with KeyError. Fix: give "
+                f"sample_weight the keys of y, or one array (N,) that weighs every output.")
+    elif isinstance(y, (list, tuple)) and isinstance(sample_weight, (list, tuple)) and \
+            len(y) != len(sample_weight):
+        raise ArgumentError(
+            f"`sample_weight` has {len(sample_weight)} arrays for `y`'s {len(y)} outputs: "
+            f"Keras takes them by position. Fix: one per output, in y's order, or one array "
+            f"(N,) that weighs every output.")
 
 
 def validation_labels(mix: Any, validation: Any) -> None:

@@ -75,8 +75,9 @@ def to_tf_dataset(seq: Sequence, input_context: Any = None) -> Any:
              "training; for validation or evaluation, shuffle=False, which silences this.")
     first = seq[0]  # a look: it moves the stream nowhere (_passes rule 2)
     # Every batch whole: the rows of each part of one sample per row are known (XLA, TPUs); a
-    # targets hook's parts may hold other rows (a batch's boxes, one row each).
-    whole = seq.last_batch_size == seq.batch_size and not seq.overrides("targets")
+    # hook's parts may hold other rows (a batch's boxes, one row each).
+    whole = seq.last_batch_size == seq.batch_size and not (
+        seq.overrides("targets") or seq.overrides("inputs"))
 
     def spec(a: Any) -> Any:
         shape = np.shape(a)

@@ -138,7 +138,8 @@ class _FacadeApi:
         facade_checks.subclassed(cls, _FACADE_NAMES)
 
     def overrides(self, hook: str) -> bool:
-        """Whether a subclass overrides ``hook`` (``"load"``, ``"augment"``, ``"targets"``)."""
+        """Whether a subclass overrides ``hook`` (``"load"``, ``"augment"``, ``"targets"``,
+        ``"inputs"``)."""
         return getattr(type(self), hook) is not getattr(Sequence, hook)
 
     @property
@@ -233,7 +234,9 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
     - ``augment(self, image, rng)`` runs in the workers for each sample;
     - ``load(self, index)`` runs in the workers to produce sample ``index`` (then ``x`` may
       be anything with a length, such as a list of file paths);
-    - ``targets(self, y_batch)`` runs in this process on each batch's targets.
+    - ``targets(self, y_batch)`` runs in this process on each batch's targets;
+    - ``inputs(self, x_batch)`` runs in this process on each batch's inputs (views returned
+      stacked by ``augment`` split into a model's several inputs).
 
     Hooks that run in workers see a copy of the instance (pickled once per worker, without
     the loader and without the arrays already in shared memory).
@@ -316,7 +319,10 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         super().__init__(workers=1, use_multiprocessing=False, max_queue_size=max_queue_size)
         facade_checks.use_multiprocessing(use_multiprocessing)
         self._pin_memory = pin_memory  # None: decided when the workers start
-        self.image_key, images, extra_inputs = facade_checks.split_inputs(x, image_key)
+        self.image_key, images, extra_inputs = facade_checks.split_inputs(
+            x, image_key, self.overrides("load"))
+        if not self.overrides("targets"):  # (else what the hook makes meets the outputs)
+            facade_checks.weights_follow_targets(y, sample_weight)
         # The Loader's arguments, each checked once (a Sequence lends or copies as Keras'
         # hold allows, so it takes no `copy`; its pin_memory=None is decided at start)
         self._settings = Settings(
@@ -368,6 +374,11 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
     def targets(self, y_batch: Any) -> Any:
         """Runs in this process on each batch's targets. Default: unchanged."""
         return y_batch
+
+    def inputs(self, x_batch: Any) -> Any:
+        """Runs in this process on each batch's inputs (the images, or the dict of ``x``).
+        Default: unchanged."""
+        return x_batch
 
     # -- Keras' PyDataset contract -----------------------------------------------------------
 
@@ -471,7 +482,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
 
     def batch(self, index: int, *, epoch: int | None = None, in_order: bool = False) -> Any:
         """Batch ``index`` of shmaug's order for ``epoch`` (default: the current one), as Keras
-        gets it: ``x``, ``(x, y)`` or ``(x, y, sample_weight)``, with ``targets()`` applied.
+        gets it: ``x``, ``(x, y)`` or ``(x, y, sample_weight)``, with ``inputs()`` and
+        ``targets()`` applied (not a ``__getitem__`` of a subclass's own).
         Random access that moves no pass and decides nothing: the batch a ``fit`` pass
         (shuffled unless ``shuffle=False``) serves at that position, or with ``in_order=True``
         the one ``evaluate`` and ``predict`` serve. (``seq.loader.batch`` is the engine's

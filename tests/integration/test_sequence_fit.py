@@ -329,6 +329,53 @@ def test_targets_hook_error_names_hook_and_sample():
             seq[0]
 
 
+def two_views(image, rng):  # SimCLR's: two views of each sample, stacked (ops.md)
+    return np.stack([image + rng.random(), image - rng.random()]).astype(np.float32)
+
+
+class TwoInputs(shmaug.Sequence):
+    """The views a function returns stacked, split into a two-input model's inputs."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.inputs_seen = 0  # an attribute of that name's kind would not be the hook
+
+    def inputs(self, x_batch):
+        return {"first": x_batch[:, 0], "second": x_batch[:, 1]}
+
+
+def test_an_inputs_hook_feeds_views_to_a_two_input_model():
+    x, y = data()
+    first, second = keras.Input((SIDE, SIDE, 1), name="first"), \
+        keras.Input((SIDE, SIDE, 1), name="second")
+    h = keras.layers.Concatenate()([keras.layers.Flatten()(first),
+                                    keras.layers.Flatten()(second)])
+    model = keras.Model({"first": first, "second": second},
+                        keras.layers.Dense(CLASSES, activation="softmax")(h))
+    model.compile("adam", "sparse_categorical_crossentropy")
+    with TwoInputs(x, y, batch_size=16, augment=two_views, workers=1, seed=3,
+                   shuffle=True) as seq:
+        xb, yb = seq.batch(0, epoch=0)
+        assert sorted(xb) == ["first", "second"] and xb["first"].shape == (16, SIDE, SIDE, 1)
+        served, _ = seq[0]  # a pass's first batch: epoch 0's first of its order
+        np.testing.assert_array_equal(np.asarray(served["second"]), xb["second"])
+        assert not np.array_equal(xb["first"], xb["second"])
+        assert "hooks overridden: inputs" in repr(seq)
+        history = model.fit(seq, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+
+
+def test_inputs_hook_error_names_hook_and_sample():
+    class Bad(shmaug.Sequence):
+        def inputs(self, x_batch):
+            raise ValueError("no second view")
+
+    x, y = data()
+    with Bad(x, y, batch_size=8, workers=0) as seq:
+        with pytest.raises(ValueError, match=r"(?s)no second view.*Bad.inputs.*sample index 0"):
+            seq[0]
+
+
 def test_to_tf_dataset():
     pytest.importorskip("tensorflow")
     x, y = data()
