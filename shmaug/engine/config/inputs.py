@@ -346,7 +346,7 @@ def _target(name: str, value: Any, n: int) -> np.ndarray:
                 else got(value))  # (a type numpy cannot read: a tf.RaggedTensor)
         raise ArgumentError(
             f"`{name}` must have one entry per sample of `x` ({n}); received {told}. "
-            f"Fix: pass targets with len({name}) == len(x)"
+            f"Fix: pass `{name}` with {n} entries, one per sample"
             + (", as an array or a list of per-sample arrays." if array.ndim == 0
                and not np.isscalar(value) else ".")
         )
@@ -493,9 +493,11 @@ def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
             f"`x[{at[-1]!r}]` {lies}, but only `x[image_key]` is augmented: the model would "
             f"see this input where the images were. Fix: stack it onto the images as channels "
             f"(e.g. np.concatenate([images, depth], axis=-1){turned}) so that it moves with "
-            f"them (the colour, noise and blur ops then change it too, each channel past the "
-            f"third about its own mean: keep them out of `augment` for a depth or mask input), "
-            f"or augment without geometric ops.")
+            f"them (hue, saturation and grayscale then change the first three channels "
+            f"alone, contrast each further one about its own mean, noise and blur every one: "
+            f"keep them out of `augment` for a depth or mask input, and colour a "
+            f"second photo in an augment of your own, which may split the channels and "
+            f"return both stacked), or augment without geometric ops.")
 
 
 PLANE, CHANNELS_FIRST = "a plane of their height and width", "a plane channels first (C, H, W)"
