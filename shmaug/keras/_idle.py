@@ -9,7 +9,8 @@ old one's copy of the data must not wait two minutes. Past ``KEPT_RUNNING`` othe
 asked least recently stop then once idle for ``STOP_CROWDED_S``: a loop that makes a Sequence
 per fold or per test-time-augmentation round and drops it made them faster than they went
 idle. The next ask starts the workers again and the stream goes on unchanged (a batch is a
-function of seed, epoch and index).
+function of seed, epoch and index); a Sequence asked again so is in use by turns, and the
+watch waits out its pauses (``PAUSE_CAP_S``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ _running: weakref.WeakSet[Sequence] = weakref.WeakSet()  # whose workers run
 _lock = threading.Lock()
 _watcher: threading.Thread | None = None  # invariant: alive while _running is not empty
 
+
+PAUSE_CAP_S = 3600.0
+"""A Sequence asked for a batch again after an idle stop (a validation set, in epochs longer
+than ``STOP_AFTER_S``; a training set, past a long validation) is in use by turns: the watch
+then waits one and a half times its longest such pause, at most this long, before stopping it
+again, rather than restart its workers (and copy its data again) once an epoch."""
 
 STOP_CROWDED_S = 1.0
 """Past ``KEPT_RUNNING`` others, how long one must have been idle to stop: more than that
@@ -90,9 +97,11 @@ def _stop_idle() -> None:
 
 def stop_if_idle(seq: Sequence, now: float, after_s: float | None = None) -> None:
     """Stop the workers and free the shared memory if no batch was asked for in
-    ``after_s`` (default ``STOP_AFTER_S``; never while one is being served: that
-    holds the lock)."""
-    idle_s = seq.stop_if_idle(now, STOP_AFTER_S if after_s is None else after_s)
+    ``after_s`` (default ``STOP_AFTER_S``, longer for one in use by turns: ``PAUSE_CAP_S``;
+    never while one is being served: that holds the lock)."""
+    if after_s is None:  # the watch's (not a start's: a notebook's old Sequence goes then)
+        after_s = max(STOP_AFTER_S, min(PAUSE_CAP_S, 1.5 * seq.longest_pause_s))
+    idle_s = seq.stop_if_idle(now, after_s)
     if idle_s is not None:
         log.info("shmaug.Sequence idle for %.0f s: its workers stopped and its shared memory "
                  "freed (they start again on the next batch asked for)", idle_s)

@@ -185,6 +185,12 @@ class _FacadeApi:
         self._runtime.over_batches(len(self._order.plan))
 
     @property
+    def longest_pause_s(self) -> float:
+        """The longest idle stop after which a batch was asked for again (0: none): a
+        Sequence in use by turns, as a validation set is in epochs longer than the stop."""
+        return self._runtime.longest_pause_s
+
+    @property
     def last_asked(self) -> float:
         """When a batch was last asked for (``time.monotonic()``; ``_idle`` stops the oldest)."""
         return self._runtime.used
@@ -601,8 +607,10 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
 
     def _ensure_loader(self) -> Loader:
         """The running loader; started here (with the lock held) if none runs."""
-        rt = self._runtime
-        rt.used = time.monotonic()
+        rt, now = self._runtime, time.monotonic()
+        if rt.life is Life.STOPPED_IDLE:
+            rt.longest_pause_s = max(rt.longest_pause_s, now - rt.used)
+        rt.used = now
         if rt.life is Life.CLOSED:
             raise ClosedError(_CLOSED)
         if rt.running is None:

@@ -57,6 +57,28 @@ def test_an_idle_sequence_frees_everything_and_goes_on_with_the_same_stream(monk
     assert pids and all(not os.path.exists(f"/proc/{p}") for p in pids)
 
 
+def test_a_sequence_asked_again_after_an_idle_stop_waits_out_its_pauses(monkeypatch):
+    """A validation set in epochs longer than the idle stop restarted its workers (and copied
+    its data again) every epoch; asked again after a pause, it now waits 1.5 times it."""
+    monkeypatch.setattr(_idle, "STOP_AFTER_S", 0.4)
+    x, y = _fit.data()
+    with shmaug.Sequence(x, y, batch_size=_fit.BATCH, workers=0, seed=3) as seq:
+
+        def stopped_within(seconds):
+            deadline = time.monotonic() + seconds
+            while seq._runtime.running is not None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return seq._runtime.running is None
+
+        seq[0]
+        assert stopped_within(10)
+        time.sleep(1.5)  # the rest of a long epoch
+        seq[1]  # asked again: a pause of about 2 s
+        assert seq.longest_pause_s >= 1.5
+        assert not stopped_within(1.5)  # (it stopped after 0.4 s before)
+        assert stopped_within(10)  # once idle for 1.5 times its pause
+
+
 def test_a_closed_sequence_is_refused_before_keras_takes_the_models_weights():
     """A fit cell run again after its ``with`` closed the Sequence: on JAX the ClosedError of
     the first batch came after Keras' trainer had taken the model's weights, which it then
