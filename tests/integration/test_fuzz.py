@@ -81,6 +81,10 @@ def returns_crops(image, rng):
     return image, image, image[:3, :3]  # DINO's global and local crops
 
 
+def returns_named_views(image, rng):
+    return {"view_a": image, "view_b": image[::-1]}  # views by name, for a two-input model
+
+
 def returns_image_and_mask(image, rng):
     return image, image[..., 0] > 0  # an image and its mask, as a segmentation user writes
 
@@ -302,6 +306,9 @@ CASES: dict[str, Case] = {
     "op returns two views": Case(lambda f, t: loader(X, augment=returns_two_views), TypeError,
                                  r"`augment`.*returned tuple.*Fix: return them stacked",
                                  early=False),
+    "op returns views by name": Case(lambda f, t: loader(X, augment=returns_named_views),
+                                     TypeError, r"`augment`.*returned dict.*Fix: return them "
+                                     r"stacked.*`inputs` hook", early=False),
     "op returns an image and its mask": Case(
         lambda f, t: loader(X, augment=returns_image_and_mask), TypeError,
         r"`augment`.*returned tuple.*`augment_targets\(image, targets, rng\)`", early=False),

@@ -400,7 +400,8 @@ class SliceRunner:
         elif _several_images(out):
             fix = ("Several images of one sample (views, crops) make one array. Fix: return them "
                    "stacked, `np.stack(views)`, or, of several sizes, packed flat "
-                   "(docs/ops.md, \"Several views of each sample\").")
+                   "(docs/ops.md, \"Several views of each sample\"); a Sequence's `inputs` "
+                   "hook names them for a model's inputs.")
         elif isinstance(out, (list, tuple, dict)) and len(out) > 1 and all(
                 isinstance(v, np.ndarray) for v in (out.values() if isinstance(out, dict)
                                                     else out)):
@@ -468,8 +469,11 @@ def _refuse_float16_overflow(image: np.ndarray, index: int, of: str) -> None:
 
 def _several_images(out: Any) -> bool:
     """Whether ``out`` holds several images of one layout: views of one size, or three or
-    more crops of several (DINO's); not an image and its mask or heatmap (a pair of two
-    sizes, or a dict)."""
+    more crops of several (DINO's), or views by name; not an image and its mask or heatmap (a
+    pair of two sizes, or a dict with an ``image``)."""
+    if isinstance(out, dict):
+        return "image" not in out and len({getattr(v, "shape", None) for v in out.values()}) \
+            == 1 and _several_images(list(out.values()))
     if not isinstance(out, (list, tuple)) or len(out) < 2 or not all(
             isinstance(v, np.ndarray) and v.ndim == out[0].ndim >= 2 and
             v.shape[2:] == out[0].shape[2:] for v in out):
