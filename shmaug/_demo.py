@@ -29,7 +29,6 @@ import os
 import signal
 import statistics
 import sys
-import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -43,7 +42,6 @@ import keras  # noqa: E402  (the demo is a Keras program; the CLI imports it on 
 import numpy as np  # noqa: E402
 
 import shmaug  # noqa: E402
-from shmaug import platform  # noqa: E402
 from shmaug.sources.glyphs import CJK_CLASSES, LATIN_CLASSES, find_cjk_font, render_glyphs  # noqa: E402
 
 
@@ -130,7 +128,6 @@ def _leave_ctrl_c_to_the_parent() -> None:
 
 
 _FORK_HOOKED = False
-_HELD = threading.local()  # the forking thread's signal mask, from `before` to `after_*`
 
 
 def ignore_ctrl_c_in_forked_children() -> None:
@@ -138,34 +135,16 @@ def ignore_ctrl_c_in_forked_children() -> None:
 
     Keras starts new pool workers each epoch. One that Ctrl-C reached before its first
     ``__getitem__`` (where ``_leave_ctrl_c_to_the_parent`` runs) died printing a
-    KeyboardInterrupt traceback under the demo's one line; so did one it reached while
-    CPython's own after-fork hooks ran, before ours (seen in CI). So SIGINT is held from just
-    before the fork until the child ignores it; the parent gets its press right after.
-    ``workers.launch`` holds it the same way around shmaug's own workers. Spawned workers
-    keep the ``__getitem__`` guard. (A hang at exit in ``multiprocessing.Pool``'s finalizer
-    is the CLI's to cut short: ``cli._exit_within``.)
+    KeyboardInterrupt traceback under the demo's one line. (One it reaches while CPython's
+    own after-fork hooks run, before this one, finds the CLI's handler, which leaves a press
+    in another process alone: ``_interrupt``.) Spawned workers keep the ``__getitem__``
+    guard. (A hang at exit in ``multiprocessing.Pool``'s finalizer is the CLI's to cut short:
+    ``cli._exit_within``.)
     """
     global _FORK_HOOKED
-    if not _FORK_HOOKED and platform.HAS_SIGMASK and hasattr(os, "register_at_fork"):
-        os.register_at_fork(before=_hold_ctrl_c, after_in_parent=_release_ctrl_c,
-                            after_in_child=_ignore_ctrl_c)
+    if not _FORK_HOOKED and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
         _FORK_HOOKED = True
-
-
-def _hold_ctrl_c() -> None:
-    _HELD.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-
-
-def _release_ctrl_c() -> None:
-    mask = getattr(_HELD, "mask", None)
-    if mask is not None:
-        _HELD.mask = None
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-
-
-def _ignore_ctrl_c() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a press pending since the fork is dropped
-    _release_ctrl_c()
 
 
 class InMemory(keras.utils.PyDataset):  # type: ignore[misc]

@@ -36,9 +36,13 @@ def always_ends(grace_s: float, on_timeout: Callable[[], None], status: int) -> 
         yield  # another thread, Windows, or a program that handles (or ignores) Ctrl-C itself
         return
     seen = threading.Event()  # the main thread has raised KeyboardInterrupt for the press
+    me = os.getpid()
 
     def raise_in_main(signum: int, frame: object) -> None:
-        if seen.is_set():  # once: a second press (or our redelivery) must not cut cleanup
+        # once: a second press (or our redelivery) must not cut cleanup; and not in a child
+        # forked meanwhile, where the press reaches a worker before it ignores Ctrl-C (CI saw
+        # one inside CPython's own after-fork hook print a KeyboardInterrupt traceback)
+        if seen.is_set() or os.getpid() != me:
             return
         seen.set()
         raise KeyboardInterrupt

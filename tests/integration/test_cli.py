@@ -235,18 +235,19 @@ def test_the_demos_forked_processes_leave_ctrl_c_to_the_parent():
 
 CTRL_C_DURING_THE_FORK_HOOKS = """
 import os, signal, sys, time
+from shmaug import _demo, _interrupt
 
-def press():  # a hook registered before ours runs before it in the child, like threading's
+def press():  # a hook registered before the demo's runs before it in the child, as threading's
     os.kill(os.getpid(), signal.SIGINT)
-    time.sleep(0.01)  # Python code: an unheld press would raise here
+    time.sleep(0.01)  # Python code: the handler runs here
 
 os.register_at_fork(after_in_child=press)
-from shmaug import _demo
 _demo.ignore_ctrl_c_in_forked_children()
-pid = os.fork()
-if pid == 0:
-    os._exit(0)
-_, status = os.waitpid(pid, 0)
+with _interrupt.always_ends(30.0, lambda: None, 130):  # the CLI's handler, as the demo runs
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 
@@ -255,7 +256,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 @pytest.mark.skipif(not hasattr(os, "register_at_fork"), reason="POSIX fork only")
 def test_a_press_while_cpythons_fork_hooks_run_is_not_a_traceback():
     """CI saw a Keras worker print "Exception ignored in threading._after_fork ...
-    KeyboardInterrupt" under the demo's one line: Ctrl-C came before our hook ran."""
+    KeyboardInterrupt" under the demo's one line: Ctrl-C came before the demo's hook ran."""
     done = subprocess.run([sys.executable, "-c", CTRL_C_DURING_THE_FORK_HOOKS], cwd=ROOT,
                           env=ENV, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stderr.count("Traceback")) == (0, 0), done.stderr[-2000:]
