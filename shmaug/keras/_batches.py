@@ -1,7 +1,7 @@
 """What Keras gets for a batch: its parts assembled as Keras takes them (``assemble``), and
 on Keras' torch backend as torch tensors over the same memory (``for_keras``).
 
-``assemble`` puts the images with the other inputs, runs the ``inputs`` and ``targets`` hooks
+``assemble`` puts the images with the other inputs, runs the ``model_inputs`` and ``targets`` hooks
 in this process
 and turns lists into tuples (Keras takes a tuple of targets on every backend). A ``y`` in
 Keras' target layout of one entry is handed to Keras as its entry (``for_outputs``): Keras'
@@ -68,14 +68,14 @@ def for_keras(batch: Any) -> Any:
 def assemble(seq: Sequence, rt: Runtime, xb: np.ndarray, side: dict[str, Any],
              key: Key) -> Any:
     """What Keras gets for batch ``key`` of ``seq``: the images ``xb`` (in a dict with the
-    other inputs, if any) through the ``inputs`` hook, then the targets through the
+    other inputs, if any) through the ``model_inputs`` hook, then the targets through the
     ``targets`` hook and the sample weights, from ``side`` (``rt``: ``seq``'s runtime)."""
     rt.used = time.monotonic()  # (the batch may have taken long to come)
     inputs: Any = xb
     if side["inputs"] is not None:
         inputs = {seq.image_key: xb, **side["inputs"]}
-    if seq.overrides("inputs"):
-        inputs = _hook(seq, rt, "inputs", inputs, key)
+    if seq.overrides("model_inputs"):
+        inputs = _hook(seq, rt, "model_inputs", inputs, key)
     if side["y"] is None:
         return inputs
     y = _hook(seq, rt, "targets", side["y"], key)
@@ -89,8 +89,8 @@ def _hook(seq: Sequence, rt: Runtime, name: str, part: Any, key: Key) -> Any:
     """``seq``'s hook ``name`` on a batch's ``part``; an exception in it comes with the
     batch's first sample."""
     try:
-        return getattr(type(seq), name)(seq, part)  # (an attribute of the instance's own
-    except Exception as exc:  # of that name, set in a subclass's __init__, is not the hook)
+        return getattr(seq, name)(part)
+    except Exception as exc:
         epoch, planned, ordered = key
         loader = rt.running  # (seq.loader would take the lock held here)
         assert loader is not None

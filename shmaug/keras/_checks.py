@@ -236,33 +236,36 @@ def split_inputs(x: Any, image_key: str | None,
             f"`image_key`={image_key!r} is not a key of `x` (keys: {list(x)}). Fix: pass one "
             f"of those."
         )
-    images = [k for k, v in x.items() if np.ndim(v) in (3, 4)]
-    if np.ndim(x[image_key]) < 3 and not loads and images:
+    entry = x[image_key]
+    images = [k for k, v in x.items() if isinstance(v, np.ndarray) and v.ndim in (3, 4)]
+    if isinstance(entry, np.ndarray) and entry.dtype.kind in "biuf" and entry.ndim < 3 and \
+            images and not loads:
         raise ArgumentError(
-            f"`image_key`={image_key!r} names an entry of shape {np.shape(x[image_key])}, "
+            f"`image_key`={image_key!r} names an entry of shape {entry.shape}, "
             f"not images (N, H, W[, C]); entries that are: {images}. Fix: "
             f"image_key={images[0]!r}.")
     return image_key, x[image_key], {k: v for k, v in x.items() if k != image_key}
 
 
 def weights_follow_targets(y: Any, sample_weight: Any) -> None:
-    """Weights per output that ``y``'s outputs would not find. Keras looks each output's
-    weights up by the name or position it has in ``y``: one left out or misspelled stopped
-    ``fit`` with a bare ``KeyError``/``IndexError`` (Keras' own ``fit(x, y)`` names it)."""
+    """Weights for outputs ``y`` has not: Keras looks each output's weights up by the name
+    or position it has in ``y``, so these weigh nothing, and the output a misspelled key
+    meant stopped ``fit`` with a bare ``KeyError``. (Fewer is Keras' to judge: an output
+    whose loss is None needs none.)"""
     if isinstance(y, dict) and isinstance(sample_weight, dict):
-        missing = [k for k in y if k not in sample_weight]
-        if missing:
+        unknown = [k for k in sample_weight if k not in y]
+        if unknown:
             raise ArgumentError(
-                f"`sample_weight` has no weights for {missing} of `y`'s outputs (y: "
-                f"{list(y)}; sample_weight: {list(sample_weight)}): Keras looks each "
-                f"output's up by its name, and `fit` would stop with KeyError. Fix: give "
-                f"sample_weight the keys of y, or one array (N,) that weighs every output.")
+                f"`sample_weight` has weights under {unknown}, which no output of `y` has "
+                f"(y: {list(y)}; sample_weight: {list(sample_weight)}): Keras looks each "
+                f"output's weights up by its name in y, so these would weigh nothing. Fix: "
+                f"the keys of y, or one array (N,) that weighs every output.")
     elif isinstance(y, (list, tuple)) and isinstance(sample_weight, (list, tuple)) and \
-            len(y) != len(sample_weight):
+            len(sample_weight) > len(y):
         raise ArgumentError(
             f"`sample_weight` has {len(sample_weight)} arrays for `y`'s {len(y)} outputs: "
-            f"Keras takes them by position. Fix: one per output, in y's order, or one array "
-            f"(N,) that weighs every output.")
+            f"Keras takes them by position, so the last would weigh nothing. Fix: one per "
+            f"output, in y's order, or one array (N,) that weighs every output.")
 
 
 def validation_labels(mix: Any, validation: Any) -> None:

@@ -20,7 +20,7 @@ def sequence_repr(seq: Sequence, base: type, given: Settings, order: Order,
     ``base``: ``shmaug.Sequence`` itself (a subclass is named by its own name)."""
     side = runtime.side
     name = "shmaug.Sequence" if type(seq) is base else type(seq).__qualname__
-    hooks = [h for h in ("load", "augment", "targets", "inputs") if seq.overrides(h)]
+    hooks = [h for h in ("load", "augment", "targets", "model_inputs") if seq.overrides(h)]
     count = given.workers.workers
     settings: list[tuple[str, Any]] = [
         ("x", brief(seq.x)), ("y", brief(side.get("y"))),

@@ -77,7 +77,7 @@ def to_tf_dataset(seq: Sequence, input_context: Any = None) -> Any:
     # Every batch whole: the rows of each part of one sample per row are known (XLA, TPUs); a
     # hook's parts may hold other rows (a batch's boxes, one row each).
     whole = seq.last_batch_size == seq.batch_size and not (
-        seq.overrides("targets") or seq.overrides("inputs"))
+        seq.overrides("targets") or seq.overrides("model_inputs"))
 
     def spec(a: Any) -> Any:
         shape = np.shape(a)

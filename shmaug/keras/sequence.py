@@ -139,7 +139,7 @@ class _FacadeApi:
 
     def overrides(self, hook: str) -> bool:
         """Whether a subclass overrides ``hook`` (``"load"``, ``"augment"``, ``"targets"``,
-        ``"inputs"``)."""
+        ``"model_inputs"``)."""
         return getattr(type(self), hook) is not getattr(Sequence, hook)
 
     @property
@@ -241,7 +241,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
     - ``load(self, index)`` runs in the workers to produce sample ``index`` (then ``x`` may
       be anything with a length, such as a list of file paths);
     - ``targets(self, y_batch)`` runs in this process on each batch's targets;
-    - ``inputs(self, x_batch)`` runs in this process on each batch's inputs (views returned
+    - ``model_inputs(self, x_batch)`` runs in this process on each batch's inputs (views returned
       stacked by ``augment`` split into a model's several inputs).
 
     Hooks that run in workers see a copy of the instance (pickled once per worker, without
@@ -327,8 +327,6 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         self._pin_memory = pin_memory  # None: decided when the workers start
         self.image_key, images, extra_inputs = facade_checks.split_inputs(
             x, image_key, self.overrides("load"))
-        if not self.overrides("targets"):  # (else what the hook makes meets the outputs)
-            facade_checks.weights_follow_targets(y, sample_weight)
         # The Loader's arguments, each checked once (a Sequence lends or copies as Keras'
         # hold allows, so it takes no `copy`; its pin_memory=None is decided at start)
         self._settings = Settings(
@@ -349,6 +347,9 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                              hook_name=f"{type(self).__qualname__}.augment")
         self._pipeline = options.pipeline.argument  # what `super().augment` runs
         self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline)
+        if not self.overrides("targets"):  # (else what the hook makes meets the outputs)
+            side = self._runtime.side
+            facade_checks.weights_follow_targets(side["y"], side["sample_weight"])
         self.batch_size: int = self._settings.batches.batch_size
         self.seed: int = options.order.seed
         self.mix: Mix | None = options.pipeline.mix  # with its classes known from y
@@ -381,7 +382,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         """Runs in this process on each batch's targets. Default: unchanged."""
         return y_batch
 
-    def inputs(self, x_batch: Any) -> Any:
+    def model_inputs(self, x_batch: Any) -> Any:
         """Runs in this process on each batch's inputs (the images, or the dict of ``x``).
         Default: unchanged."""
         return x_batch
@@ -488,7 +489,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
 
     def batch(self, index: int, *, epoch: int | None = None, in_order: bool = False) -> Any:
         """Batch ``index`` of shmaug's order for ``epoch`` (default: the current one), as Keras
-        gets it: ``x``, ``(x, y)`` or ``(x, y, sample_weight)``, with ``inputs()`` and
+        gets it: ``x``, ``(x, y)`` or ``(x, y, sample_weight)``, with ``model_inputs()`` and
         ``targets()`` applied (not a ``__getitem__`` of a subclass's own).
         Random access that moves no pass and decides nothing: the batch a ``fit`` pass
         (shuffled unless ``shuffle=False``) serves at that position, or with ``in_order=True``

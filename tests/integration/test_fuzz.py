@@ -308,7 +308,7 @@ CASES: dict[str, Case] = {
                                  early=False),
     "op returns views by name": Case(lambda f, t: loader(X, augment=returns_named_views),
                                      TypeError, r"`augment`.*returned dict.*Fix: return them "
-                                     r"stacked.*`inputs` hook", early=False),
+                                     r"stacked.*`model_inputs` hook", early=False),
     "op returns an image and its mask": Case(
         lambda f, t: loader(X, augment=returns_image_and_mask), TypeError,
         r"`augment`.*returned tuple.*`augment_targets\(image, targets, rng\)`", early=False),

@@ -336,15 +336,13 @@ def two_views(image, rng):  # SimCLR's: two views of each sample, stacked (ops.m
 class TwoInputs(shmaug.Sequence):
     """The views a function returns stacked, split into a two-input model's inputs."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.inputs_seen = 0  # an attribute of that name's kind would not be the hook
+    inputs = ("first", "second")  # a subclass's own name: no hook of shmaug's
 
-    def inputs(self, x_batch):
-        return {"first": x_batch[:, 0], "second": x_batch[:, 1]}
+    def model_inputs(self, x_batch):
+        return dict(zip(self.inputs, (x_batch[:, 0], x_batch[:, 1])))
 
 
-def test_an_inputs_hook_feeds_views_to_a_two_input_model():
+def test_a_model_inputs_hook_feeds_views_to_a_two_input_model():
     x, y = data()
     first, second = keras.Input((SIDE, SIDE, 1), name="first"), \
         keras.Input((SIDE, SIDE, 1), name="second")
@@ -360,19 +358,42 @@ def test_an_inputs_hook_feeds_views_to_a_two_input_model():
         served, _ = seq[0]  # a pass's first batch: epoch 0's first of its order
         np.testing.assert_array_equal(np.asarray(served["second"]), xb["second"])
         assert not np.array_equal(xb["first"], xb["second"])
-        assert "hooks overridden: inputs" in repr(seq)
+        assert "hooks overridden: model_inputs" in repr(seq)
         history = model.fit(seq, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
 
 
-def test_inputs_hook_error_names_hook_and_sample():
+class OneHot:
+    """A callable object as a hook, as `augment = SomeOp()` is."""
+
+    def __call__(self, y_batch):
+        return np.eye(CLASSES, dtype=np.float32)[y_batch]
+
+
+def test_hooks_that_are_callable_objects_or_static_methods_run():
+    class Objects(shmaug.Sequence):
+        targets = OneHot()
+
+    class Static(shmaug.Sequence):
+        @staticmethod
+        def model_inputs(x_batch):
+            return x_batch * 2
+
+    x, y = data()
+    with Objects(x, y, batch_size=8, workers=0) as seq:
+        assert seq[0][1].shape == (8, CLASSES)
+    with Static(x, y, batch_size=8, workers=0, shuffle=False) as seq:
+        np.testing.assert_array_equal(seq[0][0], x[:8] * 2)
+
+
+def test_model_inputs_hook_error_names_hook_and_sample():
     class Bad(shmaug.Sequence):
-        def inputs(self, x_batch):
+        def model_inputs(self, x_batch):
             raise ValueError("no second view")
 
     x, y = data()
     with Bad(x, y, batch_size=8, workers=0) as seq:
-        with pytest.raises(ValueError, match=r"(?s)no second view.*Bad.inputs.*sample index 0"):
+        with pytest.raises(ValueError, match=r"(?s)no second view.*Bad.model_inputs.*sample index 0"):
             seq[0]
 
 

@@ -400,7 +400,7 @@ class SliceRunner:
         elif _several_images(out):
             fix = ("Several images of one sample (views, crops) make one array. Fix: return them "
                    "stacked, `np.stack(views)`, or, of several sizes, packed flat "
-                   "(docs/ops.md, \"Several views of each sample\"); a Sequence's `inputs` "
+                   "(docs/ops.md, \"Several views of each sample\"); a Sequence's `model_inputs` "
                    "hook names them for a model's inputs.")
         elif isinstance(out, (list, tuple, dict)) and len(out) > 1 and all(
                 isinstance(v, np.ndarray) for v in (out.values() if isinstance(out, dict)
