@@ -702,6 +702,8 @@ def test_offline_every_call_fails_at_once_naming_the_object_and_no_download_is_q
 
     pytest.importorskip("s3fs")
     monkeypatch.setenv("SHMAUG_OFFLINE", "1")
+    monkeypatch.setenv("SHMAUG_REQUEST_TIMEOUT_S", "0.5")  # a call that went would fail soon
+    monkeypatch.setattr(C, "RETRIES", 0)
     with socket.create_server(("127.0.0.1", 0), backlog=8) as endpoint:
         endpoint.setblocking(False)
         remote = C.Remote("s3", {"client_kwargs": {

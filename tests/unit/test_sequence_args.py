@@ -360,24 +360,27 @@ def test_images_of_many_widths_are_told_a_fix_a_sequence_takes():
         assert seq[0][0].shape == (2, 16, 200, 1)
 
 
-def test_per_output_weights_that_miss_an_output_of_y_are_refused_naming_it():
-    """Keras looks each output's weights up by its key in y (or its position): a misspelled
-    key stopped fit with a bare KeyError."""
+def test_per_output_weights_under_a_name_y_has_not_are_refused_naming_it():
+    """Keras looks each output's weights up by its key in y (or its position): weights under
+    a misspelled key weighed nothing, and the output it meant stopped fit with a KeyError."""
     y = {"cls": np.zeros(10), "reg": np.zeros(10)}
     w = np.ones(10)
-    with pytest.raises(shmaug.ArgumentError, match=r"no weights for \['reg'\] of `y`'s "
-                                                   r"outputs .*sample_weight: \['cls', 'regr'\]"):
+    with pytest.raises(shmaug.ArgumentError, match=r"weights under \['regr'\], which no output "
+                                                   r"of `y` has .*sample_weight: \['cls', "
+                                                   r"'regr'\]"):
         shmaug.Sequence(X, y, sample_weight={"cls": w, "regr": w}, workers=0)
-    with pytest.raises(shmaug.ArgumentError, match=r"1 arrays for `y`'s 2 outputs"):
-        shmaug.Sequence(X, [y["cls"], y["reg"]], sample_weight=[w], workers=0)
-    for fine in ({"cls": w, "reg": w}, w):  # as y names them, or one for every output
+    with pytest.raises(shmaug.ArgumentError, match=r"3 arrays for `y`'s 2 outputs"):
+        shmaug.Sequence(X, [y["cls"], y["reg"]], sample_weight=[w, w, w], workers=0)
+    for fine in ({"cls": w, "reg": w}, w, {"cls": w}):  # fewer: an output without a loss
         shmaug.Sequence(X, y, sample_weight=fine, workers=0).close()
+    for fine in ([1.0] * 10, [w]):  # a list of numbers is one array
+        shmaug.Sequence(X, [y["cls"], y["reg"]], sample_weight=fine, workers=0).close()
 
     class Hooked(shmaug.Sequence):  # the outputs are the hook's: not read here
         def targets(self, y_batch):
             return {"cls": y_batch, "reg": y_batch}
 
-    Hooked(X, np.zeros(10), sample_weight={"cls": w, "reg": w}, workers=0).close()
+    Hooked(X, np.zeros(10), sample_weight={"cls": w, "regr": w}, workers=0).close()
 
 
 def test_an_image_key_that_names_no_images_names_the_entries_that_are():
@@ -385,3 +388,9 @@ def test_an_image_key_that_names_no_images_names_the_entries_that_are():
     with pytest.raises(shmaug.ArgumentError, match=r"image_key`='meta' names an entry of "
                                                    r"shape \(10, 2\), not images.*'image'"):
         shmaug.Sequence(x, image_key="meta", workers=0)
+
+    class Loads(shmaug.Sequence):  # ids its load hook makes images from
+        def load(self, index):
+            return X[index]
+
+    Loads({"ids": np.arange(10), "depth": X}, image_key="ids", workers=0).close()

@@ -494,8 +494,9 @@ def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
             f"see this input where the images were. Fix: stack it onto the images as channels "
             f"(e.g. np.concatenate([images, depth], axis=-1){turned}) so that it moves with "
             f"them (hue, saturation and grayscale then change the first three channels "
-            f"alone, contrast each further one about its own mean, noise and blur every one: "
-            f"keep them out of `augment` for a depth or mask input, and colour a "
+            f"alone, the other colour, noise and blur ops every channel, contrast each past "
+            f"the third about its own mean: keep them out of `augment` for a depth or mask "
+            f"input, and colour a "
             f"second photo in an augment of your own, which may split the channels and "
             f"return both stacked), or augment without geometric ops.")
 
