@@ -23,6 +23,20 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 _REDELIVER_AFTER_S = 0.3  # the main thread normally raises KeyboardInterrupt well before this
+_SET: list[int] = []  # the wakeup fd ``always_ends`` set, while set (none in a forked child)
+
+
+def _forget_in_child() -> None:
+    """A forked child inherits the wakeup fd: a SIGINT for it alone would write to the
+    parent's watcher, which would end the parent's command."""
+    if _SET:
+        _SET.clear()
+        with suppress(ValueError, OSError):
+            signal.set_wakeup_fd(-1)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 @contextmanager
@@ -54,6 +68,7 @@ def always_ends(grace_s: float, on_timeout: Callable[[], None], status: int) -> 
     try:
         writer.setblocking(False)
         previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        _SET[:] = [writer.fileno()]
         signal.signal(signal.SIGINT, raise_in_main)
         thread = threading.Thread(target=_watch, name="shmaug-ctrl-c", daemon=True,
                                   args=(reader, seen, done, grace_s, on_timeout, status))
@@ -63,6 +78,7 @@ def always_ends(grace_s: float, on_timeout: Callable[[], None], status: int) -> 
         done.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         if previous is not None:
+            _SET.clear()
             signal.set_wakeup_fd(previous)
         with suppress(OSError):  # wakes the watcher's recv: done, it returns (EOF
             writer.send(b"\0")  # alone would not come while a forked child holds `writer`)

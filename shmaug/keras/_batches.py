@@ -89,7 +89,10 @@ def _hook(seq: Sequence, rt: Runtime, name: str, part: Any, key: Key) -> Any:
     """``seq``'s hook ``name`` on a batch's ``part``; an exception in it comes with the
     batch's first sample."""
     try:
-        return getattr(seq, name)(part)
+        hook = getattr(seq, name)
+        if not callable(hook):  # an attribute of the instance's own (its labels): not a hook
+            hook = getattr(type(seq), name).__get__(seq)
+        return hook(part)
     except Exception as exc:
         epoch, planned, ordered = key
         loader = rt.running  # (seq.loader would take the lock held here)

@@ -264,7 +264,7 @@ def weights_follow_targets(y: Any, sample_weight: Any) -> None:
             len(sample_weight) > len(y):
         raise ArgumentError(
             f"`sample_weight` has {len(sample_weight)} arrays for `y`'s {len(y)} outputs: "
-            f"Keras takes them by position, so the last would weigh nothing. Fix: one per "
+            f"Keras takes them by position, so those past y's would weigh nothing. Fix: one per "
             f"output, in y's order, or one array (N,) that weighs every output.")
 
 

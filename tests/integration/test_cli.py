@@ -246,8 +246,10 @@ _demo.ignore_ctrl_c_in_forked_children()
 with _interrupt.always_ends(30.0, lambda: None, 130):  # the CLI's handler, as the demo runs
     pid = os.fork()
     if pid == 0:
+        time.sleep(0.3)  # (the press is the child's alone: not the parent's watcher's)
         os._exit(0)
     _, status = os.waitpid(pid, 0)
+    time.sleep(1.0)  # a press that reached the parent's watcher would be raised here
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 

@@ -379,9 +379,16 @@ def test_hooks_that_are_callable_objects_or_static_methods_run():
         def model_inputs(x_batch):
             return x_batch * 2
 
+    class Stores(shmaug.Sequence):  # labels kept under the hook's name: no hook
+        def __init__(self, x, y, **kwargs):
+            super().__init__(x, y, **kwargs)
+            self.targets = y
+
     x, y = data()
     with Objects(x, y, batch_size=8, workers=0) as seq:
         assert seq[0][1].shape == (8, CLASSES)
+    with Stores(x, y, batch_size=8, workers=0, shuffle=False) as seq:
+        np.testing.assert_array_equal(seq[0][1], y[:8])
     with Static(x, y, batch_size=8, workers=0, shuffle=False) as seq:
         np.testing.assert_array_equal(seq[0][0], x[:8] * 2)
 

@@ -277,7 +277,7 @@ def _is_heavy(name: str, seen: set[str] | None = None) -> bool:
     seen = set() if seen is None else seen
     module = _users(name)
     if module is None or name in seen:
-        return False  # (one entered before: heavy, the walk would have ended there)
+        return False  # (entered already: this walk reads each module once)
     seen.add(name)
     return _loads_framework(vars(module), name, seen) is not None
 
