@@ -417,7 +417,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 else True
             if begins and not in_order:
                 self._order.check_shuffled_pass()  # shards of it need a common seed
-            loader = self._ensure_loader()
+            loader = _ensure_loader(self)
             key, in_pass = passes.ask(index, caller, in_order)
             if in_pass:
                 if passes.taken == 1:  # a pass starts where it likes
@@ -504,7 +504,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         in_order = check.boolean("in_order", in_order) or (
             not self._order.shuffle and self.mix is None)  # (with a mix, in order: unmixed)
         with self._runtime.lock:
-            xb, side = self._ensure_loader().batch(index, epoch=epoch, in_order=in_order)
+            xb, side = _ensure_loader(self).batch(index, epoch=epoch, in_order=in_order)
             return assemble(self, self._runtime, xb, side, (epoch, index, in_order))
 
     @property
@@ -556,14 +556,14 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
     def loader(self) -> Loader:
         """The engine behind this dataset (started on first access)."""
         with self._runtime.lock:
-            return self._ensure_loader()
+            return _ensure_loader(self)
 
     def stats(self) -> dict[str, Any]:
         """The loader's figures (see ``Loader.stats``) with this facade's ``hit_rate``:
         the share of ``__getitem__`` calls served from batches already prepared, and its
         ``requests`` and ``images_per_s``: what it served since ``reset_stats``."""
         with self._runtime.lock:  # a loader stopped when idle (or closed) still has its figures
-            return self._runtime.stats(self._runtime.loader or self._ensure_loader())
+            return self._runtime.stats(self._runtime.loader or _ensure_loader(self))
 
     def reset_stats(self) -> None:
         rt = self._runtime
@@ -604,31 +604,30 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         processes (``seq.workers``, Keras' attribute, reads 1: see the class docstring)."""
         return _describe.sequence_repr(self, Sequence, self._settings, self._order, self._runtime)
 
-    # -- inside -------------------------------------------------------------------------------
 
-    def _ensure_loader(self) -> Loader:
-        """The running loader; started here (with the lock held) if none runs."""
-        rt, now = self._runtime, time.monotonic()
-        if rt.life is Life.STOPPED_IDLE:
-            rt.longest_pause_s = max(rt.longest_pause_s, now - rt.used)
-        rt.used = now
-        if rt.life is Life.CLOSED:
-            raise ClosedError(_CLOSED)
-        if rt.running is None:
-            dist = _distribution.follow(self)
-            if dist is not None:
-                _distribution.check_common_seed(dist)
-            assert rt.data is not None and rt.pipeline is not None  # (only a copy has none)
-            _idle.starting()  # a notebook cell run again: free the old one first
-            rt.loader = start(Options(self._settings, rt.data, self._order, rt.pipeline),
-                              pin_memory=facade_checks.pin_memory(self._pin_memory))
-            rt.life = Life.STARTED
-            _LIVE.add(self)
-            _idle.watch(self)
-            facade_checks.hooks_started(self, rt, _SET_UP)  # (last: it may warn, and a
-            # warning may be an error)
-        assert rt.loader is not None
-        return rt.loader
+def _ensure_loader(seq: Sequence) -> Loader:
+    """``seq``'s running loader; started here (with the lock held) if none runs."""
+    rt, now = seq._runtime, time.monotonic()
+    if rt.life is Life.STOPPED_IDLE:
+        rt.longest_pause_s = max(rt.longest_pause_s, now - rt.used)
+    rt.used = now
+    if rt.life is Life.CLOSED:
+        raise ClosedError(_CLOSED)
+    if rt.running is None:
+        dist = _distribution.follow(seq)
+        if dist is not None:
+            _distribution.check_common_seed(dist)
+        assert rt.data is not None and rt.pipeline is not None  # (only a copy has none)
+        _idle.starting()  # a notebook cell run again: free the old one first
+        rt.loader = start(Options(seq._settings, rt.data, seq._order, rt.pipeline),
+                          pin_memory=facade_checks.pin_memory(seq._pin_memory))
+        rt.life = Life.STARTED
+        _LIVE.add(seq)
+        _idle.watch(seq)
+        facade_checks.hooks_started(seq, rt, _SET_UP)  # (last: it may warn, and a warning
+        # may be an error)
+    assert rt.loader is not None
+    return rt.loader
 
 
 def _closing(seq: Sequence, rt: Runtime) -> None:

@@ -522,7 +522,9 @@ def test_closing_drops_the_work_queued_for_the_next_epoch(tmp_path, monkeypatch,
         del loader
         gc.collect()
     after = [t for t in map(float, notes.read_text().split()) if t > asked]
-    assert len(after) <= 2, after  # each worker's sample in hand, and no more
+    # each worker's sample in hand, and on a loaded host one begun before the word came (CI:
+    # 3); going on until the grace ran out made about 40 each
+    assert len(after) <= 4, after
 
 
 def test_no_shared_memory_descriptor_outlives_a_closed_loader():
