@@ -318,14 +318,15 @@ def test_subclass_hooks_run_in_workers_with_subclass_state(method):
             seq[3]
 
 
-def test_targets_hook_error_names_hook_and_sample():
-    class Bad(shmaug.Sequence):
-        def targets(self, y_batch):
-            raise KeyError("no such class")
+@pytest.mark.parametrize("hook", ["targets", "model_inputs"])
+def test_a_hooks_error_names_the_hook_and_the_sample(hook):
+    def raises(self, batch):
+        raise KeyError(f"no such part in {hook}")
 
+    Bad = type("Bad", (shmaug.Sequence,), {hook: raises})
     x, y = data()
     with Bad(x, y, batch_size=8, workers=0) as seq:
-        with pytest.raises(KeyError, match=r"(?s)no such class.*Bad.targets.*sample index 0"):
+        with pytest.raises(KeyError, match=rf"(?s)no such part.*Bad.{hook}.*sample index 0"):
             seq[0]
 
 
@@ -391,17 +392,6 @@ def test_hooks_that_are_callable_objects_or_static_methods_run():
         np.testing.assert_array_equal(seq[0][1], y[:8])
     with Static(x, y, batch_size=8, workers=0, shuffle=False) as seq:
         np.testing.assert_array_equal(seq[0][0], x[:8] * 2)
-
-
-def test_model_inputs_hook_error_names_hook_and_sample():
-    class Bad(shmaug.Sequence):
-        def model_inputs(self, x_batch):
-            raise ValueError("no second view")
-
-    x, y = data()
-    with Bad(x, y, batch_size=8, workers=0) as seq:
-        with pytest.raises(ValueError, match=r"(?s)no second view.*Bad.model_inputs.*sample index 0"):
-            seq[0]
 
 
 def test_to_tf_dataset():
