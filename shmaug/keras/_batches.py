@@ -1,12 +1,11 @@
 """What Keras gets for a batch: its parts assembled as Keras takes them (``assemble``), and
 on Keras' torch backend as torch tensors over the same memory (``for_keras``).
 
-``assemble`` puts the images with the other inputs, runs the ``model_inputs`` and ``targets`` hooks
-in this process
-and turns lists into tuples (Keras takes a tuple of targets on every backend). A ``y`` in
-Keras' target layout of one entry is handed to Keras as its entry (``for_outputs``): Keras'
-``fit`` matches a dict ``y`` to the model's outputs by name, so ``{"segmentation_masks": m}``
-would reach a one-output model as a key, not a mask.
+``assemble`` puts the images with the other inputs, runs the ``model_inputs`` and ``targets``
+hooks in this process and turns lists into tuples (Keras takes a tuple of targets on every
+backend). A ``y`` in Keras' target layout of one entry is handed to Keras as its entry
+(``for_outputs``): Keras' ``fit`` matches a dict ``y`` to the model's outputs by name, so
+``{"segmentation_masks": m}`` would reach a one-output model as a key, not a mask.
 
 Keras' torch backend converts each numpy array of a batch with ``np.array(x)`` before
 ``torch.as_tensor``: a copy of every batch in the main process (9.7 ms for 64 float32 images

@@ -496,9 +496,8 @@ def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
             f"them (hue, saturation and grayscale then change the first three channels "
             f"alone, the other colour, noise and blur ops every channel, contrast each past "
             f"the third about its own mean: keep them out of `augment` for a depth or mask "
-            f"input, and colour a "
-            f"second photo in an augment of your own, which may split the channels and "
-            f"return both stacked), or augment without geometric ops.")
+            f"input, and colour a second photo in an augment of your own, which may split "
+            f"the channels and return both stacked), or augment without geometric ops.")
 
 
 PLANE, CHANNELS_FIRST = "a plane of their height and width", "a plane channels first (C, H, W)"
