@@ -8,7 +8,8 @@ live in ``shmaug.ops``.
 
 - ``imagenet_train``: photos, training from scratch (random resized crop, flip, colour jitter).
 - ``light``: photos, fine-tuning a pretrained model (a small crop, flip, slight colour).
-- ``glyph_distort``: handwritten glyphs and documents (one warp, then one filter).
+- ``glyph_distort``: handwritten glyphs (one warp, then one filter).
+- ``text_line``: lines of text for OCR / handwriting recognition (the same, at a line's scale).
 """
 
 from __future__ import annotations
@@ -176,17 +177,20 @@ def _photo(
 
 
 def glyph_distort(*, backend: str = "cv", fill: float = 0.0) -> Compose:
-    """One geometric distortion, then one filter: the classic handwritten-glyph pipeline, for
-    glyphs and scanned documents.
+    """One geometric distortion, then one filter: the classic handwritten-glyph pipeline.
 
     One of {sine warp, rotate, shear, scale + translate}, then one of {Gaussian blur,
     sharpen, smooth}, tuned for 64x64 grayscale characters (white ink on black; pass
-    ``fill=1.0`` for black ink on white). No flip: a mirrored glyph is another glyph.
+    ``fill=1.0`` for black ink on white). No flip: a mirrored glyph is another glyph. Its
+    rotation (up to 15 degrees) and moves (up to a tenth of the width) are a glyph's: on a
+    line of text they carry words out of the image while its label keeps them; use
+    :func:`text_line` there.
 
     Args:
         backend: "cv" (fast, default) or "pil" (PIL's exact look; the sine warp then runs the
-            classic per-column ``np.roll``).
-        fill: background the geometric ops fill in, as a fraction of full scale, in [0, 1].
+            classic per-column ``np.roll``, which wraps ink off one edge onto the other).
+        fill: background the geometric ops fill in, as a fraction of full scale, in [0, 1]
+            (the sine warp's too, with the "cv" backend).
 
     Returns:
         A ``Compose`` of two ``OneOf`` steps; same shape and dtype as its input.
@@ -199,28 +203,65 @@ def glyph_distort(*, backend: str = "cv", fill: float = 0.0) -> Compose:
         >>> aug = shmaug.presets.glyph_distort()
         >>> out = aug(np.zeros((64, 64), np.uint8), np.random.default_rng(0))
     """
-    # Only a non-default backend is bound, so the stored config stays short.
-    b = {"backend": "pil"} if choice(backend, "backend", ("cv", "pil")) == "pil" else {}
+    pil = choice(backend, "backend", ("cv", "pil")) == "pil"
     fill = _strength(fill, "fill", "glyph_distort")
-    return Compose(
-        [
-            OneOf(
-                [
-                    Op("sine_warp", amplitude=(1.5, 3.5), period=(24.0, 64.0), **b),
-                    Op("rotate", degrees=(-15.0, 15.0), fill=fill, **b),
-                    Op("shear", x=(-0.3, 0.3), fill=fill, **b),
-                    Op("scale_translate", scale=(0.7, 1.0), translate=(-0.1, 0.1), fill=fill, **b),
-                ]
-            ),
-            OneOf(
-                [
-                    Op("gaussian_blur", sigma=(0.5, 1.0), **b),
-                    Op("sharpen", amount=1.0, **b),
-                    Op("smooth", amount=1.0, **b),
-                ]
-            ),
-        ]
-    )
+    # Only non-default parameters are bound, so the stored config stays short.
+    b = {"backend": "pil"} if pil else {}
+    border = {} if pil else {"border": "constant", "fill": fill}  # pil: np.roll's wrap
+    return _distort(
+        Op("sine_warp", amplitude=(1.5, 3.5), period=(24.0, 64.0), **border, **b),
+        Op("rotate", degrees=(-15.0, 15.0), fill=fill, **b),
+        Op("shear", x=(-0.3, 0.3), fill=fill, **b),
+        Op("scale_translate", scale=(0.7, 1.0), translate=(-0.1, 0.1), fill=fill, **b),
+        b)
+
+
+def text_line(*, fill: float = 1.0) -> Compose:
+    """:func:`glyph_distort` at the scale of a line of text, for OCR and handwriting
+    recognition: every word stays in the image, so the label still reads it.
+
+    One of {sine warp (a wavy baseline), rotate up to 2 degrees, shear up to 0.3 (slant),
+    scale 0.8-1 + translate up to 2%}, then one of {Gaussian blur, sharpen, smooth}. Tuned
+    for lines 32 to 64 pixels high and up to 16 times as wide, (H, W) or (H, W, 1), with
+    some margin around the text; the label's sequence is unchanged by every step. Every
+    border is filled with ``fill``: black ink on white by default (scans, rendered text).
+
+    Args:
+        fill: the background, as a fraction of full scale, in [0, 1]: 1.0 (white) for black
+            ink on white, 0.0 for white ink on black.
+
+    Returns:
+        A ``Compose`` of two ``OneOf`` steps; same shape and dtype as its input.
+
+    Raises:
+        ArgumentError, ArgumentTypeError: a ``fill`` outside [0, 1].
+
+    Example:
+        >>> import numpy as np, shmaug
+        >>> aug = shmaug.presets.text_line()
+        >>> aug(np.full((32, 256), 255, np.uint8), np.random.default_rng(0)).shape
+        (32, 256)
+    """
+    fill = _strength(fill, "fill", "text_line")
+    return _distort(
+        Op("sine_warp", amplitude=(1.0, 2.5), period=(32.0, 96.0), border="constant",
+           fill=fill),
+        Op("rotate", degrees=(-2.0, 2.0), fill=fill),
+        Op("shear", x=(-0.3, 0.3), fill=fill),
+        Op("scale_translate", scale=(0.8, 1.0), translate=(-0.02, 0.02), fill=fill),
+        {})
+
+
+def _distort(warp: Op, rotate: Op, shear: Op, scale: Op, b: dict[str, str]) -> Compose:
+    """One of the four distortions, then one of the three filters (with ``b``'s backend)."""
+    return Compose([
+        OneOf([warp, rotate, shear, scale]),
+        OneOf([
+            Op("gaussian_blur", sigma=(0.5, 1.0), **b),
+            Op("sharpen", amount=1.0, **b),
+            Op("smooth", amount=1.0, **b),
+        ]),
+    ])
 
 
 # --- argument checks: each names the preset, the argument, what it takes and the fix -------

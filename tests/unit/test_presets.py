@@ -22,6 +22,7 @@ CASES: list[tuple[str, Callable[[], Compose], tuple[int, int] | None]] = [
     ("light", lambda: P.light(), None),
     ("light_sized", lambda: P.light(48), (48, 48)),
     ("glyph_distort", lambda: P.glyph_distort(), None),
+    ("text_line", lambda: P.text_line(), None),
 ]
 IDS = [c[0] for c in CASES]
 SHAPES = [(64, 64), (48, 80, 1), (96, 72, 3), (300, 400, 3)]
@@ -154,6 +155,56 @@ def test_glyph_distort_keeps_its_config() -> None:
                       "params": {"degrees": [-15.0, 15.0], "fill": 0.0}}
 
 
+def _lines(n: int, height: int = 32, width: int = 256) -> np.ndarray:
+    """Rendered lines of 3 to 16 random characters, black on white, 4 pixels from the left
+    and the top edges (as a line detector crops them)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font, rng = ImageFont.load_default(size=20), np.random.default_rng(0)
+    letters = list("abcdefghijklmnopqrstuvwxyz0123456789")
+    lines = []
+    for _ in range(n):
+        img = Image.new("L", (width, height), 255)
+        text = "".join(rng.choice(letters, int(rng.integers(3, 17))))
+        ImageDraw.Draw(img).text((4, 4), text, fill=0, font=font)
+        lines.append(np.asarray(img))
+    return np.stack(lines)
+
+
+def _ink_kept(op: Any, lines: np.ndarray) -> np.ndarray:
+    """Each line's ink after ``op``, as a fraction of its ink before."""
+    ink = lambda a: (255 - a.astype(np.int64)).sum(axis=(-2, -1))  # noqa: E731
+    out = np.stack([op(line, np.random.default_rng(i)) for i, line in enumerate(lines)])
+    return ink(out) / ink(lines)
+
+
+def test_text_line_keeps_every_word_of_a_line_and_fills_white() -> None:
+    # A distortion that carries words out of the line leaves a label that reads them.
+    lines = _lines(120)
+    text, glyph = P.text_line().ops[0].ops, P.glyph_distort(fill=1.0).ops[0].ops
+    for op in text:  # scale_translate shrinks the ink to as little as 0.8 ** 2 of its area
+        least = 0.8 ** 2 * 0.97 if op.name == "scale_translate" else 0.97  # type: ignore[attr-defined]
+        assert _ink_kept(op, lines).min() >= least, op
+        blank = np.full((32, 256), 255, np.uint8)  # no black corners or edges on white paper
+        assert min(int(op(blank, np.random.default_rng(i)).min()) for i in range(20)) == 255
+    # the same check fails for a glyph's ranges: its rotation cuts words off a line
+    assert (_ink_kept(glyph[1], lines) < 0.85).mean() > 0.2
+    whole = np.stack([P.text_line()(line, np.random.default_rng(i)) for i, line in enumerate(lines)])
+    assert whole.shape == lines.shape and whole.dtype == np.uint8
+
+
+@pytest.mark.parametrize("build", [P.glyph_distort, P.text_line])
+def test_the_sine_warp_fills_rather_than_wraps_ink_to_the_far_edge(build) -> None:
+    # A line cropped tight, its ascenders in the top rows: a wrapped warp draws them under the
+    # descenders.
+    line = np.full((32, 256), 255, np.uint8)
+    line[:3, 20:230] = 0
+    warp = build(fill=1.0).ops[0].ops[0]
+    assert warp.name == "sine_warp"
+    for i in range(30):
+        assert warp(line, np.random.default_rng(i))[-6:].min() == 255
+
+
 BAD: list[tuple[Callable[..., Compose], dict[str, Any], type[Exception], str]] = [
     (P.imagenet_train, {"size": 0}, shmaug.ArgumentError, r"`size` of `imagenet_train` expects pixels >= 1; received 0"),
     (P.imagenet_train, {"size": (224, -1)}, shmaug.ArgumentError, r"`size`.*>= 1"),
@@ -178,6 +229,7 @@ BAD: list[tuple[Callable[..., Compose], dict[str, Any], type[Exception], str]] =
     (P.glyph_distort, {"fill": 2}, shmaug.ArgumentError, r"`fill` of `glyph_distort`.*\[0, 1\]; received 2"),
     (P.glyph_distort, {"fill": "white"}, shmaug.ArgumentTypeError, r"`fill`.*'white' \(str\)"),
     (P.glyph_distort, {"backend": "skimage"}, shmaug.ArgumentError, r"`backend`"),
+    (P.text_line, {"fill": -0.5}, shmaug.ArgumentError, r"`fill` of `text_line`.*\[0, 1\]; received -0\.5"),
 ]
 
 
@@ -187,7 +239,7 @@ def test_bad_arguments_are_refused_at_construction(build, kwargs, error, match) 
     with pytest.raises(error, match=match) as info:
         build(**kwargs)
     message = str(info.value)
-    if build is not P.glyph_distort or "fill" in kwargs:
+    if build is not P.glyph_distort or "fill" in kwargs:  # (backend: `choice`'s message)
         assert "received" in message and "Fix: " in message
 
 
