@@ -93,6 +93,13 @@ def mapped_file_handle(array: np.ndarray) -> ArrayHandle | None:
                        kind="npy", offset=int(offset))
 
 
+def remapped(handle: ArrayHandle) -> np.ndarray:
+    """The file-mapped array ``handle`` describes, mapped again read-only in this process: how
+    a memory map inside a user's ``load`` or ``augment`` reaches a worker (pickled, a
+    np.memmap would carry a copy of all its pixels to every worker)."""
+    return attach(handle)[0]
+
+
 def free_shm_bytes(needed: int = 0) -> int | None:
     """Bytes free in /dev/shm, or None where there is no such mount (macOS, Windows); where
     fewer than ``needed``, those free once what killed shmaug processes left is swept."""

@@ -69,6 +69,37 @@ def test_nothing_of_the_dataset_goes_to_shared_memory(tmp_path):
         assert after - before < 64 * 2**20  # the file's pages are page cache, not copies
 
 
+class Frames:
+    """A user's reader that holds a memory map as an attribute (a subclass's ``self.clips``)."""
+
+    def __init__(self, path):
+        self.frames = np.load(path, mmap_mode="r")[4:]  # (a view, deeper in the file)
+
+    def __call__(self, index):
+        return self.frames[index]
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_memory_map_a_load_reads_reaches_the_workers_as_its_file(tmp_path, method):
+    """``load=mm.__getitem__`` (what the error for a list of clips names), or a reader object
+    holding the map: pickled for the workers, each got a copy of the whole file (281 MiB of
+    clips, twice over), a dataset larger than RAM an out-of-memory kill."""
+    path = tmp_path / "frames.npy"
+    x = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=(388, 512, 512))
+    x[:] = np.arange(388, dtype=np.uint8)[:, None, None]  # 97 MiB on disk
+    x.flush()
+    del x
+    mm = np.load(path, mmap_mode="r")
+    for load, first in ((mm.__getitem__, 0), (Frames(path), 4)):
+        with shmaug.Loader(list(range(384)), batch_size=64, load=load, augment=_ops.mean_only,
+                           workers=2, start_method=method, output_shape=(1,),
+                           output_dtype="float32") as loader:
+            means = np.concatenate([xb[:, 0] for xb, _ in loader])
+            copied = [private_dirty(pid) for pid in loader.pids]
+        np.testing.assert_array_equal(means, np.arange(first, first + 384) % 256)
+        assert max(copied) < 64 * 2**20, copied  # a copy: more than the file's 97 MiB
+
+
 def private_dirty(pid: int) -> int:
     """Bytes a process has written of its own: a copy of the data would land here. Not USS,
     which also counts the clean file pages that only this process happens to map (two workers

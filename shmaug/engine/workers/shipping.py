@@ -32,8 +32,11 @@ import types
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from . import launch
 from ...errors import warn
+from ...memory.store import mapped_file_handle, remapped
 from .lazy_imports import LAZY
 
 log = logging.getLogger(__name__)
@@ -61,6 +64,16 @@ class _Referrals(pickle.Pickler):
                     self.mains.add(getattr(obj, "__qualname__", ""))
                     self.redefined = self.redefined or _redefined(obj)
         return None  # pickled as usual
+
+    def reducer_override(self, obj: Any) -> Any:
+        return _remapped(obj)
+
+
+def _remapped(obj: Any) -> Any:
+    """A memory map of a file as its file's name, to map again (``store.remapped``); anything
+    else (a copy-on-write or strided map too: ``mapped_file_handle``) as pickle does it."""
+    handle = mapped_file_handle(obj) if isinstance(obj, np.memmap) else None
+    return NotImplemented if handle is None else (remapped, (handle,))
 
 
 def pickled(obj: Any, start_method: str | None = None) -> tuple[bytes, bytes | None]:
@@ -211,6 +224,8 @@ def _by_value(obj: Any, heavy: set[str]) -> bytes:
         persistent_id = _Referrals.persistent_id
 
         def reducer_override(self, obj: Any) -> Any:
+            if (mapped := _remapped(obj)) is not NotImplemented:
+                return mapped
             if isinstance(obj, types.CodeType):  # with its file, which cloudpickle drops:
                 rebuild, args = self.dispatch_table[types.CodeType](obj)  # a worker's
                 return rebuild, tuple(obj.co_filename if a == "<dynamic-code>" else a  # traceback
