@@ -251,12 +251,14 @@ def interp_code(interpolation: Any, allowed: Sequence[str] = ("nearest", "linear
 
 
 def channels_first(shape: tuple[int, ...]) -> bool:
-    """Whether an image of ``shape`` (3 axes) is laid out channels-first (C, H, W) with 1 to 4
-    channels: read as (H, W, C) it would be at most 4 rows of at least 8 pixels with more
-    than 4 channels, which no real image is, and which ops would garble (a rotation turns C
-    rows). (8x8 patches of 13 bands are real: more channels first are not told apart.)"""
+    """Whether an image of ``shape`` (3 axes) is laid out channels-first (C, H, W): read as
+    (H, W, C) it would be at most 4 rows of at least 8 pixels with more than 4 channels, or
+    rows fewer than half its columns and half its channels (8 frames of 64x64, a grey clip:
+    8 rows of 64 pixels in 64 channels), which no real image is, and which ops would garble (a
+    rotation turns C rows into one another). (8x8 patches of 13 bands are real, and so are
+    9x9 patches of 100: told apart.)"""
     rows, columns, channels = shape
-    return rows <= 4 and columns >= 8 and channels > 4
+    return channels > 4 and columns >= 8 and (rows <= 4 or 2 * rows <= min(columns, channels))
 
 
 def check_image(image: Any) -> np.ndarray:
@@ -277,10 +279,11 @@ def check_image(image: Any) -> np.ndarray:
         c, h, w = image.shape
         raise ArgumentError(
             f"`image` has shape {image.shape}, the channels-first layout (C, H, W) of a "
-            f"{c}-channel {h}x{w} image, but shmaug's ops take channels-last images (H, W, C): "
-            f"they would read {c} rows of {h} pixels with {w} channels. Fix: move the channel "
-            f"axis last, np.moveaxis(image, 0, -1) (where the samples are made, e.g. a "
-            f"`load`), and keep the model channels-last (Keras' default data_format).")
+            f"{c}-channel {h}x{w} image (or {c} frames or slices), but shmaug's ops take "
+            f"channels-last images (H, W, C): they would read {c} rows of {h} pixels with {w} "
+            f"channels. Fix: move the channel axis last, np.moveaxis(image, 0, -1) (where the "
+            f"samples are made, e.g. a `load`; frames become channels, which geometric ops move "
+            f"alike), and keep the model channels-last (Keras' default data_format).")
     return image
 
 

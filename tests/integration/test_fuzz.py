@@ -275,8 +275,8 @@ CASES: dict[str, Case] = {
                             r"`augment`.*`axis`, is an option"),
     "y a list of per-sample rows": Case(lambda f, t: loader(X, [np.eye(3)[i % 3] for i in
                                                              range(len(X))]), ValueError,
-                                        r"`y` is a list of 8 arrays of shape \(3,\), one per "
-                                        r"sample.*np.stack\(y\)"),
+                                        r"`y` .* a list of 8 arrays, one per sample.*shape "
+                                        r"\(3,\). Fix: `np.stack\(y\)`"),
     "augment with an option second": Case(lambda f, t: loader(X, augment=preprocess),
                                           TypeError, r"`augment`.*preprocess.*`mode`, is an "
                                                      r"option.*shmaug.from_array\(fn\)"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 
+from typing import Any
+
 import numpy as np
 import psutil
 import pytest
@@ -196,20 +198,21 @@ def test_a_function_of_the_users_takes_what_its_own_load_returns():
 
 
 @pytest.mark.parametrize("shape", [(6, 3, 32, 32), (6, 1, 28, 28), (6, 4, 16, 20),
-                                   (6, 2, 32, 32)])
+                                   (6, 2, 32, 32), (6, 8, 64, 64), (6, 20, 64, 48)])
 def test_channels_first_images_are_refused_with_the_fix_for_shmaugs_ops(shape):
     x = np.zeros(shape, np.uint8)
     n, c, h, w = shape
     with pytest.raises(shmaug.ArgumentError,
                        match=rf"channels-first layout \(N, C, H, W\).*np.moveaxis\(x, 1, -1\) "
-                             rf"\(shape \({n}, {h}, {w}, {c}\)\)"):
+                             rf"\(shape \({n}, {h}, {w}, {c}\);"):
         shmaug.Loader(x, batch_size=4, augment=GLYPHS, workers=2)
     with shmaug.Loader(np.moveaxis(x, 1, -1), batch_size=4, augment=GLYPHS, workers=0) as ok:
         assert ok.output_shape == (h, w, c)
-    # Multispectral patches (8x8 of 13 bands) stay allowed, as channels-last images with 3
-    # or 4 rows do, and so does any layout a plain
-    # function of the user's (a PyTorch-style CHW op) or no augmentation reads.
-    for kept in ((6, 3, 32, 3), (6, 8, 8, 13)):
+    # (6, 8, 64, 64): grey clips of 8 frames, once taken as 8x64 images of 64 channels whose
+    # rotation blended neighbouring frames. Multispectral patches (8x8 of 13 bands, 9x9 of
+    # 100) stay allowed, as channels-last images with 3 or 4 rows do, and so does any layout
+    # a plain function of the user's (a PyTorch-style CHW op) or no augmentation reads.
+    for kept in ((6, 3, 32, 3), (6, 8, 8, 13), (6, 9, 9, 100), (6, 64, 64, 64)):
         with shmaug.Loader(np.zeros(kept, np.uint8), batch_size=4, augment=GLYPHS,
                            workers=0):
             pass
@@ -410,10 +413,26 @@ def test_a_queue_size_given_is_kept_whatever_the_workers(small_shm):
     assert queue["bound_bytes"] is None
 
 
-def test_ragged_targets_name_the_argument_and_the_fix() -> None:
+def _objects(*entries: Any) -> np.ndarray:
+    out = np.empty(len(entries), object)
+    out[:] = entries
+    return out
+
+
+@pytest.mark.parametrize("y, fix", [
+    # a line's characters (OCR): "pad its entries, or pass a dict" (a dict failed alike)
+    ([[1], [2, 3], [4], [5]], r"`y`.*shapes \(1,\), \(2,\)\. Fix: pad them.*pad_sequences\(y,"),
+    ({"labels": [[1], [2, 3], [4], [5]]}, r"`y\['labels'\]`.*pad_sequences\(y\['labels'\],"),
+    ([np.array([1]), np.array([2, 3]), np.array([4]), np.array([5])], r"pad_sequences"),
+    # "convert it with np.asarray(y, dtype=...)", which raised numpy's "inhomogeneous shape"
+    (_objects(np.array([1]), np.array([2, 3]), np.array([4]), np.array([5])), r"pad_sequences"),
+    (_objects(*np.eye(4)), r"dtype object, of entries of shape \(4,\)\. Fix: `np.stack\(list\(y\)\)`"),
+    (_objects(*(np.zeros((m, 4)) for m in (1, 2, 0, 3))), r"\(m, 4\) boxes.*'bounding_boxes'"),
+], ids=["lists", "dict", "arrays", "objects", "objects-stacking", "boxes"])
+def test_ragged_targets_name_the_argument_and_a_fix_that_works(y: Any, fix: str) -> None:
     x = np.zeros((4, 8, 8), np.uint8)
-    with pytest.raises(shmaug.ArgumentError, match="`y`.*same shape.*Fix"):
-        shmaug.Loader(x, [[1], [2, 3], [4], [5]], batch_size=2, workers=0)
+    with pytest.raises((shmaug.ArgumentError, shmaug.ArgumentTypeError), match=fix):
+        shmaug.Loader(x, y, batch_size=2, workers=0)
 
 
 def test_repr_shows_the_settings_given_and_what_they_resolved_to():

@@ -177,10 +177,12 @@ def pipeline_input(plan: Plan, x: Any) -> None:
         n, c, h, w = x.shape
         raise ArgumentError(
             f"`x` has shape {x.shape}, the channels-first layout (N, C, H, W) of {c}-channel "
-            f"{h}x{w} images, but shmaug's ops take channels-last images (N, H, W, C), as Keras "
-            f"does by default: they would read {c} rows of {h} pixels with {w} channels. Fix: "
-            f"move the channel axis last once, x = np.moveaxis(x, 1, -1) (shape ({n}, {h}, "
-            f"{w}, {c})), and keep the model channels-last (Keras' default data_format)."
+            f"{h}x{w} images (or clips of {c} grey frames, volumes of {c} slices), but "
+            f"shmaug's ops take channels-last images (N, H, W, C), as Keras does by default: "
+            f"they would read {c} rows of {h} pixels with {w} channels. Fix: move the channel "
+            f"axis last once, x = np.moveaxis(x, 1, -1) (shape ({n}, {h}, {w}, {c}); frames "
+            f"become channels, which geometric ops move alike), and keep the model "
+            f"channels-last (Keras' default data_format)."
         )
 
 
@@ -304,17 +306,14 @@ def targets(y: Any, n: int, name: str = "y") -> Any:
 
 
 def _refuse_rows_as_outputs(y: list[Any] | tuple[Any, ...], n: int, name: str) -> None:
-    """A list of ``n`` arrays of one shape, none of ``n`` entries, is per-sample rows
-    (``[to_categorical(l, k) for l in labels]``), which Keras' convention would read as ``n``
-    model outputs."""
-    shapes = {v.shape for v in y if isinstance(v, np.ndarray)}
-    if len(y) == n and n > 1 and len(shapes) == 1 and all(isinstance(v, np.ndarray) for v in y):
-        shape = next(iter(shapes))
-        if not shape or shape[0] != n:
-            raise ArgumentError(
-                f"`{name}` is a list of {n} arrays of shape {shape}, one per sample, but a "
-                f"list of arrays is one target per model output (Keras' convention). Fix: "
-                f"stack them into one array, `np.stack({name})`.")
+    """A list of ``n`` arrays, none of ``n`` entries, is per-sample rows
+    (``[to_categorical(l, k) for l in labels]``, each image's boxes, a line's characters),
+    which Keras' convention would read as ``n`` model outputs."""
+    if len(y) == n > 1 and all(isinstance(v, np.ndarray) and (not v.ndim or len(v) != n)
+                               for v in y):
+        raise ArgumentError(_ragged(name, y, f"a {type(y).__name__} of {n} arrays, one per "
+                                             f"sample, where a list of arrays is one target "
+                                             f"per model output (Keras' convention)"))
 
 
 def _per_sample(value: Any, n: int) -> list[Any] | None:
@@ -331,12 +330,9 @@ def _target(name: str, value: Any, n: int) -> np.ndarray:
     # An ndarray as given: a np.memmap stays one, so workers map it rather than copy it.
     try:
         array = value if isinstance(value, np.ndarray) else np.asarray(value)
-    except ValueError as exc:  # ragged nested lists: numpy's "inhomogeneous shape"
-        raise ArgumentError(
-            f"`{name}` must be an array with one entry of the same shape per sample; it does "
-            f"not stack ({exc}). Fix: pad its entries to one shape, or pass it as a "
-            f"dict of arrays."
-        ) from None
+    except ValueError:  # ragged nested lists: numpy's "inhomogeneous shape"
+        raise ArgumentError(_ragged(name, value, f"a {type(value).__name__} whose entries "
+                                                 f"do not stack")) from None
     except TypeError as exc:  # a dtype numpy has not (torch's bfloat16)
         raise ArgumentTypeError(
             f"`{name}` could not be read as a numpy array ({exc}). Fix: convert it to a dtype "
@@ -351,11 +347,30 @@ def _target(name: str, value: Any, n: int) -> np.ndarray:
                and not np.isscalar(value) else ".")
         )
     if array.dtype.kind == "O":
-        raise ArgumentTypeError(
-            f"`{name}` must be numeric (or strings); received an object array. Fix: convert "
-            f"it with `np.asarray({name}, dtype=...)`."
-        )
+        raise ArgumentTypeError(_ragged(name, array, "an array of dtype object"))
     return array
+
+
+def _ragged(name: str, value: Any, why: str) -> str:
+    """What to do with per-sample entries that are not one numeric array: stacked where they
+    share a shape, padded (with their lengths beside them) where they do not (the labels of
+    OCR, a CTC loss's); boxes go where shmaug pads them itself."""
+    entries = _per_sample(value, len(value)) if hasattr(value, "__len__") else None
+    shapes = [np.shape(e) for e in entries or () if not isinstance(e, (str, bytes))]
+    said = f"`{name}` must be one numeric (or string) array with an entry per sample; " \
+           f"received {why}"
+    if entries and len(shapes) == len(entries) and len(set(shapes)) == 1:
+        listed = name if isinstance(value, (list, tuple)) else f"list({name})"
+        return f"{said}, of entries of shape {shapes[0]}. Fix: `np.stack({listed})`."
+    if entries and shapes and all(len(s) == 2 and s[1] == 4 for s in shapes):
+        return (f"{said}, of per-sample (m, 4) boxes. Fix: pass them under "
+                f"y={{'bounding_boxes': {{'boxes': ..., 'labels': ...}}}} with "
+                f"`bounding_box_format=`: shmaug pads each batch's (docs/detection.md).")
+    seen = ", ".join(str(s) for s in dict.fromkeys(shapes[:50])) if shapes else ""
+    return (f"{said}" + (f", of entries of shapes {seen}" if seen else "") + ". Fix: pad "
+            f"them to one length, e.g. `keras.utils.pad_sequences({name}, padding='post', "
+            f"value=-1)`, and pass each one's length beside them where the loss needs it (a "
+            f"CTC loss: docs/ops.md#text-lines-ocr-handwriting).")
 
 
 Path = tuple[Any, ...]
