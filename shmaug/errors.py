@@ -73,8 +73,8 @@ class DistributionError(ShmaugError, RuntimeError):
 
 # Where ``on_error='skip'`` goes, said by an unreadable image's error: it is found in a worker,
 # far from the source's call (a command replaces it: its flag is the only place).
-SKIP_WHERE = (" to the source that reads it (ImageFiles.from_directory or from_paths, "
-              "ImageRecords.from_tfrecord, from_webdataset, ...)")
+SKIP_WHERE = (" to the source that reads it (ImageFiles.from_directory, from_dataframe or "
+              "from_paths, ImageRecords.from_tfrecord, from_webdataset, ...)")
 
 
 class ShmaugWarning(UserWarning):

@@ -388,10 +388,22 @@ class ImageFiles(O.ImageSource):
             >>> files = ImageFiles.from_dataframe(df, "images/", x_col="file", y_col="label")
         """
         unknown = {k: v for k, v in kwargs.items() if k not in _FRAME_KWARGS}
+        for name, value in unknown.items():
+            if name in _FRAME_INSTEAD:
+                raise ArgumentTypeError(
+                    f"`{name}` is not an argument of ImageFiles.from_dataframe (received "
+                    f"{name}={got(value)}). Fix: {_FRAME_INSTEAD[name].format(value=value)}.")
         if unknown:
             F.refuse_extra_args(unknown, [*_FRAME_KWARGS, "x_col", "y_col", "classes"],
                                 "from_dataframe")
         columns = list(getattr(dataframe, "columns", []))
+        if isinstance(y_col, (list, tuple)):
+            raise ArgumentTypeError(
+                f"`y_col`={y_col!r} names several columns (ImageDataGenerator's class_mode="
+                f"'raw' or 'multi_output'), but a source's labels are one class per file. Fix: "
+                f"`y_col=None` and give the loader the columns as `y`: "
+                f"shmaug.Sequence(files, df[{list(y_col)!r}].to_numpy(), ...), or a dict of "
+                f"one array per output.")
         for name, col in (("x_col", x_col), ("y_col", y_col)):
             if col is not None and col not in columns:
                 raise ArgumentError(
@@ -401,13 +413,8 @@ class ImageFiles(O.ImageSource):
         paths = [str(p) for p in dataframe[x_col].tolist()]
         if directory is not None:
             paths = [os.path.join(os.fspath(directory), p) for p in paths]
-        labels = None if y_col is None else dataframe[y_col].tolist()
-        if labels and np.asarray(labels).dtype.kind == "f":
-            raise ArgumentTypeError(
-                f"`y_col`={y_col!r} holds floats, e.g. {got(labels[0])}; a source's labels "
-                f"are classes (ints or names). Fix: for regression targets (ImageDataGenerator's"
-                f" class_mode='raw') pass `y_col=None` and give the loader the column as `y`, "
-                f"e.g. shmaug.Sequence(files, df[{y_col!r}].to_numpy(), ...).")
+        labels, classes = (None, classes) if y_col is None else \
+            _frame_labels(dataframe, x_col, y_col, classes)
         files = cls.from_paths(paths, labels, class_names=classes, **kwargs)
         where = "" if directory is None else f", {os.fspath(directory)!r}"
         passed = dict(x_col=x_col, y_col=y_col, classes=classes, **kwargs)
@@ -436,6 +443,64 @@ class ImageFiles(O.ImageSource):
 
     def _source_table(self) -> Sequence[str]:
         return self.paths
+
+
+def _frame_labels(dataframe: Any, x_col: str, y_col: str, classes: Sequence[str] | None
+                  ) -> tuple[list[Any], Sequence[str] | None]:
+    """The labels in ``y_col`` and the class names, checked: no missing label, one class per
+    row, every class in ``classes``; a pandas Categorical's categories are the class names
+    (all of them: a fold or a holdout without one class numbers the others as the training
+    set does)."""
+    column = dataframe[y_col]
+    labels = column.tolist()
+    missing = [i for i, v in zip(dataframe.index, labels) if v is None or v != v]  # NaN
+    if missing:
+        raise ArgumentError(
+            f"`y_col`={y_col!r} has no label in {len(missing)} row(s), e.g. index "
+            f"{missing[0]!r} ({dataframe.loc[missing[0], x_col]!r}). Fix: leave them out, "
+            f"df.dropna(subset=[{y_col!r}]), or give them a class.")
+    several = next((v for v in labels if isinstance(v, (list, tuple, set, np.ndarray))), None)
+    if several is not None:
+        raise ArgumentTypeError(
+            f"`y_col`={y_col!r} holds several classes per row, e.g. {got(several)} "
+            f"(ImageDataGenerator's multi-label class_mode='categorical'), but a source's "
+            f"labels are one class per file. Fix: `y_col=None` and give the loader the "
+            f"multi-hot rows as `y`: y = sklearn.preprocessing.MultiLabelBinarizer()"
+            f".fit_transform(df[{y_col!r}]), with a sigmoid output and binary cross-entropy.")
+    if labels and np.asarray(labels).dtype.kind == "f":
+        raise ArgumentTypeError(
+            f"`y_col`={y_col!r} holds floats, e.g. {got(labels[0])}; a source's labels "
+            f"are classes (ints or names). Fix: for regression targets (ImageDataGenerator's"
+            f" class_mode='raw') pass `y_col=None` and give the loader the column as `y`, "
+            f"e.g. shmaug.Sequence(files, df[{y_col!r}].to_numpy(), ...).")
+    names = bool(labels) and all(isinstance(v, str) for v in labels)
+    if classes is None and names and str(getattr(column, "dtype", "")) == "category":
+        classes = [str(c) for c in column.cat.categories]
+    elif classes is not None and names:
+        left_out = sorted(set(labels) - {str(c) for c in classes})
+        if left_out:
+            raise ArgumentError(
+                f"`classes`={list(classes)!r} leaves out classes that rows of `y_col`="
+                f"{y_col!r} hold: {left_out}. Keras' flow_from_dataframe dropped those rows "
+                f"without a word. Fix: add them to `classes`, or leave the rows out first: "
+                f"df[df[{y_col!r}].isin({list(classes)!r})].")
+    return labels, classes
+
+
+# from_dataframe's Keras arguments that have another place here: what to do instead
+_FRAME_INSTEAD = {
+    "validation_split": "split the DataFrame first, e.g. val = df.sample(frac={value}, "
+                        "random_state=0) and train = df.drop(val.index) (sklearn's "
+                        "train_test_split(df, stratify=df[y_col]) keeps each class's share), "
+                        "one from_dataframe each, with the same `classes=` for both",
+    "subset": "split the DataFrame first and make one source of each part (see "
+              "`validation_split`), with the same `classes=` for both",
+    "weight_col": "give the loader the column as `sample_weight`: "
+                  "shmaug.Sequence(files, sample_weight=df[{value!r}].to_numpy(), ...)",
+    "drop_duplicates": "drop them from the DataFrame first, df.drop_duplicates(subset=[x_col])",
+    "validate_filenames": "leave it out: a file that is missing or does not decode is named "
+                          "when it is read (`on_error='skip'` stands another in its place)",
+}
 
 
 def _with_idents(rebuild: Any, args: tuple[Any, ...], idents: PathTable) -> ImageFiles:

@@ -97,19 +97,84 @@ def test_dataframe_and_paths_give_the_same_classes_as_the_folder(folder):
     ("from_dataframe", {"class_mode": "raw"}, r"`y_col=None`\) and give the loader"),
     ("from_dataframe", {"shuffle": True}, r"`shuffle` is not an argument of "
                                           r"ImageFiles.from_dataframe.*shmaug.Sequence"),
-    ("from_dataframe", {"validate_filenames": False}, r"from_dataframe.*leave "
-                                                      r"`validate_filenames` out")])
+    ("from_dataframe", {"validate_filenames": False}, r"from_dataframe.*Fix: leave it "
+                                                      r"out.*on_error='skip'"),
+    # Keras' arguments that have another place: "Fix: leave `validation_split` out"
+    ("from_dataframe", {"validation_split": 0.2}, r"split the DataFrame first.*frac=0.2.*same "
+                                                  r"`classes=`"),
+    ("from_dataframe", {"weight_col": "w"}, r"`sample_weight`.*sample_weight=df\['w'\]"),
+    ("from_dataframe", {"y_col": ["class", "w"]}, r"several columns.*`y_col=None`.*"
+                                                  r"df\[\['class', 'w'\]\].to_numpy\(\)")])
 def test_image_data_generators_argument_names_are_told_ours(folder, method, given, fix):
     """flow_from_directory's target_size and class_mode were told to be left out (giving
     256x256 int labels without a word), and flow_from_dataframe's names raised a bare
     TypeError naming from_paths, a method the user never called."""
     pd = pytest.importorskip("pandas")
-    df = pd.DataFrame({"filename": ["ant/0.png"], "class": ["ant"]})
+    df = pd.DataFrame({"filename": ["ant/0.png"], "class": ["ant"], "w": [1.0]})
     with pytest.raises(TypeError, match=fix):
         if method == "from_directory":
             ImageFiles.from_directory(folder, **given)
         else:
             ImageFiles.from_dataframe(df, folder, **given)
+
+
+def test_a_dataframes_labels_are_refused_with_the_fix_where_they_are_not_one_class_each(folder):
+    """A missing label was told "must be all ints ... received 'dog' (type str)"; a column of
+    lists (flow_from_dataframe's multi-label) raised numpy's "inhomogeneous shape"; `classes`
+    leaving a class out was told to add it to `class_names`, an argument it has not."""
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"filename": ["ant/0.png", "bee/0.jpg", "cat/0.png"],
+                       "class": ["ant", "bee", "cat"]})
+    cases = [(df.assign(**{"class": ["ant", None, "cat"]}), {}, r"no label in 1 row\(s\), e.g. "
+              r"index 1 \('bee/0.jpg'\).*dropna\(subset=\['class'\]\)"),
+             (df.assign(**{"class": ["ant", float("nan"), "cat"]}), {}, r"no label in 1 row"),
+             (df.assign(**{"class": [["ant"], ["bee", "ant"], ["cat"]]}), {},
+              r"several classes per row.*MultiLabelBinarizer"),
+             (df, {"classes": ["ant", "bee"]}, r"`classes`=\['ant', 'bee'\] leaves out.*\['cat'\]"
+              r".*isin\(\['ant', 'bee'\]\)")]
+    for frame, given, fix in cases:
+        with pytest.raises((shmaug.ArgumentError, shmaug.ArgumentTypeError), match=fix):
+            ImageFiles.from_dataframe(frame, folder, **given)
+
+
+def test_a_categorical_column_numbers_every_category_also_those_a_subset_lacks(folder):
+    """A fold without one class numbered the others from 0: its labels scored as others."""
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"filename": ["bee/0.jpg", "cat/0.png"],
+                       "class": pd.Categorical(["bee", "cat"], categories=["ant", "bee", "cat"])})
+    files = ImageFiles.from_dataframe(df, folder, image_size=(8, 8))
+    assert files.class_indices == {"ant": 0, "bee": 1, "cat": 2}
+    assert files.labels.tolist() == [1, 2]
+
+
+@needs_keras
+def test_validation_files_numbering_their_classes_otherwise_are_refused_when_fit_begins(folder):
+    from tests._ops import tiny_model
+
+    pd = pytest.importorskip("pandas")
+    train = ImageFiles.from_directory(folder, image_size=(8, 8))
+    rows = pd.DataFrame({"filename": ["bee/0.jpg", "cat/0.png"], "class": ["bee", "cat"]})
+    model = tiny_model((8, 8, 3), 3)
+    for classes, refused in ((None, True), (["ant", "bee", "cat"], False)):
+        val = ImageFiles.from_dataframe(rows, folder, image_size=(8, 8), classes=classes)
+        with shmaug.Sequence(train, batch_size=4, workers=0) as t, \
+                shmaug.Sequence(val, batch_size=4, workers=0) as v:
+            if refused:
+                with pytest.raises(shmaug.ArgumentError, match=r"numbers its classes otherwise.*"
+                                   r"\{'bee': 0, 'cat': 1\} against.*it has no \['ant'\].*"
+                                   r"classes=\['ant', 'bee', 'cat'\]"):
+                    model.fit(t, validation_data=v, epochs=1, verbose=0)
+            else:
+                model.fit(t, validation_data=v, epochs=1, verbose=0)
+
+
+def test_paths_without_an_extension_are_told_to_add_it(folder):
+    """A Kaggle table's image ids were told "convert or drop those files"."""
+    with pytest.raises(shmaug.ArgumentError, match=r"1 path\(s\) have no extension, e.g. .*"
+                                                   r"ant/0'.*df\['id'\] \+ '.jpg'"):
+        ImageFiles.from_paths([str(folder / "ant" / "0")], [0])
+    with pytest.raises(shmaug.ArgumentError, match=r"extension shmaug does not decode.*convert"):
+        ImageFiles.from_paths([str(folder / "cat" / "notes.txt")], [0])
 
 
 def test_a_dataframes_float_column_is_told_to_go_in_as_y(folder):

@@ -436,6 +436,12 @@ def encode(classes: np.ndarray, label_mode: str, num_classes: int) -> np.ndarray
 
 def check_extensions(paths: Sequence[str]) -> None:
     bad = [p for p in paths if not p.lower().endswith(EXTENSIONS)]
+    bare = [p for p in bad if not os.path.splitext(p)[1]]
+    if bare:  # a Kaggle table's image ids
+        raise ArgumentError(
+            f"{len(bare)} path(s) have no extension, e.g. {bare[0]!r} (image ids, not file "
+            f"names?); shmaug reads {', '.join(EXTENSIONS)} files. Fix: add the files' "
+            f"extension, e.g. df['id'] + '.jpg', or name the files as they are on disk.")
     if bad:
         raise ArgumentError(
             f"{len(bad)} path(s) have an extension shmaug does not decode, e.g. {bad[0]!r}; "
