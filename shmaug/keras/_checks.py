@@ -175,6 +175,28 @@ def not_set_up(cls: str, name: str) -> NotInitializedError:
         f"batch_size=..., ...) in {cls}.__init__, before the Sequence is used.")
 
 
+# Keras' ImageDataGenerator iterators' attributes, and where a Sequence's data keeps them
+_ITERATORS_HAD = {
+    "class_indices": "the source's, `seq.x.class_indices` (the ImageFiles you passed)",
+    "classes": "the labels in the data's order, `seq.x.labels` (an ImageFiles') or your `y`",
+    "labels": "the labels in the data's order, `seq.x.labels` (an ImageFiles') or your `y`",
+    "filenames": "the source's paths, `seq.x.paths`, in the order predict returns rows",
+    "filepaths": "the source's paths, `seq.x.paths`, in the order predict returns rows",
+    "samples": "`len(seq.x)`",
+    "n": "`len(seq.x)`",
+    "reset": "no call: each pass (a fit epoch, a `for` loop) begins at its first batch; "
+             "`seq.seek(0)` goes back to the first epoch's draws",
+}
+
+
+def missing(cls: str, name: str) -> AttributeError:
+    """No attribute ``name``; an ImageDataGenerator iterator's is told where it went."""
+    said = f"{cls!r} object has no attribute {name!r}"
+    if name in _ITERATORS_HAD:
+        said += f" (Keras' ImageDataGenerator iterators had it): here it is {_ITERATORS_HAD[name]}"
+    return AttributeError(said)
+
+
 def pin_memory(value: bool | None) -> bool:
     """``pin_memory`` as given (checked already), or for None: whether Keras trains on an
     NVIDIA GPU through a backend that copies the very batch it is handed to the device (torch,
@@ -294,6 +316,26 @@ def validation_labels(mix: Any, validation: Any) -> None:
         f"then needs no num_classes), keras.utils.to_categorical(y_val, {classes}) for arrays, "
         f"or give the validation Sequence the same mix= (it never mixes validation passes, "
         f"and hands their labels out one-hot).")
+
+
+def validation_classes(x: Any, validation_x: Any) -> None:
+    """A training Sequence of files and its validation Sequence's, whose classes have other
+    numbers (a fold or a holdout without one class numbers the others from 0, as Keras'
+    loaders do): its labels would be scored as other classes. Refused naming both maps."""
+    train = getattr(x, "class_names", None) or ()
+    val = getattr(validation_x, "class_names", None) or ()
+    moved = [name for i, name in enumerate(val) if name not in train or train.index(name) != i]
+    if train and moved:
+        missing, extra = sorted(set(train) - set(val)), sorted(set(val) - set(train))
+        why = "; ".join([*([f"it has no {missing}"] if missing else []),
+                         *([f"the training data has no {extra}"] if extra else [])])
+        raise ArgumentError(
+            f"`validation_data` numbers its classes otherwise than the training data: "
+            f"{dict(zip(val, range(len(val))))} against {dict(zip(train, range(len(train))))}"
+            f"{f' ({why})' if why else ''}, so its labels would be scored as other classes. "
+            f"Fix: give both sources every class name, in one order: "
+            f"`classes={[*train, *extra]!r}` to from_dataframe, `class_names=` to "
+            f"from_directory and from_paths.")
 
 
 _TOLD_UNSYNCED: weakref.WeakSet[Any] = weakref.WeakSet()  # (once per Sequence)

@@ -65,7 +65,8 @@ class Runtime:
     previous: int = -1  # the last index a pass asked for (shuffle=False order check)
     out_of_order: int = 0  # requests that did not follow their predecessor
     warned: bool = False  # the random-order warning was given
-    warned_drawn: bool = False  # the warning that inference reads the weighted draw was given
+    warned_inferring: bool = False  # what inference reads (a weighted draw, a dropped
+    # remainder) was told
     # what the worker hooks read, as the first workers started (_checks.hooks_started);
     # None before
     hook_prints: dict[str, bytes] | None = None

@@ -365,7 +365,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             subclass's ``__init__`` never called ours."""
             if name in _SET_UP and "_settings" not in self.__dict__:
                 raise facade_checks.not_set_up(type(self).__qualname__, name)
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            raise facade_checks.missing(type(self).__name__, name)
 
     # -- hooks a subclass may override -------------------------------------------------------
 
@@ -450,26 +450,17 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         building = stack.keras_is_building()
         adapter = stack.keras_adapter(self)
         inferring = adapter is not None and stack.keras_is_inferring()
-        if self.mix is not None and adapter is not None and not (building or inferring) \
-                and not self.overrides("targets"):
-            # fit's training passes: its validation batches must take the mix's loss too
-            # (unless a targets hook reshapes the soft targets: then what loss is unknown)
-            facade_checks.validation_labels(self.mix, stack.fit_argument("validation_data"))
         if adapter is not None and not (building or inferring):
-            facade_checks.resumed_unsynced(self, stack.fit_argument("initial_epoch"),
-                                           stack.fit_argument("epoch"),
-                                           stack.fit_argument("steps_per_epoch"),
-                                           stack.fit_argument("callbacks"))
+            _check_fit(self)
         rt = self._runtime
         with rt.lock:
             if adapter is not None:  # whose passes Keras never shuffles (see _in_order)
                 rt.inferring[adapter] = inferring
             rt.passes.building(building)
-            drawn = inferring and not building and self._order.weights is not None \
-                and not rt.warned_drawn
-            rt.warned_drawn |= drawn
-        if drawn:
-            _warn_inference_reads_the_draw(len(self))
+            told = inferring and not building and not rt.warned_inferring
+            rt.warned_inferring |= told
+        if told:
+            _warn_what_inference_reads(self)
         facade_checks.hooks_unchanged(self, rt)  # a curriculum's attribute, set between epochs
 
     def on_epoch_end(self) -> None:
@@ -656,12 +647,38 @@ def _one_pass(seq: Sequence) -> Iterator[Any]:
         # is gone when a generator left open closes at interpreter exit)
 
 
-def _warn_inference_reads_the_draw(batches: int) -> None:
-    warn(f"This Sequence draws every pass by `sampling_weights`, so evaluate, predict and "
-         f"fit's validation read the weighted draw ({batches} batches of drawn samples, "
-         f"repeats included), not x in its order: predictions do not line up with x, and "
-         f"metrics are of the reweighted set. Fix: evaluate and predict through a Sequence "
-         f"of the same data without sampling_weights.")
+def _check_fit(seq: Sequence) -> None:
+    """What ``fit``'s arguments can be checked against, as its training passes begin: its
+    validation data's labels against a mix's soft targets and the classes' numbers, and
+    an ``initial_epoch`` against the Sequence's own count."""
+    validation = stack.fit_argument("validation_data")
+    if seq.mix is not None and not seq.overrides("targets"):
+        # its validation batches must take the mix's loss too (unless a targets hook
+        # reshapes the soft targets: then what loss is unknown)
+        facade_checks.validation_labels(seq.mix, validation)
+    facade_checks.validation_classes(seq.x, getattr(validation, "x", None))
+    facade_checks.resumed_unsynced(seq, stack.fit_argument("initial_epoch"),
+                                   stack.fit_argument("epoch"),
+                                   stack.fit_argument("steps_per_epoch"),
+                                   stack.fit_argument("callbacks"))
+
+
+def _warn_what_inference_reads(seq: Sequence) -> None:
+    """Evaluate, predict and fit's validation read a Sequence's passes: say where those are
+    not every sample of x once, in its order."""
+    plan = seq._order.plan
+    if seq._order.weights is not None:
+        warn(f"This Sequence draws every pass by `sampling_weights`, so evaluate, predict and "
+             f"fit's validation read the weighted draw ({len(plan)} batches of drawn samples, "
+             f"repeats included), not x in its order: predictions do not line up with x, and "
+             f"metrics are of the reweighted set. Fix: evaluate and predict through a "
+             f"Sequence of the same data without sampling_weights.")
+    elif plan.drop_remainder and plan.n % plan.batch_size:
+        warn(f"This Sequence has drop_remainder=True, so evaluate, predict and fit's "
+             f"validation leave out its last {plan.n % plan.batch_size} of {plan.n} samples "
+             f"(batches of {plan.batch_size}): predict returns {len(plan) * plan.batch_size} "
+             f"rows, which do not line up with x. Fix: evaluate and predict through a "
+             f"Sequence of the same data without drop_remainder.")
 
 
 def _in_order(seq: Sequence, adapter: Any) -> bool:

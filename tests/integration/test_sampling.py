@@ -144,3 +144,23 @@ def test_predict_on_a_weighted_sequence_warns_that_it_reads_the_draw(images):
         assert len(said) == 1, said  # once per Sequence
         assert re.search(r"sampling_weights.*predict.*not x in its order.*without "
                          r"sampling_weights", said[0])
+
+
+@needs_keras
+def test_predict_on_a_sequence_dropping_its_remainder_warns_of_the_rows_it_leaves_out(images):
+    """A Kaggle submission's 53 test images came back as 48 predictions, without a word."""
+    from tests._ops import tiny_model
+
+    x = images[..., None]  # 40 samples
+    model = tiny_model(x.shape[1:], 2)
+    for drop, rows in ((True, 32), (False, 40)):
+        with shmaug.Sequence(x, LABELS, batch_size=16, workers=0, drop_remainder=drop) as seq:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                assert len(model.predict(seq, verbose=0)) == rows
+                model.evaluate(seq, verbose=0)
+            said = [str(w.message) for w in caught if w.category is shmaug.ShmaugWarning]
+        assert len(said) == drop, said  # once per Sequence, and not without drop_remainder
+        if drop:
+            assert re.search(r"drop_remainder=True.*last 8 of 40 samples.*predict returns 32 "
+                             r"rows.*without drop_remainder", said[0])

@@ -394,3 +394,18 @@ def test_an_image_key_that_names_no_images_names_the_entries_that_are():
             return X[index]
 
     Loads({"ids": np.arange(10), "depth": X}, image_key="ids", workers=0).close()
+
+
+def test_image_data_generators_iterator_attributes_are_told_where_they_went() -> None:
+    """``seq.class_indices``, ``seq.filenames`` (a submission's rows), ``seq.reset()``: a bare
+    AttributeError for users of flow_from_dataframe's iterators."""
+    with shmaug.Sequence(X, np.arange(10), batch_size=4, workers=0) as seq:
+        for name, where in (("class_indices", r"seq\.x\.class_indices"),
+                            ("filenames", r"seq\.x\.paths.*predict"), ("samples", r"len\(seq\.x\)"),
+                            ("reset", r"seq\.seek\(0\)")):
+            with pytest.raises(AttributeError, match=rf"no attribute '{name}' \(Keras' "
+                                                     rf"ImageDataGenerator.*{where}"):
+                getattr(seq, name)
+        assert not hasattr(seq, "class_indices")
+        with pytest.raises(AttributeError, match=r"no attribute 'nonesuch'$"):
+            seq.nonesuch  # noqa: B018
