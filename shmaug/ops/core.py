@@ -231,6 +231,23 @@ def _thaw(value: Any) -> Any:
     return value
 
 
+# Other libraries' names for what an op's parameters are, told where one is passed to an op
+_THEIRS = {
+    "fill_mode": "Keras' name for `border` ('nearest' is border='replicate')",
+    "border_mode": "albumentations' name for `border`",
+    "cval": "ImageDataGenerator's `fill`, as a fraction of the value range (c / 255)",
+    "fill_value": "Keras' `fill`, as a fraction of the value range (c / 255)",
+    "value": "albumentations' `fill`, as a fraction of the value range (c / 255)",
+    "p": "a probability: wrap the op, Maybe(Op(...), p=...)",
+    "rotation_range": "ImageDataGenerator's: Op('rotate', degrees=(-r, r))",
+    "width_shift_range": "ImageDataGenerator's: Op('translate', x=(-w, w))",
+    "height_shift_range": "ImageDataGenerator's: Op('translate', y=(-h, h))",
+    "zoom_range": "ImageDataGenerator's: Op('zoom', height_factor=(-z, z), width_factor=(-z, z))",
+    "shear_range": "ImageDataGenerator's, in degrees: Op('shear', x=(-t, t)) with t its tangent",
+    "brightness_range": "ImageDataGenerator's: Op('brightness_contrast', brightness=(a, b))",
+}
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class Op:
     """A registered op with some parameters bound: a picklable ``op(image, rng)`` callable.
@@ -262,9 +279,12 @@ class Op:
         spec = _spec(name, str(params.pop("_module", "")))
         unknown = sorted(set(params) - set(spec.params))
         if unknown and not _has_var_keyword(spec.fn):
+            theirs = [f"`{u}` is {_THEIRS[u]}" for u in unknown if u in _THEIRS]
             raise ArgumentError(
                 f"op `{name}` has no parameter {', '.join(f'`{u}`' for u in unknown)}; "
-                + (f"expected some of {list(spec.params)}. Check the spelling." if spec.params
+                + (f"expected some of {list(spec.params)}. " + (
+                    f"Fix: {'; '.join(theirs)} (docs/keras.md#from-imagedatagenerator)."
+                    if theirs else "Check the spelling.") if spec.params
                    else f"it takes none. Fix: Op({name!r}) alone.")
             )
         frozen = {k: _freeze(v) for k, v in params.items()}

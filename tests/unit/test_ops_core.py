@@ -554,3 +554,15 @@ def test_a_config_of_an_instance_says_it_is_one() -> None:
     """It said "not a module-level function" of a module-level class's instance."""
     with pytest.raises(errors.ArgumentError, match=r"an instance of Stateful.*@shmaug.register"):
         Compose([Stateful()]).to_config()
+
+
+@pytest.mark.parametrize("given, told", [
+    ({"fill_mode": "nearest"}, r"`fill_mode` is Keras' name for `border` \('nearest' is "
+                               r"border='replicate'\)"),
+    ({"rotation_range": 20}, r"degrees=\(-r, r\)"),
+    ({"p": 0.5}, r"Maybe\(Op\(\.\.\.\), p=\.\.\.\)"),
+    ({"degres": 5}, r"Check the spelling\.$")])
+def test_other_libraries_parameter_names_are_told_ours(given, told) -> None:
+    """ImageDataGenerator's and albumentations' names were told "Check the spelling"."""
+    with pytest.raises(shmaug.ArgumentError, match=told):
+        Op("rotate", **given)
