@@ -7,8 +7,11 @@ container's or a machine's restart) nobody does, and /dev/shm keeps them until r
 So the owner holds a shared ``flock`` on each segment it creates (``hold``) for as long as it
 lives; the kernel drops the lock however the owner dies, and the lock is seen across PID
 namespaces (containers sharing /dev/shm through ``--ipc=host``). Each process that creates
-a ``SharedStore`` first ``sweep``-s once: a segment named ours whose creator PID is gone, that
-is older than ``STALE_AFTER_S`` and that nobody holds locked is a leftover, and is unlinked.
+a ``SharedStore`` first ``sweep``-s once: a segment named ours that is older than
+``STALE_AFTER_S`` and that nobody holds locked is a leftover, and is unlinked. The creator's
+PID in its name tells nothing here: in another PID namespace it is any process's (PIDs 1 and
+2 live in every one; a job in a container is PID 2, the host's kthreadd), and a recycled PID
+lives again; the lock alone tells.
 Linux only: elsewhere POSIX segments have no path to lock (macOS), or vanish with their last
 handle (Windows).
 """
@@ -91,8 +94,7 @@ def _swept_once(directory: str, prefix: str) -> tuple[list[str], list[float]]:
 def _remove_if_left(directory: str, name: str, pattern: re.Pattern[str]) -> float | None:
     """0.0 where ``name`` was a leftover, now unlinked; the seconds until it may be told one
     where it looks left but was written within ``STALE_AFTER_S``; None where it is not."""
-    match = pattern.match(name)
-    if match is None or _alive(int(match.group(1))):
+    if pattern.match(name) is None:
         return None
     path = os.path.join(directory, name)
     try:
@@ -113,17 +115,3 @@ def _remove_if_left(directory: str, name: str, pattern: re.Pattern[str]) -> floa
         return None
     finally:
         os.close(fd)
-
-
-def _alive(pid: int) -> bool:
-    """Whether another process of that PID lives. Our own PID says nothing: a container's
-    main process is PID 1 at every restart, its predecessor's too (the locks tell)."""
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True

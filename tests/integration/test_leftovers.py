@@ -116,6 +116,19 @@ def test_a_segment_of_our_own_pid_is_swept_unless_we_hold_it(sweep):
         os.unlink(f"/dev/shm/{ours}")
 
 
+def test_a_leftover_named_by_a_pid_that_lives_here_is_swept(sweep):
+    """A job in a container (its PID namespace, /dev/shm shared) is PID 2 or 3; killed with
+    its tracker, its segments bore a PID that lives on the host (kthreadd), so they were taken
+    for a live owner's and never swept. The lock alone tells."""
+    left = _segment(1, "dec0de")  # PID 1 lives in every namespace
+    try:
+        _age({left}, 60)
+        assert sweep() == [left]
+    finally:
+        if os.path.exists(f"/dev/shm/{left}"):
+            os.unlink(f"/dev/shm/{left}")
+
+
 def test_where_shared_memory_is_short_young_leftovers_are_waited_for(monkeypatch):
     """A job restarted at once after a kill found its predecessor's segments too young to
     tell from one being made, and swept once only: never. Short of room, it sweeps again,
