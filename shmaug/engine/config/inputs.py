@@ -495,8 +495,8 @@ def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
                 f"`{where}` {lies}, but nothing moves it under that name: a "
                 f"model would learn from masks left where the images were. Fix: name it so it "
                 f"moves with its image (nearest-neighbour), y={{'segmentation_masks': masks}} "
-                f"(Keras' name; a Sequence: the model's output named so), or augment without "
-                f"geometric ops.")
+                f"(Keras' name; a Sequence hands it to a one-output model as the masks), or "
+                f"augment without geometric ops.")
         if at[0] == "sample_weight":
             raise ArgumentError(
                 f"`sample_weight` {lies}, but no worker moves weights: each pixel's loss would "
