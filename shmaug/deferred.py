@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -130,6 +130,20 @@ def for_resize(flag: int) -> int:
     return cv2.INTER_NEAREST_EXACT if flag == cv2.INTER_NEAREST else flag
 
 
+CV_CHANNELS = 128  # the most channels OpenCV's Python binding takes in one array
+
+
+def in_channel_groups(image: np.ndarray, group: int,
+                      run: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``run(image)``, or where ``image`` has more than ``group`` channels (a hyperspectral
+    cube's 200 bands, past OpenCV's 128; past 4, for its area and cubic filters), ``run`` on
+    each ``group`` of them, stacked again: for kernels that treat every channel alike."""
+    if image.ndim != 3 or image.shape[2] <= group:
+        return run(image)
+    parts = [run(image[:, :, i:i + group]) for i in range(0, image.shape[2], group)]
+    return np.dstack([p if p.ndim == 3 else p[:, :, None] for p in parts])
+
+
 def resized(image: np.ndarray, height: int, width: int, flag: int) -> np.ndarray:
     """``cv2.resize`` of ``image`` to (height, width) with ``flag`` (``cv_flag``'s), keeping
     its dimensions. OpenCV's area filter takes at most 4 channels where the ratio is not
@@ -137,10 +151,8 @@ def resized(image: np.ndarray, height: int, width: int, flag: int) -> np.ndarray
     import cv2
 
     flag = for_resize(flag)
-    if image.ndim == 3 and image.shape[2] > 4 and flag == cv2.INTER_AREA:
-        return np.dstack([resized(image[:, :, i:i + 4], height, width, flag)
-                          for i in range(0, image.shape[2], 4)])
-    out = cv2.resize(image, (width, height), interpolation=flag)
+    out = in_channel_groups(image, 4 if flag == cv2.INTER_AREA else CV_CHANNELS,
+                            lambda part: cv2.resize(part, (width, height), interpolation=flag))
     return out if out.ndim == image.ndim else out[:, :, None]
 
 

@@ -406,3 +406,23 @@ def test_sizes_take_fractions_and_numpy_integers(name: str) -> None:
     rng = np.random.default_rng(0)
     assert ops.get(name)(image, rng, height=0.5, width=0.25).shape == (16, 12, 3)
     assert ops.get(name)(image, rng, height=np.int64(16), width=np.float32(0.25)).shape == (16, 12, 3)
+
+
+@pytest.mark.parametrize("name", ["rotate", "hflip", "vflip", "perspective", "elastic",
+                                  "sine_warp", "resized_crop", "gaussian_blur", "sharpen",
+                                  "gamma", "equalize", "auto_contrast"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_a_hyperspectral_cube_past_opencvs_128_channels_is_moved_band_by_band_alike(name, dtype):
+    """200 bands (Indian Pines, Salinas): every warp, flip, crop and filter raised OpenCV's
+    "invalid count (200, must be in [1, 128])"."""
+    cube = np.random.default_rng(0).random((24, 28, 200))
+    cube = (cube * 255).astype(np.uint8) if dtype == np.uint8 else cube.astype(np.float32)
+    op = ops.Op(name)
+    out = op(cube, np.random.default_rng(5))
+    assert out.shape[2] == 200 and out.dtype == dtype
+    # one draw moves all alike (bands compared 5 or more at a time: OpenCV's kernels for 1 to
+    # 4 channels round otherwise than its kernel for more; float filters, to a unit in the last
+    # place, as with any other channel count)
+    for bands in (slice(0, 5), slice(124, 133), slice(195, 200)):
+        alone = op(np.ascontiguousarray(cube[:, :, bands]), np.random.default_rng(5))
+        np.testing.assert_allclose(out[:, :, bands], alone, rtol=0, atol=1e-6)

@@ -23,6 +23,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from ...deferred import CV_CHANNELS
 from ..kernels import colour as k
 from ..params import (
     Range,
@@ -409,7 +410,7 @@ def channel_shuffle(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     if image.ndim == 2 or image.shape[2] == 1:
         return image
     order = rng.permutation(image.shape[2])
-    if image.dtype == np.float16:  # (not an OpenCV depth)
+    if image.dtype == np.float16 or image.shape[2] > CV_CHANNELS:  # (not OpenCV's)
         return np.take(image, order, axis=2)
     # cv2.mixChannels copies planes 4-7x faster than numpy's fancy index (same bytes)
     out = np.empty(image.shape, image.dtype)

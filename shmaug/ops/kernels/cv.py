@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import cv2
 import numpy as np
 
-from ...deferred import resized
+from ...deferred import CV_CHANNELS, in_channel_groups, resized
 from ..params import UNIT, Levels, clamp, convert, inside
 
 try:  # optional: a byte lookup table 2-3x faster than cv2.LUT (albumentations brings it along)
@@ -113,16 +113,14 @@ def _resampled(img: np.ndarray, border: int, interp: int,
                sample: Callable[[np.ndarray, int], np.ndarray]) -> np.ndarray:
     """``sample(img, border)`` within OpenCV's limits.
 
-    Cubic interpolation takes at most 4 channels: more go through in groups of 4. A
-    reflected border along a 1-pixel axis makes OpenCV's cubic warps loop forever; there it
+    Cubic interpolation takes at most 4 channels, the others 128: more go through in groups.
+    A reflected border along a 1-pixel axis makes OpenCV's cubic warps loop forever; there it
     is the same image as a replicated border, which is used instead.
     """
     if border == cv2.BORDER_REFLECT_101 and min(img.shape[:2]) < 2:
         border = cv2.BORDER_REPLICATE
-    if img.ndim == 3 and img.shape[2] > 4 and interp in (cv2.INTER_CUBIC, cv2.INTER_LANCZOS4):
-        parts = [sample(img[:, :, i:i + 4], border) for i in range(0, img.shape[2], 4)]
-        return np.dstack([p if p.ndim == 3 else p[:, :, None] for p in parts])
-    return sample(img, border)
+    cubic = interp in (cv2.INTER_CUBIC, cv2.INTER_LANCZOS4)
+    return in_channel_groups(img, 4 if cubic else CV_CHANNELS, lambda part: sample(part, border))
 
 
 def gaussian_blur(img: np.ndarray, sigma: float, size: int | None = None) -> np.ndarray:
@@ -133,12 +131,14 @@ def gaussian_blur(img: np.ndarray, sigma: float, size: int | None = None) -> np.
     whose bit-exact fixed-point path is slow on small images.
     """
     k = cv2.getGaussianKernel(size or 2 * math.ceil(3 * sigma) + 1, sigma, cv2.CV_32F)
-    return cv2.sepFilter2D(img, -1, k, k, borderType=cv2.BORDER_REPLICATE)
+    return in_channel_groups(img, CV_CHANNELS, lambda part: cv2.sepFilter2D(
+        part, -1, k, k, borderType=cv2.BORDER_REPLICATE))
 
 
 def filter3x3(img: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     """Correlate with a 3x3 kernel; edges replicate (uint8 results saturate)."""
-    return cv2.filter2D(img, -1, kernel, borderType=cv2.BORDER_REPLICATE)
+    return in_channel_groups(img, CV_CHANNELS, lambda part: cv2.filter2D(
+        part, -1, kernel, borderType=cv2.BORDER_REPLICATE))
 
 
 def gray_mean(img: np.ndarray) -> float:
@@ -256,15 +256,16 @@ def gamma(img: np.ndarray, g: float, scale: Levels) -> np.ndarray:
         table += scale.lo
         return lut(img, np.rint(table, out=table).astype(np.uint8))
     scaled = (scale.lo, scale.hi) != (0.0, 1.0)  # x - 0 and x * 1 are exact: skip them
+    power: Callable[[np.ndarray], np.ndarray] = lambda part: cv2.pow(part, g)  # noqa: E731
     if not scaled and img.dtype == np.float32 and inside(img, UNIT):
-        result: np.ndarray = cv2.pow(img, g)  # the common case: one pass, into a new array
-        return result
+        return in_channel_groups(img, CV_CHANNELS, power)  # the common case: one pass, new
     unit = np.array(img, np.float32, order="C")  # ours, and laid out as cv2.pow's dst needs
     if scaled:
         unit -= np.float32(scale.lo)
         unit *= np.float32(1.0 / scale.span)
     unit = clamp(unit, UNIT)  # a negative's power is NaN
-    out: np.ndarray = cv2.pow(unit, g, dst=unit)
+    out = in_channel_groups(unit, CV_CHANNELS, power) if unit.ndim == 3 and \
+        unit.shape[2] > CV_CHANNELS else cv2.pow(unit, g, dst=unit)
     if scaled:
         out *= np.float32(scale.span)
         out += np.float32(scale.lo)
@@ -295,5 +296,5 @@ def resize(img: np.ndarray, height: int, width: int, interp: int) -> np.ndarray:
 
 def flip(img: np.ndarray, horizontal: bool) -> np.ndarray:
     """Mirror left-right (``horizontal``) or top-bottom."""
-    out = cv2.flip(img, 1 if horizontal else 0)
+    out = in_channel_groups(img, CV_CHANNELS, lambda part: cv2.flip(part, 1 if horizontal else 0))
     return out[:, :, None] if img.ndim == 3 and out.ndim == 2 else out
