@@ -632,3 +632,12 @@ def test_a_setting_set_after_the_loader_is_made_is_refused_with_the_fix(name, va
                                                  rf"is made.*`new\.epoch = old\.epoch`"):
             setattr(loader, name, value)
         assert loader.batch_size == 4 and loader.seed == 1
+
+
+def test_a_list_of_clips_is_told_to_stack_their_frames_as_channels() -> None:
+    """64 clips of one shape were told to "resize them to one size and pass np.stack"."""
+    clips = [np.zeros((8, 16, 16, 3), np.uint8)] * 4
+    with pytest.raises(shmaug.ArgumentError, match=r"4 arrays of shape \(8, 16, 16, 3\), clips.*"
+                                                   r"np.stack\(x\).*transpose\(0, 2, 3, 1, 4\)"
+                                                   r".*open_memmap"):
+        shmaug.Loader(clips, batch_size=2, workers=0)

@@ -67,7 +67,10 @@ _AXES_FIX = {
     5: "frames or slices per sample (N, T, H, W, C) go in as channels, which geometric ops "
        "move together (but hue, saturation and grayscale change the first three channels "
        "alone and channel_shuffle mixes frames: a colour change per frame goes in your own "
-       "op): `x.transpose(0, 2, 3, 1, 4).reshape(N, H, W, T * C)`, unfolded after",
+       "op): `x.transpose(0, 2, 3, 1, 4).reshape(N, H, W, T * C)`, unfolded after (a "
+       "memory map larger than RAM: write it so once, a chunk of samples at a time, into "
+       "`np.lib.format.open_memmap(path, mode='w+', ...)`, and pass the path; "
+       "docs/ops.md#clips-frame-pairs-and-volumes)",
     0: "add or remove axes, e.g. `x[..., None]` or `x.reshape(N, H, W)`",
 }  # by x.ndim (0: any other)
 
@@ -250,6 +253,11 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
             f"`x` is a pair of {len(arrays[0])} images {arrays[0].shape} and {len(arrays[1])} "
             f"labels {arrays[1].shape}: Keras' (x, y) tuple. Fix: pass them as two arguments, "
             f"x then y: `shmaug.Sequence(x, y, ...)` or `shmaug.Loader(x, y, ...)`.")
+    if len(shapes) == 1 and len(shapes[0]) == 4 and arrays[0].dtype.kind in "biuf":
+        raise ArgumentError(
+            f"`x` as {kind} holds {len(items)} arrays of shape {shapes[0]}, clips or volumes "
+            f"(T, H, W, C) rather than images. Fix: stack them, x = np.stack(x), and then: "
+            f"{_AXES_FIX[5]}.")
     raise ArgumentTypeError(
         f"`x` as {kind} must hold images (H, W) or (H, W, C) of one shape "
         f"(C up to 4) and a numeric dtype, to be stacked into one array; received {len(items)} "
