@@ -304,6 +304,29 @@ def test_a_task_far_longer_than_the_others_is_told_once_and_left_running(monkeyp
                                         "timeout=")), stalls[0]
 
 
+def test_a_stopped_worker_is_told_stopped_not_running_its_op(monkeypatch):
+    """A worker SIGSTOPped (a stalled node, a debugger) was said to have "been running" its
+    op for 60 s: the user went looking for a hang in their op."""
+    import signal
+    import threading
+
+    from shmaug.engine.workers import reports
+
+    monkeypatch.setattr(reports, "STALL_MIN_S", 1.0)
+    with pytest.warns(shmaug.ShmaugWarning) as warned, shmaug.Loader(
+            np.zeros((400, 6, 6), np.uint8), batch_size=4, augment=_ops.slow_noisy,
+            workers=1, seed=0) as loader:
+        batches = iter(loader)
+        next(batches)
+        pid = loader.pids[0]
+        os.kill(pid, signal.SIGSTOP)
+        threading.Timer(3.0, os.kill, (pid, signal.SIGCONT)).start()
+        assert sum(1 for _ in batches) == 99  # every batch once the worker goes on
+    stalls = [str(w.message) for w in warned if "worker 0" in str(w.message)]
+    assert stalls and "is stopped (state T" in stalls[0] and f"kill -CONT {pid}" in stalls[0], \
+        stalls
+
+
 _THREADS_CHILD = """
 import threading, numpy as np, shmaug
 from tests import _ops

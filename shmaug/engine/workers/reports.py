@@ -115,7 +115,23 @@ def stalled(status: StatusBlock, wids: Iterable[int],
 
 def stall_warning(wid: int, pid: int | None, op: str, index: int, ran: float,
                   usual: float) -> str:
+    if pid is not None and _stopped(pid):  # a stalled node, a debugger: not the op's doing
+        return (f"shmaug worker {wid} (pid {pid}) is stopped (state T: SIGSTOP, SIGTSTP or a "
+                f"debugger) in {op} on sample index {index}, for {ran:.0f} s now, while a task "
+                f"takes {usual:.3f} s on average; it is left so, and the pass waits for it. "
+                f"`kill -CONT {pid}` resumes it; pass `timeout=` seconds to have a task that "
+                f"takes longer raise WorkerTimeout (its worker is replaced).")
     return (f"shmaug worker {wid} (pid {pid}) has been running {op} on sample index {index} "
             f"for {ran:.0f} s, while a task takes {usual:.3f} s on average; it is left running. "
             f"If the op hangs on that sample, try it with workers=0; pass `timeout=` seconds to "
             f"have a task that runs longer raise WorkerTimeout (its worker is replaced).")
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped by a signal or traced (Linux's /proc; False
+    elsewhere, or where it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
