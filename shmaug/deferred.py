@@ -263,10 +263,14 @@ def resize_box(pixels: np.ndarray, box: Window, size: tuple[int, int],
     region = (left, top, left + w, top + h)
     squeeze = pixels.ndim == 2
     work = pixels[:, :, None] if squeeze else pixels
-    if work.dtype == np.uint8 and work.shape[2] in (1, 3, 4):
-        im = Image.fromarray(work[:, :, 0] if work.shape[2] == 1 else work)
-        out = np.asarray(im.resize((size[1], size[0]), resample, box=region))
-        out = out if out.ndim == 3 else out[:, :, None]
+    if work.dtype == np.uint8:  # three channels at a time as RGB, the rest one by one as L:
+        parts = []  # never RGBA, which PIL premultiplies by the 4th (a dark NIR band erased
+        for c in _byte_groups(work.shape[2]):  # the colour under it, by up to 113 levels)
+            im = Image.fromarray(np.ascontiguousarray(work[:, :, c] if isinstance(c, int)
+                                                      else work[:, :, c[0]:c[1]]))
+            part = np.asarray(im.resize((size[1], size[0]), resample, box=region))
+            parts.append(part if part.ndim == 3 else part[:, :, None])
+        out = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=2)
     else:
         planes = [np.asarray(Image.fromarray(np.ascontiguousarray(work[:, :, c], np.float32))
                              .resize((size[1], size[0]), resample, box=region))
@@ -277,6 +281,13 @@ def resize_box(pixels: np.ndarray, box: Window, size: tuple[int, int],
             out = np.clip(np.rint(out), info.min, info.max)
         out = out.astype(work.dtype, copy=False)
     return out[:, :, 0] if squeeze else out
+
+
+def _byte_groups(channels: int) -> list[int | tuple[int, int]]:
+    """The channels of a uint8 image as PIL resamples them apart: (start, stop) of three
+    (an RGB image), or one channel's index (an L image)."""
+    whole = channels - channels % 3
+    return [(c, c + 3) for c in range(0, whole, 3)] + list(range(whole, channels))
 
 
 def _sampled(pixels: np.ndarray, box: Window, size: tuple[int, int],

@@ -426,3 +426,19 @@ def test_a_hyperspectral_cube_past_opencvs_128_channels_is_moved_band_by_band_al
     for bands in (slice(0, 5), slice(124, 133), slice(195, 200)):
         alone = op(np.ascontiguousarray(cube[:, :, bands]), np.random.default_rng(5))
         np.testing.assert_allclose(out[:, :, bands], alone, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["random_resized_crop", "center_resized_crop"])
+def test_an_antialiased_crop_resamples_each_band_alone_whatever_a_fourth_holds(name):
+    """RGB + NIR as uint8: PIL took the 4th band for alpha and premultiplied the colour by it,
+    so a dark NIR band (water) moved the RGB values by up to 113 levels."""
+    op = ops.Op(name, height=32, width=32)
+    for channels, groups in ((4, (slice(0, 3), slice(3, 4))),
+                             (7, (slice(0, 3), slice(3, 4), slice(3, 6), slice(6, 7)))):
+        img = np.random.default_rng(0).integers(100, 200, (64, 64, channels), dtype=np.uint8)
+        img[..., 3] = 2
+        out = op(img, np.random.default_rng(1))
+        for bands in groups:
+            alone = op(np.ascontiguousarray(img[:, :, bands]), np.random.default_rng(1))
+            np.testing.assert_array_equal(out[:, :, bands],
+                                          alone.reshape(out[:, :, bands].shape))
