@@ -326,8 +326,8 @@ def validation_classes(x: Any, validation_x: Any) -> None:
     val = getattr(validation_x, "class_names", None) or ()
     moved = [name for i, name in enumerate(val) if name not in train or train.index(name) != i]
     if train and moved:
-        missing, extra = sorted(set(train) - set(val)), sorted(set(val) - set(train))
-        why = "; ".join([*([f"it has no {missing}"] if missing else []),
+        lacks, extra = sorted(set(train) - set(val)), sorted(set(val) - set(train))
+        why = "; ".join([*([f"it has no {lacks}"] if lacks else []),
                          *([f"the training data has no {extra}"] if extra else [])])
         raise ArgumentError(
             f"`validation_data` numbers its classes otherwise than the training data: "

@@ -453,7 +453,9 @@ def _frame_labels(dataframe: Any, x_col: str, y_col: str, classes: Sequence[str]
     set does)."""
     column = dataframe[y_col]
     labels = column.tolist()
-    missing = [i for i, v in zip(dataframe.index, labels) if v is None or v != v]  # NaN
+    isna = getattr(column, "isna", None)  # (pandas' NA has no truth value: its own test)
+    gaps = isna().tolist() if callable(isna) else [v is None or v != v for v in labels]
+    missing = [i for i, gap in zip(dataframe.index, gaps) if gap]
     if missing:
         raise ArgumentError(
             f"`y_col`={y_col!r} has no label in {len(missing)} row(s), e.g. index "

@@ -128,6 +128,8 @@ def test_a_dataframes_labels_are_refused_with_the_fix_where_they_are_not_one_cla
     cases = [(df.assign(**{"class": ["ant", None, "cat"]}), {}, r"no label in 1 row\(s\), e.g. "
               r"index 1 \('bee/0.jpg'\).*dropna\(subset=\['class'\]\)"),
              (df.assign(**{"class": ["ant", float("nan"), "cat"]}), {}, r"no label in 1 row"),
+             (df.assign(**{"class": pd.array(["ant", pd.NA, "cat"], dtype="string")}), {},
+              r"no label in 1 row"),  # (pandas' NA has no truth value)
              (df.assign(**{"class": [["ant"], ["bee", "ant"], ["cat"]]}), {},
               r"several classes per row.*MultiLabelBinarizer"),
              (df, {"classes": ["ant", "bee"]}, r"`classes`=\['ant', 'bee'\] leaves out.*\['cat'\]"
