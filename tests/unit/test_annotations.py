@@ -98,6 +98,19 @@ def test_coco_categories_sharing_a_name_keep_their_own_index(tmp_path):
         from_coco(*coco, class_names=["cat", "person", "cat"])
 
 
+def test_a_keypoints_file_is_told_its_keypoints_are_not_read(tmp_path):
+    """person_keypoints_*.json: boxes and labels came back, the keypoints dropped silently."""
+    json_path, folder = write_coco(tmp_path)
+    data = json.loads(json_path.read_text())
+    for ann in data["annotations"]:
+        ann.update(keypoints=[10, 12, 2] * 17, num_keypoints=17)
+    json_path.write_text(json.dumps(data))
+    with pytest.warns(ShmaugWarning, match=r"holds keypoints .* does not read.*v=0 joints set "
+                                           r"to -1.*y=\{'keypoints': \.\.\.\}"):
+        files, y = from_coco(json_path, folder)
+    assert set(y) == {"boxes", "labels"}
+
+
 def test_boxes_past_the_edge_are_clipped_and_empty_ones_dropped(tmp_path):
     images = [("a.png", 20, 10, [(-2, 1, 10, 4, 1, 0), (15, 2, 10, 20, 1, 0),
                                  (3, 3, 0, 5, 1, 0)])]

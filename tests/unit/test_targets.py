@@ -642,3 +642,26 @@ def test_a_pose_pipeline_wrapped_in_another_keeps_its_flip_indices() -> None:
     with pytest.raises(ArgumentError, match=r"\(0, 1, 2\) here but \[\(0, 2, 1\)\] in a Compose "
                                             r"inside.*Fix"):
         Compose([pose], keypoint_format="xy", keypoint_flip_indices=(0, 1, 2))
+
+
+def test_keypoints_a_loader_would_hand_over_unmoved_or_misread_are_refused() -> None:
+    """A pose user's y: the keypoints themselves (a regression head's), flattened, or under
+    another name came back unmoved beside flipped images; fractions under keypoint_format='xy'
+    moved as pixels; several people per image were told to "pad to one count"."""
+    import shmaug
+
+    x = np.zeros((4, 64, 64, 3), np.uint8)
+    kp = np.tile(np.array([[10.0, 20.0, 2.0], [50.0, 40.0, 2.0]], np.float32), (4, 1, 1))
+    aug = Compose([Op("hflip")], keypoint_format="xy", keypoint_flip_indices=(1, 0))
+    for y in (kp, kp.reshape(4, -1), {"kp": kp}):
+        with pytest.raises(ArgumentError, match=r"keypoint_format='xy', but `y` holds no array "
+                                                r"under 'keypoints'.*y=\{'keypoints': points\}"):
+            shmaug.Loader(x, y, batch_size=2, augment=aug, workers=0)
+    with pytest.raises(ArgumentError, match=r"all within \[0, 1\].*keypoint_format='rel_xy'"):
+        shmaug.Loader(x, {"keypoints": kp / 64}, batch_size=2, augment=aug, workers=0)
+    people = np.full((4, 2, 2, 3), -1.0, np.float32)
+    with pytest.raises(ArgumentError, match=r"several instances.*reshape\(4, 2 \* 2, 3\)"):
+        shmaug.Loader(x, {"keypoints": people}, batch_size=2, augment=aug, workers=0)
+    with shmaug.Loader(x, {"keypoints": kp}, batch_size=2, augment=aug, workers=0) as ok:
+        assert ok.batch(0)[1]["keypoints"][0].tolist() == [[14, 40, 2], [54, 20, 2]]  # swapped
+    shmaug.Loader(x, None, batch_size=2, augment=aug, workers=0).close()  # predict: no y

@@ -375,10 +375,16 @@ def _ragged(name: str, value: Any, why: str) -> str:
                 f"y={{'bounding_boxes': {{'boxes': ..., 'labels': ...}}}} with "
                 f"`bounding_box_format=`: shmaug pads each batch's (docs/detection.md).")
     seen = ", ".join(str(s) for s in dict.fromkeys(shapes[:50])) if shapes else ""
-    return (f"{said}" + (f", of entries of shapes {seen}" if seen else "") + ". Fix: pad "
-            f"them to one length, e.g. `keras.utils.pad_sequences({name}, padding='post', "
-            f"value=-1)`, and pass each one's length beside them where the loss needs it (a "
-            f"CTC loss: docs/ops.md#text-lines-ocr-handwriting).")
+    said += f", of entries of shapes {seen}" if seen else ""
+    if shapes and all(len(s) >= 2 and s[1:] == shapes[0][1:] for s in shapes):
+        return (f"{said}. Fix: pad each to the largest count with rows of -1, e.g. m = max("
+                f"map(len, {name})); np.stack([np.concatenate([e, np.full((m - len(e), "
+                f"*e.shape[1:]), -1, e.dtype)]) for e in {name}]); several people's "
+                f"keypoints then go in as rows of one, reshaped to (N, m * K, 3) "
+                f"(docs/detection.md).")
+    return (f"{said}. Fix: pad them to one length, e.g. `keras.utils.pad_sequences({name}, "
+            f"padding='post', value=-1)`, and pass each one's length beside them where the "
+            f"loss needs it (a CTC loss: docs/ops.md#text-lines-ocr-handwriting).")
 
 
 Path = tuple[Any, ...]
@@ -416,6 +422,15 @@ def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = 
             if placed == str(error):
                 raise
             raise type(error)(placed) from None
+    declared = getattr(plan.pipeline, "keypoint_format", None)
+    if declared is not None and y is not None and not found:  # (masks alone: a pipeline
+        raise ArgumentError(  # shared with a pose set)
+            f"`augment` has keypoint_format={declared!r}, but `y` holds no array under "
+            f"'keypoints', the name whose points move with their image: a `y` of keypoints "
+            f"under another name (or none) is handed over where it was, while the images "
+            f"move. Fix: y={{'keypoints': points}}, (N, K, 2 or 3) padded with rows of -1 "
+            f"(beside other targets in the same dict); or leave keypoint_format out where y "
+            f"holds no keypoints.")
     missing = [name for name in plan.required if name not in found]
     if missing:
         raise ArgumentError(

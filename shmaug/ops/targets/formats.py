@@ -209,7 +209,12 @@ def check_keypoints(name: str, points: np.ndarray, fmt: str | None,
     if points.ndim != 3 or points.shape[2] < 2:
         raise ArgumentError(
             f"{where} must hold (samples, keypoints, >= 2) keypoints, padded with rows of -1; "
-            f"received shape {points.shape}. Fix: pad each sample's keypoints to one count.")
+            f"received shape {points.shape}. Fix: "
+            + (f"several instances per sample (people) go in as rows of one: "
+               f"points.reshape({points.shape[0]}, {points.shape[1]} * {points.shape[2]}, "
+               f"{points.shape[3]}), absent ones padded with -1, and keypoint_flip_indices "
+               f"repeated per instance, [p * K + i for p in range(P) for i in flip]."
+               if points.ndim == 4 else "pad each sample's keypoints to one count."))
     _check_signed(name, "keypoints", points)
     if image_shape is None:
         return
@@ -219,6 +224,13 @@ def check_keypoints(name: str, points: np.ndarray, fmt: str | None,
         return
     height, width = image_shape[:2]
     xy = to_xy(real, fmt, height, width)
+    if not fmt.startswith("rel_") and len(real) > 1 and min(height, width) > 2 and \
+            0.0 < xy.max() <= 1.0:  # (all at 0: COCO's unlabelled joints, not fractions)
+        raise ArgumentError(
+            f"{where} holds keypoints all within [0, 1], which is a fraction of the image, "
+            f"while keypoint_format={fmt!r} reads them as pixels of a {height}x{width} image "
+            f"(all in its top-left pixel). Fix: pass keypoint_format='rel_{fmt}' (or "
+            f"keypoints in pixels).")
     if (xy < 0).any() or (xy[:, 0] > width).any() or (xy[:, 1] > height).any():
         bad = real[np.argmax((xy < 0).any(1) | (xy[:, 0] > width) | (xy[:, 1] > height))]
         raise ArgumentError(

@@ -107,6 +107,12 @@ def from_coco(
     ids, names = _categories(source, data["categories"], class_names)
     table, image_ids = _images(source, data["images"], os.fspath(images))
     listed = list(data.get("annotations") or ())
+    if any(isinstance(a, dict) and a.get("num_keypoints") for a in listed):
+        warn(f"{source} holds keypoints (a person_keypoints file), which from_coco does not "
+             f"read: its boxes and labels come back, its keypoints do not. For a pose model "
+             f"read them with pycocotools, a (people * K, 3) row per image, their v=0 joints "
+             f"set to -1, and pass y={{'keypoints': ...}} with keypoint_format='xy' "
+             f"(docs/detection.md).")
     _boxes(source, listed, table, image_ids, ids, keep_crowd)
     files, y, table = B.assemble(
         source, table, names, image_size=image_size, bounding_box_format=fmt,
@@ -144,7 +150,7 @@ def _read(source: str, storage_options: dict[str, Any] | None) -> dict[str, Any]
     if lacking:
         raise ArgumentError(
             f"{source} is not a COCO detection file: it has no {' or '.join(lacking)} list. "
-            f"Fix: pass an instances_*.json (captions and keypoints files hold no boxes).")
+            f"Fix: pass an instances_*.json (a captions file holds no categories).")
     return dict(data)
 
 
