@@ -278,7 +278,8 @@ class Running:
         if o.pipeline.checked and self.value_range is not None and images is not None:
             mapped = mapped_file_handle(images) is not None  # (its sample 0, as a worker's)
             inputs.check_values(np.asarray(images[:1]) if mapped else images,  # augmented
-                                self.value_range, o.pipeline.range_origin, o.pipeline.plan)
+                                self.value_range, o.pipeline.range_origin, o.pipeline.plan,
+                                part=mapped)
         if self.gather_only:
             assert images is not None  # (nothing to augment and no `load`)
             self.x = images

@@ -847,13 +847,15 @@ def _fixed_float(plan: Plan | None, dtype: Any) -> Any:
 
 
 def check_values(x: np.ndarray, vr: tuple[float, float], origin: str,
-                 plan: Plan | None = None) -> None:
+                 plan: Plan | None = None, *, part: bool = False) -> None:
     """Every value of ``x`` is finite and inside ``vr``, else the error that names the fix.
     One pass over the data at start-up, in chunks (bounded scratch memory); none for integers
     whose dtype cannot leave ``vr`` (uint8 in (0, 255)), one for a narrower range (a 0/1 mask
     in uint8), since ops would clip what lies outside without a word. A member of the
     ``plan``'s pipeline that takes floats only in a fixed range (albumentations) has that
-    range checked instead, with its own message: another ``value_range`` could not help."""
+    range checked instead, with its own message: another ``value_range`` could not help.
+    ``part``: ``x`` is the first of the data alone (a memory map's), whose range no fix
+    may suggest as the data's."""
     fixed = _fixed_float(plan, x.dtype)
     if fixed is not None:
         if origin == "given" and vr != fixed.float_range:
@@ -881,8 +883,8 @@ def check_values(x: np.ndarray, vr: tuple[float, float], origin: str,
             if fixed is not None:
                 raise fixed.float_range_error(
                     x.dtype, f"sample index {bad} spans {low:g}..{high:g}")
-            whole = (min(low, float(x.min())), max(high, float(x.max())))  # (for the fix)
-            raise _out_of_range(vr, origin, x.dtype, low, high, bad, whole)
+            whole = None if part else (min(low, float(x.min())), max(high, float(x.max())))
+            raise _out_of_range(vr, origin, x.dtype, low, high, bad, whole)  # (for the fix)
 
 
 def check_probe_values(input_range: tuple[float, float] | None, nonfinite: bool,
@@ -914,17 +916,23 @@ def _nonfinite(what: str, index: int, vr: tuple[float, float]) -> ArgumentError:
 
 def _out_of_range(vr: tuple[float, float], origin: str, dtype: Any, low: float, high: float,
                   index: int, whole: tuple[float, float] | None = None) -> ArgumentError:
-    """``whole``: the range of all the data, where it was read (else sample ``index``'s
-    suggests the range to pass)."""
-    guess = range_guess(*(whole or (low, high)))
+    """``whole``: the range of all the data, where it was read; where it was not (a memory
+    map, samples a ``load`` makes), sample ``index``'s is no fix to suggest: the others may
+    span more, which the ops would clip without a word."""
     said = {"given": "", "pipeline": " (`augment`'s own: its Compose's or Keras layers')",
             "dtype": f" (the default for {np.dtype(dtype)} images)"}[origin]
+    if whole is None:
+        guess, seen = "(low, high)", (" (only the first sample is read here: take the range "
+                                      "of all the data, e.g. a memory map's min and max in "
+                                      "chunks)")
+    else:
+        guess, seen = str(range_guess(*whole)), f" (all of x: {whole[0]:g}..{whole[1]:g})"
     where = (f"to the pipeline, e.g. Compose([...], value_range={guess}) or the Keras "
              f"layers' value_range=" if origin == "pipeline" else f"e.g. value_range={guess}")
     return ArgumentError(
         f"`value_range` is ({vr[0]:g}, {vr[1]:g}){said} but sample index {index} spans "
-        f"{low:g}..{high:g}{'' if whole is None else f' (all of x: {whole[0]:g}..{whole[1]:g})'}"
-        f", so the ops would clip it to a range it is not in. Fix: pass the "
-        f"range the data is in, {where}, or rescale the data into ({vr[0]:g}, {vr[1]:g})."
+        f"{low:g}..{high:g}{seen}, so the ops would clip it to a range it is not in. Fix: "
+        f"pass the range the data is in, {where}, or rescale the data into ({vr[0]:g}, "
+        f"{vr[1]:g})."
     )
 
