@@ -30,10 +30,10 @@ Beside them, the base every part may use, and the command line:
 """
 
 import importlib as _importlib
-import importlib.util as _importlib_util
 import logging as _logging
 import typing as _typing
 
+from . import platform as _platform
 from . import presets
 from .errors import (
     ArgumentError,
@@ -124,17 +124,7 @@ _PUBLIC_MODULES = ("engine", "errors", "keras", "ops", "seeding", "sources")
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 _LAZY = ("EpochSync", "Sequence", "StallMonitor")  # shmaug.keras's, loaded when asked for
-# The facade's names are public where Keras is installed: without it, `from shmaug import *`,
-# help(shmaug) and inspect.getmembers, which fetch every name, would meet its ImportError.
-def _keras_installed() -> bool:
-    try:
-        spec = _importlib_util.find_spec("keras")
-    except (ImportError, ValueError):  # (a stand-in module without a spec)
-        return False
-    return spec is not None and spec.origin is not None  # (not a folder named keras)
-
-
-if _keras_installed() or _typing.TYPE_CHECKING:
+if _platform.keras_installed() or _typing.TYPE_CHECKING:  # (else not public: see there)
     __all__ += ["EpochSync", "Sequence", "StallMonitor"]  # (_LAZY, spelled out for checkers)
     __all__.sort()
 

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, NoReturn, TextIO
 
-from . import _interrupt
+from . import __version__, _interrupt
 from .errors import SKIP_WHERE, ShmaugError, ShmaugWarning, WorkerError
 
 EXIT_USAGE = 2  # argparse's status for a bad command line; ours for any user mistake
@@ -132,6 +132,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="shmaug", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"shmaug {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of an error instead of one line")
     # Also accepted after the subcommand; SUPPRESS keeps the top-level value when absent there.

@@ -42,6 +42,19 @@ SHM_DIR: str | None = None if WINDOWS else "/dev/shm"  # measured only where it 
 DEFAULT_START_METHOD: str | None = "spawn" if WINDOWS else None  # None: Python's default
 
 
+def keras_installed() -> bool:
+    """Whether Keras can be imported here, without importing it: the facade's names are
+    public only then (without it, `from shmaug import *`, help() and inspect.getmembers,
+    which fetch every name, met its ImportError)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("keras")
+    except (ImportError, ValueError):  # (a stand-in module without a spec)
+        return False
+    return spec is not None and spec.origin is not None  # (not a folder named keras)
+
+
 def start_methods() -> list[str]:
     """The start methods a worker pool may use here."""
     return ["spawn"] if WINDOWS else multiprocessing.get_all_start_methods()

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 _OPEN: weakref.WeakSet[Loader] = weakref.WeakSet()  # for close_open_loaders
 T = TypeVar("T")
+L = TypeVar("L", bound="Loader")  # a subclass's own type, from ``with``
 
 
 def close_open_loaders() -> None:
@@ -216,7 +217,7 @@ class Loader:
         augment: Callable[[np.ndarray, np.random.Generator], Any] | None = None,
         *,
         workers: int | str | RemoteWorkers | None = "auto",
-        seed: int | None = None,
+        seed: int | np.integer | None = None,
         shuffle: bool | str | None = None,
         shuffle_window: int | None = None,
         drop_remainder: bool = False,
@@ -458,7 +459,7 @@ class Loader:
                                     closed=self._closed, pool=run.pool,
                                     slots=None if run.ring is None else run.ring.slots)
 
-    def __enter__(self) -> Loader:
+    def __enter__(self: L) -> L:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -34,8 +34,13 @@ if TYPE_CHECKING:
     from .callbacks import EpochSync, StallMonitor
     from .sequence import Sequence
 
-__all__ = ["EpochSync", "Sequence", "StallMonitor"]
+from ..platform import keras_installed
+
 _HOME = {"EpochSync": "callbacks", "Sequence": "sequence", "StallMonitor": "callbacks"}
+if TYPE_CHECKING:
+    __all__ = ["EpochSync", "Sequence", "StallMonitor"]
+else:  # public where Keras is installed: see ``keras_installed``
+    __all__ = ["EpochSync", "Sequence", "StallMonitor"] if keras_installed() else []
 
 
 def __getattr__(name: str) -> Any:
@@ -57,4 +62,4 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     # Tab completion: the public names and modules, as dir(shmaug) (not Any, importlib, ...).
-    return sorted({*__all__, "callbacks", "sequence"})
+    return sorted({*__all__, *(("callbacks", "sequence") if __all__ else ())})

@@ -31,7 +31,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import keras
 import numpy as np
@@ -53,6 +53,7 @@ from ._batches import assemble, for_keras
 from ..errors import ClosedError, warn
 
 log = logging.getLogger(__name__)
+S = TypeVar("S", bound="Sequence")  # a subclass's own type, from ``with``
 
 _HELD = 2  # batches kept for a second ask: Keras' NUM_BATCHES_FOR_TENSOR_SPEC probes, and
 # the first batches of a pass (which a build pass may have taken already: _passes rule 3)
@@ -300,7 +301,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         augment: Callable[[np.ndarray, np.random.Generator], Any] | None = None,
         *,
         workers: int | str | RemoteWorkers | None = "auto",
-        seed: int | None = None,
+        seed: int | np.integer | None = None,
         shuffle: bool | str | None = None,
         shuffle_window: int | None = None,
         drop_remainder: bool = False,
@@ -570,7 +571,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         """
         _closing(self, self._runtime)
 
-    def __enter__(self) -> Sequence:
+    def __enter__(self: S) -> S:
         return self
 
     def __exit__(self, *exc: object) -> None:

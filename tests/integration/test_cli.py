@@ -58,6 +58,19 @@ def images(tmp_path: Path) -> Path:
     return root
 
 
+def test_version_and_python_dash_m():
+    """`shmaug --version` was told a command is required; `python -m shmaug` had no
+    __main__ (a venv whose scripts are not on the PATH)."""
+    import shmaug
+
+    for command in ([sys.executable, "-m", "shmaug", "--version"],
+                    [sys.executable, "-c", "import sys; from shmaug.cli import main; "
+                                           "sys.exit(main(['--version']))"]):
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and proc.stdout.strip() == f"shmaug {shmaug.__version__}", \
+            (proc.stdout, proc.stderr)
+
+
 def test_a_corrupt_file_is_one_line_naming_the_file_and_the_flag(images, tmp_path):
     proc = shmaug_cli("pack", images, tmp_path / "out", "--image-size", 8, 8, "--workers", 1)
     line = error_line(proc, "pack")

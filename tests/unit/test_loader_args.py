@@ -449,6 +449,7 @@ def test_repr_shows_the_settings_given_and_what_they_resolved_to():
         assert part in text, (part, text)
     assert "copy=" not in text and "num_shards" not in text  # defaults left unsaid
     assert not text.endswith(" (closed)") and repr(loader).endswith(" (closed)")
+    assert repr(loader).startswith(text[:70]), repr(loader)  # y: as given, not emptied
     with shmaug.Loader(X, batch_size=4) as loader:  # workers=None, seed=None: as resolved
         text = repr(loader)
     assert f"workers={_platform.cpu_count()} (none started: nothing to augment)" in text

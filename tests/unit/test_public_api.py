@@ -6,6 +6,7 @@ import subprocess
 import sys
 import types
 
+import numpy as np
 import pytest
 
 import shmaug
@@ -74,6 +75,10 @@ def test_star_import_help_and_getmembers_work_without_keras():
         "pydoc.render_doc(shmaug)\n"
         "inspect.getmembers(shmaug)\n"
         "assert 'Sequence' not in shmaug.__all__ and 'Loader' in shmaug.__all__\n"
+        "import shmaug.keras  # (its own names alike: an integrator's walk of the modules)\n"
+        "from shmaug.keras import *\n"
+        "inspect.getmembers(shmaug.keras), pydoc.render_doc(shmaug.keras)\n"
+        "assert shmaug.keras.__all__ == [] and 'Sequence' not in dir(shmaug.keras)\n"
         "for name in ('shmaug.Sequence', 'from shmaug.keras import Sequence'):\n"
         "    try:\n"
         "        exec(name if name.startswith('from') else f'x = {name}')\n"
@@ -170,3 +175,17 @@ def test_dir_of_the_facade_lists_its_public_names_and_modules_only():
 @needs_keras
 def test_shmaug_keras_is_the_facade_package():
     assert shmaug.keras.Sequence is shmaug.Sequence
+
+
+def test_with_gives_a_subclass_its_own_type_and_a_numpy_seed_is_taken():
+    """``with MyLoader(...) as loader``: typed as Loader, so a checker refused the subclass's
+    own attributes; ``seed=np.int64(3)`` ran but was refused by mypy and pyright."""
+    import typing
+
+    hint = typing.get_type_hints(shmaug.Loader.__enter__)["return"]
+    assert isinstance(hint, typing.TypeVar) and hint.__bound__ is not None
+    assert typing.get_type_hints(shmaug.Loader.__enter__)["self"] is hint
+    assert "integer" in str(typing.get_type_hints(shmaug.Loader.__init__)["seed"])
+    with shmaug.Loader(np.zeros((8, 4, 4), np.uint8), batch_size=4, workers=0, shuffle=True,
+                       seed=np.int64(3)) as loader:
+        assert loader.seed == 3 and type(loader.seed) is int

@@ -62,7 +62,7 @@ def loader_repr(o: Options, *, workers: int, gathering: bool, pin_memory: bool, 
     elif asked.remote is not None:
         shown_workers = f"{asked.remote!r} ({workers} processes there)"
     settings: list[tuple[str, Any]] = [
-        ("x", o.data.shown), ("y", brief(o.data.y)),
+        ("x", o.data.shown), ("y", o.data.shown_y or brief(o.data.y)),
         ("batch_size", order.plan.batch_size), ("augment", brief(o.pipeline.augment)),
         ("workers", shown_workers),
         ("start_method", "(the makers')" if asked.remote is not None else

@@ -66,7 +66,7 @@ class BatchOptions:
     # per pass"; "blocks": shards permuted, records shuffled within windows (``plan.blocks``)
     shuffle_window: int | None = None  # shards per window of "blocks"; None: the default
     drop_remainder: bool = False
-    seed: int | None = None  # None: drawn once, by Order.of
+    seed: int | np.integer | None = None  # None: drawn once, by Order.of
     num_shards: int | None = None  # checked against the dataset, by Order.of
     shard_index: int | None = None  # likewise
     # Weighted sampling (see plan.sampling): checked against the labels, by Order.of.
@@ -167,6 +167,7 @@ class Data:
     shown: str  # how repr shows `x` as given
     # where in y the labels lie (``labels``): y itself; a Sequence's y, not its other inputs
     labels_at: inputs.Path = ()
+    shown_y: str | None = None  # how repr shows `y` once released (None: as it is now)
 
     @classmethod
     def of(cls, x: Any, y: Any, load: Load | None) -> Data:
@@ -185,7 +186,8 @@ class Data:
     def released(self) -> Data:
         """This data without the user's arrays (a closed loader's, which TensorFlow may keep
         reachable, fold after fold): each as an empty array of its dtype and sample shape."""
-        return replace(self, x=inputs.emptied(self.x), y=inputs.emptied(self.y))
+        return replace(self, x=inputs.emptied(self.x), y=inputs.emptied(self.y),
+                       shown_y=describe.brief(self.y) if self.shown_y is None else self.shown_y)
 
     @property
     def labels(self) -> TargetTree:
@@ -237,11 +239,12 @@ class Order:
             (per_pass if batches.shuffle is None else batches.shuffle) or
             weights is not None)  # a draw by weight is random
         per_pass_shuffle = per_pass and batches.shuffle is None and weights is None
+        given = None if batches.seed is None else int(batches.seed)  # (a numpy integer too)
         num_shards, shard_index, plan = check.sharded_plan(
             samples, batches.batch_size, batches.drop_remainder, batches.num_shards,
-            batches.shard_index, bool(shuffle) and not per_pass_shuffle, batches.seed)
-        seed = check.draw_seed() if batches.seed is None else batches.seed
-        return cls(n, seed, batches.seed is None, shuffle, weights, samples, num_shards,
+            batches.shard_index, bool(shuffle) and not per_pass_shuffle, given)
+        seed = check.draw_seed() if given is None else given
+        return cls(n, seed, given is None, shuffle, weights, samples, num_shards,
                    shard_index, plan, per_pass_shuffle)
 
     def sharded(self, num_shards: int | None, shard_index: int | None) -> Order:
