@@ -26,7 +26,8 @@ Beside them, the base every part may use, and the command line:
 - ``deferred``: a photo not yet decoded, which a source hands a decode-time crop;
 - ``whole_decodes``: each fallback from that crop to a whole decode, counted by reason;
 - ``presets``: ready-made pipelines;
-- ``cli``, ``_demo``, ``_interrupt``: the ``shmaug`` command (``demo``, ``bench``, ``pack``).
+- ``cli``, ``_demo``, ``_interrupt``: the ``shmaug`` command (``demo``, ``bench``, ``pack``);
+- ``__main__``: the same command as ``python -m shmaug``.
 """
 
 import importlib as _importlib

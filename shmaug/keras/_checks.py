@@ -319,9 +319,10 @@ def validation_labels(mix: Any, validation: Any) -> None:
 
 
 def validation_classes(x: Any, validation_x: Any) -> None:
-    """A training Sequence of files and its validation Sequence's, whose classes have other
-    numbers (a fold or a holdout without one class numbers the others from 0, as Keras'
-    loaders do): its labels would be scored as other classes. Refused naming both maps."""
+    """The sources a training Sequence and its validation Sequence read their labels from,
+    whose classes have other numbers (a fold or a holdout without one class numbers the
+    others from 0, as Keras' loaders do): its labels would be scored as other classes.
+    Refused naming both maps; None (labels of their own) passes."""
     train = getattr(x, "class_names", None) or ()
     val = getattr(validation_x, "class_names", None) or ()
     moved = [name for i, name in enumerate(val) if name not in train or train.index(name) != i]
@@ -334,8 +335,9 @@ def validation_classes(x: Any, validation_x: Any) -> None:
             f"{dict(zip(val, range(len(val))))} against {dict(zip(train, range(len(train))))}"
             f"{f' ({why})' if why else ''}, so its labels would be scored as other classes. "
             f"Fix: give both sources every class name, in one order: "
-            f"`classes={[*train, *extra]!r}` to from_dataframe, `class_names=` to "
-            f"from_directory and from_paths.")
+            f"`classes={[*train, *extra]!r}` to from_dataframe, `class_names=` to from_paths "
+            f"(from_directory's class_names name its folders: an empty folder for each class "
+            f"it lacks).")
 
 
 _TOLD_UNSYNCED: weakref.WeakSet[Any] = weakref.WeakSet()  # (once per Sequence)

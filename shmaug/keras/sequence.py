@@ -657,11 +657,19 @@ def _check_fit(seq: Sequence) -> None:
         # its validation batches must take the mix's loss too (unless a targets hook
         # reshapes the soft targets: then what loss is unknown)
         facade_checks.validation_labels(seq.mix, validation)
-    facade_checks.validation_classes(seq.x, getattr(validation, "x", None))
+    facade_checks.validation_classes(*(_source_labelled(s) for s in (seq, validation)))
     facade_checks.resumed_unsynced(seq, stack.fit_argument("initial_epoch"),
                                    stack.fit_argument("epoch"),
                                    stack.fit_argument("steps_per_epoch"),
                                    stack.fit_argument("callbacks"))
+
+
+def _source_labelled(seq: Any) -> Any:
+    """The source a Sequence's labels are read from (an ``ImageFiles`` whose classes number
+    them), or None: labels of its own (a ``y`` given), or not a Sequence."""
+    source = getattr(seq, "x", None)
+    given = seq.targets_as_given() if isinstance(seq, Sequence) else None
+    return source if given is not None and given is getattr(source, "labels", None) else None
 
 
 def _warn_what_inference_reads(seq: Sequence) -> None:

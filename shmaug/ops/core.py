@@ -244,7 +244,8 @@ _THEIRS = {
     "height_shift_range": "ImageDataGenerator's: Op('translate', y=(-h, h))",
     "zoom_range": "ImageDataGenerator's: Op('zoom', height_factor=(-z, z), width_factor=(-z, z))",
     "shear_range": "ImageDataGenerator's, in degrees: Op('shear', x=(-t, t)) with t its tangent",
-    "brightness_range": "ImageDataGenerator's: Op('brightness_contrast', brightness=(a, b))",
+    "brightness_range": "ImageDataGenerator's: Op('brightness_contrast', brightness=(a, b), "
+                        "contrast=1.0)",
 }
 
 

@@ -253,12 +253,14 @@ def interp_code(interpolation: Any, allowed: Sequence[str] = ("nearest", "linear
 def channels_first(shape: tuple[int, ...]) -> bool:
     """Whether an image of ``shape`` (3 axes) is laid out channels-first (C, H, W): read as
     (H, W, C) it would be at most 4 rows of at least 8 pixels with more than 4 channels, or
-    rows fewer than half its columns and half its channels (8 frames of 64x64, a grey clip:
-    8 rows of 64 pixels in 64 channels), which no real image is, and which ops would garble (a
-    rotation turns C rows into one another). (8x8 patches of 13 bands are real, and so are
-    9x9 patches of 100: told apart.)"""
+    as many channels as columns and a third as many rows (8 to 21 frames of 64x64, a grey
+    clip: 8 rows of 64 pixels in 64 channels), which no real image is, and which ops would
+    garble (a rotation turns C rows into one another). (8x8 patches of 13 bands are real, and
+    so are 32x64 patches of 103 bands, and grey clips folded into 32x64 images of 64 frames:
+    told apart.)"""
     rows, columns, channels = shape
-    return channels > 4 and columns >= 8 and (rows <= 4 or 2 * rows <= min(columns, channels))
+    return channels > 4 and columns >= 8 and (
+        rows <= 4 or columns == channels and 3 * rows <= columns)
 
 
 def check_image(image: Any) -> np.ndarray:

@@ -448,19 +448,19 @@ class ImageFiles(O.ImageSource):
 def _frame_labels(dataframe: Any, x_col: str, y_col: str, classes: Sequence[str] | None
                   ) -> tuple[list[Any], Sequence[str] | None]:
     """The labels in ``y_col`` and the class names, checked: no missing label, one class per
-    row, every class in ``classes``; a pandas Categorical's categories are the class names
-    (all of them: a fold or a holdout without one class numbers the others as the training
-    set does)."""
+    row, every class in ``classes``; a pandas Categorical's categories, sorted, are the class
+    names (all of them: a fold or a holdout without one class numbers the others as the
+    training set does)."""
     column = dataframe[y_col]
     labels = column.tolist()
     isna = getattr(column, "isna", None)  # (pandas' NA has no truth value: its own test)
     gaps = isna().tolist() if callable(isna) else [v is None or v != v for v in labels]
-    missing = [i for i, gap in zip(dataframe.index, gaps) if gap]
+    missing = [row for row, gap in enumerate(gaps) if gap]
     if missing:
         raise ArgumentError(
             f"`y_col`={y_col!r} has no label in {len(missing)} row(s), e.g. index "
-            f"{missing[0]!r} ({dataframe.loc[missing[0], x_col]!r}). Fix: leave them out, "
-            f"df.dropna(subset=[{y_col!r}]), or give them a class.")
+            f"{dataframe.index[missing[0]]!r} ({dataframe[x_col].iloc[missing[0]]!r}). Fix: "
+            f"leave them out, df.dropna(subset=[{y_col!r}]), or give them a class.")
     several = next((v for v in labels if isinstance(v, (list, tuple, set, np.ndarray))), None)
     if several is not None:
         raise ArgumentTypeError(
@@ -477,7 +477,7 @@ def _frame_labels(dataframe: Any, x_col: str, y_col: str, classes: Sequence[str]
             f"e.g. shmaug.Sequence(files, df[{y_col!r}].to_numpy(), ...).")
     names = bool(labels) and all(isinstance(v, str) for v in labels)
     if classes is None and names and str(getattr(column, "dtype", "")) == "category":
-        classes = [str(c) for c in column.cat.categories]
+        classes = sorted(str(c) for c in column.cat.categories)  # sorted, as names always are
     elif classes is not None and names:
         left_out = sorted(set(labels) - {str(c) for c in classes})
         if left_out:

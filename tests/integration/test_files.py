@@ -143,9 +143,10 @@ def test_a_categorical_column_numbers_every_category_also_those_a_subset_lacks(f
     """A fold without one class numbered the others from 0: its labels scored as others."""
     pd = pytest.importorskip("pandas")
     df = pd.DataFrame({"filename": ["bee/0.jpg", "cat/0.png"],
-                       "class": pd.Categorical(["bee", "cat"], categories=["ant", "bee", "cat"])})
+                       "class": pd.Categorical(["bee", "cat"], categories=["cat", "ant", "bee"],
+                                               ordered=True)})
     files = ImageFiles.from_dataframe(df, folder, image_size=(8, 8))
-    assert files.class_indices == {"ant": 0, "bee": 1, "cat": 2}
+    assert files.class_indices == {"ant": 0, "bee": 1, "cat": 2}  # sorted, as names always are
     assert files.labels.tolist() == [1, 2]
 
 
@@ -164,10 +165,15 @@ def test_validation_files_numbering_their_classes_otherwise_are_refused_when_fit
             if refused:
                 with pytest.raises(shmaug.ArgumentError, match=r"numbers its classes otherwise.*"
                                    r"\{'bee': 0, 'cat': 1\} against.*it has no \['ant'\].*"
-                                   r"classes=\['ant', 'bee', 'cat'\]"):
+                                   r"classes=\['ant', 'bee', 'cat'\].*empty folder"):
                     model.fit(t, validation_data=v, epochs=1, verbose=0)
             else:
                 model.fit(t, validation_data=v, epochs=1, verbose=0)
+    # labels of their own (y given): the sources' class numbers are not theirs
+    val = ImageFiles.from_dataframe(rows, folder, image_size=(8, 8))
+    with shmaug.Sequence(train, np.arange(8) % 3, batch_size=4, workers=0) as t, \
+            shmaug.Sequence(val, np.array([1, 2]), batch_size=4, workers=0) as v:
+        model.fit(t, validation_data=v, epochs=1, verbose=0)
 
 
 def test_paths_without_an_extension_are_told_to_add_it(folder):

@@ -100,6 +100,34 @@ def test_a_memory_map_a_load_reads_reaches_the_workers_as_its_file(tmp_path, met
         assert max(copied) < 64 * 2**20, copied  # a copy: more than the file's 97 MiB
 
 
+class Cache:
+    """A user's reader that writes what it read into a map of its own (``mode="w+"``)."""
+
+    def __init__(self, path, source):
+        self.source = source
+        self.cache = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8,
+                                               shape=source.shape)
+
+    def __call__(self, index):
+        self.cache[index] = self.source[index]
+        return np.asarray(self.cache[index])
+
+
+def test_writable_or_unlinked_maps_still_reach_the_workers_as_copies(tmp_path):
+    """Only a read-only map goes as its file: a worker writing into a writable one was told
+    "assignment destination is read-only", and one whose file was unlinked (a temporary
+    file) failed to map in every worker."""
+    source = np.arange(16 * 4 * 4, dtype=np.uint8).reshape(16, 4, 4)
+    gone = tmp_path / "gone.npy"
+    np.save(gone, source)
+    unlinked = np.load(gone, mmap_mode="r")
+    gone.unlink()
+    for load in (Cache(tmp_path / "cache.npy", source), unlinked.__getitem__):
+        with shmaug.Loader(list(range(16)), batch_size=8, load=load, augment=_ops.identity,
+                           workers=1, start_method="fork") as loader:
+            np.testing.assert_array_equal(np.concatenate([xb for xb, _ in loader]), source)
+
+
 def private_dirty(pid: int) -> int:
     """Bytes a process has written of its own: a copy of the data would land here. Not USS,
     which also counts the clean file pages that only this process happens to map (two workers

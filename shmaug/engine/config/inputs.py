@@ -370,18 +370,19 @@ def _ragged(name: str, value: Any, why: str) -> str:
     if entries and len(shapes) == len(entries) and len(set(shapes)) == 1:
         listed = name if isinstance(value, (list, tuple)) else f"list({name})"
         return f"{said}, of entries of shape {shapes[0]}. Fix: `np.stack({listed})`."
-    if entries and shapes and all(len(s) == 2 and s[1] == 4 for s in shapes):
+    if entries and shapes and any(len(s) == 2 for s in shapes) and all(
+            s == (0,) or len(s) == 2 and s[1] == 4 for s in shapes):  # (an image's [])
         return (f"{said}, of per-sample (m, 4) boxes. Fix: pass them under "
                 f"y={{'bounding_boxes': {{'boxes': ..., 'labels': ...}}}} with "
                 f"`bounding_box_format=`: shmaug pads each batch's (docs/detection.md).")
     seen = ", ".join(str(s) for s in dict.fromkeys(shapes[:50])) if shapes else ""
     said += f", of entries of shapes {seen}" if seen else ""
     if shapes and all(len(s) >= 2 and s[1:] == shapes[0][1:] for s in shapes):
-        return (f"{said}. Fix: pad each to the largest count with rows of -1, e.g. m = max("
-                f"map(len, {name})); np.stack([np.concatenate([e, np.full((m - len(e), "
-                f"*e.shape[1:]), -1, e.dtype)]) for e in {name}]); several people's "
-                f"keypoints then go in as rows of one, reshaped to (N, m * K, 3) "
-                f"(docs/detection.md).")
+        return (f"{said}. Fix: pad each to the largest count with rows of -1, e.g. rows = "
+                f"[np.asarray(e, np.float32) for e in {name}]; m = max(map(len, rows)); "
+                f"np.stack([np.concatenate([e, np.full((m - len(e), *e.shape[1:]), -1, "
+                f"e.dtype)]) for e in rows]); several people's keypoints then go in as rows "
+                f"of one, reshaped to (N, m * K, 3) (docs/detection.md).")
     return (f"{said}. Fix: pad them to one length, e.g. `keras.utils.pad_sequences({name}, "
             f"padding='post', value=-1)`, and pass each one's length beside them where the "
             f"loss needs it (a CTC loss: docs/ops.md#text-lines-ocr-handwriting).")
@@ -921,12 +922,13 @@ def _out_of_range(vr: tuple[float, float], origin: str, dtype: Any, low: float, 
     span more, which the ops would clip without a word."""
     said = {"given": "", "pipeline": " (`augment`'s own: its Compose's or Keras layers')",
             "dtype": f" (the default for {np.dtype(dtype)} images)"}[origin]
-    if whole is None:
-        guess, seen = "(low, high)", (" (only the first sample is read here: take the range "
-                                      "of all the data, e.g. a memory map's min and max in "
-                                      "chunks)")
+    guess = str(range_guess(*(whole or (low, high))))
+    if whole is None:  # (a guess that holds the first sample may clip the others)
+        guess, seen = f"{guess} if all the data lies there", (
+            " (only the first sample is read here: check the range of all the data, e.g. a "
+            "memory map's min and max in chunks)")
     else:
-        guess, seen = str(range_guess(*whole)), f" (all of x: {whole[0]:g}..{whole[1]:g})"
+        seen = f" (all of x: {whole[0]:g}..{whole[1]:g})"
     where = (f"to the pipeline, e.g. Compose([...], value_range={guess}) or the Keras "
              f"layers' value_range=" if origin == "pipeline" else f"e.g. value_range={guess}")
     return ArgumentError(

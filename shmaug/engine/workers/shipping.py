@@ -24,6 +24,7 @@ import dis
 import functools
 import io
 import logging
+import os
 import pickle
 import sys
 import sysconfig
@@ -70,10 +71,15 @@ class _Referrals(pickle.Pickler):
 
 
 def _remapped(obj: Any) -> Any:
-    """A memory map of a file as its file's name, to map again (``store.remapped``); anything
-    else (a copy-on-write or strided map too: ``mapped_file_handle``) as pickle does it."""
-    handle = mapped_file_handle(obj) if isinstance(obj, np.memmap) else None
-    return NotImplemented if handle is None else (remapped, (handle,))
+    """A read-only memory map of a file as its file's name, to map again read-only
+    (``store.remapped``); anything else as pickle does it, a copy: a writable map (``r+``,
+    ``w+``: a worker's writes must stay its own, as on its copy), a copy-on-write or strided
+    one (``mapped_file_handle``), or one whose file is gone (a temporary file unlinked)."""
+    if not isinstance(obj, np.memmap) or obj.mode != "r":
+        return NotImplemented
+    handle = mapped_file_handle(obj)
+    return NotImplemented if handle is None or not os.path.isfile(handle.name) else \
+        (remapped, (handle,))
 
 
 def pickled(obj: Any, start_method: str | None = None) -> tuple[bytes, bytes | None]:

@@ -107,12 +107,7 @@ def from_coco(
     ids, names = _categories(source, data["categories"], class_names)
     table, image_ids = _images(source, data["images"], os.fspath(images))
     listed = list(data.get("annotations") or ())
-    if any(isinstance(a, dict) and a.get("num_keypoints") for a in listed):
-        warn(f"{source} holds keypoints (a person_keypoints file), which from_coco does not "
-             f"read: its boxes and labels come back, its keypoints do not. For a pose model "
-             f"read them with pycocotools, a (people * K, 3) row per image, their v=0 joints "
-             f"set to -1, and pass y={{'keypoints': ...}} with keypoint_format='xy' "
-             f"(docs/detection.md).")
+    _tell_keypoints(source, listed)
     _boxes(source, listed, table, image_ids, ids, keep_crowd)
     files, y, table = B.assemble(
         source, table, names, image_size=image_size, bounding_box_format=fmt,
@@ -128,6 +123,16 @@ def from_coco(
                               table.labels[order] + 1, table.sizes, files.image_size, kind,
                               y["boxes"].shape[1], len(names))
     return files, {**y, "masks" if kind == "instances" else "segmentation_masks": drawn}
+
+
+def _tell_keypoints(source: str, listed: list[Any]) -> None:
+    """A person_keypoints file reads as a detection file: say that its keypoints are not."""
+    if any(isinstance(a, dict) and a.get("num_keypoints") for a in listed):
+        warn(f"{source} holds keypoints (a person_keypoints file), which from_coco does not "
+             f"read: its boxes and labels come back, its keypoints do not. For a pose model "
+             f"read them with pycocotools, a (people * K, 3) row per image, their v=0 joints "
+             f"set to -1, and pass y={{'keypoints': ...}} with keypoint_format='xy' "
+             f"(docs/detection.md).")
 
 
 def _read(source: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
