@@ -428,7 +428,7 @@ def _objects(*entries: Any) -> np.ndarray:
     # "convert it with np.asarray(y, dtype=...)", which raised numpy's "inhomogeneous shape"
     (_objects(np.array([1]), np.array([2, 3]), np.array([4]), np.array([5])), r"pad_sequences"),
     (_objects(*np.eye(4)), r"dtype object, of entries of shape \(4,\)\. Fix: `np.stack\(list\(y\)\)`"),
-    (_objects(*(np.zeros((m, 4)) for m in (1, 2, 0, 3))), r"\(m, 4\) boxes.*'bounding_boxes'"),
+    (_objects(*(np.zeros((m, 4)) for m in (1, 2, 0, 3))), r"\(m, 4\) rows.*'bounding_boxes'"),
 ], ids=["lists", "dict", "arrays", "objects", "objects-stacking", "boxes"])
 def test_ragged_targets_name_the_argument_and_a_fix_that_works(y: Any, fix: str) -> None:
     x = np.zeros((4, 8, 8), np.uint8)

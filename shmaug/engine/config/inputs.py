@@ -360,32 +360,48 @@ def _target(name: str, value: Any, n: int) -> np.ndarray:
 
 
 def _ragged(name: str, value: Any, why: str) -> str:
-    """What to do with per-sample entries that are not one numeric array: stacked where they
-    share a shape, padded (with their lengths beside them) where they do not (the labels of
-    OCR, a CTC loss's); boxes go where shmaug pads them itself."""
+    """What to do with per-sample entries that are not one numeric array: single values (a
+    pandas column of names) converted; each image's boxes put where they move and shmaug pads
+    them; same-shaped rows stacked; rows of several counts padded (keypoints with -1, masks
+    with 0), or sequences padded with their lengths beside them (OCR's labels, for CTC)."""
     entries = _per_sample(value, len(value)) if hasattr(value, "__len__") else None
-    shapes = [np.shape(e) for e in entries or () if not isinstance(e, (str, bytes))]
     said = f"`{name}` must be one numeric (or string) array with an entry per sample; " \
            f"received {why}"
-    if entries and len(shapes) == len(entries) and len(set(shapes)) == 1:
-        listed = name if isinstance(value, (list, tuple)) else f"list({name})"
+    if not entries:
+        return f"{said}. Fix: pass one array of one entry per sample."
+    if all(isinstance(e, (str, bytes)) or np.ndim(e) == 0 for e in entries):
+        gaps = any(e is None or e != e for e in entries)  # (None, NaN)
+        return (f"{said}, of single values{' and missing ones' if gaps else ''}. Fix: "
+                f"{'fill or drop the missing ones, then ' if gaps else ''}convert them, "
+                f"np.asarray({name}, dtype=str) for names (or an int or float dtype).")
+    shapes = [np.shape(e) for e in entries]
+    filled = [s for s in shapes if s != (0,)]  # (an image with none: [])
+    listed = name if isinstance(value, (list, tuple)) else f"list({name})"
+    if filled and all(len(s) == 2 and s[1] == 4 for s in filled):
+        return (f"{said}, of per-sample (m, 4) rows. Fix: if they are each image's boxes, pass "
+                f"them under y={{'bounding_boxes': {{'boxes': ..., 'labels': ...}}}} with "
+                f"`bounding_box_format=`, which moves them with their image and pads each "
+                f"batch's (a plain array is not moved; docs/detection.md)"
+                + (f"; other rows: `np.stack({listed})`." if len(set(shapes)) == 1 else "."))
+    if len(set(shapes)) == 1:
         return f"{said}, of entries of shape {shapes[0]}. Fix: `np.stack({listed})`."
-    if entries and shapes and any(len(s) == 2 for s in shapes) and all(
-            s == (0,) or len(s) == 2 and s[1] == 4 for s in shapes):  # (an image's [])
-        return (f"{said}, of per-sample (m, 4) boxes. Fix: pass them under "
-                f"y={{'bounding_boxes': {{'boxes': ..., 'labels': ...}}}} with "
-                f"`bounding_box_format=`: shmaug pads each batch's (docs/detection.md).")
-    seen = ", ".join(str(s) for s in dict.fromkeys(shapes[:50])) if shapes else ""
-    said += f", of entries of shapes {seen}" if seen else ""
-    if shapes and all(len(s) >= 2 and s[1:] == shapes[0][1:] for s in shapes):
-        return (f"{said}. Fix: pad each to the largest count with rows of -1, e.g. rows = "
-                f"[np.asarray(e, np.float32) for e in {name}]; m = max(map(len, rows)); "
-                f"np.stack([np.concatenate([e, np.full((m - len(e), *e.shape[1:]), -1, "
-                f"e.dtype)]) for e in rows]); several people's keypoints then go in as rows "
-                f"of one, reshaped to (N, m * K, 3) (docs/detection.md).")
+    said += f", of entries of shapes {', '.join(str(s) for s in dict.fromkeys(shapes[:50]))}"
+    if filled and all(len(s) >= 2 and s[1:] == filled[0][1:] for s in filled):
+        rest = ", ".join(str(k) for k in filled[0][1:])
+        masks = "mask" in name  # (padded with empty masks of their dtype; others with -1)
+        rows = "np.asarray(e)" if masks else "np.asarray(e, np.float32)"
+        pad = "0" if masks else "-1"
+        return (f"{said}. Fix: pad each to the largest count with {pad}, e.g. rows = [{rows}"
+                f".reshape(-1, {rest}) for e in {name}]; m = max(map(len, rows)); np.stack(["
+                f"np.concatenate([e, np.full((m - len(e), {rest}), {pad}, e.dtype)]) for e "
+                f"in rows])" + ("" if masks else "; several people's keypoints then go in as "
+                                "rows of one, reshaped to (N, m * K, 3)")
+                + " (docs/detection.md).")
+    floats = ", dtype='float32'" if any(np.asarray(e).dtype.kind == "f" for e in entries) \
+        else ""
     return (f"{said}. Fix: pad them to one length, e.g. `keras.utils.pad_sequences({name}, "
-            f"padding='post', value=-1)`, and pass each one's length beside them where the "
-            f"loss needs it (a CTC loss: docs/ops.md#text-lines-ocr-handwriting).")
+            f"padding='post', value=-1{floats})`, and pass each one's length beside them "
+            f"where the loss needs it (a CTC loss: docs/ops.md#text-lines-ocr-handwriting).")
 
 
 Path = tuple[Any, ...]

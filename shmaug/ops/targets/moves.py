@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, cast
 
 import cv2
 import numpy as np
@@ -67,6 +68,14 @@ class Move:
     def mask(self, mask: np.ndarray, fill: float) -> np.ndarray:
         """``mask`` (H, W[, C]) moved, nearest-neighbour; ``fill`` where nothing comes in."""
         raise NotImplementedError
+
+    def bringing_nothing_in(self) -> Move:
+        """This move with a constant border: what the image's reflect or wrap border brought
+        in is nothing for a mask of one instance (a mirrored copy outside its box)."""
+        if self.border == cv2.BORDER_CONSTANT:
+            return self
+        moved: Move = dataclasses.replace(cast(Any, self), border=cv2.BORDER_CONSTANT)
+        return moved
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,9 @@ What happens to each (as albumentations does it, in Keras' padded layout):
 - a keypoint moves; one that leaves the image becomes a row of -1 (marked invisible: its index
   keeps its meaning, which dropping it would not), and stays so;
 - ``masks`` with one mask per box row (as many as the boxes: ``from_coco(masks="instances")``)
-  lose the mask of a box that is dropped, as torchvision's ``SanitizeBoundingBoxes`` does.
+  lose the mask of a box that is dropped, as torchvision's ``SanitizeBoundingBoxes`` does,
+  and take 0 where a warp brings in what was not there, whatever its border and
+  ``mask_fill`` (a reflected copy of an instance is no part of it, as its box says).
 
 The boxes are moved by ``box_moves``: at once, or with the other samples of a worker's task.
 
@@ -140,15 +142,19 @@ def _check_size(name: str, mask: np.ndarray, shape: tuple[int, ...], stacked: bo
 
 def _masks(mask: np.ndarray | Undrawn, moves: list[Move], fill: float, stacked: bool
            ) -> np.ndarray:
+    if stacked:  # one mask per box: what a reflect or wrap border brings in is no part of
+        # its instance (a mirrored copy outside its box), nor is an ignore label (mask_fill)
+        moves = [m.bringing_nothing_in() for m in moves]
+        fill = 0.0
     if isinstance(mask, Undrawn):
         mask, moves = _drawn(mask, moves, fill)
-    if stacked:  # an empty mask (a padding row) stays empty where nothing else comes in
+    if stacked:  # an empty mask (a padding row) stays empty
         if not len(mask) or not moves:
             return mask
         height, width = moves[-1].size
         empty = np.zeros((height, width, *mask.shape[3:]), mask.dtype)
-        return np.stack([empty if not fill and not m.any() else
-                         _masks(m, moves, fill, False) for m in mask])
+        return np.stack([empty if not m.any() else _masks(m, moves, fill, False)
+                         for m in mask])
     for m in moves:
         mask = m.mask(mask, fill)
     return mask
