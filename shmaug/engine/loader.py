@@ -351,7 +351,8 @@ class Loader:
 
     def batch(self, index: int, *, epoch: int | None = None,
               in_order: bool = False) -> tuple[np.ndarray, Any]:
-        """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies.
+        """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies (also
+        under ``copy=False``, which lends a pass's: a look must not take a lent one's slot).
 
         Random access is allowed; batches after this one are prefetched on the guess that
         the consumer goes on in order. A negative ``index`` counts from the end, as for
@@ -359,8 +360,7 @@ class Loader:
         dataset's order even when the loader shuffles (each sample augmented as in that
         epoch's shuffled pass): how a ``Sequence`` serves ``evaluate`` and ``predict``.
         """
-        return self._batch(index, epoch, in_order,
-                           Handoff.COPY if self.copy else Handoff.UNTIL_NEXT)
+        return self._batch(index, epoch, in_order, Handoff.COPY)
 
     def _batch(self, index: int, epoch: int | None, in_order: bool,
                handoff: Handoff) -> tuple[np.ndarray, Any]:
@@ -460,7 +460,7 @@ class Loader:
                                     slots=None if run.ring is None else run.ring.slots)
 
     def __enter__(self: L) -> L:
-        return self
+        return self._ensure_open() or self  # (closed: fails here, not at its first batch)
 
     def __exit__(self, *exc: object) -> None:
         self.close()

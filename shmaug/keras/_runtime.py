@@ -187,4 +187,5 @@ def data_of(images: Any, load: Any, *, y: Any, inputs: Any, sample_weight: Any) 
         "inputs": inputs_.targets(inputs or None, data.n, "x"),
         "sample_weight": inputs_.targets(sample_weight, data.n, "sample_weight"),
     }
+    inputs_.weights(side["sample_weight"])
     return dataclasses.replace(data, y=side, shown=describe.brief(data.x), labels_at=("y",))

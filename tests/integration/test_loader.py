@@ -761,3 +761,19 @@ def test_two_threads_iterating_one_loader_take_turns():
     got = sorted(passes, key=lambda p: p[0][0].tobytes() == expected[1][0][0].tobytes())
     for epoch, batches in zip(expected, got):
         assert_same_batches(batches, epoch)
+
+
+def test_a_random_access_batch_is_a_copy_also_under_copy_false():
+    """copy=False: a batch(0) taken mid-pass (images to log) took the slot of the batch a step
+    still read, which changed under it (14 of 16 steps); batch() said it returns copies."""
+    x = np.arange(64 * 4 * 4, dtype=np.uint32).reshape(64, 4, 4).astype(np.float32)
+    with shmaug.Loader(x, batch_size=4, augment=_ops.identity, workers=2, seed=0,
+                       copy=False) as loader:
+        for i, (xb, _) in enumerate(loader):
+            held = xb.copy()
+            look, _ = loader.batch(0)
+            assert look.flags.owndata or look.base is None or look.base.flags.owndata
+            np.testing.assert_array_equal(xb, held)  # the lent batch, untouched by the look
+            np.testing.assert_array_equal(look, x[:4])
+            if i == 6:
+                break

@@ -643,3 +643,21 @@ def test_a_list_of_clips_is_told_to_stack_their_frames_as_channels() -> None:
                                                    r"np.stack\(x\).*transpose\(0, 2, 3, 1, 4\)"
                                                    r".*open_memmap"):
         shmaug.Loader(clips, batch_size=2, workers=0)
+
+
+def test_names_in_a_pandas_column_are_strings_and_a_closed_loader_is_no_context() -> None:
+    """A column of class names (object dtype; pandas 3's str; a category) was refused as an
+    object array, where the same names in a list were taken; `with` on a closed loader
+    passed, to fail at its first batch."""
+    pd = pytest.importorskip("pandas")
+    names = ["cat", "dog", "cat", "bird"]
+    for y in (pd.Series(names), pd.Series(names, dtype="category"), np.array(names, object)):
+        with shmaug.Loader(np.zeros((4, 4, 4), np.uint8), y, batch_size=2, workers=0) as ok:
+            assert ok.batch(1)[1].tolist() == ["cat", "bird"]
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"missing ones.*dtype=str"):
+        shmaug.Loader(np.zeros((4, 4, 4), np.uint8), np.array(["a", None, "b", "c"], object))
+    loader = shmaug.Loader(np.zeros((4, 4, 4), np.uint8), batch_size=2, workers=0)
+    loader.close()
+    with pytest.raises(shmaug.ClosedError):
+        with loader:
+            pass

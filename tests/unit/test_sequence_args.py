@@ -409,3 +409,17 @@ def test_image_data_generators_iterator_attributes_are_told_where_they_went() ->
         assert not hasattr(seq, "class_indices")
         with pytest.raises(AttributeError, match=r"no attribute 'nonesuch'$"):
             seq.nonesuch  # noqa: B018
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -1.0])
+def test_sample_weights_must_be_finite_and_not_negative(bad) -> None:
+    """One NaN weight made every weight of the model NaN at its first step; a negative one
+    trained its sample the other way; sampling_weights refused both already."""
+    weights = np.ones(10)
+    weights[5] = bad
+    with pytest.raises(shmaug.ArgumentError, match=r"`sample_weight` must be finite and >= 0"
+                                                   r".* at sample 5.*nan_to_num"):
+        shmaug.Sequence(X, np.arange(10), sample_weight=weights, batch_size=4, workers=0)
+    with pytest.raises(shmaug.ArgumentError, match=r"`sample_weight\['out'\]`"):
+        shmaug.Sequence(X, {"out": np.arange(10)}, sample_weight={"out": weights},
+                        batch_size=4, workers=0)

@@ -409,9 +409,10 @@ def bfloat16(name: str) -> np.dtype:
 
 
 def _unsharded_ranks() -> None:
-    """Warn where torch.distributed runs several ranks (DDP, Lightning, Accelerate) and the
-    data is not sharded: none of them shards a Loader (they leave what is no DataLoader as
-    it is), so every rank trained on the same batches, without a word."""
+    """Warn where torch.distributed runs several ranks (DDP, Lightning, Accelerate), or
+    jax.distributed several processes, and the data is not sharded: none of them shards a
+    Loader (they leave what is no DataLoader as it is), so every rank trained on the same
+    batches, without a word. Neither framework is imported here."""
     dist = getattr(sys.modules.get("torch"), "distributed", None)
     try:
         ranks = dist.get_world_size() if dist is not None and dist.is_available() and \
@@ -424,6 +425,14 @@ def _unsharded_ranks() -> None:
              f"Accelerate shard only a DataLoader). Fix: pass num_shards={ranks}, "
              f"shard_index=torch.distributed.get_rank() (num_shards=1 to read it whole on "
              f"purpose).")
+    # jax.distributed.initialize()'s state (its client set, the process count it was given)
+    state = getattr(sys.modules.get("jax._src.distributed"), "global_state", None)
+    processes = getattr(state, "num_processes", 1) if getattr(state, "client", None) else 1
+    if isinstance(processes, int) and processes > 1:
+        warn(f"jax.distributed runs {processes} processes, and this loader reads the whole "
+             f"dataset in each: every process would train on the same batches. Fix: pass "
+             f"num_shards=jax.process_count(), shard_index=jax.process_index() (num_shards=1 "
+             f"to read it whole on purpose).")
 
 
 def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:

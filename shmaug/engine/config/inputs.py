@@ -313,6 +313,25 @@ def targets(y: Any, n: int, name: str = "y") -> Any:
     return _target(name, y, n)
 
 
+def weights(tree: Any, name: str = "sample_weight") -> None:
+    """Sample weights (an array, or a dict / list of them per output) that are finite and
+    >= 0: one NaN or inf made every weight of the model NaN at its first step, and a
+    negative one trained that sample the other way, without a word (Keras takes them)."""
+    for where, leaf in _leaves(tree):
+        if not isinstance(leaf, np.ndarray) or leaf.dtype.kind not in "biuf" or not leaf.size:
+            continue
+        bad = ~np.isfinite(leaf) | (leaf < 0) if leaf.dtype.kind == "f" else leaf < 0
+        if bad.any():
+            at = int(np.flatnonzero(bad.reshape(len(leaf), -1).any(axis=1))[0])
+            said = name + "".join(f"[{k!r}]" for k in where)
+            value = leaf[at].tolist()
+            raise ArgumentError(
+                f"`{said}` must be finite and >= 0; received {value} at sample {at}. Fix: "
+                f"clean the weights first, e.g. "
+                f"np.nan_to_num({said}, nan=0.0, posinf=0.0).clip(0) (a weight of 0 leaves "
+                f"that sample out of the loss).")
+
+
 def _refuse_rows_as_outputs(y: list[Any] | tuple[Any, ...], n: int, name: str) -> None:
     """A list of ``n`` arrays, none of ``n`` entries, is per-sample rows
     (``[to_categorical(l, k) for l in labels]``, each image's boxes, a line's characters),
@@ -354,6 +373,8 @@ def _target(name: str, value: Any, n: int) -> np.ndarray:
             + (", as an array or a list of per-sample arrays." if array.ndim == 0
                and not np.isscalar(value) else ".")
         )
+    if array.dtype.kind == "O" and len(array) and all(isinstance(v, str) for v in array.flat):
+        array = array.astype(str)  # names in a pandas column (its object or str dtype)
     if array.dtype.kind == "O":
         raise ArgumentTypeError(_ragged(name, array, "an array of dtype object"))
     return array
