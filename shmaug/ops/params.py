@@ -251,16 +251,21 @@ def interp_code(interpolation: Any, allowed: Sequence[str] = ("nearest", "linear
 
 
 def channels_first(shape: tuple[int, ...]) -> bool:
-    """Whether an image of ``shape`` (3 axes) is laid out channels-first (C, H, W): read as
-    (H, W, C) it would be at most 4 rows of at least 8 pixels with more than 4 channels, or
-    as many channels as columns and a third as many rows (8 to 21 frames of 64x64, a grey
-    clip: 8 rows of 64 pixels in 64 channels), which no real image is, and which ops would
-    garble (a rotation turns C rows into one another). (8x8 patches of 13 bands are real, and
-    so are 32x64 patches of 103 bands, and grey clips folded into 32x64 images of 64 frames:
-    told apart.)"""
+    """Whether an image of ``shape`` (3 axes) is laid out channels-first (C, H, W) with 1 to 4
+    channels: read as (H, W, C) it would be at most 4 rows of at least 8 pixels with more
+    than 4 channels, which no real image is, and which ops would garble (a rotation turns C
+    rows). (8x8 patches of 13 bands are real: more channels first are not told apart.)"""
     rows, columns, channels = shape
-    return channels > 4 and columns >= 8 and (
-        rows <= 4 or columns == channels and 3 * rows <= columns)
+    return rows <= 4 and columns >= 8 and channels > 4
+
+
+def frames_first(shape: tuple[int, ...]) -> bool:
+    """Whether an image of ``shape`` (3 axes) looks like a grey clip or volume, frames first
+    (T, H, W): as many channels as columns, and a third as many rows (8 of 64x64: read as 8
+    rows of 64 pixels in 64 channels, whose rotation blends the frames). Patches of as many
+    bands as columns are real too (21x64 of 64 bands): told, not refused."""
+    rows, columns, channels = shape
+    return channels > 4 and columns == channels and 3 * rows <= columns
 
 
 def check_image(image: Any) -> np.ndarray:

@@ -13,7 +13,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError, got, warn
-from ...ops.params import SUPPORTED_DTYPES, channels_first, dtype_range, outside, range_guess
+from ...ops.params import (SUPPORTED_DTYPES, channels_first, dtype_range, frames_first,
+                           outside, range_guess)
 from ...ops.params import value_range as checked_range
 from ...ops.core import BLENDED, WARPED
 from ...ops.plan import Plan
@@ -187,6 +188,14 @@ def pipeline_input(plan: Plan, x: Any) -> None:
             f"become channels, which geometric ops move alike), and keep the model "
             f"channels-last (Keras' default data_format)."
         )
+    if x.ndim == 4 and frames_first(x.shape[1:]):
+        n, t, h, w = x.shape
+        warn(f"`x` has shape {x.shape}: read as {n} images of {t} rows, {h} columns and {w} "
+             f"channels. If they are clips or volumes of {t} grey frames of {h}x{w}, frames "
+             f"first, shmaug's ops would blend neighbouring frames. Fix: x = np.moveaxis(x, 1, "
+             f"-1) (frames become channels, which geometric ops move alike); if they are "
+             f"images of {w} bands, leave x as it is (warnings.filterwarnings('ignore', "
+             f"'`x` has shape') silences this).")
 
 
 def stored_as(images: np.ndarray | None, dtype: np.dtype | None) -> None:
