@@ -308,8 +308,9 @@ class Loader:
         # The cursor moves on as the pass starts: a pass cut short never repeats its epoch.
         run, epoch, start = self._cursor.begin()
         try:
-            for batch in range(start, len(self)):
-                out = self.batch(batch, epoch=epoch)
+            for batch in range(start, len(self)):  # (a pass lends, under copy=False)
+                out = self._batch(batch, epoch, False, Handoff.COPY if self.copy else
+                                  Handoff.UNTIL_NEXT)
                 self._cursor.handed(run, batch)  # a state saved now resumes after it
                 yield out
         finally:
@@ -351,15 +352,14 @@ class Loader:
 
     def batch(self, index: int, *, epoch: int | None = None,
               in_order: bool = False) -> tuple[np.ndarray, Any]:
-        """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies (also
-        under ``copy=False``, which lends a pass's: a look must not take a lent one's slot).
+        """Batch ``index`` of ``epoch`` (default: the current one) as ``(x, y)`` copies, also
+        under ``copy=False`` (which lends a pass's batches, each until the next ask: this too).
 
         Random access is allowed; batches after this one are prefetched on the guess that
         the consumer goes on in order. A negative ``index`` counts from the end, as for
-        ``seq[-1]`` and any Python sequence. ``in_order=True`` reads the epoch in the
-        dataset's order even when the loader shuffles (each sample augmented as in that
-        epoch's shuffled pass): how a ``Sequence`` serves ``evaluate`` and ``predict``.
-        """
+        ``seq[-1]``. ``in_order=True`` reads the epoch in the dataset's order even when the
+        loader shuffles (each sample augmented as in that epoch's shuffled pass): how a
+        ``Sequence`` serves ``evaluate`` and ``predict``."""
         return self._batch(index, epoch, in_order, Handoff.COPY)
 
     def _batch(self, index: int, epoch: int | None, in_order: bool,

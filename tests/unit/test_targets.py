@@ -483,8 +483,7 @@ def test_masks_of_any_dtype_and_stacked_masks_move_as_uint8_ones_do() -> None:
     assert (base["mask"] == 7).any()  # the corners the rotation brought in
     stacked = np.stack([targets["mask"], 1 - targets["mask"]])
     got = pipe.augment_targets(image, {"masks": stacked}, np.random.default_rng(0))[1]["masks"]
-    # one mask per box: 0 where the rotation brought nothing in, whatever mask_fill says
-    np.testing.assert_array_equal(got[0], np.where(base["mask"] == 7, 0, base["mask"]))
+    np.testing.assert_array_equal(got[0], base["mask"])  # (no boxes: masks of their own)
 
 
 def test_a_fields_boxes_are_within_its_change_over_a_pixel_of_a_twenty_times_denser_outline():
@@ -565,18 +564,13 @@ def test_pad_boxes_keeps_extra_columns_and_refuses_rows_it_cannot_read() -> None
 @pytest.mark.parametrize("name", ["rotate", "random_resized_crop", "sine_warp"])
 def test_stacked_masks_with_empty_rows_move_as_each_mask_alone(name: str) -> None:
     """A stack's empty masks (padding rows) are not warped: what comes out is what warping
-    each alone gives, empty rows included (with a constant border: one mask per box takes
-    nothing a border brings in)."""
+    each alone gives, empty rows included."""
     image, targets = scene()
     stack = np.stack([targets["mask"], np.zeros_like(targets["mask"]), 1 - targets["mask"],
                       np.zeros_like(targets["mask"])])
     pipe = Compose([Op(name, **WARPED_OPS[name])])
     got = pipe.augment_targets(image, {"masks": stack}, np.random.default_rng(3))[1]["masks"]
-    try:
-        each = Compose([Op(name, **{**WARPED_OPS[name], "border": "constant"})])
-    except ArgumentError:  # (an op without a border)
-        each = pipe
-    alone = [each.augment_targets(image, {"mask": m}, np.random.default_rng(3))[1]["mask"]
+    alone = [pipe.augment_targets(image, {"mask": m}, np.random.default_rng(3))[1]["mask"]
              for m in stack]
     np.testing.assert_array_equal(got, np.stack(alone))
     assert got.shape[1:] == out_shape(pipe, image) and not got[1].any() and got[2].any()
@@ -676,7 +670,8 @@ def test_keypoints_a_loader_would_hand_over_unmoved_or_misread_are_refused() -> 
 def test_one_mask_per_box_takes_nothing_a_border_brings_in() -> None:
     """Instance masks under translation's and zoom's default reflect border took mirrored
     copies of their instance outside its box (19 of 43 instances), and a panoptic pipeline's
-    mask_fill=255 put 255 into binary instance masks; a semantic map keeps both."""
+    mask_fill=255 put 255 into binary instance masks; a semantic map keeps both, and so do
+    masks under that name without boxes (several per image of their own)."""
     image = np.zeros((32, 32), np.uint8)
     square = np.zeros((32, 32), np.uint8)
     square[:8, :8] = 1
@@ -691,7 +686,9 @@ def test_one_mask_per_box_takes_nothing_a_border_brings_in() -> None:
         assert set(np.unique(instance)) == {0, 1}
         assert instance.sum() == 64 and instance[10:18, 10:18].all()  # its box, and no more
         semantic = moved["segmentation_masks"]
+        untied = shift.augment_targets(image, {"masks": square[None]},
+                                       np.random.default_rng(0))[1]["masks"][0]
         if border == "reflect":  # the map reflects with its image, as before
-            assert semantic[:10, :10].any()
+            assert semantic[:10, :10].any() and untied[:10, :10].any()
         else:
-            assert (semantic[:10, :] == 255).all()
+            assert (semantic[:10, :] == 255).all() and (untied[:10, :] == 255).all()

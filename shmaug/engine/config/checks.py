@@ -425,7 +425,12 @@ def _unsharded_ranks() -> None:
              f"Accelerate shard only a DataLoader). Fix: pass num_shards={ranks}, "
              f"shard_index=torch.distributed.get_rank() (num_shards=1 to read it whole on "
              f"purpose).")
-    # jax.distributed.initialize()'s state (its client set, the process count it was given)
+    # jax.distributed.initialize()'s state (its client set, the process count it was given);
+    # not where a Keras distribution is set, whose Sequence takes its shard from it
+    keras_distribution = getattr(getattr(sys.modules.get("keras"), "distribution", None),
+                                 "distribution", None)
+    if callable(keras_distribution) and keras_distribution() is not None:
+        return
     state = getattr(sys.modules.get("jax._src.distributed"), "global_state", None)
     processes = getattr(state, "num_processes", 1) if getattr(state, "client", None) else 1
     if isinstance(processes, int) and processes > 1:

@@ -400,7 +400,8 @@ def _ragged(name: str, value: Any, why: str) -> str:
     if not entries:
         return f"{said}. Fix: pass one array of one entry per sample."
     if all(isinstance(e, (str, bytes)) or np.ndim(e) == 0 for e in entries):
-        gaps = any(e is None or e != e for e in entries)  # (None, NaN)
+        gaps = any(e is None or type(e).__name__ in ("NAType", "NaTType") or
+                   isinstance(e, float) and e != e for e in entries)  # (pandas' NA: no bool)
         return (f"{said}, of single values{' and missing ones' if gaps else ''}. Fix: "
                 f"{'fill or drop the missing ones, then ' if gaps else ''}convert them, "
                 f"np.asarray({name}, dtype=str) for names (or an int or float dtype).")

@@ -203,6 +203,11 @@ class FieldMove(Move):
                 break
         return out + 0.5
 
+    def bringing_nothing_in(self) -> Move:
+        """As it is: a field moves pixels a few at the edge, where the image's border
+        continues what the edge cut (a constant one cut holes in an instance there)."""
+        return self
+
     def mask(self, mask: np.ndarray, fill: float) -> np.ndarray:
         xs, ys = grid(*self.dx.shape)
         map_x, map_y = xs + self.dx, ys + self.dy

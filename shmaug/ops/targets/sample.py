@@ -14,8 +14,9 @@ What happens to each (as albumentations does it, in Keras' padded layout):
   keeps its meaning, which dropping it would not), and stays so;
 - ``masks`` with one mask per box row (as many as the boxes: ``from_coco(masks="instances")``)
   lose the mask of a box that is dropped, as torchvision's ``SanitizeBoundingBoxes`` does,
-  and take 0 where a warp brings in what was not there, whatever its border and
-  ``mask_fill`` (a reflected copy of an instance is no part of it, as its box says).
+  and take 0 where a matrix warp brings in what was not there, whatever its border and
+  ``mask_fill`` (a reflected copy of an instance is no part of it, as its box says; a
+  field's few pixels at the edge keep the image's border, which continues what it cut).
 
 The boxes are moved by ``box_moves``: at once, or with the other samples of a worker's task.
 
@@ -94,11 +95,15 @@ def move(targets: dict[str, np.ndarray], moves: list[Move], shape: tuple[int, ..
     with ``later`` (a task's, ``box_moves.deferring``) its boxes, their labels and one mask
     per box are completed by ``box_moves.settle(later)``."""
     out = dict(targets)
+    box_names = [n for n in BOX_NAMES if n in targets]
     for name in MASK_NAMES:
         if name in targets:
-            _check_size(name, targets[name], shape, name == "masks")
-            out[name] = _masks(targets[name], moves, options.mask_fill, name == "masks")
-    box_names = [n for n in BOX_NAMES if n in targets]
+            stacked = name == "masks"
+            _check_size(name, targets[name], shape, stacked)
+            tied = stacked and len(box_names) == 1 and (  # one mask per box row (COCO's
+                isinstance(targets[name], Undrawn)  # instances, drawn by the workers)
+                or len(targets[name]) == len(targets[box_names[0]]))
+            out[name] = _masks(targets[name], moves, options.mask_fill, stacked, tied)
     if len(box_names) > 1:  # (a loader refuses them before it starts: check_targets)
         raise ArgumentError(f"Targets {box_names} are two sets of boxes; a pipeline moves one.")
     box_name = box_names[0] if box_names else None
@@ -140,10 +145,10 @@ def _check_size(name: str, mask: np.ndarray, shape: tuple[int, ...], stacked: bo
             f"image_size).")
 
 
-def _masks(mask: np.ndarray | Undrawn, moves: list[Move], fill: float, stacked: bool
-           ) -> np.ndarray:
-    if stacked:  # one mask per box: what a reflect or wrap border brings in is no part of
-        # its instance (a mirrored copy outside its box), nor is an ignore label (mask_fill)
+def _masks(mask: np.ndarray | Undrawn, moves: list[Move], fill: float, stacked: bool,
+           tied: bool = False) -> np.ndarray:
+    if tied:  # one mask per box: what a reflect or wrap border brings in is no part of its
+        # instance (a mirrored copy outside its box), nor is an ignore label (mask_fill)
         moves = [m.bringing_nothing_in() for m in moves]
         fill = 0.0
     if isinstance(mask, Undrawn):
@@ -153,7 +158,7 @@ def _masks(mask: np.ndarray | Undrawn, moves: list[Move], fill: float, stacked: 
             return mask
         height, width = moves[-1].size
         empty = np.zeros((height, width, *mask.shape[3:]), mask.dtype)
-        return np.stack([empty if not m.any() else _masks(m, moves, fill, False)
+        return np.stack([empty if not fill and not m.any() else _masks(m, moves, fill, False)
                          for m in mask])
     for m in moves:
         mask = m.mask(mask, fill)
