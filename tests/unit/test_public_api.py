@@ -166,9 +166,10 @@ def test_every_public_module_in_dir_is_reachable_as_an_attribute():
 
 
 def test_dir_of_the_facade_lists_its_public_names_and_modules_only():
-    code = ("import shmaug.keras as k\n"
-            "assert dir(k) == ['EpochSync', 'Sequence', 'StallMonitor', 'callbacks', "
-            "'sequence'], dir(k)\n")
+    """Where Keras is installed; without it, nothing it could not fetch (the test above)."""
+    listed = ['EpochSync', 'Sequence', 'StallMonitor', 'callbacks', 'sequence'] \
+        if shmaug.platform.keras_installed() else []
+    code = f"import shmaug.keras as k\nassert dir(k) == {listed!r}, dir(k)\n"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
