@@ -388,14 +388,9 @@ class ImageFiles(O.ImageSource):
             >>> files = ImageFiles.from_dataframe(df, "images/", x_col="file", y_col="label")
         """
         unknown = {k: v for k, v in kwargs.items() if k not in _FRAME_KWARGS}
-        for name, value in unknown.items():
-            if name in _FRAME_INSTEAD:
-                raise ArgumentTypeError(
-                    f"`{name}` is not an argument of ImageFiles.from_dataframe (received "
-                    f"{name}={got(value)}). Fix: {_FRAME_INSTEAD[name].format(value=value)}.")
         if unknown:
             F.refuse_extra_args(unknown, [*_FRAME_KWARGS, "x_col", "y_col", "classes"],
-                                "from_dataframe")
+                                "from_dataframe", _FRAME_INSTEAD)
         columns = list(getattr(dataframe, "columns", []))
         if isinstance(y_col, (list, tuple)):
             raise ArgumentTypeError(
@@ -413,9 +408,9 @@ class ImageFiles(O.ImageSource):
         paths = [str(p) for p in dataframe[x_col].tolist()]
         if directory is not None:
             paths = [os.path.join(os.fspath(directory), p) for p in paths]
-        labels, classes = (None, classes) if y_col is None else \
+        labels, names = (None, classes) if y_col is None else \
             _frame_labels(dataframe, x_col, y_col, classes)
-        files = cls.from_paths(paths, labels, class_names=classes, **kwargs)
+        files = cls.from_paths(paths, labels, class_names=names, **kwargs)
         where = "" if directory is None else f", {os.fspath(directory)!r}"
         passed = dict(x_col=x_col, y_col=y_col, classes=classes, **kwargs)
         if "storage_options" in passed:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -242,11 +242,17 @@ def check_data_format(value: Any) -> None:
 
 
 def refuse_extra_args(extra: dict[str, Any], accepted: Sequence[str],
-                      method: str = "from_directory") -> None:
+                      method: str = "from_directory",
+                      instead: Mapping[str, str] | None = None) -> None:
     """``method`` given an argument it does not take: say where it belongs (Keras'
-    ``batch_size`` and ``shuffle`` go to the loader, ImageDataGenerator's names have ours)
-    or that it has no use here."""
+    ``batch_size`` and ``shuffle`` go to the loader, ImageDataGenerator's names have ours,
+    ``instead`` names what else to do for others, ``{value}`` the one given) or that it has
+    no use here."""
     for name, value in extra.items():
+        if instead and name in instead:
+            raise ArgumentTypeError(
+                f"`{name}` is not an argument of ImageFiles.{method} (received "
+                f"{name}={got(value)}). Fix: {instead[name].format(value=value)}.")
         if name in RENAMED and RENAMED[name] in accepted:
             _refuse_renamed(name, value, method)
         if name == "batch_size":
