@@ -148,6 +148,7 @@ def test_a_categorical_column_numbers_every_category_also_those_a_subset_lacks(f
     files = ImageFiles.from_dataframe(df, folder, image_size=(8, 8))
     assert files.class_indices == {"ant": 0, "bee": 1, "cat": 2}  # sorted, as names always are
     assert files.labels.tolist() == [1, 2]
+    assert "classes=" not in repr(files)  # inferred, not passed: the repr shows the call made
 
 
 @needs_keras
