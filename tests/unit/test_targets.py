@@ -397,11 +397,16 @@ def test_an_axis_aligned_moves_mask_takes_the_nearest_pixel_as_opencvs_warp(
 @pytest.mark.parametrize("name", ["scale_translate", "zoom", "translate", "rotate", "shear",
                                   "perspective"])
 @pytest.mark.parametrize("border", ["constant", "reflect", "replicate", "wrap"])
-def test_a_nearest_warps_mask_is_its_image_pixel_for_pixel(name: str, border: str) -> None:
+@pytest.mark.parametrize("channels", [1, 2, 3, 5])
+def test_a_nearest_warps_mask_is_its_image_pixel_for_pixel(name: str, border: str,
+                                                            channels: int) -> None:
     """An image warped nearest and its mask (an image-to-image target) take the same pixels,
     ties at half a pixel included: scale_translate's mask was gathered, and whole rows
-    parted from the image's where OpenCV's fixed point rounds a tie the other way."""
-    values = np.arange(48 * 40, dtype=np.float32).reshape(48, 40, 1) / (48 * 40)
+    parted from the image's where OpenCV's fixed point rounds a tie the other way; and
+    OpenCV rounds ties by the channel count, so a 2- or 3-channel image parted from its
+    mask (a microscopist's label planes at cell borders)."""
+    plane = np.arange(48 * 40, dtype=np.float32).reshape(48, 40, 1) / (48 * 40)
+    values = np.concatenate([plane] * channels, axis=-1)
     pipe = Compose([Op(name, interpolation="nearest", border=border)])
     for seed in range(30):
         out, moved = pipe.augment_targets(values, {"segmentation_masks": values.copy()},

@@ -65,11 +65,15 @@ def warp(
     """Warp by a 3x3 matrix (affine when the last row is [0, 0, 1]) to ``size``, the output's
     (height, width) (OpenCV takes (width, height))."""
     dsize = (size[1], size[0])
+    # OpenCV rounds a nearest warp's half-pixel ties by the channel count (a 1-channel mask
+    # and its 2- or 3-channel image parted on up to 3% of their pixels): a nearest warp goes
+    # plane by plane, each taking the pixels a mask of its dtype takes.
+    planes = interp == cv2.INTER_NEAREST
     if matrix[2, 0] == 0 and matrix[2, 1] == 0 and matrix[2, 2] == 1:
         return _resampled(img, border, interp, lambda part, b: cv2.warpAffine(
-            part, matrix[:2], dsize, flags=interp, borderMode=b, borderValue=fill))
+            part, matrix[:2], dsize, flags=interp, borderMode=b, borderValue=fill), planes)
     return _resampled(img, border, interp, lambda part, b: cv2.warpPerspective(
-        part, matrix, dsize, flags=interp, borderMode=b, borderValue=fill))
+        part, matrix, dsize, flags=interp, borderMode=b, borderValue=fill), planes)
 
 
 def shift_columns(
@@ -110,8 +114,9 @@ def displace(
 
 
 def _resampled(img: np.ndarray, border: int, interp: int,
-               sample: Callable[[np.ndarray, int], np.ndarray]) -> np.ndarray:
-    """``sample(img, border)`` within OpenCV's limits.
+               sample: Callable[[np.ndarray, int], np.ndarray], planes: bool = False
+               ) -> np.ndarray:
+    """``sample(img, border)`` within OpenCV's limits, one channel at a time where ``planes``.
 
     Cubic interpolation takes at most 4 channels, the others 128: more go through in groups.
     A reflected border along a 1-pixel axis makes OpenCV's cubic warps loop forever; there it
@@ -120,7 +125,8 @@ def _resampled(img: np.ndarray, border: int, interp: int,
     if border == cv2.BORDER_REFLECT_101 and min(img.shape[:2]) < 2:
         border = cv2.BORDER_REPLICATE
     cubic = interp in (cv2.INTER_CUBIC, cv2.INTER_LANCZOS4)
-    return in_channel_groups(img, 4 if cubic else CV_CHANNELS, lambda part: sample(part, border))
+    group = 1 if planes else 4 if cubic else CV_CHANNELS
+    return in_channel_groups(img, group, lambda part: sample(part, border))
 
 
 def gaussian_blur(img: np.ndarray, sigma: float, size: int | None = None) -> np.ndarray:
