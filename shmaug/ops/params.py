@@ -364,22 +364,30 @@ def levels(image: np.ndarray, given: tuple[float, float] | None) -> Levels:
             f"image = np.nan_to_num(image, nan=0.0, posinf=1.0, neginf=0.0) for data in "
             f"[0, 1].")
     if outside(low, high, (0.0, 1.0)):
+        guess = range_guess(low, high)
+        seen = "" if guess in _USUAL_RANGES else (
+            " That is this image's own span: every image must lie in the range, or its "
+            "values are clipped. Data scaled per image (percentiles, z-scores) has no fixed "
+            "range: scale it as the pipeline's last step, after the ops, and give them the "
+            "range of the data before it.")
         raise ArgumentError(
             f"`value_range` is unset, so this {image.dtype} image should hold values in "
             f"[0, 1]; it spans {low:g}..{high:g}. Fix: pass the range the data is in, e.g. "
-            f"value_range={range_guess(low, high)}, to the op or to Compose(...) (a "
-            f"loader's value_range reaches the ops of its Compose, not a function calling "
-            f"them)."
+            f"value_range={guess}, to the op or to Compose(...) (a loader's value_range "
+            f"reaches the ops of its Compose, not a function calling them).{seen}"
         )
     return UNIT
 
 
+_USUAL_RANGES = ("(0, 255)", "(-1, 1)")
+
+
 def range_guess(low: float, high: float) -> str:
     """A ``value_range`` to suggest for data seen spanning ``low..high``: the usual ones
-    where they hold it ((0, 255), (-1, 1)), else what was seen."""
+    where they hold it (``_USUAL_RANGES``), else what was seen."""
     if low >= 0:
-        return "(0, 255)" if high <= 255.5 else f"(0, {high:g})"
-    return "(-1, 1)" if low >= -1 and high <= 1 else f"({low:g}, {high:g})"
+        return _USUAL_RANGES[0] if high <= 255.5 else f"(0, {high:g})"
+    return _USUAL_RANGES[1] if low >= -1 and high <= 1 else f"({low:g}, {high:g})"
 
 
 def fill_value(fill: Any, scale: Levels) -> tuple[float, float, float, float]:

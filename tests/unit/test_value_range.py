@@ -134,10 +134,20 @@ def test_a_standalone_op_refuses_nan_with_the_cleaning_fix(bad: float) -> None:
 def test_a_standalone_op_refuses_float_outside_unit_range_and_accepts_a_range() -> None:
     image = _glyphs_0_255(1)[0]
     rng = np.random.default_rng(0)
-    with pytest.raises(shmaug.ArgumentError, match="value_range=\\(0, 255\\)"):
+    with pytest.raises(shmaug.ArgumentError, match="value_range=\\(0, 255\\)") as usual:
         get("brightness_contrast")(image, rng)
+    assert "own span" not in str(usual.value)
     out = get("brightness_contrast").bind(value_range=(0, 255), brightness=1.1, contrast=1.0)(image, rng)
     assert out.max() > 200 and out.max() <= 255
+
+
+def test_a_span_suggested_as_the_range_says_it_is_one_images_and_how_per_image_data_goes() -> None:
+    """A microscopist copied the range of one image, normalised by its percentiles, into
+    Compose: a brighter image was clipped to it without a word."""
+    image = np.linspace(-0.0218, 1.0331, 64, dtype=np.float32).reshape(8, 8)
+    with pytest.raises(shmaug.ArgumentError, match=r"value_range=\(-0.0218, 1.0331\).*this "
+                       r"image's own span.*clipped.*pipeline's last step, after the ops"):
+        get("gaussian_noise")(image, np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("name", ["rotate", "gaussian_blur", "sharpen", "brightness_contrast",
