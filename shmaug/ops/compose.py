@@ -41,7 +41,7 @@ from .targets import formats
 from .targets.moves import made_by, noting
 from .targets.boxes import check_carried
 from .targets import box_moves
-from .targets.sample import MASK_NAMES, NAMES, TargetOptions, move
+from .targets.sample import MASK_NAMES, NAMES, TargetOptions, move, unnested
 
 
 def _ranged(container: Any, members: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -251,12 +251,14 @@ class Compose:
 
     def augment_targets(self, image: np.ndarray, targets: dict[str, np.ndarray],
                         rng: np.random.Generator) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """One sample and its targets (a loader's rows of ``y`` under ``target_names``),
-        moved together with one draw; the image is the one ``pipe(image, rng)`` makes.
+        """One sample and its targets (a loader's rows of ``y`` under ``target_names``, or
+        Keras' ``{"bounding_boxes": {"boxes": b, "labels": l}}``), moved together with one
+        draw; the image is the one ``pipe(image, rng)`` makes.
 
         Example:
             >>> out, moved = pipe.augment_targets(image, {"mask": mask}, rng)  # doctest: +SKIP
         """
+        targets, nest = unnested(targets)
         shape = tuple(image.shape)  # an undecoded photo's too: its header's
         # (a decode-time crop notes its window's move; a worker's task may take the boxes)
         with box_moves.claimed() as later, noting() as moves:
@@ -273,7 +275,7 @@ class Compose:
                 f"targets='warped', or keep its image's size. An op that puts moved copies "
                 f"of its image together (a mosaic) has targets no move can follow: register "
                 f"it with targets='blended', which is refused beside them.")
-        return out, move(targets, moves, shape, self._targets, later)
+        return out, nest(move(targets, moves, shape, self._targets, later))
 
 
 @dataclass(frozen=True, slots=True)

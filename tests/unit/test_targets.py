@@ -672,6 +672,31 @@ def test_keypoints_a_loader_would_hand_over_unmoved_or_misread_are_refused() -> 
     shmaug.Loader(x, None, batch_size=2, augment=aug, workers=0).close()  # predict: no y
 
 
+def test_boxes_a_loader_or_one_sample_would_hand_over_unmoved_are_refused_or_moved() -> None:
+    """An ops auditor's boxes: under bounding_box_format, boxes as `y` itself or under another
+    name came back unmoved beside flipped images (keypoints were refused), and
+    augment_targets on one sample left Keras' bounding_boxes dict where it was."""
+    import shmaug
+
+    x = np.zeros((4, 64, 64, 3), np.uint8)
+    boxes = np.tile(np.array([[[8.0, 10.0, 40.0, 30.0]]], np.float32), (4, 1, 1))
+    labels = np.ones((4, 1), np.int64)
+    aug = Compose([Op("hflip")], bounding_box_format="xyxy")
+    for y in (boxes, {"bbox": boxes}, {"box": boxes, "label": labels}):
+        with pytest.raises(ArgumentError, match=r"bounding_box_format='xyxy', but `y` holds no "
+                                                r"array under 'boxes'.*'bounding_boxes': \{"):
+            shmaug.Loader(x, y, batch_size=2, augment=aug, workers=0)
+    keras_layout = {"bounding_boxes": {"boxes": boxes[0], "labels": labels[0]}}
+    _, moved = aug.augment_targets(x[0], keras_layout, np.random.default_rng(0))
+    assert moved["bounding_boxes"]["boxes"].tolist() == [[24, 10, 56, 30]]
+    assert moved["bounding_boxes"]["labels"].tolist() == [1]
+    assert keras_layout["bounding_boxes"]["boxes"].tolist() == [[8, 10, 40, 30]]  # not in place
+    with pytest.raises(ArgumentError, match=r"targets \['bbox'\] lie under no name"):
+        aug.augment_targets(x[0], {"bbox": boxes[0]}, np.random.default_rng(0))
+    _, kept = aug.augment_targets(x[0], {"boxes": boxes[0], "label": 3}, np.random.default_rng(0))
+    assert kept["label"] == 3 and kept["boxes"].tolist() == [[24, 10, 56, 30]]
+
+
 def test_one_mask_per_box_takes_nothing_a_border_brings_in() -> None:
     """Instance masks under translation's and zoom's default reflect border took mirrored
     copies of their instance outside its box (19 of 43 instances), and a panoptic pipeline's

@@ -470,15 +470,15 @@ def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = 
             if placed == str(error):
                 raise
             raise type(error)(placed) from None
-    declared = getattr(plan.pipeline, "keypoint_format", None)
-    if declared is not None and y is not None and not found:  # (masks alone: a pipeline
-        raise ArgumentError(  # shared with a pose set)
-            f"`augment` has keypoint_format={declared!r}, but `y` holds no array under "
-            f"'keypoints', the name whose points move with their image: a `y` of keypoints "
-            f"under another name (or none) is handed over where it was, while the images "
-            f"move. Fix: y={{'keypoints': points}}, (N, K, 2 or 3) padded with rows of -1 "
-            f"(beside other targets in the same dict); or leave keypoint_format out where y "
-            f"holds no keypoints.")
+    for option, what, fix in _DECLARED:
+        declared = getattr(plan.pipeline, option, None)
+        if declared is not None and y is not None and plan.moves and not found:  # (masks
+            raise ArgumentError(  # alone: a pipeline shared with a pose or detection set)
+                f"`augment` has {option}={declared!r}, but `y` holds no array under "
+                f"{what}, which move with their image: a `y` of them under "
+                f"another name (or none) is handed over where it was, while the images "
+                f"move. Fix: {fix} (beside other targets in the same dict); or leave "
+                f"{option} out where y holds none.")
     missing = [name for name in plan.required if name not in found]
     if missing:
         raise ArgumentError(
@@ -487,6 +487,14 @@ def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = 
             f"with them, e.g. y={{{', '.join(repr(m) + ': ...' for m in missing)}}}, one row "
             f"per sample (pad boxes and keypoints with rows of -1 to a fixed count).")
     return found
+
+
+# A pipeline's point formats, the names that carry such points in `y`, and how to give them.
+_DECLARED = (("keypoint_format", "'keypoints'",
+              "y={'keypoints': points}, (N, K, 2 or 3) padded with rows of -1"),
+             ("bounding_box_format", "'boxes' (Keras' 'bounding_boxes' dict) or 'bboxes'",
+              "y={'bounding_boxes': {'boxes': boxes, 'labels': labels}}, (N, M, 4) and "
+              "(N, M) padded with rows of -1"))
 
 
 def _placed(text: str, found: dict[str, Filed], labels_at: Path) -> str:

@@ -30,7 +30,7 @@ whole and then cut (issue 57: the targets' cost stays near the image's).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import cv2
 import numpy as np
@@ -47,9 +47,46 @@ NAMES = frozenset((*MASK_NAMES, *BOX_NAMES, BOX_LABELS, *KEYPOINT_NAMES))
 """Every target name a shmaug pipeline moves."""
 SETTLED = frozenset((*BOX_NAMES, BOX_LABELS, "masks"))
 """The targets a task's boxes, moved together, complete (``box_moves.settle``)."""
+KERAS_BOXES = "bounding_boxes"  # Keras' dict of one sample's "boxes" and "labels"
 
 
 Where = Callable[[np.ndarray], np.ndarray]  # (N, 2) points (x, y) -> where a move takes them
+
+
+def unnested(targets: dict[str, Any]) -> tuple[dict[str, Any], Callable[[dict[str, Any]],
+                                                                           dict[str, Any]]]:
+    """One sample's ``targets`` by the names a pipeline moves, Keras' ``{"bounding_boxes":
+    {"boxes": b, "labels": l}}`` taken as ``boxes`` and ``box_labels``, and the function that
+    puts the moved ones back in the layout given. An array lying on the image (two or more
+    dimensions) under another name is refused: it would stay where it was."""
+    flat = dict(targets)
+    nested = flat.pop(KERAS_BOXES, None)
+    if nested is not None:
+        if not isinstance(nested, dict) or "boxes" not in nested or \
+                not set(nested) <= {"boxes", "labels"}:
+            raise ArgumentError(
+                f"targets[{KERAS_BOXES!r}] expects Keras' dict of 'boxes' and 'labels'; "
+                f"received {type(nested).__name__}"
+                f"{' of ' + repr(sorted(nested)) if isinstance(nested, dict) else ''}.")
+        flat["boxes"] = nested["boxes"]
+        if "labels" in nested:
+            flat[BOX_LABELS] = nested["labels"]
+    stray = [k for k, v in flat.items() if k not in NAMES and np.ndim(v) >= 2]
+    if stray:
+        raise ArgumentError(
+            f"targets {stray} lie under no name a pipeline moves, so they would stay where "
+            f"they were while the image moves. Fix: pass masks as 'mask' or "
+            f"'segmentation_masks', boxes as 'boxes' (or {{{KERAS_BOXES!r}: {{'boxes': ..., "
+            f"'labels': ...}}}}), keypoints as 'keypoints'; or leave them out.")
+    if nested is None:
+        return flat, lambda moved: moved
+
+    def nest(moved: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in moved.items() if k not in ("boxes", BOX_LABELS)}
+        out[KERAS_BOXES] = {"boxes": moved["boxes"],
+                            **({"labels": moved[BOX_LABELS]} if "labels" in nested else {})}
+        return out
+    return flat, nest
 
 
 class Undrawn:
