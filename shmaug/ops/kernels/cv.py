@@ -185,10 +185,10 @@ def brightness_contrast(img: np.ndarray, b: float, c: float, scale: Levels) -> n
     """Brightness by ``b`` (black fixed), then contrast by ``c`` about the brightened image's
     mean gray (rounded to a level for integer images), each step saturated, as
     ``PIL.ImageEnhance`` does. Channels past the first three (alpha, near infrared, more
-    bands) each turn about their own mean: one gray for all would pull every band toward
-    the colour's level."""
+    bands), and both of two (a microscope's stains), each turn about their own mean: one
+    gray for all would pull every band toward the others' level."""
     bright = linear(img, b, (1.0 - b) * scale.lo, scale)
-    if img.ndim == 3 and img.shape[2] > 3:
+    if img.ndim == 3 and img.shape[2] > 1 and img.shape[2] != 3:
         return _banded_contrast(bright, c, scale)
     mean = gray_mean(bright)
     if img.dtype.kind in "ui":
@@ -197,12 +197,14 @@ def brightness_contrast(img: np.ndarray, b: float, c: float, scale: Levels) -> n
 
 
 def _banded_contrast(bright: np.ndarray, c: float, scale: Levels) -> np.ndarray:
-    """Contrast by ``c``, the first three channels about their gray and each further one
-    about its own mean: one pass, with an offset per channel (a table per channel for uint8)."""
+    """Contrast by ``c``, the first three channels (of three or more) about their gray and
+    each other one about its own mean: one pass, with an offset per channel (a table per
+    channel for uint8)."""
     channels = bright.shape[2]
     means = cv2.mean(bright)[:channels] if channels <= 4 else \
         bright.reshape(-1, channels).mean(axis=0, dtype=np.float64)  # (float32 sums drift)
-    pivots = np.array([_luma(means, 3)] * 3 + [float(m) for m in means[3:]])
+    colour = 3 if channels >= 3 else 0
+    pivots = np.array([_luma(means, 3)] * colour + [float(m) for m in means[colour:]])
     if bright.dtype.kind in "ui":
         pivots = np.floor(pivots + 0.5)  # (as the gray's: levels are never negative)
     offsets = ((1.0 - c) * pivots).astype(np.float32)
