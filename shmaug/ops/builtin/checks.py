@@ -92,6 +92,14 @@ VALUE_RANGE: dict[str, Check] = {"value_range": value_range}
 BACKEND: dict[str, Check] = {"backend": one_of(*BACKENDS)}
 CV_ONLY: dict[str, Check] = {"backend": one_of("cv")}
 INTERPOLATION = one_of("nearest", "linear", "cubic")
+# A move as a fraction of the image's side (a whole side moves it all out): not pixels.
+SHIFT = ranged(-1.0, 1.0, means="A shift is a fraction of the image's width or height "
+                                "(0.1: a tenth of it), not pixels: for pixels divide by the "
+                                "side, e.g. 20 / width.")
+# A gain about 1, as PIL's ImageEnhance and resizes take it, not a signed limit about 0.
+GAIN_MEANS = ("It is a factor about 1 (1 keeps the image, 0.8 is a fifth less), not a limit "
+              "about 0: albumentations' limit 0.2 is (0.8, 1.2).")
+GAIN = ranged(0.0, means=GAIN_MEANS)
 WARP: dict[str, Check] = {
     "border": one_of(*BORDERS), "interpolation": INTERPOLATION,
     "fill": ranged(0.0, 1.0, means="`fill` is a fraction of the value range, not a pixel "

@@ -115,8 +115,11 @@ def shear(
 ) -> np.ndarray:
     """Shear about the centre: ``x' = x + sx * (y - cy)``, ``y' = y + sy * (x - cx)``.
 
-    ``x`` and ``y`` are shear factors (the tangent of the shear angle), like PIL users pass to
-    ``Image.transform(AFFINE)``. ``anchor="top_left"`` is Keras' RandomShear map instead: the
+    ``x`` and ``y`` are shear factors (the tangent of the shear angle): a positive ``x``
+    moves the rows below the centre right, and a positive ``y`` the columns right of it down.
+    That is the other way from the angles of torchvision's and albumentations' ``shear`` (their
+    θ is ``x=-tan θ`` here) and from the inverse map ``Image.transform(AFFINE)`` takes (PIL's
+    ``(1, f, ...)`` is ``x=-f``). ``anchor="top_left"`` is Keras' RandomShear map instead: the
     output pixel (x, y) shows the input's (x - sx y, y - sy x), about the top-left pixel (the
     same slant for one factor; with both, Keras' scale of 1 / (1 - sx sy) too).
 
@@ -139,7 +142,8 @@ def shear(
                 backend=backend, op="shear", value_range=value_range)
 
 
-@register("scale_translate", checks={"scale": chk.ranged(1e-3), "translate": chk.ranged(),
+@register("scale_translate", checks={"scale": chk.ranged(1e-3, means=chk.GAIN_MEANS),
+                                     "translate": chk.SHIFT,
                                      **chk.WARP, **chk.BACKEND}, targets=WARPED)
 def scale_translate(
     image: np.ndarray, rng: np.random.Generator, scale: Range = (0.75, 1.0),
@@ -155,7 +159,7 @@ def scale_translate(
         >>> out = scale_translate(np.zeros((64, 64), np.uint8), np.random.default_rng(0))
     """
     s = draw(rng, scale, "scale", 1e-3)
-    tx, ty = draw(rng, translate, "translate"), draw(rng, translate, "translate")
+    tx, ty = draw(rng, translate, "translate", -1, 1), draw(rng, translate, "translate", -1, 1)
     h, w = image.shape[:2]
     nw, nh = max(1, round(s * w)), max(1, round(s * h))
     left, top = round((w - nw) / 2 + tx * w), round((h - nh) / 2 + ty * h)
@@ -174,7 +178,7 @@ def scale_translate(
                 backend="cv", op="scale_translate", value_range=value_range)
 
 
-@register("translate", checks={"x": chk.ranged(), "y": chk.ranged(), **chk.WARP, **chk.BACKEND},
+@register("translate", checks={"x": chk.SHIFT, "y": chk.SHIFT, **chk.WARP, **chk.BACKEND},
           targets=WARPED)
 def translate(
     image: np.ndarray, rng: np.random.Generator, x: Range = (-0.1, 0.1), y: Range = (-0.1, 0.1),
@@ -187,7 +191,7 @@ def translate(
         >>> out = translate(np.zeros((64, 64), np.uint8), np.random.default_rng(0), x=0.1, y=0)
     """
     h, w = image.shape[:2]
-    m = affine(1.0, 0.0, draw(rng, x, "x") * w, 0.0, 1.0, draw(rng, y, "y") * h)
+    m = affine(1.0, 0.0, draw(rng, x, "x", -1, 1) * w, 0.0, 1.0, draw(rng, y, "y", -1, 1) * h)
     return warp(image, m, border=border, fill=fill, interpolation=interpolation,
                 backend=backend, op="translate", value_range=value_range)
 

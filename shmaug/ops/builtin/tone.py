@@ -18,7 +18,7 @@ from . import checks as chk
 from ..core import STILL, register
 
 
-@register("brightness_contrast", checks={"brightness": chk.ranged(0.0), "contrast": chk.ranged(0.0),
+@register("brightness_contrast", checks={"brightness": chk.GAIN, "contrast": chk.GAIN,
                                          **chk.BACKEND, **chk.VALUE_RANGE}, targets=STILL)
 def brightness_contrast(
     image: np.ndarray, rng: np.random.Generator, brightness: Range = (0.8, 1.2),
