@@ -622,10 +622,46 @@ def check_picklable(fn: Any, name: str = "augment") -> bytes:
         found = _first_unpicklable(fn, name)
     path, bad, exc = found if found is not None else (name, fn, Exception("unknown"))
     what = getattr(bad, "__qualname__", None) or type(bad).__qualname__
-    kind = _local_kind(bad) or f"a {type(bad).__name__} object"
+    local = _local_kind(bad)
+    kind = local or f"a {type(bad).__name__} object"
+    held = None if local else _held(bad)
+    if held is not None:
+        raise NotPicklableError(
+            f"`{name}` cannot be pickled for the worker processes: `{path}` ({what}) holds "
+            f"`{held}`, a {type(_state(bad)[held]).__name__}, and pickling it failed with "
+            f"{type(exc).__name__}: {exc}. An open file, database or connection (h5py, LMDB, "
+            f"sqlite3, a file object) cannot go to another process. Fix: open it in each "
+            f"process on first use (`self.{held} = None` in __init__, opened in the method "
+            f"that reads it while it is None), and leave it out of the pickle: def "
+            f"__getstate__(self): return {{**self.__dict__, {held!r}: None}} "
+            f"(docs/loader.md#files-databases-and-handles).")
     raise NotPicklableError(
         f"`{name}` cannot be pickled for the worker processes: `{path}` ({what}) is {kind} "
         f"and pickling it failed with {type(exc).__name__}: {exc}. Define it at module level "
         f"(a `def` at the top of an importable module, not a lambda or a function inside "
         f"another function), and register custom ops with @shmaug.register(name)."
     )
+
+
+def _state(obj: Any) -> dict[str, Any]:
+    """The attributes of ``obj``, or of a bound method's object; {} for a function or a
+    class (what they hold is code, not state)."""
+    owner = getattr(obj, "__self__", obj)
+    state = getattr(owner, "__dict__", None)
+    if not isinstance(state, dict) or inspect.isfunction(owner) or inspect.isclass(owner) \
+            or inspect.ismodule(owner):
+        return {}
+    return state
+
+
+def _held(obj: Any) -> str | None:
+    """The first attribute of ``obj`` (or of a bound method's object) that does not pickle:
+    an open handle it holds. Arrays are skipped (they pickle, at the cost of a copy)."""
+    for key, value in _state(obj).items():
+        if isinstance(value, np.ndarray):
+            continue
+        try:
+            pickle.dumps(value)
+        except Exception:
+            return key
+    return None

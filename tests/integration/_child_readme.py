@@ -10,8 +10,8 @@ functions and classes it defines pickle for the workers as they would in a user'
 code sits at its file's line numbers, so a traceback points into the page. What a snippet uses without defining it (``x``,
 ``model``, ``aug``, ...) comes from a tiny prelude module (``PRELUDE`` below: only the names
 it needs, tiny sizes, so a snippet that trains takes seconds). Each result is written to
-REPORT_JSON: ``ok``, ``skipped`` (a snippet that needs TensorFlow, Keras or albumentations
-where they are not installed) or ``failed`` with the traceback.
+REPORT_JSON: ``ok``, ``skipped`` (a snippet that needs TensorFlow, Keras, albumentations or
+h5py where they are not installed) or ``failed`` with the traceback.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OPTIONAL = ("keras", "tensorflow", "albumentations")  # a snippet needing one skips without it
+OPTIONAL = ("keras", "tensorflow", "albumentations", "h5py")  # a snippet needing one skips
+# without it
 
 # name -> (names it needs first, source). Sizes are tiny: 64 glyph-sized training images, 8
 # photo-sized ones (224 crops need 240 pixels), a model of a few hundred weights.

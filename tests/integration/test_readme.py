@@ -5,7 +5,8 @@ The snippets run in child processes (``_child_readme.py``: each as a module of i
 names it uses without defining them from a tiny prelude), the pages shared out over
 ``CHILDREN`` processes that run side by side, except a snippet that must start TensorFlow
 itself ("first, before other TF ops"), which gets a process of its own.
-A snippet that needs TensorFlow, Keras or albumentations skips where they are not installed.
+A snippet that needs TensorFlow, Keras, albumentations or h5py skips where they are not
+installed.
 One that cannot run here is marked in its page itself, right before its block, with
 ``<!-- readme-test: skip (why) -->``: the several-hosts JAX snippet of docs/scaling.md, which
 examples/multi_host_jax.py runs over loopback (test_keras_distribution), and the bucket snippet

@@ -175,6 +175,36 @@ def test_lambda_and_closure_registration_say_move_to_module_level(scratch_regist
     assert "anon" not in shmaug.available() and "local" not in shmaug.available()
 
 
+class _DbImages:
+    """A source holding an open connection (an HDF5 user's h5py.File, an LMDB Environment)."""
+
+    def __init__(self) -> None:
+        import sqlite3
+
+        self.size, self.db = 4, sqlite3.connect(":memory:")
+
+    def __len__(self) -> int:
+        return self.size
+
+    def load(self, index: int) -> np.ndarray:
+        return np.full((8, 8), index, np.uint8)
+
+
+def test_a_handle_held_by_a_source_or_load_is_named_with_the_lazy_open_fix() -> None:
+    # An HDF5 user's module-level source was told to move it to module level and register
+    # it as an op: neither was wrong; the open file was.
+    source = _DbImages()
+    for given in (source, source.load):
+        with pytest.raises(errors.NotPicklableError, match=r"holds `db`, a Connection.*open it "
+                           r"in each process on first use \(`self.db = None`.*__getstate__\(self\)"
+                           r": return \{\*\*self.__dict__, 'db': None\}") as refused:
+            core.check_picklable(given, "load")
+        assert "register" not in str(refused.value)
+    source.db.close()
+    source.db = None  # type: ignore[assignment]
+    core.check_picklable(source.load, "load")
+
+
 def test_bad_signatures_are_rejected(scratch_registry: None) -> None:
     def no_default(image: Any, rng: Any, strength: Any) -> Any: ...
     def no_rng(image: Any) -> Any: ...
