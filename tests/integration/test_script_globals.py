@@ -124,3 +124,54 @@ def test_an_unguarded_script_forked_beside_a_threaded_runtime_is_told(tmp_path):
     told = run(script, "").stderr
     assert told.count("ShmaugWarning: Your script does its work at its top") == 1, told
     assert f"while {RUNTIME} is loaded" in told and 'under `if __name__ == "__main__":`' in told
+
+
+HANDLES = '''
+import sqlite3, sys
+import numpy as np
+import shmaug
+
+DB = None
+
+
+def load(index):  # reads the script's global handle
+    DB.execute("select 1")
+    return np.zeros((8, 8, 3), np.uint8)
+
+
+if __name__ == "__main__":
+    DB = sqlite3.connect(":memory:")
+    x = np.zeros((8, 8, 8, 3), np.uint8)
+    if sys.argv[1] == "global":
+        try:
+            with shmaug.Loader(x, batch_size=4, workers=2, load=load, start_method="spawn") as l:
+                list(l)
+        except shmaug.WorkerError:
+            pass  # (the warning said why)
+    else:
+        db = sqlite3.connect(":memory:")
+
+        def read(index):  # a closure over a handle, under the guard
+            db.execute("select 1")
+            return np.zeros((8, 8, 3), np.uint8)
+        try:
+            shmaug.Loader(x, batch_size=4, workers=2, load=read, start_method="spawn")
+        except shmaug.NotPicklableError as refused:
+            print("REFUSED", refused)
+'''
+
+
+def test_a_handle_a_spawned_worker_cannot_take_is_named_with_opening_it_there(tmp_path):
+    """An HDF5 user's LMDB environment: a global set under the guard was told to be handed
+    over with functools.partial, which cannot pickle it; a closure over one under the guard
+    started the workers and died in them, told to guard a script that was guarded."""
+    script = tmp_path / "train.py"
+    script.write_text(HANDLES)
+    told = run(script, "global").stderr
+    assert "`load` reads `DB`" in told and "`DB` is a Connection, which cannot go to " \
+        "another process: open it inside `load` on first use" in told, told[-2000:]
+    assert "functools.partial" not in told
+    refused = run(script, "closure").stdout
+    assert "REFUSED `read` of your script is defined under its `if __name__ == \"__main__\":` " \
+        "guard, which spawn workers do not run" in refused and "open it inside on first " \
+        "use" in refused, refused[-2000:]

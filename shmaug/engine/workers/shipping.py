@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from . import launch
-from ...errors import warn
+from ...errors import NotPicklableError, warn
 from ...memory.store import mapped_file_handle, remapped
 from .lazy_imports import LAZY
 
@@ -94,7 +94,8 @@ def pickled(obj: Any, start_method: str | None = None) -> tuple[bytes, bytes | N
     try:
         plain.dump(obj)
         payload = buffer.getvalue()  # (one copy: a payload may hold megabytes of arrays)
-        _tell_set_again(plain.mains, start_method or launch.default_start_method(payload))
+        method = start_method or launch.default_start_method(payload)
+        _tell_set_again(plain.mains, method)
     except pickle.PicklingError:
         if not plain.redefined:
             raise
@@ -110,6 +111,14 @@ def pickled(obj: Any, start_method: str | None = None) -> tuple[bytes, bytes | N
     try:
         return payload, _by_value(obj, heavy)
     except Exception as exc:  # noqa: BLE001 - any failure keeps the plain payload
+        if guarded and method != "fork":  # (which a fresh worker could not unpickle)
+            raise NotPicklableError(
+                f"{', '.join(f'`{q}`' for q in sorted(guarded))} of your script is defined "
+                f"under its `if __name__ == \"__main__\":` guard, which {method} workers do "
+                f"not run, and shipping it by value failed with {type(exc).__name__}: {exc}. "
+                f"Fix: define it at the script's top, above the guard; an open file, database "
+                f"or connection it reads cannot go to another process: open it inside on "
+                f"first use (docs/loader.md#files-databases-and-handles).") from None
         log.debug("shipping %s by value failed (%s: %s); fresh workers will import them",
                   sorted(heavy | guarded), type(exc).__name__, exc)
         return payload, None
@@ -143,14 +152,30 @@ def _tell_set_again(qualnames: set[str], method: str) -> None:
     for name in sorted(shipped):
         read = sorted(_reads(getattr(main, name, None), again, set()))
         if read:
-            fix = (f"functools.partial({name}, {read[0].lower()}={read[0]})" if not
-                   isinstance(getattr(main, name), type) else f"an attribute of {name}")
+            given = (f"functools.partial({name}, {read[0].lower()}={read[0]})" if not
+                     isinstance(getattr(main, name), type) else f"an attribute of {name}")
+            fix = f"hand the value over ({given}), or set it at the script's top"
+            if not _travels(getattr(main, read[0], None)):  # an open handle: opened there
+                fix = (f"`{read[0]}` is a {type(getattr(main, read[0])).__name__}, which "
+                       f"cannot go to another process: open it inside `{name}` on first use "
+                       f"(docs/loader.md#files-databases-and-handles)")
             warn(f"`{name}` reads {', '.join(f'`{n}`' for n in read)}, which your script sets "
                  f"again under `if __name__ == \"__main__\":`: each {method} worker imports "
                  f"the script without running that block, so it reads the first value, not "
                  f"this process's, and augments otherwise than forked workers and workers=0 "
-                 f"do. Fix: hand the value over ({fix}), or set it at the script's top.")
+                 f"do. Fix: {fix}.")
             return
+
+
+def _travels(value: Any) -> bool:
+    """Whether ``value`` pickles (an array does: not tried, it may be large)."""
+    if isinstance(value, np.ndarray):
+        return True
+    try:
+        pickle.dumps(value)
+    except Exception:  # noqa: BLE001 - whatever refuses, it cannot be handed over
+        return False
+    return True
 
 
 def _reads(obj: Any, names: frozenset[str], seen: set[int]) -> set[str]:
