@@ -153,6 +153,18 @@ def test_a_map_style_dataset_is_told_the_load_that_makes_it_a_source():
         np.testing.assert_array_equal(ok.batch(0)[0], X[:4])
 
 
+def test_an_array_kept_on_disk_is_told_the_memory_map_and_the_source_beside_asarray(tmp_path):
+    """An HDF5 user was told `np.asarray(x)` alone: 50,000 images read into RAM, then copied
+    into shared memory."""
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "faces.h5", "w") as f:
+        f["images"] = X
+    with h5py.File(tmp_path / "faces.h5", "r") as f:
+        with pytest.raises(shmaug.ArgumentTypeError, match=r"kept on disk.*np.asarray\(x\)` "
+                           r"where it fits in memory.*open_memmap.*load\(self, index\)"):
+            shmaug.Loader(f["images"], batch_size=4, workers=0)
+
+
 class _Bfloat16Tensor:
     """What numpy makes of a torch bfloat16 tensor: a TypeError."""
 

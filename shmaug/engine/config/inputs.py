@@ -118,6 +118,13 @@ def image_array(x: Any, y: Any = None) -> np.ndarray:
             ("a dict of a model's inputs is what shmaug.Sequence takes, its `image_key` "
              "naming the images to augment (a Loader takes the images alone). Fix: "
              "`shmaug.Sequence(x, y, image_key=...)`") if isinstance(x, dict) else \
+            ("an array kept on disk (an h5py Dataset, a zarr array) cannot be shared with "
+             "the workers as it is. Fix: `np.asarray(x)` where it fits in memory (it is "
+             "read whole, then copied into shared memory); else write it once as a .npy, a "
+             "chunk at a time into np.lib.format.open_memmap(path, mode='w+', ...), and pass "
+             "the path, or read it through a source with `load(self, index)` "
+             "(docs/loader.md#files-databases-and-handles)") if hasattr(x, "shape") and \
+            hasattr(x, "dtype") and hasattr(x, "__getitem__") else \
             "Fix: convert it with `np.asarray(x)` (or `np.stack` a list of images)"
         raise ArgumentTypeError(
             f"`x` must be a numpy array of images (N, H, W) or (N, H, W, C); received "
