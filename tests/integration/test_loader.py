@@ -152,6 +152,26 @@ def test_no_augment_still_writes_the_declared_dtype_and_checks_the_declared_shap
         assert loader.pids == [] and loader.batch(0)[0].dtype == np.uint8
 
 
+def _ragged_load(index: int) -> np.ndarray:
+    return np.zeros((8, 8) if index != 5 else (9, 8), np.uint8)
+
+
+def _widening_load(index: int) -> np.ndarray:
+    return np.zeros((8, 8), np.uint8 if index != 5 else np.uint16)
+
+
+def test_a_load_making_another_shape_or_dtype_is_named_where_no_augment_runs():
+    """An HDF5 user's `load` returned another shape, and was told to fix `augment`, which
+    there was none of."""
+    x = np.zeros((8, 8, 8), np.uint8)
+    for load, what in ((_ragged_load, "shape"), (_widening_load, "dtype")):
+        with pytest.raises(shmaug.OutputMismatchError, match=rf"Sample index 5 produced {what}"
+                                                             rf".*from `load` for every sample"
+                                                             rf"|make `load` return one shape"):
+            with shmaug.Loader(x, batch_size=8, workers=0, load=load) as loader:
+                loader.batch(0)
+
+
 def test_output_shape_and_dtype_are_learned_or_declared(images):
     with shmaug.Loader(images, batch_size=8, augment=_ops.noisy, workers=0) as loader:
         assert loader.output_shape == (12, 12) and loader.output_dtype == np.float32

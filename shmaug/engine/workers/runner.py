@@ -115,6 +115,7 @@ class SliceRunner:
         self._op = op_name(augment) if augment is not None else "load"
         self._load_name = op_name(load) if load is not None else "x[index]"  # for error records
         self._stage = self._op  # the step a failing sample was in
+        self._maker = "`augment`" if augment is not None else "`load`"  # what made an image
         # a task's boxes moved together once its images are made (``targets.box_moves``)
         self._boxes_together = bool(self.target_inputs) and getattr(
             augment, "boxes_together", False) is True
@@ -432,7 +433,7 @@ class SliceRunner:
             raise OutputMismatchError(
                 f"Sample index {index} produced{of} shape {image.shape} but the batch expects "
                 f"{row.shape} (learned from the first sample or `output_shape`). Fix: make "
-                f"`augment` return one shape for every sample (resize, crop or pad).")
+                f"{self._maker} return one shape for every sample (resize, crop or pad).")
         # Another float width is only rounding; a declared `output_dtype` asks for a cast
         # within a kind or to a wider one (uint8 into float32, float32 into bfloat16), but
         # for integers that would wrap. Anything else is an op that made another dtype than
@@ -446,7 +447,7 @@ class SliceRunner:
                 f"Sample index {index} produced{of} dtype {image.dtype}, which the batch's "
                 f"dtype {row.dtype} ({whence}) "
                 f"would hold only wrapped or on another scale. Fix: return {row.dtype} from "
-                f"`augment` for every sample, scaled to its range{dtype_arg}.")
+                f"{self._maker} for every sample, scaled to its range{dtype_arg}.")
         if dst == np.float16 and (src.kind == "f" or src.itemsize >= 2) and image.size:
             _refuse_float16_overflow(image, index, of)
         np.copyto(row, image, casting="unsafe")  # (checked above)
