@@ -26,6 +26,15 @@ def closure_op():
     return op
 
 
+class _MovesTargetsOnly:
+    """A microscopist's crop that picks its window by the labels: no __call__."""
+
+    target_names = ("segmentation_masks",)
+
+    def augment_targets(self, image: np.ndarray, targets: dict, rng: np.random.Generator):
+        return image, targets
+
+
 @pytest.mark.parametrize(
     "kwargs, error, pattern",
     [
@@ -48,6 +57,9 @@ def closure_op():
         (dict(max_queue_size=0), ValueError, "`max_queue_size`"),
         (dict(timeout=0), ValueError, "`timeout`"),
         (dict(augment="rotate"), TypeError, "`augment` must be a callable"),
+        (dict(augment=_MovesTargetsOnly()), TypeError,
+         r"moves targets \(`augment_targets`\) but is not called.*def __call__\(self, image, "
+         r"rng\): return self.augment_targets\(image, \{\}, rng\)\[0\]"),
         (dict(augment=lambda image, rng: image), TypeError, r"lambda.*module level"),
         (dict(augment=closure_op()), TypeError, "module level"),
         (dict(batch_size=20, drop_remainder=True), ValueError, "no batch"),

@@ -253,6 +253,12 @@ def callable_or_none(name: str, value: Any) -> Any:
             f"`{name}` must be a callable `fn(image, rng) -> image` or None; received "
             f"{got(value)}, which is called otherwise. Fix: pass `{name}={wrapper}(...)` "
             f"around it: it runs as a shmaug pipeline in the workers.")
+    if value is not None and not callable(value) and hasattr(value, "augment_targets"):
+        raise ArgumentTypeError(
+            f"`{name}` must be a callable `fn(image, rng) -> image`; received {got(value)}, "
+            f"which moves targets (`augment_targets`) but is not called where there are none "
+            f"(predict, y=None). Fix: add def __call__(self, image, rng): return "
+            f"self.augment_targets(image, {{}}, rng)[0]")
     if value is not None and not callable(value):
         several = isinstance(value, (list, tuple)) and name == "augment"
         raise ArgumentTypeError(
