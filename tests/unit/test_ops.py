@@ -481,3 +481,11 @@ def test_shifts_in_pixels_and_signed_limits_for_gains_are_refused_with_their_mea
     image = make_image((16, 16, 3), np.uint8, 0)
     moved = ops.Op("translate", x=(-1.0, 1.0), y=0.5)(image, np.random.default_rng(0))
     assert moved.shape == image.shape
+
+
+def test_a_crop_given_whole_pixels_as_a_float_is_told_the_int() -> None:
+    # 0.25 * 1024 = 256.0 was refused as "pixels >= 1 or a fraction": it is >= 1.
+    with pytest.raises(ArgumentError, match=r"pixels \(an int >= 1\) or a fraction in \(0, 1\] "
+                                            r"\(a float\); received 256.0. Fix: height=256 "):
+        ops.Op("crop", height=256.0, width=256)(make_image((300, 300), np.uint8, 0),
+                                                np.random.default_rng(0))

@@ -104,7 +104,9 @@ def pixels(value: Any, name: str, full: int) -> int:
     value = int(value) if isinstance(value, (int, np.integer)) else float(value)
     px = value if isinstance(value, int) else round(value * full)
     if not (isinstance(value, int) or 0 < value <= 1) or not 1 <= px:
+        whole = isinstance(value, float) and value > 1 and value.is_integer()
         raise ArgumentError(
-            f"`{name}` expects pixels >= 1 or a fraction in (0, 1]; received {value!r}."
-        )
+            f"`{name}` expects pixels (an int >= 1) or a fraction in (0, 1] (a float); "
+            f"received {value!r}." + (f" Fix: {name}={int(value)} for pixels (a float above 1 "
+                                      f"is neither)." if whole else ""))
     return int(px)
