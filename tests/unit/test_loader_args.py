@@ -463,11 +463,30 @@ def _objects(*entries: Any) -> np.ndarray:
     (_objects(np.array([1]), np.array([2, 3]), np.array([4]), np.array([5])), r"pad_sequences"),
     (_objects(*np.eye(4)), r"dtype object, of entries of shape \(4,\)\. Fix: `np.stack\(list\(y\)\)`"),
     (_objects(*(np.zeros((m, 4)) for m in (1, 2, 0, 3))), r"\(m, 4\) rows.*'bounding_boxes'"),
-], ids=["lists", "dict", "arrays", "objects", "objects-stacking", "boxes"])
+    # a microscopist's label images of several sizes were told to pad_sequences them
+    ({"segmentation_masks": [np.zeros((8 + i, 8 + i), np.uint16) for i in range(4)]},
+     r"maps of images of several sizes.*`load\(self, index\)`.*'segmentation_masks': source"),
+    ({"segmentation_masks": [np.zeros((8 + i, 20), np.uint16) for i in range(4)]},
+     r"maps of images of several sizes"),
+    ({"masks": [np.zeros((k, 8, 8), np.uint8) for k in (1, 2, 0, 3)]},  # a mask per instance
+     r"pad each to the largest count with 0"),
+], ids=["lists", "dict", "arrays", "objects", "objects-stacking", "boxes", "label-images",
+        "label-images-one-width", "instance-masks"])
 def test_ragged_targets_name_the_argument_and_a_fix_that_works(y: Any, fix: str) -> None:
     x = np.zeros((4, 8, 8), np.uint8)
     with pytest.raises((shmaug.ArgumentError, shmaug.ArgumentTypeError), match=fix):
         shmaug.Loader(x, y, batch_size=2, workers=0)
+
+
+def test_a_list_of_images_of_five_channels_is_stacked_where_a_label_each_says_so():
+    """A microscopist's list of same-sized 5-channel images was refused "(C up to 4): resize
+    them to one size", which they were."""
+    images = [np.full((8, 8, 5), i, np.uint16) for i in range(4)]
+    with shmaug.Loader(images, np.arange(4), batch_size=4, workers=0) as loader:
+        np.testing.assert_array_equal(loader.batch(0)[0], np.stack(images))
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"4 arrays of shape \(8, 8, 5\): images "
+                                                       r"of 5 channels.*`np.stack\(x\)`"):
+        shmaug.Loader(images, batch_size=4, workers=0)
 
 
 def test_repr_shows_the_settings_given_and_what_they_resolved_to():

@@ -251,7 +251,8 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
     shapes = sorted({a.shape for a in arrays}, key=len)
     # A 3-D item is an image (H, W, C) only with a plausible channel count; (N, H, W) arrays
     # in a tuple are Keras' several-inputs convention, which must not become N-channel images.
-    image_like = len(shapes[0]) == 2 or len(shapes[0]) == 3 and shapes[0][-1] in (1, 2, 3, 4)
+    image_like = len(shapes[0]) == 2 or len(shapes[0]) == 3 and (
+        shapes[0][-1] in (1, 2, 3, 4) or y_rows == len(arrays))  # (a label each: images)
     if len(shapes) == 1 and image_like and arrays[0].dtype.kind in "biuf":
         return np.stack(arrays)
     shown = ", ".join(str(s) for s in shapes[:3]) + (", ..." if len(shapes) > 3 else "")
@@ -274,6 +275,13 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
             f"`x` as {kind} holds {len(items)} arrays of shape {shapes[0]}, clips or volumes "
             f"(T, H, W, C) rather than images. Fix: stack them, x = np.stack(x), and then: "
             f"{_AXES_FIX[5]}.")
+    if len(shapes) == 1 and len(shapes[0]) == 3 and arrays[0].dtype.kind in "biuf":
+        raise ArgumentTypeError(
+            f"`x` as {kind} holds {len(items)} arrays of shape {shapes[0]}: images of "
+            f"{shapes[0][-1]} channels, or {len(items)} inputs of {shapes[0][0]} samples each "
+            f"(Keras' several inputs). Fix: for images, `np.stack(x)` (or give `y`, a label "
+            f"each); for several inputs, a dict {{name: array}} and `image_key=` "
+            f"(shmaug.Sequence).")
     raise ArgumentTypeError(
         f"`x` as {kind} must hold images (H, W) or (H, W, C) of one shape "
         f"(C up to 4) and a numeric dtype, to be stacked into one array; received {len(items)} "
@@ -424,6 +432,12 @@ def _ragged(name: str, value: Any, why: str) -> str:
     if len(set(shapes)) == 1:
         return f"{said}, of entries of shape {shapes[0]}. Fix: `np.stack({listed})`."
     said += f", of entries of shapes {', '.join(str(s) for s in dict.fromkeys(shapes[:50]))}"
+    if filled and _planes(filled, name):
+        return (f"{said}: maps of images of several sizes. Fix: give them as the images go, "
+                f"read by index in the workers: an object with a length and a `load(self, "
+                f"index)` returning sample index's map, under the map's name in `y` (e.g. "
+                f"y={{'segmentation_masks': source}}), with an `augment` that ends in one size "
+                f"(docs/segmentation.md#from-a-folder-of-images-and-masks).")
     if filled and all(len(s) >= 2 and s[1:] == filled[0][1:] for s in filled):
         rest = ", ".join(str(k) for k in filled[0][1:])
         masks = "mask" in name  # (padded with empty masks of their dtype; others with -1)
@@ -440,6 +454,19 @@ def _ragged(name: str, value: Any, why: str) -> str:
     return (f"{said}. Fix: pad them to one length, e.g. `keras.utils.pad_sequences({name}, "
             f"padding='post', value=-1{floats})`, and pass each one's length beside them "
             f"where the loss needs it (a CTC loss: docs/ops.md#text-lines-ocr-handwriting).")
+
+
+def _planes(shapes: list[tuple[int, ...]], name: str) -> bool:
+    """Whether per-sample entries of several ``shapes`` are maps lying on images of several
+    sizes (a mask each), rather than rows of several counts to pad (boxes, keypoints, a
+    mask per instance of one image size): several widths, or a plane too wide for a row."""
+    if not all(len(s) >= 2 for s in shapes):
+        return False
+    if len({s[1:] for s in shapes}) > 1:
+        return True
+    first, masks = shapes[0], "mask" in name
+    return len(first) == 2 and (first[1] > 16 or masks) or \
+        len(first) == 3 and first[2] <= 4 and masks
 
 
 Path = tuple[Any, ...]
