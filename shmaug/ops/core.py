@@ -402,9 +402,22 @@ def with_value_range(member: Any, value_range: tuple[float, float] | None) -> An
     return member if value_range is None or bind is None else bind(value_range)
 
 
+WRAPPERS = {"albumentations": "shmaug.from_albumentations", "keras": "shmaug.from_keras"}
+"""Pipelines of other libraries, by their top module, and the shmaug function that takes
+them: they are called otherwise than fn(image, rng)."""
+
+
 def as_op(obj: Any) -> Callable[..., Any]:
     """Normalize a pipeline member: registered functions (or partials of them) become Ops."""
     import functools
+
+    top = type(obj).__module__.partition(".")[0]
+    if top in WRAPPERS:  # (found at its first sample, in a worker, as a KeyError)
+        given = "A.Compose([...])" if top == "albumentations" else "[...]"
+        raise ArgumentTypeError(
+            f"pipeline members are called fn(image, rng); received {type(obj).__qualname__} "
+            f"of {top}, which is called otherwise. Fix: wrap it as a member of its own, "
+            f"{WRAPPERS[top]}({given}).")
 
     if isinstance(obj, functools.partial) and not obj.args:
         name = _registered_name(obj.func)

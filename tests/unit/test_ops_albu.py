@@ -231,3 +231,29 @@ def test_float_0_255_called_by_hand_is_refused_with_the_fix() -> None:
     with pytest.raises(shmaug.ArgumentError, match=r"`value_range`=\(0.0, 255.0\) says"):
         aug.with_value_range((0, 255))(image, np.random.default_rng(0))
     assert aug(image / 255, np.random.default_rng(0)).max() <= 1.0
+
+
+def test_a_transform_of_theirs_inside_a_compose_is_refused_with_the_wrapper(image):
+    """A Kaggle user's A.GaussianBlur beside shmaug's ops started the workers and failed in
+    one with albumentations' KeyError ("pass data to augmentations as named arguments")."""
+    from shmaug.ops import Compose, Maybe, OneOf
+
+    for theirs in (A.GaussianBlur(p=1), A.OneOf([A.GaussianBlur(), A.MotionBlur()])):
+        with pytest.raises(shmaug.ArgumentTypeError, match=r"of albumentations, which is called "
+                           r"otherwise.*shmaug.from_albumentations\(A.Compose\(\[\.\.\.\]\)\)"):
+            Compose([Maybe("hflip"), theirs])
+        with pytest.raises(shmaug.ArgumentTypeError, match="from_albumentations"):
+            OneOf(["hflip", theirs])
+    blur = shmaug.from_albumentations(A.Compose([A.GaussianBlur(p=1)]))
+    out = Compose([Maybe("hflip"), blur])(image, np.random.default_rng(0))
+    assert out.shape == image.shape
+
+
+def test_a_pipeline_ending_in_to_tensor_is_told_to_leave_it_out(image):
+    pytest.importorskip("torch")
+    from albumentations.pytorch import ToTensorV2
+
+    made = shmaug.from_albumentations(A.Compose([A.HorizontalFlip(), ToTensorV2()]))
+    with pytest.raises(shmaug.OutputMismatchError, match=r"received Tensor\. Fix: leave "
+                                                         r"ToTensorV2 out of the pipeline"):
+        made(image, np.random.default_rng(0))

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError, from_shmaug, got, warn
-from ...ops.core import members
+from ...ops.core import WRAPPERS, members
 from ...ops.mixing import Mix
 from ... import platform
 from ..plan.blocks import BLOCKS
@@ -233,10 +233,6 @@ def timeout(value: Any) -> float | None:
     return float(value)
 
 
-# Pipelines of other libraries, by their top module, and the shmaug function that takes them.
-_WRAPPERS = {"albumentations": "shmaug.from_albumentations", "keras": "shmaug.from_keras"}
-
-
 def callable_or_none(name: str, value: Any) -> Any:
     if isinstance(value, type):  # callable, but calling it builds an object, not an image
         shown = f"{value.__module__}.{value.__qualname__}"
@@ -247,7 +243,7 @@ def callable_or_none(name: str, value: Any) -> Any:
             f"class {shown} itself, not an instance of it. Fix: pass an instance, e.g. "
             f"`{name}={example}`."
         )
-    wrapper = _WRAPPERS.get(type(value).__module__.partition(".")[0])
+    wrapper = WRAPPERS.get(type(value).__module__.partition(".")[0])
     if wrapper is not None and name == "augment":  # called with keywords or tensors
         raise ArgumentTypeError(
             f"`{name}` must be a callable `fn(image, rng) -> image` or None; received "

@@ -79,10 +79,14 @@ def _edge_out(out: Any, like: np.ndarray, who: str, image: bool = True) -> np.nd
     (``A.Normalize`` and ``A.ToFloat`` make float32 of uint8: cast back, they were garbage),
     but for float16 taken in as float32 (``_edge_in``); a mask in its own dtype."""
     if not isinstance(out, np.ndarray):
+        tensor = type(out).__module__.partition(".")[0] == "torch"
         raise OutputMismatchError(
             f"albumentations pipeline {who} expects an image array under 'image' in its "
-            f"result; received {type(out).__name__}. Return the image from the pipeline."
-        )
+            f"result; received {type(out).__name__}. " + (
+                "Fix: leave ToTensorV2 out of the pipeline: the loader hands out numpy "
+                "batches, channels last, which a torch loop turns into tensors itself "
+                "(torch.from_numpy(xb).permute(0, 3, 1, 2)), or which Keras reads as they are."
+                if tensor else "Return the image from the pipeline."))
     if like.dtype == np.bool_:
         return out.astype(np.bool_)
     ours = like.dtype == np.float16 and out.dtype == np.float32
