@@ -66,6 +66,7 @@ class _NoPool:
 
 
 Pool = WorkerPool | InlinePool | RemotePool | _NoPool  # who makes the batches
+_EDIT_PROBES = 8  # rows of the user's array compared with the workers' copy each epoch
 _Unfilled = tuple[np.ndarray, np.ndarray, ArrayHandle] | None  # a shared block's rows still
 # to copy, their data, and the block (whose room they take once they are known to fit)
 
@@ -128,6 +129,8 @@ class Running:
         self.pool: Pool = _NoPool()
         self.marks: np.ndarray | None = None  # invariant: 1 where `load` stood in (shared)
         self.x: Any = None  # invariant: where workers read (a shared view, a map, a source)
+        # the user's array x where self.x is a copy of it, to tell rows written into it later
+        self._given: weakref.ref[np.ndarray] | None = None
         self.load: Any = None  # invariant: what workers call for sample i; None: x[i]
         self.undecoded = False  # invariant: workers get photos undecoded (a decode-time crop)
         try:
@@ -177,6 +180,8 @@ class Running:
         """Batch ``index`` of ``epoch`` read as its key ``key`` says (the samples at
         ``positions``), asked at ``began``: its images, the targets the workers moved with
         them (by name), and whether it was ready when asked."""
+        if index == 0 and self._given is not None:
+            self._tell_edited(key)
         if self.auto is not None:  # between two epochs: the pool may be resized
             change = self.auto.before(epoch, self.workers, began)
             if change is not None:
@@ -199,6 +204,23 @@ class Running:
         if self.auto is not None:
             self.auto.after(done - began, bool(hit), done, short)
         return xb, made, bool(hit)
+
+    def _tell_edited(self, key: int) -> None:
+        """Warn, once, where rows of the user's array differ from the copy the workers read
+        (a few rows, drawn by the epoch key): a buffer edited in place between epochs
+        (pseudo-labels) paired its new labels, read at each batch, with its old images."""
+        given = self._given() if self._given is not None else None
+        if given is None or len(given) != len(self.x):
+            return
+        drawn = np.random.default_rng(key).choice(len(given), min(_EDIT_PROBES, len(given)),
+                                                  replace=False)
+        if all(given[i].tobytes() == self.x[i].tobytes() for i in drawn):
+            return
+        self._given = None
+        warn("Rows of `x` were written after the loader was made: its workers read the copy "
+             "made then, while `y` is read at each batch, so new labels would go with old "
+             "images. Fix: make a new loader (or Sequence) for the new data "
+             "(docs/loader.md#changing-settings-between-epochs).")
 
     def mixed(self, key: int, index: int, positions: np.ndarray, pipeline: Any,
               y: Any) -> dict[Any, np.ndarray]:
@@ -400,6 +422,7 @@ class Running:
             view.flags.writeable = False
             return handle, view, None
         handle, view = self.store.put(x, rows=1)
+        self._given = weakref.ref(x)
         unfilled = view[1:], x[1:], handle  # writable, unlike the view handed out
         view.flags.writeable = False  # ops get read-only views, here as in workers
         return handle, view, unfilled

@@ -19,6 +19,7 @@ import inspect
 import logging
 import pickle
 import sys
+from types import MappingProxyType
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -294,7 +295,9 @@ class Op:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "params", tuple(sorted(frozen.items())))
         object.__setattr__(self, "fn", spec.fn)
-        object.__setattr__(self, "kwargs", frozen)
+        # read-only: a change would reach this process and not the workers, which got the
+        # op when they started (a schedule changes ops by a new Op per stage: bind)
+        object.__setattr__(self, "kwargs", MappingProxyType(frozen))
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator, **override: Any) -> np.ndarray:
         if override:

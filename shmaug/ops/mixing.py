@@ -86,7 +86,9 @@ class Mix:
             raise ArgumentError(
                 "`mixup_alpha` and `cutmix_alpha` are both 0, so nothing would be mixed. Fix: "
                 "give one of them a positive value (timm's recipe: mixup_alpha=0.8, "
-                "cutmix_alpha=1.0), or pass mix=None.")
+                "cutmix_alpha=1.0); to mix nothing while the labels stay soft rows (mixing "
+                "switched off for the last epochs, as the loss still takes), p=0, e.g. "
+                "MixUp(0.2, num_classes=10, p=0); or mix=None, whose labels are as given.")
         _set(self, "p", _number(self.p, "p", 0.0, 1.0, "1.0"))
         _set(self, "switch_p", _number(self.switch_p, "switch_p", 0.0, 1.0, "0.5"))
         _set(self, "label_smoothing",

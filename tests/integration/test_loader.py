@@ -796,3 +796,19 @@ def test_a_random_access_batch_is_a_copy_also_under_copy_false():
             if i == 6:
                 break
         np.testing.assert_array_equal(look, x[:4])  # unchanged by the pass's batches
+
+
+def test_rows_written_into_x_after_the_loader_was_made_are_told_once():
+    """A pseudo-labelling buffer edited in place between epochs: the workers read the copy
+    made at the start, `y` was read live, and 50 of 100 rows went out with another image's
+    label, without a word."""
+    x = np.zeros((100, 8, 8), np.uint8)
+    y = np.zeros(100, np.int64)
+    with shmaug.Loader(x, y, batch_size=25, augment=_ops.identity, workers=0, seed=0,
+                       shuffle=True) as loader:
+        list(loader)  # (an epoch of x as given: nothing said)
+        x[50:], y[50:] = 7, 1
+        with pytest.warns(shmaug.ShmaugWarning, match=r"Rows of `x` were written after the "
+                                                      r"loader was made.*make a new loader"):
+            list(loader)
+        list(loader)  # once

@@ -596,3 +596,14 @@ def test_other_libraries_parameter_names_are_told_ours(given, told) -> None:
     """ImageDataGenerator's and albumentations' names were told "Check the spelling"."""
     with pytest.raises(shmaug.ArgumentError, match=told):
         Op("rotate", **given)
+
+
+def test_an_ops_parameters_are_read_only_as_the_workers_took_them() -> None:
+    """A RandAugment schedule set `ra.kwargs["magnitude"] = 9`: workers=0 used it, the
+    workers kept 0, and params and to_config still said 0."""
+    op = Op("rand_augment", magnitude=0)
+    with pytest.raises(TypeError):
+        op.kwargs["magnitude"] = 9  # type: ignore[index]
+    stronger = op.bind(magnitude=9)
+    assert dict(stronger.params)["magnitude"] == 9 and dict(op.params)["magnitude"] == 0
+    assert pickle.loads(pickle.dumps(stronger)) == stronger
