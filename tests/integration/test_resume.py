@@ -77,7 +77,9 @@ def test_sharded_loader_resumes_from_any_hosts_state(images):
     "change, pattern",
     [
         (dict(images=20), r"samples=40 but this shmaug.Loader has samples=20.*same dataset"),
-        (dict(batch_size=5), r"batch_size=6 .* batch_size=5.*same `batch_size`"),
+        (dict(batch_size=5), r"batch_size=6 .* batch_size=5.*same `batch_size`\. A new stage "
+                             r"of a schedule.*carries only the epoch on: `loader.epoch = "
+                             r"old.epoch`"),
         (dict(shuffle=False), r"shuffle=True .* shuffle=False"),
         (dict(drop_remainder=True), r"drop_remainder=False"),
         (dict(num_shards=2, shard_index=0), r"num_shards=1 .* num_shards=2.*hosts"),
@@ -100,8 +102,20 @@ def test_a_state_of_another_format_or_version_is_refused(images):
             one.load_state_dict({**state, "version": 2})
         with pytest.raises(shmaug.ArgumentError, match=r"batch=99.*batch in 0..6"):
             one.load_state_dict({**state, "batch": 99})
-        with pytest.raises(shmaug.ArgumentTypeError, match=r"`state` must be the dict"):
+        with pytest.raises(shmaug.ArgumentTypeError, match=r"`state` must be the dict.*save "
+                                                           r"`loader.state_dict\(\)`"):
             one.load_state_dict("state.json")
+
+
+@needs_keras
+def test_a_sequences_state_errors_name_the_sequence(images):
+    with shmaug.Sequence(images, np.arange(len(images)), batch_size=6, workers=0) as seq:
+        with pytest.raises(shmaug.ArgumentTypeError, match=r"save `seq.state_dict\(\)`"):
+            seq.load_state_dict("state.json")
+        state = seq.state_dict()
+    with shmaug.Sequence(images, np.arange(len(images)), batch_size=8, workers=0) as seq:
+        with pytest.raises(shmaug.ArgumentError, match=r"`seq.epoch = old.epoch`"):
+            seq.load_state_dict(state)
 
 
 # -- Sequence: Keras' way of asking, with short epochs (fit(steps_per_epoch=k)) ------------------

@@ -499,12 +499,12 @@ def sharded_plan(n: int, batch_size: int, drop_remainder: bool, num_shards: Any,
 
 
 def fingerprint(n: int, plan: BatchPlan, shuffle: bool | str, num_shards: int,
-                sampling: dict[str, Any] | None = None) -> dict[str, Any]:
+                extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the batches of a run depend on, besides the seed: a saved state must match it.
-    ``sampling`` (``plan.sampling.fingerprint``) is there only under weighted sampling, and
-    ``blocks`` (``plan.blocks.Blocks.fingerprint``) only under ``shuffle="blocks"``."""
+    ``extra`` holds ``sampling`` (``plan.sampling.fingerprint``) only under weighted sampling,
+    and ``blocks`` (``plan.blocks.Blocks.fingerprint``) only under ``shuffle="blocks"``."""
     return {"samples": n, "batch_size": plan.batch_size, "shuffle": shuffle,
-            "drop_remainder": plan.drop_remainder, "num_shards": num_shards, **(sampling or {})}
+            "drop_remainder": plan.drop_remainder, "num_shards": num_shards, **(extra or {})}
 
 
 _FIXES = {  # how to make a state fit, per fingerprint field
@@ -519,6 +519,11 @@ _FIXES = {  # how to make a state fit, per fingerprint field
 }
 
 
+def _held_as(kind: str) -> str:
+    """How the docs call a ``kind``'s object: ``loader``, ``seq``."""
+    return "seq" if kind.endswith("Sequence") else "loader"
+
+
 def resume_state(state: Any, kind: str, version: int, expected: dict[str, Any],
                  batches: int) -> tuple[int, int]:
     """The ``(epoch, batch)`` of a ``state_dict()`` saved by a ``kind`` ("shmaug.Loader") of
@@ -527,8 +532,8 @@ def resume_state(state: Any, kind: str, version: int, expected: dict[str, Any],
     if not isinstance(state, dict):
         raise ArgumentTypeError(
             f"`state` must be the dict that `{kind}.state_dict()` returned (or its JSON "
-            f"round trip); received {got(state)}. Fix: save `loader.state_dict()` (e.g. with "
-            f"json.dump) and pass that dict back."
+            f"round trip); received {got(state)}. Fix: save `{_held_as(kind)}.state_dict()` "
+            f"(e.g. with json.dump) and pass that dict back."
         )
     if state.get("format") != kind or state.get("version") != version:
         raise ArgumentError(
@@ -542,10 +547,13 @@ def resume_state(state: Any, kind: str, version: int, expected: dict[str, Any],
     for field, value in {"sampling": None, **expected,
                          "blocks": expected.get("blocks")}.items():
         if saved.get(field) != value:
+            staged = "" if field == "seed" else (
+                f" A new stage of a schedule (another batch size, more data) carries only the "
+                f"epoch on: `{_held_as(kind)}.epoch = old.epoch`.")
             raise ArgumentError(
                 f"`state` was saved with {field}={saved.get(field)!r} but this {kind} has "
                 f"{field}={value!r}, so its batches would not continue that run. Fix: "
-                f"{_FIXES.get(field, 'create it as the saved run was')}."
+                f"{_FIXES.get(field, 'create it as the saved run was')}.{staged}"
             )
     epoch: Any = state.get("epoch")
     batch: Any = state.get("batch")
