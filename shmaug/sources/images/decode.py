@@ -180,9 +180,6 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
     return _convert(image, COLOR_MODES[color_mode] if color_mode else None)
 
 
-JPEG_MODES = ("turbo", "opencv", "whole")  # how JPEGs decode (``decide_jpeg_mode``)
-
-
 def decide_jpeg_mode() -> str:
     """How this process would decode a JPEG's window, decided once by a loader for all its
     workers, as ``SHMAUG_JPEG`` says (``shmaug.platform.jpeg_setting``): "turbo" (the window

@@ -216,10 +216,6 @@ def _int_sequence(value: Any) -> bool:
     return array.ndim == 1 and (array.dtype.kind in "iu" or len(array) == 0)
 
 
-# Keras' image_dataset_from_directory batches and shuffles; a shmaug source only finds the files.
-LOADER_ARGS = ("batch_size", "shuffle")
-
-
 # ImageDataGenerator's flow_from_directory / flow_from_dataframe names for what a source takes.
 RENAMED = {"target_size": "image_size", "classes": "class_names", "class_mode": "label_mode",
            "class_names": "classes"}  # (the last: from_dataframe keeps Keras' `classes`)

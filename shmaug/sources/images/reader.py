@@ -42,7 +42,7 @@ class Decoder:
     channels: int  # 0 until learned from the first file (color_mode=None)
     reduced_decode: bool
     aspect: str | None = None  # "crop" / "pad": Keras' crop_to_ / pad_to_aspect_ratio
-    jpeg_mode: str = "opencv"  # how JPEGs decode, a window or a whole (decode.JPEG_MODES)
+    jpeg_mode: str = "opencv"  # how JPEGs decode: "turbo", "opencv" or "whole" (decide_jpeg_mode)
     dtype: str = "uint8"  # "uint16": 16-bit files kept, 8-bit ones scaled by 257
 
     def with_jpeg_mode(self) -> Decoder:
