@@ -125,7 +125,7 @@ def save_crops(path: str, side: int = 224, seed: int = 3) -> None:
     """Four random resized crops of one 500 x 375 photo-like picture with fine detail:
     drawn on the photo (top row: what the decode-time crop gives), and the same windows of
     the photo shrunk to ``side`` x ``side`` first (bottom row: ``image_size=(side, side)``)."""
-    from shmaug.deferred import Resample, resize_box
+    from shmaug.resample import Resample, resize_box
     from shmaug.ops.builtin.windows import window_of
 
     rng = np.random.default_rng(seed)

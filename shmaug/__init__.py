@@ -24,6 +24,7 @@ Beside them, the base every part may use, and the command line:
 - ``seeding``: (seed, epoch, sample index) -> random stream;
 - ``platform``: what differs between platforms, decided once;
 - ``deferred``: a photo not yet decoded, which a source hands a decode-time crop;
+- ``resample``: every resize's filters, and the exact resample of a window of pixels;
 - ``whole_decodes``: each fallback from that crop to a whole decode, counted by reason;
 - ``presets``: ready-made pipelines;
 - ``cli``, ``_demo``, ``_interrupt``: the ``shmaug`` command (``demo``, ``bench``, ``pack``);

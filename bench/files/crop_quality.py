@@ -49,7 +49,7 @@ def cpu_name() -> str:
 
 def measure(files: int, crops: int, seed: int = 0) -> dict[str, Any]:
     from bench.files import photos
-    from shmaug.deferred import Resample
+    from shmaug.resample import Resample
     from shmaug.ops.builtin.windows import centre_window, window_of
     from shmaug.sources.images import decode, turbo
 

@@ -10,7 +10,7 @@ interleaved, the median over rounds:
 
 - ``turbojpeg-0.0.2 (shmaug)``: shmaug's own path: libjpeg-turbo 3 from the ``turbojpeg``
   wheel through ctypes, the window alone at the smallest of 1/8, 1/4, 1/2, 1/1 that keeps it
-  at least 224 (``decode.dct_scale``), then OpenCV (``deferred.after_dct``);
+  at least 224 (``decode.dct_scale``), then OpenCV (``resample.after_dct``);
 - ``simplejpeg``: the whole photo at the same scale (``min_height``/``min_width``; it has no
   region), cut, then the same finish;
 - ``PyTurboJPEG``: the same through PyTurboJPEG's ``decode(scaling_factor=...)``, loading the
@@ -44,7 +44,7 @@ def paths(extra: str | None) -> dict[str, Callable[..., Any] | str]:
     """Each library's crop, or why it is missing."""
     import cv2
 
-    from shmaug.deferred import Resample, after_dct
+    from shmaug.resample import Resample, after_dct
     from shmaug.sources.images import decode, turbo
 
     how = Resample()

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
     from .sequence import Sequence
 
-FORMAT = "shmaug.Sequence"
+STATE_FORMAT = "shmaug.Sequence"
 VERSION = 1  # of the state's format; bumped when its meaning changes
 
 
@@ -30,7 +30,7 @@ def state_of(seq: Sequence, order: Order, runtime: Runtime) -> dict[str, Any]:
         bindings = passes.bindings
         epoch, batch = passes.position
         return {
-            "format": FORMAT, "version": VERSION, "seed": seq.seed,
+            "format": STATE_FORMAT, "version": VERSION, "seed": seq.seed,
             "epoch": epoch, "batch": batch, "shard_index": seq.shard_index,
             "fingerprint": order.fingerprint(),
             "bindings": [[i, e, b] for i, (e, b, _) in sorted(bindings.items())],
@@ -45,7 +45,7 @@ def restore(seq: Sequence, state: dict[str, Any], batches: int, order: Order,
     """Make ``seq`` (of ``batches`` per epoch, its ``order``) continue from ``state`` (checked
     against its fingerprint and seed): its ``runtime``'s passes."""
     expected = {**order.fingerprint(), "seed": seq.seed}
-    epoch, cursor = check.resume_state(state, FORMAT, VERSION, expected, batches)
+    epoch, cursor = check.resume_state(state, STATE_FORMAT, VERSION, expected, batches)
     bindings = facade_checks.bindings(state.get("bindings"), state.get("asked"), batches)
     looks = facade_checks.bindings(state.get("looks"), (), batches)  # (older states: none)
     in_order = state.get("in_order") is True or not order.shuffle

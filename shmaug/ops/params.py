@@ -29,7 +29,7 @@ from typing import Any, Union
 import cv2
 import numpy as np
 
-from ..deferred import cv_flag
+from ..resample import cv_flag
 from ..errors import ArgumentError, ArgumentTypeError
 
 Range = Union[float, tuple[float, float]]
@@ -43,7 +43,7 @@ BORDERS: dict[str, int] = {
     "replicate": cv2.BORDER_REPLICATE,
     "wrap": cv2.BORDER_WRAP,
 }
-INTERPOLATIONS: dict[str, int] = {name: cv_flag(name)
+CV_INTERPOLATION_FLAGS: dict[str, int] = {name: cv_flag(name)
                                   for name in ("nearest", "linear", "cubic", "area")}
 BACKENDS = ("cv", "pil")
 _PLAIN = (int, float)
@@ -247,7 +247,7 @@ def border_code(border: Any) -> int:
 
 def interp_code(interpolation: Any, allowed: Sequence[str] = ("nearest", "linear", "cubic")) -> int:
     """The OpenCV interpolation constant for an interpolation name."""
-    return INTERPOLATIONS[choice(interpolation, "interpolation", allowed)]
+    return CV_INTERPOLATION_FLAGS[choice(interpolation, "interpolation", allowed)]
 
 
 def channels_first(shape: tuple[int, ...]) -> bool:

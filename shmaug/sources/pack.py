@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 IMAGES, LABELS, MANIFEST = "images.npy", "labels.npy", "manifest.json"
 PARTIAL = ".partial"  # suffix of files being written; never mistaken for a finished output
-FORMAT = "shmaug-pack/1"
+PACK_FORMAT = "shmaug-pack/1"
 # How a nearest resize rounds, recorded since it takes the pixel under each output pixel's
 # centre (as Keras does): a nearest pack whose manifest lacks it, made by an earlier shmaug,
 # holds the pixel half a pixel off and is packed again.
@@ -275,12 +275,12 @@ def _complete(directory: str, described: dict[str, Any], verify: bool) -> Packed
         return None
     made = manifest.get("source")
     if _NEAREST in described and isinstance(made, dict) and _NEAREST not in made and \
-            manifest.get("format") == FORMAT and made == {
+            manifest.get("format") == PACK_FORMAT and made == {
                 k: v for k, v in described.items() if k != _NEAREST}:
         log.warning("%s was packed by an earlier shmaug, whose nearest resizes took the pixel "
                     "half a pixel off Keras'; packing again", directory)
         return None
-    if manifest.get("format") != FORMAT or manifest.get("source") != described:
+    if manifest.get("format") != PACK_FORMAT or manifest.get("source") != described:
         raise ArgumentError(
             f"`out` {directory!r} already holds a pack of another source or with other "
             f"settings (its manifest: {manifest.get('source')}). Fix: pass another `out`, or "
@@ -352,7 +352,7 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
                 np.save(f, classes)
                 _sync(f)
         manifest = {
-            "format": FORMAT, "count": len(files), "shape": list(shape), "dtype": files.dtype,
+            "format": PACK_FORMAT, "count": len(files), "shape": list(shape), "dtype": files.dtype,
             "class_names": list(files.class_names), "labels": classes is not None,
             "sha256": digest.hexdigest(), "bytes": os.path.getsize(partial[IMAGES]),
             "skipped": skipped, "unreadable": unreadable, "source": described,

@@ -72,7 +72,7 @@ def test_a_jpeg_libjpeg_turbo_refuses_is_decoded_whole_and_counted(tmp_path) -> 
     OpenCV reads the file (with a warning), so that window comes from a whole decode,
     counted."""
     from shmaug import whole_decodes
-    from shmaug.deferred import Resample
+    from shmaug.resample import Resample
     from shmaug.sources.images import decode, turbo
 
     if not turbo.available():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shmaug.deferred import SAMPLED_TO, Resample
+from shmaug.resample import SAMPLED_TO, Resample
 from shmaug.ops.builtin.windows import centre_window, window_of
 from shmaug.sources.images import decode, turbo
 

@@ -6,7 +6,7 @@ facade (``shmaug.keras``) beside the sources (``shmaug.sources``) and the Ray wo
 (``shmaug.engine``), the ops (``shmaug.ops`` and ``shmaug.presets``), shared memory
 (``shmaug.memory``, which the engine and the sources both use) and the base every part may use
 (``shmaug.errors``, ``shmaug.seeding``, ``shmaug.platform``, ``shmaug.deferred``,
-``shmaug.whole_decodes``). A module imports only from its
+``shmaug.resample``, ``shmaug.whole_decodes``). A module imports only from its
 own part or a lower one, at module level or inside a function alike. Among the parts, only the
 facade imports Keras or TensorFlow; the engine imports no framework and no source's optional
 library.
@@ -41,7 +41,7 @@ def part_of(module: str) -> str:
     if len(parts) > 1 and parts[1] in ("keras", "sources", "ray", "engine", "ops", "memory"):
         return parts[1]
     if module in ("shmaug.errors", "shmaug.seeding", "shmaug.platform", "shmaug.deferred",
-                  "shmaug.whole_decodes"):
+                  "shmaug.resample", "shmaug.whole_decodes"):
         return "base"
     if module == "shmaug.presets":
         return "ops"

@@ -471,13 +471,13 @@ def test_shifts_in_pixels_and_signed_limits_for_gains_are_refused_with_their_mea
     # Op("translate", x=20) made every image black without a word (pixels for a fraction),
     # and albumentations' limits about 0 were told a clamped range: brightness=(0.0, 0.2)
     # blackens, scale=(0.001, 0.1) shrinks to a tenth.
-    for name, given, means in (("translate", {"x": 20}, r"fraction of the image's width.*20 / "),
-                               ("scale_translate", {"translate": (-30, 30)}, r"not pixels"),
-                               ("brightness_contrast", {"brightness": (-0.2, 0.2)},
-                                r"factor about 1.*\(0\.8, 1\.2\)"),
-                               ("scale_translate", {"scale": (-0.1, 0.1)}, r"factor about 1")):
+    for name, kwargs, means in (("translate", {"x": 20}, r"fraction of the image's width.*20 / "),
+                                ("scale_translate", {"translate": (-30, 30)}, r"not pixels"),
+                                ("brightness_contrast", {"brightness": (-0.2, 0.2)},
+                                 r"factor about 1.*\(0\.8, 1\.2\)"),
+                                ("scale_translate", {"scale": (-0.1, 0.1)}, r"factor about 1")):
         with pytest.raises(ArgumentError, match=means):
-            ops.Op(name, **given)
+            ops.Op(name, **kwargs)
     image = make_image((16, 16, 3), np.uint8, 0)
     moved = ops.Op("translate", x=(-1.0, 1.0), y=0.5)(image, np.random.default_rng(0))
     assert moved.shape == image.shape

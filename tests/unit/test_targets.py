@@ -18,7 +18,8 @@ import pytest
 
 from shmaug.errors import ArgumentError
 from shmaug.ops import Compose, Op, aside, available, register
-from shmaug.deferred import Undecoded, resize_box
+from shmaug.deferred import Undecoded
+from shmaug.resample import resize_box
 from shmaug.ops.builtin.geometric import crop, hflip, resize, rotate
 from shmaug.ops.builtin.windows import random_resized_crop
 from shmaug.ops.core import BLENDED, STILL, TARGET_KINDS, WARPED, get

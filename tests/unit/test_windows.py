@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shmaug.deferred import Resample, Undecoded, after_dct, resize_box
+from shmaug.deferred import Undecoded
+from shmaug.resample import Resample, after_dct, resize_box
 from shmaug import ops
 from shmaug.ops import Compose, Maybe, Op
 from shmaug.ops.builtin.windows import centre_window, window_of
@@ -444,7 +445,7 @@ def test_the_reduced_finish_of_nearest_holds_only_values_the_window_holds() -> N
 def test_the_reduced_finish_averages_each_block_to_its_rounded_mean(ky, kx, channels) -> None:
     """The antialiasing of the reduced finish: each ky x kx block's mean, rounded half up on
     8-bit pixels, and exact in float32."""
-    from shmaug.deferred import _block_means
+    from shmaug.resample import _block_means
 
     rng = np.random.default_rng(ky * 10 + kx)
     fine = rng.integers(0, 256, (ky * 24, kx * 20, channels), np.uint8)

@@ -119,18 +119,18 @@ def default_workers() -> int:
 _WORKERS_PER_CORE = 8  # beyond this many processes per core, more only adds memory and contention
 
 
-AUTO = "auto"  # workers="auto": the pool sizes itself between epochs (see autoscale._autotune)
+AUTO_WORKERS = "auto"  # workers="auto": the pool sizes itself between epochs (autoscale._autotune)
 
 
 def workers(value: Any) -> int | str | RemoteWorkers:
-    """A worker count, ``AUTO`` (returned as it is: the loader resolves it), or remote
+    """A worker count, ``AUTO_WORKERS`` (returned as it is: the loader resolves it), or remote
     workers (``shmaug.ray.Workers``)."""
     if isinstance(value, RemoteWorkers):
         return value
     if value is None:
         return default_workers()
-    if isinstance(value, str) and value == AUTO:
-        return AUTO
+    if isinstance(value, str) and value == AUTO_WORKERS:
+        return AUTO_WORKERS
     if not _is_int(value) or value < 0:
         raise ArgumentError(
             f"`workers` must be None (one per core), \"auto\" (as few as keep the consumer "

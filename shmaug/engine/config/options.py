@@ -87,7 +87,7 @@ class WorkerOptions:
     """Who makes the batches, how far ahead of the consumer, and how they are handed over."""
 
     # a count, or "auto", or makers elsewhere (shmaug.ray); None as given: one per core
-    workers: int | str | RemoteWorkers | None = check.AUTO
+    workers: int | str | RemoteWorkers | None = check.AUTO_WORKERS
     start_method: str | None = None
     max_queue_size: int | None = None  # None: follows the workers (handoff.depth); checked
     # against a batch's memory by Options.of
@@ -106,7 +106,7 @@ class WorkerOptions:
     @property
     def auto(self) -> bool:
         """``workers="auto"``: the pool sizes itself between epochs (see ``autoscale``)."""
-        return self.workers == check.AUTO
+        return self.workers == check.AUTO_WORKERS
 
     @property
     def count(self) -> int:

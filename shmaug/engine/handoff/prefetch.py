@@ -29,7 +29,7 @@ from .ring import OutputRing, Targets
 from ..plan.schedule import BatchPlan, Task
 from ..workers.wire import Done
 
-POLL_S = 0.1  # how long one wait for results lasts before the loop re-checks everything
+RESULTS_POLL_S = 0.1  # how long one wait for results lasts before the loop re-checks everything
 _LEAVE_S = 1.0  # how long close() waits for consumer threads to leave produce()
 CLOSED = "This shmaug.Loader is closed. Fix: create a new one."
 
@@ -322,7 +322,7 @@ class Prefetcher:
         if batch.dropped and not batch.tickets:
             self.ring.release(batch.slot)
 
-    def _collect(self, timeout_s: float = POLL_S) -> None:
+    def _collect(self, timeout_s: float = RESULTS_POLL_S) -> None:
         """Wait (bounded) for worker results and file them under their batches."""
         if self._closed:
             raise ClosedError(CLOSED)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import OutputMismatchError
 from .reports import as_error
-from ..handoff.prefetch import POLL_S
+from ..handoff.prefetch import RESULTS_POLL_S
 from ...memory.store import dtype_of
 from .wire import Probe, Probed, probe_task
 
@@ -26,7 +26,7 @@ def await_probe(pool: Any, timeout: float | None) -> Probe:
     worker is an exception here, not a hung or crashed main process."""
     pool.submit(probe_task(_PROBE_TICKET))
     while True:
-        for result in pool.poll(POLL_S):
+        for result in pool.poll(RESULTS_POLL_S):
             if result.ticket == _PROBE_TICKET:
                 if isinstance(result, Probed):
                     return result.probe

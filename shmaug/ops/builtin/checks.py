@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..params import BACKENDS, BORDERS, INTERPOLATIONS, bounds, choice, value_range
+from ..params import BACKENDS, BORDERS, CV_INTERPOLATION_FLAGS, bounds, choice, value_range
 from ..core import Check
 from .warp import pixels
 from ...errors import ArgumentError
@@ -108,4 +108,4 @@ WARP: dict[str, Check] = {
     **VALUE_RANGE,
 }
 """What every warping op shares (its ``backend`` aside)."""
-RESIZE_INTERPOLATION = one_of(*INTERPOLATIONS)  # OpenCV's and PIL's (pil.RESAMPLE) alike
+RESIZE_INTERPOLATION = one_of(*CV_INTERPOLATION_FLAGS)  # OpenCV's and PIL's (pil.RESAMPLE) alike

@@ -23,7 +23,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from ...deferred import CV_CHANNELS
+from ...resample import CV_CHANNELS
 from ..kernels import colour as k
 from ..params import (
     Range,

@@ -40,7 +40,7 @@ from ..params import (
 from . import checks as chk
 from .warp import affine, cut, moved, pixels, scaled, warp
 from ..targets.moves import FieldMove, MatrixMove, columns_shifted
-from ...deferred import aspect_window, fitted
+from ...resample import aspect_window, fitted
 from ..core import WARPED, register
 from ...errors import ArgumentError
 

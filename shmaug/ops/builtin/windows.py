@@ -8,7 +8,7 @@ JPEG's header gives and asks for that window alone (``Undecoded.resized_window``
 decodes the window, at the smallest eighth of its size in the DCT that keeps it at least the
 output, and OpenCV resamples the rest: the reduced crop, within
 ``decode.REDUCED_CROP_QUALITY`` of the exact one). Given pixels, each cuts the same window and
-resamples it exactly (``deferred.resize_box``, PIL's antialiased filters, as torchvision on a
+resamples it exactly (``resample.resize_box``, PIL's antialiased filters, as torchvision on a
 PIL image: the random crop is cut, then resized; the centre crop resized, then cut), as a
 source with ``reduced_decode=False`` does: the draw never depends on where the op runs.
 """
@@ -25,9 +25,10 @@ from .warp import moved, scaled
 from ..core import WARPED, register
 from ..params import Range, bounds, draw
 from ..targets.moves import MatrixMove
-from ...deferred import INTERPOLATIONS, Undecoded, Resample, Window, resize_box
+from ...deferred import Undecoded
+from ...resample import RESIZE_INTERPOLATIONS, Resample, Window, resize_box
 
-_INTERPOLATION = chk.one_of(*INTERPOLATIONS)
+_INTERPOLATION = chk.one_of(*RESIZE_INTERPOLATIONS)
 _TRIES = 10  # torchvision's: then the centre fallback
 
 

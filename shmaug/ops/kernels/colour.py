@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 
 from ..params import Levels
-from ...deferred import CV_CHANNELS
+from ...resample import CV_CHANNELS
 from .cv import LUMA, lut
 
 _BYTE = Levels(0.0, 255.0)

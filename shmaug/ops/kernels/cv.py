@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import cv2
 import numpy as np
 
-from ...deferred import CV_CHANNELS, in_channel_groups, resized
+from ...resample import CV_CHANNELS, in_channel_groups, resized
 from ..params import UNIT, Levels, clamp, convert, inside
 
 try:  # optional: a byte lookup table 2-3x faster than cv2.LUT (albumentations brings it along)
@@ -305,7 +305,7 @@ def erase(img: np.ndarray, boxes: list[tuple[int, int, int, int]], value: float)
 
 def resize(img: np.ndarray, height: int, width: int, interp: int) -> np.ndarray:
     """``cv2.resize`` to (height, width); nearest takes the pixel under each output pixel's
-    centre (``deferred.for_resize``)."""
+    centre (``resample.for_resize``)."""
     return resized(img, height, width, interp)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 from PIL import Image, ImageEnhance, ImageFilter
 
-from ...deferred import pil_filter
+from ...resample import pil_filter
 from ...errors import ArgumentError
 from ..params import Levels
 

@@ -152,7 +152,7 @@ class MatrixMove(Move):
         """The mask moved by an axis-aligned move (``mask``) by indexing, where it maps a
         window of whole pixels inside the input onto the output (flips, crops, resizes,
         resized crops): the window, resized nearest-neighbour as the image's nearest resize
-        samples it (``deferred.for_resize``) and mirrored, gathered at once (1.5x as fast as
+        samples it (``resample.for_resize``) and mirrored, gathered at once (1.5x as fast as
         OpenCV's resize of it); None for any other move."""
         m, (h, w) = self.matrix, self.size
         # the output's edges back in the input: u_in = (u_out - 0.5 - c) / a + 0.5
@@ -329,7 +329,7 @@ def _sources(size: int, scale: float, shift: float, given: int, border: int
 @functools.lru_cache(maxsize=4096)
 def _resized(given: int, size: int) -> np.ndarray:
     """The input pixel each of ``size`` output pixels takes in OpenCV's nearest resize of
-    ``given`` pixels (INTER_NEAREST_EXACT, the image's: ``deferred.for_resize``), read off
+    ``given`` pixels (INTER_NEAREST_EXACT, the image's: ``resample.for_resize``), read off
     OpenCV itself, whose rule has changed between its versions (read-only; a window's sizes
     repeat, so it is kept)."""
     out: np.ndarray = cv2.resize(np.arange(given, dtype=np.int32)[None], (size, 1),

@@ -21,7 +21,7 @@ except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
     import msvcrt
 
-POLL_S = 0.05  # how often a bounded wait tries the lock again
+LOCK_POLL_S = 0.05  # how often a bounded wait tries the lock again
 
 
 class FileLock:
@@ -54,7 +54,7 @@ class FileLock:
             if time.monotonic() >= deadline:
                 os.close(fd)
                 return False
-            time.sleep(POLL_S)
+            time.sleep(LOCK_POLL_S)
 
     def release(self) -> None:
         fd, self._fd = self._fd, None

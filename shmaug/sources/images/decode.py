@@ -26,7 +26,7 @@ import numpy as np
 
 from . import turbo
 from ... import whole_decodes
-from ...deferred import (Resample, Window, after_dct, aspect_window, cv_flag, dct_rest, fitted,
+from ...resample import (Resample, Window, after_dct, aspect_window, cv_flag, dct_rest, fitted,
                          for_resize, margin, resize_box)
 from ...errors import SKIP_WHERE, ImageReadError
 from ...platform import jpeg_setting
@@ -53,7 +53,7 @@ REDUCED_TOLERANCE = {"area": 3.5, "same interpolation": 12.0}
 # torchvision's ``resized_crop(antialias=True)`` on a PIL image), per interpolation, over many
 # windows of real photographs (ImageNet's sizes, q75-95 4:2:0): the mean absolute difference
 # per value (0..255) and the median PSNR (dB). Measured (the DCT at 1/8 to 1/1, then
-# ``deferred.after_dct``): MAD 0.46 / 0.49 / 1.48 / 0.65 and PSNR 50 / 50 / 40 / 48 dB for
+# ``resample.after_dct``): MAD 0.46 / 0.49 / 1.48 / 0.65 and PSNR 50 / 50 / 40 / 48 dB for
 # bilinear / bicubic / area / lanczos3, 5th percentile 43 / 43 / 33 / 40 dB, the same whether
 # libjpeg-turbo decodes the window or OpenCV the photo. bench.files.crop_quality measures
 # them; tests/unit/test_crop_quality.py holds the decoder to them.
@@ -260,7 +260,7 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
     is scaled in the DCT; "turbo" decodes only the window; a JPEG libjpeg-turbo refuses
     (lossless, CMYK, 12-bit), and every other file, is decoded whole. With ``how.antialias``
     (the reduced crop): at the smallest of 1/8, 1/4, 1/2 and 1/1 that keeps the window at
-    least ``size`` (``dct_scale``), then OpenCV for the rest (``deferred.after_dct``), its
+    least ``size`` (``dct_scale``), then OpenCV for the rest (``resample.after_dct``), its
     pixels within ``REDUCED_CROP_QUALITY`` of the exact path (``reduced=False``: the window
     at full scale, then PIL's antialiased filter). Without it: at the same scale, then
     OpenCV's sampled resize.

@@ -24,7 +24,8 @@ from . import turbo
 from .decode import (COLOR_MODES, decode_bytes, jpeg_ends, jpeg_header, resize,
                      resized_window, scaled_whole, unreadable, decide_jpeg_mode)
 from ... import whole_decodes
-from ...deferred import Resample, Undecoded, Window
+from ...deferred import Undecoded
+from ...resample import Resample, Window
 from ...errors import ImageReadError
 from ...memory.store import ArrayHandle, SharedStore, attach_block
 

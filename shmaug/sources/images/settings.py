@@ -20,7 +20,7 @@ from .decode import COLOR_MODES
 from .reader import Decoder, Reader
 from ...errors import ArgumentError, ArgumentTypeError, got
 
-INTERPOLATIONS = ("area", "bicubic", "bilinear", "lanczos3", "lanczos5", "nearest")
+KERAS_INTERPOLATIONS = ("area", "bicubic", "bilinear", "lanczos3", "lanczos5", "nearest")
 DEFAULT_IMAGE_SIZE = (256, 256)  # Keras' default for image_dataset_from_directory
 
 
@@ -52,7 +52,7 @@ class DecodeSettings:
         size = image_size_of(self.image_size)
         check_choice("color_mode", self.color_mode, (*sorted(COLOR_MODES), None),
                      "e.g. `color_mode='rgb'` (None keeps the files' channels)")
-        check_choice("interpolation", self.interpolation, INTERPOLATIONS,
+        check_choice("interpolation", self.interpolation, KERAS_INTERPOLATIONS,
                      "e.g. `interpolation='bilinear'`")
         check_choice("on_error", self.on_error, ("raise", "skip"),
                      "`on_error='skip'` replaces unreadable images and counts them in stats()")
