@@ -19,8 +19,10 @@ handle (Windows).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
+import stat
 import threading
 import time
 
@@ -29,7 +31,9 @@ from .. import platform
 log = logging.getLogger(__name__)
 
 STALE_AFTER_S = 10.0  # younger segments may be between their creation and their lock
-_swept = False  # invariant: this process has swept (once is enough: leftovers stay left)
+# invariant: when this process may sweep again (inf: it swept, and leftovers stay left; a
+# sweep that met some too young to tell sets it to when they can be)
+_next_sweep = 0.0
 _sweep_lock = threading.Lock()
 
 try:
@@ -57,20 +61,23 @@ def hold(name: str) -> int | None:
 
 def sweep(prefix: str, *, short: bool = False) -> list[str]:
     """Unlink the leftovers of dead owners, segments named ``<prefix><pid>_<hex>`` (once per
-    process); returns their names. ``short``: /dev/shm cannot hold what is asked, so sweep
-    again, and wait (at most ``STALE_AFTER_S``) for leftovers too young yet to tell from a
-    segment being made: a job restarted at once after a kill (a container's restart) found
-    its predecessor's there, and never swept them."""
-    global _swept
+    process, and again by a later call once those too young to tell have aged: a grid of jobs
+    killed and started again at once left theirs to the restarted jobs); returns their names.
+    ``short``: /dev/shm cannot hold what is asked, so sweep again, and wait (at most
+    ``STALE_AFTER_S``) for leftovers too young yet to tell from a segment being made."""
+    global _next_sweep
     directory = _directory()
     with _sweep_lock:
-        if directory is None or (_swept and not short):
+        if directory is None or (time.monotonic() < _next_sweep and not short):
             return []
-        _swept = True
+        _next_sweep = math.inf
     removed, young = _swept_once(directory, prefix)
     if short and young:
         time.sleep(min(max(young), STALE_AFTER_S))
-        removed += _swept_once(directory, prefix)[0]
+        removed, young = removed + _swept_once(directory, prefix)[0], []
+    if young:
+        with _sweep_lock:
+            _next_sweep = time.monotonic() + min(young)
     if removed:
         log.warning("removed %d shared-memory segments left in %s by shmaug processes killed "
                     "together with their resource tracker: %s", len(removed), directory,
@@ -97,11 +104,13 @@ def _remove_if_left(directory: str, name: str, pattern: re.Pattern[str]) -> floa
     if pattern.match(name) is None:
         return None
     path = os.path.join(directory, name)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:  # gone meanwhile, or another user's
+    try:  # (a FIFO named so would block a plain open until a writer came: every job hung)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:  # gone meanwhile, another user's, or a link
         return None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # not a segment, whatever its name
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:  # held: its owner lives (in another PID namespace, or it is us)
@@ -115,3 +124,43 @@ def _remove_if_left(directory: str, name: str, pattern: re.Pattern[str]) -> floa
         return None
     finally:
         os.close(fd)
+
+
+def census(prefix: str, own: frozenset[str] = frozenset()) -> dict[str, dict[int, int]]:
+    """The bytes of /dev/shm that segments named ours hold, but for ``own`` (this process's),
+    by state ("live": locked by their owner; "left": a dead owner's, which a sweep removes;
+    "unknown": another user's, which only that user's or root's processes can open) and by
+    their owner's uid: what an out-of-room message and ``shmaug doctor`` tell."""
+    directory = _directory()
+    found: dict[str, dict[int, int]] = {"live": {}, "left": {}, "unknown": {}}
+    if directory is None:
+        return found
+    pattern = re.compile(re.escape(prefix) + r"(\d+)_[0-9a-f]+\Z")
+    for name in os.listdir(directory):
+        if pattern.match(name) is None or name in own:
+            continue
+        try:
+            info = os.lstat(os.path.join(directory, name))
+        except OSError:  # gone meanwhile
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            continue
+        state = _state(os.path.join(directory, name))
+        by_uid = found[state]
+        by_uid[info.st_uid] = by_uid.get(info.st_uid, 0) + info.st_blocks * 512
+    return found
+
+
+def _state(path: str) -> str:
+    """"live", "left" or "unknown" (``census``) for the segment at ``path``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return "unknown"
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # its owner holds it (or a sweep does, this instant)
+        return "live"
+    finally:
+        os.close(fd)  # (drops the lock taken, if any)
+    return "left"

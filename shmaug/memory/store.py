@@ -126,20 +126,25 @@ def shm_report() -> str:
         return f"{platform.SHM_DIR} cannot be measured ({exc})"
     size, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
     unit, scale = ("GiB", 2**30) if size >= 2**30 else ("MiB", 2**20)  # (Docker: 64 MiB)
-    return f"{platform.SHM_DIR}: {size / scale:.1f} {unit}, {free / scale:.1f} {unit} free"
+    held = _others_held(())
+    return (f"{platform.SHM_DIR}: {size / scale:.1f} {unit}, {free / scale:.1f} {unit} free"
+            + (f"; {held}" if held else "; no shmaug segment there"))
 
 
 def check_capacity(nbytes: int, what: str) -> None:
     """Raise ``SharedMemoryError`` with the remedy when /dev/shm cannot hold ``nbytes``."""
     free = free_shm_bytes(nbytes)
     if free is not None and nbytes > free:
+        held = _others_held(())
+        smaller = "" if nbytes < 2**20 else (  # (a few bytes: nothing smaller would fit)
+            ", lower `max_queue_size` or `batch_size`, or pass `x` as a path to a .npy file "
+            "so it is memory-mapped instead of copied into shared memory")
         raise SharedMemoryError(
             f"Not enough shared memory for {what}: asked for {nbytes:,} bytes "
             f"({nbytes / 2**20:.1f} MiB) but {_SHM_DIR} has {free:,} bytes "
-            f"({free / 2**20:.1f} MiB) free. Fix: enlarge it (Docker: `--shm-size=2g`; "
-            f"elsewhere: `mount -o remount,size=8G {_SHM_DIR}`), lower `max_queue_size` or "
-            f"`batch_size`, or pass `x` as a path to a .npy file so it is memory-mapped "
-            f"instead of copied into shared memory."
+            f"({free / 2**20:.1f} MiB) free{f' ({held})' if held else ''}. Fix: free room "
+            f"there or enlarge it (Docker: `--shm-size=2g`; elsewhere: `mount -o "
+            f"remount,size=8G {_SHM_DIR}`){smaller}."
         )
 
 
@@ -216,9 +221,9 @@ def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0,
         fix = npy if data else "free some of it"
     listed = ", ".join(f"{what} {n:,} bytes" for what, n in parts.items() if n)
     gib = -(-total // 2**30) + 1
-    held = _held_here(own)
+    held, elsewhere = _held_here(own), _others_held(own)
     others = (f"; this process's other loaders hold {held:,} bytes there: close those it "
-              f"no longer uses" if held else "")
+              f"no longer uses" if held else "") + (f"; {elsewhere}" if elsewhere else "")
     raise SharedMemoryError(
         f"Not enough shared memory: shmaug needs {total:,} bytes ({total / 2**20:,.1f} MiB) "
         f"in {_SHM_DIR} ({listed}) but it has {free:,} bytes ({free / 2**20:,.1f} MiB) free "
@@ -230,15 +235,42 @@ def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0,
 
 def _held_here(own: Collection[str]) -> int:
     """Bytes of /dev/shm this process's shmaug blocks hold, but for ``own`` (the asking
-    loader's): its other loaders'."""
-    prefix = segment_name().rpartition("_")[0] + "_"
-    mine = {name.lstrip("/") for name in own}
-    try:
-        with os.scandir(_SHM_DIR) as entries:
-            return sum(e.stat().st_blocks * 512 for e in entries
-                       if e.name.startswith(prefix) and e.name not in mine)
-    except OSError:  # (no /dev/shm to list: Windows, macOS)
-        return 0
+    loader's): its other loaders'. (Not by the PID in their names: in a PID namespace,
+    another container's job has this process's PID.)"""
+    theirs = _this_process() - {name.lstrip("/") for name in own}
+    total = 0
+    for name in theirs:
+        try:
+            total += os.stat(os.path.join(_SHM_DIR, name)).st_blocks * 512
+        except OSError:  # (gone meanwhile; no /dev/shm to list: Windows, macOS)
+            continue
+    return total
+
+
+def _this_process() -> set[str]:
+    """The names of the blocks this process's live stores own."""
+    return {name.lstrip("/") for store in list(_STORES) for name in store.names}
+
+
+def _others_held(own: Collection[str]) -> str:
+    """What shmaug segments of other processes hold in /dev/shm (``_leftovers.census``),
+    said for an out-of-room message and ``shmaug doctor``; "" where none."""
+    found = _leftovers.census(
+        SEGMENT_PREFIX, frozenset(_this_process() | {n.lstrip("/") for n in own}))
+    said = []
+    if found["live"]:
+        said.append(f"other running shmaug jobs hold {sum(found['live'].values()):,} bytes")
+    if found["left"]:
+        said.append(f"segments of killed shmaug jobs hold {sum(found['left'].values()):,} "
+                    f"bytes, which the next shmaug job removes once they are "
+                    f"{_leftovers.STALE_AFTER_S:g} s old")
+    if found["unknown"]:
+        who = ", ".join(f"uid {uid}: {n / 2**20:,.1f} MiB"
+                        for uid, n in sorted(found["unknown"].items()))
+        said.append(f"other users' shmaug segments hold {sum(found['unknown'].values()):,} "
+                    f"bytes ({who}), their running jobs' or those a killed one left, which "
+                    f"only that user's next shmaug job (or root's) can remove")
+    return "; ".join(said)
 
 
 def copied_bytes(x: np.ndarray | None, targets: dict[str, np.ndarray],
@@ -346,6 +378,9 @@ def _release(segments: list[shared_memory.SharedMemory], locks: list[int],
         os.close(locks.pop())
 
 
+_STORES: weakref.WeakSet[SharedStore] = weakref.WeakSet()  # this process's live stores
+
+
 class SharedStore:
     """Owner of named shared-memory blocks.
 
@@ -362,6 +397,7 @@ class SharedStore:
 
     def __init__(self) -> None:
         _leftovers.sweep(SEGMENT_PREFIX)
+        _STORES.add(self)
         self._segments: list[shared_memory.SharedMemory] = []  # invariant: all owned, all live
         self._locks: list[int] = []  # invariant: one descriptor locking each, where locks apply
         self._lent: set[str] = set()  # invariant: names of the blocks views are lent from

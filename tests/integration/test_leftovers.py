@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Callable
 
@@ -38,7 +39,7 @@ time.sleep(60)
 def sweep(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[str]]:
     """A sweep now, although this process swept already (each sweeps once)."""
     def again() -> list[str]:
-        monkeypatch.setattr(_leftovers, "_swept", False)
+        monkeypatch.setattr(_leftovers, "_next_sweep", 0.0)
         return _leftovers.sweep(SEGMENT_PREFIX)
     return again
 
@@ -146,3 +147,62 @@ def test_where_shared_memory_is_short_young_leftovers_are_waited_for(monkeypatch
     finally:
         if os.path.exists(f"/dev/shm/{name}"):
             os.unlink(f"/dev/shm/{name}")
+
+
+def test_a_fifo_named_as_a_segment_is_passed_over_without_a_hang(sweep):
+    """One user's `mkfifo /dev/shm/shmaug_4242_deadbeef` hung every shmaug job on the machine
+    at its first Loader: the sweep opened it for reading, which waits for a writer."""
+    name = f"{SEGMENT_PREFIX}4242_deadbeef"
+    os.mkfifo(f"/dev/shm/{name}")
+    try:
+        done: list[list[str]] = []
+        thread = threading.Thread(target=lambda: done.append(sweep()), daemon=True)
+        thread.start()
+        thread.join(10)
+        assert done and name not in done[0]
+        assert _leftovers.census(SEGMENT_PREFIX) is not None  # (lists it without a hang too)
+    finally:
+        os.unlink(f"/dev/shm/{name}")
+
+
+def test_young_leftovers_are_swept_by_a_later_store_once_they_can_be_told(sweep, monkeypatch):
+    """A grid killed and started again at once: each restarted job swept once, found its
+    predecessors' segments too young to tell, and left them for its whole run."""
+    monkeypatch.setattr(_leftovers, "STALE_AFTER_S", 0.3)
+    name = _segment(_dead_pid(), "6a11e")
+    try:
+        assert sweep() == []  # too young: told later
+        assert _leftovers.sweep(SEGMENT_PREFIX) == []  # (not yet)
+        time.sleep(0.5)
+        assert _leftovers.sweep(SEGMENT_PREFIX) == [name]  # the next store made sweeps again
+        assert _leftovers.sweep(SEGMENT_PREFIX) == []
+    finally:
+        if os.path.exists(f"/dev/shm/{name}"):
+            os.unlink(f"/dev/shm/{name}")
+
+
+def test_room_others_hold_is_told_by_whose_it_is_not_by_the_pid_in_names(sweep, monkeypatch):
+    """In a PID namespace another container's job bore this process's PID, and the message
+    said "this process's other loaders hold" its bytes; a killed job's segments were not
+    told apart from running ones."""
+    from shmaug.errors import SharedMemoryError
+    from shmaug.memory import store
+
+    running, left = _segment(os.getpid(), "1a57"), _segment(_dead_pid(), "de4d")
+    lock = _leftovers.hold(running)
+    monkeypatch.setattr(store, "free_shm_bytes", lambda needed=0: 10)
+    try:
+        _age({running, left}, 60)
+        found = _leftovers.census(SEGMENT_PREFIX)
+        assert sum(found["live"].values()) >= 64 and sum(found["left"].values()) >= 64
+        with pytest.raises(SharedMemoryError) as short:
+            store.check_need({store.DATASET: 100})
+        told = str(short.value)
+        assert "this process's other loaders" not in told
+        assert "other running shmaug jobs hold" in told and "killed shmaug jobs hold" in told
+        assert "killed shmaug jobs hold" in store.shm_report()  # (shmaug doctor)
+    finally:
+        os.close(lock)
+        for name in (running, left):
+            if os.path.exists(f"/dev/shm/{name}"):
+                os.unlink(f"/dev/shm/{name}")
