@@ -121,6 +121,26 @@ def test_keras_verbose_and_data_format_are_taken_as_keras_means_them(tmp_path, c
         ImageFiles.from_directory(folder, image_size=(4, 4), data_format="channels_first")
 
 
+def test_a_reduced_decode_pads_where_keras_pads_from_the_files_own_size(tmp_path):
+    """A 517x589 photo padded to 224x224 fills 223 rows in Keras (its size in float32); decoded
+    at half size first, its 259x295 pixels rounded to 224 rows: a row of photo where Keras
+    has black (|d| up to 255)."""
+    from PIL import Image
+
+    from shmaug.resample import fitted
+    from shmaug.sources.files import ImageFiles
+
+    root = _tiny_folder(tmp_path)
+    bright = np.random.default_rng(0).integers(60, 256, (589, 517, 3), np.uint8)
+    Image.fromarray(bright).save(root / "a" / "0.jpg", quality=90)
+    top, left, rows, cols = fitted(589, 517, (224, 224))
+    assert (top, rows) == (0, 223)  # (Keras' float32 rounding, as tested against it)
+    for reduced in (True, False):
+        padded = ImageFiles.from_directory(root, image_size=(224, 224), pad_to_aspect_ratio=True,
+                                           reduced_decode=reduced).read(0)
+        assert (padded[rows:] == 0).all() and padded[:rows, left + 2:left + cols - 2].min() > 0
+
+
 def test_crop_or_pad_to_aspect_ratio_keeps_the_shapes_proportions(tmp_path):
     """A 6x12 image with a white centre square: cropped to a square it fills the output (the
     black sides are cut), padded to a square it is a band (black bars above and below)."""

@@ -549,18 +549,20 @@ def _convert(bgr: np.ndarray, channels: int | None) -> np.ndarray:
 
 
 def resize(image: np.ndarray, size: tuple[int, int], interpolation: str,
-           aspect: str | None = None) -> np.ndarray:
+           aspect: str | None = None, stored: tuple[int, int] | None = None) -> np.ndarray:
     """``image`` at ``size``: stretched (``aspect=None``), or without distortion as Keras'
     ``image_dataset_from_directory`` does it: ``"crop"`` (``crop_to_aspect_ratio``) takes the
     largest centred window of the output's aspect ratio first (Keras' ``smart_resize``);
     ``"pad"`` (``pad_to_aspect_ratio``) resizes to fit and pads with black around it
-    (``tf.image.resize_with_pad``). Sizes are rounded in float32, as there."""
+    (``tf.image.resize_with_pad``). Sizes are rounded in float32, as there, from the file's
+    ``stored`` (height, width) where ``image`` was decoded reduced (its own size rounds
+    otherwise: a row of photo where Keras pads)."""
     import cv2
 
     if aspect == "crop":
         image = _aspect_window(image, size)
     elif aspect == "pad":
-        return _resize_with_pad(image, size, interpolation)
+        return _resize_with_pad(image, size, interpolation, stored or image.shape[:2])
     if image.shape[:2] == size:
         return image
     flag = for_resize(cv_flag(interpolation))
@@ -574,10 +576,12 @@ def _aspect_window(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return image[top:top + rows, left:left + cols]
 
 
-def _resize_with_pad(image: np.ndarray, size: tuple[int, int], interpolation: str) -> np.ndarray:
-    """Resized to fit inside ``size`` with its aspect ratio, centred on black
-    (``tf.image.resize_with_pad``, which Keras' ``pad_to_aspect_ratio`` runs)."""
-    top, left, rows, cols = fitted(image.shape[0], image.shape[1], size)
+def _resize_with_pad(image: np.ndarray, size: tuple[int, int], interpolation: str,
+                     stored: tuple[int, int]) -> np.ndarray:
+    """Resized to fit inside ``size`` with the aspect ratio of ``stored`` (its size in its
+    file), centred on black (``tf.image.resize_with_pad``, which Keras' ``pad_to_aspect_ratio``
+    runs)."""
+    top, left, rows, cols = fitted(stored[0], stored[1], size)
     out = np.zeros((*size, image.shape[2]), image.dtype)
     out[top:top + rows, left:left + cols] = resize(image, (rows, cols), interpolation)
     return out

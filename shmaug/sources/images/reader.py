@@ -64,7 +64,11 @@ class Decoder:
         if self.dtype == "uint16" and image.dtype == np.uint8:
             image = image.astype(np.uint16) * np.uint16(257)  # 255 -> 65535, one scale
         self._check_channels(image.shape[-1], what)
-        return image if size is None else resize(image, size, self.interpolation, self.aspect)
+        if size is None:
+            return image
+        header = jpeg_header(data) if self.aspect == "pad" and self.reduced_decode else None
+        return resize(image, size, self.interpolation, self.aspect,
+                      header[:2] if header else None)
 
     def undecoded_or_pixels(self, data: np.ndarray, what: str, checked: bool = False
                             ) -> np.ndarray | Undecoded:
