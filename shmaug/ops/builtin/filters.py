@@ -53,7 +53,9 @@ def sharpen(
 ) -> np.ndarray:
     """Sharpen with PIL's ``ImageFilter.SHARPEN`` kernel blended with the identity.
 
-    ``amount=1`` is exactly PIL's SHARPEN, ``0`` is a no-op, up to 4 exaggerates it.
+    ``amount=1`` is PIL's SHARPEN kernel, ``0`` is a no-op, up to 4 exaggerates it. PIL leaves
+    the outermost pixels as they were; the OpenCV backend filters them too, its edges
+    replicated (``backend="pil"`` is PIL's to the pixel).
 
     Example:
         >>> out = sharpen(np.zeros((64, 64), np.uint8), np.random.default_rng(0), amount=1)
@@ -69,8 +71,10 @@ def smooth(
 ) -> np.ndarray:
     """Smooth with PIL's ``ImageFilter.SMOOTH`` kernel blended with the identity.
 
-    ``amount=1`` is exactly PIL's SMOOTH, ``0`` is a no-op, and below 0 the blend goes the
-    other way, away from the smoothed image: sharper (Keras' RandomSharpness above 0.5).
+    ``amount=1`` is PIL's SMOOTH kernel (PIL leaves the outermost pixels as they were, the
+    OpenCV backend filters them, edges replicated), ``0`` is a no-op, and below 0 the blend
+    goes the other way, away from the smoothed image: sharper (Keras' RandomSharpness above
+    0.5).
 
     Example:
         >>> out = smooth(np.zeros((64, 64), np.uint8), np.random.default_rng(0), amount=1)

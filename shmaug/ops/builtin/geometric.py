@@ -330,6 +330,9 @@ def resize(
     with ``fill`` (a fraction of the value range: 1 is white, as text lines want).
     ``position`` places that window, or the image on its canvas: "center" (Keras'),
     "top_left" (a line of text left-aligned) or "random" (drawn per sample).
+    ``interpolation="area"``, the default, averages the pixels a shrink folds together (no
+    aliasing) and repeats pixels where it enlarges, as TensorFlow's "area" does: enlarge with
+    "linear" (Keras' Resizing's default) or "cubic" for a smooth result.
 
     Example:
         >>> resize(np.zeros((32, 48, 3), np.uint8), np.random.default_rng(0), 16, 24).shape
