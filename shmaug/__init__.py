@@ -27,7 +27,8 @@ Beside them, the base every part may use, and the command line:
 - ``resample``: every resize's filters, and the exact resample of a window of pixels;
 - ``whole_decodes``: each fallback from that crop to a whole decode, counted by reason;
 - ``presets``: ready-made pipelines;
-- ``cli``, ``_demo``, ``_interrupt``: the ``shmaug`` command (``demo``, ``bench``, ``pack``);
+- ``cli``, ``_demo``, ``_interrupt``: the ``shmaug`` command (``demo``, ``bench``, ``pack``,
+  ``doctor``);
 - ``__main__``: the same command as ``python -m shmaug``.
 """
 

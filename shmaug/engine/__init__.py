@@ -19,9 +19,9 @@ the order one batch travels ([Architecture](../architecture.md)):
 - ``remote``: workers elsewhere (``shmaug.ray``): what the engine asks of them, and the pool
   that stands for them in the trainer.
 
-The engine imports ``shmaug.ops``, ``shmaug.memory``, ``shmaug.seeding`` and
-``shmaug.errors``, never Keras, TensorFlow, a source's optional library, or the facade
-(``tests/unit/test_layers.py``).
+The engine imports ``shmaug.ops``, ``shmaug.memory`` and the base every part may use
+(``errors``, ``seeding``, ``platform``, ``deferred``, ``resample``, ``whole_decodes``), never
+Keras, TensorFlow, a source's optional library, or the facade (``tests/unit/test_layers.py``).
 """
 
 from .loader import Loader
