@@ -687,6 +687,8 @@ def test_boxes_a_loader_or_one_sample_would_hand_over_unmoved_are_refused_or_mov
         with pytest.raises(ArgumentError, match=r"bounding_box_format='xyxy', but `y` holds no "
                                                 r"array under 'boxes'.*'bounding_boxes': \{"):
             shmaug.Loader(x, y, batch_size=2, augment=aug, workers=0)
+    with shmaug.Loader(x, {"ids": np.arange(4)}, batch_size=2, augment=aug, workers=0) as ok:
+        ok.batch(0)  # class ids alone: a detection pipeline shared with another set
     keras_layout = {"bounding_boxes": {"boxes": boxes[0], "labels": labels[0]}}
     _, moved = aug.augment_targets(x[0], keras_layout, np.random.default_rng(0))
     assert moved["bounding_boxes"]["boxes"].tolist() == [[24, 10, 56, 30]]

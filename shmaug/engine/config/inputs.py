@@ -504,10 +504,12 @@ def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = 
             if placed == str(error):
                 raise
             raise type(error)(placed) from None
+    # (y with nothing moved but class ids, or masks alone: a pipeline shared with another set)
+    points = not found and any(len(getattr(v, "shape", ())) >= 2 for _, v in _leaves(y))
     for option, what, fix in _DECLARED:
         declared = getattr(plan.pipeline, option, None)
-        if declared is not None and y is not None and plan.moves and not found:  # (masks
-            raise ArgumentError(  # alone: a pipeline shared with a pose or detection set)
+        if declared is not None and points and plan.moves:
+            raise ArgumentError(
                 f"`augment` has {option}={declared!r}, but `y` holds no array under "
                 f"{what}, which move with their image: a `y` of them under "
                 f"another name (or none) is handed over where it was, while the images "

@@ -15,17 +15,15 @@ shards (``tf_od``, ``hf_objects``) hand ``layout`` the same table, their images 
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
 import os
-import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..files import ImageFiles
-from ..images.decode import stored_size
+from ..images.decode import stored_sizes
 from ..remote import protocol_of
 from ..images.settings import image_size_of
 from ...errors import ArgumentError, got
@@ -33,9 +31,6 @@ from ...ops.targets.boxes import Boxes
 from ...ops.targets.formats import BOX_FORMATS, PAD, check_format, from_xyxy
 
 log = logging.getLogger(__name__)
-_HEADER_THREADS = 8
-_PROBE = 64  # headers read one by one to tell a local disk from a network file system
-_SLOW_HEADER = 1e-3  # seconds a header takes, past which the rest are read on threads
 _SLACK = 0.01  # how far past 0..1 a fraction may be by a rounding (and then be clipped)
 
 
@@ -222,11 +217,11 @@ def _sizes_given(source: str, table: BoxTable) -> None:
 
 def _settle_sizes(table: BoxTable, check: bool) -> None:
     """Each image's (height, width): the annotation's, or (where it gives none, or
-    ``check``) read from the file's header (no pixels: ``_headers``)."""
+    ``check``) read from the file's header (no pixels: ``stored_sizes``)."""
     unknown = np.nonzero(~(table.sizes > 0).all(1))[0]
     rows = np.arange(len(table.paths)) if check else unknown
     read = np.zeros((len(rows), 2), np.int64)
-    for k, found in enumerate(_headers([table.paths[i] for i in rows.tolist()])):
+    for k, found in enumerate(stored_sizes([table.paths[i] for i in rows.tolist()])):
         if isinstance(found, OSError):
             i = int(rows[k])
             raise ArgumentError(f"{table.paths[i]} ({table.where(i)}) is not an image PIL can "
@@ -244,30 +239,6 @@ def _settle_sizes(table: BoxTable, check: bool) -> None:
             f"annotation's width and height (or the file); check_sizes=False skips this "
             f"check (one header read per image).")
     table.sizes[rows] = read
-
-
-def _headers(paths: list[str]) -> Iterator[tuple[int, int] | OSError]:
-    """Each file's (height, width) (or the error), in order: read one by one where a header
-    is quick (a local disk: threads would only contend for the interpreter), on
-    ``_HEADER_THREADS`` threads where the first ``_PROBE`` took longer (a network file
-    system, where each costs a round trip)."""
-    started = time.perf_counter()
-    yield from map(_header, paths[:_PROBE])
-    if time.perf_counter() - started <= _SLOW_HEADER * min(len(paths), _PROBE):
-        yield from map(_header, paths[_PROBE:])
-        return
-    pool = cf.ThreadPoolExecutor(_HEADER_THREADS)
-    try:
-        yield from pool.map(_header, paths[_PROBE:], chunksize=64)
-    finally:  # (refused at one: the rest are not waited for)
-        pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _header(path: str) -> tuple[int, int] | OSError:
-    try:
-        return stored_size(path)
-    except OSError as exc:
-        return exc
 
 
 def _clip(source: str, table: BoxTable) -> None:

@@ -15,7 +15,6 @@ agree.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import io
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -24,7 +23,7 @@ import cv2
 import numpy as np
 
 from ..files import ImageFiles
-from ..images.decode import raise_if_refused, stored_size
+from ..images.decode import raise_if_refused, stored_sizes
 from ..remote import protocol_of
 from ...errors import ArgumentError, ImageReadError
 from ..images.reader import Reader
@@ -32,7 +31,6 @@ from ..images.settings import DEFAULT_IMAGE_SIZE, image_size_of
 
 _PNG = b"\x89PNG\r\n\x1a\n"
 _GREY, _PALETTE = 0, 3  # a PNG's colour type byte (offset 25) for grey and palette images
-_HEADER_THREADS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,23 +182,16 @@ def check_pair_sizes(pairs: list[tuple[str, str]],
     """Refuse a mask of another size than its image, naming both (``pairs``: (image, mask)
     paths; headers only, read on a few threads: on a network file system a header costs a
     round trip); ``opt_out``: the call that skips the check."""
-    with cf.ThreadPoolExecutor(_HEADER_THREADS) as pool:
-        found = pool.map(_sizes, pairs, chunksize=256)
-        for (image, mask), sizes in zip(pairs, found):
-            if isinstance(sizes, OSError):
-                raise ArgumentError(f"Cannot read the header of {image!r} or {mask!r}: "
-                                    f"{sizes}. Fix: replace the file, or remove the pair.")
-            if sizes[0] != sizes[1]:
-                (ih, iw), (mh, mw) = sizes
-                raise ArgumentError(
-                    f"The mask {mask!r} is {mw}x{mh} (width x height) but its image "
-                    f"{image!r} is {iw}x{ih}: stretched to one size, the mask would no longer "
-                    f"lie on its pixels. Fix: give the mask its image's size (or pair it with "
-                    f"the right image), or pass {opt_out} if you resize both on purpose.")
-
-
-def _sizes(pair: tuple[str, str]) -> tuple[tuple[int, int], tuple[int, int]] | OSError:
-    try:
-        return stored_size(pair[0]), stored_size(pair[1])
-    except OSError as exc:
-        return exc
+    found = stored_sizes([path for pair in pairs for path in pair])  # image, mask, image, ...
+    for (image, mask), of_image, of_mask in zip(pairs, found, found):
+        if isinstance(of_image, OSError) or isinstance(of_mask, OSError):
+            path, error = (image, of_image) if isinstance(of_image, OSError) else (mask, of_mask)
+            raise ArgumentError(f"Cannot read the header of {path!r}: {error}. Fix: replace "
+                                f"the file, or remove the pair.")
+        if of_image != of_mask:
+            (ih, iw), (mh, mw) = of_image, of_mask
+            raise ArgumentError(
+                f"The mask {mask!r} is {mw}x{mh} (width x height) but its image {image!r} is "
+                f"{iw}x{ih}: stretched to one size, the mask would no longer lie on its "
+                f"pixels. Fix: give the mask its image's size (or pair it with the right "
+                f"image), or pass {opt_out} if you resize both on purpose.")
