@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import ArgumentError, ClosedError, warn
 from ..ops.mixing import Mix
 from .config import checks as check
-from .config import describe, inputs
+from .config import describe, tree
 from .config.options import BatchOptions, Data, Options, OutputOptions, Settings, WorkerOptions
 from .handoff.prefetch import CLOSED, EpochBatch, Handoff
 from .plan.cursor import Cursor
@@ -377,7 +377,7 @@ class Loader:
         made_at = {pipeline.places[name]: rows for name, rows in made.items()}
         if pipeline.mixed_at is not None:  # a mix's soft targets, and what it blends beside
             made_at.update(self._run.mixed(key, index, positions, pipeline, self.y))
-        return xb, inputs.gather(self.y, positions, made_at)
+        return xb, tree.gather(self.y, positions, made_at)
 
     def _key(self, epoch: int, ordered: bool) -> int:
         """The engine's key of ``epoch`` read shuffled, or in the dataset's order. Where the

@@ -34,7 +34,7 @@ from ..ops.params import dtype_range
 from ..seeding import global_rng_use
 from . import source
 from .autoscale.autoworkers import AutoWorkers
-from .config import inputs
+from .config import inputs, ranges, tree
 from .config.options import Options
 from .handoff import depth, presses
 from .handoff.copier import Copier
@@ -231,7 +231,7 @@ class Running:
         one-hot and as they are where read in order (unmixed)."""
         mix, at_labels = self._mix, pipeline.mixed_at
         assert mix is not None and self.labels is not None and self.ring is not None
-        beside = {at: inputs.leaf(y, at)[positions] for at in pipeline.blended_at}
+        beside = {at: tree.leaf(y, at)[positions] for at in pipeline.blended_at}
         if key & IN_ORDER:  # (floats either way: a pass's batches keep one signature)
             return {at_labels: mix.one_hot(self.labels[positions]),
                     **{at: r if r.dtype.kind == "f" else r.astype(np.float32)
@@ -299,7 +299,7 @@ class Running:
             else self._payload(load)
         if o.pipeline.checked and self.value_range is not None and images is not None:
             mapped = mapped_file_handle(images) is not None  # (its sample 0, as a worker's)
-            inputs.check_values(np.asarray(images[:1]) if mapped else images,  # augmented
+            ranges.check_values(np.asarray(images[:1]) if mapped else images,  # augmented
                                 self.value_range, o.pipeline.range_origin, o.pipeline.plan,
                                 part=mapped)
         if self.gather_only:
@@ -330,7 +330,7 @@ class Running:
         probe = await_probe(self.pool, self._settings.timeout)
         self.value_range = self.value_range or dtype_range(probe.input_dtype)
         if o.pipeline.checked and self.value_range is not None:
-            inputs.check_probe_values(probe.input_range, probe.input_nonfinite,
+            ranges.check_probe_values(probe.input_range, probe.input_nonfinite,
                                       self.value_range, o.pipeline.range_origin,
                                       probe.input_dtype, o.pipeline.plan)
         sample_shape, dtype = output_of(probe, shape, dtype)

@@ -638,7 +638,7 @@ def test_each_argument_is_checked_once_also_behind_a_sequence(monkeypatch):
     """A Sequence checks the Loader's arguments when it is made and hands the options to the
     loaders it starts: none is checked again (nor the data)."""
     pytest.importorskip("keras")
-    from shmaug.engine.config import checks as _checks, inputs as _inputs
+    from shmaug.engine.config import checks as _checks, inputs as _inputs, ranges as _ranges
     from shmaug.engine.plan import sampling as _sampling
     from shmaug.keras import _idle
 
@@ -659,8 +659,10 @@ def test_each_argument_is_checked_once_also_behind_a_sequence(monkeypatch):
                  "queue_size"):
         counting(_checks, name, lambda *_, name=name: name)
     counting(_checks, "callable_or_none", lambda name, *_: name)
-    for name in ("image_array", "value_range", "resolve_range", "augmented_targets"):
+    for name in ("image_array", "augmented_targets"):
         counting(_inputs, name, lambda *_, name=name: name)
+    for name in ("value_range", "resolve_range"):
+        counting(_ranges, name, lambda *_, name=name: name)
     counting(_sampling, "weights", lambda *_: "sampling_weights")
 
     with shmaug.Sequence(X, np.arange(10), batch_size=4, augment=_ops.identity, workers=0,

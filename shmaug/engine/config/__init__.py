@@ -4,6 +4,8 @@
   against the data (what ``Loader`` and ``Sequence`` build from);
 - ``checks``: checks of the settings (sizes, counts, the seed, the start method, a resume
   state), each message naming the argument, the value and the fix;
-- ``inputs``: checks of the data (images, targets, value ranges, sample 0's output);
+- ``inputs``: checks of the data (images, targets, sample 0's output);
+- ``ranges``: the value range the images lie in: given, taken, checked against the data;
+- ``tree``: ``y`` as a tree: targets found by name, read at a path, gathered per batch;
 - ``describe``: ``repr()`` of a Loader and a Sequence: the settings as given and as resolved.
 """

@@ -1,27 +1,28 @@
 """Checks of the data a loader is given, before anything starts: the images (an array, a
-``.npy`` file, a list to stack), the targets, the value range the images lie in, and what
+``.npy`` file, a list to stack), the targets (found in ``y`` by ``tree``), and what
 ``augment`` made of sample 0. Each message names the argument, what was expected, what was
-received and how to fix it; the settings are checked in ``checks``."""
+received and how to fix it; the settings are checked in ``checks``, the value range the
+images lie in in ``ranges``."""
 
 from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Collection, Iterator, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError, got, warn
-from ...ops.params import (SUPPORTED_DTYPES, channels_first, dtype_range, frames_first,
-                           outside, range_guess)
-from ...ops.params import value_range as checked_range
+from ...ops.params import (SUPPORTED_DTYPES, channels_first, frames_first)
 from ...ops.core import BLENDED, WARPED
 from ...ops.plan import Plan
 from ...ops.targets.boxes import format_of
 from ...ops.targets.formats import pad_boxes
-from ...ops.targets.sample import BOX_LABELS, MASK_NAMES
+from ...ops.targets.sample import MASK_NAMES
 from .. import source
+from .tree import (BOX_LABEL_KEYS, Filed, Path, filed_under, is_target_source, leaves, shown,
+                   side_named)
 
 
 def is_source(x: Any) -> bool:
@@ -53,13 +54,6 @@ def is_source(x: Any) -> bool:
             f"gives sample index). Fix: pass the images as an array, give the class a "
             f"`load(self, index)` method, or pass `load=fn` (with `x` anything sized).")
     return True
-
-
-def is_target_source(value: Any) -> bool:
-    """Whether a target is a source whose rows the workers make (``load(index)``, like an
-    image source: ``shmaug.sources.MaskFiles``, COCO's masks), rather than an array."""
-    return not isinstance(value, np.ndarray) and isinstance(value, source.Source) and callable(
-        getattr(value, "load", None))
 
 
 _AXES_FIX = {
@@ -227,7 +221,7 @@ def _rows(y: Any) -> int | None:
     several outputs), or None."""
     if isinstance(y, dict) or (isinstance(y, (list, tuple)) and y and all(
             isinstance(v, np.ndarray) and v.ndim for v in y)):
-        first = next(_leaves(y), (None, None))[1]
+        first = next(leaves(y), (None, None))[1]
         return len(first) if isinstance(first, np.ndarray) and first.ndim else None
     try:
         return len(y)
@@ -341,7 +335,7 @@ def weights(tree: Any, name: str = "sample_weight") -> None:
     """Sample weights (an array, or a dict / list of them per output) that are finite and
     >= 0: one NaN or inf made every weight of the model NaN at its first step, and a
     negative one trained that sample the other way, without a word (Keras takes them)."""
-    for where, leaf in _leaves(tree):
+    for where, leaf in leaves(tree):
         if not isinstance(leaf, np.ndarray) or leaf.dtype.kind not in "biuf" or not leaf.size:
             continue
         bad = ~np.isfinite(leaf) | (leaf < 0) if leaf.dtype.kind == "f" else leaf < 0
@@ -469,21 +463,6 @@ def _planes(shapes: list[tuple[int, ...]], name: str) -> bool:
         len(first) == 3 and first[2] <= 4 and masks
 
 
-Path = tuple[Any, ...]
-"""Where an entry lies in ``y``: the keys (of dicts) and indices (of lists and tuples) from
-its root, e.g. ``("bounding_boxes", "labels")``. A target the workers make is matched back to
-its place in ``y`` by it (``gather``)."""
-
-
-class Filed(NamedTuple):
-    """A target found in ``y``: its name inside (Keras' or albumentations'; the labels beside
-    boxes are ``box_labels``), where it lies, and the array (or target source)."""
-
-    name: str
-    path: Path
-    value: Any
-
-
 def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = None,
                       labels_at: Path = ()) -> dict[str, Filed]:
     """The targets of ``y`` that the pipeline moves with their image, by name: the first
@@ -492,7 +471,7 @@ def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = 
     plan requires, and what its ``check_targets`` refuses (``labels_at``: where in ``y`` the
     user's ``y`` lies, as ``Data.labels_at``)."""
     found: dict[str, Filed] = {}
-    for filed in _filed(y, plan.moves):
+    for filed in filed_under(y, plan.moves):
         found.setdefault(filed.name, filed)  # a later one (a sample weight named so) stays
     arrays = {k: f.value for k, f in found.items()
               if isinstance(f.value, np.ndarray)}  # (sources: later)
@@ -505,7 +484,7 @@ def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = 
                 raise
             raise type(error)(placed) from None
     # (y with nothing moved but class ids, or masks alone: a pipeline shared with another set)
-    points = not found and any(len(getattr(v, "shape", ())) >= 2 for _, v in _leaves(y))
+    points = not found and any(len(getattr(v, "shape", ())) >= 2 for _, v in leaves(y))
     for option, what, fix in _DECLARED:
         declared = getattr(plan.pipeline, option, None)
         if declared is not None and points and plan.moves:
@@ -549,7 +528,7 @@ def _placed(text: str, found: dict[str, Filed], labels_at: Path) -> str:
 def box_format(y: Any) -> str | None:
     """The format the boxes of ``y`` carry (a reader's ``Boxes``: ``bounding_box_format``),
     or None where they say none."""
-    for filed in _filed(y, ("boxes", "bboxes")):
+    for filed in filed_under(y, ("boxes", "bboxes")):
         fmt = format_of(filed.value)
         if fmt is not None:
             return fmt
@@ -563,7 +542,7 @@ pixels must move too, or the image and its target part ways."""
 
 def spatial_targets(labels: Any) -> list[str]:
     """The names under which ``labels`` (``y``) holds masks, boxes or keypoints."""
-    return [filed.name for filed in _filed(labels, SPATIAL_TARGETS)]
+    return [filed.name for filed in filed_under(labels, SPATIAL_TARGETS)]
 
 
 def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
@@ -579,9 +558,9 @@ def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
     if image is None or not any(kind in (WARPED, BLENDED) for _, kind in plan.kinds):
         return  # (a function that declares nothing may well move no pixel: a noise)
     moved: dict[str, Path] = {}  # the first filed under each name is the one moved
-    for filed in _filed(y, plan.moves):
+    for filed in filed_under(y, plan.moves):
         moved.setdefault(filed.name, filed.path)
-    for at, value in _leaves(y):
+    for at, value in leaves(y):
         how = None if at in moved.values() else _on_the_images(value, (image[0], image[1]))
         if how is None:
             continue
@@ -595,7 +574,7 @@ def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
                 f"np.moveaxis({where}, 1, -1), under a name the pipeline moves "
                 f"(y={{'mask': ...}}), or augment without geometric ops.")
         if how not in (PLANE, CHANNELS_FIRST):  # (a per-sample matrix may be square too)
-            named = where if at[:len(labels_at)] == labels_at else _side_named(at)
+            named = where if at[:len(labels_at)] == labels_at else side_named(at)
             warn(f"`{named}` {lies}: if "
                  f"it is a map of them (a super-resolution target, a heatmap), nothing moves "
                  f"it, and shmaug moves a map only at the image's own size. Fix: give it at "
@@ -700,7 +679,7 @@ def spatial_sources(y: Any, x: Any) -> None:
     follow); a target source filed under a mask name of another layout, or (where both are
     known) making masks of another size than the images, or (``check_beside``) reading
     files of another size than their images'."""
-    found = list(_filed(y, SPATIAL_TARGETS))
+    found = list(filed_under(y, SPATIAL_TARGETS))
     if not found:
         return
     said = ", ".join(repr(filed.name) for filed in found)
@@ -760,66 +739,18 @@ def unfiled_sources(made: dict[str, Any], plan: Plan) -> None:
                 f"Sequence hands a one-output model the masks themselves).")
 
 
-def made_targets(y: Any, moved: dict[str, Filed], at: Path = ()) -> dict[str, Filed]:
-    """The target sources of ``y`` that `augment` does not move (``moved``), by where they
-    are as the user reads it (``"y['masks']"``, ``shown``): the workers make their rows and
-    pass them as they are."""
-    if is_target_source(y):
-        return {} if any(at == m.path for m in moved.values()) else {shown(at): Filed(
-            shown(at), at, y)}
-    items = y.items() if isinstance(y, dict) else (
-        enumerate(y) if isinstance(y, (list, tuple)) else ())
-    found: dict[str, Filed] = {}
-    for key, value in items:
-        found.update(made_targets(value, moved, (*at, key)))
-    return found
-
-
-def shown(at: Path) -> str:
-    """``at`` as the user reads it: ``y['masks']``, ``y[0]``."""
-    return "y" + "".join(f"[{key!r}]" for key in at)
-
-
-def only_leaf(y: Any, at: Path = ()) -> Path | None:
-    """Where the one array of ``y`` lies (``Mix.label_array``'s: ``y`` itself, or the only
-    array in a dict / list / tuple); None where there is not one."""
-    leaves = list(_leaves(y, at))
-    return leaves[0][0] if len(leaves) == 1 else None
-
-
-def emptied(tree: Any) -> Any:
-    """``tree`` (``x``, ``y``, targets by name) with each array an empty one of its dtype and
-    sample shape, dicts, lists and tuples kept: what a closed loader holds instead of the
-    user's arrays. Other values (a source's paths) stay."""
-    if isinstance(tree, dict):
-        return {k: emptied(v) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        items = [emptied(v) for v in tree]
-        return tuple(items) if isinstance(tree, tuple) else items  # (a namedtuple's too)
-    if isinstance(tree, np.ndarray):  # (not tree[:0]: a view keeps the whole array alive)
-        return np.empty((0, *tree.shape[1:]), tree.dtype)
-    return tree
-
-
-def leaf(y: Any, at: Path) -> Any:
-    """The entry of ``y`` at ``at``."""
-    for key in at:
-        y = y[key]
-    return y
-
-
 def blended_beside(y: Any, labels_at: Path, mix: Any) -> tuple[Path, ...]:
     """Where the arrays of ``y`` beside the labels lie (a Sequence's other inputs of a dict
     ``x``, its sample weights), which ``mix`` blends pair by pair as it blends the images and
     labels: left alone, a row held one sample's while its image and label were mostly
     another's. Refuses those that cannot be blended (ids, strings)."""
-    beside = [(path, value) for path, value in _leaves(y)
+    beside = [(path, value) for path, value in leaves(y)
               if path[:len(labels_at)] != labels_at]
     for path, value in beside:
         weights = path[0] == "sample_weight"  # (whole numbers blend as floats)
         if not (isinstance(value, np.ndarray) and value.dtype.kind in ("fiub" if weights
                                                                        else "f")):
-            named = _side_named(path)
+            named = side_named(path)
             what = (f"an array of {value.dtype}" if isinstance(value, np.ndarray)
                     else got(value))
             raise ArgumentError(
@@ -828,64 +759,6 @@ def blended_beside(y: Any, labels_at: Path, mix: Any) -> tuple[Path, ...]:
                 f"not blend. Fix: pass it as floats (one-hot rows for categories), or "
                 f"mix=None.")
     return tuple(path for path, _ in beside)
-
-
-def _side_named(at: Path) -> str:
-    """The array at ``at`` of a Sequence's side dict as the user names it: ``x['meta']`` (its
-    other ``inputs``), ``sample_weight[...]``, ``y[...]``."""
-    return {"inputs": "x", "sample_weight": "sample_weight"}.get(str(at[0]), "y") + "".join(
-        f"[{key!r}]" for key in at[1:])
-
-
-def _leaves(y: Any, at: Path = ()) -> Iterator[tuple[Path, Any]]:
-    """Every leaf of ``y`` but None (dicts, lists and tuples looked into), with its path."""
-    if isinstance(y, dict):
-        for key, value in y.items():
-            yield from _leaves(value, (*at, key))
-    elif isinstance(y, (list, tuple)):
-        for i, value in enumerate(y):
-            yield from _leaves(value, (*at, i))
-    elif y is not None:
-        yield at, y
-
-
-BOX_LABEL_KEYS = ("labels", "classes")  # beside "boxes": Keras' (and keras-hub's), KerasCV's
-
-
-def _filed(y: Any, names: Collection[str], at: Path = ()) -> Iterator[Filed]:
-    """The arrays (and target sources) filed in any dict of ``y`` under one of ``names``,
-    depth first, in order (one so filed is not looked into). A dict holding ``boxes`` is
-    Keras' box layout (``bounding_boxes``, or keras-hub's y): its ``labels`` (KerasCV's
-    ``classes``) are the boxes' (named ``box_labels`` inside, found again by their path)."""
-    boxes = isinstance(y, dict) and isinstance(y.get("boxes"), np.ndarray)
-    items = y.items() if isinstance(y, dict) else (
-        enumerate(y) if isinstance(y, (list, tuple)) else ())
-    for key, value in items:
-        if boxes and key in BOX_LABEL_KEYS:  # (an object that moves boxes itself names
-            named = str(key) if key in names else BOX_LABELS  # them as they are in y)
-            if named in names and isinstance(value, np.ndarray):
-                yield Filed(named, (*at, key), value)
-        elif isinstance(y, dict) and key in names and (
-                isinstance(value, np.ndarray) or is_target_source(value)):
-            yield Filed(str(key), (*at, key), value)
-        else:
-            yield from _filed(value, names, (*at, key))
-
-
-def gather(y: Any, positions: np.ndarray, made: Mapping[Path, np.ndarray] | None = None,
-           at: Path = ()) -> Any:
-    """The batch's rows of ``y``; an array whose place in ``y`` (``at``, its ``Path``) is
-    in ``made`` (a target the workers made, already batched) is taken from there."""
-    if y is None:
-        return None
-    if isinstance(y, dict):
-        return {k: gather(v, positions, made, (*at, k)) for k, v in y.items()}
-    if isinstance(y, (list, tuple)):
-        return type(y)(gather(v, positions, made, (*at, i)) for i, v in enumerate(y))
-    if made and at in made:
-        return made[at]
-    return y[positions]
-
 
 
 def sample_output(image: Any, target: str | None = None) -> np.ndarray:
@@ -901,131 +774,4 @@ def sample_output(image: Any, target: str | None = None) -> np.ndarray:
         )
     return array
 
-
-def value_range(value: Any) -> tuple[float, float] | None:
-    """None, or a checked ``(low, high)`` with low < high (Keras' ``value_range``)."""
-    return checked_range(value)
-
-
-def resolve_range(given: tuple[float, float] | None, plan: Plan,
-                  dtype: Any) -> tuple[float, float] | None:
-    """The loader's value range: the one given, else the pipeline's own, else the dtype's
-    (None while the dtype is unknown, for a ``load`` source before its first sample)."""
-    own = plan.value_range
-    if given is not None and own is not None and own != given:
-        raise ArgumentError(
-            f"`value_range`={given} disagrees with the pipeline's own value_range={own}. Fix: "
-            f"say the range your data is in once, to the loader or to the pipeline."
-        )
-    return given or own or (None if dtype is None else dtype_range(dtype))
-
-
-def range_origin(given: tuple[float, float] | None, plan: Plan) -> str:
-    """Where ``resolve_range``'s range comes from, for the errors that name it: "given" (to
-    the loader), "pipeline" (``augment``'s own) or "dtype" (the default for the data's)."""
-    if given is not None:
-        return "given"
-    return "pipeline" if plan.value_range is not None else "dtype"
-
-
-_CHECK_BYTES = 1 << 24  # chunk size of the whole-array value check: bounded scratch memory
-
-
-def _fixed_float(plan: Plan | None, dtype: Any) -> Any:
-    """The member of the pipeline that takes float images only in a fixed range whatever the
-    `value_range` (an albumentations pipeline: ``float_range``), for float ``dtype``; else
-    None."""
-    return None if plan is None or np.dtype(dtype).kind != "f" else plan.fixed_float
-
-
-def check_values(x: np.ndarray, vr: tuple[float, float], origin: str,
-                 plan: Plan | None = None, *, part: bool = False) -> None:
-    """Every value of ``x`` is finite and inside ``vr``, else the error that names the fix.
-    One pass over the data at start-up, in chunks (bounded scratch memory); none for integers
-    whose dtype cannot leave ``vr`` (uint8 in (0, 255)), one for a narrower range (a 0/1 mask
-    in uint8), since ops would clip what lies outside without a word. A member of the
-    ``plan``'s pipeline that takes floats only in a fixed range (albumentations) has that
-    range checked instead, with its own message: another ``value_range`` could not help.
-    ``part``: ``x`` is the first of the data alone (a memory map's), whose range no fix
-    may suggest as the data's."""
-    fixed = _fixed_float(plan, x.dtype)
-    if fixed is not None:
-        if origin == "given" and vr != fixed.float_range:
-            raise fixed.float_range_error(x.dtype, f"`value_range`={vr} says these are not")
-        vr = fixed.float_range
-    if x.dtype.kind in "ui":
-        limits = np.iinfo(x.dtype)
-        if vr[0] <= limits.min and limits.max <= vr[1]:
-            return
-    elif x.dtype.kind != "f":
-        return
-    per = max(1, _CHECK_BYTES // max(1, x[0].nbytes))
-    for start in range(0, len(x), per):
-        chunk = x[start:start + per]
-        finite = np.isfinite(chunk) if x.dtype.kind == "f" else None
-        if finite is not None and not finite.all():
-            bad = start + int(np.argmin(finite.reshape(len(chunk), -1).all(axis=1)))
-            raise _nonfinite("`x`", bad, vr)
-        if outside(float(chunk.min()), float(chunk.max()), vr):
-            rows = chunk.reshape(len(chunk), -1)
-            lows, highs = rows.min(axis=1), rows.max(axis=1)
-            bad = start + next(i for i, (lo, hi) in enumerate(zip(lows, highs))
-                               if outside(float(lo), float(hi), vr))
-            low, high = float(x[bad].min()), float(x[bad].max())
-            if fixed is not None:
-                raise fixed.float_range_error(
-                    x.dtype, f"sample index {bad} spans {low:g}..{high:g}")
-            whole = None if part else (min(low, float(x.min())), max(high, float(x.max())))
-            raise _out_of_range(vr, origin, x.dtype, low, high, bad, whole)  # (for the fix)
-
-
-def check_probe_values(input_range: tuple[float, float] | None, nonfinite: bool,
-                       vr: tuple[float, float], origin: str, dtype: Any,
-                       plan: Plan | None = None) -> None:
-    """Sample 0, as a worker loaded it, is finite and inside ``vr`` (memory-mapped or loaded
-    data is not read whole: its first sample is what is checked)."""
-    if nonfinite:
-        raise _nonfinite("sample", 0, vr)
-    fixed = _fixed_float(plan, dtype)
-    if fixed is not None and input_range is not None and outside(*input_range,
-                                                                 fixed.float_range):
-        raise fixed.float_range_error(
-            dtype, f"sample index 0 spans {input_range[0]:g}..{input_range[1]:g}")
-    if input_range is not None and outside(*input_range, vr):
-        raise _out_of_range(vr, origin, dtype, *input_range, 0)
-
-
-def _nonfinite(what: str, index: int, vr: tuple[float, float]) -> ArgumentError:
-    """Values within ``vr``, the range the ops take, are the fix (numpy's own default puts
-    the float's extremes in, a log of silence's -inf at -3.4e38)."""
-    low, high = vr
-    return ArgumentError(
-        f"{what} holds NaN or infinity (sample index {index}); augmenting it would spread them "
-        f"through every op. Fix: clean the data first, within the value range ({low:g}, "
-        f"{high:g}), e.g. x = np.nan_to_num(x, nan={low:g}, neginf={low:g}, posinf={high:g})."
-    )
-
-
-def _out_of_range(vr: tuple[float, float], origin: str, dtype: Any, low: float, high: float,
-                  index: int, whole: tuple[float, float] | None = None) -> ArgumentError:
-    """``whole``: the range of all the data, where it was read; where it was not (a memory
-    map, samples a ``load`` makes), sample ``index``'s is no fix to suggest: the others may
-    span more, which the ops would clip without a word."""
-    said = {"given": "", "pipeline": " (`augment`'s own: its Compose's or Keras layers')",
-            "dtype": f" (the default for {np.dtype(dtype)} images)"}[origin]
-    guess = str(range_guess(*(whole or (low, high))))
-    if whole is None:  # (a guess that holds the first sample may clip the others)
-        guess, seen = f"{guess} if all the data lies there", (
-            " (only the first sample is read here: check the range of all the data, e.g. a "
-            "memory map's min and max in chunks)")
-    else:
-        seen = f" (all of x: {whole[0]:g}..{whole[1]:g})"
-    where = (f"to the pipeline, e.g. Compose([...], value_range={guess}) or the Keras "
-             f"layers' value_range=" if origin == "pipeline" else f"e.g. value_range={guess}")
-    return ArgumentError(
-        f"`value_range` is ({vr[0]:g}, {vr[1]:g}){said} but sample index {index} spans "
-        f"{low:g}..{high:g}{seen}, so the ops would clip it to a range it is not in. Fix: "
-        f"pass the range the data is in, {where}, or rescale the data into ({vr[0]:g}, "
-        f"{vr[1]:g})."
-    )
 

@@ -39,7 +39,7 @@ from ..plan import blocks as _blocks
 from .. import source
 from . import checks as check
 from . import describe
-from . import inputs
+from . import inputs, ranges, tree
 from ..plan import sampling
 from ..workers.runner import AugmentFn, Load
 from ..plan.schedule import BatchPlan, Shuffle
@@ -141,7 +141,7 @@ class OutputOptions:
              else check.shape("output_shape", self.output_shape))
         _set(self, "dtype", None if self.output_dtype is None
              else check.dtype("output_dtype", self.output_dtype))
-        _set(self, "bounds", inputs.value_range(self.value_range))
+        _set(self, "bounds", ranges.value_range(self.value_range))
         _set(self, "mix", check.mix(self.mix))
 
 
@@ -166,7 +166,7 @@ class Data:
     n: int  # samples in the dataset (all shards)
     shown: str  # how repr shows `x` as given
     # where in y the labels lie (``labels``): y itself; a Sequence's y, not its other inputs
-    labels_at: inputs.Path = ()
+    labels_at: tree.Path = ()
     shown_y: str | None = None  # how repr shows `y` once released (None: as it is now)
 
     @classmethod
@@ -186,7 +186,7 @@ class Data:
     def released(self) -> Data:
         """This data without the user's arrays (a closed loader's, which TensorFlow may keep
         reachable, fold after fold): each as an empty array of its dtype and sample shape."""
-        return replace(self, x=inputs.emptied(self.x), y=inputs.emptied(self.y),
+        return replace(self, x=tree.emptied(self.x), y=tree.emptied(self.y),
                        shown_y=describe.brief(self.y) if self.shown_y is None else self.shown_y)
 
     @property
@@ -278,15 +278,15 @@ class Pipeline:
     plan: Plan  # what it does (``ops.plan``): the engine asks nothing else of it
     value_range: tuple[float, float] | None  # None while a `load` source is unprobed
     checked: bool  # whether the data is checked against the value range
-    range_origin: str  # where value_range came from, as errors say it (inputs.range_origin)
+    range_origin: str  # where value_range came from, as errors say it (ranges.range_origin)
     moved: dict[str, Any]  # targets workers transform with their image, by name
     mix: Mix | None  # as given, its classes known from the labels
     # target sources (masks in files) whose rows workers make and pass on unmoved, by place
     made: dict[str, Any]
     # where each of the worker targets lies in y, by name: a batch's rows are put back there
-    places: dict[str, inputs.Path]
-    mixed_at: inputs.Path | None  # where the labels a mix turns into soft targets lie in y
-    blended_at: tuple[inputs.Path, ...] = ()  # where what a mix blends beside them lies
+    places: dict[str, tree.Path]
+    mixed_at: tree.Path | None  # where the labels a mix turns into soft targets lie in y
+    blended_at: tuple[tree.Path, ...] = ()  # where what a mix blends beside them lies
 
     @property
     def worker_targets(self) -> dict[str, Any]:
@@ -302,9 +302,9 @@ class Pipeline:
         value range bound, and the targets the argument moves move there (``ops.declared``)."""
         images = data.images
         plan = plan_of(output.augment)
-        value_range = inputs.resolve_range(output.bounds, plan,
+        value_range = ranges.resolve_range(output.bounds, plan,
                                            None if images is None else images.dtype)
-        origin = inputs.range_origin(output.bounds, plan)
+        origin = ranges.range_origin(output.bounds, plan)
         # Said once, for all. The dtype's own range is bound only for float data, where it
         # spares each op a pass over the image (``params.levels``): for integers an op reads
         # it off the image's dtype for free, and so follows one an op before it changed (a
@@ -332,7 +332,7 @@ class Pipeline:
         checked = output.bounds is not None or plan.ranged and not plan.takes_raw
         mix = None if output.mix is None else output.mix.for_labels(
             data.labels, inputs.spatial_targets(data.labels))
-        made = inputs.made_targets(data.y, moved)
+        made = tree.made_targets(data.y, moved)
         places = {name: filed.path for name, filed in {**moved, **made}.items()}
         made_sources = {name: filed.value for name, filed in made.items()}
         inputs.unfiled_sources(made_sources, plan)
@@ -340,7 +340,7 @@ class Pipeline:
         if hook is not None:
             augment = Declared(hook, augment, hook_name)
             plan = plan_of(augment)
-        mixed_at = None if mix is None else inputs.only_leaf(data.labels, data.labels_at)
+        mixed_at = None if mix is None else tree.only_leaf(data.labels, data.labels_at)
         blended = () if mix is None else inputs.blended_beside(data.y, data.labels_at, mix)
         return cls(augment, plan, value_range, checked, origin,
                    {name: filed.value for name, filed in moved.items()}, mix, made_sources,
@@ -348,7 +348,7 @@ class Pipeline:
 
     def released(self) -> Pipeline:
         """This pipeline without the targets it moves (``Data.released``)."""
-        return replace(self, moved=inputs.emptied(self.moved))
+        return replace(self, moved=tree.emptied(self.moved))
 
     @property
     def argument(self) -> AugmentFn | None:
