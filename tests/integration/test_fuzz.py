@@ -270,7 +270,8 @@ CASES: dict[str, Case] = {
         r"`x` as a list holds 2 arrays of 8 rows each .*several inputs"),
     "x a list of as many 13-band images as labels": Case(lambda f, t: loader(
         [np.zeros((8, 8, 13), np.uint16)] * 8, np.arange(8)), TypeError,
-        r"`x` as a list must hold images .* \(C up to 4\)"),
+        r"`x` as a list holds 8 arrays of shape \(8, 8, 13\): images of 13 channels, or 8 "
+        r"inputs"),
     "augment np.flip": Case(lambda f, t: loader(X, augment=np.flip), TypeError,
                             r"`augment`.*`axis`, is an option"),
     "y a list of per-sample rows": Case(lambda f, t: loader(X, [np.eye(3)[i % 3] for i in

@@ -470,8 +470,10 @@ def _objects(*entries: Any) -> np.ndarray:
      r"maps of images of several sizes"),
     ({"masks": [np.zeros((k, 8, 8), np.uint8) for k in (1, 2, 0, 3)]},  # a mask per instance
      r"pad each to the largest count with 0"),
+    ([np.zeros((m, 51), np.float32) for m in (1, 2, 0, 3)],  # COCO's 17 keypoints, flat
+     r"pad each to the largest count with -1"),
 ], ids=["lists", "dict", "arrays", "objects", "objects-stacking", "boxes", "label-images",
-        "label-images-one-width", "instance-masks"])
+        "label-images-one-width", "instance-masks", "flat-keypoints"])
 def test_ragged_targets_name_the_argument_and_a_fix_that_works(y: Any, fix: str) -> None:
     x = np.zeros((4, 8, 8), np.uint8)
     with pytest.raises((shmaug.ArgumentError, shmaug.ArgumentTypeError), match=fix):

@@ -404,8 +404,9 @@ def test_a_nearest_warps_mask_is_its_image_pixel_for_pixel(name: str, border: st
     """An image warped nearest and its mask (an image-to-image target) take the same pixels,
     ties at half a pixel included: scale_translate's mask was gathered, and whole rows
     parted from the image's where OpenCV's fixed point rounds a tie the other way; and
-    OpenCV rounds ties by the channel count, so a 2- or 3-channel image parted from its
-    mask (a microscopist's label planes at cell borders)."""
+    OpenCV rounds ties by the channel count and the dtype, so a 2- or 3-channel image, or a
+    uint16 one beside a uint8 mask, parted from its mask (a microscopist's label planes at
+    cell borders): both take one map of the pixels the image took."""
     plane = np.arange(48 * 40, dtype=np.float32).reshape(48, 40, 1) / (48 * 40)
     values = np.concatenate([plane] * channels, axis=-1)
     pipe = Compose([Op(name, interpolation="nearest", border=border)])
@@ -413,6 +414,12 @@ def test_a_nearest_warps_mask_is_its_image_pixel_for_pixel(name: str, border: st
         out, moved = pipe.augment_targets(values, {"segmentation_masks": values.copy()},
                                           np.random.default_rng(seed))
         np.testing.assert_array_equal(moved["segmentation_masks"], out)
+    codes = (np.arange(48 * 40, dtype=np.uint16).reshape(48, 40) * 7919 % 251 + 1)
+    image = np.repeat(codes[:, :, None], channels, axis=2)
+    for seed in range(30):  # (another dtype than the mask's)
+        out, moved = pipe.augment_targets(image, {"mask": codes.astype(np.uint8)},
+                                          np.random.default_rng(seed))
+        np.testing.assert_array_equal(moved["mask"], out[:, :, 0].astype(np.uint8))
 
 
 @pytest.mark.parametrize("aspect", [{}, {"crop_to_aspect_ratio": True},
@@ -687,8 +694,9 @@ def test_boxes_a_loader_or_one_sample_would_hand_over_unmoved_are_refused_or_mov
         with pytest.raises(ArgumentError, match=r"bounding_box_format='xyxy', but `y` holds no "
                                                 r"array under 'boxes'.*'bounding_boxes': \{"):
             shmaug.Loader(x, y, batch_size=2, augment=aug, workers=0)
-    with shmaug.Loader(x, {"ids": np.arange(4)}, batch_size=2, augment=aug, workers=0) as ok:
-        ok.batch(0)  # class ids alone: a detection pipeline shared with another set
+    for ids in ({"ids": np.arange(4)}, np.eye(4, dtype=np.float32), np.zeros((4, 5))):
+        with shmaug.Loader(x, ids, batch_size=2, augment=aug, workers=0) as ok:
+            ok.batch(0)  # class ids, one-hot rows: a detection pipeline shared with another set
     keras_layout = {"bounding_boxes": {"boxes": boxes[0], "labels": labels[0]}}
     _, moved = aug.augment_targets(x[0], keras_layout, np.random.default_rng(0))
     assert moved["bounding_boxes"]["boxes"].tolist() == [[24, 10, 56, 30]]

@@ -117,8 +117,8 @@ def image_array(x: Any, y: Any = None) -> np.ndarray:
              "read whole, then copied into shared memory); else write it once as a .npy, a "
              "chunk at a time into np.lib.format.open_memmap(path, mode='w+', ...), and pass "
              "the path, or read it through a source with `load(self, index)` "
-             "(docs/loader.md#files-databases-and-handles)") if hasattr(x, "shape") and \
-            hasattr(x, "dtype") and hasattr(x, "__getitem__") else \
+             "(docs/loader.md#files-databases-and-handles)") \
+            if type(x).__module__.partition(".")[0] in _ON_DISK else \
             "Fix: convert it with `np.asarray(x)` (or `np.stack` a list of images)"
         raise ArgumentTypeError(
             f"`x` must be a numpy array of images (N, H, W) or (N, H, W, C); received "
@@ -229,6 +229,9 @@ def _rows(y: Any) -> int | None:
         return None
 
 
+_ON_DISK = ("h5py", "zarr", "tables", "netCDF4")  # arrays whose rows are read from a file
+
+
 def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None = None
              ) -> np.ndarray:
     """A list of images of one shape, stacked; anything else is refused with the fix.
@@ -246,7 +249,8 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
     # A 3-D item is an image (H, W, C) only with a plausible channel count; (N, H, W) arrays
     # in a tuple are Keras' several-inputs convention, which must not become N-channel images.
     image_like = len(shapes[0]) == 2 or len(shapes[0]) == 3 and (
-        shapes[0][-1] in (1, 2, 3, 4) or y_rows == len(arrays))  # (a label each: images)
+        shapes[0][-1] in (1, 2, 3, 4) or kind == "a list" and y_rows == len(arrays)
+        and shapes[0][-1] < shapes[0][0])  # (a label each, bands fewer than rows: images)
     if len(shapes) == 1 and image_like and arrays[0].dtype.kind in "biuf":
         return np.stack(arrays)
     shown = ", ".join(str(s) for s in shapes[:3]) + (", ..." if len(shapes) > 3 else "")
@@ -273,9 +277,10 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
         raise ArgumentTypeError(
             f"`x` as {kind} holds {len(items)} arrays of shape {shapes[0]}: images of "
             f"{shapes[0][-1]} channels, or {len(items)} inputs of {shapes[0][0]} samples each "
-            f"(Keras' several inputs). Fix: for images, `np.stack(x)` (or give `y`, a label "
-            f"each); for several inputs, a dict {{name: array}} and `image_key=` "
-            f"(shmaug.Sequence).")
+            f"(Keras' several inputs). Fix: for images, `np.stack(x)`"
+            + (" (channels first: np.moveaxis(np.stack(x), 1, -1))"
+               if shapes[0][0] <= 4 < shapes[0][-1] else "")
+            + "; for several inputs, a dict {name: array} and `image_key=` (shmaug.Sequence).")
     raise ArgumentTypeError(
         f"`x` as {kind} must hold images (H, W) or (H, W, C) of one shape "
         f"(C up to 4) and a numeric dtype, to be stacked into one array; received {len(items)} "
@@ -453,13 +458,11 @@ def _ragged(name: str, value: Any, why: str) -> str:
 def _planes(shapes: list[tuple[int, ...]], name: str) -> bool:
     """Whether per-sample entries of several ``shapes`` are maps lying on images of several
     sizes (a mask each), rather than rows of several counts to pad (boxes, keypoints, a
-    mask per instance of one image size): several widths, or a plane too wide for a row."""
+    mask per instance of one image size): several widths, or masks by their name."""
     if not all(len(s) >= 2 for s in shapes):
         return False
-    if len({s[1:] for s in shapes}) > 1:
-        return True
     first, masks = shapes[0], "mask" in name
-    return len(first) == 2 and (first[1] > 16 or masks) or \
+    return len({s[1:] for s in shapes}) > 1 or len(first) == 2 and masks or \
         len(first) == 3 and first[2] <= 4 and masks
 
 
@@ -483,11 +486,11 @@ def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = 
             if placed == str(error):
                 raise
             raise type(error)(placed) from None
-    # (y with nothing moved but class ids, or masks alone: a pipeline shared with another set)
-    points = not found and any(len(getattr(v, "shape", ())) >= 2 for _, v in leaves(y))
+    # (a y of class ids, one-hot rows or masks alone: a pipeline shared with another set)
+    ours = [v for at, v in leaves(y) if at[:len(labels_at)] == labels_at] if not found else []
     for option, what, fix in _DECLARED:
         declared = getattr(plan.pipeline, option, None)
-        if declared is not None and points and plan.moves:
+        if declared is not None and plan.moves and any(_points(option, v) for v in ours):
             raise ArgumentError(
                 f"`augment` has {option}={declared!r}, but `y` holds no array under "
                 f"{what}, which move with their image: a `y` of them under "
@@ -505,11 +508,24 @@ def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = 
 
 
 # A pipeline's point formats, the names that carry such points in `y`, and how to give them.
-_DECLARED = (("keypoint_format", "'keypoints'",
-              "y={'keypoints': points}, (N, K, 2 or 3) padded with rows of -1"),
-             ("bounding_box_format", "'boxes' (Keras' 'bounding_boxes' dict) or 'bboxes'",
+_DECLARED = (("bounding_box_format", "'boxes' (Keras' 'bounding_boxes' dict) or 'bboxes'",
               "y={'bounding_boxes': {'boxes': boxes, 'labels': labels}}, (N, M, 4) and "
-              "(N, M) padded with rows of -1"))
+              "(N, M) padded with rows of -1"),
+             ("keypoint_format", "'keypoints'",
+              "y={'keypoints': points}, (N, K, 2 or 3) padded with rows of -1"))
+
+
+def _points(option: str, value: Any) -> bool:
+    """Whether ``value``, an array of ``y``, may hold what ``option`` reads: boxes (M, 4+) per
+    sample, or keypoints (K, 2 or 3) per sample, or flattened (floats past 1, pixels: not
+    one-hot rows)."""
+    shape = getattr(value, "shape", ())
+    if option == "bounding_box_format":
+        return len(shape) >= 3 and shape[-1] >= 4
+    if len(shape) >= 3:
+        return shape[-1] in (2, 3)
+    return len(shape) == 2 and isinstance(value, np.ndarray) and value.dtype.kind == "f" \
+        and value.size > 0 and float(np.nanmax(value)) > 1
 
 
 def _placed(text: str, found: dict[str, Filed], labels_at: Path) -> str:

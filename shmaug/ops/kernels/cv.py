@@ -65,15 +65,47 @@ def warp(
     """Warp by a 3x3 matrix (affine when the last row is [0, 0, 1]) to ``size``, the output's
     (height, width) (OpenCV takes (width, height))."""
     dsize = (size[1], size[0])
-    # OpenCV rounds a nearest warp's half-pixel ties by the channel count (a 1-channel mask
-    # and its 2- or 3-channel image parted on up to 3% of their pixels): a nearest warp goes
-    # plane by plane, each taking the pixels a mask of its dtype takes.
-    planes = interp == cv2.INTER_NEAREST
     if matrix[2, 0] == 0 and matrix[2, 1] == 0 and matrix[2, 2] == 1:
         return _resampled(img, border, interp, lambda part, b: cv2.warpAffine(
-            part, matrix[:2], dsize, flags=interp, borderMode=b, borderValue=fill), planes)
+            part, matrix[:2], dsize, flags=interp, borderMode=b, borderValue=fill))
     return _resampled(img, border, interp, lambda part, b: cv2.warpPerspective(
-        part, matrix, dsize, flags=interp, borderMode=b, borderValue=fill), planes)
+        part, matrix, dsize, flags=interp, borderMode=b, borderValue=fill))
+
+
+def nearest_map(matrix: np.ndarray, source: tuple[int, int], size: tuple[int, int],
+                border: int) -> np.ndarray:
+    """Where each output pixel of a nearest warp by ``matrix`` to ``size`` takes its pixel in
+    an input of ``source`` (height, width): (H, W, 2) float32 (x, y), whole numbers, -1 where
+    a constant border brings nothing in. OpenCV rounds a nearest warp's half-pixel ties by the
+    channel count and the dtype (a 3-channel uint16 image and its uint8 mask parted on up to
+    3% of their pixels): an image and its masks ``remapped`` by one map take the same ones."""
+    grid = _grid2(*source)
+    dsize = (size[1], size[0])
+    if border == cv2.BORDER_REFLECT_101 and min(source) < 2:
+        border = cv2.BORDER_REPLICATE  # (as _resampled)
+    if matrix[2, 0] == 0 and matrix[2, 1] == 0 and matrix[2, 2] == 1:
+        return cv2.warpAffine(grid, matrix[:2], dsize, flags=cv2.INTER_NEAREST,
+                              borderMode=border, borderValue=(-1.0, -1.0, -1.0, -1.0))
+    return cv2.warpPerspective(grid, matrix, dsize, flags=cv2.INTER_NEAREST,
+                               borderMode=border, borderValue=(-1.0, -1.0, -1.0, -1.0))
+
+
+def remapped(img: np.ndarray, where: np.ndarray, fill: float | tuple[float, ...]) -> np.ndarray:
+    """``img`` sampled at ``where`` (``nearest_map``'s): each output pixel the input pixel
+    named there, ``fill`` where it names none."""
+    value = fill if isinstance(fill, tuple) else (fill,) * 4
+    return in_channel_groups(img, CV_CHANNELS, lambda part: cv2.remap(
+        part, where, None, cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT,
+        borderValue=value))
+
+
+@functools.lru_cache(maxsize=32)
+def _grid2(h: int, w: int) -> np.ndarray:
+    """The identity map of an (h, w) image as one (h, w, 2) float32 array (x, y), read-only."""
+    xs, ys = grid(h, w)
+    out = cv2.merge([xs, ys])
+    out.flags.writeable = False
+    return out
 
 
 def shift_columns(
@@ -114,9 +146,8 @@ def displace(
 
 
 def _resampled(img: np.ndarray, border: int, interp: int,
-               sample: Callable[[np.ndarray, int], np.ndarray], planes: bool = False
-               ) -> np.ndarray:
-    """``sample(img, border)`` within OpenCV's limits, one channel at a time where ``planes``.
+               sample: Callable[[np.ndarray, int], np.ndarray]) -> np.ndarray:
+    """``sample(img, border)`` within OpenCV's limits.
 
     Cubic interpolation takes at most 4 channels, the others 128: more go through in groups.
     A reflected border along a 1-pixel axis makes OpenCV's cubic warps loop forever; there it
@@ -125,8 +156,7 @@ def _resampled(img: np.ndarray, border: int, interp: int,
     if border == cv2.BORDER_REFLECT_101 and min(img.shape[:2]) < 2:
         border = cv2.BORDER_REPLICATE
     cubic = interp in (cv2.INTER_CUBIC, cv2.INTER_LANCZOS4)
-    group = 1 if planes else 4 if cubic else CV_CHANNELS
-    return in_channel_groups(img, group, lambda part: sample(part, border))
+    return in_channel_groups(img, 4 if cubic else CV_CHANNELS, lambda part: sample(part, border))
 
 
 def gaussian_blur(img: np.ndarray, sigma: float, size: int | None = None) -> np.ndarray:
