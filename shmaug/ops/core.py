@@ -660,24 +660,38 @@ def check_picklable(fn: Any, name: str = "augment") -> bytes:
 
 
 def _state(obj: Any) -> dict[str, Any]:
-    """The attributes of ``obj``, or of a bound method's object; {} for a function or a
-    class (what they hold is code, not state)."""
+    """What ``obj`` (or a bound method's object) pickles: its ``__getstate__``'s dict where
+    it has one of its own, else its attributes; {} for a function, a class or a module (what
+    they hold is code, not state)."""
     owner = getattr(obj, "__self__", obj)
-    state = getattr(owner, "__dict__", None)
-    if not isinstance(state, dict) or inspect.isfunction(owner) or inspect.isclass(owner) \
-            or inspect.ismodule(owner):
+    if inspect.isfunction(owner) or inspect.isclass(owner) or inspect.ismodule(owner):
         return {}
-    return state
+    if getattr(type(owner), "__getstate__", None) is not getattr(object, "__getstate__", None):
+        try:
+            state = owner.__getstate__()
+        except Exception:  # noqa: BLE001 - then its attributes
+            state = None
+        if isinstance(state, dict):
+            return state
+    attributes = getattr(owner, "__dict__", None)
+    return attributes if isinstance(attributes, dict) else {}
+
+
+def is_handle(value: Any) -> bool:
+    """Whether ``value`` is an open handle no other process can take: something to close
+    (a file, an h5py File, an LMDB Environment, a sqlite3 Connection, a socket) that does
+    not pickle. Arrays and code are not (nor a lock: the fix for it is another)."""
+    if isinstance(value, np.ndarray) or inspect.isroutine(value) or inspect.isclass(value) \
+            or not callable(getattr(value, "close", None)):
+        return False
+    try:
+        pickle.dumps(value)
+    except Exception:  # noqa: BLE001 - whatever refuses it
+        return True
+    return False
 
 
 def _held(obj: Any) -> str | None:
-    """The first attribute of ``obj`` (or of a bound method's object) that does not pickle:
-    an open handle it holds. Arrays are skipped (they pickle, at the cost of a copy)."""
-    for key, value in _state(obj).items():
-        if isinstance(value, np.ndarray):
-            continue
-        try:
-            pickle.dumps(value)
-        except Exception:
-            return key
-    return None
+    """The first open handle ``obj`` (or a bound method's object) pickles with (``is_handle``),
+    by its attribute's name; None where it holds none."""
+    return next((key for key, value in _state(obj).items() if is_handle(value)), None)

@@ -175,3 +175,27 @@ def test_a_handle_a_spawned_worker_cannot_take_is_named_with_opening_it_there(tm
     assert "REFUSED `read` of your script is defined under its `if __name__ == \"__main__\":` " \
         "guard, which spawn workers do not run" in refused and "open it inside on first " \
         "use" in refused, refused[-2000:]
+
+
+STDIN_HANDLE = '''
+import sqlite3, numpy as np, shmaug
+db = sqlite3.connect(":memory:")
+def aug(image, rng):
+    db.execute("select 1")
+    return image
+try:
+    shmaug.Loader(np.zeros((8, 8, 8), np.uint8), batch_size=4, workers=2, augment=aug,
+                  start_method="spawn")
+except shmaug.NotPicklableError as refused:
+    print("REFUSED", refused)
+'''
+
+
+def test_code_read_from_stdin_that_cannot_go_by_value_is_told_to_move_into_a_module(tmp_path):
+    """It was told of a `__main__` guard the code read from stdin (or a notebook) has not."""
+    done = subprocess.run([sys.executable, "-"], input=STDIN_HANDLE, cwd=tmp_path, text=True,
+                          capture_output=True, timeout=150,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert "REFUSED `aug` is defined where spawn workers cannot import it" in done.stdout, \
+        done.stdout + done.stderr[-2000:]
+    assert "importable .py module" in done.stdout and "guard" not in done.stdout

@@ -205,6 +205,33 @@ def test_a_handle_held_by_a_source_or_load_is_named_with_the_lazy_open_fix() -> 
     core.check_picklable(source.load, "load")
 
 
+class _DropsItsFile:
+    """Leaves its file out of the pickle already; its lock is what refuses."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.f, self.lock = open(__file__, "rb"), threading.Lock()
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "f": None}
+
+    def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return image
+
+
+def test_what_is_no_handle_keeps_the_module_level_fix() -> None:
+    """A lambda attribute, or a lock beside a file the object already leaves out, was told
+    the open-handle fix, naming the file."""
+    drops = _DropsItsFile()
+    try:
+        with pytest.raises(errors.NotPicklableError) as refused:
+            core.check_picklable(drops, "augment")
+        assert "holds" not in str(refused.value) and "_thread.lock" in str(refused.value)
+    finally:
+        drops.f.close()
+
+
 def test_bad_signatures_are_rejected(scratch_registry: None) -> None:
     def no_default(image: Any, rng: Any, strength: Any) -> Any: ...
     def no_rng(image: Any) -> Any: ...

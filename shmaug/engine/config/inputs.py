@@ -519,7 +519,7 @@ def _points(option: str, value: Any) -> bool:
     """Whether ``value``, an array of ``y``, may hold what ``option`` reads: boxes (M, 4+) per
     sample, or keypoints (K, 2 or 3) per sample, or flattened (floats past 1, pixels: not
     one-hot rows)."""
-    shape = getattr(value, "shape", ())
+    shape: tuple[int, ...] = tuple(getattr(value, "shape", ()))
     if option == "bounding_box_format":
         return len(shape) >= 3 and shape[-1] >= 4
     if len(shape) >= 3:

@@ -38,6 +38,7 @@ import numpy as np
 from . import launch
 from ...errors import NotPicklableError, warn
 from ...memory.store import mapped_file_handle, remapped
+from ...ops.core import is_handle
 from .lazy_imports import LAZY
 
 log = logging.getLogger(__name__)
@@ -112,13 +113,19 @@ def pickled(obj: Any, start_method: str | None = None) -> tuple[bytes, bytes | N
         return payload, _by_value(obj, heavy)
     except Exception as exc:  # noqa: BLE001 - any failure keeps the plain payload
         if guarded and method != "fork":  # (which a fresh worker could not unpickle)
+            named = ", ".join(f"`{q}`" for q in sorted(guarded))
+            where, move = (
+                (f"of your script is defined under its `if __name__ == \"__main__\":` guard, "
+                 f"which {method} workers do not run", "define it at the script's top, "
+                 "above the guard") if _run_as_script() else
+                (f"is defined where {method} workers cannot import it (a notebook, `python "
+                 f"-c`, a script read from stdin or run with -m)", "define it in an "
+                 "importable .py module and import it from there"))
             raise NotPicklableError(
-                f"{', '.join(f'`{q}`' for q in sorted(guarded))} of your script is defined "
-                f"under its `if __name__ == \"__main__\":` guard, which {method} workers do "
-                f"not run, and shipping it by value failed with {type(exc).__name__}: {exc}. "
-                f"Fix: define it at the script's top, above the guard; an open file, database "
-                f"or connection it reads cannot go to another process: open it inside on "
-                f"first use (docs/loader.md#files-databases-and-handles).") from None
+                f"{named} {where}, and shipping it by value failed with "
+                f"{type(exc).__name__}: {exc}. Fix: {move}; an open file, database or "
+                f"connection it reads cannot go to another process: open it inside on first "
+                f"use (docs/loader.md#files-databases-and-handles).") from None
         log.debug("shipping %s by value failed (%s: %s); fresh workers will import them",
                   sorted(heavy | guarded), type(exc).__name__, exc)
         return payload, None
@@ -155,7 +162,7 @@ def _tell_set_again(qualnames: set[str], method: str) -> None:
             given = (f"functools.partial({name}, {read[0].lower()}={read[0]})" if not
                      isinstance(getattr(main, name), type) else f"an attribute of {name}")
             fix = f"hand the value over ({given}), or set it at the script's top"
-            if not _travels(getattr(main, read[0], None)):  # an open handle: opened there
+            if is_handle(getattr(main, read[0], None)):  # opened there, not handed over
                 fix = (f"`{read[0]}` is a {type(getattr(main, read[0])).__name__}, which "
                        f"cannot go to another process: open it inside `{name}` on first use "
                        f"(docs/loader.md#files-databases-and-handles)")
@@ -165,17 +172,6 @@ def _tell_set_again(qualnames: set[str], method: str) -> None:
                  f"this process's, and augments otherwise than forked workers and workers=0 "
                  f"do. Fix: {fix}.")
             return
-
-
-def _travels(value: Any) -> bool:
-    """Whether ``value`` pickles (an array does: not tried, it may be large)."""
-    if isinstance(value, np.ndarray):
-        return True
-    try:
-        pickle.dumps(value)
-    except Exception:  # noqa: BLE001 - whatever refuses, it cannot be handed over
-        return False
-    return True
 
 
 def _reads(obj: Any, names: frozenset[str], seen: set[int]) -> set[str]:
@@ -221,6 +217,15 @@ def _redefined(obj: Any) -> bool:
     for part in str(getattr(obj, "__qualname__", "")).split("."):
         bound = getattr(bound, part, None)
     return bound is not None and bound is not obj
+
+
+def _run_as_script() -> bool:
+    """Whether ``__main__`` is a script file run as one (``python train.py``), which a fresh
+    worker imports again: not a notebook, ``python -c``, stdin or ``python -m``."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    spec_name = getattr(getattr(main, "__spec__", None), "name", "") or ""
+    return isinstance(path, str) and os.path.isfile(path) and not spec_name.endswith("__main__")
 
 
 def _main_defines() -> frozenset[str] | None:
