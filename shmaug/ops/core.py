@@ -19,7 +19,6 @@ import inspect
 import logging
 import pickle
 import sys
-from types import MappingProxyType
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -297,7 +296,7 @@ class Op:
         object.__setattr__(self, "fn", spec.fn)
         # read-only: a change would reach this process and not the workers, which got the
         # op when they started (a schedule changes ops by a new Op per stage: bind)
-        object.__setattr__(self, "kwargs", MappingProxyType(frozen))
+        object.__setattr__(self, "kwargs", Params(frozen))
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator, **override: Any) -> np.ndarray:
         if override:
@@ -403,6 +402,22 @@ def with_value_range(member: Any, value_range: tuple[float, float] | None) -> An
     a plain callable is returned as it is."""
     bind = getattr(member, "with_value_range", None)
     return member if value_range is None or bind is None else bind(value_range)
+
+
+class Params(dict[str, Any]):
+    """An op's bound parameters: a dict that refuses changes (``Op.bind`` makes another op).
+    A change would reach this process and not the workers, which took the op when they
+    started; a dict still, for ``json.dumps`` and ``dataclasses.asdict``."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("An Op's parameters are read-only: the workers took them when they "
+                        "started. Fix: op.bind(name=value) makes another op with them.")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _refuse
+    __ior__ = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Params, (dict(self),))
 
 
 WRAPPERS = {"albumentations": "shmaug.from_albumentations", "keras": "shmaug.from_keras"}

@@ -634,3 +634,4 @@ def test_an_ops_parameters_are_read_only_as_the_workers_took_them() -> None:
     stronger = op.bind(magnitude=9)
     assert dict(stronger.params)["magnitude"] == 9 and dict(op.params)["magnitude"] == 0
     assert pickle.loads(pickle.dumps(stronger)) == stronger
+    assert json.loads(json.dumps(op.kwargs)) == {"magnitude": 0}  # (a dict still)
