@@ -258,8 +258,8 @@ class Compose:
         Example:
             >>> out, moved = pipe.augment_targets(image, {"mask": mask}, rng)  # doctest: +SKIP
         """
-        targets, nest = unnested(targets)
         shape = tuple(image.shape)  # an undecoded photo's too: its header's
+        targets, nest = unnested(targets, shape)
         # (a decode-time crop notes its window's move; a worker's task may take the boxes)
         with box_moves.claimed() as later, noting() as moves:
             out = self(image, rng)

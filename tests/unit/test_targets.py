@@ -704,8 +704,11 @@ def test_boxes_a_loader_or_one_sample_would_hand_over_unmoved_are_refused_or_mov
     assert keras_layout["bounding_boxes"]["boxes"].tolist() == [[8, 10, 40, 30]]  # not in place
     with pytest.raises(ArgumentError, match=r"targets \['bbox'\] lie under no name"):
         aug.augment_targets(x[0], {"bbox": boxes[0]}, np.random.default_rng(0))
-    _, kept = aug.augment_targets(x[0], {"boxes": boxes[0], "label": 3}, np.random.default_rng(0))
+    _, kept = aug.augment_targets(x[0], {"boxes": boxes[0], "label": 3,
+                                         "category_id": np.array([[3]])},
+                                  np.random.default_rng(0))  # (what lies on no image: kept)
     assert kept["label"] == 3 and kept["boxes"].tolist() == [[24, 10, 56, 30]]
+    assert kept["category_id"].tolist() == [[3]]
 
 
 def test_one_mask_per_box_takes_nothing_a_border_brings_in() -> None:

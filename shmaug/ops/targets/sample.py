@@ -53,12 +53,21 @@ KERAS_BOXES = "bounding_boxes"  # Keras' dict of one sample's "boxes" and "label
 Where = Callable[[np.ndarray], np.ndarray]  # (N, 2) points (x, y) -> where a move takes them
 
 
-def unnested(targets: dict[str, Any]) -> tuple[dict[str, Any], Callable[[dict[str, Any]],
-                                                                           dict[str, Any]]]:
+def _lies_on(value: Any, image_shape: tuple[int, ...]) -> bool:
+    """Whether ``value`` lies on an image of ``image_shape``: a map of its size, (M, 4) boxes
+    or (K, 2 or 3) points."""
+    shape = tuple(getattr(value, "shape", ()))
+    return len(shape) >= 2 and (shape[:2] == tuple(image_shape[:2])
+                                or len(shape) == 2 and shape[1] in (2, 3, 4))
+
+
+def unnested(targets: dict[str, Any], image_shape: tuple[int, ...]
+             ) -> tuple[dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]]]:
     """One sample's ``targets`` by the names a pipeline moves, Keras' ``{"bounding_boxes":
     {"boxes": b, "labels": l}}`` taken as ``boxes`` and ``box_labels``, and the function that
-    puts the moved ones back in the layout given. An array lying on the image (two or more
-    dimensions) under another name is refused: it would stay where it was."""
+    puts the moved ones back in the layout given. What lies on the image under another name
+    (a map of its size, (M, 4) boxes, (K, 2 or 3) points) is refused: it would stay where it
+    was; other entries (a box's class column) come back as they are."""
     flat = dict(targets)
     nested = flat.pop(KERAS_BOXES, None)
     if nested is not None:
@@ -71,13 +80,14 @@ def unnested(targets: dict[str, Any]) -> tuple[dict[str, Any], Callable[[dict[st
         flat["boxes"] = nested["boxes"]
         if "labels" in nested:
             flat[BOX_LABELS] = nested["labels"]
-    stray = [k for k, v in flat.items() if k not in NAMES and np.ndim(v) >= 2]
+    stray = [k for k, v in flat.items() if k not in NAMES and _lies_on(v, image_shape)]
     if stray:
         raise ArgumentError(
             f"targets {stray} lie under no name a pipeline moves, so they would stay where "
             f"they were while the image moves. Fix: pass masks as 'mask' or "
             f"'segmentation_masks', boxes as 'boxes' (or {{{KERAS_BOXES!r}: {{'boxes': ..., "
-            f"'labels': ...}}}}), keypoints as 'keypoints'; or leave them out.")
+            f"'labels': ...}}}}) with their labels as {BOX_LABELS!r}, keypoints as "
+            f"'keypoints'; or leave them out.")
     if nested is None:
         return flat, lambda moved: moved
 
