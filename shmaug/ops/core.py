@@ -240,8 +240,10 @@ _THEIRS = {
     "value": "albumentations' `fill`, as a fraction of the value range (c / 255)",
     "p": "a probability: wrap the op, Maybe(Op(...), p=...)",
     "rotation_range": "ImageDataGenerator's: Op('rotate', degrees=(-r, r))",
-    "width_shift_range": "ImageDataGenerator's: Op('translate', x=(-w, w))",
-    "height_shift_range": "ImageDataGenerator's: Op('translate', y=(-h, h))",
+    "width_shift_range": "ImageDataGenerator's: Op('translate', x=(-w, w)), w a fraction of "
+                         "the width (pixels: divided by it)",
+    "height_shift_range": "ImageDataGenerator's: Op('translate', y=(-h, h)), h a fraction of "
+                          "the height (pixels: divided by it)",
     "zoom_range": "ImageDataGenerator's: Op('zoom', height_factor=(-z, z), width_factor=(-z, z))",
     "shear_range": "ImageDataGenerator's, in degrees: Op('shear', x=(-t, t)) with t its tangent",
     "brightness_range": "ImageDataGenerator's: Op('brightness_contrast', brightness=(a, b), "
