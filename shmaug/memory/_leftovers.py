@@ -146,6 +146,8 @@ def census(prefix: str, own: frozenset[str] = frozenset()) -> dict[str, dict[int
         if not stat.S_ISREG(info.st_mode):
             continue
         state = _state(os.path.join(directory, name))
+        if state == "left" and time.time() - info.st_mtime < STALE_AFTER_S:
+            state = "live"  # (being made, maybe: not locked by its owner yet)
         by_uid = found[state]
         by_uid[info.st_uid] = by_uid.get(info.st_uid, 0) + info.st_blocks * 512
     return found

@@ -20,6 +20,7 @@ import mmap
 import os
 import secrets
 import sys
+import threading
 import weakref
 from dataclasses import dataclass
 from multiprocessing import shared_memory
@@ -136,7 +137,7 @@ def check_capacity(nbytes: int, what: str) -> None:
     free = free_shm_bytes(nbytes)
     if free is not None and nbytes > free:
         held = _others_held(())
-        smaller = "" if nbytes < 2**20 else (  # (a few bytes: nothing smaller would fit)
+        smaller = "" if nbytes < 2**16 else (  # (a few bytes: nothing smaller would fit)
             ", lower `max_queue_size` or `batch_size`, or pass `x` as a path to a .npy file "
             "so it is memory-mapped instead of copied into shared memory")
         raise SharedMemoryError(
@@ -249,7 +250,9 @@ def _held_here(own: Collection[str]) -> int:
 
 def _this_process() -> set[str]:
     """The names of the blocks this process's live stores own."""
-    return {name.lstrip("/") for store in list(_STORES) for name in store.names}
+    with _STORES_LOCK:
+        stores = list(_STORES)
+    return {name.lstrip("/") for store in stores for name in store.names}
 
 
 def _others_held(own: Collection[str]) -> str:
@@ -379,6 +382,7 @@ def _release(segments: list[shared_memory.SharedMemory], locks: list[int],
 
 
 _STORES: weakref.WeakSet[SharedStore] = weakref.WeakSet()  # this process's live stores
+_STORES_LOCK = threading.Lock()  # (a loader made on another thread adds one meanwhile)
 
 
 class SharedStore:
@@ -397,13 +401,14 @@ class SharedStore:
 
     def __init__(self) -> None:
         _leftovers.sweep(SEGMENT_PREFIX)
-        _STORES.add(self)
         self._segments: list[shared_memory.SharedMemory] = []  # invariant: all owned, all live
         self._locks: list[int] = []  # invariant: one descriptor locking each, where locks apply
         self._lent: set[str] = set()  # invariant: names of the blocks views are lent from
         self._before: list[Callable[[], None]] = []  # run first by close (before_close)
         self._finalizer = weakref.finalize(self, _release, self._segments, self._locks,
                                            self._lent, self._before)
+        with _STORES_LOCK:
+            _STORES.add(self)
 
     def empty(self, shape: tuple[int, ...], dtype: Any, *, what: str = "an array",
               lent: bool = False, reserved: int | None = None) -> tuple[ArrayHandle, np.ndarray]:

@@ -547,9 +547,9 @@ def resume_state(state: Any, kind: str, version: int, expected: dict[str, Any],
     for field, value in {"sampling": None, **expected,
                          "blocks": expected.get("blocks")}.items():
         if saved.get(field) != value:
-            staged = "" if field == "seed" else (
+            staged = "" if field not in ("samples", "batch_size") else (
                 f" A new stage of a schedule (another batch size, more data) carries only the "
-                f"epoch on: `{_held_as(kind)}.epoch = old.epoch`.")
+                f"epoch on: `{_held_as(kind)}.epoch = state['epoch']`.")
             raise ArgumentError(
                 f"`state` was saved with {field}={saved.get(field)!r} but this {kind} has "
                 f"{field}={value!r}, so its batches would not continue that run. Fix: "
