@@ -220,7 +220,7 @@ def _redefined(obj: Any) -> bool:
 
 
 def _run_as_script() -> bool:
-    """Whether ``__main__`` is a script file run as one (``python train.py``), which a fresh
+    """Whether ``__main__`` is a script file run as one (``python script``), which a fresh
     worker imports again: not a notebook, ``python -c``, stdin or ``python -m``."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
