@@ -70,6 +70,18 @@ _EDIT_PROBES = 8  # rows of the user's array compared with the workers' copy eac
 _EDIT_HEAD = 1 << 16  # bytes of each compared, at most (a row rewritten changes throughout)
 
 
+def _tell_strided_map(x: Any) -> None:
+    """Warn of a memory map the workers cannot map from its file, a view with a step or a
+    flip (``full[::2]``, ``full[..., ::-1]``): it is copied into shared memory whole, which
+    a user who passed a map (files.md: nothing copied) does not expect."""
+    if isinstance(x, np.memmap) and x.mode != "c" and x.filename is not None and \
+            mapped_file_handle(x) is None:
+        warn(f"`x` is a view of the memory map of {str(x.filename)!r} with a step or a flip "
+             f"(not contiguous), which workers cannot map from the file: it is copied into "
+             f"shared memory, {x.nbytes:,} bytes. Fix: pass the map itself or a contiguous "
+             f"slice of it (x[a:b]), and take the step or the flip in `augment`.")
+
+
 def _head(row: np.ndarray) -> bytes:
     """The first ``_EDIT_HEAD`` bytes of ``row``'s pixels (a copy of those alone)."""
     flat = np.ravel(row)
@@ -325,6 +337,7 @@ class Running:
         # What must fit in /dev/shm, checked before anything is copied there: the data and
         # the targets now (with the ring when its size is declared), the ring once the probe
         # has sized it, before the data's rows past sample 0.
+        _tell_strided_map(images)
         need = copied_bytes(images, {k: v for k, v in self._moved.items()
                                      if isinstance(v, np.ndarray)}, self.workers)
         if shape is not None and dtype is not None:  # before any process starts, too

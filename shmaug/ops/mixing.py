@@ -150,6 +150,16 @@ class Mix:
             _set(binary, "num_classes", 1)  # one column, blended as it is (never given so)
             return binary
         if labels.ndim == 2 and labels.shape[1] > 1:  # rows of class probabilities
+            outside = labels.dtype.kind == "f" and labels.size and not (
+                0.0 <= float(np.nanmin(labels)) and float(np.nanmax(labels)) <= 1.0)
+            if outside:  # (a regression's targets: smoothed and blended as if classes)
+                raise ArgumentError(
+                    f"`mix` ({self!r}) mixes class labels, but `y` holds rows of "
+                    f"{labels.shape[1]} floats from {float(np.nanmin(labels)):g} to "
+                    f"{float(np.nanmax(labels)):g}, which are no class probabilities "
+                    f"(one-hot or multi-hot rows lie in [0, 1]): regression targets? Fix: "
+                    f"pass mix=None for them (blending them is a loss of its own, not the "
+                    f"mix's), or give one-hot rows.")
             if self.num_classes not in (None, labels.shape[1]):
                 raise ArgumentError(
                     f"`num_classes` is {self.num_classes}, but `y` holds one-hot rows of "
@@ -157,11 +167,14 @@ class Mix:
                     f"leave it out.")
             return replace(self, num_classes=int(labels.shape[1]))
         if labels.ndim > 2 or not np.issubdtype(labels.dtype, np.integer):
+            whole = labels.dtype.kind == "f" and bool(np.all(np.mod(labels, 1) == 0))
             raise ArgumentError(
                 f"`mix` needs `y` as class ids (integers, shape (N,)), one-hot rows (N, "
                 f"classes) or one sigmoid unit's targets (one column of floats in [0, 1]); "
                 f"received an array of shape {labels.shape} and dtype {labels.dtype}. Fix: "
-                f"convert the labels, e.g. `y.astype(int)`.")
+                + ("convert the labels, e.g. `y.astype(int)`." if whole or labels.dtype.kind
+                   != "f" else "these are no class ids (floats with fractions: regression "
+                   "targets?): pass mix=None for them."))
         low, high = (int(labels.min()), int(labels.max())) if labels.size else (0, 0)
         if self.num_classes is None:
             unit = (" For one sigmoid unit's 0/1 targets, pass them as floats instead, "

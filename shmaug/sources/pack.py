@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
@@ -174,6 +176,26 @@ def pack(
             raise
 
 
+def _reserve(path: str, directory: str) -> None:
+    """Take the disk room of the whole of ``path`` now: a memory map written past what the
+    disk holds kills the process with SIGBUS (no message, the partial file left behind)."""
+    fallocate = getattr(os, "posix_fallocate", None)  # (Linux; elsewhere, as before)
+    if fallocate is None:
+        return
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        try:
+            fallocate(f.fileno(), 0, size)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                return  # (a file system that cannot reserve: as before)
+            free = shutil.disk_usage(directory).free
+            raise ArgumentError(
+                f"`out` {directory!r} has {free:,} bytes free, and the pack needs {size:,} "
+                f"bytes ({size / 2**20:,.1f} MiB) for {IMAGES} ({exc.strerror}). Fix: free "
+                f"room there, or pack to a disk that holds it.") from None
+
+
 @contextlib.contextmanager
 def _alone(directory: str) -> Iterator[None]:
     """``directory`` (made if need be) held by this pack alone: a second pack into it waits
@@ -281,10 +303,17 @@ def _complete(directory: str, described: dict[str, Any], verify: bool) -> Packed
                     "half a pixel off Keras'; packing again", directory)
         return None
     if manifest.get("format") != PACK_FORMAT or manifest.get("source") != described:
+        made = manifest.get("source") if isinstance(manifest.get("source"), dict) else {}
+        differ = sorted(k for k in {*made, *described} if made.get(k) != described.get(k))
+        files = (" (files_sha256 covers each file's path, size and modification time: a "
+                 "copy without its times, a checkout or a touch changes it)"
+                 if differ == ["files_sha256"] else "")
         raise ArgumentError(
             f"`out` {directory!r} already holds a pack of another source or with other "
-            f"settings (its manifest: {manifest.get('source')}). Fix: pass another `out`, or "
-            f"overwrite=True to replace it."
+            f"settings: {', '.join(differ) or 'its format'} differ{'s' if len(differ) == 1 else ''}"
+            f"{files}. Fix: pass another `out`, or overwrite=True to replace it; a pack is "
+            f"read without its source by np.load(os.path.join(out, 'images.npy'), "
+            f"mmap_mode='r') and its labels.npy."
         )
     packed = _packed(directory, manifest, created=False)
     problem = _check_files(packed, verify)
@@ -329,6 +358,7 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
     try:
         images = np.lib.format.open_memmap(partial[IMAGES], mode="w+", dtype=files.dtype,
                                            shape=shape)
+        _reserve(partial[IMAGES], directory)
         with open(partial[IMAGES], "rb") as f:  # the header: hash the file as it is written
             digest = hashlib.sha256(f.read(images.offset))
         with Loader(files, None, batch_size, workers=workers, start_method=start_method,

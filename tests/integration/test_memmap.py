@@ -69,6 +69,21 @@ def test_nothing_of_the_dataset_goes_to_shared_memory(tmp_path):
         assert after - before < 64 * 2**20  # the file's pages are page cache, not copies
 
 
+def test_a_strided_view_of_a_map_is_told_it_is_copied(tmp_path):
+    """`full[::2]` and `full[..., ::-1]` (BGR to RGB) of a 1.5 GB map went into /dev/shm whole
+    without a word, and its out-of-room error told the user to pass a map."""
+    path = tmp_path / "images.npy"
+    np.save(path, np.arange(16 * 8 * 8 * 3, dtype=np.uint8).reshape(16, 8, 8, 3))
+    full = np.load(path, mmap_mode="r")
+    for view in (full[::2], full[..., ::-1]):
+        with pytest.warns(shmaug.ShmaugWarning, match=r"view of the memory map .* with a step "
+                                                      r"or a flip.*copied into shared memory"):
+            with shmaug.Loader(view, batch_size=4, augment=_ops.identity, workers=0) as loader:
+                np.testing.assert_array_equal(loader.batch(0)[0], view[:4])
+    with shmaug.Loader(full[2:10], batch_size=4, augment=_ops.identity, workers=0) as loader:
+        loader.batch(0)  # (contiguous: mapped, nothing said)
+
+
 class Frames:
     """A user's reader that holds a memory map as an attribute (a subclass's ``self.clips``)."""
 

@@ -42,6 +42,24 @@ def test_pack_writes_images_labels_and_a_manifest(tmp_path):
     np.testing.assert_array_equal(x, np.stack([files.load(i) for i in range(len(files))]))
 
 
+@pytest.mark.skipif(not hasattr(os, "posix_fallocate"), reason="reserves room where it can")
+def test_a_disk_too_small_for_the_pack_is_told_before_a_pixel_is_written(tmp_path,
+                                                                          monkeypatch):
+    """Onto a 3 MB tmpfs, a 3.9 MB pack died with SIGBUS writing its memory map: no message,
+    its partial file left. (The disk's answer stood in for: a mount needs root.)"""
+    import errno
+
+    def full(fd: int, offset: int, size: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    folder = write_folder(tmp_path / "data")
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(shmaug.ArgumentError, match=r"`out` .* bytes free, and the pack needs "
+                                                   r"[\d,]+ bytes .*No space left.*Fix: free"):
+        shmaug.pack(folder, tmp_path / "out", image_size=(12, 10), workers=0, progress=False)
+    assert not (tmp_path / "out").exists()  # (a folder made for it, and its partial file)
+
+
 def test_a_pack_stores_class_indices_and_opens_them_as_the_source_encodes_them(tmp_path):
     """One pack for every label_mode; ``open()`` gives the labels as the source's own
     ``labels`` (a categorical source's pack gave indices, and a one-hot model's fit failed)."""
@@ -109,8 +127,15 @@ def test_second_run_says_it_is_done_and_changed_sources_are_refused(tmp_path, ca
     again = shmaug.pack(folder, out, image_size=(8, 8), workers=0, progress=False, verify=True)
     assert not again.created and os.stat(again.images).st_mtime_ns == stamp
     assert "already holds a complete pack" in caplog.text
-    with pytest.raises(shmaug.ArgumentError, match=r"another source or with other settings"):
+    with pytest.raises(shmaug.ArgumentError, match=r"another source or with other settings: "
+                                                   r"image_size differs"):
         shmaug.pack(folder, out, image_size=(9, 9), workers=0, progress=False)
+    touched = next(p for p in Path(folder).rglob("*") if p.is_file())
+    os.utime(touched, (1, 1))  # the same bytes, another time (a copy without -t)
+    with pytest.raises(shmaug.ArgumentError, match=r"files_sha256 differs \(files_sha256 "
+                                                   r"covers each file's path, size and "
+                                                   r"modification time.*np.load"):
+        shmaug.pack(folder, out, image_size=(8, 8), workers=0, progress=False)
     redone = shmaug.pack(folder, out, image_size=(9, 9), workers=0, progress=False, overwrite=True)
     assert redone.created and redone.open()[0].shape == (8, 9, 9, 3)
     Path(redone.images).write_bytes(b"truncated")  # damaged after the fact: packed again

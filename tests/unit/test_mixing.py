@@ -158,3 +158,23 @@ def test_the_one_array_of_a_one_output_y_is_the_labels() -> None:
     for labels in ({"output": y}, [y], ({"out": [y]},)):
         assert Mix().label_array(labels) is y
     assert Mix(num_classes=3).for_labels({"output": y}, ()).num_classes == 3
+
+
+def test_regression_targets_are_refused_with_mix_none_not_cast_to_classes() -> None:
+    """A regression user's ages, (N, 2) with a count, were taken as class-probability rows
+    and rewritten by label_smoothing (36.52 -> 32.92, even with p=0); one column was told
+    `y.astype(int)`, which makes a hundred classes of them."""
+    import shmaug
+
+    x = np.zeros((8, 8, 8), np.uint8)
+    ages = np.random.default_rng(0).normal(40, 10, (8, 2)).astype(np.float32)
+    for y, mix in ((ages, MixUp(0.2, p=0.0, label_smoothing=0.1)), (ages[:, 0], MixUp(0.2))):
+        with pytest.raises(shmaug.ArgumentError, match=r"regression targets\?.*mix=None") as told:
+            shmaug.Loader(x, y, batch_size=4, mix=mix, workers=0)
+        assert "astype(int)" not in str(told.value)
+    with pytest.raises(shmaug.ArgumentError, match=r"y.astype\(int\)"):  # ids kept as floats
+        shmaug.Loader(x, np.arange(8, dtype=np.float32) % 3, batch_size=4, mix=MixUp(0.2),
+                      workers=0)
+    soft = np.eye(4, dtype=np.float32)[np.arange(8) % 4] * 0.9 + 0.025
+    with shmaug.Loader(x, soft, batch_size=4, mix=MixUp(0.2), workers=0) as ok:
+        assert ok.batch(0)[1].shape == (4, 4)  # (rows of probabilities: mixed)

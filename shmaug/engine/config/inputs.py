@@ -517,15 +517,20 @@ _DECLARED = (("bounding_box_format", "'boxes' (Keras' 'bounding_boxes' dict) or 
 
 def _points(option: str, value: Any) -> bool:
     """Whether ``value``, an array of ``y``, may hold what ``option`` reads: boxes (M, 4+) per
-    sample, or keypoints (K, 2 or 3) per sample, or flattened (floats past 1, pixels: not
-    one-hot rows)."""
+    sample, or keypoints (K, 2 or 3) per sample, or one box, or keypoints flattened, in
+    pixels (floats past 1: not one-hot rows)."""
     shape: tuple[int, ...] = tuple(getattr(value, "shape", ()))
-    if option == "bounding_box_format":
-        return len(shape) >= 3 and shape[-1] >= 4
+    boxes = option == "bounding_box_format"
     if len(shape) >= 3:
-        return shape[-1] in (2, 3)
-    return len(shape) == 2 and isinstance(value, np.ndarray) and value.dtype.kind == "f" \
-        and value.size > 0 and float(np.nanmax(value)) > 1
+        return shape[-1] >= 4 if boxes else shape[-1] in (2, 3)
+    return len(shape) == 2 and (shape[-1] == 4 or not boxes) and _in_pixels(value)
+
+
+def _in_pixels(value: Any) -> bool:
+    """Whether ``value`` is a float array reaching past 1: coordinates in pixels, not one-hot
+    rows, class ids or fractions."""
+    return isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size > 0 \
+        and float(np.nanmax(value)) > 1
 
 
 def _placed(text: str, found: dict[str, Filed], labels_at: Path) -> str:

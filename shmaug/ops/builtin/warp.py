@@ -30,7 +30,7 @@ from ..params import (
     restore,
     to_work,
 )
-from ..targets.moves import MatrixMove, Move, note, noted
+from ..targets.moves import MatrixMove, Move, note
 from ...errors import ArgumentError, ArgumentTypeError
 
 
@@ -44,23 +44,18 @@ def warp(
     scale = levels(image, value_range)
     h, w = work.shape[:2]
     code = border_code(border)
-    sampled = None
     if is_pil(backend):
         pil.require_constant(border, op)
         choice(interpolation, "interpolation", ("nearest", "linear", "cubic"))
         out = pil.warp(work, matrix, (h, w), resample=interpolation,
                        fill=bounds(fill, "fill", 0, 1)[0], scale=scale)
-    elif interpolation == "nearest" and noted():  # masks take the pixels it takes
-        sampled = cv.nearest_map(matrix, (h, w), (h, w), code)
-        out = cv.remapped(work, sampled, fill_value(fill, scale))
     else:
         out = cv.warp(
             work, matrix, (h, w), interp=interp_code(interpolation), border=code,
             fill=fill_value(fill, scale),
         )
     return moved(image, restore(out, image, scale), MatrixMove(
-        matrix, (h, w), code, warped_nearest=interpolation == "nearest" and not is_pil(backend),
-        sampled=sampled))
+        matrix, (h, w), code, warped_nearest=interpolation == "nearest" and not is_pil(backend)))
 
 
 def moved(image: Any, out: np.ndarray, move: Move | Callable[[], Move]) -> np.ndarray:

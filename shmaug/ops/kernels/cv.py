@@ -72,42 +72,6 @@ def warp(
         part, matrix, dsize, flags=interp, borderMode=b, borderValue=fill))
 
 
-def nearest_map(matrix: np.ndarray, source: tuple[int, int], size: tuple[int, int],
-                border: int) -> np.ndarray:
-    """Where each output pixel of a nearest warp by ``matrix`` to ``size`` takes its pixel in
-    an input of ``source`` (height, width): (H, W, 2) float32 (x, y), whole numbers, -1 where
-    a constant border brings nothing in. OpenCV rounds a nearest warp's half-pixel ties by the
-    channel count and the dtype (a 3-channel uint16 image and its uint8 mask parted on up to
-    3% of their pixels): an image and its masks ``remapped`` by one map take the same ones."""
-    grid = _grid2(*source)
-    dsize = (size[1], size[0])
-    if border == cv2.BORDER_REFLECT_101 and min(source) < 2:
-        border = cv2.BORDER_REPLICATE  # (as _resampled)
-    if matrix[2, 0] == 0 and matrix[2, 1] == 0 and matrix[2, 2] == 1:
-        return cv2.warpAffine(grid, matrix[:2], dsize, flags=cv2.INTER_NEAREST,
-                              borderMode=border, borderValue=(-1.0, -1.0, -1.0, -1.0))
-    return cv2.warpPerspective(grid, matrix, dsize, flags=cv2.INTER_NEAREST,
-                               borderMode=border, borderValue=(-1.0, -1.0, -1.0, -1.0))
-
-
-def remapped(img: np.ndarray, where: np.ndarray, fill: float | tuple[float, ...]) -> np.ndarray:
-    """``img`` sampled at ``where`` (``nearest_map``'s): each output pixel the input pixel
-    named there, ``fill`` where it names none."""
-    value = fill if isinstance(fill, tuple) else (fill,) * 4
-    return in_channel_groups(img, CV_CHANNELS, lambda part: cv2.remap(
-        part, where, None, cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT,
-        borderValue=value))
-
-
-@functools.lru_cache(maxsize=32)
-def _grid2(h: int, w: int) -> np.ndarray:
-    """The identity map of an (h, w) image as one (h, w, 2) float32 array (x, y), read-only."""
-    xs, ys = grid(h, w)
-    out = cv2.merge([xs, ys])
-    out.flags.writeable = False
-    return out
-
-
 def shift_columns(
     img: np.ndarray,
     shifts: np.ndarray,

@@ -30,7 +30,7 @@ import contextvars
 import dataclasses
 import functools
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, cast
 
 import cv2
@@ -74,10 +74,7 @@ class Move:
         in is nothing for a mask of one instance (a mirrored copy outside its box)."""
         if self.border == cv2.BORDER_CONSTANT:
             return self
-        changed: dict[str, Any] = {"border": cv2.BORDER_CONSTANT}
-        if getattr(self, "sampled", None) is not None:
-            changed["sampled"] = None  # (the image's map took its border's pixels)
-        moved: Move = dataclasses.replace(cast(Any, self), **changed)
+        moved: Move = dataclasses.replace(cast(Any, self), border=cv2.BORDER_CONSTANT)
         return moved
 
 
@@ -92,10 +89,6 @@ class MatrixMove(Move):
     # same warp, pixel for pixel with it in the image's dtype (a gather's or a resize's ties
     # at half a pixel may round the other way, a row or a column off the image's).
     warped_nearest: bool = False
-    # Where its targets are moved, the pixel each output pixel of the image took
-    # (``kernels.cv.nearest_map``): its masks take the very same ones, whatever their dtype
-    # and channels (OpenCV rounds a warp's ties by both).
-    sampled: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
     def mirrors(self) -> bool:
@@ -137,11 +130,6 @@ class MatrixMove(Move):
     def mask(self, mask: np.ndarray, fill: float) -> np.ndarray:
         if mask.ndim == 3 and mask.shape[2] == 1:
             return self.mask(mask[:, :, 0], fill)[:, :, None]
-        sampled = self.sampled
-        if sampled is not None:
-            return _nearest(mask, fill, lambda part, value: cv2.remap(
-                part, sampled, None, cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT,
-                borderValue=value))
         m, (h, w) = self.matrix, self.size
         if m[2, 0] or m[2, 1] or m[2, 2] != 1:  # a perspective
             return _nearest(mask, fill, lambda part, value: cv2.warpPerspective(
@@ -552,11 +540,6 @@ def aside() -> Iterator[None]:
         yield
     finally:
         _NOTES.reset(token)
-
-
-def noted() -> bool:
-    """Whether the moves made now are noted: a pipeline call moves targets with its image."""
-    return _NOTES.get() is not None
 
 
 @contextlib.contextmanager

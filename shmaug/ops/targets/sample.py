@@ -55,10 +55,12 @@ Where = Callable[[np.ndarray], np.ndarray]  # (N, 2) points (x, y) -> where a mo
 
 def _lies_on(value: Any, image_shape: tuple[int, ...]) -> bool:
     """Whether ``value`` lies on an image of ``image_shape``: a map of its size, (M, 4) boxes
-    or (K, 2 or 3) points."""
+    or (K, 2 or 3) points in pixels."""
     shape = tuple(getattr(value, "shape", ()))
+    coordinates = isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size > 0 \
+        and float(np.nanmax(value)) > 1  # (pixels: not a box's one-hot class row)
     return len(shape) >= 2 and (shape[:2] == tuple(image_shape[:2])
-                                or len(shape) == 2 and shape[1] in (2, 3, 4))
+                                or len(shape) == 2 and shape[1] in (2, 3, 4) and coordinates)
 
 
 def unnested(targets: dict[str, Any], image_shape: tuple[int, ...]
