@@ -73,7 +73,7 @@ _EDIT_HEAD = 1 << 16  # bytes of each compared, at most (a row rewritten changes
 def _tell_strided_map(x: Any) -> None:
     """Warn of a memory map the workers cannot map from its file, a view with a step or a
     flip (``full[::2]``, ``full[..., ::-1]``): it is copied into shared memory whole, which
-    a user who passed a map (files.md: nothing copied) does not expect."""
+    a user who passed a map (docs/files.md: nothing copied) does not expect."""
     if isinstance(x, np.memmap) and x.mode != "c" and x.filename is not None and \
             mapped_file_handle(x) is None:
         warn(f"`x` is a view of the memory map of {str(x.filename)!r} with a step or a flip "
