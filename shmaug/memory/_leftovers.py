@@ -85,12 +85,22 @@ def sweep(prefix: str, *, short: bool = False) -> list[str]:
     return removed
 
 
+# Opening a segment to lock it: never blocks (a FIFO named so would wait for a writer, and
+# every job hung at its first loader), never follows a link.
+_OPEN = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
+
+
+def _named(directory: str, prefix: str) -> list[str]:
+    """The entries of ``directory`` named as segments ``<prefix><pid>_<hex>``, sorted."""
+    pattern = re.compile(re.escape(prefix) + r"(\d+)_[0-9a-f]+\Z")
+    return [name for name in sorted(os.listdir(directory)) if pattern.match(name)]
+
+
 def _swept_once(directory: str, prefix: str) -> tuple[list[str], list[float]]:
     """The leftovers unlinked, and the seconds until each one too young yet may be told one."""
-    pattern = re.compile(re.escape(prefix) + r"(\d+)_[0-9a-f]+\Z")
     removed, young = [], []
-    for name in sorted(os.listdir(directory)):
-        wait = _remove_if_left(directory, name, pattern)
+    for name in _named(directory, prefix):
+        wait = _remove_if_left(directory, name)
         if wait == 0.0:
             removed.append(name)
         elif wait is not None:
@@ -98,14 +108,13 @@ def _swept_once(directory: str, prefix: str) -> tuple[list[str], list[float]]:
     return removed, young
 
 
-def _remove_if_left(directory: str, name: str, pattern: re.Pattern[str]) -> float | None:
-    """0.0 where ``name`` was a leftover, now unlinked; the seconds until it may be told one
-    where it looks left but was written within ``STALE_AFTER_S``; None where it is not."""
-    if pattern.match(name) is None:
-        return None
+def _remove_if_left(directory: str, name: str) -> float | None:
+    """0.0 where segment ``name`` was a leftover, now unlinked; the seconds until it may be
+    told one where it looks left but was written within ``STALE_AFTER_S``; None where it is
+    not."""
     path = os.path.join(directory, name)
-    try:  # (a FIFO named so would block a plain open until a writer came: every job hung)
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, _OPEN)
     except OSError:  # gone meanwhile, another user's, or a link
         return None
     try:
@@ -135,9 +144,8 @@ def census(prefix: str, own: frozenset[str] = frozenset()) -> dict[str, dict[int
     found: dict[str, dict[int, int]] = {"live": {}, "left": {}, "unknown": {}}
     if directory is None:
         return found
-    pattern = re.compile(re.escape(prefix) + r"(\d+)_[0-9a-f]+\Z")
-    for name in os.listdir(directory):
-        if pattern.match(name) is None or name in own:
+    for name in _named(directory, prefix):
+        if name in own:
             continue
         try:
             info = os.lstat(os.path.join(directory, name))
@@ -156,7 +164,7 @@ def census(prefix: str, own: frozenset[str] = frozenset()) -> dict[str, dict[int
 def _state(path: str) -> str:
     """"live", "left" or "unknown" (``census``) for the segment at ``path``."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+        fd = os.open(path, _OPEN)
     except OSError:
         return "unknown"
     try:

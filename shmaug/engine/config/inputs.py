@@ -18,7 +18,7 @@ from ...ops.params import (SUPPORTED_DTYPES, channels_first, frames_first)
 from ...ops.core import BLENDED, WARPED
 from ...ops.plan import Plan
 from ...ops.targets.boxes import format_of
-from ...ops.targets.formats import pad_boxes
+from ...ops.targets.formats import in_pixels, pad_boxes
 from ...ops.targets.sample import MASK_NAMES
 from .. import source
 from .tree import (BOX_LABEL_KEYS, Filed, Path, filed_under, is_target_source, leaves, shown,
@@ -523,14 +523,7 @@ def _points(option: str, value: Any) -> bool:
     boxes = option == "bounding_box_format"
     if len(shape) >= 3:
         return shape[-1] >= 4 if boxes else shape[-1] in (2, 3)
-    return len(shape) == 2 and (shape[-1] == 4 or not boxes) and _in_pixels(value)
-
-
-def _in_pixels(value: Any) -> bool:
-    """Whether ``value`` is a float array reaching past 1: coordinates in pixels, not one-hot
-    rows, class ids or fractions."""
-    return isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size > 0 \
-        and float(np.nanmax(value)) > 1
+    return len(shape) == 2 and (shape[-1] == 4 or not boxes) and in_pixels(value)
 
 
 def _placed(text: str, found: dict[str, Filed], labels_at: Path) -> str:

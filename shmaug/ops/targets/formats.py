@@ -36,6 +36,13 @@ _OTHER_NAMES = {**ALBUMENTATIONS_FORMATS, "cxcywh": "center_xywh", "xyxy": "xyxy
                 "xywh": "xywh"}
 
 
+def in_pixels(value: Any) -> bool:
+    """Whether ``value`` is a float array reaching past 1: coordinates in pixels, not one-hot
+    rows, class ids or fractions (what lies on an image, told from what does not)."""
+    return isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size > 0 \
+        and float(np.nanmax(value)) > 1
+
+
 def check_format(value: Any, name: str, formats: tuple[str, ...]) -> str | None:
     """``value`` as a format name among ``formats``, or None."""
     if value is None:

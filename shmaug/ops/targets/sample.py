@@ -57,10 +57,12 @@ def _lies_on(value: Any, image_shape: tuple[int, ...]) -> bool:
     """Whether ``value`` lies on an image of ``image_shape``: a map of its size, (M, 4) boxes
     or (K, 2 or 3) points in pixels."""
     shape = tuple(getattr(value, "shape", ()))
-    coordinates = isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size > 0 \
-        and float(np.nanmax(value)) > 1  # (pixels: not a box's one-hot class row)
-    return len(shape) >= 2 and (shape[:2] == tuple(image_shape[:2])
-                                or len(shape) == 2 and shape[1] in (2, 3, 4) and coordinates)
+    return len(shape) >= 2 and (shape[:2] == tuple(image_shape[:2]) or len(shape) == 2
+                                and shape[1] in (2, 3, 4) and formats.in_pixels(value))
+
+
+def _as_given(moved: dict[str, Any]) -> dict[str, Any]:
+    return moved
 
 
 def unnested(targets: dict[str, Any], image_shape: tuple[int, ...]
@@ -70,6 +72,8 @@ def unnested(targets: dict[str, Any], image_shape: tuple[int, ...]
     puts the moved ones back in the layout given. What lies on the image under another name
     (a map of its size, (M, 4) boxes, (K, 2 or 3) points) is refused: it would stay where it
     was; other entries (a box's class column) come back as they are."""
+    if KERAS_BOXES not in targets and NAMES.issuperset(targets):  # (a worker's, every sample)
+        return targets, _as_given
     flat = dict(targets)
     nested = flat.pop(KERAS_BOXES, None)
     if nested is not None:
@@ -91,7 +95,7 @@ def unnested(targets: dict[str, Any], image_shape: tuple[int, ...]
             f"'labels': ...}}}}) with their labels as {BOX_LABELS!r}, keypoints as "
             f"'keypoints'; or leave them out.")
     if nested is None:
-        return flat, lambda moved: moved
+        return flat, _as_given
 
     def nest(moved: dict[str, Any]) -> dict[str, Any]:
         out = {k: v for k, v in moved.items() if k not in ("boxes", BOX_LABELS)}
