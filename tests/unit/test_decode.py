@@ -186,19 +186,68 @@ def test_reduced_decode_must_be_a_bool(tmp_path):
         ImageFiles.from_paths([path], reduced_decode="yes")
 
 
-def test_a_png_past_opencvs_pixel_limit_is_an_unreadable_file_a_source_can_skip(tmp_path):
-    """A header claiming 60000x60000 pixels (damaged, or a scan to tile first): OpenCV's
-    assertion escaped as cv2.error, naming no file, and on_error='skip' passed it by."""
+def _png_claiming(side: int) -> bytearray:
+    """A small PNG whose header claims ``side`` x ``side`` pixels (its CRC renewed)."""
     import struct
     import zlib
-
-    import shmaug
 
     out = io.BytesIO()
     Image.fromarray(np.full((8, 8, 3), 120, np.uint8)).save(out, "PNG")
     data = bytearray(out.getvalue())
-    struct.pack_into(">II", data, 16, 60000, 60000)  # IHDR's width and height, CRC renewed
+    struct.pack_into(">II", data, 16, side, side)  # IHDR's width and height
     struct.pack_into(">I", data, 29, zlib.crc32(bytes(data[12:29])))
+    return data
+
+
+@pytest.mark.parametrize("kind", ["PNG", "JPEG"])
+def test_an_image_past_pils_pixel_limit_is_refused_before_it_is_decoded(tmp_path,
+                                                                        monkeypatch, kind):
+    """A decompression bomb (a megabyte of PNG holding 20000x20000 pixels) was decoded, 1.2
+    GB in each worker, where Keras' load_img refuses it: it is an unreadable file now, named,
+    that on_error='skip' stands in for, unless PIL.Image.MAX_IMAGE_PIXELS is raised. (The
+    limit is lowered here, so that real files of 64x64 pixels are past it.)"""
+    import shmaug
+    from shmaug.ops import Op
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1500)  # refused past 3,000 pixels
+    bomb = save(tmp_path / f"bomb.{kind.lower()}", photo(64, 64), kind)
+    good = save(tmp_path / "good.png", photo(32, 32), "PNG")
+    with pytest.raises(shmaug.ImageReadError, match=r"bomb\..*64x64 pixels.*MAX_IMAGE_PIXELS"):
+        ImageFiles.from_paths([bomb, good], image_size=(8, 8)).load(0)
+    skipping = ImageFiles.from_paths([bomb, good], image_size=(8, 8), on_error="skip")
+    np.testing.assert_array_equal(skipping.load(0), skipping.load(1))
+    if kind == "JPEG":  # a decode-time crop decodes a JPEG's window alone: refused there too
+        crop = Op("random_resized_crop", height=8, width=8)
+        with pytest.raises(shmaug.ImageReadError, match=r"64x64"):
+            with shmaug.Loader(ImageFiles.from_paths([good, bomb], image_size=None),
+                               batch_size=2,  # (the good file first: a loader decodes it
+                               augment=crop, workers=0) as loader:  # whole to look at it)
+                loader.batch(0)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)
+    assert ImageFiles.from_paths([bomb], image_size=(8, 8)).load(0).shape == (8, 8, 3)
+
+
+def test_memory_running_short_in_a_decode_names_the_file():
+    """OpenCV's failed allocation reached the user as cv2.error naming no file."""
+    import cv2
+
+    from shmaug.sources.images.decode import raise_if_refused
+
+    with pytest.raises(MemoryError, match=r"decoding image file 'big.png'.*fewer workers"):
+        raise_if_refused(cv2.error("OpenCV(5.1.0) alloc.cpp:73: error: (-4:Insufficient "
+                                   "memory) Failed to allocate 1200000000 bytes"),
+                         ImageReadError, "image file 'big.png'")
+
+
+def test_a_png_past_opencvs_pixel_limit_is_an_unreadable_file_a_source_can_skip(tmp_path,
+                                                                               monkeypatch):
+    """A header claiming 60000x60000 pixels (damaged, or a scan to tile first), past PIL's
+    limit lifted: OpenCV's assertion escaped as cv2.error, naming no file, and
+    on_error='skip' passed it by."""
+    import shmaug
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)
+    data = _png_claiming(60000)
     (tmp_path / "huge.png").write_bytes(bytes(data))
     good = save(tmp_path / "good.png", photo(8, 8), "PNG")
     paths = [str(tmp_path / "huge.png"), good]

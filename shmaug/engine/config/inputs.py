@@ -604,7 +604,10 @@ def unnamed_masks(y: Any, plan: Plan, image: tuple[int, ...] | None,
                 f"model would learn from masks left where the images were. Fix: name it so it "
                 f"moves with its image (nearest-neighbour), y={{'segmentation_masks': masks}} "
                 f"(Keras' name; a Sequence hands it to a one-output model as the masks), or "
-                f"augment without geometric ops.")
+                f"augment without geometric ops. A map of values along the image's axes "
+                f"(optical flow, disparity, normals) moves so too but keeps its values, which "
+                f"flips, rotations and scalings change: see docs/segmentation.md, 'Flow, "
+                f"disparity and normals'.")
         if at[0] == "sample_weight":
             raise ArgumentError(
                 f"`sample_weight` {lies}, but no worker moves weights: each pixel's loss would "

@@ -58,7 +58,7 @@ def decode_mask(data: np.ndarray, what: str) -> np.ndarray:
     except cv2.error as exc:
         raise_if_refused(exc, lambda reason: ImageReadError(
             f"Cannot read {what} as a mask: {reason}. Fix: replace the file, or remove its "
-            f"pair."))
+            f"pair."), what)
         mask = None
     if mask is not None and png and data[25] == _GREY and data[24] == 1:
         mask = mask // 255  # OpenCV scales 1 to 255; PIL, as a bool image, reads 0 and 1

@@ -188,6 +188,7 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
 
     if data.size == 0:
         raise unreadable(what, "it is empty (0 bytes)")
+    _refuse_bombs(data, what)
     if reduce_to is not None:
         eighths = 8 // reduction(jpeg_header(data), reduce_to)
     try:
@@ -195,7 +196,7 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
         if image is None:  # BGR(A); we convert channels ourselves
             image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
     except cv2.error as exc:  # (an assertion of OpenCV's: PIL's turn, unless the file's)
-        raise_if_refused(exc, lambda reason: unreadable(what, reason))
+        raise_if_refused(exc, lambda reason: unreadable(what, reason), what)
         image = None
     if image is None:
         image = _decode_pil(what, data)
@@ -209,6 +210,33 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
     if image.ndim == 2:
         image = image[:, :, None]
     return _convert(image, COLOR_MODES[color_mode] if color_mode else None)
+
+
+def _refuse_bombs(data: np.ndarray, what: str) -> None:
+    """A PNG or JPEG past ``refuse_bomb``'s limit, refused from its header."""
+    head = data[:24].tobytes()
+    if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR":
+        width, height = struct.unpack(">II", head[16:24])
+        refuse_bomb(height, width, what)
+    else:
+        header = jpeg_header(data)
+        if header is not None:  # (other formats: PIL's own check, or OpenCV's 2**30)
+            refuse_bomb(header[0], header[1], what)
+
+
+def refuse_bomb(height: int, width: int, what: str) -> None:
+    """An image of more pixels than PIL opens (twice ``PIL.Image.MAX_IMAGE_PIXELS``, as
+    Keras' ``load_img`` refuses it) is refused before it is decoded, on every decode path: a
+    file of a megabyte can hold 20000x20000 pixels, 1.2 GB a decode in every worker."""
+    from PIL import Image
+
+    if Image.MAX_IMAGE_PIXELS is None or width * height <= 2 * Image.MAX_IMAGE_PIXELS:
+        return
+    raise unreadable(what, f"its header gives {width}x{height} pixels (width x height), past "
+                           f"the {2 * Image.MAX_IMAGE_PIXELS:,} that PIL and Keras' load_img "
+                           f"open (a decompression bomb, or a photo to cut into tiles first; "
+                           f"to read it, set PIL.Image.MAX_IMAGE_PIXELS higher, or to None, "
+                           f"before the loader is made)")
 
 
 def decide_jpeg_mode() -> str:
@@ -327,8 +355,8 @@ def resized_window(data: np.ndarray, what: str, color_mode: str | None,
     return finish(pixels, scaled, size, how)
 
 
-def scaled_whole(data: np.ndarray, color_mode: str | None, size: tuple[int, int],
-                 mode: str) -> np.ndarray | None:
+def scaled_whole(data: np.ndarray, what: str, color_mode: str | None,
+                 size: tuple[int, int], mode: str) -> np.ndarray | None:
     """A whole JPEG decoded by libjpeg-turbo at the smallest eighth of its size that keeps it
     at least ``size`` (``dct_scale``), in ``color_mode``'s RGB-ordered channels, for a source
     that resizes every photo to ``size``; None where that does not apply (not a scalable JPEG,
@@ -338,6 +366,7 @@ def scaled_whole(data: np.ndarray, color_mode: str | None, size: tuple[int, int]
     if (mode != "turbo" or header is None or header[3] not in _SCALABLE_SOF
             or header[2] not in (1, 3) or not header[0] or not header[1]):
         return None
+    refuse_bomb(header[0], header[1], what)
     m = dct_scale(header[:2], size)
     if m == 8:
         return None
@@ -536,18 +565,21 @@ def unreadable(what: str, reason: str) -> ImageReadError:
     )
 
 
-def raise_if_refused(exc: Exception, error: Callable[[str], Exception]) -> None:
-    """After ``cv2.imdecode`` raised ``exc``: ``error(reason)`` raised where the file is at
-    fault (past OpenCV's limit on pixels, which PIL's bomb check refuses too), ``exc`` itself
-    where memory ran short (not the file's fault: a skip would drop good images); else
-    nothing, an assertion PIL may get past."""
+def raise_if_refused(exc: Exception, error: Callable[[str], Exception], what: str) -> None:
+    """After ``cv2.imdecode`` raised ``exc`` on ``what``: ``error(reason)`` raised where the
+    file is at fault (past OpenCV's limit on pixels, which PIL's bomb check refuses too), a
+    MemoryError naming it where memory ran short (not the file's fault: a skip would drop
+    good images); else nothing, an assertion PIL may get past."""
     message = str(exc)
     if "CV_IO_MAX_IMAGE_PIXELS" in message:
         raise error("its header says it has more pixels than OpenCV decodes (2**30, set by "
                     "the environment variable OPENCV_IO_MAX_IMAGE_PIXELS): a damaged header, "
                     "or an image to cut into tiles first") from None
     if "alloc" in message.lower() or "memory" in message.lower():
-        raise exc
+        raise MemoryError(
+            f"Memory ran short decoding {what} ({message.strip().splitlines()[-1]}). Fix: "
+            f"fewer workers (each decodes its own photos), or cut such large images into "
+            f"tiles first.") from exc
 
 
 def _pil_reason(exc: Exception) -> str:
