@@ -27,6 +27,7 @@ from ..memory.store import (
     SharedStore,
     check_need,
     copied_bytes,
+    enlarge,
     mapped_file_handle,
 )
 from ..ops.core import check_picklable
@@ -468,6 +469,11 @@ class Running:
                                   sample_shape, dtype, targets, besides=besides)
         log.debug("shmaug queue: %s", chosen.describe())
         self.ring.check_fits(sample_shape, dtype, targets, besides=besides)
+        if chosen.why == depth.MEMORY and depth.short(chosen.slots - 1, self.workers_asked):
+            warn(f"The queue holds {chosen.slots} batch(es), too few for {self.workers_asked} "
+                 f"workers to each have one ahead ({chosen.describe()}): they will wait for "
+                 f"free slots. Fix: enlarge /dev/shm ({enlarge()}), a smaller `batch_size`, "
+                 f"or x as a .npy path (memory-mapped, not copied there).")
 
     def _payload(self, load: Any) -> tuple[bytes, bytes | None]:
         """The user's code for the workers: pickled as is, and with a heavy module's code by

@@ -14,6 +14,8 @@ from typing import Any
 import keras
 
 from .. import platform
+from ..engine.handoff import depth
+from ..memory.store import enlarge
 from ..errors import warn
 from .sequence import _LIVE, Sequence
 
@@ -84,6 +86,10 @@ def _remedy(stats: dict[str, Any]) -> str:
     """What to try for an input-bound epoch: the queue when it was the limit (more workers
     would find no free slot), else the workers and the work."""
     queue = stats.get("queue") or {}
+    if queue.get("limited") and queue.get("by") == depth.MEMORY:
+        return (f"The queue was the limit, not the workers ({queue['why']}: fewer batches "
+                f"ahead than workers). Try: more shared memory ({enlarge()}), a smaller "
+                f"`batch_size`, or x as a .npy path (memory-mapped, not copied there).")
     if queue.get("limited"):
         return (f"The queue was the limit, not the workers ({queue['why']}: fewer batches "
                 f"ahead than workers). Try: a larger `max_queue_size`, or leave it out (the "

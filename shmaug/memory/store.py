@@ -38,6 +38,13 @@ SEGMENT_PREFIX = "shmaug_"
 _SHM_DIR = platform.SHM_DIR or "/dev/shm"  # named in messages; measured only where it exists
 
 
+def enlarge(gib: int = 2) -> str:
+    """How to give /dev/shm ``gib`` GiB where it lives: a container's default is 64 MiB."""
+    return (f"Docker: `--shm-size={gib}g`; Kubernetes: an emptyDir volume with "
+            f"`medium: Memory` and `sizeLimit: {gib}Gi` mounted at {_SHM_DIR}; elsewhere: "
+            f"`mount -o remount,size={gib}G {_SHM_DIR}`")
+
+
 @dataclass(frozen=True, slots=True)
 class ArrayHandle:
     """A picklable description of a shared array: where it lives, its shape and dtype."""
@@ -144,8 +151,7 @@ def check_capacity(nbytes: int, what: str) -> None:
             f"Not enough shared memory for {what}: asked for {nbytes:,} bytes "
             f"({nbytes / 2**20:.1f} MiB) but {_SHM_DIR} has {free:,} bytes "
             f"({free / 2**20:.1f} MiB) free{f' ({held})' if held else ''}. Fix: free room "
-            f"there or enlarge it (Docker: `--shm-size=2g`; elsewhere: `mount -o "
-            f"remount,size=8G {_SHM_DIR}`){smaller}."
+            f"there or enlarge it ({enlarge(-(-nbytes // 2**30) + 1)}){smaller}."
         )
 
 
@@ -172,7 +178,8 @@ def _not_created(nbytes: int, what: str, exc: OSError) -> SharedMemoryError:
         fix = (f"{where} is missing or not writable here: mount a writable tmpfs there "
                f"(Docker and Kubernetes give one; `mount -t tmpfs tmpfs {where}`)")
     else:
-        fix = (f"free or enlarge {where} (Docker: `--shm-size=2g`): other loaders' blocks, "
+        fix = (f"free or enlarge {where} ({enlarge(-(-nbytes // 2**30) + 1)}): other "
+               f"loaders' blocks, "
                f"or other programs', hold the rest; close the loaders you no longer use, or "
                f"lower `max_queue_size`")
     return SharedMemoryError(
@@ -229,8 +236,7 @@ def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0,
         f"Not enough shared memory: shmaug needs {total:,} bytes ({total / 2**20:,.1f} MiB) "
         f"in {_SHM_DIR} ({listed}) but it has {free:,} bytes ({free / 2**20:,.1f} MiB) free "
         f"(checked before any of it is copied). Fix: {fix}{others}; or enlarge {_SHM_DIR} "
-        f"(Docker: `--shm-size={gib}g`; elsewhere: `mount -o remount,size={gib}G "
-        f"{_SHM_DIR}`)."
+        f"({enlarge(gib)})."
     )
 
 

@@ -812,3 +812,34 @@ def test_rows_written_into_x_after_the_loader_was_made_are_told_once():
                                                       r"loader was made.*make a new loader"):
             list(loader)
         list(loader)  # once
+
+
+_LONG_TMPDIR = """
+import multiprocessing.connection
+import numpy as np, shmaug
+if multiprocessing.connection.arbitrary_address("AF_UNIX").startswith("\\0"):
+    print("ABSTRACT")  # (Python 3.12 and later on Linux: no path, no limit)
+x = np.zeros((64, 4, 4, 3), np.uint8)
+try:
+    with shmaug.Loader(x, batch_size=4, augment=shmaug.get("hflip"), workers=1,
+                       start_method="forkserver") as loader:
+        loader.batch(0)
+        print("STARTED")
+except shmaug.ArgumentError as exc:
+    print("REFUSED", exc)
+"""
+
+
+def test_a_temporary_folder_too_long_for_the_forkserver_socket_is_named(tmp_path):
+    """A TMPDIR of 120 characters (an HPC job's): the forkserver's socket path passed Unix's
+    108 bytes and `fit` died with a bare "AF_UNIX path too long"."""
+    long = tmp_path / ("t" * (120 - len(str(tmp_path))))
+    long.mkdir()
+    proc = subprocess.run([sys.executable, "-c", _LONG_TMPDIR], cwd=ROOT, text=True,
+                          capture_output=True, timeout=100,
+                          env={**os.environ, "TMPDIR": str(long), "PYTHONPATH": ROOT})
+    if "ABSTRACT" in proc.stdout:
+        assert "STARTED" in proc.stdout, proc.stdout + proc.stderr
+        return
+    assert "REFUSED" in proc.stdout, proc.stdout + proc.stderr
+    assert "TMPDIR" in proc.stdout and "start_method='spawn'" in proc.stdout

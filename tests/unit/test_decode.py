@@ -307,3 +307,24 @@ def test_a_damaged_tiff_is_still_called_damaged_with_the_skip_fix(tmp_path):
     with pytest.raises(ImageReadError, match=r"corrupt, truncated or not an image.*"
                                              r"on_error='skip'"):
         ImageFiles.from_paths([str(cut)], [0], image_size=(32, 32), color_mode=None)
+
+
+def test_libjpeg_turbo_is_found_where_no_temporary_folder_is_usable(monkeypatch):
+    """A read-only container with no TMPDIR: ctypes' find_library runs a compiler in a
+    temporary folder and raised FileNotFoundError, after the wheel's own library was found,
+    out of every JPEG loader and `shmaug doctor`. The system is asked last, and its failure
+    means none there."""
+    from shmaug.sources.images import turbo
+
+    asked = []
+
+    def no_temp(name):
+        asked.append(name)
+        raise FileNotFoundError("No usable temporary directory found")
+
+    monkeypatch.setattr(turbo, "find_library", no_temp)
+    monkeypatch.setattr(turbo, "_LIBRARY", None)
+    monkeypatch.setattr(turbo, "_LOOKED", False)
+    monkeypatch.delenv("SHMAUG_JPEG", raising=False)
+    bundled = turbo.available()  # (the wheel's library, where the jpeg extra is installed)
+    assert asked == ([] if bundled else ["turbojpeg"])

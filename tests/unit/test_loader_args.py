@@ -718,3 +718,14 @@ def test_names_in_a_pandas_column_are_strings_and_a_closed_loader_is_no_context(
     with pytest.raises(shmaug.ClosedError):
         with loader:
             pass
+
+
+def test_a_default_queue_cut_below_the_workers_by_its_memory_bound_is_warned_of(small_shm):
+    """Docker's 64 MiB /dev/shm cut the default ring to one slot for two workers without a
+    word (stats() alone said it): they waited for free slots, the fit 25% slower."""
+    x = np.arange(1, 10 * 16 + 1, dtype=np.uint8).reshape(10, 4, 4)
+    small_shm.free = 200_000  # one batch of 65,536 bytes within the bound
+    with pytest.warns(shmaug.ShmaugWarning, match=r"holds 1 batch\(es\), too few for 2 "
+                                                  r"workers.*Kubernetes: an emptyDir"), \
+            shmaug.Loader(x, batch_size=4, augment=_ops.upscaled_float, workers=2) as loader:
+        loader.batch(0)

@@ -116,7 +116,7 @@ class Figures:
         if chosen is None:
             return None
         c = self.counters
-        return {"slots": chosen.slots, "why": chosen.describe(),
+        return {"slots": chosen.slots, "why": chosen.describe(), "by": chosen.why,
                 "bound_bytes": chosen.bound, "slot_waits": int(c["short"]),
                 "limited": queue_limited(int(c["short_misses"]),
                                          int(c["batches"] - c["hits"]))}

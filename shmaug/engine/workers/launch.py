@@ -20,7 +20,7 @@ from multiprocessing import spawn as mp_spawn
 from typing import Any, Iterator
 
 from . import lazy_imports
-from ...errors import warn
+from ...errors import ArgumentError, warn
 from ... import platform
 
 
@@ -202,7 +202,16 @@ def start_worker(process: Any, start_method: str, *, needs_main: bool) -> None:
         _preload_in_forkserver()
     with _prepared(fresh, skip_main=fresh and not needs_main), _cv2_single_threaded(forking), \
             _gc_frozen(forking), _sigint_blocked():
-        process.start()
+        try:
+            process.start()
+        except OSError as exc:
+            if start_method != "forkserver" or "AF_UNIX path too long" not in str(exc):
+                raise
+            raise ArgumentError(
+                f"The forkserver that starts the workers could not listen: its socket's path "
+                f"under the temporary folder is longer than Unix allows (108 bytes; "
+                f"TMPDIR={os.environ.get('TMPDIR')!r}). Fix: a shorter TMPDIR (e.g. "
+                f"TMPDIR=/tmp), or start_method='spawn'.") from exc
 
 
 def _preload_in_forkserver() -> None:

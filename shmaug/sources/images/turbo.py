@@ -33,6 +33,7 @@ import logging
 import math
 import os
 import threading
+from collections.abc import Iterator
 from ctypes import POINTER, Structure, c_char_p, c_int, c_size_t, c_ubyte, c_void_p
 from ctypes.util import find_library
 from typing import Any
@@ -113,23 +114,28 @@ _LIBRARY: _Library | None = None  # this process's, once looked for (``_LOOKED``
 _LOOKED = False
 
 
-def _candidates() -> list[str]:
+def _candidates() -> Iterator[str]:
+    """The libraries to try, in order; the system's looked for only after the wheel's (its
+    search runs a compiler in a temporary folder, which a read-only container may lack)."""
     mode, chosen = jpeg_setting()
     if mode in ("opencv", "whole"):
-        return []
+        return
     if chosen:
-        return [chosen]
-    found: list[str] = []
+        yield chosen
+        return
     spec = importlib.util.find_spec("turbojpeg")
     if spec is not None and spec.origin:
         site = os.path.dirname(spec.origin)
         for pattern in ("turbojpeg.libs/libturbojpeg*.so*", "turbojpeg.dylibs/libturbojpeg*.dylib",
                         "turbojpeg*.dll"):
-            found += sorted(glob.glob(os.path.join(site, pattern)))
-    system = find_library("turbojpeg")
+            yield from sorted(glob.glob(os.path.join(site, pattern)))
+    try:
+        system = find_library("turbojpeg")
+    except OSError as exc:  # (no usable temporary folder, no compiler to ask)
+        log.debug("libturbojpeg not looked for on the system: %s", exc)
+        return
     if system:
-        found.append(system)
-    return found
+        yield system
 
 
 def library() -> _Library | None:
