@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..engine.config import checks as check
+from ..engine.config import tree
 from ..engine.handoff import pinned
 from ..errors import (ArgumentError, ArgumentTypeError, NotInitializedError, from_shmaug, got,
                       warn)
@@ -267,6 +268,24 @@ def split_inputs(x: Any, image_key: str | None,
             f"not images (N, H, W[, C]); entries that are: {images}. Fix: "
             f"image_key={images[0]!r}.")
     return image_key, x[image_key], {k: v for k, v in x.items() if k != image_key}
+
+
+def text_targets(y: Any) -> None:
+    """Labels as text (a DataFrame's class names) passed every check and stopped ``fit`` at
+    its first step with Keras' "Invalid dtype: str288": refused when the Sequence is made,
+    naming the encoding. (A ``targets`` hook may turn them into numbers: not called then.)"""
+    for at, value in tree.leaves(y):
+        if isinstance(value, np.ndarray) and value.dtype.kind in "USO" and value.size and \
+                isinstance(value.flat[0], (str, bytes)):
+            first = value.flat[0]
+            example = repr(str(first)) if isinstance(first, str) else repr(bytes(first))
+            raise ArgumentError(
+                f"`{tree.shown(at)}` holds text ({value.dtype}, e.g. {example}), but "
+                f"Keras' losses and metrics take numbers: fit would stop at its first step. "
+                f"Fix: encode the labels once, e.g. `codes, class_names = pd.factorize(labels)` "
+                f"(a pandas Categorical: `labels.cat.codes`; or sklearn's LabelEncoder), and "
+                f"pass the codes (integers, for a sparse loss) or one-hot rows; or override "
+                f"`targets` to turn them into numbers batch by batch.")
 
 
 def weights_follow_targets(y: Any, sample_weight: Any) -> None:

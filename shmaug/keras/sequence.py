@@ -350,6 +350,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline)
         if not self.overrides("targets"):  # (else what the hook makes meets the outputs)
             side = self._runtime.side
+            facade_checks.text_targets(side["y"])
             facade_checks.weights_follow_targets(side["y"], side["sample_weight"])
         self.batch_size: int = self._settings.batches.batch_size
         self.seed: int = options.order.seed

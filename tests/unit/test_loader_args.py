@@ -729,3 +729,23 @@ def test_a_default_queue_cut_below_the_workers_by_its_memory_bound_is_warned_of(
                                                   r"workers.*Kubernetes: an emptyDir"), \
             shmaug.Loader(x, batch_size=4, augment=_ops.upscaled_float, workers=2) as loader:
         loader.batch(0)
+
+
+def test_seed_none_follows_pythons_random_as_keras_layers_do():
+    """`keras.utils.set_random_seed(42)` made Keras' random layers and tf.data's shuffle
+    repeat a run, while seed=None drew from the OS: the same cross-validation gave other
+    out-of-fold predictions each run. seed=None draws from Python's `random` now, which
+    Keras seeds (and which is seeded from the OS where nothing seeds it)."""
+    import random
+
+    random.seed(42)
+    with shmaug.Loader(X, batch_size=4) as first, shmaug.Loader(X, batch_size=4) as second:
+        seeds = first.seed, second.seed
+    assert seeds[0] != seeds[1]  # two loaders of one run: two streams
+    random.seed(42)
+    with shmaug.Loader(X, batch_size=4) as again:
+        assert again.seed == seeds[0]
+    keras = pytest.importorskip("keras")
+    keras.utils.set_random_seed(42)
+    with shmaug.Sequence(X, batch_size=4) as seq:
+        assert seq.seed == seeds[0]

@@ -423,3 +423,23 @@ def test_sample_weights_must_be_finite_and_not_negative(bad) -> None:
     with pytest.raises(shmaug.ArgumentError, match=r"`sample_weight\['out'\]`"):
         shmaug.Sequence(X, {"out": np.arange(10)}, sample_weight={"out": weights},
                         batch_size=4, workers=0)
+
+
+def test_text_labels_are_refused_with_the_encoding():
+    """A DataFrame's class names (an object or Categorical Series, a list of str) passed
+    every check and stopped fit at its first step with Keras' "Invalid dtype: str288"."""
+    pd = pytest.importorskip("pandas")
+    names = ["cat", "dog"] * 5
+    for y in (pd.Series(names).astype("category"), names, {"species": np.array(names)}):
+        with pytest.raises(shmaug.ArgumentError, match=r"holds text \(<U3, e\.g\. 'cat'\).*"
+                                                       r"pd\.factorize\(labels\)"):
+            shmaug.Sequence(X, y, batch_size=2)
+
+    class Encoded(shmaug.Sequence):  # a hook that turns them into numbers: its own business
+        def targets(self, y_batch):
+            return (y_batch == "dog").astype(np.int64)
+
+    with Encoded(X, names, batch_size=2) as seq:
+        assert seq[0][1].tolist() == [0, 1]
+    with pytest.raises(shmaug.ArgumentError, match=r"dtype <U3\. Fix: encode the labels"):
+        shmaug.Loader(X, np.array(names), batch_size=2, sampling_weights="balanced")

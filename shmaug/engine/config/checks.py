@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import inspect
 import numbers
-import os
 import random
 import sys
 from typing import Any
@@ -150,8 +149,11 @@ def workers(value: Any) -> int | str | RemoteWorkers:
 
 
 def draw_seed() -> int:
-    """A seed for ``seed=None``: drawn once, then fixed for the run (``loader.seed``)."""
-    return int.from_bytes(os.urandom(8), "little") >> 1
+    """A seed for ``seed=None``, fixed for the run (``loader.seed``): drawn from Python's
+    ``random``, as Keras' layers draw theirs, so that ``keras.utils.set_random_seed`` (or
+    ``random.seed``) repeats a run, and a run seeding nothing differs from the last (``random``
+    is seeded from the OS, and again in each forked child)."""
+    return random.getrandbits(63)
 
 
 def seed(value: Any) -> int:

@@ -118,9 +118,13 @@ def labels(y: Any, n: int, kind: str) -> np.ndarray:
             f"unlabelled sample). Fix: pass per-sample weights, 0 for those samples, e.g. "
             f"`sampling_weights=w` with w[i] the weight of sample i, or leave them out.")
     if flat.ndim != 1 or flat.dtype.kind not in "iub":
+        text = flat.dtype.kind in "USO" and flat.size and isinstance(flat.flat[0], (str, bytes))
         raise ArgumentError(
             f"`sampling_weights` given as {kind} needs class labels: integers >= 0 or "
-            f"one-hot rows; `y` has shape {y.shape} and dtype {y.dtype}. {fix}"
+            f"one-hot rows; `y` has shape {y.shape} and dtype {y.dtype}. " + (
+                "Fix: encode the labels as integers first, e.g. `codes, class_names = "
+                "pd.factorize(labels)` (a pandas Categorical: `labels.cat.codes`), and pass "
+                "the codes as `y`." if text else fix)
         )
     return flat.astype(np.int64)
 
