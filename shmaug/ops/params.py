@@ -116,8 +116,9 @@ def number(value: Any, name: str, lo: float = -math.inf, hi: float = math.inf) -
             f"Pass e.g. {name}={sum(_example(lo, hi)) / 2}.")
     a = float(value)
     if not math.isfinite(a):
+        bounds = f" within [{lo}, {hi}]" if math.isfinite(lo) or math.isfinite(hi) else ""
         raise ArgumentError(
-            f"`{name}` expects a finite number within [{lo}, {hi}]; received {value!r}. Pass "
+            f"`{name}` expects a finite number{bounds}; received {value!r}. Pass "
             f"e.g. {name}={_example(lo, hi)[0]}.")
     if not lo <= a <= hi:
         raise ArgumentError(

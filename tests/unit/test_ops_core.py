@@ -289,6 +289,8 @@ def test_op_rejects_unknown_parameters_and_bad_ranges() -> None:
         Maybe(Op("rotate"), p=float("nan"))
     with pytest.raises(errors.ArgumentError, match=r"`min_area` expects a finite.*min_area=0"):
         Compose([Op("rotate")], min_area=float("inf"))
+    with pytest.raises(errors.ArgumentError, match=r"`mask_fill` expects a finite number; "):
+        Compose([Op("rotate")], mask_fill=float("nan"))  # (no "within [-inf, inf]")
     with pytest.raises(errors.ArgumentError, match="`border`.*'constant'"):
         Op("rotate", border="mirror")(IMAGE, np.random.default_rng(0))
     with pytest.raises(errors.ArgumentError, match="Fix: border='replicate', shmaug's name"):

@@ -143,6 +143,8 @@ def test_targets_beside_a_load_are_read_against_what_it_makes_not_x() -> None:
     ({"segmentation_masks": np.zeros((8, 12, 16, 1), np.uint8)}, "xyxy",
      r"`y\['segmentation_masks'\]` has masks of \(12, 16\) pixels, but its images are "
      r"\(16, 16\)"),
+    ({"mask": np.zeros((8, 1, 16, 16), np.float32)}, "xyxy",  # a depth map from torch
+     r"has masks of \(1, 16\) pixels.*channels first \(N, C, H, W\).*np\.moveaxis"),
     ({"segmentation_masks": np.zeros((8, 32, 32, 3), np.float32)}, "xyxy",  # 2x: a pair
      r"has masks of \(32, 32\) pixels.*super-resolution pair\) is no mask"),
     ({"keypoints": np.zeros((8, 3, 2), np.float32)}, "xyxy", r"no `keypoint_format`"),

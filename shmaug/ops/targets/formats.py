@@ -299,6 +299,9 @@ def check_mask(name: str, mask: np.ndarray, image_shape: tuple[int, ...] | None,
                  "one image in your own `augment` (a Sequence subclass's `targets` hook, or "
                  "cv2.resize of the augmented high-resolution image) instead." if scaled
                  else "")
+        if not stacked and mask.ndim == 4 and tuple(mask.shape[2:4]) == tuple(image_shape[:2]):
+            other = (f" They are channels first (N, C, H, W) = {mask.shape}: pass "
+                     f"np.moveaxis(masks, 1, -1).")
         raise ArgumentError(
             f"`y[{name!r}]` has masks of {tuple(hw)} pixels, but its images are "
             f"{tuple(image_shape[:2])}: a mask lies on its image, pixel for pixel. Fix: pass "
