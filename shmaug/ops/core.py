@@ -12,6 +12,7 @@ the function unchanged, so the function stays importable (and picklable) under i
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import difflib
 import importlib
@@ -191,6 +192,8 @@ def _spec(name: str, module: str = "") -> OpSpec:
     if module and module != __name__ and (known is None or known.module != module):
         # a user op: importing its module registers it (in a fresh worker; also where it
         # replaced a built-in of that name, registered there already)
+        if module not in sys.modules:
+            _LOADING.get().may_import(f"op {name!r} of module {module!r}", module)
         try:
             importlib.import_module(module)
         except ImportError:
@@ -504,11 +507,55 @@ def to_config(obj: Any) -> dict[str, Any]:
     return {"type": "callable", "ref": f"{module}:{qualname}"}
 
 
-def from_config(config: Mapping[str, Any]) -> Any:
+@dataclass(frozen=True)
+class _Loading:
+    """What a ``from_config`` call may resolve: a config is code where it names functions or
+    modules (``pickle:loads`` as a ``from_array`` function), so in ``safe_mode`` only what
+    ``custom_objects`` gives, and modules imported already, as Keras' ``load_model``."""
+
+    safe_mode: bool = False  # (outside from_config: a pickle's names, from this process)
+    custom_objects: Mapping[str, Any] = field(default_factory=dict)
+    active: bool = False  # within a from_config call: a member's nested call keeps it
+
+    def may_import(self, what: str, module: str) -> None:
+        if self.safe_mode:
+            raise ArgumentError(
+                f"`config` names {what}, which is not imported here, and importing a module a "
+                f"config names runs its code. Fix: import {module} first (its "
+                f"@shmaug.register runs), or from_config(config, safe_mode=False) for a "
+                f"config you wrote or trust.")
+
+    def resolved(self, ref: str) -> Any:
+        qualname = ref.partition(":")[2]
+        for key in (ref, qualname, qualname.rpartition(".")[2]):
+            if key in self.custom_objects:
+                return self.custom_objects[key]
+        if self.safe_mode:
+            raise ArgumentError(
+                f"`config` names the function {ref!r}, which from_config would import and "
+                f"call: a config is code where it names functions. Fix: pass it, "
+                f"from_config(config, custom_objects={{{qualname!r}: {qualname}}}), or "
+                f"from_config(config, safe_mode=False) for a config you wrote or trust.")
+        return _imported(ref)
+
+
+_LOADING: contextvars.ContextVar[_Loading] = contextvars.ContextVar("_LOADING",
+                                                                     default=_Loading())
+
+
+def from_config(config: Mapping[str, Any], *, safe_mode: bool = True,
+                custom_objects: Mapping[str, Any] | None = None) -> Any:
     """Rebuild a pipeline from ``pipeline.to_config()`` (a dict, e.g. loaded from JSON).
 
+    A config names ops by their registered names; one that names a function (a member of
+    your own, ``from_array``'s or ``from_pil``'s) or an op's module to import is code. As
+    Keras' ``load_model``, ``safe_mode`` resolves those only from ``custom_objects`` (keyed
+    by ``"module:qualname"`` or the function's name) and modules imported already;
+    ``safe_mode=False`` imports them, for a config you wrote or trust.
+
     Raises:
-        ArgumentError: the config is malformed or names an unknown type.
+        ArgumentError: the config is malformed, names an unknown type, or (in safe mode) a
+            function or module not given.
         UnknownOpError: it names an op that is not registered (and its module does not import).
 
     Example:
@@ -517,6 +564,17 @@ def from_config(config: Mapping[str, Any]) -> Any:
         >>> from_config(json.loads(json.dumps(p.to_config()))) == p
         True
     """
+    if _LOADING.get().active:  # a member's config, within the call that loads the whole
+        return _built(config)
+    token = _LOADING.set(_Loading(bool(safe_mode), dict(custom_objects or {}), active=True))
+    try:
+        return _built(config)
+    finally:
+        _LOADING.reset(token)
+
+
+def _built(config: Mapping[str, Any]) -> Any:
+    """``from_config``'s work, each member's config in turn."""
     if not isinstance(config, Mapping) or "type" not in config:
         raise ArgumentError(
             f"`config` expects a dict with a 'type' key, as written by to_config(); received "
@@ -540,7 +598,7 @@ def from_config(config: Mapping[str, Any]) -> Any:
                 )
             return Op(config["name"], _module=config.get("module", ""), **params)
         if tag == "callable":
-            return resolve_ref(config["ref"])
+            return resolve_ref(config["ref"])  # (in safe mode: from custom_objects)
         if tag not in _CONFIG_TYPES:
             raise ArgumentError(
                 f"`config['type']` expects one of {['Op', 'callable', *sorted(_CONFIG_TYPES)]}; "
@@ -580,8 +638,13 @@ def _unknown_keys_refused(config: Mapping[str, Any], built: Any) -> Any:
 
 
 def resolve_ref(ref: str) -> Any:
+    """``"module:qualname"``, as the ``from_config`` call in progress may resolve it."""
+    return _LOADING.get().resolved(str(ref))
+
+
+def _imported(ref: str) -> Any:
     """Import ``"module:qualname"``."""
-    module, _, qualname = str(ref).partition(":")
+    module, _, qualname = ref.partition(":")
     try:
         obj: Any = importlib.import_module(module)
         for part in qualname.split("."):

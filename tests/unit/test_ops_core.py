@@ -339,7 +339,7 @@ def test_pipelines_pickle_and_round_trip_through_json(pipeline: Any) -> None:
     clone = pickle.loads(ops.check_picklable(pipeline))
     assert clone == pipeline
     cfg = json.loads(json.dumps(ops.to_config(pipeline)))
-    rebuilt = shmaug.from_config(cfg)
+    rebuilt = shmaug.from_config(cfg, safe_mode=False)  # (a function of this module's)
     assert rebuilt == pipeline
     assert ops.to_config(rebuilt) == cfg
     seed = 11
@@ -545,9 +545,11 @@ def test_legacy_wrappers_name_a_bad_result(wrap: Any, fn: Any, wanted: str) -> N
 
 def test_old_from_pil_configs_still_load() -> None:
     ref = f"{__name__}:old_pil_aug"
-    assert shmaug.from_config({"type": "from_pil", "fn": ref, "seed_globals": True}) == \
+    assert shmaug.from_config({"type": "from_pil", "fn": ref, "seed_globals": True},
+                              custom_objects={"old_pil_aug": old_pil_aug}) == \
         ops.from_pil(old_pil_aug)
-    op = shmaug.from_config({"type": "from_array", "fn": f"{__name__}:old_array_aug"})
+    op = shmaug.from_config({"type": "from_array", "fn": f"{__name__}:old_array_aug"},
+                            custom_objects={f"{__name__}:old_array_aug": old_array_aug})
     assert op == ops.from_array(old_array_aug) and ops.to_config(op)["type"] == "from_array"
 
 
@@ -637,3 +639,27 @@ def test_an_ops_parameters_are_read_only_as_the_workers_took_them() -> None:
     assert dict(stronger.params)["magnitude"] == 9 and dict(op.params)["magnitude"] == 0
     assert pickle.loads(pickle.dumps(stronger)) == stronger
     assert json.loads(json.dumps(op.kwargs)) == {"magnitude": 0}  # (a dict still)
+
+
+def test_a_config_runs_no_code_it_names_unless_told_to(tmp_path, monkeypatch) -> None:
+    """A shared config ran code: a from_array whose fn is 'pickle:loads' unpickled each image
+    (its bytes a payload), and an op's 'module' was imported by from_config itself. As Keras'
+    load_model, safe_mode (the default) resolves functions only from custom_objects and
+    imports no module; safe_mode=False is for configs you wrote or trust."""
+    evil = {"type": "Compose", "ops": [{"type": "from_array", "fn": "pickle:loads"},
+                                       {"type": "Op", "name": "hflip"}]}
+    with pytest.raises(errors.ArgumentError, match=r"names the function 'pickle:loads'.*"
+                                                   r"custom_objects=\{'loads': loads\}.*"
+                                                   r"safe_mode=False"):
+        shmaug.from_config(evil)
+    (tmp_path / "planted_ops.py").write_text("import pathlib\n"
+                                             "pathlib.Path(__file__).with_suffix('.ran')"
+                                             ".write_text('ran')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(errors.ArgumentError, match=r"op 'hflip' of module 'planted_ops'.*"
+                                                   r"import planted_ops first"):
+        shmaug.from_config({"type": "Op", "name": "hflip", "module": "planted_ops"})
+    assert not (tmp_path / "planted_ops.ran").exists()
+    trusted = shmaug.from_config({"type": "from_array", "fn": f"{__name__}:old_array_aug"},
+                                 safe_mode=False)
+    assert trusted == ops.from_array(old_array_aug)
