@@ -11,6 +11,8 @@ import pickle
 import struct
 import sys
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -100,6 +102,30 @@ def test_truncated_file_and_header_crc_are_reported_at_construction(tmp_path):
     corrupt(path, 8, to=b"\0\0\0\0")
     with pytest.raises(shmaug.ImageReadError, match=r"record 0 of .*byte offset 0.*CRC.*Fix"):
         shmaug.ImageRecords.from_tfrecord([path])
+
+
+def test_a_gzip_file_that_inflates_past_any_file_of_images_is_refused(tmp_path):
+    """2 MiB of GZIP zeros decompressed whole to 2 GiB (4 GiB of memory) before any check;
+    one cut short says so; gzip's members one after another are read as one file."""
+    import gzip
+
+    bomb = tmp_path / "bomb.tfrecord.gz"
+    zeros = gzip.compress(bytes(64 << 20), compresslevel=9)  # 64 MiB in ~64 KiB
+    bomb.write_bytes(zeros)
+    with pytest.raises(shmaug.ImageReadError, match=r"bomb\.tfrecord\.gz.*more than 250 "
+                                                    r"times its [\d,]+ bytes"):
+        shmaug.ImageRecords.from_tfrecord([str(bomb)], compression_type="GZIP")
+    (plain,) = D.write_tfrecords(tmp_path / "p", 1, 4)
+    raw = Path(plain).read_bytes()
+    split = tmp_path / "two.tfrecord.gz"  # two members, as `cat a.gz b.gz` writes them
+    cut = len(raw) // 2
+    split.write_bytes(gzip.compress(raw[:cut]) + gzip.compress(raw[cut:]))
+    records = shmaug.ImageRecords.from_tfrecord([str(split)], compression_type="GZIP")
+    assert len(records) == 4 and records.labels.tolist() == [0, 1, 2, 0]
+    short = tmp_path / "short.tfrecord.gz"
+    short.write_bytes(gzip.compress(raw)[:-20])
+    with pytest.raises(shmaug.ImageReadError, match=r"short\.tfrecord\.gz.*end-of-stream"):
+        shmaug.ImageRecords.from_tfrecord([str(short)], compression_type="GZIP")
 
 
 def test_data_crc_mismatch_raises_naming_the_record_and_skip_stands_in(tmp_path):

@@ -69,6 +69,31 @@ def test_missing_label_missing_image_and_compressed_shard(tmp_path):
         shmaug.ImageRecords.from_webdataset(str(packed), image_ext="png")
 
 
+def test_a_sparse_or_huge_label_member_is_refused_before_it_is_read(tmp_path):
+    """A 10 KB shard whose label member was a sparse file claiming 3 GiB took 18 GiB of
+    memory in the main process while indexing (tarfile fills the holes with zeros)."""
+    import io
+    import tarfile
+
+    sparse = tmp_path / "sparse.tar"
+    with tarfile.open(sparse, "w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in D.wds_members(0, 1)[:1]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        info = tarfile.TarInfo("sample000000.cls")
+        info.pax_headers = {"GNU.sparse.map": "0,0", "GNU.sparse.size": str(3 << 30)}
+        tar.addfile(info, io.BytesIO(b""))
+    with pytest.raises(shmaug.ArgumentError, match=r"sample000000\.cls.*sparse tar member.*"
+                                                   r"3,221,225,472 bytes"):
+        shmaug.ImageRecords.from_webdataset(str(sparse), image_ext="png")
+    members = D.wds_members(0, 2)
+    members[3] = ("sample000001.cls", b"1" + b" " * 100_000)  # a label of 100 KB
+    with pytest.raises(shmaug.ArgumentError, match=r"label member of sample 1 .*100,001 bytes"):
+        shmaug.ImageRecords.from_webdataset(D.write_tar(tmp_path / "big.tar", members),
+                                            image_ext="png")
+
+
 def test_a_member_met_twice_is_refused_and_scattered_members_are_one_sample(tmp_path):
     """The last of a key's members was kept, and a sample went missing without a word; a
     tar written without --sort=name (a sample's members apart) reads as it did."""

@@ -66,6 +66,13 @@ def scan(path: str, image_exts: Sequence[str], label_ext: str | None,
         try:
             for member in tar:
                 if member.isfile():
+                    if member.issparse():  # (its holes would be read as the sample's bytes)
+                        raise ArgumentError(
+                            f"{member.name!r} of {path!r} is a sparse tar member, whose "
+                            f"bytes are not stored where a sample's are read, and whose "
+                            f"holes expand to its full size ({member.size:,} bytes) when "
+                            f"read. Fix: rewrite the shard without --sparse (WebDataset's "
+                            f"writers never make one).")
                     key, ext = split_name(member.name)
                     members = samples.setdefault(key, {})
                     if ext in members:
@@ -102,10 +109,18 @@ def scan(path: str, image_exts: Sequence[str], label_ext: str | None,
                     f"to the shard, pass `label_ext=` the extension its labels have, or "
                     f"`label_ext=None` for no labels."
                 )
+            if label.size > _LABEL_BYTES:  # read whole, as every label is, at indexing
+                raise ArgumentError(
+                    f"The label member of {where} (`label_ext`={label_ext!r}) holds "
+                    f"{label.size:,} bytes, where a label is a class index or name. Fix: "
+                    f"pass `label_ext=` the extension of the labels, or rewrite the shard.")
             reader = tar.extractfile(label)
             assert reader is not None  # a regular file
             labels.append(_label_value(reader.read(), where, label_ext))
     return offsets, sizes, labels
+
+
+_LABEL_BYTES = 64 * 1024  # the most a label member may hold (a class index or name)
 
 
 def _label_value(raw: bytes, where: str, label_ext: str) -> Any:

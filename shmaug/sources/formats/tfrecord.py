@@ -20,7 +20,6 @@ knows the format (the ``registry.RecordFormat`` named "tfrecord"); the table kno
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import struct
@@ -121,16 +120,37 @@ def is_gzip(head: bytes) -> bool:
     return len(head) < HEADER.size or masked_crc(head[:8]) != HEADER.unpack(head)[1]
 
 
+_MOST_INFLATED = 250  # times its size a GZIP TFRecord may decompress to (images: about 1)
+
+
 def inflate(data: bytes, path: str) -> bytes:
     """A GZIP TFRecord file (``data``, read from ``path``) decompressed whole (it cannot be
-    read at an offset)."""
+    read at an offset), member by member, refused past ``_MOST_INFLATED`` times its size: a
+    file of 2 MiB of zeros decompressed to 2 GiB, 4 GiB of memory, before any check."""
+    most = max(len(data) * _MOST_INFLATED, 1 << 20)
+    parts: list[bytes] = []
+    rest, made = data, 0
     try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
+        while rest.strip(b"\0"):  # (gzip's members, one after another; zeros pad the end)
+            member = zlib.decompressobj(wbits=31)
+            part = member.decompress(rest, most - made + 1)
+            made += len(part)
+            if made > most:
+                raise ImageReadError(
+                    f"Cannot use the GZIP TFRecord file {path!r}: it decompresses to more "
+                    f"than {_MOST_INFLATED} times its {len(data):,} bytes, as no file of "
+                    f"images does (a decompression bomb, or one of zeros). Fix: rewrite it "
+                    f"uncompressed, or leave it out of `files`.")
+            if not member.eof:
+                raise EOFError("it ends before its end-of-stream marker")
+            parts.append(part)
+            rest = member.unused_data
+    except (EOFError, zlib.error) as exc:
         raise ImageReadError(
             f"Cannot decompress the GZIP TFRecord file {path!r}: {exc}. Fix: rewrite the file "
             f"(it is cut short or corrupt), or leave it out of `files`."
         ) from None
+    return b"".join(parts)
 
 
 def scan(f: BinaryIO, size: int, path: str, image_key: str,
