@@ -362,3 +362,22 @@ def test_an_exit_waits_no_longer_than_its_bound_and_drops_what_is_left(
     while cache._pending and time.monotonic() < deadline:
         time.sleep(0.01)
     assert sorted(ran) == list(range(_disk_cache.DOWNLOADS))  # those queued behind: dropped
+
+
+def test_a_cache_folder_others_can_write_is_refused_and_links_in_it_are_not_followed(tmp_path):
+    """Another user who made the cache folder first (mode 777) planted a link under an
+    entry's lock name: the victim's loader created the file the link pointed to, and same-size
+    objects swapped in were read back as the bucket's."""
+    shared = tmp_path / "shmaug-cache"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(shmaug.ArgumentError, match=r"writable by every user \(mode 777\).*"
+                                                   r"a folder of your own"):
+        DiskCache.made(str(shared), None)
+    mine = DiskCache.made(str(tmp_path / "mine"), None)
+    assert mine is not None and (os.stat(mine.folder).st_mode & 0o777) == 0o700
+    target = tmp_path / "victim-file"
+    os.symlink(target, os.path.join(mine.folder, "x.lock"))
+    with pytest.raises(OSError):  # (ELOOP: refused, not followed)
+        FileLock(os.path.join(mine.folder, "x.lock")).acquire(0)
+    assert not target.exists()

@@ -24,6 +24,10 @@ except ImportError:  # Windows
 LOCK_POLL_S = 0.05  # how often a bounded wait tries the lock again
 
 
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # a link planted under a lock's or a part's name is
+# refused, not followed (where another user could write the folder: a file made elsewhere)
+
+
 class FileLock:
     """An exclusive lock on ``path`` (created when missing) for one process of the host.
 
@@ -45,7 +49,7 @@ class FileLock:
         self._fd: int | None = None  # invariant: an open descriptor iff the lock is held
 
     def acquire(self, wait_s: float = 0.0) -> bool:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o600)
         deadline = time.monotonic() + wait_s
         while True:
             if _try_lock(fd):

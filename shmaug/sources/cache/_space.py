@@ -29,7 +29,7 @@ import os
 import time
 from typing import Any, Callable, Iterable, NamedTuple
 
-from ._file_lock import FileLock
+from ._file_lock import NOFOLLOW, FileLock
 from ...errors import ArgumentError, ArgumentTypeError, got
 
 LOCK_WAIT_S = 30.0  # the longest a process waits for the cache's own lock (making room)
@@ -156,7 +156,9 @@ class Space:
                 self._room(seen, final, size)
             if self.limit is not None and seen.used + size > self.limit:
                 return f"{seen.used:,} bytes are in use by objects being read or written"
-            with open(sibling(final, PART), "wb") as f:
+            fd = os.open(sibling(final, PART), os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
+                         NOFOLLOW, 0o600)
+            with open(fd, "wb") as f:
                 f.truncate(size)  # reserved: other processes count it
             seen.add(Entry(final, size, time.time()))  # counted from now
         return None

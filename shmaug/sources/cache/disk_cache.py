@@ -55,7 +55,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._space import DATA, LOCK, PART, Space, remove, sibling, size_of
-from ._file_lock import FileLock
+from ._file_lock import NOFOLLOW, FileLock
 from ...errors import ArgumentError, ArgumentTypeError, RemoteError, got
 
 if TYPE_CHECKING:
@@ -142,7 +142,8 @@ class DiskCache:
         folder = os.path.abspath(os.path.expanduser(os.fspath(cache_dir)))
         limit = size_of("cache_limit", cache_limit)
         try:
-            os.makedirs(folder, exist_ok=True)
+            os.makedirs(folder, mode=0o700, exist_ok=True)  # (a bucket's objects: yours)
+            _own(folder, cache_dir)
             fd, probe = tempfile.mkstemp(prefix=".probe-", dir=folder)
             os.close(fd)
             os.remove(probe)
@@ -366,7 +367,7 @@ class DiskCache:
             if full is not None:
                 self._full(full)
                 return False
-            with open(part, "r+b") as f:
+            with open(os.open(part, os.O_RDWR | NOFOLLOW), "r+b") as f:
                 write(f)
                 written = f.tell()
             if written != size:
@@ -402,6 +403,23 @@ class DiskCache:
 # registered the wait for them.
 _QUEUED: weakref.WeakSet[DiskCache] = weakref.WeakSet()
 _REGISTERED_IN = -1
+
+
+def _own(folder: str, given: Any) -> None:
+    """A cache folder another user owns, or anyone may write, is refused: whoever writes it
+    can swap cached objects for others of the same size (read back as the bucket's), or
+    plant links under a lock's name."""
+    if not hasattr(os, "geteuid"):  # (Windows: its folders' rights are not modes)
+        return
+    st = os.stat(folder)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o002:
+        whose = "another user's" if st.st_uid != os.geteuid() else \
+            f"writable by every user (mode {st.st_mode & 0o777:o})"
+        raise ArgumentError(
+            f"`cache_dir` {os.fspath(given)!r} is {whose}: whoever can write it can swap the "
+            f"cached objects for others (read back as the bucket's) or plant links in it. "
+            f"Fix: a folder of your own, e.g. cache_dir='~/.cache/shmaug' (made mode 700), "
+            f"or cache_dir=None to read by range.")
 
 
 def _settled_at_exit(cache: DiskCache) -> None:
