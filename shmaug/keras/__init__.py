@@ -48,12 +48,20 @@ def __getattr__(name: str) -> Any:
         try:
             module = importlib.import_module(f".{_HOME[name]}", __name__)
         except ModuleNotFoundError as exc:
-            if exc.name != "keras":
+            if exc.name == "keras":
+                raise ModuleNotFoundError(
+                    f"shmaug.{name} is the Keras facade and needs Keras 3, which is not "
+                    f'installed. Fix: pip install "shmaug[tf]" (or keras with a backend of '
+                    f"your choice); shmaug.Loader works without it.", name="keras") from None
+            backend = (exc.name or "").split(".")[0]
+            if backend not in ("tensorflow", "jax", "torch"):
                 raise
             raise ModuleNotFoundError(
-                f"shmaug.{name} is the Keras facade and needs Keras 3, which is not installed. "
-                f'Fix: pip install "shmaug[tf]" (or keras with a backend of your choice); '
-                f"shmaug.Loader works without it.", name="keras") from None
+                f"shmaug.{name} needs Keras' backend, and {backend!r} (the backend Keras was "
+                f"asked for: KERAS_BACKEND, else ~/.keras/keras.json, else tensorflow) is not "
+                f'installed. Fix: pip install "shmaug[tf]"; or with JAX or PyTorch, pip '
+                f'install "shmaug[jax]" or "shmaug[torch]" and set KERAS_BACKEND=jax or '
+                f"torch before Keras is imported.", name=exc.name) from None
         value = getattr(module, name)
         globals()[name] = value
         return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,11 @@ class Workers(RemoteWorkers):
         self.start_method = check.start_method(start_method)
         self.max_replacements = max(0, int(max_replacements))
         self.runtime_env = runtime_env
+        if not _ray_installed():  # (said here, not at the first batch)
+            raise ModuleNotFoundError(
+                'shmaug.ray.Workers runs the workers on a Ray cluster, and Ray is not '
+                'installed. Fix: pip install "shmaug[ray]", or workers=N for processes on '
+                'this machine.', name="ray")
 
     @property
     def count(self) -> int:
@@ -80,3 +86,10 @@ class Workers(RemoteWorkers):
     def __repr__(self) -> str:
         return (f"shmaug.ray.Workers(nodes={self.nodes}, cpus_per_node={self.cpus_per_node}"
                 f"{f', address={self.address!r}' if self.address else ''})")
+
+
+def _ray_installed() -> bool:
+    try:
+        return importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError, AttributeError):  # (a None left in sys.modules)
+        return False

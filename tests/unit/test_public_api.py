@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import types
@@ -88,6 +89,26 @@ def test_star_import_help_and_getmembers_work_without_keras():
         "        raise AssertionError(name)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_keras_backend_not_installed_is_named_with_the_extra_and_the_variable():
+    """Keras with JAX asked for and no JAX (`shmaug[jax]` installed without
+    KERAS_BACKEND=jax: Keras asks for TensorFlow) reached the user as 40 frames of Keras'
+    import, ending in "No module named 'tensorflow'"."""
+    pytest.importorskip("keras")
+    code = (
+        "import sys; sys.modules['jax'] = None  # JAX not installed\n"
+        "import shmaug\n"
+        "try:\n"
+        "    shmaug.Sequence\n"
+        "except ModuleNotFoundError as exc:\n"
+        "    assert \"'jax' (the backend Keras was asked for\" in str(exc), exc\n"
+        "    assert 'shmaug[jax]' in str(exc) and 'KERAS_BACKEND=jax' in str(exc), exc\n"
+        "else:\n"
+        "    raise AssertionError('imported')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   env={**os.environ, "KERAS_BACKEND": "jax"})
 
 
 @pytest.mark.parametrize("stand_in", ["None", "types.ModuleType('keras')"])
@@ -190,3 +211,19 @@ def test_with_gives_a_subclass_its_own_type_and_a_numpy_seed_is_taken():
     with shmaug.Loader(np.zeros((8, 4, 4), np.uint8), batch_size=4, workers=0, shuffle=True,
                        seed=np.int64(3)) as loader:
         assert loader.seed == 3 and type(loader.seed) is int
+
+
+def test_ray_workers_without_ray_name_the_extra_when_made():
+    """shmaug.ray.Workers without Ray was made without a word, and the first batch raised a
+    bare "No module named 'ray'" (every other optional feature names its extra)."""
+    code = (
+        "import sys; sys.modules['ray'] = None  # Ray not installed\n"
+        "import shmaug.ray\n"
+        "try:\n"
+        "    shmaug.ray.Workers(nodes=2)\n"
+        "except ModuleNotFoundError as exc:\n"
+        "    assert 'shmaug[ray]' in str(exc) and 'workers=N' in str(exc), exc\n"
+        "else:\n"
+        "    raise AssertionError('made')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
