@@ -38,15 +38,43 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import sys
 import traceback
+import urllib.parse
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
 
+MASK = "***"  # what a secret is shown as
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"]+")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages, logs and ``stats()`` show it: a password before its host and the
+    values of its query (a presigned URL's signature, a token) as ``***``."""
+    parts = urllib.parse.urlsplit(url)
+    user, at, host = parts.netloc.rpartition("@")
+    netloc = f"{user.partition(':')[0]}:{MASK}@{host}" if at and ":" in user else parts.netloc
+    query = "&".join(f"{k.partition('=')[0]}={MASK}" if "=" in k else k
+                     for k in parts.query.split("&")) if parts.query else ""
+    if netloc == parts.netloc and query == parts.query:
+        return url
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def scrubbed_urls(text: str) -> str:
+    """``text`` with every URL in it as ``shown_url`` shows it."""
+    return _URL.sub(lambda m: shown_url(m.group(0)), text) if "://" in text else text
+
+
 class ShmaugError(Exception):
-    """Root of every error shmaug raises."""
+    """Root of every error shmaug raises. Shown, a URL's secrets are masked (``shown_url``):
+    the message may name a URL given with a password or a presigned query."""
+
+    def __str__(self) -> str:
+        return scrubbed_urls(super().__str__())
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled (to a pool's parent, a Ray driver, a deepcopy) without calling the
@@ -92,7 +120,7 @@ def warn(message: str) -> None:
     while frame.f_back is not None and from_shmaug(frame.f_globals.get("__name__")):
         frame = frame.f_back
         level += 1
-    warnings.warn(message, ShmaugWarning, stacklevel=level)
+    warnings.warn(scrubbed_urls(message), ShmaugWarning, stacklevel=level)
 
 
 def got(value: Any) -> str:

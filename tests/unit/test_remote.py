@@ -723,3 +723,30 @@ def test_offline_every_call_fails_at_once_naming_the_object_and_no_download_is_q
         assert remote.cache._jobs is None  # nothing queued, no thread started
         with pytest.raises(BlockingIOError):  # no connection waits to be accepted
             endpoint.accept()
+
+
+def test_a_urls_own_secrets_are_masked_wherever_shmaug_shows_it():
+    """A password before the host and a presigned URL's signature were printed whole in
+    errors, warnings and stats()["unreadable"] (only storage_options were masked), and a
+    presigned URL's query was read as its file's extension and refused."""
+    import warnings
+
+    import shmaug
+    from shmaug.errors import shown_url
+    from shmaug.sources.images.folders import check_extensions
+
+    assert shown_url("https://bob:hunter2password@h.example/a.png") == \
+        "https://bob:***@h.example/a.png"
+    assert shown_url("https://h.example/a.png?X-Amz-Signature=abc&X-Amz-Credential=AKIA&v") \
+        == "https://h.example/a.png?X-Amz-Signature=***&X-Amz-Credential=***&v"
+    plain = "s3://bucket/train/a.png"
+    assert shown_url(plain) == plain
+    text = str(shmaug.ArgumentError("cannot read 'https://u:pw12345678@h/a.png?token=t0k'"))
+    assert "pw12345678" not in text and "t0k" not in text and "https://u:***@h/a.png" in text
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        shmaug.errors.warn("skipped https://h/a.png?sig=s3cr3t")
+    assert "s3cr3t" not in str(caught[0].message)
+    check_extensions(["https://h.example/a.png?X-Amz-Signature=abc"])  # a .png: read
+    with pytest.raises(shmaug.ArgumentError, match=r"e\.g\. 'https://h/a\.txt\?sig=\*\*\*'"):
+        check_extensions(["https://h/a.txt?sig=s3cr3t"])

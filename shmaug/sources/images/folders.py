@@ -23,6 +23,7 @@ object is ``files.py``'s. It starts no process and reads no image.
 from __future__ import annotations
 
 import os
+import urllib.parse
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -437,8 +438,13 @@ def encode(classes: np.ndarray, label_mode: str, num_classes: int) -> np.ndarray
 
 
 def check_extensions(paths: Sequence[str]) -> None:
-    bad = [p for p in paths if not p.lower().endswith(EXTENSIONS)]
-    bare = [p for p in bad if not os.path.splitext(p)[1]]
+    from ..remote import is_url, shown_url
+
+    def name(path: str) -> str:  # (a URL's query is no part of its file's name)
+        return urllib.parse.urlsplit(path).path if is_url(path) else path
+
+    bad = [shown_url(p) for p in paths if not name(p).lower().endswith(EXTENSIONS)]
+    bare = [p for p in bad if not os.path.splitext(name(p))[1]]
     if bare:  # a Kaggle table's image ids
         raise ArgumentError(
             f"{len(bare)} path(s) have no extension, e.g. {bare[0]!r} (image ids, not file "

@@ -1,7 +1,8 @@
 """Samples in object storage (s3://, gs://, https://...): the remote layer, and its door.
 
 The rest of ``sources/`` imports what it uses from here (``Remote``, ``Fetched``, ``Listing``,
-``is_url``, ``protocol_of``, ``from_backend``, ``few``, and the records of ``_kept``), so
+``is_url``, ``protocol_of``, ``from_backend``, ``few``, ``shown_url``, and the records of
+``_kept``), so
 the layer's parts can change without them.
 It re-exports classes and functions, never a tunable constant: a constant is patched (by a
 test or a benchmark) where it is defined, and a copy here would not reach its readers.
@@ -14,7 +15,8 @@ test or a benchmark) where it is defined, and a copy here would not reach its re
   error each becomes);
 - ``_urls``: which paths are URLs, of which protocol, and a bucket folder's listing walked as
   a local folder (``Listing``);
-- ``_secrets``: secret ``storage_options`` values masked in a repr and scrubbed from text;
+- ``_secrets``: secret ``storage_options`` values masked in a repr and scrubbed from text, and
+  a URL's own secrets (a password, a presigned query) masked where it is shown;
 - ``_spans``: the bytes ranged requests read, kept and served again (the span cache);
 - ``_round_trip``: what one more request costs, and so which ranges share one;
 - ``_settings``: ``SHMAUG_REQUEST_TIMEOUT_S``, ``SHMAUG_SPAN_CACHE_MB``, ``SHMAUG_TRANSPORT``
@@ -32,8 +34,9 @@ from .ahead import Fetched
 from ._client import Remote
 from ._failures import from_backend
 from ._kept import record_of, without_bucket, write_record
+from ._secrets import shown_url
 from ._urls import Listing, few, is_url, protocol_of
 
 __all__ = ["Fetched", "Listing", "Remote", "few", "from_backend", "is_url", "protocol_of",
-           "record_of", "without_bucket", "write_record"]
+           "record_of", "shown_url", "without_bucket", "write_record"]
 

@@ -51,7 +51,7 @@ from . import _failures as rules
 from ._settings import settings
 from ..cache.disk_cache import DiskCache
 from ._round_trip import RoundTrip, coalesce
-from ._secrets import MASK, masked, secrets_of
+from ._secrets import MASK, masked, scrubbed_urls, secrets_of
 from ._spans import Spans
 from ._transport import ObstoreGets, RangeIgnored, Unfit, obstore_gets
 from ._urls import Listing, is_url
@@ -143,7 +143,7 @@ class Remote:
         """``text`` with every secret value of the options replaced by ``***``."""
         for secret in self._secrets:
             text = text.replace(secret, MASK)
-        return text
+        return scrubbed_urls(text)
 
     def fs(self) -> Any:
         """This process's filesystem (a fork gets its own: the parent's loop is not its)."""

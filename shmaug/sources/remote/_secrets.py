@@ -1,6 +1,7 @@
 """Secrets kept out of sight: which ``storage_options`` values are secret, masked for a repr
 (``masked``) and listed for removal from any text (``secrets_of``, which ``_client.Remote.scrub``
-uses on every message and log line it builds).
+uses on every message and log line it builds); a URL's own (a password before its host, the
+values of its query: a presigned URL's signature) masked wherever it is shown (``shown_url``).
 
 Judged by key name (``secret``, ``token``, ``key``, ...), bar the options known to be public
 (``endpoint_url``, ``anon``, ...), at every depth of nested dicts and lists.
@@ -11,7 +12,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-MASK = "***"
+from ...errors import MASK, scrubbed_urls, shown_url
+
+__all__ = ["MASK", "masked", "scrubbed_urls", "secrets_of", "shown_url"]
+
 # Values shorter than this are not looked for in text: a local server's "test" or "k" is no
 # secret, and masked wherever it occurs it garbled the errors that name the bucket and its
 # URL ("The specified buc***et does not exist"). A cloud's keys are 20 to 40 characters.
@@ -46,3 +50,4 @@ def secrets_of(options: Any) -> list[str]:
         for v in options:
             found += secrets_of(v)
     return sorted(set(found), key=len, reverse=True)
+

@@ -23,6 +23,7 @@ from ..cache.disk_cache import DiskCache
 from ..images.settings import Text
 from . import Fetched, Listing, Remote, protocol_of
 from . import _kept
+from ._secrets import shown_url
 from ...errors import ArgumentError, RemoteError
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ class RemoteTable:
                            None if self.idents is None else self.idents.share(store))
 
     def what(self, index: int) -> str:
-        return f"image file {self.paths[index]!r}"
+        return f"image file {shown_url(self.paths[index])!r}"
 
     def class_of(self, index: int) -> int:
         return int(self.paths.class_of(index))
@@ -115,7 +116,8 @@ class RemoteTable:
         return len(self.paths)
 
     def __getitem__(self, index: int) -> str:
-        return self.paths[index]
+        """What ``stats()["unreadable"]`` calls object ``index``: its URL, secrets masked."""
+        return shown_url(self.paths[index])
 
     def __getstate__(self) -> tuple[PathTable, Remote, PathTable | None]:
         return self.paths, self.remote, self.idents
