@@ -48,15 +48,22 @@ from typing import Any
 
 
 MASK = "***"  # what a secret is shown as
-_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"]+")
+_URL = re.compile(r"\bhttps?://[^\s'\"<>()]+", re.IGNORECASE)
 
 
 def shown_url(url: str) -> str:
-    """``url`` as messages, logs and ``stats()`` show it: a password before its host and the
-    values of its query (a presigned URL's signature, a token) as ``***``."""
-    parts = urllib.parse.urlsplit(url)
+    """A web ``url`` as messages, logs and ``stats()`` show it: what comes before its host
+    (a password, a token as the user name) and the values of its query (a presigned URL's
+    signature) as ``***``. (A bucket's key may hold "?" and "#": s3:// and gs:// are left
+    as they are; their secrets are in ``storage_options``.)"""
+    if not url.lower().startswith(("http://", "https://")):
+        return url
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # (a malformed host, "http://[::1": nothing to mask in it)
+        return url
     user, at, host = parts.netloc.rpartition("@")
-    netloc = f"{user.partition(':')[0]}:{MASK}@{host}" if at and ":" in user else parts.netloc
+    netloc = f"{MASK}@{host}" if at else parts.netloc
     query = "&".join(f"{k.partition('=')[0]}={MASK}" if "=" in k else k
                      for k in parts.query.split("&")) if parts.query else ""
     if netloc == parts.netloc and query == parts.query:
@@ -65,8 +72,16 @@ def shown_url(url: str) -> str:
 
 
 def scrubbed_urls(text: str) -> str:
-    """``text`` with every URL in it as ``shown_url`` shows it."""
-    return _URL.sub(lambda m: shown_url(m.group(0)), text) if "://" in text else text
+    """``text`` with every web URL in it as ``shown_url`` shows it (the sentence's own
+    punctuation after it left out of it)."""
+    if "://" not in text:
+        return text
+
+    def shown(match: re.Match[str]) -> str:
+        url = match.group(0)
+        tail = len(url) - len(url.rstrip(".,;:!"))
+        return shown_url(url[:len(url) - tail]) + url[len(url) - tail:]
+    return _URL.sub(shown, text)
 
 
 class ShmaugError(Exception):

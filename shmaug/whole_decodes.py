@@ -10,8 +10,8 @@ them and which logs each reason once, the first time it is seen.
 from __future__ import annotations
 
 REASONS: dict[str, str] = {
-    "on_error_skip": "on_error='skip' must read a JPEG with no end marker (cut short) "
-                     "before the op does, where it can be stood in for",
+    "on_error_skip": "on_error='skip' must read a JPEG that is cut short (no end marker) "
+                     "or damaged before the op does, where it can be stood in for",
     "override": "the Sequence's augment override read the photo's pixels itself before "
                 "calling super().augment(image, rng), which would have decoded only the window",
     "turbo_refused": "libjpeg-turbo refused the JPEG (damaged in a way OpenCV reads past, "

@@ -401,10 +401,9 @@ class Loader:
         waiting for data), ``hit_rate`` (batches ready when asked), ``queue_depth`` (batches
         ready now), ``workers`` (running now), ``workers_decision`` (with
         ``workers="auto"``: the latest decision and why, e.g. ``"2 -> 1: waited 0.3%, ..."``;
-        else None), ``queue`` (the ring: ``slots``, ``why`` (what chose them), ``by`` (the
-        same in one word: "max_queue_size", "workers" or "memory"), ``bound_bytes`` (the
-        default's memory bound), ``slot_waits`` (batches asked for
-        while the ring had room for fewer batches ahead than workers) and ``limited`` (the
+        else None), ``queue`` (the ring: ``slots``, ``why`` (what chose them) and ``by`` (in
+        a word), ``bound_bytes`` (the default's memory bound), ``slot_waits`` (batches asked
+        for while the ring had room for fewer batches ahead than workers) and ``limited`` (the
         queue, not the workers, held the consumer up); None with nothing to augment),
         ``worker_busy`` (per-worker busy fraction), ``respawns``, ``batches``,
         ``images`` (augmented samples handed out: with ``num_shards`` K, 1/K of an epoch's),

@@ -469,11 +469,11 @@ class Running:
                                   sample_shape, dtype, targets, besides=besides)
         log.debug("shmaug queue: %s", chosen.describe())
         self.ring.check_fits(sample_shape, dtype, targets, besides=besides)
-        if chosen.why == depth.MEMORY and depth.short(chosen.slots - 1, self.workers_asked):
+        if chosen.why in (depth.MEMORY, depth.SHM) and \
+                depth.short(chosen.slots - 1, self.workers_asked):
             warn(f"The queue holds {chosen.slots} batch(es), too few for {self.workers_asked} "
                  f"workers to each have one ahead ({chosen.describe()}): they will wait for "
-                 f"free slots. Fix: enlarge /dev/shm ({enlarge()}), a smaller `batch_size`, "
-                 f"or x as a .npy path (memory-mapped, not copied there).")
+                 f"free slots. Fix: {depth.more_room(chosen.why, enlarge())}.")
 
     def _payload(self, load: Any) -> tuple[bytes, bytes | None]:
         """The user's code for the workers: pickled as is, and with a heavy module's code by

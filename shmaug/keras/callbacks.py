@@ -86,10 +86,9 @@ def _remedy(stats: dict[str, Any]) -> str:
     """What to try for an input-bound epoch: the queue when it was the limit (more workers
     would find no free slot), else the workers and the work."""
     queue = stats.get("queue") or {}
-    if queue.get("limited") and queue.get("by") == depth.MEMORY:
+    if queue.get("limited") and queue.get("by") in (depth.MEMORY, depth.SHM):
         return (f"The queue was the limit, not the workers ({queue['why']}: fewer batches "
-                f"ahead than workers). Try: more shared memory ({enlarge()}), a smaller "
-                f"`batch_size`, or x as a .npy path (memory-mapped, not copied there).")
+                f"ahead than workers). Try: {depth.more_room(queue['by'], enlarge())}.")
     if queue.get("limited"):
         return (f"The queue was the limit, not the workers ({queue['why']}: fewer batches "
                 f"ahead than workers). Try: a larger `max_queue_size`, or leave it out (the "

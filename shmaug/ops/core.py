@@ -508,7 +508,7 @@ def to_config(obj: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class _Loading:
+class _Trusted:
     """What a ``from_config`` call may resolve: a config is code where it names functions or
     modules (``pickle:loads`` as a ``from_array`` function), so in ``safe_mode`` only what
     ``custom_objects`` gives, and modules imported already, as Keras' ``load_model``."""
@@ -539,8 +539,8 @@ class _Loading:
         return _imported(ref)
 
 
-_LOADING: contextvars.ContextVar[_Loading] = contextvars.ContextVar("_LOADING",
-                                                                     default=_Loading())
+_LOADING: contextvars.ContextVar[_Trusted] = contextvars.ContextVar("_LOADING",
+                                                                     default=_Trusted())
 
 
 def from_config(config: Mapping[str, Any], *, safe_mode: bool = True,
@@ -566,7 +566,7 @@ def from_config(config: Mapping[str, Any], *, safe_mode: bool = True,
     """
     if _LOADING.get().active:  # a member's config, within the call that loads the whole
         return _built(config)
-    token = _LOADING.set(_Loading(bool(safe_mode), dict(custom_objects or {}), active=True))
+    token = _LOADING.set(_Trusted(bool(safe_mode), dict(custom_objects or {}), active=True))
     try:
         return _built(config)
     finally:

@@ -111,8 +111,10 @@ def test_stall_monitor_names_the_queue_when_it_was_the_limit() -> None:
     said = _remedy({"queue": queue})
     assert "The queue was the limit" in said and "max_queue_size=8 as given" in said
     assert "more `workers`" in _remedy({"queue": {**queue, "limited": False}})
-    bound = _remedy({"queue": {**queue, "by": depth.MEMORY}})  # /dev/shm, not a setting
-    assert "more shared memory (Docker: `--shm-size" in bound and "larger" not in bound
+    bound = _remedy({"queue": {**queue, "by": depth.SHM}})  # /dev/shm, not a setting
+    assert "more shared memory (Docker: `--shm-size" in bound and "a larger" not in bound
+    capped = _remedy({"queue": {**queue, "by": depth.MEMORY}})  # 2 GiB, with room for more
+    assert "Try: a `max_queue_size` of the batches" in capped and "Docker" not in capped
     assert "more `workers`" in _remedy({"queue": None})  # nothing to augment: no ring
     idle = _remedy({"queue": None, "worker_busy": [0.05, 0.17]})  # a short epoch's wait
     assert "idle most of the epoch" in idle and "Try: more `workers`" not in idle

@@ -129,3 +129,28 @@ def test_a_jpeg_cut_short_is_stood_in_for_not_delivered_half_grey(tmp_path, monk
     images = np.concatenate([x for x, _ in delivered])
     assert len(images) == len(paths)
     assert (images == 128).all(-1).mean((1, 2)).max() < 0.2  # no half-grey photo
+
+
+@pytest.mark.parametrize("jpeg", ["turbo", "opencv"])
+def test_a_damaged_jpeg_with_its_end_marker_is_stood_in_for(tmp_path, monkeypatch, jpeg):
+    """A Huffman table past its 256 codes, the end marker intact: without libjpeg-turbo
+    (whose header read refuses it) nothing looked at the file before the op, which then
+    failed in the worker, where no stand-in can be made."""
+    from shmaug.sources.images import turbo
+
+    if jpeg == "turbo" and not turbo.available():
+        pytest.skip("no libjpeg-turbo 3 here (pip install shmaug[jpeg])")
+    monkeypatch.setenv("SHMAUG_JPEG", jpeg)
+    _, folder = write_coco(tmp_path, JPEGS)
+    bad = folder / "3.jpg"
+    data = bytearray(bad.read_bytes())
+    table = data.find(b"\xff\xc4")  # the first DHT: its 16 counts summed past 256
+    data[table + 5:table + 21] = b"\xff" * 16
+    bad.write_bytes(bytes(data))
+    paths = sorted(folder.glob("*.jpg"))
+    files = shmaug.ImageFiles.from_paths(paths, [0] * len(paths), image_size=None,
+                                         on_error="skip")
+    with pytest.warns(shmaug.ShmaugWarning, match="3.jpg"), \
+            shmaug.Loader(files, batch_size=3, augment=_crop(), workers=1, seed=0) as loader:
+        assert sum(len(x) for x, _ in loader) == len(paths)
+        assert loader.stats()["unreadable"] == [str(bad)]

@@ -223,6 +223,13 @@ def test_an_image_past_pils_pixel_limit_is_refused_before_it_is_decoded(tmp_path
                                batch_size=2,  # (the good file first: a loader decodes it
                                augment=crop, workers=0) as loader:  # whole to look at it)
                 loader.batch(0)
+        # a spawned worker's PIL has its default: the limit goes with the source, read
+        # when it is made (the setting was not seen there, either way)
+        with pytest.raises(shmaug.ImageReadError, match=r"64x64"):
+            with shmaug.Loader(ImageFiles.from_paths([good, bomb], image_size=(8, 8)),
+                               batch_size=2, augment=Op("hflip"), workers=1,
+                               start_method="spawn") as loader:
+                loader.batch(0)
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)
     assert ImageFiles.from_paths([bomb], image_size=(8, 8)).load(0).shape == (8, 8, 3)
 

@@ -364,16 +364,24 @@ def test_an_exit_waits_no_longer_than_its_bound_and_drops_what_is_left(
     assert sorted(ran) == list(range(_disk_cache.DOWNLOADS))  # those queued behind: dropped
 
 
-def test_a_cache_folder_others_can_write_is_refused_and_links_in_it_are_not_followed(tmp_path):
-    """Another user who made the cache folder first (mode 777) planted a link under an
-    entry's lock name: the victim's loader created the file the link pointed to, and same-size
-    objects swapped in were read back as the bucket's."""
-    shared = tmp_path / "shmaug-cache"
-    shared.mkdir()
-    shared.chmod(0o777)
-    with pytest.raises(shmaug.ArgumentError, match=r"writable by every user \(mode 777\).*"
+def test_a_cache_folder_another_user_owns_is_refused_and_links_in_it_are_not_followed(
+        tmp_path, monkeypatch):
+    """Another user who made the cache folder first planted a link under an entry's lock
+    name: the victim's loader created the file the link pointed to, and same-size objects
+    swapped in were read back as the bucket's."""
+    theirs = tmp_path / "shmaug-cache"
+    theirs.mkdir()
+    theirs.chmod(0o777)  # (world-writable alone is allowed: a Kubernetes emptyDir is)
+    assert DiskCache.made(str(theirs), None) is not None
+    real_stat = os.stat
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # as a user, not root
+    monkeypatch.setattr(os, "stat", lambda path, *a, **k: os.stat_result(
+        (*real_stat(path, *a, **k)[:4], 1001, *real_stat(path, *a, **k)[5:]))
+        if os.fspath(path) == str(theirs) else real_stat(path, *a, **k))
+    with pytest.raises(shmaug.ArgumentError, match=r"belongs to another user \(uid 1001\).*"
                                                    r"a folder of your own"):
-        DiskCache.made(str(shared), None)
+        DiskCache.made(str(theirs), None)
+    monkeypatch.undo()
     mine = DiskCache.made(str(tmp_path / "mine"), None)
     assert mine is not None and (os.stat(mine.folder).st_mode & 0o777) == 0o700
     target = tmp_path / "victim-file"

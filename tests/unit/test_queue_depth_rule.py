@@ -23,6 +23,9 @@ def test_the_memory_bound_is_2_gib_and_half_the_free_shared_memory_past_the_data
     assert float32.slots == 27 and "would be 32" in float32.describe()
     past = depth.choose(None, 15, 4 * IMAGENET_UINT8, free=100)
     assert past.slots == 1 and "holds no whole batch: 1" in past.describe()  # never none
+    assert past.why == depth.SHM  # /dev/shm, not the 2 GiB cap: its fixes differ
+    assert "max_queue_size" in depth.more_room(depth.MEMORY, "") and \
+        "shared memory" in depth.more_room(depth.SHM, "")
     assert "holds 27" in float32.describe()  # (it said "holds 1" of a bound holding none)
 
 

@@ -117,9 +117,9 @@ def test_a_gzip_file_that_inflates_past_any_file_of_images_is_refused(tmp_path):
         shmaug.ImageRecords.from_tfrecord([str(bomb)], compression_type="GZIP")
     (plain,) = D.write_tfrecords(tmp_path / "p", 1, 4)
     raw = Path(plain).read_bytes()
-    split = tmp_path / "two.tfrecord.gz"  # two members, as `cat a.gz b.gz` writes them
+    split = tmp_path / "two.tfrecord.gz"  # two members (`cat a.gz b.gz`), zeros between
     cut = len(raw) // 2
-    split.write_bytes(gzip.compress(raw[:cut]) + gzip.compress(raw[cut:]))
+    split.write_bytes(gzip.compress(raw[:cut]) + bytes(512) + gzip.compress(raw[cut:]))
     records = shmaug.ImageRecords.from_tfrecord([str(split)], compression_type="GZIP")
     assert len(records) == 4 and records.labels.tolist() == [0, 1, 2, 0]
     short = tmp_path / "short.tfrecord.gz"

@@ -736,17 +736,25 @@ def test_a_urls_own_secrets_are_masked_wherever_shmaug_shows_it():
     from shmaug.sources.images.folders import check_extensions
 
     assert shown_url("https://bob:hunter2password@h.example/a.png") == \
-        "https://bob:***@h.example/a.png"
+        "https://***@h.example/a.png"
+    assert shown_url("https://ghp_t0ken@github.com/a.png") == "https://***@github.com/a.png"
+    assert shown_url("http://[::1") == "http://[::1"  # (malformed: shown, not raised)
+    for key in ("s3://b/cat#1.jpg", "gs://b/what?.png"):  # a key's own "#" and "?"
+        assert shown_url(key) == key
     assert shown_url("https://h.example/a.png?X-Amz-Signature=abc&X-Amz-Credential=AKIA&v") \
         == "https://h.example/a.png?X-Amz-Signature=***&X-Amz-Credential=***&v"
     plain = "s3://bucket/train/a.png"
     assert shown_url(plain) == plain
     text = str(shmaug.ArgumentError("cannot read 'https://u:pw12345678@h/a.png?token=t0k'"))
-    assert "pw12345678" not in text and "t0k" not in text and "https://u:***@h/a.png" in text
+    assert "pw12345678" not in text and "t0k" not in text and "https://***@h/a.png" in text
+    said = str(shmaug.ArgumentError("see https://h/a.png?sig=s3cr3t). Fix: it, or "
+                                    "http://[fe80::1%eth0/x."))
+    assert said == "see https://h/a.png?sig=***). Fix: it, or http://[fe80::1%eth0/x.", said
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         shmaug.errors.warn("skipped https://h/a.png?sig=s3cr3t")
     assert "s3cr3t" not in str(caught[0].message)
-    check_extensions(["https://h.example/a.png?X-Amz-Signature=abc"])  # a .png: read
+    check_extensions(["https://h.example/a.png?X-Amz-Signature=abc",  # a .png: read
+                      "https://h.example/get?file=cat.jpg", "s3://b/cat#1.jpg"])
     with pytest.raises(shmaug.ArgumentError, match=r"e\.g\. 'https://h/a\.txt\?sig=\*\*\*'"):
         check_extensions(["https://h/a.txt?sig=s3cr3t"])

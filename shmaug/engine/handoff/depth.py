@@ -27,12 +27,15 @@ SPARE = 2  # for the batches the consumer holds (lent) or reads
 FLOOR = 8  # the fewest slots the default takes (the fixed default before issue 58)
 MEMORY_CAP = 2 * 2**30  # bytes the default ring may take at most
 
-GIVEN, WORKERS, MEMORY = "max_queue_size", "workers", "memory"  # what chose the depth
+# what chose the depth: a size given, the default, or the default cut to its memory bound:
+# MEMORY_CAP (MEMORY), or half of what /dev/shm has free (SHM)
+GIVEN, WORKERS, MEMORY, SHM = "max_queue_size", "workers", "memory", "shm"
 
 
 @dataclass(frozen=True, slots=True)
 class Depth:
-    """The ring's slot count and what chose it (``GIVEN``, ``WORKERS`` or ``MEMORY``)."""
+    """The ring's slot count and what chose it (``GIVEN``, ``WORKERS``, ``MEMORY`` or
+    ``SHM``)."""
 
     slots: int
     why: str
@@ -55,6 +58,17 @@ class Depth:
         return (f"{self.slots} slots: {rule} would be {self.wanted}, but its memory bound "
                 f"({self.bound:,} bytes: the lesser of {MEMORY_CAP // 2**30} GiB and half of "
                 f"the shared memory free besides the data still to be copied) {holds}")
+
+
+def more_room(why: str, enlarged: str) -> str:
+    """The fix for a default ring its memory bound (``why``: ``SHM`` or ``MEMORY``) cut below
+    its workers; ``enlarged``: how to enlarge /dev/shm here."""
+    if why == SHM:
+        return (f"more shared memory ({enlarged}), a smaller `batch_size`, or x as a .npy "
+                f"path (memory-mapped, not copied there)")
+    return (f"a `max_queue_size` of the batches you want ahead (the default stops at "
+            f"{MEMORY_CAP // 2**30} GiB of them; /dev/shm has room for more), or a smaller "
+            f"`batch_size`")
 
 
 def for_workers(workers: int) -> int:
@@ -84,7 +98,8 @@ def choose(asked: int | None, workers: int, batch_bytes: int, free: int | None,
     fits = bound // batch_bytes if batch_bytes > 0 else wanted
     if fits >= wanted:
         return Depth(wanted, WORKERS, bound, workers, wanted)
-    return Depth(max(1, fits), MEMORY, bound, workers, wanted, fitted=fits > 0)
+    why = MEMORY if bound == MEMORY_CAP else SHM
+    return Depth(max(1, fits), why, bound, workers, wanted, fitted=fits > 0)
 
 
 def short(room: int, workers: int) -> bool:

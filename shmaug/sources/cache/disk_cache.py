@@ -406,20 +406,18 @@ _REGISTERED_IN = -1
 
 
 def _own(folder: str, given: Any) -> None:
-    """A cache folder another user owns, or anyone may write, is refused: whoever writes it
-    can swap cached objects for others of the same size (read back as the bucket's), or
-    plant links under a lock's name."""
-    if not hasattr(os, "geteuid"):  # (Windows: its folders' rights are not modes)
+    """A cache folder another user owns is refused (root's own, a volume's, is not): its
+    owner could swap cached objects for others of the same size (read back as the bucket's).
+    Links planted under an entry's name are refused where each is opened (``NOFOLLOW``)."""
+    if not hasattr(os, "geteuid") or os.geteuid() == 0:  # (Windows; root owns all anyway)
         return
-    st = os.stat(folder)
-    if st.st_uid != os.geteuid() or st.st_mode & 0o002:
-        whose = "another user's" if st.st_uid != os.geteuid() else \
-            f"writable by every user (mode {st.st_mode & 0o777:o})"
+    owner = os.stat(folder).st_uid
+    if owner not in (os.geteuid(), 0):
         raise ArgumentError(
-            f"`cache_dir` {os.fspath(given)!r} is {whose}: whoever can write it can swap the "
-            f"cached objects for others (read back as the bucket's) or plant links in it. "
-            f"Fix: a folder of your own, e.g. cache_dir='~/.cache/shmaug' (made mode 700), "
-            f"or cache_dir=None to read by range.")
+            f"`cache_dir` {os.fspath(given)!r} belongs to another user (uid {owner}), who "
+            f"could swap the cached objects for others (read back as the bucket's). Fix: a "
+            f"folder of your own, e.g. cache_dir='~/.cache/shmaug' (made mode 700), or "
+            f"cache_dir=None to read by range.")
 
 
 def _settled_at_exit(cache: DiskCache) -> None:

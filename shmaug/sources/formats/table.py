@@ -33,7 +33,7 @@ from ..images.decode import unreadable
 from ..remote import ahead as _ahead
 from ..cache.disk_cache import DiskCache
 from ..cache.plan import CachePlan
-from ..remote import Fetched, Remote
+from ..remote import Fetched, Remote, shown_url
 from ...errors import RemoteError
 from ...memory.store import ArrayHandle
 from ...memory.table import FlatTable
@@ -158,14 +158,14 @@ class RecordTable(FlatTable):
     def __getitem__(self, index: int) -> str:
         """What ``stats()["unreadable"]`` calls record ``index``: ``shard[number]``."""
         shard, number, _, _ = self.locate(index)
-        return f"{self._shards[shard]}[{number}]"
+        return f"{shown_url(self._shards[shard])}[{number}]"
 
     def what(self, index: int) -> str:
         """How an error names record ``index``: its shard, number and byte offset (where the
         format locates it by one)."""
         shard, number, offset, _ = self.locate(index)
         at = f" (byte offset {offset})" if self._format.by_bytes else ""
-        return f"the image of record {number} of {self._shards[shard]!r}{at}"
+        return f"the image of record {number} of {shown_url(self._shards[shard])!r}{at}"
 
     @property
     def key(self) -> str:

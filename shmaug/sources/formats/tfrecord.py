@@ -129,9 +129,9 @@ def inflate(data: bytes, path: str) -> bytes:
     file of 2 MiB of zeros decompressed to 2 GiB, 4 GiB of memory, before any check."""
     most = max(len(data) * _MOST_INFLATED, 1 << 20)
     parts: list[bytes] = []
-    rest, made = data, 0
+    rest, made = data.lstrip(b"\0"), 0
     try:
-        while rest.strip(b"\0"):  # (gzip's members, one after another; zeros pad the end)
+        while rest:  # gzip's members, one after another
             member = zlib.decompressobj(wbits=31)
             part = member.decompress(rest, most - made + 1)
             made += len(part)
@@ -144,7 +144,7 @@ def inflate(data: bytes, path: str) -> bytes:
             if not member.eof:
                 raise EOFError("it ends before its end-of-stream marker")
             parts.append(part)
-            rest = member.unused_data
+            rest = member.unused_data.lstrip(b"\0")  # (zeros may pad between members too)
     except (EOFError, zlib.error) as exc:
         raise ImageReadError(
             f"Cannot decompress the GZIP TFRecord file {path!r}: {exc}. Fix: rewrite the file "

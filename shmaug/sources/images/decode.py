@@ -19,6 +19,8 @@ other file, PNG included, is decoded in full as before. ``REDUCED_TOLERANCE`` an
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
+import contextvars
 import os
 import struct
 import time
@@ -224,19 +226,43 @@ def _refuse_bombs(data: np.ndarray, what: str) -> None:
             refuse_bomb(header[0], header[1], what)
 
 
-def refuse_bomb(height: int, width: int, what: str) -> None:
-    """An image of more pixels than PIL opens (twice ``PIL.Image.MAX_IMAGE_PIXELS``, as
-    Keras' ``load_img`` refuses it) is refused before it is decoded, on every decode path: a
-    file of a megabyte can hold 20000x20000 pixels, 1.2 GB a decode in every worker."""
+def pixel_limit() -> int | None:
+    """The most pixels an image may have, as PIL opens them: twice
+    ``PIL.Image.MAX_IMAGE_PIXELS`` (None: no limit), read now (a source reads it when made,
+    and its workers keep that: a spawned worker's PIL has its default)."""
     from PIL import Image
 
-    if Image.MAX_IMAGE_PIXELS is None or width * height <= 2 * Image.MAX_IMAGE_PIXELS:
+    most = Image.MAX_IMAGE_PIXELS
+    return None if most is None else 2 * int(most)
+
+
+_NOW = -1  # ``_LIMIT``'s default: PIL's, read at each check
+_LIMIT: contextvars.ContextVar[int | None] = contextvars.ContextVar("_LIMIT", default=_NOW)
+
+
+@contextlib.contextmanager
+def limited(most: int | None) -> Iterator[None]:
+    """Decodes within check ``most`` pixels (a source's ``pixel_limit``, read when made)."""
+    token = _LIMIT.set(most)
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
+
+
+def refuse_bomb(height: int, width: int, what: str) -> None:
+    """An image of more pixels than PIL opens (``pixel_limit``, as Keras' ``load_img``
+    refuses it) is refused before it is decoded, on every decode path: a file of a megabyte
+    can hold 20000x20000 pixels, 1.2 GB a decode in every worker."""
+    most = _LIMIT.get()
+    most = pixel_limit() if most == _NOW else most
+    if most is None or width * height <= most:
         return
     raise unreadable(what, f"its header gives {width}x{height} pixels (width x height), past "
-                           f"the {2 * Image.MAX_IMAGE_PIXELS:,} that PIL and Keras' load_img "
-                           f"open (a decompression bomb, or a photo to cut into tiles first; "
-                           f"to read it, set PIL.Image.MAX_IMAGE_PIXELS higher, or to None, "
-                           f"before the loader is made)")
+                           f"the {most:,} that PIL and Keras' load_img open (a decompression "
+                           f"bomb, or a photo to cut into tiles first; to read it, set "
+                           f"PIL.Image.MAX_IMAGE_PIXELS higher, or to None, before the source "
+                           f"is made)")
 
 
 def decide_jpeg_mode() -> str:
@@ -487,6 +513,19 @@ def _decode_reduced(data: np.ndarray, denominator: int) -> np.ndarray | None:
     flag = getattr(cv2, f"IMREAD_REDUCED_{kind}_{denominator}") | cv2.IMREAD_IGNORE_ORIENTATION
     image: np.ndarray | None = cv2.imdecode(data, flag)
     return image
+
+
+def scan_reads(data: np.ndarray) -> bool:
+    """Whether OpenCV reads a JPEG's whole scan (at 1/8 scale, in grey: every coefficient is
+    still read, a fraction of a full decode's work): the check ``on_error="skip"`` makes where
+    libjpeg-turbo cannot read the header alone, before a decode-time crop."""
+    import cv2
+
+    try:
+        return cv2.imdecode(data, cv2.IMREAD_REDUCED_GRAYSCALE_8 |
+                            cv2.IMREAD_IGNORE_ORIENTATION) is not None
+    except cv2.error:
+        return False
 
 
 def _decode_pil(what: str, data: np.ndarray) -> np.ndarray:

@@ -440,10 +440,13 @@ def encode(classes: np.ndarray, label_mode: str, num_classes: int) -> np.ndarray
 def check_extensions(paths: Sequence[str]) -> None:
     from ..remote import is_url, shown_url
 
-    def name(path: str) -> str:  # (a URL's query is no part of its file's name)
-        return urllib.parse.urlsplit(path).path if is_url(path) else path
+    def name(path: str) -> str:  # (a web URL's query is no part of its file's name; a
+        # bucket's key may hold "?" and "#")
+        web = is_url(path) and path.lower().startswith(("http://", "https://"))
+        return urllib.parse.urlsplit(path).path if web else path
 
-    bad = [shown_url(p) for p in paths if not name(p).lower().endswith(EXTENSIONS)]
+    bad = [shown_url(p) for p in paths if not name(p).lower().endswith(EXTENSIONS)
+           and not p.lower().endswith(EXTENSIONS)]  # (a download's ?file=cat.jpg)
     bare = [p for p in bad if not os.path.splitext(name(p))[1]]
     if bare:  # a Kaggle table's image ids
         raise ArgumentError(

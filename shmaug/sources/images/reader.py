@@ -23,7 +23,7 @@ import numpy as np
 from . import turbo
 from .decode import (COLOR_MODES, decode_bytes, jpeg_ends, jpeg_header, resize,
                      resized_window, scaled_whole, unreadable, decide_jpeg_mode,
-                     refuse_bomb)
+                     limited, pixel_limit, refuse_bomb, scan_reads)
 from ... import whole_decodes
 from ...deferred import Undecoded
 from ...resample import Resample, Window
@@ -46,6 +46,9 @@ class Decoder:
     aspect: str | None = None  # "crop" / "pad": Keras' crop_to_ / pad_to_aspect_ratio
     jpeg_mode: str = "opencv"  # how JPEGs decode: "turbo", "opencv" or "whole" (decide_jpeg_mode)
     dtype: str = "uint8"  # "uint16": 16-bit files kept, 8-bit ones scaled by 257
+    # the most pixels a file may have (``decode.pixel_limit``), read where the source is made
+    # and kept for its workers (a spawned worker's PIL has its default)
+    max_pixels: int | None = dataclasses.field(default_factory=pixel_limit)
 
     def with_jpeg_mode(self) -> Decoder:
         """This decoder, with how JPEGs decode decided here, once, for every process it is
@@ -55,6 +58,10 @@ class Decoder:
         return dataclasses.replace(self, jpeg_mode=decide_jpeg_mode())
 
     def __call__(self, data: np.ndarray, what: str) -> np.ndarray:
+        with limited(self.max_pixels):
+            return self._decoded(data, what)
+
+    def _decoded(self, data: np.ndarray, what: str) -> np.ndarray:
         size = self.image_size
         image = None
         if size is not None and self.reduced_decode and self.aspect is None:
@@ -76,21 +83,24 @@ class Decoder:
         """The bytes of a JPEG undecoded, with its size, for an `augment` that decodes only
         its window (``shmaug.deferred``); any other file decoded, as ``__call__``.
         ``checked``: an unreadable JPEG must fail here, where it can be stood in for, not in
-        the op: libjpeg-turbo reads its header (a few microseconds), and a file whose image has
-        no end marker (a download cut short: ``decode.jpeg_ends``) is decoded here, whole.
+        the op: libjpeg-turbo reads its header (a few microseconds), OpenCV its scan at 1/8
+        in grey (``decode.scan_reads``), and a file whose image has no end marker (a download
+        cut short: ``decode.jpeg_ends``) or that does not read so is decoded here, whole.
         (Decoding every file whole without libjpeg-turbo made a crop pipeline 3x slower, and
         its pixels the exact path's.)"""
         header = jpeg_header(data) if self.image_size is None and self.dtype == "uint8" \
             else None  # (a window decodes to uint8)
         if header is None or not header[0] or not header[1] or header[2] not in (1, 3):
             return self(data, what)
-        refuse_bomb(header[0], header[1], what)  # (before a window's decode, which it passes)
+        with limited(self.max_pixels):  # (before a window's decode, which it passes)
+            refuse_bomb(header[0], header[1], what)
         if checked and self.jpeg_mode == "turbo":
             try:
                 turbo.header(data)
             except turbo.TurboError as exc:
                 raise unreadable(what, f"libjpeg-turbo cannot read it ({exc})") from None
-        if checked and not jpeg_ends(data):  # cut short (no end marker its walk reaches)
+        if checked and (not jpeg_ends(data) or  # cut short (no end marker its walk reaches)
+                        self.jpeg_mode != "turbo" and not scan_reads(data)):  # damaged
             whole_decodes.count("on_error_skip")
             return self(data, what)
         channels = COLOR_MODES[self.color_mode] if self.color_mode else header[2]
@@ -127,8 +137,9 @@ class EncodedImage(Undecoded):
     def resized_window(self, window: Window, size: tuple[int, int],
                        how: Resample) -> np.ndarray:
         decoder = self.decoder
-        return resized_window(self.data, self.what, decoder.color_mode, self.header, window,
-                              size, how, decoder.jpeg_mode, decoder.reduced_decode)
+        with limited(decoder.max_pixels):
+            return resized_window(self.data, self.what, decoder.color_mode, self.header,
+                                  window, size, how, decoder.jpeg_mode, decoder.reduced_decode)
 
     def __repr__(self) -> str:
         return f"<EncodedImage {self.what}, shape {self._shape}, not decoded>"
