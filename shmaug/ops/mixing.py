@@ -172,7 +172,9 @@ class Mix:
                 f"`mix` needs `y` as class ids (integers, shape (N,)), one-hot rows (N, "
                 f"classes) or one sigmoid unit's targets (one column of floats in [0, 1]); "
                 f"received an array of shape {labels.shape} and dtype {labels.dtype}. Fix: "
-                + ("convert the labels, e.g. `y.astype(int)`." if whole or labels.dtype.kind
+                + ("these are maps of each image's pixels (masks?), which a mix cannot "
+                   "blend as labels: pass mix=None for them." if labels.ndim > 2 else
+                   "convert the labels, e.g. `y.astype(int)`." if whole or labels.dtype.kind
                    != "f" else "these are no class ids (floats with fractions: regression "
                    "targets?): pass mix=None for them."))
         low, high = (int(labels.min()), int(labels.max())) if labels.size else (0, 0)

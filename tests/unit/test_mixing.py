@@ -175,6 +175,9 @@ def test_regression_targets_are_refused_with_mix_none_not_cast_to_classes() -> N
     with pytest.raises(shmaug.ArgumentError, match=r"y.astype\(int\)"):  # ids kept as floats
         shmaug.Loader(x, np.arange(8, dtype=np.float32) % 3, batch_size=4, mix=MixUp(0.2),
                       workers=0)
+    masks = np.zeros((8, 8, 8, 1), np.uint8)  # a mask as y: not a cast away from labels
+    with pytest.raises(shmaug.ArgumentError, match=r"maps of each image's pixels.*mix=None"):
+        shmaug.Loader(x, masks, batch_size=4, mix=MixUp(0.2), workers=0)
     soft = np.eye(4, dtype=np.float32)[np.arange(8) % 4] * 0.9 + 0.025
     with shmaug.Loader(x, soft, batch_size=4, mix=MixUp(0.2), workers=0) as ok:
         assert ok.batch(0)[1].shape == (4, 4)  # (rows of probabilities: mixed)

@@ -7,6 +7,8 @@ another size, labels that are not one per box)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -331,3 +333,32 @@ def test_a_still_member_with_augment_targets_passes_inside_a_compose():
     with shmaug.Loader(x, {"mask": mask}, batch_size=8, workers=0, augment=Compose(
             [Op("hflip"), StillWithTargets()])) as loader:
         assert (loader.batch(0)[1]["mask"][:, :, -4:] == 1).all()  # flipped with its image
+
+
+def test_boxes_or_keypoints_under_a_name_of_ones_own_without_a_format_are_warned_of():
+    """A multi-task y with its plate corners and boxes under names of its own, the pipeline
+    given no format: the images were flipped and the targets handed back where they were,
+    without a word (a mask under a name of its own is refused)."""
+    corners = np.tile(np.float32([[3, 4], [12, 4]]), (8, 1, 1))  # (N, K, 2) in pixels
+    with pytest.warns(shmaug.ShmaugWarning, match=r"`y\['plate_corners'\]` \(8, 2, 2\) looks "
+                                                  r"like keypoints in pixels.*keypoint_format"):
+        shmaug.Loader(x, {"class": np.arange(8), "plate_corners": corners},
+                      augment=Compose([Op("hflip")]), workers=0).close()
+    with warnings.catch_warnings():  # colour alone moves nothing: nothing to say
+        warnings.simplefilter("error")
+        shmaug.Loader(x, {"plate_corners": corners}, augment=Compose([Op("gamma")]),
+                      workers=0).close()
+        shmaug.Loader(x, {"probs": np.full((8, 3, 4), 0.5, np.float32)},  # fractions
+                      augment=Compose([Op("hflip")]), workers=0).close()
+
+
+def test_an_images_own_classes_beside_boxes_and_their_labels_stay_its_own():
+    """A multi-task y of {"classes": one per image, "boxes", "labels"}: "classes" (KerasCV's
+    name for box labels) was taken for the boxes' labels, and the error named y['labels']."""
+    classes = np.arange(8)
+    y = {"classes": classes, "boxes": BOXES, "labels": LABELS}
+    with shmaug.Loader(x, y, batch_size=4, workers=0, augment=Compose(
+            [Op("hflip")], bounding_box_format="xyxy")) as loader:
+        yb = loader.batch(0)[1]
+    assert yb["classes"].tolist() == [0, 1, 2, 3] and yb["labels"].shape == (4, 2)
+    np.testing.assert_array_equal(yb["boxes"][:, 0], [[16 - 9, 3, 16 - 2, 12]] * 4)

@@ -497,6 +497,9 @@ def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = 
                 f"another name (or none) is handed over where it was, while the images "
                 f"move. Fix: {fix} (beside other targets in the same dict); or leave "
                 f"{option} out where y holds none.")
+    moved_at = {f.path for f in found.values()}
+    _tell_unmoved_points([(at, v) for at, v in leaves(y) if at[:len(labels_at)] == labels_at
+                          and at not in moved_at], plan, labels_at)
     missing = [name for name in plan.required if name not in found]
     if missing:
         raise ArgumentError(
@@ -513,6 +516,26 @@ _DECLARED = (("bounding_box_format", "'boxes' (Keras' 'bounding_boxes' dict) or 
               "(N, M) padded with rows of -1"),
              ("keypoint_format", "'keypoints'",
               "y={'keypoints': points}, (N, K, 2 or 3) padded with rows of -1"))
+
+
+def _tell_unmoved_points(others: list[tuple[Path, Any]], plan: Plan, labels_at: Path
+                         ) -> None:
+    """Warn of what looks like boxes (N, M, 4) or keypoints (N, K, 2 or 3) in pixels under a
+    name nothing moves, where the pipeline moves pixels and declares no format for them: they
+    stay where they were while the images move (a format declared refuses them already)."""
+    if not plan.moves_pixels:
+        return
+    for option, what, fix in _DECLARED:
+        if getattr(plan.pipeline, option, None) is not None:
+            continue
+        for at, value in others:
+            if getattr(value, "ndim", 0) == 3 and _points(option, value) and in_pixels(value):
+                looks = "boxes" if option == "bounding_box_format" else "keypoints"
+                warn(f"`{shown(at[len(labels_at):])}` {tuple(value.shape)} looks like "
+                     f"{looks} in pixels, but nothing moves it while `augment` moves the "
+                     f"images: it would stay where it was. Fix: {option}=... on the Compose, "
+                     f"and {fix}; if it is no {looks} on the image, ignore this warning.")
+                return
 
 
 def _points(option: str, value: Any) -> bool:

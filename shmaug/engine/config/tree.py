@@ -111,10 +111,13 @@ def filed_under(y: Any, names: Collection[str], at: Path = ()) -> Iterator[Filed
     Keras' box layout (``bounding_boxes``, or keras-hub's y): its ``labels`` (KerasCV's
     ``classes``) are the boxes' (named ``box_labels`` inside, found again by their path)."""
     boxes = isinstance(y, dict) and isinstance(y.get("boxes"), np.ndarray)
+    # the boxes' labels: Keras' "labels" where there are both (a multi-task y's "classes"
+    # may be an image's own class, which was taken for them)
+    label_key = next((k for k in BOX_LABEL_KEYS if k in y), None) if boxes else None
     items = y.items() if isinstance(y, dict) else (
         enumerate(y) if isinstance(y, (list, tuple)) else ())
     for key, value in items:
-        if boxes and key in BOX_LABEL_KEYS:  # (an object that moves boxes itself names
+        if boxes and key == label_key:  # (an object that moves boxes itself names
             named = str(key) if key in names else BOX_LABELS  # them as they are in y)
             if named in names and isinstance(value, np.ndarray):
                 yield Filed(named, (*at, key), value)
