@@ -48,7 +48,7 @@ from typing import Any
 
 
 MASK = "***"  # what a secret is shown as
-_URL = re.compile(r"\bhttps?://[^\s'\"<>()]+", re.IGNORECASE)
+_URL = re.compile(r"\bhttps?://[^\s'\"<>]+", re.IGNORECASE)
 
 
 def shown_url(url: str) -> str:
@@ -64,7 +64,7 @@ def shown_url(url: str) -> str:
         return url
     user, at, host = parts.netloc.rpartition("@")
     netloc = f"{MASK}@{host}" if at else parts.netloc
-    query = "&".join(f"{k.partition('=')[0]}={MASK}" if "=" in k else k
+    query = "&".join(f"{k.partition('=')[0]}={MASK}" if "=" in k else MASK
                      for k in parts.query.split("&")) if parts.query else ""
     if netloc == parts.netloc and query == parts.query:
         return url
@@ -78,9 +78,11 @@ def scrubbed_urls(text: str) -> str:
         return text
 
     def shown(match: re.Match[str]) -> str:
-        url = match.group(0)
-        tail = len(url) - len(url.rstrip(".,;:!"))
-        return shown_url(url[:len(url) - tail]) + url[len(url) - tail:]
+        url = end = match.group(0)
+        while end and (end[-1] in ".,;:!" or end[-1] == ")" and
+                       end.count(")") > end.count("(")):  # a sentence's, not the URL's
+            end = end[:-1]
+        return shown_url(end) + url[len(end):]
     return _URL.sub(shown, text)
 
 

@@ -183,6 +183,20 @@ JPEG_MODES = ("auto", "turbo", "opencv", "whole")
 _OFF = ("0", "off", "false", "no")
 
 
+def ours(path: str) -> bool:
+    """Whether the file at ``path`` was written by this user, its folder's owner or root: one
+    another user planted in a folder they may write (a shared cache's entry, an index cache)
+    is not read as ours (swapped images, forged offsets and labels). POSIX only."""
+    if not hasattr(os, "geteuid"):
+        return True
+    try:
+        owner = os.stat(path, follow_symlinks=False).st_uid
+        folder = os.stat(os.path.dirname(os.path.abspath(path))).st_uid
+    except OSError:
+        return False
+    return owner in (os.geteuid(), folder, 0)
+
+
 def jpeg_setting() -> tuple[str, str | None]:
     """How JPEGs are decoded, from ``SHMAUG_JPEG``, read when a loader starts: ``(mode,
     library path or None)``. Modes: "auto" (unset: libjpeg-turbo 3 where found, else

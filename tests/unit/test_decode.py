@@ -199,7 +199,7 @@ def _png_claiming(side: int) -> bytearray:
     return data
 
 
-@pytest.mark.parametrize("kind", ["PNG", "JPEG"])
+@pytest.mark.parametrize("kind", ["PNG", "JPEG", "BMP", "GIF", "WEBP", "TIFF"])
 def test_an_image_past_pils_pixel_limit_is_refused_before_it_is_decoded(tmp_path,
                                                                         monkeypatch, kind):
     """A decompression bomb (a megabyte of PNG holding 20000x20000 pixels) was decoded, 1.2
@@ -232,6 +232,18 @@ def test_an_image_past_pils_pixel_limit_is_refused_before_it_is_decoded(tmp_path
                 loader.batch(0)
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)
     assert ImageFiles.from_paths([bomb], image_size=(8, 8)).load(0).shape == (8, 8, 3)
+
+
+def test_a_mask_past_pils_pixel_limit_is_refused_before_it_is_decoded(tmp_path, monkeypatch):
+    """A 900 KB grey PNG of 30000x30000 as a mask decoded to 3.6 GB in a worker: masks were
+    not checked at all (a lowered limit here, on a real file of 64x64)."""
+    from shmaug.sources.annotations.masks import decode_mask
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1500)
+    out = io.BytesIO()
+    Image.fromarray(np.zeros((64, 64), np.uint8)).save(out, "PNG")
+    with pytest.raises(ImageReadError, match=r"m\.png.*64x64 pixels"):
+        decode_mask(np.frombuffer(out.getvalue(), np.uint8), "mask file 'm.png'")
 
 
 def test_memory_running_short_in_a_decode_names_the_file():

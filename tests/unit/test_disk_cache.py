@@ -389,3 +389,28 @@ def test_a_cache_folder_another_user_owns_is_refused_and_links_in_it_are_not_fol
     with pytest.raises(OSError):  # (ELOOP: refused, not followed)
         FileLock(os.path.join(mine.folder, "x.lock")).acquire(0)
     assert not target.exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="giving a file to another user takes root")
+def test_a_file_another_user_planted_in_a_shared_folder_is_not_read_as_ours(tmp_path):
+    """Another user planted same-size entries in a world-writable sticky folder (and an
+    index cache there): the victim's batches were the planted images, its labels forged."""
+    from shmaug import platform
+
+    shared = tmp_path / "scratch"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    mine, planted = shared / "mine.data", shared / "planted.data"
+    mine.write_bytes(b"x")
+    planted.write_bytes(b"y")
+    os.chown(planted, 1001, 1001)
+    assert platform.ours(str(mine)) and not platform.ours(str(planted))
+    cache = DiskCache.made(str(shared), None)
+    url = "s3://bucket/a.png"
+    entry = cache.path_of(url, "1|etag")
+    with open(entry, "wb") as f:
+        f.write(b"z")
+    assert cache.local(url, "1|etag") == entry
+    os.chown(entry, 1001, 1001)
+    assert cache.local(url, "1|etag") is None  # planted: downloaded again, not read

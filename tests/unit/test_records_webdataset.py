@@ -94,6 +94,33 @@ def test_a_sparse_or_huge_label_member_is_refused_before_it_is_read(tmp_path):
                                             image_ext="png")
 
 
+def test_a_huge_header_extension_or_image_member_is_refused_before_it_is_read(tmp_path):
+    """A pax record or a GNU long name is read whole by tarfile: one of 4 GiB (holes on disk)
+    took 4 GB while indexing; an image member of 6 GiB was read in one call by a worker."""
+    import io
+    import tarfile
+
+    pax = tmp_path / "pax.tar"
+    with tarfile.open(pax, "w", format=tarfile.PAX_FORMAT) as tar:
+        name, data = D.wds_members(0, 1)[0]
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.pax_headers = {"comment": "x" * (2 << 20)}  # a pax record of 2 MiB
+        tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(shmaug.ArgumentError, match=r"pax\.tar.*a header extension of "
+                                                   r"[\d,]+ bytes"):
+        shmaug.ImageRecords.from_webdataset(str(pax), image_ext="png", label_ext=None)
+    big = tmp_path / "big.tar"
+    info = tarfile.TarInfo("sample000000.png")
+    info.size = (1 << 30) + 512
+    with open(big, "wb") as f:  # the header, then holes: nothing of 1 GiB is written
+        f.write(info.tobuf(tarfile.USTAR_FORMAT))
+        f.truncate(512 + info.size + 1024)
+    with pytest.raises(shmaug.ArgumentError, match=r"image member of sample 0 .*1,073,742,336 "
+                                                   r"bytes"):
+        shmaug.ImageRecords.from_webdataset(str(big), image_ext="png", label_ext=None)
+
+
 def test_a_member_met_twice_is_refused_and_scattered_members_are_one_sample(tmp_path):
     """The last of a key's members was kept, and a sample went missing without a word; a
     tar written without --sort=name (a sample's members apart) reads as it did."""

@@ -742,7 +742,7 @@ def test_a_urls_own_secrets_are_masked_wherever_shmaug_shows_it():
     for key in ("s3://b/cat#1.jpg", "gs://b/what?.png"):  # a key's own "#" and "?"
         assert shown_url(key) == key
     assert shown_url("https://h.example/a.png?X-Amz-Signature=abc&X-Amz-Credential=AKIA&v") \
-        == "https://h.example/a.png?X-Amz-Signature=***&X-Amz-Credential=***&v"
+        == "https://h.example/a.png?X-Amz-Signature=***&X-Amz-Credential=***&***"
     plain = "s3://bucket/train/a.png"
     assert shown_url(plain) == plain
     text = str(shmaug.ArgumentError("cannot read 'https://u:pw12345678@h/a.png?token=t0k'"))
@@ -750,6 +750,9 @@ def test_a_urls_own_secrets_are_masked_wherever_shmaug_shows_it():
     said = str(shmaug.ArgumentError("see https://h/a.png?sig=s3cr3t). Fix: it, or "
                                     "http://[fe80::1%eth0/x."))
     assert said == "see https://h/a.png?sig=***). Fix: it, or http://[fe80::1%eth0/x.", said
+    said = str(shmaug.ArgumentError("'https://h/denied(1).png?X-Amz-Signature=s3cr3t' and "
+                                    "(http://h/x.png?BareT0ken99)"))  # a name's own ( )
+    assert said == "'https://h/denied(1).png?X-Amz-Signature=***' and (http://h/x.png?***)"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         shmaug.errors.warn("skipped https://h/a.png?sig=s3cr3t")

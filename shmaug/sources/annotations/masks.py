@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 from ..files import ImageFiles
-from ..images.decode import raise_if_refused, stored_sizes
+from ..images.decode import raise_if_refused, refuse_bombs, stored_sizes
 from ..remote import protocol_of
 from ...errors import ArgumentError, ImageReadError
 from ..images.reader import Reader
@@ -51,6 +51,7 @@ class MaskDecoder:
 def decode_mask(data: np.ndarray, what: str) -> np.ndarray:
     """One mask file's bytes as (height, width) class ids (uint8, or uint16 for 16-bit)."""
     data = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
+    refuse_bombs(data, what)  # (a 900 KB mask of 30000x30000 took 3.6 GB in a worker)
     png = data[:8].tobytes() == _PNG and len(data) > 25
     palette = png and data[25] == _PALETTE
     try:

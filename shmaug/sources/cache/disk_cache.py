@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ._space import DATA, LOCK, PART, Space, remove, sibling, size_of
 from ._file_lock import NOFOLLOW, FileLock
+from ... import platform
 from ...errors import ArgumentError, ArgumentTypeError, RemoteError, got
 
 if TYPE_CHECKING:
@@ -193,6 +194,8 @@ class DiskCache:
             return None
         if ident and st.st_size != int(ident.split("|", 1)[0]):
             return None  # not what was downloaded (cut short or changed on disk): again
+        if not platform.ours(path):  # (planted by another user where they may write)
+            return None
         if time.time() - st.st_mtime > TOUCH_S:
             try:
                 os.utime(path)  # used now: the last to be evicted

@@ -29,6 +29,7 @@ import numpy as np
 from ..images import settings as O
 from .. import remote as R
 from ..remote.bucket import remote_for, check_same_protocol
+from ... import platform
 from ...errors import ArgumentError, ArgumentTypeError, RemoteError, ShmaugError, got, warn
 
 log = logging.getLogger(__name__)
@@ -234,9 +235,10 @@ def cached(scan: Scan, index_cache: str | None, what: str, shards: Shards | None
         ident = f"{ident_of(path)}|{what}"
         file = os.path.join(folder, hashlib.sha1(ident.encode()).hexdigest() + ".npz")
         try:
-            with np.load(file, allow_pickle=False) as saved:
-                return (saved["offsets"].tolist(), saved["lengths"].tolist(),
-                        saved["labels"].tolist())
+            if platform.ours(file):  # (else forged offsets and labels, or none yet)
+                with np.load(file, allow_pickle=False) as saved:
+                    return (saved["offsets"].tolist(), saved["lengths"].tolist(),
+                            saved["labels"].tolist())
         except (OSError, KeyError, ValueError):
             pass  # not scanned yet (or unreadable): scan it
         found = scan(path)

@@ -19,6 +19,27 @@ from .shards import Scan, Shards, cached
 from ...errors import ArgumentError, RemoteError
 
 
+_HEADER_BYTES = 1 << 20  # the most a long name's or a pax record's member may hold
+_IMAGE_BYTES = 1 << 30  # the most an image member may hold
+
+
+class _CappedInfo(tarfile.TarInfo):
+    """A member's header whose own extension (a GNU long name, a pax record) is read whole
+    by tarfile: one claiming gigabytes (8 KiB on disk, with holes) took 4 GB while indexing."""
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in _EXTENDED and self.size > _HEADER_BYTES:
+            raise tarfile.ReadError(
+                f"a header extension of {self.size:,} bytes, where a long name or a pax "
+                f"record takes a few hundred")
+        member: tarfile.TarInfo = super()._proc_member(tarfile_)  # type: ignore[misc]
+        return member
+
+
+_EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
+             tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
+
+
 def split_name(name: str) -> tuple[str, str]:
     """``(key, extension)`` of a member name, as WebDataset splits it."""
     folder, _, base = name.rpartition("/")
@@ -49,7 +70,7 @@ def scan(path: str, image_exts: Sequence[str], label_ext: str | None,
         ArgumentError: not an uncompressed tar; a sample without an image or a label.
     """
     try:
-        tar = tarfile.open(path, mode="r:", fileobj=fileobj)
+        tar = tarfile.open(path, mode="r:", fileobj=fileobj, tarinfo=_CappedInfo)
     except RemoteError:
         raise  # (an OSError too, but the bucket's failure: not about the shard's format)
     except (tarfile.TarError, OSError) as exc:
@@ -97,6 +118,11 @@ def scan(path: str, image_exts: Sequence[str], label_ext: str | None,
                     f"members are {sorted(members)}. Fix: pass `image_ext=` the extension "
                     f"its images have (several: a list), or remove the sample."
                 )
+            if image.size > _IMAGE_BYTES:
+                raise ArgumentError(
+                    f"The image member of {where} holds {image.size:,} bytes, past the "
+                    f"{_IMAGE_BYTES:,} an image member may. Fix: rewrite the shard, or "
+                    f"leave it out.")
             offsets.append(image.offset_data)
             sizes.append(image.size)
             if label_ext is None:

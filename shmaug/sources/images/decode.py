@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from . import turbo
+from .headers import stored_dims
 from ... import whole_decodes
 from ...resample import (Resample, Window, after_dct, aspect_window, cv_flag, dct_rest, fitted,
                          for_resize, margin, resize_box)
@@ -190,7 +191,7 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
 
     if data.size == 0:
         raise unreadable(what, "it is empty (0 bytes)")
-    _refuse_bombs(data, what)
+    refuse_bombs(data, what)
     if reduce_to is not None:
         eighths = 8 // reduction(jpeg_header(data), reduce_to)
     try:
@@ -214,16 +215,12 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
     return _convert(image, COLOR_MODES[color_mode] if color_mode else None)
 
 
-def _refuse_bombs(data: np.ndarray, what: str) -> None:
-    """A PNG or JPEG past ``refuse_bomb``'s limit, refused from its header."""
-    head = data[:24].tobytes()
-    if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR":
-        width, height = struct.unpack(">II", head[16:24])
-        refuse_bomb(height, width, what)
-    else:
-        header = jpeg_header(data)
-        if header is not None:  # (other formats: PIL's own check, or OpenCV's 2**30)
-            refuse_bomb(header[0], header[1], what)
+def refuse_bombs(data: np.ndarray, what: str) -> None:
+    """An image past ``refuse_bomb``'s limit, refused from its header (``headers``)."""
+    header = jpeg_header(data)
+    dims = header[:2] if header is not None else stored_dims(data)
+    if dims is not None:
+        refuse_bomb(dims[0], dims[1], what)
 
 
 def pixel_limit() -> int | None:

@@ -292,7 +292,7 @@ class Remote:
         for attempt in range(RETRIES + 1):
             if attempt:
                 wait = BACKOFF_S * 2 ** (attempt - 1) * (0.5 + _JITTER.random())
-                log.debug("retrying %s in %.2f s after: %s", url, wait,
+                log.debug("retrying %s in %.2f s after: %s", self.scrub(url), wait,
                           self.scrub(rules.describe(last)))
                 time.sleep(wait)
             try:

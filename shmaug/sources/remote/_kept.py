@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from ._settings import OFFLINE_ENV
 from ._urls import few
+from ... import platform
 from ...errors import RemoteError, warn
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ def record_of(folder: str | os.PathLike[str], kind: str, asked: str, remote: Rem
 def read_record(file: str) -> dict[str, str] | None:
     """The objects a record holds (URL -> identity, "" where none was known), or None where
     there is no record (or it cannot be read)."""
+    if not platform.ours(file):  # (none yet, or planted by another user)
+        return None
     try:
         with open(file, encoding="utf-8") as f:
             lines = [line.rsplit("\t", 1) for line in f.read().splitlines()]  # (a key may
