@@ -8,6 +8,8 @@ workers' read of sample i (bytes, decode, resize), shared by ``ImageFiles`` and
 - ``reader``: what a source runs in a worker: sample i to pixels, standing in on error;
 - ``decode``: one image's bytes to pixels in the requested colour mode and size, or one
   window of them resampled (a decode-time crop);
+- ``headers``: an image's stored size read from its header, before it is decoded (the
+  pixel limit that refuses decompression bombs);
 - ``turbo``: libjpeg-turbo's TurboJPEG 3 through ctypes: a JPEG's window decoded alone;
 - ``settings``: ``DecodeSettings``, the settings both image sources share, and their protocol.
 """
