@@ -48,7 +48,7 @@ from typing import Any
 
 
 MASK = "***"  # what a secret is shown as
-_URL = re.compile(r"\bhttps?://[^\s'\"<>]+", re.IGNORECASE)
+_URL = re.compile(r"\bhttps?://[^\s'\"<>`]+", re.IGNORECASE)
 
 
 def shown_url(url: str) -> str:
@@ -78,11 +78,14 @@ def scrubbed_urls(text: str) -> str:
         return text
 
     def shown(match: re.Match[str]) -> str:
-        url = end = match.group(0)
-        while end and (end[-1] in ".,;:!" or end[-1] == ")" and
-                       end.count(")") > end.count("(")):  # a sentence's, not the URL's
-            end = end[:-1]
-        return shown_url(end) + url[len(end):]
+        url, depth = match.group(0), 0
+        for i, c in enumerate(url):  # a ")" the URL opened no "(" for is the sentence's
+            depth += (c == "(") - (c == ")")
+            if depth < 0:
+                url = url[:i]
+                break
+        end = url.rstrip(".,;:!")
+        return shown_url(end) + match.group(0)[len(end):]
     return _URL.sub(shown, text)
 
 

@@ -244,6 +244,34 @@ def test_a_mask_past_pils_pixel_limit_is_refused_before_it_is_decoded(tmp_path, 
     Image.fromarray(np.zeros((64, 64), np.uint8)).save(out, "PNG")
     with pytest.raises(ImageReadError, match=r"m\.png.*64x64 pixels"):
         decode_mask(np.frombuffer(out.getvalue(), np.uint8), "mask file 'm.png'")
+    from shmaug.sources.annotations.masks import MaskDecoder  # the source's limit, kept:
+
+    kept = MaskDecoder(None)  # (made now: 3,000 pixels)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)  # as a spawned worker's default
+    with pytest.raises(ImageReadError, match=r"64x64 pixels.*remove its pair"):
+        kept(np.frombuffer(out.getvalue(), np.uint8), "mask file 'm.png'")
+    assert MaskDecoder(None)(np.frombuffer(out.getvalue(), np.uint8), "m").shape == (64, 64, 1)
+
+
+def test_image_headers_give_their_stored_size_without_decoding(tmp_path):
+    """BMP, GIF, WebP and TIFF headers, read before a decode (a 1 KB run-length BMP claimed
+    30000x30000): each format as PIL writes it, and an OS/2 BMP's 16-bit core header (read
+    as 32-bit, every such file was refused as a bomb)."""
+    import struct
+
+    from shmaug.sources.images.headers import stored_dims
+
+    image = photo(37, 53)
+    for fmt, options in (("BMP", {}), ("GIF", {}), ("WEBP", {}), ("WEBP", {"lossless": True}),
+                         ("TIFF", {}), ("TIFF", {"compression": "tiff_deflate"}),
+                         ("PNG", {})):
+        out = io.BytesIO()
+        Image.fromarray(image).save(out, fmt, **options)
+        assert stored_dims(np.frombuffer(out.getvalue(), np.uint8)) == (37, 53), fmt
+    core = (b"BM" + struct.pack("<IHHI", 14 + 12 + 100 * 300, 0, 0, 26) +
+            struct.pack("<IHHHH", 12, 100, 50, 1, 24) + bytes(100 * 3 * 50))
+    assert stored_dims(np.frombuffer(core, np.uint8)) == (50, 100)
+    assert stored_dims(np.frombuffer(b"BM" + bytes(10), np.uint8)) is None  # cut short
 
 
 def test_memory_running_short_in_a_decode_names_the_file():

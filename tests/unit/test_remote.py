@@ -753,6 +753,8 @@ def test_a_urls_own_secrets_are_masked_wherever_shmaug_shows_it():
     said = str(shmaug.ArgumentError("'https://h/denied(1).png?X-Amz-Signature=s3cr3t' and "
                                     "(http://h/x.png?BareT0ken99)"))  # a name's own ( )
     assert said == "'https://h/denied(1).png?X-Amz-Signature=***' and (http://h/x.png?***)"
+    said = str(shmaug.ArgumentError("(https://h/a.png?sig=s3cr3t)—next, `https://h/b?v`"))
+    assert said == "(https://h/a.png?sig=***)—next, `https://h/b?***`", said
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         shmaug.errors.warn("skipped https://h/a.png?sig=s3cr3t")

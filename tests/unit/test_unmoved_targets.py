@@ -350,6 +350,11 @@ def test_boxes_or_keypoints_under_a_name_of_ones_own_without_a_format_are_warned
                       workers=0).close()
         shmaug.Loader(x, {"probs": np.full((8, 3, 4), 0.5, np.float32)},  # fractions
                       augment=Compose([Op("hflip")]), workers=0).close()
+        rng = np.random.default_rng(0)
+        for other in (rng.normal(0, 300, (8, 3, 4)),  # camera matrices, trajectories,
+                      rng.normal(0, 5, (8, 20, 3)), np.full((8, 24, 4), 40.0)):  # a series
+            shmaug.Loader(x, {"other": other.astype(np.float32)},
+                          augment=Compose([Op("hflip")]), workers=0).close()
 
 
 def test_an_images_own_classes_beside_boxes_and_their_labels_stay_its_own():
@@ -362,3 +367,8 @@ def test_an_images_own_classes_beside_boxes_and_their_labels_stay_its_own():
         yb = loader.batch(0)[1]
     assert yb["classes"].tolist() == [0, 1, 2, 3] and yb["labels"].shape == (4, 2)
     np.testing.assert_array_equal(yb["boxes"][:, 0], [[16 - 9, 3, 16 - 2, 12]] * 4)
+    kerascv = {"classes": LABELS, "boxes": BOXES, "labels": classes}  # the other way round
+    with shmaug.Loader(x, kerascv, batch_size=4, workers=0, augment=Compose(
+            [Op("hflip")], bounding_box_format="xyxy")) as loader:
+        yb = loader.batch(0)[1]
+    assert yb["labels"].tolist() == [0, 1, 2, 3] and yb["classes"].shape == (4, 2)

@@ -499,7 +499,7 @@ def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = 
                 f"{option} out where y holds none.")
     moved_at = {f.path for f in found.values()}
     _tell_unmoved_points([(at, v) for at, v in leaves(y) if at[:len(labels_at)] == labels_at
-                          and at not in moved_at], plan, labels_at)
+                          and at not in moved_at], plan, labels_at, image_shape)
     missing = [name for name in plan.required if name not in found]
     if missing:
         raise ArgumentError(
@@ -518,18 +518,32 @@ _DECLARED = (("bounding_box_format", "'boxes' (Keras' 'bounding_boxes' dict) or 
               "y={'keypoints': points}, (N, K, 2 or 3) padded with rows of -1"))
 
 
-def _tell_unmoved_points(others: list[tuple[Path, Any]], plan: Plan, labels_at: Path
-                         ) -> None:
+def _on_image(option: str, value: Any, image_shape: tuple[int, ...] | None) -> bool:
+    """Whether ``value`` looks like rows of boxes (M, 4) or keypoints (K, 2 or 3) in pixels
+    per sample: floats past 1, every one -1 (padding) or within the image's larger side (a
+    time series, an embedding, logits or a camera matrix has negatives or exceeds it)."""
+    shape = tuple(getattr(value, "shape", ()))
+    if len(shape) != 3 or shape[-1] != (4 if option == "bounding_box_format" else 2) and \
+            not (option == "keypoint_format" and shape[-1] == 3) or not in_pixels(value):
+        return False
+    coords = value if shape[-1] != 3 else value[..., :2]  # (a visibility column beside)
+    side = max(image_shape[:2]) if image_shape is not None and len(image_shape) >= 2 \
+        else np.inf
+    return bool(np.all((coords == -1) | ((coords >= 0) & (coords <= side))))
+
+
+def _tell_unmoved_points(others: list[tuple[Path, Any]], plan: Plan, labels_at: Path,
+                         image_shape: tuple[int, ...] | None = None) -> None:
     """Warn of what looks like boxes (N, M, 4) or keypoints (N, K, 2 or 3) in pixels under a
     name nothing moves, where the pipeline moves pixels and declares no format for them: they
     stay where they were while the images move (a format declared refuses them already)."""
-    if not plan.moves_pixels:
+    if not any(kind == WARPED for _, kind in plan.kinds):  # (shmaug's own geometric ops)
         return
     for option, what, fix in _DECLARED:
         if getattr(plan.pipeline, option, None) is not None:
             continue
         for at, value in others:
-            if getattr(value, "ndim", 0) == 3 and _points(option, value) and in_pixels(value):
+            if _on_image(option, value, image_shape):
                 looks = "boxes" if option == "bounding_box_format" else "keypoints"
                 warn(f"`{shown(at[len(labels_at):])}` {tuple(value.shape)} looks like "
                      f"{looks} in pixels, but nothing moves it while `augment` moves the "

@@ -111,9 +111,14 @@ def filed_under(y: Any, names: Collection[str], at: Path = ()) -> Iterator[Filed
     Keras' box layout (``bounding_boxes``, or keras-hub's y): its ``labels`` (KerasCV's
     ``classes``) are the boxes' (named ``box_labels`` inside, found again by their path)."""
     boxes = isinstance(y, dict) and isinstance(y.get("boxes"), np.ndarray)
-    # the boxes' labels: Keras' "labels" where there are both (a multi-task y's "classes"
-    # may be an image's own class, which was taken for them)
-    label_key = next((k for k in BOX_LABEL_KEYS if k in y), None) if boxes else None
+    # the boxes' labels: of "labels" (Keras') and "classes" (KerasCV's), the one of a label
+    # per box row, (N, M) (a multi-task y's other may be an image's own class)
+    label_key = None
+    if boxes:
+        rows = y["boxes"].shape[:2]
+        present = [k for k in BOX_LABEL_KEYS if k in y]
+        label_key = next((k for k in present if getattr(y[k], "shape", ())[:2] == rows),
+                         present[0] if present else None)
     items = y.items() if isinstance(y, dict) else (
         enumerate(y) if isinstance(y, (list, tuple)) else ())
     for key, value in items:

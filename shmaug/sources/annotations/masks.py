@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 from ..files import ImageFiles
-from ..images.decode import raise_if_refused, refuse_bombs, stored_sizes
+from ..images.decode import limited, pixel_limit, raise_if_refused, refuse_bombs, stored_sizes
 from ..remote import protocol_of
 from ...errors import ArgumentError, ImageReadError
 from ..images.reader import Reader
@@ -39,9 +39,12 @@ class MaskDecoder:
     ``image_size`` by nearest neighbour (None: kept at its size)."""
 
     image_size: tuple[int, int] | None
+    # the most pixels a mask may have, read where the source is made (``decode.pixel_limit``)
+    max_pixels: int | None = field(default_factory=pixel_limit)
 
     def __call__(self, data: np.ndarray, what: str) -> np.ndarray:
-        mask = decode_mask(data, what)
+        with limited(self.max_pixels):
+            mask = decode_mask(data, what)
         size = self.image_size
         if size is not None and mask.shape != size:
             mask = cv2.resize(mask, (size[1], size[0]), interpolation=cv2.INTER_NEAREST_EXACT)
@@ -51,7 +54,11 @@ class MaskDecoder:
 def decode_mask(data: np.ndarray, what: str) -> np.ndarray:
     """One mask file's bytes as (height, width) class ids (uint8, or uint16 for 16-bit)."""
     data = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
-    refuse_bombs(data, what)  # (a 900 KB mask of 30000x30000 took 3.6 GB in a worker)
+    try:  # (a 900 KB mask of 30000x30000 took 3.6 GB in a worker)
+        refuse_bombs(data, what)
+    except ImageReadError as exc:
+        raise ImageReadError(f"{str(exc).split('. Fix:')[0]}. Fix: replace the file, or "
+                             f"remove its pair.") from None  # (masks take no on_error)
     png = data[:8].tobytes() == _PNG and len(data) > 25
     palette = png and data[25] == _PALETTE
     try:

@@ -24,8 +24,11 @@ def stored_dims(data: np.ndarray) -> tuple[int, int] | None:
         if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR":
             width, height = struct.unpack(">II", head[16:24])
             return height, width
-        if head[:2] == b"BM":  # BITMAPINFOHEADER and later: signed 32-bit, height < 0 top-down
-            width, height = struct.unpack("<ii", head[18:26])
+        if head[:2] == b"BM":
+            if struct.unpack("<I", head[14:18])[0] == 12:  # BITMAPCOREHEADER: 16-bit sizes
+                width, height = struct.unpack("<HH", head[18:22])
+            else:  # BITMAPINFOHEADER and later: signed 32-bit, height < 0 top-down
+                width, height = struct.unpack("<ii", head[18:26])
             return abs(height), abs(width)
         if head[:6] in (b"GIF87a", b"GIF89a"):  # the logical screen
             width, height = struct.unpack("<HH", head[6:10])
