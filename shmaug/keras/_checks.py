@@ -275,8 +275,7 @@ def text_targets(y: Any) -> None:
     its first step with Keras' "Invalid dtype: str288": refused when the Sequence is made,
     naming the encoding. (A ``targets`` hook may turn them into numbers: not called then.)"""
     for at, value in tree.leaves(y):
-        if isinstance(value, np.ndarray) and value.dtype.kind in "USO" and value.size and \
-                isinstance(value.flat[0], (str, bytes)):
+        if tree.holds_text(value):
             first = value.flat[0]
             example = repr(str(first)) if isinstance(first, str) else repr(bytes(first))
             raise ArgumentError(

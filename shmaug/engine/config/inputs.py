@@ -523,10 +523,10 @@ def _on_image(option: str, value: Any, image_shape: tuple[int, ...] | None) -> b
     per sample: floats past 1, every one -1 (padding) or within the image's larger side (a
     time series, an embedding, logits or a camera matrix has negatives or exceeds it)."""
     shape = tuple(getattr(value, "shape", ()))
-    if len(shape) != 3 or shape[-1] != (4 if option == "bounding_box_format" else 2) and \
-            not (option == "keypoint_format" and shape[-1] == 3) or not in_pixels(value):
+    widths = (4,) if option == "bounding_box_format" else (2, 3)
+    if len(shape) != 3 or shape[-1] not in widths or not in_pixels(value):
         return False
-    coords = value if shape[-1] != 3 else value[..., :2]  # (a visibility column beside)
+    coords = value[..., :2] if shape[-1] == 3 else value  # (a visibility column beside)
     side = max(image_shape[:2]) if image_shape is not None and len(image_shape) >= 2 \
         else np.inf
     return bool(np.all((coords == -1) | ((coords >= 0) & (coords <= side))))

@@ -102,6 +102,13 @@ def leaves(y: Any, at: Path = ()) -> Iterator[tuple[Path, Any]]:
         yield at, y
 
 
+def holds_text(value: Any) -> bool:
+    """Whether ``value`` is an array of text (a DataFrame's class names), which no loss
+    takes."""
+    return isinstance(value, np.ndarray) and value.dtype.kind in "USO" and value.size > 0 \
+        and isinstance(value.flat[0], (str, bytes))
+
+
 BOX_LABEL_KEYS = ("labels", "classes")  # beside "boxes": Keras' (and keras-hub's), KerasCV's
 
 

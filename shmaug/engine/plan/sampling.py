@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config.tree import holds_text
 from ...errors import ArgumentError, ArgumentTypeError, got
 
 BALANCED = "balanced"  # every class equally likely, as scikit-learn's class_weight="balanced"
@@ -118,7 +119,7 @@ def labels(y: Any, n: int, kind: str) -> np.ndarray:
             f"unlabelled sample). Fix: pass per-sample weights, 0 for those samples, e.g. "
             f"`sampling_weights=w` with w[i] the weight of sample i, or leave them out.")
     if flat.ndim != 1 or flat.dtype.kind not in "iub":
-        text = flat.dtype.kind in "USO" and flat.size and isinstance(flat.flat[0], (str, bytes))
+        text = holds_text(flat)
         raise ArgumentError(
             f"`sampling_weights` given as {kind} needs class labels: integers >= 0 or "
             f"one-hot rows; `y` has shape {y.shape} and dtype {y.dtype}. " + (

@@ -54,19 +54,17 @@ class MaskDecoder:
 def decode_mask(data: np.ndarray, what: str) -> np.ndarray:
     """One mask file's bytes as (height, width) class ids (uint8, or uint16 for 16-bit)."""
     data = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
-    try:  # (a 900 KB mask of 30000x30000 took 3.6 GB in a worker)
-        refuse_bombs(data, what)
-    except ImageReadError as exc:
-        raise ImageReadError(f"{str(exc).split('. Fix:')[0]}. Fix: replace the file, or "
-                             f"remove its pair.") from None  # (masks take no on_error)
+    def refused(reason: str) -> ImageReadError:  # (masks take no on_error)
+        return ImageReadError(f"Cannot read {what} as a mask: {reason}. Fix: replace the "
+                              f"file, or remove its pair.")
+
+    refuse_bombs(data, what, refused)  # (a 900 KB mask of 30000x30000 took 3.6 GB)
     png = data[:8].tobytes() == _PNG and len(data) > 25
     palette = png and data[25] == _PALETTE
     try:
         mask = None if palette else cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
     except cv2.error as exc:
-        raise_if_refused(exc, lambda reason: ImageReadError(
-            f"Cannot read {what} as a mask: {reason}. Fix: replace the file, or remove its "
-            f"pair."), what)
+        raise_if_refused(exc, refused, what)
         mask = None
     if mask is not None and png and data[25] == _GREY and data[24] == 1:
         mask = mask // 255  # OpenCV scales 1 to 255; PIL, as a bool image, reads 0 and 1

@@ -24,12 +24,13 @@ import contextvars
 import os
 import struct
 import time
+from functools import partial
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from . import turbo
-from .headers import stored_dims
+from .headers import stored_dims, tiff_fields
 from ... import whole_decodes
 from ...resample import (Resample, Window, after_dct, aspect_window, cv_flag, dct_rest, fitted,
                          for_resize, margin, resize_box)
@@ -215,12 +216,14 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
     return _convert(image, COLOR_MODES[color_mode] if color_mode else None)
 
 
-def refuse_bombs(data: np.ndarray, what: str) -> None:
-    """An image past ``refuse_bomb``'s limit, refused from its header (``headers``)."""
+def refuse_bombs(data: np.ndarray, what: str,
+                 error: Callable[[str], Exception] | None = None) -> None:
+    """An image past ``refuse_bomb``'s limit, refused from its header (``headers``);
+    ``error(reason)``: the error to raise (an image's own, ``unreadable``, by default)."""
     header = jpeg_header(data)
     dims = header[:2] if header is not None else stored_dims(data)
     if dims is not None:
-        refuse_bomb(dims[0], dims[1], what)
+        refuse_bomb(dims[0], dims[1], what, error)
 
 
 def pixel_limit() -> int | None:
@@ -247,7 +250,8 @@ def limited(most: int | None) -> Iterator[None]:
         _LIMIT.reset(token)
 
 
-def refuse_bomb(height: int, width: int, what: str) -> None:
+def refuse_bomb(height: int, width: int, what: str,
+                error: Callable[[str], Exception] | None = None) -> None:
     """An image of more pixels than PIL opens (``pixel_limit``, as Keras' ``load_img``
     refuses it) is refused before it is decoded, on every decode path: a file of a megabyte
     can hold 20000x20000 pixels, 1.2 GB a decode in every worker."""
@@ -255,11 +259,11 @@ def refuse_bomb(height: int, width: int, what: str) -> None:
     most = pixel_limit() if most == _NOW else most
     if most is None or width * height <= most:
         return
-    raise unreadable(what, f"its header gives {width}x{height} pixels (width x height), past "
-                           f"the {most:,} that PIL and Keras' load_img open (a decompression "
-                           f"bomb, or a photo to cut into tiles first; to read it, set "
-                           f"PIL.Image.MAX_IMAGE_PIXELS higher, or to None, before the source "
-                           f"is made)")
+    reason = (f"its header gives {width}x{height} pixels (width x height), past the {most:,} "
+              f"that PIL and Keras' load_img open (a decompression bomb, or a photo to cut "
+              f"into tiles first; to read it, set PIL.Image.MAX_IMAGE_PIXELS higher, or to "
+              f"None, before the source is made)")
+    raise (error or partial(unreadable, what))(reason)
 
 
 def decide_jpeg_mode() -> str:
@@ -562,34 +566,8 @@ def _tiff_beyond_images(data: np.ndarray) -> bool:
     """Whether ``data`` is a TIFF whose first image is float or has more than 4 samples a
     pixel (bands): readable data that no image decoder here takes, told apart from a TIFF
     that is damaged (its first directory read off its header, a few bytes)."""
-    order = {b"II": "<", b"MM": ">"}.get(data[:2].tobytes())
-    if order is None:
-        return False
-    raw = data.tobytes()
-    try:
-        (magic,) = struct.unpack_from(order + "H", raw, 2)
-        if magic not in (42, 43):  # TIFF, BigTIFF
-            return False
-        big = magic == 43  # 8-byte offsets and counts, 20-byte entries
-        offset, count_of, entry = ("Q", "Q", 20) if big else ("I", "H", 12)
-        (start,) = struct.unpack_from(order + offset, raw, 8 if big else 4)
-        (count,) = struct.unpack_from(order + count_of, raw, start)
-        first = start + (8 if big else 2)
-        fields = {}
-        for k in range(count):  # tag, type, count, value or its offset
-            at = first + entry * k
-            tag, kind = struct.unpack_from(order + "HH", raw, at)
-            (n,) = struct.unpack_from(order + offset, raw, at + 4)
-            unit = {3: "H", 4: "I", 16: "Q"}.get(kind)
-            if tag not in (277, 339) or unit is None:
-                continue
-            value_at = at + (12 if big else 8)
-            if n * struct.calcsize(unit) > (8 if big else 4):  # held elsewhere: its offset
-                (value_at,) = struct.unpack_from(order + offset, raw, value_at)
-            fields[tag] = struct.unpack_from(order + unit, raw, value_at)[0]  # (the first)
-    except struct.error:
-        return False
-    return bool(fields.get(277, 1) > 4 or fields.get(339, 1) == 3)  # SamplesPerPixel, SampleFormat
+    fields = tiff_fields(data, (277, 339))  # SamplesPerPixel, SampleFormat
+    return fields is not None and (fields.get(277, 1) > 4 or fields.get(339, 1) == 3)
 
 
 def unreadable(what: str, reason: str) -> ImageReadError:

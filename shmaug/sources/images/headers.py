@@ -13,7 +13,7 @@ import struct
 
 import numpy as np
 
-__all__ = ["stored_dims"]
+__all__ = ["stored_dims", "tiff_fields"]
 
 
 def stored_dims(data: np.ndarray) -> tuple[int, int] | None:
@@ -36,7 +36,7 @@ def stored_dims(data: np.ndarray) -> tuple[int, int] | None:
         if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
             return _webp(head)
         if head[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):
-            return _tiff(data.tobytes())
+            return _tiff(data)
     except struct.error:  # (cut short: its decoder says so)
         return None
     return None
@@ -58,18 +58,39 @@ def _webp(head: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _tiff(raw: bytes) -> tuple[int, int] | None:
-    """A TIFF's first image: ImageWidth (256) and ImageLength (257) of its first directory."""
-    order = "<" if raw[:2] == b"II" else ">"
-    big = struct.unpack_from(order + "H", raw, 2)[0] == 43
-    offset, count_of, entry = ("Q", "Q", 20) if big else ("I", "H", 12)
-    (start,) = struct.unpack_from(order + offset, raw, 8 if big else 4)
-    (count,) = struct.unpack_from(order + count_of, raw, start)
-    first, sizes = start + (8 if big else 2), {}
-    for k in range(min(count, 4096)):
-        at = first + entry * k
-        tag, kind = struct.unpack_from(order + "HH", raw, at)
-        unit = {3: "H", 4: "I", 16: "Q"}.get(kind)
-        if tag in (256, 257) and unit is not None:
-            sizes[tag] = struct.unpack_from(order + unit, raw, at + (12 if big else 8))[0]
-    return (sizes[257], sizes[256]) if len(sizes) == 2 else None
+def _tiff(data: np.ndarray) -> tuple[int, int] | None:
+    """A TIFF's first image: its ImageLength (257) and ImageWidth (256)."""
+    fields = tiff_fields(data, (256, 257))
+    return None if fields is None or len(fields) < 2 else (fields[257], fields[256])
+
+
+def tiff_fields(data: np.ndarray, tags: tuple[int, ...]) -> dict[int, int] | None:
+    """The first value of each of ``tags`` in a TIFF's (or BigTIFF's) first directory, read
+    in place (no copy of the file); None: no TIFF, or a directory cut short."""
+    order = {b"II": "<", b"MM": ">"}.get(data[:2].tobytes())
+    if order is None:
+        return None
+    buf = data.data.cast("B")  # (the file's bytes as they lie)
+    try:
+        (magic,) = struct.unpack_from(order + "H", buf, 2)
+        if magic not in (42, 43):  # TIFF, BigTIFF
+            return None
+        big = magic == 43  # 8-byte offsets and counts, 20-byte entries
+        offset, count_of, entry = ("Q", "Q", 20) if big else ("I", "H", 12)
+        (start,) = struct.unpack_from(order + offset, buf, 8 if big else 4)
+        (count,) = struct.unpack_from(order + count_of, buf, start)
+        first, fields = start + (8 if big else 2), {}
+        for k in range(count):  # tag, type, count, value or its offset
+            at = first + entry * k
+            tag, kind = struct.unpack_from(order + "HH", buf, at)
+            (n,) = struct.unpack_from(order + offset, buf, at + 4)
+            unit = {3: "H", 4: "I", 16: "Q"}.get(kind)
+            if tag not in tags or unit is None:
+                continue
+            value_at = at + (12 if big else 8)
+            if n * struct.calcsize(unit) > (8 if big else 4):  # held elsewhere: its offset
+                (value_at,) = struct.unpack_from(order + offset, buf, value_at)
+            fields[tag] = struct.unpack_from(order + unit, buf, value_at)[0]
+    except struct.error:
+        return None
+    return fields
