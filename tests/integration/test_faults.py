@@ -320,7 +320,15 @@ def test_a_stopped_worker_is_told_stopped_not_running_its_op(monkeypatch):
         next(batches)
         pid = loader.pids[0]
         os.kill(pid, signal.SIGSTOP)
-        threading.Timer(3.0, os.kill, (pid, signal.SIGCONT)).start()
+
+        def go_on_once_told() -> None:  # (a fixed 3 s was too short on a loaded host)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not any(
+                    "worker 0" in str(w.message) for w in list(warned)):
+                time.sleep(0.1)
+            os.kill(pid, signal.SIGCONT)
+
+        threading.Thread(target=go_on_once_told, daemon=True).start()
         assert sum(1 for _ in batches) == 99  # every batch once the worker goes on
     stalls = [str(w.message) for w in warned if "worker 0" in str(w.message)]
     assert stalls and "is stopped (state T" in stalls[0] and f"kill -CONT {pid}" in stalls[0], \
