@@ -513,6 +513,11 @@ def lend(loader: Loader, index: int, *, epoch: int, in_order: bool,
     return loader._batch(index, epoch, in_order, Handoff.COPY if keep else Handoff.LEND)
 
 
+def rewritten(loader: Loader) -> bool:
+    """Whether rows of the user's array ``x`` were written since ``loader`` copied it (a
+    Sequence then copies it again; a Loader warns as its next pass begins)."""
+    return loader._run.rewritten()
+
 
 def serve(loader: Loader, key: int, index: int, ahead: Iterable[EpochBatch]) -> np.ndarray:
     """Batch ``index`` of epoch key ``key``, made by ``loader``, which prefetches ``ahead``

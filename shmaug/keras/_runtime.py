@@ -57,6 +57,7 @@ class Runtime:
     inferring: weakref.WeakKeyDictionary[Any, bool] = field(
         default_factory=weakref.WeakKeyDictionary)
     used: float = 0.0  # invariant: monotonic time of the latest ask for a batch
+    epoch_ends: int = 0  # calls of Sequence.on_epoch_end (an override's super() included)
     longest_pause_s: float = 0.0  # the longest idle stop after which it was asked again
     requests: int = 0  # asks for a batch since start (or reset_stats)
     hits: int = 0  # of them, served from a batch prepared already

@@ -25,6 +25,7 @@ twice and the workers' lifecycle (``_idle.py`` stops those nobody asks).
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import time
@@ -40,7 +41,7 @@ from ..engine.config import checks as check
 from ..engine.config.options import (BatchOptions, Options, Order, OutputOptions, Settings,
                                      WorkerOptions)
 from ..engine.workers import lazy_imports
-from ..engine.loader import Loader, lend, start
+from ..engine.loader import Loader, lend, rewritten, start
 from ..engine.remote import RemoteWorkers
 from ..ops import declared
 from ..ops.mixing import Mix
@@ -137,6 +138,8 @@ class _FacadeApi:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         facade_checks.subclassed(cls, _FACADE_NAMES)
+        if "on_epoch_end" in cls.__dict__ and cls.__module__ != __name__:  # (a user's override)
+            setattr(cls, "on_epoch_end", _told_without_super(cls.__dict__["on_epoch_end"]))
 
     def overrides(self, hook: str) -> bool:
         """Whether a subclass overrides ``hook`` (``"load"``, ``"augment"``, ``"targets"``,
@@ -419,6 +422,9 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 else True
             if begins and not in_order:
                 self._order.check_shuffled_pass()  # shards of it need a common seed
+            if (begins or caller is None and index == 0) and rt.running is not None \
+                    and rewritten(rt.running):  # (a pass, or a loop by hand, begins)
+                _copy_again(self, rt)
             loader = _ensure_loader(self)
             key, in_pass = passes.ask(index, caller, in_order)
             if in_pass:
@@ -470,6 +476,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         contract) the next one gets the next epoch, as the next ``for batch in seq`` does;
         after Keras' own passes nothing moves (_passes rule 5). An override should call
         ``super().on_epoch_end()``, else such a loop replays the same epoch."""
+        self._runtime.epoch_ends += 1
         if stack.from_adapter(self):  # Keras' passes are its generators; its calls move nothing
             with self._runtime.lock:  # (but the figures' pass ends: validation is not its)
                 self._runtime.pause()
@@ -598,6 +605,28 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         return _describe.sequence_repr(self, Sequence, self._settings, self._order, self._runtime)
 
 
+_TOLD_WITHOUT_SUPER: weakref.WeakSet[type] = weakref.WeakSet()  # (once per class)
+
+
+def _told_without_super(on_epoch_end: Callable[..., Any]) -> Callable[..., Any]:
+    """A subclass's ``on_epoch_end``, warning once where it returns without having called
+    ``super().on_epoch_end()``, as Keras users write it (``PyDataset``'s does nothing): a
+    loop by hand then replayed one epoch's order and augmentations, and ``seq.epoch`` lagged."""
+    @functools.wraps(on_epoch_end)
+    def told(self: Sequence, *args: Any, **kwargs: Any) -> Any:
+        rt = self.__dict__.get("_runtime")
+        before = None if rt is None else rt.epoch_ends
+        result = on_epoch_end(self, *args, **kwargs)
+        if rt is not None and rt.epoch_ends == before and type(self) not in _TOLD_WITHOUT_SUPER:
+            _TOLD_WITHOUT_SUPER.add(type(self))
+            warn(f"{type(self).__qualname__}.on_epoch_end returned without calling "
+                 f"super().on_epoch_end(): a loop by hand (seq[i] for each batch, then "
+                 f"on_epoch_end()) gets the same epoch again, its order and augmentations, "
+                 f"and seq.epoch falls behind Keras'. Fix: call super().on_epoch_end() in it.")
+        return result
+    return told
+
+
 def _ensure_loader(seq: Sequence) -> Loader:
     """``seq``'s running loader; started here (with the lock held) if none runs."""
     rt, now = seq._runtime, time.monotonic()
@@ -621,6 +650,20 @@ def _ensure_loader(seq: Sequence) -> Loader:
         # may be an error)
     assert rt.loader is not None
     return rt.loader
+
+
+def _copy_again(seq: Sequence, rt: Runtime) -> None:
+    """Rows of ``x`` were written since the workers' copy was made (a buffer grown in place
+    between active-learning rounds): they stop, as when idle, and the pass beginning starts
+    them on a new copy; what they had made ahead is made again (a batch is a function of the
+    seed, the epoch and the index)."""
+    log.info("Rows of `x` were written since its copy in shared memory was made: the "
+             "workers start again on a new copy")
+    loader, rt.life = rt.running, Life.STOPPED_IDLE
+    rt.held.clear()  # (batches of the old rows, kept for a second ask)
+    _idle.forget(seq)
+    assert loader is not None
+    loader.close()
 
 
 def _closing(seq: Sequence, rt: Runtime) -> None:

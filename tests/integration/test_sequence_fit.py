@@ -403,6 +403,7 @@ def test_to_tf_dataset():
 
         def on_epoch_end(self):
             type(self).ends += 1
+            super().on_epoch_end()
 
     with Counted(x, y, batch_size=16, augment=_ops.noisy, workers=2, seed=0,
                  shuffle=True) as seq:
@@ -539,3 +540,43 @@ def ours(warned):
     """shmaug's warnings among those recorded, not the backend's own (JAX's about fork,
     Keras-on-torch's numpy 2 deprecations)."""
     return [w for w in warned if issubclass(w.category, shmaug.ShmaugWarning)]
+
+
+class Pairs(shmaug.Sequence):
+    """Counts the rows of every batch Keras asked for whose image is not its label."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.unpaired = 0
+
+    def __getitem__(self, index):
+        xb, yb = super().__getitem__(index)
+        self.unpaired += int((xb[:, 0, 0, 0] != yb).sum())
+        return xb, yb
+
+
+def test_rows_written_into_x_between_fits_reach_the_next_fit():
+    """Active learning with a buffer grown in place: the workers read the copy made before the
+    new rows were written while `y` is read at each batch, so 12 new labels went with blank
+    images, without a word (an 8-row spot check missed them), unless an idle stop had copied
+    `x` again meanwhile. The next pass now copies it again, whichever backend probes first."""
+    x, y = np.zeros((300, SIDE, SIDE, 1), np.float32), np.zeros(300, np.float32)
+    x[:200], y[:200] = (np.arange(200) % 5)[:, None, None, None], np.arange(200) % 5
+    model = keras.Sequential([keras.Input((SIDE, SIDE, 1)), keras.layers.Flatten(),
+                              keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    with Pairs(x, y, batch_size=25, augment=_ops.identity, workers=2, seed=0,
+               shuffle=True) as seq:
+        model.fit(seq, epochs=1, verbose=0)
+        first = seq.loader
+        x[200:212], y[200:212] = 3, 3
+        model.fit(seq, epochs=2, verbose=0)
+        assert seq.loader is not first  # (copied again, once)
+        again = seq.loader
+        model.fit(seq, epochs=1, verbose=0)
+        assert seq.loader is again  # nothing written: nothing copied
+        x[250], y[250] = 4, 4  # a loop by hand (seq[i], then on_epoch_end) takes it too
+        for i in range(len(seq)):
+            seq[i]
+        seq.on_epoch_end()
+    assert seq.unpaired == 0

@@ -262,11 +262,13 @@ class Reader:
             reason = f"Could not read {self.table.what(index)} (it reads now)"
         except ImageReadError as exc:
             reason = str(exc).split(" Fix:")[0].rstrip(".")
+        kind = " of its class" if self.by_class else ""
         return (
             f"{reason}. With on_error='skip' it is replaced by the next readable "
-            f"{self.table.NOUN} of its class, in this epoch and every other. This warning is "
-            f"not repeated for this loader: stats()['unreadable'] lists every unreadable "
-            f"{self.table.NOUN} met and stats()['skipped'] counts the stand-ins delivered. "
+            f"{self.table.NOUN}{kind}, in this epoch and every other (a prediction for it is "
+            f"its stand-in's). This warning is not repeated for this loader: "
+            f"stats()['unreadable'] lists every unreadable {self.table.NOUN} met (the rows "
+            f"to set aside) and stats()['skipped'] counts the stand-ins delivered. "
             f"Fix: replace or remove the {self.table.NOUN}(s)."
         )
 
