@@ -358,6 +358,27 @@ def validation_classes(x: Any, validation_x: Any) -> None:
             f"it lacks).")
 
 
+def labels_for_the_loss(call: tuple[str, Any] | None, labelled: bool) -> None:
+    """``fit`` or ``evaluate`` on a Sequence that gives no labels, with a model whose compiled
+    loss takes them (Keras' own steps, no ``compute_loss`` of the user's): Keras failed with
+    "None values not supported" (TensorFlow) or "'NoneType' object has no attribute
+    'shape'" (JAX, torch), naming neither the labels nor the Sequence."""
+    if call is None or labelled:
+        return
+    name, model = call
+    step = type(model).train_step if name == "fit" else getattr(type(model), "test_step", None)
+    if name == "predict" or getattr(model, "loss", None) is None or not all(
+            getattr(f, "__module__", "").startswith("keras.")
+            for f in (step, type(model).compute_loss)):
+        return
+    loss = model.loss if isinstance(model.loss, str) else type(model.loss).__name__
+    raise ArgumentError(
+        f"{name}() computes the model's loss ({loss}) on labels, but this "
+        f"shmaug.Sequence gives none: it was made without `y` (an unlabelled source, or "
+        f"from_paths / from_dataframe without labels). Fix: pass the labels (`y=`, or "
+        f"`labels=` / `y_col=` to the source), or predict() for outputs alone.")
+
+
 _TOLD_UNSYNCED: weakref.WeakSet[Any] = weakref.WeakSet()  # (once per Sequence)
 
 

@@ -107,6 +107,19 @@ def from_adapter(seq: object) -> bool:
     return frame is not None and getattr(_keras_self(frame), "py_dataset", None) is seq
 
 
+def trainer_call() -> tuple[str, Any] | None:
+    """The innermost of Keras' ``fit``, ``evaluate`` and ``predict`` up the stack, and its
+    model (fit's validation is its ``evaluate``), or None."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in _INFERENCE | {"fit"} and "keras" in code.co_filename and \
+                code.co_filename.endswith("trainer.py"):
+            return code.co_name, frame.f_locals.get("self")
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
 def fit_argument(name: str) -> Any:
     """The argument ``name`` of Keras' ``fit`` up the stack as ``fit`` holds it now (its
     ``initial_epoch`` once ``BackupAndRestore`` has set it, its ``callbacks`` as a

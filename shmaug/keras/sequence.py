@@ -416,6 +416,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             begins = passes.begins(caller, index)
             if begins and stack.keras_is_building():  # JAX, torch: asked from the build
                 passes.building(True)  # itself (also when on_epoch_begin is overridden)
+            if begins:  # (JAX and torch build the metrics on a first batch, before any epoch)
+                facade_checks.labels_for_the_loss(stack.trainer_call(), _labelled(self))
             # Whose order: read off the stack only where a pass begins (a pass in progress
             # keeps its own), or for a look
             in_order = _in_order(self, stack.keras_adapter(self)) if begins or caller is None \
@@ -460,6 +462,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         inferring = adapter is not None and stack.keras_is_inferring()
         if adapter is not None and not (building or inferring):
             _check_fit(self)
+        if adapter is not None and not building:  # (TensorFlow: tf.data's threads ask)
+            facade_checks.labels_for_the_loss(stack.trainer_call(), _labelled(self))
         rt = self._runtime
         with rt.lock:
             if adapter is not None:  # whose passes Keras never shuffles (see _in_order)
@@ -706,6 +710,13 @@ def _check_fit(seq: Sequence) -> None:
                                    stack.fit_argument("epoch"),
                                    stack.fit_argument("steps_per_epoch"),
                                    stack.fit_argument("callbacks"))
+
+
+def _labelled(seq: Sequence) -> bool:
+    """Whether ``seq``'s batches may hold labels: a ``y`` given, or a hook of a subclass's
+    that may make them (``targets``, its own ``__getitem__``)."""
+    return seq.targets_as_given() is not None or seq.overrides("targets") or \
+        type(seq).__getitem__ is not Sequence.__getitem__
 
 
 def _source_labelled(seq: Any) -> Any:

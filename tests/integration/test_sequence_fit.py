@@ -580,3 +580,32 @@ def test_rows_written_into_x_between_fits_reach_the_next_fit():
             seq[i]
         seq.on_epoch_end()
     assert seq.unpaired == 0
+
+
+class OwnLoss(keras.Model):
+    """Self-supervised: a loss of the outputs alone, no labels."""
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        return keras.ops.mean(keras.ops.square(y_pred))
+
+
+def test_fit_and_evaluate_on_a_sequence_without_labels_name_them():
+    """A Sequence made without `y` (an unlabelled source, from_paths without labels) under a
+    model compiled with a loss: Keras failed with "None values not supported" (TensorFlow) or
+    "'NoneType' object has no attribute 'shape'" (JAX, torch). predict, and a model whose
+    own compute_loss needs no labels, go on."""
+    x, _ = data()
+    model = keras.Sequential([keras.Input((SIDE, SIDE, 1)), keras.layers.Flatten(),
+                              keras.layers.Dense(CLASSES, activation="softmax")])
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    with shmaug.Sequence(x, batch_size=16, augment=_ops.identity, workers=1, seed=0) as seq:
+        for call in (model.fit, model.evaluate):
+            with pytest.raises(shmaug.ArgumentError, match=rf"{call.__name__}\(\) computes the "
+                               r"model's loss \(sparse_categorical_crossentropy\) on labels, "
+                               r"but this shmaug.Sequence gives none.*Fix: pass the labels"):
+                call(seq, verbose=0)
+        assert model.predict(seq, verbose=0).shape == (N, CLASSES)
+        inputs = keras.Input((SIDE, SIDE, 1))
+        own = OwnLoss(inputs, keras.layers.Dense(2)(keras.layers.Flatten()(inputs)))
+        own.compile("sgd")
+        assert len(own.fit(seq, epochs=1, verbose=0).history["loss"]) == 1
