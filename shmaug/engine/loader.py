@@ -305,8 +305,8 @@ class Loader:
         return self._run.output_dtype
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Any]]:
-        # The cursor moves on as the pass starts: a pass cut short never repeats its epoch.
-        run, epoch, start = self._cursor.begin()
+        run, epoch, start = self._cursor.begin()  # (moved on: a pass cut short repeats no epoch)
+        self._run.tell_rewritten()  # (rows of x written since it was copied)
         try:
             for batch in range(start, len(self)):  # (a pass lends, under copy=False)
                 out = self._batch(batch, epoch, False, Handoff.COPY if self.copy else
@@ -502,6 +502,7 @@ def start(options: Options, *, pin_memory: bool | None = None) -> Loader:
     ``pin_memory``, where given, in place of the options' (a Sequence decides it then)."""
     loader = Loader.__new__(Loader)
     loader._start(options, pin_memory)
+    loader._run.tells_rewritten = False  # (the Sequence copies x again: rewritten())
     return loader
 
 

@@ -69,6 +69,8 @@ class _NoPool:
 Pool = WorkerPool | InlinePool | RemotePool | _NoPool  # who makes the batches
 _COMPARED_BYTES = 1 << 24  # the user's array is compared with the workers' copy this much at
 # a time (a whole GiB in about 0.15 s on a 2-core host: a row or two rewritten is found)
+_SPOT_ROWS = 64  # rows compared per pass where a row is not one run of memory (Fortran order,
+# a transposed view: read in the copy's order, a whole compare costs 10-100x as much)
 
 
 def _tell_strided_map(x: Any) -> None:
@@ -85,11 +87,16 @@ def _tell_strided_map(x: Any) -> None:
 
 def _same_rows(given: np.ndarray, copy: np.ndarray) -> bool:
     """Whether ``given`` holds the bytes of ``copy`` (of its shape and dtype), row for row;
-    read a chunk at a time, as words where they divide."""
+    read a chunk at a time, as words where they divide. Rows that are not each one run of
+    memory are compared ``_SPOT_ROWS`` at a time, drawn afresh each call."""
+    if not given[:1].flags.c_contiguous:
+        rows = np.sort(np.random.default_rng().choice(len(given), min(_SPOT_ROWS, len(given)),
+                                                      replace=False))
+        return bool(np.array_equal(given[rows].view(np.uint8), copy[rows].view(np.uint8)))
     step = max(1, _COMPARED_BYTES // max(1, given[:1].nbytes))
     for start in range(0, len(given), step):
         a = np.ascontiguousarray(given[start:start + step]).reshape(-1).view(np.uint8)
-        b = np.ascontiguousarray(copy[start:start + step]).reshape(-1).view(np.uint8)
+        b = copy[start:start + step].reshape(-1).view(np.uint8)
         if a.nbytes % 8 == 0:
             a, b = a.view(np.uint64), b.view(np.uint64)
         if np.not_equal(a, b).any():
@@ -161,7 +168,7 @@ class Running:
         self.x: Any = None  # invariant: where workers read (a shared view, a map, a source)
         # the user's array x where self.x is a copy of it, to tell rows written into it later
         self._given: weakref.ref[np.ndarray] | None = None
-        self._compared = False  # the user's array was found unchanged since the last batch
+        self.tells_rewritten = True  # a Loader's (a Sequence copies x again instead)
         self.load: Any = None  # invariant: what workers call for sample i; None: x[i]
         self.undecoded = False  # invariant: workers get photos undecoded (a decode-time crop)
         try:
@@ -211,9 +218,6 @@ class Running:
         """Batch ``index`` of ``epoch`` read as its key ``key`` says (the samples at
         ``positions``), asked at ``began``: its images, the targets the workers moved with
         them (by name), and whether it was ready when asked."""
-        if index == 0 and self._given is not None:
-            self._tell_rewritten()
-        self._compared = False
         if self.auto is not None:  # between two epochs: the pool may be resized
             change = self.auto.before(epoch, self.workers, began)
             if change is not None:
@@ -242,17 +246,15 @@ class Running:
         after it was made (a buffer grown in place between active-learning rounds), each row
         compared whole."""
         given = self._given() if self._given is not None else None
-        if given is None or self._compared or given.shape != self.x.shape or \
-                given.dtype != self.x.dtype:
+        if given is None or given.shape != self.x.shape or given.dtype != self.x.dtype:
             return False
-        self._compared = True  # (until a batch is made: the ask that compared compares once)
         return not _same_rows(given, self.x)
 
-    def _tell_rewritten(self) -> None:
-        """Warn, once, where rows of the user's array differ from the copy the workers read:
-        a buffer edited in place between epochs (pseudo-labels) paired its new labels, read
-        at each batch, with its old images. (A Sequence copies it again instead.)"""
-        if not self.rewritten():
+    def tell_rewritten(self) -> None:
+        """As a Loader's pass begins: warn, once, where rows of the user's array differ from
+        the copy the workers read (a buffer edited in place between epochs, pseudo-labels,
+        paired its new labels, read at each batch, with its old images)."""
+        if not self.tells_rewritten or not self.rewritten():
             return
         self._given = None
         warn("Rows of `x` were written after the loader was made: its workers read the copy "

@@ -26,6 +26,7 @@ twice and the workers' lifecycle (``_idle.py`` stops those nobody asks).
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import sys
 import time
@@ -138,7 +139,8 @@ class _FacadeApi:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         facade_checks.subclassed(cls, _FACADE_NAMES)
-        if "on_epoch_end" in cls.__dict__ and cls.__module__ != __name__:  # (a user's override)
+        if inspect.isfunction(cls.__dict__.get("on_epoch_end")) and cls.__module__ != __name__:
+            # (a user's override: a static or class method is left as it is)
             setattr(cls, "on_epoch_end", _told_without_super(cls.__dict__["on_epoch_end"]))
 
     def overrides(self, hook: str) -> bool:
@@ -664,6 +666,7 @@ def _copy_again(seq: Sequence, rt: Runtime) -> None:
     log.info("Rows of `x` were written since its copy in shared memory was made: the "
              "workers start again on a new copy")
     loader, rt.life = rt.running, Life.STOPPED_IDLE
+    rt.used = time.monotonic()  # (not an idle pause: this ask goes on)
     rt.held.clear()  # (batches of the old rows, kept for a second ask)
     _idle.forget(seq)
     assert loader is not None

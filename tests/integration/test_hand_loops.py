@@ -75,6 +75,20 @@ def test_a_subclass_not_calling_super_replays_its_epoch_by_hand_but_not_under_fi
             plan.close()
 
 
+class StaticEnd(shmaug.Sequence):
+    @staticmethod
+    def on_epoch_end():
+        pass
+
+
+def test_an_on_epoch_end_of_a_subclass_may_be_a_static_method():
+    """The check that an override calls super() wraps plain functions only: a static method
+    was handed the Sequence, a TypeError under fit."""
+    x, y = _fit.data()
+    with StaticEnd(x, y, batch_size=_fit.BATCH, workers=0, seed=3) as seq:
+        by_hand(seq, 2)
+
+
 def test_a_hand_loop_then_fit_goes_on_with_the_next_epoch():
     x, y = _fit.data()
     log = _fit.Log()

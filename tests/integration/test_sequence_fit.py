@@ -579,6 +579,13 @@ def test_rows_written_into_x_between_fits_reach_the_next_fit():
         for i in range(len(seq)):
             seq[i]
         seq.on_epoch_end()
+        seq[0], seq[0]  # (the second a batch held for a second ask)
+        x[260:265], y[260:265] = 2, 2
+        model.fit(seq, epochs=1, verbose=0)
+        x[270:275], y[270:275] = 1, 1
+        seq.batch(0, in_order=True), seq[5]  # looks between an edit and a pass: old rows,
+        seq.unpaired = 0  # (seq[5] among them)
+        model.fit(seq, epochs=1, verbose=0)  # which turn nothing off
     assert seq.unpaired == 0
 
 
