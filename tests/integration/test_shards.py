@@ -108,10 +108,32 @@ dist.destroy_process_group()
 """
 
 
-def test_ranks_of_torch_distributed_reading_the_whole_dataset_are_told():
-    """DDP, Lightning and Accelerate shard only a DataLoader: with num_shards left out, both
-    ranks trained on the same 100 samples an epoch, without a word."""
-    pytest.importorskip("torch")
+DISAGREE = """
+import os, sys, warnings
+import numpy as np, torch.distributed as dist, shmaug
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2])
+dist.init_process_group("gloo", rank=int(sys.argv[1]), world_size=2)
+rank, x = dist.get_rank(), np.zeros((12, 4, 4), np.uint8)
+with warnings.catch_warnings(record=True) as told:
+    warnings.simplefilter("always")
+    for seed, index in ((0, rank), (rank, rank), (5, 0)):  # agreed, a seed per rank, one index
+        if rank == 1:
+            dist.barrier()  # (rank 0's loader first: rank 1 finds what it left)
+        shmaug.Loader(x, batch_size=2, workers=0, shuffle=True, seed=seed, num_shards=2,
+                      shard_index=index).close()
+        if rank == 0:
+            dist.barrier()
+    if rank == 0:  # a validation set rank 0 alone reads: nothing waits on rank 1
+        shmaug.Loader(x, batch_size=3, workers=0, shuffle=True, seed=1, num_shards=2,
+                      shard_index=0).close()
+print("TOLD", [str(w.message) for w in told if issubclass(w.category, shmaug.ShmaugWarning)])
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+def _ranks(script: str) -> list[str]:
+    """Run ``script`` as ranks 0 and 1 of a gloo process group; what each was told."""
     import socket
     import subprocess
     import sys
@@ -119,13 +141,35 @@ def test_ranks_of_torch_distributed_reading_the_whole_dataset_are_told():
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = str(free.getsockname()[1])
-    ranks = [subprocess.Popen([sys.executable, "-c", RANK, str(rank), port], text=True,
+    ranks = [subprocess.Popen([sys.executable, "-c", script, str(rank), port], text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               env={**os.environ, "PYTHONPATH": os.getcwd()})
              for rank in (0, 1)]
+    told = []
     for rank in ranks:
         out, err = rank.communicate(timeout=100)
         assert rank.returncode == 0, err[-2000:]
-        told = out.split("TOLD ")[1]
+        told.append(out.split("TOLD ")[1].strip())
+    return told
+
+
+def test_torch_ranks_whose_shards_do_not_split_one_epoch_are_told():
+    """`seed=rank` (a seed per rank, for augmentations): each rank sharded another order, so
+    746 of 3,000 samples were read twice an epoch and as many never, without a word; two
+    ranks given one shard_index read the same half."""
+    pytest.importorskip("torch")
+    first, second = _ranks(DISAGREE)
+    assert first == "[]", first  # (rank 0 came first each time: nothing left to compare)
+    assert second.count("shuffles its shard with seed=1 and rank 0 with seed=0") == 1, second
+    assert second.count("Ranks 0 and 1 of torch.distributed both read shard_index=0") == 1, \
+        second
+    assert "Fix: pass the same seed on every rank" in second
+
+
+def test_ranks_of_torch_distributed_reading_the_whole_dataset_are_told():
+    """DDP, Lightning and Accelerate shard only a DataLoader: with num_shards left out, both
+    ranks trained on the same 100 samples an epoch, without a word."""
+    pytest.importorskip("torch")
+    for told in _ranks(RANK):
         assert told.count("torch.distributed runs 2 ranks") == 1, told
         assert "num_shards=2, shard_index=torch.distributed.get_rank()" in told

@@ -260,6 +260,8 @@ FOREIGN_PRIVATE = {
     "shm._buf": "SharedMemory's buffer, dropped with its mapping",
     "shm._name": "SharedMemory's block name as the resource tracker spells it",
     "shm._fd": "SharedMemory's descriptor, to reserve the block's room (posix_fallocate)",
+    "dist.distributed_c10d._get_default_store": "torch.distributed's key-value store (no "
+    "public door to it), where each rank leaves its shard's seed for the others to compare",
 }
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import inspect
 import numbers
 import random
-import sys
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ from ..plan.blocks import BLOCKS
 from ..workers.shipping import globals_read
 from ..plan.schedule import BatchPlan, Shard
 from ..remote import RemoteWorkers
+from . import ranks
 
 
 def fixed_setting(owner: str, name: str, value: Any) -> AttributeError:
@@ -412,38 +412,6 @@ def bfloat16(name: str) -> np.dtype:
     return dt
 
 
-def _unsharded_ranks() -> None:
-    """Warn where torch.distributed runs several ranks (DDP, Lightning, Accelerate), or
-    jax.distributed several processes, and the data is not sharded: none of them shards a
-    Loader (they leave what is no DataLoader as it is), so every rank trained on the same
-    batches, without a word. Neither framework is imported here."""
-    dist = getattr(sys.modules.get("torch"), "distributed", None)
-    try:
-        ranks = dist.get_world_size() if dist is not None and dist.is_available() and \
-            dist.is_initialized() else 1
-    except Exception:  # noqa: BLE001 - a torch that cannot say: nothing to tell
-        return
-    if ranks > 1:
-        warn(f"torch.distributed runs {ranks} ranks, and this loader reads the whole dataset "
-             f"in each: every rank would train on the same batches (DDP, Lightning and "
-             f"Accelerate shard only a DataLoader). Fix: pass num_shards={ranks}, "
-             f"shard_index=torch.distributed.get_rank() (num_shards=1 to read it whole on "
-             f"purpose).")
-    # jax.distributed.initialize()'s state (its client set, the process count it was given);
-    # not where a Keras distribution is set, whose Sequence takes its shard from it
-    keras_distribution = getattr(getattr(sys.modules.get("keras"), "distribution", None),
-                                 "distribution", None)
-    if callable(keras_distribution) and keras_distribution() is not None:
-        return
-    state = getattr(sys.modules.get("jax._src.distributed"), "global_state", None)
-    processes = getattr(state, "num_processes", 1) if getattr(state, "client", None) else 1
-    if isinstance(processes, int) and processes > 1:
-        warn(f"jax.distributed runs {processes} processes, and this loader reads the whole "
-             f"dataset in each: every process would train on the same batches. Fix: pass "
-             f"num_shards=jax.process_count(), shard_index=jax.process_index() (num_shards=1 "
-             f"to read it whole on purpose).")
-
-
 def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:
     """``(num_shards, shard_index)`` checked against a dataset of ``n`` samples; (1, 0) when
     both are None. A ``num_shards`` above 1 needs its ``shard_index``: every host silently
@@ -454,7 +422,7 @@ def shard(num_shards: Any, shard_index: Any, n: int) -> tuple[int, int]:
                 f"`shard_index`={shard_index!r} was given without `num_shards`. Fix: pass "
                 f"both, e.g. num_shards=<number of hosts>, shard_index=<this host's rank>."
             )
-        _unsharded_ranks()
+        ranks.unsharded()
         return 1, 0
     if not _is_int(num_shards) or num_shards <= 0:
         raise ArgumentError(
@@ -495,6 +463,7 @@ def sharded_plan(n: int, batch_size: int, drop_remainder: bool, num_shards: Any,
     of its epochs (``seed``: as given, None when drawn)."""
     count, index = shard(num_shards, shard_index, n)
     shard_seed(count, shuffle, seed)
+    ranks.agree(count, index, seed, n, batch_size, shuffle)
     plan = BatchPlan(Shard(count, index).size(n), batch_size, drop_remainder)
     nonempty_epoch(plan, count)
     return count, index, plan
