@@ -153,6 +153,8 @@ class _LabelledSource:
     (dict(sampling_weights=["a"] * 400), ValueError, "one weight per sample"),
     (dict(sampling_weights="equal"), ValueError, r"received 'equal'.*\"balanced\""),
     (dict(sampling_weights={0: 1, 1: 1}), ValueError, r"no weight for the class\(es\) \[2, 3\]"),
+    (dict(sampling_weights={"cat": 1, "dog": 2}), ValueError,  # a source's class names
+     r"classes given: \['cat', 'dog'\]\).*keyed by the labels' numbers.*class_indices"),
     (dict(sampling_weights={0: 1, 1: 1, 2: 1, 3: -2}), ValueError,
      r"`sampling_weights\[3\]` must be finite and >= 0; received -2.0"),
     (dict(sampling_weights={0: 0, 1: 0, 2: 0, 3: 0}), ValueError, "all zero"),

@@ -55,10 +55,14 @@ def _per_class(value: dict[Any, Any], found: np.ndarray) -> np.ndarray:
     present = np.unique(found).tolist()
     missing = [c for c in present if c not in value]
     if missing:
+        named = any(isinstance(c, str) for c in value)  # class names, where labels are numbers
         raise ArgumentError(
             f"`sampling_weights` has no weight for the class(es) {missing[:10]} found in the "
             f"labels (classes given: {sorted(value, key=repr)[:10]}). Fix: give every class "
-            f"a weight, 0 to leave a class out."
+            f"a weight, 0 to leave a class out" + (
+                ", keyed by the labels' numbers (a source's names map to them: "
+                "{files.class_indices[name]: weight for name, weight in by_name.items()})."
+                if named else ".")
         )
     table = np.zeros(max(present) + 1)
     for c in present:
