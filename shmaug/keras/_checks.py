@@ -366,10 +366,10 @@ def labels_for_the_loss(call: tuple[str, Any] | None, labelled: bool) -> None:
     if call is None or labelled:
         return
     name, model = call
-    step = type(model).train_step if name == "fit" else getattr(type(model), "test_step", None)
+    step = getattr(type(model), "train_step" if name == "fit" else "test_step", None)
     if name == "predict" or getattr(model, "loss", None) is None or not all(
-            getattr(f, "__module__", "").startswith("keras.")
-            for f in (step, type(model).compute_loss)):
+            getattr(f, "__module__", "").startswith("keras.")  # (a fit of the user's: None)
+            for f in (step, getattr(type(model), "compute_loss", None))):
         return
     loss = model.loss if isinstance(model.loss, str) else type(model.loss).__name__
     raise ArgumentError(

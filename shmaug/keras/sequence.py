@@ -418,7 +418,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             begins = passes.begins(caller, index)
             if begins and stack.keras_is_building():  # JAX, torch: asked from the build
                 passes.building(True)  # itself (also when on_epoch_begin is overridden)
-            if begins:  # (JAX and torch build the metrics on a first batch, before any epoch)
+            if begins and stack.keras_adapter(self) is not None:  # (Keras asks it itself:
+                # JAX and torch build the metrics on a first batch, before any epoch)
                 facade_checks.labels_for_the_loss(stack.trainer_call(), _labelled(self))
             # Whose order: read off the stack only where a pass begins (a pass in progress
             # keeps its own), or for a look

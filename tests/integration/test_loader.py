@@ -814,10 +814,14 @@ def test_rows_written_into_x_after_the_loader_was_made_are_told_once():
         list(loader)  # once
 
 
-def test_a_single_pixel_written_into_x_is_told():
+@pytest.mark.parametrize("layout", ["C", "Fortran", "transposed"])
+def test_a_single_pixel_written_into_x_is_told(layout):
     """The check compared the heads of 8 rows drawn per epoch: 12 rows of 3,000 rewritten
-    (an active-learning round) were missed in most epochs. Every row is compared whole."""
-    x = np.zeros((3000, 8, 8), np.uint8)
+    (an active-learning round) were missed in most epochs. Every row is compared whole, in
+    any memory layout (64 rows drawn, where rows were not one run of memory, missed most)."""
+    x = {"C": np.zeros((3000, 8, 8), np.uint8),
+         "Fortran": np.asfortranarray(np.zeros((3000, 8, 8), np.uint8)),
+         "transposed": np.zeros((8, 3000, 8), np.uint8).transpose(1, 0, 2)}[layout]
     with shmaug.Loader(x, np.zeros(3000), batch_size=500, augment=_ops.identity, workers=0,
                        seed=0) as loader:
         list(loader)

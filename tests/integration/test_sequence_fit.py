@@ -612,6 +612,15 @@ def test_fit_and_evaluate_on_a_sequence_without_labels_name_them():
                                r"but this shmaug.Sequence gives none.*Fix: pass the labels"):
                 call(seq, verbose=0)
         assert model.predict(seq, verbose=0).shape == (N, CLASSES)
+        labels = np.arange(N) % CLASSES  # paired outside it: by a generator, and a callback's
+        batches = ((seq[i], labels[i * 16:(i + 1) * 16]) for i in range(len(seq)))  # loop
+
+        class Embed(keras.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                [self.model(xb) for xb in seq]
+
+        model.fit(batches, steps_per_epoch=len(seq), shuffle=False, verbose=0,
+                  callbacks=[Embed()])
         inputs = keras.Input((SIDE, SIDE, 1))
         own = OwnLoss(inputs, keras.layers.Dense(2)(keras.layers.Flatten()(inputs)))
         own.compile("sgd")

@@ -44,15 +44,16 @@ def unsharded() -> None:
              f"to read it whole on purpose).")
 
 
-def agree(num_shards: int, shard_index: int, seed: int | None, n: int, batch_size: int,
-          shuffle: bool) -> None:
-    """Under torch.distributed, warn where the ranks' shards of one shuffled epoch do not
-    split it: a seed per rank (``seed=rank``, ``seed + rank``) shards another order in each,
-    so about a quarter of the samples are read twice and as many never (2 ranks), or two
-    ranks take one ``shard_index`` (half of them twice). Each rank leaves its choice in the
-    process group's store and reads what the others left already: nothing waits on another
-    rank, so a loader made by one rank alone is never held up."""
-    dist = _torch_distributed() if num_shards > 1 else None
+def agree(num_shards: int, seed: int | None, n: int, batch_size: int, shuffle: bool) -> None:
+    """Under torch.distributed, warn where the ranks shuffle their shards of one epoch with
+    seeds of their own (``seed=rank``, ``seed + rank``): each shards another order, so about
+    a quarter of the samples are read twice and as many never (2 ranks). Each rank leaves its
+    seed in the process group's store, then reads what the others left already: of two
+    ranks, the later is told, and nothing waits on another rank (a loader one rank makes
+    alone is never held up). Loaders are matched as the k-th of their dataset length, batch
+    size and shard count on each rank. (Ranks sharing a shard, a model-parallel group's,
+    are not told: that is a layout, not a mistake.)"""
+    dist = _torch_distributed() if num_shards > 1 and shuffle else None
     if dist is None:
         return
     kind = (n, batch_size, num_shards)
@@ -61,25 +62,18 @@ def agree(num_shards: int, shard_index: int, seed: int | None, n: int, batch_siz
     rank = dist.get_rank()
     try:
         store = dist.distributed_c10d._get_default_store()
-        left = {i: store.get(key + str(i)).decode() for i in range(num_shards)
-                if store.check([key + str(i)])}
-        store.set(key + str(shard_index), f"{rank}:{seed if shuffle else ''}")
+        store.set(key + str(rank), str(seed))  # (first: of two ranks, one sees the other)
+        left = {r: store.get(key + str(r)).decode() for r in range(dist.get_world_size())
+                if r != rank and store.check([key + str(r)])}
     except Exception:  # noqa: BLE001 - a store that cannot say (another backend): nothing to tell
         return
-    for index, value in left.items():
-        other, _, their_seed = value.partition(":")
-        if index == shard_index and int(other) != rank:
-            warn(f"Ranks {other} and {rank} of torch.distributed both read shard_index="
-                 f"{shard_index} of {num_shards}: they train on the same samples and another "
-                 f"shard is never read. Fix: shard_index=torch.distributed.get_rank().")
-            return
-        if index != shard_index and shuffle and their_seed != str(seed):
-            warn(f"Rank {rank} of torch.distributed shuffles its shard with seed={seed} and "
-                 f"rank {other} with seed={their_seed}: shards of one epoch split one order, "
-                 f"which only a common seed makes, so some samples are read twice and others "
-                 f"never. Fix: pass the same seed on every rank (augmentations differ per "
-                 f"sample already: a seed per rank is not needed for them).")
-            return
+    other = next((r for r, theirs in left.items() if theirs != str(seed)), None)
+    if other is not None:
+        warn(f"Rank {rank} of torch.distributed shuffles its shard with seed={seed} and "
+             f"rank {other} with seed={left[other]}: shards of one epoch split one order, "
+             f"which only a common seed makes, so some samples are read twice and others "
+             f"never. Fix: pass the same seed on every rank (augmentations differ per "
+             f"sample already: a seed per rank is not needed for them).")
 
 
 def _torch_distributed() -> Any:
