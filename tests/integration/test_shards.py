@@ -117,7 +117,7 @@ rank, x = dist.get_rank(), np.zeros((12, 4, 4), np.uint8)
 with warnings.catch_warnings(record=True) as told:
     warnings.simplefilter("always")
     for seed, index in ((0, rank), (rank, rank), (5, 0)):  # agreed, a seed per rank, and a
-        # shard two ranks share (a model-parallel group's: not told)
+        # shard two ranks share where there are as many shards as ranks
         if rank == 1:
             dist.barrier()  # (rank 0's loader first: rank 1 finds what it left)
         shmaug.Loader(x, batch_size=2, workers=0, shuffle=True, seed=seed, num_shards=2,
@@ -161,7 +161,9 @@ def test_torch_ranks_whose_shards_do_not_split_one_epoch_are_told():
     first, second = _ranks(DISAGREE)
     assert first == "[]", first  # (rank 0 came first each time: nothing left to compare)
     assert second.count("shuffles its shard with seed=1 and rank 0 with seed=0") == 1, second
-    assert second.count("torch.distributed") == 1, second
+    assert second.count("Ranks 0 and 1 of torch.distributed both read shard_index=0") == 1, \
+        second
+    assert second.count("of torch.distributed") == 2, second
     assert "Fix: pass the same seed on every rank" in second
 
 

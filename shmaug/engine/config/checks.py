@@ -463,7 +463,7 @@ def sharded_plan(n: int, batch_size: int, drop_remainder: bool, num_shards: Any,
     of its epochs (``seed``: as given, None when drawn)."""
     count, index = shard(num_shards, shard_index, n)
     shard_seed(count, shuffle, seed)
-    ranks.agree(count, seed, n, batch_size, shuffle)
+    ranks.agree(count, index, seed, n, batch_size, shuffle)
     plan = BatchPlan(Shard(count, index).size(n), batch_size, drop_remainder)
     nonempty_epoch(plan, count)
     return count, index, plan

@@ -44,15 +44,17 @@ def unsharded() -> None:
              f"to read it whole on purpose).")
 
 
-def agree(num_shards: int, seed: int | None, n: int, batch_size: int, shuffle: bool) -> None:
+def agree(num_shards: int, shard_index: int, seed: int | None, n: int, batch_size: int,
+          shuffle: bool) -> None:
     """Under torch.distributed, warn where the ranks shuffle their shards of one epoch with
     seeds of their own (``seed=rank``, ``seed + rank``): each shards another order, so about
     a quarter of the samples are read twice and as many never (2 ranks). Each rank leaves its
     seed in the process group's store, then reads what the others left already: of two
     ranks, the later is told, and nothing waits on another rank (a loader one rank makes
     alone is never held up). Loaders are matched as the k-th of their dataset length, batch
-    size and shard count on each rank. (Ranks sharing a shard, a model-parallel group's,
-    are not told: that is a layout, not a mistake.)"""
+    size and shard count on each rank. Two ranks on one shard are told where there are as
+    many shards as ranks (``shard_index=LOCAL_RANK`` on several nodes): with fewer, ranks of
+    a model-parallel group share theirs."""
     dist = _torch_distributed() if num_shards > 1 and shuffle else None
     if dist is None:
         return
@@ -62,18 +64,24 @@ def agree(num_shards: int, seed: int | None, n: int, batch_size: int, shuffle: b
     rank = dist.get_rank()
     try:
         store = dist.distributed_c10d._get_default_store()
-        store.set(key + str(rank), str(seed))  # (first: of two ranks, one sees the other)
-        left = {r: store.get(key + str(r)).decode() for r in range(dist.get_world_size())
+        store.set(key + str(rank), f"{shard_index}:{seed}")  # (first: of two ranks, one
+        world = dist.get_world_size()  # sees the other)
+        left = {r: store.get(key + str(r)).decode().split(":") for r in range(world)
                 if r != rank and store.check([key + str(r)])}
     except Exception:  # noqa: BLE001 - a store that cannot say (another backend): nothing to tell
         return
-    other = next((r for r, theirs in left.items() if theirs != str(seed)), None)
+    other = next((r for r, (_, theirs) in left.items() if theirs != str(seed)), None)
     if other is not None:
         warn(f"Rank {rank} of torch.distributed shuffles its shard with seed={seed} and "
-             f"rank {other} with seed={left[other]}: shards of one epoch split one order, "
+             f"rank {other} with seed={left[other][1]}: shards of one epoch split one order, "
              f"which only a common seed makes, so some samples are read twice and others "
              f"never. Fix: pass the same seed on every rank (augmentations differ per "
              f"sample already: a seed per rank is not needed for them).")
+    same = next((r for r, (index, _) in left.items() if index == str(shard_index)), None)
+    if same is not None and num_shards >= world:  # (fewer shards than ranks: groups share)
+        warn(f"Ranks {same} and {rank} of torch.distributed both read shard_index="
+             f"{shard_index} of {num_shards}, so another shard is never read (shard_index="
+             f"LOCAL_RANK on several nodes?). Fix: shard_index=torch.distributed.get_rank().")
 
 
 def _torch_distributed() -> Any:
