@@ -78,6 +78,18 @@ def cpu_count() -> int:
     return max(1, min(cores, math.ceil(quota))) if quota is not None else cores
 
 
+def cores_per_rank() -> int:
+    """``cpu_count()`` shared among the ranks ``torchrun`` started on this host
+    (``LOCAL_WORLD_SIZE``): each rank's loader would otherwise start a worker per core of the
+    whole host (8 ranks on 64 cores: 512 workers). A rank pinned to cores of its own (an
+    affinity narrower than the host) keeps them."""
+    cores, ranks = cpu_count(), os.environ.get("LOCAL_WORLD_SIZE", "")
+    pinned = HAS_AFFINITY and len(os.sched_getaffinity(0)) < (os.cpu_count() or 1)
+    if ranks.isdigit() and int(ranks) > 1 and not pinned:
+        return max(1, cores // int(ranks))
+    return cores
+
+
 _CGROUP = "/sys/fs/cgroup"
 _PROC_CGROUP = "/proc/self/cgroup"  # (a test points both at a laid-out copy)
 

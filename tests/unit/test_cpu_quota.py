@@ -63,3 +63,23 @@ def test_a_process_in_a_half_cpu_cgroup_counts_one_core() -> None:
         assert done.stdout.split() == ["1", "0.5"], done.stdout + done.stderr
     finally:
         group.rmdir()
+
+
+@pytest.mark.parametrize("env, pinned, expected", [
+    ({"LOCAL_WORLD_SIZE": "4"}, False, 16),  # torchrun's 4 ranks share the host's 64 cores
+    ({"LOCAL_WORLD_SIZE": "1"}, False, 64),
+    ({}, False, 64),
+    ({"LOCAL_WORLD_SIZE": "128"}, False, 1),  # at least one
+    ({"LOCAL_WORLD_SIZE": "4"}, True, 8)])  # pinned to 8 cores of its own: those
+def test_workers_none_shares_the_host_among_torchruns_ranks(monkeypatch, env, pinned, expected):
+    """Under torchrun each rank's loader started a worker per core of the whole host (8 ranks
+    on 64 cores: 512 workers), where DataLoader users pass cores // ranks."""
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(_platform.os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(_platform, "HAS_AFFINITY", True)
+    monkeypatch.setattr(_platform.os, "sched_getaffinity",
+                        lambda pid: set(range(8 if pinned else 64)), raising=False)
+    monkeypatch.setattr(_platform, "cgroup_cpus", lambda: None)
+    assert _platform.cores_per_rank() == expected

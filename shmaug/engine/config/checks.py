@@ -111,8 +111,9 @@ def non_negative_int(name: str, value: Any) -> int:
 
 
 def default_workers() -> int:
-    """One worker per core this process may run on."""
-    return platform.cpu_count()
+    """One worker per core this process may run on (under torchrun, per core of its share:
+    ``platform.cores_per_rank``)."""
+    return platform.cores_per_rank()
 
 
 _WORKERS_PER_CORE = 8  # beyond this many processes per core, more only adds memory and contention
