@@ -502,7 +502,6 @@ def start(options: Options, *, pin_memory: bool | None = None) -> Loader:
     ``pin_memory``, where given, in place of the options' (a Sequence decides it then)."""
     loader = Loader.__new__(Loader)
     loader._start(options, pin_memory)
-    loader._run.tells_rewritten = False  # (the Sequence copies x again: rewritten())
     return loader
 
 

@@ -163,7 +163,7 @@ class Running:
         self.x: Any = None  # invariant: where workers read (a shared view, a map, a source)
         # the user's array x where self.x is a copy of it, to tell rows written into it later
         self._given: weakref.ref[np.ndarray] | None = None
-        self.tells_rewritten = True  # a Loader's (a Sequence copies x again instead)
+        self._told_rewritten = False  # a pass found rows of it rewritten, and said so
         self.load: Any = None  # invariant: what workers call for sample i; None: x[i]
         self.undecoded = False  # invariant: workers get photos undecoded (a decode-time crop)
         try:
@@ -249,9 +249,9 @@ class Running:
         """As a Loader's pass begins: warn, once, where rows of the user's array differ from
         the copy the workers read (a buffer edited in place between epochs, pseudo-labels,
         paired its new labels, read at each batch, with its old images)."""
-        if not self.tells_rewritten or not self.rewritten():
+        if self._told_rewritten or not self.rewritten():
             return
-        self._given = None
+        self._told_rewritten = True  # (x stays known: a Sequence's rewritten() still asks)
         warn("Rows of `x` were written after the loader was made: its workers read the copy "
              "made then, while `y` is read at each batch, so new labels would go with old "
              "images. Fix: make a new loader for the new data (a shmaug.Sequence copies "
