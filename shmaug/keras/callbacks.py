@@ -82,6 +82,11 @@ class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
 LOGGED = ("images_per_s", "wait_fraction", "hit_rate", "workers")  # stats() keys it logs
 
 
+_DISK = ("(Data already in a .npy larger than the RAM is read from the disk each pass, at "
+         "its speed for random reads: faster storage, or record shards with "
+         "shuffle=\"blocks\".)")
+
+
 def _remedy(stats: dict[str, Any]) -> str:
     """What to try for an input-bound epoch: the queue when it was the limit (more workers
     would find no free slot), else the workers and the work."""
@@ -103,10 +108,10 @@ def _remedy(stats: dict[str, Any]) -> str:
         return (f"The {len(busy)} workers already have this machine's {cores} cores to "
                 f"share (with the training itself), so more would not help. Try: a cheaper "
                 f"augmentation pipeline, packing decoded images into a .npy file so workers "
-                f"stop decoding them, or a machine with more cores.")
+                f"stop decoding them, or a machine with more cores. {_DISK}")
     return ("Try: more `workers` (up to the number of cores), a cheaper augmentation "
             "pipeline, or packing decoded images into a .npy file so workers stop decoding "
-            "them.")
+            f"them. {_DISK}")
 
 
 class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .copier import Copier, Copy
+from ...memory.store import read_ahead_of
 from .recycle import Recycler
 
 
@@ -27,6 +28,7 @@ class Gatherer:
         self._indices = indices  # (index, epoch key) -> the dataset rows of that batch
         self._batches = batches  # per epoch
         self._ahead: tuple[tuple[int, int], Copy] | None = None  # (key, its gather)
+        self._read_ahead = read_ahead_of(x)  # a memory map's rows asked of the OS together
 
     def __call__(self, epoch: int, index: int, positions: np.ndarray) -> np.ndarray:
         """Batch ``index`` gathered from ``x``: the copy the copier made ahead when this is
@@ -34,6 +36,8 @@ class Gatherer:
         batch made now and the next one are gathered side by side."""
         out: np.ndarray
         if self._copier is None:
+            if self._read_ahead is not None:
+                self._read_ahead(positions)
             out = self._x[positions]
             return out
         self._copier.back()
@@ -59,6 +63,8 @@ class Gatherer:
     def _gather_into(self, rows: np.ndarray) -> Callable[[], np.ndarray]:
         """The gather of ``rows`` of ``x``, to run on any thread, into an array picked now."""
         into = self._recycler.empty((len(rows), *self._x.shape[1:]), self._x.dtype)
+        if self._read_ahead is not None:
+            self._read_ahead(rows)
         return partial(np.take, self._x, rows, axis=0, out=into, mode="clip")  # rows in range
 
     def clear(self) -> None:

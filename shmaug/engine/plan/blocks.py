@@ -92,9 +92,9 @@ def layout(x: Any, n: int) -> np.ndarray | None:
 
 def blocks(shuffle: Any, window: int | None, x: Any, n: int, weighted: bool) -> Blocks | None:
     """The layout ``shuffle="blocks"`` permutes, for data ``x`` of ``n`` records; None for any
-    other ``shuffle``. Refused where the data has no shards (a plain array, image files: the
-    exact shuffle costs them nothing more) and under weighted sampling (a draw with
-    replacement has no window to keep)."""
+    other ``shuffle``. Refused where the data has no shards (a plain array, image files, a
+    ``.npy``: read a sample at a time anyway, a map's rows asked of the disk a task at a
+    time) and under weighted sampling (a draw with replacement has no window to keep)."""
     if shuffle != BLOCKS:
         return None
     if weighted:
@@ -108,7 +108,8 @@ def blocks(shuffle: Any, window: int | None, x: Any, n: int, weighted: bool) -> 
         raise ArgumentError(
             f"`shuffle`=\"blocks\" permutes the shards of a source stored in shards, but `x` "
             f"({type(x).__name__}) has none (no `shard_bounds()`). Fix: pass shuffle=True "
-            f"(the exact shuffle, which arrays and image files read at no extra cost), or read "
+            f"(the exact shuffle: arrays and image files are read a sample at a time anyway, "
+            f"and a memory-mapped .npy's rows one request each), or read "
             f"record shards with shmaug.ImageRecords (from_tfrecord, from_webdataset, ...)."
         )
     return Blocks(bounds, DEFAULT_WINDOW if window is None else window)

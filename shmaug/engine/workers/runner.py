@@ -30,7 +30,7 @@ from ..plan.schedule import IN_ORDER, OrderCache, Shard, Shuffle, Task, seed_epo
 from ...seeding import GlobalsWatch, SampleSeeder, torch_generator
 from ..handoff.ring import Targets
 from .status import IDLE, WorkerStatus
-from ...memory.store import dtype_text
+from ...memory.store import dtype_text, read_ahead_of
 from .wire import PROBE_SLOT, Done, Failed, Probe, Probed
 
 # The user's `augment`, fn(image, rng) -> image, as the engine takes it: any callable, its output
@@ -135,6 +135,9 @@ class SliceRunner:
                 self._prefetches.append((self._load_name if fn is load else op_name(fn), hook,
                                          takes_ahead))
         self._plans = [plan for plan in map(source.plan_hook, loads) if plan is not None]
+        # rows of a memory-mapped file asked of the OS a task at a time (``read_ahead_of``)
+        self._read_aheads = [r for r in map(read_ahead_of, (x, *self.target_inputs.values()))
+                             if r is not None]
         self.ahead: list[Task] = []  # the tasks received after the one running, in order
         # this process's whole decodes (``shmaug.whole_decodes``) its status row holds
         self._whole_decodes = whole_decodes.counts()
@@ -182,6 +185,8 @@ class SliceRunner:
         streams = self._streams(epoch, keys)
         assert self.out is not None, "a task arrived before the ring (the probe comes first)"
         rows = self.out[task.slot]
+        for read_ahead in self._read_aheads:
+            read_ahead(indices)
         for plan in self._plans:  # the order of this epoch and of the next
             plan(task.epoch, self.orders(task.epoch), task.start, self.orders(task.epoch + 1))
         if self._prefetches and len(indices) and (
