@@ -89,6 +89,67 @@ print("OK")
 '''
 
 
+CHANGED = '''
+import hashlib, sys
+import numpy as np
+import shmaug
+import settings  # a config module of the user's
+
+DEGREES = 0
+CFG = {"shift": 0}
+SET_AT_IMPORT = {"shift": 0}
+
+
+class Opts:
+    blur = 0
+
+
+def configure():
+    SET_AT_IMPORT["shift"] = 1  # run at the import too: a fresh worker has it
+
+
+configure()
+
+
+def shift(image, rng):
+    return np.roll(image, DEGREES + CFG["shift"] + Opts.blur + settings.STEP
+                   + SET_AT_IMPORT["shift"] + int(rng.integers(0, 2)), axis=0)
+
+
+def main():
+    global DEGREES
+    DEGREES = 1  # set in main(), which no worker runs
+    x = np.arange(16 * 8 * 8 * 3, dtype=np.uint8).reshape(16, 8, 8, 3)
+    kw = dict(workers=0) if sys.argv[1] == "none" else dict(workers=2, start_method="spawn")
+    with shmaug.Loader(x, batch_size=4, augment=shift, seed=0, **kw) as loader:
+        print("DIGEST", hashlib.md5(b"".join(xb.tobytes() for xb, _ in loader)).hexdigest())
+
+
+if __name__ == "__main__":
+    CFG.update(shift=2)  # changed in place, not bound again
+    Opts.blur = 3
+    settings.STEP = 4
+    main()
+'''
+
+
+def test_globals_set_in_main_or_changed_in_place_are_told_where_workers_start_fresh(tmp_path):
+    """A global set in ``main()`` (``global``), a dict updated, a class attribute or a config
+    module's attribute set under the guard: a spawned worker reads the import's values, so
+    it augmented otherwise than ``workers=0``, and was told nothing. A change the import
+    makes too (a function called at the script's top) is no difference: not named."""
+    script = tmp_path / "train.py"
+    script.write_text(CHANGED)
+    (tmp_path / "settings.py").write_text("STEP = 0\n")
+    done = {m: run(script, m) for m in ("none", "spawn")}
+    digest = {m: d.stdout.split("DIGEST ")[1].split()[0] for m, d in done.items()}
+    assert digest["spawn"] != digest["none"]
+    told = done["spawn"].stderr
+    assert "`shift` reads `CFG`, `DEGREES`, `Opts`, `settings`, which your script sets " \
+           "again" in told, told
+    assert "SET_AT_IMPORT" not in told and "sets again" not in done["none"].stderr
+
+
 def test_a_script_read_from_stdin_starts_spawned_workers(tmp_path):
     """`python - < train.py`: each spawned worker tried to import '<stdin>' as the script and
     died ("No such file"); its code goes by value, as a notebook's does."""

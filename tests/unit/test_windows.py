@@ -360,6 +360,13 @@ def test_doctor_names_the_decoder_a_loader_would_use(monkeypatch, capsys) -> Non
     assert "SHMAUG_JPEG: opencv" in out and "JPEG decode-time crop: OpenCV: the whole" in out
     import re
 
+    import cv2
+    import PIL
+
+    for line in (f"numpy: {np.__version__}", f"Pillow: {PIL.__version__}",  # what changes
+                 f"OpenCV CPU kernels: {cv2.getCPUFeaturesLine()}"):  # pixels (determinism.md)
+        assert f"\n{line}\n" in out, out
+
     from shmaug import platform
 
     shm = re.search(r"^shared memory: (.*)$", out, re.M)  # what a 64 MiB container lacks

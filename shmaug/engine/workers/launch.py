@@ -17,7 +17,7 @@ import threading
 from contextlib import contextmanager
 from multiprocessing import forkserver as mp_forkserver
 from multiprocessing import spawn as mp_spawn
-from typing import Any, Iterator
+from typing import Any, Collection, Iterator
 
 from . import lazy_imports
 from ...errors import ArgumentError, warn
@@ -148,15 +148,52 @@ def defined_when_imported(path: str) -> frozenset[str] | None:
     return frozenset(_bound(tree.body) - _guard_binds(tree))
 
 
-@functools.lru_cache(maxsize=8)
-def set_again_in_guard(path: str) -> frozenset[str]:
-    """The names the script at ``path`` binds at its top and again inside its ``__main__``
-    guard (an option read from the command line): a fresh worker's import gives them their
-    first value, not the running script's. Empty when it is no readable Python file."""
+_MUTATORS = frozenset(("update", "setdefault", "append", "extend", "insert", "pop", "clear",
+                       "add", "remove", "discard", "popitem"))  # a dict's, list's or set's
+
+
+def set_again_in_guard(path: str, run_there: Collection[str] = ()) -> frozenset[str]:
+    """The names the script at ``path`` binds at its top and sets again, or changes in place
+    (``CFG["k"] = v``, ``CFG.update(...)``, ``Opts.blur = v``, ``cfg_module.X = v``), where
+    a fresh worker's import does not: inside its ``__main__`` guard (an option read from the
+    command line), or in a function of the script only this process runs (``main()`` with a
+    ``global`` statement): not one called at the script's top nor one of ``run_there`` (the
+    workers' own, a lazy cache of theirs). A fresh worker reads the import's value, not the
+    running script's. Empty when it is no readable Python file."""
     tree = _script(path)
     if tree is None:
         return frozenset()
-    return frozenset(_bound(tree.body) & _guard_binds(tree))
+    guards = [node for node in tree.body if _is_main_guard(node)]
+    at_import = {node.func.id for stmt in tree.body if stmt not in guards
+                 for node in ast.walk(stmt)
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    here = _guard_binds(tree).union(*(_changed(guard) for guard in guards))
+    for fn in tree.body:
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                fn.name not in at_import and fn.name not in run_there:
+            declared = {name for node in ast.walk(fn) if isinstance(node, ast.Global)
+                        for name in node.names}
+            here |= _changed(fn) | {node.id for node in ast.walk(fn) if isinstance(
+                node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in declared}
+    return frozenset(_bound(tree.body) & here)
+
+
+def _changed(tree: ast.AST) -> set[str]:
+    """The names whose object ``tree`` changes in place: an item or attribute set
+    (``CFG["k"] = v``, ``Opts.blur = v``), or a dict's, list's or set's own change
+    (``CFG.update(...)``)."""
+    names = set()
+    for node in ast.walk(tree):
+        targets = (node.targets if isinstance(node, ast.Assign) else [node.target]
+                   if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        for target in targets:
+            if isinstance(target, (ast.Subscript, ast.Attribute)) and \
+                    isinstance(target.value, ast.Name):
+                names.add(target.value.id)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in _MUTATORS and isinstance(node.func.value, ast.Name):
+            names.add(node.func.value.id)
+    return names
 
 
 def _guard_binds(tree: ast.Module) -> set[str]:

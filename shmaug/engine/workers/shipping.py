@@ -144,18 +144,22 @@ def _guarded_in_main(qualnames: set[str]) -> set[str]:
 
 def _tell_set_again(qualnames: set[str], method: str) -> None:
     """Warn of those of the script's functions named (and their helpers in it; a class's
-    ``augment``, ``load`` and ``__call__``) that read a global the script sets again under its
-    ``if __name__ == "__main__":`` guard, where ``method`` starts workers fresh: they import
-    the script without running that block and read the first value (a shift of 0 where forked
-    workers and ``workers=0`` shifted by 5). What goes by value carries its globals: not
-    told."""
+    ``augment``, ``load`` and ``__call__``) that read a global the script sets again or
+    changes where a fresh worker's import does not (``launch.set_again_in_guard``: its
+    ``if __name__ == "__main__":`` guard, a ``main()``), where ``method`` starts workers
+    fresh: they read the import's value (a shift of 0 where forked workers and ``workers=0``
+    shifted by 5). What goes by value carries its globals: not told."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if method == "fork" or main is None or not isinstance(path, str):
         return
-    again = launch.set_again_in_guard(path)
     shipped = {q.partition(".")[0] for q in qualnames} - {
         q.partition(".")[0] for q in _guarded_in_main(qualnames)}
+    reached: set[int] = set()  # the script's functions the workers run (helpers followed)
+    for name in shipped:
+        _reads(getattr(main, name, None), frozenset(), reached)
+    again = launch.set_again_in_guard(
+        path, {name for name, value in vars(main).items() if id(value) in reached})
     for name in sorted(shipped):
         read = sorted(_reads(getattr(main, name, None), again, set()))
         if read:
@@ -167,10 +171,11 @@ def _tell_set_again(qualnames: set[str], method: str) -> None:
                        f"cannot go to another process: open it inside `{name}` on first use "
                        f"(docs/loader.md#files-databases-and-handles)")
             warn(f"`{name}` reads {', '.join(f'`{n}`' for n in read)}, which your script sets "
-                 f"again under `if __name__ == \"__main__\":`: each {method} worker imports "
-                 f"the script without running that block, so it reads the first value, not "
-                 f"this process's, and augments otherwise than forked workers and workers=0 "
-                 f"do. Fix: {fix}.")
+                 f"again (or changes) after its import, under `if __name__ == \"__main__\":` "
+                 f"or in a function only this process runs (`main()`): each {method} worker "
+                 f"imports the script without running those, so it reads the import's value, "
+                 f"not this process's, and augments otherwise than forked workers and "
+                 f"workers=0 do. Fix: {fix}.")
             return
 
 

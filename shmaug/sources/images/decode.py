@@ -318,7 +318,11 @@ def decoder_report() -> dict[str, str]:
         "JPEG decode-time crop": how.get(chosen, chosen),
         "libjpeg-turbo": turbo.describe(),
         "OpenCV": cv2.__version__,
+        # (OpenCV's marks: none, its build's baseline; *, picked at run time; ?, built for
+        # but missing here: a host without AVX2 blurs and warps float32 to other last bits)
+        "OpenCV CPU kernels": cv2.getCPUFeaturesLine(),
         "Pillow": PIL.__version__,
+        "numpy": np.__version__,
     }
 
 
