@@ -491,6 +491,17 @@ def test_a_list_of_images_of_five_channels_is_stacked_where_a_label_each_says_so
         shmaug.Loader(images, batch_size=4, workers=0)
 
 
+def test_a_drawn_seed_is_logged_to_repeat_the_run_from_its_log(caplog):
+    with caplog.at_level("INFO", logger="shmaug.engine.config.options"):
+        with shmaug.Loader(X, batch_size=4) as loader:
+            pass
+        with shmaug.Loader(X, batch_size=4, seed=3):
+            pass
+    said = [r.getMessage() for r in caplog.records if r.name == "shmaug.engine.config.options"]
+    assert said == [f"seed=None drew seed={loader.seed}: pass seed={loader.seed} to repeat "
+                    f"this run's order and augmentations"]
+
+
 def test_repr_shows_the_settings_given_and_what_they_resolved_to():
     from shmaug import platform as _platform
 

@@ -24,6 +24,7 @@ refuse.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sized
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
@@ -44,6 +45,8 @@ from ..plan import sampling
 from ..workers.runner import AugmentFn, Load
 from ..plan.schedule import BatchPlan, Shuffle
 from ..remote import RemoteWorkers
+
+log = logging.getLogger(__name__)
 
 # Targets as the loader keeps them (``y``): None, an array of one entry per sample, or a dict /
 # list / tuple of them (nested), as Keras takes a model's targets. Not ``handoff.ring.Targets``, the
@@ -244,6 +247,9 @@ class Order:
             samples, batches.batch_size, batches.drop_remainder, batches.num_shards,
             batches.shard_index, bool(shuffle) and not per_pass_shuffle, given)
         seed = check.draw_seed() if given is None else given
+        if given is None:  # (a run that logs INFO can be repeated from its log alone)
+            log.info("seed=None drew seed=%d: pass seed=%d to repeat this run's order and "
+                     "augmentations", seed, seed)
         return cls(n, seed, given is None, shuffle, weights, samples, num_shards,
                    shard_index, plan, per_pass_shuffle)
 
