@@ -239,7 +239,7 @@ class Passes:
         building, self._building = self._building, False
         if self._restored is not None and not building:
             p, self._restored = self._restored, None
-            p.caller = caller
+            p.caller, self._hand = caller, None  # (a look before it was no hand loop's)
             if not p.in_order:  # the loop that asked them is gone: a new one (Keras', or a
                 p.bindings = {}  # loop by hand) may ask any index; each new one goes on
         else:
@@ -272,7 +272,8 @@ class Passes:
                 ahead = start + len(self._looks)  # looks take the next batches in turn
                 key = self._looks[index] = (epoch + ahead // self.batches,
                                             ahead % self.batches, False)
-        if p is None:  # drawn from the epoch no pass has claimed yet: a hand loop's (rule 5)
+        if p is None or p is self._restored:  # drawn from the epoch no loop is on: a hand
+            # loop's (rule 5), or one going on with a restored pass, which it ends too
             self._hand = key if self._hand is None else max(self._hand, key)
         return key
 

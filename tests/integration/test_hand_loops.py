@@ -56,6 +56,26 @@ def test_a_hand_loop_gets_the_epochs_for_loops_get(shuffle, cls):
         plan.close()
 
 
+def test_a_state_saved_in_a_for_loop_goes_on_by_hand_with_the_epochs_after():
+    """Saved inside ``for batch in seq``, resumed by a loop by hand: the rest of that epoch,
+    then epochs 1 and 2, not epoch 0 again and again (its ``on_epoch_end`` moved nothing)."""
+    x, y = _fit.data()
+    args = dict(batch_size=_fit.BATCH, augment=_fit.mark, workers=0, seed=3, shuffle=True)
+    with shmaug.Sequence(x, y, **args) as ref:
+        expected = [[rows(b) for b in ref] for _ in range(3)]
+    with shmaug.Sequence(x, y, **args) as seq:
+        for i, _ in enumerate(seq):
+            if i == 1:
+                state = seq.state_dict()
+                break
+    with shmaug.Sequence(x, y, **args) as seq:
+        seq.load_state_dict(state)
+        rest = [rows(seq[i]) for i in range(2, len(seq))]
+        seq.on_epoch_end()
+        assert rest == expected[0][2:]
+        assert by_hand(seq, 2) == expected[1:]
+
+
 def test_a_subclass_not_calling_super_replays_its_epoch_by_hand_but_not_under_fit():
     """What the README says: without super().on_epoch_end() a loop by hand gets epoch 0
     again each time (told once, naming the class; it was silent); fit (and for-loops) still

@@ -239,6 +239,22 @@ def test_a_restored_pass_is_resumed_by_the_next_loop_but_not_by_a_build():
     assert q.restored == {} and q.position == (1, 0)
 
 
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_a_restored_pass_a_hand_loop_goes_on_with_ends_at_its_on_epoch_end(shuffle):
+    """A state saved inside a ``for`` loop, resumed by a loop by hand (``seq[i]`` for the
+    batches left, then ``on_epoch_end()``): the looks went on with the restored epoch but
+    ``on_epoch_end`` moved nothing, so every later epoch by hand replayed that epoch."""
+    p, loop = Fixed(B, shuffle=shuffle), object()
+    take(p, [0, 1], loop)
+    q = Fixed(B, shuffle=shuffle)
+    q.restore(*p.position, p.bindings)
+    assert [k for k, _ in take(q, [2, 3, 4], None)] == stream(2, 3)  # the epoch's rest
+    q.epoch_ended()
+    assert [k for k, _ in take(q, range(B), None)] == stream(B, B)  # the next epoch
+    q.epoch_ended()
+    assert [k for k, _ in take(q, range(B), None)] == stream(2 * B, B)
+
+
 def test_a_new_loop_or_one_going_round_again_begins_a_pass():
     p, loop = Fixed(B, shuffle=True), object()
     assert p.begins(loop, 0) and not p.begins(None, 0)
