@@ -135,9 +135,8 @@ class SliceRunner:
                 self._prefetches.append((self._load_name if fn is load else op_name(fn), hook,
                                          takes_ahead))
         self._plans = [plan for plan in map(source.plan_hook, loads) if plan is not None]
-        # rows of a memory-mapped file asked of the OS a task at a time (``read_ahead_of``)
         self._read_aheads = [r for r in map(read_ahead_of, (x, *self.target_inputs.values()))
-                             if r is not None]
+                             if r is not None]  # a memory map's rows, asked a task at a time
         self.ahead: list[Task] = []  # the tasks received after the one running, in order
         # this process's whole decodes (``shmaug.whole_decodes``) its status row holds
         self._whole_decodes = whole_decodes.counts()
