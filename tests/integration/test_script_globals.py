@@ -111,14 +111,31 @@ def configure():
 configure()
 
 
+HELPED = 0
+SET_BY_METHOD = 0
+
+
+class Trainer:
+    def setup(self):
+        global SET_BY_METHOD
+        SET_BY_METHOD = 1
+
+
 def shift(image, rng):
-    return np.roll(image, DEGREES + CFG["shift"] + Opts.blur + settings.STEP
-                   + SET_AT_IMPORT["shift"] + int(rng.integers(0, 2)), axis=0)
+    return np.roll(image, DEGREES + CFG["shift"] + Opts.blur + settings.STEP + HELPED
+                   + SET_BY_METHOD + SET_AT_IMPORT["shift"] + int(rng.integers(0, 2)), axis=0)
+
+
+def configure_from_args():
+    global HELPED
+    HELPED = 1  # a helper of main()
 
 
 def main():
     global DEGREES
     DEGREES = 1  # set in main(), which no worker runs
+    configure_from_args()
+    Trainer().setup()
     x = np.arange(16 * 8 * 8 * 3, dtype=np.uint8).reshape(16, 8, 8, 3)
     kw = dict(workers=0) if sys.argv[1] == "none" else dict(workers=2, start_method="spawn")
     with shmaug.Loader(x, batch_size=4, augment=shift, seed=0, **kw) as loader:
@@ -145,9 +162,84 @@ def test_globals_set_in_main_or_changed_in_place_are_told_where_workers_start_fr
     digest = {m: d.stdout.split("DIGEST ")[1].split()[0] for m, d in done.items()}
     assert digest["spawn"] != digest["none"]
     told = done["spawn"].stderr
-    assert "`shift` reads `CFG`, `DEGREES`, `Opts`, `settings`, which your script sets " \
-           "again" in told, told
+    assert "`shift` reads `CFG`, `DEGREES`, `HELPED`, `Opts`, `SET_BY_METHOD`, `settings`, " \
+           "which your script sets again" in told, told
     assert "SET_AT_IMPORT" not in told and "sets again" not in done["none"].stderr
+
+
+UNCHANGED = '''
+import hashlib, logging, sys
+import cv2
+import numpy as np
+import shmaug
+
+log = logging.getLogger("train")
+OPS = {}
+CACHE = {}
+stats = {"seen": 0}
+RESULTS = {}
+
+
+def register(fn):
+    OPS[fn.__name__] = fn  # run at import, by the decorator: a fresh worker has it
+    return fn
+
+
+def kernel(k):  # a lazy cache the workers fill themselves
+    if k not in CACHE:
+        CACHE[k] = k
+    return CACHE[k]
+
+
+@register
+def roll(image, amount):
+    return np.roll(image, amount, axis=0)
+
+
+class Shift:
+    def __call__(self, image, rng):
+        log.debug("shift")
+        return OPS["roll"](image, self._amount() + len(stats) + len(RESULTS)
+                           + int(rng.integers(0, 2)))
+
+    def _amount(self):
+        return kernel(1)
+
+
+async def unused():
+    stats["seen"] += 1  # never run
+
+
+def main():
+    stats = {}  # main's own, not the global
+    stats["n"] = 1
+    log.propagate = False  # no pixel changes
+    losses = np.append(np.zeros(0), 1.0)  # numpy's function, not a change of numpy
+    x = np.arange(16 * 8 * 8 * 3, dtype=np.uint8).reshape(16, 8, 8, 3)
+    kw = dict(workers=0) if sys.argv[1] == "none" else dict(workers=2, start_method="spawn")
+    with shmaug.Loader(x, batch_size=4, augment=Shift(), seed=0, **kw) as loader:
+        print("DIGEST", hashlib.md5(b"".join(xb.tobytes() for xb, _ in loader)).hexdigest())
+    RESULTS["loss"] = float(losses[0])  # after the loader: its workers are done
+
+
+if __name__ == "__main__":
+    cv2.add(np.zeros(2), np.ones(2))
+    main()
+'''
+
+
+def test_what_changes_nothing_the_workers_read_is_not_told(tmp_path):
+    """Ordinary scripts the check read as changing what the augment reads: numpy's and
+    OpenCV's functions named like a dict's changes, a decorator's registry filled at import,
+    a lazy cache filled through a method, main()'s own local of a global's name, a logger's
+    setting, a function never run, a result kept after the loader: not told, and the same
+    batches."""
+    script = tmp_path / "train.py"
+    script.write_text(UNCHANGED)
+    done = {m: run(script, m) for m in ("none", "spawn")}
+    digest = {m: d.stdout.split("DIGEST ")[1].split()[0] for m, d in done.items()}
+    assert digest["spawn"] == digest["none"]
+    assert "sets again" not in done["spawn"].stderr, done["spawn"].stderr
 
 
 def test_a_script_read_from_stdin_starts_spawned_workers(tmp_path):

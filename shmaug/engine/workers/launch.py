@@ -17,7 +17,7 @@ import threading
 from contextlib import contextmanager
 from multiprocessing import forkserver as mp_forkserver
 from multiprocessing import spawn as mp_spawn
-from typing import Any, Collection, Iterator
+from typing import Any, Collection, Iterator, Sequence
 
 from . import lazy_imports
 from ...errors import ArgumentError, warn
@@ -152,47 +152,132 @@ _MUTATORS = frozenset(("update", "setdefault", "append", "extend", "insert", "po
                        "add", "remove", "discard", "popitem"))  # a dict's, list's or set's
 
 
-def set_again_in_guard(path: str, run_there: Collection[str] = ()) -> frozenset[str]:
+def set_again_in_guard(path: str, run_there: Collection[str] = (),
+                       now: dict[str, int] | None = None) -> frozenset[str]:
     """The names the script at ``path`` binds at its top and sets again, or changes in place
     (``CFG["k"] = v``, ``CFG.update(...)``, ``Opts.blur = v``, ``cfg_module.X = v``), where
     a fresh worker's import does not: inside its ``__main__`` guard (an option read from the
-    command line), or in a function of the script only this process runs (``main()`` with a
-    ``global`` statement): not one called at the script's top nor one of ``run_there`` (the
-    workers' own, a lazy cache of theirs). A fresh worker reads the import's value, not the
-    running script's. Empty when it is no readable Python file."""
+    command line), or in a function or method of the script only this process runs
+    (``main()`` with a ``global`` statement): not one called or decorating at the script's
+    top, nor one of ``run_there`` (the workers' own: a lazy cache of theirs). ``now``: the
+    line each running frame of the script is at (``"<module>"``: its top; else a function's
+    name): what comes after has not happened yet. Empty when it is no readable Python
+    file."""
     tree = _script(path)
     if tree is None:
         return frozenset()
-    guards = [node for node in tree.body if _is_main_guard(node)]
-    at_import = {node.func.id for stmt in tree.body if stmt not in guards
-                 for node in ast.walk(stmt)
-                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
-    here = _guard_binds(tree).union(*(_changed(guard) for guard in guards))
-    for fn in tree.body:
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                fn.name not in at_import and fn.name not in run_there:
-            declared = {name for node in ast.walk(fn) if isinstance(node, ast.Global)
-                        for name in node.names}
-            here |= _changed(fn) | {node.id for node in ast.walk(fn) if isinstance(
-                node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in declared}
+    now, kinds = now or {}, _kinds(tree.body)
+    guards = [node for node in tree.body if isinstance(node, ast.If) and _is_main_guard(node)]
+    at_import = _run_at_import([node for node in tree.body if node not in guards])
+    before = now.get("<module>", sys.maxsize)
+    here = set().union(*(_bound([s for s in g.body if s.lineno < before]) | _changed(
+        g, kinds, set(), before) for g in guards))
+    functions = list(_functions(tree.body))
+    run_here = _reached(guards, functions) - at_import - set(run_there)
+    for owner, fn in functions:
+        if owner not in run_here:
+            continue
+        declared = {name for node in ast.walk(fn) if isinstance(node, ast.Global)
+                    for name in node.names}
+        line = now.get(fn.name, sys.maxsize)
+        here |= _changed(fn, kinds, _locals(fn) - declared, line) | {
+            node.id for node in ast.walk(fn) if isinstance(node, ast.Name) and
+            isinstance(node.ctx, ast.Store) and node.id in declared and node.lineno < line}
     return frozenset(_bound(tree.body) & here)
 
 
-def _changed(tree: ast.AST) -> set[str]:
-    """The names whose object ``tree`` changes in place: an item or attribute set
-    (``CFG["k"] = v``, ``Opts.blur = v``), or a dict's, list's or set's own change
-    (``CFG.update(...)``)."""
-    names = set()
+def _reached(guards: list[ast.If], functions: Sequence[tuple[str, ast.AST]]) -> set[str]:
+    """The script's functions and classes its ``__main__`` guards name, and those these
+    name in turn: what may run in this process (a function defined and never named, no)."""
+    bodies: dict[str, list[ast.AST]] = {}
+    for owner, fn in functions:
+        bodies.setdefault(owner, []).append(fn)
+    reached: set[str] = set()
+    todo = [node.id for guard in guards for node in ast.walk(guard)
+            if isinstance(node, ast.Name) and node.id in bodies]
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo += [node.id for fn in bodies[name] for node in ast.walk(fn)
+                     if isinstance(node, ast.Name) and node.id in bodies]
+    return reached
+
+
+def _kinds(body: list[ast.stmt]) -> dict[str, str]:
+    """What each top-level name of the script is: "import", "class", "def" or "value"."""
+    kinds = dict.fromkeys(_bound(body), "value")
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            kinds.update(((a.asname or a.name).partition(".")[0], "import") for a in node.names)
+        elif isinstance(node, ast.ClassDef):
+            kinds[node.name] = "class"
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            kinds[node.name] = "def"
+    return kinds
+
+
+def _run_at_import(body: list[ast.stmt]) -> set[str]:
+    """The names of functions and classes ``body`` calls or decorates with as it runs (not
+    inside the functions and classes it defines)."""
+    names: set[str] = set()
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            todo += node.decorator_list  # (run at import; the body is not)
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            names.add(node.func.id)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            names.add(node.id)  # (a decorator, or a function handed to one that runs it)
+        todo += ast.iter_child_nodes(node)
+    return names
+
+
+def _functions(body: list[ast.stmt]) -> Iterator[tuple[str, ast.FunctionDef |
+                                                       ast.AsyncFunctionDef]]:
+    """The script's top-level functions and its classes' methods, each with the top-level
+    name it runs under (its own, or its class's)."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node.name, node
+        elif isinstance(node, ast.ClassDef):
+            yield from ((node.name, m) for m in node.body
+                        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+
+def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The names ``fn`` binds of its own: its parameters and what it assigns."""
+    args = fn.args
+    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                            *filter(None, (args.vararg, args.kwarg)))} | {
+        node.id for node in ast.walk(fn) if isinstance(node, ast.Name) and
+        isinstance(node.ctx, ast.Store)}
+
+
+def _changed(tree: ast.AST, kinds: dict[str, str], local: set[str], before: int) -> set[str]:
+    """The top-level names whose object ``tree`` changes in place before line ``before``:
+    an attribute set (``Opts.blur = v``, ``cfg_module.X = v``, ``setattr(Opts, ...)``), an
+    item set on a value (``CFG["k"] = v``), a value's own change (``CFG.update(...)``; not
+    a module's function, ``np.append``). ``local``: names that are the function's own."""
+    names: set[str] = set()
     for node in ast.walk(tree):
+        if getattr(node, "lineno", 0) >= before:
+            continue
         targets = (node.targets if isinstance(node, ast.Assign) else [node.target]
                    if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
-        for target in targets:
-            if isinstance(target, (ast.Subscript, ast.Attribute)) and \
-                    isinstance(target.value, ast.Name):
-                names.add(target.value.id)
+        bases = [(t.value.id, isinstance(t, ast.Attribute)) for t in targets
+                 if isinstance(t, (ast.Subscript, ast.Attribute)) and
+                 isinstance(t.value, ast.Name)]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 node.func.attr in _MUTATORS and isinstance(node.func.value, ast.Name):
-            names.add(node.func.value.id)
+            bases.append((node.func.value.id, False))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "setattr" and node.args and isinstance(node.args[0], ast.Name):
+            bases.append((node.args[0].id, True))
+        names.update(base for base, attribute in bases if base not in local and kinds.get(
+            base) in (("import", "class", "value") if attribute else ("value",)))
     return names
 
 

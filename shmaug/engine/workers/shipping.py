@@ -158,10 +158,18 @@ def _tell_set_again(qualnames: set[str], method: str) -> None:
     reached: set[int] = set()  # the script's functions the workers run (helpers followed)
     for name in shipped:
         _reads(getattr(main, name, None), frozenset(), reached)
+    now: dict[str, int] = {}  # where the script's running frames stand
+    frame: types.FrameType | None = sys._getframe()
+    while frame is not None:
+        if frame.f_globals is vars(main):
+            now.setdefault(frame.f_code.co_name, frame.f_lineno)
+        frame = frame.f_back
     again = launch.set_again_in_guard(
-        path, {name for name, value in vars(main).items() if id(value) in reached})
+        path, {name for name, value in vars(main).items() if id(value) in reached}, now)
     for name in sorted(shipped):
-        read = sorted(_reads(getattr(main, name, None), again, set()))
+        read = sorted(n for n in _reads(getattr(main, name, None), again, set())
+                      if not isinstance(getattr(main, n, None), logging.Logger))  # (its
+        # settings change no pixel)
         if read:
             given = (f"functools.partial({name}, {read[0].lower()}={read[0]})" if not
                      isinstance(getattr(main, name), type) else f"an attribute of {name}")
@@ -179,16 +187,21 @@ def _tell_set_again(qualnames: set[str], method: str) -> None:
             return
 
 
+_MADE_HERE = frozenset(("__init__", "__new__", "__init_subclass__", "__post_init__"))
+
+
 def _reads(obj: Any, names: frozenset[str], seen: set[int]) -> set[str]:
     """Which of ``names`` ``obj`` (a function or class of ``__main__``) reads, its helpers in
     ``__main__`` followed (a class: through the hooks workers run)."""
     if id(obj) in seen:
         return set()
     seen.add(id(obj))
-    if isinstance(obj, type):
-        hooks = (vars(obj).get(hook) for hook in ("augment", "load", "__call__"))
-        return set().union(*(_reads(h, names, seen) for h in hooks
-                             if isinstance(h, types.FunctionType)))
+    if isinstance(obj, type):  # its methods a worker may run (the hooks, and what they
+        # call on self), not those that run where it is made
+        methods = (getattr(m, "__func__", m) for name, m in vars(obj).items()
+                   if name not in _MADE_HERE)
+        return set().union(*(_reads(m, names, seen) for m in methods
+                             if isinstance(m, types.FunctionType)))
     if not isinstance(obj, types.FunctionType):
         return set()
     found = set()
