@@ -97,6 +97,24 @@ _PROC_CGROUP = "/proc/self/cgroup"  # (a test points both at a laid-out copy)
 def cgroup_cpus() -> float | None:
     """The CPUs this process's cgroups (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``) allow it,
     the least of its own and its ancestors'; None without a quota (or off Linux)."""
+    return _cgroup_least("cpu", _v2_quota, _v1_quota)
+
+
+def memory_bytes() -> int | None:
+    """The memory this process and its page cache may use: the machine's RAM, capped by its
+    cgroups' limits (v2 ``memory.max``, v1 ``memory.limit_in_bytes``); None where unknown."""
+    try:
+        ram: float | None = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # (Windows has no sysconf)
+        ram = None
+    limits = [v for v in (ram, _cgroup_least("memory", _v2_memory, _v1_memory)) if v]
+    return int(min(limits)) if limits else None
+
+
+def _cgroup_least(controller: str, v2: Callable[[str], float | None],
+                  v1: Callable[[str], float | None]) -> float | None:
+    """The least limit ``v2`` (a v2 cgroup folder's) or ``v1`` (a folder of ``controller``'s
+    v1 hierarchy) reads in this process's cgroups and their ancestors; None: none set."""
     try:
         with open(_PROC_CGROUP) as f:
             lines = f.read().splitlines()
@@ -106,12 +124,22 @@ def cgroup_cpus() -> float | None:
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controllers == "":  # v2: one hierarchy
-            limits += [_v2_quota(folder) for folder in _ancestors(_CGROUP, path)]
-        elif "cpu" in controllers.split(","):
-            for mount in {f"{_CGROUP}/{controllers}", f"{_CGROUP}/cpu"}:
-                limits += [_v1_quota(folder) for folder in _ancestors(mount, path)]
+            limits += [v2(folder) for folder in _ancestors(_CGROUP, path)]
+        elif controller in controllers.split(","):
+            for mount in {f"{_CGROUP}/{controllers}", f"{_CGROUP}/{controller}"}:
+                limits += [v1(folder) for folder in _ancestors(mount, path)]
     found = [limit for limit in limits if limit is not None]
     return min(found) if found else None
+
+
+def _v2_memory(folder: str) -> float | None:
+    text = _read(os.path.join(folder, "memory.max"))  # "max" or bytes
+    return float(text) if text and text.isdigit() else None
+
+
+def _v1_memory(folder: str) -> float | None:
+    text = _read(os.path.join(folder, "memory.limit_in_bytes"))  # (no limit: ~2**63)
+    return float(text) if text and text.isdigit() else None
 
 
 def _ancestors(mount: str, path: str) -> list[str]:

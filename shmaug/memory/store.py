@@ -101,26 +101,26 @@ def mapped_file_handle(array: np.ndarray) -> ArrayHandle | None:
                        kind="npy", offset=int(offset))
 
 
-_STREAMED = 1 << 20  # bytes of adjacent rows read in order: left to the OS's readahead
-
-
 def read_ahead_of(array: Any) -> Callable[[np.ndarray], None] | None:
-    """For a file-mapped ``array`` (C-contiguous rows), a function that asks the OS to read
-    the given rows now, each run of adjacent rows as one request; None for anything else.
+    """For a file-mapped ``array`` (C-contiguous rows) larger than half the memory (RAM, or
+    the cgroup's limit), a function that asks the OS to read the given rows now, each run of
+    adjacent rows as one request; None for anything else.
 
     Why: a page fault in a map reads what lies around the page, as far as the disk's
-    readahead (8 MiB on some hosts), so rows drawn at random from a file larger than the page
-    cache read 10-20x their bytes (2 workers, 150 KB rows: 770-1,050 rows a second here);
-    asked for first (``MADV_WILLNEED``), a task's rows come in one request each, side by
-    side, their bytes read once (4,900-5,300 rows a second). Rows already in the page cache
-    cost a system call each, a few microseconds. Runs of adjacent rows past ``_STREAMED``
-    are left to the OS's readahead, which streams on past them. Best effort: where the OS
-    has no such advice, nothing is asked.
+    readahead (8 MiB on some hosts), so rows drawn at random from a file the page cache
+    cannot hold read 10-20x their bytes (2 workers, 150 KB rows: 770-1,050 rows a second
+    here); asked for first (``MADV_WILLNEED``), a task's rows come in one request each, side
+    by side, their bytes read once (4,900-5,300 rows a second). A file the page cache holds
+    is better left to the faults: its first pass reads 8 MiB at a time (small rows: 200x
+    fewer requests than a row each), and the later ones would pay a system call a row (1.5
+    us: a gather 3.6x slower) for nothing. Best effort: where the OS has no such advice,
+    nothing is asked.
     """
     mapping = getattr(array, "_mmap", None)
     if not isinstance(array, np.memmap) or not isinstance(mapping, mmap.mmap) or \
             not hasattr(mapping, "madvise") or not array.flags.c_contiguous or \
-            array.ndim == 0 or not array.size:
+            array.ndim == 0 or not array.size or \
+            array.nbytes <= (platform.memory_bytes() or 2**62) // 2:
         return None
     address = np.frombuffer(mapping, dtype=np.uint8).ctypes.data  # (dropped: no export left)
     lead, stride, size = array.ctypes.data - address, array.strides[0], len(mapping)
@@ -133,12 +133,10 @@ def read_ahead_of(array: Any) -> Callable[[np.ndarray], None] | None:
         breaks = np.flatnonzero(np.diff(rows) != 1) + 1
         for first, last in zip(rows[np.r_[0, breaks]].tolist(),
                                rows[np.r_[breaks - 1, len(rows) - 1]].tolist()):
-            if (last + 1 - first) * stride >= _STREAMED:
-                continue  # the OS's own readahead streams it, and goes on past it
             start = lead + first * stride
             start -= start % page
             end = min(lead + (last + 1) * stride, size)
-            with contextlib.suppress(OSError, ValueError):  # advice only
+            with contextlib.suppress(OSError, ValueError, OverflowError):  # advice only
                 mapping.madvise(mmap.MADV_WILLNEED, start, end - start)
     return read_ahead
 

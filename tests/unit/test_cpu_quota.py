@@ -43,6 +43,22 @@ def test_the_quota_is_read_from_the_process_cgroup_and_its_ancestors(
     assert _platform.cpu_count() == (cores if cpus is None else min(cores, math.ceil(cpus)))
 
 
+@pytest.mark.parametrize("proc, files, limit", [
+    ("0::/pod/c1\n", {"pod/c1/memory.max": "max", "pod/memory.max": str(3 << 20)}, 3 << 20),
+    ("0::/\n", {"memory.max": "max"}, None),
+    ("4:memory:/process_api/abc\n", {"memory/process_api/abc/memory.limit_in_bytes":
+                                      "9223372036854771712",  # (v1's "no limit")
+                                      "memory/process_api/memory.limit_in_bytes":
+                                      str(5 << 20)}, 5 << 20)])
+def test_the_memory_is_the_ram_capped_by_the_cgroups_limits(tmp_path, monkeypatch, proc, files,
+                                                            limit) -> None:
+    """What a memory-mapped file is measured against (``store.read_ahead_of``): a container
+    limited to a few GiB caches no more of it than that, whatever the host's RAM."""
+    _laid_out(tmp_path, monkeypatch, proc, files)
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert _platform.memory_bytes() == (ram if limit is None else min(ram, limit))
+
+
 def _v1_cpu_cgroup() -> Path | None:
     root = Path("/sys/fs/cgroup/cpu")
     return root if sys.platform == "linux" and os.access(root, os.W_OK) and \
