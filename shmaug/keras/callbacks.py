@@ -87,10 +87,17 @@ _DISK = ("(Data already in a .npy larger than the RAM is read from the disk each
          "shuffle=\"blocks\".)")
 
 
+_SHORT = 8  # batches: an epoch shorter is mostly the wait for a pass's first batches
+
+
 def _remedy(stats: dict[str, Any]) -> str:
     """What to try for an input-bound epoch: the queue when it was the limit (more workers
     would find no free slot), else the workers and the work."""
     queue = stats.get("queue") or {}
+    if stats.get("batches", _SHORT) < _SHORT:
+        return (f"An epoch of {stats['batches']} batches is too short to tell the pipeline's "
+                f"pace: its first batches wait while the workers begin the pass, whatever "
+                f"they run. Longer epochs' figures (stats(), this callback's log) tell.")
     if queue.get("limited") and queue.get("by") in (depth.MEMORY, depth.SHM):
         return (f"The queue was the limit, not the workers ({queue['why']}: fewer batches "
                 f"ahead than workers). Try: {depth.more_room(queue['by'], enlarge())}.")
