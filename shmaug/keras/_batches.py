@@ -64,6 +64,21 @@ def for_keras(batch: Any) -> Any:
     return shared((batch,) if isinstance(batch, np.ndarray) else batch)
 
 
+def fresh(batch: Any) -> Any:
+    """``batch`` (arrays in tuples, lists and dicts) with arrays of its own: a batch kept for
+    a second ask is handed out as a copy each time, since the consumer may edit what it gets
+    in place (a torch ``train_step``'s ``x.div_(255)``) and the replay must not see it."""
+    if isinstance(batch, np.ndarray):
+        return batch.copy()
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
+        return type(batch)(*(fresh(p) for p in batch))
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(fresh(p) for p in batch)
+    if isinstance(batch, dict):
+        return {k: fresh(v) for k, v in batch.items()}
+    return batch
+
+
 def assemble(seq: Sequence, rt: Runtime, xb: np.ndarray, side: dict[str, Any],
              key: Key) -> Any:
     """What Keras gets for batch ``key`` of ``seq``: the images ``xb`` (in a dict with the

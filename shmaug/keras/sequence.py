@@ -51,7 +51,7 @@ from . import _describe, _distribution, _idle, _resume, _tf_data
 from . import _stack as stack
 from ._passes import Passes, reads_in_order
 from ._runtime import Life, Runtime, data_of
-from ._batches import assemble, for_keras
+from ._batches import assemble, for_keras, fresh
 from ..errors import ClosedError, warn
 
 log = logging.getLogger(__name__)
@@ -442,6 +442,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             if batch is not None:
                 rt.hits += 1
                 rt.held.move_to_end(key)
+                batch = fresh(batch)  # (the held one stays as made, whatever is done to this)
                 return for_keras(batch) if to_keras else batch
             epoch, planned, ordered = key
             held = not in_pass or passes.taken <= _HELD  # a look or a build pass's, or a
@@ -454,6 +455,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 rt.held[key] = batch
                 while len(rt.held) > _HELD:
                     rt.held.popitem(last=False)
+                batch = fresh(batch)
             return for_keras(batch) if to_keras else batch
 
     def on_epoch_begin(self) -> None:

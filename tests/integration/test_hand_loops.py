@@ -4,6 +4,7 @@ seq`` does; on every backend (CI runs this module under each ``KERAS_BACKEND``).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 keras = pytest.importorskip("keras")
@@ -140,3 +141,25 @@ def test_batch_gives_what_a_pass_serves_and_moves_nothing(shuffle):
         np.testing.assert_array_equal(xa, xb)
         np.testing.assert_array_equal(ya, yb)
     assert shuffle is False or not np.array_equal(first[0][1], second[0][1])
+
+
+def test_a_batch_edited_in_place_leaves_the_next_ask_and_a_replay_as_made():
+    """A torch habit (``x.div_(255)`` in a ``train_step``, ``b += 100`` in a loop) edited the
+    batches the Sequence keeps for a second ask (a pass's first two, a look): the same index
+    asked again, or the epoch replayed after ``seek(0)``, came back edited."""
+    x, y = _fit.data()
+    with shmaug.Sequence(x, y, batch_size=_fit.BATCH, augment=_fit.mark, workers=0, seed=3,
+                         shuffle=True) as seq:
+        made = [b[0].copy() for b in seq]
+        seq.seek(0)
+        for batch in seq:
+            batch[0][...] += 100  # (uint8: wraps; any edit will do)
+        seq.seek(0)
+        replayed = [b[0] for b in seq]
+        look = seq[0][0]
+        as_made = look.copy()
+        look[...] = 0
+        again = seq[0][0]
+    for a, b in zip(made, replayed):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(again, as_made)
