@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
     from .sequence import Sequence
 
-# The numpy dtypes torch.from_numpy shares; others (uint16, uint32, bfloat16...) are left to
-# Keras' own conversion, which casts them.
+# The numpy dtypes torch.from_numpy shares (and ml_dtypes' bfloat16, as its bits); others
+# (uint16, uint32...) are left to Keras' own conversion, which casts them.
 _SHARED = frozenset(("bool", "uint8", "int8", "int16", "int32", "int64", "float16",
                      "float32", "float64", "complex64", "complex128"))
 
@@ -46,9 +46,12 @@ def for_keras(batch: Any) -> Any:
 
     def shared(part: Any) -> Any:
         if isinstance(part, np.ndarray):
-            if part.dtype.name not in _SHARED or not part.flags.writeable:
+            bfloat16 = part.dtype.name == "bfloat16"  # (ml_dtypes': torch takes it as bits)
+            if not (part.dtype.name in _SHARED or bfloat16) or not part.flags.writeable:
                 return part  # (torch warns on a read-only array and would not copy it)
             try:
+                if bfloat16:  # Keras' own conversion took 20 ms a 64x224x224x3 batch
+                    return torch.from_numpy(part.view(np.uint16)).view(torch.bfloat16)
                 return torch.from_numpy(part)
             except (TypeError, ValueError, RuntimeError):  # negative strides, byte order
                 return part
