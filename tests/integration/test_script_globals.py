@@ -113,6 +113,8 @@ configure()
 
 HELPED = 0
 SET_BY_METHOD = 0
+NESTED = {"aug": {"shift": 0}}
+STAGE = {"shift": 0}
 
 
 class Trainer:
@@ -123,7 +125,8 @@ class Trainer:
 
 def shift(image, rng):
     return np.roll(image, DEGREES + CFG["shift"] + Opts.blur + settings.STEP + HELPED
-                   + SET_BY_METHOD + SET_AT_IMPORT["shift"] + int(rng.integers(0, 2)), axis=0)
+                   + SET_BY_METHOD + NESTED["aug"]["shift"] + STAGE["shift"]
+                   + SET_AT_IMPORT["shift"] + int(rng.integers(0, 2)), axis=0)
 
 
 def configure_from_args():
@@ -136,10 +139,13 @@ def main():
     DEGREES = 1  # set in main(), which no worker runs
     configure_from_args()
     Trainer().setup()
+    NESTED["aug"]["shift"] = 1  # deeper in
     x = np.arange(16 * 8 * 8 * 3, dtype=np.uint8).reshape(16, 8, 8, 3)
     kw = dict(workers=0) if sys.argv[1] == "none" else dict(workers=2, start_method="spawn")
-    with shmaug.Loader(x, batch_size=4, augment=shift, seed=0, **kw) as loader:
-        print("DIGEST", hashlib.md5(b"".join(xb.tobytes() for xb, _ in loader)).hexdigest())
+    for stage in range(2):  # a loader per stage, each stronger (loader.md)
+        with shmaug.Loader(x, batch_size=4, augment=shift, seed=0, **kw) as loader:
+            print("DIGEST", hashlib.md5(b"".join(xb.tobytes() for xb, _ in loader)).hexdigest())
+        STAGE["shift"] += 1  # (after the first loader, before the second)
 
 
 if __name__ == "__main__":
@@ -162,16 +168,24 @@ def test_globals_set_in_main_or_changed_in_place_are_told_where_workers_start_fr
     digest = {m: d.stdout.split("DIGEST ")[1].split()[0] for m, d in done.items()}
     assert digest["spawn"] != digest["none"]
     told = done["spawn"].stderr
-    assert "`shift` reads `CFG`, `DEGREES`, `HELPED`, `Opts`, `SET_BY_METHOD`, `settings`, " \
-           "which your script sets again" in told, told
+    assert "`shift` reads `CFG`, `DEGREES`, `HELPED`, `NESTED`, `Opts`, `SET_BY_METHOD`, " \
+           "`STAGE`, `settings`, which your script sets again" in told, told
     assert "SET_AT_IMPORT" not in told and "sets again" not in done["none"].stderr
 
 
 UNCHANGED = '''
 import hashlib, logging, sys
+from dataclasses import dataclass
 import cv2
 import numpy as np
 import shmaug
+
+ARGS = None
+
+
+@dataclass
+class Config:
+    epochs: int = 1
 
 log = logging.getLogger("train")
 OPS = {}
@@ -197,9 +211,16 @@ def roll(image, amount):
 
 
 class Shift:
+    def __init__(self, amount=0):
+        self.amount = amount
+
+    @classmethod
+    def from_args(cls):  # (run where it is made: its value goes with the instance)
+        return cls(ARGS["amount"])
+
     def __call__(self, image, rng):
         log.debug("shift")
-        return OPS["roll"](image, self._amount() + len(stats) + len(RESULTS)
+        return OPS["roll"](image, self._amount() + len(stats) + len(RESULTS) + self.amount
                            + int(rng.integers(0, 2)))
 
     def _amount(self):
@@ -211,13 +232,21 @@ async def unused():
 
 
 def main():
+    global ARGS
+    ARGS = {"amount": 1}
+    config = Config()  # (a dataclass of no methods, named here)
+
+    def tally(stats):  # a nested function's parameter, not the global
+        stats["n"] = config.epochs
+
+    tally({})
     stats = {}  # main's own, not the global
     stats["n"] = 1
     log.propagate = False  # no pixel changes
     losses = np.append(np.zeros(0), 1.0)  # numpy's function, not a change of numpy
     x = np.arange(16 * 8 * 8 * 3, dtype=np.uint8).reshape(16, 8, 8, 3)
     kw = dict(workers=0) if sys.argv[1] == "none" else dict(workers=2, start_method="spawn")
-    with shmaug.Loader(x, batch_size=4, augment=Shift(), seed=0, **kw) as loader:
+    with shmaug.Loader(x, batch_size=4, augment=Shift.from_args(), seed=0, **kw) as loader:
         print("DIGEST", hashlib.md5(b"".join(xb.tobytes() for xb, _ in loader)).hexdigest())
     RESULTS["loss"] = float(losses[0])  # after the loader: its workers are done
 
@@ -231,9 +260,10 @@ if __name__ == "__main__":
 def test_what_changes_nothing_the_workers_read_is_not_told(tmp_path):
     """Ordinary scripts the check read as changing what the augment reads: numpy's and
     OpenCV's functions named like a dict's changes, a decorator's registry filled at import,
-    a lazy cache filled through a method, main()'s own local of a global's name, a logger's
-    setting, a function never run, a result kept after the loader: not told, and the same
-    batches."""
+    a lazy cache filled through a method, main()'s own local of a global's name (a nested
+    function's parameter too), a logger's setting, a function never run, a result kept after
+    the loader, a global only a factory classmethod reads (its value goes with the instance),
+    a dataclass of no methods (a KeyError once): not told, and the same batches."""
     script = tmp_path / "train.py"
     script.write_text(UNCHANGED)
     done = {m: run(script, m) for m in ("none", "spawn")}

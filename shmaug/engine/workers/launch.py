@@ -17,7 +17,7 @@ import threading
 from contextlib import contextmanager
 from multiprocessing import forkserver as mp_forkserver
 from multiprocessing import spawn as mp_spawn
-from typing import Any, Collection, Iterator, Sequence
+from typing import Any, Callable, Collection, Iterator, Sequence
 
 from . import lazy_imports
 from ...errors import ArgumentError, warn
@@ -149,7 +149,8 @@ def defined_when_imported(path: str) -> frozenset[str] | None:
 
 
 _MUTATORS = frozenset(("update", "setdefault", "append", "extend", "insert", "pop", "clear",
-                       "add", "remove", "discard", "popitem"))  # a dict's, list's or set's
+                       "add", "remove", "discard", "popitem", "sort", "reverse",
+                       "fill"))  # a dict's, list's, set's or array's own change
 
 
 def set_again_in_guard(path: str, run_there: Collection[str] = (),
@@ -169,32 +170,51 @@ def set_again_in_guard(path: str, run_there: Collection[str] = (),
     now, kinds = now or {}, _kinds(tree.body)
     guards = [node for node in tree.body if isinstance(node, ast.If) and _is_main_guard(node)]
     at_import = _run_at_import([node for node in tree.body if node not in guards])
-    before = now.get("<module>", sys.maxsize)
-    here = set().union(*(_bound([s for s in g.body if s.lineno < before]) | _changed(
-        g, kinds, set(), before) for g in guards))
+    here: set[str] = set()
+    for guard in guards:
+        happened = _happened(guard, now.get("<module>"))
+        here |= _bound([s for s in guard.body if happened(s.lineno)]) | _changed(
+            guard, kinds, set(), happened)
     functions = list(_functions(tree.body))
-    run_here = _reached(guards, functions) - at_import - set(run_there)
+    run_here = _reached(guards, tree.body, functions) - at_import - set(run_there)
     for owner, fn in functions:
         if owner not in run_here:
             continue
         declared = {name for node in ast.walk(fn) if isinstance(node, ast.Global)
                     for name in node.names}
-        line = now.get(fn.name, sys.maxsize)
-        here |= _changed(fn, kinds, _locals(fn) - declared, line) | {
+        happened = _happened(fn, now.get(fn.name))
+        here |= _changed(fn, kinds, _locals(fn) - declared, happened) | {
             node.id for node in ast.walk(fn) if isinstance(node, ast.Name) and
-            isinstance(node.ctx, ast.Store) and node.id in declared and node.lineno < line}
+            isinstance(node.ctx, ast.Store) and node.id in declared and happened(node.lineno)}
     return frozenset(_bound(tree.body) & here)
 
 
-def _reached(guards: list[ast.If], functions: Sequence[tuple[str, ast.AST]]) -> set[str]:
-    """The script's functions and classes its ``__main__`` guards name, and those these
+def _happened(scope: ast.AST, line: int | None) -> Callable[[int], bool]:
+    """Whether a line of ``scope`` (a guard, a function) may have run by the time its frame
+    is at ``line`` (None: it is not running, any may have): one before it, or one in a loop
+    around it (a loader per stage, the settings changed after each)."""
+    if line is None:
+        return lambda _: True
+    loops = [(node.lineno, node.end_lineno or node.lineno) for node in ast.walk(scope)
+             if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and
+             node.lineno <= line <= (node.end_lineno or node.lineno)]
+    return lambda at: at < line or any(a <= at <= b for a, b in loops)
+
+
+def _reached(guards: list[ast.If], body: list[ast.stmt],
+             functions: Sequence[tuple[str, ast.AST]]) -> set[str]:
+    """The script's functions and classes its ``__main__`` guards name or a decorator
+    registers (a click or typer command, which the guard's ``cli()`` runs), and those these
     name in turn: what may run in this process (a function defined and never named, no)."""
     bodies: dict[str, list[ast.AST]] = {}
     for owner, fn in functions:
         bodies.setdefault(owner, []).append(fn)
     reached: set[str] = set()
     todo = [node.id for guard in guards for node in ast.walk(guard)
-            if isinstance(node, ast.Name) and node.id in bodies]
+            if isinstance(node, ast.Name) and node.id in bodies] + [
+        node.name for node in body if isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and
+        node.decorator_list and node.name in bodies]
     while todo:
         name = todo.pop()
         if name not in reached:
@@ -248,37 +268,64 @@ def _functions(body: list[ast.stmt]) -> Iterator[tuple[str, ast.FunctionDef |
 
 
 def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-    """The names ``fn`` binds of its own: its parameters and what it assigns."""
-    args = fn.args
-    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
-                            *filter(None, (args.vararg, args.kwarg)))} | {
-        node.id for node in ast.walk(fn) if isinstance(node, ast.Name) and
-        isinstance(node.ctx, ast.Store)}
+    """The names ``fn`` binds of its own: its parameters and its nested functions' and
+    lambdas', and what it assigns."""
+    names = {node.id for node in ast.walk(fn) if isinstance(node, ast.Name) and
+             isinstance(node.ctx, ast.Store)}
+    for args in (node for node in ast.walk(fn) if isinstance(node, ast.arguments)):
+        names.update(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                     *filter(None, (args.vararg, args.kwarg))))
+    return names
 
 
-def _changed(tree: ast.AST, kinds: dict[str, str], local: set[str], before: int) -> set[str]:
-    """The top-level names whose object ``tree`` changes in place before line ``before``:
-    an attribute set (``Opts.blur = v``, ``cfg_module.X = v``, ``setattr(Opts, ...)``), an
-    item set on a value (``CFG["k"] = v``), a value's own change (``CFG.update(...)``; not
-    a module's function, ``np.append``). ``local``: names that are the function's own."""
+def _changed(tree: ast.AST, kinds: dict[str, str], local: set[str],
+             happened: Callable[[int], bool]) -> set[str]:
+    """The top-level names whose object ``tree`` changes in place where ``happened``: an
+    attribute set (``Opts.blur = v``, ``cfg_module.X = v``, ``setattr(Opts, ...)``), an item
+    set on a value (``CFG["k"] = v``), a value's own change (``CFG.update(...)``; not a
+    module's function, ``np.append``), and the same deeper in a value or a class
+    (``CFG["aug"]["shift"] = v``, ``CFG.aug.update(...)``). ``local``: the function's own."""
     names: set[str] = set()
     for node in ast.walk(tree):
-        if getattr(node, "lineno", 0) >= before:
+        if not happened(getattr(node, "lineno", 0)):
             continue
         targets = (node.targets if isinstance(node, ast.Assign) else [node.target]
                    if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
-        bases = [(t.value.id, isinstance(t, ast.Attribute)) for t in targets
-                 if isinstance(t, (ast.Subscript, ast.Attribute)) and
-                 isinstance(t.value, ast.Name)]
+        changed: list[tuple[ast.expr, str]] = [
+            (t, "attribute" if isinstance(t, ast.Attribute) else "item") for t in targets
+            if isinstance(t, (ast.Subscript, ast.Attribute))]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in _MUTATORS and isinstance(node.func.value, ast.Name):
-            bases.append((node.func.value.id, False))
+                node.func.attr in _MUTATORS:
+            changed.append((node.func.value, "item"))  # (a value's own change)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                node.func.id == "setattr" and node.args and isinstance(node.args[0], ast.Name):
-            bases.append((node.args[0].id, True))
-        names.update(base for base, attribute in bases if base not in local and kinds.get(
-            base) in (("import", "class", "value") if attribute else ("value",)))
+                node.func.id == "setattr" and node.args:
+            changed.append((node.args[0], "setattr"))
+        for target, how in changed:
+            root, depth = _root(target)
+            if root is not None and root not in local and kinds.get(root) in (
+                    _DEEP if depth else _CHANGED_BY[how]):
+                names.add(root)
     return names
+
+
+# What a change at the name itself changes, by the kind of the name's object (a module's
+# functions named like a dict's changes, np.append, change nothing); deeper in, a value's or
+# a class's.
+_CHANGED_BY = {"attribute": ("import", "class", "value"), "setattr": ("import", "class", "value"),
+               "item": ("value",)}
+_DEEP = ("value", "class")
+
+
+def _root(node: ast.AST) -> tuple[str | None, int]:
+    """The name a chain of items and attributes (``CFG["aug"].shift``) starts from, and how
+    many steps lie between it and the one changed (0: ``CFG[...]`` itself)."""
+    depth = 0
+    while isinstance(node, (ast.Subscript, ast.Attribute)) and \
+            isinstance(node.value, (ast.Subscript, ast.Attribute)):
+        node, depth = node.value, depth + 1
+    if isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return (node.id if isinstance(node, ast.Name) else None), depth  # (a Name: 0 steps)
 
 
 def _guard_binds(tree: ast.Module) -> set[str]:

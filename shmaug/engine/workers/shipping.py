@@ -96,7 +96,10 @@ def pickled(obj: Any, start_method: str | None = None) -> tuple[bytes, bytes | N
         plain.dump(obj)
         payload = buffer.getvalue()  # (one copy: a payload may hold megabytes of arrays)
         method = start_method or launch.default_start_method(payload)
-        _tell_set_again(plain.mains, method)
+        try:
+            _tell_set_again(plain.mains, method)
+        except Exception as exc:  # noqa: BLE001 - a check of the user's script, never a
+            log.debug("the globals check failed: %r", exc)  # reason the loader fails
     except pickle.PicklingError:
         if not plain.redefined:
             raise
@@ -187,21 +190,26 @@ def _tell_set_again(qualnames: set[str], method: str) -> None:
             return
 
 
-_MADE_HERE = frozenset(("__init__", "__new__", "__init_subclass__", "__post_init__"))
-
-
 def _reads(obj: Any, names: frozenset[str], seen: set[int]) -> set[str]:
     """Which of ``names`` ``obj`` (a function or class of ``__main__``) reads, its helpers in
     ``__main__`` followed (a class: through the hooks workers run)."""
     if id(obj) in seen:
         return set()
     seen.add(id(obj))
-    if isinstance(obj, type):  # its methods a worker may run (the hooks, and what they
-        # call on self), not those that run where it is made
-        methods = (getattr(m, "__func__", m) for name, m in vars(obj).items()
-                   if name not in _MADE_HERE)
-        return set().union(*(_reads(m, names, seen) for m in methods
-                             if isinstance(m, types.FunctionType)))
+    if isinstance(obj, type):  # the hooks workers run, and the script's methods they name
+        # (self._warm()), its bases' too; not those that run where it is made (__init__)
+        found: set[str] = set()
+        todo, done = ["augment", "load", "__call__"], set()
+        while todo:
+            name = todo.pop()
+            method = getattr(getattr(obj, name, None), "__func__", getattr(obj, name, None))
+            if name in done or not isinstance(method, types.FunctionType) or \
+                    method.__module__ != "__main__":
+                continue
+            done.add(name)
+            found |= _reads(method, names, seen)
+            todo += _attributes_read(method.__code__)
+        return found
     if not isinstance(obj, types.FunctionType):
         return set()
     found = set()
@@ -213,6 +221,16 @@ def _reads(obj: Any, names: frozenset[str], seen: set[int]) -> set[str]:
                 scope[name].__module__ == "__main__":
             found |= _reads(scope[name], names, seen)  # a helper of the script's
     return found
+
+
+def _attributes_read(code: types.CodeType) -> list[str]:
+    """The attribute names ``code`` and the functions nested in it read (``self._warm``)."""
+    names = [i.argval for i in dis.get_instructions(code)
+             if i.opname in ("LOAD_ATTR", "LOAD_METHOD") and isinstance(i.argval, str)]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names += _attributes_read(const)
+    return names
 
 
 def globals_read(code: types.CodeType) -> set[str]:
