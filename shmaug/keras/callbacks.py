@@ -94,7 +94,9 @@ def _remedy(stats: dict[str, Any]) -> str:
     """What to try for an input-bound epoch: the queue when it was the limit (more workers
     would find no free slot), else the workers and the work."""
     queue = stats.get("queue") or {}
-    if stats.get("batches", _SHORT) < _SHORT:
+    busy = stats.get("worker_busy") or []
+    if stats.get("batches", _SHORT) < _SHORT and max(busy, default=0.0) < 0.8:  # (workers
+        # busy the whole short epoch: a real stall, told below)
         return (f"An epoch of {stats['batches']} batches is too short to tell the pipeline's "
                 f"pace: its first batches wait while the workers begin the pass, whatever "
                 f"they run. Longer epochs' figures (stats(), this callback's log) tell.")
@@ -105,7 +107,6 @@ def _remedy(stats: dict[str, Any]) -> str:
         return (f"The queue was the limit, not the workers ({queue['why']}: fewer batches "
                 f"ahead than workers). Try: a larger `max_queue_size`, or leave it out (the "
                 f"default holds 2 batches per worker + 2).")
-    busy = stats.get("worker_busy") or []
     if busy and max(busy) < 0.5:  # the workers mostly idle: more of them would idle too
         return ("The workers were idle most of the epoch, so the wait was the hand-off of "
                 "the batches or the first ones of each pass, not the augmentation (a short "

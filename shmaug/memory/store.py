@@ -24,7 +24,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 from multiprocessing import shared_memory
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Iterable
 
 import numpy as np
 
@@ -101,10 +101,20 @@ def mapped_file_handle(array: np.ndarray) -> ArrayHandle | None:
                        kind="npy", offset=int(offset))
 
 
-def read_ahead_of(array: Any) -> Callable[[np.ndarray], None] | None:
+def read_aheads_of(arrays: Iterable[Any]) -> list[Callable[[np.ndarray], None]]:
+    """``read_ahead_of`` each of ``arrays`` read together (a dataset and its masks), their
+    maps measured together against the memory: two of a third of it each are two the page
+    cache cannot hold."""
+    arrays = list(arrays)
+    together = sum(a.nbytes for a in arrays if isinstance(a, np.memmap))
+    return [r for r in (read_ahead_of(a, together) for a in arrays) if r is not None]
+
+
+def read_ahead_of(array: Any, together: int = 0) -> Callable[[np.ndarray], None] | None:
     """For a file-mapped ``array`` (C-contiguous rows) larger than half the memory (RAM, or
-    the cgroup's limit), a function that asks the OS to read the given rows now, each run of
-    adjacent rows as one request; None for anything else.
+    the cgroup's limit), it or the maps read with it (``together`` bytes), a function that
+    asks the OS to read the given rows now, each run of adjacent rows as one request; None
+    for anything else.
 
     Why: a page fault in a map reads what lies around the page, as far as the disk's
     readahead (8 MiB on some hosts), so rows drawn at random from a file the page cache
@@ -120,7 +130,7 @@ def read_ahead_of(array: Any) -> Callable[[np.ndarray], None] | None:
     if not isinstance(array, np.memmap) or not isinstance(mapping, mmap.mmap) or \
             not hasattr(mapping, "madvise") or not array.flags.c_contiguous or \
             array.ndim == 0 or not array.size or \
-            array.nbytes <= (platform.memory_bytes() or 2**62) // 2:
+            max(array.nbytes, together) <= (platform.memory_bytes() or 2**62) // 2:
         return None
     address = np.frombuffer(mapping, dtype=np.uint8).ctypes.data  # (dropped: no export left)
     lead, stride, size = array.ctypes.data - address, array.strides[0], len(mapping)

@@ -112,8 +112,12 @@ def test_stall_monitor_names_the_queue_when_it_was_the_limit() -> None:
     assert "The queue was the limit" in said and "max_queue_size=8 as given" in said
     assert "more `workers`" in _remedy({"queue": {**queue, "limited": False}})
     bound = _remedy({"queue": {**queue, "by": depth.SHM}})  # /dev/shm, not a setting
-    short = _remedy({"queue": queue, "batches": 2})  # (the README's start on 500 images)
+    short = _remedy({"queue": queue, "batches": 2,  # (the README's start on 500 images)
+                     "worker_busy": [0.6, 0.4, 0.0, 0.0]})
     assert "An epoch of 2 batches is too short" in short and ".npy" not in short
+    stalled = _remedy({"queue": {**queue, "limited": False}, "batches": 5,
+                       "worker_busy": [1.0, 0.99]})  # (a slow augment, steps_per_epoch=5)
+    assert "too short" not in stalled and "cheaper augmentation" in stalled
     assert "more shared memory (Docker: `--shm-size" in bound and "a larger" not in bound
     capped = _remedy({"queue": {**queue, "by": depth.MEMORY}})  # 2 GiB, with room for more
     assert "Try: a `max_queue_size` of the batches" in capped and "Docker" not in capped

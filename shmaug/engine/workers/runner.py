@@ -30,7 +30,7 @@ from ..plan.schedule import IN_ORDER, OrderCache, Shard, Shuffle, Task, seed_epo
 from ...seeding import GlobalsWatch, SampleSeeder, torch_generator
 from ..handoff.ring import Targets
 from .status import IDLE, WorkerStatus
-from ...memory.store import dtype_text, read_ahead_of
+from ...memory.store import dtype_text, read_aheads_of
 from .wire import PROBE_SLOT, Done, Failed, Probe, Probed
 
 # The user's `augment`, fn(image, rng) -> image, as the engine takes it: any callable, its output
@@ -135,8 +135,8 @@ class SliceRunner:
                 self._prefetches.append((self._load_name if fn is load else op_name(fn), hook,
                                          takes_ahead))
         self._plans = [plan for plan in map(source.plan_hook, loads) if plan is not None]
-        self._read_aheads = [r for r in map(read_ahead_of, (x, *self.target_inputs.values()))
-                             if r is not None]  # a memory map's rows, asked a task at a time
+        # a memory map's rows, asked a task at a time
+        self._read_aheads = read_aheads_of((x, *self.target_inputs.values()))
         self.ahead: list[Task] = []  # the tasks received after the one running, in order
         # this process's whole decodes (``shmaug.whole_decodes``) its status row holds
         self._whole_decodes = whole_decodes.counts()
