@@ -34,7 +34,8 @@ A *pass* is one run of one loop over the indices. Keras makes a fresh generator 
    claims the next one, whole.
 5. A hand loop (``seq[i]`` for each batch, then ``seq.on_epoch_end()``: Keras' Sequence
    contract, as custom training loops use it) asks from no loop, so its asks are looks (rule
-   2) and take the next epoch's batches; ``on_epoch_end`` then ends that epoch, so the next
+   2) and take the next epoch's batches, or go on with a pass a loop left unfinished (broken
+   off, a fit cut short, restored); ``on_epoch_end`` then ends that epoch, so the next
    loop by hand gets the epoch after. Keras calls ``on_epoch_end`` after its own passes too,
    but by then a pass has taken the looks' epoch (it begins by claiming it), so nothing more
    moves.
@@ -272,9 +273,10 @@ class Passes:
                 ahead = start + len(self._looks)  # looks take the next batches in turn
                 key = self._looks[index] = (epoch + ahead // self.batches,
                                             ahead % self.batches, False)
-        if p is None or p is self._restored:  # drawn from the epoch no loop is on: a hand
-            # loop's (rule 5), or one going on with a restored pass, which it ends too
-            self._hand = key if self._hand is None else max(self._hand, key)
+        # A look past what a pass has bound: a hand loop's (rule 5), drawing from the epoch
+        # no loop is on, or from one a loop left unfinished (restored, broken off, a fit cut
+        # short), which its on_epoch_end then ends
+        self._hand = key if self._hand is None else max(self._hand, key)
         return key
 
 

@@ -77,6 +77,17 @@ def test_a_state_saved_in_a_for_loop_goes_on_by_hand_with_the_epochs_after():
         assert by_hand(seq, 2) == expected[1:]
 
 
+def test_loops_by_hand_after_a_peek_get_the_epochs_after():
+    """``next(iter(seq))`` (a look at the data), then loops by hand: each replayed epoch 0."""
+    x, y = _fit.data()
+    args = dict(batch_size=_fit.BATCH, augment=_fit.mark, workers=0, seed=3, shuffle=True)
+    with shmaug.Sequence(x, y, **args) as ref:
+        expected = [[rows(b) for b in ref] for _ in range(3)]
+    with shmaug.Sequence(x, y, **args) as seq:
+        assert rows(next(iter(seq))) == expected[0][0]
+        assert by_hand(seq, 3) == expected
+
+
 def test_a_subclass_not_calling_super_replays_its_epoch_by_hand_but_not_under_fit():
     """What the README says: without super().on_epoch_end() a loop by hand gets epoch 0
     again each time (told once, naming the class; it was silent); fit (and for-loops) still

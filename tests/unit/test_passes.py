@@ -255,6 +255,21 @@ def test_a_restored_pass_a_hand_loop_goes_on_with_ends_at_its_on_epoch_end(shuff
     assert [k for k, _ in take(q, range(B), None)] == stream(2 * B, B)
 
 
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_loops_by_hand_after_a_loop_left_unfinished_get_the_epochs_after(shuffle):
+    """``next(iter(seq))``, or a ``fit`` cut short by ``steps_per_epoch``, then loops by hand:
+    their looks went on with the unfinished pass's epoch, which their ``on_epoch_end`` did
+    not end, so each replayed it (the batches trained on included)."""
+    p = Fixed(B, shuffle=shuffle)
+    take(p, [0, 1], object())  # a loop, never continued
+    first = [k for k, _ in take(p, range(B), None)]
+    assert first[:2] == stream(0, 2)  # the batches that loop took
+    p.epoch_ended()
+    assert [k for k, _ in take(p, range(B), None)] == stream(B, B)
+    p.epoch_ended()
+    assert [k for k, _ in take(p, range(B), None)] == stream(2 * B, B)
+
+
 def test_a_new_loop_or_one_going_round_again_begins_a_pass():
     p, loop = Fixed(B, shuffle=True), object()
     assert p.begins(loop, 0) and not p.begins(None, 0)
