@@ -291,7 +291,10 @@ def check_image(image: Any) -> np.ndarray:
             f"channels-last images (H, W, C): they would read {c} rows of {h} pixels with {w} "
             f"channels. Fix: move the channel axis last, np.moveaxis(image, 0, -1) (where the "
             f"samples are made, e.g. a `load`; frames become channels, which geometric ops move "
-            f"alike), and keep the model channels-last (Keras' default data_format).")
+            f"alike), and keep the model channels-last (Keras' default data_format); a "
+            f"channels-first model (keras.config.image_data_format() 'channels_first') takes "
+            f"np.moveaxis(xb, -1, 1) of each batch, from a Sequence subclass's "
+            f"`model_inputs` (docs/keras.md).")
     return image
 
 

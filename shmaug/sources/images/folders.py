@@ -231,7 +231,8 @@ def check_data_format(value: Any) -> None:
     if value in (None, "channels_last"):
         return
     fix = ("leave it out and keep the model channels-last (Keras' default); a model that "
-           "takes channels first gets np.moveaxis(xb, -1, 1) of each batch") \
+           "takes channels first gets np.moveaxis(xb, -1, 1) of each batch, from a Sequence "
+           "subclass's `model_inputs` (docs/keras.md)") \
         if value == "channels_first" else "pass 'channels_last' or leave it out"
     raise ArgumentError(
         f"`data_format` of ImageFiles.from_directory is 'channels_last' (or None): shmaug's "
