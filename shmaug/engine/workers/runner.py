@@ -469,7 +469,7 @@ def _refuse_float16_overflow(image: np.ndarray, index: int, of: str) -> None:
             f"Sample index {index} produced{of} {image.dtype} values spanning {low:g}..{high:g}, "
             f"but the batch is float16 (`output_dtype`), whose largest value is 65504: the "
             f"rest would become inf. Fix: pass `output_dtype='float32'` (or 'bfloat16'), or "
-            f"scale the samples down in `augment` (e.g. divide by 65535).")
+            f"scale the samples down (divide by 65535: in `augment`, or in `x` itself).")
 
 
 def _several_images(out: Any) -> bool:
