@@ -34,11 +34,13 @@ A *pass* is one run of one loop over the indices. Keras makes a fresh generator 
    claims the next one, whole.
 5. A hand loop (``seq[i]`` for each batch, then ``seq.on_epoch_end()``: Keras' Sequence
    contract, as custom training loops use it) asks from no loop, so its asks are looks (rule
-   2) and take the next epoch's batches, or go on with a pass a loop left unfinished (broken
-   off, a fit cut short, restored); ``on_epoch_end`` then ends that epoch, so the next
-   loop by hand gets the epoch after. Keras calls ``on_epoch_end`` after its own passes too,
-   but by then a pass has taken the looks' epoch (it begins by claiming it), so nothing more
-   moves.
+   2) and take the next epoch's batches, or go on with a restored pass or one whose loop is
+   over (broken off); ``on_epoch_end`` then ends that epoch, so the next loop by hand gets
+   the epoch after (never back: a pass may have claimed a later one since). Keras calls
+   ``on_epoch_end`` after its own passes too, but by then a pass has taken the looks' epoch
+   (it begins by claiming it), so nothing more moves. (Keras' own pass left unfinished, a
+   fit cut short by ``steps_per_epoch``, is no loop known to be over: loops by hand after
+   it replay it.)
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class _Pass:
     in_order: bool  # it reads its epoch in the dataset's order (index i gets batch i)
     bindings: dict[int, Key] = field(default_factory=dict)  # index -> batch, this pass
     asked: int = 0  # the number of its last ask (``Passes._asks``)
+    over: bool = False  # its loop is over (a ``for`` loop ended or broken off)
 
 
 class Passes:
@@ -131,15 +134,20 @@ class Passes:
         """``on_epoch_end()``: a hand loop's epoch (looks drawn from no pass) is over, and the
         next pass or look takes the epoch after it; without such looks, nothing moves (rule 5)."""
         self._finished = None
-        if self._hand is not None:
-            self.seek(self._hand[0] + 1, 0)
+        if self._hand is not None:  # (never back: a pass may have claimed an epoch since)
+            self.seek(max(self._hand[0] + 1, self.epoch), 0)
 
     def loop_over(self, caller: Any = None) -> None:
         """``caller``'s loop is over (None: Keras' epoch, ``on_epoch_end``): a pass of it that
-        took its epoch's last batch answers no more looks (rule 2)."""
+        took its epoch's last batch answers no more looks (rule 2), and one it left unfinished
+        (``break``, ``next(iter(seq))``) is gone on with by the looks of loops by hand after
+        it as a restored one is (rule 5): their ``on_epoch_end`` ends its epoch."""
         finished = self._finished
         if finished is not None and caller in (None, finished.caller):
             self._finished = None
+        p = self._pass_of(caller) if caller is not None else None
+        if p is not None:
+            p.over = True
 
     @property
     def current_epoch(self) -> int:
@@ -273,10 +281,10 @@ class Passes:
                 ahead = start + len(self._looks)  # looks take the next batches in turn
                 key = self._looks[index] = (epoch + ahead // self.batches,
                                             ahead % self.batches, False)
-        # A look past what a pass has bound: a hand loop's (rule 5), drawing from the epoch
-        # no loop is on, or from one a loop left unfinished (restored, broken off, a fit cut
-        # short), which its on_epoch_end then ends
-        self._hand = key if self._hand is None else max(self._hand, key)
+        if p is None or p is self._restored or p.over:  # drawn from the epoch no loop is
+            # on: a hand loop's (rule 5), or one going on with a restored pass or one whose
+            # loop is over (broken off), which it ends too
+            self._hand = key if self._hand is None else max(self._hand, key)
         return key
 
 

@@ -445,9 +445,10 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 batch = fresh(batch)  # (the held one stays as made, whatever is done to this)
                 return for_keras(batch) if to_keras else batch
             epoch, planned, ordered = key
-            held = not in_pass or passes.taken <= _HELD  # a look or a build pass's, or a
-            # pass's first ones (which a build pass may have taken): kept for a second ask,
-            # so copied; the others are lent, their slot theirs while Keras holds them
+            held = passes.taken <= _HELD if in_pass else index < _HELD  # a pass's first
+            # ones (which a build pass may have taken), a look at them (Keras' probes): kept
+            # for a second ask, so copied; the others are lent, their slot theirs while
+            # Keras (or a loop by hand) holds them
             xb, side = lend(loader, planned, epoch=epoch, in_order=ordered, keep=held)
             rt.hits += loader.last_hit
             batch = assemble(self, rt, xb, side, key)

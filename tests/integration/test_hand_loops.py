@@ -78,7 +78,8 @@ def test_a_state_saved_in_a_for_loop_goes_on_by_hand_with_the_epochs_after():
 
 
 def test_loops_by_hand_after_a_peek_get_the_epochs_after():
-    """``next(iter(seq))`` (a look at the data), then loops by hand: each replayed epoch 0."""
+    """``next(iter(seq))`` (a look at the data), then loops by hand: each replayed epoch 0.
+    The first goes on with the peek's epoch, the next get the epochs after it."""
     x, y = _fit.data()
     args = dict(batch_size=_fit.BATCH, augment=_fit.mark, workers=0, seed=3, shuffle=True)
     with shmaug.Sequence(x, y, **args) as ref:

@@ -256,18 +256,33 @@ def test_a_restored_pass_a_hand_loop_goes_on_with_ends_at_its_on_epoch_end(shuff
 
 
 @pytest.mark.parametrize("shuffle", [True, False])
-def test_loops_by_hand_after_a_loop_left_unfinished_get_the_epochs_after(shuffle):
-    """``next(iter(seq))``, or a ``fit`` cut short by ``steps_per_epoch``, then loops by hand:
-    their looks went on with the unfinished pass's epoch, which their ``on_epoch_end`` did
-    not end, so each replayed it (the batches trained on included)."""
-    p = Fixed(B, shuffle=shuffle)
-    take(p, [0, 1], object())  # a loop, never continued
-    first = [k for k, _ in take(p, range(B), None)]
-    assert first[:2] == stream(0, 2)  # the batches that loop took
+def test_loops_by_hand_after_a_loop_broken_off_get_the_epochs_after(shuffle):
+    """``next(iter(seq))`` or a ``for`` loop left with ``break``, then loops by hand: their
+    looks went on with the unfinished pass's epoch, which their ``on_epoch_end`` did not
+    end, so each replayed it. The first goes on with it, the next get the epochs after."""
+    p, loop = Fixed(B, shuffle=shuffle), object()
+    take(p, [0, 1], loop)
+    p.loop_over(loop)  # broken off
+    assert [k for k, _ in take(p, range(B), None)] == stream(0, B)  # the rest of its epoch
     p.epoch_ended()
-    assert [k for k, _ in take(p, range(B), None)] == stream(B, B)
-    p.epoch_ended()
-    assert [k for k, _ in take(p, range(B), None)] == stream(2 * B, B)
+    for epoch in (1, 2):
+        assert [k for k, _ in take(p, range(B), None)] == stream(epoch * B, B)
+        p.epoch_ended()
+
+
+def test_a_look_then_an_epoch_end_never_takes_the_epoch_back():
+    """A callback looking at a batch at each epoch's end, then ``on_epoch_end()`` (or
+    ``to_tf_dataset``'s generator ending), while validation (the training Sequence itself)
+    had claimed the next epoch: the seek went back to it, and validation read it twice."""
+    p, train, val = Passes(B), object(), object()
+    assert [p.ask(i, train, False)[0][0] for i in (4, 2)] == [0, 0]  # steps_per_epoch=2:
+    assert {p.ask(i, val, True)[0][0] for i in range(B)} == {1}  # on across Keras epochs
+    p.loop_over()  # Keras' epoch ends
+    p.ask(5, None, False)  # the callback's look: the training pass's next batch
+    p.epoch_ended()  # and its seq.on_epoch_end()
+    assert [p.ask(i, train, False)[0][0] for i in (1, 0)] == [0, 0]
+    again = object()  # the next validation
+    assert {p.ask(i, again, True)[0][0] for i in range(B)} == {2}  # not 1 again
 
 
 def test_a_new_loop_or_one_going_round_again_begins_a_pass():
