@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import keras
 import numpy as np
@@ -38,48 +38,46 @@ _SHARED = frozenset(("bool", "uint8", "int8", "int16", "int32", "int64", "float1
                      "float32", "float64", "complex64", "complex128"))
 
 
+def _each_array(batch: Any, leaf: Callable[[np.ndarray], Any]) -> Any:
+    """``batch`` (arrays in tuples, lists, namedtuples and dicts) with ``leaf`` of each array
+    in its place; anything else as it is."""
+    if isinstance(batch, np.ndarray):
+        return leaf(batch)
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
+        return type(batch)(*(_each_array(p, leaf) for p in batch))
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_each_array(p, leaf) for p in batch)
+    if isinstance(batch, dict):
+        return {k: _each_array(v, leaf) for k, v in batch.items()}
+    return batch
+
+
 def for_keras(batch: Any) -> Any:
     """``batch`` (arrays in tuples, lists and dicts) as the backend takes it without a copy."""
     if keras.backend.backend() != "torch":
         return batch
     import torch
 
-    def shared(part: Any) -> Any:
-        if isinstance(part, np.ndarray):
-            bfloat16 = part.dtype.name == "bfloat16"  # (ml_dtypes': torch takes it as bits)
-            if not (part.dtype.name in _SHARED or bfloat16) or not part.flags.writeable:
-                return part  # (torch warns on a read-only array and would not copy it)
-            try:
-                if bfloat16:  # Keras' own conversion took 20 ms a 64x224x224x3 batch
-                    return torch.from_numpy(part.view(np.uint16)).view(torch.bfloat16)
-                return torch.from_numpy(part)
-            except (TypeError, ValueError, RuntimeError):  # negative strides, byte order
-                return part
-        if isinstance(part, tuple) and hasattr(part, "_fields"):  # a namedtuple
-            return type(part)(*(shared(p) for p in part))
-        if isinstance(part, (tuple, list)):
-            return type(part)(shared(p) for p in part)
-        if isinstance(part, dict):
-            return {k: shared(v) for k, v in part.items()}
-        return part
+    def shared(part: np.ndarray) -> Any:
+        bfloat16 = part.dtype.name == "bfloat16"  # (ml_dtypes': torch takes it as bits)
+        if not (part.dtype.name in _SHARED or bfloat16) or not part.flags.writeable:
+            return part  # (torch warns on a read-only array and would not copy it)
+        try:
+            if bfloat16:  # Keras' own conversion took 20 ms a 64x224x224x3 batch
+                return torch.from_numpy(part.view(np.uint16)).view(torch.bfloat16)
+            return torch.from_numpy(part)
+        except (TypeError, ValueError, RuntimeError):  # negative strides, byte order
+            return part
 
     # A bare array is Keras' ``(x,)``, and Keras recognises only numpy as bare.
-    return shared((batch,) if isinstance(batch, np.ndarray) else batch)
+    return _each_array((batch,) if isinstance(batch, np.ndarray) else batch, shared)
 
 
 def fresh(batch: Any) -> Any:
-    """``batch`` (arrays in tuples, lists and dicts) with arrays of its own: a batch kept for
-    a second ask is handed out as a copy each time, since the consumer may edit what it gets
-    in place (a torch ``train_step``'s ``x.div_(255)``) and the replay must not see it."""
-    if isinstance(batch, np.ndarray):
-        return batch.copy()
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
-        return type(batch)(*(fresh(p) for p in batch))
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(fresh(p) for p in batch)
-    if isinstance(batch, dict):
-        return {k: fresh(v) for k, v in batch.items()}
-    return batch
+    """``batch`` with arrays of its own: a batch kept for a second ask is handed out as a
+    copy each time, since the consumer may edit what it gets in place (a torch
+    ``train_step``'s ``x.div_(255)``) and the replay must not see it."""
+    return _each_array(batch, np.copy)
 
 
 def assemble(seq: Sequence, rt: Runtime, xb: np.ndarray, side: dict[str, Any],
