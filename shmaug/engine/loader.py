@@ -505,12 +505,10 @@ def start(options: Options, *, pin_memory: bool | None = None) -> Loader:
     return loader
 
 
-def lend(loader: Loader, index: int, *, epoch: int, in_order: bool,
-         keep: bool) -> tuple[np.ndarray, Any]:
-    """Batch ``index`` of ``epoch`` as the facade hands it to Keras: a copy where ``keep`` (a
-    batch held for a second ask), else lent (``Handoff.LEND``: the slot is the batch's while
-    any array of it lives)."""
-    return loader._batch(index, epoch, in_order, Handoff.COPY if keep else Handoff.LEND)
+def lend(loader: Loader, index: int, *, epoch: int, in_order: bool) -> tuple[np.ndarray, Any]:
+    """Batch ``index`` of ``epoch`` as the facade hands it to Keras: lent
+    (``Handoff.LEND``: the slot is the batch's while any array of it lives)."""
+    return loader._batch(index, epoch, in_order, Handoff.LEND)
 
 
 def rewritten(loader: Loader) -> bool:

@@ -445,18 +445,16 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 batch = fresh(batch)  # (the held one stays as made, whatever is done to this)
                 return for_keras(batch) if to_keras else batch
             epoch, planned, ordered = key
-            held = passes.taken <= _HELD if in_pass else index < _HELD  # a pass's first
-            # ones (which a build pass may have taken), a look at them (Keras' probes): kept
-            # for a second ask, so copied; the others are lent, their slot theirs while
-            # Keras (or a loop by hand) holds them
-            xb, side = lend(loader, planned, epoch=epoch, in_order=ordered, keep=held)
+            # Lent: the slot is the batch's while Keras (or a loop by hand) holds it
+            xb, side = lend(loader, planned, epoch=epoch, in_order=ordered)
             rt.hits += loader.last_hit
             batch = assemble(self, rt, xb, side, key)
-            if held:
-                rt.held[key] = batch
+            if passes.taken <= _HELD if in_pass else index < _HELD:  # a pass's first ones
+                # (which a build pass may have taken), a look at them (Keras' probes): a
+                # copy kept for a second ask, as made, whatever is done to the one lent
+                rt.held[key] = fresh(batch)
                 while len(rt.held) > _HELD:
                     rt.held.popitem(last=False)
-                batch = fresh(batch)
             return for_keras(batch) if to_keras else batch
 
     def on_epoch_begin(self) -> None:

@@ -94,8 +94,7 @@ def mapped_file_handle(array: np.ndarray) -> ArrayHandle | None:
     # np.memmap maps from the allocation-granularity boundary below its offset; a slice
     # starts further in. The data's place in the file is the map's start plus that distance.
     map_start = array.offset - array.offset % mmap.ALLOCATIONGRANULARITY
-    map_address = np.frombuffer(buffer, dtype=np.uint8).ctypes.data
-    offset = map_start + array.ctypes.data - map_address
+    offset = map_start + _into_map(array, buffer)
     return ArrayHandle(str(array.filename), tuple(int(s) for s in array.shape),
                        dtype_text(array.dtype),
                        kind="npy", offset=int(offset))
@@ -132,8 +131,7 @@ def read_ahead_of(array: Any, together: int = 0) -> Callable[[np.ndarray], None]
             array.ndim == 0 or not array.size or \
             max(array.nbytes, together) <= (platform.memory_bytes() or 2**62) // 2:
         return None
-    address = np.frombuffer(mapping, dtype=np.uint8).ctypes.data  # (dropped: no export left)
-    lead, stride, size = array.ctypes.data - address, array.strides[0], len(mapping)
+    lead, stride, size = _into_map(array, mapping), array.strides[0], len(mapping)
     page = mmap.PAGESIZE
 
     def read_ahead(rows: np.ndarray) -> None:
@@ -149,6 +147,11 @@ def read_ahead_of(array: Any, together: int = 0) -> Callable[[np.ndarray], None]
             with contextlib.suppress(OSError, ValueError, OverflowError):  # advice only
                 mapping.madvise(mmap.MADV_WILLNEED, start, end - start)
     return read_ahead
+
+
+def _into_map(array: np.ndarray, mapping: Any) -> int:
+    """How far into its map ``mapping`` the memory-mapped ``array``'s data starts."""
+    return array.ctypes.data - np.frombuffer(mapping, dtype=np.uint8).ctypes.data
 
 
 def remapped(handle: ArrayHandle) -> np.ndarray:

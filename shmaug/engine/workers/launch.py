@@ -299,7 +299,7 @@ def _changed(tree: ast.AST, kinds: dict[str, str], local: set[str],
             changed.append((node.func.value, "item"))  # (a value's own change)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id == "setattr" and node.args:
-            changed.append((node.args[0], "setattr"))
+            changed.append((node.args[0], "attribute"))
         for target, how in changed:
             root, depth = _root(target)
             if root is not None and root not in local and kinds.get(root) in (
@@ -311,8 +311,7 @@ def _changed(tree: ast.AST, kinds: dict[str, str], local: set[str],
 # What a change at the name itself changes, by the kind of the name's object (a module's
 # functions named like a dict's changes, np.append, change nothing); deeper in, a value's or
 # a class's.
-_CHANGED_BY = {"attribute": ("import", "class", "value"), "setattr": ("import", "class", "value"),
-               "item": ("value",)}
+_CHANGED_BY = {"attribute": ("import", "class", "value"), "item": ("value",)}
 _DEEP = ("value", "class")
 
 
