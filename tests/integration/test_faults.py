@@ -304,9 +304,13 @@ def test_a_task_far_longer_than_the_others_is_told_once_and_left_running(monkeyp
                                         "timeout=")), stalls[0]
 
 
-def test_a_stopped_worker_is_told_stopped_not_running_its_op(monkeypatch):
+@pytest.mark.parametrize("between_tasks, timeout", [(False, None), (True, None), (True, 600)],
+                         ids=["in_a_task", "between_tasks", "between_tasks_under_a_timeout"])
+def test_a_stopped_worker_is_told_stopped_not_running_its_op(monkeypatch, between_tasks,
+                                                             timeout):
     """A worker SIGSTOPped (a stalled node, a debugger) was said to have "been running" its
-    op for 60 s: the user went looking for a hang in their op."""
+    op for 60 s: the user went looking for a hang in their op. Stopped between tasks (the
+    ring full, say), it was not told at all, `timeout=` or not: the pass waited in silence."""
     import signal
     import threading
 
@@ -315,14 +319,14 @@ def test_a_stopped_worker_is_told_stopped_not_running_its_op(monkeypatch):
     monkeypatch.setattr(reports, "STALL_MIN_S", 1.0)
     with pytest.warns(shmaug.ShmaugWarning) as warned, shmaug.Loader(
             np.zeros((400, 6, 6), np.uint8), batch_size=4, augment=_ops.slow_noisy,
-            workers=1, seed=0) as loader:
+            workers=1, seed=0, timeout=timeout) as loader:
         batches = iter(loader)
         next(batches)
         pid, row = loader.pids[0], loader._run.pool._status.row(0)
-        while True:  # stopped in a task: one stopped between tasks is not told (yet)
+        while True:  # stopped where the test wants it
             os.kill(pid, signal.SIGSTOP)
             time.sleep(0.05)  # (the signal is delivered, the row written)
-            if not row.idle:
+            if row.idle == between_tasks:
                 break
             os.kill(pid, signal.SIGCONT)
             time.sleep(0.01)
@@ -339,6 +343,7 @@ def test_a_stopped_worker_is_told_stopped_not_running_its_op(monkeypatch):
     stalls = [str(w.message) for w in warned if "worker 0" in str(w.message)]
     assert stalls and "is stopped (state T" in stalls[0] and f"kill -CONT {pid}" in stalls[0], \
         stalls
+    assert ("between tasks" in stalls[0]) == between_tasks, stalls
 
 
 _THREADS_CHILD = """

@@ -87,6 +87,7 @@ class _Worker:
     tasks: Connection  # parent's sending end
     results: Connection  # parent's receiving end
     queued: deque[Task] = field(default_factory=deque)  # invariant: sent, not yet answered, FIFO
+    head_since: float = 0.0  # when queued[0] became the task it owes next (sent, or answered)
 
 
 def _spec_now(spec: WorkerSpec, method: str) -> WorkerSpec:
@@ -249,6 +250,8 @@ class WorkerPool:
                 return
             task = self._pending.popleft()
             message = encode_task(task)
+            if not worker.queued:
+                worker.head_since = time.monotonic()
             worker.queued.append(task)
             try:
                 worker.tasks.send_bytes(message)
@@ -286,8 +289,7 @@ class WorkerPool:
             waiter = self._waiter = Waiter([obj for w in self._workers if w is not None
                                              for obj in (w.results, w.process.sentinel)]
                                             + self._retiring.waitables())
-        if self._timeout is None:
-            self._check_stalls()  # (before any result is drained: under -W error none is lost)
+        self._check_stalls()  # (before any result is drained: under -W error none is lost)
         results, self._early = self._early, []
         ready = set(waiter.wait(0.0 if results else timeout_s))
         sweep = time.monotonic() >= self._next_sweep
@@ -327,6 +329,7 @@ class WorkerPool:
                 self._answered = True
                 if w.queued and w.queued[0].ticket == result.ticket:
                     w.queued.popleft()
+                    w.head_since = time.monotonic()
                 out.append(result)
                 if not everything:
                     break
@@ -419,17 +422,20 @@ class WorkerPool:
         return out
 
     def _check_stalls(self) -> None:
-        """No ``timeout``: warn once (logging may be unset) of a task far longer than the rest."""
+        """Warn once (logging may be unset) of a task far longer than the rest (no
+        ``timeout``: with one, it is replaced), or of a worker that has not taken its next."""
         if self._stall_told:
             return
-        live = (wid for wid, w in enumerate(self._workers) if w is not None)
-        found = stalled(self._status, live, time.monotonic())
+        owing = {wid: w.head_since for wid, w in enumerate(self._workers) if w is not None
+                 and w.queued and (self._timeout is None or self._status.row(wid).idle)}
+        found = stalled(self._status, owing, time.monotonic())
         if found is not None:
-            wid, ran, usual = found
+            wid, ran, usual, between = found
             self._stall_told = True
             worker = self._workers[wid]
+            index = None if between else self._current_index(wid)
             warn(stall_warning(wid, None if worker is None else worker.process.pid,
-                               self._op, self._current_index(wid), ran, usual))
+                               self._op, index, ran, usual))
 
     # -- resizing (NOTE [resizing]) ----------------------------------------------------------
 

@@ -8,8 +8,6 @@ the probe) calls on a result that is not a success.
 
 from __future__ import annotations
 
-from typing import Iterable
-
 from ... import platform
 from ...errors import WorkerDied, WorkerTimeout, rebuild
 from .status import StatusBlock
@@ -98,29 +96,43 @@ def describe_timeout(wid: int, index: int, timeout: float) -> WorkerTimeout:
     )
 
 
-def stalled(status: StatusBlock, wids: Iterable[int],
-            now: float) -> tuple[int, float, float] | None:
-    """The first of the workers ``wids`` whose task has run ``STALL_FACTOR`` times as long as
-    the average task, and at least ``STALL_MIN_S``: (its id, the seconds it ran, the average
-    task's seconds); None when none has."""
+def stalled(status: StatusBlock, owing: dict[int, float],
+            now: float) -> tuple[int, float, float, bool] | None:
+    """The first of the workers owing tasks (``owing``: its id, since when it owes its next)
+    whose task has run ``STALL_MIN_S`` and ``STALL_FACTOR`` times as long as the average task,
+    or which, ready, has not taken its next for as long: (its id, the seconds, the average
+    task's seconds, whether between tasks); None when none has. Between tasks, a worker is
+    stopped (SIGSTOP) or stuck outside any op: its queued tasks wait on it in silence."""
     done = status.tasks_done()
     usual = status.busy_total() / done if done else 0.0
     limit = max(STALL_MIN_S, STALL_FACTOR * usual)
-    for wid in wids:
+    for wid, since in owing.items():
         row = status.row(wid)
         if not row.idle and now - row.started > limit:
-            return wid, now - row.started, usual
+            return wid, now - row.started, usual, False
+        if row.idle and row.ready and now - since > limit:
+            return wid, now - since, usual, True
     return None
 
 
-def stall_warning(wid: int, pid: int | None, op: str, index: int, ran: float,
+def stall_warning(wid: int, pid: int | None, op: str, index: int | None, ran: float,
                   usual: float) -> str:
+    """The warning for a stalled worker: in ``op`` on sample ``index``, or between tasks
+    (``index`` None)."""
+    where = f"in {op} on sample index {index}" if index is not None else (
+        "between tasks, with tasks queued for it")
     if pid is not None and _stopped(pid):  # a stalled node, a debugger: not the op's doing
         return (f"shmaug worker {wid} (pid {pid}) is stopped (state T: SIGSTOP, SIGTSTP or a "
-                f"debugger) in {op} on sample index {index}, for {ran:.0f} s now, while a task "
+                f"debugger) {where}, for {ran:.0f} s now, while a task "
                 f"takes {usual:.3f} s on average; it is left so, and the pass waits for it. "
                 f"`kill -CONT {pid}` resumes it; pass `timeout=` seconds to have a task that "
                 f"takes longer raise WorkerTimeout (its worker is replaced).")
+    if index is None:
+        return (f"shmaug worker {wid} (pid {pid}) has not taken its next task for {ran:.0f} "
+                f"s, while a task takes {usual:.3f} s on average; the pass waits for it. "
+                f"Something in the worker outside the ops holds it (a thread an op started, "
+                f"a library's exit hook): try the ops with workers=0, or look at it with "
+                f"`py-spy dump --pid {pid}`.")
     return (f"shmaug worker {wid} (pid {pid}) has been running {op} on sample index {index} "
             f"for {ran:.0f} s, while a task takes {usual:.3f} s on average; it is left running. "
             f"If the op hangs on that sample, try it with workers=0; pass `timeout=` seconds to "
