@@ -248,7 +248,7 @@ class Loader:
             OutputOptions(augment=augment, output_shape=output_shape, output_dtype=output_dtype,
                           value_range=value_range, mix=mix))
         self._start(Options.of(settings, data))
-        _warn_if_pinned_in_vain(self._run, copy=self.copy)
+        warn_if_pinned_in_vain(self)
 
     def _start(self, o: Options, pin_memory: bool | None = None) -> None:
         self._closed = True  # until fully built, so close() and __del__-time paths are safe
@@ -485,11 +485,13 @@ def _epoch_arg(value: Any) -> int:
     return epoch
 
 
-def _warn_if_pinned_in_vain(run: Running, *, copy: bool) -> None:
-    """``pin_memory=True`` where no batch's copy to a GPU reads the pinned ring."""
-    if run.pin_memory and (run.ring is None or copy):
+def warn_if_pinned_in_vain(loader: Loader, *, copies: str = "copy=False and ") -> None:
+    """``pin_memory=True`` where no batch's copy to a GPU reads the pinned ring (``copies``:
+    the fix's words for lent batches; a Sequence lends them already)."""
+    run = loader._run
+    if run.pin_memory and (run.ring is None or loader.copy):
         why, fix = (("has none (nothing to augment: batches are gathered copies)",
-                     "copy=False and an augment") if run.ring is None else
+                     f"{copies}an augment") if run.ring is None else
                     ("hands out copies of its batches (copy=True)", "copy=False"))
         warn(f"pin_memory=True page-locks the ring the workers write, but this loader "
              f"{why}, so a batch's copy to a GPU gains nothing. Fix: pass {fix}, or leave "

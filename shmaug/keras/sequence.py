@@ -42,7 +42,7 @@ from ..engine.config import checks as check
 from ..engine.config.options import (BatchOptions, Options, Order, OutputOptions, Settings,
                                      WorkerOptions)
 from ..engine.workers import lazy_imports
-from ..engine.loader import Loader, lend, rewritten, start
+from ..engine.loader import Loader, lend, rewritten, start, warn_if_pinned_in_vain
 from ..engine.remote import RemoteWorkers
 from ..ops import declared
 from ..ops.mixing import Mix
@@ -656,6 +656,8 @@ def _ensure_loader(seq: Sequence) -> Loader:
         _idle.watch(seq)
         facade_checks.hooks_started(seq, rt, _SET_UP)  # (last: it may warn, and a warning
         # may be an error)
+        if seq._pin_memory:  # (asked for, not decided here)
+            warn_if_pinned_in_vain(rt.loader, copies="")
     assert rt.loader is not None
     return rt.loader
 

@@ -66,6 +66,17 @@ def test_pin_memory_on_copies_or_without_a_ring_says_it_gains_nothing():
 
 
 @needs_keras
+def test_a_sequence_pinned_with_nothing_to_augment_says_it_gains_nothing():
+    """(Here the missing driver warns too.) The fix names no `copy`, a Sequence's lends."""
+    with pytest.warns(shmaug.ShmaugWarning) as seen:
+        with shmaug.Sequence(X, np.arange(len(X)), batch_size=8, workers=0,
+                             pin_memory=True) as seq:
+            seq[0]
+    told = [str(w.message) for w in seen if "has none (nothing to augment" in str(w.message)]
+    assert len(told) == 1 and "Fix: pass an augment" in told[0], told
+
+
+@needs_keras
 @no_gpu
 def test_a_sequence_leaves_its_ring_pageable_without_a_gpu_and_says_nothing():
     """pin_memory=None decides when the workers start, and without a GPU it does not try
