@@ -37,6 +37,10 @@ WINDOWS = sys.platform == "win32" or EMULATE_WINDOWS
 
 HAS_POLL = hasattr(select, "poll") and not WINDOWS
 HAS_SIGMASK = hasattr(signal, "pthread_sigmask") and not WINDOWS
+# What a terminal or a job scheduler (Slurm's TERM at the end, its `--signal=USR1@...` before)
+# sends a whole process group, where this OS has them: the main process's to handle.
+GROUP_SIGNALS = frozenset(getattr(signal, name) for name in (
+    "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGXCPU") if hasattr(signal, name))
 HAS_AFFINITY = hasattr(os, "sched_getaffinity") and not WINDOWS
 SHM_DIR: str | None = None if WINDOWS else "/dev/shm"  # measured only where it may exist
 DEFAULT_START_METHOD: str | None = "spawn" if WINDOWS else None  # None: Python's default

@@ -14,12 +14,15 @@ store sweeps it (``_leftovers``).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing import resource_tracker
 from typing import Any
+
+from .. import platform
 
 # The leak report, and a failed unlink's, as the tracker process warns them (-W syntax).
 _QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
@@ -46,15 +49,22 @@ if hasattr(os, "register_at_fork"):
 
 class _QuietTracker(resource_tracker.ResourceTracker):
     def ensure_running(self) -> None:
-        """Start the tracker process (if not running) with the leak report ignored: the
-        interpreter flags it gets are read from ``sys.warnoptions``."""
+        """Start the tracker process (if not running) with the leak report ignored (the
+        interpreter flags it gets are read from ``sys.warnoptions``), and deaf to the signals
+        a job scheduler sends the whole group: a mask outlives the exec, and the tracker
+        unblocks only SIGINT and SIGTERM, which it ignores. Slurm's `--signal=USR1@...` killed
+        it, and the blocks of a main process that died next leaked."""
         with _PATCH_LOCK:
             saved = list(sys.warnoptions)
             sys.warnoptions.append(_QUIET)
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, platform.GROUP_SIGNALS) \
+                if platform.HAS_SIGMASK else None
             try:
                 super().ensure_running()
             finally:
                 sys.warnoptions[:] = saved
+                if mask is not None:  # (a signal that came meanwhile is delivered now)
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 _TRACKER = _QuietTracker()

@@ -372,3 +372,48 @@ def test_loaders_built_in_several_threads_at_once_start_their_forked_workers():
                           capture_output=True, timeout=110,
                           env={**os.environ, "PYTHONPATH": ROOT})
     assert done.returncode == 0 and "OK" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+def test_a_forked_worker_leaves_the_main_process_signal_handlers_to_it(tmp_path):
+    """A Slurm job's save-and-exit handler on SIGTERM (and USR1), sent to the whole group, ran
+    in every forked worker too: each wrote its fork-time state over the main process's
+    checkpoint. The workers ignore what the main process handles (it ends them), and the
+    pass goes on."""
+    told = tmp_path / "told"
+
+    def save(signum, frame):  # (a checkpoint, as a job would write it)
+        with open(told, "a") as f:
+            f.write(f"{os.getpid()}\n")
+
+    saved = {sig: signal.signal(sig, save) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        with shmaug.Loader(np.zeros((64, 6, 6), np.uint8), batch_size=4,
+                           augment=_ops.slow_noisy, workers=2, seed=0,
+                           start_method="fork") as loader:
+            batches = iter(loader)
+            next(batches)
+            for pid in loader.pids:
+                os.kill(pid, signal.SIGUSR1)
+                os.kill(pid, signal.SIGTERM)
+            time.sleep(0.3)
+            assert sum(1 for _ in batches) == 15 and not told.exists()
+            assert all(psutil.pid_exists(pid) for pid in loader.pids)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def test_shmaugs_tracker_outlives_the_signals_a_job_scheduler_sends_the_group():
+    """Slurm's `--signal=USR1@...` to the whole group killed the tracker (Python's ignores
+    SIGINT and SIGTERM only), and the blocks of a main process killed next leaked."""
+    from shmaug.memory._tracker import _TRACKER
+
+    with shmaug.Loader(np.zeros((64, 6, 6), np.uint8), batch_size=4, augment=_ops.noisy,
+                       workers=1, seed=0) as loader:
+        next(iter(loader))
+        pid = _TRACKER._pid
+        assert pid is not None
+        for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
+            os.kill(pid, sig)
+        time.sleep(0.3)
+        assert os.waitpid(pid, os.WNOHANG) == (0, 0), "the tracker died"

@@ -210,6 +210,7 @@ def worker_main(
 
 def _set_up_process(spec: WorkerSpec) -> None:
     """What a worker sets for its whole life, before it maps or unpickles anything."""
+    _leave_signals_to_the_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     if platform.HAS_SIGMASK:  # the parent blocked it around our start
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -223,6 +224,21 @@ def _set_up_process(spec: WorkerSpec) -> None:
     _limit_threads()
     _quiet_opencv()
     _tune_malloc()
+
+
+def _leave_signals_to_the_parent() -> None:
+    """A forked worker inherits the main process's Python signal handlers: a Slurm job's
+    save-and-exit on SIGTERM (or USR1), sent to the whole group, ran in every worker too and
+    wrote the state the worker had at its fork over the main process's checkpoint. A signal
+    of the group the main process handles is ignored here, as Ctrl-C is (the main process
+    ends us); any other handled one goes back to its default."""
+    for sig in signal.valid_signals():
+        try:
+            if callable(signal.getsignal(sig)) and sig != signal.SIGINT:
+                signal.signal(sig, signal.SIG_IGN if sig in platform.GROUP_SIGNALS
+                              else signal.SIG_DFL)
+        except (OSError, ValueError):  # one Python cannot set here
+            pass
 
 
 class _Mapped:
