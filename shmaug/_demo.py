@@ -33,7 +33,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 _STARTED = time.perf_counter()  # "done in" counts TensorFlow's import, which follows
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported: no C++ logs
@@ -43,6 +43,9 @@ import numpy as np  # noqa: E402
 
 import shmaug  # noqa: E402
 from shmaug.sources.glyphs import CJK_CLASSES, LATIN_CLASSES, find_cjk_font, render_glyphs  # noqa: E402
+
+if TYPE_CHECKING:
+    from shmaug.engine.config.options import StartMethod
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,7 @@ class Run:
 
 def run(*, profile: str = "default", epochs: int | None = None, per_class: int | None = None,
         workers: int | None = None, out: Path = Path("shmaug_demo_out"), seed: int = 0,
-        start_method: str | None = None) -> dict[str, Any]:
+        start_method: StartMethod | None = None) -> dict[str, Any]:
     """Render glyphs; train the model alone, fed by Keras' workers and fed by shmaug, epoch
     by epoch in turn; print the comparison and write the two PNGs. Returns the figures."""
     # Each run compiles its own model; TensorFlow warns about the retracing that causes. JAX

@@ -46,6 +46,13 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = [  # (what completion offers)
+    "ShmaugError", "ArgumentError", "ArgumentTypeError", "NotPicklableError",
+    "OutputMismatchError", "SharedMemoryError", "ImageReadError", "RemoteError",
+    "UnknownOpError", "DuplicateOpError", "ClosedError", "NotInitializedError",
+    "DistributionError", "WorkerError", "WorkerDied", "WorkerTimeout", "ShmaugWarning",
+]
+
 
 MASK = "***"  # what a secret is shown as
 _URL = re.compile(r"\bhttps?://[^\s'\"<>`]+", re.IGNORECASE)

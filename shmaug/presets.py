@@ -15,6 +15,7 @@ live in ``shmaug.ops``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -23,13 +24,15 @@ from .errors import ArgumentError, ArgumentTypeError
 from .ops import Compose, Maybe, OneOf, Op
 from .ops.params import choice
 
+__all__ = ["imagenet_train", "light", "glyph_distort", "text_line"]  # (what completion offers)
+
 _INTERPOLATIONS = ("nearest", "linear", "cubic")
 _KERAS_NAMES = {"bilinear": "linear", "bicubic": "cubic"}  # keras.layers.Resizing's, taken too
 
 
 def imagenet_train(
-    size: int | tuple[int, int] | None = 224, *, scale: tuple[float, float] = (0.08, 1.0),
-    ratio: tuple[float, float] = (3 / 4, 4 / 3), horizontal_flip: bool = True,
+    size: int | Sequence[int] | None = 224, *, scale: Sequence[float] = (0.08, 1.0),
+    ratio: Sequence[float] = (3 / 4, 4 / 3), horizontal_flip: bool = True,
     brightness: float = 0.4, contrast: float = 0.4, saturation: float = 0.4, hue: float = 0.0,
     interpolation: str = "linear",
 ) -> Compose:
@@ -90,8 +93,8 @@ def imagenet_train(
 
 
 def light(
-    size: int | tuple[int, int] | None = None, *, scale: tuple[float, float] = (0.8, 1.0),
-    ratio: tuple[float, float] = (0.9, 1 / 0.9), horizontal_flip: bool = True,
+    size: int | Sequence[int] | None = None, *, scale: Sequence[float] = (0.8, 1.0),
+    ratio: Sequence[float] = (0.9, 1 / 0.9), horizontal_flip: bool = True,
     brightness: float = 0.1, contrast: float = 0.1, interpolation: str = "linear",
 ) -> Compose:
     """A light touch for fine-tuning a pretrained model, or for small datasets where strong

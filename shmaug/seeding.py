@@ -34,6 +34,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+__all__ = ["rng_for", "SampleSeeder"]  # (what completion offers)
+
 _MASK64 = (1 << 64) - 1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)

@@ -28,11 +28,11 @@ from ..errors import ArgumentError, ClosedError, warn
 from ..ops.mixing import Mix
 from .config import checks as check
 from .config import describe, tree
-from .config.options import BatchOptions, Data, Options, OutputOptions, Settings, WorkerOptions
+from .config.options import (BatchOptions, Bounds, Count, Data, Options, OutputOptions, Settings,
+                             Shape, ShuffleArg, StartMethod, WorkerOptions, WorkersArg)
 from .handoff.prefetch import CLOSED, EpochBatch, Handoff
 from .plan.cursor import Cursor
 from .plan.schedule import IN_ORDER, in_order, seed_epoch
-from .remote import RemoteWorkers
 from .running import Running
 from . import source
 
@@ -50,19 +50,23 @@ def close_open_loaders() -> None:
         loader.close()
 
 
-class _Asked(Generic[T]):
-    """A loader's attribute that reads what was asked (its ``Options``), kept in one place;
-    setting it is refused with the fix (it would be ignored)."""
+class _Fixed:
+    """A loader's attribute that setting is refused, with the fix (it would be ignored)."""
 
-    def __init__(self, read: Callable[[Options], T]) -> None:
-        self._read = read
-        self._name = ""
+    _name = ""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self._name = name
 
     def __set__(self, loader: Loader, value: Any) -> None:
         raise check.fixed_setting("loader", self._name, value)
+
+
+class _Asked(_Fixed, Generic[T]):
+    """What was asked (the loader's ``Options``), kept in one place."""
+
+    def __init__(self, read: Callable[[Options], T]) -> None:
+        self._read = read
 
     @overload
     def __get__(self, loader: None, owner: Any = None) -> _Asked[T]: ...
@@ -72,6 +76,22 @@ class _Asked(Generic[T]):
 
     def __get__(self, loader: Loader | None, owner: Any = None) -> T | _Asked[T]:
         return self if loader is None else self._read(loader._options)
+
+
+class _Made(_Fixed, Generic[T]):
+    """What the loader made of what was asked (its ``Running``), said in ``doc``."""
+
+    def __init__(self, read: Callable[[Running], T], doc: str) -> None:
+        self._read, self.__doc__ = read, doc
+
+    @overload
+    def __get__(self, loader: None, owner: Any = None) -> _Made[T]: ...
+
+    @overload
+    def __get__(self, loader: Loader, owner: Any = None) -> T: ...
+
+    def __get__(self, loader: Loader | None, owner: Any = None) -> T | _Made[T]:
+        return self if loader is None else self._read(loader._run)
 
 
 class Loader:
@@ -208,32 +228,41 @@ class Loader:
     copy = _Asked(lambda o: o.settings.workers.copy)
     augment: _Asked[Any] = _Asked(lambda o: o.pipeline.augment)
     mix = _Asked(lambda o: o.pipeline.mix)  # MixUp / CutMix of training batches, or None
+    workers = _Made(lambda r: r.workers, "Worker processes running now: with "
+                    "``workers=\"auto\"``, the count chosen so far (0 for ``workers=0``; with "
+                    "nothing to augment, the count asked for, though none runs).")
+    value_range = _Made(lambda r: r.value_range, "The (low, high) the images lie in: as "
+                        "given, else by the data's (or sample 0's) dtype.")
+    output_shape = _Made(lambda r: r.output_shape, "The shape of one sample (as given, else "
+                         "learned from sample 0).")
+    output_dtype = _Made(lambda r: r.output_dtype, "The dtype of every sample (as given, "
+                         "else learned from sample 0).")
 
     def __init__(
         self,
         x: Any,
         y: Any = None,
-        batch_size: int = 32,
+        batch_size: Count = 32,
         augment: Callable[[np.ndarray, np.random.Generator], Any] | None = None,
         *,
-        workers: int | str | RemoteWorkers | None = "auto",
-        seed: int | np.integer | None = None,
-        shuffle: bool | str | None = None,
-        shuffle_window: int | None = None,
+        workers: WorkersArg = "auto",
+        seed: Count | None = None,
+        shuffle: ShuffleArg = None,
+        shuffle_window: Count | None = None,
         drop_remainder: bool = False,
-        start_method: str | None = None,
-        max_queue_size: int | None = None,
+        start_method: StartMethod | None = None,
+        max_queue_size: Count | None = None,
         timeout: float | None = None,
-        output_shape: tuple[int, ...] | None = None,
+        output_shape: Shape | None = None,
         output_dtype: Any = None,
         load: Callable[[int], Any] | None = None,
         copy: bool = True,
         pin_memory: bool = False,
-        value_range: tuple[float, float] | None = None,
-        num_shards: int | None = None,
-        shard_index: int | None = None,
+        value_range: Bounds | None = None,
+        num_shards: Count | None = None,
+        shard_index: Count | None = None,
         sampling_weights: Any = None,
-        samples_per_epoch: int | None = None,
+        samples_per_epoch: Count | None = None,
         mix: Mix | None = None,
     ) -> None:
         data = Data.of(x, y, load)  # the data first, then the settings: each checked once
@@ -279,30 +308,9 @@ class Loader:
         self._cursor.seek(check.non_negative_int("epoch", value))
 
     @property
-    def workers(self) -> int:
-        """Worker processes running now: with ``workers="auto"``, the count chosen so far (0
-        for ``workers=0``; with nothing to augment, the count asked for, though none runs)."""
-        return self._run.workers
-
-    @property
     def pids(self) -> list[int]:
         """Process ids of the live workers (empty when none run)."""
         return list(self._run.pool.pids)
-
-    @property
-    def value_range(self) -> tuple[float, float] | None:
-        """The (low, high) the images lie in: as given, else by the data's (or sample 0's) dtype."""
-        return self._run.value_range
-
-    @property
-    def output_shape(self) -> tuple[int, ...]:
-        """The shape of one sample (as given, else learned from sample 0)."""
-        return self._run.output_shape
-
-    @property
-    def output_dtype(self) -> np.dtype[Any]:
-        """The dtype of every sample (as given, else learned from sample 0)."""
-        return self._run.output_dtype
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Any]]:
         run, epoch, start = self._cursor.begin()  # (moved on: a pass cut short repeats no epoch)

@@ -345,8 +345,8 @@ class Running:
         # A batch never holds more than an epoch: batch_size=10**12 is one batch of n.
         # Generations for the most slots the depth may take: as given, or the default for
         # the most workers there may be (the autotuner's start); settled once sized.
-        self.ring = OutputRing(self.store, self._settings.max_queue_size or
-                               depth.for_workers(self.workers_asked),
+        self.ring = OutputRing(self.store, int(self._settings.max_queue_size or
+                                                depth.for_workers(self.workers_asked)),
                                self.plan.rows)
         if remote is not None:
             return self._start_remote(o, remote)
@@ -480,7 +480,8 @@ class Running:
         """Settle the ring's depth for samples of this layout (``handoff.depth``), then check
         that it fits with ``besides`` (bytes still to be copied to shared memory)."""
         assert self.ring is not None
-        chosen = self.ring.choose(self._settings.max_queue_size, self.workers_asked,
+        asked = self._settings.max_queue_size  # (checked: an int, or None)
+        chosen = self.ring.choose(None if asked is None else int(asked), self.workers_asked,
                                   sample_shape, dtype, targets, besides=besides)
         log.debug("shmaug queue: %s", chosen.describe())
         self.ring.check_fits(sample_shape, dtype, targets, besides=besides)

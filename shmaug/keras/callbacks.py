@@ -8,6 +8,7 @@ training waited for data. Both read the Sequence; neither owns processes or memo
 from __future__ import annotations
 
 import logging
+import numbers
 import weakref
 from typing import Any
 
@@ -16,7 +17,7 @@ import keras
 from .. import platform
 from ..engine.handoff import depth
 from ..memory.store import enlarge
-from ..errors import warn
+from ..errors import ArgumentError, ArgumentTypeError, got, warn
 from .sequence import _LIVE, Sequence
 
 log = logging.getLogger(__name__)
@@ -144,10 +145,26 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
 
     def __init__(self, sequence: Sequence | None = None, threshold: float = 0.1) -> None:
         super().__init__()
+        if sequence is not None and not isinstance(sequence, Sequence):
+            raise ArgumentTypeError(
+                f"StallMonitor watches a shmaug.Sequence; `sequence` is {got(sequence)}. Fix: "
+                f"pass the Sequence given to fit (StallMonitor(train)), or leave it out to "
+                f"watch every Sequence.")
+        number = isinstance(threshold, numbers.Real) and not isinstance(threshold, bool)
+        if not number or not 0 <= threshold <= 1:
+            raise (ArgumentError if number else ArgumentTypeError)(
+                f"`threshold` is the share of an epoch spent waiting for data above which it "
+                f"is input-bound, between 0 and 1; received {got(threshold)}. Fix: pass e.g. "
+                f"threshold=0.1 (10%).")
         self.sequence = sequence  # None: every live shmaug.Sequence
-        self.threshold = threshold
+        self.threshold = float(threshold)
         self.history: list[dict[str, Any]] = []  # one entry per epoch per watched sequence
         self._warned: weakref.WeakSet[Sequence] = weakref.WeakSet()  # said input-bound once
+
+    def __repr__(self) -> str:
+        watched = "every shmaug.Sequence" if self.sequence is None else \
+            f"a {type(self.sequence).__name__} of {len(self.sequence)} batches"
+        return f"StallMonitor(threshold={self.threshold:g}, watching {watched})"
 
     def _watched(self) -> list[Sequence]:
         seqs = [self.sequence] if self.sequence is not None else list(_LIVE)

@@ -39,11 +39,11 @@ import keras
 import numpy as np
 
 from ..engine.config import checks as check
-from ..engine.config.options import (BatchOptions, Options, Order, OutputOptions, Settings,
-                                     WorkerOptions)
+from ..engine.config.options import (BatchOptions, Bounds, Count, Options, Order, OutputOptions,
+                                     Settings, Shape, ShuffleArg, StartMethod, WorkerOptions,
+                                     WorkersArg)
 from ..engine.workers import lazy_imports
 from ..engine.loader import Loader, lend, rewritten, start, warn_if_pinned_in_vain
-from ..engine.remote import RemoteWorkers
 from ..ops import declared
 from ..ops.mixing import Mix
 from . import _checks as facade_checks
@@ -225,7 +225,7 @@ _FACADE_NAMES = frozenset(name for name in vars(_FacadeApi) if not name.startswi
 class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[misc]
     """A Keras ``PyDataset`` fed by shmaug's worker processes over shared memory.
 
-    Takes the ``Loader``'s arguments with the same meaning and defaults. Workers start on first
+    Takes the ``Loader``'s arguments with the same meaning and defaults. WorkersArg start on first
     use.
 
     Keras' ``PyDataset`` arguments work as a Keras user expects: ``workers`` is how many
@@ -302,26 +302,26 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         self,
         x: Any,
         y: Any = None,
-        batch_size: int = 32,
+        batch_size: Count = 32,
         augment: Callable[[np.ndarray, np.random.Generator], Any] | None = None,
         *,
-        workers: int | str | RemoteWorkers | None = "auto",
-        seed: int | np.integer | None = None,
-        shuffle: bool | str | None = None,
-        shuffle_window: int | None = None,
+        workers: WorkersArg = "auto",
+        seed: Count | None = None,
+        shuffle: ShuffleArg = None,
+        shuffle_window: Count | None = None,
         drop_remainder: bool = False,
-        start_method: str | None = None,
-        max_queue_size: int | None = None,
+        start_method: StartMethod | None = None,
+        max_queue_size: Count | None = None,
         timeout: float | None = None,
-        output_shape: tuple[int, ...] | None = None,
+        output_shape: Shape | None = None,
         output_dtype: Any = None,
         sample_weight: Any = None,
         image_key: str | None = None,
-        value_range: tuple[float, float] | None = None,
-        num_shards: int | None = None,
-        shard_index: int | None = None,
+        value_range: Bounds | None = None,
+        num_shards: Count | None = None,
+        shard_index: Count | None = None,
         sampling_weights: Any = None,
-        samples_per_epoch: int | None = None,
+        samples_per_epoch: Count | None = None,
         mix: Mix | None = None,
         pin_memory: bool | None = None,
         use_multiprocessing: bool | None = None,
@@ -357,12 +357,12 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             side = self._runtime.side
             facade_checks.text_targets(side["y"])
             facade_checks.weights_follow_targets(side["y"], side["sample_weight"])
-        self.batch_size: int = self._settings.batches.batch_size
+        self.batch_size: int = options.order.plan.batch_size
         self.seed: int = options.order.seed
         self.mix: Mix | None = options.pipeline.mix  # with its classes known from y
         # As given (a weighted draw is random: True); None follows Keras pass by pass
         self.shuffle: bool | str | None = True if options.order.weights is not None \
-            else self._settings.batches.shuffle
+            else cast("bool | str | None", self._settings.batches.shuffle)  # (checked)
         self._set_order(options.order)
         _distribution.follow(self)  # a multi-process Keras distribution set already
 

@@ -27,7 +27,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -287,7 +287,7 @@ class OneOf:
     """
 
     ops: Sequence[Any]  # normalized to a tuple of callables in __post_init__
-    weights: tuple[float, ...] | None = None
+    weights: Sequence[float] | None = None  # a tuple once checked
     value_range: ValueRange | None = None
     _cum: tuple[float, ...] = field(init=False, repr=False, compare=False)
 
@@ -336,7 +336,7 @@ class Maybe:
         >>> flip = Maybe("hflip", p=0.5)
     """
 
-    op: Callable[..., Any]
+    op: Callable[..., Any] | str  # an op's name too: made an op in __post_init__
     p: float = 0.5
     value_range: ValueRange | None = None
 
@@ -354,7 +354,7 @@ class Maybe:
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if rng.random() < self.p:
-            result: np.ndarray = made_by(self.op, image, rng)
+            result: np.ndarray = made_by(cast(Callable[..., Any], self.op), image, rng)
             return result
         return image
 
@@ -374,7 +374,7 @@ class SomeOf:
     """
 
     ops: Sequence[Any]  # normalized to a tuple of callables in __post_init__
-    n: int | tuple[int, int] = 1
+    n: int | Sequence[int] = 1  # or (low, high): a tuple once checked
     random_order: bool = False
     value_range: ValueRange | None = None
 

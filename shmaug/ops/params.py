@@ -32,8 +32,8 @@ import numpy as np
 from ..resample import cv_flag
 from ..errors import ArgumentError, ArgumentTypeError
 
-Range = Union[float, tuple[float, float]]
-"""A fixed number, or a ``(low, high)`` pair to draw uniformly from."""
+Range = Union[float, Sequence[float]]
+"""A fixed number, or a ``(low, high)`` pair (a tuple or a list) to draw uniformly from."""
 ValueRange = tuple[float, float]
 """The (low, high) pixel values of an image: black and full scale."""
 

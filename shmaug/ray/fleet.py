@@ -50,8 +50,8 @@ class RayFleet:
         self._asked = workers
         self._batches = batches  # per epoch
         # a maker's own ring: as given, or the default for the workers it runs
-        self._slots = options.settings.workers.max_queue_size or depth.for_workers(
-            workers.cpus_per_node)
+        self._slots = int(options.settings.workers.max_queue_size or depth.for_workers(
+            workers.cpus_per_node))
         self._depth = max(2, self._slots)  # batches a maker holds at a time
         self._stripe = max(1, self._slots // workers.nodes)
         self._options = ray.put(options)  # once: every maker reads it from the object store

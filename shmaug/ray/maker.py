@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.config.options import Options, WorkerOptions
+from ..engine.config.options import Options, StartMethod, WorkerOptions
 from ..engine.handoff.prefetch import EpochBatch
 from ..engine.loader import serve, start
 
@@ -30,7 +30,8 @@ class Maker:
             threads start can deadlock).
     """
 
-    def __init__(self, options: Options, workers: int, start_method: str | None) -> None:
+    def __init__(self, options: Options, workers: int,
+                 start_method: StartMethod | None) -> None:
         local = WorkerOptions(workers=workers, start_method=start_method,
                               max_queue_size=options.settings.workers.max_queue_size,
                               timeout=options.settings.workers.timeout, copy=True)

@@ -30,13 +30,16 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError, warn
 from .files import ImageFiles
 from .images.settings import encoded_labels
+
+if TYPE_CHECKING:
+    from ..engine.config.options import StartMethod
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +107,7 @@ def pack(
     on_error: str | None = None,
     workers: int | None = None,
     batch_size: int = 64,
-    start_method: str | None = None,
+    start_method: StartMethod | None = None,
     overwrite: bool = False,
     verify: bool = False,
     progress: bool = True,
@@ -343,7 +346,7 @@ def _packed(directory: str, manifest: dict[str, Any], *, created: bool) -> Packe
 
 
 def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, workers: int | None,
-           batch_size: int, start_method: str | None, progress: bool) -> Packed:
+           batch_size: int, start_method: StartMethod | None, progress: bool) -> Packed:
     from tqdm import tqdm
 
     from ..engine.loader import Loader

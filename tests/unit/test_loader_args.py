@@ -74,9 +74,15 @@ class _MovesTargetsOnly:
         (dict(pin_memory="yes"), TypeError, "`pin_memory` must be True or False"),
         (dict(x=np.zeros((10, 0, 16), np.uint8)), ValueError, r"no pixels: shape \(10, 0, 16\)"),
         (dict(x=np.zeros((10, 4, 0), np.uint8), augment=None), ValueError, "no pixels"),
+        (dict(output_shape=(4.5, 4)), ValueError, r"`output_shape` must be a tuple of positive"),
+        (dict(output_shape="4,4"), ValueError, r"`output_shape`.*'4,4' \(type str\)"),
+        (dict(samples_per_epoch="10"), ValueError, r"`samples_per_epoch` must be a positive"),
+        (dict(shuffle_window=8.0), ValueError, r"`shuffle_window` must be a positive integer"),
     ],
 )
 def test_bad_arguments_raise_before_any_process(kwargs, error, pattern):
+    """(16.5 in a shape was cut to 16; '4,4' failed in int() naming nothing; a count of the
+    wrong type was told first of what it asked beside, the type's fix only after.)"""
     children = psutil.Process().children()
     kwargs = {"x": X, "batch_size": 4, "augment": _ops.identity, "workers": 2, **kwargs}
     x = kwargs.pop("x")
@@ -760,3 +766,15 @@ def test_seed_none_follows_pythons_random_as_keras_layers_do():
     keras.utils.set_random_seed(42)
     with shmaug.Sequence(X, batch_size=4) as seq:
         assert seq.seed == seeds[0]
+
+
+def test_numpy_counts_and_lists_go_where_the_annotations_say_they_may():
+    """The annotations say what the checks take (mypy --strict on a user's script): numpy's
+    integers where a count goes, a list where a shape or a pair goes."""
+    with shmaug.Loader(X, batch_size=np.int64(4), workers=np.int64(0), shuffle=np.bool_(True),
+                       output_shape=[4, 4], value_range=[0, 255],
+                       max_queue_size=np.int64(4)) as loader:
+        assert (loader.batch_size, loader.output_shape, loader.value_range) == \
+            (4, (4, 4), (0.0, 255.0))
+        with pytest.raises(AttributeError, match=r"`loader.workers` is fixed when the Loader"):
+            loader.workers = 2

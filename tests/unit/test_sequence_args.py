@@ -443,3 +443,15 @@ def test_text_labels_are_refused_with_the_encoding():
         assert seq[0][1].tolist() == [0, 1]
     with pytest.raises(shmaug.ArgumentError, match=r"dtype <U3\. Fix: encode the labels"):
         shmaug.Loader(X, np.array(names), batch_size=2, sampling_weights="balanced")
+
+
+@pytest.mark.parametrize("kwargs, error, says", [
+    (dict(threshold="0.1"), TypeError, r"`threshold`.*'0.1' \(type str\)"),
+    (dict(threshold=None), TypeError, r"`threshold`.*None"),
+    (dict(threshold=5), ValueError, r"between 0 and 1; received 5"),
+    (dict(sequence=np.zeros(3)), TypeError, r"watches a shmaug.Sequence.*ndarray"),
+])
+def test_stall_monitor_checks_its_arguments_when_made(kwargs, error, says):
+    """A threshold of the wrong type failed at the first epoch's end, a bare TypeError."""
+    with pytest.raises(error, match=says):
+        shmaug.StallMonitor(**kwargs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 import numbers
 import random
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -83,6 +83,7 @@ def shuffle_window(value: Any, shuffle: Any) -> int | None:
     there: ``plan.blocks.DEFAULT_WINDOW``)."""
     if value is None:
         return None
+    positive_int("shuffle_window", value)  # (its type first: the fix below keeps it)
     if shuffle != BLOCKS:
         raise ArgumentError(
             f"`shuffle_window`={value!r} sets how many shards `shuffle=\"blocks\"` mixes, but "
@@ -119,7 +120,8 @@ def default_workers() -> int:
 _WORKERS_PER_CORE = 8  # beyond this many processes per core, more only adds memory and contention
 
 
-AUTO_WORKERS = "auto"  # workers="auto": the pool sizes itself between epochs (autoscale._autotune)
+# workers="auto": the pool sizes itself between epochs (autoscale._autotune)
+AUTO_WORKERS: Final = "auto"
 
 
 def workers(value: Any) -> int | str | RemoteWorkers:
@@ -368,17 +370,18 @@ def nonempty_epoch(plan: BatchPlan, num_shards: int = 1) -> None:
 
 
 def shape(name: str, value: Any) -> tuple[int, ...]:
+    """A shape of positive whole sizes (16.5 is refused, not cut to 16)."""
     try:
-        out = tuple(int(s) for s in value)
+        out = () if isinstance(value, (str, bytes)) else tuple(value)
     except TypeError:
         out = ()
-    if not out or any(s <= 0 for s in out):
+    if not out or not all(_is_int(s) and s > 0 for s in out):
         raise ArgumentError(
             f"`{name}` must be a tuple of positive sizes such as (64, 64) or (64, 64, 1); "
             f"received {got(value)}. Fix: pass the shape of one sample, e.g. `{name}=(64, 64)`, "
             f"or leave it out to learn it from sample 0."
         )
-    return out
+    return tuple(int(s) for s in out)
 
 
 def dtype(name: str, value: Any) -> np.dtype:

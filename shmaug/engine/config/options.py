@@ -25,9 +25,9 @@ refuse.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sized
+from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass, field, replace
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -55,6 +55,17 @@ TargetTree = Union[None, np.ndarray, dict[str, "TargetTree"], list["TargetTree"]
                    tuple["TargetTree", ...]]
 
 
+# What the arguments take, said alike to a type checker and to the checks: numpy's integers
+# where a count goes (one read off an array), a list as well as a tuple where a shape or a
+# pair goes, and the few words an option knows.
+Count = Union[int, np.integer]
+WorkersArg = Union[int, np.integer, Literal["auto"], RemoteWorkers, None]
+ShuffleArg = Union[bool, np.bool_, Literal["blocks"], None]
+StartMethod = Literal["fork", "spawn", "forkserver"]
+Shape = Sequence[int]
+Bounds = Sequence[float]
+
+
 def _set(options: object, name: str, value: object) -> None:
     """A field of a frozen group, replaced by its checked form in ``__post_init__``."""
     object.__setattr__(options, name, value)
@@ -64,17 +75,17 @@ def _set(options: object, name: str, value: object) -> None:
 class BatchOptions:
     """Which samples make each batch, and in which order."""
 
-    batch_size: int = 32
-    shuffle: bool | str | None = None  # None: a Loader's False; a Sequence's "as Keras asks,
+    batch_size: Count = 32
+    shuffle: ShuffleArg = None  # None: a Loader's False; a Sequence's "as Keras asks,
     # per pass"; "blocks": shards permuted, records shuffled within windows (``plan.blocks``)
-    shuffle_window: int | None = None  # shards per window of "blocks"; None: the default
+    shuffle_window: Count | None = None  # shards per window of "blocks"; None: the default
     drop_remainder: bool = False
     seed: int | np.integer | None = None  # None: drawn once, by Order.of
-    num_shards: int | None = None  # checked against the dataset, by Order.of
-    shard_index: int | None = None  # likewise
+    num_shards: Count | None = None  # checked against the dataset, by Order.of
+    shard_index: Count | None = None  # likewise
     # Weighted sampling (see plan.sampling): checked against the labels, by Order.of.
     sampling_weights: ArrayLike | Mapping[Any, float] | None = None
-    samples_per_epoch: int | None = None
+    samples_per_epoch: Count | None = None
 
     def __post_init__(self) -> None:
         _set(self, "batch_size", check.positive_int("batch_size", self.batch_size))
@@ -90,9 +101,9 @@ class WorkerOptions:
     """Who makes the batches, how far ahead of the consumer, and how they are handed over."""
 
     # a count, or "auto", or makers elsewhere (shmaug.ray); None as given: one per core
-    workers: int | str | RemoteWorkers | None = check.AUTO_WORKERS
-    start_method: str | None = None
-    max_queue_size: int | None = None  # None: follows the workers (handoff.depth); checked
+    workers: WorkersArg = check.AUTO_WORKERS
+    start_method: StartMethod | None = None
+    max_queue_size: Count | None = None  # None: follows the workers (handoff.depth); checked
     # against a batch's memory by Options.of
     timeout: float | None = None
     copy: bool = True
@@ -130,9 +141,9 @@ class OutputOptions:
     """What a sample becomes: the augmentation, and what it makes of a sample."""
 
     augment: AugmentFn | None = None
-    output_shape: tuple[int, ...] | None = None  # as given (a Sequence's repr shows it so)
+    output_shape: Shape | None = None  # as given (a Sequence's repr shows it so)
     output_dtype: DTypeLike | None = None  # as given
-    value_range: tuple[float, float] | None = None  # as given (a Loader's repr shows it so)
+    value_range: Bounds | None = None  # as given (a Loader's repr shows it so)
     mix: Mix | None = None  # MixUp / CutMix over pairs; checked against the labels by Pipeline
     shape: tuple[int, ...] | None = field(init=False)  # output_shape, checked
     dtype: np.dtype | None = field(init=False)  # output_dtype, checked
@@ -236,7 +247,8 @@ class Order:
         the data, whose shards ``shuffle="blocks"`` permutes."""
         weights = sampling.weights(batches.sampling_weights, labels, n)
         samples = sampling.samples_per_epoch(batches.samples_per_epoch, n, weights is not None)
-        layout = _blocks.blocks(batches.shuffle, batches.shuffle_window, x, n,
+        window = None if batches.shuffle_window is None else int(batches.shuffle_window)
+        layout = _blocks.blocks(batches.shuffle, window, x, n,
                                 weights is not None)
         shuffle: Shuffle = layout if layout is not None else bool(
             (per_pass if batches.shuffle is None else batches.shuffle) or
@@ -244,7 +256,7 @@ class Order:
         per_pass_shuffle = per_pass and batches.shuffle is None and weights is None
         given = None if batches.seed is None else int(batches.seed)  # (a numpy integer too)
         num_shards, shard_index, plan = check.sharded_plan(
-            samples, batches.batch_size, batches.drop_remainder, batches.num_shards,
+            samples, int(batches.batch_size), batches.drop_remainder, batches.num_shards,
             batches.shard_index, bool(shuffle) and not per_pass_shuffle, given)
         seed = check.draw_seed() if given is None else given
         if given is None:  # (a run that logs INFO can be repeated from its log alone)
@@ -384,6 +396,6 @@ class Options:
         images = data.images
         order = Order.of(settings.batches, data.n, data.labels, per_pass=per_pass, x=data.x)
         if settings.workers.max_queue_size is not None:
-            check.queue_fits(settings.workers.max_queue_size, order.plan.rows,
+            check.queue_fits(int(settings.workers.max_queue_size), order.plan.rows,
                              None if images is None else images[0].nbytes)
         return cls(settings, data, order, Pipeline.of(settings.output, data, hook, hook_name))

@@ -160,16 +160,16 @@ def samples_per_epoch(value: Any, n: int, weighted: bool) -> int:
     """The size of an epoch's global draw: ``n`` by default."""
     if value is None:
         return n
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
+        raise ArgumentError(
+            f"`samples_per_epoch` must be a positive integer; received {got(value)}. Fix: "
+            f"pass e.g. `samples_per_epoch={n}` (the dataset's length, the default)."
+        )
     if not weighted:
         raise ArgumentError(
             f"`samples_per_epoch`={value!r} draws samples with replacement, which only "
             f"`sampling_weights` asks for. Fix: pass `sampling_weights` too (np.ones(len(x)) "
             f"draws uniformly), or leave `samples_per_epoch` out."
-        )
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
-        raise ArgumentError(
-            f"`samples_per_epoch` must be a positive integer; received {got(value)}. Fix: "
-            f"pass e.g. `samples_per_epoch={n}` (the dataset's length, the default)."
         )
     return int(value)
 

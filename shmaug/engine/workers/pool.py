@@ -89,6 +89,17 @@ class _Worker:
     queued: deque[Task] = field(default_factory=deque)  # invariant: sent, not yet answered, FIFO
     head_since: float = 0.0  # when queued[0] became the task it owes next (sent, or answered)
 
+    def owe(self, task: Task) -> None:
+        """``task`` is sent: owed after the ones queued."""
+        if not self.queued:
+            self.head_since = time.monotonic()
+        self.queued.append(task)
+
+    def answered(self) -> None:
+        """Its first task is answered: the next is owed from now."""
+        self.queued.popleft()
+        self.head_since = time.monotonic()
+
 
 def _spec_now(spec: WorkerSpec, method: str) -> WorkerSpec:
     """``spec`` for a worker started now, by this thread. A forkserver's child gets our
@@ -250,9 +261,7 @@ class WorkerPool:
                 return
             task = self._pending.popleft()
             message = encode_task(task)
-            if not worker.queued:
-                worker.head_since = time.monotonic()
-            worker.queued.append(task)
+            worker.owe(task)
             try:
                 worker.tasks.send_bytes(message)
             except OSError:  # it died just now; poll() will notice and redo the task
@@ -328,8 +337,7 @@ class WorkerPool:
                 result = decode_result(w.results.recv_bytes())
                 self._answered = True
                 if w.queued and w.queued[0].ticket == result.ticket:
-                    w.queued.popleft()
-                    w.head_since = time.monotonic()
+                    w.answered()
                 out.append(result)
                 if not everything:
                     break
@@ -422,8 +430,7 @@ class WorkerPool:
         return out
 
     def _check_stalls(self) -> None:
-        """Warn once (logging may be unset) of a task far longer than the rest (no
-        ``timeout``: with one, it is replaced), or of a worker that has not taken its next."""
+        """Warn once (logging may be unset) of a stalled task or worker (``reports.stalled``)."""
         if self._stall_told:
             return
         owing = {wid: w.head_since for wid, w in enumerate(self._workers) if w is not None
@@ -433,9 +440,8 @@ class WorkerPool:
             wid, ran, usual, between = found
             self._stall_told = True
             worker = self._workers[wid]
-            index = None if between else self._current_index(wid)
-            warn(stall_warning(wid, None if worker is None else worker.process.pid,
-                               self._op, index, ran, usual))
+            warn(stall_warning(wid, None if worker is None else worker.process.pid, self._op,
+                               None if between else self._current_index(wid), ran, usual))
 
     # -- resizing (NOTE [resizing]) ----------------------------------------------------------
 
