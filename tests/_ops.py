@@ -358,3 +358,18 @@ def sleepy_pid(image, rng):
     workers run on 2 cores without competing for them."""
     time.sleep(0.005)
     return np.full(image.shape, os.getpid(), np.float32)
+
+
+class FlipsByLabel:
+    """Flips the images whose class is not 0, reading a per-sample label it declares
+    (``target_names``): augmentation by class."""
+
+    target_names = ("label",)
+
+    def __call__(self, image, rng):
+        return self.augment_targets(image, {}, rng)[0]
+
+    def augment_targets(self, image, targets, rng):
+        if "label" in targets and int(targets["label"]) != 0:
+            image = image[:, ::-1]
+        return image, targets

@@ -67,3 +67,21 @@ def test_a_mask_stays_on_its_image_in_the_workers():
                        augment=Compose([Op("rotate", degrees=(-30, 30)), Op("elastic")])) as L:
         xb, yb = L.batch(0)
     assert ((xb > 100) ^ (yb["mask"] > 0)).mean() < 0.02
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_class_label_per_sample_reaches_an_augment_that_declares_it(workers):
+    """A label of one number a sample, `y={"label": y}` of shape (n,), failed in the worker
+    ("'numpy.int64' object does not support item assignment", writing the output)."""
+    from tests import _ops
+
+    x, _ = dataset()
+    y = np.arange(N) % 3
+    with shmaug.Loader(x, {"label": y}, batch_size=8, augment=_ops.FlipsByLabel(),
+                       workers=workers, seed=0) as loader:
+        got = [(xb.copy(), yb["label"].copy()) for xb, yb in loader]
+    images = np.concatenate([xb for xb, _ in got])
+    labels = np.concatenate([yb for _, yb in got])
+    assert np.array_equal(labels, y)
+    flipped = np.where((y != 0)[:, None, None, None], x[:, :, ::-1], x)
+    assert np.array_equal(images, flipped)

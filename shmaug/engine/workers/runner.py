@@ -257,7 +257,7 @@ class SliceRunner:
 
     def _write_targets(self, slot: int, row: int, index: int, made: Targets) -> None:
         for name, target in made.items():
-            self._write(self.target_out[name][slot, row], target, index, name)
+            self._write(self.target_out[name][slot, row, ...], target, index, name)  # (0-d: a view)
 
     @property
     def wants_ahead(self) -> bool:
