@@ -244,6 +244,11 @@ def split_inputs(x: Any, image_key: str | None,
     """``x`` or a dict of inputs -> (image key, the images, the other inputs); ``loads``: a
     ``load`` hook makes the images (from what ``x[image_key]`` holds: paths, ids)."""
     if not isinstance(x, dict):
+        if image_key is not None:  # (it would be ignored)
+            raise ArgumentError(
+                f"`image_key`={image_key!r} names the images among a dict `x`'s inputs, but `x` "
+                f"is {type(x).__name__}, the images alone. Fix: leave `image_key` out, or pass "
+                f"x={{{image_key!r}: images, ...}} with the model's other inputs.")
         return None, x, {}
     if image_key is None:
         candidates = [k for k, v in x.items() if np.ndim(v) in (3, 4)]

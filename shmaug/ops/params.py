@@ -54,10 +54,14 @@ _RANGE_SLACK = 1e-3  # of a range's span: rounding past its ends that still coun
 
 
 def _pair(value: Any, name: str) -> tuple[float, float]:
+    pixels = name == "value_range"  # (a pair only, its example pixels')
+    takes = "a (low, high) pair of numbers" if pixels else "a number or a (low, high) pair"
+    example = "(0, 255)" if pixels else "(0.5, 1.5)"
+    or_one = "" if pixels else f" or {name}=1.0"
     if isinstance(value, bool) or not isinstance(value, (int, float, Sequence, np.number)):
         raise ArgumentTypeError(
-            f"`{name}` expects a number or a (low, high) pair; received {value!r} "
-            f"({type(value).__name__}). Pass e.g. {name}=(0.5, 1.5) or {name}=1.0."
+            f"`{name}` expects {takes}; received {value!r} "
+            f"({type(value).__name__}). Pass e.g. {name}={example}{or_one}."
         )
     if isinstance(value, (int, float, np.number)):
         return float(value), float(value)
@@ -65,8 +69,8 @@ def _pair(value: Any, name: str) -> tuple[float, float]:
         isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in value
     ):
         raise ArgumentTypeError(
-            f"`{name}` expects a (low, high) pair of numbers; received {value!r}. "
-            f"Pass e.g. {name}=(0.5, 1.5)."
+            f"`{name}` expects {takes}; received "
+            f"{value!r} ({type(value).__name__}). Pass e.g. {name}={example}."
         )
     return float(value[0]), float(value[1])
 

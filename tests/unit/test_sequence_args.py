@@ -455,3 +455,8 @@ def test_stall_monitor_checks_its_arguments_when_made(kwargs, error, says):
     """A threshold of the wrong type failed at the first epoch's end, a bare TypeError."""
     with pytest.raises(error, match=says):
         shmaug.StallMonitor(**kwargs)
+
+
+def test_an_image_key_beside_images_alone_is_refused_not_ignored():
+    with pytest.raises(shmaug.ArgumentError, match=r"`image_key`='img'.*leave `image_key` out"):
+        shmaug.Sequence(np.zeros((4, 4, 4), np.uint8), batch_size=2, workers=0, image_key="img")
