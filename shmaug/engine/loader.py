@@ -17,6 +17,7 @@ handed over as Keras gets it); a remote maker asks its loader through ``serve``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -482,6 +483,13 @@ class Loader:
     def _ensure_open(self) -> None:
         if self._closed:
             raise ClosedError(CLOSED)
+        if self._run.owner != os.getpid():
+            raise ClosedError(
+                f"This shmaug loader (a Loader, or a Sequence's) was made in process "
+                f"{self._run.owner}, and this process ({os.getpid()}) is a fork of it (os.fork, "
+                f"gunicorn's preload_app): its workers and shared memory are that process's, "
+                f"and answer it alone. Fix: make the loader in this process, after the fork "
+                f"(gunicorn: in each worker, e.g. its post_fork hook, not at preload).")
 
 
 def _epoch_arg(value: Any) -> int:
@@ -493,13 +501,14 @@ def _epoch_arg(value: Any) -> int:
     return epoch
 
 
-def warn_if_pinned_in_vain(loader: Loader, *, copies: str = "copy=False and ") -> None:
-    """``pin_memory=True`` where no batch's copy to a GPU reads the pinned ring (``copies``:
-    the fix's words for lent batches; a Sequence lends them already)."""
+def warn_if_pinned_in_vain(loader: Loader, *, sequence: bool = False) -> None:
+    """``pin_memory=True`` where no batch's copy to a GPU reads the pinned ring (a
+    ``sequence``'s loader: one that lends its batches whatever its ``copy``)."""
     run = loader._run
-    if run.pin_memory and (run.ring is None or loader.copy):
+    if run.pin_memory and (run.ring is None or loader.copy and not sequence):
         why, fix = (("has none (nothing to augment: batches are gathered copies)",
-                     f"{copies}an augment") if run.ring is None else
+                     "an augment" if sequence else "copy=False and an augment")
+                    if run.ring is None else
                     ("hands out copies of its batches (copy=True)", "copy=False"))
         warn(f"pin_memory=True page-locks the ring the workers write, but this loader "
              f"{why}, so a batch's copy to a GPU gains nothing. Fix: pass {fix}, or leave "
@@ -515,10 +524,12 @@ def start(options: Options, *, pin_memory: bool | None = None) -> Loader:
     return loader
 
 
-def lend(loader: Loader, index: int, *, epoch: int, in_order: bool) -> tuple[np.ndarray, Any]:
-    """Batch ``index`` of ``epoch`` as the facade hands it to Keras: lent
-    (``Handoff.LEND``: the slot is the batch's while any array of it lives)."""
-    return loader._batch(index, epoch, in_order, Handoff.LEND)
+def lend(loader: Loader, index: int, *, epoch: int, in_order: bool,
+         keep: bool) -> tuple[np.ndarray, Any]:
+    """Batch ``index`` of ``epoch`` as the facade hands it to Keras: a copy where ``keep`` (a
+    batch held for a second ask), else lent (``Handoff.LEND``: the slot is the batch's while
+    any array of it lives)."""
+    return loader._batch(index, epoch, in_order, Handoff.COPY if keep else Handoff.LEND)
 
 
 def rewritten(loader: Loader) -> bool:

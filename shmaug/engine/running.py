@@ -14,6 +14,7 @@ loader's to say (``rows``), and a batch is known by its key ``(epoch, batch)``.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import weakref
 from typing import Any
@@ -47,7 +48,7 @@ from .handoff.stats import Figures
 from .plan.schedule import IN_ORDER, OrderCache, Shard, seed_epoch
 from .remote import RemotePool, RemoteWorkers, shipped
 from .workers.inline import InlinePool
-from .workers.pool import WorkerPool
+from .workers.pool import WorkerPool, disown
 from .workers.probe import await_probe, output_of
 from .workers.runner import SliceRunner, op_name
 from .workers import shipping
@@ -123,6 +124,22 @@ def _shutdown(prefetch: Prefetcher | None, pool: Pool, store: SharedStore,
         store.close()
 
 
+def _disown_in_child() -> None:
+    """A fork of this process (``os.fork``, gunicorn's preload_app) inherits its running
+    loaders: at the fork's exit their finalizers stopped the parent's workers, and batches
+    asked there came from the parent's workers, mixed with the parent's own. The fork leaves
+    them to the parent (its stores likewise: ``memory.store``), and ``owner`` refuses them."""
+    for run in list(_LIVE):
+        run._finalizer.detach()
+        if isinstance(run.pool, WorkerPool):
+            disown(run.pool)
+
+
+_LIVE: weakref.WeakSet[Running] = weakref.WeakSet()  # this process's running loaders
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_disown_in_child)
+
+
 class Running:
     """A loader's running parts (see the module docstring), built from ``options`` and
     stopped by ``close``; ``pin_memory`` as resolved for this start."""
@@ -193,6 +210,8 @@ class Running:
         # Backstop for a loader that is never closed: runs at garbage collection or exit.
         self._finalizer = weakref.finalize(self, _shutdown, self.prefetch, self.pool,
                                            self.store, self.copier, self.ring)
+        self.owner = os.getpid()  # invariant: whose workers these are (a fork's are not)
+        _LIVE.add(self)
         self.figures = Figures(self.pool)  # stats(): the window starts now
 
     @property

@@ -445,6 +445,20 @@ _STORES: weakref.WeakSet[SharedStore] = weakref.WeakSet()  # this process's live
 _STORES_LOCK = threading.Lock()  # (a loader made on another thread adds one meanwhile)
 
 
+def _disown_in_child() -> None:
+    """A fork of this process (``os.fork``, gunicorn's preload_app) holds its stores too:
+    at the fork's exit their finalizers unlinked the parent's blocks. They are the parent's."""
+    global _STORES_LOCK
+    _STORES_LOCK = threading.Lock()  # (held by another thread at the fork: free here)
+    for store in list(_STORES):
+        store._finalizer.detach()
+    _STORES.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_disown_in_child)
+
+
 class SharedStore:
     """Owner of named shared-memory blocks.
 

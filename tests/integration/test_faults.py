@@ -385,7 +385,8 @@ def test_a_forked_worker_leaves_the_main_process_signal_handlers_to_it(tmp_path)
         with open(told, "a") as f:
             f.write(f"{os.getpid()}\n")
 
-    saved = {sig: signal.signal(sig, save) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+    saved = {sig: signal.signal(sig, save) for sig in (signal.SIGTERM, signal.SIGUSR1,
+                                                       signal.SIGALRM)}
     try:
         with shmaug.Loader(np.zeros((64, 6, 6), np.uint8), batch_size=4,
                            augment=_ops.slow_noisy, workers=2, seed=0,
@@ -398,6 +399,10 @@ def test_a_forked_worker_leaves_the_main_process_signal_handlers_to_it(tmp_path)
             time.sleep(0.3)
             assert sum(1 for _ in batches) == 15 and not told.exists()
             assert all(psutil.pid_exists(pid) for pid in loader.pids)
+        with shmaug.Loader(np.zeros((8, 6, 6), np.uint8), batch_size=4,
+                           augment=_ops.alarm_handler_kept, workers=1,
+                           start_method="fork") as loader:  # an op's SIGALRM stays its own
+            assert all(xb.all() for xb, _ in loader)
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
@@ -417,3 +422,82 @@ def test_shmaugs_tracker_outlives_the_signals_a_job_scheduler_sends_the_group():
             os.kill(pid, sig)
         time.sleep(0.3)
         assert os.waitpid(pid, os.WNOHANG) == (0, 0), "the tracker died"
+
+
+_FORK_CHILD = """
+import os, sys, numpy as np, shmaug
+from tests import _ops
+x = np.random.default_rng(0).integers(0, 255, (64, 8, 8, 3), np.uint8)
+with shmaug.Loader(x, batch_size=8, augment=_ops.noisy, workers=2, seed=0,
+                   start_method="fork") as loader:
+    first = loader.batch(0, epoch=0)[0].copy()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            loader.batch(1, epoch=0)
+            print("child served", flush=True)
+        except shmaug.ClosedError as e:
+            print("child refused:", "is a fork of it" in str(e), flush=True)
+        sys.exit(0)  # atexit and the finalizers run, as at a gunicorn worker's exit
+    os.waitpid(pid, 0)
+    same = np.array_equal(first, loader.batch(0, epoch=0)[0])
+    print("parent:", same, sum(1 for _ in loader), flush=True)
+"""
+
+
+def test_a_fork_of_a_process_with_a_loader_is_refused_it_and_leaves_it_to_the_parent():
+    """gunicorn's preload_app forks a process holding a live loader: each fork's exit
+    stopped the parent's workers and unlinked its shared memory (the parent's next batch:
+    WorkerDied blaming a rewritten file), and batches asked in two forks came from the
+    parent's workers, each other's among them."""
+    out = subprocess.run([sys.executable, "-c", _FORK_CHILD], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "child refused: True" in out.stdout and "parent: True 8" in out.stdout, \
+        (out.stdout, out.stderr[-3000:])
+    assert "Traceback" not in out.stderr and "Exception ignored" not in out.stderr, out.stderr
+
+
+def test_a_consumer_away_longer_than_the_stall_limit_is_not_told_a_stall(monkeypatch):
+    """Workers done with their tasks while the consumer was away (a validation pass, a
+    checkpoint) were said to have "not taken their next task": their answers lay unread."""
+    from shmaug.engine.workers import reports
+
+    monkeypatch.setattr(reports, "STALL_MIN_S", 0.5)
+    with shmaug.Loader(np.zeros((64, 6, 6), np.uint8), batch_size=4, augment=_ops.noisy,
+                       workers=2, seed=0) as loader:  # (a warning fails the test)
+        batches = iter(loader)
+        next(batches)
+        time.sleep(2.5)
+        assert sum(1 for _ in batches) == 15
+
+
+def _a_fold(seed):
+    with shmaug.Loader(np.zeros((32, 6, 6), np.uint8), batch_size=8, augment=_ops.noisy,
+                       workers=2, seed=seed) as loader:
+        return sum(1 for _ in loader)
+
+
+def _a_fold_told(seed):
+    try:
+        return _a_fold(seed)
+    except shmaug.ArgumentError as exc:
+        return str(exc)
+
+
+def test_loaders_run_in_joblibs_workers_and_a_daemonic_pool_worker_is_told():
+    """cross_val_score(n_jobs=2): in a loky worker multiprocessing's start method reads
+    "loky", which shmaug took, and every fit failed ('Popen' object has no attribute
+    'close'); a multiprocessing.Pool's worker got Python's bare AssertionError."""
+    import multiprocessing
+
+    from joblib import Parallel, delayed
+    from joblib.externals.loky import get_reusable_executor
+
+    try:
+        assert Parallel(n_jobs=2)(delayed(_a_fold)(k) for k in range(2)) == [4, 4]
+    finally:
+        get_reusable_executor().shutdown(wait=True)  # (loky keeps its workers for reuse)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        told = pool.map(_a_fold_told, [0])[0]
+    assert "daemonic worker" in told and "Fix: workers=0" in told, told

@@ -52,8 +52,8 @@ def default_start_method(payload: bytes = b"") -> str:
     """
     methods = multiprocessing.get_all_start_methods()
     chosen = platform.DEFAULT_START_METHOD or multiprocessing.get_start_method(allow_none=True)
-    if chosen and chosen != methods[0]:
-        return chosen
+    if chosen and chosen != methods[0] and chosen in methods:  # (not joblib's "loky", set
+        return chosen  # in its workers: multiprocessing has no such context)
     if methods[0] != "fork" or "forkserver" not in methods:
         return methods[0]
     if not any(name in sys.modules for name in _THREADED):
@@ -380,6 +380,14 @@ def start_worker(process: Any, start_method: str, *, needs_main: bool) -> None:
                 f"under the temporary folder is longer than Unix allows (108 bytes; "
                 f"TMPDIR={os.environ.get('TMPDIR')!r}). Fix: a shorter TMPDIR (e.g. "
                 f"TMPDIR=/tmp), or start_method='spawn'.") from exc
+        except AssertionError as exc:  # multiprocessing's own words, no more
+            if "daemonic" not in str(exc):
+                raise
+            raise ArgumentError(
+                "shmaug's workers cannot start here: this process is a daemonic worker (of a "
+                "multiprocessing.Pool), which Python forbids children. Fix: workers=0 in "
+                "it, or run the loader in a concurrent.futures.ProcessPoolExecutor or "
+                "joblib's loky workers, which may start them.") from exc
 
 
 def _preload_in_forkserver() -> None:

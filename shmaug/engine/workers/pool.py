@@ -10,8 +10,9 @@ finalizer (garbage collection or interpreter exit), and after Ctrl-C. In this or
 
 1. Send each live worker the stop sentinel, an empty message (a worker stops between tasks).
 2. Close our ends of the task pipes (a worker blocked on ``recv`` sees EOF and stops).
-3. Join each worker for ``_JOIN_TIMEOUT_S``; ``terminate()`` the ones still running (stuck
-   in an op), then ``kill()`` any that ignore that.
+3. Join each worker for ``_JOIN_TIMEOUT_S``; kill the ones still running (stuck in an op):
+   SIGTERM's default would end them alike, but a worker ignores it where the main process
+   handles it (``worker._leave_signals_to_the_parent``).
 4. Close the result pipes.
 Only then may the caller unlink the ring and the store: workers must be gone before the
 memory they write into disappears. Every step tolerates a worker that is already dead, so the
@@ -71,7 +72,7 @@ from ...memory.store import ArrayHandle, SharedStore
 log = logging.getLogger(__name__)
 
 _JOIN_TIMEOUT_S = 2.0  # how long close() lets a worker finish before terminating it
-_KILL_TIMEOUT_S = 1.0  # how long after terminate() before kill()
+_KILL_TIMEOUT_S = 1.0  # how long a killed worker may take to be reaped
 # A replacement that dies before it is ready (killed from outside while it starts, say) is
 # started again this many times in a row; only then is the pool broken, as when a first
 # worker cannot start.
@@ -99,6 +100,14 @@ class _Worker:
         """Its first task is answered: the next is owed from now."""
         self.queued.popleft()
         self.head_since = time.monotonic()
+
+
+def disown(pool: WorkerPool) -> None:
+    """In a fork of this process: ``pool``'s workers are the parent's, which multiprocessing
+    would terminate and join at the fork's exit (it lists them among its children)."""
+    for w in pool._workers:
+        if w is not None:
+            multiprocessing.process._children.discard(w.process)  # type: ignore[attr-defined]
 
 
 def _spec_now(spec: WorkerSpec, method: str) -> WorkerSpec:
@@ -146,6 +155,7 @@ class WorkerPool:
         self._timeout = timeout
         self._op = op  # what a task runs, as a stall warning names it
         self._stall_told = False  # invariant: the stall warning was given (once per pool)
+        self._stalls_next = 0.0  # when stalls are looked for next (a second apart)
         self._generation = generation  # the ring's per-slot generations, shared with workers
         # Deep enough that a worker never idles while the consumer is busy elsewhere:
         # cancelled work is cheap to skip (see OutputRing.generation).
@@ -430,17 +440,19 @@ class WorkerPool:
         return out
 
     def _check_stalls(self) -> None:
-        """Warn once (logging may be unset) of a stalled task or worker (``reports.stalled``)."""
-        if self._stall_told:
+        """Warn once (logging may be unset) of a stalled task or worker: ``reports.stalled``."""
+        if self._stall_told or (now := time.monotonic()) < self._stalls_next:
             return
-        owing = {wid: w.head_since for wid, w in enumerate(self._workers) if w is not None
-                 and w.queued and (self._timeout is None or self._status.row(wid).idle)}
-        found = stalled(self._status, owing, time.monotonic())
+        self._stalls_next = now + 1.0  # (a second apart: its cost grows with the workers)
+        owing = {wid: w for wid, w in enumerate(self._workers) if w is not None and w.queued
+                 and (self._timeout is None or self._status.row(wid).idle)}
+        found = stalled(self._status, {wid: w.head_since for wid, w in owing.items()}, now)
         if found is not None:
             wid, ran, usual, between = found
+            if between and owing[wid].results.poll():  # it answered: the consumer was away
+                return
             self._stall_told = True
-            worker = self._workers[wid]
-            warn(stall_warning(wid, None if worker is None else worker.process.pid, self._op,
+            warn(stall_warning(wid, owing[wid].process.pid, self._op,
                                None if between else self._current_index(wid), ran, usual))
 
     # -- resizing (NOTE [resizing]) ----------------------------------------------------------
@@ -501,9 +513,6 @@ class WorkerPool:
         for w in live:
             try:
                 w.process.join(max(0.0, deadline - time.monotonic()))
-                if w.process.is_alive():
-                    w.process.terminate()
-                    w.process.join(_KILL_TIMEOUT_S)
                 if w.process.is_alive():
                     platform.stop(w.process)
                     w.process.join(_KILL_TIMEOUT_S)

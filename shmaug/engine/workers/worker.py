@@ -227,18 +227,23 @@ def _set_up_process(spec: WorkerSpec) -> None:
 
 
 def _leave_signals_to_the_parent() -> None:
-    """A forked worker inherits the main process's Python signal handlers: a Slurm job's
-    save-and-exit on SIGTERM (or USR1), sent to the whole group, ran in every worker too and
-    wrote the state the worker had at its fork over the main process's checkpoint. A signal
-    of the group the main process handles is ignored here, as Ctrl-C is (the main process
-    ends us); any other handled one goes back to its default."""
-    for sig in signal.valid_signals():
+    """A worker has the main process's Python handlers (inherited by a fork, or set again by
+    the script's import): a Slurm job's save-and-exit on SIGTERM (or USR1), sent to the whole
+    group, ran in every worker too and wrote the state the worker had at its fork over the
+    main process's checkpoint. A signal of the group that the main process handles is let
+    pass here, as Ctrl-C is (the main process ends us): by a handler that does nothing, not
+    SIG_IGN, which a program an op runs would inherit. Other handlers (an op's SIGALRM)
+    stay."""
+    for sig in platform.GROUP_SIGNALS:
         try:
-            if callable(signal.getsignal(sig)) and sig != signal.SIGINT:
-                signal.signal(sig, signal.SIG_IGN if sig in platform.GROUP_SIGNALS
-                              else signal.SIG_DFL)
+            if callable(signal.getsignal(sig)):
+                signal.signal(sig, _left_to_the_parent)
         except (OSError, ValueError):  # one Python cannot set here
             pass
+
+
+def _left_to_the_parent(signum: int, frame: Any) -> None:
+    """A signal of the group the main process handles (``_leave_signals_to_the_parent``)."""
 
 
 class _Mapped:
