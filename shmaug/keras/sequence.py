@@ -445,16 +445,19 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 batch = fresh(batch)  # (the held one stays as made, whatever is done to this)
                 return for_keras(batch) if to_keras else batch
             epoch, planned, ordered = key
-            # Lent: the slot is the batch's while Keras (or a loop by hand) holds it
-            xb, side = lend(loader, planned, epoch=epoch, in_order=ordered)
+            held = passes.taken <= _HELD if in_pass else index < _HELD  # a pass's first
+            # ones (which a build pass may have taken), a look at them (Keras' probes): kept
+            # for a second ask, so copied (a slot lent for them would be held as long as the
+            # caller keeps one: a plot's seq[0] left a ring of 2 no room to read ahead); the
+            # others are lent, their slot theirs while Keras (or a loop by hand) holds them
+            xb, side = lend(loader, planned, epoch=epoch, in_order=ordered, keep=held)
             rt.hits += loader.last_hit
             batch = assemble(self, rt, xb, side, key)
-            if passes.taken <= _HELD if in_pass else index < _HELD:  # a pass's first ones
-                # (which a build pass may have taken), a look at them (Keras' probes): a
-                # copy kept for a second ask, as made, whatever is done to the one lent
-                rt.held[key] = fresh(batch)
+            if held:
+                rt.held[key] = batch
                 while len(rt.held) > _HELD:
                     rt.held.popitem(last=False)
+                batch = fresh(batch)  # (the held one stays as made, whatever is done to this)
             return for_keras(batch) if to_keras else batch
 
     def on_epoch_begin(self) -> None:
@@ -588,6 +591,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         _closing(self, self._runtime)
 
     def __enter__(self: S) -> S:
+        if self._runtime.life is Life.CLOSED:  # (fails here, not at its first batch)
+            raise ClosedError(_CLOSED)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -657,7 +662,7 @@ def _ensure_loader(seq: Sequence) -> Loader:
         facade_checks.hooks_started(seq, rt, _SET_UP)  # (last: it may warn, and a warning
         # may be an error)
         if seq._pin_memory:  # (asked for, not decided here)
-            warn_if_pinned_in_vain(rt.loader, copies="")
+            warn_if_pinned_in_vain(rt.loader, sequence=True)
     assert rt.loader is not None
     return rt.loader
 
