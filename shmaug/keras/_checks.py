@@ -15,6 +15,7 @@ import multiprocessing
 import pickle
 import types
 import weakref
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -244,6 +245,10 @@ def split_inputs(x: Any, image_key: str | None,
     """``x`` or a dict of inputs -> (image key, the images, the other inputs); ``loads``: a
     ``load`` hook makes the images (from what ``x[image_key]`` holds: paths, ids)."""
     if not isinstance(x, dict):
+        if image_key is not None and isinstance(x, Mapping):  # (np.load's NpzFile)
+            raise ArgumentTypeError(
+                f"`image_key`={image_key!r} names the images among the inputs of a dict `x`; "
+                f"`x` is a {type(x).__name__}. Fix: pass x=dict(x).")
         if image_key is not None:  # (it would be ignored)
             raise ArgumentError(
                 f"`image_key`={image_key!r} names the images among a dict `x`'s inputs, but `x` "

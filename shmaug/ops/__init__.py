@@ -57,7 +57,8 @@ from .builtin.colour import (
 from .compose import Compose, Maybe, OneOf, SomeOf
 from .builtin.erasing import cutout, erasing
 from .builtin.filters import gaussian_blur, sharpen, smooth
-from .core import Augment, Op, available, check_picklable, from_config, get, register, to_config
+from .core import (Augment, Op, available, check_picklable, from_config, get, register, still,
+                   to_config)
 from .builtin.framing import center_crop, translation, zoom, zoom_out
 from .builtin.geometric import (
     crop,
@@ -148,6 +149,7 @@ __all__ = [
     "sine_warp",
     "smooth",
     "solarize",
+    "still",
     "to_config",
     "translate",
     "translation",

@@ -50,6 +50,14 @@ BLENDED = "blended"  # it blends copies moved differently (AugMix): none can fol
 TARGET_KINDS = (STILL, WARPED, BLENDED)
 
 
+def still(fn: F) -> F:
+    """Mark ``fn``, a function of the user's (an ``augment`` override), as moving no pixel,
+    so masks, boxes and keypoints pass it as they are: ``fn.targets = "still"``, which a
+    type checker refuses to see set on a function."""
+    fn.targets = STILL  # type: ignore[attr-defined]
+    return fn
+
+
 @dataclass(frozen=True, slots=True)
 class OpSpec:
     """One registry entry: the function and what its signature allows."""

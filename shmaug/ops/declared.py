@@ -70,7 +70,7 @@ def refuse_blind(hook: PipelineFn, name: str, found: list[str]) -> None:
             f"image. Fix: pass the steps that move pixels as augment=shmaug.Compose([...], "
             f"bounding_box_format=...) and call `super().augment(image, rng)` in the "
             f"override, which moves the targets with them; an override that moves no pixel "
-            f"(colour, noise) says so with `augment.targets = \"still\"` under its def.")
+            f"(colour, noise) says so with `@shmaug.ops.still` above its def.")
 
 
 class Declared:

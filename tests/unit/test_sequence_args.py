@@ -222,7 +222,10 @@ def test_a_refused_target_is_named_where_it_lies_in_the_users_y():
 def test_an_override_with_no_augment_argument_and_a_mask_is_refused_unless_it_moves_none():
     """An override that calls no pipeline is a function of the user's that declares nothing:
     beside a mask it is refused, as such a function passed as `augment` is (it came back
-    unmoved under a flipped image); ``augment.targets = "still"`` says it moves no pixel."""
+    unmoved under a flipped image); ``@still`` says it moves no pixel (``augment.targets =
+    "still"``, which a type checker refuses, says the same)."""
+    from shmaug.ops import still
+
     mask = np.zeros((10, 4, 4, 1), np.uint8)
     mask[:, :, :1] = 1
 
@@ -231,13 +234,13 @@ def test_an_override_with_no_augment_argument_and_a_mask_is_refused_unless_it_mo
             return image[:, ::-1].copy()
 
     class Inverted(shmaug.Sequence):
+        @still
         def augment(self, image, rng):
             return 255 - image
-        augment.targets = "still"
 
     with pytest.raises(shmaug.ArgumentError,
                        match=r"'segmentation_masks'.*Flipped.augment overrides `augment` with "
-                             r"no `augment` argument.*augment.targets = \"still\""):
+                             r"no `augment` argument.*`@shmaug.ops.still` above its def"):
         Flipped(X, {"segmentation_masks": mask}, batch_size=4, workers=0)
     with Inverted(X, {"segmentation_masks": mask}, batch_size=4, workers=0,
                   shuffle=False) as seq:
@@ -460,3 +463,11 @@ def test_stall_monitor_checks_its_arguments_when_made(kwargs, error, says):
 def test_an_image_key_beside_images_alone_is_refused_not_ignored():
     with pytest.raises(shmaug.ArgumentError, match=r"`image_key`='img'.*leave `image_key` out"):
         shmaug.Sequence(np.zeros((4, 4, 4), np.uint8), batch_size=2, workers=0, image_key="img")
+
+
+def test_a_closed_sequence_entered_again_is_refused_at_once():
+    seq = shmaug.Sequence(np.zeros((4, 4, 4), np.uint8), batch_size=2, workers=0)
+    seq.close()
+    with pytest.raises(shmaug.ClosedError, match="is closed"):
+        with seq:
+            pass

@@ -377,7 +377,7 @@ def shape(name: str, value: Any) -> tuple[int, ...]:
         out = ()
     if not out or not all(_is_int(s) and s > 0 for s in out):
         raise ArgumentError(
-            f"`{name}` must be a tuple of positive sizes such as (64, 64) or (64, 64, 1); "
+            f"`{name}` must be a tuple of positive whole sizes such as (64, 64) or (64, 64, 1); "
             f"received {got(value)}. Fix: pass the shape of one sample, e.g. `{name}=(64, 64)`, "
             f"or leave it out to learn it from sample 0."
         )
