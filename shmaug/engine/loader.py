@@ -450,7 +450,7 @@ class Loader:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._closed or self._run.owner != os.getpid()  # (a fork's: the parent's)
 
     @property
     def pinned(self) -> bool:

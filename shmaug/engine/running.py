@@ -48,7 +48,7 @@ from .handoff.stats import Figures
 from .plan.schedule import IN_ORDER, OrderCache, Shard, seed_epoch
 from .remote import RemotePool, RemoteWorkers, shipped
 from .workers.inline import InlinePool
-from .workers.pool import WorkerPool, disown
+from .workers.pool import WorkerPool
 from .workers.probe import await_probe, output_of
 from .workers.runner import SliceRunner, op_name
 from .workers import shipping
@@ -128,11 +128,11 @@ def _disown_in_child() -> None:
     """A fork of this process (``os.fork``, gunicorn's preload_app) inherits its running
     loaders: at the fork's exit their finalizers stopped the parent's workers, and batches
     asked there came from the parent's workers, mixed with the parent's own. The fork leaves
-    them to the parent (its stores likewise: ``memory.store``), and ``owner`` refuses them."""
+    the workers to the parent (``workers.pool``), closing a loader there only unmaps its
+    memory (``memory.store``), and ``owner`` refuses its batches."""
     for run in list(_LIVE):
         run._finalizer.detach()
-        if isinstance(run.pool, WorkerPool):
-            disown(run.pool)
+        run._finalizer = weakref.finalize(run, run.store.close)
 
 
 _LIVE: weakref.WeakSet[Running] = weakref.WeakSet()  # this process's running loaders
@@ -208,8 +208,8 @@ class Running:
             recycler=self.recycler if self.workers else None,
             step=1 if self._mix is None else 2)
         # Backstop for a loader that is never closed: runs at garbage collection or exit.
-        self._finalizer = weakref.finalize(self, _shutdown, self.prefetch, self.pool,
-                                           self.store, self.copier, self.ring)
+        self._finalizer: weakref.finalize[..., Any] = weakref.finalize(
+            self, _shutdown, self.prefetch, self.pool, self.store, self.copier, self.ring)
         self.owner = os.getpid()  # invariant: whose workers these are (a fork's are not)
         _LIVE.add(self)
         self.figures = Figures(self.pool)  # stats(): the window starts now

@@ -16,6 +16,7 @@ watch waits out its pauses (``PAUSE_CAP_S``).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -38,6 +39,18 @@ this many in use by turns (training, validation, a callback's) never stop one an
 _running: weakref.WeakSet[Sequence] = weakref.WeakSet()  # whose workers run
 _lock = threading.Lock()
 _watcher: threading.Thread | None = None  # invariant: alive while _running is not empty
+
+
+def _after_fork_in_child() -> None:
+    """A fork has no watch thread, and none of the parent's Sequences run in it (they are
+    the parent's: ``engine.running``): its own are watched from their start."""
+    global _lock, _watcher
+    _lock, _watcher = threading.Lock(), None
+    _running.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 PAUSE_CAP_S = 3600.0

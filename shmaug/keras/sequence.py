@@ -28,7 +28,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -60,6 +62,18 @@ S = TypeVar("S", bound="Sequence")  # a subclass's own type, from ``with``
 _HELD = 2  # batches kept for a second ask: Keras' NUM_BATCHES_FOR_TENSOR_SPEC probes, and
 # the first batches of a pass (which a build pass may have taken already: _passes rule 3)
 _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
+
+
+def _after_fork_in_child() -> None:
+    """A fork made while another thread was inside ``seq[i]`` (Keras' data thread) holds
+    that thread's lock forever, and a batch asked there hung instead of being refused (a
+    fork is refused its parent's loaders: ``Loader``)."""
+    for seq in list(_LIVE):
+        seq._runtime.lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 # What Sequence.__init__ sets (a test holds it to that): missing, a subclass skipped it. The
 # settings and the Order pickle with a Sequence; the Runtime is what pickling drops.
 _SET_UP = frozenset({"image_key", "x", "batch_size", "seed", "shuffle", "num_shards",

@@ -385,8 +385,13 @@ def test_a_forked_worker_leaves_the_main_process_signal_handlers_to_it(tmp_path)
         with open(told, "a") as f:
             f.write(f"{os.getpid()}\n")
 
+    import socket
+
     saved = {sig: signal.signal(sig, save) for sig in (signal.SIGTERM, signal.SIGUSR1,
                                                        signal.SIGALRM)}
+    woken, wakeup = socket.socketpair()  # an event loop's self-pipe (asyncio's)
+    wakeup.setblocking(False)
+    old_wakeup = signal.set_wakeup_fd(wakeup.fileno())
     try:
         with shmaug.Loader(np.zeros((64, 6, 6), np.uint8), batch_size=4,
                            augment=_ops.slow_noisy, workers=2, seed=0,
@@ -397,6 +402,9 @@ def test_a_forked_worker_leaves_the_main_process_signal_handlers_to_it(tmp_path)
                 os.kill(pid, signal.SIGUSR1)
                 os.kill(pid, signal.SIGTERM)
             time.sleep(0.3)
+            woken.setblocking(False)
+            with pytest.raises(BlockingIOError):  # the workers' signals woke the parent's loop
+                woken.recv(64)
             assert sum(1 for _ in batches) == 15 and not told.exists()
             assert all(psutil.pid_exists(pid) for pid in loader.pids)
         with shmaug.Loader(np.zeros((8, 6, 6), np.uint8), batch_size=4,
@@ -404,6 +412,9 @@ def test_a_forked_worker_leaves_the_main_process_signal_handlers_to_it(tmp_path)
                            start_method="fork") as loader:  # an op's SIGALRM stays its own
             assert all(xb.all() for xb, _ in loader)
     finally:
+        signal.set_wakeup_fd(old_wakeup)
+        woken.close()
+        wakeup.close()
         for sig, handler in saved.items():
             signal.signal(sig, handler)
 
@@ -501,3 +512,48 @@ def test_loaders_run_in_joblibs_workers_and_a_daemonic_pool_worker_is_told():
     with multiprocessing.get_context("fork").Pool(1) as pool:
         told = pool.map(_a_fold_told, [0])[0]
     assert "daemonic worker" in told and "Fix: workers=0" in told, told
+
+
+_FORK_SEQUENCE = """
+import os, sys, threading, time, numpy as np, shmaug
+from tests import _ops
+from shmaug.keras import _idle
+x = np.zeros((64, 6, 6), np.uint8)
+seq = shmaug.Sequence(x, batch_size=4, augment=_ops.slow_noisy, workers=1, seed=0)
+stop = False
+def feed():  # as Keras' data thread: inside seq[i], its lock held, at the fork
+    i = 0
+    while not stop:
+        seq[i % len(seq)]
+        i += 1
+feeder = threading.Thread(target=feed)
+feeder.start()
+time.sleep(1.0)
+pid = os.fork()
+if pid == 0:
+    try:
+        seq[9]
+        print("child served", flush=True)
+    except shmaug.ClosedError as e:
+        print("child refused:", "is a fork of it" in str(e), flush=True)
+    with shmaug.Sequence(x, batch_size=4, augment=_ops.noisy, workers=1, seed=0) as own:
+        own[0]
+        print("child's own watched:", _idle._watcher is not None and _idle._watcher.is_alive(),
+              flush=True)
+    sys.exit(0)
+os.waitpid(pid, 0)
+stop = True
+feeder.join()
+print("parent:", seq[1].shape, flush=True)
+seq.close()
+"""
+
+
+def test_a_fork_made_while_a_thread_is_inside_a_sequence_is_refused_it_not_hung():
+    """The fork held the data thread's lock for good (its batch hung, not refused), and a
+    Sequence made in it was never stopped when idle (the watch thread stayed the parent's)."""
+    out = subprocess.run([sys.executable, "-c", _FORK_SEQUENCE], cwd=ROOT, capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "child refused: True" in out.stdout and "child's own watched: True" in out.stdout \
+        and "parent: (4, 6, 6)" in out.stdout, (out.stdout, out.stderr[-3000:])

@@ -7,6 +7,7 @@ all. Kept apart from the pool, which only decides *when* a worker starts.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import gc
 import multiprocessing
@@ -388,6 +389,28 @@ def start_worker(process: Any, start_method: str, *, needs_main: bool) -> None:
                 "multiprocessing.Pool), which Python forbids children. Fix: workers=0 in "
                 "it, or run the loader in a concurrent.futures.ProcessPoolExecutor or "
                 "joblib's loky workers, which may start them.") from exc
+
+
+def _forkserver_anew_in_child() -> None:
+    """A fork of this process (gunicorn's preload_app) inherits multiprocessing's client of
+    the parent's forkserver, which it cannot use (no child of its own: the first Sequence made
+    there failed in ``os.waitpid``, ChildProcessError): it starts one of its own, with the same
+    preloads, and lets go of the parent's."""
+    server = mp_forkserver._forkserver
+    if getattr(server, "_forkserver_pid", None) is None:
+        return
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    preload = getattr(server, "_preload_modules", None)
+    server.__dict__.update(vars(mp_forkserver.ForkServer()))
+    if preload is not None:
+        server.__dict__["_preload_modules"] = preload
+    if alive is not None:  # (the parent's server ends when its last holder closes this)
+        with contextlib.suppress(OSError):
+            os.close(alive)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forkserver_anew_in_child)
 
 
 def _preload_in_forkserver() -> None:

@@ -80,6 +80,7 @@ _REPLACEMENT_RETRIES = 3
 # How often poll() also asks each worker's exit status: a process the worker forked keeps
 # the worker's end of its sentinel open, and then only the exit status tells.
 _SWEEP_S = 0.5
+_WORKER_NAME = "shmaug-worker-"  # and its slot: the processes' names
 
 
 @dataclass
@@ -102,12 +103,18 @@ class _Worker:
         self.head_since = time.monotonic()
 
 
-def disown(pool: WorkerPool) -> None:
-    """In a fork of this process: ``pool``'s workers are the parent's, which multiprocessing
-    would terminate and join at the fork's exit (it lists them among its children)."""
-    for w in pool._workers:
-        if w is not None:
-            multiprocessing.process._children.discard(w.process)  # type: ignore[attr-defined]
+def _disown_in_child() -> None:
+    """In a fork of this process (``os.fork``, gunicorn's preload_app) the workers of every
+    pool, retiring and starting ones too, are the parent's, which multiprocessing would
+    terminate and join at the fork's exit (it lists them among its children)."""
+    children = multiprocessing.process._children  # type: ignore[attr-defined]
+    for process in list(children):
+        if process.name.startswith(_WORKER_NAME):
+            children.discard(process)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_disown_in_child)
 
 
 def _spec_now(spec: WorkerSpec, method: str) -> WorkerSpec:
@@ -221,7 +228,7 @@ class WorkerPool:
             target=worker_main,
             args=(_spec_now(self._spec, self.start_method), wid, task_r, result_w,
                   self._status_handle, self._generation),
-            name=f"shmaug-worker-{wid}",
+            name=f"{_WORKER_NAME}{wid}",
             daemon=True,
         )
         start_worker(process, self.start_method, needs_main=self._needs_main)

@@ -22,6 +22,7 @@ later.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import os
@@ -234,6 +235,8 @@ def _leave_signals_to_the_parent() -> None:
     pass here, as Ctrl-C is (the main process ends us): by a handler that does nothing, not
     SIG_IGN, which a program an op runs would inherit. Other handlers (an op's SIGALRM)
     stay."""
+    with contextlib.suppress(ValueError):  # a fork's is the parent's event loop's pipe: a
+        signal.set_wakeup_fd(-1)  # signal handled here woke the parent's asyncio once more
     for sig in platform.GROUP_SIGNALS:
         try:
             if callable(signal.getsignal(sig)):
