@@ -128,11 +128,11 @@ def _disown_in_child() -> None:
     """A fork of this process (``os.fork``, gunicorn's preload_app) inherits its running
     loaders: at the fork's exit their finalizers stopped the parent's workers, and batches
     asked there came from the parent's workers, mixed with the parent's own. The fork leaves
-    the workers to the parent (``workers.pool``), closing a loader there only unmaps its
-    memory (``memory.store``), and ``owner`` refuses its batches."""
+    the workers to the parent (``workers.pool``) and its memory mapped as it is (unmapped, it
+    would leave the pool's status rows and the ring pointing at nothing: a segfault at the
+    fork's next ``stats()``), and ``owner`` refuses its batches."""
     for run in list(_LIVE):
         run._finalizer.detach()
-        run._finalizer = weakref.finalize(run, run.store.close)
 
 
 _LIVE: weakref.WeakSet[Running] = weakref.WeakSet()  # this process's running loaders
@@ -321,7 +321,10 @@ class Running:
     def close(self) -> None:
         """Stop the workers and free the shared memory (NOTE [shutdown order]). Idempotent.
         Holds none of the user's arrays after (a closed loader may be kept: TensorFlow keeps
-        a Sequence's)."""
+        a Sequence's). Nothing in a fork of the process that started it (``owner``): its
+        parts are that process's, and a lock a thread of it held at the fork stays held."""
+        if self.owner != os.getpid():
+            return
         self.x, self.labels, self._moved = None, None, {}
         if self.gather is not None:
             self.gather.clear()

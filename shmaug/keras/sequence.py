@@ -64,11 +64,14 @@ _HELD = 2  # batches kept for a second ask: Keras' NUM_BATCHES_FOR_TENSOR_SPEC p
 _LIVE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # for StallMonitor
 
 
+_MADE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # every one, started or not
+
+
 def _after_fork_in_child() -> None:
-    """A fork made while another thread was inside ``seq[i]`` (Keras' data thread) holds
-    that thread's lock forever, and a batch asked there hung instead of being refused (a
-    fork is refused its parent's loaders: ``Loader``)."""
-    for seq in list(_LIVE):
+    """A fork made while another thread was inside ``seq[i]`` (Keras' data thread; its first
+    ask, which starts the workers, too) holds that thread's lock forever, and a batch asked
+    there hung instead of being refused (a fork is refused its parent's loaders: ``Loader``)."""
+    for seq in list(_MADE):
         seq._runtime.lock = threading.Lock()
 
 
@@ -367,6 +370,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                              hook_name=f"{type(self).__qualname__}.augment")
         self._pipeline = options.pipeline.argument  # what `super().augment` runs
         self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline)
+        _MADE.add(self)
         if not self.overrides("targets"):  # (else what the hook makes meets the outputs)
             side = self._runtime.side
             facade_checks.text_targets(side["y"])

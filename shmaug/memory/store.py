@@ -419,10 +419,10 @@ def _close_quietly(shm: shared_memory.SharedMemory, *, lent: bool = False) -> No
 
 
 def _release(segments: list[shared_memory.SharedMemory], locks: list[int],
-             lent: set[str], before: list[Callable[[], None]], unlink: bool = True) -> None:
+             lent: set[str], before: list[Callable[[], None]]) -> None:
     """Run the ``before`` hooks (what must happen while the blocks are mapped), close and
-    unlink every block (in a fork, not ``unlink``: the parent's), then drop the locks that
-    said its owner lives; safe to call twice (the lists are emptied)."""
+    unlink every block, then drop the locks that said its owner lives; safe to call twice
+    (the lists are emptied)."""
     while before:
         try:
             before.pop()()
@@ -431,8 +431,6 @@ def _release(segments: list[shared_memory.SharedMemory], locks: list[int],
     while segments:
         shm = segments.pop()
         _close_quietly(shm, lent=shm.name in lent)
-        if not unlink:
-            continue
         try:
             with _tracker.python_tracker_skipped():
                 shm.unlink()
@@ -449,14 +447,12 @@ _STORES_LOCK = threading.Lock()  # (a loader made on another thread adds one mea
 
 def _disown_in_child() -> None:
     """A fork of this process (``os.fork``, gunicorn's preload_app) holds its stores too:
-    at the fork's exit their finalizers unlinked the parent's blocks. They are the parent's:
-    closed in the fork, a store only unmaps them."""
+    at the fork's exit their finalizers unlinked the parent's blocks. They are the parent's
+    (mapped in the fork until it exits: views of them live on)."""
     global _STORES_LOCK
     _STORES_LOCK = threading.Lock()  # (held by another thread at the fork: free here)
     for store in list(_STORES):
         store._finalizer.detach()
-        store._finalizer = weakref.finalize(store, _release, store._segments, store._locks,
-                                            store._lent, [], unlink=False)
     _STORES.clear()
 
 

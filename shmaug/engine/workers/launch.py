@@ -396,6 +396,9 @@ def _forkserver_anew_in_child() -> None:
     the parent's forkserver, which it cannot use (no child of its own: the first Sequence made
     there failed in ``os.waitpid``, ChildProcessError): it starts one of its own, with the same
     preloads, and lets go of the parent's."""
+    # (its temporary folder too, where a server's socket goes: the parent's is removed when
+    # the parent exits, and this fork's server with it)
+    multiprocessing.current_process()._config.pop("tempdir", None)  # type: ignore[attr-defined]
     server = mp_forkserver._forkserver
     if getattr(server, "_forkserver_pid", None) is None:
         return

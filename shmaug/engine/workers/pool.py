@@ -35,6 +35,7 @@ never depends on which worker made it (per-sample seeding), so a resize changes 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import multiprocessing
@@ -111,6 +112,14 @@ def _disown_in_child() -> None:
     for process in list(children):
         if process.name.startswith(_WORKER_NAME):
             children.discard(process)
+            # A forkserver's worker knows its parent died when every copy of this pipe end
+            # is closed: one kept here kept it running past its parent (multiprocessing's
+            # own close of them runs in the parent only)
+            finalizer = getattr(process._popen, "finalizer", None)
+            for fd in getattr(finalizer, "_args", None) or ():
+                if isinstance(fd, int):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
 
 
 if hasattr(os, "register_at_fork"):
