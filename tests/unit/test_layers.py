@@ -256,6 +256,12 @@ FOREIGN_PRIVATE = {
     "np.random.mtrand._rand": "numpy's legacy global generator, which seeding reseeds",
     "legacy._bit_generator": "that generator's bit generator, to see whether a user swapped it",
     "mp_forkserver._forkserver": "multiprocessing's one fork server, to read its preload list",
+    "multiprocessing.process._children": "multiprocessing's list of this process's children, "
+    "from which a fork drops its parent's workers (its exit terminated and joined them)",
+    "process._popen": "a worker's Popen, whose pipe ends a fork closes (they kept the "
+    "forkserver workers of a killed parent running)",
+    "multiprocessing.current_process()._config": "multiprocessing's settings, whose temporary "
+    "folder a fork leaves to its parent (its forkserver's socket went with it)",
     "shm._mmap": "SharedMemory's mapping, closed by hand when a view outlives the block",
     "shm._buf": "SharedMemory's buffer, dropped with its mapping",
     "shm._name": "SharedMemory's block name as the resource tracker spells it",
