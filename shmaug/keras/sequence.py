@@ -68,11 +68,16 @@ _MADE: weakref.WeakSet[Sequence] = weakref.WeakSet()  # every one, started or no
 
 
 def _after_fork_in_child() -> None:
-    """A fork made while another thread was inside ``seq[i]`` (Keras' data thread; its first
-    ask, which starts the workers, too) holds that thread's lock forever, and a batch asked
-    there hung instead of being refused (a fork is refused its parent's loaders: ``Loader``)."""
+    """A fork (gunicorn's preload_app) starts workers of its own for a Sequence it inherits,
+    at its next batch, as after an idle stop: the parent's workers and memory are the
+    parent's (a fork is refused them: ``Loader``), and a Sequence whose workers the parent
+    happened to run was refused, one stopped while idle served. A lock another thread held
+    at the fork (Keras' data thread inside ``seq[i]``) is free here: it hung the fork."""
     for seq in list(_MADE):
-        seq._runtime.lock = threading.Lock()
+        rt = seq._runtime
+        rt.lock = threading.Lock()
+        if rt.life is Life.STARTED:
+            rt.life = Life.STOPPED_IDLE  # (the parent's loader stays: its figures)
 
 
 if hasattr(os, "register_at_fork"):
