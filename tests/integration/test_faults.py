@@ -20,7 +20,7 @@ import pytest
 
 import shmaug
 from tests import _ops
-from tests._helpers import TIME_SCALE
+from tests._helpers import TIME_SCALE, needs_tensorflow
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -555,6 +555,7 @@ seq.close()
 """
 
 
+@needs_tensorflow  # (Keras on its default backend; the runs of other backends select `keras`)
 @pytest.mark.parametrize("when", ["first", "later"])
 def test_a_fork_made_while_a_thread_is_inside_a_sequence_is_served_by_its_own_workers(when):
     """The fork held the data thread's lock for good (its batch hung), a Sequence whose
