@@ -128,6 +128,26 @@ def keep_setting(name: str, held: Any, settings: Any, value: Any) -> None:
     raise check.fixed_setting("seq", name, value)
 
 
+DATA = frozenset({"x", "y", "sample_weight"})
+"""The data a Sequence is made over: its workers read what was given then, so an array set in
+its place afterwards would be served never (``keep_data``)."""
+
+
+def keep_data(name: str, held: Any, value: Any) -> None:
+    """Let ``seq.name = value`` pass where ``value`` is what the Sequence holds (a subclass's
+    ``self.x = x`` after ``super().__init__``); refuse another array, which would be ignored:
+    the same images and labels would be served, without a word."""
+    if value is held:
+        return
+    raise AttributeError(
+        f"`seq.{name}` is the data the Sequence was made over: its workers serve what was "
+        f"given then, so setting it to {got(value)} would change nothing. Fix: for new data, "
+        f"make a new Sequence and close the old one (`with`, or `close()`; docs/keras.md, "
+        f"\"New data each round\"); to change values, write into the array given in place "
+        f"(`{name}[rows] = ...`; docs/loader.md, \"Changing settings between epochs\"); to "
+        f"keep an array of your own on a subclass, name it otherwise (`self.my_{name}`).")
+
+
 def _same(held: Any, value: Any) -> bool:
     """One value: the same object, or equal (numbers and booleans by value, whatever their
     type: numpy's or Python's)."""

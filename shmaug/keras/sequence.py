@@ -229,7 +229,11 @@ class _FacadeApi:
         return self._runtime.stop_if_idle(now, after_s, partial(_idle.forget, cast(Sequence, self)))
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in facade_checks.FIXED and "_order" in self.__dict__:  # (made: __init__'s last)
+        made = "_order" in self.__dict__  # (__init__'s last)
+        if made and name in facade_checks.DATA:  # (x as held; y and the weights as served)
+            held = self.__dict__.get("x") if name == "x" else self._runtime.side.get(name)
+            facade_checks.keep_data(name, held, value)
+        if name in facade_checks.FIXED and made:
             # the value it holds, or the argument as given, changes nothing; else refused
             facade_checks.keep_setting(name, getattr(self, name, None), self._settings, value)
             if name in self.__dict__ or hasattr(type(self), name):

@@ -699,12 +699,13 @@ def test_each_argument_is_checked_once_also_behind_a_sequence(monkeypatch):
 
 
 @pytest.mark.parametrize("name, value", [("augment", GLYPHS), ("batch_size", 2), ("seed", 3),
-                                         ("mix", None), ("max_queue_size", 8)])
+                                         ("mix", None), ("max_queue_size", 8),
+                                         ("x", np.ones((12, 4, 4), np.uint8))])
 def test_a_setting_set_after_the_loader_is_made_is_refused_with_the_fix(name, value):
     """Accepted before, read back, and ignored by every batch (a progressive-resizing
     schedule trained on at the first size)."""
     with shmaug.Loader(X, batch_size=4, workers=0, seed=1) as loader:
-        with pytest.raises(AttributeError, match=rf"`loader\.{name}` is fixed when the Loader "
+        with pytest.raises(AttributeError, match=rf"(?s)`loader\.{name}` is fixed when the Loader "
                                                  rf"is made.*`new\.epoch = old\.epoch`"):
             setattr(loader, name, value)
         assert loader.batch_size == 4 and loader.seed == 1

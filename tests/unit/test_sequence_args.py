@@ -290,6 +290,29 @@ def test_a_setting_set_after_the_sequence_is_made_is_refused_with_the_fix(name, 
         assert len(seq[0][0]) == 4 and "batch_size=4" in repr(seq)
 
 
+@pytest.mark.parametrize("name", ["x", "y", "sample_weight"])
+def test_new_data_set_on_a_sequence_is_refused_with_the_fix(name):
+    """A reviewer (an active-learning loop) reused one Sequence, round after round, with
+    `seq.x, seq.y = x_new, y_new`: accepted, read back, and the workers served the old images
+    and labels with the old length."""
+    y, weights = np.arange(10) % 2, np.ones(10)
+    new = {"x": np.ones_like(X), "y": 1 - y, "sample_weight": weights * 2}[name]
+    with shmaug.Sequence(X, y, batch_size=4, workers=0, sample_weight=weights) as seq:
+        with pytest.raises(AttributeError, match=rf"(?s)`seq\.{name}` is the data the Sequence "
+                                                 rf"was made over.*Fix: for new data, make a "
+                                                 rf"new Sequence and close the old one"):
+            setattr(seq, name, new)
+        seq.x, seq.y, seq.sample_weight = seq.x, y, weights  # what it holds: kept
+        assert (seq[0][1] == y[:4]).all()
+
+    class Ported(shmaug.Sequence):  # keeps what it was given, as PyDataset code does
+        def __init__(self, x, y):
+            super().__init__(x, y, batch_size=4, workers=0)
+            self.x, self.y = x, y
+
+    Ported(X, y).close()
+
+
 def test_a_subclass_may_set_its_settings_again_as_given_but_not_change_them():
     """From the diff reviews: `self.seed = seed` (None, where the Sequence drew one), an
     np.int64 batch size or `self.use_multiprocessing = True` in a ported __init__ were
