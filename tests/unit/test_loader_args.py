@@ -135,15 +135,28 @@ def _generator_first(rng: np.random.Generator, image: np.ndarray) -> np.ndarray:
     return image
 
 
+def _needs_options(image: np.ndarray, rng: np.random.Generator, strength: float, *,
+                   kernel: int) -> np.ndarray:
+    return image
+
+
 @pytest.mark.parametrize("augment, fix", [
     (shmaug.presets.light, r"preset light itself.*augment=shmaug\.presets\.light\(\)"),
     (_generator_first, r"takes the generator first \(`rng`\).*def _generator_first\(image, "
-                       r"rng\)")])
+                       r"rng\)"),
+    (_needs_options, r"also needs `strength`, `kernel`, which nothing passes\. Fix: bind them, "
+                     r"`augment=functools\.partial\(_needs_options, strength=\.\.\.\)`")])
 def test_a_beginners_augment_is_told_its_own_fix(augment, fix):
     """They were told to wrap fn(image) code (an uncalled preset), or that the augment
-    returned a Generator (its parameters swapped), at sample 0."""
+    returned a Generator (its parameters swapped), at sample 0; an op short of its options
+    to wrap it in `from_array(functools.partial(...))`, which was then refused (a migrator's
+    reviewer): the partial alone is the fix."""
     with pytest.raises(shmaug.ArgumentTypeError, match=fix):
         shmaug.Loader(X, batch_size=4, augment=augment, workers=0)
+    if augment is _needs_options:  # the fix, taken
+        bound = functools.partial(_needs_options, strength=0.5, kernel=3)
+        with shmaug.Loader(X, batch_size=4, augment=bound, workers=0) as ok:
+            assert (ok.batch(0)[0] == X[:4]).all()
 
 
 class _MapStyle:

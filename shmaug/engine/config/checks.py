@@ -281,6 +281,14 @@ def callable_or_none(name: str, value: Any) -> Any:
         raise ArgumentTypeError(
             f"`{name}` received the preset {value.__name__} itself, which makes a pipeline "
             f"when called. Fix: call it, `{name}=shmaug.presets.{value.__name__}()`.")
+    unbound = _unbound_options(value) if why is not None else []
+    if unbound:
+        them = "them" if len(unbound) > 1 else "it"
+        raise ArgumentTypeError(
+            f"`{name}` is called fn(image, rng), and {got(value)} also needs "
+            f"{', '.join(f'`{o}`' for o in unbound)}, which nothing passes. Fix: bind {them}, "
+            f"`{name}=functools.partial({getattr(value, '__name__', 'fn')}, {unbound[0]}=...)`"
+            f" (it pickles), or give {them} a default.")
     if why is not None:
         raise ArgumentTypeError(
             f"`{name}` must be a callable `fn(image, rng) -> image`; received {got(value)}, "
@@ -351,12 +359,31 @@ def _not_image_and_rng(fn: Any) -> str | None:
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) < 2 or positional[1].default is inspect.Parameter.empty:
         return None
-    second, name = positional[1], positional[1].name.lower()
-    if any(word in name for word in _RNG_NAMES) or name in _RNG_WHOLE:
+    second = positional[1]
+    if _names_a_generator(second.name):
         return None
     return (f"takes {signature}: its second parameter, `{second.name}`, is an option with a "
             f"default, and would be handed the random generator")
 
+
+def _unbound_options(fn: Any) -> list[str]:
+    """The parameters without a default that ``fn(image, rng)`` leaves out, where ``fn``
+    takes the generator second (``fn(image, rng, strength)``): an op short of its options,
+    not code of another form to wrap."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 2 or not _names_a_generator(positional[1].name):
+        return []
+    return [p.name for p in parameters if p not in positional[:2] and p.default is p.empty
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def _names_a_generator(name: str) -> bool:
+    name = name.lower()
+    return any(word in name for word in _RNG_NAMES) or name in _RNG_WHOLE
 
 
 def nonempty_epoch(plan: BatchPlan, num_shards: int = 1) -> None:
