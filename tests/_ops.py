@@ -250,6 +250,13 @@ class SaysGlobal:
         return self.fn(image, rng)
 
 
+class SaysPure(SaysGlobal):
+    """Wraps an op and declares, wrongly where it draws from them, that it never uses the
+    globals: a function ported with the flag before its body."""
+
+    uses_global_rng = False
+
+
 def gc_frozen_objects(image, rng):
     """Every pixel says whether this process's collector has frozen (ignored) objects."""
     import gc

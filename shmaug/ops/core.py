@@ -34,6 +34,7 @@ from ..errors import (
     NotPicklableError,
     UnknownOpError,
 )
+from ..seeding import trusted_rng_use
 
 logger = logging.getLogger(__name__)
 
@@ -283,11 +284,12 @@ class Op:
 
     @property
     def uses_global_rng(self) -> bool | None:
-        """Whether the op draws from the global RNGs; None when its author did not say."""
+        """Whether the op draws from the global RNGs; None when unknown: its author did not
+        say, or said False of a function of their own (``seeding.trusted_rng_use``)."""
         says = getattr(self.fn, "uses_global_rng", None)
         if says is None and from_shmaug(self.fn.__module__):
             return False
-        return None if says is None else bool(says)
+        return trusted_rng_use(says, self.fn)
 
     def __init__(self, name: str, /, **params: Any) -> None:
         spec = _spec(name, str(params.pop("_module", "")))

@@ -456,6 +456,18 @@ def test_watched_globals_give_the_batches_of_always_seeded_ones(images, primed_g
                  _outcomes(images, _ops.SaysGlobal(op), 1))
 
 
+def test_a_users_word_that_an_op_draws_no_global_is_watched_all_the_same(images,
+                                                                        primed_globals):
+    """A migrator's reviewer registered a ported op `uses_global_rng=False` (as ops.md showed)
+    before porting its body, `np.random.uniform` left in it: trusted, it went unseeded, two
+    forked workers drew alike (58 of 128 samples twice) and the batches changed with the
+    worker count. Only shmaug's own ops are taken at their word."""
+    op = _ops.SaysPure(_ops.sometimes_np_normal)
+    assert op.uses_global_rng is False
+    _assert_same(_outcomes(images, op, 2, "fork"), _outcomes(images, _ops.SaysGlobal(op), 1))
+    _assert_same(_outcomes(images, op, 0), _outcomes(images, _ops.SaysGlobal(op), 1))
+
+
 def test_only_the_global_generator_an_op_draws_from_is_seeded(images):
     """numpy-only legacy code pays for seeding numpy's generator (~3 us), not Python's (~7 us)."""
     with shmaug.Loader(images, batch_size=8, augment=_ops.numpy_global_only, workers=1,

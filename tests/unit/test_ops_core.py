@@ -584,7 +584,7 @@ def test_user_ops_say_whether_they_use_the_globals_or_are_watched(scratch_regist
     shmaug.register("_test_pure_user_op", uses_global_rng=False)(_pure_user_op)
     assert Op("_test_unsaid_user_op").uses_global_rng is None
     assert Op("_test_global_user_op").uses_global_rng is True
-    assert Op("_test_pure_user_op").uses_global_rng is False
+    assert Op("_test_pure_user_op").uses_global_rng is None  # a user's False: watched
     assert Op("rotate").uses_global_rng is False
     assert shmaug.Compose([Op("rotate"), Op("_test_unsaid_user_op")]).uses_global_rng is None
     assert shmaug.Compose([Op("rotate"), Op("_test_global_user_op")]).uses_global_rng is True
