@@ -24,6 +24,7 @@ platform's but a machine's: which libjpeg-turbo is loadable there.
 from __future__ import annotations
 
 import ctypes
+import errno
 import math
 import multiprocessing
 import os
@@ -192,6 +193,54 @@ def open_files() -> tuple[int, int] | None:
         return len(os.listdir("/proc/self/fd")), int(soft)
     except (ImportError, OSError, ValueError):
         return None
+
+
+def rlimit(name: str) -> int | None:
+    """This process's soft ``RLIMIT_<name>`` (``AS``: bytes it may map, ``ulimit -v``;
+    ``NPROC``: processes and threads of its user, ``ulimit -u``), or None where none is set
+    (or where the limit means nothing: Windows, root's NPROC)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(getattr(resource, f"RLIMIT_{name}"))[0]
+    except (ImportError, AttributeError, OSError, ValueError):
+        return None
+    if soft == resource.RLIM_INFINITY or (name == "NPROC" and os.geteuid() == 0):
+        return None
+    return int(soft)
+
+
+def limits_met(code: int | None = None) -> str:
+    """The limits of this process (``ulimit``) that a worker starting may meet, each with its
+    fix: the one an OS error's ``code`` names (EMFILE, EAGAIN, ENOMEM), or, with no code,
+    those set low enough to matter (a worker's own error is printed, not known here), each
+    with the words of the error it gives."""
+    files, threads, space = open_files(), rlimit("NPROC"), rlimit("AS")
+    said = []
+    if code in (errno.EMFILE, errno.ENFILE) or (
+            code is None and files is not None and files[1] - files[0] < 32):
+        limit = rlimit("NOFILE")  # (with every descriptor taken, /proc/self/fd is unread)
+        held = f"{files[0]} files open of the {files[1]}" if files else \
+            f"as many files open as the {limit or 'number'}"
+        said.append(
+            f"This process has {held} its `ulimit -n` allows, and a loader opens one per "
+            f"shared-memory block, a worker starting about 4 more (\"Too many open "
+            f"files\"): raise the limit (`ulimit -n 4096`; Docker: `--ulimit nofile=4096`), "
+            f"close the loaders you no longer use, or use fewer workers.")
+    if threads is not None and (code == errno.EAGAIN or code is None and threads < 4096):
+        said.append(
+            f"`ulimit -u` allows this user {threads:,} processes and threads in all (\"can't "
+            f"start new thread\", \"Resource temporarily unavailable\"): each worker takes a "
+            f"few, its BLAS one per core (`OPENBLAS_NUM_THREADS=1` in the environment keeps "
+            f"it to one); raise the limit or use fewer workers.")
+    if space is not None and (code == errno.ENOMEM or code is None and
+                              space < (memory_bytes() or space + 1)):
+        said.append(
+            f"`ulimit -v` lets this process map {space / 2**30:,.1f} GiB (\"Cannot allocate "
+            f"memory\"): a forked worker starts with all the parent maps (`x` and its copy in "
+            f"shared memory among it) and maps the dataset again; raise the limit, use "
+            f"start_method='spawn', or pass `x` as a .npy path (mapped, not copied).")
+    return "".join(f" {line}" for line in said)
 
 
 def glibc_mallopt() -> Callable[[int, int], int] | None:

@@ -227,9 +227,18 @@ def _reserve(shm: shared_memory.SharedMemory, nbytes: int) -> None:
 def _not_created(nbytes: int, what: str, exc: OSError) -> SharedMemoryError:
     """The error for a block that could not be made, with the fix its cause has."""
     where = platform.SHM_DIR or "memory (on Windows, the paging file)"
+    space = platform.rlimit("AS")
     if exc.errno in (errno.ENOENT, errno.EROFS, errno.EACCES, errno.EPERM):
         fix = (f"{where} is missing or not writable here: mount a writable tmpfs there "
                f"(Docker and Kubernetes give one; `mount -t tmpfs tmpfs {where}`)")
+    elif exc.errno in (errno.EMFILE, errno.ENFILE):  # (a block is a file descriptor)
+        return SharedMemoryError(f"Could not create a shared-memory block of {nbytes:,} bytes "
+                                 f"for {what}: {exc}.{platform.limits_met(exc.errno)}")
+    elif exc.errno == errno.ENOMEM and space is not None:  # the map, not /dev/shm's room
+        fix = (f"this process may map {space / 2**30:,.1f} GiB in all (`ulimit -v`), and "
+               f"this block does not fit beside what it maps already: raise the limit "
+               f"(`ulimit -v unlimited`, or as high as your cluster allows), or pass `x` as a "
+               f"path to a .npy file (`np.save(path, x)`): workers map it, nothing is copied")
     else:
         fix = (f"free or enlarge {where} ({enlarge(-(-nbytes // 2**30) + 1)}): other "
                f"loaders' blocks, "

@@ -9,6 +9,7 @@ guard in conftest checks this process's children and /dev/shm after every test).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -567,3 +568,40 @@ def test_a_fork_made_while_a_thread_is_inside_a_sequence_is_served_by_its_own_wo
     assert out.returncode == 0, out.stderr[-3000:]
     assert "child answered: served" in out.stdout and "child's own watched: True" in out.stdout \
         and "parent: (4, 6, 6)" in out.stdout, (out.stdout, out.stderr[-3000:])
+
+
+_LIMITED = """
+import resource, sys, numpy as np, psutil, shmaug
+limit, method = sys.argv[1], sys.argv[2]
+x = np.ones((100, 1024, 1024), np.uint8)  # 100 MiB, copied into shared memory
+mapped = psutil.Process().memory_info().vms
+if limit == "AS":  # room for the copy and the ring here, not for a forked worker's map too
+    room = 100 * 2**20 if method == "copy" else 190 * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (mapped + room, resource.RLIM_INFINITY))
+else:  # a worker's pipes do not fit
+    import os
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 2, 4096))
+try:
+    with shmaug.Loader(x, batch_size=2, augment=shmaug.ops.Op("hflip"), workers=2,
+                       start_method="fork", max_queue_size=2) as loader:
+        loader.batch(0)
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's rlimits")
+@pytest.mark.parametrize("limit, method, said", [
+    ("AS", "copy", r"SharedMemoryError .*Cannot allocate memory\. Fix: this process may map "
+                   r"[\d.]+ GiB in all \(`ulimit -v`\).*\.npy"),
+    ("AS", "fork", r"WorkerDied .*Fix: read the worker's error above.*`ulimit -v` lets this "
+                   r"process map [\d.]+ GiB.*start_method='spawn'"),
+    ("NOFILE", "fork", r"Too many open files\. This process has .* its `ulimit -n` allows"
+                       r".*fewer workers")])
+def test_a_limit_of_this_process_met_is_named_with_its_fix(limit, method, said):
+    """A reviewer on a locked-down cluster node: under `ulimit -v` the dataset's block was
+    refused with "enlarge /dev/shm" (24 GB free), a forked worker's failure was told to use
+    fork, and `ulimit -n` met by a third loader was a bare OSError."""
+    out = subprocess.run([sys.executable, "-c", _LIMITED, limit, method], cwd=ROOT, text=True,
+                         capture_output=True, timeout=120 * TIME_SCALE)
+    assert re.search(said, out.stdout), out.stdout + out.stderr[-3000:]

@@ -231,16 +231,23 @@ class WorkerPool:
 
     def _start(self, wid: int) -> None:
         self._status.row(wid).reset()
-        task_r, task_w = self._ctx.Pipe(duplex=False)
-        result_r, result_w = self._ctx.Pipe(duplex=False)
-        process = self._ctx.Process(
-            target=worker_main,
-            args=(_spec_now(self._spec, self.start_method), wid, task_r, result_w,
-                  self._status_handle, self._generation),
-            name=f"{_WORKER_NAME}{wid}",
-            daemon=True,
-        )
-        start_worker(process, self.start_method, needs_main=self._needs_main)
+        try:
+            task_r, task_w = self._ctx.Pipe(duplex=False)
+            result_r, result_w = self._ctx.Pipe(duplex=False)
+            process = self._ctx.Process(
+                target=worker_main,
+                args=(_spec_now(self._spec, self.start_method), wid, task_r, result_w,
+                      self._status_handle, self._generation),
+                name=f"{_WORKER_NAME}{wid}",
+                daemon=True,
+            )
+            start_worker(process, self.start_method, needs_main=self._needs_main)
+        except OSError as exc:  # a limit of this process met (EMFILE, EAGAIN, ENOMEM): named
+            why = platform.limits_met(exc.errno)
+            if not why:
+                raise
+            raise type(exc)(exc.errno, f"{exc.strerror}, starting shmaug worker {wid}."
+                            f"{why}") from exc
         task_r.close()  # the child's ends; closing ours lets EOF mean "the other side is gone"
         result_w.close()
         self._workers[wid] = _Worker(process, task_w, result_r)

@@ -50,12 +50,7 @@ def describe_startup_failure(wid: int, code: int | None, start_method: str,
                              retries: int = 0, replacing: bool = False) -> WorkerDied:
     """``replacing``: the pool had started, so what fails now is what changed since."""
     again = f" (and {retries} replacement(s) in a row before it)" if retries else ""
-    files = platform.open_files()
-    near = "" if files is None or files[1] - files[0] >= 32 else (
-        f" This process has {files[0]} files open of the {files[1]} its `ulimit -n` allows, "
-        f"and a worker starting opens about as many: if its error says \"Too many open "
-        f"files\", raise the limit (`ulimit -n 4096`; Docker: `--ulimit nofile=4096`) or use "
-        f"fewer workers.")
+    near = platform.limits_met()
     if replacing:
         return WorkerDied(
             f"shmaug worker {wid} exited with code {code} before it was ready{again}, "
@@ -76,11 +71,14 @@ def describe_startup_failure(wid: int, code: int | None, start_method: str,
             f"must be importable files (a notebook's or `python -c`'s code goes by value), "
             f"and the script must guard its work with `if __name__ == \"__main__\":`."
         )
+    fix = ("make the augmentation importable there, or run with start_method='fork' where "
+           "available, or workers=0 to debug in this process" if start_method != "fork" else
+           "read the worker's error above (an op's module that fails to import, or a limit of "
+           "this process met), or run with workers=0 to debug in this process")
     return WorkerDied(
         f"shmaug worker {wid} exited with code {code} before it was ready{again}, so the pool "
-        f"cannot start (its error, if any, is printed above by the worker).{hint} Fix: make "
-        f"the augmentation importable there, or run with start_method='fork' where available, "
-        f"or workers=0 to debug in this process.{near}",
+        f"cannot start (its error, if any, is printed above by the worker).{hint} Fix: "
+        f"{fix}.{near}",
         worker_id=wid,
         exitcode=code,
     )
