@@ -137,6 +137,43 @@ def _cgroup_least(controller: str, v2: Callable[[str], float | None],
     return min(found) if found else None
 
 
+def memory_available() -> int | None:
+    """Bytes this process may still fill before the OOM killer ends it: the machine's
+    ``MemAvailable`` and free swap, capped by each cgroup's limit less its use (less the
+    page cache it can drop); None where unknown (not Linux)."""
+    fields = dict(line.split(":", 1) for line in (_read("/proc/meminfo") or "").splitlines()
+                  if ":" in line)
+    try:
+        host = sum(int(fields[k].split()[0]) * 1024 for k in ("MemAvailable", "SwapFree"))
+    except (KeyError, ValueError, IndexError):
+        return None
+    room = _cgroup_least("memory", _v2_room, _v1_room)
+    return int(min(host, room)) if room is not None else host
+
+
+def _v2_room(folder: str) -> float | None:
+    limit, used = _v2_memory(folder), _read(os.path.join(folder, "memory.current"))
+    if limit is None or not used or not used.isdigit():
+        return None
+    return limit - int(used) + _stat(folder, "inactive_file")
+
+
+def _v1_room(folder: str) -> float | None:
+    limit, used = _v1_memory(folder), _read(os.path.join(folder, "memory.usage_in_bytes"))
+    if limit is None or limit >= 2**62 or not used or not used.isdigit():
+        return None
+    return limit - int(used) + _stat(folder, "total_inactive_file")
+
+
+def _stat(folder: str, key: str) -> int:
+    """One figure of a cgroup's ``memory.stat`` (0 where absent)."""
+    for line in (_read(os.path.join(folder, "memory.stat")) or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name == key and value.isdigit():
+            return int(value)
+    return 0
+
+
 def _v2_memory(folder: str) -> float | None:
     text = _read(os.path.join(folder, "memory.max"))  # "max" or bytes
     return float(text) if text and text.isdigit() else None

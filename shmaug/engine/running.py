@@ -30,6 +30,7 @@ from ..memory.store import (
     copied_bytes,
     enlarge,
     mapped_file_handle,
+    warn_if_beyond_memory,
 )
 from ..ops.core import check_picklable
 from ..ops.params import dtype_range
@@ -382,6 +383,7 @@ class Running:
             self._size_ring(shape, dtype, None, need)
         else:
             check_need(need, own=self.store.names)
+        warn_if_beyond_memory(need)  # (/dev/shm may be as large as RAM: both would fill)
         x_handle, self.x, unfilled = self._place_dataset(o.data.x, load)
         self.pool = self._start_pool(x_handle, load, payload, seed_globals, o)
         # User code runs only where workers run it: the probe is a task like any other.

@@ -30,7 +30,7 @@ import numpy as np
 
 from . import _leftovers, _tracker
 from .. import platform
-from ..errors import SharedMemoryError
+from ..errors import SharedMemoryError, warn
 
 log = logging.getLogger(__name__)
 
@@ -301,6 +301,23 @@ def check_need(parts: dict[str, int], *, batch_bytes: int = 0, slots: int = 0,
         f"(checked before any of it is copied). Fix: {fix}{others}; or enlarge {_SHM_DIR} "
         f"({enlarge(gib)})."
     )
+
+
+def warn_if_beyond_memory(parts: dict[str, int]) -> None:
+    """Warn, before the copy, when the bytes about to be written to shared memory (``parts``)
+    exceed the memory this process may still fill (``platform.memory_available``): /dev/shm
+    may be as large as RAM (a Kubernetes ``emptyDir`` without ``sizeLimit``), and the copy
+    would then end in the OOM killer, with no word. A warning, not a refusal: swap the
+    figure misses, or memory freed meanwhile, may let it fit."""
+    total, room = sum(parts.values()), platform.memory_available()
+    if room is None or total <= room or not parts.get(DATASET):
+        return
+    warn(f"shmaug is about to copy {total / 2**20:,.1f} MiB into shared memory ({_SHM_DIR}), "
+         f"and this process may fill only {room / 2**20:,.1f} MiB more (the machine's "
+         f"available memory, within its container's limit): the copy may end in the kernel's "
+         f"OOM killer. An array in memory is held twice until the loader closes (it and its "
+         f"copy). Fix: pass `x` as a path to a .npy file (`np.save(path, x)`, then `del x`): "
+         f"every worker memory-maps it, nothing is copied.")
 
 
 def _held_here(own: Collection[str]) -> int:

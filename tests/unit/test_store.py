@@ -155,3 +155,22 @@ def test_a_forked_child_keeps_a_programs_own_resource_tracker_patch():
     import sys
 
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/meminfo"), reason="Linux's memory figures")
+def test_a_copy_beyond_the_memory_left_is_told_before_it_is_made():
+    """A memory reviewer: /dev/shm as large as RAM (here, and a Kubernetes emptyDir without a
+    sizeLimit) let an array over half of RAM pass the only check, /dev/shm's room, and the copy
+    beside it would end in the OOM killer without a word."""
+    from shmaug import platform
+    from shmaug.errors import ShmaugWarning
+    from shmaug.memory.store import DATASET, RING, warn_if_beyond_memory
+
+    room = platform.memory_available()
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert room is not None and 0 < room <= total + 2**40  # (swap counts too)
+    with pytest.warns(ShmaugWarning, match=r"(?s)about to copy .* may fill only .*OOM killer"
+                                           r".*\.npy file"):
+        warn_if_beyond_memory({DATASET: room, RING: 2**20})
+    warn_if_beyond_memory({DATASET: 2**20, RING: 2**20})  # (warnings are errors here)
+    warn_if_beyond_memory({RING: room + 2**20})  # the ring alone: /dev/shm's check says it
