@@ -77,9 +77,12 @@ def stop(process: Any) -> None:
 def cpu_count() -> int:
     """Cores this process may run on: its affinity, capped by its cgroup's CPU quota rounded
     up (a container limited to 2 CPUs on a 64-core node would otherwise start 64 workers and
-    a ring for 64)."""
+    a ring for 64) and by a Slurm job's ``SLURM_CPUS_PER_TASK`` (a cluster that does not pin
+    a task to its CPUs leaves it the whole node's affinity)."""
     cores = len(os.sched_getaffinity(0)) if HAS_AFFINITY else os.cpu_count() or 1
-    quota = cgroup_cpus()
+    quota, slurm = cgroup_cpus(), os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if slurm.isdigit() and int(slurm) > 0:
+        cores = min(cores, int(slurm))
     return max(1, min(cores, math.ceil(quota))) if quota is not None else cores
 
 

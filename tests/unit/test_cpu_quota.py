@@ -86,11 +86,16 @@ def test_a_process_in_a_half_cpu_cgroup_counts_one_core() -> None:
     ({"LOCAL_WORLD_SIZE": "1"}, False, 64),
     ({}, False, 64),
     ({"LOCAL_WORLD_SIZE": "128"}, False, 1),  # at least one
-    ({"LOCAL_WORLD_SIZE": "4"}, True, 8)])  # pinned to 8 cores of its own: those
+    ({"LOCAL_WORLD_SIZE": "4"}, True, 8),  # pinned to 8 cores of its own: those
+    ({"SLURM_CPUS_PER_TASK": "16"}, False, 16),  # a Slurm task, not pinned: its CPUs
+    ({"SLURM_CPUS_PER_TASK": "16", "LOCAL_WORLD_SIZE": "4"}, False, 4),
+    ({"SLURM_CPUS_PER_TASK": "16"}, True, 8)])
 def test_workers_none_shares_the_host_among_torchruns_ranks(monkeypatch, env, pinned, expected):
     """Under torchrun each rank's loader started a worker per core of the whole host (8 ranks
-    on 64 cores: 512 workers), where DataLoader users pass cores // ranks."""
+    on 64 cores: 512 workers), where DataLoader users pass cores // ranks; a Slurm task on a
+    cluster that does not pin tasks, one per core of the node (a cluster reviewer)."""
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(_platform.os, "cpu_count", lambda: 64)
@@ -99,3 +104,17 @@ def test_workers_none_shares_the_host_among_torchruns_ranks(monkeypatch, env, pi
                         lambda pid: set(range(8 if pinned else 64)), raising=False)
     monkeypatch.setattr(_platform, "cgroup_cpus", lambda: None)
     assert _platform.cores_per_rank() == expected
+
+
+def test_a_slurm_task_counts_its_own_cpus_in_a_real_process() -> None:
+    """`workers=None` in a 1-CPU Slurm task on a node that does not pin tasks started one
+    worker per core of the node, and `shmaug doctor` counted them all."""
+    code = ("import numpy as np, shmaug; from shmaug import cli\n"
+            "with shmaug.Loader(np.zeros((8, 4, 4), np.uint8), batch_size=4, workers=None,\n"
+            "                   augment=shmaug.ops.Op('hflip')) as loader:\n"
+            "    print('workers', loader.workers)\n"
+            "cli.main(['doctor'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "SLURM_CPUS_PER_TASK": "1"})
+    assert "workers 1\n" in done.stdout and "cores: 1\n" in done.stdout, \
+        done.stdout + done.stderr[-2000:]
