@@ -6,6 +6,7 @@ each ``KERAS_BACKEND``."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +43,33 @@ def test_a_sequence_under_a_threaded_backend_starts_its_workers_without_fork():
     assert "METHOD forkserver" in proc.stdout, proc.stdout
     assert "os.fork() was called" not in proc.stderr, proc.stderr
     assert "deadlock" not in proc.stderr.lower(), proc.stderr
+
+
+_NO_TEMP = """
+import numpy as np, shmaug
+try:
+    with shmaug.Loader(np.zeros((8, 4, 4), np.uint8), batch_size=4, workers=1,
+                       augment=shmaug.ops.Op("hflip"), start_method="forkserver") as loader:
+        print("served", loader.batch(0)[0].shape)
+except shmaug.ArgumentError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("unshare") is None
+                    or os.geteuid() != 0, reason="a mount namespace of its own (root, Linux)")
+def test_a_forkserver_without_a_writable_temporary_folder_is_told_the_fix(tmp_path):
+    """A cluster reviewer: with /tmp, /var/tmp, TMPDIR and the working folder read-only, the
+    forkserver failed with Python's "No usable temporary directory", not saying that spawn
+    (or a TMPDIR of one's own) works there."""
+    (tmp_path / "cwd").mkdir()
+    mounts = " && ".join(f"mount --bind {d} {d} && mount -o remount,bind,ro {d}"
+                         for d in ("/tmp", "/var/tmp", str(tmp_path)))
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", f"{mounts} && cd {tmp_path / 'cwd'} && exec "
+         f"{sys.executable} -c '{_NO_TEMP}'"], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TMPDIR": str(tmp_path / "missing"), "PYTHONPATH": str(ROOT)})
+    if "mount" in done.stderr and done.returncode:  # (no right to mount here)
+        pytest.skip(done.stderr[-300:])
+    assert "needs a writable temporary folder" in done.stdout and \
+        "start_method='spawn'" in done.stdout, done.stdout + done.stderr[-2000:]

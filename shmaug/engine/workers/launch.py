@@ -374,6 +374,13 @@ def start_worker(process: Any, start_method: str, *, needs_main: bool) -> None:
         try:
             process.start()
         except OSError as exc:
+            if start_method == "forkserver" and "No usable temporary directory" in str(exc):
+                raise ArgumentError(
+                    f"The forkserver that starts the workers needs a writable temporary "
+                    f"folder for its socket, and found none (TMPDIR="
+                    f"{os.environ.get('TMPDIR')!r}, /tmp, /var/tmp and the working folder "
+                    f"are missing or read-only). Fix: point TMPDIR at a folder you can "
+                    f"write to, or start_method='spawn'.") from exc
             if start_method != "forkserver" or "AF_UNIX path too long" not in str(exc):
                 raise
             raise ArgumentError(
