@@ -20,7 +20,7 @@ from shmaug.sources.glyphs import render_glyphs
 from shmaug.ops import Op
 
 
-@shmaug.register("ink_bleed", uses_global_rng=False)  # it only draws from `rng`
+@shmaug.register("ink_bleed")  # at module level: spawned workers import it
 def ink_bleed(image: np.ndarray, rng: np.random.Generator, strength=(0.0, 1.0)) -> np.ndarray:
     """Dilate the ink by 0-2 pixels, with the amount drawn from `strength`."""
     low, high = strength if isinstance(strength, (tuple, list)) else (strength, strength)

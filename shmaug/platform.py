@@ -81,8 +81,9 @@ def cpu_count() -> int:
     a task to its CPUs leaves it the whole node's affinity)."""
     cores = len(os.sched_getaffinity(0)) if HAS_AFFINITY else os.cpu_count() or 1
     quota, slurm = cgroup_cpus(), os.environ.get("SLURM_CPUS_PER_TASK", "")
-    if slurm.isdigit() and int(slurm) > 0:
-        cores = min(cores, int(slurm))
+    if slurm.isdigit() and int(slurm) > 0 and cores >= (os.cpu_count() or 1):
+        cores = min(cores, int(slurm))  # (a pinned step, a batch script over several
+        # tasks' CPUs among them, keeps its affinity)
     return max(1, min(cores, math.ceil(quota))) if quota is not None else cores
 
 
@@ -143,7 +144,8 @@ def _cgroup_least(controller: str, v2: Callable[[str], float | None],
 def memory_available() -> int | None:
     """Bytes this process may still fill before the OOM killer ends it: the machine's
     ``MemAvailable`` and free swap, capped by each cgroup's limit less its use (less the
-    page cache it can drop); None where unknown (not Linux)."""
+    page cache it can drop, active or not: the kernel drops it before it kills; tmpfs pages
+    are on its anon lists, not counted so); None where unknown (not Linux)."""
     fields = dict(line.split(":", 1) for line in (_read("/proc/meminfo") or "").splitlines()
                   if ":" in line)
     try:
@@ -158,14 +160,15 @@ def _v2_room(folder: str) -> float | None:
     limit, used = _v2_memory(folder), _read(os.path.join(folder, "memory.current"))
     if limit is None or not used or not used.isdigit():
         return None
-    return limit - int(used) + _stat(folder, "inactive_file")
+    return limit - int(used) + _stat(folder, "active_file") + _stat(folder, "inactive_file")
 
 
 def _v1_room(folder: str) -> float | None:
     limit, used = _v1_memory(folder), _read(os.path.join(folder, "memory.usage_in_bytes"))
     if limit is None or limit >= 2**62 or not used or not used.isdigit():
         return None
-    return limit - int(used) + _stat(folder, "total_inactive_file")
+    return limit - int(used) + _stat(folder, "total_active_file") + \
+        _stat(folder, "total_inactive_file")
 
 
 def _stat(folder: str, key: str) -> int:
@@ -250,37 +253,42 @@ def rlimit(name: str) -> int | None:
     return int(soft)
 
 
+LIMIT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM})
+"""The errors a limit of this process (``ulimit``) gives, which ``limits_met`` explains."""
+
+
 def limits_met(code: int | None = None) -> str:
     """The limits of this process (``ulimit``) that a worker starting may meet, each with its
-    fix: the one an OS error's ``code`` names (EMFILE, EAGAIN, ENOMEM), or, with no code,
-    those set low enough to matter (a worker's own error is printed, not known here), each
-    with the words of the error it gives."""
+    fix: the one an OS error's ``code`` names (``LIMIT_ERRNOS``), or, with no code (a
+    worker's own error is printed, not known here), those set low enough to matter, each
+    behind the words of the error it gives."""
     files, threads, space = open_files(), rlimit("NPROC"), rlimit("AS")
-    said = []
+    said: list[tuple[str, str]] = []  # (the error's words, what to do)
     if code in (errno.EMFILE, errno.ENFILE) or (
             code is None and files is not None and files[1] - files[0] < 32):
         limit = rlimit("NOFILE")  # (with every descriptor taken, /proc/self/fd is unread)
         held = f"{files[0]} files open of the {files[1]}" if files else \
             f"as many files open as the {limit or 'number'}"
-        said.append(
+        said.append(("Too many open files", (
             f"This process has {held} its `ulimit -n` allows, and a loader opens one per "
-            f"shared-memory block, a worker starting about 4 more (\"Too many open "
-            f"files\"): raise the limit (`ulimit -n 4096`; Docker: `--ulimit nofile=4096`), "
-            f"close the loaders you no longer use, or use fewer workers.")
+            f"shared-memory block, a worker starting about 4 more: raise the limit "
+            f"(`ulimit -n 4096`; Docker: `--ulimit nofile=4096`), close the loaders you no "
+            f"longer use, or use fewer workers.")))
     if threads is not None and (code == errno.EAGAIN or code is None and threads < 4096):
-        said.append(
-            f"`ulimit -u` allows this user {threads:,} processes and threads in all (\"can't "
-            f"start new thread\", \"Resource temporarily unavailable\"): each worker takes a "
-            f"few, its BLAS one per core (`OPENBLAS_NUM_THREADS=1` in the environment keeps "
-            f"it to one); raise the limit or use fewer workers.")
+        said.append(("can't start new thread", (
+            f"`ulimit -u` allows this user {threads:,} processes and threads in all, and each "
+            f"worker takes a few, its BLAS one per core (`OPENBLAS_NUM_THREADS=1` in the "
+            f"environment keeps it to one): raise the limit or use fewer workers.")))
     if space is not None and (code == errno.ENOMEM or code is None and
                               space < (memory_bytes() or space + 1)):
-        said.append(
-            f"`ulimit -v` lets this process map {space / 2**30:,.1f} GiB (\"Cannot allocate "
-            f"memory\"): a forked worker starts with all the parent maps (`x` and its copy in "
-            f"shared memory among it) and maps the dataset again; raise the limit, use "
-            f"start_method='spawn', or pass `x` as a .npy path (mapped, not copied).")
-    return "".join(f" {line}" for line in said)
+        said.append(("Cannot allocate memory", (
+            f"`ulimit -v` lets this process map {space / 2**30:,.1f} GiB, and a forked worker "
+            f"starts with all the parent maps (`x` and its copy in shared memory among it) "
+            f"and maps the dataset again: raise the limit, use start_method='spawn', or pass "
+            f"`x` as a .npy path (mapped, not copied).")))
+    if code is None:
+        return "".join(f' If its error says "{words}": {fix}' for words, fix in said)
+    return "".join(f" {fix}" for _, fix in said)
 
 
 def glibc_mallopt() -> Callable[[int, int], int] | None:

@@ -30,7 +30,7 @@ def identity(image: np.ndarray, rng: Any) -> np.ndarray:
     return image
 
 
-identity.uses_global_rng = False  # type: ignore[attr-defined]  # it draws no random numbers
+# (no `uses_global_rng`: a function of a user's, watched as any is: what they pay)
 
 
 # -- contenders ----------------------------------------------------------------------------------

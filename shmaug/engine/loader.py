@@ -216,7 +216,6 @@ class Loader:
         ...         train_step(xb, yb)
     """
 
-    x: _Asked[Any] = _Asked(lambda o: o.data.x)  # (set, another array would go unread)
     y: _Asked[Any] = _Asked(lambda o: o.data.y)
     batch_size = _Asked(lambda o: o.order.plan.batch_size)
     seed = _Asked(lambda o: o.order.seed)

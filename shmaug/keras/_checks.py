@@ -133,18 +133,20 @@ DATA = frozenset({"x", "y", "sample_weight"})
 its place afterwards would be served never (``keep_data``)."""
 
 
-def keep_data(name: str, held: Any, value: Any) -> None:
-    """Let ``seq.name = value`` pass where ``value`` is what the Sequence holds (a subclass's
-    ``self.x = x`` after ``super().__init__``); refuse another array, which would be ignored:
-    the same images and labels would be served, without a word."""
-    if value is held:
+def keep_data(name: str, kept: tuple[Any, ...], value: Any) -> None:
+    """Let ``seq.name = value`` pass where ``value`` is one of the ``kept``: the argument as
+    given or what the Sequence made of it (a subclass's ``self.x, self.y = x, y`` after
+    ``super().__init__``, Keras' own ``PyDataset`` idiom); refuse other data, which would be
+    ignored: the same images and labels would be served, without a word."""
+    if any(value is one for one in kept):
         return
     raise AttributeError(
         f"`seq.{name}` is the data the Sequence was made over: its workers serve what was "
         f"given then, so setting it to {got(value)} would change nothing. Fix: for new data, "
         f"make a new Sequence and close the old one (`with`, or `close()`; docs/keras.md, "
-        f"\"New data each round\"); to change values, write into the array given in place "
-        f"(`{name}[rows] = ...`; docs/loader.md, \"Changing settings between epochs\"); to "
+        f"\"New data each round\"); to change values, write into the numpy array given, in "
+        f"place (`{name}[rows] = ...`; a list given was copied; docs/loader.md, \"Changing "
+        f"settings between epochs\"); to "
         f"keep an array of your own on a subclass, name it otherwise (`self.my_{name}`).")
 
 

@@ -99,9 +99,10 @@ def register(
         replace: allow replacing an op already registered under ``name`` (the same
             module's function of the same name, defined again, always replaces it).
         uses_global_rng: whether the op draws from the global ``random`` / ``np.random``.
-            True: the loader seeds them for every sample (~10 us). False: never. None (the
-            default for your ops; shmaug's own say False): the workers watch for a draw and
-            seed them from the first one on (that sample is made again, seeded).
+            True: the loader seeds them for every sample (~10 us). None (the default) or
+            False: the workers watch for a draw (under 1 us a sample) and seed them from the
+            first one on (that sample is made again, seeded); only shmaug's own ops, which
+            draw from ``rng`` alone, are taken at their word that they never draw.
         checks: ``{parameter: check(value, name)}``, run on the bound or default value when
             an :class:`Op` is built, so a bad value fails in the main process and not when a
             worker first takes that branch of a pipeline.

@@ -89,7 +89,8 @@ def test_a_process_in_a_half_cpu_cgroup_counts_one_core() -> None:
     ({"LOCAL_WORLD_SIZE": "4"}, True, 8),  # pinned to 8 cores of its own: those
     ({"SLURM_CPUS_PER_TASK": "16"}, False, 16),  # a Slurm task, not pinned: its CPUs
     ({"SLURM_CPUS_PER_TASK": "16", "LOCAL_WORLD_SIZE": "4"}, False, 4),
-    ({"SLURM_CPUS_PER_TASK": "16"}, True, 8)])
+    ({"SLURM_CPUS_PER_TASK": "16"}, True, 8),
+    ({"SLURM_CPUS_PER_TASK": "1"}, True, 8)])  # pinned (a batch step over 8 tasks): its own
 def test_workers_none_shares_the_host_among_torchruns_ranks(monkeypatch, env, pinned, expected):
     """Under torchrun each rank's loader started a worker per core of the whole host (8 ranks
     on 64 cores: 512 workers), where DataLoader users pass cores // ranks; a Slurm task on a

@@ -351,8 +351,9 @@ def test_a_worker_that_cannot_start_near_the_open_file_limit_names_the_limit(mon
     monkeypatch.setattr(platform, "open_files", lambda: (26, 32))
     for replacing in (False, True):
         error = describe_startup_failure(0, 1, "forkserver", replacing=replacing)
-        assert re.search(r"26 files open of the 32 its `ulimit -n` allows.*Too many open "
-                         r"files.*raise the limit \(`ulimit -n 4096`", str(error))
+        assert re.search(r"If its error says \"Too many open files\": This process has 26 "
+                         r"files open of the 32 its `ulimit -n` allows.*raise the limit "
+                         r"\(`ulimit -n 4096`", str(error))
     monkeypatch.setattr(platform, "open_files", lambda: (26, 1024))
     error = describe_startup_failure(0, 1, "forkserver")
     assert "importable" in str(error) and "ulimit" not in str(error)

@@ -306,11 +306,25 @@ def test_new_data_set_on_a_sequence_is_refused_with_the_fix(name):
         assert (seq[0][1] == y[:4]).all()
 
     class Ported(shmaug.Sequence):  # keeps what it was given, as PyDataset code does
-        def __init__(self, x, y):
-            super().__init__(x, y, batch_size=4, workers=0)
-            self.x, self.y = x, y
+        def __init__(self, x, y, sample_weight=None):
+            super().__init__(x, y, batch_size=4, workers=0, sample_weight=sample_weight)
+            self.x, self.y, self.sample_weight = x, y, sample_weight
+
+    class Paths(shmaug.Sequence):  # Keras' CIFAR10PyDataset, ported: paths and a list of labels
+        def __init__(self, x_set, y_set):
+            super().__init__(x_set, y_set, batch_size=4, workers=0)
+            self.x, self.y = x_set, y_set
+
+        def load(self, index):
+            return np.full((4, 4), len(self.x[index]), np.uint8)
 
     Ported(X, y).close()
+    Ported(list(X), list(y), sample_weight=list(weights)).close()  # (copied: kept as given)
+    Ported({"image": X, "meta": np.ones((10, 2))}, {"out": y}).close()
+    with Paths([f"{i}.png" for i in range(10)], list(y)) as paths:
+        assert paths[0][0].shape == (4, 4, 4)
+        with pytest.raises(AttributeError, match=r"`seq\.y` is the data"):
+            paths.y = list(1 - y)
 
 
 def test_a_subclass_may_set_its_settings_again_as_given_but_not_change_them():

@@ -287,7 +287,8 @@ def callable_or_none(name: str, value: Any) -> Any:
         raise ArgumentTypeError(
             f"`{name}` is called fn(image, rng), and {got(value)} also needs "
             f"{', '.join(f'`{o}`' for o in unbound)}, which nothing passes. Fix: bind {them}, "
-            f"`{name}=functools.partial({getattr(value, '__name__', 'fn')}, {unbound[0]}=...)`"
+            f"`{name}=functools.partial({getattr(value, '__name__', 'your_op')}, "
+            f"{unbound[0]}=...)`"
             f" (it pickles), or give {them} a default.")
     if why is not None:
         raise ArgumentTypeError(
@@ -377,8 +378,11 @@ def _unbound_options(fn: Any) -> list[str]:
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) < 2 or not _names_a_generator(positional[1].name):
         return []
-    return [p.name for p in parameters if p not in positional[:2] and p.default is p.empty
-            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    unbound = [p for p in parameters if p not in positional[:2] and p.default is p.empty
+               and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if any(p.kind is p.POSITIONAL_ONLY for p in unbound):  # (no keyword binds those)
+        return []
+    return [p.name for p in unbound]
 
 
 def _names_a_generator(name: str) -> bool:

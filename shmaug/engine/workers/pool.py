@@ -243,11 +243,11 @@ class WorkerPool:
             )
             start_worker(process, self.start_method, needs_main=self._needs_main)
         except OSError as exc:  # a limit of this process met (EMFILE, EAGAIN, ENOMEM): named
-            why = platform.limits_met(exc.errno)
+            why = platform.limits_met(exc.errno) if exc.errno in platform.LIMIT_ERRNOS else ""
             if not why:
                 raise
-            raise type(exc)(exc.errno, f"{exc.strerror}, starting shmaug worker {wid}."
-                            f"{why}") from exc
+            raise OSError(exc.errno, f"{exc.strerror}, starting shmaug worker {wid}.{why}") \
+                from exc  # (OSError picks the errno's own subclass: BlockingIOError for EAGAIN)
         task_r.close()  # the child's ends; closing ours lets EOF mean "the other side is gone"
         result_w.close()
         self._workers[wid] = _Worker(process, task_w, result_r)
