@@ -522,6 +522,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 self._runtime.passes.loop_over()
             return  # (fit calls it before its first pass, after the signature probes)
         with self._runtime.lock:
+            self._runtime.pause()  # (a loop by hand's pass ends: the figures' too)
             self._runtime.passes.epoch_ended()
 
     # -- the rest of the public surface ------------------------------------------------------
@@ -734,6 +735,7 @@ def _one_pass(seq: Sequence) -> Iterator[Any]:
     finally:  # run to its end, broken off or dropped: its pass answers no more looks (no
         seq._runtime.passes.loop_over(me)  # lock: a collection may run this; nor sys, which
         # is gone when a generator left open closes at interpreter exit)
+        seq._runtime.pause()  # the figures' pass ends too, as a Loader's `for` loop's
 
 
 def _check_fit(seq: Sequence) -> None:
