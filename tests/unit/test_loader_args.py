@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 
 from typing import Any
 
@@ -600,6 +601,10 @@ def test_a_tf_data_dataset_is_refused_naming_what_to_pass():
         with pytest.raises(shmaug.ArgumentTypeError, match=r"tf.data dataset") as info:
             make()
         assert "as_numpy_iterator" in str(info.value)
+        # the stacking, run as written on the commonest dataset (its `ds.unbatch()` failed
+        # there: "Cannot unbatch an input with scalar components", a migrator's reviewer)
+        stacking = re.search(r"`x = (np\.stack\(.*?\))`", str(info.value))[1]
+        assert eval(stacking, {"np": np, "ds": ds}).shape == (10, 4, 4, 1)
         # constructors that exist (tests/unit/test_fixes_name_real_calls.py runs them)
         assert "`shmaug.ImageFiles.from_directory(directory)`" in str(info.value)
         assert "`shmaug.ImageRecords.from_tfrecord(" in str(info.value)

@@ -35,9 +35,10 @@ def is_source(x: Any) -> bool:
     if any(c.__module__.startswith("tensorflow.python.data") for c in type(x).__mro__):
         raise ArgumentTypeError(
             f"`x` is a tf.data dataset ({type(x).__name__}), which shmaug cannot use: its "
-            f"workers read sample i by position, and a dataset is a stream. Fix: pass its "
-            f"images as an array, e.g. `x = np.stack([im for im, _ in "
-            f"ds.unbatch().as_numpy_iterator()])` (and `y` likewise); or pass the files it "
+            f"workers read sample i by position, and a dataset is a stream. Fix: pass the "
+            f"arrays it was made from (`from_tensor_slices((x, y))`: x and y themselves), or "
+            f"its images stacked, `x = np.stack([im for im, _ in ds.as_numpy_iterator()])` "
+            f"(`ds.unbatch()` first where it is batched; `y` likewise); or pass the files it "
             f"reads: a folder of class sub-folders as "
             f"`shmaug.ImageFiles.from_directory(directory)`, TFRecord shards as "
             f"`shmaug.ImageRecords.from_tfrecord('train-*.tfrecord')`, a TFDS dataset as "

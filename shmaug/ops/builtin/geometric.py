@@ -331,8 +331,10 @@ def resize(
     ``position`` places that window, or the image on its canvas: "center" (Keras'),
     "top_left" (a line of text left-aligned) or "random" (drawn per sample).
     ``interpolation="area"``, the default, averages the pixels a shrink folds together (no
-    aliasing) and repeats pixels where it enlarges, as TensorFlow's "area" does: enlarge with
-    "linear" (Keras' Resizing's default) or "cubic" for a smooth result.
+    aliasing) and repeats pixels where it enlarges, much as TensorFlow's "area" does (a pixel
+    on a tie between two may be repeated from the other: 72 to 80, not 72 to 144): enlarge
+    with "linear" (Keras' Resizing's and ``tf.image.resize``'s default, which it equals) or
+    "cubic" for a smooth result.
 
     Example:
         >>> resize(np.zeros((32, 48, 3), np.uint8), np.random.default_rng(0), 16, 24).shape
