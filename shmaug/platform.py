@@ -275,7 +275,7 @@ def limits_met(code: int | None = None) -> str:
             f"(`ulimit -n 4096`; Docker: `--ulimit nofile=4096`), close the loaders you no "
             f"longer use, or use fewer workers.")))
     if threads is not None and (code == errno.EAGAIN or code is None and threads < 4096):
-        said.append(("can't start new thread", (
+        said.append(("can't start new thread\" or \"Resource temporarily unavailable", (
             f"`ulimit -u` allows this user {threads:,} processes and threads in all, and each "
             f"worker takes a few, its BLAS one per core (`OPENBLAS_NUM_THREADS=1` in the "
             f"environment keeps it to one): raise the limit or use fewer workers.")))

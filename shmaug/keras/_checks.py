@@ -13,6 +13,7 @@ import inspect
 import logging
 import multiprocessing
 import pickle
+import sys
 import types
 import weakref
 from collections.abc import Mapping
@@ -133,12 +134,24 @@ DATA = frozenset({"x", "y", "sample_weight"})
 its place afterwards would be served never (``keep_data``)."""
 
 
-def keep_data(name: str, kept: tuple[Any, ...], value: Any) -> None:
-    """Let ``seq.name = value`` pass where ``value`` is one of the ``kept``: the argument as
-    given or what the Sequence made of it (a subclass's ``self.x, self.y = x, y`` after
-    ``super().__init__``, Keras' own ``PyDataset`` idiom); refuse other data, which would be
-    ignored: the same images and labels would be served, without a word."""
-    if any(value is one for one in kept):
+def initialising(seq: Any) -> bool:
+    """Whether an ``__init__`` of ``seq`` (a subclass's) is running: what it sets on itself
+    after ``super().__init__`` is its own (``self.x, self.y = x, y``, Keras' ``PyDataset``
+    idiom, a list or a dict as given). Read off the stack, so that nothing of the data as
+    given is kept for the comparison (a list of arrays would stay alive until close)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is seq:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def keep_data(name: str, held: Any, value: Any) -> None:
+    """Let ``seq.name = value`` pass where ``value`` is what the Sequence holds (or serves);
+    refuse other data, once the Sequence is made, which would be ignored: the same images and
+    labels would be served, without a word."""
+    if value is held:
         return
     raise AttributeError(
         f"`seq.{name}` is the data the Sequence was made over: its workers serve what was "

@@ -72,9 +72,6 @@ class Runtime:
     # None before
     hook_prints: dict[str, bytes] | None = None
     warned_hooks: bool = False  # a change of it was told
-    # the data arguments as given (x, y, sample_weight), each of which a subclass may set on
-    # itself again (``_checks.keep_data``); let go at close, with the data
-    given: dict[str, Any] = field(default_factory=dict)
 
     def asked(self, rows: int) -> None:
         """One ask for a batch of ``rows`` samples, in the facade's figures."""
@@ -102,7 +99,6 @@ class Runtime:
         if self.pipeline is not None:
             self.pipeline = self.pipeline.released()
         self.held.clear()
-        self.given.clear()
 
     @classmethod
     def copied(cls, batches: int) -> Runtime:

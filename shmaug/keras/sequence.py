@@ -230,9 +230,9 @@ class _FacadeApi:
 
     def __setattr__(self, name: str, value: Any) -> None:
         made = "_order" in self.__dict__  # (__init__'s last)
-        if made and name in facade_checks.DATA:  # (as given, as held or as served)
+        if made and name in facade_checks.DATA and not facade_checks.initialising(self):
             held = self.__dict__.get("x") if name == "x" else self._runtime.side.get(name)
-            facade_checks.keep_data(name, (held, self._runtime.given.get(name)), value)
+            facade_checks.keep_data(name, held, value)
         if name in facade_checks.FIXED and made:
             # the value it holds, or the argument as given, changes nothing; else refused
             facade_checks.keep_setting(name, getattr(self, name, None), self._settings, value)
@@ -378,8 +378,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                              self.overrides("augment") else None,
                              hook_name=f"{type(self).__qualname__}.augment")
         self._pipeline = options.pipeline.argument  # what `super().augment` runs
-        self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline,
-                                given={"x": x, "y": y, "sample_weight": sample_weight})
+        self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline)
         _MADE.add(self)
         if not self.overrides("targets"):  # (else what the hook makes meets the outputs)
             side = self._runtime.side

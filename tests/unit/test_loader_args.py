@@ -548,6 +548,10 @@ def test_repr_shows_the_settings_given_and_what_they_resolved_to():
     assert f"workers={_platform.cpu_count()} (none started: nothing to augment)" in text
     assert f"seed={loader.seed} (drawn: seed=None)" in text
     assert f"start_method='{default_start_method()}'" in text
+    with shmaug.Loader([np.zeros((4, 4), np.uint8)] * 2000, batch_size=4) as loader:
+        text = repr(loader)  # (a list of 50,000 images made a repr of a megabyte)
+    assert text.startswith("shmaug.Loader(x=<list of 2000, the first <uint8 array (4, 4)>>, "), \
+        text[:200]
 
 
 class StaticLoad:

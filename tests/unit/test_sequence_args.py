@@ -6,8 +6,10 @@ No process starts here (workers=0, or no batch asked for).
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -321,6 +323,15 @@ def test_new_data_set_on_a_sequence_is_refused_with_the_fix(name):
     Ported(X, y).close()
     Ported(list(X), list(y), sample_weight=list(weights)).close()  # (copied: kept as given)
     Ported({"image": X, "meta": np.ones((10, 2))}, {"out": y}).close()
+    class Images(list):  # (a list a weak reference can follow)
+        pass
+
+    images = Images(X)
+    gone = weakref.ref(images)
+    with shmaug.Sequence(images, y, batch_size=4, workers=0) as kept:
+        del images
+        gc.collect()
+        assert gone() is None and kept[0][0].shape == (4, 4, 4)  # its copy, not the list
     with Paths([f"{i}.png" for i in range(10)], list(y)) as paths:
         assert paths[0][0].shape == (4, 4, 4)
         with pytest.raises(AttributeError, match=r"`seq\.y` is the data"):

@@ -25,6 +25,8 @@ def brief(value: Any) -> str:
         return "{" + ", ".join(f"{k!r}: {brief(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)) and value and all(
             isinstance(v, (np.ndarray, dict)) for v in value):
+        if len(value) > 4:  # (a list of 50,000 images made a repr of a megabyte)
+            return f"<{type(value).__name__} of {len(value)}, the first {brief(value[0])}>"
         inner = ", ".join(brief(v) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' * (len(value) == 1)})"
     text = repr(value)
