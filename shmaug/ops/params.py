@@ -420,7 +420,7 @@ def _cv_half() -> bool:
     try:
         half = _cv_subtract(probe, 0.0, dtype=cv2.CV_16F)
         back = _cv_subtract(half, 0.0, dtype=cv2.CV_32F)
-    except (cv2.error, TypeError):  # an OpenCV whose Python binding has no float16
+    except (cv2.error, TypeError, AttributeError):  # an OpenCV without float16 (or CV_16F)
         return False
     expected = probe.astype(np.float16)
     return (isinstance(half, np.ndarray) and half.dtype == np.float16

@@ -45,7 +45,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -124,6 +124,20 @@ def _disown_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_disown_in_child)
+
+
+@contextlib.contextmanager
+def _limits_named(wid: int) -> Iterator[None]:
+    """An OS error starting worker ``wid`` that a limit of this process gives (EMFILE,
+    EAGAIN, ENOMEM: ``platform.LIMIT_ERRNOS``) names the limit and its fix; others pass."""
+    try:
+        yield
+    except OSError as exc:
+        why = platform.limits_met(exc.errno) if exc.errno in platform.LIMIT_ERRNOS else ""
+        if not why:
+            raise
+        raise OSError(exc.errno, f"{exc.strerror}, starting shmaug worker {wid}.{why}") \
+            from exc  # (OSError picks the errno's own subclass: BlockingIOError for EAGAIN)
 
 
 def _spec_now(spec: WorkerSpec, method: str) -> WorkerSpec:
@@ -231,23 +245,14 @@ class WorkerPool:
 
     def _start(self, wid: int) -> None:
         self._status.row(wid).reset()
-        try:
+        with _limits_named(wid):
             task_r, task_w = self._ctx.Pipe(duplex=False)
             result_r, result_w = self._ctx.Pipe(duplex=False)
             process = self._ctx.Process(
-                target=worker_main,
+                target=worker_main, name=f"{_WORKER_NAME}{wid}", daemon=True,
                 args=(_spec_now(self._spec, self.start_method), wid, task_r, result_w,
-                      self._status_handle, self._generation),
-                name=f"{_WORKER_NAME}{wid}",
-                daemon=True,
-            )
+                      self._status_handle, self._generation))
             start_worker(process, self.start_method, needs_main=self._needs_main)
-        except OSError as exc:  # a limit of this process met (EMFILE, EAGAIN, ENOMEM): named
-            why = platform.limits_met(exc.errno) if exc.errno in platform.LIMIT_ERRNOS else ""
-            if not why:
-                raise
-            raise OSError(exc.errno, f"{exc.strerror}, starting shmaug worker {wid}.{why}") \
-                from exc  # (OSError picks the errno's own subclass: BlockingIOError for EAGAIN)
         task_r.close()  # the child's ends; closing ours lets EOF mean "the other side is gone"
         result_w.close()
         self._workers[wid] = _Worker(process, task_w, result_r)
