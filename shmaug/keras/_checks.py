@@ -135,23 +135,27 @@ its place afterwards would be served never (``keep_data``)."""
 
 
 def initialising(seq: Any) -> bool:
-    """Whether an ``__init__`` of ``seq`` (a subclass's) is running: what it sets on itself
-    after ``super().__init__`` is its own (``self.x, self.y = x, y``, Keras' ``PyDataset``
-    idiom, a list or a dict as given). Read off the stack, so that nothing of the data as
-    given is kept for the comparison (a list of arrays would stay alive until close)."""
+    """Whether an ``__init__`` of ``seq`` (a subclass's, whatever it names its first
+    parameter) is running, read off the stack."""
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is seq:
+        code = frame.f_code
+        if code.co_name == "__init__" and code.co_argcount and \
+                frame.f_locals.get(code.co_varnames[0]) is seq:
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
 
 
-def keep_data(name: str, held: Any, value: Any) -> None:
-    """Let ``seq.name = value`` pass where ``value`` is what the Sequence holds (or serves);
-    refuse other data, once the Sequence is made, which would be ignored: the same images and
-    labels would be served, without a word."""
-    if value is held:
+def keep_data(name: str, held: Any, given: int | None, seq: Any, value: Any) -> None:
+    """Let ``seq.name = value`` pass where ``value`` is what the Sequence holds (or serves),
+    or, while a subclass's ``__init__`` runs, the argument as given (``self.x, self.y = x, y``
+    after ``super().__init__``, Keras' ``PyDataset`` idiom, with a list or a dict): known by
+    its ``id`` alone, so that nothing of it is kept (a list of arrays stayed alive until
+    close), and trusted only there, where the caller's frame still holds it (an id freed may
+    be another object's later). Refuse other data, which would be ignored: the same images
+    and labels would be served, without a word."""
+    if value is held or (id(value) == given and initialising(seq)):
         return
     raise AttributeError(
         f"`seq.{name}` is the data the Sequence was made over: its workers serve what was "

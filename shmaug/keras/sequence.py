@@ -230,9 +230,9 @@ class _FacadeApi:
 
     def __setattr__(self, name: str, value: Any) -> None:
         made = "_order" in self.__dict__  # (__init__'s last)
-        if made and name in facade_checks.DATA and not facade_checks.initialising(self):
+        if made and name in facade_checks.DATA:  # (as held or served, or as given)
             held = self.__dict__.get("x") if name == "x" else self._runtime.side.get(name)
-            facade_checks.keep_data(name, held, value)
+            facade_checks.keep_data(name, held, self._runtime.given.get(name), self, value)
         if name in facade_checks.FIXED and made:
             # the value it holds, or the argument as given, changes nothing; else refused
             facade_checks.keep_setting(name, getattr(self, name, None), self._settings, value)
@@ -378,7 +378,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                              self.overrides("augment") else None,
                              hook_name=f"{type(self).__qualname__}.augment")
         self._pipeline = options.pipeline.argument  # what `super().augment` runs
-        self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline)
+        self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline,
+                                given={"x": id(x), "y": id(y), "sample_weight": id(sample_weight)})
         _MADE.add(self)
         if not self.overrides("targets"):  # (else what the hook makes meets the outputs)
             side = self._runtime.side

@@ -323,6 +323,15 @@ def test_new_data_set_on_a_sequence_is_refused_with_the_fix(name):
     Ported(X, y).close()
     Ported(list(X), list(y), sample_weight=list(weights)).close()  # (copied: kept as given)
     Ported({"image": X, "meta": np.ones((10, 2))}, {"out": y}).close()
+    class Scaled(shmaug.Sequence):  # new data set in __init__: stored, read back, ignored
+        def __init__(this, x, y):
+            super().__init__(x, y, batch_size=4, workers=0)
+            this.x = x  # (a list given, set again: its own, whatever its first parameter's name)
+            this.y = np.eye(2)[y]
+
+    with pytest.raises(AttributeError, match=r"`seq\.y` is the data"):
+        Scaled(list(X), y)
+
     class Images(list):  # (a list a weak reference can follow)
         pass
 
