@@ -39,6 +39,7 @@ from ..seeding import trusted_rng_use
 logger = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
+_C = TypeVar("_C", bound=type)
 Augment = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 """What the loader runs per sample: ``augment(image, rng) -> image``."""
 Check = Callable[[Any, str], object]
@@ -264,6 +265,25 @@ _THEIRS = {
 }
 
 
+def _read_only(cls: _C) -> _C:
+    """``cls`` refusing an attribute set or deleted with the fix, ``bind``: a frozen dataclass
+    may not define ``__setattr__`` itself, and its own names no fix (with slots, on 3.11, a
+    parameter's name, ``op.degrees = 5``, raised a bare ``TypeError`` about ``super``)."""
+    def refuse(self: Any, name: str, *value: Any) -> None:
+        spec = _REGISTRY.get(self.name)
+        fix = (f"make another with op.bind({name}=...), and a new loader with it for the "
+               f"next stage" if spec is not None and name in spec.params else
+               f"bind the op's parameters as you make it, Op({self.name!r}, ...)")
+        raise dataclasses.FrozenInstanceError(
+            f"{self!r} is read-only (`op.{name}` not changed): the workers took the op when "
+            f"they started, so a change would reach this process only. Fix: {fix} "
+            f"(docs/loader.md#changing-settings-between-epochs).")
+    cls.__setattr__ = refuse  # type: ignore[method-assign]
+    cls.__delattr__ = refuse  # type: ignore[method-assign,assignment]
+    return cls
+
+
+@_read_only
 @dataclass(frozen=True, slots=True, init=False)
 class Op:
     """A registered op with some parameters bound: a picklable ``op(image, rng)`` callable.

@@ -641,6 +641,20 @@ def test_an_ops_parameters_are_read_only_as_the_workers_took_them() -> None:
     assert json.loads(json.dumps(op.kwargs)) == {"magnitude": 0}  # (a dict still)
 
 
+def test_an_ops_parameter_set_as_an_attribute_is_told_bind() -> None:
+    """`op.degrees = 5` (a schedule changing its level by hand) raised Python's bare
+    `TypeError: super(type, obj): ...` on 3.11 (a frozen, slotted dataclass), naming no fix."""
+    op = Op("rotate", degrees=(-5, 5))
+    with pytest.raises(AttributeError, match=r"`op\.degrees` not changed.*the workers took "
+                                             r"the op.*op\.bind\(degrees=\.\.\.\)"):
+        op.degrees = 5  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match=r"`op\.name` not changed.*Op\('rotate', "):
+        op.name = "shear"  # type: ignore[misc]
+    with pytest.raises(AttributeError, match=r"`op\.params` not changed"):
+        del op.params
+    assert op == Op("rotate", degrees=(-5, 5)) and pickle.loads(pickle.dumps(op)) == op
+
+
 def test_a_config_runs_no_code_it_names_unless_told_to(tmp_path, monkeypatch) -> None:
     """A shared config ran code: a from_array whose fn is 'pickle:loads' unpickled each image
     (its bytes a payload), and an op's 'module' was imported by from_config itself. As Keras'
