@@ -109,11 +109,12 @@ def _reaches_the_facade(cls: type, fn: Any, seen: set[str]) -> bool:
     return False
 
 
-def keep_setting(name: str, held: Any, settings: Any, value: Any) -> None:
+def keep_setting(name: str, held: Any, settings: Any, value: Any, seq: Any) -> None:
     """Let ``seq.name = value`` change nothing where ``value`` is the value it holds or the
     argument as it was given (``keras.utils.Sequence`` code sets ``self.seed = seed``, None
     where one was drawn, and ``self.use_multiprocessing``, which changes nothing here);
-    refuse anything else once the Sequence is made."""
+    refuse anything else once the Sequence is made (in a subclass's ``__init__``, told to
+    pass it to ``super().__init__``)."""
     place = _GIVEN.get(name)
     given = getattr(getattr(settings, place[0]), place[1]) if place else None
     if name == "workers":
@@ -126,7 +127,32 @@ def keep_setting(name: str, held: Any, settings: Any, value: Any) -> None:
             f"`seq.augment` is shmaug's argument and hook (what each sample goes through), "
             f"so setting it to {got(value)} would change nothing. Fix: name your flag "
             f"otherwise (e.g. `self.augmenting`), or pass `augment=None` for no augmentation.")
+    if initialising(seq):  # (a ported PyDataset's `self.shuffle = shuffle`)
+        raise AttributeError(
+            f"Setting self.{name} to {got(value)} in {type(seq).__qualname__}.__init__, after "
+            f"super().__init__(...) made the Sequence with {name}={got(held)}, would change "
+            f"nothing: its workers and its order were made from that. Fix: pass {name}= to "
+            f"super().__init__(...) and drop this line.")
     raise check.fixed_setting("seq", name, value)
+
+
+def own_length(cls: str, own: int, plan: Any) -> ArgumentError:
+    """A subclass's ``__len__`` that counts more batches than the Sequence makes."""
+    return ArgumentError(
+        f"{cls}.__len__ returns {own}, but this Sequence makes {len(plan)} batches of "
+        f"{plan.batch_size} from {plan.n} samples: Keras would ask for batches that are not "
+        f"there (an epoch would read the data more than once). Fix: leave __len__ out "
+        f"(shmaug.Sequence counts its batches; fit(steps_per_epoch=...) for fewer), or pass "
+        f"the batch size it counts with to super().__init__(batch_size=...).")
+
+
+def read_in_order(reader: str) -> None:
+    """Warn that ``reader`` reads a Sequence made with ``shuffle=None`` that changes its
+    samples (a training set's) in order, as evaluate does."""
+    warn(f"{reader} reads this Sequence in order, as evaluate does: with shuffle=None (which "
+         f"follows Keras' fit per pass) its batches come unshuffled, and unmixed under a "
+         f"`mix`. Fix: pass shuffle=True to the Sequence for training; for validation or "
+         f"evaluation, shuffle=False, which silences this.")
 
 
 DATA = frozenset({"x", "y", "sample_weight"})
@@ -219,8 +245,8 @@ def not_set_up(cls: str, name: str) -> NotInitializedError:
 # Keras' ImageDataGenerator iterators' attributes, and where a Sequence's data keeps them
 _ITERATORS_HAD = {
     "class_indices": "the source's, `seq.x.class_indices` (the ImageFiles you passed)",
-    "classes": "the labels in the data's order, `seq.x.labels` (an ImageFiles') or your `y`",
-    "labels": "the labels in the data's order, `seq.x.labels` (an ImageFiles') or your `y`",
+    "classes": "the labels in the data's order, `seq.x.labels` (an ImageFiles') or `seq.y`",
+    "labels": "the labels in the data's order, `seq.x.labels` (an ImageFiles') or `seq.y`",
     "filenames": "the source's paths, `seq.x.paths`, in the order predict returns rows",
     "filepaths": "the source's paths, `seq.x.paths`, in the order predict returns rows",
     "samples": "`len(seq.x)`",

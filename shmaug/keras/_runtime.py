@@ -72,6 +72,7 @@ class Runtime:
     # None before
     hook_prints: dict[str, bytes] | None = None
     warned_hooks: bool = False  # a change of it was told
+    warned_order: bool = False  # a loop by hand reading a training set in order was told
     # the ids of the data arguments as given (x, y, sample_weight): what a subclass's
     # __init__ may set on itself again (``_checks.keep_data``); ids only, nothing kept alive
     given: dict[str, int] = field(default_factory=dict)

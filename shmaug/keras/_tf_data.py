@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Iterator, cast
 
 import numpy as np
 
-from ..errors import ArgumentError, warn
+from ..errors import ArgumentError
+from . import _checks as facade_checks
 
 if TYPE_CHECKING:
     from .sequence import Sequence
@@ -69,10 +70,7 @@ def to_tf_dataset(seq: Sequence, input_context: Any = None) -> Any:
     if input_context is not None:
         follow_context(seq, input_context)
     if seq.shuffle is None and seq.changes_samples:  # (a plain validation set reads in order)
-        warn("to_tf_dataset() reads this Sequence in order, as a loop by hand does: with "
-             "shuffle=None (which follows Keras' fit per pass) its batches come unshuffled, and "
-             "unmixed under a `mix`, as evaluate's. Fix: pass shuffle=True to the Sequence for "
-             "training; for validation or evaluation, shuffle=False, which silences this.")
+        facade_checks.read_in_order("to_tf_dataset()")
     first = seq[0]  # a look: it moves the stream nowhere (_passes rule 2)
     # Every batch whole: the rows of each part of one sample per row are known (XLA, TPUs); a
     # hook's parts may hold other rows (a batch's boxes, one row each).

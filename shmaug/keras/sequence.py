@@ -84,6 +84,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 # What Sequence.__init__ sets (a test holds it to that): missing, a subclass skipped it. The
 # settings and the Order pickle with a Sequence; the Runtime is what pickling drops.
+_SERVED = frozenset({"y", "sample_weight"})  # readable, as served (``seq.x`` is an attribute)
 _SET_UP = frozenset({"image_key", "x", "batch_size", "seed", "shuffle", "num_shards",
                      "shard_index", "mix", "_settings", "_order", "_runtime", "_pin_memory",
                      "_pipeline"})
@@ -101,7 +102,18 @@ def _open_length(seq: Sequence) -> int:
     raises loses them: a fit cell run again on a closed Sequence left a model of None."""
     if seq._runtime.life is Life.CLOSED:
         raise ClosedError(_CLOSED)
-    return len(seq)
+    return _length(seq)
+
+
+def _length(seq: Sequence) -> int:
+    """``len(seq)``, a subclass's own ``__len__`` included (a ported ``PyDataset``'s, from its
+    batch size): it may serve fewer batches than the Sequence makes (a floor leaves out the
+    last, partial one), never more, which Keras would ask for (one epoch trained two passes,
+    and ``predict`` failed inside TensorFlow)."""
+    own, plan = len(seq), seq._order.plan
+    if own > len(plan):
+        raise facade_checks.own_length(type(seq).__qualname__, own, plan)
+    return own
 
 
 class _KerasFree:
@@ -235,7 +247,8 @@ class _FacadeApi:
             facade_checks.keep_data(name, held, self._runtime.given.get(name), self, value)
         if name in facade_checks.FIXED and made:
             # the value it holds, or the argument as given, changes nothing; else refused
-            facade_checks.keep_setting(name, getattr(self, name, None), self._settings, value)
+            facade_checks.keep_setting(name, getattr(self, name, None), self._settings, value,
+                                        self)
             if name in self.__dict__ or hasattr(type(self), name):
                 return  # (what it holds stays; one it does not hold is a subclass's to keep)
         super().__setattr__(name, value)
@@ -398,8 +411,11 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         def __getattr__(self, name: str) -> Any:
             """Reached only for a missing attribute: one ``__init__`` sets means that a
             subclass's ``__init__`` never called ours."""
-            if name in _SET_UP and "_settings" not in self.__dict__:
+            if "_settings" not in self.__dict__ and (name in _SET_UP or hasattr(type(self), name)):
+                # (a property of ours, num_batches, reads what __init__ sets: its error lands here)
                 raise facade_checks.not_set_up(type(self).__qualname__, name)
+            if name in _SERVED and "_runtime" in self.__dict__ and name in self._runtime.side:
+                return self._runtime.side[name]
             raise facade_checks.missing(type(self).__name__, name)
 
     # -- hooks a subclass may override -------------------------------------------------------
@@ -436,7 +452,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         return _one_pass(self)
 
     def __getitem__(self, index: int) -> Any:
-        index = check.batch_index(index, len(self))
+        index = check.batch_index(index, _length(self))
         caller = stack.asking_loop(self)
         # Keras' own asks get the backend's tensors where that spares it a copy
         to_keras = stack.keras_asks(self)
@@ -521,6 +537,9 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 self._runtime.pause()
                 self._runtime.passes.loop_over()
             return  # (fit calls it before its first pass, after the signature probes)
+        if self.shuffle is None and self.changes_samples and not self._runtime.warned_order:
+            self._runtime.warned_order = True  # (train_on_batch loops, as Keras 2's)
+            facade_checks.read_in_order("A loop by hand (seq[i], then on_epoch_end())")
         with self._runtime.lock:
             self._runtime.pause()  # (a loop by hand's pass ends: the figures' too)
             self._runtime.passes.epoch_ended()
@@ -539,7 +558,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         Example:
             >>> xb, yb = seq.batch(3, epoch=1)
         """
-        index = check.batch_index(index, len(self), "seq.batch(0)")
+        index = check.batch_index(index, _length(self), "seq.batch(0)")
         epoch = self.epoch if epoch is None else check.non_negative_int("epoch", epoch)
         in_order = check.boolean("in_order", in_order) or (
             not self._order.shuffle and self.mix is None)  # (with a mix, in order: unmixed)

@@ -119,7 +119,8 @@ class Forgot(shmaug.Sequence):
 
 def test_a_subclass_that_skips_super_init_is_told_to_call_it():
     seq = Forgot(X, np.zeros(10))
-    for use in (len, lambda s: s[0], repr):
+    for use in (len, lambda s: s[0], repr, lambda s: s.num_batches):  # (num_batches: fit's
+        # first read, a property: its error was a bare AttributeError naming it)
         with pytest.raises(shmaug.NotInitializedError, match=r"Forgot.__init__ did not call "
                            r"super\(\).__init__\(...\).*Fix: call super\(\).__init__\(x, y"):
             use(seq)
@@ -366,8 +367,70 @@ def test_a_subclass_may_set_its_settings_again_as_given_but_not_change_them():
         assert callable(seq.augment) and seq.timeout == 5.0
         with pytest.raises(AttributeError, match="`seq.seed` is fixed"):
             seq.seed = seq.seed + 1
-    with pytest.raises(AttributeError, match="`seq.batch_size` is fixed"):
-        Ported(X, 4, double=True)
+    with pytest.raises(AttributeError, match=r"Setting self\.batch_size to 8 .* in "
+                                             r".*Ported\.__init__, after super\(\)\.__init__"
+                                             r"\(\.\.\.\) made the Sequence with batch_size=4 "
+                                             r".*Fix: pass batch_size= to super"):
+        Ported(X, 4, double=True)  # (a ported Sequence's `self.shuffle = shuffle` was told to
+        # make a new Sequence, from inside the one it was making)
+
+
+def test_an_own_len_may_count_fewer_batches_than_made_not_more():
+    """A ported PyDataset's __len__, from a stale batch size (16 where 32 was passed), counted
+    19 batches of 10: a Keras epoch trained 1.9 passes without a word, and predict failed
+    inside TensorFlow with an IndexError naming no __len__."""
+    class Counted(shmaug.Sequence):
+        def __init__(self, x, counted, **kwargs):
+            super().__init__(x, np.arange(len(x)), **kwargs)
+            self.counted = counted
+
+        def __len__(self):
+            return int(np.ceil(len(self.x) / self.counted))
+
+    with Counted(X, 2, batch_size=4, workers=0) as seq:  # 5 counted, 3 made
+        for read in (lambda: seq.num_batches, lambda: seq[0], lambda: seq.batch(0)):
+            with pytest.raises(shmaug.ArgumentError, match=r"Counted\.__len__ returns 5, but "
+                               r"this Sequence makes 3 batches of 4 from 10 samples.*Fix: leave "
+                               r"__len__ out"):
+                read()
+    with Counted(X, 5, batch_size=4, workers=0) as seq:  # 2 counted (a floor): served
+        assert seq.num_batches == 2 and len(seq[1][0]) == 4
+        with pytest.raises(IndexError):
+            seq[2]
+
+
+def test_the_labels_and_weights_a_sequence_serves_can_be_read():
+    """`seq.y` was an AttributeError (a ported callback reading `self.y` for its metrics),
+    while setting it was refused as "the data the Sequence was made over"."""
+    y = np.arange(10) % 3
+    with shmaug.Sequence(X, y, batch_size=4, workers=0, sample_weight=np.ones(10)) as seq:
+        assert np.array_equal(seq.y, y) and np.array_equal(seq.sample_weight, np.ones(10))
+    with shmaug.Sequence(X, batch_size=4, workers=0) as seq:
+        assert seq.y is None and seq.sample_weight is None
+
+
+def test_a_loop_by_hand_over_a_training_set_in_order_is_told_once():
+    """A Keras 2 train_on_batch loop (seq[i], then on_epoch_end()) with shuffle left out read
+    every epoch in the same order, augmenting, without a word (to_tf_dataset() warned)."""
+    with shmaug.Sequence(X, np.arange(10), batch_size=4, workers=0, seed=0,
+                         augment=shmaug.Compose(["hflip"])) as seq:
+        with pytest.warns(shmaug.ShmaugWarning, match=r"A loop by hand \(seq\[i\], then "
+                          r"on_epoch_end\(\)\) reads this Sequence in order.*Fix: pass "
+                          r"shuffle=True"):
+            seq[0]
+            seq.on_epoch_end()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", shmaug.ShmaugWarning)  # (told once)
+            seq[0]
+            seq.on_epoch_end()
+    for quiet in (dict(shuffle=False), dict(shuffle=True), {}):  # ({}: nothing to augment)
+        augment = None if not quiet else shmaug.Compose(["hflip"])
+        with shmaug.Sequence(X, np.arange(10), batch_size=4, workers=0, augment=augment,
+                             **quiet) as seq:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", shmaug.ShmaugWarning)
+                seq[0]
+                seq.on_epoch_end()
 
 
 def test_what_a_ported_init_keeps_of_its_own_is_kept_and_a_flag_named_augment_is_told():
