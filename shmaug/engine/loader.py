@@ -158,7 +158,8 @@ class Loader:
             e.g. to a device), valid until the next batch is asked for: do not keep one
             (``list(loader)`` would hold overwritten views), nor let work still running read it
             (a JAX ``jit`` step returns before reading its input, and on CPU ``device_put``
-            shares the array: block on the step first). One kept past ``close()`` stays
+            shares the array: block on the step first). With nothing to augment there is
+            no slot to lend: its batches are gathered copies. One kept past ``close()`` stays
             readable (the mapping lives while a view does), as it was when the loader closed.
         pin_memory: True page-locks the output ring (registers it with the CUDA driver, as
             ``torch.utils.data.DataLoader(pin_memory=True)`` pins its batches), so that a
