@@ -129,21 +129,24 @@ def keep_setting(name: str, held: Any, settings: Any, value: Any, seq: Any) -> N
             f"otherwise (e.g. `self.augmenting`), or pass `augment=None` for no augmentation.")
     if initialising(seq):  # (a ported PyDataset's `self.shuffle = shuffle`)
         raise AttributeError(
-            f"Setting self.{name} to {got(value)} in {type(seq).__qualname__}.__init__, after "
-            f"super().__init__(...) made the Sequence with {name}={got(held)}, would change "
+            f"Setting self.{name} to {got(value)} while {type(seq).__qualname__}.__init__ "
+            f"runs, after super().__init__(...) made the Sequence with {name}={got(held)}, "
+            f"would change "
             f"nothing: its workers and its order were made from that. Fix: pass {name}= to "
             f"super().__init__(...) and drop this line.")
     raise check.fixed_setting("seq", name, value)
 
 
-def own_length(cls: str, own: int, plan: Any) -> ArgumentError:
+def own_length(cls: str, own: int, plan: Any, shards: int) -> ArgumentError:
     """A subclass's ``__len__`` that counts more batches than the Sequence makes."""
+    why = "".join((f", its shard's of {shards}" if shards > 1 else "",
+                   ", the last, partial one dropped (drop_remainder=True)"
+                   if plan.drop_remainder and plan.n % plan.batch_size else ""))
     return ArgumentError(
         f"{cls}.__len__ returns {own}, but this Sequence makes {len(plan)} batches of "
-        f"{plan.batch_size} from {plan.n} samples: Keras would ask for batches that are not "
-        f"there (an epoch would read the data more than once). Fix: leave __len__ out "
-        f"(shmaug.Sequence counts its batches; fit(steps_per_epoch=...) for fewer), or pass "
-        f"the batch size it counts with to super().__init__(batch_size=...).")
+        f"{plan.batch_size} from {plan.n} samples{why}: Keras would ask for batches that are "
+        f"not there (an epoch would read the data more than once). Fix: leave __len__ out "
+        f"(shmaug.Sequence counts its batches; fit(steps_per_epoch=...) for fewer).")
 
 
 def read_in_order(reader: str) -> None:
@@ -245,8 +248,8 @@ def not_set_up(cls: str, name: str) -> NotInitializedError:
 # Keras' ImageDataGenerator iterators' attributes, and where a Sequence's data keeps them
 _ITERATORS_HAD = {
     "class_indices": "the source's, `seq.x.class_indices` (the ImageFiles you passed)",
-    "classes": "the labels in the data's order, `seq.x.labels` (an ImageFiles') or `seq.y`",
-    "labels": "the labels in the data's order, `seq.x.labels` (an ImageFiles') or `seq.y`",
+    "classes": "the labels in the data's order, `seq.x.labels` (an ImageFiles') or your `y`",
+    "labels": "the labels in the data's order, `seq.x.labels` (an ImageFiles') or your `y`",
     "filenames": "the source's paths, `seq.x.paths`, in the order predict returns rows",
     "filepaths": "the source's paths, `seq.x.paths`, in the order predict returns rows",
     "samples": "`len(seq.x)`",
@@ -259,7 +262,11 @@ _ITERATORS_HAD = {
 def missing(cls: str, name: str) -> AttributeError:
     """No attribute ``name``; an ImageDataGenerator iterator's is told where it went."""
     said = f"{cls!r} object has no attribute {name!r}"
-    if name in _ITERATORS_HAD:
+    if name in ("y", "sample_weight"):
+        said += (f": a Sequence serves the {name} it was given in its batches (`seq.batch(i)`), "
+                 f"and keeps no attribute of it. Fix: read the array you passed, or keep it "
+                 f"on a subclass yourself (`self.{name} = {name}` in its __init__)")
+    elif name in _ITERATORS_HAD:
         said += f" (Keras' ImageDataGenerator iterators had it): here it is {_ITERATORS_HAD[name]}"
     return AttributeError(said)
 

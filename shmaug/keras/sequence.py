@@ -84,7 +84,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 # What Sequence.__init__ sets (a test holds it to that): missing, a subclass skipped it. The
 # settings and the Order pickle with a Sequence; the Runtime is what pickling drops.
-_SERVED = frozenset({"y", "sample_weight"})  # readable, as served (``seq.x`` is an attribute)
 _SET_UP = frozenset({"image_key", "x", "batch_size", "seed", "shuffle", "num_shards",
                      "shard_index", "mix", "_settings", "_order", "_runtime", "_pin_memory",
                      "_pipeline"})
@@ -112,7 +111,7 @@ def _length(seq: Sequence) -> int:
     and ``predict`` failed inside TensorFlow)."""
     own, plan = len(seq), seq._order.plan
     if own > len(plan):
-        raise facade_checks.own_length(type(seq).__qualname__, own, plan)
+        raise facade_checks.own_length(type(seq).__qualname__, own, plan, seq.num_shards)
     return own
 
 
@@ -411,11 +410,10 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         def __getattr__(self, name: str) -> Any:
             """Reached only for a missing attribute: one ``__init__`` sets means that a
             subclass's ``__init__`` never called ours."""
-            if "_settings" not in self.__dict__ and (name in _SET_UP or hasattr(type(self), name)):
+            if "_settings" not in self.__dict__ and (
+                    name in _SET_UP or isinstance(vars(Sequence).get(name), property)):
                 # (a property of ours, num_batches, reads what __init__ sets: its error lands here)
                 raise facade_checks.not_set_up(type(self).__qualname__, name)
-            if name in _SERVED and "_runtime" in self.__dict__ and name in self._runtime.side:
-                return self._runtime.side[name]
             raise facade_checks.missing(type(self).__name__, name)
 
     # -- hooks a subclass may override -------------------------------------------------------
@@ -537,12 +535,15 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 self._runtime.pause()
                 self._runtime.passes.loop_over()
             return  # (fit calls it before its first pass, after the signature probes)
-        if self.shuffle is None and self.changes_samples and not self._runtime.warned_order:
-            self._runtime.warned_order = True  # (train_on_batch loops, as Keras 2's)
+        rt = self._runtime
+        with rt.lock:
+            rt.pause()  # (a loop by hand's pass ends: the figures' too)
+            told = rt.passes.hand_in_order and self.shuffle is None and \
+                self.changes_samples and not rt.warned_order
+            rt.warned_order |= told
+            rt.passes.epoch_ended()
+        if told:  # (train_on_batch loops, as Keras 2's; not fit's, nor a callback's call)
             facade_checks.read_in_order("A loop by hand (seq[i], then on_epoch_end())")
-        with self._runtime.lock:
-            self._runtime.pause()  # (a loop by hand's pass ends: the figures' too)
-            self._runtime.passes.epoch_ended()
 
     # -- the rest of the public surface ------------------------------------------------------
 

@@ -35,7 +35,7 @@ from ..deferred import Undecoded, takes_undecoded
 from ..errors import ArgumentError, ArgumentTypeError, OutputMismatchError
 from ..seeding import global_rng_use
 from .params import ValueRange, bounds, convert, number, value_range as checked_range
-from .core import (WARPED, Op, as_op, config_type, from_config, members, to_config,
+from .core import (WARPED, Op, as_op, read_only, config_type, from_config, members, to_config,
                    with_value_range)
 from .targets import formats
 from .targets.moves import made_by, noting
@@ -100,6 +100,7 @@ def _global(ops: Iterable[Any]) -> bool | None:
     return global_rng_use(*ops)
 
 
+@read_only
 @dataclass(frozen=True, slots=True)
 class Compose:
     """Apply every op in order, and move the targets on the image with it.
@@ -278,6 +279,7 @@ class Compose:
         return out, nest(move(targets, moves, shape, self._targets, later))
 
 
+@read_only
 @dataclass(frozen=True, slots=True)
 class OneOf:
     """Apply exactly one op, picked per call (uniformly, or by ``weights``).
@@ -328,6 +330,7 @@ class OneOf:
                 **_range_config(self)}
 
 
+@read_only
 @dataclass(frozen=True, slots=True)
 class Maybe:
     """Apply ``op`` with probability ``p``, else return the image unchanged.
@@ -363,6 +366,7 @@ class Maybe:
         return {"type": "Maybe", "op": to_config(self.op), "p": self.p, **_range_config(self)}
 
 
+@read_only
 @dataclass(frozen=True, slots=True)
 class SomeOf:
     """Apply ``n`` distinct ops (``n`` fixed or an inclusive ``(low, high)`` range).

@@ -265,25 +265,37 @@ _THEIRS = {
 }
 
 
-def _read_only(cls: _C) -> _C:
-    """``cls`` refusing an attribute set or deleted with the fix, ``bind``: a frozen dataclass
-    may not define ``__setattr__`` itself, and its own names no fix (with slots, on 3.11, a
-    parameter's name, ``op.degrees = 5``, raised a bare ``TypeError`` about ``super``)."""
+def read_only(cls: _C) -> _C:
+    """``cls`` (a frozen dataclass of the public API) refusing an attribute set or deleted
+    with the fix: a frozen dataclass may not define ``__setattr__`` itself, and its own names
+    none (with slots, on 3.11, a name not a field, ``op.degrees = 5``, raised a bare
+    ``TypeError`` about ``super``)."""
     def refuse(self: Any, name: str, *value: Any) -> None:
-        spec = _REGISTRY.get(self.name)
-        fix = (f"make another with op.bind({name}=...), and a new loader with it for the "
-               f"next stage" if spec is not None and name in spec.params else
-               f"bind the op's parameters as you make it, Op({self.name!r}, ...)")
-        raise dataclasses.FrozenInstanceError(
-            f"{self!r} is read-only (`op.{name}` not changed): the workers took the op when "
-            f"they started, so a change would reach this process only. Fix: {fix} "
-            f"(docs/loader.md#changing-settings-between-epochs).")
+        raise dataclasses.FrozenInstanceError(_refusal(self, name))
     cls.__setattr__ = refuse  # type: ignore[method-assign]
     cls.__delattr__ = refuse  # type: ignore[method-assign,assignment]
     return cls
 
 
-@_read_only
+def _refusal(obj: Any, name: str) -> str:
+    kind = type(obj).__name__
+    if isinstance(obj, Op):
+        spec = _REGISTRY.get(obj.name)
+        fix = (f"make another with op.bind({name}=...)" if spec is not None and
+               name in spec.params else f"bind the op's parameters as you make it, "
+               f"Op({obj.name!r}, ...)")
+        what = repr(obj)
+    else:
+        given = {f.name for f in dataclasses.fields(obj) if f.init}
+        fix = (f"make another with dataclasses.replace(old, {name}=...)" if name in given
+               else f"give what it takes as you make it, {kind}(...)")
+        what = f"This {kind}"
+    return (f"{what} is read-only (`.{name}` not changed): the workers took it when they "
+            f"started, so a change would reach this process only. Fix: {fix}, and a new loader "
+            f"with it for the next stage (docs/loader.md#changing-settings-between-epochs).")
+
+
+@read_only
 @dataclass(frozen=True, slots=True, init=False)
 class Op:
     """A registered op with some parameters bound: a picklable ``op(image, rng)`` callable.

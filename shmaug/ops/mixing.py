@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError, got
 from ..seeding import epoch_key
+from .core import read_only
 
 NONE, MIXUP, CUTMIX = 0, 1, 2  # how a pair is mixed
 _TAG = 0x6D6978  # "mix": keeps a batch's mixing stream apart from its shuffle's
@@ -46,6 +47,7 @@ class PairDraws:
     box: np.ndarray  # (pairs, 4) int64
 
 
+@read_only
 @dataclass(frozen=True, slots=True)
 class Mix:
     """MixUp and CutMix on pairs of samples, with their labels mixed into soft targets.

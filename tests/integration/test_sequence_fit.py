@@ -110,6 +110,22 @@ def test_a_look_at_the_end_of_a_pass_is_the_batch_that_pass_gave():
     assert seen == [(e, b, True) for e in (1, 2) for b in range(len(seq))]
 
 
+def test_a_callback_ending_the_epoch_under_fit_is_not_told_of_an_order_by_hand():
+    """From the diff review: a TF 2.x-era callback calling `seq.on_epoch_end()` under fit (a
+    shuffled pass, augmenting, shuffle left out) was warned that a loop by hand read in order
+    (an error under warnings as errors, as here: fit stopped after epoch 1)."""
+    x, y = data(40)
+    with shmaug.Sequence(x, y, batch_size=8, augment=_ops.noisy, workers=2, seed=5) as seq:
+        class EndIt(keras.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                seq.on_epoch_end()
+
+        model = _ops.tiny_model((SIDE, SIDE, 1), CLASSES, seed=0)
+        model.fit(seq, epochs=2, verbose=0, callbacks=[EndIt()])
+        model.predict(seq, verbose=0)  # TTA passes too
+        seq.on_epoch_end()
+
+
 def test_a_whole_pass_whose_loop_is_dropped_leaves_looks_to_the_next_epoch():
     """``zip(range(len(seq)), seq)`` takes every batch without running the loop to its end:
     from the diff review, a hand loop after it (looks, then on_epoch_end) replayed its epoch."""

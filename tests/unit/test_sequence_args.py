@@ -367,8 +367,8 @@ def test_a_subclass_may_set_its_settings_again_as_given_but_not_change_them():
         assert callable(seq.augment) and seq.timeout == 5.0
         with pytest.raises(AttributeError, match="`seq.seed` is fixed"):
             seq.seed = seq.seed + 1
-    with pytest.raises(AttributeError, match=r"Setting self\.batch_size to 8 .* in "
-                                             r".*Ported\.__init__, after super\(\)\.__init__"
+    with pytest.raises(AttributeError, match=r"Setting self\.batch_size to 8 .* while "
+                                             r".*Ported\.__init__ runs, after super\(\)\.__init__"
                                              r"\(\.\.\.\) made the Sequence with batch_size=4 "
                                              r".*Fix: pass batch_size= to super"):
         Ported(X, 4, double=True)  # (a ported Sequence's `self.shuffle = shuffle` was told to
@@ -397,16 +397,37 @@ def test_an_own_len_may_count_fewer_batches_than_made_not_more():
         assert seq.num_batches == 2 and len(seq[1][0]) == 4
         with pytest.raises(IndexError):
             seq[2]
+    with Counted(X, 4, batch_size=4, workers=0, drop_remainder=True) as seq:  # says why
+        with pytest.raises(shmaug.ArgumentError, match=r"returns 3, but this Sequence makes 2 "
+                           r"batches of 4 from 10 samples, the last, partial one dropped "
+                           r"\(drop_remainder=True\)"):
+            seq.num_batches
 
 
-def test_the_labels_and_weights_a_sequence_serves_can_be_read():
-    """`seq.y` was an AttributeError (a ported callback reading `self.y` for its metrics),
-    while setting it was refused as "the data the Sequence was made over"."""
-    y = np.arange(10) % 3
-    with shmaug.Sequence(X, y, batch_size=4, workers=0, sample_weight=np.ones(10)) as seq:
-        assert np.array_equal(seq.y, y) and np.array_equal(seq.sample_weight, np.ones(10))
-    with shmaug.Sequence(X, batch_size=4, workers=0) as seq:
-        assert seq.y is None and seq.sample_weight is None
+def test_the_labels_a_sequence_keeps_no_attribute_of_are_told_where_to_read():
+    """`seq.y` was a bare AttributeError (a ported callback reading `self.y` for its
+    metrics), while setting it was refused as "the data the Sequence was made over". (Served
+    as an attribute, it held every label where a shard or a dropped remainder serves fewer,
+    and was missing in the workers' copies.) A property of a subclass's own that fails before
+    super().__init__ keeps its own error: only ours name the skipped super().__init__."""
+    with shmaug.Sequence(X, np.arange(10), batch_size=4, workers=0) as seq:
+        for name in ("y", "sample_weight"):
+            with pytest.raises(AttributeError, match=rf"serves the {name} it was given in its "
+                               rf"batches.*Fix: read the array you passed"):
+                getattr(seq, name)
+
+    class Early(shmaug.Sequence):
+        def __init__(self, x):
+            self.steps  # a property read before super().__init__, with a typo in it
+            super().__init__(x, batch_size=4, workers=0)
+
+        @property
+        def steps(self):
+            return len(self.file)
+
+    with pytest.raises(AttributeError, match="has no attribute 'steps'") as info:
+        Early(X)
+    assert not isinstance(info.value, shmaug.NotInitializedError)
 
 
 def test_a_loop_by_hand_over_a_training_set_in_order_is_told_once():
@@ -423,6 +444,12 @@ def test_a_loop_by_hand_over_a_training_set_in_order_is_told_once():
             warnings.simplefilter("error", shmaug.ShmaugWarning)  # (told once)
             seq[0]
             seq.on_epoch_end()
+    with shmaug.Sequence(X, np.arange(10), batch_size=4, workers=0, seed=0,
+                         augment=shmaug.Compose(["hflip"])) as seq:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", shmaug.ShmaugWarning)
+            seq.batch(0)
+            seq.on_epoch_end()  # no loop by hand read (a callback's call under fit): quiet
     for quiet in (dict(shuffle=False), dict(shuffle=True), {}):  # ({}: nothing to augment)
         augment = None if not quiet else shmaug.Compose(["hflip"])
         with shmaug.Sequence(X, np.arange(10), batch_size=4, workers=0, augment=augment,
