@@ -95,6 +95,20 @@ class Runtime:
         if self.loader is not None:
             self.loader.pause_stats()
 
+    def epoch_ended(self, by_keras: bool, training_set: bool) -> bool:
+        """``on_epoch_end()``: the figures' pass ends; Keras' own calls (``by_keras``) end its
+        loop and move nothing, a loop by hand's end its epoch (``_passes`` rule 5). Whether to
+        tell, once, that a loop by hand read a ``training_set`` in order."""
+        with self.lock:
+            self.pause()
+            if by_keras:
+                self.passes.loop_over()
+                return False
+            told = training_set and self.passes.hand_in_order and not self.warned_order
+            self.warned_order |= told
+            self.passes.epoch_ended()
+            return told
+
     def release_data(self) -> None:
         """Hold no more of the user's arrays (``Data.released``): a closed Sequence's, which
         TensorFlow keeps reachable after ``fit``, a fold after fold of them in a k-fold loop."""

@@ -530,19 +530,10 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         after Keras' own passes nothing moves (_passes rule 5). An override should call
         ``super().on_epoch_end()``, else such a loop replays the same epoch."""
         self._runtime.epoch_ends += 1
-        if stack.from_adapter(self):  # Keras' passes are its generators; its calls move nothing
-            with self._runtime.lock:  # (but the figures' pass ends: validation is not its)
-                self._runtime.pause()
-                self._runtime.passes.loop_over()
-            return  # (fit calls it before its first pass, after the signature probes)
-        rt = self._runtime
-        with rt.lock:
-            rt.pause()  # (a loop by hand's pass ends: the figures' too)
-            told = rt.passes.hand_in_order and self.shuffle is None and \
-                self.changes_samples and not rt.warned_order
-            rt.warned_order |= told
-            rt.passes.epoch_ended()
-        if told:  # (train_on_batch loops, as Keras 2's; not fit's, nor a callback's call)
+        # Keras' passes are its generators: its calls (before its first pass too, after the
+        # signature probes) move nothing; a train_on_batch loop (Keras 2's) is told of its order
+        if self._runtime.epoch_ended(stack.from_adapter(self),
+                                     self.shuffle is None and self.changes_samples):
             facade_checks.read_in_order("A loop by hand (seq[i], then on_epoch_end())")
 
     # -- the rest of the public surface ------------------------------------------------------
