@@ -137,9 +137,10 @@ def keep_setting(name: str, held: Any, settings: Any, value: Any, seq: Any) -> N
     raise check.fixed_setting("seq", name, value)
 
 
-def own_length(cls: str, own: int, plan: Any, shards: int) -> ArgumentError:
+def own_length(cls: str, own: int, plan: Any, shards: int, shard: int) -> ArgumentError:
     """A subclass's ``__len__`` that counts more batches than the Sequence makes."""
-    why = "".join((f", its shard's of {shards}" if shards > 1 else "",
+    why = "".join((f" (its shard: shard_index={shard} of num_shards={shards})"
+                   if shards > 1 else "",
                    ", the last, partial one dropped (drop_remainder=True)"
                    if plan.drop_remainder and plan.n % plan.batch_size else ""))
     return ArgumentError(

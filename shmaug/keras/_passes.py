@@ -137,11 +137,6 @@ class Passes:
         if self._hand is not None:  # (never back: a pass may have claimed an epoch since)
             self.seek(max(self._hand[0] + 1, self.epoch), 0)
 
-    @property
-    def hand_in_order(self) -> bool:
-        """Whether a loop by hand read its epoch in order since the last ``on_epoch_end``."""
-        return self._hand is not None and self._hand[2]
-
     def loop_over(self, caller: Any = None) -> None:
         """``caller``'s loop is over (None: Keras' epoch, ``on_epoch_end``): a pass of it that
         took its epoch's last batch answers no more looks (rule 2), and one it left unfinished

@@ -72,6 +72,8 @@ class Runtime:
     # None before
     hook_prints: dict[str, bytes] | None = None
     warned_hooks: bool = False  # a change of it was told
+    read_by_hand: bool = False  # a loop by hand (no Keras pass, no fit) read in order since
+    # the last on_epoch_end
     warned_order: bool = False  # a loop by hand reading a training set in order was told
     # the ids of the data arguments as given (x, y, sample_weight): what a subclass's
     # __init__ may set on itself again (``_checks.keep_data``); ids only, nothing kept alive
@@ -101,12 +103,13 @@ class Runtime:
         tell, once, that a loop by hand read a ``training_set`` in order."""
         with self.lock:
             self.pause()
+            told = training_set and self.read_by_hand and not by_keras and not self.warned_order
+            self.warned_order |= told
+            self.read_by_hand = False
             if by_keras:
                 self.passes.loop_over()
-                return False
-            told = training_set and self.passes.hand_in_order and not self.warned_order
-            self.warned_order |= told
-            self.passes.epoch_ended()
+            else:
+                self.passes.epoch_ended()
             return told
 
     def release_data(self) -> None:

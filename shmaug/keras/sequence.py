@@ -111,7 +111,8 @@ def _length(seq: Sequence) -> int:
     and ``predict`` failed inside TensorFlow)."""
     own, plan = len(seq), seq._order.plan
     if own > len(plan):
-        raise facade_checks.own_length(type(seq).__qualname__, own, plan, seq.num_shards)
+        raise facade_checks.own_length(type(seq).__qualname__, own, plan, seq.num_shards,
+                                       seq.shard_index)
     return own
 
 
@@ -411,7 +412,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             """Reached only for a missing attribute: one ``__init__`` sets means that a
             subclass's ``__init__`` never called ours."""
             if "_settings" not in self.__dict__ and (
-                    name in _SET_UP or isinstance(vars(Sequence).get(name), property)):
+                    name in _SET_UP or isinstance(getattr(Sequence, name, None), property)):
                 # (a property of ours, num_batches, reads what __init__ sets: its error lands here)
                 raise facade_checks.not_set_up(type(self).__qualname__, name)
             raise facade_checks.missing(type(self).__name__, name)
@@ -463,10 +464,11 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             if begins and stack.keras_adapter(self) is not None:  # (Keras asks it itself:
                 # JAX and torch build the metrics on a first batch, before any epoch)
                 facade_checks.labels_for_the_loss(stack.trainer_call(), _labelled(self))
-            # Whose order: read off the stack only where a pass begins (a pass in progress
-            # keeps its own), or for a look
-            in_order = _in_order(self, stack.keras_adapter(self)) if begins or caller is None \
-                else True
+            in_order = True  # whose order: read off the stack only where a pass begins (a
+            if begins or caller is None:  # pass in progress keeps its own), or for a look
+                adapter = stack.keras_adapter(self)
+                in_order = _in_order(self, adapter)  # (by hand: outside Keras' passes and fit)
+                rt.read_by_hand |= in_order and adapter is None and stack.trainer_call() is None
             if begins and not in_order:
                 self._order.check_shuffled_pass()  # shards of it need a common seed
             if (begins or caller is None and index == 0) and rt.running is not None \

@@ -285,14 +285,18 @@ def _refusal(obj: Any, name: str) -> str:
                name in spec.params else f"bind the op's parameters as you make it, "
                f"Op({obj.name!r}, ...)")
         what = repr(obj)
-    else:
+    elif not from_shmaug(type(obj).__module__):  # a subclass's own attribute
+        fix = (f"set it as {kind} is made, with object.__setattr__(self, {name!r}, value) "
+               f"(a frozen dataclass)")
+        what = f"This {kind}"
+    else:  # (not dataclasses.replace: a pipeline's range is bound into its ops as made)
         given = {f.name for f in dataclasses.fields(obj) if f.init}
-        fix = (f"make another with dataclasses.replace(old, {name}=...)" if name in given
+        fix = (f"make another, {kind}(..., {name}=...)" if name in given
                else f"give what it takes as you make it, {kind}(...)")
         what = f"This {kind}"
-    return (f"{what} is read-only (`.{name}` not changed): the workers took it when they "
-            f"started, so a change would reach this process only. Fix: {fix}, and a new loader "
-            f"with it for the next stage (docs/loader.md#changing-settings-between-epochs).")
+    return (f"{what} is read-only (`.{name}` not changed): workers take it as they start, "
+            f"and a change would not reach them. Fix: {fix}, and a new loader with it for the "
+            f"next stage (docs/loader.md#changing-settings-between-epochs).")
 
 
 @read_only

@@ -118,6 +118,7 @@ def test_a_callback_ending_the_epoch_under_fit_is_not_told_of_an_order_by_hand()
     with shmaug.Sequence(x, y, batch_size=8, augment=_ops.noisy, workers=2, seed=5) as seq:
         class EndIt(keras.callbacks.Callback):
             def on_epoch_end(self, epoch, logs=None):
+                seq[0]  # a look (a grid of samples logged), then the epoch ended by hand
                 seq.on_epoch_end()
 
         model = _ops.tiny_model((SIDE, SIDE, 1), CLASSES, seed=0)

@@ -397,6 +397,11 @@ def test_an_own_len_may_count_fewer_batches_than_made_not_more():
         assert seq.num_batches == 2 and len(seq[1][0]) == 4
         with pytest.raises(IndexError):
             seq[2]
+    with Counted(X, 2, batch_size=4, workers=0, num_shards=2, shard_index=1) as seq:
+        with pytest.raises(shmaug.ArgumentError, match=r"returns 5, but this Sequence makes 2 "
+                           r"batches of 4 from 5 samples \(its shard: shard_index=1 of "
+                           r"num_shards=2\)"):
+            seq[0]
     with Counted(X, 4, batch_size=4, workers=0, drop_remainder=True) as seq:  # says why
         with pytest.raises(shmaug.ArgumentError, match=r"returns 3, but this Sequence makes 2 "
                            r"batches of 4 from 10 samples, the last, partial one dropped "
@@ -433,17 +438,22 @@ def test_the_labels_a_sequence_keeps_no_attribute_of_are_told_where_to_read():
 def test_a_loop_by_hand_over_a_training_set_in_order_is_told_once():
     """A Keras 2 train_on_batch loop (seq[i], then on_epoch_end()) with shuffle left out read
     every epoch in the same order, augmenting, without a word (to_tf_dataset() warned)."""
-    with shmaug.Sequence(X, np.arange(10), batch_size=4, workers=0, seed=0,
-                         augment=shmaug.Compose(["hflip"])) as seq:
-        with pytest.warns(shmaug.ShmaugWarning, match=r"A loop by hand \(seq\[i\], then "
-                          r"on_epoch_end\(\)\) reads this Sequence in order.*Fix: pass "
-                          r"shuffle=True"):
-            seq[0]
-            seq.on_epoch_end()
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", shmaug.ShmaugWarning)  # (told once)
-            seq[0]
-            seq.on_epoch_end()
+    def batches(seq):  # a generator of the user's (tf.data's from_generator)
+        for i in range(len(seq)):
+            yield seq[i]
+
+    for loop in (lambda seq: seq[0], list, lambda seq: next(iter(seq)), batches, list):
+        with shmaug.Sequence(X, np.arange(10), batch_size=4, workers=0, seed=0,
+                             augment=shmaug.Compose(["hflip"])) as seq:
+            with pytest.warns(shmaug.ShmaugWarning, match=r"A loop by hand \(seq\[i\], then "
+                              r"on_epoch_end\(\)\) reads this Sequence in order.*Fix: pass "
+                              r"shuffle=True"):
+                list(loop(seq))
+                seq.on_epoch_end()
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", shmaug.ShmaugWarning)  # (told once)
+                list(loop(seq))
+                seq.on_epoch_end()
     with shmaug.Sequence(X, np.arange(10), batch_size=4, workers=0, seed=0,
                          augment=shmaug.Compose(["hflip"])) as seq:
         with warnings.catch_warnings():
