@@ -2,8 +2,10 @@
 resolution (and decoded only where it crops), flip, RandAugment, MixUp / CutMix with label
 smoothing, and a soft-target loss, all of the augmentation in shmaug's workers.
 
-The recipe is timm's (``--aa rand-m9-n2 --mixup 0.8 --cutmix 1.0 --smoothing 0.1``) on a
-folder of JPEGs in one sub-folder per class, as ``image_dataset_from_directory`` reads it.
+The recipe is timm's (``--mixup 0.8 --cutmix 1.0 --smoothing 0.1``, with torchvision's
+RandAugment at magnitude 9 of 31, about a third of timm's ``rand-m9``: see
+docs/recipe-imagenet.md) on a folder of JPEGs in one sub-folder per class, as
+``image_dataset_from_directory`` reads it.
 The folder is made here (coloured shapes on textured backgrounds, written as JPEG files), so
 nothing is downloaded; point ``--data`` at your own folder to train on it.
 

@@ -228,6 +228,17 @@ def test_erasing_area_is_uniform_in_scale_as_torchvision_draws_it() -> None:
     assert same, d
 
 
+def test_erasing_ratio_is_height_over_width_as_torchvision_draws_it() -> None:
+    """A policy auditor: `ratio=(2, 3)` made boxes 2-3x wider than tall, where torchvision's
+    (its h = sqrt(area * ratio)) are 2-3x taller than wide."""
+    image = np.full((64, 64), 255, np.uint8)
+    for x in ours("erasing", image, factor=(1, 1), scale=(0.05, 0.2), ratio=(2.0, 3.0))[:50]:
+        rows, cols = np.nonzero(x == 0)
+        if len(rows):
+            tall = (np.ptp(rows) + 1) / (np.ptp(cols) + 1)
+            assert 1.6 <= tall <= 3.6, tall
+
+
 def test_channel_shuffle_draws_every_permutation_alike() -> None:
     image = np.zeros((2, 2, 3), np.uint8)
     image[..., 1], image[..., 2] = 1, 2

@@ -116,6 +116,22 @@ def test_color_and_sharpness_at_zero_change_nothing() -> None:
         np.testing.assert_array_equal(out, image)
 
 
+@pytest.mark.parametrize("m", [0.27, 0.9, -0.9])
+def test_sharpness_is_pils_outermost_pixels_included(m: float) -> None:
+    """A policy auditor: the step's 1-pixel border differed from PIL's ImageEnhance (and
+    torchvision's) by up to 51 levels at m=0.9: OpenCV's filter replicated the edge, where
+    PIL's leaves the outermost pixels as they were."""
+    from PIL import Image, ImageEnhance
+
+    image = make_photo()
+    out = _space.apply(image, np.random.default_rng(0), "Sharpness", m,
+                       _space.Setting("nearest", 0.0, None))
+    pil = np.asarray(ImageEnhance.Sharpness(Image.fromarray(image)).enhance(1.0 + m))
+    assert np.abs(out.astype(int) - pil).max() <= 1
+    for edge in (np.s_[0], np.s_[-1], np.s_[:, 0], np.s_[:, -1]):
+        np.testing.assert_array_equal(out[edge], image[edge])
+
+
 @pytest.mark.parametrize(("name", "params"), [
     ("rand_augment", {}), ("rand_augment", {"factor": 0.5}), ("trivial_augment_wide", {}),
     ("auto_augment", {}), ("aug_mix", {}), ("aug_mix", {"all_ops": False, "chain_depth": 2}),

@@ -66,12 +66,13 @@ _ERASE_TRIES = 10  # torchvision's: after this many boxes that do not fit, nothi
 def _box(rng: np.random.Generator, h: int, w: int, scale: tuple[float, float],
          ratio: tuple[float, float]) -> tuple[int, int, int, int] | None:
     """torchvision's RandomErasing.get_params: a box of area fraction in ``scale`` and
-    aspect (width / height) log-uniform in ``ratio``, or None after ``_ERASE_TRIES``."""
+    aspect (height / width, as there) log-uniform in ``ratio``, or None after
+    ``_ERASE_TRIES``."""
     log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
     for _ in range(_ERASE_TRIES):
         area = h * w * draw(rng, scale, "scale")
         aspect = math.exp(draw(rng, log_ratio, "ratio"))
-        bh, bw = round(math.sqrt(area / aspect)), round(math.sqrt(area * aspect))
+        bh, bw = round(math.sqrt(area * aspect)), round(math.sqrt(area / aspect))
         if 0 < bh < h and 0 < bw < w:
             y0, x0 = int(rng.integers(0, h - bh + 1)), int(rng.integers(0, w - bw + 1))
             return y0, x0, y0 + bh, x0 + bw
@@ -87,9 +88,11 @@ def erasing(
     value_range: ValueRange | None = None,
 ) -> np.ndarray:
     """Erase one box, with probability p drawn in ``factor`` (Keras: the default 1.0 erases
-    half the samples), of area ``scale`` x the image's and aspect ``ratio`` (torchvision's),
-    filled with ``fill_value`` (a fraction of the range) or, for None, Gaussian noise of one
-    range's deviation clipped to the range (Keras' None).
+    half the samples; torchvision's ``p`` is ``factor=(p, p)``), of area ``scale`` x the
+    image's and aspect ``ratio`` (height / width, torchvision's), filled with ``fill_value``
+    (a fraction of the range) or, for None, Gaussian noise of one range's deviation clipped
+    to the range (Keras' None; not torchvision's ``value="random"``, noise in normalized
+    units).
 
     Example:
         >>> out = erasing(np.full((32, 32), 255, np.uint8), np.random.default_rng(0))

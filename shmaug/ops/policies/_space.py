@@ -115,10 +115,12 @@ def _via_bytes(image: np.ndarray, vr: ValueRange | None,
 
 
 def _sharpness(image: np.ndarray, factor: float, s: Setting) -> np.ndarray:
-    """PIL's ImageEnhance.Sharpness: blend with the SMOOTH-filtered image (1 keeps it)."""
+    """PIL's ImageEnhance.Sharpness: blend with the SMOOTH-filtered image (1 keeps it); the
+    outermost pixels stay as they were, as PIL's filter and torchvision's leave them."""
     work = to_work(image)
     scale = levels(image, s.value_range)
     out = cv.filter3x3(work, cv.blend_kernel(cv.SMOOTH, 1.0 - factor))
+    out[0], out[-1], out[:, 0], out[:, -1] = work[0], work[-1], work[:, 0], work[:, -1]
     return restore(out, image, scale)
 
 
