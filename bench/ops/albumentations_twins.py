@@ -120,7 +120,7 @@ KERAS_OP_TWINS: dict[str, Twin] = {
                                                                     "y": (-0.1, 0.1)},
                                                  **_REFLECT, p=1.0),
                         "A.Affine(translate ±10%, reflect)"),
-    "erasing": Twin(lambda A, h, w: A.Erasing(p=1.0), "A.Erasing (torchvision's box)"),
+    "erasing": Twin(lambda A, h, w: A.Erasing(p=1.0), "A.Erasing (torchvision's area; its ratio w/h, drawn uniformly)"),
     "jpeg": Twin(lambda A, h, w: A.ImageCompression(quality_range=(50, 95), p=1.0),
                  "A.ImageCompression(quality 50-95)"),
 }
