@@ -131,9 +131,8 @@ def keep_setting(name: str, held: Any, settings: Any, value: Any, seq: Any) -> N
         raise AttributeError(
             f"Setting self.{name} to {got(value)} while {type(seq).__qualname__}.__init__ "
             f"runs, after super().__init__(...) made the Sequence with {name}={got(held)}, "
-            f"would change "
-            f"nothing: its workers and its order were made from that. Fix: pass {name}= to "
-            f"super().__init__(...) and drop this line.")
+            f"would change nothing: its workers and its order were made from that. Fix: pass "
+            f"{name}= to super().__init__(...) and drop this line.")
     raise check.fixed_setting("seq", name, value)
 
 
