@@ -72,6 +72,16 @@ def plus_environ(image, rng):
     return image + np.uint8(os.environ.get("SHMAUG_TEST_ADD", "0"))
 
 
+def thread_counts_read(image, rng):
+    """The image's first row: what a BLAS or OpenMP library loading now would read as its
+    thread count (0 where unset), per variable of ``worker._THREAD_COUNTS``."""
+    from shmaug.engine.workers.worker import _THREAD_COUNTS
+
+    out = image.copy()
+    out[0, :len(_THREAD_COUNTS)] = [int(os.environ.get(v, "0")) for v in _THREAD_COUNTS]
+    return out
+
+
 def pause_on_marker(image, rng):
     """Takes 3 s on the marked sample: far longer than the others, yet it ends."""
     if image.flat[0] == MARKER:

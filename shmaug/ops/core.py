@@ -230,10 +230,26 @@ def available() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def _freeze(value: Any) -> Any:
-    """Lists (from JSON) become tuples so bound ops compare and hash equal after a round trip."""
+def _kept(value: Any) -> Any:
+    """A parameter as the op's function gets it: lists (from JSON) as tuples, so bound ops
+    compare and hash equal after a round trip; an array as a read-only copy of it (a change
+    to the caller's array would not reach the workers)."""
     if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
+        return tuple(_kept(v) for v in value)
+    if isinstance(value, np.ndarray) and value.ndim:
+        kept = value.copy()
+        kept.flags.writeable = False
+        return kept
+    return value
+
+
+def _frozen(value: Any) -> Any:
+    """A kept parameter as the op compares, hashes and writes its config: an array as nested
+    tuples of numbers (it reads back from JSON so, and equal)."""
+    if isinstance(value, np.ndarray):
+        return _kept(value.tolist())
+    if isinstance(value, tuple):
+        return tuple(_frozen(v) for v in value)
     return value
 
 
@@ -340,15 +356,16 @@ class Op:
                     if theirs else "Check the spelling.") if spec.params
                    else f"it takes none. Fix: Op({name!r}) alone.")
             )
-        frozen = {k: _freeze(v) for k, v in params.items()}
+        kept = {k: _kept(v) for k, v in params.items()}
         for key, check in spec.checks.items():
-            check(frozen.get(key, spec.defaults.get(key)), key)
+            check(kept.get(key, spec.defaults.get(key)), key)
         object.__setattr__(self, "name", name)
-        object.__setattr__(self, "params", tuple(sorted(frozen.items())))
+        object.__setattr__(self, "params",
+                           tuple(sorted((k, _frozen(v)) for k, v in kept.items())))
         object.__setattr__(self, "fn", spec.fn)
         # read-only: a change would reach this process and not the workers, which got the
         # op when they started (a schedule changes ops by a new Op per stage: bind)
-        object.__setattr__(self, "kwargs", Params(frozen))
+        object.__setattr__(self, "kwargs", Params(kept))
 
     def __call__(self, image: np.ndarray, rng: np.random.Generator, **override: Any) -> np.ndarray:
         if override:
@@ -411,8 +428,8 @@ class Op:
             # A script's op goes with its function: a fresh worker imports the script but not
             # what its `if __name__ == "__main__":` guard registers (shipped by value then,
             # engine/workers/shipping.py). Its checks ran here, and may not pickle.
-            return (_registered_op, (replace(spec, checks={}), dict(self.params)))
-        return (_rebuild_op, (self.name, spec.module if spec else "", dict(self.params)))
+            return (_registered_op, (replace(spec, checks={}), dict(self.kwargs)))
+        return (_rebuild_op, (self.name, spec.module if spec else "", dict(self.kwargs)))
 
     def __repr__(self) -> str:
         args = "".join(f", {k}={v!r}" for k, v in self.params)
@@ -627,7 +644,7 @@ def _built(config: Mapping[str, Any]) -> Any:
             f"`config` expects a dict with a 'type' key, as written by to_config(); received "
             f"{config!r}. Fix: pass the dict that pipeline.to_config() returned."
         )
-    version = config.get("version", CONFIG_VERSION)  # configs written so far carry none
+    version = config.get("version", 1)  # configs written so far carry none: the first format
     if version != CONFIG_VERSION:
         raise ArgumentError(
             f"`config['version']` is {version!r} but this shmaug reads config version "
@@ -643,7 +660,8 @@ def _built(config: Mapping[str, Any]) -> Any:
                     f"`config['params']` of op {config.get('name')!r} must be a dict of "
                     f"parameters; received {params!r}. Fix: pass the dict that to_config() wrote."
                 )
-            return Op(config["name"], _module=config.get("module", ""), **params)
+            return _unknown_keys_refused(
+                config, Op(config["name"], _module=config.get("module", ""), **params))
         if tag == "callable":
             return resolve_ref(config["ref"])  # (in safe mode: from custom_objects)
         if tag not in _CONFIG_TYPES:
@@ -672,7 +690,8 @@ def _unknown_keys_refused(config: Mapping[str, Any], built: Any) -> Any:
     except Exception:  # a member that writes no config: its builder read what it reads
         return built
     if dataclasses.is_dataclass(built):  # (a default left out of its config: mask_fill)
-        known |= {f.name for f in dataclasses.fields(built) if f.init and f.name[0] != "_"}
+        known |= {f.name for f in dataclasses.fields(built)
+                  if f.init and f.compare and f.name[0] != "_"}
     extra = sorted(set(config) - known)
     if extra:
         close = {k: difflib.get_close_matches(k, known, n=1) for k in extra}

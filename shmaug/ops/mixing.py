@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError, got
 from ..seeding import epoch_key
-from .core import read_only
+from .core import config_type, read_only
 
 NONE, MIXUP, CUTMIX = 0, 1, 2  # how a pair is mixed
 _TAG = 0x6D6978  # "mix": keeps a batch's mixing stream apart from its shuffle's
@@ -103,6 +103,11 @@ class Mix:
                     f"received {got(self.num_classes)}. Fix: pass the number of classes, "
                     f"e.g. num_classes=10.")
             _set(self, "num_classes", int(self.num_classes))
+
+    def to_config(self) -> dict[str, Any]:
+        """A JSON-ready dict of every setting (a default that changes in another version
+        leaves a saved mix as it was); ``shmaug.from_config`` rebuilds an equal mix."""
+        return {"type": "Mix", **{f.name: getattr(self, f.name) for f in fields(self)}}
 
     def __repr__(self) -> str:
         """As it would be written: ``MixUp(alpha=...)`` or ``CutMix(factor=...)`` for the
@@ -322,6 +327,11 @@ def _binary(labels: np.ndarray) -> bool:
     of bools)."""
     return (labels.dtype.kind in "fb" and (labels.ndim == 1 or labels.shape[1:] == (1,))
             and bool(((labels >= 0) & (labels <= 1)).all()))
+
+
+@config_type("Mix")
+def _from_config(cfg: dict[str, Any]) -> Mix:
+    return Mix(**{f.name: cfg[f.name] for f in fields(Mix) if f.name in cfg})
 
 
 def MixUp(alpha: float = 0.2, *, p: float = 1.0, label_smoothing: float = 0.0,  # noqa: N802

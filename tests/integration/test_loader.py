@@ -172,6 +172,20 @@ def test_a_load_making_another_shape_or_dtype_is_named_where_no_augment_runs():
                 loader.batch(0)
 
 
+def _grey_beside_rgb(index: int) -> np.ndarray:
+    return np.zeros((8, 8, 3) if index != 2 else (8, 8), np.uint8)
+
+
+def test_a_sample_of_another_channel_count_is_told_to_convert_its_channels():
+    # (was told to resize, crop or pad: the size was the same)
+    with pytest.raises(shmaug.OutputMismatchError, match=r"Sample index 2 produced shape "
+                                                         r"\(8, 8\).*give every image 3 "
+                                                         r"channels.*convert\('RGB'\)"):
+        with shmaug.Loader(np.arange(4), batch_size=4, workers=0, load=_grey_beside_rgb,
+                           augment=_ops.identity) as loader:
+            loader.batch(0)
+
+
 def test_output_shape_and_dtype_are_learned_or_declared(images):
     with shmaug.Loader(images, batch_size=8, augment=_ops.noisy, workers=0) as loader:
         assert loader.output_shape == (12, 12) and loader.output_dtype == np.float32
@@ -279,6 +293,20 @@ def test_fork_after_the_parent_used_opencv_threads_does_not_hang():
                        start_method="fork", timeout=20) as loader:
         assert len(list(loader)) == 4
     assert cv2.getNumThreads() == threads  # the parent's setting is restored
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_a_library_loaded_after_the_worker_started_runs_one_thread(method, monkeypatch):
+    # threadpool_limits reaches only the libraries loaded when it runs: scipy's own OpenBLAS,
+    # loaded by an op's module (`import scipy.ndimage`), ran a thread per core under spawn
+    # and forkserver, beside the other workers. The parent's own setting is not the workers'.
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    x = np.zeros((4, 2, 8), np.uint8)
+    with shmaug.Loader(x, batch_size=4, augment=_ops.thread_counts_read, workers=1,
+                       start_method=method, timeout=60) as loader:
+        xb, _ = next(iter(loader))
+    assert (xb[:, 0, :6] == 1).all(), xb[:, 0]
+    assert os.environ["OMP_NUM_THREADS"] == "4"
 
 
 def test_copy_false_lends_read_only_views_until_the_next_batch(images):

@@ -189,6 +189,15 @@ def test_equal_after_a_config_round_trip_as_the_readme_asserts():
     assert lam == lam and lam != shmaug.from_albumentations(A.Compose([A.Lambda(image=_invert)]))
 
 
+def test_an_affine_rebuilt_by_albumentations_equals_the_live_one():
+    # albumentations writes a rebuilt Affine's translate_px [0, 0] as [0.0, 0.0]: compared as
+    # JSON text, the saved pipeline equalled neither the live one nor its cache key
+    op = shmaug.from_albumentations(A.Compose([A.Affine(rotate=(-12, 12)),
+                                               A.GaussianBlur(p=0.5)]))
+    again = shmaug.from_config(json.loads(json.dumps(op.to_config())))
+    assert again == op and hash(again) == hash(op) and len({op, again}) == 1
+
+
 def test_a_pipeline_without_a_config_says_so():
     op = shmaug.from_albumentations(A.Compose([A.Lambda(image=_invert)]))
     with pytest.raises(shmaug.ArgumentError, match="albumentations.to_dict failed"):

@@ -307,6 +307,12 @@ def test_op_rejects_unknown_parameters_and_bad_ranges() -> None:
         Op("rotate", border="wrap", backend="pil")(IMAGE, np.random.default_rng(0))
     with pytest.raises(errors.ArgumentError, match="`image`"):
         Op("rotate")(IMAGE.astype(np.int16), np.random.default_rng(0))
+    for given, told in ((64.0, 64), (0, 1), ("a", 2)):  # (64.0 was told height=2)
+        with pytest.raises(errors.ArgumentError, match=rf"Pass e\.g\. height={told}\.$"):
+            Op("random_resized_crop", height=given, width=8)
+    with pytest.raises(errors.ArgumentError, match=r"image's height 1 and width 2000; "
+                                                   r"received height 64 and width 64"):
+        Op("crop", height=64, width=64)(np.zeros((1, 2000), np.uint8), np.random.default_rng(0))
 
 
 def test_bind_and_override() -> None:
@@ -356,6 +362,42 @@ def test_every_builtin_op_round_trips_through_config() -> None:
         assert pickle.loads(pickle.dumps(op)) == op
 
 
+def scale_channels(image: np.ndarray, rng: np.random.Generator,
+                   gains: Any = (1.0, 1.0, 1.0)) -> np.ndarray:
+    assert isinstance(gains, (np.ndarray, tuple))
+    return (image * np.asarray(gains)).astype(image.dtype)
+
+
+def test_an_array_parameter_compares_hashes_and_configures_as_its_numbers(
+        scratch_registry: None) -> None:
+    """An array bound to an op ran, but ``==``, ``hash`` and ``to_config`` raised numpy's
+    and Python's bare errors."""
+    shmaug.register("scale_channels")(scale_channels)
+    gains = np.array([1.5, 1.0, 0.5])
+    op = shmaug.get("scale_channels").bind(gains=gains)
+    gains[0] = 9.0  # the caller's array changed after binding: not the op's
+    as_tuple = Op("scale_channels", gains=(1.5, 1.0, 0.5))
+    assert op == as_tuple and hash(op) == hash(as_tuple)
+    assert isinstance(op.kwargs["gains"], np.ndarray) and not op.kwargs["gains"].flags.writeable
+    cfg = json.loads(json.dumps(op.to_config()))
+    assert cfg["params"] == {"gains": [1.5, 1.0, 0.5]}
+    assert shmaug.from_config(cfg, safe_mode=False) == op
+    clone = pickle.loads(pickle.dumps(op))
+    assert clone == op and isinstance(clone.kwargs["gains"], np.ndarray)  # workers get it so
+    image = np.full((2, 2, 3), 100, np.uint8)
+    np.testing.assert_array_equal(op(image, np.random.default_rng(0))[0, 0], [150, 100, 50])
+
+
+@pytest.mark.parametrize("mix", [ops.MixUp(0.2, num_classes=10), ops.CutMix(p=0.5),
+                                 ops.Mix(label_smoothing=0.1)], ids=repr)
+def test_a_mix_round_trips_through_its_config(mix: Any) -> None:
+    cfg = json.loads(json.dumps(ops.to_config(mix)))  # (was refused: "not a module-level
+    assert set(cfg) == {"type", "mixup_alpha", "cutmix_alpha", "p", "switch_p",  # function")
+                        "label_smoothing", "num_classes"}  # every setting, defaults included
+    rebuilt = shmaug.from_config(cfg)
+    assert rebuilt == mix and hash(rebuilt) == hash(mix) and repr(rebuilt) == repr(mix)
+
+
 def test_registered_functions_and_partials_become_ops() -> None:
     pipe = Compose([ops.rotate, functools.partial(ops.shear, x=0.1), "smooth"])
     assert pipe.ops == (Op("rotate"), Op("shear", x=0.1), Op("smooth"))
@@ -387,7 +429,11 @@ def test_one_of_refuses_weights_that_are_not_finite_non_negative(weights) -> Non
      "weight", "Did you mean 'weights'"),
     ({"type": "Compose", "ops": [{"type": "Op", "name": "hflip", "params": {}}],
       "valu_range": [0, 255]}, "valu_range",
-     "Did you mean 'value_range'")])
+     "Did you mean 'value_range'"),
+    ({"type": "Compose", "ops": [{"type": "Op", "name": "rotate", "parms": {"degrees": 30}}]},
+     "parms", "Did you mean 'params'"),  # (an Op's keys went unchecked: rotate at defaults)
+    ({"type": "Op", "name": "rotate", "params": {}, "value_range": [0, 1]}, "value_range", ""),
+    ({"type": "Mix", "mixup_alpa": 0.3}, "mixup_alpa", "Did you mean 'mixup_alpha'")])
 def test_a_config_key_its_type_does_not_take_is_refused(config, key, hint) -> None:
     """A hand-edited typo was dropped and the default taken without a word (p=0.5)."""
     with pytest.raises(errors.ArgumentError, match=rf"has the key\(s\) \['{key}'\].*{hint}"):

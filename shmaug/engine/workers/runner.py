@@ -434,10 +434,15 @@ class SliceRunner:
         dtype_arg = f", or pass `output_dtype={image.dtype}`" if target is None and \
             image.dtype.kind == row.dtype.kind else ""
         if image.shape != row.shape:
+            fix = f"make {self._maker} return one shape for every sample (resize, crop or pad)"
+            if image.shape[:2] == row.shape[:2] and image.ndim >= 2 and target is None:
+                fix = (f"give every image {_channels(row.shape)}: images of another channel "
+                       f"count (grayscale beside RGB, RGBA) converted where they are read "
+                       f"(`color_mode=` of a file source; in a `load` of yours e.g. "
+                       f"`np.asarray(PIL.Image.open(path).convert('RGB'))`)")
             raise OutputMismatchError(
                 f"Sample index {index} produced{of} shape {image.shape} but the batch expects "
-                f"{row.shape} (learned from the first sample or `output_shape`). Fix: make "
-                f"{self._maker} return one shape for every sample (resize, crop or pad).")
+                f"{row.shape} (learned from the first sample or `output_shape`). Fix: {fix}.")
         # Another float width is only rounding; a declared `output_dtype` asks for a cast
         # within a kind or to a wider one (uint8 into float32, float32 into bfloat16), but
         # for integers that would wrap. Anything else is an op that made another dtype than
@@ -484,3 +489,8 @@ def _several_images(out: Any) -> bool:
             v.shape[2:] == out[0].shape[2:] for v in out):
         return False
     return len(out) > 2 or out[0].shape == out[1].shape
+
+
+def _channels(shape: tuple[int, ...]) -> str:
+    """How many channels an image of ``shape`` (H, W[, C]) has, in words."""
+    return "one channel, (H, W)" if len(shape) == 2 else f"{shape[2]} channels, (H, W, {shape[2]})"

@@ -113,6 +113,13 @@ class Waiter:
 
 
 
+# Read by BLAS and OpenMP libraries as they load: one loaded after the worker starts (scipy's
+# own OpenBLAS, as ``import scipy.ndimage`` in an op's module loads it; scikit-learn's OpenMP)
+# is out of ``threadpool_limits``' reach, and would start a thread per core
+_THREAD_COUNTS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                  "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
 def _limit_threads() -> None:
     """One thread per worker: N workers on N cores must not oversubscribe. Called again once a
     lazily imported package has run (torch keeps a pool of its own, as its DataLoader's
@@ -222,6 +229,7 @@ def _set_up_process(spec: WorkerSpec) -> None:
         platform.die_with_parent()
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
     lazy_imports.install(ran=_limit_threads)  # before the user's code is unpickled
+    os.environ.update(dict.fromkeys(_THREAD_COUNTS, "1"))
     _limit_threads()
     _quiet_opencv()
     _tune_malloc()

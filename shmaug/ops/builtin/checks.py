@@ -38,9 +38,19 @@ def whole_number(value: Any, name: str, low: float, high: float = math.inf) -> i
             or not low <= value <= high):
         raise ArgumentError(
             f"`{name}` expects a whole number in [{low}, {high}]; received {value!r} "
-            f"({type(value).__name__}). Pass e.g. {name}={max(low, 2)}."
+            f"({type(value).__name__}). Pass e.g. {name}={_example(value, low, high)}."
         )
     return int(value)
+
+
+def _example(value: Any, low: float, high: float) -> int:
+    """The whole number in [low, high] nearest what was meant: ``value`` rounded where it is
+    a number (64.0 -> 64), else 2 (or the bound it lies outside)."""
+    try:
+        meant = round(float(value)) if not isinstance(value, bool) else 2
+    except (TypeError, ValueError, OverflowError):
+        meant = 2
+    return int(min(max(meant, low), high))
 
 
 def odd(value: Any, name: str) -> None:

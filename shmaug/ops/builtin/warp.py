@@ -74,8 +74,8 @@ def cut(image: np.ndarray, height: float, width: float, op: str,
     ch, cw = pixels(height, "height", h), pixels(width, "width", w)
     if ch > h or cw > w:
         raise ArgumentError(
-            f"`height`/`width` of `{op}` expect at most the image size {h}x{w}; received "
-            f"{ch}x{cw}. Crop smaller, or resize first."
+            f"`height`/`width` of `{op}` expect at most the image's height {h} and width "
+            f"{w}; received height {ch} and width {cw}. Crop smaller, or resize first."
         )
     y0, x0 = origin(h - ch, w - cw)
     return moved(image, np.ascontiguousarray(image[y0 : y0 + ch, x0 : x0 + cw]),

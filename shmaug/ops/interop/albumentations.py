@@ -115,10 +115,12 @@ class FromAlbumentations:
         return (_rebuild, (self.pipeline, self.value_range))
 
     def _key(self) -> Any:
-        """What equality compares: the config as canonical JSON, or the op itself when
-        albumentations cannot write the pipeline."""
+        """What equality compares: the config as JSON reads it back, in nested tuples, or the
+        op itself when albumentations cannot write the pipeline. Numbers compare by value
+        (and hash alike): albumentations writes a rebuilt ``Affine``'s ``[0, 0]`` as
+        ``[0.0, 0.0]``."""
         try:
-            return json.dumps(self.to_config(), sort_keys=True, default=repr)
+            return _hashable(json.loads(json.dumps(self.to_config(), default=repr)))
         except ArgumentError:
             return id(self)
 
@@ -314,6 +316,15 @@ class FromAlbumentations:
             ) from exc
         cfg = {"type": "albumentations", "pipeline": pipeline}
         return cfg if self.value_range is None else {**cfg, "value_range": list(self.value_range)}
+
+
+def _hashable(value: Any) -> Any:
+    """JSON data as nested tuples: a dict as its sorted items, a list as a tuple."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value
 
 
 def _real_rows(rows: np.ndarray) -> np.ndarray:
