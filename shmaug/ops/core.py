@@ -236,7 +236,7 @@ def _kept(value: Any) -> Any:
     to the caller's array would not reach the workers)."""
     if isinstance(value, (list, tuple)):
         return tuple(_kept(v) for v in value)
-    if isinstance(value, np.ndarray) and value.ndim:
+    if isinstance(value, np.ndarray):
         kept = value.copy()
         kept.flags.writeable = False
         return kept
@@ -244,18 +244,44 @@ def _kept(value: Any) -> Any:
 
 
 def _frozen(value: Any) -> Any:
-    """A kept parameter as the op compares, hashes and writes its config: an array as nested
-    tuples of numbers (it reads back from JSON so, and equal)."""
+    """A kept parameter as the op compares, hashes and shows it: an array wrapped (``==`` on
+    arrays is elementwise, and they do not hash)."""
     if isinstance(value, np.ndarray):
-        return _kept(value.tolist())
+        return _ArrayParam(value)
     if isinstance(value, tuple):
         return tuple(_frozen(v) for v in value)
     return value
 
 
+class _ArrayParam:
+    """An array parameter as the op compares it: equal to an array or nested tuples of the
+    same numbers (what its config reads back as), hashed as those tuples (only when hashed:
+    a texture of millions of pixels would cost seconds per ``bind``), shown as numpy does."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def __eq__(self, other: object) -> bool:
+        theirs = other.array if isinstance(other, _ArrayParam) else other
+        try:
+            return bool(np.array_equal(self.array, np.asarray(theirs)))
+        except (TypeError, ValueError):  # (not numbers of one shape)
+            return False
+
+    def __hash__(self) -> int:
+        return hash(_kept(self.array.tolist()))
+
+    def __repr__(self) -> str:
+        return repr(self.array)
+
+
 def _thaw(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_thaw(v) for v in value]
+    if isinstance(value, _ArrayParam):
+        return value.array.tolist()
     if isinstance(value, np.generic):
         return value.item()
     return value

@@ -176,14 +176,26 @@ def _grey_beside_rgb(index: int) -> np.ndarray:
     return np.zeros((8, 8, 3) if index != 2 else (8, 8), np.uint8)
 
 
+def _two_views_one_narrower(image, rng):
+    return np.stack([image, image]) if image[0, 0, 0] == 0 else np.stack([image[:, :6]] * 2)
+
+
 def test_a_sample_of_another_channel_count_is_told_to_convert_its_channels():
     # (was told to resize, crop or pad: the size was the same)
     with pytest.raises(shmaug.OutputMismatchError, match=r"Sample index 2 produced shape "
                                                          r"\(8, 8\).*give every image 3 "
-                                                         r"channels.*convert\('RGB'\)"):
+                                                         r"channels.*convert\('RGB'\)\)`\), and "
+                                                         r"keep the channel count in `augment`"):
         with shmaug.Loader(np.arange(4), batch_size=4, workers=0, load=_grey_beside_rgb,
                            augment=_ops.identity) as loader:
             loader.batch(0)
+    x = np.zeros((4, 8, 8, 3), np.uint8)
+    x[1] = 1
+    with pytest.raises(shmaug.OutputMismatchError, match=r"produced shape \(2, 8, 6, 3\) but "
+                                                         r"the batch expects \(2, 8, 8, 3\).*"
+                                                         r"Fix: make `augment` return one shape"):
+        with shmaug.Loader(x, batch_size=4, workers=0, augment=_two_views_one_narrower) as ld:
+            ld.batch(0)  # (stacked views whose first two axes agree: not told "8 channels")
 
 
 def test_output_shape_and_dtype_are_learned_or_declared(images):

@@ -386,6 +386,16 @@ def test_an_array_parameter_compares_hashes_and_configures_as_its_numbers(
     assert clone == op and isinstance(clone.kwargs["gains"], np.ndarray)  # workers get it so
     image = np.full((2, 2, 3), 100, np.uint8)
     np.testing.assert_array_equal(op(image, np.random.default_rng(0))[0, 0], [150, 100, 50])
+    scalar = np.array(1.5)  # 0-d: kept as a copy too
+    bound = op.bind(gains=scalar)
+    scalar[...] = 9.0
+    assert float(bound.kwargs["gains"]) == 1.5 and not bound.kwargs["gains"].flags.writeable
+    assert bound == Op("scale_channels", gains=1.5) and bound.to_config()["params"] == {
+        "gains": 1.5}
+    texture = np.zeros((512, 512, 3), np.uint8)  # a large one: compared as an array, and
+    large = op.bind(gains=texture)  # shown as numpy shows it (its nested tuples were 4 MB of
+    assert len(repr(large)) < 1000 and large == op.bind(gains=texture.copy())  # repr, 1.5 s)
+    assert large != op and op != large
 
 
 @pytest.mark.parametrize("mix", [ops.MixUp(0.2, num_classes=10), ops.CutMix(p=0.5),

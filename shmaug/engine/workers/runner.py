@@ -435,11 +435,14 @@ class SliceRunner:
             image.dtype.kind == row.dtype.kind else ""
         if image.shape != row.shape:
             fix = f"make {self._maker} return one shape for every sample (resize, crop or pad)"
-            if image.shape[:2] == row.shape[:2] and image.ndim >= 2 and target is None:
-                fix = (f"give every image {_channels(row.shape)}: images of another channel "
-                       f"count (grayscale beside RGB, RGBA) converted where they are read "
+            if target is None and 2 <= image.ndim <= 3 and 2 <= row.ndim <= 3 and \
+                    image.shape[:2] == row.shape[:2]:  # (H, W[, C]): the channels differ
+                fix = (f"give every image {_channels(row.shape)}: convert one of another "
+                       f"channel count (grayscale beside RGB, RGBA) where it is read "
                        f"(`color_mode=` of a file source; in a `load` of yours e.g. "
-                       f"`np.asarray(PIL.Image.open(path).convert('RGB'))`)")
+                       f"`np.asarray(PIL.Image.open(path).convert('RGB'))`)" + (
+                           ", and keep the channel count in `augment`"
+                           if self._maker == "`augment`" else ""))
             raise OutputMismatchError(
                 f"Sample index {index} produced{of} shape {image.shape} but the batch expects "
                 f"{row.shape} (learned from the first sample or `output_shape`). Fix: {fix}.")
