@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError, got, warn
+from ...memory.ragged import RaggedImages
 from ...ops.params import (SUPPORTED_DTYPES, channels_first, frames_first)
 from ...ops.core import BLENDED, WARPED
 from ...ops.plan import Plan
@@ -71,12 +72,13 @@ _AXES_FIX = {
 }  # by x.ndim (0: any other)
 
 
-def image_array(x: Any, y: Any = None) -> np.ndarray:
+def image_array(x: Any, y: Any = None) -> np.ndarray | RaggedImages:
     """``x`` as the images workers read: an array (N, H, W[, C]) of numbers.
 
     A path to a .npy file becomes a read-only memory map (nothing is read yet); a list or tuple
-    of equally shaped images is stacked once. Every public entry point checks ``x`` here, so
-    the same bad value gets the same message everywhere.
+    of equally shaped images is stacked once, one of images of several sizes becomes a source
+    of them (``memory.ragged``), which the loader holds in shared memory. Every public entry
+    point checks ``x`` here, so the same bad value gets the same message everywhere.
     """
     if isinstance(x, (str, os.PathLike)):
         path = os.fspath(x)
@@ -95,6 +97,8 @@ def image_array(x: Any, y: Any = None) -> np.ndarray:
             ) from None
     elif isinstance(x, (list, tuple)):
         x = _stacked(x, f"a {type(x).__name__}", _rows(y))
+        if isinstance(x, RaggedImages):
+            return x
     elif callable(getattr(x, "to_numpy", None)) and not isinstance(x, np.ndarray):
         x = x.to_numpy()  # a pandas Series (of paths, or of images) or DataFrame
     if not isinstance(x, np.ndarray):
@@ -234,8 +238,9 @@ _ON_DISK = ("h5py", "zarr", "tables", "netCDF4")  # arrays whose rows are read f
 
 
 def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None = None
-             ) -> np.ndarray:
-    """A list of images of one shape, stacked; anything else is refused with the fix.
+             ) -> np.ndarray | RaggedImages:
+    """A list of images of one shape, stacked; of several sizes (one dtype and channel
+    count), a source of them; anything else is refused with the fix.
     ``kind``: what ``x`` is, as the message names it; ``y_rows``: the rows of the ``y`` given
     beside it (arrays of as many rows are Keras' several inputs, not an (x, y) pair)."""
     if not items:
@@ -282,15 +287,33 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
             + (" (channels first: np.moveaxis(np.stack(x), 1, -1))"
                if shapes[0][0] <= 4 < shapes[0][-1] else "")
             + "; for several inputs, a dict {name: array} and `image_key=` (shmaug.Sequence).")
+    # Several sizes: images (not a tuple, Keras' several inputs) held as they are
+    images = all(a.ndim == 2 and min(a.shape) > 0 or a.ndim == 3 and min(a.shape[:2]) > 0
+                 and 1 <= a.shape[2] <= 4 for a in arrays)
+    layouts = sorted({a.shape[2:] for a in arrays})
+    dtypes = sorted({str(a.dtype) for a in arrays})
+    if images and not isinstance(items, tuple) and len(layouts) == 1 and \
+            dtypes == [str(arrays[0].dtype)] and arrays[0].dtype.kind in "biuf":
+        return RaggedImages(arrays)  # held once in shared memory, each at its own size
+    if images and len(layouts) > 1:
+        counts = "; ".join(_channel_count(s, sum(a.shape[2:] == s for a in arrays))
+                           for s in layouts)
+        raise ArgumentError(
+            f"`x` as {kind} holds images of several channel counts: {counts}. A batch is one "
+            f"array, so every image needs the same. Fix: convert them as you read them, e.g. "
+            f"`np.asarray(PIL.Image.open(path).convert('RGB'))` (or 'L' for grey), or read "
+            f"the files as a source that converts: `shmaug.ImageFiles.from_paths(paths, "
+            f"color_mode='rgb', image_size=None)`.")
+    if images and len(dtypes) > 1:
+        raise ArgumentError(
+            f"`x` as {kind} holds images of several dtypes ({', '.join(dtypes)}). Fix: "
+            f"convert them to one as you read them, e.g. `image.astype(np.float32)`.")
     raise ArgumentTypeError(
-        f"`x` as {kind} must hold images (H, W) or (H, W, C) of one shape "
-        f"(C up to 4) and a numeric dtype, to be stacked into one array; received {len(items)} "
-        f"items of shape(s) {shown} and dtype {arrays[0].dtype}. Fix: resize them to one size "
-        f"and pass `np.stack(images)`; or keep each at its own size, read by index in the "
-        f"workers, with an `augment` that ends in one size: `shmaug.Loader(images, "
-        f"load=images.__getitem__, augment=Op('resize', height=..., width=...))`, or for a "
-        f"Sequence a subclass whose `load(self, index)` returns `self.x[index]`; for a model "
-        f"with several inputs pass a dict {{name: array}} and `image_key=` (shmaug.Sequence)."
+        f"`x` as {kind} must hold images (H, W) or (H, W, C) (C up to 4) of a numeric dtype; "
+        f"received {len(items)} items of shape(s) {shown} and dtype {arrays[0].dtype}. Fix: "
+        f"pass images of one size as `np.stack(images)`, or of several sizes as a list, with "
+        f"an `augment` that ends in one size; for a model with several inputs pass a dict "
+        f"{{name: array}} and `image_key=` (shmaug.Sequence)."
     )
 
 
@@ -714,17 +737,35 @@ def sized_output(x: Any, plan: Plan, shape: tuple[int, ...] | None) -> None:
     augment = plan.pipeline
     if augment is None or plan.fixes_size is False:
         given = "`augment` is None" if augment is None else f"`augment`={got(augment)}"
+        ragged = isinstance(x, RaggedImages)
+        what = (f"`x` is a list of images of several sizes ({_sizes(x.sizes)})" if ragged
+                else "`x` keeps each photo at its own size (image_size=None)")
+        other = ("Or resize them to one size yourself and pass `np.stack(images)`." if ragged
+                 else "Or give the source an `image_size`.")
         raise ArgumentError(
-            f"`x` keeps each photo at its own size (image_size=None), and {given}, which "
+            f"{what}, and {given}, which "
             f"gives no one size to batch them at. Fix: make `augment` end in one size "
             f"whatever the photo's, with a resize or resized crop in pixels: for photos "
             f"`Compose([Op('random_resized_crop', height=224, width=224), ...])` (decoded "
             f"only where it crops) or `Op('center_resized_crop', height=224, width=224)` for "
             f"validation, else e.g. `Op('resize', height=32, width=256)`. Where every photo "
             f"holds a plain crop's window (`Op('crop', ...)` fails on a smaller one), or a "
-            f"function of yours makes one size, pass `output_shape=`. Or give the source an "
-            f"`image_size`."
+            f"function of yours makes one size, pass `output_shape=`. {other}"
         )
+
+
+def _channel_count(layout: tuple[int, ...], images: int) -> str:
+    """``images`` images of ``layout`` (an image's shape past H, W), in words."""
+    c = layout[0] if layout else 0
+    return (f"{c} channels" if c > 1 else "one channel" + (" (H, W, 1)" if c else " (H, W)")) \
+        + f": {images} image{'s' if images > 1 else ''}"
+
+
+def _sizes(sizes: list[tuple[int, ...]]) -> str:
+    """A few of ``sizes`` (height, width) as ``HxW`` (height x width)."""
+    seen = list(dict.fromkeys(sizes))
+    return ", ".join(f"{h}x{w}" for h, w in seen[:3]) + (", ..." if len(seen) > 3 else "") \
+        + " (height x width)"
 
 
 def spatial_sources(y: Any, x: Any) -> None:

@@ -187,11 +187,12 @@ class Data:
     def of(cls, x: Any, y: Any, load: Load | None) -> Data:
         """``Loader``'s ``x``, ``y`` and ``load``, checked (a ``Sequence`` checks its own)."""
         shown = describe.brief(x)
+        if load is None and not inputs.is_source(x):
+            x = inputs.image_array(x, y)  # an array; images of several sizes: a source
         if load is None and inputs.is_source(x):
             load = x.load  # a sample source such as shmaug.ImageFiles: workers decode
             if y is None:
                 y = source.labels(x)  # as Keras' image_dataset_from_directory
-        x = inputs.image_array(x, y) if load is None else x
         n = len(x) if load is None else inputs.length(x)
         y = inputs.targets(y, n)
         inputs.spatial_sources(y, x)

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ...memory.ragged import RaggedImages
 from ...ops.targets.sample import BOX_LABELS
 from .. import source
 
@@ -73,6 +74,8 @@ def emptied(tree: Any) -> Any:
         return tuple(items) if isinstance(tree, tuple) else items  # (a namedtuple's too)
     if isinstance(tree, np.ndarray):  # (not tree[:0]: a view keeps the whole array alive)
         return np.empty((0, *tree.shape[1:]), tree.dtype)
+    if isinstance(tree, RaggedImages):
+        return tree.released()
     return tree
 
 

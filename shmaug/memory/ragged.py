@@ -1,0 +1,130 @@
+"""Images of several sizes held once in shared memory: ``x`` given as a list of arrays of
+different shapes (photos as PIL or OpenCV read them, scans, uneven tiles).
+
+One array cannot hold them, so the loader takes the list as a sample source: ``load(i)`` is
+image i, and the pipeline ends in one size (a resize, a resized crop), as for files kept at
+their own size. ``sharing(store)`` copies every image once into one block of the loader's
+``SharedStore``, an index of (offset, height, width, channels) per image ahead of the pixels;
+the reader pickles as the block's handle, so a worker attaches by name instead of receiving
+the list (a ``load=images.__getitem__`` sends every worker a copy of it).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError
+from .store import ArrayHandle, SharedStore, attach_block
+
+_ROW = struct.Struct("<4q")  # per image: offset of its pixels in the block, height, width, C
+_ALIGN = 64  # each image's pixels start on a cache line
+
+
+class RaggedImages:
+    """Images (H, W) or (H, W, C) of one dtype and channel count, of several sizes, as a
+    sample source. Frames nothing itself (``image_size`` None: each keeps its size)."""
+
+    image_size = None
+    on_error = "raise"
+    crop_to_aspect_ratio = False
+    pad_to_aspect_ratio = False
+
+    def __init__(self, images: list[np.ndarray]) -> None:
+        first = images[0]
+        self.dtype = first.dtype
+        self.channels: int | None = first.shape[2] if first.ndim == 3 else None
+        self.sizes = [a.shape[:2] for a in images]  # (kept after release, for messages)
+        self.load = _Reader(images, len(images), self.dtype, None)
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        return self.load(index)
+
+    @property
+    def output_shape(self) -> tuple[int | None, ...]:
+        return (None, None) if self.channels is None else (None, None, self.channels)
+
+    def released(self) -> RaggedImages:
+        """These images' sizes and layout, without the user's arrays: a closed loader's,
+        whose options keep this source and its ``load`` (the one reader, let go of them)."""
+        self.load.release()
+        return self
+
+    def __repr__(self) -> str:
+        return (f"RaggedImages({len(self)} images of several sizes, {self.dtype}, "
+                f"{'one channel' if self.channels is None else f'{self.channels} channels'})")
+
+
+class _Reader:
+    """``load``: image ``index``, from the user's list, or (shared) from the block."""
+
+    __slots__ = ("_images", "_n", "_dtype", "_handle", "_block")
+
+    def __init__(self, images: list[np.ndarray], n: int, dtype: np.dtype,
+                 handle: ArrayHandle | None) -> None:
+        self._images = images  # invariant: empty once shared (the block holds them)
+        self._n = n  # images in the list or the block
+        self._dtype = dtype
+        self._handle = handle
+        self._block: Any = None  # in a process that read the block: its mapping
+
+    @property
+    def __name__(self) -> str:  # how a worker error names the stage that failed
+        return "x[index]"
+
+    def __call__(self, index: int) -> np.ndarray:
+        if self._handle is None:
+            view = self._images[index].view()
+            view.flags.writeable = False  # ops get read-only images, as from an array `x`
+            return view
+        if self._block is None:
+            self._block = attach_block(self._handle)
+        buf = self._block.buf
+        i = index + self._n if index < 0 else index
+        if not 0 <= i < self._n:
+            raise IndexError(f"image index {index} out of range for {self._n} images")
+        offset, h, w, c = _ROW.unpack_from(buf, i * _ROW.size)
+        shape = (h, w) if c == 0 else (h, w, c)
+        count = h * w * max(c, 1)
+        # a copy: no numpy view is left on the block, which then closes whenever collected
+        image = np.frombuffer(buf, self._dtype, count, offset).reshape(shape).copy()
+        image.flags.writeable = False
+        return image
+
+    def release(self) -> None:
+        """Hold the user's images no more (this reader then reads nothing)."""
+        self._images = []
+
+    def sharing(self, store: SharedStore) -> _Reader:
+        """A reader of the same images, copied once into ``store``, which workers attach."""
+        if self._handle is not None:
+            return self
+        if not self._images:
+            raise ArgumentError("these images were released with their closed loader")
+        rows, offset = [], _aligned(len(self._images) * _ROW.size)
+        for image in self._images:
+            rows.append((offset, *image.shape[:2], image.shape[2] if image.ndim == 3 else 0))
+            offset = _aligned(offset + image.nbytes)
+        handle, block = store.empty((offset,), np.uint8, what="the images (x)")
+        for i, (row, image) in enumerate(zip(rows, self._images)):
+            _ROW.pack_into(block.data, i * _ROW.size, *row)
+            block[row[0]:row[0] + image.nbytes] = np.ascontiguousarray(image).reshape(-1).view(
+                np.uint8)
+        block.flags.writeable = False
+        return _Reader([], self._n, self._dtype, handle)
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self._images, self._n, self._dtype, self._handle)  # shared: no pixels
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self._images, self._n, self._dtype, self._handle = state
+        self._block = None
+
+
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN

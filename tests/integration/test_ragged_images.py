@@ -1,0 +1,114 @@
+"""``x`` as a list of images of several sizes: held once in shared memory, each read at its own
+size, the pipeline ending in one (it was refused, with a fix, ``load=images.__getitem__``,
+that pickled the whole list into every worker)."""
+
+from __future__ import annotations
+
+import gc
+import pickle
+import weakref
+
+import numpy as np
+import pytest
+
+import shmaug
+from shmaug.memory.ragged import RaggedImages
+from shmaug.memory.store import SharedStore
+from shmaug.ops import Compose, Op
+from shmaug.seeding import rng_for
+from tests._helpers import needs_keras
+
+AUG = Compose([Op("random_resized_crop", height=16, width=16), Op("hflip")])
+
+
+def _images(n: int = 14, channels: int | None = 3, dtype: str = "uint8", seed: int = 0
+            ) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        h, w = int(rng.integers(1, 60)), int(rng.integers(1, 60))  # (1 pixel wide too)
+        shape = (h, w) if channels is None else (h, w, channels)
+        out.append((rng.random(shape) * (255 if dtype != "float32" else 1)).astype(dtype))
+    return out
+
+
+@pytest.mark.parametrize("channels,dtype", [(3, "uint8"), (None, "uint16"), (1, "float32"),
+                                            (4, "uint8")])
+def test_each_sample_is_its_own_image_augmented_at_its_own_size(channels, dtype):
+    images = _images(channels=channels, dtype=dtype)
+    with shmaug.Loader(images, np.arange(14), batch_size=5, augment=AUG, workers=2, seed=3,
+                       shuffle=True) as loader:
+        for b, (xb, yb) in enumerate(loader):
+            for row, index in zip(xb, yb):  # what the pipeline makes of that very image
+                np.testing.assert_array_equal(row, AUG(images[index], rng_for(3, 0, index)))
+            assert xb.dtype == dtype and xb.shape[1:3] == (16, 16)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_the_same_batches_for_any_worker_count_or_start_method(method):
+    images = _images()
+    kwargs = dict(batch_size=4, augment=AUG, seed=1, shuffle=True)
+    with shmaug.Loader(images, np.arange(14), workers=0, **kwargs) as loader:
+        expected = [[xb.copy() for xb, _ in loader] for _ in range(2)]
+    with shmaug.Loader(images, np.arange(14), workers=2, start_method=method, **kwargs) as loader:
+        for epoch in expected:
+            for want, (xb, _) in zip(epoch, loader, strict=True):
+                np.testing.assert_array_equal(xb, want)
+
+
+def test_the_workers_get_the_blocks_name_not_the_images():
+    images = _images(40)  # 1 pixel up to 59x59x3
+    source = RaggedImages(images)
+    with SharedStore() as store:
+        shared = source.load.sharing(store)
+        sent = pickle.dumps(shared)
+        assert len(sent) < 1000 < sum(a.nbytes for a in images)  # a handle, no pixels
+        read = pickle.loads(sent)  # as a worker attaches
+        for i in (0, 17, -1):
+            np.testing.assert_array_equal(read(i), images[i])
+            assert not read(i).flags.writeable  # as from an array `x`
+        with pytest.raises(IndexError, match="image index 40 out of range for 40 images"):
+            read(40)
+        del read
+        gc.collect()
+
+
+def test_a_closed_loader_holds_none_of_the_images():
+    images = _images()
+    first = weakref.ref(images[0])
+    loader = shmaug.Loader(images, batch_size=4, augment=AUG, workers=1, seed=0)
+    loader.batch(0)
+    loader.close()
+    del images
+    gc.collect()
+    assert first() is None
+
+
+def test_what_cannot_be_batched_is_refused_with_the_fix():
+    images = _images()
+    with pytest.raises(shmaug.ArgumentError, match=r"list of images of several sizes \(\d+x\d+"
+                                                   r".*`augment` is None.*np\.stack\(images\)"):
+        shmaug.Loader(images, batch_size=4, workers=0)
+    grey = images[:3] + _images(2, channels=None)
+    with pytest.raises(shmaug.ArgumentError, match=r"several channel counts: one channel "
+                                                   r"\(H, W\): 2 images; 3 channels: 3 images"
+                                                   r".*convert\('RGB'\)"):
+        shmaug.Loader(grey, batch_size=4, augment=AUG, workers=0)
+    mixed = images[:3] + _images(2, dtype="float32")
+    with pytest.raises(shmaug.ArgumentError, match=r"several dtypes \(float32, uint8\)"):
+        shmaug.Loader(mixed, batch_size=4, augment=AUG, workers=0)
+
+
+@needs_keras
+def test_a_model_fits_on_a_list_of_images_of_several_sizes():
+    from tests import _ops
+
+    images = _images(16)
+    seq = shmaug.Sequence(images, np.arange(16) % 4, batch_size=8, augment=AUG, seed=0,
+                          shuffle=True, workers=2)
+    try:
+        assert seq.x[3].shape == images[3].shape  # each at its own size
+        history = _ops.tiny_model((16, 16, 3), 4).fit(seq, epochs=2, verbose=0)
+    finally:
+        seq.close()
+    assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
