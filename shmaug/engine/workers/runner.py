@@ -434,18 +434,10 @@ class SliceRunner:
         dtype_arg = f", or pass `output_dtype={image.dtype}`" if target is None and \
             image.dtype.kind == row.dtype.kind else ""
         if image.shape != row.shape:
-            fix = f"make {self._maker} return one shape for every sample (resize, crop or pad)"
-            if target is None and 2 <= image.ndim <= 3 and 2 <= row.ndim <= 3 and \
-                    image.shape[:2] == row.shape[:2]:  # (H, W[, C]): the channels differ
-                fix = (f"give every image {_channels(row.shape)}: convert one of another "
-                       f"channel count (grayscale beside RGB, RGBA) where it is read "
-                       f"(`color_mode=` of a file source; in a `load` of yours e.g. "
-                       f"`np.asarray(PIL.Image.open(path).convert('RGB'))`)" + (
-                           ", and keep the channel count in `augment`"
-                           if self._maker == "`augment`" else ""))
             raise OutputMismatchError(
                 f"Sample index {index} produced{of} shape {image.shape} but the batch expects "
-                f"{row.shape} (learned from the first sample or `output_shape`). Fix: {fix}.")
+                f"{row.shape} (learned from the first sample or `output_shape`). Fix: "
+                f"{_shape_fix(image.shape, row.shape, self._maker, target)}.")
         # Another float width is only rounding; a declared `output_dtype` asks for a cast
         # within a kind or to a wider one (uint8 into float32, float32 into bfloat16), but
         # for integers that would wrap. Anything else is an op that made another dtype than
@@ -494,6 +486,17 @@ def _several_images(out: Any) -> bool:
     return len(out) > 2 or out[0].shape == out[1].shape
 
 
-def _channels(shape: tuple[int, ...]) -> str:
-    """How many channels an image of ``shape`` (H, W[, C]) has, in words."""
-    return "one channel, (H, W)" if len(shape) == 2 else f"{shape[2]} channels, (H, W, {shape[2]})"
+def _shape_fix(made: tuple[int, ...], expected: tuple[int, ...], maker: str,
+               target: str | None) -> str:
+    """The fix for a sample of shape ``made`` where the batch holds ``expected``: another
+    channel count where both are images (H, W[, C]) of one height and width, else one shape
+    from ``maker`` (what made it: `augment` or `load`)."""
+    if target is not None or not (2 <= len(made) <= 3 and 2 <= len(expected) <= 3) or \
+            made[:2] != expected[:2]:
+        return f"make {maker} return one shape for every sample (resize, crop or pad)"
+    channels = ("one channel, (H, W)" if len(expected) == 2 else
+                f"{expected[2]} channels, (H, W, {expected[2]})")
+    return (f"give every image {channels}: convert one of another channel count (grayscale "
+            f"beside RGB, RGBA) where it is read (`color_mode=` of a file source; in a `load` "
+            f"of yours e.g. `np.asarray(PIL.Image.open(path).convert('RGB'))`)"
+            + (", and keep the channel count in `augment`" if maker == "`augment`" else ""))
