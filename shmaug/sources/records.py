@@ -342,6 +342,39 @@ class ImageRecords(O.ImageSource):
                 **settings)))
 
     @classmethod
+    def from_bytes(
+        cls, images: Sequence[bytes], labels: Any = None, *,
+        class_names: Sequence[str] | None = None, **settings: Any,
+    ) -> ImageRecords:
+        """Encoded images held in memory (JPEG, PNG, WebP, ... bytes: a Parquet or database
+        column, a fetched batch), copied once into one block the workers share, each decoded
+        there as a file is (a decode-time crop included). ``labels``: per image a class index
+        or a class name (names sorted, or ``class_names`` to order them), or None. Other
+        keyword arguments are ``ImageFiles``' settings.
+
+        Raises:
+            ArgumentError: no images, or an empty one.
+            ArgumentTypeError: an entry that is not bytes (a path, a decoded array).
+
+        Example:
+            >>> records = ImageRecords.from_bytes(df["jpeg"].tolist(), df["label"].tolist(),
+            ...                                   image_size=(224, 224))
+        """
+        _check_keywords(settings)
+        chunks = _encoded(images)
+        lengths = np.array([len(c) for c in chunks], np.int64)
+        offsets = np.cumsum(lengths) - lengths
+        blob = np.frombuffer(b"".join(chunks), np.uint8)  # the one copy, shared at start
+        classes, names = F.encode_names(labels, len(chunks), class_names)
+        if classes is not None and not names:
+            names = tuple(str(c) for c in range(int(classes.max()) + 1))
+        table = RecordTable.build((IN_MEMORY,), np.zeros(len(chunks), np.int64), offsets,
+                                  lengths, classes, RAW.name, "", blob, (0,))
+        return cls(table, classes, names, **settings)._made(_call(
+            cls.from_bytes, O.Text(f"<{len(chunks)} encoded images>"),
+            dict(class_names=class_names, **settings)))
+
+    @classmethod
     def _indexed(cls, where: _Shards, scan: _Scan, kind: str, call: str,
                  settings: dict[str, Any], *, key: str = "", label_key: str | None = None,
                  class_names: Sequence[str] | None = None, memory: T.Memory | None = None,
@@ -497,6 +530,34 @@ def _wanted(label_key: str | None, settings: dict[str, Any]) -> str | None:
 
 def _folder(index_cache: str | os.PathLike[str] | None) -> str | None:
     return None if index_cache is None else os.fspath(index_cache)
+
+
+IN_MEMORY = "<images in memory>"  # the one shard of ``from_bytes``, as messages name it
+
+
+def _encoded(images: Any) -> list[bytes | bytearray | memoryview]:
+    """``images`` as a list of encoded images, each checked to be bytes and not empty."""
+    if isinstance(images, (bytes, bytearray, str)) or not hasattr(images, "__len__"):
+        raise ArgumentTypeError(
+            f"`images` must be a list of encoded images, one bytes object each; received "
+            f"{got(images)}. Fix: pass e.g. df['jpeg'].tolist(), or [image_bytes] for one.")
+    chunks = list(images)
+    if not chunks:
+        raise ArgumentError("`images` is empty. Fix: pass at least one encoded image.")
+    for i, chunk in enumerate(chunks):
+        if not isinstance(chunk, (bytes, bytearray, memoryview)):
+            fix = ("for paths, ImageFiles.from_paths(paths, ...)" if isinstance(
+                chunk, (str, os.PathLike)) else "for decoded images, pass the arrays as `x`"
+                if isinstance(chunk, np.ndarray) else "encode it, e.g. "
+                "cv2.imencode('.png', image)[1].tobytes()")
+            raise ArgumentTypeError(
+                f"`images[{i}]` must be an encoded image (bytes); received {got(chunk)}. "
+                f"Fix: {fix}.")
+        if not len(chunk):
+            raise ArgumentError(
+                f"`images[{i}]` is empty (0 bytes): no image to decode. Fix: leave it out, "
+                f"with its label.")
+    return chunks
 
 
 def _shown(given: Any, paths: Sequence[str], noun: str) -> Any:

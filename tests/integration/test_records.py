@@ -72,6 +72,12 @@ def array_records(tmp_path_factory):
                                                  image_size=D.SHAPE[:2])
 
 
+@pytest.fixture(scope="module")
+def in_memory():
+    return shmaug.ImageRecords.from_bytes([D.png(i) for i in range(N)], list(range(N)),
+                                          image_size=D.SHAPE[:2])
+
+
 def check_exactly_once(batches: list) -> None:
     labels = np.concatenate([y for _, y in batches])
     assert sorted(labels.tolist()) == list(range(N))
@@ -80,7 +86,8 @@ def check_exactly_once(batches: list) -> None:
             np.testing.assert_array_equal(image, D.image(int(i)))
 
 
-@pytest.mark.parametrize("kind", ["tfrecords", "tars", "huggingface", "array_records"])
+@pytest.mark.parametrize("kind", ["tfrecords", "tars", "huggingface", "array_records",
+                                  "in_memory"])
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_every_record_once_and_bit_identical_for_any_worker_count(kind, method, request):
     records = request.getfixturevalue(kind)
@@ -109,6 +116,30 @@ def test_a_corrupt_record_is_stood_in_for_and_counted(tmp_path):
             assert loader.stats()["unreadable"] == [f"{path}[2]"]
     assert_same_batches(*runs)
     np.testing.assert_array_equal(runs[1][0][0][2], D.image(4))  # next record of class 0
+
+
+def test_encoded_images_in_memory_go_to_the_workers_by_name(in_memory):
+    # A list of JPEG bytes (a Parquet column) was told it held paths.
+    import pickle
+
+    from shmaug.memory.store import SharedStore
+
+    with SharedStore() as store:
+        sent = pickle.dumps(in_memory.load.sharing(store))
+        assert len(sent) < 2000 and D.png(3) not in sent  # the block's name, not the bytes
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"holds 10 encoded images \(the first: "
+                                                        r"b'\\x89PNG.*ImageRecords\.from_bytes"):
+        shmaug.Loader([D.png(i) for i in range(N)], batch_size=4, workers=0)
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`images\[1\]` must be an encoded "
+                                                        r"image \(bytes\); received 'b\.png'.*"
+                                                        r"ImageFiles\.from_paths"):
+        shmaug.ImageRecords.from_bytes([D.png(0), "b.png"])
+    with pytest.raises(shmaug.ArgumentError, match=r"`images\[0\]` is empty"):
+        shmaug.ImageRecords.from_bytes([b""])
+    named = shmaug.ImageRecords.from_bytes([D.png(i) for i in range(4)], ["b", "a", "b", "a"],
+                                           image_size=None)
+    assert named.class_names == ("a", "b") and named.labels.tolist() == [1, 0, 1, 0]
+    assert "from_bytes(<4 encoded images>, image_size=None)" in repr(named)
 
 
 def test_resume_and_shards_per_host_hold_on_records(tars):

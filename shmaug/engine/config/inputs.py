@@ -245,6 +245,13 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
     beside it (arrays of as many rows are Keras' several inputs, not an (x, y) pair)."""
     if not items:
         raise ArgumentError(_EMPTY)
+    if all(isinstance(item, (bytes, bytearray, memoryview)) for item in items) and \
+            _encoded_image(bytes(items[0][:64])):
+        raise ArgumentTypeError(
+            f"`x` as {kind} holds {len(items)} encoded images (the first: "
+            f"{bytes(items[0][:12])!r}...): a source of them has the workers decode them, "
+            f"from one copy in shared memory. Fix: `shmaug.ImageRecords.from_bytes(list(x), y, "
+            f"image_size=(224, 224))` (image_size=None keeps each at its own size).")
     if all(isinstance(item, (str, bytes, os.PathLike)) for item in items):
         raise ArgumentTypeError(
             f"`x` as {kind} holds {len(items)} path(s) ({got(items[0])}, ...), not images. "
@@ -752,6 +759,15 @@ def sized_output(x: Any, plan: Plan, shape: tuple[int, ...] | None) -> None:
             f"holds a plain crop's window (`Op('crop', ...)` fails on a smaller one), or a "
             f"function of yours makes one size, pass `output_shape=`. {other}"
         )
+
+
+_IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM", b"II*\x00", b"MM\x00*", b"RIFF")
+
+
+def _encoded_image(head: bytes) -> bool:
+    """Whether bytes beginning with ``head`` are an encoded image (JPEG, PNG, GIF, BMP, TIFF,
+    WebP), or at least not a path (which holds no NUL byte)."""
+    return head.startswith(_IMAGE_MAGIC) or b"\x00" in head
 
 
 def _channel_count(layout: tuple[int, ...], images: int) -> str:
