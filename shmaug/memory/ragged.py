@@ -49,6 +49,20 @@ class RaggedImages:
     def output_shape(self) -> tuple[int | None, ...]:
         return (None, None) if self.channels is None else (None, None, self.channels)
 
+    def check_beside(self, images: Any) -> None:
+        """Refuse, before a loader starts, a mask of another size than its image, where these
+        are masks beside the images of a list (``y={'segmentation_masks': [...]}``)."""
+        sizes = getattr(images, "sizes", None)
+        if not isinstance(images, RaggedImages) or sizes is None:
+            return
+        for i, (mask, image) in enumerate(zip(self.sizes, sizes)):
+            if mask != image:
+                raise ArgumentError(
+                    f"The mask of sample {i} is {mask[0]}x{mask[1]} pixels (height x width) "
+                    f"and its image {image[0]}x{image[1]}: a mask lies on its image's pixels. "
+                    f"Fix: give each sample's mask its image's size (resize it with "
+                    f"nearest-neighbour interpolation, or pad it as its image was).")
+
     def released(self) -> RaggedImages:
         """These images' sizes and layout, without the user's arrays: a closed loader's,
         whose options keep this source and its ``load`` (the one reader, let go of them)."""

@@ -112,3 +112,32 @@ def test_a_model_fits_on_a_list_of_images_of_several_sizes():
     finally:
         seq.close()
     assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
+
+
+def _scenes(n: int = 10) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Images of several sizes whose first channel is 10x their mask's class."""
+    rng = np.random.default_rng(0)
+    images, masks = [], []
+    for i in range(n):
+        h, w = int(rng.integers(10, 50)), int(rng.integers(10, 50))
+        mask = ((rng.random((h, w)) > 0.5) * (i % 5 + 1)).astype(np.uint8)
+        images.append(np.repeat(mask[:, :, None], 3, axis=2) * 10)
+        masks.append(mask)
+    return images, masks
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_masks_of_several_sizes_move_with_their_images(method):
+    # (were refused, told to write a source with `load(self, index)` of their own)
+    images, masks = _scenes()
+    nearest = Compose([Op("random_resized_crop", height=16, width=16, interpolation="nearest"),
+                       Op("hflip"), Op("rotate", degrees=20, interpolation="nearest")])
+    with shmaug.Loader(images, {"segmentation_masks": masks}, batch_size=5, augment=nearest,
+                       workers=2, seed=2, shuffle=True, start_method=method) as loader:
+        for xb, yb in loader:
+            np.testing.assert_array_equal(xb[..., 0] // 10, yb["segmentation_masks"])
+    wrong = masks[:3] + [np.zeros((5, 5), np.uint8)] + masks[4:]
+    with pytest.raises(shmaug.ArgumentError, match=r"The mask of sample 3 is 5x5 pixels \(height "
+                                                   r"x width\) and its image \d+x\d+"):
+        shmaug.Loader(images, {"segmentation_masks": wrong}, batch_size=5, augment=nearest,
+                      workers=0)

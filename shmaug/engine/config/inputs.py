@@ -358,7 +358,8 @@ def targets(y: Any, n: int, name: str = "y") -> Any:
             key = next((k for k in BOX_LABEL_KEYS if k in y), "labels")
             boxes, labels = pad_boxes(ragged, _per_sample(y.get(key), n) or y.get(key))
             y = {**y, "boxes": boxes, **({} if labels is None else {key: labels})}
-        return {k: targets(v, n, f"{name}[{k!r}]") for k, v in y.items()}
+        return {k: _ragged_maps(v, n) or targets(v, n, f"{name}[{k!r}]") if k in MASK_NAMES
+                else targets(v, n, f"{name}[{k!r}]") for k, v in y.items()}
     if isinstance(y, (list, tuple)) and y and all(
             isinstance(v, (np.ndarray, dict)) or is_target_source(v) for v in y):
         _refuse_rows_as_outputs(y, n, name)
@@ -395,6 +396,18 @@ def _refuse_rows_as_outputs(y: list[Any] | tuple[Any, ...], n: int, name: str) -
         raise ArgumentError(_ragged(name, y, f"a {type(y).__name__} of {n} arrays, one per "
                                              f"sample, where a list of arrays is one target "
                                              f"per model output (Keras' convention)"))
+
+
+def _ragged_maps(value: Any, n: int) -> RaggedImages | None:
+    """Masks of several sizes, one per sample (each its image's size), as a source of them
+    held in shared memory as the images of a list are; None for anything else."""
+    entries = _per_sample(value, n)
+    if not entries or not all(isinstance(e, np.ndarray) and e.dtype.kind in "biuf" and (
+            e.ndim == 2 or e.ndim == 3 and e.shape[2] == 1) and e.size for e in entries):
+        return None
+    if len({e.shape for e in entries}) == 1 or len({(e.ndim, e.dtype) for e in entries}) > 1:
+        return None  # one shape: stacked as any target; layouts mixed: refused as before
+    return RaggedImages(entries)
 
 
 def _per_sample(value: Any, n: int) -> list[Any] | None:
