@@ -32,12 +32,14 @@ class RaggedImages:
     crop_to_aspect_ratio = False
     pad_to_aspect_ratio = False
 
-    def __init__(self, images: list[np.ndarray]) -> None:
+    def __init__(self, images: list[np.ndarray], what: str = "x") -> None:
+        """``what``: where the list was given, as messages name it (``x``, a mask's place
+        in ``y``)."""
         first = images[0]
         self.dtype = first.dtype
         self.channels: int | None = first.shape[2] if first.ndim == 3 else None
         self.sizes = [a.shape[:2] for a in images]  # (kept after release, for messages)
-        self.load = _Reader(images, len(images), self.dtype, None)
+        self.load = _Reader(images, len(images), self.dtype, what, None)
 
     def __len__(self) -> int:
         return len(self.sizes)
@@ -77,19 +79,20 @@ class RaggedImages:
 class _Reader:
     """``load``: image ``index``, from the user's list, or (shared) from the block."""
 
-    __slots__ = ("_images", "_n", "_dtype", "_handle", "_block")
+    __slots__ = ("_images", "_n", "_dtype", "_what", "_handle", "_block")
 
-    def __init__(self, images: list[np.ndarray], n: int, dtype: np.dtype,
+    def __init__(self, images: list[np.ndarray], n: int, dtype: np.dtype, what: str,
                  handle: ArrayHandle | None) -> None:
         self._images = images  # invariant: empty once shared (the block holds them)
         self._n = n  # images in the list or the block
         self._dtype = dtype
+        self._what = what  # where the list was given (``x``, a place in ``y``)
         self._handle = handle
         self._block: Any = None  # in a process that read the block: its mapping
 
     @property
     def __name__(self) -> str:  # how a worker error names the stage that failed
-        return "x[index]"
+        return f"{self._what}[index]"
 
     def __call__(self, index: int) -> np.ndarray:
         if self._handle is None:
@@ -124,19 +127,20 @@ class _Reader:
         for image in self._images:
             rows.append((offset, *image.shape[:2], image.shape[2] if image.ndim == 3 else 0))
             offset = _aligned(offset + image.nbytes)
-        handle, block = store.empty((offset,), np.uint8, what="the images (x)")
+        handle, block = store.empty((offset,), np.uint8, what=f"the list {self._what}")
         for i, (row, image) in enumerate(zip(rows, self._images)):
             _ROW.pack_into(block.data, i * _ROW.size, *row)
             block[row[0]:row[0] + image.nbytes] = np.ascontiguousarray(image).reshape(-1).view(
                 np.uint8)
         block.flags.writeable = False
-        return _Reader([], self._n, self._dtype, handle)
+        return _Reader([], self._n, self._dtype, self._what, handle)
 
     def __getstate__(self) -> tuple[Any, ...]:
-        return (self._images, self._n, self._dtype, self._handle)  # shared: no pixels
+        return (self._images, self._n, self._dtype, self._what, self._handle)  # (shared: no
+        # pixels)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self._images, self._n, self._dtype, self._handle = state
+        self._images, self._n, self._dtype, self._what, self._handle = state
         self._block = None
 
 

@@ -358,8 +358,8 @@ def targets(y: Any, n: int, name: str = "y") -> Any:
             key = next((k for k in BOX_LABEL_KEYS if k in y), "labels")
             boxes, labels = pad_boxes(ragged, _per_sample(y.get(key), n) or y.get(key))
             y = {**y, "boxes": boxes, **({} if labels is None else {key: labels})}
-        return {k: _ragged_maps(v, n) or targets(v, n, f"{name}[{k!r}]") if k in MASK_NAMES
-                else targets(v, n, f"{name}[{k!r}]") for k, v in y.items()}
+        return {k: _ragged_maps(v, n, f"{name}[{k!r}]") or targets(v, n, f"{name}[{k!r}]")
+                if k in MASK_NAMES else targets(v, n, f"{name}[{k!r}]") for k, v in y.items()}
     if isinstance(y, (list, tuple)) and y and all(
             isinstance(v, (np.ndarray, dict)) or is_target_source(v) for v in y):
         _refuse_rows_as_outputs(y, n, name)
@@ -398,7 +398,7 @@ def _refuse_rows_as_outputs(y: list[Any] | tuple[Any, ...], n: int, name: str) -
                                              f"per model output (Keras' convention)"))
 
 
-def _ragged_maps(value: Any, n: int) -> RaggedImages | None:
+def _ragged_maps(value: Any, n: int, name: str) -> RaggedImages | None:
     """Masks of several sizes, one per sample (each its image's size), as a source of them
     held in shared memory as the images of a list are; None for anything else."""
     entries = _per_sample(value, n)
@@ -407,7 +407,7 @@ def _ragged_maps(value: Any, n: int) -> RaggedImages | None:
         return None
     if len({e.shape for e in entries}) == 1 or len({(e.ndim, e.dtype) for e in entries}) > 1:
         return None  # one shape: stacked as any target; layouts mixed: refused as before
-    return RaggedImages(entries)
+    return RaggedImages(entries, name)
 
 
 def _per_sample(value: Any, n: int) -> list[Any] | None:
