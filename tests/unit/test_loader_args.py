@@ -552,6 +552,10 @@ def test_repr_shows_the_settings_given_and_what_they_resolved_to():
         text = repr(loader)  # (a list of 50,000 images made a repr of a megabyte)
     assert text.startswith("shmaug.Loader(x=<list of 2000, the first <uint8 array (4, 4)>>, "), \
         text[:200]
+    aug = shmaug.Compose([shmaug.OneOf(["rotate", "shear", "sine_warp"]),
+                          shmaug.ops.Op("gaussian_blur", sigma=(0.5, 1.0))])
+    with shmaug.Loader(X, batch_size=4, augment=aug, workers=0) as loader:
+        assert f"augment={aug!r}, workers=0" in repr(loader)  # whole (it was cut at 100)
 
 
 class StaticLoad:

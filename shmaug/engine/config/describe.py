@@ -35,6 +35,12 @@ def brief(value: Any) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
+def pipeline(augment: Any) -> str:
+    """``augment`` as a repr shows it: a pipeline of shmaug's whole (it is a setting, and a
+    log of the run names every op), anything else as ``brief`` shows it."""
+    return repr(augment) if callable(getattr(augment, "to_config", None)) else brief(augment)
+
+
 def call_repr(name: str, settings: list[tuple[str, Any]]) -> str:
     """``name(key=value, ...)``: values already strings are shown as they are."""
     shown = ", ".join(f"{k}={v if isinstance(v, str) else repr(v)}" for k, v in settings)
@@ -65,7 +71,7 @@ def loader_repr(o: Options, *, workers: int, gathering: bool, pin_memory: bool, 
         shown_workers = f"{asked.remote!r} ({workers} processes there)"
     settings: list[tuple[str, Any]] = [
         ("x", o.data.shown), ("y", o.data.shown_y or brief(o.data.y)),
-        ("batch_size", order.plan.batch_size), ("augment", brief(o.pipeline.augment)),
+        ("batch_size", order.plan.batch_size), ("augment", pipeline(o.pipeline.augment)),
         ("workers", shown_workers),
         ("start_method", "(the makers')" if asked.remote is not None else
          repr(resolved_start_method(asked.start_method, pool))
