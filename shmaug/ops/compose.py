@@ -420,15 +420,25 @@ _TARGET_OPTIONS = ("bounding_box_format", "keypoint_format", "min_visibility", "
 _NO_OPTIONS = TargetOptions()  # the defaults, which a config leaves out
 
 
+def _members_of(cfg: dict[str, Any]) -> tuple[Any, ...]:
+    """The members a pipeline's config lists under ``ops``, each built from its config."""
+    ops = cfg["ops"]
+    if not isinstance(ops, (list, tuple)):
+        raise ArgumentError(
+            f"`config['ops']` of type {cfg['type']!r} must be a list of its members' configs; "
+            f"received {ops!r}. Fix: a list, e.g. [{{'type': 'Op', 'name': 'hflip'}}].")
+    return tuple(from_config(c) for c in ops)
+
+
 @config_type("Compose")
 def _compose(cfg: dict[str, Any]) -> Compose:
-    return Compose(tuple(from_config(c) for c in cfg["ops"]), value_range=_range_of(cfg),
+    return Compose(_members_of(cfg), value_range=_range_of(cfg),
                    **{name: cfg[name] for name in _TARGET_OPTIONS if name in cfg})
 
 
 @config_type("OneOf")
 def _one_of(cfg: dict[str, Any]) -> OneOf:
-    return OneOf(tuple(from_config(c) for c in cfg["ops"]), weights=cfg.get("weights"),
+    return OneOf(_members_of(cfg), weights=cfg.get("weights"),
                  value_range=_range_of(cfg))
 
 
@@ -441,7 +451,7 @@ def _maybe(cfg: dict[str, Any]) -> Maybe:
 def _some_of(cfg: dict[str, Any]) -> SomeOf:
     n = cfg.get("n", 1)
     return SomeOf(
-        tuple(from_config(c) for c in cfg["ops"]),
+        _members_of(cfg),
         n=tuple(n) if isinstance(n, list) else n,
         random_order=bool(cfg.get("random_order", False)),
         value_range=_range_of(cfg),

@@ -704,6 +704,7 @@ def _built(config: Mapping[str, Any]) -> Any:
         ) from None
 
 
+_ALIASES = {"prob": "p", "probability": "p", "proba": "p"}  # what difflib finds too far
 _CONFIG_META = frozenset({"version", "module", "seed_globals"})  # keys any config may hold
 # ("seed_globals": from_pil's and from_array's old key, read and ignored)
 
@@ -720,7 +721,8 @@ def _unknown_keys_refused(config: Mapping[str, Any], built: Any) -> Any:
                   if f.init and f.compare and f.name[0] != "_"}
     extra = sorted(set(config) - known)
     if extra:
-        close = {k: difflib.get_close_matches(k, known, n=1) for k in extra}
+        close = {k: [_ALIASES[k]] if _ALIASES.get(k) in known else
+                 difflib.get_close_matches(k, known, n=1) for k in extra}
         hint = "".join(f" Did you mean {m[0]!r} for {k!r}?" for k, m in close.items() if m)
         raise ArgumentError(
             f"`config` of type {config['type']!r} has the key(s) {extra}, which it does not "

@@ -434,7 +434,7 @@ def test_one_of_refuses_weights_that_are_not_finite_non_negative(weights) -> Non
 
 @pytest.mark.parametrize("config,key,hint", [
     ({"type": "Maybe", "op": {"type": "Op", "name": "hflip", "params": {}}, "prob": 0.05},
-     "prob", ""),
+     "prob", "Did you mean 'p' for 'prob'"),
     ({"type": "OneOf", "ops": [{"type": "Op", "name": "hflip", "params": {}}], "weight": [9]},
      "weight", "Did you mean 'weights'"),
     ({"type": "Compose", "ops": [{"type": "Op", "name": "hflip", "params": {}}],
@@ -451,6 +451,13 @@ def test_a_config_key_its_type_does_not_take_is_refused(config, key, hint) -> No
     defaulted = {"type": "Compose", "ops": [{"type": "Op", "name": "hflip", "params": {}}],
                  "value_range": None, "mask_fill": 0}
     assert shmaug.from_config(defaulted) == Compose([Op("hflip")])  # its keys, at defaults
+
+
+def test_a_pipeline_config_whose_ops_are_not_a_list_says_so() -> None:
+    with pytest.raises(errors.ArgumentError, match=r"`config\['ops'\]` of type 'Compose' must be "
+                                                   r"a list of its members' configs; received "
+                                                   r"'hflip'"):  # (was: received 'h')
+        shmaug.from_config({"type": "Compose", "ops": "hflip"})
 
 
 def test_one_of_follows_weights_and_maybe_p() -> None:
