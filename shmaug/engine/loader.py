@@ -461,8 +461,9 @@ class Loader:
     def __repr__(self) -> str:
         """The settings as given, with what they resolved to: the worker count, the start
         method, the seed (drawn when None was given) and the output learned from sample 0."""
-        run = self._run
-        load = None if source.stands_in(run.load) else run.load
+        run, data = self._run, self._options.data
+        given = data.load is not getattr(data.x, "load", None)  # (not a source's own)
+        load = run.load if given and not source.stands_in(run.load) else None
         return describe.loader_repr(self._options, workers=self.workers,
                                     gathering=run.gather_only, pin_memory=run.pin_memory,
                                     load=load, output=(self.output_shape, self.output_dtype),

@@ -16,11 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ClosedError
 from .store import ArrayHandle, SharedStore, attach_block
 
 _ROW = struct.Struct("<4q")  # per image: offset of its pixels in the block, height, width, C
 _ALIGN = 64  # each image's pixels start on a cache line
+_INSTEAD = ("or keep the images in files, read by index in the workers: "
+            "`shmaug.ImageFiles.from_paths(paths, image_size=None)` (nothing copied)")
 
 
 class RaggedImages:
@@ -96,12 +98,16 @@ class _Reader:
 
     def __call__(self, index: int) -> np.ndarray:
         if self._handle is None:
+            if self._n and not self._images:
+                raise ClosedError(
+                    f"The list {self._what} was let go with its closed loader (a closed loader "
+                    f"holds none of your arrays). Fix: index your own list.")
             view = self._images[index].view()
             view.flags.writeable = False  # ops get read-only images, as from an array `x`
             return view
-        if self._block is None:
-            self._block = attach_block(self._handle)
-        buf = self._block.buf
+        block = self._block or attach_block(self._handle)  # (two threads' first reads: each
+        self._block = block  # keeps its own mapping until it has copied its image)
+        buf: Any = block.buf
         i = index + self._n if index < 0 else index
         if not 0 <= i < self._n:
             raise IndexError(f"image index {index} out of range for {self._n} images")
@@ -121,13 +127,12 @@ class _Reader:
         """A reader of the same images, copied once into ``store``, which workers attach."""
         if self._handle is not None:
             return self
-        if not self._images:
-            raise ArgumentError("these images were released with their closed loader")
         rows, offset = [], _aligned(len(self._images) * _ROW.size)
         for image in self._images:
             rows.append((offset, *image.shape[:2], image.shape[2] if image.ndim == 3 else 0))
             offset = _aligned(offset + image.nbytes)
-        handle, block = store.empty((offset,), np.uint8, what=f"the list {self._what}")
+        handle, block = store.empty((offset,), np.uint8, what=f"the list {self._what}",
+                                    instead=_INSTEAD)
         for i, (row, image) in enumerate(zip(rows, self._images)):
             _ROW.pack_into(block.data, i * _ROW.size, *row)
             block[row[0]:row[0] + image.nbytes] = np.ascontiguousarray(image).reshape(-1).view(

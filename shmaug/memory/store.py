@@ -192,14 +192,17 @@ def shm_report() -> str:
             + (f"; {held}" if held else "; no shmaug segment there"))
 
 
-def check_capacity(nbytes: int, what: str) -> None:
-    """Raise ``SharedMemoryError`` with the remedy when /dev/shm cannot hold ``nbytes``."""
+_SMALLER = ("lower `max_queue_size` or `batch_size`, or pass `x` as a path to a .npy file so "
+            "it is memory-mapped instead of copied into shared memory")
+
+
+def check_capacity(nbytes: int, what: str, instead: str = _SMALLER) -> None:
+    """Raise ``SharedMemoryError`` with the remedy when /dev/shm cannot hold ``nbytes``;
+    ``instead``: what else would need less of it, for this block."""
     free = free_shm_bytes(nbytes)
     if free is not None and nbytes > free:
         held = _others_held(())
-        smaller = "" if nbytes < 2**16 else (  # (a few bytes: nothing smaller would fit)
-            ", lower `max_queue_size` or `batch_size`, or pass `x` as a path to a .npy file "
-            "so it is memory-mapped instead of copied into shared memory")
+        smaller = "" if nbytes < 2**16 else f", {instead}"  # (a few bytes: nothing smaller)
         raise SharedMemoryError(
             f"Not enough shared memory for {what}: asked for {nbytes:,} bytes "
             f"({nbytes / 2**20:.1f} MiB) but {_SHM_DIR} has {free:,} bytes "
@@ -512,15 +515,17 @@ class SharedStore:
             _STORES.add(self)
 
     def empty(self, shape: tuple[int, ...], dtype: Any, *, what: str = "an array",
-              lent: bool = False, reserved: int | None = None) -> tuple[ArrayHandle, np.ndarray]:
+              lent: bool = False, reserved: int | None = None, instead: str = _SMALLER
+              ) -> tuple[ArrayHandle, np.ndarray]:
         """A new zero-filled shared array; returns its handle and a view for this process.
         ``lent``: views of it may outlive the store (the ring's slots under ``copy=False``):
         closing then unlinks its name but leaves the mapping to the last view.
         ``reserved``: the bytes whose room is taken now (``_reserve``; default all), the rest
-        by ``reserve`` once it is known to fit."""
+        by ``reserve`` once it is known to fit. ``instead``: what would need less room than
+        this block, as the error for too little says it."""
         dt = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-        check_capacity(nbytes if reserved is None else reserved, what)
+        check_capacity(nbytes if reserved is None else reserved, what, instead)
         name = segment_name()
         try:
             with _tracker.python_tracker_skipped():  # ours tracks it, quietly (_tracker)

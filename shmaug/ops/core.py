@@ -264,17 +264,28 @@ class _ArrayParam:
         self.array = array
 
     def __eq__(self, other: object) -> bool:
-        theirs = other.array if isinstance(other, _ArrayParam) else other
         try:
-            return bool(np.array_equal(self.array, np.asarray(theirs)))
-        except (TypeError, ValueError):  # (not numbers of one shape)
+            theirs = np.asarray(other.array if isinstance(other, _ArrayParam) else other)
+        except ValueError:  # (nested sequences of several lengths)
             return False
+        try:  # (NaN equals NaN: an op equals its copy)
+            return bool(np.array_equal(self.array, theirs, equal_nan=True))
+        except TypeError:  # (no NaN in strings or objects)
+            return bool(np.array_equal(self.array, theirs))
 
     def __hash__(self) -> int:
-        return hash(_kept(self.array.tolist()))
+        return hash(_nan_named(self.array.tolist()))
 
     def __repr__(self) -> str:
         return repr(self.array)
+
+
+def _nan_named(value: Any) -> Any:
+    """Numbers in nested lists as nested tuples, a NaN as "nan": Python hashes a float NaN
+    by its identity, so an array with one hashed apart from its copy, which it equals."""
+    if isinstance(value, list):
+        return tuple(_nan_named(v) for v in value)
+    return "nan" if isinstance(value, float) and value != value else value
 
 
 def _thaw(value: Any) -> Any:

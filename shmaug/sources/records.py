@@ -362,7 +362,8 @@ class ImageRecords(O.ImageSource):
         """
         _check_keywords(settings)
         chunks = _encoded(images)
-        lengths = np.array([len(c) for c in chunks], np.int64)
+        lengths = np.array([memoryview(c).nbytes for c in chunks], np.int64)  # (bytes, not
+        # items: a memoryview of int32s)
         offsets = np.cumsum(lengths) - lengths
         blob = np.frombuffer(b"".join(chunks), np.uint8)  # the one copy, shared at start
         classes, names = F.encode_names(labels, len(chunks), class_names)
@@ -535,8 +536,11 @@ def _folder(index_cache: str | os.PathLike[str] | None) -> str | None:
 IN_MEMORY = "<images in memory>"  # the one shard of ``from_bytes``, as messages name it
 
 
-def _encoded(images: Any) -> list[bytes | bytearray | memoryview]:
-    """``images`` as a list of encoded images, each checked to be bytes and not empty."""
+def _encoded(images: Any) -> list[Any]:
+    """``images`` as a list of encoded images, each checked to be bytes (or what holds them:
+    a memoryview, ``cv2.imencode``'s uint8 array) and not empty."""
+    if callable(getattr(images, "to_pylist", None)):  # a pyarrow column of binary values
+        images = images.to_pylist()
     if isinstance(images, (bytes, bytearray, str)) or not hasattr(images, "__len__"):
         raise ArgumentTypeError(
             f"`images` must be a list of encoded images, one bytes object each; received "
@@ -545,7 +549,11 @@ def _encoded(images: Any) -> list[bytes | bytearray | memoryview]:
     if not chunks:
         raise ArgumentError("`images` is empty. Fix: pass at least one encoded image.")
     for i, chunk in enumerate(chunks):
-        if not isinstance(chunk, (bytes, bytearray, memoryview)):
+        if isinstance(chunk, np.ndarray) and chunk.dtype == np.uint8 and chunk.ndim <= 2 \
+                and 1 in (chunk.ndim, *chunk.shape[1:]):  # cv2.imencode's (n, 1) or (n,)
+            chunk = chunks[i] = np.ascontiguousarray(chunk).reshape(-1)
+        if not (isinstance(chunk, (bytes, bytearray, memoryview)) or isinstance(
+                chunk, np.ndarray) and chunk.dtype == np.uint8 and chunk.ndim == 1):
             fix = ("for paths, ImageFiles.from_paths(paths, ...)" if isinstance(
                 chunk, (str, os.PathLike)) else "for decoded images, pass the arrays as `x`"
                 if isinstance(chunk, np.ndarray) else "encode it, e.g. "
@@ -553,7 +561,7 @@ def _encoded(images: Any) -> list[bytes | bytearray | memoryview]:
             raise ArgumentTypeError(
                 f"`images[{i}]` must be an encoded image (bytes); received {got(chunk)}. "
                 f"Fix: {fix}.")
-        if not len(chunk):
+        if not memoryview(chunk).nbytes:  # type: ignore[arg-type]
             raise ArgumentError(
                 f"`images[{i}]` is empty (0 bytes): no image to decode. Fix: leave it out, "
                 f"with its label.")

@@ -77,11 +77,28 @@ def test_a_closed_loader_holds_none_of_the_images():
     images = _images()
     first = weakref.ref(images[0])
     loader = shmaug.Loader(images, batch_size=4, augment=AUG, workers=1, seed=0)
+    assert "load=" not in repr(loader)  # (the list's own reader is not a `load` given)
     loader.batch(0)
     loader.close()
     del images
     gc.collect()
     assert first() is None
+    seq = shmaug.Sequence(_images(), batch_size=4, augment=AUG, workers=0)
+    seq.close()
+    with pytest.raises(shmaug.ClosedError, match=r"The list x was let go with its closed "
+                                                 r"loader"):  # (a bare IndexError)
+        seq.x[0]
+
+
+def test_the_shared_memory_error_names_what_needs_less_of_it(monkeypatch):
+    from shmaug.memory import store as _store
+
+    monkeypatch.setattr(_store, "free_shm_bytes", lambda needed=0: 2**16)
+    with SharedStore() as store, pytest.raises(
+            shmaug.SharedMemoryError, match=r"for the list x: .*keep the images in files, "
+                                            r"read by index.*ImageFiles\.from_paths"):
+        RaggedImages([np.zeros((300, 300), np.uint8), np.zeros((2, 2), np.uint8)]).load.sharing(
+            store)  # (was told to lower batch_size, or to pass a .npy path)
 
 
 def test_what_cannot_be_batched_is_refused_with_the_fix():
@@ -97,6 +114,13 @@ def test_what_cannot_be_batched_is_refused_with_the_fix():
     mixed = images[:3] + _images(2, dtype="float32")
     with pytest.raises(shmaug.ArgumentError, match=r"several dtypes \(float32, uint8\)"):
         shmaug.Loader(mixed, batch_size=4, augment=AUG, workers=0)
+    pair = [np.zeros((10, 12, 3), np.uint8), np.zeros((10, 7), np.uint8)]  # (was read as
+    with pytest.raises(shmaug.ArgumentError, match=r"several channel counts"):  # (x, y))
+        shmaug.Loader(pair, np.arange(2), batch_size=2, augment=AUG, workers=0)
+    with pytest.raises(shmaug.ArgumentError, match=r"an empty image at index 1, of shape "
+                                                   r"\(0, 12, 3\)"):
+        shmaug.Loader([images[0], np.zeros((0, 12, 3), np.uint8)], batch_size=2, augment=AUG,
+                      workers=0)
 
 
 @needs_keras

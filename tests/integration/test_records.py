@@ -136,6 +136,18 @@ def test_encoded_images_in_memory_go_to_the_workers_by_name(in_memory):
         shmaug.ImageRecords.from_bytes([D.png(0), "b.png"])
     with pytest.raises(shmaug.ArgumentError, match=r"`images\[0\]` is empty"):
         shmaug.ImageRecords.from_bytes([b""])
+    import cv2
+
+    padded = D.png(0) + b"\0" * (-len(D.png(0)) % 4)  # (bytes past a PNG's end are ignored)
+    as_ints = memoryview(np.frombuffer(padded, np.int32))  # its len() counts int32s, a
+    encoded = cv2.imencode(".png", D.image(1)[:, :, ::-1])[1]  # quarter of its bytes: each
+    held = shmaug.ImageRecords.from_bytes([as_ints, encoded, D.png(2)], image_size=None)
+    for i in range(3):  # later image was read from the wrong offset; cv2's (n, 1) uint8 array
+        np.testing.assert_array_equal(held.load(i), D.image(i))  # was refused
+    pa = pytest.importorskip("pyarrow")
+    column = pa.chunked_array([[D.png(0), D.png(1)], [D.png(2)]], pa.binary())  # (its scalars
+    np.testing.assert_array_equal(  # were told to be encoded)
+        shmaug.ImageRecords.from_bytes(column, image_size=None).load(2), D.image(2))
     named = shmaug.ImageRecords.from_bytes([D.png(i) for i in range(4)], ["b", "a", "b", "a"],
                                            image_size=None)
     assert named.class_names == ("a", "b") and named.labels.tolist() == [1, 0, 1, 0]

@@ -396,6 +396,9 @@ def test_an_array_parameter_compares_hashes_and_configures_as_its_numbers(
     large = op.bind(gains=texture)  # shown as numpy shows it (its nested tuples were 4 MB of
     assert len(repr(large)) < 1000 and large == op.bind(gains=texture.copy())  # repr, 1.5 s)
     assert large != op and op != large
+    with_nan = op.bind(gains=np.array([np.nan, 1.0, 1.0]))  # (NaN != NaN: it equalled no copy)
+    assert pickle.loads(pickle.dumps(with_nan)) == with_nan
+    assert len({with_nan, pickle.loads(pickle.dumps(with_nan))}) == 1
 
 
 @pytest.mark.parametrize("mix", [ops.MixUp(0.2, num_classes=10), ops.CutMix(p=0.5),

@@ -275,7 +275,8 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
             f"them, the images, and hands the others over row for row. Fix: pass a dict, "
             f"`shmaug.Sequence(x={{'image': images, 'meta': meta}}, y=y, image_key='image')`, "
             f"with the model's inputs named so.")
-    if len(arrays) == 2 and arrays[0].ndim in (3, 4) and 1 <= arrays[1].ndim <= 2 and \
+    if len(arrays) == 2 and y_rows is None and arrays[0].ndim in (3, 4) and \
+            1 <= arrays[1].ndim <= 2 and \
             len(arrays[0]) == len(arrays[1]) and arrays[1].shape != arrays[0].shape[:2]:
         raise ArgumentTypeError(
             f"`x` is a pair of {len(arrays[0])} images {arrays[0].shape} and {len(arrays[1])} "
@@ -294,6 +295,11 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
             + (" (channels first: np.moveaxis(np.stack(x), 1, -1))"
                if shapes[0][0] <= 4 < shapes[0][-1] else "")
             + "; for several inputs, a dict {name: array} and `image_key=` (shmaug.Sequence).")
+    empty = next((i for i, a in enumerate(arrays) if 2 <= a.ndim <= 3 and not a.size), None)
+    if empty is not None:
+        raise ArgumentError(
+            f"`x` as {kind} holds an empty image at index {empty}, of shape "
+            f"{arrays[empty].shape}. Fix: leave it out (with its label).")
     # Several sizes: images (not a tuple, Keras' several inputs) held as they are
     images = all(a.ndim == 2 and min(a.shape) > 0 or a.ndim == 3 and min(a.shape[:2]) > 0
                  and 1 <= a.shape[2] <= 4 for a in arrays)

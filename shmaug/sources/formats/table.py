@@ -100,7 +100,8 @@ class RecordTable(FlatTable):
         return 24 * self._n
 
     def _blocks_are(self) -> tuple[str, ...]:
-        return (f"the index of {self._n:,} records", "the decompressed GZIP TFRecords")
+        return (f"the index of {self._n:,} records",
+                "the records held in memory (GZIP TFRecords decompressed, or bytes given)")
 
     def _meta(self) -> tuple[Any, ...]:
         return self._shards, self._bases, self._kind, self._key, self._remote

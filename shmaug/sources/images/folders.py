@@ -479,8 +479,8 @@ def encode_names(
     values = list(labels)
     if len(values) != n:
         raise ArgumentError(
-            f"`labels` must have one entry per path ({n}); received {len(values)}. "
-            f"Fix: pass len(labels) == len(paths)."
+            f"`labels` must have one entry per image ({n}); received {len(values)}. "
+            f"Fix: pass one label per image, in the images' order."
         )
     if all(isinstance(v, str) for v in values):
         names = tuple(class_names) if class_names is not None else tuple(sorted(set(values)))
