@@ -390,6 +390,24 @@ def weights_follow_targets(y: Any, sample_weight: Any) -> None:
             f"output, in y's order, or one array (N,) that weighs every output.")
 
 
+def mixed_loss(mix: Any, model: Any) -> None:
+    """A training Sequence with ``mix`` under ``fit`` of a model compiled with a sparse
+    categorical loss, which takes class ids: the mix's soft targets stopped ``fit`` at its
+    first step with Keras' "Argument output must have rank (ndim) target.ndim - 1". Refused
+    before it, naming the loss to use. A loss per output, or of another name, passes."""
+    loss = getattr(model, "loss", None)
+    name = loss if isinstance(loss, str) else getattr(loss, "name", None) or getattr(
+        loss, "__name__", None)
+    if not isinstance(name, str) or "sparse_categorical" not in name:
+        return
+    raise ArgumentError(
+        f"The model is compiled with loss {name!r}, which takes class ids, but the training "
+        f"Sequence's mix={mix!r} hands out soft targets, one row of class probabilities per "
+        f"sample (Keras: \"Argument output must have rank (ndim) target.ndim - 1\"). Fix: "
+        f"model.compile(loss=keras.losses.CategoricalCrossentropy()) (with from_logits=True "
+        f"where the sparse one had it); the labels you give stay class ids.")
+
+
 def validation_labels(mix: Any, validation: Any) -> None:
     """A training Sequence with ``mix`` under ``fit`` with ``validation``: the mix's soft
     targets take ``CategoricalCrossentropy``, which refuses class ids, so validation data of

@@ -761,6 +761,7 @@ def _check_fit(seq: Sequence) -> None:
         # its validation batches must take the mix's loss too (unless a targets hook
         # reshapes the soft targets: then what loss is unknown)
         facade_checks.validation_labels(seq.mix, validation)
+        facade_checks.mixed_loss(seq.mix, stack.fit_argument("self"))
     facade_checks.validation_classes(*(_source_labelled(s) for s in (seq, validation)))
     facade_checks.resumed_unsynced(seq, stack.fit_argument("initial_epoch"),
                                    stack.fit_argument("epoch"),

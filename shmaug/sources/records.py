@@ -62,7 +62,8 @@ class ImageRecords(O.ImageSource):
     Build one with the constructor for the format, then pass it as ``x``: ``from_tfrecord``
     (TFRecord files of ``tf.train.Example``), ``from_tfds`` (a dataset TensorFlow Datasets
     prepared), ``from_array_record`` (ArrayRecord files), ``from_webdataset`` (WebDataset
-    tars) or ``from_huggingface`` (a Hugging Face ``datasets.Dataset``). ``records.labels``
+    tars), ``from_huggingface`` (a Hugging Face ``datasets.Dataset``) or ``from_bytes``
+    (encoded images in memory). ``records.labels``
     is the matching ``y`` (a loader takes it when ``y`` is not given).
     Settings are ``ImageFiles``' (``image_size``, ``color_mode``, ``interpolation``,
     ``on_error``, ``label_mode``, ``reduced_decode``, ``dtype``), with the same defaults and
@@ -369,7 +370,7 @@ class ImageRecords(O.ImageSource):
         classes, names = F.encode_names(labels, len(chunks), class_names)
         if classes is not None and not names:
             names = tuple(str(c) for c in range(int(classes.max()) + 1))
-        table = RecordTable.build((IN_MEMORY,), np.zeros(len(chunks), np.int64), offsets,
+        table = RecordTable.build((BYTES_GIVEN,), np.zeros(len(chunks), np.int64), offsets,
                                   lengths, classes, RAW.name, "", blob, (0,))
         return cls(table, classes, names, **settings)._made(_call(
             cls.from_bytes, O.Text(f"<{len(chunks)} encoded images>"),
@@ -533,7 +534,7 @@ def _folder(index_cache: str | os.PathLike[str] | None) -> str | None:
     return None if index_cache is None else os.fspath(index_cache)
 
 
-IN_MEMORY = "<images in memory>"  # the one shard of ``from_bytes``, as messages name it
+BYTES_GIVEN = "<images in memory>"  # the one shard of ``from_bytes``, as messages name it
 
 
 def _encoded(images: Any) -> list[Any]:

@@ -116,6 +116,24 @@ def test_validation_arrays_of_class_ids_are_refused_too() -> None:
         model_for(len(CLASSES)).fit(train, validation_data=(x, ids), epochs=1, verbose=0)
 
 
+@pytest.mark.parametrize("loss", [lambda keras: "sparse_categorical_crossentropy",
+                                  lambda keras: keras.losses.SparseCategoricalCrossentropy(
+                                      from_logits=True)], ids=["by name", "a Loss"])
+def test_a_sparse_loss_under_a_mix_is_refused_with_the_loss_to_use(loss) -> None:
+    """Keras stopped ``fit`` at its first step with "Argument output must have rank (ndim)
+    target.ndim - 1", naming neither the mix nor the loss."""
+    import keras
+
+    model = model_for(len(CLASSES))
+    model.compile("adam", loss(keras))
+    x = np.zeros((8, SIDE, SIDE, 3), np.uint8)
+    with shmaug.Sequence(x, np.arange(8) % len(CLASSES), batch_size=4, seed=0, workers=0,
+                         mix=MixUp(0.2, num_classes=len(CLASSES))) as train, \
+            pytest.raises(shmaug.ArgumentError, match=r"compiled with loss 'sparse_categorical"
+                                                      r"_crossentropy'.*CategoricalCrossentropy"):
+        model.fit(train, epochs=1, verbose=0)
+
+
 def test_a_validation_sequence_whose_targets_hook_one_hots_is_not_refused() -> None:
     class OneHotValidation(shmaug.Sequence):  # (here: the module imports without Keras)
         """A validation Sequence of class ids whose ``targets`` hook one-hots them."""

@@ -68,10 +68,23 @@ def test_a_float16_batch_refuses_values_it_would_hold_as_inf():
     x = np.full((8, 16, 16, 1), 4000, np.uint16)
     x[3, 0, 0] = 65535
     augment = shmaug.Compose(["hflip"])
-    with shmaug.Loader(x, None, batch_size=8, augment=augment, workers=0,
+    with pytest.raises(shmaug.ArgumentError, match=r"holds larger values \(1 samples, the "
+                                                   r"first: sample 3, up to 65535\).*x / 65535"):
+        shmaug.Loader(x, None, batch_size=8, augment=augment, workers=0, output_dtype="float16")
+    # (told before start: it was refused at its sample, mid-epoch); one an op makes, as it comes
+    inverted = shmaug.Compose(["invert"])  # 4000 -> 61535, 0 -> 65535
+    x[3, 0, 0] = 4000
+    x[5] = 0
+    with shmaug.Loader(x, None, batch_size=8, augment=inverted, workers=0,
                        output_dtype="float16") as loader:
-        with pytest.raises(shmaug.OutputMismatchError, match=r"(?s)Sample index 3 .*65535.*"
+        with pytest.raises(shmaug.OutputMismatchError, match=r"(?s)Sample index 5 .*65535.*"
                                                               r"inf.*output_dtype='float32'"):
+            loader.batch(0)
+    x[5] = 4000
+    stars = np.full((2, 8, 8), 70.0, np.float32)
+    stars[1, 0, 0], stars[1, 0, 1] = np.nan, 1e6  # a masked pixel hid the star from min/max
+    with shmaug.Loader(stars, None, batch_size=2, workers=0, output_dtype="float16") as loader:
+        with pytest.raises(shmaug.OutputMismatchError, match=r"Sample index 1 .*70\.\.1e\+06"):
             loader.batch(0)
     with shmaug.Loader(x[:3], None, batch_size=3, augment=augment, workers=0,
                        output_dtype="float16") as loader:
@@ -108,3 +121,11 @@ def test_workers_write_bfloat16_and_the_model_trains_on_it():
         weights.append(m.get_weights())
     for a, b in zip(*weights):
         np.testing.assert_allclose(a, b, atol=0.02)
+
+
+def test_bfloat16_images_are_told_to_go_in_as_float32():
+    """(were told `x.astype(np.uint8)`, which makes [0, 1] data all zeros)"""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"received dtype bfloat16\. Fix: convert "
+                                                       r"them once, `x\.astype\(np\.float32\)`"):
+        shmaug.Loader(np.zeros((2, 4, 4), ml_dtypes.bfloat16), batch_size=2, workers=0)

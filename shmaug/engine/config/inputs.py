@@ -138,7 +138,10 @@ def image_array(x: Any, y: Any = None) -> np.ndarray | RaggedImages:
     if x.dtype.kind not in "biuf":
         raise ArgumentTypeError(
             f"`x` must have a numeric dtype (uint8, float16, float32, ...); received dtype "
-            f"{x.dtype}. Fix: decode the images to numbers first, e.g. `x.astype(np.uint8)`."
+            f"{x.dtype}. Fix: " + ("convert them once, `x.astype(np.float32)` (a bfloat16 "
+                                   "batch is `output_dtype='bfloat16'`)." if x.dtype.name ==
+                                   "bfloat16" else "decode the images to numbers first, e.g. "
+                                   "`x.astype(np.uint8)`.")
         )
     if len(x) == 0:
         raise ArgumentError(_EMPTY)
@@ -216,6 +219,25 @@ def stored_as(images: np.ndarray | None, dtype: np.dtype | None) -> None:
         f"numpy stores {images.dtype} as {dtype} only by guessing a scale, which shmaug does "
         f"not do. Fix: convert x once, before the loader ({fix}), or leave `output_dtype` out "
         f"(batches of {images.dtype}).")
+
+
+def float16_room(images: np.ndarray | None, dtype: np.dtype | None) -> None:
+    """Integer images (16-bit and wider) with a value float16 holds only as inf, refused
+    before any process starts where ``output_dtype`` is float16 (a worker refused the first
+    such sample, an hour into an epoch). In memory only: a memory map is read as it goes."""
+    if images is None or dtype != np.float16 or images.dtype.kind not in "iu" or \
+            images.dtype.itemsize < 2 or isinstance(images, np.memmap) or not images.size:
+        return
+    rows = images.reshape(len(images), -1)
+    # (65519 rounds down to 65504; 65520 up to inf)
+    over = np.flatnonzero((rows.max(axis=1) > 65519) | (rows.min(axis=1) < -65519))
+    if len(over):
+        raise ArgumentError(
+            f"`output_dtype` is float16, whose largest value is 65504, and `x` ({images.dtype}) "
+            f"holds larger values ({len(over)} samples, the first: sample {int(over[0])}, "
+            f"up to {int(np.abs(rows[over[0]].astype(np.int64)).max())}), which would become "
+            f"inf. Fix: scale x to [0, 1] first (x / {np.iinfo(images.dtype).max}: float16 "
+            f"then keeps about 11 bits of each level), or pass output_dtype='float32'.")
 
 
 _EMPTY = "`x` is empty (0 samples). Fix: pass a dataset with at least one sample."

@@ -463,13 +463,16 @@ _FLOAT16_INF = 65520.0  # float16 rounds what lies below to 65504, its largest v
 def _refuse_float16_overflow(image: np.ndarray, index: int, of: str) -> None:
     """A float16 batch holds at most 65504: a brighter 16-bit pixel or a float above that
     would become inf, and training on it silently fails."""
-    low, high = float(image.min()), float(image.max())
-    if max(high, -low) >= _FLOAT16_INF:
+    flat = image.reshape(-1)  # fmin / fmax pass over NaN (a masked pixel), which min / max
+    low, high = float(np.fmin.reduce(flat)), float(np.fmax.reduce(flat))  # return, hiding
+    if max(high, -low) >= _FLOAT16_INF:  # every other value
         raise OutputMismatchError(
             f"Sample index {index} produced{of} {image.dtype} values spanning {low:g}..{high:g}, "
             f"but the batch is float16 (`output_dtype`), whose largest value is 65504: the "
-            f"rest would become inf. Fix: pass `output_dtype='float32'` (or 'bfloat16'), or "
-            f"scale the samples down (divide by 65535: in `augment`, or in `x` itself).")
+            f"rest would become inf. Fix: scale the samples down (divide by 65535, in "
+            f"`augment` or in `x` itself: float16 then keeps about 11 bits of each level), or "
+            f"pass `output_dtype='float32'` ('bfloat16' keeps the range but 8 bits: 65535 "
+            f"becomes 65536, 30001 becomes 29952).")
 
 
 def _several_images(out: Any) -> bool:
