@@ -129,3 +129,15 @@ def test_bfloat16_images_are_told_to_go_in_as_float32():
     with pytest.raises(shmaug.ArgumentTypeError, match=r"received dtype bfloat16\. Fix: convert "
                                                        r"them once, `x\.astype\(np\.float32\)`"):
         shmaug.Loader(np.zeros((2, 4, 4), ml_dtypes.bfloat16), batch_size=2, workers=0)
+
+
+def test_output_dtype_takes_a_frameworks_dtype_by_its_name():
+    """(``tf.float16`` was refused as "not a numeric dtype")"""
+    tf = pytest.importorskip("tensorflow")
+    pytest.importorskip("ml_dtypes")
+    for given, made in ((tf.float16, "float16"), (tf.bfloat16, "bfloat16")):
+        with shmaug.Loader(np.zeros((2, 4, 4), np.uint8), batch_size=2, workers=0,
+                           output_dtype=given) as loader:
+            assert loader.batch(0)[0].dtype.name == made
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"received tf\.string"):
+        shmaug.Loader(np.zeros((2, 4, 4), np.uint8), batch_size=2, output_dtype=tf.string)

@@ -417,7 +417,11 @@ def shape(name: str, value: Any) -> tuple[int, ...]:
 
 def dtype(name: str, value: Any) -> np.dtype:
     """A numeric dtype; ``"bfloat16"`` too, as ``ml_dtypes`` (which Keras, JAX and TensorFlow
-    bring) defines it for numpy."""
+    bring) defines it for numpy; TensorFlow's and torch's dtypes by their names
+    (``tf.float16``, ``torch.bfloat16``)."""
+    given = value
+    if type(value).__module__.partition(".")[0] in ("tensorflow", "torch"):  # by its name
+        value = str(getattr(value, "name", value)).rpartition(".")[2]  # ("torch.float16")
     if isinstance(value, str) and value == "bfloat16":
         return bfloat16(name)
     try:
@@ -429,7 +433,7 @@ def dtype(name: str, value: Any) -> np.dtype:
     if dt.kind not in "biuf":
         raise ArgumentTypeError(
             f"`{name}` must be a numeric dtype such as 'uint8' or 'float32'; received "
-            f"{got(value)}. Fix: pass e.g. `{name}='float32'`, or leave it out to learn it "
+            f"{got(given)}. Fix: pass e.g. `{name}='float32'`, or leave it out to learn it "
             f"from sample 0."
         )
     return dt

@@ -110,9 +110,10 @@ def _nonfinite(what: str, index: int, vr: tuple[float, float]) -> ArgumentError:
     the float's extremes in, a log of silence's -inf at -3.4e38)."""
     low, high = vr
     return ArgumentError(
-        f"{what} holds NaN or infinity (sample index {index}); augmenting it would spread them "
-        f"through every op. Fix: clean the data first, within the value range ({low:g}, "
-        f"{high:g}), e.g. x = np.nan_to_num(x, nan={low:g}, neginf={low:g}, posinf={high:g})."
+        f"{what} holds NaN or infinity (sample index {index}), outside the value range "
+        f"declared or taken by the ops (an op would spread them through the image). Fix: "
+        f"clean the data first, within the value range ({low:g}, {high:g}), e.g. "
+        f"x = np.nan_to_num(x, nan={low:g}, neginf={low:g}, posinf={high:g})."
     )
 
 
