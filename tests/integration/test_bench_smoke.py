@@ -93,6 +93,14 @@ def test_bench_recycle_quick(tmp_path):
     assert json.loads((tmp_path / "recycle.json").read_text())
 
 
+def test_bench_ragged_quick(tmp_path):
+    out = run("-m", "bench.ragged", "--quick", "--out", str(tmp_path))
+    assert out.startswith("**QUICK run**") and "| fork | list |" in out
+    runs = json.loads((tmp_path / "ragged.json").read_text())
+    assert {r["way"] for r in runs} == {"list", "load", "files"} and all(
+        r["batches"] == 3 for r in runs)  # (12 photos in batches of 4, every way)
+
+
 @needs_keras
 def test_soak_quick(tmp_path):
     """20 epochs with 4 workers SIGKILLed and one fit: nothing grows, nothing is left."""

@@ -1,0 +1,145 @@
+"""Photos of several sizes held in memory: ``python -m bench.ragged [--rounds 3] [--quick]``.
+
+Three ways to hand a loader's workers a list of decoded photos of several sizes:
+
+- list: the list given as ``x``, held once in the loader's shared memory
+  (``shmaug.memory.ragged``), each photo read at its own size;
+- load: the recipe it replaces, ``x=indices, load=images.__getitem__``: the list goes into
+  every worker by pickle (by fork's copy-on-write under fork);
+- files: the photos written once as JPEG files (q90) and read by index,
+  ``ImageFiles.from_paths(image_size=None)``: nothing in memory, each decoded per epoch.
+
+Each run is a fresh child process: ``N`` photos (crops of a photo a package ships, 256 to 640
+pixels a side, tinted), a ``Loader`` with 2 workers under fork and spawn, a resized crop to
+224 and a flip, one epoch. Per run: construction to the first batch, the epoch's images/s,
+each worker's unique memory (USS) after the epoch and the main process's. The runs are
+interleaved round by round in a rotated order; the table gives medians over rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common.harness import (base_parser, child_result, memory_of, pool_children,
+                                  prepare_out, rotated_rounds, worker_memory)
+from bench.common.report import QUICK, cpu_model, took
+from bench.common.workloads import photo
+
+WAYS = ("list", "load", "files")
+METHODS = ("fork", "spawn")
+N, N_QUICK, SIDE = 300, 12, 224
+
+
+def photos(n: int) -> list[np.ndarray]:
+    """``n`` distinct RGB photos of several sizes (256..640 a side)."""
+    import cv2
+
+    base, _ = photo(704)
+    rng = np.random.default_rng(0)
+    out = []
+    for _ in range(n):
+        h, w = (int(v) for v in rng.integers(256, 641, 2))
+        y0, x0 = int(rng.integers(0, 704 - h + 1)), int(rng.integers(0, 704 - w + 1))
+        crop = base[y0:y0 + h, x0:x0 + w] * rng.uniform(0.7, 1.1, 3)
+        out.append(cv2.resize(np.clip(crop, 0, 255).astype(np.uint8), (w, h)))
+    return out
+
+
+def _source(way: str, images: list[np.ndarray], folder: str) -> dict[str, Any]:
+    """The Loader's ``x`` (and ``load``) for ``way``."""
+    import cv2
+
+    import shmaug
+
+    if way == "list":
+        return {"x": images}
+    if way == "load":
+        return {"x": np.arange(len(images)), "load": images.__getitem__}
+    paths = []
+    for i, image in enumerate(images):
+        paths.append(f"{folder}/{i:05d}.jpg")
+        cv2.imwrite(paths[-1], image[:, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, 90])
+    return {"x": shmaug.ImageFiles.from_paths(paths, image_size=None)}
+
+
+def child(way: str, method: str, quick: bool) -> dict[str, Any]:
+    """One run: the loader's first batch, its epoch and its processes' memory."""
+    import shmaug
+    from shmaug.ops import Compose, Maybe, Op
+
+    images = photos(N_QUICK if quick else N)
+    augment = Compose([Op("random_resized_crop", height=SIDE, width=SIDE), Maybe(Op("hflip"))])
+    with tempfile.TemporaryDirectory() as folder:
+        given = _source(way, images, folder)
+        began = time.perf_counter()
+        with shmaug.Loader(**given, batch_size=4 if quick else 32, augment=augment, workers=2,
+                           seed=0, start_method=method) as loader:
+            batches = iter(loader)
+            next(batches)
+            first = time.perf_counter() - began
+            seen = 1 + sum(1 for _ in batches)
+            epoch = time.perf_counter() - began
+            workers = worker_memory(pool_children())
+        main = memory_of(os.getpid())
+    return {"way": way, "method": method, "first_batch_s": first, "batches": seen,
+            "images_per_s": len(images) / epoch,
+            "worker_uss_mib": float(np.mean([w["uss"] for w in workers])),
+            "main_uss_mib": main["uss"],
+            "list_mib": sum(i.nbytes for i in images) / 2**20}
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = ["| start method | way | first batch s | images/s | worker USS MiB | main USS MiB "
+             "| rounds |", "|---|---|---:|---:|---:|---:|---:|"]
+    for method, way in itertools.product(METHODS, WAYS):
+        mine = [r for r in results if (r["method"], r["way"]) == (method, way)]
+        if not mine:
+            continue
+        med = {k: float(np.median([r[k] for r in mine])) for k in (
+            "first_batch_s", "images_per_s", "worker_uss_mib", "main_uss_mib")}
+        lines.append(f"| {method} | {way} | {med['first_batch_s']:.2f} | "
+                     f"{med['images_per_s']:.0f} | {med['worker_uss_mib']:.0f} | "
+                     f"{med['main_uss_mib']:.0f} | {len(mine)} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = base_parser(__doc__.splitlines()[0], "bench/results/ragged")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # "way,method"
+    args = parser.parse_args(argv)
+    if args.child:
+        way, method = args.child.split(",")
+        print(json.dumps(child(way, method, args.quick)))
+        return
+    prepare_out(args.out)  # before measuring, not after
+    configs = list(itertools.product(WAYS, METHODS[:1] if args.quick else METHODS))
+    began = time.perf_counter()
+    results = rotated_rounds(1 if args.quick else args.rounds, configs, lambda c: child_result(
+        [sys.executable, "-m", "bench.ragged", "--child", ",".join(c),
+         *(["--quick"] if args.quick else [])], timeout_s=900), "ragged runs")
+    size = results[0]["list_mib"]
+    text = ((f"{QUICK}.\n\n" if args.quick else "") +
+            f"{N_QUICK if args.quick else N} photos of several sizes ({size:.0f} MiB decoded), "
+            f"2 workers, a resized crop to {SIDE} and a flip, one epoch; {cpu_model()} "
+            f"(`python -m bench.ragged {' '.join(argv or sys.argv[1:])}`, took "
+            f"{took(time.perf_counter() - began)}):\n\n{table(results)}\n")
+    print(text)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ragged.json").write_text(json.dumps(results, indent=1))
+    (out / "ragged.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()
