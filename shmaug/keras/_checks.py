@@ -398,8 +398,8 @@ def mixed_loss(mix: Any, model: Any) -> None:
     loss = getattr(model, "loss", None)
     name = loss if isinstance(loss, str) else getattr(loss, "name", None) or getattr(
         loss, "__name__", None)
-    if not isinstance(name, str) or "sparse_categorical" not in name:
-        return
+    if name not in ("sparse_categorical_crossentropy", "SparseCategoricalCrossentropy"):
+        return  # (Keras' own, by its name: a loss of the user's may take soft targets)
     raise ArgumentError(
         f"The model is compiled with loss {name!r}, which takes class ids, but the training "
         f"Sequence's mix={mix!r} hands out soft targets, one row of class probabilities per "
@@ -453,9 +453,10 @@ def validation_classes(x: Any, validation_x: Any) -> None:
             f"{dict(zip(val, range(len(val))))} against {dict(zip(train, range(len(train))))}"
             f"{f' ({why})' if why else ''}, so its labels would be scored as other classes. "
             f"Fix: give both sources every class name, in one order: "
-            f"`classes={[*train, *extra]!r}` to from_dataframe, `class_names=` to from_paths "
-            f"(from_directory's class_names name its folders: an empty folder for each class "
-            f"it lacks).")
+            f"`classes={[*train, *extra]!r}` to from_dataframe, `class_names=` to from_paths, "
+            f"ImageRecords' constructors (from_bytes, from_huggingface, ...) and "
+            f"from_directory (whose class_names name its folders: an empty folder for each "
+            f"class it lacks).")
 
 
 def labels_for_the_loss(call: tuple[str, Any] | None, labelled: bool) -> None:

@@ -21,8 +21,9 @@ from .store import ArrayHandle, SharedStore, attach_block
 
 _ROW = struct.Struct("<4q")  # per image: offset of its pixels in the block, height, width, C
 _ALIGN = 64  # each image's pixels start on a cache line
-_INSTEAD = ("or keep the images in files, read by index in the workers: "
-            "`shmaug.ImageFiles.from_paths(paths, image_size=None)` (nothing copied)")
+_INSTEAD = ("or keep the {} in files, read by index in the workers (nothing copied): {}")
+_FILES = {"images": "`shmaug.ImageFiles.from_paths(paths, image_size=None)`",
+          "masks": "`shmaug.sources.from_segmentation(images, masks, image_size=None)`"}
 
 
 class RaggedImages:
@@ -55,9 +56,13 @@ class RaggedImages:
 
     def check_beside(self, images: Any) -> None:
         """Refuse, before a loader starts, a mask of another size than its image, where these
-        are masks beside the images of a list (``y={'segmentation_masks': [...]}``)."""
-        sizes = getattr(images, "sizes", None)
-        if not isinstance(images, RaggedImages) or sizes is None:
+        are masks (``y={'segmentation_masks': [...]}``) beside the images of a list, or of an
+        array (all of one size, which masks of several sizes cannot all be)."""
+        if isinstance(images, RaggedImages):
+            sizes = images.sizes
+        elif isinstance(images, np.ndarray) and images.ndim >= 3:
+            sizes = [tuple(images.shape[1:3])] * len(images)
+        else:
             return
         for i, (mask, image) in enumerate(zip(self.sizes, sizes)):
             if mask != image:
@@ -131,8 +136,9 @@ class _Reader:
         for image in self._images:
             rows.append((offset, *image.shape[:2], image.shape[2] if image.ndim == 3 else 0))
             offset = _aligned(offset + image.nbytes)
+        kind = "images" if self._what == "x" else "masks"
         handle, block = store.empty((offset,), np.uint8, what=f"the list {self._what}",
-                                    instead=_INSTEAD)
+                                    instead=_INSTEAD.format(kind, _FILES[kind]))
         for i, (row, image) in enumerate(zip(rows, self._images)):
             _ROW.pack_into(block.data, i * _ROW.size, *row)
             block[row[0]:row[0] + image.nbytes] = np.ascontiguousarray(image).reshape(-1).view(

@@ -556,13 +556,14 @@ class SharedStore:
         return ArrayHandle(name, tuple(int(s) for s in shape), dtype_text(dt)), view
 
     def put(self, array: np.ndarray, *, what: str = "the dataset",
-            rows: int | None = None) -> tuple[ArrayHandle, np.ndarray]:
+            rows: int | None = None, instead: str = _SMALLER) -> tuple[ArrayHandle, np.ndarray]:
         """Copy ``array`` into a new shared block (once); returns its handle and view. With
         ``rows``, only its first ``rows`` rows are copied and reserved yet: the block is made
         whole, and the rest takes room once ``reserve(handle)`` is called (after the check
         that it fits), before ``view[rows:] = array[rows:]``."""
         first = None if rows is None else rows * (array[0].nbytes if len(array) else 0)
-        handle, view = self.empty(array.shape, array.dtype, what=what, reserved=first)
+        handle, view = self.empty(array.shape, array.dtype, what=what, reserved=first,
+                                  instead=instead)
         if rows is None:
             view[...] = array
         else:

@@ -268,7 +268,9 @@ class _ArrayParam:
             theirs = np.asarray(other.array if isinstance(other, _ArrayParam) else other)
         except ValueError:  # (nested sequences of several lengths)
             return False
-        try:  # (NaN equals NaN: an op equals its copy)
+        if not isinstance(other, _ArrayParam):  # (the numbers a config reads back as: a NaN
+            return bool(np.array_equal(self.array, theirs))  # there equals none, as in Python)
+        try:  # (NaN equals NaN: an op equals its copy, and hashes alike)
             return bool(np.array_equal(self.array, theirs, equal_nan=True))
         except TypeError:  # (no NaN in strings or objects)
             return bool(np.array_equal(self.array, theirs))
@@ -277,7 +279,11 @@ class _ArrayParam:
         return hash(_nan_named(self.array.tolist()))
 
     def __repr__(self) -> str:
-        return repr(self.array)
+        """numpy's, on one line, for a few values; a large one by its dtype and shape (a
+        texture's pixels made a loader's repr a screenful)."""
+        if self.array.size > 16:
+            return f"<{self.array.dtype} array {self.array.shape}>"
+        return "array(" + np.array2string(self.array, separator=", ").replace("\n", "") + ")"
 
 
 def _nan_named(value: Any) -> Any:

@@ -125,6 +125,7 @@ class ImageFiles(O.ImageSource):
                     f"`paths` must be a list of image paths; received the single path "
                     f"{got(given)}. Fix: pass `[path]`."
                 )
+            F.refuse_encoded(given, "`paths`")
             given = [p if isinstance(p, str) else os.fspath(p) for p in given]
             F.check_extensions(given)
         if not len(given):
@@ -405,7 +406,9 @@ class ImageFiles(O.ImageSource):
                     f"`{name}`={col!r} is not a column of `dataframe`; its columns are "
                     f"{columns}. Fix: pass `{name}=` one of them."
                 )
-        paths = [str(p) for p in dataframe[x_col].tolist()]
+        paths = dataframe[x_col].tolist()
+        F.refuse_encoded(paths, f"`x_col`={x_col!r}")
+        paths = [str(p) for p in paths]
         if directory is not None:
             paths = [os.path.join(os.fspath(directory), p) for p in paths]
         labels, names = (None, classes) if y_col is None else \

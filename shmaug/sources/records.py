@@ -546,13 +546,26 @@ def _encoded(images: Any) -> list[Any]:
         raise ArgumentTypeError(
             f"`images` must be a list of encoded images, one bytes object each; received "
             f"{got(images)}. Fix: pass e.g. df['jpeg'].tolist(), or [image_bytes] for one.")
+    if isinstance(images, np.ndarray) and images.dtype.kind == "S":
+        raise ArgumentTypeError(
+            f"`images` is a numpy array of fixed-width bytes ({images.dtype}), which drops "
+            f"each image's trailing NUL bytes (a BMP's, a TIFF's end): they would not decode. "
+            f"Fix: pass the bytes objects themselves, a list (or an array of dtype object).")
     chunks = list(images)
     if not chunks:
         raise ArgumentError("`images` is empty. Fix: pass at least one encoded image.")
     for i, chunk in enumerate(chunks):
-        if isinstance(chunk, np.ndarray) and chunk.dtype == np.uint8 and chunk.ndim <= 2 \
-                and 1 in (chunk.ndim, *chunk.shape[1:]):  # cv2.imencode's (n, 1) or (n,)
-            chunk = chunks[i] = np.ascontiguousarray(chunk).reshape(-1)
+        if chunk is None or isinstance(chunk, float) and chunk != chunk:  # (a null in a column)
+            raise ArgumentError(
+                f"`images[{i}]` is missing ({chunk!r}): no image to decode. Fix: leave those "
+                f"rows out, with their labels, e.g. df.dropna(subset=['image']).")
+        if isinstance(chunk, dict) and isinstance(chunk.get("bytes"), (bytes, bytearray)):
+            chunk = chunks[i] = chunk["bytes"]  # a Hugging Face Image, as Parquet holds it
+        if isinstance(chunk, np.ndarray) and chunk.dtype == np.uint8 and (
+                chunk.ndim == 1 or chunk.ndim == 2 and 1 in chunk.shape):  # cv2.imencode's
+            chunk = chunks[i] = np.ascontiguousarray(chunk).reshape(-1)  # (n, 1)
+        if isinstance(chunk, memoryview) and not chunk.c_contiguous:
+            chunk = chunks[i] = chunk.tobytes()
         if not (isinstance(chunk, (bytes, bytearray, memoryview)) or isinstance(
                 chunk, np.ndarray) and chunk.dtype == np.uint8 and chunk.ndim == 1):
             fix = ("for paths, ImageFiles.from_paths(paths, ...)" if isinstance(

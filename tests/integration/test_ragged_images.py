@@ -99,6 +99,21 @@ def test_the_shared_memory_error_names_what_needs_less_of_it(monkeypatch):
                                             r"read by index.*ImageFiles\.from_paths"):
         RaggedImages([np.zeros((300, 300), np.uint8), np.zeros((2, 2), np.uint8)]).load.sharing(
             store)  # (was told to lower batch_size, or to pass a .npy path)
+    masks = RaggedImages([np.zeros((300, 300), np.uint8)] * 2, "y['segmentation_masks']")
+    with SharedStore() as store, pytest.raises(
+            shmaug.SharedMemoryError, match=r"keep the masks in files.*from_segmentation"):
+        masks.load.sharing(store)
+    encoded = [cv2_png(np.zeros((300, 300, 3), np.uint8) + i) for i in range(2)]
+    with SharedStore() as store, pytest.raises(
+            shmaug.SharedMemoryError, match=r"keep the images in files or uncompressed record "
+                                            r"shards"):
+        shmaug.ImageRecords.from_bytes([e + b"\0" * 40_000 for e in encoded]).load.sharing(store)
+
+
+def cv2_png(image: np.ndarray) -> bytes:
+    import cv2
+
+    return cv2.imencode(".png", image)[1].tobytes()
 
 
 def test_what_cannot_be_batched_is_refused_with_the_fix():
@@ -117,6 +132,8 @@ def test_what_cannot_be_batched_is_refused_with_the_fix():
     pair = [np.zeros((10, 12, 3), np.uint8), np.zeros((10, 7), np.uint8)]  # (was read as
     with pytest.raises(shmaug.ArgumentError, match=r"several channel counts"):  # (x, y))
         shmaug.Loader(pair, np.arange(2), batch_size=2, augment=AUG, workers=0)
+    with pytest.raises(shmaug.ArgumentError, match=r"has no image at index 1 \(None\)"):
+        shmaug.Loader([images[0], None, images[1]], batch_size=2, augment=AUG, workers=0)
     with pytest.raises(shmaug.ArgumentError, match=r"an empty image at index 1, of shape "
                                                    r"\(0, 12, 3\)"):
         shmaug.Loader([images[0], np.zeros((0, 12, 3), np.uint8)], batch_size=2, augment=AUG,

@@ -148,6 +148,36 @@ def test_encoded_images_in_memory_go_to_the_workers_by_name(in_memory):
     column = pa.chunked_array([[D.png(0), D.png(1)], [D.png(2)]], pa.binary())  # (its scalars
     np.testing.assert_array_equal(  # were told to be encoded)
         shmaug.ImageRecords.from_bytes(column, image_size=None).load(2), D.image(2))
+    labels = pa.chunked_array([["b", "a"], ["b"]])  # (its scalars made a numpy error)
+    assert shmaug.ImageRecords.from_bytes(column, labels).labels.tolist() == [1, 0, 1]
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"image": [D.png(i) for i in range(3)],
+                          "label": pd.Categorical(["c", "a", "c"], categories=["a", "b", "c"])})
+    held = shmaug.ImageRecords.from_bytes(frame["image"].tolist(), frame["label"])
+    assert held.class_names == ("a", "b", "c") and held.labels.tolist() == [2, 0, 2]  # as
+    # from_dataframe numbers them: all the categories (a fold without "b" numbered c as 1)
+    with pytest.raises(shmaug.ArgumentError, match=r"`labels` has no label at index 1 "
+                                                   r"\(None\).*dropna"):
+        shmaug.ImageRecords.from_bytes(frame["image"].tolist(), ["a", None, "c"])
+    with pytest.raises(shmaug.ArgumentError, match=r"`images\[2\]` is missing \(None\).*"
+                                                   r"dropna"):
+        shmaug.ImageRecords.from_bytes([D.png(0), D.png(1), None])
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"fixed-width bytes \(\|S\d+\).*"
+                                                       r"trailing NUL"):  # (they did not decode)
+        shmaug.ImageRecords.from_bytes(np.array([D.png(0), D.png(1)]))
+    spread = np.zeros(2 * len(D.png(2)), np.uint8)
+    spread[::2] = np.frombuffer(D.png(2), np.uint8)
+    as_parquet = [{"bytes": D.png(0), "path": None}, np.frombuffer(D.png(1), np.uint8)[None],
+                  memoryview(spread)[::2]]  # HF's Image, a row vector, a strided view
+    held = shmaug.ImageRecords.from_bytes(as_parquet, image_size=None)
+    for i in range(3):
+        np.testing.assert_array_equal(held.load(i), D.image(i))
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`x_col`='image' holds bytes "
+                                                       r"\(b'\\x89PNG.*from_bytes"):
+        shmaug.ImageFiles.from_dataframe(frame, x_col="image", y_col="label")
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`x` is a DataFrame \(columns "
+                                                       r"\['image', 'label'\]\).*from_bytes"):
+        shmaug.Loader(frame, batch_size=2, workers=0)
     named = shmaug.ImageRecords.from_bytes([D.png(i) for i in range(4)], ["b", "a", "b", "a"],
                                            image_size=None)
     assert named.class_names == ("a", "b") and named.labels.tolist() == [1, 0, 1, 0]

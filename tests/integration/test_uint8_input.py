@@ -68,14 +68,20 @@ def test_a_float16_batch_refuses_values_it_would_hold_as_inf():
     x = np.full((8, 16, 16, 1), 4000, np.uint16)
     x[3, 0, 0] = 65535
     augment = shmaug.Compose(["hflip"])
-    with pytest.raises(shmaug.ArgumentError, match=r"holds larger values \(1 samples, the "
-                                                   r"first: sample 3, up to 65535\).*x / 65535"):
-        shmaug.Loader(x, None, batch_size=8, augment=augment, workers=0, output_dtype="float16")
-    # (told before start: it was refused at its sample, mid-epoch); one an op makes, as it comes
-    inverted = shmaug.Compose(["invert"])  # 4000 -> 61535, 0 -> 65535
+    with pytest.raises(shmaug.ArgumentError, match=r"holds larger values \(1 sample\(s\), the "
+                                                   r"first: sample 3, up to 65535\).*x / x\.max"):
+        shmaug.Loader(x, None, batch_size=8, workers=0, output_dtype=">f2")
+    # (told before start: it was refused at its sample, mid-epoch; and '>f2' wrote inf); with
+    # an augment, which may scale them, as each sample comes
+    with shmaug.Loader(x, None, batch_size=8, augment=augment, workers=0,
+                       output_dtype="float16") as loader:
+        with pytest.raises(shmaug.OutputMismatchError, match=r"(?s)Sample index 3 .*65535"):
+            loader.batch(0)
+    inverted = shmaug.Compose([shmaug.ops.Op("invert", factor=(1.0, 1.0))])  # always:
+    # 4000 -> 61535, 0 -> 65535
     x[3, 0, 0] = 4000
     x[5] = 0
-    with shmaug.Loader(x, None, batch_size=8, augment=inverted, workers=0,
+    with shmaug.Loader(x, None, batch_size=8, augment=inverted, workers=0, seed=0,
                        output_dtype="float16") as loader:
         with pytest.raises(shmaug.OutputMismatchError, match=r"(?s)Sample index 5 .*65535.*"
                                                               r"inf.*output_dtype='float32'"):

@@ -489,17 +489,21 @@ def _objects(*entries: Any) -> np.ndarray:
     (_objects(np.array([1]), np.array([2, 3]), np.array([4]), np.array([5])), r"pad_sequences"),
     (_objects(*np.eye(4)), r"dtype object, of entries of shape \(4,\)\. Fix: `np.stack\(list\(y\)\)`"),
     (_objects(*(np.zeros((m, 4)) for m in (1, 2, 0, 3))), r"\(m, 4\) rows.*'bounding_boxes'"),
-    # a microscopist's label images of several sizes were told to pad_sequences them
+    # a microscopist's label images of several sizes were told to pad_sequences them (beside
+    # a list of images of several sizes, they are taken: test_ragged_images.py)
     ({"segmentation_masks": [np.zeros((8 + i, 8 + i), np.uint16) for i in range(4)]},
-     r"maps of images of several sizes.*`load\(self, index\)`.*'segmentation_masks': source"),
+     r"The mask of sample 1 is 9x9 pixels \(height x width\) and its image 8x8"),
     ({"segmentation_masks": [np.zeros((8 + i, 20), np.uint16) for i in range(4)]},
-     r"maps of images of several sizes"),
+     r"The mask of sample 0 is 8x20 pixels"),
+    ({"masks": [np.zeros((8 + i, 8 + i), np.uint8) for i in range(4)]},  # (K, H, W) each:
+     r"maps of images of several sizes"),  # a worker raised a bare IndexError
     ({"masks": [np.zeros((k, 8, 8), np.uint8) for k in (1, 2, 0, 3)]},  # a mask per instance
      r"pad each to the largest count with 0"),
     ([np.zeros((m, 51), np.float32) for m in (1, 2, 0, 3)],  # COCO's 17 keypoints, flat
      r"pad each to the largest count with -1"),
 ], ids=["lists", "dict", "arrays", "objects", "objects-stacking", "boxes", "label-images",
-        "label-images-one-width", "instance-masks", "flat-keypoints"])
+        "label-images-one-width", "planes-as-instance-masks", "instance-masks",
+        "flat-keypoints"])
 def test_ragged_targets_name_the_argument_and_a_fix_that_works(y: Any, fix: str) -> None:
     x = np.zeros((4, 8, 8), np.uint8)
     with pytest.raises((shmaug.ArgumentError, shmaug.ArgumentTypeError), match=fix):

@@ -430,6 +430,8 @@ def dtype(name: str, value: Any) -> np.dtype:
         dt = np.dtype(object)
     if dt.name == "bfloat16":
         return dt
+    if dt.byteorder not in "=|":  # ('>f2': the batch in this machine's order, which a
+        dt = dt.newbyteorder("=")  # model reads; and float16's overflow check sees it)
     if dt.kind not in "biuf":
         raise ArgumentTypeError(
             f"`{name}` must be a numeric dtype such as 'uint8' or 'float32'; received "

@@ -99,8 +99,14 @@ def image_array(x: Any, y: Any = None) -> np.ndarray | RaggedImages:
         x = _stacked(x, f"a {type(x).__name__}", _rows(y))
         if isinstance(x, RaggedImages):
             return x
+    elif hasattr(x, "columns") and hasattr(x, "iloc"):  # a pandas DataFrame: which column?
+        raise ArgumentTypeError(
+            f"`x` is a DataFrame (columns {list(x.columns)[:8]}), not images. Fix: pass its "
+            f"column of images: of arrays, `list(df[col])`; of encoded bytes, "
+            f"`shmaug.ImageRecords.from_bytes(df[col].tolist(), ...)`; of file paths, "
+            f"`shmaug.ImageFiles.from_dataframe(df, x_col=col, ...)`.")
     elif callable(getattr(x, "to_numpy", None)) and not isinstance(x, np.ndarray):
-        x = x.to_numpy()  # a pandas Series (of paths, or of images) or DataFrame
+        x = x.to_numpy()  # a pandas Series (of paths, or of images)
     if not isinstance(x, np.ndarray):
         batches = hasattr(x, "__getitem__") and hasattr(x, "on_epoch_end") or \
             hasattr(x, "__next__") or isinstance(x, Iterator)
@@ -222,22 +228,23 @@ def stored_as(images: np.ndarray | None, dtype: np.dtype | None) -> None:
 
 
 def float16_room(images: np.ndarray | None, dtype: np.dtype | None) -> None:
-    """Integer images (16-bit and wider) with a value float16 holds only as inf, refused
-    before any process starts where ``output_dtype`` is float16 (a worker refused the first
-    such sample, an hour into an epoch). In memory only: a memory map is read as it goes."""
+    """Integer images no op makes (16-bit and wider), with a value float16 holds only as
+    inf, refused before any process starts where ``output_dtype`` is float16 (a worker
+    refused the first such sample, an hour into an epoch; an ``augment`` may scale them, and
+    its samples are checked as they come). In memory only: a memory map is read as it goes."""
     if images is None or dtype != np.float16 or images.dtype.kind not in "iu" or \
-            images.dtype.itemsize < 2 or isinstance(images, np.memmap) or not images.size:
+            np.iinfo(images.dtype).max <= 65519 or isinstance(images, np.memmap) or \
+            not images.size:
         return
-    rows = images.reshape(len(images), -1)
-    # (65519 rounds down to 65504; 65520 up to inf)
-    over = np.flatnonzero((rows.max(axis=1) > 65519) | (rows.min(axis=1) < -65519))
-    if len(over):
+    axes = tuple(range(1, images.ndim))  # (per sample, without a copy of the array)
+    over = np.flatnonzero((images.max(axis=axes) > 65519) | (images.min(axis=axes) < -65519))
+    if len(over):  # (65519 rounds down to 65504, float16's largest; 65520 up to inf)
         raise ArgumentError(
             f"`output_dtype` is float16, whose largest value is 65504, and `x` ({images.dtype}) "
-            f"holds larger values ({len(over)} samples, the first: sample {int(over[0])}, "
-            f"up to {int(np.abs(rows[over[0]].astype(np.int64)).max())}), which would become "
-            f"inf. Fix: scale x to [0, 1] first (x / {np.iinfo(images.dtype).max}: float16 "
-            f"then keeps about 11 bits of each level), or pass output_dtype='float32'.")
+            f"holds larger values ({len(over)} sample(s), the first: sample {int(over[0])}, "
+            f"up to {int(np.abs(images[over[0]].astype(np.int64)).max())}), which would become "
+            f"inf. Fix: scale x to [0, 1] first (x / x.max(): float16 then keeps about 11 "
+            f"bits of each level), or pass output_dtype='float32'.")
 
 
 _EMPTY = "`x` is empty (0 samples). Fix: pass a dataset with at least one sample."
@@ -279,6 +286,12 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
             f"`x` as {kind} holds {len(items)} path(s) ({got(items[0])}, ...), not images. "
             f"Fix: read them as a source, `shmaug.ImageFiles.from_paths(list(x), y, "
             f"image_size=(224, 224))`.")
+    missing = next((i for i, item in enumerate(items) if item is None or isinstance(
+        item, float) and item != item), None)
+    if missing is not None:
+        raise ArgumentError(
+            f"`x` as {kind} has no image at index {missing} ({items[missing]!r}). Fix: leave "
+            f"that sample out (with its label), e.g. df.dropna(subset=['image']).")
     arrays = [np.asarray(item) for item in items]
     shapes = sorted({a.shape for a in arrays}, key=len)
     # A 3-D item is an image (H, W, C) only with a plausible channel count; (N, H, W) arrays
@@ -387,7 +400,7 @@ def targets(y: Any, n: int, name: str = "y") -> Any:
             boxes, labels = pad_boxes(ragged, _per_sample(y.get(key), n) or y.get(key))
             y = {**y, "boxes": boxes, **({} if labels is None else {key: labels})}
         return {k: _ragged_maps(v, n, f"{name}[{k!r}]") or targets(v, n, f"{name}[{k!r}]")
-                if k in MASK_NAMES else targets(v, n, f"{name}[{k!r}]") for k, v in y.items()}
+                if k in _PLANE_NAMES else targets(v, n, f"{name}[{k!r}]") for k, v in y.items()}
     if isinstance(y, (list, tuple)) and y and all(
             isinstance(v, (np.ndarray, dict)) or is_target_source(v) for v in y):
         _refuse_rows_as_outputs(y, n, name)
@@ -424,6 +437,10 @@ def _refuse_rows_as_outputs(y: list[Any] | tuple[Any, ...], n: int, name: str) -
         raise ArgumentError(_ragged(name, y, f"a {type(y).__name__} of {n} arrays, one per "
                                              f"sample, where a list of arrays is one target "
                                              f"per model output (Keras' convention)"))
+
+
+_PLANE_NAMES = tuple(m for m in MASK_NAMES if m != "masks")  # one plane a sample ("masks":
+# (K, H, W), one per instance)
 
 
 def _ragged_maps(value: Any, n: int, name: str) -> RaggedImages | None:

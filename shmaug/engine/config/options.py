@@ -345,7 +345,7 @@ class Pipeline:
             refuse_blind(hook, hook_name, inputs.spatial_targets(data.labels))
         if hook is None and output.augment is None:
             inputs.stored_as(images, output.dtype)
-        inputs.float16_room(images, output.dtype)
+            inputs.float16_room(images, output.dtype)
         moved = inputs.augmented_targets(data.y, plan, shape, data.labels_at)
         # Ops that clip need the true range; a plain user function gets data as it is,
         # unchecked unless the user declared a range.

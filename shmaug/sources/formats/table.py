@@ -56,6 +56,9 @@ class RecordTable(FlatTable):
     __slots__ = ("_shards", "_bases", "_kind", "_key", "_readers", "_remote", "_fetched",
                  "_extents", "_format", "_plan")
     ROW = "record"
+    INSTEAD = ("or keep the images in files or uncompressed record shards "
+               "(`ImageFiles.from_paths`, `ImageRecords.from_webdataset`), which workers read "
+               "by index (nothing copied)")
     NOUN = "record"  # what a sample is, in a reader's messages
     SOURCE = "ImageRecords"  # whose ``load`` reads this table, in a worker error
 

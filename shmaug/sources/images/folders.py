@@ -438,6 +438,17 @@ def encode(classes: np.ndarray, label_mode: str, num_classes: int) -> np.ndarray
     return out
 
 
+def refuse_encoded(values: Any, where: str) -> None:
+    """Refuse images themselves where paths are wanted: encoded bytes (a Parquet column of
+    JPEGs) were read as paths named ``b'\\xff\\xd8...'``, in a message of megabytes."""
+    first = next(iter(values), None)
+    if isinstance(first, (bytes, bytearray, memoryview)):
+        raise ArgumentTypeError(
+            f"{where} holds bytes ({bytes(first[:12])!r}...), not paths: images encoded in "
+            f"memory. Fix: shmaug.ImageRecords.from_bytes(images, labels, ...), which holds "
+            f"them once in shared memory for the workers to decode.")
+
+
 def check_extensions(paths: Sequence[str]) -> None:
     from ..remote import is_url, shown_url
 
@@ -473,15 +484,26 @@ def check_exist(paths: Sequence[str]) -> None:
 def encode_names(
     labels: Any, n: int, class_names: Sequence[str] | None
 ) -> tuple[np.ndarray | None, tuple[str, ...]]:
-    """Labels as int64 indices plus class names: strings map through their sorted names."""
+    """Labels as int64 indices plus class names: strings map through their sorted names (a
+    pandas ``Categorical``'s through all its categories, sorted, as ``from_dataframe`` numbers
+    them: a fold that lacks a class numbers the others alike)."""
     if labels is None:
         return None, tuple(class_names or ())
-    values = list(labels)
+    if class_names is None and str(getattr(labels, "dtype", "")) == "category":
+        class_names = sorted(str(c) for c in labels.cat.categories)
+    values = labels.to_pylist() if callable(getattr(labels, "to_pylist", None)) \
+        else list(labels)  # (a pyarrow column: its scalars are no str or int)
     if len(values) != n:
         raise ArgumentError(
             f"`labels` must have one entry per image ({n}); received {len(values)}. "
             f"Fix: pass one label per image, in the images' order."
         )
+    missing = next((i for i, v in enumerate(values) if v is None or isinstance(v, float) and
+                    v != v or type(v).__name__ in ("NAType", "NaTType")), None)
+    if missing is not None:
+        raise ArgumentError(
+            f"`labels` has no label at index {missing} ({values[missing]!r}). Fix: leave "
+            f"those images out, e.g. df.dropna(subset=['label']), or give them a class.")
     if all(isinstance(v, str) for v in values):
         names = tuple(class_names) if class_names is not None else tuple(sorted(set(values)))
         lookup = {name: i for i, name in enumerate(names)}
