@@ -330,17 +330,24 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
             + (" (channels first: np.moveaxis(np.stack(x), 1, -1))"
                if shapes[0][0] <= 4 < shapes[0][-1] else "")
             + "; for several inputs, a dict {name: array} and `image_key=` (shmaug.Sequence).")
+    return _of_several_sizes(arrays, kind, shown, isinstance(items, tuple))
+
+
+def _of_several_sizes(arrays: list[np.ndarray], kind: str, shown: str, as_tuple: bool
+                      ) -> RaggedImages:
+    """Images of several sizes, of one dtype and channel count, as a source of them (held
+    once in shared memory); anything else of several shapes is refused with the fix. A tuple
+    is Keras' several inputs, not images (``as_tuple``)."""
     empty = next((i for i, a in enumerate(arrays) if 2 <= a.ndim <= 3 and not a.size), None)
     if empty is not None:
         raise ArgumentError(
             f"`x` as {kind} holds an empty image at index {empty}, of shape "
             f"{arrays[empty].shape}. Fix: leave it out (with its label).")
-    # Several sizes: images (not a tuple, Keras' several inputs) held as they are
     images = all(a.ndim == 2 and min(a.shape) > 0 or a.ndim == 3 and min(a.shape[:2]) > 0
                  and 1 <= a.shape[2] <= 4 for a in arrays)
     layouts = sorted({a.shape[2:] for a in arrays})
     dtypes = sorted({str(a.dtype) for a in arrays})
-    if images and not isinstance(items, tuple) and len(layouts) == 1 and \
+    if images and not as_tuple and len(layouts) == 1 and \
             dtypes == [str(arrays[0].dtype)] and arrays[0].dtype.kind in "biuf":
         return RaggedImages(arrays)  # held once in shared memory, each at its own size
     if images and len(layouts) > 1:
@@ -358,7 +365,7 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
             f"convert them to one as you read them, e.g. `image.astype(np.float32)`.")
     raise ArgumentTypeError(
         f"`x` as {kind} must hold images (H, W) or (H, W, C) (C up to 4) of a numeric dtype; "
-        f"received {len(items)} items of shape(s) {shown} and dtype {arrays[0].dtype}. Fix: "
+        f"received {len(arrays)} items of shape(s) {shown} and dtype {arrays[0].dtype}. Fix: "
         f"pass images of one size as `np.stack(images)`, or of several sizes as a list, with "
         f"an `augment` that ends in one size; for a model with several inputs pass a dict "
         f"{{name: array}} and `image_key=` (shmaug.Sequence)."
