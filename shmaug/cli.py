@@ -492,9 +492,12 @@ def _bench(argv: list[str]) -> int:
     """Run the repository's benchmark suite in this process (it lives beside the package, in a
     clone, not inside it), so its errors and Ctrl-C end as for the other commands."""
     if not os.path.isfile(os.path.join("bench", "__main__.py")):
-        raise CommandError("`shmaug bench` runs the suite in bench/ of a shmaug clone, and there "
-                           "is no bench/ here. Fix: cd into the clone (where bench/ is) and run "
-                           "it again.")
+        said = ("`shmaug bench` runs the suite in bench/ of a shmaug clone, and there is no "
+                "bench/ here. Fix: cd into the clone (where bench/ is) and run it again.")
+        if {"-h", "--help"} & set(argv):  # (asked what it is: told, and no error)
+            print(f"usage: shmaug bench [options]\n\n{said}")
+            return 0
+        raise CommandError(said)
     sys.path.insert(0, os.getcwd())
     suite = importlib.import_module("bench.suite.run")
     return int(suite.main(argv, prog="shmaug bench") or 0)  # its --help names this command

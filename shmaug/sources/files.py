@@ -280,7 +280,9 @@ class ImageFiles(O.ImageSource):
         chosen_extensions = F.extensions_of(extensions)
         paths, classes, names = F.list_directory(root, labels, class_names, follow_links,
                                                  listing, chosen_extensions)
-        if verbose:
+        if verbose and labels is None:  # (Keras' lines)
+            log.info("Found %d files.", len(paths))
+        elif verbose:
             log.info("Found %d files belonging to %d classes.", len(paths), len(names))
         shown = labels if isinstance(labels, str) or labels is None else O.Text(
             f"<{len(paths)} labels>")

@@ -211,6 +211,9 @@ def test_bad_demo_flags_are_one_line(tmp_path):
 def test_bench_outside_a_clone_is_one_line(tmp_path):
     line = error_line(shmaug_cli("bench", "--quick", cwd=tmp_path), "bench")
     assert "bench/" in line and "Fix:" in line
+    told = shmaug_cli("bench", "--help", cwd=tmp_path)  # (asked for help: exit status 2)
+    assert told.returncode == 0 and told.stdout.startswith("usage: shmaug bench ") and \
+        "cd into the clone" in told.stdout, (told.returncode, told.stdout, told.stderr[-500:])
 
 
 def test_as_flags_rewrites_python_arguments():

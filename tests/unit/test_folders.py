@@ -184,3 +184,36 @@ def test_one_label_for_every_path_is_told_the_count_it_needs():
     with pytest.raises(ArgumentError, match=r"one int per path \(2\); received shape \(\).*"
                                             r"len\(labels\) == len\(paths\)"):
         F.classes_of(3, "int", 2)
+
+
+def test_names_apart_only_in_their_unicode_normalization_say_so(tmp_path, caplog):
+    """A folder written on macOS (NFD) and names typed or read from a CSV (NFC) print alike:
+    "not there (found ['café'])" named no cause, and labels of both were two classes."""
+    import logging
+    import unicodedata
+
+    from PIL import Image
+
+    from shmaug.errors import ShmaugWarning
+    from shmaug.sources.files import ImageFiles
+
+    nfc, nfd = "café", unicodedata.normalize("NFD", "café")
+    for name in (nfd, "thé"):
+        (tmp_path / name).mkdir()
+        Image.new("RGB", (6, 6)).save(tmp_path / name / "a.png")
+    with pytest.raises(ArgumentError, match=rf"these are not there: \['{nfc}'\].*differs from "
+                                            rf"'{nfd}', which is there, only in its Unicode "
+                                            r"normalization.*normalize\('NFD', name\)"):
+        ImageFiles.from_directory(tmp_path, class_names=[nfc, "thé"])
+    with pytest.raises(ArgumentError, match=r"do not exist.*only in its Unicode normalization"):
+        ImageFiles.from_paths([str(tmp_path / nfc / "a.png")])
+    with pytest.warns(ShmaugWarning, match=r"differ only in their Unicode normalization.*two "
+                                           r"classes"):
+        F.encode_names([nfc, nfd, "thé"], 3, None)
+    with caplog.at_level(logging.INFO, logger="shmaug.sources.files"):  # (Keras' line: it
+        files = ImageFiles.from_directory(tmp_path, labels=None, verbose=True)  # said "0
+    assert caplog.messages == ["Found 2 files."]  # classes")
+    many = ImageFiles.from_paths([str(tmp_path / nfd / "a.png")] * 10,
+                                 [f"c{i}" for i in range(10)])
+    assert "10 classes ['c0', 'c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', ... (2 more)]" in \
+        repr(many) and files  # (a quoted '...' read as a class)

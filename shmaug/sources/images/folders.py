@@ -23,6 +23,7 @@ object is ``files.py``'s. It starts no process and reads no image.
 from __future__ import annotations
 
 import os
+import unicodedata
 import urllib.parse
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -174,7 +175,8 @@ def class_folders(root: str, class_names: Sequence[str] | None, listing: Listing
     if missing:
         raise ArgumentError(
             f"`class_names` must name sub-folders of {root!r}; these are not there: "
-            f"{missing} (found {subdirs}). Fix: correct the names or the folder."
+            f"{missing} (found {subdirs}).{_normalized_apart(missing, subdirs)} Fix: correct "
+            f"the names or the folder."
         )
     return [str(c) for c in class_names]
 
@@ -476,9 +478,58 @@ def check_exist(paths: Sequence[str]) -> None:
     missing = [p for p in paths if not os.path.isfile(p)]
     if missing:
         raise ArgumentError(
-            f"{len(missing)} image file(s) do not exist, e.g. {missing[0]!r}. Fix: correct the "
-            f"paths (or `directory=`), or pass on_error='skip' to replace them and count them."
+            f"{len(missing)} image file(s) do not exist, e.g. {missing[0]!r}."
+            f"{_normalized_apart(*_first_absent(missing[0]))} Fix: correct the paths (or "
+            f"`directory=`), or pass on_error='skip' to replace them and count them."
         )
+
+
+def _first_absent(path: str) -> tuple[list[str], list[str]]:
+    """The first part of ``path`` that is not there, and what its folder holds."""
+    head, parts = os.path.abspath(path), []
+    while head != os.path.dirname(head):
+        head, tail = os.path.split(head)
+        parts.append(tail)
+    for part in reversed(parts):
+        if not os.path.exists(os.path.join(head, part)):
+            try:
+                return [part], os.listdir(head)
+            except OSError:
+                return [], []
+        head = os.path.join(head, part)
+    return [], []
+
+
+def _normalized_apart(wanted: Sequence[str], present: Sequence[str]) -> str:
+    """A sentence where a name wanted equals one present but for its Unicode normalization
+    (macOS writes names decomposed, NFD; a CSV or typed text holds them composed, NFC): the
+    two print alike, and "not there" alone would not say why."""
+    nfc = {unicodedata.normalize("NFC", p): p for p in present}
+    for name in wanted:
+        twin = nfc.get(unicodedata.normalize("NFC", name))
+        if twin is not None and twin != name:
+            return (f" {name!r} differs from {twin!r}, which is there, only in its Unicode "
+                    f"normalization (NFC against NFD, as macOS writes names): use "
+                    f"unicodedata.normalize('{_form(twin)}', name) on yours.")
+    return ""
+
+
+def _warn_normalized_twins(names: Sequence[str]) -> None:
+    """Warn where two class names differ only in their Unicode normalization: they print
+    alike, and are two classes (as in Keras), which a model then learns apart."""
+    seen: dict[str, str] = {}
+    for name in names:
+        twin = seen.setdefault(unicodedata.normalize("NFC", name), name)
+        if twin != name:
+            warn(f"Class names {twin!r} and {name!r} differ only in their Unicode "
+                 f"normalization (NFC against NFD, as macOS writes names): they print alike "
+                 f"and are two classes. Fix: normalize the labels first, e.g. "
+                 f"[unicodedata.normalize('NFC', label) for label in labels].")
+            return
+
+
+def _form(name: str) -> str:
+    return "NFD" if unicodedata.is_normalized("NFD", name) else "NFC"
 
 
 def encode_names(
@@ -506,6 +557,7 @@ def encode_names(
             f"those images out, e.g. df.dropna(subset=['label']), or give them a class.")
     if all(isinstance(v, str) for v in values):
         names = tuple(class_names) if class_names is not None else tuple(sorted(set(values)))
+        _warn_normalized_twins(names)
         lookup = {name: i for i, name in enumerate(names)}
         unknown = sorted(set(values) - set(lookup))
         if unknown:

@@ -150,8 +150,9 @@ def passed(given: dict[str, Any], defaults: dict[str, Any]) -> str:
 def summary(kind: str, made: str, count: str, labelled: bool, class_names: Sequence[str],
             shape: tuple[int | None, ...]) -> str:
     """A source's ``repr``: the call that made it, its size, classes and image shape."""
-    names = list(class_names[:8]) + (["..."] if len(class_names) > 8 else [])
-    classes = f"{len(class_names)} classes {names}" if labelled else "no labels"
+    names = ", ".join(repr(n) for n in class_names[:8]) + (
+        f", ... ({len(class_names) - 8} more)" if len(class_names) > 8 else "")
+    classes = f"{len(class_names)} classes [{names}]" if labelled else "no labels"
     return f"<{kind} {made}: {count}, {classes}, images {shape}>"
 
 
