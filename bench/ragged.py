@@ -12,14 +12,18 @@ Three ways to hand a loader's workers a list of decoded photos of several sizes:
 Each run is a fresh child process: ``N`` photos (crops of a photo a package ships, 256 to 640
 pixels a side, tinted), a ``Loader`` with 2 workers under fork and spawn, a resized crop to
 224 and a flip, one epoch. Per run: construction to the first batch and to the epoch's end
-(the list's copy into shared memory and the workers' start included), each worker's unique
-memory (USS) after the epoch and the main process's. The runs are
+(the list's copy into shared memory and the workers' start included); after the epoch, the
+loader still open, each worker's unique memory (USS: what one more worker costs), the
+proportional memory (PSS) of the main process and its workers together (what the run holds:
+pages they share counted once, the list's copy in shared memory among them, and under fork
+the main process's pages its workers still share), and the loader's blocks in /dev/shm. The runs are
 interleaved round by round in a rotated order; the table gives medians over rounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import itertools
 import json
 import os
@@ -35,6 +39,7 @@ from bench.common.harness import (base_parser, child_result, memory_of, pool_chi
                                   prepare_out, rotated_rounds, worker_memory)
 from bench.common.report import QUICK, cpu_model, took
 from bench.common.workloads import photo
+from shmaug.memory.store import SEGMENT_PREFIX
 
 WAYS = ("list", "load", "files")
 METHODS = ("fork", "spawn")
@@ -91,26 +96,28 @@ def child(way: str, method: str, quick: bool) -> dict[str, Any]:
             seen = 1 + sum(1 for _ in batches)
             epoch = time.perf_counter() - began
             workers = worker_memory(pool_children())
-        main = memory_of(os.getpid())
+            pss = memory_of(os.getpid())["pss"] + sum(w["pss"] for w in workers)
+            shm = sum(os.path.getsize(p) for p in glob.glob(
+                f"/dev/shm/{SEGMENT_PREFIX}{os.getpid()}_*"))
     return {"way": way, "method": method, "first_batch_s": first, "batches": seen,
             "epoch_s": epoch,
             "worker_uss_mib": float(np.mean([w["uss"] for w in workers])),
-            "main_uss_mib": main["uss"],
+            "all_pss_mib": pss, "shm_mib": shm / 2**20,
             "list_mib": sum(i.nbytes for i in images) / 2**20}
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    lines = ["| start method | way | first batch s | epoch s | worker USS MiB | main USS MiB "
-             "| rounds |", "|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| start method | way | first batch s | epoch s | worker USS MiB | all PSS MiB "
+             "| /dev/shm MiB | rounds |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for method, way in itertools.product(METHODS, WAYS):
         mine = [r for r in results if (r["method"], r["way"]) == (method, way)]
         if not mine:
             continue
         med = {k: float(np.median([r[k] for r in mine])) for k in (
-            "first_batch_s", "epoch_s", "worker_uss_mib", "main_uss_mib")}
+            "first_batch_s", "epoch_s", "worker_uss_mib", "all_pss_mib", "shm_mib")}
         lines.append(f"| {method} | {way} | {med['first_batch_s']:.2f} | "
                      f"{med['epoch_s']:.2f} | {med['worker_uss_mib']:.0f} | "
-                     f"{med['main_uss_mib']:.0f} | {len(mine)} |")
+                     f"{med['all_pss_mib']:.0f} | {med['shm_mib']:.0f} | {len(mine)} |")
     return "\n".join(lines)
 
 

@@ -72,3 +72,13 @@ def decoded(image: Any, reason: str | None) -> Any:
     if reason is not None:
         whole_decodes.count(reason)
     return image.decode()
+
+
+_IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM", b"II*\x00", b"MM\x00*", b"RIFF")
+
+
+def looks_encoded(head: bytes) -> bool:
+    """Whether bytes beginning with ``head`` are an encoded image (JPEG, PNG, GIF, BMP, TIFF,
+    WebP), or at least no path (which holds no NUL byte): where paths or pixels are wanted,
+    the fix differs (``ImageRecords.from_bytes``)."""
+    return head.startswith(_IMAGE_MAGIC) or b"\x00" in head

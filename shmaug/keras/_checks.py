@@ -398,8 +398,9 @@ def mixed_loss(mix: Any, model: Any) -> None:
     loss = getattr(model, "loss", None)
     name = loss if isinstance(loss, str) else getattr(loss, "name", None) or getattr(
         loss, "__name__", None)
-    if name not in ("sparse_categorical_crossentropy", "SparseCategoricalCrossentropy"):
-        return  # (Keras' own, by its name: a loss of the user's may take soft targets)
+    if name not in ("sparse_categorical_crossentropy", "SparseCategoricalCrossentropy") and \
+            type(loss).__name__ != "SparseCategoricalCrossentropy":  # (renamed: name="scce")
+        return  # (Keras' own only: a loss of the user's may take soft targets)
     raise ArgumentError(
         f"The model is compiled with loss {name!r}, which takes class ids, but the training "
         f"Sequence's mix={mix!r} hands out soft targets, one row of class probabilities per "

@@ -30,8 +30,8 @@ class FlatTable:
 
     __slots__ = ("_n", "_has_classes", "_arrays", "_bufs", "_handles", "_blocks")
     ROW = "row"  # what a row is, in the table's messages
-    INSTEAD = ("or fewer samples per loader (a shard of the data each: `num_shards=`, "
-               "`shard_index=`)")  # what would need less room, as /dev/shm's error says
+    INSTEAD = ("or list fewer samples in the source (its table holds every one it lists, "
+               "whatever `num_shards`)")  # what would need less room, as /dev/shm's error says
 
     def __init__(self, arrays: tuple[np.ndarray | None, ...], n: int, has_classes: bool,
                  handles: tuple[ArrayHandle | None, ...] | None = None) -> None:

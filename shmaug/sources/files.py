@@ -126,7 +126,8 @@ class ImageFiles(O.ImageSource):
                     f"{got(given)}. Fix: pass `[path]`."
                 )
             F.refuse_encoded(given, "`paths`")
-            given = [p if isinstance(p, str) else os.fspath(p) for p in given]
+            given = [p if isinstance(p, str) else os.fsdecode(p) for p in given]  # (bytes
+            # paths, os.fsencode's, too)
             F.check_extensions(given)
         if not len(given):
             raise ArgumentError(

@@ -561,6 +561,11 @@ def _encoded(images: Any) -> list[Any]:
                 f"rows out, with their labels, e.g. df.dropna(subset=['image']).")
         if isinstance(chunk, dict) and isinstance(chunk.get("bytes"), (bytes, bytearray)):
             chunk = chunks[i] = chunk["bytes"]  # a Hugging Face Image, as Parquet holds it
+        elif isinstance(chunk, dict) and chunk.get("path"):
+            raise ArgumentTypeError(
+                f"`images[{i}]` holds no bytes, only the path {chunk['path']!r} (a Hugging Face "
+                f"Image stored by path). Fix: read the files by path, "
+                f"shmaug.ImageFiles.from_paths([row['path'] for row in column], ...).")
         if isinstance(chunk, np.ndarray) and chunk.dtype == np.uint8 and (
                 chunk.ndim == 1 or chunk.ndim == 2 and 1 in chunk.shape):  # cv2.imencode's
             chunk = chunks[i] = np.ascontiguousarray(chunk).reshape(-1)  # (n, 1)

@@ -132,8 +132,10 @@ def test_what_cannot_be_batched_is_refused_with_the_fix():
     pair = [np.zeros((10, 12, 3), np.uint8), np.zeros((10, 7), np.uint8)]  # (was read as
     with pytest.raises(shmaug.ArgumentError, match=r"several channel counts"):  # (x, y))
         shmaug.Loader(pair, np.arange(2), batch_size=2, augment=AUG, workers=0)
-    with pytest.raises(shmaug.ArgumentError, match=r"has no image at index 1 \(None\)"):
-        shmaug.Loader([images[0], None, images[1]], batch_size=2, augment=AUG, workers=0)
+    for missing in (None, np.float32("nan")):
+        with pytest.raises(shmaug.ArgumentError, match=r"has no image at index 1 \("):
+            shmaug.Loader([images[0], missing, images[1]], batch_size=2, augment=AUG,
+                          workers=0)
     with pytest.raises(shmaug.ArgumentError, match=r"an empty image at index 1, of shape "
                                                    r"\(0, 12, 3\)"):
         shmaug.Loader([images[0], np.zeros((0, 12, 3), np.uint8)], batch_size=2, augment=AUG,

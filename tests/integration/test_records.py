@@ -9,6 +9,8 @@ a test that leaves a /dev/shm segment or a child behind.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -156,6 +158,16 @@ def test_encoded_images_in_memory_go_to_the_workers_by_name(in_memory):
     held = shmaug.ImageRecords.from_bytes(frame["image"].tolist(), frame["label"])
     assert held.class_names == ("a", "b", "c") and held.labels.tolist() == [2, 0, 2]  # as
     # from_dataframe numbers them: all the categories (a fold without "b" numbered c as 1)
+    for given in (pd.Categorical(["c", "a", "c"], categories=["a", "b", "c"]),
+                  pd.CategoricalIndex(["c", "a", "c"], categories=["a", "b", "c"])):
+        assert shmaug.ImageRecords.from_bytes(frame["image"].tolist(), given).labels.tolist() \
+            == [2, 0, 2]  # (no `.cat` on these: a bare AttributeError)
+    ids = shmaug.ImageRecords.from_bytes(frame["image"].tolist(),
+                                         pd.Series([5, 7, 5], dtype="category"))
+    assert ids.labels.tolist() == [5, 7, 5]  # class ids, not names sorted as text
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`images\[0\]` holds no bytes, only the "
+                                                       r"path '/x\.png'.*from_paths"):
+        shmaug.ImageRecords.from_bytes([{"bytes": None, "path": "/x.png"}])
     with pytest.raises(shmaug.ArgumentError, match=r"`labels` has no label at index 1 "
                                                    r"\(None\).*dropna"):
         shmaug.ImageRecords.from_bytes(frame["image"].tolist(), ["a", None, "c"])
@@ -178,6 +190,12 @@ def test_encoded_images_in_memory_go_to_the_workers_by_name(in_memory):
     with pytest.raises(shmaug.ArgumentTypeError, match=r"`x` is a DataFrame \(columns "
                                                        r"\['image', 'label'\]\).*from_bytes"):
         shmaug.Loader(frame, batch_size=2, workers=0)
+    pixels = pd.DataFrame(np.zeros((4, 784), np.uint8))  # (Kaggle's MNIST CSV: flattened)
+    with pytest.raises(shmaug.ArgumentError, match=r"x\.reshape\(-1, 28, 28\)"):
+        shmaug.Loader(pixels, batch_size=2, workers=0)
+    as_bytes = [os.fsencode(p) for p in ("/nowhere/a.jpg", "/nowhere/b.jpg")]  # (a path, not
+    with pytest.raises(shmaug.ArgumentError, match=r"do not exist"):  # an encoded image)
+        shmaug.ImageFiles.from_paths(as_bytes)
     named = shmaug.ImageRecords.from_bytes([D.png(i) for i in range(4)], ["b", "a", "b", "a"],
                                            image_size=None)
     assert named.class_names == ("a", "b") and named.labels.tolist() == [1, 0, 1, 0]

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ...deferred import looks_encoded
 from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError, got, warn
 from ...memory.ragged import RaggedImages
 from ...ops.params import (SUPPORTED_DTYPES, channels_first, frames_first)
@@ -99,7 +100,9 @@ def image_array(x: Any, y: Any = None) -> np.ndarray | RaggedImages:
         x = _stacked(x, f"a {type(x).__name__}", _rows(y))
         if isinstance(x, RaggedImages):
             return x
-    elif hasattr(x, "columns") and hasattr(x, "iloc"):  # a pandas DataFrame: which column?
+    elif hasattr(x, "columns") and hasattr(x, "iloc") and not all(
+            np.dtype(d).kind in "biuf" for d in getattr(x, "dtypes", ())):  # a DataFrame of
+        # paths, bytes or arrays: which column? (of numbers: pixels, flattened, read below)
         raise ArgumentTypeError(
             f"`x` is a DataFrame (columns {list(x.columns)[:8]}), not images. Fix: pass its "
             f"column of images: of arrays, `list(df[col])`; of encoded bytes, "
@@ -275,7 +278,7 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
     if not items:
         raise ArgumentError(_EMPTY)
     if all(isinstance(item, (bytes, bytearray, memoryview)) for item in items) and \
-            _encoded_image(bytes(items[0][:64])):
+            looks_encoded(bytes(items[0][:64])):
         raise ArgumentTypeError(
             f"`x` as {kind} holds {len(items)} encoded images (the first: "
             f"{bytes(items[0][:12])!r}...): a source of them has the workers decode them, "
@@ -286,8 +289,7 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
             f"`x` as {kind} holds {len(items)} path(s) ({got(items[0])}, ...), not images. "
             f"Fix: read them as a source, `shmaug.ImageFiles.from_paths(list(x), y, "
             f"image_size=(224, 224))`.")
-    missing = next((i for i, item in enumerate(items) if item is None or isinstance(
-        item, float) and item != item), None)
+    missing = next((i for i, item in enumerate(items) if _missing(item)), None)
     if missing is not None:
         raise ArgumentError(
             f"`x` as {kind} has no image at index {missing} ({items[missing]!r}). Fix: leave "
@@ -331,6 +333,12 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
                if shapes[0][0] <= 4 < shapes[0][-1] else "")
             + "; for several inputs, a dict {name: array} and `image_key=` (shmaug.Sequence).")
     return _of_several_sizes(arrays, kind, shown, isinstance(items, tuple))
+
+
+def _missing(item: Any) -> bool:
+    """Whether ``item`` is a missing value (None, NaN, pandas' NA), not an image."""
+    return item is None or type(item).__name__ in ("NAType", "NaTType") or isinstance(
+        item, (float, np.floating)) and item != item
 
 
 def _of_several_sizes(arrays: list[np.ndarray], kind: str, shown: str, as_tuple: bool
@@ -824,15 +832,6 @@ def sized_output(x: Any, plan: Plan, shape: tuple[int, ...] | None) -> None:
             f"holds a plain crop's window (`Op('crop', ...)` fails on a smaller one), or a "
             f"function of yours makes one size, pass `output_shape=`. {other}"
         )
-
-
-_IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM", b"II*\x00", b"MM\x00*", b"RIFF")
-
-
-def _encoded_image(head: bytes) -> bool:
-    """Whether bytes beginning with ``head`` are an encoded image (JPEG, PNG, GIF, BMP, TIFF,
-    WebP), or at least not a path (which holds no NUL byte)."""
-    return head.startswith(_IMAGE_MAGIC) or b"\x00" in head
 
 
 def _channel_count(layout: tuple[int, ...], images: int) -> str:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
+from ...deferred import looks_encoded
 from ...errors import ArgumentError, ArgumentTypeError, got, warn
 
 if TYPE_CHECKING:
@@ -444,7 +445,7 @@ def refuse_encoded(values: Any, where: str) -> None:
     """Refuse images themselves where paths are wanted: encoded bytes (a Parquet column of
     JPEGs) were read as paths named ``b'\\xff\\xd8...'``, in a message of megabytes."""
     first = next(iter(values), None)
-    if isinstance(first, (bytes, bytearray, memoryview)):
+    if isinstance(first, (bytes, bytearray, memoryview)) and looks_encoded(bytes(first[:64])):
         raise ArgumentTypeError(
             f"{where} holds bytes ({bytes(first[:12])!r}...), not paths: images encoded in "
             f"memory. Fix: shmaug.ImageRecords.from_bytes(images, labels, ...), which holds "
@@ -541,7 +542,9 @@ def encode_names(
     if labels is None:
         return None, tuple(class_names or ())
     if class_names is None and str(getattr(labels, "dtype", "")) == "category":
-        class_names = sorted(str(c) for c in labels.cat.categories)
+        categories = labels.cat.categories if hasattr(labels, "cat") else labels.categories
+        if all(isinstance(c, str) for c in categories):  # (names; ints are class ids)
+            class_names = sorted(categories)
     values = labels.to_pylist() if callable(getattr(labels, "to_pylist", None)) \
         else list(labels)  # (a pyarrow column: its scalars are no str or int)
     if len(values) != n:
