@@ -390,11 +390,15 @@ def weights_follow_targets(y: Any, sample_weight: Any) -> None:
             f"output, in y's order, or one array (N,) that weighs every output.")
 
 
-def mixed_loss(mix: Any, model: Any) -> None:
-    """A training Sequence with ``mix`` under ``fit`` of a model compiled with a sparse
+def mixed_loss(seq: Any, model: Any) -> None:
+    """A training Sequence with a ``mix`` under ``fit`` of a model compiled with a sparse
     categorical loss, which takes class ids: the mix's soft targets stopped ``fit`` at its
     first step with Keras' "Argument output must have rank (ndim) target.ndim - 1". Refused
-    before it, naming the loss to use. A loss per output, or of another name, passes."""
+    before it, naming the loss to use. A loss per output, one of the user's, or a ``targets``
+    hook (which may make class ids again) passes."""
+    mix = seq.mix
+    if mix is None or seq.overrides("targets"):
+        return
     loss = getattr(model, "loss", None)
     name = loss if isinstance(loss, str) else getattr(loss, "name", None) or getattr(
         loss, "__name__", None)

@@ -512,6 +512,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         building = stack.keras_is_building()
         adapter = stack.keras_adapter(self)
         inferring = adapter is not None and stack.keras_is_inferring()
+        if adapter is not None and not inferring:  # (building too: JAX's and torch's build
+            facade_checks.mixed_loss(self, stack.fit_argument("self"))  # runs the loss)
         if adapter is not None and not (building or inferring):
             _check_fit(self)
         if adapter is not None and not building:  # (TensorFlow: tf.data's threads ask)
@@ -761,7 +763,6 @@ def _check_fit(seq: Sequence) -> None:
         # its validation batches must take the mix's loss too (unless a targets hook
         # reshapes the soft targets: then what loss is unknown)
         facade_checks.validation_labels(seq.mix, validation)
-        facade_checks.mixed_loss(seq.mix, stack.fit_argument("self"))
     facade_checks.validation_classes(*(_source_labelled(s) for s in (seq, validation)))
     facade_checks.resumed_unsynced(seq, stack.fit_argument("initial_epoch"),
                                    stack.fit_argument("epoch"),
