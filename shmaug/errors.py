@@ -157,6 +157,19 @@ def got(value: Any) -> str:
     return f"{text[:57] + '...' if len(text) > 60 else text} (type {type(value).__name__})"
 
 
+def missing(value: Any) -> bool:
+    """Whether ``value`` is a missing entry (None, a NaN, pandas' NA or NaT), which a message
+    tells apart from a wrong one: its fix is to leave the row out."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return True
+    if isinstance(value, (str, bytes)) or hasattr(value, "__len__"):  # (arrays, containers)
+        return False
+    try:
+        return bool(value != value)  # a NaN, Python's or numpy's: nothing else is unequal
+    except (TypeError, ValueError):  # to itself
+        return False
+
+
 def from_shmaug(module: object) -> bool:
     """Whether ``module`` (a ``__module__`` or ``__name__``) is shmaug's own: user code is
     what shmaug checks, frames and ships, never itself."""

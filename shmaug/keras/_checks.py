@@ -395,16 +395,19 @@ def mixed_loss(seq: Any, model: Any) -> None:
     categorical loss, which takes class ids: the mix's soft targets stopped ``fit`` at its
     first step with Keras' "Argument output must have rank (ndim) target.ndim - 1". Refused
     before it, naming the loss to use. A loss per output, one of the user's, or a ``targets``
-    hook (which may make class ids again) passes."""
+    hook or ``__getitem__`` of a subclass (which may make class ids again) passes."""
     mix = seq.mix
-    if mix is None or seq.overrides("targets"):
+    if mix is None or seq.overrides("targets") or seq.overrides("__getitem__"):
         return
     loss = getattr(model, "loss", None)
     name = loss if isinstance(loss, str) else getattr(loss, "name", None) or getattr(
         loss, "__name__", None)
-    if name not in ("sparse_categorical_crossentropy", "SparseCategoricalCrossentropy") and \
+    keras_own = isinstance(loss, str) or type(loss).__module__.startswith("keras") or \
+        getattr(loss, "__module__", "").startswith("keras")  # (a function of Keras')
+    if not keras_own or name not in ("sparse_categorical_crossentropy",
+                                     "SparseCategoricalCrossentropy") and \
             type(loss).__name__ != "SparseCategoricalCrossentropy":  # (renamed: name="scce")
-        return  # (Keras' own only: a loss of the user's may take soft targets)
+        return  # (Keras' own only: a loss of the user's, a subclass too, may take soft ones)
     raise ArgumentError(
         f"The model is compiled with loss {name!r}, which takes class ids, but the training "
         f"Sequence's mix={mix!r} hands out soft targets, one row of class probabilities per "

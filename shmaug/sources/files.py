@@ -126,8 +126,8 @@ class ImageFiles(O.ImageSource):
                     f"{got(given)}. Fix: pass `[path]`."
                 )
             F.refuse_encoded(given, "`paths`")
-            given = [p if isinstance(p, str) else os.fsdecode(p) for p in given]  # (bytes
-            # paths, os.fsencode's, too)
+            given = [p if isinstance(p, str) else os.fsdecode(  # (bytes paths too:
+                bytes(p) if isinstance(p, bytearray) else p) for p in given]  # os.fsencode's)
             F.check_extensions(given)
         if not len(given):
             raise ArgumentError(

@@ -50,7 +50,8 @@ from .formats.shards import find as _find
 from .formats.shards import local_only as _local_only
 from .formats.shards import need as _need
 from .remote.bucket import shown_options
-from ..errors import ArgumentError, ArgumentTypeError, got, warn
+from ..deferred import looks_encoded
+from ..errors import ArgumentError, ArgumentTypeError, got, missing, warn
 
 __all__ = ["ImageRecords"]
 
@@ -537,6 +538,9 @@ def _folder(index_cache: str | os.PathLike[str] | None) -> str | None:
 BYTES_GIVEN = "<images in memory>"  # the one shard of ``from_bytes``, as messages name it
 
 
+_PATH_ENDS = (b".jpg", b".jpeg", b".png", b".bmp", b".gif", b".webp", b".tif", b".tiff")
+
+
 def _encoded(images: Any) -> list[Any]:
     """``images`` as a list of encoded images, each checked to be bytes (or what holds them:
     a memoryview, ``cv2.imencode``'s uint8 array) and not empty."""
@@ -555,7 +559,7 @@ def _encoded(images: Any) -> list[Any]:
     if not chunks:
         raise ArgumentError("`images` is empty. Fix: pass at least one encoded image.")
     for i, chunk in enumerate(chunks):
-        if chunk is None or isinstance(chunk, float) and chunk != chunk:  # (a null in a column)
+        if missing(chunk):  # (a null in a column)
             raise ArgumentError(
                 f"`images[{i}]` is missing ({chunk!r}): no image to decode. Fix: leave those "
                 f"rows out, with their labels, e.g. df.dropna(subset=['image']).")
@@ -580,6 +584,12 @@ def _encoded(images: Any) -> list[Any]:
             raise ArgumentTypeError(
                 f"`images[{i}]` must be an encoded image (bytes); received {got(chunk)}. "
                 f"Fix: {fix}.")
+        if isinstance(chunk, (bytes, bytearray)) and len(chunk) < 4096 and \
+                not looks_encoded(bytes(chunk[:64])) and \
+                bytes(chunk).lower().endswith(_PATH_ENDS):  # (os.fsencode(path))
+            raise ArgumentTypeError(
+                f"`images[{i}]` is a path ({bytes(chunk)!r}), not an encoded image. Fix: "
+                f"read the files by path, shmaug.ImageFiles.from_paths(paths, ...).")
         if not memoryview(chunk).nbytes:  # type: ignore[arg-type]
             raise ArgumentError(
                 f"`images[{i}]` is empty (0 bytes): no image to decode. Fix: leave it out, "

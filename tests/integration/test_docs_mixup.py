@@ -137,6 +137,22 @@ def test_a_sparse_loss_under_a_mix_is_refused_with_the_loss_to_use(loss) -> None
         model.fit(train, epochs=1, verbose=0)
 
 
+def test_a_loss_of_the_users_that_takes_soft_targets_is_not_refused() -> None:
+    """A subclass of Keras' sparse loss keeps its name, but may read soft targets its way."""
+    import keras
+
+    class SoftToIds(keras.losses.SparseCategoricalCrossentropy):
+        def call(self, y_true, y_pred):
+            return super().call(keras.ops.argmax(y_true, axis=-1), y_pred)
+
+    model = model_for(len(CLASSES))
+    model.compile("adam", SoftToIds())
+    x = np.zeros((8, SIDE, SIDE, 3), np.uint8)
+    with shmaug.Sequence(x, np.arange(8) % len(CLASSES), batch_size=4, seed=0, workers=0,
+                         mix=MixUp(0.2, num_classes=len(CLASSES))) as train:
+        assert len(model.fit(train, epochs=1, verbose=0).history["loss"]) == 1
+
+
 def test_a_validation_sequence_whose_targets_hook_one_hots_is_not_refused() -> None:
     class OneHotValidation(shmaug.Sequence):  # (here: the module imports without Keras)
         """A validation Sequence of class ids whose ``targets`` hook one-hots them."""

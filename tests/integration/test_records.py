@@ -190,6 +190,15 @@ def test_encoded_images_in_memory_go_to_the_workers_by_name(in_memory):
     with pytest.raises(shmaug.ArgumentTypeError, match=r"`x` is a DataFrame \(columns "
                                                        r"\['image', 'label'\]\).*from_bytes"):
         shmaug.Loader(frame, batch_size=2, workers=0)
+    listed = pd.DataFrame({"path": pd.array(["a.png", "b.png"], dtype="string"),
+                           "label": pd.Categorical(["x", "y"])})  # (pandas' own dtypes:
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`x` is a DataFrame"):  # np.dtype
+        shmaug.Loader(listed, batch_size=2, workers=0)  # refused them with a bare TypeError)
+    with pytest.raises(shmaug.ArgumentError, match=r"`images\[1\]` is missing"):
+        shmaug.ImageRecords.from_bytes([D.png(0), pd.NA])
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`images\[0\]` is a path \(b'/data/"
+                                                       r"a\.jpg'\).*from_paths"):
+        shmaug.ImageRecords.from_bytes([os.fsencode("/data/a.jpg")])
     pixels = pd.DataFrame(np.zeros((4, 784), np.uint8))  # (Kaggle's MNIST CSV: flattened)
     with pytest.raises(shmaug.ArgumentError, match=r"x\.reshape\(-1, 28, 28\)"):
         shmaug.Loader(pixels, batch_size=2, workers=0)

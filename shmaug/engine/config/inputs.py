@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ...deferred import looks_encoded
-from ...errors import ArgumentError, ArgumentTypeError, OutputMismatchError, got, warn
+from ...errors import (ArgumentError, ArgumentTypeError, OutputMismatchError, got, missing,
+                       warn)
 from ...memory.ragged import RaggedImages
 from ...ops.params import (SUPPORTED_DTYPES, channels_first, frames_first)
 from ...ops.core import BLENDED, WARPED
@@ -100,8 +101,8 @@ def image_array(x: Any, y: Any = None) -> np.ndarray | RaggedImages:
         x = _stacked(x, f"a {type(x).__name__}", _rows(y))
         if isinstance(x, RaggedImages):
             return x
-    elif hasattr(x, "columns") and hasattr(x, "iloc") and not all(
-            np.dtype(d).kind in "biuf" for d in getattr(x, "dtypes", ())):  # a DataFrame of
+    elif hasattr(x, "columns") and hasattr(x, "iloc") and not all(  # (pandas' own dtypes
+            getattr(d, "kind", "O") in "biuf" for d in getattr(x, "dtypes", ())):  # have a kind)
         # paths, bytes or arrays: which column? (of numbers: pixels, flattened, read below)
         raise ArgumentTypeError(
             f"`x` is a DataFrame (columns {list(x.columns)[:8]}), not images. Fix: pass its "
@@ -289,10 +290,10 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
             f"`x` as {kind} holds {len(items)} path(s) ({got(items[0])}, ...), not images. "
             f"Fix: read them as a source, `shmaug.ImageFiles.from_paths(list(x), y, "
             f"image_size=(224, 224))`.")
-    missing = next((i for i, item in enumerate(items) if _missing(item)), None)
-    if missing is not None:
+    absent = next((i for i, item in enumerate(items) if missing(item)), None)
+    if absent is not None:
         raise ArgumentError(
-            f"`x` as {kind} has no image at index {missing} ({items[missing]!r}). Fix: leave "
+            f"`x` as {kind} has no image at index {absent} ({items[absent]!r}). Fix: leave "
             f"that sample out (with its label), e.g. df.dropna(subset=['image']).")
     arrays = [np.asarray(item) for item in items]
     shapes = sorted({a.shape for a in arrays}, key=len)
@@ -333,12 +334,6 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
                if shapes[0][0] <= 4 < shapes[0][-1] else "")
             + "; for several inputs, a dict {name: array} and `image_key=` (shmaug.Sequence).")
     return _of_several_sizes(arrays, kind, shown, isinstance(items, tuple))
-
-
-def _missing(item: Any) -> bool:
-    """Whether ``item`` is a missing value (None, NaN, pandas' NA), not an image."""
-    return item is None or type(item).__name__ in ("NAType", "NaTType") or isinstance(
-        item, (float, np.floating)) and item != item
 
 
 def _of_several_sizes(arrays: list[np.ndarray], kind: str, shown: str, as_tuple: bool

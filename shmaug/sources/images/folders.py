@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from ...deferred import looks_encoded
-from ...errors import ArgumentError, ArgumentTypeError, got, warn
+from ...errors import ArgumentError, ArgumentTypeError, got, missing, warn
 
 if TYPE_CHECKING:
     from ..remote import Listing
@@ -537,8 +537,9 @@ def encode_names(
     labels: Any, n: int, class_names: Sequence[str] | None
 ) -> tuple[np.ndarray | None, tuple[str, ...]]:
     """Labels as int64 indices plus class names: strings map through their sorted names (a
-    pandas ``Categorical``'s through all its categories, sorted, as ``from_dataframe`` numbers
-    them: a fold that lacks a class numbers the others alike)."""
+    pandas ``Categorical`` of strings through all its categories, sorted, as ``from_dataframe``
+    numbers them: a fold that lacks a class numbers the others alike; one of ints holds class
+    ids)."""
     if labels is None:
         return None, tuple(class_names or ())
     if class_names is None and str(getattr(labels, "dtype", "")) == "category":
@@ -552,11 +553,10 @@ def encode_names(
             f"`labels` must have one entry per image ({n}); received {len(values)}. "
             f"Fix: pass one label per image, in the images' order."
         )
-    missing = next((i for i, v in enumerate(values) if v is None or isinstance(v, float) and
-                    v != v or type(v).__name__ in ("NAType", "NaTType")), None)
-    if missing is not None:
+    absent = next((i for i, v in enumerate(values) if missing(v)), None)
+    if absent is not None:
         raise ArgumentError(
-            f"`labels` has no label at index {missing} ({values[missing]!r}). Fix: leave "
+            f"`labels` has no label at index {absent} ({values[absent]!r}). Fix: leave "
             f"those images out, e.g. df.dropna(subset=['label']), or give them a class.")
     if all(isinstance(v, str) for v in values):
         names = tuple(class_names) if class_names is not None else tuple(sorted(set(values)))
