@@ -22,7 +22,6 @@ interleaved round by round in a rotated order; the table gives medians over roun
 
 from __future__ import annotations
 
-import argparse
 import glob
 import itertools
 import json
@@ -30,14 +29,13 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.common.harness import (base_parser, child_result, memory_of, pool_children,
-                                  prepare_out, rotated_rounds, worker_memory)
-from bench.common.report import QUICK, cpu_model, took
+from bench.common.harness import (child_result, memory_of, pool_children, prepare_out,
+                                  rotated_rounds, study_parser, worker_memory)
+from bench.common.report import cpu_model, write_study
 from bench.common.workloads import photo
 from shmaug.memory.store import SEGMENT_PREFIX
 
@@ -122,10 +120,8 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = base_parser(__doc__.splitlines()[0], "bench/results/ragged")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--child", help=argparse.SUPPRESS)  # "way,method"
-    args = parser.parse_args(argv)
+    args = study_parser(__doc__.splitlines()[0], "bench/results/ragged",
+                        "WAY,METHOD").parse_args(argv)
     if args.child:
         way, method = args.child.split(",")
         print(json.dumps(child(way, method, args.quick)))
@@ -136,17 +132,11 @@ def main(argv: list[str] | None = None) -> None:
     results = rotated_rounds(1 if args.quick else args.rounds, configs, lambda c: child_result(
         [sys.executable, "-m", "bench.ragged", "--child", ",".join(c),
          *(["--quick"] if args.quick else [])], timeout_s=900), "ragged runs")
-    size = results[0]["list_mib"]
-    text = ((f"{QUICK}.\n\n" if args.quick else "") +
-            f"{N_QUICK if args.quick else N} photos of several sizes ({size:.0f} MiB decoded), "
-            f"2 workers, a resized crop to {SIDE} and a flip, one epoch; {cpu_model()} "
-            f"(`python -m bench.ragged {' '.join(argv or sys.argv[1:])}`, took "
-            f"{took(time.perf_counter() - began)}):\n\n{table(results)}\n")
-    print(text)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "ragged.json").write_text(json.dumps(results, indent=1))
-    (out / "ragged.md").write_text(text)
+    said = (f"{N_QUICK if args.quick else N} photos of several sizes "
+            f"({results[0]['list_mib']:.0f} MiB decoded), 2 workers, a resized crop to {SIDE} "
+            f"and a flip, one epoch; {cpu_model()}")
+    write_study(args.out, "ragged", results, said, table(results), argv or sys.argv[1:],
+                args.quick, time.perf_counter() - began)
 
 
 if __name__ == "__main__":

@@ -19,20 +19,18 @@ order. The table gives medians over rounds and the same-round ratios.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import itertools
 import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.common.harness import base_parser, child_result, prepare_out, rotated_rounds
-from bench.common.report import QUICK, took
+from bench.common.harness import child_result, prepare_out, rotated_rounds, study_parser
+from bench.common.report import write_study
 from bench import wait_trace
 
 CASES = {"W1": "shmaug", "W2": "shmaug", "W3": "none"}  # workload: its ops (as wait_trace)
@@ -102,10 +100,9 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = base_parser(__doc__.splitlines()[0], "bench/results/recycle")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = study_parser(__doc__.splitlines()[0], "bench/results/recycle",
+                          "WORKLOAD,RECYCLE,PROCESS")
     parser.add_argument("--workloads", default="W1,W2,W3")
-    parser.add_argument("--child", help=argparse.SUPPRESS)  # "workload,recycle,process"
     args = parser.parse_args(argv)
     if not args.child:
         prepare_out(args.out)  # before measuring, not after
@@ -116,16 +113,9 @@ def main(argv: list[str] | None = None) -> None:
     workloads = args.workloads.split(",")[:1 if args.quick else None]
     began = time.perf_counter()
     results = run_rounds(1 if args.quick else args.rounds, workloads, args.quick)
-    duration = took(time.perf_counter() - began)
-    text = ((f"{QUICK}.\n\n" if args.quick else "") +
-            f"Data wait at 80% load and images/s, batches in dropped batches' memory vs new "
-            f"arrays (`python -m bench.recycle {' '.join(argv or sys.argv[1:])}`, "
-            f"took {duration}):\n\n{table(results)}\n")
-    print(text)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "recycle.json").write_text(json.dumps(results, indent=1))
-    (out / "recycle.md").write_text(text)
+    write_study(args.out, "recycle", results, "Data wait at 80% load and images/s, batches in "
+                "dropped batches' memory vs new arrays", table(results), argv or sys.argv[1:],
+                args.quick, time.perf_counter() - began)
 
 
 if __name__ == "__main__":

@@ -380,6 +380,15 @@ def base_parser(description: str, default_out: str, prog: str | None = None
     return parser
 
 
+def study_parser(description: str, default_out: str, child: str) -> argparse.ArgumentParser:
+    """``base_parser`` with a study's ``--rounds`` and its hidden ``--child`` (what one run in
+    a fresh child process measures: ``child`` says its form)."""
+    parser = base_parser(description, default_out)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--child", help=argparse.SUPPRESS, metavar=child)
+    return parser
+
+
 def consume(epoch: Any, step_s: float) -> tuple[float, list[float]]:
     """One epoch (an iterable of batches) taken by a consumer that sleeps ``step_s`` per batch,
     a simulated accelerator: the wall seconds, and the seconds waited for each batch."""

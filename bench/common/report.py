@@ -183,6 +183,20 @@ def environment() -> dict[str, Any]:
     return info
 
 
+def write_study(out_dir: str | Path, name: str, results: Any, said: str, table: str,
+                argv: Sequence[str], quick: bool, seconds: float) -> None:
+    """A study's run, ``python -m bench.<name> <argv>``: what it measured (``said``), the
+    command, how long it took and its ``table``, printed and written as ``<out>/<name>.md``;
+    its ``results`` as ``<out>/<name>.json``."""
+    text = ((f"{QUICK}.\n\n" if quick else "") + f"{said} (`python -m bench.{name} "
+            f"{' '.join(argv)}`, took {took(seconds)}):\n\n{table}\n")
+    print(text)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(results, indent=1))
+    (out / f"{name}.md").write_text(text)
+
+
 def write_results(out_dir: str | Path, name: str, rows: Sequence[Row],
                   meta: dict[str, Any], markdown_extra: str = "") -> str:
     """Write ``<out>/<name>.json`` and ``<out>/<name>.md``; return the Markdown text."""
