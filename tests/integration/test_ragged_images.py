@@ -184,3 +184,24 @@ def test_masks_of_several_sizes_move_with_their_images(method):
                                                    r"x width\) and its image \d+x\d+"):
         shmaug.Loader(images, {"segmentation_masks": wrong}, batch_size=5, augment=nearest,
                       workers=0)
+
+
+def test_boxes_beside_images_of_several_sizes_are_checked_against_each_image():
+    # (the checks needed one image size: boxes in another format became padding, one outside
+    # its image was clipped, fractions under a pixel format were taken, without a word)
+    images = [np.zeros((60, 80, 3), np.uint8), np.zeros((100, 50, 3), np.uint8)]
+    pipe = Compose([Op("resize", height=32, width=32)], bounding_box_format="xyxy")
+
+    def loader(boxes: list[list[float]]) -> shmaug.Loader:
+        y = {"bounding_boxes": {"boxes": np.array(boxes, np.float32)[:, None, :],
+                                "labels": np.zeros((2, 1), np.int64)}}
+        return shmaug.Loader(images, y, batch_size=2, augment=pipe, workers=0)
+
+    with loader([[5, 5, 40, 30], [10, 10, 40, 90]]) as fine:
+        assert fine.batch(0)[1]["bounding_boxes"]["boxes"].shape == (2, 1, 4)
+    with pytest.raises(shmaug.ArgumentError, match=r"end lies before its start"):
+        loader([[5, 5, 40, 30], [30, 40, 10, 20]])  # (xywh read as xyxy)
+    with pytest.raises(shmaug.ArgumentError, match=r"outside its 100x50 image"):
+        loader([[5, 5, 40, 30], [10, 10, 75, 90]])  # (inside the 60x80 one, not its own)
+    with pytest.raises(shmaug.ArgumentError, match=r"all within \[0, 1\]"):
+        loader([[0.1, 0.1, 0.5, 0.5], [0.2, 0.2, 0.6, 0.9]])

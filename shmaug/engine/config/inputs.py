@@ -566,12 +566,13 @@ def _planes(shapes: list[tuple[int, ...]], name: str) -> bool:
 
 
 def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = None,
-                      labels_at: Path = ()) -> dict[str, Filed]:
+                      labels_at: Path = (), x: Any = None) -> dict[str, Filed]:
     """The targets of ``y`` that the pipeline moves with their image, by name: the first
     filed, in any dict of ``y`` (depth first, in order), under each name the plan ``moves``
     (an albumentations pipeline's ``mask``, ``bboxes``, ...). Refuses missing targets the
     plan requires, and what its ``check_targets`` refuses (``labels_at``: where in ``y`` the
-    user's ``y`` lies, as ``Data.labels_at``)."""
+    user's ``y`` lies, as ``Data.labels_at``), against each image's size: ``image_shape``,
+    or for a list of images of several sizes (``x``), each group of one size in turn."""
     found: dict[str, Filed] = {}
     for filed in filed_under(y, plan.moves):
         found.setdefault(filed.name, filed)  # a later one (a sample weight named so) stays
@@ -579,7 +580,9 @@ def augmented_targets(y: Any, plan: Plan, image_shape: tuple[int, ...] | None = 
               if isinstance(f.value, np.ndarray)}  # (sources: later)
     if arrays:
         try:
-            plan.check_targets(arrays, image_shape)
+            for shape, rows in _by_size(x, image_shape):
+                plan.check_targets(arrays if rows is None else {
+                    k: v[rows] for k, v in arrays.items()}, shape)
         except (ArgumentError, ArgumentTypeError) as error:
             placed = _placed(str(error), found, labels_at)
             if placed == str(error):
@@ -615,6 +618,19 @@ _DECLARED = (("bounding_box_format", "'boxes' (Keras' 'bounding_boxes' dict) or 
               "(N, M) padded with rows of -1"),
              ("keypoint_format", "'keypoints'",
               "y={'keypoints': points}, (N, K, 2 or 3) padded with rows of -1"))
+
+
+def _by_size(x: Any, image_shape: tuple[int, ...] | None
+             ) -> list[tuple[tuple[int, ...] | None, np.ndarray | None]]:
+    """``(shape, rows)``: the samples of each image size, for checks against it; one group
+    of every sample (``rows`` None) at ``image_shape`` but for a list of several sizes
+    (boxes read in another format, outside their image or as fractions were let through)."""
+    if not isinstance(x, RaggedImages):
+        return [(image_shape, None)]
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, size in enumerate(x.sizes):
+        groups.setdefault(tuple(size), []).append(i)
+    return [(size, np.array(rows)) for size, rows in groups.items()]
 
 
 def _on_image(option: str, value: Any, image_shape: tuple[int, ...] | None) -> bool:

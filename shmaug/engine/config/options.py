@@ -346,7 +346,7 @@ class Pipeline:
         if hook is None and output.augment is None:
             inputs.stored_as(images, output.dtype)
             inputs.float16_room(images, output.dtype)
-        moved = inputs.augmented_targets(data.y, plan, shape, data.labels_at)
+        moved = inputs.augmented_targets(data.y, plan, shape, data.labels_at, data.x)
         # Ops that clip need the true range; a plain user function gets data as it is,
         # unchecked unless the user declared a range.
         checked = output.bounds is not None or plan.ranged and not plan.takes_raw
