@@ -442,7 +442,12 @@ def test_to_tf_dataset_says_a_sequence_following_keras_reads_in_order():
     with shmaug.Sequence(x, y, batch_size=16, workers=0, seed=0, augment=_ops.noisy) as seq:
         with pytest.warns(shmaug.ShmaugWarning, match=r"reads this Sequence in order.*"
                                                       r"shuffle=None.*Fix: pass shuffle=True"):
-            seq.to_tf_dataset()
+            dataset = seq.to_tf_dataset()
+        with warnings.catch_warnings(record=True) as caught:  # its own reads, a pass and its
+            warnings.simplefilter("always")  # end, are not told again as a loop by hand
+            assert len(list(dataset)) == len(seq)
+            seq.on_epoch_end()
+        assert not [w for w in caught if "loop by hand" in str(w.message)]
     with shmaug.Sequence(x, y, batch_size=16, workers=0) as validation:  # changes nothing:
         validation.to_tf_dataset()  # in order is what it is for (warnings are errors here)
     with shmaug.Sequence(x[:-1], y[:-1], batch_size=16, workers=0, seed=0, shuffle=True,
