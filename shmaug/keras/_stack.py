@@ -14,6 +14,7 @@ of a user's loop alive after their ``del``, until that function returned.
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 from typing import Any
 
@@ -118,6 +119,21 @@ def trainer_call() -> tuple[str, Any] | None:
             return code.co_name, frame.f_locals.get("self")
         frame = frame.f_back  # type: ignore[assignment]
     return None
+
+
+def by_hand() -> bool:
+    """Whether a Sequence is read by a loop of the user's: not under Keras' ``fit``,
+    ``evaluate`` or ``predict`` (``trainer_call``), nor by ``to_tf_dataset``'s generator,
+    which tells of its order itself."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_TO_TF_DATASET):
+            return False
+        frame = frame.f_back  # type: ignore[assignment]
+    return trainer_call() is None
+
+
+_TO_TF_DATASET = os.path.join("shmaug", "keras", "_tf_data.py")
 
 
 def fit_argument(name: str) -> Any:

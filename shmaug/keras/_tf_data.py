@@ -70,8 +70,7 @@ def to_tf_dataset(seq: Sequence, input_context: Any = None) -> Any:
     if input_context is not None:
         follow_context(seq, input_context)
     if seq.shuffle is None and seq.changes_samples:  # (a plain validation set reads in order)
-        facade_checks.read_in_order("to_tf_dataset()")
-        seq._runtime.warned_order = True  # (its from_generator reads: no second telling)
+        facade_checks.read_in_order("to_tf_dataset()")  # (its own reads: not by hand)
     first = seq[0]  # a look: it moves the stream nowhere (_passes rule 2)
     # Every batch whole: the rows of each part of one sample per row are known (XLA, TPUs); a
     # hook's parts may hold other rows (a batch's boxes, one row each).

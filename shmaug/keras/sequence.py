@@ -469,7 +469,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
                 adapter = stack.keras_adapter(self)
                 in_order = _in_order(self, adapter)  # (by hand: outside Keras' passes and fit)
                 if in_order and adapter is None and not rt.read_by_hand:  # (once an epoch:
-                    rt.read_by_hand = stack.trainer_call() is None  # the walk is the stack's)
+                    rt.read_by_hand = stack.by_hand()  # the walk is the stack's)
             if begins and not in_order:
                 self._order.check_shuffled_pass()  # shards of it need a common seed
             if (begins or caller is None and index == 0) and rt.running is not None \
