@@ -83,6 +83,10 @@ def test_a_closed_loader_holds_none_of_the_images():
     del images
     gc.collect()
     assert first() is None
+
+
+@needs_keras
+def test_a_closed_sequences_list_says_it_was_let_go():
     seq = shmaug.Sequence(_images(), batch_size=4, augment=AUG, workers=0)
     seq.close()
     with pytest.raises(shmaug.ClosedError, match=r"The list x was let go with its closed "
