@@ -538,7 +538,7 @@ def _folder(index_cache: str | os.PathLike[str] | None) -> str | None:
 BYTES_GIVEN = "<images in memory>"  # the one shard of ``from_bytes``, as messages name it
 
 
-_PATH_ENDS = (b".jpg", b".jpeg", b".png", b".bmp", b".gif", b".webp", b".tif", b".tiff")
+_PATH_ENDS = tuple(e.encode() for e in F.EXTENSIONS)  # a path's, as os.fsencode writes it
 
 
 def _encoded(images: Any) -> list[Any]:

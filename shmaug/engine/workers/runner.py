@@ -463,9 +463,11 @@ _FLOAT16_INF = 65520.0  # float16 rounds what lies below to 65504, its largest v
 def _refuse_float16_overflow(image: np.ndarray, index: int, of: str) -> None:
     """A float16 batch holds at most 65504: a brighter 16-bit pixel or a float above that
     would become inf, and training on it silently fails."""
-    flat = image.reshape(-1)  # fmin / fmax pass over NaN (a masked pixel), which min / max
-    low, high = float(np.fmin.reduce(flat)), float(np.fmax.reduce(flat))  # return, hiding
-    if max(high, -low) >= _FLOAT16_INF:  # every other value
+    # fmin / fmax pass over NaN (a masked pixel), which min / max return, hiding every other
+    # value; over all axes at once, no flattened copy of a strided sample
+    low = float(np.fmin.reduce(image, axis=None))
+    high = float(np.fmax.reduce(image, axis=None))
+    if max(high, -low) >= _FLOAT16_INF:
         raise OutputMismatchError(
             f"Sample index {index} produced{of} {image.dtype} values spanning {low:g}..{high:g}, "
             f"but the batch is float16 (`output_dtype`), whose largest value is 65504: the "
