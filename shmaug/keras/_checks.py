@@ -492,26 +492,53 @@ _TOLD_UNSYNCED: weakref.WeakSet[Any] = weakref.WeakSet()  # (once per Sequence)
 
 
 def resumed_unsynced(seq: Any, initial_epoch: Any, epoch: Any, steps: Any,
-                     callbacks: Any) -> None:
+                     callbacks: Any) -> bool:
     """``fit(initial_epoch=E)`` (given, or set by ``BackupAndRestore``) begins Keras' epoch E,
     but a Sequence counts its own passes: resumed in a fresh process it fed epoch 0's order and
     draws again, without a word. Warned as that fit's first ``epoch`` begins, where no
     ``EpochSync`` of ``seq`` follows Keras' numbers and the Sequence is behind (not sought
     there, nor trained that far: a Sequence ahead, after a warm-up fit, repeats nothing).
-    With ``steps`` per Keras epoch fewer than a pass, the numbers differ by design: not told."""
+    With ``steps`` per Keras epoch fewer than a pass, the numbers differ by design: not told.
+    Whether it told."""
     if not isinstance(initial_epoch, int) or initial_epoch <= 0 or epoch != initial_epoch \
             or seq.epoch >= initial_epoch or (isinstance(steps, int) and steps < len(seq)):
-        return
-    given = getattr(callbacks, "callbacks", callbacks)
-    if seq in _TOLD_UNSYNCED or any(getattr(c, "follows_keras_epochs", False) and
-                                    getattr(c, "sequence", None) is seq for c in given or ()):
-        return
+        return False
+    if seq in _TOLD_UNSYNCED or _synced(seq, callbacks):
+        return False
     _TOLD_UNSYNCED.add(seq)
     warn(f"fit() begins at Keras' epoch {initial_epoch} (`initial_epoch`, or "
          f"BackupAndRestore), but this Sequence feeds its own epoch {seq.epoch}, counting "
          f"its passes: a resumed run would train on an earlier epoch's order and "
          f"augmentations again. Fix: callbacks=[shmaug.EpochSync(seq)] (follows Keras' epoch "
          f"numbers), or seq.seek({initial_epoch}) before fit.")
+    return True
+
+
+def restored_mid_pass(seq: Any, restored: dict[int, Any], steps: Any, callbacks: Any) -> None:
+    """A Sequence restored in the middle of a pass (``load_state_dict`` of a state saved
+    within an epoch) goes on with that pass; a Keras epoch of ``len(seq)`` steps would take
+    its rest and the next epoch's first batches, two shuffled orders, and every later Keras
+    epoch shmaug's next, without a word. Warned as ``fit`` begins, unless an ``EpochSync``
+    of ``seq`` restarts Keras' epoch, or ``steps`` per Keras epoch fewer than a pass carry
+    the pass on (what the restored bindings are for)."""
+    if not restored or (isinstance(steps, int) and steps < len(seq)) or _synced(seq, callbacks):
+        return
+    state = seq.state_dict()
+    epoch, batch = state["epoch"], state["batch"]
+    warn(f"fit() begins a whole Keras epoch ({len(seq)} batches), but this Sequence was "
+         f"restored in the middle of its epoch {epoch} (load_state_dict of a state saved "
+         f"after {batch} of its batches): Keras does not resume within an epoch, so this one "
+         f"would take that epoch's last {len(seq) - batch} batches and the next one's first "
+         f"{batch}, and each later Keras epoch shmaug's next. Fix: "
+         f"callbacks=[shmaug.EpochSync(seq)] (it restarts epoch {epoch} from its first "
+         f"batch, as BackupAndRestore does), or save the state at an epoch's end.")
+
+
+def _synced(seq: Any, callbacks: Any) -> bool:
+    """Whether an ``EpochSync`` of ``seq`` is among ``fit``'s ``callbacks``."""
+    given = getattr(callbacks, "callbacks", callbacks)
+    return any(getattr(c, "follows_keras_epochs", False) and
+               getattr(c, "sequence", None) is seq for c in given or ())
 
 
 WORKER_HOOKS = ("load", "augment")

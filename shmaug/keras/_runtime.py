@@ -97,6 +97,14 @@ class Runtime:
         if self.loader is not None:
             self.loader.pause_stats()
 
+    def loop_reads_in_order(self, training_set: bool) -> bool:
+        """A ``for batch in seq`` loop begins, reading a ``training_set`` in order: whether
+        to tell it (once, as ``epoch_ended`` tells a loop by hand of ``seq[i]``)."""
+        with self.lock:
+            told = training_set and not self.warned_order
+            self.warned_order |= told
+            return told
+
     def epoch_ended(self, by_keras: bool, training_set: bool) -> bool:
         """``on_epoch_end()``: the figures' pass ends; Keras' own calls (``by_keras``) end its
         loop and move nothing, a loop by hand's end its epoch (``_passes`` rule 5). Whether to

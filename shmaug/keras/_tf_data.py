@@ -46,7 +46,10 @@ class DatasetForms:
         whose ``fit`` takes no ``PyDataset`` (keras-hub's detectors and segmenters), on any
         backend: element ``i`` is ``self.batch(i % len(self), epoch=epoch + i // len(self))``
         (``epoch`` defaults to ``self.epoch``), so Grain's ``repeat`` runs the next epochs,
-        each shuffled anew unless ``shuffle=False``. Pass ``fit(shuffle=False)``: the batches
+        each shuffled anew unless ``shuffle=False``. Grain's iterator state records the
+        element, not this base epoch: to resume from it, make the dataset with the run's own
+        ``epoch`` (``to_grain(epoch=0)``), not after another pass over the Sequence moved
+        ``self.epoch`` on. Pass ``fit(shuffle=False)``: the batches
         come shuffled already. keras-hub's task models repeat it for their epochs; a plain
         Keras ``fit`` starts it over each epoch, so give it ``.repeat()`` with
         ``steps_per_epoch=len(seq)``. Read it in this process (Grain's threads, not its

@@ -76,8 +76,23 @@ class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
             start, batch = divmod(keras_position(epoch, steps, batches), batches)
             # A fit's first epoch is a fresh pass of Keras' (a new iterator) even where the
             # uninterrupted run was in the middle of one: it gets a whole epoch, the next.
-            self.sequence.seek(start + (batch > 0), 0)
+            start += batch > 0
+            if not self._started and start < self.sequence.epoch:
+                _tell_rewound(self.sequence.epoch, epoch, start)
+            self.sequence.seek(start, 0)
         self._started = True
+
+
+def _tell_rewound(served: int, epoch: int, start: int) -> None:
+    """A later ``fit`` counting Keras' epochs from 0 again (no ``initial_epoch``) would make
+    ``EpochSync`` serve epochs the Sequence has served, their order and draws, silently."""
+    warn(f"EpochSync moves this Sequence back from its epoch {served} to epoch {start}, "
+         f"where Keras' epoch {epoch} begins this fit (a fit without initial_epoch counts "
+         f"from 0): it trains on those epochs' order and augmentations again. Fix: "
+         f"fit(..., initial_epoch={served}, epochs={served} + the epochs to train) to go "
+         f"on, or leave EpochSync out of this fit (a Sequence goes on by itself); where each "
+         f"fit should see the same epochs (trials compared), seq.seek({start}) before it "
+         f"says so.")
 
 
 LOGGED = ("images_per_s", "wait_fraction", "hit_rate", "workers")  # stats() keys it logs

@@ -744,6 +744,9 @@ def _one_pass(seq: Sequence) -> Iterator[Any]:
     """``for batch in seq``: one pass, its loop this generator's frame (``_passes``)."""
     served, me = seq.served_before_restore(), sys._getframe()
     facade_checks.hooks_unchanged(seq, seq._runtime)
+    if seq._runtime.loop_reads_in_order(seq.shuffle is None and seq.changes_samples
+                                        and _in_order(seq, None)):
+        facade_checks.read_in_order("A loop by hand (for batch in seq)")
     try:
         for index in range(len(seq)):
             if index not in served:
@@ -764,10 +767,10 @@ def _check_fit(seq: Sequence) -> None:
         # reshapes the soft targets: then what loss is unknown)
         facade_checks.validation_labels(seq.mix, validation)
     facade_checks.validation_classes(*(_source_labelled(s) for s in (seq, validation)))
-    facade_checks.resumed_unsynced(seq, stack.fit_argument("initial_epoch"),
-                                   stack.fit_argument("epoch"),
-                                   stack.fit_argument("steps_per_epoch"),
-                                   stack.fit_argument("callbacks"))
+    steps, callbacks = stack.fit_argument("steps_per_epoch"), stack.fit_argument("callbacks")
+    if not facade_checks.resumed_unsynced(seq, stack.fit_argument("initial_epoch"),
+                                          stack.fit_argument("epoch"), steps, callbacks):
+        facade_checks.restored_mid_pass(seq, seq._runtime.passes.restored, steps, callbacks)
 
 
 def _labelled(seq: Sequence) -> bool:

@@ -78,9 +78,11 @@ def test_each_keras_epoch_is_one_whole_shmaug_epoch(run, shuffle, keras_shuffle,
     next epochs, or (EpochSync) follows Keras' epoch number again."""
     seq, plan, log, model = run(shuffle=shuffle)
     seen = []
-    for _ in range(2):
+    for again in (False, True):
         log.train.clear()
-        fit(model, seq, log, sync=sync, epochs=2, shuffle=keras_shuffle)
+        with told(r"EpochSync moves this Sequence back from its epoch 2 to epoch 0.*"
+                  r"initial_epoch=2") if again and sync else contextlib.nullcontext():
+            fit(model, seq, log, sync=sync, epochs=2, shuffle=keras_shuffle)
         seen.append([plan.which_epoch(log.train[k]) for k in sorted(log.train)])
     assert seen == ([[0, 1], [0, 1]] if sync else [[0, 1], [2, 3]])
     if shuffle:  # the pass takes the stream in order, whatever the indices Keras asks
@@ -174,7 +176,9 @@ def test_a_fit_cut_short_then_fit_again(run, how, sync):
     assert plan.which_epoch(log.train[0]) == 0
     assert len(log.train[1]) == 3
     log.train.clear()
-    fit(model, seq, log, sync=sync, epochs=2)
+    with told(r"EpochSync moves this Sequence back .* to epoch 0") if sync else \
+            contextlib.nullcontext():  # (replays epochs 0 and 1: told)
+        fit(model, seq, log, sync=sync, epochs=2)
     assert [plan.which_epoch(log.train[k]) for k in range(2)] == ([0, 1] if sync else [2, 3])
     if not sync:  # and what is saved is the next epoch, not the cut one (it was replayed)
         assert seq.epoch == 4 and seq.state_dict()["epoch"] == 4, seq.state_dict()
@@ -279,6 +283,32 @@ def test_epochsync_starts_a_resumed_short_epoch_fit_at_a_whole_epoch(run):
     fit(model, seq, log, sync=True, epochs=3, steps_per_epoch=4, initial_epoch=1)
     assert [len(log.train[k]) for k in (1, 2)] == [4, 2]
     assert plan.which_epoch(log.train[1] + log.train[2]) == 1
+
+
+def test_a_sequence_restored_mid_epoch_is_told_that_fit_restarts_epochs(run):
+    """A state saved within an epoch (from a callback, beside the model's checkpoint), then
+    fit(initial_epoch=1) on a Sequence restored from it: Keras' epoch 1 took that pass's rest
+    and the next pass's first batches, and each later epoch shmaug's next, without a word.
+    Told; EpochSync restarts epoch 1 whole (quiet, warnings being errors here)."""
+    class Saves(keras.callbacks.Callback):
+        state = None
+
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 2 and seq.epoch == 1 and self.state is None:
+                self.state = seq.state_dict()
+
+    seq, plan, log, model = run()
+    saves = Saves()
+    fit(model, seq, log, epochs=2, callbacks=[saves])
+    assert saves.state["epoch"] == 1 and 0 < saves.state["batch"] < len(seq)
+    for sync in (False, True):
+        seq, plan, log, model = run()
+        seq.load_state_dict(saves.state)
+        with told(rf"restored in the middle of its epoch 1 .*after {saves.state['batch']} "
+                  r"of its batches.*EpochSync") if not sync else contextlib.nullcontext():
+            fit(model, seq, log, sync=sync, epochs=3, initial_epoch=1)
+        fed = [plan.which_epoch(log.train[k]) for k in (2,)]
+        assert fed == ([2] if sync else [3])
 
 
 def test_initial_epoch_without_epochsync_is_told_unless_the_sequence_is_there(run):
