@@ -393,10 +393,13 @@ def _attach_untracked(name: str) -> shared_memory.SharedMemory:
         return shared_memory.SharedMemory(name=name)
 
 
-def attach(handle: ArrayHandle) -> tuple[np.ndarray, Callable[[], None]]:
+def attach(handle: ArrayHandle, *, lent: bool = False
+           ) -> tuple[np.ndarray, Callable[[], None]]:
     """Map a shared array in this process (no copy). Returns the array and its closer.
 
-    The closer only unmaps; it never unlinks (the owner does that).
+    The closer only unmaps; it never unlinks (the owner does that). ``lent``: views of the
+    array may outlive the closer's call (images handed out of it), which then leaves the
+    mapping to the last of them (``_close_quietly``).
     """
     if handle.kind == "npy":
         mapped = np.memmap(handle.name, dtype=dtype_of(handle.dtype), mode="r",
@@ -408,7 +411,7 @@ def attach(handle: ArrayHandle) -> tuple[np.ndarray, Callable[[], None]]:
     def close() -> None:
         nonlocal array
         del array
-        _close_quietly(shm)
+        _close_quietly(shm, lent=lent)
 
     return array, close
 

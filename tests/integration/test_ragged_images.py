@@ -69,7 +69,12 @@ def test_the_workers_get_the_blocks_name_not_the_images():
             assert not read(i).flags.writeable  # as from an array `x`
         with pytest.raises(IndexError, match="image index 40 out of range for 40 images"):
             read(40)
+        kept = read(17)  # a view of the mapping, not a copy (a 36 MB slide copied for each
+        assert not kept.flags.owndata  # crop of it cost 28x the crop: fourth review)
         del read
+        gc.collect()  # (the mapping outlives its reader while a view of it is held)
+        np.testing.assert_array_equal(kept, images[17])
+        del kept
         gc.collect()
 
 
