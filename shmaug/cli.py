@@ -61,6 +61,9 @@ PACK_FLAGS: dict[str, str] = {
     "stats()['unreadable']": "manifest.json's `unreadable`",
     "stats()": "manifest.json's `skipped`",
     SKIP_WHERE: "",  # (the command's flag is the only place it goes)
+    # A folder without class folders: a pack has no labels flag; it packs them unlabelled.
+    "or pass labels=None to read them unlabelled without this warning":
+        "or pack it as it is: its images are written unlabelled (no labels.npy)",
     # A skip warning written for a loader's epochs; a pack reads each file once.
     "in this epoch and every other": "in the pack",
     "not repeated for this loader": "not repeated for this pack",
@@ -238,7 +241,8 @@ def _guarded(prog: str, flags: Mapping[str, str], debug: bool, work: Callable[[]
         _say(prog, "interrupted (Ctrl-C).")
         _exit_within(EXIT_GRACE_S, EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
-    except (CommandError, ShmaugError, OSError) as exc:
+    except (CommandError, ShmaugError, ShmaugWarning, OSError) as exc:  # (a warning: one
+        # that -W error / PYTHONWARNINGS=error escalated, as its line says it may be)
         if debug:
             traceback.print_exc()
             return EXIT_USAGE

@@ -118,6 +118,24 @@ def test_warnings_are_one_line_each(images, tmp_path):
     assert np.load(tmp_path / "bees" / "labels.npy").tolist() == [0, 0, 0]
 
 
+def test_a_warning_escalated_to_an_error_is_one_line_and_a_one_class_folder_names_no_flag(
+        images, tmp_path):
+    """Third review: `-W error` (a strict CI's) made the stray-file warning a 20-line
+    traceback, though the warnings' own line says -W may escalate them; a class folder packed
+    alone was told to `pass labels=None`, which no flag of `shmaug pack` sets."""
+    Image.fromarray(np.zeros((12, 10, 3), np.uint8)).save(images / "stray.jpg")
+    proc = subprocess.run([sys.executable, "-W", "error", "-m",
+                           "shmaug.cli", "pack", str(images), str(tmp_path / "out"),
+                           "--image-size", "8", "8", "--workers", "1"], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=90)
+    assert "directly in this folder" in error_line(proc, "pack")
+    proc = shmaug_cli("pack", images / "bee", tmp_path / "bees", "--image-size", 8, 8,
+                      "--workers", 1)
+    (alone,) = warning_lines(proc, "pack")
+    assert "no class sub-folders" in alone and "labels=None" not in alone, alone
+    assert "pack it as it is" in alone and not (tmp_path / "bees" / "labels.npy").exists()
+
+
 def test_a_second_run_says_what_it_did_in_flags_and_draws_no_bar_off_a_terminal(images,
                                                                                    tmp_path):
     args = ["pack", images, tmp_path / "out", "--image-size", 8, 8, "--on-error", "skip"]
