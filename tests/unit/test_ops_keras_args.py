@@ -96,7 +96,11 @@ def test_every_parameter_is_checked_at_build() -> None:
     ("zoom", {"height_factor": (0.8, 1.2)}, r"negative zooms in.*zoom_range=\(0.8, 1.2\) is "
                                             r"height_factor=\(-0.2, 0.2\)"),
     ("zoom", {"height_factor": 1.5}, r"negative zooms in"),
-    ("rotate", {"fill": 128}, r"fraction of the value range, not a pixel value.*fill=0.5")])
+    ("rotate", {"fill": 128}, r"fraction of the value range, not a pixel value.*fill=0.5"),
+    # torchvision's saturation gain was told "e.g. (0.9, 1.0)", a strong saturation
+    ("color_jitter", {"saturation_factor": (0.9, 1.1)}, r"0.5 keeps the saturation.*about "
+                                                        r"\(0.47, 0.52\)"),
+    ("saturation", {"factor": 1.1}, r"RandomSaturation factor f")])
 def test_a_refused_value_is_told_what_the_parameter_means(name, params, says) -> None:
     """ImageDataGenerator's zoom_range=(0.8, 1.2) was told to pass (0.8, 1.0), a 1.8x zoom
     out, and cval=128 to pass fill=1.0 (white), without saying what either means."""

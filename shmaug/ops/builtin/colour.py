@@ -44,6 +44,12 @@ from ...errors import ArgumentError
 
 _UNIT_FACTOR = partial(keras_factor, lo=0.0, hi=1.0)  # Keras' _FACTOR_BOUNDS = (0, 1)
 _SIGNED_FACTOR = partial(keras_factor, lo=-1.0, hi=1.0)  # Keras' default bounds, (-1, 1)
+# Keras' RandomSaturation factor, where a gain of torchvision's (ColorJitter's 0.9-1.1) was
+# told "e.g. (0.9, 1.0)": a strong saturation
+_SATURATION_FACTOR = partial(keras_factor, lo=-1.0, hi=1.0, means=(
+    "It is Keras' RandomSaturation factor f, a gain of f / (1 - f): 0.5 keeps the saturation, "
+    "0 makes gray, 1 the most saturated. A gain g (torchvision's ColorJitter saturation) is "
+    "f = g / (1 + g): (0.9, 1.1) is about (0.47, 0.52)."))
 _ORDERS = ("keras", "random")
 
 
@@ -109,7 +115,8 @@ def hue(image: np.ndarray, rng: np.random.Generator, factor: Range = 0.1,
                    on_bytes=partial(k.hsv_adjust_bytes, hue_shift=turns, saturation_gain=1.0))
 
 
-@register("saturation", targets=STILL, checks={"factor": _SIGNED_FACTOR, **chk.VALUE_RANGE})
+@register("saturation", targets=STILL, checks={"factor": _SATURATION_FACTOR,
+                                                **chk.VALUE_RANGE})
 def saturation(image: np.ndarray, rng: np.random.Generator, factor: Range = (0.4, 0.6),
                value_range: ValueRange | None = None) -> np.ndarray:
     """Scale saturation by ``f / (1 - f)``, f drawn in ``factor`` (Keras' RandomSaturation:
@@ -176,7 +183,8 @@ def _contrast_range(value: Any, name: str) -> tuple[float, float]:
 @register("color_jitter", targets=STILL, checks={
     "brightness_factor": chk.optional(keras_factor),
     "contrast_factor": chk.optional(_contrast_range),
-    "saturation_factor": chk.optional(_SIGNED_FACTOR), "hue_factor": chk.optional(_UNIT_FACTOR),
+    "saturation_factor": chk.optional(_SATURATION_FACTOR),
+    "hue_factor": chk.optional(_UNIT_FACTOR),
     "order": chk.one_of(*_ORDERS), **chk.VALUE_RANGE})
 def color_jitter(
     image: np.ndarray, rng: np.random.Generator, brightness_factor: Range | None = 0.2,
