@@ -373,7 +373,24 @@ def weights_follow_targets(y: Any, sample_weight: Any) -> None:
     """Weights for outputs ``y`` has not: Keras looks each output's weights up by the name
     or position it has in ``y``, so these weigh nothing, and the output a misspelled key
     meant stopped ``fit`` with a bare ``KeyError``. (Fewer is Keras' to judge: an output
-    whose loss is None needs none.)"""
+    whose loss is None needs none, ``weights_for_losses``.) Weights without targets, or
+    shaped per output beside one output, Keras takes from a ``PyDataset`` not at all: told
+    here, as the Sequence is made, not at ``fit``'s first step."""
+    if sample_weight is None:
+        return
+    if y is None:
+        raise ArgumentError(
+            "`sample_weight` was given without `y`: Keras takes a batch's weights only beside "
+            "its targets, (x, y, sample_weight), and a PyDataset's batch cannot be (x, None, "
+            "w), so they would weigh nothing. Fix: pass y (the loss's targets; for a loss of "
+            "your own that reads only x, y=x or np.zeros(len(x))), or hand the weights to the "
+            "model as an input of its own (extra inputs beside the images: x as a dict).")
+    per_output = isinstance(sample_weight, (dict, list, tuple))
+    if per_output and not isinstance(y, (dict, list, tuple)):
+        raise ArgumentError(
+            f"`sample_weight` is a {type(sample_weight).__name__} of weights per output, but "
+            f"`y` is one array (one output): Keras would stop at fit's first step. Fix: one "
+            f"array (N,) of weights.")
     if isinstance(y, dict) and isinstance(sample_weight, dict):
         unknown = [k for k in sample_weight if k not in y]
         if unknown:
@@ -388,6 +405,37 @@ def weights_follow_targets(y: Any, sample_weight: Any) -> None:
             f"`sample_weight` has {len(sample_weight)} arrays for `y`'s {len(y)} outputs: "
             f"Keras takes them by position, so those past y's would weigh nothing. Fix: one per "
             f"output, in y's order, or one array (N,) that weighs every output.")
+
+
+def one_output_for_class_weight(y: Any, class_weight: Any) -> None:
+    """``fit(class_weight=...)`` beside a Sequence's several outputs stopped ``fit`` with
+    Keras' bare ``IndexError`` (on arrays Keras says it takes one output)."""
+    if isinstance(y, (dict, list, tuple)) and len(y) > 1 and class_weight is not None:
+        raise ArgumentError(
+            f"fit(class_weight=...) weighs the classes of one output, but this Sequence's `y` "
+            f"has {len(y)} outputs ({list(y) if isinstance(y, dict) else 'by position'}): "
+            f"Keras "
+            f"would stop at the first step. Fix: per-output weights as the Sequence's "
+            f"`sample_weight` (a dict by output name, e.g. the class weight of each sample's "
+            f"class: weights[labels]), and no class_weight.")
+
+
+def weights_for_losses(y: Any, sample_weight: Any, model: Any) -> None:
+    """What ``fit`` of ``model`` needs of a Sequence's per-output weights, checked as it
+    begins (the losses are known only then): a ``sample_weight`` dict without an output
+    that has a loss stopped ``fit`` with Keras' bare ``KeyError`` (on arrays Keras says what
+    is missing)."""
+    loss = getattr(model, "loss", None)
+    if not (isinstance(y, dict) and isinstance(sample_weight, dict)) or loss is None:
+        return
+    missing_ = [k for k in y if k not in sample_weight and (
+        loss.get(k) is not None if isinstance(loss, dict) else True)]
+    if missing_:
+        raise ArgumentError(
+            f"`sample_weight` has no weights for the outputs {missing_}, whose losses fit "
+            f"computes (y: {list(y)}; sample_weight: {list(sample_weight)}): Keras would stop "
+            f"at the first step with a KeyError. Fix: weights for every output with a loss "
+            f"(np.ones(N) for one to leave unweighted), or one array (N,) for all.")
 
 
 def mixed_loss(seq: Any, model: Any) -> None:

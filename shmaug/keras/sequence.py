@@ -53,7 +53,7 @@ from . import _describe, _distribution, _idle, _resume, _tf_data
 from . import _stack as stack
 from ._passes import Passes, reads_in_order
 from ._runtime import Life, Runtime, data_of
-from ._batches import assemble, for_keras, fresh
+from ._batches import assemble, for_keras, for_outputs, fresh
 from ..errors import ClosedError, warn
 
 log = logging.getLogger(__name__)
@@ -461,12 +461,12 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             begins = passes.begins(caller, index)
             if begins and stack.keras_is_building():  # JAX, torch: asked from the build
                 passes.building(True)  # itself (also when on_epoch_begin is overridden)
-            if begins and stack.keras_adapter(self) is not None:  # (Keras asks it itself:
-                # JAX and torch build the metrics on a first batch, before any epoch)
-                facade_checks.labels_for_the_loss(stack.trainer_call(), _labelled(self))
             in_order = True  # whose order: read off the stack only where a pass begins (a
             if begins or caller is None:  # pass in progress keeps its own), or for a look
                 adapter = stack.keras_adapter(self)
+                if adapter is not None:  # (Keras asks it itself: JAX and torch build the
+                    _check_keras_pass(self)  # metrics on a first batch, TensorFlow probes
+                    # one for the signature, before any epoch)
                 in_order = _in_order(self, adapter)  # (by hand: outside Keras' passes and fit)
                 if in_order and adapter is None and not rt.read_by_hand:  # (once an epoch:
                     rt.read_by_hand = stack.by_hand()  # the walk is the stack's)
@@ -513,7 +513,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         adapter = stack.keras_adapter(self)
         inferring = adapter is not None and stack.keras_is_inferring()
         if adapter is not None and not inferring:  # (building too: JAX's and torch's build
-            facade_checks.mixed_loss(self, stack.fit_argument("self"))  # runs the loss)
+            _check_losses(self)  # runs the loss)
         if adapter is not None and not (building or inferring):
             _check_fit(self)
         if adapter is not None and not building:  # (TensorFlow: tf.data's threads ask)
@@ -746,15 +746,36 @@ def _one_pass(seq: Sequence) -> Iterator[Any]:
     facade_checks.hooks_unchanged(seq, seq._runtime)
     if seq._runtime.loop_reads_in_order(seq.shuffle is None and seq.changes_samples
                                         and _in_order(seq, None)):
-        facade_checks.read_in_order("A loop by hand (for batch in seq)")
+        facade_checks.read_in_order("A loop by hand (for batch in seq, epoch after epoch)")
     try:
         for index in range(len(seq)):
             if index not in served:
                 yield seq[index]
+        seq._runtime.whole_loops += 1  # (not broken off: a look, `next(iter(seq))`, is none)
     finally:  # run to its end, broken off or dropped: its pass answers no more looks (no
         seq._runtime.passes.loop_over(me)  # lock: a collection may run this; nor sys, which
         # is gone when a generator left open closes at interpreter exit)
         seq._runtime.pause()  # the figures' pass ends too, as a Loader's `for` loop's
+
+
+def _check_losses(seq: Sequence) -> None:
+    """What ``fit``'s model computes its losses on, checked against the Sequence's targets
+    and weights as its training passes begin (also the pass JAX and torch build it with)."""
+    model = stack.fit_argument("self")
+    facade_checks.mixed_loss(seq, model)
+    if not seq.overrides("targets"):  # (else the hook's targets meet the outputs)
+        facade_checks.weights_for_losses(
+            for_outputs(seq.targets_as_given()), seq._runtime.side["sample_weight"], model)
+
+
+def _check_keras_pass(seq: Sequence) -> None:
+    """What Keras needs of the batches of a pass its adapter begins, checked before its
+    first (Keras standardizes that batch, with ``fit``'s ``class_weight``, before any
+    epoch begins)."""
+    facade_checks.labels_for_the_loss(stack.trainer_call(), _labelled(seq))
+    if not seq.overrides("targets"):
+        facade_checks.one_output_for_class_weight(for_outputs(seq.targets_as_given()),
+                                                  stack.fit_argument("class_weight"))
 
 
 def _check_fit(seq: Sequence) -> None:

@@ -164,9 +164,11 @@ class Mix:
                     f"`mix` ({self!r}) mixes class labels, but `y` holds rows of "
                     f"{labels.shape[1]} floats from {float(np.nanmin(labels)):g} to "
                     f"{float(np.nanmax(labels)):g}, which are no class probabilities "
-                    f"(one-hot or multi-hot rows lie in [0, 1]): regression targets? Fix: "
-                    f"pass mix=None for them (blending them is a loss of its own, not the "
-                    f"mix's), or give one-hot rows.")
+                    f"(one-hot or multi-hot rows lie in [0, 1]): a teacher's logits, or "
+                    f"regression targets? Fix: logits as probabilities first (a softmax "
+                    f"over each row: `scipy.special.softmax(y, axis=1)`), which mix as soft "
+                    f"labels; for regression targets mix=None (blending them is a loss of "
+                    f"its own, not the mix's).")
             if self.num_classes not in (None, labels.shape[1]):
                 raise ArgumentError(
                     f"`num_classes` is {self.num_classes}, but `y` holds one-hot rows of "

@@ -172,7 +172,8 @@ def test_what_no_hook_reads_off_self_is_not_told(kind):
     from tests.integration import _override_seq
 
     x, y = data(16)
-    with getattr(_override_seq, kind)(x, y, batch_size=8, workers=1, seed=0) as seq:
+    with getattr(_override_seq, kind)(x, y, batch_size=8, workers=1, seed=0,
+                                      shuffle=False) as seq:  # (read in order: not told)
         list(seq)
         seq.mean = 5.0  # (a running statistic of the subclass's own)
         list(seq)  # (warnings are errors here)
@@ -280,6 +281,42 @@ def test_targets_onehot_sparse_dict_absent_and_class_weight():
                              "score": keras.layers.Dense(1, name="score")(h)})
         model.compile("adam", {"label": "sparse_categorical_crossentropy", "score": "mse"})
         model.fit(seq, epochs=1, verbose=0)
+
+
+def test_per_output_weights_fit_cannot_use_are_refused_as_fit_begins():
+    """Second review: a weights dict without an output that has a loss stopped fit with
+    Keras' bare KeyError ('score'), and class_weight beside two outputs with an IndexError;
+    an output whose loss is None needs no weights, and weights for each output train."""
+    x, y = data()
+    w = np.ones(N, np.float32)
+
+    def model(losses):
+        img = keras.Input((SIDE, SIDE, 1), name="image")
+        h = keras.layers.Flatten()(img)
+        m = keras.Model(img, {"label": keras.layers.Dense(CLASSES, activation="softmax",
+                                                          name="label")(h),
+                              "score": keras.layers.Dense(1, name="score")(h)})
+        m.compile("adam", losses)
+        return m
+
+    both = {"label": "sparse_categorical_crossentropy", "score": "mse"}
+    targets = {"label": y, "score": x[:, 0, 0, :]}
+    with shmaug.Sequence(x, targets, sample_weight={"label": w}, batch_size=16,
+                         workers=1) as seq:
+        with pytest.raises(shmaug.ArgumentError, match=r"no weights for the outputs "
+                                                       r"\['score'\].*np\.ones\(N\)"):
+            model(both).fit(seq, epochs=1, verbose=0)
+        with warnings.catch_warnings():  # (Keras': the output without a loss trains not)
+            warnings.filterwarnings("ignore", "Gradients do not exist", UserWarning)
+            model({"label": "sparse_categorical_crossentropy", "score": None}).fit(
+                seq, epochs=1, verbose=0)  # (no loss on it: no weights needed)
+    with shmaug.Sequence(x, targets, sample_weight={"label": w, "score": w},
+                         batch_size=16, workers=1) as seq:
+        model(both).fit(seq, epochs=1, verbose=0)
+    with shmaug.Sequence(x, targets, batch_size=16, workers=1) as seq:
+        with pytest.raises(shmaug.ArgumentError, match=r"class_weight.*has 2 outputs \(\['label', "
+                                                       r"'score'\]\).*`sample_weight`"):
+            model(both).fit(seq, epochs=1, verbose=0, class_weight={0: 1.0, 1: 2.0})
 
 
 class ListTargets(shmaug.Sequence):

@@ -172,6 +172,7 @@ def test_regression_targets_are_refused_with_mix_none_not_cast_to_classes() -> N
         with pytest.raises(shmaug.ArgumentError, match=r"regression targets\?.*mix=None") as told:
             shmaug.Loader(x, y, batch_size=4, mix=mix, workers=0)
         assert "astype(int)" not in str(told.value)
+        assert ("softmax" in str(told.value)) is (y.ndim == 2)  # (rows: a teacher's logits?)
     with pytest.raises(shmaug.ArgumentError, match=r"y.astype\(int\)"):  # ids kept as floats
         shmaug.Loader(x, np.arange(8, dtype=np.float32) % 3, batch_size=4, mix=MixUp(0.2),
                       workers=0)

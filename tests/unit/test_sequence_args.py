@@ -446,7 +446,8 @@ def test_a_loop_by_hand_over_a_training_set_in_order_is_told_once():
         with shmaug.Sequence(X, np.arange(10), batch_size=4, workers=0, seed=0,
                              augment=shmaug.Compose(["hflip"])) as seq:
             with pytest.warns(shmaug.ShmaugWarning, match=r"A loop by hand \((seq\[i\], then "
-                              r"on_epoch_end\(\)|for batch in seq)\) reads this Sequence in "
+                              r"on_epoch_end\(\)|for batch in seq, epoch after epoch)\) "
+                              r"reads this Sequence in "
                               r"order.*Fix: pass shuffle=True"):
                 list(loop(seq))
                 seq.on_epoch_end()
@@ -471,12 +472,18 @@ def test_a_loop_by_hand_over_a_training_set_in_order_is_told_once():
 
 
 def test_a_for_loop_over_a_training_set_in_order_is_told_once():
-    """A loop of one's own (JAX, torch) runs `for batch in seq` and never calls on_epoch_end:
-    with shuffle left out it trained every epoch in order, without a word (first review)."""
+    """A loop of one's own (JAX, torch) runs `for batch in seq` epoch after epoch and never
+    calls on_epoch_end: with shuffle left out it trained every epoch in order, without a word
+    (first review). One pass, or a look, is no training loop: quiet."""
     with shmaug.Sequence(X, np.arange(10), batch_size=4, workers=0, seed=0,
                          augment=shmaug.Compose(["hflip"])) as seq:
-        with pytest.warns(shmaug.ShmaugWarning, match=r"A loop by hand \(for batch in seq\) "
-                          r"reads this Sequence in order"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", shmaug.ShmaugWarning)
+            next(iter(seq))
+            for _ in seq:
+                pass
+        with pytest.warns(shmaug.ShmaugWarning, match=r"A loop by hand \(for batch in seq, "
+                          r"epoch after epoch\) reads this Sequence in order"):
             for _ in seq:
                 pass
         with warnings.catch_warnings():
@@ -562,6 +569,30 @@ def test_per_output_weights_under_a_name_y_has_not_are_refused_naming_it():
             return {"cls": y_batch, "reg": y_batch}
 
     Hooked(X, np.zeros(10), sample_weight={"cls": w, "regr": w}, workers=0).close()
+
+
+def test_weights_keras_cannot_take_from_a_sequence_are_refused_as_it_is_made(tmp_path):
+    """Second review: weights without y were dropped without a word (a PyDataset's batch
+    cannot be (x, None, w)); text weights and per-output weights beside one output stopped
+    fit with Keras' "Invalid dtype: str32" and "unsupported type dict"; y given as a .npy
+    path (as x may be) was "a scalar"."""
+    w = np.ones(10)
+    with pytest.raises(shmaug.ArgumentError, match=r"`sample_weight` was given without `y`.*"
+                                                   r"Fix: pass y"):
+        shmaug.Sequence(X, None, sample_weight=w, workers=0)
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"`sample_weight` holds <U1 values.*"
+                                                       r"dtype=np\.float32"):
+        shmaug.Sequence(X, np.arange(10), sample_weight=np.array(["a"] * 10), workers=0)
+    for per_output in ({"out": w}, [w, w]):
+        with pytest.raises(shmaug.ArgumentError, match=r"weights per output, but `y` is one "
+                                                       r"array.*one array \(N,\)"):
+            shmaug.Sequence(X, np.arange(10), sample_weight=per_output, workers=0)
+    np.save(tmp_path / "y.npy", np.arange(10))
+    for name in ("y", "sample_weight"):
+        with pytest.raises(shmaug.ArgumentTypeError, match=rf"`{name}` is a path .*only `x`.*"
+                                                           rf"np\.load\(path, mmap_mode='r'\)"):
+            shmaug.Sequence(X, **{"y": np.arange(10), name: str(tmp_path / "y.npy")},
+                            workers=0)
 
 
 def test_an_image_key_that_names_no_images_names_the_entries_that_are():

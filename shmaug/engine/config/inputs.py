@@ -424,6 +424,11 @@ def weights(tree: Any, name: str = "sample_weight") -> None:
     >= 0: one NaN or inf made every weight of the model NaN at its first step, and a
     negative one trained that sample the other way, without a word (Keras takes them)."""
     for where, leaf in leaves(tree):
+        if isinstance(leaf, np.ndarray) and leaf.dtype.kind in "USOc":
+            raise ArgumentTypeError(
+                f"`{name}{''.join(f'[{k!r}]' for k in where)}` holds {leaf.dtype} values, "
+                f"but a sample's weight is a real number: fit would stop at its first step. "
+                f"Fix: pass numbers, e.g. np.asarray(weights, dtype=np.float32).")
         if not isinstance(leaf, np.ndarray) or leaf.dtype.kind not in "biuf" or not leaf.size:
             continue
         bad = ~np.isfinite(leaf) | (leaf < 0) if leaf.dtype.kind == "f" else leaf < 0
@@ -476,6 +481,11 @@ def _per_sample(value: Any, n: int) -> list[Any] | None:
 
 
 def _target(name: str, value: Any, n: int) -> np.ndarray:
+    if isinstance(value, (str, bytes, os.PathLike)):  # (x takes a .npy path; these do not)
+        raise ArgumentTypeError(
+            f"`{name}` is a path ({value!r}): only `x` is read from a path. Fix: "
+            f"{name}=np.load(path, mmap_mode='r') for a .npy file (mapped, not copied: the "
+            f"workers read it as they read x), or read the file into an array first.")
     # An ndarray as given: a np.memmap stays one, so workers map it rather than copy it.
     try:
         array = value if isinstance(value, np.ndarray) else np.asarray(value)
