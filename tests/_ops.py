@@ -7,6 +7,7 @@ import random
 import re
 import signal
 import time
+import warnings
 
 import numpy as np
 
@@ -70,6 +71,12 @@ def hang_on_marker(image, rng):
 def plus_environ(image, rng):
     """The image plus the worker's SHMAUG_TEST_ADD (0 when unset)."""
     return image + np.uint8(os.environ.get("SHMAUG_TEST_ADD", "0"))
+
+
+def warns(image, rng):
+    """Warns, as a numpy op dividing by zero would, and gives the image back."""
+    warnings.warn("an op's own warning", UserWarning)
+    return image
 
 
 def thread_counts_read(image, rng):

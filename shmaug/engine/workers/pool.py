@@ -64,7 +64,7 @@ from .wire import (
     ring_message,
 )
 from .reports import MAX_DEATHS_PER_TASK, describe_startup_failure, stall_warning, stalled
-from .worker import Waiter, WorkerSpec, worker_main
+from .worker import Waiter, WorkerSpec, warning_filters, worker_main
 from ...errors import ClosedError, warn
 from ..plan.schedule import Task
 from ..handoff.ring import OutputRing
@@ -146,8 +146,10 @@ def _spec_now(spec: WorkerSpec, method: str) -> WorkerSpec:
     worker with its parent where the thread starting it lives as long as the process: the
     main thread (a Keras data thread may end first; a fork server lives as long as any worker
     it forked, a stuck one included, so its workers keep the watchdog only)."""
+    fresh = method != "fork"  # (a fork has our warning filters; spawn's and a server's not)
     return dataclasses.replace(
         spec, environ=dict(os.environ) if method == "forkserver" else spec.environ,
+        warning_filters=warning_filters() if fresh else None,
         die_with_parent=method != "forkserver"
         and threading.current_thread() is threading.main_thread())
 

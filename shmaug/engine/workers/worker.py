@@ -32,6 +32,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -83,6 +84,9 @@ class WorkerSpec:
     # the kernel may end the worker with its parent: it was started by a thread that lives as
     # long as the process it started from (``platform.die_with_parent``)
     die_with_parent: bool = False
+    # spawn, forkserver: the parent's warning filters, each pickled (``warning_filters``);
+    # None: inherited (fork)
+    warning_filters: tuple[bytes, ...] | None = None
 
 
 class Waiter:
@@ -225,6 +229,8 @@ def _set_up_process(spec: WorkerSpec) -> None:
     if spec.environ is not None:  # before anything below reads it
         os.environ.clear()
         os.environ.update(spec.environ)
+    if spec.warning_filters is not None:
+        _take_warning_filters(spec.warning_filters)
     if spec.die_with_parent:  # (else the watchdog alone, which needs the GIL)
         platform.die_with_parent()
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
@@ -233,6 +239,32 @@ def _set_up_process(spec: WorkerSpec) -> None:
     _limit_threads()
     _quiet_opencv()
     _tune_malloc()
+
+
+def warning_filters() -> tuple[bytes, ...]:
+    """This process's warning filters, each pickled on its own, for a worker that does not
+    inherit them (spawn, forkserver): a test suite's ``filterwarnings = error`` or a script's
+    ``simplefilter("ignore", RuntimeWarning)`` held in forked workers only, so an op's
+    warning raised, or printed, by the start method. One that does not pickle (a category
+    of a module no process can import) is left out."""
+    kept = []
+    for entry in warnings.filters:
+        action, message, category, module, lineno = entry
+        with contextlib.suppress(Exception):
+            kept.append(pickle.dumps((action, getattr(message, "pattern", message) or "",
+                                      category, getattr(module, "pattern", module) or "",
+                                      lineno)))
+    return tuple(kept)
+
+
+def _take_warning_filters(filters: tuple[bytes, ...]) -> None:
+    """The parent's filters (``warning_filters``) in its order, in place of this process's
+    own; one whose category does not import here is left out."""
+    warnings.resetwarnings()
+    for item in filters:
+        with contextlib.suppress(Exception):
+            action, message, category, module, lineno = pickle.loads(item)
+            warnings.filterwarnings(action, message, category, module, lineno, append=True)
 
 
 def _leave_signals_to_the_parent() -> None:
