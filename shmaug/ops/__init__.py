@@ -72,6 +72,7 @@ from .builtin.geometric import (
     shear,
     sine_warp,
     translate,
+    rot90,
     vflip,
 )
 from .interop.keras_layers import from_keras
@@ -141,6 +142,7 @@ __all__ = [
     "register",
     "resize",
     "resized_crop",
+    "rot90",
     "rotate",
     "saturation",
     "scale_translate",

@@ -64,6 +64,8 @@ CONTRACT: dict[str, Case] = {
     "elastic": Case(identity={"alpha": 0}),
     "hflip": Case(random=False, pil={}, tol_mean=0.0, tol_frac=0.0),
     "vflip": Case(random=False, pil={}, tol_mean=0.0, tol_frac=0.0),
+    "rot90": Case(params={"k": 2}, identity={"k": 0}, random=False),  # (a half turn keeps the
+    # shape; the quarter turns and targets in test_rot90_*)
     "gaussian_blur": Case(identity={"sigma": 0}, pil={"sigma": 1.2}, tol_mean=1.0, tol_frac=0.05),
     "sharpen": Case(identity={"amount": 0}, pil={"amount": 1.0}, tol_mean=0.5, tol_frac=0.05),
     "smooth": Case(identity={"amount": 0}, pil={"amount": 1.0}, tol_mean=0.5, tol_frac=0.05),

@@ -33,7 +33,7 @@ BOX = (20.0, 15.0, 44.0, 33.0)  # x0, y0, x1, y1: pixel edges
 WARPED_OPS = {
     "sine_warp": {}, "rotate": {"degrees": (25, 25)}, "shear": {"x": 0.3}, "scale_translate": {},
     "translate": {}, "perspective": {}, "elastic": {"alpha": 3.0, "sigma": 5.0},
-    "hflip": {}, "vflip": {}, "resize": {"height": 45, "width": 100},
+    "hflip": {}, "vflip": {}, "rot90": {}, "resize": {"height": 45, "width": 100},
     "crop": {"height": 50, "width": 70}, "resized_crop": {},
     "random_resized_crop": {"height": 60, "width": 80, "scale": (0.3, 1.0)},
     "center_resized_crop": {"height": 60, "width": 80}, "zoom": {"height_factor": 0.3},
@@ -726,3 +726,44 @@ def test_one_mask_per_box_takes_nothing_a_border_brings_in() -> None:
             assert semantic[:10, :10].any() and untied[:10, :10].any()
         else:
             assert (semantic[:10, :] == 255).all() and (untied[:10, :] == 255).all()
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_rot90_turns_the_image_its_mask_boxes_and_points_as_np_rot90_and_albumentations(k):
+    """Fourth review: pathology's and satellite tiles' dihedral turns had no op (a OneOf of
+    four rotate warps resampled each). Exact, with every target, as albumentations'
+    RandomRotate90 turns them."""
+    image, targets = scene()
+    pipe = Compose([Op("rot90", k=k)], bounding_box_format="xyxy", keypoint_format="xy")
+    out, moved = pipe.augment_targets(image, targets, np.random.default_rng(0))
+    np.testing.assert_array_equal(out, np.rot90(image, k))
+    np.testing.assert_array_equal(moved["mask"], np.rot90(targets["mask"], k))
+    rows, cols = np.nonzero(out)  # the bright box, turned: the moved box bounds it exactly
+    np.testing.assert_allclose(moved["boxes"][0], [cols.min(), rows.min(), cols.max() + 1,
+                                                   rows.max() + 1])
+    assert moved["box_labels"][0] == 3
+    corners = moved["keypoints"][:2]  # still on the box's corner pixels' centres
+    assert all(out[int(y), int(x)] == 255 for x, y in corners)
+    A = pytest.importorskip("albumentations")
+    turn = A.Compose([A.RandomRotate90(p=1.0)], bbox_params=A.BboxParams(
+        format="pascal_voc", label_fields=["labels"]), seed=0)
+    for _ in range(60):  # (their turn is drawn: the one that gives our image)
+        theirs = turn(image=image, mask=targets["mask"], bboxes=targets["boxes"][:1],
+                      labels=[3])
+        if np.array_equal(theirs["image"], out):
+            break
+    else:
+        pytest.fail(f"albumentations' RandomRotate90 never turned the image {k} times as ours")
+    np.testing.assert_array_equal(theirs["mask"], moved["mask"])
+    np.testing.assert_allclose(np.asarray(theirs["bboxes"])[0], moved["boxes"][0])
+
+
+def test_rot90_draws_each_turn_alike_and_takes_a_range_of_them():
+    rng = np.random.default_rng(0)
+    image = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    turns = [next(k for k in range(4) if np.array_equal(out, np.rot90(image, k)))
+             for out in (Op("rot90")(image, rng) for _ in range(4000))]
+    assert all(abs(np.bincount(turns, minlength=4)[k] - 1000) < 120 for k in range(4))
+    assert {Op("rot90", k=(1, 2))(image, rng).shape for _ in range(50)} == {(4, 3), (3, 4)}
+    with pytest.raises(ArgumentError, match=r"`k` expects whole numbers"):
+        Op("rot90", k=1.5)

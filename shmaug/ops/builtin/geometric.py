@@ -1,7 +1,7 @@
 """Built-in geometric ops: sample parameters from ``rng``, then call a pure kernel.
 
 Owns the registered ops that move pixels: ``sine_warp``, ``rotate``, ``shear``,
-``scale_translate``, ``translate``, ``hflip``, ``vflip``, ``perspective``, ``elastic``,
+``scale_translate``, ``translate``, ``hflip``, ``vflip``, ``rot90``, ``perspective``, ``elastic``,
 ``resize``, ``crop`` and ``resized_crop``. The kernels are in ``kernels/cv.py`` (default) and
 ``kernels/pil.py`` (``backend="pil"``).
 
@@ -30,6 +30,7 @@ from ..params import (
     choice,
     cv_only,
     draw,
+    draw_int,
     fill_value,
     interp_code,
     is_pil,
@@ -287,6 +288,31 @@ def vflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> n
         >>> out = vflip(np.eye(4, dtype=np.uint8), np.random.default_rng(0))
     """
     return _flip(image, backend, horizontal=False)
+
+
+@register("rot90", targets=WARPED, checks={"k": chk.whole_range})
+def rot90(image: np.ndarray, rng: np.random.Generator, k: Range = (0, 3)) -> np.ndarray:
+    """Turn by quarter turns, counter-clockwise as ``np.rot90``: ``k`` of them, or a number
+    drawn in the ``(low, high)`` pair, both included (the default, (0, 3), any of the four:
+    albumentations' RandomRotate90, the dihedral turns of pathology and satellite tiles).
+    Exact: no pixel is resampled. An odd turn swaps a non-square image's height and width,
+    so give it square images (a square crop first) where samples are batched.
+
+    Example:
+        >>> rot90(np.arange(4, dtype=np.uint8).reshape(2, 2), np.random.default_rng(0), 1)
+        array([[1, 3],
+               [0, 2]], dtype=uint8)
+    """
+    h, w = check_image(image).shape[:2]
+    turns = draw_int(rng, k, "k") % 4
+    if turns == 0:
+        return image
+    # where the pixel at (x, y) goes (pixel centres), and the turned image's (height, width)
+    x_row, y_row, size = {1: ((0.0, 1.0, 0.0), (-1.0, 0.0, w - 1), (w, h)),
+                          2: ((-1.0, 0.0, w - 1), (0.0, -1.0, h - 1), (h, w)),
+                          3: ((0.0, -1.0, h - 1), (1.0, 0.0, 0.0), (w, h))}[turns]
+    return moved(image, np.ascontiguousarray(np.rot90(image, turns)),
+                 lambda: MatrixMove(affine(*x_row, *y_row), size))
 
 
 def _flip(image: np.ndarray, backend: str, *, horizontal: bool) -> np.ndarray:
