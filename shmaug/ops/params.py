@@ -392,8 +392,12 @@ _USUAL_RANGES = ("(0, 255)", "(-1, 1)")
 
 def range_guess(low: float, high: float) -> str:
     """A ``value_range`` to suggest for data seen spanning ``low..high``: the usual ones
-    where they hold it (``_USUAL_RANGES``), else what was seen."""
+    where they hold it (``_USUAL_RANGES``), else what was seen. Data in [0, 1] but for an
+    overshoot (a resize's or sharpening's ringing, up to 2) is not told (0, 255), in which
+    its white would be nearly black to the ops."""
     if low >= 0:
+        if high <= 2.0:
+            return f"(0, {high:g})"
         return _USUAL_RANGES[0] if high <= 255.5 else f"(0, {high:g})"
     return _USUAL_RANGES[1] if low >= -1 and high <= 1 else f"({low:g}, {high:g})"
 

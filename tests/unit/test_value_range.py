@@ -30,6 +30,20 @@ def test_float_0_255_without_value_range_is_refused_with_the_fix() -> None:
     assert "255" in message and "float32" in message
 
 
+def test_data_in_0_1_with_an_overshoot_is_told_to_clip_not_0_255() -> None:
+    """Fourth review: float photos in 0..1.02 (a resize's ringing) were told value_range=
+    (0, 255), in which their white is nearly black to the ops (fills, solarize, brightness)."""
+    x = (np.random.default_rng(0).random((4, 8, 8, 3)) * 1.02).astype(np.float32)
+    x[0, 0, 0] = 1.02
+    with pytest.raises(shmaug.ArgumentError) as err:
+        shmaug.Loader(x, batch_size=2, augment=Compose([Op("rotate")]), workers=0)
+    message = str(err.value)
+    assert "value_range=(0, 1.02)" in message and "np.clip(x, 0, 1)" in message
+    assert "(0, 255)" not in message
+    with pytest.raises(shmaug.ArgumentError, match=r"value_range=\(0, 1\.02\)"):
+        Op("rotate")(x[0], np.random.default_rng(0))  # (an op called alone says the same)
+
+
 def test_float_0_255_with_value_range_keeps_its_scale() -> None:
     x = _glyphs_0_255()
     with shmaug.Loader(x, None, batch_size=4, augment=shmaug.presets.glyph_distort(),

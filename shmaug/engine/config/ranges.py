@@ -136,6 +136,7 @@ def _out_of_range(vr: tuple[float, float], origin: str, dtype: Any, low: float, 
     return ArgumentError(
         f"`value_range` is ({vr[0]:g}, {vr[1]:g}){said} but sample index {index} spans "
         f"{low:g}..{high:g}{seen}, so the ops would clip it to a range it is not in. Fix: "
-        f"pass the range the data is in, {where}, or rescale the data into ({vr[0]:g}, "
-        f"{vr[1]:g})."
+        f"pass the range the data is in, {where}, or clip or rescale the data into "
+        f"({vr[0]:g}, {vr[1]:g})" + (f", e.g. np.clip(x, {vr[0]:g}, {vr[1]:g}) for an "
+                                     f"overshoot." if high <= 2.0 and low >= 0 else ".")
     )
