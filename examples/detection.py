@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import tempfile
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -176,6 +177,7 @@ def write_grid(path: str, images: np.ndarray, boxes: np.ndarray, labels: np.ndar
         ax.set_axis_off()
     fig.suptitle("augmented samples: boxes and masks moved with their images")
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     print("wrote", path)
 

@@ -120,6 +120,7 @@ def save_grid(xb: np.ndarray, yb: np.ndarray, names: tuple[str, ...], path: str)
         tiles.append(tile)
     rows = [np.hstack(tiles[i:i + 8]) for i in range(0, len(tiles), 8)]
     # A 128-colour palette: a sixth of the bytes of the noisy full-colour PNG
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(np.vstack(rows)).quantize(colors=128).save(path, optimize=True)
 
 
@@ -151,6 +152,7 @@ def save_crops(path: str, side: int = 224, seed: int = 3) -> None:
     rows = [np.hstack([part for tile in row for part in (tile, gap)][:-1])
             for row in (top, bottom)]
     grid = np.vstack([rows[0], np.full((6, rows[0].shape[1], 3), 255, np.uint8), rows[1]])
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(grid).quantize(colors=48).save(path, optimize=True)
 
 

@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("grid.png"), help="PNG to write")
     parser.add_argument("--draws", type=int, default=4, help="random draws per image per row")
     args = parser.parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)  # (as `shmaug demo --out` does)
     build(args.draws).save(args.out)
     print(f"wrote {args.out}")
     return 0

@@ -416,6 +416,16 @@ class Op:
         return self.fn(image, rng, **self.kwargs)
 
     @property
+    def __signature__(self) -> inspect.Signature:
+        """The function's signature with the values this op runs with (bound, else its
+        defaults): ``inspect.signature`` and ``help`` showed ``(image, rng, **override)``,
+        and an op's ranges were found only in its source."""
+        signature = inspect.signature(self.fn)
+        return signature.replace(parameters=[
+            p.replace(default=self.kwargs[p.name]) if p.name in self.kwargs else p
+            for p in signature.parameters.values()])
+
+    @property
     def takes_undecoded(self) -> bool:
         """Whether the op takes a photo not yet decoded (``register(takes_undecoded=)``)."""
         spec = _REGISTRY.get(self.name)

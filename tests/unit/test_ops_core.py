@@ -761,3 +761,13 @@ def test_a_config_runs_no_code_it_names_unless_told_to(tmp_path, monkeypatch) ->
     trusted = shmaug.from_config({"type": "from_array", "fn": f"{__name__}:old_array_aug"},
                                  safe_mode=False)
     assert trusted == ops.from_array(old_array_aug)
+
+
+def test_an_ops_signature_shows_the_values_it_runs_with() -> None:
+    """Fourth review: inspect.signature and help showed (image, rng, **override): an op's
+    ranges, to tune by eye, were found only in its source."""
+    import inspect
+
+    shown = inspect.signature(Op("rotate", degrees=(-5, 5))).parameters
+    assert shown["degrees"].default == (-5, 5) and shown["border"].default == "constant"
+    assert inspect.signature(Op("rotate")).parameters["degrees"].default == (-15.0, 15.0)
