@@ -59,8 +59,9 @@ class Mix:
 
     Args:
         mixup_alpha: MixUp's weight is drawn from Beta(alpha, alpha); 0 turns MixUp off.
-        cutmix_alpha: CutMix's share is drawn from Beta(alpha, alpha), its box from it (side
-            ``sqrt(1 - share)`` of the image's, centred uniformly, clipped; the labels take
+        cutmix_alpha: CutMix's share is drawn from Beta(alpha, alpha), its box from it as
+            timm's ``rand_bbox`` makes it (side ``sqrt(1 - share)`` of the image's, rounded
+            down to an even number of pixels, centred uniformly, clipped; the labels take
             the share of pixels each image keeps); 0 turns CutMix off.
         p: the probability that a pair is mixed at all.
         switch_p: with both on, the probability that a mixed pair takes CutMix.
@@ -347,9 +348,11 @@ def MixUp(alpha: float = 0.2, *, p: float = 1.0, label_smoothing: float = 0.0,  
 
 def CutMix(factor: float = 1.0, *, p: float = 1.0, label_smoothing: float = 0.0,  # noqa: N802
            num_classes: int | None = None) -> Mix:
-    """CutMix alone, as Keras' ``CutMix(factor=1.0)`` layer: each pair of samples swaps one
-    box (its share drawn from Beta(factor, factor)), and each label is weighted by the share
-    of pixels its image kept. See ``Mix`` for the arguments."""
+    """CutMix alone, named as Keras' ``CutMix(factor=1.0)`` layer: each pair of samples swaps
+    one box (its share drawn from Beta(factor, factor)), placed as timm places it (clipped at
+    the edges: at factor 1 an image takes 30% of its partner on average; Keras keeps its box
+    inside, 45%), and each label is weighted by the share of pixels its image kept. See
+    ``Mix`` for the arguments."""
     return Mix(mixup_alpha=0.0, cutmix_alpha=factor, p=p, label_smoothing=label_smoothing,
                num_classes=num_classes)
 

@@ -66,7 +66,8 @@ class ImageFiles(O.ImageSource):
         color_mode: "grayscale", "rgb" or "rgba" (output channels 1, 3, 4); None keeps the
             files' own channel count, which must then be the same for every file.
         interpolation: resize filter, Keras' names ("bilinear", "nearest", "bicubic",
-            "area", "lanczos3", "lanczos5").
+            "area", "lanczos3", "lanczos5"), OpenCV's kernels (bicubic and Lanczos differ
+            from ``tf.image.resize``'s: docs/files.md, "Matching a serving path").
         on_error: "raise" (default) or "skip" (replace an unreadable file, see the module).
         channels: channels of every decoded image (from ``color_mode`` or the first file).
         label_mode: "int" (default), "categorical", "binary" or None (no labels), as Keras.
