@@ -246,7 +246,9 @@ def _guarded(prog: str, flags: Mapping[str, str], debug: bool, work: Callable[[]
         if debug:
             traceback.print_exc()
             return EXIT_USAGE
-        _say(prog, as_flags(_one_line(exc), flags))
+        escalated = "a warning made an error (-W / PYTHONWARNINGS): " \
+            if isinstance(exc, ShmaugWarning) else ""
+        _say(prog, escalated + as_flags(_one_line(exc), flags))
         return EXIT_USAGE
     finally:  # main() may run inside another program: its handlers are its own again
         for handler, formatter in zip(handlers, formatters):

@@ -426,8 +426,9 @@ def weights_for_losses(y: Any, sample_weight: Any, model: Any) -> None:
     that has a loss stopped ``fit`` with Keras' bare ``KeyError`` (on arrays Keras says what
     is missing)."""
     loss = getattr(model, "loss", None)
-    if not (isinstance(y, dict) and isinstance(sample_weight, dict)) or loss is None:
-        return
+    if not (isinstance(y, dict) and isinstance(sample_weight, dict)) or loss is None or (
+            isinstance(loss, (list, tuple)) and any(one is None for one in loss)):
+        return  # (a list's None: an output without a loss, matched by position, not name)
     missing_ = [k for k in y if k not in sample_weight and (
         loss.get(k) is not None if isinstance(loss, dict) else True)]
     if missing_:
@@ -577,9 +578,10 @@ def restored_mid_pass(seq: Any, restored: dict[int, Any], steps: Any, callbacks:
          f"restored in the middle of its epoch {epoch} (load_state_dict of a state saved "
          f"after {batch} of its batches): Keras does not resume within an epoch, so this one "
          f"would take that epoch's last {len(seq) - batch} batches and the next one's first "
-         f"{batch}, and each later Keras epoch shmaug's next. Fix: "
-         f"callbacks=[shmaug.EpochSync(seq)] (it restarts epoch {epoch} from its first "
-         f"batch, as BackupAndRestore does), or save the state at an epoch's end.")
+         f"{batch}, and each later Keras epoch shmaug's next. Fix: fit(..., "
+         f"initial_epoch={epoch}, callbacks=[shmaug.EpochSync(seq)]) (restarts epoch {epoch} "
+         f"from its first batch, as BackupAndRestore does), or save the state at an epoch's "
+         f"end.")
 
 
 def _synced(seq: Any, callbacks: Any) -> bool:

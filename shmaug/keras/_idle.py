@@ -46,8 +46,8 @@ _emptied = threading.Event()  # _running became empty: the watcher ends now, not
 def _after_fork_in_child() -> None:
     """A fork has no watch thread, and none of the parent's Sequences run in it (they are
     the parent's: ``engine.running``): its own are watched from their start."""
-    global _lock, _watcher
-    _lock, _watcher = threading.Lock(), None
+    global _lock, _watcher, _emptied
+    _lock, _watcher, _emptied = threading.Lock(), None, threading.Event()
     _running.clear()
 
 

@@ -75,7 +75,6 @@ class Runtime:
     read_by_hand: bool = False  # a loop by hand (no Keras pass, no fit) read in order since
     # the last on_epoch_end
     warned_order: bool = False  # a loop by hand reading a training set in order was told
-    whole_loops: int = 0  # ``for batch in seq`` loops run to their end
     # the ids of the data arguments as given (x, y, sample_weight): what a subclass's
     # __init__ may set on itself again (``_checks.keep_data``); ids only, nothing kept alive
     given: dict[str, int] = field(default_factory=dict)
@@ -97,15 +96,6 @@ class Runtime:
         self.clock.pause()
         if self.loader is not None:
             self.loader.pause_stats()
-
-    def loop_reads_in_order(self, training_set: bool) -> bool:
-        """A ``for batch in seq`` loop begins, reading a ``training_set`` in order: whether
-        to tell it (once, as ``epoch_ended`` tells a loop by hand of ``seq[i]``): where one
-        ran whole before, epochs by hand (one pass is a look, Keras' ``adapt``, a plot)."""
-        with self.lock:
-            told = training_set and self.whole_loops > 0 and not self.warned_order
-            self.warned_order |= told
-            return told
 
     def epoch_ended(self, by_keras: bool, training_set: bool) -> bool:
         """``on_epoch_end()``: the figures' pass ends; Keras' own calls (``by_keras``) end its

@@ -18,6 +18,7 @@ from .. import platform
 from ..engine.handoff import depth
 from ..memory.store import enlarge
 from ..errors import ArgumentError, ArgumentTypeError, got, warn
+from ._stack import fit_argument
 from .sequence import _LIVE, Sequence
 
 log = logging.getLogger(__name__)
@@ -77,10 +78,20 @@ class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
             # A fit's first epoch is a fresh pass of Keras' (a new iterator) even where the
             # uninterrupted run was in the middle of one: it gets a whole epoch, the next.
             start += batch > 0
-            if not self._started and start < self.sequence.epoch:
+            if not self._started and epoch == 0 and start < self.sequence.epoch and \
+                    not _backed_up():  # (a restored run redoes the epoch it was cut in)
                 _tell_rewound(self.sequence.epoch, epoch, start)
             self.sequence.seek(start, 0)
         self._started = True
+
+
+def _backed_up() -> bool:
+    """Whether this ``fit`` runs a ``BackupAndRestore``: its epochs are a resumed run's,
+    which may redo the one it was cut in (the Sequence had moved past it at its pass's end,
+    before validation and the backup)."""
+    given = fit_argument("callbacks")
+    return any(isinstance(c, keras.callbacks.BackupAndRestore)
+               for c in getattr(given, "callbacks", given) or ())
 
 
 def _tell_rewound(served: int, epoch: int, start: int) -> None:

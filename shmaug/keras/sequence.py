@@ -744,14 +744,10 @@ def _one_pass(seq: Sequence) -> Iterator[Any]:
     """``for batch in seq``: one pass, its loop this generator's frame (``_passes``)."""
     served, me = seq.served_before_restore(), sys._getframe()
     facade_checks.hooks_unchanged(seq, seq._runtime)
-    if seq._runtime.loop_reads_in_order(seq.shuffle is None and seq.changes_samples
-                                        and _in_order(seq, None)):
-        facade_checks.read_in_order("A loop by hand (for batch in seq, epoch after epoch)")
     try:
         for index in range(len(seq)):
             if index not in served:
                 yield seq[index]
-        seq._runtime.whole_loops += 1  # (not broken off: a look, `next(iter(seq))`, is none)
     finally:  # run to its end, broken off or dropped: its pass answers no more looks (no
         seq._runtime.passes.loop_over(me)  # lock: a collection may run this; nor sys, which
         # is gone when a generator left open closes at interpreter exit)

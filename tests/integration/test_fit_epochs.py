@@ -311,6 +311,28 @@ def test_a_sequence_restored_mid_epoch_is_told_that_fit_restarts_epochs(run):
         assert fed == ([2] if sync else [3])
 
 
+def test_a_backed_up_run_cut_during_validation_resumes_without_a_word(run, tmp_path):
+    """Diff review: cut while epoch 1 validated (its training pass over, the Sequence past
+    it), the resumed fit redoes epoch 1 from the backup of epoch 0: EpochSync moving back
+    one epoch there is the recipe, and was told, with a fix that skipped epoch 1."""
+    class CutInValidation(keras.callbacks.Callback):
+        def on_test_begin(self, logs=None):
+            if seq.epoch >= 2:
+                raise RuntimeError("cut")
+
+    seq, plan, log, model = run()
+    x, y = _fit.data()
+    backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))
+    with shmaug.Sequence(x, y, batch_size=_fit.BATCH, workers=0) as val:
+        with pytest.raises(RuntimeError, match="cut"):
+            fit(model, seq, log, sync=True, epochs=3, validation_data=val,
+                callbacks=[backup, CutInValidation()])
+        assert seq.epoch == 2
+        log.train.clear()
+        fit(model, seq, log, sync=True, epochs=3, validation_data=val, callbacks=[backup])
+    assert [plan.which_epoch(log.train[k]) for k in (1, 2)] == [1, 2]  # (warnings: errors)
+
+
 def test_initial_epoch_without_epochsync_is_told_unless_the_sequence_is_there(run):
     """fit(initial_epoch=2) in a fresh process fed the Sequence's epoch 0 (its order and draws
     again) without a word. Told once; a Sequence sought there, or that got there by fitting,

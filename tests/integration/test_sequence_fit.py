@@ -310,6 +310,9 @@ def test_per_output_weights_fit_cannot_use_are_refused_as_fit_begins():
             warnings.filterwarnings("ignore", "Gradients do not exist", UserWarning)
             model({"label": "sparse_categorical_crossentropy", "score": None}).fit(
                 seq, epochs=1, verbose=0)  # (no loss on it: no weights needed)
+        with warnings.catch_warnings():  # (a list's None: by position, as Keras takes it)
+            warnings.filterwarnings("ignore", "Gradients do not exist", UserWarning)
+            model(["sparse_categorical_crossentropy", None]).fit(seq, epochs=1, verbose=0)
     with shmaug.Sequence(x, targets, sample_weight={"label": w, "score": w},
                          batch_size=16, workers=1) as seq:
         model(both).fit(seq, epochs=1, verbose=0)

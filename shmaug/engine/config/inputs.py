@@ -424,7 +424,7 @@ def weights(tree: Any, name: str = "sample_weight") -> None:
     >= 0: one NaN or inf made every weight of the model NaN at its first step, and a
     negative one trained that sample the other way, without a word (Keras takes them)."""
     for where, leaf in leaves(tree):
-        if isinstance(leaf, np.ndarray) and leaf.dtype.kind in "USOc":
+        if isinstance(leaf, np.ndarray) and leaf.dtype.kind in "USc":  # (objects: _target)
             raise ArgumentTypeError(
                 f"`{name}{''.join(f'[{k!r}]' for k in where)}` holds {leaf.dtype} values, "
                 f"but a sample's weight is a real number: fit would stop at its first step. "
@@ -525,9 +525,11 @@ def _ragged(name: str, value: Any, why: str) -> str:
     if all(isinstance(e, (str, bytes)) or np.ndim(e) == 0 for e in entries):
         gaps = any(e is None or type(e).__name__ in ("NAType", "NaTType") or
                    isinstance(e, float) and e != e for e in entries)  # (pandas' NA: no bool)
+        to = ("np.asarray(sample_weight, dtype=np.float32)" if name.startswith("sample_weight")
+              else f"np.asarray({name}, dtype=str) for names (or an int or float dtype)")
         return (f"{said}, of single values{' and missing ones' if gaps else ''}. Fix: "
                 f"{'fill or drop the missing ones, then ' if gaps else ''}convert them, "
-                f"np.asarray({name}, dtype=str) for names (or an int or float dtype).")
+                f"{to}.")
     shapes = [np.shape(e) for e in entries]
     filled = [s for s in shapes if s != (0,)]  # (an image with none: [])
     listed = name if isinstance(value, (list, tuple)) else f"list({name})"

@@ -36,7 +36,7 @@ import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 
@@ -84,9 +84,9 @@ class WorkerSpec:
     # the kernel may end the worker with its parent: it was started by a thread that lives as
     # long as the process it started from (``platform.die_with_parent``)
     die_with_parent: bool = False
-    # spawn, forkserver: the parent's warning filters, each pickled (``warning_filters``);
-    # None: inherited (fork)
-    warning_filters: tuple[bytes, ...] | None = None
+    # spawn, forkserver: the parent's warning filters (``warning_filters``); None: inherited
+    # (fork)
+    warning_filters: tuple[tuple[str, str, str, str, str, int], ...] | None = None
 
 
 class Waiter:
@@ -214,8 +214,10 @@ def worker_main(
     _set_up_process(spec)
     mapped = _Mapped()
     try:
-        _serve(_start_runner(spec, worker_id, mapped, status_handle, generation_handle),
-               tasks, results, mapped)
+        runner = _start_runner(spec, worker_id, mapped, status_handle, generation_handle)
+        if spec.warning_filters is not None:  # (once the user's modules are imported)
+            _take_warning_filters(spec.warning_filters)
+        _serve(runner, tasks, results, mapped)
     finally:
         mapped.close()  # the runner and its views are gone by now
 
@@ -229,8 +231,6 @@ def _set_up_process(spec: WorkerSpec) -> None:
     if spec.environ is not None:  # before anything below reads it
         os.environ.clear()
         os.environ.update(spec.environ)
-    if spec.warning_filters is not None:
-        _take_warning_filters(spec.warning_filters)
     if spec.die_with_parent:  # (else the watchdog alone, which needs the GIL)
         platform.die_with_parent()
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
@@ -241,30 +241,39 @@ def _set_up_process(spec: WorkerSpec) -> None:
     _tune_malloc()
 
 
-def warning_filters() -> tuple[bytes, ...]:
-    """This process's warning filters, each pickled on its own, for a worker that does not
-    inherit them (spawn, forkserver): a test suite's ``filterwarnings = error`` or a script's
+Filter = tuple[str, str, str, str, str, int]  # a warning filter, its category by name
+
+
+def warning_filters() -> tuple[Filter, ...]:
+    """This process's warning filters, for a worker that does not inherit them (spawn,
+    forkserver): a test suite's ``filterwarnings = error`` or a script's
     ``simplefilter("ignore", RuntimeWarning)`` held in forked workers only, so an op's
-    warning raised, or printed, by the start method. One that does not pickle (a category
-    of a module no process can import) is left out."""
-    kept = []
-    for entry in warnings.filters:
-        action, message, category, module, lineno = entry
-        with contextlib.suppress(Exception):
-            kept.append(pickle.dumps((action, getattr(message, "pattern", message) or "",
-                                      category, getattr(module, "pattern", module) or "",
-                                      lineno)))
-    return tuple(kept)
+    warning was raised, or printed, by the start method. Each category goes by its module's
+    and its own name: unpickled, it imported its module in every worker (scipy.special,
+    urllib3 and requests after ``import keras``: 21 MiB more each)."""
+    return tuple((action, _pattern(message), category.__module__, category.__qualname__,
+                  _pattern(module), lineno)
+                 for action, message, category, module, lineno in cast(Any, warnings.filters))
 
 
-def _take_warning_filters(filters: tuple[bytes, ...]) -> None:
+def _pattern(regex: Any) -> str:
+    """A filter's message or module regex as the text ``filterwarnings`` takes ("": any)."""
+    return str(getattr(regex, "pattern", regex) or "")
+
+
+def _take_warning_filters(filters: tuple[Filter, ...]) -> None:
     """The parent's filters (``warning_filters``) in its order, in place of this process's
-    own; one whose category does not import here is left out."""
+    own, once the user's code is unpickled: those whose category's module this worker has
+    imported by then (the builtins, numpy's, shmaug's, the ops' modules and theirs)."""
     warnings.resetwarnings()
-    for item in filters:
-        with contextlib.suppress(Exception):
-            action, message, category, module, lineno = pickle.loads(item)
-            warnings.filterwarnings(action, message, category, module, lineno, append=True)
+    for action, message, module_name, qualname, module, lineno in filters:
+        category: Any = sys.modules.get(module_name)
+        for part in qualname.split(".") if category is not None else ():
+            category = getattr(category, part, None)
+        if isinstance(category, type) and issubclass(category, Warning):
+            with contextlib.suppress(Exception):  # (an action or regex this Python refuses)
+                warnings.filterwarnings(cast(Any, action), message, category, module,
+                                        lineno, append=True)
 
 
 def _leave_signals_to_the_parent() -> None:
