@@ -67,7 +67,8 @@ class ImageFiles(O.ImageSource):
             files' own channel count, which must then be the same for every file.
         interpolation: resize filter, Keras' names ("bilinear", "nearest", "bicubic",
             "area", "lanczos3", "lanczos5"), OpenCV's kernels (bicubic and Lanczos differ
-            from ``tf.image.resize``'s: docs/files.md, "Matching a serving path").
+            from ``tf.image.resize``'s: [Image files](../files.md), "Matching a serving
+            path").
         on_error: "raise" (default) or "skip" (replace an unreadable file, see the module).
         channels: channels of every decoded image (from ``color_mode`` or the first file).
         label_mode: "int" (default), "categorical", "binary" or None (no labels), as Keras.
