@@ -191,6 +191,36 @@ def test_a_map_style_dataset_is_told_the_load_that_makes_it_a_source():
         np.testing.assert_array_equal(ok.batch(0)[0], X[:4])
 
 
+class _IterOnly:
+    """A torch IterableDataset's shape: it iterates, and is read by no index."""
+
+    def __iter__(self):
+        for i in range(len(X)):
+            yield X[i], i % 2
+
+
+def test_streams_and_pairs_are_told_what_collects_them():
+    """Fifth review: an object that only iterates (an IterableDataset), a Hugging Face
+    dataset and a list of (image, label) pairs were told `np.asarray(x)`, which then failed
+    ("shape ()", or numpy's "inhomogeneous shape")."""
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"one at a time.*images, labels = "
+                                                       r"map\(np\.stack, zip\(\*samples\)\)"):
+        shmaug.Loader(_IterOnly(), batch_size=4, workers=0)
+    pairs = list(_IterOnly())
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"\(image, label\) pairs.*images, "
+                                                       r"labels = map\(np\.stack, zip\(\*x\)\)"):
+        shmaug.Loader(pairs, batch_size=4, workers=0)
+    images, labels = map(np.stack, zip(*pairs))  # (the fix, as told)
+    with shmaug.Loader(images, labels, batch_size=4, workers=0) as ok:
+        np.testing.assert_array_equal(ok.batch(0)[0], X[:4])
+    datasets = pytest.importorskip("datasets")
+    table = datasets.Dataset.from_dict({"image": [x.tolist() for x in X[:4]], "label": [0] * 4})
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"a Hugging Face dataset.*"
+                                                       r"from_huggingface.*with_format"):
+        shmaug.Loader(table, batch_size=2, workers=0)
+    np.testing.assert_array_equal(np.stack(table.with_format("numpy")["image"]), X[:4])
+
+
 def test_an_array_kept_on_disk_is_told_the_memory_map_and_the_source_beside_asarray(tmp_path):
     """An HDF5 user was told `np.asarray(x)` alone: 50,000 images read into RAM, then copied
     into shared memory."""

@@ -41,7 +41,8 @@ def is_source(x: Any) -> bool:
             f"workers read sample i by position, and a dataset is a stream. Fix: pass the "
             f"arrays it was made from (`from_tensor_slices((x, y))`: x and y themselves), or "
             f"its images stacked, `x = np.stack([im for im, _ in ds.as_numpy_iterator()])` "
-            f"(`ds.unbatch()` first where it is batched; `y` likewise); or pass the files it "
+            f"(`ds.unbatch()` first where it is batched, `ds.take(n)` where it repeats; `y` "
+            f"likewise); or pass the files it "
             f"reads: a folder of class sub-folders as "
             f"`shmaug.ImageFiles.from_directory(directory)`, TFRecord shards as "
             f"`shmaug.ImageRecords.from_tfrecord('train-*.tfrecord')`, a TFDS dataset as "
@@ -112,32 +113,9 @@ def image_array(x: Any, y: Any = None) -> np.ndarray | RaggedImages:
     elif callable(getattr(x, "to_numpy", None)) and not isinstance(x, np.ndarray):
         x = x.to_numpy()  # a pandas Series (of paths, or of images)
     if not isinstance(x, np.ndarray):
-        batches = hasattr(x, "__getitem__") and hasattr(x, "on_epoch_end") or \
-            hasattr(x, "__next__") or isinstance(x, Iterator)
-        indexed = hasattr(x, "__len__") and hasattr(x, "__getitem__") and \
-            not hasattr(x, "__array__") and not hasattr(x, "shape")
-        fix = ("it yields batches or samples one at a time, which cannot be read by index. "
-               "Fix: pass the arrays it reads from, or collect them once: "
-               "`np.stack(list(samples))`") if batches else \
-            ("a dataset read by index (a torch map-style Dataset) is a sample source once it "
-             "has a `load(self, index)` method that returns sample index's image alone, as a "
-             "numpy array (its label goes in `y`). Fix: add one, e.g. `def load(self, index): "
-             "return np.asarray(self[index][0])`, and pass the dataset as `x`") if indexed \
-            and not isinstance(x, dict) else \
-            ("a dict of a model's inputs is what shmaug.Sequence takes, its `image_key` "
-             "naming the images to augment (a Loader takes the images alone). Fix: "
-             "`shmaug.Sequence(x, y, image_key=...)`") if isinstance(x, dict) else \
-            ("an array kept on disk (an h5py Dataset, a zarr array) cannot be shared with "
-             "the workers as it is. Fix: `np.asarray(x)` where it fits in memory (it is "
-             "read whole, then copied into shared memory); else write it once as a .npy, a "
-             "chunk at a time into np.lib.format.open_memmap(path, mode='w+', ...), and pass "
-             "the path, or read it through a source with `load(self, index)` "
-             "(docs/loader.md#files-databases-and-handles)") \
-            if type(x).__module__.partition(".")[0] in _ON_DISK else \
-            "Fix: convert it with `np.asarray(x)` (or `np.stack` a list of images)"
         raise ArgumentTypeError(
             f"`x` must be a numpy array of images (N, H, W) or (N, H, W, C); received "
-            f"{got(x)}: {fix}.")
+            f"{got(x)}: {_not_an_array(x)}.")
     if x.ndim == 1 and x.dtype.kind in "OUS":  # images of several sizes, or paths
         return _stacked(list(x), f"an array of dtype {x.dtype}")
     if x.ndim not in (3, 4):
@@ -270,6 +248,45 @@ def _rows(y: Any) -> int | None:
 _ON_DISK = ("h5py", "zarr", "tables", "netCDF4")  # arrays whose rows are read from a file
 
 
+def _not_an_array(x: Any) -> str:
+    """What ``x``, neither an array nor a list of images, is, and the fix: a Hugging Face
+    dataset, a stream, a map-style dataset, a dict of inputs, an array on disk."""
+    if type(x).__module__.partition(".")[0] == "datasets":
+        return ("a Hugging Face dataset. Fix: its image column through "
+                "`shmaug.ImageRecords.from_huggingface(dataset, ...)` (an `Image` feature: "
+                "decoded in the workers), or its arrays, "
+                "`np.stack(dataset.with_format('numpy')[column])`, with `y` likewise")
+    if hasattr(x, "__getitem__") and hasattr(x, "on_epoch_end") or \
+            hasattr(x, "__next__") or isinstance(x, Iterator) or \
+            hasattr(x, "__iter__") and not hasattr(x, "__getitem__"):
+        return ("it yields batches or samples one at a time (a stream, an IterableDataset), "
+                "which cannot be read by index. Fix: pass the arrays it reads from, or "
+                "collect a finite one once, its images and labels apart: `images, labels = "
+                "map(np.stack, zip(*samples))` for (image, label) pairs "
+                "(`itertools.islice(samples, n)` first for an endless one), then "
+                "shmaug.Loader(images, labels, ...); samples made from their index go in "
+                "`load=fn` over `range(n)` (docs/loader.md#samples-made-on-the-fly)")
+    if isinstance(x, dict):
+        return ("a dict of a model's inputs is what shmaug.Sequence takes, its `image_key` "
+                "naming the images to augment (a Loader takes the images alone). Fix: "
+                "`shmaug.Sequence(x, y, image_key=...)`")
+    if hasattr(x, "__len__") and hasattr(x, "__getitem__") and \
+            not hasattr(x, "__array__") and not hasattr(x, "shape"):
+        return ("a dataset read by index (a torch map-style Dataset) is a sample source once "
+                "it has a `load(self, index)` method that returns sample index's image "
+                "alone, as a numpy array (its label goes in `y`). Fix: add one, e.g. "
+                "`def load(self, index): return np.asarray(self[index][0])`, and pass the "
+                "dataset as `x`")
+    if type(x).__module__.partition(".")[0] in _ON_DISK:
+        return ("an array kept on disk (an h5py Dataset, a zarr array) cannot be shared with "
+                "the workers as it is. Fix: `np.asarray(x)` where it fits in memory (it is "
+                "read whole, then copied into shared memory); else write it once as a .npy, "
+                "a chunk at a time into np.lib.format.open_memmap(path, mode='w+', ...), and "
+                "pass the path, or read it through a source with `load(self, index)` "
+                "(docs/loader.md#files-databases-and-handles)")
+    return "Fix: convert it with `np.asarray(x)` (or `np.stack` a list of images)"
+
+
 def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None = None
              ) -> np.ndarray | RaggedImages:
     """A list of images of one shape, stacked; of several sizes (one dtype and channel
@@ -295,6 +312,14 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
         raise ArgumentError(
             f"`x` as {kind} has no image at index {absent} ({items[absent]!r}). Fix: leave "
             f"that sample out (with its label), e.g. df.dropna(subset=['image']).")
+    if all(isinstance(item, tuple) and len(item) == 2 for item in items[:64]):
+        raise ArgumentTypeError(
+            f"`x` as {kind} holds (image, label) pairs (the first: a "
+            f"{type(items[0][0]).__name__} of shape {np.shape(items[0][0])} and "
+            f"{type(items[0][1]).__name__} {str(items[0][1])[:40]}), as a "
+            f"generator or a torch Dataset yields them: shmaug takes the images as `x` and "
+            f"the labels as `y`. Fix: `images, labels = map(np.stack, zip(*x))`, then "
+            f"shmaug.Loader(images, labels, ...).")
     arrays = [np.asarray(item) for item in items]
     shapes = sorted({a.shape for a in arrays}, key=len)
     # A 3-D item is an image (H, W, C) only with a plausible channel count; (N, H, W) arrays
