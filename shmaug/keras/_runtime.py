@@ -185,15 +185,17 @@ class Runtime:
 
     def stats(self, loader: Loader) -> dict[str, Any]:
         """``loader``'s figures with the facade's: ``hit_rate``, the share of asks served from
-        batches already prepared, ``requests``, and ``images_per_s`` as served to Keras (the
-        loader's ``batches`` and ``images`` leave out what it handed over before a reset at
-        an epoch's start: Keras' probes, batches made ahead, all of a short epoch's)."""
+        batches already prepared, ``requests``, and ``batches``, ``images`` and
+        ``images_per_s`` as served to Keras (the loader's own left out what it handed over
+        before a reset at an epoch's start: Keras' probes, batches made ahead, all of a
+        short epoch's, so that a StallMonitor's epoch read 0 batches beside its images/s)."""
         stats = loader.stats()
         stats["hit_rate"] = self.hits / self.requests if self.requests else 0.0
         stats["requests"] = self.requests
         if self.requests:
             elapsed = self.clock.seconds()
             stats["images_per_s"] = self.images / elapsed if elapsed > 0 else 0.0
+            stats["batches"], stats["images"] = self.requests, self.images
         stats["workers"] = loader.workers
         return stats
 

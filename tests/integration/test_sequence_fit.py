@@ -553,6 +553,7 @@ def test_a_short_epochs_figures_count_the_batches_handed_over_before_it_began():
                                                       callbacks=[monitor])
     for epoch in monitor.history:
         assert epoch["requests"] == 2 and epoch["images_per_s"] > 0, epoch
+        assert (epoch["batches"], epoch["images"]) == (2, 32), epoch  # (they read 0, 0)
 
 
 def test_the_figures_leave_out_validation_and_the_time_after_fit():
