@@ -615,10 +615,10 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             return _ensure_loader(self)
 
     def stats(self) -> dict[str, Any]:
-        """The loader's figures (see ``Loader.stats``) with this facade's ``hit_rate``:
-        the share of ``__getitem__`` calls served from batches already prepared, and its
-        ``requests``, ``batches``, ``images`` and ``images_per_s``: what it served since
-        ``reset_stats`` (``seq.loader.stats()`` counts what the workers handed over)."""
+        """The loader's figures (``Loader.stats``) with this facade's ``hit_rate`` (asks
+        served from batches made already), ``requests``, ``batches``, ``images`` and
+        ``images_per_s``: what it served since ``reset_stats`` (``seq.loader.stats()``:
+        what the workers handed over)."""
         with self._runtime.lock:  # a loader stopped when idle (or closed) still has its figures
             return self._runtime.stats(self._runtime.loader or _ensure_loader(self))
 
