@@ -464,9 +464,8 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
             in_order = True  # whose order: read off the stack only where a pass begins (a
             if begins or caller is None:  # pass in progress keeps its own), or for a look
                 adapter = stack.keras_adapter(self)
-                if adapter is not None:  # (Keras asks it itself: JAX and torch build the
-                    _check_keras_pass(self)  # metrics on a first batch, TensorFlow probes
-                    # one for the signature, before any epoch)
+                if adapter is not None:  # (Keras asks: JAX and torch build metrics on a
+                    _check_keras_pass(self)  # first batch, TensorFlow probes, before epochs)
                 in_order = _in_order(self, adapter)  # (by hand: outside Keras' passes and fit)
                 if in_order and adapter is None and not rt.read_by_hand:  # (once an epoch:
                     rt.read_by_hand = stack.by_hand()  # the walk is the stack's)
