@@ -426,9 +426,13 @@ def weights_for_losses(y: Any, sample_weight: Any, model: Any) -> None:
     that has a loss stopped ``fit`` with Keras' bare ``KeyError`` (on arrays Keras says what
     is missing)."""
     loss = getattr(model, "loss", None)
-    if not (isinstance(y, dict) and isinstance(sample_weight, dict)) or loss is None or (
-            isinstance(loss, (list, tuple)) and any(one is None for one in loss)):
-        return  # (a list's None: an output without a loss, matched by position, not name)
+    if not (isinstance(y, dict) and isinstance(sample_weight, dict)) or loss is None:
+        return
+    if isinstance(loss, (list, tuple)):  # by position: the model's outputs' names
+        names = list(getattr(model, "output_names", None) or ())
+        if len(names) != len(loss):
+            return  # (which output a None is for is not known here)
+        loss = dict(zip(names, loss))
     missing_ = [k for k in y if k not in sample_weight and (
         loss.get(k) is not None if isinstance(loss, dict) else True)]
     if missing_:

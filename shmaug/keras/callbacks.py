@@ -18,7 +18,6 @@ from .. import platform
 from ..engine.handoff import depth
 from ..memory.store import enlarge
 from ..errors import ArgumentError, ArgumentTypeError, got, warn
-from ._stack import fit_argument
 from .sequence import _LIVE, Sequence
 
 log = logging.getLogger(__name__)
@@ -35,6 +34,9 @@ def keras_position(epoch: int, steps: int, batches: int) -> int:
         return epoch * batches
     cycle = -(-batches // steps)
     return (epoch // cycle) * batches + min((epoch % cycle) * steps, batches)
+
+
+_CUT: weakref.WeakSet[Sequence] = weakref.WeakSet()  # in a fit with an EpochSync not ended
 
 
 class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
@@ -64,9 +66,18 @@ class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
         super().__init__()
         self.sequence = sequence
         self._started = False  # invariant: an epoch of this fit call has begun
+        self._again = False  # this fit runs a cut one again (``on_train_begin``)
 
     def on_train_begin(self, logs: Any = None) -> None:
         self._started = False
+        # whether a fit with an EpochSync of this Sequence was cut (an error, Ctrl-C): this
+        # one runs it again, and redoes the epoch it was cut in, which the Sequence had
+        # passed at its pass's end, before validation and a backup
+        self._again = self.sequence in _CUT
+        _CUT.add(self.sequence)
+
+    def on_train_end(self, logs: Any = None) -> None:
+        _CUT.discard(self.sequence)
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         batches = len(self.sequence)
@@ -79,19 +90,10 @@ class EpochSync(keras.callbacks.Callback):  # type: ignore[misc]
             # uninterrupted run was in the middle of one: it gets a whole epoch, the next.
             start += batch > 0
             if not self._started and epoch == 0 and start < self.sequence.epoch and \
-                    not _backed_up():  # (a restored run redoes the epoch it was cut in)
+                    not self._again:  # (a fit run again after one was cut redoes it)
                 _tell_rewound(self.sequence.epoch, epoch, start)
             self.sequence.seek(start, 0)
         self._started = True
-
-
-def _backed_up() -> bool:
-    """Whether this ``fit`` runs a ``BackupAndRestore``: its epochs are a resumed run's,
-    which may redo the one it was cut in (the Sequence had moved past it at its pass's end,
-    before validation and the backup)."""
-    given = fit_argument("callbacks")
-    return any(isinstance(c, keras.callbacks.BackupAndRestore)
-               for c in getattr(given, "callbacks", given) or ())
 
 
 def _tell_rewound(served: int, epoch: int, start: int) -> None:

@@ -358,6 +358,21 @@ def _refusal(obj: Any, name: str) -> str:
             f"next stage (docs/loader.md#changing-settings-between-epochs).")
 
 
+class _RunsWith:
+    """``Op.__signature__``: of an op, its function's signature with the values the op runs
+    with (bound, else the defaults; ``inspect.signature`` and ``help`` showed ``(image, rng,
+    **override)``, and an op's ranges were found only in its source); of the class, None, so
+    that ``inspect`` reads its constructor's."""
+
+    def __get__(self, op: Any, owner: Any = None) -> inspect.Signature | None:
+        if op is None:
+            return None
+        signature = inspect.signature(op.fn)
+        return signature.replace(parameters=[
+            p.replace(default=op.kwargs[p.name]) if p.name in op.kwargs else p
+            for p in signature.parameters.values()])
+
+
 @read_only
 @dataclass(frozen=True, slots=True, init=False)
 class Op:
@@ -410,20 +425,12 @@ class Op:
         # op when they started (a schedule changes ops by a new Op per stage: bind)
         object.__setattr__(self, "kwargs", Params(kept))
 
+    __signature__ = _RunsWith()
+
     def __call__(self, image: np.ndarray, rng: np.random.Generator, **override: Any) -> np.ndarray:
         if override:
             return self.fn(image, rng, **{**self.kwargs, **override})
         return self.fn(image, rng, **self.kwargs)
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        """The function's signature with the values this op runs with (bound, else its
-        defaults): ``inspect.signature`` and ``help`` showed ``(image, rng, **override)``,
-        and an op's ranges were found only in its source."""
-        signature = inspect.signature(self.fn)
-        return signature.replace(parameters=[
-            p.replace(default=self.kwargs[p.name]) if p.name in self.kwargs else p
-            for p in signature.parameters.values()])
 
     @property
     def takes_undecoded(self) -> bool:

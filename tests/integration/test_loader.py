@@ -339,6 +339,13 @@ def test_an_ops_warning_follows_the_callers_filters_under_every_start_method(met
         with shmaug.Loader(x, **kwargs) as loader:
             next(iter(loader))
     assert "an op's own warning" not in capfd.readouterr().err
+    with warnings.catch_warnings():  # (second review: one its module raises on import, as
+        warnings.simplefilter("ignore", FutureWarning)  # a worker unpickles the op)
+        from tests import _warns_at_import
+
+        with shmaug.Loader(x, **{**kwargs, "augment": _warns_at_import.identity}) as loader:
+            next(iter(loader))
+    assert "a module of ops, imported" not in capfd.readouterr().err
 
 
 def test_copy_false_lends_read_only_views_until_the_next_batch(images):

@@ -313,6 +313,9 @@ def test_per_output_weights_fit_cannot_use_are_refused_as_fit_begins():
         with warnings.catch_warnings():  # (a list's None: by position, as Keras takes it)
             warnings.filterwarnings("ignore", "Gradients do not exist", UserWarning)
             model(["sparse_categorical_crossentropy", None]).fit(seq, epochs=1, verbose=0)
+        with pytest.raises(shmaug.ArgumentError, match=r"no weights for the outputs "
+                                                       r"\['score'\]"):  # (by position)
+            model([None, "mse"]).fit(seq, epochs=1, verbose=0)
     with shmaug.Sequence(x, targets, sample_weight={"label": w, "score": w},
                          batch_size=16, workers=1) as seq:
         model(both).fit(seq, epochs=1, verbose=0)

@@ -213,6 +213,26 @@ def test_streams_and_pairs_are_told_what_collects_them():
     images, labels = map(np.stack, zip(*pairs))  # (the fix, as told)
     with shmaug.Loader(images, labels, batch_size=4, workers=0) as ok:
         np.testing.assert_array_equal(ok.batch(0)[0], X[:4])
+    class IterableDataset:  # torch's layout: Dataset's __getitem__, which raises
+        def __getitem__(self, index):
+            raise NotImplementedError
+
+    class Stream(IterableDataset):
+        def __len__(self):
+            return len(X)
+
+        def __iter__(self):
+            return iter(_IterOnly())
+
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"one at a time.*np\.stack\(list\("
+                                                       r"samples\)\)` for images"):
+        shmaug.Loader(Stream(), batch_size=4, workers=0)
+    own = type("Faces", (_MapStyle,), {"__module__": "datasets"})  # a project's datasets.py
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"map-style Dataset"):
+        shmaug.Loader(own(), batch_size=4, workers=0)
+    frames = [(X[i], X[i + 1]) for i in range(4)]  # frame pairs: no labels to split off
+    with shmaug.Loader(frames, batch_size=2, workers=0) as ok:
+        assert ok.batch(0)[0].shape[0] == 2
     datasets = pytest.importorskip("datasets")
     table = datasets.Dataset.from_dict({"image": [x.tolist() for x in X[:4]], "label": [0] * 4})
     with pytest.raises(shmaug.ArgumentTypeError, match=r"a Hugging Face dataset.*"

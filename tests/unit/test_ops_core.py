@@ -771,3 +771,4 @@ def test_an_ops_signature_shows_the_values_it_runs_with() -> None:
     shown = inspect.signature(Op("rotate", degrees=(-5, 5))).parameters
     assert shown["degrees"].default == (-5, 5) and shown["border"].default == "constant"
     assert inspect.signature(Op("rotate")).parameters["degrees"].default == (-15.0, 15.0)
+    assert list(inspect.signature(Op).parameters) == ["name", "params"]  # (the class: its own)

@@ -42,6 +42,10 @@ def test_data_in_0_1_with_an_overshoot_is_told_to_clip_not_0_255() -> None:
     assert "(0, 255)" not in message
     with pytest.raises(shmaug.ArgumentError, match=r"value_range=\(0, 1\.02\)"):
         Op("rotate")(x[0], np.random.default_rng(0))  # (an op called alone says the same)
+    x[1:] *= 250  # (second review: the first sample a dark one, all of x 0..255: no clip)
+    with pytest.raises(shmaug.ArgumentError) as err:
+        shmaug.Loader(x, batch_size=2, augment=Compose([Op("rotate")]), workers=0)
+    assert "value_range=(0, 255)" in str(err.value) and "np.clip" not in str(err.value)
 
 
 def test_float_0_255_with_value_range_keeps_its_scale() -> None:

@@ -251,18 +251,22 @@ _ON_DISK = ("h5py", "zarr", "tables", "netCDF4")  # arrays whose rows are read f
 def _not_an_array(x: Any) -> str:
     """What ``x``, neither an array nor a list of images, is, and the fix: a Hugging Face
     dataset, a stream, a map-style dataset, a dict of inputs, an array on disk."""
-    if type(x).__module__.partition(".")[0] == "datasets":
+    kinds = {c.__name__ for c in type(x).__mro__}
+    streams = "IterableDataset" in kinds or "IterableDatasetDict" in kinds  # (torch's,
+    # Hugging Face's: torch's has a __getitem__ of Dataset's, which raises)
+    if type(x).__module__.partition(".")[0] == "datasets" and hasattr(x, "features") and \
+            not streams:
         return ("a Hugging Face dataset. Fix: its image column through "
                 "`shmaug.ImageRecords.from_huggingface(dataset, ...)` (an `Image` feature: "
                 "decoded in the workers), or its arrays, "
                 "`np.stack(dataset.with_format('numpy')[column])`, with `y` likewise")
-    if hasattr(x, "__getitem__") and hasattr(x, "on_epoch_end") or \
+    if streams or hasattr(x, "__getitem__") and hasattr(x, "on_epoch_end") or \
             hasattr(x, "__next__") or isinstance(x, Iterator) or \
             hasattr(x, "__iter__") and not hasattr(x, "__getitem__"):
         return ("it yields batches or samples one at a time (a stream, an IterableDataset), "
                 "which cannot be read by index. Fix: pass the arrays it reads from, or "
-                "collect a finite one once, its images and labels apart: `images, labels = "
-                "map(np.stack, zip(*samples))` for (image, label) pairs "
+                "collect a finite one once: `np.stack(list(samples))` for images, `images, "
+                "labels = map(np.stack, zip(*samples))` for (image, label) pairs "
                 "(`itertools.islice(samples, n)` first for an endless one), then "
                 "shmaug.Loader(images, labels, ...); samples made from their index go in "
                 "`load=fn` over `range(n)` (docs/loader.md#samples-made-on-the-fly)")
@@ -312,7 +316,9 @@ def _stacked(items: list[Any] | tuple[Any, ...], kind: str, y_rows: int | None =
         raise ArgumentError(
             f"`x` as {kind} has no image at index {absent} ({items[absent]!r}). Fix: leave "
             f"that sample out (with its label), e.g. df.dropna(subset=['image']).")
-    if all(isinstance(item, tuple) and len(item) == 2 for item in items[:64]):
+    if all(isinstance(item, tuple) and len(item) == 2 and np.ndim(item[0]) >= 2 and (
+            isinstance(item[1], (str, bytes)) or np.ndim(item[1]) <= 1) for item in items[:64]):
+        # (a label beside each image: a frame pair's second frame is an image, as its first)
         raise ArgumentTypeError(
             f"`x` as {kind} holds (image, label) pairs (the first: a "
             f"{type(items[0][0]).__name__} of shape {np.shape(items[0][0])} and "

@@ -124,7 +124,8 @@ def _out_of_range(vr: tuple[float, float], origin: str, dtype: Any, low: float, 
     span more, which the ops would clip without a word."""
     said = {"given": "", "pipeline": " (`augment`'s own: its Compose's or Keras layers')",
             "dtype": f" (the default for {np.dtype(dtype)} images)"}[origin]
-    guess = str(range_guess(*(whole or (low, high))))
+    spans = whole or (low, high)
+    guess = str(range_guess(*spans))
     if whole is None:  # (a guess that holds the first sample may clip the others)
         guess, seen = f"{guess} if all the data lies there", (
             " (only the first sample is read here: check the range of all the data, e.g. a "
@@ -138,5 +139,6 @@ def _out_of_range(vr: tuple[float, float], origin: str, dtype: Any, low: float, 
         f"{low:g}..{high:g}{seen}, so the ops would clip it to a range it is not in. Fix: "
         f"pass the range the data is in, {where}, or clip or rescale the data into "
         f"({vr[0]:g}, {vr[1]:g})" + (f", e.g. np.clip(x, {vr[0]:g}, {vr[1]:g}) for an "
-                                     f"overshoot." if high <= 2.0 and low >= 0 else ".")
+                                     f"overshoot." if 0 <= spans[0] and spans[1] <= 2.0
+                                     else ".")
     )

@@ -215,8 +215,8 @@ def worker_main(
     mapped = _Mapped()
     try:
         runner = _start_runner(spec, worker_id, mapped, status_handle, generation_handle)
-        if spec.warning_filters is not None:  # (once the user's modules are imported)
-            _take_warning_filters(spec.warning_filters)
+        if spec.warning_filters is not None:  # again, with the categories of the user's
+            _take_warning_filters(spec.warning_filters)  # modules, imported by now
         _serve(runner, tasks, results, mapped)
     finally:
         mapped.close()  # the runner and its views are gone by now
@@ -231,6 +231,8 @@ def _set_up_process(spec: WorkerSpec) -> None:
     if spec.environ is not None:  # before anything below reads it
         os.environ.clear()
         os.environ.update(spec.environ)
+    if spec.warning_filters is not None:  # (before the user's modules import: theirs too)
+        _take_warning_filters(spec.warning_filters)
     if spec.die_with_parent:  # (else the watchdog alone, which needs the GIL)
         platform.die_with_parent()
     threading.Thread(target=_watch_parent, name="shmaug-watchdog", daemon=True).start()
@@ -263,8 +265,9 @@ def _pattern(regex: Any) -> str:
 
 def _take_warning_filters(filters: tuple[Filter, ...]) -> None:
     """The parent's filters (``warning_filters``) in its order, in place of this process's
-    own, once the user's code is unpickled: those whose category's module this worker has
-    imported by then (the builtins, numpy's, shmaug's, the ops' modules and theirs)."""
+    own: those whose category's module this worker has imported (the builtins', numpy's and
+    shmaug's as it starts, and again once the user's code is unpickled, its modules' and
+    theirs; a module an op imports only as it runs comes too late)."""
     warnings.resetwarnings()
     for action, message, module_name, qualname, module, lineno in filters:
         category: Any = sys.modules.get(module_name)
