@@ -765,5 +765,8 @@ def test_rot90_draws_each_turn_alike_and_takes_a_range_of_them():
              for out in (Op("rot90")(image, rng) for _ in range(4000))]
     assert all(abs(np.bincount(turns, minlength=4)[k] - 1000) < 120 for k in range(4))
     assert {Op("rot90", k=(1, 2))(image, rng).shape for _ in range(50)} == {(4, 3), (3, 4)}
-    with pytest.raises(ArgumentError, match=r"`k` expects whole numbers"):
-        Op("rot90", k=1.5)
+    for bad in (1.5, True):  # (True was told "e.g. k=(0.5, 1.5)", refused in turn)
+        with pytest.raises(ArgumentError, match=r"`k` expects whole quarter turns.*k=\(0, 3\)"):
+            Op("rot90", k=bad)
+    np.testing.assert_array_equal(Op("rot90", k=-1)(image, rng), np.rot90(image, -1))
+    np.testing.assert_array_equal(Op("rot90", k=np.int64(5))(image, rng), np.rot90(image, 1))

@@ -16,6 +16,7 @@ size.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import cv2
 import numpy as np
@@ -290,11 +291,24 @@ def vflip(image: np.ndarray, rng: np.random.Generator, backend: str = "cv") -> n
     return _flip(image, backend, horizontal=False)
 
 
-@register("rot90", targets=WARPED, checks={"k": chk.whole_range})
+def _quarter_turns(value: Any, name: str) -> None:
+    """Whole quarter turns, an int or a (low, high) pair of them, negative ones clockwise (as
+    ``np.rot90``'s ``k``: -1 was refused with "e.g. k=0.0", True told a pair of halves)."""
+    whole = not isinstance(value, (bool, np.bool_))  # (True counts no turns)
+    a, b = bounds(value, name) if whole else (0.5, 0.5)
+    if not whole or a != int(a) or b != int(b):
+        raise ArgumentError(
+            f"`{name}` expects whole quarter turns, an int or a (low, high) pair of them "
+            f"(negative: clockwise, as np.rot90's k); received {value!r}. Pass e.g. "
+            f"{name}=(0, 3) for any of the four turns, or {name}=-1 for one clockwise.")
+
+
+@register("rot90", targets=WARPED, checks={"k": _quarter_turns})
 def rot90(image: np.ndarray, rng: np.random.Generator, k: Range = (0, 3)) -> np.ndarray:
-    """Turn by quarter turns, counter-clockwise as ``np.rot90``: ``k`` of them, or a number
-    drawn in the ``(low, high)`` pair, both included (the default, (0, 3), any of the four:
-    albumentations' RandomRotate90, the dihedral turns of pathology and satellite tiles).
+    """Turn by quarter turns, counter-clockwise as ``np.rot90`` (negative: clockwise): ``k``
+    of them, or a number drawn in the ``(low, high)`` pair, both included (the default,
+    (0, 3), any of the four: albumentations' RandomRotate90, the dihedral turns of pathology
+    and satellite tiles).
     Exact: no pixel is resampled. An odd turn swaps a non-square image's height and width,
     so give it square images (a square crop first) where samples are batched.
 
@@ -304,7 +318,7 @@ def rot90(image: np.ndarray, rng: np.random.Generator, k: Range = (0, 3)) -> np.
                [0, 2]], dtype=uint8)
     """
     h, w = check_image(image).shape[:2]
-    turns = draw_int(rng, k, "k") % 4
+    turns = draw_int(rng, k, "k", lo=-(2**31)) % 4
     if turns == 0:
         return image
     # where the pixel at (x, y) goes (pixel centres), and the turned image's (height, width)
