@@ -199,6 +199,17 @@ def test_a_sample_of_another_channel_count_is_told_to_convert_its_channels():
             ld.batch(0)  # (stacked views whose first two axes agree: not told "8 channels")
 
 
+def test_a_quarter_turn_of_non_square_images_is_told_its_sides_swapped():
+    # (was told to resize, crop or pad: the images were one size, the turn swapped its sides)
+    x = np.zeros((16, 6, 8, 3), np.uint8)
+    turns = shmaug.ops.Compose([shmaug.ops.Op("rot90", k=(0, 3))])
+    with pytest.raises(shmaug.OutputMismatchError, match=r"produced shape \((8, 6|6, 8), 3\) "
+                                                         r".*height and width are the batch's "
+                                                         r"swapped.*rot90', k=2"):
+        with shmaug.Loader(x, batch_size=16, workers=0, augment=turns, seed=1) as loader:
+            loader.batch(0)
+
+
 def test_output_shape_and_dtype_are_learned_or_declared(images):
     with shmaug.Loader(images, batch_size=8, augment=_ops.noisy, workers=0) as loader:
         assert loader.output_shape == (12, 12) and loader.output_dtype == np.float32

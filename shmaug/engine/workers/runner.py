@@ -496,8 +496,13 @@ def _shape_fix(made: tuple[int, ...], expected: tuple[int, ...], maker: str,
     """The fix for a sample of shape ``made`` where the batch holds ``expected``: another
     channel count where both are images (H, W[, C]) of one height and width, else one shape
     from ``maker`` (what made it: `augment` or `load`)."""
-    if target is not None or not (2 <= len(made) <= 3 and 2 <= len(expected) <= 3) or \
-            made[:2] != expected[:2]:
+    images = target is None and 2 <= len(made) <= 3 and 2 <= len(expected) <= 3
+    if images and made[:2] == expected[1::-1] and made[2:] == expected[2:]:
+        return (f"its height and width are the batch's swapped (a portrait image among "
+                f"landscape ones, or an odd quarter turn, `rot90`, of a non-square image): "
+                f"make {maker} end in one size (a `resize` or `crop`; a square one before "
+                f"`rot90`), or keep to half turns (`Maybe(Op('rot90', k=2))`)")
+    if not images or made[:2] != expected[:2]:
         return f"make {maker} return one shape for every sample (resize, crop or pad)"
     channels = ("one channel, (H, W)" if len(expected) == 2 else
                 f"{expected[2]} channels, (H, W, {expected[2]})")
