@@ -385,9 +385,10 @@ class Loader:
                                                      time.perf_counter())
         pipeline = self._options.pipeline
         made_at = {pipeline.places[name]: rows for name, rows in made.items()}
+        rows = self._run.target_rows(positions)  # (a stand-in's targets are its own)
         if pipeline.mixed_at is not None:  # a mix's soft targets, and what it blends beside
-            made_at.update(self._run.mixed(key, index, positions, pipeline, self.y))
-        return xb, tree.gather(self.y, positions, made_at)
+            made_at.update(self._run.mixed(key, index, rows, pipeline, self.y))
+        return xb, tree.gather(self.y, rows, made_at)
 
     def _key(self, epoch: int, ordered: bool) -> int:
         """The engine's key of ``epoch`` read shuffled, or in the dataset's order. Where the

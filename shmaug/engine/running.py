@@ -177,7 +177,7 @@ class Running:
         presses.watch_presses()  # a wait off the main thread then ends at Ctrl-C too
         self.ring: OutputRing | None = None
         self.pool: Pool = _NoPool()
-        self.marks: np.ndarray | None = None  # invariant: 1 where `load` stood in (shared)
+        self.marks: np.ndarray | None = None  # invariant: stand-in + 1 where `load` stood in
         self.x: Any = None  # invariant: where workers read (a shared view, a map, a source)
         # the user's array x where self.x is a copy of it, to tell rows written into it later
         self._given: weakref.ref[np.ndarray] | None = None
@@ -304,6 +304,16 @@ class Running:
         self.pool.resize(workers)
         self.prefetch.resized(workers)
 
+    def target_rows(self, positions: np.ndarray) -> np.ndarray:
+        """The rows of ``y`` that go with the samples at ``positions`` once made: a
+        stand-in's own where ``load`` stood one in for an unreadable sample (its value,
+        labels and weights: not those of the image it replaced)."""
+        if self.marks is None:
+            return positions
+        marks = self.marks[positions]
+        return np.where(marks != 0, marks.astype(np.int64) - 1, positions) if marks.any() \
+            else positions
+
     def _count_stand_ins(self, indices: np.ndarray) -> None:
         """Count the delivered samples a ``load`` stood in for; warn at the first one."""
         assert self.marks is not None
@@ -344,8 +354,8 @@ class Running:
                                           if not isinstance(t, np.ndarray)))
         # A source's own tables (ImageFiles' paths) go into this loader's shared memory once,
         # so workers attach to them instead of each receiving a copy; a source that stands in
-        # for unreadable samples marks them, in a shared byte per sample, counted when their
-        # batch is delivered (``_count_stand_ins``).
+        # for unreadable samples marks them with their stand-in, in shared memory, counted
+        # when their batch is delivered (``_count_stand_ins``), whose targets they then take.
         load, self.marks = source.marked(source.shared(o.data.load, self.store), self.store,
                                          self.n)
         # JPEGs undecoded, for a decode-time crop, where whole decodes may happen (counted)

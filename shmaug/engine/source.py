@@ -11,7 +11,8 @@ engine asks for it here, by protocol, never by probing attributes where it uses 
   ``shard_bounds()`` (``Sharded``: the shards ``shuffle="blocks"`` permutes);
 - of its ``load``: ``sharing(store)`` (``Sharing``: its tables copied once into the loader's
   shared memory), ``marking(handle, marks)`` (``Marking``: the samples it stands in for,
-  marked in a shared byte each, then named and warned about), ``prefetch`` (``Prefetching``: a
+  marked in shared memory with their stand-in, whose targets they take, then named and
+  warned about), ``prefetch`` (``Prefetching``: a
   hook before a task's samples are made, given those of the tasks queued behind it as
   ``ahead=``), ``plan`` (``Planning``: a hook with the order of this epoch and the next) and
   ``handing_undecoded()`` (``HandingUndecoded``: samples handed over undecoded,
@@ -86,8 +87,8 @@ class Marked(Protocol):
 
 @runtime_checkable
 class Marking(Protocol):
-    """A ``load`` that can stand in for unreadable samples, marking them in ``marks`` (one
-    shared byte per sample, in the block ``handle`` names)."""
+    """A ``load`` that can stand in for unreadable samples, marking them in ``marks`` (per
+    sample, its stand-in's index + 1, 0 for none: ``MARKS``, in the block ``handle`` names)."""
 
     def marking(self, handle: ArrayHandle, marks: np.ndarray) -> Marked: ...
 
@@ -229,12 +230,15 @@ def shared(load: Any, store: SharedStore) -> Any:
     return load.sharing(store) if isinstance(load, Sharing) else load
 
 
+MARKS = np.dtype(np.uint32)  # a stand-in's index + 1 (a source's samples number fewer)
+
+
 def marked(load: Any, store: SharedStore, n: int) -> tuple[Any, np.ndarray | None]:
-    """``load`` made to mark the samples it stands in for, in a shared byte per sample of the
-    ``n`` (the marks, or None where it stands in for none)."""
+    """``load`` made to mark the samples it stands in for, in a shared ``MARKS`` per sample of
+    the ``n`` (the marks, or None where it stands in for none)."""
     if not isinstance(load, Marking):
         return load, None
-    handle, marks = store.empty((n,), np.uint8, what="the skip marks")
+    handle, marks = store.empty((n,), MARKS, what="the skip marks")
     return load.marking(handle, marks), marks
 
 

@@ -419,8 +419,9 @@ def attach(handle: ArrayHandle, *, lent: bool = False
 def attach_block(handle: ArrayHandle) -> shared_memory.SharedMemory:
     """Map a shared block in this process as raw bytes (``.buf``), not as a numpy view.
 
-    For small flag arrays written a byte at a time from objects without a close step: with no
-    view on it, the block closes cleanly whenever the object holding it is collected.
+    For small flag arrays written a few bytes at a time (``struct.pack_into``) from objects
+    without a close step: with no view on it, the block closes cleanly whenever the object
+    holding it is collected.
     """
     return _attach_untracked(handle.name)
 

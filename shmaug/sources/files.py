@@ -14,9 +14,11 @@ An unreadable file (missing, empty, corrupt, wrong channel count) raises ``Image
 naming the file and the reason. With ``on_error="skip"`` it is replaced by the next readable
 sample of the same class in index order (wrapping), so the label still matches and the
 substitute depends on the files alone, never on which worker ran. Under a ``Loader`` the
-reader marks each sample it stood in for in a shared byte array (``Reader.marking``); the
-loader counts the marks of the batches it delivers (``stats()["skipped"]``, ``["unreadable"]``)
-and warns once, so the figures do not depend on which process decoded what, or how often.
+reader marks each sample it stood in for with its stand-in, in shared memory
+(``Reader.marking``); the loader hands out the stand-in's targets (a `y` of the user's may be
+a value or weights of the file's own), counts the marks of the batches it delivers
+(``stats()["skipped"]``, ``["unreadable"]``) and warns once, so the figures do not depend on
+which process decoded what, or how often.
 """
 
 from __future__ import annotations

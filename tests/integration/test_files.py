@@ -368,6 +368,33 @@ def test_skip_stand_in_keeps_the_samples_label(tmp_path):
         assert image.mean() == (0 if files.class_names[label] == "a_black" else 255)
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_stand_in_hands_out_its_own_targets_from_the_loaders_y(tmp_path, workers):
+    """A regression value, multi-hot row or weight given as the loader's `y` stayed the
+    unreadable file's while its stand-in's pixels went out (keras.md's recipe for
+    class_mode="raw"): now every target is the stand-in's, in every epoch and worker count."""
+    paths = []
+    for i in range(8):
+        paths.append(tmp_path / f"{i}.png")
+        Image.fromarray(np.full((4, 4), 10 * i, np.uint8)).save(paths[-1])
+    paths[2].write_bytes(b"corrupt")
+    paths[7].write_bytes(b"")  # (the last: its stand-in wraps round to the first)
+    files = ImageFiles.from_paths([str(p) for p in paths], image_size=(4, 4),
+                                  color_mode="grayscale", on_error="skip")
+    value = np.arange(8, dtype=np.float32)
+    y = {"value": value, "weight": 1 + value, "tags": np.eye(8, dtype=np.uint8)}
+    with pytest.warns(shmaug.ShmaugWarning, match="replaced by the next readable"), \
+            shmaug.Loader(files, y, batch_size=4, workers=workers, shuffle=True,
+                          seed=3) as loader:
+        for epoch in range(2):
+            loader.epoch = epoch
+            for xb, yb in loader:
+                np.testing.assert_array_equal(xb[:, 0, 0, 0], 10 * yb["value"])
+                np.testing.assert_array_equal(yb["weight"], 1 + yb["value"])
+                np.testing.assert_array_equal(yb["tags"].argmax(1), yb["value"])
+        assert loader.stats()["skipped"] == 4
+
+
 def _sixteen_bit_folder(root: Path) -> dict[str, np.ndarray]:
     """A 12-bit camera's tiles as 16-bit PNGs, one 8-bit PNG among them, and a JPEG."""
     import cv2

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -31,6 +32,8 @@ from ...errors import ImageReadError
 from ...memory.store import ArrayHandle, SharedStore, attach_block
 
 log = logging.getLogger(__name__)
+_MARK = "=I"  # a stand-in's index + 1 (``engine.source.MARKS``: a native uint32)
+_MARK_SIZE = struct.calcsize(_MARK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +152,10 @@ class Reader:
     """A source's ``load``: decodes sample ``index``, standing in for it when it is unreadable.
 
     ``sharing(store)`` gives a reader whose path table lives in ``store`` (the loader's) and
-    pickles as its handle; ``marking(handle, marks)`` one that also sets ``marks[index]`` for
-    each sample it stood in for (a shared byte per sample, owned by the loader, which counts
-    the marks of what it delivers). Pickled for a worker, it carries only handles and settings.
+    pickles as its handle; ``marking(handle, marks)`` one that also sets ``marks[index]`` to
+    the stand-in's index + 1 for each sample it stood in for (shared, owned by the loader,
+    which counts the marks of what it delivers and gives it the stand-in's targets).
+    Pickled for a worker, it carries only handles and settings.
     """
 
     __slots__ = ("table", "decoder", "on_error", "by_class", "_handle", "_marks", "_block",
@@ -167,7 +171,7 @@ class Reader:
         self.on_error = on_error
         self.by_class = by_class  # invariant: a stand-in must be of the sample's class
         self._handle = handle  # the marks' shared block, or None: stand-ins are not recorded
-        self._marks = marks  # invariant: writable, one byte per sample, or None
+        self._marks = marks  # invariant: writable, a stand-in's index + 1 per sample, or None
         self._block: Any = None  # in a worker: the attached block behind ``_marks``
 
     @property
@@ -235,8 +239,7 @@ class Reader:
                 image = self._made(substitute)
             except ImageReadError:
                 continue
-            if self._marks is not None:
-                self._marks[index] = 1
+            self._mark(index, substitute)
             # The user hears of it from the loader, once (``replaced_warning``).
             log.debug("%s Using %s instead (on_error='skip')", first, table[substitute])
             return image
@@ -248,6 +251,13 @@ class Reader:
             f"{table.NOUN}s (stats()['unreadable'] lists those met so far), or add a "
             f"readable one{' to its class' if self.by_class else ''}."
         )
+
+    def _mark(self, index: int, substitute: int) -> None:
+        """Record that ``substitute`` stood in for ``index`` (its targets go with it)."""
+        if isinstance(self._marks, memoryview):  # (a worker's: no numpy view, see below)
+            struct.pack_into(_MARK, self._marks, index * _MARK_SIZE, substitute + 1)
+        elif self._marks is not None:
+            self._marks[index] = substitute + 1
 
     def name(self, index: int) -> str:
         """What ``stats()["unreadable"]`` calls sample ``index``: its path (or shard and
@@ -265,8 +275,9 @@ class Reader:
         kind = " of its class" if self.by_class else ""
         return (
             f"{reason}. With on_error='skip' it is replaced by the next readable "
-            f"{self.table.NOUN}{kind}, in this epoch and every other (a prediction for it is "
-            f"its stand-in's). This warning is not repeated for this loader: "
+            f"{self.table.NOUN}{kind}, in this epoch and every other (with that "
+            f"{self.table.NOUN}'s targets; a prediction for it is its stand-in's). This "
+            f"warning is not repeated for this loader: "
             f"stats()['unreadable'] lists every unreadable {self.table.NOUN} met (the rows "
             f"to set aside) and stats()['skipped'] counts the stand-ins delivered. "
             f"Fix: replace or remove the {self.table.NOUN}(s)."
