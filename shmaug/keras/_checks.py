@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..engine.config import checks as check
+from ..engine.config import inputs
 from ..engine.config import tree
 from ..engine.handoff import pinned
 from ..errors import (ArgumentError, ArgumentTypeError, NotInitializedError, from_shmaug, got,
@@ -328,12 +329,12 @@ def split_inputs(x: Any, image_key: str | None,
                 f"x={{{image_key!r}: images, ...}} with the model's other inputs.")
         return None, x, {}
     if image_key is None:
-        candidates = [k for k, v in x.items() if np.ndim(v) in (3, 4)]
+        candidates = [k for k, v in x.items() if _images_like(v)]
         if len(candidates) != 1:
             raise ArgumentError(
                 f"`x` is a dict, so shmaug needs to know which entry holds the images to "
-                f"augment; candidates (3-D or 4-D arrays): {candidates}. Fix: pass "
-                f"`image_key=` naming that entry."
+                f"augment; candidates (image sources, 3-D or 4-D arrays): {candidates}. Fix: "
+                f"pass `image_key=` naming that entry."
             )
         image_key = candidates[0]
     if image_key not in x:
@@ -350,6 +351,19 @@ def split_inputs(x: Any, image_key: str | None,
             f"not images (N, H, W[, C]); entries that are: {images}. Fix: "
             f"image_key={images[0]!r}.")
     return image_key, x[image_key], {k: v for k, v in x.items() if k != image_key}
+
+
+def _images_like(value: Any) -> bool:
+    """Whether an entry of a dict ``x`` may be the images: a source (``shmaug.ImageFiles``), a
+    list of images (of several sizes: numpy's ``ndim`` raised on it) or a 3-D or 4-D array."""
+    if inputs.is_source(value):
+        return True
+    if isinstance(value, list) and value and isinstance(value[0], np.ndarray):
+        return value[0].ndim in (2, 3)
+    try:
+        return np.ndim(value) in (3, 4)
+    except ValueError:  # (ragged sequences of another kind: token lists)
+        return False
 
 
 def text_targets(y: Any) -> None:

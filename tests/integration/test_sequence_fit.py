@@ -283,6 +283,26 @@ def test_targets_onehot_sparse_dict_absent_and_class_weight():
         model.fit(seq, epochs=1, verbose=0)
 
 
+def test_a_dict_x_finds_its_images_as_a_source_or_a_list_of_several_sizes(tmp_path):
+    """An ImageFiles source or a list of images of several sizes beside other inputs was
+    "candidates (3-D or 4-D arrays): []" (or numpy's ValueError, on the list)."""
+    from PIL import Image
+
+    paths = []
+    for i in range(4):
+        paths.append(str(tmp_path / f"{i}.png"))
+        Image.fromarray(np.full((6 + i, 6, 3), 40 * i, np.uint8)).save(paths[-1])
+    files = shmaug.ImageFiles.from_paths(paths, image_size=(6, 6))
+    images = [np.full((6 + i, 6, 3), 40 * i, np.uint8) for i in range(4)]
+    resize = shmaug.ops.Op("resize", height=6, width=6)
+    for x in (files, images):
+        with shmaug.Sequence({"pixels": x, "meta": np.arange(4)[:, None]}, np.arange(4),
+                             batch_size=4, workers=0, augment=resize) as seq:
+            inputs, targets = seq[0]
+            assert seq.image_key == "pixels" and inputs["pixels"].shape == (4, 6, 6, 3)
+            np.testing.assert_array_equal(inputs["pixels"][:, 0, 0, 0], 40 * targets)
+
+
 def test_per_output_weights_fit_cannot_use_are_refused_as_fit_begins():
     """Second review: a weights dict without an output that has a loss stopped fit with
     Keras' bare KeyError ('score'), and class_weight beside two outputs with an IndexError;
