@@ -485,6 +485,32 @@ def test_shifts_in_pixels_and_signed_limits_for_gains_are_refused_with_their_mea
     assert moved.shape == image.shape
 
 
+@pytest.mark.parametrize("border, mode", [("constant", "constant"), ("reflect", "reflect"),
+                                          ("replicate", "edge"), ("wrap", "wrap")])
+@pytest.mark.parametrize("dtype, shape", [(np.uint8, (32, 32, 3)), (np.float16, (28, 28, 1)),
+                                          (np.float32, (28, 28)), (np.uint16, (12, 10, 6))])
+def test_a_padded_crop_is_torchvisions_random_crop(border, mode, dtype, shape) -> None:
+    """CIFAR's RandomCrop(32, padding=4, padding_mode=...): a window of the padded image,
+    every whole-pixel offset alike (a `translate` rounded its continuous shift: its end
+    offsets came half as often, and a linear one blurred)."""
+    image = (np.random.default_rng(3).random(shape) * (255 if dtype in (np.uint8, np.uint16) else 1)
+             ).astype(dtype)  # (noise: one offset matches each window)
+    p = 4
+    padded = np.pad(image, ((p, p), (p, p)) + ((0, 0),) * (image.ndim - 2), mode=mode)
+    op = ops.Op("crop", height=shape[0], width=shape[1], padding=p, border=border)
+    seen = np.zeros((2 * p + 1, 2 * p + 1), int)
+    for seed in range(400):
+        out = op(image, np.random.default_rng(seed))
+        assert out.shape == image.shape and out.dtype == image.dtype
+        at = [(y, x) for y in range(2 * p + 1) for x in range(2 * p + 1)
+              if np.array_equal(padded[y:y + shape[0], x:x + shape[1]], out)]
+        assert at
+        seen[at[0]] += 1
+    assert (seen.sum(axis=1) > 25).all() and (seen.sum(axis=0) > 25).all()  # (44 each)
+    half = ops.Op("crop", height=0.5, width=0.5, padding=2)(image, np.random.default_rng(0))
+    assert half.shape[:2] == (shape[0] // 2, shape[1] // 2)  # (of the image's own sides)
+
+
 def test_a_crop_given_whole_pixels_as_a_float_is_told_the_int() -> None:
     # 0.25 * 1024 = 256.0 was refused as "pixels >= 1 or a fraction": it is >= 1.
     with pytest.raises(ArgumentError, match=r"pixels \(an int >= 1\) or a fraction in \(0, 1\] "

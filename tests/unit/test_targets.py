@@ -210,6 +210,14 @@ def test_a_resize_keeping_the_aspect_moves_its_targets(aspect, position, size, s
     _moves_with_its_image(op, seed, f"resize {aspect} {position}")
 
 
+@pytest.mark.parametrize("border", ["constant", "replicate"])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_a_padded_crop_moves_its_targets(border, seed) -> None:
+    # (the rectangle lies 15 pixels or more from every edge: a replicated border adds none)
+    op = Op("crop", height=H, width=W, padding=12, border=border)
+    _moves_with_its_image(op, seed, f"crop padding=12 border={border}")
+
+
 def _moves_with_its_image(op: Op, seed: int, name: str) -> None:
     image, targets = scene()
     pipe = Compose([op], bounding_box_format="xyxy", keypoint_format="xy")

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..kernels import cv, pil
 from ..params import (
+    BORDERS,
     Range,
     ValueRange,
     border_code,
@@ -442,20 +443,35 @@ def _placed(rng: np.random.Generator, position: str, centred: tuple[int, int], r
     return int(rng.integers(0, rows + 1)), int(rng.integers(0, cols + 1))
 
 
-@register("crop", targets=WARPED, checks={"height": chk.size, "width": chk.size})
+@register("crop", targets=WARPED, checks={
+    "height": chk.size, "width": chk.size, "padding": chk.whole(0),
+    "border": chk.one_of(*BORDERS)})
 def crop(
     image: np.ndarray, rng: np.random.Generator, height: float = 0.875, width: float = 0.875,
+    padding: int = 0, border: str = "constant",
 ) -> np.ndarray:
     """Cut a ``height`` x ``width`` window at a random position: this op changes the shape.
 
-    An int is pixels, a float in (0, 1] a fraction of the input's size.
+    An int is pixels, a float in (0, 1] a fraction of the input's size. ``padding`` pixels
+    are added on each side first, filled as ``border`` says ("constant": 0; "reflect",
+    "replicate", "wrap"), as torchvision's ``RandomCrop(size, padding=, padding_mode=)``:
+    ``Op("crop", height=32, width=32, padding=4, border="reflect")`` is the CIFAR recipe,
+    every whole-pixel shift in -4..4 alike.
 
     Example:
         >>> crop(np.zeros((64, 64), np.uint8), np.random.default_rng(0), 56, 56).shape
         (56, 56)
     """
-    return cut(image, height, width, "crop", lambda rows, cols: (
-        int(rng.integers(0, rows + 1)), int(rng.integers(0, cols + 1))))
+    if not padding:
+        return cut(image, height, width, "crop", lambda rows, cols: (
+            int(rng.integers(0, rows + 1)), int(rng.integers(0, cols + 1))))
+    h, w = check_image(image).shape[:2]  # (fractions of the image's own sides)
+    rows, cols = pixels(height, "height", h), pixels(width, "width", w)
+    p = int(padding)
+    padded = moved(image, cv.pad(image, p, border_code(border)),
+                   lambda: MatrixMove(scaled(-p, -p, 1.0, 1.0), (h + 2 * p, w + 2 * p)))
+    return cut(padded, rows, cols, "crop", lambda r, c: (
+        int(rng.integers(0, r + 1)), int(rng.integers(0, c + 1))))
 
 
 @register("resized_crop", checks={"scale": chk.ranged(1e-3, 1.0), "ratio": chk.ranged(1e-3),

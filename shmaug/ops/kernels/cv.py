@@ -303,6 +303,23 @@ def resize(img: np.ndarray, height: int, width: int, interp: int) -> np.ndarray:
     return resized(img, height, width, interp)
 
 
+_NUMPY_BORDERS = {cv2.BORDER_CONSTANT: "constant", cv2.BORDER_REFLECT_101: "reflect",
+                  cv2.BORDER_REPLICATE: "edge", cv2.BORDER_WRAP: "wrap"}  # (the same pixels)
+_CV_DTYPES = frozenset({"uint8", "int8", "uint16", "int16", "int32", "float32", "float64"})
+
+
+def pad(img: np.ndarray, pixels: int, border: int) -> np.ndarray:
+    """``pixels`` more rows and columns on each side, filled as OpenCV's ``border`` says
+    (constant: 0); by numpy's ``pad`` (20 times slower) for dtypes OpenCV has none of."""
+    if img.dtype.name not in _CV_DTYPES:
+        spread = ((pixels, pixels),) * 2 + ((0, 0),) * (img.ndim - 2)
+        padded: np.ndarray = np.pad(img, spread, mode=_NUMPY_BORDERS[border])  # type: ignore[call-overload]
+        return padded
+    out = in_channel_groups(img, CV_CHANNELS, lambda part: cv2.copyMakeBorder(
+        part, pixels, pixels, pixels, pixels, border, value=0))
+    return out if out.ndim == img.ndim else out[:, :, None]
+
+
 def flip(img: np.ndarray, horizontal: bool) -> np.ndarray:
     """Mirror left-right (``horizontal``) or top-bottom."""
     out = in_channel_groups(img, CV_CHANNELS, lambda part: cv2.flip(part, 1 if horizontal else 0))
