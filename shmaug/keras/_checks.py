@@ -61,25 +61,51 @@ def subclassed(cls: type, facade: frozenset[str]) -> None:
             f"{cls.__qualname__} defines {', '.join(f'`{n}`' for n in taken)}, which "
             f"shmaug.Sequence uses itself (its Keras facade calls it). Fix: give yours "
             f"another name.")
+    if multiprocessing.parent_process() is not None:  # (not again in each spawned worker)
+        return
+    counting = [name for name in ("on_epoch_begin", "on_epoch_end")
+                if "epoch" in _stored_on_self(vars(cls).get(name))]
+    if counting:
+        warn(f"{cls.__qualname__}.{counting[0]} sets self.epoch, which is shmaug.Sequence's "
+             f"own count of its passes (setting it seeks: the next pass serves that epoch), "
+             f"and Keras calls on_epoch_end once more than its epochs: `self.epoch += 1` "
+             f"skips every other epoch's order and draws. Fix: drop that line (the Sequence "
+             f"counts its epochs; read self.epoch), or name your counter otherwise.")
     own = vars(cls).get("__getitem__")
-    if own is not None and not _reaches_the_facade(cls, own, set()) and \
-            multiprocessing.parent_process() is None:  # (not again in each spawned worker)
+    if own is None:
+        return
+    if not _reaches(cls, own, _FACADE_WAYS, set()):
         warn(f"{cls.__qualname__}.__getitem__ makes its batches without shmaug.Sequence's "
              f"(it never calls super().__getitem__): Keras reads every batch through it, so "
              f"shmaug's workers and `augment` never run. Fix: leave __getitem__ out "
              f"(shmaug.Sequence makes the batches from x, y and augment), or return "
              f"super().__getitem__(index) from it.")
+    elif not _reaches(cls, own, _PASS_WAYS, set()):
+        warn(f"{cls.__qualname__}.__getitem__ reads its batches by `batch` or `loader` "
+             f"(it never calls super().__getitem__), which serve a batch of the epoch the "
+             f"Sequence is at without moving its passes: under fit every epoch would be the "
+             f"same shuffle and the same draws. Fix: take the batch as "
+             f"super().__getitem__(index) and change it from there.")
 
 
-# What a __getitem__ that goes through shmaug's batches names: super(), the base's own
-# __getitem__ (``shmaug.Sequence.__getitem__(self, i)``), or the facade's batch and loader.
-_FACADE_WAYS = frozenset({"super", "__getitem__", "batch", "loader"})
+def _stored_on_self(fn: Any) -> set[str]:
+    """The attributes ``fn``'s own code sets (``self.name = ...``, ``+=``)."""
+    code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
+    return set() if code is None else {
+        i.argval for i in dis.get_instructions(code) if i.opname == "STORE_ATTR"}
 
 
-def _reaches_the_facade(cls: type, fn: Any, seen: set[str]) -> bool:
+# What a __getitem__ that goes through shmaug's passes names: super() or the base's own
+# __getitem__ (``shmaug.Sequence.__getitem__(self, i)``); its batches alone, those or the
+# facade's batch and loader (which serve the epoch the Sequence is at).
+_PASS_WAYS = frozenset({"super", "__getitem__"})
+_FACADE_WAYS = _PASS_WAYS | {"batch", "loader"}
+
+
+def _reaches(cls: type, fn: Any, ways: frozenset[str], seen: set[str]) -> bool:
     """Whether ``fn`` (a subclass's method, unwrapped from its decorators) may make its
-    batches through the Sequence's: it names one of ``_FACADE_WAYS``, or calls a method of
-    the subclass's own that does. Unreadable code is given the benefit of the doubt."""
+    batches one of the ``ways``: it names one, or calls a method of the subclass's own that
+    does. Unreadable code is given the benefit of the doubt."""
     fn = inspect.unwrap(fn)
     code = getattr(fn, "__code__", None)
     if code is None:
@@ -87,7 +113,7 @@ def _reaches_the_facade(cls: type, fn: Any, seen: set[str]) -> bool:
     codes, names = [code], set()
     while codes:  # with the comprehensions and lambdas inside it
         one = codes.pop()
-        if _FACADE_WAYS & set(one.co_names) or "__class__" in one.co_freevars:
+        if ways & set(one.co_names) or "__class__" in one.co_freevars:
             return True
         names |= set(one.co_names)
         codes += [c for c in one.co_consts if isinstance(c, types.CodeType)]
@@ -98,14 +124,14 @@ def _reaches_the_facade(cls: type, fn: Any, seen: set[str]) -> bool:
             continue
         if callable(inner) and f"<{id(inner)}>" not in seen:
             seen.add(f"<{id(inner)}>")
-            if _reaches_the_facade(cls, inner, seen):
+            if _reaches(cls, inner, ways, seen):
                 return True
     for name in names - seen:
         seen.add(name)
         method = next((vars(klass)[name] for klass in cls.__mro__
                        if name in vars(klass) and not from_shmaug(klass.__module__)),
                       None)
-        if callable(method) and _reaches_the_facade(cls, method, seen):
+        if callable(method) and _reaches(cls, method, ways, seen):
             return True
     return False
 
@@ -364,6 +390,40 @@ def _images_like(value: Any) -> bool:
         return np.ndim(value) in (3, 4)
     except ValueError:  # (ragged sequences of another kind: token lists)
         return False
+
+
+def side_targets(side: dict[str, Any], hooked: bool) -> None:
+    """Check the targets and weights Keras will get as they are (``hooked``: a ``targets``
+    hook makes them otherwise: what it makes meets the outputs)."""
+    if not hooked:
+        text_targets(side["y"])
+        weights_follow_targets(side["y"], side["sample_weight"])
+
+
+def set_early(seq: Any) -> dict[str, Any]:
+    """The settings (``FIXED``) a subclass's ``__init__`` set before calling the Sequence's
+    (Keras 2's order: ``self.batch_size = batch_size`` first), held against what was made
+    (``made_otherwise``)."""
+    return {name: value for name, value in vars(seq).items() if name in FIXED}
+
+
+def made_otherwise(seq: Any, early: dict[str, Any], settings: Any) -> None:
+    """Refuse a setting set before ``super().__init__`` that the Sequence was not made with:
+    it was dropped without a word (``self.augment = fn`` first, then ``super().__init__(x,
+    y)``: no augmentation; ``self.batch_size = 16``: batches of 32)."""
+    for name, value in early.items():
+        place = _GIVEN.get(name)
+        given = getattr(getattr(settings, place[0]), place[1]) if place else None
+        after = vars(seq).get(name, given)  # (as __init__ set it, or left it: the given)
+        held = given if after is value else after
+        if name == "use_multiprocessing" or _same(held, value) or _same(given, value):
+            continue
+        raise AttributeError(
+            f"{type(seq).__qualname__}.__init__ set self.{name} to {got(value)} before "
+            f"calling super().__init__(...), which made the Sequence with {name}="
+            f"{got(held)}: its workers and order were made from that, so yours would be "
+            f"dropped without a word. Fix: pass {name}= to super().__init__(...) and drop "
+            f"that line.")
 
 
 def text_targets(y: Any) -> None:
@@ -713,10 +773,11 @@ def hooks_started(seq: Sequence, rt: Runtime, facade: frozenset[str]) -> None:
 
 
 def hooks_unchanged(seq: Sequence, rt: Runtime) -> None:
-    """Tell, once, the attributes the worker hooks read that changed since the workers
-    started, where worker processes hold the copy."""
+    """Tell the attributes the worker hooks read that changed since the workers started,
+    where worker processes hold the copy: once for each new value (a progressive resize's
+    second stage went untold)."""
     loader = rt.running
-    if not rt.hook_prints or rt.warned_hooks or loader is None or not loader.pids:
+    if not rt.hook_prints or loader is None or not loader.pids:
         return  # (workers=0 reads the instance itself)
     try:
         now = _fingerprints(seq, frozenset(rt.hook_prints))
@@ -725,9 +786,10 @@ def hooks_unchanged(seq: Sequence, rt: Runtime) -> None:
         rt.hook_prints = {}
         return
     changed = sorted(name for name, digest in rt.hook_prints.items() if now.get(name) != digest)
-    if not changed:
+    new = {(name, now.get(name)) for name in changed} - rt.told_hooks
+    if not new:
         return
-    rt.warned_hooks = True
+    rt.told_hooks |= new
     names = ", ".join(f"`self.{name}`" for name in changed)
     hooks = " and ".join(f"{type(seq).__qualname__}.{hook}" for hook in WORKER_HOOKS
                          if seq.overrides(hook))

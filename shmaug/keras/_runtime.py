@@ -71,7 +71,7 @@ class Runtime:
     # what the worker hooks read, as the first workers started (_checks.hooks_started);
     # None before
     hook_prints: dict[str, bytes] | None = None
-    warned_hooks: bool = False  # a change of it was told
+    told_hooks: set[tuple[str, Any]] = field(default_factory=set)  # changes told: (name, print)
     read_by_hand: bool = False  # a loop by hand (no Keras pass, no fit) read in order since
     # the last on_epoch_end
     warned_order: bool = False  # a loop by hand reading a training set in order was told

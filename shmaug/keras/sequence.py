@@ -365,6 +365,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         pin_memory: bool | None = None,
         use_multiprocessing: bool | None = None,
     ) -> None:
+        early = facade_checks.set_early(self)  # (a subclass's settings set before this call)
         # Keras must not add threads or processes of its own on top of shmaug's (its adapter
         # starts them for workers > 1, or workers > 0 with use_multiprocessing).
         super().__init__(workers=1, use_multiprocessing=False, max_queue_size=max_queue_size)
@@ -394,10 +395,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         self._runtime = Runtime(Passes(len(options.order.plan)), data, options.pipeline,
                                 given={"x": id(x), "y": id(y), "sample_weight": id(sample_weight)})
         _MADE.add(self)
-        if not self.overrides("targets"):  # (else what the hook makes meets the outputs)
-            side = self._runtime.side
-            facade_checks.text_targets(side["y"])
-            facade_checks.weights_follow_targets(side["y"], side["sample_weight"])
+        facade_checks.side_targets(self._runtime.side, self.overrides("targets"))
         self.batch_size: int = options.order.plan.batch_size
         self.seed: int = options.order.seed
         self.mix: Mix | None = options.pipeline.mix  # with its classes known from y
@@ -405,6 +403,7 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
         self.shuffle: bool | str | None = True if options.order.weights is not None \
             else cast("bool | str | None", self._settings.batches.shuffle)  # (checked)
         self._set_order(options.order)
+        facade_checks.made_otherwise(self, early, self._settings)
         _distribution.follow(self)  # a multi-process Keras distribution set already
 
     if not TYPE_CHECKING:  # (mypy would take every attribute for one this may answer)

@@ -156,9 +156,12 @@ def test_an_attribute_the_workers_hooks_read_changed_after_they_started_is_told(
             list(seq)
             seq.level = 3
             levels = {float(xb.max()) for xb, _ in seq}
+            list(seq)  # (told once for that value)
+            seq.level = 4  # a progressive resize's second stage went untold
+            list(seq)
     about = [w for w in told if "self.level" in str(w.message)]
     if workers:
-        assert levels == {0.0} and len(about) == 1  # the workers' copy, and said so
+        assert levels == {0.0} and len(about) == 2  # the workers' copy, and said so
         assert "Leveled.augment" in str(about[0].message) and "self.seen" not in str(
             about[0].message)
     else:

@@ -209,6 +209,66 @@ def test_a_getitem_that_makes_batches_itself_is_told_it_bypasses_the_workers():
                 return super().__getitem__(index)
 
 
+def test_a_getitem_that_reads_by_batch_is_told_its_epochs_would_not_move():
+    """``self.batch(index)`` (or the loader's) in a __getitem__ that post-processes serves
+    the epoch the Sequence is at: fit trained on epoch 0's shuffle and draws every epoch."""
+    for name, body in (("ByBatch", "self.batch(index)"),
+                       ("ByLoader", "self.loader.batch(index)")):
+        with pytest.warns(shmaug.ShmaugWarning, match=rf"{name}.__getitem__ reads its "
+                                                      rf"batches by `batch` or `loader`.*same "
+                                                      rf"shuffle.*super\(\).__getitem__"):
+            exec(f"class {name}(shmaug.Sequence):\n"
+                 f"    def __getitem__(self, index):\n"
+                 f"        xb, yb = {body}\n"
+                 f"        return xb / 255, yb\n", {"shmaug": shmaug})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        class Both(shmaug.Sequence):  # noqa: F841  # super() for the pass, batch for a peek
+            def __getitem__(self, index):
+                xb, yb = super().__getitem__(index)
+                return xb, yb, self.batch(0)[1]
+
+
+def test_an_epoch_hook_counting_self_epoch_is_told_it_skips_epochs():
+    """Keras 2's ``self.epoch += 1`` in on_epoch_end seeks the Sequence's own count (and
+    Keras calls on_epoch_end once more than its epochs): epochs 1, 3, 5 were served."""
+    with pytest.warns(shmaug.ShmaugWarning, match=r"Counting.on_epoch_end sets self.epoch.*"
+                                                  r"skips every other epoch"):
+        class Counting(shmaug.Sequence):  # noqa: F841
+            def on_epoch_end(self):
+                super().on_epoch_end()
+                self.epoch += 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        class Reading(shmaug.Sequence):  # noqa: F841
+            def on_epoch_end(self):
+                super().on_epoch_end()
+                self.last = self.epoch
+
+
+@pytest.mark.parametrize("name, value, given", [
+    ("augment", staticmethod(lambda image, rng: image[::-1]), None),
+    ("batch_size", 16, 32), ("shuffle", True, None), ("sampling_weights", np.ones(10), None)])
+def test_a_setting_set_before_super_init_is_refused_not_dropped(name, value, given):
+    """Keras 2's order (``self.augment = fn`` first, then ``super().__init__(x, y)``) made
+    the Sequence with the default and dropped the subclass's value without a word."""
+    value = value.__func__ if isinstance(value, staticmethod) else value
+
+    class Early(shmaug.Sequence):
+        def __init__(self, x, **kwargs):
+            setattr(self, name, value)
+            super().__init__(x, **kwargs)
+
+    with pytest.raises(AttributeError, match=rf"Early.__init__ set self.{name} to .* before "
+                                             rf"calling super\(\).__init__.*{name}="
+                                             rf"{given}.*Fix: pass {name}= to super"):
+        Early(X, workers=0)
+    with Early(X, workers=0, **{name: value}) as seq:  # the same passed on: kept
+        assert getattr(seq, name) is value or name == "batch_size" and seq.batch_size == 16
+
+
 def test_a_refused_target_is_named_where_it_lies_in_the_users_y():
     """The facade keeps ``y`` beside its other inputs: the error names the user's own
     ``y['bounding_boxes']['boxes']``, not the place inside."""

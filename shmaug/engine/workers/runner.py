@@ -503,7 +503,10 @@ def _shape_fix(made: tuple[int, ...], expected: tuple[int, ...], maker: str,
                 f"make {maker} end in one size (a `resize` or `crop`; a square one before "
                 f"`rot90`), or keep to half turns (`Maybe(Op('rot90', k=2))`)")
     if not images or made[:2] != expected[:2]:
-        return f"make {maker} return one shape for every sample (resize, crop or pad)"
+        return (f"make {maker} return one shape for every sample (resize, crop or pad); a "
+                f"size changed on purpose between epochs (a progressive resize) takes a new "
+                f"Sequence or Loader per size (docs/loader.md, \"Changing settings between "
+                f"epochs\")")
     channels = ("one channel, (H, W)" if len(expected) == 2 else
                 f"{expected[2]} channels, (H, W, {expected[2]})")
     return (f"give every image {channels}: convert one of another channel count (grayscale "
