@@ -426,16 +426,37 @@ def made_otherwise(seq: Any, early: dict[str, Any], settings: Any) -> None:
             f"that line.")
 
 
+def _text_example(value: np.ndarray) -> str:
+    """An array of text's dtype and first entry, as a message shows them."""
+    first = value.flat[0]
+    return f"{value.dtype}, e.g. " + (repr(str(first)) if isinstance(first, str)
+                                      else repr(bytes(first)))
+
+
+def text_inputs(inputs: dict[str, Any] | None, caller: str) -> None:
+    """Refuse, as Keras' adapter begins a pass, an input beside the images that holds text
+    (captions): it stopped ``caller`` at its first batch with Keras' bare "Invalid dtype:
+    str544". A loop of one's own, or ``to_tf_dataset()``, takes text: not refused there."""
+    for key, value in (inputs or {}).items():
+        if tree.holds_text(value):
+            raise ArgumentError(
+                f"`x[{key!r}]` holds text ({_text_example(value)}), but Keras reads a "
+                f"PyDataset's batches as numbers: {caller} would stop at its first batch "
+                f"with Keras' \"Invalid dtype\". Fix: turn the text into numbers once (token "
+                f"ids padded to one length, e.g. a keras.layers.TextVectorization adapted "
+                f"on it, then called on it), or batch by batch in a `model_inputs` hook; on "
+                f"the TensorFlow backend, {caller}(seq.to_tf_dataset()) carries it as "
+                f"tf.string, for a model that takes text.")
+
+
 def text_targets(y: Any) -> None:
     """Labels as text (a DataFrame's class names) passed every check and stopped ``fit`` at
     its first step with Keras' "Invalid dtype: str288": refused when the Sequence is made,
     naming the encoding. (A ``targets`` hook may turn them into numbers: not called then.)"""
     for at, value in tree.leaves(y):
         if tree.holds_text(value):
-            first = value.flat[0]
-            example = repr(str(first)) if isinstance(first, str) else repr(bytes(first))
             raise ArgumentError(
-                f"`{tree.shown(at)}` holds text ({value.dtype}, e.g. {example}), but "
+                f"`{tree.shown(at)}` holds text ({_text_example(value)}), but "
                 f"Keras' losses and metrics take numbers: fit would stop at its first step. "
                 f"Fix: encode the labels once, e.g. `codes, class_names = pd.factorize(labels)` "
                 f"(a pandas Categorical: `labels.cat.codes`; or sklearn's LabelEncoder), and "

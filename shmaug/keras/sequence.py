@@ -768,6 +768,9 @@ def _check_keras_pass(seq: Sequence) -> None:
     first (Keras standardizes that batch, with ``fit``'s ``class_weight``, before any
     epoch begins)."""
     facade_checks.labels_for_the_loss(stack.trainer_call(), _labelled(seq))
+    if not seq.overrides("model_inputs"):
+        facade_checks.text_inputs(seq._runtime.side["inputs"],
+                                  (stack.trainer_call() or ("fit",))[0])
     if not seq.overrides("targets"):
         facade_checks.one_output_for_class_weight(for_outputs(seq.targets_as_given()),
                                                   stack.fit_argument("class_weight"))

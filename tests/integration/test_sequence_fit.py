@@ -306,6 +306,25 @@ def test_a_dict_x_finds_its_images_as_a_source_or_a_list_of_several_sizes(tmp_pa
             np.testing.assert_array_equal(inputs["pixels"][:, 0, 0, 0], 40 * targets)
 
 
+def test_text_beside_the_images_is_refused_as_keras_begins_a_pass_not_by_hand():
+    """Captions in a dict `x` stopped fit at its first batch with Keras' bare "Invalid
+    dtype: str544"; a loop of one's own reads them (and to_tf_dataset carries them)."""
+    x, y = data(16)
+    captions = [f"a photo of {i}" for i in range(16)]
+    img = keras.Input((SIDE, SIDE, 1), name="image")
+    model = keras.Model(img, keras.layers.Dense(CLASSES)(keras.layers.Flatten()(img)))
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with shmaug.Sequence({"image": x, "caption": captions}, y, batch_size=8, workers=0,
+                         image_key="image") as seq:
+        assert list(seq[1][0]["caption"][:1]) == ["a photo of 8"]
+        for call in (model.fit, model.predict):
+            with pytest.raises(shmaug.ArgumentError, match=rf"`x\['caption'\]` holds text "
+                                                           rf"\(<U\d+, e.g. 'a photo of 0'\).*"
+                                                           rf"{call.__name__} would stop.*"
+                                                           rf"TextVectorization"):
+                call(seq, verbose=0)
+
+
 def test_per_output_weights_fit_cannot_use_are_refused_as_fit_begins():
     """Second review: a weights dict without an output that has a loss stopped fit with
     Keras' bare KeyError ('score'), and class_weight beside two outputs with an IndexError;

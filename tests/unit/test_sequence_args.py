@@ -230,6 +230,16 @@ def test_a_getitem_that_reads_by_batch_is_told_its_epochs_would_not_move():
                 return xb, yb, self.batch(0)[1]
 
 
+def test_ragged_token_inputs_are_told_to_pad_with_0_not_minus_1():
+    """Token ids beside the images padded with -1, as told, reached an Embedding as the
+    last real token's row; Keras pads with 0 (mask_zero=True)."""
+    tokens = [[1, 2, 3][:1 + i % 3] for i in range(10)]
+    with pytest.raises(shmaug.ArgumentError, match=r"`x\['tokens'\]`.*pad_sequences\("
+                                                   r"x\['tokens'\], padding='post'\)` \(0, "
+                                                   r"which an Embedding with mask_zero"):
+        shmaug.Sequence({"image": X, "tokens": tokens}, workers=0, image_key="image")
+
+
 def test_an_epoch_hook_counting_self_epoch_is_told_it_skips_epochs():
     """Keras 2's ``self.epoch += 1`` in on_epoch_end seeks the Sequence's own count (and
     Keras calls on_epoch_end once more than its epochs): epochs 1, 3, 5 were served."""

@@ -396,7 +396,10 @@ def _of_several_sizes(arrays: list[np.ndarray], kind: str, shown: str, as_tuple:
     if images and len(dtypes) > 1:
         raise ArgumentError(
             f"`x` as {kind} holds images of several dtypes ({', '.join(dtypes)}). Fix: "
-            f"convert them to one as you read them, e.g. `image.astype(np.float32)`.")
+            f"convert them to one as you read them, in one range too: a float image in "
+            f"[0, 1] beside uint8 ones as `(image * 255).round().astype(np.uint8)`, or every "
+            f"image as float32 in [0, 1] (`image.astype(np.float32) / 255` for a uint8 one), "
+            f"then value_range= that range.")
     raise ArgumentTypeError(
         f"`x` as {kind} must hold images (H, W) or (H, W, C) (C up to 4) of a numeric dtype; "
         f"received {len(arrays)} items of shape(s) {shown} and dtype {arrays[0].dtype}. Fix: "
@@ -592,6 +595,10 @@ def _ragged(name: str, value: Any, why: str) -> str:
                 + " (docs/detection.md).")
     floats = ", dtype='float32'" if any(np.asarray(e).dtype.kind == "f" for e in entries) \
         else ""
+    if name.startswith("x"):  # (token ids into the model: 0 is Keras' padding, mask_zero)
+        return (f"{said}. Fix: pad them to one length, e.g. `keras.utils.pad_sequences("
+                f"{name}, padding='post'{floats})` (0, which an Embedding with "
+                f"mask_zero=True leaves out: keep 0 for no token).")
     return (f"{said}. Fix: pad them to one length, e.g. `keras.utils.pad_sequences({name}, "
             f"padding='post', value=-1{floats})`, and pass each one's length beside them "
             f"where the loss needs it (a CTC loss: docs/ops.md#text-lines-ocr-handwriting).")
