@@ -595,7 +595,9 @@ def validation_labels(mix: Any, validation: Any) -> None:
 def validation_classes(x: Any, validation_x: Any) -> None:
     """The sources a training Sequence and its validation Sequence read their labels from,
     whose classes have other numbers (a fold or a holdout without one class numbers the
-    others from 0, as Keras' loaders do): its labels would be scored as other classes.
+    others from 0, as Keras' loaders do): its labels would be scored as other classes; or
+    whose one-hot rows are of another width (a holdout without the last class, or of class
+    ids without names: Keras' bare shape error, or a silent loss on a narrower row).
     Refused naming both maps; None (labels of their own) passes."""
     train = getattr(x, "class_names", None) or ()
     val = getattr(validation_x, "class_names", None) or ()
@@ -613,6 +615,15 @@ def validation_classes(x: Any, validation_x: Any) -> None:
             f"ImageRecords' constructors (from_bytes, from_huggingface, ...) and "
             f"from_directory (whose class_names name its folders: an empty folder for each "
             f"class it lacks).")
+    widths = [np.shape(getattr(s, "labels", None)) for s in (x, validation_x)]
+    if all(len(w) == 2 for w in widths) and widths[0][1] != widths[1][1]:
+        raise ArgumentError(
+            f"`validation_data`'s one-hot labels are {widths[1][1]} wide against the "
+            f"training data's {widths[0][1]} (its classes {list(val) or 'ids'} against "
+            f"{list(train) or 'ids'}): a holdout without a class, or class ids numbered by "
+            f"the largest in each part. Fix: give both sources every class, in one order: "
+            f"`classes=` to from_dataframe (for class ids, `classes=list(range(k))`), "
+            f"`class_names=` to from_paths and from_directory.")
 
 
 def labels_for_the_loss(call: tuple[str, Any] | None, labelled: bool) -> None:

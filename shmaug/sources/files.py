@@ -414,6 +414,7 @@ class ImageFiles(O.ImageSource):
                     f"{columns}. Fix: pass `{name}=` one of them."
                 )
         paths = dataframe[x_col].tolist()
+        _no_gaps(dataframe, x_col, "path", x_col)
         F.refuse_encoded(paths, f"`x_col`={x_col!r}")
         paths = [str(p) for p in paths]
         if directory is not None:
@@ -450,6 +451,23 @@ class ImageFiles(O.ImageSource):
         return self.paths
 
 
+def _no_gaps(dataframe: Any, col: str, what: str, x_col: str) -> None:
+    """Refuse missing values in column ``col`` (``what`` each row holds), naming the first
+    row (a NaN path became the file 'nan', told it had no extension)."""
+    column = dataframe[col]
+    isna = getattr(column, "isna", None)  # (pandas' NA has no truth value: its own test)
+    gaps = isna().tolist() if callable(isna) else [v is None or v != v for v in column]
+    missing = [row for row, gap in enumerate(gaps) if gap]
+    if missing:
+        name = "x_col" if col == x_col else "y_col"
+        beside = "" if col == x_col else f" ({dataframe[x_col].iloc[missing[0]]!r})"
+        raise ArgumentError(
+            f"`{name}`={col!r} has no {what} in {len(missing)} row(s), e.g. index "
+            f"{dataframe.index[missing[0]]!r}{beside}. Fix: leave them out, "
+            f"df.dropna(subset=[{col!r}])" + (", or give them a class." if what == "label"
+                                             else "."))
+
+
 def _frame_labels(dataframe: Any, x_col: str, y_col: str, classes: Sequence[str] | None
                   ) -> tuple[list[Any], Sequence[str] | None]:
     """The labels in ``y_col`` and the class names, checked: no missing label, one class per
@@ -458,14 +476,7 @@ def _frame_labels(dataframe: Any, x_col: str, y_col: str, classes: Sequence[str]
     training set does)."""
     column = dataframe[y_col]
     labels = column.tolist()
-    isna = getattr(column, "isna", None)  # (pandas' NA has no truth value: its own test)
-    gaps = isna().tolist() if callable(isna) else [v is None or v != v for v in labels]
-    missing = [row for row, gap in enumerate(gaps) if gap]
-    if missing:
-        raise ArgumentError(
-            f"`y_col`={y_col!r} has no label in {len(missing)} row(s), e.g. index "
-            f"{dataframe.index[missing[0]]!r} ({dataframe[x_col].iloc[missing[0]]!r}). Fix: "
-            f"leave them out, df.dropna(subset=[{y_col!r}]), or give them a class.")
+    _no_gaps(dataframe, y_col, "label", x_col)
     several = next((v for v in labels if isinstance(v, (list, tuple, set, np.ndarray))), None)
     if several is not None:
         raise ArgumentTypeError(

@@ -6,6 +6,7 @@ import importlib.util
 import multiprocessing
 import os
 import pickle
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -134,7 +135,11 @@ def test_a_dataframes_labels_are_refused_with_the_fix_where_they_are_not_one_cla
              (df.assign(**{"class": [["ant"], ["bee", "ant"], ["cat"]]}), {},
               r"several classes per row.*MultiLabelBinarizer"),
              (df, {"classes": ["ant", "bee"]}, r"`classes`=\['ant', 'bee'\] leaves out.*\['cat'\]"
-              r".*isin\(\['ant', 'bee'\]\)")]
+              r".*isin\(\['ant', 'bee'\]\)"),
+             # a NaN path became the file 'nan', told it had no extension
+             (df.assign(filename=["ant/0.png", float("nan"), "cat/0.png"]), {},
+              r"`x_col`='filename' has no path in 1 row\(s\), e.g. index 1\. Fix: leave "
+              r"them out, df.dropna\(subset=\['filename'\]\)\.$")]
     for frame, given, fix in cases:
         with pytest.raises((shmaug.ArgumentError, shmaug.ArgumentTypeError), match=fix):
             ImageFiles.from_dataframe(frame, folder, **given)
@@ -150,6 +155,46 @@ def test_a_categorical_column_numbers_every_category_also_those_a_subset_lacks(f
     assert files.class_indices == {"ant": 0, "bee": 1, "cat": 2}  # sorted, as names always are
     assert files.labels.tolist() == [1, 2]
     assert "classes=" not in repr(files)  # inferred, not passed: the repr shows the call made
+
+
+@pytest.mark.parametrize("labels, told", [
+    (["dog", "dog ", "cat"], r"'dog' and 'dog ' differ only in case or in spaces"),
+    (["DOG", "dog", "cat"], r"'DOG' and 'dog' differ only in case"),
+    (["cat|dog", "cat", "dog"], r"such as 'cat\|dog' look like several labels joined by '\|'.*"
+                                r"MultiLabelBinarizer.*split\('\|'\)"),
+    (["bird;cat", "bird;dog", "cat"], r"joined by ';'")])
+def test_class_names_that_look_like_typos_or_joined_labels_are_told(folder, labels, told):
+    """A hand-made CSV's 'dog ' and 'DOG', or its multi-label 'cat|dog' column, became
+    classes of their own without a word."""
+    paths = [str(folder / p) for p in ("ant/0.png", "bee/0.jpg", "cat/0.png")]
+    with pytest.warns(shmaug.ShmaugWarning, match=told):
+        ImageFiles.from_paths(paths, labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ImageFiles.from_paths(paths, ["cat", "dog", "Smith, J."])  # (a comma alone: no join)
+
+
+@needs_keras
+def test_validation_one_hot_rows_of_another_width_are_refused_when_fit_begins(folder):
+    """A holdout without the last class, or of class ids (no names), made narrower one-hot
+    rows: Keras' bare shape error, or (ids of class 0 alone, width 1) a silent fit."""
+    from tests._ops import tiny_model
+
+    pd = pytest.importorskip("pandas")
+    rows = pd.DataFrame({"filename": ["ant/0.png", "bee/0.jpg", "cat/0.png"] * 2,
+                         "class": ["ant", "bee", "cat"] * 2, "cid": [0, 1, 2] * 2})
+    model = tiny_model((8, 8, 3), 3)
+    model.compile("sgd", "categorical_crossentropy")
+    for col in ("class", "cid"):
+        made = [ImageFiles.from_dataframe(part, folder, y_col=col, image_size=(8, 8),
+                                          label_mode="categorical")
+                for part in (rows, rows[rows[col].isin(["ant", "bee", 0])])]
+        with shmaug.Sequence(made[0], batch_size=4, workers=0) as t, \
+                shmaug.Sequence(made[1], batch_size=4, workers=0) as v:
+            with pytest.raises(shmaug.ArgumentError, match=r"one-hot labels are (2|1) wide "
+                                                           r"against the training data's 3.*"
+                                                           r"classes=list\(range\(k\)\)"):
+                model.fit(t, validation_data=v, epochs=1, verbose=0)
 
 
 @needs_keras
@@ -181,7 +226,8 @@ def test_validation_files_numbering_their_classes_otherwise_are_refused_when_fit
 def test_paths_without_an_extension_are_told_to_add_it(folder):
     """A Kaggle table's image ids were told "convert or drop those files"."""
     with pytest.raises(shmaug.ArgumentError, match=r"1 path\(s\) have no extension, e.g. .*"
-                                                   r"ant/0'.*df\['id'\] \+ '.jpg'"):
+                                                   r"ant/0'.*df\['id'\].astype\(str\) \+ "
+                                                   r"'.jpg'"):
         ImageFiles.from_paths([str(folder / "ant" / "0")], [0])
     with pytest.raises(shmaug.ArgumentError, match=r"extension shmaug does not decode.*convert"):
         ImageFiles.from_paths([str(folder / "cat" / "notes.txt")], [0])

@@ -467,7 +467,7 @@ def check_extensions(paths: Sequence[str]) -> None:
         raise ArgumentError(
             f"{len(bare)} path(s) have no extension, e.g. {bare[0]!r} (image ids, not file "
             f"names?); shmaug reads {', '.join(EXTENSIONS)} files. Fix: add the files' "
-            f"extension, e.g. df['id'] + '.jpg', or name the files as they are on disk.")
+            f"extension, e.g. df['id'].astype(str) + '.jpg', or name the files as they are on disk.")
     if bad:
         raise ArgumentError(
             f"{len(bad)} path(s) have an extension shmaug does not decode, e.g. {bad[0]!r}; "
@@ -515,17 +515,43 @@ def _normalized_apart(wanted: Sequence[str], present: Sequence[str]) -> str:
     return ""
 
 
-def _warn_normalized_twins(names: Sequence[str]) -> None:
-    """Warn where two class names differ only in their Unicode normalization: they print
-    alike, and are two classes (as in Keras), which a model then learns apart."""
-    seen: dict[str, str] = {}
+def _warn_twins(names: Sequence[str]) -> None:
+    """Warn where two class names differ only in their Unicode normalization (they print
+    alike), or in case or spaces at their ends (a hand-made CSV's 'dog ' and 'DOG'): they
+    are two classes (as in Keras), which a model then learns apart."""
+    by_form: dict[str, str] = {}
+    by_text: dict[str, str] = {}
     for name in names:
-        twin = seen.setdefault(unicodedata.normalize("NFC", name), name)
+        twin = by_form.setdefault(unicodedata.normalize("NFC", name), name)
         if twin != name:
             warn(f"Class names {twin!r} and {name!r} differ only in their Unicode "
                  f"normalization (NFC against NFD, as macOS writes names): they print alike "
                  f"and are two classes. Fix: normalize the labels first, e.g. "
                  f"[unicodedata.normalize('NFC', label) for label in labels].")
+            return
+        twin = by_text.setdefault(name.strip().casefold(), name)
+        if twin != name:
+            warn(f"Class names {twin!r} and {name!r} differ only in case or in spaces at "
+                 f"their ends: they are two classes. Fix: tidy the labels first, e.g. "
+                 f"df[y_col].str.strip().str.lower() (or pass `classes=` to see them all).")
+            return
+    _warn_joined(names)
+
+
+def _warn_joined(names: Sequence[str]) -> None:
+    """Warn where class names look like several labels joined ('cat|dog' beside 'cat', or
+    parts that recur): a CSV's multi-label column, taken as one class per combination."""
+    known = set(names)
+    for sep in "|;,":
+        joined = [n for n in names if sep in n]
+        parts = Counter(p.strip() for n in joined for p in set(n.split(sep)))
+        if joined and any(p in known or count > 1 for p, count in parts.items()):
+            shown = ", ".join(repr(n) for n in joined[:3])
+            warn(f"Class names such as {shown} look like several labels joined by {sep!r}: "
+                 f"each combination is taken as a class of its own. Fix, for multi-label "
+                 f"rows: y_col=None, and as the loader's `y` the multi-hot rows "
+                 f"sklearn.preprocessing.MultiLabelBinarizer().fit_transform(df[col].str"
+                 f".split({sep!r})), with a sigmoid output and binary cross-entropy.")
             return
 
 
@@ -560,7 +586,7 @@ def encode_names(
             f"those images out, e.g. df.dropna(subset=['label']), or give them a class.")
     if all(isinstance(v, str) for v in values):
         names = tuple(class_names) if class_names is not None else tuple(sorted(set(values)))
-        _warn_normalized_twins(names)
+        _warn_twins(names)
         lookup = {name: i for i, name in enumerate(names)}
         unknown = sorted(set(values) - set(lookup))
         if unknown:
