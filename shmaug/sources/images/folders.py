@@ -467,7 +467,8 @@ def check_extensions(paths: Sequence[str]) -> None:
         raise ArgumentError(
             f"{len(bare)} path(s) have no extension, e.g. {bare[0]!r} (image ids, not file "
             f"names?); shmaug reads {', '.join(EXTENSIONS)} files. Fix: add the files' "
-            f"extension, e.g. df['id'].astype(str) + '.jpg', or name the files as they are on disk.")
+            f"extension, e.g. df['id'].astype(str) + '.jpg', or name the files as they are "
+            f"on disk.")
     if bad:
         raise ArgumentError(
             f"{len(bad)} path(s) have an extension shmaug does not decode, e.g. {bad[0]!r}; "
