@@ -845,19 +845,23 @@ def check_picklable(fn: Any, name: str = "augment") -> bytes:
     except Exception:
         found = _first_unpicklable(fn, name)
     path, bad, exc = found if found is not None else (name, fn, Exception("unknown"))
-    what = getattr(bad, "__qualname__", None) or type(bad).__qualname__
+    owner = getattr(bad, "__self__", None)  # (a bound method: named by its object's class)
+    what = (f"{type(owner).__qualname__}.{bad.__name__}" if owner is not None and
+            not inspect.ismodule(owner) and hasattr(bad, "__name__") else
+            getattr(bad, "__qualname__", None) or type(bad).__qualname__)
     local = _local_kind(bad)
     kind = local or f"a {type(bad).__name__} object"
     held = None if local else _held(bad)
     if held is not None:
+        where, handle, top = held
         raise NotPicklableError(
             f"`{name}` cannot be pickled for the worker processes: `{path}` ({what}) holds "
-            f"`{held}`, a {type(_state(bad)[held]).__name__}, and pickling it failed with "
+            f"`{where}`, a {type(handle).__name__}, and pickling it failed with "
             f"{type(exc).__name__}: {exc}. An open file, database or connection (h5py, LMDB, "
             f"sqlite3, a file object) cannot go to another process. Fix: open it in each "
-            f"process on first use (`self.{held} = None` in __init__, opened in the method "
+            f"process on first use (`self.{top} = None` in __init__, made in the method "
             f"that reads it while it is None), and leave it out of the pickle: def "
-            f"__getstate__(self): return {{**self.__dict__, {held!r}: None}} "
+            f"__getstate__(self): return {{**self.__dict__, {top!r}: None}} "
             f"(docs/loader.md#files-databases-and-handles).")
     raise NotPicklableError(
         f"`{name}` cannot be pickled for the worker processes: `{path}` ({what}) is {kind} "
@@ -899,7 +903,17 @@ def is_handle(value: Any) -> bool:
     return False
 
 
-def _held(obj: Any) -> str | None:
-    """The first open handle ``obj`` (or a bound method's object) pickles with (``is_handle``),
-    by its attribute's name; None where it holds none."""
-    return next((key for key, value in _state(obj).items() if is_handle(value)), None)
+def _held(obj: Any) -> tuple[str, Any, str] | None:
+    """The first open handle ``obj`` (or a bound method's object) pickles with (``is_handle``):
+    where it lies (an attribute, or one level inside one: a dict's entry, a helper object's
+    attribute), the handle, and the attribute to leave out; None where it holds none."""
+    for key, value in _state(obj).items():
+        if is_handle(value):
+            return key, value, key
+        inner = value.items() if isinstance(value, dict) else _state(value).items() \
+            if not isinstance(value, (list, tuple, np.ndarray)) else ()
+        for sub, item in inner:
+            if is_handle(item):
+                return (f"{key}[{sub!r}]" if isinstance(value, dict) else f"{key}.{sub}",
+                        item, key)
+    return None

@@ -210,6 +210,39 @@ def test_a_quarter_turn_of_non_square_images_is_told_its_sides_swapped():
             loader.batch(0)
 
 
+class _PilImages:
+    """A torchvision-style source: `load` returns a PIL image (or, below, the encoded file)."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def load(self, index: int):
+        from PIL import Image
+
+        return Image.fromarray(np.full((6, 8, 3), 10 * index, np.uint8))
+
+
+class _EncodedImages(_PilImages):
+    def load(self, index: int):
+        import io
+
+        out = io.BytesIO()
+        super().load(index).save(out, "PNG")
+        return out.getvalue()
+
+
+def test_a_load_returning_pil_images_or_bytes_is_taken_or_told_load():
+    """A PIL image from `load` went through without `augment` but reached one as a PIL
+    image (a user's function failed on it); encoded bytes were blamed on `augment`."""
+    flip = shmaug.ops.Op("hflip")
+    for augment in (None, flip):
+        with shmaug.Loader(_PilImages(), batch_size=4, workers=0, augment=augment) as loader:
+            np.testing.assert_array_equal(loader.batch(0)[0][:, 0, 0, 0], [0, 10, 20, 30])
+    with pytest.raises(shmaug.ArgumentTypeError, match=r"^`load` must return an image array;"
+                                                       r".*\(type bytes\).*from_bytes"):
+        shmaug.Loader(_EncodedImages(), batch_size=4, workers=0)
+
+
 def test_output_shape_and_dtype_are_learned_or_declared(images):
     with shmaug.Loader(images, batch_size=8, augment=_ops.noisy, workers=0) as loader:
         assert loader.output_shape == (12, 12) and loader.output_dtype == np.float32

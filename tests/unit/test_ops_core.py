@@ -205,6 +205,35 @@ def test_a_handle_held_by_a_source_or_load_is_named_with_the_lazy_open_fix() -> 
     core.check_picklable(source.load, "load")
 
 
+class _Handles:
+    """A helper holding the connection for a source."""
+
+    def __init__(self) -> None:
+        import sqlite3
+
+        self.db = sqlite3.connect(":memory:")
+
+
+class _NestedDbImages(_DbImages):
+    """The connection one level down: in a dict, or in a helper object."""
+
+    def __init__(self, in_dict: bool) -> None:
+        super().__init__()
+        self.db.close()
+        self.db = None  # type: ignore[assignment]
+        self.handles = {"db": _Handles().db} if in_dict else _Handles()
+
+
+def test_a_handle_one_level_down_is_named_with_the_attribute_to_leave_out() -> None:
+    # A zip source's {"zip": ZipFile} or helper object was told to define `load` at module
+    # level and register an op, naming the base class's method.
+    for in_dict, where in ((True, r"handles\['db'\]"), (False, r"handles.db")):
+        source = _NestedDbImages(in_dict)
+        with pytest.raises(errors.NotPicklableError, match=rf"\(_NestedDbImages.load\) holds "
+                           rf"`{where}`, a Connection.*`self.handles = None`.*'handles': None"):
+            core.check_picklable(source.load, "load")
+
+
 class _DropsItsFile:
     """Leaves its file out of the pickle already; its lock is what refuses."""
 

@@ -998,16 +998,22 @@ def blended_beside(y: Any, labels_at: Path, mix: Any) -> tuple[Path, ...]:
     return tuple(path for path, _ in beside)
 
 
-def sample_output(image: Any, target: str | None = None) -> np.ndarray:
-    """What `augment` made of sample 0: an image array, or a numeric ``target`` (a scalar
-    allowed)."""
+def sample_output(image: Any, maker: str = "`augment`", target: str | None = None
+                  ) -> np.ndarray:
+    """What ``maker`` (`augment`, or `load` where none augments) made of sample 0: an image
+    array, or a numeric ``target`` (a scalar allowed)."""
     array = np.asarray(image)
     kinds = "biuf" if target is None else "biufUS"  # string labels may follow their boxes
     if array.dtype.kind not in kinds or (array.ndim == 0 and target is None):
         what = "an image array" if target is None else f"a numeric array for {target}"
+        fix = ("decode them in it (e.g. `np.asarray(PIL.Image.open(io.BytesIO(blob))"
+               ".convert('RGB'))`), or read the blobs as `shmaug.ImageRecords.from_bytes(blobs, "
+               "labels)`, which decodes them in the workers" if maker == "`load`" and
+               isinstance(image, (bytes, bytearray, memoryview)) else
+               "return a numeric numpy array")
         raise ArgumentTypeError(
-            f"`augment` must return {what}; on sample index 0 it returned "
-            f"{got(image)}. Fix: return a numeric numpy array."
+            f"{maker} must return {what}; on sample index 0 it returned "
+            f"{got(image)}. Fix: {fix}."
         )
     return array
 

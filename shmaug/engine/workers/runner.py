@@ -278,10 +278,10 @@ class SliceRunner:
         streams = self._streams(0, np.zeros(1, np.int64))
         image, made = self._watched_sample(0, 0, next(streams) if streams is not None else None,
                                            0)
-        out = sample_output(image)
+        out = sample_output(image, self._maker)
         targets = {}
         for name, target in made.items():
-            target = sample_output(target, f"target {name!r}")
+            target = sample_output(target, self._maker, f"target {name!r}")
             targets[name] = (tuple(target.shape), dtype_text(target.dtype))
         loaded = np.asarray(decoded(self._loaded, None))  # (its range, once)
         numeric = loaded.dtype.kind in "biuf" and loaded.size > 0
@@ -339,6 +339,8 @@ class SliceRunner:
         the step, for errors)."""
         self._stage = self._load_name
         image = self._loaded = self.x[index] if self.load is None else self.load(index)
+        if self.load is not None and type(image).__module__.startswith("PIL."):
+            image = self._loaded = np.asarray(image)  # (torchvision's habit: one kind for all)
         if isinstance(image, tuple) and self.load is not None and (
                 self.augment is None or hasattr(self.augment, "with_value_range")):
             # (a function of the user's takes what its own load returns: a stereo pair)
