@@ -615,7 +615,8 @@ def validation_classes(x: Any, validation_x: Any) -> None:
             f"ImageRecords' constructors (from_bytes, from_huggingface, ...) and "
             f"from_directory (whose class_names name its folders: an empty folder for each "
             f"class it lacks).")
-    widths = [np.shape(getattr(s, "labels", None)) for s in (x, validation_x)]
+    held = [getattr(s, "labels", None) for s in (x, validation_x)]
+    widths: list[tuple[int, ...]] = [() if h is None else np.shape(h) for h in held]
     if all(len(w) == 2 for w in widths) and widths[0][1] != widths[1][1]:
         raise ArgumentError(
             f"`validation_data`'s one-hot labels are {widths[1][1]} wide against the "

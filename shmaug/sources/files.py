@@ -413,8 +413,7 @@ class ImageFiles(O.ImageSource):
                     f"`{name}`={col!r} is not a column of `dataframe`; its columns are "
                     f"{columns}. Fix: pass `{name}=` one of them."
                 )
-        paths = dataframe[x_col].tolist()
-        _no_gaps(dataframe, x_col, "path", x_col)
+        paths = _filled(dataframe, x_col, "path", x_col)
         F.refuse_encoded(paths, f"`x_col`={x_col!r}")
         paths = [str(p) for p in paths]
         if directory is not None:
@@ -451,9 +450,9 @@ class ImageFiles(O.ImageSource):
         return self.paths
 
 
-def _no_gaps(dataframe: Any, col: str, what: str, x_col: str) -> None:
-    """Refuse missing values in column ``col`` (``what`` each row holds), naming the first
-    row (a NaN path became the file 'nan', told it had no extension)."""
+def _filled(dataframe: Any, col: str, what: str, x_col: str) -> list[Any]:
+    """The values of column ``col`` (``what`` each row holds), refused where one is missing,
+    naming the first row (a NaN path became the file 'nan', told it had no extension)."""
     column = dataframe[col]
     isna = getattr(column, "isna", None)  # (pandas' NA has no truth value: its own test)
     gaps = isna().tolist() if callable(isna) else [v is None or v != v for v in column]
@@ -466,6 +465,7 @@ def _no_gaps(dataframe: Any, col: str, what: str, x_col: str) -> None:
             f"{dataframe.index[missing[0]]!r}{beside}. Fix: leave them out, "
             f"df.dropna(subset=[{col!r}])" + (", or give them a class." if what == "label"
                                              else "."))
+    return list(column.tolist())
 
 
 def _frame_labels(dataframe: Any, x_col: str, y_col: str, classes: Sequence[str] | None
@@ -475,8 +475,7 @@ def _frame_labels(dataframe: Any, x_col: str, y_col: str, classes: Sequence[str]
     names (all of them: a fold or a holdout without one class numbers the others as the
     training set does)."""
     column = dataframe[y_col]
-    labels = column.tolist()
-    _no_gaps(dataframe, y_col, "label", x_col)
+    labels = _filled(dataframe, y_col, "label", x_col)
     several = next((v for v in labels if isinstance(v, (list, tuple, set, np.ndarray))), None)
     if several is not None:
         raise ArgumentTypeError(

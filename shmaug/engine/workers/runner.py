@@ -338,9 +338,7 @@ class SliceRunner:
         """Sample ``index``, loaded and augmented, and its augmented targets (``_stage`` names
         the step, for errors)."""
         self._stage = self._load_name
-        image = self._loaded = self.x[index] if self.load is None else self.load(index)
-        if self.load is not None and type(image).__module__.startswith("PIL."):
-            image = self._loaded = np.asarray(image)  # (torchvision's habit: one kind for all)
+        image = self._loaded = self.x[index] if self.load is None else _pixels(self.load(index))
         if isinstance(image, tuple) and self.load is not None and (
                 self.augment is None or hasattr(self.augment, "with_value_range")):
             # (a function of the user's takes what its own load returns: a stereo pair)
@@ -491,6 +489,12 @@ def _several_images(out: Any) -> bool:
             v.shape[2:] == out[0].shape[2:] for v in out):
         return False
     return len(out) > 2 or out[0].shape == out[1].shape
+
+
+def _pixels(loaded: Any) -> Any:
+    """What a ``load`` returned, a PIL image (torchvision's habit) as an array: `augment`
+    takes one kind, with or without it (a user's function met a PIL image)."""
+    return np.asarray(loaded) if type(loaded).__module__.startswith("PIL.") else loaded
 
 
 def _shape_fix(made: tuple[int, ...], expected: tuple[int, ...], maker: str,
