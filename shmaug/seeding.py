@@ -143,6 +143,9 @@ def globals_kept() -> Iterator[None]:
 def rng_for(seed: int, epoch: int, index: int) -> np.random.Generator:
     """A fresh ``Generator`` for one sample. Same arguments, same stream as in the workers.
 
+    ``index`` is the sample's index in ``x``, or, where a loader draws by
+    ``sampling_weights``, its place in that epoch's draw (a sample drawn twice gets two).
+
     Example:
         >>> a = rng_for(0, 1, 7).random(); b = rng_for(0, 1, 7).random()
         >>> a == b

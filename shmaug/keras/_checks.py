@@ -89,10 +89,23 @@ def subclassed(cls: type, facade: frozenset[str]) -> None:
 
 
 def _stored_on_self(fn: Any) -> set[str]:
-    """The attributes ``fn``'s own code sets (``self.name = ...``, ``+=``)."""
+    """The attributes ``fn``'s own code sets on its first argument (``self.name = ...``,
+    ``self.name += 1``; not ``self.tracker.name = ...``): a store whose object was loaded
+    just before it, or, for ``+=``, loaded and copied before the attribute was read."""
     code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
-    return set() if code is None else {
-        i.argval for i in dis.get_instructions(code) if i.opname == "STORE_ATTR"}
+    if code is None or not code.co_argcount:
+        return set()
+    me, ops = code.co_varnames[0], list(dis.get_instructions(code))
+
+    def loads_me(i: dis.Instruction) -> bool:  # (3.13 fuses two loads: the last is on top)
+        names = i.argval if isinstance(i.argval, tuple) else (i.argval,)
+        return i.opname.startswith("LOAD_FAST") and names[-1] == me
+
+    augmented = {c.argval for a, b, c in zip(ops, ops[1:], ops[2:])
+                 if loads_me(a) and b.opname in ("COPY", "DUP_TOP") and c.opname == "LOAD_ATTR"}
+    return {i.argval for k, i in enumerate(ops) if k and i.opname == "STORE_ATTR" and (
+        loads_me(ops[k - 1]) or ops[k - 1].opname in ("SWAP", "ROT_TWO")
+        and i.argval in augmented)}
 
 
 # What a __getitem__ that goes through shmaug's passes names: super() or the base's own

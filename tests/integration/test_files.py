@@ -162,7 +162,7 @@ def test_a_categorical_column_numbers_every_category_also_those_a_subset_lacks(f
     (["DOG", "dog", "cat"], r"'DOG' and 'dog' differ only in case"),
     (["cat|dog", "cat", "dog"], r"such as 'cat\|dog' look like several labels joined by '\|'.*"
                                 r"MultiLabelBinarizer.*split\('\|'\)"),
-    (["bird;cat", "bird;dog", "cat"], r"joined by ';'")])
+    (["bird;cat", "dog", "cat"], r"joined by ';'")])
 def test_class_names_that_look_like_typos_or_joined_labels_are_told(folder, labels, told):
     """A hand-made CSV's 'dog ' and 'DOG', or its multi-label 'cat|dog' column, became
     classes of their own without a word."""
@@ -170,8 +170,11 @@ def test_class_names_that_look_like_typos_or_joined_labels_are_told(folder, labe
     with pytest.warns(shmaug.ShmaugWarning, match=told):
         ImageFiles.from_paths(paths, labels)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error")  # (from the diff review: names that are classes)
         ImageFiles.from_paths(paths, ["cat", "dog", "Smith, J."])  # (a comma alone: no join)
+        ImageFiles.from_paths(paths, ["Paris, France", "Lyon, France", "Austin, Texas"])
+        ImageFiles.from_paths(paths, ["A", "a", "b"])  # (EMNIST's letters of both cases)
+        ImageFiles.from_paths(paths, labels, class_names=sorted(set(labels)))  # (given)
 
 
 @needs_keras
@@ -439,6 +442,27 @@ def test_a_stand_in_hands_out_its_own_targets_from_the_loaders_y(tmp_path, worke
                 np.testing.assert_array_equal(yb["weight"], 1 + yb["value"])
                 np.testing.assert_array_equal(yb["tags"].argmax(1), yb["value"])
         assert loader.stats()["skipped"] == 4
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_file_that_reads_again_takes_its_own_targets_again(tmp_path, workers):
+    """From the diff review: a mark once set stayed, so a file repaired (or a read that had
+    failed once) kept handing its pixels out with its stand-in's `y`."""
+    paths = []
+    for i in range(4):
+        paths.append(tmp_path / f"{i}.png")
+        Image.fromarray(np.full((4, 4), 10 * i, np.uint8)).save(paths[-1])
+    good = paths[3].read_bytes()
+    paths[3].write_bytes(b"corrupt")
+    files = ImageFiles.from_paths([str(p) for p in paths], image_size=(4, 4),
+                                  color_mode="grayscale", on_error="skip")
+    with pytest.warns(shmaug.ShmaugWarning, match="replaced by the next readable"), \
+            shmaug.Loader(files, np.arange(4.0), batch_size=4, workers=workers) as loader:
+        xb, yb = loader.batch(0, epoch=0)
+        assert yb.tolist() == [0, 1, 2, 0] and xb[:, 0, 0, 0].tolist() == [0, 10, 20, 0]
+        paths[3].write_bytes(good)  # (repaired, as the warning's fix says)
+        xb, yb = loader.batch(0, epoch=50)  # (not prefetched before the repair, as epoch 1)
+        assert yb.tolist() == [0, 1, 2, 3] and xb[:, 0, 0, 0].tolist() == [0, 10, 20, 30]
 
 
 def _sixteen_bit_folder(root: Path) -> dict[str, np.ndarray]:

@@ -286,6 +286,19 @@ def test_targets_onehot_sparse_dict_absent_and_class_weight():
         model.fit(seq, epochs=1, verbose=0)
 
 
+def test_the_loaders_indices_name_the_batches_of_the_sequences_epoch():
+    """`seq.loader.indices(i)` (keras.md: "names the loader's batch i of the epoch") stayed
+    at epoch 0 for the Sequence's whole life: a hard-example miner pinned its losses on
+    epoch 0's samples from epoch 1 on."""
+    x, y = data(24)
+    with shmaug.Sequence(x, np.arange(24), batch_size=8, workers=0, seed=3,
+                         shuffle=True) as seq:
+        for _ in range(3):
+            for k, (_, ids) in enumerate(seq):
+                assert seq.loader.epoch == seq.epoch
+                np.testing.assert_array_equal(seq.loader.indices(k), ids)
+
+
 def test_a_dict_x_finds_its_images_as_a_source_or_a_list_of_several_sizes(tmp_path):
     """An ImageFiles source or a list of images of several sizes beside other inputs was
     "candidates (3-D or 4-D arrays): []" (or numpy's ValueError, on the list)."""

@@ -218,6 +218,18 @@ def test_a_padded_crop_moves_its_targets(border, seed) -> None:
     _moves_with_its_image(op, seed, f"crop padding=12 border={border}")
 
 
+@pytest.mark.parametrize("border", ["reflect", "replicate", "wrap"])
+def test_a_padded_crops_mask_takes_the_images_border(border) -> None:
+    """An object on the edge reflected into the padding was background in the mask."""
+    image = np.zeros((16, 16), np.uint8)
+    image[:5, :6] = 255  # (on the corner)
+    pipe = Compose([Op("crop", height=16, width=16, padding=4, border=border)])
+    for seed in range(20):
+        out, moved = pipe.augment_targets(image, {"segmentation_masks": image // 255},
+                                          np.random.default_rng(seed))
+        np.testing.assert_array_equal(moved["segmentation_masks"], out // 255)
+
+
 def _moves_with_its_image(op: Op, seed: int, name: str) -> None:
     image, targets = scene()
     pipe = Compose([op], bounding_box_format="xyxy", keypoint_format="xy")

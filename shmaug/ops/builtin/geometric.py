@@ -453,8 +453,9 @@ def crop(
     """Cut a ``height`` x ``width`` window at a random position: this op changes the shape.
 
     An int is pixels, a float in (0, 1] a fraction of the input's size. ``padding`` pixels
-    are added on each side first, filled as ``border`` says ("constant": 0; "reflect",
-    "replicate", "wrap"), as torchvision's ``RandomCrop(size, padding=, padding_mode=)``:
+    are added on each side first, filled as ``border`` says ("constant": 0 in the image's
+    own units, torchvision's fill=0; "reflect", "replicate", "wrap"; masks alike), as
+    torchvision's ``RandomCrop(size, padding=, padding_mode=)``:
     ``Op("crop", height=32, width=32, padding=4, border="reflect")`` is the CIFAR recipe,
     every whole-pixel shift in -4..4 alike.
 
@@ -463,13 +464,22 @@ def crop(
         (56, 56)
     """
     if not padding:
+        if border != "constant":
+            raise ArgumentError(
+                f"`border` of `crop` fills the padding; received border={border!r} without "
+                f"`padding`. Fix: pass padding= (pixels on each side), or leave `border` out.")
         return cut(image, height, width, "crop", lambda rows, cols: (
             int(rng.integers(0, rows + 1)), int(rng.integers(0, cols + 1))))
     h, w = check_image(image).shape[:2]  # (fractions of the image's own sides)
     rows, cols = pixels(height, "height", h), pixels(width, "width", w)
-    p = int(padding)
-    padded = moved(image, cv.pad(image, p, border_code(border)),
-                   lambda: MatrixMove(scaled(-p, -p, 1.0, 1.0), (h + 2 * p, w + 2 * p)))
+    p, code = int(padding), border_code(border)
+    if rows > h + 2 * p or cols > w + 2 * p:
+        raise ArgumentError(
+            f"`height`/`width` of `crop` expect at most the image's height {h} and width {w} "
+            f"with `padding`={p} on each side ({h + 2 * p} x {w + 2 * p}); received height "
+            f"{rows} and width {cols}. Crop smaller, pad more, or resize first.")
+    padded = moved(image, cv.pad(image, p, code), lambda: MatrixMove(  # (masks alike: exact)
+        scaled(-p, -p, 1.0, 1.0), (h + 2 * p, w + 2 * p), code, warped_nearest=True))
     return cut(padded, rows, cols, "crop", lambda r, c: (
         int(rng.integers(0, r + 1)), int(rng.integers(0, c + 1))))
 

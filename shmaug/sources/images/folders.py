@@ -531,22 +531,24 @@ def _warn_twins(names: Sequence[str]) -> None:
                  f"[unicodedata.normalize('NFC', label) for label in labels].")
             return
         twin = by_text.setdefault(name.strip().casefold(), name)
-        if twin != name:
+        if twin != name and (len(name.strip()) > 1 or twin.strip() == name.strip()):
+            # (one letter of each case may be two classes: EMNIST's 'a' and 'A')
             warn(f"Class names {twin!r} and {name!r} differ only in case or in spaces at "
                  f"their ends: they are two classes. Fix: tidy the labels first, e.g. "
-                 f"df[y_col].str.strip().str.lower() (or pass `classes=` to see them all).")
+                 f"df[y_col].str.strip().str.lower(); or, where they are two classes, pass "
+                 f"them as `classes=` (`class_names=`), which silences this.")
             return
     _warn_joined(names)
 
 
 def _warn_joined(names: Sequence[str]) -> None:
-    """Warn where class names look like several labels joined ('cat|dog' beside 'cat', or
-    parts that recur): a CSV's multi-label column, taken as one class per combination."""
+    """Warn where class names look like several labels joined: a part of one is a class
+    name itself ('cat|dog' beside 'cat'), as a CSV's multi-label column is read (one class
+    per combination); 'Paris, France' beside 'Lyon, France' is no such thing."""
     known = set(names)
     for sep in "|;,":
         joined = [n for n in names if sep in n]
-        parts = Counter(p.strip() for n in joined for p in set(n.split(sep)))
-        if joined and any(p in known or count > 1 for p, count in parts.items()):
+        if any(p.strip() in known for n in joined for p in n.split(sep)):
             shown = ", ".join(repr(n) for n in joined[:3])
             warn(f"Class names such as {shown} look like several labels joined by {sep!r}: "
                  f"each combination is taken as a class of its own. Fix, for multi-label "
@@ -587,7 +589,8 @@ def encode_names(
             f"those images out, e.g. df.dropna(subset=['label']), or give them a class.")
     if all(isinstance(v, str) for v in values):
         names = tuple(class_names) if class_names is not None else tuple(sorted(set(values)))
-        _warn_twins(names)
+        if class_names is None:  # (names given are the user's to keep: no warning)
+            _warn_twins(names)
         lookup = {name: i for i, name in enumerate(names)}
         unknown = sorted(set(values) - set(lookup))
         if unknown:

@@ -224,7 +224,10 @@ class Reader:
 
     def __call__(self, index: int) -> np.ndarray | Undecoded:
         try:
-            return self._made(index)
+            made = self._made(index)
+            if self._marks is not None:  # (read now: its own targets again, not a stand-in's)
+                self._mark(index, -1)
+            return made
         except ImageReadError as exc:
             if self.on_error == "raise":
                 raise
@@ -253,10 +256,13 @@ class Reader:
         )
 
     def _mark(self, index: int, substitute: int) -> None:
-        """Record that ``substitute`` stood in for ``index`` (its targets go with it)."""
+        """Record that ``substitute`` stood in for ``index`` (its targets go with it); -1:
+        that none did (a file that reads again after a failure takes its own targets)."""
         if isinstance(self._marks, memoryview):  # (a worker's: no numpy view, see below)
-            struct.pack_into(_MARK, self._marks, index * _MARK_SIZE, substitute + 1)
-        elif self._marks is not None:
+            at = index * _MARK_SIZE
+            if substitute >= 0 or struct.unpack_from(_MARK, self._marks, at)[0]:
+                struct.pack_into(_MARK, self._marks, at, substitute + 1)
+        elif self._marks is not None and (substitute >= 0 or self._marks[index]):
             self._marks[index] = substitute + 1
 
     def name(self, index: int) -> str:
