@@ -36,7 +36,7 @@ import numpy as np
 
 from bench.common.harness import (
 
-    base_parser, child_result, consume, prepare_out, rotated_rounds, worker_memory,
+    described, base_parser, child_result, consume, prepare_out, rotated_rounds, worker_memory,
 
 )
 from bench.common.report import environment
@@ -178,7 +178,7 @@ def report(summary: dict[str, Any], command: str, env: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = base_parser(__doc__.splitlines()[0], "bench/results/autoworkers")
+    parser = base_parser(described(__doc__), "bench/results/autoworkers")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--epochs", type=int, default=3, help="measured epochs per run")

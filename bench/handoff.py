@@ -33,10 +33,12 @@ import sys
 import time
 from typing import Any
 
-from bench.common.harness import base_parser, child_env, progress, run_json, summarize
+from bench.common.harness import (base_parser, child_env, described, missing_module, progress,
+                                  run_json, summarize)
 from bench.common.report import Row, environment, write_results
 
 BACKENDS = ("tensorflow", "jax", "torch")
+MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # (what each needs)
 CASES = ("W1 float16", "W2 uint8", "W2 float32")
 # The last, torch only: lent, but handed to Keras as numpy (as before shmaug.keras._batches),
 # which Keras' torch backend copies (np.array) before making its tensor.
@@ -212,11 +214,14 @@ def rows(backend: str, runs: list[dict[str, Any]], cpu: str) -> list[Row]:
 
 
 def main() -> None:
-    parser = base_parser(__doc__.splitlines()[0], "bench/results/handoff")
-    parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser = base_parser(described(__doc__), "bench/results/handoff")
+    parser.add_argument("--backends", default=",".join(BACKENDS),
+                        help="comma-separated Keras backends to measure (default: %(default)s)")
     parser.add_argument("--python", action="append", default=[], metavar="BACKEND=PATH",
-                        help="the interpreter for a backend (a venv that has it)")
-    parser.add_argument("--rounds", type=int, default=3)
+                        help="the interpreter for a backend (a venv that has it; the figures "
+                             "in docs/performance.md took one for jax and one for torch)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds (default: %(default)s; 1 with --quick)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -229,6 +234,12 @@ def main() -> None:
     cpu = environment().get("cpu", "?")
     bar = progress(len(backends), "backends")
     for backend in backends:
+        absent = None if backend in pythons else missing_module([MODULES.get(backend, backend)])
+        if absent is not None:  # (told as skipped, as the other benchmarks tell it)
+            bar.update()
+            all_rows.append(Row(backend, "-", "run", "", status="skipped",
+                                note=f"{absent}; pass --python {backend}=PATH of a venv with it"))
+            continue
         argv = [pythons.get(backend, sys.executable), "-m", "bench.handoff", "--child", backend,
                 "--rounds", str(args.rounds)] + (["--quick"] if args.quick else [])
         out = run_json(argv, 1800.0, env=child_env(KERAS_BACKEND=backend))

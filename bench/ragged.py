@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common.harness import (child_result, memory_of, pool_children, prepare_out,
+from bench.common.harness import (child_result, described, memory_of, pool_children, prepare_out,
                                   rotated_rounds, study_parser, worker_memory)
 from bench.common.report import cpu_model, write_study
 from bench.common.workloads import photo
@@ -120,7 +120,7 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = study_parser(__doc__.splitlines()[0], "bench/results/ragged",
+    args = study_parser(described(__doc__), "bench/results/ragged",
                         "WAY,METHOD").parse_args(argv)
     if args.child:
         way, method = args.child.split(",")

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common.harness import child_result, prepare_out, rotated_rounds, study_parser
+from bench.common.harness import child_result, described, prepare_out, rotated_rounds, study_parser
 from bench.common.report import write_study
 from bench import wait_trace
 
@@ -100,7 +100,7 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = study_parser(__doc__.splitlines()[0], "bench/results/recycle",
+    parser = study_parser(described(__doc__), "bench/results/recycle",
                           "WORKLOAD,RECYCLE,PROCESS")
     parser.add_argument("--workloads", default="W1,W2,W3")
     args = parser.parse_args(argv)

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import psutil
+from bench.common.harness import described
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -194,7 +195,7 @@ def soak(plan: Plan, out: Any) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=described(__doc__))
     parser.add_argument("--quick", action="store_true",
                         help="20 epochs, a kill every 5, one fit, rows every 10: a smoke run (CI)")
     parser.add_argument("--epochs", type=int, default=200)

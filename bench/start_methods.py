@@ -41,7 +41,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common.harness import REPO_ROOT, base_parser, child_env, progress, run_json, summarize
+from bench.common.harness import (
+    REPO_ROOT, base_parser, child_env, described, progress, run_json, summarize
+)
 from bench.common.report import Row, environment, write_results
 
 SAMPLES, BATCH, SLEEP_S = 40, 4, 0.05  # 2 s of sleep in all, in 10 batches
@@ -237,7 +239,7 @@ def rows(framework: str, results: dict[str, list[dict[str, Any]]], subclass: str
 
 
 def main() -> None:
-    parser = base_parser(__doc__.splitlines()[0], "bench/results/start_methods")
+    parser = base_parser(described(__doc__), "bench/results/start_methods")
     parser.add_argument("--framework", choices=sorted(FRAMEWORK_USE), default="tensorflow")
     parser.add_argument("--subclass", action="store_true",
                         help="the module imports Keras and subclasses shmaug.Sequence "

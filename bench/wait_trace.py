@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common.harness import base_parser, consume, prepare_out
+from bench.common.harness import base_parser, consume, described, prepare_out
 from bench.common.report import QUICK, took
 from bench.common.workloads import IMPLS, WORKLOADS, augment_for, build_data
 
@@ -69,7 +69,7 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = base_parser(__doc__.splitlines()[0], "bench/results/wait_trace/wait_trace.json")
+    parser = base_parser(described(__doc__), "bench/results/wait_trace/wait_trace.json")
     parser.add_argument("--workload", default="W1", choices=sorted(WORKLOADS))
     parser.add_argument("--impl", default="shmaug", choices=[*IMPLS, "none"],
                         help="the workload's ops: shmaug's, the users' PIL code, or none")

@@ -9,8 +9,8 @@ Owns the mechanics every benchmark needs so that each script is only its contend
   read the one JSON line it prints.
 - ``memory_of`` / ``worker_memory`` / ``pool_children`` / ``wait_gone``: USS / PSS of
   processes (psutil), by pid, and the end of the ones a benchmark started.
-- ``progress`` / ``base_parser``: a tqdm bar over the runs; ``--quick`` and ``--out``, the same
-  for every script.
+- ``progress`` / ``base_parser`` / ``described``: a tqdm bar over the runs; ``--quick`` and
+  ``--out``, the same for every script; its description, from its docstring.
 
 How a figure is written down (rows, tables, JSON) is ``report.py``'s. Timings live only here
 and in the scripts that use it, never in tests. Nothing in this module imports TensorFlow or
@@ -171,12 +171,37 @@ def report_json(payload: Any) -> None:
     sys.stdout.flush()
 
 
+@contextlib.contextmanager
+def _terminated_as_exit() -> Iterator[None]:
+    """SIGTERM (``timeout``, ``kill``, a cancelled CI job) raises SystemExit while a child
+    runs, so the child's group is killed on the way out, not left running (it outlived its
+    parent, with its workers and their shared memory, after ``timeout 300 python -m bench``)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def exit_143(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, exit_143)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_json(argv: Sequence[str], timeout_s: float, env: dict[str, str] | None = None) -> Outcome:
     """Run ``argv`` with a hard timeout; its value is the payload of its ``report_json`` line.
 
-    The child gets its own session so that on timeout its whole process group (workers
-    included) is killed; nothing else is touched. stderr passes through (progress bars).
+    The child gets its own session so that on timeout, or as this process is terminated, its
+    whole process group (workers included) is killed; nothing else is touched. stderr passes
+    through (progress bars).
     """
+    with _terminated_as_exit():
+        return _run_json(argv, timeout_s, env)
+
+
+def _run_json(argv: Sequence[str], timeout_s: float, env: dict[str, str] | None) -> Outcome:
     try:
         proc = subprocess.Popen(
             list(argv), stdout=subprocess.PIPE, stderr=None, text=True,
@@ -238,8 +263,9 @@ def missing_module(modules: Sequence[str]) -> str | None:
 def child_result(argv: Sequence[str], timeout_s: float) -> dict[str, Any]:
     """Run a child measurement (``argv``) and return the JSON object on its last stdout line;
     RuntimeError with its stderr when it fails."""
-    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
-                          env=child_env(), check=False)
+    with _terminated_as_exit():  # (run kills its child on the way out)
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
+                              env=child_env(), check=False)
     if proc.returncode:
         raise RuntimeError(f"{list(argv)} failed:\n{proc.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
@@ -300,6 +326,12 @@ def wait_gone(pids: Sequence[int], timeout_s: float) -> None:
 
 
 # -- progress and arguments ----------------------------------------------------------------------
+
+
+def described(doc: str | None) -> str | None:
+    """A script's ``--help`` description: its docstring's first paragraph, on one line (its
+    first line alone stopped mid-sentence: "...against torchvision's")."""
+    return " ".join(doc.split("\n\n")[0].split()) if doc else None
 
 
 def progress(total: int, desc: str) -> Any:

@@ -21,6 +21,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -154,6 +155,13 @@ def threads_per_core() -> int | None:
     return None
 
 
+def command() -> str:
+    """How this process was started, as a reader would type it again (``python -m
+    bench.engine --quick``): every result names its command beside its CPU."""
+    argv = list(getattr(sys, "orig_argv", sys.argv))[1:]
+    return " ".join(["python", *argv])
+
+
 def environment() -> dict[str, Any]:
     """What the numbers were measured on."""
     info: dict[str, Any] = {
@@ -165,6 +173,7 @@ def environment() -> dict[str, Any]:
         "threads_per_core": threads_per_core(),
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "command": command(),
         # Others' work on the machine skews everything: record how busy it was.
         "load_avg_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
     }
@@ -211,7 +220,8 @@ def write_results(out_dir: str | Path, name: str, rows: Sequence[Row],
     head = (f"# {name}\n\n{QUICK if meta.get('quick') else 'full run'}"
             f" · {env.get('usable_cpus')} CPUs ({env.get('cpu', '?')}) · Python {env.get('python')} · "
             f"commit {env.get('git_commit', '?')} · {env.get('time', '')} · "
-            f"load average {env.get('load_avg_1m')} at start{wall}\n\n")
+            f"load average {env.get('load_avg_1m')} at start{wall}\n\n"
+            + (f"Command: `{env['command']}`\n\n" if env.get("command") else ""))
     text = head + rows_table(rows) + "\n" + (("\n" + markdown_extra + "\n") if markdown_extra else "")
     (out / f"{name}.md").write_text(text)
     return text

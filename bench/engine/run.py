@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from bench.common.harness import base_parser, prepare_out, report_json, run_json
+from bench.common.harness import base_parser, described, prepare_out, report_json, run_json
 from bench.common.report import Row, environment, rows_from_json, write_results
 
 NAME = "engine"
@@ -79,7 +79,7 @@ def _run_sections(quick: bool, names: list[str]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(__doc__.splitlines()[0], "bench/results/engine")
+    parser = base_parser(described(__doc__), "bench/results/engine")
     parser.add_argument("--section", choices=sorted(SECTIONS), help=argparse.SUPPRESS)
     parser.add_argument("--sections", default=",".join(SECTIONS),
                         help=f"comma-separated subset of {', '.join(SECTIONS)} (default: all)")

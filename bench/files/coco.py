@@ -64,7 +64,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from bench.common.harness import (
-    base_parser, missing_module, prepare_out, rotated_rounds, summarize,
+    described, base_parser, missing_module, prepare_out, rotated_rounds, summarize,
 )
 from bench.common.report import (
     Row, environment, fmt_num, markdown_table, verdict, write_results,
@@ -394,7 +394,7 @@ def build(name: str, paths: np.ndarray, ids: np.ndarray, bs: int, workers: int,
 
 
 def parser() -> Any:
-    p = base_parser(__doc__.splitlines()[0], "bench/results/files/coco")
+    p = base_parser(described(__doc__), "bench/results/files/coco")
     p.add_argument("--no-masks", action="store_true",
                    help="images and boxes only, for every contender")
     p = run_args(p, tuple(LABELS), files=(FILES, FILES_QUICK))

@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.common.harness import base_parser, child_env, missing_module, prepare_out, summarize
+from bench.common.harness import (
+    base_parser, child_env, described, missing_module, prepare_out, summarize
+)
 from bench.common.report import environment, fmt_num, markdown_table
 from bench.files import imagenet
 from bench.files.child import run_child
@@ -150,7 +152,7 @@ def report(args: Any, argv: list[str], results: list[dict[str, Any]],
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = base_parser(__doc__.splitlines()[0], "bench/results/files")
+    p = base_parser(described(__doc__), "bench/results/files")
     args = run_args(p, tuple(LABELS), repeats=1, files=(FILES, FILES_QUICK)).parse_args(argv)
     contenders = contender_list(args.contenders, LABELS)
     prepare_out(args.out)

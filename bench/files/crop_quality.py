@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench.common.harness import described
 
 INTERPOLATIONS = ("bilinear", "bicubic", "area", "lanczos3")
 SIZE = (224, 224)
@@ -168,7 +169,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=described(__doc__))
     p.add_argument("--files", type=int, default=120)
     p.add_argument("--crops", type=int, default=3)
     p.add_argument("--out", default="")

@@ -62,7 +62,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from bench.common.harness import (
-    base_parser, child_env, missing_module, prepare_out, progress, summarize,
+    described, base_parser, child_env, missing_module, prepare_out, progress, summarize,
 )
 from bench.common.report import Row, environment, fmt_num, markdown_table, verdict, write_results
 from bench.files.child import run_child
@@ -397,7 +397,7 @@ def build(name: str, paths: np.ndarray, ids: np.ndarray, bs: int, workers: int,
 
 
 def parser() -> Any:
-    p = base_parser(__doc__.splitlines()[0], "bench/results/files")
+    p = base_parser(described(__doc__), "bench/results/files")
     return run_args(p, tuple(LABELS), repeats=1, files=(FILES, FILES_QUICK))
 
 

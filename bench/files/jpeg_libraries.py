@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from bench.common.harness import described
 
 SIZE = (224, 224)
 
@@ -100,7 +101,7 @@ def paths(extra: str | None) -> dict[str, Callable[..., Any] | str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=described(__doc__))
     p.add_argument("--files", type=int, default=60)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--path", default=None)

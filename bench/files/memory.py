@@ -47,6 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from bench.common.harness import described
 
 HERE = Path(__file__).resolve()
 SIDE = (16, 16)  # output images: an array of 1.28 million of them fits in memory (1 GB)
@@ -289,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.common.report import Row, environment, write_results
     from bench.files.data import link_tree
 
-    p = base_parser(__doc__.splitlines()[0], "bench/results/files/memory")
+    p = base_parser(described(__doc__), "bench/results/files/memory")
     p.add_argument("--files", type=int, default=1_280_000)
     p.add_argument("--small", type=int, default=10_000)
     p.add_argument("--annotated", type=int, default=100_000,

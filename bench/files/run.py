@@ -38,7 +38,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from bench.common.harness import base_parser, prepare_out, progress, summarize
+from bench.common.harness import base_parser, described, prepare_out, progress, summarize
 from bench.common.report import Row, environment, fmt_num, markdown_table, write_results
 from bench.files.child import run_child
 from bench.files.data import FOLDERS, make_folder
@@ -49,7 +49,7 @@ CAMERA_GOAL = 3.0  # the target: on camera-size JPEGs, shmaug >= 3x ImageFiles b
 
 
 def parser() -> Any:
-    p = base_parser(__doc__.splitlines()[0], "bench/results/files")
+    p = base_parser(described(__doc__), "bench/results/files")
     p.add_argument("--folders", default=",".join(FOLDERS))
     return run_args(p, DEFAULT_CONTENDERS)
 

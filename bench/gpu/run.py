@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from bench.common.harness import base_parser, deadline, prepare_out
+from bench.common.harness import base_parser, deadline, described, prepare_out
 from shmaug.platform import cpu_count
 from bench.common.report import QUICK, environment, fmt_num, markdown_table, took
 from bench.gpu.imagenet import imagenet_table
@@ -61,7 +61,7 @@ HANDED = ("uint8", "bfloat16", "float32", "float32_lent", "sequence")  # handove
 
 
 def parser() -> Any:
-    p = base_parser(__doc__.splitlines()[0], "bench/results/gpu")
+    p = base_parser(described(__doc__), "bench/results/gpu")
     p.add_argument("section", choices=("scaling", "handover", "alone", "fit", "imagenet", "pinned",
                                        "report", "all"))
     p.add_argument("--repeats", type=int, default=None, help="timed epochs per run (default 3)")

@@ -46,7 +46,7 @@ import numpy as np
 
 import shmaug
 from bench.common import pil_reference
-from bench.common.harness import Stats, prepare_out, summarize, time_calls
+from bench.common.harness import described, prepare_out, Stats, summarize, time_calls
 from bench.common.report import NOT_JUDGED, QUICK, cpu_model, fmt_times, fmt_us, took
 from bench.common.workloads import photo
 from bench.ops import albumentations_twins, keras_rows, target_rows
@@ -372,7 +372,7 @@ def plot(result: dict[str, Any], path: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ops",
-                                     description=__doc__.splitlines()[0] if __doc__ else None)
+                                     description=described(__doc__))
     parser.add_argument("--out", type=Path,
                         help="write the results as JSON here (and the table and plot beside it)")
     parser.add_argument("--quick", action="store_true", help="tiny repeat counts (CI smoke run)")

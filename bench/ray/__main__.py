@@ -31,6 +31,7 @@ import shmaug
 from shmaug import presets
 
 from . import copy_op  # importable on the nodes (__main__ is not)
+from bench.common.harness import described
 
 ROOT = Path(__file__).resolve().parents[2]
 MB = 1 << 20
@@ -112,7 +113,7 @@ def cpu_seconds() -> dict[int, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args = argparse.ArgumentParser(description=described(__doc__))
     args.add_argument("--quick", action="store_true", help="a smoke run: measures nothing")
     args.add_argument("--out", default=str(ROOT / "bench/results/ray"))
     a = args.parse_args(argv)

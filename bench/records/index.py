@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common.harness import base_parser, prepare_out, summarize, worker_memory
+from bench.common.harness import base_parser, described, prepare_out, summarize, worker_memory
 from bench.common.report import Row, environment, write_results
 
 
@@ -81,7 +81,7 @@ def worker_uss(x: Any, y: Any) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = base_parser(__doc__.splitlines()[0], "bench/results/records/index")
+    p = base_parser(described(__doc__), "bench/results/records/index")
     p.add_argument("--records", type=int, default=1_281_167)
     p.add_argument("--shards", type=int, default=1024)
     args = p.parse_args(argv)

@@ -28,7 +28,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from bench.common.harness import prepare_out
+from bench.common.harness import described, prepare_out
 from shmaug.engine.plan.blocks import Blocks
 from shmaug.engine.plan.schedule import permutation
 
@@ -104,7 +104,7 @@ def markdown(rows: list[dict], shards: int, per_shard: int, batch_size: int) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.records.locality",
-                                     description=__doc__.splitlines()[0])
+                                     description=described(__doc__))
     parser.add_argument("--quick", action="store_true", help="32 shards of 50: a smoke run")
     parser.add_argument("--shards", type=int, default=1024)
     parser.add_argument("--per-shard", type=int, default=1250)

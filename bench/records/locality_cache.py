@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common.harness import prepare_out
+from bench.common.harness import described, prepare_out
 
 BUCKET = "shmaug-locality"
 KEY, SECRET = "bench", "bench-secret"
@@ -75,7 +75,7 @@ def settle(cache: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.records.locality_cache",
-                                     description=__doc__.splitlines()[0])
+                                     description=described(__doc__))
     parser.add_argument("--quick", action="store_true", help="8 shards of 5, windows of 2: a smoke run")
     parser.add_argument("--shards", type=int, default=32)
     parser.add_argument("--per-shard", type=int, default=20)

@@ -34,7 +34,7 @@ from typing import Any
 
 from bench.common.harness import (
 
-    base_parser, child_result, missing_module, prepare_out, rotated_rounds, summarize,
+    described, base_parser, child_result, missing_module, prepare_out, rotated_rounds, summarize,
 
 )
 from bench.common.report import (
@@ -54,7 +54,7 @@ FILES = "shmaug_files"  # the same images as files: the "within 10%" reference
 
 
 def parser() -> Any:
-    p = base_parser(__doc__.splitlines()[0], "bench/results/records")
+    p = base_parser(described(__doc__), "bench/results/records")
     p.add_argument("--shards", type=int, default=8)
     p = run_args(p, CONTENDERS)
     p.set_defaults(contenders=None)

@@ -29,6 +29,7 @@ import time
 
 from bench.common.report import cpu_model
 from shmaug.sources.cache import _space as CS
+from bench.common.harness import described
 
 SIZE = 100  # bytes per entry: the folder's entry count is what is measured, not its bytes
 
@@ -53,7 +54,7 @@ def per_write_ms(space: CS.Space, folder: str, writes: int, tag: str) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.remote.cache_space",
-                                     description=__doc__.split("\n")[0])
+                                     description=described(__doc__))
     parser.add_argument("--entries", type=int, default=200_000)
     parser.add_argument("--writes", type=int, default=200)
     args = parser.parse_args(argv)

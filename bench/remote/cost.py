@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from bench.common.report import cpu_model
 from bench.remote.serve import BUCKET, OPTIONS, Nginx, cpu_of, nginx_binary, start_moto
+from bench.common.harness import described
 
 Get = Callable[[], bytes]
 KEY = "one.bin"
@@ -131,7 +132,7 @@ def table(rows: dict[str, Get | str], size: int, requests: int, pids: list[int])
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.remote.cost",
-                                     description=__doc__.splitlines()[0])
+                                     description=described(__doc__))
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--size", type=int, default=10_000, help="bytes of the object")
     args = parser.parse_args()

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import shmaug
-from bench.common.harness import prepare_out
+from bench.common.harness import described, prepare_out
 from bench.common.report import QUICK, cpu_model
 from bench.remote.data import make_images, upload_folder, write_shards
 from bench.remote.peers import timed_epochs
@@ -385,7 +385,7 @@ def report(result: dict[str, Any]) -> str:
 
 def parse(argv: list[str] | None) -> Any:
     parser = argparse.ArgumentParser(prog="python -m bench.remote",
-                                     description=__doc__.split("\n")[0])
+                                     description=described(__doc__))
     parser.add_argument("--quick", action="store_true", help="32 small images, 20 ms, 1 round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--images", type=int, default=2000)

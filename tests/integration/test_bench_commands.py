@@ -86,3 +86,33 @@ def test_bench_help_names_the_command_and_no_issue_number(module, capsys, monkey
     assert not re.search(r"\b[Ii]ssue \d", out), out
     # A benchmark's __main__.py runs its run.py: neither file may stand for the command.
     assert "__main__.py" not in out and "run.py" not in out, out
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM is TerminateProcess there")
+def test_a_bench_run_terminated_takes_its_measuring_child_with_it(tmp_path):
+    """`timeout 300 python -m bench` (SIGTERM) left the child measuring, with its workers
+    and their shared memory, running after the parent was gone."""
+    import signal
+    import subprocess
+
+    import psutil
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from bench.common.harness import run_json\n"
+        "run_json([sys.executable, '-c', 'import time; print(1, flush=True); "
+        "time.sleep(120)'], 300)\n")
+    parent = subprocess.Popen([sys.executable, str(script)])
+    try:
+        deadline = time.monotonic() + 60 * TIME_SCALE
+        while not psutil.Process(parent.pid).children() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = psutil.Process(parent.pid).children()[0]
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(30 * TIME_SCALE) == 128 + signal.SIGTERM
+        child.wait(30 * TIME_SCALE)  # (psutil.TimeoutExpired where it outlived its parent)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
