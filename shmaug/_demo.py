@@ -42,6 +42,7 @@ import keras  # noqa: E402  (the demo is a Keras program; the CLI imports it on 
 import numpy as np  # noqa: E402
 
 import shmaug  # noqa: E402
+from shmaug.platform import cpu_name  # noqa: E402
 from shmaug.sources.glyphs import CJK_CLASSES, LATIN_CLASSES, find_cjk_font, render_glyphs  # noqa: E402
 
 if TYPE_CHECKING:
@@ -287,7 +288,7 @@ def _backend() -> str:
     version = getattr(sys.modules.get(name), "__version__", "")
     label = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}.get(name, name)
     backend = " ".join(filter(None, (label, version)))
-    return f"Keras {keras.__version__} on {backend} (KERAS_BACKEND={name})"
+    return f"Keras {keras.__version__} on {backend} (KERAS_BACKEND={name}); CPU: {cpu_name()}"
 
 
 def _say(text: str) -> None:

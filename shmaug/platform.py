@@ -18,7 +18,8 @@ still unlinked by name), so only shmaug's own choices are emulated, namely:
 - a parent's death: no ``prctl`` to have the kernel kill a worker with it.
 
 It also holds the one switch of how JPEGs are decoded (``jpeg_setting``), which is not a
-platform's but a machine's: which libjpeg-turbo is loadable there.
+platform's but a machine's: which libjpeg-turbo is loadable there; and the processor's name
+(``cpu_name``), which every measured figure names.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import errno
 import math
 import multiprocessing
 import os
+import platform
 import select
 import signal
 import sys
@@ -72,6 +74,17 @@ def stop(process: Any) -> None:
         process.terminate()
     else:
         process.kill()
+
+
+def cpu_name() -> str:
+    """The processor's name, family and model: figures from two hosts of one VM kind can
+    differ by 4x, so every figure (a benchmark's, the demo's) names it."""
+    text = _read("/proc/cpuinfo") or ""
+    info = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in
+                                                  text.split("\n\n")[0].splitlines())}
+    if info.get("model name"):  # (the name alone, "AMD EPYC", hides the generation)
+        return f"{info['model name']}, family {info.get('cpu family')} model {info.get('model')}"
+    return platform.processor() or platform.machine()
 
 
 def cpu_count() -> int:

@@ -29,6 +29,8 @@ from typing import Any, Sequence
 
 import psutil
 
+from shmaug.platform import cpu_name
+
 from bench.common.harness import REPO_ROOT, Stats
 
 
@@ -135,14 +137,8 @@ def rows_table(rows: Sequence[Row]) -> str:
 
 
 def cpu_model() -> str:
-    """The processor's name: figures from two hosts of one VM kind can differ by 4x."""
-    with contextlib.suppress(OSError):
-        fields = dict(line.split(":", 1) for line in
-                      Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines() if ":" in line)
-        info = {k.strip(): v.strip() for k, v in fields.items()}
-        if "model name" in info:  # the name alone ("AMD EPYC") hides the generation
-            return f"{info['model name']}, family {info.get('cpu family')} model {info.get('model')}"
-    return platform.processor() or platform.machine()
+    """The processor's name (``shmaug.platform.cpu_name``: the demo's too)."""
+    return cpu_name()
 
 
 def threads_per_core() -> int | None:

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,18 +31,10 @@ from shmaug import presets
 
 from . import copy_op  # importable on the nodes (__main__ is not)
 from bench.common.harness import described
+from bench.common.report import cpu_model
 
 ROOT = Path(__file__).resolve().parents[2]
 MB = 1 << 20
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        return next(line.split(":", 1)[1].strip() for line in out.splitlines()
-                    if line.startswith("Model name"))
-    except Exception:  # noqa: BLE001 - only a label
-        return platform.processor() or "unknown"
 
 
 def through_loader(x: np.ndarray, workers, batches: int, batch: int) -> dict:
