@@ -171,52 +171,22 @@ def report_json(payload: Any) -> None:
     sys.stdout.flush()
 
 
-@contextlib.contextmanager
-def _terminated_as_exit() -> Iterator[None]:
-    """SIGTERM (``timeout``, ``kill``, a cancelled CI job) raises SystemExit while a child
-    runs, so the child's group is killed on the way out, not left running (it outlived its
-    parent, with its workers and their shared memory, after ``timeout 300 python -m bench``)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def exit_143(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, exit_143)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run_json(argv: Sequence[str], timeout_s: float, env: dict[str, str] | None = None) -> Outcome:
     """Run ``argv`` with a hard timeout; its value is the payload of its ``report_json`` line.
 
     The child gets its own session so that on timeout, or as this process is terminated, its
-    whole process group (workers included) is killed; nothing else is touched. stderr passes
+    whole process group (workers included) is ended; nothing else is touched. stderr passes
     through (progress bars).
     """
-    with _terminated_as_exit():
-        return _run_json(argv, timeout_s, env)
-
-
-def _run_json(argv: Sequence[str], timeout_s: float, env: dict[str, str] | None) -> Outcome:
     try:
-        proc = subprocess.Popen(
-            list(argv), stdout=subprocess.PIPE, stderr=None, text=True,
-            env=env or child_env(), cwd=str(REPO_ROOT), start_new_session=True,
-        )
+        with _child(argv, env or child_env(), stderr=None) as proc:
+            try:
+                out, _ = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                return Outcome("timeout", error=f"killed after {timeout_s:g} s")
     except OSError as exc:
         return Outcome("error", error=f"could not start {argv[0]}: {exc}")
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        return Outcome("timeout", error=f"killed after {timeout_s:g} s")
-    finally:
-        if proc.poll() is None:
-            _kill_group(proc)
     payload = None
     for line in out.splitlines():
         if line.startswith(JSON_MARKER):
@@ -262,19 +232,84 @@ def missing_module(modules: Sequence[str]) -> str | None:
 
 def child_result(argv: Sequence[str], timeout_s: float) -> dict[str, Any]:
     """Run a child measurement (``argv``) and return the JSON object on its last stdout line;
-    RuntimeError with its stderr when it fails."""
-    with _terminated_as_exit():  # (run kills its child on the way out)
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
-                              env=child_env(), check=False)
+    RuntimeError with its stderr when it fails (``subprocess.TimeoutExpired`` past
+    ``timeout_s``, its group ended)."""
+    with _child(argv, child_env(), stderr=subprocess.PIPE) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise
     if proc.returncode:
-        raise RuntimeError(f"{list(argv)} failed:\n{proc.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+        raise RuntimeError(f"{list(argv)} failed:\n{err[-2000:]}")
+    result: dict[str, Any] = json.loads(out.splitlines()[-1])
     return result
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+# The groups of the children running now (each in its own session): ended when this process
+# is terminated, from any thread's child (``_on_terminate``), or as each child is done.
+_GROUPS: set[subprocess.Popen[str]] = set()
+_GROUPS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _child(argv: Sequence[str], env: dict[str, str], stderr: Any
+           ) -> Iterator[subprocess.Popen[str]]:
+    """A child in its own session, whose group is ended on the way out, or as this process
+    is terminated (``timeout``, ``kill``, a cancelled CI job: it ran on after its parent,
+    with its workers and their shared memory)."""
+    _watch_terminate()
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=stderr, text=True,
+                            env=env, cwd=str(REPO_ROOT), start_new_session=True)
+    with _GROUPS_LOCK:
+        _GROUPS.add(proc)
+    try:
+        yield proc
+    finally:
+        with _GROUPS_LOCK:
+            _GROUPS.discard(proc)
+        if proc.poll() is None:
+            _kill_group(proc)
+        else:  # (its workers, where any outlived it)
+            _end_group(proc)
+
+
+def _watch_terminate() -> None:
+    """Once, from the main thread (the first child, or ``base_parser``): SIGTERM ends every
+    child's group, then exits with 143, as Ctrl-C does through the ``finally`` clauses."""
+    global _WATCHING
+    if _WATCHING or threading.current_thread() is not threading.main_thread():
+        return
+    _WATCHING = True
+    signal.signal(signal.SIGTERM, _on_terminate)
+
+
+_WATCHING = False
+
+
+def _on_terminate(signum: int, frame: Any) -> None:
+    with _GROUPS_LOCK:
+        running = list(_GROUPS)
+    for proc in running:  # (a child of another thread too: that thread's wait then returns)
+        _end_group(proc)
+    raise SystemExit(128 + signum)
+
+
+def _end_group(proc: subprocess.Popen[str], grace_s: float = 2.0) -> None:
+    """TERM ``proc``'s group (a bench child ends its own children's groups on it), then KILL
+    what is left of it after ``grace_s``."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            proc.poll()  # (reaps the leader: a zombie would keep its group)
+            os.killpg(proc.pid, 0)  # (ProcessLookupError: the group is gone)
+            time.sleep(0.02)
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    _end_group(proc)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.communicate(timeout=5)
 
@@ -401,6 +436,7 @@ def base_parser(description: str, default_out: str, prog: str | None = None
         # A benchmark's __main__.py runs its run.py as the main module: both are its command.
         name = module.name.removesuffix(".__main__").removesuffix(".run") if module else ""
         prog = f"python -m {name}" if name.startswith("bench") else None  # else argparse's own
+    _watch_terminate()  # (from the main thread, before a section runs its children in threads)
     parser = _BenchParser(description=description, prog=prog, default_out=default_out)
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and 1 repeat: a smoke run (CI), not a measurement")

@@ -1,6 +1,6 @@
 """Images/s from a bucket at 0, 20 and 50 ms per request: shmaug's record shards with and
 without its disk cache, its image files with the cache, against local disk, MosaicML
-Streaming, litdata, torch + webdataset and tf.data (issue 39 §5, §7).
+Streaming, litdata, torch + webdataset and tf.data.
 
     python -m bench.remote --quick       # a smoke run: 32 small images, one delay, one round
     python -m bench.remote --peer-python .venv-peers/bin/python --out bench/results/remote

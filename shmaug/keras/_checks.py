@@ -97,9 +97,10 @@ def _stored_on_self(fn: Any) -> set[str]:
         return set()
     me, ops = code.co_varnames[0], list(dis.get_instructions(code))
 
-    def loads_me(i: dis.Instruction) -> bool:  # (3.13 fuses two loads: the last is on top)
+    def loads_me(i: dis.Instruction) -> bool:
+        # (3.13 fuses two loads, the last on top; a self that a closure holds is a cell's)
         names = i.argval if isinstance(i.argval, tuple) else (i.argval,)
-        return i.opname.startswith("LOAD_FAST") and names[-1] == me
+        return i.opname.startswith(("LOAD_FAST", "LOAD_DEREF")) and names[-1] == me
 
     augmented = {c.argval for a, b, c in zip(ops, ops[1:], ops[2:])
                  if loads_me(a) and b.opname in ("COPY", "DUP_TOP") and c.opname == "LOAD_ATTR"}

@@ -608,10 +608,10 @@ class Sequence(_PyDataset, _tf_data.DatasetForms, _FacadeApi):  # type: ignore[m
 
     @property
     def loader(self) -> Loader:
-        """The engine behind this dataset (started on first access), at the Sequence's epoch
-        (its ``indices(i)`` and ``batch(i)`` name the pass's batch ``i``)."""
+        """The engine behind this dataset (started on first access): its own passes count its
+        epochs, so ``seq.loader.indices(i, epoch=seq.epoch)`` names a Sequence pass's batch."""
         with self._runtime.lock:
-            return _at_epoch(_ensure_loader(self), self.epoch)
+            return _ensure_loader(self)
 
     def stats(self) -> dict[str, Any]:
         """The loader's figures (``Loader.stats``) with this facade's ``hit_rate`` (asks
@@ -752,14 +752,6 @@ def _one_pass(seq: Sequence) -> Iterator[Any]:
         seq._runtime.passes.loop_over(me)  # lock: a collection may run this; nor sys, which
         # is gone when a generator left open closes at interpreter exit)
         seq._runtime.pause()  # the figures' pass ends too, as a Loader's `for` loop's
-
-
-def _at_epoch(loader: Loader, epoch: int) -> Loader:
-    """``loader`` seeked to ``epoch``: the Sequence reads it by explicit epochs, so its own
-    count stayed at 0 (``seq.loader.indices(i)`` named epoch 0's batch in every epoch)."""
-    if loader.epoch != epoch:
-        loader.epoch = epoch
-    return loader
 
 
 def _check_losses(seq: Sequence) -> None:

@@ -910,10 +910,11 @@ def _held(obj: Any) -> tuple[str, Any, str] | None:
     for key, value in _state(obj).items():
         if is_handle(value):
             return key, value, key
-        inner = value.items() if isinstance(value, dict) else _state(value).items() \
-            if not isinstance(value, (list, tuple, np.ndarray)) else ()
+        inner = value.items() if isinstance(value, dict) else enumerate(value) \
+            if isinstance(value, (list, tuple)) else () if isinstance(value, np.ndarray) \
+            else _state(value).items()  # (a file per shard: a list of them)
         for sub, item in inner:
             if is_handle(item):
-                return (f"{key}[{sub!r}]" if isinstance(value, dict) else f"{key}.{sub}",
-                        item, key)
+                return (f"{key}.{sub}" if not isinstance(value, (dict, list, tuple)) else
+                        f"{key}[{sub!r}]", item, key)
     return None

@@ -493,6 +493,7 @@ def _frame_labels(dataframe: Any, x_col: str, y_col: str, classes: Sequence[str]
     names = bool(labels) and all(isinstance(v, str) for v in labels)
     if classes is None and names and str(getattr(column, "dtype", "")) == "category":
         classes = sorted(str(c) for c in column.cat.categories)  # sorted, as names always are
+        F.tell_label_names(classes)  # (the data's own names, not the user's to keep)
     elif classes is not None and names:
         left_out = sorted(set(labels) - {str(c) for c in classes})
         if left_out:

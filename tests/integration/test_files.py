@@ -162,7 +162,8 @@ def test_a_categorical_column_numbers_every_category_also_those_a_subset_lacks(f
     (["DOG", "dog", "cat"], r"'DOG' and 'dog' differ only in case"),
     (["cat|dog", "cat", "dog"], r"such as 'cat\|dog' look like several labels joined by '\|'.*"
                                 r"MultiLabelBinarizer.*split\('\|'\)"),
-    (["bird;cat", "dog", "cat"], r"joined by ';'")])
+    (["bird;cat", "dog", "cat"], r"joined by ';'"),
+    (["cat|dog", "dog|bird", "bird|cat"], r"joined by '\|'")])  # (every row two tags)
 def test_class_names_that_look_like_typos_or_joined_labels_are_told(folder, labels, told):
     """A hand-made CSV's 'dog ' and 'DOG', or its multi-label 'cat|dog' column, became
     classes of their own without a word."""
@@ -175,6 +176,11 @@ def test_class_names_that_look_like_typos_or_joined_labels_are_told(folder, labe
         ImageFiles.from_paths(paths, ["Paris, France", "Lyon, France", "Austin, Texas"])
         ImageFiles.from_paths(paths, ["A", "a", "b"])  # (EMNIST's letters of both cases)
         ImageFiles.from_paths(paths, labels, class_names=sorted(set(labels)))  # (given)
+        ImageFiles.from_paths(paths, ["Quercus robur; L.", "Fagus sylvatica; L.", "cat"])
+    pd = pytest.importorskip("pandas")  # (a Categorical's categories are the data's names)
+    with pytest.warns(shmaug.ShmaugWarning, match=told):
+        ImageFiles.from_dataframe(pd.DataFrame({"filename": paths, "class": pd.Categorical(
+            labels)}), image_size=(8, 8))
 
 
 @needs_keras
@@ -445,9 +451,11 @@ def test_a_stand_in_hands_out_its_own_targets_from_the_loaders_y(tmp_path, worke
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_a_file_that_reads_again_takes_its_own_targets_again(tmp_path, workers):
-    """From the diff review: a mark once set stayed, so a file repaired (or a read that had
-    failed once) kept handing its pixels out with its stand-in's `y`."""
+def test_a_stand_in_is_kept_for_the_loaders_life_pixels_and_targets(tmp_path, workers):
+    """From the diff reviews: a mark once set stayed, so a file repaired (or a read that had
+    failed once) handed its pixels out with its stand-in's `y`; clearing the mark as it read
+    again gave a batch in flight the stand-in's pixels with the file's own `y`. The stand-in
+    is kept: pixels and targets together, every epoch; a new loader reads the file."""
     paths = []
     for i in range(4):
         paths.append(tmp_path / f"{i}.png")
@@ -461,7 +469,11 @@ def test_a_file_that_reads_again_takes_its_own_targets_again(tmp_path, workers):
         xb, yb = loader.batch(0, epoch=0)
         assert yb.tolist() == [0, 1, 2, 0] and xb[:, 0, 0, 0].tolist() == [0, 10, 20, 0]
         paths[3].write_bytes(good)  # (repaired, as the warning's fix says)
-        xb, yb = loader.batch(0, epoch=50)  # (not prefetched before the repair, as epoch 1)
+        for epoch in (1, 50):  # (in flight since before the repair; read after it)
+            xb, yb = loader.batch(0, epoch=epoch)
+            assert yb.tolist() == [0, 1, 2, 0] and xb[:, 0, 0, 0].tolist() == [0, 10, 20, 0]
+    with shmaug.Loader(files, np.arange(4.0), batch_size=4, workers=workers) as loader:
+        xb, yb = loader.batch(0)
         assert yb.tolist() == [0, 1, 2, 3] and xb[:, 0, 0, 0].tolist() == [0, 10, 20, 30]
 
 

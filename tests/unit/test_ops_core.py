@@ -217,18 +217,20 @@ class _Handles:
 class _NestedDbImages(_DbImages):
     """The connection one level down: in a dict, or in a helper object."""
 
-    def __init__(self, in_dict: bool) -> None:
+    def __init__(self, kind: str) -> None:
         super().__init__()
         self.db.close()
         self.db = None  # type: ignore[assignment]
-        self.handles = {"db": _Handles().db} if in_dict else _Handles()
+        self.handles: object = {"dict": {"db": _Handles().db}, "list": [_Handles().db],
+                                "helper": _Handles()}[kind]
 
 
 def test_a_handle_one_level_down_is_named_with_the_attribute_to_leave_out() -> None:
     # A zip source's {"zip": ZipFile} or helper object was told to define `load` at module
     # level and register an op, naming the base class's method.
-    for in_dict, where in ((True, r"handles\['db'\]"), (False, r"handles.db")):
-        source = _NestedDbImages(in_dict)
+    for kind, where in (("dict", r"handles\['db'\]"), ("helper", r"handles.db"),
+                        ("list", r"handles\[0\]")):  # (a file per shard: diff review)
+        source = _NestedDbImages(kind)
         with pytest.raises(errors.NotPicklableError, match=rf"\(_NestedDbImages.load\) holds "
                            rf"`{where}`, a Connection.*`self.handles = None`.*'handles': None"):
             core.check_picklable(source.load, "load")

@@ -249,6 +249,11 @@ def test_an_epoch_hook_counting_self_epoch_is_told_it_skips_epochs():
             def on_epoch_end(self):
                 super().on_epoch_end()
                 self.epoch += 1
+    with pytest.warns(shmaug.ShmaugWarning, match=r"Sorting.on_epoch_end sets self.epoch"):
+        class Sorting(shmaug.Sequence):  # noqa: F841  # (self a closure's cell: diff review)
+            def on_epoch_end(self):
+                self.order = sorted(range(3), key=lambda i: self.weights[i])
+                self.epoch += 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
 

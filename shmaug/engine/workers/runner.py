@@ -110,12 +110,12 @@ class SliceRunner:
                                    seed_torch=seed_globals is not False)
         self._torch_loaded = torch_generator() is not None  # (a sample that loads it: again)
         self.generation = generation  # the ring's shared per-slot generation counters
-        self.worker_id = worker_id
-        self.status = status  # this worker's row of the shared status block, or None
+        self.worker_id, self.status = worker_id, status  # (status: its shared row, or None)
         self._op = op_name(augment) if augment is not None else "load"
         self._load_name = op_name(load) if load is not None else "x[index]"  # for error records
         self._stage = self._op  # the step a failing sample was in
         self._maker = "`augment`" if augment is not None else "`load`"  # what made an image
+        self._took = _taking(augment)  # (a PIL image from `load`: an array for shmaug's ops)
         # a task's boxes moved together once its images are made (``targets.box_moves``)
         self._boxes_together = bool(self.target_inputs) and getattr(
             augment, "boxes_together", False) is True
@@ -338,7 +338,7 @@ class SliceRunner:
         """Sample ``index``, loaded and augmented, and its augmented targets (``_stage`` names
         the step, for errors)."""
         self._stage = self._load_name
-        image = self._loaded = self.x[index] if self.load is None else _pixels(self.load(index))
+        image = self._loaded = self.x[index] if self.load is None else self._took(self.load(index))
         if isinstance(image, tuple) and self.load is not None and (
                 self.augment is None or hasattr(self.augment, "with_value_range")):
             # (a function of the user's takes what its own load returns: a stereo pair)
@@ -491,10 +491,19 @@ def _several_images(out: Any) -> bool:
     return len(out) > 2 or out[0].shape == out[1].shape
 
 
-def _pixels(loaded: Any) -> Any:
-    """What a ``load`` returned, a PIL image (torchvision's habit) as an array: `augment`
-    takes one kind, with or without it (a user's function met a PIL image)."""
+def _taking(augment: Any) -> Callable[[Any], Any]:
+    """How a ``load``'s sample is taken: a PIL image (torchvision's habit) as an array where
+    shmaug's ops or nothing follow (a user's function takes it as it is: PIL's methods)."""
+    return _pil_as_array if augment is None or hasattr(augment, "with_value_range") \
+        else _as_it_is
+
+
+def _pil_as_array(loaded: Any) -> Any:
     return np.asarray(loaded) if type(loaded).__module__.startswith("PIL.") else loaded
+
+
+def _as_it_is(loaded: Any) -> Any:
+    return loaded
 
 
 def _shape_fix(made: tuple[int, ...], expected: tuple[int, ...], maker: str,

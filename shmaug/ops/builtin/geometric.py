@@ -463,11 +463,7 @@ def crop(
         >>> crop(np.zeros((64, 64), np.uint8), np.random.default_rng(0), 56, 56).shape
         (56, 56)
     """
-    if not padding:
-        if border != "constant":
-            raise ArgumentError(
-                f"`border` of `crop` fills the padding; received border={border!r} without "
-                f"`padding`. Fix: pass padding= (pixels on each side), or leave `border` out.")
+    if not padding:  # (a border without padding fills nothing, as torchvision's)
         return cut(image, height, width, "crop", lambda rows, cols: (
             int(rng.integers(0, rows + 1)), int(rng.integers(0, cols + 1))))
     h, w = check_image(image).shape[:2]  # (fractions of the image's own sides)

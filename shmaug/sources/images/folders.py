@@ -516,7 +516,7 @@ def _normalized_apart(wanted: Sequence[str], present: Sequence[str]) -> str:
     return ""
 
 
-def _warn_twins(names: Sequence[str]) -> None:
+def tell_label_names(names: Sequence[str]) -> None:
     """Warn where two class names differ only in their Unicode normalization (they print
     alike), or in case or spaces at their ends (a hand-made CSV's 'dog ' and 'DOG'): they
     are two classes (as in Keras), which a model then learns apart."""
@@ -542,13 +542,17 @@ def _warn_twins(names: Sequence[str]) -> None:
 
 
 def _warn_joined(names: Sequence[str]) -> None:
-    """Warn where class names look like several labels joined: a part of one is a class
-    name itself ('cat|dog' beside 'cat'), as a CSV's multi-label column is read (one class
-    per combination); 'Paris, France' beside 'Lyon, France' is no such thing."""
+    """Warn where class names look like several labels joined, as a CSV's multi-label
+    column is read (one class per combination): a part of one is a class name itself ('cat|dog'
+    beside 'cat'), or, joined by '|' or ';', two parts or more recur ('cat|dog', 'dog|bird',
+    'bird|cat'); 'Paris, France' beside 'Lyon, France', or one recurring authority, is no
+    such thing."""
     known = set(names)
     for sep in "|;,":
         joined = [n for n in names if sep in n]
-        if any(p.strip() in known for n in joined for p in n.split(sep)):
+        parts = Counter(p.strip() for n in joined for p in set(n.split(sep)))
+        recurring = sum(count > 1 for count in parts.values()) >= 2 and sep != ","
+        if recurring or any(p in known for p in parts):
             shown = ", ".join(repr(n) for n in joined[:3])
             warn(f"Class names such as {shown} look like several labels joined by {sep!r}: "
                  f"each combination is taken as a class of its own. Fix, for multi-label "
@@ -571,6 +575,7 @@ def encode_names(
     ids)."""
     if labels is None:
         return None, tuple(class_names or ())
+    inferred = class_names is None  # (a Categorical's categories are the data's too)
     if class_names is None and str(getattr(labels, "dtype", "")) == "category":
         categories = labels.cat.categories if hasattr(labels, "cat") else labels.categories
         if all(isinstance(c, str) for c in categories):  # (names; ints are class ids)
@@ -589,8 +594,8 @@ def encode_names(
             f"those images out, e.g. df.dropna(subset=['label']), or give them a class.")
     if all(isinstance(v, str) for v in values):
         names = tuple(class_names) if class_names is not None else tuple(sorted(set(values)))
-        if class_names is None:  # (names given are the user's to keep: no warning)
-            _warn_twins(names)
+        if inferred:  # (names given are the user's to keep: no warning)
+            tell_label_names(names)
         lookup = {name: i for i, name in enumerate(names)}
         unknown = sorted(set(values) - set(lookup))
         if unknown:

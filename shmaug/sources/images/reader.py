@@ -223,11 +223,9 @@ class Reader:
         return self.read(index)
 
     def __call__(self, index: int) -> np.ndarray | Undecoded:
+        kept = self._stood_in(index)  # (kept for the loader's life: see there)
         try:
-            made = self._made(index)
-            if self._marks is not None:  # (read now: its own targets again, not a stand-in's)
-                self._mark(index, -1)
-            return made
+            return self._made(index if kept is None else kept)
         except ImageReadError as exc:
             if self.on_error == "raise":
                 raise
@@ -256,14 +254,21 @@ class Reader:
         )
 
     def _mark(self, index: int, substitute: int) -> None:
-        """Record that ``substitute`` stood in for ``index`` (its targets go with it); -1:
-        that none did (a file that reads again after a failure takes its own targets)."""
+        """Record that ``substitute`` stood in for ``index`` (its targets go with it)."""
         if isinstance(self._marks, memoryview):  # (a worker's: no numpy view, see below)
-            at = index * _MARK_SIZE
-            if substitute >= 0 or struct.unpack_from(_MARK, self._marks, at)[0]:
-                struct.pack_into(_MARK, self._marks, at, substitute + 1)
-        elif self._marks is not None and (substitute >= 0 or self._marks[index]):
+            struct.pack_into(_MARK, self._marks, index * _MARK_SIZE, substitute + 1)
+        elif self._marks is not None:
             self._marks[index] = substitute + 1
+
+    def _stood_in(self, index: int) -> int | None:
+        """The stand-in chosen for ``index`` before, if any (None without marks): read in
+        its place from then on, so a file that reads again later (repaired, a read that
+        failed once) never goes out with its stand-in's targets, whatever is in flight."""
+        if isinstance(self._marks, memoryview):
+            mark = struct.unpack_from(_MARK, self._marks, index * _MARK_SIZE)[0]
+        else:
+            mark = 0 if self._marks is None else int(self._marks[index])
+        return mark - 1 if mark else None
 
     def name(self, index: int) -> str:
         """What ``stats()["unreadable"]`` calls sample ``index``: its path (or shard and
