@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterator, Sequence
 import psutil
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+_DEPTH = int(os.environ.get("SHMAUG_BENCH_DEPTH", "0"))  # a bench run's child: 1, its child 2
 RESULTS = "bench/results"  # the committed results (from the repository root), a folder a script
 JSON_MARKER = "BENCH_JSON:"  # prefix of the one stdout line a child process reports on
 
@@ -160,6 +161,7 @@ def child_env(**extra: str) -> dict[str, str]:
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + path if path else "")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    env["SHMAUG_BENCH_DEPTH"] = str(_DEPTH + 1)
     env.setdefault("PYTHONWARNINGS", "ignore")
     env.update(extra)
     return env
@@ -179,7 +181,7 @@ def run_json(argv: Sequence[str], timeout_s: float, env: dict[str, str] | None =
     through (progress bars).
     """
     try:
-        with _child(argv, env or child_env(), stderr=None) as proc:
+        with _child(argv, env or child_env(), stderr=None, cwd=str(REPO_ROOT)) as proc:
             try:
                 out, _ = proc.communicate(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -253,14 +255,16 @@ _GROUPS_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _child(argv: Sequence[str], env: dict[str, str], stderr: Any
+def _child(argv: Sequence[str], env: dict[str, str], stderr: Any, cwd: str | None = None
            ) -> Iterator[subprocess.Popen[str]]:
     """A child in its own session, whose group is ended on the way out, or as this process
     is terminated (``timeout``, ``kill``, a cancelled CI job: it ran on after its parent,
     with its workers and their shared memory)."""
     _watch_terminate()
+    if _TERMINATING:
+        raise SystemExit(143)  # (terminated: a queued job starts nothing)
     proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=stderr, text=True,
-                            env=env, cwd=str(REPO_ROOT), start_new_session=True)
+                            env=env, cwd=cwd, start_new_session=True)
     with _GROUPS_LOCK:
         _GROUPS.add(proc)
     try:
@@ -288,19 +292,29 @@ _WATCHING = False
 
 
 def _on_terminate(signum: int, frame: Any) -> None:
-    with _GROUPS_LOCK:
-        running = list(_GROUPS)
+    global _TERMINATING
+    _TERMINATING = True  # (a pool's thread starts no further child: ``_child``)
+    while True:  # (no lock: the main thread may hold it, here, under this handler)
+        try:
+            running = list(_GROUPS)
+            break
+        except RuntimeError:  # (changed by another thread while read)
+            continue
     for proc in running:  # (a child of another thread too: that thread's wait then returns)
         _end_group(proc)
     raise SystemExit(128 + signum)
 
 
-def _end_group(proc: subprocess.Popen[str], grace_s: float = 2.0) -> None:
+_TERMINATING = False
+
+
+def _end_group(proc: subprocess.Popen[str]) -> None:
     """TERM ``proc``'s group (a bench child ends its own children's groups on it), then KILL
-    what is left of it after ``grace_s``."""
+    what is left of it after a grace that is shorter the deeper this run (a child's KILL of
+    its own child comes before its parent's KILL of it)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
+        deadline = time.monotonic() + 4.0 / (1 + _DEPTH)
         while time.monotonic() < deadline:
             proc.poll()  # (reaps the leader: a zombie would keep its group)
             os.killpg(proc.pid, 0)  # (ProcessLookupError: the group is gone)

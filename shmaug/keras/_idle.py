@@ -68,15 +68,19 @@ ten Sequences) go on without stopping one another."""
 
 
 def starting() -> None:
-    """Another Sequence starts its workers: stop those idle for ``STOP_AT_START_S``, and
-    those idle for ``STOP_CROWDED_S`` past the ``KEPT_RUNNING`` asked most recently (one
-    serving a batch is not idle: it holds its lock)."""
+    """Another Sequence starts its workers: stop those idle for ``STOP_AT_START_S`` (or, in
+    use by turns, for 1.5 times their longest pause: a validation set whose epoch's pause a
+    callback's Sequence ended was copied again every epoch), and those idle for
+    ``STOP_CROWDED_S`` past the ``KEPT_RUNNING`` asked most recently (one serving a batch is
+    not idle: it holds its lock)."""
     now = time.monotonic()
     with _lock:  # (a copy: the watcher's thread may forget one meanwhile)
         running = list(_running)
     newest_first = sorted(running, key=lambda seq: seq.last_asked, reverse=True)
     for rank, other in enumerate(newest_first):
-        stop_if_idle(other, now, STOP_AT_START_S if rank < KEPT_RUNNING else STOP_CROWDED_S)
+        by_turns = min(PAUSE_CAP_S, 1.5 * other.longest_pause_s)
+        stop_if_idle(other, now, max(STOP_AT_START_S, by_turns) if rank < KEPT_RUNNING
+                     else STOP_CROWDED_S)
 
 
 def watch(seq: Sequence) -> None:

@@ -605,3 +605,33 @@ def test_a_limit_of_this_process_met_is_named_with_its_fix(limit, method, said):
     out = subprocess.run([sys.executable, "-c", _LIMITED, limit, method], cwd=ROOT, text=True,
                          capture_output=True, timeout=120 * TIME_SCALE)
     assert re.search(said, out.stdout), out.stdout + out.stderr[-3000:]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no thread takes a process's SIGINT there")
+def test_a_press_another_thread_takes_waits_until_the_worker_has_started():
+    """Ctrl-C taken by a thread that does not block it (TensorFlow's) reached the main
+    thread's handler mid-start, between a forkserver and its client: the server died, and
+    every later loader failed with ConnectionRefusedError. The press now comes after."""
+    import threading
+
+    from shmaug.engine.workers import launch
+
+    go, sent = threading.Event(), threading.Event()
+
+    def press() -> None:  # (started before the mask: SIGINT is open in this thread)
+        go.wait(10)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        sent.set()
+
+    helper = threading.Thread(target=press)
+    helper.start()
+    reached = False
+    with pytest.raises(KeyboardInterrupt):
+        with launch._sigint_blocked():
+            go.set()
+            assert sent.wait(10)
+            for _ in range(100):  # (the main thread runs Python's handlers between these)
+                time.sleep(0.001)
+            reached = True
+    helper.join(10)
+    assert reached

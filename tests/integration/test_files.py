@@ -472,6 +472,14 @@ def test_a_stand_in_is_kept_for_the_loaders_life_pixels_and_targets(tmp_path, wo
         for epoch in (1, 50):  # (in flight since before the repair; read after it)
             xb, yb = loader.batch(0, epoch=epoch)
             assert yb.tolist() == [0, 1, 2, 0] and xb[:, 0, 0, 0].tolist() == [0, 10, 20, 0]
+        first = paths[0].read_bytes()
+        paths[0].write_bytes(b"")  # (the stand-in itself, rewritten under the loader)
+        with warnings.catch_warnings(), pytest.raises(
+                ImageReadError, match=r"0.png', which stood in for the unreadable .*3.png'.*"
+                                      r"make a new loader"):
+            warnings.simplefilter("ignore")  # (0.png, a sample too, is stood in for)
+            loader.batch(0, epoch=80)
+        paths[0].write_bytes(first)
     with shmaug.Loader(files, np.arange(4.0), batch_size=4, workers=workers) as loader:
         xb, yb = loader.batch(0)
         assert yb.tolist() == [0, 1, 2, 3] and xb[:, 0, 0, 0].tolist() == [0, 10, 20, 30]

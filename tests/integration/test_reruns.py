@@ -121,6 +121,28 @@ def test_a_sequence_starting_frees_one_idle_for_a_while_at_once(monkeypatch):
             assert newer._runtime.running is not None
 
 
+def test_a_sequence_in_use_by_turns_is_not_stopped_by_anothers_start(monkeypatch):
+    """A validation set read once an epoch, with a callback's Sequence started after each
+    pause, was stopped at every start (and its data copied again each epoch): one asked
+    again after an idle stop waits out its pauses there too."""
+    monkeypatch.setattr(_idle, "STOP_AT_START_S", 0.3)
+    monkeypatch.setattr(_idle, "STOP_AFTER_S", 0.3)
+    x, y = _fit.data()
+    args = dict(batch_size=_fit.BATCH, workers=1, seed=0, augment=_fit.mark)
+    with shmaug.Sequence(x, y, **args) as val:
+        val[0]
+        deadline = time.monotonic() + 10
+        while val._runtime.running is not None and time.monotonic() < deadline:
+            time.sleep(0.05)  # (the idle watch stops it: a training epoch's pause)
+        time.sleep(2.0)  # (the rest of that epoch)
+        val[1]  # asked again: in use by turns, its pause 2.3 s or more
+        assert val.longest_pause_s > 2.0
+        time.sleep(0.4)
+        with shmaug.Sequence(x, y, **args) as callback:
+            callback[0]
+            assert val._runtime.running is not None  # (stopped here before)
+
+
 def test_a_loop_making_sequences_faster_than_they_go_idle_keeps_few_running():
     """A test-time-augmentation loop made a Sequence per round and dropped it (TensorFlow
     keeps it): each held its workers until idle 10 s, and at 50 of them the process ran out

@@ -516,12 +516,24 @@ def _gc_frozen(forking: bool) -> Iterator[None]:
 @contextmanager
 def _sigint_blocked() -> Iterator[None]:
     """Hold Ctrl-C while a worker starts: delivered mid-fork, CPython's after-fork hooks would
-    swallow it. It is delivered in the parent right after; the worker ignores it."""
-    if not platform.HAS_SIGMASK:  # Windows
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    swallow it. It is delivered in the parent right after; the worker ignores it. The mask
+    holds this thread only: a press that another thread takes (TensorFlow's) reached the
+    main thread's handler mid-start, between a forkserver and its client, which killed the
+    server (every later loader: ConnectionRefusedError); so the main thread's handler waits
+    too, and runs once the worker has started."""
+    held: list[tuple[int, Any]] = []
+    handler = signal.getsignal(signal.SIGINT)
+    swap = callable(handler) and threading.current_thread() is threading.main_thread()
+    if swap:
+        signal.signal(signal.SIGINT, lambda signum, frame: held.append((signum, frame)))
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) \
+        if platform.HAS_SIGMASK else None  # (Windows has no mask)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if swap:  # (first: a press held by the mask then reaches it, once unmasked)
+            signal.signal(signal.SIGINT, handler)
+        if previous is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if held and callable(handler):  # (the press, now: Python's KeyboardInterrupt)
+            handler(*held[0])

@@ -544,21 +544,26 @@ def tell_label_names(names: Sequence[str]) -> None:
 def _warn_joined(names: Sequence[str]) -> None:
     """Warn where class names look like several labels joined, as a CSV's multi-label
     column is read (one class per combination): a part of one is a class name itself ('cat|dog'
-    beside 'cat'), or, joined by '|' or ';', two parts or more recur ('cat|dog', 'dog|bird',
-    'bird|cat'); 'Paris, France' beside 'Lyon, France', or one recurring authority, is no
-    such thing."""
+    beside 'cat'), or, joined by '|' or ';', a part recurs at another place ('cat|dog',
+    'bird|cat'); a path of a hierarchy ('Aves|Corvus', 'Aves|Pica') keeps each part at its
+    depth, and 'Paris, France' beside 'Lyon, France' is no such thing either."""
     known = set(names)
     for sep in "|;,":
         joined = [n for n in names if sep in n]
-        parts = Counter(p.strip() for n in joined for p in set(n.split(sep)))
-        recurring = sum(count > 1 for count in parts.values()) >= 2 and sep != ","
-        if recurring or any(p in known for p in parts):
+        places: dict[str, set[int]] = {}
+        for name in joined:
+            for at, part in enumerate(name.split(sep)):
+                places.setdefault(part.strip(), set()).add(at)
+        moved = sep != "," and any(len(at) > 1 for at in places.values())
+        if moved or any(p in known for p in places):
             shown = ", ".join(repr(n) for n in joined[:3])
             warn(f"Class names such as {shown} look like several labels joined by {sep!r}: "
                  f"each combination is taken as a class of its own. Fix, for multi-label "
                  f"rows: y_col=None, and as the loader's `y` the multi-hot rows "
                  f"sklearn.preprocessing.MultiLabelBinarizer().fit_transform(df[col].str"
-                 f".split({sep!r})), with a sigmoid output and binary cross-entropy.")
+                 f".split({sep!r})), with a sigmoid output and binary cross-entropy; where they "
+                 f"are classes (a path in a hierarchy), pass them as `classes=`, which "
+                 f"silences this.")
             return
 
 

@@ -227,6 +227,8 @@ class Reader:
         try:
             return self._made(index if kept is None else kept)
         except ImageReadError as exc:
+            if kept is not None:  # (another stand-in now would part a batch in flight from
+                raise self._lost_stand_in(index, kept, exc) from exc  # its targets)
             if self.on_error == "raise":
                 raise
             first = exc
@@ -252,6 +254,17 @@ class Reader:
             f"{table.NOUN}s (stats()['unreadable'] lists those met so far), or add a "
             f"readable one{' to its class' if self.by_class else ''}."
         )
+
+    def _lost_stand_in(self, index: int, kept: int, exc: ImageReadError) -> ImageReadError:
+        """The stand-in kept for ``index`` became unreadable as the loader ran (a file
+        rewritten or deleted under it): choosing another would give batches made with the
+        first the second's targets, so the epoch stops, naming both."""
+        cause = str(exc).partition(" Fix:")[0]
+        return ImageReadError(
+            f"{self.table.what(kept)}, which stood in for the unreadable "
+            f"{self.table.what(index)} (on_error='skip'), cannot be read any more ({cause}): "
+            f"files changed while the loader ran. Fix: replace or remove the unreadable "
+            f"{self.table.NOUN}s, then make a new loader (which chooses its stand-ins again).")
 
     def _mark(self, index: int, substitute: int) -> None:
         """Record that ``substitute`` stood in for ``index`` (its targets go with it)."""
