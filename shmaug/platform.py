@@ -17,6 +17,8 @@ still unlinked by name), so only shmaug's own choices are emulated, namely:
 - malloc: no glibc ``mallopt`` to tune a worker's allocator with;
 - a parent's death: no ``prctl`` to have the kernel kill a worker with it.
 
+And a Ctrl-C held through a step it must not cut in two (``sigint_deferred``).
+
 It also holds the one switch of how JPEGs are decoded (``jpeg_setting``), which is not a
 platform's but a machine's: which libjpeg-turbo is loadable there; and the processor's name
 (``cpu_name``), which every measured figure names.
@@ -33,7 +35,9 @@ import platform
 import select
 import signal
 import sys
-from typing import Any, Callable
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 EMULATE_WINDOWS = os.environ.get("SHMAUG_EMULATE_WINDOWS", "") == "1"
 WINDOWS = sys.platform == "win32" or EMULATE_WINDOWS
@@ -74,6 +78,25 @@ def stop(process: Any) -> None:
         process.terminate()
     else:
         process.kill()
+
+
+@contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Run a step Ctrl-C must not cut in two (a worker's start, a shared segment made and
+    recorded): in the main thread, a press (which any thread may take: TensorFlow's) waits,
+    and its handler runs once the step is done; elsewhere, nothing changes."""
+    held: list[tuple[int, Any]] = []
+    handler = signal.getsignal(signal.SIGINT)
+    swap = callable(handler) and threading.current_thread() is threading.main_thread()
+    if swap:
+        signal.signal(signal.SIGINT, lambda signum, frame: held.append((signum, frame)))
+    try:
+        yield
+    finally:
+        if swap:
+            signal.signal(signal.SIGINT, handler)
+        if held and callable(handler):  # (the press, now: Python's KeyboardInterrupt)
+            handler(*held[0])
 
 
 def cpu_name() -> str:

@@ -530,32 +530,33 @@ class SharedStore:
         dt = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
         check_capacity(nbytes if reserved is None else reserved, what, instead)
-        name = segment_name()
-        try:
-            with _tracker.python_tracker_skipped():  # ours tracks it, quietly (_tracker)
-                shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))
-        except OSError as exc:
-            raise _not_created(nbytes, what, exc) from exc
-        lock = None
-        try:  # (a Ctrl-C may land in any: the reservation of gigabytes takes a while, and
-            # the first block of a process starts the tracker)
-            lock = _leftovers.hold(name)  # first: a reservation may outlast a sweep's patience
-            _reserve(shm, nbytes if reserved is None else reserved)
-            _tracker.track(shm._name)  # type: ignore[attr-defined]
-        except BaseException as exc:  # untracked and not yet ours to close: unlinked here
-            _close_quietly(shm, lent=False)
-            with contextlib.suppress(FileNotFoundError), _tracker.python_tracker_skipped():
-                shm.unlink()
-            if lock is not None:
-                os.close(lock)
-            if isinstance(exc, OSError):  # (no room)
+        with platform.sigint_deferred():  # (a press mid-way left a segment no one owned)
+            name = segment_name()
+            try:
+                with _tracker.python_tracker_skipped():  # ours tracks it, quietly (_tracker)
+                    shm = shared_memory.SharedMemory(name=name, create=True, size=max(nbytes, 1))
+            except OSError as exc:
                 raise _not_created(nbytes, what, exc) from exc
-            raise
-        self._segments.append(shm)
-        if lent:
-            self._lent.add(shm.name)
-        if lock is not None:
-            self._locks.append(lock)
+            lock = None
+            try:  # (a Ctrl-C may land in any: the reservation of gigabytes takes a while, and
+                # the first block of a process starts the tracker)
+                lock = _leftovers.hold(name)  # first: a reservation may outlast a sweep's patience
+                _reserve(shm, nbytes if reserved is None else reserved)
+                _tracker.track(shm._name)  # type: ignore[attr-defined]
+            except BaseException as exc:  # untracked and not yet ours to close: unlinked here
+                _close_quietly(shm, lent=False)
+                with contextlib.suppress(FileNotFoundError), _tracker.python_tracker_skipped():
+                    shm.unlink()
+                if lock is not None:
+                    os.close(lock)
+                if isinstance(exc, OSError):  # (no room)
+                    raise _not_created(nbytes, what, exc) from exc
+                raise
+            self._segments.append(shm)
+            if lent:
+                self._lent.add(shm.name)
+            if lock is not None:
+                self._locks.append(lock)
         view = np.ndarray(shape, dtype=dt, buffer=shm.buf)
         return ArrayHandle(name, tuple(int(s) for s in shape), dtype_text(dt)), view
 

@@ -521,19 +521,12 @@ def _sigint_blocked() -> Iterator[None]:
     main thread's handler mid-start, between a forkserver and its client, which killed the
     server (every later loader: ConnectionRefusedError); so the main thread's handler waits
     too, and runs once the worker has started."""
-    held: list[tuple[int, Any]] = []
-    handler = signal.getsignal(signal.SIGINT)
-    swap = callable(handler) and threading.current_thread() is threading.main_thread()
-    if swap:
-        signal.signal(signal.SIGINT, lambda signum, frame: held.append((signum, frame)))
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) \
-        if platform.HAS_SIGMASK else None  # (Windows has no mask)
-    try:
-        yield
-    finally:
-        if swap:  # (first: a press held by the mask then reaches it, once unmasked)
-            signal.signal(signal.SIGINT, handler)
-        if previous is not None:
+    with platform.sigint_deferred():
+        if not platform.HAS_SIGMASK:  # Windows
+            yield
+            return
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            yield
+        finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-        if held and callable(handler):  # (the press, now: Python's KeyboardInterrupt)
-            handler(*held[0])
