@@ -27,13 +27,14 @@ from .decode import (COLOR_MODES, decode_bytes, jpeg_ends, jpeg_header, resize,
                      limited, pixel_limit, refuse_bomb, scan_reads)
 from ... import whole_decodes
 from ...deferred import Undecoded
+from ...engine.source import MARKS
 from ...resample import Resample, Window
 from ...errors import ImageReadError
 from ...memory.store import ArrayHandle, SharedStore, attach_block
 
 log = logging.getLogger(__name__)
-_MARK = "=I"  # a stand-in's index + 1 (``engine.source.MARKS``: a native uint32)
-_MARK_SIZE = struct.calcsize(_MARK)
+_MARK = MARKS.char  # a stand-in's index + 1, in a worker's bytes (native, as the loader's array)
+_MARK_SIZE = MARKS.itemsize
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +224,7 @@ class Reader:
         return self.read(index)
 
     def __call__(self, index: int) -> np.ndarray | Undecoded:
-        kept = self._stood_in(index)  # (kept for the loader's life: see there)
+        kept = self._stood_in(index) if self.on_error == "skip" else None  # (kept: see there)
         try:
             return self._made(index if kept is None else kept)
         except ImageReadError as exc:
