@@ -327,6 +327,21 @@ def limits_met(code: int | None = None) -> str:
     return "".join(f" {fix}" for _, fix in said)
 
 
+def start_thread(target: Callable[..., object], name: str, *args: Any) -> threading.Thread:
+    """A daemon thread running ``target(*args)``, started; one that cannot start for a limit
+    of this process (``ulimit -u``) names the limit and its fix, not Python's bare "can't
+    start new thread" (a shared login node's user count includes the user's other jobs)."""
+    thread = threading.Thread(target=target, name=name, args=args, daemon=True)
+    try:
+        thread.start()
+    except RuntimeError as exc:
+        why = limits_met(errno.EAGAIN)
+        if not why:
+            raise
+        raise RuntimeError(f"{exc} ({name}).{why}") from exc
+    return thread
+
+
 def glibc_mallopt() -> Callable[[int, int], int] | None:
     """glibc's ``mallopt(param, value)``; None where the C library is not glibc (Windows,
     macOS, musl)."""

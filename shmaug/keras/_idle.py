@@ -22,6 +22,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING
 
+from .. import platform
 
 if TYPE_CHECKING:
     from .sequence import Sequence
@@ -89,8 +90,7 @@ def watch(seq: Sequence) -> None:
     with _lock:
         _running.add(seq)
         if _watcher is None:
-            _watcher = threading.Thread(target=_stop_idle, name="shmaug-idle-stop", daemon=True)
-            _watcher.start()
+            _watcher = platform.start_thread(_stop_idle, "shmaug-idle-stop")
 
 
 def forget(seq: Sequence) -> None:

@@ -388,9 +388,18 @@ def _attach_untracked(name: str) -> shared_memory.SharedMemory:
     3.13 added ``track=False`` for exactly this.
     """
     if sys.version_info >= (3, 13):
-        return shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]
+        return _Attached(name=name, track=False)  # type: ignore[call-arg]
     with _tracker.python_tracker_skipped():
-        return shared_memory.SharedMemory(name=name)
+        return _Attached(name=name)
+
+
+class _Attached(shared_memory.SharedMemory):
+    """A block this process attached to, which only its owner unlinks: CPython's constructor
+    unlinks the block when mapping it fails, even one it only attaches to, so a worker over
+    its `ulimit -v` deleted the loader's dataset under every other worker and replacement."""
+
+    def unlink(self) -> None:
+        pass
 
 
 def attach(handle: ArrayHandle, *, lent: bool = False

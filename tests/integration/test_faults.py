@@ -607,6 +607,90 @@ def test_a_limit_of_this_process_met_is_named_with_its_fix(limit, method, said):
     assert re.search(said, out.stdout), out.stdout + out.stderr[-3000:]
 
 
+_REPLACED_UNDER_A_LIMIT = """
+import os, resource, signal, numpy as np, psutil, shmaug
+x = np.ones((256, 256, 256, 3), np.uint8)  # 48 MiB in shared memory, which a worker maps
+ours = lambda: sorted(f for f in os.listdir("/dev/shm") if f.startswith(f"shmaug_{os.getpid()}_"))
+with shmaug.Loader(x, batch_size=8, augment=shmaug.ops.Op("hflip"), workers=2,
+                   start_method="fork", max_queue_size=2) as loader:
+    loader.batch(0)
+    before, me = ours(), psutil.Process()
+    resource.setrlimit(resource.RLIMIT_AS, (me.memory_info().vms + 16 * 2**20,
+                                            resource.RLIM_INFINITY))
+    os.kill([c for c in me.children() if c.cmdline() == me.cmdline()][0].pid, signal.SIGKILL)
+    try:
+        for i in range(1, 32):
+            loader.batch(i)
+    except Exception as exc:
+        print(type(exc).__name__, exc)
+    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    print("segments kept:", ours() == before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's rlimits")
+def test_a_replacement_over_its_address_space_limit_leaves_the_loaders_memory_alone():
+    """An SRE's OOM drill: a worker killed, its replacement over `ulimit -v` as it mapped the
+    dataset, deleted the block (CPython's SharedMemory unlinks one it fails to map, even one
+    it only attaches to): every later replacement failed with FileNotFoundError, told that a
+    file or a module had changed."""
+    out = subprocess.run([sys.executable, "-c", _REPLACED_UNDER_A_LIMIT], cwd=ROOT, text=True,
+                         capture_output=True, timeout=120 * TIME_SCALE)
+    assert "segments kept: True" in out.stdout, out.stdout + out.stderr[-3000:]
+    assert re.search(r"WorkerDied .*a limit of this process is met now.*`ulimit -v`",
+                     out.stdout), out.stdout
+    assert "FileNotFoundError" not in out.stderr, out.stderr[-3000:]
+
+
+_ONE_TASK = """
+import os, resource, threading, numpy as np, shmaug
+from shmaug import platform
+def descriptors():  # (once setuid, /proc/self/fd is root's to list)
+    count = 0
+    for fd in range(1024):
+        try:
+            os.fstat(fd)
+            count += 1
+        except OSError:
+            pass
+    return count
+def start():
+    try:
+        with shmaug.Loader(np.ones((8, 8, 8, 3), np.uint8), batch_size=2, workers=2,
+                           augment=shmaug.ops.Op("hflip"), start_method="fork") as loader:
+            loader.batch(0)
+    except OSError as exc:
+        print(type(exc).__name__, exc)
+start()  # (with room: everything imported and started once)
+if os.geteuid() == 0:  # (root's own count is never limited)
+    os.setuid(65534)
+resource.setrlimit(resource.RLIMIT_NPROC, (1, resource.getrlimit(resource.RLIMIT_NPROC)[1]))
+try:
+    platform.start_thread(threading.Event().wait, "shmaug-test", 1)
+except RuntimeError as exc:
+    print(exc)
+held = descriptors()
+for _ in range(3):
+    start()
+print("descriptors left:", descriptors() - held)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's rlimits")
+def test_a_start_over_the_process_limit_names_the_limit_and_leaves_nothing_open():
+    """On a shared login node a loader's first thread (the Ctrl-C notes) met `ulimit -u`
+    before any worker did, with Python's bare "can't start new thread"; and each worker
+    whose fork failed left four descriptors (CPython's fork leaves the pipes it made
+    ready), on which a retrying job crept to its `ulimit -n`."""
+    out = subprocess.run([sys.executable, "-c", _ONE_TASK], cwd=ROOT, text=True,
+                         capture_output=True, timeout=60 * TIME_SCALE)
+    assert re.search(r"can't start new thread \(shmaug-test\)\..*`ulimit -u` allows this user "
+                     r"1 processes", out.stdout), out.stdout + out.stderr[-3000:]
+    assert re.search(r"Resource temporarily unavailable, starting shmaug worker 0\. `ulimit -u`",
+                     out.stdout), out.stdout
+    assert "descriptors left: 0" in out.stdout, out.stdout
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="no thread takes a process's SIGINT there")
 def test_a_press_another_thread_takes_waits_until_the_worker_has_started():
     """Ctrl-C taken by a thread that does not block it (TensorFlow's) reached the main

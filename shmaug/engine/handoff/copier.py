@@ -32,6 +32,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ... import platform
+
 _PENDING, _RUNNING, _DONE = "pending", "running", "done"
 # A consumer back sooner than this after its last batch is not left time to gain from a copy
 # made ahead: the thread may not even have woken (up to about 1 ms on a busy 2-core machine).
@@ -99,8 +101,7 @@ class Copier:
                 return job
             self._queue.append(job)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread.start()
+                self._thread = platform.start_thread(self._run, self._name)
             self._lock.notify()
         return job
 

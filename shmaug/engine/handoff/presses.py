@@ -20,6 +20,7 @@ import threading
 import time
 from contextlib import suppress
 
+from ... import platform
 from ...errors import warn
 
 GIVE_UP_AFTER_S = 1.0  # after a press, what a wait off the main thread is left to finish
@@ -50,8 +51,7 @@ def watch_presses() -> None:
     _pair.extend((reader, writer))
     os.register_at_fork(after_in_child=_forget)
     atexit.register(_forget)
-    threading.Thread(target=_note, args=(reader,), name="shmaug-ctrl-c-notes",
-                     daemon=True).start()
+    platform.start_thread(_note, "shmaug-ctrl-c-notes", reader)
 
 
 def give_up(began: float) -> None:

@@ -370,7 +370,7 @@ def start_worker(process: Any, start_method: str, *, needs_main: bool) -> None:
     if start_method == "forkserver":
         _preload_in_forkserver()
     with _prepared(fresh, skip_main=fresh and not needs_main), _cv2_single_threaded(forking), \
-            _gc_frozen(forking), _sigint_blocked():
+            _gc_frozen(forking), _sigint_blocked(), _unforked_pipes_closed(forking):
         try:
             process.start()
         except OSError as exc:
@@ -511,6 +511,27 @@ def _gc_frozen(forking: bool) -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+@contextmanager
+def _unforked_pipes_closed(forking: bool) -> Iterator[None]:
+    """Close the two pipes CPython's fork made ready for a child when ``os.fork()`` fails
+    (EAGAIN under `ulimit -u`): ``popen_fork.Popen._launch`` closes them only once forked
+    (3.10-3.13), and each failed start left four descriptors, on which a retrying job crept
+    to its `ulimit -n`."""
+    try:
+        yield
+    except OSError as exc:
+        tb = exc.__traceback__ if forking else None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename.endswith("popen_fork.py"):
+                for name in ("parent_r", "child_w", "child_r", "parent_w"):
+                    fd = tb.tb_frame.f_locals.get(name)
+                    if isinstance(fd, int):
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+            tb = tb.tb_next
+        raise
 
 
 @contextmanager

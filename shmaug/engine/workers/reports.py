@@ -54,8 +54,9 @@ def describe_startup_failure(wid: int, code: int | None, start_method: str,
     if replacing:
         return WorkerDied(
             f"shmaug worker {wid} exited with code {code} before it was ready{again}, "
-            f"replacing one that had worked: what a worker reads as it starts has changed "
-            f"since the pool started (its error is printed above by the worker), e.g. a "
+            f"replacing one that had worked: a limit of this process is met now, or what a "
+            f"worker reads as it starts has changed since the pool started (its error is "
+            f"printed above by the worker), e.g. a "
             f"memory-mapped `x` file truncated or rewritten (\"mmap length is greater than "
             f"file size\"), or a module of your ops edited or removed. Fix: leave the "
             f"dataset's files and the ops' modules as they are while a loader reads them "

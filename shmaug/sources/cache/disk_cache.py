@@ -273,8 +273,7 @@ class DiskCache:
             if self._jobs is None:
                 self._jobs = queue.Queue()
                 for k in range(DOWNLOADS):  # daemons: the process's exit waits (``settle``)
-                    threading.Thread(target=self._drain, args=(self._jobs,), daemon=True,
-                                     name=f"shmaug-cache-{k}").start()
+                    platform.start_thread(self._drain, f"shmaug-cache-{k}", self._jobs)
                 _settled_at_exit(self)
 
         def run() -> None:

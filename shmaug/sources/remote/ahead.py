@@ -16,6 +16,8 @@ import time
 from collections import Counter, deque
 from typing import Any, Callable, Iterable, Sequence
 
+from ... import platform
+
 # Samples of the tasks queued behind a worker's task whose bytes are fetched ahead of it
 # (``Fetched``): fewer round trips, records of one shard coalesced across tasks, and the wait
 # for a round hidden behind the tasks before it. At most this many samples, and about
@@ -118,7 +120,7 @@ class Fetched:
             self._queue.append((samples, fetch, done))
             if not self._draining:  # a daemon: a worker's exit does not wait for a round
                 self._draining = True
-                threading.Thread(target=self._drain, name="shmaug-ahead", daemon=True).start()
+                platform.start_thread(self._drain, "shmaug-ahead")
 
     def _drain(self) -> None:
         """Run the queued rounds in order; end once none is left."""
