@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 IMAGES, LABELS, MANIFEST = "images.npy", "labels.npy", "manifest.json"
+_MANIFEST_ROOM = 2**16  # bytes kept free for the manifest (a few KB; the unreadable files')
 PARTIAL = ".partial"  # suffix of files being written; never mistaken for a finished output
 PACK_FORMAT = "shmaug-pack/1"
 # How a nearest resize rounds, recorded since it takes the pixel under each output pixel's
@@ -179,9 +180,11 @@ def pack(
             raise
 
 
-def _reserve(path: str, directory: str) -> None:
-    """Take the disk room of the whole of ``path`` now: a memory map written past what the
-    disk holds kills the process with SIGBUS (no message, the partial file left behind)."""
+def _reserve(path: str, directory: str, beside: int) -> None:
+    """Take the disk room of the whole of ``path`` now (a memory map written past what the
+    disk holds kills the process with SIGBUS: no message, the partial file left behind), and
+    see that ``beside`` bytes more are free for the files written after the decode (labels,
+    manifest: refused there, the whole decode was thrown away)."""
     fallocate = getattr(os, "posix_fallocate", None)  # (Linux; elsewhere, as before)
     if fallocate is None:
         return
@@ -192,11 +195,17 @@ def _reserve(path: str, directory: str) -> None:
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
                 return  # (a file system that cannot reserve: as before)
-            free = shutil.disk_usage(directory).free
-            raise ArgumentError(
-                f"`out` {directory!r} has {free:,} bytes free, and the pack needs {size:,} "
-                f"bytes ({size / 2**20:,.1f} MiB) for {IMAGES} ({exc.strerror}). Fix: free "
-                f"room there, or pack to a disk that holds it.") from None
+            raise _no_room(directory, size + beside, exc.strerror or str(exc)) from None
+    if shutil.disk_usage(directory).free < beside:
+        raise _no_room(directory, size + beside, f"{IMAGES} fits, {LABELS} and {MANIFEST} not")
+
+
+def _no_room(directory: str, need: int, why: str) -> ArgumentError:
+    free = shutil.disk_usage(directory).free
+    return ArgumentError(
+        f"`out` {directory!r} has {free:,} bytes free, and the pack needs {need:,} bytes "
+        f"({need / 2**20:,.1f} MiB) for {IMAGES}, {LABELS} and {MANIFEST} ({why}). Fix: free "
+        f"room there, or pack to a disk that holds it.")
 
 
 @contextlib.contextmanager
@@ -361,7 +370,9 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
     try:
         images = np.lib.format.open_memmap(partial[IMAGES], mode="w+", dtype=files.dtype,
                                            shape=shape)
-        _reserve(partial[IMAGES], directory)
+        classes = files.classes  # (its file and the manifest's room are checked now too)
+        _reserve(partial[IMAGES], directory, beside=_MANIFEST_ROOM + (
+            0 if classes is None else classes.nbytes + 4096))
         with open(partial[IMAGES], "rb") as f:  # the header: hash the file as it is written
             digest = hashlib.sha256(f.read(images.offset))
         with Loader(files, None, batch_size, workers=workers, start_method=start_method,
@@ -379,7 +390,6 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
         images.flush()
         del images
         _fsync(partial[IMAGES])
-        classes = files.classes
         if classes is not None:
             with open(partial[LABELS], "wb") as f:
                 np.save(f, classes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -58,6 +59,37 @@ def test_a_disk_too_small_for_the_pack_is_told_before_a_pixel_is_written(tmp_pat
                                                    r"[\d,]+ bytes .*No space left.*Fix: free"):
         shmaug.pack(folder, tmp_path / "out", image_size=(12, 10), workers=0, progress=False)
     assert not (tmp_path / "out").exists()  # (a folder made for it, and its partial file)
+
+
+_PACK_ONTO = """
+import sys, shmaug
+try:
+    shmaug.pack(sys.argv[1], sys.argv[2], image_size=(12, 10), color_mode="grayscale",
+                workers=0, progress=False)
+    print("packed")
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
+                    reason="a tmpfs of its own: Linux's mount namespaces, as root")
+def test_a_disk_with_room_for_the_images_alone_is_told_before_the_decode(tmp_path):
+    """An SRE's 8 KiB tmpfs held images.npy, not labels.npy and the manifest: "No space left
+    on device", with no path, no sizes and no fix, after the whole decode (thrown away)."""
+    folder = write_folder(tmp_path / "data")
+    (tmp_path / "disk").mkdir()
+    script = (f"mount -t tmpfs -o size=8k tmpfs {tmp_path / 'disk'} && exec {sys.executable} "
+              f"-c '{_PACK_ONTO}' {folder} {tmp_path / 'disk' / 'out'}")
+    out = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=ROOT, text=True,
+                         capture_output=True, timeout=60, env={**os.environ,
+                                                              "PYTHONPATH": str(ROOT)})
+    if "unshare" in out.stderr and out.returncode:
+        pytest.skip(f"no mount namespace here: {out.stderr.strip()}")
+    assert re.search(r"ArgumentError `out` .*/disk/out' has 4,096 bytes free, and the pack "
+                     r"needs [\d,]+ bytes .* for images.npy, labels.npy and manifest.json "
+                     r"\(images.npy fits, labels.npy and manifest.json not\)\. Fix: free",
+                     out.stdout), out.stdout + out.stderr[-2000:]
 
 
 def test_a_pack_stores_class_indices_and_opens_them_as_the_source_encodes_them(tmp_path):
