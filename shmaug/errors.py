@@ -366,12 +366,15 @@ class WorkerError(ShmaugError, RuntimeError):
 
 
 class WorkerDied(WorkerError):
-    """A worker process vanished; ``exitcode`` says how (negative: killed by that signal)."""
+    """A worker process vanished; ``exitcode`` says how (negative: killed by that signal),
+    ``sample_index`` on which sample where it died running a task (-1: as it started)."""
 
-    def __init__(self, message: str, *, worker_id: int, exitcode: int | None) -> None:
+    def __init__(self, message: str, *, worker_id: int, exitcode: int | None,
+                 sample_index: int = -1) -> None:
         super().__init__(message)
         self.worker_id = worker_id
         self.exitcode = exitcode
+        self.sample_index = sample_index
 
 
 class WorkerTimeout(ShmaugError, TimeoutError):

@@ -119,9 +119,9 @@ _DISK = ("(Data already in a .npy larger than the RAM is read from the disk each
 _SHORT = 8  # batches: an epoch shorter is mostly the wait for a pass's first batches
 
 
-def _remedy(stats: dict[str, Any]) -> str:
-    """What to try for an input-bound epoch: the queue when it was the limit (more workers
-    would find no free slot), else the workers and the work."""
+def _not_the_pipeline(stats: dict[str, Any]) -> str:
+    """Why an input-bound epoch asks no change of the pipeline (an epoch too short to tell;
+    workers idle most of it), or "": logged, not warned (a warning is what to change)."""
     queue = stats.get("queue") or {}
     busy = stats.get("worker_busy") or []
     if stats.get("batches", _SHORT) < _SHORT and max(busy, default=0.0) < 0.8:  # (workers
@@ -129,6 +129,20 @@ def _remedy(stats: dict[str, Any]) -> str:
         return (f"An epoch of {stats['batches']} batches is too short to tell the pipeline's "
                 f"pace: its first batches wait while the workers begin the pass, whatever "
                 f"they run. Longer epochs' figures (stats(), this callback's log) tell.")
+    if not queue.get("limited") and busy and max(busy) < 0.5:  # more workers would idle too
+        return ("The workers were idle most of the epoch, so the wait was the hand-off of "
+                "the batches or the first ones of each pass, not the augmentation (a short "
+                "epoch shows it most); more `workers` would idle too.")
+    return ""
+
+
+def _remedy(stats: dict[str, Any]) -> str:
+    """What to try for an input-bound epoch: the queue when it was the limit (more workers
+    would find no free slot), else the workers and the work; or why nothing would help."""
+    queue = stats.get("queue") or {}
+    busy = stats.get("worker_busy") or []
+    if said := _not_the_pipeline(stats):
+        return said
     if queue.get("limited") and queue.get("by") in (depth.MEMORY, depth.SHM):
         return (f"The queue was the limit, not the workers ({queue['why']}: fewer batches "
                 f"ahead than workers). Try: {depth.more_room(queue['by'], enlarge())}.")
@@ -136,10 +150,6 @@ def _remedy(stats: dict[str, Any]) -> str:
         return (f"The queue was the limit, not the workers ({queue['why']}: fewer batches "
                 f"ahead than workers). Try: a larger `max_queue_size`, or leave it out (the "
                 f"default holds 2 batches per worker + 2).")
-    if busy and max(busy) < 0.5:  # the workers mostly idle: more of them would idle too
-        return ("The workers were idle most of the epoch, so the wait was the hand-off of "
-                "the batches or the first ones of each pass, not the augmentation (a short "
-                "epoch shows it most); more `workers` would idle too.")
     cores = platform.cpu_count()
     if len(busy) >= cores:  # more workers would only share the cores the others use
         return (f"The {len(busy)} workers already have this machine's {cores} cores to "
@@ -223,7 +233,7 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
                 logs.update({key: s[key] for key in LOGGED})
             if s["wait_fraction"] > self.threshold and seq not in self._warned:
                 self._warned.add(seq)  # the per-epoch figures stay in the log line above
-                warn(
-                    f"Training is input-bound: in epoch {epoch + 1} "
-                    f"{s['wait_fraction']:.0%} of the time went to waiting for data "
-                    f"({s['workers']} shmaug workers, busy {busy}). {_remedy(s)}")
+                told = log.info if _not_the_pipeline(s) else warn  # (nothing to change)
+                told(f"Training is input-bound: in epoch {epoch + 1} "
+                     f"{s['wait_fraction']:.0%} of the time went to waiting for data "
+                     f"({s['workers']} shmaug workers, busy {busy}). {_remedy(s)}")

@@ -127,6 +127,13 @@ def test_stall_monitor_names_the_queue_when_it_was_the_limit() -> None:
     assert "more `workers`" in _remedy({"queue": None})  # nothing to augment: no ring
     idle = _remedy({"queue": None, "worker_busy": [0.05, 0.17]})  # a short epoch's wait
     assert "idle most of the epoch" in idle and "Try: more `workers`" not in idle
+    # what asks no change is logged, not warned (under filterwarnings("error") it ended fit)
+    from shmaug.keras.callbacks import _not_the_pipeline
+
+    assert _not_the_pipeline({"queue": None, "worker_busy": [0.05, 0.17]}) == idle
+    assert _not_the_pipeline({"queue": queue, "batches": 2, "worker_busy": [0.6, 0.4]})
+    assert not _not_the_pipeline({"queue": queue, "worker_busy": [0.05, 0.17]})  # the queue
+    assert not _not_the_pipeline({"queue": None, "batches": 5, "worker_busy": [1.0, 0.99]})
     # as many workers as cores, or more (the README's workers=4 on 2 cores), busy sharing them
     cores = platform.cpu_count()
     shared = _remedy({"queue": None, "worker_busy": [0.35, 0.64] * cores})

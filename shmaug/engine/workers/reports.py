@@ -43,6 +43,7 @@ def describe_death(wid: int, code: int | None, index: int) -> WorkerDied:
         f"in this process.",
         worker_id=wid,
         exitcode=code,
+        sample_index=index,
     )
 
 
