@@ -331,6 +331,23 @@ def test_a_corrupt_png_is_told_by_shmaugs_error_alone(folder, capfd, start_metho
     assert "IHDR" not in err and "[ERROR:" not in err, err
 
 
+def test_a_corrupt_png_read_in_this_process_prints_nothing_of_opencvs(folder, capfd):
+    """Its lines came back where the main process decodes (workers=0; the stand-in's warning
+    of on_error='skip'), outside `logging`: an observability engineer's log read "[ERROR:"
+    beside shmaug's warning naming the file. OpenCV's level is the user's again after."""
+    import cv2
+
+    (folder / "bee" / "1.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    level = cv2.utils.logging.getLogLevel()
+    capfd.readouterr()
+    with pytest.warns(shmaug.ShmaugWarning, match=r"bee/1\.png"):
+        epoch(ImageFiles.from_directory(folder, image_size=(8, 8), on_error="skip"), None,
+              workers=0)
+    err = capfd.readouterr().err
+    assert "IHDR" not in err and "[ERROR:" not in err, err
+    assert cv2.utils.logging.getLogLevel() == level != cv2.utils.logging.LOG_LEVEL_SILENT
+
+
 def test_skip_replaces_deterministically_and_counts(folder):
     (folder / "bee" / "1.png").write_bytes(b"garbage")
     files = ImageFiles.from_directory(folder, image_size=(8, 8), on_error="skip")

@@ -23,7 +23,8 @@ import cv2
 import numpy as np
 
 from ..files import ImageFiles
-from ..images.decode import limited, pixel_limit, raise_if_refused, refuse_bombs, stored_sizes
+from ..images.decode import (imdecode, limited, pixel_limit, raise_if_refused, refuse_bombs,
+                             stored_sizes)
 from ..remote import protocol_of
 from ...errors import ArgumentError, ImageReadError
 from ..images.reader import Reader
@@ -62,7 +63,7 @@ def decode_mask(data: np.ndarray, what: str) -> np.ndarray:
     png = data[:8].tobytes() == _PNG and len(data) > 25
     palette = png and data[25] == _PALETTE
     try:
-        mask = None if palette else cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+        mask = None if palette else imdecode(data, cv2.IMREAD_UNCHANGED)
     except cv2.error as exc:
         raise_if_refused(exc, refused, what)
         mask = None

@@ -23,6 +23,7 @@ import contextlib
 import contextvars
 import os
 import struct
+import threading
 import time
 from functools import partial
 from typing import Any, Callable, Iterator, Sequence
@@ -198,7 +199,7 @@ def decode_bytes(data: np.ndarray, what: str, color_mode: str | None,
     try:
         image = _decode_reduced(data, 8 // eighths) if eighths != 8 else None
         if image is None:  # BGR(A); we convert channels ourselves
-            image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+            image = imdecode(data, cv2.IMREAD_UNCHANGED)
     except cv2.error as exc:  # (an assertion of OpenCV's: PIL's turn, unless the file's)
         raise_if_refused(exc, lambda reason: unreadable(what, reason), what)
         image = None
@@ -518,7 +519,7 @@ def _decode_reduced(data: np.ndarray, denominator: int) -> np.ndarray | None:
         return None
     kind = "GRAYSCALE" if header[2] == 1 else "COLOR"
     flag = getattr(cv2, f"IMREAD_REDUCED_{kind}_{denominator}") | cv2.IMREAD_IGNORE_ORIENTATION
-    image: np.ndarray | None = cv2.imdecode(data, flag)
+    image: np.ndarray | None = imdecode(data, flag)
     return image
 
 
@@ -529,8 +530,8 @@ def scan_reads(data: np.ndarray) -> bool:
     import cv2
 
     try:
-        return cv2.imdecode(data, cv2.IMREAD_REDUCED_GRAYSCALE_8 |
-                            cv2.IMREAD_IGNORE_ORIENTATION) is not None
+        return imdecode(data, cv2.IMREAD_REDUCED_GRAYSCALE_8 |
+                        cv2.IMREAD_IGNORE_ORIENTATION) is not None
     except cv2.error:
         return False
 
@@ -574,6 +575,28 @@ def _tiff_beyond_images(data: np.ndarray) -> bool:
     that is damaged (its first directory read off its header, a few bytes)."""
     fields = tiff_fields(data, (277, 339))  # SamplesPerPixel, SampleFormat
     return fields is not None and (fields.get(277, 1) > 4 or fields.get(339, 1) == 3)
+
+
+_QUIET = threading.Lock()  # held while OpenCV's log is off for one decode here
+
+
+def imdecode(data: np.ndarray, flag: int) -> np.ndarray | None:
+    """``cv2.imdecode`` without OpenCV's own log lines, as in a worker (``worker.py``): a
+    corrupt PNG printed ``[ERROR:0@0.35] global grfmt_png.cpp ... IHDR chunk shall be first``
+    on stderr, outside `logging`, beside shmaug's error or warning naming the file (the main
+    process decodes with workers=0, for the first sample, for a stand-in's warning). A level
+    the user set with ``OPENCV_LOG_LEVEL`` is kept; the user's own level comes back after."""
+    import cv2
+
+    log = cv2.utils.logging
+    if "OPENCV_LOG_LEVEL" in os.environ or log.getLogLevel() == log.LOG_LEVEL_SILENT:
+        return cv2.imdecode(data, flag)
+    with _QUIET:  # (one decode at a time while the level is off: each puts back its own)
+        before = log.setLogLevel(log.LOG_LEVEL_SILENT)
+        try:
+            return cv2.imdecode(data, flag)
+        finally:
+            log.setLogLevel(before)
 
 
 def unreadable(what: str, reason: str) -> ImageReadError:
