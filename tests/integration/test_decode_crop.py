@@ -177,3 +177,34 @@ def test_an_unreadable_jpeg_is_stood_in_for_and_counted(folder, tmp_path) -> Non
             stats = loader.stats()
     assert xb.shape == (len(paths), 48, 48, 3)
     assert stats["skipped"] == 1 and any("broken.jpg" in u for u in stats["unreadable"])
+
+
+_BIG_SCAN = """
+import resource, sys
+import shmaug
+from shmaug.ops import Compose, Op
+files = shmaug.ImageFiles([sys.argv[1]] * 2, image_size=None)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with shmaug.Loader(files, batch_size=2, workers=0,
+                   augment=Compose([Op("center_resized_crop", height=64, width=64)])) as loader:
+    assert loader.batch(0)[0].shape == (2, 64, 64, 3)
+print("grew MiB:", (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+"""
+
+
+def test_the_loaders_start_does_not_decode_a_cropped_scan_whole(tmp_path):
+    """A document engineer's 8000x6000 scans: the loader's start decoded sample 0 whole for
+    its value range (the crop itself decodes a window at a DCT scale), 280 MiB and ten
+    epochs' time before the first batch. 6000x6000 here: 103 MiB whole, a few cropped."""
+    import subprocess
+    import sys
+
+    ramp = np.linspace(0, 255, 6000, dtype=np.float32).astype(np.uint8)
+    scan = np.dstack([np.add.outer(ramp, ramp // 2).astype(np.uint8)] * 3)
+    path = tmp_path / "scan.jpg"
+    cv2.imwrite(str(path), scan, [cv2.IMWRITE_JPEG_QUALITY, 80])
+    out = subprocess.run([sys.executable, "-c", _BIG_SCAN, str(path)], capture_output=True,
+                         text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-3000:]
+    grew = float(out.stdout.split("grew MiB:")[1])
+    assert grew < 30, out.stdout  # (decoded whole: 56-212 MiB more here, cropped 0-9)

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import source
 from ... import whole_decodes
-from ...deferred import decoded
+from ...deferred import Undecoded
 from ..config.inputs import sample_output
 from ...errors import ArgumentTypeError, ErrorRecord, OutputMismatchError
 from ...ops.mixing import Mix
@@ -283,12 +283,8 @@ class SliceRunner:
         for name, target in made.items():
             target = sample_output(target, self._maker, f"target {name!r}")
             targets[name] = (tuple(target.shape), dtype_text(target.dtype))
-        loaded = np.asarray(decoded(self._loaded, None))  # (its range, once)
-        numeric = loaded.dtype.kind in "biuf" and loaded.size > 0
-        finite = loaded[np.isfinite(loaded)] if numeric and loaded.dtype.kind == "f" else loaded
-        span = (float(finite.min()), float(finite.max())) if numeric and finite.size else None
-        probe = Probe(tuple(out.shape), dtype_text(out.dtype), dtype_text(loaded.dtype), span,
-                      bool(numeric and finite.size < loaded.size), targets)
+        probe = Probe(tuple(out.shape), dtype_text(out.dtype), *_as_loaded(self._loaded),
+                      targets=targets)
         return Probed(task.ticket, probe)
 
     def _watched_sample(self, epoch: int, index: int, rng: np.random.Generator | None,
@@ -528,3 +524,17 @@ def _shape_fix(made: tuple[int, ...], expected: tuple[int, ...], maker: str,
             f"beside RGB, RGBA) where it is read (`color_mode=` of a file source; in a `load` "
             f"of yours e.g. `np.asarray(PIL.Image.open(path).convert('RGB'))`)"
             + (", and keep the channel count in `augment`" if maker == "`augment`" else ""))
+
+
+def _as_loaded(loaded: Any) -> tuple[str, tuple[float, float] | None, bool]:
+    """Sample 0 as loaded, for the probe: its dtype, finite range (None: none finite) and
+    whether it holds NaN or infinity. A file's pixels not yet decoded (a decode-time crop
+    follows) are integers of their dtype, in its range: decoding a 8000x6000 scan whole for
+    them made the loader's start cost ten epochs of crops."""
+    if isinstance(loaded, Undecoded):
+        return dtype_text(loaded.dtype), None, False
+    pixels = np.asarray(loaded)
+    numeric = pixels.dtype.kind in "biuf" and pixels.size > 0
+    finite = pixels[np.isfinite(pixels)] if numeric and pixels.dtype.kind == "f" else pixels
+    span = (float(finite.min()), float(finite.max())) if numeric and finite.size else None
+    return dtype_text(pixels.dtype), span, bool(numeric and finite.size < pixels.size)
