@@ -930,10 +930,12 @@ def spatial_sources(y: Any, x: Any) -> None:
     if option is not None:
         raise ArgumentError(
             f"`x` ({got(x)}) has {option}=True, which the targets {said} in `y` do not "
-            f"follow (they are scaled by the plain stretch to image_size). Fix: pass "
-            f"image_size=None and start `augment` with Op('resize', height=..., width=..., "
-            f"{option}=True) (or a crop to a size: Op('center_resized_crop', ...)), which "
-            f"moves them with the pixels; or leave {option}=False.")
+            f"follow (from_coco's and the record readers' are scaled by the plain stretch to "
+            f"image_size; arrays of yours are taken in the pixels of the image handed out). "
+            f"Fix: pass image_size=None and start `augment` with Op('resize', height=..., "
+            f"width=..., {option}=True) (or a crop to a size: Op('center_resized_crop', "
+            f"...)), which moves them, in the files' pixels, with the pixels; or leave "
+            f"{option}=False.")
     images = source.image_shape(x)
     for name, _, target in found:
         if not is_target_source(target):
