@@ -29,6 +29,7 @@ Beside them, the base every part may use, and the command line:
 - ``presets``: ready-made pipelines;
 - ``cli``, ``_demo``, ``_interrupt``: the ``shmaug`` command (``demo``, ``bench``, ``pack``,
   ``doctor``);
+- ``_doctor``: ``shmaug.doctor()``, what ``shmaug doctor`` prints, for a run's records;
 - ``__main__``: the same command as ``python -m shmaug``.
 """
 
@@ -75,6 +76,7 @@ from .ops import (
     register,
 )
 from .sources.pack import pack
+from ._doctor import doctor
 
 if _typing.TYPE_CHECKING:  # typed for users' checkers; imported lazily (__getattr__)
     from .keras import EpochSync as EpochSync
@@ -110,6 +112,7 @@ __all__ = [
     "WorkerTimeout",
     "__version__",
     "available",
+    "doctor",
     "from_albumentations",
     "from_array",
     "from_config",

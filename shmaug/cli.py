@@ -334,10 +334,9 @@ def _warnings_as_lines(prog: str, flags: Mapping[str, str]) -> Iterator[None]:
 
 def _doctor() -> int:
     """`shmaug doctor`: one line per fact a slow or odd loader is explained by, on stdout."""
-    from .memory.store import shm_report
-    from .sources.images.decode import decoder_report
+    from ._doctor import doctor
 
-    for name, value in {**decoder_report(), "shared memory": shm_report()}.items():
+    for name, value in doctor().items():
         print(f"{name}: {value}")
     return 0
 

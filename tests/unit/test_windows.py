@@ -374,6 +374,14 @@ def test_doctor_names_the_decoder_a_loader_would_use(monkeypatch, capsys) -> Non
     assert re.fullmatch(r"/dev/shm: [\d.]+ ([MG])iB, [\d.]+ \1iB free; (no shmaug segment "
                         r"there|.*shmaug.* hold [\d,]+ bytes.*)", shm.group(1)) \
         if platform.SHM_DIR else "no /dev/shm" in shm.group(1), out
+    # the same facts from code, for a run's records (a reproducibility reviewer scraped the
+    # command's text from a subprocess)
+    import shmaug
+
+    facts = shmaug.doctor()
+    assert facts["numpy"] == np.__version__ and facts["Pillow"] == PIL.__version__
+    assert out.startswith("".join(f"{name}: {value}\n" for name, value in facts.items()
+                                  if name != "shared memory"))
     if turbo.available():
         monkeypatch.setenv("SHMAUG_JPEG", "auto")
         assert main(["doctor"]) == 0
