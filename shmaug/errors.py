@@ -294,10 +294,12 @@ class ErrorRecord:
     user_traceback: str = ""  # without shmaug's frames (what the message shows by default)
     only_ours: bool = False  # every frame was shmaug's: the message shows none by default
     attributes: bytes | None = None  # the exception's own attributes that pickle (its code)
+    sample_name: str = ""  # the sample's file (or shard and record), where its source names it
 
     @classmethod
     def capture(
-        cls, exc: BaseException, tb: str, *, worker_id: int, sample_index: int, epoch: int, op: str
+        cls, exc: BaseException, tb: str, *, worker_id: int, sample_index: int, epoch: int,
+        op: str, sample_name: str = ""
     ) -> ErrorRecord:
         try:
             exc_type: bytes | None = pickle.dumps(type(exc))
@@ -312,7 +314,14 @@ class ErrorRecord:
         except Exception:  # a traceback we cannot walk: the full one will do
             user, kept_any = "", True
         return cls(exc_type, type(exc).__qualname__, message, tb, worker_id, sample_index,
-                   epoch, op, user, not kept_any, _attributes(exc))
+                   epoch, op, user, not kept_any, _attributes(exc), sample_name)
+
+    def _named(self) -> str:
+        """The sample's file where the message does not name it (an op's error on a file
+        source's sample: a too-small crop named index 2 of a folder of thousands)."""
+        if not self.sample_name or self.sample_name in self.message:
+            return ""
+        return f" ({self.sample_name})"
 
     def describe(self, named: bool = True) -> str:
         """The message of the error raised for this record. ``named=False`` where that
@@ -334,8 +343,8 @@ class ErrorRecord:
             tb = f"Worker traceback:\n{self.traceback.rstrip()}"
         return (
             f"{f'{self.type_name}: ' if named else ''}{self.message}\n"
-            f"(raised by `{self.op}` in {where} on sample index {self.sample_index}, "
-            f"epoch {self.epoch})\n{tb}"
+            f"(raised by `{self.op}` in {where} on sample index {self.sample_index}"
+            f"{self._named()}, epoch {self.epoch})\n{tb}"
         )
 
 

@@ -255,6 +255,17 @@ def drawing(load: Any, takes_undrawn: bool) -> Any:
     return load.drawing() if isinstance(load, Drawing) and takes_undrawn else load
 
 
+def sample_name(load: Any, index: int) -> str:
+    """What ``load``'s source calls sample ``index`` (a path; a shard and record), for an
+    error on it; "" where it names none (an array, a ``load`` of the user's)."""
+    if index < 0 or not isinstance(load, Marked):
+        return ""
+    try:
+        return str(load.name(index))
+    except Exception:  # (an error is being told: naming it must not hide it)
+        return ""
+
+
 def stands_in(load: Any) -> bool:
     """Whether ``load`` can stand in for unreadable samples: a source's reader, not a
     ``load`` of the user's."""

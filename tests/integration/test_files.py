@@ -348,6 +348,19 @@ def test_a_corrupt_png_read_in_this_process_prints_nothing_of_opencvs(folder, ca
     assert cv2.utils.logging.getLogLevel() == level != cv2.utils.logging.LOG_LEVEL_SILENT
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_ops_error_on_a_files_sample_names_the_file(folder, workers):
+    """A document engineer's crop larger than one 1x7 scan named "sample index 2" of a
+    folder of thousands; the file is what they look for."""
+    from PIL import Image
+
+    Image.new("RGB", (7, 1)).save(folder / "ant" / "0.png")  # (index 0 of the sorted paths)
+    files = ImageFiles.from_directory(folder, image_size=None)
+    with pytest.raises(shmaug.WorkerError, match=r"(?s)crop.*on sample index 0 \(.*ant/0\.png\)"):
+        epoch(files, files.labels, workers=workers, augment=shmaug.ops.Op("crop", height=4, width=4),
+              output_shape=(4, 4, 3))
+
+
 def test_skip_replaces_deterministically_and_counts(folder):
     (folder / "bee" / "1.png").write_bytes(b"garbage")
     files = ImageFiles.from_directory(folder, image_size=(8, 8), on_error="skip")

@@ -159,6 +159,7 @@ class SliceRunner:
             record = ErrorRecord.capture(
                 exc, traceback.format_exc(), worker_id=self.worker_id,
                 sample_index=self._index, epoch=seed_epoch(task.epoch), op=self._stage,
+                sample_name=source.sample_name(self.load, self._index),
             )
             result = Failed(task.ticket, record)
         if status is not None:
