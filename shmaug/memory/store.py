@@ -202,12 +202,15 @@ def check_capacity(nbytes: int, what: str, instead: str = _SMALLER) -> None:
     free = free_shm_bytes(nbytes)
     if free is not None and nbytes > free:
         held = _others_held(())
+        here = _held_here(())  # (the asking loader's blocks so far among them)
         smaller = "" if nbytes < 2**16 else f", {instead}"  # (a few bytes: nothing smaller)
+        closing = (f"close the loaders of this process it no longer uses (its loaders "
+                   f"hold {here:,} bytes there), " if here else "")
         raise SharedMemoryError(
             f"Not enough shared memory for {what}: asked for {nbytes:,} bytes "
             f"({nbytes / 2**20:.1f} MiB) but {_SHM_DIR} has {free:,} bytes "
-            f"({free / 2**20:.1f} MiB) free{f' ({held})' if held else ''}. Fix: free room "
-            f"there or enlarge it ({enlarge(-(-nbytes // 2**30) + 1)}){smaller}."
+            f"({free / 2**20:.1f} MiB) free{f' ({held})' if held else ''}. Fix: {closing}free "
+            f"room there or enlarge it ({enlarge(-(-nbytes // 2**30) + 1)}){smaller}."
         )
 
 

@@ -72,3 +72,34 @@ def test_a_read_only_dev_shm_is_told_to_be_mounted_writable_not_freed():
     assert "Read-only file system" in done.stdout, done.stdout + done.stderr
     assert "mount a writable tmpfs there" in done.stdout
     assert "lower `max_queue_size`" not in done.stdout
+
+
+@pytest.mark.skipif(not _namespaces(), reason="needs a mount namespace (unshare -m, as root)")
+def test_a_dev_shm_filled_by_another_program_names_what_this_processs_loaders_hold():
+    """An SRE's /dev/shm filled by a file while a loader ran: the next loader's small block
+    was refused with "0 bytes free" alone, not that this process's first loader held room
+    there it could close."""
+    code = ("import os, numpy as np, shmaug\n"
+            "from tests import _ops\n"
+            "first = shmaug.Loader(np.zeros((64, 64, 64, 3), np.uint8), None, batch_size=8,\n"
+            "                      augment=_ops.identity, workers=0)\n"
+            "try:\n"
+            "    with open('/dev/shm/filler', 'wb', buffering=0) as f:\n"
+            "        while True:\n"
+            "            f.write(bytes(4096))\n"
+            "except OSError:\n"
+            "    pass\n"
+            "try:\n"
+            "    shmaug.Loader(np.zeros((8, 8, 8), np.uint8), None, batch_size=4,\n"
+            "                  augment=_ops.identity, workers=0)\n"
+            "except shmaug.SharedMemoryError as exc:\n"
+            "    print(exc)\n"
+            "first.close()\n")
+    script = f"mount -t tmpfs -o size=2m tmpfs /dev/shm && exec {sys.executable} -c \"{code}\""
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=ROOT, text=True,
+                          capture_output=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert "Not enough shared memory" in done.stdout or "Could not create" in done.stdout, \
+        done.stdout + done.stderr
+    assert "close the loaders of this process it no longer uses (its loaders hold" in \
+        done.stdout or "this process's other loaders hold" in done.stdout, done.stdout
