@@ -592,7 +592,8 @@ def imdecode(data: np.ndarray, flag: int) -> np.ndarray | None:
     if "OPENCV_LOG_LEVEL" in os.environ or log.getLogLevel() == log.LOG_LEVEL_SILENT:
         return cv2.imdecode(data, flag)
     with _QUIET:  # (one decode at a time while the level is off: each puts back its own)
-        before = log.setLogLevel(log.LOG_LEVEL_SILENT)
+        before = log.getLogLevel()
+        log.setLogLevel(log.LOG_LEVEL_SILENT)
         try:
             return cv2.imdecode(data, flag)
         finally:
