@@ -310,13 +310,12 @@ def limits_met(code: int | None = None) -> str:
             f"shared-memory block, a worker starting about 4 more: raise the limit "
             f"(`ulimit -n 4096`; Docker: `--ulimit nofile=4096`), close the loaders you no "
             f"longer use, or use fewer workers.")))
-    if threads is not None and (code == errno.EAGAIN or code is None and threads < 4096):
+    if threads is not None and (code == errno.EAGAIN or code is None and _few(threads)):
         said.append(("can't start new thread\" or \"Resource temporarily unavailable", (
             f"`ulimit -u` allows this user {threads:,} processes and threads in all, and each "
             f"worker takes a few, its BLAS one per core (`OPENBLAS_NUM_THREADS=1` in the "
             f"environment keeps it to one): raise the limit or use fewer workers.")))
-    if space is not None and (code == errno.ENOMEM or code is None and
-                              space < (memory_bytes() or space + 1)):
+    if space is not None and (code == errno.ENOMEM or code is None and _little(space)):
         said.append(("Cannot allocate memory", (
             f"`ulimit -v` lets this process map {space / 2**30:,.1f} GiB, and a forked worker "
             f"starts with all the parent maps (`x` and its copy in shared memory among it) "
@@ -327,15 +326,28 @@ def limits_met(code: int | None = None) -> str:
     return "".join(f" {fix}" for _, fix in said)
 
 
+def _few(tasks: int) -> bool:
+    """Whether a `ulimit -u` of ``tasks`` is low enough to matter to a loader."""
+    return tasks < 4096
+
+
+def _little(space: int) -> bool:
+    """Whether a `ulimit -v` of ``space`` bytes is low enough to matter (under the RAM)."""
+    return space < (memory_bytes() or space + 1)
+
+
 def start_thread(target: Callable[..., object], name: str, *args: Any) -> threading.Thread:
-    """A daemon thread running ``target(*args)``, started; one that cannot start for a limit
-    of this process (``ulimit -u``) names the limit and its fix, not Python's bare "can't
-    start new thread" (a shared login node's user count includes the user's other jobs)."""
+    """A daemon thread running ``target(*args)``, started; one that cannot start names the
+    limits of this process set low enough to matter (``ulimit -u``: a shared login node's
+    user count includes the user's other jobs; ``ulimit -v``: no room for its stack), each
+    with its fix, not Python's bare "can't start new thread"."""
     thread = threading.Thread(target=target, name=name, args=args, daemon=True)
     try:
         thread.start()
-    except RuntimeError as exc:
-        why = limits_met(errno.EAGAIN)
+    except RuntimeError as exc:  # (Python's words do not say which limit: each set low)
+        threads, space = rlimit("NPROC"), rlimit("AS")
+        why = (limits_met(errno.EAGAIN) if threads is not None and _few(threads) else "") + \
+            (limits_met(errno.ENOMEM) if space is not None and _little(space) else "")
         if not why:
             raise
         raise RuntimeError(f"{exc} ({name}).{why}") from exc

@@ -232,8 +232,11 @@ class StallMonitor(keras.callbacks.Callback):  # type: ignore[misc]
             if logs is not None and rank == 0:  # the busiest: normally the training set
                 logs.update({key: s[key] for key in LOGGED})
             if s["wait_fraction"] > self.threshold and seq not in self._warned:
-                self._warned.add(seq)  # the per-epoch figures stay in the log line above
-                told = log.info if _not_the_pipeline(s) else warn  # (nothing to change)
-                told(f"Training is input-bound: in epoch {epoch + 1} "
-                     f"{s['wait_fraction']:.0%} of the time went to waiting for data "
-                     f"({s['workers']} shmaug workers, busy {busy}). {_remedy(s)}")
+                said = (f"Training is input-bound: in epoch {epoch + 1} "
+                        f"{s['wait_fraction']:.0%} of the time went to waiting for data "
+                        f"({s['workers']} shmaug workers, busy {busy}). {_remedy(s)}")
+                if _not_the_pipeline(s):  # nothing to change: logged, and a later epoch
+                    log.info(said)  # that has something to change is still warned of
+                else:
+                    self._warned.add(seq)  # the per-epoch figures stay in the log line above
+                    warn(said)

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 IMAGES, LABELS, MANIFEST = "images.npy", "labels.npy", "manifest.json"
-_MANIFEST_ROOM = 2**16  # bytes kept free for the manifest (a few KB; the unreadable files')
+_MANIFEST_ROOM = 2**14  # bytes kept free for the manifest (under 1 KB; unreadable files')
 PARTIAL = ".partial"  # suffix of files being written; never mistaken for a finished output
 PACK_FORMAT = "shmaug-pack/1"
 # How a nearest resize rounds, recorded since it takes the pixel under each output pixel's
@@ -195,17 +195,18 @@ def _reserve(path: str, directory: str, beside: int) -> None:
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
                 return  # (a file system that cannot reserve: as before)
-            raise _no_room(directory, size + beside, exc.strerror or str(exc)) from None
-    if shutil.disk_usage(directory).free < beside:
-        raise _no_room(directory, size + beside, f"{IMAGES} fits, {LABELS} and {MANIFEST} not")
-
-
-def _no_room(directory: str, need: int, why: str) -> ArgumentError:
-    free = shutil.disk_usage(directory).free
-    return ArgumentError(
-        f"`out` {directory!r} has {free:,} bytes free, and the pack needs {need:,} bytes "
-        f"({need / 2**20:,.1f} MiB) for {IMAGES}, {LABELS} and {MANIFEST} ({why}). Fix: free "
-        f"room there, or pack to a disk that holds it.")
+            free, need = shutil.disk_usage(directory).free, size + beside
+            raise ArgumentError(
+                f"`out` {directory!r} has {free:,} bytes free, and the pack needs {need:,} "
+                f"bytes ({need / 2**20:,.1f} MiB) for {IMAGES}, {LABELS} and {MANIFEST} "
+                f"({exc.strerror}). Fix: free room there, or pack to a disk that holds "
+                f"it.") from None
+    free = shutil.disk_usage(directory).free  # (with images.npy's room taken)
+    if free < beside:
+        raise ArgumentError(
+            f"`out` {directory!r} has {free:,} bytes free once {IMAGES} ({size:,} bytes) is "
+            f"reserved, and {LABELS} and {MANIFEST}, written after the decode, need up to "
+            f"{beside:,} more. Fix: free room there, or pack to a disk that holds it.")
 
 
 @contextlib.contextmanager
@@ -372,7 +373,7 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
                                            shape=shape)
         classes = files.classes  # (its file and the manifest's room are checked now too)
         _reserve(partial[IMAGES], directory, beside=_MANIFEST_ROOM + (
-            0 if classes is None else classes.nbytes + 4096))
+            0 if classes is None else classes.nbytes + 4096))  # (a page for its header)
         with open(partial[IMAGES], "rb") as f:  # the header: hash the file as it is written
             digest = hashlib.sha256(f.read(images.offset))
         with Loader(files, None, batch_size, workers=workers, start_method=start_method,

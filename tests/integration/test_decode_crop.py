@@ -208,3 +208,16 @@ def test_the_loaders_start_does_not_decode_a_cropped_scan_whole(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     grew = float(out.stdout.split("grew MiB:")[1])
     assert grew < 30, out.stdout  # (decoded whole: 56-212 MiB more here, cropped 0-9)
+
+
+def test_a_value_range_narrower_than_the_files_is_refused_with_a_decode_time_crop(tmp_path):
+    """A diff review's: the probe no longer decoding sample 0 let value_range=(0, 1) over
+    uint8 JPEGs through where a decode-time crop came first (refused with image_size set):
+    the ops then returned wrong pixels."""
+    path = tmp_path / "photo.jpg"
+    cv2.imwrite(str(path), np.full((40, 48, 3), 200, np.uint8))
+    files = shmaug.ImageFiles([str(path)] * 2, image_size=None)
+    with pytest.raises(ArgumentError, match=r"value_range"):
+        shmaug.Loader(files, batch_size=2, workers=0, augment=Compose(
+            [Op("center_resized_crop", height=16, width=16), Op("invert")],
+            value_range=(0, 1)))

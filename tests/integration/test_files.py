@@ -343,6 +343,14 @@ def test_a_corrupt_png_read_in_this_process_prints_nothing_of_opencvs(folder, ca
     with pytest.warns(shmaug.ShmaugWarning, match=r"bee/1\.png"):
         epoch(ImageFiles.from_directory(folder, image_size=(8, 8), on_error="skip"), None,
               workers=0)
+    # decodes side by side in threads: each ran while another put the user's level back
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shmaug.sources.images.decode import imdecode
+
+    corrupt = np.frombuffer((folder / "bee" / "1.png").read_bytes(), np.uint8)
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: imdecode(corrupt, cv2.IMREAD_UNCHANGED), range(2000)))
     err = capfd.readouterr().err
     assert "IHDR" not in err and "[ERROR:" not in err, err
     assert cv2.utils.logging.getLogLevel() == level != cv2.utils.logging.LOG_LEVEL_SILENT

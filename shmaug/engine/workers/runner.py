@@ -530,10 +530,12 @@ def _shape_fix(made: tuple[int, ...], expected: tuple[int, ...], maker: str,
 def _as_loaded(loaded: Any) -> tuple[str, tuple[float, float] | None, bool]:
     """Sample 0 as loaded, for the probe: its dtype, finite range (None: none finite) and
     whether it holds NaN or infinity. A file's pixels not yet decoded (a decode-time crop
-    follows) are integers of their dtype, in its range: decoding a 8000x6000 scan whole for
-    them made the loader's start cost ten epochs of crops."""
+    follows) are taken to span their dtype's range, as photos do (decoding an 8000x6000 scan
+    whole for its own made the loader's start cost ten epochs of crops): a `value_range`
+    narrower than the files' dtype is refused as it was."""
     if isinstance(loaded, Undecoded):
-        return dtype_text(loaded.dtype), None, False
+        info = np.iinfo(loaded.dtype)
+        return dtype_text(loaded.dtype), (float(info.min), float(info.max)), False
     pixels = np.asarray(loaded)
     numeric = pixels.dtype.kind in "biuf" and pixels.size > 0
     finite = pixels[np.isfinite(pixels)] if numeric and pixels.dtype.kind == "f" else pixels

@@ -268,13 +268,19 @@ class DiskCache:
                     or held and self._held + held > QUEUED_BYTES
                     or self._later.get(url, 0.0) > time.monotonic()):
                 return
+            if self._jobs is None:  # (set once its threads run: a start that fails leaves
+                # the next keep() to try again, not jobs queued that no thread takes)
+                jobs: queue.Queue[Callable[[], None]] = queue.Queue()
+                try:
+                    for k in range(DOWNLOADS):  # daemons: the process's exit waits (settle)
+                        platform.start_thread(self._drain, f"shmaug-cache-{k}", jobs)
+                except RuntimeError as exc:  # (a cache's copy is no reason to fail a read)
+                    log.debug("not cached now: %s", exc)
+                    return
+                self._jobs = jobs
+                _settled_at_exit(self)
             self._pending.add(url)
             self._held += held
-            if self._jobs is None:
-                self._jobs = queue.Queue()
-                for k in range(DOWNLOADS):  # daemons: the process's exit waits (``settle``)
-                    platform.start_thread(self._drain, f"shmaug-cache-{k}", self._jobs)
-                _settled_at_exit(self)
 
         def run() -> None:
             try:

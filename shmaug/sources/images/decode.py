@@ -577,27 +577,36 @@ def _tiff_beyond_images(data: np.ndarray) -> bool:
     return fields is not None and (fields.get(277, 1) > 4 or fields.get(339, 1) == 3)
 
 
-_QUIET = threading.Lock()  # held while OpenCV's log is off for one decode here
+_QUIET = threading.Lock()  # guards the two below
+_quieted = [0, 0]  # decodes running with OpenCV's log off here, and the level to put back
 
 
 def imdecode(data: np.ndarray, flag: int) -> np.ndarray | None:
     """``cv2.imdecode`` without OpenCV's own log lines, as in a worker (``worker.py``): a
     corrupt PNG printed ``[ERROR:0@0.35] global grfmt_png.cpp ... IHDR chunk shall be first``
     on stderr, outside `logging`, beside shmaug's error or warning naming the file (the main
-    process decodes with workers=0, for the first sample, for a stand-in's warning). A level
-    the user set with ``OPENCV_LOG_LEVEL`` is kept; the user's own level comes back after."""
+    process decodes with workers=0, for the first sample, for a stand-in's warning). The
+    level is off while any decode here runs (threads decode side by side) and the user's
+    comes back after the last; one set with ``OPENCV_LOG_LEVEL`` is kept."""
     import cv2
 
-    log = cv2.utils.logging
-    if "OPENCV_LOG_LEVEL" in os.environ or log.getLogLevel() == log.LOG_LEVEL_SILENT:
+    if "OPENCV_LOG_LEVEL" in os.environ:
         return cv2.imdecode(data, flag)
-    with _QUIET:  # (one decode at a time while the level is off: each puts back its own)
-        before = log.getLogLevel()
-        log.setLogLevel(log.LOG_LEVEL_SILENT)
-        try:
-            return cv2.imdecode(data, flag)
-        finally:
-            log.setLogLevel(before)
+    log = getattr(cv2.utils, "logging", None)
+    if log is None:  # (an OpenCV without its logging module)
+        return cv2.imdecode(data, flag)
+    with _QUIET:
+        if not _quieted[0]:
+            _quieted[1] = log.getLogLevel()
+            log.setLogLevel(log.LOG_LEVEL_SILENT)
+        _quieted[0] += 1
+    try:
+        return cv2.imdecode(data, flag)
+    finally:
+        with _QUIET:
+            _quieted[0] -= 1
+            if not _quieted[0]:
+                log.setLogLevel(_quieted[1])
 
 
 def unreadable(what: str, reason: str) -> ImageReadError:

@@ -119,8 +119,15 @@ class Fetched:
                 self._flight[i] = done
             self._queue.append((samples, fetch, done))
             if not self._draining:  # a daemon: a worker's exit does not wait for a round
-                self._draining = True
-                platform.start_thread(self._drain, "shmaug-ahead")
+                try:
+                    platform.start_thread(self._drain, "shmaug-ahead")
+                except RuntimeError:  # (no thread: each task fetches its own, as before)
+                    self._queue.pop()
+                    for i in samples:
+                        self._flight.pop(i, None)
+                    done.set_result(None)
+                    return
+                self._draining = True  # (the thread waits on the lock held here)
 
     def _drain(self) -> None:
         """Run the queued rounds in order; end once none is left."""
