@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import time
 
 import cv2
 import numpy as np
@@ -375,3 +377,28 @@ def test_libjpeg_turbo_is_found_where_no_temporary_folder_is_usable(monkeypatch)
     monkeypatch.delenv("SHMAUG_JPEG", raising=False)
     bundled = turbo.available()  # (the wheel's library, where the jpeg extra is installed)
     assert asked == ([] if bundled else ["turbojpeg"])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_fork_while_a_thread_decodes_leaves_the_childs_decodes_free():
+    """A worker forked while another thread of the parent decoded (OpenCV's log held off,
+    its lock taken) waited for good at its first decode."""
+    from shmaug.sources.images import decode
+
+    with decode._QUIET:
+        decode._quieted[0] += 1
+        pid = os.fork()
+        if pid == 0:  # (the child: exit 0 once a decode returns)
+            decode.imdecode(np.frombuffer(b"not an image", np.uint8), 1)
+            os._exit(0)
+        decode._quieted[0] -= 1
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    raise AssertionError("the child's decode waited on the parent's lock")

@@ -581,6 +581,18 @@ _QUIET = threading.Lock()  # guards the two below
 _quieted = [0, 0]  # decodes running with OpenCV's log off here, and the level to put back
 
 
+def _quiet_anew_in_child() -> None:
+    """A fork while a thread decodes (the lock held, the count above 0) must not leave the
+    child's first decode waiting for good: it starts with none running."""
+    global _QUIET
+    _QUIET = threading.Lock()
+    _quieted[0] = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_quiet_anew_in_child)
+
+
 def imdecode(data: np.ndarray, flag: int) -> np.ndarray | None:
     """``cv2.imdecode`` without OpenCV's own log lines, as in a worker (``worker.py``): a
     corrupt PNG printed ``[ERROR:0@0.35] global grfmt_png.cpp ... IHDR chunk shall be first``
