@@ -25,6 +25,15 @@ def _in_small_shm(count: int, rows: int = 256) -> subprocess.CompletedProcess[st
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
+def _run_in_shm(options: str, code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` (no double quotes) run by this Python in a mount namespace of its own, whose
+    /dev/shm is a tmpfs mounted with ``options``."""
+    script = f"mount -t tmpfs -o {options} tmpfs /dev/shm && exec {sys.executable} -c \"{code}\""
+    return subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=ROOT, text=True,
+                          capture_output=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
 def _namespaces() -> bool:
     if sys.platform != "linux" or shutil.which("unshare") is None:
         return False
@@ -65,10 +74,7 @@ def test_a_read_only_dev_shm_is_told_to_be_mounted_writable_not_freed():
             "                  augment=_ops.identity, workers=0)\n"
             "except shmaug.SharedMemoryError as exc:\n"
             "    print(exc)\n")
-    script = f"mount -t tmpfs -o size=4m,ro tmpfs /dev/shm && exec {sys.executable} -c '{code}'"
-    done = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=ROOT, text=True,
-                          capture_output=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = _run_in_shm("size=4m,ro", code)
     assert "Read-only file system" in done.stdout, done.stdout + done.stderr
     assert "mount a writable tmpfs there" in done.stdout
     assert "lower `max_queue_size`" not in done.stdout
@@ -95,10 +101,7 @@ def test_a_dev_shm_filled_by_another_program_names_what_this_processs_loaders_ho
             "except shmaug.SharedMemoryError as exc:\n"
             "    print(exc)\n"
             "first.close()\n")
-    script = f"mount -t tmpfs -o size=2m tmpfs /dev/shm && exec {sys.executable} -c \"{code}\""
-    done = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=ROOT, text=True,
-                          capture_output=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = _run_in_shm("size=2m", code)
     assert "Not enough shared memory" in done.stdout or "Could not create" in done.stdout, \
         done.stdout + done.stderr
     assert "close the loaders of this process it no longer uses (its loaders hold" in \
