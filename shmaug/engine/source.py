@@ -82,6 +82,8 @@ class Marked(Protocol):
 
     def name(self, index: int) -> str: ...
 
+    def read_name(self, index: int) -> str: ...
+
     def replaced_warning(self, index: int) -> str: ...
 
 
@@ -261,7 +263,7 @@ def sample_name(load: Any, index: int) -> str:
     if index < 0 or not isinstance(load, Marked):
         return ""
     try:
-        return str(load.name(index))
+        return str(load.read_name(index))
     except Exception:  # (an error is being told: naming it must not hide it)
         return ""
 

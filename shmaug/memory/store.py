@@ -196,16 +196,18 @@ _SMALLER = ("lower `max_queue_size` or `batch_size`, or pass `x` as a path to a 
             "it is memory-mapped instead of copied into shared memory")
 
 
-def check_capacity(nbytes: int, what: str, instead: str = _SMALLER) -> None:
+def check_capacity(nbytes: int, what: str, instead: str = _SMALLER,
+                   own: Collection[str] = ()) -> None:
     """Raise ``SharedMemoryError`` with the remedy when /dev/shm cannot hold ``nbytes``;
-    ``instead``: what else would need less of it, for this block."""
+    ``instead``: what else would need less of it, for this block; ``own``: the asking
+    loader's blocks (not counted as its process's other loaders')."""
     free = free_shm_bytes(nbytes)
     if free is not None and nbytes > free:
-        held = _others_held(())
-        here = _held_here(())  # (the asking loader's blocks so far among them)
+        held = _others_held(own)
+        here = _held_here(own)
         smaller = "" if nbytes < 2**16 else f", {instead}"  # (a few bytes: nothing smaller)
-        closing = (f"close the loaders of this process it no longer uses (its loaders "
-                   f"hold {here:,} bytes there), " if here else "")
+        closing = (f"close the loaders of this process it no longer uses (its other "
+                   f"loaders hold {here:,} bytes there), " if here else "")
         raise SharedMemoryError(
             f"Not enough shared memory for {what}: asked for {nbytes:,} bytes "
             f"({nbytes / 2**20:.1f} MiB) but {_SHM_DIR} has {free:,} bytes "
@@ -541,7 +543,8 @@ class SharedStore:
         this block, as the error for too little says it."""
         dt = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-        check_capacity(nbytes if reserved is None else reserved, what, instead)
+        check_capacity(nbytes if reserved is None else reserved, what, instead,
+                       own=self.names)
         with platform.sigint_deferred():  # (a press mid-way left a segment no one owned)
             name = segment_name()
             try:

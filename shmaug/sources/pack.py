@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 IMAGES, LABELS, MANIFEST = "images.npy", "labels.npy", "manifest.json"
-_MANIFEST_ROOM = 2**14  # bytes kept free for the manifest (under 1 KB; unreadable files')
+_MANIFEST_ROOM = 2**16  # bytes kept free for the manifest beside its class names (the
+# unreadable files' names: 300 of them made one of 61 KB)
 PARTIAL = ".partial"  # suffix of files being written; never mistaken for a finished output
 PACK_FORMAT = "shmaug-pack/1"
 # How a nearest resize rounds, recorded since it takes the pixel under each output pixel's
@@ -372,8 +373,8 @@ def _write(files: ImageFiles, directory: str, described: dict[str, Any], *, work
         images = np.lib.format.open_memmap(partial[IMAGES], mode="w+", dtype=files.dtype,
                                            shape=shape)
         classes = files.classes  # (its file and the manifest's room are checked now too)
-        _reserve(partial[IMAGES], directory, beside=_MANIFEST_ROOM + (
-            0 if classes is None else classes.nbytes + 4096))  # (a page for its header)
+        _reserve(partial[IMAGES], directory, beside=_MANIFEST_ROOM + len(json.dumps(
+            list(files.class_names))) + (0 if classes is None else classes.nbytes + 4096))
         with open(partial[IMAGES], "rb") as f:  # the header: hash the file as it is written
             digest = hashlib.sha256(f.read(images.offset))
         with Loader(files, None, batch_size, workers=workers, start_method=start_method,

@@ -364,9 +364,17 @@ def test_an_ops_error_on_a_files_sample_names_the_file(folder, workers):
 
     Image.new("RGB", (7, 1)).save(folder / "ant" / "0.png")  # (index 0 of the sorted paths)
     files = ImageFiles.from_directory(folder, image_size=None)
+    crop = shmaug.ops.Op("crop", height=4, width=4)
     with pytest.raises(shmaug.WorkerError, match=r"(?s)crop.*on sample index 0 \(.*ant/0\.png\)"):
-        epoch(files, files.labels, workers=workers, augment=shmaug.ops.Op("crop", height=4, width=4),
-              output_shape=(4, 4, 3))
+        epoch(files, files.labels, workers=workers, augment=crop, output_shape=(4, 4, 3))
+    # a stand-in's pixels: the file read, the one to fix, named first (a diff review's)
+    (folder / "ant" / "1.jpg").write_bytes(b"not a jpeg")
+    Image.new("RGB", (7, 1)).save(folder / "ant" / "2.png")
+    (folder / "ant" / "0.png").unlink()
+    files = ImageFiles.from_directory(folder, image_size=None, on_error="skip")
+    with pytest.raises(shmaug.WorkerError, match=r"(?s)on sample index 0 \(.*ant/2\.png, "
+                                                 r"standing in for the unreadable .*ant/1\.jpg\)"):
+        epoch(files, files.labels, workers=workers, augment=crop, output_shape=(4, 4, 3))
 
 
 def test_skip_replaces_deterministically_and_counts(folder):

@@ -104,5 +104,5 @@ def test_a_dev_shm_filled_by_another_program_names_what_this_processs_loaders_ho
     done = _run_in_shm("size=2m", code)
     assert "Not enough shared memory" in done.stdout or "Could not create" in done.stdout, \
         done.stdout + done.stderr
-    assert "close the loaders of this process it no longer uses (its loaders hold" in \
+    assert "close the loaders of this process it no longer uses (its other loaders hold" in \
         done.stdout or "this process's other loaders hold" in done.stdout, done.stdout

@@ -577,15 +577,18 @@ def _tiff_beyond_images(data: np.ndarray) -> bool:
     return fields is not None and (fields.get(277, 1) > 4 or fields.get(339, 1) == 3)
 
 
-_QUIET = threading.Lock()  # guards the two below
+_QUIET = threading.Lock()  # guards the three below
 _quieted = [0, 0]  # decodes running with OpenCV's log off here, and the level to put back
+# Per process, found at its first decode: OpenCV's logging where decodes turn it off, False
+# where they leave it (off already, as a worker's from its start; OPENCV_LOG_LEVEL set).
+_switch: Any = None
 
 
 def _quiet_anew_in_child() -> None:
     """A fork while a thread decodes (the lock held, the count above 0) must not leave the
-    child's first decode waiting for good: it starts with none running."""
-    global _QUIET
-    _QUIET = threading.Lock()
+    child's first decode waiting for good: it starts with none running, and looks again."""
+    global _QUIET, _switch
+    _QUIET, _switch = threading.Lock(), None
     _quieted[0] = 0
 
 
@@ -594,18 +597,24 @@ if hasattr(os, "register_at_fork"):
 
 
 def imdecode(data: np.ndarray, flag: int) -> np.ndarray | None:
-    """``cv2.imdecode`` without OpenCV's own log lines, as in a worker (``worker.py``): a
-    corrupt PNG printed ``[ERROR:0@0.35] global grfmt_png.cpp ... IHDR chunk shall be first``
-    on stderr, outside `logging`, beside shmaug's error or warning naming the file (the main
-    process decodes with workers=0, for the first sample, for a stand-in's warning). The
-    level is off while any decode here runs (threads decode side by side) and the user's
-    comes back after the last; one set with ``OPENCV_LOG_LEVEL`` is kept."""
+    """``cv2.imdecode`` without OpenCV's own log lines, as in a worker
+    (``engine/workers/worker.py``, which turns them off for good): a corrupt PNG printed
+    ``[ERROR:0@0.35] global grfmt_png.cpp ... IHDR chunk shall be first`` on stderr, outside
+    `logging`, beside shmaug's error or warning naming the file (the main process decodes
+    with workers=0, for the first sample, for a stand-in's warning). The level is off while
+    any decode here runs (threads decode side by side) and the user's comes back after the
+    last; one set with ``OPENCV_LOG_LEVEL`` is kept."""
     import cv2
 
-    if "OPENCV_LOG_LEVEL" in os.environ:
-        return cv2.imdecode(data, flag)
-    log = getattr(cv2.utils, "logging", None)
-    if log is None:  # (an OpenCV without its logging module)
+    global _switch
+    if _switch is None:
+        with _QUIET:
+            log = getattr(cv2.utils, "logging", None)
+            if _switch is None:
+                _switch = False if log is None or "OPENCV_LOG_LEVEL" in os.environ or \
+                    log.getLogLevel() == log.LOG_LEVEL_SILENT else log
+    log = _switch
+    if log is False:
         return cv2.imdecode(data, flag)
     with _QUIET:
         if not _quieted[0]:

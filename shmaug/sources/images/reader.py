@@ -289,6 +289,13 @@ class Reader:
         record)."""
         return str(self.table[index])
 
+    def read_name(self, index: int) -> str:
+        """What was read for sample ``index``, for an op's error on its pixels: its name, or
+        its stand-in's (on_error='skip'), the file to fix, beside it."""
+        kept = self._stood_in(index) if self.on_error == "skip" else None
+        return self.name(index) if kept is None else \
+            f"{self.table[kept]}, standing in for the unreadable {self.table[index]}"
+
     def replaced_warning(self, index: int) -> str:
         """The loader's one warning, for the first stand-in it delivers (read again here for
         the reason: a worker's exception does not travel with a successful batch)."""
