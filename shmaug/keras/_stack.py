@@ -61,7 +61,26 @@ def _self_of(frame: Any) -> Any:
 
 def _keras_self(frame: Any) -> Any:
     """The ``self`` of one of Keras' own methods' frame, else None."""
-    return _self_of(frame) if "keras" in frame.f_code.co_filename else None
+    code = frame.f_code
+    if "keras" not in code.co_filename or not code.co_argcount or \
+            code.co_varnames[0] != "self":
+        return None
+    return _keras_local(frame, "self")
+
+
+def _keras_local(frame: Any, name: str) -> Any:
+    """Local ``name`` of one of Keras' own running frames (None: unbound). Before Python
+    3.13 ``f_locals`` leaves a snapshot of every local on the frame until its next read: on
+    ``fit``'s frame it held the previous epoch's tf.data iterator past its epoch, and its
+    release at the next epoch's read (a wait on tf.data's threads, the GIL held) began that
+    epoch 0.7-2.5 s late, every few epochs. Keras' code keeps no ``locals()`` of its own,
+    so the snapshot is emptied once read (a user's frame's is left as it is)."""
+    found = frame.f_locals
+    try:
+        return found.get(name)
+    finally:
+        if sys.version_info < (3, 13) and frame.f_code.co_flags & inspect.CO_OPTIMIZED:
+            found.clear()
 
 
 def asking_loop(seq: object) -> Any:
@@ -116,7 +135,7 @@ def trainer_call() -> tuple[str, Any] | None:
         code = frame.f_code
         if code.co_name in _INFERENCE | {"fit"} and "keras" in code.co_filename and \
                 code.co_filename.endswith("trainer.py"):
-            return code.co_name, frame.f_locals.get("self")
+            return code.co_name, _keras_local(frame, "self")
         frame = frame.f_back  # type: ignore[assignment]
     return None
 
@@ -146,6 +165,6 @@ def fit_argument(name: str) -> Any:
         code = frame.f_code
         if code.co_name == "fit" and "keras" in code.co_filename and \
                 code.co_filename.endswith("trainer.py"):
-            return frame.f_locals.get(name)
+            return _keras_local(frame, name)
         frame = frame.f_back  # type: ignore[assignment]
     return None
