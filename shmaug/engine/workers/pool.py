@@ -127,6 +127,22 @@ if hasattr(os, "register_at_fork"):
 
 
 @contextlib.contextmanager
+def _pipes(ctx: Any) -> Iterator[tuple[Any, ...]]:
+    """A worker's two pipes (its tasks' ends, its results' ends), all four closed if its start
+    fails: left to the collector, Python 3.13 closed them only once it ran (a cycle through
+    the error), 4 descriptors per failed fork, on which a retrying job crept to its limit."""
+    ends: list[Any] = []
+    try:
+        ends += ctx.Pipe(duplex=False)
+        ends += ctx.Pipe(duplex=False)
+        yield tuple(ends)
+    except BaseException:
+        for end in ends:
+            end.close()
+        raise
+
+
+@contextlib.contextmanager
 def _limits_named(wid: int) -> Iterator[None]:
     """An OS error starting worker ``wid`` that a limit of this process gives (EMFILE,
     EAGAIN, ENOMEM: ``platform.LIMIT_ERRNOS``) names the limit and its fix; others pass."""
@@ -247,9 +263,7 @@ class WorkerPool:
 
     def _start(self, wid: int) -> None:
         self._status.row(wid).reset()
-        with _limits_named(wid):
-            task_r, task_w = self._ctx.Pipe(duplex=False)
-            result_r, result_w = self._ctx.Pipe(duplex=False)
+        with _limits_named(wid), _pipes(self._ctx) as (task_r, task_w, result_r, result_w):
             process = self._ctx.Process(
                 target=worker_main, name=f"{_WORKER_NAME}{wid}", daemon=True,
                 args=(_spec_now(self._spec, self.start_method), wid, task_r, result_w,
